@@ -1,0 +1,346 @@
+"""The model client: one call = one recorded `ModelCall`, on the official `openai` package.
+
+Retries are our own loop (the openai client runs with max_retries=0) so `attempts` is exact.
+The API key is only ever handed to the openai client: it is never recorded, and any text
+that could echo it (error bodies) is scrubbed before it leaves this module.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import os
+import random
+import time
+from typing import Any, Callable, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from sessions.records import AgentConfig, ModelCall, Usage
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_CHAT_INSTRUCTION = (
+    "Continue the transcript above. Reply with exactly the next step and nothing else."
+)
+NO_KEY_PLACEHOLDER = "not-needed"  # vLLM / Ollama / llama.cpp accept any key
+MAX_STOP_SEQUENCES = 4  # OpenAI rejects more; the rest are applied client-side
+BACKOFF_BASE_S = 1.0  # first retry waits ~this, doubling each time (plus jitter)
+BACKOFF_MAX_S = 30.0
+RETRY_AFTER_MAX_S = 60.0  # a server's Retry-After is honoured up to this bound
+MALFORMED_RETRIES = 1  # a garbage response is retried at most once
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class ModelError(Exception):
+    """A model call failed for good (after retries). `.call` holds the recorded ModelCall."""
+
+    def __init__(self, call: ModelCall):
+        super().__init__(call.error or "model call failed")
+        self.call = call
+
+
+class ResponseCache(Protocol):
+    def get(self, key: str) -> tuple[str, Usage] | None: ...
+
+    def put(self, key: str, completion: str, usage: Usage) -> None: ...
+
+
+class _Malformed(Exception):
+    """The server answered 200 with something that is not a completion."""
+
+
+def resolve_base_url(config: AgentConfig) -> str:
+    return config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+
+def public_url(url: str) -> str:
+    """The endpoint without credentials or query string: safe to record."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    except ValueError:
+        return "<invalid url>"
+
+
+def model_available(config: AgentConfig) -> tuple[bool, str]:
+    """Is a model configured? (ok, one-line message for the UI banner)."""
+    base = config.base_url or os.environ.get("OPENAI_BASE_URL")
+    if base:
+        return True, f"Model {config.model} at {public_url(base)}."
+    if os.environ.get("OPENAI_API_KEY"):
+        return True, f"Model {config.model} via the OpenAI API (key from OPENAI_API_KEY)."
+    return False, (
+        "No model configured. Set OPENAI_API_KEY, or OPENAI_BASE_URL for vLLM / Ollama / "
+        "llama.cpp (or a base URL in the agent config), then reload."
+    )
+
+
+def stop_cut(text: str, stop: list[str]) -> str:
+    """Cut at the earliest stop string (removed), as a server would; for servers that
+    ignore `stop` and for the stops beyond the first four."""
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return text[: min(cuts)] if cuts else text
+
+
+def chat_message(prompt: str, instruction: str | None) -> str:
+    return f"{prompt}\n\n{instruction or DEFAULT_CHAT_INSTRUCTION}"
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ModelClient:
+    """Sends prompts to one configured model; every call returns its `ModelCall`."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        api_key: str | None = None,
+        cache: ResponseCache | None = None,
+        on_retry: Callable[[int, str], None] | None = None,
+        backoff_base_s: float | None = None,
+        retry_after_max_s: float | None = None,
+    ):
+        self.config = config
+        self.cache = cache
+        self.on_retry = on_retry
+        self.backoff_base_s = BACKOFF_BASE_S if backoff_base_s is None else backoff_base_s
+        self.retry_after_max_s = (
+            RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s
+        )
+        self.base_url = resolve_base_url(config)
+        key = api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
+        self._secrets = [key] if key != NO_KEY_PLACEHOLDER and len(key) >= 4 else []
+        self._key = key
+        self._openai: openai.OpenAI | None = None
+
+    # -- public -----------------------------------------------------------------------
+    def complete(
+        self,
+        prompt: str,
+        stop: list[str],
+        *,
+        purpose: str = "step",
+        chat_instruction: str | None = None,
+    ) -> tuple[str, ModelCall]:
+        """Return the completion (cut at `stop`) and its record; raise ModelError when
+        the call fails for good (the error is in `.call.error`)."""
+        cfg = self.config
+        stop = list(stop or [])
+        chat = cfg.api_style == "chat"
+        hashed = chat_message(prompt, chat_instruction) if chat else prompt
+        params: dict[str, Any] = {
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_tokens": cfg.max_tokens,
+            "stop": stop,
+            "base_url": self._scrub(public_url(self.base_url)),
+        }
+        call = ModelCall(
+            model=cfg.model, api_style=cfg.api_style, params=params, purpose=purpose,
+            prompt_hash=sha256(hashed), prompt_chars=len(hashed), attempts=0,
+        )
+        started = time.perf_counter()
+
+        key = self._cache_key(prompt, chat_instruction, stop) if self._cacheable() else None
+        if key is not None:
+            hit = self.cache.get(key)  # type: ignore[union-attr]
+            if hit is not None:
+                text, usage = hit
+                call.completion, call.usage, call.cached = text, usage, True
+                call.latency_ms = (time.perf_counter() - started) * 1000
+                return text, call
+
+        malformed = 0
+        while True:
+            call.attempts += 1
+            try:
+                text, usage = self._request(prompt, stop, chat_instruction)
+            except Exception as exc:  # classified below; nothing escapes unrecorded
+                reason, retryable, delay = self._classify(exc)
+                if isinstance(exc, _Malformed):
+                    malformed += 1
+                    retryable = malformed <= MALFORMED_RETRIES
+                if retryable and call.attempts <= cfg.max_retries:
+                    if delay is None:
+                        delay = self._backoff(call.attempts)
+                    if self.on_retry is not None:
+                        self.on_retry(call.attempts, reason)
+                    time.sleep(delay)
+                    continue
+                n = call.attempts
+                call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
+                call.latency_ms = (time.perf_counter() - started) * 1000
+                raise ModelError(call) from None
+            text = stop_cut(text, stop)
+            call.completion, call.usage = text, usage
+            call.latency_ms = (time.perf_counter() - started) * 1000
+            if key is not None:
+                self.cache.put(key, text, usage)  # type: ignore[union-attr]
+            return text, call
+
+    # -- internals --------------------------------------------------------------------
+    @property
+    def _client(self) -> openai.OpenAI:
+        """Built on first use: a cache hit never needs an HTTP client."""
+        if self._openai is None:
+            self._openai = openai.OpenAI(
+                api_key=self._key, base_url=self.base_url,
+                timeout=self.config.timeout_s, max_retries=0,
+            )
+        return self._openai
+
+    def _cacheable(self) -> bool:
+        return bool(self.cache is not None and self.config.cache and self.config.temperature == 0)
+
+    def _cache_key(self, prompt: str, instruction: str | None, stop: list[str]) -> str:
+        cfg = self.config
+        chat = cfg.api_style == "chat"
+        blob = json.dumps(
+            {
+                "base_url": public_url(self.base_url),
+                "model": cfg.model,
+                "api_style": cfg.api_style,
+                "prompt": prompt,
+                "chat_instruction": (instruction or DEFAULT_CHAT_INSTRUCTION) if chat else None,
+                "stop": stop,
+                "max_tokens": cfg.max_tokens,
+                "top_p": cfg.top_p,
+            },
+            sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+        )
+        return sha256(blob)
+
+    def _request(
+        self, prompt: str, stop: list[str], instruction: str | None
+    ) -> tuple[str, Usage]:
+        cfg = self.config
+        common: dict[str, Any] = {
+            "model": cfg.model,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_tokens": cfg.max_tokens,
+        }
+        if stop:
+            common["stop"] = stop[:MAX_STOP_SEQUENCES]
+        try:
+            if cfg.api_style == "chat":
+                resp = self._client.chat.completions.create(
+                    messages=[{"role": "user", "content": chat_message(prompt, instruction)}],
+                    **common,
+                )
+            else:
+                resp = self._client.completions.create(prompt=prompt, **common)
+        except ValueError as exc:  # a 200 whose body is not JSON (or not a completion)
+            raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            raise _Malformed(f"response has no choices: {_snippet(resp)}")
+        first = choices[0]
+        if cfg.api_style == "chat":
+            message = getattr(first, "message", None)
+            if message is None:
+                raise _Malformed(f"chat choice has no message: {_snippet(resp)}")
+            text = message.content
+        else:
+            text = getattr(first, "text", None)
+        if text is not None and not isinstance(text, str):
+            raise _Malformed(f"completion text is not a string: {_snippet(resp)}")
+        return text or "", _usage(getattr(resp, "usage", None))
+
+    def _classify(self, exc: Exception) -> tuple[str, bool, float | None]:
+        """(scrubbed one-line reason, retryable?, server-requested delay or None)."""
+        if isinstance(exc, _Malformed):
+            return self._scrub(f"malformed response from the model server: {exc}"), True, None
+        if isinstance(exc, openai.APITimeoutError):
+            return f"request timed out after {self.config.timeout_s:g}s", True, None
+        if isinstance(exc, openai.APIConnectionError):
+            return self._scrub(
+                f"cannot reach the model server at {public_url(self.base_url)}: "
+                f"{_cause(exc)}"), True, None
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            msg = _error_message(exc)
+            retry = status in RETRYABLE_STATUS or status >= 500
+            what = {401: "authentication failed (check OPENAI_API_KEY)",
+                    403: "permission denied", 404: "not found (check the model name and base URL)",
+                    429: "rate limited"}.get(status, "model server error")
+            delay = self._retry_after(exc.response) if retry else None
+            return self._scrub(f"{what} (HTTP {status}): {msg}"), retry, delay
+        return self._scrub(f"model call failed: {type(exc).__name__}: {exc}"), False, None
+
+    def _retry_after(self, response: Any) -> float | None:
+        headers = getattr(response, "headers", None) or {}
+        delay: float | None = None
+        ms = headers.get("retry-after-ms")
+        if ms:
+            try:
+                delay = float(ms) / 1000
+            except ValueError:
+                pass
+        raw = headers.get("retry-after")
+        if delay is None and raw:
+            try:
+                delay = float(raw)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(raw) if raw else None
+                if when is not None:
+                    delay = when.timestamp() - time.time()
+        if delay is None or delay < 0:
+            return None
+        return min(delay, self.retry_after_max_s)
+
+    def _backoff(self, attempt: int) -> float:
+        base = min(self.backoff_base_s * (2 ** (attempt - 1)), BACKOFF_MAX_S)
+        return base * (0.75 + random.random() * 0.5)
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _usage(u: Any) -> Usage:
+    if u is None:
+        return Usage()
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return Usage(
+        prompt_tokens=getattr(u, "prompt_tokens", None),
+        completion_tokens=getattr(u, "completion_tokens", None),
+        cached_prompt_tokens=cached,
+    )
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        msg = err.get("message") if isinstance(err, dict) else err
+        if msg:
+            return _one_line(str(msg))
+    try:
+        return _one_line(exc.response.text) or "(empty body)"
+    except Exception:
+        return "(no body)"
+
+
+def _cause(exc: BaseException) -> str:
+    root = exc.__cause__ or exc.__context__ or exc
+    return _one_line(f"{type(root).__name__}: {root}")
+
+
+def _snippet(obj: Any) -> str:
+    return _one_line(obj if isinstance(obj, str) else repr(obj))
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,617 @@
+"""The ReAct loop, one step at a time, over the version tree.
+
+`Engine.step` builds the prompt (a pure function of config, exemplars, task and the
+version's steps), calls the model, parses, executes the action in the environment, and
+records the step with its model calls in one transaction. Edits branch the tree and never
+touch an existing step. Before any step or edit the environment is put in exactly the
+state of the version's last step: from an in-process state token, else from the step's
+stored snapshot, else by replaying the recorded actions and checking every observation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from agent import exemplars as ex
+from agent import formats as fmt
+from agent.client import ModelClient, ModelError
+from envs.base import EnvError, Environment, ReplayMismatch, StepResult, family
+from sessions.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from sessions.store import Store, StoreError
+
+MAX_TEXT = 20_000  # characters a person may put in one thought or action
+
+
+class EngineError(Exception):
+    """A user-facing problem with a step, an edit or a run (one line)."""
+
+
+class ModelCallFailed(EngineError):
+    def __init__(self, message: str, call: ModelCall | None = None):
+        super().__init__(message)
+        self.call = call
+
+
+@dataclass
+class StepReport:
+    """What one `Engine.step` added."""
+
+    version: Version
+    steps: list[Step]
+    calls: list[ModelCall] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.version.outcome.done
+
+
+@dataclass
+class RunReport:
+    episode: int
+    version: int
+    done: bool
+    success: bool | None
+    steps: int  # steps in the version after the run
+    added: int = 0
+    stopped: bool = False
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"episode": self.episode, "version": self.version, "done": self.done, "success": self.success, "steps": self.steps}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class _Live:
+    """An environment instance kept alive for one episode, with state tokens per step."""
+
+    env: Environment
+    at: int | None = None  # id of the step the env is after (0 = just reset)
+    tokens: dict[int, Any] = field(default_factory=dict)
+
+
+CHAT_INSTRUCTIONS = {
+    "alfworld": "Continue the transcript above: reply with only the next command after '>' "
+    "(one line: an action such as 'go to fridge 1', or 'think: ...').",
+    "react": "Continue the transcript above: reply with exactly the next step, "
+    "'Thought {i}: ...' then on a new line 'Action {i}: ...', and nothing else.",
+    "act": "Continue the transcript above: reply with exactly the next action, 'Action {i}: ...', and nothing else.",
+    "action": "Continue the transcript above: reply with only the action for step {i}, e.g. 'Search[...]'.",
+}
+
+
+class Engine:
+    """Steps, runs and edits versions stored in `store`. Keeps environments alive across
+    calls (the UI holds one Engine per process), so resuming a visited step is cheap."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        api_key: str | None = None,
+        client_factory: Callable[[AgentConfig], Any] | None = None,
+        max_live_envs: int = 8,
+    ):
+        self.store = store
+        self.api_key = api_key
+        self._client_factory = client_factory
+        self._clients: dict[str, Any] = {}
+        self._live: dict[int, _Live] = {}
+        self._max_live = max_live_envs
+        self._paths: dict[int, tuple[int | None, list[Step]]] = {}
+
+    # ------------------------------------------------------------------ episodes
+    def start_episode(
+        self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None
+    ) -> tuple[Episode, Version]:
+        family(task.env)  # unknown env -> EnvError before anything is written
+        return self.store.create_episode(task, config, env_options or {}, name)
+
+    def max_steps(self, episode: Episode) -> int:
+        return episode.config.max_steps or family(episode.task.env).default_max_steps
+
+    # ------------------------------------------------------------------ model
+    def client(self, config: AgentConfig):
+        key = config.model_dump_json()
+        if key not in self._clients:
+            if self._client_factory:
+                self._clients[key] = self._client_factory(config)
+            else:
+                cache = self.store if config.cache else None
+                self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache)
+        return self._clients[key]
+
+    def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str, chat: str):
+        try:
+            text, call = self.client(episode.config).complete(prompt, stop, purpose=purpose, chat_instruction=chat)
+        except ModelError as exc:
+            failed = getattr(exc, "call", None)
+            if failed is not None:
+                calls.append(failed)
+            raise ModelCallFailed(f"model call failed: {exc}", failed) from None
+        calls.append(call)
+        if episode.config.api_style == "chat":
+            text = _strip_echo(text, prompt)
+        return text
+
+    # ------------------------------------------------------------------ environment
+    def _live_env(self, episode: Episode) -> _Live:
+        live = self._live.get(episode.id)
+        if live is None:
+            fam = family(episode.task.env)
+            env = fam.make_env(episode.task, episode.env_options, self.store)
+            env.reset(episode.task)
+            live = _Live(env=env, at=0, tokens={0: env.state()})
+            while len(self._live) >= self._max_live:
+                _, old = self._live.popitem()
+                try:
+                    old.env.close()
+                except Exception:  # pragma: no cover - closing is best effort
+                    pass
+            self._live[episode.id] = live
+        return live
+
+    def env_at(self, episode: Episode, steps: list[Step]) -> Environment:
+        """The episode's environment in exactly the state after `steps[-1]`."""
+        live = self._live_env(episode)
+        target = steps[-1].id if steps else 0
+        if live.at == target:
+            return live.env
+        env = live.env
+        start = None
+        for j in range(len(steps), -1, -1):
+            sid = steps[j - 1].id if j else 0
+            if sid in live.tokens:
+                try:
+                    env.set_state(live.tokens[sid])
+                    start = j
+                    break
+                except Exception:
+                    live.tokens.pop(sid, None)
+            if j and steps[j - 1].snapshot is not None:
+                env.restore(steps[j - 1].snapshot)
+                start = j
+                break
+        if start is None:
+            env.reset(episode.task)
+            start = 0
+        live.at = None
+        for s in steps[start:]:
+            if _touches_env(episode.task.env, s):
+                got = env.step(_command(episode.task.env, s)).observation
+                if got != s.observation:
+                    raise ReplayMismatch(s.index, _command(episode.task.env, s), s.observation or "", got)
+            live.tokens[s.id] = env.state()
+        live.at = target
+        return env
+
+    def forget_env(self, episode_id: int) -> None:
+        """Drop the live environment (next use rebuilds it, as after a restart)."""
+        live = self._live.pop(episode_id, None)
+        if live:
+            live.env.close()
+
+    def admissible_actions(self, version_id: int) -> list[str] | None:
+        v = self.store.version(version_id)
+        ep = self.store.episode(v.episode_id)
+        return self.env_at(ep, self.steps(v)).admissible_actions()
+
+    def expert_hint(self, version_id: int, timeout_s: float = 5.0) -> str | None:
+        v = self.store.version(version_id)
+        ep = self.store.episode(v.episode_id)
+        env = self.env_at(ep, self.steps(v))
+        hint = getattr(env, "expert_hint", None)
+        return hint(timeout_s) if hint else None
+
+    # ------------------------------------------------------------------ reading
+    def steps(self, version: Version) -> list[Step]:
+        """The version's path, cached by leaf so a long run does not re-read it each step."""
+        cached = self._paths.get(version.id)
+        if cached and cached[0] == version.leaf_step_id:
+            return cached[1]
+        steps = self.store.path(version.leaf_step_id)
+        self._paths[version.id] = (version.leaf_step_id, steps)
+        return steps
+
+    def prompt(self, version_id: int) -> str:
+        """The exact text the next model call of this version would be sent."""
+        v = self.store.version(version_id)
+        ep = self.store.episode(v.episode_id)
+        steps = self.steps(v)
+        i = len(steps) + 1
+        if ep.task.env == "alfworld":
+            return fmt.alfworld_prompt(self._alf_exemplars(ep), ep.task.text, steps)
+        prefix = self._wiki_prefix(ep, steps)
+        if v.draft_thought is not None:
+            return prefix + fmt.wiki_action_cue(i, v.draft_thought)[0]
+        return prefix + fmt.wiki_step_cue(i, ep.config.style)[0]
+
+    def _alf_exemplars(self, ep: Episode) -> list[str]:
+        try:
+            prompts = ex.prompt_dict("alfworld", ep.config.exemplar_set, self.store)
+            return ex.alfworld_exemplars(prompts, ep.task.type, ep.config.style)
+        except ex.ExemplarError as exc:
+            raise EngineError(str(exc)) from None
+
+    def _wiki_prefix(self, ep: Episode, steps: list[Step]) -> str:
+        try:
+            prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store)
+            instruction, block = ex.wiki_exemplars(prompts, ep.task.env, ep.config.style)
+        except ex.ExemplarError as exc:
+            raise EngineError(str(exc)) from None
+        return fmt.wiki_prompt_prefix(instruction, block, ep.task.text, steps)
+
+    # ------------------------------------------------------------------ stepping
+    def _begin(self, version_id: int) -> tuple[Version, Episode, list[Step], Environment]:
+        v = self.store.version(version_id)
+        ep = self.store.episode(v.episode_id)
+        if v.outcome.done:
+            raise EngineError(f"version {v.id} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on")
+        steps = self.steps(v)
+        if len(steps) >= self.max_steps(ep):
+            raise EngineError(f"version {v.id} has reached its step limit ({self.max_steps(ep)})")
+        return v, ep, steps, self.env_at(ep, steps)
+
+    def step(self, version_id: int) -> StepReport:
+        """One model step (ALFWorld: one line; Wikipedia: Thought/Action/Observation)."""
+        v, ep, steps, env = self._begin(version_id)
+        i = len(steps) + 1
+        calls: list[ModelCall] = []
+        try:
+            if ep.task.env == "alfworld":
+                prompt = fmt.alfworld_prompt(self._alf_exemplars(ep), ep.task.text, steps)
+                text = self._complete(ep, prompt, ["\n"], calls, purpose="step", chat=CHAT_INSTRUCTIONS["alfworld"])
+                thought, action = fmt.parse_alfworld_completion(text)
+                source, edit = "model", None
+            else:
+                prefix = self._wiki_prefix(ep, steps)
+                source, edit = "model", None
+                if v.draft_thought is not None:  # a person's thought waits for its action
+                    thought, source, edit = v.draft_thought, "human", v.draft_edit
+                    action = self._wiki_action(ep, prefix, i, thought, calls)
+                elif ep.config.style == "react":
+                    cue, stop = fmt.wiki_step_cue(i, "react")
+                    chat = CHAT_INSTRUCTIONS["react"].format(i=i)
+                    parsed = fmt.parse_wiki_completion(
+                        self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat), i, "react"
+                    )
+                    thought, action = parsed.thought, parsed.action
+                    if action is None:  # the paper's fallback: ask for the action alone
+                        action = self._wiki_action(ep, prefix, i, thought or "", calls)
+                else:
+                    cue, stop = fmt.wiki_step_cue(i, "act")
+                    chat = CHAT_INSTRUCTIONS["act"].format(i=i)
+                    thought = None
+                    action = fmt.parse_wiki_completion(
+                        self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat), i, "act"
+                    ).action
+        except ModelCallFailed as exc:
+            if calls:
+                self.store.record_calls(ep.id, calls)
+            self.store.update_version(v.id, error=str(exc))
+            raise
+        new = self._execute(ep, env, i, thought, action, source=source, edit=edit, call_ids=[-(n + 1) for n in range(len(calls))])
+        return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
+
+    def _wiki_action(self, ep: Episode, prefix: str, i: int, thought: str, calls: list[ModelCall]) -> str:
+        cue, stop = fmt.wiki_action_cue(i, thought)
+        text = self._complete(
+            ep, prefix + cue, stop, calls, purpose="action_fallback", chat=CHAT_INSTRUCTIONS["action"].format(i=i)
+        )
+        return fmt.parse_wiki_action(text)
+
+    def human_step(self, version_id: int, *, thought: str | None = None, action: str | None = None) -> StepReport:
+        """Human agent mode: a person writes the next turn (how new exemplars are authored).
+        ALFWorld: a thought and/or an action (two turns when both). Wikipedia: an action,
+        with an optional thought (the version's pending thought is used when none is given)."""
+        thought = _clean_text(thought, "thought", allow_none=True)
+        action = _clean_text(action, "action", allow_none=True)
+        if thought is None and action is None:
+            raise EngineError("write a thought or an action")
+        v, ep, steps, env = self._begin(version_id)
+        i = len(steps) + 1
+        new: list[Step] = []
+        if ep.task.env == "alfworld":
+            if action is not None and fmt.split_think(action) is not None:
+                thought, action = fmt.split_think(action), None if thought is None else action
+            if thought is not None:
+                new.append(self._execute(ep, env, i, thought, None, source="human"))
+            if action is not None:
+                if len(steps) + len(new) >= self.max_steps(ep) or (new and new[-1].done):
+                    raise EngineError("no room for the action: the step limit is reached")
+                new.append(self._execute(ep, env, i + len(new), None, action, source="human"))
+        else:
+            if action is None:
+                raise EngineError("in the Wikipedia format a step needs an action (Search[...], Lookup[...] or Finish[...])")
+            if thought is None and v.draft_thought is not None:
+                thought = v.draft_thought
+            if ep.config.style == "act":
+                thought = None
+            new.append(self._execute(ep, env, i, thought, action, source="human", edit=v.draft_edit))
+        return self._record(v, ep, steps, new, [], clear_draft=v.draft_thought is not None)
+
+    def _execute(
+        self,
+        ep: Episode,
+        env: Environment,
+        i: int,
+        thought: str | None,
+        action: str | None,
+        *,
+        source: str,
+        edit: EditInfo | None = None,
+        call_ids: list[int] | None = None,
+    ) -> Step:
+        kind = ep.task.env
+        if kind == "alfworld" and action is None:
+            command = f"{fmt.THINK_PREFIX} {thought or ''}"
+        else:
+            command = action or ""
+        try:
+            res: StepResult = env.step(command)
+        except EnvError:
+            raise
+        except Exception as exc:  # an environment bug must not lose the version
+            raise EngineError(f"the environment failed on {command[:80]!r}: {exc}") from exc
+        return Step(
+            index=i,
+            thought=thought,
+            action=action,
+            observation=res.observation,
+            done=res.done,
+            reward=res.reward,
+            info=res.info,
+            source=source,
+            edit=edit,
+            call_ids=call_ids or [],
+            snapshot=env.snapshot(),
+        )
+
+    def _record(
+        self, v: Version, ep: Episode, steps: list[Step], new: list[Step], calls: list[ModelCall], *, clear_draft: bool
+    ) -> StepReport:
+        live = self._live[ep.id]
+        total = len(steps) + len(new)
+        outcome = None
+        status = None
+        last = new[-1]
+        if last.done:
+            outcome = _outcome(last.reward, last.info, True)
+            status = "done"
+        elif total >= self.max_steps(ep):
+            outcome, status = self._give_up(ep, live.env, last), "done"
+        rows, v2 = self.store.append_steps(
+            v.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft
+        )
+        for r in rows:  # the env is now after the last new step; remember the states
+            pass
+        live.tokens[rows[-1].id] = live.env.state()
+        live.at = rows[-1].id
+        self._paths[v.id] = (v2.leaf_step_id, steps + rows)
+        return StepReport(version=v2, steps=rows, calls=calls)
+
+    def _give_up(self, ep: Episode, env: Environment, last: Step) -> Outcome:
+        """Out of steps. Wikipedia scores `finish[]` as the notebook does; the env's
+        state is put back so a branch from this step still sees the real state."""
+        give_up = getattr(env, "give_up", None)
+        if give_up is None:
+            return Outcome(done=True, success=False, reward=0.0, metrics={"limit": True})
+        token = env.state()
+        res = give_up()
+        env.set_state(token)
+        oc = _outcome(res.reward, res.info, True)
+        oc.metrics["limit"] = True
+        return oc
+
+    def run(
+        self,
+        version_id: int,
+        *,
+        max_steps: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        on_step: Callable[[StepReport], None] | None = None,
+    ) -> RunReport:
+        """Step until done, the step limit, `max_steps` new steps, an error, or Stop."""
+        added, stopped, error = 0, False, None
+        v = self.store.version(version_id)
+        while not v.outcome.done:
+            if max_steps is not None and added >= max_steps:
+                break
+            if should_stop and should_stop():
+                stopped = True
+                break
+            try:
+                rep = self.step(version_id)
+            except (EngineError, EnvError, StoreError) as exc:
+                error = str(exc)
+                break
+            added += len(rep.steps)
+            v = rep.version
+            if on_step:
+                on_step(rep)
+        v = self.store.version(version_id)
+        if stopped and not v.outcome.done:
+            v = self.store.update_version(version_id, status="stopped")
+        return RunReport(
+            episode=v.episode_id,
+            version=v.id,
+            done=v.outcome.done,
+            success=v.outcome.success,
+            steps=len(self.steps(v)),
+            added=added,
+            stopped=stopped,
+            error=error,
+        )
+
+    # ------------------------------------------------------------------ edits
+    def edit(
+        self,
+        version_id: int,
+        k: int,
+        kind: str,
+        text: str | None = None,
+        *,
+        keep_rest: bool = False,
+    ) -> Version:
+        """Edit step k of a version: a new branch from step k-1 (the old version stays as it
+        was) that becomes the episode's current version.
+
+        kinds: rewrite_thought, delete_thought, insert_thought (a hint placed at k),
+        rewrite_action (executed again by the environment). `keep_rest` carries steps
+        after k over unchanged - only for thought edits, which never touch the environment.
+        """
+        v = self.store.version(version_id)
+        ep = self.store.episode(v.episode_id)
+        steps = self.steps(v)
+        alf = ep.task.env == "alfworld"
+        if kind not in ("rewrite_thought", "delete_thought", "insert_thought", "rewrite_action"):
+            raise EngineError(f"unknown edit {kind!r}")
+        n = len(steps)
+        if kind == "insert_thought" and alf:
+            if not 1 <= k <= n + 1:
+                raise EngineError(f"version {v.id} has {n} steps; a thought can be inserted at 1..{n + 1}")
+        elif not 1 <= k <= n:
+            raise EngineError(f"version {v.id} has no step {k} (it has {n} step{'s' if n != 1 else ''})")
+        if kind != "delete_thought":
+            text = _clean_text(text, "action" if kind == "rewrite_action" else "thought")
+        old = steps[k - 1] if k <= n else None
+        prefix = steps[: k - 1]
+        at = prefix[-1] if prefix else None
+        info = EditInfo(kind=kind, index=k, replaced_step=old.id if old else None,
+                        old_thought=old.thought if old else None, old_action=old.action if old else None)
+        if kind in ("rewrite_thought", "delete_thought") and (old is None or old.thought is None):
+            raise EngineError(f"step {k} has no thought to {'rewrite' if kind == 'rewrite_thought' else 'delete'}")
+        if kind == "rewrite_action":
+            if old.action is None:
+                raise EngineError(f"step {k} is a thought, not an action; use a thought edit")
+            if keep_rest:
+                raise EngineError("an action edit changes the environment, so the later steps cannot be kept")
+            if alf and fmt.split_think(text) is not None:
+                raise EngineError("that is a thought ('think: ...'); use a thought edit")
+        if kind == "insert_thought" and keep_rest and not alf:
+            raise EngineError(
+                "in the Wikipedia format a thought belongs to a step: rewrite step K's thought, "
+                "or insert without keeping the later steps"
+            )
+        edits = [e for e in v.edits if (e.index or 0) < k or keep_rest]
+        if keep_rest:
+            shift = {"insert_thought": 1, "delete_thought": -1}.get(kind, 0) if alf else 0
+            edits = [e if (e.index or 0) < k else e.model_copy(update={"index": (e.index or 0) + shift}) for e in edits]
+        edits.append(info)
+        fields: dict[str, Any] = {"edits": edits}
+
+        def carry(rest: list[Step], start: int) -> list[Step]:
+            return [
+                s.model_copy(update={"id": None, "parent_id": None, "index": start + j,
+                                     "info": {**s.info, "carried_from": s.id}})
+                for j, s in enumerate(rest)
+            ]
+
+        new: list[Step] = []
+        if kind == "rewrite_action":
+            env = self.env_at(ep, prefix)
+            new = [self._execute(ep, env, k, old.thought, text, source="human", edit=info)]
+            self._live[ep.id].at = None  # the env moved past the prefix on a new branch
+        elif alf:
+            if kind in ("rewrite_thought", "insert_thought"):
+                new = [Step(index=k, thought=text, observation=fmt.THINK_OBSERVATION, source="human", edit=info)]
+            rest = steps[k:] if kind != "insert_thought" else steps[k - 1:]
+            if keep_rest:
+                new += carry(rest, k + len(new))
+        else:
+            if kind == "delete_thought":
+                new = [old.model_copy(update={"id": None, "parent_id": None, "thought": None, "source": "human", "edit": info, "call_ids": []})]
+            elif keep_rest:  # rewrite_thought: same action and observation
+                new = [old.model_copy(update={"id": None, "parent_id": None, "thought": text, "source": "human", "edit": info, "call_ids": []})]
+            else:  # the model writes the action for the person's thought at the next step
+                fields.update(draft_thought=text, draft_edit=info)
+            if keep_rest:
+                new += carry(steps[k:], k + 1)
+        if new and new[-1].done:
+            carried_done = new[-1]
+            fields["status"] = "done"
+            fields["outcome"] = _outcome(carried_done.reward, carried_done.info, True)
+        elif keep_rest and len(prefix) + len(new) >= self.max_steps(ep) and v.outcome.done:
+            fields["status"], fields["outcome"] = "done", v.outcome
+        version, rows = self.store.branch(v, at_step=at, steps=new, **fields)
+        if kind == "rewrite_action" and rows:
+            live = self._live[ep.id]
+            live.tokens[rows[-1].id] = live.env.state()
+            live.at = rows[-1].id
+        return version
+
+    def branch(self, version_id: int, k: int) -> Version:
+        """"Resume from here": a new version that keeps steps 1..k and goes on from there."""
+        v = self.store.version(version_id)
+        steps = self.steps(v)
+        if not 0 <= k <= len(steps):
+            raise EngineError(f"version {v.id} has no step {k}")
+        at = steps[k - 1] if k else None
+        edits = [e for e in v.edits if (e.index or 0) <= k]
+        fields: dict[str, Any] = {"edits": edits}
+        if at is not None and at.done:
+            fields.update(status="done", outcome=_outcome(at.reward, at.info, True))
+        version, _ = self.store.branch(v, at_step=at, steps=[], **fields)
+        return version
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _touches_env(env_kind: str, s: Step) -> bool:
+    return s.action is not None
+
+
+def _command(env_kind: str, s: Step) -> str:
+    return s.action or ""
+
+
+def _outcome(reward: float, info: dict[str, Any], done: bool) -> Outcome:
+    if "won" in info:
+        success = bool(info["won"])
+    elif "correct" in info:
+        success = bool(info["correct"])
+    elif "em" in info:
+        success = bool(info["em"])
+    else:
+        success = reward > 0
+    return Outcome(done=done, success=success, reward=float(reward or 0.0), metrics=dict(info))
+
+
+def _outcome_text(o: Outcome) -> str:
+    return "success" if o.success else "failure"
+
+
+def _clean_text(text: str | None, what: str, *, allow_none: bool = False) -> str | None:
+    if text is None:
+        if allow_none:
+            return None
+        raise EngineError(f"the new {what} is missing")
+    if not isinstance(text, str):
+        raise EngineError(f"the {what} must be text")
+    if "\n" in text.strip() or "\r" in text.strip():
+        raise EngineError(f"a {what} is one line (it contains a line break)")
+    if len(text) > MAX_TEXT:
+        raise EngineError(f"the {what} is too long ({len(text):,} characters; the limit is {MAX_TEXT:,})")
+    stripped = text.strip()
+    if not stripped:
+        if allow_none:
+            return None
+        raise EngineError(f"the new {what} is empty")
+    return stripped
+
+
+def _strip_echo(text: str, prompt: str) -> str:
+    """Chat models often repeat the cue ('Thought 3:', '>'); drop it so parsing matches."""
+    cue = prompt[prompt.rfind("\n") + 1 :].strip()
+    t = text.lstrip()
+    if cue and t.startswith(cue):
+        t = t[len(cue) :]
+        return t if t.startswith(" ") else " " + t
+    if cue == ">" and t.startswith(">"):
+        return t[1:]
+    return text

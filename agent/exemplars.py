@@ -1,0 +1,103 @@
+"""Which few-shot exemplars a prompt uses, chosen as the ReAct notebooks choose them.
+
+An exemplar source is a *prompt dict* - the layout of the original ReAct prompt files:
+ALFWorld keys `react_<v>_<i>` / `act_<v>_<i>` (v = put, clean, heat, cool, examine,
+puttwo), Wikipedia keys `webthink_*` (react) / `webact_*` (act) whose value is the whole
+examples block. Built-in dicts ship with the environments; named exemplar sets live in
+the project database (`sessions.exemplar_sets`) and are read the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from agent.formats import HOTPOTQA_INSTRUCTION
+
+ALFWORLD_PREFIXES = {
+    "pick_and_place": "put",
+    "pick_clean_then_place": "clean",
+    "pick_heat_then_place": "heat",
+    "pick_cool_then_place": "cool",
+    "look_at_obj": "examine",
+    "pick_two_obj": "puttwo",
+}
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ExemplarError(ValueError):
+    pass
+
+
+def alfworld_type_key(task_type: str | None) -> str:
+    """Task type or game name -> exemplar family (`put`, `clean`, ...), as the notebook."""
+    for prefix, v in ALFWORLD_PREFIXES.items():
+        if task_type and task_type.startswith(prefix):
+            return v
+    raise ExemplarError(f"unknown ALFWorld task type {task_type!r}")
+
+
+@lru_cache(maxsize=None)
+def builtin_prompt_dict(env: str) -> dict[str, str]:
+    if env == "alfworld":
+        path = _ROOT / "envs" / "alfworld" / "data" / "exemplars.json"
+    else:
+        path = _ROOT / "envs" / "wikipedia" / "data" / ("prompts.json" if env == "hotpotqa" else "fever_prompts.json")
+        if not path.exists():
+            path = _ROOT / "envs" / "wikipedia" / "data" / "prompts.json"
+    if not path.exists():
+        raise ExemplarError(f"built-in exemplars for {env} are missing ({path})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def prompt_dict(env: str, set_name: str | None, store=None) -> dict[str, str]:
+    if set_name is None or set_name == "builtin":
+        return builtin_prompt_dict(env)
+    if store is None:
+        raise ExemplarError(f"exemplar set {set_name!r} needs the project database")
+    from sessions import exemplar_sets
+
+    set_env, prompts = exemplar_sets.prompt_dict(store, set_name)
+    if set_env != env and not (set_env == "wikipedia" and env in ("hotpotqa", "fever")):
+        raise ExemplarError(f"exemplar set {set_name!r} is for {set_env}, not {env}")
+    return prompts
+
+
+def alfworld_exemplars(prompts: dict[str, str], task_type: str | None, style: str) -> list[str]:
+    """The notebook's choice: `d[f'{style}_{v}_1'] + d[f'{style}_{v}_0']`; sets with other
+    numbering use their entries of that type, highest number first."""
+    v = alfworld_type_key(task_type)
+    pre = f"{style}_{v}_"
+    if pre + "1" in prompts and pre + "0" in prompts:
+        return [prompts[pre + "1"], prompts[pre + "0"]]
+    keys = sorted((k for k in prompts if k.startswith(pre)), key=_num, reverse=True)
+    if not keys:
+        raise ExemplarError(f"no '{style}' exemplars of type '{v}' in this exemplar set")
+    return [prompts[k] for k in keys[:2]]
+
+
+def _num(key: str) -> int:
+    tail = key.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+_WIKI_PREFERRED = {
+    ("hotpotqa", "react"): ("webthink_simple6", "webthink_simple", "webthink_simple3"),
+    ("hotpotqa", "act"): ("webact_simple6", "webact_simple", "webact_simple3"),
+    ("fever", "react"): ("webthink_simple3",),
+    ("fever", "act"): ("webact_simple3",),
+}
+
+
+def wiki_exemplars(prompts: dict[str, str], env: str, style: str) -> tuple[str, str]:
+    """(instruction, examples block). HotpotQA's notebook prepends its instruction; FEVER's
+    instruction is the head of the prompt file's value."""
+    head = "webthink" if style == "react" else "webact"
+    preferred = [k for k in _WIKI_PREFERRED.get((env, style), ()) if k in prompts]
+    keys = preferred or sorted(k for k in prompts if k.startswith(head))
+    if not keys:
+        raise ExemplarError(f"no '{head}_*' exemplars for {env} in this exemplar set")
+    instruction = HOTPOTQA_INSTRUCTION if env == "hotpotqa" else ""
+    return instruction, prompts[keys[0]]

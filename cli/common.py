@@ -1,0 +1,72 @@
+"""Shared CLI plumbing: the common flags, JSON/text output, one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable
+
+
+class CliError(Exception):
+    """A problem the user can fix; printed as one line, exit code 2."""
+
+
+def default_db() -> str:
+    return os.environ.get("REACT_EDITOR_DB") or "react_editor.db"
+
+
+def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`--db` and `--json`, which every command takes."""
+    p.add_argument("--db", default=None, help="SQLite file (default: $REACT_EDITOR_DB or ./react_editor.db)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def db_path(args: argparse.Namespace) -> str:
+    return args.db or default_db()
+
+
+def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str] | None = None) -> None:
+    """Print `data` as JSON with --json, else `text` (or a JSON rendering of data)."""
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
+    else:
+        out = text() if callable(text) else text
+        if out is None:
+            out = json.dumps(data, ensure_ascii=False, indent=2)
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+
+
+def progress(msg: str) -> None:
+    """Progress goes to stderr so stdout stays machine-readable."""
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from envs.base import EnvError
+
+    user_errors: tuple[type[BaseException], ...] = (CliError, EnvError)
+    try:
+        from sessions.store import StoreError
+
+        user_errors += (StoreError,)
+    except ImportError:  # pragma: no cover - during bootstrap
+        pass
+    try:
+        from agent.engine import EngineError
+
+        user_errors += (EngineError,)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        return int(args.func(args) or 0)
+    except user_errors as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        sys.stderr.write(f"error: {msg}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130

@@ -1,0 +1,397 @@
+"""Core commands: tasks, run, resume, step, show, versions, edit, branch, episodes, data."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from cli.common import CliError, add_common, db_path, emit, progress
+from sessions.records import ENV_KINDS, AgentConfig
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_common(sub.add_parser("tasks", help="list the tasks of an environment"))
+    p.add_argument("--env", required=True, choices=ENV_KINDS)
+    p.add_argument("--source", default="builtin", help="builtin (default), official, or react (HotpotQA/FEVER)")
+    p.add_argument("--split", default=None, help="ALFWorld split for --source official (default valid_unseen)")
+    p.add_argument("--limit", type=int, default=None)
+    p.set_defaults(func=cmd_tasks)
+
+    p = add_common(sub.add_parser("run", help="start an episode and run it"))
+    p.add_argument("--env", required=True, choices=ENV_KINDS)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--task", help="task id (see `react-editor tasks`)")
+    g.add_argument("--game", help="path to an ALFWorld game.tw-pddl")
+    g.add_argument("--question", help="a custom question (HotpotQA) or claim (FEVER)")
+    p.add_argument("--answer", help="gold answer / label for --question")
+    p.add_argument("--source", default="builtin", help="where --task comes from (builtin, official, react)")
+    p.add_argument("--wording", choices=("paper", "alfworld-0.4"), default=None, help="ALFWorld command wording")
+    p.add_argument("--wiki", default=None, help="Wikipedia backend: builtin (default), live, zim:PATH")
+    p.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
+    p.add_argument("--name", default=None, help="a name for the episode")
+    p.add_argument("--human", action="store_true", help="create the episode without running the model")
+    _model_flags(p)
+    p.set_defaults(func=cmd_run)
+
+    p = add_common(sub.add_parser("resume", help="continue a version"))
+    p.add_argument("episode", type=int)
+    p.add_argument("--version", type=int, default=None)
+    _model_flags(p)
+    p.set_defaults(func=cmd_resume)
+
+    p = add_common(sub.add_parser("step", help="one step of a version, by the model or by you (--thought/--action)"))
+    p.add_argument("episode", type=int)
+    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--thought", default=None, help="human mode: the thought to write")
+    p.add_argument("--action", default=None, help="human mode: the action to take")
+    _model_flags(p, steps=False)
+    p.set_defaults(func=cmd_step)
+
+    p = add_common(sub.add_parser("show", help="a version's trajectory in the paper's format"))
+    p.add_argument("episode", type=int)
+    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--prompt", action="store_true", help="print the exact prompt of the next model call")
+    p.set_defaults(func=cmd_show)
+
+    p = add_common(sub.add_parser("versions", help="the versions of an episode"))
+    p.add_argument("episode", type=int)
+    p.set_defaults(func=cmd_versions)
+
+    p = add_common(sub.add_parser("episodes", help="list episodes"))
+    p.add_argument("--env", choices=ENV_KINDS, default=None)
+    p.add_argument("--type", dest="task_type", default=None)
+    p.add_argument("--outcome", choices=("success", "failure", "unfinished"), default=None)
+    p.add_argument("--edited", action="store_true", default=None)
+    p.set_defaults(func=cmd_episodes)
+
+    p = add_common(sub.add_parser("edit", help="edit step K of a version (a new version; the old one stays)"))
+    p.add_argument("episode", type=int)
+    p.add_argument("--step", type=int, required=True, metavar="K")
+    p.add_argument("--version", type=int, default=None)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--thought", help="rewrite the thought of step K")
+    g.add_argument("--delete-thought", action="store_true", help="delete the thought of step K")
+    g.add_argument("--insert-thought", metavar="TEXT", help="insert a thought (a hint) at step K")
+    g.add_argument("--action", help="rewrite the action of step K (the environment runs it)")
+    g.add_argument("--observation", help=argparse.SUPPRESS)
+    p.add_argument("--keep-rest", action="store_true", help="thought edits: carry the later steps over unchanged")
+    p.set_defaults(func=cmd_edit)
+
+    p = add_common(sub.add_parser("branch", help="a new version keeping steps 1..K (resume from there)"))
+    p.add_argument("episode", type=int)
+    p.add_argument("--step", type=int, required=True, metavar="K")
+    p.add_argument("--version", type=int, default=None)
+    p.set_defaults(func=cmd_branch)
+
+    p = add_common(sub.add_parser("current", help="make a version the episode's current one"))
+    p.add_argument("episode", type=int)
+    p.add_argument("--version", type=int, required=True)
+    p.add_argument("--name", default=None, help="also name the version")
+    p.set_defaults(func=cmd_current)
+
+    p = add_common(sub.add_parser("data", help="download official datasets (needs internet)"))
+    p.add_argument("dataset", choices=("alfworld", "hotpotqa", "fever"))
+    p.add_argument("--dest", default=None, help="where to put the data")
+    p.add_argument("--url", default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_data)
+
+
+def _model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
+    p.add_argument("--model", default=None)
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, ...)")
+    p.add_argument("--api-style", choices=("completions", "chat"), default=None)
+    p.add_argument("--style", choices=("react", "act"), default=None)
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--exemplars", default=None, help="exemplar set name (default: built-in)")
+    p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
+    if steps:
+        p.add_argument("--max-steps", type=int, default=None)
+
+
+def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
+    data = (base or AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)).model_dump()
+    for flag, key in (
+        ("model", "model"),
+        ("base_url", "base_url"),
+        ("api_style", "api_style"),
+        ("style", "style"),
+        ("temperature", "temperature"),
+        ("exemplars", "exemplar_set"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            data[key] = value
+    if getattr(args, "no_cache", False):
+        data["cache"] = False
+    return AgentConfig.model_validate(data)
+
+
+def _engine(args: argparse.Namespace):
+    from agent.engine import Engine
+    from sessions.store import Store
+
+    return Engine(Store(db_path(args)))
+
+
+def _version_id(engine, episode: int, version: int | None) -> int:
+    ep = engine.store.episode(episode)
+    if version is None:
+        if ep.current_version is None:
+            raise CliError(f"episode {episode} has no version")
+        return ep.current_version
+    engine.store.version(version, episode)
+    return version
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from envs.base import family
+
+    opts: dict[str, Any] = {}
+    if args.split:
+        opts["split"] = args.split
+    tasks = family(args.env).list_tasks(source=args.source, **opts)
+    if args.limit:
+        tasks = tasks[: args.limit]
+    rows = [{"id": t.id, "env": t.env, "type": t.type, "text": t.text, "gold": t.gold, "source": t.source} for t in tasks]
+    emit(args, rows, lambda: "\n".join(f"{r['id']}\t{r['type'] or '-'}\t{_one_line(r['text'])}" for r in rows) or "(no tasks)")
+    return 0
+
+
+def _one_line(text: str, n: int = 100) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= n else line[: n - 1] + "…"
+
+
+def _env_options(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if args.env == "alfworld":
+        opts["wording"] = args.wording or "paper"
+    else:
+        if args.wiki:
+            opts["wiki"] = args.wiki
+        if args.wiki_url:
+            opts["wiki_url"] = args.wiki_url
+    return opts
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from envs.base import family
+
+    fam = family(args.env)
+    if args.task:
+        task = fam.get_task(args.task, source=args.source)
+    elif args.game:
+        if args.env != "alfworld":
+            raise CliError("--game is for --env alfworld")
+        task = fam.custom_task(game=args.game)
+    else:
+        if args.env == "alfworld":
+            raise CliError("--question is for hotpotqa and fever; use --task or --game for alfworld")
+        task = fam.custom_task(question=args.question, answer=args.answer)
+    config = _config(args)
+    if args.max_steps is not None:
+        config = config.model_copy(update={"max_steps": args.max_steps})
+    engine = _engine(args)
+    episode, version = engine.start_episode(task, config, _env_options(args), name=args.name)
+    progress(f"episode {episode.id}, version {version.id}: {_one_line(task.text, 80)}")
+    if args.human:
+        emit(args, {"episode": episode.id, "version": version.id, "done": False, "success": None, "steps": 0})
+        return 0
+    return _run(args, engine, version.id, None)
+
+
+def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None) -> int:
+    def on_step(rep) -> None:
+        for s in rep.steps:
+            what = f"think: {s.thought}" if s.action is None else s.action
+            progress(f"  step {s.index}: {_one_line(what, 70)} -> {_one_line(s.observation or '', 60)}")
+
+    report = engine.run(version_id, max_steps=max_new, on_step=on_step)
+    if report.error:
+        progress(f"stopped by an error: {report.error}")
+    emit(args, report.as_json(), lambda: _run_text(engine, report))
+    return 1 if report.error else 0
+
+
+def _run_text(engine, report) -> str:
+    state = "unfinished" if not report.done else ("success" if report.success else "failure")
+    return f"episode {report.episode} version {report.version}: {report.steps} steps, {state}"
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    vid = _version_id(engine, args.episode, args.version)
+    _apply_model_flags(engine, args)
+    return _run(args, engine, vid, None)
+
+
+def _apply_model_flags(engine, args: argparse.Namespace) -> None:
+    """Model flags given to resume/step change the episode's config for later steps."""
+    ep = engine.store.episode(args.episode)
+    config = _config(args, ep.config)
+    if getattr(args, "max_steps", None) is not None:
+        config = config.model_copy(update={"max_steps": args.max_steps})
+    if config != ep.config:
+        engine.store.set_episode_config(ep.id, config)
+
+
+def cmd_step(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    vid = _version_id(engine, args.episode, args.version)
+    if args.thought is not None or args.action is not None:
+        rep = engine.human_step(vid, thought=args.thought, action=args.action)
+    else:
+        _apply_model_flags(engine, args)
+        rep = engine.step(vid)
+    data = {"episode": args.episode, "version": vid, "done": rep.done, "steps": [_step_json(s) for s in rep.steps]}
+    emit(args, data, lambda: "\n".join(_step_text(s) for s in rep.steps))
+    return 0
+
+
+def _step_json(s) -> dict[str, Any]:
+    out = {
+        "index": s.index,
+        "thought": s.thought,
+        "action": s.action,
+        "observation": s.observation,
+        "source": s.source,
+        "done": s.done,
+        "id": s.id,
+    }
+    if s.edit:
+        out["edit"] = s.edit.model_dump(exclude_none=True)
+    return out
+
+
+def _step_text(s) -> str:
+    head = f"[{s.index}] ({s.source}{', edited' if s.edit else ''})"
+    body = f"think: {s.thought}" if s.action is None else (f"Thought: {s.thought}\n    Action: {s.action}" if s.thought else s.action)
+    return f"{head} {body}\n    -> {s.observation}"
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from agent.formats import render_transcript
+
+    engine = _engine(args)
+    vid = _version_id(engine, args.episode, args.version)
+    if args.prompt:
+        text = engine.prompt(vid)
+        emit(args, {"prompt": text}, text)
+        return 0
+    ep = engine.store.episode(args.episode)
+    v = engine.store.version(vid)
+    steps = engine.steps(v)
+    data = [_step_json(s) for s in steps]
+    emit(args, data, lambda: render_transcript(ep.task.env, ep.task.text, steps).rstrip("\n"))
+    return 0
+
+
+def version_row(engine, v) -> dict[str, Any]:
+    steps = engine.steps(v)
+    human = sum(1 for s in steps if s.source == "human" and s.edit is None)
+    return {
+        "version": v.id,
+        "parent_version": v.parent_version,
+        "name": v.name,
+        "status": v.status,
+        "steps": len(steps),
+        "done": v.outcome.done,
+        "success": v.outcome.success,
+        "reward": v.outcome.reward,
+        "human_edits": len(v.edits) + human,
+        "draft_thought": v.draft_thought,
+        "error": v.error,
+    }
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    ep = engine.store.episode(args.episode)
+    rows = [version_row(engine, v) for v in engine.store.versions(args.episode)]
+    for r in rows:
+        r["current"] = r["version"] == ep.current_version
+
+    def text() -> str:
+        out = []
+        for r in rows:
+            state = "open" if not r["done"] else ("success" if r["success"] else "failure")
+            mark = "*" if r["current"] else " "
+            parent = f"from v{r['parent_version']}" if r["parent_version"] else "root"
+            out.append(f"{mark} v{r['version']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}")
+        return "\n".join(out)
+
+    emit(args, rows, text)
+    return 0
+
+
+def cmd_episodes(args: argparse.Namespace) -> int:
+    from sessions.store import Store
+
+    rows = Store(db_path(args)).list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
+    emit(args, rows, lambda: "\n".join(
+        f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{'success' if r['success'] else ('failure' if r['done'] else 'open')}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
+        for r in rows) or "(no episodes)")
+    return 0
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    if args.observation is not None:
+        raise CliError("observations come from the environment and cannot be edited; edit the action instead")
+    engine = _engine(args)
+    vid = _version_id(engine, args.episode, args.version)
+    if args.thought is not None:
+        kind, text = "rewrite_thought", args.thought
+    elif args.delete_thought:
+        kind, text = "delete_thought", None
+    elif args.insert_thought is not None:
+        kind, text = "insert_thought", args.insert_thought
+    else:
+        kind, text = "rewrite_action", args.action
+    v = engine.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
+    emit(args, {"version": v.id}, str(v.id))
+    return 0
+
+
+def cmd_branch(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    vid = _version_id(engine, args.episode, args.version)
+    v = engine.branch(vid, args.step)
+    emit(args, {"version": v.id}, str(v.id))
+    return 0
+
+
+def cmd_current(args: argparse.Namespace) -> int:
+    from sessions.store import Store
+
+    store = Store(db_path(args))
+    store.set_current_version(args.episode, args.version)
+    if args.name is not None:
+        store.update_version(args.version, name=args.name)
+    emit(args, {"episode": args.episode, "version": args.version}, f"episode {args.episode}: current version {args.version}")
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    dest = Path(args.dest) if args.dest else None
+    kw: dict[str, Any] = {"progress": progress}
+    if args.url:
+        kw["base_url"] = args.url
+    if args.dataset == "alfworld":
+        from envs.alfworld.download import download_official
+
+        if dest is None:
+            dest = Path(os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld")
+        if args.url:
+            kw = {"progress": progress, "url": args.url}
+        path = download_official(dest, **kw)
+    else:
+        from envs.wikipedia.datasets import download
+
+        path = download(args.dataset, dest, **kw)
+    emit(args, {"dataset": args.dataset, "path": str(path)}, f"{args.dataset}: {path}")
+    return 0

@@ -1,0 +1,45 @@
+"""`react-editor` - the headless face of the product. Everything the UI does, this does.
+
+Each group of subcommands lives in its own module with a `register(sub)` function that
+adds argparse parsers and sets `func=callable(args) -> int`. Errors a user can cause are
+raised as `CliError` (or the library's own error types) and end as one line on stderr
+with a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+SUBCOMMAND_MODULES = ("cli.core", "cli.alfworld", "cli.wiki", "cli.exchange")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="react-editor",
+        description="Step, edit and branch ReAct agent trajectories.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # that group is not built yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cli.common import run_command
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_command(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

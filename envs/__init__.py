@@ -1,0 +1,1 @@
+"""Environments: ALFWorld (real alfworld/textworld engine) and the paper's Wikipedia API."""

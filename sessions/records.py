@@ -1,0 +1,168 @@
+"""Typed records: the nouns of the product (see design.md, "Concepts").
+
+Plain pydantic v2 models with no I/O. The store (`sessions.store`) persists them;
+the engine (`agent.engine`) creates them; prompt rendering (`agent.formats`) reads them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EnvKind = Literal["alfworld", "hotpotqa", "fever"]
+Source = Literal["model", "human", "imported"]
+ApiStyle = Literal["completions", "chat"]
+PromptStyle = Literal["react", "act"]
+EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "branch"]
+
+ENV_KINDS: tuple[str, ...] = ("alfworld", "hotpotqa", "fever")
+
+
+def now() -> str:
+    """UTC timestamp, ISO 8601, second precision is not enough for ordering edits."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Task(Record):
+    """What the agent must do. `text` is the opening observation exactly as it enters the
+    prompt: ALFWorld's room description + "Your task is to: ...", or "Question: ..." /
+    "Claim: ...". `data` holds what the environment needs to rebuild it (game path,
+    wording, ...); `gold` what scoring needs."""
+
+    env: EnvKind
+    id: str
+    type: str | None = None
+    text: str
+    gold: str | None = None
+    source: str = "builtin"
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.env}:{self.id}"
+
+
+class AgentConfig(Record):
+    """How the agent is driven. The API key is never part of it (it comes from the
+    environment only), so a config can be stored and exported safely."""
+
+    model: str = "gpt-3.5-turbo-instruct"
+    base_url: str | None = None
+    api_style: ApiStyle = "completions"
+    style: PromptStyle = "react"
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 100
+    exemplar_set: str | None = None  # None: the built-in exemplars for the task's env
+    max_steps: int | None = None  # None: the env's default (ALFWorld 50, HotpotQA 7, FEVER 5)
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    cache: bool = True  # answer identical temperature-0 requests from the local cache
+
+
+class EditInfo(Record):
+    """What a person's edit replaced: the step it was made on and the old text."""
+
+    kind: EditKind
+    index: int | None = None  # the step position the edit was made at
+    replaced_step: int | None = None
+    old_thought: str | None = None
+    old_action: str | None = None
+
+
+class Usage(Record):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+
+
+class ModelCall(Record):
+    """One request to a model, recorded when it happens. The prompt itself is not stored:
+    it is a pure function of the version's inputs (invariant 3); its hash proves which."""
+
+    id: int | None = None
+    episode_id: int | None = None
+    created_at: str = Field(default_factory=now)
+    model: str
+    api_style: ApiStyle
+    params: dict[str, Any] = Field(default_factory=dict)  # temperature, stop, max_tokens, ...
+    purpose: Literal["step", "action_fallback"] = "step"
+    prompt_hash: str
+    prompt_chars: int
+    completion: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_ms: float | None = None
+    attempts: int = 1
+    cached: bool = False
+    error: str | None = None
+
+
+class Step(Record):
+    """One turn of a trajectory. Immutable once stored.
+
+    ALFWorld: a turn is either a thought (`> think: ...`, observation `OK.`) or an action.
+    Wikipedia: a turn is Thought i + Action i + Observation i (the thought is None in the
+    `act` style or when deleted). `thought` never carries the `think:` prefix.
+    """
+
+    id: int | None = None
+    episode_id: int | None = None
+    parent_id: int | None = None
+    index: int  # 1-based position in its version
+    thought: str | None = None
+    action: str | None = None
+    observation: str | None = None
+    done: bool = False
+    reward: float = 0.0
+    info: dict[str, Any] = Field(default_factory=dict)
+    source: Source = "model"
+    edit: EditInfo | None = None
+    call_ids: list[int] = Field(default_factory=list)
+    snapshot: dict[str, Any] | None = None  # env state after this step, when the env can
+    created_at: str = Field(default_factory=now)
+
+
+class Outcome(Record):
+    done: bool = False
+    success: bool | None = None
+    reward: float = 0.0
+    metrics: dict[str, Any] = Field(default_factory=dict)  # em, f1, answer, won, ...
+
+
+class Version(Record):
+    """A named pointer to a path root -> `leaf_step_id` (None: no steps yet).
+
+    `draft_thought` is a person's thought waiting for its action (Wikipedia format: an
+    inserted or rewritten thought whose action the model still has to write)."""
+
+    id: int | None = None
+    episode_id: int
+    parent_version: int | None = None
+    leaf_step_id: int | None = None
+    draft_thought: str | None = None
+    draft_edit: EditInfo | None = None
+    edits: list[EditInfo] = Field(default_factory=list)  # the person's edits along this path
+    name: str | None = None
+    status: Literal["open", "done", "stopped", "error"] = "open"
+    error: str | None = None
+    outcome: Outcome = Field(default_factory=Outcome)
+    created_at: str = Field(default_factory=now)
+    updated_at: str = Field(default_factory=now)
+
+
+class Episode(Record):
+    """One task attempted under one agent config; owns a tree of steps."""
+
+    id: int | None = None
+    task: Task
+    config: AgentConfig
+    env_options: dict[str, Any] = Field(default_factory=dict)  # wording, wiki backend, ...
+    current_version: int | None = None
+    name: str | None = None
+    created_at: str = Field(default_factory=now)

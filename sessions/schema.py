@@ -1,0 +1,97 @@
+"""Schema and migrations. A database is ours when its `meta` table says so; its
+`schema_version` only ever moves forward through `MIGRATIONS` (never a rebuild)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import sqlite_utils
+
+APP_ID = "react-editor"
+
+
+class SchemaError(Exception):
+    pass
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        create table tasks (id integer primary key, key text unique not null, env text not null,
+            type text, json text not null);
+        create table configs (id integer primary key, key text unique not null, json text not null);
+        create table episodes (id integer primary key, task_id integer not null references tasks(id),
+            config_id integer not null references configs(id), env_options text, current_version integer,
+            name text, created_at text not null);
+        create table steps (id integer primary key, episode_id integer not null references episodes(id),
+            parent_id integer references steps(id), idx integer not null, thought text, action text,
+            observation text, done integer not null default 0, reward real, info text,
+            source text not null, edit text, call_ids text, snapshot text, created_at text not null);
+        create index steps_parent on steps(parent_id);
+        create index steps_episode on steps(episode_id);
+        create table versions (id integer primary key, episode_id integer not null references episodes(id),
+            parent_version integer references versions(id), leaf_step_id integer references steps(id),
+            draft_thought text, draft_edit text, edits text, name text, status text not null,
+            error text, outcome text, created_at text not null, updated_at text not null);
+        create index versions_episode on versions(episode_id);
+        create table model_calls (id integer primary key, episode_id integer, created_at text not null,
+            model text, api_style text, purpose text, params text, prompt_hash text, prompt_chars integer,
+            completion text, usage text, latency_ms real, attempts integer, cached integer, error text);
+        create table response_cache (key text primary key, completion text not null, usage text) without rowid;
+        create table blobs (key text primary key, data blob not null) without rowid;
+        create table settings (key text primary key, value text) without rowid;
+        """
+    )
+
+
+# Index i migrates a database at schema version i to version i + 1. Append only.
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def register_migration(fn: Callable[[sqlite_utils.Database], None]) -> None:
+    """Feature modules (annotations, exemplar sets) add their tables here at import time,
+    in a fixed order, so every database reaches the same schema."""
+    global SCHEMA_VERSION
+    if fn not in MIGRATIONS:
+        MIGRATIONS.append(fn)
+        SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def open_or_migrate(db: sqlite_utils.Database) -> int:
+    conn = db.conn
+    tables = set(db.table_names())  # read first: a foreign file is refused untouched
+    if "meta" not in tables and tables:
+        raise SchemaError("not a ReAct Editor database (it has other tables and no 'meta' table)")
+    if "meta" in tables:
+        row = conn.execute("select value from meta where key = 'app'").fetchone()
+        if not row or row[0] != APP_ID:
+            raise SchemaError("not a ReAct Editor database (meta.app is missing or different)")
+    conn.execute("pragma journal_mode = wal")
+    conn.execute("pragma synchronous = normal")
+    conn.execute("pragma foreign_keys = on")
+    if "meta" not in tables:
+        conn.execute("begin immediate")
+        conn.execute("create table meta (key text primary key, value text) without rowid")
+        conn.execute("insert into meta values ('app', ?), ('schema_version', '0')", [APP_ID])
+        conn.execute("commit")
+    meta = dict(conn.execute("select key, value from meta").fetchall())
+    if meta.get("app") != APP_ID:
+        raise SchemaError("not a ReAct Editor database (meta.app is missing or different)")
+    version = int(meta.get("schema_version", "0"))
+    if version > len(MIGRATIONS):
+        raise SchemaError(
+            f"database schema version {version} is newer than this ReAct Editor understands "
+            f"({len(MIGRATIONS)}); upgrade react-editor"
+        )
+    while version < len(MIGRATIONS):
+        conn.execute("begin immediate")
+        try:
+            MIGRATIONS[version](db)
+            version += 1
+            conn.execute("update meta set value = ? where key = 'schema_version'", [str(version)])
+            conn.execute("commit")
+        except Exception:
+            conn.execute("rollback")
+            raise
+    return version

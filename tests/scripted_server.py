@@ -1,0 +1,374 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1: the only stand-in for a model.
+
+The real `openai` client talks to it over real HTTP. Replies come from a script (a queue),
+from a callable responder, or from a default; faults (429, 5xx, timeouts, garbage bodies)
+are scripted the same way. Stop sequences are applied like a real server, so the engine's
+stop handling is exercised for real. Every request is recorded for assertions.
+
+    llm = ScriptedLLM().start()
+    llm.push("Thought: go\\nAction: look", Reply(status=429, retry_after=0.1), "x")
+    client = OpenAI(base_url=llm.base_url, api_key="k"); ...; llm.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field, fields
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Union
+
+DEFAULT_MODEL = "scripted-model"
+
+
+@dataclass
+class Reply:
+    """One scripted answer. With only `text` set it is a normal completion.
+
+    status      HTTP status to answer with instead (429, 500, ...), OpenAI error JSON body.
+    retry_after value of the Retry-After header (seconds) sent with an error status.
+    message     error message for an error status.
+    delay_s     sleep this long before answering (longer than the client timeout = timeout).
+    body        raw response body (str/bytes) sent as-is with `content_type` (garbage).
+    json        raw JSON object sent as the body (e.g. a completion missing `choices`).
+    ignore_stop do not apply the request's stop sequences (a server that ignores `stop`).
+    prompt_tokens / completion_tokens / cached_tokens override the usage numbers;
+    usage=False omits `usage`; cached_tokens=None omits `prompt_tokens_details`.
+    """
+
+    text: str = ""
+    status: int = 200
+    retry_after: float | str | None = None
+    message: str | None = None
+    delay_s: float = 0.0
+    body: str | bytes | None = None
+    content_type: str = "application/json"
+    json: Any = None
+    ignore_stop: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = 0
+    usage: bool = True
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Responder = Callable[[dict[str, Any]], Any]
+ScriptItem = Union[str, dict, Reply, Callable[[dict[str, Any]], Any]]
+
+
+def as_reply(item: Any) -> Reply:
+    """Normalise a script item (string, dict of Reply fields, or Reply) to a Reply."""
+    if isinstance(item, Reply):
+        return item
+    if isinstance(item, str):
+        return Reply(text=item)
+    if isinstance(item, dict):
+        known = {f.name for f in fields(Reply)}
+        unknown = set(item) - known
+        if unknown:
+            raise ValueError(f"unknown reply fields: {sorted(unknown)}")
+        return Reply(**item)
+    raise TypeError(f"cannot script a reply from {type(item).__name__}")
+
+
+def apply_stop(text: str, stop: Any) -> tuple[str, bool]:
+    """Cut `text` at the earliest occurrence of any stop string (the stop removed)."""
+    if stop is None:
+        return text, False
+    stops = [stop] if isinstance(stop, str) else [s for s in stop if s]
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def prompt_text(body: dict[str, Any] | None) -> str:
+    """The text a request asks about: `prompt` for completions, the messages for chat."""
+    if not body:
+        return ""
+    if "prompt" in body:
+        p = body["prompt"]
+        return p if isinstance(p, str) else "".join(map(str, p))
+    parts = []
+    for m in body.get("messages") or []:
+        c = m.get("content")
+        if isinstance(c, list):
+            c = "".join(part.get("text", "") for part in c if isinstance(part, dict))
+        parts.append(c or "")
+    return "\n".join(parts)
+
+
+def table_responder(table: dict[str, Any], default: Any = None) -> Responder:
+    """A responder that answers from `table`, keyed by text near the end of the prompt.
+
+    The key whose last occurrence in the prompt ends latest wins (ties: the longer key),
+    so a table keyed by each step's last prompt line plays an agent deterministically.
+    With no match it returns `default`, or an HTTP 500 naming the prompt's tail."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        prompt = prompt_text(body)
+        best, best_rank = None, None
+        for key in table:
+            pos = prompt.rfind(key)
+            if pos >= 0:
+                rank = (pos + len(key), len(key))
+                if best_rank is None or rank > best_rank:
+                    best, best_rank = key, rank
+        if best is not None:
+            return table[best]
+        if default is not None:
+            return default
+        return Reply(status=500, message=f"no scripted reply for prompt ending {prompt[-120:]!r}")
+
+    return respond
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: Any  # parsed JSON, or None
+    raw: bytes
+    received_at: float  # time.monotonic()
+
+    @property
+    def prompt(self) -> str:
+        return prompt_text(self.body if isinstance(self.body, dict) else None)
+
+    @property
+    def stop(self) -> Any:
+        return self.body.get("stop") if isinstance(self.body, dict) else None
+
+
+class ScriptedLLM:
+    """The server object: a script queue, a responder, a default, and the requests seen."""
+
+    EXHAUSTED = "script exhausted: no scripted reply left for this request"
+
+    def __init__(self, *, default: ScriptItem | None = None, models: list[str] | None = None):
+        self._lock = threading.Lock()
+        self._queue: list[ScriptItem] = []
+        self.default: ScriptItem | None = default
+        self.responder: Responder | None = None
+        self.models = models or [DEFAULT_MODEL]
+        self.requests: list[RecordedRequest] = []
+        self._cancel = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- script API -------------------------------------------------------------------
+    def push(self, *items: ScriptItem) -> "ScriptedLLM":
+        """Append replies: strings, Reply objects, dicts of Reply fields, or callables."""
+        for it in items:
+            if not callable(it):
+                as_reply(it)  # validate now, fail in the test, not in the server thread
+        with self._lock:
+            self._queue.extend(items)
+        return self
+
+    def set_default(self, item: ScriptItem | None) -> None:
+        """Answer with this when the queue is empty (None: HTTP 500 "script exhausted")."""
+        self.default = item
+
+    def set_responder(self, fn: Responder | None) -> None:
+        """Answer from `fn(request_json)` when the queue is empty (before the default)."""
+        self.responder = fn
+
+    def reset(self) -> None:
+        """Forget the script, responder, default and recorded requests; cut pending delays."""
+        self._cancel.set()
+        with self._lock:
+            self._queue.clear()
+            self.requests.clear()
+            self.default = None
+            self.responder = None
+        self._cancel = threading.Event()
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def completion_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == "POST"]
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        return self.completion_requests[-1]
+
+    # -- lifecycle --------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "ScriptedLLM":
+        if self._httpd is not None:
+            return self
+        handler = type("Handler", (_Handler,), {"llm": self})
+        self._httpd = _Server(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            name=f"scripted-llm-{self.port}",
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._cancel.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "ScriptedLLM":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- answering (server thread) ----------------------------------------------------
+    def _next_item(self, body: Any) -> Reply:
+        with self._lock:
+            item = self._queue.pop(0) if self._queue else None
+        if item is None and self.responder is not None:
+            item = self.responder
+        if item is None:
+            item = self.default
+        if item is None:
+            return Reply(status=500, message=self.EXHAUSTED)
+        if callable(item) and not isinstance(item, Reply):
+            item = item(body if isinstance(body, dict) else {})
+        return as_reply(item)
+
+    def _record(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out and hung up is expected; stay quiet.
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    llm: ScriptedLLM
+    protocol_version = "HTTP/1.0"
+    server_version = "ScriptedLLM/1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        pass
+
+    def _read(self) -> tuple[bytes, Any]:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            return raw, json.loads(raw) if raw else None
+        except ValueError:
+            return raw, None
+
+    def _record(self, raw: bytes, body: Any) -> None:
+        self.llm._record(RecordedRequest(
+            method=self.command, path=self.path.split("?")[0],
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body, raw=raw, received_at=time.monotonic(),
+        ))
+
+    def _send(self, status: int, payload: Any, *, content_type: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
+        data = payload if isinstance(payload, bytes) else (
+            payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        kind = {429: "rate_limit_exceeded", 404: "not_found"}.get(status, "server_error")
+        self._send(status, {"error": {"message": message, "type": kind, "param": None,
+                                      "code": kind}}, headers=headers)
+
+    def do_GET(self) -> None:
+        self._record(b"", None)
+        path = self.path.split("?")[0].rstrip("/")
+        if path == "/v1/models":
+            self._send(200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
+                for m in self.llm.models]})
+        else:
+            self._error(404, f"no route GET {path}")
+
+    def do_POST(self) -> None:
+        raw, body = self._read()
+        self._record(raw, body)
+        path = self.path.split("?")[0].rstrip("/")
+        if path not in ("/v1/completions", "/v1/chat/completions"):
+            return self._error(404, f"no route POST {path}")
+        if not isinstance(body, dict):
+            return self._error(400, "request body is not a JSON object")
+        try:
+            reply = self.llm._next_item(body)
+        except Exception as exc:  # a broken responder must show up in the test
+            return self._error(500, f"scripted responder failed: {exc!r}")
+        if reply.delay_s and self.llm._cancel.wait(reply.delay_s):
+            return  # reset/stop while sleeping: just hang up
+        headers = dict(reply.headers)
+        if reply.retry_after is not None:
+            headers["Retry-After"] = str(reply.retry_after)
+        if reply.body is not None:
+            return self._send(reply.status, reply.body, content_type=reply.content_type,
+                              headers=headers)
+        if reply.json is not None:
+            return self._send(reply.status, reply.json, headers=headers)
+        if reply.status != 200:
+            return self._error(reply.status, reply.message or f"scripted HTTP {reply.status}",
+                               headers)
+        self._send(200, _completion_json(path, body, reply), headers=headers)
+
+
+def _completion_json(path: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    text = reply.text
+    if not reply.ignore_stop:
+        text, _ = apply_stop(text, body.get("stop"))
+    finish = reply.finish_reason or "stop"
+    model = body.get("model") or DEFAULT_MODEL
+    created = int(time.time())
+    if path == "/v1/completions":
+        out: dict[str, Any] = {
+            "id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion",
+            "created": created, "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+        }
+    else:
+        out = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
+            "created": created, "model": model,
+            "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
+                         "message": {"role": "assistant", "content": text}}],
+        }
+    if reply.usage:
+        pt = reply.prompt_tokens if reply.prompt_tokens is not None else len(
+            prompt_text(body).split())
+        ct = reply.completion_tokens if reply.completion_tokens is not None else len(text.split())
+        usage: dict[str, Any] = {"prompt_tokens": pt, "completion_tokens": ct,
+                                 "total_tokens": pt + ct}
+        if reply.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+        out["usage"] = usage
+    return out
