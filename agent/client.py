@@ -150,6 +150,7 @@ class ModelClient:
         started = time.perf_counter()
 
         key = self._cache_key(prompt, chat_instruction, stop) if self._cacheable() else None
+        call.cache_key = key
         if key is not None:
             hit = self.cache.get(key)  # type: ignore[union-attr]
             if hit is not None:

@@ -101,6 +101,7 @@ class ModelCall(Record):
     attempts: int = 1
     cached: bool = False
     error: str | None = None
+    cache_key: str | None = None  # set when the response may answer identical requests later
 
 
 class Step(Record):

@@ -34,18 +34,42 @@ def _v1(db: sqlite_utils.Database) -> None:
             draft_thought text, draft_edit text, edits text, name text, status text not null,
             error text, outcome text, created_at text not null, updated_at text not null);
         create index versions_episode on versions(episode_id);
+        create table call_params (id integer primary key, key text unique not null, model text,
+            api_style text, params text);
         create table model_calls (id integer primary key, episode_id integer, created_at text not null,
-            model text, api_style text, purpose text, params text, prompt_hash text, prompt_chars integer,
-            completion text, usage text, latency_ms real, attempts integer, cached integer, error text);
-        create table response_cache (key text primary key, completion text not null, usage text) without rowid;
+            params_id integer references call_params(id), purpose text, prompt_hash blob, prompt_chars integer,
+            completion text, prompt_tokens integer, completion_tokens integer, cached_tokens integer,
+            latency_ms real, attempts integer, cached integer, error text, cache_key blob);
+        create index model_calls_cache on model_calls(cache_key) where cache_key is not null;
         create table blobs (key text primary key, data blob not null) without rowid;
         create table settings (key text primary key, value text) without rowid;
         """
     )
 
 
+def _v2_annotations_exemplar_sets(db: sqlite_utils.Database) -> None:
+    """Issue 7: append-only annotation rows (latest wins, history kept) and exemplar sets."""
+    db.executescript(
+        """
+        create table version_annotations (id integer primary key, version_id integer not null
+            references versions(id), annotator text not null, created_at text not null, verdict text,
+            failure_modes text, notes text, exemplar_ready integer not null default 0);
+        create index version_annotations_version on version_annotations(version_id);
+        create table step_annotations (id integer primary key, step_id integer not null references steps(id),
+            annotator text not null, created_at text not null, tags text, note text);
+        create index step_annotations_step on step_annotations(step_id);
+        create table exemplar_sets (id integer primary key, name text unique not null, env text not null,
+            description text, source text, created_by text, created_at text not null);
+        create table exemplar_set_entries (id integer primary key, set_id integer not null
+            references exemplar_sets(id), pos integer not null, key text, version_id integer
+            references versions(id), text text, added_by text, added_at text not null, removed_at text);
+        create index exemplar_set_entries_set on exemplar_set_entries(set_id);
+        """
+    )
+
+
 # Index i migrates a database at schema version i to version i + 1. Append only.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2_annotations_exemplar_sets]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -44,6 +44,16 @@ def _j(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _hex_blob(h: str | None) -> bytes | None:
+    """sha256 hex digests are kept as raw bytes: half the size on disk."""
+    if not h:
+        return None
+    try:
+        return bytes.fromhex(h)
+    except ValueError:
+        return h.encode()
+
+
 def _uj(text: str | None, default: Any = None) -> Any:
     return default if text is None else json.loads(text)
 
@@ -54,6 +64,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True):
         self.file = str(path)
+        self._params_ids: dict[str, int] = {}
         if self.file != ":memory:":
             p = Path(self.file)
             if not p.exists() and not create:
@@ -445,25 +456,44 @@ class Store:
         return v, out
 
     # ------------------------------------------------------------------ model calls
+    # A call row holds what differs per call; what repeats (model, style, decoding params,
+    # endpoint) sits once in call_params. The call log is also the response cache: a
+    # successful call's `cache_key` answers identical temperature-0 requests later.
+    def _params_row(self, c: ModelCall) -> int:
+        data = json.dumps([c.model, c.api_style, c.params], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        key = hashlib.sha256(data.encode()).hexdigest()[:24]
+        cached = self._params_ids.get(key)
+        if cached is None:
+            row = self.db.execute("select id from call_params where key = ?", [key]).fetchone()
+            cached = row[0] if row else self.db.execute(
+                "insert into call_params (key, model, api_style, params) values (?,?,?,?)",
+                [key, c.model, c.api_style, _j(c.params)],
+            ).lastrowid
+            self._params_ids[key] = cached
+        return cached
+
     def _insert_call(self, c: ModelCall, episode_id: int) -> int:
+        u = c.usage or Usage()
         return self.db.execute(
-            "insert into model_calls (episode_id, created_at, model, api_style, purpose, params, prompt_hash, "
-            "prompt_chars, completion, usage, latency_ms, attempts, cached, error) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
+            "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
+            "cache_key) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 c.episode_id or episode_id,
                 c.created_at,
-                c.model,
-                c.api_style,
+                self._params_row(c),
                 c.purpose,
-                _j(c.params),
-                c.prompt_hash,
+                _hex_blob(c.prompt_hash),
                 c.prompt_chars,
                 c.completion,
-                _j(c.usage.model_dump(exclude_none=True)) if c.usage else None,
-                c.latency_ms,
+                u.prompt_tokens,
+                u.completion_tokens,
+                u.cached_prompt_tokens,
+                round(c.latency_ms, 3) if c.latency_ms is not None else None,
                 c.attempts,
                 int(c.cached),
                 c.error,
+                _hex_blob(c.cache_key[:32]) if c.cache_key and c.error is None else None,
             ],
         ).lastrowid
 
@@ -472,58 +502,60 @@ class Store:
         with self.transaction():
             return [self._insert_call(c, episode_id) for c in calls]
 
+    _CALL_SQL = (
+        "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "
+        "c.prompt_chars, c.completion, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.latency_ms, "
+        "c.attempts, c.cached, c.error, c.cache_key from model_calls c left join call_params p on p.id = c.params_id "
+    )
+
     def calls(self, ids: Iterable[int] | None = None, *, episode_id: int | None = None) -> list[ModelCall]:
-        cols = (
-            "id, episode_id, created_at, model, api_style, purpose, params, prompt_hash, prompt_chars, "
-            "completion, usage, latency_ms, attempts, cached, error"
-        )
         if ids is not None:
             ids = list(ids)
             if not ids:
                 return []
-            rows = self.db.execute(
-                f"select {cols} from model_calls where id in ({','.join('?' * len(ids))}) order by id", ids
-            )
+            rows = self.db.execute(self._CALL_SQL + f"where c.id in ({','.join('?' * len(ids))}) order by c.id", ids)
         else:
-            rows = self.db.execute(f"select {cols} from model_calls where episode_id = ? order by id", [episode_id])
+            rows = self.db.execute(self._CALL_SQL + "where c.episode_id = ? order by c.id", [episode_id])
         return [
             ModelCall(
                 id=r[0],
                 episode_id=r[1],
                 created_at=r[2],
-                model=r[3],
-                api_style=r[4],
+                model=r[3] or "",
+                api_style=r[4] or "completions",
                 purpose=r[5],
                 params=_uj(r[6], {}),
-                prompt_hash=r[7],
-                prompt_chars=r[8],
+                prompt_hash=bytes(r[7]).hex() if r[7] is not None else "",
+                prompt_chars=r[8] or 0,
                 completion=r[9],
-                usage=Usage.model_validate(_uj(r[10], {})),
-                latency_ms=r[11],
-                attempts=r[12],
-                cached=bool(r[13]),
-                error=r[14],
+                usage=Usage(prompt_tokens=r[10], completion_tokens=r[11], cached_prompt_tokens=r[12]),
+                latency_ms=r[13],
+                attempts=r[14],
+                cached=bool(r[15]),
+                error=r[16],
+                cache_key=bytes(r[17]).hex() if r[17] is not None else None,
             )
             for r in rows
         ]
 
     # ------------------------------------------------------------------ response cache
     def cache_get(self, key: str) -> tuple[str, Usage] | None:
-        r = self.db.execute("select completion, usage from response_cache where key = ?", [key]).fetchone()
+        r = self.db.execute(
+            "select completion, prompt_tokens, completion_tokens, cached_tokens from model_calls "
+            "where cache_key = ? and error is null limit 1",
+            [_hex_blob(key[:32])],
+        ).fetchone()
         if r is None:
             return None
-        return r[0], Usage.model_validate(_uj(r[1], {}))
+        return r[0] or "", Usage(prompt_tokens=r[1], completion_tokens=r[2], cached_prompt_tokens=r[3])
 
     def cache_put(self, key: str, completion: str, usage: Usage) -> None:
-        with self.transaction():
-            self.db.execute(
-                "insert or replace into response_cache (key, completion, usage) values (?,?,?)",
-                [key, completion, _j(usage.model_dump(exclude_none=True))],
-            )
+        """Nothing to do: recording the call (with its `cache_key`) makes it answerable."""
 
     def cache_clear(self) -> int:
+        """Turn every recorded response back into history only (nothing is deleted)."""
         with self.transaction():
-            return self.db.execute("delete from response_cache").rowcount
+            return self.db.execute("update model_calls set cache_key = null where cache_key is not null").rowcount
 
     # the ResponseCache protocol of agent.client
     get = cache_get

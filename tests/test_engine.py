@@ -240,3 +240,26 @@ def test_prompt_is_pure_function_of_inputs(toy):
     fresh = Engine(toy.store)  # a new process would compute the same text
     assert fresh.prompt(v.id) == p1
     assert p1.endswith("> open cabinet 1\nYou open the cabinet 1. The cabinet 1 is open. In it, you see a mug 1.\n>")
+
+
+def test_response_cache_is_the_call_log(toy):
+    toy.llm.push(ROOM_SCRIPT[0], ROOM_SCRIPT[1])
+    ep1, v1 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.step(v1.id)
+    ep2, v2 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    rep = toy.engine.step(v2.id)  # the identical temperature-0 request is answered locally
+    assert len(toy.llm.completion_requests) == 1
+    assert rep.calls[0].cached and rep.steps[0].thought == toy.store.version_steps(v1.id)[0].thought
+    assert toy.store.calls(rep.steps[0].call_ids)[0].cached is True
+    ep3, v3 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, cache=False))
+    toy.engine.step(v3.id)  # cache off: asks the server
+    assert len(toy.llm.completion_requests) == 2
+    ep4, v4 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, temperature=0.7))
+    toy.llm.push(ROOM_SCRIPT[0])
+    toy.engine.step(v4.id)  # sampling is never cached
+    assert len(toy.llm.completion_requests) == 3
+    assert toy.store.cache_clear() >= 1
+    ep5, v5 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.llm.push(ROOM_SCRIPT[0])
+    toy.engine.step(v5.id)
+    assert len(toy.llm.completion_requests) == 4
