@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -65,6 +66,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True):
         self.file = str(path)
         self._params_ids: dict[str, int] = {}
+        self._lock = threading.RLock()
         if self.file != ":memory:":
             p = Path(self.file)
             if not p.exists() and not create:
@@ -84,8 +86,9 @@ class Store:
 
     # ------------------------------------------------------------------ transactions
     def transaction(self):
-        """`with store.transaction():` - all-or-nothing, as invariant 1 asks."""
-        return _Tx(self.db.conn)
+        """`with store.transaction():` - all-or-nothing, as invariant 1 asks. Serialised
+        by a lock, so one Store may serve several threads (Streamlit sessions)."""
+        return _Tx(self.db.conn, self._lock)
 
     def close(self) -> None:
         self.db.conn.close()
@@ -590,19 +593,20 @@ class Store:
 class _Tx:
     """Re-entrant transaction: the outermost `with` commits or rolls back."""
 
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock):
+        self.conn, self.lock = conn, lock
 
     def __enter__(self):
+        self.lock.acquire()
         self.outer = not self.conn.in_transaction
         if self.outer:
             self.conn.execute("begin immediate")
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if self.outer:
-            if exc_type is None:
-                self.conn.execute("commit")
-            else:
-                self.conn.execute("rollback")
+        try:
+            if self.outer:
+                self.conn.execute("commit" if exc_type is None else "rollback")
+        finally:
+            self.lock.release()
         return False
