@@ -386,8 +386,6 @@ def cmd_data(args: argparse.Namespace) -> int:
 
         if dest is None:
             dest = Path(os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld")
-        if args.url:
-            kw = {"progress": progress, "url": args.url}
         path = download_official(dest, **kw)
     else:
         from envs.wikipedia.datasets import download

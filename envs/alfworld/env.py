@@ -1,0 +1,190 @@
+"""The ALFWorld `Environment`: one game per episode, played as the ReAct notebook plays it.
+
+- the opening observation is `'\\n'.join(ob.split('\\n\\n')[1:])` of the game's intro;
+- `think: ...` never reaches the game and is answered `OK.`;
+- "You arrive at loc N. " is stripped (the notebook's `process_ob`);
+- an episode is done when it is won (the engine enforces the 50-step limit).
+
+Games are kept in a small per-process pool, so a second episode on the same game only
+resets it. `state()`/`set_state()` restore in-process by replaying recorded operators;
+`snapshot()` is None: across processes the engine replays recorded actions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from envs.base import EnvError, StepResult
+from sessions.records import Task
+from envs.alfworld.fastgame import FastGame, load_game_data
+from envs.alfworld.wording import check_wording
+
+POOL_SIZE = 8
+_POOL: "OrderedDict[tuple[str, str], list[FastGame]]" = OrderedDict()
+_POOL_LOCK = threading.Lock()
+
+
+def opening_text(intro: str) -> str:
+    """The notebook: `ob = '\\n'.join(ob[0].split('\\n\\n')[1:])`."""
+    return "\n".join(intro.split("\n\n")[1:])
+
+
+def process_ob(ob: str) -> str:
+    """The notebook's `process_ob`."""
+    if ob.startswith("You arrive at loc "):
+        ob = ob[ob.find(". ") + 2:]
+    return ob
+
+
+def acquire_game(path: str, wording: str) -> FastGame:
+    """A loaded game from the pool, or a new one."""
+    data = load_game_data(path)
+    key = (data.key, wording)
+    with _POOL_LOCK:
+        games = _POOL.get(key)
+        if games:
+            _POOL.move_to_end(key)
+            return games.pop()
+    return FastGame(data, wording)
+
+
+def release_game(game: FastGame) -> None:
+    key = (game.data.key, game.wording)
+    with _POOL_LOCK:
+        _POOL.setdefault(key, []).append(game)
+        _POOL.move_to_end(key)
+        while sum(len(v) for v in _POOL.values()) > POOL_SIZE:
+            _, old = _POOL.popitem(last=False)
+            for g in old:
+                g.close()
+
+
+class AlfworldEnv:
+    kind = "alfworld"
+    default_max_steps = 50
+
+    def __init__(self, wording: str = "paper"):
+        self.wording = check_wording(wording)
+        self.game: FastGame | None = None
+        self.task: Task | None = None
+        self.done = False
+        self.won = False
+        self.steps = 0
+
+    # -- episode
+
+    def reset(self, task: Task) -> str:
+        from envs.alfworld.tasks import rebuild_path
+
+        path = rebuild_path(task)
+        if self.game is not None and self.game.data.path == path and self.game.wording == self.wording:
+            game = self.game
+        else:
+            self._release()
+            game = acquire_game(path, self.wording)
+        self.game = game
+        text = opening_text(game.reset())
+        if task.text and text != task.text:
+            raise EnvError(f"ALFWorld game {path} no longer matches task {task.id!r} (opening text differs)")
+        self.task, self.done, self.won, self.steps = task, False, False, 0
+        return text
+
+    def _need_game(self) -> FastGame:
+        if self.game is None:
+            raise EnvError("ALFWorld environment used before reset()")
+        return self.game
+
+    def step(self, action: str) -> StepResult:
+        game = self._need_game()
+        self.steps += 1
+        if action.strip().startswith("think:"):
+            return StepResult("OK.", self.done, 1.0 if self.won else 0.0, {"won": self.won, "think": True})
+        out = game.step(action)
+        self.won = self.won or out.won
+        self.done = self.won
+        return StepResult(process_ob(out.feedback), self.done, 1.0 if out.won else 0.0,
+                          {"won": out.won, "valid": out.valid})
+
+    # -- state
+
+    def state(self) -> Any:
+        game = self._need_game()
+        return (game.snapshot(), self.done, self.won, self.steps)
+
+    def set_state(self, token: Any) -> None:
+        snap, done, won, steps = token
+        if snap.game is not self.game:
+            raise EnvError("this state belongs to another ALFWorld game; reset to the task first")
+        if tuple(self.game.ops) != snap.ops:  # the operators applied fully determine the state
+            self.game.restore(snap)
+        self.done, self.won, self.steps = done, won, steps
+
+    def snapshot(self) -> dict[str, Any] | None:
+        return None
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        raise EnvError("ALFWorld states are restored by replaying the recorded actions")
+
+    def admissible_actions(self) -> list[str] | None:
+        return self._need_game().admissible_commands()
+
+    # -- expert
+
+    def expert_hint(self, timeout_s: float = 5.0) -> str | None:
+        """The next action of fast-downward's planner from the current state, or None when
+        it has no answer within `timeout_s`. The planner runs in a forked child (it can take
+        minutes on pick-two games and cannot be interrupted), which is killed on timeout."""
+        game = self._need_game()
+        if self.won:
+            return None
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: plan on a copy of the current state
+            try:
+                os.close(r)
+                plan = game.plan()
+                os.write(w, json.dumps(plan[:1]).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        try:
+            ready, _, _ = select.select([r], [], [], max(0.0, timeout_s))
+            if not ready:
+                return None
+            chunks = []
+            while True:
+                b = os.read(r, 65536)
+                if not b:
+                    break
+                chunks.append(b)
+            try:
+                plan = json.loads(b"".join(chunks) or b"[]")
+            except ValueError:
+                return None
+            return plan[0] if plan else None
+        finally:
+            os.close(r)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+    # -- lifetime
+
+    def _release(self) -> None:
+        if self.game is not None:
+            release_game(self.game)
+            self.game = None
+
+    def close(self) -> None:
+        self._release()

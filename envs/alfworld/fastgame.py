@@ -1,0 +1,500 @@
+"""textworld's PDDL engine with alfworld's wrapper semantics, minus the repeated work.
+
+The stock stack (`PddlEnv` + `AlfredDemangler` + `AlfredInfos`) redoes deterministic work
+all the time: every load *and* every reset runs the Python PDDL->SAS translation twice
+(~0.7 s each), and every step re-parses (with TatSu) the template of every admissible
+command and every grammar condition. Here the same textworld/fast-downward objects do the
+same computation, but translations, parsed grammars, parsed derivation strings and parsed
+conditions are cached (translations also on disk), the planner's optimized translation is
+made only when a plan is asked for, and state restore replays operator ids without
+generating text. A test plays games with and without these caches and compares the
+transcripts byte for byte.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import pickle
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envs.base import EnvError
+from envs.alfworld.wording import apply_wording
+
+CACHE_VERSION = "1"
+_LOCK = threading.RLock()
+
+
+class GameFileError(EnvError):
+    """A game.tw-pddl that is missing or cannot be read."""
+
+
+@dataclass(frozen=True)
+class GameData:
+    path: str | None
+    domain: str
+    grammar: str
+    problem: str
+    walkthrough: tuple[str, ...] | None
+    solvable: bool | None
+
+    @property
+    def key(self) -> str:
+        return _sha(self.domain, self.grammar, self.problem)
+
+
+def _sha(*parts: str) -> str:
+    h = hashlib.sha1()
+    for p in parts:
+        h.update(p.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def load_game_data(src: str | os.PathLike | dict) -> GameData:
+    """Read and check a game.tw-pddl (path or already-parsed dict)."""
+    path = None
+    if isinstance(src, dict):
+        data = src
+    else:
+        path = str(src)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise GameFileError(f"ALFWorld game file not found: {path}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise GameFileError(f"cannot read ALFWorld game file {path}: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise GameFileError(f"corrupt ALFWorld game file {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data.get(k), str)]
+    if missing:
+        raise GameFileError(f"corrupt ALFWorld game file {path or '<data>'}: missing {', '.join(missing)}")
+    walk = data.get("walkthrough")
+    return GameData(path, data["pddl_domain"], data["grammar"], data["pddl_problem"],
+                    tuple(walk) if walk else None, data.get("solvable"))
+
+
+# ---------------------------------------------------------------- translation (PDDL -> SAS)
+
+@contextmanager
+def preserved_argv():
+    """Trap: `fast_downward.pddl2sas` overwrites `sys.argv` (for its option parser)."""
+    saved = list(sys.argv)
+    try:
+        yield
+    finally:
+        sys.argv[:] = saved
+
+
+def cache_dir() -> Path | None:
+    """Where translations are kept across processes ($REACT_EDITOR_CACHE, else
+    ~/.cache/react-editor); REACT_EDITOR_CACHE=off disables the disk cache."""
+    root = os.environ.get("REACT_EDITOR_CACHE")
+    if root == "off":
+        return None
+    base = Path(root) if root else Path.home() / ".cache" / "react-editor"
+    return base / "alfworld-sas"
+
+
+_TRANSLATIONS: dict[str, tuple[Any, str]] = {}
+
+
+def translate(domain: str, problem: str, optimize: bool = False) -> tuple[Any, str]:
+    """fast_downward.pddl2sas, memoised in memory and on disk (pickled task + SAS text)."""
+    import fast_downward
+
+    key = _sha(CACHE_VERSION, domain, problem, str(optimize))
+    with _LOCK:
+        if key in _TRANSLATIONS:
+            return _TRANSLATIONS[key]
+        d = cache_dir()
+        f = d / f"{key}.pkl" if d else None
+        if f is not None and f.exists():
+            try:
+                with open(f, "rb") as fh:
+                    result = pickle.load(fh)
+                _TRANSLATIONS[key] = result
+                return result
+            except Exception:  # a broken cache entry is rebuilt
+                pass
+        with preserved_argv():
+            result = fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
+        _TRANSLATIONS[key] = result
+        if f is not None:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                tmp = f.with_suffix(f".{os.getpid()}.tmp")
+                with open(tmp, "wb") as fh:
+                    pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, f)
+            except Exception:
+                pass
+        return result
+
+
+# ---------------------------------------------------------------- grammar with parse caches
+
+def _cached_grammar_class():
+    from textworld.envs.pddl import textgen
+    from textworld.logic import Rule
+
+    parse_cache: dict[str, list] = {}
+    rule_cache: dict[str, Any] = {}
+
+    def parse_rule(expr: str):
+        r = rule_cache.get(expr)
+        if r is None:
+            r = rule_cache[expr] = Rule.parse_conjunctive_query(expr)
+        return r
+
+    class CachedConditionalSymbol(textgen.ConditionalSymbol):
+        def derive(self):
+            if len(self.context) == 0:
+                raise ValueError("Empty context")
+            context = textgen.copy_context(self.context)
+            contexts = [context]
+            if self.given:
+                rule = parse_rule(self.given)
+                contexts = []
+                for mapping in context["state"].all_assignments(rule, context["mapping"]):
+                    c = textgen.copy_context(context)
+                    c["variables"].update({ph.name: c["entity_infos"][var.name] for ph, var in mapping.items()})
+                    c["mapping"].update(mapping)
+                    contexts.append(c)
+            return [_retype(self.expression.copy(c)) for c in contexts]
+
+    class CachedEvalSymbol(textgen.EvalSymbol):
+        _code: dict[str, Any] = {}
+
+        def derive(self, context=None):
+            context = context or self.context
+            code = self._code.get(self.expression)
+            if code is None:
+                code = self._code[self.expression] = compile(self.expression, "<grammar>", "eval")
+            scope = {"self": self, "context": context}
+            scope.update(context["variables"])
+            return [textgen.TerminalSymbol(eval(code, vars(textgen), scope))]
+
+    def _retype(sym):
+        """Swap textgen's symbol classes for the cached ones, recursively."""
+        if type(sym) is textgen.ConditionalSymbol:
+            sym.__class__ = CachedConditionalSymbol
+        elif type(sym) is textgen.EvalSymbol:
+            sym.__class__ = CachedEvalSymbol
+        if isinstance(sym, textgen.ConditionalSymbol):
+            _retype(sym.expression)
+        elif isinstance(sym, textgen.ListSymbol):
+            _retype(sym.symbol)
+        return sym
+
+    class CachedGrammar(textgen.ContextSensitiveGrammar):
+        def retype_all(self):
+            for rules in self._rules.values():
+                for rule in rules:
+                    for sym in rule.rhs:
+                        _retype(sym)
+                    if rule.condition:
+                        parse_rule(rule.condition)
+
+        def replace(self, start):
+            rules = self._rules.get(str(start))
+            if not rules:
+                raise textgen.CSGUnknownSymbolError(start)
+            for rule in rules:
+                if not rule.condition:
+                    break
+                if any(True for _ in start.context["state"].all_assignments(parse_rule(rule.condition),
+                                                                             start.context["mapping"])):
+                    break
+            else:  # no applicable rule: same failure as textgen
+                rule = None
+            symbols = copy.deepcopy(rule.rhs) if rule is not None else copy.deepcopy([][0])
+            for symbol in symbols:
+                symbol.context = textgen.copy_context(start.context)
+            return symbols
+
+        def derive(self, start: str, context={}) -> str:
+            parsed = parse_cache.get(start)
+            if parsed is None:
+                parsed = [_retype(s) for s in textgen._parse_and_convert(start, rule_name="symbols")]
+                parse_cache[start] = parsed
+            derivation = copy.deepcopy(parsed)[::-1]
+            for symbol in derivation:
+                symbol.context = textgen.copy_context(context)
+            derived = []
+            while derivation:
+                symbol = derivation.pop()
+                if isinstance(symbol, textgen.TerminalSymbol):
+                    derived.append(symbol)
+                elif isinstance(symbol, textgen.NonterminalSymbol):
+                    derivation += self.replace(symbol)[::-1]
+                elif isinstance(symbol, (textgen.ConditionalSymbol, textgen.EvalSymbol, textgen.ListSymbol)):
+                    derivation += symbol.derive()[::-1]
+                else:
+                    raise NotImplementedError("Unknown symbol: {}".format(type(symbol)))
+            return "".join(map(str, derived))
+
+    return CachedGrammar
+
+
+_GRAMMAR_CLASS = None
+_LOGICS: dict[str, Any] = {}
+
+
+def game_logic(domain: str, grammar: str):
+    """textworld's GameLogic for (domain, grammar), parsed once per process."""
+    global _GRAMMAR_CLASS
+    from textworld.envs.pddl import logic as pddl_logic
+
+    key = _sha(domain, grammar)
+    with _LOCK:
+        if key not in _LOGICS:
+            if _GRAMMAR_CLASS is None:
+                _GRAMMAR_CLASS = _cached_grammar_class()
+            lg = pddl_logic.GameLogic(domain=domain, grammar=grammar)
+            cg = _GRAMMAR_CLASS()
+            cg.update(lg.grammar)
+            cg.retype_all()
+            lg.grammar = cg
+            _LOGICS[key] = lg
+        return _LOGICS[key]
+
+
+# ---------------------------------------------------------------- state
+
+def _make_state(lib, domain: str, problem: str, logic):
+    """A textworld PddlState built like PddlState.__init__, from the cached translation."""
+    import fast_downward
+    import textworld
+    from collections import Counter, defaultdict
+    from textworld.envs.pddl import logic as pddl_logic
+    from textworld.logic import Proposition, Variable
+
+    state = pddl_logic.PddlState.__new__(pddl_logic.PddlState)
+    state._facts = defaultdict(set)
+    state._vars_by_name = {}
+    state._vars_by_type = defaultdict(set)
+    state._var_counts = Counter()
+    state._logic = logic
+    state.downward_lib = lib
+    state.pddl_problem = problem
+    state.task, state.sas = translate(logic.domain, problem)
+    state.sas_replan = None
+    state._actions = {a.name: a for a in state.task.actions}
+    for type_ in state.task.types:
+        try:
+            logic.types.add(textworld.logic.Type(type_.name, type_.supertype_names))
+        except ValueError:
+            pass
+    lib.load_sas(state.sas.encode("utf-8"))
+    state.name2type = {o.name: o.type_name for o in state.task.objects}
+
+    def _atom2proposition(atom):
+        if isinstance(atom, fast_downward.translate.pddl.conditions.Atom):
+            if atom.predicate == "=":
+                return None
+            return Proposition(atom.predicate, [Variable(arg, state.name2type[arg]) for arg in atom.args])
+        elif isinstance(atom, fast_downward.translate.pddl.f_expression.Assign):
+            if atom.fluent.symbol == "total-cost":
+                return None
+            name = "{}".format(atom.expression.value)
+            if str.isdigit(name):
+                return None
+            return Proposition(name, [Variable(arg, state.name2type[arg]) for arg in atom.fluent.args])
+
+    facts = [_atom2proposition(atom) for atom in state.task.init]
+    state.add_facts(list(filter(None, facts)))
+    size = lib.get_state_size()
+    atoms = (pddl_logic.Atom * size)()
+    lib.get_state(atoms)
+    facts = [atom.get_fact(state.name2type) for atom in atoms]
+    state.add_facts([f for f in facts if not f.is_negation])
+    return state
+
+
+def _apply_op(state, op_id: int, nb_effects: int):
+    """PddlState.apply for a recorded operator (same C call, same fact updates)."""
+    from textworld.envs.pddl import logic as pddl_logic
+
+    effects = (pddl_logic.Atom * nb_effects)()
+    state.downward_lib.apply_operator(op_id, effects)
+    for effect in effects:
+        prop = effect.get_fact(state.name2type)
+        state.remove_fact(prop.negate())
+        state.add_fact(prop)
+
+
+_FREE_LIBS: list = []
+
+
+def _take_lib():
+    """A fast-downward library copy (each holds one game's state). Copies are recycled,
+    never `close_lib`-ed: loading a new copy after a dlclose crashes the process."""
+    import fast_downward
+
+    with _LOCK:
+        if _FREE_LIBS:
+            return _FREE_LIBS.pop()
+    return fast_downward.load_lib()
+
+
+@dataclass
+class StepOutcome:
+    feedback: str
+    won: bool
+    valid: bool
+
+
+@dataclass
+class _Snapshot:
+    game: "FastGame"
+    epoch: int
+    ops: tuple
+    moves: int
+    won: bool
+
+
+class FastGame:
+    """One ALFWorld game on textworld's PDDL engine, wording chosen at load time.
+
+    Observations are what PddlEnv + AlfredDemangler(shuffle=False) + AlfredInfos produce."""
+
+    def __init__(self, data: GameData, wording: str = "paper"):
+        from textworld.generator.game import EntityInfo
+        from alfworld.agents.utils.misc import Demangler
+
+        self.data = data
+        self.wording = wording
+        self.domain, self.grammar = apply_wording(data.domain, data.grammar, wording)
+        try:
+            self.logic = game_logic(self.domain, self.grammar)
+        except Exception as exc:
+            raise GameFileError(f"corrupt ALFWorld game file {data.path or '<data>'}: grammar does not parse ({type(exc).__name__})") from None
+        self.lib = _take_lib()
+        try:
+            state = _make_state(self.lib, self.domain, data.problem, self.logic)
+        except Exception as exc:
+            raise GameFileError(f"corrupt ALFWorld game file {data.path or '<data>'}: PDDL problem does not load ({type(exc).__name__}: {str(exc)[:80]})") from None
+        infos = {v.name: EntityInfo(v.name, v.type) for fact in state.facts for v in fact.arguments}
+        for info in infos.values():
+            info.name = info.id
+            info.definite = "the"
+            info.indefinite = "a"
+        demangler = Demangler(game_infos=infos, shuffle=False)
+        for info in infos.values():
+            info.name = demangler.demangle_alfred_name(info.id)
+        self.entity_infos = infos
+        self.state = state
+        self.epoch = 0
+        self.ops: list[tuple[int, int]] = []
+        self.moves = 0
+        self.won = False
+        self._valid: list | None = None
+        self._commands: list[str] | None = None
+        self._replan_loaded = False
+
+    # -- textworld semantics
+
+    def _context(self, variables, mapping, facts):
+        return {"state": self.state, "facts": facts, "variables": variables, "mapping": mapping,
+                "entity_infos": self.entity_infos}
+
+    def _gather(self):
+        """PddlEnv._gather_infos' admissible commands."""
+        actions = list(self.state.all_applicable_actions())
+        mapping = {k: info.name for k, info in self.entity_infos.items()}
+        facts = list(self.state.facts)
+        commands = []
+        for action in actions:
+            ctx = self._context({ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()},
+                                action.mapping, facts)
+            action.command_template = self.logic.grammar.derive(action.command_template, ctx)
+            commands.append(action.format_command(mapping))
+        self._valid, self._commands = actions, commands
+        self.won = bool(self.state.check_goal())
+
+    def reset(self) -> str:
+        """Back to the initial state; returns the intro ("-= Welcome ... =-\\n\\n...")."""
+        if self.epoch or self.ops:
+            self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
+            self._replan_loaded = False
+        self.epoch += 1
+        self.ops = []
+        self.moves = 0
+        feedback = self.logic.grammar.derive("#intro#", self._context({}, {}, list(self.state.facts)))
+        self._gather()
+        return feedback
+
+    def step(self, command: str) -> StepOutcome:
+        command = command.strip()
+        try:
+            idx = self._commands.index(command)
+        except ValueError:
+            # PddlEnv.step re-gathers here too; the state did not change, so neither do they.
+            return StepOutcome("Nothing happens.", self.won, False)
+        action = self._valid[idx]
+        op = self.state._operators[action.id]
+        self.state.apply(action)
+        self.ops.append((op.id, op.nb_effect_atoms))
+        ctx = self._context({ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()},
+                            action.mapping, list(self.state.facts))
+        feedback = self.logic.grammar.derive(action.feedback_rule, ctx)
+        self.moves += 1
+        self._gather()
+        return StepOutcome(feedback, self.won, True)
+
+    def admissible_commands(self) -> list[str]:
+        return sorted(set(self._commands or []))
+
+    def id_to_name(self) -> dict[str, str]:
+        return {k: v.name for k, v in self.entity_infos.items()}
+
+    def facts(self):
+        return list(self.state.facts)
+
+    # -- state capture
+
+    def snapshot(self) -> _Snapshot:
+        return _Snapshot(self, self.epoch, tuple(self.ops), self.moves, self.won)
+
+    def restore(self, snap: _Snapshot) -> None:
+        """Rebuild the initial state from the cached translation and re-apply the recorded
+        operators (no text generation), so the result equals a fresh replay."""
+        if snap.game is not self:
+            raise EnvError("state token belongs to another game")
+        self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
+        self._replan_loaded = False
+        for op_id, nb in snap.ops:
+            _apply_op(self.state, op_id, nb)
+        self.ops = list(snap.ops)
+        self.moves = snap.moves
+        self._gather()
+
+    # -- planner
+
+    def load_replan(self) -> None:
+        """The planner's optimized translation, made only when a plan is wanted."""
+        if not self._replan_loaded:
+            _, sas_replan = translate(self.domain, self.data.problem, optimize=True)
+            self.state.sas_replan = sas_replan
+            self.lib.load_sas_replan(sas_replan.encode("utf-8"))
+            self._replan_loaded = True
+
+    def plan(self) -> list[str]:
+        self.load_replan()
+        return self.state.replan(self.entity_infos)
+
+    def close(self) -> None:
+        if self.lib is not None:
+            with _LOCK:
+                _FREE_LIBS.append(self.lib)
+            self.lib = None
