@@ -13,14 +13,7 @@ from cli.main import main
 from envs.alfworld.wording import to_wording
 from envs.base import family
 
-TYPES = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
+from envs.alfworld.generate import TASK_TYPES as TYPES
 
 
 def first_task(task_type: str):

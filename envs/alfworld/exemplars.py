@@ -15,15 +15,8 @@ from pathlib import Path
 
 EXEMPLARS_FILE = Path(__file__).parent / "data" / "exemplars.json"
 
-# The ReAct notebook's `prefixes`.
-TASK_TYPE_PREFIX = {
-    "pick_and_place": "put",
-    "pick_clean_then_place": "clean",
-    "pick_heat_then_place": "heat",
-    "pick_cool_then_place": "cool",
-    "look_at_obj": "examine",
-    "pick_two_obj": "puttwo",
-}
+from agent.exemplars import ALFWORLD_PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
+
 VARIANTS = tuple(TASK_TYPE_PREFIX.values())
 
 
