@@ -234,14 +234,14 @@ class Engine:
         try:
             prompts = ex.prompt_dict("alfworld", ep.config.exemplar_set, self.store)
             return ex.alfworld_exemplars(prompts, ep.task.type, ep.config.style)
-        except ex.ExemplarError as exc:
+        except (ex.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
 
     def _wiki_prefix(self, ep: Episode, steps: list[Step]) -> str:
         try:
             prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store)
             instruction, block = ex.wiki_exemplars(prompts, ep.task.env, ep.config.style)
-        except ex.ExemplarError as exc:
+        except (ex.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
         return fmt.wiki_prompt_prefix(instruction, block, ep.task.text, steps)
 

@@ -70,3 +70,7 @@ def run_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except BrokenPipeError:  # `react-editor export --out - | head`: the reader left, fine
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -69,17 +69,12 @@ def _v2_annotations_exemplar_sets(db: sqlite_utils.Database) -> None:
 
 
 # Index i migrates a database at schema version i to version i + 1. Append only.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2_annotations_exemplar_sets]
+def _v3_calls_by_episode(db: sqlite_utils.Database) -> None:
+    db.execute("create index if not exists model_calls_episode on model_calls(episode_id)")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode]
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def register_migration(fn: Callable[[sqlite_utils.Database], None]) -> None:
-    """Feature modules (annotations, exemplar sets) add their tables here at import time,
-    in a fixed order, so every database reaches the same schema."""
-    global SCHEMA_VERSION
-    if fn not in MIGRATIONS:
-        MIGRATIONS.append(fn)
-        SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def open_or_migrate(db: sqlite_utils.Database) -> int:

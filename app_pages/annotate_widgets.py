@@ -1,0 +1,61 @@
+"""Annotation controls the Editor and Versions pages embed: a version's verdict, failure
+modes, notes and exemplar-ready flag; a step's tags and note. Every save appends a new
+annotation row (history kept). Only UI code here; the library is sessions.annotations."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from sessions import annotations as ann
+from sessions.store import Store, StoreError
+
+_VERDICTS = ["(none)", *ann.VERDICTS]
+
+
+def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> None:
+    """Verdict / failure modes / notes / exemplar-ready for one version, with its history."""
+    cur = ann.version_annotation(store, version_id)
+    outcome = store.version(version_id).outcome
+    auto = "unfinished" if not outcome.done else ("success" if outcome.success else "failure")
+    st.caption(f"Environment outcome: {auto}")
+    with st.form(key=f"{key_prefix}-va-{version_id}"):
+        verdict = st.selectbox("Your verdict", _VERDICTS,
+                               index=_VERDICTS.index(cur.verdict) if cur and cur.verdict else 0,
+                               key=f"{key_prefix}-verdict-{version_id}")
+        modes = st.multiselect("Failure modes", list(ann.FAILURE_MODES), default=cur.failure_modes if cur else [],
+                               format_func=lambda m: m.replace("_", " "), key=f"{key_prefix}-modes-{version_id}")
+        notes = st.text_area("Notes", value=(cur.notes or "") if cur else "", key=f"{key_prefix}-notes-{version_id}")
+        ready = st.checkbox("Exemplar-ready", value=cur.exemplar_ready if cur else False,
+                            key=f"{key_prefix}-ready-{version_id}")
+        by = st.text_input("Annotator", value=ann.current_user(), key=f"{key_prefix}-by-{version_id}")
+        if st.form_submit_button("Save annotation"):
+            try:
+                ann.annotate_version(store, version_id, by=by, verdict=None if verdict == "(none)" else verdict,
+                                     failure_modes=modes, notes=notes, exemplar_ready=ready)
+                st.success("Annotation saved.")
+            except (StoreError, ValueError) as exc:
+                st.error(str(exc).splitlines()[0])
+    hist = ann.version_history(store, version_id)
+    if hist:
+        with st.expander(f"Annotation history ({len(hist)})"):
+            st.dataframe([{"when": a.created_at, "by": a.annotator, "verdict": a.verdict or "",
+                           "failure modes": ", ".join(a.failure_modes), "exemplar-ready": a.exemplar_ready,
+                           "notes": a.notes or ""} for a in reversed(hist)], hide_index=True)
+
+
+def step_tag_panel(store: Store, step_id: int, key_prefix: str) -> None:
+    """Tags (suggested or free) and a note for one step."""
+    cur = ann.step_annotation(store, step_id)
+    tags = list(cur.tags) if cur else []
+    options = list(dict.fromkeys([*ann.STEP_TAGS, *tags]))
+    with st.form(key=f"{key_prefix}-st-{step_id}"):
+        chosen = st.multiselect("Tags", options, default=tags, key=f"{key_prefix}-tags-{step_id}")
+        extra = st.text_input("Other tag", value="", key=f"{key_prefix}-extra-{step_id}")
+        note = st.text_input("Note", value=(cur.note or "") if cur else "", key=f"{key_prefix}-note-{step_id}")
+        by = st.text_input("Annotator", value=ann.current_user(), key=f"{key_prefix}-sby-{step_id}")
+        if st.form_submit_button("Save tags"):
+            try:
+                ann.tag_step(store, step_id, by=by, tags=[*chosen, *([extra] if extra.strip() else [])], note=note)
+                st.success("Tags saved.")
+            except (StoreError, ValueError) as exc:
+                st.error(str(exc).splitlines()[0])

@@ -1,0 +1,153 @@
+"""Export page: choose versions (filters or explicit EPISODE:VERSION refs) or an exemplar
+set, a format, and download; import a file; build exemplar sets from chosen versions.
+UI only - every action is a library call in sessions.exchange / exemplar_sets."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from sessions import exemplar_sets as sets
+from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
+from sessions.records import ENV_KINDS
+from sessions.store import Store, StoreError
+
+MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",
+        "chat-sft": "application/jsonl"}
+EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", "chat-sft": "jsonl"}
+
+
+@st.cache_resource(show_spinner=False)
+def _store_for(path: str) -> Store:
+    return Store(path)
+
+
+def _store() -> Store:
+    return _store_for(os.environ.get("REACT_EDITOR_DB") or str(Path.cwd() / "react_editor.db"))
+
+
+def _filters() -> tuple[list, Filters]:
+    c1, c2, c3 = st.columns(3)
+    env = c1.selectbox("Environment", ["(any)", *ENV_KINDS], key="exp-env")
+    task_type = c2.text_input("Task type (prefix)", key="exp-type")
+    outcome = c3.selectbox("Outcome", ["(any)", "success", "failure", "unfinished"], key="exp-outcome")
+    c4, c5, c6 = st.columns(3)
+    verdict = c4.selectbox("Verdict", ["(any)", "success", "failure", "unsure"], key="exp-verdict")
+    annotator = c5.text_input("Annotator", key="exp-annotator")
+    refs_text = c6.text_input("Versions (EPISODE[:VERSION] ...)", key="exp-refs")
+    c7, c8, c9 = st.columns(3)
+    edited = c7.checkbox("Edited only", key="exp-edited")
+    ready = c8.checkbox("Exemplar-ready only", key="exp-ready")
+    all_versions = c9.checkbox("All versions (not only current)", key="exp-all")
+    refs = [parse_ref(s) for s in refs_text.replace(",", " ").split()]
+    f = Filters(env=None if env == "(any)" else env, task_type=task_type.strip() or None,
+                outcome=None if outcome == "(any)" else outcome, verdict=None if verdict == "(any)" else verdict,
+                edited=edited, exemplar_ready=ready, annotator=annotator.strip() or None, all_versions=all_versions)
+    return refs, f.check()
+
+
+def _run_export(store: Store, fmt: str, **kw) -> tuple[bytes, dict]:
+    fd, tmp = tempfile.mkstemp(suffix="." + EXT[fmt])
+    os.close(fd)
+    try:
+        rep = export(store, fmt, tmp, **kw)
+        return Path(tmp).read_bytes(), rep.as_json()
+    finally:
+        os.unlink(tmp)
+
+
+def _export_section(store: Store) -> None:
+    st.subheader("Export")
+    source = st.radio("Export", ["Versions", "Exemplar set"], horizontal=True, key="exp-source")
+    fmt = st.selectbox("Format", FORMATS, key="exp-format")
+    kw: dict = {}
+    if source == "Exemplar set":
+        names = [s.name for s in sets.list_sets(store)]
+        if not names:
+            st.info("No exemplar sets yet: import a ReAct prompt file or add versions below.")
+            return
+        kw["exemplar_set"] = st.selectbox("Exemplar set", names, key="exp-set")
+    else:
+        refs, f = _filters()
+        kw.update(refs=refs or None, filters=f)
+        rows = [(b.episode.id, v.id) for b in select(store, refs or None, f) for v in b.versions]
+        st.caption(f"{len(rows)} version(s) match.")
+    if st.button("Prepare export", key="exp-go"):
+        try:
+            data, rep = _run_export(store, fmt, **kw)
+            st.session_state["exp-data"] = (data, rep, fmt)
+        except (StoreError, ValueError) as exc:
+            st.session_state.pop("exp-data", None)
+            st.error(str(exc).splitlines()[0])
+    if "exp-data" in st.session_state:
+        data, rep, f_ = st.session_state["exp-data"]
+        st.write(f"{rep['records']} records - {rep['versions']} versions, {rep['episodes']} episodes, "
+                 f"{rep['steps']} steps, {rep['bytes']:,} bytes")
+        st.download_button("Download", data, file_name=f"export.{EXT[f_]}", mime=MIME[f_], key="exp-download")
+
+
+def _import_section(store: Store) -> None:
+    st.subheader("Import")
+    up = st.file_uploader("ReAct prompt file (.json), transcript (.txt) or jsonl export (.jsonl)",
+                          type=["json", "jsonl", "txt"], key="imp-file")
+    env = st.selectbox("Environment (transcripts)", ["(detect)", *ENV_KINDS], key="imp-env")
+    if up is not None and st.button("Import", key="imp-go"):
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / Path(up.name).name
+            p.write_bytes(up.getvalue())
+            try:
+                rep = import_file(store, p, env=None if env == "(detect)" else env)
+                msg = f"Imported {len(rep.episodes)} episodes ({rep.versions} versions)."
+                if rep.exemplar_set:
+                    msg += f" Exemplar set: {rep.exemplar_set}."
+                st.success(msg)
+            except (StoreError, ValueError) as exc:
+                st.error(str(exc).splitlines()[0])
+
+
+def _sets_section(store: Store) -> None:
+    st.subheader("Exemplar sets")
+    all_sets = sets.list_sets(store)
+    if all_sets:
+        st.dataframe([{"name": s.name, "env": s.env, "entries": s.entries, "description": s.description or ""}
+                      for s in all_sets], hide_index=True)
+    with st.form("set-add"):
+        name = st.text_input("Set name", key="set-name")
+        env = st.selectbox("Environment (new set)", ENV_KINDS, key="set-env")
+        refs_text = st.text_input("Versions to add (EPISODE[:VERSION] ...)", key="set-refs")
+        if st.form_submit_button("Add to set"):
+            try:
+                refs = [parse_ref(s) for s in refs_text.replace(",", " ").split()]
+                if not refs:
+                    raise ValueError("give at least one version")
+                with store.transaction():
+                    if name not in {s.name for s in all_sets}:
+                        sets.create_set(store, name, env)
+                    for b in select(store, refs):
+                        for v in b.versions:
+                            sets.add_version(store, name, v.id)
+                st.success(f"Exemplar set {name!r} updated.")
+            except (StoreError, ValueError) as exc:
+                st.error(str(exc).splitlines()[0])
+
+
+def page() -> None:
+    st.title("Export")
+    try:
+        store = _store()
+    except StoreError as exc:
+        st.error(str(exc).splitlines()[0])
+        return
+    try:
+        _export_section(store)
+    except (StoreError, ValueError) as exc:
+        st.error(str(exc).splitlines()[0])
+    _import_section(store)
+    _sets_section(store)
+
+
+if __name__ == "__main__":  # pragma: no cover - `streamlit run app_pages/export.py`
+    page()

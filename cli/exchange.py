@@ -1,0 +1,328 @@
+"""Annotate, export, import and exemplar sets: `export`, `import`, `annotate`, `tag`,
+`exemplars`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cli.common import CliError, add_common, db_path, emit, progress
+from sessions.records import ENV_KINDS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_common(sub.add_parser("export", help="export versions (or an exemplar set) to a file"))
+    p.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]", help="versions: 12 (current), 12:34, 12:all")
+    p.add_argument("--format", "-f", required=True, choices=("prompt", "react-json", "jsonl", "chat-sft"))
+    p.add_argument("--out", "-o", required=True, help="output file ('-' for stdout)")
+    p.add_argument("--set", dest="exemplar_set", default=None, help="export this exemplar set (prompt / react-json)")
+    p.add_argument("--key", action="append", default=None, help="only this prompt-file key (repeatable)")
+    _filter_flags(p)
+    p.set_defaults(func=cmd_export)
+
+    p = add_common(sub.add_parser("import", help="import a ReAct prompt file, transcript or jsonl export"))
+    p.add_argument("path")
+    p.add_argument("--format", "-f", default="auto", choices=("auto", "react-json", "jsonl", "prompt"))
+    p.add_argument("--env", choices=ENV_KINDS, default=None, help="environment of a prompt file / transcript")
+    p.add_argument("--set", dest="set_name", default=None, help="name of the exemplar set a prompt file becomes")
+    p.add_argument("--by", default=None, help="who imports (default $REACT_EDITOR_USER or the OS user)")
+    p.set_defaults(func=cmd_import)
+
+    p = add_common(sub.add_parser("annotate", help="label a version: verdict, failure modes, notes, exemplar-ready"))
+    p.add_argument("ref", metavar="EPISODE[:VERSION]")
+    p.add_argument("--verdict", choices=("success", "failure", "unsure", "none"), default=None)
+    p.add_argument("--failure-mode", "--mode", action="append", default=[], dest="add_modes",
+                   help="add a failure mode: reasoning_error, search_result_error, hallucination, label_ambiguity, "
+                   "repetitive_loop, invalid_action (repeatable)")
+    p.add_argument("--remove-mode", action="append", default=[], dest="remove_modes")
+    p.add_argument("--clear-modes", action="store_true")
+    p.add_argument("--note", "--notes", dest="notes", default=None, help="free notes (replaces the notes)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--exemplar-ready", dest="ready", action="store_true", default=None)
+    g.add_argument("--not-exemplar-ready", dest="ready", action="store_false")
+    p.add_argument("--by", default=None, help="annotator (default $REACT_EDITOR_USER or the OS user)")
+    p.add_argument("--history", action="store_true", help="print every annotation of the version")
+    p.set_defaults(func=cmd_annotate)
+
+    p = add_common(sub.add_parser("tag", help="tag or note step K of a version"))
+    p.add_argument("ref", metavar="EPISODE[:VERSION]")
+    p.add_argument("--step", type=int, required=True, metavar="K")
+    p.add_argument("--add", action="append", default=[], help="add a tag (e.g. hallucinated, good_subgoal)")
+    p.add_argument("--remove", action="append", default=[], help="remove a tag")
+    p.add_argument("--note", default=None)
+    p.add_argument("--by", default=None)
+    p.add_argument("--history", action="store_true")
+    p.set_defaults(func=cmd_tag)
+
+    p = add_common(sub.add_parser("exemplars", help="named exemplar sets (few-shot examples for new runs)"))
+    ex = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = add_common(ex.add_parser("list", help="all exemplar sets"))
+    q.add_argument("--env", choices=ENV_KINDS, default=None)
+    q.set_defaults(func=cmd_ex_list)
+    q = add_common(ex.add_parser("create", help="a new, empty set"))
+    q.add_argument("name")
+    q.add_argument("--env", choices=ENV_KINDS, required=True)
+    q.add_argument("--description", default=None)
+    q.add_argument("--by", default=None)
+    q.set_defaults(func=cmd_ex_create)
+    q = add_common(ex.add_parser("add", help="add versions (a newer version of an episode replaces its entry)"))
+    q.add_argument("name")
+    q.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]")
+    q.add_argument("--key", default=None, help="prompt-file key for a single ALFWorld version (react_put_0, ...)")
+    q.add_argument("--create", action="store_true", help="create the set if needed (env from the first version)")
+    q.add_argument("--by", default=None)
+    _filter_flags(q)
+    q.set_defaults(func=cmd_ex_add)
+    q = add_common(ex.add_parser("remove", help="remove entries by key or episode"))
+    q.add_argument("name")
+    q.add_argument("--key", default=None)
+    q.add_argument("--episode", type=int, default=None)
+    q.set_defaults(func=cmd_ex_remove)
+    q = add_common(ex.add_parser("show", help="a set's entries (or its prompt dict with --prompts)"))
+    q.add_argument("name")
+    q.add_argument("--prompts", action="store_true", help="print the prompt dict the agent would use")
+    q.set_defaults(func=cmd_ex_show)
+
+
+def _filter_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                   help="env=, type=, outcome=, verdict=, annotator=, edited, exemplar_ready, versions=all")
+    p.add_argument("--env", choices=ENV_KINDS, default=None)
+    p.add_argument("--type", dest="task_type", default=None, help="task type (prefix match)")
+    p.add_argument("--outcome", choices=("success", "failure", "unfinished"), default=None)
+    p.add_argument("--verdict", choices=("success", "failure", "unsure"), default=None)
+    p.add_argument("--edited", action="store_true", help="only versions with a person's edits")
+    p.add_argument("--exemplar-ready", action="store_true")
+    p.add_argument("--annotator", default=None)
+    p.add_argument("--all-versions", action="store_true", help="every version of matched episodes, not only the current")
+
+
+def _store(args: argparse.Namespace):
+    from sessions.store import Store
+
+    return Store(db_path(args))
+
+
+def _filters(args: argparse.Namespace):
+    from sessions.exchange import Filters
+
+    return Filters.parse(
+        args.filter, env=args.env, task_type=args.task_type, outcome=args.outcome, verdict=args.verdict,
+        edited=args.edited, exemplar_ready=args.exemplar_ready, annotator=args.annotator,
+        all_versions=args.all_versions,
+    )
+
+
+def _has_filters(args: argparse.Namespace) -> bool:
+    return bool(args.filter or args.env or args.task_type or args.outcome or args.verdict or args.edited
+                or args.exemplar_ready or args.annotator or args.all_versions)
+
+
+def _version(store, spec: str) -> int:
+    from sessions.exchange import parse_ref
+
+    r = parse_ref(spec)
+    if r.all:
+        raise CliError(f"{spec}: give one version (EPISODE or EPISODE:VERSION)")
+    ep = store.episode(r.episode)
+    if r.version is None:
+        if ep.current_version is None:
+            raise CliError(f"episode {r.episode} has no version")
+        return ep.current_version
+    store.version(r.version, r.episode)
+    return r.version
+
+
+# ---------------------------------------------------------------------- export / import
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from sessions.exchange import export, parse_ref
+
+    store = _store(args)
+    refs = [parse_ref(s) for s in args.refs]
+    if args.exemplar_set is None and not refs and not _has_filters(args):
+        raise CliError("choose what to export: EPISODE[:VERSION] ..., filters (e.g. --env alfworld), or --set NAME")
+    filters = _filters(args) if (refs or _has_filters(args)) else None
+    report = export(store, args.format, args.out, refs=refs or None, filters=filters,
+                    exemplar_set=args.exemplar_set, keys=args.key)
+    for s in report.skipped:
+        progress(f"skipped {s}")
+    if args.out == "-":
+        progress(f"{report.records} records, {report.versions} versions")
+        return 0
+    emit(args, report.as_json(), f"{report.path}: {report.records} records ({report.versions} versions, "
+         f"{report.episodes} episodes, {report.steps} steps, {report.bytes:,} bytes)")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from sessions.exchange import import_file
+
+    report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by)
+
+    def text() -> str:
+        out = f"{report.path}: {len(report.episodes)} episodes ({report.versions} versions, {report.steps} steps)"
+        if report.exemplar_set:
+            out += f"; exemplar set {report.exemplar_set!r}"
+            if report.raw_entries:
+                out += f" (+{report.raw_entries} text entries)"
+        ids = " ".join(str(i) for i in report.episodes)
+        return out + (f"\nepisodes: {ids}" if ids else "")
+
+    emit(args, report.as_json(), text)
+    return 0
+
+
+# ---------------------------------------------------------------------- annotations
+
+
+def _va_json(a) -> dict[str, Any]:
+    return a.model_dump(mode="json")
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    from sessions import annotations as ann
+
+    store = _store(args)
+    vid = _version(store, args.ref)
+    change: dict[str, Any] = {}
+    if args.verdict is not None:
+        change["verdict"] = None if args.verdict == "none" else args.verdict
+    if args.clear_modes:
+        change["failure_modes"] = []
+    if args.notes is not None:
+        change["notes"] = args.notes
+    if args.ready is not None:
+        change["exemplar_ready"] = args.ready
+    if change or args.add_modes or args.remove_modes:
+        a = ann.annotate_version(store, vid, by=args.by, add_failure_modes=args.add_modes,
+                                 remove_failure_modes=args.remove_modes, **change)
+    else:
+        a = ann.version_annotation(store, vid)
+    if args.history:
+        rows = [_va_json(x) for x in ann.version_history(store, vid)]
+        emit(args, rows, lambda: "\n".join(_va_text(x) for x in ann.version_history(store, vid)) or "(no annotations)")
+        return 0
+    emit(args, _va_json(a) if a else {"version_id": vid}, lambda: _va_text(a) if a else f"version {vid}: no annotations")
+    return 0
+
+
+def _va_text(a) -> str:
+    modes = ", ".join(a.failure_modes) or "-"
+    ready = "exemplar-ready" if a.exemplar_ready else "not exemplar-ready"
+    return (f"version {a.version_id}: verdict {a.verdict or '-'}; failure modes {modes}; {ready}; "
+            f"by {a.annotator} at {a.created_at}" + (f"\n  notes: {a.notes}" if a.notes else ""))
+
+
+def cmd_tag(args: argparse.Namespace) -> int:
+    from sessions import annotations as ann
+
+    store = _store(args)
+    vid = _version(store, args.ref)
+    steps = store.version_steps(vid)
+    if not 1 <= args.step <= len(steps):
+        raise CliError(f"version {vid} has no step {args.step} (it has {len(steps)})")
+    sid = steps[args.step - 1].id
+    if args.add or args.remove or args.note is not None:
+        kw: dict[str, Any] = {"add": args.add, "remove": args.remove}
+        if args.note is not None:
+            kw["note"] = args.note
+        a = ann.tag_step(store, sid, by=args.by, **kw)
+    else:
+        a = ann.step_annotation(store, sid)
+    if args.history:
+        hist = ann.step_history(store, sid)
+        emit(args, [x.model_dump(mode="json") for x in hist],
+             lambda: "\n".join(f"{x.created_at} {x.annotator}: {', '.join(x.tags) or '-'}" + (f" ({x.note})" if x.note else "")
+                               for x in hist) or "(no tags)")
+        return 0
+    data = a.model_dump(mode="json") if a else {"step_id": sid, "tags": []}
+    emit(args, data, lambda: f"step {args.step}: {', '.join(a.tags) or '-'}" + (f"; note: {a.note}" if a and a.note else "")
+         if a else f"step {args.step}: no tags")
+    return 0
+
+
+# ---------------------------------------------------------------------- exemplar sets
+
+
+def cmd_ex_list(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from sessions import exemplar_sets as sets
+
+    rows = [asdict(s) for s in sets.list_sets(_store(args), env=args.env)]
+    emit(args, rows, lambda: "\n".join(f"{r['name']}\t{r['env']}\t{r['entries']} entries\t{r['description'] or ''}"
+                                       for r in rows) or "(no exemplar sets)")
+    return 0
+
+
+def cmd_ex_create(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from sessions import exemplar_sets as sets
+
+    s = sets.create_set(_store(args), args.name, args.env, description=args.description, by=args.by)
+    emit(args, asdict(s), f"exemplar set {s.name!r} ({s.env})")
+    return 0
+
+
+def cmd_ex_add(args: argparse.Namespace) -> int:
+    from sessions import exemplar_sets as sets
+    from sessions.exchange import parse_ref, select
+
+    store = _store(args)
+    refs = [parse_ref(s) for s in args.refs]
+    if not refs and not _has_filters(args):
+        raise CliError("give versions (EPISODE[:VERSION]) or filters such as --exemplar-ready --env alfworld")
+    if args.key and (len(refs) != 1 or refs[0].all or _has_filters(args)):
+        raise CliError("--key is for a single version")
+    vids = [v.id for b in select(store, refs or None, _filters(args)) for v in b.versions]
+    if not vids:
+        raise CliError("no version matches")
+    with store.transaction():
+        try:
+            sets.get_set(store, args.name)
+        except sets.ExemplarSetError:
+            if not args.create:
+                raise
+            env = store.episode(store.version(vids[0]).episode_id).task.env
+            sets.create_set(store, args.name, env, by=args.by)
+        added = [sets.add_version(store, args.name, vid, key=args.key, by=args.by) for vid in vids]
+    rows = [{"version": e.version_id, "key": e.key, "pos": e.pos} for e in added]
+    emit(args, rows, lambda: "\n".join(f"v{r['version']} -> {r['key'] or '(block)'}" for r in rows))
+    return 0
+
+
+def cmd_ex_remove(args: argparse.Namespace) -> int:
+    from sessions import exemplar_sets as sets
+
+    if args.key is None and args.episode is None:
+        raise CliError("give --key or --episode")
+    n = sets.remove(_store(args), args.name, key=args.key, episode_id=args.episode)
+    emit(args, {"removed": n}, f"removed {n} entr{'y' if n == 1 else 'ies'}")
+    return 0
+
+
+def cmd_ex_show(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from sessions import exemplar_sets as sets
+
+    store = _store(args)
+    if args.prompts:
+        env, d = sets.prompt_dict(store, args.name)
+        emit(args, {"env": env, "prompts": d}, lambda: "\n".join(f"== {k} ==\n{v}" for k, v in d.items()))
+        return 0
+    rows = []
+    for e in sets.entries(store, args.name):
+        row = asdict(e)
+        row.pop("text")
+        if e.version_id is not None:
+            v = store.version(e.version_id)
+            row["episode"] = v.episode_id
+        rows.append(row)
+    emit(args, rows, lambda: "\n".join(
+        f"{r['pos']}\t{r['key'] or '(auto)'}\t" + (f"episode {r['episode']} v{r['version_id']}" if r["version_id"] else "text")
+        for r in rows) or "(empty)")
+    return 0

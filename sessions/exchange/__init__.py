@@ -1,0 +1,12 @@
+"""Export and import: the paper's prompt formats, the original ReAct prompt-file JSON, our
+versioned `jsonl` dataset schema and chat fine-tuning JSONL. UI and CLI call these."""
+
+from sessions.exchange.export import FORMATS, ExportError, ExportReport, export
+from sessions.exchange.importer import IMPORT_FORMATS, ImportFailed, ImportReport, import_file
+from sessions.exchange.selection import Filters, Ref, SelectionError, parse_ref, select
+
+__all__ = [
+    "FORMATS", "ExportError", "ExportReport", "export",
+    "IMPORT_FORMATS", "ImportFailed", "ImportReport", "import_file",
+    "Filters", "Ref", "SelectionError", "parse_ref", "select",
+]

@@ -1,0 +1,440 @@
+"""Import: the original ReAct prompt files (`react-json`), plain-text transcripts
+(`prompt`) and our own `jsonl` back in. Validation first, then one transaction: a
+malformed file is rejected with its line number and the reason, and nothing is written.
+
+jsonl is read line by line with a size cap (a 100 MB line is refused before it is parsed),
+validated against the versioned pydantic schema plus the cross-record rules of the format
+(file-relative refs, contiguous episodes), then read again and written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from pydantic import ValidationError
+
+from sessions import annotations as ann
+from sessions import exemplar_sets as sets
+from sessions.exchange.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
+from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
+from sessions.records import ENV_KINDS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
+from sessions.store import Store, StoreError
+
+IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one jsonl record (a version); far above any real one
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a prompt file / transcript is read whole
+
+
+class ImportFailed(StoreError, ValueError):
+    """The file was rejected; nothing was written. The message names the line."""
+
+
+@dataclass
+class ImportReport:
+    format: str
+    path: str
+    episodes: list[int] = field(default_factory=list)
+    versions: int = 0
+    steps: int = 0
+    exemplar_set: str | None = None
+    raw_entries: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _fail(line: int | None, reason: str) -> ImportFailed:
+    return ImportFailed(f"line {line}: {reason}" if line else reason)
+
+
+# ---------------------------------------------------------------------- format detection
+
+
+def detect_format(path: Path) -> str:
+    with open(path, "rb") as f:
+        head = f.read(65536)
+    suffix = path.suffix.lower()
+    first = head.lstrip()[:1]
+    if suffix == ".jsonl" or (first == b"{" and b"\n" in head.lstrip() and _first_line_is_record(head)):
+        return "jsonl"
+    if suffix == ".json" or first == b"{":
+        return "react-json"
+    if suffix == ".txt":
+        return "prompt"
+    raise ImportFailed(
+        f"unknown format of {path.name}: expected a ReAct prompt file (.json), a jsonl export (.jsonl) "
+        "or a transcript (.txt); pass --format"
+    )
+
+
+def _first_line_is_record(head: bytes) -> bool:
+    line = head.lstrip().split(b"\n", 1)[0]
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and ("schema" in obj or "messages" in obj)
+
+
+def import_file(
+    store: Store,
+    path: str | os.PathLike,
+    *,
+    fmt: str = "auto",
+    env: str | None = None,
+    set_name: str | None = None,
+    by: str | None = None,
+) -> ImportReport:
+    """Validate the whole file, then write it in one transaction."""
+    p = Path(path)
+    if not p.exists():
+        raise ImportFailed(f"no such file: {p}")
+    if p.is_dir():
+        raise ImportFailed(f"{p} is a directory")
+    if fmt not in IMPORT_FORMATS:
+        raise ImportFailed(f"unknown import format {fmt!r} (one of: {', '.join(IMPORT_FORMATS)})")
+    if env is not None and env not in ENV_KINDS:
+        raise ImportFailed(f"unknown environment {env!r} (one of: {', '.join(ENV_KINDS)})")
+    if fmt == "auto":
+        fmt = detect_format(p)
+    if set_name is not None:
+        sets._check_name(set_name)
+        if store.db.execute("select 1 from exemplar_sets where name = ?", [set_name]).fetchone():
+            raise ImportFailed(f"an exemplar set named {set_name!r} exists already")
+    if fmt == "jsonl":
+        if set_name is not None:
+            raise ImportFailed("--set is for prompt files; a jsonl import makes episodes only")
+        _jsonl(p, None, ImportReport("jsonl", str(p)))  # validation pass: nothing written
+        report = ImportReport("jsonl", str(p))
+        with store.transaction():
+            _jsonl(p, store, report)
+        return report
+    env, parsed = _read_prompt_file(p, fmt, env)
+    report = ImportReport(fmt, str(p))
+    with store.transaction():
+        _write_prompt_entries(store, p, env, parsed, set_name, by, report)
+    return report
+
+
+# ---------------------------------------------------------------------- prompt files
+
+
+def _read_text(p: Path) -> str:
+    size = p.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ImportFailed(f"{p.name} is {size / 2**20:.0f} MB; a prompt file is at most {MAX_FILE_BYTES // 2**20} MB")
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise _fail(line, "not UTF-8 text") from None
+
+
+def _line_of(text: str, key: str) -> int:
+    at = text.find(json.dumps(key) + ":")
+    if at < 0:
+        at = text.find(json.dumps(key))
+    return text[: max(at, 0)].count("\n") + 1
+
+
+def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[ParsedEntry]]:
+    text = _read_text(p)
+    if fmt == "prompt":
+        if env is None:
+            env = "alfworld" if any(line.startswith("> ") for line in text.split("\n")) else None
+            if env is None:
+                env = "fever" if "\nClaim: " in "\n" + text else "hotpotqa"
+        try:
+            return parse_prompt_text(text, env=env, source=p.name)
+        except PromptFileError as exc:
+            raise _fail(1, str(exc)) from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(exc.lineno, f"bad JSON ({exc.msg}, column {exc.colno})") from None
+    if not isinstance(d, dict) or not d:
+        raise _fail(1, "a ReAct prompt file is a non-empty JSON object of strings (key -> prompt text)")
+    for k, v in d.items():
+        if not isinstance(v, str):
+            raise _fail(_line_of(text, k), f"entry {k!r} is {type(v).__name__}, not a string")
+    if {"schema", "episode", "version"} <= set(d):
+        raise _fail(1, "this is a jsonl record, not a prompt file; use --format jsonl")
+    try:
+        return parse_prompt_file(d, source=p.name, env=env)
+    except PromptFileError as exc:
+        raise _fail(1, str(exc)) from None
+
+
+def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEntry], set_name: str | None,
+                          by: str | None, report: ImportReport) -> None:
+    name = set_name or sets.free_name(store, p.stem)
+    sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
+    report.exemplar_set = name
+    for entry in parsed:
+        if not entry.trajectories:
+            sets.add_raw(store, name, entry.key, entry.raw or "", by=by)
+            report.raw_entries += 1
+            continue
+        for t in entry.trajectories:
+            task = Task(env=t.env, id=t.task_id, type=t.task_type, text=t.task_text, gold=t.gold,
+                        source="imported", data=t.data)
+            ep, v = store.create_episode(task, AgentConfig(style=t.style), {}, name=t.name)
+            if t.steps:
+                store.append_steps(v.id, t.steps)
+            sets.add_version(store, name, v.id, by=by)
+            report.episodes.append(ep.id)
+            report.versions += 1
+            report.steps += len(t.steps)
+
+
+# ---------------------------------------------------------------------- jsonl
+
+
+def _lines(p: Path, cap: int) -> Iterator[tuple[int, bytes]]:
+    with open(p, "rb") as f:
+        n = 0
+        while True:
+            line = f.readline(cap + 1)
+            if not line:
+                return
+            n += 1
+            if len(line) > cap and not (len(line) == cap + 1 and line.endswith(b"\n")):
+                raise _fail(n, f"longer than {cap // 2**20} MB; not a record this tool wrote")
+            if line.strip():
+                yield n, line
+
+
+def _digest(obj: Any) -> bytes:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).digest()
+
+
+def _error_text(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    loc = ".".join(str(x) for x in e.get("loc", ()))
+    msg = e.get("msg", "invalid")
+    if e.get("type") == "missing":
+        return f"missing field '{loc}'"
+    if e.get("type") == "extra_forbidden":
+        return f"unknown field '{loc}'"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def parse_record(n: int, line: bytes) -> TrajectoryRecord:
+    try:
+        obj = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        detail = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise _fail(n, f"bad JSON ({detail})") from None
+    if not isinstance(obj, dict):
+        raise _fail(n, "a record is a JSON object")
+    if "schema" not in obj:
+        if "messages" in obj:
+            raise _fail(n, "a chat-sft record; chat-sft drops provenance and cannot be imported (import the jsonl export)")
+        raise _fail(n, "missing field 'schema' (not a react-editor jsonl record)")
+    if obj["schema"] != SCHEMA_NAME:
+        raise _fail(n, f"unknown schema {str(obj['schema'])[:60]!r} (expected {SCHEMA_NAME!r})")
+    sv = obj.get("schema_version")
+    if isinstance(sv, int) and sv > SCHEMA_VERSION:
+        raise _fail(n, f"schema version {sv} is newer than this ReAct Editor understands ({SCHEMA_VERSION})")
+    try:
+        return TrajectoryRecord.model_validate(obj)
+    except ValidationError as exc:
+        raise _fail(n, _error_text(exc)) from None
+
+
+@dataclass
+class _Ep:
+    ref: int
+    digest: bytes
+    id: int | None = None
+    first_version: int | None = None
+    steps: dict[int, tuple[int | None, bytes]] = field(default_factory=dict)  # ref -> (parent ref, digest)
+    step_ids: dict[int, int] = field(default_factory=dict)
+    calls: dict[int, bytes] = field(default_factory=dict)
+    call_ids: dict[int, int] = field(default_factory=dict)
+    versions: dict[int, int | None] = field(default_factory=dict)  # ref -> db id
+    current: int | None = None
+    last: int | None = None
+
+
+def _check_ref(n: int, ep: _Ep, ref: int | None, what: str) -> None:
+    if ref is not None and ref not in ep.steps:
+        raise _fail(n, f"{what} refers to step ref {ref}, which is not in an earlier record of this episode")
+
+
+def _jsonl(p: Path, store: Store | None, report: ImportReport) -> None:
+    """One pass over the file: validates; with a store, also writes (caller's transaction)."""
+    ep: _Ep | None = None
+    done_refs: set[int] = set()
+    for n, line in _lines(p, MAX_LINE_BYTES):
+        rec = parse_record(n, line)
+        e_dump = rec.episode.model_dump(mode="json")
+        if ep is None or rec.episode.ref != ep.ref:
+            if ep is not None:
+                _finish_episode(store, ep)
+                done_refs.add(ep.ref)
+            if rec.episode.ref in done_refs:
+                raise _fail(n, f"the records of episode ref {rec.episode.ref} are not contiguous")
+            ep = _Ep(rec.episode.ref, _digest(e_dump))
+            if store is not None:
+                task = rec.episode.task
+                e, v0 = store.create_episode(task, rec.episode.config, rec.episode.env_options, rec.episode.name)
+                store.db.execute("update episodes set created_at = ? where id = ?", [rec.episode.created_at, e.id])
+                ep.id, ep.first_version = e.id, v0.id
+                report.episodes.append(e.id)
+        elif _digest(e_dump) != ep.digest:
+            raise _fail(n, f"episode ref {ep.ref} differs from its earlier record")
+        _record(n, rec, ep, store, report)
+    if ep is not None:
+        _finish_episode(store, ep)
+    if report.versions == 0 and store is None and ep is None:
+        raise ImportFailed(f"{p.name} has no records")
+
+
+def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report: ImportReport) -> None:
+    v = rec.version
+    if v.ref in ep.versions:
+        raise _fail(n, f"version ref {v.ref} appears twice in episode ref {ep.ref}")
+    if v.parent is not None and v.parent not in ep.versions:
+        raise _fail(n, f"parent version ref {v.parent} is not an earlier record of episode ref {ep.ref}")
+    if v.current and ep.current is not None:
+        raise _fail(n, f"episode ref {ep.ref} has two current versions")
+    # steps: a known prefix (shared with earlier records) then new steps
+    known_prefix: list[int] = []
+    new_steps = []
+    prev: int | None = None
+    record_calls = {c.ref: c for c in rec.calls}
+    if len(record_calls) != len(rec.calls):
+        raise _fail(n, "a call ref appears twice in one record")
+    for i, s in enumerate(rec.steps, 1):
+        if s.index != i:
+            raise _fail(n, f"step ref {s.ref} has index {s.index} at position {i}")
+        d = _digest(s.model_dump(mode="json"))
+        if s.ref in ep.steps:
+            if new_steps:
+                raise _fail(n, f"step ref {s.ref} follows a new step but is from an earlier record")
+            parent, dg = ep.steps[s.ref]
+            if parent != prev or dg != d:
+                raise _fail(n, f"step ref {s.ref} differs from its earlier record")
+            known_prefix.append(s.ref)
+        else:
+            if any(x.ref == s.ref for x in new_steps):
+                raise _fail(n, f"step ref {s.ref} appears twice in one record")
+            _check_ref(n, ep, s.edit.replaced_step if s.edit else None, f"step ref {s.ref}'s edit")
+            cf = s.info.get("carried_from")
+            if cf is not None:
+                if not isinstance(cf, int):
+                    raise _fail(n, f"step ref {s.ref}: info.carried_from must be a step ref")
+                _check_ref(n, ep, cf, f"step ref {s.ref}'s carried_from")
+            for c in s.calls:
+                if c not in record_calls:
+                    raise _fail(n, f"step ref {s.ref} uses call ref {c}, which is not in this record's calls")
+            new_steps.append(s)
+        prev = s.ref
+    for e in list(v.edits) + ([v.draft_edit] if v.draft_edit else []):
+        _check_ref(n, ep, e.replaced_step, "the version's edits")
+    for c in rec.calls:
+        dg = _digest(c.model_dump(mode="json"))
+        if c.ref in ep.calls and ep.calls[c.ref] != dg:
+            raise _fail(n, f"call ref {c.ref} differs from its earlier record")
+    if store is not None:
+        vid = _write_version(store, rec, ep, known_prefix, new_steps)
+    else:
+        vid = None
+    # remember what this record defined
+    prev = None
+    for s in rec.steps:
+        if s.ref not in ep.steps:
+            ep.steps[s.ref] = (prev, _digest(s.model_dump(mode="json")))
+        prev = s.ref
+    for c in rec.calls:
+        ep.calls.setdefault(c.ref, _digest(c.model_dump(mode="json")))
+    ep.versions[v.ref] = vid
+    if v.current:
+        ep.current = vid if vid is not None else -1
+    ep.last = vid
+    report.versions += 1
+    report.steps += len(new_steps)
+
+
+def _edit(e: EditRecord | None, ep: _Ep) -> EditInfo | None:
+    if e is None:
+        return None
+    return EditInfo(kind=e.kind, index=e.index, replaced_step=ep.step_ids.get(e.replaced_step) if e.replaced_step else None,
+                    old_thought=e.old_thought, old_action=e.old_action)
+
+
+def _j(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int], new) -> int:
+    v = rec.version
+    at = ep.step_ids[known[-1]] if known else None
+    if ep.first_version is not None:
+        vid = ep.first_version
+        ep.first_version = None
+        if known:  # pragma: no cover - the first record of an episode has no earlier steps
+            raise ImportFailed("internal: first record with shared steps")
+    else:
+        vid = store.create_version(Version(episode_id=ep.id, leaf_step_id=at), make_current=False).id
+    new_calls: list[ModelCall] = []
+    placeholder: dict[int, int] = {}
+    record_calls = {c.ref: c for c in rec.calls}
+    steps: list[Step] = []
+    for s in new:
+        ids = []
+        for cref in s.calls:
+            if cref in ep.call_ids:
+                ids.append(ep.call_ids[cref])
+                continue
+            if cref not in placeholder:
+                c = record_calls[cref]
+                new_calls.append(ModelCall(
+                    created_at=c.created_at, model=c.model, api_style=c.api_style, params=c.params, purpose=c.purpose,
+                    prompt_hash=c.prompt_hash, prompt_chars=c.prompt_chars, completion=c.completion, usage=c.usage,
+                    latency_ms=c.latency_ms, attempts=c.attempts, cached=c.cached, error=c.error,
+                ))
+                placeholder[cref] = -len(new_calls)
+            ids.append(placeholder[cref])
+        info = dict(s.info)
+        if info.get("carried_from") is not None:
+            info["carried_from"] = ep.step_ids[info["carried_from"]]
+        steps.append(Step(index=s.index, thought=s.thought, action=s.action, observation=s.observation, done=s.done,
+                          reward=s.reward, info=info, source=s.source, edit=_edit(s.edit, ep), call_ids=ids,
+                          created_at=s.created_at))
+    if steps:
+        rows, _ = store.append_steps(vid, steps, new_calls)
+        for s, row in zip(new, rows):
+            ep.step_ids[s.ref] = row.id
+            for cref, cid in zip(s.calls, row.call_ids):
+                ep.call_ids.setdefault(cref, cid)
+            for a in s.annotations:
+                ann.insert_step_annotation(store, ann.StepAnnotation(
+                    step_id=row.id, annotator=a.annotator, created_at=a.created_at, tags=a.tags, note=a.note))
+    store.update_version(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
+                         draft_thought=v.draft_thought, draft_edit=_edit(v.draft_edit, ep))
+    edits = [_edit(e, ep).model_dump(exclude_defaults=True) for e in v.edits]  # type: ignore[union-attr]
+    store.db.execute(
+        "update versions set parent_version = ?, edits = ?, created_at = ?, updated_at = ? where id = ?",
+        [ep.versions.get(v.parent) if v.parent else None, _j(edits) if edits else None, v.created_at, v.updated_at, vid],
+    )
+    for a in v.annotations:
+        ann.insert_version_annotation(store, ann.VersionAnnotation(
+            version_id=vid, annotator=a.annotator, created_at=a.created_at, verdict=a.verdict,
+            failure_modes=a.failure_modes, notes=a.notes, exemplar_ready=a.exemplar_ready))
+    return vid
+
+
+def _finish_episode(store: Store | None, ep: _Ep) -> None:
+    if store is None:
+        return
+    target = ep.current if ep.current is not None else ep.last
+    if target is not None:
+        store.set_current_version(ep.id, target)

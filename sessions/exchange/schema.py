@@ -1,0 +1,151 @@
+"""The `jsonl` export format: one `TrajectoryRecord` per line, one line per version.
+
+Versioned (`schema_version`); documented in docs/jsonl-schema.md, with the JSON Schema
+generated from these models in docs/trajectory.schema.json (`python -m
+sessions.exchange.schema > docs/trajectory.schema.json`).
+
+Ids are relative to the file: episodes are numbered 1, 2, ... in the order they appear;
+steps, model calls and versions are numbered per episode. A step shared by two versions of
+one episode (the prefix before an edit) has the same `ref` in both records, so an import
+rebuilds the version tree without copying steps, and export -> import -> export gives the
+same bytes. References to steps that are not in the file are null.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sessions.records import AgentConfig, EditKind, Outcome, Source, Task, Usage
+
+SCHEMA_NAME = "react-editor/trajectory"
+SCHEMA_VERSION = 1
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class EditRecord(_M):
+    """What a person's edit replaced. `replaced_step` is the step ref (null when that step
+    is not in the file)."""
+
+    kind: EditKind
+    index: int | None = None
+    replaced_step: int | None = None
+    old_thought: str | None = None
+    old_action: str | None = None
+
+
+class VersionAnnotationRecord(_M):
+    annotator: str
+    created_at: str
+    verdict: Literal["success", "failure", "unsure"] | None = None
+    failure_modes: list[str] = Field(default_factory=list)
+    notes: str | None = None
+    exemplar_ready: bool = False
+
+
+class StepAnnotationRecord(_M):
+    annotator: str
+    created_at: str
+    tags: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+
+class CallRecord(_M):
+    """One model request that produced a step (no prompt text: its hash and length)."""
+
+    ref: int = Field(ge=1)
+    created_at: str
+    model: str
+    api_style: Literal["completions", "chat"]
+    purpose: Literal["step", "action_fallback"] = "step"
+    params: dict[str, Any] = Field(default_factory=dict)
+    prompt_hash: str
+    prompt_chars: int
+    completion: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_ms: float | None = None
+    attempts: int = 1
+    cached: bool = False
+    error: str | None = None
+
+
+class StepRecord(_M):
+    """One turn. `source`: model | human | imported; `edit`: what a person's edit replaced;
+    `calls`: refs into the record's `calls`; `annotations`: tag/note history, oldest first
+    (the last entry is the current state)."""
+
+    ref: int = Field(ge=1)
+    index: int = Field(ge=1)
+    thought: str | None = None
+    action: str | None = None
+    observation: str | None = None
+    done: bool = False
+    reward: float = 0.0
+    info: dict[str, Any] = Field(default_factory=dict)
+    source: Source
+    edit: EditRecord | None = None
+    calls: list[int] = Field(default_factory=list)
+    created_at: str
+    annotations: list[StepAnnotationRecord] = Field(default_factory=list)
+
+
+class EpisodeRecord(_M):
+    ref: int = Field(ge=1)
+    name: str | None = None
+    created_at: str
+    task: Task
+    config: AgentConfig  # never holds an API key (AgentConfig has no such field)
+    env_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class VersionRecord(_M):
+    """`current`: the episode's current version - or, when that one is not in the file, the
+    episode's last version in the file. `parent`: the ref of the version it was made from."""
+
+    ref: int = Field(ge=1)
+    parent: int | None = None
+    current: bool = False
+    name: str | None = None
+    status: Literal["open", "done", "stopped", "error"] = "open"
+    error: str | None = None
+    outcome: Outcome = Field(default_factory=Outcome)
+    draft_thought: str | None = None
+    draft_edit: EditRecord | None = None
+    edits: list[EditRecord] = Field(default_factory=list)
+    created_at: str
+    updated_at: str
+    annotations: list[VersionAnnotationRecord] = Field(default_factory=list)
+
+
+class TrajectoryRecord(_M):
+    """One line of a `jsonl` export: a version with its task, agent config, steps (with
+    provenance), the model calls behind them, and its labels."""
+
+    schema_name: Literal["react-editor/trajectory"] = Field(SCHEMA_NAME, alias="schema")
+    schema_version: int = Field(SCHEMA_VERSION, ge=1)
+    episode: EpisodeRecord
+    version: VersionRecord
+    steps: list[StepRecord]
+    calls: list[CallRecord] = Field(default_factory=list)
+
+
+def json_schema() -> dict[str, Any]:
+    out = TrajectoryRecord.model_json_schema(by_alias=True)
+    out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    out["$id"] = f"https://react-editor.local/schemas/trajectory-v{SCHEMA_VERSION}.json"
+    return out
+
+
+def json_schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    sys.stdout.write(json_schema_text())

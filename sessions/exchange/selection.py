@@ -1,0 +1,182 @@
+"""Which versions an export takes: explicit `EPISODE[:VERSION]` refs and/or filters, read
+one episode at a time so memory stays bounded however many versions match."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from sessions import annotations as ann
+from sessions.records import ENV_KINDS, Episode, Step, Version
+from sessions.store import Store, StoreError
+
+OUTCOMES = ("success", "failure", "unfinished")
+
+
+class SelectionError(StoreError, ValueError):
+    pass
+
+
+@dataclass
+class Filters:
+    env: str | None = None
+    task_type: str | None = None
+    outcome: str | None = None  # automatic outcome: success | failure | unfinished
+    verdict: str | None = None  # a person's verdict: success | failure | unsure
+    edited: bool = False  # only versions with a person's edit or human-written step
+    exemplar_ready: bool = False
+    annotator: str | None = None  # only versions (or their steps) annotated by this person
+    all_versions: bool = False  # every version of a matched episode, not just the current one
+
+    def check(self) -> "Filters":
+        if self.env is not None and self.env not in ENV_KINDS:
+            raise SelectionError(f"unknown environment {self.env!r} (one of: {', '.join(ENV_KINDS)})")
+        if self.outcome is not None and self.outcome not in OUTCOMES:
+            raise SelectionError(f"unknown outcome {self.outcome!r} (one of: {', '.join(OUTCOMES)})")
+        if self.verdict is not None and self.verdict not in ann.VERDICTS:
+            raise SelectionError(f"unknown verdict {self.verdict!r} (one of: {', '.join(ann.VERDICTS)})")
+        return self
+
+    @classmethod
+    def parse(cls, specs: list[str], **base) -> "Filters":
+        """`--filter key=value` pairs (env, type, outcome, verdict, edited, exemplar_ready,
+        annotator, versions=all)."""
+        f = cls(**base)
+        for spec in specs:
+            key, sep, value = spec.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep:
+                if key in ("edited", "exemplar_ready", "all_versions"):
+                    setattr(f, key, True)
+                    continue
+                raise SelectionError(f"bad filter {spec!r}: use key=value")
+            value = value.strip()
+            if key in ("env", "outcome", "verdict", "annotator"):
+                setattr(f, key, value)
+            elif key in ("type", "task_type"):
+                f.task_type = value
+            elif key in ("edited", "exemplar_ready"):
+                setattr(f, key, value.lower() in ("1", "true", "yes", "y"))
+            elif key == "versions":
+                f.all_versions = value == "all"
+            else:
+                raise SelectionError(f"unknown filter {key!r}")
+        return f.check()
+
+
+@dataclass
+class Ref:
+    episode: int
+    version: int | None = None  # None: the current version
+    all: bool = False
+
+
+def parse_ref(spec: str) -> Ref:
+    """`12` (current version), `12:34`, `12:all`."""
+    ep, sep, ver = str(spec).partition(":")
+    try:
+        episode = int(ep)
+    except ValueError:
+        raise SelectionError(f"bad version reference {spec!r}: use EPISODE or EPISODE:VERSION") from None
+    if not sep:
+        return Ref(episode)
+    if ver in ("all", "*"):
+        return Ref(episode, all=True)
+    try:
+        return Ref(episode, int(ver))
+    except ValueError:
+        raise SelectionError(f"bad version reference {spec!r}: use EPISODE:VERSION or EPISODE:all") from None
+
+
+@dataclass
+class EpisodeBatch:
+    """One episode with its selected versions and their paths (root -> leaf)."""
+
+    episode: Episode
+    versions: list[Version]
+    paths: dict[int, list[Step]] = field(default_factory=dict)
+
+
+def _episode_ids(store: Store, f: Filters) -> list[int]:
+    where, params = [], []
+    if f.env:
+        where.append("t.env = ?")
+        params.append(f.env)
+    if f.task_type:
+        where.append("(t.type = ? or t.type like ?)")
+        params += [f.task_type, f.task_type + "%"]
+    sql = "select e.id from episodes e join tasks t on t.id = e.task_id"
+    if where:
+        sql += " where " + " and ".join(where)
+    return [r[0] for r in store.db.execute(sql + " order by e.id", params)]
+
+
+def _keep(store: Store, f: Filters, v: Version, steps: list[Step], ready: set[int] | None,
+          va: dict[int, list], sa: dict[int, list] | None) -> bool:
+    o = v.outcome
+    if f.outcome == "success" and o.success is not True:
+        return False
+    if f.outcome == "failure" and not (o.done and o.success is not True):
+        return False
+    if f.outcome == "unfinished" and o.done:
+        return False
+    if f.edited and not (v.edits or v.draft_edit or any(s.source == "human" for s in steps)):
+        return False
+    if ready is not None and v.id not in ready:
+        return False
+    hist = va.get(v.id, [])
+    if f.verdict and not (hist and hist[-1].verdict == f.verdict):
+        return False
+    if f.annotator:
+        by = {a.annotator for a in hist}
+        if sa is not None:
+            for s in steps:
+                by |= {a.annotator for a in sa.get(s.id, [])}
+        if f.annotator not in by:
+            return False
+    return True
+
+
+def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None = None) -> Iterator[EpisodeBatch]:
+    """Episode batches in episode order (explicit refs: in the given order, grouped by
+    episode). Filters apply to explicit refs too."""
+    f = (filters or Filters()).check()
+    ready = ann.exemplar_ready_versions(store) if f.exemplar_ready else None
+    if refs:
+        order: list[int] = []
+        wanted: dict[int, list[Ref]] = {}
+        for r in refs:
+            store.episode(r.episode)  # unknown -> StoreError before writing anything
+            if r.version is not None:
+                store.version(r.version, r.episode)
+            if r.episode not in wanted:
+                order.append(r.episode)
+            wanted.setdefault(r.episode, []).append(r)
+        allowed = set(_episode_ids(store, f)) if (f.env or f.task_type) else None
+        plan = [(e, wanted[e]) for e in order if allowed is None or e in allowed]
+    else:
+        plan = [(e, [Ref(e, all=f.all_versions)]) for e in _episode_ids(store, f)]
+    for ep_id, ep_refs in plan:
+        ep = store.episode(ep_id)
+        all_versions = {v.id: v for v in store.versions(ep_id)}
+        chosen: list[int] = []
+        for r in ep_refs:
+            if r.all:
+                ids = list(all_versions)
+            elif r.version is not None:
+                ids = [r.version]
+            else:
+                ids = [ep.current_version] if ep.current_version else []
+            chosen += [i for i in ids if i not in chosen]
+        chosen.sort()
+        va = ann.version_histories(store, chosen) if (f.verdict or f.annotator) else {}
+        sa = ann.episode_step_histories(store, ep_id) if f.annotator else None
+        batch = EpisodeBatch(ep, [])
+        for vid in chosen:
+            v = all_versions[vid]
+            steps = store.path(v.leaf_step_id)
+            if _keep(store, f, v, steps, ready, va, sa):
+                batch.versions.append(v)
+                batch.paths[v.id] = steps
+        if batch.versions:
+            yield batch

@@ -1,0 +1,252 @@
+"""Named exemplar sets: ordered lists of versions (and raw prompt-file entries) that an
+agent config can use in place of the built-in exemplars (`AgentConfig.exemplar_set`).
+
+A set holds one environment. Its prompt dict (`prompt_dict`) has the original prompt-file
+layout, so `agent.exemplars` picks exemplars from it exactly as from the paper's files. A set
+holds at most one version per episode: adding a newer version of an episode that is already
+in the set replaces it in place (same key and position) - fix an imported exemplar, add
+the fixed version, and the set uses it. Removal is recorded, never deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from sessions import annotations as ann
+from sessions.exchange.prompt_files import (
+    Exemplar,
+    PromptFileError,
+    RawEntry,
+    assemble,
+    exemplar_from,
+    next_alfworld_key,
+)
+from sessions.records import ENV_KINDS, now
+from sessions.store import Store, StoreError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+RESERVED = {"builtin"}
+
+
+class ExemplarSetError(StoreError, ValueError):
+    """A user-facing problem with an exemplar set (one line)."""
+
+
+@dataclass
+class ExemplarSet:
+    id: int
+    name: str
+    env: str
+    description: str | None
+    source: str | None
+    created_by: str | None
+    created_at: str
+    entries: int
+
+
+@dataclass
+class SetEntry:
+    id: int
+    pos: int
+    key: str | None
+    version_id: int | None
+    text: str | None
+    added_by: str | None
+    added_at: str
+
+    @property
+    def kind(self) -> str:
+        return "version" if self.version_id is not None else "raw"
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in RESERVED:
+        raise ExemplarSetError(
+            f"invalid exemplar set name {name!r} (letters, digits, _ . -; up to 100 characters; not 'builtin')"
+        )
+    return name
+
+
+def create_set(
+    store: Store, name: str, env: str, *, description: str | None = None, source: str | None = None,
+    by: str | None = None,
+) -> ExemplarSet:
+    _check_name(name)
+    if env not in ENV_KINDS:
+        raise ExemplarSetError(f"unknown environment {env!r} (one of: {', '.join(ENV_KINDS)})")
+    with store.transaction():
+        if store.db.execute("select 1 from exemplar_sets where name = ?", [name]).fetchone():
+            raise ExemplarSetError(f"an exemplar set named {name!r} exists already")
+        store.db.execute(
+            "insert into exemplar_sets (name, env, description, source, created_by, created_at) values (?,?,?,?,?,?)",
+            [name, env, description, source, ann.current_user(by), now()],
+        )
+    return get_set(store, name)
+
+
+def free_name(store: Store, base: str) -> str:
+    """`base`, or `base-2`, `base-3`, ... whichever is not taken."""
+    base = re.sub(r"[^A-Za-z0-9_.\-]", "_", base)[:90] or "imported"
+    if not base[0].isalnum():
+        base = "set" + base
+    name, n = base, 2
+    while store.db.execute("select 1 from exemplar_sets where name = ?", [name]).fetchone() or name in RESERVED:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def get_set(store: Store, name: str) -> ExemplarSet:
+    r = store.db.execute(
+        "select s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
+        "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null) "
+        "from exemplar_sets s where s.name = ?",
+        [name],
+    ).fetchone()
+    if r is None:
+        raise ExemplarSetError(f"unknown exemplar set {name!r}")
+    return ExemplarSet(*r)
+
+
+def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
+    sql = (
+        "select s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
+        "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null) "
+        "from exemplar_sets s"
+    )
+    params: list = []
+    if env:
+        sql += " where s.env = ?"
+        params.append(env)
+    return [ExemplarSet(*r) for r in store.db.execute(sql + " order by s.name", params)]
+
+
+def entries(store: Store, name: str) -> list[SetEntry]:
+    s = get_set(store, name)
+    rows = store.db.execute(
+        "select id, pos, key, version_id, text, added_by, added_at from exemplar_set_entries "
+        "where set_id = ? and removed_at is null order by pos, id",
+        [s.id],
+    )
+    return [SetEntry(*r) for r in rows]
+
+
+def _exemplar(store: Store, version_id: int, key: str | None = None) -> Exemplar:
+    v = store.version(version_id)
+    ep = store.episode(v.episode_id)
+    return exemplar_from(ep, store.path(v.leaf_step_id), key)
+
+
+def add_version(store: Store, name: str, version_id: int, *, key: str | None = None, by: str | None = None) -> SetEntry:
+    """Add a version (or replace the entry of its episode, keeping key and position)."""
+    s = get_set(store, name)
+    v = store.version(version_id)
+    ep = store.episode(v.episode_id)
+    if ep.task.env != s.env:
+        raise ExemplarSetError(f"exemplar set {name!r} is for {s.env}; version {version_id} is {ep.task.env}")
+    steps = store.path(v.leaf_step_id)
+    if not steps:
+        raise ExemplarSetError(f"version {version_id} has no steps to use as an exemplar")
+    current = entries(store, name)
+    same_episode = None
+    for e in current:
+        if e.version_id is not None and store.version(e.version_id).episode_id == ep.id:
+            same_episode = e
+            break
+    used = {e.key for e in current if e.key and e is not same_episode}
+    if key is not None and key in used:
+        raise ExemplarSetError(f"exemplar set {name!r} already has an entry {key!r}")
+    if s.env == "alfworld":
+        ex = exemplar_from(ep, steps)
+        if key is None:
+            key = same_episode.key if same_episode and same_episode.key else None
+        if key is None:
+            key = ex.key if ex.key and ex.key not in used else None
+        if key is None:
+            try:
+                key = next_alfworld_key(ex.style, ex.task_type, used)
+            except PromptFileError as exc:
+                raise ExemplarSetError(str(exc)) from None
+    elif key is None and same_episode is not None:
+        key = same_episode.key
+    elif key is None:
+        key = (ep.task.data or {}).get("prompt_key")
+    with store.transaction():
+        if same_episode is not None:
+            if same_episode.version_id == version_id and same_episode.key == key:
+                return same_episode
+            store.db.execute("update exemplar_set_entries set removed_at = ? where id = ?", [now(), same_episode.id])
+            pos = same_episode.pos
+        else:
+            pos = _next_pos(store, s.id)
+        rid = store.db.execute(
+            "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
+            "values (?,?,?,?,?,?,?)",
+            [s.id, pos, key, version_id, None, ann.current_user(by), now()],
+        ).lastrowid
+    return _entry(store, rid)
+
+
+def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = None) -> SetEntry:
+    """A prompt-file entry kept as text (e.g. cotqa_*), so exports reproduce the file."""
+    s = get_set(store, name)
+    if any(e.key == key for e in entries(store, name)):
+        raise ExemplarSetError(f"exemplar set {name!r} already has an entry {key!r}")
+    with store.transaction():
+        rid = store.db.execute(
+            "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
+            "values (?,?,?,?,?,?,?)",
+            [s.id, _next_pos(store, s.id), key, None, text, ann.current_user(by), now()],
+        ).lastrowid
+    return _entry(store, rid)
+
+
+def remove(store: Store, name: str, *, key: str | None = None, version_id: int | None = None,
+           episode_id: int | None = None) -> int:
+    """Mark entries removed (by key, version or episode); returns how many."""
+    hits = []
+    for e in entries(store, name):
+        if key is not None and e.key == key:
+            hits.append(e)
+        elif version_id is not None and e.version_id == version_id:
+            hits.append(e)
+        elif episode_id is not None and e.version_id is not None and store.version(e.version_id).episode_id == episode_id:
+            hits.append(e)
+    if not hits:
+        raise ExemplarSetError(f"nothing to remove from exemplar set {name!r}")
+    with store.transaction():
+        for e in hits:
+            store.db.execute("update exemplar_set_entries set removed_at = ? where id = ?", [now(), e.id])
+    return len(hits)
+
+
+def _next_pos(store: Store, set_id: int) -> int:
+    r = store.db.execute("select max(pos) from exemplar_set_entries where set_id = ?", [set_id]).fetchone()
+    return (r[0] if r[0] is not None else -1) + 1
+
+
+def _entry(store: Store, rid: int) -> SetEntry:
+    r = store.db.execute(
+        "select id, pos, key, version_id, text, added_by, added_at from exemplar_set_entries where id = ?", [rid]
+    ).fetchone()
+    return SetEntry(*r)
+
+
+def items(store: Store, name: str) -> Iterator[Exemplar | RawEntry]:
+    """The set's entries as exemplars / raw text, in order."""
+    for e in entries(store, name):
+        if e.version_id is None:
+            yield RawEntry(e.key or "", e.text or "")
+        else:
+            yield _exemplar(store, e.version_id, e.key)
+
+
+def prompt_dict(store: Store, name: str) -> tuple[str, dict[str, str]]:
+    """(env, prompt dict in the original prompt-file layout) - what `agent.exemplars`
+    reads when an AgentConfig has `exemplar_set=name`."""
+    s = get_set(store, name)
+    try:
+        return s.env, assemble(s.env, items(store, name))
+    except PromptFileError as exc:
+        raise ExemplarSetError(f"exemplar set {name!r}: {exc}") from None

@@ -1,0 +1,47 @@
+"""Shared helpers for the export/import/annotation tests (not fixtures)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sessions.records import AgentConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def reference_prompts() -> Path:
+    """The original ReAct prompt files; tests using them skip when /work/shared is absent."""
+    for cand in (os.environ.get("REACT_REFERENCE"), "/work/shared/reference/react-repo/prompts",
+                 str(ROOT.parent / "shared" / "reference" / "react-repo" / "prompts")):
+        if cand and (Path(cand) / "alfworld_3prompts.json").exists():
+            return Path(cand)
+    pytest.skip("the original ReAct prompt files (../shared/reference) are not available")
+
+
+def cfg(llm, **kw) -> AgentConfig:
+    return AgentConfig(model="scripted-model", base_url=llm.base_url, max_retries=2, timeout_s=5, **kw)
+
+
+def table_counts(store) -> dict[str, int]:
+    names = [r[0] for r in store.db.execute("select name from sqlite_master where type = 'table'")]
+    return {n: store.db.execute(f"select count(*) from [{n}]").fetchone()[0] for n in sorted(names)}
+
+
+ROOM_SCRIPT = [
+    " think: To solve the task, I need to find a mug, then put it in table 1. ",
+    " go to cabinet 1",
+    " open cabinet 1",
+    " take mug 1 from cabinet 1",
+    " go to table 1",
+    " put mug 1 in/on table 1",
+]
+WIKI_SCRIPT = [
+    " I need to search Velmora, find its capital, then find when it was founded.\nAction 1: Search[Velmora]",
+    " The capital is Marrowgate. I need to look it up.",  # no action: the paper's fallback
+    " Search[Marrowgate]",
+    " Marrowgate has a founding year. Let me look up founded.\nAction 3: Lookup[founded]",
+    " It was founded in 1650, so the answer is 1650.\nAction 4: Finish[1650]",
+]
