@@ -1,0 +1,77 @@
+"""Compare: two versions side by side aligned by step, edited steps highlighted with a
+word-level diff, each side's outcome - the paper's Figure 5 as a view.
+
+The table is one block of HTML built by `views.compare_html`, which escapes every piece of
+text before adding the highlight markup (and is unit-tested for it)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages import state
+from app_pages.views import COMPARE_CSS, align, compare_html, outcome_text
+from sessions.store import StoreError
+
+eng = state.engine()
+store = eng.store
+
+st.title("Compare")
+ep_id, vid = state.selection()
+if ep_id is None:
+    st.info("No episode selected. Open one on the Episodes page.")
+    st.page_link(state.page_path("episodes"), label="Go to Episodes", icon=":material/list:")
+    st.stop()
+try:
+    ep = store.episode(ep_id)
+except StoreError as exc:
+    st.error("Cannot open that episode:")
+    st.text(str(exc))
+    st.stop()
+
+versions = store.versions(ep_id)
+by_id = {v.id: v for v in versions}
+ids = list(by_id)
+
+
+def pick(name: str, fallback: int) -> int:
+    for raw in (st.query_params.get(name), st.session_state.get(f"cmp_{name}")):
+        try:
+            if raw is not None and int(raw) in by_id:
+                return int(raw)
+        except (TypeError, ValueError):
+            pass
+    return fallback
+
+
+right_default = vid if vid in by_id else ids[-1]
+left_default = by_id[right_default].parent_version or ids[0]
+left, right = pick("left", left_default), pick("right", right_default)
+
+state.episode_header(ep)
+c = st.columns(2)
+labels = {i: state.version_label(by_id[i]) for i in ids}
+new_left = c[0].selectbox("Left", ids, index=ids.index(left), format_func=labels.get,
+                          key=state.widget_key(f"cmp_l_{ep_id}_{left}", labels.values()))
+new_right = c[1].selectbox("Right", ids, index=ids.index(right), format_func=labels.get,
+                           key=state.widget_key(f"cmp_r_{ep_id}_{right}", labels.values()))
+st.session_state["cmp_left"], st.session_state["cmp_right"] = new_left, new_right
+params = {"episode": str(ep_id), "version": str(new_right), "left": str(new_left), "right": str(new_right)}
+if dict(st.query_params) != params:
+    st.query_params.from_dict(params)
+    if (new_left, new_right) != (left, right):
+        st.rerun()
+
+lv, rv = by_id[new_left], by_id[new_right]
+ls, rs = eng.steps(lv), eng.steps(rv)
+rows = align(ls, rs)
+changed = sum(1 for r in rows if r.changed)
+edited = sum(1 for r in rows if r.edited)
+lo, ro = outcome_text(lv.outcome, lv.status), outcome_text(rv.outcome, rv.status)
+m = st.columns(4)
+m[0].metric(f"v{lv.id}", lo, f"{len(ls)} steps", delta_color="off", delta_arrow="off")
+m[1].metric(f"v{rv.id}", ro, f"{len(rs)} steps", delta_color="off", delta_arrow="off")
+m[2].metric("Steps that differ", changed)
+m[3].metric("Steps edited by a person", edited)
+only_changes = st.toggle("Only the steps that differ", key="cmp_only_changes")
+shown = [r for r in rows if r.changed or r.edited] if only_changes else rows
+st.html(COMPARE_CSS + compare_html(ep.task.env, shown, f"v{lv.id}", f"v{rv.id}", lo, ro))

@@ -1,0 +1,160 @@
+"""Episodes: start a new one (environment, task, agent config) and list / filter / open
+existing ones. Task lists come from the environment families (`envs.base.family`)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages import state
+from envs.base import EnvError, family
+from sessions.records import ENV_KINDS, AgentConfig
+
+eng = state.engine()
+store = eng.store
+
+# A link like /?episode=N&version=M on the default page opens the Editor.
+if st.query_params.get("episode"):
+    ep_q, ver_q = state.selection()
+    if ep_q is not None:
+        state.open_in("editor", ep_q, ver_q)
+
+st.title("Episodes")
+state.model_banner()
+
+SOURCES = {"alfworld": ["builtin", "official"], "hotpotqa": ["builtin", "react"], "fever": ["builtin", "react"]}
+
+
+def load_tasks(env: str, source: str):
+    """The task list of one env/source, kept for the session (lists can be long)."""
+    cache = st.session_state.setdefault("_tasks", {})
+    if (env, source) not in cache:
+        cache[(env, source)] = family(env).list_tasks(source=source)
+    return cache[(env, source)]
+
+
+def exemplar_set_names(env: str) -> list[str]:
+    """Named exemplar sets of this environment kept in the database (issue 7's module)."""
+    try:
+        from sessions import exemplar_sets
+    except ImportError:
+        return []
+    return [x.name for x in exemplar_sets.list_sets(store, env)]
+
+
+def env_options(env: str, wiki: str) -> dict:
+    if env == "alfworld":
+        return {"wording": "paper"}
+    return {"wiki": wiki} if wiki and wiki != "builtin" else {}
+
+
+with st.expander("Start a new episode", expanded=not store.episode_ids()):
+    d = state.defaults()
+    c = st.columns(3)
+    env = c[0].selectbox("Environment", ENV_KINDS, key="new_env")
+    how = c[1].radio("Task", ["From a task set", "Custom"], key="new_how", horizontal=True)
+    task = None
+    task_error = None
+    if how == "From a task set":
+        source = c[2].selectbox("Task set", SOURCES[env], key=f"new_source_{env}")
+        try:
+            tasks = load_tasks(env, source)
+        except (EnvError, OSError, ValueError) as exc:
+            tasks, task_error = [], str(exc)
+        if task_error:
+            st.caption("This task set is not available:")
+            st.text(task_error)
+        elif tasks:
+            labels = {t.id: f"{t.id} · {' '.join(t.text.split())[:90]}" for t in tasks}
+            tid = st.selectbox("Task", list(labels), format_func=labels.get, key=f"new_task_{env}_{source}")
+            task = next(t for t in tasks if t.id == tid)
+            with st.container(key="new_task_text"):
+                st.text(task.text)
+        else:
+            st.caption("No tasks in this set.")
+    else:
+        if env == "alfworld":
+            game = st.text_input("Path to an ALFWorld game (game.tw-pddl)", key="new_game")
+        else:
+            question = st.text_input("Question" if env == "hotpotqa" else "Claim", key="new_question")
+            answer = st.text_input("Gold answer / label (optional)", key="new_answer")
+    wiki = "builtin"
+    if env != "alfworld":
+        wiki = st.text_input("Wikipedia backend (builtin, live, or zim:PATH)", value="builtin", key="new_wiki")
+    st.caption("Agent")
+    a = st.columns(3)
+    base_url = a[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=d.get("base_url") or "",
+                               key="new_base_url")
+    model = a[1].text_input("Model", value=d["model"], key="new_model")
+    api_style = a[2].selectbox("API style", ["completions", "chat"], index=["completions", "chat"].index(d["api_style"]),
+                               key="new_api_style")
+    b = st.columns(3)
+    style = b[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="new_style")
+    set_names = ["(built-in)", *exemplar_set_names(env)]
+    exemplars = b[1].selectbox("Exemplar set", set_names, key=f"new_exemplars_{env}")
+    exemplars = "" if exemplars == "(built-in)" else exemplars
+    max_steps = b[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
+                                  value=int(d.get("max_steps") or 0), key="new_max_steps")
+    name = st.text_input("Episode name (optional)", key="new_name")
+    state.show_error("new")
+    if st.button("Start episode", key="new_start", type="primary"):
+        state.clear_error("new")
+        try:
+            if how == "Custom":
+                fam = family(env)
+                if fam.custom_task is None:
+                    raise EnvError(f"{env} has no custom tasks")
+                if env == "alfworld":
+                    task = fam.custom_task(game=game.strip() or None)
+                else:
+                    task = fam.custom_task(question=question, answer=answer or None)
+            if task is None:
+                raise EnvError("choose a task first")
+            cfg = AgentConfig.model_validate({
+                **d, "base_url": base_url.strip() or None, "model": model.strip() or d["model"],
+                "api_style": api_style, "style": style, "exemplar_set": exemplars.strip() or None,
+                "max_steps": int(max_steps) or None,
+            })
+            with state.lock():
+                ep, v = eng.start_episode(task, cfg, env_options(env, wiki), name=name.strip() or None)
+        except state.USER_ERRORS as exc:
+            state.set_error("new", exc)
+            st.rerun()
+        state.open_in("editor", ep.id, v.id)
+
+st.subheader("Your episodes")
+f = st.columns(4)
+f_env = f[0].selectbox("Environment", ["all", *ENV_KINDS], key="f_env")
+f_type = f[1].text_input("Task type", key="f_type")
+f_outcome = f[2].selectbox("Outcome", ["all", "success", "failure", "unfinished"], key="f_outcome")
+f_edited = f[3].selectbox("Edited", ["all", "edited", "not edited"], key="f_edited")
+rows = store.list_episodes(
+    env=None if f_env == "all" else f_env,
+    task_type=f_type.strip() or None,
+    outcome=None if f_outcome == "all" else f_outcome,
+    edited=None if f_edited == "all" else f_edited == "edited",
+)
+if not rows:
+    st.caption("No episodes match." if store.episode_ids() else "No episodes yet: start one above.")
+else:
+    table = [
+        {
+            "episode": r["episode"],
+            "name": r["name"] or "",
+            "env": r["env"],
+            "type": r["type"] or "",
+            "task": " ".join((r["text"] or "").split())[:120],
+            "outcome": "success" if r["success"] else ("failure" if r["done"] else (r["status"] or "open")),
+            "versions": r["versions"],
+            "edited": r["edited"],
+            "model": r["model"],
+        }
+        for r in rows
+    ]
+    st.dataframe(table, hide_index=True, key="episodes_table")
+    ids = [r["episode"] for r in rows]
+    o = st.columns([3, 1, 1])
+    pick = o[0].selectbox("Episode", ids, format_func=lambda i: f"#{i}", key="open_pick")
+    if o[1].button("Open in Editor", key="open_btn", type="primary"):
+        state.open_in("editor", pick, None)
+    if o[2].button("Versions", key="open_versions"):
+        state.open_in("versions", pick, None)

@@ -1,0 +1,191 @@
+"""What every page shares: the database and Engine of this process, the selected
+episode/version (mirrored in the URL so it can be shared), model defaults, and the inline
+error box. Only calls the public Store / Engine API."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from agent.engine import Engine, EngineError
+from envs.base import EnvError
+from sessions.records import AgentConfig
+from sessions.store import Store, StoreError
+
+DEFAULTS_SETTING = "model_defaults"
+PRICES_SETTING = "model_prices"
+USER_ERRORS = (EngineError, EnvError, StoreError, ValueError)
+
+PAGES_DIR = Path(__file__).resolve().parent
+
+
+def db_path() -> str:
+    return os.environ.get("REACT_EDITOR_DB") or str(Path.cwd() / "react_editor.db")
+
+
+@st.cache_resource(show_spinner=False)
+def _engine_for(path: str) -> tuple[Engine, threading.RLock]:
+    # The key comes from the environment only, is handed to the client and never stored.
+    return Engine(Store(path), api_key=os.environ.get("OPENAI_API_KEY") or None), threading.RLock()
+
+
+def engine() -> Engine:
+    """One Engine per process and database file: it keeps environments alive across
+    reruns, so stepping or resuming a visited step is cheap."""
+    return _engine_for(db_path())[0]
+
+
+def lock() -> threading.RLock:
+    """Serialises writes from concurrent browser sessions on the shared connection."""
+    return _engine_for(db_path())[1]
+
+
+def store() -> Store:
+    return engine().store
+
+
+# ---------------------------------------------------------------------- model defaults
+
+
+def defaults() -> dict[str, Any]:
+    """Model defaults from Settings (never a key), over the AgentConfig defaults and the
+    environment (OPENAI_BASE_URL, REACT_EDITOR_MODEL)."""
+    base = AgentConfig().model_dump()
+    base["model"] = os.environ.get("REACT_EDITOR_MODEL") or base["model"]
+    saved = store().get_setting(DEFAULTS_SETTING, {}) or {}
+    for k, v in saved.items():
+        if k in base:
+            base[k] = v
+    return base
+
+
+def default_config() -> AgentConfig:
+    try:
+        return AgentConfig.model_validate(defaults())
+    except ValueError:
+        return AgentConfig()
+
+
+def model_banner(config: AgentConfig | None = None) -> None:
+    """The 'no model configured' banner; everything but model steps works without one."""
+    from agent.client import model_available
+
+    ok, msg = model_available(config or default_config())
+    if not ok:
+        st.info(msg + " Human mode, browsing, editing and comparing work without a model.", icon=":material/power_off:")
+
+
+# ---------------------------------------------------------------------- selection / deep links
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def selection() -> tuple[int | None, int | None]:
+    """The episode/version to show: the URL (`?episode=N&version=M`) wins, then the
+    session's last choice, then the episode's current version."""
+    qp = st.query_params
+    ep = _int(qp.get("episode"))
+    ver = _int(qp.get("version"))
+    if ep is None:
+        ep = st.session_state.get("sel_episode")
+        if ver is None and ep is not None:
+            ver = st.session_state.get("sel_version")
+    if ep is None:
+        return None, None
+    s = store()
+    try:
+        episode = s.episode(ep)
+    except StoreError:
+        return ep, None
+    if ver is not None:
+        try:
+            s.version(ver, ep)
+        except StoreError:
+            ver = None
+    if ver is None:
+        ver = episode.current_version
+    return ep, ver
+
+
+def select(episode_id: int | None, version_id: int | None) -> None:
+    """Remember the choice in the session and the URL (so the link can be shared)."""
+    st.session_state["sel_episode"] = episode_id
+    st.session_state["sel_version"] = version_id
+    if episode_id is None:
+        st.query_params.clear()
+        return
+    params = {"episode": str(episode_id)}
+    if version_id is not None:
+        params["version"] = str(version_id)
+    st.query_params.from_dict(params)
+
+
+def page_path(name: str) -> str:
+    return str(PAGES_DIR / f"{name}.py")
+
+
+def open_in(page: str, episode_id: int, version_id: int | None) -> None:
+    """Switch page with the selection in the URL."""
+    select(episode_id, version_id)
+    qp = {"episode": str(episode_id)}
+    if version_id is not None:
+        qp["version"] = str(version_id)
+    st.switch_page(page_path(page), query_params=qp)
+
+
+# ---------------------------------------------------------------------- errors
+
+
+def set_error(where: str, exc: BaseException | str) -> None:
+    st.session_state[f"err_{where}"] = str(exc)
+
+
+def clear_error(where: str) -> None:
+    st.session_state.pop(f"err_{where}", None)
+
+
+def show_error(where: str, *, retry_label: str | None = None) -> bool:
+    """An inline error: a fixed headline, the message as plain text, and optionally a
+    Retry button (returns True when pressed). Nothing on screen or stored is lost."""
+    msg = st.session_state.get(f"err_{where}")
+    if not msg:
+        return False
+    with st.container(border=True, key=f"errbox_{where}"):
+        st.error("That did not work — nothing was lost. Details:", icon=":material/error:")
+        st.text(msg)
+        cols = st.columns([1, 1, 6])
+        pressed = bool(retry_label) and cols[0].button(retry_label, key=f"retry_{where}")
+        if cols[1].button("Dismiss", key=f"dismiss_{where}"):
+            clear_error(where)
+            st.rerun()
+    return pressed
+
+
+def version_label(v: Any) -> str:
+    from app_pages.views import outcome_text
+
+    name = f" {v.name}" if v.name else ""
+    return f"v{v.id}{name} ({outcome_text(v.outcome, v.status)})"
+
+
+def widget_key(prefix: str, labels: Any) -> str:
+    """A selector's key that changes with its option labels: Streamlit keeps a keyed
+    widget's drawn labels otherwise (e.g. a version that just finished or was renamed)."""
+    return f"{prefix}_{abs(hash(tuple(labels))) % 10**8}"
+
+
+def episode_header(ep: Any) -> None:
+    """Which episode this is and its task, as plain text (task type, names and task text
+    can come from imported files: never markdown)."""
+    name = f" “{ep.name}”" if ep.name else ""
+    st.text(f"Episode {ep.id}{name} · {ep.task.env} · {ep.task.type or 'custom task'} · {ep.task.id}")
+    st.text(ep.task.text)

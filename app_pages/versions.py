@@ -1,0 +1,90 @@
+"""Versions: the episode's version tree, each version's outcome, human edits, steps, tokens
+and cost; switch to, name, or mark a version current."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages import state
+from app_pages.views import cost, usage_totals, version_tree_dot
+from cli.core import version_row
+from sessions.store import StoreError
+
+eng = state.engine()
+store = eng.store
+
+st.title("Versions")
+ep_id, vid = state.selection()
+if ep_id is None:
+    st.info("No episode selected. Open one on the Episodes page.")
+    st.page_link(state.page_path("episodes"), label="Go to Episodes", icon=":material/list:")
+    st.stop()
+try:
+    ep = store.episode(ep_id)
+except StoreError as exc:
+    st.error("Cannot open that episode:")
+    st.text(str(exc))
+    st.stop()
+state.select(ep_id, vid)
+
+state.episode_header(ep)
+
+versions = store.versions(ep_id)
+by_id = {v.id: v for v in versions}
+calls = {c.id: c for c in store.calls(episode_id=ep_id)}  # one query for the whole episode
+prices = store.get_setting(state.PRICES_SETTING, {}) or {}
+rows = []
+for v in versions:
+    r = version_row(eng, v)
+    steps = eng.steps(v)
+    p, c = usage_totals((cid for s in steps for cid in s.call_ids), calls)
+    dollars = cost(p, c, prices.get(ep.config.model))
+    r.update(current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c,
+             cost=None if dollars is None else round(dollars, 4))
+    rows.append(r)
+
+st.graphviz_chart(version_tree_dot(rows, ep.current_version, vid), width="content")
+
+table = [
+    {
+        "version": r["version"],
+        "current": "★" if r["current"] else "",
+        "name": r["name"] or "",
+        "from": f"v{r['parent_version']}" if r["parent_version"] else "",
+        "outcome": "success" if r["success"] else ("failure" if r["done"] else r["status"]),
+        "steps": r["steps"],
+        "human edits": r["human_edits"],
+        "prompt tokens": r["prompt_tokens"],
+        "completion tokens": r["completion_tokens"],
+        "cost $": r["cost"],
+    }
+    for r in rows
+]
+st.dataframe(table, hide_index=True, key="versions_table")
+
+ids = [v.id for v in versions]
+labels = {i: state.version_label(by_id[i]) for i in ids}
+pick = st.selectbox("Version", ids, index=ids.index(vid) if vid in ids else 0, format_func=labels.get,
+                    key=state.widget_key(f"ver_pick_{ep_id}", labels.values()))
+if pick != vid:  # picking a version selects it (as the Editor's selector does)
+    state.select(ep_id, pick)
+    st.rerun()
+c = st.columns([3, 1, 1, 1])
+new_name = c[0].text_input("Name", value=by_id[pick].name or "", key=f"ver_name_{pick}")
+state.show_error("versions")
+if c[1].button("Save name", key="ver_rename"):
+    try:
+        store.update_version(pick, name=new_name.strip() or None)
+    except state.USER_ERRORS as exc:
+        state.set_error("versions", exc)
+    st.rerun()
+if c[2].button("Mark current", key="ver_current"):
+    store.set_current_version(ep_id, pick)
+    state.select(ep_id, pick)
+    st.rerun()
+if c[3].button("Open in Editor", key="ver_open", type="primary"):
+    state.open_in("editor", ep_id, pick)
+if st.button("Compare with its parent", key="ver_compare", disabled=by_id[pick].parent_version is None):
+    st.session_state["cmp_left"] = by_id[pick].parent_version
+    st.session_state["cmp_right"] = pick
+    state.open_in("compare", ep_id, pick)

@@ -1,0 +1,542 @@
+"""The Streamlit app through streamlit.testing.v1.AppTest: every page and every action, on the
+toy environments (tests/toy_envs.py) with the scripted model server as the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from sessions.records import AgentConfig
+from tests.scripted_server import Reply
+from tests.toy_envs import ROOM_TASK, WIKI_TASK
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+EVIL = '<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evil)'
+WIN = [" think: I need a mug; it may be in the cabinet.", " go to cabinet 1", " open cabinet 1",
+       " take mug 1 from cabinet 1", " go to table 1", " put mug 1 in/on table 1"]
+
+
+@pytest.fixture
+def app(toy, monkeypatch):
+    """(toy, make) - `make(page, **query)` returns an AppTest that has run `page`."""
+    monkeypatch.setenv("REACT_EDITOR_DB", str(toy.db))
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "REACT_EDITOR_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()
+
+    def make(page: str | None = None, **query) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=30)
+        if page:
+            at.switch_page(f"app_pages/{page}.py")
+        for k, v in query.items():
+            at.query_params[k] = str(v)
+        at.run()
+        assert not at.exception, at.exception
+        return at
+
+    yield toy, make
+    st.cache_resource.clear()
+
+
+def cfg(llm, **kw) -> AgentConfig:
+    return AgentConfig(**{"model": "scripted-model", "base_url": llm.base_url, "max_retries": 1, "timeout_s": 5, **kw})
+
+
+def texts(at) -> list[str]:
+    return [t.value for t in at.text]
+
+
+def markdownish(at) -> list[str]:
+    """Everything rendered through markdown (markdown, captions, alerts, titles)."""
+    out = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    out += [e.value for e in at.error] + [e.value for e in at.warning] + [e.value for e in at.info]
+    out += [e.value for e in at.success] + [t.value for t in at.title] + [s.value for s in at.subheader]
+    return out
+
+
+def box(at, label: str):
+    """The one selectbox with this label (selector keys carry their labels' state)."""
+    (found,) = [s for s in at.selectbox if s.label == label]
+    return found
+
+
+def version_box(at):
+    return box(at, "Version")
+
+
+def ok(at) -> AppTest:
+    assert not at.exception, at.exception
+    return at
+
+
+def click(at, key: str) -> AppTest:
+    return ok(at.button(key=key).click().run())
+
+
+# ---------------------------------------------------------------------- episodes / settings
+
+
+def test_no_model_banner_and_pages_open_without_a_model(app):
+    toy, make = app
+    at = make()
+    assert any("No model configured" in i.value and "OPENAI_API_KEY" in i.value and "OPENAI_BASE_URL" in i.value
+               for i in at.info)
+    for page in ("editor", "versions", "compare", "settings"):
+        make(page)
+
+
+def test_start_episode_from_the_builtin_set_opens_it_in_the_editor(app):
+    toy, make = app
+    from sessions import exemplar_sets
+
+    exemplar_sets.create_set(toy.store, "my-fixes", "alfworld")
+    exemplar_sets.create_set(toy.store, "wiki-set", "hotpotqa")
+    at = make()
+    at.selectbox(key="new_env").set_value("alfworld").run()
+    assert at.selectbox(key="new_exemplars_alfworld").options == ["(built-in)", "my-fixes"]
+    at.selectbox(key="new_exemplars_alfworld").set_value("my-fixes")
+    at.text_input(key="new_base_url").set_value(toy.llm.base_url)
+    at.text_input(key="new_model").set_value("scripted-model")
+    at.number_input(key="new_max_steps").set_value(12)
+    at.text_input(key="new_name").set_value("my first")
+    ok(at.run())
+    assert ROOM_TASK.text in texts(at)
+    click(at, "new_start")
+    (ep,) = toy.store.list_episodes()
+    e = toy.store.episode(ep["episode"])
+    assert e.task.id == ROOM_TASK.id and e.name == "my first"
+    assert e.config.base_url == toy.llm.base_url and e.config.max_steps == 12 and e.env_options == {"wording": "paper"}
+    assert e.config.exemplar_set == "my-fixes"
+    assert [t.value for t in at.title] == ["Editor"]
+    assert at.query_params["episode"] == str(e.id)
+    # no banner: this episode has a model
+    assert not any("No model configured" in i.value for i in at.info)
+
+
+def test_custom_question_episode_and_bad_input_error(app):
+    toy, make = app
+    at = make()
+    at.selectbox(key="new_env").set_value("hotpotqa").run()
+    at.radio(key="new_how").set_value("Custom").run()
+    at.text_input(key="new_base_url").set_value("not a url at all")
+    click(at, "new_start")  # the toy family has no custom_task -> a one-line error, nothing written
+    assert "hotpotqa has no custom tasks" in texts(at)
+    assert toy.store.list_episodes() == []
+
+
+def test_episode_list_filters_and_open(app):
+    toy, make = app
+    toy.llm.push(*WIN)
+    ep1, v1 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm), name="won")
+    toy.engine.run(v1.id)
+    ep2, v2 = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    at = make()
+    df = at.dataframe[0].value
+    assert sorted(df["episode"]) == [ep1.id, ep2.id]
+    at.selectbox(key="f_outcome").set_value("success")
+    ok(at.run())
+    assert list(at.dataframe[0].value["episode"]) == [ep1.id]
+    at.selectbox(key="f_outcome").set_value("all")
+    at.selectbox(key="f_env").set_value("hotpotqa")
+    ok(at.run())
+    assert list(at.dataframe[0].value["episode"]) == [ep2.id]
+    at.selectbox(key="open_pick").set_value(ep2.id)
+    click(at, "open_btn")
+    assert [t.value for t in at.title] == ["Editor"] and WIKI_TASK.text in texts(at)
+
+
+def test_settings_save_defaults_never_a_key_and_clear_cache(app, monkeypatch):
+    toy, make = app
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value-123")
+    at = make("settings")
+    assert "OPENAI_API_KEY: set" in texts(at)
+    assert not any("sk-secret-value-123" in t for t in texts(at) + markdownish(at))
+    at.text_input(key="set_base_url").set_value("ftp://nope")
+    click(at, "set_save")
+    assert any("must start with http" in t for t in texts(at))
+    assert toy.store.get_setting("model_defaults") is None
+    at.text_input(key="set_base_url").set_value(toy.llm.base_url)
+    at.text_input(key="set_model").set_value("local-llama")
+    at.selectbox(key="set_api_style").set_value("chat")
+    click(at, "set_save")
+    saved = toy.store.get_setting("model_defaults")
+    assert saved["base_url"] == toy.llm.base_url and saved["model"] == "local-llama" and saved["api_style"] == "chat"
+    assert "sk-secret" not in toy.db.read_bytes().decode("latin-1")
+    assert f"In use: {toy.db}" in texts(at)
+    # the new defaults fill the new-episode form
+    at2 = make()
+    assert at2.text_input(key="new_model").value == "local-llama"
+    assert at2.text_input(key="new_base_url").value == toy.llm.base_url
+    toy.llm.push(*WIN)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.run(v.id)
+    click(at, "cache_clear")
+    assert "Cleared 6 cached response(s); the calls stay in the history." in texts(at)
+    # the same prompt now goes to the model again instead of the cache
+    toy.llm.push(" think: a different first thought")
+    b = toy.engine.branch(v.id, 0)
+    toy.engine.step(b.id)
+    assert toy.store.version_steps(b.id)[0].thought == "a different first thought"
+
+
+# ---------------------------------------------------------------------- editor: stepping
+
+
+def test_step_run_to_end_with_visible_progress(app):
+    toy, make = app
+    toy.llm.push(*WIN)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    at = make("editor", episode=ep.id)
+    click(at, "btn_step")
+    assert "Act 1: think: I need a mug; it may be in the cabinet." in texts(at) and "Obs 1: OK." in texts(at)
+    assert any(c.value == "Step 1 · model" for c in at.caption)
+    at.toggle(key="show_prompt").set_value(True)
+    ok(at.run())
+    (code,) = at.code
+    assert code.value == toy.engine.prompt(v.id) and code.value.endswith("\nOK.\n>")
+    at.toggle(key="show_prompt").set_value(False)
+    click(at, "btn_run_end")  # the run starts; each rerun advances one step
+    assert at.session_state["run"]["added"] == 1
+    assert any("Running" in p.proto.text for p in at.get("progress"))
+    for _ in range(10):
+        if not at.session_state["run"]:
+            break
+        ok(at.run())
+    assert at.session_state["run"] is None
+    assert toy.store.version(v.id).outcome.success is True
+    assert len(toy.store.version_steps(v.id)) == 6
+    assert any("Done: success" in s.value for s in at.success)
+
+
+def test_run_n_and_stop_mid_run(app):
+    toy, make = app
+    toy.llm.push(*WIN)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    at = make("editor", episode=ep.id)
+    at.number_input(key="run_n").set_value(5)
+    click(at, "btn_run_n")
+    ok(at.run())
+    assert len(toy.store.version_steps(v.id)) == 2 and at.session_state["run"]["added"] == 2
+    click(at, "btn_stop")
+    assert at.session_state["run"] is None
+    for _ in range(3):
+        ok(at.run())
+    assert len(toy.store.version_steps(v.id)) == 2  # nothing ran after Stop
+    assert toy.store.version(v.id).status == "stopped"
+    assert toy.llm.pending == 4
+    # Run N stops by itself after N steps
+    at.number_input(key="run_n").set_value(2)
+    click(at, "btn_run_n")
+    for _ in range(5):
+        ok(at.run())
+    assert len(toy.store.version_steps(v.id)) == 4 and at.session_state["run"] is None
+
+
+def test_model_error_is_inline_with_retry_and_nothing_is_lost(app):
+    toy, make = app
+    toy.llm.push(WIN[0], Reply(status=500, message="backend exploded <b>x</b>"))
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_retries=0))
+    at = make("editor", episode=ep.id)
+    click(at, "btn_step")
+    click(at, "btn_run_end")
+    assert at.session_state["run"] is None
+    assert any("nothing was lost" in e.value for e in at.error)
+    err = [t for t in texts(at) if "model call failed" in t]
+    assert err and "<b>x</b>" in err[0]  # shown as plain text
+    assert "Act 1: think: I need a mug; it may be in the cabinet." in texts(at)
+    assert len(toy.store.version_steps(v.id)) == 1
+    assert any(c.error for c in toy.store.calls(episode_id=ep.id))  # the failed call is recorded
+    toy.llm.push(WIN[1])
+    click(at, "retry_step")  # Retry resumes the run
+    for _ in range(3):
+        ok(at.run())
+    assert len(toy.store.version_steps(v.id)) == 2
+    assert "Act 2: go to cabinet 1" in texts(at)
+
+
+def test_untrusted_text_is_never_interpreted(app):
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm), name=EVIL)
+    toy.store.update_version(v.id, name=EVIL)
+    toy.engine.human_step(v.id, action=f"go to {EVIL}")
+    toy.engine.human_step(v.id, thought=f"it said {EVIL}")
+    obs = toy.store.version_steps(v.id)[0].observation
+    assert EVIL in obs
+    at = make("editor", episode=ep.id)
+    assert f"Obs 1: {obs}" in texts(at)  # a text element holds the raw string
+    assert f"Act 2: think: it said {EVIL}" in texts(at)
+    assert not any("<script" in m or "evil" in m or "onerror" in m for m in markdownish(at))
+    # Compare: escaped HTML only
+    new = toy.engine.edit(v.id, 2, "rewrite_thought", "plain now", keep_rest=False)
+    cmp = make("compare", episode=ep.id, left=v.id, right=new.id)
+    (h,) = cmp.get("html")
+    body = h.proto.body
+    assert "<script" not in body and "<img" not in body and "<a " not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "[link](http://evil)" in body
+    assert not any("evil" in m or "<script" in m for m in markdownish(cmp))
+    vers = make("versions", episode=ep.id)
+    assert not any("evil" in m or "<script" in m for m in markdownish(vers))
+    assert any(EVIL in t for t in texts(vers))  # the episode name, as text
+
+
+# ---------------------------------------------------------------------- editor: edits
+
+
+def _won(toy):
+    toy.llm.push(*WIN)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.run(v.id)
+    return ep, v
+
+
+def _open_edit(at, vid, k):
+    return click(at, f"editbtn_{vid}_{k}")
+
+
+def test_edit_thought_keep_later_steps(app):
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, 1)
+    assert at.radio(key=f"ed_kind_{v.id}_1").options == ["Rewrite thought", "Delete thought", "Insert thought after",
+                                                         "Resume from here"]
+    at.text_input(key=f"ed_thought_{v.id}_1").set_value("The mug is in the cabinet.")
+    at.radio(key=f"ed_keep_{v.id}_1").set_value("Keep the later steps")
+    click(at, f"ed_apply_{v.id}_1")
+    cur = toy.store.episode(ep.id).current_version
+    assert cur != v.id and at.query_params["version"] == str(cur)
+    new = toy.store.version_steps(cur)
+    assert new[0].thought == "The mug is in the cabinet." and new[0].source == "human" and len(new) == 6
+    assert toy.store.version(cur).outcome.success is True
+    assert toy.store.version_steps(v.id)[0].thought == WIN[0].strip()[len("think: "):]  # old version as it was
+    assert "Step 1 · edited by a person (thought rewritten)" in [c.value for c in at.caption]
+    assert f"(was thought: {WIN[0].strip()[len('think: '):]})" in texts(at)
+
+
+def test_delete_thought_regenerate_then_run(app):
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, 1)
+    at.radio(key=f"ed_kind_{v.id}_1").set_value("Delete thought").run()
+    at.radio(key=f"ed_keep_{v.id}_1").set_value("Regenerate from here")
+    click(at, f"ed_apply_{v.id}_1")
+    cur = toy.store.episode(ep.id).current_version
+    assert toy.store.version_steps(cur) == []
+    assert toy.store.version(cur).edits[0].kind == "delete_thought"
+    toy.llm.push(*WIN[1:])  # not the deleted thought again (the cache would answer the same prompt)
+    toy.store.cache_clear()
+    click(at, "btn_run_end")
+    for _ in range(8):
+        if not at.session_state["run"]:
+            break
+        ok(at.run())
+    assert toy.store.version(cur).outcome.success is True and len(toy.store.version_steps(cur)) == 5
+
+
+def test_insert_thought_after_and_resume_from_here(app):
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, 2)
+    at.radio(key=f"ed_kind_{v.id}_2").set_value("Insert thought after").run()
+    at.text_input(key=f"ed_insert_{v.id}_2").set_value("Hint: open the cabinet first.")
+    at.radio(key=f"ed_keep_{v.id}_2").set_value("Regenerate from here")
+    click(at, f"ed_apply_{v.id}_2")
+    ins = toy.store.episode(ep.id).current_version
+    steps = toy.store.version_steps(ins)
+    assert len(steps) == 3 and steps[2].thought == "Hint: open the cabinet first." and steps[2].index == 3
+    assert "Act 3: think: Hint: open the cabinet first." in texts(at)
+    # resume from step 1 of the inserted version
+    _open_edit(at, ins, 1)
+    at.radio(key=f"ed_kind_{ins}_1").set_value("Resume from here").run()
+    click(at, f"ed_apply_{ins}_1")
+    br = toy.store.episode(ep.id).current_version
+    assert br not in (v.id, ins) and len(toy.store.version_steps(br)) == 1
+    assert toy.store.version(br).parent_version == ins
+
+
+def test_rewrite_action_with_admissible_suggestions(app):
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, 2)
+    at.radio(key=f"ed_kind_{v.id}_2").set_value("Rewrite action").run()
+    sugg = at.selectbox(key=f"ed_sugg_{v.id}_2")
+    assert "open cabinet 1" in sugg.options and "go to table 1" in sugg.options
+    sugg.set_value("go to table 1").run()  # the suggestion fills the action box
+    assert at.text_input(key=f"ed_action_{v.id}_2").value == "go to table 1"
+    click(at, f"ed_apply_{v.id}_2")
+    cur = toy.store.episode(ep.id).current_version
+    steps = toy.store.version_steps(cur)
+    assert len(steps) == 2 and steps[1].action == "go to table 1"
+    assert steps[1].observation == "On the table 1, you see nothing."  # executed again by the env
+    assert "Obs 2: On the table 1, you see nothing." in texts(at)
+
+
+def test_bad_edit_shows_error_and_writes_nothing(app):
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, 1)
+    at.text_input(key=f"ed_thought_{v.id}_1").set_value("   ")
+    click(at, f"ed_apply_{v.id}_1")
+    assert "the new thought is empty" in texts(at)
+    assert len(toy.store.versions(ep.id)) == 1
+
+
+def test_human_mode_with_suggestions(app):
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    at = make("editor", episode=ep.id)
+    at.toggle(key="human_mode").set_value(True).run()
+    at.text_input(key="h_thought").set_value("First the cabinet.")
+    at.selectbox(key="h_sugg").set_value("go to cabinet 1").run()
+    assert at.text_input(key="h_action").value == "go to cabinet 1"
+    click(at, "h_submit")
+    steps = toy.store.version_steps(v.id)
+    assert [(s.thought, s.action, s.source) for s in steps] == [
+        ("First the cabinet.", None, "human"), (None, "go to cabinet 1", "human")]
+    assert "Obs 2: The cabinet 1 is closed." in texts(at)
+    assert at.text_input(key="h_action").value == ""
+    click(at, "h_submit")  # empty: a one-line error, nothing written
+    assert "write a thought or an action" in texts(at)
+    assert len(toy.store.version_steps(v.id)) == 2
+    assert toy.llm.completion_requests == []  # no model involved
+
+
+def test_expert_hint_in_human_mode_and_in_an_action_edit(app, monkeypatch):
+    toy, make = app
+    from tests import toy_envs
+
+    def hint(self, timeout_s=5.0):  # the toy's "expert": the next move of the known solution
+        s = self.s
+        if s["at"] != "cabinet 1":
+            return "go to cabinet 1"
+        return "take mug 1 from cabinet 1" if s["open"] else "open cabinet 1"
+
+    monkeypatch.setattr(toy_envs.ToyRoom, "expert_hint", hint, raising=False)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.human_step(v.id, action="go to cabinet 1")
+    at = make("editor", episode=ep.id)
+    at.toggle(key="human_mode").set_value(True).run()
+    click(at, "h_hint")
+    assert "open cabinet 1" in texts(at)
+    click(at, "h_use_hint")
+    assert at.text_input(key="h_action").value == "open cabinet 1"
+    click(at, "h_submit")
+    assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1", "open cabinet 1"]
+    # rewriting step 1's action: the hint is for the state before step 1
+    _open_edit(at, v.id, 1)
+    at.radio(key=f"ed_kind_{v.id}_1").set_value("Rewrite action").run()
+    click(at, f"ed_hint_{v.id}_1")
+    assert "go to cabinet 1" in texts(at)
+
+
+def test_deep_link_opens_that_version(app):
+    toy, make = app
+    ep, v = _won(toy)
+    b = toy.engine.branch(v.id, 2)
+    at = make("editor", episode=ep.id, version=v.id)
+    assert version_box(at).value == v.id
+    assert "Act 6: put mug 1 in/on table 1" in texts(at)
+    at2 = make("editor", episode=ep.id, version=b.id)
+    assert "Act 3: open cabinet 1" not in texts(at2) and "Act 2: go to cabinet 1" in texts(at2)
+    # a link to the default page forwards to the Editor
+    at3 = make(None, episode=ep.id, version=b.id)
+    assert [t.value for t in at3.title] == ["Editor"]
+    # switching the version in the selector updates the URL
+    version_box(at).set_value(b.id)
+    ok(at.run())
+    assert at.query_params["version"] == str(b.id)
+
+
+def test_wikipedia_thought_rewrite_regenerates_the_action(app):
+    toy, make = app
+    toy.llm.push(" I should search Velmora.\nAction 1: Search[Velmora]")
+    ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    at = make("editor", episode=ep.id)
+    click(at, "btn_step")
+    assert "Thought 1: I should search Velmora." in texts(at) and "Action 1: Search[Velmora]" in texts(at)
+    _open_edit(at, v.id, 1)
+    assert "Insert thought after" not in at.radio(key=f"ed_kind_{v.id}_1").options  # no step 2 yet
+    at.text_input(key=f"ed_thought_{v.id}_1").set_value("Search the capital Marrowgate directly.")
+    at.radio(key=f"ed_keep_{v.id}_1").set_value("Regenerate from here")
+    click(at, f"ed_apply_{v.id}_1")
+    assert "Search the capital Marrowgate directly." in texts(at)  # the pending thought
+    toy.llm.push(" Search[Marrowgate]")
+    click(at, "btn_step")
+    cur = toy.store.episode(ep.id).current_version
+    (s,) = toy.store.version_steps(cur)
+    assert s.thought == "Search the capital Marrowgate directly." and s.action == "Search[Marrowgate]"
+    assert "Action 1: Search[Marrowgate]" in texts(at)
+
+
+# ---------------------------------------------------------------------- versions / compare
+
+
+def test_versions_page_tree_tokens_name_and_current(app):
+    toy, make = app
+    ep, v = _won(toy)
+    e = toy.engine.edit(v.id, 1, "rewrite_thought", 'Say "hi"', keep_rest=True)
+    toy.store.set_setting("model_prices", {"scripted-model": {"prompt": 1000.0, "completion": 2000.0}})
+    at = make("versions", episode=ep.id)
+    (g,) = at.get("graphviz_chart")
+    assert "v1 -> v2" in g.proto.spec.replace(str(v.id), "1").replace(str(e.id), "2") or f"v{v.id} -> v{e.id}" in g.proto.spec
+    df = at.dataframe[0].value
+    row = df[df["version"] == v.id].iloc[0]
+    calls = toy.store.calls(episode_id=ep.id)
+    assert row["prompt tokens"] == sum(c.usage.prompt_tokens or 0 for c in calls) > 0
+    assert row["cost $"] == pytest.approx(round((row["prompt tokens"] * 1000 + row["completion tokens"] * 2000) / 1e6, 4))
+    assert df[df["version"] == e.id].iloc[0]["human edits"] == 1
+    assert df[df["version"] == e.id].iloc[0]["current"] == "★"
+    box(at, "Version").set_value(v.id).run()
+    at.text_input(key=f"ver_name_{v.id}").set_value("hallucinated")
+    click(at, "ver_rename")
+    assert toy.store.version(v.id).name == "hallucinated"
+    click(at, "ver_current")
+    assert toy.store.episode(ep.id).current_version == v.id
+    assert "hallucinated" in at.get("graphviz_chart")[0].proto.spec
+    click(at, "ver_open")
+    assert [t.value for t in at.title] == ["Editor"] and at.query_params["version"] == str(v.id)
+
+
+def test_compare_page_word_diff_and_outcomes(app):
+    toy, make = app
+    bad = [" think: Now I find a mug (1). I also see a lettuce."] + [" go to shelf 1"] * 5
+    toy.llm.push(*bad)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=6))
+    toy.engine.run(v.id)
+    assert toy.store.version(v.id).outcome.success is False
+    new = toy.engine.edit(v.id, 1, "rewrite_thought", "Now I find a mug (1).", keep_rest=False)
+    toy.llm.push(*WIN[1:])
+    toy.engine.run(new.id)
+    assert toy.store.version(new.id).outcome.success is True
+    at = make("versions", episode=ep.id, version=new.id)
+    click(at, "ver_compare")  # Compare with its parent
+    assert [t.value for t in at.title] == ["Compare"]
+    body = at.get("html")[0].proto.body
+    assert '<del class="rd-del"> I also see a lettuce.</del>' in body
+    assert 'rd-failure">failure<' in body and 'rd-success">success<' in body and 'class="rd-edited"' in body
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[f"v{v.id}"] == "failure" and metrics[f"v{new.id}"] == "success"
+    assert metrics["Steps edited by a person"] == "1" and metrics["Steps that differ"] == "6"
+    # (AppTest reruns the page it was opened on; open Compare itself to go on)
+    at = make("compare", episode=ep.id, left=v.id, right=new.id)
+    assert at.get("html")[0].proto.body.count("<tr class=") == 6
+    # swap sides through the selectors
+    box(at, "Left").set_value(new.id)
+    box(at, "Right").set_value(v.id)
+    ok(at.run())
+    assert at.query_params["left"] == str(new.id) and at.query_params["right"] == str(v.id)
+    assert '<ins class="rd-ins"> I also see a lettuce.</ins>' in at.get("html")[0].proto.body
+    # a thought edit that kept the later steps: only the edited step differs
+    kept = toy.engine.edit(v.id, 1, "rewrite_thought", "I need a mug.", keep_rest=True)
+    at2 = make("compare", episode=ep.id, left=v.id, right=kept.id)
+    assert at2.get("html")[0].proto.body.count("<tr class=") == 6
+    at2.toggle(key="cmp_only_changes").set_value(True)
+    ok(at2.run())
+    assert at2.get("html")[0].proto.body.count("<tr class=") == 1
