@@ -195,16 +195,24 @@ class Engine:
         if live:
             live.env.close()
 
-    def admissible_actions(self, version_id: int) -> list[str] | None:
+    def _env_before(self, version_id: int, before: int | None) -> Environment:
+        """The environment after the whole version, or just before its step `before`."""
         v = self.store.version(version_id)
-        ep = self.store.episode(v.episode_id)
-        return self.env_at(ep, self.steps(v)).admissible_actions()
+        steps = self.steps(v)
+        if before is not None:
+            if not 1 <= before <= len(steps) + 1:
+                raise EngineError(f"version {v.id} has no step {before}")
+            steps = steps[: before - 1]
+        return self.env_at(self.store.episode(v.episode_id), steps)
 
-    def expert_hint(self, version_id: int, timeout_s: float = 5.0) -> str | None:
-        v = self.store.version(version_id)
-        ep = self.store.episode(v.episode_id)
-        env = self.env_at(ep, self.steps(v))
-        hint = getattr(env, "expert_hint", None)
+    def admissible_actions(self, version_id: int, *, before: int | None = None) -> list[str] | None:
+        """Valid commands (ALFWorld) at the end of the version, or before step `before` -
+        the suggestions for rewriting that step's action."""
+        return self._env_before(version_id, before).admissible_actions()
+
+    def expert_hint(self, version_id: int, timeout_s: float = 5.0, *, before: int | None = None) -> str | None:
+        """The expert's next action there, or None when it cannot answer within the time."""
+        hint = getattr(self._env_before(version_id, before), "expert_hint", None)
         return hint(timeout_s) if hint else None
 
     # ------------------------------------------------------------------ reading
@@ -471,9 +479,11 @@ class Engine:
         if kind not in ("rewrite_thought", "delete_thought", "insert_thought", "rewrite_action"):
             raise EngineError(f"unknown edit {kind!r}")
         n = len(steps)
-        if kind == "insert_thought" and alf:
+        if kind == "insert_thought":
             if not 1 <= k <= n + 1:
                 raise EngineError(f"version {v.id} has {n} steps; a thought can be inserted at 1..{n + 1}")
+            if k == n + 1 and v.outcome.done:
+                raise EngineError(f"version {v.id} is finished; insert the thought before a step instead")
         elif not 1 <= k <= n:
             raise EngineError(f"version {v.id} has no step {k} (it has {n} step{'s' if n != 1 else ''})")
         if kind != "delete_thought":

@@ -120,8 +120,7 @@ def suggestions_for(k: int) -> list[str]:
     """Admissible commands before step k (ALFWorld), via the engine's environment."""
     try:
         with state.lock():
-            steps = eng.steps(store.version(vid))
-            acts = eng.env_at(ep, steps[: k - 1]).admissible_actions()
+            acts = eng.admissible_actions(vid, before=k)
     except STEP_ERRORS as exc:
         st.caption("No suggestions:")
         st.text(str(exc))
@@ -131,10 +130,7 @@ def suggestions_for(k: int) -> list[str]:
 
 def expert_hint_before(k: int) -> str | None:
     with state.lock():
-        steps = eng.steps(store.version(vid))
-        env = eng.env_at(ep, steps[: k - 1])
-        hint = getattr(env, "expert_hint", None)
-        return hint(5.0) if hint else None
+        return eng.expert_hint(vid, 5.0, before=k)
 
 
 def _fill(target: str, source: str) -> None:
@@ -152,7 +148,7 @@ def edit_panel(v, steps, s) -> None:
     kinds = []
     if s.thought is not None:
         kinds += ["Rewrite thought", "Delete thought"]
-    if alf or k + 1 <= n:
+    if k < n or not v.outcome.done:  # after the last step only while the version can go on
         kinds.append("Insert thought after")
     if s.action is not None:
         kinds.append("Rewrite action")

@@ -18,10 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 # This file is named like the `alfworld` package: keep its folder off the import path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
+from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _root import ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
 import envs.base as base  # noqa: E402
 from agent import exemplars  # noqa: E402

@@ -22,8 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
 STEPS = 30
 BRANCH_AT = 15

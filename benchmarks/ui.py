@@ -18,10 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/alfworld.py would shadow the alfworld package: drop this script's folder
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
+from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
 STEPS = 50
 VERSIONS = 10

@@ -18,8 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
 from envs.wikipedia.builtin import builtin_zim, load_articles  # noqa: E402
 from envs.wikipedia.env import WikiEnv  # noqa: E402

@@ -462,7 +462,7 @@ def test_wikipedia_thought_rewrite_regenerates_the_action(app):
     click(at, "btn_step")
     assert "Thought 1: I should search Velmora." in texts(at) and "Action 1: Search[Velmora]" in texts(at)
     _open_edit(at, v.id, 1)
-    assert "Insert thought after" not in at.radio(key=f"ed_kind_{v.id}_1").options  # no step 2 yet
+    assert "Insert thought after" in at.radio(key=f"ed_kind_{v.id}_1").options  # a hint for step 2
     at.text_input(key=f"ed_thought_{v.id}_1").set_value("Search the capital Marrowgate directly.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_1")

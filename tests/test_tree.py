@@ -214,3 +214,31 @@ def test_migrations_apply_forward_on_old_database(tmp_path, monkeypatch):
     monkeypatch.undo()
     s = Store(path)
     assert int(s.db.execute("select value from meta where key='schema_version'").fetchone()[0]) == len(schema.MIGRATIONS)
+
+
+def test_suggestions_before_a_step_come_from_that_state(toy):
+    ep, v = room_version(toy, 4)  # think, go cabinet, open, take
+    env = toy.made[-1]
+    seen = []
+    orig = env.admissible_actions
+    env.admissible_actions = lambda: seen.append(dict(env.s)) or orig()
+    toy.engine.admissible_actions(v.id, before=3)
+    assert seen[-1]["at"] == "cabinet 1" and seen[-1]["open"] is False  # after step 2, before "open"
+    toy.engine.admissible_actions(v.id)
+    assert seen[-1]["holding"] == "mug 1"
+    with pytest.raises(EngineError, match="no step 9"):
+        toy.engine.admissible_actions(v.id, before=9)
+
+
+def test_insert_thought_after_last_step(toy):
+    toy.llm.push(*WIKI_SCRIPT[:3])
+    ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    toy.engine.run(v.id, max_steps=2)
+    v2 = toy.engine.edit(v.id, 3, "insert_thought", "Look up founded.")
+    assert toy.store.version(v2.id).draft_thought == "Look up founded." and len(toy.store.version_steps(v2.id)) == 2
+    toy.llm.push(" Lookup[founded]")
+    rep = toy.engine.step(v2.id)
+    assert rep.steps[0].action == "Lookup[founded]" and rep.steps[0].thought == "Look up founded."
+    ep, done = room_version(toy)
+    with pytest.raises(EngineError, match="finished"):
+        toy.engine.edit(done.id, 7, "insert_thought", "too late")
