@@ -11,6 +11,7 @@ import streamlit as st
 
 from agent.engine import EngineError, ModelCallFailed
 from app_pages import state
+from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import outcome_text, provenance, replaced_text, step_lines
 from envs.base import EnvError
 from sessions.store import StoreError
@@ -317,6 +318,8 @@ def body() -> None:
                 st.text(f"({old})")
         if edit_at == (vid, s.index):
             edit_panel(v, steps, s)
+            with st.expander(f"Tags and note for step {s.index}"):
+                step_tag_panel(store, s.id, "ed")
     if v.draft_thought is not None:
         st.caption(f"Pending thought for step {len(steps) + 1} (the model writes its action next):")
         st.text(v.draft_thought)
@@ -327,6 +330,8 @@ def body() -> None:
             st.warning(f"Done: failure (reward {v.outcome.reward:g}). Edit a thought or action above to try another way.")
     elif human and not r:
         human_panel(v)
+    with st.expander(f"Annotate v{v.id}: verdict, failure modes, notes, exemplar-ready"):
+        version_annotation_panel(store, v.id, "ed")
     if st.toggle("Show the next prompt", key="show_prompt"):
         try:
             st.code(eng.prompt(vid), language=None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state
+from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.views import cost, usage_totals, version_tree_dot
 from cli.core import version_row
 from sessions.store import StoreError
@@ -88,3 +89,5 @@ if st.button("Compare with its parent", key="ver_compare", disabled=by_id[pick].
     st.session_state["cmp_left"] = by_id[pick].parent_version
     st.session_state["cmp_right"] = pick
     state.open_in("compare", ep_id, pick)
+with st.expander(f"Annotate v{pick}: verdict, failure modes, notes, exemplar-ready"):
+    version_annotation_panel(store, pick, "ver")

@@ -540,3 +540,26 @@ def test_compare_page_word_diff_and_outcomes(app):
     at2.toggle(key="cmp_only_changes").set_value(True)
     ok(at2.run())
     assert at2.get("html")[0].proto.body.count("<tr class=") == 1
+
+
+def test_annotations_from_versions_and_editor_pages(app):
+    from sessions import annotations as ann
+
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("versions", episode=ep.id)
+    at.selectbox(key=f"ver-verdict-{v.id}").set_value("failure")
+    at.multiselect(key=f"ver-modes-{v.id}").set_value(["hallucination"])
+    at.checkbox(key=f"ver-ready-{v.id}").check()
+    at.text_input(key=f"ver-by-{v.id}").set_value("ann-a")
+    ok(at.button[[b.label for b in at.button].index("Save annotation")].click().run())
+    a = ann.version_annotation(toy.store, v.id)
+    assert (a.verdict, a.failure_modes, a.exemplar_ready, a.annotator) == ("failure", ["hallucination"], True, "ann-a")
+    ed = make("editor", episode=ep.id)
+    _open_edit(ed, v.id, 1)
+    step = toy.store.version_steps(v.id)[0]
+    ed.multiselect(key=f"ed-tags-{step.id}").set_value(["hallucinated"])
+    ed.text_input(key=f"ed-note-{step.id}").set_value("<b>not</b> in the fridge")
+    ok(ed.button[[b.label for b in ed.button].index("Save tags")].click().run())
+    t = ann.step_annotation(toy.store, step.id)
+    assert t.tags == ["hallucinated"] and t.note == "<b>not</b> in the fridge"
