@@ -181,10 +181,10 @@ class Engine:
             start = 0
         live.at = None
         for s in steps[start:]:
-            if _touches_env(episode.task.env, s):
-                got = env.step(_command(episode.task.env, s)).observation
+            if s.action is not None:  # thoughts never touch the environment
+                got = env.step(s.action).observation
                 if got != s.observation:
-                    raise ReplayMismatch(s.index, _command(episode.task.env, s), s.observation or "", got)
+                    raise ReplayMismatch(s.index, s.action, s.observation or "", got)
             live.tokens[s.id] = env.state()
         live.at = target
         return env
@@ -363,7 +363,7 @@ class Engine:
             res: StepResult = env.step(command)
         except EnvError:
             raise
-        except Exception as exc:  # an environment bug must not lose the version
+        except Exception as exc:  # an environment bug must not lose the version: say what failed
             raise EngineError(f"the environment failed on {command[:80]!r}: {exc}") from exc
         return Step(
             index=i,
@@ -395,9 +395,7 @@ class Engine:
         rows, v2 = self.store.append_steps(
             v.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft
         )
-        for r in rows:  # the env is now after the last new step; remember the states
-            pass
-        live.tokens[rows[-1].id] = live.env.state()
+        live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
         live.at = rows[-1].id
         self._paths[v.id] = (v2.leaf_step_id, steps + rows)
         return StepReport(version=v2, steps=rows, calls=calls)
@@ -570,14 +568,6 @@ class Engine:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _touches_env(env_kind: str, s: Step) -> bool:
-    return s.action is not None
-
-
-def _command(env_kind: str, s: Step) -> str:
-    return s.action or ""
 
 
 def _outcome(reward: float, info: dict[str, Any], done: bool) -> Outcome:
