@@ -10,7 +10,6 @@ stored snapshot, else by replaying the recorded actions and checking every obser
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 

@@ -10,23 +10,12 @@ import streamlit as st
 
 from app_pages import state
 from app_pages.views import COMPARE_CSS, align, compare_html, outcome_text
-from sessions.store import StoreError
 
 eng = state.engine()
 store = eng.store
 
 st.title("Compare")
-ep_id, vid = state.selection()
-if ep_id is None:
-    st.info("No episode selected. Open one on the Episodes page.")
-    st.page_link(state.page_path("episodes"), label="Go to Episodes", icon=":material/list:")
-    st.stop()
-try:
-    ep = store.episode(ep_id)
-except StoreError as exc:
-    st.error("Cannot open that episode:")
-    st.text(str(exc))
-    st.stop()
+ep_id, vid, ep = state.require_episode("No episode selected. Open one on the Episodes page.")
 
 versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}

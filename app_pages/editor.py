@@ -23,17 +23,7 @@ eng = state.engine()
 store = eng.store
 
 st.title("Editor")
-ep_id, vid = state.selection()
-if ep_id is None:
-    st.info("No episode selected. Start or open one on the Episodes page.")
-    st.page_link(state.page_path("episodes"), label="Go to Episodes", icon=":material/list:")
-    st.stop()
-try:
-    ep = store.episode(ep_id)
-except StoreError as exc:
-    st.error("Cannot open that episode:")
-    st.text(str(exc))
-    st.stop()
+ep_id, vid, ep = state.require_episode("No episode selected. Start or open one on the Episodes page.")
 if vid is None:
     st.error(f"Episode {ep_id} has no version.")
     st.stop()

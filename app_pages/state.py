@@ -116,6 +116,22 @@ def selection() -> tuple[int | None, int | None]:
     return ep, ver
 
 
+def require_episode(missing: str) -> tuple[int, int | None, Any]:
+    """(episode id, version id, Episode) of the selection; otherwise say why and stop the page."""
+    ep_id, vid = selection()
+    if ep_id is None:
+        st.info(missing)
+        st.page_link(page_path("episodes"), label="Go to Episodes", icon=":material/list:")
+        st.stop()
+    try:
+        ep = store().episode(ep_id)
+    except StoreError as exc:
+        st.error("Cannot open that episode:")
+        st.text(str(exc))
+        st.stop()
+    return ep_id, vid, ep
+
+
 def select(episode_id: int | None, version_id: int | None) -> None:
     """Remember the choice in the session and the URL (so the link can be shared)."""
     st.session_state["sel_episode"] = episode_id

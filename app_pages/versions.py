@@ -9,23 +9,12 @@ from app_pages import state
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.views import cost, usage_totals, version_tree_dot
 from cli.core import version_row
-from sessions.store import StoreError
 
 eng = state.engine()
 store = eng.store
 
 st.title("Versions")
-ep_id, vid = state.selection()
-if ep_id is None:
-    st.info("No episode selected. Open one on the Episodes page.")
-    st.page_link(state.page_path("episodes"), label="Go to Episodes", icon=":material/list:")
-    st.stop()
-try:
-    ep = store.episode(ep_id)
-except StoreError as exc:
-    st.error("Cannot open that episode:")
-    st.text(str(exc))
-    st.stop()
+ep_id, vid, ep = state.require_episode("No episode selected. Open one on the Episodes page.")
 state.select(ep_id, vid)
 
 state.episode_header(ep)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 SUBCOMMAND_MODULES = ("cli.core", "cli.alfworld", "cli.wiki", "cli.exchange")

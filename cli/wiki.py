@@ -69,8 +69,6 @@ def cmd_build_zim(args) -> int:
 
 
 def cmd_prompts(args) -> int:
-    import json
-
     from envs.wikipedia.exemplars import PROMPTS_FILES, build_builtin_prompts, dump, write_builtin_prompts
 
     if args.write:

@@ -4,7 +4,6 @@ subprocess killed with SIGKILL mid-run (crash safety)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess

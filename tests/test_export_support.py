@@ -30,14 +30,7 @@ def table_counts(store) -> dict[str, int]:
     return {n: store.db.execute(f"select count(*) from [{n}]").fetchone()[0] for n in sorted(names)}
 
 
-ROOM_SCRIPT = [
-    " think: To solve the task, I need to find a mug, then put it in table 1. ",
-    " go to cabinet 1",
-    " open cabinet 1",
-    " take mug 1 from cabinet 1",
-    " go to table 1",
-    " put mug 1 in/on table 1",
-]
+from tests.test_engine import ROOM_SCRIPT  # noqa: E402,F401  (re-exported: the toy room's winning script)
 WIKI_SCRIPT = [
     " I need to search Velmora, find its capital, then find when it was founded.\nAction 1: Search[Velmora]",
     " The capital is Marrowgate. I need to look it up.",  # no action: the paper's fallback

@@ -10,7 +10,6 @@ import pytest
 
 from agent.engine import Engine, EngineError
 from envs.base import ReplayMismatch
-from sessions.records import AgentConfig
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from tests.test_engine import ROOM_SCRIPT, WIKI_SCRIPT, cfg
 
