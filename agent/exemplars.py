@@ -39,14 +39,16 @@ def alfworld_type_key(task_type: str | None) -> str:
     raise ExemplarError(f"unknown ALFWorld task type {task_type!r}")
 
 
+BUILTIN_FILES = {  # the built-in prompt dict of each environment
+    "alfworld": _ROOT / "envs" / "alfworld" / "data" / "exemplars.json",
+    "hotpotqa": _ROOT / "envs" / "wikipedia" / "data" / "prompts.json",
+    "fever": _ROOT / "envs" / "wikipedia" / "data" / "fever_prompts.json",
+}
+
+
 @lru_cache(maxsize=None)
 def builtin_prompt_dict(env: str) -> dict[str, str]:
-    if env == "alfworld":
-        path = _ROOT / "envs" / "alfworld" / "data" / "exemplars.json"
-    else:
-        path = _ROOT / "envs" / "wikipedia" / "data" / ("prompts.json" if env == "hotpotqa" else "fever_prompts.json")
-        if not path.exists():
-            path = _ROOT / "envs" / "wikipedia" / "data" / "prompts.json"
+    path = BUILTIN_FILES[env]
     if not path.exists():
         raise ExemplarError(f"built-in exemplars for {env} are missing ({path})")
     return json.loads(path.read_text(encoding="utf-8"))
@@ -84,8 +86,8 @@ def _num(key: str) -> int:
 
 
 _WIKI_PREFERRED = {
-    ("hotpotqa", "react"): ("webthink_simple6", "webthink_simple", "webthink_simple3"),
-    ("hotpotqa", "act"): ("webact_simple6", "webact_simple", "webact_simple3"),
+    ("hotpotqa", "react"): ("webthink_simple6", "webthink_simple", "webthink_simple_3"),
+    ("hotpotqa", "act"): ("webact_simple6", "webact_simple"),
     ("fever", "react"): ("webthink_simple3",),
     ("fever", "act"): ("webact_simple3",),
 }

@@ -122,7 +122,13 @@ class Store:
 
     # ------------------------------------------------------------------ episodes
     def create_episode(
-        self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None
+        self,
+        task: Task,
+        config: AgentConfig,
+        env_options: dict | None = None,
+        name: str | None = None,
+        *,
+        created_at: str | None = None,  # an import keeps the original time
     ) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current."""
         with self.transaction():
@@ -130,7 +136,7 @@ class Store:
             config_id = self._config_row(config)
             ep_id = self.db.execute(
                 "insert into episodes (task_id, config_id, env_options, name, created_at) values (?,?,?,?,?)",
-                [task_id, config_id, _j(env_options or {}), name, now()],
+                [task_id, config_id, _j(env_options or {}), name, created_at or now()],
             ).lastrowid
             version = self._insert_version(Version(episode_id=ep_id))
             self.db.execute("update episodes set current_version = ? where id = ?", [version.id, ep_id])
@@ -300,18 +306,23 @@ class Store:
 
     def update_version(self, version_id: int, **fields: Any) -> Version:
         """Move a version's pointer or record its status/outcome/name (a version is a
-        pointer; the steps it points at never change)."""
-        allowed = {"leaf_step_id", "draft_thought", "draft_edit", "name", "status", "error", "outcome"}
+        pointer; the steps it points at never change). An import may also set its lineage
+        and timestamps; otherwise `updated_at` becomes now."""
+        allowed = {"leaf_step_id", "draft_thought", "draft_edit", "name", "status", "error", "outcome",
+                   "parent_version", "edits", "created_at", "updated_at"}
         bad = set(fields) - allowed
         if bad:
             raise ValueError(f"cannot update {sorted(bad)}")
         self.version(version_id)
+        fields.setdefault("updated_at", now())
         sets, params = [], []
         for k, v in fields.items():
             sets.append(f"{k} = ?")
-            params.append(_j(v) if k in ("draft_edit", "outcome") else v)
-        sets.append("updated_at = ?")
-        params.append(now())
+            if k in ("draft_edit", "outcome"):
+                v = _j(v)
+            elif k == "edits":
+                v = _j([e.model_dump(exclude_defaults=True) for e in v]) if v else None
+            params.append(v)
         with self.transaction():
             self.db.execute(f"update versions set {', '.join(sets)} where id = ?", params + [version_id])
         return self.version(version_id)

@@ -27,3 +27,8 @@ def require_reference() -> Path:
     if found is None:
         pytest.skip("the original ReAct files (../shared/reference/react-repo) are not here")
     return found
+
+
+def reference_prompts() -> Path:
+    """The original prompt files' folder, or skip the test."""
+    return require_reference() / "prompts"

@@ -308,9 +308,9 @@ def test_exemplars_file_format_and_observations():
 
 
 def test_reference_prompt_format_matches():
-    ref = ROOT.parent / "shared" / "reference" / "react-repo" / "prompts" / "alfworld_3prompts.json"
-    if not ref.exists():
-        pytest.skip("ReAct reference prompts not available")
+    from tests.reference import reference_prompts
+
+    ref = reference_prompts() / "alfworld_3prompts.json"
     from envs.alfworld import load_exemplars
 
     theirs = json.loads(ref.read_text())

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
-
 from sessions.records import AgentConfig
+from tests.reference import reference_prompts  # noqa: F401  (re-exported for the import tests)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def reference_prompts() -> Path:
-    """The original ReAct prompt files; tests using them skip when /work/shared is absent."""
-    for cand in (os.environ.get("REACT_REFERENCE"), "/work/shared/reference/react-repo/prompts",
-                 str(ROOT.parent / "shared" / "reference" / "react-repo" / "prompts")):
-        if cand and (Path(cand) / "alfworld_3prompts.json").exists():
-            return Path(cand)
-    pytest.skip("the original ReAct prompt files (../shared/reference) are not available")
 
 
 def cfg(llm, **kw) -> AgentConfig:

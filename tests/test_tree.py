@@ -147,7 +147,6 @@ def test_replay_mismatch_is_reported(toy, monkeypatch):
     ep, v = room_version(toy, 3)
     toy.engine.forget_env(ep.id)
     drifting = Engine(toy.store)
-    monkeypatch.setitem(toy.store.episode(ep.id).env_options, "drift", True)
     import envs.base as base
     fam = base._FAMILIES["alfworld"]
     orig = fam.make_env

@@ -54,3 +54,25 @@ def test_step_limit_scores_empty_finish(setup):
     engine.run(v.id)
     v = store.version(v.id)
     assert v.outcome.done and v.outcome.reward == 0 and v.outcome.metrics.get("limit")
+
+
+def test_each_wikipedia_task_family_gets_its_own_builtin_exemplars(tmp_path):
+    from agent.engine import Engine
+    from agent.formats import FEVER_HEADER, HOTPOTQA_INSTRUCTION
+    from envs.base import family
+    from sessions.records import AgentConfig
+    from sessions.store import Store
+
+    engine = Engine(Store(tmp_path / "p.db"))
+    for kind in ("hotpotqa", "fever"):
+        task = family(kind).list_tasks(source="builtin")[0]
+        for style in ("react", "act"):
+            ep, v = engine.start_episode(task, AgentConfig(style=style))
+            prompt = engine.prompt(v.id)
+            examples = prompt[: prompt.rindex(task.text)]
+            if kind == "hotpotqa":
+                assert prompt.startswith(HOTPOTQA_INSTRUCTION) and "Claim: " not in examples
+            else:
+                assert prompt.startswith(FEVER_HEADER) and "Question: " not in examples
+                assert examples.count("Claim: ") == 3
+            assert ("Thought 1:" in examples) == (style == "react")

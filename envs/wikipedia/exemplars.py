@@ -13,30 +13,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agent.exemplars import BUILTIN_FILES
+from agent.formats import FEVER_HEADER, render_wiki
 from envs.base import EnvError
+from sessions.records import Step
 
 DATA_DIR = Path(__file__).parent / "data"
-PROMPTS_FILES = {"hotpotqa": DATA_DIR / "prompts.json", "fever": DATA_DIR / "fever_prompts.json"}
-FEVER_INSTRUCTION = (
-    "Determine if there is Observation that SUPPORTS or REFUTES a Claim, "
-    "or if there is NOT ENOUGH INFORMATION. \n"
-)
+PROMPTS_FILES = {kind: BUILTIN_FILES[kind] for kind in ("hotpotqa", "fever")}
+FEVER_INSTRUCTION = FEVER_HEADER[1:]  # the header without its leading newline
 REFERENCE_FILES = {"hotpotqa": "prompts_naive.json", "fever": "fever.json"}
 
 
-def _run_example(env, task, steps: list[dict], think: bool) -> str:
+def _run_example(env, task, plan: list[dict], think: bool) -> str:
+    """One trajectory in the prompt-file layout, with the observations the env gives now;
+    the closing Finish has no Observation line, as in the paper's files."""
     env.reset(task)
-    lines = [task.text]
-    for i, step in enumerate(steps, 1):
+    steps: list[Step] = []
+    for i, step in enumerate(plan, 1):
         action = step["action"]
-        if think:
-            lines.append(f"Thought {i}: {step['thought']}")
-        lines.append(f"Action {i}: {action}")
         result = env.step(action)
         if result.done:
-            if i != len(steps):
+            if i != len(plan):
                 raise EnvError(f"exemplar {task.text[:60]!r}: step {i} finished the episode early")
-            return "\n".join(lines)
+            steps.append(Step(index=i, thought=step["thought"] if think else None, action=action))
+            return render_wiki(task.text, steps)
         obs = result.observation
         # `miss: true` marks a search expected to find nothing; a disambiguation page reads
         # "Could not find [X]" and may appear unflagged, a plain miss may not
@@ -45,7 +45,7 @@ def _run_example(env, task, steps: list[dict], think: bool) -> str:
         if action[:1].lower() == "s" and (missed if step.get("miss") else not plain_miss) is False:
             raise EnvError(f"exemplar {task.text[:60]!r} step {i} {action!r}: expected "
                            f"{'a miss' if step.get('miss') else 'a page'}, got {obs[:80]!r}")
-        lines.append(f"Observation {i}: {obs}")
+        steps.append(Step(index=i, thought=step["thought"] if think else None, action=action, observation=obs))
     raise EnvError(f"exemplar {task.text[:60]!r} does not end with Finish[...]")
 
 
@@ -71,11 +71,11 @@ def build_prompts(plans: dict, make_env, check_answers: bool = True) -> dict[str
         n = len(examples)
         out = result[kind] = {}
         if kind == "hotpotqa":
-            out[f"webthink_simple{n}"] = "\n" + "".join(e + "\n" for e in think)
-            out[f"webact_simple{n}"] = "".join(e + "\n" for e in act) + "\n"
-        else:
-            out[f"webthink_simple{n}"] = "\n" + FEVER_INSTRUCTION + "".join(e + "\n\n" for e in think)
-            out[f"webact_simple{n}"] = "\n" + FEVER_INSTRUCTION + "".join(e + "\n\n" for e in act)
+            out[f"webthink_simple{n}"] = "\n" + "".join(think)
+            out[f"webact_simple{n}"] = "".join(act) + "\n"
+        else:  # FEVER's file: its instruction, then examples separated by a blank line
+            out[f"webthink_simple{n}"] = FEVER_HEADER + "".join(e + "\n" for e in think)
+            out[f"webact_simple{n}"] = FEVER_HEADER + "".join(e + "\n" for e in act)
     return result
 
 

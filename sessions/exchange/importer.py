@@ -284,8 +284,8 @@ def _jsonl(p: Path, store: Store | None, report: ImportReport) -> None:
             ep = _Ep(rec.episode.ref, _digest(e_dump))
             if store is not None:
                 task = rec.episode.task
-                e, v0 = store.create_episode(task, rec.episode.config, rec.episode.env_options, rec.episode.name)
-                store.db.execute("update episodes set created_at = ? where id = ?", [rec.episode.created_at, e.id])
+                e, v0 = store.create_episode(task, rec.episode.config, rec.episode.env_options, rec.episode.name,
+                                             created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
                 report.episodes.append(e.id)
         elif _digest(e_dump) != ep.digest:
@@ -370,10 +370,6 @@ def _edit(e: EditRecord | None, ep: _Ep) -> EditInfo | None:
                     old_thought=e.old_thought, old_action=e.old_action)
 
 
-def _j(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int], new) -> int:
     v = rec.version
     at = ep.step_ids[known[-1]] if known else None
@@ -419,12 +415,9 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
                 ann.insert_step_annotation(store, ann.StepAnnotation(
                     step_id=row.id, annotator=a.annotator, created_at=a.created_at, tags=a.tags, note=a.note))
     store.update_version(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
-                         draft_thought=v.draft_thought, draft_edit=_edit(v.draft_edit, ep))
-    edits = [_edit(e, ep).model_dump(exclude_defaults=True) for e in v.edits]  # type: ignore[union-attr]
-    store.db.execute(
-        "update versions set parent_version = ?, edits = ?, created_at = ?, updated_at = ? where id = ?",
-        [ep.versions.get(v.parent) if v.parent else None, _j(edits) if edits else None, v.created_at, v.updated_at, vid],
-    )
+                         draft_thought=v.draft_thought, draft_edit=_edit(v.draft_edit, ep),
+                         parent_version=ep.versions.get(v.parent) if v.parent else None,
+                         edits=[_edit(e, ep) for e in v.edits], created_at=v.created_at, updated_at=v.updated_at)
     for a in v.annotations:
         ann.insert_version_annotation(store, ann.VersionAnnotation(
             version_id=vid, annotator=a.annotator, created_at=a.created_at, verdict=a.verdict,
