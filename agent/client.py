@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
-from sessions.records import AgentConfig, ModelCall, Usage
+from trajectory.records import AgentConfig, ModelCall, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CHAT_INSTRUCTION = (

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from agent import exemplars as ex
-from agent import formats as fmt
+from trajectory import formats as fmt
 from agent.client import ModelClient, ModelError
-from envs.base import EnvError, Environment, ReplayMismatch, StepResult, family
-from sessions.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from envs.base import EnvError, Environment, ReplayMismatch, StepResult
+from envs.registry import family
+from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
 from sessions.store import Store, StoreError
 
 MAX_TEXT = 20_000  # characters a person may put in one thought or action

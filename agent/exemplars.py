@@ -11,44 +11,15 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
-from agent.formats import HOTPOTQA_INSTRUCTION
-
-ALFWORLD_PREFIXES = {
-    "pick_and_place": "put",
-    "pick_clean_then_place": "clean",
-    "pick_heat_then_place": "heat",
-    "pick_cool_then_place": "cool",
-    "look_at_obj": "examine",
-    "pick_two_obj": "puttwo",
-}
-
-_ROOT = Path(__file__).resolve().parent.parent
-
-
-class ExemplarError(ValueError):
-    pass
-
-
-def alfworld_type_key(task_type: str | None) -> str:
-    """Task type or game name -> exemplar family (`put`, `clean`, ...), as the notebook."""
-    for prefix, v in ALFWORLD_PREFIXES.items():
-        if task_type and task_type.startswith(prefix):
-            return v
-    raise ExemplarError(f"unknown ALFWorld task type {task_type!r}")
-
-
-BUILTIN_FILES = {  # the built-in prompt dict of each environment
-    "alfworld": _ROOT / "envs" / "alfworld" / "data" / "exemplars.json",
-    "hotpotqa": _ROOT / "envs" / "wikipedia" / "data" / "prompts.json",
-    "fever": _ROOT / "envs" / "wikipedia" / "data" / "fever_prompts.json",
-}
-
+from envs.registry import family
+from sessions import exemplar_sets
+from trajectory.formats import HOTPOTQA_INSTRUCTION
+from trajectory.prompt_files import ALFWORLD_PREFIXES, ExemplarError, alfworld_type_key  # noqa: F401
 
 @lru_cache(maxsize=None)
 def builtin_prompt_dict(env: str) -> dict[str, str]:
-    path = BUILTIN_FILES[env]
+    path = family(env).exemplars_file
     if not path.exists():
         raise ExemplarError(f"built-in exemplars for {env} are missing ({path})")
     return json.loads(path.read_text(encoding="utf-8"))
@@ -59,8 +30,6 @@ def prompt_dict(env: str, set_name: str | None, store=None) -> dict[str, str]:
         return builtin_prompt_dict(env)
     if store is None:
         raise ExemplarError(f"exemplar set {set_name!r} needs the project database")
-    from sessions import exemplar_sets
-
     set_env, prompts = exemplar_sets.prompt_dict(store, set_name)
     if set_env != env and not (set_env == "wikipedia" and env in ("hotpotqa", "fever")):
         raise ExemplarError(f"exemplar set {set_name!r} is for {set_env}, not {env}")

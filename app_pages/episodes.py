@@ -6,8 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state
-from envs.base import EnvError, family
-from sessions.records import ENV_KINDS, AgentConfig
+from envs.base import EnvError
+from envs.registry import family
+from trajectory.records import ENV_KINDS, AgentConfig
 
 eng = state.engine()
 store = eng.store

@@ -12,7 +12,7 @@ import streamlit as st
 
 from sessions import exemplar_sets as sets
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
-from sessions.records import ENV_KINDS
+from trajectory.records import ENV_KINDS
 from sessions.store import Store, StoreError
 
 MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",

@@ -13,7 +13,7 @@ import streamlit as st
 
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
-from sessions.records import AgentConfig
+from trajectory.records import AgentConfig
 from sessions.store import Store, StoreError
 
 DEFAULTS_SETTING = "model_defaults"

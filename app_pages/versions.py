@@ -8,7 +8,7 @@ import streamlit as st
 from app_pages import state
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.views import cost, usage_totals, version_tree_dot
-from cli.core import version_row
+from agent.summary import version_summary
 
 eng = state.engine()
 store = eng.store
@@ -25,7 +25,7 @@ calls = {c.id: c for c in store.calls(episode_id=ep_id)}  # one query for the wh
 prices = store.get_setting(state.PRICES_SETTING, {}) or {}
 rows = []
 for v in versions:
-    r = version_row(eng, v)
+    r = version_summary(eng, v)
     steps = eng.steps(v)
     p, c = usage_totals((cid for s in steps for cid in s.call_ids), calls)
     dollars = cost(p, c, prices.get(ep.config.model))

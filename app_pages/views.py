@@ -112,7 +112,7 @@ def dot_quote(text: str) -> str:
 
 
 def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None) -> str:
-    """The version tree (parent -> child) as DOT. `rows` are `cli.core.version_row` dicts."""
+    """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts."""
     lines = ["digraph versions {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
     ids = {r["version"] for r in rows}
     for r in rows:

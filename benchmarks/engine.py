@@ -23,11 +23,11 @@ from pathlib import Path
 
 from _root import ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
-import envs.base as base  # noqa: E402
+import envs.registry as base  # noqa: E402
 from agent import exemplars  # noqa: E402
 from agent.client import ModelClient  # noqa: E402
 from agent.engine import Engine  # noqa: E402
-from sessions.records import AgentConfig  # noqa: E402
+from trajectory.records import AgentConfig  # noqa: E402
 from sessions.store import Store  # noqa: E402
 from tests import toy_envs  # noqa: E402
 from tests.scripted_server import ScriptedLLM  # noqa: E402

@@ -37,7 +37,7 @@ def _rss_mb() -> float:
 
 
 def build(db: Path, episodes: int) -> None:
-    from sessions.records import AgentConfig, ModelCall, Step, Task, Usage
+    from trajectory.records import AgentConfig, ModelCall, Step, Task, Usage
     from sessions.store import Store
 
     store = Store(db)

@@ -29,8 +29,8 @@ def build(db: Path) -> tuple[int, int, int]:
     """One episode, a 50-step version, and 9 more versions (thought edits that keep the
     later steps, so they are 50 steps long too). Returns (episode, first, last version)."""
     from agent.engine import Engine
-    from envs.base import family
-    from sessions.records import AgentConfig
+    from envs.registry import family
+    from trajectory.records import AgentConfig
     from sessions.store import Store
 
     eng = Engine(Store(db))

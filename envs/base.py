@@ -15,9 +15,10 @@ Two kinds of state capture, because they have different costs and lifetimes:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Callable, Protocol, runtime_checkable
 
-from sessions.records import Task
+from trajectory.records import Task
 
 
 class EnvError(Exception):
@@ -80,6 +81,7 @@ class EnvFamily:
     make_env: Callable[..., Environment]  # (task: Task, options: dict, blobs: BlobStore|None)
     default_max_steps: int
     custom_task: Callable[..., Task] | None = None  # (question=..., answer=..., game=...)
+    exemplars_file: Path | None = None  # the built-in prompt dict (ReAct prompt-file layout)
 
 
 class BlobStore(Protocol):
@@ -89,27 +91,3 @@ class BlobStore(Protocol):
     def put_blob(self, data: bytes) -> str: ...
 
     def get_blob(self, key: str) -> bytes | None: ...
-
-
-_FAMILIES: dict[str, EnvFamily] = {}
-
-
-def register(family: EnvFamily) -> None:
-    _FAMILIES[family.kind] = family
-
-
-def family(kind: str) -> EnvFamily:
-    """The registered family for `kind`, importing its package on first use."""
-    if kind not in _FAMILIES:
-        if kind == "alfworld":
-            import envs.alfworld  # noqa: F401  (registers itself)
-        elif kind in ("hotpotqa", "fever"):
-            import envs.wikipedia  # noqa: F401
-    try:
-        return _FAMILIES[kind]
-    except KeyError:
-        raise EnvError(f"unknown environment {kind!r}; known: alfworld, hotpotqa, fever") from None
-
-
-def kinds() -> Iterable[str]:
-    return tuple(_FAMILIES)

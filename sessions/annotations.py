@@ -16,7 +16,7 @@ from typing import Any, Iterable, Literal
 
 from pydantic import Field
 
-from sessions.records import Record, now
+from trajectory.records import Record, now
 from sessions.store import Store, StoreError
 
 FAILURE_MODES: tuple[str, ...] = (

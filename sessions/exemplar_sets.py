@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from sessions import annotations as ann
-from sessions.exchange.prompt_files import (
+from trajectory.prompt_files import (
     Exemplar,
     PromptFileError,
     RawEntry,
@@ -23,7 +23,7 @@ from sessions.exchange.prompt_files import (
     exemplar_from,
     next_alfworld_key,
 )
-from sessions.records import ENV_KINDS, now
+from trajectory.records import ENV_KINDS, now
 from sessions.store import Store, StoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")

@@ -3,7 +3,7 @@
 Invariants kept here (design.md): nothing is lost (every write is one transaction, WAL
 mode, steps are never updated or deleted), an edit never copies the shared prefix (a step
 row points at its parent; a version is a pointer to a leaf), the schema is migrated, never
-rebuilt. Records in and out are the pydantic models of `sessions.records`.
+rebuilt. Records in and out are the pydantic models of `trajectory.records`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import sqlite_utils
 
-from sessions.records import (
+from trajectory.records import (
     AgentConfig,
     EditInfo,
     Episode,

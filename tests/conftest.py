@@ -32,7 +32,7 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
 def toy(monkeypatch, tmp_path, scripted_llm):
     """An Engine over a fresh database whose alfworld/hotpotqa families are the toy envs,
     with tiny built-in exemplars, talking to the scripted model server."""
-    import envs.base as base
+    import envs.registry as base
     from agent import exemplars
     from agent.engine import Engine
     from sessions.store import Store

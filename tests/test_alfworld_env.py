@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from envs.base import EnvError, family
-from envs.alfworld import TASK_TYPE_PREFIX, exemplar_prefix, get_task, list_tasks, make_env, custom_task
+from envs.base import EnvError
+from envs.registry import family
+from envs.alfworld import get_task, list_tasks, make_env, custom_task
+from envs.alfworld.exemplars import TASK_TYPE_PREFIX, exemplar_prefix
 from envs.alfworld.generate import TASK_TYPES
 from envs.alfworld.wording import to_wording
 
@@ -269,8 +271,8 @@ def test_official_loader(tmp_path, monkeypatch):
 
 
 def test_exemplars_file_format_and_observations():
-    from envs.alfworld import load_exemplars
-    from envs.alfworld.env import process_ob
+    from envs.alfworld.exemplars import load_exemplars
+    from envs.alfworld.text import process_ob
     from envs.alfworld.fastgame import FastGame, load_game_data
 
     ex = load_exemplars()
@@ -311,7 +313,7 @@ def test_reference_prompt_format_matches():
     from tests.reference import reference_prompts
 
     ref = reference_prompts() / "alfworld_3prompts.json"
-    from envs.alfworld import load_exemplars
+    from envs.alfworld.exemplars import load_exemplars
 
     theirs = json.loads(ref.read_text())
     ours = load_exemplars()

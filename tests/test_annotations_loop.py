@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from agent import formats as fmt
-from cli.main import main as cli
+from trajectory import formats as fmt
+from react_editor.main import main as cli
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from tests.test_export_support import ROOM_SCRIPT, WIKI_SCRIPT, cfg

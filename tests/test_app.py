@@ -9,7 +9,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from sessions.records import AgentConfig
+from trajectory.records import AgentConfig
 from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 

@@ -21,7 +21,7 @@ from app_pages.views import (
     usage_totals,
     version_tree_dot,
 )
-from sessions.records import EditInfo, ModelCall, Step, Usage
+from trajectory.records import EditInfo, ModelCall, Step, Usage
 
 EVIL = '<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evil) & "q"'
 

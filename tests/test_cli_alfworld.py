@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from react_editor.main import main
 from envs.alfworld.wording import to_wording
-from envs.base import family
+from envs.registry import family
 
 from envs.alfworld.generate import TASK_TYPES as TYPES
 

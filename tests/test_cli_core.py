@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from react_editor.main import main
 from tests.scripted_server import Reply
 from tests.test_engine import ROOM_SCRIPT
 
@@ -113,13 +113,13 @@ CHILD = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, {root!r})
-    import envs.base as base
+    import envs.registry as base
     from agent import exemplars
     from tests import toy_envs
     fams = toy_envs.families(); fams.pop("made")
     base._FAMILIES.update(fams)
     exemplars.builtin_prompt_dict = lambda env: toy_envs.ROOM_EXEMPLARS
-    from cli.main import main
+    from react_editor.main import main
     sys.exit(main(sys.argv[1:]))
     """
 )

@@ -15,7 +15,7 @@ from agent.client import (
     ModelError,
     model_available,
 )
-from sessions.records import AgentConfig, ModelCall, Usage
+from trajectory.records import AgentConfig, ModelCall, Usage
 from tests.scripted_server import Reply, ScriptedLLM, table_responder
 
 STYLES = ["completions", "chat"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agent.engine import EngineError, ModelCallFailed
-from sessions.records import AgentConfig
+from trajectory.records import AgentConfig
 from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_EXEMPLARS, ROOM_TASK, WIKI_EXEMPLARS, WIKI_TASK, ToyRoom, ToyWiki
 

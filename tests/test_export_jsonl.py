@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cli.main import main as cli
+from react_editor.main import main as cli
 from sessions import annotations as ann
 from sessions.exchange import Filters, export, import_file, parse_ref
 from sessions.exchange.export import ExportError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sessions.records import AgentConfig
+from trajectory.records import AgentConfig
 from tests.reference import reference_prompts  # noqa: F401  (re-exported for the import tests)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agent import formats as fmt
+from trajectory import formats as fmt
 from tests.reference import require_reference
 
 TRAJECTORY_KEYS = ("webthink", "webact")

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from agent import formats as fmt
+from trajectory import formats as fmt
 from agent.engine import Engine
-from cli.main import main as cli
+from react_editor.main import main as cli
 from sessions import exemplar_sets as sets
 from sessions.exchange import export, import_file, parse_ref
 from sessions.store import Store

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cli.main import main as cli
+from react_editor.main import main as cli
 from sessions.exchange import Filters, ImportFailed, export, import_file
 from sessions.store import Store
 from tests.test_export_support import ROOM_SCRIPT, cfg, table_counts

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from cli.main import main
+from react_editor.main import main
 from envs.wikipedia.zim import build_zim
 from tests.mediawiki_server import SAMPLE_ARTICLES, MediaWikiServer
 
 
 @pytest.fixture(scope="module")
 def zim(tmp_path_factory):
-    return build_zim(SAMPLE_ARTICLES, tmp_path_factory.mktemp("z") / "cli.zim")
+    return build_zim(SAMPLE_ARTICLES, tmp_path_factory.mktemp("z") / "react_editor.zim")
 
 
 def test_search_with_lookups_json(zim, capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.records import AgentConfig
+from trajectory.records import AgentConfig
 from tests.mediawiki_server import SAMPLE_ARTICLES, MediaWikiServer
 
 
@@ -58,9 +58,9 @@ def test_step_limit_scores_empty_finish(setup):
 
 def test_each_wikipedia_task_family_gets_its_own_builtin_exemplars(tmp_path):
     from agent.engine import Engine
-    from agent.formats import FEVER_HEADER, HOTPOTQA_INSTRUCTION
-    from envs.base import family
-    from sessions.records import AgentConfig
+    from trajectory.formats import FEVER_HEADER, HOTPOTQA_INSTRUCTION
+    from envs.registry import family
+    from trajectory.records import AgentConfig
     from sessions.store import Store
 
     engine = Engine(Store(tmp_path / "p.db"))

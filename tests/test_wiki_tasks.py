@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envs.base import EnvError, family
+from envs.base import EnvError
+from envs.registry import family
 from envs.wikipedia import datasets, tasks
 from tests.mediawiki_server import SAMPLE_HOTPOT, write_corpus
 

@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from envs.base import EnvFamily, EnvError, StepResult
-from sessions.records import Task
+from trajectory.records import Task
 
 ROOM_TEXT = (
     "You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a shelf 1, "

@@ -1,10 +1,10 @@
 """ALFWorld on the real alfworld/textworld engine: built-in generated games, the official
-download, the paper's wording, fast faithful resume. Registers the `alfworld` family."""
+download, the paper's wording, fast faithful resume. Defines the `alfworld` family (`FAMILY`, found by `envs.registry`)."""
 
 from __future__ import annotations
 
-from envs.base import EnvFamily, register
-from envs.alfworld.exemplars import TASK_TYPE_PREFIX, exemplar_prefix, load_exemplars  # noqa: F401
+from envs.base import EnvFamily
+from envs.alfworld.exemplars import EXEMPLARS_FILE
 from envs.alfworld.tasks import custom_task, get_task, list_tasks
 
 
@@ -15,5 +15,4 @@ def make_env(task, options: dict | None = None, blobs=None):
 
 
 FAMILY = EnvFamily(kind="alfworld", list_tasks=list_tasks, get_task=get_task, make_env=make_env,
-                   default_max_steps=50, custom_task=custom_task)
-register(FAMILY)
+                   default_max_steps=50, custom_task=custom_task, exemplars_file=EXEMPLARS_FILE)

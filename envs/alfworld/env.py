@@ -21,49 +21,12 @@ from collections import OrderedDict
 from typing import Any
 
 from envs.base import EnvError, StepResult
-from sessions.records import Task
-from envs.alfworld.fastgame import FastGame, load_game_data
+from trajectory.records import Task
+from envs.alfworld.fastgame import FastGame
+from envs.alfworld.pool import acquire_game, release_game
+from envs.alfworld.tasks import rebuild_path
+from envs.alfworld.text import opening_text, process_ob
 from envs.alfworld.wording import check_wording
-
-POOL_SIZE = 8
-_POOL: "OrderedDict[tuple[str, str], list[FastGame]]" = OrderedDict()
-_POOL_LOCK = threading.Lock()
-
-
-def opening_text(intro: str) -> str:
-    """The notebook: `ob = '\\n'.join(ob[0].split('\\n\\n')[1:])`."""
-    return "\n".join(intro.split("\n\n")[1:])
-
-
-def process_ob(ob: str) -> str:
-    """The notebook's `process_ob`."""
-    if ob.startswith("You arrive at loc "):
-        ob = ob[ob.find(". ") + 2:]
-    return ob
-
-
-def acquire_game(path: str, wording: str) -> FastGame:
-    """A loaded game from the pool, or a new one."""
-    data = load_game_data(path)
-    key = (data.key, wording)
-    with _POOL_LOCK:
-        games = _POOL.get(key)
-        if games:
-            _POOL.move_to_end(key)
-            return games.pop()
-    return FastGame(data, wording)
-
-
-def release_game(game: FastGame) -> None:
-    key = (game.data.key, game.wording)
-    with _POOL_LOCK:
-        _POOL.setdefault(key, []).append(game)
-        _POOL.move_to_end(key)
-        while sum(len(v) for v in _POOL.values()) > POOL_SIZE:
-            _, old = _POOL.popitem(last=False)
-            for g in old:
-                g.close()
-
 
 class AlfworldEnv:
     kind = "alfworld"
@@ -80,8 +43,6 @@ class AlfworldEnv:
     # -- episode
 
     def reset(self, task: Task) -> str:
-        from envs.alfworld.tasks import rebuild_path
-
         path = rebuild_path(task)
         if self.game is not None and self.game.data.path == path and self.game.wording == self.wording:
             game = self.game

@@ -13,9 +13,11 @@ import json
 import random
 from pathlib import Path
 
-EXEMPLARS_FILE = Path(__file__).parent / "data" / "exemplars.json"
+from envs.alfworld.text import opening_text, process_ob
+from envs.base import EnvError
+from trajectory.prompt_files import ALFWORLD_PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
 
-from agent.exemplars import ALFWORLD_PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
+EXEMPLARS_FILE = Path(__file__).parent / "data" / "exemplars.json"
 
 VARIANTS = tuple(TASK_TYPE_PREFIX.values())
 
@@ -26,8 +28,6 @@ def exemplar_prefix(task_type: str) -> str:
         for prefix, v in TASK_TYPE_PREFIX.items():
             if part.startswith(prefix):
                 return v
-    from envs.base import EnvError
-
     raise EnvError(f"unknown ALFWorld task type {task_type!r}")
 
 
@@ -53,7 +53,6 @@ def _ranges(names: list[str]) -> str:
 class _Player:
     def __init__(self, game_path: Path, rng: random.Random):
         from envs.alfworld.fastgame import FastGame, load_game_data
-        from envs.alfworld.env import opening_text
 
         self.game = FastGame(load_game_data(game_path), "paper")
         self.opening = opening_text(self.game.reset())
@@ -87,7 +86,6 @@ class _Player:
         self.lines.append((f"think: {text}", "OK."))
 
     def act(self, cmd: str) -> str:
-        from envs.alfworld.env import process_ob
 
         if cmd not in self.game.admissible_commands():
             raise RuntimeError(f"exemplar command not admissible: {cmd}")

@@ -14,8 +14,10 @@ import json
 import os
 from pathlib import Path
 
+from envs.alfworld.pool import acquire_game, release_game
+from envs.alfworld.text import opening_text
 from envs.base import EnvError
-from sessions.records import Task
+from trajectory.records import Task
 
 GAMES_DIR = Path(__file__).parent / "games"
 BUILTIN_ROOT = GAMES_DIR / "json_2.1.1"
@@ -51,8 +53,6 @@ def task_type_of(game_dir: Path) -> str | None:
 
 def compute_text(game_path: str | Path) -> str:
     """The opening observation, by loading the game (paper wording; both give the same)."""
-    from envs.alfworld.env import acquire_game, opening_text, release_game
-
     game = acquire_game(str(game_path), "paper")
     try:
         return opening_text(game.reset())

@@ -1,7 +1,7 @@
 """The paper's Wikipedia API (search / lookup / finish) for HotpotQA and FEVER, over a
 live MediaWiki wiki, a Kiwix ZIM file, or the built-in sample ZIM (the default).
 
-Registers the `hotpotqa` (7 steps) and `fever` (5 steps) families. Episode option
+Defines the `hotpotqa` (7 steps) and `fever` (5 steps) families (`FAMILIES`, found by `envs.registry`). Episode option
 `wiki`: None / "builtin", "live" (with `wiki_url`), or "zim:/path/file.zim".
 """
 
@@ -12,10 +12,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envs.base import BlobStore, EnvError, EnvFamily, register
+from envs.base import BlobStore, EnvError, EnvFamily
 from envs.wikipedia import tasks as _tasks
 from envs.wikipedia.env import WikiEnv
-from sessions.records import Task
+from envs.wikipedia.paths import PROMPTS_FILES
+from trajectory.records import Task
 
 DEFAULT_MAX_STEPS = {"hotpotqa": 7, "fever": 5}
 _ZIM_CACHE: dict[str, Any] = {}
@@ -77,12 +78,15 @@ def make_env(kind: str, task: Task | None = None, options: dict | None = None,
     return env
 
 
-for _kind in ("hotpotqa", "fever"):
-    register(EnvFamily(
-        kind=_kind,
-        list_tasks=partial(_tasks.list_tasks, _kind),
-        get_task=partial(_tasks.get_task, _kind),
-        make_env=partial(make_env, _kind),
-        default_max_steps=DEFAULT_MAX_STEPS[_kind],
-        custom_task=partial(_tasks.custom_task, _kind),
-    ))
+FAMILIES = {
+    kind: EnvFamily(
+        kind=kind,
+        list_tasks=partial(_tasks.list_tasks, kind),
+        get_task=partial(_tasks.get_task, kind),
+        make_env=partial(make_env, kind),
+        default_max_steps=DEFAULT_MAX_STEPS[kind],
+        custom_task=partial(_tasks.custom_task, kind),
+        exemplars_file=PROMPTS_FILES[kind],
+    )
+    for kind in ("hotpotqa", "fever")
+}

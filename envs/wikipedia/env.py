@@ -13,7 +13,7 @@ from envs.base import BlobStore, EnvError, StepResult
 from envs.wikipedia import text as T
 from envs.wikipedia.backend import Backend
 from envs.wikipedia.scoring import exact_match, f1, fever_correct
-from sessions.records import Task
+from trajectory.records import Task
 
 NO_PAGE = "No page is open yet: use search[entity] first, then lookup[keyword]."
 EMPTY_ENTITY = "Search needs an entity, e.g. search[Colorado orogeny]."

@@ -13,13 +13,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.exemplars import BUILTIN_FILES
-from agent.formats import FEVER_HEADER, render_wiki
+from envs.wikipedia.paths import PROMPTS_FILES
+from trajectory.formats import FEVER_HEADER, render_wiki
 from envs.base import EnvError
-from sessions.records import Step
+from trajectory.records import Step
 
-DATA_DIR = Path(__file__).parent / "data"
-PROMPTS_FILES = {kind: BUILTIN_FILES[kind] for kind in ("hotpotqa", "fever")}
 FEVER_INSTRUCTION = FEVER_HEADER[1:]  # the header without its leading newline
 REFERENCE_FILES = {"hotpotqa": "prompts_naive.json", "fever": "fever.json"}
 

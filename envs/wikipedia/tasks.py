@@ -11,7 +11,7 @@ from pathlib import Path
 
 from envs.base import EnvError
 from envs.wikipedia.builtin import CORPUS_DIR, read_jsonl
-from sessions.records import Task
+from trajectory.records import Task
 
 SOURCES = ("builtin", "react", "official")
 REACT_FILES = {"hotpotqa": "hotpot_dev_v1_simplified.json", "fever": "paper_dev.jsonl"}

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from agent import formats as fmt
+from trajectory import formats as fmt
 from sessions.annotations import NEGATIVE_TAGS, POSITIVE_TAGS
-from sessions.records import Step
+from trajectory.records import Step
 
 SYSTEM = {
     "alfworld": "Interact with a household to solve a task. Reply with one command per turn: an action, "

@@ -17,10 +17,10 @@ from typing import IO, Any, Iterator
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions.exchange.chat_sft import chat_record, version_ok
-from sessions.exchange.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
+from trajectory.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, SelectionError, select
-from sessions.records import EditInfo, ModelCall, Step
+from trajectory.records import EditInfo, ModelCall, Step
 from sessions.store import Store, StoreError
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")

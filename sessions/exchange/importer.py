@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
-from sessions.exchange.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
+from trajectory.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from sessions.records import ENV_KINDS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
+from trajectory.records import ENV_KINDS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")

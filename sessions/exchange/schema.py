@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sessions.records import AgentConfig, EditKind, Outcome, Source, Task, Usage
+from trajectory.records import AgentConfig, EditKind, Outcome, Source, Task, Usage
 
 SCHEMA_NAME = "react-editor/trajectory"
 SCHEMA_VERSION = 1

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from sessions import annotations as ann
-from sessions.records import ENV_KINDS, Episode, Step, Version
+from trajectory.records import ENV_KINDS, Episode, Step, Version
 from sessions.store import Store, StoreError
 
 OUTCOMES = ("success", "failure", "unfinished")

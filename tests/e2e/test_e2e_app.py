@@ -65,7 +65,7 @@ def see(page, text: str, timeout: float = 30_000, exact: bool = True) -> None:
 def _alfworld_game():
     """A built-in pick-and-place game and its expert walkthrough (go, take, go, put)."""
     try:
-        from envs.base import family
+        from envs.registry import family
 
         fam = family("alfworld")
         tasks = fam.list_tasks()
@@ -98,7 +98,7 @@ def _commands(prompt: str) -> list[str]:
 
 def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
-    from sessions.records import AgentConfig
+    from trajectory.records import AgentConfig
     from sessions.store import Store
 
     task, walk = _alfworld_game()
@@ -192,8 +192,8 @@ def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, l
 
 def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
-    from envs.base import family
-    from sessions.records import AgentConfig
+    from envs.registry import family
+    from trajectory.records import AgentConfig
     from sessions.store import Store
 
     store = Store(tmp_path / "e2e.db")
@@ -229,8 +229,8 @@ def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app,
 
 def test_stop_halts_a_run_mid_way(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
-    from envs.base import family
-    from sessions.records import AgentConfig
+    from envs.registry import family
+    from trajectory.records import AgentConfig
     from sessions.store import Store
 
     llm.set_responder(lambda body: Reply(text=" look", delay_s=0.4))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import CliError, add_common, emit
+from react_editor.common import CliError, add_common, emit
 
 
 def _options(args) -> dict:

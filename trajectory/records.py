@@ -1,7 +1,7 @@
 """Typed records: the nouns of the product (see design.md, "Concepts").
 
 Plain pydantic v2 models with no I/O. The store (`sessions.store`) persists them;
-the engine (`agent.engine`) creates them; prompt rendering (`agent.formats`) reads them.
+the engine (`agent.engine`) creates them; prompt rendering (`trajectory.formats`) reads them.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cli.common import CliError, add_common, db_path, emit, progress
-from sessions.records import ENV_KINDS, AgentConfig
+from agent.summary import version_summary
+from react_editor.common import CliError, add_common, db_path, emit, progress
+from trajectory.records import ENV_KINDS, AgentConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -149,7 +150,7 @@ def _version_id(engine, episode: int, version: int | None) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from envs.base import family
+    from envs.registry import family
 
     opts: dict[str, Any] = {}
     if args.split:
@@ -180,7 +181,7 @@ def _env_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from envs.base import family
+    from envs.registry import family
 
     fam = family(args.env)
     if args.task:
@@ -275,7 +276,7 @@ def _step_text(s) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from agent.formats import render_transcript
+    from trajectory.formats import render_transcript
 
     engine = _engine(args)
     vid = _version_id(engine, args.episode, args.version)
@@ -291,28 +292,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def version_row(engine, v) -> dict[str, Any]:
-    steps = engine.steps(v)
-    human = sum(1 for s in steps if s.source == "human" and s.edit is None)
-    return {
-        "version": v.id,
-        "parent_version": v.parent_version,
-        "name": v.name,
-        "status": v.status,
-        "steps": len(steps),
-        "done": v.outcome.done,
-        "success": v.outcome.success,
-        "reward": v.outcome.reward,
-        "human_edits": len(v.edits) + human,
-        "draft_thought": v.draft_thought,
-        "error": v.error,
-    }
-
-
 def cmd_versions(args: argparse.Namespace) -> int:
     engine = _engine(args)
     ep = engine.store.episode(args.episode)
-    rows = [version_row(engine, v) for v in engine.store.versions(args.episode)]
+    rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
 

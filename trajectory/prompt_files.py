@@ -13,9 +13,30 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from agent import formats as fmt
-from agent.exemplars import ALFWORLD_PREFIXES, ExemplarError, alfworld_type_key
-from sessions.records import Episode, Step
+from trajectory import formats as fmt
+from trajectory.records import Episode, Step
+
+ALFWORLD_PREFIXES = {
+    "pick_and_place": "put",
+    "pick_clean_then_place": "clean",
+    "pick_heat_then_place": "heat",
+    "pick_cool_then_place": "cool",
+    "look_at_obj": "examine",
+    "pick_two_obj": "puttwo",
+}  # the notebook's `prefixes`: task-type prefix -> exemplar family
+
+
+class ExemplarError(ValueError):
+    """No usable exemplars for a task (one line)."""
+
+
+def alfworld_type_key(task_type: str | None) -> str:
+    """Task type or game name -> exemplar family (`put`, `clean`, ...), as the notebook."""
+    for prefix, v in ALFWORLD_PREFIXES.items():
+        if task_type and task_type.startswith(prefix):
+            return v
+    raise ExemplarError(f"unknown ALFWorld task type {task_type!r}")
+
 
 # exemplar family -> the ALFWorld task type it stands for (for imported exemplars)
 ALFWORLD_TYPES = {v: k for k, v in {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli.common import CliError, add_common, emit, progress
+from react_editor.common import CliError, add_common, emit, progress
 
 
 def _generate(args) -> int:
@@ -29,7 +29,7 @@ def _generate(args) -> int:
 
 def _check(args) -> int:
     from envs.alfworld.fastgame import FastGame, load_game_data
-    from envs.alfworld.env import opening_text, process_ob
+    from envs.alfworld.text import opening_text, process_ob
     from envs.alfworld.wording import to_wording
 
     data = load_game_data(args.game)

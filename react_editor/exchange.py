@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.common import CliError, add_common, db_path, emit, progress
-from sessions.records import ENV_KINDS
+from react_editor.common import CliError, add_common, db_path, emit, progress
+from trajectory.records import ENV_KINDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

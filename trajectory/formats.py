@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence
 
-from sessions.records import Step
+from trajectory.records import Step
 
 ALFWORLD_INSTRUCTION = "Interact with a household to solve a task. Here are two examples.\n"
 ALFWORLD_TASK_CUE = "\nHere is the task.\n"

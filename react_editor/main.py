@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMAND_MODULES = ("cli.core", "cli.alfworld", "cli.wiki", "cli.exchange")
+SUBCOMMAND_MODULES = ("react_editor.core", "react_editor.alfworld", "react_editor.wiki", "react_editor.exchange")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cli.common import run_command
+    from react_editor.common import run_command
 
     parser = build_parser()
     args = parser.parse_args(argv)
