@@ -150,7 +150,7 @@ class Version(Record):
     draft_edit: EditInfo | None = None
     edits: list[EditInfo] = Field(default_factory=list)  # the person's edits along this path
     name: str | None = None
-    status: Literal["open", "done", "stopped", "error"] = "open"
+    status: Literal["open", "done", "stopped"] = "open"
     error: str | None = None
     outcome: Outcome = Field(default_factory=Outcome)
     created_at: str = Field(default_factory=now)

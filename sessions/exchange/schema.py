@@ -111,7 +111,7 @@ class VersionRecord(_M):
     parent: int | None = None
     current: bool = False
     name: str | None = None
-    status: Literal["open", "done", "stopped", "error"] = "open"
+    status: Literal["open", "done", "stopped"] = "open"
     error: str | None = None
     outcome: Outcome = Field(default_factory=Outcome)
     draft_thought: str | None = None
