@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from agent import exemplars as ex
 from trajectory import formats as fmt
+from trajectory import signals as sig
 from agent.client import ModelClient, ModelError
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
@@ -329,7 +330,7 @@ class Engine:
                 self.store.record_calls(ep.id, calls)
             self.store.update_version(v.id, error=str(exc))
             raise
-        new = self._execute(ep, env, i, thought, action, source=source, edit=edit, call_ids=[-(n + 1) for n in range(len(calls))])
+        new = self._execute(ep, env, steps, thought, action, source=source, edit=edit, call_ids=[-(n + 1) for n in range(len(calls))])
         return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
 
     def _wiki_action(self, ep: Episode, prefix: str, i: int, thought: str, calls: list[ModelCall]) -> str:
@@ -348,17 +349,16 @@ class Engine:
         if thought is None and action is None:
             raise EngineError("write a thought or an action")
         v, ep, steps, env = self._begin(version_id)
-        i = len(steps) + 1
         new: list[Step] = []
         if ep.task.env == "alfworld":
             if action is not None and fmt.split_think(action) is not None:
                 thought, action = fmt.split_think(action), None if thought is None else action
             if thought is not None:
-                new.append(self._execute(ep, env, i, thought, None, source="human"))
+                new.append(self._execute(ep, env, steps, thought, None, source="human"))
             if action is not None:
                 if len(steps) + len(new) >= self.max_steps(ep) or (new and new[-1].done):
                     raise EngineError("no room for the action: the step limit is reached")
-                new.append(self._execute(ep, env, i + len(new), None, action, source="human"))
+                new.append(self._execute(ep, env, steps + new, None, action, source="human"))
         else:
             if action is None:
                 raise EngineError("in the Wikipedia format a step needs an action (Search[...], Lookup[...] or Finish[...])")
@@ -366,14 +366,14 @@ class Engine:
                 thought = v.draft_thought
             if ep.config.style == "act":
                 thought = None
-            new.append(self._execute(ep, env, i, thought, action, source="human", edit=v.draft_edit))
+            new.append(self._execute(ep, env, steps, thought, action, source="human", edit=v.draft_edit))
         return self._record(v, ep, steps, new, [], clear_draft=v.draft_thought is not None)
 
     def _execute(
         self,
         ep: Episode,
         env: Environment,
-        i: int,
+        earlier: list[Step],
         thought: str | None,
         action: str | None,
         *,
@@ -386,14 +386,15 @@ class Engine:
             command = f"{fmt.THINK_PREFIX} {thought or ''}"
         else:
             command = action or ""
+        known = env.admissible_actions() if action is not None else None  # what the env knew before it
         try:
             res: StepResult = env.step(command)
         except EnvError:
             raise
         except Exception as exc:  # an environment bug must not lose the version: say what failed
             raise EngineError(f"the environment failed on {command[:80]!r}: {exc}") from exc
-        return Step(
-            index=i,
+        step = Step(
+            index=len(earlier) + 1,
             thought=thought,
             action=action,
             observation=res.observation,
@@ -405,6 +406,8 @@ class Engine:
             call_ids=call_ids or [],
             snapshot=env.snapshot(),
         )
+        return step.model_copy(update={"signals": sig.step_signals(
+            step, earlier, env=kind, task_text=ep.task.text, admissible=known)})
 
     def _record(
         self, v: Version, ep: Episode, steps: list[Step], new: list[Step], calls: list[ModelCall], *, clear_draft: bool
@@ -560,7 +563,7 @@ class Engine:
         if e.alf and fmt.split_think(e.text) is not None:
             raise EngineError("that is a thought ('think: ...'); use a thought edit")
         env = self.env_at(e.ep, e.prefix)
-        new = [self._execute(e.ep, env, e.k, e.old.thought, e.text, source="human", edit=e.info)]
+        new = [self._execute(e.ep, env, e.prefix, e.old.thought, e.text, source="human", edit=e.info)]
         self._live[e.ep.id].at = None  # the env moved past the prefix on a new branch
         return new, {}
 

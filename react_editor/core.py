@@ -10,6 +10,7 @@ from typing import Any
 from agent.summary import version_summary
 from react_editor.common import CliError, add_common, db_path, emit, progress
 from trajectory.records import ENV_KINDS, AgentConfig
+from trajectory.signals import SIGNALS, version_step_signals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--type", dest="task_type", default=None)
     p.add_argument("--outcome", choices=("success", "failure", "unfinished"), default=None)
     p.add_argument("--edited", action="store_true", default=None)
+    p.add_argument("--signal", choices=SIGNALS, default=None, help="only episodes whose current version carries it")
+    p.add_argument("--all-versions", action="store_true", help="with --signal: any version carries it")
     p.set_defaults(func=cmd_episodes)
 
     p = add_common(sub.add_parser("edit", help="edit step K of a version (a new version; the old one stays)"))
@@ -249,12 +252,14 @@ def cmd_step(args: argparse.Namespace) -> int:
     else:
         _apply_model_flags(engine, args)
         rep = engine.step(vid)
-    data = {"episode": args.episode, "version": vid, "done": rep.done, "steps": [_step_json(s) for s in rep.steps]}
+    signals = version_step_signals(rep.steps, rep.version.outcome)
+    data = {"episode": args.episode, "version": vid, "done": rep.done,
+            "steps": [_step_json(s, sigs) for s, sigs in zip(rep.steps, signals)]}
     emit(args, data, lambda: "\n".join(_step_text(s) for s in rep.steps))
     return 0
 
 
-def _step_json(s) -> dict[str, Any]:
+def _step_json(s, signals: list[str] | None = None) -> dict[str, Any]:
     out = {
         "index": s.index,
         "thought": s.thought,
@@ -263,6 +268,7 @@ def _step_json(s) -> dict[str, Any]:
         "source": s.source,
         "done": s.done,
         "id": s.id,
+        "signals": list(s.signals or []) if signals is None else signals,
     }
     if s.edit:
         out["edit"] = s.edit.model_dump(exclude_none=True)
@@ -287,7 +293,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     ep = engine.store.episode(args.episode)
     v = engine.store.version(vid)
     steps = engine.steps(v)
-    data = [_step_json(s) for s in steps]
+    data = [_step_json(s, sigs) for s, sigs in zip(steps, version_step_signals(steps, v.outcome))]
     emit(args, data, lambda: render_transcript(ep.task.env, ep.task.text, steps).rstrip("\n"))
     return 0
 
@@ -315,7 +321,15 @@ def cmd_versions(args: argparse.Namespace) -> int:
 def cmd_episodes(args: argparse.Namespace) -> int:
     from sessions.store import Store
 
-    rows = Store(db_path(args)).list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
+    store = Store(db_path(args))
+    rows = store.list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
+    if args.signal:
+        from sessions.search import episodes_with_signal
+
+        keep = set(episodes_with_signal(store, args.signal, all_versions=args.all_versions))
+        rows = [r for r in rows if r["episode"] in keep]
+    elif args.all_versions:
+        raise CliError("--all-versions goes with --signal")
     emit(args, rows, lambda: "\n".join(
         f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{'success' if r['success'] else ('failure' if r['done'] else 'open')}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
         for r in rows) or "(no episodes)")

@@ -311,6 +311,21 @@ def exemplar_ready_versions(store: Store) -> set[int]:
     return {r[0] for r in rows if r[1]}
 
 
+def current_note_targets(store: Store, kind: str, row_ids: Iterable[int]) -> dict[int, int]:
+    """Annotation rows (kind "version" or "step") that are their target's current state,
+    mapped to the target's id: a note replaced later is history, not a search hit."""
+    table, target = ("version_annotations", "version_id") if kind == "version" else ("step_annotations", "step_id")
+    out: dict[int, int] = {}
+    for chunk in _chunks(list(row_ids)):
+        rows = store.db.execute(
+            f"select a.id, a.{target} from {table} a where a.id in ({','.join('?' * len(chunk))}) and a.id = "
+            f"(select max(b.id) from {table} b where b.{target} = a.{target})",
+            chunk,
+        )
+        out.update(dict(rows.fetchall()))
+    return out
+
+
 def _chunks(ids: list[int], n: int = 500) -> Iterable[list[int]]:
     for i in range(0, len(ids), n):
         yield ids[i : i + n]

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
 from typing import Callable
 
 import sqlite_utils
+
+from sessions import search_index
+from trajectory.signals import PathState
 
 APP_ID = "react-editor"
 
@@ -73,7 +78,40 @@ def _v3_calls_by_episode(db: sqlite_utils.Database) -> None:
     db.execute("create index if not exists model_calls_episode on model_calls(episode_id)")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode]
+def _v4_step_signals(db: sqlite_utils.Database) -> None:
+    """Issue 13: each step's failure signals, stored with it; computed here for the steps
+    recorded before (walking each episode's tree once, parents before children)."""
+    db.execute("alter table steps add column signals text")
+    starts = {
+        ep: PathState.start(env, text or "")
+        for ep, env, text in db.execute(
+            "select e.id, t.env, json_extract(t.json, '$.text') from episodes e join tasks t on t.id = e.task_id"
+        )
+    }
+    states: dict[int, PathState] = {}
+    updates, episode = [], None
+    rows = db.execute("select id, episode_id, parent_id, action, observation from steps order by episode_id, id")
+    for sid, ep, parent, action, observation in rows:
+        if ep != episode:
+            states, episode = {}, ep
+        state = states[parent] if parent is not None else starts[ep]
+        step = SimpleNamespace(action=action, observation=observation)
+        found = state.signals(step)
+        if found:
+            updates.append((json.dumps(found, separators=(",", ":")), sid))
+        states[sid] = state.then(step)
+    db.conn.executemany("update steps set signals = ? where id = ?", updates)
+    db.execute("create index steps_signals on steps(episode_id) where signals is not null")
+
+
+def _v5_search_index(db: sqlite_utils.Database) -> None:
+    """Issue 13: the full-text index (sessions.search_index), built over existing rows."""
+    search_index.install(db)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_step_signals, _v5_search_index,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

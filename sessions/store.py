@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -30,6 +31,7 @@ from trajectory.records import (
     Version,
     now,
 )
+from trajectory.signals import STEP_LIMIT, PathState, version_signals
 from sessions import schema
 
 
@@ -354,7 +356,7 @@ class Store:
     # ------------------------------------------------------------------ steps
     _SCOLS = (
         "id, episode_id, parent_id, idx, thought, action, observation, done, reward, info, source, "
-        "edit, call_ids, snapshot, created_at"
+        "edit, call_ids, snapshot, created_at, signals"
     )
 
     def _step_from_row(self, r) -> Step:
@@ -374,12 +376,13 @@ class Store:
             call_ids=_uj(r[12], []),
             snapshot=_uj(r[13]),
             created_at=r[14],
+            signals=_uj(r[15], []),
         )
 
     def _insert_step(self, s: Step) -> Step:
         sid = self.db.execute(
             "insert into steps (episode_id, parent_id, idx, thought, action, observation, done, reward, info, "
-            "source, edit, call_ids, snapshot, created_at) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "source, edit, call_ids, snapshot, created_at, signals) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 s.episode_id,
                 s.parent_id,
@@ -395,6 +398,7 @@ class Store:
                 _j(s.call_ids) if s.call_ids else None,
                 _j(s.snapshot),
                 s.created_at,
+                _j(s.signals) if s.signals else None,
             ],
         ).lastrowid
         return s.model_copy(update={"id": sid})
@@ -445,6 +449,7 @@ class Store:
         them, and move the version's leaf - all in one transaction. Steps' `call_ids` may
         hold negative placeholders -1, -2, ... meaning "the 1st, 2nd call in `calls`"."""
         v = self.version(version_id)
+        steps = self._signed(v.episode_id, v.leaf_step_id, steps)
         out: list[Step] = []
         with self.transaction():
             call_ids = [self._insert_call(c, v.episode_id) for c in calls]
@@ -475,6 +480,7 @@ class Store:
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (), **fields: Any) -> tuple[Version, list[Step]]:
         """A new version whose path is root..`at_step` (shared, not copied) followed by
         `steps` (new rows). It becomes the episode's current version."""
+        steps = self._signed(parent.episode_id, at_step.id if at_step else None, steps)
         out: list[Step] = []
         with self.transaction():
             prev = at_step.id if at_step else None
@@ -487,6 +493,71 @@ class Store:
             )
             self.db.execute("update episodes set current_version = ? where id = ?", [v.id, parent.episode_id])
         return v, out
+
+    def _signed(self, episode_id: int, parent_id: int | None, steps: Iterable[Step]) -> list[Step]:
+        """The steps with their signals: those the caller did not compute (imports, thought
+        edits; the engine computes its own, it knows the admissible commands) are computed
+        here from the path before them."""
+        steps = list(steps)
+        if all(s.signals is not None for s in steps):
+            return steps
+        task = self.episode(episode_id).task
+        state = PathState.start(task.env, task.text)
+        for s in self.path(parent_id):
+            state = state.then(s)
+        out = []
+        for s in steps:
+            if s.signals is None:
+                s = s.model_copy(update={"signals": state.signals(s)})
+            out.append(s)
+            state = state.then(s)
+        return out
+
+    # ------------------------------------------------------------------ trees (search, signals)
+    def episode_trees(self, episode_ids: Iterable[int]) -> dict[int, "EpisodeTree"]:
+        """The version trees of many episodes in three queries: what maps a step hit to the
+        versions holding it and a version to the signals it carries."""
+        out: dict[int, EpisodeTree] = {}
+        ids = sorted(set(episode_ids))
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            q = ",".join("?" * len(chunk))
+            for eid, env, typ, cur in self.db.execute(
+                f"select e.id, t.env, t.type, e.current_version from episodes e join tasks t on t.id = e.task_id "
+                f"where e.id in ({q})", chunk):
+                out[eid] = EpisodeTree(eid, env, typ, cur)
+            for vid, eid, leaf, oc in self.db.execute(
+                f"select id, episode_id, leaf_step_id, outcome from versions where episode_id in ({q})", chunk):
+                out[eid].versions[vid] = (leaf, Outcome.model_validate_json(oc) if oc else Outcome())
+            for sid, eid, parent, idx, sig in self.db.execute(
+                f"select id, episode_id, parent_id, idx, signals from steps where episode_id in ({q})", chunk):
+                out[eid].steps[sid] = (parent, idx, _uj(sig, []))
+        return out
+
+    _OWNERS = {
+        "step": "select id, episode_id from steps where id in ({})",
+        "version": "select id, episode_id from versions where id in ({})",
+        "task": "select task_id, id from episodes where task_id in ({}) order by id desc",
+    }
+
+    def episodes_of(self, kind: str, ids: Iterable[int]) -> dict[int, list[int]]:
+        """The episode(s) each step / version / task id belongs to (a task: newest first)."""
+        out: dict[int, list[int]] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            for key, eid in self.db.execute(self._OWNERS[kind].format(",".join("?" * len(chunk))), chunk):
+                out.setdefault(key, []).append(eid)
+        return out
+
+    def episodes_flagged(self, signal: str) -> set[int]:
+        """Episodes that may carry `signal` (a superset: a flagged step, or a version ended
+        at its limit); `EpisodeTree.signals` decides per version."""
+        if signal == STEP_LIMIT:
+            sql, params = "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
+        else:
+            sql, params = "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
+        return {r[0] for r in self.db.execute(sql, params)}
 
     # ------------------------------------------------------------------ model calls
     # A call row holds what differs per call; what repeats (model, style, decoding params,
@@ -613,6 +684,38 @@ class Store:
 
     def integrity_check(self) -> str:
         return self.db.execute("pragma integrity_check").fetchone()[0]
+
+
+@dataclass
+class EpisodeTree:
+    """One episode's version tree as search needs it: versions (id -> leaf step, outcome)
+    and steps (id -> parent, index, signals)."""
+
+    id: int
+    env: str
+    type: str | None
+    current: int | None
+    versions: dict[int, tuple[int | None, Outcome]] = field(default_factory=dict)
+    steps: dict[int, tuple[int | None, int, list[str]]] = field(default_factory=dict)
+
+    def path(self, version_id: int) -> list[int]:
+        """Step ids of a version, leaf first."""
+        out, sid = [], self.versions[version_id][0]
+        while sid is not None:
+            out.append(sid)
+            sid = self.steps[sid][0]
+        return out
+
+    def preferred(self, version_ids: Iterable[int]) -> list[int]:
+        """The current version first, then the newest first."""
+        return sorted(version_ids, key=lambda v: (v != self.current, -v))
+
+    def holding(self, step_id: int) -> list[int]:
+        """The versions whose path holds the step, preferred first."""
+        return self.preferred(v for v in self.versions if step_id in self.path(v))
+
+    def signals(self, version_id: int) -> set[str]:
+        return version_signals((self.steps[s][2] for s in self.path(version_id)), self.versions[version_id][1])
 
 
 class _Tx:

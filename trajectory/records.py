@@ -127,6 +127,7 @@ class Step(Record):
     call_ids: list[int] = Field(default_factory=list)
     snapshot: dict[str, Any] | None = None  # env state after this step, when the env can
     created_at: str = Field(default_factory=now)
+    signals: list[str] | None = None  # automatic flags (trajectory.signals); None: not computed yet
 
 
 class Outcome(Record):

@@ -1,0 +1,34 @@
+"""`react-editor search`: full-text search over every version (sessions.search)."""
+
+from __future__ import annotations
+
+import argparse
+
+from react_editor.common import add_common, db_path, emit
+from sessions.search import DEFAULT_LIMIT, OUTCOMES
+from trajectory.records import ENV_KINDS
+from trajectory.signals import SIGNALS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_common(sub.add_parser(
+        "search", help="full-text search: task text, thoughts, actions, observations, version names, notes"))
+    p.add_argument("query", help='FTS5 query: words, "a phrase", prefix*, AND / OR / NOT, observation: word')
+    p.add_argument("--env", choices=ENV_KINDS, default=None)
+    p.add_argument("--outcome", choices=OUTCOMES, default=None, help="the version's automatic outcome")
+    p.add_argument("--signal", choices=SIGNALS, default=None, help="only versions carrying this signal")
+    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT)
+    p.set_defaults(func=cmd_search)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from sessions.search import search
+    from sessions.store import Store
+
+    hits = search(Store(db_path(args)), args.query, env=args.env, outcome=args.outcome, signal=args.signal,
+                  limit=args.limit)
+    rows = [h.as_json() for h in hits]
+    emit(args, rows, lambda: "\n".join(
+        f"{r['episode']}:{r['version']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"
+        f"{' '.join(r['snippet'].split())}" for r in rows) or "(no matches)")
+    return 0

@@ -1,0 +1,149 @@
+"""Failure signals: automatic flags on a step (design.md "Signal") - suggestions for a
+person, never labels. Pure: a step's signals follow from the step, the earlier steps of its
+path, the opening observation and what the environment knew (ALFWorld's admissible
+commands). A step's earlier steps are its ancestors in the tree, so its signals are the
+same in every version that holds it; `step_limit` ends a version, not a step, and comes
+from the version's outcome (`metrics.limit`, set when the engine stops at the limit).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+SIGNALS: tuple[str, ...] = (
+    "repeated_action",
+    "no_effect",
+    "invalid_action",
+    "search_miss",
+    "lookup_miss",
+    "step_limit",
+    "hallucinated_object",
+)
+STEP_LIMIT = "step_limit"
+
+# The paper's Table 2 failure mode each signal suggests (sessions.annotations.FAILURE_MODES).
+SUGGESTS: dict[str, str] = {
+    "repeated_action": "reasoning_error",
+    "search_miss": "search_result_error",
+    "lookup_miss": "search_result_error",
+    "hallucinated_object": "hallucination",
+}
+
+NOTHING_HAPPENS = "Nothing happens."
+# Wikipedia observations for actions the environment could not parse or execute
+# (envs/wikipedia/env.py: an unknown action, lookup before any search, an empty search).
+_WIKI_INVALID = ("Invalid action", "No page is open yet", "Search needs an entity")
+_OBJ = r"[a-z]+ \d+"
+_OBJECT = re.compile(rf"\b({_OBJ})\b", re.I)
+# The ALFWorld command grammar (both wordings); anything else cannot be parsed.
+_ALF_COMMAND = re.compile(
+    rf"(look|inventory|help|go to {_OBJ}|(open|close|examine|use|toggle) {_OBJ}|take {_OBJ} from {_OBJ}"
+    rf"|put {_OBJ} in/on {_OBJ}|move {_OBJ} to {_OBJ}|(heat|cool|clean|slice) {_OBJ} with {_OBJ})",
+    re.I,
+)
+
+
+def _norm(text: str | None) -> str:
+    return " ".join((text or "").split()).casefold()
+
+
+def objects(text: str | None) -> set[str]:
+    """ALFWorld object mentions ("mug 1", "cabinet 6") in a text, lower-cased."""
+    return {m.lower() for m in _OBJECT.findall(text or "")}
+
+
+@dataclass(frozen=True)
+class PathState:
+    """What the earlier steps of a path tell the signals: the (action, observation) pairs
+    taken and the objects seen. `then(step)` is the state one step further (a new object,
+    so a tree is walked without recomputing each path)."""
+
+    env: str
+    taken: frozenset = frozenset()
+    seen: frozenset = frozenset()
+
+    @classmethod
+    def start(cls, env: str, task_text: str = "") -> "PathState":
+        return cls(env, frozenset(), frozenset(objects(task_text)) if env == "alfworld" else frozenset())
+
+    def then(self, step: Any) -> "PathState":
+        taken = self.taken | {(_norm(step.action), _norm(step.observation))} if step.action is not None else self.taken
+        seen = self.seen | objects(step.observation) if self.env == "alfworld" else self.seen
+        return PathState(self.env, taken, seen)
+
+    def signals(self, step: Any, admissible: Sequence[str] | None = None) -> list[str]:
+        """The step's signals, in `SIGNALS` order (`step_limit` is a version's, see below)."""
+        action, obs = step.action, (step.observation or "").strip()
+        out: set[str] = set()
+        if action is not None:
+            if (_norm(action), _norm(obs)) in self.taken:
+                out.add("repeated_action")
+            if obs == NOTHING_HAPPENS:
+                out.add("no_effect")
+            if obs.startswith(_WIKI_INVALID) or (self.env == "alfworld" and not _ALF_COMMAND.fullmatch(action.strip())):
+                out.add("invalid_action")
+            if self.env == "alfworld":
+                known = set().union(*(objects(c) for c in admissible)) if admissible else set()
+                if objects(action) - self.seen - known:
+                    out.add("hallucinated_object")
+        if obs.startswith("Could not find"):
+            out.add("search_miss")
+        if obs.startswith("No more results"):
+            out.add("lookup_miss")
+        return [s for s in SIGNALS if s in out]
+
+
+def step_signals(step: Any, earlier: Iterable[Any], *, env: str, task_text: str = "",
+                 admissible: Sequence[str] | None = None) -> list[str]:
+    """Signals of `step` after the `earlier` steps of its version (root first)."""
+    state = PathState.start(env, task_text)
+    for s in earlier:
+        state = state.then(s)
+    return state.signals(step, admissible)
+
+
+def ended_at_limit(outcome: Any) -> bool:
+    """The version stopped at its step limit without an answer (a success is an answer)."""
+    return bool(outcome.done and outcome.metrics.get("limit") and outcome.success is not True)
+
+
+def version_step_signals(steps: Sequence[Any], outcome: Any) -> list[list[str]]:
+    """Each step's signals as a version shows them: `step_limit` on its last step."""
+    out = [list(s.signals or []) for s in steps]
+    if out and ended_at_limit(outcome):
+        out[-1].append(STEP_LIMIT)
+    return out
+
+
+def version_signals(step_signal_lists: Iterable[Iterable[str]], outcome: Any) -> set[str]:
+    """Every signal a version carries."""
+    out = {s for sigs in step_signal_lists for s in sigs}
+    if ended_at_limit(outcome):
+        out.add(STEP_LIMIT)
+    return out
+
+
+def suggest_failure_modes(signals: Iterable[str]) -> list[str]:
+    """Table-2 failure modes the signals point at (repetitive steps -> reasoning error,
+    search misses -> search result error, ...): a pre-filled suggestion a person confirms
+    or clears, never a label by itself."""
+    found = set(signals)
+    return list(dict.fromkeys(mode for sig, mode in SUGGESTS.items() if sig in found))
+
+
+@dataclass
+class SignalCounts:
+    """Signals per task type over some episodes: for each (type, signal), the episodes whose
+    version carries it - a count that opens its episodes."""
+
+    episodes: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+    def add(self, task_type: str | None, episode_id: int, signals: Iterable[str]) -> None:
+        by_signal = self.episodes.setdefault(task_type or "", {})
+        for s in signals:
+            by_signal.setdefault(s, []).append(episode_id)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        return {t: {s: len(ids) for s, ids in sorted(by.items())} for t, by in sorted(self.episodes.items())}
