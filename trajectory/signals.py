@@ -139,11 +139,13 @@ class SignalCounts:
     version carries it - a count that opens its episodes."""
 
     episodes: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)  # episodes counted per type
 
     def add(self, task_type: str | None, episode_id: int, signals: Iterable[str]) -> None:
-        by_signal = self.episodes.setdefault(task_type or "", {})
+        t = task_type or ""
+        self.totals[t] = self.totals.get(t, 0) + 1
         for s in signals:
-            by_signal.setdefault(s, []).append(episode_id)
+            self.episodes.setdefault(t, {}).setdefault(s, []).append(episode_id)
 
     def counts(self) -> dict[str, dict[str, int]]:
         return {t: {s: len(ids) for s, ids in sorted(by.items())} for t, by in sorted(self.episodes.items())}
