@@ -13,9 +13,9 @@ import json
 import os
 import sqlite3
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import sqlite_utils
 
@@ -66,6 +66,16 @@ def _hex_blob(h: str | None) -> bytes | None:
 
 def _uj(text: str | None, default: Any = None) -> Any:
     return default if text is None else json.loads(text)
+
+
+def _ids(text: str | None) -> list[int]:
+    """A stored id list ("[3,4]", as `_j` writes it) without the JSON parser (bulk reads)."""
+    if not text:
+        return []
+    try:
+        return [int(x) for x in text[1:-1].split(",")]
+    except ValueError:
+        return json.loads(text)
 
 
 class Store:
@@ -151,15 +161,19 @@ class Store:
             self.db.execute("update episodes set current_version = ? where id = ?", [version.id, ep_id])
         return self.episode(ep_id), version
 
+    _EP_SQL = (
+        "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at "
+        "from episodes e join tasks t on t.id = e.task_id join configs c on c.id = e.config_id "
+    )
+
     def episode(self, episode_id: int) -> Episode:
-        row = self.db.execute(
-            "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at "
-            "from episodes e join tasks t on t.id = e.task_id join configs c on c.id = e.config_id "
-            "where e.id = ?",
-            [episode_id],
-        ).fetchone()
+        row = self.db.execute(self._EP_SQL + "where e.id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
+        return self._episode_from_row(row)
+
+    @staticmethod
+    def _episode_from_row(row) -> Episode:
         return Episode(
             id=row[0],
             task=Task.model_validate_json(row[1]),
@@ -359,25 +373,16 @@ class Store:
         "edit, call_ids, snapshot, created_at, signals"
     )
 
+    @staticmethod
+    def _step_fields(r, infos: dict[str, dict] | None = None) -> tuple:
+        """A steps row (`_SCOLS`) as the values of `StepRow`'s fields, in order."""
+        info = _uj(r[9], {}) if infos is None or r[9] is None else infos.get(r[9]) or infos.setdefault(r[9], _uj(r[9]))
+        return (r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8] or 0.0, info, r[10],
+                EditInfo.model_validate_json(r[11]) if r[11] else None, _ids(r[12]), _uj(r[13]), r[14],
+                _uj(r[15], []))
+
     def _step_from_row(self, r) -> Step:
-        return Step(
-            id=r[0],
-            episode_id=r[1],
-            parent_id=r[2],
-            index=r[3],
-            thought=r[4],
-            action=r[5],
-            observation=r[6],
-            done=bool(r[7]),
-            reward=r[8] or 0.0,
-            info=_uj(r[9], {}),
-            source=r[10],
-            edit=EditInfo.model_validate_json(r[11]) if r[11] else None,
-            call_ids=_uj(r[12], []),
-            snapshot=_uj(r[13]),
-            created_at=r[14],
-            signals=_uj(r[15], []),
-        )
+        return Step(**dict(zip(StepRow.__slots__, self._step_fields(r))))
 
     def _insert_step(self, s: Step) -> Step:
         sid = self.db.execute(
@@ -620,27 +625,52 @@ class Store:
             rows = self.db.execute(self._CALL_SQL + f"where c.id in ({','.join('?' * len(ids))}) order by c.id", ids)
         else:
             rows = self.db.execute(self._CALL_SQL + "where c.episode_id = ? order by c.id", [episode_id])
-        return [
-            ModelCall(
-                id=r[0],
-                episode_id=r[1],
-                created_at=r[2],
-                model=r[3] or "",
-                api_style=r[4] or "completions",
-                purpose=r[5],
-                params=_uj(r[6], {}),
-                prompt_hash=bytes(r[7]).hex() if r[7] is not None else "",
-                prompt_chars=r[8] or 0,
-                completion=r[9],
-                usage=Usage(prompt_tokens=r[10], completion_tokens=r[11], cached_prompt_tokens=r[12]),
-                latency_ms=r[13],
-                attempts=r[14],
-                cached=bool(r[15]),
-                error=r[16],
-                cache_key=bytes(r[17]).hex() if r[17] is not None else None,
-            )
-            for r in rows
-        ]
+        return [ModelCall(**dict(zip(CallRow.__slots__, self._call_fields(r, _uj(r[6], {}), Usage)))) for r in rows]
+
+    @staticmethod
+    def _call_fields(r, params: dict, usage: type) -> tuple:
+        """A `_CALL_SQL` row as the values of `CallRow`'s fields, in order."""
+        return (r[0], r[1], r[2], r[3] or "", r[4] or "completions", r[5], params,
+                bytes(r[7]).hex() if r[7] is not None else "", r[8] or 0, r[9],
+                usage(prompt_tokens=r[10], completion_tokens=r[11], cached_prompt_tokens=r[12]),
+                r[13], r[14], bool(r[15]), r[16], bytes(r[17]).hex() if r[17] is not None else None)
+
+    # ------------------------------------------------------------------ bulk reads (export)
+    # A pydantic record per row costs more than the whole read; bulk reads of our own rows
+    # give plain rows with the records' field names (StepRow, CallRow) instead.
+    def read_episodes(self, episode_ids: Iterable[int], chunk: int = 200) -> Iterator[
+            tuple[Episode, list[Version], dict[int, "StepRow"]]]:
+        """Episodes (in the given order) with all their versions and steps, a chunk of
+        episodes at a time: three set-based queries per chunk, never one per version."""
+        ids = list(episode_ids)
+        infos: dict[str, dict] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
+        for i in range(0, len(ids), chunk):
+            part = ids[i : i + chunk]
+            q = ",".join("?" * len(part))
+            eps = {r[0]: self._episode_from_row(r) for r in self.db.execute(self._EP_SQL + f"where e.id in ({q})", part)}
+            versions: dict[int, list[Version]] = {}
+            for r in self.db.execute(f"select {self._VCOLS} from versions where episode_id in ({q}) order by id", part):
+                versions.setdefault(r[1], []).append(self._version_from_row(r))
+            steps: dict[int, dict[int, StepRow]] = {}
+            for r in self.db.execute(f"select {self._SCOLS} from steps where episode_id in ({q})", part):
+                steps.setdefault(r[1], {})[r[0]] = StepRow(*self._step_fields(r, infos))
+            for e in part:
+                if e in eps:
+                    yield eps[e], versions.get(e, []), steps.get(e, {})
+
+    def episode_call_rows(self, episode_ids: Iterable[int]) -> dict[int, "CallRow"]:
+        """The model calls recorded for these episodes, by id (one query per 500 episodes)."""
+        out: dict[int, CallRow] = {}
+        params: dict[str | None, dict] = {}
+        ids = list(episode_ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.db.execute(self._CALL_SQL + f"where c.episode_id in ({','.join('?' * len(part))})", part)
+            for r in rows:
+                if r[6] not in params:
+                    params[r[6]] = _uj(r[6], {})
+                out[r[0]] = CallRow(*self._call_fields(r, params[r[6]], UsageRow))
+        return out
 
     # ------------------------------------------------------------------ response cache
     def cache_get(self, key: str) -> tuple[str, Usage] | None:
@@ -684,6 +714,60 @@ class Store:
 
     def integrity_check(self) -> str:
         return self.db.execute("pragma integrity_check").fetchone()[0]
+
+
+@dataclass(slots=True)
+class StepRow:
+    """A stored step as plain attributes: `trajectory.records.Step`'s fields, for bulk reads."""
+
+    id: int
+    episode_id: int
+    parent_id: int | None
+    index: int
+    thought: str | None
+    action: str | None
+    observation: str | None
+    done: bool
+    reward: float
+    info: dict
+    source: str
+    edit: EditInfo | None
+    call_ids: list
+    snapshot: dict | None
+    created_at: str
+    signals: list
+
+    def model_copy(self, *, update: dict[str, Any]) -> "StepRow":
+        """As `Step.model_copy` (the prompt writers copy a step to drop its observation)."""
+        return replace(self, **update)
+
+
+class UsageRow(NamedTuple):
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_prompt_tokens: int | None
+
+
+@dataclass(slots=True)
+class CallRow:
+    """A recorded model call as plain attributes: `ModelCall`'s fields, for bulk reads."""
+
+    id: int
+    episode_id: int | None
+    created_at: str
+    model: str
+    api_style: str
+    purpose: str
+    params: dict
+    prompt_hash: str
+    prompt_chars: int
+    completion: str | None
+    usage: UsageRow
+    latency_ms: float | None
+    attempts: int | None
+    cached: bool
+    error: str | None
+    cache_key: str | None
 
 
 @dataclass

@@ -12,7 +12,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
@@ -45,8 +45,11 @@ class ExportReport:
         return asdict(self)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(obj)
 
 
 # ---------------------------------------------------------------------- jsonl records
@@ -58,29 +61,31 @@ class EpisodeEncoder:
     References (edits, carried_from) resolve only to steps of earlier records - what an
     importer has already created when it reads them."""
 
-    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int):
+    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, Any] | None = None):
         self.store, self.batch, self.ep_ref = store, batch, ep_ref
         ep = batch.episode
+        known = calls or {}
         ids = sorted({cid for path in batch.paths.values() for s in path for cid in s.call_ids})
-        # by primary key (model_calls has no episode index), in chunks under SQLite's variable limit
-        self.calls = {c.id: c for i in range(0, len(ids), 500) for c in store.calls(ids[i : i + 500])}
+        self.calls = {cid: known[cid] for cid in ids if cid in known}
+        missing = [cid for cid in ids if cid not in known]  # a call recorded under another episode
+        self.calls.update({c.id: c for i in range(0, len(missing), 500) for c in store.calls(missing[i : i + 500])})
         self.vann = ann.version_histories(store, [v.id for v in batch.versions])
         self.sann = ann.episode_step_histories(store, ep.id)
         self.step_ref: dict[int, int] = {}
         self.call_ref: dict[int, int] = {}
-        self.step_cache: dict[int, dict] = {}
-        self.call_cache: dict[int, dict] = {}
+        self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
+        self.call_cache: dict[int, str] = {}
         self.version_ref: dict[int, int] = {}
         vids = [v.id for v in batch.versions]
         self.current = ep.current_version if ep.current_version in vids else vids[-1]
-        self.episode_dict = {
+        self.episode_json = _dumps({
             "ref": ep_ref,
             "name": ep.name,
             "created_at": ep.created_at,
             "task": ep.task.model_dump(mode="json"),
             "config": ep.config.model_dump(mode="json"),
             "env_options": ep.env_options,
-        }
+        })
 
     def _edit(self, e: EditInfo | None, limit: int) -> dict | None:
         if e is None:
@@ -94,11 +99,12 @@ class EpisodeEncoder:
             "old_action": e.old_action,
         }
 
-    def _call(self, c: ModelCall) -> dict:
-        d = self.call_cache.get(c.id)
-        if d is None:
+    def _call(self, c: ModelCall) -> int:
+        """The call's ref; its JSON is made on first use."""
+        if c.id not in self.call_cache:
             ref = self.call_ref.setdefault(c.id, len(self.call_ref) + 1)
-            d = {
+            u = c.usage
+            self.call_cache[c.id] = _dumps({
                 "ref": ref,
                 "created_at": c.created_at,
                 "model": c.model,
@@ -108,16 +114,16 @@ class EpisodeEncoder:
                 "prompt_hash": c.prompt_hash,
                 "prompt_chars": c.prompt_chars,
                 "completion": c.completion,
-                "usage": c.usage.model_dump(mode="json"),
+                "usage": {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                          "cached_prompt_tokens": u.cached_prompt_tokens},
                 "latency_ms": c.latency_ms,
                 "attempts": c.attempts,
                 "cached": c.cached,
                 "error": c.error,
-            }
-            self.call_cache[c.id] = d
-        return d
+            })
+        return self.call_ref[c.id]
 
-    def _step(self, s: Step, limit: int) -> dict:
+    def _step(self, s: Step, limit: int) -> str:
         d = self.step_cache.get(s.id)
         if d is not None:
             return d
@@ -130,8 +136,8 @@ class EpisodeEncoder:
         for cid in s.call_ids:
             c = self.calls.get(cid)
             if c is not None:
-                call_refs.append(self._call(c)["ref"])
-        d = {
+                call_refs.append(self._call(c))
+        d = _dumps({
             "ref": ref,
             "index": s.index,
             "thought": s.thought,
@@ -148,11 +154,14 @@ class EpisodeEncoder:
                 {"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
                 for a in self.sann.get(s.id, [])
             ],
-        }
+        })
         self.step_cache[s.id] = d
         return d
 
-    def records(self) -> Iterator[tuple[dict, int]]:
+    def lines(self) -> Iterator[tuple[str, int]]:
+        """One JSON line per version, byte for byte `_dumps` of the record
+        {schema, schema_version, episode, version, steps, calls}: the parts that repeat
+        (the episode, shared steps, calls) are encoded once and joined."""
         for n, v in enumerate(self.batch.versions, 1):
             self.version_ref[v.id] = n
             limit = len(self.step_ref)
@@ -184,14 +193,9 @@ class EpisodeEncoder:
                     for a in self.vann.get(v.id, [])
                 ],
             }
-            yield {
-                "schema": SCHEMA_NAME,
-                "schema_version": SCHEMA_VERSION,
-                "episode": self.episode_dict,
-                "version": version,
-                "steps": steps,
-                "calls": calls,
-            }, len(path)
+            yield (f'{{"schema":{_dumps(SCHEMA_NAME)},"schema_version":{_dumps(SCHEMA_VERSION)},'
+                   f'"episode":{self.episode_json},"version":{_dumps(version)},'
+                   f'"steps":[{",".join(steps)}],"calls":[{",".join(calls)}]}}'), len(path)
 
 
 # ---------------------------------------------------------------------- writers
@@ -275,15 +279,30 @@ def export(
     return report
 
 
+def _chunked(batches: Iterable[EpisodeBatch], n: int = 200) -> Iterator[list[EpisodeBatch]]:
+    chunk: list[EpisodeBatch] = []
+    for b in batches:
+        chunk.append(b)
+        if len(chunk) == n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
-    for n, batch in enumerate(batches, 1):
-        enc = EpisodeEncoder(store, batch, n)
-        report.episodes += 1
-        for rec, nsteps in enc.records():
-            sink.write(_dumps(rec) + "\n")
-            report.versions += 1
-            report.records += 1
-            report.steps += nsteps
+    n = 0
+    for chunk in _chunked(batches):  # the calls of a chunk of episodes in one query
+        calls = store.episode_call_rows(b.episode.id for b in chunk)
+        for batch in chunk:
+            n += 1
+            enc = EpisodeEncoder(store, batch, n, calls)
+            report.episodes += 1
+            for line, nsteps in enc.lines():
+                sink.write(line + "\n")
+                report.versions += 1
+                report.records += 1
+                report.steps += nsteps
 
 
 def _write_chat(store: Store, batches, sink: _Sink, report: ExportReport) -> None:

@@ -1,5 +1,6 @@
 """Which versions an export takes: explicit `EPISODE[:VERSION]` refs and/or filters, read
-one episode at a time so memory stays bounded however many versions match."""
+a chunk of episodes at a time with a few set-based queries, so memory stays bounded however
+many versions match."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from sessions import annotations as ann
-from trajectory.records import ENV_KINDS, Episode, Step, Version
-from sessions.store import Store, StoreError
+from trajectory.records import ENV_KINDS, Episode, Version
+from sessions.store import StepRow, Store, StoreError
 
 OUTCOMES = ("success", "failure", "unfinished")
 
@@ -94,10 +95,21 @@ class EpisodeBatch:
 
     episode: Episode
     versions: list[Version]
-    paths: dict[int, list[Step]] = field(default_factory=dict)
+    paths: dict[int, list[StepRow]] = field(default_factory=dict)
 
 
-def _keep(store: Store, f: Filters, v: Version, steps: list[Step], ready: set[int] | None,
+def _path(steps: dict[int, StepRow], leaf: int | None) -> list[StepRow]:
+    """Root -> leaf through the parent pointers of an episode's steps (read once for all
+    its versions: a shared prefix is the same objects, not a second read)."""
+    out = []
+    while leaf is not None:
+        s = steps[leaf]
+        out.append(s)
+        leaf = s.parent_id
+    return out[::-1]
+
+
+def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
           va: dict[int, list], sa: dict[int, list] | None) -> bool:
     o = v.outcome
     if f.outcome == "success" and o.success is not True:
@@ -142,9 +154,10 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
         plan = [(e, wanted[e]) for e in order if allowed is None or e in allowed]
     else:
         plan = [(e, [Ref(e, all=f.all_versions)]) for e in store.episode_ids(env=f.env, task_type=f.task_type)]
-    for ep_id, ep_refs in plan:
-        ep = store.episode(ep_id)
-        all_versions = {v.id: v for v in store.versions(ep_id)}
+    refs_of = dict(plan)
+    for ep, versions, steps in store.read_episodes(e for e, _ in plan):
+        ep_id, ep_refs = ep.id, refs_of[ep.id]
+        all_versions = {v.id: v for v in versions}
         chosen: list[int] = []
         for r in ep_refs:
             if r.all:
@@ -160,9 +173,9 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
         batch = EpisodeBatch(ep, [])
         for vid in chosen:
             v = all_versions[vid]
-            steps = store.path(v.leaf_step_id)
-            if _keep(store, f, v, steps, ready, va, sa):
+            path = _path(steps, v.leaf_step_id)
+            if _keep(f, v, path, ready, va, sa):
                 batch.versions.append(v)
-                batch.paths[v.id] = steps
+                batch.paths[v.id] = path
         if batch.versions:
             yield batch
