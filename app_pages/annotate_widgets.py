@@ -8,6 +8,7 @@ import streamlit as st
 
 from sessions import annotations as ann
 from sessions.store import Store, StoreError
+from trajectory.signals import suggest_failure_modes, version_signals
 
 _VERDICTS = ["(none)", *ann.VERDICTS]
 
@@ -18,11 +19,17 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
     outcome = store.version(version_id).outcome
     auto = "unfinished" if not outcome.done else ("success" if outcome.success else "failure")
     st.caption(f"Environment outcome: {auto}")
+    # before any annotation, the signals pre-fill a suggestion; it is saved only if the person saves it
+    suggested = [] if cur else suggest_failure_modes(
+        version_signals([s.signals for s in store.version_steps(version_id)], outcome))
+    if suggested:
+        st.caption("Failure modes suggested by the signals: " + ", ".join(m.replace("_", " ") for m in suggested)
+                   + ". Review them, then save to confirm, or clear them.")
     with st.form(key=f"{key_prefix}-va-{version_id}"):
         verdict = st.selectbox("Your verdict", _VERDICTS,
                                index=_VERDICTS.index(cur.verdict) if cur and cur.verdict else 0,
                                key=f"{key_prefix}-verdict-{version_id}")
-        modes = st.multiselect("Failure modes", list(ann.FAILURE_MODES), default=cur.failure_modes if cur else [],
+        modes = st.multiselect("Failure modes", list(ann.FAILURE_MODES), default=cur.failure_modes if cur else suggested,
                                format_func=lambda m: m.replace("_", " "), key=f"{key_prefix}-modes-{version_id}")
         notes = st.text_area("Notes", value=(cur.notes or "") if cur else "", key=f"{key_prefix}-notes-{version_id}")
         ready = st.checkbox("Exemplar-ready", value=cur.exemplar_ready if cur else False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agent.engine import EngineError, ModelCallFailed
-from app_pages import state
+from app_pages import signal_badges, state
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import outcome_text, provenance, replaced_text, step_lines
 from envs.base import EnvError
@@ -298,6 +298,7 @@ def body() -> None:
         with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
             head = st.columns([6, 1])
             head[0].caption(f"Step {s.index} · {provenance(s)}")
+            signal_badges.show(steps, v.outcome, s)
             if head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(r)):
                 st.session_state["edit_at"] = (vid, s.index)
                 st.rerun()

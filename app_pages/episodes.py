@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import state
+from app_pages import search_box, state
 from envs.base import EnvError
 from sessions import exemplar_sets
 from envs.registry import family
@@ -118,6 +118,8 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
             state.set_error("new", exc)
             st.rerun()
         state.open_in("editor", ep.id, v.id)
+
+search_box.render(store)
 
 st.subheader("Your episodes")
 f = st.columns(4)
