@@ -1,0 +1,122 @@
+"""Benchmark: full-text search over 10,000 versions of 30 steps (issue 13).
+
+Builds the bulk database (`_bulk.py`), then
+- index_build_s: turns a copy of it back into a database from before the search index and
+  the signals (schema 3: index, triggers, generated column and signals column dropped) and
+  times the upgrade that opening it runs (signals backfill + index build);
+- size_increase: what that upgrade adds, relative to the database before it (both vacuumed);
+- search_p50_ms: the median wall time of `sessions.search.search` over a mix of queries
+  (rare and common words, phrases, prefixes, column filters, boolean operators, filters),
+  each run 5 times on the upgraded database.
+Prints, last, one JSON object: {"search_p50_ms", "index_build_s", "size_increase", ...}
+(targets: <= 50 ms, <= 60 s, <= 0.5).
+
+    python benchmarks/search.py [--episodes 5000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _bulk import build  # noqa: E402  (before _root, which takes this folder off sys.path)
+from _root import ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
+
+QUERIES = [  # (query, filters)
+    ("mug", {}),
+    ("cabinet", {}),
+    ('"cabinet 3"', {}),
+    ('"put a mug 4321"', {}),
+    ("spoon AND plate", {}),
+    ("cup 17", {}),
+    ("b 4321", {}),
+    ("fridg*", {}),
+    ("observation: spoon", {}),
+    ("thought: mug NOT cabinet", {}),
+    ("countertop OR drawer", {}),
+    ("zebra", {}),
+    ("mug", {"outcome": "unfinished"}),
+    ("cabinet 5", {"env": "alfworld"}),
+    ("cup 3", {"signal": "step_limit"}),
+]
+RUNS = 5
+
+
+def downgrade(db: Path) -> None:
+    """The database as schema 3 had it: no search index, no signals column."""
+    from sessions import search_index
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    for table in search_index.SOURCES:
+        conn.execute(f"drop table [{table}_fts]")
+        for suffix in ("ai", "ad", "au"):
+            conn.execute(f"drop trigger [{table}_{suffix}]")
+    conn.execute("alter table tasks drop column text")
+    conn.execute("drop index steps_signals")
+    conn.execute("alter table steps drop column signals")
+    conn.execute("update meta set value = '3' where key = 'schema_version'")
+    conn.execute("vacuum")
+    conn.close()
+
+
+def vacuumed_size(db: Path) -> int:
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("pragma wal_checkpoint(truncate)")
+    conn.execute("vacuum")
+    conn.close()
+    return db.stat().st_size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--episodes", type=int, default=5000)
+    ap.add_argument("--keep", default=None, help="keep the databases here")
+    args = ap.parse_args()
+    from sessions.search import search
+    from sessions.store import Store
+
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-search-"))
+    work.mkdir(parents=True, exist_ok=True)
+    db, old = work / "bench.db", work / "old.db"
+    for p in (db, old):
+        if p.exists():
+            p.unlink()
+    t0 = time.perf_counter()
+    build(db, args.episodes)
+    print(f"built {args.episodes * 2} versions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    vacuumed_size(db)
+    shutil.copy(db, old)
+    downgrade(old)
+    before = old.stat().st_size
+    t0 = time.perf_counter()
+    Store(old).close()  # the upgrade: signals backfill + index build
+    build_s = time.perf_counter() - t0
+    increase = (vacuumed_size(old) - before) / before
+
+    store = Store(old)
+    times, hits = [], {}
+    for query, filters in QUERIES:
+        for _ in range(RUNS):
+            t0 = time.perf_counter()
+            found = search(store, query, **filters)
+            times.append((time.perf_counter() - t0) * 1000)
+        hits[query] = len(found)
+    store.close()
+    print(f"hits per query: {hits}", file=sys.stderr)
+    if not args.keep:
+        shutil.rmtree(work)
+    print(json.dumps({"search_p50_ms": round(statistics.median(times), 1),
+                      "search_p90_ms": round(statistics.quantiles(times, n=10)[-1], 1),
+                      "search_max_ms": round(max(times), 1), "index_build_s": round(build_s, 2),
+                      "size_increase": round(increase, 3), "versions": args.episodes * 2}))
+
+
+if __name__ == "__main__":
+    main()
