@@ -74,11 +74,11 @@ class _Filters:
 class _Resolver:
     """Turns ranked index rows into hits, a batch at a time (trees are read once per episode)."""
 
-    def __init__(self, store: Store, query: str, filters: _Filters):
-        self.store, self.query, self.f = store, query, filters
+    def __init__(self, store: Store, query: str, filters: _Filters, allowed: set[int] | None):
+        self.store, self.query, self.f, self.allowed = store, query, filters, allowed
         self.trees: dict[int, EpisodeTree] = {}
 
-    def resolve(self, batch: list[tuple[float, str, int]]) -> list[Hit]:
+    def resolve(self, batch: list[tuple[float, str, int]], need: int) -> list[Hit]:
         rows: dict[str, list[int]] = {}
         for _, table, rowid in batch:
             rows.setdefault(table, []).append(rowid)
@@ -89,10 +89,15 @@ class _Resolver:
             "version": self.store.episodes_of("version", [*rows.get("versions", []), *version_notes.values()]),
             "task": self.store.episodes_of("task", rows.get("tasks", [])),
         }
+        if self.allowed is not None:  # episodes the filters rule out are never read
+            owner = {k: {key: [e for e in eids if e in self.allowed] for key, eids in found.items()}
+                     for k, found in owner.items()}
         wanted = {e for found in owner.values() for eids in found.values() for e in eids} - set(self.trees)
         self.trees.update(self.store.episode_trees(wanted))
         out: list[Hit] = []
         for _, table, rowid in batch:
+            if len(out) >= need:
+                break
             if table in ("steps", "step_annotations"):
                 sid = rowid if table == "steps" else step_notes.get(rowid)
                 places = self._step(sid, owner["step"])
@@ -109,14 +114,14 @@ class _Resolver:
         return out
 
     def _step(self, sid: int | None, owner: dict[int, list[int]]) -> list[tuple[int, int, int | None]]:
-        if sid is None or sid not in owner:
+        if sid is None or not owner.get(sid):
             return []
         tree = self.trees[owner[sid][0]]
         vid = self.f.pick(tree, tree.holding(sid))
         return [] if vid is None else [(tree.id, vid, tree.steps[sid][1])]
 
     def _version(self, vid: int | None, owner: dict[int, list[int]]) -> list[tuple[int, int, int | None]]:
-        if vid is None or vid not in owner:
+        if vid is None or not owner.get(vid):
             return []
         tree = self.trees[owner[vid][0]]
         return [(tree.id, vid, None)] if self.f.pick(tree, [vid]) is not None else []
@@ -149,6 +154,14 @@ def search(
     check_signal(signal)
     if limit < 1:
         raise SearchError("--limit must be at least 1")
+    kept = []  # the episodes each filter leaves (a superset: versions are checked per hit)
+    if env:
+        kept.append(set(store.episode_ids(env=env)))
+    if outcome:
+        kept.append(store.episodes_with_outcome(outcome))
+    if signal:
+        kept.append(store.episodes_flagged(signal))
+    allowed = set.intersection(*kept) if kept else None
     ranked: list[tuple[float, str, int]] = []
     errors: list[str] = []
     for table in idx.SOURCES:  # a column filter names columns of some tables only
@@ -158,13 +171,15 @@ def search(
             errors.append(str(exc))
     if len(errors) == len(idx.SOURCES):
         raise SearchError(errors[0])
+    if allowed is not None and not allowed:
+        return []
     ranked.sort()
-    resolver = _Resolver(store, query, _Filters(env, outcome, signal))
+    resolver = _Resolver(store, query, _Filters(env, outcome, signal), allowed)
     hits: list[Hit] = []
-    for i in range(0, len(ranked), BATCH):
-        hits += resolver.resolve(ranked[i : i + BATCH])
-        if len(hits) >= limit:
-            break
+    i, size = 0, BATCH
+    while i < len(ranked) and len(hits) < limit:
+        hits += resolver.resolve(ranked[i : i + size], limit - len(hits))
+        i, size = i + size, size * 2  # when filters reject rows, read more at a time
     return hits[:limit]
 
 

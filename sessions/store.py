@@ -555,6 +555,16 @@ class Store:
                 out.setdefault(key, []).append(eid)
         return out
 
+    _OUTCOME_SQL = {  # a version's automatic outcome, as search filters it
+        "success": "coalesce(json_extract(outcome, '$.success'), 0) = 1",
+        "failure": "coalesce(json_extract(outcome, '$.done'), 0) = 1 and coalesce(json_extract(outcome, '$.success'), 0) != 1",
+        "unfinished": "coalesce(json_extract(outcome, '$.done'), 0) = 0",
+    }
+
+    def episodes_with_outcome(self, outcome: str) -> set[int]:
+        """Episodes with at least one version of this outcome (success, failure, unfinished)."""
+        return {r[0] for r in self.db.execute(f"select episode_id from versions where {self._OUTCOME_SQL[outcome]}")}
+
     def episodes_flagged(self, signal: str) -> set[int]:
         """Episodes that may carry `signal` (a superset: a flagged step, or a version ended
         at its limit); `EpisodeTree.signals` decides per version."""
