@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from json.encoder import encode_basestring as _esc  # the text encoder _ENCODER uses (ensure_ascii=False)
 from typing import IO, Any, Iterable, Iterator
 
 from sessions import annotations as ann
@@ -50,6 +52,20 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 def _dumps(obj: Any) -> str:
     return _ENCODER.encode(obj)
+
+
+# What _ENCODER writes for a text, a number and a flag, without its per-call overhead (the
+# records' repeated parts are assembled from these; tests compare the bytes with _dumps).
+def _str(v: str | None) -> str:
+    return "null" if v is None else _esc(v)
+
+
+def _num(v: int | float | None) -> str:
+    return repr(v) if type(v) in (int, float) and math.isfinite(v) else _dumps(v)
+
+
+def _bool(v: bool) -> str:
+    return "true" if v else "false"
 
 
 # ---------------------------------------------------------------------- jsonl records
@@ -104,23 +120,15 @@ class EpisodeEncoder:
         if c.id not in self.call_cache:
             ref = self.call_ref.setdefault(c.id, len(self.call_ref) + 1)
             u = c.usage
-            self.call_cache[c.id] = _dumps({
-                "ref": ref,
-                "created_at": c.created_at,
-                "model": c.model,
-                "api_style": c.api_style,
-                "purpose": c.purpose,
-                "params": c.params,
-                "prompt_hash": c.prompt_hash,
-                "prompt_chars": c.prompt_chars,
-                "completion": c.completion,
-                "usage": {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                          "cached_prompt_tokens": u.cached_prompt_tokens},
-                "latency_ms": c.latency_ms,
-                "attempts": c.attempts,
-                "cached": c.cached,
-                "error": c.error,
-            })
+            # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
+            self.call_cache[c.id] = (
+                f'{{"ref":{ref},"created_at":{_str(c.created_at)},"model":{_str(c.model)},'
+                f'"api_style":{_str(c.api_style)},"purpose":{_str(c.purpose)},"params":{_dumps(c.params)},'
+                f'"prompt_hash":{_str(c.prompt_hash)},"prompt_chars":{_num(c.prompt_chars)},'
+                f'"completion":{_str(c.completion)},"usage":{{"prompt_tokens":{_num(u.prompt_tokens)},'
+                f'"completion_tokens":{_num(u.completion_tokens)},"cached_prompt_tokens":{_num(u.cached_prompt_tokens)}}},'
+                f'"latency_ms":{_num(c.latency_ms)},"attempts":{_num(c.attempts)},"cached":{_bool(c.cached)},'
+                f'"error":{_str(c.error)}}}')
         return self.call_ref[c.id]
 
     def _step(self, s: Step, limit: int) -> str:
@@ -137,24 +145,15 @@ class EpisodeEncoder:
             c = self.calls.get(cid)
             if c is not None:
                 call_refs.append(self._call(c))
-        d = _dumps({
-            "ref": ref,
-            "index": s.index,
-            "thought": s.thought,
-            "action": s.action,
-            "observation": s.observation,
-            "done": s.done,
-            "reward": s.reward,
-            "info": info,
-            "source": s.source,
-            "edit": self._edit(s.edit, limit),
-            "calls": call_refs,
-            "created_at": s.created_at,
-            "annotations": [
-                {"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
-                for a in self.sann.get(s.id, [])
-            ],
-        })
+        notes = [{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
+                 for a in self.sann.get(s.id, [])]
+        # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
+        d = (f'{{"ref":{ref},"index":{_num(s.index)},"thought":{_str(s.thought)},"action":{_str(s.action)},'
+             f'"observation":{_str(s.observation)},"done":{_bool(s.done)},"reward":{_num(s.reward)},'
+             f'"info":{_dumps(info)},"source":{_str(s.source)},'
+             f'"edit":{"null" if s.edit is None else _dumps(self._edit(s.edit, limit))},'
+             f'"calls":[{",".join(map(str, call_refs))}],"created_at":{_str(s.created_at)},'
+             f'"annotations":{_dumps(notes) if notes else "[]"}}}')
         self.step_cache[s.id] = d
         return d
 
