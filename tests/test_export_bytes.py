@@ -14,19 +14,18 @@ TRICKY = 'go to "shelf" 1 \\ \t \x01 ☃ 𝄞 </script>'
 
 
 def test_every_line_is_canonical_json(toy, tmp_path):
-    toy.llm.push(*ROOM_SCRIPT[:3])
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=6))
-    toy.engine.run(v.id, max_steps=3)
-    toy.engine.human_step(v.id, action=TRICKY)
-    toy.engine.human_step(v.id, thought="Naïve “quotes” and a tab\there.")
-    toy.engine.edit(v.id, 2, "rewrite_action", "go to shelf 1")
+    toy.llm.push(*ROOM_SCRIPT)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=8))
+    toy.engine.run(v.id)  # won: a done step
+    v2 = toy.engine.edit(v.id, 3, "rewrite_action", TRICKY)
+    toy.engine.human_step(v2.id, thought="Naïve “quotes” and a tab\there.")
     out = tmp_path / "x.jsonl"
     rep = export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
     lines = out.read_text(encoding="utf-8").splitlines()
     assert rep.versions == len(lines) == 2
     for line in lines:
         assert _dumps(json.loads(line)) == line
-    steps = json.loads(lines[0])["steps"]
-    assert steps[3]["action"] == TRICKY and steps[1]["reward"] == 0.0 and steps[1]["calls"] == [2]
-    assert json.loads(lines[0])["calls"][0]["usage"].keys() == {"prompt_tokens", "completion_tokens",
-                                                                 "cached_prompt_tokens"}
+    won, edited = (json.loads(line) for line in lines)
+    assert won["steps"][-1]["done"] is True and won["steps"][-1]["reward"] == 1.0
+    assert edited["steps"][2]["action"] == TRICKY and edited["steps"][3]["thought"].startswith("Naïve")
+    assert won["calls"][0]["usage"].keys() == {"prompt_tokens", "completion_tokens", "cached_prompt_tokens"}
