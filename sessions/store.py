@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
@@ -378,11 +378,11 @@ class Store:
         """A steps row (`_SCOLS`) as the values of `StepRow`'s fields, in order."""
         info = _uj(r[9], {}) if infos is None or r[9] is None else infos.get(r[9]) or infos.setdefault(r[9], _uj(r[9]))
         return (r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8] or 0.0, info, r[10],
-                EditInfo.model_validate_json(r[11]) if r[11] else None, _ids(r[12]), _uj(r[13]), r[14],
-                _uj(r[15], []))
+                EditInfo.model_validate_json(r[11]) if r[11] else None, _ids(r[12]),
+                json.loads(r[13]) if r[13] else None, r[14], json.loads(r[15]) if r[15] else [])
 
     def _step_from_row(self, r) -> Step:
-        return Step(**dict(zip(StepRow.__slots__, self._step_fields(r))))
+        return Step(**dict(zip(StepRow._fields, self._step_fields(r))))
 
     def _insert_step(self, s: Step) -> Step:
         sid = self.db.execute(
@@ -635,7 +635,7 @@ class Store:
             rows = self.db.execute(self._CALL_SQL + f"where c.id in ({','.join('?' * len(ids))}) order by c.id", ids)
         else:
             rows = self.db.execute(self._CALL_SQL + "where c.episode_id = ? order by c.id", [episode_id])
-        return [ModelCall(**dict(zip(CallRow.__slots__, self._call_fields(r, _uj(r[6], {}), Usage)))) for r in rows]
+        return [ModelCall(**dict(zip(CallRow._fields, self._call_fields(r, _uj(r[6], {}), Usage)))) for r in rows]
 
     @staticmethod
     def _call_fields(r, params: dict, usage: type) -> tuple:
@@ -663,7 +663,7 @@ class Store:
                 versions.setdefault(r[1], []).append(self._version_from_row(r))
             steps: dict[int, dict[int, StepRow]] = {}
             for r in self.db.execute(f"select {self._SCOLS} from steps where episode_id in ({q})", part):
-                steps.setdefault(r[1], {})[r[0]] = StepRow(*self._step_fields(r, infos))
+                steps.setdefault(r[1], {})[r[0]] = StepRow._make(self._step_fields(r, infos))
             for e in part:
                 if e in eps:
                     yield eps[e], versions.get(e, []), steps.get(e, {})
@@ -679,7 +679,7 @@ class Store:
             for r in rows:
                 if r[6] not in params:
                     params[r[6]] = _uj(r[6], {})
-                out[r[0]] = CallRow(*self._call_fields(r, params[r[6]], UsageRow))
+                out[r[0]] = CallRow._make(self._call_fields(r, params[r[6]], UsageRow))
         return out
 
     # ------------------------------------------------------------------ response cache
@@ -726,8 +726,7 @@ class Store:
         return self.db.execute("pragma integrity_check").fetchone()[0]
 
 
-@dataclass(slots=True)
-class StepRow:
+class StepRow(NamedTuple):
     """A stored step as plain attributes: `trajectory.records.Step`'s fields, for bulk reads."""
 
     id: int
@@ -749,7 +748,7 @@ class StepRow:
 
     def model_copy(self, *, update: dict[str, Any]) -> "StepRow":
         """As `Step.model_copy` (the prompt writers copy a step to drop its observation)."""
-        return replace(self, **update)
+        return self._replace(**update)
 
 
 class UsageRow(NamedTuple):
@@ -758,8 +757,7 @@ class UsageRow(NamedTuple):
     cached_prompt_tokens: int | None
 
 
-@dataclass(slots=True)
-class CallRow:
+class CallRow(NamedTuple):
     """A recorded model call as plain attributes: `ModelCall`'s fields, for bulk reads."""
 
     id: int
