@@ -131,6 +131,7 @@ class Engine:
         self._live: dict[int, _Live] = {}
         self._max_live = max_live_envs
         self._paths: dict[int, tuple[int | None, list[Step]]] = {}
+        self._signal_states = sig.PathStates()
 
     # ------------------------------------------------------------------ episodes
     def start_episode(
@@ -406,8 +407,8 @@ class Engine:
             call_ids=call_ids or [],
             snapshot=env.snapshot(),
         )
-        return step.model_copy(update={"signals": sig.step_signals(
-            step, earlier, env=kind, task_text=ep.task.text, admissible=known)})
+        state = self._signal_states.after(earlier, kind, ep.task.text)
+        return step.model_copy(update={"signals": state.signals(step, known)})
 
     def _record(
         self, v: Version, ep: Episode, steps: list[Step], new: list[Step], calls: list[ModelCall], *, clear_draft: bool

@@ -91,3 +91,19 @@ def test_signal_counts_by_type():
     assert c.totals == {"bridge": 3, "": 1}
     assert c.counts() == {"": {"no_effect": 1}, "bridge": {"search_miss": 2, "step_limit": 1}}
     assert c.episodes["bridge"]["search_miss"] == [1, 2]
+
+
+def test_path_states_reuse_the_previous_state_and_agree_with_step_signals():
+    from trajectory.signals import PathStates
+
+    steps = [Step(id=i + 1, index=i + 1, action=a, observation=o) for i, (a, o) in enumerate([
+        ("go to shelf 1", "On the shelf 1, you see a mug 2."), ("go to drawer 9", "Nothing happens."),
+        ("go to shelf 1", "On the shelf 1, you see a mug 2."), ("take mug 2 from shelf 1", "You pick up the mug 2.")])]
+    states = PathStates()
+    for k, s in enumerate(steps):
+        got = states.after(steps[:k], "alfworld", ROOM).signals(s)
+        assert got == step_signals(s, steps[:k], env="alfworld", task_text=ROOM)
+    assert set(states.by_step) == {1, 2, 3}
+    # a branch from step 2 starts from the cached state after step 2
+    other = Step(id=9, index=3, action="go to shelf 1", observation="On the shelf 1, you see a mug 2.")
+    assert states.after(steps[:2], "alfworld", ROOM).signals(other) == ["repeated_action"]

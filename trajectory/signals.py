@@ -104,6 +104,28 @@ def step_signals(step: Any, earlier: Iterable[Any], *, env: str, task_text: str 
     return state.signals(step, admissible)
 
 
+class PathStates:
+    """PathStates by the id of the step they follow, so a run computes each step's signals
+    from the state after the previous step instead of walking the whole path again."""
+
+    def __init__(self, cap: int = 20_000):
+        self.cap = cap
+        self.by_step: dict[int, PathState] = {}
+
+    def after(self, earlier: Sequence[Any], env: str, task_text: str) -> PathState:
+        j = len(earlier)
+        while j and earlier[j - 1].id not in self.by_step:
+            j -= 1
+        state = self.by_step[earlier[j - 1].id] if j else PathState.start(env, task_text)
+        if len(self.by_step) > self.cap:
+            self.by_step.clear()
+        for s in earlier[j:]:
+            state = state.then(s)
+            if s.id is not None:
+                self.by_step[s.id] = state
+        return state
+
+
 def ended_at_limit(outcome: Any) -> bool:
     """The version stopped at its step limit without an answer (a success is an answer)."""
     return bool(outcome.done and outcome.metrics.get("limit") and outcome.success is not True)
