@@ -240,14 +240,20 @@ def step_history(store: Store, step_id: int) -> list[StepAnnotation]:
 
 def episode_step_histories(store: Store, episode_id: int) -> dict[int, list[StepAnnotation]]:
     """All step annotations of an episode, by step id (one query)."""
-    rows = store.db.execute(
-        f"select {', '.join('a.' + c.strip() for c in _SA_COLS.split(','))} from step_annotations a "
-        "join steps s on s.id = a.step_id where s.episode_id = ? order by a.id",
-        [episode_id],
-    )
+    return step_histories(store, [episode_id])
+
+
+def step_histories(store: Store, episode_ids: Iterable[int]) -> dict[int, list[StepAnnotation]]:
+    """All step annotations of many episodes, by step id (one query per 500 episodes)."""
     out: dict[int, list[StepAnnotation]] = {}
-    for r in rows:
-        out.setdefault(r[1], []).append(_sa_from_row(r))
+    for chunk in _chunks(list(episode_ids)):
+        rows = store.db.execute(
+            f"select {', '.join('a.' + c.strip() for c in _SA_COLS.split(','))} from step_annotations a "
+            f"join steps s on s.id = a.step_id where s.episode_id in ({','.join('?' * len(chunk))}) order by a.id",
+            chunk,
+        )
+        for r in rows:
+            out.setdefault(r[1], []).append(_sa_from_row(r))
     return out
 
 

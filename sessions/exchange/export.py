@@ -77,7 +77,8 @@ class EpisodeEncoder:
     References (edits, carried_from) resolve only to steps of earlier records - what an
     importer has already created when it reads them."""
 
-    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, Any] | None = None):
+    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, Any] | None = None,
+                 histories: tuple[dict, dict] | None = None):
         self.store, self.batch, self.ep_ref = store, batch, ep_ref
         ep = batch.episode
         known = calls or {}
@@ -85,8 +86,8 @@ class EpisodeEncoder:
         self.calls = {cid: known[cid] for cid in ids if cid in known}
         missing = [cid for cid in ids if cid not in known]  # a call recorded under another episode
         self.calls.update({c.id: c for i in range(0, len(missing), 500) for c in store.calls(missing[i : i + 500])})
-        self.vann = ann.version_histories(store, [v.id for v in batch.versions])
-        self.sann = ann.episode_step_histories(store, ep.id)
+        self.vann, self.sann = histories or (ann.version_histories(store, [v.id for v in batch.versions]),
+                                             ann.episode_step_histories(store, ep.id))
         self.step_ref: dict[int, int] = {}
         self.call_ref: dict[int, int] = {}
         self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
@@ -224,7 +225,7 @@ class _Sink:
 
     def write(self, text: str) -> None:
         self.f.write(text)
-        self.bytes += len(text.encode("utf-8"))
+        self.bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
 
     def close(self, ok: bool) -> None:
         if self.tmp is None:
@@ -291,11 +292,13 @@ def _chunked(batches: Iterable[EpisodeBatch], n: int = 200) -> Iterator[list[Epi
 
 def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
     n = 0
-    for chunk in _chunked(batches):  # the calls of a chunk of episodes in one query
+    for chunk in _chunked(batches):  # the calls and annotations of a chunk of episodes in one query each
         calls = store.episode_call_rows(b.episode.id for b in chunk)
+        histories = (ann.version_histories(store, [v.id for b in chunk for v in b.versions]),
+                     ann.step_histories(store, [b.episode.id for b in chunk]))
         for batch in chunk:
             n += 1
-            enc = EpisodeEncoder(store, batch, n, calls)
+            enc = EpisodeEncoder(store, batch, n, calls, histories)
             report.episodes += 1
             for line, nsteps in enc.lines():
                 sink.write(line + "\n")
