@@ -2,8 +2,8 @@
 ./react_editor.db; model key: $OPENAI_API_KEY only, never stored).
 
 Pages live in app_pages/; they only call the library (agent/, envs/, sessions/). Nothing on a
-page loads from off the machine: the favicon is a file here and no page uses `:material/...:`
-icons (Streamlit fetches those favicons from a public CDN)."""
+page loads from off the machine: the favicon is a file here and no page uses Material icon
+shortcodes (Streamlit fetches their favicons from a public CDN)."""
 
 from __future__ import annotations
 

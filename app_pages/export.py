@@ -18,6 +18,7 @@ from sessions.store import Store, StoreError
 MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",
         "chat-sft": "application/jsonl"}
 EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", "chat-sft": "jsonl"}
+PREVIEW_LINES = 20
 
 
 @st.cache_resource(show_spinner=False)
@@ -59,9 +60,16 @@ def _run_export(store: Store, fmt: str, **kw) -> tuple[bytes, dict]:
         os.unlink(tmp)
 
 
+def preview(data: bytes, lines: int = PREVIEW_LINES) -> tuple[str, bool]:
+    """The first lines of an export as text, and whether there is more."""
+    text = data.decode("utf-8", errors="replace")
+    parts = text.splitlines()
+    return "\n".join(parts[:lines]), len(parts) > lines
+
+
 def _export_section(store: Store) -> None:
-    st.subheader("Export")
-    source = st.radio("Export", ["Versions", "Exemplar set"], horizontal=True, key="exp-source")
+    st.subheader("Export versions or an exemplar set")
+    source = st.radio("What to export", ["Versions", "Exemplar set"], horizontal=True, key="exp-source")
     fmt = st.selectbox("Format", FORMATS, key="exp-format")
     kw: dict = {}
     if source == "Exemplar set":
@@ -84,8 +92,11 @@ def _export_section(store: Store) -> None:
             st.error(str(exc).splitlines()[0])
     if "exp-data" in st.session_state:
         data, rep, f_ = st.session_state["exp-data"]
-        st.write(f"{rep['records']} records - {rep['versions']} versions, {rep['episodes']} episodes, "
-                 f"{rep['steps']} steps, {rep['bytes']:,} bytes")
+        st.text(f"{rep['records']} records - {rep['versions']} versions, {rep['episodes']} episodes, "
+                f"{rep['steps']} steps, {rep['bytes']:,} bytes")
+        head, more = preview(data)
+        st.caption(f"The first {PREVIEW_LINES} lines of export.{EXT[f_]}:" if more else f"All of export.{EXT[f_]}:")
+        st.code(head, language=None, wrap_lines=True)
         st.download_button("Download", data, file_name=f"export.{EXT[f_]}", mime=MIME[f_], key="exp-download")
 
 
@@ -135,7 +146,7 @@ def _sets_section(store: Store) -> None:
 
 
 def page() -> None:
-    st.title("Export")
+    st.title("Export and import")
     try:
         store = _store()
     except StoreError as exc:

@@ -148,6 +148,34 @@ def money(dollars: float | None) -> str:
     return "" if dollars is None else f"${dollars:.4f}"
 
 
+# ---------------------------------------------------------------------- episodes list
+
+
+def episode_title(r: dict) -> str:
+    """How the picker names an episode: its number and name, else the start of its task."""
+    label = r["name"] or " ".join((r["text"] or "").split())[:60]
+    return f"#{r['episode']} {label}"
+
+
+def episode_row(r: dict, edits: int) -> dict:
+    """One row of the Episodes table: the useful columns first (they fit one screen width)."""
+    return {
+        "name": r["name"] or "",
+        "task": " ".join((r["text"] or "").split())[:160],
+        "outcome": status_word(r["done"], r["success"], r["status"]),
+        "versions": r["versions"],
+        "edits": edits,
+        "model": r["model"],
+        "env": r["env"],
+        "type": r["type"] or "",
+        "episode": r["episode"],
+    }
+
+
+EPISODE_COLUMNS = {"name": {"width": "small"}, "task": {"width": "large"}, "outcome": {"width": "small"},
+                   "versions": {"width": "small"}, "edits": {"width": "small"}, "model": {"width": "small"}}
+
+
 # ---------------------------------------------------------------------- tokens / cost
 
 
