@@ -345,7 +345,8 @@ def human_panel(v, n: int) -> None:
 
 
 def controls(v, steps, busy: bool):
-    """The run controls with the step count and the outcome next to them."""
+    """The run controls. They sit outside the ticking fragment: a click on them is a full
+    rerun, which interrupts a page waiting for a model call (fragment reruns would queue)."""
     limit = eng.max_steps(ep)
     finished = v.outcome.done or len(steps) >= limit
     running = bool(st.session_state.get("run"))
@@ -359,8 +360,7 @@ def controls(v, steps, busy: bool):
         run_end = c[3].button("Run to end", key="btn_run_end", disabled=off)
         stop = c[4].button("Stop", key="btn_stop", type="primary" if running or busy else "secondary",
                            disabled=not (running or busy))
-        human = c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
-        line = st.empty()
+        c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
         if finished:
             why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
             st.caption(f"Step and Run are off for v{v.id}: {why}. Branch from an earlier step to try another way.")
@@ -371,7 +371,23 @@ def controls(v, steps, busy: bool):
                 with state.lock():
                     new = eng.branch(vid, int(k))
                 switch_to(new.id)
-    return line, (stop, run_n, run_end, int(n)), human
+    if stop:
+        stepjobs.cancel(DB, vid)
+        end_run("stopped")
+        if not store.version(vid).outcome.done:
+            store.update_version(vid, status="stopped")
+        st.rerun()
+    if run_n or run_end:
+        start_run(int(n) if run_n else None)
+        st.rerun()  # a full rerun: the fragment starts ticking
+    if state.show_error("step", retry_label="Retry"):
+        last = st.session_state.get("last_cmd") or {"kind": "step"}
+        state.clear_error("step")
+        if last["kind"] == "run":
+            start_run(last.get("n"))
+        else:
+            start_step()
+        st.rerun()
 
 
 def status_line(v, steps) -> str:
@@ -384,33 +400,22 @@ def status_line(v, steps) -> str:
     return text
 
 
-def body() -> None:
+def finished_job() -> stepjobs.StepJob | None:
+    """The version's step job still in flight (one that ended meanwhile is settled first)."""
     job = stepjobs.current(DB, vid)
-    if job is not None and job.done.is_set():  # finished while this page was not waiting
+    if job is not None and job.done.is_set():
         settle(job)
+        return None
+    return job
+
+
+def body() -> None:
+    job = finished_job()
     v = store.version(vid)
     steps = eng.steps(v)
-    job = stepjobs.current(DB, vid)
-    line, (stop, run_n, run_end, n), human = controls(v, steps, busy=job is not None)
-    if stop:
-        stepjobs.cancel(DB, vid)
-        end_run("stopped")
-        if not store.version(vid).outcome.done:
-            store.update_version(vid, status="stopped")
-        st.rerun()
-    if run_n or run_end:
-        start_run(n if run_n else None)
-        st.rerun()  # a full rerun: the fragment starts ticking
     if st.session_state.get("run") and job is None:
         job = stepjobs.start(eng, state.lock(), DB, vid)
-    if state.show_error("step", retry_label="Retry"):
-        last = st.session_state.get("last_cmd") or {"kind": "step"}
-        state.clear_error("step")
-        if last["kind"] == "run":
-            start_run(last.get("n"))
-        else:
-            start_step()
-        st.rerun()
+    line = st.empty()
     line.caption(status_line(v, steps))
 
     tall = len(steps) > BOX_AFTER
@@ -434,7 +439,7 @@ def body() -> None:
             st.success(f"Done: success (reward {v.outcome.reward:g}).")
         else:
             st.warning(f"Done: failure (reward {v.outcome.reward:g}). Edit a thought or action above to try another way.")
-    elif human and not st.session_state.get("run") and job is None:
+    elif st.session_state.get("human_mode") and not st.session_state.get("run") and job is None:
         human_panel(v, len(steps))
     with st.expander(f"Annotate v{v.id}: verdict, failure modes, notes, exemplar-ready"):
         version_annotation_panel(store, v.id, "ed")
@@ -446,15 +451,19 @@ def body() -> None:
 
     if job is None:
         return
-    while not job.done.wait(POLL_S):  # a rerun (Stop, a click) interrupts this at line.caption
+    while not job.done.wait(POLL_S):  # a click on the controls interrupts this at line.caption
         line.caption(job.status())
     new_steps = settle(job)
-    if not new_steps or store.version(vid).outcome.done or not st.session_state.get("run"):
-        st.rerun()  # a full rerun: header, controls and outcome show the new state
+    v = store.version(vid)
+    if not new_steps or v.outcome.done or not st.session_state.get("run"):
+        st.rerun()  # a full rerun: the controls and the outcome show the new state
     with box:
         for s in new_steps:  # (a deletion marker before them is already drawn at the end)
             render_step(s, v, markers=False)
-    line.caption(status_line(store.version(vid), eng.steps(store.version(vid))))
+    line.caption(status_line(v, eng.steps(v)))
 
 
-st.fragment(run_every=RUN_TICK_S if run else None)(body)()
+busy = finished_job() is not None
+now = store.version(vid)
+controls(now, eng.steps(now), busy)
+st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") else None)(body)()
