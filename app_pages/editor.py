@@ -57,7 +57,7 @@ if vid is None:
     st.stop()
 state.select(ep_id, vid)
 st.html(EDITOR_CSS)
-st.html(UNSAVED_GUARD, unsafe_allow_javascript=True)
+st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, kept out of the page body
 
 versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}

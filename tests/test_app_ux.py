@@ -184,7 +184,7 @@ def test_a_run_cut_by_a_reload_reads_stopped_and_a_guard_warns_about_typed_text(
     again = make("editor", episode=ep.id)
     assert toy.store.version(v.id).status == "stopped"
     assert f"v{v.id}: 1 step · stopped" in _captions(again)
-    guard = [h.proto.body for h in again.get("html") if "beforeunload" in h.proto.body]
+    guard = [h.proto.body for h in again.sidebar.get("html") if "beforeunload" in h.proto.body]
     assert guard and "st-key-edit_panel_" in guard[0]
 
 

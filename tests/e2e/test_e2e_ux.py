@@ -48,6 +48,12 @@ def test_human_mode_clears_its_boxes_and_never_repeats_a_step(browser, page, llm
     s = Store(tmp_path / "e2e.db")
     assert [x.thought for x in s.version_steps(v.id)] == ["First I look around."]
     s.close()
+    # typed but not taken: a reload asks first (item 13)
+    key(page, f"h_thought_{v.id}_1").locator("textarea").fill("not applied yet")
+    before = len(page.dialogs)
+    page.evaluate("setTimeout(() => location.reload(), 0)")
+    page.wait_for_timeout(1500)
+    assert len(page.dialogs) == before + 1
 
 
 def test_deleted_and_inserted_thoughts_show_in_editor_and_compare(browser, page, llm, start_app, tmp_path):
