@@ -62,3 +62,16 @@ def test_a_broken_release_file_is_refused_and_nothing_half_written_stays(file_se
         datasets.download_react(tmp_path / "r", base_url=url, progress=lambda m: None)
     assert not (tmp_path / "r" / "prompts" / "fever.json").exists()
     assert not list((tmp_path / "r").rglob("*.part"))
+
+
+def test_readme_figures_match_what_ships():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    games = root / "envs" / "alfworld" / "games" / "json_2.1.1"
+    shipped = {split: len(list((games / split).rglob("game.tw-pddl"))) for split in ("valid_unseen", "train")}
+    assert int(re.search(r"(\d+) built-in games", readme).group(1)) == shipped["valid_unseen"]
+    assert int(re.search(r"(\d+) exemplar games", readme).group(1)) == shipped["train"]
+    assert "../shared/reference" not in readme and "react-editor data react" in readme
