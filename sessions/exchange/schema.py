@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from trajectory.records import AgentConfig, EditKind, Outcome, Source, Task, Usage
+from trajectory.records import AgentConfig, EditKind, ModelCall, Outcome, Source, Task
 
 SCHEMA_NAME = "react-editor/trajectory"
 SCHEMA_VERSION = 1
@@ -55,23 +55,12 @@ class StepAnnotationRecord(_M):
     note: str | None = None
 
 
-class CallRecord(_M):
-    """One model request that produced a step (no prompt text: its hash and length)."""
-
-    ref: int = Field(ge=1)
-    created_at: str
-    model: str
-    api_style: Literal["completions", "chat"]
-    purpose: Literal["step", "action_fallback"] = "step"
-    params: dict[str, Any] = Field(default_factory=dict)
-    prompt_hash: str
-    prompt_chars: int
-    completion: str | None = None
-    usage: Usage = Field(default_factory=Usage)
-    latency_ms: float | None = None
-    attempts: int = 1
-    cached: bool = False
-    error: str | None = None
+_CALL_FIELDS = {name: (f.annotation, f) for name, f in ModelCall.model_fields.items()
+                if name not in ("id", "episode_id", "cache_key", "created_at")}
+CallRecord = create_model(  # a recorded ModelCall as the file holds it: a ref, no prompt text
+    "CallRecord", __base__=_M, __doc__="One model request that produced a step (no prompt text: its hash and length).",
+    ref=(int, Field(ge=1)), created_at=(str, ...), **_CALL_FIELDS,
+)
 
 
 class StepRecord(_M):
