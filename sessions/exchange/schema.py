@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from trajectory.records import AgentConfig, EditKind, ModelCall, Outcome, Source, Task
+from trajectory.records import ENV_KINDS, AgentConfig, EditKind, ModelCall, Outcome, Source, Task
 
 SCHEMA_NAME = "react-editor/trajectory"
 SCHEMA_VERSION = 1
@@ -90,6 +90,13 @@ class EpisodeRecord(_M):
     task: Task
     config: AgentConfig  # never holds an API key (AgentConfig has no such field)
     env_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("task")
+    @classmethod
+    def _known_env(cls, task: Task) -> Task:
+        if task.env not in ENV_KINDS:  # a file speaks of the built-in environments only
+            raise ValueError(f"unknown environment {task.env!r} (one of: {', '.join(ENV_KINDS)})")
+        return task
 
 
 class VersionRecord(_M):
