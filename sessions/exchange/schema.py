@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from trajectory.records import ENV_KINDS, AgentConfig, EditKind, ModelCall, Outcome, Source, Task
+from trajectory.records import ENV_KINDS, AgentConfig, EditKind, ModelCall, Outcome, Source, Step, Task
 
 SCHEMA_NAME = "react-editor/trajectory"
 SCHEMA_VERSION = 1
@@ -55,32 +55,28 @@ class StepAnnotationRecord(_M):
     note: str | None = None
 
 
-_CALL_FIELDS = {name: (f.annotation, f) for name, f in ModelCall.model_fields.items()
-                if name not in ("id", "episode_id", "cache_key", "created_at")}
+def _fields_of(model: type[BaseModel], *names: str) -> dict[str, Any]:
+    """Fields of a record, for a file record that carries them as they are."""
+    return {n: (model.model_fields[n].annotation, model.model_fields[n]) for n in names}
+
+
 CallRecord = create_model(  # a recorded ModelCall as the file holds it: a ref, no prompt text
     "CallRecord", __base__=_M, __doc__="One model request that produced a step (no prompt text: its hash and length).",
-    ref=(int, Field(ge=1)), created_at=(str, ...), **_CALL_FIELDS,
+    ref=(int, Field(ge=1)), created_at=(str, ...),
+    **_fields_of(ModelCall, *(n for n in ModelCall.model_fields if n not in ("id", "episode_id", "cache_key", "created_at"))),
 )
 
 
-class StepRecord(_M):
-    """One turn. `source`: model | human | imported; `edit`: what a person's edit replaced;
-    `calls`: refs into the record's `calls`; `annotations`: tag/note history, oldest first
-    (the last entry is the current state)."""
-
-    ref: int = Field(ge=1)
-    index: int = Field(ge=1)
-    thought: str | None = None
-    action: str | None = None
-    observation: str | None = None
-    done: bool = False
-    reward: float = 0.0
-    info: dict[str, Any] = Field(default_factory=dict)
-    source: Source
-    edit: EditRecord | None = None
-    calls: list[int] = Field(default_factory=list)
-    created_at: str
-    annotations: list[StepAnnotationRecord] = Field(default_factory=list)
+StepRecord = create_model(  # a Step as the file holds it: refs instead of ids, its annotations
+    "StepRecord", __base__=_M,
+    __doc__="One turn. `source`: model | human | imported; `edit`: what a person's edit replaced; "
+            "`calls`: refs into the record's `calls`; `annotations`: tag/note history, oldest first "
+            "(the last entry is the current state).",
+    ref=(int, Field(ge=1)), index=(int, Field(ge=1)),
+    **_fields_of(Step, "thought", "action", "observation", "done", "reward", "info"),
+    source=(Source, ...), edit=(EditRecord | None, None), calls=(list[int], Field(default_factory=list)),
+    created_at=(str, ...), annotations=(list[StepAnnotationRecord], Field(default_factory=list)),
+)
 
 
 class EpisodeRecord(_M):
