@@ -21,11 +21,8 @@ pages = [
     st.Page(PAGES / "editor.py", title="Editor", url_path="editor"),
     st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
     st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
+    st.Page(PAGES / "export.py", title="Export", url_path="export"),
     st.Page(PAGES / "settings.py", title="Settings", url_path="settings"),
 ]
-# --- Export page (issue 7): shown when app_pages/export.py exists ---------------------------
-if (PAGES / "export.py").exists():
-    pages.insert(4, st.Page(PAGES / "export.py", title="Export", url_path="export"))
-# ---------------------------------------------------------------------------------------------
 
 st.navigation(pages).run()

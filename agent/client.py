@@ -53,9 +53,9 @@ class CallWatch:
 
 
 class ResponseCache(Protocol):
-    def get(self, key: str) -> tuple[str, Usage] | None: ...
+    """Answers identical temperature-0 requests; recording a call is what fills it."""
 
-    def put(self, key: str, completion: str, usage: Usage) -> None: ...
+    def get(self, key: str) -> tuple[str, Usage] | None: ...
 
 
 class _Malformed(Exception):
@@ -200,8 +200,6 @@ class ModelClient:
             text = stop_cut(text, stop)
             call.completion, call.usage = text, usage
             call.latency_ms = (time.perf_counter() - started) * 1000
-            if key is not None:
-                self.cache.put(key, text, usage)  # type: ignore[union-attr]
             return text, call
 
     # -- internals --------------------------------------------------------------------

@@ -158,7 +158,7 @@ def settle(job: stepjobs.StepJob) -> list:
             raise job.error
         msg = f"model call failed: {job.unreachable}" if job.unreachable else str(job.error)
         state.set_error("step", msg)
-        end_run("error" if st.session_state.get("run") else None)
+        end_run("stopped")  # the run ended on the error (the message is the version's error)
         return []
     rep = job.report
     r = st.session_state.get("run")

@@ -9,6 +9,7 @@ from app_pages import state
 from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
 from sessions import annotations as ann
 from envs.base import EnvError
+from sessions import exemplar_sets
 from envs.registry import family
 from trajectory.records import ENV_KINDS, AgentConfig
 
@@ -36,11 +37,7 @@ def load_tasks(env: str, source: str):
 
 
 def exemplar_set_names(env: str) -> list[str]:
-    """Named exemplar sets of this environment kept in the database (issue 7's module)."""
-    try:
-        from sessions import exemplar_sets
-    except ImportError:
-        return []
+    """Named exemplar sets of this environment kept in the database."""
     return [x.name for x in exemplar_sets.list_sets(store, env)]
 
 

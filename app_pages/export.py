@@ -10,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app_pages import state
 from sessions import exemplar_sets as sets
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from trajectory.records import ENV_KINDS
@@ -19,15 +20,6 @@ MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "appl
         "chat-sft": "application/jsonl"}
 EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", "chat-sft": "jsonl"}
 PREVIEW_LINES = 20
-
-
-@st.cache_resource(show_spinner=False)
-def _store_for(path: str) -> Store:
-    return Store(path)
-
-
-def _store() -> Store:
-    return _store_for(os.environ.get("REACT_EDITOR_DB") or str(Path.cwd() / "react_editor.db"))
 
 
 def _filters() -> tuple[list, Filters]:
@@ -148,7 +140,7 @@ def _sets_section(store: Store) -> None:
 def page() -> None:
     st.title("Export and import")
     try:
-        store = _store()
+        store = state.store()
     except StoreError as exc:
         st.error(str(exc).splitlines()[0])
         return
