@@ -76,6 +76,23 @@ def click(at, key: str) -> AppTest:
     return ok(at.button(key=key).click().run())
 
 
+def opened(toy, make, *script: str, task=ROOM_TASK, human: bool = False):
+    """A new episode (the model scripted with `script`) open in the Editor, optionally in
+    human agent mode: (episode, version, AppTest)."""
+    toy.llm.push(*script)
+    ep, v = toy.engine.start_episode(task, cfg(toy.llm))
+    at = make("editor", episode=ep.id)
+    if human:
+        at.toggle(key="human_mode").set_value(True).run()
+    return ep, v, at
+
+
+def take(at, box: str, text: str) -> AppTest:
+    """Type `text` into a human-mode box and press "Take this step"."""
+    at.text_area(key=box).set_value(text)
+    return click(at, "h_submit")
+
+
 # ---------------------------------------------------------------------- episodes / settings
 
 
@@ -187,9 +204,7 @@ def test_settings_save_defaults_never_a_key_and_clear_cache(app, monkeypatch):
 
 def test_step_run_to_end_with_visible_progress(app):
     toy, make = app
-    toy.llm.push(*WIN)
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
+    ep, v, at = opened(toy, make, *WIN)
     click(at, "btn_step")
     assert "Act 1: think: I need a mug; it may be in the cabinet." in texts(at) and "Obs 1: OK." in texts(at)
     assert any(c.value == "Step 1 · model" for c in at.caption)
@@ -390,9 +405,7 @@ def test_bad_edit_shows_error_and_writes_nothing(app):
 
 def test_human_mode_with_suggestions(app):
     toy, make = app
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
-    at.toggle(key="human_mode").set_value(True).run()
+    ep, v, at = opened(toy, make, human=True)
     at.text_area(key=f"h_thought_{v.id}_0").set_value("First the cabinet.")
     at.selectbox(key=f"h_sugg_{v.id}_0").set_value("go to cabinet 1").run()
     assert at.text_area(key=f"h_action_{v.id}_0").value == "go to cabinet 1"
@@ -412,11 +425,8 @@ def test_human_mode_with_suggestions(app):
 
 def test_human_mode_never_resends_a_taken_step_and_keys_text_per_version(app):
     toy, make = app
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
-    at.toggle(key="human_mode").set_value(True).run()
-    at.text_area(key=f"h_thought_{v.id}_0").set_value("Line one\nline two.")
-    click(at, "h_submit")
+    ep, v, at = opened(toy, make, human=True)
+    take(at, f"h_thought_{v.id}_0", "Line one\nline two.")
     assert [s.thought for s in toy.store.version_steps(v.id)] == ["Line one line two."]  # joined, one line
     click(at, "h_submit")  # the old thought is not sent again
     assert len(toy.store.version_steps(v.id)) == 1 and "write a thought or an action" in texts(at)
@@ -433,29 +443,20 @@ def test_human_mode_never_resends_a_taken_step_and_keys_text_per_version(app):
 
 def test_human_mode_warns_before_a_malformed_action_uses_a_step(app):
     toy, make = app
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
-    at.toggle(key="human_mode").set_value(True).run()
-    at.text_area(key=f"h_action_{v.id}_0").set_value("go to drwer 2")
-    click(at, "h_submit")
+    ep, v, at = opened(toy, make, human=True)
+    take(at, f"h_action_{v.id}_0", "go to drwer 2")
     assert toy.store.version_steps(v.id) == []
     assert any("'go to drwer 2' is not among the" in t for t in texts(at))
-    at.text_area(key=f"h_action_{v.id}_0").set_value("go to cabinet 1")  # fixed: no question asked
-    click(at, "h_submit")
+    take(at, f"h_action_{v.id}_0", "go to cabinet 1")  # fixed: no question asked
     assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1"]
-    at.text_area(key=f"h_action_{v.id}_1").set_value("dance")
-    click(at, "h_submit")
+    take(at, f"h_action_{v.id}_1", "dance")
     click(at, "h_confirm")  # the person insists: it runs
     assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1", "dance"]
     # Wikipedia: an action that does not parse
-    ep2, w = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
-    at2 = make("editor", episode=ep2.id)
-    at2.toggle(key="human_mode").set_value(True).run()
-    at2.text_area(key=f"h_action_{w.id}_0").set_value("Finish Marrowgate")
-    click(at2, "h_submit")
+    ep2, w, at2 = opened(toy, make, task=WIKI_TASK, human=True)
+    take(at2, f"h_action_{w.id}_0", "Finish Marrowgate")
     assert toy.store.version_steps(w.id) == [] and any("does not parse" in t for t in texts(at2))
-    at2.text_area(key=f"h_action_{w.id}_0").set_value("Search[Velmora]")
-    click(at2, "h_submit")
+    take(at2, f"h_action_{w.id}_0", "Search[Velmora]")
     assert [s.action for s in toy.store.version_steps(w.id)] == ["Search[Velmora]"]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from app_pages import stepjobs
 from sessions import annotations as ann
 from tests.scripted_server import Reply
-from tests.test_app import WIN, app, cfg, click, ok, texts  # noqa: F401  (app is a fixture)
+from tests.test_app import WIN, app, cfg, click, ok, opened, texts  # noqa: F401  (app is a fixture)
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,9 +162,7 @@ def test_finished_version_disables_step_and_run_and_offers_a_branch(app):
 
 def test_status_line_sits_with_the_controls_and_the_prompt_wraps(app):
     toy, make = app
-    toy.llm.push(*WIN)
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
+    ep, v, at = opened(toy, make, *WIN)
     assert f"v{v.id}: 0 steps · open" in _captions(at)
     click(at, "btn_step")
     assert f"v{v.id}: 1 step · open" in _captions(at)
@@ -175,9 +173,7 @@ def test_status_line_sits_with_the_controls_and_the_prompt_wraps(app):
 
 def test_a_run_cut_by_a_reload_reads_stopped_and_a_guard_warns_about_typed_text(app):
     toy, make = app
-    toy.llm.push(*WIN)
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
+    ep, v, at = opened(toy, make, *WIN)
     click(at, "btn_run_end")
     assert at.session_state["run"] and len(toy.store.version_steps(v.id)) == 1
     # a reload is a new session: the run is gone, and the version says so
