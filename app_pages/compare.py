@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state
-from app_pages.views import COMPARE_CSS, compare_html, outcome_text
+from app_pages.views import COMPARE_CSS, compare_html, outcome_text, plural
 from trajectory.alignment import align_versions, carried_map, person_edits
 
 eng = state.engine()
@@ -62,8 +62,8 @@ changed = sum(1 for r in rows if r.differs)
 edited = person_edits(rows)
 lo, ro = outcome_text(lv.outcome, lv.status), outcome_text(rv.outcome, rv.status)
 m = st.columns(4)
-m[0].metric(f"v{lv.id}", lo, f"{len(ls)} steps", delta_color="off", delta_arrow="off")
-m[1].metric(f"v{rv.id}", ro, f"{len(rs)} steps", delta_color="off", delta_arrow="off")
+m[0].metric(f"v{lv.id}", lo, plural(len(ls), "step"), delta_color="off", delta_arrow="off")
+m[1].metric(f"v{rv.id}", ro, plural(len(rs), "step"), delta_color="off", delta_arrow="off")
 m[2].metric("Steps that differ", changed)
 m[3].metric("Steps edited by a person", edited)
 only_changes = st.toggle("Only the steps that differ", key="cmp_only_changes")

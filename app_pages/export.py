@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages import state
+from app_pages.views import plural
 from sessions import exemplar_sets as sets
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from trajectory.records import ENV_KINDS
@@ -74,7 +75,7 @@ def _export_section(store: Store) -> None:
         refs, f = _filters()
         kw.update(refs=refs or None, filters=f)
         rows = [(b.episode.id, v.id) for b in select(store, refs or None, f) for v in b.versions]
-        st.caption(f"{len(rows)} version(s) match.")
+        st.caption(f"{plural(len(rows), 'version')} match{'es' if len(rows) == 1 else ''}.")
     if st.button("Prepare export", key="exp-go"):
         try:
             data, rep = _run_export(store, fmt, **kw)
@@ -84,8 +85,8 @@ def _export_section(store: Store) -> None:
             st.error(str(exc).splitlines()[0])
     if "exp-data" in st.session_state:
         data, rep, f_ = st.session_state["exp-data"]
-        st.text(f"{rep['records']} records - {rep['versions']} versions, {rep['episodes']} episodes, "
-                f"{rep['steps']} steps, {rep['bytes']:,} bytes")
+        st.text(f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
+                f"{plural(rep['episodes'], 'episode')}, {plural(rep['steps'], 'step')}, {rep['bytes']:,} bytes")
         head, more = preview(data)
         st.caption(f"The first {PREVIEW_LINES} lines of export.{EXT[f_]}:" if more else f"All of export.{EXT[f_]}:")
         st.code(head, language=None, wrap_lines=True)
