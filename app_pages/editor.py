@@ -127,10 +127,11 @@ def mark_running(version_id: int) -> None:
         store.update_version(version_id, status="stopped")
 
 
-def end_run(status: str | None = "open") -> None:
+def end_run(status: str = "open") -> None:
+    """The run is over: the stored status says how (open again, or stopped)."""
     r = st.session_state.get("run")
     st.session_state["run"] = None
-    if r and status and not store.version(vid).outcome.done:
+    if r and not store.version(vid).outcome.done:
         store.update_version(vid, status=status)
 
 
@@ -371,11 +372,9 @@ def controls(v, steps, busy: bool):
                 with state.lock():
                     new = eng.branch(vid, int(k))
                 switch_to(new.id)
-    if stop:
+    if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
         stepjobs.cancel(DB, vid)
         end_run("stopped")
-        if not store.version(vid).outcome.done:
-            store.update_version(vid, status="stopped")
         st.rerun()
     if run_n or run_end:
         start_run(int(n) if run_n else None)
