@@ -418,7 +418,7 @@ def body() -> None:
     line.caption(status_line(v, steps))
 
     tall = len(steps) > BOX_AFTER
-    box = st.container(height=560 if tall else "content", autoscroll=True if tall else None, key="steps_box")
+    box = st.container(height=420 if tall else "content", autoscroll=True if tall else None, key="steps_box")
     with box:
         for s in steps:
             render_step(s, v)

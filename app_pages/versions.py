@@ -1,4 +1,4 @@
-"""Versions: the episode's version tree, each version's outcome, human edits, steps, tokens
+"""Versions: the episode's version tree, each version's outcome, its edit, steps, tokens
 and cost; switch to, name, or mark a version current."""
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ for v in versions:
     parent = by_id.get(v.parent_version)
     e = own_edit(v.edits, parent.edits if parent else [])
     edit = edit_label(e) if e else (f"branched from v{parent.id}" if parent else "")
-    r.update(current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit)
+    by_hand = sum(1 for s in steps if s.source == "human" and s.edit is None)
+    r.update(current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit,
+             edits=len(v.edits), by_hand=by_hand)
     rows.append(r)
 
 st.graphviz_chart(version_tree_dot(rows, ep.current_version, vid), width="content")
@@ -46,7 +48,8 @@ table = [
         "outcome": status_word(r["done"], r["success"], r["status"]),
         "edit": r["edit"],
         "steps": r["steps"],
-        "human edits": r["human_edits"],
+        "edits": r["edits"],
+        "steps by hand": r["by_hand"],
         "prompt tokens": r["prompt_tokens"],
         "completion tokens": r["completion_tokens"],
         "cost": money(r["cost"]),

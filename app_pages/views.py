@@ -209,7 +209,9 @@ def dot_quote(text: str) -> str:
 
 
 def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None) -> str:
-    """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts."""
+    """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts
+    with `edit` (the version's own edit, as `edit_label` says it) and `edits` (a person's edits
+    on its path)."""
     lines = ["digraph versions {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
     ids = {r["version"] for r in rows}
     for r in rows:
@@ -221,8 +223,8 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         label += f"\n{plural(r['steps'], 'step')}, {state}"
         if r.get("edit"):
             label += f"\n{r['edit']}"
-        if r.get("human_edits"):
-            label += f" ({plural(r['human_edits'], 'edit')} in all)" if r.get("edit") else f"\n{plural(r['human_edits'], 'edit')}"
+        if r.get("edits"):
+            label += f" ({plural(r['edits'], 'edit')} in all)" if r.get("edit") else f"\n{plural(r['edits'], 'edit')}"
         if r["version"] == current:
             label += "\n(current)"
         fill = {"success": "#d4f4dd", "failure": "#fde2e1", "open": "#eef0f4", "stopped": "#fff1c2"}[state]

@@ -543,7 +543,7 @@ def test_versions_page_tree_tokens_name_and_current(app):
     calls = toy.store.calls(episode_id=ep.id)
     assert row["prompt tokens"] == sum(c.usage.prompt_tokens or 0 for c in calls) > 0
     assert row["cost"] == f"${(row['prompt tokens'] * 1000 + row['completion tokens'] * 2000) / 1e6:.4f}"
-    assert df[df["version"] == e.id].iloc[0]["human edits"] == 1
+    assert df[df["version"] == e.id].iloc[0]["edits"] == 1
     assert df[df["version"] == e.id].iloc[0]["current"] == "★"
     box(at, "Version").set_value(v.id).run()
     at.text_input(key=f"ver_name_{v.id}").set_value("hallucinated")

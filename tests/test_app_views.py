@@ -91,7 +91,7 @@ def test_provenance_and_replaced_text():
 
 def _row(v, parent=None, name=None, steps=3, done=False, success=None, edits=0):
     return {"version": v, "parent_version": parent, "name": name, "steps": steps, "done": done,
-            "success": success, "human_edits": edits, "status": "open"}
+            "success": success, "edits": edits, "status": "open"}
 
 
 def test_version_tree_dot_escapes_labels_and_links_parents():
