@@ -33,6 +33,7 @@ BACKOFF_MAX_S = 30.0
 RETRY_AFTER_MAX_S = 60.0  # a server's Retry-After is honoured up to this bound
 MALFORMED_RETRIES = 1  # a garbage response is retried at most once
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 
 
 class ModelError(Exception):
@@ -279,7 +280,7 @@ class ModelClient:
             return f"request timed out after {self.config.timeout_s:g}s", True, None
         if isinstance(exc, openai.APIConnectionError):
             return self._scrub(
-                f"cannot reach the model server at {public_url(self.base_url)}: "
+                f"{UNREACHABLE} at {public_url(self.base_url)}: "
                 f"{_cause(exc)}"), True, None
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code

@@ -13,9 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.client import CallWatch
-
-UNREACHABLE = "cannot reach the model server"
+from agent.client import UNREACHABLE, CallWatch
 
 _jobs: dict[tuple[str, int], "StepJob"] = {}
 _guard = threading.Lock()
