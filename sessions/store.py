@@ -376,10 +376,14 @@ class Store:
     @staticmethod
     def _step_fields(r, infos: dict[str, dict] | None = None) -> tuple:
         """A steps row (`_SCOLS`) as the values of `StepRow`'s fields, in order."""
-        info = _uj(r[9], {}) if infos is None or r[9] is None else infos.get(r[9]) or infos.setdefault(r[9], _uj(r[9]))
-        return (r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8] or 0.0, info, r[10],
-                EditInfo.model_validate_json(r[11]) if r[11] else None, _ids(r[12]),
-                json.loads(r[13]) if r[13] else None, r[14], json.loads(r[15]) if r[15] else [])
+        sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig = r
+        if infos is None or info is None:
+            info = _uj(info, {})
+        else:
+            info = infos.get(info) or infos.setdefault(info, json.loads(info))
+        return (sid, eid, parent, idx, thought, action, obs, bool(done), reward or 0.0, info, source,
+                EditInfo.model_validate_json(edit) if edit else None, _ids(calls),
+                json.loads(snap) if snap else None, at, json.loads(sig) if sig else [])
 
     def _step_from_row(self, r) -> Step:
         return Step(**dict(zip(StepRow._fields, self._step_fields(r))))

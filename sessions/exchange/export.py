@@ -92,6 +92,7 @@ class EpisodeEncoder:
         self.call_ref: dict[int, int] = {}
         self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
         self.call_cache: dict[int, str] = {}
+        self.shared: dict[int, tuple[Any, str]] = {}  # JSON of dicts many rows share (info, params)
         self.version_ref: dict[int, int] = {}
         vids = [v.id for v in batch.versions]
         self.current = ep.current_version if ep.current_version in vids else vids[-1]
@@ -124,13 +125,21 @@ class EpisodeEncoder:
             # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
             self.call_cache[c.id] = (
                 f'{{"ref":{ref},"created_at":{_str(c.created_at)},"model":{_str(c.model)},'
-                f'"api_style":{_str(c.api_style)},"purpose":{_str(c.purpose)},"params":{_dumps(c.params)},'
+                f'"api_style":{_str(c.api_style)},"purpose":{_str(c.purpose)},"params":{self._shared(c.params)},'
                 f'"prompt_hash":{_str(c.prompt_hash)},"prompt_chars":{_num(c.prompt_chars)},'
                 f'"completion":{_str(c.completion)},"usage":{{"prompt_tokens":{_num(u.prompt_tokens)},'
                 f'"completion_tokens":{_num(u.completion_tokens)},"cached_prompt_tokens":{_num(u.cached_prompt_tokens)}}},'
                 f'"latency_ms":{_num(c.latency_ms)},"attempts":{_num(c.attempts)},"cached":{_bool(c.cached)},'
                 f'"error":{_str(c.error)}}}')
         return self.call_ref[c.id]
+
+    def _shared(self, obj: Any) -> str:
+        """_dumps of an object that many steps or calls of a bulk read share (the entry holds
+        the object, so its id cannot be reused while cached)."""
+        hit = self.shared.get(id(obj))
+        if hit is None or hit[0] is not obj:
+            hit = self.shared[id(obj)] = (obj, _dumps(obj))
+        return hit[1]
 
     def _step(self, s: Step, limit: int) -> str:
         d = self.step_cache.get(s.id)
@@ -151,7 +160,7 @@ class EpisodeEncoder:
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
         d = (f'{{"ref":{ref},"index":{_num(s.index)},"thought":{_str(s.thought)},"action":{_str(s.action)},'
              f'"observation":{_str(s.observation)},"done":{_bool(s.done)},"reward":{_num(s.reward)},'
-             f'"info":{_dumps(info)},"source":{_str(s.source)},'
+             f'"info":{self._shared(info)},"source":{_str(s.source)},'
              f'"edit":{"null" if s.edit is None else _dumps(self._edit(s.edit, limit))},'
              f'"calls":[{",".join(map(str, call_refs))}],"created_at":{_str(s.created_at)},'
              f'"annotations":{_dumps(notes) if notes else "[]"}}}')
