@@ -66,15 +66,23 @@ def switch_to(new_vid: int) -> None:
     st.rerun()
 
 
+def follow(rep) -> None:
+    """The steps went to a new child of a frozen version: say so and show that version."""
+    if rep.version.id != vid:
+        st.session_state["notice"] = rep.notice
+        state.select(ep_id, rep.version.id)
+        st.rerun()
+
+
 def do_step() -> None:
     state.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "step"}
     try:
-        with state.lock():
-            rep = eng.step(vid)
+        rep = eng.step(vid)
     except STEP_ERRORS as exc:
         state.set_error("step", exc)
         return
+    follow(rep)
     if rep.done:
         st.rerun()  # the header shows the outcome too
 
@@ -94,13 +102,14 @@ def tick() -> bool:
         st.session_state["run"] = None
         return True
     try:
-        with state.lock():
-            rep = eng.step(vid)
+        rep = eng.step(vid)
     except STEP_ERRORS as exc:
         state.set_error("step", exc)
         st.session_state["run"] = None
         return True
     r["added"] += len(rep.steps)
+    r["version"] = rep.version.id
+    follow(rep)
     if rep.done or (r["n"] is not None and r["added"] >= r["n"]):
         st.session_state["run"] = None
         return True
@@ -110,8 +119,7 @@ def tick() -> bool:
 def suggestions_for(k: int) -> list[str]:
     """Admissible commands before step k (ALFWorld), via the engine's environment."""
     try:
-        with state.lock():
-            acts = eng.admissible_actions(vid, before=k)
+        acts = eng.admissible_actions(vid, before=k)
     except STEP_ERRORS as exc:
         st.caption("No suggestions:")
         st.text(str(exc))
@@ -120,8 +128,7 @@ def suggestions_for(k: int) -> list[str]:
 
 
 def expert_hint_before(k: int) -> str | None:
-    with state.lock():
-        return eng.expert_hint(vid, 5.0, before=k)
+    return eng.expert_hint(vid, 5.0, before=k)
 
 
 def _fill(target: str, source: str) -> None:
@@ -182,17 +189,16 @@ def edit_panel(v, steps, s) -> None:
         if c[0].button("Apply as new version", key=f"ed_apply_{vid}_{k}", type="primary"):
             state.clear_error("edit")
             try:
-                with state.lock():
-                    if kind == "Rewrite thought":
-                        new = eng.edit(vid, k, "rewrite_thought", text, keep_rest=keep)
-                    elif kind == "Delete thought":
-                        new = eng.edit(vid, k, "delete_thought", keep_rest=keep)
-                    elif kind == "Insert thought after":
-                        new = eng.edit(vid, k + 1, "insert_thought", text, keep_rest=keep)
-                    elif kind == "Rewrite action":
-                        new = eng.edit(vid, k, "rewrite_action", text)
-                    else:
-                        new = eng.branch(vid, k)
+                if kind == "Rewrite thought":
+                    new = eng.edit(vid, k, "rewrite_thought", text, keep_rest=keep)
+                elif kind == "Delete thought":
+                    new = eng.edit(vid, k, "delete_thought", keep_rest=keep)
+                elif kind == "Insert thought after":
+                    new = eng.edit(vid, k + 1, "insert_thought", text, keep_rest=keep)
+                elif kind == "Rewrite action":
+                    new = eng.edit(vid, k, "rewrite_action", text)
+                else:
+                    new = eng.branch(vid, k)
             except STEP_ERRORS as exc:
                 state.set_error("edit", exc)
                 st.rerun()
@@ -217,8 +223,7 @@ def human_panel(v) -> None:
                              on_change=_fill, args=("h_action", "h_sugg"), placeholder="pick a command")
             if st.button("Expert hint", key="h_hint"):
                 try:
-                    with state.lock():
-                        st.session_state["h_hinted"] = eng.expert_hint(vid, 5.0) or "(no hint available)"
+                    st.session_state["h_hinted"] = eng.expert_hint(vid, 5.0) or "(no hint available)"
                 except STEP_ERRORS as exc:
                     st.session_state["h_hinted"] = f"(no hint: {exc})"
             if st.session_state.get("h_hinted"):
@@ -232,13 +237,13 @@ def human_panel(v) -> None:
         if st.button("Take this step", key="h_submit", type="primary"):
             state.clear_error("human")
             try:
-                with state.lock():
-                    eng.human_step(vid, thought=thought or None, action=action or None)
+                rep = eng.human_step(vid, thought=thought or None, action=action or None)
             except STEP_ERRORS as exc:
                 state.set_error("human", exc)
                 st.rerun()
             for key in ("h_thought", "h_action", "h_sugg", "h_hinted"):
                 st.session_state.pop(key, None)
+            follow(rep)
             st.rerun()
 
 
@@ -272,6 +277,9 @@ def body() -> None:
     elif running:
         ended = tick()
 
+    notice = st.session_state.pop("notice", None)
+    if notice:
+        st.info(notice, icon=":material/call_split:")
     if state.show_error("step", retry_label="Retry"):
         last = st.session_state.get("last_cmd") or {"kind": "step"}
         state.clear_error("step")

@@ -7,7 +7,7 @@ import streamlit as st
 
 from app_pages import state
 from app_pages.annotate_widgets import version_annotation_panel
-from app_pages.views import cost, usage_totals, version_tree_dot
+from app_pages.views import calls_cost, usage_totals, version_tree_dot
 from agent.summary import version_summary
 
 eng = state.engine()
@@ -27,8 +27,9 @@ rows = []
 for v in versions:
     r = version_summary(eng, v)
     steps = eng.steps(v)
-    p, c = usage_totals((cid for s in steps for cid in s.call_ids), calls)
-    dollars = cost(p, c, prices.get(ep.config.model))
+    ids = [cid for s in steps for cid in s.call_ids]
+    p, c = usage_totals(ids, calls)
+    dollars = calls_cost(ids, calls, prices)
     r.update(current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c,
              cost=None if dollars is None else round(dollars, 4))
     rows.append(r)

@@ -18,6 +18,7 @@ from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions.store import Store, StoreError, VersionChanged
 from tests.scripted_server import Reply
+from tests.test_app import app  # noqa: F401 - the AppTest fixture
 from tests.test_cli_core import CHILD, ROOT, cli, cli_json
 from tests.test_engine import ROOM_SCRIPT, cfg
 from tests.toy_envs import ROOM_EXEMPLARS, ROOM_TASK
@@ -315,3 +316,47 @@ def _catch(fn, *args):
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - the test inspects it
         return exc
+
+
+# ---------------------------------------------------------------------- concurrency in the app
+
+
+def test_a_slow_step_in_one_tab_does_not_block_another_episode(app):
+    """One app-wide lock held across the model call made every tab wait for the slowest."""
+    from tests.test_app import cfg as app_cfg
+    from tests.test_app import click
+
+    toy, make = app
+    ep_a, v_a = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
+    ep_b, v_b = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
+    toy.llm.push(Reply(text=" go to shelf 1", delay_s=4.0), " go to cabinet 1")
+    slow, fast = make("editor", episode=ep_a.id), make("editor", episode=ep_b.id)
+    t = threading.Thread(target=lambda: click(slow, "btn_step"))
+    t.start()
+    while not toy.llm.completion_requests:
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    click(fast, "btn_step")
+    took = time.monotonic() - t0
+    t.join(30)
+    assert [s.action for s in toy.store.version_steps(v_b.id)] == ["go to cabinet 1"]
+    assert [s.action for s in toy.store.version_steps(v_a.id)] == ["go to shelf 1"]
+    assert took < 3.0
+
+
+def test_cost_uses_the_price_of_each_calls_model(app):
+    from tests.test_app import cfg as app_cfg
+
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
+    toy.llm.push(" go to cabinet 1", " open cabinet 1")
+    toy.engine.step(v.id)
+    new = toy.engine.reconfigure(v.id, {"model": "dear-model"})
+    toy.engine.step(new.id)
+    prices = {"scripted-model": {"prompt": 1000.0, "completion": 0.0}, "dear-model": {"prompt": 9000.0, "completion": 0.0}}
+    toy.store.set_setting("model_prices", prices)
+    calls = toy.store.calls(episode_id=ep.id)
+    assert {c.model for c in calls} == {"scripted-model", "dear-model"}
+    expected = sum(c.usage.prompt_tokens * prices[c.model]["prompt"] for c in calls) / 1e6
+    df = make("versions", episode=ep.id).dataframe[0].value
+    assert df[df["version"] == new.id].iloc[0]["cost $"] == pytest.approx(round(expected, 4))
