@@ -221,6 +221,24 @@ def test_expert_hint():
     env.close()
 
 
+def test_expert_hint_never_forks_the_server_process(monkeypatch):
+    """The app's process is multi-threaded: forking it can deadlock the child. The planner
+    runs in a worker started from a clean process instead, at the current state."""
+    task = one_per_type()["pick_and_place_simple"]
+    env = make_env(task, {})
+    env.reset(task)
+    walk = [to_wording(c, "paper") for c in _walkthrough(task)]
+    env.step(walk[0])
+
+    def no_fork():
+        raise AssertionError("os.fork() called in the server process")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    hint = env.expert_hint(timeout_s=60)
+    assert hint in env.admissible_actions()
+    env.close()
+
+
 def test_missing_and_corrupt_games(tmp_path):
     with pytest.raises(EnvError, match="not found.*nothere"):
         custom_task(game=tmp_path / "nothere" / "game.tw-pddl")
