@@ -185,9 +185,9 @@ def test_replay_in_another_process_matches():
     assert json.loads(out.stdout) == here
 
 
-@pytest.mark.slow
 def test_caches_do_not_change_transcripts():
-    """FastGame (cached) vs the stock PddlEnv + AlfredDemangler + AlfredInfos, 100 steps."""
+    """FastGame (cached) vs the stock PddlEnv + AlfredDemangler + AlfredInfos, 100 steps.
+    Part of the default test run: it is what keeps fastgame.py honest about textworld."""
     from envs.alfworld.fastgame import FastGame, load_game_data
     from envs.alfworld.stock import StockGame
 
