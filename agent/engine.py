@@ -171,7 +171,11 @@ class Engine:
         self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None
     ) -> tuple[Episode, Version]:
         family(task.env)  # unknown env -> EnvError before anything is written
-        return self.store.create_episode(task, config, env_options or {}, name)
+        rev = self._revision_of(config.exemplar_set)  # so is an unknown exemplar set
+        episode, version = self.store.create_episode(task, config, env_options or {}, name)
+        if rev is not None:  # the first version's prompts use the set as it is now
+            self.store.pin_exemplar_revision(version.id, rev)
+        return episode, version
 
     def max_steps(self, episode: Episode) -> int:
         return episode.config.max_steps or family(episode.task.env).default_max_steps
@@ -385,8 +389,8 @@ class Engine:
         ...): a new child version at the same leaf runs with them and becomes current; the
         version keeps the config it ran with. No change: the version itself. Naming an
         exemplar set pins its current revision."""
-        v = self.store.version(version_id)
-        with self._locked(v.episode_id):
+        with self._locked(self.store.version(version_id).episode_id):
+            v = self.store.version(version_id)
             old = self.store.version_config(v.id)
             data = old.model_dump()
             unknown = sorted(set(changes) - set(data))

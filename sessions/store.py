@@ -327,10 +327,13 @@ class Store:
         """A version pins the config (and exemplar-set revision) it runs with: given ones,
         else those of `pin_from` (the version it continues), else the episode's config."""
         if config_id is None and pin_from is not None:
-            config_id, exemplar_rev = self.db.execute(
-                "select config_id, exemplar_rev from versions where id = ?", [pin_from]).fetchone()
+            row = self.db.execute("select config_id, exemplar_rev from versions where id = ?", [pin_from]).fetchone()
+            config_id, exemplar_rev = row or (None, None)
         if config_id is None:
-            config_id = self.db.execute("select config_id from episodes where id = ?", [v.episode_id]).fetchone()[0]
+            row = self.db.execute("select config_id from episodes where id = ?", [v.episode_id]).fetchone()
+            if row is None:
+                raise StoreError(f"unknown episode {v.episode_id}")
+            config_id = row[0]
         row = {
             "episode_id": v.episode_id,
             "parent_version": v.parent_version,
