@@ -9,6 +9,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from sessions.store import StoreError
+
 HERE = Path(__file__).resolve().parent
 PAGES = HERE / "app_pages"
 
@@ -23,4 +25,8 @@ pages = [
     st.Page(PAGES / "settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
 ]
 
-st.navigation(pages).run()
+try:
+    st.navigation(pages).run()
+except StoreError as exc:  # the database said no (locked, disk full, ...): one line, nothing lost
+    st.error("The database refused that — nothing was lost. Details:", icon=":material/error:")
+    st.text(str(exc))

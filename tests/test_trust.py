@@ -360,3 +360,23 @@ def test_cost_uses_the_price_of_each_calls_model(app):
     expected = sum(c.usage.prompt_tokens * prices[c.model]["prompt"] for c in calls) / 1e6
     df = make("versions", episode=ep.id).dataframe[0].value
     assert df[df["version"] == new.id].iloc[0]["cost $"] == pytest.approx(round(expected, 4))
+
+
+def test_the_app_shows_a_database_failure_as_one_line(app):
+    """A write that the database refuses (here: locked by another writer) is a message on the
+    page, not a traceback, and the next action works again."""
+    from app_pages import state
+
+    toy, make = app
+    at = make("settings")
+    state.store().db.conn.execute("pragma busy_timeout = 50")
+    blocker = sqlite3.connect(toy.db, isolation_level=None)
+    blocker.execute("begin immediate")
+    at.button(key="price_save").click().run()
+    blocker.execute("rollback")
+    blocker.close()
+    assert not at.exception
+    shown = [t.value for t in at.text]
+    assert any("database is locked" in t and "\n" not in t for t in shown), shown
+    at.button(key="price_save").click().run()
+    assert not at.exception and toy.store.get_setting("model_prices")
