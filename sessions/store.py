@@ -54,7 +54,6 @@ class DatabaseFailure(StoreError, sqlite3.DatabaseError):
 
 _HINTS = (
     ("locked", "another program is writing to the database; try again"),
-    ("busy", "another program is writing to the database; try again"),
     ("full", "free some disk space and try again"),
     ("constraint", "the write was refused and nothing was changed"),
     ("malformed", "the database file is damaged"),

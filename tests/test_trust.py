@@ -41,15 +41,15 @@ def _indices(store: Store, vid: int) -> list[int]:
 
 
 def test_two_processes_stepping_one_version_never_interleave(toy, tmp_path):
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=16, cache=False))
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=12, cache=False))
     toy.llm.set_default(Reply(text=" go to shelf 1", delay_s=0.25))
     db = str(toy.db)
     procs = [_child(tmp_path, toy.llm, "resume", str(ep.id), "--version", str(v.id), "--db", db) for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     codes = sorted(p.returncode for p in procs)
     errs = "".join(e for _, e in outs)
-    assert _indices(toy.store, v.id) == list(range(1, 17))  # one writer's steps, in order
-    assert toy.store.db.execute("select count(*) from steps").fetchone()[0] == 16
+    assert _indices(toy.store, v.id) == list(range(1, 13))  # one writer's steps, in order
+    assert toy.store.db.execute("select count(*) from steps").fetchone()[0] == 12
     assert codes == [0, 1], errs
     assert "changed meanwhile" in errs
     assert toy.store.version(v.id).outcome.done
@@ -265,7 +265,7 @@ def test_the_path_cache_is_bounded(toy):
     from trajectory.records import Version
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    for _ in range(600):
+    for _ in range(300):
         toy.engine.steps(toy.store.create_version(Version(episode_id=ep.id), make_current=False))
     assert len(toy.engine._paths) <= 256
 
