@@ -380,3 +380,19 @@ def test_the_app_shows_a_database_failure_as_one_line(app):
     assert any("database is locked" in t and "\n" not in t for t in shown), shown
     at.button(key="price_save").click().run()
     assert not at.exception and toy.store.get_setting("model_prices")
+
+
+def test_the_editor_continues_a_frozen_version_in_a_child_and_says_so(app):
+    from tests.test_app import cfg as app_cfg
+    from tests.test_app import click
+
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
+    toy.engine.human_step(v.id, action="go to cabinet 1")
+    ann.annotate_version(toy.store, v.id, verdict="failure", by="ann")
+    toy.llm.push(" open cabinet 1")
+    at = click(make("editor", episode=ep.id, version=v.id), "btn_step")
+    child = toy.store.episode(ep.id).current_version
+    assert child != v.id and at.query_params["version"] == str(child)
+    assert any(f"version {v.id} is frozen (annotated); continuing in new version {child}" in i.value for i in at.info)
+    assert _indices(toy.store, v.id) == [1] and _indices(toy.store, child) == [1, 2]
