@@ -28,6 +28,7 @@ if vid is None:
     st.error(f"Episode {ep_id} has no version.")
     st.stop()
 state.select(ep_id, vid)
+ep = ep.model_copy(update={"config": store.version_config(vid)})  # the settings this version runs with
 
 versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}

@@ -396,3 +396,15 @@ def test_the_editor_continues_a_frozen_version_in_a_child_and_says_so(app):
     assert child != v.id and at.query_params["version"] == str(child)
     assert any(f"version {v.id} is frozen (annotated); continuing in new version {child}" in i.value for i in at.info)
     assert _indices(toy.store, v.id) == [1] and _indices(toy.store, child) == [1, 2]
+
+
+def test_the_editor_shows_the_settings_of_the_selected_version(app):
+    from tests.test_app import cfg as app_cfg
+
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
+    new = toy.engine.reconfigure(v.id, {"model": "other-model", "max_steps": 9})
+    shown = " ".join(t.value for t in make("editor", episode=ep.id, version=v.id).text)
+    assert "Model: scripted-model" in shown and "Max steps: 50" in shown
+    shown = " ".join(t.value for t in make("editor", episode=ep.id, version=new.id).text)
+    assert "Model: other-model" in shown and "Max steps: 9" in shown
