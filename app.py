@@ -11,6 +11,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from sessions.store import StoreError
+
 HERE = Path(__file__).resolve().parent
 PAGES = HERE / "app_pages"
 
@@ -25,4 +27,8 @@ pages = [
     st.Page(PAGES / "settings.py", title="Settings", url_path="settings"),
 ]
 
-st.navigation(pages).run()
+try:
+    st.navigation(pages).run()
+except StoreError as exc:  # the database said no (locked, disk full, ...): one line, nothing lost
+    st.error("The database refused that — nothing was lost. Details:")
+    st.text(str(exc))

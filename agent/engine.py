@@ -10,8 +10,12 @@ stored snapshot, else by replaying the recorded actions and checking every obser
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from pydantic import ValidationError
 
 from agent import exemplars as ex
 from trajectory import formats as fmt
@@ -20,9 +24,13 @@ from agent.client import CallWatch, ModelClient, ModelError
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
-from sessions.store import Store, StoreError
+from sessions import annotations as ann
+from sessions import exemplar_sets as sets
+from sessions.store import Store, StoreError, VersionChanged
 
 MAX_TEXT = 20_000  # characters a person may put in one thought or action
+PATH_CACHE = 256  # versions whose paths the engine keeps in memory
+FROZEN = {"annotated": "annotated", "exemplar": "used by an exemplar set", "child": "it has a child version"}
 
 
 class EngineError(Exception):
@@ -43,13 +51,22 @@ class StepCancelled(ModelCallFailed):
 class StepReport:
     """What one `Engine.step` added."""
 
-    version: Version
+    version: Version  # where the steps went: the stepped version, or its new child
     steps: list[Step]
     calls: list[ModelCall] = field(default_factory=list)
+    frozen: str | None = None  # why the stepped version could not grow (a FROZEN key)
+    continued_from: int | None = None  # the frozen version the new child continues
 
     @property
     def done(self) -> bool:
         return self.version.outcome.done
+
+    @property
+    def notice(self) -> str | None:
+        """The line a face shows when the steps went to a new child version."""
+        if self.frozen is None:
+            return None
+        return f"version {self.continued_from} is frozen ({FROZEN[self.frozen]}); continuing in new version {self.version.id}"
 
 
 @dataclass
@@ -62,9 +79,12 @@ class RunReport:
     added: int = 0
     stopped: bool = False
     error: str | None = None
+    continued_from: int | None = None  # set when the run went on in a new child of a frozen version
 
     def as_json(self) -> dict[str, Any]:
         out = {"episode": self.episode, "version": self.version, "done": self.done, "success": self.success, "steps": self.steps}
+        if self.continued_from is not None:
+            out["continued_from"] = self.continued_from
         if self.error:
             out["error"] = self.error
         return out
@@ -118,7 +138,11 @@ class _Edit:
 
 class Engine:
     """Steps, runs and edits versions stored in `store`. Keeps environments alive across
-    calls (the UI holds one Engine per process), so resuming a visited step is cheap."""
+    calls (the UI holds one Engine per process), so resuming a visited step is cheap.
+
+    Thread-safe per episode: environment and database work on an episode runs under that
+    episode's lock, never the model call (the append is compare-and-set on the leaf, so a
+    step whose version moved while it waited for the model fails cleanly)."""
 
     def __init__(
         self,
@@ -132,17 +156,32 @@ class Engine:
         self.api_key = api_key
         self._client_factory = client_factory
         self._clients: dict[str, Any] = {}
-        self._live: dict[int, _Live] = {}
+        self._live: OrderedDict[int, _Live] = OrderedDict()  # least recently used first
         self._max_live = max_live_envs
-        self._paths: dict[int, tuple[int | None, list[Step]]] = {}
+        self._paths: OrderedDict[int, tuple[int | None, list[Step]]] = OrderedDict()
         self._signal_states = sig.PathStates()
+        self._guard = threading.Lock()  # the caches and the lock table
+        self._locks: dict[int, threading.RLock] = {}
+
+    def _locked(self, episode_id: int) -> threading.RLock:
+        """The episode's lock: held around its environment and database work."""
+        with self._guard:
+            return self._locks.setdefault(episode_id, threading.RLock())
+
+    def _episode(self, v: Version) -> Episode:
+        """The version's episode, with the config the version pinned."""
+        return self.store.episode(v.episode_id).model_copy(update={"config": self.store.version_config(v.id)})
 
     # ------------------------------------------------------------------ episodes
     def start_episode(
         self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None
     ) -> tuple[Episode, Version]:
         family(task.env)  # unknown env -> EnvError before anything is written
-        return self.store.create_episode(task, config, env_options or {}, name)
+        rev = self._revision_of(config.exemplar_set)  # so is an unknown exemplar set
+        episode, version = self.store.create_episode(task, config, env_options or {}, name)
+        if rev is not None:  # the first version's prompts use the set as it is now
+            self.store.pin_exemplar_revision(version.id, rev)
+        return episode, version
 
     def max_steps(self, episode: Episode) -> int:
         return episode.config.max_steps or family(episode.task.env).default_max_steps
@@ -179,23 +218,45 @@ class Engine:
 
     # ------------------------------------------------------------------ environment
     def _live_env(self, episode: Episode) -> _Live:
-        live = self._live.get(episode.id)
-        if live is None:
-            fam = family(episode.task.env)
-            env = fam.make_env(episode.task, episode.env_options, self.store)
-            env.reset(episode.task)
-            live = _Live(env=env, at=0, tokens={0: env.state()})
-            while len(self._live) >= self._max_live:
-                _, old = self._live.popitem()
-                try:
-                    old.env.close()
-                except Exception:  # pragma: no cover - closing is best effort
-                    pass
+        with self._guard:
+            live = self._live.get(episode.id)
+            if live is not None:
+                self._live.move_to_end(episode.id)
+                return live
+        fam = family(episode.task.env)
+        env = fam.make_env(episode.task, episode.env_options, self.store)
+        env.reset(episode.task)
+        live = _Live(env=env, at=0, tokens={0: env.state()})
+        with self._guard:
             self._live[episode.id] = live
+            old = self._evict(keep=episode.id)
+        for x in old:
+            try:
+                x.env.close()
+            except Exception:  # pragma: no cover - closing is best effort
+                pass
         return live
+
+    def _evict(self, keep: int) -> list[_Live]:
+        """Drop the least recently used environments over the bound (not one in use)."""
+        out = []
+        for eid in list(self._live):
+            if len(self._live) <= self._max_live:
+                break
+            lock = self._locks.get(eid)
+            if eid == keep or (lock is not None and not lock.acquire(blocking=False)):
+                continue
+            out.append(self._live.pop(eid))
+            if lock is not None:
+                lock.release()
+        return out
 
     def env_at(self, episode: Episode, steps: list[Step]) -> Environment:
         """The episode's environment in exactly the state after `steps[-1]`."""
+        with self._locked(episode.id):
+            return self._env_at(episode, steps)
+
+    def _env_at(self, episode: Episode, steps: list[Step]) -> Environment:
         live = self._live_env(episode)
         target = steps[-1].id if steps else 0
         if live.at == target:
@@ -230,9 +291,11 @@ class Engine:
 
     def forget_env(self, episode_id: int) -> None:
         """Drop the live environment (next use rebuilds it, as after a restart)."""
-        live = self._live.pop(episode_id, None)
-        if live:
-            live.env.close()
+        with self._locked(episode_id):
+            with self._guard:
+                live = self._live.pop(episode_id, None)
+            if live:
+                live.env.close()
 
     def _env_before(self, version_id: int, before: int | None) -> Environment:
         """The environment after the whole version, or just before its step `before`."""
@@ -242,82 +305,161 @@ class Engine:
             if not 1 <= before <= len(steps) + 1:
                 raise EngineError(f"version {v.id} has no step {before}")
             steps = steps[: before - 1]
-        return self.env_at(self.store.episode(v.episode_id), steps)
+        return self._env_at(self.store.episode(v.episode_id), steps)
 
     def admissible_actions(self, version_id: int, *, before: int | None = None) -> list[str] | None:
         """Valid commands (ALFWorld) at the end of the version, or before step `before` -
         the suggestions for rewriting that step's action."""
-        return self._env_before(version_id, before).admissible_actions()
+        with self._locked(self.store.version(version_id).episode_id):
+            return self._env_before(version_id, before).admissible_actions()
 
     def expert_hint(self, version_id: int, timeout_s: float = 5.0, *, before: int | None = None) -> str | None:
         """The expert's next action there, or None when it cannot answer within the time."""
-        hint = getattr(self._env_before(version_id, before), "expert_hint", None)
-        return hint(timeout_s) if hint else None
+        with self._locked(self.store.version(version_id).episode_id):
+            hint = getattr(self._env_before(version_id, before), "expert_hint", None)
+            return hint(timeout_s) if hint else None
 
     # ------------------------------------------------------------------ reading
     def steps(self, version: Version) -> list[Step]:
         """The version's path, cached by leaf so a long run does not re-read it each step."""
-        cached = self._paths.get(version.id)
-        if cached and cached[0] == version.leaf_step_id:
-            return cached[1]
+        with self._guard:
+            cached = self._paths.get(version.id)
+            if cached and cached[0] == version.leaf_step_id:
+                self._paths.move_to_end(version.id)
+                return cached[1]
         steps = self.store.path(version.leaf_step_id)
-        self._paths[version.id] = (version.leaf_step_id, steps)
+        self._remember_path(version.id, version.leaf_step_id, steps)
         return steps
 
+    def _remember_path(self, version_id: int, leaf: int | None, steps: list[Step]) -> None:
+        with self._guard:
+            self._paths[version_id] = (leaf, steps)
+            self._paths.move_to_end(version_id)
+            while len(self._paths) > PATH_CACHE:
+                self._paths.popitem(last=False)
+
     def prompt(self, version_id: int) -> str:
-        """The exact text the next model call of this version would be sent."""
+        """The exact text the next model call of this version would be sent: a pure
+        function of the version's pinned config and exemplar revision, task and steps."""
         v = self.store.version(version_id)
-        ep = self.store.episode(v.episode_id)
+        ep = self._episode(v)
         steps = self.steps(v)
+        rev = self.store.exemplar_revision(v.id)
         i = len(steps) + 1
         if ep.task.env == "alfworld":
-            return fmt.alfworld_prompt(self._alf_exemplars(ep), ep.task.text, steps)
-        prefix = self._wiki_prefix(ep, steps)
+            return fmt.alfworld_prompt(self._alf_exemplars(ep, rev), ep.task.text, steps)
+        prefix = self._wiki_prefix(ep, steps, rev)
         if v.draft_thought is not None:
             return prefix + fmt.wiki_action_cue(i, v.draft_thought)[0]
         return prefix + fmt.wiki_step_cue(i, ep.config.style)[0]
 
-    def _alf_exemplars(self, ep: Episode) -> list[str]:
+    def _alf_exemplars(self, ep: Episode, rev: int | None) -> list[str]:
         try:
-            prompts = ex.prompt_dict("alfworld", ep.config.exemplar_set, self.store)
+            prompts = ex.prompt_dict("alfworld", ep.config.exemplar_set, self.store, rev)
             return ex.alfworld_exemplars(prompts, ep.task.type, ep.config.style)
         except (ex.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
 
-    def _wiki_prefix(self, ep: Episode, steps: list[Step]) -> str:
+    def _wiki_prefix(self, ep: Episode, steps: list[Step], rev: int | None) -> str:
         try:
-            prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store)
+            prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
             instruction, block = ex.wiki_exemplars(prompts, ep.task.env, ep.config.style)
         except (ex.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
         return fmt.wiki_prompt_prefix(instruction, block, ep.task.text, steps)
 
+    def _pin_exemplars(self, v: Version, ep: Episode) -> int | None:
+        """The exemplar-set revision the version's prompts use, pinned at its first use."""
+        rev = self.store.exemplar_revision(v.id)
+        if rev is None and ep.config.exemplar_set not in (None, "builtin"):
+            rev = self._revision_of(ep.config.exemplar_set)
+            self.store.pin_exemplar_revision(v.id, rev)
+        return rev
+
+    def _revision_of(self, set_name: str | None) -> int | None:
+        if set_name in (None, "builtin"):
+            return None
+        try:
+            return sets.current_revision(self.store, set_name)
+        except sets.ExemplarSetError as exc:
+            raise EngineError(str(exc)) from None
+
+    # ------------------------------------------------------------------ frozen versions
+    def frozen_reason(self, version_id: int) -> str | None:
+        """Why a version may no longer grow (a FROZEN key), or None: what was relied on
+        (annotated, used by an exemplar set, branched from) never changes again."""
+        if ann.is_annotated(self.store, version_id):
+            return "annotated"
+        if sets.uses_version(self.store, version_id):
+            return "exemplar"
+        if self.store.has_child_version(version_id):
+            return "child"
+        return None
+
+    def reconfigure(self, version_id: int, changes: dict[str, Any]) -> Version:
+        """New settings for the steps that follow (model, endpoint, decoding, exemplars,
+        ...): a new child version at the same leaf runs with them and becomes current; the
+        version keeps the config it ran with. No change: the version itself. Naming an
+        exemplar set pins its current revision."""
+        with self._locked(self.store.version(version_id).episode_id):
+            v = self.store.version(version_id)
+            old = self.store.version_config(v.id)
+            data = old.model_dump()
+            unknown = sorted(set(changes) - set(data))
+            if unknown:
+                raise EngineError(f"unknown setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
+            try:
+                new = AgentConfig.model_validate({**data, **changes})
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                raise EngineError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+            old_rev = self.store.exemplar_revision(v.id)
+            rev = old_rev
+            if "exemplar_set" in changes or new.exemplar_set != old.exemplar_set:
+                rev = self._revision_of(new.exemplar_set)
+            if new == old and (rev == old_rev or old_rev is None):
+                if rev != old_rev:
+                    self.store.pin_exemplar_revision(v.id, rev)
+                return self.store.version(v.id)
+            steps = self.steps(v)
+            status = "open" if v.status == "stopped" else v.status
+            child, _ = self.store.branch(
+                v, at_step=steps[-1] if steps else None, config=new, exemplar_rev=rev, edits=v.edits,
+                draft_thought=v.draft_thought, draft_edit=v.draft_edit, status=status, outcome=v.outcome,
+            )
+            return child
+
     # ------------------------------------------------------------------ stepping
     def _begin(self, version_id: int) -> tuple[Version, Episode, list[Step], Environment]:
+        """Under the episode's lock: the version, its episode (pinned config), its steps,
+        and the environment after them (a replay mismatch shows before any model call)."""
         v = self.store.version(version_id)
-        ep = self.store.episode(v.episode_id)
+        ep = self._episode(v)
         if v.outcome.done:
             raise EngineError(f"version {v.id} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on")
         steps = self.steps(v)
         if len(steps) >= self.max_steps(ep):
             raise EngineError(f"version {v.id} has reached its step limit ({self.max_steps(ep)})")
-        return v, ep, steps, self.env_at(ep, steps)
+        return v, ep, steps, self._env_at(ep, steps)
 
     def step(self, version_id: int, *, watch: CallWatch | None = None) -> StepReport:
         """One model step (ALFWorld: one line; Wikipedia: Thought/Action/Observation).
-        `watch` reports retries and can cancel the step while its model call is in flight."""
-        v, ep, steps, env = self._begin(version_id)
+        Prepare (locked), call the model (unlocked), execute and record (locked). `watch`
+        reports retries and can cancel the step while its model call is in flight."""
+        with self._locked(self.store.version(version_id).episode_id):
+            v, ep, steps, _ = self._begin(version_id)
+            rev = self._pin_exemplars(v, ep)
         i = len(steps) + 1
         calls: list[ModelCall] = []
         try:
             if ep.task.env == "alfworld":
-                prompt = fmt.alfworld_prompt(self._alf_exemplars(ep), ep.task.text, steps)
+                prompt = fmt.alfworld_prompt(self._alf_exemplars(ep, rev), ep.task.text, steps)
                 text = self._complete(ep, prompt, ["\n"], calls, purpose="step", chat=CHAT_INSTRUCTIONS["alfworld"],
                                       watch=watch)
                 thought, action = fmt.parse_alfworld_completion(text)
                 source, edit = "model", None
             else:
-                prefix = self._wiki_prefix(ep, steps)
+                prefix = self._wiki_prefix(ep, steps, rev)
                 source, edit = "model", None
                 if v.draft_thought is not None:  # a person's thought waits for its action
                     thought, source, edit = v.draft_thought, "human", v.draft_edit
@@ -339,13 +481,20 @@ class Engine:
                         self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat, watch=watch), i, "act"
                     ).action
         except ModelCallFailed as exc:
-            if calls:
-                self.store.record_calls(ep.id, calls)
-            if not isinstance(exc, StepCancelled):
-                self.store.update_version(v.id, error=str(exc))
+            with self._locked(ep.id):
+                if calls:
+                    self.store.record_calls(ep.id, calls)
+                if not isinstance(exc, StepCancelled):
+                    self.store.update_version(v.id, error=str(exc))
             raise
-        new = self._execute(ep, env, steps, thought, action, source=source, edit=edit, call_ids=[-(n + 1) for n in range(len(calls))])
-        return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
+        with self._locked(ep.id):
+            if watch is not None and watch.cancel.is_set():  # Stop came while the answer was on its way
+                self.store.record_calls(ep.id, calls)
+                raise StepCancelled("step cancelled; the model's answer was not used", calls[-1] if calls else None)
+            env = self._env_at(ep, steps)
+            new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
+                                call_ids=[-(n + 1) for n in range(len(calls))])
+            return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
 
     def _wiki_action(self, ep: Episode, prefix: str, i: int, thought: str, calls: list[ModelCall],
                      watch: CallWatch | None = None) -> str:
@@ -364,13 +513,19 @@ class Engine:
         action = _clean_text(action, "action", allow_none=True)
         if thought is None and action is None:
             raise EngineError("write a thought or an action")
+        with self._locked(self.store.version(version_id).episode_id):
+            return self._human_step(version_id, thought, action)
+
+    def _human_step(self, version_id: int, thought: str | None, action: str | None) -> StepReport:
         v, ep, steps, env = self._begin(version_id)
         new: list[Step] = []
         if ep.task.env == "alfworld":
-            if action is not None and fmt.split_think(action) is not None:
-                thought, action = fmt.split_think(action), None if thought is None else action
-            if thought is not None:
-                new.append(self._execute(ep, env, steps, thought, None, source="human"))
+            thoughts = [thought] if thought is not None else []
+            if action is not None and fmt.split_think(action) is not None:  # "think: X" is a thought turn
+                thoughts.append(fmt.split_think(action))
+                action = None
+            for t in thoughts:
+                new.append(self._execute(ep, env, steps + new, t, None, source="human"))
             if action is not None:
                 if len(steps) + len(new) >= self.max_steps(ep) or (new and new[-1].done):
                     raise EngineError("no room for the action: the step limit is reached")
@@ -403,6 +558,7 @@ class Engine:
         else:
             command = action or ""
         known = env.admissible_actions() if action is not None else None  # what the env knew before it
+        self._live[ep.id].at = None  # the env moves: it names no recorded step until the commit
         try:
             res: StepResult = env.step(command)
         except EnvError:
@@ -428,23 +584,39 @@ class Engine:
     def _record(
         self, v: Version, ep: Episode, steps: list[Step], new: list[Step], calls: list[ModelCall], *, clear_draft: bool
     ) -> StepReport:
+        """Append compare-and-set on the leaf the steps were computed from; a frozen version
+        gets a new child at that leaf instead (same transaction). Only after the commit does
+        the live environment name the new leaf again."""
         live = self._live[ep.id]
         total = len(steps) + len(new)
         outcome = None
-        status = None
+        status = "open"  # a resumed "stopped" version is running again
         last = new[-1]
         if last.done:
             outcome = _outcome(last.reward, last.info, True)
             status = "done"
         elif total >= self.max_steps(ep):
             outcome, status = self._give_up(ep, live.env, last), "done"
-        rows, v2 = self.store.append_steps(
-            v.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft
-        )
+        leaf = steps[-1] if steps else None
+        try:
+            with self.store.transaction():
+                target, frozen = v, self.frozen_reason(v.id)
+                if frozen:
+                    target, _ = self.store.branch(v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought,
+                                                  draft_edit=v.draft_edit)
+                rows, v2 = self.store.append_steps(
+                    target.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft,
+                    expected_leaf=leaf.id if leaf else None,
+                )
+        except VersionChanged:
+            if calls:  # nothing about a call is lost, even when its step is
+                self.store.record_calls(ep.id, calls)
+            raise
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
         live.at = rows[-1].id
-        self._paths[v.id] = (v2.leaf_step_id, steps + rows)
-        return StepReport(version=v2, steps=rows, calls=calls)
+        self._remember_path(target.id, v2.leaf_step_id, steps + rows)
+        return StepReport(version=v2, steps=rows, calls=calls, frozen=frozen,
+                          continued_from=v.id if frozen else None)
 
     def _give_up(self, ep: Episode, env: Environment, last: Step) -> Outcome:
         """Out of steps. Wikipedia scores `finish[]` as the notebook does; the env's
@@ -467,9 +639,11 @@ class Engine:
         should_stop: Callable[[], bool] | None = None,
         on_step: Callable[[StepReport], None] | None = None,
     ) -> RunReport:
-        """Step until done, the step limit, `max_steps` new steps, an error, or Stop."""
-        added, stopped, error = 0, False, None
-        v = self.store.version(version_id)
+        """Step until done, the step limit, `max_steps` new steps, an error, or Stop. A
+        frozen version goes on in a new child version; the report names it."""
+        added, stopped, error, continued_from = 0, False, None, None
+        vid = version_id
+        v = self.store.version(vid)
         while not v.outcome.done:
             if max_steps is not None and added >= max_steps:
                 break
@@ -477,17 +651,22 @@ class Engine:
                 stopped = True
                 break
             try:
-                rep = self.step(version_id)
+                rep = self.step(vid)
             except (EngineError, EnvError, StoreError) as exc:
                 error = str(exc)
                 break
             added += len(rep.steps)
-            v = rep.version
+            if rep.frozen and continued_from is None:
+                continued_from = vid
+            v, vid = rep.version, rep.version.id
             if on_step:
                 on_step(rep)
-        v = self.store.version(version_id)
-        if stopped and not v.outcome.done:
-            v = self.store.update_version(version_id, status="stopped")
+        try:
+            v = self.store.version(vid)
+            if stopped and not v.outcome.done:
+                v = self.store.update_version(vid, status="stopped")
+        except StoreError as exc:  # the report still says how far the run got
+            error = error or str(exc)
         return RunReport(
             episode=v.episode_id,
             version=v.id,
@@ -497,6 +676,7 @@ class Engine:
             added=added,
             stopped=stopped,
             error=error,
+            continued_from=continued_from,
         )
 
     # ------------------------------------------------------------------ edits
@@ -519,14 +699,15 @@ class Engine:
         apply = self._EDITS.get(kind)
         if apply is None:
             raise EngineError(f"unknown edit {kind!r}")
-        e = self._edit_context(version_id, k, kind, text, keep_rest)
-        new, fields = apply(self, e)
-        return self._commit_edit(e, new, fields)
+        with self._locked(self.store.version(version_id).episode_id):
+            e = self._edit_context(version_id, k, kind, text, keep_rest)
+            new, fields = apply(self, e)
+            return self._commit_edit(e, new, fields)
 
     def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
         """The checks every edit kind shares, and what each needs to build its steps."""
         v = self.store.version(version_id)
-        ep = self.store.episode(v.episode_id)
+        ep = self._episode(v)
         steps = self.steps(v)
         n = len(steps)
         if kind == "insert_thought":
@@ -578,10 +759,8 @@ class Engine:
             raise EngineError("an action edit changes the environment, so the later steps cannot be kept")
         if e.alf and fmt.split_think(e.text) is not None:
             raise EngineError("that is a thought ('think: ...'); use a thought edit")
-        env = self.env_at(e.ep, e.prefix)
-        new = [self._execute(e.ep, env, e.prefix, e.old.thought, e.text, source="human", edit=e.info)]
-        self._live[e.ep.id].at = None  # the env moved past the prefix on a new branch
-        return new, {}
+        env = self._env_at(e.ep, e.prefix)
+        return [self._execute(e.ep, env, e.prefix, e.old.thought, e.text, source="human", edit=e.info)], {}
 
     _EDITS = {"rewrite_thought": _edit_thought, "delete_thought": _edit_thought,
               "insert_thought": _edit_insert_thought, "rewrite_action": _edit_action}

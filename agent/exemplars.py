@@ -25,12 +25,16 @@ def builtin_prompt_dict(env: str) -> dict[str, str]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def prompt_dict(env: str, set_name: str | None, store=None) -> dict[str, str]:
+def prompt_dict(env: str, set_name: str | None, store=None, revision: int | None = None) -> dict[str, str]:
+    """The exemplars of `set_name` - as pinned by `revision` when a version pinned one."""
     if set_name is None or set_name == "builtin":
         return builtin_prompt_dict(env)
     if store is None:
         raise ExemplarError(f"exemplar set {set_name!r} needs the project database")
-    set_env, prompts = exemplar_sets.prompt_dict(store, set_name)
+    if revision is not None:
+        set_env, prompts = exemplar_sets.revision_prompts(store, revision)
+    else:
+        set_env, prompts = exemplar_sets.prompt_dict(store, set_name)
     if set_env != env:
         raise ExemplarError(f"exemplar set {set_name!r} is for {set_env}, not {env}")
     return prompts

@@ -56,6 +56,9 @@ if vid is None:
     st.error(f"Episode {ep_id} has no version.")
     st.stop()
 state.select(ep_id, vid)
+ep = ep.model_copy(update={"config": store.version_config(vid)})  # the settings this version runs with
+if notice := st.session_state.pop("notice", None):  # e.g. "v3 is frozen (annotated): continued in v7"
+    st.info(notice)
 st.html(EDITOR_CSS)
 st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, kept out of the page body
 
@@ -139,7 +142,7 @@ def start_step() -> None:
     """Step button callback: runs before the page, so the page draws Step disabled."""
     state.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "step"}
-    stepjobs.start(eng, state.lock(), DB, vid)
+    stepjobs.start(eng, DB, vid)
 
 
 def start_run(n: int | None) -> None:
@@ -163,6 +166,13 @@ def settle(job: stepjobs.StepJob) -> list:
         return []
     rep = job.report
     r = st.session_state.get("run")
+    if rep.version.id != vid:  # a frozen version: the steps went to a new child, shown from now on
+        st.session_state["notice"] = rep.notice
+        state.select(ep_id, rep.version.id)
+        if r:
+            r["version"] = rep.version.id
+            r["added"] += len(rep.steps)
+        st.rerun()
     if r:
         r["added"] += len(rep.steps)
         if rep.done or (r["n"] is not None and r["added"] >= r["n"]):
@@ -173,8 +183,7 @@ def settle(job: stepjobs.StepJob) -> list:
 def suggestions_for(k: int) -> list[str]:
     """Admissible commands before step k (ALFWorld), via the engine's environment."""
     try:
-        with state.lock():
-            acts = eng.admissible_actions(vid, before=k)
+        acts = eng.admissible_actions(vid, before=k)
     except STEP_ERRORS as exc:
         st.caption("No suggestions:")
         st.text(str(exc))
@@ -183,8 +192,7 @@ def suggestions_for(k: int) -> list[str]:
 
 
 def expert_hint_before(k: int | None) -> str | None:
-    with state.lock():
-        return eng.expert_hint(vid, 5.0, before=k)
+    return eng.expert_hint(vid, 5.0, before=k)
 
 
 def _fill(target: str, source: str) -> None:
@@ -283,12 +291,11 @@ def edit_panel(v, steps, s) -> None:
             state.clear_error("edit")
             text = None if text is None else one_line(text)
             try:
-                with state.lock():
-                    if kind == "Resume from here":
-                        new = eng.branch(vid, k)
-                    else:
-                        at = k + 1 if kind == "Insert thought after" else k
-                        new = eng.edit(vid, at, EDIT_KINDS[kind], text, keep_rest=keep)
+                if kind == "Resume from here":
+                    new = eng.branch(vid, k)
+                else:
+                    at = k + 1 if kind == "Insert thought after" else k
+                    new = eng.edit(vid, at, EDIT_KINDS[kind], text, keep_rest=keep)
             except STEP_ERRORS as exc:
                 state.set_error("edit", exc)
                 st.rerun()
@@ -336,10 +343,13 @@ def human_panel(v, n: int) -> None:
             st.rerun()
         state.clear_error("human")
         try:
-            with state.lock():
-                eng.human_step(vid, thought=one_line(thought or "") or None, action=action or None)
+            rep = eng.human_step(vid, thought=one_line(thought or "") or None, action=action or None)
         except STEP_ERRORS as exc:
             state.set_error("human", exc)
+            st.rerun()
+        if rep.version.id != vid:  # a frozen version: the step went to a new child
+            st.session_state["notice"] = rep.notice
+            state.select(ep_id, rep.version.id)
         st.rerun()
 
 
@@ -370,8 +380,7 @@ def controls(v, steps, busy: bool):
             k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
                                   key=f"branch_k_{vid}", label_visibility="collapsed")
             if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
-                with state.lock():
-                    new = eng.branch(vid, int(k))
+                new = eng.branch(vid, int(k))
                 switch_to(new.id)
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
         stepjobs.cancel(DB, vid)
@@ -414,7 +423,7 @@ def body() -> None:
     v = store.version(vid)
     steps = eng.steps(v)
     if st.session_state.get("run") and job is None:
-        job = stepjobs.start(eng, state.lock(), DB, vid)
+        job = stepjobs.start(eng, DB, vid, in_run=True)
     line = st.empty()
     line.caption(status_line(v, steps))
 

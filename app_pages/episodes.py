@@ -126,8 +126,7 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
                 "api_style": api_style, "style": style, "exemplar_set": exemplars.strip() or None,
                 "max_steps": int(max_steps) or None,
             })
-            with state.lock():
-                ep, v = eng.start_episode(task, cfg, env_options(env, wiki), name=name.strip() or None)
+            ep, v = eng.start_episode(task, cfg, env_options(env, wiki), name=name.strip() or None)
         except state.USER_ERRORS as exc:
             state.set_error("new", exc)
             st.rerun()

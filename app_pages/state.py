@@ -5,7 +5,6 @@ error box. Only calls the public Store / Engine API."""
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +27,17 @@ def db_path() -> str:
 
 
 @st.cache_resource(show_spinner=False)
-def _engine_for(path: str) -> tuple[Engine, threading.RLock]:
+def _engine_for(path: str) -> Engine:
     # The key comes from the environment only, is handed to the client and never stored.
-    return Engine(Store(path), api_key=os.environ.get("OPENAI_API_KEY") or None), threading.RLock()
+    return Engine(Store(path), api_key=os.environ.get("OPENAI_API_KEY") or None)
 
 
 def engine() -> Engine:
     """One Engine per process and database file: it keeps environments alive across
-    reruns, so stepping or resuming a visited step is cheap."""
-    return _engine_for(db_path())[0]
-
-
-def lock() -> threading.RLock:
-    """Serialises writes from concurrent browser sessions on the shared connection."""
-    return _engine_for(db_path())[1]
+    reruns, so stepping or resuming a visited step is cheap. It is shared by every browser
+    session: it locks each episode around environment and database work (never around a
+    model call), and the store serialises its transactions."""
+    return _engine_for(db_path())
 
 
 def store() -> Store:
@@ -81,16 +77,8 @@ def model_banner(config: AgentConfig | None = None) -> None:
 
 def reconfigure(version_id: int, changes: dict[str, Any]) -> Any:
     """Point the steps that follow at another model / endpoint: a new child version of
-    `version_id` (same steps) whose episode config carries `changes`. Returns the new Version.
-    The one place the Editor changes a configuration (issue 11 adds Engine.reconfigure)."""
-    eng = engine()
-    v = store().version(version_id)
-    ep = store().episode(v.episode_id)
-    config = AgentConfig.model_validate({**ep.config.model_dump(), **changes})
-    with lock():
-        new = eng.branch(version_id, len(eng.steps(v)))
-        store().set_episode_config(ep.id, config)
-    return new
+    `version_id` (same steps) that runs with `changes`; earlier versions keep theirs."""
+    return engine().reconfigure(version_id, changes)
 
 
 # ---------------------------------------------------------------------- selection / deep links

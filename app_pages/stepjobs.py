@@ -50,8 +50,10 @@ class StepJob:
         return line
 
 
-def start(engine: Any, lock: Any, db: str, version_id: int) -> StepJob:
-    """Start one model step of the version, or return the one already in flight."""
+def start(engine: Any, db: str, version_id: int, *, in_run: bool = False) -> StepJob:
+    """Start one model step of the version, or return the one already in flight. A step of
+    a run leaves the version "stopped" until the page takes the next one, so a reload or a
+    crash mid-run reads as stopped, never as silently open."""
     key = (db, version_id)
     with _guard:
         job = _jobs.get(key)
@@ -62,8 +64,9 @@ def start(engine: Any, lock: Any, db: str, version_id: int) -> StepJob:
 
     def work() -> None:
         try:
-            with lock:
-                job.report = engine.step(version_id, watch=job.watch)
+            job.report = engine.step(version_id, watch=job.watch)  # the engine locks what needs it
+            if in_run and not job.report.done:
+                engine.store.update_version(job.report.version.id, status="stopped")
         except BaseException as exc:  # handed to the page, which shows it
             job.error = exc
         finally:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from app_pages import state
 from app_pages.annotate_widgets import version_annotation_panel
-from app_pages.views import cost, edit_label, money, own_edit, status_word, usage_totals, version_tree_dot
+from app_pages.views import calls_cost, edit_label, money, own_edit, status_word, usage_totals, version_tree_dot
 from agent.summary import version_summary
 
 eng = state.engine()
@@ -27,8 +27,9 @@ rows = []
 for v in versions:
     r = version_summary(eng, v)
     steps = eng.steps(v)
-    p, c = usage_totals((cid for s in steps for cid in s.call_ids), calls)
-    dollars = cost(p, c, prices.get(ep.config.model))
+    ids = [cid for s in steps for cid in s.call_ids]
+    p, c = usage_totals(ids, calls)
+    dollars = calls_cost(ids, calls, prices)
     parent = by_id.get(v.parent_version)
     e = own_edit(v.edits, parent.edits if parent else [])
     edit = edit_label(e) if e else (f"branched from v{parent.id}" if parent else "")

@@ -4,10 +4,15 @@
   write): every step's wall time minus the time spent inside the model client (a
   zero-latency scripted OpenAI-compatible server on 127.0.0.1, through the real client)
   and inside the environment. Reported at each step index 1..50 (median over episodes).
+  The store writes with `synchronous=FULL` in WAL mode (every commit reaches the disk: a
+  power cut loses no recorded step, issue 11); the figure includes that fsync, so put the
+  database on the disk you care about (`--dir`, default the system temp folder). The
+  disk's own fsync latency in that folder is reported next to it (`disk_fsync_p50_ms`):
+  one fsync per recorded step is the floor durability costs on that disk.
 - Storage: bytes an edit at step 25 of a 50-step version plus 25 regenerated steps adds to
   the database file, against 2 x the bytes of the new text + 400 bytes per new step.
 
-Usage: python benchmarks/engine.py [--episodes 12]
+Usage: python benchmarks/engine.py [--episodes 12] [--dir FOLDER]
 """
 
 from __future__ import annotations
@@ -93,12 +98,30 @@ def db_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in [path, Path(str(path) + "-wal")] if p.exists())
 
 
+def fsync_p50_ms(folder: str, n: int = 100) -> float:
+    """Median time of one fsync of a small append, in `folder` (the disk's floor)."""
+    path = Path(folder) / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    times = []
+    try:
+        for _ in range(n):
+            os.write(fd, b"x" * 4096)
+            t = time.perf_counter()
+            os.fsync(fd)
+            times.append((time.perf_counter() - t) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return statistics.median(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=12)
+    ap.add_argument("--dir", default=None, help="where the benchmark database goes (default: the temp folder)")
     args = ap.parse_args()
     timer = Timed()
-    with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as tmp:
+    with ScriptedLLM() as llm, tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         llm.set_responder(lambda body: wander(len(body.get("prompt", "")) % 997))
         factory = setup(llm, timer)
         db = Path(tmp) / "bench.db"
@@ -144,7 +167,10 @@ def main() -> None:
         after = db_bytes(db)
         budget = 2 * text_bytes + 400 * n_new
         result = {
+            "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}[store.db.execute("pragma synchronous").fetchone()[0]],
+            "journal_mode": store.db.execute("pragma journal_mode").fetchone()[0],
             "step_overhead_p50_ms": round(p50, 3),
+            "disk_fsync_p50_ms": round(fsync_p50_ms(tmp), 3),
             "step1_overhead_ms": round(first, 3),
             "step50_overhead_ms": round(last, 3),
             "step50_vs_step1": round(last / first, 3),

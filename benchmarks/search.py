@@ -2,7 +2,7 @@
 
 Builds the bulk database (`_bulk.py`), then
 - index_build_s: turns a copy of it back into a database from before the search index and
-  the signals (schema 3: index, triggers, generated column and signals column dropped) and
+  the signals (index, triggers, generated column and signals column dropped) and
   times the upgrade that opening it runs (signals backfill + index build);
 - size_increase: what that upgrade adds, relative to the database before it (both vacuumed);
 - search_p50_ms: the median wall time of `sessions.search.search` over a mix of queries
@@ -50,8 +50,8 @@ RUNS = 5
 
 
 def downgrade(db: Path) -> None:
-    """The database as schema 3 had it: no search index, no signals column."""
-    from sessions import search_index
+    """The database as it was before issue 13: no search index, no signals column."""
+    from sessions import schema, search_index
 
     conn = sqlite3.connect(db, isolation_level=None)
     for table in search_index.SOURCES:
@@ -61,7 +61,8 @@ def downgrade(db: Path) -> None:
     conn.execute("alter table tasks drop column text")
     conn.execute("drop index steps_signals")
     conn.execute("alter table steps drop column signals")
-    conn.execute("update meta set value = '3' where key = 'schema_version'")
+    # issue 13's migrations are the last two
+    conn.execute("update meta set value = ? where key = 'schema_version'", [str(len(schema.MIGRATIONS) - 2)])
     conn.execute("vacuum")
     conn.close()
 

@@ -114,8 +114,9 @@ def _model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
         p.add_argument("--max-steps", type=int, default=None)
 
 
-def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
-    data = (base or AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)).model_dump()
+def _model_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields the model flags given on the command line set."""
+    changes = {}
     for flag, key in (
         ("model", "model"),
         ("base_url", "base_url"),
@@ -123,13 +124,19 @@ def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentC
         ("style", "style"),
         ("temperature", "temperature"),
         ("exemplars", "exemplar_set"),
+        ("max_steps", "max_steps"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
-            data[key] = value
+            changes[key] = value
     if getattr(args, "no_cache", False):
-        data["cache"] = False
-    return AgentConfig.model_validate(data)
+        changes["cache"] = False
+    return changes
+
+
+def _config(args: argparse.Namespace) -> AgentConfig:
+    base = AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)
+    return AgentConfig.model_validate({**base.model_dump(), **_model_changes(args)})
 
 
 def _engine(args: argparse.Namespace):
@@ -198,8 +205,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CliError("--question is for hotpotqa and fever; use --task or --game for alfworld")
         task = fam.custom_task(question=args.question, answer=args.answer)
     config = _config(args)
-    if args.max_steps is not None:
-        config = config.model_copy(update={"max_steps": args.max_steps})
     engine = _engine(args)
     episode, version = engine.start_episode(task, config, _env_options(args), name=args.name)
     progress(f"episode {episode.id}, version {version.id}: {_one_line(task.text, 80)}")
@@ -211,6 +216,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None) -> int:
     def on_step(rep) -> None:
+        if rep.notice:
+            progress(rep.notice)
         for s in rep.steps:
             what = f"think: {s.thought}" if s.action is None else s.action
             progress(f"  step {s.index}: {_one_line(what, 70)} -> {_one_line(s.observation or '', 60)}")
@@ -229,19 +236,20 @@ def _run_text(engine, report) -> str:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     engine = _engine(args)
-    vid = _version_id(engine, args.episode, args.version)
-    _apply_model_flags(engine, args)
+    vid = _apply_model_flags(engine, _version_id(engine, args.episode, args.version), args)
     return _run(args, engine, vid, None)
 
 
-def _apply_model_flags(engine, args: argparse.Namespace) -> None:
-    """Model flags given to resume/step change the episode's config for later steps."""
-    ep = engine.store.episode(args.episode)
-    config = _config(args, ep.config)
-    if getattr(args, "max_steps", None) is not None:
-        config = config.model_copy(update={"max_steps": args.max_steps})
-    if config != ep.config:
-        engine.store.set_episode_config(ep.id, config)
+def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
+    """Model flags given to resume/step apply to the steps that follow: a new child
+    version runs with them (the version keeps the config it ran with, so its prompt and
+    record stay true). Returns the version to continue."""
+    changes = _model_changes(args)
+    new = engine.reconfigure(vid, changes) if changes else None
+    if new is None or new.id == vid:
+        return vid
+    progress(f"version {vid} keeps the settings it ran with; continuing in new version {new.id}")
+    return new.id
 
 
 def cmd_step(args: argparse.Namespace) -> int:
@@ -250,10 +258,11 @@ def cmd_step(args: argparse.Namespace) -> int:
     if args.thought is not None or args.action is not None:
         rep = engine.human_step(vid, thought=args.thought, action=args.action)
     else:
-        _apply_model_flags(engine, args)
-        rep = engine.step(vid)
+        rep = engine.step(_apply_model_flags(engine, vid, args))
+    if rep.notice:
+        progress(rep.notice)
     signals = version_step_signals(rep.steps, rep.version.outcome)
-    data = {"episode": args.episode, "version": vid, "done": rep.done,
+    data = {"episode": args.episode, "version": rep.version.id, "done": rep.done,
             "steps": [_step_json(s, sigs) for s, sigs in zip(rep.steps, signals)]}
     emit(args, data, lambda: "\n".join(_step_text(s) for s in rep.steps))
     return 0

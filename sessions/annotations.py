@@ -308,6 +308,12 @@ def insert_step_annotation(store: Store, a: StepAnnotation) -> StepAnnotation:
 # ---------------------------------------------------------------------- queries for filters
 
 
+def is_annotated(store: Store, version_id: int) -> bool:
+    """Whether a person has labelled the version (then it must never change again)."""
+    return store.db.execute("select 1 from version_annotations where version_id = ? limit 1",
+                            [version_id]).fetchone() is not None
+
+
 def exemplar_ready_versions(store: Store) -> set[int]:
     """Versions whose latest annotation has the exemplar-ready flag."""
     rows = store.db.execute(

@@ -10,6 +10,7 @@ the fixed version, and the set uses it. Removal is recorded, never deleted.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Iterator
@@ -244,6 +245,42 @@ def items(store: Store, name: str) -> Iterator[Exemplar | RawEntry]:
             yield RawEntry(e.key or "", e.text or "")
         else:
             yield _exemplar(store, e.version_id, e.key)
+
+
+def uses_version(store: Store, version_id: int) -> bool:
+    """Whether any set holds (or held) the version: its steps were relied on as an exemplar."""
+    return store.db.execute("select 1 from exemplar_set_entries where version_id = ? limit 1",
+                            [version_id]).fetchone() is not None
+
+
+def current_revision(store: Store, name: str) -> int:
+    """The id of the revision that holds the set's prompt dict as it is now. A revision is
+    written the first time a content is used; a changed set gets a new one, and a version
+    that pinned an older revision keeps reading that one (`revision_prompts`)."""
+    env, prompts = prompt_dict(store, name)
+    text = json.dumps(prompts, ensure_ascii=False, sort_keys=True)
+    s = get_set(store, name)
+    with store.transaction():
+        last = store.db.execute(
+            "select id, revision, prompts from exemplar_set_revisions where set_id = ? order by revision desc limit 1",
+            [s.id],
+        ).fetchone()
+        if last is not None and last[2] == text:
+            return last[0]
+        return store.db["exemplar_set_revisions"].insert(
+            {"set_id": s.id, "revision": (last[1] if last else 0) + 1, "prompts": text, "created_at": now()}
+        ).last_pk
+
+
+def revision_prompts(store: Store, revision_id: int) -> tuple[str, dict[str, str]]:
+    """(env, prompt dict) of a pinned revision - the exact exemplar text a version ran with."""
+    r = store.db.execute(
+        "select s.env, r.prompts from exemplar_set_revisions r join exemplar_sets s on s.id = r.set_id where r.id = ?",
+        [revision_id],
+    ).fetchone()
+    if r is None:
+        raise ExemplarSetError(f"unknown exemplar set revision {revision_id}")
+    return r[0], json.loads(r[1])
 
 
 def prompt_dict(store: Store, name: str) -> tuple[str, dict[str, str]]:

@@ -78,7 +78,24 @@ def _v3_calls_by_episode(db: sqlite_utils.Database) -> None:
     db.execute("create index if not exists model_calls_episode on model_calls(episode_id)")
 
 
-def _v4_step_signals(db: sqlite_utils.Database) -> None:
+def _v4_pinned_prompts(db: sqlite_utils.Database) -> None:
+    """Issue 11: a version pins the config and the exemplar-set revision it runs with, so
+    its prompt never changes. Existing versions pin their episode's config of today."""
+    db["exemplar_set_revisions"].create(
+        {"id": int, "set_id": int, "revision": int, "prompts": str, "created_at": str},
+        pk="id", not_null={"set_id", "revision", "prompts", "created_at"},
+        foreign_keys=[("set_id", "exemplar_sets", "id")],
+    )
+    db.execute("create unique index exemplar_set_revisions_set on exemplar_set_revisions(set_id, revision)")
+    db.execute("alter table versions add column config_id integer references configs(id)")
+    db.execute("alter table versions add column exemplar_rev integer references exemplar_set_revisions(id)")
+    db.execute("update versions set config_id = (select e.config_id from episodes e where e.id = versions.episode_id)")
+    # what freezes a version is looked up on every append
+    db.execute("create index versions_parent on versions(parent_version)")
+    db.execute("create index exemplar_set_entries_version on exemplar_set_entries(version_id)")
+
+
+def _v5_step_signals(db: sqlite_utils.Database) -> None:
     """Issue 13: each step's failure signals, stored with it; computed here for the steps
     recorded before (walking each episode's tree once, parents before children)."""
     db.execute("alter table steps add column signals text")
@@ -104,13 +121,14 @@ def _v4_step_signals(db: sqlite_utils.Database) -> None:
     db.execute("create index steps_signals on steps(episode_id) where signals is not null")
 
 
-def _v5_search_index(db: sqlite_utils.Database) -> None:
+def _v6_search_index(db: sqlite_utils.Database) -> None:
     """Issue 13: the full-text index (sessions.search_index), built over existing rows."""
     search_index.install(db)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
-    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_step_signals, _v5_search_index,
+    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_step_signals,
+    _v6_search_index,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -125,7 +143,7 @@ def open_or_migrate(db: sqlite_utils.Database) -> int:
         if not row or row[0] != APP_ID:
             raise SchemaError("not a ReAct Editor database (meta.app is missing or different)")
     conn.execute("pragma journal_mode = wal")
-    conn.execute("pragma synchronous = normal")
+    conn.execute("pragma synchronous = full")  # a power cut loses no committed step
     conn.execute("pragma foreign_keys = on")
     if "meta" not in tables:
         conn.execute("begin immediate")

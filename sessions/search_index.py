@@ -44,8 +44,9 @@ def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list
         rows = db.execute(
             f"select rank, rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?", [query, cap]
         ).fetchall()
-    except sqlite3.OperationalError as exc:
-        raise SearchSyntaxError(f"bad search query {query!r}: {str(exc).removeprefix('fts5: ')}") from None
+    except sqlite3.DatabaseError as exc:  # the store's connection words SQLite's errors as "database error: ..."
+        why = str(exc).removeprefix("database error: ").removeprefix("fts5: ")
+        raise SearchSyntaxError(f"bad search query {query!r}: {why}") from None
     return sorted(rows)
 
 

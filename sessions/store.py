@@ -46,6 +46,69 @@ class StoreError(Exception):
     """A one-line, user-facing problem: unknown id, foreign or newer database, ..."""
 
 
+class VersionChanged(StoreError):
+    """Another writer moved the version's leaf between our read and our write."""
+
+
+class DatabaseFailure(StoreError, sqlite3.DatabaseError):
+    """SQLite said no (locked, constraint, disk full, corrupt page): one line, never a traceback."""
+
+
+_HINTS = (
+    ("locked", "another program is writing to the database; try again"),
+    ("full", "free some disk space and try again"),
+    ("constraint", "the write was refused and nothing was changed"),
+    ("malformed", "the database file is damaged"),
+    ("readonly", "the database cannot be written here"),
+)
+
+
+def _failure(exc: sqlite3.Error) -> DatabaseFailure:
+    msg = (str(exc).splitlines() or [type(exc).__name__])[0]
+    hint = next((h for word, h in _HINTS if word in msg.lower()), None)
+    return DatabaseFailure(f"database error: {msg}" + (f" ({hint})" if hint else ""))
+
+
+def _mapped(method):
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            if isinstance(exc, DatabaseFailure):
+                raise
+            raise _failure(exc) from None
+
+    call.__name__ = method.__name__
+    return call
+
+
+class _Cursor(sqlite3.Cursor):
+    """Every statement and every fetch of the store's connection raises StoreError, so no
+    caller (CLI, app, engine, the modules that own other tables) sees a sqlite3 traceback."""
+
+    execute = _mapped(sqlite3.Cursor.execute)
+    executemany = _mapped(sqlite3.Cursor.executemany)
+    executescript = _mapped(sqlite3.Cursor.executescript)
+    fetchone = _mapped(sqlite3.Cursor.fetchone)
+    fetchmany = _mapped(sqlite3.Cursor.fetchmany)
+    fetchall = _mapped(sqlite3.Cursor.fetchall)
+    __next__ = _mapped(sqlite3.Cursor.__next__)
+
+
+class _Connection(sqlite3.Connection):
+    def cursor(self, factory=_Cursor):  # type: ignore[override]
+        return super().cursor(factory)
+
+    def execute(self, sql, parameters=(), /):  # type: ignore[override]
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql, parameters, /):  # type: ignore[override]
+        return self.cursor().executemany(sql, parameters)
+
+    def executescript(self, script, /):  # type: ignore[override]
+        return self.cursor().executescript(script)
+
+
 def _j(value: Any) -> str | None:
     if value is None:
         return None
@@ -84,7 +147,8 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True):
         self.file = str(path)
-        self._params_ids: dict[str, int] = {}
+        self._params_ids: dict[str, int] = {}  # committed rows only
+        self._params_new: dict[str, int] = {}  # inserted by the open transaction
         self._lock = threading.RLock()
         if self.file != ":memory:":
             p = Path(self.file)
@@ -95,7 +159,8 @@ class Store:
             if p.parent and not p.parent.exists():
                 p.parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = sqlite3.connect(self.file, timeout=30, check_same_thread=False, isolation_level=None)
+            conn = sqlite3.connect(self.file, timeout=30, check_same_thread=False, isolation_level=None,
+                                   factory=_Connection)
             self.db = sqlite_utils.Database(conn)
             schema.open_or_migrate(self.db)
         except sqlite3.DatabaseError as exc:
@@ -107,7 +172,7 @@ class Store:
     def transaction(self):
         """`with store.transaction():` - all-or-nothing, as invariant 1 asks. Serialised
         by a lock, so one Store may serve several threads (Streamlit sessions)."""
-        return _Tx(self.db.conn, self._lock)
+        return _Tx(self)
 
     def close(self) -> None:
         self.db.conn.close()
@@ -125,11 +190,7 @@ class Store:
                     return row2[0]
             else:
                 return row[0]
-        cur = self.db.execute(
-            "insert into tasks (key, env, type, json) values (?, ?, ?, ?)",
-            [key, task.env, task.type, data],
-        )
-        return cur.lastrowid
+        return self.db["tasks"].insert({"key": key, "env": task.env, "type": task.type, "json": data}).last_pk
 
     def _config_row(self, config: AgentConfig) -> int:
         data = _j(config) or "{}"
@@ -137,7 +198,7 @@ class Store:
         row = self.db.execute("select id from configs where key = ?", [key]).fetchone()
         if row:
             return row[0]
-        return self.db.execute("insert into configs (key, json) values (?, ?)", [key, data]).lastrowid
+        return self.db["configs"].insert({"key": key, "json": data}).last_pk
 
     # ------------------------------------------------------------------ episodes
     def create_episode(
@@ -157,7 +218,7 @@ class Store:
                 "insert into episodes (task_id, config_id, env_options, name, created_at) values (?,?,?,?,?)",
                 [task_id, config_id, _j(env_options or {}), name, created_at or now()],
             ).lastrowid
-            version = self._insert_version(Version(episode_id=ep_id))
+            version = self._insert_version(Version(episode_id=ep_id), config_id=config_id)
             self.db.execute("update episodes set current_version = ? where id = ?", [version.id, ep_id])
         return self.episode(ep_id), version
 
@@ -185,7 +246,8 @@ class Store:
         )
 
     def set_episode_config(self, episode_id: int, config: AgentConfig) -> None:
-        """Switch the agent config used for further steps (model, endpoint, ...)."""
+        """The episode's default config (what a version without a pinned one uses, and what
+        the episode lists show). Existing versions keep the config they pinned."""
         self.episode(episode_id)
         with self.transaction():
             cid = self._config_row(config)
@@ -275,33 +337,70 @@ class Store:
         return out
 
     # ------------------------------------------------------------------ versions
-    def _insert_version(self, v: Version) -> Version:
-        vid = self.db.execute(
-            "insert into versions (episode_id, parent_version, leaf_step_id, draft_thought, draft_edit, "
-            "edits, name, status, error, outcome, created_at, updated_at) values (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                v.episode_id,
-                v.parent_version,
-                v.leaf_step_id,
-                v.draft_thought,
-                _j(v.draft_edit),
-                _j([e.model_dump(exclude_defaults=True) for e in v.edits]) if v.edits else None,
-                v.name,
-                v.status,
-                v.error,
-                _j(v.outcome),
-                v.created_at,
-                v.updated_at,
-            ],
-        ).lastrowid
+    def _insert_version(self, v: Version, *, config_id: int | None = None, exemplar_rev: int | None = None,
+                        pin_from: int | None = None) -> Version:
+        """A version pins the config (and exemplar-set revision) it runs with: given ones,
+        else those of `pin_from` (the version it continues), else the episode's config."""
+        if config_id is None and pin_from is not None:
+            row = self.db.execute("select config_id, exemplar_rev from versions where id = ?", [pin_from]).fetchone()
+            config_id, exemplar_rev = row or (None, None)
+        if config_id is None:
+            row = self.db.execute("select config_id from episodes where id = ?", [v.episode_id]).fetchone()
+            if row is None:
+                raise StoreError(f"unknown episode {v.episode_id}")
+            config_id = row[0]
+        row = {
+            "episode_id": v.episode_id,
+            "parent_version": v.parent_version,
+            "leaf_step_id": v.leaf_step_id,
+            "draft_thought": v.draft_thought,
+            "draft_edit": _j(v.draft_edit),
+            "edits": _j([e.model_dump(exclude_defaults=True) for e in v.edits]) if v.edits else None,
+            "name": v.name,
+            "status": v.status,
+            "error": v.error,
+            "outcome": _j(v.outcome),
+            "created_at": v.created_at,
+            "updated_at": v.updated_at,
+            "config_id": config_id,
+            "exemplar_rev": exemplar_rev,
+        }
+        vid = self.db["versions"].insert(row).last_pk
         return v.model_copy(update={"id": vid})
 
     def create_version(self, v: Version, *, make_current: bool = True) -> Version:
         with self.transaction():
-            out = self._insert_version(v)
+            out = self._insert_version(v, pin_from=v.parent_version)
             if make_current:
                 self.db.execute("update episodes set current_version = ? where id = ?", [out.id, v.episode_id])
         return out
+
+    def version_config(self, version_id: int) -> AgentConfig:
+        """The agent config a version runs with (pinned when it was created)."""
+        r = self.db.execute(
+            "select c.json from versions v join configs c on c.id = coalesce(v.config_id, "
+            "(select e.config_id from episodes e where e.id = v.episode_id)) where v.id = ?",
+            [version_id],
+        ).fetchone()
+        if r is None:
+            raise StoreError(f"unknown version {version_id}")
+        return AgentConfig.model_validate_json(r[0])
+
+    def exemplar_revision(self, version_id: int) -> int | None:
+        """The exemplar-set revision a version's prompts use (None: not pinned yet / built-in)."""
+        r = self.db.execute("select exemplar_rev from versions where id = ?", [version_id]).fetchone()
+        if r is None:
+            raise StoreError(f"unknown version {version_id}")
+        return r[0]
+
+    def pin_exemplar_revision(self, version_id: int, revision_id: int) -> None:
+        """Pin a version's exemplars the first time they are used (never changed after)."""
+        with self.transaction():
+            self.db.execute("update versions set exemplar_rev = ? where id = ? and exemplar_rev is null",
+                            [revision_id, version_id])
+
+    def has_child_version(self, version_id: int) -> bool:
+        return self.db.execute("select 1 from versions where parent_version = ? limit 1", [version_id]).fetchone() is not None
 
     _VCOLS = (
         "id, episode_id, parent_version, leaf_step_id, draft_thought, draft_edit, edits, name, status, "
@@ -389,6 +488,8 @@ class Store:
         return Step(**dict(zip(StepRow._fields, self._step_fields(r))))
 
     def _insert_step(self, s: Step) -> Step:
+        # steps and calls are the hot path of every step: plain statements (sqlite-utils'
+        # insert costs ~50 us a row); the rarer rows go through its table API
         sid = self.db.execute(
             "insert into steps (episode_id, parent_id, idx, thought, action, observation, done, reward, info, "
             "source, edit, call_ids, snapshot, created_at, signals) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -453,16 +554,22 @@ class Store:
         outcome: Outcome | None = None,
         error: str | None = ...,  # type: ignore[assignment]
         clear_draft: bool = False,
+        expected_leaf: int | None = ...,  # type: ignore[assignment]
     ) -> tuple[list[Step], Version]:
         """Record new steps at the end of a version, with the model calls that produced
         them, and move the version's leaf - all in one transaction. Steps' `call_ids` may
-        hold negative placeholders -1, -2, ... meaning "the 1st, 2nd call in `calls`"."""
-        v = self.version(version_id)
-        steps = self._signed(v.episode_id, v.leaf_step_id, steps)
+        hold negative placeholders -1, -2, ... meaning "the 1st, 2nd call in `calls`".
+
+        Compare-and-set: with `expected_leaf` (the leaf the steps were computed from), a
+        version whose leaf moved meanwhile raises VersionChanged and nothing is written."""
         out: list[Step] = []
         with self.transaction():
-            call_ids = [self._insert_call(c, v.episode_id) for c in calls]
+            v = self.version(version_id)
             parent = v.leaf_step_id
+            if expected_leaf is not ... and parent != expected_leaf:
+                raise _changed(version_id)
+            steps = self._signed(v.episode_id, parent, steps)
+            call_ids = [self._insert_call(c, v.episode_id) for c in calls]
             for s in steps:
                 ids = [call_ids[-c - 1] if c < 0 else c for c in s.call_ids]
                 row = self._insert_step(
@@ -483,12 +590,17 @@ class Store:
                 params.append(error)
             if clear_draft:
                 sets.append("draft_thought = null, draft_edit = null")
-            self.db.execute(f"update versions set {', '.join(sets)} where id = ?", params + [version_id])
+            cur = self.db.execute(f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
+                                  params + [version_id, v.leaf_step_id])
+            if cur.rowcount != 1:
+                raise _changed(version_id)
         return out, self.version(version_id)
 
-    def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (), **fields: Any) -> tuple[Version, list[Step]]:
+    def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
+               config: AgentConfig | None = None, exemplar_rev: int | None = None, **fields: Any) -> tuple[Version, list[Step]]:
         """A new version whose path is root..`at_step` (shared, not copied) followed by
-        `steps` (new rows). It becomes the episode's current version."""
+        `steps` (new rows). It becomes the episode's current version. It runs with the
+        parent's config and exemplars unless `config` (and `exemplar_rev`) say otherwise."""
         steps = self._signed(parent.episode_id, at_step.id if at_step else None, steps)
         out: list[Step] = []
         with self.transaction():
@@ -497,8 +609,12 @@ class Store:
                 row = self._insert_step(s.model_copy(update={"episode_id": parent.episode_id, "parent_id": prev}))
                 out.append(row)
                 prev = row.id
+            pin: dict[str, Any] = {"pin_from": parent.id}
+            if config is not None:
+                pin = {"config_id": self._config_row(config), "exemplar_rev": exemplar_rev}
+                self.db.execute("update episodes set config_id = ? where id = ?", [pin["config_id"], parent.episode_id])
             v = self._insert_version(
-                Version(episode_id=parent.episode_id, parent_version=parent.id, leaf_step_id=prev, **fields)
+                Version(episode_id=parent.episode_id, parent_version=parent.id, leaf_step_id=prev, **fields), **pin
             )
             self.db.execute("update episodes set current_version = ? where id = ?", [v.id, parent.episode_id])
         return v, out
@@ -585,14 +701,13 @@ class Store:
     def _params_row(self, c: ModelCall) -> int:
         data = json.dumps([c.model, c.api_style, c.params], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         key = hashlib.sha256(data.encode()).hexdigest()[:24]
-        cached = self._params_ids.get(key)
+        cached = self._params_ids.get(key) or self._params_new.get(key)
         if cached is None:
             row = self.db.execute("select id from call_params where key = ?", [key]).fetchone()
-            cached = row[0] if row else self.db.execute(
-                "insert into call_params (key, model, api_style, params) values (?,?,?,?)",
-                [key, c.model, c.api_style, _j(c.params)],
-            ).lastrowid
-            self._params_ids[key] = cached
+            cached = row[0] if row else self.db["call_params"].insert(
+                {"key": key, "model": c.model, "api_style": c.api_style, "params": _j(c.params)}
+            ).last_pk
+            self._params_new[key] = cached
         return cached
 
     def _insert_call(self, c: ModelCall, episode_id: int) -> int:
@@ -708,7 +823,7 @@ class Store:
     def put_blob(self, data: bytes) -> str:
         key = hashlib.sha256(data).hexdigest()[:32]
         with self.transaction():
-            self.db.execute("insert or ignore into blobs (key, data) values (?, ?)", [key, data])
+            self.db["blobs"].insert({"key": key, "data": data}, ignore=True)
         return key
 
     def get_blob(self, key: str) -> bytes | None:
@@ -724,10 +839,14 @@ class Store:
         if "key" in key.lower() and "api" in key.lower():
             raise StoreError("API keys are never stored in the database")
         with self.transaction():
-            self.db.execute("insert or replace into settings (key, value) values (?, ?)", [key, json.dumps(value)])
+            self.db["settings"].upsert({"key": key, "value": json.dumps(value)}, pk="key")
 
     def integrity_check(self) -> str:
         return self.db.execute("pragma integrity_check").fetchone()[0]
+
+
+def _changed(version_id: int) -> VersionChanged:
+    return VersionChanged(f"version {version_id} changed meanwhile (another writer added steps); reload it and try again")
 
 
 class StepRow(NamedTuple):
@@ -815,22 +934,38 @@ class EpisodeTree:
 
 
 class _Tx:
-    """Re-entrant transaction: the outermost `with` commits or rolls back."""
+    """Re-entrant transaction: the outermost `with` commits or rolls back. Caches learn
+    the rows a transaction inserted only once it committed (a rollback must not leave ids
+    behind that no longer exist)."""
 
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock):
-        self.conn, self.lock = conn, lock
+    def __init__(self, store: Store):
+        self.store, self.conn, self.lock = store, store.db.conn, store._lock
 
     def __enter__(self):
         self.lock.acquire()
         self.outer = not self.conn.in_transaction
         if self.outer:
-            self.conn.execute("begin immediate")
+            try:
+                self.conn.execute("begin immediate")
+            except BaseException:
+                self.lock.release()
+                raise
         return self
 
     def __exit__(self, exc_type, exc, tb):
         try:
             if self.outer:
-                self.conn.execute("commit" if exc_type is None else "rollback")
+                new, self.store._params_new = self.store._params_new, {}
+                if exc_type is None:
+                    try:
+                        self.conn.execute("commit")
+                    except BaseException:
+                        if self.conn.in_transaction:
+                            self.conn.execute("rollback")
+                        raise
+                    self.store._params_ids.update(new)
+                elif self.conn.in_transaction:
+                    self.conn.execute("rollback")
         finally:
             self.lock.release()
         return False

@@ -185,9 +185,9 @@ def test_replay_in_another_process_matches():
     assert json.loads(out.stdout) == here
 
 
-@pytest.mark.slow
 def test_caches_do_not_change_transcripts():
-    """FastGame (cached) vs the stock PddlEnv + AlfredDemangler + AlfredInfos, 100 steps."""
+    """FastGame (cached) vs the stock PddlEnv + AlfredDemangler + AlfredInfos, 100 steps.
+    Part of the default test run: it is what keeps fastgame.py honest about textworld."""
     from envs.alfworld.fastgame import FastGame, load_game_data
     from envs.alfworld.stock import StockGame
 
@@ -218,6 +218,24 @@ def test_expert_hint():
     for cmd in [to_wording(c, "paper") for c in _walkthrough(task)]:
         env.step(cmd)
     assert env.expert_hint(timeout_s=5) is None  # won: nothing left to do
+    env.close()
+
+
+def test_expert_hint_never_forks_the_server_process(monkeypatch):
+    """The app's process is multi-threaded: forking it can deadlock the child. The planner
+    runs in a worker started from a clean process instead, at the current state."""
+    task = one_per_type()["pick_and_place_simple"]
+    env = make_env(task, {})
+    env.reset(task)
+    walk = [to_wording(c, "paper") for c in _walkthrough(task)]
+    env.step(walk[0])
+
+    def no_fork():
+        raise AssertionError("os.fork() called in the server process")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    hint = env.expert_hint(timeout_s=60)
+    assert hint in env.admissible_actions()
     env.close()
 
 

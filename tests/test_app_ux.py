@@ -72,9 +72,8 @@ def test_inserted_hint_is_a_one_sided_row_not_a_rewrite(app):
 def test_a_second_step_joins_the_first_and_stop_cancels_it(toy):
     toy.llm.push(Reply(text=" go to cabinet 1", delay_s=1.5), " go to table 1")
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, cache=False))
-    lock = threading.RLock()
-    a = stepjobs.start(toy.engine, lock, "db", v.id)
-    b = stepjobs.start(toy.engine, lock, "db", v.id)  # a double click
+    a = stepjobs.start(toy.engine, "db", v.id)
+    b = stepjobs.start(toy.engine, "db", v.id)  # a double click
     assert a is b and a.status().startswith("Calling the model… ")
     time.sleep(0.3)
     assert stepjobs.cancel("db", v.id) and stepjobs.current("db", v.id) is None
@@ -103,7 +102,7 @@ def test_a_page_opened_during_a_call_waits_for_it_and_shows_its_step(app):
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.llm.push(Reply(text=" go to cabinet 1", delay_s=1.0))
-    job = stepjobs.start(toy.engine, threading.RLock(), str(toy.db), v.id)
+    job = stepjobs.start(toy.engine, str(toy.db), v.id)
     at = make("editor", episode=ep.id)  # opens while the call is in flight, waits for it
     assert job.done.is_set()
     assert "Act 1: go to cabinet 1" in texts(at)

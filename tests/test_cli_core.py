@@ -54,9 +54,10 @@ def test_run_show_versions_edit_resume(toy, db, capsys):
     vs = cli_json(capsys, "versions", "1", "--db", db)
     assert [(v["version"], v["parent_version"], v["steps"], v["human_edits"]) for v in vs] == [(1, None, 3, 0), (2, 1, 1, 1)]
     toy.llm.push(*ROOM_SCRIPT[1:])
-    res = cli_json(capsys, "resume", "1", "--db", db, "--max-steps", "10")
-    assert res["version"] == 2 and res["done"] and res["success"] is True and res["steps"] == 6
-    shown = cli_json(capsys, "show", "1", "--version", "2", "--db", db)
+    res = cli_json(capsys, "resume", "1", "--db", db, "--max-steps", "10")  # new settings: a child of v2
+    assert res["version"] == 3 and res["done"] and res["success"] is True and res["steps"] == 6
+    assert cli_json(capsys, "show", "1", "--version", "2", "--db", db)[0]["thought"] == "Cabinet 1 first."
+    shown = cli_json(capsys, "show", "1", "--version", "3", "--db", db)
     assert shown[0]["source"] == "human" and shown[0]["thought"] == "Cabinet 1 first."
     code, prompt, _ = cli(capsys, "show", "1", "--version", "1", "--prompt", "--db", db)
     assert prompt.startswith("Interact with a household to solve a task.")

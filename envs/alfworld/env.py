@@ -12,19 +12,31 @@ resets it. `state()`/`set_state()` restore in-process by replaying recorded oper
 
 from __future__ import annotations
 
-import json
-import os
-import select
-import signal
+import multiprocessing
 from typing import Any
 
 from envs.base import EnvError, StepResult
 from trajectory.records import Task
-from envs.alfworld.fastgame import FastGame
+from envs.alfworld.fastgame import FastGame, load_game_data
 from envs.alfworld.pool import acquire_game, release_game
 from envs.alfworld.tasks import rebuild_path
 from envs.alfworld.text import opening_text, process_ob
 from envs.alfworld.wording import check_wording
+
+def _planner_context():
+    """Workers forked from a single-threaded server that has the game engine loaded."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["envs.alfworld.fastgame"])
+    return ctx
+
+
+def _plan_first_action(path: str, wording: str, ops: list, conn) -> None:
+    """In the worker: the game at the recorded operators, and the planner's first action."""
+    game = FastGame(load_game_data(path), wording)
+    game.reset()
+    game.replay(ops, len(ops))
+    conn.send(game.plan()[:1])
+
 
 class AlfworldEnv:
     kind = "alfworld"
@@ -97,46 +109,31 @@ class AlfworldEnv:
 
     def expert_hint(self, timeout_s: float = 5.0) -> str | None:
         """The next action of fast-downward's planner from the current state, or None when
-        it has no answer within `timeout_s`. The planner runs in a forked child (it can take
-        minutes on pick-two games and cannot be interrupted), which is killed on timeout."""
+        it has no answer within `timeout_s`. The planner runs in a worker process (it can
+        take minutes on pick-two games and cannot be interrupted), killed on timeout. The
+        worker comes from a forkserver, never from forking this (multi-threaded) process."""
         game = self._need_game()
-        if self.won:
+        if self.won or not game.data.path:
             return None
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: plan on a copy of the current state
-            try:
-                os.close(r)
-                plan = game.plan()
-                os.write(w, json.dumps(plan[:1]).encode())
-            finally:
-                os._exit(0)
-        os.close(w)
+        ctx = _planner_context()
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_plan_first_action, args=(game.data.path, game.wording, list(game.ops), send),
+                           daemon=True)
+        proc.start()
+        send.close()
         try:
-            ready, _, _ = select.select([r], [], [], max(0.0, timeout_s))
-            if not ready:
+            if not recv.poll(max(0.0, timeout_s)):
                 return None
-            chunks = []
-            while True:
-                b = os.read(r, 65536)
-                if not b:
-                    break
-                chunks.append(b)
             try:
-                plan = json.loads(b"".join(chunks) or b"[]")
-            except ValueError:
+                plan = recv.recv()
+            except (EOFError, OSError):  # the planner died without an answer
                 return None
             return plan[0] if plan else None
         finally:
-            os.close(r)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+            recv.close()
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
 
     # -- lifetime
 

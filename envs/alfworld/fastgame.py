@@ -471,12 +471,17 @@ class FastGame:
         operators (no text generation), so the result equals a fresh replay."""
         if snap.game is not self:
             raise EnvError("state token belongs to another game")
+        self.replay(snap.ops, snap.moves)
+
+    def replay(self, ops, moves: int) -> None:
+        """The initial state with these recorded operators applied (also in another process,
+        where the ops of a snapshot are all that is sent)."""
         self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
         self._replan_loaded = False
-        for op_id, nb in snap.ops:
+        for op_id, nb in ops:
             _apply_op(self.state, op_id, nb)
-        self.ops = list(snap.ops)
-        self.moves = snap.moves
+        self.ops = list(ops)
+        self.moves = moves
         self._gather()
 
     # -- planner

@@ -109,10 +109,13 @@ def import_file(
     if fmt == "jsonl":
         if set_name is not None:
             raise ImportFailed("--set is for prompt files; a jsonl import makes episodes only")
-        _jsonl(p, None, ImportReport("jsonl", str(p)))  # validation pass: nothing written
+        # read, parse and validate first; the write transaction (which blocks every other
+        # writer) only copies the prepared records in
+        records = [(n, parse_record(n, line)) for n, line in _lines(p, MAX_LINE_BYTES)]
+        _jsonl(p.name, records, None, ImportReport("jsonl", str(p)))  # validation pass: nothing written
         report = ImportReport("jsonl", str(p))
         with store.transaction():
-            _jsonl(p, store, report)
+            _jsonl(p.name, records, store, report)
         return report
     env, parsed = _read_prompt_file(p, fmt, env)
     report = ImportReport(fmt, str(p))
@@ -268,12 +271,11 @@ def _check_ref(n: int, ep: _Ep, ref: int | None, what: str) -> None:
         raise _fail(n, f"{what} refers to step ref {ref}, which is not in an earlier record of this episode")
 
 
-def _jsonl(p: Path, store: Store | None, report: ImportReport) -> None:
-    """One pass over the file: validates; with a store, also writes (caller's transaction)."""
+def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store | None, report: ImportReport) -> None:
+    """One pass over the parsed records: validates; with a store, also writes (caller's transaction)."""
     ep: _Ep | None = None
     done_refs: set[int] = set()
-    for n, line in _lines(p, MAX_LINE_BYTES):
-        rec = parse_record(n, line)
+    for n, rec in records:
         e_dump = rec.episode.model_dump(mode="json")
         if ep is None or rec.episode.ref != ep.ref:
             if ep is not None:
@@ -294,7 +296,7 @@ def _jsonl(p: Path, store: Store | None, report: ImportReport) -> None:
     if ep is not None:
         _finish_episode(store, ep)
     if report.versions == 0 and store is None and ep is None:
-        raise ImportFailed(f"{p.name} has no records")
+        raise ImportFailed(f"{name} has no records")
 
 
 def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report: ImportReport) -> None:
