@@ -760,9 +760,9 @@ class Store:
     def _call_fields(r, params: dict, usage: type) -> tuple:
         """A `_CALL_SQL` row as the values of `CallRow`'s fields, in order."""
         return (r[0], r[1], r[2], r[3] or "", r[4] or "completions", r[5], params,
-                bytes(r[7]).hex() if r[7] is not None else "", r[8] or 0, r[9],
+                r[7].hex() if r[7] is not None else "", r[8] or 0, r[9],
                 usage(prompt_tokens=r[10], completion_tokens=r[11], cached_prompt_tokens=r[12]),
-                r[13], r[14], bool(r[15]), r[16], bytes(r[17]).hex() if r[17] is not None else None)
+                r[13], r[14], bool(r[15]), r[16], r[17].hex() if r[17] is not None else None)
 
     # ------------------------------------------------------------------ bulk reads (export)
     # A pydantic record per row costs more than the whole read; bulk reads of our own rows
@@ -770,19 +770,23 @@ class Store:
     def read_episodes(self, episode_ids: Iterable[int], chunk: int = 200) -> Iterator[
             tuple[Episode, list[Version], dict[int, "StepRow"]]]:
         """Episodes (in the given order) with all their versions and steps, a chunk of
-        episodes at a time: three set-based queries per chunk, never one per version."""
+        episodes at a time: three set-based queries per chunk, never one per version. Rows
+        come by `fetchall` (the cursor checks every fetch call; one call per query, not per row)."""
         ids = list(episode_ids)
         infos: dict[str, dict] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
         for i in range(0, len(ids), chunk):
             part = ids[i : i + chunk]
             q = ",".join("?" * len(part))
-            eps = {r[0]: self._episode_from_row(r) for r in self.db.execute(self._EP_SQL + f"where e.id in ({q})", part)}
+            rows = self.db.execute(self._EP_SQL + f"where e.id in ({q})", part).fetchall()
+            eps = {r[0]: self._episode_from_row(r) for r in rows}
             versions: dict[int, list[Version]] = {}
-            for r in self.db.execute(f"select {self._VCOLS} from versions where episode_id in ({q}) order by id", part):
+            rows = self.db.execute(f"select {self._VCOLS} from versions where episode_id in ({q}) order by id", part)
+            for r in rows.fetchall():
                 versions.setdefault(r[1], []).append(self._version_from_row(r))
             steps: dict[int, dict[int, StepRow]] = {}
-            for r in self.db.execute(f"select {self._SCOLS} from steps where episode_id in ({q})", part):
-                steps.setdefault(r[1], {})[r[0]] = StepRow._make(self._step_fields(r, infos))
+            make, values = StepRow._make, self._step_fields  # bound once: called per row
+            for r in self.db.execute(f"select {self._SCOLS} from steps where episode_id in ({q})", part).fetchall():
+                steps.setdefault(r[1], {})[r[0]] = make(values(r, infos))
             for e in part:
                 if e in eps:
                     yield eps[e], versions.get(e, []), steps.get(e, {})
@@ -791,14 +795,15 @@ class Store:
         """The model calls recorded for these episodes, by id (one query per 500 episodes)."""
         out: dict[int, CallRow] = {}
         params: dict[str | None, dict] = {}
+        make, values = CallRow._make, self._call_fields  # bound once: called per row
         ids = list(episode_ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             rows = self.db.execute(self._CALL_SQL + f"where c.episode_id in ({','.join('?' * len(part))})", part)
-            for r in rows:
+            for r in rows.fetchall():
                 if r[6] not in params:
                     params[r[6]] = _uj(r[6], {})
-                out[r[0]] = CallRow._make(self._call_fields(r, params[r[6]], UsageRow))
+                out[r[0]] = make(values(r, params[r[6]], UsageRow))
         return out
 
     # ------------------------------------------------------------------ response cache

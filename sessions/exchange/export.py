@@ -55,13 +55,17 @@ def _dumps(obj: Any) -> str:
 
 
 # What _ENCODER writes for a text, a number and a flag, without its per-call overhead (the
-# records' repeated parts are assembled from these; tests compare the bytes with _dumps).
+# records' repeated parts are assembled from these and `_esc` for texts that are never None;
+# tests compare the bytes with _dumps).
 def _str(v: str | None) -> str:
     return "null" if v is None else _esc(v)
 
 
 def _num(v: int | float | None) -> str:
-    return repr(v) if type(v) in (int, float) and math.isfinite(v) else _dumps(v)
+    t = type(v)
+    if t is int or (t is float and math.isfinite(v)):
+        return repr(v)
+    return "null" if v is None else _dumps(v)
 
 
 def _bool(v: bool) -> str:
@@ -124,9 +128,9 @@ class EpisodeEncoder:
             u = c.usage
             # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
             self.call_cache[c.id] = (
-                f'{{"ref":{ref},"created_at":{_str(c.created_at)},"model":{_str(c.model)},'
-                f'"api_style":{_str(c.api_style)},"purpose":{_str(c.purpose)},"params":{self._shared(c.params)},'
-                f'"prompt_hash":{_str(c.prompt_hash)},"prompt_chars":{_num(c.prompt_chars)},'
+                f'{{"ref":{ref},"created_at":{_esc(c.created_at)},"model":{_esc(c.model)},'
+                f'"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},"params":{self._shared(c.params)},'
+                f'"prompt_hash":{_esc(c.prompt_hash)},"prompt_chars":{c.prompt_chars:d},'
                 f'"completion":{_str(c.completion)},"usage":{{"prompt_tokens":{_num(u.prompt_tokens)},'
                 f'"completion_tokens":{_num(u.completion_tokens)},"cached_prompt_tokens":{_num(u.cached_prompt_tokens)}}},'
                 f'"latency_ms":{_num(c.latency_ms)},"attempts":{_num(c.attempts)},"cached":{_bool(c.cached)},'
@@ -158,11 +162,11 @@ class EpisodeEncoder:
         notes = [{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
                  for a in self.sann.get(s.id, [])]
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
-        d = (f'{{"ref":{ref},"index":{_num(s.index)},"thought":{_str(s.thought)},"action":{_str(s.action)},'
+        d = (f'{{"ref":{ref},"index":{s.index:d},"thought":{_str(s.thought)},"action":{_str(s.action)},'
              f'"observation":{_str(s.observation)},"done":{_bool(s.done)},"reward":{_num(s.reward)},'
-             f'"info":{self._shared(info)},"source":{_str(s.source)},'
+             f'"info":{self._shared(info)},"source":{_esc(s.source)},'
              f'"edit":{"null" if s.edit is None else _dumps(self._edit(s.edit, limit))},'
-             f'"calls":[{",".join(map(str, call_refs))}],"created_at":{_str(s.created_at)},'
+             f'"calls":[{",".join(map(str, call_refs))}],"created_at":{_esc(s.created_at)},'
              f'"annotations":{_dumps(notes) if notes else "[]"}}}')
         self.step_cache[s.id] = d
         return d
