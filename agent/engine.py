@@ -16,12 +16,12 @@ from typing import Any, Callable
 from agent import exemplars as ex
 from trajectory import formats as fmt
 from agent.client import ModelClient, ModelError
+from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
-from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from trajectory.records import MAX_TEXT, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
 from sessions.store import Store, StoreError
 
-MAX_TEXT = 20_000  # characters a person may put in one thought or action
 
 
 class EngineError(Exception):
@@ -122,8 +122,10 @@ class Engine:
         api_key: str | None = None,
         client_factory: Callable[[AgentConfig], Any] | None = None,
         max_live_envs: int = 8,
+        on_retry: Callable[[int, str], None] | None = None,
     ):
         self.store = store
+        self.on_retry = on_retry  # (attempt, reason) before each retry of a model call
         self.api_key = api_key
         self._client_factory = client_factory
         self._clients: dict[str, Any] = {}
@@ -136,6 +138,7 @@ class Engine:
         self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None
     ) -> tuple[Episode, Version]:
         family(task.env)  # unknown env -> EnvError before anything is written
+        check_config(config, task.env, self.store)  # ConfigError before anything is written
         return self.store.create_episode(task, config, env_options or {}, name)
 
     def max_steps(self, episode: Episode) -> int:
@@ -149,7 +152,8 @@ class Engine:
                 self._clients[key] = self._client_factory(config)
             else:
                 cache = self.store if config.cache else None
-                self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache)
+                self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache,
+                                                 on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
         return self._clients[key]
 
     def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str, chat: str):

@@ -4,11 +4,10 @@ the cost column, the response cache, and which database file is in use."""
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
-
 import streamlit as st
 
 from agent.client import model_available, public_url
+from agent.run_settings import ConfigError, check_base_url
 from app_pages import state
 
 store = state.store()
@@ -40,10 +39,10 @@ max_steps = c2[2].number_input("Max steps (0 = environment default)", min_value=
 state.show_error("settings")
 if st.button("Save defaults", key="set_save", type="primary"):
     url = base_url.strip()
-    if url and not url.startswith(("http://", "https://")):
-        state.set_error("settings", f"the endpoint must start with http:// or https:// (got {url[:60]!r})")
-    elif urlsplit(url).username or urlsplit(url).password:
-        state.set_error("settings", "put credentials in OPENAI_API_KEY, not in the endpoint URL")
+    try:
+        check_base_url(url)
+    except ConfigError as exc:
+        state.set_error("settings", exc)
     else:
         state.clear_error("settings")
         store.set_setting(state.DEFAULTS_SETTING, {

@@ -17,6 +17,8 @@ from trajectory.records import AgentConfig
 from sessions.store import Store, StoreError, default_db_path
 
 DEFAULTS_SETTING = "model_defaults"
+# A person is waiting on the page: give up on a hung server sooner than the CLI does.
+APP_MODEL_DEFAULTS = {"timeout_s": 20.0, "max_retries": 2}
 PRICES_SETTING = "model_prices"
 USER_ERRORS = (EngineError, EnvError, StoreError, ValueError)
 
@@ -30,7 +32,13 @@ def db_path() -> str:
 @st.cache_resource(show_spinner=False)
 def _engine_for(path: str) -> tuple[Engine, threading.RLock]:
     # The key comes from the environment only, is handed to the client and never stored.
-    return Engine(Store(path), api_key=os.environ.get("OPENAI_API_KEY") or None), threading.RLock()
+    engine = Engine(Store(path), api_key=os.environ.get("OPENAI_API_KEY") or None, on_retry=_show_retry)
+    return engine, threading.RLock()
+
+
+def _show_retry(attempt: int, reason: str) -> None:
+    """Each retry of a model call shows in the page that waits for it (plain text)."""
+    st.text(f"Model call failed ({reason}); retry {attempt}…")
 
 
 def engine() -> Engine:
@@ -54,7 +62,7 @@ def store() -> Store:
 def defaults() -> dict[str, Any]:
     """Model defaults from Settings (never a key), over the AgentConfig defaults and the
     environment (OPENAI_BASE_URL, REACT_EDITOR_MODEL)."""
-    base = AgentConfig().model_dump()
+    base = {**AgentConfig().model_dump(), **APP_MODEL_DEFAULTS}
     base["model"] = os.environ.get("REACT_EDITOR_MODEL") or base["model"]
     saved = store().get_setting(DEFAULTS_SETTING, {}) or {}
     for k, v in saved.items():

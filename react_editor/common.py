@@ -44,9 +44,10 @@ def progress(msg: str) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from agent.run_settings import ConfigError
     from envs.base import EnvError
 
-    user_errors: tuple[type[BaseException], ...] = (CliError, EnvError)
+    user_errors: tuple[type[BaseException], ...] = (CliError, EnvError, ConfigError)
     try:
         from sessions.store import StoreError
 

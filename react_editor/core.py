@@ -107,11 +107,19 @@ def _model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--exemplars", default=None, help="exemplar set name (default: built-in)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
+    p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
     if steps:
         p.add_argument("--max-steps", type=int, default=None)
 
 
 def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
+    """The agent config the model flags ask for (checked by `run_settings.check_config`
+    before anything is written; a base URL with credentials is refused here, before the
+    config would strip them)."""
+    from agent.run_settings import check_base_url
+
+    check_base_url(getattr(args, "base_url", None))
     data = (base or AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)).model_dump()
     for flag, key in (
         ("model", "model"),
@@ -120,6 +128,9 @@ def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentC
         ("style", "style"),
         ("temperature", "temperature"),
         ("exemplars", "exemplar_set"),
+        ("timeout", "timeout_s"),
+        ("max_retries", "max_retries"),
+        ("max_steps", "max_steps"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -133,7 +144,8 @@ def _engine(args: argparse.Namespace):
     from agent.engine import Engine
     from sessions.store import Store
 
-    return Engine(Store(db_path(args)))
+    return Engine(Store(db_path(args)),
+                  on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
 
 
 def _version_id(engine, episode: int, version: int | None) -> int:
@@ -195,8 +207,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CliError("--question is for hotpotqa and fever; use --task or --game for alfworld")
         task = fam.custom_task(question=args.question, answer=args.answer)
     config = _config(args)
-    if args.max_steps is not None:
-        config = config.model_copy(update={"max_steps": args.max_steps})
     engine = _engine(args)
     episode, version = engine.start_episode(task, config, _env_options(args), name=args.name)
     progress(f"episode {episode.id}, version {version.id}: {_one_line(task.text, 80)}")
@@ -208,6 +218,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None) -> int:
     def on_step(rep) -> None:
+        for call in rep.calls:
+            if call.cut_from:
+                progress(f"  the model's completion was cut to {len(call.completion or ''):,} characters "
+                         f"(it had {call.cut_from:,})")
         for s in rep.steps:
             what = f"think: {s.thought}" if s.action is None else s.action
             progress(f"  step {s.index}: {_one_line(what, 70)} -> {_one_line(s.observation or '', 60)}")
@@ -233,10 +247,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _apply_model_flags(engine, args: argparse.Namespace) -> None:
     """Model flags given to resume/step change the episode's config for later steps."""
+    from agent.run_settings import check_config
+
     ep = engine.store.episode(args.episode)
     config = _config(args, ep.config)
-    if getattr(args, "max_steps", None) is not None:
-        config = config.model_copy(update={"max_steps": args.max_steps})
+    check_config(config, ep.task.env, engine.store)
     if config != ep.config:
         engine.store.set_episode_config(ep.id, config)
 

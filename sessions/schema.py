@@ -73,7 +73,14 @@ def _v3_calls_by_episode(db: sqlite_utils.Database) -> None:
     db.execute("create index if not exists model_calls_episode on model_calls(episode_id)")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode]
+def _v4_call_cut_from(db: sqlite_utils.Database) -> None:
+    """Issue 11: a completion longer than MAX_TEXT is cut; its original length is kept."""
+    db.execute("alter table model_calls add column cut_from integer")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_call_cut_from,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -510,7 +510,7 @@ class Store:
         return self.db.execute(
             "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
             "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
-            "cache_key) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 c.episode_id or episode_id,
                 c.created_at,
@@ -527,6 +527,7 @@ class Store:
                 int(c.cached),
                 c.error,
                 _hex_blob(c.cache_key[:32]) if c.cache_key and c.error is None else None,
+                c.cut_from,
             ],
         ).lastrowid
 
@@ -538,7 +539,7 @@ class Store:
     _CALL_SQL = (
         "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "
         "c.prompt_chars, c.completion, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.latency_ms, "
-        "c.attempts, c.cached, c.error, c.cache_key from model_calls c left join call_params p on p.id = c.params_id "
+        "c.attempts, c.cached, c.error, c.cache_key, c.cut_from from model_calls c left join call_params p on p.id = c.params_id "
     )
 
     def calls(self, ids: Iterable[int] | None = None, *, episode_id: int | None = None) -> list[ModelCall]:
@@ -567,6 +568,7 @@ class Store:
                 cached=bool(r[15]),
                 error=r[16],
                 cache_key=bytes(r[17]).hex() if r[17] is not None else None,
+                cut_from=r[18],
             )
             for r in rows
         ]

@@ -114,6 +114,8 @@ class EpisodeEncoder:
                 "cached": c.cached,
                 "error": c.error,
             }
+            if c.cut_from:
+                d["cut_from"] = c.cut_from
             self.call_cache[c.id] = d
         return d
 

@@ -396,6 +396,7 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
                     created_at=c.created_at, model=c.model, api_style=c.api_style, params=c.params, purpose=c.purpose,
                     prompt_hash=c.prompt_hash, prompt_chars=c.prompt_chars, completion=c.completion, usage=c.usage,
                     latency_ms=c.latency_ms, attempts=c.attempts, cached=c.cached, error=c.error,
+                    cut_from=c.cut_from,
                 ))
                 placeholder[cref] = -len(new_calls)
             ids.append(placeholder[cref])

@@ -72,6 +72,7 @@ class CallRecord(_M):
     attempts: int = 1
     cached: bool = False
     error: str | None = None
+    cut_from: int | None = None  # the completion was cut to MAX_TEXT characters from this length
 
 
 class StepRecord(_M):
