@@ -169,6 +169,17 @@ def open_in(page: str, episode_id: int, version_id: int | None) -> None:
 # ---------------------------------------------------------------------- errors
 
 
+_ALERT_HEADLINES = {"error": "That did not work:", "success": "Done:", "info": "Note:"}
+
+
+def alert(text: str, kind: str = "error") -> None:
+    """A coloured box whose message is plain text: st.error & co. render markdown, and
+    messages carry imported names, model output and server text (image/link injection)."""
+    with st.container(border=True):
+        getattr(st, kind)(_ALERT_HEADLINES[kind])
+        st.text(text)
+
+
 def set_error(where: str, exc: BaseException | str) -> None:
     st.session_state[f"err_{where}"] = str(exc)
 
