@@ -28,6 +28,7 @@ from sessions.store import Store, StoreError
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one jsonl record (a version); far above any real one
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a prompt file / transcript is read whole
+TOO_DEEP = "JSON nested too deeply (no record or prompt file is nested like this)"
 
 
 class ImportFailed(StoreError, ValueError):
@@ -76,7 +77,7 @@ def _first_line_is_record(head: bytes) -> bool:
     line = head.lstrip().split(b"\n", 1)[0]
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(obj, dict) and ("schema" in obj or "messages" in obj)
 
@@ -158,6 +159,8 @@ def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[Par
         d = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _fail(exc.lineno, f"bad JSON ({exc.msg}, column {exc.colno})") from None
+    except RecursionError:
+        raise _fail(None, TOO_DEEP) from None
     if not isinstance(d, dict) or not d:
         raise _fail(1, "a ReAct prompt file is a non-empty JSON object of strings (key -> prompt text)")
     for k, v in d.items():
@@ -231,6 +234,8 @@ def parse_record(n: int, line: bytes) -> TrajectoryRecord:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         detail = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
         raise _fail(n, f"bad JSON ({detail})") from None
+    except RecursionError:
+        raise _fail(n, TOO_DEEP) from None
     if not isinstance(obj, dict):
         raise _fail(n, "a record is a JSON object")
     if "schema" not in obj:
