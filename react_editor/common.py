@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from typing import Any, Callable
 
@@ -77,6 +78,11 @@ def run_command(args: argparse.Namespace) -> int:
     except user_errors as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         sys.stderr.write(f"error: {visible(msg)}\n")
+        return 2
+    except sqlite3.DatabaseError as exc:  # read-only, truncated, damaged: say which
+        from sessions.store import describe_db_error
+
+        sys.stderr.write(f"error: {visible(describe_db_error(db_path(args), exc))}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

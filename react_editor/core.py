@@ -140,11 +140,12 @@ def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentC
     return AgentConfig.model_validate(data)
 
 
-def _engine(args: argparse.Namespace):
+def _engine(args: argparse.Namespace, *, readonly: bool = False):
+    """`readonly` for reading commands: they work on a database they cannot write."""
     from agent.engine import Engine
     from sessions.store import Store
 
-    return Engine(Store(db_path(args)),
+    return Engine(Store(db_path(args), readonly=readonly),
                   on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
 
 
@@ -293,7 +294,7 @@ def _step_text(s) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from trajectory.formats import render_transcript
 
-    engine = _engine(args)
+    engine = _engine(args, readonly=True)
     vid = _version_id(engine, args.episode, args.version)
     if args.prompt:
         text = engine.prompt(vid)
@@ -308,7 +309,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    engine = _engine(args)
+    engine = _engine(args, readonly=True)
     ep = engine.store.episode(args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
     for r in rows:
@@ -330,7 +331,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 def cmd_episodes(args: argparse.Namespace) -> int:
     from sessions.store import Store
 
-    rows = Store(db_path(args)).list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
+    rows = Store(db_path(args), readonly=True).list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
     emit(args, rows, lambda: "\n".join(
         f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{'success' if r['success'] else ('failure' if r['done'] else 'open')}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
         for r in rows) or "(no episodes)")

@@ -84,9 +84,13 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def open_or_migrate(db: sqlite_utils.Database) -> int:
+def open_or_migrate(db: sqlite_utils.Database, *, readonly: bool = False) -> int:
+    """Check the database is ours and bring its schema up to date (`readonly`: check only;
+    nothing is written, so an out-of-date schema is an error)."""
     conn = db.conn
     tables = set(db.table_names())  # read first: a foreign file is refused untouched
+    if readonly and "meta" not in tables:  # (pragma journal_mode is a no-op when read-only)
+        raise SchemaError("not a ReAct Editor database (it has no 'meta' table)")
     if "meta" not in tables and tables:
         raise SchemaError("not a ReAct Editor database (it has other tables and no 'meta' table)")
     if "meta" in tables:
@@ -110,6 +114,9 @@ def open_or_migrate(db: sqlite_utils.Database) -> int:
             f"database schema version {version} is newer than this ReAct Editor understands "
             f"({len(MIGRATIONS)}); upgrade react-editor"
         )
+    if readonly and version < len(MIGRATIONS):
+        raise SchemaError(f"database schema version {version} is older than this ReAct Editor's "
+                          f"({len(MIGRATIONS)}); run a writing command once with write access to upgrade it")
     while version < len(MIGRATIONS):
         conn.execute("begin immediate")
         try:
