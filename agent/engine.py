@@ -19,7 +19,7 @@ from agent.client import ModelClient, ModelError
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
-from trajectory.records import MAX_TEXT, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from trajectory.records import MAX_TEXT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
 from sessions.store import Store, StoreError
 
 
@@ -173,6 +173,7 @@ class Engine:
     def _live_env(self, episode: Episode) -> _Live:
         live = self._live.get(episode.id)
         if live is None:
+            self._check_references(episode)
             fam = family(episode.task.env)
             env = fam.make_env(episode.task, episode.env_options, self.store)
             env.reset(episode.task)
@@ -219,6 +220,33 @@ class Engine:
             live.tokens[s.id] = env.state()
         live.at = target
         return env
+
+    def unconfirmed_references(self, episode: Episode) -> list[str]:
+        """Files/URLs outside the data roots an imported episode points at, until confirmed."""
+        if not episode.env_options.get(UNCONFIRMED_REFS):
+            return []
+        refs = family(episode.task.env).references
+        return refs(episode.task, episode.env_options) if refs else []
+
+    def _check_references(self, episode: Episode) -> None:
+        refs = self.unconfirmed_references(episode)
+        if refs:
+            more = f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""
+            raise EngineError(f"episode {episode.id} was imported and points at {refs[0]}{more}: check it, then "
+                              f"run `react-editor confirm {episode.id}` (or press Confirm in the Editor)")
+
+    def confirm_references(self, episode_id: int, **repoint: Any) -> list[str]:
+        """A person's OK for what an imported episode opens, optionally re-pointed first
+        (e.g. wiki="builtin"); returns what was confirmed."""
+        ep = self.store.episode(episode_id)
+        options = {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS}
+        if repoint.get("wiki") is not None and repoint.get("wiki_url") is None:
+            options.pop("wiki_url", None)
+        options.update({k: v for k, v in repoint.items() if v is not None})
+        self.store.set_env_options(episode_id, options)
+        self.forget_env(episode_id)
+        fam = family(ep.task.env)
+        return fam.references(ep.task, options) if fam.references else []
 
     def forget_env(self, episode_id: int) -> None:
         """Drop the live environment (next use rebuilds it, as after a restart)."""

@@ -53,6 +53,16 @@ cfg = ep.config
 cols[1].text(f"Model: {cfg.model}\nStyle: {cfg.style} · {cfg.api_style}")
 cols[2].text(f"Endpoint: {cfg.base_url or '(default)'}\nMax steps: {eng.max_steps(ep)}")
 state.model_banner(cfg)
+unconfirmed = eng.unconfirmed_references(ep)
+if unconfirmed:  # an import points outside the data folders: nothing is opened before an OK
+    with st.container(border=True, key="confirm_refs"):
+        st.warning("This episode was imported and points at files or URLs outside the data folders. "
+                   "Nothing is opened until you confirm them:")
+        st.text("\n".join(unconfirmed))
+        if st.button("Confirm and open them", key="confirm_refs_btn"):
+            with state.lock():
+                eng.confirm_references(ep_id)
+            st.rerun()
 
 
 # ---------------------------------------------------------------------- helpers

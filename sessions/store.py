@@ -233,6 +233,12 @@ class Store:
             cid = self._config_row(config)
             self.db.execute("update episodes set config_id = ? where id = ?", [cid, episode_id])
 
+    def set_env_options(self, episode_id: int, options: dict[str, Any]) -> None:
+        """Re-point or confirm what the episode's environment opens (wiki backend, ...)."""
+        self.episode(episode_id)
+        with self.transaction():
+            self.db.execute("update episodes set env_options = ? where id = ?", [_j(options), episode_id])
+
     def rename_episode(self, episode_id: int, name: str | None) -> None:
         self.episode(episode_id)
         with self.transaction():

@@ -21,7 +21,7 @@ from sessions.exchange.chat_sft import chat_record, version_ok
 from trajectory.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import EditInfo, ModelCall, Step
+from trajectory.records import UNCONFIRMED_REFS, EditInfo, ModelCall, Step
 from sessions.store import Store, StoreError
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
@@ -80,7 +80,8 @@ class EpisodeEncoder:
             "created_at": ep.created_at,
             "task": ep.task.model_dump(mode="json"),
             "config": ep.config.model_dump(mode="json"),
-            "env_options": ep.env_options,
+            # the import-confirmation mark is this database's state, not the episode's
+            "env_options": {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS},
         }
 
     def _edit(self, e: EditInfo | None, limit: int) -> dict | None:

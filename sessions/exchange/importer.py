@@ -22,7 +22,7 @@ from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from trajectory.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from trajectory.records import ENV_KINDS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
+from trajectory.records import ENV_KINDS, UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
@@ -289,7 +289,8 @@ def _jsonl(p: Path, store: Store | None, report: ImportReport) -> None:
             ep = _Ep(rec.episode.ref, _digest(e_dump))
             if store is not None:
                 task = rec.episode.task
-                e, v0 = store.create_episode(task, rec.episode.config, rec.episode.env_options, rec.episode.name,
+                options = {**rec.episode.env_options, UNCONFIRMED_REFS: True}  # files/URLs wait for an OK
+                e, v0 = store.create_episode(task, rec.episode.config, options, rec.episode.name,
                                              created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
                 report.episodes.append(e.id)
