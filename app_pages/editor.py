@@ -15,6 +15,7 @@ from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import outcome_text, provenance, replaced_text, step_lines
 from envs.base import EnvError
 from sessions.store import StoreError
+from trajectory.records import MAX_TEXT
 
 RUN_TICK_S = 0.2
 STEP_ERRORS = (ModelCallFailed, EngineError, EnvError, StoreError)
@@ -304,6 +305,7 @@ def body() -> None:
                + (f" · reward {v.outcome.reward:g}" if v.outcome.done else ""), help=None)
 
     edit_at = st.session_state.get("edit_at")
+    cut = {c.id: c.cut_from for c in store.calls([i for s in steps for i in s.call_ids]) if c.cut_from}
     for s in steps:
         with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
             head = st.columns([6, 1])
@@ -316,6 +318,8 @@ def body() -> None:
             old = replaced_text(s)
             if old:
                 st.text(f"({old})")
+            for n in (cut[i] for i in s.call_ids if i in cut):
+                st.text(f"(the model's completion was cut to {MAX_TEXT:,} of its {n:,} characters)")
         if edit_at == (vid, s.index):
             edit_panel(v, steps, s)
             with st.expander(f"Tags and note for step {s.index}"):

@@ -80,3 +80,15 @@ def test_each_retry_shows_in_the_editor(app):
     at = click(at, "btn_step")
     assert any("retry 1" in t and "503" in t for t in texts(at)), texts(at)
     assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1"]
+
+
+def test_a_cut_completion_is_said_in_the_editor(app):
+    toy, make = app
+    from tests.test_app import cfg
+    from tests.toy_envs import ROOM_TASK
+
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.llm.push(" go to " + "x" * 30_000)
+    at = make("editor", episode=ep.id)
+    at = click(at, "btn_step")
+    assert "(the model's completion was cut to 20,000 of its 30,007 characters)" in texts(at)
