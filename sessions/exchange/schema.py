@@ -67,12 +67,12 @@ class CallRecord(_M):
     prompt_hash: str
     prompt_chars: int
     completion: str | None = None
+    cut_from: int | None = None  # the completion was cut to MAX_TEXT characters from this length
     usage: Usage = Field(default_factory=Usage)
     latency_ms: float | None = None
     attempts: int = 1
     cached: bool = False
     error: str | None = None
-    cut_from: int | None = None  # the completion was cut to MAX_TEXT characters from this length
 
 
 class StepRecord(_M):
