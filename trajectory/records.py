@@ -13,13 +13,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-EnvKind = Literal["alfworld", "hotpotqa", "fever"]
 Source = Literal["model", "human", "imported"]
 ApiStyle = Literal["completions", "chat"]
 PromptStyle = Literal["react", "act"]
 EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "branch"]
 
-ENV_KINDS: tuple[str, ...] = ("alfworld", "hotpotqa", "fever")
+ENV_KINDS: tuple[str, ...] = ("alfworld", "hotpotqa", "fever")  # built in; plugins add more (envs.registry)
 # env_options key an import sets: the files/URLs the episode points at wait for a person's OK
 UNCONFIRMED_REFS = "unconfirmed_references"
 MAX_TEXT = 20_000  # characters a person may put in one thought or action; a completion is cut there
@@ -40,7 +39,7 @@ class Task(Record):
     "Claim: ...". `data` holds what the environment needs to rebuild it (game path,
     wording, ...); `gold` what scoring needs."""
 
-    env: EnvKind
+    env: str = Field(pattern=r"^[a-z][a-z0-9_\-]{0,39}$")  # a family kind (envs.registry)
     id: str
     type: str | None = None
     text: str
