@@ -11,12 +11,7 @@ import stat
 import pytest
 
 from react_editor.main import main
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from tests.test_cli_core import cli
 
 
 @pytest.fixture

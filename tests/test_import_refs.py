@@ -13,15 +13,9 @@ import pytest
 from envs.alfworld import tasks as alf_tasks
 from envs.base import EnvError
 from envs.registry import family
-from react_editor.main import main
+from tests.test_cli_core import cli
 from sessions.store import Store
 from trajectory.records import AgentConfig, Task
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture

@@ -9,17 +9,11 @@ import time
 import pytest
 
 from agent.engine import ModelCallFailed
-from react_editor.main import main
+from tests.test_cli_core import cli
 from tests.scripted_server import Reply
 from tests.test_engine import cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from trajectory.records import MAX_TEXT
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_a_huge_completion_is_cut_recorded_and_reported(toy, capsys):

@@ -8,16 +8,10 @@ import sqlite3
 
 import pytest
 
-from react_editor.main import main
+from tests.test_cli_core import cli
 from trajectory.records import AgentConfig
 
 SECRET = "hunter2-pass"
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def episodes(db: str) -> list:

@@ -5,17 +5,11 @@ from __future__ import annotations
 
 import json
 
-from react_editor.main import main
+from tests.test_cli_core import cli
 
 TITLE = "\x1b]0;pwned\x07"  # sets the terminal title
 RED = "\x1b[31mred\x1b[0m"
 CSI = "\x9b2J"  # C1 control: clear screen on some terminals
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def controls(text: str) -> list[str]:
