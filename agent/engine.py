@@ -19,9 +19,9 @@ from agent.client import ModelClient, ModelError
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
-from trajectory.records import MAX_TEXT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from trajectory.records import (MAX_TEXT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step,
+                                Task, Version)
 from sessions.store import Store, StoreError
-
 
 
 class EngineError(Exception):

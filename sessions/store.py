@@ -126,8 +126,8 @@ class Store:
         try:
             try:
                 self._connect(readonly)
-            except sqlite3.OperationalError:
-                if not readonly:
+            except sqlite3.OperationalError as exc:
+                if not readonly or "unable to open" not in str(exc):
                     raise
                 # a WAL database in a folder we cannot write (no -shm file can be made)
                 self._connect(readonly, immutable=True)
@@ -603,7 +603,8 @@ class Store:
     _CALL_SQL = (
         "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "
         "c.prompt_chars, c.completion, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.latency_ms, "
-        "c.attempts, c.cached, c.error, c.cache_key, c.cut_from from model_calls c left join call_params p on p.id = c.params_id "
+        "c.attempts, c.cached, c.error, c.cache_key, c.cut_from "
+        "from model_calls c left join call_params p on p.id = c.params_id "
     )
 
     def calls(self, ids: Iterable[int] | None = None, *, episode_id: int | None = None) -> list[ModelCall]:

@@ -267,6 +267,14 @@ def _check_target(target: Path) -> None:
 
 
 def _umask() -> int:
+    """The process umask, read without changing it where Linux shows it (threads share it)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
