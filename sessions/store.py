@@ -127,7 +127,7 @@ class Store:
             try:
                 self._connect(readonly)
             except sqlite3.OperationalError as exc:
-                if not readonly or "unable to open" not in str(exc):
+                if not readonly or not any(w in str(exc) for w in ("unable to open", "readonly")):
                     raise
                 # a WAL database in a folder we cannot write (no -shm file can be made)
                 self._connect(readonly, immutable=True)
