@@ -13,7 +13,7 @@ import streamlit as st
 
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
-from trajectory.records import AgentConfig
+from trajectory.records import AgentConfig, without_credentials
 from sessions.store import Store, StoreError, default_db_path
 
 DEFAULTS_SETTING = "model_defaults"
@@ -68,6 +68,8 @@ def defaults() -> dict[str, Any]:
     for k, v in saved.items():
         if k in base:
             base[k] = v
+    if base.get("base_url"):  # saved by an older version: never shown with credentials
+        base["base_url"] = without_credentials(base["base_url"])
     return base
 
 

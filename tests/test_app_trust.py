@@ -92,3 +92,12 @@ def test_a_cut_completion_is_said_in_the_editor(app):
     at = make("editor", episode=ep.id)
     at = click(at, "btn_step")
     assert "(the model's completion was cut to 20,000 of its 30,007 characters)" in texts(at)
+
+
+def test_saved_defaults_with_credentials_are_never_shown(app):
+    toy, make = app
+    toy.store.set_setting("model_defaults", {"base_url": f"http://bob:{SECRET}@127.0.0.1:9/v1"})
+    for page in (None, "settings"):
+        at = make(page)
+        shown = [w.value for w in at.text_input] + texts(at) + markdownish(at)
+        assert not any(SECRET in str(v) for v in shown), shown
