@@ -3,6 +3,7 @@ RecursionError traceback; nothing is written."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -27,3 +28,20 @@ def test_deeply_nested_json_is_a_one_line_error(toy, capsys, tmp_path, name, bod
     assert "nested" in err
     with sqlite3.connect(toy.db) as conn:
         assert conn.execute("select count(*) from episodes").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("depth", [100, 500, 800])
+def test_a_valid_record_with_deeply_nested_options_is_a_one_line_error(toy, capsys, tmp_path, depth):
+    """Deep enough for pydantic or json.dumps to give up, shallow enough for json.loads."""
+    db = str(toy.db)
+    assert main(["run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--human"]) == 0
+    assert main(["export", "1", "--format", "jsonl", "--out", str(tmp_path / "a.jsonl"), "--db", db]) == 0
+    rec = json.loads((tmp_path / "a.jsonl").read_text())
+    rec["episode"]["env_options"] = {"x": json.loads("[" * depth + "]" * depth)}
+    (tmp_path / "d.jsonl").write_text(json.dumps(rec) + "\n")
+    capsys.readouterr()
+    code = main(["import", str(tmp_path / "d.jsonl"), "--db", db])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: line 1: ") and "nested" in err and err.count("\n") == 1, err[-300:]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("select count(*) from episodes").fetchone() == (1,)

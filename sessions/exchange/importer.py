@@ -28,6 +28,7 @@ from sessions.store import Store, StoreError
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one jsonl record (a version); far above any real one
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a prompt file / transcript is read whole
+MAX_DEPTH = 64  # a record nests about 6 deep; env options and step info add a few levels
 TOO_DEEP = "JSON nested too deeply (no record or prompt file is nested like this)"
 
 
@@ -213,6 +214,19 @@ def _lines(p: Path, cap: int) -> Iterator[tuple[int, bytes]]:
                 yield n, line
 
 
+def _depth(obj: Any) -> int:
+    """How deeply `obj` nests (iteratively: a deep file must not exhaust the stack)."""
+    deepest, todo = 0, [(obj, 1)]
+    while todo:
+        o, d = todo.pop()
+        deepest = max(deepest, d)
+        if isinstance(o, dict):
+            todo.extend((v, d + 1) for v in o.values())
+        elif isinstance(o, list):
+            todo.extend((v, d + 1) for v in o)
+    return deepest
+
+
 def _digest(obj: Any) -> bytes:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).digest()
 
@@ -238,6 +252,8 @@ def parse_record(n: int, line: bytes) -> TrajectoryRecord:
         raise _fail(n, TOO_DEEP) from None
     if not isinstance(obj, dict):
         raise _fail(n, "a record is a JSON object")
+    if _depth(obj) > MAX_DEPTH:  # deeper than pydantic and json.dumps go: refuse it here
+        raise _fail(n, TOO_DEEP)
     if "schema" not in obj:
         if "messages" in obj:
             raise _fail(n, "a chat-sft record; chat-sft drops provenance and cannot be imported (import the jsonl export)")
