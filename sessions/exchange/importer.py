@@ -214,6 +214,22 @@ def _lines(p: Path, cap: int) -> Iterator[tuple[int, bytes]]:
                 yield n, line
 
 
+def _free_form(rec: dict) -> Iterator[Any]:
+    """The record's untyped values (options, task data, step info, call params, metrics):
+    every other field has a fixed shape that validation checks without going deep."""
+    def part(o: Any, key: str) -> Any:
+        return o.get(key) if isinstance(o, dict) else None
+
+    ep = part(rec, "episode")
+    yield part(ep, "env_options")
+    yield part(part(ep, "task"), "data")
+    yield part(part(part(rec, "version"), "outcome"), "metrics")
+    for key, field_ in (("steps", "info"), ("calls", "params")):
+        items = part(rec, key)
+        for item in items if isinstance(items, list) else ():
+            yield part(item, field_)
+
+
 def _depth(obj: Any) -> int:
     """How deeply `obj` nests (iteratively: a deep file must not exhaust the stack)."""
     deepest, todo = 0, [(obj, 1)]
@@ -252,7 +268,7 @@ def parse_record(n: int, line: bytes) -> TrajectoryRecord:
         raise _fail(n, TOO_DEEP) from None
     if not isinstance(obj, dict):
         raise _fail(n, "a record is a JSON object")
-    if _depth(obj) > MAX_DEPTH:  # deeper than pydantic and json.dumps go: refuse it here
+    if max(map(_depth, _free_form(obj)), default=0) > MAX_DEPTH:  # before pydantic/json.dumps give up
         raise _fail(n, TOO_DEEP)
     if "schema" not in obj:
         if "messages" in obj:
