@@ -12,7 +12,9 @@ import hashlib
 import json
 import os
 import random
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -31,6 +33,7 @@ BACKOFF_MAX_S = 30.0
 RETRY_AFTER_MAX_S = 60.0  # a server's Retry-After is honoured up to this bound
 MALFORMED_RETRIES = 1  # a garbage response is retried at most once
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 
 
 class ModelError(Exception):
@@ -39,6 +42,15 @@ class ModelError(Exception):
     def __init__(self, call: ModelCall):
         super().__init__(call.error or "model call failed")
         self.call = call
+
+
+@dataclass
+class CallWatch:
+    """Lets the caller of one call follow and stop it: `on_retry(attempt, reason)` hears of
+    each retry, and a set `cancel` ends the call before its next attempt (the UI's Stop)."""
+
+    cancel: threading.Event
+    on_retry: Callable[[int, str], None] | None = None
 
 
 class ResponseCache(Protocol):
@@ -129,9 +141,10 @@ class ModelClient:
         *,
         purpose: str = "step",
         chat_instruction: str | None = None,
+        watch: CallWatch | None = None,
     ) -> tuple[str, ModelCall]:
         """Return the completion (cut at `stop`) and its record; raise ModelError when
-        the call fails for good (the error is in `.call.error`)."""
+        the call fails for good or is cancelled through `watch` (the error is in `.call.error`)."""
         cfg = self.config
         stop = list(stop or [])
         chat = cfg.api_style == "chat"
@@ -160,6 +173,7 @@ class ModelClient:
                 return text, call
 
         malformed = 0
+        on_retry = (watch.on_retry if watch else None) or self.on_retry
         while True:
             call.attempts += 1
             try:
@@ -175,10 +189,14 @@ class ModelClient:
                 if retryable and call.attempts <= cfg.max_retries:
                     if delay is None:
                         delay = self._backoff(call.attempts)
-                    if self.on_retry is not None:
-                        self.on_retry(call.attempts, reason)
-                    time.sleep(delay)
-                    continue
+                    if on_retry is not None:
+                        on_retry(call.attempts, reason)
+                    if watch is None:
+                        time.sleep(delay)
+                        continue
+                    if not watch.cancel.wait(delay):
+                        continue
+                    reason = f"cancelled: {reason}"
                 n = call.attempts
                 call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
                 call.latency_ms = (time.perf_counter() - started) * 1000
@@ -266,7 +284,7 @@ class ModelClient:
             return f"request timed out after {self.config.timeout_s:g}s", True, None
         if isinstance(exc, openai.APIConnectionError):
             return self._scrub(
-                f"cannot reach the model server at {public_url(self.base_url)}: "
+                f"{UNREACHABLE} at {public_url(self.base_url)}: "
                 f"{_cause(exc)}"), True, None
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code

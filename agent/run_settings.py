@@ -25,12 +25,12 @@ def check_base_url(url: str | None) -> None:
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise ConfigError("the base URL is not a valid URL") from None
+        raise ConfigError("the endpoint (base URL) is not a valid URL") from None
     if "@" in parts.netloc:
-        raise ConfigError("the base URL must not contain credentials (user:password@); "
+        raise ConfigError("the endpoint (base URL) must not contain credentials (user:password@); "
                           "put the key in OPENAI_API_KEY")
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url.strip()):
-        raise ConfigError(f"the base URL must start with http:// or https:// and name a host (got {url[:60]!r})")
+        raise ConfigError(f"the endpoint must start with http:// or https:// and name a host (got {url[:60]!r})")
 
 
 def check_config(config: AgentConfig, env: str, store=None) -> None:

@@ -4,11 +4,12 @@ the cost column, the response cache, and which database file is in use."""
 from __future__ import annotations
 
 import os
+
 import streamlit as st
 
 from agent.client import model_available, public_url
-from agent.run_settings import ConfigError, check_base_url
 from app_pages import state
+from app_pages.views import endpoint_problem
 
 store = state.store()
 st.title("Settings")
@@ -39,10 +40,9 @@ max_steps = c2[2].number_input("Max steps (0 = environment default)", min_value=
 state.show_error("settings")
 if st.button("Save defaults", key="set_save", type="primary"):
     url = base_url.strip()
-    try:
-        check_base_url(url)
-    except ConfigError as exc:
-        state.set_error("settings", exc)
+    problem = endpoint_problem(url)
+    if problem:
+        state.set_error("settings", problem)
     else:
         state.clear_error("settings")
         store.set_setting(state.DEFAULTS_SETTING, {

@@ -32,13 +32,7 @@ def db_path() -> str:
 @st.cache_resource(show_spinner=False)
 def _engine_for(path: str) -> tuple[Engine, threading.RLock]:
     # The key comes from the environment only, is handed to the client and never stored.
-    engine = Engine(Store(path), api_key=os.environ.get("OPENAI_API_KEY") or None, on_retry=_show_retry)
-    return engine, threading.RLock()
-
-
-def _show_retry(attempt: int, reason: str) -> None:
-    """Each retry of a model call shows in the page that waits for it (plain text)."""
-    st.text(f"Model call failed ({reason}); retry {attempt}…")
+    return Engine(Store(path), api_key=os.environ.get("OPENAI_API_KEY") or None), threading.RLock()
 
 
 def engine() -> Engine:
@@ -86,7 +80,21 @@ def model_banner(config: AgentConfig | None = None) -> None:
 
     ok, msg = model_available(config or default_config())
     if not ok:
-        st.info(msg + " Human mode, browsing, editing and comparing work without a model.", icon=":material/power_off:")
+        st.info(msg + " Human mode, browsing, editing and comparing work without a model.")
+
+
+def reconfigure(version_id: int, changes: dict[str, Any]) -> Any:
+    """Point the steps that follow at another model / endpoint: a new child version of
+    `version_id` (same steps) whose episode config carries `changes`. Returns the new Version.
+    The one place the Editor changes a configuration (issue 11 adds Engine.reconfigure)."""
+    eng = engine()
+    v = store().version(version_id)
+    ep = store().episode(v.episode_id)
+    config = AgentConfig.model_validate({**ep.config.model_dump(), **changes})
+    with lock():
+        new = eng.branch(version_id, len(eng.steps(v)))
+        store().set_episode_config(ep.id, config)
+    return new
 
 
 # ---------------------------------------------------------------------- selection / deep links
@@ -131,7 +139,7 @@ def require_episode(missing: str) -> tuple[int, int | None, Any]:
     ep_id, vid = selection()
     if ep_id is None:
         st.info(missing)
-        st.page_link(page_path("episodes"), label="Go to Episodes", icon=":material/list:")
+        st.page_link(page_path("episodes"), label="Go to Episodes")
         st.stop()
     try:
         ep = store().episode(ep_id)
@@ -197,7 +205,7 @@ def show_error(where: str, *, retry_label: str | None = None) -> bool:
     if not msg:
         return False
     with st.container(border=True, key=f"errbox_{where}"):
-        st.error("That did not work — nothing was lost. Details:", icon=":material/error:")
+        st.error("That did not work — nothing was lost. Details:")
         st.text(msg)
         cols = st.columns([1, 1, 6])
         pressed = bool(retry_label) and cols[0].button(retry_label, key=f"retry_{where}")
