@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
-from trajectory.records import AgentConfig, ModelCall, Usage
+from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CHAT_INSTRUCTION = (
@@ -178,6 +178,9 @@ class ModelClient:
             call.attempts += 1
             try:
                 text, usage = self._request(prompt, stop, chat_instruction)
+                text = stop_cut(text, stop)
+                if not text.strip():  # an empty step would only use up the budget
+                    raise _Malformed("empty completion")
             except Exception as exc:  # classified below; nothing escapes unrecorded
                 reason, retryable, delay = self._classify(exc)
                 if isinstance(exc, _Malformed):
@@ -198,7 +201,8 @@ class ModelClient:
                 call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
                 call.latency_ms = (time.perf_counter() - started) * 1000
                 raise ModelError(call) from None
-            text = stop_cut(text, stop)
+            if len(text) > MAX_TEXT:  # kept text is re-sent in every later prompt
+                call.cut_from, text = len(text), text[:MAX_TEXT]
             call.completion, call.usage = text, usage
             call.latency_ms = (time.perf_counter() - started) * 1000
             return text, call

@@ -20,14 +20,15 @@ from pydantic import ValidationError
 from agent import exemplars as ex
 from trajectory import formats as fmt
 from agent.client import CallWatch, ModelClient, ModelError
+from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
-from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from trajectory.records import (MAX_TEXT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step,
+                                Task, Version)
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions.store import Store, StoreError, VersionChanged
 
-MAX_TEXT = 20_000  # characters a person may put in one thought or action
 PATH_CACHE = 256  # versions whose paths the engine keeps in memory
 FROZEN = {"annotated": "annotated", "exemplar": "used by an exemplar set", "child": "it has a child version"}
 
@@ -150,8 +151,10 @@ class Engine:
         api_key: str | None = None,
         client_factory: Callable[[AgentConfig], Any] | None = None,
         max_live_envs: int = 8,
+        on_retry: Callable[[int, str], None] | None = None,
     ):
         self.store = store
+        self.on_retry = on_retry  # (attempt, reason) before each retry of a model call
         self.api_key = api_key
         self._client_factory = client_factory
         self._clients: dict[str, Any] = {}
@@ -175,6 +178,7 @@ class Engine:
         self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None
     ) -> tuple[Episode, Version]:
         family(task.env)  # unknown env -> EnvError before anything is written
+        check_config(config, task.env, self.store)  # ConfigError before anything is written
         rev = self._revision_of(config.exemplar_set)  # so is an unknown exemplar set
         episode, version = self.store.create_episode(task, config, env_options or {}, name)
         if rev is not None:  # the first version's prompts use the set as it is now
@@ -192,7 +196,8 @@ class Engine:
                 self._clients[key] = self._client_factory(config)
             else:
                 cache = self.store if config.cache else None
-                self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache)
+                self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache,
+                                                 on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
         return self._clients[key]
 
     def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str,
@@ -221,6 +226,7 @@ class Engine:
             if live is not None:
                 self._live.move_to_end(episode.id)
                 return live
+        self._check_references(episode)
         fam = family(episode.task.env)
         env = fam.make_env(episode.task, episode.env_options, self.store)
         env.reset(episode.task)
@@ -286,6 +292,33 @@ class Engine:
             live.tokens[s.id] = env.state()
         live.at = target
         return env
+
+    def unconfirmed_references(self, episode: Episode) -> list[str]:
+        """Files/URLs outside the data roots an imported episode points at, until confirmed."""
+        if not episode.env_options.get(UNCONFIRMED_REFS):
+            return []
+        refs = family(episode.task.env).references
+        return refs(episode.task, episode.env_options) if refs else []
+
+    def _check_references(self, episode: Episode) -> None:
+        refs = self.unconfirmed_references(episode)
+        if refs:
+            more = f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""
+            raise EngineError(f"episode {episode.id} was imported and points at {refs[0]}{more}: check it, then "
+                              f"run `react-editor confirm {episode.id}` (or press Confirm in the Editor)")
+
+    def confirm_references(self, episode_id: int, **repoint: Any) -> list[str]:
+        """A person's OK for what an imported episode opens, optionally re-pointed first
+        (e.g. wiki="builtin"); returns what was confirmed."""
+        ep = self.store.episode(episode_id)
+        options = {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS}
+        if repoint.get("wiki") is not None and repoint.get("wiki_url") is None:
+            options.pop("wiki_url", None)
+        options.update({k: v for k, v in repoint.items() if v is not None})
+        self.store.set_env_options(episode_id, options)
+        self.forget_env(episode_id)
+        fam = family(ep.task.env)
+        return fam.references(ep.task, options) if fam.references else []
 
     def forget_env(self, episode_id: int) -> None:
         """Drop the live environment (next use rebuilds it, as after a restart)."""

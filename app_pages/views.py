@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from typing import Any, Iterable, Sequence
-from urllib.parse import urlsplit
 
+from agent.run_settings import ConfigError, check_base_url
 from app_pages.textdiff import diff_html, esc
 from trajectory.alignment import AlignedRow
 
@@ -107,11 +107,10 @@ def action_warning(env: str, action: str, admissible: Sequence[str] | None) -> s
 
 def endpoint_problem(url: str) -> str | None:
     """Why a typed endpoint cannot be used (one line), or None when it can (blank = default)."""
-    url = url.strip()
-    if url and not url.startswith(("http://", "https://")):
-        return f"the endpoint must start with http:// or https:// (got {url[:60]!r})"
-    if urlsplit(url).username or urlsplit(url).password:
-        return "put credentials in OPENAI_API_KEY, not in the endpoint URL"
+    try:
+        check_base_url(url.strip() or None)
+    except ConfigError as exc:
+        return str(exc)
     return None
 
 

@@ -107,6 +107,8 @@ def _model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--exemplars", default=None, help="exemplar set name (default: built-in)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
+    p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
     if steps:
         p.add_argument("--max-steps", type=int, default=None)
 
@@ -121,6 +123,8 @@ def _model_changes(args: argparse.Namespace) -> dict[str, Any]:
         ("style", "style"),
         ("temperature", "temperature"),
         ("exemplars", "exemplar_set"),
+        ("timeout", "timeout_s"),
+        ("max_retries", "max_retries"),
         ("max_steps", "max_steps"),
     ):
         value = getattr(args, flag, None)
@@ -131,16 +135,24 @@ def _model_changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
-def _config(args: argparse.Namespace) -> AgentConfig:
-    base = AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)
+def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
+    """The agent config the model flags ask for (checked by `run_settings.check_config`
+    before anything is written; a base URL with credentials is refused here, before the
+    config would strip them)."""
+    from agent.run_settings import check_base_url
+
+    check_base_url(getattr(args, "base_url", None))
+    base = base or AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)
     return AgentConfig.model_validate({**base.model_dump(), **_model_changes(args)})
 
 
-def _engine(args: argparse.Namespace):
+def _engine(args: argparse.Namespace, *, readonly: bool = False):
+    """`readonly` for reading commands: they work on a database they cannot write."""
     from agent.engine import Engine
     from sessions.store import Store
 
-    return Engine(Store(db_path(args)))
+    return Engine(Store(db_path(args), readonly=readonly),
+                  on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
 
 
 def _version_id(engine, episode: int, version: int | None) -> int:
@@ -215,6 +227,10 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None)
     def on_step(rep) -> None:
         if rep.notice:
             progress(rep.notice)
+        for call in rep.calls:
+            if call.cut_from:
+                progress(f"  the model's completion was cut to {len(call.completion or ''):,} characters "
+                         f"(it had {call.cut_from:,})")
         for s in rep.steps:
             what = f"think: {s.thought}" if s.action is None else s.action
             progress(f"  step {s.index}: {_one_line(what, 70)} -> {_one_line(s.observation or '', 60)}")
@@ -241,7 +257,13 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     """Model flags given to resume/step apply to the steps that follow: a new child
     version runs with them (the version keeps the config it ran with, so its prompt and
     record stay true). Returns the version to continue."""
+    from agent.run_settings import check_config
+
     changes = _model_changes(args)
+    if changes:  # checked in full before anything is written
+        check_config(_config(args, engine.store.version_config(vid)),
+                     engine.store.episode(engine.store.version(vid).episode_id).task.env,
+                     engine.store)
     new = engine.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
@@ -287,7 +309,7 @@ def _step_text(s) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from trajectory.formats import render_transcript
 
-    engine = _engine(args)
+    engine = _engine(args, readonly=True)
     vid = _version_id(engine, args.episode, args.version)
     if args.prompt:
         text = engine.prompt(vid)
@@ -302,7 +324,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    engine = _engine(args)
+    engine = _engine(args, readonly=True)
     ep = engine.store.episode(args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
     for r in rows:
@@ -324,7 +346,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 def cmd_episodes(args: argparse.Namespace) -> int:
     from sessions.store import Store
 
-    rows = Store(db_path(args)).list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
+    rows = Store(db_path(args), readonly=True).list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
     emit(args, rows, lambda: "\n".join(
         f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{'success' if r['success'] else ('failure' if r['done'] else 'open')}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
         for r in rows) or "(no episodes)")

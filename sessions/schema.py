@@ -90,15 +90,24 @@ def _v4_pinned_prompts(db: sqlite_utils.Database) -> None:
     db.execute("create index exemplar_set_entries_version on exemplar_set_entries(version_id)")
 
 
+def _v5_call_cut_from(db: sqlite_utils.Database) -> None:
+    """Issue 11: a completion longer than MAX_TEXT is cut; its original length is kept."""
+    db.execute("alter table model_calls add column cut_from integer")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
-    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts,
+    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def open_or_migrate(db: sqlite_utils.Database) -> int:
+def open_or_migrate(db: sqlite_utils.Database, *, readonly: bool = False) -> int:
+    """Check the database is ours and bring its schema up to date (`readonly`: check only;
+    nothing is written, so an out-of-date schema is an error)."""
     conn = db.conn
     tables = set(db.table_names())  # read first: a foreign file is refused untouched
+    if readonly and "meta" not in tables:  # (pragma journal_mode is a no-op when read-only)
+        raise SchemaError("not a ReAct Editor database (it has no 'meta' table)")
     if "meta" not in tables and tables:
         raise SchemaError("not a ReAct Editor database (it has other tables and no 'meta' table)")
     if "meta" in tables:
@@ -122,6 +131,9 @@ def open_or_migrate(db: sqlite_utils.Database) -> int:
             f"database schema version {version} is newer than this ReAct Editor understands "
             f"({len(MIGRATIONS)}); upgrade react-editor"
         )
+    if readonly and version < len(MIGRATIONS):
+        raise SchemaError(f"database schema version {version} is older than this ReAct Editor's "
+                          f"({len(MIGRATIONS)}); run a writing command once with write access to upgrade it")
     while version < len(MIGRATIONS):
         conn.execute("begin immediate")
         try:
