@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
+from agent.ratelimit import PauseGate, gate_for
 from trajectory.records import AgentConfig, ModelCall, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -31,6 +32,7 @@ BACKOFF_MAX_S = 30.0
 RETRY_AFTER_MAX_S = 60.0  # a server's Retry-After is honoured up to this bound
 MALFORMED_RETRIES = 1  # a garbage response is retried at most once
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+RATE_LIMIT_RETRIES = 20  # 429s pause the endpoint's whole batch; they do not use up max_retries
 
 
 class ModelError(Exception):
@@ -116,6 +118,7 @@ class ModelClient:
             RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s
         )
         self.base_url = resolve_base_url(config)
+        self.gate: PauseGate = gate_for(public_url(self.base_url))
         key = api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
         self._secrets = [key] if key != NO_KEY_PLACEHOLDER and len(key) >= 4 else []
         self._key = key
@@ -159,8 +162,9 @@ class ModelClient:
                 call.latency_ms = (time.perf_counter() - started) * 1000
                 return text, call
 
-        malformed = 0
+        malformed = rate_limited = 0
         while True:
+            self.gate.wait()
             call.attempts += 1
             try:
                 text, usage = self._request(prompt, stop, chat_instruction)
@@ -169,12 +173,19 @@ class ModelClient:
                 if isinstance(exc, _Malformed):
                     malformed += 1
                     retryable = malformed <= MALFORMED_RETRIES
-                if retryable and call.attempts <= cfg.max_retries:
+                limited = isinstance(exc, openai.RateLimitError)
+                rate_limited += limited
+                budget_left = rate_limited <= RATE_LIMIT_RETRIES if limited else (
+                    call.attempts - rate_limited <= cfg.max_retries)
+                if retryable and budget_left:
                     if delay is None:
                         delay = self._backoff(call.attempts)
                     if self.on_retry is not None:
                         self.on_retry(call.attempts, reason)
-                    time.sleep(delay)
+                    if limited:  # every request to this endpoint waits, not just this one
+                        self.gate.pause(delay)
+                    else:
+                        time.sleep(delay)
                     continue
                 n = call.attempts
                 call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
