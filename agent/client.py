@@ -12,10 +12,12 @@ import hashlib
 import json
 import os
 import random
+import threading
 import time
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx  # noqa: F401  (imported here, once: a first import racing in worker threads fails)
 import openai
 
 from agent.ratelimit import PauseGate, gate_for
@@ -32,6 +34,7 @@ BACKOFF_MAX_S = 30.0
 RETRY_AFTER_MAX_S = 60.0  # a server's Retry-After is honoured up to this bound
 MALFORMED_RETRIES = 1  # a garbage response is retried at most once
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+_BUILD_LOCK = threading.Lock()  # openai/httpx import lazily on first use: not thread-safe
 RATE_LIMIT_RETRIES = 20  # 429s pause the endpoint's whole batch; they do not use up max_retries
 
 
@@ -202,11 +205,14 @@ class ModelClient:
     @property
     def _client(self) -> openai.OpenAI:
         """Built on first use: a cache hit never needs an HTTP client."""
-        if self._openai is None:
-            self._openai = openai.OpenAI(
-                api_key=self._key, base_url=self.base_url,
-                timeout=self.config.timeout_s, max_retries=0,
-            )
+        with _BUILD_LOCK:
+            if self._openai is None:
+                client = openai.OpenAI(
+                    api_key=self._key, base_url=self.base_url,
+                    timeout=self.config.timeout_s, max_retries=0,
+                )
+                _ = client.completions, client.chat.completions  # load the lazy modules here
+                self._openai = client
         return self._openai
 
     def _cacheable(self) -> bool:

@@ -12,7 +12,9 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMAND_MODULES = ("react_editor.core", "react_editor.alfworld", "react_editor.wiki", "react_editor.exchange")
+SUBCOMMAND_MODULES = (
+    "react_editor.core", "react_editor.alfworld", "react_editor.wiki", "react_editor.exchange", "react_editor.experiment",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
