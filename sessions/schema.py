@@ -110,10 +110,10 @@ def open_or_migrate(db: sqlite_utils.Database) -> int:
     conn.execute("pragma journal_mode = wal")
     conn.execute("pragma synchronous = normal")
     conn.execute("pragma foreign_keys = on")
-    if "meta" not in tables:
+    if "meta" not in tables:  # another process may be creating it right now: idempotent
         conn.execute("begin immediate")
-        conn.execute("create table meta (key text primary key, value text) without rowid")
-        conn.execute("insert into meta values ('app', ?), ('schema_version', '0')", [APP_ID])
+        conn.execute("create table if not exists meta (key text primary key, value text) without rowid")
+        conn.execute("insert or ignore into meta values ('app', ?), ('schema_version', '0')", [APP_ID])
         conn.execute("commit")
     meta = dict(conn.execute("select key, value from meta").fetchall())
     if meta.get("app") != APP_ID:
@@ -126,6 +126,11 @@ def open_or_migrate(db: sqlite_utils.Database) -> int:
         )
     while version < len(MIGRATIONS):
         conn.execute("begin immediate")
+        # re-read under the write lock: another process may have migrated meanwhile
+        version = int(conn.execute("select value from meta where key = 'schema_version'").fetchone()[0])
+        if version >= len(MIGRATIONS):
+            conn.execute("commit")
+            break
         try:
             MIGRATIONS[version](db)
             version += 1
