@@ -155,7 +155,9 @@ def run(
     max_consecutive_failures: int = 5, mode: str = "threads", client_factory=None,
 ) -> dict[str, Any]:
     """Run every unfinished item of the experiment (first run and resume alike) and return
-    its summary. Raises ExperimentError when the batch stops on consecutive failures."""
+    its summary. Raises ExperimentError when the batch stops on consecutive failures.
+    `mode="processes"` runs items in worker processes (each loads its own games: worth it
+    only with many cores; benchmarks/experiment.py measures both)."""
     store = Store(db_path, create=False)
     try:
         exp = xs.get(store, ref)

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--name", default=None)
     r.add_argument("--method", default="react", help="react, act, standard, cot, cot-sc, react-cot-sc, cot-sc-react")
     r.add_argument("--samples", type=int, default=None, help="CoT-SC samples (default 21, at temperature 0.7)")
-    r.add_argument("--concurrency", type=int, default=1)
+    _batch_flags(r)
     r.add_argument("--wording", choices=("paper", "alfworld-0.4"), default=None, help="ALFWorld command wording")
     r.add_argument("--wiki", default=None, help="Wikipedia backend: builtin (default), live, zim:PATH")
     r.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = add_common(xsub.add_parser("resume", help="finish unfinished episodes and start the missing ones"))
     s.add_argument("experiment", help="id or name")
-    s.add_argument("--concurrency", type=int, default=1)
+    _batch_flags(s)
     s.set_defaults(func=cmd_resume)
 
     s = add_common(xsub.add_parser("list", help="all experiments"))
@@ -49,6 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("a", help="id or name")
     s.add_argument("b", help="id or name")
     s.set_defaults(func=cmd_compare)
+
+
+def _batch_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--concurrency", type=int, default=1, help="episodes at once (model calls dominate)")
+    p.add_argument("--processes", action="store_true",
+                   help="run episodes in worker processes instead of threads (CPU-heavy environments, many cores)")
 
 
 class Bar:
@@ -93,7 +99,8 @@ def _run(args: argparse.Namespace, ref) -> int:
 
     bar = Bar()
     try:
-        out = X.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar)
+        out = X.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar,
+                    mode="processes" if args.processes else "threads")
     finally:
         bar.close()
     emit(args, out, lambda: _text(out))

@@ -335,3 +335,13 @@ def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
             v = store.version(it.version_id)
             assert [s.index for s in store.version_steps(v.id)] == [1, 2] and v.outcome.done
         assert store.integrity_check() == "ok"
+
+
+def test_processes_mode_runs_items_in_worker_processes(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "2", "--concurrency", "2",
+                                         "--processes"))
+    assert code == 0 and out["done"] == 2 and out["success"] == 1
+    with _open(db) as store:
+        assert len(store.episode_ids()) == 2
