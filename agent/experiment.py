@@ -291,3 +291,65 @@ def failures(store: Store, ref: int | str) -> list[xs.Item]:
     """Items that finished without success or stopped on an error (to open in the Editor)."""
     exp = xs.get(store, ref)
     return [it for it in xs.items(store, exp.id) if it.status == "error" or (it.status == "done" and not it.success)]
+
+
+# ---------------------------------------------------------------------------- background
+
+@dataclass
+class _Run:
+    thread: threading.Thread
+    stop: threading.Event
+    progress: Progress | None = None
+    error: str | None = None
+
+
+class Background:
+    """Experiments running in background threads of this process (the app), so a long
+    batch never blocks the page or other sessions. One run per experiment at a time."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, _Run] = {}
+        self._lock = threading.Lock()
+
+    def start(self, db_path: str, exp_id: int, *, concurrency: int = 1, api_key: str | None = None) -> bool:
+        """Launch (or resume) the experiment; False when it is already running here."""
+        with self._lock:
+            if self.running(exp_id):
+                return False
+            stop = threading.Event()
+            run_ = _Run(threading.Thread(), stop)
+
+            def target() -> None:
+                try:
+                    run(db_path, exp_id, concurrency=concurrency, stop=stop, api_key=api_key,
+                        on_progress=lambda p: setattr(run_, "progress", p))
+                except Exception as exc:  # shown on the page; the items keep their own errors
+                    run_.error = " ".join(str(exc).split()) or type(exc).__name__
+
+            run_.thread = threading.Thread(target=target, daemon=True, name=f"experiment-{exp_id}")
+            self._runs[exp_id] = run_
+            run_.thread.start()
+            return True
+
+    def stop(self, exp_id: int) -> None:
+        """Start nothing new; episodes in flight stop after their current step."""
+        r = self._runs.get(exp_id)
+        if r:
+            r.stop.set()
+
+    def running(self, exp_id: int) -> bool:
+        r = self._runs.get(exp_id)
+        return bool(r and r.thread.is_alive())
+
+    def progress(self, exp_id: int) -> Progress | None:
+        r = self._runs.get(exp_id)
+        return r.progress if r else None
+
+    def error(self, exp_id: int) -> str | None:
+        r = self._runs.get(exp_id)
+        return r.error if r else None
+
+    def join(self, exp_id: int, timeout: float | None = None) -> None:
+        r = self._runs.get(exp_id)
+        if r:
+            r.thread.join(timeout)
