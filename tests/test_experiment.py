@@ -345,3 +345,23 @@ def test_processes_mode_runs_items_in_worker_processes(tmp_path, capsys, scripte
     assert code == 0 and out["done"] == 2 and out["success"] == 1
     with _open(db) as store:
         assert len(store.episode_ids()) == 2
+
+
+def test_rate_limit_slows_the_batch_instead_of_failing_episodes(tmp_path, capsys, scripted_llm):
+    from agent.ratelimit import gate_for
+    from agent.client import public_url
+
+    scripted_llm.push(Reply(status=429, retry_after=0.5, message="slow down"))
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    (tmp_path / "ids.txt").write_text("# three tasks\nhp-001\nhp-002\n\nhp-003\n")
+    db = tmp_path / "x.db"
+    pauses = gate_for(public_url(scripted_llm.base_url)).pauses
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", f"@{tmp_path / 'ids.txt'}",
+                                         "--concurrency", "3"))
+    assert code == 0 and out["done"] == 3 and out["success"] == 2
+    assert gate_for(public_url(scripted_llm.base_url)).pauses == pauses + 1
+    first, *rest = scripted_llm.completion_requests
+    gaps = [r.received_at - first.received_at for r in rest]
+    in_flight = [g for g in gaps if g < 0.3]  # sent before the 429 came back
+    assert len(in_flight) <= 2 and all(g >= 0.45 for g in gaps if g >= 0.3)  # the rest waited for the pause
+    assert len(gaps) - len(in_flight) >= 1
