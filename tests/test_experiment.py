@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def test_run_and_show_follow_the_json_contract(tmp_path, capsys, scripted_llm):
     assert [it["task"] for it in items] == [r["id"] for r in HOTPOT[:4]]
     assert all({"task", "episode", "version", "done", "success"} <= set(it) for it in items)
     assert [it["success"] for it in items] == [True, False, True, False]
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         assert len(store.episode_ids()) == 4
         ep = store.episode(items[0]["episode"])
         assert ep.config.style == "react" and xs.of_episode(store, ep.id).name == "first"
@@ -81,16 +82,6 @@ def test_run_and_show_follow_the_json_contract(tmp_path, capsys, scripted_llm):
     code, listed, _ = cli(capsys, "experiment", "list", "--db", db, "--json")
     assert code == 0 and [e["name"] for e in listed] == ["first"]
 
-
-class _open:
-    def __init__(self, db):
-        self.store = Store(db)
-
-    def __enter__(self):
-        return self.store
-
-    def __exit__(self, *exc):
-        self.store.close()
 
 
 def test_rerunning_a_finished_experiment_is_free(tmp_path, capsys, scripted_llm):
@@ -112,7 +103,7 @@ def test_cot_is_stored_as_one_thought_and_the_answer(tmp_path, capsys, scripted_
     prompt = scripted_llm.completion_requests[0].prompt
     assert prompt.startswith("Question: ") and prompt.endswith(f"Question: {HOTPOT[0]['question']}\nThought:")
     assert "\nAnswer: " in prompt and "Action 1" not in prompt  # the built-in cotqa_* examples
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         item = xs.items(store, out["experiment"])[0]
         (step,) = store.version_steps(item.version_id)
         assert step.thought.startswith("Let's think step by step.") and step.action == f"Finish[{HOTPOT[0]['answer']}]"
@@ -139,7 +130,7 @@ def test_cot_sc_takes_the_majority_of_n_samples_at_temperature_07(tmp_path, caps
     assert code == 0 and out["success"] == 1
     reqs = scripted_llm.completion_requests
     assert len(reqs) == 5 and all(r.body["temperature"] == 0.7 for r in reqs)
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         item = xs.items(store, out["experiment"])[0]
         (step,) = store.version_steps(item.version_id)
         assert step.action == f"Finish[{gold}]" and step.info["votes"] == 3 and step.info["samples"] == 5
@@ -154,7 +145,7 @@ def test_react_backs_off_to_cot_sc_when_it_gives_no_answer(tmp_path, capsys, scr
     code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
                                          "--method", "react-cot-sc", "--samples", "3", "--max-steps", "3"))
     assert code == 0 and out["success"] == 1
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         item = xs.items(store, out["experiment"])[0]
         versions = store.versions(item.episode_id)
         assert [v.name for v in versions] == ["react", "cot-sc"]
@@ -169,7 +160,7 @@ def test_react_that_answers_does_not_back_off(tmp_path, capsys, scripted_llm):
     code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
                                          "--method", "react-cot-sc", "--samples", "3"))
     assert code == 0 and out["success"] == 0 and len(scripted_llm.completion_requests) == 1
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         assert [v.name for v in store.versions(xs.items(store, out["experiment"])[0].episode_id)] == ["react"]
 
 
@@ -182,7 +173,7 @@ def test_cot_sc_backs_off_to_react_below_n_over_2_votes(tmp_path, capsys, script
     code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
                                          "--method", "cot-sc-react", "--samples", "5"))
     assert code == 0 and out["done"] == 1
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         item = xs.items(store, out["experiment"])[0]
         names = [v.name for v in store.versions(item.episode_id)]
         assert names == (["cot-sc", "react"] if backs_off else ["cot-sc"])
@@ -215,7 +206,7 @@ def test_sample_is_reproducible_and_recorded(tmp_path, capsys, scripted_llm):
         _, shown, _ = cli(capsys, "experiment", "show", name, "--db", db, "--json")
         ids.append([it["task"] for it in shown["items"]])
     assert ids[0] == ids[1] and len(ids[0]) == 5
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         assert xs.get(store, "s1").params["sample"] == "5" and xs.get(store, "s1").params["seed"] == 7
 
 
@@ -242,7 +233,7 @@ def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm
                                          "--max-steps", "3", "--concurrency", "2"))
     assert code == 0 and out["done"] == 2 and out["success"] == 0
     assert len(out["by_type"]) == 6 and "pick_and_place_simple" in out["by_type"]
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         for it in xs.items(store, out["experiment"]):
             steps = store.version_steps(it.version_id)
             assert len(steps) == 3 and all(s.action.startswith("go to ") for s in steps)
@@ -262,7 +253,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, scripted_llm
     code, _, err = cli(capsys, *run_args(scripted_llm, db, *argv))
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
     if db.exists():
-        with _open(db) as store:
+        with closing(Store(db)) as store:
             assert xs.list_all(store) == [] and store.episode_ids() == []
     assert scripted_llm.completion_requests == []
 
@@ -280,7 +271,7 @@ def test_refusing_endpoint_stops_after_a_few_failures_then_resume_retries(tmp_pa
     errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert code == 2 and len(errors) == 1 and "failures in a row" in errors[0] and "authentication failed" in errors[0]
     assert len(scripted_llm.completion_requests) <= 6  # not 26 errors
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         exp = xs.get(store, "r")
         assert exp.status == "aborted"
         failed = [it for it in xs.items(store, exp.id) if it.status == "error"]
@@ -290,7 +281,7 @@ def test_refusing_endpoint_stops_after_a_few_failures_then_resume_retries(tmp_pa
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
     code, out, _ = cli(capsys, "experiment", "resume", "r", "--db", db, "--json", "--concurrency", "3")
     assert code == 0 and out["done"] == out["episodes"] == len(HOTPOT) and out["status"] == "done"
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         items = xs.items(store, out["experiment"])
         assert len(store.episode_ids()) == len(HOTPOT)  # a failed episode was continued, not replaced
         assert all(first_episodes[it.task.id] == it.episode_id for it in items if it.task.id in first_episodes)
@@ -311,14 +302,14 @@ def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
     while time.monotonic() < deadline:  # kill once some, but not all, tasks are done
         time.sleep(0.2)
         if db.exists():
-            with _open(db) as store:
+            with closing(Store(db)) as store:
                 exps = xs.list_all(store)
                 done = xs.counts(store, exps[0].id).get("done", 0) if exps else 0
             if done >= 3:
                 break
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         exp = xs.get(store, "k")
         before = {it.task.id: it.episode_id for it in xs.items(store, exp.id) if it.episode_id}
         assert 3 <= xs.counts(store, exp.id).get("done", 0) < 12 and exp.status == "running"
@@ -327,7 +318,7 @@ def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
     assert resumed.returncode == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["done"] == summary["episodes"] == 12 and summary["success"] == 6
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         items = xs.items(store, exp.id)
         assert len(store.episode_ids()) == 12 and len({it.episode_id for it in items}) == 12
         assert all(before[it.task.id] == it.episode_id for it in items if it.task.id in before)
@@ -343,7 +334,7 @@ def test_processes_mode_runs_items_in_worker_processes(tmp_path, capsys, scripte
     code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "2", "--concurrency", "2",
                                          "--processes"))
     assert code == 0 and out["done"] == 2 and out["success"] == 1
-    with _open(db) as store:
+    with closing(Store(db)) as store:
         assert len(store.episode_ids()) == 2
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -107,13 +108,13 @@ def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
     assert any(b.key == "x_stop" for b in at.button)  # it is still running
     at.button(key="x_stop").click().run()
     _wait_done(db, 1)
-    with _Open(db) as store:
+    with closing(Store(db)) as store:
         done = xs.counts(store, 1).get("done", 0)
         assert xs.get(store, 1).status == "stopped" and done < 8
     at.run()
     at.button(key="x_resume").click().run()
     _wait_done(db, 1)
-    with _Open(db) as store:
+    with closing(Store(db)) as store:
         assert xs.counts(store, 1) == {"done": 8} and len(store.episode_ids()) == 8
 
 
@@ -126,7 +127,7 @@ def test_bad_input_is_shown_inline_and_nothing_is_created(page):
     at.button(key="x_create").click().run()
     assert not at.exception
     assert any("hp-404" in t.value for t in at.text)
-    with _Open(db) as store:
+    with closing(Store(db)) as store:
         assert xs.list_all(store) == []
 
 
@@ -136,12 +137,3 @@ def _frame(at: AppTest, column: str):
     return df
 
 
-class _Open:
-    def __init__(self, db):
-        self.store = Store(db)
-
-    def __enter__(self):
-        return self.store
-
-    def __exit__(self, *exc):
-        self.store.close()
