@@ -20,11 +20,8 @@ pages = [
     st.Page(PAGES / "versions.py", title="Versions", icon=":material/account_tree:", url_path="versions"),
     st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page(PAGES / "experiments.py", title="Experiments", icon=":material/science:", url_path="experiments"),
+    st.Page(PAGES / "export.py", title="Export", icon=":material/ios_share:", url_path="export"),
     st.Page(PAGES / "settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
 ]
-# --- Export page (issue 7): shown when app_pages/export.py exists ---------------------------
-if (PAGES / "export.py").exists():
-    pages.insert(4, st.Page(PAGES / "export.py", title="Export", icon=":material/ios_share:", url_path="export"))
-# ---------------------------------------------------------------------------------------------
 
 st.navigation(pages).run()

@@ -47,9 +47,9 @@ class ModelError(Exception):
 
 
 class ResponseCache(Protocol):
-    def get(self, key: str) -> tuple[str, Usage] | None: ...
+    """Answers identical temperature-0 requests; recording a call is what fills it."""
 
-    def put(self, key: str, completion: str, usage: Usage) -> None: ...
+    def get(self, key: str) -> tuple[str, Usage] | None: ...
 
 
 class _Malformed(Exception):
@@ -197,8 +197,6 @@ class ModelClient:
             text = stop_cut(text, stop)
             call.completion, call.usage = text, usage
             call.latency_ms = (time.perf_counter() - started) * 1000
-            if key is not None:
-                self.cache.put(key, text, usage)  # type: ignore[union-attr]
             return text, call
 
     # -- internals --------------------------------------------------------------------

@@ -84,6 +84,33 @@ CHAT_INSTRUCTIONS = {
 }
 
 
+@dataclass
+class _Edit:
+    """One edit being applied: the version, its steps, the step k it targets, and the record."""
+
+    v: Version
+    ep: Episode
+    steps: list[Step]
+    k: int
+    text: str | None
+    keep_rest: bool
+    alf: bool
+    old: Step | None
+    info: EditInfo
+
+    @property
+    def prefix(self) -> list[Step]:
+        return self.steps[: self.k - 1]
+
+    def carry(self, rest: list[Step], start: int) -> list[Step]:
+        """Later steps carried over unchanged (thought edits with keep_rest), renumbered."""
+        if not self.keep_rest:
+            return []
+        return [s.model_copy(update={"id": None, "parent_id": None, "index": start + j,
+                                     "info": {**s.info, "carried_from": s.id}})
+                for j, s in enumerate(rest)]
+
+
 class Engine:
     """Steps, runs and edits versions stored in `store`. Keeps environments alive across
     calls (the UI holds one Engine per process), so resuming a visited step is cheap."""
@@ -484,12 +511,18 @@ class Engine:
         rewrite_action (executed again by the environment). `keep_rest` carries steps
         after k over unchanged - only for thought edits, which never touch the environment.
         """
+        apply = self._EDITS.get(kind)
+        if apply is None:
+            raise EngineError(f"unknown edit {kind!r}")
+        e = self._edit_context(version_id, k, kind, text, keep_rest)
+        new, fields = apply(self, e)
+        return self._commit_edit(e, new, fields)
+
+    def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
+        """The checks every edit kind shares, and what each needs to build its steps."""
         v = self.store.version(version_id)
         ep = self.store.episode(v.episode_id)
         steps = self.steps(v)
-        alf = ep.task.env == "alfworld"
-        if kind not in ("rewrite_thought", "delete_thought", "insert_thought", "rewrite_action"):
-            raise EngineError(f"unknown edit {kind!r}")
         n = len(steps)
         if kind == "insert_thought":
             if not 1 <= k <= n + 1:
@@ -501,67 +534,71 @@ class Engine:
         if kind != "delete_thought":
             text = _clean_text(text, "action" if kind == "rewrite_action" else "thought")
         old = steps[k - 1] if k <= n else None
-        prefix = steps[: k - 1]
-        at = prefix[-1] if prefix else None
         info = EditInfo(kind=kind, index=k, replaced_step=old.id if old else None,
                         old_thought=old.thought if old else None, old_action=old.action if old else None)
-        if kind in ("rewrite_thought", "delete_thought") and (old is None or old.thought is None):
-            raise EngineError(f"step {k} has no thought to {'rewrite' if kind == 'rewrite_thought' else 'delete'}")
-        if kind == "rewrite_action":
-            if old.action is None:
-                raise EngineError(f"step {k} is a thought, not an action; use a thought edit")
-            if keep_rest:
-                raise EngineError("an action edit changes the environment, so the later steps cannot be kept")
-            if alf and fmt.split_think(text) is not None:
-                raise EngineError("that is a thought ('think: ...'); use a thought edit")
-        if kind == "insert_thought" and keep_rest and not alf:
-            raise EngineError(
-                "in the Wikipedia format a thought belongs to a step: rewrite step K's thought, "
-                "or insert without keeping the later steps"
-            )
-        edits = [e for e in v.edits if (e.index or 0) < k or keep_rest]
-        if keep_rest:
-            shift = {"insert_thought": 1, "delete_thought": -1}.get(kind, 0) if alf else 0
-            edits = [e if (e.index or 0) < k else e.model_copy(update={"index": (e.index or 0) + shift}) for e in edits]
-        edits.append(info)
-        fields: dict[str, Any] = {"edits": edits}
+        return _Edit(v, ep, steps, k, text, keep_rest, ep.task.env == "alfworld", old, info)
 
-        def carry(rest: list[Step], start: int) -> list[Step]:
-            return [
-                s.model_copy(update={"id": None, "parent_id": None, "index": start + j,
-                                     "info": {**s.info, "carried_from": s.id}})
-                for j, s in enumerate(rest)
-            ]
+    def _edit_thought(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
+        """rewrite_thought / delete_thought: the environment is untouched."""
+        verb = "rewrite" if e.info.kind == "rewrite_thought" else "delete"
+        if e.old is None or e.old.thought is None:
+            raise EngineError(f"step {e.k} has no thought to {verb}")
+        text = e.text if verb == "rewrite" else None
+        if e.alf:  # a thought is its own turn: replace it, or drop it
+            new = [Step(index=e.k, thought=text, observation=fmt.THINK_OBSERVATION, source="human",
+                        edit=e.info)] if text is not None else []
+            return new + e.carry(e.steps[e.k:], e.k + len(new)), {}
+        if text is not None and not e.keep_rest:  # the model writes the action for the new thought
+            return [], {"draft_thought": text, "draft_edit": e.info}
+        same = e.old.model_copy(update={"id": None, "parent_id": None, "thought": text, "source": "human",
+                                        "edit": e.info, "call_ids": []})
+        return [same] + e.carry(e.steps[e.k:], e.k + 1), {}
 
-        new: list[Step] = []
-        if kind == "rewrite_action":
-            env = self.env_at(ep, prefix)
-            new = [self._execute(ep, env, k, old.thought, text, source="human", edit=info)]
-            self._live[ep.id].at = None  # the env moved past the prefix on a new branch
-        elif alf:
-            if kind in ("rewrite_thought", "insert_thought"):
-                new = [Step(index=k, thought=text, observation=fmt.THINK_OBSERVATION, source="human", edit=info)]
-            rest = steps[k:] if kind != "insert_thought" else steps[k - 1:]
-            if keep_rest:
-                new += carry(rest, k + len(new))
-        else:
-            if kind == "delete_thought":
-                new = [old.model_copy(update={"id": None, "parent_id": None, "thought": None, "source": "human", "edit": info, "call_ids": []})]
-            elif keep_rest:  # rewrite_thought: same action and observation
-                new = [old.model_copy(update={"id": None, "parent_id": None, "thought": text, "source": "human", "edit": info, "call_ids": []})]
-            else:  # the model writes the action for the person's thought at the next step
-                fields.update(draft_thought=text, draft_edit=info)
-            if keep_rest:
-                new += carry(steps[k:], k + 1)
+    def _edit_insert_thought(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
+        if not e.alf:
+            if e.keep_rest:
+                raise EngineError(
+                    "in the Wikipedia format a thought belongs to a step: rewrite step K's thought, "
+                    "or insert without keeping the later steps"
+                )
+            return [], {"draft_thought": e.text, "draft_edit": e.info}
+        new = [Step(index=e.k, thought=e.text, observation=fmt.THINK_OBSERVATION, source="human", edit=e.info)]
+        return new + e.carry(e.steps[e.k - 1:], e.k + 1), {}
+
+    def _edit_action(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
+        """rewrite_action: executed again from the restored state of step k-1."""
+        if e.old.action is None:
+            raise EngineError(f"step {e.k} is a thought, not an action; use a thought edit")
+        if e.keep_rest:
+            raise EngineError("an action edit changes the environment, so the later steps cannot be kept")
+        if e.alf and fmt.split_think(e.text) is not None:
+            raise EngineError("that is a thought ('think: ...'); use a thought edit")
+        env = self.env_at(e.ep, e.prefix)
+        new = [self._execute(e.ep, env, e.k, e.old.thought, e.text, source="human", edit=e.info)]
+        self._live[e.ep.id].at = None  # the env moved past the prefix on a new branch
+        return new, {}
+
+    _EDITS = {"rewrite_thought": _edit_thought, "delete_thought": _edit_thought,
+              "insert_thought": _edit_insert_thought, "rewrite_action": _edit_action}
+
+    def _commit_edit(self, e: _Edit, new: list[Step], fields: dict[str, Any]) -> Version:
+        """Write the branch: earlier edits kept (renumbered when later steps moved), the
+        outcome carried when the kept steps finish the episode."""
+        edits = [x for x in e.v.edits if (x.index or 0) < e.k or e.keep_rest]
+        if e.keep_rest and e.alf:
+            shift = {"insert_thought": 1, "delete_thought": -1}.get(e.info.kind, 0)
+            edits = [x if (x.index or 0) < e.k else x.model_copy(update={"index": (x.index or 0) + shift})
+                     for x in edits]
+        fields = {"edits": [*edits, e.info], **fields}
         if new and new[-1].done:
-            carried_done = new[-1]
             fields["status"] = "done"
-            fields["outcome"] = _outcome(carried_done.reward, carried_done.info, True)
-        elif keep_rest and len(prefix) + len(new) >= self.max_steps(ep) and v.outcome.done:
-            fields["status"], fields["outcome"] = "done", v.outcome
-        version, rows = self.store.branch(v, at_step=at, steps=new, **fields)
-        if kind == "rewrite_action" and rows:
-            live = self._live[ep.id]
+            fields["outcome"] = _outcome(new[-1].reward, new[-1].info, True)
+        elif e.keep_rest and len(e.prefix) + len(new) >= self.max_steps(e.ep) and e.v.outcome.done:
+            fields["status"], fields["outcome"] = "done", e.v.outcome
+        at = e.prefix[-1] if e.prefix else None
+        version, rows = self.store.branch(e.v, at_step=at, steps=new, **fields)
+        if e.info.kind == "rewrite_action" and rows:
+            live = self._live[e.ep.id]
             live.tokens[rows[-1].id] = live.env.state()
             live.at = rows[-1].id
         return version

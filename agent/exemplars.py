@@ -16,7 +16,7 @@ from envs.registry import family
 from sessions import exemplar_sets
 from trajectory.answer_formats import QA_KEY_HEADS
 from trajectory.formats import HOTPOTQA_INSTRUCTION
-from trajectory.prompt_files import ALFWORLD_PREFIXES, ExemplarError, alfworld_type_key  # noqa: F401
+from trajectory.prompt_files import ExemplarError, alfworld_type_key
 
 @lru_cache(maxsize=None)
 def builtin_prompt_dict(env: str) -> dict[str, str]:
@@ -32,7 +32,7 @@ def prompt_dict(env: str, set_name: str | None, store=None) -> dict[str, str]:
     if store is None:
         raise ExemplarError(f"exemplar set {set_name!r} needs the project database")
     set_env, prompts = exemplar_sets.prompt_dict(store, set_name)
-    if set_env != env and not (set_env == "wikipedia" and env in ("hotpotqa", "fever")):
+    if set_env != env:
         raise ExemplarError(f"exemplar set {set_name!r} is for {set_env}, not {env}")
     return prompts
 

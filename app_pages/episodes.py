@@ -7,6 +7,7 @@ import streamlit as st
 
 from app_pages import state
 from envs.base import EnvError
+from sessions import exemplar_sets
 from envs.registry import family
 from trajectory.records import ENV_KINDS, AgentConfig
 
@@ -34,11 +35,7 @@ def load_tasks(env: str, source: str):
 
 
 def exemplar_set_names(env: str) -> list[str]:
-    """Named exemplar sets of this environment kept in the database (issue 7's module)."""
-    try:
-        from sessions import exemplar_sets
-    except ImportError:
-        return []
+    """Named exemplar sets of this environment kept in the database."""
     return [x.name for x in exemplar_sets.list_sets(store, env)]
 
 

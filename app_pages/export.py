@@ -10,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app_pages import state
 from sessions import exemplar_sets as sets
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from trajectory.records import ENV_KINDS
@@ -18,15 +19,6 @@ from sessions.store import Store, StoreError
 MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",
         "chat-sft": "application/jsonl"}
 EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", "chat-sft": "jsonl"}
-
-
-@st.cache_resource(show_spinner=False)
-def _store_for(path: str) -> Store:
-    return Store(path)
-
-
-def _store() -> Store:
-    return _store_for(os.environ.get("REACT_EDITOR_DB") or str(Path.cwd() / "react_editor.db"))
 
 
 def _filters() -> tuple[list, Filters]:
@@ -137,7 +129,7 @@ def _sets_section(store: Store) -> None:
 def page() -> None:
     st.title("Export")
     try:
-        store = _store()
+        store = state.store()
     except StoreError as exc:
         st.error(str(exc).splitlines()[0])
         return

@@ -14,7 +14,7 @@ import streamlit as st
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
 from trajectory.records import AgentConfig
-from sessions.store import Store, StoreError
+from sessions.store import Store, StoreError, default_db_path
 
 DEFAULTS_SETTING = "model_defaults"
 PRICES_SETTING = "model_prices"
@@ -24,7 +24,7 @@ PAGES_DIR = Path(__file__).resolve().parent
 
 
 def db_path() -> str:
-    return os.environ.get("REACT_EDITOR_DB") or str(Path.cwd() / "react_editor.db")
+    return default_db_path()
 
 
 @st.cache_resource(show_spinner=False)

@@ -8,13 +8,11 @@ import os
 import sys
 from typing import Any, Callable
 
+from sessions.store import default_db_path
+
 
 class CliError(Exception):
     """A problem the user can fix; printed as one line, exit code 2."""
-
-
-def default_db() -> str:
-    return os.environ.get("REACT_EDITOR_DB") or "react_editor.db"
 
 
 def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -25,7 +23,7 @@ def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def db_path(args: argparse.Namespace) -> str:
-    return args.db or default_db()
+    return args.db or default_db_path()
 
 
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str] | None = None) -> None:

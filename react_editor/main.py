@@ -9,12 +9,12 @@ with a non-zero exit code.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
-SUBCOMMAND_MODULES = (
-    "react_editor.core", "react_editor.alfworld", "react_editor.wiki", "react_editor.exchange", "react_editor.experiment",
-)
+from react_editor import alfworld, core, exchange, experiment, wiki
+from react_editor.common import run_command
+
+COMMAND_GROUPS = (core, alfworld, wiki, exchange, experiment)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,20 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Step, edit and branch ReAct agent trajectories.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # that group is not built yet
-                continue
-            raise
-        module.register(sub)
+    for group in COMMAND_GROUPS:
+        group.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from react_editor.common import run_command
-
     parser = build_parser()
     args = parser.parse_args(argv)
     return run_command(args)

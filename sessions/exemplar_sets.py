@@ -77,7 +77,7 @@ def create_set(
     if env not in ENV_KINDS:
         raise ExemplarSetError(f"unknown environment {env!r} (one of: {', '.join(ENV_KINDS)})")
     with store.transaction():
-        if store.db.execute("select 1 from exemplar_sets where name = ?", [name]).fetchone():
+        if exists(store, name):
             raise ExemplarSetError(f"an exemplar set named {name!r} exists already")
         store.db.execute(
             "insert into exemplar_sets (name, env, description, source, created_by, created_at) values (?,?,?,?,?,?)",
@@ -86,13 +86,17 @@ def create_set(
     return get_set(store, name)
 
 
+def exists(store: Store, name: str) -> bool:
+    return store.db.execute("select 1 from exemplar_sets where name = ?", [name]).fetchone() is not None
+
+
 def free_name(store: Store, base: str) -> str:
     """`base`, or `base-2`, `base-3`, ... whichever is not taken."""
     base = re.sub(r"[^A-Za-z0-9_.\-]", "_", base)[:90] or "imported"
     if not base[0].isalnum():
         base = "set" + base
     name, n = base, 2
-    while store.db.execute("select 1 from exemplar_sets where name = ?", [name]).fetchone() or name in RESERVED:
+    while exists(store, name) or name in RESERVED:
         name, n = f"{base}-{n}", n + 1
     return name
 

@@ -33,6 +33,13 @@ from trajectory.records import (
 from sessions import schema
 
 
+
+def default_db_path() -> str:
+    """The project database when none is named: $REACT_EDITOR_DB, else ./react_editor.db.
+    The one place this is decided (the CLI and the app both ask here)."""
+    return os.environ.get("REACT_EDITOR_DB") or str(Path.cwd() / "react_editor.db")
+
+
 class StoreError(Exception):
     """A one-line, user-facing problem: unknown id, foreign or newer database, ..."""
 
@@ -173,8 +180,20 @@ class Store:
         with self.transaction():
             self.db.execute("update episodes set name = ? where id = ?", [name, episode_id])
 
-    def episode_ids(self) -> list[int]:
-        return [r[0] for r in self.db.execute("select id from episodes order by id")]
+    def episode_ids(self, *, env: str | None = None, task_type: str | None = None) -> list[int]:
+        """Episode ids in order, optionally of one environment and task type (a type matches
+        itself or as a prefix, as ALFWorld's `pick_and_place` matches `pick_and_place_simple`)."""
+        where, params = [], []
+        if env:
+            where.append("t.env = ?")
+            params.append(env)
+        if task_type:
+            where.append("(t.type = ? or t.type like ?)")
+            params += [task_type, task_type + "%"]
+        sql = "select e.id from episodes e join tasks t on t.id = e.task_id"
+        if where:
+            sql += " where " + " and ".join(where)
+        return [r[0] for r in self.db.execute(sql + " order by e.id", params)]
 
     def list_episodes(
         self,
@@ -563,17 +582,12 @@ class Store:
             return None
         return r[0] or "", Usage(prompt_tokens=r[1], completion_tokens=r[2], cached_prompt_tokens=r[3])
 
-    def cache_put(self, key: str, completion: str, usage: Usage) -> None:
-        """Nothing to do: recording the call (with its `cache_key`) makes it answerable."""
-
     def cache_clear(self) -> int:
         """Turn every recorded response back into history only (nothing is deleted)."""
         with self.transaction():
             return self.db.execute("update model_calls set cache_key = null where cache_key is not null").rowcount
 
-    # the ResponseCache protocol of agent.client
-    get = cache_get
-    put = cache_put
+    get = cache_get  # the ResponseCache protocol of agent.client (recording a call fills it)
 
     # ------------------------------------------------------------------ blobs
     def put_blob(self, data: bytes) -> str:

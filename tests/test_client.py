@@ -29,14 +29,17 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class DictCache:
+    """The store's role in memory: a recorded, successful call answers its cache key."""
+
     def __init__(self) -> None:
         self.data: dict[str, tuple[str, Usage]] = {}
 
     def get(self, key: str) -> tuple[str, Usage] | None:
         return self.data.get(key)
 
-    def put(self, key: str, completion: str, usage: Usage) -> None:
-        self.data[key] = (completion, usage)
+    def record(self, call) -> None:
+        if call.cache_key and call.error is None and not call.cached:
+            self.data[call.cache_key] = (call.completion, call.usage)
 
 
 def make(llm: ScriptedLLM, style: str = "completions", *, cache=None, on_retry=None,
@@ -44,8 +47,18 @@ def make(llm: ScriptedLLM, style: str = "completions", *, cache=None, on_retry=N
          **cfg) -> ModelClient:
     config = AgentConfig(model=cfg.pop("model", "test-model"), base_url=llm.base_url,
                          api_style=style, **cfg)
-    return ModelClient(config, api_key=api_key, cache=cache, on_retry=on_retry,
-                       backoff_base_s=0.001, retry_after_max_s=retry_after_max_s)
+    client = ModelClient(config, api_key=api_key, cache=cache, on_retry=on_retry,
+                         backoff_base_s=0.001, retry_after_max_s=retry_after_max_s)
+    if isinstance(cache, DictCache):  # record each call, as the engine does through the store
+        complete = client.complete
+
+        def recorded(*a, **kw):
+            text, call = complete(*a, **kw)
+            cache.record(call)
+            return text, call
+
+        client.complete = recorded
+    return client
 
 
 def sent_text(req) -> str:

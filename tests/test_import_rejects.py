@@ -54,7 +54,7 @@ CASES = {
                        "missing field 'episode.task.text'"),
     "api_key_field": (lambda g: [_mutate(g[0], lambda o: o["episode"]["config"].update(api_key="sk-x"))], 1,
                       "unknown field 'episode.config.api_key'"),
-    "bad_env": (lambda g: [_mutate(g[0], lambda o: o["episode"]["task"].update(env="atari"))], 1, "episode.task.env"),
+    "bad_env": (lambda g: [_mutate(g[0], lambda o: o["episode"]["task"].update(env="atari"))], 1, "unknown environment 'atari'"),
     "step_changed": (lambda g: [g[0], g[1], _mutate(g[2], lambda o: o["steps"][1].update(action="jump"))], 3,
                      "differs from its earlier record"),
     "orphan_record": (lambda g: [g[1]], 1, "parent version ref 1 is not an earlier record"),

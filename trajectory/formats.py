@@ -185,11 +185,6 @@ def parse_wiki_action(completion: str) -> str:
     return completion.strip()
 
 
-def env_action(action: str) -> str:
-    """The notebook lower-cases the first letter before stepping (`Search[x]` -> `search[x]`)."""
-    return action[:1].lower() + action[1:]
-
-
 # --------------------------------------------------------------------------- prompt files
 
 

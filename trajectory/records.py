@@ -11,13 +11,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-EnvKind = Literal["alfworld", "hotpotqa", "fever"]
 Source = Literal["model", "human", "imported"]
 ApiStyle = Literal["completions", "chat"]
 PromptStyle = Literal["react", "act"]
 EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "branch"]
 
-ENV_KINDS: tuple[str, ...] = ("alfworld", "hotpotqa", "fever")
+ENV_KINDS: tuple[str, ...] = ("alfworld", "hotpotqa", "fever")  # built in; plugins add more (envs.registry)
 
 
 def now() -> str:
@@ -35,7 +34,7 @@ class Task(Record):
     "Claim: ...". `data` holds what the environment needs to rebuild it (game path,
     wording, ...); `gold` what scoring needs."""
 
-    env: EnvKind
+    env: str = Field(pattern=r"^[a-z][a-z0-9_\-]{0,39}$")  # a family kind (envs.registry)
     id: str
     type: str | None = None
     text: str
@@ -150,7 +149,7 @@ class Version(Record):
     draft_edit: EditInfo | None = None
     edits: list[EditInfo] = Field(default_factory=list)  # the person's edits along this path
     name: str | None = None
-    status: Literal["open", "done", "stopped", "error"] = "open"
+    status: Literal["open", "done", "stopped"] = "open"
     error: str | None = None
     outcome: Outcome = Field(default_factory=Outcome)
     created_at: str = Field(default_factory=now)

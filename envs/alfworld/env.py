@@ -16,8 +16,6 @@ import json
 import os
 import select
 import signal
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from envs.base import EnvError, StepResult

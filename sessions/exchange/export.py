@@ -19,7 +19,7 @@ from sessions import exemplar_sets as sets
 from sessions.exchange.chat_sft import chat_record, version_ok
 from trajectory.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
-from sessions.exchange.selection import EpisodeBatch, Filters, Ref, SelectionError, select
+from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
 from trajectory.records import EditInfo, ModelCall, Step
 from sessions.store import Store, StoreError
 

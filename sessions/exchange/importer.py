@@ -104,7 +104,7 @@ def import_file(
         fmt = detect_format(p)
     if set_name is not None:
         sets._check_name(set_name)
-        if store.db.execute("select 1 from exemplar_sets where name = ?", [set_name]).fetchone():
+        if sets.exists(store, set_name):
             raise ImportFailed(f"an exemplar set named {set_name!r} exists already")
     if fmt == "jsonl":
         if set_name is not None:

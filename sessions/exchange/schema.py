@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from trajectory.records import AgentConfig, EditKind, Outcome, Source, Task, Usage
+from trajectory.records import ENV_KINDS, AgentConfig, EditKind, ModelCall, Outcome, Source, Step, Task
 
 SCHEMA_NAME = "react-editor/trajectory"
 SCHEMA_VERSION = 1
@@ -55,43 +55,28 @@ class StepAnnotationRecord(_M):
     note: str | None = None
 
 
-class CallRecord(_M):
-    """One model request that produced a step (no prompt text: its hash and length)."""
-
-    ref: int = Field(ge=1)
-    created_at: str
-    model: str
-    api_style: Literal["completions", "chat"]
-    purpose: Literal["step", "action_fallback"] = "step"
-    params: dict[str, Any] = Field(default_factory=dict)
-    prompt_hash: str
-    prompt_chars: int
-    completion: str | None = None
-    usage: Usage = Field(default_factory=Usage)
-    latency_ms: float | None = None
-    attempts: int = 1
-    cached: bool = False
-    error: str | None = None
+def _fields_of(model: type[BaseModel], *names: str) -> dict[str, Any]:
+    """Fields of a record, for a file record that carries them as they are."""
+    return {n: (model.model_fields[n].annotation, model.model_fields[n]) for n in names}
 
 
-class StepRecord(_M):
-    """One turn. `source`: model | human | imported; `edit`: what a person's edit replaced;
-    `calls`: refs into the record's `calls`; `annotations`: tag/note history, oldest first
-    (the last entry is the current state)."""
+CallRecord = create_model(  # a recorded ModelCall as the file holds it: a ref, no prompt text
+    "CallRecord", __base__=_M, __doc__="One model request that produced a step (no prompt text: its hash and length).",
+    ref=(int, Field(ge=1)), created_at=(str, ...),
+    **_fields_of(ModelCall, *(n for n in ModelCall.model_fields if n not in ("id", "episode_id", "cache_key", "created_at"))),
+)
 
-    ref: int = Field(ge=1)
-    index: int = Field(ge=1)
-    thought: str | None = None
-    action: str | None = None
-    observation: str | None = None
-    done: bool = False
-    reward: float = 0.0
-    info: dict[str, Any] = Field(default_factory=dict)
-    source: Source
-    edit: EditRecord | None = None
-    calls: list[int] = Field(default_factory=list)
-    created_at: str
-    annotations: list[StepAnnotationRecord] = Field(default_factory=list)
+
+StepRecord = create_model(  # a Step as the file holds it: refs instead of ids, its annotations
+    "StepRecord", __base__=_M,
+    __doc__="One turn. `source`: model | human | imported; `edit`: what a person's edit replaced; "
+            "`calls`: refs into the record's `calls`; `annotations`: tag/note history, oldest first "
+            "(the last entry is the current state).",
+    ref=(int, Field(ge=1)), index=(int, Field(ge=1)),
+    **_fields_of(Step, "thought", "action", "observation", "done", "reward", "info"),
+    source=(Source, ...), edit=(EditRecord | None, None), calls=(list[int], Field(default_factory=list)),
+    created_at=(str, ...), annotations=(list[StepAnnotationRecord], Field(default_factory=list)),
+)
 
 
 class EpisodeRecord(_M):
@@ -102,6 +87,13 @@ class EpisodeRecord(_M):
     config: AgentConfig  # never holds an API key (AgentConfig has no such field)
     env_options: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("task")
+    @classmethod
+    def _known_env(cls, task: Task) -> Task:
+        if task.env not in ENV_KINDS:  # a file speaks of the built-in environments only
+            raise ValueError(f"unknown environment {task.env!r} (one of: {', '.join(ENV_KINDS)})")
+        return task
+
 
 class VersionRecord(_M):
     """`current`: the episode's current version - or, when that one is not in the file, the
@@ -111,7 +103,7 @@ class VersionRecord(_M):
     parent: int | None = None
     current: bool = False
     name: str | None = None
-    status: Literal["open", "done", "stopped", "error"] = "open"
+    status: Literal["open", "done", "stopped"] = "open"
     error: str | None = None
     outcome: Outcome = Field(default_factory=Outcome)
     draft_thought: str | None = None

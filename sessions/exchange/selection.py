@@ -97,20 +97,6 @@ class EpisodeBatch:
     paths: dict[int, list[Step]] = field(default_factory=dict)
 
 
-def _episode_ids(store: Store, f: Filters) -> list[int]:
-    where, params = [], []
-    if f.env:
-        where.append("t.env = ?")
-        params.append(f.env)
-    if f.task_type:
-        where.append("(t.type = ? or t.type like ?)")
-        params += [f.task_type, f.task_type + "%"]
-    sql = "select e.id from episodes e join tasks t on t.id = e.task_id"
-    if where:
-        sql += " where " + " and ".join(where)
-    return [r[0] for r in store.db.execute(sql + " order by e.id", params)]
-
-
 def _keep(store: Store, f: Filters, v: Version, steps: list[Step], ready: set[int] | None,
           va: dict[int, list], sa: dict[int, list] | None) -> bool:
     o = v.outcome
@@ -152,10 +138,10 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
             if r.episode not in wanted:
                 order.append(r.episode)
             wanted.setdefault(r.episode, []).append(r)
-        allowed = set(_episode_ids(store, f)) if (f.env or f.task_type) else None
+        allowed = set(store.episode_ids(env=f.env, task_type=f.task_type)) if (f.env or f.task_type) else None
         plan = [(e, wanted[e]) for e in order if allowed is None or e in allowed]
     else:
-        plan = [(e, [Ref(e, all=f.all_versions)]) for e in _episode_ids(store, f)]
+        plan = [(e, [Ref(e, all=f.all_versions)]) for e in store.episode_ids(env=f.env, task_type=f.task_type)]
     for ep_id, ep_refs in plan:
         ep = store.episode(ep_id)
         all_versions = {v.id: v for v in store.versions(ep_id)}

@@ -1,0 +1,4 @@
+from react_editor.main import main
+import sys
+
+sys.exit(main())

@@ -1,0 +1,80 @@
+"""The layering holds: no import cycles, no UI in the library, unambiguous installed names,
+and environments that plug in without the base importing them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS_TOOL = ROOT.parent / "shared" / "tools" / "layers.py"
+
+
+def _run(code: str, extra_path: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(extra_path or ""), str(ROOT)) if p)
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd or ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_layers_tool_reports_no_cycles_and_no_ui_in_library():
+    if not LAYERS_TOOL.exists():
+        pytest.skip("../shared/tools/layers.py is not here")
+    out = subprocess.run([sys.executable, str(LAYERS_TOOL)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "file_cycles=0, package_cycles=0, ui_imports_in_library=0", out.stdout
+
+
+def test_a_foreign_cli_module_on_the_path_does_not_break_the_command(tmp_path):
+    (tmp_path / "cli.py").write_text("raise SystemExit('the wrong cli module was imported')\n")
+    out = _run("import sys; from react_editor.main import main; sys.argv=['react-editor','--help']; main()",
+               extra_path=tmp_path, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "Step, edit and branch" in out.stdout
+
+
+def test_an_installed_package_adds_an_environment_through_an_entry_point(tmp_path):
+    (tmp_path / "coinflip.py").write_text(textwrap.dedent("""
+        from envs.base import EnvFamily, StepResult
+        from trajectory.records import Task
+
+        TASK = Task(env="coinflip", id="c1", text="Flip the coin.")
+
+        class Coin:
+            kind, default_max_steps = "coinflip", 3
+            def reset(self, task): return task.text
+            def step(self, action): return StepResult("It lands heads.", done=True, reward=1.0, info={"won": True})
+
+        FAMILY = EnvFamily("coinflip", lambda **_: [TASK], lambda tid, **_: TASK, lambda *a, **k: Coin(), 3)
+    """))
+    dist = tmp_path / "coinflip-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: coinflip\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[react_editor.envs]\ncoinflip = coinflip:FAMILY\n")
+    out = _run(textwrap.dedent("""
+        from envs.registry import family, kinds
+        fam = family("coinflip")
+        env = fam.make_env(fam.get_task("c1"), {})
+        print(sorted(kinds()), fam.list_tasks()[0].text, env.step("flip").observation)
+    """), extra_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "'coinflip'" in out.stdout and "'alfworld'" in out.stdout
+    assert "Flip the coin. It lands heads." in out.stdout
+
+
+def test_unknown_environment_is_one_clear_error():
+    from envs.base import EnvError
+    from envs.registry import family
+
+    with pytest.raises(EnvError, match="unknown environment 'nope'; known: alfworld, hotpotqa, fever"):
+        family("nope")
+
+
+def test_the_base_does_not_import_the_families():
+    out = _run("import sys, envs.base; print(sorted(m for m in sys.modules if m.startswith('envs.')))")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['envs.base']"
