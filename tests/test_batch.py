@@ -43,7 +43,7 @@ def test_concurrency_runs_jobs_at_once():
     t0 = time.monotonic()
     run_batch(range(8), work, concurrency=4)
     assert peak[0] == 4
-    assert time.monotonic() - t0 < 0.2 * 8 / 2  # serial would take 1.6 s
+    assert time.monotonic() - t0 < 1.2  # serial would take 1.6 s, ideal 0.4 s
 
 
 def test_stop_launches_nothing_new_and_in_flight_jobs_finish():

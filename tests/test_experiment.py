@@ -293,14 +293,14 @@ def _spawn(args: list, env: dict) -> subprocess.Popen:
 
 
 def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
-    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT), latency_s=0.15, react_steps=2))
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT), latency_s=0.3, react_steps=2))
     db = tmp_path / "x.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache")}
     proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "12", "--concurrency", "3", "--name", "k",
                    "--model", "m", "--base-url", scripted_llm.base_url, "--db", db, "--json"], env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # kill once some, but not all, tasks are done
-        time.sleep(0.2)
+        time.sleep(0.05)
         if db.exists():
             with closing(Store(db)) as store:
                 exps = xs.list_all(store)

@@ -104,7 +104,7 @@ def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
     t0 = time.monotonic()
     _create(at, limit=8, name="slow")
     at.run()  # the page renders while the batch runs in its background thread
-    assert time.monotonic() - t0 < 8 and not at.exception
+    assert time.monotonic() - t0 < 15 and not at.exception
     assert any(b.key == "x_stop" for b in at.button)  # it is still running
     at.button(key="x_stop").click().run()
     _wait_done(db, 1)
