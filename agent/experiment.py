@@ -194,6 +194,9 @@ def run(
                       max_consecutive_failures=max_consecutive_failures, mode=mode)
         except BatchAborted as exc:
             status, error = "aborted", str(exc)
+        except KeyboardInterrupt:
+            xs.set_status(store, exp.id, "stopped", add_wall_s=time.monotonic() - t0)
+            raise
         finally:
             workers.close()
         left = xs.counts(store, exp.id)

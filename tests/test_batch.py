@@ -9,7 +9,8 @@ import time
 import pytest
 
 from agent.batch import BatchAborted, JobResult, run_batch
-from agent.client import ModelClient
+from agent.client import ModelClient, public_url
+from agent.ratelimit import gate_for
 from tests.scripted_server import Reply, ScriptedLLM
 from trajectory.records import AgentConfig
 
@@ -108,14 +109,18 @@ def test_rate_limit_pauses_every_client_of_the_endpoint(scripted_llm: ScriptedLL
     scripted_llm.set_default(Reply(text="ok", delay_s=0.05))
     config = AgentConfig(model="m", base_url=scripted_llm.base_url, max_retries=0, cache=False)
 
+    gate = gate_for(public_url(scripted_llm.base_url))
+    seen = gate.pauses
+
     def work(k):
-        time.sleep(0.1 * k)  # the first request is the one that is refused
+        while k and gate.pauses == seen:  # the others start once the first call was refused
+            time.sleep(0.01)
         return ModelClient(config, api_key="k").complete(f"p{k}", [])[0]
 
     t0 = time.monotonic()
     res = run_batch(range(4), work, concurrency=4)
     assert [r.value for r in res] == ["ok"] * 4  # max_retries=0, yet the 429 did not fail it
     first_429 = scripted_llm.requests[0].received_at
-    later = [r.received_at for r in scripted_llm.requests[1:] if r.received_at - first_429 > 0.1]
-    assert len(later) >= 4 and min(later) - first_429 >= 0.55  # all waited for the pause
+    later = [r.received_at - first_429 for r in scripted_llm.requests[1:]]
+    assert len(later) == 4 and min(later) >= 0.55  # all waited for the pause, the refused one too
     assert time.monotonic() - t0 < 3
