@@ -34,7 +34,9 @@ TASK_TYPES: dict[str, tuple[str, ...]] = {
 }
 # The paper's Table 3 column names for ALFWorld's types.
 TYPE_LABELS = dict(zip(TASK_TYPES["alfworld"], ("Pick", "Clean", "Heat", "Cool", "Look", "Pick 2")))
-# USD per million (prompt, completion) tokens; other models (local servers) cost 0.
+# USD per million (prompt, completion) tokens, unless Settings stores a price for the model
+# (setting "model_prices": {model: {"prompt": $, "completion": $}}); other models cost 0.
+PRICES_SETTING = "model_prices"
 PRICES = {"gpt-3.5-turbo-instruct": (1.5, 2.0), "gpt-4o-mini": (0.15, 0.6), "gpt-4o": (2.5, 10.0),
           "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0)}
 
@@ -225,7 +227,11 @@ def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float
                 continue
             p_tok += call.usage.prompt_tokens or 0
             c_tok += call.usage.completion_tokens or 0
-    p_price, c_price = PRICES.get(model, (0.0, 0.0))
+    saved = (store.get_setting(PRICES_SETTING, {}) or {}).get(model)
+    if saved:
+        p_price, c_price = float(saved.get("prompt", 0.0)), float(saved.get("completion", 0.0))
+    else:
+        p_price, c_price = PRICES.get(model, (0.0, 0.0))
     return p_tok + c_tok, round((p_tok * p_price + c_tok * c_price) / 1e6, 6)
 
 

@@ -356,3 +356,17 @@ def test_rate_limit_slows_the_batch_instead_of_failing_episodes(tmp_path, capsys
     in_flight = [g for g in gaps if g < 0.3]  # sent before the 429 came back
     assert len(in_flight) <= 2 and all(g >= 0.45 for g in gaps if g >= 0.3)  # the rest waited for the pause
     assert len(gaps) - len(in_flight) >= 1
+
+
+def test_cost_uses_the_prices_from_settings(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent({}))
+    db = tmp_path / "x.db"
+    with closing(Store(db)) as store:
+        store.set_setting("model_prices", {"m": {"prompt": 1000.0, "completion": 2000.0}})
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "1"))
+    assert code == 0 and out["tokens"] > 0
+    with closing(Store(db)) as store:
+        calls = store.calls(episode_id=store.episode_ids()[0])
+    p = sum(c.usage.prompt_tokens for c in calls)
+    c = sum(c.usage.completion_tokens for c in calls)
+    assert out["tokens"] == p + c and out["cost"] == pytest.approx((p * 1000 + c * 2000) / 1e6)
