@@ -52,6 +52,7 @@ def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: l
     """A new experiment; the method's prompt style is fixed into the config."""
     family(env)
     methods.check_method(env, method)
+    methods.check_exemplars(env, method, config.exemplar_set, store)
     config = config.model_copy(update={"style": methods.prompt_style(method)})
     params = dict(params or {})
     if "sc" in method.replace("-", " ").split():

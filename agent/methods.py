@@ -51,6 +51,23 @@ def check_method(env: str, method: str) -> None:
         raise MethodError(f"method {method!r} does not apply to {env}; use one of {', '.join(known)}")
 
 
+def check_exemplars(env: str, method: str, exemplar_set: str | None, store) -> None:
+    """Fail before anything runs when the exemplar set lacks what the method's prompts need."""
+    try:
+        prompts = ex.prompt_dict(env, exemplar_set, store)
+        for phase in PHASES[method]:
+            if phase in ("react", "act"):
+                if env == "alfworld":
+                    for task_type in ex.ALFWORLD_PREFIXES:
+                        ex.alfworld_exemplars(prompts, task_type, phase)
+                else:
+                    ex.wiki_exemplars(prompts, env, phase)
+            else:
+                ex.qa_exemplars(prompts, env, "standard" if phase == "standard" else "cot")
+    except (ex.ExemplarError, StoreError) as exc:
+        raise MethodError(str(exc)) from None
+
+
 def prompt_style(method: str) -> str:
     """The episode's prompt style (the engine's `react` / `act`)."""
     return "act" if method == "act" else "react"

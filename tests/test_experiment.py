@@ -370,3 +370,28 @@ def test_cost_uses_the_prices_from_settings(tmp_path, capsys, scripted_llm):
     p = sum(c.usage.prompt_tokens for c in calls)
     c = sum(c.usage.completion_tokens for c in calls)
     assert out["tokens"] == p + c and out["cost"] == pytest.approx((p * 1000 + c * 2000) / 1e6)
+
+
+def test_cot_with_the_papers_exemplar_set_sends_its_cotqa_prompt(tmp_path, capsys, scripted_llm):
+    from tests.reference import require_reference
+
+    prompts = require_reference() / "prompts" / "prompts_naive.json"
+    db = tmp_path / "x.db"
+    assert main(["import", str(prompts), "--db", str(db)]) == 0
+    capsys.readouterr()
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001", "--method", "cot",
+                                         "--exemplars", "prompts_naive"))
+    assert code == 0 and out["success"] == 1
+    paper = json.loads(prompts.read_text())["cotqa_simple6"]
+    assert scripted_llm.completion_requests[0].prompt == paper + f"Question: {HOTPOT[0]['question']}\nThought:"
+
+
+def test_an_exemplar_set_without_the_methods_prompts_is_refused_up_front(tmp_path, capsys, scripted_llm):
+    db = tmp_path / "x.db"
+    assert main(["exemplars", "create", "bare", "--env", "hotpotqa", "--db", str(db)]) == 0
+    capsys.readouterr()
+    code, _, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--method", "cot", "--exemplars", "bare"))
+    assert code == 2 and "cotqa" in err and len(err.strip().splitlines()) == 1
+    with closing(Store(db)) as store:
+        assert xs.list_all(store) == [] and scripted_llm.completion_requests == []
