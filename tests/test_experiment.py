@@ -247,6 +247,8 @@ def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm
     (["--env", "hotpotqa", "--tasks", "@/nonexistent/list.txt"], "cannot read task list"),
     (["--env", "hotpotqa", "--tasks", "hp-001,hp-001"], "listed twice"),
     (["--env", "hotpotqa", "--concurrency", "0"], "concurrency"),
+    (["--env", "hotpotqa", "--sample", "999"], "the selection has"),
+    (["--env", "alfworld", "--sample", "paper"], "--tasks official"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, scripted_llm, argv, needle):
     db = tmp_path / "x.db"
