@@ -100,8 +100,8 @@ class _ItemFailed(Exception):
 class _Workers:
     """One Store + Engine per worker thread, closed when the batch ends."""
 
-    def __init__(self, db_path: str, api_key: str | None, client_factory=None):
-        self.db_path, self.api_key, self.client_factory = db_path, api_key, client_factory
+    def __init__(self, db_path: str, api_key: str | None):
+        self.db_path, self.api_key = db_path, api_key
         self._local = threading.local()
         self._stores: list[Store] = []
         self._lock = threading.Lock()
@@ -112,7 +112,7 @@ class _Workers:
             store = Store(self.db_path, create=False)
             with self._lock:
                 self._stores.append(store)
-            eng = self._local.engine = Engine(store, api_key=self.api_key, client_factory=self.client_factory)
+            eng = self._local.engine = Engine(store, api_key=self.api_key)
         return eng
 
     def close(self) -> None:
@@ -133,6 +133,8 @@ def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Call
         msg = " ".join(str(exc).split()) or type(exc).__name__
         xs.record_item(store, item_id, status="error", error=msg)
         raise _ItemFailed(msg) from exc
+    finally:
+        engine.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
     status = "done" if out.done else ("running" if out.stopped else "error")
     xs.record_item(store, item_id, status=status, version_id=out.version_id, success=out.success,
                    metrics=out.metrics, error=out.error)
@@ -155,7 +157,7 @@ _PROCESS_ENGINES: dict[str, Engine] = {}
 def run(
     db_path: str, ref: int | str, *, concurrency: int = 1, stop: threading.Event | None = None,
     on_progress: Callable[[Progress], None] | None = None, api_key: str | None = None,
-    max_consecutive_failures: int = 5, mode: str = "threads", client_factory=None,
+    max_consecutive_failures: int = 5, mode: str = "threads",
 ) -> dict[str, Any]:
     """Run every unfinished item of the experiment (first run and resume alike) and return
     its summary. Raises ExperimentError when the batch stops on consecutive failures.
@@ -185,7 +187,7 @@ def run(
         if on_progress:
             on_progress(Progress(len(items), counts["done"], counts["success"], 0, 0.0, start_done))
         xs.set_status(store, exp.id, "running")
-        workers = _Workers(db_path, api_key, client_factory)
+        workers = _Workers(db_path, api_key)
         if mode == "processes":
             work: Callable[[int], Any] = functools.partial(_process_item, db_path, exp.id, api_key)
         else:
@@ -358,8 +360,3 @@ class Background:
     def error(self, exp_id: int) -> str | None:
         r = self._runs.get(exp_id)
         return r.error if r else None
-
-    def join(self, exp_id: int, timeout: float | None = None) -> None:
-        r = self._runs.get(exp_id)
-        if r:
-            r.thread.join(timeout)

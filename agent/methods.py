@@ -23,6 +23,7 @@ from agent.engine import Engine, EngineError
 from envs.wikipedia.scoring import normalize_answer
 from sessions.store import StoreError
 from trajectory.answer_formats import majority, parse_qa, qa_prompt
+from trajectory.prompt_files import ALFWORLD_PREFIXES
 from trajectory.records import ModelCall, Version
 
 WIKI_METHODS = ("standard", "cot", "cot-sc", "act", "react", "react-cot-sc", "cot-sc-react")
@@ -58,7 +59,7 @@ def check_exemplars(env: str, method: str, exemplar_set: str | None, store) -> N
         for phase in PHASES[method]:
             if phase in ("react", "act"):
                 if env == "alfworld":
-                    for task_type in ex.ALFWORLD_PREFIXES:
+                    for task_type in ALFWORLD_PREFIXES:
                         ex.alfworld_exemplars(prompts, task_type, phase)
                 else:
                     ex.wiki_exemplars(prompts, env, phase)
