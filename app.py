@@ -1,7 +1,9 @@
 """ReAct Editor in the browser: `streamlit run app.py` (database: $REACT_EDITOR_DB or
 ./react_editor.db; model key: $OPENAI_API_KEY only, never stored).
 
-Pages live in app_pages/; they only call the library (agent/, envs/, sessions/)."""
+Pages live in app_pages/; they only call the library (agent/, envs/, sessions/). Nothing on a
+page loads from off the machine: the favicon is a file here and no page uses Material icon
+shortcodes (Streamlit fetches their favicons from a public CDN)."""
 
 from __future__ import annotations
 
@@ -12,16 +14,16 @@ import streamlit as st
 HERE = Path(__file__).resolve().parent
 PAGES = HERE / "app_pages"
 
-st.set_page_config(page_title="ReAct Editor", page_icon=":material/edit_note:", layout="wide")
+st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"), layout="wide")
 
 pages = [
-    st.Page(PAGES / "episodes.py", title="Episodes", icon=":material/list:", url_path="episodes", default=True),
-    st.Page(PAGES / "editor.py", title="Editor", icon=":material/edit_note:", url_path="editor"),
-    st.Page(PAGES / "versions.py", title="Versions", icon=":material/account_tree:", url_path="versions"),
-    st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
-    st.Page(PAGES / "experiments.py", title="Experiments", icon=":material/science:", url_path="experiments"),
-    st.Page(PAGES / "export.py", title="Export", icon=":material/ios_share:", url_path="export"),
-    st.Page(PAGES / "settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
+    st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes", default=True),
+    st.Page(PAGES / "editor.py", title="Editor", url_path="editor"),
+    st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
+    st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
+    st.Page(PAGES / "experiments.py", title="Experiments", url_path="experiments"),
+    st.Page(PAGES / "export.py", title="Export", url_path="export"),
+    st.Page(PAGES / "settings.py", title="Settings", url_path="settings"),
 ]
 
 st.navigation(pages).run()

@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -36,6 +37,7 @@ MALFORMED_RETRIES = 1  # a garbage response is retried at most once
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 _BUILD_LOCK = threading.Lock()  # openai/httpx import lazily on first use: not thread-safe
 RATE_LIMIT_RETRIES = 20  # 429s pause the endpoint's whole batch; they do not use up max_retries
+UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 
 
 class ModelError(Exception):
@@ -44,6 +46,15 @@ class ModelError(Exception):
     def __init__(self, call: ModelCall):
         super().__init__(call.error or "model call failed")
         self.call = call
+
+
+@dataclass
+class CallWatch:
+    """Lets the caller of one call follow and stop it: `on_retry(attempt, reason)` hears of
+    each retry, and a set `cancel` ends the call before its next attempt (the UI's Stop)."""
+
+    cancel: threading.Event
+    on_retry: Callable[[int, str], None] | None = None
 
 
 class ResponseCache(Protocol):
@@ -135,9 +146,10 @@ class ModelClient:
         *,
         purpose: str = "step",
         chat_instruction: str | None = None,
+        watch: CallWatch | None = None,
     ) -> tuple[str, ModelCall]:
         """Return the completion (cut at `stop`) and its record; raise ModelError when
-        the call fails for good (the error is in `.call.error`)."""
+        the call fails for good or is cancelled through `watch` (the error is in `.call.error`)."""
         cfg = self.config
         stop = list(stop or [])
         chat = cfg.api_style == "chat"
@@ -166,6 +178,7 @@ class ModelClient:
                 return text, call
 
         malformed = rate_limited = 0
+        on_retry = (watch.on_retry if watch else None) or self.on_retry
         while True:
             self.gate.wait()
             call.attempts += 1
@@ -183,13 +196,17 @@ class ModelClient:
                 if retryable and budget_left:
                     if delay is None:
                         delay = self._backoff(call.attempts)
-                    if self.on_retry is not None:
-                        self.on_retry(call.attempts, reason)
+                    if on_retry is not None:
+                        on_retry(call.attempts, reason)
                     if limited:  # every request to this endpoint waits, not just this one
                         self.gate.pause(delay)
-                    else:
+                        continue
+                    if watch is None:
                         time.sleep(delay)
-                    continue
+                        continue
+                    if not watch.cancel.wait(delay):
+                        continue
+                    reason = f"cancelled: {reason}"
                 n = call.attempts
                 call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
                 call.latency_ms = (time.perf_counter() - started) * 1000
@@ -279,7 +296,7 @@ class ModelClient:
             return f"request timed out after {self.config.timeout_s:g}s", True, None
         if isinstance(exc, openai.APIConnectionError):
             return self._scrub(
-                f"cannot reach the model server at {public_url(self.base_url)}: "
+                f"{UNREACHABLE} at {public_url(self.base_url)}: "
                 f"{_cause(exc)}"), True, None
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from agent import exemplars as ex
 from trajectory import formats as fmt
-from agent.client import ModelClient, ModelError
+from agent.client import CallWatch, ModelClient, ModelError
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
@@ -32,6 +32,10 @@ class ModelCallFailed(EngineError):
     def __init__(self, message: str, call: ModelCall | None = None):
         super().__init__(message)
         self.call = call
+
+
+class StepCancelled(ModelCallFailed):
+    """The caller cancelled the step (Stop in the UI): nothing was added to the version."""
 
 
 @dataclass
@@ -152,15 +156,21 @@ class Engine:
                 self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache)
         return self._clients[key]
 
-    def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str, chat: str):
+    def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str,
+                  chat: str, watch: CallWatch | None = None):
+        extra = {"watch": watch} if watch is not None else {}
         try:
-            text, call = self.client(episode.config).complete(prompt, stop, purpose=purpose, chat_instruction=chat)
+            text, call = self.client(episode.config).complete(prompt, stop, purpose=purpose, chat_instruction=chat, **extra)
         except ModelError as exc:
             failed = getattr(exc, "call", None)
             if failed is not None:
                 calls.append(failed)
+            if watch is not None and watch.cancel.is_set():
+                raise StepCancelled(f"step cancelled: {exc}", failed) from None
             raise ModelCallFailed(f"model call failed: {exc}", failed) from None
         calls.append(call)
+        if watch is not None and watch.cancel.is_set():  # answered after Stop: not used
+            raise StepCancelled("step cancelled; the model's answer was not used", call)
         if episode.config.api_style == "chat":
             text = _strip_echo(text, prompt)
         return text
@@ -291,15 +301,17 @@ class Engine:
             raise EngineError(f"version {v.id} has reached its step limit ({self.max_steps(ep)})")
         return v, ep, steps, self.env_at(ep, steps)
 
-    def step(self, version_id: int) -> StepReport:
-        """One model step (ALFWorld: one line; Wikipedia: Thought/Action/Observation)."""
+    def step(self, version_id: int, *, watch: CallWatch | None = None) -> StepReport:
+        """One model step (ALFWorld: one line; Wikipedia: Thought/Action/Observation).
+        `watch` reports retries and can cancel the step while its model call is in flight."""
         v, ep, steps, env = self._begin(version_id)
         i = len(steps) + 1
         calls: list[ModelCall] = []
         try:
             if ep.task.env == "alfworld":
                 prompt = fmt.alfworld_prompt(self._alf_exemplars(ep), ep.task.text, steps)
-                text = self._complete(ep, prompt, ["\n"], calls, purpose="step", chat=CHAT_INSTRUCTIONS["alfworld"])
+                text = self._complete(ep, prompt, ["\n"], calls, purpose="step", chat=CHAT_INSTRUCTIONS["alfworld"],
+                                      watch=watch)
                 thought, action = fmt.parse_alfworld_completion(text)
                 source, edit = "model", None
             else:
@@ -307,27 +319,28 @@ class Engine:
                 source, edit = "model", None
                 if v.draft_thought is not None:  # a person's thought waits for its action
                     thought, source, edit = v.draft_thought, "human", v.draft_edit
-                    action = self._wiki_action(ep, prefix, i, thought, calls)
+                    action = self._wiki_action(ep, prefix, i, thought, calls, watch)
                 elif ep.config.style == "react":
                     cue, stop = fmt.wiki_step_cue(i, "react")
                     chat = CHAT_INSTRUCTIONS["react"].format(i=i)
                     parsed = fmt.parse_wiki_completion(
-                        self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat), i, "react"
+                        self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat, watch=watch), i, "react"
                     )
                     thought, action = parsed.thought, parsed.action
                     if action is None:  # the paper's fallback: ask for the action alone
-                        action = self._wiki_action(ep, prefix, i, thought or "", calls)
+                        action = self._wiki_action(ep, prefix, i, thought or "", calls, watch)
                 else:
                     cue, stop = fmt.wiki_step_cue(i, "act")
                     chat = CHAT_INSTRUCTIONS["act"].format(i=i)
                     thought = None
                     action = fmt.parse_wiki_completion(
-                        self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat), i, "act"
+                        self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat, watch=watch), i, "act"
                     ).action
         except ModelCallFailed as exc:
             if calls:
                 self.store.record_calls(ep.id, calls)
-            self.store.update_version(v.id, error=str(exc))
+            if not isinstance(exc, StepCancelled):
+                self.store.update_version(v.id, error=str(exc))
             raise
         new = self._execute(ep, env, i, thought, action, source=source, edit=edit, call_ids=[-(n + 1) for n in range(len(calls))])
         return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
@@ -346,10 +359,12 @@ class Engine:
             new = new.model_copy(update={"info": {**new.info, **info}})
         return self._record(v, ep, steps, [new], calls, clear_draft=False)
 
-    def _wiki_action(self, ep: Episode, prefix: str, i: int, thought: str, calls: list[ModelCall]) -> str:
+    def _wiki_action(self, ep: Episode, prefix: str, i: int, thought: str, calls: list[ModelCall],
+                     watch: CallWatch | None = None) -> str:
         cue, stop = fmt.wiki_action_cue(i, thought)
         text = self._complete(
-            ep, prefix + cue, stop, calls, purpose="action_fallback", chat=CHAT_INSTRUCTIONS["action"].format(i=i)
+            ep, prefix + cue, stop, calls, purpose="action_fallback", chat=CHAT_INSTRUCTIONS["action"].format(i=i),
+            watch=watch,
         )
         return fmt.parse_wiki_action(text)
 

@@ -1,5 +1,7 @@
-"""Compare: two versions side by side aligned by step, edited steps highlighted with a
-word-level diff, each side's outcome - the paper's Figure 5 as a view.
+"""Compare: two versions side by side aligned by step identity (`trajectory.alignment`):
+the shared prefix, carried-over steps, a person's rewrites with a word-level diff, deleted
+and inserted thoughts as one-sided rows, regenerated steps marked as such, and each side's
+outcome - the paper's Figure 5 as a view.
 
 The table is one block of HTML built by `views.compare_html`, which escapes every piece of
 text before adding the highlight markup (and is unit-tested for it)."""
@@ -9,7 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state
-from app_pages.views import COMPARE_CSS, align, compare_html, outcome_text
+from app_pages.views import COMPARE_CSS, compare_html, outcome_text, plural
+from trajectory.alignment import align_versions, carried_map, person_edits
 
 eng = state.engine()
 store = eng.store
@@ -52,15 +55,17 @@ if dict(st.query_params) != params:
 
 lv, rv = by_id[new_left], by_id[new_right]
 ls, rs = eng.steps(lv), eng.steps(rv)
-rows = align(ls, rs)
-changed = sum(1 for r in rows if r.changed)
-edited = sum(1 for r in rows if r.edited)
+# carried copies of carried copies: the other versions' steps link them to their originals
+others = [s for v in versions if v.id not in (lv.id, rv.id) for s in eng.steps(v) if s.info.get("carried_from")]
+rows = align_versions(ls, rs, lv.edits, rv.edits, carried_map(others))
+changed = sum(1 for r in rows if r.differs)
+edited = person_edits(rows)
 lo, ro = outcome_text(lv.outcome, lv.status), outcome_text(rv.outcome, rv.status)
 m = st.columns(4)
-m[0].metric(f"v{lv.id}", lo, f"{len(ls)} steps", delta_color="off", delta_arrow="off")
-m[1].metric(f"v{rv.id}", ro, f"{len(rs)} steps", delta_color="off", delta_arrow="off")
+m[0].metric(f"v{lv.id}", lo, plural(len(ls), "step"), delta_color="off", delta_arrow="off")
+m[1].metric(f"v{rv.id}", ro, plural(len(rs), "step"), delta_color="off", delta_arrow="off")
 m[2].metric("Steps that differ", changed)
 m[3].metric("Steps edited by a person", edited)
 only_changes = st.toggle("Only the steps that differ", key="cmp_only_changes")
-shown = [r for r in rows if r.changed or r.edited] if only_changes else rows
+shown = [r for r in rows if r.differs] if only_changes else rows
 st.html(COMPARE_CSS + compare_html(ep.task.env, shown, f"v{lv.id}", f"v{rv.id}", lo, ro))

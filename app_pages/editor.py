@@ -1,26 +1,54 @@
 """Editor: the trajectory as the paper shows it, the step/run loop, edits and human mode.
 
-The run loop lives in `st.session_state["run"]`; each rerun of the editor fragment advances
-it by ONE `engine.step` (the fragment reruns itself every RUN_TICK_S while a run is on), so
-progress is visible and Stop - a button that clears the flag - works mid-run. Nothing long
-runs in a button callback. Untrusted text is only ever shown with st.text / st.code."""
+A model step runs beside the page (`app_pages.stepjobs`): the page shows the call in flight,
+Step is disabled while it runs, and Stop cancels it (the version stays as it was). A run lives
+in `st.session_state["run"]`; each rerun of the editor fragment (every RUN_TICK_S while a run
+is on) takes ONE step, so progress is visible and Stop works mid-run. The run controls, the
+step count and the outcome sit right above the trajectory box, which follows the newest step.
+Untrusted text is only ever shown with st.text / st.code."""
 
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
+from agent.client import public_url, resolve_base_url
 from agent.engine import EngineError, ModelCallFailed
-from app_pages import state
+from app_pages import state, stepjobs
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
-from app_pages.views import outcome_text, provenance, replaced_text, step_lines
+from app_pages.views import action_warning, deleted_here, endpoint_problem, one_line, outcome_text, plural, provenance, replaced_text, step_lines
 from envs.base import EnvError
 from sessions.store import StoreError
 
 RUN_TICK_S = 0.2
+POLL_S = 0.25
+BOX_AFTER = 6  # more steps than this: a scrolling box that follows the newest step
 STEP_ERRORS = (ModelCallFailed, EngineError, EnvError, StoreError)
+EDITOR_CSS = """<style>
+.st-key-run_controls { position: sticky; top: 3.5rem; z-index: 10; background: var(--background-color, #fff);
+  padding: 0.25rem 0; border-bottom: 1px solid #d0d7de; }
+</style>"""
+# Warn before a reload or a closed tab loses edit text that was typed but not applied.
+UNSAVED_GUARD = """<script>
+if (!window.__reactEditorGuard) {
+  window.__reactEditorGuard = true;
+  const panels = '[class*="st-key-edit_panel_"], [class*="st-key-human_panel"]';
+  document.addEventListener('input', (e) => {
+    if (e.target.closest && e.target.closest(panels)) { window.__reactEditorDirty = true; }
+  }, true);
+  document.addEventListener('click', (e) => {
+    if (e.target.closest && e.target.closest(panels) && e.target.closest('button')) { window.__reactEditorDirty = false; }
+  }, true);
+  window.addEventListener('beforeunload', (e) => {
+    if (window.__reactEditorDirty) { e.preventDefault(); e.returnValue = ''; }
+  });
+}
+</script>"""
 
 eng = state.engine()
 store = eng.store
+DB = state.db_path()
 
 st.title("Editor")
 ep_id, vid, ep = state.require_episode("No episode selected. Start or open one on the Episodes page.")
@@ -28,6 +56,8 @@ if vid is None:
     st.error(f"Episode {ep_id} has no version.")
     st.stop()
 state.select(ep_id, vid)
+st.html(EDITOR_CSS)
+st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, kept out of the page body
 
 versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}
@@ -39,7 +69,7 @@ if run and (run.get("version") != vid):
 # ---------------------------------------------------------------------- header
 with st.container(key="task_box"):
     state.episode_header(ep)
-cols = st.columns([3, 2, 2])
+cols = st.columns([3, 2, 3])
 ids = [v.id for v in versions]
 labels = {i: state.version_label(by_id[i]) + (" · current" if i == ep.current_version else "") for i in ids}
 # the key carries the labels' state, so a finished run or a new version redraws the selector
@@ -50,61 +80,94 @@ if chosen != vid:
     state.select(ep_id, chosen)
     st.rerun()
 cfg = ep.config
+endpoint = public_url(resolve_base_url(cfg))
+where = "" if cfg.base_url else (" (from OPENAI_BASE_URL)" if os.environ.get("OPENAI_BASE_URL") else " (OpenAI default)")
 cols[1].text(f"Model: {cfg.model}\nStyle: {cfg.style} · {cfg.api_style}")
-cols[2].text(f"Endpoint: {cfg.base_url or '(default)'}\nMax steps: {eng.max_steps(ep)}")
+cols[2].text(f"Endpoint: {endpoint}{where}\nMax steps: {eng.max_steps(ep)}")
 state.model_banner(cfg)
+with st.expander("Use another model or endpoint for the steps that follow"):
+    c = st.columns(3)
+    new_url = c[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=cfg.base_url or "",
+                              key=f"cfg_url_{ep_id}")
+    new_model = c[1].text_input("Model", value=cfg.model, key=f"cfg_model_{ep_id}")
+    new_api = c[2].selectbox("API style", ["completions", "chat"], index=["completions", "chat"].index(cfg.api_style),
+                             key=f"cfg_api_{ep_id}")
+    state.show_error("config")
+    if st.button("Use it from here (a new version)", key="cfg_apply"):
+        problem = endpoint_problem(new_url)
+        if problem:
+            state.set_error("config", problem)
+            st.rerun()
+        state.clear_error("config")
+        changed = state.reconfigure(vid, {"base_url": new_url.strip() or None, "model": new_model.strip() or cfg.model,
+                                          "api_style": new_api})
+        st.session_state["run"] = None
+        state.select(ep_id, changed.id)
+        st.rerun()
 
 
 # ---------------------------------------------------------------------- helpers
 
 
-def switch_to(new_vid: int) -> None:
-    st.session_state["run"] = None
+def switch_to(new_vid: int, resume: int | None | bool = False) -> None:
+    """Show another version; `resume` (N steps, or None for "to the end") starts a run there."""
+    st.session_state["run"] = None if resume is False else {"version": new_vid, "n": resume, "added": 0}
+    if resume is not False:
+        mark_running(new_vid)
     st.session_state.pop("edit_at", None)
     state.clear_error("step")
     state.select(ep_id, new_vid)
     st.rerun()
 
 
-def do_step() -> None:
+def mark_running(version_id: int) -> None:
+    """While a run is on, the stored status says "stopped": a reload or a crash ends the run,
+    and the version then reads as stopped, never as silently open."""
+    if not store.version(version_id).outcome.done:
+        store.update_version(version_id, status="stopped")
+
+
+def end_run(status: str = "open") -> None:
+    """The run is over: the stored status says how (open again, or stopped)."""
+    r = st.session_state.get("run")
+    st.session_state["run"] = None
+    if r and not store.version(vid).outcome.done:
+        store.update_version(vid, status=status)
+
+
+def start_step() -> None:
+    """Step button callback: runs before the page, so the page draws Step disabled."""
     state.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "step"}
-    try:
-        with state.lock():
-            rep = eng.step(vid)
-    except STEP_ERRORS as exc:
-        state.set_error("step", exc)
-        return
-    if rep.done:
-        st.rerun()  # the header shows the outcome too
+    stepjobs.start(eng, state.lock(), DB, vid)
 
 
 def start_run(n: int | None) -> None:
     state.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "run", "n": n}
     st.session_state["run"] = {"version": vid, "n": n, "added": 0}
-    st.rerun()  # a full rerun so the fragment starts ticking
+    mark_running(vid)
 
 
-def tick() -> bool:
-    """Advance the run by one step. Returns True when the run ended in this tick."""
+def settle(job: stepjobs.StepJob) -> list:
+    """Take a finished step job's result: its new steps, or an inline error."""
+    stepjobs.collect(job)
+    if job.cancelled:
+        return []
+    if job.error is not None:
+        if not isinstance(job.error, STEP_ERRORS):
+            raise job.error
+        msg = f"model call failed: {job.unreachable}" if job.unreachable else str(job.error)
+        state.set_error("step", msg)
+        end_run("stopped")  # the run ended on the error (the message is the version's error)
+        return []
+    rep = job.report
     r = st.session_state.get("run")
-    v = store.version(vid)
-    if v.outcome.done or len(eng.steps(v)) >= eng.max_steps(ep):
-        st.session_state["run"] = None
-        return True
-    try:
-        with state.lock():
-            rep = eng.step(vid)
-    except STEP_ERRORS as exc:
-        state.set_error("step", exc)
-        st.session_state["run"] = None
-        return True
-    r["added"] += len(rep.steps)
-    if rep.done or (r["n"] is not None and r["added"] >= r["n"]):
-        st.session_state["run"] = None
-        return True
-    return False
+    if r:
+        r["added"] += len(rep.steps)
+        if rep.done or (r["n"] is not None and r["added"] >= r["n"]):
+            end_run()
+    return rep.steps
 
 
 def suggestions_for(k: int) -> list[str]:
@@ -119,7 +182,7 @@ def suggestions_for(k: int) -> list[str]:
     return list(acts or [])
 
 
-def expert_hint_before(k: int) -> str | None:
+def expert_hint_before(k: int | None) -> str | None:
     with state.lock():
         return eng.expert_hint(vid, 5.0, before=k)
 
@@ -131,7 +194,48 @@ def _fill(target: str, source: str) -> None:
         st.session_state[target] = value
 
 
+def hint_controls(prefix: str, target: str, before: int | None) -> None:
+    """The expert's next action (ALFWorld) and a button that puts it in the action box."""
+    if st.button("Expert hint", key=f"{prefix}_hint"):
+        try:
+            st.session_state[f"{prefix}_hinted"] = expert_hint_before(before) or "(no hint available)"
+        except STEP_ERRORS as exc:
+            st.session_state[f"{prefix}_hinted"] = f"(no hint: {exc})"
+    hinted = st.session_state.get(f"{prefix}_hinted")
+    if hinted:
+        st.caption("Expert hint:")
+        st.text(hinted)
+        if not hinted.startswith("("):
+            st.button("Use the hint as the action", key=f"{prefix}_use_hint", on_click=_fill,
+                      args=(target, f"{prefix}_hinted"))
+
+
+def render_step(s, v, markers: bool = True) -> None:
+    for e in deleted_here(ep.task.env, v.edits, s.index) if markers else []:
+        deleted_marker(e)
+    with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
+        head = st.columns([6, 1])
+        head[0].caption(f"Step {s.index} · {provenance(s)}")
+        if head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run"))):
+            st.session_state["edit_at"] = (vid, s.index)
+            st.rerun()
+        for label, text in step_lines(ep.task.env, s):
+            st.text(f"{label}: {text}")
+        old = replaced_text(s)
+        if old:
+            st.text(f"({old})")
+
+
+def deleted_marker(e) -> None:
+    with st.expander("Thought deleted here by a person (show it)", key=f"deleted_{vid}_{e.index}"):
+        st.text(e.old_thought or "")
+
+
 # ---------------------------------------------------------------------- edit panel
+
+
+EDIT_KINDS = {"Rewrite thought": "rewrite_thought", "Delete thought": "delete_thought",
+              "Insert thought after": "insert_thought", "Rewrite action": "rewrite_action"}
 
 
 def edit_panel(v, steps, s) -> None:
@@ -150,9 +254,9 @@ def edit_panel(v, steps, s) -> None:
         text = None
         keep = False
         if kind == "Rewrite thought":
-            text = st.text_input("New thought", value=s.thought or "", key=f"ed_thought_{vid}_{k}")
+            text = st.text_area("New thought", value=s.thought or "", key=f"ed_thought_{vid}_{k}", height=100)
         elif kind == "Insert thought after":
-            text = st.text_input("Thought to insert (a hint)", value="", key=f"ed_insert_{vid}_{k}")
+            text = st.text_area("Thought to insert (a hint)", value="", key=f"ed_insert_{vid}_{k}", height=100)
         elif kind == "Rewrite action":
             akey = f"ed_action_{vid}_{k}"
             if alf:
@@ -160,44 +264,35 @@ def edit_panel(v, steps, s) -> None:
                 if sugg:
                     st.selectbox("Suggestions (admissible commands)", sugg, index=None, key=f"ed_sugg_{vid}_{k}",
                                  on_change=_fill, args=(akey, f"ed_sugg_{vid}_{k}"), placeholder="pick a command")
-                if st.button("Expert hint", key=f"ed_hint_{vid}_{k}"):
-                    try:
-                        st.session_state[f"ed_hinted_{vid}_{k}"] = expert_hint_before(k) or "(no hint available)"
-                    except STEP_ERRORS as exc:
-                        st.session_state[f"ed_hinted_{vid}_{k}"] = f"(no hint: {exc})"
-                hinted = st.session_state.get(f"ed_hinted_{vid}_{k}")
-                if hinted:
-                    st.caption("Expert hint:")
-                    st.text(hinted)
-                    if not hinted.startswith("("):
-                        st.button("Use the hint", key=f"ed_use_hint_{vid}_{k}", on_click=_fill,
-                                  args=(akey, f"ed_hinted_{vid}_{k}"))
-            text = st.text_input("New action (the environment runs it)", value=s.action or "", key=akey)
+                hint_controls(f"ed_{vid}_{k}", akey, k)
+            text = st.text_area("New action (the environment runs it)", value=s.action or "", key=akey, height=68)
         if kind in ("Rewrite thought", "Delete thought", "Insert thought after"):
             can_keep = alf or kind != "Insert thought after"
-            options = ["Keep the later steps", "Regenerate from here"] if can_keep else ["Regenerate from here"]
-            keep = st.radio("Later steps", options, key=f"ed_keep_{vid}_{k}", horizontal=True) == "Keep the later steps"
+            options = ["Regenerate from here", "Keep the later steps"] if can_keep else ["Regenerate from here"]
+            keep = st.radio("Later steps (they followed the old text)", options, key=f"ed_keep_{vid}_{k}",
+                            horizontal=True) == "Keep the later steps"
         state.show_error("edit")
-        c = st.columns([2, 1, 5])
-        if c[0].button("Apply as new version", key=f"ed_apply_{vid}_{k}", type="primary"):
+        c = st.columns([1.3, 1.6, 1.4, 1, 3])
+        apply = c[0].button("Edit only" if kind != "Resume from here" else "Branch only", key=f"ed_apply_{vid}_{k}")
+        resume = c[1].button("Edit and resume" if kind != "Resume from here" else "Branch and resume",
+                             key=f"ed_resume_{vid}_{k}", type="primary")
+        steps_n = c[2].number_input("then run N steps (0 = to the end)", min_value=0, max_value=500, value=0,
+                                    key=f"ed_resume_n_{vid}_{k}")
+        if apply or resume:
             state.clear_error("edit")
+            text = None if text is None else one_line(text)
             try:
                 with state.lock():
-                    if kind == "Rewrite thought":
-                        new = eng.edit(vid, k, "rewrite_thought", text, keep_rest=keep)
-                    elif kind == "Delete thought":
-                        new = eng.edit(vid, k, "delete_thought", keep_rest=keep)
-                    elif kind == "Insert thought after":
-                        new = eng.edit(vid, k + 1, "insert_thought", text, keep_rest=keep)
-                    elif kind == "Rewrite action":
-                        new = eng.edit(vid, k, "rewrite_action", text)
-                    else:
+                    if kind == "Resume from here":
                         new = eng.branch(vid, k)
+                    else:
+                        at = k + 1 if kind == "Insert thought after" else k
+                        new = eng.edit(vid, at, EDIT_KINDS[kind], text, keep_rest=keep)
             except STEP_ERRORS as exc:
                 state.set_error("edit", exc)
                 st.rerun()
-            switch_to(new.id)
-        if c[1].button("Cancel", key=f"ed_cancel_{vid}_{k}"):
+            switch_to(new.id, (int(steps_n) or None) if resume and not new.outcome.done else False)
+        if c[3].button("Cancel", key=f"ed_cancel_{vid}_{k}"):
             st.session_state.pop("edit_at", None)
             state.clear_error("edit")
             st.rerun()
@@ -206,110 +301,135 @@ def edit_panel(v, steps, s) -> None:
 # ---------------------------------------------------------------------- human mode
 
 
-def human_panel(v) -> None:
+def human_panel(v, n: int) -> None:
+    """Keys carry the version and its step count: a taken step (or another version) starts
+    from empty boxes, so nothing typed earlier can be sent twice."""
+    sfx = f"{vid}_{n}"
+    akey = f"h_action_{sfx}"
     with st.container(border=True, key="human_panel"):
         st.caption("Human agent mode: write the next turn yourself (this is how new exemplars are authored).")
-        thought = st.text_input("Thought (optional)", key="h_thought")
+        thought = st.text_area("Thought (optional)", key=f"h_thought_{sfx}", height=68)
+        sugg: list[str] = []
         if alf:
-            sugg = suggestions_for(len(eng.steps(v)) + 1)
+            sugg = suggestions_for(n + 1)
             if sugg:
-                st.selectbox("Suggestions (admissible commands)", sugg, index=None, key="h_sugg",
-                             on_change=_fill, args=("h_action", "h_sugg"), placeholder="pick a command")
-            if st.button("Expert hint", key="h_hint"):
-                try:
-                    with state.lock():
-                        st.session_state["h_hinted"] = eng.expert_hint(vid, 5.0) or "(no hint available)"
-                except STEP_ERRORS as exc:
-                    st.session_state["h_hinted"] = f"(no hint: {exc})"
-            if st.session_state.get("h_hinted"):
-                st.caption("Expert hint:")
-                st.text(st.session_state["h_hinted"])
-                if not st.session_state["h_hinted"].startswith("("):
-                    st.button("Use the hint as the action", key="h_use_hint", on_click=_fill, args=("h_action", "h_hinted"))
+                st.selectbox("Suggestions (admissible commands)", sugg, index=None, key=f"h_sugg_{sfx}",
+                             on_change=_fill, args=(akey, f"h_sugg_{sfx}"), placeholder="pick a command")
+            hint_controls(f"h_{sfx}", akey, None)
         label = "Action (optional)" if alf else "Action (Search[...], Lookup[...] or Finish[...])"
-        action = st.text_input(label, key="h_action")
+        action = one_line(st.text_area(label, key=akey, height=68) or "")
         state.show_error("human")
-        if st.button("Take this step", key="h_submit", type="primary"):
-            state.clear_error("human")
-            try:
-                with state.lock():
-                    eng.human_step(vid, thought=thought or None, action=action or None)
-            except STEP_ERRORS as exc:
-                state.set_error("human", exc)
-                st.rerun()
-            for key in ("h_thought", "h_action", "h_sugg", "h_hinted"):
-                st.session_state.pop(key, None)
+        warning = action_warning(ep.task.env, action, sugg if alf else None)
+        confirmed = st.session_state.get(f"h_confirm_{sfx}") == action
+        take = st.button("Take this step", key="h_submit", type="primary")
+        if warning and st.session_state.get(f"h_warned_{sfx}") == action and not confirmed:
+            st.warning("Check the action before it uses a step:")
+            st.text(warning)
+            if st.button("Take it anyway", key="h_confirm"):
+                st.session_state[f"h_confirm_{sfx}"] = action
+                take = True
+        if not take:
+            return
+        if warning and st.session_state.get(f"h_confirm_{sfx}") != action:
+            st.session_state[f"h_warned_{sfx}"] = action
             st.rerun()
+        state.clear_error("human")
+        try:
+            with state.lock():
+                eng.human_step(vid, thought=one_line(thought or "") or None, action=action or None)
+        except STEP_ERRORS as exc:
+            state.set_error("human", exc)
+        st.rerun()
 
 
 # ---------------------------------------------------------------------- the body (fragment)
 
 
-def body() -> None:
+def controls(v, steps, busy: bool):
+    """The run controls. They sit outside the ticking fragment: a click on them is a full
+    rerun, which interrupts a page waiting for a model call (fragment reruns would queue)."""
+    limit = eng.max_steps(ep)
+    finished = v.outcome.done or len(steps) >= limit
     running = bool(st.session_state.get("run"))
-    c = st.columns([1, 1, 1, 1.3, 1, 2.2])
-    step_clicked = c[0].button("Step", key="btn_step", disabled=running)
-    n = c[1].number_input("N", min_value=1, max_value=500, value=5, step=1, key="run_n", label_visibility="collapsed")
-    run_n = c[2].button(f"Run {int(n)}", key="btn_run_n", disabled=running)
-    run_end = c[3].button("Run to end", key="btn_run_end", disabled=running)
-    stop = c[4].button("Stop", key="btn_stop", type="primary" if running else "secondary")
-    human = c[5].toggle("Human agent mode", key="human_mode")
-
-    ended = False
-    if stop:
-        if st.session_state.get("run"):
-            st.session_state["run"] = None
-            v0 = store.version(vid)
-            if not v0.outcome.done:
-                store.update_version(vid, status="stopped")
-            st.rerun()
-    elif step_clicked:
-        do_step()
-    elif run_n:
-        start_run(int(n))
-    elif run_end:
-        start_run(None)
-    elif running:
-        ended = tick()
-
+    with st.container(key="run_controls"):
+        c = st.columns([1, 1, 1, 1.3, 1, 2.2])
+        off = running or busy or finished
+        c[0].button("Step", key="btn_step", disabled=off, on_click=start_step)
+        n = c[1].number_input("N", min_value=1, max_value=500, value=5, step=1, key="run_n",
+                              label_visibility="collapsed", disabled=off)
+        run_n = c[2].button(f"Run {int(n)}", key="btn_run_n", disabled=off)
+        run_end = c[3].button("Run to end", key="btn_run_end", disabled=off)
+        stop = c[4].button("Stop", key="btn_stop", type="primary" if running or busy else "secondary",
+                           disabled=not (running or busy))
+        c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
+        if finished:
+            why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
+            st.caption(f"Step and Run are off for v{v.id}: {why}. Branch from an earlier step to try another way.")
+            b = st.columns([1, 2, 5])
+            k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
+                                  key=f"branch_k_{vid}", label_visibility="collapsed")
+            if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
+                with state.lock():
+                    new = eng.branch(vid, int(k))
+                switch_to(new.id)
+    if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
+        stepjobs.cancel(DB, vid)
+        end_run("stopped")
+        st.rerun()
+    if run_n or run_end:
+        start_run(int(n) if run_n else None)
+        st.rerun()  # a full rerun: the fragment starts ticking
     if state.show_error("step", retry_label="Retry"):
         last = st.session_state.get("last_cmd") or {"kind": "step"}
         state.clear_error("step")
         if last["kind"] == "run":
             start_run(last.get("n"))
         else:
-            do_step()
-            st.rerun()
+            start_step()
+        st.rerun()
 
+
+def status_line(v, steps) -> str:
+    r = st.session_state.get("run")
+    text = f"v{v.id}: {plural(len(steps), 'step')} · {'running' if r else outcome_text(v.outcome, v.status)}"
+    if v.outcome.done:
+        text += f" · reward {v.outcome.reward:g}"
+    if r:
+        text += f" · {r['added']} added by this run"
+    return text
+
+
+def finished_job() -> stepjobs.StepJob | None:
+    """The version's step job still in flight (one that ended meanwhile is settled first)."""
+    job = stepjobs.current(DB, vid)
+    if job is not None and job.done.is_set():
+        settle(job)
+        return None
+    return job
+
+
+def body() -> None:
+    job = finished_job()
     v = store.version(vid)
     steps = eng.steps(v)
-    r = st.session_state.get("run")
-    limit = eng.max_steps(ep)
-    if r:
-        total = r["n"] if r["n"] is not None else max(limit - len(steps) + r["added"], 1)
-        st.progress(min(r["added"] / max(total, 1), 1.0),
-                    text=f"Running… {r['added']} step(s) added, {len(steps)}/{limit} in this version. Press Stop to halt.")
-    status = outcome_text(v.outcome, v.status)
-    st.caption(f"v{v.id}: {len(steps)} steps · {status}"
-               + (f" · reward {v.outcome.reward:g}" if v.outcome.done else ""), help=None)
+    if st.session_state.get("run") and job is None:
+        job = stepjobs.start(eng, state.lock(), DB, vid)
+    line = st.empty()
+    line.caption(status_line(v, steps))
 
+    tall = len(steps) > BOX_AFTER
+    box = st.container(height=420 if tall else "content", autoscroll=True if tall else None, key="steps_box")
+    with box:
+        for s in steps:
+            render_step(s, v)
+        for e in deleted_here(ep.task.env, v.edits, len(steps) + 1):
+            deleted_marker(e)
     edit_at = st.session_state.get("edit_at")
-    for s in steps:
-        with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
-            head = st.columns([6, 1])
-            head[0].caption(f"Step {s.index} · {provenance(s)}")
-            if head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(r)):
-                st.session_state["edit_at"] = (vid, s.index)
-                st.rerun()
-            for label, text in step_lines(ep.task.env, s):
-                st.text(f"{label}: {text}")
-            old = replaced_text(s)
-            if old:
-                st.text(f"({old})")
-        if edit_at == (vid, s.index):
-            edit_panel(v, steps, s)
-            with st.expander(f"Tags and note for step {s.index}"):
-                step_tag_panel(store, s.id, "ed")
+    if edit_at and edit_at[0] == vid and 1 <= edit_at[1] <= len(steps):
+        s = steps[edit_at[1] - 1]
+        edit_panel(v, steps, s)
+        with st.expander(f"Tags and note for step {s.index}"):
+            step_tag_panel(store, s.id, "ed")
     if v.draft_thought is not None:
         st.caption(f"Pending thought for step {len(steps) + 1} (the model writes its action next):")
         st.text(v.draft_thought)
@@ -318,18 +438,31 @@ def body() -> None:
             st.success(f"Done: success (reward {v.outcome.reward:g}).")
         else:
             st.warning(f"Done: failure (reward {v.outcome.reward:g}). Edit a thought or action above to try another way.")
-    elif human and not r:
-        human_panel(v)
+    elif st.session_state.get("human_mode") and not st.session_state.get("run") and job is None:
+        human_panel(v, len(steps))
     with st.expander(f"Annotate v{v.id}: verdict, failure modes, notes, exemplar-ready"):
         version_annotation_panel(store, v.id, "ed")
     if st.toggle("Show the next prompt", key="show_prompt"):
         try:
-            st.code(eng.prompt(vid), language=None)
+            st.code(eng.prompt(vid), language=None, wrap_lines=True)
         except STEP_ERRORS as exc:
             st.text(str(exc))
 
-    if ended:
-        st.rerun()  # a full rerun: the fragment stops ticking
+    if job is None:
+        return
+    while not job.done.wait(POLL_S):  # a click on the controls interrupts this at line.caption
+        line.caption(job.status())
+    new_steps = settle(job)
+    v = store.version(vid)
+    if not new_steps or v.outcome.done or not st.session_state.get("run"):
+        st.rerun()  # a full rerun: the controls and the outcome show the new state
+    with box:
+        for s in new_steps:  # (a deletion marker before them is already drawn at the end)
+            render_step(s, v, markers=False)
+    line.caption(status_line(v, eng.steps(v)))
 
 
-st.fragment(run_every=RUN_TICK_S if run else None)(body)()
+busy = finished_job() is not None
+now = store.version(vid)
+controls(now, eng.steps(now), busy)
+st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") else None)(body)()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state
+from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
+from sessions import annotations as ann
 from envs.base import EnvError
 from sessions import exemplar_sets
 from envs.registry import family
@@ -37,6 +39,18 @@ def load_tasks(env: str, source: str):
 def exemplar_set_names(env: str) -> list[str]:
     """Named exemplar sets of this environment kept in the database."""
     return [x.name for x in exemplar_sets.list_sets(store, env)]
+
+
+def has_label(version_id: int | None, label: str) -> bool:
+    """The current version carries this verdict or failure mode."""
+    a = ann.version_annotation(store, version_id) if version_id is not None else None
+    return a is not None and (a.verdict == label or label in a.failure_modes)
+
+
+def edit_count(episode_id: int) -> int:
+    """Distinct edits a person made anywhere in the episode's tree."""
+    seen = {(e.kind, e.replaced_step, e.old_thought, e.old_action) for v in store.versions(episode_id) for e in v.edits}
+    return len(seen)
 
 
 def env_options(env: str, wiki: str) -> dict:
@@ -120,38 +134,35 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
         state.open_in("editor", ep.id, v.id)
 
 st.subheader("Your episodes")
-f = st.columns(4)
+f = st.columns(5)
 f_env = f[0].selectbox("Environment", ["all", *ENV_KINDS], key="f_env")
 f_type = f[1].text_input("Task type", key="f_type")
 f_outcome = f[2].selectbox("Outcome", ["all", "success", "failure", "unfinished"], key="f_outcome")
 f_edited = f[3].selectbox("Edited", ["all", "edited", "not edited"], key="f_edited")
+f_label = f[4].selectbox("Label (current version)", ["all", *ann.VERDICTS, *ann.FAILURE_MODES], key="f_label",
+                         format_func=lambda m: m.replace("_", " "))
 rows = store.list_episodes(
     env=None if f_env == "all" else f_env,
     task_type=f_type.strip() or None,
     outcome=None if f_outcome == "all" else f_outcome,
     edited=None if f_edited == "all" else f_edited == "edited",
 )
+if f_label != "all":
+    rows = [r for r in rows if has_label(r["current_version"], f_label)]
 if not rows:
     st.caption("No episodes match." if store.episode_ids() else "No episodes yet: start one above.")
 else:
-    table = [
-        {
-            "episode": r["episode"],
-            "name": r["name"] or "",
-            "env": r["env"],
-            "type": r["type"] or "",
-            "task": " ".join((r["text"] or "").split())[:120],
-            "outcome": "success" if r["success"] else ("failure" if r["done"] else (r["status"] or "open")),
-            "versions": r["versions"],
-            "edited": r["edited"],
-            "model": r["model"],
-        }
-        for r in rows
-    ]
-    st.dataframe(table, hide_index=True, key="episodes_table")
+    table = [episode_row(r, edit_count(r["episode"])) for r in rows]
+    st.caption("Click a row to open the episode in the Editor.")
+    picked = st.dataframe(table, hide_index=True, key="episodes_table", on_select="rerun",
+                          selection_mode="single-row", column_config=EPISODE_COLUMNS)
+    chosen_rows = picked.selection.rows if picked is not None else []
+    if chosen_rows:
+        state.open_in("editor", rows[chosen_rows[0]]["episode"], None)
     ids = [r["episode"] for r in rows]
+    names = {r["episode"]: episode_title(r) for r in rows}
     o = st.columns([3, 1, 1])
-    pick = o[0].selectbox("Episode", ids, format_func=lambda i: f"#{i}", key="open_pick")
+    pick = o[0].selectbox("Episode", ids, format_func=names.get, key="open_pick")
     if o[1].button("Open in Editor", key="open_btn", type="primary"):
         state.open_in("editor", pick, None)
     if o[2].button("Versions", key="open_versions"):

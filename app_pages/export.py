@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages import state
+from app_pages.views import plural
 from sessions import exemplar_sets as sets
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from trajectory.records import ENV_KINDS
@@ -19,6 +20,7 @@ from sessions.store import Store, StoreError
 MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",
         "chat-sft": "application/jsonl"}
 EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", "chat-sft": "jsonl"}
+PREVIEW_LINES = 20
 
 
 def _filters() -> tuple[list, Filters]:
@@ -51,9 +53,16 @@ def _run_export(store: Store, fmt: str, **kw) -> tuple[bytes, dict]:
         os.unlink(tmp)
 
 
+def preview(data: bytes, lines: int = PREVIEW_LINES) -> tuple[str, bool]:
+    """The first lines of an export as text, and whether there is more."""
+    text = data.decode("utf-8", errors="replace")
+    parts = text.splitlines()
+    return "\n".join(parts[:lines]), len(parts) > lines
+
+
 def _export_section(store: Store) -> None:
-    st.subheader("Export")
-    source = st.radio("Export", ["Versions", "Exemplar set"], horizontal=True, key="exp-source")
+    st.subheader("Export versions or an exemplar set")
+    source = st.radio("What to export", ["Versions", "Exemplar set"], horizontal=True, key="exp-source")
     fmt = st.selectbox("Format", FORMATS, key="exp-format")
     kw: dict = {}
     if source == "Exemplar set":
@@ -66,7 +75,7 @@ def _export_section(store: Store) -> None:
         refs, f = _filters()
         kw.update(refs=refs or None, filters=f)
         rows = [(b.episode.id, v.id) for b in select(store, refs or None, f) for v in b.versions]
-        st.caption(f"{len(rows)} version(s) match.")
+        st.caption(f"{plural(len(rows), 'version')} match{'es' if len(rows) == 1 else ''}.")
     if st.button("Prepare export", key="exp-go"):
         try:
             data, rep = _run_export(store, fmt, **kw)
@@ -76,8 +85,11 @@ def _export_section(store: Store) -> None:
             st.error(str(exc).splitlines()[0])
     if "exp-data" in st.session_state:
         data, rep, f_ = st.session_state["exp-data"]
-        st.write(f"{rep['records']} records - {rep['versions']} versions, {rep['episodes']} episodes, "
-                 f"{rep['steps']} steps, {rep['bytes']:,} bytes")
+        st.text(f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
+                f"{plural(rep['episodes'], 'episode')}, {plural(rep['steps'], 'step')}, {rep['bytes']:,} bytes")
+        head, more = preview(data)
+        st.caption(f"The first {PREVIEW_LINES} lines of export.{EXT[f_]}:" if more else f"All of export.{EXT[f_]}:")
+        st.code(head, language=None, wrap_lines=True)
         st.download_button("Download", data, file_name=f"export.{EXT[f_]}", mime=MIME[f_], key="exp-download")
 
 
@@ -127,7 +139,7 @@ def _sets_section(store: Store) -> None:
 
 
 def page() -> None:
-    st.title("Export")
+    st.title("Export and import")
     try:
         store = state.store()
     except StoreError as exc:

@@ -4,12 +4,12 @@ the cost column, the response cache, and which database file is in use."""
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
 
 import streamlit as st
 
 from agent.client import model_available, public_url
 from app_pages import state
+from app_pages.views import endpoint_problem
 
 store = state.store()
 st.title("Settings")
@@ -40,10 +40,9 @@ max_steps = c2[2].number_input("Max steps (0 = environment default)", min_value=
 state.show_error("settings")
 if st.button("Save defaults", key="set_save", type="primary"):
     url = base_url.strip()
-    if url and not url.startswith(("http://", "https://")):
-        state.set_error("settings", f"the endpoint must start with http:// or https:// (got {url[:60]!r})")
-    elif urlsplit(url).username or urlsplit(url).password:
-        state.set_error("settings", "put credentials in OPENAI_API_KEY, not in the endpoint URL")
+    problem = endpoint_problem(url)
+    if problem:
+        state.set_error("settings", problem)
     else:
         state.clear_error("settings")
         store.set_setting(state.DEFAULTS_SETTING, {

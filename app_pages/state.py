@@ -76,7 +76,21 @@ def model_banner(config: AgentConfig | None = None) -> None:
 
     ok, msg = model_available(config or default_config())
     if not ok:
-        st.info(msg + " Human mode, browsing, editing and comparing work without a model.", icon=":material/power_off:")
+        st.info(msg + " Human mode, browsing, editing and comparing work without a model.")
+
+
+def reconfigure(version_id: int, changes: dict[str, Any]) -> Any:
+    """Point the steps that follow at another model / endpoint: a new child version of
+    `version_id` (same steps) whose episode config carries `changes`. Returns the new Version.
+    The one place the Editor changes a configuration (issue 11 adds Engine.reconfigure)."""
+    eng = engine()
+    v = store().version(version_id)
+    ep = store().episode(v.episode_id)
+    config = AgentConfig.model_validate({**ep.config.model_dump(), **changes})
+    with lock():
+        new = eng.branch(version_id, len(eng.steps(v)))
+        store().set_episode_config(ep.id, config)
+    return new
 
 
 # ---------------------------------------------------------------------- selection / deep links
@@ -121,7 +135,7 @@ def require_episode(missing: str) -> tuple[int, int | None, Any]:
     ep_id, vid = selection()
     if ep_id is None:
         st.info(missing)
-        st.page_link(page_path("episodes"), label="Go to Episodes", icon=":material/list:")
+        st.page_link(page_path("episodes"), label="Go to Episodes")
         st.stop()
     try:
         ep = store().episode(ep_id)
@@ -176,7 +190,7 @@ def show_error(where: str, *, retry_label: str | None = None) -> bool:
     if not msg:
         return False
     with st.container(border=True, key=f"errbox_{where}"):
-        st.error("That did not work — nothing was lost. Details:", icon=":material/error:")
+        st.error("That did not work — nothing was lost. Details:")
         st.text(msg)
         cols = st.columns([1, 1, 6])
         pressed = bool(retry_label) and cols[0].button(retry_label, key=f"retry_{where}")

@@ -1,4 +1,4 @@
-"""Versions: the episode's version tree, each version's outcome, human edits, steps, tokens
+"""Versions: the episode's version tree, each version's outcome, its edit, steps, tokens
 and cost; switch to, name, or mark a version current."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import streamlit as st
 
 from app_pages import state
 from app_pages.annotate_widgets import version_annotation_panel
-from app_pages.views import cost, usage_totals, version_tree_dot
+from app_pages.views import cost, edit_label, money, own_edit, status_word, usage_totals, version_tree_dot
 from agent.summary import version_summary
 
 eng = state.engine()
@@ -29,8 +29,12 @@ for v in versions:
     steps = eng.steps(v)
     p, c = usage_totals((cid for s in steps for cid in s.call_ids), calls)
     dollars = cost(p, c, prices.get(ep.config.model))
-    r.update(current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c,
-             cost=None if dollars is None else round(dollars, 4))
+    parent = by_id.get(v.parent_version)
+    e = own_edit(v.edits, parent.edits if parent else [])
+    edit = edit_label(e) if e else (f"branched from v{parent.id}" if parent else "")
+    by_hand = sum(1 for s in steps if s.source == "human" and s.edit is None)
+    r.update(current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit,
+             edits=len(v.edits), by_hand=by_hand)
     rows.append(r)
 
 st.graphviz_chart(version_tree_dot(rows, ep.current_version, vid), width="content")
@@ -41,12 +45,14 @@ table = [
         "current": "★" if r["current"] else "",
         "name": r["name"] or "",
         "from": f"v{r['parent_version']}" if r["parent_version"] else "",
-        "outcome": "success" if r["success"] else ("failure" if r["done"] else r["status"]),
+        "outcome": status_word(r["done"], r["success"], r["status"]),
+        "edit": r["edit"],
         "steps": r["steps"],
-        "human edits": r["human_edits"],
+        "edits": r["edits"],
+        "steps by hand": r["by_hand"],
         "prompt tokens": r["prompt_tokens"],
         "completion tokens": r["completion_tokens"],
-        "cost $": r["cost"],
+        "cost": money(r["cost"]),
     }
     for r in rows
 ]

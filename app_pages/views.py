@@ -6,10 +6,12 @@ st.code) or as escaped HTML (the Compare table)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
 from typing import Any, Iterable, Sequence
+from urllib.parse import urlsplit
 
 from app_pages.textdiff import diff_html, esc
+from trajectory.alignment import AlignedRow
 
 EDIT_NAMES = {
     "rewrite_thought": "thought rewritten",
@@ -53,6 +55,8 @@ def provenance(step: Any) -> str:
         return "imported"
     if step.source == "model":
         return "carried over" if step.info.get("carried_from") else "model"
+    if step.edit is not None and step.edit.kind == "insert_thought":
+        return "inserted by a person"
     if step.edit is not None:
         return f"edited by a person ({EDIT_NAMES.get(step.edit.kind, step.edit.kind)})"
     return "written by a person"
@@ -63,20 +67,113 @@ def replaced_text(step: Any) -> str | None:
     e = step.edit
     if e is None:
         return None
-    parts = []
     if e.kind in ("rewrite_thought", "delete_thought") and e.old_thought is not None:
-        parts.append(f"was thought: {e.old_thought}")
+        return f"was thought: {e.old_thought}"
     if e.kind == "rewrite_action" and e.old_action is not None:
-        parts.append(f"was action: {e.old_action}")
-    if e.kind == "insert_thought":
-        parts.append("inserted (nothing replaced)")
-    return "; ".join(parts) or None
+        return f"was action: {e.old_action}"
+    return None
+
+
+def deleted_here(env: str, edits: Sequence[Any], index: int) -> list[Any]:
+    """The thoughts a person deleted just before step `index` of a version (ALFWorld: the
+    step is gone, so the Editor shows a marker there; Wikipedia keeps the step)."""
+    if env != "alfworld":
+        return []
+    return [e for e in edits if e.kind == "delete_thought" and e.index == index]
+
+
+def one_line(text: str) -> str:
+    """What a person typed in a multi-line box, as the one line a thought or action is."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+WIKI_ACTION = re.compile(r"^(search|lookup|finish)\[.*\]$", re.IGNORECASE | re.DOTALL)
+
+
+def action_warning(env: str, action: str, admissible: Sequence[str] | None) -> str | None:
+    """Why a person's action would likely waste a step (shown before it runs), or None.
+    ALFWorld: not among the admissible commands; Wikipedia: not Search/Lookup/Finish[...]."""
+    a = action.strip()
+    if not a:
+        return None
+    if env == "alfworld":
+        if a.startswith("think:") or not admissible or a in admissible:
+            return None
+        return f"'{a}' is not among the {len(admissible)} admissible commands here; the environment will answer 'Nothing happens.'"
+    if WIKI_ACTION.match(a):
+        return None
+    return f"'{a}' does not parse: a Wikipedia action is Search[entity], Lookup[keyword] or Finish[answer]."
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why a typed endpoint cannot be used (one line), or None when it can (blank = default)."""
+    url = url.strip()
+    if url and not url.startswith(("http://", "https://")):
+        return f"the endpoint must start with http:// or https:// (got {url[:60]!r})"
+    if urlsplit(url).username or urlsplit(url).password:
+        return "put credentials in OPENAI_API_KEY, not in the endpoint URL"
+    return None
+
+
+def plural(n: int, word: str) -> str:
+    """"1 step", "2 steps"."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def status_word(done: bool, success: bool | None, status: str | None) -> str:
+    """The one word every page uses for a version: success, failure, stopped or open."""
+    if done:
+        return "success" if success else "failure"
+    return "stopped" if status == "stopped" else "open"
 
 
 def outcome_text(outcome: Any, status: str | None = None) -> str:
-    if not outcome.done:
-        return status if status in ("stopped", "error") else "open"
-    return "success" if outcome.success else "failure"
+    return status_word(outcome.done, outcome.success, status)
+
+
+def own_edit(edits: Sequence[Any], parent_edits: Sequence[Any]) -> Any | None:
+    """The edit that made a version (the last of its edits that its parent does not have)."""
+    if edits and edits[-1] not in list(parent_edits):
+        return edits[-1]
+    return None
+
+
+def edit_label(e: Any) -> str:
+    """E.g. "thought rewritten @2"."""
+    return f"{EDIT_NAMES.get(e.kind, e.kind)} @{e.index}"
+
+
+def money(dollars: float | None) -> str:
+    """A cost cell: "$0.0123", or nothing when no price is known."""
+    return "" if dollars is None else f"${dollars:.4f}"
+
+
+# ---------------------------------------------------------------------- episodes list
+
+
+def episode_title(r: dict) -> str:
+    """How the picker names an episode: its number and name, else the start of its task."""
+    label = r["name"] or " ".join((r["text"] or "").split())[:60]
+    return f"#{r['episode']} {label}"
+
+
+def episode_row(r: dict, edits: int) -> dict:
+    """One row of the Episodes table: the useful columns first (they fit one screen width)."""
+    return {
+        "name": r["name"] or "",
+        "task": " ".join((r["text"] or "").split())[:160],
+        "outcome": status_word(r["done"], r["success"], r["status"]),
+        "versions": r["versions"],
+        "edits": edits,
+        "model": r["model"],
+        "env": r["env"],
+        "type": r["type"] or "",
+        "episode": r["episode"],
+    }
+
+
+EPISODE_COLUMNS = {"name": {"width": "small"}, "task": {"width": "large"}, "outcome": {"width": "small"},
+                   "versions": {"width": "small"}, "edits": {"width": "small"}, "model": {"width": "small"}}
 
 
 # ---------------------------------------------------------------------- tokens / cost
@@ -112,21 +209,25 @@ def dot_quote(text: str) -> str:
 
 
 def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None) -> str:
-    """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts."""
+    """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts
+    with `edit` (the version's own edit, as `edit_label` says it) and `edits` (a person's edits
+    on its path)."""
     lines = ["digraph versions {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
     ids = {r["version"] for r in rows}
     for r in rows:
-        state = "success" if r["success"] else ("failure" if r["done"] else "open")
+        state = status_word(r["done"], r["success"], r.get("status"))
         label = f"v{r['version']}"
         if r.get("name"):
             name = r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "…"
             label += f" {name}"
-        label += f"\n{r['steps']} steps, {state}"
-        if r.get("human_edits"):
-            label += f"\n{r['human_edits']} edit{'s' if r['human_edits'] != 1 else ''}"
+        label += f"\n{plural(r['steps'], 'step')}, {state}"
+        if r.get("edit"):
+            label += f"\n{r['edit']}"
+        if r.get("edits"):
+            label += f" ({plural(r['edits'], 'edit')} in all)" if r.get("edit") else f"\n{plural(r['edits'], 'edit')}"
         if r["version"] == current:
             label += "\n(current)"
-        fill = {"success": "#d4f4dd", "failure": "#fde2e1", "open": "#eef0f4"}[state]
+        fill = {"success": "#d4f4dd", "failure": "#fde2e1", "open": "#eef0f4", "stopped": "#fff1c2"}[state]
         attrs = [f"label={dot_quote(label)}", f'fillcolor="{fill}"']
         if r["version"] == current:
             attrs.append("penwidth=3")
@@ -144,51 +245,66 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
 # ---------------------------------------------------------------------- compare
 
 
-@dataclass
-class CompareRow:
-    index: int
-    left: Any | None
-    right: Any | None
-    shared: bool  # the very same stored step on both sides
-    changed: bool  # content differs (or one side has no step here)
-    edited: bool  # a person's edit sits at this step on either side
-
-
-def _content(s: Any) -> tuple:
-    return (s.thought, s.action, s.observation)
-
-
-def align(left: Sequence[Any], right: Sequence[Any]) -> list[CompareRow]:
-    """Both versions' steps side by side, aligned by step index."""
-    rows = []
-    for i in range(max(len(left), len(right))):
-        a = left[i] if i < len(left) else None
-        b = right[i] if i < len(right) else None
-        shared = a is not None and b is not None and a.id is not None and a.id == b.id
-        changed = not shared and (a is None or b is None or _content(a) != _content(b))
-        edited = any(s is not None and s.edit is not None for s in (a, b))
-        rows.append(CompareRow(i + 1, a, b, shared, changed, edited))
-    return rows
-
-
-def _fields(env: str, s: Any | None) -> list[tuple[str, str]]:
-    return [] if s is None else step_lines(env, s)
-
-
 def _side_pairs(env: str, a: Any | None, b: Any | None) -> list[tuple[str, str | None, str | None]]:
     """Lines of both sides paired by label kind (Act/Thought/Action/Obs...)."""
-    la, lb = _fields(env, a), _fields(env, b)
-    kinds = []
-    for label, _ in la + lb:
-        k = label.split(" ")[0]
-        if k not in kinds:
-            kinds.append(k)
+    la = [] if a is None else step_lines(env, a)
+    lb = [] if b is None else step_lines(env, b)
+    kinds = list(dict.fromkeys(label.split(" ")[0] for label, _ in la + lb))
     da = {label.split(" ")[0]: t for label, t in la}
     db = {label.split(" ")[0]: t for label, t in lb}
     return [(k, da.get(k), db.get(k)) for k in kinds]
 
 
-def compare_html(env: str, rows: Sequence[CompareRow], left_title: str, right_title: str,
+ROW_CLASS = {"same": "rd-same", "carried": "rd-same", "edited": "rd-edited", "deleted": "rd-edited rd-deleted",
+             "inserted": "rd-edited rd-inserted", "regenerated": "rd-regen", "only": "rd-only"}
+
+
+def row_marker(row: AlignedRow, left_title: str, right_title: str) -> str | None:
+    """The one fixed-vocabulary note a row carries (what happened there), or None."""
+    if row.kind == "deleted":
+        return "thought deleted by a person"
+    if row.kind == "inserted":
+        return "thought inserted by a person"
+    if row.kind in ("regenerated", "only"):
+        lead = "regenerated" if row.kind == "regenerated" else f"only in {left_title if row.right is None else right_title}"
+        return f"{lead} after the edit at step {row.after_edit}" if row.after_edit else lead
+    return None
+
+
+def row_index(row: AlignedRow) -> str:
+    """The step number(s) of a row: one when both sides agree, "3 / 4" when they moved."""
+    a, b = (row.left.index if row.left else None), (row.right.index if row.right else None)
+    if a is None or b is None or a == b:
+        return str(a or b)
+    return f"{a} / {b}"
+
+
+def _cell(env: str, row: AlignedRow, side: str) -> str:
+    s = row.left if side == "left" else row.right
+    if s is None:
+        if row.kind == "deleted":
+            return '<div class="rd-none">— deleted by a person —</div>'
+        return '<div class="rd-none">(no step)</div>'
+    out = []
+    diff = row.kind == "edited" and row.left is not None and row.right is not None
+    for kind, ta, tb in _side_pairs(env, row.left, row.right):
+        text = ta if side == "left" else tb
+        other = tb if side == "left" else ta
+        if text is None:
+            if diff and other is not None:
+                out.append(f'<div class="rd-line rd-none"><b>{esc(kind)} {s.index}: </b>—</div>')
+            continue
+        if diff and other is not None:
+            h = diff_html(ta, tb)[0 if side == "left" else 1]
+        else:
+            h = esc(text)
+        out.append(f'<div class="rd-line"><b>{esc(kind)} {s.index}: </b>{h}</div>')
+    if s.edit is not None or s.source != "model":
+        out.append(f'<div class="rd-prov">{esc(provenance(s))}</div>')
+    return "".join(out)
+
+
+def compare_html(env: str, rows: Sequence[AlignedRow], left_title: str, right_title: str,
                  left_outcome: str, right_outcome: str) -> str:
     """The Compare table as one block of HTML. Every text piece goes through html.escape
     (in `diff_html`/`esc`) before any markup is added."""
@@ -199,30 +315,10 @@ def compare_html(env: str, rows: Sequence[CompareRow], left_title: str, right_ti
         "</tr></thead><tbody>",
     ]
     for r in rows:
-        cls = "rd-edited" if r.edited else ("rd-changed" if r.changed else "rd-same")
-        left_cell, right_cell = [], []
-        for kind, ta, tb in _side_pairs(env, r.left, r.right):
-            label = f"{esc(kind)} {r.index}: "
-            if r.changed and ta is not None and tb is not None:
-                ha, hb = diff_html(ta, tb)
-            else:
-                ha, hb = esc(ta), esc(tb)
-            if ta is not None:
-                left_cell.append(f'<div class="rd-line"><b>{label}</b>{ha}</div>')
-            elif r.left is not None and tb is not None:
-                left_cell.append(f'<div class="rd-line rd-none"><b>{label}</b>—</div>')
-            if tb is not None:
-                right_cell.append(f'<div class="rd-line"><b>{label}</b>{hb}</div>')
-            elif r.right is not None and ta is not None:
-                right_cell.append(f'<div class="rd-line rd-none"><b>{label}</b>—</div>')
-        for s, cell in ((r.left, left_cell), (r.right, right_cell)):
-            if s is None:
-                cell.append('<div class="rd-none">(no step)</div>')
-            elif s.edit is not None or s.source != "model":
-                cell.append(f'<div class="rd-prov">{esc(provenance(s))}</div>')
-        out.append(
-            f'<tr class="{cls}"><td>{r.index}</td><td>{"".join(left_cell)}</td><td>{"".join(right_cell)}</td></tr>'
-        )
+        marker = row_marker(r, left_title, right_title)
+        note = f'<div class="rd-mark">{esc(marker)}</div>' if marker and r.kind != "deleted" else ""
+        out.append(f'<tr class="{ROW_CLASS[r.kind]}"><td>{esc(row_index(r))}</td>'
+                   f'<td>{_cell(env, r, "left")}</td><td>{_cell(env, r, "right")}{note}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -233,7 +329,9 @@ table.rd-cmp { border-collapse: collapse; width: 100%; font-size: 0.9rem; }
 table.rd-cmp th, table.rd-cmp td { border: 1px solid #d0d7de; padding: 4px 6px; vertical-align: top; text-align: left; }
 table.rd-cmp td:first-child { width: 2.5em; color: #57606a; }
 tr.rd-edited td { background: #fff8c5; }
-tr.rd-changed td { background: #f6f8fa; }
+tr.rd-regen td, tr.rd-only td { background: #f6f8fa; }
+tr.rd-deleted td:nth-child(2) { text-decoration: line-through; text-decoration-color: #cf222e; }
+.rd-mark { color: #9a6700; font-size: 0.8rem; font-style: italic; }
 .rd-line { white-space: pre-wrap; word-break: break-word; }
 del.rd-del { background: #ffd7d5; text-decoration: line-through; }
 ins.rd-ins { background: #ccffd8; text-decoration: none; }

@@ -92,8 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default=None, help="also name the version")
     p.set_defaults(func=cmd_current)
 
-    p = add_common(sub.add_parser("data", help="download official datasets (needs internet)"))
-    p.add_argument("dataset", choices=("alfworld", "hotpotqa", "fever"))
+    p = add_common(sub.add_parser("data", help="download official datasets or the ReAct release's files (needs internet)"))
+    p.add_argument("dataset", choices=("alfworld", "hotpotqa", "fever", "react"))
     p.add_argument("--dest", default=None, help="where to put the data")
     p.add_argument("--url", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_data)
@@ -370,6 +370,10 @@ def cmd_data(args: argparse.Namespace) -> int:
         if dest is None:
             dest = Path(os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld")
         path = download_official(dest, **kw)
+    elif args.dataset == "react":
+        from envs.wikipedia.datasets import download_react
+
+        path = download_react(dest, **kw)
     else:
         from envs.wikipedia.datasets import download
 

@@ -76,6 +76,23 @@ def click(at, key: str) -> AppTest:
     return ok(at.button(key=key).click().run())
 
 
+def opened(toy, make, *script: str, task=ROOM_TASK, human: bool = False):
+    """A new episode (the model scripted with `script`) open in the Editor, optionally in
+    human agent mode: (episode, version, AppTest)."""
+    toy.llm.push(*script)
+    ep, v = toy.engine.start_episode(task, cfg(toy.llm))
+    at = make("editor", episode=ep.id)
+    if human:
+        at.toggle(key="human_mode").set_value(True).run()
+    return ep, v, at
+
+
+def take(at, box: str, text: str) -> AppTest:
+    """Type `text` into a human-mode box and press "Take this step"."""
+    at.text_area(key=box).set_value(text)
+    return click(at, "h_submit")
+
+
 # ---------------------------------------------------------------------- episodes / settings
 
 
@@ -187,9 +204,7 @@ def test_settings_save_defaults_never_a_key_and_clear_cache(app, monkeypatch):
 
 def test_step_run_to_end_with_visible_progress(app):
     toy, make = app
-    toy.llm.push(*WIN)
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
+    ep, v, at = opened(toy, make, *WIN)
     click(at, "btn_step")
     assert "Act 1: think: I need a mug; it may be in the cabinet." in texts(at) and "Obs 1: OK." in texts(at)
     assert any(c.value == "Step 1 · model" for c in at.caption)
@@ -200,7 +215,7 @@ def test_step_run_to_end_with_visible_progress(app):
     at.toggle(key="show_prompt").set_value(False)
     click(at, "btn_run_end")  # the run starts; each rerun advances one step
     assert at.session_state["run"]["added"] == 1
-    assert any("Running" in p.proto.text for p in at.get("progress"))
+    assert any(c.value == f"v{v.id}: 2 steps · running · 1 added by this run" for c in at.caption)
     for _ in range(10):
         if not at.session_state["run"]:
             break
@@ -303,7 +318,7 @@ def test_edit_thought_keep_later_steps(app):
     _open_edit(at, v.id, 1)
     assert at.radio(key=f"ed_kind_{v.id}_1").options == ["Rewrite thought", "Delete thought", "Insert thought after",
                                                          "Resume from here"]
-    at.text_input(key=f"ed_thought_{v.id}_1").set_value("The mug is in the cabinet.")
+    at.text_area(key=f"ed_thought_{v.id}_1").set_value("The mug is in the cabinet.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Keep the later steps")
     click(at, f"ed_apply_{v.id}_1")
     cur = toy.store.episode(ep.id).current_version
@@ -343,7 +358,7 @@ def test_insert_thought_after_and_resume_from_here(app):
     at = make("editor", episode=ep.id)
     _open_edit(at, v.id, 2)
     at.radio(key=f"ed_kind_{v.id}_2").set_value("Insert thought after").run()
-    at.text_input(key=f"ed_insert_{v.id}_2").set_value("Hint: open the cabinet first.")
+    at.text_area(key=f"ed_insert_{v.id}_2").set_value("Hint: open the cabinet first.")
     at.radio(key=f"ed_keep_{v.id}_2").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_2")
     ins = toy.store.episode(ep.id).current_version
@@ -368,7 +383,7 @@ def test_rewrite_action_with_admissible_suggestions(app):
     sugg = at.selectbox(key=f"ed_sugg_{v.id}_2")
     assert "open cabinet 1" in sugg.options and "go to table 1" in sugg.options
     sugg.set_value("go to table 1").run()  # the suggestion fills the action box
-    assert at.text_input(key=f"ed_action_{v.id}_2").value == "go to table 1"
+    assert at.text_area(key=f"ed_action_{v.id}_2").value == "go to table 1"
     click(at, f"ed_apply_{v.id}_2")
     cur = toy.store.episode(ep.id).current_version
     steps = toy.store.version_steps(cur)
@@ -382,7 +397,7 @@ def test_bad_edit_shows_error_and_writes_nothing(app):
     ep, v = _won(toy)
     at = make("editor", episode=ep.id)
     _open_edit(at, v.id, 1)
-    at.text_input(key=f"ed_thought_{v.id}_1").set_value("   ")
+    at.text_area(key=f"ed_thought_{v.id}_1").set_value("   ")
     click(at, f"ed_apply_{v.id}_1")
     assert "the new thought is empty" in texts(at)
     assert len(toy.store.versions(ep.id)) == 1
@@ -390,22 +405,59 @@ def test_bad_edit_shows_error_and_writes_nothing(app):
 
 def test_human_mode_with_suggestions(app):
     toy, make = app
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
-    at.toggle(key="human_mode").set_value(True).run()
-    at.text_input(key="h_thought").set_value("First the cabinet.")
-    at.selectbox(key="h_sugg").set_value("go to cabinet 1").run()
-    assert at.text_input(key="h_action").value == "go to cabinet 1"
+    ep, v, at = opened(toy, make, human=True)
+    at.text_area(key=f"h_thought_{v.id}_0").set_value("First the cabinet.")
+    at.selectbox(key=f"h_sugg_{v.id}_0").set_value("go to cabinet 1").run()
+    assert at.text_area(key=f"h_action_{v.id}_0").value == "go to cabinet 1"
     click(at, "h_submit")
     steps = toy.store.version_steps(v.id)
     assert [(s.thought, s.action, s.source) for s in steps] == [
         ("First the cabinet.", None, "human"), (None, "go to cabinet 1", "human")]
     assert "Obs 2: The cabinet 1 is closed." in texts(at)
-    assert at.text_input(key="h_action").value == ""
+    # fresh, empty boxes for the next turn (keyed by version and step count)
+    assert at.text_area(key=f"h_thought_{v.id}_2").value == "" and at.text_area(key=f"h_action_{v.id}_2").value == ""
+    assert at.selectbox(key=f"h_sugg_{v.id}_2").value is None
     click(at, "h_submit")  # empty: a one-line error, nothing written
     assert "write a thought or an action" in texts(at)
     assert len(toy.store.version_steps(v.id)) == 2
     assert toy.llm.completion_requests == []  # no model involved
+
+
+def test_human_mode_never_resends_a_taken_step_and_keys_text_per_version(app):
+    toy, make = app
+    ep, v, at = opened(toy, make, human=True)
+    take(at, f"h_thought_{v.id}_0", "Line one\nline two.")
+    assert [s.thought for s in toy.store.version_steps(v.id)] == ["Line one line two."]  # joined, one line
+    click(at, "h_submit")  # the old thought is not sent again
+    assert len(toy.store.version_steps(v.id)) == 1 and "write a thought or an action" in texts(at)
+    # text typed for one version does not show up in another
+    b = toy.engine.branch(v.id, 0)
+    toy.store.set_current_version(ep.id, v.id)
+    ok(at.run())
+    at.text_area(key=f"h_thought_{v.id}_1").set_value("typed for v1 only")
+    ok(at.run())
+    version_box(at).set_value(b.id)
+    ok(at.run())
+    assert at.text_area(key=f"h_thought_{b.id}_0").value == ""
+
+
+def test_human_mode_warns_before_a_malformed_action_uses_a_step(app):
+    toy, make = app
+    ep, v, at = opened(toy, make, human=True)
+    take(at, f"h_action_{v.id}_0", "go to drwer 2")
+    assert toy.store.version_steps(v.id) == []
+    assert any("'go to drwer 2' is not among the" in t for t in texts(at))
+    take(at, f"h_action_{v.id}_0", "go to cabinet 1")  # fixed: no question asked
+    assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1"]
+    take(at, f"h_action_{v.id}_1", "dance")
+    click(at, "h_confirm")  # the person insists: it runs
+    assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1", "dance"]
+    # Wikipedia: an action that does not parse
+    ep2, w, at2 = opened(toy, make, task=WIKI_TASK, human=True)
+    take(at2, f"h_action_{w.id}_0", "Finish Marrowgate")
+    assert toy.store.version_steps(w.id) == [] and any("does not parse" in t for t in texts(at2))
+    take(at2, f"h_action_{w.id}_0", "Search[Velmora]")
+    assert [s.action for s in toy.store.version_steps(w.id)] == ["Search[Velmora]"]
 
 
 def test_expert_hint_in_human_mode_and_in_an_action_edit(app, monkeypatch):
@@ -423,16 +475,16 @@ def test_expert_hint_in_human_mode_and_in_an_action_edit(app, monkeypatch):
     toy.engine.human_step(v.id, action="go to cabinet 1")
     at = make("editor", episode=ep.id)
     at.toggle(key="human_mode").set_value(True).run()
-    click(at, "h_hint")
+    click(at, f"h_{v.id}_1_hint")
     assert "open cabinet 1" in texts(at)
-    click(at, "h_use_hint")
-    assert at.text_input(key="h_action").value == "open cabinet 1"
+    click(at, f"h_{v.id}_1_use_hint")
+    assert at.text_area(key=f"h_action_{v.id}_1").value == "open cabinet 1"
     click(at, "h_submit")
     assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1", "open cabinet 1"]
     # rewriting step 1's action: the hint is for the state before step 1
     _open_edit(at, v.id, 1)
     at.radio(key=f"ed_kind_{v.id}_1").set_value("Rewrite action").run()
-    click(at, f"ed_hint_{v.id}_1")
+    click(at, f"ed_{v.id}_1_hint")
     assert "go to cabinet 1" in texts(at)
 
 
@@ -463,7 +515,7 @@ def test_wikipedia_thought_rewrite_regenerates_the_action(app):
     assert "Thought 1: I should search Velmora." in texts(at) and "Action 1: Search[Velmora]" in texts(at)
     _open_edit(at, v.id, 1)
     assert "Insert thought after" in at.radio(key=f"ed_kind_{v.id}_1").options  # a hint for step 2
-    at.text_input(key=f"ed_thought_{v.id}_1").set_value("Search the capital Marrowgate directly.")
+    at.text_area(key=f"ed_thought_{v.id}_1").set_value("Search the capital Marrowgate directly.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_1")
     assert "Search the capital Marrowgate directly." in texts(at)  # the pending thought
@@ -490,8 +542,8 @@ def test_versions_page_tree_tokens_name_and_current(app):
     row = df[df["version"] == v.id].iloc[0]
     calls = toy.store.calls(episode_id=ep.id)
     assert row["prompt tokens"] == sum(c.usage.prompt_tokens or 0 for c in calls) > 0
-    assert row["cost $"] == pytest.approx(round((row["prompt tokens"] * 1000 + row["completion tokens"] * 2000) / 1e6, 4))
-    assert df[df["version"] == e.id].iloc[0]["human edits"] == 1
+    assert row["cost"] == f"${(row['prompt tokens'] * 1000 + row['completion tokens'] * 2000) / 1e6:.4f}"
+    assert df[df["version"] == e.id].iloc[0]["edits"] == 1
     assert df[df["version"] == e.id].iloc[0]["current"] == "★"
     box(at, "Version").set_value(v.id).run()
     at.text_input(key=f"ver_name_{v.id}").set_value("hallucinated")

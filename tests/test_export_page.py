@@ -54,7 +54,7 @@ def test_export_page_exports_jsonl_and_reports_errors(db):
     at.selectbox(key="exp-format").set_value("jsonl")
     at.selectbox(key="exp-env").set_value("alfworld")
     at.run()
-    assert any("1 version(s) match" in c.value for c in at.caption)
+    assert any("1 version matches" in c.value for c in at.caption)
     _button(at, "Prepare export").click().run()
     data, rep, fmt = at.session_state["exp-data"]
     assert fmt == "jsonl" and rep["versions"] == 1

@@ -1,10 +1,13 @@
-"""Download the official dev sets (`react-editor data hotpotqa|fever`).
+"""Download the official dev sets (`react-editor data hotpotqa|fever`) and the ReAct
+release's prompt and data files (`react-editor data react`).
 
 HotpotQA: hotpot_dev_distractor_v1.json (or the fullwiki variant) from the HotpotQA
 authors' server; FEVER: paper_dev.jsonl (the split ReAct evaluates on; or
 shared_task_dev.jsonl) from fever.ai. Files land in <data dir>/<name>/ (default
 ~/.cache/react-editor/data, or $REACT_EDITOR_DATA), written to a .part file, checked to
-parse, then renamed - an interrupted download never leaves a broken file behind.
+parse, then renamed - an interrupted download never leaves a broken file behind. The ReAct
+files keep the repository's layout under <data dir>/react/ (data/..., prompts/...), where
+`tasks.react_dir` and the prompt readers look by default.
 """
 
 from __future__ import annotations
@@ -27,11 +30,24 @@ FILES = {
     "fever": {"paper_dev": "paper_dev.jsonl", "shared_task_dev": "shared_task_dev.jsonl"},
 }
 DEFAULT_VARIANT = {"hotpotqa": "distractor", "fever": "paper_dev"}
+REACT_RELEASE_URL = "https://raw.githubusercontent.com/ysymyth/ReAct/master/"
+REACT_RELEASE = {  # path in the repository -> what it must parse as
+    "data/hotpot_dev_v1_simplified.json": "hotpotqa",
+    "data/paper_dev.jsonl": "fever",
+    "prompts/alfworld_3prompts.json": "prompts",
+    "prompts/fever.json": "prompts",
+    "prompts/prompts_naive.json": "prompts",
+}
 
 
 def _check(name: str, path: Path) -> int:
     """Parse the downloaded file; return its number of records."""
     try:
+        if name == "prompts":
+            prompts = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+                raise ValueError("not a ReAct prompt file (a JSON object of prompt texts)")
+            return len(prompts)
         if name == "hotpotqa":
             rows = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(rows, list) or (rows and not {"question", "answer"} <= set(rows[0])):
@@ -47,7 +63,8 @@ def _check(name: str, path: Path) -> int:
                     n += 1
         return n
     except (ValueError, UnicodeDecodeError) as exc:
-        raise EnvError(f"downloaded {name} file is not valid ({exc}); nothing was saved") from None
+        raise EnvError(f"downloaded {name} file {path.name.removesuffix('.part')} is not valid ({exc}); "
+                       "nothing was saved") from None
 
 
 def download(name: str, dest: Path | None = None, progress: Callable[[str], None] = print,
@@ -63,12 +80,31 @@ def download(name: str, dest: Path | None = None, progress: Callable[[str], None
         raise EnvError(f"unknown {name} variant {variant!r}; use one of {', '.join(FILES[name])}")
     filename = FILES[name][variant]
     folder = Path(dest).expanduser() if dest else data_dir() / name
-    target = folder / filename
+    url = (base_url or BASE_URLS[name]).rstrip("/") + "/" + filename
+    return _fetch(url, folder / filename, name, progress, timeout, force)
+
+
+def download_react(dest: Path | None = None, progress: Callable[[str], None] = print,
+                   base_url: str | None = None, force: bool = False, timeout: float = 60.0) -> Path:
+    """Fetch the ReAct release's data and prompt files into `dest` (default <data dir>/react),
+    in the repository's layout; return that folder."""
+    from envs.wikipedia.tasks import data_dir
+
+    root = Path(dest).expanduser() if dest else data_dir() / "react"
+    base = (base_url or REACT_RELEASE_URL).rstrip("/") + "/"
+    for rel, kind in REACT_RELEASE.items():
+        _fetch(base + rel, root / rel, kind, progress, timeout, force)
+    return root
+
+
+def _fetch(url: str, target: Path, kind: str, progress: Callable[[str], None], timeout: float,
+           force: bool) -> Path:
+    """Download `url` to `target` through a .part file that must parse as `kind` first
+    (nothing to do when `target` is there already, unless `force`)."""
     if target.is_file() and not force:
         progress(f"{target} already present")
         return target
-    url = (base_url or BASE_URLS[name]).rstrip("/") + "/" + filename
-    folder.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
     progress(f"downloading {url}")
     try:
@@ -87,7 +123,7 @@ def download(name: str, dest: Path | None = None, progress: Callable[[str], None
                         last = now
                         pct = f" ({100 * done // total}%)" if total else ""
                         progress(f"  {done / 1e6:.1f} MB{pct}")
-        count = _check(name, part)
+        count = _check(kind, part)
         part.replace(target)
     except httpx.HTTPError as exc:
         raise EnvError(f"download of {url} failed: {type(exc).__name__}: {exc}") from None

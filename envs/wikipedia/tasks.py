@@ -49,16 +49,13 @@ def _builtin(kind: str, corpus_dir: Path | None) -> list[Task]:
 
 # -- ReAct release ---------------------------------------------------------------------
 def react_dir(path: str | Path | None = None) -> Path:
+    """The ReAct release's data/ folder: `path`, $REACT_DATA_DIR, or where
+    `react-editor data react` puts it (<data dir>/react/data)."""
     if path:
         return Path(path).expanduser()
     if os.environ.get("REACT_DATA_DIR"):
         return Path(os.environ["REACT_DATA_DIR"]).expanduser()
-    here = Path(__file__).resolve().parents[2]
-    for cand in (here.parent / "shared" / "reference" / "react-repo" / "data",
-                 Path.cwd().parent / "shared" / "reference" / "react-repo" / "data"):
-        if cand.is_dir():
-            return cand
-    return here.parent / "shared" / "reference" / "react-repo" / "data"
+    return data_dir() / "react" / "data"
 
 
 def _react_file(kind: str, path: str | Path | None) -> Path:
@@ -67,8 +64,8 @@ def _react_file(kind: str, path: str | Path | None) -> Path:
         return p
     f = (p if p is not None else react_dir()) / REACT_FILES[kind]
     if not f.is_file():
-        raise EnvError(f"ReAct data file not found: {f} (pass path=<dir>, or set REACT_DATA_DIR "
-                       f"to a checkout of github.com/ysymyth/ReAct/data)")
+        raise EnvError(f"ReAct data file not found: {f} (fetch it with `react-editor data react`, "
+                       f"or set REACT_DATA_DIR to a checkout of github.com/ysymyth/ReAct/data)")
     return f
 
 

@@ -37,9 +37,10 @@ def click(page, k: str) -> None:
 
 
 def fill(page, k: str, text: str) -> None:
-    box = key(page, k).locator("input").first
+    """Type into a text input or text area and apply it (Enter / Ctrl+Enter)."""
+    box = key(page, k).locator("input, textarea").first
     box.fill(text)
-    box.press("Enter")
+    box.press("Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter")
     page.wait_for_timeout(300)
 
 
@@ -139,10 +140,10 @@ def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, l
 
     # 2. edit step 3: delete the bad sentence, regenerate from there (a new version)
     click(page, f"editbtn_{v1.id}_3")
-    box = key(page, f"ed_thought_{v1.id}_3").locator("input")
+    box = key(page, f"ed_thought_{v1.id}_3").locator("textarea")
     _expect()(box).to_have_value(bad[len("think: "):])
     fill(page, f"ed_thought_{v1.id}_3", box.input_value().replace(bad_sentence, ""))
-    choose(page, f"ed_keep_{v1.id}_3", "Regenerate from here")
+    _expect()(key(page, f"ed_keep_{v1.id}_3").locator("input[type=radio]").first).to_be_checked()  # the default
     click(page, f"ed_apply_{v1.id}_3")
     see(page, f"Act 3: think: {good}")
     see(page, "Step 3 · edited by a person (thought rewritten)")
@@ -243,9 +244,9 @@ def test_stop_halts_a_run_mid_way(browser, page, llm, start_app, tmp_path):
     page.goto(f"{app.url}/editor?episode={ep.id}")
     click(page, "btn_run_end")
     _expect()(key(page, "step_3")).to_be_visible(timeout=30_000)  # progress is visible while it runs
-    _expect()(page.get_by_text(re.compile(r"Running… \d+ step\(s\) added"))).to_be_visible()
+    _expect()(page.get_by_text(re.compile(r"steps · running · \d+ added by this run"))).to_be_visible()
     click(page, "btn_stop")
-    _expect()(page.get_by_text(re.compile(r"Running…"))).to_have_count(0, timeout=10_000)
+    _expect()(page.get_by_text(re.compile(r"· running ·"))).to_have_count(0, timeout=10_000)
     store = Store(tmp_path / "e2e.db")
     n = len(store.version_steps(v.id))
     page.wait_for_timeout(2000)
@@ -266,12 +267,12 @@ def test_start_episode_in_the_browser_and_play_it_by_hand(browser, page, llm, st
     _expect()(page.get_by_role("heading", name="Editor")).to_be_visible()
     _expect()(page).to_have_url(re.compile(r"/editor\?episode=1"))
     page.locator(".st-key-human_mode label").first.click()
-    fill(page, "h_thought", "First I look at what is here.")
-    sugg = key(page, "h_sugg")
+    fill(page, "h_thought_1_0", "First I look at what is here.")
+    sugg = key(page, "h_sugg_1_0")
     sugg.click()
     page.get_by_role("option", name=re.compile(r"^go to ")).first.click()
     page.wait_for_timeout(500)
-    chosen = key(page, "h_action").locator("input").input_value()
+    chosen = key(page, "h_action_1_0").locator("textarea").input_value()
     assert chosen.startswith("go to ")
     click(page, "h_submit")
     see(page, "Act 1: think: First I look at what is here.")

@@ -1,0 +1,41 @@
+"""CallWatch: the caller of one model call hears of each retry and can cancel the call
+between attempts (the Editor's Stop), through the real client and the scripted server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from agent.client import CallWatch, ModelClient, ModelError
+from tests.scripted_server import Reply
+from trajectory.records import AgentConfig
+
+
+def test_cancel_during_the_backoff_ends_the_call_at_once(scripted_llm):
+    scripted_llm.push(*[Reply(status=500, message="busy")] * 5)
+    heard = []
+    watch = CallWatch(threading.Event())
+
+    def on_retry(attempt, reason):
+        heard.append((attempt, reason))
+        watch.cancel.set()  # Stop pressed while the client waits to retry
+
+    watch.on_retry = on_retry
+    client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, max_retries=4), backoff_base_s=30)
+    t = time.monotonic()
+    with pytest.raises(ModelError) as info:
+        client.complete("p", [], watch=watch)
+    assert time.monotonic() - t < 5  # not the 30 s backoff
+    assert heard == [(1, "model server error (HTTP 500): busy")]
+    assert info.value.call.error == "cancelled: model server error (HTTP 500): busy (after 1 attempt)"
+    assert len(scripted_llm.requests) == 1
+
+
+def test_without_cancel_the_watch_only_listens(scripted_llm):
+    scripted_llm.push(Reply(status=500, message="busy"), " fine")
+    heard = []
+    client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, max_retries=2), backoff_base_s=0.01)
+    text, call = client.complete("p", [], watch=CallWatch(threading.Event(), lambda a, r: heard.append(a)))
+    assert text == " fine" and call.attempts == 2 and heard == [1]
