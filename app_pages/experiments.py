@@ -115,7 +115,7 @@ def progress_panel(exp_id: int) -> None:
         st.rerun()
     err = bg.error(exp_id)
     if err:
-        st.error("The batch stopped:", icon=":material/error:")
+        st.error("The batch stopped:")
         st.text(err)
 
 
