@@ -98,8 +98,8 @@ def run_item(
         if found is None:
             if v is None:  # the episode's first version runs the first phase
                 found = store.update_version(store.versions(episode_id)[0].id, name=phase)
-            else:
-                found = store.update_version(engine.branch(v.id, 0).id, name=phase)
+            else:  # a fresh path from the task's start, named in the same transaction
+                found, _ = store.branch(v, at_step=None, steps=[], name=phase)
         v = found
         if not v.outcome.done:
             error, stopped = _run_phase(engine, v, phase, samples, sc_temperature, should_stop)
