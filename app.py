@@ -44,6 +44,7 @@ pages = [
     st.Page(PAGES / "editor.py", title="Editor", url_path="editor"),
     st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
     st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
+    st.Page(PAGES / "experiments.py", title="Experiments", url_path="experiments"),
     st.Page(PAGES / "export.py", title="Export", url_path="export"),
     st.Page(PAGES / "settings.py", title="Settings", url_path="settings"),
 ]

@@ -527,6 +527,21 @@ class Engine:
                                 call_ids=[-(n + 1) for n in range(len(calls))])
             return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
 
+    def answer(
+        self, version_id: int, thought: str | None, answer: str, calls: list[ModelCall], *, info: dict | None = None
+    ) -> StepReport:
+        """Record a Standard / CoT answer (experiments) as one model step - the thought and
+        `Finish[answer]`, scored by the environment - with the calls that produced it."""
+        with self._locked(self.store.version(version_id).episode_id):
+            v, ep, steps, env = self._begin(version_id)
+            if ep.task.env == "alfworld":
+                raise EngineError("Standard and CoT answers are for HotpotQA and FEVER, not ALFWorld")
+            ids = [-(n + 1) for n in range(len(calls))]
+            new = self._execute(ep, env, len(steps) + 1, thought, f"Finish[{answer}]", source="model", call_ids=ids)
+            if info:
+                new = new.model_copy(update={"info": {**new.info, **info}})
+            return self._record(v, ep, steps, [new], calls, clear_draft=False)
+
     def _wiki_action(self, ep: Episode, prefix: str, i: int, thought: str, calls: list[ModelCall],
                      watch: CallWatch | None = None) -> str:
         cue, stop = fmt.wiki_action_cue(i, thought)

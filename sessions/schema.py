@@ -95,8 +95,28 @@ def _v5_call_cut_from(db: sqlite_utils.Database) -> None:
     db.execute("alter table model_calls add column cut_from integer")
 
 
+def _v6_experiments(db: sqlite_utils.Database) -> None:
+    """Issue 14: experiments (a fixed config and task list) and one item per task, which
+    links the task to its episode (unique per experiment: resume never makes a second)."""
+    db.executescript(
+        """
+        create table experiments (id integer primary key, name text unique not null, env text not null,
+            method text not null, config text not null, env_options text, params text,
+            status text not null, wall_s real not null default 0, created_at text not null,
+            updated_at text not null);
+        create table experiment_items (id integer primary key, experiment_id integer not null
+            references experiments(id), pos integer not null, task_key text not null, task text not null,
+            episode_id integer references episodes(id), version_id integer references versions(id),
+            status text not null default 'pending', success integer, metrics text, error text,
+            updated_at text, unique (experiment_id, pos), unique (experiment_id, task_key));
+        create unique index experiment_items_episode on experiment_items(episode_id) where episode_id is not null;
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
+    _v6_experiments,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -117,10 +137,10 @@ def open_or_migrate(db: sqlite_utils.Database, *, readonly: bool = False) -> int
     conn.execute("pragma journal_mode = wal")
     conn.execute("pragma synchronous = full")  # a power cut loses no committed step
     conn.execute("pragma foreign_keys = on")
-    if "meta" not in tables:
+    if "meta" not in tables:  # another process may be creating it right now: idempotent
         conn.execute("begin immediate")
-        conn.execute("create table meta (key text primary key, value text) without rowid")
-        conn.execute("insert into meta values ('app', ?), ('schema_version', '0')", [APP_ID])
+        conn.execute("create table if not exists meta (key text primary key, value text) without rowid")
+        conn.execute("insert or ignore into meta values ('app', ?), ('schema_version', '0')", [APP_ID])
         conn.execute("commit")
     meta = dict(conn.execute("select key, value from meta").fetchall())
     if meta.get("app") != APP_ID:
@@ -136,6 +156,11 @@ def open_or_migrate(db: sqlite_utils.Database, *, readonly: bool = False) -> int
                           f"({len(MIGRATIONS)}); run a writing command once with write access to upgrade it")
     while version < len(MIGRATIONS):
         conn.execute("begin immediate")
+        # re-read under the write lock: another process may have migrated meanwhile
+        version = int(conn.execute("select value from meta where key = 'schema_version'").fetchone()[0])
+        if version >= len(MIGRATIONS):
+            conn.execute("commit")
+            break
         try:
             MIGRATIONS[version](db)
             version += 1

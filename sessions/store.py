@@ -773,7 +773,9 @@ class Store:
     def put_blob(self, data: bytes) -> str:
         key = hashlib.sha256(data).hexdigest()[:32]
         with self.transaction():
-            self.db["blobs"].insert({"key": key, "data": data}, ignore=True)
+            # plain SQL: sqlite-utils looks the row up by rowid afterwards, which a
+            # WITHOUT ROWID table does not have (a page fetched twice would fail)
+            self.db.execute("insert or ignore into blobs (key, data) values (?, ?)", [key, data])
         return key
 
     def get_blob(self, key: str) -> bytes | None:
