@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor import alfworld, core, exchange, wiki
+from react_editor import alfworld, core, exchange, whatif, wiki
 from react_editor.common import run_command
 
-COMMAND_GROUPS = (core, alfworld, wiki, exchange)
+COMMAND_GROUPS = (core, alfworld, wiki, exchange, whatif)
 
 
 def build_parser() -> argparse.ArgumentParser:

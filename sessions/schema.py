@@ -73,7 +73,45 @@ def _v3_calls_by_episode(db: sqlite_utils.Database) -> None:
     db.execute("create index if not exists model_calls_episode on model_calls(episode_id)")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode]
+def _v4_experiments(db: sqlite_utils.Database) -> None:
+    """Issue 14: experiments (a fixed config and task list) and one item per task, which
+    links the task to its episode (unique per experiment: resume never makes a second)."""
+    db.executescript(
+        """
+        create table experiments (id integer primary key, name text unique not null, env text not null,
+            method text not null, config text not null, env_options text, params text,
+            status text not null, wall_s real not null default 0, created_at text not null,
+            updated_at text not null);
+        create table experiment_items (id integer primary key, experiment_id integer not null
+            references experiments(id), pos integer not null, task_key text not null, task text not null,
+            episode_id integer references episodes(id), version_id integer references versions(id),
+            status text not null default 'pending', success integer, metrics text, error text,
+            updated_at text, unique (experiment_id, pos), unique (experiment_id, task_key));
+        create unique index experiment_items_episode on experiment_items(episode_id) where episode_id is not null;
+        """
+    )
+
+
+def _v5_rollout_groups(db: sqlite_utils.Database) -> None:
+    """Issue 12: rollout groups (N versions sampled from one step of one version, with or
+    without an edit) and their members, each an ordinary version."""
+    db.executescript(
+        """
+        create table rollout_groups (id integer primary key, key text unique not null,
+            episode_id integer not null references episodes(id), source_version integer not null
+            references versions(id), step integer not null, kind text not null, edit text,
+            n integer not null, config text not null, created_at text not null, updated_at text not null);
+        create index rollout_groups_episode on rollout_groups(episode_id);
+        create table rollout_members (group_id integer not null references rollout_groups(id),
+            pos integer not null, version_id integer not null unique references versions(id),
+            primary key (group_id, pos)) without rowid;
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_experiments, _v5_rollout_groups,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
