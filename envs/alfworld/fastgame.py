@@ -20,6 +20,7 @@ import os
 import pickle
 import sys
 import threading
+from collections import Counter, OrderedDict, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +144,14 @@ def translate(domain: str, problem: str, optimize: bool = False) -> tuple[Any, s
 
 # ---------------------------------------------------------------- grammar with parse caches
 
+def _copy_context(context: dict) -> dict:
+    """textgen.copy_context without the deep copies: derivations only read the entity
+    infos and variables, and each context gets its own `variables`/`mapping` dicts (the
+    only parts a derivation updates). The deep copies were most of a step's time."""
+    return {"state": context["state"], "facts": context["facts"], "variables": dict(context["variables"]),
+            "mapping": dict(context["mapping"]), "entity_infos": context["entity_infos"]}
+
+
 def _cached_grammar_class():
     from textworld.envs.pddl import textgen
     from textworld.logic import Rule
@@ -160,17 +169,23 @@ def _cached_grammar_class():
         def derive(self):
             if len(self.context) == 0:
                 raise ValueError("Empty context")
-            context = textgen.copy_context(self.context)
+            context = _copy_context(self.context)
             contexts = [context]
             if self.given:
                 rule = parse_rule(self.given)
                 contexts = []
                 for mapping in context["state"].all_assignments(rule, context["mapping"]):
-                    c = textgen.copy_context(context)
+                    c = _copy_context(context)
                     c["variables"].update({ph.name: c["entity_infos"][var.name] for ph, var in mapping.items()})
                     c["mapping"].update(mapping)
                     contexts.append(c)
-            return [_retype(self.expression.copy(c)) for c in contexts]
+            return [_retype(_symbol_copy(self.expression, c)) for c in contexts]
+
+    def _symbol_copy(sym, context):
+        """textgen.Symbol.copy with the cheap context copy."""
+        out = copy.deepcopy(sym)
+        out.context = _copy_context(context)
+        return out
 
     class CachedEvalSymbol(textgen.EvalSymbol):
         _code: dict[str, Any] = {}
@@ -219,7 +234,7 @@ def _cached_grammar_class():
                 rule = None
             symbols = copy.deepcopy(rule.rhs) if rule is not None else copy.deepcopy([][0])
             for symbol in symbols:
-                symbol.context = textgen.copy_context(start.context)
+                symbol.context = _copy_context(start.context)
             return symbols
 
         def derive(self, start: str, context={}) -> str:
@@ -229,7 +244,7 @@ def _cached_grammar_class():
                 parse_cache[start] = parsed
             derivation = copy.deepcopy(parsed)[::-1]
             for symbol in derivation:
-                symbol.context = textgen.copy_context(context)
+                symbol.context = _copy_context(context)
             derived = []
             while derivation:
                 symbol = derivation.pop()
@@ -275,7 +290,6 @@ def _make_state(lib, domain: str, problem: str, logic):
     """A textworld PddlState built like PddlState.__init__, from the cached translation."""
     import fast_downward
     import textworld
-    from collections import Counter, defaultdict
     from textworld.envs.pddl import logic as pddl_logic
     from textworld.logic import Proposition, Variable
 
@@ -339,12 +353,17 @@ _FREE_LIBS: list = []
 def _take_lib():
     """A fast-downward library copy (each holds one game's state). Copies are recycled,
     never `close_lib`-ed: loading a new copy after a dlclose crashes the process."""
+    import ctypes
+
     import fast_downward
 
     with _LOCK:
         if _FREE_LIBS:
             return _FREE_LIBS.pop()
-    return fast_downward.load_lib()
+    lib = fast_downward.load_lib()
+    lib.get_state_id.argtypes, lib.get_state_id.restype = [], ctypes.c_int  # not declared by fast_downward
+    lib.set_state_id.argtypes, lib.set_state_id.restype = [ctypes.c_int], None
+    return lib
 
 
 @dataclass
@@ -355,12 +374,33 @@ class StepOutcome:
 
 
 @dataclass
+class _Frame:
+    """One state, kept by reference: fast-downward's id for it in the loaded task (valid
+    while `gen` is the game's), textworld's facts, and the admissible actions and commands."""
+
+    gen: int
+    sid: int
+    facts: dict
+    vars_by_name: dict
+    vars_by_type: dict
+    var_counts: dict
+    operators: dict
+    valid: list
+    commands: list
+    won: bool
+
+
+@dataclass
 class _Snapshot:
     game: "FastGame"
     epoch: int
     ops: tuple
     moves: int
     won: bool
+    frame: _Frame | None = None
+
+
+FRAMES_PER_GAME = 4096  # states remembered per game for sharing (tokens keep theirs alive)
 
 
 class FastGame:
@@ -394,6 +434,10 @@ class FastGame:
             info.name = demangler.demangle_alfred_name(info.id)
         self.entity_infos = infos
         self.state = state
+        self._gen = 1  # bumped whenever the task is loaded into the library again
+        self._frames: "OrderedDict[int, _Frame]" = OrderedDict()
+        self._initial: _Frame | None = None
+        self._intro: str | None = None
         self.epoch = 0
         self.ops: list[tuple[int, int]] = []
         self.moves = 0
@@ -424,15 +468,20 @@ class FastGame:
 
     def reset(self) -> str:
         """Back to the initial state; returns the intro ("-= Welcome ... =-\\n\\n...")."""
-        if self.epoch or self.ops:
-            self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
-            self._replan_loaded = False
+        if self._initial is not None and self._initial.gen == self._gen:
+            self._load_frame(self._initial)
+        else:
+            if self.epoch or self.ops:
+                self._reload()
+            self._gather()
         self.epoch += 1
         self.ops = []
         self.moves = 0
-        feedback = self.logic.grammar.derive("#intro#", self._context({}, {}, list(self.state.facts)))
-        self._gather()
-        return feedback
+        if self._intro is None:  # derived from the initial state only
+            self._intro = self.logic.grammar.derive("#intro#", self._context({}, {}, list(self.state.facts)))
+        if self._initial is None or self._initial.gen != self._gen:
+            self._initial = self._frame()
+        return self._intro
 
     def step(self, command: str) -> StepOutcome:
         command = command.strip()
@@ -464,26 +513,64 @@ class FastGame:
     # -- state capture
 
     def snapshot(self) -> _Snapshot:
-        return _Snapshot(self, self.epoch, tuple(self.ops), self.moves, self.won)
+        return _Snapshot(self, self.epoch, tuple(self.ops), self.moves, self.won, self._frame())
 
     def restore(self, snap: _Snapshot) -> None:
-        """Rebuild the initial state from the cached translation and re-apply the recorded
-        operators (no text generation), so the result equals a fresh replay."""
+        """Put the game in the snapshot's state: by reference to its frame (fast-downward's
+        state id plus the kept facts and commands, well under a millisecond), or - when the
+        task was reloaded since - by rebuilding the initial state and re-applying the
+        recorded operators (no text generation). Either equals a fresh replay."""
         if snap.game is not self:
             raise EnvError("state token belongs to another game")
-        self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
-        self._replan_loaded = False
-        for op_id, nb in snap.ops:
-            _apply_op(self.state, op_id, nb)
+        if snap.frame is not None and snap.frame.gen == self._gen:
+            self._load_frame(snap.frame)
+        else:
+            self._reload()
+            for op_id, nb in snap.ops:
+                _apply_op(self.state, op_id, nb)
+            self._gather()
         self.ops = list(snap.ops)
         self.moves = snap.moves
-        self._gather()
+
+    def _reload(self) -> None:
+        self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
+        self._gen += 1
+        self._frames.clear()
+        self._replan_loaded = False
+
+    def _frame(self) -> _Frame:
+        """The current state as a frame (shared by every snapshot of the same state)."""
+        sid = self.lib.get_state_id()
+        f = self._frames.get(sid)
+        if f is None:
+            st = self.state
+            f = _Frame(self._gen, sid, {k: frozenset(v) for k, v in st._facts.items()}, dict(st._vars_by_name),
+                       {k: frozenset(v) for k, v in st._vars_by_type.items()}, dict(st._var_counts),
+                       st._operators, self._valid, self._commands, self.won)
+            self._frames[sid] = f
+            if len(self._frames) > FRAMES_PER_GAME:
+                self._frames.popitem(last=False)
+        else:
+            self._frames.move_to_end(sid)
+        return f
+
+    def _load_frame(self, f: _Frame) -> None:
+        self.lib.set_state_id(f.sid)
+        st = self.state
+        st._facts = defaultdict(set, {k: set(v) for k, v in f.facts.items()})
+        st._vars_by_name = dict(f.vars_by_name)
+        st._vars_by_type = defaultdict(set, {k: set(v) for k, v in f.vars_by_type.items()})
+        st._var_counts = Counter(f.var_counts)
+        st._operators = f.operators
+        self._valid, self._commands, self.won = f.valid, f.commands, f.won
 
     # -- planner
 
     def load_replan(self) -> None:
         """The planner's optimized translation, made only when a plan is wanted."""
         if not self._replan_loaded:
+            self._gen += 1  # loading it may reset the library's state registry: frames go stale
+            self._frames.clear()
             _, sas_replan = translate(self.domain, self.data.problem, optimize=True)
             self.state.sas_replan = sas_replan
             self.lib.load_sas_replan(sas_replan.encode("utf-8"))
