@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agent.engine import EngineError, ModelCallFailed
-from app_pages import state
+from app_pages import state, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import outcome_text, provenance, replaced_text, step_lines
 from envs.base import EnvError
@@ -308,6 +308,7 @@ def body() -> None:
                 st.text(f"({old})")
         if edit_at == (vid, s.index):
             edit_panel(v, steps, s)
+            whatif_panel.render(eng, ep, vid, s)
             with st.expander(f"Tags and note for step {s.index}"):
                 step_tag_panel(store, s.id, "ed")
     if v.draft_thought is not None:

@@ -111,11 +111,21 @@ def dot_quote(text: str) -> str:
     return f'"{t}"'
 
 
-def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None) -> str:
-    """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts."""
+def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None,
+                     groups: dict[int, str] | None = None, expand: bool = False) -> str:
+    """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts;
+    a row with a `group` (a rollout group id, labelled in `groups`) is drawn inside one node
+    for its group, or - with `expand` - in a box around the group's versions."""
     lines = ["digraph versions {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
+    groups = groups or {}
     ids = {r["version"] for r in rows}
+    members: dict[int, list[dict]] = {}
     for r in rows:
+        if r.get("group") in groups:
+            members.setdefault(r["group"], []).append(r)
+    for r in rows:
+        if r.get("group") in groups and not expand:
+            continue
         state = "success" if r["success"] else ("failure" if r["done"] else "open")
         label = f"v{r['version']}"
         if r.get("name"):
@@ -133,10 +143,24 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         if selected is not None and r["version"] == selected:
             attrs.append('color="#1f6feb"')
         lines.append(f"  v{int(r['version'])} [{', '.join(attrs)}];")
+    for g, rs in members.items():
+        if expand:
+            lines.append(f"  subgraph cluster_g{int(g)} {{ label={dot_quote(groups[g])}; style=dashed; "
+                         + " ".join(f"v{int(r['version'])};" for r in rs) + " }")
+        else:
+            lines.append(f'  g{int(g)} [label={dot_quote(groups[g])}, shape=box3d, fillcolor="#fff4d6"];')
     for r in rows:
         p = r.get("parent_version")
-        if p is not None and p in ids:
-            lines.append(f"  v{int(p)} -> v{int(r['version'])};")
+        if p is None or p not in ids:
+            continue
+        pg = next((x.get("group") for x in rows if x["version"] == p), None)
+        src = f"g{int(pg)}" if pg in groups and not expand else f"v{int(p)}"
+        g = r.get("group")
+        if g in groups and not expand:
+            if r is members[g][0]:
+                lines.append(f"  {src} -> g{int(g)};")
+            continue
+        lines.append(f"  {src} -> v{int(r['version'])};")
     lines.append("}")
     return "\n".join(lines)
 

@@ -97,7 +97,7 @@ def preserved_argv():
 
 
 def cache_dir() -> Path | None:
-    """Where translations are kept across processes ($REACT_EDITOR_CACHE, else
+    """Where translations and parsed game logic are kept across processes ($REACT_EDITOR_CACHE, else
     ~/.cache/react-editor); REACT_EDITOR_CACHE=off disables the disk cache."""
     root = os.environ.get("REACT_EDITOR_CACHE")
     if root == "off":
@@ -109,37 +109,43 @@ def cache_dir() -> Path | None:
 _TRANSLATIONS: dict[str, tuple[Any, str]] = {}
 
 
+def _disk_memo(key: str, build):
+    """`build()`'s result, pickled in the cache folder under `key` (a broken entry is
+    rebuilt; a cache that cannot be written is skipped)."""
+    d = cache_dir()
+    f = d / f"{key}.pkl" if d else None
+    if f is not None and f.exists():
+        try:
+            with open(f, "rb") as fh:
+                return pickle.load(fh)
+        except Exception:
+            pass
+    result = build()
+    if f is not None:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, f)
+        except Exception:
+            pass
+    return result
+
+
 def translate(domain: str, problem: str, optimize: bool = False) -> tuple[Any, str]:
     """fast_downward.pddl2sas, memoised in memory and on disk (pickled task + SAS text)."""
     import fast_downward
 
+    def build():
+        with preserved_argv():
+            return fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
+
     key = _sha(CACHE_VERSION, domain, problem, str(optimize))
     with _LOCK:
-        if key in _TRANSLATIONS:
-            return _TRANSLATIONS[key]
-        d = cache_dir()
-        f = d / f"{key}.pkl" if d else None
-        if f is not None and f.exists():
-            try:
-                with open(f, "rb") as fh:
-                    result = pickle.load(fh)
-                _TRANSLATIONS[key] = result
-                return result
-            except Exception:  # a broken cache entry is rebuilt
-                pass
-        with preserved_argv():
-            result = fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
-        _TRANSLATIONS[key] = result
-        if f is not None:
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-                tmp = f.with_suffix(f".{os.getpid()}.tmp")
-                with open(tmp, "wb") as fh:
-                    pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, f)
-            except Exception:
-                pass
-        return result
+        if key not in _TRANSLATIONS:
+            _TRANSLATIONS[key] = _disk_memo(key, build)
+        return _TRANSLATIONS[key]
 
 
 # ---------------------------------------------------------------- grammar with parse caches
@@ -266,7 +272,7 @@ _LOGICS: dict[str, Any] = {}
 
 
 def game_logic(domain: str, grammar: str):
-    """textworld's GameLogic for (domain, grammar), parsed once per process."""
+    """textworld's GameLogic for (domain, grammar), parsed once (kept on disk too)."""
     global _GRAMMAR_CLASS
     from textworld.envs.pddl import logic as pddl_logic
 
@@ -275,7 +281,8 @@ def game_logic(domain: str, grammar: str):
         if key not in _LOGICS:
             if _GRAMMAR_CLASS is None:
                 _GRAMMAR_CLASS = _cached_grammar_class()
-            lg = pddl_logic.GameLogic(domain=domain, grammar=grammar)
+            lg = _disk_memo(_sha(CACHE_VERSION, "logic", domain, grammar),
+                            lambda: pddl_logic.GameLogic(domain=domain, grammar=grammar))
             cg = _GRAMMAR_CLASS()
             cg.update(lg.grammar)
             cg.retype_all()
