@@ -200,3 +200,67 @@ def test_bad_input_one_line_error_nothing_made(toy, episode, capsys, argv, messa
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert counts(toy) == before and toy.llm.completion_requests == []
     assert toy.store.db.execute("select count(*) from rollout_members").fetchone()[0] == 0
+
+
+def test_whatif_batch_over_an_experiments_failed_episodes(toy, capsys):
+    from sessions import experiments
+
+    exp = experiments.create(toy.store, name="exp1", env="alfworld", method="react", config=cfg(toy.llm),
+                             tasks=[ROOM_TASK, ROOM_TASK.model_copy(update={"id": "toy/room-2"})])
+    items = experiments.items(toy.store, exp.id)
+    toy.llm.push(" think: Where is the mug?", *[" go to shelf 1"] * 3, *ROOM_SCRIPT)
+    for item, config in zip(items, (cfg(toy.llm, max_steps=4, cache=False), cfg(toy.llm, cache=False))):
+        ep_id, _ = experiments.ensure_episode(toy.store, item.id, config, {}, None)
+        toy.store.set_episode_config(ep_id, config)
+        rep = toy.engine.run(toy.store.episode(ep_id).current_version)
+        experiments.record_item(toy.store, item.id, status="done", version_id=rep.version, success=rep.success)
+    failed_ep = experiments.items(toy.store, exp.id)[0].episode_id
+    toy.llm.set_responder(Agent(choose=lambda: " go to shelf 1"))
+    out = cli_json(capsys, "whatif", "--experiment", "exp1", "--where", "failed", "--at", "first:shelf",
+                   "--insert-thought", "The mug is in the cabinet.", "--n", "2", "--temperature", "0.9",
+                   "--max-steps", "8", "--db", str(toy.db))
+    (one,) = out["episodes"]
+    assert (one["episode"], one["step"]) == (failed_ep, 2)  # step 2 is the first to go to the shelf
+    assert one["control"]["success"] == 0 and one["treatment"]["success"] == 2 and one["effect"] == 1.0
+    assert set(out["pooled"]) == {"control", "treatment", "effect", "effect_ci95", "p_value"}
+    assert out["pooled"]["treatment"]["n"] == 2 and out["pooled"]["effect"] == 1.0
+    # without --where: the successful episode is included too; a pattern it lacks skips it
+    out = cli_json(capsys, "whatif", "--experiment", str(exp.id), "--at", "first:shelf", "--insert-thought",
+                   "The mug is in the cabinet.", "--n", "2", "--temperature", "0.9", "--max-steps", "8",
+                   "--db", str(toy.db))
+    assert [e.get("skipped") for e in out["episodes"]] == [None, "no step matches 'shelf'"]
+    assert out["episodes"][0] == one  # the same request again: the finished rollouts are reused
+
+
+def test_real_alfworld_rollouts_replay_faithfully(scripted_llm, tmp_path, capsys):
+    """Concurrent rollouts on the real engine (one game per worker): each rollout version
+    replays in a fresh Engine with every observation checked."""
+    from agent.engine import Engine
+    from sessions.store import Store
+    from tests.test_cli_alfworld import first_task, walkthrough
+
+    task = first_task("pick_and_place_simple")
+    walk = walkthrough(task)
+    db = str(tmp_path / "r.db")
+    scripted_llm.push(" think: I will look around.", " " + walk[0], " look", " look")
+    res = cli_json(capsys, "run", "--env", "alfworld", "--task", task.id, "--base-url", scripted_llm.base_url,
+                   "--max-steps", "4", "--db", db)
+    assert res["done"] and res["success"] is False
+
+    def responder(body):  # follows the walkthrough, except that after its first step it looks around
+        last = body["prompt"].rstrip(">").rstrip("\n").rsplit("\n> ", 1)[-1].split("\n")[0]
+        if last in walk[1:-1]:
+            return " " + walk[walk.index(last) + 1]
+        return " look"
+
+    scripted_llm.set_responder(responder)
+    out = cli_json(capsys, "whatif", str(res["episode"]), "--step", "3", "--action", walk[1], "--n", "3",
+                   "--temperature", "0.8", "--concurrency", "3", "--max-steps", str(len(walk) + 2), "--db", db)
+    assert out["control"]["success"] == 0 and out["treatment"]["success"] == 3
+    eng = Engine(Store(db))  # as after a restart: no live environments
+    ep = eng.store.episode(res["episode"])
+    for vid in out["control"]["versions"] + out["treatment"]["versions"]:
+        eng.forget_env(ep.id)
+        steps = eng.steps(eng.store.version(vid))
+        eng.env_at(ep, steps)  # raises ReplayMismatch if any observation differs
+        assert steps[2].action == (walk[1] if vid in out["treatment"]["versions"] else "look")
