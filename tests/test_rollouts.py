@@ -9,25 +9,13 @@ import threading
 
 import pytest
 
-from react_editor.main import main
 from sessions import rollouts as groups_db
 from tests.scripted_server import Reply
+from tests.test_cli_core import cli, cli_json
 from tests.test_engine import ROOM_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK
 
 SUCCESS = [" go to cabinet 1", " open cabinet 1", " take mug 1 from cabinet 1", " go to table 1", " put mug 1 in/on table 1"]
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def cli_json(capsys, *argv: str):
-    code, out, err = cli(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 class Agent:
