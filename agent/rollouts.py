@@ -234,6 +234,10 @@ class Rollouts:
         An edit is checked by making the first treatment rollout before anything else."""
         v, ep = self._source(req)
         config = rollout_config(ep.config, req.temperature, req.max_steps)
+        limit = config.max_steps or self.engine.max_steps(ep)
+        room = req.k + (1 if req.edit is not None else 0)  # a treatment's edit may take step K itself
+        if limit < room:
+            raise RolloutError(f"the step limit ({limit}) leaves no room for rollouts from step {req.k}")
         warn = sampling_warning(config, req.n)
         warnings = [warn] if warn else []
         where = dict(episode_id=ep.id, source_version=v.id, step=req.k, config=config)
