@@ -72,7 +72,7 @@ def run_batch(
     pending = list(enumerate(keys))
     pending.reverse()
     done: list[tuple[int, JobResult]] = []
-    streak, last_error, aborted = 0, "", False
+    streak, last_error, aborted = 0, "", ""
     running: dict[Future, tuple[int, Any]] = {}
     with _executor(mode, min(concurrency, max(1, len(keys)))) as pool:
         while pending or running:
@@ -91,11 +91,11 @@ def run_batch(
                     streak = 0
                 else:
                     streak, last_error = streak + 1, res.error or ""
-                    if max_consecutive_failures and streak >= max_consecutive_failures:
-                        aborted = True
+                    if max_consecutive_failures and streak >= max_consecutive_failures and not aborted:
+                        aborted = f"stopped after {streak} failures in a row; last error: {last_error}"
                 if on_result is not None:
                     on_result(res)
     results = [r for _, r in sorted(done, key=lambda p: p[0])]
     if aborted:
-        raise BatchAborted(f"stopped after {streak} failures in a row; last error: {last_error}", results)
+        raise BatchAborted(aborted, results)
     return results
