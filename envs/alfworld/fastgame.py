@@ -5,10 +5,11 @@ all the time: every load *and* every reset runs the Python PDDL->SAS translation
 (~0.7 s each), and every step re-parses (with TatSu) the template of every admissible
 command and every grammar condition. Here the same textworld/fast-downward objects do the
 same computation, but translations, parsed grammars, parsed derivation strings and parsed
-conditions are cached (translations also on disk), the planner's optimized translation is
-made only when a plan is asked for, and state restore replays operator ids without
-generating text. A test plays games with and without these caches and compares the
-transcripts byte for byte.
+conditions are cached (translations and parsed game logic also on disk), derivation contexts
+are copied shallowly, the planner's optimized translation is made only when a plan is asked
+for, and a state is restored by reference: fast-downward's state id plus the facts and
+commands kept for it (replaying operator ids only when the task was reloaded). A test plays
+games with and without these caches and compares the transcripts byte for byte.
 """
 
 from __future__ import annotations
