@@ -4,7 +4,10 @@ and the effect of the edit with its interval (issue 12). Rerunning a command con
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from typing import Any
 
 from react_editor.common import CliError, add_common, emit, progress
@@ -73,19 +76,41 @@ def _edit(args: argparse.Namespace):
     return RolloutEdit(kind="rewrite_action", text=args.action)
 
 
-def _kw(args: argparse.Namespace) -> dict[str, Any]:
-    show = sys.stderr.isatty()  # stderr stays one line (an error) when not watched
+@contextmanager
+def _ctrl_c_stops():
+    """Ctrl-C stops the rollouts after their current step (they are kept and a rerun
+    continues them) instead of waiting for them to finish."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _kw(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
+    """Runner options; progress only on a terminal (when not watched, stderr stays one
+    line: the error, if any)."""
+    show = sys.stderr.isatty()
 
     def on_progress(done: int, total: int) -> None:
         if show:
             progress(f"  {done}/{total} rollouts")
 
-    return {"concurrency": args.concurrency, "on_progress": on_progress}
+    return {"concurrency": args.concurrency, "on_progress": on_progress, "stop": stop}
 
 
-def _warn(run) -> None:
+def _check(run) -> None:
+    """Warnings, then the one-line error when rollouts failed or were interrupted."""
     for w in run.warnings:
         progress(f"warning: {w}")
+    run.check()
+    if run.stopped:
+        kept = sum(s.n for s in run.stats)
+        raise CliError(f"interrupted: {kept} finished rollout(s) are kept - run the same command again to continue")
 
 
 def _rate(stats) -> str:
@@ -110,9 +135,9 @@ def cmd_resample(args: argparse.Namespace) -> int:
 
     check_n(args.n)
     engine, vid = _prepare(args)
-    run = resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps), **_kw(args))
-    _warn(run)
-    run.check()
+    with _ctrl_c_stops() as stop:
+        run = resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps), **_kw(args, stop))
+    _check(run)
     stats = run.stats[0]
 
     def text() -> str:
@@ -136,9 +161,10 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         raise CliError("--where is for --experiment")
     engine, vid = _prepare(args)
     k = _step(args, engine, vid)
-    effect, run = whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args)), **_kw(args))
-    _warn(run)
-    run.check()
+    with _ctrl_c_stops() as stop:
+        effect, run = whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args)),
+                             **_kw(args, stop))
+    _check(run)
     emit(args, effect.as_json(), lambda: _effect_text(effect))
     return 0
 
@@ -174,8 +200,11 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             progress(f"episode {item.episode}: {item.skipped or 'done'}")
 
-    results = whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
-                          max_steps=args.max_steps, on_episode=report, **_kw(args))
+    with _ctrl_c_stops() as stop:
+        results = whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
+                              max_steps=args.max_steps, on_episode=report, **_kw(args, stop))
+    if stop.is_set():
+        raise CliError("interrupted: the finished rollouts are kept - run the same command again to continue")
     ran = [r.effect for r in results if r.effect is not None]
     data = {"episodes": [r.as_json() for r in results], "pooled": pooled(ran).as_json() if ran else None}
 

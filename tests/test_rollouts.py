@@ -102,7 +102,7 @@ def test_resample_contract_groups_and_rerun_continues(toy, episode, capsys):
 
     # `versions` shows the group as one node, and its members when expanded
     code, text, _ = cli(capsys, "versions", "1", "--db", db)
-    assert f"resample @2: 3/6 success" in text and f"v{more['versions'][0]}\t" not in text
+    assert "resample @2: 3/6 success" in text and f"v{more['versions'][0]}\t" not in text
     code, text, _ = cli(capsys, "versions", "1", "--expand", "--db", db)
     assert f"v{more['versions'][0]}\t" in text
     rows = cli_json(capsys, "versions", "1", "--db", db)
@@ -255,3 +255,34 @@ def test_real_alfworld_rollouts_replay_faithfully(scripted_llm, tmp_path, capsys
         steps = eng.steps(eng.store.version(vid))
         eng.env_at(ep, steps)  # raises ReplayMismatch if any observation differs
         assert steps[2].action == (walk[1] if vid in out["treatment"]["versions"] else "look")
+
+
+def test_ctrl_c_stops_after_the_current_step_and_a_rerun_continues(toy, episode, capsys):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_cli_core import CHILD, ROOT
+
+    agent = Agent(choose=lambda: " go to cabinet 1")
+    toy.llm.set_responder(lambda body: Reply(text=agent(body), delay_s=0.1))
+    script = toy.db.parent / "child.py"
+    script.write_text(CHILD.format(root=str(ROOT)))
+    proc = subprocess.Popen([sys.executable, str(script), "resample", "1", "--step", "2", "--n", "8", "--temperature",
+                             "0.5", "--concurrency", "2", "--db", str(toy.db), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while agent.calls < 12 and time.time() < deadline:  # two rollouts finished, two in flight
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out == "" and err.startswith("error: interrupted: ") and err.count("\n") == 1
+    (g,) = groups_db.groups(toy.store, 1)
+    states = [toy.store.version(v) for v in g.members.values()]
+    finished = [v.id for v in states if v.outcome.done]
+    assert 2 <= len(finished) < 8 and len(g.members) < 8  # no new rollout started after Ctrl-C
+    assert all(v.outcome.done or v.status == "stopped" for v in states)
+    toy.llm.set_responder(agent)
+    res = cli_json(capsys, "resample", "1", "--step", "2", "--n", "8", "--temperature", "0.5", "--db", str(toy.db))
+    assert res["n"] == 8 and res["success"] == 8 and set(finished) <= set(res["versions"])

@@ -10,7 +10,7 @@ from app_pages.views import version_tree_dot
 from app_pages.whatif_panel import chart_spec, rate_rows
 from sessions import rollouts as groups_db
 from tests.scripted_server import Reply
-from tests.test_app import _open_edit, _won, app, box, click, ok, texts  # noqa: F401  (app is a fixture)
+from tests.test_app import _open_edit, _won, app, click, ok, texts  # noqa: F401  (app is a fixture)
 from tests.test_rollouts import Agent
 
 
