@@ -118,7 +118,7 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
     for its group, or - with `expand` - in a box around the group's versions."""
     lines = ["digraph versions {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
     groups = groups or {}
-    ids = {r["version"] for r in rows}
+    group_of = {r["version"]: r.get("group") for r in rows}
     members: dict[int, list[dict]] = {}
     for r in rows:
         if r.get("group") in groups:
@@ -151,9 +151,9 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
             lines.append(f'  g{int(g)} [label={dot_quote(groups[g])}, shape=box3d, fillcolor="#fff4d6"];')
     for r in rows:
         p = r.get("parent_version")
-        if p is None or p not in ids:
+        if p is None or p not in group_of:
             continue
-        pg = next((x.get("group") for x in rows if x["version"] == p), None)
+        pg = group_of[p]
         src = f"g{int(pg)}" if pg in groups and not expand else f"v{int(p)}"
         g = r.get("group")
         if g in groups and not expand:
