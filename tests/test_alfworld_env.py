@@ -325,9 +325,11 @@ def test_reference_prompt_format_matches():
         assert text.split("\n")[1].startswith("Your task is to: ") and text.split("\n")[2].startswith("> ")
 
 
-def test_restore_by_reference_in_any_order_equals_fresh_replay():
+@pytest.mark.parametrize("kept", [4096, 2])  # 2: most states are no longer kept and replay their operators
+def test_restore_by_reference_in_any_order_equals_fresh_replay(kept, monkeypatch):
     """Issue 12: tokens restore by reference (fast-downward state id + kept facts). Jumping
     between any of them, in any order and after a reset, must equal a fresh replay."""
+    monkeypatch.setattr("envs.alfworld.fastgame.FRAMES_PER_GAME", kept)
     task = one_per_type()["pick_heat_then_place_in_recep"]
     env = make_env(task, {})
     env.reset(task)
@@ -355,6 +357,7 @@ def test_restore_by_reference_in_any_order_equals_fresh_replay():
         t0 = time.perf_counter()
         env.set_state(tokens[30])
         took.append(time.perf_counter() - t0)
-    assert statistics.median(took) < 0.005  # the issue's bound (re-applying operators took 60-90 ms at step 50)
+    if kept > 2:
+        assert statistics.median(took) < 0.005  # the issue's bound (re-applying operators took 60-90 ms at step 50)
     env.close()
     fresh.close()

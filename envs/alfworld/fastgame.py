@@ -383,17 +383,11 @@ class StepOutcome:
 
 @dataclass
 class _Frame:
-    """One state, kept by reference: fast-downward's id for it in the loaded task (valid
-    while `gen` is the game's), textworld's facts, and the admissible actions and commands."""
+    """One state: fast-downward's id for it in the loaded task, textworld's facts, and the
+    admissible commands derived for it (the grammar work of a step, never redone)."""
 
-    gen: int
     sid: int
-    facts: dict
-    vars_by_name: dict
-    vars_by_type: dict
-    var_counts: dict
-    operators: dict
-    valid: list
+    facts: tuple
     commands: list
     won: bool
 
@@ -405,10 +399,11 @@ class _Snapshot:
     ops: tuple
     moves: int
     won: bool
-    frame: _Frame | None = None
+    gen: int = 0  # the game's task load the state id `sid` belongs to
+    sid: int | None = None
 
 
-FRAMES_PER_GAME = 4096  # states remembered per game for sharing (tokens keep theirs alive)
+FRAMES_PER_GAME = 1024  # recently used states kept per game (~8 KB each); older ones replay ops
 
 
 class FastGame:
@@ -443,7 +438,7 @@ class FastGame:
         self.entity_infos = infos
         self.state = state
         self._gen = 1  # bumped whenever the task is loaded into the library again
-        self._frames: "OrderedDict[int, _Frame]" = OrderedDict()
+        self._frames: "OrderedDict[int, _Frame]" = OrderedDict()  # by state id, for this `_gen`
         self._initial: _Frame | None = None
         self._intro: str | None = None
         self.epoch = 0
@@ -476,19 +471,12 @@ class FastGame:
 
     def reset(self) -> str:
         """Back to the initial state; returns the intro ("-= Welcome ... =-\\n\\n...")."""
-        if self._initial is not None and self._initial.gen == self._gen:
-            self._load_frame(self._initial)
-        else:
-            if self.epoch or self.ops:
-                self._reload()
-            self._gather()
+        self._to_initial()
         self.epoch += 1
         self.ops = []
         self.moves = 0
         if self._intro is None:  # derived from the initial state only
             self._intro = self.logic.grammar.derive("#intro#", self._context({}, {}, list(self.state.facts)))
-        if self._initial is None or self._initial.gen != self._gen:
-            self._initial = self._frame()
         return self._intro
 
     def step(self, command: str) -> StepOutcome:
@@ -521,41 +509,47 @@ class FastGame:
     # -- state capture
 
     def snapshot(self) -> _Snapshot:
-        return _Snapshot(self, self.epoch, tuple(self.ops), self.moves, self.won, self._frame())
+        return _Snapshot(self, self.epoch, tuple(self.ops), self.moves, self.won, self._gen, self._frame().sid)
 
     def restore(self, snap: _Snapshot) -> None:
-        """Put the game in the snapshot's state: by reference to its frame (fast-downward's
-        state id plus the kept facts and commands, well under a millisecond), or - when the
-        task was reloaded since - by rebuilding the initial state and re-applying the
-        recorded operators (no text generation). Either equals a fresh replay."""
+        """Put the game in the snapshot's state: by fast-downward's state id and the facts
+        and commands kept for it (about a millisecond), or - when that state is no longer
+        kept - from the initial state by re-applying the recorded operators (no text
+        generation). Either equals a fresh replay."""
         if snap.game is not self:
             raise EnvError("state token belongs to another game")
-        if snap.frame is not None and snap.frame.gen == self._gen:
-            self._load_frame(snap.frame)
+        frame = self._frames.get(snap.sid) if snap.gen == self._gen else None
+        if frame is not None:
+            self._frames.move_to_end(snap.sid)
+            self._load_frame(frame)
         else:
-            self._reload()
+            self._to_initial()
             for op_id, nb in snap.ops:
                 _apply_op(self.state, op_id, nb)
             self._gather()
         self.ops = list(snap.ops)
         self.moves = snap.moves
 
-    def _reload(self) -> None:
-        self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
-        self._gen += 1
-        self._frames.clear()
-        self._replan_loaded = False
+    def _to_initial(self) -> None:
+        """The initial state: its kept frame, or (first use, or after the planner's task was
+        loaded) the state rebuilt from the cached translation."""
+        if self._initial is not None:
+            self._load_frame(self._initial)
+            return
+        if self.epoch or self.ops:
+            self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
+            self._gen += 1
+            self._frames.clear()
+            self._replan_loaded = False
+        self._gather()
+        self._initial = self._frame()
 
     def _frame(self) -> _Frame:
-        """The current state as a frame (shared by every snapshot of the same state)."""
+        """The current state's frame, kept among the recently used ones."""
         sid = self.lib.get_state_id()
         f = self._frames.get(sid)
         if f is None:
-            st = self.state
-            f = _Frame(self._gen, sid, {k: frozenset(v) for k, v in st._facts.items()}, dict(st._vars_by_name),
-                       {k: frozenset(v) for k, v in st._vars_by_type.items()}, dict(st._var_counts),
-                       st._operators, self._valid, self._commands, self.won)
-            self._frames[sid] = f
+            f = self._frames[sid] = _Frame(sid, tuple(self.state.facts), self._commands, self.won)
             if len(self._frames) > FRAMES_PER_GAME:
                 self._frames.popitem(last=False)
         else:
@@ -564,13 +558,11 @@ class FastGame:
 
     def _load_frame(self, f: _Frame) -> None:
         self.lib.set_state_id(f.sid)
-        st = self.state
-        st._facts = defaultdict(set, {k: set(v) for k, v in f.facts.items()})
-        st._vars_by_name = dict(f.vars_by_name)
-        st._vars_by_type = defaultdict(set, {k: set(v) for k, v in f.vars_by_type.items()})
-        st._var_counts = Counter(f.var_counts)
-        st._operators = f.operators
-        self._valid, self._commands, self.won = f.valid, f.commands, f.won
+        st = self.state  # textworld's State bookkeeping, rebuilt from the facts by its own code
+        st._facts, st._vars_by_name, st._vars_by_type, st._var_counts = defaultdict(set), {}, defaultdict(set), Counter()
+        st.add_facts(f.facts)
+        # the actions again (one C call; same order as when the commands were derived)
+        self._valid, self._commands, self.won = list(st.all_applicable_actions()), f.commands, f.won
 
     # -- planner
 
@@ -579,6 +571,7 @@ class FastGame:
         if not self._replan_loaded:
             self._gen += 1  # loading it may reset the library's state registry: frames go stale
             self._frames.clear()
+            self._initial = None
             _, sas_replan = translate(self.domain, self.data.problem, optimize=True)
             self.state.sas_replan = sas_replan
             self.lib.load_sas_replan(sas_replan.encode("utf-8"))
