@@ -304,20 +304,23 @@ def cmd_versions(args: argparse.Namespace) -> int:
         r["current"] = r["version"] == ep.current_version
         r["group"] = member.get(r["version"])
 
+    def line(r: dict, indent: str = "") -> str:
+        state = "open" if not r["done"] else ("success" if r["success"] else "failure")
+        mark = "*" if r["current"] else " "
+        parent = f"from v{r['parent_version']}" if r["parent_version"] else "root"
+        return f"{indent}{mark} v{r['version']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
+
     def text() -> str:
         out, shown = [], set()
         for r in rows:
             g = r["group"]
-            if g is not None and g not in shown:  # a rollout group is one node
+            if g is None:
+                out.append(line(r))
+            elif g not in shown:  # a rollout group is one node; --expand lists its versions
                 shown.add(g)
                 out.append(f"  g{g}\t{labels[g]}")
-            if g is not None and not args.expand:
-                continue
-            state = "open" if not r["done"] else ("success" if r["success"] else "failure")
-            mark = "*" if r["current"] else " "
-            parent = f"from v{r['parent_version']}" if r["parent_version"] else "root"
-            indent = "    " if g is not None else ""
-            out.append(f"{indent}{mark} v{r['version']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}")
+                if args.expand:
+                    out += [line(m, "    ") for m in rows if m["group"] == g]
         return "\n".join(out)
 
     emit(args, rows, text)
