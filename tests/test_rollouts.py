@@ -286,3 +286,34 @@ def test_ctrl_c_stops_after_the_current_step_and_a_rerun_continues(toy, episode,
     toy.llm.set_responder(agent)
     res = cli_json(capsys, "resample", "1", "--step", "2", "--n", "8", "--temperature", "0.5", "--db", str(toy.db))
     assert res["n"] == 8 and res["success"] == 8 and set(finished) <= set(res["versions"])
+
+
+def test_wikipedia_resample_and_thought_whatif(toy, capsys):
+    """The Wikipedia format: a rewritten thought waits for the model to write its action."""
+    import re
+
+    from tests.test_engine import WIKI_SCRIPT
+    from tests.toy_envs import WIKI_TASK
+
+    toy.llm.push(*WIKI_SCRIPT)
+    ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    assert toy.engine.run(v.id).success
+
+    def respond(body):
+        prompt = body["prompt"]
+        i = int(re.findall(r"(?:Thought|Action) (\d+):", prompt)[-1])
+        if prompt.endswith(f"Action {i}:"):  # the action for a person's thought
+            return " Finish[1650]"
+        return f" So the answer is 1712.\nAction {i}: Finish[1712]"  # the province's year: wrong
+
+    toy.llm.set_responder(respond)
+    out = cli_json(capsys, "resample", str(ep.id), "--step", "2", "--n", "2", "--temperature", "0.5", "--db", str(toy.db))
+    assert out["success"] == 0 and out["first"] == [{"text": "Thought 2: So the answer is 1712.\nAction 2: Finish[1712]",
+                                                     "count": 2}]
+    hint = "The capital Marrowgate was founded in 1650."
+    out = cli_json(capsys, "whatif", str(ep.id), "--step", "2", "--thought", hint, "--n", "2",
+                   "--temperature", "0.5", "--db", str(toy.db))
+    assert out["control"]["success"] == 0 and out["treatment"]["success"] == 2
+    for vid in out["treatment"]["versions"]:
+        s2 = toy.store.version_steps(vid)[1]
+        assert (s2.thought, s2.action, s2.source) == (hint, "Finish[1650]", "human")
