@@ -61,7 +61,8 @@ def run_batch(
     mode: str = "threads",
 ) -> list[JobResult]:
     """Run `work(key)` for every key, `concurrency` at a time; return the results in key
-    order (only jobs that ran: a set `stop` launches nothing new, in-flight jobs finish).
+    order (only jobs that ran: a set `stop` launches nothing new, in-flight jobs finish;
+    Ctrl-C sets `stop` so jobs that watch it end early).
     An exception in `work` is a failed JobResult with a one-line error; after
     `max_consecutive_failures` failures in a row nothing new starts and BatchAborted is
     raised once the jobs in flight are done."""
@@ -81,7 +82,14 @@ def run_batch(
                 running[pool.submit(work, key)] = (n, key)
             if not running:
                 break
-            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            try:
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt:  # Ctrl-C: jobs that watch `stop` end early, then it propagates
+                if stop is not None:
+                    stop.set()
+                for fut in running:
+                    fut.cancel()
+                raise
             for fut in finished:
                 n, key = running.pop(fut)
                 exc = fut.exception()
