@@ -15,7 +15,7 @@ import streamlit as st
 
 from agent.client import public_url, resolve_base_url
 from agent.engine import EngineError, ModelCallFailed
-from app_pages import state, stepjobs
+from app_pages import state, stepjobs, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import action_warning, deleted_here, endpoint_problem, one_line, outcome_text, plural, provenance, replaced_text, step_lines
 from envs.base import EnvError
@@ -450,6 +450,7 @@ def body() -> None:
     if edit_at and edit_at[0] == vid and 1 <= edit_at[1] <= len(steps):
         s = steps[edit_at[1] - 1]
         edit_panel(v, steps, s)
+        whatif_panel.render(eng, ep, vid, s)
         with st.expander(f"Tags and note for step {s.index}"):
             step_tag_panel(store, s.id, "ed")
     if v.draft_thought is not None:

@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = add_common(sub.add_parser("versions", help="the versions of an episode"))
     p.add_argument("episode", type=int)
+    p.add_argument("--expand", action="store_true", help="list the versions of rollout groups one by one")
     p.set_defaults(func=cmd_versions)
 
     p = add_common(sub.add_parser("episodes", help="list episodes"))
@@ -324,19 +325,33 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
+    from agent.rollouts import version_groups
+
     engine = _engine(args, readonly=True)
     ep = engine.store.episode(args.episode)
+    member, labels = version_groups(engine, args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
+        r["group"] = member.get(r["version"])
+
+    def line(r: dict, indent: str = "") -> str:
+        state = "open" if not r["done"] else ("success" if r["success"] else "failure")
+        mark = "*" if r["current"] else " "
+        parent = f"from v{r['parent_version']}" if r["parent_version"] else "root"
+        return f"{indent}{mark} v{r['version']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
 
     def text() -> str:
-        out = []
+        out, shown = [], set()
         for r in rows:
-            state = "open" if not r["done"] else ("success" if r["success"] else "failure")
-            mark = "*" if r["current"] else " "
-            parent = f"from v{r['parent_version']}" if r["parent_version"] else "root"
-            out.append(f"{mark} v{r['version']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}")
+            g = r["group"]
+            if g is None:
+                out.append(line(r))
+            elif g not in shown:  # a rollout group is one node; --expand lists its versions
+                shown.add(g)
+                out.append(f"  g{g}\t{labels[g]}")
+                if args.expand:
+                    out += [line(m, "    ") for m in rows if m["group"] == g]
         return "\n".join(out)
 
     emit(args, rows, text)

@@ -114,9 +114,26 @@ def _v6_experiments(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v7_rollout_groups(db: sqlite_utils.Database) -> None:
+    """Issue 12: rollout groups (N versions sampled from one step of one version, with or
+    without an edit) and their members, each an ordinary version."""
+    db.executescript(
+        """
+        create table rollout_groups (id integer primary key, key text unique not null,
+            episode_id integer not null references episodes(id), source_version integer not null
+            references versions(id), step integer not null, kind text not null, edit text,
+            n integer not null, config text not null, created_at text not null, updated_at text not null);
+        create index rollout_groups_episode on rollout_groups(episode_id);
+        create table rollout_members (group_id integer not null references rollout_groups(id),
+            pos integer not null, version_id integer not null unique references versions(id),
+            primary key (group_id, pos)) without rowid;
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
-    _v6_experiments,
+    _v6_experiments, _v7_rollout_groups,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

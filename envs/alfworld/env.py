@@ -6,7 +6,7 @@
 - an episode is done when it is won (the engine enforces the 50-step limit).
 
 Games are kept in a small per-process pool, so a second episode on the same game only
-resets it. `state()`/`set_state()` restore in-process by replaying recorded operators;
+resets it. `state()`/`set_state()` restore in-process by reference (fast-downward's state id);
 `snapshot()` is None: across processes the engine replays recorded actions.
 """
 
