@@ -7,6 +7,8 @@ shortcodes (Streamlit fetches their favicons from a public CDN)."""
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from pathlib import Path
 
 import streamlit as st
@@ -18,11 +20,31 @@ PAGES = HERE / "app_pages"
 
 st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"), layout="wide")
 
+
+def _loopback(address: str | None) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address or "").is_loopback
+    except ValueError:
+        return False
+
+
+# Episodes, keys in the environment and the database are one person's: served on the network
+# only when asked for (`react-editor app --address ...` or REACT_EDITOR_ALLOW_REMOTE=1).
+_address = st.get_option("server.address")
+if not _loopback(_address) and os.environ.get("REACT_EDITOR_ALLOW_REMOTE") != "1":
+    st.error(f"Refusing to serve on {_address or 'all interfaces'}: anyone on the network could read and change "
+             "your episodes. Start the app with `react-editor app` (it listens on 127.0.0.1), or set "
+             "REACT_EDITOR_ALLOW_REMOTE=1 to serve this address on purpose.")
+    st.stop()
+
 pages = [
     st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes", default=True),
     st.Page(PAGES / "editor.py", title="Editor", url_path="editor"),
     st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
     st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
+    st.Page(PAGES / "experiments.py", title="Experiments", url_path="experiments"),
     st.Page(PAGES / "export.py", title="Export", url_path="export"),
     st.Page(PAGES / "settings.py", title="Settings", url_path="settings"),
 ]

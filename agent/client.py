@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx  # noqa: F401  (imported here, once: a first import racing in worker threads fails)
 import openai
 
-from trajectory.records import AgentConfig, ModelCall, Usage
+from agent.ratelimit import PauseGate, gate_for
+from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CHAT_INSTRUCTION = (
@@ -33,6 +35,8 @@ BACKOFF_MAX_S = 30.0
 RETRY_AFTER_MAX_S = 60.0  # a server's Retry-After is honoured up to this bound
 MALFORMED_RETRIES = 1  # a garbage response is retried at most once
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+_BUILD_LOCK = threading.Lock()  # openai/httpx import lazily on first use: not thread-safe
+RATE_LIMIT_RETRIES = 20  # 429s pause the endpoint's whole batch; they do not use up max_retries
 UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 
 
@@ -128,6 +132,7 @@ class ModelClient:
             RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s
         )
         self.base_url = resolve_base_url(config)
+        self.gate: PauseGate = gate_for(public_url(self.base_url))
         key = api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
         self._secrets = [key] if key != NO_KEY_PLACEHOLDER and len(key) >= 4 else []
         self._key = key
@@ -172,22 +177,33 @@ class ModelClient:
                 call.latency_ms = (time.perf_counter() - started) * 1000
                 return text, call
 
-        malformed = 0
+        malformed = rate_limited = 0
         on_retry = (watch.on_retry if watch else None) or self.on_retry
         while True:
+            self.gate.wait()
             call.attempts += 1
             try:
                 text, usage = self._request(prompt, stop, chat_instruction)
+                text = stop_cut(text, stop)
+                if not text.strip():  # an empty step would only use up the budget
+                    raise _Malformed("empty completion")
             except Exception as exc:  # classified below; nothing escapes unrecorded
                 reason, retryable, delay = self._classify(exc)
                 if isinstance(exc, _Malformed):
                     malformed += 1
                     retryable = malformed <= MALFORMED_RETRIES
-                if retryable and call.attempts <= cfg.max_retries:
+                limited = isinstance(exc, openai.RateLimitError)
+                rate_limited += limited
+                budget_left = rate_limited <= RATE_LIMIT_RETRIES if limited else (
+                    call.attempts - rate_limited <= cfg.max_retries)
+                if retryable and budget_left:
                     if delay is None:
                         delay = self._backoff(call.attempts)
                     if on_retry is not None:
                         on_retry(call.attempts, reason)
+                    if limited:  # every request to this endpoint waits, not just this one
+                        self.gate.pause(delay)
+                        continue
                     if watch is None:
                         time.sleep(delay)
                         continue
@@ -198,7 +214,8 @@ class ModelClient:
                 call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
                 call.latency_ms = (time.perf_counter() - started) * 1000
                 raise ModelError(call) from None
-            text = stop_cut(text, stop)
+            if len(text) > MAX_TEXT:  # kept text is re-sent in every later prompt
+                call.cut_from, text = len(text), text[:MAX_TEXT]
             call.completion, call.usage = text, usage
             call.latency_ms = (time.perf_counter() - started) * 1000
             return text, call
@@ -207,11 +224,14 @@ class ModelClient:
     @property
     def _client(self) -> openai.OpenAI:
         """Built on first use: a cache hit never needs an HTTP client."""
-        if self._openai is None:
-            self._openai = openai.OpenAI(
-                api_key=self._key, base_url=self.base_url,
-                timeout=self.config.timeout_s, max_retries=0,
-            )
+        with _BUILD_LOCK:
+            if self._openai is None:
+                client = openai.OpenAI(
+                    api_key=self._key, base_url=self.base_url,
+                    timeout=self.config.timeout_s, max_retries=0,
+                )
+                _ = client.completions, client.chat.completions  # load the lazy modules here
+                self._openai = client
         return self._openai
 
     def _cacheable(self) -> bool:

@@ -21,14 +21,15 @@ from agent import exemplars as ex
 from trajectory import formats as fmt
 from trajectory import signals as sig
 from agent.client import CallWatch, ModelClient, ModelError
+from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
-from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from trajectory.records import (MAX_TEXT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step,
+                                Task, Version)
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions.store import Store, StoreError, VersionChanged
 
-MAX_TEXT = 20_000  # characters a person may put in one thought or action
 PATH_CACHE = 256  # versions whose paths the engine keeps in memory
 FROZEN = {"annotated": "annotated", "exemplar": "used by an exemplar set", "child": "it has a child version"}
 
@@ -151,8 +152,10 @@ class Engine:
         api_key: str | None = None,
         client_factory: Callable[[AgentConfig], Any] | None = None,
         max_live_envs: int = 8,
+        on_retry: Callable[[int, str], None] | None = None,
     ):
         self.store = store
+        self.on_retry = on_retry  # (attempt, reason) before each retry of a model call
         self.api_key = api_key
         self._client_factory = client_factory
         self._clients: dict[str, Any] = {}
@@ -177,6 +180,7 @@ class Engine:
         self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None
     ) -> tuple[Episode, Version]:
         family(task.env)  # unknown env -> EnvError before anything is written
+        check_config(config, task.env, self.store)  # ConfigError before anything is written
         rev = self._revision_of(config.exemplar_set)  # so is an unknown exemplar set
         episode, version = self.store.create_episode(task, config, env_options or {}, name)
         if rev is not None:  # the first version's prompts use the set as it is now
@@ -194,7 +198,8 @@ class Engine:
                 self._clients[key] = self._client_factory(config)
             else:
                 cache = self.store if config.cache else None
-                self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache)
+                self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache,
+                                                 on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
         return self._clients[key]
 
     def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str,
@@ -223,6 +228,7 @@ class Engine:
             if live is not None:
                 self._live.move_to_end(episode.id)
                 return live
+        self._check_references(episode)
         fam = family(episode.task.env)
         env = fam.make_env(episode.task, episode.env_options, self.store)
         env.reset(episode.task)
@@ -288,6 +294,33 @@ class Engine:
             live.tokens[s.id] = env.state()
         live.at = target
         return env
+
+    def unconfirmed_references(self, episode: Episode) -> list[str]:
+        """Files/URLs outside the data roots an imported episode points at, until confirmed."""
+        if not episode.env_options.get(UNCONFIRMED_REFS):
+            return []
+        refs = family(episode.task.env).references
+        return refs(episode.task, episode.env_options) if refs else []
+
+    def _check_references(self, episode: Episode) -> None:
+        refs = self.unconfirmed_references(episode)
+        if refs:
+            more = f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""
+            raise EngineError(f"episode {episode.id} was imported and points at {refs[0]}{more}: check it, then "
+                              f"run `react-editor confirm {episode.id}` (or press Confirm in the Editor)")
+
+    def confirm_references(self, episode_id: int, **repoint: Any) -> list[str]:
+        """A person's OK for what an imported episode opens, optionally re-pointed first
+        (e.g. wiki="builtin"); returns what was confirmed."""
+        ep = self.store.episode(episode_id)
+        options = {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS}
+        if repoint.get("wiki") is not None and repoint.get("wiki_url") is None:
+            options.pop("wiki_url", None)
+        options.update({k: v for k, v in repoint.items() if v is not None})
+        self.store.set_env_options(episode_id, options)
+        self.forget_env(episode_id)
+        fam = family(ep.task.env)
+        return fam.references(ep.task, options) if fam.references else []
 
     def forget_env(self, episode_id: int) -> None:
         """Drop the live environment (next use rebuilds it, as after a restart)."""
@@ -495,6 +528,21 @@ class Engine:
             new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
                                 call_ids=[-(n + 1) for n in range(len(calls))])
             return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
+
+    def answer(
+        self, version_id: int, thought: str | None, answer: str, calls: list[ModelCall], *, info: dict | None = None
+    ) -> StepReport:
+        """Record a Standard / CoT answer (experiments) as one model step - the thought and
+        `Finish[answer]`, scored by the environment - with the calls that produced it."""
+        with self._locked(self.store.version(version_id).episode_id):
+            v, ep, steps, env = self._begin(version_id)
+            if ep.task.env == "alfworld":
+                raise EngineError("Standard and CoT answers are for HotpotQA and FEVER, not ALFWorld")
+            ids = [-(n + 1) for n in range(len(calls))]
+            new = self._execute(ep, env, steps, thought, f"Finish[{answer}]", source="model", call_ids=ids)
+            if info:
+                new = new.model_copy(update={"info": {**new.info, **info}})
+            return self._record(v, ep, steps, [new], calls, clear_draft=False)
 
     def _wiki_action(self, ep: Episode, prefix: str, i: int, thought: str, calls: list[ModelCall],
                      watch: CallWatch | None = None) -> str:

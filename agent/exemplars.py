@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from envs.registry import family
 from sessions import exemplar_sets
+from trajectory.answer_formats import QA_KEY_HEADS
 from trajectory.formats import HOTPOTQA_INSTRUCTION
 from trajectory.prompt_files import ExemplarError, alfworld_type_key
 
@@ -76,3 +77,14 @@ def wiki_exemplars(prompts: dict[str, str], env: str, style: str) -> tuple[str, 
         raise ExemplarError(f"no '{head}_*' exemplars for {env} in this exemplar set")
     instruction = HOTPOTQA_INSTRUCTION if env == "hotpotqa" else ""
     return instruction, prompts[keys[0]]
+
+
+def qa_exemplars(prompts: dict[str, str], env: str, method: str) -> str:
+    """The Standard (`webqa_*`) or CoT (`cotqa_*`) examples block: the paper's 6 for
+    HotpotQA and 3 for FEVER when the set has them, else the first such key."""
+    head = QA_KEY_HEADS[method]
+    want = f"{head}_simple{6 if env == 'hotpotqa' else 3}"
+    keys = [want] if want in prompts else sorted(k for k in prompts if k.startswith(head + "_"))
+    if not keys:
+        raise ExemplarError(f"no '{head}_*' exemplars for {env} in this exemplar set (needed by the {method} method)")
+    return prompts[keys[0]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages.state import alert
 from sessions import annotations as ann
 from sessions.store import Store, StoreError
 from trajectory.signals import suggest_failure_modes, version_signals
@@ -41,7 +42,7 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
                                      failure_modes=modes, notes=notes, exemplar_ready=ready)
                 st.success("Annotation saved.")
             except (StoreError, ValueError) as exc:
-                st.error(str(exc).splitlines()[0])
+                alert(str(exc).splitlines()[0])
     hist = ann.version_history(store, version_id)
     if hist:
         with st.expander(f"Annotation history ({len(hist)})"):
@@ -65,4 +66,4 @@ def step_tag_panel(store: Store, step_id: int, key_prefix: str) -> None:
                 ann.tag_step(store, step_id, by=by, tags=[*chosen, *([extra] if extra.strip() else [])], note=note)
                 st.success("Tags saved.")
             except (StoreError, ValueError) as exc:
-                st.error(str(exc).splitlines()[0])
+                alert(str(exc).splitlines()[0])

@@ -15,11 +15,12 @@ import streamlit as st
 
 from agent.client import public_url, resolve_base_url
 from agent.engine import EngineError, ModelCallFailed
-from app_pages import signal_badges, state, stepjobs
+from app_pages import signal_badges, state, stepjobs, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import action_warning, deleted_here, endpoint_problem, one_line, outcome_text, plural, provenance, replaced_text, step_lines
 from envs.base import EnvError
 from sessions.store import StoreError
+from trajectory.records import MAX_TEXT
 
 RUN_TICK_S = 0.2
 POLL_S = 0.25
@@ -88,6 +89,15 @@ where = "" if cfg.base_url else (" (from OPENAI_BASE_URL)" if os.environ.get("OP
 cols[1].text(f"Model: {cfg.model}\nStyle: {cfg.style} · {cfg.api_style}")
 cols[2].text(f"Endpoint: {endpoint}{where}\nMax steps: {eng.max_steps(ep)}")
 state.model_banner(cfg)
+unconfirmed = eng.unconfirmed_references(ep)
+if unconfirmed:  # an import points outside the data folders: nothing is opened before an OK
+    with st.container(border=True, key="confirm_refs"):
+        st.warning("This episode was imported and points at files or URLs outside the data folders. "
+                   "Nothing is opened until you confirm them:")
+        st.text("\n".join(unconfirmed))
+        if st.button("Confirm and open them", key="confirm_refs_btn"):
+            eng.confirm_references(ep_id)
+            st.rerun()
 with st.expander("Use another model or endpoint for the steps that follow"):
     c = st.columns(3)
     new_url = c[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=cfg.base_url or "",
@@ -233,6 +243,9 @@ def render_step(s, v, markers: bool = True) -> None:
         old = replaced_text(s)
         if old:
             st.text(f"({old})")
+        for call in store.calls(s.call_ids) if s.source == "model" else []:
+            if call.cut_from:
+                st.text(f"(the model's completion was cut to {MAX_TEXT:,} of its {call.cut_from:,} characters)")
 
 
 def deleted_marker(e) -> None:
@@ -438,6 +451,7 @@ def body() -> None:
     if edit_at and edit_at[0] == vid and 1 <= edit_at[1] <= len(steps):
         s = steps[edit_at[1] - 1]
         edit_panel(v, steps, s)
+        whatif_panel.render(eng, ep, vid, s)
         with st.expander(f"Tags and note for step {s.index}"):
             step_tag_panel(store, s.id, "ed")
     if v.draft_thought is not None:
@@ -459,9 +473,11 @@ def body() -> None:
             st.text(str(exc))
 
     if job is None:
+        if busy:  # the step ended between drawing the controls (disabled) and here
+            st.rerun()
         return
     while not job.done.wait(POLL_S):  # a click on the controls interrupts this at line.caption
-        line.caption(job.status())
+        line.text(job.status())  # the retry reason quotes the server: plain text
     new_steps = settle(job)
     v = store.version(vid)
     if not new_steps or v.outcome.done or not st.session_state.get("run"):

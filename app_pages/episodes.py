@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from agent.run_settings import check_base_url
 from app_pages import search_box, state
 from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
 from sessions import annotations as ann
@@ -121,6 +122,7 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
                     task = fam.custom_task(question=question, answer=answer or None)
             if task is None:
                 raise EnvError("choose a task first")
+            check_base_url(base_url.strip() or None)  # refused, not silently stripped
             cfg = AgentConfig.model_validate({
                 **d, "base_url": base_url.strip() or None, "model": model.strip() or d["model"],
                 "api_style": api_style, "style": style, "exemplar_set": exemplars.strip() or None,

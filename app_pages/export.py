@@ -82,7 +82,7 @@ def _export_section(store: Store) -> None:
             st.session_state["exp-data"] = (data, rep, fmt)
         except (StoreError, ValueError) as exc:
             st.session_state.pop("exp-data", None)
-            st.error(str(exc).splitlines()[0])
+            state.alert(str(exc).splitlines()[0])
     if "exp-data" in st.session_state:
         data, rep, f_ = st.session_state["exp-data"]
         st.text(f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
@@ -107,9 +107,9 @@ def _import_section(store: Store) -> None:
                 msg = f"Imported {len(rep.episodes)} episodes ({rep.versions} versions)."
                 if rep.exemplar_set:
                     msg += f" Exemplar set: {rep.exemplar_set}."
-                st.success(msg)
+                state.alert(msg, "success")
             except (StoreError, ValueError) as exc:
-                st.error(str(exc).splitlines()[0])
+                state.alert(str(exc).splitlines()[0])
 
 
 def _sets_section(store: Store) -> None:
@@ -133,9 +133,9 @@ def _sets_section(store: Store) -> None:
                     for b in select(store, refs):
                         for v in b.versions:
                             sets.add_version(store, name, v.id)
-                st.success(f"Exemplar set {name!r} updated.")
+                state.alert(f"Exemplar set {name!r} updated.", "success")
             except (StoreError, ValueError) as exc:
-                st.error(str(exc).splitlines()[0])
+                state.alert(str(exc).splitlines()[0])
 
 
 def page() -> None:
@@ -143,12 +143,12 @@ def page() -> None:
     try:
         store = state.store()
     except StoreError as exc:
-        st.error(str(exc).splitlines()[0])
+        state.alert(str(exc).splitlines()[0])
         return
     try:
         _export_section(store)
     except (StoreError, ValueError) as exc:
-        st.error(str(exc).splitlines()[0])
+        state.alert(str(exc).splitlines()[0])
     _import_section(store)
     _sets_section(store)
 

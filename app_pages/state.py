@@ -12,10 +12,12 @@ import streamlit as st
 
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
-from trajectory.records import AgentConfig
+from trajectory.records import AgentConfig, without_credentials
 from sessions.store import Store, StoreError, default_db_path
 
 DEFAULTS_SETTING = "model_defaults"
+# A person is waiting on the page: give up on a hung server sooner than the CLI does.
+APP_MODEL_DEFAULTS = {"timeout_s": 20.0, "max_retries": 2}
 PRICES_SETTING = "model_prices"
 USER_ERRORS = (EngineError, EnvError, StoreError, ValueError)
 
@@ -50,12 +52,14 @@ def store() -> Store:
 def defaults() -> dict[str, Any]:
     """Model defaults from Settings (never a key), over the AgentConfig defaults and the
     environment (OPENAI_BASE_URL, REACT_EDITOR_MODEL)."""
-    base = AgentConfig().model_dump()
+    base = {**AgentConfig().model_dump(), **APP_MODEL_DEFAULTS}
     base["model"] = os.environ.get("REACT_EDITOR_MODEL") or base["model"]
     saved = store().get_setting(DEFAULTS_SETTING, {}) or {}
     for k, v in saved.items():
         if k in base:
             base[k] = v
+    if base.get("base_url"):  # saved by an older version: never shown with credentials
+        base["base_url"] = without_credentials(base["base_url"])
     return base
 
 
@@ -161,6 +165,17 @@ def open_in(page: str, episode_id: int, version_id: int | None) -> None:
 
 
 # ---------------------------------------------------------------------- errors
+
+
+_ALERT_HEADLINES = {"error": "That did not work:", "success": "Done:", "info": "Note:"}
+
+
+def alert(text: str, kind: str = "error") -> None:
+    """A coloured box whose message is plain text: st.error & co. render markdown, and
+    messages carry imported names, model output and server text (image/link injection)."""
+    with st.container(border=True):
+        getattr(st, kind)(_ALERT_HEADLINES[kind])
+        st.text(text)
 
 
 def set_error(where: str, exc: BaseException | str) -> None:

@@ -8,6 +8,7 @@ import streamlit as st
 from app_pages import state
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.views import calls_cost, edit_label, money, own_edit, status_word, usage_totals, version_tree_dot
+from agent.rollouts import version_groups
 from agent.summary import version_summary
 
 eng = state.engine()
@@ -23,9 +24,11 @@ versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}
 calls = {c.id: c for c in store.calls(episode_id=ep_id)}  # one query for the whole episode
 prices = store.get_setting(state.PRICES_SETTING, {}) or {}
+member, group_labels = version_groups(eng, ep_id)
 rows = []
 for v in versions:
     r = version_summary(eng, v)
+    r["group"] = member.get(v.id)
     steps = eng.steps(v)
     ids = [cid for s in steps for cid in s.call_ids]
     p, c = usage_totals(ids, calls)
@@ -38,7 +41,8 @@ for v in versions:
              edits=len(v.edits), by_hand=by_hand)
     rows.append(r)
 
-st.graphviz_chart(version_tree_dot(rows, ep.current_version, vid), width="content")
+expand = bool(group_labels) and st.toggle("Expand rollout groups", key="ver_expand_groups")
+st.graphviz_chart(version_tree_dot(rows, ep.current_version, vid, group_labels, expand), width="content")
 
 table = [
     {
@@ -46,6 +50,7 @@ table = [
         "current": "★" if r["current"] else "",
         "name": r["name"] or "",
         "from": f"v{r['parent_version']}" if r["parent_version"] else "",
+        "rollout group": group_labels.get(r["group"], ""),
         "outcome": status_word(r["done"], r["success"], r["status"]),
         "edit": r["edit"],
         "steps": r["steps"],

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from typing import Any, Iterable, Sequence
-from urllib.parse import urlsplit
 
+from agent.run_settings import ConfigError, check_base_url
 from app_pages.textdiff import diff_html, esc
 from trajectory.alignment import AlignedRow
 
@@ -107,11 +107,10 @@ def action_warning(env: str, action: str, admissible: Sequence[str] | None) -> s
 
 def endpoint_problem(url: str) -> str | None:
     """Why a typed endpoint cannot be used (one line), or None when it can (blank = default)."""
-    url = url.strip()
-    if url and not url.startswith(("http://", "https://")):
-        return f"the endpoint must start with http:// or https:// (got {url[:60]!r})"
-    if urlsplit(url).username or urlsplit(url).password:
-        return "put credentials in OPENAI_API_KEY, not in the endpoint URL"
+    try:
+        check_base_url(url.strip() or None)
+    except ConfigError as exc:
+        return str(exc)
     return None
 
 
@@ -225,13 +224,22 @@ def dot_quote(text: str) -> str:
     return f'"{t}"'
 
 
-def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None) -> str:
+def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None,
+                     groups: dict[int, str] | None = None, expand: bool = False) -> str:
     """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts
     with `edit` (the version's own edit, as `edit_label` says it) and `edits` (a person's edits
-    on its path)."""
+    on its path); a row with a `group` (a rollout group id, labelled in `groups`) is drawn inside one node
+    for its group, or - with `expand` - in a box around the group's versions."""
     lines = ["digraph versions {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
-    ids = {r["version"] for r in rows}
+    groups = groups or {}
+    group_of = {r["version"]: r.get("group") for r in rows}
+    members: dict[int, list[dict]] = {}
     for r in rows:
+        if r.get("group") in groups:
+            members.setdefault(r["group"], []).append(r)
+    for r in rows:
+        if r.get("group") in groups and not expand:
+            continue
         state = status_word(r["done"], r["success"], r.get("status"))
         label = f"v{r['version']}"
         if r.get("name"):
@@ -251,10 +259,24 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         if selected is not None and r["version"] == selected:
             attrs.append('color="#1f6feb"')
         lines.append(f"  v{int(r['version'])} [{', '.join(attrs)}];")
+    for g, rs in members.items():
+        if expand:
+            lines.append(f"  subgraph cluster_g{int(g)} {{ label={dot_quote(groups[g])}; style=dashed; "
+                         + " ".join(f"v{int(r['version'])};" for r in rs) + " }")
+        else:
+            lines.append(f'  g{int(g)} [label={dot_quote(groups[g])}, shape=box3d, fillcolor="#fff4d6"];')
     for r in rows:
         p = r.get("parent_version")
-        if p is not None and p in ids:
-            lines.append(f"  v{int(p)} -> v{int(r['version'])};")
+        if p is None or p not in group_of:
+            continue
+        pg = group_of[p]
+        src = f"g{int(pg)}" if pg in groups and not expand else f"v{int(p)}"
+        g = r.get("group")
+        if g in groups and not expand:
+            if r is members[g][0]:
+                lines.append(f"  {src} -> g{int(g)};")
+            continue
+        lines.append(f"  {src} -> v{int(r['version'])};")
     lines.append("}")
     return "\n".join(lines)
 

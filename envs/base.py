@@ -36,6 +36,15 @@ class ReplayMismatch(EnvError):
         )
 
 
+def inside(root: Path, relative: str, what: str) -> Path:
+    """`root/relative` resolved; an EnvError when it lands outside `root` (`..`, an absolute
+    part, a symlink out): ids and split names never reach other files."""
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise EnvError(f"{what} {relative!r} is outside its data folder {root}")
+    return path
+
+
 @dataclass
 class StepResult:
     observation: str
@@ -82,6 +91,9 @@ class EnvFamily:
     default_max_steps: int
     custom_task: Callable[..., Task] | None = None  # (question=..., answer=..., game=...)
     exemplars_file: Path | None = None  # the built-in prompt dict (ReAct prompt-file layout)
+    # (task, options) -> the files and URLs outside the configured data roots the environment
+    # would open: an imported episode opens them only once a person confirms
+    references: Callable[..., list[str]] | None = None
 
 
 class BlobStore(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from typing import Any, Callable
 
@@ -26,27 +27,40 @@ def db_path(args: argparse.Namespace) -> str:
     return args.db or default_db_path()
 
 
+# C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"}
+_JSON_C1 = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}  # json.dumps escapes C0 itself
+
+
+def visible(text: str) -> str:
+    """`text` with control characters shown as `\\xNN`: stored text comes from models and
+    imported files, and an escape sequence must not reach the terminal (title, colours, ...)."""
+    return text.translate(_CONTROLS)
+
+
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str] | None = None) -> None:
     """Print `data` as JSON with --json, else `text` (or a JSON rendering of data)."""
     if getattr(args, "json", False):
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None).translate(_JSON_C1) + "\n")
     else:
         out = text() if callable(text) else text
         if out is None:
-            out = json.dumps(data, ensure_ascii=False, indent=2)
+            out = json.dumps(data, ensure_ascii=False, indent=2).translate(_JSON_C1)
+        out = visible(out)
         sys.stdout.write(out if out.endswith("\n") else out + "\n")
 
 
 def progress(msg: str) -> None:
     """Progress goes to stderr so stdout stays machine-readable."""
-    sys.stderr.write(msg + "\n")
+    sys.stderr.write(visible(msg) + "\n")
     sys.stderr.flush()
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from agent.run_settings import ConfigError
     from envs.base import EnvError
 
-    user_errors: tuple[type[BaseException], ...] = (CliError, EnvError)
+    user_errors: tuple[type[BaseException], ...] = (CliError, EnvError, ConfigError)
     try:
         from sessions.store import StoreError
 
@@ -63,7 +77,12 @@ def run_command(args: argparse.Namespace) -> int:
         return int(args.func(args) or 0)
     except user_errors as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        sys.stderr.write(f"error: {msg}\n")
+        sys.stderr.write(f"error: {visible(msg)}\n")
+        return 2
+    except sqlite3.DatabaseError as exc:  # read-only, truncated, damaged: say which
+        from sessions.store import describe_db_error
+
+        sys.stderr.write(f"error: {visible(describe_db_error(db_path(args), exc))}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

@@ -59,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = add_common(sub.add_parser("versions", help="the versions of an episode"))
     p.add_argument("episode", type=int)
+    p.add_argument("--expand", action="store_true", help="list the versions of rollout groups one by one")
     p.set_defaults(func=cmd_versions)
 
     p = add_common(sub.add_parser("episodes", help="list episodes"))
@@ -110,6 +111,8 @@ def _model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--exemplars", default=None, help="exemplar set name (default: built-in)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
+    p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
     if steps:
         p.add_argument("--max-steps", type=int, default=None)
 
@@ -124,6 +127,8 @@ def _model_changes(args: argparse.Namespace) -> dict[str, Any]:
         ("style", "style"),
         ("temperature", "temperature"),
         ("exemplars", "exemplar_set"),
+        ("timeout", "timeout_s"),
+        ("max_retries", "max_retries"),
         ("max_steps", "max_steps"),
     ):
         value = getattr(args, flag, None)
@@ -134,16 +139,24 @@ def _model_changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
-def _config(args: argparse.Namespace) -> AgentConfig:
-    base = AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)
+def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
+    """The agent config the model flags ask for (checked by `run_settings.check_config`
+    before anything is written; a base URL with credentials is refused here, before the
+    config would strip them)."""
+    from agent.run_settings import check_base_url
+
+    check_base_url(getattr(args, "base_url", None))
+    base = base or AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)
     return AgentConfig.model_validate({**base.model_dump(), **_model_changes(args)})
 
 
-def _engine(args: argparse.Namespace):
+def _engine(args: argparse.Namespace, *, readonly: bool = False):
+    """`readonly` for reading commands: they work on a database they cannot write."""
     from agent.engine import Engine
     from sessions.store import Store
 
-    return Engine(Store(db_path(args)))
+    return Engine(Store(db_path(args), readonly=readonly),
+                  on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
 
 
 def _version_id(engine, episode: int, version: int | None) -> int:
@@ -218,6 +231,10 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None)
     def on_step(rep) -> None:
         if rep.notice:
             progress(rep.notice)
+        for call in rep.calls:
+            if call.cut_from:
+                progress(f"  the model's completion was cut to {len(call.completion or ''):,} characters "
+                         f"(it had {call.cut_from:,})")
         for s in rep.steps:
             what = f"think: {s.thought}" if s.action is None else s.action
             progress(f"  step {s.index}: {_one_line(what, 70)} -> {_one_line(s.observation or '', 60)}")
@@ -244,7 +261,13 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     """Model flags given to resume/step apply to the steps that follow: a new child
     version runs with them (the version keeps the config it ran with, so its prompt and
     record stay true). Returns the version to continue."""
+    from agent.run_settings import check_config
+
     changes = _model_changes(args)
+    if changes:  # checked in full before anything is written
+        check_config(_config(args, engine.store.version_config(vid)),
+                     engine.store.episode(engine.store.version(vid).episode_id).task.env,
+                     engine.store)
     new = engine.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
@@ -293,7 +316,7 @@ def _step_text(s) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from trajectory.formats import render_transcript
 
-    engine = _engine(args)
+    engine = _engine(args, readonly=True)
     vid = _version_id(engine, args.episode, args.version)
     if args.prompt:
         text = engine.prompt(vid)
@@ -308,19 +331,33 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    engine = _engine(args)
+    from agent.rollouts import version_groups
+
+    engine = _engine(args, readonly=True)
     ep = engine.store.episode(args.episode)
+    member, labels = version_groups(engine, args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
+        r["group"] = member.get(r["version"])
+
+    def line(r: dict, indent: str = "") -> str:
+        state = "open" if not r["done"] else ("success" if r["success"] else "failure")
+        mark = "*" if r["current"] else " "
+        parent = f"from v{r['parent_version']}" if r["parent_version"] else "root"
+        return f"{indent}{mark} v{r['version']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
 
     def text() -> str:
-        out = []
+        out, shown = [], set()
         for r in rows:
-            state = "open" if not r["done"] else ("success" if r["success"] else "failure")
-            mark = "*" if r["current"] else " "
-            parent = f"from v{r['parent_version']}" if r["parent_version"] else "root"
-            out.append(f"{mark} v{r['version']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}")
+            g = r["group"]
+            if g is None:
+                out.append(line(r))
+            elif g not in shown:  # a rollout group is one node; --expand lists its versions
+                shown.add(g)
+                out.append(f"  g{g}\t{labels[g]}")
+                if args.expand:
+                    out += [line(m, "    ") for m in rows if m["group"] == g]
         return "\n".join(out)
 
     emit(args, rows, text)
@@ -330,7 +367,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 def cmd_episodes(args: argparse.Namespace) -> int:
     from sessions.store import Store
 
-    store = Store(db_path(args))
+    store = Store(db_path(args), readonly=True)
     rows = store.list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
     if args.signal:
         from sessions.search import episodes_with_signal

@@ -97,10 +97,11 @@ def _filter_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-versions", action="store_true", help="every version of matched episodes, not only the current")
 
 
-def _store(args: argparse.Namespace):
+def _store(args: argparse.Namespace, *, readonly: bool = False):
+    """`readonly` for reading commands: they work on a database they cannot write."""
     from sessions.store import Store
 
-    return Store(db_path(args))
+    return Store(db_path(args), readonly=readonly)
 
 
 def _filters(args: argparse.Namespace):
@@ -139,7 +140,7 @@ def _version(store, spec: str) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from sessions.exchange import export, parse_ref
 
-    store = _store(args)
+    store = _store(args, readonly=True)
     refs = [parse_ref(s) for s in args.refs]
     if args.exemplar_set is None and not refs and not _has_filters(args):
         raise CliError("choose what to export: EPISODE[:VERSION] ..., filters (e.g. --env alfworld), or --set NAME")
@@ -251,7 +252,7 @@ def cmd_ex_list(args: argparse.Namespace) -> int:
 
     from sessions import exemplar_sets as sets
 
-    rows = [asdict(s) for s in sets.list_sets(_store(args), env=args.env)]
+    rows = [asdict(s) for s in sets.list_sets(_store(args, readonly=True), env=args.env)]
     emit(args, rows, lambda: "\n".join(f"{r['name']}\t{r['env']}\t{r['entries']} entries\t{r['description'] or ''}"
                                        for r in rows) or "(no exemplar sets)")
     return 0
@@ -309,7 +310,7 @@ def cmd_ex_show(args: argparse.Namespace) -> int:
 
     from sessions import exemplar_sets as sets
 
-    store = _store(args)
+    store = _store(args, readonly=True)
     if args.prompts:
         env, d = sets.prompt_dict(store, args.name)
         emit(args, {"env": env, "prompts": d}, lambda: "\n".join(f"== {k} ==\n{v}" for k, v in d.items()))

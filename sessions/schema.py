@@ -95,7 +95,48 @@ def _v4_pinned_prompts(db: sqlite_utils.Database) -> None:
     db.execute("create index exemplar_set_entries_version on exemplar_set_entries(version_id)")
 
 
-def _v5_step_signals(db: sqlite_utils.Database) -> None:
+def _v5_call_cut_from(db: sqlite_utils.Database) -> None:
+    """Issue 11: a completion longer than MAX_TEXT is cut; its original length is kept."""
+    db.execute("alter table model_calls add column cut_from integer")
+
+
+def _v6_experiments(db: sqlite_utils.Database) -> None:
+    """Issue 14: experiments (a fixed config and task list) and one item per task, which
+    links the task to its episode (unique per experiment: resume never makes a second)."""
+    db.executescript(
+        """
+        create table experiments (id integer primary key, name text unique not null, env text not null,
+            method text not null, config text not null, env_options text, params text,
+            status text not null, wall_s real not null default 0, created_at text not null,
+            updated_at text not null);
+        create table experiment_items (id integer primary key, experiment_id integer not null
+            references experiments(id), pos integer not null, task_key text not null, task text not null,
+            episode_id integer references episodes(id), version_id integer references versions(id),
+            status text not null default 'pending', success integer, metrics text, error text,
+            updated_at text, unique (experiment_id, pos), unique (experiment_id, task_key));
+        create unique index experiment_items_episode on experiment_items(episode_id) where episode_id is not null;
+        """
+    )
+
+
+def _v7_rollout_groups(db: sqlite_utils.Database) -> None:
+    """Issue 12: rollout groups (N versions sampled from one step of one version, with or
+    without an edit) and their members, each an ordinary version."""
+    db.executescript(
+        """
+        create table rollout_groups (id integer primary key, key text unique not null,
+            episode_id integer not null references episodes(id), source_version integer not null
+            references versions(id), step integer not null, kind text not null, edit text,
+            n integer not null, config text not null, created_at text not null, updated_at text not null);
+        create index rollout_groups_episode on rollout_groups(episode_id);
+        create table rollout_members (group_id integer not null references rollout_groups(id),
+            pos integer not null, version_id integer not null unique references versions(id),
+            primary key (group_id, pos)) without rowid;
+        """
+    )
+
+
+def _v8_step_signals(db: sqlite_utils.Database) -> None:
     """Issue 13: each step's failure signals, stored with it; computed here for the steps
     recorded before (walking each episode's tree once, parents before children)."""
     db.execute("alter table steps add column signals text")
@@ -121,21 +162,25 @@ def _v5_step_signals(db: sqlite_utils.Database) -> None:
     db.execute("create index steps_signals on steps(episode_id) where signals is not null")
 
 
-def _v6_search_index(db: sqlite_utils.Database) -> None:
+def _v9_search_index(db: sqlite_utils.Database) -> None:
     """Issue 13: the full-text index (sessions.search_index), built over existing rows."""
     search_index.install(db)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
-    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_step_signals,
-    _v6_search_index,
+    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
+    _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def open_or_migrate(db: sqlite_utils.Database) -> int:
+def open_or_migrate(db: sqlite_utils.Database, *, readonly: bool = False) -> int:
+    """Check the database is ours and bring its schema up to date (`readonly`: check only;
+    nothing is written, so an out-of-date schema is an error)."""
     conn = db.conn
     tables = set(db.table_names())  # read first: a foreign file is refused untouched
+    if readonly and "meta" not in tables:  # (pragma journal_mode is a no-op when read-only)
+        raise SchemaError("not a ReAct Editor database (it has no 'meta' table)")
     if "meta" not in tables and tables:
         raise SchemaError("not a ReAct Editor database (it has other tables and no 'meta' table)")
     if "meta" in tables:
@@ -145,10 +190,10 @@ def open_or_migrate(db: sqlite_utils.Database) -> int:
     conn.execute("pragma journal_mode = wal")
     conn.execute("pragma synchronous = full")  # a power cut loses no committed step
     conn.execute("pragma foreign_keys = on")
-    if "meta" not in tables:
+    if "meta" not in tables:  # another process may be creating it right now: idempotent
         conn.execute("begin immediate")
-        conn.execute("create table meta (key text primary key, value text) without rowid")
-        conn.execute("insert into meta values ('app', ?), ('schema_version', '0')", [APP_ID])
+        conn.execute("create table if not exists meta (key text primary key, value text) without rowid")
+        conn.execute("insert or ignore into meta values ('app', ?), ('schema_version', '0')", [APP_ID])
         conn.execute("commit")
     meta = dict(conn.execute("select key, value from meta").fetchall())
     if meta.get("app") != APP_ID:
@@ -159,8 +204,16 @@ def open_or_migrate(db: sqlite_utils.Database) -> int:
             f"database schema version {version} is newer than this ReAct Editor understands "
             f"({len(MIGRATIONS)}); upgrade react-editor"
         )
+    if readonly and version < len(MIGRATIONS):
+        raise SchemaError(f"database schema version {version} is older than this ReAct Editor's "
+                          f"({len(MIGRATIONS)}); run a writing command once with write access to upgrade it")
     while version < len(MIGRATIONS):
         conn.execute("begin immediate")
+        # re-read under the write lock: another process may have migrated meanwhile
+        version = int(conn.execute("select value from meta where key = 'schema_version'").fetchone()[0])
+        if version >= len(MIGRATIONS):
+            conn.execute("commit")
+            break
         try:
             MIGRATIONS[version](db)
             version += 1

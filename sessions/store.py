@@ -59,7 +59,7 @@ _HINTS = (
     ("full", "free some disk space and try again"),
     ("constraint", "the write was refused and nothing was changed"),
     ("malformed", "the database file is damaged"),
-    ("readonly", "the database cannot be written here"),
+    ("readonly", "the database file or its folder is read-only: reading works, writing needs write access"),
 )
 
 
@@ -107,6 +107,43 @@ class _Connection(sqlite3.Connection):
 
     def executescript(self, script, /):  # type: ignore[override]
         return self.cursor().executescript(script)
+def describe_db_error(path: str, exc: BaseException) -> str:
+    """One line naming what is wrong with the database file: read-only, truncated,
+    damaged, or not a database at all (sqlite's own words in brackets)."""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    low = msg.lower()
+    folder = os.path.dirname(os.path.abspath(path))
+    writable = os.access(path, os.W_OK) and os.access(folder, os.W_OK)
+    if "readonly" in low or "read-only" in low or ("unable to open" in low and not writable):
+        return (f"{path} is read-only ({msg}): reading commands (show, versions, episodes, export) work; "
+                "writing needs write access to the file and its folder")
+    short = _truncated(path)
+    if short:
+        return f"{path} is truncated ({short[0]:,} of {short[1]:,} bytes; {msg}); restore it from a backup"
+    if "malformed" in low or "corrupt" in low:
+        return f"{path} is damaged ({msg}); restore it from a backup, or try `sqlite3 {path} .recover`"
+    if "not a database" in low:
+        return f"{path} is not a ReAct Editor database (not an SQLite file: {msg})"
+    return f"{path}: database error ({msg})"
+
+
+def _truncated(path: str) -> tuple[int, int] | None:
+    """(actual, expected) bytes when the file is shorter than its SQLite header says."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+        actual = os.path.getsize(path)
+    except OSError:
+        return None
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        return None
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if head[24:28] != head[92:96] or not pages:  # the header's page count is not current
+        return None
+    expected = page * pages
+    return (actual, expected) if actual < expected else None
 
 
 def _j(value: Any) -> str | None:
@@ -145,28 +182,47 @@ class Store:
     """One project database. Cheap to open; safe to share across threads of one process
     only through separate Store instances (sqlite3 connections are per-thread)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True):
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False):
+        """`readonly`: for reading commands - nothing is created, migrated or written, so a
+        database in a read-only folder (or on read-only media) can still be read."""
         self.file = str(path)
         self._params_ids: dict[str, int] = {}  # committed rows only
         self._params_new: dict[str, int] = {}  # inserted by the open transaction
         self._lock = threading.RLock()
         if self.file != ":memory:":
             p = Path(self.file)
-            if not p.exists() and not create:
+            if not p.exists() and (readonly or not create):
                 raise StoreError(f"no database at {self.file}")
             if p.exists() and p.is_dir():
                 raise StoreError(f"{self.file} is a directory, not a database file")
-            if p.parent and not p.parent.exists():
+            if not readonly and p.parent and not p.parent.exists():
                 p.parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = sqlite3.connect(self.file, timeout=30, check_same_thread=False, isolation_level=None,
-                                   factory=_Connection)
-            self.db = sqlite_utils.Database(conn)
-            schema.open_or_migrate(self.db)
+            try:
+                self._connect(readonly)
+            except (sqlite3.OperationalError, DatabaseFailure) as exc:
+                if not readonly or not any(w in str(exc) for w in ("unable to open", "readonly")):
+                    raise
+                # a WAL database in a folder we cannot write (no -shm file can be made)
+                self._connect(readonly, immutable=True)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.file} is not a ReAct Editor database ({exc})") from None
+            raise StoreError(describe_db_error(self.file, exc)) from None
         except schema.SchemaError as exc:
             raise StoreError(f"{self.file}: {exc}") from None
+
+    def _connect(self, readonly: bool, immutable: bool = False) -> None:
+        target, uri = self.file, False
+        if readonly:
+            flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+            target, uri = f"{Path(self.file).resolve().as_uri()}?{flags}", True
+        conn = sqlite3.connect(target, timeout=30, check_same_thread=False, isolation_level=None, uri=uri,
+                               factory=_Connection)
+        try:
+            self.db = sqlite_utils.Database(conn)
+            schema.open_or_migrate(self.db, readonly=readonly)
+        except BaseException:
+            conn.close()
+            raise
 
     # ------------------------------------------------------------------ transactions
     def transaction(self):
@@ -252,6 +308,12 @@ class Store:
         with self.transaction():
             cid = self._config_row(config)
             self.db.execute("update episodes set config_id = ? where id = ?", [cid, episode_id])
+
+    def set_env_options(self, episode_id: int, options: dict[str, Any]) -> None:
+        """Re-point or confirm what the episode's environment opens (wiki backend, ...)."""
+        self.episode(episode_id)
+        with self.transaction():
+            self.db.execute("update episodes set env_options = ? where id = ?", [_j(options), episode_id])
 
     def rename_episode(self, episode_id: int, name: str | None) -> None:
         self.episode(episode_id)
@@ -715,7 +777,7 @@ class Store:
         return self.db.execute(
             "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
             "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
-            "cache_key) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 c.episode_id or episode_id,
                 c.created_at,
@@ -732,6 +794,7 @@ class Store:
                 int(c.cached),
                 c.error,
                 _hex_blob(c.cache_key[:32]) if c.cache_key and c.error is None else None,
+                c.cut_from,
             ],
         ).lastrowid
 
@@ -743,7 +806,8 @@ class Store:
     _CALL_SQL = (
         "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "
         "c.prompt_chars, c.completion, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.latency_ms, "
-        "c.attempts, c.cached, c.error, c.cache_key from model_calls c left join call_params p on p.id = c.params_id "
+        "c.attempts, c.cached, c.error, c.cache_key, c.cut_from "
+        "from model_calls c left join call_params p on p.id = c.params_id "
     )
 
     def calls(self, ids: Iterable[int] | None = None, *, episode_id: int | None = None) -> list[ModelCall]:
@@ -762,7 +826,7 @@ class Store:
         return (r[0], r[1], r[2], r[3] or "", r[4] or "completions", r[5], params,
                 r[7].hex() if r[7] is not None else "", r[8] or 0, r[9],
                 usage(prompt_tokens=r[10], completion_tokens=r[11], cached_prompt_tokens=r[12]),
-                r[13], r[14], bool(r[15]), r[16], r[17].hex() if r[17] is not None else None)
+                r[13], r[14], bool(r[15]), r[16], r[17].hex() if r[17] is not None else None, r[18])
 
     # ------------------------------------------------------------------ bulk reads (export)
     # A pydantic record per row costs more than the whole read; bulk reads of our own rows
@@ -828,7 +892,9 @@ class Store:
     def put_blob(self, data: bytes) -> str:
         key = hashlib.sha256(data).hexdigest()[:32]
         with self.transaction():
-            self.db["blobs"].insert({"key": key, "data": data}, ignore=True)
+            # plain SQL: sqlite-utils looks the row up by rowid afterwards, which a
+            # WITHOUT ROWID table does not have (a page fetched twice would fail)
+            self.db.execute("insert or ignore into blobs (key, data) values (?, ?)", [key, data])
         return key
 
     def get_blob(self, key: str) -> bytes | None:
@@ -904,6 +970,7 @@ class CallRow(NamedTuple):
     cached: bool
     error: str | None
     cache_key: str | None
+    cut_from: int | None
 
 
 @dataclass

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -339,3 +341,41 @@ def test_reference_prompt_format_matches():
     for text in list(theirs.values())[:3] + list(ours.values()):
         assert text.startswith("You are in the middle of a room.") and text.endswith("\n")
         assert text.split("\n")[1].startswith("Your task is to: ") and text.split("\n")[2].startswith("> ")
+
+
+@pytest.mark.parametrize("kept", [4096, 2])  # 2: most states are no longer kept and replay their operators
+def test_restore_by_reference_in_any_order_equals_fresh_replay(kept, monkeypatch):
+    """Issue 12: tokens restore by reference (fast-downward state id + kept facts). Jumping
+    between any of them, in any order and after a reset, must equal a fresh replay."""
+    monkeypatch.setattr("envs.alfworld.fastgame.FRAMES_PER_GAME", kept)
+    task = one_per_type()["pick_heat_then_place_in_recep"]
+    env = make_env(task, {})
+    env.reset(task)
+    rng = random.Random(7)
+    tokens, actions = [env.state()], []
+    for _ in range(30):
+        a = rng.choice(env.admissible_actions() + ["think: hmm"])
+        env.step(a)
+        actions.append(a)
+        tokens.append(env.state())
+    fresh = make_env(task, {})
+    for k in [30, 3, 17, 0, 30, 12, 12, 25]:
+        env.reset(task)
+        env.set_state(tokens[k])
+        fresh.reset(task)
+        for a in actions[:k]:
+            fresh.step(a)
+        assert env.admissible_actions() == fresh.admissible_actions()
+        for a in rng.sample(fresh.admissible_actions(), 3):  # a branch off step k
+            assert env.step(a).observation == fresh.step(a).observation
+            assert env.admissible_actions() == fresh.admissible_actions()
+    took = []
+    for _ in range(15):
+        env.reset(task)
+        t0 = time.perf_counter()
+        env.set_state(tokens[30])
+        took.append(time.perf_counter() - t0)
+    if kept > 2:
+        assert statistics.median(took) < 0.005  # the issue's bound (re-applying operators took 60-90 ms at step 50)
+    env.close()
+    fresh.close()

@@ -249,12 +249,16 @@ def test_garbage_response_is_a_clear_error(scripted_llm: ScriptedLLM, style: str
 
 
 @pytest.mark.parametrize("style", STYLES)
-def test_empty_completion_is_not_an_error(scripted_llm: ScriptedLLM, style: str):
-    scripted_llm.push("", "\nrest")
+def test_empty_completion_is_a_failed_call_retried_once(scripted_llm: ScriptedLLM, style: str):
+    """Issue 11 item 15: empty (or empty once cut at a stop) is no completion at all."""
+    scripted_llm.push("", "   ", "\nrest", "\nrest", "", " ok")
     client = make(scripted_llm, style)
-    assert client.complete("p", [])[0] == ""
-    text, call = client.complete("q", ["\n"])
-    assert text == "" and call.completion == "" and call.error is None and call.attempts == 1
+    for stop in ([], ["\n"]):
+        with pytest.raises(ModelError) as err:
+            client.complete("p", stop)
+        assert "empty completion" in err.value.call.error and err.value.call.attempts == 2
+    text, call = client.complete("q", [])
+    assert text == " ok" and call.error is None and call.attempts == 2
 
 
 @pytest.mark.parametrize("style", STYLES)

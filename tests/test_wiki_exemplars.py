@@ -72,8 +72,8 @@ def test_committed_prompts_equal_a_fresh_build():
     for kind, path in exemplars.PROMPTS_FILES.items():
         assert path.read_text(encoding="utf-8") == exemplars.dump(built[kind]), \
             f"{path.name} is stale: run `react-editor wiki prompts --write`"
-    assert set(built["hotpotqa"]) == {"webthink_simple6", "webact_simple6"}
-    assert set(built["fever"]) == {"webthink_simple3", "webact_simple3"}
+    assert set(built["hotpotqa"]) == {"webthink_simple6", "webact_simple6", "cotqa_simple6", "webqa_simple6"}
+    assert set(built["fever"]) == {"webthink_simple3", "webact_simple3", "cotqa_simple3", "webqa_simple3"}
     assert exemplars.builtin_prompt("hotpotqa", "react").startswith("\nQuestion: ")
     assert exemplars.builtin_prompt("fever", "act").startswith("\n" + exemplars.FEVER_INSTRUCTION + "Claim: ")
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Source = Literal["model", "human", "imported"]
 ApiStyle = Literal["completions", "chat"]
@@ -17,6 +19,9 @@ PromptStyle = Literal["react", "act"]
 EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "branch"]
 
 ENV_KINDS: tuple[str, ...] = ("alfworld", "hotpotqa", "fever")  # built in; plugins add more (envs.registry)
+# env_options key an import sets: the files/URLs the episode points at wait for a person's OK
+UNCONFIRMED_REFS = "unconfirmed_references"
+MAX_TEXT = 20_000  # characters a person may put in one thought or action; a completion is cut there
 
 
 def now() -> str:
@@ -64,6 +69,24 @@ class AgentConfig(Record):
     max_retries: int = 4
     cache: bool = True  # answer identical temperature-0 requests from the local cache
 
+    @field_validator("base_url")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        """`user:password@` never enters a config, whatever built it (CLI, app, an import):
+        what is stored, shown and exported is the endpoint without them."""
+        return without_credentials(url) if url else url
+
+
+def without_credentials(url: str) -> str:
+    """The URL with any `user:password@` removed (unparseable text is returned as is)."""
+    try:
+        parts = urlsplit(url)
+        if "@" not in parts.netloc:
+            return url
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    except ValueError:
+        return url
+
 
 class EditInfo(Record):
     """What a person's edit replaced: the step it was made on and the old text."""
@@ -101,6 +124,7 @@ class ModelCall(Record):
     cached: bool = False
     error: str | None = None
     cache_key: str | None = None  # set when the response may answer identical requests later
+    cut_from: int | None = None  # the completion's length when it was cut to MAX_TEXT
 
 
 class Step(Record):

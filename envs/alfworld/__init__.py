@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from envs.base import EnvFamily
 from envs.alfworld.exemplars import EXEMPLARS_FILE
-from envs.alfworld.tasks import custom_task, get_task, list_tasks
+from envs.alfworld.tasks import custom_task, external_references, get_task, list_tasks
 
 
 def make_env(task, options: dict | None = None, blobs=None):
@@ -15,4 +15,5 @@ def make_env(task, options: dict | None = None, blobs=None):
 
 
 FAMILY = EnvFamily(kind="alfworld", list_tasks=list_tasks, get_task=get_task, make_env=make_env,
-                   default_max_steps=50, custom_task=custom_task, exemplars_file=EXEMPLARS_FILE)
+                   default_max_steps=50, custom_task=custom_task, exemplars_file=EXEMPLARS_FILE,
+                   references=external_references)

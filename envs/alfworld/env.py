@@ -6,7 +6,7 @@
 - an episode is done when it is won (the engine enforces the 50-step limit).
 
 Games are kept in a small per-process pool, so a second episode on the same game only
-resets it. `state()`/`set_state()` restore in-process by replaying recorded operators;
+resets it. `state()`/`set_state()` restore in-process by reference (fast-downward's state id);
 `snapshot()` is None: across processes the engine replays recorded actions.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from envs.base import EnvError, StepResult
 from trajectory.records import Task
 from envs.alfworld.fastgame import FastGame, load_game_data
-from envs.alfworld.pool import acquire_game, release_game
+from envs.alfworld.pool import GAME_LOCK, acquire_game, release_game
 from envs.alfworld.tasks import rebuild_path
 from envs.alfworld.text import opening_text, process_ob
 from envs.alfworld.wording import check_wording
@@ -60,7 +60,8 @@ class AlfworldEnv:
             self._release()
             game = acquire_game(path, self.wording)
         self.game = game
-        text = opening_text(game.reset())
+        with GAME_LOCK:
+            text = opening_text(game.reset())
         if task.text and text != task.text:
             raise EnvError(f"ALFWorld game {path} no longer matches task {task.id!r} (opening text differs)")
         self.task, self.done, self.won, self.steps = task, False, False, 0
@@ -76,7 +77,8 @@ class AlfworldEnv:
         self.steps += 1
         if action.strip().startswith("think:"):
             return StepResult("OK.", self.done, 1.0 if self.won else 0.0, {"won": self.won, "think": True})
-        out = game.step(action)
+        with GAME_LOCK:
+            out = game.step(action)
         self.won = self.won or out.won
         self.done = self.won
         return StepResult(process_ob(out.feedback), self.done, 1.0 if out.won else 0.0,
@@ -93,7 +95,8 @@ class AlfworldEnv:
         if snap.game is not self.game:
             raise EnvError("this state belongs to another ALFWorld game; reset to the task first")
         if tuple(self.game.ops) != snap.ops:  # the operators applied fully determine the state
-            self.game.restore(snap)
+            with GAME_LOCK:
+                self.game.restore(snap)
         self.done, self.won, self.steps = done, won, steps
 
     def snapshot(self) -> dict[str, Any] | None:
@@ -103,7 +106,9 @@ class AlfworldEnv:
         raise EnvError("ALFWorld states are restored by replaying the recorded actions")
 
     def admissible_actions(self) -> list[str] | None:
-        return self._need_game().admissible_commands()
+        game = self._need_game()
+        with GAME_LOCK:
+            return game.admissible_commands()
 
     # -- expert
 

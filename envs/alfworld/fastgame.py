@@ -5,10 +5,11 @@ all the time: every load *and* every reset runs the Python PDDL->SAS translation
 (~0.7 s each), and every step re-parses (with TatSu) the template of every admissible
 command and every grammar condition. Here the same textworld/fast-downward objects do the
 same computation, but translations, parsed grammars, parsed derivation strings and parsed
-conditions are cached (translations also on disk), the planner's optimized translation is
-made only when a plan is asked for, and state restore replays operator ids without
-generating text. A test plays games with and without these caches and compares the
-transcripts byte for byte.
+conditions are cached (translations and parsed game logic also on disk), derivation contexts
+are copied shallowly, the planner's optimized translation is made only when a plan is asked
+for, and a state is restored by reference: fast-downward's state id plus the facts and
+commands kept for it (replaying operator ids only when the task was reloaded). A test plays
+games with and without these caches and compares the transcripts byte for byte.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import pickle
 import sys
 import threading
+from collections import Counter, OrderedDict, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +98,7 @@ def preserved_argv():
 
 
 def cache_dir() -> Path | None:
-    """Where translations are kept across processes ($REACT_EDITOR_CACHE, else
+    """Where translations and parsed game logic are kept across processes ($REACT_EDITOR_CACHE, else
     ~/.cache/react-editor); REACT_EDITOR_CACHE=off disables the disk cache."""
     root = os.environ.get("REACT_EDITOR_CACHE")
     if root == "off":
@@ -108,40 +110,54 @@ def cache_dir() -> Path | None:
 _TRANSLATIONS: dict[str, tuple[Any, str]] = {}
 
 
+def _disk_memo(key: str, build):
+    """`build()`'s result, pickled in the cache folder under `key` (a broken entry is
+    rebuilt; a cache that cannot be written is skipped)."""
+    d = cache_dir()
+    f = d / f"{key}.pkl" if d else None
+    if f is not None and f.exists():
+        try:
+            with open(f, "rb") as fh:
+                return pickle.load(fh)
+        except Exception:
+            pass
+    result = build()
+    if f is not None:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, f)
+        except Exception:
+            pass
+    return result
+
+
 def translate(domain: str, problem: str, optimize: bool = False) -> tuple[Any, str]:
     """fast_downward.pddl2sas, memoised in memory and on disk (pickled task + SAS text)."""
     import fast_downward
 
+    def build():
+        with preserved_argv():
+            return fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
+
     key = _sha(CACHE_VERSION, domain, problem, str(optimize))
     with _LOCK:
-        if key in _TRANSLATIONS:
-            return _TRANSLATIONS[key]
-        d = cache_dir()
-        f = d / f"{key}.pkl" if d else None
-        if f is not None and f.exists():
-            try:
-                with open(f, "rb") as fh:
-                    result = pickle.load(fh)
-                _TRANSLATIONS[key] = result
-                return result
-            except Exception:  # a broken cache entry is rebuilt
-                pass
-        with preserved_argv():
-            result = fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
-        _TRANSLATIONS[key] = result
-        if f is not None:
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-                tmp = f.with_suffix(f".{os.getpid()}.tmp")
-                with open(tmp, "wb") as fh:
-                    pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, f)
-            except Exception:
-                pass
-        return result
+        if key not in _TRANSLATIONS:
+            _TRANSLATIONS[key] = _disk_memo(key, build)
+        return _TRANSLATIONS[key]
 
 
 # ---------------------------------------------------------------- grammar with parse caches
+
+def _copy_context(context: dict) -> dict:
+    """textgen.copy_context without the deep copies: derivations only read the entity
+    infos and variables, and each context gets its own `variables`/`mapping` dicts (the
+    only parts a derivation updates). The deep copies were most of a step's time."""
+    return {"state": context["state"], "facts": context["facts"], "variables": dict(context["variables"]),
+            "mapping": dict(context["mapping"]), "entity_infos": context["entity_infos"]}
+
 
 def _cached_grammar_class():
     from textworld.envs.pddl import textgen
@@ -160,17 +176,23 @@ def _cached_grammar_class():
         def derive(self):
             if len(self.context) == 0:
                 raise ValueError("Empty context")
-            context = textgen.copy_context(self.context)
+            context = _copy_context(self.context)
             contexts = [context]
             if self.given:
                 rule = parse_rule(self.given)
                 contexts = []
                 for mapping in context["state"].all_assignments(rule, context["mapping"]):
-                    c = textgen.copy_context(context)
+                    c = _copy_context(context)
                     c["variables"].update({ph.name: c["entity_infos"][var.name] for ph, var in mapping.items()})
                     c["mapping"].update(mapping)
                     contexts.append(c)
-            return [_retype(self.expression.copy(c)) for c in contexts]
+            return [_retype(_symbol_copy(self.expression, c)) for c in contexts]
+
+    def _symbol_copy(sym, context):
+        """textgen.Symbol.copy with the cheap context copy."""
+        out = copy.deepcopy(sym)
+        out.context = _copy_context(context)
+        return out
 
     class CachedEvalSymbol(textgen.EvalSymbol):
         _code: dict[str, Any] = {}
@@ -219,7 +241,7 @@ def _cached_grammar_class():
                 rule = None
             symbols = copy.deepcopy(rule.rhs) if rule is not None else copy.deepcopy([][0])
             for symbol in symbols:
-                symbol.context = textgen.copy_context(start.context)
+                symbol.context = _copy_context(start.context)
             return symbols
 
         def derive(self, start: str, context={}) -> str:
@@ -229,7 +251,7 @@ def _cached_grammar_class():
                 parse_cache[start] = parsed
             derivation = copy.deepcopy(parsed)[::-1]
             for symbol in derivation:
-                symbol.context = textgen.copy_context(context)
+                symbol.context = _copy_context(context)
             derived = []
             while derivation:
                 symbol = derivation.pop()
@@ -251,7 +273,7 @@ _LOGICS: dict[str, Any] = {}
 
 
 def game_logic(domain: str, grammar: str):
-    """textworld's GameLogic for (domain, grammar), parsed once per process."""
+    """textworld's GameLogic for (domain, grammar), parsed once (kept on disk too)."""
     global _GRAMMAR_CLASS
     from textworld.envs.pddl import logic as pddl_logic
 
@@ -260,7 +282,8 @@ def game_logic(domain: str, grammar: str):
         if key not in _LOGICS:
             if _GRAMMAR_CLASS is None:
                 _GRAMMAR_CLASS = _cached_grammar_class()
-            lg = pddl_logic.GameLogic(domain=domain, grammar=grammar)
+            lg = _disk_memo(_sha(CACHE_VERSION, "logic", domain, grammar),
+                            lambda: pddl_logic.GameLogic(domain=domain, grammar=grammar))
             cg = _GRAMMAR_CLASS()
             cg.update(lg.grammar)
             cg.retype_all()
@@ -275,7 +298,6 @@ def _make_state(lib, domain: str, problem: str, logic):
     """A textworld PddlState built like PddlState.__init__, from the cached translation."""
     import fast_downward
     import textworld
-    from collections import Counter, defaultdict
     from textworld.envs.pddl import logic as pddl_logic
     from textworld.logic import Proposition, Variable
 
@@ -339,12 +361,17 @@ _FREE_LIBS: list = []
 def _take_lib():
     """A fast-downward library copy (each holds one game's state). Copies are recycled,
     never `close_lib`-ed: loading a new copy after a dlclose crashes the process."""
+    import ctypes
+
     import fast_downward
 
     with _LOCK:
         if _FREE_LIBS:
             return _FREE_LIBS.pop()
-    return fast_downward.load_lib()
+    lib = fast_downward.load_lib()
+    lib.get_state_id.argtypes, lib.get_state_id.restype = [], ctypes.c_int  # not declared by fast_downward
+    lib.set_state_id.argtypes, lib.set_state_id.restype = [ctypes.c_int], None
+    return lib
 
 
 @dataclass
@@ -355,12 +382,28 @@ class StepOutcome:
 
 
 @dataclass
+class _Frame:
+    """One state: fast-downward's id for it in the loaded task, textworld's facts, and the
+    admissible commands derived for it (the grammar work of a step, never redone)."""
+
+    sid: int
+    facts: tuple
+    commands: list
+    won: bool
+
+
+@dataclass
 class _Snapshot:
     game: "FastGame"
     epoch: int
     ops: tuple
     moves: int
     won: bool
+    gen: int = 0  # the game's task load the state id `sid` belongs to
+    sid: int | None = None
+
+
+FRAMES_PER_GAME = 1024  # recently used states kept per game (~8 KB each); older ones replay ops
 
 
 class FastGame:
@@ -394,6 +437,10 @@ class FastGame:
             info.name = demangler.demangle_alfred_name(info.id)
         self.entity_infos = infos
         self.state = state
+        self._gen = 1  # bumped whenever the task is loaded into the library again
+        self._frames: "OrderedDict[int, _Frame]" = OrderedDict()  # by state id, for this `_gen`
+        self._initial: _Frame | None = None
+        self._intro: str | None = None
         self.epoch = 0
         self.ops: list[tuple[int, int]] = []
         self.moves = 0
@@ -424,15 +471,13 @@ class FastGame:
 
     def reset(self) -> str:
         """Back to the initial state; returns the intro ("-= Welcome ... =-\\n\\n...")."""
-        if self.epoch or self.ops:
-            self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
-            self._replan_loaded = False
+        self._to_initial()
         self.epoch += 1
         self.ops = []
         self.moves = 0
-        feedback = self.logic.grammar.derive("#intro#", self._context({}, {}, list(self.state.facts)))
-        self._gather()
-        return feedback
+        if self._intro is None:  # derived from the initial state only
+            self._intro = self.logic.grammar.derive("#intro#", self._context({}, {}, list(self.state.facts)))
+        return self._intro
 
     def step(self, command: str) -> StepOutcome:
         command = command.strip()
@@ -464,31 +509,76 @@ class FastGame:
     # -- state capture
 
     def snapshot(self) -> _Snapshot:
-        return _Snapshot(self, self.epoch, tuple(self.ops), self.moves, self.won)
+        return _Snapshot(self, self.epoch, tuple(self.ops), self.moves, self.won, self._gen, self._frame().sid)
 
     def restore(self, snap: _Snapshot) -> None:
-        """Rebuild the initial state from the cached translation and re-apply the recorded
-        operators (no text generation), so the result equals a fresh replay."""
+        """Put the game in the snapshot's state: by fast-downward's state id and the facts
+        and commands kept for it (about a millisecond), or - when that state is no longer
+        kept - from the initial state by re-applying the recorded operators (no text
+        generation). Either equals a fresh replay."""
         if snap.game is not self:
             raise EnvError("state token belongs to another game")
-        self.replay(snap.ops, snap.moves)
+        frame = self._frames.get(snap.sid) if snap.gen == self._gen else None
+        if frame is not None:
+            self._frames.move_to_end(snap.sid)
+            self._load_frame(frame)
+            self.ops = list(snap.ops)
+            self.moves = snap.moves
+        else:
+            self.replay(snap.ops, snap.moves)
 
     def replay(self, ops, moves: int) -> None:
         """The initial state with these recorded operators applied (also in another process,
         where the ops of a snapshot are all that is sent)."""
-        self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
-        self._replan_loaded = False
+        self._to_initial()
         for op_id, nb in ops:
             _apply_op(self.state, op_id, nb)
+        self._gather()
         self.ops = list(ops)
         self.moves = moves
+
+    def _to_initial(self) -> None:
+        """The initial state: its kept frame, or (first use, or after the planner's task was
+        loaded) the state rebuilt from the cached translation."""
+        if self._initial is not None:
+            self._load_frame(self._initial)
+            return
+        if self.epoch or self.ops:
+            self.state = _make_state(self.lib, self.domain, self.data.problem, self.logic)
+            self._gen += 1
+            self._frames.clear()
+            self._replan_loaded = False
         self._gather()
+        self._initial = self._frame()
+
+    def _frame(self) -> _Frame:
+        """The current state's frame, kept among the recently used ones."""
+        sid = self.lib.get_state_id()
+        f = self._frames.get(sid)
+        if f is None:
+            f = self._frames[sid] = _Frame(sid, tuple(self.state.facts), self._commands, self.won)
+            if len(self._frames) > FRAMES_PER_GAME:
+                self._frames.popitem(last=False)
+        else:
+            self._frames.move_to_end(sid)
+        return f
+
+    def _load_frame(self, f: _Frame) -> None:
+        self.lib.set_state_id(f.sid)
+        st = self.state  # textworld's State bookkeeping, rebuilt from the facts by its own code
+        st._facts, st._vars_by_name, st._vars_by_type, st._var_counts = defaultdict(set), {}, defaultdict(set), Counter()
+        st.add_facts(f.facts)
+        # the actions again (one C call; same order as when the commands were derived)
+        self._valid, self._commands, self.won = list(st.all_applicable_actions()), f.commands, f.won
 
     # -- planner
 
     def load_replan(self) -> None:
         """The planner's optimized translation, made only when a plan is wanted."""
         if not self._replan_loaded:
+            self._gen += 1  # loading it may reset the library's state registry: frames go stale
+            self._frames.clear()
+            self._initial = None
             _, sas_replan = translate(self.domain, self.data.problem, optimize=True)
             self.state.sas_replan = sas_replan
             self.lib.load_sas_replan(sas_replan.encode("utf-8"))

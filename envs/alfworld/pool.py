@@ -10,6 +10,9 @@ from envs.alfworld.fastgame import FastGame, load_game_data
 POOL_SIZE = 8
 _POOL: "OrderedDict[tuple[str, str], list[FastGame]]" = OrderedDict()
 _POOL_LOCK = threading.Lock()
+# textworld's grammar parsing / derivation and pddl2sas are not thread-safe: games are loaded
+# and stepped under this lock (threads share the CPU anyway; experiments use processes)
+GAME_LOCK = threading.RLock()
 
 
 def acquire_game(path: str, wording: str) -> FastGame:
@@ -21,7 +24,8 @@ def acquire_game(path: str, wording: str) -> FastGame:
         if games:
             _POOL.move_to_end(key)
             return games.pop()
-    return FastGame(data, wording)
+    with GAME_LOCK:
+        return FastGame(data, wording)
 
 
 def release_game(game: FastGame) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from envs.alfworld.pool import acquire_game, release_game
 from envs.alfworld.text import opening_text
-from envs.base import EnvError
+from envs.base import EnvError, inside
 from trajectory.records import Task
 
 GAMES_DIR = Path(__file__).parent / "games"
@@ -31,7 +31,8 @@ def alfworld_data_dir() -> Path:
 
 
 def official_root(split: str) -> Path:
-    return alfworld_data_dir() / "json_2.1.1" / split
+    base = alfworld_data_dir() / "json_2.1.1"
+    return inside(base, split, "ALFWorld split")
 
 
 def _check_source(source: str) -> str:
@@ -174,7 +175,7 @@ def get_task(task_id: str, source: str = "builtin", **_) -> Task:
     root = official_root(split)
     if not root.is_dir():
         raise EnvError(f"official ALFWorld games not found in {root}; run `react-editor data alfworld`")
-    game = root / rest / "game.tw-pddl"
+    game = inside(root, rest, "ALFWorld task") / "game.tw-pddl"
     if not game.exists():
         raise EnvError(f"unknown official ALFWorld task {task_id!r} (no {game})")
     return _make_task(game, task_id, "official", split, _official_text(game), task_type_of(game.parent))
@@ -188,6 +189,17 @@ def custom_task(game: str | os.PathLike | None = None, **_) -> Task:
     text = compute_text(path)  # raises a clear error for missing/corrupt files
     digest = hashlib.sha1(path.read_bytes()).hexdigest()[:10]
     return _make_task(path, f"custom/{path.parent.name}-{digest}", "custom", None, text, task_type_of(path.parent))
+
+
+def external_references(task: Task, options: dict | None = None) -> list[str]:
+    """The game file the task would open when it lies outside the built-in games and
+    ALFWORLD_DATA (an imported episode's path is opened only once confirmed)."""
+    try:
+        path = Path(rebuild_path(task)).resolve()
+    except EnvError:  # nothing there to open
+        return []
+    roots = (GAMES_DIR.resolve(), alfworld_data_dir().resolve())
+    return [] if any(path.is_relative_to(r) for r in roots) else [str(path)]
 
 
 def rebuild_path(task: Task) -> str:

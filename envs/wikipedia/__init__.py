@@ -54,6 +54,28 @@ def open_backend(options: dict | None = None):
     return _Shared(backend)
 
 
+def external_references(task: Task | None = None, options: dict | None = None) -> list[str]:
+    """The ZIM file, corpus folder or wiki URL the options point at outside the configured
+    data (REACT_EDITOR_DATA, the built-in corpus, the default Wikipedia API): an imported
+    episode opens them only once a person confirms."""
+    from envs.wikipedia.builtin import CORPUS_DIR
+    from envs.wikipedia.live import DEFAULT_API
+
+    options = options or {}
+    roots = (_tasks.data_dir().resolve(), Path(CORPUS_DIR).resolve())
+    wiki = options.get("wiki") or "builtin"
+    refs = []
+    if wiki == "live" and options.get("wiki_url") not in (None, "", DEFAULT_API):
+        refs.append(str(options["wiki_url"]))
+    paths = [wiki[4:]] if isinstance(wiki, str) and wiki.startswith("zim:") else []
+    paths += [str(options["corpus_dir"])] if options.get("corpus_dir") else []
+    for raw in paths:
+        p = Path(raw).expanduser().resolve()
+        if not any(p.is_relative_to(r) for r in roots):
+            refs.append(str(p))
+    return refs
+
+
 class _Shared:
     """A shared ZIM backend whose close() leaves the cached archive open."""
 
@@ -87,6 +109,7 @@ FAMILIES = {
         default_max_steps=DEFAULT_MAX_STEPS[kind],
         custom_task=partial(_tasks.custom_task, kind),
         exemplars_file=PROMPTS_FILES[kind],
+        references=external_references,
     )
     for kind in ("hotpotqa", "fever")
 }

@@ -74,7 +74,23 @@ def build_prompts(plans: dict, make_env, check_answers: bool = True) -> dict[str
         else:  # FEVER's file: its instruction, then examples separated by a blank line
             out[f"webthink_simple{n}"] = FEVER_HEADER + "".join(e + "\n" for e in think)
             out[f"webact_simple{n}"] = FEVER_HEADER + "".join(e + "\n" for e in act)
+        if all(ex.get("cot") for ex in examples):
+            out.update(_qa_blocks(kind, key, examples))
     return result
+
+
+def _qa_blocks(kind: str, key: str, examples: list[dict]) -> dict[str, str]:
+    """The Standard (`webqa_*`) and CoT (`cotqa_*`) blocks, laid out as the original
+    prompts_naive.json / fever.json: HotpotQA's CoT thoughts start "Let's think step by step."."""
+    gold = "answer" if kind == "hotpotqa" else "label"
+    head = "Question" if kind == "hotpotqa" else "Claim"
+    lead = "Let's think step by step. " if kind == "hotpotqa" else ""
+    qa = [f"{head}: {ex[key]}\nAnswer: {ex[gold]}\n" for ex in examples]
+    cot = [f"{head}: {ex[key]}\nThought: {lead}{ex['cot']}\nAnswer: {ex[gold]}\n" for ex in examples]
+    n = len(examples)
+    if kind == "hotpotqa":
+        return {f"cotqa_simple{n}": "".join(cot), f"webqa_simple{n}": "".join(qa)}
+    return {f"cotqa_simple{n}": FEVER_INSTRUCTION + "\n".join(cot), f"webqa_simple{n}": FEVER_INSTRUCTION + "\n".join(qa)}
 
 
 def build_builtin_prompts(corpus_dir: Path | None = None) -> dict[str, dict[str, str]]:

@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import stat
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from sessions.exchange.chat_sft import chat_record, version_ok
 from trajectory.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import EditInfo, ModelCall, Step
+from trajectory.records import UNCONFIRMED_REFS, EditInfo, ModelCall, Step
 from sessions.store import Store, StoreError
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
@@ -106,7 +107,8 @@ class EpisodeEncoder:
             "created_at": ep.created_at,
             "task": ep.task.model_dump(mode="json"),
             "config": ep.config.model_dump(mode="json"),
-            "env_options": ep.env_options,
+            # the import-confirmation mark is this database's state, not the episode's
+            "env_options": {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS},
         })
 
     def _edit(self, e: EditInfo | None, limit: int) -> dict | None:
@@ -134,7 +136,8 @@ class EpisodeEncoder:
                 f'"completion":{_str(c.completion)},"usage":{{"prompt_tokens":{_num(u.prompt_tokens)},'
                 f'"completion_tokens":{_num(u.completion_tokens)},"cached_prompt_tokens":{_num(u.cached_prompt_tokens)}}},'
                 f'"latency_ms":{_num(c.latency_ms)},"attempts":{_num(c.attempts)},"cached":{_bool(c.cached)},'
-                f'"error":{_str(c.error)}}}')
+                f'"error":{_str(c.error)}'
+                + (f',"cut_from":{_dumps(c.cut_from)}}}' if c.cut_from else "}"))
         return self.call_ref[c.id]
 
     def _shared(self, obj: Any) -> str:
@@ -215,17 +218,23 @@ class EpisodeEncoder:
 
 
 class _Sink:
-    """A path (written to a temp file, renamed at the end), '-' or an open text stream."""
+    """A path (written to a temp file, renamed at the end), '-' or an open text stream.
+
+    Only a regular file (or nothing) at the path is replaced: a symlink, FIFO or device
+    there is refused, never swapped for our file. The new file gets the mode a plain
+    `open()` would (0666 minus the umask), not mkstemp's 0600."""
 
     def __init__(self, out: str | os.PathLike | IO[str]):
         self.tmp: str | None = None
         self.path = "-"
         if isinstance(out, (str, os.PathLike)) and str(out) != "-":
             target = Path(out)
-            if target.is_dir():
-                raise ExportError(f"{target} is a directory; give a file path")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, self.tmp = tempfile.mkstemp(prefix=".export-", dir=str(target.parent))
+            try:
+                _check_target(target)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd, self.tmp = tempfile.mkstemp(prefix=".export-", dir=str(target.parent))
+            except (OSError, ValueError) as exc:
+                raise ExportError(f"cannot write {_shown(target)}: {getattr(exc, 'strerror', None) or exc}") from None
             self.f: IO[str] = io.open(fd, "w", encoding="utf-8", newline="")
             self.path = str(target)
         elif isinstance(out, (str, os.PathLike)):
@@ -237,21 +246,58 @@ class _Sink:
         self.bytes = 0
 
     def write(self, text: str) -> None:
-        self.f.write(text)
+        try:
+            self.f.write(text)
+        except OSError as exc:  # disk full, ...
+            raise ExportError(f"cannot write {_shown(Path(self.path))}: {exc.strerror or exc}") from None
         self.bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
 
     def close(self, ok: bool) -> None:
         if self.tmp is None:
             self.f.flush()
             return
-        self.f.close()
-        if ok:
-            os.replace(self.tmp, self.path)
-        else:
-            try:
+        try:
+            self.f.close()
+            if ok:
+                os.chmod(self.tmp, 0o666 & ~_umask())
+                _check_target(Path(self.path))  # still nothing but a regular file there
+                os.replace(self.tmp, self.path)
+                return
+        except OSError as exc:
+            raise ExportError(f"cannot write {_shown(Path(self.path))}: {exc.strerror or exc}") from None
+        finally:
+            if os.path.lexists(self.tmp):
                 os.unlink(self.tmp)
-            except OSError:
-                pass
+
+
+def _check_target(target: Path) -> None:
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise ExportError(f"{_shown(target)} is a directory; give a file path")
+    if not stat.S_ISREG(st.st_mode):
+        raise ExportError(f"{_shown(target)} is not a regular file (a symlink, FIFO or device); "
+                          "refusing to replace it - give another path, or '-' for stdout")
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux shows it (threads share it)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _shown(p: Path) -> str:
+    return repr(str(p))[1:-1]  # a path with control characters or NUL stays one line
 
 
 def export(

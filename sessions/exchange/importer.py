@@ -22,12 +22,14 @@ from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from trajectory.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from trajectory.records import ENV_KINDS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
+from trajectory.records import ENV_KINDS, UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one jsonl record (a version); far above any real one
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a prompt file / transcript is read whole
+MAX_DEPTH = 64  # a record nests about 6 deep; env options and step info add a few levels
+TOO_DEEP = "JSON nested too deeply (no record or prompt file is nested like this)"
 
 
 class ImportFailed(StoreError, ValueError):
@@ -76,7 +78,7 @@ def _first_line_is_record(head: bytes) -> bool:
     line = head.lstrip().split(b"\n", 1)[0]
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(obj, dict) and ("schema" in obj or "messages" in obj)
 
@@ -161,6 +163,8 @@ def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[Par
         d = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _fail(exc.lineno, f"bad JSON ({exc.msg}, column {exc.colno})") from None
+    except RecursionError:
+        raise _fail(None, TOO_DEEP) from None
     if not isinstance(d, dict) or not d:
         raise _fail(1, "a ReAct prompt file is a non-empty JSON object of strings (key -> prompt text)")
     for k, v in d.items():
@@ -213,6 +217,35 @@ def _lines(p: Path, cap: int) -> Iterator[tuple[int, bytes]]:
                 yield n, line
 
 
+def _free_form(rec: dict) -> Iterator[Any]:
+    """The record's untyped values (options, task data, step info, call params, metrics):
+    every other field has a fixed shape that validation checks without going deep."""
+    def part(o: Any, key: str) -> Any:
+        return o.get(key) if isinstance(o, dict) else None
+
+    ep = part(rec, "episode")
+    yield part(ep, "env_options")
+    yield part(part(ep, "task"), "data")
+    yield part(part(part(rec, "version"), "outcome"), "metrics")
+    for key, field_ in (("steps", "info"), ("calls", "params")):
+        items = part(rec, key)
+        for item in items if isinstance(items, list) else ():
+            yield part(item, field_)
+
+
+def _depth(obj: Any) -> int:
+    """How deeply `obj` nests (iteratively: a deep file must not exhaust the stack)."""
+    deepest, todo = 0, [(obj, 1)]
+    while todo:
+        o, d = todo.pop()
+        deepest = max(deepest, d)
+        if isinstance(o, dict):
+            todo.extend((v, d + 1) for v in o.values())
+        elif isinstance(o, list):
+            todo.extend((v, d + 1) for v in o)
+    return deepest
+
+
 def _digest(obj: Any) -> bytes:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).digest()
 
@@ -234,8 +267,12 @@ def parse_record(n: int, line: bytes) -> TrajectoryRecord:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         detail = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
         raise _fail(n, f"bad JSON ({detail})") from None
+    except RecursionError:
+        raise _fail(n, TOO_DEEP) from None
     if not isinstance(obj, dict):
         raise _fail(n, "a record is a JSON object")
+    if max(map(_depth, _free_form(obj)), default=0) > MAX_DEPTH:  # before pydantic/json.dumps give up
+        raise _fail(n, TOO_DEEP)
     if "schema" not in obj:
         if "messages" in obj:
             raise _fail(n, "a chat-sft record; chat-sft drops provenance and cannot be imported (import the jsonl export)")
@@ -286,7 +323,8 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
             ep = _Ep(rec.episode.ref, _digest(e_dump))
             if store is not None:
                 task = rec.episode.task
-                e, v0 = store.create_episode(task, rec.episode.config, rec.episode.env_options, rec.episode.name,
+                options = {**rec.episode.env_options, UNCONFIRMED_REFS: True}  # files/URLs wait for an OK
+                e, v0 = store.create_episode(task, rec.episode.config, options, rec.episode.name,
                                              created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
                 report.episodes.append(e.id)
@@ -398,6 +436,7 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
                     created_at=c.created_at, model=c.model, api_style=c.api_style, params=c.params, purpose=c.purpose,
                     prompt_hash=c.prompt_hash, prompt_chars=c.prompt_chars, completion=c.completion, usage=c.usage,
                     latency_ms=c.latency_ms, attempts=c.attempts, cached=c.cached, error=c.error,
+                    cut_from=c.cut_from,
                 ))
                 placeholder[cref] = -len(new_calls)
             ids.append(placeholder[cref])

@@ -1,0 +1,362 @@
+"""Experiments: create one (fixed config, method and task list), run or resume it
+concurrently, score it like the paper's Tables 1 and 3, and compare two task by task.
+
+Each worker thread has its own Store connection and Engine (sqlite connections and the
+engine's live environments are not shared across threads); writes are short transactions.
+An item whose episode fails is recorded with its error and retried by `resume`; an
+endpoint that refuses every call stops the batch after a few failures in a row.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from agent import methods
+from agent.batch import BatchAborted, JobResult, run_batch
+from agent.engine import Engine, EngineError
+from envs.registry import family
+from envs.wikipedia.scoring import FEVER_LABELS
+from sessions import experiments as xs
+from sessions.store import Store
+from trajectory.records import AgentConfig, Task
+from trajectory.stats import bootstrap_diff_ci, mcnemar_exact
+
+TASK_TYPES: dict[str, tuple[str, ...]] = {
+    "alfworld": ("pick_and_place_simple", "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep",
+                 "pick_cool_then_place_in_recep", "look_at_obj_in_light", "pick_two_obj_and_place"),
+    "hotpotqa": ("bridge", "comparison"),
+    "fever": FEVER_LABELS,
+}
+# The paper's Table 3 column names for ALFWorld's types.
+TYPE_LABELS = dict(zip(TASK_TYPES["alfworld"], ("Pick", "Clean", "Heat", "Cool", "Look", "Pick 2")))
+# USD per million (prompt, completion) tokens, unless Settings stores a price for the model
+# (setting "model_prices": {model: {"prompt": $, "completion": $}}); other models cost 0.
+PRICES_SETTING = "model_prices"
+PRICES = {"gpt-3.5-turbo-instruct": (1.5, 2.0), "gpt-4o-mini": (0.15, 0.6), "gpt-4o": (2.5, 10.0),
+          "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0)}
+
+
+class ExperimentError(EngineError):
+    """A one-line problem with an experiment (e.g. the batch stopped on failures)."""
+
+
+# ---------------------------------------------------------------------------- create
+
+def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: list[Task],
+           name: str | None = None, env_options: dict | None = None, params: dict | None = None) -> xs.Experiment:
+    """A new experiment; the method's prompt style is fixed into the config."""
+    family(env)
+    methods.check_method(env, method)
+    methods.check_exemplars(env, method, config.exemplar_set, store)
+    config = config.model_copy(update={"style": methods.prompt_style(method)})
+    params = dict(params or {})
+    if "sc" in method.replace("-", " ").split():
+        params.setdefault("samples", methods.DEFAULT_SAMPLES)
+        params.setdefault("sc_temperature", methods.SC_TEMPERATURE)
+        if params["samples"] < 1:
+            raise ExperimentError("--samples must be at least 1")
+    return xs.create(store, name=name or _default_name(store, env, method), env=env, method=method,
+                     config=config, tasks=tasks, env_options=env_options, params=params)
+
+
+def _default_name(store: Store, env: str, method: str) -> str:
+    base = f"{env}-{method}-{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}"
+    taken = {e.name for e in xs.list_all(store)}
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+# ---------------------------------------------------------------------------- run
+
+@dataclass
+class Progress:
+    total: int
+    done: int
+    success: int
+    failed: int
+    elapsed_s: float
+    started_with: int  # items already done when this run began (for the ETA)
+
+    @property
+    def eta_s(self) -> float | None:
+        ran = self.done + self.failed - self.started_with
+        left = self.total - self.done
+        if ran <= 0 or left <= 0:
+            return None if left else 0.0
+        return self.elapsed_s / ran * left
+
+
+class _ItemFailed(Exception):
+    pass
+
+
+class _Workers:
+    """One Store + Engine per worker thread, closed when the batch ends."""
+
+    def __init__(self, db_path: str, api_key: str | None):
+        self.db_path, self.api_key = db_path, api_key
+        self._local = threading.local()
+        self._stores: list[Store] = []
+        self._lock = threading.Lock()
+
+    def engine(self) -> Engine:
+        eng = getattr(self._local, "engine", None)
+        if eng is None:
+            store = Store(self.db_path, create=False)
+            with self._lock:
+                self._stores.append(store)
+            eng = self._local.engine = Engine(store, api_key=self.api_key)
+        return eng
+
+    def close(self) -> None:
+        for s in self._stores:
+            s.close()
+
+
+def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Callable[[], bool] | None = None) -> dict:
+    """Run or continue one task of the experiment in its (single) episode."""
+    store = engine.store
+    it = xs.item(store, item_id)
+    ep_id, _ = xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}")
+    try:
+        out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
+                               sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
+                               should_stop=should_stop)
+    except Exception as exc:  # an environment or store bug: record it on the item, fail the job
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        xs.record_item(store, item_id, status="error", error=msg)
+        raise _ItemFailed(msg) from exc
+    finally:
+        engine.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
+    status = "done" if out.done else ("running" if out.stopped else "error")
+    xs.record_item(store, item_id, status=status, version_id=out.version_id, success=out.success,
+                   metrics=out.metrics, error=out.error)
+    if out.error:
+        raise _ItemFailed(out.error)
+    return {"item": item_id, "episode": ep_id, "done": out.done, "success": out.success}
+
+
+def _process_item(db_path: str, exp_id: int, api_key: str | None, item_id: int) -> dict:
+    """`run_item` in a worker process (ALFWorld): one Store + Engine per process."""
+    eng = _PROCESS_ENGINES.get(db_path)
+    if eng is None:
+        eng = _PROCESS_ENGINES[db_path] = Engine(Store(db_path, create=False), api_key=api_key)
+    return run_item(eng, xs.get(eng.store, exp_id), item_id)
+
+
+_PROCESS_ENGINES: dict[str, Engine] = {}
+
+
+def run(
+    db_path: str, ref: int | str, *, concurrency: int = 1, stop: threading.Event | None = None,
+    on_progress: Callable[[Progress], None] | None = None, api_key: str | None = None,
+    max_consecutive_failures: int = 5, mode: str = "threads",
+) -> dict[str, Any]:
+    """Run every unfinished item of the experiment (first run and resume alike) and return
+    its summary. Raises ExperimentError when the batch stops on consecutive failures.
+    `mode="processes"` runs items in worker processes (each loads its own games: worth it
+    only with many cores; benchmarks/experiment.py measures both)."""
+    store = Store(db_path, create=False)
+    try:
+        exp = xs.get(store, ref)
+        items = xs.items(store, exp.id)
+        todo = [it.id for it in items if it.status != "done"]
+        counts = {"done": sum(it.status == "done" for it in items),
+                  "success": sum(bool(it.success) for it in items if it.status == "done"), "failed": 0}
+        start_done = counts["done"]
+        stop = stop or threading.Event()
+        t0 = time.monotonic()
+
+        def report(res: JobResult) -> None:
+            if res.ok and res.value["done"]:
+                counts["done"] += 1
+                counts["success"] += bool(res.value["success"])
+            elif not res.ok:
+                counts["failed"] += 1
+            if on_progress:
+                on_progress(Progress(len(items), counts["done"], counts["success"], counts["failed"],
+                                     time.monotonic() - t0, start_done))
+
+        if on_progress:
+            on_progress(Progress(len(items), counts["done"], counts["success"], 0, 0.0, start_done))
+        xs.set_status(store, exp.id, "running")
+        workers = _Workers(db_path, api_key)
+        if mode == "processes":
+            work: Callable[[int], Any] = functools.partial(_process_item, db_path, exp.id, api_key)
+        else:
+            def work(item_id: int) -> dict:
+                return run_item(workers.engine(), exp, item_id, stop.is_set)
+        status, error = "done", None
+        try:
+            run_batch(todo, work, concurrency=concurrency, stop=stop, on_result=report,
+                      max_consecutive_failures=max_consecutive_failures, mode=mode)
+        except BatchAborted as exc:
+            status, error = "aborted", str(exc)
+        except KeyboardInterrupt:
+            xs.set_status(store, exp.id, "stopped", add_wall_s=time.monotonic() - t0)
+            raise
+        finally:
+            workers.close()
+        left = xs.counts(store, exp.id)
+        if status == "done" and sum(n for s, n in left.items() if s != "done"):
+            status = "stopped" if stop.is_set() else "incomplete"
+        xs.set_status(store, exp.id, status, add_wall_s=time.monotonic() - t0)
+        if error:
+            raise ExperimentError(f"experiment {exp.name!r} {error}; fix the cause, then `experiment resume {exp.id}`")
+        return summary(store, exp.id)
+    finally:
+        store.close()
+
+
+# ---------------------------------------------------------------------------- scoring
+
+def _rate(k: int, n: int) -> float | None:
+    return round(k / n, 4) if n else None
+
+
+def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float]:
+    """(tokens, USD) of the calls that reached the model server (cache hits are free)."""
+    p_tok = c_tok = 0
+    for ep in episode_ids:
+        for call in store.calls(episode_id=ep):
+            if call.cached:
+                continue
+            p_tok += call.usage.prompt_tokens or 0
+            c_tok += call.usage.completion_tokens or 0
+    saved = (store.get_setting(PRICES_SETTING, {}) or {}).get(model)
+    if saved:
+        p_price, c_price = float(saved.get("prompt", 0.0)), float(saved.get("completion", 0.0))
+    else:
+        p_price, c_price = PRICES.get(model, (0.0, 0.0))
+    return p_tok + c_tok, round((p_tok * p_price + c_tok * c_price) / 1e6, 6)
+
+
+def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[str, Any]:
+    """The paper-style score of an experiment (`experiment run/show --json`)."""
+    exp = xs.get(store, ref)
+    items = xs.items(store, exp.id)
+    n = len(items)
+    done = [it for it in items if it.status == "done"]
+    wins = sum(bool(it.success) for it in done)
+    by_type: dict[str, dict[str, Any]] = {}
+    for t in (*TASK_TYPES.get(exp.env, ()), *sorted({it.task.type or "other" for it in items})):
+        of_type = [it for it in items if (it.task.type or "other") == t]
+        k = sum(bool(it.success) for it in of_type if it.status == "done")
+        by_type.setdefault(t, {"n": len(of_type), "success": k, "rate": _rate(k, len(of_type))})
+    tokens, cost = _usage(store, [it.episode_id for it in items if it.episode_id], exp.config.model)
+    out: dict[str, Any] = {
+        "experiment": exp.id, "name": exp.name, "env": exp.env, "method": exp.method, "model": exp.config.model,
+        "status": exp.status, "episodes": n, "done": len(done), "success": wins, "success_rate": _rate(wins, n),
+        "by_type": by_type,
+    }
+    if exp.env == "hotpotqa":
+        out["em"] = _rate(sum(int(it.metrics.get("em") or 0) for it in done), n)
+        out["f1"] = round(sum(float(it.metrics.get("f1") or 0.0) for it in done) / n, 4) if n else None
+    if exp.env == "fever":
+        out["accuracy"] = _rate(wins, n)
+    out.update(tokens=tokens, cost=cost, wall_s=round(exp.wall_s, 3))
+    if with_items:
+        out["items"] = [{"task": it.task.id, "type": it.task.type, "episode": it.episode_id, "version": it.version_id,
+                         "done": it.status == "done", "success": it.success if it.status == "done" else None,
+                         "status": it.status, "error": it.error} for it in items]
+    return out
+
+
+def compare(store: Store, a_ref: int | str, b_ref: int | str, *, seed: int = 0) -> dict[str, Any]:
+    """Both summaries and the paired comparison over the tasks both ran."""
+    a, b = xs.get(store, a_ref), xs.get(store, b_ref)
+    if a.env != b.env:
+        raise ExperimentError(f"experiments {a.name!r} ({a.env}) and {b.name!r} ({b.env}) are on different environments")
+    a_items = {it.task.key: it for it in xs.items(store, a.id)}
+    b_items = {it.task.key: it for it in xs.items(store, b.id)}
+    common = [k for k in a_items if k in b_items]
+
+    def ok(it: xs.Item) -> bool:
+        return it.status == "done" and bool(it.success)
+
+    def paired(keys: list[str]) -> dict[str, Any]:
+        xa, xb = [ok(a_items[k]) for k in keys], [ok(b_items[k]) for k in keys]
+        both = sum(p and q for p, q in zip(xa, xb))
+        a_only = sum(p and not q for p, q in zip(xa, xb))
+        b_only = sum(q and not p for p, q in zip(xa, xb))
+        lo, hi = bootstrap_diff_ci(xa, xb, seed=seed)
+        return {"n": len(keys), "both": both, "a_only": a_only, "b_only": b_only,
+                "neither": len(keys) - both - a_only - b_only,
+                "a_rate": _rate(sum(xa), len(keys)), "b_rate": _rate(sum(xb), len(keys)),
+                "diff": round((sum(xa) - sum(xb)) / len(keys), 4) if keys else None,
+                "mcnemar_p": mcnemar_exact(a_only, b_only), "diff_ci": [round(lo, 4), round(hi, 4)]}
+
+    types = dict.fromkeys([*TASK_TYPES.get(a.env, ()), *sorted({a_items[k].task.type or "other" for k in common})])
+    by_type = {t: paired([k for k in common if (a_items[k].task.type or "other") == t]) for t in types}
+    return {"a": summary(store, a.id), "b": summary(store, b.id), "common": len(common), **paired(common),
+            "by_type": by_type}
+
+
+def failures(store: Store, ref: int | str) -> list[xs.Item]:
+    """Items that finished without success or stopped on an error (to open in the Editor)."""
+    exp = xs.get(store, ref)
+    return [it for it in xs.items(store, exp.id) if it.status == "error" or (it.status == "done" and not it.success)]
+
+
+# ---------------------------------------------------------------------------- background
+
+@dataclass
+class _Run:
+    thread: threading.Thread
+    stop: threading.Event
+    progress: Progress | None = None
+    error: str | None = None
+
+
+class Background:
+    """Experiments running in background threads of this process (the app), so a long
+    batch never blocks the page or other sessions. One run per experiment at a time."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, _Run] = {}
+        self._lock = threading.Lock()
+
+    def start(self, db_path: str, exp_id: int, *, concurrency: int = 1, api_key: str | None = None) -> bool:
+        """Launch (or resume) the experiment; False when it is already running here."""
+        with self._lock:
+            if self.running(exp_id):
+                return False
+            stop = threading.Event()
+            run_ = _Run(threading.Thread(), stop)
+
+            def target() -> None:
+                try:
+                    run(db_path, exp_id, concurrency=concurrency, stop=stop, api_key=api_key,
+                        on_progress=lambda p: setattr(run_, "progress", p))
+                except Exception as exc:  # shown on the page; the items keep their own errors
+                    run_.error = " ".join(str(exc).split()) or type(exc).__name__
+
+            run_.thread = threading.Thread(target=target, daemon=True, name=f"experiment-{exp_id}")
+            self._runs[exp_id] = run_
+            run_.thread.start()
+            return True
+
+    def stop(self, exp_id: int) -> None:
+        """Start nothing new; episodes in flight stop after their current step."""
+        r = self._runs.get(exp_id)
+        if r:
+            r.stop.set()
+
+    def running(self, exp_id: int) -> bool:
+        r = self._runs.get(exp_id)
+        return bool(r and r.thread.is_alive())
+
+    def progress(self, exp_id: int) -> Progress | None:
+        r = self._runs.get(exp_id)
+        return r.progress if r else None
+
+    def error(self, exp_id: int) -> str | None:
+        r = self._runs.get(exp_id)
+        return r.error if r else None

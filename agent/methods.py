@@ -1,0 +1,184 @@
+"""The paper's prompting methods (section 3-4, Tables 1 and 3), run on one episode each.
+
+- `react`, `act`: the step engine with the react / act prompt style (ALFWorld, HotpotQA, FEVER).
+- `standard`, `cot`: one call with the `webqa_*` / `cotqa_*` examples; the answer is stored
+  as one step (the thought and `Finish[answer]`), scored by the environment.
+- `cot-sc`: n CoT samples at temperature 0.7 (the paper: n = 21), the majority answer.
+- `react-cot-sc`: ReAct; when it gives no answer within its step budget (7 HotpotQA,
+  5 FEVER), back off to CoT-SC. `cot-sc-react`: CoT-SC; when the majority answer has fewer
+  than n/2 votes, back off to ReAct.
+A hybrid's phases are versions of the same episode, named after the phase; the last phase
+run is the episode's current version. Each phase is resumable: a finished phase is kept, an
+unfinished ReAct phase continues in place, a CoT phase is one atomic step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from agent import exemplars as ex
+from agent.client import ModelError
+from agent.engine import Engine, EngineError
+from envs.wikipedia.scoring import normalize_answer
+from sessions.store import StoreError
+from trajectory.answer_formats import majority, parse_qa, qa_prompt
+from trajectory.prompt_files import ALFWORLD_PREFIXES
+from trajectory.records import ModelCall, Version
+
+WIKI_METHODS = ("standard", "cot", "cot-sc", "act", "react", "react-cot-sc", "cot-sc-react")
+METHODS: dict[str, tuple[str, ...]] = {"alfworld": ("react", "act"), "hotpotqa": WIKI_METHODS, "fever": WIKI_METHODS}
+PHASES: dict[str, tuple[str, ...]] = {
+    "react": ("react",), "act": ("act",), "standard": ("standard",), "cot": ("cot",), "cot-sc": ("cot-sc",),
+    "react-cot-sc": ("react", "cot-sc"), "cot-sc-react": ("cot-sc", "react"),
+}
+DEFAULT_SAMPLES = 21
+SC_TEMPERATURE = 0.7
+QA_CHAT = {
+    "standard": "Continue the transcript above: reply with only the answer to the last question, on one line.",
+    "cot": "Continue the transcript above: reply with the reasoning on one line, then 'Answer: ' and the answer.",
+}
+
+
+class MethodError(EngineError):
+    """A method that does not apply (one line)."""
+
+
+def check_method(env: str, method: str) -> None:
+    known = METHODS.get(env)
+    if known is None:
+        raise MethodError(f"unknown environment {env!r}")
+    if method not in known:
+        raise MethodError(f"method {method!r} does not apply to {env}; use one of {', '.join(known)}")
+
+
+def check_exemplars(env: str, method: str, exemplar_set: str | None, store) -> None:
+    """Fail before anything runs when the exemplar set lacks what the method's prompts need."""
+    try:
+        prompts = ex.prompt_dict(env, exemplar_set, store)
+        for phase in PHASES[method]:
+            if phase in ("react", "act"):
+                if env == "alfworld":
+                    for task_type in ALFWORLD_PREFIXES:
+                        ex.alfworld_exemplars(prompts, task_type, phase)
+                else:
+                    ex.wiki_exemplars(prompts, env, phase)
+            else:
+                ex.qa_exemplars(prompts, env, "standard" if phase == "standard" else "cot")
+    except (ex.ExemplarError, StoreError) as exc:
+        raise MethodError(str(exc)) from None
+
+
+def prompt_style(method: str) -> str:
+    """The episode's prompt style (the engine's `react` / `act`)."""
+    return "act" if method == "act" else "react"
+
+
+@dataclass
+class ItemOutcome:
+    version_id: int
+    done: bool
+    success: bool | None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    stopped: bool = False
+
+
+def run_item(
+    engine: Engine, episode_id: int, method: str, *, samples: int = DEFAULT_SAMPLES,
+    sc_temperature: float = SC_TEMPERATURE, should_stop: Callable[[], bool] | None = None,
+) -> ItemOutcome:
+    """Run (or continue) `method` on the episode; return where its final version stands."""
+    store = engine.store
+    phases = PHASES[method]
+    by_name = {v.name: v for v in store.versions(episode_id) if v.name in phases}
+    v: Version | None = None
+    for n, phase in enumerate(phases):
+        found = by_name.get(phase)
+        if found is None:
+            if v is None:  # the episode's first version runs the first phase
+                found = store.update_version(store.versions(episode_id)[0].id, name=phase)
+            else:  # a fresh path from the task's start, named in the same transaction
+                found, _ = store.branch(v, at_step=None, steps=[], name=phase)
+        v = found
+        if not v.outcome.done:
+            error, stopped = _run_phase(engine, v, phase, samples, sc_temperature, should_stop)
+            v = store.version(v.id)
+            if error or stopped:
+                return ItemOutcome(v.id, False, None, dict(v.outcome.metrics), error=error, stopped=stopped)
+        if n + 1 < len(phases) and not _backs_off(engine, v, phase):
+            break
+    assert v is not None
+    metrics = {**v.outcome.metrics, "answered_by": v.name}
+    return ItemOutcome(v.id, True, v.outcome.success, metrics)
+
+
+def _run_phase(engine: Engine, v: Version, phase: str, samples: int, sc_temperature: float,
+               should_stop: Callable[[], bool] | None) -> tuple[str | None, bool]:
+    """(error, stopped) after running one phase on version v."""
+    if phase in ("react", "act"):
+        rep = engine.run(v.id, should_stop=should_stop)
+        return rep.error, rep.stopped
+    try:
+        if phase == "cot-sc":
+            _answer_sc(engine, v, samples, sc_temperature)
+        else:
+            _answer_once(engine, v, phase)
+    except (EngineError, StoreError) as exc:
+        return str(exc), False
+    return None, False
+
+
+def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]:
+    ep = engine.store.episode(v.episode_id)
+    try:
+        block = ex.qa_exemplars(ex.prompt_dict(ep.task.env, ep.config.exemplar_set, engine.store), ep.task.env, method)
+    except (ex.ExemplarError, StoreError) as exc:
+        raise MethodError(str(exc)) from None
+    return qa_prompt(block, ep.task.text, method)
+
+
+def _sample(engine: Engine, v: Version, config, method: str, n: int) -> tuple[list[str], list[str | None], list[ModelCall]]:
+    """n completions of one Standard / CoT prompt: (answers, thoughts, calls). A failed
+    call keeps the calls made so far in the log and fails the phase."""
+    prompt, stop = _qa_prompt(engine, v, method)
+    client = engine.client(config)
+    answers, thoughts, calls = [], [], []
+    for _ in range(n):
+        try:
+            text, call = client.complete(prompt, stop, purpose="step", chat_instruction=QA_CHAT[method])
+        except ModelError as exc:
+            engine.store.record_calls(v.episode_id, [*calls, exc.call])
+            raise MethodError(f"model call failed: {exc}") from None
+        parsed = parse_qa(text, method)
+        answers.append(parsed.answer)
+        thoughts.append(parsed.thought)
+        calls.append(call)
+    return answers, thoughts, calls
+
+
+def _answer_once(engine: Engine, v: Version, method: str) -> None:
+    config = engine.store.episode(v.episode_id).config
+    answers, thoughts, calls = _sample(engine, v, config, method, 1)
+    engine.answer(v.id, thoughts[0], answers[0], calls, info={"method": method})
+
+
+def _answer_sc(engine: Engine, v: Version, samples: int, temperature: float) -> None:
+    config = engine.store.episode(v.episode_id).config.model_copy(update={"temperature": temperature})
+    answers, thoughts, calls = _sample(engine, v, config, "cot", samples)
+    best, votes = majority(answers, normalize_answer)
+    thought = next((t for a, t in zip(answers, thoughts) if best and normalize_answer(a) == normalize_answer(best)),
+                   thoughts[0] if thoughts else None)
+    info = {"method": "cot-sc", "votes": votes, "samples": samples, "answers": answers}
+    engine.answer(v.id, thought, best, calls, info=info)
+
+
+def _backs_off(engine: Engine, v: Version, phase: str) -> bool:
+    """The paper's heuristics: ReAct -> CoT-SC when ReAct returned no answer within its
+    step budget; CoT-SC -> ReAct when the majority answer has fewer than n/2 votes."""
+    metrics = v.outcome.metrics
+    if phase == "react":
+        return bool(metrics.get("limit")) or not str(metrics.get("answer") or "").strip()
+    last = engine.store.version_steps(v.id)[-1]
+    votes, n = last.info.get("votes", 0), last.info.get("samples", 1)
+    return votes < n / 2

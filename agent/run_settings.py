@@ -1,0 +1,53 @@
+"""Run settings checked before anything is written (issue 11): a bad model flag, agent
+config field or endpoint is one line, and no empty episode is left behind."""
+
+from __future__ import annotations
+
+import math
+from urllib.parse import urlsplit
+
+from agent import exemplars as ex
+from sessions.store import StoreError
+from trajectory.prompt_files import ExemplarError
+from trajectory.records import AgentConfig
+
+
+class ConfigError(ValueError):
+    """A run setting that cannot work (one line, never echoing a credential)."""
+
+
+def check_base_url(url: str | None) -> None:
+    """An endpoint is http(s)://host[:port][/path] without `user:password@` (the key
+    comes from OPENAI_API_KEY only)."""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ConfigError("the endpoint (base URL) is not a valid URL") from None
+    if "@" in parts.netloc:
+        raise ConfigError("the endpoint (base URL) must not contain credentials (user:password@); "
+                          "put the key in OPENAI_API_KEY")
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url.strip()):
+        raise ConfigError(f"the endpoint must start with http:// or https:// and name a host (got {url[:60]!r})")
+
+
+def check_config(config: AgentConfig, env: str, store=None) -> None:
+    """Raise ConfigError when `config` cannot run `env` tasks."""
+    check_base_url(config.base_url)
+    for name, value in (("temperature", config.temperature), ("top_p", config.top_p)):
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{name} must be a number of 0 or more (got {value})")
+    if config.max_steps is not None and config.max_steps < 1:
+        raise ConfigError(f"max steps must be at least 1 (got {config.max_steps})")
+    if config.max_tokens < 1:
+        raise ConfigError(f"max tokens must be at least 1 (got {config.max_tokens})")
+    if not math.isfinite(config.timeout_s) or config.timeout_s <= 0:
+        raise ConfigError(f"the timeout must be more than 0 seconds (got {config.timeout_s})")
+    if config.max_retries < 0:
+        raise ConfigError(f"max retries must be 0 or more (got {config.max_retries})")
+    try:
+        ex.prompt_dict(env, config.exemplar_set, store)
+    except (ExemplarError, StoreError) as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None

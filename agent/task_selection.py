@@ -1,0 +1,100 @@
+"""Which tasks an experiment runs: a source (builtin, official, react), explicit ids (a
+comma list or @FILE), a reproducible random subset, or the original notebooks' own subset.
+
+`--sample paper`: HotpotQA and FEVER shuffle the dev indices 0..7404 with
+`random.Random(233)` and take the first 500 (hotpotqa.ipynb, FEVER.ipynb); ALFWorld runs
+all 134 `valid_unseen` games (alfworld.ipynb: `eval_out_of_distribution`, 134 resets).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from envs.base import EnvError
+from envs.registry import family
+from trajectory.records import Task
+
+SOURCES = ("builtin", "official", "react")
+PAPER_SEED = 233
+PAPER_POOL = 7405  # the notebooks shuffle range(7405)
+PAPER_N = 500
+ALFWORLD_PAPER_GAMES = 134
+
+
+def _read_ids(spec: str) -> list[str]:
+    if spec.startswith("@"):
+        path = Path(spec[1:]).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise EnvError(f"cannot read task list {path}: {exc.strerror or exc}") from None
+        if text.lstrip().startswith("["):
+            try:
+                return [str(x).strip() for x in json.loads(text)]
+            except ValueError as exc:
+                raise EnvError(f"{path}: not a JSON list of task ids ({exc})") from None
+        return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return [x.strip() for x in spec.split(",") if x.strip()]
+
+
+def select_tasks(
+    env: str, tasks: str = "builtin", *, source: str | None = None, limit: int | None = None,
+    sample: str | int | None = None, seed: int = 0, split: str | None = None,
+) -> list[Task]:
+    """The experiment's task list, in a stable order. Raises EnvError (one line) for an
+    unknown source or id, an empty selection, or a sample larger than the pool."""
+    fam = family(env)
+    opts = {"split": split} if split else {}
+    spec = (tasks or "builtin").strip()
+    if spec in SOURCES:
+        if env == "alfworld" and spec == "react":
+            raise EnvError("ALFWorld has no ReAct-release task set; use builtin or official")
+        pool = fam.list_tasks(source=spec, **opts)
+        source = spec
+    else:
+        ids = _read_ids(spec)
+        if not ids:
+            raise EnvError("the task selection is empty")
+        source = source or "builtin"
+        known = {t.id: t for t in fam.list_tasks(source=source, **opts)} if env != "alfworld" else None
+        pool = []
+        for tid in ids:
+            if known is not None:
+                if tid not in known:
+                    raise EnvError(f"no {env} task {tid!r} in the {source} set")
+                pool.append(known[tid])
+            else:
+                pool.append(fam.get_task(tid, source=source, **opts))
+    if sample is not None and str(sample) != "":
+        pool = _sample(env, pool, sample, seed, source)
+    if limit is not None:
+        if limit < 1:
+            raise EnvError("--limit must be at least 1")
+        pool = pool[:limit]
+    if not pool:
+        raise EnvError("the task selection is empty")
+    return pool
+
+
+def _sample(env: str, pool: list[Task], sample: str | int, seed: int, source: str | None) -> list[Task]:
+    if str(sample) == "paper":
+        if env == "alfworld":
+            if source != "official":
+                raise EnvError("--sample paper for ALFWorld runs the 134 official valid_unseen games: use --tasks official")
+            return pool
+        if len(pool) < PAPER_POOL:
+            raise EnvError(f"--sample paper draws from the {PAPER_POOL} {env} dev tasks; this selection has "
+                           f"{len(pool)} (use --tasks react or official)")
+        idxs = list(range(PAPER_POOL))
+        random.Random(PAPER_SEED).shuffle(idxs)
+        return [pool[i] for i in idxs[:PAPER_N]]
+    try:
+        n = int(sample)
+    except ValueError:
+        raise EnvError(f"--sample takes a number or 'paper', not {sample!r}") from None
+    if not 1 <= n <= len(pool):
+        raise EnvError(f"--sample {n}: the selection has {len(pool)} tasks")
+    chosen = sorted(random.Random(seed).sample(range(len(pool)), n))
+    return [pool[i] for i in chosen]

@@ -1,0 +1,56 @@
+"""Pure rendering for the Experiments page: summaries -> rows laid out like the paper's
+tables (Table 1: HotpotQA EM/F1, FEVER accuracy; Table 3: ALFWorld per type and All)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.experiment import TASK_TYPES, TYPE_LABELS
+
+
+def pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f}"
+
+
+def type_label(env: str, t: str) -> str:
+    return TYPE_LABELS.get(t, t) if env == "alfworld" else t
+
+
+def paper_row(s: dict[str, Any]) -> dict[str, Any]:
+    """One experiment as a row of the paper's table for its environment (percentages)."""
+    row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
+                           "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}"}
+    if s["env"] == "alfworld":
+        for t in TASK_TYPES["alfworld"]:
+            row[type_label("alfworld", t)] = pct(s["by_type"].get(t, {}).get("rate"))
+        row["All"] = pct(s["success_rate"])
+    elif s["env"] == "hotpotqa":
+        row["EM"], row["F1"] = pct(s.get("em")), pct(s.get("f1"))
+    else:
+        row["Acc"] = pct(s.get("accuracy"))
+    row.update(tokens=s["tokens"], cost=f"${s['cost']:.4f}", wall_s=round(s["wall_s"], 1))
+    return row
+
+
+def chart_data(summaries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """{experiment label: {type label: success rate %}} for a grouped bar chart."""
+    out: dict[str, dict[str, float]] = {}
+    for s in summaries:
+        label = f"{s['experiment']} {s['name']}"
+        out[label] = {type_label(s["env"], t): round(100 * (v["rate"] or 0.0), 1)
+                      for t, v in s["by_type"].items() if v["n"]}
+        out[label]["All"] = round(100 * (s["success_rate"] or 0.0), 1)
+    return out
+
+
+def compare_rows(c: dict[str, Any], env: str) -> list[dict[str, Any]]:
+    """The paired comparison, overall then per type."""
+    def row(label: str, p: dict[str, Any]) -> dict[str, Any]:
+        lo, hi = p["diff_ci"]
+        return {"tasks": label, "n": p["n"], "both": p["both"], "A only": p["a_only"], "B only": p["b_only"],
+                "neither": p["neither"], "A %": pct(p["a_rate"]), "B %": pct(p["b_rate"]),
+                "A - B": pct(p["diff"]), "95% CI": f"{pct(lo)} to {pct(hi)}", "McNemar p": f"{p['mcnemar_p']:.3g}"}
+
+    rows = [row("all", c)]
+    rows += [row(type_label(env, t), p) for t, p in c["by_type"].items() if p["n"]]
+    return rows

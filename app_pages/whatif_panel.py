@@ -1,0 +1,165 @@
+"""The Editor's "What if…" panel on a step: N rollouts from that step, without and with an
+edit, run in a background thread (progress bar, Stop), then control vs treatment success
+bars with 95% intervals, the effect with its interval, and what the model did first.
+
+The rollouts are ordinary versions in a rollout group (see Versions). Untrusted text (model
+steps) is only shown in a dataframe or with st.text."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import streamlit as st
+
+from agent.engine import Engine, EngineError
+from agent.rollouts import MAX_N, Effect, GroupStats, Request, group_stats, resample, whatif
+from app_pages import state
+from envs.base import EnvError
+from sessions import rollouts as groups_db
+from sessions.rollouts import RolloutEdit
+from sessions.store import Store, StoreError
+
+TICK_S = 0.5
+EDITS = {
+    "No edit (resample from this step)": None,
+    "Rewrite thought": "rewrite_thought",
+    "Delete thought": "delete_thought",
+    "Insert a thought (hint) before this step": "insert_thought",
+    "Rewrite action": "rewrite_action",
+}
+ARM_NAMES = {"resample": "resample", "control": "control (as it was)", "treatment": "treatment (edited)"}
+
+
+@dataclass
+class Job:
+    """One background run of rollouts; the thread fills it in, the page reads it."""
+
+    key: tuple[int, int]  # (version, step)
+    stop: threading.Event = field(default_factory=threading.Event)
+    progress: list[int] = field(default_factory=lambda: [0, 0])
+    groups: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+def _work(job: Job, path: str, api_key: str | None, req: Request, concurrency: int) -> None:
+    """The thread: its own Engine and connection (the page's Engine stays free)."""
+    eng = Engine(Store(path, create=False), api_key=api_key)
+    kw: dict[str, Any] = dict(concurrency=concurrency, stop=job.stop,
+                              on_progress=lambda done, total: job.progress.__setitem__(slice(None), [done, total]))
+    try:
+        run = whatif(eng, req, **kw)[1] if req.edit else resample(eng, req, **kw)
+        job.groups = [s.group.id for s in run.stats]
+        job.errors, job.warnings = run.errors, run.warnings
+    except (EngineError, EnvError, StoreError) as exc:
+        job.errors = [str(exc)]
+    finally:
+        eng.store.close()
+
+
+# ---------------------------------------------------------------------- pure views
+
+
+def rate_rows(stats: list[GroupStats]) -> list[dict[str, Any]]:
+    """One row per arm for the bar chart: rate and its Wilson interval, in percent."""
+    rows = []
+    for s in stats:
+        lo, hi = s.ci95
+        rows.append({"arm": ARM_NAMES[s.group.kind], "rate": round(100 * (s.rate or 0.0), 1),
+                     "lo": round(100 * lo, 1), "hi": round(100 * hi, 1), "n": s.n, "success": s.success})
+    return rows
+
+
+def chart_spec(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Vega-Lite: success-rate bars with their 95% intervals as error bars."""
+    x = {"field": "arm", "type": "nominal", "title": None, "sort": None}
+    return {
+        "data": {"values": rows},
+        "layer": [
+            {"mark": {"type": "bar"}, "encoding": {"x": x, "y": {"field": "rate", "type": "quantitative",
+                                                                  "title": "success %", "scale": {"domain": [0, 100]}}}},
+            {"mark": {"type": "rule", "strokeWidth": 2}, "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"},
+                                                                      "y2": {"field": "hi"}}},
+        ],
+    }
+
+
+def effect_text(effect: Effect) -> str:
+    lo, hi = effect.ci95
+    eff = "n/a" if effect.effect is None else f"{100 * effect.effect:+.0f} points"
+    return (f"Effect of the edit: {eff} (95% CI {100 * lo:+.0f} to {100 * hi:+.0f}, Newcombe); "
+            f"Fisher exact p = {effect.p_value:.3g}")
+
+
+def first_rows(stats: list[GroupStats]) -> list[dict[str, Any]]:
+    return [{"arm": ARM_NAMES[s.group.kind], "first regenerated step": f["text"], "rollouts": f["count"]}
+            for s in stats for f in s.first]
+
+
+# ---------------------------------------------------------------------- the panel
+
+
+def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
+    """The panel for `step` of version `vid` (the Editor shows it under the step being edited)."""
+    k = step.index
+    job: Job | None = st.session_state.get("whatif_job")
+    with st.expander(f"What if… — N rollouts from step {k}, without and with an edit", expanded=job is not None
+                     and job.key == (vid, k)):
+        c = st.columns([1, 1, 1, 3])
+        n = c[0].number_input("N rollouts", min_value=1, max_value=MAX_N, value=10, key=f"wi_n_{vid}_{k}")
+        temp = c[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=0.7, step=0.1,
+                                 key=f"wi_temp_{vid}_{k}")
+        conc = c[2].number_input("At once", min_value=1, max_value=32, value=4, key=f"wi_conc_{vid}_{k}")
+        choice = c[3].selectbox("Edit (treatment)", list(EDITS), key=f"wi_edit_{vid}_{k}")
+        kind = EDITS[choice]
+        text = None
+        if kind in ("rewrite_thought", "insert_thought", "rewrite_action"):
+            default = {"rewrite_thought": step.thought, "rewrite_action": step.action}.get(kind) or ""
+            text = st.text_input("New text", value=default, key=f"wi_text_{vid}_{k}_{kind}")
+        busy = job is not None and job.running
+        if st.button(f"Run {int(n)} rollouts" + (" per arm" if kind else ""), key=f"wi_run_{vid}_{k}",
+                     type="primary", disabled=busy):
+            edit = RolloutEdit(kind=kind, text=text) if kind else None
+            req = Request(vid, k, int(n), float(temp), None, edit)
+            job = Job((vid, k))
+            job.thread = threading.Thread(target=_work, args=(job, eng.store.file, eng.api_key, req, int(conc)),
+                                          daemon=True, name="whatif-rollouts")
+            st.session_state["whatif_job"] = job
+            job.thread.start()
+        if job is not None and job.key == (vid, k):
+            st.fragment(run_every=TICK_S if job.running else None)(_status)(eng, job)
+
+
+def _status(eng: Engine, job: Job) -> None:
+    if job.running:
+        done, total = job.progress
+        st.progress(done / total if total else 0.0, text=f"Rollouts: {done}/{total} finished. Press Stop to halt.")
+        if st.button("Stop", key="wi_stop"):
+            job.stop.set()
+        return
+    for w in job.warnings:
+        st.warning(w)
+    if job.errors:
+        st.error("Some rollouts did not finish — the finished ones are kept; run again to continue. Details:")
+        st.text(job.errors[0])
+    if not job.groups:
+        return
+    stats = [group_stats(eng, groups_db.group(eng.store, g)) for g in job.groups]
+    if job.stop.is_set():
+        st.caption("Stopped: the counts below are the rollouts that finished.")
+    st.vega_lite_chart(chart_spec(rate_rows(stats)), width="stretch")
+    for s in stats:
+        lo, hi = s.ci95
+        st.text(f"{ARM_NAMES[s.group.kind]}: {s.success}/{s.n} success, 95% CI {100 * lo:.0f}-{100 * hi:.0f}%")
+    if len(stats) == 2:
+        st.text(effect_text(Effect(stats[0], stats[1])))
+    st.dataframe(first_rows(stats), hide_index=True, key="wi_first")
+    if st.button("Open the rollouts in Versions", key="wi_versions"):
+        state.open_in("versions", stats[0].group.episode_id, stats[0].group.source_version)

@@ -1,0 +1,27 @@
+"""`confirm`: a person's OK for the files and URLs an imported episode points at (an
+imported game, ZIM file or wiki URL outside the configured data is not opened before)."""
+
+from __future__ import annotations
+
+import argparse
+
+from react_editor.common import add_common, db_path, emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_common(sub.add_parser("confirm", help="allow an imported episode to open its files/URLs (or re-point it)"))
+    p.add_argument("episode", type=int)
+    p.add_argument("--wiki", default=None, help="re-point the Wikipedia backend first: builtin, live, zim:PATH")
+    p.add_argument("--wiki-url", default=None, help="re-point the MediaWiki API URL first (--wiki live)")
+    p.set_defaults(func=cmd_confirm)
+
+
+def cmd_confirm(args: argparse.Namespace) -> int:
+    from agent.engine import Engine
+    from sessions.store import Store
+
+    refs = Engine(Store(db_path(args))).confirm_references(args.episode, wiki=args.wiki, wiki_url=args.wiki_url)
+    emit(args, {"episode": args.episode, "confirmed": refs},
+         f"episode {args.episode} may open: {', '.join(refs)}" if refs else
+         f"episode {args.episode} opens nothing outside the data folders")
+    return 0

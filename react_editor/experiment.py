@@ -1,0 +1,196 @@
+"""`react-editor experiment run|show|resume|list|compare`: batch runs scored like the
+paper's Tables 1 and 3. Progress goes to stderr as a bar; `--json` prints one object last."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from react_editor.common import CliError, add_common, db_path, emit
+from react_editor.core import _config, _env_options, _model_flags
+from trajectory.records import ENV_KINDS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("experiment", help="batch runs of a method over a task set (the paper's tables)")
+    xsub = p.add_subparsers(dest="experiment_command", required=True, metavar="SUBCOMMAND")
+
+    r = add_common(xsub.add_parser("run", help="create an experiment and run it"))
+    r.add_argument("--env", required=True, choices=ENV_KINDS)
+    r.add_argument("--tasks", default="builtin", help="builtin (default), official, react, ID,ID,... or @FILE")
+    r.add_argument("--source", default=None, help="where the ids of --tasks ID,ID/@FILE come from (default builtin)")
+    r.add_argument("--split", default=None, help="ALFWorld split for --tasks official (default valid_unseen)")
+    r.add_argument("--limit", type=int, default=None, help="keep the first N tasks")
+    r.add_argument("--sample", default=None, help="N tasks drawn with --seed, or 'paper' (the notebooks' subset)")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--name", default=None)
+    r.add_argument("--method", default="react", help="react, act, standard, cot, cot-sc, react-cot-sc, cot-sc-react")
+    r.add_argument("--samples", type=int, default=None, help="CoT-SC samples (default 21, at temperature 0.7)")
+    _batch_flags(r)
+    r.add_argument("--wording", choices=("paper", "alfworld-0.4"), default=None, help="ALFWorld command wording")
+    r.add_argument("--wiki", default=None, help="Wikipedia backend: builtin (default), live, zim:PATH")
+    r.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
+    _model_flags(r)
+    r.set_defaults(func=cmd_run)
+
+    s = add_common(xsub.add_parser("show", help="an experiment's scores and items"))
+    s.add_argument("experiment", help="id or name")
+    s.set_defaults(func=cmd_show)
+
+    s = add_common(xsub.add_parser("resume", help="finish unfinished episodes and start the missing ones"))
+    s.add_argument("experiment", help="id or name")
+    _batch_flags(s)
+    s.set_defaults(func=cmd_resume)
+
+    s = add_common(xsub.add_parser("list", help="all experiments"))
+    s.set_defaults(func=cmd_list)
+
+    s = add_common(xsub.add_parser("compare", help="two experiments, paired over their common tasks"))
+    s.add_argument("a", help="id or name")
+    s.add_argument("b", help="id or name")
+    s.set_defaults(func=cmd_compare)
+
+
+def _batch_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--concurrency", type=int, default=1, help="episodes at once (model calls dominate)")
+    p.add_argument("--processes", action="store_true",
+                   help="run episodes in worker processes instead of threads (CPU-heavy environments, many cores)")
+
+
+class Bar:
+    """done/total, successes and ETA on one stderr line (redrawn in place on a terminal)."""
+
+    def __init__(self, stream=None, width: int = 30):
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._last = ""
+
+    def __call__(self, p) -> None:
+        filled = int(self.width * p.done / p.total) if p.total else self.width
+        eta = "--" if p.eta_s is None else _clock(p.eta_s)
+        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {p.done}/{p.total} done, {p.success} ok"
+                f"{f', {p.failed} failed' if p.failed else ''}, ETA {eta}")
+        if line == self._last:
+            return
+        self._last = line
+        self.stream.write(("\r" + line) if self.tty else line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self._last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _concurrency(n: int) -> int:
+    if n < 1:
+        raise CliError("--concurrency must be at least 1")
+    return n
+
+
+def _run(args: argparse.Namespace, ref) -> int:
+    from agent import experiment as X
+
+    bar = Bar()
+    try:
+        out = X.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar,
+                    mode="processes" if args.processes else "threads")
+    finally:
+        bar.close()
+    emit(args, out, lambda: _text(out))
+    return 0 if out["done"] == out["episodes"] else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from agent import experiment as X
+    from agent.methods import check_method
+    from agent.task_selection import select_tasks
+    from sessions.store import Store
+
+    check_method(args.env, args.method)
+    _concurrency(args.concurrency)
+    tasks = select_tasks(args.env, args.tasks, source=args.source, limit=args.limit, sample=args.sample,
+                         seed=args.seed, split=args.split)
+    config = _config(args)
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise CliError("--max-steps must be at least 1")
+        config = config.model_copy(update={"max_steps": args.max_steps})
+    params = {"tasks": args.tasks, "source": args.source, "split": args.split, "limit": args.limit,
+              "sample": args.sample, "seed": args.seed if args.sample not in (None, "paper") else None}
+    if args.samples is not None:
+        params["samples"] = args.samples
+    store = Store(db_path(args))
+    try:
+        exp = X.create(store, env=args.env, method=args.method, config=config, tasks=tasks, name=args.name,
+                       env_options=_env_options(args), params={k: v for k, v in params.items() if v is not None})
+    finally:
+        store.close()
+    sys.stderr.write(f"experiment {exp.id} {exp.name!r}: {len(tasks)} tasks, {exp.method} on {exp.env}\n")
+    return _run(args, exp.id)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _run(args, args.experiment)
+
+
+def _with_store(args: argparse.Namespace, fn):
+    from sessions.store import Store
+
+    store = Store(db_path(args), create=False)
+    try:
+        return fn(store)
+    finally:
+        store.close()
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from agent import experiment as X
+
+    out = _with_store(args, lambda st: X.summary(st, args.experiment, with_items=True))
+    emit(args, out, lambda: _text(out) + "\n" + "\n".join(
+        f"  {it['task']}\t{it['type'] or '-'}\tepisode {it['episode'] or '-'}\t"
+        f"{'success' if it['success'] else ('failure' if it['done'] else it['status'])}" for it in out["items"]))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from agent import experiment as X
+    from sessions import experiments as xs
+
+    rows = _with_store(args, lambda st: [X.summary(st, e.id) for e in xs.list_all(st)])
+    emit(args, rows, lambda: "\n".join(_text(r) for r in rows) or "(no experiments)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from agent import experiment as X
+
+    out = _with_store(args, lambda st: X.compare(st, args.a, args.b))
+    emit(args, out, lambda: _compare_text(out))
+    return 0
+
+
+def _text(s: dict) -> str:
+    rate = "-" if s["success_rate"] is None else f"{100 * s['success_rate']:.1f}%"
+    extra = ""
+    if "em" in s:
+        extra = f", EM {100 * (s['em'] or 0):.1f}, F1 {100 * (s['f1'] or 0):.1f}"
+    return (f"experiment {s['experiment']} {s['name']!r} ({s['method']} on {s['env']}, {s['status']}): "
+            f"{s['success']}/{s['episodes']} success ({rate}), {s['done']} done{extra}, "
+            f"{s['tokens']} tokens, ${s['cost']:.4f}, {s['wall_s']:.1f} s")
+
+
+def _compare_text(c: dict) -> str:
+    lo, hi = c["diff_ci"]
+    return "\n".join([
+        "A: " + _text(c["a"]), "B: " + _text(c["b"]),
+        f"paired over {c['common']} tasks: both {c['both']}, A only {c['a_only']}, B only {c['b_only']}, "
+        f"neither {c['neither']}; difference {c['diff']} (95% CI {lo} to {hi}), exact McNemar p = {c['mcnemar_p']:.4g}",
+    ])

@@ -1,0 +1,219 @@
+"""`resample` and `whatif`: N rollouts from step K of a version, without and with an edit,
+and the effect of the edit with its interval (issue 12). Rerunning a command continues it."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any
+
+from react_editor.common import CliError, add_common, emit, progress
+from react_editor.core import _config, _engine, _model_flags, _version_id
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_common(sub.add_parser("resample", help="N rollouts that let the model rewrite step K onwards"))
+    p.add_argument("episode", type=int)
+    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--step", type=int, required=True, metavar="K")
+    _rollout_flags(p)
+    p.set_defaults(func=cmd_resample)
+
+    p = add_common(sub.add_parser("whatif", help="the effect of an edit at step K: control vs treatment rollouts"))
+    p.add_argument("episode", type=int, nargs="?", help="the episode (or --experiment)")
+    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--step", type=int, default=None, metavar="K")
+    p.add_argument("--experiment", default=None, metavar="EXP", help="apply the edit to the episodes of an experiment")
+    p.add_argument("--where", choices=("failed",), default=None, help="with --experiment: only its failed episodes")
+    p.add_argument("--at", default=None, metavar="K|first:REGEX",
+                   help="step K, or the first step whose action/observation matches REGEX")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--thought", help="rewrite the thought of step K")
+    g.add_argument("--delete-thought", action="store_true", help="delete the thought of step K")
+    g.add_argument("--insert-thought", metavar="TEXT", help="insert a thought (a hint) at step K")
+    g.add_argument("--action", help="rewrite the action of step K (the environment runs it)")
+    _rollout_flags(p)
+    p.set_defaults(func=cmd_whatif)
+
+
+def _rollout_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n", type=int, required=True, metavar="N", help="rollouts per group (1..1000)")
+    p.add_argument("--concurrency", type=int, default=4, metavar="C", help="rollouts at once (default 4)")
+    _model_flags(p)  # --temperature and --max-steps apply to the rollouts only
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _apply_model_flags(args: argparse.Namespace, engine, episode: int) -> None:
+    """Model flags other than temperature and the step limit become the episode's config,
+    as `resume` does (the prompt follows the episode); those two belong to the rollouts."""
+    ep = engine.store.episode(episode)
+    config = _config(args, ep.config).model_copy(update={"temperature": ep.config.temperature})
+    if config != ep.config:
+        engine.store.set_episode_config(ep.id, config)
+
+
+def _prepare(args: argparse.Namespace) -> tuple[Any, int]:
+    engine = _engine(args)
+    vid = _version_id(engine, args.episode, args.version)
+    _apply_model_flags(args, engine, args.episode)
+    return engine, vid
+
+
+def _edit(args: argparse.Namespace):
+    from sessions.rollouts import RolloutEdit
+
+    if args.thought is not None:
+        return RolloutEdit(kind="rewrite_thought", text=args.thought)
+    if args.delete_thought:
+        return RolloutEdit(kind="delete_thought")
+    if args.insert_thought is not None:
+        return RolloutEdit(kind="insert_thought", text=args.insert_thought)
+    return RolloutEdit(kind="rewrite_action", text=args.action)
+
+
+@contextmanager
+def _ctrl_c_stops():
+    """Ctrl-C stops the rollouts after their current step (they are kept and a rerun
+    continues them) instead of waiting for them to finish."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _kw(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
+    """Runner options; progress only on a terminal (when not watched, stderr stays one
+    line: the error, if any)."""
+    show = sys.stderr.isatty()
+
+    def on_progress(done: int, total: int) -> None:
+        if show:
+            progress(f"  {done}/{total} rollouts")
+
+    return {"concurrency": args.concurrency, "on_progress": on_progress, "stop": stop}
+
+
+def _check(run) -> None:
+    """Warnings, then the one-line error when rollouts failed or were interrupted."""
+    for w in run.warnings:
+        progress(f"warning: {w}")
+    run.check()
+    if run.stopped:
+        kept = sum(s.n for s in run.stats)
+        raise CliError(f"interrupted: {kept} finished rollout(s) are kept - run the same command again to continue")
+
+
+def _rate(stats) -> str:
+    if not stats.n:
+        return "no finished rollouts"
+    lo, hi = stats.ci95
+    return f"{stats.success}/{stats.n} success ({stats.rate:.0%}, 95% CI {lo:.0%}-{hi:.0%})"
+
+
+def _effect_text(effect) -> str:
+    lo, hi = effect.ci95
+    eff = "n/a" if effect.effect is None else f"{effect.effect:+.0%}"
+    return (f"control:   {_rate(effect.control)}\ntreatment: {_rate(effect.treatment)}\n"
+            f"effect:    {eff} (95% CI {lo:+.0%} to {hi:+.0%}), Fisher p = {effect.p_value:.3g}")
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def cmd_resample(args: argparse.Namespace) -> int:
+    from agent.rollouts import Request, check_n, resample
+
+    check_n(args.n)
+    engine, vid = _prepare(args)
+    with _ctrl_c_stops() as stop:
+        run = resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps), **_kw(args, stop))
+    _check(run)
+    stats = run.stats[0]
+
+    def text() -> str:
+        lines = [f"resample @{args.step} of v{vid}: {_rate(stats)}", "first step:"]
+        lines += [f"  {f['count']}x {f['text']}" for f in stats.first]
+        return "\n".join(lines)
+
+    emit(args, stats.as_json(first=True), text)
+    return 0
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    from agent.rollouts import Request, check_n, whatif
+
+    check_n(args.n)
+    if args.experiment is not None:
+        return _whatif_experiment(args)
+    if args.episode is None:
+        raise CliError("give an episode, or --experiment EXP")
+    if args.where is not None:
+        raise CliError("--where is for --experiment")
+    engine, vid = _prepare(args)
+    k = _step(args, engine, vid)
+    with _ctrl_c_stops() as stop:
+        effect, run = whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args)),
+                             **_kw(args, stop))
+    _check(run)
+    emit(args, effect.as_json(), lambda: _effect_text(effect))
+    return 0
+
+
+def _step(args: argparse.Namespace, engine, vid: int) -> int:
+    from agent.rollouts import resolve_at
+
+    if (args.step is None) == (args.at is None):
+        raise CliError("give the step: --step K (or --at K|first:REGEX)")
+    if args.step is not None:
+        return args.step
+    k = resolve_at(engine, vid, args.at)
+    if k is None:
+        raise CliError(f"no step of version {vid} matches {args.at[len('first:'):]!r}")
+    return k
+
+
+def _whatif_experiment(args: argparse.Namespace) -> int:
+    from agent.rollouts import experiment_versions, pooled, whatif_many
+
+    if args.episode is not None or args.version is not None or args.step is not None:
+        raise CliError("with --experiment, give --at (not an episode, --version or --step)")
+    if args.at is None:
+        raise CliError("with --experiment, give --at K or --at first:REGEX")
+    engine = _engine(args)
+    items = experiment_versions(engine.store, args.experiment, failed_only=args.where == "failed")
+    if not items:
+        raise CliError(f"experiment {args.experiment!r} has no {'failed ' if args.where else ''}episodes")
+    for episode, _ in items:
+        _apply_model_flags(args, engine, episode)
+
+    def report(item) -> None:
+        if sys.stderr.isatty():
+            progress(f"episode {item.episode}: {item.skipped or 'done'}")
+
+    with _ctrl_c_stops() as stop:
+        results = whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
+                              max_steps=args.max_steps, on_episode=report, **_kw(args, stop))
+    if stop.is_set():
+        raise CliError("interrupted: the finished rollouts are kept - run the same command again to continue")
+    ran = [r.effect for r in results if r.effect is not None]
+    data = {"episodes": [r.as_json() for r in results], "pooled": pooled(ran).as_json() if ran else None}
+
+    def text() -> str:
+        lines = [f"episode {r.episode} v{r.version} @{r.k}: "
+                 + (r.skipped or _effect_text(r.effect).replace("\n", "; ")) for r in results]
+        if ran:
+            lines += ["pooled:", _effect_text(pooled(ran))]
+        return "\n".join(lines)
+
+    emit(args, data, text)
+    return 0

@@ -1,0 +1,185 @@
+"""Experiments: a named batch with a fixed agent config, method and task list, and one item
+per task linking it to its episode. Owns the `experiments` and `experiment_items` tables.
+
+An item's episode is created and linked in one transaction, and (experiment, task) is
+unique, so a crash or `kill -9` at any moment leaves either no episode or a linked one:
+resume continues it in place and never makes a second episode for a task.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Literal
+
+from pydantic import Field
+
+from sessions.store import Store, StoreError
+from trajectory.records import AgentConfig, Record, Task, now
+
+ExperimentStatus = Literal["created", "running", "stopped", "aborted", "incomplete", "done"]
+ItemStatus = Literal["pending", "running", "done", "error"]
+MAX_NAME = 200
+
+
+class Experiment(Record):
+    id: int
+    name: str
+    env: str
+    method: str
+    config: AgentConfig
+    env_options: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)  # task selection, samples, ...
+    status: ExperimentStatus = "created"
+    wall_s: float = 0.0
+    created_at: str
+    updated_at: str
+
+
+class Item(Record):
+    id: int
+    experiment_id: int
+    pos: int
+    task: Task
+    episode_id: int | None = None
+    version_id: int | None = None
+    status: ItemStatus = "pending"
+    success: bool | None = None
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
+_ECOLS = "id, name, env, method, config, env_options, params, status, wall_s, created_at, updated_at"
+_ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success, metrics, error"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _experiment(r) -> Experiment:
+    return Experiment(
+        id=r[0], name=r[1], env=r[2], method=r[3], config=AgentConfig.model_validate_json(r[4]),
+        env_options=json.loads(r[5] or "{}"), params=json.loads(r[6] or "{}"), status=r[7],
+        wall_s=r[8] or 0.0, created_at=r[9], updated_at=r[10],
+    )
+
+
+def _item(r) -> Item:
+    return Item(
+        id=r[0], experiment_id=r[1], pos=r[2], task=Task.model_validate_json(r[3]), episode_id=r[4],
+        version_id=r[5], status=r[6], success=None if r[7] is None else bool(r[7]),
+        metrics=json.loads(r[8] or "{}"), error=r[9],
+    )
+
+
+def create(
+    store: Store, *, name: str, env: str, method: str, config: AgentConfig, tasks: list[Task],
+    env_options: dict[str, Any] | None = None, params: dict[str, Any] | None = None,
+) -> Experiment:
+    """A new experiment with its task list fixed (one pending item per task)."""
+    name = " ".join((name or "").split())
+    if not name:
+        raise StoreError("an experiment needs a name")
+    if len(name) > MAX_NAME:
+        raise StoreError(f"the experiment name is too long ({len(name)} characters; the limit is {MAX_NAME})")
+    if name.isdigit():
+        raise StoreError("an experiment name cannot be a number (numbers are experiment ids)")
+    if not tasks:
+        raise StoreError("the task selection is empty")
+    keys = [t.key for t in tasks]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise StoreError(f"task {dup.split(':', 1)[1]!r} is listed twice")
+    stamp = now()
+    try:
+        with store.transaction():
+            eid = store.db.execute(
+                "insert into experiments (name, env, method, config, env_options, params, status, created_at, updated_at) "
+                "values (?,?,?,?,?,?,?,?,?)",
+                [name, env, method, config.model_dump_json(), _dumps(env_options or {}),
+                 _dumps(params or {}), "created", stamp, stamp],
+            ).lastrowid
+            store.db.conn.executemany(
+                "insert into experiment_items (experiment_id, pos, task_key, task) values (?,?,?,?)",
+                [(eid, n, t.key, t.model_dump_json()) for n, t in enumerate(tasks)],
+            )
+    except sqlite3.IntegrityError:
+        raise StoreError(f"an experiment named {name!r} already exists") from None
+    return get(store, eid)
+
+
+def get(store: Store, ref: int | str) -> Experiment:
+    """By id (a number) or by name."""
+    text = str(ref).strip()
+    if text.isdigit():
+        r = store.db.execute(f"select {_ECOLS} from experiments where id = ?", [int(text)]).fetchone()
+    else:
+        r = store.db.execute(f"select {_ECOLS} from experiments where name = ?", [text]).fetchone()
+    if r is None:
+        raise StoreError(f"unknown experiment {text!r}")
+    return _experiment(r)
+
+
+def list_all(store: Store) -> list[Experiment]:
+    return [_experiment(r) for r in store.db.execute(f"select {_ECOLS} from experiments order by id")]
+
+
+def items(store: Store, experiment_id: int) -> list[Item]:
+    rows = store.db.execute(f"select {_ICOLS} from experiment_items where experiment_id = ? order by pos",
+                            [experiment_id])
+    return [_item(r) for r in rows]
+
+
+def item(store: Store, item_id: int) -> Item:
+    r = store.db.execute(f"select {_ICOLS} from experiment_items where id = ?", [item_id]).fetchone()
+    if r is None:
+        raise StoreError(f"unknown experiment item {item_id}")
+    return _item(r)
+
+
+def counts(store: Store, experiment_id: int) -> dict[str, int]:
+    """{status: n} of the items, for progress bars."""
+    rows = store.db.execute("select status, count(*) from experiment_items where experiment_id = ? group by status",
+                            [experiment_id])
+    return {r[0]: r[1] for r in rows}
+
+
+def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options: dict[str, Any],
+                   name: str | None) -> tuple[int, bool]:
+    """(episode id, created?) of an item: the linked one, or a new episode created and
+    linked in the same transaction (so a crash can never leave an unlinked duplicate)."""
+    with store.transaction():
+        r = store.db.execute("select episode_id, task from experiment_items where id = ?", [item_id]).fetchone()
+        if r is None:
+            raise StoreError(f"unknown experiment item {item_id}")
+        if r[0] is not None:
+            return r[0], False
+        ep, v = store.create_episode(Task.model_validate_json(r[1]), config, env_options, name)
+        store.db.execute(
+            "update experiment_items set episode_id = ?, version_id = ?, status = 'running', updated_at = ? where id = ?",
+            [ep.id, v.id, now(), item_id],
+        )
+    return ep.id, True
+
+
+def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
+                success: bool | None = None, metrics: dict[str, Any] | None = None, error: str | None = None) -> None:
+    with store.transaction():
+        store.db.execute(
+            "update experiment_items set status = ?, version_id = coalesce(?, version_id), success = ?, "
+            "metrics = ?, error = ?, updated_at = ? where id = ?",
+            [status, version_id, None if success is None else int(success), _dumps(metrics or {}), error, now(), item_id],
+        )
+
+
+def set_status(store: Store, experiment_id: int, status: ExperimentStatus, *, add_wall_s: float = 0.0) -> None:
+    with store.transaction():
+        store.db.execute("update experiments set status = ?, wall_s = wall_s + ?, updated_at = ? where id = ?",
+                         [status, add_wall_s, now(), experiment_id])
+
+
+def of_episode(store: Store, episode_id: int) -> Experiment | None:
+    """The experiment an episode was run by, if any."""
+    r = store.db.execute("select experiment_id from experiment_items where episode_id = ?", [episode_id]).fetchone()
+    return get(store, r[0]) if r else None

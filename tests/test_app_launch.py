@@ -1,0 +1,108 @@
+"""Issue 11 item 11: the app binds to loopback wherever it is started from. `react-editor app`
+launches Streamlit on 127.0.0.1 (XSRF on, usage stats off) from any folder, and app.py itself
+refuses to serve on a non-loopback address unless asked to."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit import config
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port: int) -> list[str]:
+    """Local addresses of listening TCP sockets on `port` (from /proc/net/tcp and tcp6)."""
+    found = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if int(p, 16) == port and state == "0A":
+                found.append(addr)
+    return found
+
+
+def test_react_editor_app_listens_on_loopback_from_any_folder(tmp_path):
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(tmp_path / "a.db")}
+    proc = subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--port", str(port)], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    if r.read() == b"ok":
+                        break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("the app did not come up")
+        assert listening(port) == ["0100007F"]  # 127.0.0.1 only, not 0.0.0.0 or ::
+    finally:
+        os.killpg(proc.pid, 15)
+        out = proc.communicate(timeout=30)[0].decode(errors="replace")
+    assert "127.0.0.1" in out
+
+
+def test_launcher_options():
+    from react_editor.launch import streamlit_argv
+
+    argv = streamlit_argv("127.0.0.1", 8600)
+    opts = dict(zip(argv[5::2], argv[6::2]))
+    assert argv[:5] == [sys.executable, "-m", "streamlit", "run", APP]
+    assert opts == {"--server.address": "127.0.0.1", "--server.port": "8600", "--server.headless": "true",
+                    "--server.enableXsrfProtection": "true", "--browser.gatherUsageStats": "false"}
+
+
+@pytest.fixture
+def bound(monkeypatch, tmp_path):
+    """Run app.py as if the server were bound to `address`."""
+    old = config.get_option("server.address")
+    monkeypatch.setenv("REACT_EDITOR_DB", str(tmp_path / "never" / "made.db"))
+    monkeypatch.delenv("REACT_EDITOR_ALLOW_REMOTE", raising=False)
+    st.cache_resource.clear()
+
+    def run(address):
+        config.set_option("server.address", address)
+        return AppTest.from_file(APP, default_timeout=30).run()
+
+    yield run
+    config.set_option("server.address", old)
+    st.cache_resource.clear()
+
+
+@pytest.mark.parametrize("address", [None, "", "0.0.0.0", "::", "192.168.1.20"])
+def test_the_app_refuses_a_non_loopback_address(bound, address, tmp_path):
+    at = bound(address)
+    assert not at.exception
+    assert any("127.0.0.1" in e.value and "react-editor app" in e.value for e in at.error), [e.value for e in at.error]
+    assert [t.value for t in at.title] == []  # no page ran: nothing is served
+    assert not (tmp_path / "never").exists()  # not even the database was opened
+
+
+def test_the_app_serves_a_non_loopback_address_when_asked(bound, monkeypatch):
+    monkeypatch.setenv("REACT_EDITOR_ALLOW_REMOTE", "1")
+    at = bound("0.0.0.0")
+    assert [t.value for t in at.title] == ["Episodes"]

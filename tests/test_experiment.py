@@ -1,0 +1,399 @@
+"""Experiments end to end through the CLI (issue 14): the JSON contract, the paper's methods
+and back-off rules, scoring, paired comparison, resume, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from react_editor.main import main
+from sessions import experiments as xs
+from sessions.store import Store
+from tests.experiment_agents import alfworld_agent, wiki_agent
+from tests.scripted_server import Reply, ScriptedLLM
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "envs" / "wikipedia" / "corpus"
+HOTPOT = [json.loads(line) for line in (CORPUS / "hotpotqa.jsonl").read_text().splitlines() if line.strip()]
+FEVER = [json.loads(line) for line in (CORPUS / "fever.jsonl").read_text().splitlines() if line.strip()]
+SUMMARY_KEYS = {"experiment", "name", "episodes", "done", "success", "success_rate", "by_type", "tokens", "cost", "wall_s"}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def cli(capsys, *argv) -> tuple[int, dict | list | None, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    return code, (json.loads(lines[-1]) if lines else None), err
+
+
+def run_args(llm: ScriptedLLM, db: Path, *extra) -> list:
+    return ["experiment", "run", "--model", "m", "--base-url", llm.base_url, "--db", db, "--json", *extra]
+
+
+def half_right(rows, key="question", gold="answer") -> dict:
+    """Even tasks answered correctly, odd ones wrongly."""
+    return {r[key]: (r[gold] if n % 2 == 0 else "Nowhere at all") for n, r in enumerate(rows)}
+
+
+def test_run_and_show_follow_the_json_contract(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT), react_steps=2))
+    db = tmp_path / "x.db"
+    code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "4", "--concurrency", "2",
+                                           "--name", "first"))
+    assert code == 0, err
+    assert SUMMARY_KEYS | {"em", "f1"} <= set(out) and "accuracy" not in out
+    assert out["name"] == "first" and out["episodes"] == 4 and out["done"] == 4
+    assert out["success"] == 2 and out["success_rate"] == 0.5 and out["em"] == 0.5
+    types = {r["type"] for r in HOTPOT[:4]}
+    assert set(out["by_type"]) >= {"bridge", "comparison"}
+    assert sum(v["n"] for v in out["by_type"].values()) == 4 and all(set(v) == {"n", "success", "rate"}
+                                                                      for v in out["by_type"].values())
+    assert types <= set(out["by_type"])
+    assert out["tokens"] > 0 and out["cost"] == 0.0 and out["wall_s"] > 0
+    assert "4/4 done" in err and "ETA" in err  # the progress bar, on stderr
+
+    code, shown, _ = cli(capsys, "experiment", "show", out["experiment"], "--db", db, "--json")
+    assert code == 0 and SUMMARY_KEYS <= set(shown)
+    items = shown["items"]
+    assert [it["task"] for it in items] == [r["id"] for r in HOTPOT[:4]]
+    assert all({"task", "episode", "version", "done", "success"} <= set(it) for it in items)
+    assert [it["success"] for it in items] == [True, False, True, False]
+    with closing(Store(db)) as store:
+        assert len(store.episode_ids()) == 4
+        ep = store.episode(items[0]["episode"])
+        assert ep.config.style == "react" and xs.of_episode(store, ep.id).name == "first"
+        steps = store.version_steps(items[0]["version"])
+        assert [s.action for s in steps] == ["Search[Ostwick]", f"Finish[{HOTPOT[0]['answer']}]"]
+
+    code, listed, _ = cli(capsys, "experiment", "list", "--db", db, "--json")
+    assert code == 0 and [e["name"] for e in listed] == ["first"]
+
+
+
+def test_rerunning_a_finished_experiment_is_free(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    db = tmp_path / "x.db"
+    cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "3"))
+    sent = len(scripted_llm.completion_requests)
+    code, again, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "3"))
+    assert code == 0 and again["success"] == 2 and again["tokens"] == 0 and again["cost"] == 0.0
+    assert len(scripted_llm.completion_requests) == sent  # the response cache answered everything
+
+
+def test_cot_is_stored_as_one_thought_and_the_answer(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001,hp-002",
+                                         "--method", "cot"))
+    assert code == 0 and out["success"] == 1
+    prompt = scripted_llm.completion_requests[0].prompt
+    assert prompt.startswith("Question: ") and prompt.endswith(f"Question: {HOTPOT[0]['question']}\nThought:")
+    assert "\nAnswer: " in prompt and "Action 1" not in prompt  # the built-in cotqa_* examples
+    with closing(Store(db)) as store:
+        item = xs.items(store, out["experiment"])[0]
+        (step,) = store.version_steps(item.version_id)
+        assert step.thought.startswith("Let's think step by step.") and step.action == f"Finish[{HOTPOT[0]['answer']}]"
+        assert step.source == "model" and len(step.call_ids) == 1 and step.done
+
+
+def test_standard_prompt_and_fever_accuracy(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent(half_right(FEVER, "claim", "label")))
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "fever", "--limit", "4", "--method", "standard"))
+    assert code == 0 and out["accuracy"] == 0.5 and "em" not in out
+    assert {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"} <= set(out["by_type"])
+    prompt = scripted_llm.completion_requests[0].prompt
+    assert prompt.startswith("Determine if there is Observation") and prompt.endswith(
+        f"\n\nClaim: {FEVER[0]['claim']}\nAnswer:")
+
+
+def test_cot_sc_takes_the_majority_of_n_samples_at_temperature_07(tmp_path, capsys, scripted_llm):
+    gold = HOTPOT[0]["answer"]
+    scripted_llm.set_responder(wiki_agent({HOTPOT[0]["question"]: ["wrong", gold, gold, "other", gold]}))
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
+                                         "--method", "cot-sc", "--samples", "5"))
+    assert code == 0 and out["success"] == 1
+    reqs = scripted_llm.completion_requests
+    assert len(reqs) == 5 and all(r.body["temperature"] == 0.7 for r in reqs)
+    with closing(Store(db)) as store:
+        item = xs.items(store, out["experiment"])[0]
+        (step,) = store.version_steps(item.version_id)
+        assert step.action == f"Finish[{gold}]" and step.info["votes"] == 3 and step.info["samples"] == 5
+        assert len(step.call_ids) == 5
+
+
+def test_react_backs_off_to_cot_sc_when_it_gives_no_answer(tmp_path, capsys, scripted_llm):
+    # ReAct keeps searching (never finishes within 3 steps); CoT-SC answers right.
+    q = HOTPOT[0]["question"]
+    scripted_llm.set_responder(wiki_agent({q: HOTPOT[0]["answer"]}, react_steps=99))
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
+                                         "--method", "react-cot-sc", "--samples", "3", "--max-steps", "3"))
+    assert code == 0 and out["success"] == 1
+    with closing(Store(db)) as store:
+        item = xs.items(store, out["experiment"])[0]
+        versions = store.versions(item.episode_id)
+        assert [v.name for v in versions] == ["react", "cot-sc"]
+        assert versions[0].outcome.metrics.get("limit") and not versions[0].outcome.success
+        assert store.episode(item.episode_id).current_version == versions[1].id == item.version_id
+        assert item.metrics["answered_by"] == "cot-sc"
+
+
+def test_react_that_answers_does_not_back_off(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent({HOTPOT[0]["question"]: "a wrong answer"}))
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
+                                         "--method", "react-cot-sc", "--samples", "3"))
+    assert code == 0 and out["success"] == 0 and len(scripted_llm.completion_requests) == 1
+    with closing(Store(db)) as store:
+        assert [v.name for v in store.versions(xs.items(store, out["experiment"])[0].episode_id)] == ["react"]
+
+
+@pytest.mark.parametrize("votes,backs_off", [(["Ost", "Ost", "Sel", "Tarn"], True), (["Ost", "Ost", "Ost", "Sel"], False)])
+def test_cot_sc_backs_off_to_react_below_n_over_2_votes(tmp_path, capsys, scripted_llm, votes, backs_off):
+    # 5 samples: 2 votes for the majority is fewer than n/2 = 2.5; 3 votes is not
+    q = HOTPOT[0]["question"]
+    scripted_llm.set_responder(wiki_agent({q: votes + ["Brenn"]}))
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
+                                         "--method", "cot-sc-react", "--samples", "5"))
+    assert code == 0 and out["done"] == 1
+    with closing(Store(db)) as store:
+        item = xs.items(store, out["experiment"])[0]
+        names = [v.name for v in store.versions(item.episode_id)]
+        assert names == (["cot-sc", "react"] if backs_off else ["cot-sc"])
+        assert item.metrics["answered_by"] == names[-1]
+
+
+def test_compare_is_paired_over_common_tasks(tmp_path, capsys, scripted_llm):
+    db = tmp_path / "x.db"
+    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:4]}))
+    _, a, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "5", "--name", "A"))
+    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:2]}))
+    _, b, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "6", "--name", "B",
+                                    "--method", "act"))
+    code, c, _ = cli(capsys, "experiment", "compare", "A", "B", "--db", db, "--json")
+    assert code == 0 and c["a"]["name"] == "A" and c["b"]["experiment"] == b["experiment"]
+    assert c["common"] == 5
+    assert (c["both"], c["a_only"], c["b_only"], c["neither"]) == (2, 2, 0, 1)
+    assert c["mcnemar_p"] == pytest.approx(0.5)  # 2 discordant pairs, both for A
+    lo, hi = c["diff_ci"]
+    assert lo <= 0.4 <= hi and c["diff"] == 0.4
+    assert "bridge" in c["by_type"] and c["by_type"]["bridge"]["n"] >= 1
+
+
+def test_sample_is_reproducible_and_recorded(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent({}))
+    db = tmp_path / "x.db"
+    ids = []
+    for name in ("s1", "s2"):
+        cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--sample", "5", "--seed", "7", "--name", name))
+        _, shown, _ = cli(capsys, "experiment", "show", name, "--db", db, "--json")
+        ids.append([it["task"] for it in shown["items"]])
+    assert ids[0] == ids[1] and len(ids[0]) == 5
+    with closing(Store(db)) as store:
+        assert xs.get(store, "s1").params["sample"] == "5" and xs.get(store, "s1").params["seed"] == 7
+
+
+def test_sample_paper_is_the_notebooks_subset(tmp_path, capsys, monkeypatch, scripted_llm):
+    import random
+
+    rows = [{"question": f"Question number {i}?", "answer": str(i), "type": "bridge"} for i in range(7405)]
+    (tmp_path / "hotpot_dev_v1_simplified.json").write_text(json.dumps(rows))
+    monkeypatch.setenv("REACT_DATA_DIR", str(tmp_path))
+    from agent.task_selection import select_tasks
+
+    idxs = list(range(7405))
+    random.Random(233).shuffle(idxs)
+    tasks = select_tasks("hotpotqa", "react", sample="paper")
+    assert [t.id for t in tasks] == [str(i) for i in idxs[:500]]
+    code, _, err = cli(capsys, *run_args(scripted_llm, tmp_path / "x.db", "--env", "hotpotqa", "--sample", "paper"))
+    assert code == 2 and "7405" in err and len(err.strip().splitlines()) == 1
+
+
+def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(alfworld_agent())
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "alfworld", "--limit", "2", "--method", "act",
+                                         "--max-steps", "3", "--concurrency", "2"))
+    assert code == 0 and out["done"] == 2 and out["success"] == 0
+    assert len(out["by_type"]) == 6 and "pick_and_place_simple" in out["by_type"]
+    with closing(Store(db)) as store:
+        for it in xs.items(store, out["experiment"]):
+            steps = store.version_steps(it.version_id)
+            assert len(steps) == 3 and all(s.action.startswith("go to ") for s in steps)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--env", "alfworld", "--method", "cot"], "does not apply to alfworld"),
+    (["--env", "hotpotqa", "--method", "tot"], "does not apply to hotpotqa"),
+    (["--env", "hotpotqa", "--tasks", " , "], "empty"),
+    (["--env", "hotpotqa", "--tasks", "hp-001,hp-999"], "hp-999"),
+    (["--env", "hotpotqa", "--tasks", "@/nonexistent/list.txt"], "cannot read task list"),
+    (["--env", "hotpotqa", "--tasks", "hp-001,hp-001"], "listed twice"),
+    (["--env", "hotpotqa", "--concurrency", "0"], "concurrency"),
+    (["--env", "hotpotqa", "--sample", "999"], "the selection has"),
+    (["--env", "alfworld", "--sample", "paper"], "--tasks official"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, scripted_llm, argv, needle):
+    db = tmp_path / "x.db"
+    code, _, err = cli(capsys, *run_args(scripted_llm, db, *argv))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+    if db.exists():
+        with closing(Store(db)) as store:
+            assert xs.list_all(store) == [] and store.episode_ids() == []
+    assert scripted_llm.completion_requests == []
+
+
+def test_unknown_experiment_is_one_line(tmp_path, capsys):
+    Store(tmp_path / "x.db").close()
+    code, _, err = cli(capsys, "experiment", "show", "nope", "--db", tmp_path / "x.db")
+    assert code == 2 and err.strip() == "error: unknown experiment 'nope'"
+
+
+def test_refusing_endpoint_stops_after_a_few_failures_then_resume_retries(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_default(Reply(status=401, message="invalid key"))
+    db = tmp_path / "x.db"
+    code, _, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--concurrency", "2", "--name", "r"))
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "failures in a row" in errors[0] and "authentication failed" in errors[0]
+    assert len(scripted_llm.completion_requests) <= 6  # not 26 errors
+    with closing(Store(db)) as store:
+        exp = xs.get(store, "r")
+        assert exp.status == "aborted"
+        failed = [it for it in xs.items(store, exp.id) if it.status == "error"]
+        assert 5 <= len(failed) <= 6 and all("authentication failed" in it.error for it in failed)
+        first_episodes = {it.task.id: it.episode_id for it in failed}
+    scripted_llm.set_default(None)
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    code, out, _ = cli(capsys, "experiment", "resume", "r", "--db", db, "--json", "--concurrency", "3")
+    assert code == 0 and out["done"] == out["episodes"] == len(HOTPOT) and out["status"] == "done"
+    with closing(Store(db)) as store:
+        items = xs.items(store, out["experiment"])
+        assert len(store.episode_ids()) == len(HOTPOT)  # a failed episode was continued, not replaced
+        assert all(first_episodes[it.task.id] == it.episode_id for it in items if it.task.id in first_episodes)
+
+
+def _spawn(args: list, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "react_editor.main", *map(str, args)], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT), latency_s=0.3, react_steps=2))
+    db = tmp_path / "x.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache")}
+    proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "12", "--concurrency", "3", "--name", "k",
+                   "--model", "m", "--base-url", scripted_llm.base_url, "--db", db, "--json"], env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill once some, but not all, tasks are done
+        time.sleep(0.05)
+        if db.exists():
+            with closing(Store(db)) as store:
+                exps = xs.list_all(store)
+                done = xs.counts(store, exps[0].id).get("done", 0) if exps else 0
+            if done >= 3:
+                break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    with closing(Store(db)) as store:
+        exp = xs.get(store, "k")
+        before = {it.task.id: it.episode_id for it in xs.items(store, exp.id) if it.episode_id}
+        assert 3 <= xs.counts(store, exp.id).get("done", 0) < 12 and exp.status == "running"
+    resumed = _spawn(["experiment", "resume", "k", "--db", db, "--json", "--concurrency", "3"], env)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["done"] == summary["episodes"] == 12 and summary["success"] == 6
+    with closing(Store(db)) as store:
+        items = xs.items(store, exp.id)
+        assert len(store.episode_ids()) == 12 and len({it.episode_id for it in items}) == 12
+        assert all(before[it.task.id] == it.episode_id for it in items if it.task.id in before)
+        for it in items:  # each episode is one clean run: no step recorded twice
+            v = store.version(it.version_id)
+            assert [s.index for s in store.version_steps(v.id)] == [1, 2] and v.outcome.done
+        assert store.integrity_check() == "ok"
+
+
+def test_processes_mode_runs_items_in_worker_processes(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    db = tmp_path / "x.db"
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "2", "--concurrency", "2",
+                                         "--processes"))
+    assert code == 0 and out["done"] == 2 and out["success"] == 1
+    with closing(Store(db)) as store:
+        assert len(store.episode_ids()) == 2
+
+
+def test_rate_limit_slows_the_batch_instead_of_failing_episodes(tmp_path, capsys, scripted_llm):
+    from agent.ratelimit import gate_for
+    from agent.client import public_url
+
+    scripted_llm.push(Reply(status=429, retry_after=0.5, message="slow down"))
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    (tmp_path / "ids.txt").write_text("# three tasks\nhp-001\nhp-002\n\nhp-003\n")
+    db = tmp_path / "x.db"
+    pauses = gate_for(public_url(scripted_llm.base_url)).pauses
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", f"@{tmp_path / 'ids.txt'}",
+                                         "--concurrency", "3"))
+    assert code == 0 and out["done"] == 3 and out["success"] == 2
+    assert gate_for(public_url(scripted_llm.base_url)).pauses == pauses + 1
+    first, *rest = scripted_llm.completion_requests
+    gaps = [r.received_at - first.received_at for r in rest]
+    in_flight = [g for g in gaps if g < 0.3]  # sent before the 429 came back
+    assert len(in_flight) <= 2 and all(g >= 0.45 for g in gaps if g >= 0.3)  # the rest waited for the pause
+    assert len(gaps) - len(in_flight) >= 1
+
+
+def test_cost_uses_the_prices_from_settings(tmp_path, capsys, scripted_llm):
+    scripted_llm.set_responder(wiki_agent({}))
+    db = tmp_path / "x.db"
+    with closing(Store(db)) as store:
+        store.set_setting("model_prices", {"m": {"prompt": 1000.0, "completion": 2000.0}})
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "1"))
+    assert code == 0 and out["tokens"] > 0
+    with closing(Store(db)) as store:
+        calls = store.calls(episode_id=store.episode_ids()[0])
+    p = sum(c.usage.prompt_tokens for c in calls)
+    c = sum(c.usage.completion_tokens for c in calls)
+    assert out["tokens"] == p + c and out["cost"] == pytest.approx((p * 1000 + c * 2000) / 1e6)
+
+
+def test_cot_with_the_papers_exemplar_set_sends_its_cotqa_prompt(tmp_path, capsys, scripted_llm):
+    from tests.reference import require_reference
+
+    prompts = require_reference() / "prompts" / "prompts_naive.json"
+    db = tmp_path / "x.db"
+    assert main(["import", str(prompts), "--db", str(db)]) == 0
+    capsys.readouterr()
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001", "--method", "cot",
+                                         "--exemplars", "prompts_naive"))
+    assert code == 0 and out["success"] == 1
+    paper = json.loads(prompts.read_text())["cotqa_simple6"]
+    assert scripted_llm.completion_requests[0].prompt == paper + f"Question: {HOTPOT[0]['question']}\nThought:"
+
+
+def test_an_exemplar_set_without_the_methods_prompts_is_refused_up_front(tmp_path, capsys, scripted_llm):
+    db = tmp_path / "x.db"
+    assert main(["exemplars", "create", "bare", "--env", "hotpotqa", "--db", str(db)]) == 0
+    capsys.readouterr()
+    code, _, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--method", "cot", "--exemplars", "bare"))
+    assert code == 2 and "cotqa" in err and len(err.strip().splitlines()) == 1
+    with closing(Store(db)) as store:
+        assert xs.list_all(store) == [] and scripted_llm.completion_requests == []

@@ -1,0 +1,139 @@
+"""The Experiments page through AppTest: create and launch in the background, progress with
+Stop / Resume, the paper-style table, comparison, and failures opening in the Editor."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from sessions import experiments as xs
+from sessions.store import Store
+from tests.experiment_agents import wiki_agent
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+HOTPOT = [json.loads(line) for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
+          if line.strip()]
+EVIL = "<b>bold</b> [x](http://evil)"
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch, scripted_llm):
+    db = tmp_path / "app.db"
+    monkeypatch.setenv("REACT_EDITOR_DB", str(db))
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_BASE_URL", scripted_llm.base_url)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    st.cache_resource.clear()
+
+    def make() -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=30)
+        at.switch_page("app_pages/experiments.py")
+        at.run()
+        assert not at.exception, at.exception
+        return at
+
+    yield make, db, scripted_llm
+    st.cache_resource.clear()
+
+
+def _wait_done(db: Path, exp_id: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with_store = Store(db)
+        try:
+            counts = xs.counts(with_store, exp_id)
+            status = xs.get(with_store, exp_id).status
+        finally:
+            with_store.close()
+        if status not in ("created", "running") and sum(counts.values()):
+            return
+        time.sleep(0.1)
+    raise AssertionError("experiment did not finish")
+
+
+def _create(at: AppTest, *, limit: int, name: str, method: str | None = None) -> AppTest:
+    at.selectbox(key="x_env").set_value("hotpotqa")
+    at.run()
+    if method:
+        at.selectbox(key="x_method_hotpotqa").set_value(method)
+    at.number_input(key="x_limit").set_value(limit)
+    at.number_input(key="x_conc").set_value(2)
+    at.text_input(key="x_model").set_value("m")
+    at.text_input(key="x_name").set_value(name)
+    at.button(key="x_create").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_create_launch_results_compare_and_open_a_failure(page):
+    make, db, llm = page
+    answers = {r["question"]: (r["answer"] if n % 2 == 0 else EVIL) for n, r in enumerate(HOTPOT)}
+    llm.set_responder(wiki_agent(answers))
+    at = make()
+    _create(at, limit=4, name="react4")
+    _wait_done(db, 1)
+    _create(at, limit=4, name="act4", method="act")
+    _wait_done(db, 2)
+    at.run()
+    assert not at.exception
+    table = _frame(at, "EM")
+    assert list(table["name"]) == ["react4", "act4"] and list(table["EM"]) == ["50.0", "50.0"]
+    assert "F1" in table.columns
+    cmp = _frame(at, "McNemar p")
+    assert cmp["tasks"][0] == "all" and cmp["both"][0] == 2 and cmp["McNemar p"][0] == "1"
+    failed = _frame(at, "answer")
+    assert len(failed) == 2 and set(failed["answer"]) == {EVIL}  # shown as data, not markup
+    assert all(EVIL not in m.value for m in at.markdown)
+    ep = at.selectbox(key="x_fail_pick").value
+    at.button(key="x_open").click().run()
+    assert not at.exception
+    assert at.query_params.get("episode") in (str(ep), [str(ep)])
+
+
+def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
+    make, db, llm = page
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.3, react_steps=2))
+    at = make()
+    t0 = time.monotonic()
+    _create(at, limit=8, name="slow")
+    at.run()  # the page renders while the batch runs in its background thread
+    assert time.monotonic() - t0 < 15 and not at.exception
+    assert any(b.key == "x_stop" for b in at.button)  # it is still running
+    at.button(key="x_stop").click().run()
+    _wait_done(db, 1)
+    with closing(Store(db)) as store:
+        done = xs.counts(store, 1).get("done", 0)
+        assert xs.get(store, 1).status == "stopped" and done < 8
+    at.run()
+    at.button(key="x_resume").click().run()
+    _wait_done(db, 1)
+    with closing(Store(db)) as store:
+        assert xs.counts(store, 1) == {"done": 8} and len(store.episode_ids()) == 8
+
+
+def test_bad_input_is_shown_inline_and_nothing_is_created(page):
+    make, db, _ = page
+    at = make()
+    at.selectbox(key="x_env").set_value("hotpotqa")
+    at.run()
+    at.text_input(key="x_tasks").set_value("hp-001,hp-404")
+    at.button(key="x_create").click().run()
+    assert not at.exception
+    assert any("hp-404" in t.value for t in at.text)
+    with closing(Store(db)) as store:
+        assert xs.list_all(store) == []
+
+
+def _frame(at: AppTest, column: str):
+    """The one dataframe on the page with this column."""
+    (df,) = [d.value for d in at.dataframe if column in d.value.columns]
+    return df
+
+

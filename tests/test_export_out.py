@@ -1,0 +1,96 @@
+"""Issue 11 item 12: `export --out` writes regular files atomically with the umask's mode,
+refuses to replace anything else (symlink, FIFO, device), writes to stdout with `-`, and
+an unwritable or invalid path is a one-line error."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from react_editor.main import main
+from tests.test_cli_core import cli
+
+
+@pytest.fixture
+def db(toy, capsys):
+    db = str(toy.db)
+    assert main(["run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--human"]) == 0
+    assert main(["step", "1", "--action", "go to cabinet 1", "--db", db]) == 0
+    capsys.readouterr()
+    return db
+
+
+@pytest.fixture
+def outdir(tmp_path):
+    d = tmp_path / "out"
+    d.mkdir()
+    return d
+
+
+def export(capsys, db, out):
+    return cli(capsys, "export", "1", "--format", "jsonl", "--out", str(out), "--db", db)
+
+
+def refused(code: int, err: str) -> bool:
+    return code == 2 and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_regular_file_gets_the_umask_mode(db, capsys, outdir, umask, mode):
+    old = os.umask(umask)
+    try:
+        code, _, err = export(capsys, db, outdir / "a.jsonl")
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert stat.S_IMODE((outdir / "a.jsonl").stat().st_mode) == mode
+    assert json.loads((outdir / "a.jsonl").read_text())["episode"]["ref"] == 1
+    assert [p.name for p in outdir.iterdir()] == ["a.jsonl"]  # no temp file left
+
+
+def test_a_symlink_is_not_replaced(db, capsys, outdir):
+    target = outdir / "precious.txt"
+    target.write_text("keep me")
+    link = outdir / "out.jsonl"
+    link.symlink_to(target)
+    code, _, err = export(capsys, db, link)
+    assert refused(code, err) and "not a regular file" in err, err
+    assert link.is_symlink() and target.read_text() == "keep me"
+    assert sorted(p.name for p in outdir.iterdir()) == ["out.jsonl", "precious.txt"]
+
+
+def test_a_fifo_is_not_replaced(db, capsys, outdir):
+    fifo = outdir / "pipe"
+    os.mkfifo(fifo)
+    code, _, err = export(capsys, db, fifo)
+    assert refused(code, err) and "not a regular file" in err, err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_device_node_is_not_replaced(db, capsys, outdir):
+    dev = outdir / "null"
+    try:
+        os.mknod(dev, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("creating a device node needs root")
+    code, _, err = export(capsys, db, dev)
+    assert refused(code, err) and "not a regular file" in err, err
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)
+
+
+def test_dash_writes_to_stdout(db, capsys):
+    code, out, err = export(capsys, db, "-")
+    assert code == 0, err
+    assert json.loads(out.splitlines()[0])["episode"]["ref"] == 1
+
+
+def test_unwritable_and_invalid_paths_are_one_line_errors(db, capsys, outdir):
+    plain = outdir / "file.txt"
+    plain.write_text("x")
+    for bad in (plain / "sub" / "a.jsonl", outdir / "nul\x00byte.jsonl", "/proc/1/no-such-dir/a.jsonl"):
+        code, _, err = export(capsys, db, bad)
+        assert refused(code, err), (bad, err)
+    assert plain.read_text() == "x"
