@@ -54,3 +54,9 @@ def compare_rows(c: dict[str, Any], env: str) -> list[dict[str, Any]]:
     rows = [row("all", c)]
     rows += [row(type_label(env, t), p) for t, p in c["by_type"].items() if p["n"]]
     return rows
+
+
+def signal_rows(table: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    """{type: {signal: n}} -> one row per task type, one column per signal (0 where none)."""
+    names = sorted({name for by in table.values() for name in by})
+    return [{"type": t or "(no type)", **{name: by.get(name, 0) for name in names}} for t, by in table.items()]

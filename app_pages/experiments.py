@@ -13,8 +13,9 @@ from agent import experiment as X
 from agent.methods import DEFAULT_SAMPLES, METHODS
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
-from app_pages.experiment_views import chart_data, compare_rows, paper_row
+from app_pages.experiment_views import chart_data, compare_rows, paper_row, signal_rows
 from sessions import experiments as xs
+from sessions.search import signal_counts
 from trajectory.records import ENV_KINDS, AgentConfig
 
 
@@ -151,3 +152,26 @@ else:
                               key="x_fail_pick")
         if f[1].button("Open in Editor", key="x_open", type="primary"):
             state.open_in("editor", pick, by_ep[pick].version_id)
+
+
+def failures_by_signal(store, episode_ids: list[int], versions: dict[int, int | None]) -> None:
+    """The failed episodes counted per task type and signal; a count opens its episodes."""
+    counts = signal_counts(store, episode_ids)
+    table = counts.counts()
+    if not table:
+        st.caption("No failure carries an automatic signal.")
+        return
+    st.dataframe(signal_rows(table), hide_index=True, key="x_signal_table")
+    cells = [(t, name) for t, by in table.items() for name in by]
+    cell = st.selectbox("Episodes with", cells, key="x_signal_cell",
+                        format_func=lambda c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})")
+    ids = counts.episodes[cell[0]][cell[1]]
+    g = st.columns([3, 1])
+    pick = g[0].selectbox("Episode", ids, format_func=lambda i: f"#{i}", key="x_signal_pick")
+    if g[1].button("Open in Editor", key="x_signal_open"):
+        state.open_in("editor", pick, versions.get(pick))
+
+
+st.subheader("Failure signals")
+failures_by_signal(store, [it.episode_id for it in failed if it.episode_id],
+                   {it.episode_id: it.version_id for it in failed if it.episode_id})

@@ -43,7 +43,9 @@ def page(tmp_path, monkeypatch, scripted_llm):
     st.cache_resource.clear()
 
 
-def _wait_done(db: Path, exp_id: int, timeout: float = 60) -> None:
+def _wait_done(db: Path, exp_id: int, timeout: float = 60, *, every_task: bool = False) -> None:
+    """Until the batch is over (`every_task`: until every task is done, e.g. after a resume
+    whose background thread may not have marked the experiment running yet)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with_store = Store(db)
@@ -52,7 +54,9 @@ def _wait_done(db: Path, exp_id: int, timeout: float = 60) -> None:
             status = xs.get(with_store, exp_id).status
         finally:
             with_store.close()
-        if status not in ("created", "running") and sum(counts.values()):
+        if every_task and set(counts) == {"done"}:
+            return
+        if not every_task and status not in ("created", "running") and sum(counts.values()):
             return
         time.sleep(0.1)
     raise AssertionError("experiment did not finish")
@@ -113,7 +117,7 @@ def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
         assert xs.get(store, 1).status == "stopped" and done < 8
     at.run()
     at.button(key="x_resume").click().run()
-    _wait_done(db, 1)
+    _wait_done(db, 1, every_task=True)
     with closing(Store(db)) as store:
         assert xs.counts(store, 1) == {"done": 8} and len(store.episode_ids()) == 8
 
@@ -137,3 +141,21 @@ def _frame(at: AppTest, column: str):
     return df
 
 
+
+
+def test_failures_are_counted_per_signal_and_a_count_opens_its_episodes(page):
+    make, db, llm = page
+    wrong = {r["question"]: "Nowhere at all" for r in HOTPOT}
+    llm.set_responder(wiki_agent(wrong, react_steps=2, search="Search[Zzyzx Unheard-of Place]"))
+    at = make()
+    _create(at, limit=3, name="misses")
+    _wait_done(db, 1)
+    at.run()
+    assert not at.exception
+    table = _frame(at, "search_miss")
+    assert table["search_miss"].sum() == 3  # every failure searched for a page that is not there
+    assert at.selectbox(key="x_signal_cell").value[1] == "search_miss"
+    ep = at.selectbox(key="x_signal_pick").value
+    at.button(key="x_signal_open").click().run()
+    assert not at.exception
+    assert at.query_params.get("episode") in (str(ep), [str(ep)])
