@@ -19,6 +19,7 @@ from app_pages import signal_badges, state, stepjobs, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import action_warning, deleted_here, endpoint_problem, one_line, outcome_text, plural, provenance, replaced_text, step_lines
 from envs.base import EnvError
+from sessions import experiments
 from sessions.store import StoreError
 from trajectory.records import MAX_TEXT
 
@@ -73,6 +74,12 @@ if run and (run.get("version") != vid):
 # ---------------------------------------------------------------------- header
 with st.container(key="task_box"):
     state.episode_header(ep)
+    if (exp := experiments.of_episode(store, ep_id)) is not None:  # a batch episode: back to its results
+        xc = st.columns([5, 1])
+        xc[0].text(f"Part of experiment {exp.id} “{exp.name}” ({exp.method} on {exp.env})")
+        if xc[1].button("Open experiment", key="ed_open_exp"):
+            st.session_state["x_sel"] = exp.id
+            st.switch_page(state.page_path("experiments"))
 cols = st.columns([3, 2, 3])
 ids = [v.id for v in versions]
 labels = {i: state.version_label(by_id[i]) + (" · current" if i == ep.current_version else "") for i in ids}

@@ -159,3 +159,6 @@ def test_failures_are_counted_per_signal_and_a_count_opens_its_episodes(page):
     at.button(key="x_signal_open").click().run()
     assert not at.exception
     assert at.query_params.get("episode") in (str(ep), [str(ep)])
+    assert "Part of experiment 1 “misses” (react on hotpotqa)" in [t.value for t in at.text]  # the Editor says so
+    at.button(key="ed_open_exp").click().run()
+    assert not at.exception and at.session_state["x_sel"] == 1 and at.selectbox(key="x_pick").value == 1
