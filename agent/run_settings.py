@@ -1,4 +1,4 @@
-"""Run settings checked before anything is written (issue 11): a bad model flag, agent
+"""Run settings checked before anything is written: a bad model flag, agent
 config field or endpoint is one line, and no empty episode is left behind."""
 
 from __future__ import annotations

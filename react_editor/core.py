@@ -34,13 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
     p.add_argument("--name", default=None, help="a name for the episode")
     p.add_argument("--human", action="store_true", help="create the episode without running the model")
-    _model_flags(p)
+    model_flags(p)
     p.set_defaults(func=cmd_run)
 
     p = add_common(sub.add_parser("resume", help="continue a version"))
     p.add_argument("episode", type=int)
     p.add_argument("--version", type=int, default=None)
-    _model_flags(p)
+    model_flags(p)
     p.set_defaults(func=cmd_resume)
 
     p = add_common(sub.add_parser("step", help="one step of a version, by the model or by you (--thought/--action)"))
@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", type=int, default=None)
     p.add_argument("--thought", default=None, help="human mode: the thought to write")
     p.add_argument("--action", default=None, help="human mode: the action to take")
-    _model_flags(p, steps=False)
+    model_flags(p, steps=False)
     p.set_defaults(func=cmd_step)
 
     p = add_common(sub.add_parser("show", help="a version's trajectory in the paper's format"))
@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_data)
 
 
-def _model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
+def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, ...)")
     p.add_argument("--api-style", choices=("completions", "chat"), default=None)
@@ -139,7 +139,7 @@ def _model_changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
-def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
+def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
     """The agent config the model flags ask for (checked by `run_settings.check_config`
     before anything is written; a base URL with credentials is refused here, before the
     config would strip them)."""
@@ -150,7 +150,7 @@ def _config(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentC
     return AgentConfig.model_validate({**base.model_dump(), **_model_changes(args)})
 
 
-def _engine(args: argparse.Namespace, *, readonly: bool = False):
+def open_engine(args: argparse.Namespace, *, readonly: bool = False):
     """`readonly` for reading commands: they work on a database they cannot write."""
     from agent.engine import Engine
     from sessions.store import Store
@@ -159,7 +159,7 @@ def _engine(args: argparse.Namespace, *, readonly: bool = False):
                   on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
 
 
-def _version_id(engine, episode: int, version: int | None) -> int:
+def version_of(engine, episode: int, version: int | None) -> int:
     ep = engine.store.episode(episode)
     if version is None:
         if ep.current_version is None:
@@ -191,7 +191,7 @@ def _one_line(text: str, n: int = 100) -> str:
     return line if len(line) <= n else line[: n - 1] + "…"
 
 
-def _env_options(args: argparse.Namespace) -> dict[str, Any]:
+def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     if args.env == "alfworld":
         opts["wording"] = args.wording or "paper"
@@ -217,9 +217,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.env == "alfworld":
             raise CliError("--question is for hotpotqa and fever; use --task or --game for alfworld")
         task = fam.custom_task(question=args.question, answer=args.answer)
-    config = _config(args)
-    engine = _engine(args)
-    episode, version = engine.start_episode(task, config, _env_options(args), name=args.name)
+    config = config_from_args(args)
+    engine = open_engine(args)
+    episode, version = engine.start_episode(task, config, env_options_from(args), name=args.name)
     progress(f"episode {episode.id}, version {version.id}: {_one_line(task.text, 80)}")
     if args.human:
         emit(args, {"episode": episode.id, "version": version.id, "done": False, "success": None, "steps": 0})
@@ -252,8 +252,8 @@ def _run_text(engine, report) -> str:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    engine = _engine(args)
-    vid = _apply_model_flags(engine, _version_id(engine, args.episode, args.version), args)
+    engine = open_engine(args)
+    vid = _apply_model_flags(engine, version_of(engine, args.episode, args.version), args)
     return _run(args, engine, vid, None)
 
 
@@ -265,7 +265,7 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
 
     changes = _model_changes(args)
     if changes:  # checked in full before anything is written
-        check_config(_config(args, engine.store.version_config(vid)),
+        check_config(config_from_args(args, engine.store.version_config(vid)),
                      engine.store.episode(engine.store.version(vid).episode_id).task.env,
                      engine.store)
     new = engine.reconfigure(vid, changes) if changes else None
@@ -276,8 +276,8 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
 
 
 def cmd_step(args: argparse.Namespace) -> int:
-    engine = _engine(args)
-    vid = _version_id(engine, args.episode, args.version)
+    engine = open_engine(args)
+    vid = version_of(engine, args.episode, args.version)
     if args.thought is not None or args.action is not None:
         rep = engine.human_step(vid, thought=args.thought, action=args.action)
     else:
@@ -316,8 +316,8 @@ def _step_text(s) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from trajectory.formats import render_transcript
 
-    engine = _engine(args, readonly=True)
-    vid = _version_id(engine, args.episode, args.version)
+    engine = open_engine(args, readonly=True)
+    vid = version_of(engine, args.episode, args.version)
     if args.prompt:
         text = engine.prompt(vid)
         emit(args, {"prompt": text}, text)
@@ -333,7 +333,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_versions(args: argparse.Namespace) -> int:
     from agent.rollouts import version_groups
 
-    engine = _engine(args, readonly=True)
+    engine = open_engine(args, readonly=True)
     ep = engine.store.episode(args.episode)
     member, labels = version_groups(engine, args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
@@ -385,8 +385,8 @@ def cmd_episodes(args: argparse.Namespace) -> int:
 def cmd_edit(args: argparse.Namespace) -> int:
     if args.observation is not None:
         raise CliError("observations come from the environment and cannot be edited; edit the action instead")
-    engine = _engine(args)
-    vid = _version_id(engine, args.episode, args.version)
+    engine = open_engine(args)
+    vid = version_of(engine, args.episode, args.version)
     if args.thought is not None:
         kind, text = "rewrite_thought", args.thought
     elif args.delete_thought:
@@ -401,8 +401,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 
 def cmd_branch(args: argparse.Namespace) -> int:
-    engine = _engine(args)
-    vid = _version_id(engine, args.episode, args.version)
+    engine = open_engine(args)
+    vid = version_of(engine, args.episode, args.version)
     v = engine.branch(vid, args.step)
     emit(args, {"version": v.id}, str(v.id))
     return 0

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from react_editor.common import CliError, add_common, db_path, emit
-from react_editor.core import _config, _env_options, _model_flags
+from react_editor.core import config_from_args, env_options_from, model_flags
 from trajectory.records import ENV_KINDS
 
 
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--wording", choices=("paper", "alfworld-0.4"), default=None, help="ALFWorld command wording")
     r.add_argument("--wiki", default=None, help="Wikipedia backend: builtin (default), live, zim:PATH")
     r.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
-    _model_flags(r)
+    model_flags(r)
     r.set_defaults(func=cmd_run)
 
     s = add_common(xsub.add_parser("show", help="an experiment's scores and items"))
@@ -117,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _concurrency(args.concurrency)
     tasks = select_tasks(args.env, args.tasks, source=args.source, limit=args.limit, sample=args.sample,
                          seed=args.seed, split=args.split)
-    config = _config(args)
+    config = config_from_args(args)
     if args.max_steps is not None:
         if args.max_steps < 1:
             raise CliError("--max-steps must be at least 1")
@@ -129,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = Store(db_path(args))
     try:
         exp = X.create(store, env=args.env, method=args.method, config=config, tasks=tasks, name=args.name,
-                       env_options=_env_options(args), params={k: v for k, v in params.items() if v is not None})
+                       env_options=env_options_from(args), params={k: v for k, v in params.items() if v is not None})
     finally:
         store.close()
     sys.stderr.write(f"experiment {exp.id} {exp.name!r}: {len(tasks)} tasks, {exp.method} on {exp.env}\n")

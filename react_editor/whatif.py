@@ -1,5 +1,5 @@
 """`resample` and `whatif`: N rollouts from step K of a version, without and with an edit,
-and the effect of the edit with its interval (issue 12). Rerunning a command continues it."""
+and the effect of the edit with its interval. Rerunning a command continues it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from react_editor.common import CliError, add_common, emit, progress
-from react_editor.core import _config, _engine, _model_flags, _version_id
+from react_editor.core import config_from_args, model_flags, open_engine, version_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _rollout_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=int, required=True, metavar="N", help="rollouts per group (1..1000)")
     p.add_argument("--concurrency", type=int, default=4, metavar="C", help="rollouts at once (default 4)")
-    _model_flags(p)  # --temperature and --max-steps apply to the rollouts only
+    model_flags(p)  # --temperature and --max-steps apply to the rollouts only
 
 
 # ---------------------------------------------------------------------- helpers
@@ -52,14 +52,14 @@ def _apply_model_flags(args: argparse.Namespace, engine, episode: int) -> None:
     """Model flags other than temperature and the step limit become the episode's config,
     as `resume` does (the prompt follows the episode); those two belong to the rollouts."""
     ep = engine.store.episode(episode)
-    config = _config(args, ep.config).model_copy(update={"temperature": ep.config.temperature})
+    config = config_from_args(args, ep.config).model_copy(update={"temperature": ep.config.temperature})
     if config != ep.config:
         engine.store.set_episode_config(ep.id, config)
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Any, int]:
-    engine = _engine(args)
-    vid = _version_id(engine, args.episode, args.version)
+    engine = open_engine(args)
+    vid = version_of(engine, args.episode, args.version)
     _apply_model_flags(args, engine, args.episode)
     return engine, vid
 
@@ -189,7 +189,7 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
         raise CliError("with --experiment, give --at (not an episode, --version or --step)")
     if args.at is None:
         raise CliError("with --experiment, give --at K or --at first:REGEX")
-    engine = _engine(args)
+    engine = open_engine(args)
     items = experiment_versions(engine.store, args.experiment, failed_only=args.where == "failed")
     if not items:
         raise CliError(f"experiment {args.experiment!r} has no {'failed ' if args.where else ''}episodes")

@@ -53,7 +53,7 @@ def _v1(db: sqlite_utils.Database) -> None:
 
 
 def _v2_annotations_exemplar_sets(db: sqlite_utils.Database) -> None:
-    """Issue 7: append-only annotation rows (latest wins, history kept) and exemplar sets."""
+    """append-only annotation rows (latest wins, history kept) and exemplar sets."""
     db.executescript(
         """
         create table version_annotations (id integer primary key, version_id integer not null
@@ -79,7 +79,7 @@ def _v3_calls_by_episode(db: sqlite_utils.Database) -> None:
 
 
 def _v4_pinned_prompts(db: sqlite_utils.Database) -> None:
-    """Issue 11: a version pins the config and the exemplar-set revision it runs with, so
+    """a version pins the config and the exemplar-set revision it runs with, so
     its prompt never changes. Existing versions pin their episode's config of today."""
     db["exemplar_set_revisions"].create(
         {"id": int, "set_id": int, "revision": int, "prompts": str, "created_at": str},
@@ -96,12 +96,12 @@ def _v4_pinned_prompts(db: sqlite_utils.Database) -> None:
 
 
 def _v5_call_cut_from(db: sqlite_utils.Database) -> None:
-    """Issue 11: a completion longer than MAX_TEXT is cut; its original length is kept."""
+    """a completion longer than MAX_TEXT is cut; its original length is kept."""
     db.execute("alter table model_calls add column cut_from integer")
 
 
 def _v6_experiments(db: sqlite_utils.Database) -> None:
-    """Issue 14: experiments (a fixed config and task list) and one item per task, which
+    """experiments (a fixed config and task list) and one item per task, which
     links the task to its episode (unique per experiment: resume never makes a second)."""
     db.executescript(
         """
@@ -120,7 +120,7 @@ def _v6_experiments(db: sqlite_utils.Database) -> None:
 
 
 def _v7_rollout_groups(db: sqlite_utils.Database) -> None:
-    """Issue 12: rollout groups (N versions sampled from one step of one version, with or
+    """rollout groups (N versions sampled from one step of one version, with or
     without an edit) and their members, each an ordinary version."""
     db.executescript(
         """
@@ -137,7 +137,7 @@ def _v7_rollout_groups(db: sqlite_utils.Database) -> None:
 
 
 def _v8_step_signals(db: sqlite_utils.Database) -> None:
-    """Issue 13: each step's failure signals, stored with it; computed here for the steps
+    """each step's failure signals, stored with it; computed here for the steps
     recorded before (walking each episode's tree once, parents before children)."""
     db.execute("alter table steps add column signals text")
     starts = {
@@ -163,7 +163,7 @@ def _v8_step_signals(db: sqlite_utils.Database) -> None:
 
 
 def _v9_search_index(db: sqlite_utils.Database) -> None:
-    """Issue 13: the full-text index (sessions.search_index), built over existing rows."""
+    """the full-text index (sessions.search_index), built over existing rows."""
     search_index.install(db)
 
 
