@@ -736,9 +736,10 @@ class Engine:
         text: str | None = None,
         *,
         keep_rest: bool = False,
+        config: AgentConfig | None = None,
     ) -> Version:
         """Edit step k of a version: a new branch from step k-1 (the old version stays as it
-        was) that becomes the episode's current version.
+        was) that becomes the episode's current version (running with `config` when given).
 
         kinds: rewrite_thought, delete_thought, insert_thought (a hint placed at k),
         rewrite_action (executed again by the environment). `keep_rest` carries steps
@@ -750,6 +751,8 @@ class Engine:
         with self._locked(self.store.version(version_id).episode_id):
             e = self._edit_context(version_id, k, kind, text, keep_rest)
             new, fields = apply(self, e)
+            if config is not None:
+                fields.update(config=config, exemplar_rev=self.store.exemplar_revision(e.v.id))
             return self._commit_edit(e, new, fields)
 
     def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
@@ -835,8 +838,9 @@ class Engine:
             live.at = rows[-1].id
         return version
 
-    def branch(self, version_id: int, k: int) -> Version:
-        """"Resume from here": a new version that keeps steps 1..k and goes on from there."""
+    def branch(self, version_id: int, k: int, *, config: AgentConfig | None = None) -> Version:
+        """"Resume from here": a new version that keeps steps 1..k and goes on from there
+        (with `config`: running with it; rollouts pin their sampling settings this way)."""
         v = self.store.version(version_id)
         steps = self.steps(v)
         if not 0 <= k <= len(steps):
@@ -846,6 +850,8 @@ class Engine:
         fields: dict[str, Any] = {"edits": edits}
         if at is not None and at.done:
             fields.update(status="done", outcome=_outcome(at.reward, at.info, True))
+        if config is not None:
+            fields.update(config=config, exemplar_rev=self.store.exemplar_revision(v.id))
         version, _ = self.store.branch(v, at_step=at, steps=[], **fields)
         return version
 

@@ -135,6 +135,7 @@ class Request:
     temperature: float | None = None
     max_steps: int | None = None
     edit: RolloutEdit | None = None  # given: a what-if (control + treatment)
+    settings: dict[str, Any] = field(default_factory=dict)  # other model settings (model, endpoint, ...)
 
 
 def check_n(n: int) -> int:
@@ -143,8 +144,11 @@ def check_n(n: int) -> int:
     return n
 
 
-def rollout_config(config: AgentConfig, temperature: float | None, max_steps: int | None) -> AgentConfig:
-    update: dict[str, Any] = {}
+def rollout_config(config: AgentConfig, temperature: float | None, max_steps: int | None,
+                   settings: dict[str, Any] | None = None) -> AgentConfig:
+    """The source version's config with the rollouts' own settings; each rollout version
+    pins it, so it records what its steps were sampled with."""
+    update: dict[str, Any] = dict(settings or {})
     if temperature is not None:
         if not 0 <= temperature <= 2:
             raise RolloutError(f"the temperature must be between 0 and 2 (got {temperature:g})")
@@ -153,7 +157,7 @@ def rollout_config(config: AgentConfig, temperature: float | None, max_steps: in
         if max_steps < 1:
             raise RolloutError(f"the step limit must be at least 1 (got {max_steps})")
         update["max_steps"] = max_steps
-    return config.model_copy(update=update)
+    return AgentConfig.model_validate({**config.model_dump(), **update})
 
 
 def sampling_warning(config: AgentConfig, n: int) -> str | None:
@@ -233,7 +237,7 @@ class Rollouts:
         """Open (or find) the groups a request samples: [resample] or [control, treatment].
         An edit is checked by making the first treatment rollout before anything else."""
         v, ep = self._source(req)
-        config = rollout_config(ep.config, req.temperature, req.max_steps)
+        config = rollout_config(self.store.version_config(v.id), req.temperature, req.max_steps, req.settings)
         limit = config.max_steps or self.engine.max_steps(ep)
         room = req.k + (1 if req.edit is not None else 0)  # a treatment's edit may take step K itself
         if limit < room:
@@ -248,7 +252,7 @@ class Rollouts:
         known = groups_db.find_group(self.store, kind="treatment", edit=req.edit, **where)
         first = None
         if known is None or 0 not in known.members:
-            first = self._make(self.engine, req.edit, v.id, req.k)  # an invalid edit stops here
+            first = self._make(self.engine, req.edit, v.id, req.k, config)  # an invalid edit stops here
         control = groups_db.open_group(self.store, kind="control", n=req.n, **where)
         treatment = groups_db.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
         if first is not None:
@@ -257,10 +261,10 @@ class Rollouts:
         return [control, treatment], warnings
 
     @staticmethod
-    def _make(engine: Engine, edit: RolloutEdit | None, version_id: int, k: int) -> Version:
+    def _make(engine: Engine, edit: RolloutEdit | None, version_id: int, k: int, config: AgentConfig) -> Version:
         if edit is None:
-            return engine.branch(version_id, k - 1)
-        return engine.edit(version_id, k, edit.kind, edit.text)
+            return engine.branch(version_id, k - 1, config=config)
+        return engine.edit(version_id, k, edit.kind, edit.text, config=config)
 
     # -- running
     def run(self, groups: Sequence[RolloutGroup]) -> RolloutRun:
@@ -286,7 +290,7 @@ class Rollouts:
                         self.store.file, job.group.config, self.engine.api_key, use_cache)
             vid = job.version_id
             if vid is None:
-                vid = self._make(eng, job.group.edit, job.group.source_version, job.group.step).id
+                vid = self._make(eng, job.group.edit, job.group.source_version, job.group.step, job.group.config).id
                 groups_db.add_member(eng.store, job.group.id, job.pos, vid)
             report = eng.run(vid, should_stop=self.stop.is_set)
             if report.error:
@@ -355,11 +359,14 @@ def version_groups(engine: Engine, episode_id: int) -> tuple[dict[int, int], dic
 @contextmanager
 def _current_kept(store: Store, version_id: int):
     """Rollouts branch the tree but do not take over the episode's current version (a
-    version a person made current meanwhile, e.g. in the app, stays current)."""
+    version a person made current meanwhile, e.g. in the app, stays current), nor its
+    default settings (each rollout pins its own)."""
     ep = store.episode(store.version(version_id).episode_id)
     try:
         yield
     finally:
+        if store.episode(ep.id).config != ep.config:
+            store.set_episode_config(ep.id, ep.config)
         now = store.episode(ep.id).current_version
         if ep.current_version is not None and now in groups_db.group_of_versions(store, ep.id):
             store.set_current_version(ep.id, ep.current_version)
@@ -369,7 +376,8 @@ def resample(engine: Engine, req: Request, **kw: Any) -> RolloutRun:
     """N rollouts that keep steps 1..K-1 and let the model write step K onwards."""
     runner = Rollouts(engine, **kw)
     with _current_kept(engine.store, req.version_id):
-        gs, warnings = runner.groups_for(Request(req.version_id, req.k, req.n, req.temperature, req.max_steps))
+        gs, warnings = runner.groups_for(Request(req.version_id, req.k, req.n, req.temperature, req.max_steps,
+                                                 settings=req.settings))
         out = runner.run(gs)
     out.warnings = warnings
     return out
@@ -443,7 +451,7 @@ def experiment_versions(store: Store, ref: int | str, *, failed_only: bool = Fal
 
 def whatif_many(engine: Engine, items: Sequence[tuple[int, int]], at: str, edit: RolloutEdit, n: int, *,
                 temperature: float | None = None, max_steps: int | None = None,
-                on_episode: Callable[[EpisodeWhatIf], None] | None = None, **kw: Any) -> list[EpisodeWhatIf]:
+                settings: dict[str, Any] | None = None, on_episode: Callable[[EpisodeWhatIf], None] | None = None, **kw: Any) -> list[EpisodeWhatIf]:
     """The same edit on many (episode, version) pairs, each at step K or before the first
     step matching a pattern. A pair where the edit cannot apply is skipped with the reason;
     failing rollouts stop the batch (one line; what finished is kept)."""
@@ -455,7 +463,8 @@ def whatif_many(engine: Engine, items: Sequence[tuple[int, int]], at: str, edit:
             item.skipped = f"no step matches {at[len('first:'):]!r}"
         else:
             try:
-                item.effect, run = whatif(engine, Request(version_id, item.k, n, temperature, max_steps, edit), **kw)
+                item.effect, run = whatif(engine, Request(version_id, item.k, n, temperature, max_steps, edit,
+                                                          settings or {}), **kw)
             except EngineError as exc:  # K out of range, or the edit does not apply there
                 item.skipped = str(exc)
             else:

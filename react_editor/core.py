@@ -117,7 +117,7 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
         p.add_argument("--max-steps", type=int, default=None)
 
 
-def _model_changes(args: argparse.Namespace) -> dict[str, Any]:
+def model_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The config fields the model flags given on the command line set."""
     changes = {}
     for flag, key in (
@@ -147,7 +147,7 @@ def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) 
 
     check_base_url(getattr(args, "base_url", None))
     base = base or AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)
-    return AgentConfig.model_validate({**base.model_dump(), **_model_changes(args)})
+    return AgentConfig.model_validate({**base.model_dump(), **model_changes(args)})
 
 
 def open_engine(args: argparse.Namespace, *, readonly: bool = False):
@@ -263,7 +263,7 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     record stay true). Returns the version to continue."""
     from agent.run_settings import check_config
 
-    changes = _model_changes(args)
+    changes = model_changes(args)
     if changes:  # checked in full before anything is written
         check_config(config_from_args(args, engine.store.version_config(vid)),
                      engine.store.episode(engine.store.version(vid).episode_id).task.env,

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from react_editor.common import CliError, add_common, emit, progress
-from react_editor.core import config_from_args, model_flags, open_engine, version_of
+from react_editor.core import config_from_args, model_changes, model_flags, open_engine, version_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,20 +48,23 @@ def _rollout_flags(p: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------- helpers
 
 
-def _apply_model_flags(args: argparse.Namespace, engine, episode: int) -> None:
-    """Model flags other than temperature and the step limit become the episode's config,
-    as `resume` does (the prompt follows the episode); those two belong to the rollouts."""
-    ep = engine.store.episode(episode)
-    config = config_from_args(args, ep.config).model_copy(update={"temperature": ep.config.temperature})
-    if config != ep.config:
-        engine.store.set_episode_config(ep.id, config)
+def _settings(args: argparse.Namespace, engine, vid: int) -> dict[str, Any]:
+    """The model flags besides --temperature and --max-steps (model, endpoint, ...): the
+    rollouts run with them and pin them; the source version keeps its own. Checked in full
+    before anything is written."""
+    from agent.run_settings import check_config
+
+    changes = {k: v for k, v in model_changes(args).items() if k not in ("temperature", "max_steps")}
+    if changes:
+        check_config(config_from_args(args, engine.store.version_config(vid)),
+                     engine.store.episode(engine.store.version(vid).episode_id).task.env, engine.store)
+    return changes
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Any, int]:
+def _prepare(args: argparse.Namespace) -> tuple[Any, int, dict[str, Any]]:
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
-    _apply_model_flags(args, engine, args.episode)
-    return engine, vid
+    return engine, vid, _settings(args, engine, vid)
 
 
 def _edit(args: argparse.Namespace):
@@ -134,9 +137,10 @@ def cmd_resample(args: argparse.Namespace) -> int:
     from agent.rollouts import Request, check_n, resample
 
     check_n(args.n)
-    engine, vid = _prepare(args)
+    engine, vid, settings = _prepare(args)
     with _ctrl_c_stops() as stop:
-        run = resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps), **_kw(args, stop))
+        run = resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps, settings=settings),
+                       **_kw(args, stop))
     _check(run)
     stats = run.stats[0]
 
@@ -159,10 +163,10 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         raise CliError("give an episode, or --experiment EXP")
     if args.where is not None:
         raise CliError("--where is for --experiment")
-    engine, vid = _prepare(args)
+    engine, vid, settings = _prepare(args)
     k = _step(args, engine, vid)
     with _ctrl_c_stops() as stop:
-        effect, run = whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args)),
+        effect, run = whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args), settings),
                              **_kw(args, stop))
     _check(run)
     emit(args, effect.as_json(), lambda: _effect_text(effect))
@@ -193,8 +197,7 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
     items = experiment_versions(engine.store, args.experiment, failed_only=args.where == "failed")
     if not items:
         raise CliError(f"experiment {args.experiment!r} has no {'failed ' if args.where else ''}episodes")
-    for episode, _ in items:
-        _apply_model_flags(args, engine, episode)
+    settings = _settings(args, engine, items[0][1])  # one config for every episode of the experiment
 
     def report(item) -> None:
         if sys.stderr.isatty():
@@ -202,7 +205,7 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
 
     with _ctrl_c_stops() as stop:
         results = whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
-                              max_steps=args.max_steps, on_episode=report, **_kw(args, stop))
+                              max_steps=args.max_steps, settings=settings, on_episode=report, **_kw(args, stop))
     if stop.is_set():
         raise CliError("interrupted: the finished rollouts are kept - run the same command again to continue")
     ran = [r.effect for r in results if r.effect is not None]

@@ -110,6 +110,25 @@ def test_resample_contract_groups_and_rerun_continues(toy, episode, capsys):
     assert next(r for r in rows if r["version"] == 1)["group"] is None
 
 
+def test_rollouts_pin_what_they_ran_with_and_the_source_keeps_its_settings(toy, episode, capsys):
+    toy.llm.set_responder(Agent())
+    toy.llm.requests.clear()
+    db = str(toy.db)
+    prompt_before = toy.engine.prompt(1)
+    out = cli_json(capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9",
+                   "--model", "other-model", "--db", db)
+    assert {r.body["model"] for r in toy.llm.completion_requests} == {"other-model"}  # the flags reached the model
+    for vid in out["versions"]:  # each rollout records the settings its steps were sampled with
+        pinned = toy.store.version_config(vid)
+        assert (pinned.model, pinned.temperature) == ("other-model", 0.9)
+    assert (toy.store.version_config(1).model, toy.store.version_config(1).temperature) == ("scripted-model", 0)
+    assert toy.store.episode(1).config.model == "scripted-model"  # nor does the episode's default change
+    assert toy.engine.prompt(1) == prompt_before
+    again = cli_json(capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9",
+                     "--model", "other-model", "--db", db)
+    assert again["versions"] == out["versions"]  # the same settings find the same group
+
+
 def test_whatif_effect_of_a_hint(toy, episode, capsys):
     agent = Agent(choose=lambda: " go to shelf 1")  # unaided, the agent always fails
     toy.llm.set_responder(agent)
