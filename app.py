@@ -34,9 +34,10 @@ def _loopback(address: str | None) -> bool:
 # only when asked for (`react-editor app --address ...` or REACT_EDITOR_ALLOW_REMOTE=1).
 _address = st.get_option("server.address")
 if not _loopback(_address) and os.environ.get("REACT_EDITOR_ALLOW_REMOTE") != "1":
-    st.error(f"Refusing to serve on {_address or 'all interfaces'}: anyone on the network could read and change "
-             "your episodes. Start the app with `react-editor app` (it listens on 127.0.0.1), or set "
-             "REACT_EDITOR_ALLOW_REMOTE=1 to serve this address on purpose.")
+    st.error("Refusing to serve on this address: anyone on the network could read and change your episodes. "
+             "Start the app with `react-editor app` (it listens on 127.0.0.1), or set "
+             "REACT_EDITOR_ALLOW_REMOTE=1 to serve it on purpose.")
+    st.text(f"address: {_address or 'all interfaces'}")
     st.stop()
 
 pages = [

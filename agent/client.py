@@ -180,7 +180,7 @@ class ModelClient:
         malformed = rate_limited = 0
         on_retry = (watch.on_retry if watch else None) or self.on_retry
         while True:
-            self.gate.wait()
+            self.gate.wait(watch.cancel if watch else None)  # Stop ends the wait; the answer is then dropped
             call.attempts += 1
             try:
                 text, usage = self._request(prompt, stop, chat_instruction)
@@ -203,13 +203,16 @@ class ModelClient:
                         on_retry(call.attempts, reason)
                     if limited:  # every request to this endpoint waits, not just this one
                         self.gate.pause(delay)
-                        continue
-                    if watch is None:
+                        if watch is None or not watch.cancel.is_set():
+                            continue
+                        reason = f"cancelled: {reason}"
+                    elif watch is None:
                         time.sleep(delay)
                         continue
-                    if not watch.cancel.wait(delay):
+                    elif not watch.cancel.wait(delay):
                         continue
-                    reason = f"cancelled: {reason}"
+                    else:
+                        reason = f"cancelled: {reason}"
                 n = call.attempts
                 call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
                 call.latency_ms = (time.perf_counter() - started) * 1000

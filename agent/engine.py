@@ -751,8 +751,8 @@ class Engine:
         with self._locked(self.store.version(version_id).episode_id):
             e = self._edit_context(version_id, k, kind, text, keep_rest)
             new, fields = apply(self, e)
-            if config is not None:
-                fields.update(config=config, exemplar_rev=self.store.exemplar_revision(e.v.id))
+            if config is not None:  # the branch alone runs with it; the episode's default stays
+                fields.update(config=config, exemplar_rev=self.store.exemplar_revision(e.v.id), set_default=False)
             return self._commit_edit(e, new, fields)
 
     def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
@@ -850,8 +850,8 @@ class Engine:
         fields: dict[str, Any] = {"edits": edits}
         if at is not None and at.done:
             fields.update(status="done", outcome=_outcome(at.reward, at.info, True))
-        if config is not None:
-            fields.update(config=config, exemplar_rev=self.store.exemplar_revision(v.id))
+        if config is not None:  # the branch alone runs with it; the episode's default stays
+            fields.update(config=config, exemplar_rev=self.store.exemplar_revision(v.id), set_default=False)
         version, _ = self.store.branch(v, at_step=at, steps=[], **fields)
         return version
 

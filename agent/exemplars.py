@@ -21,6 +21,8 @@ from trajectory.prompt_files import ExemplarError, alfworld_type_key
 @lru_cache(maxsize=None)
 def builtin_prompt_dict(env: str) -> dict[str, str]:
     path = family(env).exemplars_file
+    if path is None:
+        raise ExemplarError(f"{env} has no built-in exemplars: name an exemplar set")
     if not path.exists():
         raise ExemplarError(f"built-in exemplars for {env} are missing ({path})")
     return json.loads(path.read_text(encoding="utf-8"))

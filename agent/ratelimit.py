@@ -29,11 +29,14 @@ class PauseGate:
         with self._lock:
             return max(0.0, self._until - time.monotonic())
 
-    def wait(self) -> float:
-        """Sleep until open; return the seconds waited."""
+    def wait(self, cancel: threading.Event | None = None) -> float:
+        """Sleep until open (or until `cancel` is set); return the seconds waited."""
         waited = 0.0
         while (left := self.remaining()) > 0:
-            time.sleep(left)
+            if cancel is None:
+                time.sleep(left)
+            elif cancel.wait(left):
+                break
             waited += left
         return waited
 

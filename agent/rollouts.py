@@ -359,14 +359,11 @@ def version_groups(engine: Engine, episode_id: int) -> tuple[dict[int, int], dic
 @contextmanager
 def _current_kept(store: Store, version_id: int):
     """Rollouts branch the tree but do not take over the episode's current version (a
-    version a person made current meanwhile, e.g. in the app, stays current), nor its
-    default settings (each rollout pins its own)."""
+    version a person made current meanwhile, e.g. in the app, stays current)."""
     ep = store.episode(store.version(version_id).episode_id)
     try:
         yield
     finally:
-        if store.episode(ep.id).config != ep.config:
-            store.set_episode_config(ep.id, ep.config)
         now = store.episode(ep.id).current_version
         if ep.current_version is not None and now in groups_db.group_of_versions(store, ep.id):
             store.set_current_version(ep.id, ep.current_version)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from agent import experiment as X
 from agent.methods import DEFAULT_SAMPLES, METHODS
+from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
 from app_pages.experiment_views import chart_data, compare_rows, paper_row, signal_rows
@@ -51,7 +52,8 @@ with st.expander("New experiment", expanded=not xs.list_all(store)):
     a = st.columns(4)
     base_url = a[0].text_input("Endpoint (base URL)", value=d.get("base_url") or "", key="x_base_url")
     model = a[1].text_input("Model", value=d["model"], key="x_model")
-    api_style = a[2].selectbox("API style", ["completions", "chat"], key="x_api_style")
+    api_style = a[2].selectbox("API style", ["completions", "chat"], key="x_api_style",
+                               index=["completions", "chat"].index(d.get("api_style", "completions")))
     max_steps = int(a[3].number_input("Max steps (0 = default)", min_value=0, max_value=500, value=0, key="x_steps"))
     name = st.text_input("Name (optional)", key="x_name")
     state.show_error("x_new")
@@ -60,8 +62,10 @@ with st.expander("New experiment", expanded=not xs.list_all(store)):
         try:
             spec_ = spec.strip() or "builtin"
             tasks = select_tasks(env, spec_, source=None, limit=limit or None, sample=sample.strip() or None, seed=seed)
+            check_base_url(base_url.strip() or None)  # credentials are refused, not silently stripped
             cfg = AgentConfig.model_validate({**d, "base_url": base_url.strip() or None, "model": model.strip() or d["model"],
                                               "api_style": api_style, "max_steps": max_steps or None})
+            check_config(cfg, env, store)
             params = {"tasks": spec_, "limit": limit or None, "sample": sample.strip() or None, "samples": samples}
             exp = X.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
                            params={k: v for k, v in params.items() if v is not None})

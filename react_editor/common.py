@@ -9,7 +9,6 @@ import sqlite3
 import sys
 from typing import Any, Callable
 
-from sessions.store import default_db_path
 
 
 class CliError(Exception):
@@ -24,6 +23,8 @@ def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def db_path(args: argparse.Namespace) -> str:
+    from sessions.store import default_db_path  # (imported by the command: a light start-up)
+
     return args.db or default_db_path()
 
 

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent.summary import version_summary
 from react_editor.common import CliError, add_common, db_path, emit, progress
-from trajectory.records import ENV_KINDS, AgentConfig
+from trajectory.records import ENV_KINDS, OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
 
@@ -65,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("episodes", help="list episodes"))
     p.add_argument("--env", choices=ENV_KINDS, default=None)
     p.add_argument("--type", dest="task_type", default=None)
-    p.add_argument("--outcome", choices=("success", "failure", "unfinished"), default=None)
+    p.add_argument("--outcome", choices=OUTCOME_FILTERS, default=None)
     p.add_argument("--edited", action="store_true", default=None)
     p.add_argument("--signal", choices=SIGNALS, default=None, help="only episodes whose current version carries it")
     p.add_argument("--all-versions", action="store_true", help="with --signal: any version carries it")
@@ -257,17 +256,23 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _run(args, engine, vid, None)
 
 
+def check_model_flags(args: argparse.Namespace, engine, vid: int) -> dict[str, Any]:
+    """The settings the model flags change on version `vid`, checked in full (as the
+    version's config with them) before anything is written."""
+    from agent.run_settings import check_config
+
+    changes = model_changes(args)
+    if changes:
+        check_config(config_from_args(args, engine.store.version_config(vid)),
+                     engine.store.episode(engine.store.version(vid).episode_id).task.env, engine.store)
+    return changes
+
+
 def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     """Model flags given to resume/step apply to the steps that follow: a new child
     version runs with them (the version keeps the config it ran with, so its prompt and
     record stay true). Returns the version to continue."""
-    from agent.run_settings import check_config
-
-    changes = model_changes(args)
-    if changes:  # checked in full before anything is written
-        check_config(config_from_args(args, engine.store.version_config(vid)),
-                     engine.store.episode(engine.store.version(vid).episode_id).task.env,
-                     engine.store)
+    changes = check_model_flags(args, engine, vid)
     new = engine.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
@@ -332,6 +337,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     from agent.rollouts import version_groups
+    from agent.summary import version_summary
 
     engine = open_engine(args, readonly=True)
     ep = engine.store.episode(args.episode)

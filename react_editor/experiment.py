@@ -110,6 +110,7 @@ def _run(args: argparse.Namespace, ref) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from agent import experiment as X
     from agent.methods import check_method
+    from agent.run_settings import check_config
     from agent.task_selection import select_tasks
     from sessions.store import Store
 
@@ -117,17 +118,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     _concurrency(args.concurrency)
     tasks = select_tasks(args.env, args.tasks, source=args.source, limit=args.limit, sample=args.sample,
                          seed=args.seed, split=args.split)
-    config = config_from_args(args)
-    if args.max_steps is not None:
-        if args.max_steps < 1:
-            raise CliError("--max-steps must be at least 1")
-        config = config.model_copy(update={"max_steps": args.max_steps})
+    config = config_from_args(args)  # checked in full below, before the experiment is written
     params = {"tasks": args.tasks, "source": args.source, "split": args.split, "limit": args.limit,
               "sample": args.sample, "seed": args.seed if args.sample not in (None, "paper") else None}
     if args.samples is not None:
         params["samples"] = args.samples
     store = Store(db_path(args))
     try:
+        check_config(config, args.env, store)
         exp = X.create(store, env=args.env, method=args.method, config=config, tasks=tasks, name=args.name,
                        env_options=env_options_from(args), params={k: v for k, v in params.items() if v is not None})
     finally:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from react_editor.common import add_common, db_path, emit
-from sessions.search import DEFAULT_LIMIT, OUTCOMES
-from trajectory.records import ENV_KINDS
+from trajectory.records import ENV_KINDS, OUTCOME_FILTERS
 from trajectory.signals import SIGNALS
 
 
@@ -15,9 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "search", help="full-text search: task text, thoughts, actions, observations, version names, notes"))
     p.add_argument("query", help='FTS5 query: words, "a phrase", prefix*, AND / OR / NOT, observation: word')
     p.add_argument("--env", choices=ENV_KINDS, default=None)
-    p.add_argument("--outcome", choices=OUTCOMES, default=None, help="the version's automatic outcome")
+    p.add_argument("--outcome", choices=OUTCOME_FILTERS, default=None, help="the version's automatic outcome")
     p.add_argument("--signal", choices=SIGNALS, default=None, help="only versions carrying this signal")
-    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT)
+    p.add_argument("--limit", type=int, default=None, help="at most this many hits (default 20)")
     p.set_defaults(func=cmd_search)
 
 
@@ -25,8 +24,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from sessions.search import search
     from sessions.store import Store
 
-    hits = search(Store(db_path(args)), args.query, env=args.env, outcome=args.outcome, signal=args.signal,
-                  limit=args.limit)
+    limit = {} if args.limit is None else {"limit": args.limit}
+    hits = search(Store(db_path(args), readonly=True), args.query, env=args.env, outcome=args.outcome,
+                  signal=args.signal, **limit)
     rows = [h.as_json() for h in hits]
     emit(args, rows, lambda: "\n".join(
         f"{r['episode']}:{r['version']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from react_editor.common import CliError, add_common, emit, progress
-from react_editor.core import config_from_args, model_changes, model_flags, open_engine, version_of
+from react_editor.core import check_model_flags, model_flags, open_engine, version_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,15 +50,9 @@ def _rollout_flags(p: argparse.ArgumentParser) -> None:
 
 def _settings(args: argparse.Namespace, engine, vid: int) -> dict[str, Any]:
     """The model flags besides --temperature and --max-steps (model, endpoint, ...): the
-    rollouts run with them and pin them; the source version keeps its own. Checked in full
-    before anything is written."""
-    from agent.run_settings import check_config
-
-    changes = {k: v for k, v in model_changes(args).items() if k not in ("temperature", "max_steps")}
-    if changes:
-        check_config(config_from_args(args, engine.store.version_config(vid)),
-                     engine.store.episode(engine.store.version(vid).episode_id).task.env, engine.store)
-    return changes
+    rollouts run with them and pin them; the source version keeps its own."""
+    changes = check_model_flags(args, engine, vid)
+    return {k: v for k, v in changes.items() if k not in ("temperature", "max_steps")}
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Any, int, dict[str, Any]]:

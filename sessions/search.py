@@ -13,9 +13,10 @@ from typing import Any, Iterable
 from sessions import annotations as ann
 from sessions import search_index as idx
 from sessions.store import EpisodeTree, Store, StoreError
+from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS, SignalCounts
 
-OUTCOMES = ("success", "failure", "unfinished")
+OUTCOMES = OUTCOME_FILTERS
 DEFAULT_LIMIT = 20
 CANDIDATES = 5000  # per indexed table: how many of the newest matches are ranked
 BATCH = 50

@@ -541,7 +541,7 @@ class Store:
         if infos is None or info is None:
             info = _uj(info, {})
         else:
-            info = infos.get(info) or infos.setdefault(info, json.loads(info))
+            info = infos[info] if info in infos else infos.setdefault(info, json.loads(info))
         return (sid, eid, parent, idx, thought, action, obs, bool(done), reward or 0.0, info, source,
                 EditInfo.model_validate_json(edit) if edit else None, _ids(calls),
                 json.loads(snap) if snap else None, at, json.loads(sig) if sig else [])
@@ -659,10 +659,12 @@ class Store:
         return out, self.version(version_id)
 
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
-               config: AgentConfig | None = None, exemplar_rev: int | None = None, **fields: Any) -> tuple[Version, list[Step]]:
+               config: AgentConfig | None = None, exemplar_rev: int | None = None, set_default: bool = True,
+               **fields: Any) -> tuple[Version, list[Step]]:
         """A new version whose path is root..`at_step` (shared, not copied) followed by
         `steps` (new rows). It becomes the episode's current version. It runs with the
-        parent's config and exemplars unless `config` (and `exemplar_rev`) say otherwise."""
+        parent's config and exemplars unless `config` (and `exemplar_rev`) say otherwise;
+        `set_default` makes that config the episode's default too (not for rollouts)."""
         steps = self._signed(parent.episode_id, at_step.id if at_step else None, steps)
         out: list[Step] = []
         with self.transaction():
@@ -674,7 +676,8 @@ class Store:
             pin: dict[str, Any] = {"pin_from": parent.id}
             if config is not None:
                 pin = {"config_id": self._config_row(config), "exemplar_rev": exemplar_rev}
-                self.db.execute("update episodes set config_id = ? where id = ?", [pin["config_id"], parent.episode_id])
+                if set_default:
+                    self.db.execute("update episodes set config_id = ? where id = ?", [pin["config_id"], parent.episode_id])
             v = self._insert_version(
                 Version(episode_id=parent.episode_id, parent_version=parent.id, leaf_step_id=prev, **fields), **pin
             )

@@ -75,7 +75,9 @@ def test_a_second_step_joins_the_first_and_stop_cancels_it(toy):
     a = stepjobs.start(toy.engine, "db", v.id)
     b = stepjobs.start(toy.engine, "db", v.id)  # a double click
     assert a is b and a.status().startswith("Calling the model… ")
-    time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while not toy.llm.completion_requests and time.monotonic() < deadline:  # the request reached the server
+        time.sleep(0.01)
     assert stepjobs.cancel("db", v.id) and stepjobs.current("db", v.id) is None
     assert a.done.wait(10) and a.cancelled
     assert toy.store.version_steps(v.id) == []  # the answer came after Stop: not used

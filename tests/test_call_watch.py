@@ -33,6 +33,17 @@ def test_cancel_during_the_backoff_ends_the_call_at_once(scripted_llm):
     assert len(scripted_llm.requests) == 1
 
 
+def test_cancel_while_rate_limited_ends_the_call_at_once(scripted_llm):
+    scripted_llm.push(*[Reply(status=429, retry_after=30, message="slow down")] * 5)
+    watch = CallWatch(threading.Event(), lambda attempt, reason: watch.cancel.set())  # Stop during the pause
+    client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, max_retries=4), backoff_base_s=30)
+    t = time.monotonic()
+    with pytest.raises(ModelError) as info:
+        client.complete("p", [], watch=watch)
+    assert time.monotonic() - t < 5  # not the 30 s Retry-After
+    assert info.value.call.error.startswith("cancelled: ") and len(scripted_llm.requests) == 1
+
+
 def test_without_cancel_the_watch_only_listens(scripted_llm):
     scripted_llm.push(Reply(status=500, message="busy"), " fine")
     heard = []

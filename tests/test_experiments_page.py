@@ -135,6 +135,19 @@ def test_bad_input_is_shown_inline_and_nothing_is_created(page):
         assert xs.list_all(store) == []
 
 
+def test_an_endpoint_with_credentials_is_refused_and_nothing_is_created(page):
+    make, db, _ = page
+    at = make()
+    at.selectbox(key="x_env").set_value("hotpotqa")
+    at.run()
+    at.text_input(key="x_base_url").set_value("http://user:secret@127.0.0.1:9/v1")
+    at.button(key="x_create").click().run()
+    assert not at.exception
+    assert any("user:password" in t.value or "credentials" in t.value for t in at.text)
+    with closing(Store(db)) as store:
+        assert xs.list_all(store) == []
+
+
 def _frame(at: AppTest, column: str):
     """The one dataframe on the page with this column."""
     (df,) = [d.value for d in at.dataframe if column in d.value.columns]

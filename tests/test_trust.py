@@ -299,8 +299,7 @@ def test_a_slow_model_call_blocks_no_other_work_on_the_episode(toy):
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("rep", _catch(toy.engine.step, v.id)))
     t.start()
-    while not toy.llm.completion_requests:
-        time.sleep(0.01)
+    _wait_for_request(toy)
     t0 = time.monotonic()
     toy.engine.human_step(v.id, action="go to cabinet 1")  # wins the leaf
     assert toy.engine.admissible_actions(v.id)
@@ -333,8 +332,7 @@ def test_a_slow_step_in_one_tab_does_not_block_another_episode(app):
     slow, fast = make("editor", episode=ep_a.id), make("editor", episode=ep_b.id)
     t = threading.Thread(target=lambda: click(slow, "btn_step"))
     t.start()
-    while not toy.llm.completion_requests:
-        time.sleep(0.01)
+    _wait_for_request(toy)
     t0 = time.monotonic()
     click(fast, "btn_step")
     took = time.monotonic() - t0
@@ -408,3 +406,11 @@ def test_the_editor_shows_the_settings_of_the_selected_version(app):
     assert "Model: scripted-model" in shown and "Max steps: 50" in shown
     shown = " ".join(t.value for t in make("editor", episode=ep.id, version=new.id).text)
     assert "Model: other-model" in shown and "Max steps: 9" in shown
+
+
+def _wait_for_request(toy, timeout: float = 15) -> None:
+    """Until the scripted server has seen a completion request (a regression fails, not hangs)."""
+    deadline = time.monotonic() + timeout
+    while not toy.llm.completion_requests:
+        assert time.monotonic() < deadline, "the model was never called"
+        time.sleep(0.01)

@@ -113,10 +113,10 @@ class PathStates:
         self.by_step: dict[int, PathState] = {}
 
     def after(self, earlier: Sequence[Any], env: str, task_text: str) -> PathState:
-        j = len(earlier)
-        while j and earlier[j - 1].id not in self.by_step:
+        j, state = len(earlier), None
+        while j and (state := self.by_step.get(earlier[j - 1].id)) is None:  # .get: another thread may clear it
             j -= 1
-        state = self.by_step[earlier[j - 1].id] if j else PathState.start(env, task_text)
+        state = state or PathState.start(env, task_text)
         if len(self.by_step) > self.cap:
             self.by_step.clear()
         for s in earlier[j:]:

@@ -118,7 +118,7 @@ def test_no_page_makes_a_request_off_the_machine(browser, page, llm, start_app, 
     seen: list[str] = []
     page.on("request", lambda r: seen.append(r.url))
     for path in ("", "episodes", f"editor?episode={ep.id}", f"versions?episode={ep.id}",
-                 f"compare?episode={ep.id}", "export", "settings"):
+                 f"compare?episode={ep.id}", "experiments", "export", "settings"):
         page.goto(f"{app.url}/{path}")
         page.wait_for_load_state("networkidle")
         _expect()(page.locator("h1").first).to_be_visible()
