@@ -122,28 +122,19 @@ def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
         assert xs.counts(store, 1) == {"done": 8} and len(store.episode_ids()) == 8
 
 
-def test_bad_input_is_shown_inline_and_nothing_is_created(page):
+@pytest.mark.parametrize("field,value,needle", [
+    ("x_tasks", "hp-001,hp-404", "hp-404"),  # a task that does not exist
+    ("x_base_url", "http://user:secret@127.0.0.1:9/v1", "credentials"),  # refused, not silently stripped
+])
+def test_bad_input_is_shown_inline_and_nothing_is_created(page, field, value, needle):
     make, db, _ = page
     at = make()
     at.selectbox(key="x_env").set_value("hotpotqa")
     at.run()
-    at.text_input(key="x_tasks").set_value("hp-001,hp-404")
+    at.text_input(key=field).set_value(value)
     at.button(key="x_create").click().run()
     assert not at.exception
-    assert any("hp-404" in t.value for t in at.text)
-    with closing(Store(db)) as store:
-        assert xs.list_all(store) == []
-
-
-def test_an_endpoint_with_credentials_is_refused_and_nothing_is_created(page):
-    make, db, _ = page
-    at = make()
-    at.selectbox(key="x_env").set_value("hotpotqa")
-    at.run()
-    at.text_input(key="x_base_url").set_value("http://user:secret@127.0.0.1:9/v1")
-    at.button(key="x_create").click().run()
-    assert not at.exception
-    assert any("user:password" in t.value or "credentials" in t.value for t in at.text)
+    assert any(needle in t.value for t in at.text)
     with closing(Store(db)) as store:
         assert xs.list_all(store) == []
 
