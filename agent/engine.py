@@ -18,8 +18,8 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from agent import exemplars as ex
-from trajectory import formats as fmt
 from trajectory import signals as sig
+from trajectory.kinds import ModelRequest
 from agent.client import CallWatch, ModelClient, ModelError
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
@@ -100,16 +100,6 @@ class _Live:
     tokens: dict[int, Any] = field(default_factory=dict)
 
 
-CHAT_INSTRUCTIONS = {
-    "alfworld": "Continue the transcript above: reply with only the next command after '>' "
-    "(one line: an action such as 'go to fridge 1', or 'think: ...').",
-    "react": "Continue the transcript above: reply with exactly the next step, "
-    "'Thought {i}: ...' then on a new line 'Action {i}: ...', and nothing else.",
-    "act": "Continue the transcript above: reply with exactly the next action, 'Action {i}: ...', and nothing else.",
-    "action": "Continue the transcript above: reply with only the action for step {i}, e.g. 'Search[...]'.",
-}
-
-
 @dataclass
 class _Edit:
     """One edit being applied: the version, its steps, the step k it targets, and the record."""
@@ -120,9 +110,10 @@ class _Edit:
     k: int
     text: str | None
     keep_rest: bool
-    alf: bool
+    alf: bool  # thoughts are turns of their own (the command-line transcript)
     old: Step | None
     info: EditInfo
+    tr: Any = None  # the kind's transcript
 
     @property
     def prefix(self) -> list[Step]:
@@ -376,30 +367,15 @@ class Engine:
         function of the version's pinned config and exemplar revision, task and steps."""
         v = self.store.version(version_id)
         ep = self._episode(v)
-        steps = self.steps(v)
-        rev = self.store.exemplar_revision(v.id)
-        i = len(steps) + 1
-        if ep.task.env == "alfworld":
-            return fmt.alfworld_prompt(self._alf_exemplars(ep, rev), ep.task.text, steps)
-        prefix = self._wiki_prefix(ep, steps, rev)
-        if v.draft_thought is not None:
-            return prefix + fmt.wiki_action_cue(i, v.draft_thought)[0]
-        return prefix + fmt.wiki_step_cue(i, ep.config.style)[0]
+        return self._request(ep, self.steps(v), self.store.exemplar_revision(v.id), v.draft_thought).prompt
 
-    def _alf_exemplars(self, ep: Episode, rev: int | None) -> list[str]:
-        try:
-            prompts = ex.prompt_dict("alfworld", ep.config.exemplar_set, self.store, rev)
-            return ex.alfworld_exemplars(prompts, ep.task.type, ep.config.style)
-        except (ex.ExemplarError, StoreError) as exc:
-            raise EngineError(str(exc)) from None
-
-    def _wiki_prefix(self, ep: Episode, steps: list[Step], rev: int | None) -> str:
+    def _request(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None) -> ModelRequest:
+        """The next model call, as the kind's transcript words it from the exemplars."""
         try:
             prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
-            instruction, block = ex.wiki_exemplars(prompts, ep.task.env, ep.config.style)
+            return family(ep.task.env).transcript.request(prompts, ep.task, steps, ep.config.style, draft)
         except (ex.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
-        return fmt.wiki_prompt_prefix(instruction, block, ep.task.text, steps)
 
     def _pin_exemplars(self, v: Version, ep: Episode) -> int | None:
         """The exemplar-set revision the version's prompts use, pinned at its first use."""
@@ -482,37 +458,10 @@ class Engine:
         with self._locked(self.store.version(version_id).episode_id):
             v, ep, steps, _ = self._begin(version_id)
             rev = self._pin_exemplars(v, ep)
-        i = len(steps) + 1
         calls: list[ModelCall] = []
+        source, edit = ("human", v.draft_edit) if v.draft_thought is not None else ("model", None)
         try:
-            if ep.task.env == "alfworld":
-                prompt = fmt.alfworld_prompt(self._alf_exemplars(ep, rev), ep.task.text, steps)
-                text = self._complete(ep, prompt, ["\n"], calls, purpose="step", chat=CHAT_INSTRUCTIONS["alfworld"],
-                                      watch=watch)
-                thought, action = fmt.parse_alfworld_completion(text)
-                source, edit = "model", None
-            else:
-                prefix = self._wiki_prefix(ep, steps, rev)
-                source, edit = "model", None
-                if v.draft_thought is not None:  # a person's thought waits for its action
-                    thought, source, edit = v.draft_thought, "human", v.draft_edit
-                    action = self._wiki_action(ep, prefix, i, thought, calls, watch)
-                elif ep.config.style == "react":
-                    cue, stop = fmt.wiki_step_cue(i, "react")
-                    chat = CHAT_INSTRUCTIONS["react"].format(i=i)
-                    parsed = fmt.parse_wiki_completion(
-                        self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat, watch=watch), i, "react"
-                    )
-                    thought, action = parsed.thought, parsed.action
-                    if action is None:  # the paper's fallback: ask for the action alone
-                        action = self._wiki_action(ep, prefix, i, thought or "", calls, watch)
-                else:
-                    cue, stop = fmt.wiki_step_cue(i, "act")
-                    chat = CHAT_INSTRUCTIONS["act"].format(i=i)
-                    thought = None
-                    action = fmt.parse_wiki_completion(
-                        self._complete(ep, prefix + cue, stop, calls, purpose="step", chat=chat, watch=watch), i, "act"
-                    ).action
+            thought, action = self._ask(ep, steps, rev, v.draft_thought, calls, watch)
         except ModelCallFailed as exc:
             with self._locked(ep.id):
                 if calls:
@@ -529,6 +478,18 @@ class Engine:
                                 call_ids=[-(n + 1) for n in range(len(calls))])
             return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
 
+    def _ask(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None, calls: list[ModelCall],
+             watch: CallWatch | None) -> tuple[str | None, str | None]:
+        """(thought, action) from the model: the transcript's request, and any follow-up
+        it asks for (the paper's action-only fallback)."""
+        req: ModelRequest | None = self._request(ep, steps, rev, draft)
+        transcript = family(ep.task.env).transcript
+        while req is not None:
+            text = self._complete(ep, req.prompt, req.stop, calls, purpose=req.purpose, chat=req.chat, watch=watch)
+            reply = transcript.parse(req, text)
+            req = reply.then
+        return reply.thought, reply.action
+
     def answer(
         self, version_id: int, thought: str | None, answer: str, calls: list[ModelCall], *, info: dict | None = None
     ) -> StepReport:
@@ -536,22 +497,14 @@ class Engine:
         `Finish[answer]`, scored by the environment - with the calls that produced it."""
         with self._locked(self.store.version(version_id).episode_id):
             v, ep, steps, env = self._begin(version_id)
-            if ep.task.env == "alfworld":
-                raise EngineError("Standard and CoT answers are for HotpotQA and FEVER, not ALFWorld")
+            fam = family(ep.task.env)
+            if fam.qa is None:
+                raise EngineError(f"Standard and CoT answers are for text-answer tasks, not {fam.label}")
             ids = [-(n + 1) for n in range(len(calls))]
-            new = self._execute(ep, env, steps, thought, f"Finish[{answer}]", source="model", call_ids=ids)
+            new = self._execute(ep, env, steps, thought, fam.qa.answer_action(answer), source="model", call_ids=ids)
             if info:
                 new = new.model_copy(update={"info": {**new.info, **info}})
             return self._record(v, ep, steps, [new], calls, clear_draft=False)
-
-    def _wiki_action(self, ep: Episode, prefix: str, i: int, thought: str, calls: list[ModelCall],
-                     watch: CallWatch | None = None) -> str:
-        cue, stop = fmt.wiki_action_cue(i, thought)
-        text = self._complete(
-            ep, prefix + cue, stop, calls, purpose="action_fallback", chat=CHAT_INSTRUCTIONS["action"].format(i=i),
-            watch=watch,
-        )
-        return fmt.parse_wiki_action(text)
 
     def human_step(self, version_id: int, *, thought: str | None = None, action: str | None = None) -> StepReport:
         """Human agent mode: a person writes the next turn (how new exemplars are authored).
@@ -566,11 +519,12 @@ class Engine:
 
     def _human_step(self, version_id: int, thought: str | None, action: str | None) -> StepReport:
         v, ep, steps, env = self._begin(version_id)
+        tr = family(ep.task.env).transcript
         new: list[Step] = []
-        if ep.task.env == "alfworld":
+        if tr.thoughts_are_turns:
             thoughts = [thought] if thought is not None else []
-            if action is not None and fmt.split_think(action) is not None:  # "think: X" is a thought turn
-                thoughts.append(fmt.split_think(action))
+            if action is not None and tr.split_thought(action) is not None:  # "think: X" is a thought turn
+                thoughts.append(tr.split_thought(action))
                 action = None
             for t in thoughts:
                 new.append(self._execute(ep, env, steps + new, t, None, source="human"))
@@ -580,7 +534,7 @@ class Engine:
                 new.append(self._execute(ep, env, steps + new, None, action, source="human"))
         else:
             if action is None:
-                raise EngineError("in the Wikipedia format a step needs an action (Search[...], Lookup[...] or Finish[...])")
+                raise EngineError(f"in the {family(ep.task.env).label} format a step needs an action")
             if thought is None and v.draft_thought is not None:
                 thought = v.draft_thought
             if ep.config.style == "act":
@@ -600,11 +554,8 @@ class Engine:
         edit: EditInfo | None = None,
         call_ids: list[int] | None = None,
     ) -> Step:
-        kind = ep.task.env
-        if kind == "alfworld" and action is None:
-            command = f"{fmt.THINK_PREFIX} {thought or ''}"
-        else:
-            command = action or ""
+        transcript = family(ep.task.env).transcript
+        command = transcript.command(thought, action)
         known = env.admissible_actions() if action is not None else None  # what the env knew before it
         self._live[ep.id].at = None  # the env moves: it names no recorded step until the commit
         try:
@@ -626,7 +577,7 @@ class Engine:
             call_ids=call_ids or [],
             snapshot=env.snapshot(),
         )
-        state = self._signal_states.after(earlier, kind, ep.task.text)
+        state = self._signal_states.after(earlier, transcript.signals, ep.task.text)
         return step.model_copy(update={"signals": state.signals(step, known)})
 
     def _record(
@@ -641,7 +592,7 @@ class Engine:
         status = "open"  # a resumed "stopped" version is running again
         last = new[-1]
         if last.done:
-            outcome = _outcome(last.reward, last.info, True)
+            outcome = _outcome(ep.task.env, last.reward, last.info, True)
             status = "done"
         elif total >= self.max_steps(ep):
             outcome, status = self._give_up(ep, live.env, last), "done"
@@ -675,7 +626,7 @@ class Engine:
         token = env.state()
         res = give_up()
         env.set_state(token)
-        oc = _outcome(res.reward, res.info, True)
+        oc = _outcome(ep.task.env, res.reward, res.info, True)
         oc.metrics["limit"] = True
         return oc
 
@@ -750,6 +701,9 @@ class Engine:
             raise EngineError(f"unknown edit {kind!r}")
         with self._locked(self.store.version(version_id).episode_id):
             e = self._edit_context(version_id, k, kind, text, keep_rest)
+            fam = family(e.ep.task.env)
+            if kind not in fam.edit_kinds:
+                raise EngineError(f"edit {kind!r} does not apply to {fam.label} steps")
             new, fields = apply(self, e)
             if config is not None:  # the branch alone runs with it; the episode's default stays
                 fields.update(config=config, exemplar_rev=self.store.exemplar_revision(e.v.id), set_default=False)
@@ -773,7 +727,8 @@ class Engine:
         old = steps[k - 1] if k <= n else None
         info = EditInfo(kind=kind, index=k, replaced_step=old.id if old else None,
                         old_thought=old.thought if old else None, old_action=old.action if old else None)
-        return _Edit(v, ep, steps, k, text, keep_rest, ep.task.env == "alfworld", old, info)
+        tr = family(ep.task.env).transcript
+        return _Edit(v, ep, steps, k, text, keep_rest, tr.thoughts_are_turns, old, info, tr)
 
     def _edit_thought(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
         """rewrite_thought / delete_thought: the environment is untouched."""
@@ -782,7 +737,7 @@ class Engine:
             raise EngineError(f"step {e.k} has no thought to {verb}")
         text = e.text if verb == "rewrite" else None
         if e.alf:  # a thought is its own turn: replace it, or drop it
-            new = [Step(index=e.k, thought=text, observation=fmt.THINK_OBSERVATION, source="human",
+            new = [Step(index=e.k, thought=text, observation=e.tr.thought_observation, source="human",
                         edit=e.info)] if text is not None else []
             return new + e.carry(e.steps[e.k:], e.k + len(new)), {}
         if text is not None and not e.keep_rest:  # the model writes the action for the new thought
@@ -795,11 +750,11 @@ class Engine:
         if not e.alf:
             if e.keep_rest:
                 raise EngineError(
-                    "in the Wikipedia format a thought belongs to a step: rewrite step K's thought, "
-                    "or insert without keeping the later steps"
+                    f"in the {family(e.ep.task.env).label} format a thought belongs to a step: rewrite step K's "
+                    "thought, or insert without keeping the later steps"
                 )
             return [], {"draft_thought": e.text, "draft_edit": e.info}
-        new = [Step(index=e.k, thought=e.text, observation=fmt.THINK_OBSERVATION, source="human", edit=e.info)]
+        new = [Step(index=e.k, thought=e.text, observation=e.tr.thought_observation, source="human", edit=e.info)]
         return new + e.carry(e.steps[e.k - 1:], e.k + 1), {}
 
     def _edit_action(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
@@ -808,7 +763,7 @@ class Engine:
             raise EngineError(f"step {e.k} is a thought, not an action; use a thought edit")
         if e.keep_rest:
             raise EngineError("an action edit changes the environment, so the later steps cannot be kept")
-        if e.alf and fmt.split_think(e.text) is not None:
+        if e.alf and e.tr.split_thought(e.text) is not None:
             raise EngineError("that is a thought ('think: ...'); use a thought edit")
         env = self._env_at(e.ep, e.prefix)
         return [self._execute(e.ep, env, e.prefix, e.old.thought, e.text, source="human", edit=e.info)], {}
@@ -827,7 +782,7 @@ class Engine:
         fields = {"edits": [*edits, e.info], **fields}
         if new and new[-1].done:
             fields["status"] = "done"
-            fields["outcome"] = _outcome(new[-1].reward, new[-1].info, True)
+            fields["outcome"] = _outcome(e.ep.task.env, new[-1].reward, new[-1].info, True)
         elif e.keep_rest and len(e.prefix) + len(new) >= self.max_steps(e.ep) and e.v.outcome.done:
             fields["status"], fields["outcome"] = "done", e.v.outcome
         at = e.prefix[-1] if e.prefix else None
@@ -849,7 +804,8 @@ class Engine:
         edits = [e for e in v.edits if (e.index or 0) <= k]
         fields: dict[str, Any] = {"edits": edits}
         if at is not None and at.done:
-            fields.update(status="done", outcome=_outcome(at.reward, at.info, True))
+            kind = self.store.episode(v.episode_id).task.env
+            fields.update(status="done", outcome=_outcome(kind, at.reward, at.info, True))
         if config is not None:  # the branch alone runs with it; the episode's default stays
             fields.update(config=config, exemplar_rev=self.store.exemplar_revision(v.id), set_default=False)
         version, _ = self.store.branch(v, at_step=at, steps=[], **fields)
@@ -859,15 +815,9 @@ class Engine:
 # ---------------------------------------------------------------------- helpers
 
 
-def _outcome(reward: float, info: dict[str, Any], done: bool) -> Outcome:
-    if "won" in info:
-        success = bool(info["won"])
-    elif "correct" in info:
-        success = bool(info["correct"])
-    elif "em" in info:
-        success = bool(info["em"])
-    else:
-        success = reward > 0
+def _outcome(kind: str, reward: float, info: dict[str, Any], done: bool) -> Outcome:
+    """How the kind scores a finished step (won, exact match, the right label, ...)."""
+    success = family(kind).success(reward, info)
     return Outcome(done=done, success=success, reward=float(reward or 0.0), metrics=dict(info))
 
 

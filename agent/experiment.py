@@ -19,21 +19,35 @@ from typing import Any, Callable
 from agent import methods
 from agent.batch import BatchAborted, JobResult, run_batch
 from agent.engine import Engine, EngineError
+from envs.base import EnvError
 from envs.registry import family
-from envs.wikipedia.scoring import FEVER_LABELS
 from sessions import experiments as xs
 from sessions.store import Store
 from trajectory.records import AgentConfig, Task
 from trajectory.stats import bootstrap_diff_ci, mcnemar_exact
 
-TASK_TYPES: dict[str, tuple[str, ...]] = {
-    "alfworld": ("pick_and_place_simple", "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep",
-                 "pick_cool_then_place_in_recep", "look_at_obj_in_light", "pick_two_obj_and_place"),
-    "hotpotqa": ("bridge", "comparison"),
-    "fever": FEVER_LABELS,
-}
-# The paper's Table 3 column names for ALFWorld's types.
-TYPE_LABELS = dict(zip(TASK_TYPES["alfworld"], ("Pick", "Clean", "Heat", "Cool", "Look", "Pick 2")))
+
+
+def _family(env: str):
+    """The kind's family, or None when it is not installed here (its results still show)."""
+    try:
+        return family(env)
+    except EnvError:
+        return None
+
+
+def task_types(env: str) -> tuple[str, ...]:
+    """The kind's task types in its results order (the paper's table columns)."""
+    fam = _family(env)
+    return tuple(t for t, _ in fam.task_types) if fam else ()
+
+
+def type_label(env: str, task_type: str) -> str:
+    """A task type's column title (ALFWorld's `Pick`, `Clean`, ...); else the type itself."""
+    fam = _family(env)
+    return dict(fam.task_types).get(task_type, task_type) if fam else task_type
+
+
 # USD per million (prompt, completion) tokens, unless Settings stores a price for the model
 # (setting "model_prices": {model: {"prompt": $, "completion": $}}); other models cost 0.
 PRICES_SETTING = "model_prices"
@@ -221,6 +235,17 @@ def _rate(k: int, n: int) -> float | None:
     return round(k / n, 4) if n else None
 
 
+def _metrics(env: str, done: list, wins: int, n: int) -> dict[str, float | None]:
+    """The kind's extra scores (HotpotQA's EM and F1, FEVER's accuracy, ...) over all n tasks."""
+    out: dict[str, float | None] = {}
+    for m in (fam.metrics if (fam := _family(env)) else ()):
+        if m.of is None:
+            out[m.name] = _rate(wins, n)
+        else:
+            out[m.name] = round(sum(float(it.metrics.get(m.of) or 0.0) for it in done) / n, 4) if n else None
+    return out
+
+
 def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float]:
     """(tokens, USD) of the calls that reached the model server (cache hits are free)."""
     p_tok = c_tok = 0
@@ -246,7 +271,7 @@ def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[s
     done = [it for it in items if it.status == "done"]
     wins = sum(bool(it.success) for it in done)
     by_type: dict[str, dict[str, Any]] = {}
-    for t in (*TASK_TYPES.get(exp.env, ()), *sorted({it.task.type or "other" for it in items})):
+    for t in (*task_types(exp.env), *sorted({it.task.type or "other" for it in items})):
         of_type = [it for it in items if (it.task.type or "other") == t]
         k = sum(bool(it.success) for it in of_type if it.status == "done")
         by_type.setdefault(t, {"n": len(of_type), "success": k, "rate": _rate(k, len(of_type))})
@@ -256,11 +281,7 @@ def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[s
         "status": exp.status, "episodes": n, "done": len(done), "success": wins, "success_rate": _rate(wins, n),
         "by_type": by_type,
     }
-    if exp.env == "hotpotqa":
-        out["em"] = _rate(sum(int(it.metrics.get("em") or 0) for it in done), n)
-        out["f1"] = round(sum(float(it.metrics.get("f1") or 0.0) for it in done) / n, 4) if n else None
-    if exp.env == "fever":
-        out["accuracy"] = _rate(wins, n)
+    out.update(_metrics(exp.env, done, wins, n))
     out.update(tokens=tokens, cost=cost, wall_s=round(exp.wall_s, 3))
     if with_items:
         out["items"] = [{"task": it.task.id, "type": it.task.type, "episode": it.episode_id, "version": it.version_id,
@@ -293,7 +314,7 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, seed: int = 0) 
                 "diff": round((sum(xa) - sum(xb)) / len(keys), 4) if keys else None,
                 "mcnemar_p": mcnemar_exact(a_only, b_only), "diff_ci": [round(lo, 4), round(hi, 4)]}
 
-    types = dict.fromkeys([*TASK_TYPES.get(a.env, ()), *sorted({a_items[k].task.type or "other" for k in common})])
+    types = dict.fromkeys([*task_types(a.env), *sorted({a_items[k].task.type or "other" for k in common})])
     by_type = {t: paired([k for k in common if (a_items[k].task.type or "other") == t]) for t in types}
     return {"a": summary(store, a.id), "b": summary(store, b.id), "common": len(common), **paired(common),
             "by_type": by_type}

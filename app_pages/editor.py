@@ -19,6 +19,7 @@ from app_pages import signal_badges, state, stepjobs, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import action_warning, deleted_here, endpoint_problem, one_line, outcome_text, plural, provenance, replaced_text, step_lines
 from envs.base import EnvError
+from envs.registry import family
 from sessions import experiments
 from sessions.store import StoreError
 from trajectory.records import MAX_TEXT
@@ -66,7 +67,8 @@ st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, 
 
 versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}
-alf = ep.task.env == "alfworld"
+fam = family(ep.task.env)
+alf = fam.transcript.thoughts_are_turns  # a thought is its own turn; an action is optional
 run = st.session_state.get("run")
 if run and (run.get("version") != vid):
     st.session_state["run"] = run = None  # the run belonged to a version no longer shown
@@ -344,7 +346,7 @@ def human_panel(v, n: int) -> None:
                 st.selectbox("Suggestions (admissible commands)", sugg, index=None, key=f"h_sugg_{sfx}",
                              on_change=_fill, args=(akey, f"h_sugg_{sfx}"), placeholder="pick a command")
             hint_controls(f"h_{sfx}", akey, None)
-        label = "Action (optional)" if alf else "Action (Search[...], Lookup[...] or Finish[...])"
+        label = "Action (optional)" if alf else f"Action ({fam.action_hint})" if fam.action_hint else "Action"
         action = one_line(st.text_area(label, key=akey, height=68) or "")
         state.show_error("human")
         warning = action_warning(ep.task.env, action, sugg if alf else None)

@@ -5,29 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.experiment import TASK_TYPES, TYPE_LABELS
+from agent.experiment import task_types, type_label
+from envs.base import EnvError
+from envs.registry import family
 
 
 def pct(rate: float | None) -> str:
     return "-" if rate is None else f"{100 * rate:.1f}"
 
 
-def type_label(env: str, t: str) -> str:
-    return TYPE_LABELS.get(t, t) if env == "alfworld" else t
-
-
 def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     """One experiment as a row of the paper's table for its environment (percentages)."""
     row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
                            "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}"}
-    if s["env"] == "alfworld":
-        for t in TASK_TYPES["alfworld"]:
-            row[type_label("alfworld", t)] = pct(s["by_type"].get(t, {}).get("rate"))
+    try:
+        fam = family(s["env"])
+    except EnvError:  # a plugin not installed here: its overall rate
+        fam = None
+    if fam is None or fam.results_by_type:
+        for t in task_types(s["env"]):
+            row[type_label(s["env"], t)] = pct(s["by_type"].get(t, {}).get("rate"))
         row["All"] = pct(s["success_rate"])
-    elif s["env"] == "hotpotqa":
-        row["EM"], row["F1"] = pct(s.get("em")), pct(s.get("f1"))
-    else:
-        row["Acc"] = pct(s.get("accuracy"))
+    for m in fam.metrics if fam else ():
+        row[m.label] = pct(s.get(m.name))
     row.update(tokens=s["tokens"], cost=f"${s['cost']:.4f}", wall_s=round(s["wall_s"], 1))
     return row
 

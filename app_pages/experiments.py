@@ -10,14 +10,23 @@ import os
 import streamlit as st
 
 from agent import experiment as X
-from agent.methods import DEFAULT_SAMPLES, METHODS
+from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
 from app_pages.experiment_views import chart_data, compare_rows, paper_row, signal_rows
 from sessions import experiments as xs
 from sessions.search import signal_counts
-from trajectory.records import ENV_KINDS, AgentConfig
+from envs.registry import family, kinds
+from trajectory.records import AgentConfig
+
+
+def results_caption(env: str) -> str:
+    try:
+        fam = family(env)
+    except Exception:  # noqa: BLE001 - results of a plugin not installed here
+        return f"{env}: success rate %"
+    return fam.results_caption or f"{fam.label}: success rate % per task type"
 
 
 @st.cache_resource(show_spinner=False)
@@ -40,8 +49,8 @@ state.model_banner()
 with st.expander("New experiment", expanded=not xs.list_all(store)):
     d = state.defaults()
     c = st.columns(4)
-    env = c[0].selectbox("Environment", ENV_KINDS, key="x_env")
-    method = c[1].selectbox("Method", METHODS[env], index=METHODS[env].index("react"), key=f"x_method_{env}")
+    env = c[0].selectbox("Environment", list(kinds()), key="x_env")
+    method = c[1].selectbox("Method", methods_of(env), index=methods_of(env).index("react"), key=f"x_method_{env}")
     spec = c[2].text_input("Tasks (builtin, official, react, or ids a,b,c)", value="builtin", key="x_tasks")
     concurrency = int(c[3].number_input("Concurrency", min_value=1, max_value=64, value=4, key="x_conc"))
     s = st.columns(4)
@@ -84,11 +93,10 @@ if not exps:
 summaries = {e.id: X.summary(store, e.id) for e in exps}
 
 st.subheader("Results")
-for env_kind in ENV_KINDS:
+for env_kind in dict.fromkeys([*kinds(), *(s["env"] for s in summaries.values())]):
     rows = [paper_row(s) for s in summaries.values() if s["env"] == env_kind]
     if rows:
-        st.caption({"alfworld": "ALFWorld: success rate % per task type (the paper's Table 3)",
-                    "hotpotqa": "HotpotQA: exact match and F1 % (Table 1)", "fever": "FEVER: accuracy % (Table 1)"}[env_kind])
+        st.caption(results_caption(env_kind))
         st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}")
 
 ids = [e.id for e in exps]

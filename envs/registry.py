@@ -13,6 +13,7 @@ from importlib.metadata import entry_points
 from typing import Iterable
 
 from envs.base import EnvError, EnvFamily
+from trajectory import kinds as _kinds
 
 BUILTIN = {"alfworld": "envs.alfworld", "hotpotqa": "envs.wikipedia", "fever": "envs.wikipedia"}
 ENTRY_POINT_GROUP = "react_editor.envs"
@@ -54,3 +55,27 @@ def kinds() -> Iterable[str]:
     """Every kind that can be loaded: built-in, plugins, and registered ones."""
     names = dict.fromkeys([*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)), *_FAMILIES])
     return tuple(names)
+
+
+def default_kind() -> str:
+    """The environment a face starts with when none is named: the first built-in."""
+    return next(iter(BUILTIN))
+
+
+def transcript(kind: str):
+    """The kind's transcript (what `trajectory.kinds.transcript` resolves to)."""
+    return family(kind).transcript
+
+
+def loaded() -> list[EnvFamily]:
+    """Every family that can be loaded, in `kinds()` order (skipping a plugin that fails to load)."""
+    out = []
+    for kind in kinds():
+        try:
+            out.append(family(kind))
+        except Exception:  # noqa: BLE001 - one broken plugin must not hide the others
+            continue
+    return out
+
+
+_kinds.install(transcript, kinds)

@@ -11,6 +11,13 @@ from typing import Any, Callable
 
 
 
+def env_kinds() -> tuple[str, ...]:
+    """Every environment kind installed here: the built-in ones, then plugins."""
+    from envs.registry import kinds
+
+    return tuple(kinds())
+
+
 class CliError(Exception):
     """A problem the user can fix; printed as one line, exit code 2."""
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, progress
-from trajectory.records import ENV_KINDS
+from react_editor.common import CliError, add_common, db_path, emit, progress, env_kinds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("import", help="import a ReAct prompt file, transcript or jsonl export"))
     p.add_argument("path")
     p.add_argument("--format", "-f", default="auto", choices=("auto", "react-json", "jsonl", "prompt"))
-    p.add_argument("--env", choices=ENV_KINDS, default=None, help="environment of a prompt file / transcript")
+    p.add_argument("--env", choices=env_kinds(), default=None, help="environment of a prompt file / transcript")
     p.add_argument("--set", dest="set_name", default=None, help="name of the exemplar set a prompt file becomes")
     p.add_argument("--by", default=None, help="who imports (default $REACT_EDITOR_USER or the OS user)")
     p.set_defaults(func=cmd_import)
@@ -57,11 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("exemplars", help="named exemplar sets (few-shot examples for new runs)"))
     ex = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = add_common(ex.add_parser("list", help="all exemplar sets"))
-    q.add_argument("--env", choices=ENV_KINDS, default=None)
+    q.add_argument("--env", choices=env_kinds(), default=None)
     q.set_defaults(func=cmd_ex_list)
     q = add_common(ex.add_parser("create", help="a new, empty set"))
     q.add_argument("name")
-    q.add_argument("--env", choices=ENV_KINDS, required=True)
+    q.add_argument("--env", choices=env_kinds(), required=True)
     q.add_argument("--description", default=None)
     q.add_argument("--by", default=None)
     q.set_defaults(func=cmd_ex_create)
@@ -87,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _filter_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
                    help="env=, type=, outcome=, verdict=, annotator=, edited, exemplar_ready, versions=all")
-    p.add_argument("--env", choices=ENV_KINDS, default=None)
+    p.add_argument("--env", choices=env_kinds(), default=None)
     p.add_argument("--type", dest="task_type", default=None, help="task type (prefix match)")
     p.add_argument("--outcome", choices=("success", "failure", "unfinished"), default=None)
     p.add_argument("--verdict", choices=("success", "failure", "unsure"), default=None)

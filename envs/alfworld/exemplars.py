@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envs.alfworld.text import opening_text, process_ob
 from envs.base import EnvError
-from trajectory.prompt_files import ALFWORLD_PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
+from envs.alfworld.transcript import PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
 
 EXEMPLARS_FILE = Path(__file__).parent / "data" / "exemplars.json"
 

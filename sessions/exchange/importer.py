@@ -20,9 +20,10 @@ from pydantic import ValidationError
 
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
-from trajectory.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
+from trajectory import kinds
+from trajectory.prompt_files import ParsedEntry, PromptFileError
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from trajectory.records import ENV_KINDS, UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
+from trajectory.records import UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
@@ -100,8 +101,8 @@ def import_file(
         raise ImportFailed(f"{p} is a directory")
     if fmt not in IMPORT_FORMATS:
         raise ImportFailed(f"unknown import format {fmt!r} (one of: {', '.join(IMPORT_FORMATS)})")
-    if env is not None and env not in ENV_KINDS:
-        raise ImportFailed(f"unknown environment {env!r} (one of: {', '.join(ENV_KINDS)})")
+    if env is not None and env not in kinds.known():
+        raise ImportFailed(f"unknown environment {env!r} (one of: {', '.join(kinds.known())})")
     if fmt == "auto":
         fmt = detect_format(p)
     if set_name is not None:
@@ -151,12 +152,9 @@ def _line_of(text: str, key: str) -> int:
 def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[ParsedEntry]]:
     text = _read_text(p)
     if fmt == "prompt":
-        if env is None:
-            env = "alfworld" if any(line.startswith("> ") for line in text.split("\n")) else None
-            if env is None:
-                env = "fever" if "\nClaim: " in "\n" + text else "hotpotqa"
         try:
-            return parse_prompt_text(text, env=env, source=p.name)
+            env = env or kind_of(text)
+            return env, kinds.transcript(env).parse_prompt_text(text, source=p.name)
         except PromptFileError as exc:
             raise _fail(1, str(exc)) from None
     try:
@@ -173,9 +171,30 @@ def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[Par
     if {"schema", "episode", "version"} <= set(d):
         raise _fail(1, "this is a jsonl record, not a prompt file; use --format jsonl")
     try:
-        return parse_prompt_file(d, source=p.name, env=env)
+        env = env or kind_of(d)
+        return env, kinds.transcript(env).parse_prompt_file(d, source=p.name)
     except PromptFileError as exc:
         raise _fail(1, str(exc)) from None
+
+
+def kind_of(data: dict[str, str] | str) -> str:
+    """The kind whose layout a prompt file (or a plain transcript) is in: the first kind
+    (built-in first) whose transcript claims it; a dict in two layouts is refused."""
+    claimants = [k for k in kinds.known() if _claims(k, data)]
+    if not claimants:
+        raise PromptFileError("no ReAct trajectory entries (react_*/act_* or webthink_*/webact_*) in this file")
+    first = kinds.transcript(claimants[0])
+    other = next((k for k in claimants if type(kinds.transcript(k)) is not type(first)), None)
+    if isinstance(data, dict) and other is not None:
+        raise PromptFileError(f"the file mixes {claimants[0]} and {other} entries; import them separately")
+    return claimants[0]
+
+
+def _claims(kind: str, data: dict[str, str] | str) -> bool:
+    try:
+        return kinds.transcript(kind).claims(data)
+    except Exception:  # noqa: BLE001 - a plugin that cannot load claims nothing
+        return False
 
 
 def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEntry], set_name: str | None,
