@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ def _start(game: Path):
     infos = textworld.EnvInfos(admissible_commands=True, objective=True, won=True, lost=True, score=True,
                                max_score=True)
     try:
-        with _START:
+        with _START, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # jericho: "not fully supported" (textworld tracks the score itself)
             return textworld.start(str(game), request_infos=infos)
     except Exception as exc:  # textworld raises many kinds for a file it cannot play
         raise EnvError(f"textworld cannot play {game.name}: {exc}") from None
