@@ -278,6 +278,7 @@ def edit_panel(v, steps, s) -> None:
         kinds.append("Insert thought after")
     if s.action is not None:
         kinds.append("Rewrite action")
+    kinds = [x for x in kinds if EDIT_KINDS[x] in fam.edit_kinds]  # the edits the family's steps take
     kinds.append("Resume from here")
     with st.container(border=True, key=f"edit_panel_{vid}_{k}"):
         st.caption(f"Edit step {k} — every change makes a new version; v{vid} stays as it is.")

@@ -82,7 +82,7 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
             st.caption("This task set is not available:")
             st.text(task_error)
         elif tasks:
-            labels = {t.id: f"{t.id} · {' '.join(t.text.split())[:90]}" for t in tasks}
+            labels = {t.id: f"{t.id} · {family(env).one_line(t)[:90]}" for t in tasks}  # the family's summary
             tid = st.selectbox("Task", list(labels), format_func=labels.get, key=f"new_task_{env}_{source}")
             task = next(t for t in tasks if t.id == tid)
             with st.container(key="new_task_text"):

@@ -57,11 +57,6 @@ def kinds() -> Iterable[str]:
     return tuple(names)
 
 
-def default_kind() -> str:
-    """The environment a face starts with when none is named: the first built-in."""
-    return next(iter(BUILTIN))
-
-
 def transcript(kind: str):
     """The kind's transcript (what `trajectory.kinds.transcript` resolves to)."""
     return family(kind).transcript

@@ -11,7 +11,7 @@ import textworld
 
 from envs.base import EnvError, ReplayMismatch
 from react_editor_textworld import FAMILY, games
-from react_editor_textworld.env import TextWorldEnv, clean
+from react_editor_textworld.env import clean
 
 
 @pytest.fixture(scope="module")
