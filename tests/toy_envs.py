@@ -194,9 +194,9 @@ def families(room_options: dict | None = None) -> dict[str, EnvFamily]:
     # the toys stand in for the environments; each family keeps its transcript, scoring, ...
     fams = {
         "alfworld": replace(_real("alfworld"), list_tasks=lambda **_: [ROOM_TASK], get_task=lambda tid, **_: ROOM_TASK,
-                            make_env=make_room, default_max_steps=50),
+                            make_env=make_room, default_max_steps=50, custom_task=None, references=None),
         "hotpotqa": replace(_real("hotpotqa"), list_tasks=lambda **_: [WIKI_TASK], get_task=lambda tid, **_: WIKI_TASK,
-                            make_env=make_wiki, default_max_steps=7),
+                            make_env=make_wiki, default_max_steps=7, custom_task=None, references=None),
     }
     fams["made"] = made  # type: ignore[assignment]
     return fams
