@@ -13,6 +13,12 @@ from trajectory.signals import SIGNALS, version_step_signals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_runs(sub)
+    _register_versions(sub)
+
+
+def _register_runs(sub: argparse._SubParsersAction) -> None:
+    """tasks, run, resume, step, show."""
     p = add_common(sub.add_parser("tasks", help="list the tasks of an environment"))
     p.add_argument("--env", required=True, choices=env_kinds())
     p.add_argument("--source", default="builtin", help="builtin (default), official, or react (HotpotQA/FEVER)")
@@ -52,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", action="store_true", help="print the exact prompt of the next model call")
     p.set_defaults(func=cmd_show)
 
+
+def _register_versions(sub: argparse._SubParsersAction) -> None:
+    """versions, episodes, edit, branch, current, data."""
     p = add_common(sub.add_parser("versions", help="the versions of an episode"))
     p.add_argument("episode", type=int)
     p.add_argument("--expand", action="store_true", help="list the versions of rollout groups one by one")

@@ -10,6 +10,12 @@ from react_editor.common import CliError, add_common, db_path, emit, progress, e
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_files(sub)
+    _register_labels(sub)
+
+
+def _register_files(sub: argparse._SubParsersAction) -> None:
+    """export, import."""
     p = add_common(sub.add_parser("export", help="export versions (or an exemplar set) to a file"))
     p.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]", help="versions: 12 (current), 12:34, 12:all")
     p.add_argument("--format", "-f", required=True, choices=("prompt", "react-json", "jsonl", "chat-sft"))
@@ -27,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by", default=None, help="who imports (default $REACT_EDITOR_USER or the OS user)")
     p.set_defaults(func=cmd_import)
 
+
+def _register_labels(sub: argparse._SubParsersAction) -> None:
+    """annotate, tag, exemplars."""
     p = add_common(sub.add_parser("annotate", help="label a version: verdict, failure modes, notes, exemplar-ready"))
     p.add_argument("ref", metavar="EPISODE[:VERSION]")
     p.add_argument("--verdict", choices=("success", "failure", "unsure", "none"), default=None)
