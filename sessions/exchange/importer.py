@@ -356,15 +356,9 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
         raise ImportFailed(f"{name} has no records")
 
 
-def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report: ImportReport) -> None:
-    v = rec.version
-    if v.ref in ep.versions:
-        raise _fail(n, f"version ref {v.ref} appears twice in episode ref {ep.ref}")
-    if v.parent is not None and v.parent not in ep.versions:
-        raise _fail(n, f"parent version ref {v.parent} is not an earlier record of episode ref {ep.ref}")
-    if v.current and ep.current is not None:
-        raise _fail(n, f"episode ref {ep.ref} has two current versions")
-    # steps: a known prefix (shared with earlier records) then new steps
+def _split_steps(n: int, rec: TrajectoryRecord, ep: _Ep) -> tuple[list[int], list]:
+    """A record's steps: a known prefix (shared with earlier records, checked unchanged),
+    then its new steps (refs, edits and calls checked)."""
     known_prefix: list[int] = []
     new_steps = []
     prev: int | None = None
@@ -396,6 +390,18 @@ def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report:
                     raise _fail(n, f"step ref {s.ref} uses call ref {c}, which is not in this record's calls")
             new_steps.append(s)
         prev = s.ref
+    return known_prefix, new_steps
+
+
+def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report: ImportReport) -> None:
+    v = rec.version
+    if v.ref in ep.versions:
+        raise _fail(n, f"version ref {v.ref} appears twice in episode ref {ep.ref}")
+    if v.parent is not None and v.parent not in ep.versions:
+        raise _fail(n, f"parent version ref {v.parent} is not an earlier record of episode ref {ep.ref}")
+    if v.current and ep.current is not None:
+        raise _fail(n, f"episode ref {ep.ref} has two current versions")
+    known_prefix, new_steps = _split_steps(n, rec, ep)
     for e in list(v.edits) + ([v.draft_edit] if v.draft_edit else []):
         _check_ref(n, ep, e.replaced_step, "the version's edits")
     for c in rec.calls:
