@@ -228,23 +228,7 @@ class Store(VersionTreeMixin, CallLogMixin):
         sql += " order by e.id desc"
         out = []
         for r in self.db.execute(sql, params):
-            oc = Outcome.model_validate_json(r[9]) if r[9] else Outcome()
-            item = {
-                "episode": r[0],
-                "env": r[1],
-                "type": r[2],
-                "task": r[3],
-                "text": r[4],
-                "name": r[5],
-                "created_at": r[6],
-                "current_version": r[7],
-                "status": r[8],
-                "done": oc.done,
-                "success": oc.success,
-                "versions": r[10],
-                "edited": bool(r[11] or r[12]),
-                "model": r[13] or "",
-            }
+            item = _episode_summary(r)
             if edited is not None and item["edited"] != edited:
                 continue
             if outcome == "success" and item["success"] is not True:
@@ -257,3 +241,24 @@ class Store(VersionTreeMixin, CallLogMixin):
             if limit and len(out) >= limit:
                 break
         return out
+
+
+def _episode_summary(r) -> dict[str, Any]:
+    """One row of `list_episodes`' query as the dict the faces show."""
+    oc = Outcome.model_validate_json(r[9]) if r[9] else Outcome()
+    return {
+        "episode": r[0],
+        "env": r[1],
+        "type": r[2],
+        "task": r[3],
+        "text": r[4],
+        "name": r[5],
+        "created_at": r[6],
+        "current_version": r[7],
+        "status": r[8],
+        "done": oc.done,
+        "success": oc.success,
+        "versions": r[10],
+        "edited": bool(r[11] or r[12]),
+        "model": r[13] or "",
+    }
