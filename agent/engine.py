@@ -10,6 +10,7 @@ stored snapshot, else by replaying the recorded actions and checking every obser
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -20,11 +21,11 @@ from pydantic import ValidationError
 from agent import exemplars as ex
 from trajectory import formats as fmt
 from trajectory import signals as sig
-from agent.client import CallWatch, ModelClient, ModelError
+from agent.client import CallWatch, ModelClient, ModelError, public_url
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
-from trajectory.records import (MAX_TEXT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step,
+from trajectory.records import (MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step,
                                 Task, Version)
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
@@ -206,7 +207,8 @@ class Engine:
                   chat: str, watch: CallWatch | None = None):
         extra = {"watch": watch} if watch is not None else {}
         try:
-            text, call = self.client(episode.config).complete(prompt, stop, purpose=purpose, chat_instruction=chat, **extra)
+            text, call = self.client(self.model_config(episode)).complete(prompt, stop, purpose=purpose,
+                                                                        chat_instruction=chat, **extra)
         except ModelError as exc:
             failed = getattr(exc, "call", None)
             if failed is not None:
@@ -296,14 +298,41 @@ class Engine:
         return env
 
     def unconfirmed_references(self, episode: Episode) -> list[str]:
-        """Files/URLs outside the data roots an imported episode points at, until confirmed."""
+        """Files/URLs outside the data roots an imported episode points at, and the model
+        endpoint its file named, until confirmed."""
+        endpoint = episode.env_options.get(UNCONFIRMED_ENDPOINT)
+        return self._env_references(episode) + ([f"model endpoint {public_url(endpoint)}"] if endpoint else [])
+
+    def _env_references(self, episode: Episode) -> list[str]:
         if not episode.env_options.get(UNCONFIRMED_REFS):
             return []
         refs = family(episode.task.env).references
         return refs(episode.task, episode.env_options) if refs else []
 
+    def model_config(self, episode: Episode, config: AgentConfig | None = None) -> AgentConfig:
+        """The config a model call for `episode` runs with (`config`, else the episode's).
+        The API key goes only to an endpoint the user chose: an endpoint an imported file
+        named is used once confirmed; until then the user's own OPENAI_BASE_URL, or a
+        one-line EngineError saying how to confirm it."""
+        config = config or episode.config
+        imported = episode.env_options.get(UNCONFIRMED_ENDPOINT)
+        if not imported or not config.base_url or not _same_endpoint(config.base_url, imported):
+            return config
+        own = os.environ.get("OPENAI_BASE_URL")
+        if own and _same_endpoint(own, config.base_url):
+            return config
+        if own:
+            return config.model_copy(update={"base_url": None})
+        raise EngineError(f"episode {episode.id} was imported with the model endpoint {public_url(imported)}, which "
+                          f"gets no request until you confirm it: `react-editor confirm {episode.id}` (or Confirm in "
+                          "the Editor); or use your own with --base-url or OPENAI_BASE_URL")
+
+    def check_endpoint(self, version_id: int) -> None:
+        """Raise the one-line EngineError `model_config` would, before anything runs."""
+        self.model_config(self._episode(self.store.version(version_id)))
+
     def _check_references(self, episode: Episode) -> None:
-        refs = self.unconfirmed_references(episode)
+        refs = self._env_references(episode)
         if refs:
             more = f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""
             raise EngineError(f"episode {episode.id} was imported and points at {refs[0]}{more}: check it, then "
@@ -313,14 +342,16 @@ class Engine:
         """A person's OK for what an imported episode opens, optionally re-pointed first
         (e.g. wiki="builtin"); returns what was confirmed."""
         ep = self.store.episode(episode_id)
-        options = {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS}
+        confirmed = ep.env_options.get(UNCONFIRMED_ENDPOINT)
+        options = {k: v for k, v in ep.env_options.items() if k not in (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT)}
         if repoint.get("wiki") is not None and repoint.get("wiki_url") is None:
             options.pop("wiki_url", None)
         options.update({k: v for k, v in repoint.items() if v is not None})
         self.store.set_env_options(episode_id, options)
         self.forget_env(episode_id)
         fam = family(ep.task.env)
-        return fam.references(ep.task, options) if fam.references else []
+        refs = fam.references(ep.task, options) if fam.references else []
+        return refs + ([f"model endpoint {public_url(confirmed)}"] if confirmed else [])
 
     def forget_env(self, episode_id: int) -> None:
         """Drop the live environment (next use rebuilds it, as after a restart)."""
@@ -481,6 +512,7 @@ class Engine:
         reports retries and can cancel the step while its model call is in flight."""
         with self._locked(self.store.version(version_id).episode_id):
             v, ep, steps, _ = self._begin(version_id)
+            self.model_config(ep)  # an unconfirmed imported endpoint: one line before anything
             rev = self._pin_exemplars(v, ep)
         i = len(steps) + 1
         calls: list[ModelCall] = []
@@ -904,3 +936,7 @@ def _strip_echo(text: str, prompt: str) -> str:
     if cue == ">" and t.startswith(">"):
         return t[1:]
     return text
+
+
+def _same_endpoint(a: str, b: str) -> bool:
+    return public_url(a).rstrip("/").lower() == public_url(b).rstrip("/").lower()

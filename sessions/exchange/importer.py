@@ -22,7 +22,8 @@ from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from trajectory.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from trajectory.records import ENV_KINDS, UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
+from trajectory.records import (ENV_KINDS, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Step, Task, Version,
+                                safe_call_params)
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
@@ -324,6 +325,9 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
             if store is not None:
                 task = rec.episode.task
                 options = {**rec.episode.env_options, UNCONFIRMED_REFS: True}  # files/URLs wait for an OK
+                options.pop(UNCONFIRMED_ENDPOINT, None)
+                if rec.episode.config.base_url:  # so does the model endpoint the file names
+                    options[UNCONFIRMED_ENDPOINT] = rec.episode.config.base_url
                 e, v0 = store.create_episode(task, rec.episode.config, options, rec.episode.name,
                                              created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
@@ -433,7 +437,8 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
             if cref not in placeholder:
                 c = record_calls[cref]
                 new_calls.append(ModelCall(
-                    created_at=c.created_at, model=c.model, api_style=c.api_style, params=c.params, purpose=c.purpose,
+                    created_at=c.created_at, model=c.model, api_style=c.api_style, params=safe_call_params(c.params),
+                    purpose=c.purpose,
                     prompt_hash=c.prompt_hash, prompt_chars=c.prompt_chars, completion=c.completion, usage=c.usage,
                     latency_ms=c.latency_ms, attempts=c.attempts, cached=c.cached, error=c.error,
                     cut_from=c.cut_from,
