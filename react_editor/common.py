@@ -28,15 +28,32 @@ def db_path(args: argparse.Namespace) -> str:
     return args.db or default_db_path()
 
 
-# C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"}
-_JSON_C1 = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}  # json.dumps escapes C0 itself
+# C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on;
+# and the bidi controls, which reorder what a person reads (a right-to-left override)
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROLS = {**{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"},
+             **{c: f"\\u{c:04x}" for c in _BIDI}}
+_JSON_C1 = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *_BIDI)}  # json.dumps escapes C0 itself
 
 
 def visible(text: str) -> str:
     """`text` with control characters shown as `\\xNN`: stored text comes from models and
     imported files, and an escape sequence must not reach the terminal (title, colours, ...)."""
     return text.translate(_CONTROLS)
+
+
+class VisibleStream:
+    """A text stream that writes through `visible` (export to a terminal: an escape
+    sequence in an exported thought must not drive it; a pipe or file stays byte-exact)."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(visible(text))
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str] | None = None) -> None:

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, progress
+from react_editor.common import CliError, VisibleStream, add_common, db_path, emit, progress
 from trajectory.records import ENV_KINDS
 
 
@@ -145,7 +146,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.exemplar_set is None and not refs and not _has_filters(args):
         raise CliError("choose what to export: EPISODE[:VERSION] ..., filters (e.g. --env alfworld), or --set NAME")
     filters = _filters(args) if (refs or _has_filters(args)) else None
-    report = export(store, args.format, args.out, refs=refs or None, filters=filters,
+    out = VisibleStream(sys.stdout) if args.out == "-" and sys.stdout.isatty() else args.out
+    report = export(store, args.format, out, refs=refs or None, filters=filters,
                     exemplar_set=args.exemplar_set, keys=args.key)
     for s in report.skipped:
         progress(f"skipped {s}")
