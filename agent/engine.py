@@ -183,10 +183,32 @@ class Engine:
         family(task.env)  # unknown env -> EnvError before anything is written
         check_config(config, task.env, self.store)  # ConfigError before anything is written
         rev = self._revision_of(config.exemplar_set)  # so is an unknown exemplar set
+        env = self._started_env(task, env_options or {})  # so is a task these settings cannot start
         episode, version = self.store.create_episode(task, config, env_options or {}, name)
         if rev is not None:  # the first version's prompts use the set as it is now
             self.store.pin_exemplar_revision(version.id, rev)
+        with self._guard:  # the first step uses the environment just started
+            self._live[episode.id] = _Live(env=env, at=0, tokens={0: env.state()})
+            old = self._evict(keep=episode.id)
+        for x in old:
+            x.env.close()
         return episode, version
+
+    def _started_env(self, task: Task, env_options: dict) -> Environment:
+        """The task's environment, reset: a game that cannot start with these options (e.g.
+        a wording its grammar lacks) is one line before an episode is written."""
+        env = None
+        try:
+            env = family(task.env).make_env(task, env_options, self.store)
+            env.reset(task)
+            return env
+        except EnvError:
+            raise
+        except Exception as exc:
+            if env is not None:
+                env.close()
+            raise EnvError(f"cannot start task {task.id!r} with these settings "
+                           f"({type(exc).__name__}: {str(exc)[:120]})") from None
 
     def max_steps(self, episode: Episode) -> int:
         return episode.config.max_steps or family(episode.task.env).default_max_steps

@@ -37,6 +37,8 @@ def check_base_url(url: str | None, what: str = "the endpoint (base URL)") -> No
 def check_config(config: AgentConfig, env: str, store=None) -> None:
     """Raise ConfigError when `config` cannot run `env` tasks."""
     check_base_url(config.base_url)
+    if not config.model.strip():
+        raise ConfigError("the model name is empty")
     for name, value in (("temperature", config.temperature), ("top_p", config.top_p)):
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{name} must be a number of 0 or more (got {value})")

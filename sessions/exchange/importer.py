@@ -99,6 +99,8 @@ def import_file(
         raise ImportFailed(f"no such file: {p}")
     if p.is_dir():
         raise ImportFailed(f"{p} is a directory")
+    if not p.is_file():  # a FIFO or device: reading it would block or never end
+        raise ImportFailed(f"{p} is not a regular file")
     if fmt not in IMPORT_FORMATS:
         raise ImportFailed(f"unknown import format {fmt!r} (one of: {', '.join(IMPORT_FORMATS)})")
     if env is not None and env not in ENV_KINDS:

@@ -1,0 +1,105 @@
+"""Inputs that hang or mislead: FIFOs, non-UTF-8 task lists, empty selections and model
+names, duplicate experiment names, settings a game cannot start with. Each is one line,
+and nothing is written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from contextlib import closing
+
+import pytest
+
+from sessions import experiments as xs
+from sessions.store import Store
+from tests.test_cli_core import ROOT, cli
+
+
+def _cli_process(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "react_editor", *argv], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("what", ["import", "tasks"])
+def test_a_fifo_is_refused_not_waited_on(tmp_path, what):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    db = str(tmp_path / "x.db")
+    if what == "import":
+        res = _cli_process("import", str(fifo), "--db", db)
+    else:
+        res = _cli_process("experiment", "run", "--env", "hotpotqa", "--tasks", f"@{fifo}", "--model", "m",
+                           "--base-url", "http://127.0.0.1:9/v1", "--db", db)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "not a regular file" in res.stderr, res.stderr
+
+
+def _experiment(capsys, db, *extra: str) -> tuple[int, str]:
+    code, _, err = cli(capsys, "experiment", "run", "--env", "hotpotqa", "--model", "m", "--base-url",
+                       "http://127.0.0.1:9/v1", "--db", db, *extra)
+    return code, err
+
+
+def _nothing_written(db) -> None:
+    if os.path.exists(db):
+        with closing(Store(db)) as store:
+            assert xs.list_all(store) == [] and store.episode_ids() == []
+
+
+def test_a_task_list_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "ids.txt"
+    bad.write_bytes(b"hp-001\n\xff\xfe\x00bad\n")
+    db = str(tmp_path / "x.db")
+    code, err = _experiment(capsys, db, "--tasks", f"@{bad}")
+    assert code == 2 and err.count("\n") == 1 and "not UTF-8" in err, err
+    _nothing_written(db)
+
+
+def test_an_empty_task_selection_is_refused(tmp_path, capsys):
+    db = str(tmp_path / "x.db")
+    code, err = _experiment(capsys, db, "--tasks", "")
+    assert code == 2 and err.count("\n") == 1 and "empty" in err, err
+    _nothing_written(db)
+
+
+@pytest.mark.parametrize("model", ["", "   "])
+def test_a_blank_model_name_writes_nothing(toy, capsys, model):
+    db = str(toy.db)
+    code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--model", model, "--db", db)
+    assert code == 2 and err.count("\n") == 1 and "model name is empty" in err, err
+    assert toy.store.episode_ids() == []
+    code, err = _experiment(capsys, db, "--model", model, "--tasks", "hp-001")
+    assert code == 2 and "model name is empty" in err, err
+
+
+def test_a_duplicate_experiment_name_is_one_clear_line(tmp_path, scripted_llm, capsys):
+    from tests.test_experiment import run_args
+
+    db = tmp_path / "x.db"
+    scripted_llm.set_default("Thought 1: x\nAction 1: Finish[yes]")
+    base = [str(a) for a in run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001", "--name", "mine")]
+    assert cli(capsys, *base)[0] == 0
+    code, _, err = cli(capsys, *base)
+    assert code == 2 and err.count("\n") == 1 and "an experiment named 'mine' already exists" in err, err
+    assert "constraint" not in err.lower()
+
+
+def test_settings_a_game_cannot_start_with_write_nothing(toy, capsys, monkeypatch):
+    """A game loaded with a wording its grammar lacks fails inside the environment (the
+    official json 2.1.1 games have no `help` for alfworld-0.4): one line, no empty episode."""
+    from tests.toy_envs import ToyRoom
+
+    real = ToyRoom.reset
+
+    def reset(self, task):
+        if self.options.get("wording") == "alfworld-0.4":
+            raise KeyError("help")
+        return real(self, task)
+
+    monkeypatch.setattr(ToyRoom, "reset", reset)
+    db = str(toy.db)
+    code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--wording", "alfworld-0.4",
+                       "--base-url", toy.llm.base_url, "--db", db)
+    assert code == 2 and err.count("\n") == 1 and "KeyError" in err and "help" in err, err
+    assert toy.store.episode_ids() == [] and toy.llm.requests == []
