@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", choices=ENV_KINDS, default=None, help="environment of a prompt file / transcript")
     p.add_argument("--set", dest="set_name", default=None, help="name of the exemplar set a prompt file becomes")
     p.add_argument("--by", default=None, help="who imports (default $REACT_EDITOR_USER or the OS user)")
+    p.add_argument("--as-new", action="store_true",
+                   help="copy episodes even when the same records were imported before (default: not again)")
     p.set_defaults(func=cmd_import)
 
     p = add_common(sub.add_parser("annotate", help="label a version: verdict, failure modes, notes, exemplar-ready"))
@@ -162,7 +164,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from sessions.exchange import import_file
 
-    report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by)
+    report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by,
+                         as_new=args.as_new)
+    if report.already_present:
+        progress(f"{len(report.already_present)} episode(s) already here with the same records, not imported again: "
+                 f"{' '.join(map(str, report.already_present))} (--as-new to copy them)")
 
     def text() -> str:
         out = f"{report.path}: {len(report.episodes)} episodes ({report.versions} versions, {report.steps} steps)"

@@ -320,6 +320,17 @@ class Store:
         with self.transaction():
             self.db.execute("update episodes set name = ? where id = ?", [name, episode_id])
 
+    def episodes_by_option(self, key: str, values: list[str]) -> dict[str, int]:
+        """value -> episode id for the episodes whose env_options[key] is one of `values`."""
+        out: dict[str, int] = {}
+        for i in range(0, len(values), 500):
+            chunk = values[i : i + 500]
+            rows = self.db.execute(
+                f"select json_extract(env_options, ?), id from episodes where json_extract(env_options, ?) "
+                f"in ({','.join('?' * len(chunk))})", [f"$.{key}", f"$.{key}", *chunk])
+            out.update({v: eid for v, eid in rows})
+        return out
+
     def episode_ids(self, *, env: str | None = None, task_type: str | None = None) -> list[int]:
         """Episode ids in order, optionally of one environment and task type (a type matches
         itself or as a prefix, as ALFWorld's `pick_and_place` matches `pick_and_place_simple`)."""

@@ -103,3 +103,50 @@ def test_settings_a_game_cannot_start_with_write_nothing(toy, capsys, monkeypatc
                        "--base-url", toy.llm.base_url, "--db", db)
     assert code == 2 and err.count("\n") == 1 and "KeyError" in err and "help" in err, err
     assert toy.store.episode_ids() == [] and toy.llm.requests == []
+
+
+def _exported(toy, capsys, tmp_path):
+    from tests.test_engine import ROOM_SCRIPT
+
+    db = str(toy.db)
+    toy.llm.push(*ROOM_SCRIPT[:2])
+    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
+               "--max-steps", "2", "--db", db)[0] == 0
+    out = tmp_path / "ep.jsonl"
+    assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(out), "--db", db)[0] == 0
+    return out
+
+
+def test_importing_the_same_file_twice_adds_nothing_the_second_time(toy, capsys, tmp_path):
+    import json
+
+    out = _exported(toy, capsys, tmp_path)
+    db2 = str(tmp_path / "second.db")
+    code, first, _ = cli(capsys, "import", str(out), "--db", db2, "--json")
+    assert code == 0 and json.loads(first)["episodes"] == [1]
+    code, again, err = cli(capsys, "import", str(out), "--db", db2, "--json")
+    assert code == 0 and json.loads(again)["episodes"] == [] and json.loads(again)["already_present"] == [1]
+    assert "already here" in err and "--as-new" in err
+    with closing(Store(db2)) as store:
+        assert store.episode_ids() == [1]
+    code, copied, _ = cli(capsys, "import", str(out), "--db", db2, "--json", "--as-new")
+    assert code == 0 and json.loads(copied)["episodes"] == [2]
+    # the mark is this database's state: an export of the imported episode does not carry it
+    back = tmp_path / "back.jsonl"
+    assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(back), "--db", db2)[0] == 0
+    assert "import_digest" not in back.read_text()
+
+
+@pytest.mark.parametrize("field", ["thought", "action"])
+def test_imported_text_obeys_the_20000_character_limit(toy, capsys, tmp_path, field):
+    import json
+
+    out = _exported(toy, capsys, tmp_path)
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs[0]["steps"][-1][field] = "x" * 20_001
+    out.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    db2 = str(tmp_path / "second.db")
+    code, _, err = cli(capsys, "import", str(out), "--db", db2)
+    assert code == 2 and err.count("\n") == 1 and "20,000" in err and field in err, err
+    with closing(Store(db2)) as store:
+        assert store.episode_ids() == []

@@ -26,6 +26,8 @@ UNCONFIRMED_REFS = "unconfirmed_references"
 # env_options key an import sets when the file names a model endpoint: no key (and no prompt)
 # goes there until a person confirms it
 UNCONFIRMED_ENDPOINT = "unconfirmed_endpoint"
+# env_options key an import sets: the digest of the episode's records, so a re-import adds nothing
+IMPORT_DIGEST = "import_digest"
 MAX_TEXT = 20_000  # characters a person may put in one thought or action; a completion is cut there
 
 

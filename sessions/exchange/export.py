@@ -23,8 +23,10 @@ from sessions.exchange.chat_sft import chat_record, version_ok
 from trajectory.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, EditInfo, ModelCall, Step, safe_call_params
+from trajectory.records import IMPORT_DIGEST, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, EditInfo, ModelCall, Step, safe_call_params
 from sessions.store import Store, StoreError
+
+LOCAL_OPTIONS = (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT, IMPORT_DIGEST)  # env_options never exported
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
 
@@ -107,8 +109,8 @@ class EpisodeEncoder:
             "created_at": ep.created_at,
             "task": ep.task.model_dump(mode="json"),
             "config": ep.config.model_dump(mode="json"),
-            # the import-confirmation mark is this database's state, not the episode's
-            "env_options": {k: v for k, v in ep.env_options.items() if k not in (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT)},
+            # the import marks (confirmation, digest) are this database's state, not the episode's
+            "env_options": {k: v for k, v in ep.env_options.items() if k not in LOCAL_OPTIONS},
         })
 
     def _edit(self, e: EditInfo | None, limit: int) -> dict | None:
