@@ -45,6 +45,11 @@ class ModelCallFailed(EngineError):
         self.call = call
 
 
+class WriteBlocked(StoreError):
+    """A step's model answer came back but the database refused the write (one line; the
+    answer is kept beside the database and recorded by the next writer)."""
+
+
 class StepCancelled(ModelCallFailed):
     """The caller cancelled the step (Stop in the UI): nothing was added to the version."""
 
@@ -533,6 +538,7 @@ class Engine:
         Prepare (locked), call the model (unlocked), execute and record (locked). `watch`
         reports retries and can cancel the step while its model call is in flight."""
         with self._locked(self.store.version(version_id).episode_id):
+            self.store.record_pending_calls()  # answers an earlier blocked write kept: the cache has them
             v, ep, steps, _ = self._begin(version_id)
             self.model_config(ep)  # an unconfirmed imported endpoint: one line before anything
             rev = self._pin_exemplars(v, ep)
@@ -714,6 +720,13 @@ class Engine:
             if calls:  # nothing about a call is lost, even when its step is
                 self.store.record_calls(ep.id, calls)
             raise
+        except StoreError as exc:  # blocked (a write lock held too long, disk full): keep the paid answers
+            live.at = None  # the env moved past the recorded leaf
+            if not calls:
+                raise
+            kept = self.store.keep_pending_calls(ep.id, calls)
+            raise WriteBlocked(f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
+                               ) from None
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
         live.at = rows[-1].id
         self._remember_path(target.id, v2.leaf_step_id, steps + rows)
@@ -754,6 +767,8 @@ class Engine:
                 break
             try:
                 rep = self.step(vid)
+            except WriteBlocked:  # a blocked writer stops the command (exit 2), its answer kept
+                raise
             except (EngineError, EnvError, StoreError) as exc:
                 error = str(exc)
                 break

@@ -4,6 +4,7 @@ and nothing is written."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -150,3 +151,34 @@ def test_imported_text_obeys_the_20000_character_limit(toy, capsys, tmp_path, fi
     assert code == 2 and err.count("\n") == 1 and "20,000" in err and field in err, err
     with closing(Store(db2)) as store:
         assert store.episode_ids() == []
+
+
+def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, monkeypatch):
+    """The model answered, then the database stayed locked: exit 2 with one line, and the
+    answer is kept - the next attempt is answered from it without paying again."""
+    import sqlite3
+
+    from sessions import store as store_mod
+    from tests.test_engine import ROOM_SCRIPT
+
+    db = str(toy.db)
+    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
+               "--human", "--db", db)[0] == 0
+    toy.llm.push(ROOM_SCRIPT[1])
+    monkeypatch.setattr(store_mod, "LOCK_TIMEOUT_S", 0.2)
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("begin immediate")  # another program holds the write lock
+    try:
+        code, out, err = cli(capsys, "step", "1", "--db", db)
+    finally:
+        other.execute("rollback")
+        other.close()
+    assert code == 2 and err.count("\n") == 1 and "locked" in err and "kept" in err, err
+    assert len(toy.llm.completion_requests) == 1
+    code, out, err = cli(capsys, "resume", "1", "--db", db, "--json", "--max-steps", "1")
+    assert code == 0, err
+    assert len(toy.llm.completion_requests) == 1  # answered from the kept call, not paid again
+    shown = json.loads(cli(capsys, "show", "1", "--db", db, "--json")[1])
+    assert [s["action"] for s in shown] == ["go to cabinet 1"]
+    with closing(Store(db)) as store:
+        assert len(store.calls(episode_id=1)) == 2  # the paid call and its cached answer, both recorded
