@@ -25,8 +25,8 @@ from agent.client import CallWatch, ModelClient, ModelError, public_url
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
-from trajectory.records import (MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step,
-                                Task, Version)
+from trajectory.records import (MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode,
+                                ModelCall, Outcome, Step, Task, Version, env_only)
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions.store import Store, StoreError, VersionChanged
@@ -259,7 +259,7 @@ class Engine:
                 return live
         self._check_references(episode)
         fam = family(episode.task.env)
-        env = fam.make_env(episode.task, episode.env_options, self.store)
+        env = fam.make_env(episode.task, env_only(episode.env_options), self.store)
         env.reset(episode.task)
         live = _Live(env=env, at=0, tokens={0: env.state()})
         with self._guard:

@@ -70,7 +70,7 @@ def test_a_blank_model_name_writes_nothing(toy, capsys, model):
     code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--model", model, "--db", db)
     assert code == 2 and err.count("\n") == 1 and "model name is empty" in err, err
     assert toy.store.episode_ids() == []
-    code, err = _experiment(capsys, db, "--model", model, "--tasks", "hp-001")
+    code, err = _experiment(capsys, db, "--model", model, "--tasks", "toy-1")
     assert code == 2 and "model name is empty" in err, err
 
 

@@ -28,6 +28,12 @@ UNCONFIRMED_REFS = "unconfirmed_references"
 UNCONFIRMED_ENDPOINT = "unconfirmed_endpoint"
 # env_options key an import sets: the digest of the episode's records, so a re-import adds nothing
 IMPORT_DIGEST = "import_digest"
+LOCAL_OPTIONS = (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT, IMPORT_DIGEST)  # this database's marks: never exported
+
+
+def env_only(options: dict[str, Any]) -> dict[str, Any]:
+    """Episode env_options as an environment sees them (without this database's marks)."""
+    return {k: v for k, v in options.items() if k not in LOCAL_OPTIONS}
 MAX_TEXT = 20_000  # characters a person may put in one thought or action; a completion is cut there
 
 

@@ -23,10 +23,8 @@ from sessions.exchange.chat_sft import chat_record, version_ok
 from trajectory.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import IMPORT_DIGEST, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, EditInfo, ModelCall, Step, safe_call_params
+from trajectory.records import LOCAL_OPTIONS, EditInfo, ModelCall, Step, safe_call_params
 from sessions.store import Store, StoreError
-
-LOCAL_OPTIONS = (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT, IMPORT_DIGEST)  # env_options never exported
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
 
