@@ -62,6 +62,9 @@ def test_an_imported_endpoint_gets_nothing_until_confirmed(toy, other_llm, tmp_p
     code, out, err = cli(capsys, "resume", str(ep), "--db", db2)
     assert code == 2 and err.count("\n") == 1 and f"react-editor confirm {ep}" in err, err
     assert other_llm.requests == []
+    code, out, err = cli(capsys, "resample", str(ep), "--step", "2", "--n", "2", "--temperature", "0.7", "--db", db2)
+    assert code == 2 and err.count("\n") == 1 and f"react-editor confirm {ep}" in err, err
+    assert other_llm.requests == []
     # the user's own endpoint (OPENAI_BASE_URL) is used instead of the file's
     monkeypatch.setenv("OPENAI_BASE_URL", toy.llm.base_url)
     toy.llm.reset()
