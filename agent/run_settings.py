@@ -31,7 +31,8 @@ def check_base_url(url: str | None, what: str = "the endpoint (base URL)") -> No
     if where is not None:
         raise ConfigError(f"{what} must not contain credentials ({where}); put the key in OPENAI_API_KEY")
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url.strip()):
-        raise ConfigError(f"{what} must start with http:// or https:// and name a host (got {url[:60]!r})")
+        raise ConfigError(f"{what.replace(' (base URL)', '')} must start with http:// or https:// and name a host "
+                          f"(got {url[:60]!r})")
 
 
 def check_config(config: AgentConfig, env: str, store=None) -> None:
