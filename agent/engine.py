@@ -204,7 +204,7 @@ class Engine:
         a wording its grammar lacks) is one line before an episode is written."""
         env = None
         try:
-            env = family(task.env).make_env(task, env_options, self.store)
+            env = family(task.env).make_env(task, env_only(env_options), self.store)
             env.reset(task)
             return env
         except EnvError:
