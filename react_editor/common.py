@@ -74,38 +74,35 @@ def progress(msg: str) -> None:
     sys.stderr.flush()
 
 
+# the one-line errors of each layer, looked up only among modules already imported (an
+# error can only come from a module that was): `react-editor` starts without loading them
+_USER_ERRORS = (("react_editor.common", "CliError"), ("agent.run_settings", "ConfigError"), ("envs.base", "EnvError"),
+                ("sessions.store", "StoreError"), ("agent.engine", "EngineError"))
+
+
+def _user_error(exc: BaseException) -> bool:
+    types = tuple(getattr(sys.modules[m], n) for m, n in _USER_ERRORS if m in sys.modules)
+    return isinstance(exc, types)
+
+
 def run_command(args: argparse.Namespace) -> int:
-    from agent.run_settings import ConfigError
-    from envs.base import EnvError
-
-    user_errors: tuple[type[BaseException], ...] = (CliError, EnvError, ConfigError)
-    try:
-        from sessions.store import StoreError
-
-        user_errors += (StoreError,)
-    except ImportError:  # pragma: no cover - during bootstrap
-        pass
-    try:
-        from agent.engine import EngineError
-
-        user_errors += (EngineError,)
-    except ImportError:  # pragma: no cover
-        pass
     try:
         return int(args.func(args) or 0)
-    except user_errors as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        sys.stderr.write(f"error: {visible(msg)}\n")
-        return 2
-    except sqlite3.DatabaseError as exc:  # read-only, truncated, damaged: say which
-        from sessions.store import describe_db_error
-
-        sys.stderr.write(f"error: {visible(describe_db_error(db_path(args), exc))}\n")
-        return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
-    except BrokenPipeError:  # `react-editor export --out - | head`: the reader left, fine
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+    except Exception as exc:
+        if _user_error(exc):
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            sys.stderr.write(f"error: {visible(msg)}\n")
+            return 2
+        if isinstance(exc, sqlite3.DatabaseError):  # read-only, truncated, damaged: say which
+            from sessions.store import describe_db_error
+
+            sys.stderr.write(f"error: {visible(describe_db_error(db_path(args), exc))}\n")
+            return 2
+        if isinstance(exc, BrokenPipeError):  # `react-editor export --out - | head`: the reader left, fine
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
+        raise

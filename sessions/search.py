@@ -7,7 +7,6 @@ pass the filters. The CLI (`react-editor search`, `episodes --signal`) and the a
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 import time
@@ -19,17 +18,15 @@ from sessions import annotations as ann
 from sessions import search_index as idx
 from sessions.store import EpisodeTree, Store, StoreError
 from trajectory.records import OUTCOME_FILTERS
+from trajectory.search_text import QueryError, check_query, literal
 from trajectory.signals import SIGNALS, STEP_LIMIT, SignalCounts
 
 OUTCOMES = OUTCOME_FILTERS
 DEFAULT_LIMIT = 20
 CANDIDATES = 5000  # per indexed table: how many of the newest matches are ranked
 BATCH = 50
-MAX_QUERY_CHARS = 1000  # a pasted paragraph fits; a flood does not
-MAX_TERMS = 64  # words in a query: each one is a posting list to merge
 TIME_BUDGET_S = 5.0  # a search running longer than this is stopped (SQLite progress handler)
 PROGRESS_EVERY = 1000  # SQLite VM instructions between two looks at the clock
-_TOKEN = re.compile(r"[^\W_]+")  # a word as FTS5's unicode61 tokenizer sees it (letters, digits)
 
 
 class SearchError(StoreError, ValueError):
@@ -180,7 +177,10 @@ def search(
     trajectory: `Search[Tomas Rell]`, `hp-001`, `can't`) is searched as a phrase of its
     words. A query too long, with too many words, or running past the time budget is a
     one-line SearchError."""
-    _check_query(query)
+    try:
+        check_query(query)
+    except QueryError as exc:
+        raise SearchError(str(exc)) from None
     if outcome is not None and outcome not in OUTCOMES:
         raise SearchError(f"unknown outcome {outcome!r} (one of: {', '.join(OUTCOMES)})")
     check_signal(signal)
@@ -197,16 +197,6 @@ def search(
                           "use fewer or rarer words, or a filter") from None
 
 
-def _check_query(query: str) -> None:
-    if not query or not query.strip():
-        raise SearchError("the search query is empty")
-    if len(query) > MAX_QUERY_CHARS:
-        raise SearchError(f"the search query is {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}")
-    terms = len(_TOKEN.findall(query))
-    if terms > MAX_TERMS:
-        raise SearchError(f"the search query has {terms:,} words; the limit is {MAX_TERMS}")
-
-
 @contextmanager
 def _time_budget(conn: sqlite3.Connection, deadline: float) -> Iterator[None]:
     """Interrupt this thread's statements once `deadline` (time.monotonic) has passed (other
@@ -217,14 +207,6 @@ def _time_budget(conn: sqlite3.Connection, deadline: float) -> Iterator[None]:
         yield
     finally:
         conn.set_progress_handler(None, 0)
-
-
-def literal(query: str) -> str:
-    """`query` as one FTS5 phrase of its words (what text copied from a trajectory means)."""
-    words = _TOKEN.findall(query)
-    if not words:
-        raise SearchError(f"the search query {query[:60]!r} has no words to search for")
-    return '"' + " ".join(words) + '"'
 
 
 def _ranked(store: Store, query: str) -> tuple[str, list[tuple[float, str, int]]]:
@@ -239,7 +221,10 @@ def _ranked(store: Store, query: str) -> tuple[str, list[tuple[float, str, int]]
             failed += 1
     if failed < len(idx.SOURCES):
         return query, ranked
-    phrase = literal(query)
+    try:
+        phrase = literal(query)
+    except QueryError as exc:
+        raise SearchError(str(exc)) from None
     return phrase, [(rank, table, rowid) for table in idx.SOURCES
                     for rank, rowid in idx.matches(store.db, table, phrase, CANDIDATES)]
 

@@ -195,6 +195,9 @@ def test_a_flood_query_is_one_line_at_once(room, capsys):
     toy, _, _ = room
     code, out, err = cli(capsys, "search", " ".join(["shelf"] * 5000), "--db", str(toy.db))
     assert code == 2 and err.count("\n") == 1 and "limit" in err, err
+    # refused before anything is opened: a missing database is not even looked at
+    code, out, err = cli(capsys, "search", " ".join(f"w{i}" for i in range(200)), "--db", str(toy.db) + ".none")
+    assert code == 2 and "200 words; the limit is 64" in err, err
 
 
 def test_a_search_past_its_time_budget_is_stopped_with_one_line(room, capsys, monkeypatch):
