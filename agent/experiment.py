@@ -53,7 +53,10 @@ def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: l
     family(env)
     methods.check_method(env, method)
     methods.check_exemplars(env, method, config.exemplar_set, store)
-    config = config.model_copy(update={"style": methods.prompt_style(method)})
+    update: dict[str, Any] = {"style": methods.prompt_style(method)}
+    if method == "react-cot-sc" and config.max_steps is None:  # the back-off budget, not the loop's 7
+        update["max_steps"] = methods.BACKOFF_STEPS[env]
+    config = config.model_copy(update=update)
     params = dict(params or {})
     if "sc" in method.replace("-", " ").split():
         params.setdefault("samples", methods.DEFAULT_SAMPLES)

@@ -34,6 +34,8 @@ PHASES: dict[str, tuple[str, ...]] = {
     "react": ("react",), "act": ("act",), "standard": ("standard",), "cot": ("cot",), "cot-sc": ("cot-sc",),
     "react-cot-sc": ("react", "cot-sc"), "cot-sc-react": ("cot-sc", "react"),
 }
+# ReAct -> CoT-SC backs off when ReAct gives no answer within these steps (the paper, 3.3).
+BACKOFF_STEPS = {"hotpotqa": 7, "fever": 5}
 DEFAULT_SAMPLES = 21
 SC_TEMPERATURE = 0.7
 QA_CHAT = {

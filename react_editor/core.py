@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wording", choices=("paper", "alfworld-0.4"), default=None, help="ALFWorld command wording")
     p.add_argument("--wiki", default=None, help="Wikipedia backend: builtin (default), live, zim:PATH")
     p.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
+    p.add_argument("--friendly-lookup", action="store_true",
+                   help="lookup before any search explains itself (the original says 'No more results.')")
     p.add_argument("--name", default=None, help="a name for the episode")
     p.add_argument("--human", action="store_true", help="create the episode without running the model")
     model_flags(p)
@@ -199,6 +201,8 @@ def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
             opts["wiki"] = args.wiki
         if args.wiki_url:
             opts["wiki_url"] = args.wiki_url
+        if getattr(args, "friendly_lookup", False):
+            opts["friendly_lookup"] = True
     return opts
 
 

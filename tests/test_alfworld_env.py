@@ -46,7 +46,7 @@ def one_per_type():
 
 def test_family_registered_and_builtin_list():
     fam = family("alfworld")
-    assert fam.default_max_steps == 50 and fam.custom_task is not None
+    assert fam.default_max_steps == 49 and fam.custom_task is not None
     tasks = fam.list_tasks(source="builtin")
     assert len(tasks) >= 24
     counts = {t: sum(x.type == t for x in tasks) for t in TASK_TYPES}

@@ -510,3 +510,26 @@ def test_renaming_a_phase_version_does_not_rerun_it(tmp_path, capsys, scripted_l
     with closing(Store(db)) as store:
         assert len(store.versions(it.episode_id)) == versions_before
         assert xs.items(store, out["experiment"])[0].metrics["answered_by"] == "cot-sc"
+
+
+def test_fever_react_runs_the_notebooks_7_steps_and_backs_off_at_5(tmp_path, capsys, scripted_llm):
+    """The FEVER notebook loops `for i in range(1, 8)`: ReAct gets 7 steps by default (an
+    answer at step 6 or 7 counts); the ReAct -> CoT-SC back-off keeps the paper's 5."""
+    claim = FEVER[0]["claim"]
+    scripted_llm.set_responder(wiki_agent({claim: "SUPPORTS"}, react_steps=6))
+    db = tmp_path / "x.db"
+    code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "fever", "--tasks", FEVER[0]["id"]))
+    assert code == 0, err
+    with closing(Store(db)) as store:
+        it = xs.items(store, out["experiment"])[0]
+        steps = store.version_steps(it.version_id)
+        assert len(steps) == 6 and steps[-1].action == "Finish[SUPPORTS]"
+    scripted_llm.set_responder(wiki_agent({claim: "SUPPORTS"}, react_steps=99))
+    code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "fever", "--tasks", FEVER[0]["id"],
+                                           "--method", "react-cot-sc", "--samples", "3"))
+    assert code == 0, err
+    with closing(Store(db)) as store:
+        it = xs.items(store, out["experiment"])[0]
+        react, cot = store.versions(it.episode_id)
+        assert len(store.version_steps(react.id)) == 5 and react.outcome.metrics.get("limit")
+        assert it.metrics["answered_by"] == "cot-sc"
