@@ -24,7 +24,7 @@ from agent.client import ModelError
 from agent.engine import Engine, EngineError
 from envs.wikipedia.scoring import normalize_answer
 from sessions.store import StoreError
-from trajectory.answer_formats import majority, parse_qa, qa_prompt
+from trajectory.answer_formats import majority, parse_qa
 from trajectory.prompt_files import ALFWORLD_PREFIXES
 from trajectory.records import ModelCall, Version
 
@@ -162,12 +162,11 @@ def _run_phase(engine: Engine, v: Version, phase: str, samples: int, sc_temperat
 
 
 def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]:
-    ep = engine.store.episode(v.episode_id)
+    """The version's pinned config and exemplar revision, as ReAct steps use them."""
     try:
-        block = ex.qa_exemplars(ex.prompt_dict(ep.task.env, ep.config.exemplar_set, engine.store), ep.task.env, method)
-    except (ex.ExemplarError, StoreError) as exc:
+        return engine.qa_prompt(v.id, method)
+    except EngineError as exc:
         raise MethodError(str(exc)) from None
-    return qa_prompt(block, ep.task.text, method)
 
 
 def _sample(engine: Engine, v: Version, config, method: str, n: int) -> tuple[list[str], list[str | None], list[ModelCall]]:
@@ -190,13 +189,13 @@ def _sample(engine: Engine, v: Version, config, method: str, n: int) -> tuple[li
 
 
 def _answer_once(engine: Engine, v: Version, method: str) -> None:
-    config = engine.store.episode(v.episode_id).config
+    config = engine.store.version_config(v.id)
     answers, thoughts, calls = _sample(engine, v, config, method, 1)
     engine.answer(v.id, thoughts[0], answers[0], calls, info={"method": method})
 
 
 def _answer_sc(engine: Engine, v: Version, samples: int, temperature: float) -> None:
-    config = engine.store.episode(v.episode_id).config.model_copy(update={"temperature": temperature})
+    config = engine.store.version_config(v.id).model_copy(update={"temperature": temperature})
     answers, thoughts, calls = _sample(engine, v, config, "cot", samples)
     best, votes = majority(answers, normalize_answer)
     thought = next((t for a, t in zip(answers, thoughts) if best and normalize_answer(a) == normalize_answer(best)),

@@ -533,3 +533,35 @@ def test_fever_react_runs_the_notebooks_7_steps_and_backs_off_at_5(tmp_path, cap
         react, cot = store.versions(it.episode_id)
         assert len(store.version_steps(react.id)) == 5 and react.outcome.metrics.get("limit")
         assert it.metrics["answered_by"] == "cot-sc"
+
+
+@pytest.mark.parametrize("method", ["standard", "cot", "cot-sc"])
+def test_every_method_pins_its_prompt_and_show_prompt_prints_what_was_sent(tmp_path, capsys, scripted_llm, method):
+    """Standard, CoT and CoT-SC pin the exemplar revision and settings like ReAct: after the
+    set and the episode's settings change, `show --prompt` prints byte for byte the text
+    that was sent (it used to print a ReAct prompt built from the latest revision)."""
+    from sessions import exemplar_sets as sets
+
+    db = tmp_path / "x.db"
+    with closing(Store(db)) as store:
+        sets.create_set(store, "mine", "hotpotqa")
+        sets.add_raw(store, "mine", "webqa_simple6", "Question: Q0\nAnswer: A0\n\n")
+        sets.add_raw(store, "mine", "cotqa_simple6", "Question: Q0\nThought: T0\nAnswer: A0\n\n")
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
+    extra = ["--samples", "3"] if method == "cot-sc" else []
+    code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
+                                           "--method", method, "--exemplars", "mine", *extra))
+    assert code == 0, err
+    sent = scripted_llm.completion_requests[-1].prompt
+    assert "Q0" in sent
+    with closing(Store(db)) as store:
+        it = xs.items(store, out["experiment"])[0]
+        sets.remove(store, "mine", key="webqa_simple6")
+        sets.remove(store, "mine", key="cotqa_simple6")
+        sets.add_raw(store, "mine", "webqa_simple6", "Question: CHANGED\nAnswer: X\n\n")
+        sets.add_raw(store, "mine", "cotqa_simple6", "Question: CHANGED\nThought: X\nAnswer: X\n\n")
+        cfg = store.episode(it.episode_id).config
+        store.set_episode_config(it.episode_id, cfg.model_copy(update={"exemplar_set": None, "style": "act"}))
+    code, shown, err = cli(capsys, "show", it.episode_id, "--version", it.version_id, "--prompt", "--db", db, "--json")
+    assert code == 0, err
+    assert shown["prompt"] == sent
