@@ -32,7 +32,7 @@ TASK_TYPES: dict[str, tuple[str, ...]] = {
     "hotpotqa": ("bridge", "comparison"),
     "fever": FEVER_LABELS,
 }
-# The paper's Table 3 column names for ALFWorld's types.
+# The paper's Table 3 column names for ALFWorld's types (a results table in the paper's layout).
 TYPE_LABELS = dict(zip(TASK_TYPES["alfworld"], ("Pick", "Clean", "Heat", "Cool", "Look", "Pick 2")))
 # USD per million (prompt, completion) tokens, unless Settings stores a price for the model
 # (setting "model_prices": {model: {"prompt": $, "completion": $}}); other models cost 0.
@@ -287,7 +287,7 @@ def task_set_label(exp: xs.Experiment) -> str:
     if tasks == "react" or source == "react":
         return "the ReAct release's tasks"
     if tasks == "builtin" and not source:
-        return "built-in sample"
+        return "built-in sample (generated)" if exp.env == "alfworld" else "built-in sample"
     return f"selected tasks ({source or 'builtin'})"
 
 

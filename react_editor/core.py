@@ -110,7 +110,9 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--api-style", choices=("completions", "chat"), default=None)
     p.add_argument("--style", choices=("react", "act"), default=None)
     p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--exemplars", default=None, help="exemplar set name (default: built-in)")
+    p.add_argument("--exemplars", default=None,
+                   help="exemplar set name (default: built-in; ALFWorld's built-in ones were played by a "
+                        "scripted policy on the built-in exemplar games, not the paper's)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
     p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")

@@ -233,8 +233,10 @@ def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm
                                          "--max-steps", "3", "--concurrency", "2"))
     assert code == 0 and out["done"] == 2 and out["success"] == 0
     assert len(out["by_type"]) == 6 and "pick_and_place_simple" in out["by_type"]
+    assert out["task_set"] == "built-in sample (generated)"  # named as the project's own, not valid_unseen
     with closing(Store(db)) as store:
         for it in xs.items(store, out["experiment"]):
+            assert "/builtin/sample/" in it.task.data["game"].replace("\\", "/")
             steps = store.version_steps(it.version_id)
             assert len(steps) == 3 and all(s.action.startswith("go to ") for s in steps)
 
