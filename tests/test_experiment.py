@@ -360,9 +360,9 @@ def test_rate_limit_slows_the_batch_instead_of_failing_episodes(tmp_path, capsys
     assert gate_for(public_url(scripted_llm.base_url)).pauses == pauses + 1
     first, *rest = scripted_llm.completion_requests
     gaps = [r.received_at - first.received_at for r in rest]
-    in_flight = [g for g in gaps if g < 0.3]  # sent before the 429 came back
-    assert len(in_flight) <= 2 and all(g >= 0.45 for g in gaps if g >= 0.3)  # the rest waited for the pause
-    assert len(gaps) - len(in_flight) >= 1
+    # only the other two workers' first calls can be in flight when the 429 comes back; every
+    # later call waits out the 0.5 s pause (a slow machine only makes gaps longer, never shorter)
+    assert sum(g < 0.45 for g in gaps) <= 2 and len(gaps) >= 3
 
 
 def test_cost_uses_the_prices_from_settings(tmp_path, capsys, scripted_llm):
