@@ -19,8 +19,9 @@ from typing import Any, Callable
 
 from agent.client import CallWatch
 from agent.editing import EditingMixin
-from agent.engine_records import (FROZEN, PATH_CACHE, EngineError, ModelCallFailed, RunReport, StepCancelled,
-                                  StepReport, _clean_text, _Live, _outcome, _outcome_text)
+from agent.engine_records import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, ModelCallFailed, RunReport,
+                                  StepCancelled, StepReport, WriteBlocked, _clean_text, _Live, _outcome, _outcome_text,
+                                  qa_method_of)
 from agent.environments import EnvironmentsMixin
 from agent.prompting import PromptingMixin
 from agent.run_settings import check_config
@@ -29,10 +30,10 @@ from envs.registry import family
 from sessions.store import Store, StoreError, VersionChanged
 from trajectory import signals as sig
 from trajectory.kinds import ModelRequest
-from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version, env_only
 
-__all__ = ["FROZEN", "PATH_CACHE", "Engine", "EngineError", "ModelCallFailed", "RunReport", "StepCancelled",
-           "StepReport"]
+__all__ = ["FROZEN", "PATH_CACHE", "QA_METHODS", "Engine", "EngineError", "ModelCallFailed", "RunReport",
+           "StepCancelled", "StepReport", "WriteBlocked", "qa_method_of"]
 
 
 class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
@@ -80,10 +81,32 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         family(task.env)  # unknown env -> EnvError before anything is written
         check_config(config, task.env, self.store)  # ConfigError before anything is written
         rev = self._revision_of(config.exemplar_set)  # so is an unknown exemplar set
+        env = self._started_env(task, env_options or {})  # so is a task these settings cannot start
         episode, version = self.store.create_episode(task, config, env_options or {}, name)
         if rev is not None:  # the first version's prompts use the set as it is now
             self.store.pin_exemplar_revision(version.id, rev)
+        with self._guard:  # the first step uses the environment just started
+            self._live[episode.id] = _Live(env=env, at=0, tokens={0: env.state()})
+            old = self._evict(keep=episode.id)
+        for x in old:
+            x.env.close()
         return episode, version
+
+    def _started_env(self, task: Task, env_options: dict) -> Environment:
+        """The task's environment, reset: a game that cannot start with these options (e.g.
+        a wording its grammar lacks) is one line before an episode is written."""
+        env = None
+        try:
+            env = family(task.env).make_env(task, env_only(env_options), self.store)
+            env.reset(task)
+            return env
+        except EnvError:
+            raise
+        except Exception as exc:
+            if env is not None:
+                env.close()
+            raise EnvError(f"cannot start task {task.id!r} with these settings "
+                           f"({type(exc).__name__}: {str(exc)[:120]})") from None
 
     def max_steps(self, episode: Episode) -> int:
         return episode.config.max_steps or family(episode.task.env).default_max_steps
@@ -125,7 +148,9 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         Prepare (locked), call the model (unlocked), execute and record (locked). `watch`
         reports retries and can cancel the step while its model call is in flight."""
         with self._locked(self.store.version(version_id).episode_id):
+            self.store.record_pending_calls()  # answers an earlier blocked write kept: the cache has them
             v, ep, steps, _ = self._begin(version_id)
+            self.model_config(ep)  # an unconfirmed imported endpoint: one line before anything
             rev = self._pin_exemplars(v, ep)
         calls: list[ModelCall] = []
         source, edit = ("human", v.draft_edit) if v.draft_thought is not None else ("model", None)
@@ -280,6 +305,13 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             if calls:  # nothing about a call is lost, even when its step is
                 self.store.record_calls(ep.id, calls)
             raise
+        except StoreError as exc:  # blocked (a write lock held too long, disk full): keep the paid answers
+            live.at = None  # the env moved past the recorded leaf
+            if not calls:
+                raise
+            kept = self.store.keep_pending_calls(ep.id, calls)
+            raise WriteBlocked(f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
+                               ) from None
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
         live.at = rows[-1].id
         self._remember_path(target.id, v2.leaf_step_id, steps + rows)
@@ -320,6 +352,8 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 break
             try:
                 rep = self.step(vid)
+            except WriteBlocked:  # a blocked writer stops the command (exit 2), its answer kept
+                raise
             except (EngineError, EnvError, StoreError) as exc:
                 error = str(exc)
                 break

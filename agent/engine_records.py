@@ -6,12 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.client import public_url
 from envs.base import Environment
 from envs.registry import family
+from sessions.store import StoreError
 from trajectory.records import MAX_TEXT, ModelCall, Outcome, Step, Version
 
 PATH_CACHE = 256  # versions whose paths the engine keeps in memory
 FROZEN = {"annotated": "annotated", "exemplar": "used by an exemplar set", "child": "it has a child version"}
+QA_METHODS = ("standard", "cot", "cot-sc")
+
+
+def qa_method_of(v: Version, steps: list[Step]) -> str | None:
+    """The Standard / CoT method a version answers with: its answer step says so; an
+    unanswered version is known by the phase name an experiment gave it."""
+    if steps:
+        method = steps[-1].info.get("method") if len(steps) == 1 else None
+        return method if method in QA_METHODS else None
+    return v.name if v.name in QA_METHODS else None
 
 
 class EngineError(Exception):
@@ -22,6 +34,11 @@ class ModelCallFailed(EngineError):
     def __init__(self, message: str, call: ModelCall | None = None):
         super().__init__(message)
         self.call = call
+
+
+class WriteBlocked(StoreError):
+    """A step's model answer came back but the database refused the write (one line; the
+    answer is kept beside the database and recorded by the next writer)."""
 
 
 class StepCancelled(ModelCallFailed):
@@ -119,3 +136,7 @@ def _strip_echo(text: str, prompt: str) -> str:
     if cue == ">" and t.startswith(">"):
         return t[1:]
     return text
+
+
+def _same_endpoint(a: str, b: str) -> bool:
+    return public_url(a).rstrip("/").lower() == public_url(b).rstrip("/").lower()

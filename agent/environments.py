@@ -5,12 +5,14 @@ observation checked - and what an imported episode may open only once a person c
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from agent.engine_records import EngineError, _Live
+from agent.client import public_url
+from agent.engine_records import EngineError, _Live, _same_endpoint
 from envs.base import Environment, ReplayMismatch
 from envs.registry import family
-from trajectory.records import UNCONFIRMED_REFS, Episode, Step
+from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, Episode, Step, env_only
 
 
 class EnvironmentsMixin:
@@ -24,7 +26,7 @@ class EnvironmentsMixin:
                 return live
         self._check_references(episode)
         fam = family(episode.task.env)
-        env = fam.make_env(episode.task, episode.env_options, self.store)
+        env = fam.make_env(episode.task, env_only(episode.env_options), self.store)
         env.reset(episode.task)
         live = _Live(env=env, at=0, tokens={0: env.state()})
         with self._guard:
@@ -90,14 +92,41 @@ class EnvironmentsMixin:
         return env
 
     def unconfirmed_references(self, episode: Episode) -> list[str]:
-        """Files/URLs outside the data roots an imported episode points at, until confirmed."""
+        """Files/URLs outside the data roots an imported episode points at, and the model
+        endpoint its file named, until confirmed."""
+        endpoint = episode.env_options.get(UNCONFIRMED_ENDPOINT)
+        return self._env_references(episode) + ([f"model endpoint {public_url(endpoint)}"] if endpoint else [])
+
+    def _env_references(self, episode: Episode) -> list[str]:
         if not episode.env_options.get(UNCONFIRMED_REFS):
             return []
         refs = family(episode.task.env).references
         return refs(episode.task, episode.env_options) if refs else []
 
+    def model_config(self, episode: Episode, config: AgentConfig | None = None) -> AgentConfig:
+        """The config a model call for `episode` runs with (`config`, else the episode's).
+        The API key goes only to an endpoint the user chose: an endpoint an imported file
+        named is used once confirmed; until then the user's own OPENAI_BASE_URL, or a
+        one-line EngineError saying how to confirm it."""
+        config = config or episode.config
+        imported = episode.env_options.get(UNCONFIRMED_ENDPOINT)
+        if not imported or not config.base_url or not _same_endpoint(config.base_url, imported):
+            return config
+        own = os.environ.get("OPENAI_BASE_URL")
+        if own and _same_endpoint(own, config.base_url):
+            return config
+        if own:
+            return config.model_copy(update={"base_url": None})
+        raise EngineError(f"episode {episode.id} was imported with the model endpoint {public_url(imported)}, which "
+                          f"gets no request until you confirm it: `react-editor confirm {episode.id}` (or Confirm in "
+                          "the Editor); or use your own with --base-url or OPENAI_BASE_URL")
+
+    def check_endpoint(self, version_id: int) -> None:
+        """Raise the one-line EngineError `model_config` would, before anything runs."""
+        self.model_config(self._episode(self.store.version(version_id)))
+
     def _check_references(self, episode: Episode) -> None:
-        refs = self.unconfirmed_references(episode)
+        refs = self._env_references(episode)
         if refs:
             more = f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""
             raise EngineError(f"episode {episode.id} was imported and points at {refs[0]}{more}: check it, then "
@@ -107,14 +136,16 @@ class EnvironmentsMixin:
         """A person's OK for what an imported episode opens, optionally re-pointed first
         (e.g. wiki="builtin"); returns what was confirmed."""
         ep = self.store.episode(episode_id)
-        options = {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS}
+        confirmed = ep.env_options.get(UNCONFIRMED_ENDPOINT)
+        options = {k: v for k, v in ep.env_options.items() if k not in (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT)}
         if repoint.get("wiki") is not None and repoint.get("wiki_url") is None:
             options.pop("wiki_url", None)
         options.update({k: v for k, v in repoint.items() if v is not None})
         self.store.set_env_options(episode_id, options)
         self.forget_env(episode_id)
         fam = family(ep.task.env)
-        return fam.references(ep.task, options) if fam.references else []
+        refs = fam.references(ep.task, options) if fam.references else []
+        return refs + ([f"model endpoint {public_url(confirmed)}"] if confirmed else [])
 
     def forget_env(self, episode_id: int) -> None:
         """Drop the live environment (next use rebuilds it, as after a restart)."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from agent import exemplars as ex
 from agent.client import CallWatch, ModelClient, ModelError
-from agent.engine_records import EngineError, ModelCallFailed, StepCancelled, _strip_echo
+from agent.engine_records import EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
 from envs.registry import family
 from sessions import exemplar_sets as sets
 from sessions.store import StoreError
+from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, Episode, ModelCall, Step, Version
 
@@ -32,7 +33,8 @@ class PromptingMixin:
                   chat: str, watch: CallWatch | None = None):
         extra = {"watch": watch} if watch is not None else {}
         try:
-            text, call = self.client(episode.config).complete(prompt, stop, purpose=purpose, chat_instruction=chat, **extra)
+            text, call = self.client(self.model_config(episode)).complete(prompt, stop, purpose=purpose,
+                                                                        chat_instruction=chat, **extra)
         except ModelError as exc:
             failed = getattr(exc, "call", None)
             if failed is not None:
@@ -52,7 +54,28 @@ class PromptingMixin:
         function of the version's pinned config and exemplar revision, task and steps."""
         v = self.store.version(version_id)
         ep = self._episode(v)
-        return self._request(ep, self.steps(v), self.store.exemplar_revision(v.id), v.draft_thought).prompt
+        steps = self.steps(v)
+        rev = self.store.exemplar_revision(v.id)
+        qa = qa_method_of(v, steps)
+        if qa is not None:  # Standard / CoT / CoT-SC: the one prompt every sample was sent
+            return self._qa_prompt(ep, rev, qa)[0]
+        return self._request(ep, steps, rev, v.draft_thought).prompt
+
+    def qa_prompt(self, version_id: int, method: str) -> tuple[str, list[str]]:
+        """(prompt, stop) of a Standard / CoT answer of this version: its pinned config and
+        exemplar revision (pinned here at first use, as a ReAct step pins them)."""
+        v = self.store.version(version_id)
+        ep = self._episode(v)
+        return self._qa_prompt(ep, self._pin_exemplars(v, ep), method)
+
+    def _qa_prompt(self, ep: Episode, rev: int | None, method: str) -> tuple[str, list[str]]:
+        kind = "standard" if method == "standard" else "cot"
+        try:
+            block = ex.qa_exemplars(ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev),
+                                    ep.task.env, kind)
+        except (ex.ExemplarError, StoreError) as exc:
+            raise EngineError(str(exc)) from None
+        return qa_prompt(block, ep.task.text, kind)
 
     def _request(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None) -> ModelRequest:
         """The next model call, as the kind's transcript words it from the exemplars."""

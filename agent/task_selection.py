@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import stat
 from pathlib import Path
 
 from envs.base import EnvError
@@ -23,9 +24,13 @@ def _read_ids(spec: str) -> list[str]:
     if spec.startswith("@"):
         path = Path(spec[1:]).expanduser()
         try:
+            if not stat.S_ISREG(path.stat().st_mode):  # a FIFO or device would block or never end
+                raise EnvError(f"task list {path} is not a regular file")
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise EnvError(f"cannot read task list {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise EnvError(f"task list {path} is not UTF-8 text") from None
         if text.lstrip().startswith("["):
             try:
                 return [str(x).strip() for x in json.loads(text)]
@@ -43,6 +48,8 @@ def select_tasks(
     unknown source or id, an empty selection, or a sample larger than the pool."""
     fam = family(env)
     opts = {"split": split} if split else {}
+    if tasks is not None and not tasks.strip():
+        raise EnvError("the task selection is empty (--tasks needs builtin, official, react, ID,ID,... or @FILE)")
     spec = (tasks or "builtin").strip()
     if spec in SOURCES or spec in fam.sources:
         if spec not in fam.sources:
@@ -88,3 +95,20 @@ def _sample(env: str, pool: list[Task], sample: str | int, seed: int, source: st
         raise EnvError(f"--sample {n}: the selection has {len(pool)} tasks")
     chosen = sorted(random.Random(seed).sample(range(len(pool)), n))
     return [pool[i] for i in chosen]
+
+
+def task_finder(source: str):
+    """`find_task(env, text)` for `import --source`: the dataset task whose question or
+    claim is `text` (whitespace-insensitive), read once per environment; None if unknown."""
+    if source not in SOURCES:
+        raise EnvError(f"unknown task source {source!r}; use one of {', '.join(SOURCES)}")
+    by_env: dict[str, dict[str, Task]] = {}
+
+    def find(env: str, text: str) -> Task | None:
+        if family(env).qa is None:  # only text-answer tasks have a dataset answer to look up
+            return None
+        if env not in by_env:
+            by_env[env] = {" ".join(t.text.split()): t for t in family(env).list_tasks(source=source)}
+        return by_env[env].get(" ".join(text.split()))
+
+    return find

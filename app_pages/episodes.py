@@ -60,6 +60,8 @@ def option_inputs(env: str) -> dict:
         if o.choices:
             values[o.key] = st.selectbox(o.help, o.choices, index=o.choices.index(o.default) if o.default else 0,
                                          key=f"new_{o.key}_{env}")
+        elif o.switch:
+            values[o.key] = st.checkbox(o.help, key=f"new_{o.key}") or None
         else:
             values[o.key] = st.text_input(o.help, key=f"new_{o.key}").strip() or None
     return family(env).env_options(values)
@@ -101,9 +103,10 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
                                key="new_api_style")
     b = st.columns(3)
     style = b[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="new_style")
-    set_names = ["(built-in)", *exemplar_set_names(env)]
+    builtin = family(env).exemplars_label  # e.g. ALFWorld's were played by a scripted policy
+    set_names = [builtin, *exemplar_set_names(env)]
     exemplars = b[1].selectbox("Exemplar set", set_names, key=f"new_exemplars_{env}")
-    exemplars = "" if exemplars == "(built-in)" else exemplars
+    exemplars = "" if exemplars == builtin else exemplars
     max_steps = b[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
                                   value=int(d.get("max_steps") or 0), key="new_max_steps")
     name = st.text_input("Episode name (optional)", key="new_name")

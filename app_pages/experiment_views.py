@@ -17,7 +17,8 @@ def pct(rate: float | None) -> str:
 def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     """One experiment as a row of the paper's table for its environment (percentages)."""
     row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
-                           "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}"}
+                           "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}",
+                           "task set": s.get("task_set", "-")}
     try:
         fam = family(s["env"])
     except EnvError:  # a plugin not installed here: its overall rate

@@ -96,7 +96,7 @@ st.subheader("Results")
 for env_kind in dict.fromkeys([*kinds(), *(s["env"] for s in summaries.values())]):
     rows = [paper_row(s) for s in summaries.values() if s["env"] == env_kind]
     if rows:
-        st.caption(results_caption(env_kind))
+        st.caption(results_caption(env_kind) + "; each row names the task set it ran on")
         st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}")
 
 ids = [e.id for e in exps]

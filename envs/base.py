@@ -105,6 +105,7 @@ class QA:
 
     normalize: Callable[[str], str]
     examples: int
+    backoff_steps: int | None = None  # ReAct -> CoT-SC when ReAct has no answer within these steps
     answer_action: Callable[[str], str] = lambda answer: f"Finish[{answer}]"
 
 
@@ -118,6 +119,8 @@ class Option:
     help: str
     choices: tuple[str, ...] | None = None
     default: str | None = None
+    switch: bool = False  # a flag without a value (`--friendly-lookup`): True when given
+    url_name: str | None = None  # a URL a face checks before use ("the MediaWiki API URL")
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,8 @@ class EnvFamily:
     metrics: tuple[Metric, ...] = ()
     results_caption: str = ""  # what a results table of this kind shows
     results_by_type: bool = True  # results tables show a column per task type (and All)
+    builtin_label: str = "built-in sample"  # what its built-in task set is called in results
+    exemplars_label: str = "(built-in)"  # how a face names its built-in exemplars
     methods: tuple[str, ...] = ("react", "act")
     qa: QA | None = None  # set when Standard / CoT answers apply
     edit_kinds: tuple[str, ...] = EDIT_KINDS

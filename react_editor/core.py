@@ -113,7 +113,9 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--api-style", choices=("completions", "chat"), default=None)
     p.add_argument("--style", choices=("react", "act"), default=None)
     p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--exemplars", default=None, help="exemplar set name (default: built-in)")
+    p.add_argument("--exemplars", default=None,
+                   help="exemplar set name (default: built-in; ALFWorld's built-in ones were played by a "
+                        "scripted policy on the built-in exemplar games, not the paper's)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
     p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
@@ -213,8 +215,12 @@ def _by_flag(items) -> dict[str, tuple[Any, list[str]]]:
 def env_option_flags(p: argparse.ArgumentParser) -> None:
     """The episode options every installed family takes (`EnvFamily.options`)."""
     for key, (opt, owners) in _by_flag(lambda f: f.options).items():
-        p.add_argument(opt.flag, dest=key, choices=opt.choices, default=None,
-                       help=f"{opt.help} ({', '.join(owners)})")
+        if opt.switch:
+            p.add_argument(opt.flag, dest=key, action="store_const", const=True, default=None,
+                           help=f"{opt.help} ({', '.join(owners)})")
+        else:
+            p.add_argument(opt.flag, dest=key, choices=opt.choices, default=None,
+                           help=f"{opt.help} ({', '.join(owners)})")
 
 
 def custom_task_flags(p: argparse.ArgumentParser, group) -> None:
@@ -228,7 +234,13 @@ def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
     from envs.registry import family
 
     fam = family(args.env)
-    return fam.env_options({o.key: getattr(args, o.key, None) for o in fam.options})
+    values = {o.key: getattr(args, o.key, None) for o in fam.options}
+    for o in fam.options:
+        if o.url_name and values[o.key]:  # credentials are refused in any URL a person gives
+            from agent.run_settings import check_base_url
+
+            check_base_url(values[o.key], o.url_name)
+    return fam.env_options(values)
 
 
 def _custom_task(args: argparse.Namespace, fam):
@@ -292,6 +304,7 @@ def _run_text(engine, report) -> str:
 def cmd_resume(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     vid = _apply_model_flags(engine, version_of(engine, args.episode, args.version), args)
+    engine.check_endpoint(vid)
     return _run(args, engine, vid, None)
 
 

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, progress, env_kinds
+from react_editor.common import CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,12 @@ def _register_files(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", "-f", default="auto", choices=("auto", "react-json", "jsonl", "prompt"))
     p.add_argument("--env", choices=env_kinds(), default=None, help="environment of a prompt file / transcript")
     p.add_argument("--set", dest="set_name", default=None, help="name of the exemplar set a prompt file becomes")
+    p.add_argument("--source", default=None, choices=("builtin", "react", "official"),
+                   help="the dataset the transcripts' questions come from: their gold answers are taken from it "
+                        "(without it, imported tasks have no gold answer)")
     p.add_argument("--by", default=None, help="who imports (default $REACT_EDITOR_USER or the OS user)")
+    p.add_argument("--as-new", action="store_true",
+                   help="copy episodes even when the same records were imported before (default: not again)")
     p.set_defaults(func=cmd_import)
 
 
@@ -153,7 +159,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.exemplar_set is None and not refs and not _has_filters(args):
         raise CliError("choose what to export: EPISODE[:VERSION] ..., filters (e.g. --env alfworld), or --set NAME")
     filters = _filters(args) if (refs or _has_filters(args)) else None
-    report = export(store, args.format, args.out, refs=refs or None, filters=filters,
+    out = VisibleStream(sys.stdout) if args.out == "-" and sys.stdout.isatty() else args.out
+    report = export(store, args.format, out, refs=refs or None, filters=filters,
                     exemplar_set=args.exemplar_set, keys=args.key)
     for s in report.skipped:
         progress(f"skipped {s}")
@@ -168,7 +175,16 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from sessions.exchange import import_file
 
-    report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by)
+    find = None
+    if args.source:
+        from agent.task_selection import task_finder
+
+        find = task_finder(args.source)
+    report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by,
+                         find_task=find, as_new=args.as_new)
+    if report.already_present:
+        progress(f"{len(report.already_present)} episode(s) already here with the same records, not imported again: "
+                 f"{' '.join(map(str, report.already_present))} (--as-new to copy them)")
 
     def text() -> str:
         out = f"{report.path}: {len(report.episodes)} episodes ({report.versions} versions, {report.steps} steps)"

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, _hex_blob, _j, _uj
@@ -62,6 +65,56 @@ class CallLogMixin:
         """Record calls that produced no step (failed ones): nothing about a call is lost."""
         with self.transaction():
             return [self._insert_call(c, episode_id) for c in calls]
+
+    # A paid answer the database could not take (its write lock held past LOCK_TIMEOUT_S) is
+    # kept in a file beside it and recorded by the next writer: the next attempt is answered
+    # from the call log (the response cache) instead of paying again.
+    @property
+    def _pending_file(self) -> Path | None:
+        return None if self.file == ":memory:" else Path(f"{self.file}.pending-calls.jsonl")
+
+    def keep_pending_calls(self, episode_id: int, calls: Iterable[ModelCall]) -> bool:
+        """Append calls the database refused to the pending file; False if it cannot be written."""
+        path = self._pending_file
+        lines = "".join(json.dumps({"episode": episode_id, "call": c.model_dump(mode="json")}) + "\n" for c in calls)
+        if path is None or not lines:
+            return False
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(lines)
+                f.flush()
+                os.fsync(f.fileno())
+            return True
+        except OSError:
+            return False
+
+    def record_pending_calls(self) -> int:
+        """Record the calls kept in the pending file (then remove it); how many."""
+        path = self._pending_file
+        if path is None or not path.exists():
+            return 0
+        taken = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}")
+        try:
+            os.replace(path, taken)  # one drainer takes the file; later answers start a new one
+        except OSError:
+            return 0
+        rows = []
+        for line in taken.read_text(encoding="utf-8").splitlines():
+            try:
+                d = json.loads(line)
+                rows.append((int(d["episode"]), ModelCall.model_validate({**d["call"], "id": None})))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut by a crash: the rest still count
+        try:
+            with self.transaction():
+                for eid, call in rows:
+                    self._insert_call(call, eid)
+        except StoreError:
+            if not path.exists():  # still blocked: keep them for later
+                os.replace(taken, path)
+            raise
+        taken.unlink(missing_ok=True)
+        return len(rows)
 
     _CALL_SQL = (
         "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "

@@ -17,6 +17,9 @@ class VersionChanged(StoreError):
     """Another writer moved the version's leaf between our read and our write."""
 
 
+LOCK_TIMEOUT_S = 30.0  # how long a writer waits for another's write lock
+
+
 class DatabaseFailure(StoreError, sqlite3.DatabaseError):
     """SQLite said no (locked, constraint, disk full, corrupt page): one line, never a traceback."""
 

@@ -22,13 +22,13 @@ import sqlite_utils
 
 from sessions import schema
 from sessions.call_log import CallLogMixin
-from sessions.connection import (DatabaseFailure, StoreError, VersionChanged, _Connection, _Tx, _j, _uj,
-                                 describe_db_error)
+from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, _Connection, _Tx, _j,
+                                 _uj, describe_db_error)
 from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
 from sessions.version_tree import VersionTreeMixin
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 
-__all__ = ["CallRow", "DatabaseFailure", "EpisodeTree", "StepRow", "Store", "StoreError", "UsageRow",
+__all__ = ["LOCK_TIMEOUT_S", "CallRow", "DatabaseFailure", "EpisodeTree", "StepRow", "Store", "StoreError", "UsageRow",
            "VersionChanged", "default_db_path", "describe_db_error"]
 
 
@@ -75,7 +75,7 @@ class Store(VersionTreeMixin, CallLogMixin):
         if readonly:
             flags = "mode=ro&immutable=1" if immutable else "mode=ro"
             target, uri = f"{Path(self.file).resolve().as_uri()}?{flags}", True
-        conn = sqlite3.connect(target, timeout=30, check_same_thread=False, isolation_level=None, uri=uri,
+        conn = sqlite3.connect(target, timeout=LOCK_TIMEOUT_S, check_same_thread=False, isolation_level=None, uri=uri,
                                factory=_Connection)
         try:
             self.db = sqlite_utils.Database(conn)
@@ -179,6 +179,17 @@ class Store(VersionTreeMixin, CallLogMixin):
         self.episode(episode_id)
         with self.transaction():
             self.db.execute("update episodes set name = ? where id = ?", [name, episode_id])
+
+    def episodes_by_option(self, key: str, values: list[str]) -> dict[str, int]:
+        """value -> episode id for the episodes whose env_options[key] is one of `values`."""
+        out: dict[str, int] = {}
+        for i in range(0, len(values), 500):
+            chunk = values[i : i + 500]
+            rows = self.db.execute(
+                f"select json_extract(env_options, ?), id from episodes where json_extract(env_options, ?) "
+                f"in ({','.join('?' * len(chunk))})", [f"$.{key}", f"$.{key}", *chunk])
+            out.update({v: eid for v, eid in rows})
+        return out
 
     def episode_ids(self, *, env: str | None = None, task_type: str | None = None) -> list[int]:
         """Episode ids in order, optionally of one environment and task type (a type matches

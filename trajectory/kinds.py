@@ -49,6 +49,10 @@ class SignalRules(Protocol):
     def flags(self, action: str | None, observation: str) -> set[str]:
         """The kind's own signals of one turn (invalid_action, search_miss, ...)."""
 
+    def changes(self, action: str, observation: str) -> bool:
+        """The action changed what a later identical action would see: a repeat counts as
+        `repeated_action` only when nothing changed in between."""
+
 
 class Transcript(Protocol):
     """A family's transcript format: pure text functions over tasks and steps."""

@@ -42,6 +42,9 @@ class NoRules:
     def flags(self, action: str | None, observation: str) -> set[str]:
         return set()
 
+    def changes(self, action: str, observation: str) -> bool:
+        return False
+
 
 GENERIC: SignalRules = NoRules()
 
@@ -66,8 +69,9 @@ def _ordered(found: set[str]) -> list[str]:
 @dataclass(frozen=True)
 class PathState:
     """What the earlier steps of a path tell the signals: the (action, observation) pairs
-    taken and the objects seen. `then(step)` is the state one step further (a new object,
-    so a tree is walked without recomputing each path). `rules` are the kind's own."""
+    taken since the world last changed and the objects seen. `then(step)` is the state one
+    step further (a new object, so a tree is walked without recomputing each path). `rules`
+    are the kind's own (what it flags, the objects it tracks, what changes its world)."""
 
     rules: Any = GENERIC
     taken: frozenset = frozenset()
@@ -79,9 +83,18 @@ class PathState:
         return cls(rules, frozenset(), frozenset(rules.mentions(task_text)))
 
     def then(self, step: Any) -> "PathState":
-        taken = self.taken | {(_norm(step.action), _norm(step.observation))} if step.action is not None else self.taken
+        taken = self.taken
+        if step.action is not None:
+            pair = (_norm(step.action), _norm(step.observation))
+            taken = frozenset({pair}) if self._changes(step) else taken | {pair}
         mentioned = self.rules.mentions(step.observation)
         return PathState(self.rules, taken, self.seen | mentioned if mentioned else self.seen)
+
+    def _changes(self, step: Any) -> bool:
+        """The step changed the state a later identical visit would see (the kind says: an
+        ALFWorld action that moves or alters an object, a Wikipedia search that opened a
+        page). Going somewhere and looking do not."""
+        return self.rules.changes((step.action or "").strip(), (step.observation or "").strip())
 
     def signals(self, step: Any, admissible: Sequence[str] | None = None) -> list[str]:
         """The step's signals, in `SIGNALS` order (`step_limit` is a version's, see below)."""
@@ -151,10 +164,13 @@ def version_signals(step_signal_lists: Iterable[Iterable[str]], outcome: Any) ->
     return out
 
 
-def suggest_failure_modes(signals: Iterable[str]) -> list[str]:
+def suggest_failure_modes(signals: Iterable[str], outcome: Any = None) -> list[str]:
     """Table-2 failure modes the signals point at (repetitive steps -> reasoning error,
     search misses -> search result error, ...): a pre-filled suggestion a person confirms
-    or clears, never a label by itself."""
+    or clears, never a label by itself. A successful version gets none: a signal on the
+    way to a success accuses nothing."""
+    if outcome is not None and outcome.done and outcome.success is True:
+        return []
     found = set(signals)
     return list(dict.fromkeys(mode for sig, mode in SUGGESTS.items() if sig in found))
 

@@ -54,10 +54,11 @@ def action_warning(action: str, admissible) -> str | None:
 
 
 FAMILY = EnvFamily(
-    kind="alfworld", list_tasks=list_tasks, get_task=get_task, make_env=make_env, default_max_steps=50,
+    kind="alfworld", list_tasks=list_tasks, get_task=get_task, make_env=make_env, default_max_steps=49,
     custom_task=custom_task, exemplars_file=EXEMPLARS_FILE, references=external_references,
     transcript=TRANSCRIPT, label="ALFWorld", task_types=TASK_TYPES,
-    results_caption="ALFWorld: success rate % per task type (the paper's Table 3)",
+    results_caption="ALFWorld: success rate % per task type (paper layout, as Table 3)",
+    builtin_label="built-in sample (generated)", exemplars_label="(built-in: played by a scripted policy, not the paper's)",
     sources=("builtin", "official"), ids_by_listing=False, paper_sample=paper_sample,
     options=(Option("wording", "--wording", "ALFWorld command wording", ("paper", "alfworld-0.4"), "paper"),),
     custom_fields=(CustomField("game", "Path to an ALFWorld game (game.tw-pddl)"),),

@@ -30,6 +30,9 @@ TASK_TYPES = (
 TYPES = dict(zip(PREFIXES.values(), (t for t, _ in TASK_TYPES)))
 
 NOTHING_HAPPENS = "Nothing happens."
+# Actions that change the world: a repeat of an earlier (action, observation) counts only
+# when none of these happened in between.
+_CHANGES = re.compile(r"(take|put|open|close|clean|heat|cool|use|toggle|slice|move)\b", re.I)
 _OBJ = r"[a-z]+ \d+"
 _OBJECT = re.compile(rf"\b({_OBJ})\b", re.I)
 # The ALFWorld command grammar (both wordings); anything else cannot be parsed.
@@ -67,6 +70,10 @@ class Signals:
         if not _COMMAND.fullmatch(action.strip()):
             out.add("invalid_action")
         return out
+
+    def changes(self, action: str, observation: str) -> bool:
+        """An action that moves or alters an object, and did something."""
+        return bool(_CHANGES.match(action)) and observation != NOTHING_HAPPENS
 
 
 TRANSCRIPT = CommandTranscript(

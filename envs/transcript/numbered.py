@@ -27,12 +27,6 @@ CHAT = {
 }
 
 
-def _finish_answer(steps: Sequence[Step]) -> str | None:
-    if steps and (steps[-1].action or "").startswith("Finish[") and steps[-1].action.endswith("]"):
-        return steps[-1].action[7:-1]
-    return None
-
-
 @dataclass
 class NumberedTranscript:
     kind: str
@@ -188,7 +182,7 @@ class NumberedTranscript:
                 style="react" if key.startswith("webthink") else "act", steps=ex.steps,
                 data={"prompt_file": source, "prompt_key": key, "position": n, "header": parsed.header,
                       "trailer": ex.trailer},
-                gold=_finish_answer(ex.steps),
+                gold=None,  # the model's own Finish is no gold answer; the dataset's may be (import --source)
             ) for n, ex in enumerate(parsed.examples, 1)]))
         return out
 

@@ -18,6 +18,7 @@ from envs.cli_helpers import cli
 def _options(args) -> dict:
     opts = {"wiki": args.wiki}
     if args.wiki_url:
+        cli.check_url(args.wiki_url, "the MediaWiki API URL")  # credentials refused, one line
         opts["wiki_url"] = args.wiki_url
     return opts
 

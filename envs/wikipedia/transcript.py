@@ -27,6 +27,11 @@ class Signals:
             out.add("lookup_miss")
         return out
 
+    def changes(self, action: str, observation: str) -> bool:
+        """A search that opened a page (a lookup then reads a different passage)."""
+        act = action[:1].lower() + action[1:]
+        return act.startswith("search[") and not observation.startswith(("Could not find", "Invalid action"))
+
 
 def _has_claim(text: str) -> bool:
     return any(line.startswith("Claim: ") for line in ("\n" + text).split("\n"))

@@ -14,7 +14,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
@@ -23,7 +23,8 @@ from sessions import exemplar_sets as sets
 from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from trajectory.records import UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
+from trajectory.records import (IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo,
+                                ModelCall, Outcome, Step, Task, Version, safe_call_params)
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
@@ -46,6 +47,7 @@ class ImportReport:
     steps: int = 0
     exemplar_set: str | None = None
     raw_entries: int = 0
+    already_present: list[int] = field(default_factory=list)  # episodes a re-import found here (not copied)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,13 +94,21 @@ def import_file(
     env: str | None = None,
     set_name: str | None = None,
     by: str | None = None,
+    find_task: Callable[[str, str], Task | None] | None = None,
+    as_new: bool = False,
 ) -> ImportReport:
-    """Validate the whole file, then write it in one transaction."""
+    """Validate the whole file, then write it in one transaction. `find_task(env, text)`
+    names the dataset task a transcript's question or claim is (its gold answer is used);
+    without it, or when the text is unknown, an imported task has no gold answer. A jsonl
+    episode whose records are already here (imported before, same content) is not copied
+    again unless `as_new`."""
     p = Path(path)
     if not p.exists():
         raise ImportFailed(f"no such file: {p}")
     if p.is_dir():
         raise ImportFailed(f"{p} is a directory")
+    if not p.is_file():  # a FIFO or device: reading it would block or never end
+        raise ImportFailed(f"{p} is not a regular file")
     if fmt not in IMPORT_FORMATS:
         raise ImportFailed(f"unknown import format {fmt!r} (one of: {', '.join(IMPORT_FORMATS)})")
     if env is not None and env not in kinds.known():
@@ -116,14 +126,23 @@ def import_file(
         # writer) only copies the prepared records in
         records = [(n, parse_record(n, line)) for n, line in _lines(p, MAX_LINE_BYTES)]
         _jsonl(p.name, records, None, ImportReport("jsonl", str(p)))  # validation pass: nothing written
+        digests = _episode_digests(records)
         report = ImportReport("jsonl", str(p))
         with store.transaction():
-            _jsonl(p.name, records, store, report)
+            present = {} if as_new else store.episodes_by_option(IMPORT_DIGEST, sorted(set(digests.values())))
+            report.already_present = sorted({present[d] for d in digests.values() if d in present})
+            fresh = [(n, r) for n, r in records if digests[r.episode.ref] not in present]
+            _jsonl(p.name, fresh, store, report, digests)
         return report
     env, parsed = _read_prompt_file(p, fmt, env)
+    for entry in parsed:
+        for t in entry.trajectories:
+            for st in t.steps:
+                _check_text(None, f"{entry.key} step {st.index}", st.thought, st.action)
     report = ImportReport(fmt, str(p))
+    golds = _dataset_golds(env, parsed, find_task)  # before the write lock: may read a dataset
     with store.transaction():
-        _write_prompt_entries(store, p, env, parsed, set_name, by, report)
+        _write_prompt_entries(store, p, env, parsed, set_name, by, report, golds)
     return report
 
 
@@ -197,8 +216,30 @@ def _claims(kind: str, data: dict[str, str] | str) -> bool:
         return False
 
 
+def _dataset_golds(env: str, parsed: list[ParsedEntry],
+                   find_task: Callable[[str, str], Task | None] | None) -> dict[str, Task]:
+    """{task text: dataset task} for the transcripts whose question or claim is known."""
+    if find_task is None:
+        return {}
+    out: dict[str, Task] = {}
+    for entry in parsed:
+        for t in entry.trajectories:
+            if t.task_text not in out and (found := find_task(env, t.task_text)) is not None:
+                out[t.task_text] = found
+    return out
+
+
+def _imported_outcome(steps: list) -> Outcome | None:
+    """A transcript that ends in an accepted Finish is finished, scored by its observation."""
+    if not steps or not steps[-1].done:
+        return None
+    last = steps[-1]
+    scored = last.observation is not None
+    return Outcome(done=True, reward=last.reward, success=(last.reward > 0) if scored else None)
+
+
 def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEntry], set_name: str | None,
-                          by: str | None, report: ImportReport) -> None:
+                          by: str | None, report: ImportReport, golds: dict[str, Task] | None = None) -> None:
     name = set_name or sets.free_name(store, p.stem)
     sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
     report.exemplar_set = name
@@ -208,11 +249,13 @@ def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEn
             report.raw_entries += 1
             continue
         for t in entry.trajectories:
-            task = Task(env=t.env, id=t.task_id, type=t.task_type, text=t.task_text, gold=t.gold,
-                        source="imported", data=t.data)
+            known = (golds or {}).get(t.task_text)
+            data = {**t.data, "dataset_task": known.key} if known else t.data
+            task = Task(env=t.env, id=t.task_id, type=t.task_type or (known.type if known else None),
+                        text=t.task_text, gold=known.gold if known else t.gold, source="imported", data=data)
             ep, v = store.create_episode(task, AgentConfig(style=t.style), {}, name=t.name)
             if t.steps:
-                store.append_steps(v.id, t.steps)
+                store.append_steps(v.id, t.steps, outcome=_imported_outcome(t.steps))
             sets.add_version(store, name, v.id, by=by)
             report.episodes.append(ep.id)
             report.versions += 1
@@ -322,12 +365,30 @@ class _Ep:
     last: int | None = None
 
 
+def _check_text(n: int | None, where: str, thought: str | None, action: str | None) -> None:
+    """Imported thoughts and actions obey the limit people and models do (each is re-sent in
+    every later prompt)."""
+    for what, text in (("thought", thought), ("action", action)):
+        if text is not None and len(text) > MAX_TEXT:
+            raise _fail(n, f"{where}: the {what} is {len(text):,} characters; the limit is {MAX_TEXT:,}")
+
+
 def _check_ref(n: int, ep: _Ep, ref: int | None, what: str) -> None:
     if ref is not None and ref not in ep.steps:
         raise _fail(n, f"{what} refers to step ref {ref}, which is not in an earlier record of this episode")
 
 
-def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store | None, report: ImportReport) -> None:
+def _episode_digests(records: list[tuple[int, TrajectoryRecord]]) -> dict[int, str]:
+    """episode ref -> a digest of all its records (what a re-import of the same content matches)."""
+    parts: dict[int, Any] = {}
+    for _, rec in records:
+        parts.setdefault(rec.episode.ref, hashlib.sha256()).update(
+            json.dumps(rec.model_dump(mode="json", by_alias=True), sort_keys=True, ensure_ascii=False).encode())
+    return {ref: h.hexdigest() for ref, h in parts.items()}
+
+
+def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store | None, report: ImportReport,
+           digests: dict[int, str] | None = None) -> None:
     """One pass over the parsed records: validates; with a store, also writes (caller's transaction)."""
     ep: _Ep | None = None
     done_refs: set[int] = set()
@@ -343,6 +404,10 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
             if store is not None:
                 task = rec.episode.task
                 options = {**rec.episode.env_options, UNCONFIRMED_REFS: True}  # files/URLs wait for an OK
+                options.pop(UNCONFIRMED_ENDPOINT, None)
+                options[IMPORT_DIGEST] = (digests or {}).get(rec.episode.ref)
+                if rec.episode.config.base_url:  # so does the model endpoint the file names
+                    options[UNCONFIRMED_ENDPOINT] = rec.episode.config.base_url
                 e, v0 = store.create_episode(task, rec.episode.config, options, rec.episode.name,
                                              created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
@@ -379,6 +444,7 @@ def _split_steps(n: int, rec: TrajectoryRecord, ep: _Ep) -> tuple[list[int], lis
         else:
             if any(x.ref == s.ref for x in new_steps):
                 raise _fail(n, f"step ref {s.ref} appears twice in one record")
+            _check_text(n, f"step ref {s.ref}", s.thought, s.action)
             _check_ref(n, ep, s.edit.replaced_step if s.edit else None, f"step ref {s.ref}'s edit")
             cf = s.info.get("carried_from")
             if cf is not None:
@@ -458,7 +524,8 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
             if cref not in placeholder:
                 c = record_calls[cref]
                 new_calls.append(ModelCall(
-                    created_at=c.created_at, model=c.model, api_style=c.api_style, params=c.params, purpose=c.purpose,
+                    created_at=c.created_at, model=c.model, api_style=c.api_style, params=safe_call_params(c.params),
+                    purpose=c.purpose,
                     prompt_hash=c.prompt_hash, prompt_chars=c.prompt_chars, completion=c.completion, usage=c.usage,
                     latency_ms=c.latency_ms, attempts=c.attempts, cached=c.cached, error=c.error,
                     cut_from=c.cut_from,

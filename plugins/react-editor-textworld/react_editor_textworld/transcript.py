@@ -4,6 +4,8 @@ and signals."""
 
 from __future__ import annotations
 
+import re
+
 from envs.transcript import CommandTranscript, KeyScheme
 
 KIND = "textworld"
@@ -11,6 +13,10 @@ INSTRUCTION = "Interact with a text game to solve a task. Here are two examples.
 # what the game answers a command it cannot parse or carry out
 INVALID = ("That's not a verb I recognise", "You can't see any such thing", "I didn't understand that sentence",
            "I only understood you as far as", "You can't go that way")
+
+
+_CHANGES = re.compile(r"(take|put|drop|insert|open|close|unlock|lock|cook|chop|dice|slice|prepare|eat|go|"
+                      r"north|south|east|west)\b", re.I)
 
 
 class Signals:
@@ -21,6 +27,10 @@ class Signals:
         if action is None:
             return set()
         return {"invalid_action"} if observation.startswith(INVALID) else set()
+
+    def changes(self, action: str, observation: str) -> bool:
+        """A command that moves or alters something and was not refused."""
+        return bool(_CHANGES.match(action)) and not observation.startswith(INVALID)
 
 
 TRANSCRIPT = CommandTranscript(
