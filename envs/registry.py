@@ -8,6 +8,7 @@ and list it in BUILTIN below, or declare an entry point in your own package.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Iterable
@@ -29,7 +30,7 @@ def _load(kind: str) -> EnvFamily | None:
     if kind in BUILTIN:
         module = import_module(BUILTIN[kind])
         return module.FAMILIES[kind] if hasattr(module, "FAMILIES") else module.FAMILY
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _plugins():
         if ep.name == kind:
             obj = ep.load()
             fam = obj() if callable(obj) and not isinstance(obj, EnvFamily) else obj
@@ -53,8 +54,15 @@ def family(kind: str) -> EnvFamily:
 
 def kinds() -> Iterable[str]:
     """Every kind that can be loaded: built-in, plugins, and registered ones."""
-    names = dict.fromkeys([*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)), *_FAMILIES])
+    names = dict.fromkeys([*BUILTIN, *(ep.name for ep in _plugins()), *_FAMILIES])
     return tuple(names)
+
+
+@lru_cache(maxsize=1)
+def _plugins() -> tuple:
+    """The installed plugins' entry points, read once per process (scanning every installed
+    distribution costs milliseconds, and kinds() is asked per record of an import)."""
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
 
 
 def transcript(kind: str):
