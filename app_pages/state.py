@@ -203,11 +203,12 @@ def show_error(where: str, *, retry_label: str | None = None) -> bool:
     return pressed
 
 
-def version_label(v: Any) -> str:
+def version_label(v: Any, number: int | None = None) -> str:
+    """"v3 my-fix (success)": the per-episode number people read (the global id if none given)."""
     from app_pages.views import outcome_text
 
     name = f" {v.name}" if v.name else ""
-    return f"v{v.id}{name} ({outcome_text(v.outcome, v.status)})"
+    return f"v{number or v.id}{name} ({outcome_text(v.outcome, v.status)})"
 
 
 def widget_key(prefix: str, labels: Any) -> str:

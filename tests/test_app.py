@@ -316,8 +316,8 @@ def test_edit_thought_keep_later_steps(app):
     ep, v = _won(toy)
     at = make("editor", episode=ep.id)
     _open_edit(at, v.id, 1)
-    assert at.radio(key=f"ed_kind_{v.id}_1").options == ["Rewrite thought", "Delete thought", "Insert thought after",
-                                                         "Resume from here"]
+    assert at.radio(key=f"ed_kind_{v.id}_1").options == ["Rewrite thought", "Delete thought", "Insert a thought before this step",
+                                                         "Insert a thought after this step", "Resume from here"]
     at.text_area(key=f"ed_thought_{v.id}_1").set_value("The mug is in the cabinet.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Keep the later steps")
     click(at, f"ed_apply_{v.id}_1")
@@ -357,7 +357,7 @@ def test_insert_thought_after_and_resume_from_here(app):
     ep, v = _won(toy)
     at = make("editor", episode=ep.id)
     _open_edit(at, v.id, 2)
-    at.radio(key=f"ed_kind_{v.id}_2").set_value("Insert thought after").run()
+    at.radio(key=f"ed_kind_{v.id}_2").set_value("Insert a thought after this step").run()
     at.text_area(key=f"ed_insert_{v.id}_2").set_value("Hint: open the cabinet first.")
     at.radio(key=f"ed_keep_{v.id}_2").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_2")
@@ -514,7 +514,7 @@ def test_wikipedia_thought_rewrite_regenerates_the_action(app):
     click(at, "btn_step")
     assert "Thought 1: I should search Velmora." in texts(at) and "Action 1: Search[Velmora]" in texts(at)
     _open_edit(at, v.id, 1)
-    assert "Insert thought after" in at.radio(key=f"ed_kind_{v.id}_1").options  # a hint for step 2
+    assert "Insert a thought after this step" in at.radio(key=f"ed_kind_{v.id}_1").options  # a hint for step 2
     at.text_area(key=f"ed_thought_{v.id}_1").set_value("Search the capital Marrowgate directly.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_1")

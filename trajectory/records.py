@@ -89,6 +89,16 @@ def without_credentials(url: str) -> str:
         return url
 
 
+# How people read an edit kind (faces never show the internal ids).
+EDIT_WORDS = {
+    "rewrite_thought": "thought rewritten",
+    "delete_thought": "thought deleted",
+    "insert_thought": "thought inserted",
+    "rewrite_action": "action rewritten",
+    "branch": "branched",
+}
+
+
 class EditInfo(Record):
     """What a person's edit replaced: the step it was made on and the old text."""
 
