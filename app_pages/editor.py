@@ -420,8 +420,7 @@ def human_panel(v, n: int) -> None:
         confirmed = st.session_state.get(f"h_confirm_{sfx}") == action
         take = st.button("Take this step", key="h_submit", type="primary")
         if warning and st.session_state.get(f"h_warned_{sfx}") == action and not confirmed:
-            st.warning("Check the action before it uses a step:")
-            st.text(warning)
+            state.alert(warning, "warning", headline="Check the action before it uses a step:")
             if st.button("Take it anyway", key="h_confirm"):
                 st.session_state[f"h_confirm_{sfx}"] = action
                 take = True
@@ -525,10 +524,12 @@ def outcome_box(v) -> None:
     if v.outcome.success:
         st.success(f"Done: success (reward {v.outcome.reward:g}).")
         return
-    st.warning(f"Done: failure (reward {v.outcome.reward:g}). Edit a thought or action above to try another way.")
+    head = f"Done: failure (reward {v.outcome.reward:g}). Edit a thought or action above to try another way."
     line = answer_line(ep.task.gold, v.outcome.metrics)
-    if line:
-        st.text(line)  # the gold answer and the model's come from data: plain text
+    if line:  # the gold answer and the model's come from data: escaped, inside the box
+        state.alert(line, "warning", headline=head)
+    else:
+        st.warning(head)
 
 
 def body() -> None:

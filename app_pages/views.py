@@ -189,27 +189,38 @@ def money(dollars: float | None) -> str:
 
 def episode_title(r: dict) -> str:
     """How the picker names an episode: its number and name, else the start of its task."""
-    label = r["name"] or " ".join((r["text"] or "").split())[:60]
+    label = r["name"] or task_line(r["text"])[:90]
     return f"#{r['episode']} {label}"
+
+
+def task_line(text: str | None) -> str:
+    """The line that tells tasks apart: ALFWorld's "Your task is to: ..." (every game opens
+    with the same room sentence), else the first line ("Question: ...", "Claim: ...")."""
+    lines = [" ".join(line.split()) for line in (text or "").splitlines() if line.strip()]
+    for line in lines:
+        if line.lower().startswith("your task is to"):
+            return line
+    return lines[0] if lines else ""
 
 
 def episode_row(r: dict, edits: int) -> dict:
     """One row of the Episodes table: the useful columns first (they fit one screen width)."""
     return {
         "name": r["name"] or "",
-        "task": " ".join((r["text"] or "").split())[:160],
+        "task": task_line(r["text"])[:200],
+        "type": r["type"] or "",
         "outcome": status_word(r["done"], r["success"], r["status"]),
         "versions": r["versions"],
         "edits": edits,
         "model": r["model"],
         "env": r["env"],
-        "type": r["type"] or "",
         "episode": r["episode"],
     }
 
 
-EPISODE_COLUMNS = {"name": {"width": "small"}, "task": {"width": "large"}, "outcome": {"width": "small"},
-                   "versions": {"width": "small"}, "edits": {"width": "small"}, "model": {"width": "small"}}
+EPISODE_COLUMNS = {"episode": {"width": 70}, "name": {"width": "medium"}, "task": {"width": "large"},
+                   "type": {"width": "medium"}, "outcome": {"width": 80}, "versions": {"width": 75},
+                   "edits": {"width": 60}, "env": {"width": 80}, "model": {"width": "small"}}
 
 
 # ---------------------------------------------------------------------- tokens / cost
@@ -278,7 +289,7 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         if r.get("group") in groups and not expand:
             continue
         state = status_word(r["done"], r["success"], r.get("status"))
-        label = f"v{r['version']}"
+        label = f"v{r.get('number') or r['version']}"
         if r.get("name"):
             name = r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "…"
             label += f" {name}"

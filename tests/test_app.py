@@ -446,7 +446,8 @@ def test_human_mode_warns_before_a_malformed_action_uses_a_step(app):
     ep, v, at = opened(toy, make, human=True)
     take(at, f"h_action_{v.id}_0", "go to drwer 2")
     assert toy.store.version_steps(v.id) == []
-    assert any("'go to drwer 2' is not among the" in t for t in texts(at))
+    boxes = [h.proto.body for h in at.get("html") if "re-alert-warning" in h.proto.body]  # the reason inside the box
+    assert any("&#x27;go to drwer 2&#x27; is not among the" in b for b in boxes), boxes
     take(at, f"h_action_{v.id}_0", "go to cabinet 1")  # fixed: no question asked
     assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1"]
     take(at, f"h_action_{v.id}_1", "dance")
@@ -455,7 +456,7 @@ def test_human_mode_warns_before_a_malformed_action_uses_a_step(app):
     # Wikipedia: an action that does not parse
     ep2, w, at2 = opened(toy, make, task=WIKI_TASK, human=True)
     take(at2, f"h_action_{w.id}_0", "Finish Marrowgate")
-    assert toy.store.version_steps(w.id) == [] and any("does not parse" in t for t in texts(at2))
+    assert toy.store.version_steps(w.id) == [] and any("does not parse" in h.proto.body for h in at2.get("html"))
     take(at2, f"h_action_{w.id}_0", "Search[Velmora]")
     assert [s.action for s in toy.store.version_steps(w.id)] == ["Search[Velmora]"]
 
@@ -539,12 +540,12 @@ def test_versions_page_tree_tokens_name_and_current(app):
     (g,) = at.get("graphviz_chart")
     assert "v1 -> v2" in g.proto.spec.replace(str(v.id), "1").replace(str(e.id), "2") or f"v{v.id} -> v{e.id}" in g.proto.spec
     df = at.dataframe[0].value
-    row = df[df["version"] == v.id].iloc[0]
+    row = df[df["id"] == v.id].iloc[0]
     calls = toy.store.calls(episode_id=ep.id)
     assert row["prompt tokens"] == sum(c.usage.prompt_tokens or 0 for c in calls) > 0
     assert row["cost"] == f"${(row['prompt tokens'] * 1000 + row['completion tokens'] * 2000) / 1e6:.4f}"
-    assert df[df["version"] == e.id].iloc[0]["edits"] == 1
-    assert df[df["version"] == e.id].iloc[0]["current"] == "★"
+    assert df[df["id"] == e.id].iloc[0]["edits"] == 1
+    assert df[df["id"] == e.id].iloc[0]["current"] == "★"
     box(at, "Version").set_value(v.id).run()
     at.text_input(key=f"ver_name_{v.id}").set_value("hallucinated")
     click(at, "ver_rename")
