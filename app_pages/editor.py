@@ -31,16 +31,20 @@ from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
 
 RUN_TICK_S = 0.2
+LIVE_STEPS = 30  # the newest steps are interactive; earlier ones are one block of escaped HTML
 POLL_S = 0.25
 STEP_ERRORS = (ModelCallFailed, EngineError, EnvError, StoreError)
 EDITOR_CSS = """<style>
-.st-key-run_controls { position: sticky; top: 3.5rem; z-index: 10; background: var(--background-color, #fff);
+.st-key-run_controls { position: sticky; top: 3.75rem; z-index: 10; background: var(--background-color, #fff);
   padding: 0.25rem 0; }
-.st-key-status_line { position: sticky; top: 7.2rem; z-index: 9; background: var(--background-color, #fff);
+.st-key-status_line { position: sticky; top: calc(3.75rem + 58px); z-index: 9; background: var(--background-color, #fff);
   border-bottom: 1px solid #d0d7de; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-run_controls) { position: sticky; top: 3.75rem; z-index: 10; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-status_line) { position: sticky; top: calc(3.75rem + 58px); z-index: 9; }
 del.rd-del { background: #ffd7d5; text-decoration: line-through; }
 ins.rd-ins { background: #ccffd8; text-decoration: none; }
 .rd-was { white-space: pre-wrap; word-break: break-word; font-size: 0.9rem; }
+[class*="st-key-step_"] { scroll-margin-top: calc(3.75rem + 100px); }
 </style>"""
 # Warn before a reload or a closed tab loses edit text that was typed but not applied.
 UNSAVED_GUARD = """<script>
@@ -56,6 +60,14 @@ if (!window.__reactEditorGuard) {
   window.addEventListener('beforeunload', (e) => {
     if (window.__reactEditorDirty) { e.preventDefault(); e.returnValue = ''; }
   });
+  // a mark of the overview strip scrolls its step into view (no anchor elements per step needed)
+  document.addEventListener('click', (e) => {
+    const a = e.target.closest && e.target.closest('a.ov-mark');
+    if (!a) { return; }
+    const n = (a.getAttribute('href') || '').replace('#step-', '');
+    const box = document.querySelector('.st-key-step_' + n) || document.querySelector('[data-step="' + n + '"]');
+    if (box) { e.preventDefault(); box.scrollIntoView({block: 'start', behavior: 'smooth'}); }
+  }, true);
   // while a run is on (a "follow_newest" marker is drawn), bring the newest step into view
   let newest = 0;
   new MutationObserver(() => {
@@ -301,7 +313,6 @@ class StepExtras:
 def render_step(s, v, extras: StepExtras | None = None, markers: bool = True) -> None:
     for e in deleted_here(ep.task.env, v.edits, s.index) if markers else []:
         deleted_marker(e)
-    st.html(overview.anchor_html(s.index))  # the overview strip's marks link here
     with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
         head = st.columns([6, 1])
         head[0].caption(f"Step {s.index} · {provenance(s)}")
@@ -461,7 +472,6 @@ def controls(v, steps, busy: bool):
         stop = c[4].button("Stop", key="btn_stop", type="primary" if running or busy else "secondary",
                            disabled=not (running or busy))
         c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
-        until, problem = stop_panel.form(disabled=running or finished)
         if finished:
             why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
             st.caption(f"Step and Run are off for {vname(v.id)}: {why}. Branch from an earlier step to try another way.")
@@ -471,6 +481,7 @@ def controls(v, steps, busy: bool):
             if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
                 new = eng.branch(vid, int(k))
                 switch_to(new.id)
+    until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
         stepjobs.cancel(DB, vid)
         end_run("stopped")
@@ -511,13 +522,28 @@ def overview_strip(v, steps, extras: StepExtras) -> None:
     """The whole version at a glance; its marks link to the steps below."""
     if not steps:
         return
-    edited = [s.index for s in steps if s.source == "human"]
+    edited = [s.index for s in steps if s.edit is not None]  # a person's edit (not every hand-written step)
     st.html(overview.strip_html(steps, [extras.signals.get(s.id, []) for s in steps], v.outcome)
             + overview.edited_css(edited))
     t = st.columns([2, 5])
     t[0].toggle("Timing and tokens per step", key="show_timing")
     if extras.timing:
         t[1].caption(overview.version_timing(extras.calls.values()))
+
+
+def earlier_steps(v, older, extras: StepExtras) -> None:
+    """Steps before the newest LIVE_STEPS: one HTML block (fast on long versions), and a
+    control to edit any of them."""
+    for e in (x for x in v.edits if x.kind == "delete_thought" and x.index <= older[-1].index):
+        if deleted_here(ep.task.env, [e], e.index):
+            deleted_marker(e)
+    st.html(overview.steps_html(ep.task.env, older, extras.signals, extras.tags))
+    c = st.columns([1.2, 1.2, 5])
+    k = c[0].number_input("Edit an earlier step", min_value=1, max_value=older[-1].index, value=older[-1].index,
+                          key=f"edit_older_k_{vid}")
+    if c[1].button(f"Edit step {int(k)}", key=f"edit_older_{vid}", disabled=bool(st.session_state.get("run"))):
+        st.session_state["edit_at"] = (vid, int(k))
+        st.rerun()
 
 
 def outcome_box(v) -> None:
@@ -549,7 +575,10 @@ def body() -> None:
 
     box = st.container(key="steps_box")  # the trajectory flows in the page (no inner scroll box)
     with box:
-        for s in steps:
+        live = steps[-LIVE_STEPS:]
+        if len(steps) > LIVE_STEPS:
+            earlier_steps(v, steps[:-LIVE_STEPS], extras)
+        for s in live:
             render_step(s, v, extras)
         for e in deleted_here(ep.task.env, v.edits, len(steps) + 1):
             deleted_marker(e)

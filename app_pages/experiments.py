@@ -6,6 +6,7 @@ paired, and open failed episodes in the Editor. Same library calls as `react-edi
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import streamlit as st
 
@@ -99,6 +100,13 @@ def _summary(db: str, exp_id: int, changed: tuple) -> dict:
 @st.cache_data(show_spinner=False, max_entries=200)
 def _compare(db: str, a: int, b: int, changed: tuple) -> dict:
     return X.compare(state.store(), a, b)
+
+
+@st.cache_data(show_spinner=False, max_entries=200)
+def _failures(db: str, exp_id: int, changed: tuple) -> tuple[list, Any]:
+    """The failed items and their signal counts, recomputed only when the experiment changed."""
+    failed = X.failures(state.store(), exp_id)
+    return failed, signal_counts(state.store(), [it.episode_id for it in failed if it.episode_id])
 
 
 def summaries() -> dict[int, dict]:
@@ -203,9 +211,8 @@ def compare_panel(sums: dict[int, dict]) -> None:
     st.dataframe(compare_rows(c, env_of[sel]), hide_index=True, key="x_compare_table")
 
 
-def failures_by_signal(store, episode_ids: list[int], versions: dict[int, int | None]) -> None:
+def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
     """The failed episodes counted per task type and signal; a count opens its episodes."""
-    counts = signal_counts(store, episode_ids)
     table = counts.counts()
     if not table:
         st.caption("No failure carries an automatic signal.")
@@ -223,7 +230,7 @@ def failures_by_signal(store, episode_ids: list[int], versions: dict[int, int | 
 
 def failures_panel() -> None:
     st.subheader("Failed episodes")
-    failed = X.failures(store, sel)
+    failed, counts = _failures(state.db_path(), sel, xs.changes(store).get(sel, ()))
     if not failed:
         st.caption("No failures.")
         return
@@ -238,8 +245,7 @@ def failures_panel() -> None:
         if f[1].button("Open in Editor", key="x_open", type="primary"):
             state.open_in("editor", pick, by_ep[pick].version_id)
     st.subheader("Failure signals")
-    failures_by_signal(store, [it.episode_id for it in failed if it.episode_id],
-                       {it.episode_id: it.version_id for it in failed if it.episode_id})
+    failures_by_signal(counts, {it.episode_id: it.version_id for it in failed if it.episode_id})
 
 
 live_panel()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable, Sequence
 
+from app_pages.textdiff import diff_html
+from app_pages.views import provenance, replaced_text, step_lines
 from trajectory.signals import SIGNALS
 
 SOURCE_WORDS = {"model": "model", "carried": "carried over", "person": "written by a person",
@@ -27,12 +29,9 @@ def step_kind(step: Any) -> str:
 
 
 def anchor(index: int) -> str:
-    """The id the strip's marks link to (one per step, placed right above it)."""
+    """The fragment a mark links to; the Editor's page script scrolls the step's box
+    (`.st-key-step_<index>`) into view when a mark is clicked."""
     return f"step-{int(index)}"
-
-
-def anchor_html(index: int) -> str:
-    return f'<div id="{anchor(index)}" class="ov-anchor"></div>'
 
 
 def _mark(step: Any, signals: Sequence[str], last: bool, outcome: Any) -> str:
@@ -95,7 +94,6 @@ STRIP_CSS = """<style>
 .ov-legend { margin-left: 1rem; }
 .ov-key { display: inline-block; width: 10px; height: 12px; margin: 0 3px 0 8px; border-radius: 2px;
   font: bold 10px/12px sans-serif; color: #cf222e; text-align: center; vertical-align: middle; }
-.ov-anchor { scroll-margin-top: 9rem; height: 0; }
 </style>"""
 
 
@@ -106,6 +104,44 @@ def edited_css(indices: Iterable[int]) -> str:
         return ""
     return (f"<style>{sel} {{ background: #fff8c5; border: 2px solid #bf8700 !important; "
             "border-left: 8px solid #bf8700 !important; }</style>")
+
+
+# ---------------------------------------------------------------------- earlier steps in one block
+
+
+def steps_html(env: str, steps: Sequence[Any], signals: dict[int, Sequence[str]], tags: dict[int, Any]) -> str:
+    """The earlier steps of a long version as ONE block of escaped HTML (a Streamlit element per
+    line of 200 steps costs a second per rerun). Same content as the live steps: who wrote
+    it, its signals, its lines, what an edit replaced (word diff), tags and note."""
+    out = [OLD_STEPS_CSS]
+    for s in steps:
+        cls = "ov-step ov-step-edited" if s.edit is not None else "ov-step"
+        head = f"Step {int(s.index)} · {provenance(s)}"
+        sig = [x.replace("_", " ") for x in signals.get(s.id, []) if x in SIGNALS]
+        lines = [f'<div class="ov-head">{html.escape(head)}</div>']
+        if sig:
+            lines.append(f'<div class="ov-sig">⚑ {html.escape(" · ".join(sig))}</div>')
+        lines += [f'<div class="ov-line">{html.escape(f"{label}: {text}")}</div>' for label, text in step_lines(env, s)]
+        if replaced_text(s):
+            was, now = ((s.edit.old_action, s.action) if s.edit.kind == "rewrite_action"
+                        else (s.edit.old_thought, s.thought))
+            left, right = diff_html(was, now)
+            lines.append(f'<div class="rd-was"><b>before:</b> {left}<br><b>after:</b> {right}</div>')
+        a = tags.get(s.id)
+        if a is not None and (a.tags or a.note):
+            note = f" · Note: {a.note}" if a.note else ""
+            lines.append(f'<div class="ov-line">{html.escape("Tags: " + (", ".join(a.tags) or "-") + note)}</div>')
+        out.append(f'<div class="{cls}" data-step="{int(s.index)}">{"".join(lines)}</div>')
+    return "".join(out)
+
+
+OLD_STEPS_CSS = """<style>
+.ov-step { border: 1px solid #d0d7de; border-radius: 0.5rem; padding: 0.5rem 0.75rem; margin: 0 0 0.5rem 0;
+  scroll-margin-top: calc(3.75rem + 100px); }
+.ov-step-edited { background: #fff8c5; border: 2px solid #bf8700; border-left: 8px solid #bf8700; }
+.ov-head, .ov-sig { font-size: 0.85rem; color: #57606a; }
+.ov-line { font-family: "Source Code Pro", monospace; font-size: 0.85rem; white-space: pre-wrap; word-break: break-word; }
+</style>"""
 
 
 # ---------------------------------------------------------------------- timing and tokens

@@ -97,7 +97,7 @@ def test_overview_strip_marks_every_step_and_never_carries_step_text():
     assert "<script" not in html and "onerror" not in html and "evil" not in html
 
 
-def test_editor_shows_the_strip_with_anchors_to_the_steps(app):
+def test_editor_shows_the_strip_and_a_box_per_step_its_marks_scroll_to(app):
     toy, make = app
     ep, v = _won(toy)
     b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
@@ -105,8 +105,8 @@ def test_editor_shows_the_strip_with_anchors_to_the_steps(app):
     strip = [h for h in _html(at) if 'class="ov-strip"' in h]
     assert len(strip) == 1 and strip[0].count('class="ov-mark') == len(toy.store.version_steps(b.id))
     assert 'class="ov-mark ov-edited" href="#step-2"' in strip[0]
-    anchors = [h for h in _html(at) if 'class="ov-anchor"' in h]
-    assert [re.search(r'id="step-(\d+)"', h).group(1) for h in anchors] == ["1", "2"]
+    boxes = [i for i, _ in _blocks(at) if re.search(r"-step_\d+$", i)]  # what the page script scrolls to
+    assert [i.rsplit("_", 1)[1] for i in boxes] == ["1", "2"]
 
 
 # ---------------------------------------------------------------------- 3: edited steps stand out
@@ -328,3 +328,17 @@ def test_edit_kinds_are_words_wherever_people_read_them():
         group, success, n, pending = G(), 2, 3, 0
 
     assert group_label(S()) == "treatment @2 (thought inserted): 2/3 success"
+
+
+def test_a_long_version_shows_earlier_steps_as_one_escaped_block_that_can_be_edited(app):
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    for i in range(40):
+        toy.engine.human_step(v.id, action=f"go to shelf {EVIL}" if i == 3 else "go to table 1")
+    at = make("editor", episode=ep.id)
+    (block,) = [h for h in _html(at) if 'class="ov-step' in h]
+    assert block.count('data-step="') == 10 and "<script" not in block and "&lt;script&gt;" in block
+    assert sum(1 for c in at.caption if re.fullmatch(r"Step \d+ · .*", c.value)) == 30  # the newest are live
+    at.number_input(key=f"edit_older_k_{v.id}").set_value(4)
+    click(at, f"edit_older_{v.id}")
+    assert at.session_state["edit_at"] == (v.id, 4) and at.radio(key=f"ed_kind_{v.id}_4")
