@@ -118,9 +118,18 @@ def live(s: dict) -> dict:
     """The summary with what the page knows now: running (this process runs it) and partial."""
     running = bg.running(s["experiment"])
     partial = bool(s.get("partial", s["done"] < s["episodes"]))
-    return {**s, "running": running, "partial": partial,
-            "status": "running" if running else ("stopped (partial)" if partial and s["status"] in ("running", "created")
-                                                 else s["status"])}
+    return {**s, "running": running, "partial": partial, "status": status_label(s["status"], running, partial, s["done"])}
+
+
+def status_label(status: str, running: bool, partial: bool, done: int) -> str:
+    """One status for the bar and the table: live runs say running; unfinished ones say partial."""
+    if running:
+        return "running"
+    if not partial:
+        return status
+    if status == "created" and not done:
+        return "not started"
+    return f"{'stopped' if status in ('running', 'created') else status} (partial)"
 
 
 def any_running() -> bool:
