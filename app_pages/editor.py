@@ -39,8 +39,10 @@ EDITOR_CSS = """<style>
   padding: 0.25rem 0; }
 .st-key-status_line { position: sticky; top: calc(3.75rem + 58px); z-index: 9; background: var(--background-color, #fff);
   border-bottom: 1px solid #d0d7de; }
-[data-testid="stLayoutWrapper"]:has(> .st-key-run_controls) { position: sticky; top: 3.75rem; z-index: 10; }
-[data-testid="stLayoutWrapper"]:has(> .st-key-status_line) { position: sticky; top: calc(3.75rem + 58px); z-index: 9; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-run_controls) { position: sticky; top: 3.75rem; z-index: 10;
+  background: var(--background-color, #ffffff); background-color: #ffffff; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-status_line) { position: sticky; top: calc(3.75rem + 58px); z-index: 9;
+  background-color: #ffffff; }
 del.rd-del { background: #ffd7d5; text-decoration: line-through; }
 ins.rd-ins { background: #ccffd8; text-decoration: none; }
 .rd-was { white-space: pre-wrap; word-break: break-word; font-size: 0.9rem; }
