@@ -342,3 +342,20 @@ def test_a_long_version_shows_earlier_steps_as_one_escaped_block_that_can_be_edi
     at.number_input(key=f"edit_older_k_{v.id}").set_value(4)
     click(at, f"edit_older_{v.id}")
     assert at.session_state["edit_at"] == (v.id, 4) and at.radio(key=f"ed_kind_{v.id}_4")
+
+
+def test_version_references_typed_by_people_are_per_episode_numbers(toy, capsys):
+    from sessions.exchange import parse_ref, select
+
+    _won(toy)  # episode 1 takes the first global ids
+    ep, v = _won(toy)
+    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    (batch,) = select(toy.store, [parse_ref(f"{ep.id}:2")])
+    assert [x.id for x in batch.versions] == [b.id] and b.id != 2
+    (batch,) = select(toy.store, [parse_ref(f"{ep.id}:v1")])
+    assert [x.id for x in batch.versions] == [v.id]
+    with pytest.raises(Exception, match="has no version v7"):
+        list(select(toy.store, [parse_ref(f"{ep.id}:7")]))
+    code, out, err = cli(capsys, "annotate", f"{ep.id}:2", "--verdict", "failure", "--db", str(toy.db))
+    assert code == 0, err
+    assert ann.version_annotation(toy.store, b.id).verdict == "failure"
