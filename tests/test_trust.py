@@ -357,7 +357,7 @@ def test_cost_uses_the_price_of_each_calls_model(app):
     assert {c.model for c in calls} == {"scripted-model", "dear-model"}
     expected = sum(c.usage.prompt_tokens * prices[c.model]["prompt"] for c in calls) / 1e6
     df = make("versions", episode=ep.id).dataframe[0].value
-    assert df[df["version"] == new.id].iloc[0]["cost"] == f"${expected:.4f}"
+    assert df[df["id"] == new.id].iloc[0]["cost"] == f"${expected:.4f}"
 
 
 def test_the_app_shows_a_database_failure_as_one_line(app):
