@@ -16,9 +16,10 @@ def type_label(env: str, t: str) -> str:
     return TYPE_LABELS.get(t, t) if env == "alfworld" else t
 
 
-TABLE_CAPTIONS = {"alfworld": "ALFWorld: success rate % per task type (paper layout, Table 3)",
-                  "hotpotqa": "HotpotQA: exact match and F1 % (paper layout, Table 1)",
-                  "fever": "FEVER: accuracy % (paper layout, Table 1)"}
+TABLE_CAPTIONS = {"alfworld": "ALFWorld: success rate % per task type (paper layout, as Table 3)",
+                  "hotpotqa": "HotpotQA: exact match and F1 % (paper layout, as Table 1)",
+                  "fever": "FEVER: accuracy % (paper layout, as Table 1)"}
+TABLE_NOTE = "; each row names the task set it ran on"
 PARTIAL_NOTE = ". Rows marked partial are scored over their finished tasks only."
 
 
@@ -33,7 +34,7 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     scored = f"partial: {s['done']} finished" if is_partial(s) else "all"
     row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
                            "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}",
-                           "scored over": scored}
+                           "scored over": scored, "task set": s.get("task_set", "-")}
     if s["env"] == "alfworld":
         for t in TASK_TYPES["alfworld"]:
             row[type_label("alfworld", t)] = pct(s["by_type"].get(t, {}).get("rate"))

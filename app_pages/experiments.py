@@ -15,7 +15,7 @@ from agent.methods import DEFAULT_SAMPLES, METHODS
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
-from app_pages.experiment_views import PARTIAL_NOTE, TABLE_CAPTIONS, chart_spec, compare_rows, paper_row, signal_rows
+from app_pages.experiment_views import PARTIAL_NOTE, TABLE_CAPTIONS, TABLE_NOTE, chart_spec, compare_rows, paper_row, signal_rows
 from sessions import experiments as xs
 from sessions.search import signal_counts
 from trajectory.records import ENV_KINDS, AgentConfig
@@ -179,7 +179,7 @@ def results_tables(sums: dict[int, dict]) -> None:
     for env_kind in ENV_KINDS:
         rows = [paper_row(s) for s in sums.values() if s["env"] == env_kind]
         if rows:
-            st.caption(TABLE_CAPTIONS.get(env_kind, env_kind) + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
+            st.caption(TABLE_CAPTIONS.get(env_kind, env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
                                                                                     if s["env"] == env_kind))
             st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}")
 
