@@ -173,7 +173,7 @@ def _sample(engine: Engine, v: Version, config, method: str, n: int) -> tuple[li
     """n completions of one Standard / CoT prompt: (answers, thoughts, calls). A failed
     call keeps the calls made so far in the log and fails the phase."""
     prompt, stop = _qa_prompt(engine, v, method)
-    client = engine.client(config)
+    client = engine.client(engine.model_config(engine.store.episode(v.episode_id), config))
     answers, thoughts, calls = [], [], []
     for _ in range(n):
         try:
