@@ -14,11 +14,31 @@ def pct(rate: float | None) -> str:
     return "-" if rate is None else f"{100 * rate:.1f}"
 
 
+def table_caption(env: str) -> str:
+    """What a results table of this kind shows (the family says: paper layout, as Table 3)."""
+    try:
+        fam = family(env)
+    except EnvError:  # results of a plugin not installed here
+        return f"{env}: success rate %"
+    return fam.results_caption or f"{fam.label}: success rate % per task type"
+
+
+TABLE_NOTE = "; each row names the task set it ran on"
+PARTIAL_NOTE = ". Rows marked partial are scored over their finished tasks only."
+
+
+def is_partial(s: dict[str, Any]) -> bool:
+    """A summary's `partial` flag, or (older summaries) fewer done than episodes."""
+    return bool(s.get("partial", s["done"] < s["episodes"]))
+
+
 def paper_row(s: dict[str, Any]) -> dict[str, Any]:
-    """One experiment as a row of the paper's table for its environment (percentages)."""
+    """One experiment as a row of the paper's table for its environment (percentages); a
+    partial run says so and over how many finished tasks its numbers are."""
+    scored = f"partial: {s['done']} finished" if is_partial(s) else "all"
     row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
                            "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}",
-                           "task set": s.get("task_set", "-")}
+                           "scored over": scored, "task set": s.get("task_set", "-")}
     try:
         fam = family(s["env"])
     except EnvError:  # a plugin not installed here: its overall rate
@@ -33,11 +53,29 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def chart_spec(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Vega-Lite grouped bars: success % per task type, one colour per experiment, a
+    labelled 0-100 y axis and horizontal type labels."""
+    rows = [{"experiment": label, "type": t, "rate": r}
+            for label, by in chart_data(summaries).items() for t, r in by.items()]
+    return {
+        "data": {"values": rows},
+        "mark": {"type": "bar", "tooltip": True},
+        "encoding": {
+            "x": {"field": "type", "type": "nominal", "title": "task type", "sort": None,
+                  "axis": {"labelAngle": 0, "labelLimit": 140}},
+            "xOffset": {"field": "experiment"},
+            "y": {"field": "rate", "type": "quantitative", "title": "success %", "scale": {"domain": [0, 100]}},
+            "color": {"field": "experiment", "type": "nominal", "legend": {"orient": "bottom", "title": None}},
+        },
+    }
+
+
 def chart_data(summaries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """{experiment label: {type label: success rate %}} for a grouped bar chart."""
     out: dict[str, dict[str, float]] = {}
     for s in summaries:
-        label = f"{s['experiment']} {s['name']}"
+        label = f"{s['experiment']} {s['name']}" + (" (partial)" if is_partial(s) else "")
         out[label] = {type_label(s["env"], t): round(100 * (v["rate"] or 0.0), 1)
                       for t, v in s["by_type"].items() if v["n"]}
         out[label]["All"] = round(100 * (s["success_rate"] or 0.0), 1)
