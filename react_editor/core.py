@@ -238,11 +238,29 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None)
             what = f"think: {s.thought}" if s.action is None else s.action
             progress(f"  step {s.index}: {_one_line(what, 70)} -> {_one_line(s.observation or '', 60)}")
 
-    report = engine.run(version_id, max_steps=max_new, on_step=on_step)
+    report = _run_job(engine, version_id, max_new, on_step)
     if report.error:
         progress(f"stopped by an error: {report.error}")
     emit(args, report.as_json(), lambda: _run_text(engine, report))
     return 1 if report.error else 0
+
+
+def _run_job(engine, version_id: int, max_new: int | None, on_step):
+    """The run as a job of the database: `react-editor jobs` lists it, `jobs stop N` stops
+    it between two steps (Ctrl-C ends it "stopped")."""
+    from agent import jobs
+
+    ep = engine.store.version(version_id).episode_id
+
+    def work(h):
+        def step(rep) -> None:
+            h.progress(done=h.done_n + len(rep.steps), version_id=rep.version.id)
+            on_step(rep)
+
+        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=h.should_stop, watch=h.watch())
+
+    return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
+                         target=f"episode {ep} v{version_id}")
 
 
 def _run_text(engine, report) -> str:
