@@ -1,7 +1,8 @@
 """Editor: the trajectory as the paper shows it, the step/run loop, edits and human mode.
 
-A model step runs beside the page (`app_pages.stepjobs`): the page shows the call in flight,
-Step is disabled while it runs, and Stop cancels it (the version stays as it was). A run lives
+A model step runs beside the page as a job of this tab (`app_pages.stepjobs`): the page shows
+the call in flight, Step is disabled while it runs, and Stop cancels it (the version stays as
+it was); a job another tab or process runs on the episode shows as progress with Stop. A run lives
 in `st.session_state["run"]`; each rerun of the editor fragment (every RUN_TICK_S while a run
 is on) takes ONE step, so progress is visible and Stop works mid-run. The run controls, the
 step count and the outcome sit right above the trajectory box, which follows the newest step.
@@ -10,16 +11,19 @@ Untrusted text is only ever shown with st.text / st.code."""
 from __future__ import annotations
 
 import os
+import uuid
 
 import streamlit as st
 
 from agent.client import public_url, resolve_base_url
+from agent import jobs
 from agent.engine import EngineError, ModelCallFailed
 from app_pages import signal_badges, state, stepjobs, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.views import action_warning, deleted_here, endpoint_problem, one_line, outcome_text, plural, provenance, replaced_text, step_lines
 from envs.base import EnvError
 from sessions import experiments
+from sessions import jobs as jobs_db
 from sessions.store import StoreError
 from trajectory.records import MAX_TEXT
 
@@ -51,6 +55,25 @@ if (!window.__reactEditorGuard) {
 eng = state.engine()
 store = eng.store
 DB = state.db_path()
+TAB = st.session_state.setdefault("tab_id", uuid.uuid4().hex)  # whose step results this tab collects
+RUN_LEASE_S = 5.0  # a run's job lives while this tab ticks; a reload or a closed tab lets it lapse: "stopped"
+
+
+def open_run(version_id: int, n: int | None) -> dict:
+    """A run is a job of the database (kind "run"), renewed by each tick of this tab."""
+    ep_of = store.version(version_id).episode_id
+    job = jobs_db.create(store, "run", episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
+                         target=f"episode {ep_of} v{version_id}")
+    return {"version": version_id, "n": n, "added": 0, "job": job.id}
+
+
+def close_run(how: str = "done") -> None:
+    """The run is over: its job says how (done, stopped or failed) - the version's status
+    comes from it; nothing is written on the version."""
+    r = st.session_state.get("run")
+    st.session_state["run"] = None
+    if r and r.get("job") is not None:
+        jobs_db.finish(store, r["job"], how, done=r["added"])
 
 st.title("Editor")
 ep_id, vid, ep = state.require_episode("No episode selected. Start or open one on the Episodes page.")
@@ -69,7 +92,8 @@ by_id = {v.id: v for v in versions}
 alf = ep.task.env == "alfworld"
 run = st.session_state.get("run")
 if run and (run.get("version") != vid):
-    st.session_state["run"] = run = None  # the run belonged to a version no longer shown
+    close_run("stopped")  # the run belonged to a version no longer shown
+    run = None
 
 # ---------------------------------------------------------------------- header
 with st.container(key="task_box"):
@@ -87,7 +111,7 @@ labels = {i: state.version_label(by_id[i]) + (" · current" if i == ep.current_v
 chosen = cols[0].selectbox("Version", ids, index=ids.index(vid), format_func=labels.get,
                            key=state.widget_key(f"vsel_{ep_id}_{vid}", labels.values()))
 if chosen != vid:
-    st.session_state["run"] = None
+    close_run("stopped")
     state.select(ep_id, chosen)
     st.rerun()
 cfg = ep.config
@@ -121,7 +145,7 @@ with st.expander("Use another model or endpoint for the steps that follow"):
         state.clear_error("config")
         changed = state.reconfigure(vid, {"base_url": new_url.strip() or None, "model": new_model.strip() or cfg.model,
                                           "api_style": new_api})
-        st.session_state["run"] = None
+        close_run("stopped")
         state.select(ep_id, changed.id)
         st.rerun()
 
@@ -131,42 +155,30 @@ with st.expander("Use another model or endpoint for the steps that follow"):
 
 def switch_to(new_vid: int, resume: int | None | bool = False) -> None:
     """Show another version; `resume` (N steps, or None for "to the end") starts a run there."""
-    st.session_state["run"] = None if resume is False else {"version": new_vid, "n": resume, "added": 0}
-    if resume is not False:
-        mark_running(new_vid)
+    close_run("stopped")
+    st.session_state["run"] = None if resume is False else open_run(new_vid, resume)
     st.session_state.pop("edit_at", None)
     state.clear_error("step")
     state.select(ep_id, new_vid)
     st.rerun()
 
 
-def mark_running(version_id: int) -> None:
-    """While a run is on, the stored status says "stopped": a reload or a crash ends the run,
-    and the version then reads as stopped, never as silently open."""
-    if not store.version(version_id).outcome.done:
-        store.update_version(version_id, status="stopped")
-
-
-def end_run(status: str = "open") -> None:
-    """The run is over: the stored status says how (open again, or stopped)."""
-    r = st.session_state.get("run")
-    st.session_state["run"] = None
-    if r and not store.version(vid).outcome.done:
-        store.update_version(vid, status=status)
+def end_run(how: str = "done") -> None:
+    close_run(how)
 
 
 def start_step() -> None:
     """Step button callback: runs before the page, so the page draws Step disabled."""
     state.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "step"}
-    stepjobs.start(eng, DB, vid)
+    stepjobs.start(eng, TAB, vid)
 
 
 def start_run(n: int | None) -> None:
     state.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "run", "n": n}
-    st.session_state["run"] = {"version": vid, "n": n, "added": 0}
-    mark_running(vid)
+    close_run("stopped")
+    st.session_state["run"] = open_run(vid, n)
 
 
 def settle(job: stepjobs.StepJob) -> list:
@@ -179,9 +191,9 @@ def settle(job: stepjobs.StepJob) -> list:
             raise job.error
         msg = f"model call failed: {job.unreachable}" if job.unreachable else str(job.error)
         state.set_error("step", msg)
-        end_run("stopped")  # the run ended on the error (the message is the version's error)
+        end_run("failed")  # the run ended on the error (the message is the version's error)
         return []
-    rep = job.report
+    rep = job.result
     r = st.session_state.get("run")
     if rep.version.id != vid:  # a frozen version: the steps went to a new child, shown from now on
         st.session_state["notice"] = rep.notice
@@ -403,7 +415,7 @@ def controls(v, steps, busy: bool):
                 new = eng.branch(vid, int(k))
                 switch_to(new.id)
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
-        stepjobs.cancel(DB, vid)
+        stepjobs.cancel(store, TAB, vid)
         end_run("stopped")
         st.rerun()
     if run_n or run_end:
@@ -421,7 +433,7 @@ def controls(v, steps, busy: bool):
 
 def status_line(v, steps) -> str:
     r = st.session_state.get("run")
-    text = f"v{v.id}: {plural(len(steps), 'step')} · {'running' if r else outcome_text(v.outcome, v.status)}"
+    text = f"v{v.id}: {plural(len(steps), 'step')} · {'running' if r else outcome_text(v.outcome, state.version_status(v))}"
     if v.outcome.done:
         text += f" · reward {v.outcome.reward:g}"
     if r:
@@ -431,21 +443,34 @@ def status_line(v, steps) -> str:
 
 def finished_job() -> stepjobs.StepJob | None:
     """The version's step job still in flight (one that ended meanwhile is settled first)."""
-    job = stepjobs.current(DB, vid)
-    if job is not None and job.done.is_set():
+    job = stepjobs.current(store, TAB, vid)
+    if job is not None and job.finished.is_set():
         settle(job)
         return None
     return job
 
 
+def renew_run() -> None:
+    """Each tick renews the run's job; Stop from another tab or process ends the run here."""
+    r = st.session_state.get("run")
+    if r and r.get("job") is not None and jobs_db.beat(store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
+                                                       version_id=r["version"]):
+        stepjobs.cancel(store, TAB, vid)
+        end_run("stopped")
+        st.rerun()
+
+
 def body() -> None:
+    renew_run()
     job = finished_job()
     v = store.version(vid)
     steps = eng.steps(v)
     if st.session_state.get("run") and job is None:
-        job = stepjobs.start(eng, DB, vid, in_run=True)
+        job = stepjobs.start(eng, TAB, vid, in_run=True)
     line = st.empty()
     line.caption(status_line(v, steps))
+    if job is None and not others_panel() and foreign:
+        st.rerun()  # the other tab's job ended: the controls come back
 
     tall = len(steps) > BOX_AFTER
     box = st.container(height=420 if tall else "content", autoscroll=True if tall else None, key="steps_box")
@@ -483,7 +508,7 @@ def body() -> None:
         if busy:  # the step ended between drawing the controls (disabled) and here
             st.rerun()
         return
-    while not job.done.wait(POLL_S):  # a click on the controls interrupts this at line.caption
+    while not job.finished.wait(POLL_S):  # a click on the controls interrupts this at line.caption
         line.text(job.status())  # the retry reason quotes the server: plain text
     new_steps = settle(job)
     v = store.version(vid)
@@ -495,7 +520,21 @@ def body() -> None:
     line.caption(status_line(v, eng.steps(v)))
 
 
+def others_panel() -> bool:
+    """Jobs on this episode that another tab or process runs: progress, with Stop."""
+    live = stepjobs.others(store, ep_id, TAB)
+    for j in live:
+        c = st.columns([6, 1])
+        done = f" · {j.done}/{j.total}" if j.total else ""
+        c[0].caption(f"Job {j.id} ({j.kind}, {j.target}) is {j.state} in another tab or process{done}")
+        if c[1].button("Stop", key=f"stop_job_{j.id}", disabled=j.stop):
+            jobs.stop(store, j.id)
+            st.rerun()
+    return bool(live)
+
+
 busy = finished_job() is not None
+foreign = bool(stepjobs.others(store, ep_id, TAB))
 now = store.version(vid)
-controls(now, eng.steps(now), busy)
-st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") else None)(body)()
+controls(now, eng.steps(now), busy or foreign)
+st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") or foreign else None)(body)()

@@ -198,13 +198,20 @@ def version_states(store: Store, version_ids: Iterable[int]) -> dict[int, str]:
     clock = time.time()
     for i in range(0, len(ids), 500):
         chunk = ids[i: i + 500]
+        q = ",".join("?" * len(chunk))
         rows = store.db.execute(
-            f"select {_COLS} from jobs where id in (select max(id) from jobs where version_id in "
-            f"({','.join('?' * len(chunk))}) group by version_id)", chunk).fetchall()
-        for r in rows:
-            job = _job(r, clock)
+            f"select {_COLS} from jobs where version_id in ({q}) and (state in ('queued', 'running', 'stopping') "
+            f"or id in (select max(id) from jobs where version_id in ({q}) group by version_id)) order by id",
+            chunk + chunk).fetchall()
+        busy: set[int] = set()
+        latest: dict[int, Job] = {}
+        for job in (_job(r, clock) for r in rows):  # by id: the last one per version is its latest job
             if job.active:
-                out[job.version_id] = "running"
+                busy.add(job.version_id)
+            latest[job.version_id] = job
+        for vid, job in latest.items():
+            if vid in busy:
+                out[vid] = "running"
             elif job.state == "stopped":
-                out[job.version_id] = "stopped"
+                out[vid] = "stopped"
     return out
