@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -65,6 +66,25 @@ class ResponseCache(Protocol):
 
 class _Malformed(Exception):
     """The server answered 200 with something that is not a completion."""
+
+
+_OPENAI: "OrderedDict[tuple[str | None, str, float], openai.OpenAI]" = OrderedDict()
+MAX_SHARED_CLIENTS = 32
+
+
+def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.OpenAI:
+    """One `openai.OpenAI` per (key, endpoint, timeout) in the process (thread-safe to share)."""
+    key = (api_key, base_url, timeout_s)
+    with _BUILD_LOCK:
+        client = _OPENAI.get(key)
+        if client is None:
+            client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+            _ = client.completions, client.chat.completions  # load the lazy modules here
+            _OPENAI[key] = client
+            while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
+                _OPENAI.popitem(last=False)
+        _OPENAI.move_to_end(key)
+        return client
 
 
 def resolve_base_url(config: AgentConfig) -> str:
@@ -226,15 +246,11 @@ class ModelClient:
     # -- internals --------------------------------------------------------------------
     @property
     def _client(self) -> openai.OpenAI:
-        """Built on first use: a cache hit never needs an HTTP client."""
-        with _BUILD_LOCK:
-            if self._openai is None:
-                client = openai.OpenAI(
-                    api_key=self._key, base_url=self.base_url,
-                    timeout=self.config.timeout_s, max_retries=0,
-                )
-                _ = client.completions, client.chat.completions  # load the lazy modules here
-                self._openai = client
+        """Built on first use (a cache hit never needs an HTTP client), and shared by every
+        ModelClient of the process with the same endpoint, key and timeout: building one
+        costs ~0.3-1 s of CPU (TLS context), and its connection pool keeps connections alive."""
+        if self._openai is None:
+            self._openai = shared_openai(self._key, self.base_url, self.config.timeout_s)
         return self._openai
 
     def _cacheable(self) -> bool:

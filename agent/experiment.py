@@ -154,8 +154,9 @@ def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: floa
         return {"item": item_id, "skipped": True}
     try:
         return run_item(engine, exp, item_id, should_stop, concurrency=concurrency, watch=watch)
-    finally:
-        xs.release(engine.store, item_id, job_id)  # (record_item released it already when it ran)
+    except BaseException:
+        xs.release(engine.store, item_id, job_id)  # (recording the item's result releases it too)
+        raise
 
 
 def _process_item(db_path: str, exp_id: int, api_key: str | None, job_id: int, lease_s: float, item_id: int) -> dict:
@@ -250,8 +251,9 @@ def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[
 
 
 def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, report: Callable[[JobResult], None]) -> None:
-    """Batches over the claimable items until none is left that this run has not tried
-    (an item another runner held may come free when its lease runs out)."""
+    """Batches over the claimable items until none is left that this run has not tried;
+    items another runner holds are waited for (it finishes them, or dies and its lease
+    runs out: then they are taken over here), so nothing is lost and nothing runs twice."""
     workers = _Workers(store.file, o.api_key)
     tried: set[int] = set()
 
@@ -264,6 +266,9 @@ def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, repor
         while not h.stop.is_set():
             todo = [i for i in xs.claimable(store, exp.id) if i not in tried]
             if not todo and _free_dead_claims(store, exp.id, h.id):
+                continue
+            if not todo and xs.holders(store, exp.id, h.id):  # another runner's items: done by it, or
+                h.stop.wait(min(1.0, h.lease_s / 4))  # taken over here once its lease runs out
                 continue
             if not todo:
                 break

@@ -59,10 +59,11 @@ TAB = st.session_state.setdefault("tab_id", uuid.uuid4().hex)  # whose step resu
 RUN_LEASE_S = 5.0  # a run's job lives while this tab ticks; a reload or a closed tab lets it lapse: "stopped"
 
 
-def open_run(version_id: int, n: int | None) -> dict:
-    """A run is a job of the database (kind "run"), renewed by each tick of this tab."""
+def open_run(version_id: int, n: int | None, kind: str = "run") -> dict:
+    """A run is a job of the database (kind "run", or "edit-and-resume"), renewed by each
+    tick of this tab."""
     ep_of = store.version(version_id).episode_id
-    job = jobs_db.create(store, "run", episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
+    job = jobs_db.create(store, kind, episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
                          target=f"episode {ep_of} v{version_id}")
     return {"version": version_id, "n": n, "added": 0, "job": job.id}
 
@@ -156,7 +157,7 @@ with st.expander("Use another model or endpoint for the steps that follow"):
 def switch_to(new_vid: int, resume: int | None | bool = False) -> None:
     """Show another version; `resume` (N steps, or None for "to the end") starts a run there."""
     close_run("stopped")
-    st.session_state["run"] = None if resume is False else open_run(new_vid, resume)
+    st.session_state["run"] = None if resume is False else open_run(new_vid, resume, "edit-and-resume")
     st.session_state.pop("edit_at", None)
     state.clear_error("step")
     state.select(ep_id, new_vid)
