@@ -100,26 +100,19 @@ class _ItemFailed(Exception):
 
 
 class _Workers:
-    """One Store + Engine per worker thread, closed when the batch ends."""
+    """One Engine (its own environments) per worker thread, all on the run's Store: each
+    thread has its own connection, and the Store's lock queues their writes in the process
+    (separate Stores would contend through SQLite's busy-wait, which sleeps)."""
 
-    def __init__(self, db_path: str, api_key: str | None):
-        self.db_path, self.api_key = db_path, api_key
+    def __init__(self, store: Store, api_key: str | None):
+        self.store, self.api_key = store, api_key
         self._local = threading.local()
-        self._stores: list[Store] = []
-        self._lock = threading.Lock()
 
     def engine(self) -> Engine:
         eng = getattr(self._local, "engine", None)
         if eng is None:
-            store = Store(self.db_path, create=False)
-            with self._lock:
-                self._stores.append(store)
-            eng = self._local.engine = Engine(store, api_key=self.api_key)
+            eng = self._local.engine = Engine(self.store, api_key=self.api_key)
         return eng
-
-    def close(self) -> None:
-        for s in self._stores:
-            s.close()
 
 
 def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Callable[[], bool] | None = None,
@@ -254,7 +247,7 @@ def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, repor
     """Batches over the claimable items until none is left that this run has not tried;
     items another runner holds are waited for (it finishes them, or dies and its lease
     runs out: then they are taken over here), so nothing is lost and nothing runs twice."""
-    workers = _Workers(store.file, o.api_key)
+    workers = _Workers(store, o.api_key)
     tried: set[int] = set()
 
     def ran(res: JobResult) -> None:
@@ -262,27 +255,24 @@ def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, repor
             tried.add(res.key)
         report(res)
 
-    try:
-        while not h.stop.is_set():
-            todo = [i for i in xs.claimable(store, exp.id) if i not in tried]
-            if not todo and _free_dead_claims(store, exp.id, h.id):
-                continue
-            if not todo and xs.holders(store, exp.id, h.id):  # another runner's items: done by it, or
-                h.stop.wait(min(1.0, h.lease_s / 4))  # taken over here once its lease runs out
-                continue
-            if not todo:
-                break
-            if o.mode == "processes":
-                work: Callable[[int], Any] = functools.partial(_process_item, store.file, exp.id, o.api_key, h.id,
-                                                               h.lease_s)
-            else:
-                def work(item_id: int) -> dict:
-                    return _claimed_item(workers.engine(), exp, h.id, h.lease_s, item_id, h.should_stop,
-                                         o.concurrency, h.watch())
-            run_batch(todo, work, concurrency=o.concurrency, stop=h.stop, on_result=ran,
-                      max_consecutive_failures=o.max_failures, mode=o.mode)
-    finally:
-        workers.close()
+    while not h.stop.is_set():
+        todo = [i for i in xs.claimable(store, exp.id) if i not in tried]
+        if not todo and _free_dead_claims(store, exp.id, h.id):
+            continue
+        if not todo and xs.holders(store, exp.id, h.id):  # another runner's items: done by it, or
+            h.stop.wait(min(1.0, h.lease_s / 4))  # taken over here once its lease runs out
+            continue
+        if not todo:
+            break
+        if o.mode == "processes":
+            work: Callable[[int], Any] = functools.partial(_process_item, store.file, exp.id, o.api_key, h.id,
+                                                           h.lease_s)
+        else:
+            def work(item_id: int) -> dict:
+                return _claimed_item(workers.engine(), exp, h.id, h.lease_s, item_id, h.should_stop,
+                                     o.concurrency, h.watch())
+        run_batch(todo, work, concurrency=o.concurrency, stop=h.stop, on_result=ran,
+                  max_consecutive_failures=o.max_failures, mode=o.mode)
 
 
 def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:

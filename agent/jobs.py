@@ -92,8 +92,9 @@ class Handle:
                     self.stop.set()
                 for fn in self.on_beat:
                     fn()
-            except StoreError:  # a busy database: the next beat tries again
-                pass
+            except Exception:  # a busy database: the next beat tries again (the row's lease says the rest)
+                if self.finished.is_set():
+                    break
 
     def end(self, state: str, error: str | None = None, result: Any = None) -> None:
         self.state = state
@@ -101,6 +102,8 @@ class Handle:
             rows.finish(self.store, self.id, state, error=error, result=result, done=self.done_n)
         finally:
             self.finished.set()
+            if self._beater.is_alive() and self._beater is not threading.current_thread():
+                self._beater.join(5)  # its last beat is done before the caller closes the store
 
 
 def open_job(store: Store, kind: str, *, lease_s: float | None = None, **row: Any) -> Handle:
