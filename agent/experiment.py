@@ -143,8 +143,11 @@ def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: floa
                   should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None) -> dict:
     """`run_item` once the item is ours: another runner holding it (or having finished it)
     makes this a skip, so two runners of one experiment never run the same item."""
-    if not xs.claim(engine.store, item_id, job_id, lease_s):
-        return {"item": item_id, "skipped": True}
+    store = engine.store
+    with store.transaction():  # the claim commits with the item's episode (no transaction of its own)
+        if not xs.claim(store, item_id, job_id, lease_s):
+            return {"item": item_id, "skipped": True}
+        xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{xs.item(store, item_id).pos + 1}")
     try:
         return run_item(engine, exp, item_id, should_stop, concurrency=concurrency, watch=watch)
     except BaseException:
