@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from agent import exemplars as ex
 from trajectory import formats as fmt
 from trajectory import signals as sig
+from trajectory.answer_formats import qa_prompt
 from agent.client import CallWatch, ModelClient, ModelError
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
@@ -32,6 +33,18 @@ from sessions.store import Store, StoreError, VersionChanged
 
 PATH_CACHE = 256  # versions whose paths the engine keeps in memory
 FROZEN = {"annotated": "annotated", "exemplar": "used by an exemplar set", "child": "it has a child version"}
+
+
+QA_METHODS = ("standard", "cot", "cot-sc")
+
+
+def qa_method_of(v: Version, steps: list[Step]) -> str | None:
+    """The Standard / CoT method a version answers with: its answer step says so; an
+    unanswered version is known by the phase name an experiment gave it."""
+    if steps:
+        method = steps[-1].info.get("method") if len(steps) == 1 else None
+        return method if method in QA_METHODS else None
+    return v.name if v.name in QA_METHODS else None
 
 
 class EngineError(Exception):
@@ -379,12 +392,31 @@ class Engine:
         steps = self.steps(v)
         rev = self.store.exemplar_revision(v.id)
         i = len(steps) + 1
+        qa = qa_method_of(v, steps)
+        if qa is not None:  # Standard / CoT / CoT-SC: the one prompt every sample was sent
+            return self._qa_prompt(ep, rev, qa)[0]
         if ep.task.env == "alfworld":
             return fmt.alfworld_prompt(self._alf_exemplars(ep, rev), ep.task.text, steps)
         prefix = self._wiki_prefix(ep, steps, rev)
         if v.draft_thought is not None:
             return prefix + fmt.wiki_action_cue(i, v.draft_thought)[0]
         return prefix + fmt.wiki_step_cue(i, ep.config.style)[0]
+
+    def qa_prompt(self, version_id: int, method: str) -> tuple[str, list[str]]:
+        """(prompt, stop) of a Standard / CoT answer of this version: its pinned config and
+        exemplar revision (pinned here at first use, as a ReAct step pins them)."""
+        v = self.store.version(version_id)
+        ep = self._episode(v)
+        return self._qa_prompt(ep, self._pin_exemplars(v, ep), method)
+
+    def _qa_prompt(self, ep: Episode, rev: int | None, method: str) -> tuple[str, list[str]]:
+        kind = "standard" if method == "standard" else "cot"
+        try:
+            block = ex.qa_exemplars(ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev),
+                                    ep.task.env, kind)
+        except (ex.ExemplarError, StoreError) as exc:
+            raise EngineError(str(exc)) from None
+        return qa_prompt(block, ep.task.text, kind)
 
     def _alf_exemplars(self, ep: Episode, rev: int | None) -> list[str]:
         try:

@@ -26,7 +26,7 @@ from sessions import experiments as xs
 from sessions import jobs as jobs_db
 from sessions.store import Store, StoreError
 from trajectory.records import AgentConfig, Task
-from trajectory.stats import bootstrap_diff_ci, mcnemar_exact
+from trajectory.stats import mcnemar_exact, newcombe_paired_diff
 
 TASK_TYPES: dict[str, tuple[str, ...]] = {
     "alfworld": ("pick_and_place_simple", "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep",
@@ -34,7 +34,7 @@ TASK_TYPES: dict[str, tuple[str, ...]] = {
     "hotpotqa": ("bridge", "comparison"),
     "fever": FEVER_LABELS,
 }
-# The paper's Table 3 column names for ALFWorld's types.
+# The paper's Table 3 column names for ALFWorld's types (a results table in the paper's layout).
 TYPE_LABELS = dict(zip(TASK_TYPES["alfworld"], ("Pick", "Clean", "Heat", "Cool", "Look", "Pick 2")))
 # USD per million (prompt, completion) tokens, unless Settings stores a price for the model
 # (setting "model_prices": {model: {"prompt": $, "completion": $}}); other models cost 0.
@@ -55,7 +55,10 @@ def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: l
     family(env)
     methods.check_method(env, method)
     methods.check_exemplars(env, method, config.exemplar_set, store)
-    config = config.model_copy(update={"style": methods.prompt_style(method)})
+    update: dict[str, Any] = {"style": methods.prompt_style(method)}
+    if method == "react-cot-sc" and config.max_steps is None:  # the back-off budget, not the loop's 7
+        update["max_steps"] = methods.BACKOFF_STEPS[env]
+    config = config.model_copy(update=update)
     params = dict(params or {})
     if "sc" in method.replace("-", " ").split():
         params.setdefault("samples", methods.DEFAULT_SAMPLES)
@@ -124,7 +127,9 @@ def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Call
     try:
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
                                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
-                               should_stop=should_stop, concurrency=concurrency, watch=watch)
+                               should_stop=should_stop, phases=it.phases,
+                               on_phase=functools.partial(xs.record_phase, store, item_id),
+                               concurrency=concurrency, watch=watch)
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
         msg = " ".join(str(exc).split()) or type(exc).__name__
         xs.record_item(store, item_id, status="error", error=msg)
@@ -319,64 +324,95 @@ def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float
 
 
 def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[str, Any]:
-    """The paper-style score of an experiment (`experiment run/show --json`)."""
+    """The paper-style score of an experiment (`experiment run/show --json`). Rates, EM/F1
+    and accuracy are over finished items: an unfinished one is not a failure, and a run
+    with unfinished items is `partial`."""
     exp = xs.get(store, ref)
     items = xs.items(store, exp.id)
     n = len(items)
-    done = [it for it in items if it.status == "done"]
+    done = [it for it in items if it.finished]
     wins = sum(bool(it.success) for it in done)
     by_type: dict[str, dict[str, Any]] = {}
     for t in (*TASK_TYPES.get(exp.env, ()), *sorted({it.task.type or "other" for it in items})):
         of_type = [it for it in items if (it.task.type or "other") == t]
-        k = sum(bool(it.success) for it in of_type if it.status == "done")
-        by_type.setdefault(t, {"n": len(of_type), "success": k, "rate": _rate(k, len(of_type))})
+        fin = [it for it in of_type if it.finished]
+        k = sum(bool(it.success) for it in fin)
+        by_type.setdefault(t, {"n": len(of_type), "done": len(fin), "success": k, "rate": _rate(k, len(fin))})
     tokens, cost = _usage(store, [it.episode_id for it in items if it.episode_id], exp.config.model)
     out: dict[str, Any] = {
         "experiment": exp.id, "name": exp.name, "env": exp.env, "method": exp.method, "model": exp.config.model,
-        "status": exp.status, "episodes": n, "done": len(done), "success": wins, "success_rate": _rate(wins, n),
-        "by_type": by_type,
+        "status": exp.status, "episodes": n, "done": len(done), "partial": len(done) < n,
+        "success": wins, "success_rate": _rate(wins, len(done)), "rates_over": "finished items",
+        "by_type": by_type, "task_set": task_set_label(exp),
     }
     if exp.env == "hotpotqa":
-        out["em"] = _rate(sum(int(it.metrics.get("em") or 0) for it in done), n)
-        out["f1"] = round(sum(float(it.metrics.get("f1") or 0.0) for it in done) / n, 4) if n else None
+        out["em"] = _rate(sum(int(it.metrics.get("em") or 0) for it in done), len(done))
+        out["f1"] = round(sum(float(it.metrics.get("f1") or 0.0) for it in done) / len(done), 4) if done else None
     if exp.env == "fever":
-        out["accuracy"] = _rate(wins, n)
+        out["accuracy"] = _rate(wins, len(done))
     out.update(tokens=tokens, cost=cost, wall_s=round(exp.wall_s, 3))
     if with_items:
         out["items"] = [{"task": it.task.id, "type": it.task.type, "episode": it.episode_id, "version": it.version_id,
-                         "done": it.status == "done", "success": it.success if it.status == "done" else None,
+                         "done": it.finished, "success": it.success if it.finished else None,
                          "status": it.status, "error": it.error} for it in items]
     return out
 
 
+def task_set_label(exp: xs.Experiment) -> str:
+    """The task set an experiment ran on, in words a results table can print."""
+    tasks, source = exp.params.get("tasks", "builtin"), exp.params.get("source")
+    if exp.params.get("sample") == "paper":
+        return "the notebooks' subset"
+    if tasks == "official":
+        return f"official {exp.params.get('split') or 'valid_unseen'}"
+    if tasks == "react" or source == "react":
+        return "the ReAct release's tasks"
+    if tasks == "builtin" and not source:
+        return "built-in sample (generated)" if exp.env == "alfworld" else "built-in sample"
+    return f"selected tasks ({source or 'builtin'})"
+
+
+def _pair_counts(xa: list[bool], xb: list[bool]) -> dict[str, Any]:
+    """McNemar's exact test with Newcombe's paired score interval (method 10): both tell
+    one story about the same 2x2 table of paired outcomes."""
+    n = len(xa)
+    both = sum(p and q for p, q in zip(xa, xb))
+    a_only = sum(p and not q for p, q in zip(xa, xb))
+    b_only = sum(q and not p for p, q in zip(xa, xb))
+    neither = n - both - a_only - b_only
+    lo, hi = newcombe_paired_diff(both, a_only, b_only, neither) if n else (None, None)
+    return {"n": n, "both": both, "a_only": a_only, "b_only": b_only, "neither": neither,
+            "a_rate": _rate(sum(xa), n), "b_rate": _rate(sum(xb), n),
+            "diff": round((a_only - b_only) / n, 4) if n else None,
+            "mcnemar_p": mcnemar_exact(a_only, b_only),
+            "diff_ci": [None if lo is None else round(lo, 4), None if hi is None else round(hi, 4)]}
+
+
 def compare(store: Store, a_ref: int | str, b_ref: int | str, *, seed: int = 0) -> dict[str, Any]:
-    """Both summaries and the paired comparison over the tasks both ran."""
+    """Both summaries and the paired comparison over the tasks finished in both (a task
+    unfinished on either side is `excluded`, with the reason counted). `seed` is kept for
+    callers of the old bootstrap interval; the score interval needs none."""
     a, b = xs.get(store, a_ref), xs.get(store, b_ref)
     if a.env != b.env:
         raise ExperimentError(f"experiments {a.name!r} ({a.env}) and {b.name!r} ({b.env}) are on different environments")
     a_items = {it.task.key: it for it in xs.items(store, a.id)}
     b_items = {it.task.key: it for it in xs.items(store, b.id)}
-    common = [k for k in a_items if k in b_items]
-
-    def ok(it: xs.Item) -> bool:
-        return it.status == "done" and bool(it.success)
+    listed = [k for k in a_items if k in b_items]
+    common = [k for k in listed if a_items[k].finished and b_items[k].finished]
+    why = {"unfinished_in_a": sum(not a_items[k].finished and b_items[k].finished for k in listed),
+           "unfinished_in_b": sum(a_items[k].finished and not b_items[k].finished for k in listed),
+           "unfinished_in_both": sum(not a_items[k].finished and not b_items[k].finished for k in listed)}
 
     def paired(keys: list[str]) -> dict[str, Any]:
-        xa, xb = [ok(a_items[k]) for k in keys], [ok(b_items[k]) for k in keys]
-        both = sum(p and q for p, q in zip(xa, xb))
-        a_only = sum(p and not q for p, q in zip(xa, xb))
-        b_only = sum(q and not p for p, q in zip(xa, xb))
-        lo, hi = bootstrap_diff_ci(xa, xb, seed=seed)
-        return {"n": len(keys), "both": both, "a_only": a_only, "b_only": b_only,
-                "neither": len(keys) - both - a_only - b_only,
-                "a_rate": _rate(sum(xa), len(keys)), "b_rate": _rate(sum(xb), len(keys)),
-                "diff": round((sum(xa) - sum(xb)) / len(keys), 4) if keys else None,
-                "mcnemar_p": mcnemar_exact(a_only, b_only), "diff_ci": [round(lo, 4), round(hi, 4)]}
+        return _pair_counts([bool(a_items[k].success) for k in keys], [bool(b_items[k].success) for k in keys])
 
-    types = dict.fromkeys([*TASK_TYPES.get(a.env, ()), *sorted({a_items[k].task.type or "other" for k in common})])
+    types = dict.fromkeys([*TASK_TYPES.get(a.env, ()), *sorted({a_items[k].task.type or "other" for k in listed})])
     by_type = {t: paired([k for k in common if (a_items[k].task.type or "other") == t]) for t in types}
-    return {"a": summary(store, a.id), "b": summary(store, b.id), "common": len(common), **paired(common),
-            "by_type": by_type}
+    sa, sb = summary(store, a.id), summary(store, b.id)
+    return {"a": sa, "b": sb, "common": len(common), "listed_in_both": len(listed),
+            "excluded": len(listed) - len(common), "excluded_why": why,
+            "partial": bool(sa["partial"] or sb["partial"]), **paired(common),
+            "diff_ci_method": "Newcombe paired score interval (method 10)", "by_type": by_type}
 
 
 def failures(store: Store, ref: int | str) -> list[xs.Item]:

@@ -7,13 +7,15 @@
 - `react-cot-sc`: ReAct; when it gives no answer within its step budget (7 HotpotQA,
   5 FEVER), back off to CoT-SC. `cot-sc-react`: CoT-SC; when the majority answer has fewer
   than n/2 votes, back off to ReAct.
-A hybrid's phases are versions of the same episode, named after the phase; the last phase
-run is the episode's current version. Each phase is resumable: a finished phase is kept, an
+A hybrid's phases are versions of the same episode, named after the phase when created and
+recorded on the experiment item (renaming a version changes nothing); the last phase run is
+the episode's current version. Each phase is resumable: a finished phase is kept, an
 unfinished ReAct phase continues in place, a CoT phase is one atomic step.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,7 +26,7 @@ from agent.client import CallWatch, ModelError
 from agent.engine import Engine, EngineError
 from envs.wikipedia.scoring import normalize_answer
 from sessions.store import StoreError
-from trajectory.answer_formats import majority, parse_qa, qa_prompt
+from trajectory.answer_formats import majority, parse_qa
 from trajectory.prompt_files import ALFWORLD_PREFIXES
 from trajectory.records import ModelCall, Version
 
@@ -34,6 +36,8 @@ PHASES: dict[str, tuple[str, ...]] = {
     "react": ("react",), "act": ("act",), "standard": ("standard",), "cot": ("cot",), "cot-sc": ("cot-sc",),
     "react-cot-sc": ("react", "cot-sc"), "cot-sc-react": ("cot-sc", "react"),
 }
+# ReAct -> CoT-SC backs off when ReAct gives no answer within these steps (the paper, 3.3).
+BACKOFF_STEPS = {"hotpotqa": 7, "fever": 5}
 DEFAULT_SAMPLES = 21
 SC_TEMPERATURE = 0.7
 QA_CHAT = {
@@ -88,32 +92,54 @@ class ItemOutcome:
 
 def run_item(
     engine: Engine, episode_id: int, method: str, *, samples: int = DEFAULT_SAMPLES,
-    sc_temperature: float = SC_TEMPERATURE, should_stop: Callable[[], bool] | None = None, concurrency: int = 1,
-    watch: CallWatch | None = None,
+    sc_temperature: float = SC_TEMPERATURE, should_stop: Callable[[], bool] | None = None,
+    phases: dict[str, int] | None = None, on_phase: Callable[[str, int], None] | None = None,
+    concurrency: int = 1, watch: CallWatch | None = None,
 ) -> ItemOutcome:
-    """Run (or continue) `method` on the episode; return where its final version stands."""
+    """Run (or continue) `method` on the episode; return where its final version stands.
+    `phases` ({phase: version id}, the experiment item's record) says which version ran
+    each phase; `on_phase` records a phase's version whenever it starts or moves (a run on
+    a version frozen meanwhile goes on in a child, and the phase follows it there)."""
     store = engine.store
-    phases = PHASES[method]
-    by_name = {v.name: v for v in store.versions(episode_id) if v.name in phases}
+    names = PHASES[method]
+    known = dict(phases or {})
+    if not known:  # an item recorded before phases were kept: fall back to the version names
+        known = {v.name: v.id for v in store.versions(episode_id) if v.name in names}
     v: Version | None = None
-    for n, phase in enumerate(phases):
-        found = by_name.get(phase)
-        if found is None:
-            if v is None:  # the episode's first version runs the first phase
-                found = store.update_version(store.versions(episode_id)[0].id, name=phase)
-            else:  # a fresh path from the task's start, named in the same transaction
-                found, _ = store.branch(v, at_step=None, steps=[], name=phase)
-        v = found
+    for n, phase in enumerate(names):
+        v = _phase_version(store, episode_id, phase, known.get(phase), v)
+        if on_phase and known.get(phase) != v.id:
+            on_phase(phase, v.id)
         if not v.outcome.done:
-            error, stopped = _run_phase(engine, v, phase, _Budget(samples, sc_temperature, should_stop, concurrency, watch))
-            v = store.version(v.id)
+            moved = functools.partial(on_phase, phase) if on_phase else None
+            budget = _Budget(samples, sc_temperature, should_stop, concurrency, watch)
+            error, stopped, ran = _run_phase(engine, v, phase, budget, moved)
+            v = store.version(ran)
+            if on_phase and ran != known.get(phase):
+                on_phase(phase, ran)
             if error or stopped:
                 return ItemOutcome(v.id, False, None, dict(v.outcome.metrics), error=error, stopped=stopped)
-        if n + 1 < len(phases) and not _backs_off(engine, v, phase):
+        known[phase] = v.id
+        if n + 1 < len(names) and not _backs_off(engine, v, phase):
             break
     assert v is not None
-    metrics = {**v.outcome.metrics, "answered_by": v.name}
+    metrics = {**v.outcome.metrics, "answered_by": _phase_of(known, v.id)}
     return ItemOutcome(v.id, True, v.outcome.success, metrics)
+
+
+def _phase_of(known: dict[str, int], version_id: int) -> str:
+    return next((p for p, vid in known.items() if vid == version_id), "")
+
+
+def _phase_version(store, episode_id: int, phase: str, recorded: int | None, prev: Version | None) -> Version:
+    """The version that runs `phase`: the recorded one, else the episode's first version
+    (first phase), else a fresh path from the task's start named after the phase."""
+    if recorded is not None:
+        return store.version(recorded)
+    if prev is None:
+        return store.update_version(store.versions(episode_id)[0].id, name=phase)
+    found, _ = store.branch(prev, at_step=None, steps=[], name=phase)
+    return found
 
 
 @dataclass
@@ -132,30 +158,36 @@ class _Stopped(Exception):
     """Stop came between two samples: the phase stays unanswered (resumable)."""
 
 
-def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget) -> tuple[str | None, bool]:
-    """(error, stopped) after running one phase on version v."""
+def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
+               moved: Callable[[int], None] | None = None) -> tuple[str | None, bool, int]:
+    """(error, stopped, id of the version that ran) after running one phase on version v:
+    a ReAct run on a version frozen meanwhile goes on in a child version, and `moved` hears
+    of it at once (a crash right after must not leave the item on the frozen version)."""
     if phase in ("react", "act"):
-        rep = engine.run(v.id, should_stop=b.should_stop, watch=b.watch)
-        return rep.error, rep.stopped
+        def on_step(rep) -> None:
+            if rep.frozen and moved:
+                moved(rep.version.id)
+
+        rep = engine.run(v.id, should_stop=b.should_stop, on_step=on_step, watch=b.watch)
+        return rep.error, rep.stopped, rep.version
     try:
         if phase == "cot-sc":
             _answer_sc(engine, v, b)
         else:
             _answer_once(engine, v, phase)
     except _Stopped:
-        return None, True
+        return None, True, v.id
     except (EngineError, StoreError) as exc:
-        return str(exc), False
-    return None, False
+        return str(exc), False, v.id
+    return None, False, v.id
 
 
 def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]:
-    ep = engine.store.episode(v.episode_id)
+    """The version's pinned config and exemplar revision, as ReAct steps use them."""
     try:
-        block = ex.qa_exemplars(ex.prompt_dict(ep.task.env, ep.config.exemplar_set, engine.store), ep.task.env, method)
-    except (ex.ExemplarError, StoreError) as exc:
+        return engine.qa_prompt(v.id, method)
+    except EngineError as exc:
         raise MethodError(str(exc)) from None
-    return qa_prompt(block, ep.task.text, method)
 
 
 def _sample(engine: Engine, v: Version, config, method: str, n: int,
@@ -224,14 +256,14 @@ def _gather(one: Callable[[int], ModelCall], n: int, width: int, cancel: threadi
 
 
 def _answer_once(engine: Engine, v: Version, method: str) -> None:
-    config = engine.store.episode(v.episode_id).config
+    config = engine.store.version_config(v.id)
     answers, thoughts, calls = _sample(engine, v, config, method, 1)
     engine.answer(v.id, thoughts[0], answers[0], calls, info={"method": method})
 
 
 def _answer_sc(engine: Engine, v: Version, b: _Budget) -> None:
     samples = b.samples
-    config = engine.store.episode(v.episode_id).config.model_copy(update={"temperature": b.sc_temperature})
+    config = engine.store.version_config(v.id).model_copy(update={"temperature": b.sc_temperature})
     answers, thoughts, calls = _sample(engine, v, config, "cot", samples, b)
     best, votes = majority(answers, normalize_answer)
     thought = next((t for a, t in zip(answers, thoughts) if best and normalize_answer(a) == normalize_answer(best)),

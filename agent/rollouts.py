@@ -26,7 +26,7 @@ from sessions.rollouts import RolloutEdit, RolloutGroup
 from sessions.store import Store
 from trajectory import formats as fmt
 from trajectory.records import AgentConfig, Episode, Step, Version
-from trajectory.stats import fisher_exact, newcombe_diff, wilson
+from trajectory.stats import METHOD_CMH, Stratified, cmh, fisher_exact, newcombe_diff, wilson
 
 MAX_N = 1000
 EDIT_KINDS = ("rewrite_thought", "delete_thought", "insert_thought", "rewrite_action")
@@ -89,8 +89,11 @@ class Effect:
         return None if c is None or t is None else t - c
 
     @property
-    def ci95(self) -> tuple[float, float]:
+    def ci95(self) -> tuple[float, float] | None:
+        """None while either arm is empty: no effect, so no interval for it."""
         t, c = self.treatment, self.control
+        if not t.n or not c.n:
+            return None
         return newcombe_diff(t.success, t.n, c.success, c.n)
 
     @property
@@ -100,7 +103,8 @@ class Effect:
 
     def as_json(self) -> dict[str, Any]:
         return {"control": self.control.as_json(), "treatment": self.treatment.as_json(),
-                "effect": self.effect, "effect_ci95": list(self.ci95), "p_value": self.p_value}
+                "effect": self.effect, "effect_ci95": None if self.ci95 is None else list(self.ci95),
+                "p_value": self.p_value}
 
 
 @dataclass
@@ -384,15 +388,45 @@ def whatif(engine: Engine, req: Request, **kw: Any) -> tuple[Effect, RolloutRun]
     return Effect(out.stats[0], out.stats[1]), out
 
 
-def pooled(effects: Sequence[Effect]) -> Effect:
-    """Many episodes' what-ifs as one: successes and counts summed per arm."""
+@dataclass
+class Pooled:
+    """Many episodes' what-ifs as one, stratified by episode: rollouts of one episode share
+    its state and are correlated, so the arms are not summed as if independent. The effect
+    is the Mantel-Haenszel risk difference (Sato's interval), the p-value the
+    Cochran-Mantel-Haenszel test; the summed arms are shown for reference only."""
+
+    control: GroupStats
+    treatment: GroupStats
+    stratified: Stratified
+
+    @property
+    def effect(self) -> float | None:
+        return self.stratified.effect
+
+    @property
+    def ci95(self) -> tuple[float, float] | None:
+        return self.stratified.ci95
+
+    @property
+    def p_value(self) -> float:
+        return self.stratified.p_value
+
+    def as_json(self) -> dict[str, Any]:
+        return {"control": self.control.as_json(), "treatment": self.treatment.as_json(),
+                "effect": self.effect, "effect_ci95": None if self.ci95 is None else list(self.ci95),
+                "p_value": self.p_value, "method": METHOD_CMH, "episodes": self.stratified.strata}
+
+
+def pooled(effects: Sequence[Effect]) -> Pooled:
+    """Many episodes' what-ifs as one, each episode a stratum (see `Pooled`)."""
     def total(arm: str) -> GroupStats:
         parts = [getattr(e, arm) for e in effects]
         return GroupStats(parts[0].group, [v for p in parts for v in p.versions], sum(p.success for p in parts))
 
     if not effects:
         raise RolloutError("no episode to pool")
-    return Effect(total("control"), total("treatment"))
+    tables = [(e.treatment.success, e.treatment.n, e.control.success, e.control.n) for e in effects]
+    return Pooled(total("control"), total("treatment"), cmh(tables))
 
 
 @dataclass

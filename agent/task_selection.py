@@ -98,3 +98,18 @@ def _sample(env: str, pool: list[Task], sample: str | int, seed: int, source: st
         raise EnvError(f"--sample {n}: the selection has {len(pool)} tasks")
     chosen = sorted(random.Random(seed).sample(range(len(pool)), n))
     return [pool[i] for i in chosen]
+
+
+def task_finder(source: str):
+    """`find_task(env, text)` for `import --source`: the dataset task whose question or
+    claim is `text` (whitespace-insensitive), read once per environment; None if unknown."""
+    if source not in SOURCES:
+        raise EnvError(f"unknown task source {source!r}; use one of {', '.join(SOURCES)}")
+    by_env: dict[str, dict[str, Task]] = {}
+
+    def find(env: str, text: str) -> Task | None:
+        if env not in by_env:
+            by_env[env] = {" ".join(t.text.split()): t for t in family(env).list_tasks(source=source)}
+        return by_env[env].get(" ".join(text.split()))
+
+    return find

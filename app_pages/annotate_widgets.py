@@ -22,7 +22,7 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
     st.caption(f"Environment outcome: {auto}")
     # before any annotation, the signals pre-fill a suggestion; it is saved only if the person saves it
     suggested = [] if cur else suggest_failure_modes(
-        version_signals([s.signals for s in store.version_steps(version_id)], outcome))
+        version_signals([s.signals for s in store.version_steps(version_id)], outcome), outcome)
     if suggested:
         st.caption("Failure modes suggested by the signals: " + ", ".join(m.replace("_", " ") for m in suggested)
                    + ". Review them, then save to confirm, or clear them.")

@@ -27,6 +27,8 @@ st.title("Episodes")
 state.model_banner()
 
 SOURCES = {"alfworld": ["builtin", "official"], "hotpotqa": ["builtin", "react"], "fever": ["builtin", "react"]}
+# The built-in ALFWorld exemplars were played by a scripted policy, not taken from the paper.
+BUILTIN_EXEMPLARS_LABEL = {"alfworld": "(built-in: played by a scripted policy, not the paper's)"}
 
 
 def load_tasks(env: str, source: str):
@@ -102,9 +104,10 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
                                key="new_api_style")
     b = st.columns(3)
     style = b[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="new_style")
-    set_names = ["(built-in)", *exemplar_set_names(env)]
+    builtin = BUILTIN_EXEMPLARS_LABEL.get(env, "(built-in)")
+    set_names = [builtin, *exemplar_set_names(env)]
     exemplars = b[1].selectbox("Exemplar set", set_names, key=f"new_exemplars_{env}")
-    exemplars = "" if exemplars == "(built-in)" else exemplars
+    exemplars = "" if exemplars == builtin else exemplars
     max_steps = b[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
                                   value=int(d.get("max_steps") or 0), key="new_max_steps")
     name = st.text_input("Episode name (optional)", key="new_name")

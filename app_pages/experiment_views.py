@@ -19,7 +19,8 @@ def type_label(env: str, t: str) -> str:
 def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     """One experiment as a row of the paper's table for its environment (percentages)."""
     row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
-                           "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}"}
+                           "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}",
+                           "task set": s.get("task_set", "-")}
     if s["env"] == "alfworld":
         for t in TASK_TYPES["alfworld"]:
             row[type_label("alfworld", t)] = pct(s["by_type"].get(t, {}).get("rate"))

@@ -87,8 +87,10 @@ st.subheader("Results")
 for env_kind in ENV_KINDS:
     rows = [paper_row(s) for s in summaries.values() if s["env"] == env_kind]
     if rows:
-        st.caption({"alfworld": "ALFWorld: success rate % per task type (the paper's Table 3)",
-                    "hotpotqa": "HotpotQA: exact match and F1 % (Table 1)", "fever": "FEVER: accuracy % (Table 1)"}[env_kind])
+        st.caption({"alfworld": "ALFWorld: success rate % per task type (paper layout, as Table 3)",
+                    "hotpotqa": "HotpotQA: exact match and F1 % (paper layout, as Table 1)",
+                    "fever": "FEVER: accuracy % (paper layout, as Table 1)"}[env_kind]
+                   + "; each row names the task set it ran on")
         st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}")
 
 ids = [e.id for e in exps]

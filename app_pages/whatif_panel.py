@@ -123,9 +123,9 @@ def chart_spec(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def effect_text(effect: Effect) -> str:
-    lo, hi = effect.ci95
     eff = "n/a" if effect.effect is None else f"{100 * effect.effect:+.0f} points"
-    return (f"Effect of the edit: {eff} (95% CI {100 * lo:+.0f} to {100 * hi:+.0f}, Newcombe); "
+    ci = "n/a" if effect.ci95 is None else f"{100 * effect.ci95[0]:+.0f} to {100 * effect.ci95[1]:+.0f}"
+    return (f"Effect of the edit: {eff} (95% CI {ci}, Newcombe); "
             f"Fisher exact p = {effect.p_value:.3g}")
 
 

@@ -19,8 +19,10 @@ def _generate(args) -> int:
         raise CliError(f"unknown task type {bad[0]!r}; known: {', '.join(TASK_TYPES)}")
     if args.per_type < 1:
         raise CliError("--per-type must be at least 1")
-    paths = generate_games(out, seed=args.seed, per_type=args.per_type, split=args.split, task_types=types,
-                           progress=progress)
+    builtin = not args.out  # the project's own sample: games/builtin/<sample|exemplars>/
+    split = args.split or ("sample" if builtin else "valid_unseen")
+    paths = generate_games(out, seed=args.seed, per_type=args.per_type, split=split, task_types=types,
+                           progress=progress, layout="builtin" if builtin else "json_2.1.1")
     if args.index:
         write_builtin_index(out)
     emit(args, {"games": [str(p) for p in paths], "out": str(out)}, f"wrote {len(paths)} games under {out}")
@@ -85,10 +87,11 @@ def register(sub) -> None:
     s = p.add_subparsers(dest="alfworld_command", required=True, metavar="ACTION")
 
     g = add_common(s.add_parser("generate", help="generate solvable games from alfworld's layouts"))
-    g.add_argument("--out", help="output root (json_2.1.1/<split>/... is created); default: the built-in games")
+    g.add_argument("--out", help="output root (json_2.1.1/<split>/... is created); default: the built-in sample "
+                                 "(games/builtin/<split>/)")
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--per-type", type=int, default=4)
-    g.add_argument("--split", default="valid_unseen")
+    g.add_argument("--split", default=None, help="sample / exemplars (built-in) or a split name (default valid_unseen)")
     g.add_argument("--types", help="comma-separated task types (default: all six)")
     g.add_argument("--index", action="store_true", help="also write index.json (for the built-in set)")
     g.set_defaults(func=_generate)

@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wording", choices=("paper", "alfworld-0.4"), default=None, help="ALFWorld command wording")
     p.add_argument("--wiki", default=None, help="Wikipedia backend: builtin (default), live, zim:PATH")
     p.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
+    p.add_argument("--friendly-lookup", action="store_true",
+                   help="lookup before any search explains itself (the original says 'No more results.')")
     p.add_argument("--name", default=None, help="a name for the episode")
     p.add_argument("--human", action="store_true", help="create the episode without running the model")
     model_flags(p)
@@ -108,7 +110,9 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--api-style", choices=("completions", "chat"), default=None)
     p.add_argument("--style", choices=("react", "act"), default=None)
     p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--exemplars", default=None, help="exemplar set name (default: built-in)")
+    p.add_argument("--exemplars", default=None,
+                   help="exemplar set name (default: built-in; ALFWorld's built-in ones were played by a "
+                        "scripted policy on the built-in exemplar games, not the paper's)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
     p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
@@ -199,6 +203,8 @@ def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
             opts["wiki"] = args.wiki
         if args.wiki_url:
             opts["wiki_url"] = args.wiki_url
+        if getattr(args, "friendly_lookup", False):
+            opts["friendly_lookup"] = True
     return opts
 
 

@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", "-f", default="auto", choices=("auto", "react-json", "jsonl", "prompt"))
     p.add_argument("--env", choices=ENV_KINDS, default=None, help="environment of a prompt file / transcript")
     p.add_argument("--set", dest="set_name", default=None, help="name of the exemplar set a prompt file becomes")
+    p.add_argument("--source", default=None, choices=("builtin", "react", "official"),
+                   help="the dataset the transcripts' questions come from: their gold answers are taken from it "
+                        "(without it, imported tasks have no gold answer)")
     p.add_argument("--by", default=None, help="who imports (default $REACT_EDITOR_USER or the OS user)")
     p.set_defaults(func=cmd_import)
 
@@ -160,7 +163,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from sessions.exchange import import_file
 
-    report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by)
+    find = None
+    if args.source:
+        from agent.task_selection import task_finder
+
+        find = task_finder(args.source)
+    report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by,
+                         find_task=find)
 
     def text() -> str:
         out = f"{report.path}: {len(report.episodes)} episodes ({report.versions} versions, {report.steps} steps)"

@@ -175,20 +175,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
 def _text(s: dict) -> str:
     rate = "-" if s["success_rate"] is None else f"{100 * s['success_rate']:.1f}%"
-    extra = ""
-    if "em" in s:
-        extra = f", EM {100 * (s['em'] or 0):.1f}, F1 {100 * (s['f1'] or 0):.1f}"
+    extra = f", EM {_pct(s['em'])}, F1 {_pct(s['f1'])}" if "em" in s else ""
+    scope = (f"PARTIAL: {s['done']} of {s['episodes']} tasks finished; rates over the finished"
+             if s.get("partial") else f"{s['done']}/{s['episodes']} done")
     return (f"experiment {s['experiment']} {s['name']!r} ({s['method']} on {s['env']}, {s['status']}): "
-            f"{s['success']}/{s['episodes']} success ({rate}), {s['done']} done{extra}, "
+            f"{s['success']}/{s['done']} success ({rate}){extra}, {scope}, "
             f"{s['tokens']} tokens, ${s['cost']:.4f}, {s['wall_s']:.1f} s")
 
 
 def _compare_text(c: dict) -> str:
     lo, hi = c["diff_ci"]
-    return "\n".join([
+    why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in c["excluded_why"].items() if n)
+    lines = [
         "A: " + _text(c["a"]), "B: " + _text(c["b"]),
-        f"paired over {c['common']} tasks: both {c['both']}, A only {c['a_only']}, B only {c['b_only']}, "
-        f"neither {c['neither']}; difference {c['diff']} (95% CI {lo} to {hi}), exact McNemar p = {c['mcnemar_p']:.4g}",
-    ])
+        f"paired over {c['common']} tasks finished in both: both {c['both']}, A only {c['a_only']}, "
+        f"B only {c['b_only']}, neither {c['neither']}; difference {c['diff']} (95% CI {lo} to {hi}, "
+        f"Newcombe paired score), exact McNemar p = {c['mcnemar_p']:.4g}",
+    ]
+    if c["excluded"]:
+        lines.append(f"excluded {c['excluded']} task(s) listed in both: {why}")
+    return "\n".join(lines)

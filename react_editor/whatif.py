@@ -127,11 +127,11 @@ def _rate(stats) -> str:
     return f"{stats.success}/{stats.n} success ({stats.rate:.0%}, 95% CI {lo:.0%}-{hi:.0%})"
 
 
-def _effect_text(effect) -> str:
-    lo, hi = effect.ci95
+def _effect_text(effect, test: str = "Fisher") -> str:
     eff = "n/a" if effect.effect is None else f"{effect.effect:+.0%}"
+    ci = "n/a" if effect.ci95 is None else f"{effect.ci95[0]:+.0%} to {effect.ci95[1]:+.0%}"
     return (f"control:   {_rate(effect.control)}\ntreatment: {_rate(effect.treatment)}\n"
-            f"effect:    {eff} (95% CI {lo:+.0%} to {hi:+.0%}), Fisher p = {effect.p_value:.3g}")
+            f"effect:    {eff} (95% CI {ci}), {test} p = {effect.p_value:.3g}")
 
 
 # ---------------------------------------------------------------------- commands
@@ -227,7 +227,8 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
         lines = [f"episode {r.episode} v{r.version} @{r.k}: "
                  + (r.skipped or _effect_text(r.effect).replace("\n", "; ")) for r in results]
         if ran:
-            lines += ["pooled:", _effect_text(pooled(ran))]
+            lines += ["pooled, stratified by episode (Mantel-Haenszel difference; arms summed for reference):",
+                      _effect_text(pooled(ran), "Cochran-Mantel-Haenszel")]
         return "\n".join(lines)
 
     emit(args, data, text)

@@ -49,7 +49,18 @@ class Item(Record):
     metrics: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
 
+    @property
+    def finished(self) -> bool:
+        """Scored: an unfinished item (pending, running, error) is not a failure."""
+        return self.status == "done"
 
+    @property
+    def phases(self) -> dict[str, int]:
+        """{phase: version id}: which version ran each phase of the item's method."""
+        return {str(k): int(v) for k, v in (self.metrics.get(PHASES_KEY) or {}).items()}
+
+
+PHASES_KEY = "phases"
 _ECOLS = "id, name, env, method, config, env_options, params, status, wall_s, created_at, updated_at"
 _ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success, metrics, error"
 
@@ -210,15 +221,37 @@ def release(store: Store, item_id: int, job_id: int) -> None:
                          "where id = ? and claimed_by = ?", [item_id, job_id])
 
 
+def _metrics(store: Store, item_id: int) -> dict[str, Any]:
+    r = store.db.execute("select metrics from experiment_items where id = ?", [item_id]).fetchone()
+    if r is None:
+        raise StoreError(f"unknown experiment item {item_id}")
+    return json.loads(r[0] or "{}")
+
+
 def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
                 success: bool | None = None, metrics: dict[str, Any] | None = None, error: str | None = None) -> None:
-    """The item's result; its claim is released in the same transaction."""
+    """The item's outcome; its phase record is kept (the new metrics replace the rest) and
+    its claim is released in the same transaction."""
     with store.transaction():
+        kept = _metrics(store, item_id).get(PHASES_KEY)
+        new = dict(metrics or {})
+        if kept:
+            new[PHASES_KEY] = kept
         store.db.execute(
             "update experiment_items set status = ?, version_id = coalesce(?, version_id), success = ?, "
             "metrics = ?, error = ?, updated_at = ?, claimed_by = null, lease_until = null where id = ?",
-            [status, version_id, None if success is None else int(success), _dumps(metrics or {}), error, now(), item_id],
+            [status, version_id, None if success is None else int(success), _dumps(new), error, now(), item_id],
         )
+
+
+def record_phase(store: Store, item_id: int, phase: str, version_id: int) -> None:
+    """Phase `phase` of the item runs in `version_id`; the item points at it from now on
+    (so a version frozen mid-run and continued in a child is followed)."""
+    with store.transaction():
+        metrics = _metrics(store, item_id)
+        metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), phase: version_id}
+        store.db.execute("update experiment_items set metrics = ?, version_id = ?, updated_at = ? where id = ?",
+                         [_dumps(metrics), version_id, now(), item_id])
 
 
 def set_status(store: Store, experiment_id: int, status: ExperimentStatus, *, add_wall_s: float = 0.0) -> None:

@@ -114,7 +114,8 @@ def test_start_episode_from_the_builtin_set_opens_it_in_the_editor(app):
     exemplar_sets.create_set(toy.store, "wiki-set", "hotpotqa")
     at = make()
     at.selectbox(key="new_env").set_value("alfworld").run()
-    assert at.selectbox(key="new_exemplars_alfworld").options == ["(built-in)", "my-fixes"]
+    builtin = "(built-in: played by a scripted policy, not the paper's)"  # says what the built-in exemplars are
+    assert at.selectbox(key="new_exemplars_alfworld").options == [builtin, "my-fixes"]
     at.selectbox(key="new_exemplars_alfworld").set_value("my-fixes")
     at.text_input(key="new_base_url").set_value(toy.llm.base_url)
     at.text_input(key="new_model").set_value("scripted-model")

@@ -41,10 +41,8 @@ def test_concurrency_runs_jobs_at_once():
             active[0] -= 1
         return k
 
-    t0 = time.monotonic()
     run_batch(range(8), work, concurrency=4)
-    assert peak[0] == 4
-    assert time.monotonic() - t0 < 1.2  # serial would take 1.6 s, ideal 0.4 s
+    assert peak[0] == 4  # four at once (the speed-up is benchmarks/experiment.py's business)
 
 
 def test_stop_launches_nothing_new_and_in_flight_jobs_finish():
@@ -117,10 +115,8 @@ def test_rate_limit_pauses_every_client_of_the_endpoint(scripted_llm: ScriptedLL
             time.sleep(0.01)
         return ModelClient(config, api_key="k").complete(f"p{k}", [])[0]
 
-    t0 = time.monotonic()
     res = run_batch(range(4), work, concurrency=4)
     assert [r.value for r in res] == ["ok"] * 4  # max_retries=0, yet the 429 did not fail it
     first_429 = scripted_llm.requests[0].received_at
     later = [r.received_at - first_429 for r in scripted_llm.requests[1:]]
     assert len(later) == 4 and min(later) >= 0.55  # all waited for the pause, the refused one too
-    assert time.monotonic() - t0 < 3

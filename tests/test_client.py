@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
-import time
+import threading
 
 import openai
 import pytest
@@ -172,12 +172,15 @@ def test_retry_after_is_honoured(scripted_llm: ScriptedLLM):
 
 def test_retry_after_is_bounded(scripted_llm: ScriptedLLM):
     scripted_llm.push(Reply(status=503, retry_after=3600), "ok")
-    t0 = time.monotonic()
-    text, call = make(scripted_llm, retry_after_max_s=0.2).complete("p", [])
+    got = {}
+    caller = threading.Thread(target=lambda: got.update(out=make(scripted_llm, retry_after_max_s=0.2).complete("p", [])))
+    caller.start()
+    caller.join(120)  # a deadline, not a measurement: uncapped, the call would wait an hour
+    assert not caller.is_alive()
+    text, call = got["out"]
     first, second = scripted_llm.requests
     assert text == "ok" and call.attempts == 2
-    assert 0.18 <= second.received_at - first.received_at < 2
-    assert time.monotonic() - t0 < 2
+    assert 0.18 <= second.received_at - first.received_at
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -205,10 +208,8 @@ def test_client_error_is_not_retried(scripted_llm: ScriptedLLM):
 @pytest.mark.parametrize("style", STYLES)
 def test_timeout_is_retried_then_fails(scripted_llm: ScriptedLLM, style: str):
     scripted_llm.push(Reply(text="late", delay_s=3), Reply(text="late", delay_s=3))
-    t0 = time.monotonic()
-    with pytest.raises(ModelError) as info:
+    with pytest.raises(ModelError) as info:  # without the timeout both attempts would succeed, late
         make(scripted_llm, style, timeout_s=0.25, max_retries=1).complete("p", [])
-    assert time.monotonic() - t0 < 2
     assert info.value.call.attempts == 2 and len(scripted_llm.requests) == 2
     assert "timed out" in info.value.call.error
 

@@ -105,11 +105,10 @@ def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
     make, db, llm = page
     llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.3, react_steps=2))
     at = make()
-    t0 = time.monotonic()
     _create(at, limit=8, name="slow")
     at.run()  # the page renders while the batch runs in its background thread
-    assert time.monotonic() - t0 < 15 and not at.exception
-    assert any(b.key == "x_stop" for b in at.button)  # it is still running
+    assert not at.exception
+    assert any(b.key == "x_stop" for b in at.button)  # it is still running: the page did not wait for it
     at.button(key="x_stop").click().run()
     _wait_done(db, 1)
     with closing(Store(db)) as store:

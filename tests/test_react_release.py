@@ -70,8 +70,9 @@ def test_readme_figures_match_what_ships():
 
     root = Path(__file__).resolve().parent.parent
     readme = (root / "README.md").read_text()
-    games = root / "envs" / "alfworld" / "games" / "json_2.1.1"
-    shipped = {split: len(list((games / split).rglob("game.tw-pddl"))) for split in ("valid_unseen", "train")}
-    assert int(re.search(r"(\d+) built-in games", readme).group(1)) == shipped["valid_unseen"]
-    assert int(re.search(r"(\d+) exemplar games", readme).group(1)) == shipped["train"]
+    games = root / "envs" / "alfworld" / "games" / "builtin"
+    shipped = {split: len(list((games / split).rglob("game.tw-pddl"))) for split in ("sample", "exemplars")}
+    assert int(re.search(r"(\d+) built-in games", readme).group(1)) == shipped["sample"]
+    assert int(re.search(r"(\d+) exemplar games", readme).group(1)) == shipped["exemplars"]
+    assert "not ALFWorld's games" in readme and not (root / "envs" / "alfworld" / "games" / "json_2.1.1").exists()
     assert "../shared/reference" not in readme and "react-editor data react" in readme

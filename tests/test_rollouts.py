@@ -232,7 +232,8 @@ def test_whatif_batch_over_an_experiments_failed_episodes(toy, capsys):
     (one,) = out["episodes"]
     assert (one["episode"], one["step"]) == (failed_ep, 2)  # step 2 is the first to go to the shelf
     assert one["control"]["success"] == 0 and one["treatment"]["success"] == 2 and one["effect"] == 1.0
-    assert set(out["pooled"]) == {"control", "treatment", "effect", "effect_ci95", "p_value"}
+    assert {"control", "treatment", "effect", "effect_ci95", "p_value", "method"} <= set(out["pooled"])
+    assert "Cochran-Mantel-Haenszel" in out["pooled"]["method"]
     assert out["pooled"]["treatment"]["n"] == 2 and out["pooled"]["effect"] == 1.0
     # without --where: the successful episode is included too; a pattern it lacks skips it
     out = cli_json(capsys, "whatif", "--experiment", str(exp.id), "--at", "first:shelf", "--insert-thought",
@@ -336,3 +337,33 @@ def test_wikipedia_resample_and_thought_whatif(toy, capsys):
     for vid in out["treatment"]["versions"]:
         s2 = toy.store.version_steps(vid)[1]
         assert (s2.thought, s2.action, s2.source) == (hint, "Finish[1650]", "human")
+
+
+def _arm(success: int, n: int):
+    from agent.rollouts import GroupStats
+
+    return GroupStats(None, list(range(n)), success)
+
+
+def test_an_empty_arm_has_no_effect_and_no_interval():
+    """n = 0 in an arm: `effect` is null, and so is `effect_ci95` (it was a finite [-1, x])."""
+    from agent.rollouts import Effect
+
+    e = Effect(_arm(0, 0), _arm(3, 4)).as_json()
+    assert e["effect"] is None and e["effect_ci95"] is None
+    e = Effect(_arm(0, 5), _arm(5, 5)).as_json()
+    assert e["effect"] == 1.0 and e["effect_ci95"][1] == 1.0
+    assert e["control"]["ci95"][0] == 0.0 and e["treatment"]["ci95"][1] == 1.0  # exact, not 5.6e-17
+
+
+def test_pooled_whatif_is_stratified_by_episode():
+    """Rollouts of one episode share its state: pooling sums nothing across episodes. Two
+    episodes where the edit changes nothing inside either, with unequal rollouts per arm:
+    the summed arms would show +67 points (Fisher p < 1e-6); stratified, the effect is 0."""
+    from agent.rollouts import Effect, pooled
+
+    effects = [Effect(_arm(2, 2), _arm(10, 10)), Effect(_arm(0, 10), _arm(0, 2))] * 5
+    out = pooled(effects).as_json()
+    assert out["effect"] == 0.0 and out["p_value"] == 1.0
+    assert out["treatment"]["n"] == 60 and out["control"]["n"] == 60  # the sums, for reference
+    assert out["episodes"] == 10 and "Mantel-Haenszel" in out["method"]

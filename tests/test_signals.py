@@ -107,3 +107,33 @@ def test_path_states_reuse_the_previous_state_and_agree_with_step_signals():
     # a branch from step 2 starts from the cached state after step 2
     other = Step(id=9, index=3, action="go to shelf 1", observation="On the shelf 1, you see a mug 2.")
     assert states.after(steps[:2], "alfworld", ROOM).signals(other) == ["repeated_action"]
+
+
+def test_a_return_after_a_state_change_is_not_a_repeat():
+    """'go to desk 1' again while carrying the CD (taken in between) is a legitimate return;
+    going back with nothing changed in between is a loop."""
+    from types import SimpleNamespace as S
+
+    desk = S(action="go to desk 1", observation="On the desk 1, you see a pen 1.")
+    take = S(action="take cd 1 from shelf 1", observation="You pick up the cd 1 from the shelf 1.")
+    look = S(action="go to shelf 2", observation="On the shelf 2, you see nothing.")
+    assert step_signals(desk, [desk, take], env="alfworld", task_text=ROOM) == []
+    assert step_signals(desk, [desk, look], env="alfworld", task_text=ROOM) == ["repeated_action"]
+
+
+def test_a_successful_version_gets_no_failure_modes_prefilled():
+    won = Outcome(done=True, success=True, reward=1.0)
+    assert suggest_failure_modes(["repeated_action", "search_miss"], won) == []
+    lost = Outcome(done=True, success=False)
+    assert suggest_failure_modes(["repeated_action"], lost) == ["reasoning_error"]
+
+
+def test_signals_precision_on_the_labelled_set():
+    """Every signal has >= 40 labelled steps (versions for step_limit), with positives, and
+    precision >= 0.9 (the table in docs/search-and-signals.md comes from this evaluation)."""
+    from tests.signal_labels import evaluate
+
+    table = evaluate()
+    for signal, row in table.items():
+        assert row["labelled"] >= 40 and row["positives"] >= 5, (signal, row)
+        assert row["precision"] >= 0.9, (signal, row)

@@ -60,3 +60,103 @@ def test_bad_counts_are_refused():
         stats.wilson(5, 3)
     with pytest.raises(ValueError):
         stats.mcnemar_exact(-1, 2)
+
+
+# ------------------------------------------------------------------ exact endpoints
+
+
+@pytest.mark.parametrize("n", [1, 3, 20, 263])
+def test_wilson_endpoints_are_exact_at_zero_and_n(n):
+    """An interval contains its observed proportion exactly: 0 successes -> lower bound 0.0
+    (not 5.6e-17), n successes -> upper bound 1.0."""
+    assert stats.wilson(0, n)[0] == 0.0
+    assert stats.wilson(n, n)[1] == 1.0
+    for k in range(0, n + 1, max(1, n // 7)):
+        lo, hi = stats.wilson(k, n)
+        assert lo <= k / n <= hi
+
+
+# ------------------------------------------------------------------ paired differences
+
+
+def test_newcombe_paired_method_10_published_examples():
+    """Newcombe (1998), "Improved confidence intervals for the difference between binomial
+    proportions based on paired data", Stat Med 17:2635, worked example a=20, b=12, c=2, d=16:
+    method 10 gives +0.0562 to +0.3292. Fagerland, Lydersen & Laake (2014), Stat Methods Med
+    Res 24:224, airway hyper-responsiveness (Bentur 2009) a=1, b=1, c=7, d=12: Newcombe's
+    method 10 gives -0.507 to -0.026."""
+    lo, hi = stats.newcombe_paired_diff(20, 12, 2, 16)
+    assert (round(lo, 4), round(hi, 4)) == (0.0562, 0.3292)
+    lo, hi = stats.newcombe_paired_diff(1, 1, 7, 12)
+    assert (round(lo, 3), round(hi, 3)) == (-0.507, -0.026)
+
+
+def test_tango_score_interval_published_examples():
+    """Tango (1998), Stat Med 17:891, and the worked examples reproduced from it and its
+    successors: Fagerland et al. (2014) Bentur data b=1, c=7, n=21 -> -0.517 to -0.026;
+    Agresti & Min (2005), Stat Med 24:729, b=16, c=8, n=86 -> -0.020 to 0.207; Tango's
+    one-discordant-pair case b=0, c=1, n=44 at 90% -> -0.096 to 0.037."""
+    lo, hi = stats.tango_diff(1, 7, 21)
+    assert (round(lo, 3), round(hi, 3)) == (-0.517, -0.026)
+    lo, hi = stats.tango_diff(16, 8, 86)
+    assert (round(lo, 3), round(hi, 3)) == (-0.020, 0.207)
+    lo, hi = stats.tango_diff(0, 1, 44, z=1.6448536269514722)
+    assert (round(lo, 3), round(hi, 3)) == (-0.096, 0.037)
+    lo, hi = stats.tango_diff(9, 3, 32)
+    assert (round(lo, 3), round(hi, 3)) == (-0.027, 0.390)
+
+
+def test_paired_interval_tells_the_same_story_as_mcnemar():
+    """4 tasks only A solved, 0 only B solved, 16 both failed: exact McNemar p = 0.125, so the
+    interval must not exclude 0 (the percentile bootstrap gave about [0.05, 0.40]). When every
+    pair agrees the interval is not the degenerate [0, 0]."""
+    assert stats.mcnemar_exact(4, 0) == pytest.approx(0.125)
+    lo, hi = stats.newcombe_paired_diff(0, 4, 0, 16)
+    assert lo <= 0.0 < 0.2 < hi
+    lo, hi = stats.newcombe_paired_diff(10, 0, 0, 10)
+    assert lo < 0.0 < hi and hi - lo > 0.1
+
+
+# ------------------------------------------------------------------ stratified pooling
+
+RABBITS = [(0, 6, 0, 5), (3, 6, 0, 6), (6, 6, 2, 6), (5, 6, 6, 6), (2, 2, 5, 5)]
+
+
+def test_cmh_matches_the_penicillin_rabbits_textbook_example():
+    """Agresti, Categorical Data Analysis (penicillin and rabbits, 5 strata), the example of
+    R's mantelhaen.test: Mantel-Haenszel X-squared = 3.9286 with continuity correction,
+    p = 0.04747. Without the correction the statistic is (|15 - 10.73...| )^2 / V = 5.657."""
+    r = stats.cmh(RABBITS, correct=True)
+    assert round(r.chi2, 4) == 3.9286
+    assert round(r.p_value, 5) == 0.04747
+    plain = stats.cmh(RABBITS)
+    assert plain.chi2 == pytest.approx(5.657142857, abs=1e-6)
+    assert plain.strata == 5
+
+
+def test_mantel_haenszel_risk_difference_and_sato_variance():
+    """Mantel & Haenszel (1959) risk difference with Sato's (1989) variance (the formulas of
+    SAS PROC FREQ COMMONRISKDIFF): on the rabbits data the estimate is
+    sum((k1 n2 - k2 n1)/t) / sum(n1 n2/t); with one stratum it is the plain difference and
+    Sato's variance reduces to the binomial p1(1-p1)/n1 + p2(1-p2)/n2."""
+    r = stats.cmh(RABBITS)
+    num = sum((k1 * n2 - k2 * n1) / (n1 + n2) for k1, n1, k2, n2 in RABBITS)
+    w = sum(n1 * n2 / (n1 + n2) for _, n1, _, n2 in RABBITS)
+    assert r.effect == pytest.approx(num / w)
+    one = stats.cmh([(30, 40, 20, 40)])
+    assert one.effect == pytest.approx(0.25)
+    # W = 20, Q = (30*20 + 20*10)/160 = 5, P = (1600*20 - 1600*30)/6400 = -2.5:
+    # (0.25 * -2.5 + 5) / 400 = 0.0109375 = 0.75*0.25/40 + 0.5*0.5/40
+    half = stats.Z95 * 0.0109375 ** 0.5
+    assert one.ci95 == pytest.approx((0.25 - half, 0.25 + half))
+
+
+def test_cmh_pools_within_episodes_not_across():
+    """Episodes differ a lot (some easy, some hopeless) and the edit changes nothing inside
+    any episode, but the arms got different numbers of rollouts per episode: summing the
+    arms (the old pooled what-if) shows a huge effect with Fisher p < 1e-6; stratified by
+    episode there is none."""
+    tables = [(10, 10, 2, 2), (0, 2, 0, 10)] * 5  # treatment k/n, control k/n per episode
+    r = stats.cmh(tables)
+    assert r.effect == 0.0 and r.p_value == 1.0
+    assert stats.fisher_exact(50, 10, 10, 50) < 1e-6  # summed: 50/60 vs 10/60

@@ -300,10 +300,9 @@ def test_a_slow_model_call_blocks_no_other_work_on_the_episode(toy):
     t = threading.Thread(target=lambda: result.setdefault("rep", _catch(toy.engine.step, v.id)))
     t.start()
     _wait_for_request(toy)
-    t0 = time.monotonic()
     toy.engine.human_step(v.id, action="go to cabinet 1")  # wins the leaf
     assert toy.engine.admissible_actions(v.id)
-    assert time.monotonic() - t0 < 1.0
+    assert t.is_alive()  # done while the slow call is still waiting: it did not block
     t.join(10)
     assert isinstance(result["rep"], VersionChanged)  # the slow step lost; nothing interleaved
     assert _indices(toy.store, v.id) == [1]
@@ -333,13 +332,12 @@ def test_a_slow_step_in_one_tab_does_not_block_another_episode(app):
     t = threading.Thread(target=lambda: click(slow, "btn_step"))
     t.start()
     _wait_for_request(toy)
-    t0 = time.monotonic()
     click(fast, "btn_step")
-    took = time.monotonic() - t0
+    fast_first = t.is_alive()  # the other tab's step finished while the slow one still waits
     t.join(30)
     assert [s.action for s in toy.store.version_steps(v_b.id)] == ["go to cabinet 1"]
     assert [s.action for s in toy.store.version_steps(v_a.id)] == ["go to shelf 1"]
-    assert took < 3.0
+    assert fast_first
 
 
 def test_cost_uses_the_price_of_each_calls_model(app):

@@ -98,8 +98,27 @@ def test_list_items_are_searchable_lines(env):
     assert env.step("Lookup[Short]").observation == "(Result 1 / 1) Short."
 
 
-def test_lookup_before_search_answers_clearly(env):
-    assert env.step("Lookup[anything]").observation == NO_PAGE
+def test_lookup_before_search_answers_as_the_original(env, zim_path):
+    """The original WikiEnv builds an empty lookup list when no page is open and answers
+    "No more results.\n" (147 steps of the notebooks' saved runs read exactly that)."""
+    assert env.step("Lookup[anything]").observation == "No more results.\n"
+    assert env.step("Lookup[anything]").observation == "No more results.\n"
+    friendly = WikiEnv("hotpotqa", ZimBackend(zim_path), friendly_lookup=True)
+    friendly.reset(env.task)
+    assert friendly.step("Lookup[anything]").observation == NO_PAGE
+
+
+@pytest.mark.parametrize("raw,obs", [
+    ("\n\nFinish[yes]", "Invalid action: Finish[yes]"),
+    ("\n\nLookup[x]", "Invalid action: Lookup[x]"),
+    (" Search[x]", "Invalid action: Search[x]"),
+])
+def test_action_is_lower_cased_then_stripped_as_the_notebooks(env, raw, obs):
+    """The notebooks call `env.step(action[0].lower() + action[1:])` and WikiEnv.step strips:
+    a completion whose action starts with a newline or space keeps its capital letter and
+    is an invalid action there, so it is here."""
+    r = env.step(raw)
+    assert r.observation == obs and not r.done
 
 
 def test_miss_and_disambiguation(env):
@@ -164,7 +183,7 @@ def test_wrong_answer_and_give_up(env):
 
 def test_fever_label_scoring(zim_path):
     e = WikiEnv("fever", ZimBackend(zim_path))
-    assert e.default_max_steps == 5
+    assert e.default_max_steps == 7  # the FEVER notebook loops range(1, 8)
     e.reset(custom_task("fever", claim="AT&T Tower has 12 floors.", label="refutes"))
     r = e.step("Finish[REFUTES]")
     assert r.reward == 1 and r.info == {"answer": "REFUTES", "gold": "REFUTES", "correct": True}

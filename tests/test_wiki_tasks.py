@@ -45,7 +45,7 @@ def cache(tmp_path, monkeypatch):
 def test_families_registered_with_step_limits():
     hp, fv = family("hotpotqa"), family("fever")
     assert (hp.kind, hp.default_max_steps) == ("hotpotqa", 7)
-    assert (fv.kind, fv.default_max_steps) == ("fever", 5)
+    assert (fv.kind, fv.default_max_steps) == ("fever", 7)
 
 
 def test_builtin_tasks_from_corpus(corpus):

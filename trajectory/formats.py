@@ -13,6 +13,7 @@ cued with "Thought i:" and stopped at "\\nObservation i:"; when the completion h
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence
 
@@ -262,6 +263,13 @@ def parse_wiki_examples(text: str) -> WikiPromptFile:
             if s.index != n:
                 raise FormatError(f"example {len(examples) + 1}: step {s.index} out of order")
         is_last = b == len(lines)
+        if steps and trailer_n >= (2 if is_last else 1) and FINISHED_OBS.fullmatch(steps[-1].observation or ""):
+            # the environment's "Episode finished, reward = N\n" keeps its newline (a resume
+            # replays it and compares): the first blank line after it is the observation's
+            steps[-1] = steps[-1].model_copy(update={"observation": steps[-1].observation + "\n"})
+            trailer_n -= 1
+        if steps:
+            steps[-1] = finished_step(steps[-1])
         # lines after the block were joined by "\n"; the last block ends at end of text
         trailer = "\n" * (trailer_n - 1) if is_last else "\n" * trailer_n
         if is_last and trailer_n == 0:
@@ -271,6 +279,21 @@ def parse_wiki_examples(text: str) -> WikiPromptFile:
     if out.render() != text:
         raise FormatError("the text does not round-trip through the Wikipedia format")
     return out
+
+
+FINISHED_OBS = re.compile(r"Episode finished, reward = (-?\d+(?:\.\d+)?)")
+
+
+def finished_step(step: Step) -> Step:
+    """A transcript's last step marked done when its action is a Finish the original
+    environment accepts (`action[0].lower() + action[1:]`, then stripped: `finish[...]`),
+    with the reward its observation reports."""
+    action = step.action or ""
+    act = (action[:1].lower() + action[1:]).strip()
+    if not (act.startswith("finish[") and act.endswith("]")):
+        return step
+    m = FINISHED_OBS.fullmatch((step.observation or "").rstrip("\n"))
+    return step.model_copy(update={"done": True, "reward": float(m.group(1)) if m else 0.0})
 
 
 def _wiki_step(cur: dict) -> Step:

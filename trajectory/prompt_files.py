@@ -255,18 +255,12 @@ def parse_prompt_file(d: dict, *, source: str, env: str | None = None) -> tuple[
                     style="react" if key.startswith("webthink") else "act", steps=ex.steps,
                     data={"prompt_file": source, "prompt_key": key, "position": n, "header": parsed.header,
                           "trailer": ex.trailer},
-                    gold=_finish_answer(ex.steps),
+                    gold=None,  # the model's own Finish is no gold answer; the dataset's may be (import --source)
                 ))
             out.append(ParsedEntry(key, trajs))
         else:
             out.append(ParsedEntry(key, [], value))
     return env, out
-
-
-def _finish_answer(steps: Sequence[Step]) -> str | None:
-    if steps and (steps[-1].action or "").startswith("Finish[") and steps[-1].action.endswith("]"):
-        return steps[-1].action[7:-1]
-    return None
 
 
 def alfworld_type_from_text(task_text: str) -> str:

@@ -35,6 +35,9 @@ NOTHING_HAPPENS = "Nothing happens."
 # Wikipedia observations for actions the environment could not parse or execute
 # (envs/wikipedia/env.py: an unknown action, lookup before any search, an empty search).
 _WIKI_INVALID = ("Invalid action", "No page is open yet", "Search needs an entity")
+# Actions that change the world (ALFWorld) or the open page (Wikipedia): a repeat of an
+# earlier (action, observation) counts only when none of these happened in between.
+_ALF_CHANGES = re.compile(r"(take|put|open|close|clean|heat|cool|use|toggle|slice|move)\b", re.I)
 _OBJ = r"[a-z]+ \d+"
 _OBJECT = re.compile(rf"\b({_OBJ})\b", re.I)
 # The ALFWorld command grammar (both wordings); anything else cannot be parsed.
@@ -57,8 +60,8 @@ def objects(text: str | None) -> set[str]:
 @dataclass(frozen=True)
 class PathState:
     """What the earlier steps of a path tell the signals: the (action, observation) pairs
-    taken and the objects seen. `then(step)` is the state one step further (a new object,
-    so a tree is walked without recomputing each path)."""
+    taken since the world last changed and the objects seen. `then(step)` is the state one
+    step further (a new object, so a tree is walked without recomputing each path)."""
 
     env: str
     taken: frozenset = frozenset()
@@ -69,9 +72,22 @@ class PathState:
         return cls(env, frozenset(), frozenset(objects(task_text)) if env == "alfworld" else frozenset())
 
     def then(self, step: Any) -> "PathState":
-        taken = self.taken | {(_norm(step.action), _norm(step.observation))} if step.action is not None else self.taken
+        taken = self.taken
+        if step.action is not None:
+            pair = (_norm(step.action), _norm(step.observation))
+            taken = frozenset({pair}) if self._changes(step) else taken | {pair}
         seen = self.seen | objects(step.observation) if self.env == "alfworld" else self.seen
         return PathState(self.env, taken, seen)
+
+    def _changes(self, step: Any) -> bool:
+        """The step changed the state a later identical visit would see: an ALFWorld action
+        that moves or alters an object (and did something), a Wikipedia search that opened
+        a page. Going somewhere and looking do not."""
+        action, obs = (step.action or "").strip(), (step.observation or "").strip()
+        if self.env == "alfworld":
+            return bool(_ALF_CHANGES.match(action)) and obs != NOTHING_HAPPENS
+        act = action[:1].lower() + action[1:]
+        return act.startswith("search[") and not obs.startswith(("Could not find", "Invalid action"))
 
     def signals(self, step: Any, admissible: Sequence[str] | None = None) -> list[str]:
         """The step's signals, in `SIGNALS` order (`step_limit` is a version's, see below)."""
@@ -147,10 +163,13 @@ def version_signals(step_signal_lists: Iterable[Iterable[str]], outcome: Any) ->
     return out
 
 
-def suggest_failure_modes(signals: Iterable[str]) -> list[str]:
+def suggest_failure_modes(signals: Iterable[str], outcome: Any = None) -> list[str]:
     """Table-2 failure modes the signals point at (repetitive steps -> reasoning error,
     search misses -> search result error, ...): a pre-filled suggestion a person confirms
-    or clears, never a label by itself."""
+    or clears, never a label by itself. A successful version gets none: a signal on the
+    way to a success accuses nothing."""
+    if outcome is not None and outcome.done and outcome.success is True:
+        return []
     found = set(signals)
     return list(dict.fromkeys(mode for sig, mode in SUGGESTS.items() if sig in found))
 

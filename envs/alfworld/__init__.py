@@ -15,5 +15,5 @@ def make_env(task, options: dict | None = None, blobs=None):
 
 
 FAMILY = EnvFamily(kind="alfworld", list_tasks=list_tasks, get_task=get_task, make_env=make_env,
-                   default_max_steps=50, custom_task=custom_task, exemplars_file=EXEMPLARS_FILE,
+                   default_max_steps=49, custom_task=custom_task, exemplars_file=EXEMPLARS_FILE,
                    references=external_references)

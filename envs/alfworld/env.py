@@ -40,7 +40,7 @@ def _plan_first_action(path: str, wording: str, ops: list, conn) -> None:
 
 class AlfworldEnv:
     kind = "alfworld"
-    default_max_steps = 50
+    default_max_steps = 49  # the notebook: `for i in range(1, 50)`, 49 model calls
 
     def __init__(self, wording: str = "paper"):
         self.wording = check_wording(wording)

@@ -2,7 +2,7 @@
 
 `data/exemplars.json` has keys `react_<v>_<i>` / `act_<v>_<i>` (v in put, clean, heat, cool,
 examine, puttwo; i in 0, 1) like `prompts/alfworld_3prompts.json`. They are played on the
-built-in `train` games (never the default task list): a searching policy that looks in
+built-in exemplar games (`games/builtin/exemplars`, never the default task list): a searching policy that looks in
 plausible receptacles one by one, real observations in the paper's wording, and thoughts
 in the paper's style (plan, where to look, progress). `build_exemplars` regenerates them.
 """

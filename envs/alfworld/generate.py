@@ -315,8 +315,9 @@ def _render_walkthrough(plan, names: dict[str, str], rec_openable, wording: str)
 
 
 def generate_games(out: Path, seed: int, per_type: int = 4, split: str = "valid_unseen",
-                   task_types=TASK_TYPES, progress=None) -> list[Path]:
-    """Write `per_type` solvable games of each task type under `out/json_2.1.1/<split>/`.
+                   task_types=TASK_TYPES, progress=None, layout: str = "json_2.1.1") -> list[Path]:
+    """Write `per_type` solvable games of each task type under `out/<layout>/<split>/`
+    (the built-in set: layout "builtin", split "sample" or "exemplars").
     Deterministic in `seed`. Returns the game.tw-pddl paths."""
     from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 
@@ -349,7 +350,7 @@ def generate_games(out: Path, seed: int, per_type: int = 4, split: str = "valid_
                               "random_seed": seed},
                     "turk_annotations": {"anns": []},
                     "generator": "react-editor builtin (alfworld layouts + goal_library)"}
-            game_dir = out / "json_2.1.1" / split / _folder_name(task_type, params, floor_plan) / trial
+            game_dir = out / layout / split / _folder_name(task_type, params, floor_plan) / trial
             data = {"pddl_domain": domain,
                     "grammar": seeded_task_grammar(grammar, traj, rng),
                     "pddl_problem": _problem(scene, _goal(task_type, params), trial),

@@ -42,11 +42,14 @@ def _action_arg(action: str, verb: str) -> str | None:
 
 class WikiEnv:
     def __init__(self, kind: str, backend: Backend, blobs: BlobStore | None = None,
-                 default_max_steps: int | None = None):
+                 default_max_steps: int | None = None, friendly_lookup: bool = False):
         if kind not in ("hotpotqa", "fever"):
             raise EnvError(f"WikiEnv is for hotpotqa or fever, not {kind!r}")
         self.kind = kind
-        self.default_max_steps = default_max_steps or (7 if kind == "hotpotqa" else 5)
+        self.default_max_steps = default_max_steps or 7  # the notebooks' `for i in range(1, 8)`
+        # lookup before any search: the original answers "No more results."; an explanation
+        # is an option (off by default, since a model reads whatever the environment says)
+        self.friendly_lookup = friendly_lookup
         self.backend = backend
         self.blobs: BlobStore = blobs if blobs is not None else _MemoryBlobs()
         self._pages: dict[str, tuple[str, list[str], list[str]]] = {}  # key -> (text, sents, lowered)
@@ -73,11 +76,12 @@ class WikiEnv:
     def step(self, action: str) -> StepResult:
         if self.task is None:
             raise EnvError("reset the environment with a task before stepping")
-        action = action.strip()
+        # As the notebooks: `env.step(action[0].lower() + action[1:])`, and the env strips.
+        # The order matters: "\n\nFinish[x]" lower-cases the newline and stays "Finish[x]",
+        # an invalid action, exactly as in the original.
+        act = (action[:1].lower() + action[1:]).strip()
         if self.answer is not None:  # finished: the original repeats its last observation
             return StepResult(self.obs, done=True, reward=0.0)
-        # the notebooks lower-case the first letter: Search[x] -> search[x]
-        act = action[:1].lower() + action[1:]
         info: dict[str, Any] = {}
         if (entity := _action_arg(act, "search")) is not None:
             obs, info = self._search(entity)
@@ -155,7 +159,7 @@ class WikiEnv:
 
     def _lookup(self, keyword: str) -> str:
         if self.page_key is None:
-            return NO_PAGE
+            return NO_PAGE if self.friendly_lookup else "No more results.\n"
         if self.keyword != keyword or self._matches is None:
             if self.keyword != keyword:
                 self.cursor = 0

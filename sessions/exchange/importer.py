@@ -14,7 +14,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
@@ -22,7 +22,8 @@ from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from trajectory.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from trajectory.records import ENV_KINDS, UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Step, Task, Version
+from trajectory.records import (ENV_KINDS, UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Outcome, Step, Task,
+                                Version)
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
@@ -91,8 +92,11 @@ def import_file(
     env: str | None = None,
     set_name: str | None = None,
     by: str | None = None,
+    find_task: Callable[[str, str], Task | None] | None = None,
 ) -> ImportReport:
-    """Validate the whole file, then write it in one transaction."""
+    """Validate the whole file, then write it in one transaction. `find_task(env, text)`
+    names the dataset task a transcript's question or claim is (its gold answer is used);
+    without it, or when the text is unknown, an imported task has no gold answer."""
     p = Path(path)
     if not p.exists():
         raise ImportFailed(f"no such file: {p}")
@@ -121,8 +125,9 @@ def import_file(
         return report
     env, parsed = _read_prompt_file(p, fmt, env)
     report = ImportReport(fmt, str(p))
+    golds = _dataset_golds(env, parsed, find_task)  # before the write lock: may read a dataset
     with store.transaction():
-        _write_prompt_entries(store, p, env, parsed, set_name, by, report)
+        _write_prompt_entries(store, p, env, parsed, set_name, by, report, golds)
     return report
 
 
@@ -178,8 +183,30 @@ def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[Par
         raise _fail(1, str(exc)) from None
 
 
+def _dataset_golds(env: str, parsed: list[ParsedEntry],
+                   find_task: Callable[[str, str], Task | None] | None) -> dict[str, Task]:
+    """{task text: dataset task} for the transcripts whose question or claim is known."""
+    if find_task is None or env == "alfworld":
+        return {}
+    out: dict[str, Task] = {}
+    for entry in parsed:
+        for t in entry.trajectories:
+            if t.task_text not in out and (found := find_task(env, t.task_text)) is not None:
+                out[t.task_text] = found
+    return out
+
+
+def _imported_outcome(steps: list) -> Outcome | None:
+    """A transcript that ends in an accepted Finish is finished, scored by its observation."""
+    if not steps or not steps[-1].done:
+        return None
+    last = steps[-1]
+    scored = last.observation is not None
+    return Outcome(done=True, reward=last.reward, success=(last.reward > 0) if scored else None)
+
+
 def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEntry], set_name: str | None,
-                          by: str | None, report: ImportReport) -> None:
+                          by: str | None, report: ImportReport, golds: dict[str, Task] | None = None) -> None:
     name = set_name or sets.free_name(store, p.stem)
     sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
     report.exemplar_set = name
@@ -189,11 +216,13 @@ def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEn
             report.raw_entries += 1
             continue
         for t in entry.trajectories:
-            task = Task(env=t.env, id=t.task_id, type=t.task_type, text=t.task_text, gold=t.gold,
-                        source="imported", data=t.data)
+            known = (golds or {}).get(t.task_text)
+            data = {**t.data, "dataset_task": known.key} if known else t.data
+            task = Task(env=t.env, id=t.task_id, type=t.task_type or (known.type if known else None),
+                        text=t.task_text, gold=known.gold if known else t.gold, source="imported", data=data)
             ep, v = store.create_episode(task, AgentConfig(style=t.style), {}, name=t.name)
             if t.steps:
-                store.append_steps(v.id, t.steps)
+                store.append_steps(v.id, t.steps, outcome=_imported_outcome(t.steps))
             sets.add_version(store, name, v.id, by=by)
             report.episodes.append(ep.id)
             report.versions += 1
