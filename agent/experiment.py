@@ -190,7 +190,7 @@ def run(
         opts = _Options(concurrency, stop, on_progress, api_key, max_consecutive_failures, mode)
         if handle is not None:
             return _run(store, exp, handle, opts)
-        return jobs.run_here(store, "experiment", lambda h: _run(store, exp, h, opts), lease_s=lease_s,
+        return jobs.run_here(store, "experiment", lambda h: _run(store, exp, h, opts), lease_s=lease_s, stop=stop,
                              experiment_id=exp.id, target=f"experiment {exp.name}", total=len(xs.items(store, exp.id)))
     finally:
         store.close()

@@ -27,11 +27,11 @@ _guard = threading.Lock()
 class Handle:
     """A job run by this process."""
 
-    def __init__(self, store: Store, job: rows.Job, lease_s: float):
+    def __init__(self, store: Store, job: rows.Job, lease_s: float, stop: threading.Event | None = None):
         self.store, self.id, self.kind, self.lease_s = store, job.id, job.kind, lease_s
         self.session = job.session
         self.version_id = job.version_id
-        self.stop = threading.Event()
+        self.stop = stop if stop is not None else threading.Event()  # a caller's own Stop, if it has one
         self.finished = threading.Event()
         self.started = time.monotonic()
         self.done_n, self.total, self.detail = 0, job.total, None
@@ -106,10 +106,12 @@ class Handle:
                 self._beater.join(5)  # its last beat is done before the caller closes the store
 
 
-def open_job(store: Store, kind: str, *, lease_s: float | None = None, **row: Any) -> Handle:
-    """A job row held by this process, with its heartbeat running."""
+def open_job(store: Store, kind: str, *, lease_s: float | None = None, stop: threading.Event | None = None,
+             **row: Any) -> Handle:
+    """A job row held by this process, with its heartbeat running (`stop`: the caller's
+    own Stop event becomes the job's)."""
     lease = lease_s if lease_s is not None else rows.LEASE_S
-    h = Handle(store, rows.create(store, kind, lease_s=lease, **row), lease)
+    h = Handle(store, rows.create(store, kind, lease_s=lease, **row), lease, stop)
     with _guard:
         _handles[(store.file, h.id)] = h
     h._beater.start()
@@ -126,9 +128,9 @@ def _outcome(h: Handle, exc: BaseException | None) -> tuple[str, str | None]:
 
 
 def run_here(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: float | None = None,
-             **row: Any) -> Any:
+             stop: threading.Event | None = None, **row: Any) -> Any:
     """Run `work(handle)` in this thread as a job (the CLI): Ctrl-C ends it "stopped"."""
-    h = open_job(store, kind, lease_s=lease_s, **row)
+    h = open_job(store, kind, lease_s=lease_s, stop=stop, **row)
     try:
         h.result = work(h)
     except BaseException as exc:
