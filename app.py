@@ -7,12 +7,11 @@ shortcodes (Streamlit fetches their favicons from a public CDN)."""
 
 from __future__ import annotations
 
-import ipaddress
-import os
 from pathlib import Path
 
 import streamlit as st
 
+from app_pages import access
 from sessions.store import StoreError
 
 HERE = Path(__file__).resolve().parent
@@ -21,24 +20,9 @@ PAGES = HERE / "app_pages"
 st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"), layout="wide")
 
 
-def _loopback(address: str | None) -> bool:
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address or "").is_loopback
-    except ValueError:
-        return False
-
-
-# Episodes, keys in the environment and the database are one person's: served on the network
-# only when asked for (`react-editor app --address ...` or REACT_EDITOR_ALLOW_REMOTE=1).
-_address = st.get_option("server.address")
-if not _loopback(_address) and os.environ.get("REACT_EDITOR_ALLOW_REMOTE") != "1":
-    st.error("Refusing to serve on this address: anyone on the network could read and change your episodes. "
-             "Start the app with `react-editor app` (it listens on 127.0.0.1), or set "
-             "REACT_EDITOR_ALLOW_REMOTE=1 to serve it on purpose.")
-    st.text(f"address: {_address or 'all interfaces'}")
-    st.stop()
+# Episodes, keys in the environment and the database are one person's: beyond loopback a
+# person presents REACT_EDITOR_TOKEN or signs in (OIDC) before any page shows.
+access.gate()
 
 pages = [
     st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes", default=True),

@@ -10,6 +10,7 @@ stored snapshot, else by replaying the recorded actions and checking every obser
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -21,12 +22,12 @@ from agent import exemplars as ex
 from trajectory import formats as fmt
 from trajectory import signals as sig
 from trajectory.answer_formats import qa_prompt
-from agent.client import CallWatch, ModelClient, ModelError
+from agent.client import CallWatch, ModelClient, ModelError, public_url
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, ReplayMismatch, StepResult
 from envs.registry import family
-from trajectory.records import (MAX_TEXT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step,
-                                Task, Version)
+from trajectory.records import (MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo, Episode,
+                                ModelCall, Outcome, Step, Task, Version, env_only)
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions.store import Store, StoreError, VersionChanged
@@ -55,6 +56,11 @@ class ModelCallFailed(EngineError):
     def __init__(self, message: str, call: ModelCall | None = None):
         super().__init__(message)
         self.call = call
+
+
+class WriteBlocked(StoreError):
+    """A step's model answer came back but the database refused the write (one line; the
+    answer is kept beside the database and recorded by the next writer)."""
 
 
 class StepCancelled(ModelCallFailed):
@@ -195,10 +201,32 @@ class Engine:
         family(task.env)  # unknown env -> EnvError before anything is written
         check_config(config, task.env, self.store)  # ConfigError before anything is written
         rev = self._revision_of(config.exemplar_set)  # so is an unknown exemplar set
+        env = self._started_env(task, env_options or {})  # so is a task these settings cannot start
         episode, version = self.store.create_episode(task, config, env_options or {}, name)
         if rev is not None:  # the first version's prompts use the set as it is now
             self.store.pin_exemplar_revision(version.id, rev)
+        with self._guard:  # the first step uses the environment just started
+            self._live[episode.id] = _Live(env=env, at=0, tokens={0: env.state()})
+            old = self._evict(keep=episode.id)
+        for x in old:
+            x.env.close()
         return episode, version
+
+    def _started_env(self, task: Task, env_options: dict) -> Environment:
+        """The task's environment, reset: a game that cannot start with these options (e.g.
+        a wording its grammar lacks) is one line before an episode is written."""
+        env = None
+        try:
+            env = family(task.env).make_env(task, env_only(env_options), self.store)
+            env.reset(task)
+            return env
+        except EnvError:
+            raise
+        except Exception as exc:
+            if env is not None:
+                env.close()
+            raise EnvError(f"cannot start task {task.id!r} with these settings "
+                           f"({type(exc).__name__}: {str(exc)[:120]})") from None
 
     def max_steps(self, episode: Episode) -> int:
         return episode.config.max_steps or family(episode.task.env).default_max_steps
@@ -219,7 +247,8 @@ class Engine:
                   chat: str, watch: CallWatch | None = None):
         extra = {"watch": watch} if watch is not None else {}
         try:
-            text, call = self.client(episode.config).complete(prompt, stop, purpose=purpose, chat_instruction=chat, **extra)
+            text, call = self.client(self.model_config(episode)).complete(prompt, stop, purpose=purpose,
+                                                                        chat_instruction=chat, **extra)
         except ModelError as exc:
             failed = getattr(exc, "call", None)
             if failed is not None:
@@ -243,7 +272,7 @@ class Engine:
                 return live
         self._check_references(episode)
         fam = family(episode.task.env)
-        env = fam.make_env(episode.task, episode.env_options, self.store)
+        env = fam.make_env(episode.task, env_only(episode.env_options), self.store)
         env.reset(episode.task)
         live = _Live(env=env, at=0, tokens={0: env.state()})
         with self._guard:
@@ -309,14 +338,41 @@ class Engine:
         return env
 
     def unconfirmed_references(self, episode: Episode) -> list[str]:
-        """Files/URLs outside the data roots an imported episode points at, until confirmed."""
+        """Files/URLs outside the data roots an imported episode points at, and the model
+        endpoint its file named, until confirmed."""
+        endpoint = episode.env_options.get(UNCONFIRMED_ENDPOINT)
+        return self._env_references(episode) + ([f"model endpoint {public_url(endpoint)}"] if endpoint else [])
+
+    def _env_references(self, episode: Episode) -> list[str]:
         if not episode.env_options.get(UNCONFIRMED_REFS):
             return []
         refs = family(episode.task.env).references
         return refs(episode.task, episode.env_options) if refs else []
 
+    def model_config(self, episode: Episode, config: AgentConfig | None = None) -> AgentConfig:
+        """The config a model call for `episode` runs with (`config`, else the episode's).
+        The API key goes only to an endpoint the user chose: an endpoint an imported file
+        named is used once confirmed; until then the user's own OPENAI_BASE_URL, or a
+        one-line EngineError saying how to confirm it."""
+        config = config or episode.config
+        imported = episode.env_options.get(UNCONFIRMED_ENDPOINT)
+        if not imported or not config.base_url or not _same_endpoint(config.base_url, imported):
+            return config
+        own = os.environ.get("OPENAI_BASE_URL")
+        if own and _same_endpoint(own, config.base_url):
+            return config
+        if own:
+            return config.model_copy(update={"base_url": None})
+        raise EngineError(f"episode {episode.id} was imported with the model endpoint {public_url(imported)}, which "
+                          f"gets no request until you confirm it: `react-editor confirm {episode.id}` (or Confirm in "
+                          "the Editor); or use your own with --base-url or OPENAI_BASE_URL")
+
+    def check_endpoint(self, version_id: int) -> None:
+        """Raise the one-line EngineError `model_config` would, before anything runs."""
+        self.model_config(self._episode(self.store.version(version_id)))
+
     def _check_references(self, episode: Episode) -> None:
-        refs = self.unconfirmed_references(episode)
+        refs = self._env_references(episode)
         if refs:
             more = f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""
             raise EngineError(f"episode {episode.id} was imported and points at {refs[0]}{more}: check it, then "
@@ -326,14 +382,16 @@ class Engine:
         """A person's OK for what an imported episode opens, optionally re-pointed first
         (e.g. wiki="builtin"); returns what was confirmed."""
         ep = self.store.episode(episode_id)
-        options = {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS}
+        confirmed = ep.env_options.get(UNCONFIRMED_ENDPOINT)
+        options = {k: v for k, v in ep.env_options.items() if k not in (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT)}
         if repoint.get("wiki") is not None and repoint.get("wiki_url") is None:
             options.pop("wiki_url", None)
         options.update({k: v for k, v in repoint.items() if v is not None})
         self.store.set_env_options(episode_id, options)
         self.forget_env(episode_id)
         fam = family(ep.task.env)
-        return fam.references(ep.task, options) if fam.references else []
+        refs = fam.references(ep.task, options) if fam.references else []
+        return refs + ([f"model endpoint {public_url(confirmed)}"] if confirmed else [])
 
     def forget_env(self, episode_id: int) -> None:
         """Drop the live environment (next use rebuilds it, as after a restart)."""
@@ -512,7 +570,9 @@ class Engine:
         Prepare (locked), call the model (unlocked), execute and record (locked). `watch`
         reports retries and can cancel the step while its model call is in flight."""
         with self._locked(self.store.version(version_id).episode_id):
+            self.store.record_pending_calls()  # answers an earlier blocked write kept: the cache has them
             v, ep, steps, _ = self._begin(version_id)
+            self.model_config(ep)  # an unconfirmed imported endpoint: one line before anything
             rev = self._pin_exemplars(v, ep)
         i = len(steps) + 1
         calls: list[ModelCall] = []
@@ -692,6 +752,13 @@ class Engine:
             if calls:  # nothing about a call is lost, even when its step is
                 self.store.record_calls(ep.id, calls)
             raise
+        except StoreError as exc:  # blocked (a write lock held too long, disk full): keep the paid answers
+            live.at = None  # the env moved past the recorded leaf
+            if not calls:
+                raise
+            kept = self.store.keep_pending_calls(ep.id, calls)
+            raise WriteBlocked(f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
+                               ) from None
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
         live.at = rows[-1].id
         self._remember_path(target.id, v2.leaf_step_id, steps + rows)
@@ -737,6 +804,8 @@ class Engine:
             except StepCancelled:
                 stopped = True
                 break
+            except WriteBlocked:  # a blocked writer stops the command (exit 2), its answer kept
+                raise
             except (EngineError, EnvError, StoreError) as exc:
                 error = str(exc)
                 break
@@ -950,3 +1019,7 @@ def _strip_echo(text: str, prompt: str) -> str:
     if cue == ">" and t.startswith(">"):
         return t[1:]
     return text
+
+
+def _same_endpoint(a: str, b: str) -> bool:
+    return public_url(a).rstrip("/").lower() == public_url(b).rstrip("/").lower()

@@ -196,7 +196,7 @@ def _sample(engine: Engine, v: Version, config, method: str, n: int,
     `b.concurrency` at once. Stop ends it within one call (no new call starts, the calls
     in flight are cancelled); a failed call fails the phase. Every call made is recorded."""
     prompt, stop = _qa_prompt(engine, v, method)
-    client = engine.client(config)
+    client = engine.client(engine.model_config(engine.store.episode(v.episode_id), config))
     b = b or _Budget(n, SC_TEMPERATURE, None, 1)
     cancel = threading.Event()
     watch = CallWatch(cancel)

@@ -191,8 +191,10 @@ class _WorkerEngine(Engine):
 
     def __init__(self, path: str, config: AgentConfig, api_key: str | None, use_cache: bool):
         store = Store(path, create=False)
-        super().__init__(store, api_key=api_key, client_factory=lambda _cfg: ModelClient(
-            config, api_key=api_key, cache=store if use_cache and config.cache else None))
+        # the endpoint follows the engine's choice (`model_config`: an unconfirmed import's is not used)
+        super().__init__(store, api_key=api_key, client_factory=lambda cfg: ModelClient(
+            config.model_copy(update={"base_url": cfg.base_url}), api_key=api_key,
+            cache=store if use_cache and config.cache else None))
         self.config = config
 
     def max_steps(self, episode: Episode) -> int:

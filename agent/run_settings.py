@@ -9,33 +9,37 @@ from urllib.parse import urlsplit
 from agent import exemplars as ex
 from sessions.store import StoreError
 from trajectory.prompt_files import ExemplarError
-from trajectory.records import AgentConfig
+from trajectory.records import AgentConfig, url_credentials
 
 
 class ConfigError(ValueError):
     """A run setting that cannot work (one line, never echoing a credential)."""
 
 
-def check_base_url(url: str | None) -> None:
-    """An endpoint is http(s)://host[:port][/path] without `user:password@` (the key
-    comes from OPENAI_API_KEY only)."""
+def check_base_url(url: str | None, what: str = "the endpoint (base URL)") -> None:
+    """An endpoint is http(s)://host[:port][/path] with no credential anywhere in it
+    (user:password@, a key/token/... query parameter, a #fragment): the key comes from
+    OPENAI_API_KEY only, and a URL is stored, shown and exported."""
     if not url:
         return
     try:
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise ConfigError("the endpoint (base URL) is not a valid URL") from None
-    if "@" in parts.netloc:
-        raise ConfigError("the endpoint (base URL) must not contain credentials (user:password@); "
-                          "put the key in OPENAI_API_KEY")
+        raise ConfigError(f"{what} is not a valid URL") from None
+    where = url_credentials(url)
+    if where is not None:
+        raise ConfigError(f"{what} must not contain credentials ({where}); put the key in OPENAI_API_KEY")
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url.strip()):
-        raise ConfigError(f"the endpoint must start with http:// or https:// and name a host (got {url[:60]!r})")
+        raise ConfigError(f"{what.replace(' (base URL)', '')} must start with http:// or https:// and name a host "
+                          f"(got {url[:60]!r})")
 
 
 def check_config(config: AgentConfig, env: str, store=None) -> None:
     """Raise ConfigError when `config` cannot run `env` tasks."""
     check_base_url(config.base_url)
+    if not config.model.strip():
+        raise ConfigError("the model name is empty")
     for name, value in (("temperature", config.temperature), ("top_p", config.top_p)):
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{name} must be a number of 0 or more (got {value})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import stat
 from pathlib import Path
 
 from envs.base import EnvError
@@ -27,9 +28,13 @@ def _read_ids(spec: str) -> list[str]:
     if spec.startswith("@"):
         path = Path(spec[1:]).expanduser()
         try:
+            if not stat.S_ISREG(path.stat().st_mode):  # a FIFO or device would block or never end
+                raise EnvError(f"task list {path} is not a regular file")
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise EnvError(f"cannot read task list {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise EnvError(f"task list {path} is not UTF-8 text") from None
         if text.lstrip().startswith("["):
             try:
                 return [str(x).strip() for x in json.loads(text)]
@@ -47,6 +52,8 @@ def select_tasks(
     unknown source or id, an empty selection, or a sample larger than the pool."""
     fam = family(env)
     opts = {"split": split} if split else {}
+    if tasks is not None and not tasks.strip():
+        raise EnvError("the task selection is empty (--tasks needs builtin, official, react, ID,ID,... or @FILE)")
     spec = (tasks or "builtin").strip()
     if spec in SOURCES:
         if env == "alfworld" and spec == "react":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages import access
 from app_pages.state import alert
 from sessions import annotations as ann
 from sessions.store import Store, StoreError
@@ -35,7 +36,7 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
         notes = st.text_area("Notes", value=(cur.notes or "") if cur else "", key=f"{key_prefix}-notes-{version_id}")
         ready = st.checkbox("Exemplar-ready", value=cur.exemplar_ready if cur else False,
                             key=f"{key_prefix}-ready-{version_id}")
-        by = st.text_input("Annotator", value=ann.current_user(), key=f"{key_prefix}-by-{version_id}")
+        by = _annotator(f"{key_prefix}-by-{version_id}")
         if st.form_submit_button("Save annotation"):
             try:
                 ann.annotate_version(store, version_id, by=by, verdict=None if verdict == "(none)" else verdict,
@@ -60,10 +61,19 @@ def step_tag_panel(store: Store, step_id: int, key_prefix: str) -> None:
         chosen = st.multiselect("Tags", options, default=tags, key=f"{key_prefix}-tags-{step_id}")
         extra = st.text_input("Other tag", value="", key=f"{key_prefix}-extra-{step_id}")
         note = st.text_input("Note", value=(cur.note or "") if cur else "", key=f"{key_prefix}-note-{step_id}")
-        by = st.text_input("Annotator", value=ann.current_user(), key=f"{key_prefix}-sby-{step_id}")
+        by = _annotator(f"{key_prefix}-sby-{step_id}")
         if st.form_submit_button("Save tags"):
             try:
                 ann.tag_step(store, step_id, by=by, tags=[*chosen, *([extra] if extra.strip() else [])], note=note)
                 st.success("Tags saved.")
             except (StoreError, ValueError) as exc:
                 alert(str(exc).splitlines()[0])
+
+
+def _annotator(key: str) -> str:
+    """The signed-in person's name when there is one (OIDC login), else a name typed here."""
+    signed = access.signed_in_name()
+    if signed:
+        st.caption(f"Annotator: {signed} (signed in)")
+        return signed
+    return st.text_input("Annotator", value=ann.current_user(), key=key)

@@ -124,8 +124,8 @@ state.model_banner(cfg)
 unconfirmed = eng.unconfirmed_references(ep)
 if unconfirmed:  # an import points outside the data folders: nothing is opened before an OK
     with st.container(border=True, key="confirm_refs"):
-        st.warning("This episode was imported and points at files or URLs outside the data folders. "
-                   "Nothing is opened until you confirm them:")
+        st.warning("This episode was imported and points at files, URLs or a model endpoint you did not choose. "
+                   "Nothing is opened and no request (or key) is sent there until you confirm them:")
         st.text("\n".join(unconfirmed))
         if st.button("Confirm and open them", key="confirm_refs_btn"):
             eng.confirm_references(ep_id)

@@ -28,15 +28,32 @@ def db_path(args: argparse.Namespace) -> str:
     return args.db or default_db_path()
 
 
-# C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"}
-_JSON_C1 = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}  # json.dumps escapes C0 itself
+# C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on;
+# and the bidi controls, which reorder what a person reads (a right-to-left override)
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROLS = {**{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"},
+             **{c: f"\\u{c:04x}" for c in _BIDI}}
+_JSON_C1 = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *_BIDI)}  # json.dumps escapes C0 itself
 
 
 def visible(text: str) -> str:
     """`text` with control characters shown as `\\xNN`: stored text comes from models and
     imported files, and an escape sequence must not reach the terminal (title, colours, ...)."""
     return text.translate(_CONTROLS)
+
+
+class VisibleStream:
+    """A text stream that writes through `visible` (export to a terminal: an escape
+    sequence in an exported thought must not drive it; a pipe or file stays byte-exact)."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(visible(text))
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str] | None = None) -> None:
@@ -57,38 +74,35 @@ def progress(msg: str) -> None:
     sys.stderr.flush()
 
 
+# the one-line errors of each layer, looked up only among modules already imported (an
+# error can only come from a module that was): `react-editor` starts without loading them
+_USER_ERRORS = (("react_editor.common", "CliError"), ("agent.run_settings", "ConfigError"), ("envs.base", "EnvError"),
+                ("sessions.store", "StoreError"), ("agent.engine", "EngineError"))
+
+
+def _user_error(exc: BaseException) -> bool:
+    types = tuple(getattr(sys.modules[m], n) for m, n in _USER_ERRORS if m in sys.modules)
+    return isinstance(exc, types)
+
+
 def run_command(args: argparse.Namespace) -> int:
-    from agent.run_settings import ConfigError
-    from envs.base import EnvError
-
-    user_errors: tuple[type[BaseException], ...] = (CliError, EnvError, ConfigError)
-    try:
-        from sessions.store import StoreError
-
-        user_errors += (StoreError,)
-    except ImportError:  # pragma: no cover - during bootstrap
-        pass
-    try:
-        from agent.engine import EngineError
-
-        user_errors += (EngineError,)
-    except ImportError:  # pragma: no cover
-        pass
     try:
         return int(args.func(args) or 0)
-    except user_errors as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        sys.stderr.write(f"error: {visible(msg)}\n")
-        return 2
-    except sqlite3.DatabaseError as exc:  # read-only, truncated, damaged: say which
-        from sessions.store import describe_db_error
-
-        sys.stderr.write(f"error: {visible(describe_db_error(db_path(args), exc))}\n")
-        return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
-    except BrokenPipeError:  # `react-editor export --out - | head`: the reader left, fine
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+    except Exception as exc:
+        if _user_error(exc):
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            sys.stderr.write(f"error: {visible(msg)}\n")
+            return 2
+        if isinstance(exc, sqlite3.DatabaseError):  # read-only, truncated, damaged: say which
+            from sessions.store import describe_db_error
+
+            sys.stderr.write(f"error: {visible(describe_db_error(db_path(args), exc))}\n")
+            return 2
+        if isinstance(exc, BrokenPipeError):  # `react-editor export --out - | head`: the reader left, fine
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
+        raise

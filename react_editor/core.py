@@ -202,6 +202,9 @@ def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
         if args.wiki:
             opts["wiki"] = args.wiki
         if args.wiki_url:
+            from agent.run_settings import check_base_url
+
+            check_base_url(args.wiki_url, "the MediaWiki API URL")
             opts["wiki_url"] = args.wiki_url
         if getattr(args, "friendly_lookup", False):
             opts["friendly_lookup"] = True
@@ -277,6 +280,7 @@ def _run_text(engine, report) -> str:
 def cmd_resume(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     vid = _apply_model_flags(engine, version_of(engine, args.episode, args.version), args)
+    engine.check_endpoint(vid)
     return _run(args, engine, vid, None)
 
 

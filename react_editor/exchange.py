@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, progress
+from react_editor.common import CliError, VisibleStream, add_common, db_path, emit, progress
 from trajectory.records import ENV_KINDS
 
 
@@ -29,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the dataset the transcripts' questions come from: their gold answers are taken from it "
                         "(without it, imported tasks have no gold answer)")
     p.add_argument("--by", default=None, help="who imports (default $REACT_EDITOR_USER or the OS user)")
+    p.add_argument("--as-new", action="store_true",
+                   help="copy episodes even when the same records were imported before (default: not again)")
     p.set_defaults(func=cmd_import)
 
     p = add_common(sub.add_parser("annotate", help="label a version: verdict, failure modes, notes, exemplar-ready"))
@@ -148,7 +151,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.exemplar_set is None and not refs and not _has_filters(args):
         raise CliError("choose what to export: EPISODE[:VERSION] ..., filters (e.g. --env alfworld), or --set NAME")
     filters = _filters(args) if (refs or _has_filters(args)) else None
-    report = export(store, args.format, args.out, refs=refs or None, filters=filters,
+    out = VisibleStream(sys.stdout) if args.out == "-" and sys.stdout.isatty() else args.out
+    report = export(store, args.format, out, refs=refs or None, filters=filters,
                     exemplar_set=args.exemplar_set, keys=args.key)
     for s in report.skipped:
         progress(f"skipped {s}")
@@ -169,7 +173,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
         find = task_finder(args.source)
     report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by,
-                         find_task=find)
+                         find_task=find, as_new=args.as_new)
+    if report.already_present:
+        progress(f"{len(report.already_present)} episode(s) already here with the same records, not imported again: "
+                 f"{' '.join(map(str, report.already_present))} (--as-new to copy them)")
 
     def text() -> str:
         out = f"{report.path}: {len(report.episodes)} episodes ({report.versions} versions, {report.steps} steps)"

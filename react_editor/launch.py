@@ -1,20 +1,26 @@
 """`react-editor app`: the Streamlit app on 127.0.0.1 wherever it is started from (the
 project's .streamlit/config.toml only applies in the project folder), with XSRF protection
-on and usage statistics off. Another address only when `--address` asks for it."""
+on and usage statistics off. Another address only when `--address` asks for it, and beyond
+loopback only with a secret (REACT_EDITOR_TOKEN or Streamlit's OIDC login)."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
+
+from react_editor.common import CliError
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 LOOPBACK = "127.0.0.1"
-ALLOW_REMOTE_ENV = "REACT_EDITOR_ALLOW_REMOTE"  # app.py serves a non-loopback address only with it
+ALLOW_REMOTE_ENV = "REACT_EDITOR_ALLOW_REMOTE"  # kept for old scripts; the token is what opens the app
+TOKEN_ENV = "REACT_EDITOR_TOKEN"  # beyond loopback, a person presents it before any page shows
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +38,31 @@ def streamlit_argv(address: str, port: int) -> list[str]:
             "--server.enableXsrfProtection", "true", "--browser.gatherUsageStats", "false"]
 
 
+def _remote_allowed() -> bool:
+    """Serving beyond loopback needs a secret: REACT_EDITOR_TOKEN, or Streamlit's OIDC login
+    (an [auth] table in .streamlit/secrets.toml here or in the home folder)."""
+    if os.environ.get(TOKEN_ENV):
+        return True
+    for path in (Path.cwd() / ".streamlit" / "secrets.toml", Path.home() / ".streamlit" / "secrets.toml"):
+        try:
+            if "auth" in tomllib.loads(path.read_text(encoding="utf-8")):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return address == "localhost" or ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
 def cmd_app(args: argparse.Namespace) -> int:
+    if args.address is not None and not _loopback(args.address) and not _remote_allowed():
+        raise CliError(f"serving on {args.address} would expose your episodes to the network: set {TOKEN_ENV} "
+                       "(people enter it in the browser) or configure Streamlit's OIDC login first")
     env = dict(os.environ)
     if args.db:
         env["REACT_EDITOR_DB"] = str(Path(args.db).resolve())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import add_common, db_path, emit
+from react_editor.common import CliError, add_common, db_path, emit
 from trajectory.records import ENV_KINDS, OUTCOME_FILTERS
 from trajectory.signals import SIGNALS
 
@@ -21,6 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from trajectory.search_text import QueryError, check_query
+
+    try:  # a flood is refused before the database (and the heavier modules) are opened
+        check_query(args.query)
+    except QueryError as exc:
+        raise CliError(str(exc)) from None
     from sessions.search import search
     from sessions.store import Store
 

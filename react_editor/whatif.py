@@ -58,7 +58,10 @@ def _settings(args: argparse.Namespace, engine, vid: int) -> dict[str, Any]:
 def _prepare(args: argparse.Namespace) -> tuple[Any, int, dict[str, Any]]:
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
-    return engine, vid, _settings(args, engine, vid)
+    settings = _settings(args, engine, vid)
+    if "base_url" not in settings:  # an imported episode's unconfirmed endpoint: one line before any rollout
+        engine.check_endpoint(vid)
+    return engine, vid, settings
 
 
 def _edit(args: argparse.Namespace):

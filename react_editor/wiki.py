@@ -17,6 +17,9 @@ from react_editor.common import CliError, add_common, emit
 def _options(args) -> dict:
     opts = {"wiki": args.wiki}
     if args.wiki_url:
+        from agent.run_settings import check_base_url
+
+        check_base_url(args.wiki_url, "the MediaWiki API URL")
         opts["wiki_url"] = args.wiki_url
     return opts
 

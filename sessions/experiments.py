@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from sessions.store import Store, StoreError
+from sessions.store import DatabaseFailure, Store, StoreError
 from trajectory.records import AgentConfig, Record, Task, now
 
 ExperimentStatus = Literal["created", "running", "stopped", "aborted", "incomplete", "done"]
@@ -104,8 +104,11 @@ def create(
         dup = next(k for k in keys if keys.count(k) > 1)
         raise StoreError(f"task {dup.split(':', 1)[1]!r} is listed twice")
     stamp = now()
+    taken = StoreError(f"an experiment named {name!r} already exists")
     try:
         with store.transaction():
+            if store.db.execute("select 1 from experiments where name = ?", [name]).fetchone():
+                raise taken
             eid = store.db.execute(
                 "insert into experiments (name, env, method, config, env_options, params, status, created_at, updated_at) "
                 "values (?,?,?,?,?,?,?,?,?)",
@@ -116,8 +119,10 @@ def create(
                 "insert into experiment_items (experiment_id, pos, task_key, task) values (?,?,?,?)",
                 [(eid, n, t.key, t.model_dump_json()) for n, t in enumerate(tasks)],
             )
-    except sqlite3.IntegrityError:
-        raise StoreError(f"an experiment named {name!r} already exists") from None
+    except (sqlite3.IntegrityError, DatabaseFailure) as exc:  # the store words SQLite's errors
+        if "unique" in str(exc).lower():
+            raise taken from None
+        raise
     return get(store, eid)
 
 

@@ -7,19 +7,26 @@ pass the filters. The CLI (`react-editor search`, `episodes --signal`) and the a
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from sessions import annotations as ann
 from sessions import search_index as idx
 from sessions.store import EpisodeTree, Store, StoreError
 from trajectory.records import OUTCOME_FILTERS
-from trajectory.signals import SIGNALS, SignalCounts
+from trajectory.search_text import QueryError, check_query, literal
+from trajectory.signals import SIGNALS, STEP_LIMIT, SignalCounts
 
 OUTCOMES = OUTCOME_FILTERS
 DEFAULT_LIMIT = 20
 CANDIDATES = 5000  # per indexed table: how many of the newest matches are ranked
 BATCH = 50
+TIME_BUDGET_S = 5.0  # a search running longer than this is stopped (SQLite progress handler)
+PROGRESS_EVERY = 1000  # SQLite VM instructions between two looks at the clock
 
 
 class SearchError(StoreError, ValueError):
@@ -61,6 +68,18 @@ class _Filters:
     env: str | None = None
     outcome: str | None = None
     signal: str | None = None
+
+    def first_step(self, tree: EpisodeTree, vid: int) -> int | None:
+        """With a signal filter: the position of the version's first step carrying it."""
+        carrying = [tree.steps[s][1] for s in tree.path(vid) if self.carries(tree, vid, s)]
+        return min(carrying) if carrying else None
+
+    def carries(self, tree: EpisodeTree, vid: int, sid: int) -> bool:
+        """Does step `sid` of version `vid` itself carry the filter's signal? (`step_limit`
+        is a version's signal, shown on its last step.)"""
+        if self.signal == STEP_LIMIT:
+            return sid == tree.versions[vid][0] and STEP_LIMIT in tree.signals(vid)
+        return self.signal in tree.steps[sid][2]
 
     def pick(self, tree: EpisodeTree, versions: Iterable[int]) -> int | None:
         """The first of `versions` that passes the filters."""
@@ -118,14 +137,21 @@ class _Resolver:
         if sid is None or not owner.get(sid):
             return []
         tree = self.trees[owner[sid][0]]
-        vid = self.f.pick(tree, tree.holding(sid))
+        holding = tree.holding(sid)
+        if self.f.signal:  # a step hit under a signal filter is a step that carries the signal
+            holding = [v for v in holding if self.f.carries(tree, v, sid)]
+        vid = self.f.pick(tree, holding)
         return [] if vid is None else [(tree.id, vid, tree.steps[sid][1])]
 
     def _version(self, vid: int | None, owner: dict[int, list[int]]) -> list[tuple[int, int, int | None]]:
         if vid is None or not owner.get(vid):
             return []
         tree = self.trees[owner[vid][0]]
-        return [(tree.id, vid, None)] if self.f.pick(tree, [vid]) is not None else []
+        return [(tree.id, vid, self._at(tree, vid))] if self.f.pick(tree, [vid]) is not None else []
+
+    def _at(self, tree: EpisodeTree, vid: int) -> int | None:
+        """Where a task/version hit points: with a signal filter, the first step carrying it."""
+        return self.f.first_step(tree, vid) if self.f.signal else None
 
     def _task(self, episodes: list[int]) -> list[tuple[int, int, int | None]]:
         out = []
@@ -133,7 +159,7 @@ class _Resolver:
             tree = self.trees[eid]
             vid = self.f.pick(tree, tree.preferred(tree.versions))
             if vid is not None:
-                out.append((eid, vid, None))
+                out.append((eid, vid, self._at(tree, vid)))
         return out
 
 
@@ -146,36 +172,77 @@ def search(
     signal: str | None = None,
     limit: int = DEFAULT_LIMIT,
 ) -> list[Hit]:
-    """Hits for an FTS5 query (words, "phrases", prefix*, AND/OR/NOT, column: filters),
-    best first; a syntax error is a one-line SearchError."""
-    if not query or not query.strip():
-        raise SearchError("the search query is empty")
+    """Hits for a query, best first. FTS5 syntax (words, "phrases", prefix*, AND/OR/NOT,
+    column: filters) where the query parses; text that does not parse (copied from a
+    trajectory: `Search[Tomas Rell]`, `hp-001`, `can't`) is searched as a phrase of its
+    words. A query too long, with too many words, or running past the time budget is a
+    one-line SearchError."""
+    try:
+        check_query(query)
+    except QueryError as exc:
+        raise SearchError(str(exc)) from None
     if outcome is not None and outcome not in OUTCOMES:
         raise SearchError(f"unknown outcome {outcome!r} (one of: {', '.join(OUTCOMES)})")
     check_signal(signal)
     if limit < 1:
         raise SearchError("--limit must be at least 1")
-    kept = []  # the episodes each filter leaves (a superset: versions are checked per hit)
-    if env:
-        kept.append(set(store.episode_ids(env=env)))
-    if outcome:
-        kept.append(store.episodes_with_outcome(outcome))
-    if signal:
-        kept.append(store.episodes_flagged(signal))
-    allowed = set.intersection(*kept) if kept else None
+    deadline = time.monotonic() + TIME_BUDGET_S
+    try:
+        with _time_budget(store.db.conn, deadline):
+            return _search(store, query, _Filters(env, outcome, signal), limit)
+    except (sqlite3.DatabaseError, StoreError, ValueError):
+        if time.monotonic() <= deadline:  # not stopped by the budget (interrupted SQL fails in several ways)
+            raise
+        raise SearchError(f"the search ran past its {TIME_BUDGET_S:g} s budget and was stopped; "
+                          "use fewer or rarer words, or a filter") from None
+
+
+@contextmanager
+def _time_budget(conn: sqlite3.Connection, deadline: float) -> Iterator[None]:
+    """Interrupt this thread's statements once `deadline` (time.monotonic) has passed (other
+    threads sharing the connection are never interrupted)."""
+    me = threading.get_ident()
+    conn.set_progress_handler(lambda: threading.get_ident() == me and time.monotonic() > deadline, PROGRESS_EVERY)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
+def _ranked(store: Store, query: str) -> tuple[str, list[tuple[float, str, int]]]:
+    """(the query as run, ranked rows): FTS5 syntax where it parses in some table (a
+    column filter names columns of some tables only), else the literal phrase."""
     ranked: list[tuple[float, str, int]] = []
-    errors: list[str] = []
-    for table in idx.SOURCES:  # a column filter names columns of some tables only
+    failed = 0
+    for table in idx.SOURCES:
         try:
             ranked += [(rank, table, rowid) for rank, rowid in idx.matches(store.db, table, query, CANDIDATES)]
-        except idx.SearchSyntaxError as exc:
-            errors.append(str(exc))
-    if len(errors) == len(idx.SOURCES):
-        raise SearchError(errors[0])
+        except idx.SearchSyntaxError:
+            failed += 1
+    if failed < len(idx.SOURCES):
+        return query, ranked
+    try:
+        phrase = literal(query)
+    except QueryError as exc:
+        raise SearchError(str(exc)) from None
+    return phrase, [(rank, table, rowid) for table in idx.SOURCES
+                    for rank, rowid in idx.matches(store.db, table, phrase, CANDIDATES)]
+
+
+def _search(store: Store, query: str, filters: _Filters, limit: int) -> list[Hit]:
+    kept = []  # the episodes each filter leaves (a superset: versions are checked per hit)
+    if filters.env:
+        kept.append(set(store.episode_ids(env=filters.env)))
+    if filters.outcome:
+        kept.append(store.episodes_with_outcome(filters.outcome))
+    if filters.signal:
+        kept.append(store.episodes_flagged(filters.signal))
+    allowed = set.intersection(*kept) if kept else None
+    query, ranked = _ranked(store, query)
     if allowed is not None and not allowed:
         return []
     ranked.sort()
-    resolver = _Resolver(store, query, _Filters(env, outcome, signal), allowed)
+    resolver = _Resolver(store, query, filters, allowed)
     hits: list[Hit] = []
     i, size = 0, BATCH
     while i < len(ranked) and len(hits) < limit:

@@ -45,6 +45,8 @@ def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list
             f"select rank, rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?", [query, cap]
         ).fetchall()
     except sqlite3.DatabaseError as exc:  # the store's connection words SQLite's errors as "database error: ..."
+        if "interrupted" in str(exc):  # the caller's time budget, not the query
+            raise
         why = str(exc).removeprefix("database error: ").removeprefix("fts5: ")
         raise SearchSyntaxError(f"bad search query {query!r}: {why}") from None
     return sorted(rows)

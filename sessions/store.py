@@ -50,6 +50,9 @@ class VersionChanged(StoreError):
     """Another writer moved the version's leaf between our read and our write."""
 
 
+LOCK_TIMEOUT_S = 30.0  # how long a writer waits for another's write lock
+
+
 class DatabaseFailure(StoreError, sqlite3.DatabaseError):
     """SQLite said no (locked, constraint, disk full, corrupt page): one line, never a traceback."""
 
@@ -192,7 +195,7 @@ class Store:
         self._lock = threading.RLock()  # one write transaction of this Store at a time
         self._local = threading.local()
         self._conn_lock = threading.Lock()
-        self._busy_s = 30.0
+        self._busy_s: float | None = None  # set_busy_timeout; else LOCK_TIMEOUT_S as it is at connect time
         self._conns: dict[int, tuple[threading.Thread, sqlite3.Connection]] = {}
         self._shared: sqlite_utils.Database | None = None
         self._mode: tuple[bool, bool] = (readonly, False)
@@ -224,11 +227,12 @@ class Store:
             flags = "mode=ro&immutable=1" if immutable else "mode=ro"
             target, uri = f"{Path(self.file).resolve().as_uri()}?{flags}", True
         # check_same_thread=False only so close() may close every thread's connection
-        return sqlite3.connect(target, timeout=self._busy_s, check_same_thread=False, isolation_level=None, uri=uri,
+        timeout = self._busy_s if self._busy_s is not None else LOCK_TIMEOUT_S
+        return sqlite3.connect(target, timeout=timeout, check_same_thread=False, isolation_level=None, uri=uri,
                                factory=_Connection)
 
     def set_busy_timeout(self, seconds: float) -> None:
-        """How long a write waits for another writer before "database is locked" (30 s)."""
+        """How long a write waits for another writer before "database is locked" (LOCK_TIMEOUT_S)."""
         self._busy_s = seconds
         with self._conn_lock:
             conns = [c for _, c in self._conns.values()] + ([self._shared.conn] if self._shared else [])
@@ -374,6 +378,17 @@ class Store:
         self.episode(episode_id)
         with self.transaction():
             self.db.execute("update episodes set name = ? where id = ?", [name, episode_id])
+
+    def episodes_by_option(self, key: str, values: list[str]) -> dict[str, int]:
+        """value -> episode id for the episodes whose env_options[key] is one of `values`."""
+        out: dict[str, int] = {}
+        for i in range(0, len(values), 500):
+            chunk = values[i : i + 500]
+            rows = self.db.execute(
+                f"select json_extract(env_options, ?), id from episodes where json_extract(env_options, ?) "
+                f"in ({','.join('?' * len(chunk))})", [f"$.{key}", f"$.{key}", *chunk])
+            out.update({v: eid for v, eid in rows})
+        return out
 
     def episode_ids(self, *, env: str | None = None, task_type: str | None = None) -> list[int]:
         """Episode ids in order, optionally of one environment and task type (a type matches
@@ -862,6 +877,56 @@ class Store:
         """Record calls that produced no step (failed ones): nothing about a call is lost."""
         with self.transaction():
             return [self._insert_call(c, episode_id) for c in calls]
+
+    # A paid answer the database could not take (its write lock held past LOCK_TIMEOUT_S) is
+    # kept in a file beside it and recorded by the next writer: the next attempt is answered
+    # from the call log (the response cache) instead of paying again.
+    @property
+    def _pending_file(self) -> Path | None:
+        return None if self.file == ":memory:" else Path(f"{self.file}.pending-calls.jsonl")
+
+    def keep_pending_calls(self, episode_id: int, calls: Iterable[ModelCall]) -> bool:
+        """Append calls the database refused to the pending file; False if it cannot be written."""
+        path = self._pending_file
+        lines = "".join(json.dumps({"episode": episode_id, "call": c.model_dump(mode="json")}) + "\n" for c in calls)
+        if path is None or not lines:
+            return False
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(lines)
+                f.flush()
+                os.fsync(f.fileno())
+            return True
+        except OSError:
+            return False
+
+    def record_pending_calls(self) -> int:
+        """Record the calls kept in the pending file (then remove it); how many."""
+        path = self._pending_file
+        if path is None or not path.exists():
+            return 0
+        taken = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}")
+        try:
+            os.replace(path, taken)  # one drainer takes the file; later answers start a new one
+        except OSError:
+            return 0
+        rows = []
+        for line in taken.read_text(encoding="utf-8").splitlines():
+            try:
+                d = json.loads(line)
+                rows.append((int(d["episode"]), ModelCall.model_validate({**d["call"], "id": None})))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut by a crash: the rest still count
+        try:
+            with self.transaction():
+                for eid, call in rows:
+                    self._insert_call(call, eid)
+        except StoreError:
+            if not path.exists():  # still blocked: keep them for later
+                os.replace(taken, path)
+            raise
+        taken.unlink(missing_ok=True)
+        return len(rows)
 
     _CALL_SQL = (
         "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "

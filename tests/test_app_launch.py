@@ -82,6 +82,7 @@ def bound(monkeypatch, tmp_path):
     old = config.get_option("server.address")
     monkeypatch.setenv("REACT_EDITOR_DB", str(tmp_path / "never" / "made.db"))
     monkeypatch.delenv("REACT_EDITOR_ALLOW_REMOTE", raising=False)
+    monkeypatch.delenv("REACT_EDITOR_TOKEN", raising=False)
     st.cache_resource.clear()
 
     def run(address):
@@ -102,7 +103,50 @@ def test_the_app_refuses_a_non_loopback_address(bound, address, tmp_path):
     assert not (tmp_path / "never").exists()  # not even the database was opened
 
 
-def test_the_app_serves_a_non_loopback_address_when_asked(bound, monkeypatch):
-    monkeypatch.setenv("REACT_EDITOR_ALLOW_REMOTE", "1")
+def test_beyond_loopback_a_person_presents_the_token_before_any_page(bound, monkeypatch, tmp_path):
+    monkeypatch.setenv("REACT_EDITOR_ALLOW_REMOTE", "1")  # asking is not enough: a secret is
     at = bound("0.0.0.0")
+    assert at.error and [t.value for t in at.title] == []
+    monkeypatch.setenv("REACT_EDITOR_TOKEN", "tok-" + "x" * 28)
+    at = bound("0.0.0.0")
+    assert [t.value for t in at.title] == ["Access token"]  # the prompt, no page
+    at.text_input(key="access_token").set_value("wrong")
+    at = at.button[0].click().run()
+    assert [t.value for t in at.title] == ["Access token"] and any("not right" in e.value for e in at.error)
+    assert not (tmp_path / "never").exists()  # no page ran: the database was not opened
+    at.text_input(key="access_token").set_value("tok-" + "x" * 28)
+    at = at.button[0].click().run()
     assert [t.value for t in at.title] == ["Episodes"]
+
+
+def _launch(monkeypatch, tmp_path, capsys, *argv):
+    from react_editor import launch
+    from react_editor.main import main
+
+    started = []
+    monkeypatch.setattr(launch.subprocess, "call", lambda argv, env: started.append((argv, env)) or 0)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code = main(["app", *argv])
+    return code, capsys.readouterr().err, started
+
+
+def test_react_editor_app_refuses_the_network_without_a_secret(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("REACT_EDITOR_TOKEN", raising=False)
+    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0")
+    assert code == 2 and err.count("\n") == 1 and "REACT_EDITOR_TOKEN" in err and started == [], err
+    assert _launch(monkeypatch, tmp_path, capsys, "--address", "127.0.0.1")[2]  # loopback needs nothing
+    monkeypatch.setenv("REACT_EDITOR_TOKEN", "tok-" + "y" * 28)
+    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0")
+    assert code == 0 and started and started[0][1]["REACT_EDITOR_TOKEN"] == "tok-" + "y" * 28
+    monkeypatch.delenv("REACT_EDITOR_TOKEN")
+    (tmp_path / ".streamlit").mkdir()
+    (tmp_path / ".streamlit" / "secrets.toml").write_text('[auth]\nredirect_uri = "http://h/oauth2callback"\n')
+    assert _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0")[0] == 0  # OIDC login configured
+
+
+def test_streamlit_run_in_the_project_binds_loopback():
+    import tomllib
+
+    conf = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert conf["server"]["address"] == "127.0.0.1"

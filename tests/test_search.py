@@ -72,8 +72,10 @@ def test_search_maps_step_hits_to_versions_and_filters(room, capsys):
     assert [(h["version"], h["step"], h["field"]) for h in table] == [(v2.id, 2, "action")]
     # ... unless the filters want the other one
     assert [h["version"] for h in cli_json(capsys, "search", "action: table", "--outcome", "failure", "--db", db)] == [v.id]
-    assert [h["version"] for h in cli_json(capsys, "search", "action: table", "--signal", "repeated_action",
-                                           "--db", db)] == [v.id]
+    # a signal filter finds the steps carrying the signal (step 3 repeats step 1), not every step of such a version
+    assert cli_json(capsys, "search", "action: table", "--signal", "repeated_action", "--db", db) == []
+    assert [(h["version"], h["step"]) for h in cli_json(capsys, "search", "action: shelf", "--signal",
+                                                        "repeated_action", "--db", db)] == [(v.id, 3)]
     assert cli_json(capsys, "search", "action: table", "--signal", "search_miss", "--db", db) == []
     assert cli_json(capsys, "search", "drawer", "--outcome", "unfinished", "--db", db) == []
     assert cli_json(capsys, "search", "drawer", "--env", "hotpotqa", "--db", db) == []
@@ -102,7 +104,7 @@ def test_search_names_and_notes_latest_only(room, capsys):
 
 def test_bad_queries_are_one_line_errors(room, capsys):
     toy, _, _ = room
-    for query in ('"unbalanced', "AND", "nosuchcolumn: x", " "):
+    for query in (" ", '"((', "&& ||", "x " * 65, "y" * 1001):
         code, out, err = cli(capsys, "search", query, "--json", "--db", str(toy.db))
         assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1, (query, err)
     code, _, err = cli(capsys, "search", "shelf", "--limit", "0", "--db", str(toy.db))
@@ -161,5 +163,50 @@ def test_upgrade_backfills_signals_and_builds_the_index(tmp_path, monkeypatch):
     assert [s.signals for s in store.version_steps(2)] == [[], ["no_effect", "hallucinated_object"]]
     assert episodes_with_signal(store, "step_limit") == [] and episodes_with_signal(store, "step_limit", all_versions=True) == [1]
     assert [(h.version, h.step, h.field) for h in search(store, "sofa")] == [(2, 2, "action")]
-    assert {(h.version, h.step) for h in search(store, "shelf", signal="step_limit")} == {(1, None), (1, 1), (1, 2)}
+    # a signal filter points at the step carrying it (step_limit: the version's last step)
+    assert {(h.version, h.step) for h in search(store, "shelf", signal="step_limit")} == {(1, 2)}
     assert [(h.version, h.step, h.field) for h in search(store, "mug")] == [(2, None, "task")]
+
+
+def test_text_copied_from_a_trajectory_is_searched_literally(toy, capsys):
+    """Queries that are not FTS5 syntax (copied from a transcript) find the text they name."""
+    db = str(toy.db)
+    ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    for thought, action in (("Tomas Rell can't be in C# Quartet; see hp-001.", "Search[Tomas Rell]"),
+                            ("Hale & Morrow wrote it.", "Lookup[born]")):
+        toy.engine.human_step(v.id, thought=thought, action=action)
+    room, rv = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.human_step(rv.id, action="put mug 1 in/on table 1")
+    expected = {"Search[Tomas Rell]": (ep.id, 1, "action"), "Lookup[born]": (ep.id, 2, "action"),
+                "in/on": (room.id, 1, "action"), "hp-001": (ep.id, 1, "thought"), "can't": (ep.id, 1, "thought"),
+                "C# Quartet": (ep.id, 1, "thought"), "Hale & Morrow": (ep.id, 2, "thought")}
+    for query, place in expected.items():
+        code, out, err = cli(capsys, "search", query, "--db", db, "--json")
+        assert code == 0, (query, err)
+        assert place in [(h["episode"], h["step"], h["field"]) for h in json.loads(out)], (query, out)
+    # FTS5 syntax still works for those who use it, and documented column filters mean what they say
+    assert {h["field"] for h in cli_json(capsys, "search", "thought: Rell", "--db", db)} == {"thought"}
+    assert {h["field"] for h in cli_json(capsys, "search", "action: Rell", "--db", db)} == {"action"}
+    assert [h["step"] for h in cli_json(capsys, "search", "Tomas NOT Search", "--db", db)] == []
+    assert cli_json(capsys, "search", "thought:", "--db", db) == []  # the word itself: no step says "thought"
+
+
+def test_a_flood_query_is_one_line_at_once(room, capsys):
+    toy, _, _ = room
+    code, out, err = cli(capsys, "search", " ".join(["shelf"] * 5000), "--db", str(toy.db))
+    assert code == 2 and err.count("\n") == 1 and "limit" in err, err
+    # refused before anything is opened: a missing database is not even looked at
+    code, out, err = cli(capsys, "search", " ".join(f"w{i}" for i in range(200)), "--db", str(toy.db) + ".none")
+    assert code == 2 and "200 words; the limit is 64" in err, err
+
+
+def test_a_search_past_its_time_budget_is_stopped_with_one_line(room, capsys, monkeypatch):
+    from sessions import search as search_mod
+
+    toy, _, _ = room
+    monkeypatch.setattr(search_mod, "TIME_BUDGET_S", 0.0)
+    monkeypatch.setattr(search_mod, "PROGRESS_EVERY", 1)  # a tiny database: look at the clock at once
+    code, out, err = cli(capsys, "search", "shelf", "--db", str(toy.db))
+    assert code == 2 and err.count("\n") == 1 and "budget" in err, err
+    monkeypatch.setattr(search_mod, "TIME_BUDGET_S", 5.0)
+    assert cli_json(capsys, "search", "shelf", "--db", str(toy.db))  # the connection is usable again

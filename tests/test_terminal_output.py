@@ -35,3 +35,66 @@ def test_show_and_other_text_output_make_control_characters_visible(toy, capsys)
 def test_error_lines_make_control_characters_visible(toy, capsys, tmp_path):
     code, out, err = cli(capsys, "import", str(tmp_path / f"no{TITLE}file.jsonl"), "--db", str(toy.db))
     assert code == 2 and err.startswith("error: ") and not controls(err), err
+
+
+RLO = "\u202e"  # right-to-left override: "txt.exe" reads as "exe.txt"
+OSC52 = "\x1b]52;c;cHduZWQ=\x07"  # writes the clipboard
+
+
+def test_show_makes_bidi_controls_visible(toy, capsys):
+    db = str(toy.db)
+    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--human")[0] == 0
+    assert cli(capsys, "step", "1", "--action", f"go to {RLO}1 tenibac\u2066x\u2069", "--db", db)[0] == 0
+    for argv in (["show", "1"], ["show", "1", "--json"]):
+        code, out, err = cli(capsys, *argv, "--db", db)
+        assert code == 0 and RLO not in out and "\u2066" not in out, out
+        assert "\\u202e" in out
+    assert json.loads(cli(capsys, "show", "1", "--db", db, "--json")[1])[0]["action"].startswith(f"go to {RLO}")
+
+
+def _export_to(db: str, tty: bool) -> bytes:
+    """`export --out -` with stdout on a pseudo-terminal (tty) or a pipe; the bytes written."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.test_cli_core import ROOT
+
+    argv = [sys.executable, "-m", "react_editor", "export", "1", "--format", "prompt", "--out", "-", "--db", db]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if not tty:
+        return subprocess.run(argv, env=env, capture_output=True, timeout=120).stdout
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(argv, env=env, stdout=follower, stderr=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(leader)
+    return b"".join(chunks)
+
+
+def test_export_to_a_terminal_escapes_controls_a_pipe_stays_exact(tmp_path):
+    from sessions.store import Store
+    from trajectory.records import AgentConfig, Step, Task
+
+    db = str(tmp_path / "e.db")
+    store = Store(db)
+    task = Task(env="hotpotqa", id="q1", text="Question: who?", gold="x", source="custom")
+    _, v = store.create_episode(task, AgentConfig(), {})
+    store.append_steps(v.id, [Step(index=1, thought=f"copy {OSC52} then {RLO}gnp.exe", action="Finish[x]",
+                                   observation="Episode finished, reward = 1", done=True, reward=1.0, source="human")])
+    store.close()
+    piped = _export_to(db, tty=False)
+    assert OSC52.encode() in piped and RLO.encode() in piped  # a pipe or file is byte-exact
+    shown = _export_to(db, tty=True)
+    assert b"\x1b" not in shown and RLO.encode() not in shown, shown
+    assert b"\\x1b]52;c;cHduZWQ=\\x07" in shown and b"\\u202e" in shown

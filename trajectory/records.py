@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from urllib.parse import urlsplit, urlunsplit
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -22,6 +23,17 @@ OUTCOME_FILTERS = ("success", "failure", "unfinished")  # how lists and search f
 ENV_KINDS: tuple[str, ...] = ("alfworld", "hotpotqa", "fever")  # built in; plugins add more (envs.registry)
 # env_options key an import sets: the files/URLs the episode points at wait for a person's OK
 UNCONFIRMED_REFS = "unconfirmed_references"
+# env_options key an import sets when the file names a model endpoint: no key (and no prompt)
+# goes there until a person confirms it
+UNCONFIRMED_ENDPOINT = "unconfirmed_endpoint"
+# env_options key an import sets: the digest of the episode's records, so a re-import adds nothing
+IMPORT_DIGEST = "import_digest"
+LOCAL_OPTIONS = (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT, IMPORT_DIGEST)  # this database's marks: never exported
+
+
+def env_only(options: dict[str, Any]) -> dict[str, Any]:
+    """Episode env_options as an environment sees them (without this database's marks)."""
+    return {k: v for k, v in options.items() if k not in LOCAL_OPTIONS}
 MAX_TEXT = 20_000  # characters a person may put in one thought or action; a completion is cut there
 
 
@@ -78,15 +90,52 @@ class AgentConfig(Record):
         return without_credentials(url) if url else url
 
 
+# query parameters whose name says they carry a secret (api_key, access_token, sig, ...)
+_SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|credential|session", re.IGNORECASE)
+
+
+def _secret_param(name: str, value: str) -> bool:
+    return bool(_SECRET_PARAM.search(name)) or name.startswith("sk-") or value.startswith("sk-")
+
+
+def url_credentials(url: str) -> str | None:
+    """Where `url` carries a credential (userinfo, a key/token/... query parameter, a
+    fragment), or None: a key belongs in OPENAI_API_KEY, never in a stored URL."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if "@" in parts.netloc:
+        return "user:password@"
+    secret = next((n for n, v in parse_qsl(parts.query, keep_blank_values=True) if _secret_param(n, v)), None)
+    if secret is not None:
+        shown = secret[:40] if _SECRET_PARAM.search(secret) and not secret.startswith("sk-") else "..."
+        return f"a query parameter ({shown}=) that carries a credential"
+    if parts.fragment:
+        return "a #fragment"
+    return None
+
+
 def without_credentials(url: str) -> str:
-    """The URL with any `user:password@` removed (unparseable text is returned as is)."""
+    """The URL without `user:password@`, secret-named query parameters and the fragment
+    (unparseable text is returned as is)."""
     try:
         parts = urlsplit(url)
-        if "@" not in parts.netloc:
-            return url
-        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
     except ValueError:
         return url
+    if url_credentials(url) is None:
+        return url
+    query = urlencode([(n, v) for n, v in parse_qsl(parts.query, keep_blank_values=True) if not _secret_param(n, v)])
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=query, fragment=""))
+
+
+def safe_call_params(params: dict[str, Any]) -> dict[str, Any]:
+    """A call record's params with its endpoint stripped of credentials (the same dict
+    when there is nothing to strip)."""
+    url = params.get("base_url")
+    if not isinstance(url, str) or url_credentials(url) is None:
+        return params
+    return {**params, "base_url": without_credentials(url)}
 
 
 class EditInfo(Record):

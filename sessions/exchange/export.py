@@ -23,7 +23,7 @@ from sessions.exchange.chat_sft import chat_record, version_ok
 from trajectory.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import UNCONFIRMED_REFS, EditInfo, ModelCall, Step
+from trajectory.records import LOCAL_OPTIONS, EditInfo, ModelCall, Step, safe_call_params
 from sessions.store import Store, StoreError
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
@@ -107,8 +107,8 @@ class EpisodeEncoder:
             "created_at": ep.created_at,
             "task": ep.task.model_dump(mode="json"),
             "config": ep.config.model_dump(mode="json"),
-            # the import-confirmation mark is this database's state, not the episode's
-            "env_options": {k: v for k, v in ep.env_options.items() if k != UNCONFIRMED_REFS},
+            # the import marks (confirmation, digest) are this database's state, not the episode's
+            "env_options": {k: v for k, v in ep.env_options.items() if k not in LOCAL_OPTIONS},
         })
 
     def _edit(self, e: EditInfo | None, limit: int) -> dict | None:
@@ -131,7 +131,7 @@ class EpisodeEncoder:
             # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
             self.call_cache[c.id] = (
                 f'{{"ref":{ref},"created_at":{_esc(c.created_at)},"model":{_esc(c.model)},'
-                f'"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},"params":{self._shared(c.params)},'
+                f'"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},"params":{self._shared(safe_call_params(c.params))},'
                 f'"prompt_hash":{_esc(c.prompt_hash)},"prompt_chars":{c.prompt_chars:d},'
                 f'"completion":{_str(c.completion)},"usage":{{"prompt_tokens":{_num(u.prompt_tokens)},'
                 f'"completion_tokens":{_num(u.completion_tokens)},"cached_prompt_tokens":{_num(u.cached_prompt_tokens)}}},'

@@ -22,8 +22,8 @@ from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from trajectory.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from trajectory.records import (ENV_KINDS, UNCONFIRMED_REFS, AgentConfig, EditInfo, ModelCall, Outcome, Step, Task,
-                                Version)
+from trajectory.records import (ENV_KINDS, IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig,
+                                EditInfo, ModelCall, Outcome, Step, Task, Version, safe_call_params)
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
@@ -46,6 +46,7 @@ class ImportReport:
     steps: int = 0
     exemplar_set: str | None = None
     raw_entries: int = 0
+    already_present: list[int] = field(default_factory=list)  # episodes a re-import found here (not copied)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,15 +94,20 @@ def import_file(
     set_name: str | None = None,
     by: str | None = None,
     find_task: Callable[[str, str], Task | None] | None = None,
+    as_new: bool = False,
 ) -> ImportReport:
     """Validate the whole file, then write it in one transaction. `find_task(env, text)`
     names the dataset task a transcript's question or claim is (its gold answer is used);
-    without it, or when the text is unknown, an imported task has no gold answer."""
+    without it, or when the text is unknown, an imported task has no gold answer. A jsonl
+    episode whose records are already here (imported before, same content) is not copied
+    again unless `as_new`."""
     p = Path(path)
     if not p.exists():
         raise ImportFailed(f"no such file: {p}")
     if p.is_dir():
         raise ImportFailed(f"{p} is a directory")
+    if not p.is_file():  # a FIFO or device: reading it would block or never end
+        raise ImportFailed(f"{p} is not a regular file")
     if fmt not in IMPORT_FORMATS:
         raise ImportFailed(f"unknown import format {fmt!r} (one of: {', '.join(IMPORT_FORMATS)})")
     if env is not None and env not in ENV_KINDS:
@@ -119,11 +125,19 @@ def import_file(
         # writer) only copies the prepared records in
         records = [(n, parse_record(n, line)) for n, line in _lines(p, MAX_LINE_BYTES)]
         _jsonl(p.name, records, None, ImportReport("jsonl", str(p)))  # validation pass: nothing written
+        digests = _episode_digests(records)
         report = ImportReport("jsonl", str(p))
         with store.transaction():
-            _jsonl(p.name, records, store, report)
+            present = {} if as_new else store.episodes_by_option(IMPORT_DIGEST, sorted(set(digests.values())))
+            report.already_present = sorted({present[d] for d in digests.values() if d in present})
+            fresh = [(n, r) for n, r in records if digests[r.episode.ref] not in present]
+            _jsonl(p.name, fresh, store, report, digests)
         return report
     env, parsed = _read_prompt_file(p, fmt, env)
+    for entry in parsed:
+        for t in entry.trajectories:
+            for st in t.steps:
+                _check_text(None, f"{entry.key} step {st.index}", st.thought, st.action)
     report = ImportReport(fmt, str(p))
     golds = _dataset_golds(env, parsed, find_task)  # before the write lock: may read a dataset
     with store.transaction():
@@ -332,12 +346,30 @@ class _Ep:
     last: int | None = None
 
 
+def _check_text(n: int | None, where: str, thought: str | None, action: str | None) -> None:
+    """Imported thoughts and actions obey the limit people and models do (each is re-sent in
+    every later prompt)."""
+    for what, text in (("thought", thought), ("action", action)):
+        if text is not None and len(text) > MAX_TEXT:
+            raise _fail(n, f"{where}: the {what} is {len(text):,} characters; the limit is {MAX_TEXT:,}")
+
+
 def _check_ref(n: int, ep: _Ep, ref: int | None, what: str) -> None:
     if ref is not None and ref not in ep.steps:
         raise _fail(n, f"{what} refers to step ref {ref}, which is not in an earlier record of this episode")
 
 
-def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store | None, report: ImportReport) -> None:
+def _episode_digests(records: list[tuple[int, TrajectoryRecord]]) -> dict[int, str]:
+    """episode ref -> a digest of all its records (what a re-import of the same content matches)."""
+    parts: dict[int, Any] = {}
+    for _, rec in records:
+        parts.setdefault(rec.episode.ref, hashlib.sha256()).update(
+            json.dumps(rec.model_dump(mode="json", by_alias=True), sort_keys=True, ensure_ascii=False).encode())
+    return {ref: h.hexdigest() for ref, h in parts.items()}
+
+
+def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store | None, report: ImportReport,
+           digests: dict[int, str] | None = None) -> None:
     """One pass over the parsed records: validates; with a store, also writes (caller's transaction)."""
     ep: _Ep | None = None
     done_refs: set[int] = set()
@@ -353,6 +385,10 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
             if store is not None:
                 task = rec.episode.task
                 options = {**rec.episode.env_options, UNCONFIRMED_REFS: True}  # files/URLs wait for an OK
+                options.pop(UNCONFIRMED_ENDPOINT, None)
+                options[IMPORT_DIGEST] = (digests or {}).get(rec.episode.ref)
+                if rec.episode.config.base_url:  # so does the model endpoint the file names
+                    options[UNCONFIRMED_ENDPOINT] = rec.episode.config.base_url
                 e, v0 = store.create_episode(task, rec.episode.config, options, rec.episode.name,
                                              created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
@@ -395,6 +431,7 @@ def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report:
         else:
             if any(x.ref == s.ref for x in new_steps):
                 raise _fail(n, f"step ref {s.ref} appears twice in one record")
+            _check_text(n, f"step ref {s.ref}", s.thought, s.action)
             _check_ref(n, ep, s.edit.replaced_step if s.edit else None, f"step ref {s.ref}'s edit")
             cf = s.info.get("carried_from")
             if cf is not None:
@@ -462,7 +499,8 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
             if cref not in placeholder:
                 c = record_calls[cref]
                 new_calls.append(ModelCall(
-                    created_at=c.created_at, model=c.model, api_style=c.api_style, params=c.params, purpose=c.purpose,
+                    created_at=c.created_at, model=c.model, api_style=c.api_style, params=safe_call_params(c.params),
+                    purpose=c.purpose,
                     prompt_hash=c.prompt_hash, prompt_chars=c.prompt_chars, completion=c.completion, usage=c.usage,
                     latency_ms=c.latency_ms, attempts=c.attempts, cached=c.cached, error=c.error,
                     cut_from=c.cut_from,

@@ -1,0 +1,184 @@
+"""Inputs that hang or mislead: FIFOs, non-UTF-8 task lists, empty selections and model
+names, duplicate experiment names, settings a game cannot start with. Each is one line,
+and nothing is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from contextlib import closing
+
+import pytest
+
+from sessions import experiments as xs
+from sessions.store import Store
+from tests.test_cli_core import ROOT, cli
+
+
+def _cli_process(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "react_editor", *argv], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("what", ["import", "tasks"])
+def test_a_fifo_is_refused_not_waited_on(tmp_path, what):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    db = str(tmp_path / "x.db")
+    if what == "import":
+        res = _cli_process("import", str(fifo), "--db", db)
+    else:
+        res = _cli_process("experiment", "run", "--env", "hotpotqa", "--tasks", f"@{fifo}", "--model", "m",
+                           "--base-url", "http://127.0.0.1:9/v1", "--db", db)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "not a regular file" in res.stderr, res.stderr
+
+
+def _experiment(capsys, db, *extra: str) -> tuple[int, str]:
+    code, _, err = cli(capsys, "experiment", "run", "--env", "hotpotqa", "--model", "m", "--base-url",
+                       "http://127.0.0.1:9/v1", "--db", db, *extra)
+    return code, err
+
+
+def _nothing_written(db) -> None:
+    if os.path.exists(db):
+        with closing(Store(db)) as store:
+            assert xs.list_all(store) == [] and store.episode_ids() == []
+
+
+def test_a_task_list_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "ids.txt"
+    bad.write_bytes(b"hp-001\n\xff\xfe\x00bad\n")
+    db = str(tmp_path / "x.db")
+    code, err = _experiment(capsys, db, "--tasks", f"@{bad}")
+    assert code == 2 and err.count("\n") == 1 and "not UTF-8" in err, err
+    _nothing_written(db)
+
+
+def test_an_empty_task_selection_is_refused(tmp_path, capsys):
+    db = str(tmp_path / "x.db")
+    code, err = _experiment(capsys, db, "--tasks", "")
+    assert code == 2 and err.count("\n") == 1 and "empty" in err, err
+    _nothing_written(db)
+
+
+@pytest.mark.parametrize("model", ["", "   "])
+def test_a_blank_model_name_writes_nothing(toy, capsys, model):
+    db = str(toy.db)
+    code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--model", model, "--db", db)
+    assert code == 2 and err.count("\n") == 1 and "model name is empty" in err, err
+    assert toy.store.episode_ids() == []
+    code, err = _experiment(capsys, db, "--model", model, "--tasks", "toy-1")
+    assert code == 2 and "model name is empty" in err, err
+
+
+def test_a_duplicate_experiment_name_is_one_clear_line(tmp_path, scripted_llm, capsys):
+    from tests.test_experiment import run_args
+
+    db = tmp_path / "x.db"
+    scripted_llm.set_default("Thought 1: x\nAction 1: Finish[yes]")
+    base = [str(a) for a in run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001", "--name", "mine")]
+    assert cli(capsys, *base)[0] == 0
+    code, _, err = cli(capsys, *base)
+    assert code == 2 and err.count("\n") == 1 and "an experiment named 'mine' already exists" in err, err
+    assert "constraint" not in err.lower()
+
+
+def test_settings_a_game_cannot_start_with_write_nothing(toy, capsys, monkeypatch):
+    """A game loaded with a wording its grammar lacks fails inside the environment (the
+    official json 2.1.1 games have no `help` for alfworld-0.4): one line, no empty episode."""
+    from tests.toy_envs import ToyRoom
+
+    real = ToyRoom.reset
+
+    def reset(self, task):
+        if self.options.get("wording") == "alfworld-0.4":
+            raise KeyError("help")
+        return real(self, task)
+
+    monkeypatch.setattr(ToyRoom, "reset", reset)
+    db = str(toy.db)
+    code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--wording", "alfworld-0.4",
+                       "--base-url", toy.llm.base_url, "--db", db)
+    assert code == 2 and err.count("\n") == 1 and "KeyError" in err and "help" in err, err
+    assert toy.store.episode_ids() == [] and toy.llm.requests == []
+
+
+def _exported(toy, capsys, tmp_path):
+    from tests.test_engine import ROOM_SCRIPT
+
+    db = str(toy.db)
+    toy.llm.push(*ROOM_SCRIPT[:2])
+    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
+               "--max-steps", "2", "--db", db)[0] == 0
+    out = tmp_path / "ep.jsonl"
+    assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(out), "--db", db)[0] == 0
+    return out
+
+
+def test_importing_the_same_file_twice_adds_nothing_the_second_time(toy, capsys, tmp_path):
+    import json
+
+    out = _exported(toy, capsys, tmp_path)
+    db2 = str(tmp_path / "second.db")
+    code, first, _ = cli(capsys, "import", str(out), "--db", db2, "--json")
+    assert code == 0 and json.loads(first)["episodes"] == [1]
+    code, again, err = cli(capsys, "import", str(out), "--db", db2, "--json")
+    assert code == 0 and json.loads(again)["episodes"] == [] and json.loads(again)["already_present"] == [1]
+    assert "already here" in err and "--as-new" in err
+    with closing(Store(db2)) as store:
+        assert store.episode_ids() == [1]
+    code, copied, _ = cli(capsys, "import", str(out), "--db", db2, "--json", "--as-new")
+    assert code == 0 and json.loads(copied)["episodes"] == [2]
+    # the mark is this database's state: an export of the imported episode does not carry it
+    back = tmp_path / "back.jsonl"
+    assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(back), "--db", db2)[0] == 0
+    assert "import_digest" not in back.read_text()
+
+
+@pytest.mark.parametrize("field", ["thought", "action"])
+def test_imported_text_obeys_the_20000_character_limit(toy, capsys, tmp_path, field):
+    import json
+
+    out = _exported(toy, capsys, tmp_path)
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs[0]["steps"][-1][field] = "x" * 20_001
+    out.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    db2 = str(tmp_path / "second.db")
+    code, _, err = cli(capsys, "import", str(out), "--db", db2)
+    assert code == 2 and err.count("\n") == 1 and "20,000" in err and field in err, err
+    with closing(Store(db2)) as store:
+        assert store.episode_ids() == []
+
+
+def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, monkeypatch):
+    """The model answered, then the database stayed locked: exit 2 with one line, and the
+    answer is kept - the next attempt is answered from it without paying again."""
+    import sqlite3
+
+    from sessions import store as store_mod
+    from tests.test_engine import ROOM_SCRIPT
+
+    db = str(toy.db)
+    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
+               "--human", "--db", db)[0] == 0
+    toy.llm.push(ROOM_SCRIPT[1])
+    monkeypatch.setattr(store_mod, "LOCK_TIMEOUT_S", 0.2)
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("begin immediate")  # another program holds the write lock
+    try:
+        code, out, err = cli(capsys, "step", "1", "--db", db)
+    finally:
+        other.execute("rollback")
+        other.close()
+    assert code == 2 and err.count("\n") == 1 and "locked" in err and "kept" in err, err
+    assert len(toy.llm.completion_requests) == 1
+    code, out, err = cli(capsys, "resume", "1", "--db", db, "--json", "--max-steps", "1")
+    assert code == 0, err
+    assert len(toy.llm.completion_requests) == 1  # answered from the kept call, not paid again
+    shown = json.loads(cli(capsys, "show", "1", "--db", db, "--json")[1])
+    assert [s["action"] for s in shown] == ["go to cabinet 1"]
+    with closing(Store(db)) as store:
+        assert len(store.calls(episode_id=1)) == 2  # the paid call and its cached answer, both recorded

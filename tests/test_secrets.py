@@ -1,0 +1,155 @@
+"""The API key goes only where the user sent it: an imported file's model endpoint gets no
+request until a person confirms it, and credentials never sit in a URL that is stored,
+shown or exported (config base URLs, call records, MediaWiki URLs)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.scripted_server import ScriptedLLM
+from tests.test_cli_core import cli
+from tests.test_engine import ROOM_SCRIPT
+
+KEY = "sk-user-secret-key-1234"
+
+
+@pytest.fixture
+def other_llm():
+    """A second scripted server: the one an edited export points at."""
+    with ScriptedLLM() as llm:
+        yield llm
+
+
+def _exported_pointing_at(capsys, toy, tmp_path, target: str, call_url: str | None = None) -> str:
+    """Run two steps on the user's own server, export, and edit the file so its config
+    (and, with `call_url`, its call records) name `target`."""
+    db = str(toy.db)
+    toy.llm.push(*ROOM_SCRIPT[:2])
+    code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
+                       "--model", "m", "--human", "--db", db)
+    assert code == 0, err
+    for _ in range(2):
+        assert cli(capsys, "step", "1", "--db", db)[0] == 0
+    out = tmp_path / "ep.jsonl"
+    assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(out), "--db", db)[0] == 0
+    lines = []
+    for line in out.read_text().splitlines():
+        rec = json.loads(line)
+        rec["episode"]["config"]["base_url"] = target
+        for c in rec["calls"]:
+            c["params"]["base_url"] = call_url or target
+        lines.append(json.dumps(rec))
+    out.write_text("\n".join(lines) + "\n")
+    return str(out)
+
+
+def _auth_seen(llm: ScriptedLLM) -> list[str]:
+    return [r.headers.get("authorization", "") for r in llm.requests]
+
+
+def test_an_imported_endpoint_gets_nothing_until_confirmed(toy, other_llm, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    path = _exported_pointing_at(capsys, toy, tmp_path, other_llm.base_url)
+    db2 = str(tmp_path / "second.db")
+    code, out, err = cli(capsys, "import", path, "--db", db2, "--json")
+    assert code == 0, err
+    (ep,) = json.loads(out)["episodes"]
+    other_llm.set_default(" go to table 1")
+    # no endpoint of the user's own: one line saying how to confirm, nothing sent
+    code, out, err = cli(capsys, "resume", str(ep), "--db", db2)
+    assert code == 2 and err.count("\n") == 1 and f"react-editor confirm {ep}" in err, err
+    assert other_llm.requests == []
+    code, out, err = cli(capsys, "resample", str(ep), "--step", "2", "--n", "2", "--temperature", "0.7", "--db", db2)
+    assert code == 2 and err.count("\n") == 1 and f"react-editor confirm {ep}" in err, err
+    assert other_llm.requests == []
+    # the user's own endpoint (OPENAI_BASE_URL) is used instead of the file's
+    monkeypatch.setenv("OPENAI_BASE_URL", toy.llm.base_url)
+    toy.llm.reset()
+    toy.llm.push(*ROOM_SCRIPT[2:])
+    code, out, err = cli(capsys, "resume", str(ep), "--db", db2, "--json")
+    assert code == 0, err
+    assert json.loads(out)["success"] is True, (out, err)
+    assert other_llm.requests == [] and f"Bearer {KEY}" in _auth_seen(toy.llm)
+    # a person's OK: the file's endpoint is now the user's choice
+    code, out, err = cli(capsys, "confirm", str(ep), "--db", db2)
+    assert code == 0 and "model endpoint" in out, (out, err)
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert cli(capsys, "branch", str(ep), "--step", "3", "--db", db2)[0] == 0
+    code, out, err = cli(capsys, "step", str(ep), "--db", db2)
+    assert code == 0 and other_llm.requests, err
+
+
+def test_a_base_url_flag_is_the_users_choice(toy, other_llm, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    path = _exported_pointing_at(capsys, toy, tmp_path, other_llm.base_url)
+    db2 = str(tmp_path / "second.db")
+    assert cli(capsys, "import", path, "--db", db2)[0] == 0
+    toy.llm.reset()
+    toy.llm.push(*ROOM_SCRIPT[2:])
+    code, out, err = cli(capsys, "resume", "1", "--db", db2, "--base-url", toy.llm.base_url, "--json")
+    assert code == 0 and json.loads(out)["success"] is True, err
+    assert other_llm.requests == []
+
+
+def test_the_editor_lists_the_imported_endpoint_for_confirmation(toy, other_llm, tmp_path, capsys, monkeypatch):
+    from agent.engine import Engine
+    from sessions.store import Store
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    path = _exported_pointing_at(capsys, toy, tmp_path, other_llm.base_url)
+    db2 = str(tmp_path / "second.db")
+    assert cli(capsys, "import", path, "--db", db2)[0] == 0
+    eng = Engine(Store(db2))
+    assert eng.unconfirmed_references(eng.store.episode(1)) == [f"model endpoint {other_llm.base_url}"]
+    eng.confirm_references(1)
+    assert eng.unconfirmed_references(eng.store.episode(1)) == []
+
+
+CREDENTIAL_URLS = [
+    "http://user:pass@127.0.0.1:9/v1",
+    "http://127.0.0.1:9/v1?api_key=sk-abcdef",
+    "http://127.0.0.1:9/v1?token=abcdef",
+    "http://127.0.0.1:9/v1?x=1&Secret=abcdef",
+    "http://127.0.0.1:9/v1?password=abcdef",
+    "http://127.0.0.1:9/v1?auth=abcdef",
+    "http://127.0.0.1:9/v1?sig=abcdef",
+    "http://127.0.0.1:9/v1#token=abcdef",
+    "http://127.0.0.1:9/v1#abcdef",
+]
+
+
+@pytest.mark.parametrize("url", CREDENTIAL_URLS)
+def test_credentials_anywhere_in_a_base_url_are_refused(toy, capsys, url):
+    db = str(toy.db)
+    code, out, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", url, "--db", db)
+    assert code == 2 and err.count("\n") == 1 and "credentials" in err, err
+    assert "abcdef" not in err and "pass@" not in err
+    assert cli(capsys, "episodes", "--db", db, "--json")[1].strip() == "[]"
+
+
+@pytest.mark.parametrize("url", CREDENTIAL_URLS[1:4])
+def test_credentials_in_a_mediawiki_url_are_refused(tmp_path, capsys, url):
+    code, out, err = cli(capsys, "run", "--env", "hotpotqa", "--question", "q?", "--wiki", "live", "--wiki-url", url,
+                         "--db", str(tmp_path / "w.db"), "--human")
+    assert code == 2 and err.count("\n") == 1 and "credentials" in err and "abcdef" not in err, err
+
+
+def test_imported_configs_and_call_records_lose_their_credentials(toy, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    path = _exported_pointing_at(capsys, toy, tmp_path, "http://127.0.0.1:9/v1?api_key=sk-leak1#frag-leak2",
+                                 call_url="http://bob:pw-leak3@127.0.0.1:9/v1?token=leak4&model=x")
+    db2 = tmp_path / "second.db"
+    assert cli(capsys, "import", path, "--db", str(db2))[0] == 0
+    again = tmp_path / "again.jsonl"
+    assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(again), "--db", str(db2))[0] == 0
+    text = again.read_text()
+    raw = db2.read_bytes()
+    for leak in ("leak1", "leak2", "leak3", "leak4"):
+        assert leak not in text and leak.encode() not in raw, leak
+    rec = json.loads(text.splitlines()[0])
+    assert rec["episode"]["config"]["base_url"] == "http://127.0.0.1:9/v1"
+    assert {c["params"]["base_url"] for c in rec["calls"]} == {"http://127.0.0.1:9/v1?model=x"}
