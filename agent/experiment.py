@@ -26,7 +26,7 @@ from sessions import experiments as xs
 from sessions import jobs as jobs_db
 from sessions.store import Store, StoreError
 from trajectory.records import AgentConfig, Task
-from trajectory.stats import mcnemar_exact, newcombe_paired_diff
+from trajectory.stats import mcnemar_exact, newcombe_paired_cc_diff
 
 TASK_TYPES: dict[str, tuple[str, ...]] = {
     "alfworld": ("pick_and_place_simple", "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep",
@@ -309,12 +309,14 @@ def _rate(k: int, n: int) -> float | None:
 def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float]:
     """(tokens, USD) of the calls that reached the model server (cache hits are free)."""
     p_tok = c_tok = 0
-    for ep in episode_ids:
-        for call in store.calls(episode_id=ep):
-            if call.cached:
-                continue
-            p_tok += call.usage.prompt_tokens or 0
-            c_tok += call.usage.completion_tokens or 0
+    ids = list(episode_ids)
+    for i in range(0, len(ids), 500):  # sums in SQL: a summary never loads every call
+        chunk = ids[i:i + 500]
+        r = store.db.execute(
+            "select coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) from model_calls "
+            f"where episode_id in ({','.join('?' * len(chunk))}) and not coalesce(cached, 0)", chunk).fetchone()
+        p_tok += int(r[0])
+        c_tok += int(r[1])
     saved = (store.get_setting(PRICES_SETTING, {}) or {}).get(model)
     if saved:
         p_price, c_price = float(saved.get("prompt", 0.0)), float(saved.get("completion", 0.0))
@@ -372,15 +374,20 @@ def task_set_label(exp: xs.Experiment) -> str:
     return f"selected tasks ({source or 'builtin'})"
 
 
+DIFF_CI_METHOD = "Newcombe paired score interval with continuity correction (method 11)"
+
+
 def _pair_counts(xa: list[bool], xb: list[bool]) -> dict[str, Any]:
-    """McNemar's exact test with Newcombe's paired score interval (method 10): both tell
-    one story about the same 2x2 table of paired outcomes."""
+    """McNemar's exact test with Newcombe's continuity-corrected paired score interval
+    (method 11): both read the same 2x2 table of paired outcomes, and the corrected interval
+    is the paired score interval whose "excludes 0" agrees most often with "exact p < 0.05"
+    (benchmarks/paired_ci_agreement.py)."""
     n = len(xa)
     both = sum(p and q for p, q in zip(xa, xb))
     a_only = sum(p and not q for p, q in zip(xa, xb))
     b_only = sum(q and not p for p, q in zip(xa, xb))
     neither = n - both - a_only - b_only
-    lo, hi = newcombe_paired_diff(both, a_only, b_only, neither) if n else (None, None)
+    lo, hi = newcombe_paired_cc_diff(both, a_only, b_only, neither) if n else (None, None)
     return {"n": n, "both": both, "a_only": a_only, "b_only": b_only, "neither": neither,
             "a_rate": _rate(sum(xa), n), "b_rate": _rate(sum(xb), n),
             "diff": round((a_only - b_only) / n, 4) if n else None,
@@ -412,7 +419,7 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, seed: int = 0) 
     return {"a": sa, "b": sb, "common": len(common), "listed_in_both": len(listed),
             "excluded": len(listed) - len(common), "excluded_why": why,
             "partial": bool(sa["partial"] or sb["partial"]), **paired(common),
-            "diff_ci_method": "Newcombe paired score interval (method 10)", "by_type": by_type}
+            "diff_ci_method": DIFF_CI_METHOD, "by_type": by_type}
 
 
 def failures(store: Store, ref: int | str) -> list[xs.Item]:

@@ -25,7 +25,7 @@ from sessions import rollouts as groups_db
 from sessions.rollouts import RolloutEdit, RolloutGroup
 from sessions.store import Store
 from trajectory import formats as fmt
-from trajectory.records import AgentConfig, Episode, Step, Version
+from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
 from trajectory.stats import METHOD_CMH, Stratified, cmh, fisher_exact, newcombe_diff, wilson
 
 MAX_N = 1000
@@ -354,7 +354,7 @@ def group_stats(engine: Engine, group: RolloutGroup) -> GroupStats:
 def group_label(stats: GroupStats) -> str:
     """One line for a group node: 'resample @3: 7/10 success'."""
     g = stats.group
-    edit = f" ({g.edit.kind})" if g.edit else ""
+    edit = f" ({EDIT_WORDS.get(g.edit.kind, g.edit.kind)})" if g.edit else ""
     rest = f", {stats.pending} unfinished" if stats.pending else ""
     return f"{g.label}{edit}: {stats.success}/{stats.n} success{rest}"
 

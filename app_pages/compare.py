@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state
+from sessions import numbering
 from app_pages.views import COMPARE_CSS, compare_html, outcome_text, plural
 from trajectory.alignment import align_versions, carried_map, person_edits
 
@@ -41,7 +42,8 @@ left, right = pick("left", left_default), pick("right", right_default)
 
 state.episode_header(ep)
 c = st.columns(2)
-labels = {i: state.version_label(by_id[i]) for i in ids}
+nums = numbering.numbers(store, ep_id)  # people read per-episode numbers
+labels = {i: state.version_label(by_id[i], nums.get(i)) for i in ids}
 new_left = c[0].selectbox("Left", ids, index=ids.index(left), format_func=labels.get,
                           key=state.widget_key(f"cmp_l_{ep_id}_{left}", labels.values()))
 new_right = c[1].selectbox("Right", ids, index=ids.index(right), format_func=labels.get,
@@ -62,10 +64,10 @@ changed = sum(1 for r in rows if r.differs)
 edited = person_edits(rows)
 lo, ro = outcome_text(lv.outcome, lv.status), outcome_text(rv.outcome, rv.status)
 m = st.columns(4)
-m[0].metric(f"v{lv.id}", lo, plural(len(ls), "step"), delta_color="off", delta_arrow="off")
-m[1].metric(f"v{rv.id}", ro, plural(len(rs), "step"), delta_color="off", delta_arrow="off")
+m[0].metric(f"v{nums[lv.id]}", lo, plural(len(ls), "step"), delta_color="off", delta_arrow="off")
+m[1].metric(f"v{nums[rv.id]}", ro, plural(len(rs), "step"), delta_color="off", delta_arrow="off")
 m[2].metric("Steps that differ", changed)
 m[3].metric("Steps edited by a person", edited)
 only_changes = st.toggle("Only the steps that differ", key="cmp_only_changes")
 shown = [r for r in rows if r.differs] if only_changes else rows
-st.html(COMPARE_CSS + compare_html(ep.task.env, shown, f"v{lv.id}", f"v{rv.id}", lo, ro))
+st.html(COMPARE_CSS + compare_html(ep.task.env, shown, f"v{nums[lv.id]}", f"v{nums[rv.id]}", lo, ro))

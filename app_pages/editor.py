@@ -5,8 +5,10 @@ the call in flight, Step is disabled while it runs, and Stop cancels it (the ver
 it was); a job another tab or process runs on the episode shows as progress with Stop. A run lives
 in `st.session_state["run"]`; each rerun of the editor fragment (every RUN_TICK_S while a run
 is on) takes ONE step, so progress is visible and Stop works mid-run. The run controls, the
-step count and the outcome sit right above the trajectory box, which follows the newest step.
-Untrusted text is only ever shown with st.text / st.code."""
+step count and the outcome stay at the top of the window (sticky); the trajectory flows in the
+page under an overview strip of the whole version (`app_pages.overview`), and a run brings
+its newest step into view. Untrusted text is only ever shown with st.text / st.code, or as
+escaped HTML (the word diff of an edit)."""
 
 from __future__ import annotations
 
@@ -17,23 +19,38 @@ import streamlit as st
 
 from agent.client import public_url, resolve_base_url
 from agent import jobs
-from agent.engine import EngineError, ModelCallFailed
-from app_pages import signal_badges, state, stepjobs, whatif_panel
+from agent.engine import FROZEN, EngineError, ModelCallFailed
+from agent.stop_conditions import first_hit, parse_all
+from app_pages import overview, signal_badges, state, stepjobs, stop_panel, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
-from app_pages.views import action_warning, deleted_here, endpoint_problem, one_line, outcome_text, plural, provenance, replaced_text, step_lines
+from app_pages.textdiff import diff_html
+from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicable_edits, deleted_here, endpoint_problem, one_line,
+                             outcome_text, plural, provenance, replaced_text, step_lines)
 from envs.base import EnvError
-from sessions import experiments
+from sessions import annotations as ann
+from sessions import experiments, numbering
 from sessions import jobs as jobs_db
 from sessions.store import StoreError
 from trajectory.records import MAX_TEXT
+from trajectory.signals import version_step_signals
 
 RUN_TICK_S = 0.2
+LIVE_STEPS = 30  # the newest steps are interactive; earlier ones are one block of escaped HTML
 POLL_S = 0.25
-BOX_AFTER = 6  # more steps than this: a scrolling box that follows the newest step
 STEP_ERRORS = (ModelCallFailed, EngineError, EnvError, StoreError)
 EDITOR_CSS = """<style>
-.st-key-run_controls { position: sticky; top: 3.5rem; z-index: 10; background: var(--background-color, #fff);
-  padding: 0.25rem 0; border-bottom: 1px solid #d0d7de; }
+.st-key-run_controls { position: sticky; top: 3.75rem; z-index: 10; background: var(--background-color, #fff);
+  padding: 0.25rem 0; }
+.st-key-status_line { position: sticky; top: calc(3.75rem + 58px); z-index: 9; background: var(--background-color, #fff);
+  border-bottom: 1px solid #d0d7de; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-run_controls) { position: sticky; top: 3.75rem; z-index: 10;
+  background: var(--background-color, #ffffff); background-color: #ffffff; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-status_line) { position: sticky; top: calc(3.75rem + 58px); z-index: 9;
+  background-color: #ffffff; }
+del.rd-del { background: #ffd7d5; text-decoration: line-through; }
+ins.rd-ins { background: #ccffd8; text-decoration: none; }
+.rd-was { white-space: pre-wrap; word-break: break-word; font-size: 0.9rem; }
+[class*="st-key-step_"] { scroll-margin-top: calc(3.75rem + 100px); }
 </style>"""
 # Warn before a reload or a closed tab loses edit text that was typed but not applied.
 UNSAVED_GUARD = """<script>
@@ -49,6 +66,23 @@ if (!window.__reactEditorGuard) {
   window.addEventListener('beforeunload', (e) => {
     if (window.__reactEditorDirty) { e.preventDefault(); e.returnValue = ''; }
   });
+  // a mark of the overview strip scrolls its step into view (no anchor elements per step needed)
+  document.addEventListener('click', (e) => {
+    const a = e.target.closest && e.target.closest('a.ov-mark');
+    if (!a) { return; }
+    const n = (a.getAttribute('href') || '').replace('#step-', '');
+    const box = document.querySelector('.st-key-step_' + n) || document.querySelector('[data-step="' + n + '"]');
+    if (box) { e.preventDefault(); box.scrollIntoView({block: 'start', behavior: 'smooth'}); }
+  }, true);
+  // while a run is on (a "follow_newest" marker is drawn), bring the newest step into view
+  let newest = 0;
+  new MutationObserver(() => {
+    if (!document.querySelector('[class*="st-key-follow_newest"]')) { newest = 0; return; }
+    const boxes = document.querySelectorAll('[class*="st-key-step_"]');
+    const last = boxes[boxes.length - 1];
+    const n = last ? parseInt((last.className.match(/st-key-step_(\\d+)/) || [0, 0])[1]) : 0;
+    if (n > newest) { newest = n; last.scrollIntoView({block: 'end', behavior: 'smooth'}); }
+  }).observe(document.body, {childList: true, subtree: true});
 }
 </script>"""
 
@@ -90,6 +124,13 @@ st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, 
 
 versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}
+nums = numbering.numbers(store, ep_id)  # people read per-episode numbers (v1, v2, ...)
+
+
+def vname(version_id: int) -> str:
+    return f"v{nums.get(version_id, version_id)}"
+
+
 alf = ep.task.env == "alfworld"
 run = st.session_state.get("run")
 if run and (run.get("version") != vid):
@@ -107,7 +148,7 @@ with st.container(key="task_box"):
             st.switch_page(state.page_path("experiments"))
 cols = st.columns([3, 2, 3])
 ids = [v.id for v in versions]
-labels = {i: state.version_label(by_id[i]) + (" · current" if i == ep.current_version else "") for i in ids}
+labels = {i: state.version_label(by_id[i], nums.get(i)) + (" · current" if i == ep.current_version else "") for i in ids}
 # the key carries the labels' state, so a finished run or a new version redraws the selector
 chosen = cols[0].selectbox("Version", ids, index=ids.index(vid), format_func=labels.get,
                            key=state.widget_key(f"vsel_{ep_id}_{vid}", labels.values()))
@@ -175,11 +216,25 @@ def start_step() -> None:
     stepjobs.start(eng, TAB, vid)
 
 
-def start_run(n: int | None) -> None:
+def start_run(n: int | None, until: list[str] | None = None) -> None:
+    """A run of n steps (None: to the end) that also stops where a condition of `until`
+    (stop-condition specs, as `--until` takes them) first holds."""
     state.clear_error("step")
-    st.session_state["last_cmd"] = {"kind": "run", "n": n}
+    st.session_state["last_cmd"] = {"kind": "run", "n": n, "until": until or []}
     close_run("stopped")
-    st.session_state["run"] = open_run(vid, n)
+    st.session_state["run"] = {**open_run(vid, n), "until": until or []}
+
+
+def hit_condition(r: dict, rep) -> bool:
+    """True (and a notice saying where and why) when a new step meets a stop condition."""
+    if not r.get("until"):
+        return False
+    found = first_hit(parse_all(r["until"]), rep.steps, version_step_signals(rep.steps, rep.version.outcome))
+    if found is None:
+        return False
+    cond, step = found
+    st.session_state["notice"] = f"Run stopped at step {step.index}: {cond.describe()} ({cond.spec})."
+    return True
 
 
 def settle(job: stepjobs.StepJob) -> list:
@@ -197,7 +252,7 @@ def settle(job: stepjobs.StepJob) -> list:
     rep = job.result
     r = st.session_state.get("run")
     if rep.version.id != vid:  # a frozen version: the steps went to a new child, shown from now on
-        st.session_state["notice"] = rep.notice
+        st.session_state["notice"] = frozen_notice(rep)
         state.select(ep_id, rep.version.id)
         if r:
             r["version"] = rep.version.id
@@ -205,9 +260,19 @@ def settle(job: stepjobs.StepJob) -> list:
         st.rerun()
     if r:
         r["added"] += len(rep.steps)
-        if rep.done or (r["n"] is not None and r["added"] >= r["n"]):
+        if hit_condition(r, rep):
+            end_run("stopped")
+        elif rep.done or (r["n"] is not None and r["added"] >= r["n"]):
             end_run()
     return rep.steps
+
+
+def frozen_notice(rep) -> str:
+    """The engine's notice in the numbers people read (the new child is not numbered yet here)."""
+    new = numbering.numbers(store, ep_id)
+    why = FROZEN.get(rep.frozen or "", "relied on")
+    return (f"v{new.get(rep.continued_from, rep.continued_from)} is frozen ({why}); continuing in new version "
+            f"v{new.get(rep.version.id, rep.version.id)}")
 
 
 def suggestions_for(k: int) -> list[str]:
@@ -248,13 +313,28 @@ def hint_controls(prefix: str, target: str, before: int | None) -> None:
                       args=(target, f"{prefix}_hinted"))
 
 
-def render_step(s, v, markers: bool = True) -> None:
+class StepExtras:
+    """What the steps of a version show besides their text, read once per draw: signals,
+    model calls (timing, tokens), tags and notes."""
+
+    def __init__(self, v, steps) -> None:
+        self.signals = dict(zip((s.id for s in steps), version_step_signals(steps, v.outcome)))
+        ids = [cid for s in steps if s.source == "model" for cid in s.call_ids]
+        self.calls = {c.id: c for c in store.calls(ids)} if ids else {}
+        self.tags = ann.step_annotations(store, [s.id for s in steps])
+        self.timing = bool(st.session_state.get("show_timing"))
+
+
+def render_step(s, v, extras: StepExtras | None = None, markers: bool = True) -> None:
     for e in deleted_here(ep.task.env, v.edits, s.index) if markers else []:
         deleted_marker(e)
     with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
         head = st.columns([6, 1])
         head[0].caption(f"Step {s.index} · {provenance(s)}")
-        signal_badges.show(s, v)
+        if extras is None:
+            signal_badges.show(s, v)
+        elif sig := extras.signals.get(s.id):
+            st.caption(signal_badges.badge_text(sig), help=signal_badges.HELP)
         if head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run"))):
             st.session_state["edit_at"] = (vid, s.index)
             st.rerun()
@@ -263,9 +343,17 @@ def render_step(s, v, markers: bool = True) -> None:
         old = replaced_text(s)
         if old:
             st.text(f"({old})")
-        for call in store.calls(s.call_ids) if s.source == "model" else []:
+            was, now = (s.edit.old_thought, s.thought) if s.edit.kind != "rewrite_action" else (s.edit.old_action, s.action)
+            left, right = diff_html(was, now)  # escaped words, diff markup only
+            st.html(f'<div class="rd-was"><b>before:</b> {left}<br><b>after:</b> {right}</div>')
+        calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c] if extras else store.calls(s.call_ids)
+        for call in calls if s.source == "model" else []:
             if call.cut_from:
                 st.text(f"(the model's completion was cut to {MAX_TEXT:,} of its {call.cut_from:,} characters)")
+        if extras and extras.timing and s.source == "model" and not s.info.get("carried_from"):
+            st.caption(overview.call_line(calls))
+        if extras and (a := extras.tags.get(s.id)) is not None and (a.tags or a.note):
+            st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else ""))
 
 
 def deleted_marker(e) -> None:
@@ -276,30 +364,24 @@ def deleted_marker(e) -> None:
 # ---------------------------------------------------------------------- edit panel
 
 
-EDIT_KINDS = {"Rewrite thought": "rewrite_thought", "Delete thought": "delete_thought",
-              "Insert thought after": "insert_thought", "Rewrite action": "rewrite_action"}
+RESUME_HERE = "Resume from here"
+INSERTS = ("insert_thought", "insert_after")
 
 
 def edit_panel(v, steps, s) -> None:
     k, n = s.index, len(steps)
-    kinds = []
-    if s.thought is not None:
-        kinds += ["Rewrite thought", "Delete thought"]
-    if k < n or not v.outcome.done:  # after the last step only while the version can go on
-        kinds.append("Insert thought after")
-    if s.action is not None:
-        kinds.append("Rewrite action")
-    kinds.append("Resume from here")
+    kinds = applicable_edits(s, can_insert_after=k < n or not v.outcome.done)  # after the last step only while it can go on
+    labels = {EDIT_CHOICES[x]: x for x in kinds}
     with st.container(border=True, key=f"edit_panel_{vid}_{k}"):
-        st.caption(f"Edit step {k} — every change makes a new version; v{vid} stays as it is.")
-        kind = st.radio("Change", kinds, key=f"ed_kind_{vid}_{k}", horizontal=True)
+        st.caption(f"Edit step {k} — every change makes a new version; {vname(vid)} stays as it is.")
+        kind = labels.get(st.radio("Change", [*labels, RESUME_HERE], key=f"ed_kind_{vid}_{k}", horizontal=True))
         text = None
         keep = False
-        if kind == "Rewrite thought":
+        if kind == "rewrite_thought":
             text = st.text_area("New thought", value=s.thought or "", key=f"ed_thought_{vid}_{k}", height=100)
-        elif kind == "Insert thought after":
+        elif kind in INSERTS:
             text = st.text_area("Thought to insert (a hint)", value="", key=f"ed_insert_{vid}_{k}", height=100)
-        elif kind == "Rewrite action":
+        elif kind == "rewrite_action":
             akey = f"ed_action_{vid}_{k}"
             if alf:
                 sugg = suggestions_for(k)
@@ -308,15 +390,15 @@ def edit_panel(v, steps, s) -> None:
                                  on_change=_fill, args=(akey, f"ed_sugg_{vid}_{k}"), placeholder="pick a command")
                 hint_controls(f"ed_{vid}_{k}", akey, k)
             text = st.text_area("New action (the environment runs it)", value=s.action or "", key=akey, height=68)
-        if kind in ("Rewrite thought", "Delete thought", "Insert thought after"):
-            can_keep = alf or kind != "Insert thought after"
+        if kind in ("rewrite_thought", "delete_thought", *INSERTS):
+            can_keep = alf or kind not in INSERTS
             options = ["Regenerate from here", "Keep the later steps"] if can_keep else ["Regenerate from here"]
             keep = st.radio("Later steps (they followed the old text)", options, key=f"ed_keep_{vid}_{k}",
                             horizontal=True) == "Keep the later steps"
         state.show_error("edit")
         c = st.columns([1.3, 1.6, 1.4, 1, 3])
-        apply = c[0].button("Edit only" if kind != "Resume from here" else "Branch only", key=f"ed_apply_{vid}_{k}")
-        resume = c[1].button("Edit and resume" if kind != "Resume from here" else "Branch and resume",
+        apply = c[0].button("Edit only" if kind else "Branch only", key=f"ed_apply_{vid}_{k}")
+        resume = c[1].button("Edit and resume" if kind else "Branch and resume",
                              key=f"ed_resume_{vid}_{k}", type="primary")
         steps_n = c[2].number_input("then run N steps (0 = to the end)", min_value=0, max_value=500, value=0,
                                     key=f"ed_resume_n_{vid}_{k}")
@@ -324,11 +406,11 @@ def edit_panel(v, steps, s) -> None:
             state.clear_error("edit")
             text = None if text is None else one_line(text)
             try:
-                if kind == "Resume from here":
+                if kind is None:
                     new = eng.branch(vid, k)
                 else:
-                    at = k + 1 if kind == "Insert thought after" else k
-                    new = eng.edit(vid, at, EDIT_KINDS[kind], text, keep_rest=keep)
+                    at = k + 1 if kind == "insert_after" else k
+                    new = eng.edit(vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
             except STEP_ERRORS as exc:
                 state.set_error("edit", exc)
                 st.rerun()
@@ -364,8 +446,7 @@ def human_panel(v, n: int) -> None:
         confirmed = st.session_state.get(f"h_confirm_{sfx}") == action
         take = st.button("Take this step", key="h_submit", type="primary")
         if warning and st.session_state.get(f"h_warned_{sfx}") == action and not confirmed:
-            st.warning("Check the action before it uses a step:")
-            st.text(warning)
+            state.alert(warning, "warning", headline="Check the action before it uses a step:")
             if st.button("Take it anyway", key="h_confirm"):
                 st.session_state[f"h_confirm_{sfx}"] = action
                 take = True
@@ -381,7 +462,7 @@ def human_panel(v, n: int) -> None:
             state.set_error("human", exc)
             st.rerun()
         if rep.version.id != vid:  # a frozen version: the step went to a new child
-            st.session_state["notice"] = rep.notice
+            st.session_state["notice"] = frozen_notice(rep)
             state.select(ep_id, rep.version.id)
         st.rerun()
 
@@ -408,25 +489,26 @@ def controls(v, steps, busy: bool):
         c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
         if finished:
             why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
-            st.caption(f"Step and Run are off for v{v.id}: {why}. Branch from an earlier step to try another way.")
+            st.caption(f"Step and Run are off for {vname(v.id)}: {why}. Branch from an earlier step to try another way.")
             b = st.columns([1, 2, 5])
             k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
                                   key=f"branch_k_{vid}", label_visibility="collapsed")
             if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
                 new = eng.branch(vid, int(k))
                 switch_to(new.id)
+    until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
         stepjobs.cancel(store, TAB, vid)
         end_run("stopped")
         st.rerun()
-    if run_n or run_end:
-        start_run(int(n) if run_n else None)
+    if (run_n or run_end) and not problem:
+        start_run(int(n) if run_n else None, [c.spec for c in until])
         st.rerun()  # a full rerun: the fragment starts ticking
     if state.show_error("step", retry_label="Retry"):
         last = st.session_state.get("last_cmd") or {"kind": "step"}
         state.clear_error("step")
         if last["kind"] == "run":
-            start_run(last.get("n"))
+            start_run(last.get("n"), last.get("until"))
         else:
             start_step()
         st.rerun()
@@ -434,7 +516,7 @@ def controls(v, steps, busy: bool):
 
 def status_line(v, steps) -> str:
     r = st.session_state.get("run")
-    text = f"v{v.id}: {plural(len(steps), 'step')} · {'running' if r else outcome_text(v.outcome, state.version_status(v))}"
+    text = f"{vname(v.id)}: {plural(len(steps), 'step')} · {'running' if r else outcome_text(v.outcome, state.version_status(v))}"
     if v.outcome.done:
         text += f" · reward {v.outcome.reward:g}"
     if r:
@@ -461,6 +543,46 @@ def renew_run() -> None:
         st.rerun()
 
 
+def overview_strip(v, steps, extras: StepExtras) -> None:
+    """The whole version at a glance; its marks link to the steps below."""
+    if not steps:
+        return
+    edited = [s.index for s in steps if s.edit is not None]  # a person's edit (not every hand-written step)
+    st.html(overview.strip_html(steps, [extras.signals.get(s.id, []) for s in steps], v.outcome)
+            + overview.edited_css(edited))
+    t = st.columns([2, 5])
+    t[0].toggle("Timing and tokens per step", key="show_timing")
+    if extras.timing:
+        t[1].caption(overview.version_timing(extras.calls.values()))
+
+
+def earlier_steps(v, older, extras: StepExtras) -> None:
+    """Steps before the newest LIVE_STEPS: one HTML block (fast on long versions), and a
+    control to edit any of them."""
+    for e in (x for x in v.edits if x.kind == "delete_thought" and x.index <= older[-1].index):
+        if deleted_here(ep.task.env, [e], e.index):
+            deleted_marker(e)
+    st.html(overview.steps_html(ep.task.env, older, extras.signals, extras.tags))
+    c = st.columns([1.2, 1.2, 5])
+    k = c[0].number_input("Edit an earlier step", min_value=1, max_value=older[-1].index, value=older[-1].index,
+                          key=f"edit_older_k_{vid}")
+    if c[1].button(f"Edit step {int(k)}", key=f"edit_older_{vid}", disabled=bool(st.session_state.get("run"))):
+        st.session_state["edit_at"] = (vid, int(k))
+        st.rerun()
+
+
+def outcome_box(v) -> None:
+    if v.outcome.success:
+        st.success(f"Done: success (reward {v.outcome.reward:g}).")
+        return
+    head = f"Done: failure (reward {v.outcome.reward:g}). Edit a thought or action above to try another way."
+    line = answer_line(ep.task.gold, v.outcome.metrics)
+    if line:  # the gold answer and the model's come from data: escaped, inside the box
+        state.alert(line, "warning", headline=head)
+    else:
+        st.warning(head)
+
+
 def body() -> None:
     renew_run()
     job = finished_job()
@@ -468,16 +590,24 @@ def body() -> None:
     steps = eng.steps(v)
     if st.session_state.get("run") and job is None:
         job = stepjobs.start(eng, TAB, vid, in_run=True)
-    line = st.empty()
+    with st.container(key="status_line"):
+        line = st.empty()
     line.caption(status_line(v, steps))
     if job is None and not others_panel() and foreign:
         st.rerun()  # the other tab's job ended: the controls come back
+    extras = StepExtras(v, steps)
+    overview_strip(v, steps, extras)
+    if st.session_state.get("run"):
+        with st.container(key="follow_newest"):  # the page script brings the newest step into view
+            st.caption("Running: the newest step is kept in view.")
 
-    tall = len(steps) > BOX_AFTER
-    box = st.container(height=420 if tall else "content", autoscroll=True if tall else None, key="steps_box")
+    box = st.container(key="steps_box")  # the trajectory flows in the page (no inner scroll box)
     with box:
-        for s in steps:
-            render_step(s, v)
+        live = steps[-LIVE_STEPS:]
+        if len(steps) > LIVE_STEPS:
+            earlier_steps(v, steps[:-LIVE_STEPS], extras)
+        for s in live:
+            render_step(s, v, extras)
         for e in deleted_here(ep.task.env, v.edits, len(steps) + 1):
             deleted_marker(e)
     edit_at = st.session_state.get("edit_at")
@@ -491,13 +621,10 @@ def body() -> None:
         st.caption(f"Pending thought for step {len(steps) + 1} (the model writes its action next):")
         st.text(v.draft_thought)
     if v.outcome.done:
-        if v.outcome.success:
-            st.success(f"Done: success (reward {v.outcome.reward:g}).")
-        else:
-            st.warning(f"Done: failure (reward {v.outcome.reward:g}). Edit a thought or action above to try another way.")
+        outcome_box(v)
     elif st.session_state.get("human_mode") and not st.session_state.get("run") and job is None:
         human_panel(v, len(steps))
-    with st.expander(f"Annotate v{v.id}: verdict, failure modes, notes, exemplar-ready"):
+    with st.expander(f"Annotate {vname(v.id)}: verdict, failure modes, notes, exemplar-ready"):
         version_annotation_panel(store, v.id, "ed")
     if st.toggle("Show the next prompt", key="show_prompt"):
         try:
@@ -517,7 +644,7 @@ def body() -> None:
         st.rerun()  # a full rerun: the controls and the outcome show the new state
     with box:
         for s in new_steps:  # (a deletion marker before them is already drawn at the end)
-            render_step(s, v, markers=False)
+            render_step(s, v, StepExtras(v, new_steps), markers=False)
     line.caption(status_line(v, eng.steps(v)))
 
 

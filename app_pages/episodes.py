@@ -11,6 +11,7 @@ from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
 from sessions import annotations as ann
 from envs.base import EnvError
 from sessions import exemplar_sets
+from sessions.edit_counts import edit_counts
 from envs.registry import family
 from trajectory.records import ENV_KINDS, AgentConfig
 
@@ -50,10 +51,7 @@ def has_label(version_id: int | None, label: str) -> bool:
     return a is not None and (a.verdict == label or label in a.failure_modes)
 
 
-def edit_count(episode_id: int) -> int:
-    """Distinct edits a person made anywhere in the episode's tree."""
-    seen = {(e.kind, e.replaced_step, e.old_thought, e.old_action) for v in store.versions(episode_id) for e in v.edits}
-    return len(seen)
+PAGE_ROWS = 500  # the newest episodes first; "Show more" adds as many again
 
 
 def env_options(env: str, wiki: str) -> dict:
@@ -147,19 +145,25 @@ f_outcome = f[2].selectbox("Outcome", ["all", "success", "failure", "unfinished"
 f_edited = f[3].selectbox("Edited", ["all", "edited", "not edited"], key="f_edited")
 f_label = f[4].selectbox("Label (current version)", ["all", *ann.VERDICTS, *ann.FAILURE_MODES], key="f_label",
                          format_func=lambda m: m.replace("_", " "))
+shown_max = int(st.session_state.get("episodes_shown", PAGE_ROWS))
 rows = store.list_episodes(
     env=None if f_env == "all" else f_env,
     task_type=f_type.strip() or None,
     outcome=None if f_outcome == "all" else f_outcome,
     edited=None if f_edited == "all" else f_edited == "edited",
+    limit=shown_max + 1,
 )
+more = len(rows) > shown_max
+rows = rows[:shown_max]
 if f_label != "all":
     rows = [r for r in rows if has_label(r["current_version"], f_label)]
 if not rows:
     st.caption("No episodes match." if store.episode_ids() else "No episodes yet: start one above.")
 else:
-    table = [episode_row(r, edit_count(r["episode"])) for r in rows]
-    st.caption("Click a row to open the episode in the Editor.")
+    edits = edit_counts(store, [r["episode"] for r in rows])
+    table = [episode_row(r, edits.get(r["episode"], 0)) for r in rows]
+    st.caption("Click a row to open the episode in the Editor."
+               + (f" The newest {len(rows):,} are shown: narrow the filters or show more." if more else ""))
     picked = st.dataframe(table, hide_index=True, key="episodes_table", on_select="rerun",
                           selection_mode="single-row", column_config=EPISODE_COLUMNS)
     chosen_rows = picked.selection.rows if picked is not None else []
@@ -173,3 +177,6 @@ else:
         state.open_in("editor", pick, None)
     if o[2].button("Versions", key="open_versions"):
         state.open_in("versions", pick, None)
+    if more and st.button(f"Show {PAGE_ROWS} more", key="episodes_more"):
+        st.session_state["episodes_shown"] = shown_max + PAGE_ROWS
+        st.rerun()

@@ -16,11 +16,25 @@ def type_label(env: str, t: str) -> str:
     return TYPE_LABELS.get(t, t) if env == "alfworld" else t
 
 
+TABLE_CAPTIONS = {"alfworld": "ALFWorld: success rate % per task type (paper layout, as Table 3)",
+                  "hotpotqa": "HotpotQA: exact match and F1 % (paper layout, as Table 1)",
+                  "fever": "FEVER: accuracy % (paper layout, as Table 1)"}
+TABLE_NOTE = "; each row names the task set it ran on"
+PARTIAL_NOTE = ". Rows marked partial are scored over their finished tasks only."
+
+
+def is_partial(s: dict[str, Any]) -> bool:
+    """A summary's `partial` flag, or (older summaries) fewer done than episodes."""
+    return bool(s.get("partial", s["done"] < s["episodes"]))
+
+
 def paper_row(s: dict[str, Any]) -> dict[str, Any]:
-    """One experiment as a row of the paper's table for its environment (percentages)."""
+    """One experiment as a row of the paper's table for its environment (percentages); a
+    partial run says so and over how many finished tasks its numbers are."""
+    scored = f"partial: {s['done']} finished" if is_partial(s) else "all"
     row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
                            "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}",
-                           "task set": s.get("task_set", "-")}
+                           "scored over": scored, "task set": s.get("task_set", "-")}
     if s["env"] == "alfworld":
         for t in TASK_TYPES["alfworld"]:
             row[type_label("alfworld", t)] = pct(s["by_type"].get(t, {}).get("rate"))
@@ -33,11 +47,29 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def chart_spec(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Vega-Lite grouped bars: success % per task type, one colour per experiment, a
+    labelled 0-100 y axis and horizontal type labels."""
+    rows = [{"experiment": label, "type": t, "rate": r}
+            for label, by in chart_data(summaries).items() for t, r in by.items()]
+    return {
+        "data": {"values": rows},
+        "mark": {"type": "bar", "tooltip": True},
+        "encoding": {
+            "x": {"field": "type", "type": "nominal", "title": "task type", "sort": None,
+                  "axis": {"labelAngle": 0, "labelLimit": 140}},
+            "xOffset": {"field": "experiment"},
+            "y": {"field": "rate", "type": "quantitative", "title": "success %", "scale": {"domain": [0, 100]}},
+            "color": {"field": "experiment", "type": "nominal", "legend": {"orient": "bottom", "title": None}},
+        },
+    }
+
+
 def chart_data(summaries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """{experiment label: {type label: success rate %}} for a grouped bar chart."""
     out: dict[str, dict[str, float]] = {}
     for s in summaries:
-        label = f"{s['experiment']} {s['name']}"
+        label = f"{s['experiment']} {s['name']}" + (" (partial)" if is_partial(s) else "")
         out[label] = {type_label(s["env"], t): round(100 * (v["rate"] or 0.0), 1)
                       for t, v in s["by_type"].items() if v["n"]}
         out[label]["All"] = round(100 * (s["success_rate"] or 0.0), 1)

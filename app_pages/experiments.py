@@ -6,6 +6,7 @@ paired, and open failed episodes in the Editor. Same library calls as `react-edi
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import streamlit as st
 
@@ -14,7 +15,7 @@ from agent.methods import DEFAULT_SAMPLES, METHODS
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
-from app_pages.experiment_views import chart_data, compare_rows, paper_row, signal_rows
+from app_pages.experiment_views import PARTIAL_NOTE, TABLE_CAPTIONS, TABLE_NOTE, chart_spec, compare_rows, paper_row, signal_rows
 from sessions import experiments as xs
 from sessions.search import signal_counts
 from trajectory.records import ENV_KINDS, AgentConfig
@@ -73,7 +74,7 @@ with st.expander("New experiment", expanded=not xs.list_all(store)):
             state.set_error("x_new", exc)
             st.rerun()
         launch(exp.id, concurrency)
-        st.session_state["x_sel"] = exp.id
+        st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id  # the selector shows the new run
         st.rerun()
     st.caption(f"Task sources: {', '.join(SOURCES)}. 'paper' reproduces the notebooks' subsets.")
 
@@ -81,37 +82,85 @@ exps = xs.list_all(store)
 if not exps:
     st.caption("No experiments yet: create one above.")
     st.stop()
-summaries = {e.id: X.summary(store, e.id) for e in exps}
-
-st.subheader("Results")
-for env_kind in ENV_KINDS:
-    rows = [paper_row(s) for s in summaries.values() if s["env"] == env_kind]
-    if rows:
-        st.caption({"alfworld": "ALFWorld: success rate % per task type (paper layout, as Table 3)",
-                    "hotpotqa": "HotpotQA: exact match and F1 % (paper layout, as Table 1)",
-                    "fever": "FEVER: accuracy % (paper layout, as Table 1)"}[env_kind]
-                   + "; each row names the task set it ran on")
-        st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}")
-
 ids = [e.id for e in exps]
 labels = {e.id: f"{e.id} · {e.name} ({e.method} on {e.env})" for e in exps}
-default = st.session_state.get("x_sel") if st.session_state.get("x_sel") in ids else ids[-1]
-sel = st.selectbox("Experiment", ids, index=ids.index(default), format_func=labels.get, key="x_pick")
+if st.session_state.get("x_pick") not in ids:
+    st.session_state["x_pick"] = st.session_state.get("x_sel") if st.session_state.get("x_sel") in ids else ids[-1]
+sel = st.selectbox("Experiment", ids, format_func=labels.get, key="x_pick")
 st.session_state["x_sel"] = sel
+env_of = {e.id: e.env for e in exps}
 
 
-@st.fragment(run_every=1.0 if bg.running(sel) else None)
-def progress_panel(exp_id: int) -> None:
-    counts = xs.counts(store, exp_id)
-    total = sum(counts.values())
-    done = counts.get("done", 0)
-    s = X.summary(store, exp_id)
-    running = bg.running(exp_id)
+@st.cache_data(show_spinner=False, max_entries=1000)
+def _summary(db: str, exp_id: int, changed: tuple) -> dict:
+    """An experiment's summary, recomputed only when the experiment changed (`changed`)."""
+    return X.summary(state.store(), exp_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=200)
+def _compare(db: str, a: int, b: int, changed: tuple) -> dict:
+    return X.compare(state.store(), a, b)
+
+
+@st.cache_data(show_spinner=False, max_entries=200)
+def _failures(db: str, exp_id: int, changed: tuple) -> tuple[list, Any]:
+    """The failed items and their signal counts, recomputed only when the experiment changed."""
+    failed = X.failures(state.store(), exp_id)
+    return failed, signal_counts(state.store(), [it.episode_id for it in failed if it.episode_id])
+
+
+def summaries() -> dict[int, dict]:
+    keys = xs.changes(store)
+    return {i: _summary(state.db_path(), i, keys.get(i, ())) for i in ids}
+
+
+def live(s: dict) -> dict:
+    """The summary with what the page knows now: running (this process runs it) and partial."""
+    running = bg.running(s["experiment"])
+    partial = bool(s.get("partial", s["done"] < s["episodes"]))
+    return {**s, "running": running, "partial": partial, "status": status_label(s["status"], running, partial, s["done"])}
+
+
+def status_label(status: str, running: bool, partial: bool, done: int) -> str:
+    """One status for the bar and the table: live runs say running; unfinished ones say partial."""
+    if running:
+        return "running"
+    if not partial:
+        return status
+    if status == "created" and not done:
+        return "not started"
+    return f"{'stopped' if status in ('running', 'created') else status} (partial)"
+
+
+def any_running() -> bool:
+    return any(bg.running(i) for i in ids)
+
+
+@st.fragment(run_every=1.0 if any_running() else None)
+def live_panel() -> None:
+    """Progress, results, chart and failures: redrawn together while a run moves, and once
+    more when it ends, so the table, the bar and the chart never disagree."""
+    sums = {i: live(s) for i, s in summaries().items()}
+    progress_panel(sel, sums[sel])
+    results_tables(sums)
+    chart_panel(sums)
+    compare_panel(sums)
+    failures_panel()
+    was = st.session_state.get("x_was_running")
+    now = any_running()
+    st.session_state["x_was_running"] = now
+    if was and not now:
+        st.rerun()  # the run ended: one full rerun stops the ticking and shows the final numbers
+
+
+def progress_panel(exp_id: int, s: dict) -> None:
+    total, done = s["episodes"], s["done"]
+    running = s["running"]
     p = bg.progress(exp_id)
     eta = f", ETA {int(p.eta_s)} s" if running and p and p.eta_s is not None else ""
+    errors = xs.counts(store, exp_id).get("error", 0)
     st.progress(done / total if total else 1.0,
-                text=f"{done}/{total} done, {s['success']} successes, {counts.get('error', 0)} failed{eta} · "
-                     f"{'running' if running else s['status']}")
+                text=f"{done}/{total} done, {s['success']} successes, {errors} failed{eta} · {s['status']}")
     cols = st.columns([1, 1, 6])
     if running and cols[0].button("Stop", key="x_stop"):
         bg.stop(exp_id)
@@ -125,44 +174,54 @@ def progress_panel(exp_id: int) -> None:
         st.text(err)
 
 
-progress_panel(sel)
+def results_tables(sums: dict[int, dict]) -> None:
+    st.subheader("Results")
+    for env_kind in ENV_KINDS:
+        rows = [paper_row(s) for s in sums.values() if s["env"] == env_kind]
+        if rows:
+            st.caption(TABLE_CAPTIONS.get(env_kind, env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
+                                                                                    if s["env"] == env_kind))
+            st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}")
 
-st.subheader("By task type")
-same_env = [e.id for e in exps if e.env == summaries[sel]["env"]]
-chosen = st.multiselect("Experiments to chart", same_env, default=[sel], format_func=labels.get, key="x_chart")
-if chosen:
-    st.bar_chart(chart_data([summaries[i] for i in chosen]), stack=False)
 
-st.subheader("Paired comparison")
-others = [i for i in same_env if i != sel]
-if others:
+def chart_panel(sums: dict[int, dict]) -> None:
+    st.subheader("By task type")
+    same_env = [i for i in ids if env_of[i] == env_of[sel]]
+    chosen = st.multiselect("Experiments to chart", same_env, default=[sel], format_func=labels.get,
+                            key=f"x_chart_{sel}")  # follows the selected experiment
+    scored = [sums[i] for i in chosen if sums[i]["done"]]
+    if not scored:
+        st.caption("Nothing to chart yet: no task of these experiments has finished.")
+        return
+    st.vega_lite_chart(chart_spec(scored), width="stretch")
+    if any(s["partial"] for s in scored):
+        st.caption("Partial: rates are over the finished tasks only.")
+
+
+def compare_panel(sums: dict[int, dict]) -> None:
+    st.subheader("Paired comparison")
+    others = [i for i in ids if env_of[i] == env_of[sel] and i != sel]
+    if not others:
+        st.caption("Run another experiment on the same environment to compare task by task.")
+        return
     b = st.selectbox("Compare with", others, format_func=labels.get, key="x_compare")
-    c = X.compare(store, sel, b)
-    st.text(f"A = {labels[sel]}; B = {labels[b]}; {c['common']} tasks in common")
-    st.dataframe(compare_rows(c, summaries[sel]["env"]), hide_index=True, key="x_compare_table")
-else:
-    st.caption("Run another experiment on the same environment to compare task by task.")
-
-st.subheader("Failed episodes")
-failed = X.failures(store, sel)
-if not failed:
-    st.caption("No failures.")
-else:
-    st.dataframe([{"task": it.task.id, "type": it.task.type or "", "episode": it.episode_id, "status": it.status,
-                   "answer": str(it.metrics.get("answer", "")), "error": it.error or ""} for it in failed],
-                 hide_index=True, key="x_failed_table")
-    by_ep = {it.episode_id: it for it in failed if it.episode_id}
-    if by_ep:
-        f = st.columns([3, 1])
-        pick = f[0].selectbox("Failed episode", list(by_ep), format_func=lambda i: f"#{i} · {by_ep[i].task.id}",
-                              key="x_fail_pick")
-        if f[1].button("Open in Editor", key="x_open", type="primary"):
-            state.open_in("editor", pick, by_ep[pick].version_id)
+    unfinished = [x for x in (sel, b) if sums[x]["running"] or sums[x]["partial"]]
+    if unfinished:
+        st.caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
+                                             f"{', running' if sums[x]['running'] else ''})" for x in unfinished)
+                   + ". A comparison now pairs only the tasks finished on both sides.")
+        if not st.toggle("Compare anyway", key="x_compare_partial"):
+            return
+    keys = xs.changes(store)
+    c = _compare(state.db_path(), sel, b, (keys.get(sel), keys.get(b)))
+    excluded = c.get("excluded")
+    st.text(f"A = {labels[sel]}; B = {labels[b]}; {c['common']} tasks in common"
+            + (f", {excluded} excluded (not finished on both sides)" if excluded else ""))
+    st.dataframe(compare_rows(c, env_of[sel]), hide_index=True, key="x_compare_table")
 
 
-def failures_by_signal(store, episode_ids: list[int], versions: dict[int, int | None]) -> None:
+def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
     """The failed episodes counted per task type and signal; a count opens its episodes."""
-    counts = signal_counts(store, episode_ids)
     table = counts.counts()
     if not table:
         st.caption("No failure carries an automatic signal.")
@@ -178,6 +237,24 @@ def failures_by_signal(store, episode_ids: list[int], versions: dict[int, int | 
         state.open_in("editor", pick, versions.get(pick))
 
 
-st.subheader("Failure signals")
-failures_by_signal(store, [it.episode_id for it in failed if it.episode_id],
-                   {it.episode_id: it.version_id for it in failed if it.episode_id})
+def failures_panel() -> None:
+    st.subheader("Failed episodes")
+    failed, counts = _failures(state.db_path(), sel, xs.changes(store).get(sel, ()))
+    if not failed:
+        st.caption("No failures.")
+        return
+    st.dataframe([{"task": it.task.id, "type": it.task.type or "", "episode": it.episode_id, "status": it.status,
+                   "answer": str(it.metrics.get("answer", "")), "error": it.error or ""} for it in failed],
+                 hide_index=True, key="x_failed_table")
+    by_ep = {it.episode_id: it for it in failed if it.episode_id}
+    if by_ep:
+        f = st.columns([3, 1])
+        pick = f[0].selectbox("Failed episode", list(by_ep), format_func=lambda i: f"#{i} · {by_ep[i].task.id}",
+                              key="x_fail_pick")
+        if f[1].button("Open in Editor", key="x_open", type="primary"):
+            state.open_in("editor", pick, by_ep[pick].version_id)
+    st.subheader("Failure signals")
+    failures_by_signal(counts, {it.episode_id: it.version_id for it in failed if it.episode_id})
+
+
+live_panel()

@@ -5,6 +5,7 @@ UI only - every action is a library call in sessions.exchange / exemplar_sets.""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import streamlit as st
 from app_pages import state
 from app_pages.views import plural
 from sessions import exemplar_sets as sets
+from sessions import numbering
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from trajectory.records import ENV_KINDS
 from sessions.store import Store, StoreError
@@ -53,6 +55,21 @@ def _run_export(store: Store, fmt: str, **kw) -> tuple[bytes, dict]:
         os.unlink(tmp)
 
 
+def download_name(fmt: str, *, exemplar_set: str | None = None, rows: list[tuple[int, int]] | None = None,
+                  numbers: dict[int, int] | None = None) -> str:
+    """A file name that says what is inside: `episode-3-v2.prompt.txt`, `exemplars-my-fixes.react-json.json`,
+    `4-versions-2-episodes.jsonl.jsonl` (names cleaned to letters, digits, dot, dash, underscore)."""
+    if exemplar_set is not None:
+        stem = "exemplars-" + (re.sub(r"[^A-Za-z0-9._-]+", "-", exemplar_set).strip("-.") or "set")
+    elif rows and len(rows) == 1:
+        ep, vid = rows[0]
+        stem = f"episode-{ep}-v{(numbers or {}).get(vid, vid)}"
+    else:
+        rows = rows or []
+        stem = f"{plural(len(rows), 'version')}-{plural(len({e for e, _ in rows}), 'episode')}".replace(" ", "-")
+    return f"{stem}.{fmt}.{EXT[fmt]}"
+
+
 def preview(data: bytes, lines: int = PREVIEW_LINES) -> tuple[str, bool]:
     """The first lines of an export as text, and whether there is more."""
     text = data.decode("utf-8", errors="replace")
@@ -74,23 +91,27 @@ def _export_section(store: Store) -> None:
     else:
         refs, f = _filters()
         kw.update(refs=refs or None, filters=f)
-        rows = [(b.episode.id, v.id) for b in select(store, refs or None, f) for v in b.versions]
+        batches = select(store, refs or None, f)
+        rows = [(b.episode.id, v.id) for b in batches for v in b.versions]
+        nums = numbering.numbers(store, rows[0][0]) if len(rows) == 1 else {}
+        kw["_name"] = download_name(fmt, rows=rows, numbers=nums)
         st.caption(f"{plural(len(rows), 'version')} match{'es' if len(rows) == 1 else ''}.")
+    name = kw.pop("_name", None) or download_name(fmt, exemplar_set=kw.get("exemplar_set"))
     if st.button("Prepare export", key="exp-go"):
         try:
             data, rep = _run_export(store, fmt, **kw)
-            st.session_state["exp-data"] = (data, rep, fmt)
+            st.session_state["exp-data"] = (data, rep, fmt, name)
         except (StoreError, ValueError) as exc:
             st.session_state.pop("exp-data", None)
             state.alert(str(exc).splitlines()[0])
     if "exp-data" in st.session_state:
-        data, rep, f_ = st.session_state["exp-data"]
+        data, rep, f_, fname = st.session_state["exp-data"]
         st.text(f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
                 f"{plural(rep['episodes'], 'episode')}, {plural(rep['steps'], 'step')}, {rep['bytes']:,} bytes")
         head, more = preview(data)
-        st.caption(f"The first {PREVIEW_LINES} lines of export.{EXT[f_]}:" if more else f"All of export.{EXT[f_]}:")
+        st.caption(f"The first {PREVIEW_LINES} lines of {fname}:" if more else f"All of {fname}:")
         st.code(head, language=None, wrap_lines=True)
-        st.download_button("Download", data, file_name=f"export.{EXT[f_]}", mime=MIME[f_], key="exp-download")
+        st.download_button("Download", data, file_name=fname, mime=MIME[f_], key="exp-download")
 
 
 def _import_section(store: Store) -> None:

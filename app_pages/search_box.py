@@ -11,6 +11,7 @@ from typing import Any
 import streamlit as st
 
 from app_pages import state
+from sessions import numbering
 from sessions.search import OUTCOMES, SearchError, search
 from trajectory.records import ENV_KINDS
 from trajectory.signals import SIGNALS
@@ -27,9 +28,10 @@ def hit_html(snippet: str, marks: list[tuple[int, int]]) -> str:
     return '<div style="font-family: monospace; white-space: pre-wrap">' + "".join(out) + "</div>"
 
 
-def hit_place(hit: Any) -> str:
+def hit_place(hit: Any, number: int | None = None) -> str:
+    """Where a hit is, with the per-episode version number people read (v1, v2, ...)."""
     where = f"step {hit.step} · " if hit.step is not None else ""
-    return f"episode {hit.episode} · v{hit.version} · {where}{hit.field}"
+    return f"episode {hit.episode} · v{number or hit.version} · {where}{hit.field}"
 
 
 def _open(hit: Any) -> None:
@@ -60,7 +62,7 @@ def render(store: Any) -> None:
             st.caption("No matches.")
         for n, hit in enumerate(hits):
             row = st.columns([6, 1])
-            row[0].text(hit_place(hit))
+            row[0].text(hit_place(hit, numbering.numbers(store, hit.episode).get(hit.version)))
             row[0].html(hit_html(hit.snippet, hit.marks))
             if row[1].button("Open", key=f"search_open_{n}"):
                 _open(hit)

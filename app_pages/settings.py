@@ -16,7 +16,7 @@ st.title("Settings")
 
 d = state.defaults()
 ok, msg = model_available(state.default_config())
-state.alert(msg, "success" if ok else "info")
+state.alert(msg, "info", headline="Model: ready" if ok else "Model: none configured")  # a status, not a "Done"
 st.caption(
     "The API key is read from the OPENAI_API_KEY environment variable only; it is never stored "
     "or shown. For vLLM / Ollama / llama.cpp set OPENAI_BASE_URL or an endpoint below."

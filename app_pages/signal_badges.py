@@ -17,9 +17,12 @@ def badge_text(signals: Iterable[str]) -> str:
     return "⚑ " + " · ".join(names) if names else ""
 
 
+HELP = "Automatic signals: suggestions of where a failure may be, never labels."
+
+
 def show(step: Any, version: Any) -> None:
     """The badges of one step of a version (`step_limit` on its last step)."""
     text = badge_text(version_step_signals([step], version.outcome)[0] if step.id == version.leaf_step_id
                       else step.signals or [])
     if text:
-        st.caption(text, help="Automatic signals: suggestions of where a failure may be, never labels.")
+        st.caption(text, help=HELP)

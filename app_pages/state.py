@@ -4,6 +4,7 @@ error box. Only calls the public Store / Engine API."""
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 from typing import Any
@@ -167,15 +168,23 @@ def open_in(page: str, episode_id: int, version_id: int | None) -> None:
 # ---------------------------------------------------------------------- errors
 
 
-_ALERT_HEADLINES = {"error": "That did not work:", "success": "Done:", "info": "Note:"}
+_ALERT_HEADLINES = {"error": "That did not work:", "success": "Done:", "info": "Note:", "warning": "Check this:"}
+_ALERT_COLOURS = {"error": ("#ffebe9", "#cf222e"), "success": ("#dafbe1", "#1a7f37"),
+                  "info": ("#ddf4ff", "#0969da"), "warning": ("#fff8c5", "#9a6700")}
 
 
-def alert(text: str, kind: str = "error") -> None:
-    """A coloured box whose message is plain text: st.error & co. render markdown, and
-    messages carry imported names, model output and server text (image/link injection)."""
-    with st.container(border=True):
-        getattr(st, kind)(_ALERT_HEADLINES[kind])
-        st.text(text)
+def alert_html(text: str, kind: str = "error", headline: str | None = None) -> str:
+    """A coloured box with its headline AND its message inside, all escaped: st.error & co.
+    render markdown, and messages carry imported names, model output and server text."""
+    bg, fg = _ALERT_COLOURS[kind]
+    head = html.escape(headline if headline is not None else _ALERT_HEADLINES[kind])
+    return (f'<div class="re-alert re-alert-{kind}" role="alert" style="background:{bg};border-left:4px solid {fg};'
+            f'border-radius:6px;padding:0.6rem 0.9rem;"><div style="color:{fg};font-weight:600">{head}</div>'
+            f'<div style="white-space:pre-wrap;word-break:break-word">{html.escape(text)}</div></div>')
+
+
+def alert(text: str, kind: str = "error", headline: str | None = None) -> None:
+    st.html(alert_html(text, kind, headline))
 
 
 def set_error(where: str, exc: BaseException | str) -> None:
@@ -215,11 +224,12 @@ def version_status(v: Any) -> str:
     return jobs.version_states(store(), [v.id]).get(v.id, v.status)
 
 
-def version_label(v: Any) -> str:
+def version_label(v: Any, number: int | None = None) -> str:
+    """"v3 my-fix (success)": the per-episode number people read (the global id if none given)."""
     from app_pages.views import outcome_text
 
     name = f" {v.name}" if v.name else ""
-    return f"v{v.id}{name} ({outcome_text(v.outcome, version_status(v))})"
+    return f"v{number or v.id}{name} ({outcome_text(v.outcome, version_status(v))})"
 
 
 def widget_key(prefix: str, labels: Any) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state
+from sessions import numbering
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.views import calls_cost, edit_label, money, own_edit, status_word, usage_totals, version_tree_dot
 from agent.rollouts import version_groups
@@ -22,6 +23,7 @@ state.episode_header(ep)
 
 versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}
+nums = numbering.numbers(store, ep_id)  # people read per-episode numbers; ids stay internal
 calls = {c.id: c for c in store.calls(episode_id=ep_id)}  # one query for the whole episode
 prices = store.get_setting(state.PRICES_SETTING, {}) or {}
 member, group_labels = version_groups(eng, ep_id)
@@ -36,9 +38,9 @@ for v in versions:
     dollars = calls_cost(ids, calls, prices)
     parent = by_id.get(v.parent_version)
     e = own_edit(v.edits, parent.edits if parent else [])
-    edit = edit_label(e) if e else (f"branched from v{parent.id}" if parent else "")
+    edit = edit_label(e) if e else (f"branched from v{nums[parent.id]}" if parent else "")
     by_hand = sum(1 for s in steps if s.source == "human" and s.edit is None)
-    r.update(current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit,
+    r.update(number=nums[v.id], current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit,
              edits=len(v.edits), by_hand=by_hand)
     rows.append(r)
 
@@ -47,10 +49,11 @@ st.graphviz_chart(version_tree_dot(rows, ep.current_version, vid, group_labels, 
 
 table = [
     {
-        "version": r["version"],
+        "version": f"v{r['number']}",
+        "id": r["version"],
         "current": "★" if r["current"] else "",
         "name": r["name"] or "",
-        "from": f"v{r['parent_version']}" if r["parent_version"] else "",
+        "from": f"v{nums[r['parent_version']]}" if r["parent_version"] in nums else "",
         "rollout group": group_labels.get(r["group"], ""),
         "outcome": status_word(r["done"], r["success"], r["status"]),
         "edit": r["edit"],
@@ -66,7 +69,7 @@ table = [
 st.dataframe(table, hide_index=True, key="versions_table")
 
 ids = [v.id for v in versions]
-labels = {i: state.version_label(by_id[i]) for i in ids}
+labels = {i: state.version_label(by_id[i], nums.get(i)) for i in ids}
 pick = st.selectbox("Version", ids, index=ids.index(vid) if vid in ids else 0, format_func=labels.get,
                     key=state.widget_key(f"ver_pick_{ep_id}", labels.values()))
 if pick != vid:  # picking a version selects it (as the Editor's selector does)
@@ -91,5 +94,5 @@ if st.button("Compare with its parent", key="ver_compare", disabled=by_id[pick].
     st.session_state["cmp_left"] = by_id[pick].parent_version
     st.session_state["cmp_right"] = pick
     state.open_in("compare", ep_id, pick)
-with st.expander(f"Annotate v{pick}: verdict, failure modes, notes, exemplar-ready"):
+with st.expander(f"Annotate v{nums[pick]}: verdict, failure modes, notes, exemplar-ready"):
     version_annotation_panel(store, pick, "ver")

@@ -12,14 +12,51 @@ from typing import Any, Iterable, Sequence
 from agent.run_settings import ConfigError, check_base_url
 from app_pages.textdiff import diff_html, esc
 from trajectory.alignment import AlignedRow
+from trajectory.records import EDIT_WORDS
 
-EDIT_NAMES = {
-    "rewrite_thought": "thought rewritten",
-    "delete_thought": "thought deleted",
-    "insert_thought": "thought inserted",
-    "rewrite_action": "action rewritten",
-    "branch": "branched",
+EDIT_NAMES = EDIT_WORDS
+# The edits a person picks from, worded the same in the edit form and the what-if panel.
+EDIT_CHOICES = {
+    "rewrite_thought": "Rewrite thought",
+    "delete_thought": "Delete thought",
+    "insert_thought": "Insert a thought before this step",
+    "insert_after": "Insert a thought after this step",
+    "rewrite_action": "Rewrite action",
 }
+
+
+def edit_words(kind: str | None) -> str:
+    """An edit kind as people read it ("thought rewritten"), never its internal id."""
+    if kind is None:
+        return "no edit"
+    return EDIT_NAMES.get(kind, kind.replace("_", " "))
+
+
+def applicable_edits(step: Any, *, can_insert_after: bool = True) -> list[str]:
+    """The edit kinds that apply to this step: a step without a thought has none to rewrite
+    or delete; a step without an action has none to rewrite."""
+    kinds = []
+    if step.thought is not None:
+        kinds += ["rewrite_thought", "delete_thought"]
+    kinds.append("insert_thought")
+    if can_insert_after:
+        kinds.append("insert_after")
+    if step.action is not None:
+        kinds.append("rewrite_action")
+    return kinds
+
+
+def answer_line(gold: str | None, metrics: dict) -> str | None:
+    """A question task's failure: the gold answer next to the given one, with EM/F1."""
+    gold = metrics.get("gold") or gold
+    if "answer" not in metrics and metrics.get("em") is None:
+        return None
+    parts = [f"Gold answer: {gold or '(unknown)'}", f"given: {metrics.get('answer') or '(none)'}"]
+    if metrics.get("em") is not None:
+        parts.append(f"EM {float(metrics['em']):g}")
+    if metrics.get("f1") is not None:
+        parts.append(f"F1 {float(metrics['f1']):.2f}")
+    return " · ".join(parts)
 
 
 # ---------------------------------------------------------------------- steps
@@ -152,27 +189,38 @@ def money(dollars: float | None) -> str:
 
 def episode_title(r: dict) -> str:
     """How the picker names an episode: its number and name, else the start of its task."""
-    label = r["name"] or " ".join((r["text"] or "").split())[:60]
+    label = r["name"] or task_line(r["text"])[:90]
     return f"#{r['episode']} {label}"
+
+
+def task_line(text: str | None) -> str:
+    """The line that tells tasks apart: ALFWorld's "Your task is to: ..." (every game opens
+    with the same room sentence), else the first line ("Question: ...", "Claim: ...")."""
+    lines = [" ".join(line.split()) for line in (text or "").splitlines() if line.strip()]
+    for line in lines:
+        if line.lower().startswith("your task is to"):
+            return line
+    return lines[0] if lines else ""
 
 
 def episode_row(r: dict, edits: int) -> dict:
     """One row of the Episodes table: the useful columns first (they fit one screen width)."""
     return {
         "name": r["name"] or "",
-        "task": " ".join((r["text"] or "").split())[:160],
+        "task": task_line(r["text"])[:200],
+        "type": r["type"] or "",
         "outcome": status_word(r["done"], r["success"], r["status"]),
         "versions": r["versions"],
         "edits": edits,
         "model": r["model"],
         "env": r["env"],
-        "type": r["type"] or "",
         "episode": r["episode"],
     }
 
 
-EPISODE_COLUMNS = {"name": {"width": "small"}, "task": {"width": "large"}, "outcome": {"width": "small"},
-                   "versions": {"width": "small"}, "edits": {"width": "small"}, "model": {"width": "small"}}
+EPISODE_COLUMNS = {"episode": {"width": 70}, "name": {"width": "medium"}, "task": {"width": "large"},
+                   "type": {"width": "medium"}, "outcome": {"width": 80}, "versions": {"width": 75},
+                   "edits": {"width": 60}, "env": {"width": 80}, "model": {"width": "small"}}
 
 
 # ---------------------------------------------------------------------- tokens / cost
@@ -241,7 +289,7 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         if r.get("group") in groups and not expand:
             continue
         state = status_word(r["done"], r["success"], r.get("status"))
-        label = f"v{r['version']}"
+        label = f"v{r.get('number') or r['version']}"
         if r.get("name"):
             name = r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "…"
             label += f" {name}"

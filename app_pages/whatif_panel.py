@@ -18,19 +18,21 @@ from agent import jobs
 from agent.engine import Engine, EngineError
 from agent.rollouts import MAX_N, Effect, GroupStats, Request, group_stats, resample, whatif
 from app_pages import state
+from app_pages.views import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
 from sessions import rollouts as groups_db
 from sessions.rollouts import RolloutEdit
 from sessions.store import Store, StoreError
 
 TICK_S = 0.5
-EDITS = {
-    "No edit (resample from this step)": None,
-    "Rewrite thought": "rewrite_thought",
-    "Delete thought": "delete_thought",
-    "Insert a thought (hint) before this step": "insert_thought",
-    "Rewrite action": "rewrite_action",
-}
+NO_EDIT = "No edit (resample from this step)"
+
+
+def edit_options(step: Any) -> dict[str, str | None]:
+    """{label: edit kind} of the edits that apply to this step, worded as in the edit form
+    (a step without a thought offers no thought to rewrite or delete)."""
+    kinds = [k for k in applicable_edits(step, can_insert_after=False)]
+    return {NO_EDIT: None, **{EDIT_CHOICES[k]: k for k in kinds}}
 ARM_NAMES = {"resample": "resample", "control": "control (as it was)", "treatment": "treatment (edited)"}
 
 
@@ -148,8 +150,9 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
         temp = c[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=0.7, step=0.1,
                                  key=f"wi_temp_{vid}_{k}")
         conc = c[2].number_input("At once", min_value=1, max_value=32, value=4, key=f"wi_conc_{vid}_{k}")
-        choice = c[3].selectbox("Edit (treatment)", list(EDITS), key=f"wi_edit_{vid}_{k}")
-        kind = EDITS[choice]
+        edits = edit_options(step)
+        choice = c[3].selectbox("Edit (treatment)", list(edits), key=f"wi_edit_{vid}_{k}")
+        kind = edits.get(choice)
         text = None
         if kind in ("rewrite_thought", "insert_thought", "rewrite_action"):
             default = {"rewrite_thought": step.thought, "rewrite_action": step.action}.get(kind) or ""
@@ -192,5 +195,7 @@ def _status(eng: Engine, job: Job) -> None:
     if len(stats) == 2:
         st.text(effect_text(Effect(stats[0], stats[1])))
     st.dataframe(first_rows(stats), hide_index=True, key="wi_first")
-    if st.button("Open the rollouts in Versions", key="wi_versions"):
-        state.open_in("versions", stats[0].group.episode_id, stats[0].group.source_version)
+    # a link, not a button: a page switch from inside this ticking fragment could leave a blank page
+    g = stats[0].group
+    st.page_link(state.page_path("versions"), label="Open the rollouts in Versions",
+                 query_params={"episode": str(g.episode_id), "version": str(g.source_version)})

@@ -1,12 +1,15 @@
 """UI speed: server time of an Editor rerun on a 50-step version of an episode with 10
-versions, of opening Compare on two 50-step versions, and of Compare on two 50-step versions
-with a thought deleted in the middle (streamlit AppTest, in-process).
+versions and on a 200-step version, of opening Compare on two 50-step versions, of Compare on
+two 50-step versions with a thought deleted in the middle, and of the Episodes and
+Experiments pages on a database of 20 experiments x 500 tasks (streamlit AppTest, in-process).
 
-    python benchmarks/ui.py [--runs 15]
+    python benchmarks/ui.py [--runs 15] [--experiments 20 --tasks 500]
 
-Builds a fresh database on a built-in ALFWorld game (real environment; a person's steps,
-so no model is needed), then prints a few lines and, LAST, one JSON object:
-{"editor_rerun_ms": ..., "compare_ms": ..., "compare_deletion_ms": ...}   (targets: <= 300 ms p50 each)."""
+Builds fresh databases: one on a built-in ALFWorld game (real environment; a person's
+steps, so no model is needed), one of experiments written through the store API
+(benchmarks/_experiments_db.py). Prints a few lines and, LAST, one JSON object:
+{"editor_rerun_ms", "editor_200_rerun_ms", "compare_ms", "compare_deletion_ms", "episodes_page_ms",
+ "experiments_page_ms"}   (targets: <= 300 ms p50 each)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 
 # benchmarks/alfworld.py would shadow the alfworld package: drop this script's folder
+import _experiments_db  # noqa: E402,I001  (before _root, like _bulk)
 from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
 STEPS = 50
@@ -56,6 +60,42 @@ def build(db: Path) -> tuple[int, int, int, int]:
     return ep.id, v.id, last.id, gone.id
 
 
+def build_long(db: Path, steps: int) -> tuple[int, int]:
+    """One episode with one version of `steps` person steps (thought + action) on the game."""
+    from agent.engine import Engine
+    from envs.registry import family
+    from trajectory.records import AgentConfig
+    from sessions.store import Store
+
+    eng = Engine(Store(db))
+    task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
+    ep, v = eng.start_episode(task, AgentConfig(model="gpt-3.5-turbo-instruct", max_steps=steps + 10),
+                              {"wording": "paper"})
+    acts = [a for a in eng.admissible_actions(v.id) or [] if a.startswith("go to ")] or ["look"]
+    for i in range(steps):
+        eng.human_step(v.id, action=acts[i % len(acts)])
+    eng.store.close()
+    return ep.id, v.id
+
+
+def shown_obs(at) -> int:
+    """Observations on the page: the live steps' text elements and the earlier steps' block."""
+    return (sum(1 for t in at.text if t.value.startswith("Obs "))
+            + sum(h.proto.body.count('<div class="ov-line">Obs ') for h in at.get("html")))
+
+
+def share_script_cache() -> None:
+    """AppTest compiles the page scripts afresh on every run (a new ScriptCache per run); a
+    server compiles them once and keeps the bytecode. One shared cache measures what a
+    server does on a rerun."""
+    import streamlit.testing.v1.app_test as app_test
+    import streamlit.testing.v1.local_script_runner as local
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    shared = ScriptCache()
+    app_test.ScriptCache = local.ScriptCache = lambda: shared
+
+
 def timed(fn) -> float:
     t = time.perf_counter()
     fn()
@@ -65,6 +105,9 @@ def timed(fn) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--experiments", type=int, default=20)
+    ap.add_argument("--tasks", type=int, default=500)
+    ap.add_argument("--long", type=int, default=200, help="steps of the long Editor version")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="react-editor-bench-")
     db = Path(tmp) / "bench.db"
@@ -75,6 +118,8 @@ def main() -> None:
           f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
 
     from streamlit.testing.v1 import AppTest
+
+    share_script_cache()
 
     app = str(ROOT / "app.py")
 
@@ -95,7 +140,7 @@ def main() -> None:
     first_ms = timed(ed.run)
     assert not ed.exception, ed.exception
     shared.append(ed._bidi_component_manager)
-    assert sum(1 for t in ed.text if t.value.startswith("Obs ")) == STEPS
+    assert shown_obs(ed) == STEPS
     editor = [timed(ed.run) for _ in range(args.runs)]
     print(f"editor: first open {first_ms:.0f} ms; rerun median {statistics.median(editor):.0f} ms, "
           f"max {max(editor):.0f} ms", file=sys.stderr)
@@ -116,9 +161,40 @@ def main() -> None:
     deletion = [timed(lambda: open_compare(gone, STEPS + 1)) for _ in range(args.runs)]
     print(f"compare with a deletion: open median {statistics.median(deletion):.0f} ms, "
           f"max {max(deletion):.0f} ms", file=sys.stderr)
+    long_ep, long_v = build_long(db, args.long)
+    ed2 = page("editor", episode=long_ep, version=long_v)
+    timed(ed2.run)
+    assert not ed2.exception, ed2.exception
+    assert shown_obs(ed2) == args.long
+    editor_200 = [timed(ed2.run) for _ in range(args.runs)]
+    print(f"editor, {args.long}-step version: rerun median {statistics.median(editor_200):.0f} ms, "
+          f"max {max(editor_200):.0f} ms", file=sys.stderr)
+
+    xdb = Path(tmp) / "experiments.db"
+    t0 = time.perf_counter()
+    _experiments_db.build(xdb, args.experiments, args.tasks)
+    print(f"built {args.experiments} experiments x {args.tasks} tasks ({time.perf_counter() - t0:.1f} s)",
+          file=sys.stderr)
+    os.environ["REACT_EDITOR_DB"] = str(xdb)
+    eps = page("episodes")
+    timed(eps.run)
+    assert not eps.exception, eps.exception
+    episodes = [timed(eps.run) for _ in range(args.runs)]
+    print(f"episodes page ({args.experiments * args.tasks:,} episodes): rerun median "
+          f"{statistics.median(episodes):.0f} ms, max {max(episodes):.0f} ms", file=sys.stderr)
+    xp = page("experiments")
+    cold = timed(xp.run)
+    assert not xp.exception, xp.exception
+    assert len(xp.dataframe[0].value) == args.experiments
+    experiments = [timed(xp.run) for _ in range(args.runs)]
+    print(f"experiments page: first open {cold:.0f} ms (computes and caches every summary); rerun median "
+          f"{statistics.median(experiments):.0f} ms, max {max(experiments):.0f} ms", file=sys.stderr)
     print(json.dumps({"editor_rerun_ms": round(statistics.median(editor), 1),
+                      "editor_200_rerun_ms": round(statistics.median(editor_200), 1),
                       "compare_ms": round(statistics.median(compare), 1),
-                      "compare_deletion_ms": round(statistics.median(deletion), 1)}))
+                      "compare_deletion_ms": round(statistics.median(deletion), 1),
+                      "episodes_page_ms": round(statistics.median(episodes), 1),
+                      "experiments_page_ms": round(statistics.median(experiments), 1)}))
 
 
 if __name__ == "__main__":

@@ -39,13 +39,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_run)
 
     p = add_common(sub.add_parser("resume", help="continue a version"))
-    p.add_argument("episode", type=int)
-    p.add_argument("--version", type=int, default=None)
+    p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
+    p.add_argument("--version", type=int, default=None, help="a version's global id (its `id` in --json)")
+    p.add_argument("--until", action="append", default=[], metavar="COND",
+                   help="stop at the first step where COND holds: signal:NAME, 'obs:/REGEX/', 'action:/REGEX/', "
+                        "step:K (may be repeated: the first that holds stops the run)")
     model_flags(p)
     p.set_defaults(func=cmd_resume)
 
     p = add_common(sub.add_parser("step", help="one step of a version, by the model or by you (--thought/--action)"))
-    p.add_argument("episode", type=int)
+    p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
     p.add_argument("--version", type=int, default=None)
     p.add_argument("--thought", default=None, help="human mode: the thought to write")
     p.add_argument("--action", default=None, help="human mode: the action to take")
@@ -53,13 +56,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_step)
 
     p = add_common(sub.add_parser("show", help="a version's trajectory in the paper's format"))
-    p.add_argument("episode", type=int)
+    p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
     p.add_argument("--version", type=int, default=None)
     p.add_argument("--prompt", action="store_true", help="print the exact prompt of the next model call")
     p.set_defaults(func=cmd_show)
 
     p = add_common(sub.add_parser("versions", help="the versions of an episode"))
-    p.add_argument("episode", type=int)
+    p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
     p.add_argument("--expand", action="store_true", help="list the versions of rollout groups one by one")
     p.set_defaults(func=cmd_versions)
 
@@ -73,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_episodes)
 
     p = add_common(sub.add_parser("edit", help="edit step K of a version (a new version; the old one stays)"))
-    p.add_argument("episode", type=int)
+    p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
     p.add_argument("--step", type=int, required=True, metavar="K")
     p.add_argument("--version", type=int, default=None)
     g = p.add_mutually_exclusive_group(required=True)
@@ -86,14 +89,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_edit)
 
     p = add_common(sub.add_parser("branch", help="a new version keeping steps 1..K (resume from there)"))
-    p.add_argument("episode", type=int)
+    p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
     p.add_argument("--step", type=int, required=True, metavar="K")
     p.add_argument("--version", type=int, default=None)
     p.set_defaults(func=cmd_branch)
 
     p = add_common(sub.add_parser("current", help="make a version the episode's current one"))
-    p.add_argument("episode", type=int)
-    p.add_argument("--version", type=int, required=True)
+    p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
+    p.add_argument("--version", type=int, default=None, help="a version's global id (or give EP:N)")
     p.add_argument("--name", default=None, help="also name the version")
     p.set_defaults(func=cmd_current)
 
@@ -162,8 +165,35 @@ def open_engine(args: argparse.Namespace, *, readonly: bool = False):
                   on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
 
 
+class EpisodeRef(int):
+    """An episode number as typed (`12` or `12:3`); `.number` is the per-episode version
+    number after the colon, if any."""
+
+    number: int | None = None
+
+
+def episode_ref(text: str) -> EpisodeRef:
+    """argparse type for `EP` or `EP:N` (N = the per-episode version number, `v` optional)."""
+    ep, sep, num = str(text).partition(":")
+    try:
+        ref = EpisodeRef(int(ep))
+        if sep:
+            ref.number = int(num.strip().lstrip("vV"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad episode reference {text!r}: use EP or EP:N (e.g. 3 or 3:2)") from None
+    return ref
+
+
 def version_of(engine, episode: int, version: int | None) -> int:
-    ep = engine.store.episode(episode)
+    """The global id of the version a command names: `--version ID`, `EP:N`, or the current one."""
+    from sessions.numbering import id_of
+
+    ep = engine.store.episode(int(episode))
+    number = getattr(episode, "number", None)
+    if number is not None:
+        if version is not None:
+            raise CliError("give either EP:N or --version, not both")
+        return id_of(engine.store, int(episode), number)
     if version is None:
         if ep.current_version is None:
             raise CliError(f"episode {episode} has no version")
@@ -235,7 +265,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _run(args, engine, version.id, None)
 
 
-def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None) -> int:
+def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None, until: list | None = None) -> int:
+    from agent.stop_conditions import first_hit
+
+    hit: list = []
+
     def on_step(rep) -> None:
         if rep.notice:
             progress(rep.notice)
@@ -246,15 +280,21 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None)
         for s in rep.steps:
             what = f"think: {s.thought}" if s.action is None else s.action
             progress(f"  step {s.index}: {_one_line(what, 70)} -> {_one_line(s.observation or '', 60)}")
+        if until and not hit and (found := first_hit(until, rep.steps, version_step_signals(rep.steps, rep.version.outcome))):
+            hit.append(found)
+            progress(f"stopped at step {found[1].index}: {found[0].describe()} ({found[0].spec})")
 
-    report = _run_job(engine, version_id, max_new, on_step)
+    report = _run_job(engine, version_id, max_new, on_step, lambda: bool(hit))
     if report.error:
         progress(f"stopped by an error: {report.error}")
-    emit(args, report.as_json(), lambda: _run_text(engine, report))
+    out = report.as_json()
+    if hit:
+        out["until"] = {"condition": hit[0][0].spec, "step": hit[0][1].index}
+    emit(args, out, lambda: _run_text(engine, report, hit))
     return 1 if report.error else 0
 
 
-def _run_job(engine, version_id: int, max_new: int | None, on_step):
+def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda: False):
     """The run as a job of the database: `react-editor jobs` lists it, `jobs stop N` stops
     it between two steps (Ctrl-C ends it "stopped")."""
     from agent import jobs
@@ -266,22 +306,37 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step):
             h.progress(done=h.done_n + len(rep.steps), version_id=rep.version.id)
             on_step(rep)
 
-        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=h.should_stop, watch=h.watch())
+        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=lambda: h.should_stop() or until(),
+                          watch=h.watch())
 
     return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
                          target=f"episode {ep} v{version_id}")
 
 
-def _run_text(engine, report) -> str:
+def _number(engine, version_id: int) -> int:
+    from sessions.numbering import number_of
+
+    return number_of(engine.store, version_id)
+
+
+def _run_text(engine, report, hit: list | None = None) -> str:
     state = "unfinished" if not report.done else ("success" if report.success else "failure")
-    return f"episode {report.episode} version {report.version}: {report.steps} steps, {state}"
+    if hit:
+        state += f", stopped at step {hit[0][1].index} ({hit[0][0].spec})"
+    return f"episode {report.episode} v{_number(engine, report.version)}: {report.steps} steps, {state}"
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from agent.stop_conditions import ConditionError, parse_all
+
+    try:
+        until = parse_all(args.until)
+    except ConditionError as exc:
+        raise CliError(str(exc)) from None
     engine = open_engine(args)
     vid = _apply_model_flags(engine, version_of(engine, args.episode, args.version), args)
     engine.check_endpoint(vid)
-    return _run(args, engine, vid, None)
+    return _run(args, engine, vid, None, until)
 
 
 def check_model_flags(args: argparse.Namespace, engine, vid: int) -> dict[str, Any]:
@@ -318,7 +373,7 @@ def cmd_step(args: argparse.Namespace) -> int:
     if rep.notice:
         progress(rep.notice)
     signals = version_step_signals(rep.steps, rep.version.outcome)
-    data = {"episode": args.episode, "version": rep.version.id, "done": rep.done,
+    data = {"episode": int(args.episode), "version": rep.version.id, "done": rep.done,
             "steps": [_step_json(s, sigs) for s, sigs in zip(rep.steps, signals)]}
     emit(args, data, lambda: "\n".join(_step_text(s) for s in rep.steps))
     return 0
@@ -355,7 +410,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         text = engine.prompt(vid)
         emit(args, {"prompt": text}, text)
         return 0
-    ep = engine.store.episode(args.episode)
+    ep = engine.store.episode(int(args.episode))
     v = engine.store.version(vid)
     steps = engine.steps(v)
     data = [_step_json(s, sigs) for s, sigs in zip(steps, version_step_signals(steps, v.outcome))]
@@ -370,16 +425,20 @@ def cmd_versions(args: argparse.Namespace) -> int:
     engine = open_engine(args, readonly=True)
     ep = engine.store.episode(args.episode)
     member, labels = version_groups(engine, args.episode)
+    from sessions.numbering import numbers
+
+    nums = numbers(engine.store, args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
         r["group"] = member.get(r["version"])
+        r["id"], r["number"] = r["version"], nums[r["version"]]
 
     def line(r: dict, indent: str = "") -> str:
         state = "open" if not r["done"] else ("success" if r["success"] else "failure")
         mark = "*" if r["current"] else " "
-        parent = f"from v{r['parent_version']}" if r["parent_version"] else "root"
-        return f"{indent}{mark} v{r['version']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
+        parent = f"from v{nums[r['parent_version']]}" if r["parent_version"] else "root"
+        return f"{indent}{mark} v{r['number']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
 
     def text() -> str:
         out, shown = [], set()
@@ -430,7 +489,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     else:
         kind, text = "rewrite_action", args.action
     v = engine.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
-    emit(args, {"version": v.id}, str(v.id))
+    emit(args, {"version": v.id}, f"{int(args.episode)}:{_number(engine, v.id)}")
     return 0
 
 
@@ -438,7 +497,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
     v = engine.branch(vid, args.step)
-    emit(args, {"version": v.id}, str(v.id))
+    emit(args, {"version": v.id}, f"{int(args.episode)}:{_number(engine, v.id)}")
     return 0
 
 
@@ -446,6 +505,12 @@ def cmd_current(args: argparse.Namespace) -> int:
     from sessions.store import Store
 
     store = Store(db_path(args))
+    if getattr(args.episode, "number", None) is not None:
+        from sessions.numbering import id_of
+
+        args.version = id_of(store, int(args.episode), args.episode.number)
+    if args.version is None:
+        raise CliError("say which version: EP:N or --version ID")
     store.set_current_version(args.episode, args.version)
     if args.name is not None:
         store.update_version(args.version, name=args.name)

@@ -127,6 +127,7 @@ def _has_filters(args: argparse.Namespace) -> bool:
 
 def _version(store, spec: str) -> int:
     from sessions.exchange import parse_ref
+    from sessions.exchange.selection import resolve
 
     r = parse_ref(spec)
     if r.all:
@@ -136,8 +137,7 @@ def _version(store, spec: str) -> int:
         if ep.current_version is None:
             raise CliError(f"episode {r.episode} has no version")
         return ep.current_version
-    store.version(r.version, r.episode)
-    return r.version
+    return resolve(store, r).version
 
 
 # ---------------------------------------------------------------------- export / import

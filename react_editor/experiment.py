@@ -196,7 +196,7 @@ def _compare_text(c: dict) -> str:
         "A: " + _text(c["a"]), "B: " + _text(c["b"]),
         f"paired over {c['common']} tasks finished in both: both {c['both']}, A only {c['a_only']}, "
         f"B only {c['b_only']}, neither {c['neither']}; difference {c['diff']} (95% CI {lo} to {hi}, "
-        f"Newcombe paired score), exact McNemar p = {c['mcnemar_p']:.4g}",
+        f"Newcombe paired score, continuity-corrected), exact McNemar p = {c['mcnemar_p']:.4g}",
     ]
     if c["excluded"]:
         lines.append(f"excluded {c['excluded']} task(s) listed in both: {why}")

@@ -233,6 +233,18 @@ def step_annotation(store: Store, step_id: int) -> StepAnnotation | None:
     return _sa_from_row(r) if r else None
 
 
+def step_annotations(store: Store, step_ids: Iterable[int]) -> dict[int, StepAnnotation]:
+    """The latest tag/note state of each of these steps that has one (one query)."""
+    ids = [int(i) for i in step_ids]
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = store.db.execute(
+        f"select {_SA_COLS} from step_annotations where id in (select max(id) from step_annotations "
+        f"where step_id in ({marks}) group by step_id)", ids).fetchall()
+    return {a.step_id: a for a in (_sa_from_row(r) for r in rows)}
+
+
 def step_history(store: Store, step_id: int) -> list[StepAnnotation]:
     rows = store.db.execute(f"select {_SA_COLS} from step_annotations where step_id = ? order by id", [step_id])
     return [_sa_from_row(r) for r in rows]

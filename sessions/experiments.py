@@ -155,6 +155,15 @@ def item(store: Store, item_id: int) -> Item:
     return _item(r)
 
 
+def changes(store: Store) -> dict[int, tuple]:
+    """{experiment id: what changes whenever the experiment or one of its items does}, in one
+    query: pages cache an experiment's summary under it."""
+    rows = store.db.execute(
+        "select e.id, e.updated_at, e.status, count(i.id), max(i.updated_at), sum(i.status = 'done') "
+        "from experiments e left join experiment_items i on i.experiment_id = e.id group by e.id").fetchall()
+    return {int(r[0]): tuple(r[1:]) for r in rows}
+
+
 def counts(store: Store, experiment_id: int) -> dict[str, int]:
     """{status: n} of the items, for progress bars."""
     rows = store.db.execute("select status, count(*) from experiment_items where experiment_id = ? group by status",

@@ -319,8 +319,8 @@ def test_edit_thought_keep_later_steps(app):
     ep, v = _won(toy)
     at = make("editor", episode=ep.id)
     _open_edit(at, v.id, 1)
-    assert at.radio(key=f"ed_kind_{v.id}_1").options == ["Rewrite thought", "Delete thought", "Insert thought after",
-                                                         "Resume from here"]
+    assert at.radio(key=f"ed_kind_{v.id}_1").options == ["Rewrite thought", "Delete thought", "Insert a thought before this step",
+                                                         "Insert a thought after this step", "Resume from here"]
     at.text_area(key=f"ed_thought_{v.id}_1").set_value("The mug is in the cabinet.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Keep the later steps")
     click(at, f"ed_apply_{v.id}_1")
@@ -360,7 +360,7 @@ def test_insert_thought_after_and_resume_from_here(app):
     ep, v = _won(toy)
     at = make("editor", episode=ep.id)
     _open_edit(at, v.id, 2)
-    at.radio(key=f"ed_kind_{v.id}_2").set_value("Insert thought after").run()
+    at.radio(key=f"ed_kind_{v.id}_2").set_value("Insert a thought after this step").run()
     at.text_area(key=f"ed_insert_{v.id}_2").set_value("Hint: open the cabinet first.")
     at.radio(key=f"ed_keep_{v.id}_2").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_2")
@@ -449,7 +449,8 @@ def test_human_mode_warns_before_a_malformed_action_uses_a_step(app):
     ep, v, at = opened(toy, make, human=True)
     take(at, f"h_action_{v.id}_0", "go to drwer 2")
     assert toy.store.version_steps(v.id) == []
-    assert any("'go to drwer 2' is not among the" in t for t in texts(at))
+    boxes = [h.proto.body for h in at.get("html") if "re-alert-warning" in h.proto.body]  # the reason inside the box
+    assert any("&#x27;go to drwer 2&#x27; is not among the" in b for b in boxes), boxes
     take(at, f"h_action_{v.id}_0", "go to cabinet 1")  # fixed: no question asked
     assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1"]
     take(at, f"h_action_{v.id}_1", "dance")
@@ -458,7 +459,7 @@ def test_human_mode_warns_before_a_malformed_action_uses_a_step(app):
     # Wikipedia: an action that does not parse
     ep2, w, at2 = opened(toy, make, task=WIKI_TASK, human=True)
     take(at2, f"h_action_{w.id}_0", "Finish Marrowgate")
-    assert toy.store.version_steps(w.id) == [] and any("does not parse" in t for t in texts(at2))
+    assert toy.store.version_steps(w.id) == [] and any("does not parse" in h.proto.body for h in at2.get("html"))
     take(at2, f"h_action_{w.id}_0", "Search[Velmora]")
     assert [s.action for s in toy.store.version_steps(w.id)] == ["Search[Velmora]"]
 
@@ -517,7 +518,7 @@ def test_wikipedia_thought_rewrite_regenerates_the_action(app):
     click(at, "btn_step")
     assert "Thought 1: I should search Velmora." in texts(at) and "Action 1: Search[Velmora]" in texts(at)
     _open_edit(at, v.id, 1)
-    assert "Insert thought after" in at.radio(key=f"ed_kind_{v.id}_1").options  # a hint for step 2
+    assert "Insert a thought after this step" in at.radio(key=f"ed_kind_{v.id}_1").options  # a hint for step 2
     at.text_area(key=f"ed_thought_{v.id}_1").set_value("Search the capital Marrowgate directly.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_1")
@@ -542,12 +543,12 @@ def test_versions_page_tree_tokens_name_and_current(app):
     (g,) = at.get("graphviz_chart")
     assert "v1 -> v2" in g.proto.spec.replace(str(v.id), "1").replace(str(e.id), "2") or f"v{v.id} -> v{e.id}" in g.proto.spec
     df = at.dataframe[0].value
-    row = df[df["version"] == v.id].iloc[0]
+    row = df[df["id"] == v.id].iloc[0]
     calls = toy.store.calls(episode_id=ep.id)
     assert row["prompt tokens"] == sum(c.usage.prompt_tokens or 0 for c in calls) > 0
     assert row["cost"] == f"${(row['prompt tokens'] * 1000 + row['completion tokens'] * 2000) / 1e6:.4f}"
-    assert df[df["version"] == e.id].iloc[0]["edits"] == 1
-    assert df[df["version"] == e.id].iloc[0]["current"] == "★"
+    assert df[df["id"] == e.id].iloc[0]["edits"] == 1
+    assert df[df["id"] == e.id].iloc[0]["current"] == "★"
     box(at, "Version").set_value(v.id).run()
     at.text_input(key=f"ver_name_{v.id}").set_value("hallucinated")
     click(at, "ver_rename")

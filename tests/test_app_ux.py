@@ -48,7 +48,7 @@ def test_deleted_thought_has_a_marker_in_the_editor_and_a_row_in_compare(app):
     assert body.count('<tr class="rd-same">') == 5
     vers = make("versions", episode=ep.id)
     df = vers.dataframe[0].value
-    assert df[df["version"] == gone.id].iloc[0]["edit"] == "thought deleted @1"
+    assert df[df["id"] == gone.id].iloc[0]["edit"] == "thought deleted @1"
 
 
 def test_inserted_hint_is_a_one_sided_row_not_a_rewrite(app):
@@ -206,7 +206,7 @@ def test_versions_page_words_and_cost(app):
     toy.store.update_version(b.id, status="stopped")
     at = make("versions", episode=ep.id)
     df = at.dataframe[0].value
-    row = df[df["version"] == b.id].iloc[0]
+    row = df[df["id"] == b.id].iloc[0]
     assert row["outcome"] == "stopped" and row["edit"] == f"branched from v{v.id}" and row["cost"] == ""
     spec = at.get("graphviz_chart")[0].proto.spec
     assert "2 steps, stopped" in spec and "6 steps, success" in spec and "None" not in spec
@@ -257,7 +257,7 @@ def test_episodes_list_names_first_and_a_label_filter(app):
     ann.annotate_version(toy.store, v2.id, by="a", verdict="failure", failure_modes=["hallucination"])
     at = make()
     df = at.dataframe[0].value
-    assert list(df.columns)[:6] == ["name", "task", "outcome", "versions", "edits", "model"]
+    assert list(df.columns)[:7] == ["name", "task", "type", "outcome", "versions", "edits", "model"]
     assert at.selectbox(key="open_pick").options == [f"#{ep2.id} Question: When was the capital of Velmora founded?",
                                                       f"#{ep1.id} won it"]
     at.selectbox(key="f_label").set_value("hallucination")

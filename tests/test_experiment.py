@@ -195,6 +195,42 @@ def test_compare_is_paired_over_common_tasks(tmp_path, capsys, scripted_llm):
     lo, hi = c["diff_ci"]
     assert lo <= 0.4 <= hi and c["diff"] == 0.4
     assert "bridge" in c["by_type"] and c["by_type"]["bridge"]["n"] >= 1
+    # the interval is Newcombe's method 11, overall and per type (2 discordant pairs, p = 0.5)
+    from trajectory.stats import newcombe_paired_cc_diff
+    assert c["diff_ci"] == [round(x, 4) for x in newcombe_paired_cc_diff(2, 2, 0, 1)] and lo < 0
+    assert "method 11" in c["diff_ci_method"] and "continuity" in c["diff_ci_method"]
+    for p in c["by_type"].values():
+        if p["n"]:
+            want = newcombe_paired_cc_diff(p["both"], p["a_only"], p["b_only"], p["neither"])
+            assert p["diff_ci"] == [round(x, 4) for x in want]
+
+
+def _pairs(both: int, a_only: int, b_only: int, neither: int) -> tuple[list[bool], list[bool]]:
+    xa = [True] * both + [True] * a_only + [False] * b_only + [False] * neither
+    xb = [True] * both + [False] * a_only + [True] * b_only + [False] * neither
+    return xa, xb
+
+
+def test_paired_interval_and_exact_test_tell_one_story():
+    """The issue: 4 tasks only A solved, 0 only B solved, out of 20; exact McNemar p = 0.125,
+    so the 95% interval of the difference must include 0, for every split of the other 16
+    tasks into both/neither (method 10 excluded 0 at 8 both / 8 neither)."""
+    from agent.experiment import _pair_counts
+    for both in range(17):
+        r = _pair_counts(*_pairs(both, 4, 0, 16 - both))
+        assert (r["n"], r["a_only"], r["b_only"], r["diff"]) == (20, 4, 0, 0.2)
+        assert r["mcnemar_p"] == pytest.approx(0.125)
+        lo, hi = r["diff_ci"]
+        assert lo < 0 < 0.2 < hi, both
+
+
+def test_paired_interval_is_not_zero_width_when_every_pair_agrees():
+    from agent.experiment import _pair_counts
+    for both in range(21):
+        r = _pair_counts(*_pairs(both, 0, 0, 20 - both))
+        lo, hi = r["diff_ci"]
+        assert r["mcnemar_p"] == 1.0 and r["diff"] == 0.0
+        assert [lo, hi] != [0.0, 0.0] and lo < 0 < hi, both
 
 
 def test_sample_is_reproducible_and_recorded(tmp_path, capsys, scripted_llm):

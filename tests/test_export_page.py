@@ -56,7 +56,7 @@ def test_export_page_exports_jsonl_and_reports_errors(db):
     at.run()
     assert any("1 version matches" in c.value for c in at.caption)
     _button(at, "Prepare export").click().run()
-    data, rep, fmt = at.session_state["exp-data"]
+    data, rep, fmt, _name = at.session_state["exp-data"]
     assert fmt == "jsonl" and rep["versions"] == 1
     rec = json.loads(data.decode().splitlines()[0])
     assert rec["episode"]["task"]["id"] == ROOM_TASK.id and len(rec["steps"]) == 6
@@ -66,7 +66,8 @@ def test_export_page_exports_jsonl_and_reports_errors(db):
     at.selectbox(key="exp-format").set_value("react-json")
     at.run()
     _button(at, "Prepare export").click().run()
-    assert at.error and any("one environment" in t.value for t in at.text)  # the message is plain text
+    boxes = [h.proto.body for h in at.get("html") if "re-alert-error" in h.proto.body]
+    assert boxes and any("one environment" in b for b in boxes)  # the message is escaped text inside the box
     assert "exp-data" not in at.session_state
 
 

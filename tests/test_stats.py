@@ -117,6 +117,132 @@ def test_paired_interval_tells_the_same_story_as_mcnemar():
     assert lo < 0.0 < hi and hi - lo > 0.1
 
 
+# ------------------------------------------------------------------ method 11 (continuity corrected)
+
+
+def test_wilson_cc_matches_newcombe_1998_table_1():
+    """Newcombe (1998), "Two-sided confidence intervals for the single proportion", Stat Med
+    17:857, Table I, method 4 (score interval with continuity correction), as quoted by the
+    tests of the R package ratesci (petelaud/ratesci, tests/testthat/test3.R, "Single
+    proportion, Newcombe examples", wilsonci(cc = 0.5)): 15/148 -> 0.0598 to 0.1644,
+    0/20 -> 0 to 0.2005, 1/29 -> 0.0018 to 0.1963."""
+    assert tuple(round(x, 4) for x in stats.wilson_cc(15, 148)) == (0.0598, 0.1644)
+    assert tuple(round(x, 4) for x in stats.wilson_cc(0, 20)) == (0.0, 0.2005)
+    assert tuple(round(x, 4) for x in stats.wilson_cc(1, 29)) == (0.0018, 0.1963)
+
+
+def _cc_root(k: int, n: int, upper: bool, z: float = stats.Z95) -> float:
+    """The continuity-corrected score bound from its definition, by bisection: the pi on one
+    side of k/n where |k/n - pi| - 1/(2n) = z sqrt(pi (1 - pi) / n) (an implementation
+    independent of the closed form in trajectory/stats.py)."""
+    p = k / n
+
+    def gap(pi: float) -> float:
+        return abs(p - pi) - 1 / (2 * n) - z * (pi * (1 - pi) / n) ** 0.5
+
+    lo, hi = (p, 1.0) if upper else (0.0, p)
+    if gap(hi if upper else lo) <= 0:
+        return 1.0 if upper else 0.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if (gap(mid) > 0) == upper:
+            hi = mid
+        else:
+            lo = mid
+    return (lo + hi) / 2
+
+
+@pytest.mark.parametrize("n", [1, 7, 20, 50, 148])
+def test_wilson_cc_solves_its_defining_equation(n):
+    for k in range(n + 1):
+        lo, hi = stats.wilson_cc(k, n)
+        assert lo == pytest.approx(_cc_root(k, n, upper=False), abs=1e-9)
+        assert hi == pytest.approx(_cc_root(k, n, upper=True), abs=1e-9)
+        w_lo, w_hi = stats.wilson(k, n)
+        assert lo <= w_lo <= k / n <= w_hi <= hi  # the correction only widens
+    assert stats.wilson_cc(0, n)[0] == 0.0 and stats.wilson_cc(n, n)[1] == 1.0
+
+
+# The worked examples of Newcombe (1998), Stat Med 17:2635 (paired), as transcribed from the
+# paper for method 10 by JoshSandhu/proofpack (fixtures/newcombe1998_paired.json) and by the
+# R package propint's tests (ci.two.dep.props): (e, f, g, h) = (a, b, c, d) here.
+NEWCOMBE_PAIRED_EXAMPLES = [
+    (36, 12, 2, 0), (20, 12, 2, 16), (18, 12, 2, 18), (36, 14, 0, 0), (35, 14, 0, 1), (18, 14, 0, 18),
+    (2, 97, 1, 0), (1, 97, 1, 1), (0, 29, 1, 0), (2, 98, 0, 0), (1, 98, 0, 1), (0, 30, 0, 0),
+    (54, 0, 0, 0), (53, 0, 0, 1), (30, 0, 0, 24), (29, 0, 0, 25), (28, 0, 0, 26), (27, 0, 0, 27),
+]
+
+
+def _method_11_by_hand(a: int, b: int, c: int, d: int) -> tuple[float, float]:
+    """Method 11 as the paper defines it, written out here: method 10 (square-and-add with
+    phi*, the positive part of ad - bc shrunk by n/2) on the bisection roots above."""
+    n = a + b + c + d
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = _cc_root(a + b, n, False), _cc_root(a + b, n, True)
+    l2, u2 = _cc_root(a + c, n, False), _cc_root(a + c, n, True)
+    num = a * d - b * c
+    num = max(num - n / 2, 0) if num > 0 else num
+    den = ((a + b) * (c + d) * (a + c) * (b + d)) ** 0.5
+    phi = num / den if den else 0.0
+    lo = (p1 - p2) - ((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2) ** 0.5
+    hi = (p1 - p2) + ((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2) ** 0.5
+    return max(-1.0, lo), min(1.0, hi)
+
+
+@pytest.mark.parametrize("table", NEWCOMBE_PAIRED_EXAMPLES)
+def test_newcombe_paired_method_11_on_the_papers_examples(table):
+    """Newcombe (1998), Stat Med 17:2635, method 11 = method 10 on continuity-corrected Wilson
+    intervals. The method 11 column of the paper's table of examples could not be found
+    quoted in any test or document reachable here (only the method 10 column is), so the
+    expected values are NOT published figures: they come from the independent derivation
+    above (bisection on the defining equation, formula written from the paper's
+    definition). Method 11 must also contain method 10, whose published values the test
+    above checks."""
+    lo, hi = stats.newcombe_paired_cc_diff(*table)
+    e_lo, e_hi = _method_11_by_hand(*table)
+    assert (lo, hi) == (pytest.approx(e_lo, abs=1e-9), pytest.approx(e_hi, abs=1e-9))
+    m_lo, m_hi = stats.newcombe_paired_diff(*table)
+    assert lo <= m_lo and m_hi <= hi
+    a, b, c, d = table
+    assert lo <= (b - c) / (a + b + c + d) <= hi
+
+
+def test_newcombe_paired_method_11_computed_values():
+    """Regression values computed with this implementation and agreed by the independent
+    derivation above (not published): 20/12/2/16 -> +0.0460 to +0.3383 (method 10 published
+    +0.0562 to +0.3292); the issue's 8/4/0/8 -> -0.0206 to +0.3873 (method 10: +0.0004)."""
+    assert tuple(round(x, 4) for x in stats.newcombe_paired_cc_diff(20, 12, 2, 16)) == (0.046, 0.3383)
+    assert tuple(round(x, 4) for x in stats.newcombe_paired_cc_diff(8, 4, 0, 8)) == (-0.0206, 0.3873)
+
+
+def test_method_11_tells_the_same_story_as_mcnemar_on_the_issues_example():
+    """4 tasks only A solved, 0 only B solved, 20 pairs: exact McNemar p = 0.125, so the
+    interval must include 0 whatever the split of the other 16 into both/neither (method 10
+    excludes 0 at 8/4/0/8, lower bound +0.0004)."""
+    assert stats.mcnemar_exact(4, 0) == pytest.approx(0.125)
+    assert stats.newcombe_paired_diff(8, 4, 0, 8)[0] > 0  # the issue: method 10 disagrees
+    for both in range(17):
+        lo, hi = stats.newcombe_paired_cc_diff(both, 4, 0, 16 - both)
+        assert lo < 0.0 < 0.2 < hi, both
+
+
+@pytest.mark.parametrize("n", [1, 2, 20, 50])
+def test_method_11_is_not_degenerate_when_every_pair_agrees(n):
+    """No discordant pair: exact p = 1, the interval straddles 0 and is never [0, 0]."""
+    for both in range(n + 1):
+        lo, hi = stats.newcombe_paired_cc_diff(both, 0, 0, n - both)
+        assert lo < 0.0 < hi and (lo, hi) != (0.0, 0.0), both
+        assert hi - lo > 0.05
+
+
+def test_method_11_refuses_bad_counts_and_handles_no_pairs():
+    with pytest.raises(ValueError):
+        stats.newcombe_paired_cc_diff(-1, 0, 0, 0)
+    with pytest.raises(ValueError):
+        stats.wilson_cc(3, 2)
+    assert stats.newcombe_paired_cc_diff(0, 0, 0, 0) == (-1.0, 1.0)
+
+
 # ------------------------------------------------------------------ stratified pooling
 
 RABBITS = [(0, 6, 0, 5), (3, 6, 0, 6), (6, 6, 2, 6), (5, 6, 6, 6), (2, 2, 5, 5)]

@@ -355,7 +355,7 @@ def test_cost_uses_the_price_of_each_calls_model(app):
     assert {c.model for c in calls} == {"scripted-model", "dear-model"}
     expected = sum(c.usage.prompt_tokens * prices[c.model]["prompt"] for c in calls) / 1e6
     df = make("versions", episode=ep.id).dataframe[0].value
-    assert df[df["version"] == new.id].iloc[0]["cost"] == f"${expected:.4f}"
+    assert df[df["id"] == new.id].iloc[0]["cost"] == f"${expected:.4f}"
 
 
 def test_the_app_shows_a_database_failure_as_one_line(app):
@@ -390,7 +390,8 @@ def test_the_editor_continues_a_frozen_version_in_a_child_and_says_so(app):
     at = click(make("editor", episode=ep.id, version=v.id), "btn_step")
     child = toy.store.episode(ep.id).current_version
     assert child != v.id and at.query_params["version"] == str(child)
-    assert any(f"version {v.id} is frozen (annotated); continuing in new version {child}" in i.value for i in at.info)
+    # people read per-episode numbers: the first version is v1, its new child v2
+    assert any("v1 is frozen (annotated); continuing in new version v2" in i.value for i in at.info)
     assert _indices(toy.store, v.id) == [1] and _indices(toy.store, child) == [1, 2]
 
 

@@ -33,7 +33,7 @@ def test_whatif_panel_runs_control_and_treatment(app):
     at = make("editor", episode=ep.id)
     _open_edit(at, v.id, 2)
     at.number_input(key=f"wi_n_{v.id}_2").set_value(3)
-    at.selectbox(key=f"wi_edit_{v.id}_2").set_value("Insert a thought (hint) before this step")
+    at.selectbox(key=f"wi_edit_{v.id}_2").set_value("Insert a thought before this step")
     ok(at.run())
     at.text_input(key=f"wi_text_{v.id}_2_insert_thought").set_value("The mug is in the cabinet.")
     click(at, f"wi_run_{v.id}_2")
@@ -50,16 +50,18 @@ def test_whatif_panel_runs_control_and_treatment(app):
     assert kinds == ["control", "treatment"]
     assert toy.store.episode(ep.id).current_version == v.id  # the page stays on its version
     # the rollouts are one node per group on the Versions page, expandable
-    click(at, "wi_versions")
+    (link,) = [p for p in at.get("page_link") if p.proto.label == "Open the rollouts in Versions"]
+    assert "versions" in link.proto.page and f"episode={ep.id}" in link.proto.query_string
+    at = make("versions", episode=ep.id)
     (g,) = at.get("graphviz_chart")
-    assert "control @2: 0/3 success" in g.proto.spec and "treatment @2 (insert_thought): 3/3 success" in g.proto.spec
+    assert "control @2: 0/3 success" in g.proto.spec and "treatment @2 (thought inserted): 3/3 success" in g.proto.spec
     assert "cluster_g" not in g.proto.spec
     at = make("versions", episode=ep.id)  # (AppTest reruns the first page after a switch)
     at.toggle(key="ver_expand_groups").set_value(True)
     ok(at.run())
     assert "cluster_g" in at.get("graphviz_chart")[0].proto.spec
     df = at.dataframe[0].value
-    assert set(df["rollout group"]) == {"", "control @2: 0/3 success", "treatment @2 (insert_thought): 3/3 success"}
+    assert set(df["rollout group"]) == {"", "control @2: 0/3 success", "treatment @2 (thought inserted): 3/3 success"}
 
 
 def test_whatif_panel_stop_keeps_finished_and_run_again_continues(app):

@@ -138,6 +138,16 @@ def safe_call_params(params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "base_url": without_credentials(url)}
 
 
+# How people read an edit kind (faces never show the internal ids).
+EDIT_WORDS = {
+    "rewrite_thought": "thought rewritten",
+    "delete_thought": "thought deleted",
+    "insert_thought": "thought inserted",
+    "rewrite_action": "action rewritten",
+    "branch": "branched",
+}
+
+
 class EditInfo(Record):
     """What a person's edit replaced: the step it was made on and the old text."""
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from sessions import annotations as ann
+from sessions import numbering
 from trajectory.records import ENV_KINDS, Episode, Version
 from sessions.store import StepRow, Store, StoreError
 
@@ -73,7 +74,8 @@ class Ref:
 
 
 def parse_ref(spec: str) -> Ref:
-    """`12` (current version), `12:34`, `12:all`."""
+    """`12` (current version), `12:3` (version v3 of episode 12: the per-episode number
+    people read, see sessions.numbering; `12:v3` too), `12:all`."""
     ep, sep, ver = str(spec).partition(":")
     try:
         episode = int(ep)
@@ -84,9 +86,17 @@ def parse_ref(spec: str) -> Ref:
     if ver in ("all", "*"):
         return Ref(episode, all=True)
     try:
-        return Ref(episode, int(ver))
+        return Ref(episode, int(ver.strip().lstrip("vV")))
     except ValueError:
         raise SelectionError(f"bad version reference {spec!r}: use EPISODE:VERSION or EPISODE:all") from None
+
+
+def resolve(store: Store, ref: Ref) -> Ref:
+    """The ref with its per-episode version number turned into the version's global id."""
+    store.episode(ref.episode)
+    if ref.version is None:
+        return ref
+    return Ref(ref.episode, numbering.id_of(store, ref.episode, ref.version), ref.all)
 
 
 @dataclass
@@ -143,10 +153,8 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
     if refs:
         order: list[int] = []
         wanted: dict[int, list[Ref]] = {}
+        refs = [resolve(store, r) for r in refs]  # unknown -> StoreError before writing anything
         for r in refs:
-            store.episode(r.episode)  # unknown -> StoreError before writing anything
-            if r.version is not None:
-                store.version(r.version, r.episode)
             if r.episode not in wanted:
                 order.append(r.episode)
             wanted.setdefault(r.episode, []).append(r)

@@ -158,7 +158,7 @@ def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, l
 
     # 4. a hint after step 5 (replacing the dawdling), then run to the end: success
     click(page, f"editbtn_{v2}_5")
-    choose(page, f"ed_kind_{v2}_5", "Insert thought after")
+    choose(page, f"ed_kind_{v2}_5", "Insert a thought after this step")
     fill(page, f"ed_insert_{v2}_5", hint)
     choose(page, f"ed_keep_{v2}_5", "Regenerate from here")
     click(page, f"ed_apply_{v2}_5")

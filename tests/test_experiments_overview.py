@@ -1,0 +1,106 @@
+"""The Experiments page never misleads: the new run is selected, the table, progress and chart
+agree while a run moves and after Stop, partial numbers are labelled and not compared unless
+asked, and summaries are recomputed only when an experiment changed."""
+
+from __future__ import annotations
+
+import json
+
+from agent import experiment as X
+from app_pages.experiment_views import chart_spec, paper_row
+from tests.experiment_agents import wiki_agent
+from tests.test_experiments_page import HOTPOT, _create, _wait_done, page  # noqa: F401  (page is a fixture)
+
+
+def _frame(at, column: str):
+    (df,) = [d.value for d in at.dataframe if column in d.value.columns]
+    return df
+
+
+def test_create_and_launch_selects_the_new_experiment(page):
+    make, db, llm = page
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
+    at = make()
+    _create(at, limit=2, name="first")
+    _wait_done(db, 1)
+    at.run()
+    assert at.selectbox(key="x_pick").value == 1
+    _create(at, limit=2, name="second")
+    assert at.selectbox(key="x_pick").value == 2  # not left on the previous experiment
+    _wait_done(db, 2)
+
+
+def test_stopped_run_is_labelled_partial_and_not_compared_unless_asked(page):
+    make, db, llm = page
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
+    at = make()
+    _create(at, limit=3, name="full")
+    _wait_done(db, 1)
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.4, react_steps=2))
+    _create(at, limit=8, name="cut")
+    at.button(key="x_stop").click().run()
+    _wait_done(db, 2)
+    at.run()
+    table = _frame(at, "EM")
+    row = table[table["name"] == "cut"].iloc[0]
+    assert row["status"] == "stopped" or row["status"].startswith("stopped")
+    assert row["scored over"].startswith("partial: ") and row["done"].endswith("/8")
+    assert table[table["name"] == "full"].iloc[0]["scored over"] == "all"
+    assert any("scored over their finished tasks only" in c.value for c in at.caption)
+    # the progress bar and the table say the same count
+    (bar,) = at.get("progress")
+    assert bar.proto.text.startswith(row["done"] + " done")
+    assert not any("McNemar p" in d.value.columns for d in at.dataframe)  # no comparison while partial
+    assert any(c.value.startswith("Partial: ") for c in at.caption)
+    at.toggle(key="x_compare_partial").set_value(True).run()
+    assert any("McNemar p" in d.value.columns for d in at.dataframe)
+
+
+def test_chart_has_a_labelled_axis_level_labels_and_follows_the_selection(page):
+    make, db, llm = page
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
+    at = make()
+    _create(at, limit=2, name="one")
+    _wait_done(db, 1)
+    _create(at, limit=2, name="two")
+    _wait_done(db, 2)
+    at.run()
+    assert at.multiselect(key="x_chart_2").value == [2]  # the picker follows the selected experiment
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert spec["encoding"]["y"]["title"] == "success %" and spec["encoding"]["x"]["axis"]["labelAngle"] == 0
+    at.selectbox(key="x_pick").set_value(1).run()
+    assert at.multiselect(key="x_chart_1").value == [1]
+
+
+def test_summaries_are_recomputed_only_when_an_experiment_changes(page, monkeypatch):
+    make, db, llm = page
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
+    at = make()
+    _create(at, limit=2, name="one")
+    _wait_done(db, 1)
+    at.run()
+    calls = []
+    real = X.summary
+    monkeypatch.setattr(X, "summary", lambda store, ref, **kw: calls.append(ref) or real(store, ref, **kw))
+    at.run()
+    at.run()
+    assert calls == []  # nothing changed: the cached summary is used
+    from contextlib import closing
+
+    from sessions import experiments as xs
+    from sessions.store import Store
+
+    with closing(Store(db)) as store:
+        xs.set_status(store, 1, "done", add_wall_s=1.0)
+    at.run()
+    assert calls == [1]
+
+
+def test_partial_summary_rows_and_chart_without_the_new_keys():
+    s = {"experiment": 1, "name": "n", "env": "fever", "method": "react", "model": "m", "status": "stopped",
+         "episodes": 10, "done": 4, "success": 2, "success_rate": 0.2, "by_type": {}, "accuracy": 0.2,
+         "tokens": 0, "cost": 0.0, "wall_s": 1.0}
+    assert paper_row(s)["scored over"] == "partial: 4 finished"
+    assert paper_row({**s, "partial": False})["scored over"] == "all"
+    spec = chart_spec([s])
+    assert spec["data"]["values"][0]["experiment"] == "1 n (partial)"

@@ -1,0 +1,361 @@
+"""See the whole trajectory and every edit at a glance (the Editor's overview, edits that stand
+out, timing, tags, gold answers, per-episode version numbers, stop conditions), the what-if
+panel's edits, and the Episodes / Settings / Export pages. AppTest over the toy environments
+and the CLI in process; the scripted model server is the only stand-in."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from agent.stop_conditions import ConditionError, StopCondition, first_hit, parse
+from app_pages.overview import strip_html
+from sessions import annotations as ann
+from sessions import numbering
+from tests.test_app import EVIL, WIN, _open_edit, app, cfg, click, ok, texts  # noqa: F401  (app is a fixture)
+from tests.test_cli_core import cli, cli_json
+from tests.toy_envs import ROOM_TASK, WIKI_TASK
+from trajectory.records import Outcome, Step
+
+
+def _won(toy):
+    toy.llm.push(*WIN)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.run(v.id)
+    return ep, v
+
+
+def _long(toy, n: int = 12):
+    """An episode of n human steps (a long version)."""
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    for i in range(n):
+        toy.engine.human_step(v.id, action="go to shelf 1" if i % 2 else "go to table 1")
+    return ep, v
+
+
+def _blocks(at):
+    """(id, proto) of every layout block on the page."""
+    out = []
+
+    def walk(node):
+        p = getattr(node, "proto", None)
+        if type(node).__name__ == "Block" and p is not None:
+            out.append((p.id, p))
+        for c in getattr(node, "children", {}).values():
+            walk(c)
+
+    walk(at._tree)
+    return out
+
+
+def _html(at) -> list[str]:
+    return [h.proto.body for h in at.get("html")]
+
+
+# ---------------------------------------------------------------------- 1: the trajectory is the page
+
+
+def test_steps_flow_in_the_page_and_the_status_stays_reachable(app):
+    toy, make = app
+    ep, v = _long(toy, 12)
+    at = make("editor", episode=ep.id)
+    (box,) = [p for i, p in _blocks(at) if i.endswith("-steps_box")]
+    assert box.height_config.use_content and not box.height_config.pixel_height  # no ~420 px inner scroll box
+    assert any(i.endswith("-status_line") for i, _ in _blocks(at))
+    css = "".join(_html(at))
+    assert ".st-key-run_controls { position: sticky" in css and ".st-key-status_line { position: sticky" in css
+    assert sum(1 for c in at.caption if re.fullmatch(r"Step \d+ · .*", c.value)) == 12
+
+
+# ---------------------------------------------------------------------- 2: the overview strip
+
+
+def _step(i, **kw):
+    return Step(index=i, source=kw.pop("source", "model"), **kw)
+
+
+def test_overview_strip_marks_every_step_and_never_carries_step_text():
+    from trajectory.records import EditInfo
+
+    steps = [_step(i, thought=EVIL, action=EVIL, observation=EVIL) for i in range(1, 51)]
+    steps[9] = _step(10, source="human", action="go to desk 1",
+                     edit=EditInfo(kind="rewrite_action", index=10, old_action=EVIL))
+    steps[19] = _step(20, source="human", action="look")
+    sig = [[] for _ in steps]
+    sig[29] = ["repeated_action"]
+    sig[49] = ["no_effect", "step_limit"]
+    html = strip_html(steps, sig, Outcome(done=True, success=False))
+    assert html.count('class="ov-mark') == 50
+    assert all(f'href="#step-{i}"' in html for i in range(1, 51))
+    assert 'class="ov-mark ov-edited" href="#step-10" title="Step 10 · edited by a person"' in html
+    assert 'class="ov-mark ov-person" href="#step-20"' in html
+    assert 'class="ov-mark ov-model ov-signal" href="#step-30" title="Step 30 · model · repeated action"' in html
+    assert "ov-failure" in html.split('href="#step-50"')[0].rsplit("<a", 1)[1]
+    assert "person: steps 10, 20" in html and "signals: steps 30, 50" in html
+    assert "<script" not in html and "onerror" not in html and "evil" not in html
+
+
+def test_editor_shows_the_strip_and_a_box_per_step_its_marks_scroll_to(app):
+    toy, make = app
+    ep, v = _won(toy)
+    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    at = make("editor", episode=ep.id, version=b.id)
+    strip = [h for h in _html(at) if 'class="ov-strip"' in h]
+    assert len(strip) == 1 and strip[0].count('class="ov-mark') == len(toy.store.version_steps(b.id))
+    assert 'class="ov-mark ov-edited" href="#step-2"' in strip[0]
+    boxes = [i for i, _ in _blocks(at) if re.search(r"-step_\d+$", i)]  # what the page script scrolls to
+    assert [i.rsplit("_", 1)[1] for i in boxes] == ["1", "2"]
+
+
+# ---------------------------------------------------------------------- 3: edited steps stand out
+
+
+def test_an_edited_step_is_coloured_and_shows_its_old_text_as_a_diff(app):
+    toy, make = app
+    ep, v = _won(toy)
+    b = toy.engine.edit(v.id, 1, "rewrite_thought", "The mug is in the cabinet, I bet.", keep_rest=True)
+    at = make("editor", episode=ep.id, version=b.id)
+    css = "".join(_html(at))
+    assert re.search(r"\.st-key-step_1 \{ background: #fff8c5; border: 2px solid #bf8700", css)
+    assert ".st-key-step_2 " not in css and ".st-key-step_2," not in css
+    (diff,) = [h for h in _html(at) if 'class="rd-was"' in h]
+    assert '<del class="rd-del">' in diff and '<ins class="rd-ins">' in diff and "bet." in diff
+
+
+# ---------------------------------------------------------------------- 4, 5: timing, tags and notes
+
+
+def test_timing_and_tokens_per_step_and_for_the_version_on_demand(app):
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("editor", episode=ep.id)
+    assert not any("completion tokens" in c.value for c in at.caption)
+    at.toggle(key="show_timing").set_value(True)
+    ok(at.run())
+    per_step = [c.value for c in at.caption if re.fullmatch(r"[\d.]+ s · [\d,]+ prompt \+ [\d,]+ completion tokens · .*",
+                                                              c.value)]
+    assert len(per_step) == 6 and all("0 retries · 1 call" in c for c in per_step)
+    (total,) = [c.value for c in at.caption if c.value.startswith("model total: ")]
+    assert "6 calls" in total
+
+
+def test_step_tags_and_notes_show_on_the_step(app):
+    toy, make = app
+    ep, v = _won(toy)
+    s2 = toy.store.version_steps(v.id)[1]
+    ann.tag_step(toy.store, s2.id, by="me", tags=["key step", "<b>x</b>"], note="the turn that matters")
+    at = make("editor", episode=ep.id)
+    assert "Tags: key_step, <b>x</b> · Note: the turn that matters" in texts(at)  # plain text, never markup
+
+
+# ---------------------------------------------------------------------- 6: gold answer on a failure
+
+
+def test_a_question_failure_shows_the_gold_answer_and_em_f1(app):
+    toy, make = app
+    toy.llm.push(" I think it is old.\nAction 1: Finish[1700]")
+    ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    toy.engine.run(v.id)
+    assert toy.store.version(v.id).outcome.done and not toy.store.version(v.id).outcome.success
+    at = make("editor", episode=ep.id)
+    box = [h for h in _html(at) if "re-alert-warning" in h]
+    assert box and "Gold answer: 1650 · given: 1700 · EM 0 · F1 0.00" in box[0] and "Done: failure" in box[0]
+
+
+# ---------------------------------------------------------------------- 7: per-episode version numbers
+
+
+def test_versions_are_numbered_per_episode_in_the_pages(app):
+    toy, make = app
+    _won(toy)  # another episode takes the first global ids
+    ep, v = _won(toy)
+    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    assert b.id > 2 and numbering.numbers(toy.store, ep.id) == {v.id: 1, b.id: 2}
+    at = make("editor", episode=ep.id, version=b.id)
+    sel = [s for s in at.selectbox if s.label == "Version"][0]
+    assert [o.split(" ")[0] for o in sel.options] == ["v1", "v2"]
+    assert any(c.value.startswith("v2: ") for c in at.caption)
+    vers = make("versions", episode=ep.id)
+    df = vers.dataframe[0].value
+    assert list(df["version"]) == ["v1", "v2"] and list(df["id"]) == [v.id, b.id]
+    assert "v2" in vers.get("graphviz_chart")[0].proto.spec and f'v{b.id} [' in vers.get("graphviz_chart")[0].proto.spec
+
+
+def test_cli_takes_ep_n_and_keeps_global_ids_in_json(toy, capsys):
+    db = str(toy.db)
+    toy.llm.push(*WIN)
+    cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
+             "--model", "m", "--db", db)
+    toy.llm.push(*WIN)
+    r = cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
+                 "--model", "m", "--db", db)
+    ep, first = r["episode"], r["version"]
+    code, out, err = cli(capsys, "branch", f"{ep}:1", "--step", "2", "--db", db)
+    assert code == 0 and out.strip() == f"{ep}:2"
+    rows = cli_json(capsys, "versions", str(ep), "--db", db)
+    assert [(x["number"], x["id"]) for x in rows] == [(1, first), (2, rows[1]["id"])] and rows[1]["id"] > 2
+    code, out, _ = cli(capsys, "versions", str(ep), "--db", db)
+    assert "v2\tfrom v1\t2 steps" in out and f"v{rows[1]['id']}" not in out
+    shown = cli_json(capsys, "show", f"{ep}:2", "--db", db)
+    assert len(shown) == 2
+    code, out, err = cli(capsys, "show", f"{ep}:9", "--db", db)
+    assert code != 0 and "has no version v9 (it has v1..v2)" in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------- 8: run until something happens
+
+
+def test_stop_conditions_parse_and_match():
+    s = Step(index=3, action="go to desk 1", observation="Nothing happens.")
+    assert parse("signal:repeated_action").matches(s, ["repeated_action"])
+    assert not parse("signal:repeated_action").matches(s, ["no_effect"])
+    assert parse("obs:/Nothing happens/").matches(s) and parse("obs:/nothing HAPPENS/i").matches(s)
+    assert not parse("obs:/^Nothing$/").matches(s)
+    assert parse("action:/^go to/").matches(s) and parse("action:desk 1").matches(s)
+    assert parse("step:3").matches(s) and not parse("step:4").matches(s)
+    assert parse("obs:/a.b/").spec == "obs:/a.b/" and parse("step:12") == StopCondition("step", 12)
+    for bad, why in [("signal:nope", "unknown signal"), ("obs:/(/", "bad pattern"), ("step:0", "bad step"),
+                     ("when:3", "use signal:NAME"), ("obs:", "use signal:NAME")]:
+        with pytest.raises(ConditionError, match=why):
+            parse(bad)
+    a, b = Step(index=1, action="look", observation="ok"), Step(index=2, action="look", observation="Nothing happens.")
+    assert first_hit([parse("obs:/Nothing/")], [a, b], [[], []])[1] is b
+
+
+def test_cli_resume_until_stops_at_the_first_match(toy, capsys):
+    db = str(toy.db)
+    r = cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
+                 "--model", "m", "--human", "--db", db)
+    ep = r["episode"]
+    toy.llm.push(" go to cabinet 1", " go to shelf 1", " open cabinet 1", " go to cabinet 1")
+    code, out, err = cli(capsys, "resume", f"{ep}:1", "--until", "obs:/Nothing happens/", "--until", "step:9",
+                         "--db", db, "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["until"] == {"condition": "obs:/Nothing happens/", "step": 3} and not res["done"]
+    assert "stopped at step 3: the observation matches /Nothing happens/" in err
+    assert [s.action for s in toy.store.version_steps(res["version"])] == ["go to cabinet 1", "go to shelf 1",
+                                                                            "open cabinet 1"]
+    toy.llm.push(" go to cabinet 1", " go to table 1")
+    res = cli_json(capsys, "resume", str(ep), "--until", "step:5", "--until", "signal:repeated_action", "--db", db)
+    # step 4 goes back to the closed cabinet with nothing changed since step 1: a repeat, before step 5
+    assert res["until"] == {"condition": "signal:repeated_action", "step": 4}
+    assert len(toy.store.version_steps(res["version"])) == 4
+    code, out, err = cli(capsys, "resume", str(ep), "--until", "signal:bogus", "--db", db)
+    assert code != 0 and "unknown signal 'bogus'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_editor_run_to_end_stops_at_a_condition(app):
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.llm.push(" go to cabinet 1", " go to shelf 1", " open cabinet 1", " go to cabinet 1", " go to table 1")
+    at = make("editor", episode=ep.id)
+    at.text_input(key="until_obs").set_value("Nothing happens")
+    ok(at.run())
+    assert any("--until 'obs:/Nothing happens/'" in c.value for c in at.caption)
+    click(at, "btn_run_end")
+    for _ in range(20):
+        if not at.session_state["run"]:
+            break
+        ok(at.run())
+    steps = toy.store.version_steps(toy.store.episode(ep.id).current_version)
+    assert [s.action for s in steps] == ["go to cabinet 1", "go to shelf 1", "open cabinet 1"]
+    assert any("Run stopped at step 3: the observation matches /Nothing happens/" in i.value for i in at.info)
+
+
+# ---------------------------------------------------------------------- 10: what-if offers what applies
+
+
+def test_whatif_and_edit_form_offer_only_edits_that_apply_with_one_wording(app):
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, 2)  # "go to cabinet 1": an action, no thought
+    wi = at.selectbox(key=f"wi_edit_{v.id}_2").options
+    assert "Rewrite thought" not in wi and "Delete thought" not in wi
+    assert wi == ["No edit (resample from this step)", "Insert a thought before this step", "Rewrite action"]
+    form = at.radio(key=f"ed_kind_{v.id}_2").options
+    assert "Delete thought" not in form and "Insert a thought before this step" in form
+    assert "Insert a thought after this step" in form
+
+
+# ---------------------------------------------------------------------- 16-19: lists, settings, downloads, words
+
+
+def test_episodes_list_shows_the_task_line_and_the_type(app):
+    toy, make = app
+    _won(toy)
+    toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    at = make()
+    df = at.dataframe[0].value
+    assert set(df["task"]) == {"Your task is to: put a mug in table.", WIKI_TASK.text}
+    assert set(df["type"]) == {"pick_and_place_simple", "bridge"} and list(df.columns)[2] == "type"
+
+
+def test_settings_has_no_done_box_on_load_and_alerts_hold_their_reason(app):
+    toy, make = app
+    at = make("settings")
+    assert not at.success and not any("Done:" in h for h in _html(at))
+    (box,) = [h for h in _html(at) if "re-alert" in h]
+    assert "Model: none configured" in box and "No model configured" in box  # the reason inside the box
+
+
+def test_downloads_are_named_after_what_they_hold(app):
+    toy, make = app
+    _won(toy)
+    ep, v = _won(toy)
+    at = make("export")
+    at.text_input(key="exp-refs").set_value(f"{ep.id}")
+    ok(at.run())
+    [b for b in at.button if b.label == "Prepare export"][0].click().run()
+    assert at.session_state["exp-data"][3] == f"episode-{ep.id}-v1.prompt.txt"
+    from app_pages.export import download_name
+
+    assert download_name("react-json", exemplar_set="my fixes/../x") == "exemplars-my-fixes-..-x.react-json.json"
+    assert download_name("jsonl", rows=[(1, 1), (1, 2), (2, 3)]) == "3-versions-2-episodes.jsonl.jsonl"
+
+
+def test_edit_kinds_are_words_wherever_people_read_them():
+    from agent.rollouts import group_label
+
+    class G:
+        label, n = "treatment @2", 3
+        edit = type("E", (), {"kind": "insert_thought"})()
+
+    class S:
+        group, success, n, pending = G(), 2, 3, 0
+
+    assert group_label(S()) == "treatment @2 (thought inserted): 2/3 success"
+
+
+def test_a_long_version_shows_earlier_steps_as_one_escaped_block_that_can_be_edited(app):
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    for i in range(40):
+        toy.engine.human_step(v.id, action=f"go to shelf {EVIL}" if i == 3 else "go to table 1")
+    at = make("editor", episode=ep.id)
+    (block,) = [h for h in _html(at) if 'class="ov-step' in h]
+    assert block.count('data-step="') == 10 and "<script" not in block and "&lt;script&gt;" in block
+    assert sum(1 for c in at.caption if re.fullmatch(r"Step \d+ · .*", c.value)) == 30  # the newest are live
+    at.number_input(key=f"edit_older_k_{v.id}").set_value(4)
+    click(at, f"edit_older_{v.id}")
+    assert at.session_state["edit_at"] == (v.id, 4) and at.radio(key=f"ed_kind_{v.id}_4")
+
+
+def test_version_references_typed_by_people_are_per_episode_numbers(toy, capsys):
+    from sessions.exchange import parse_ref, select
+
+    _won(toy)  # episode 1 takes the first global ids
+    ep, v = _won(toy)
+    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    (batch,) = select(toy.store, [parse_ref(f"{ep.id}:2")])
+    assert [x.id for x in batch.versions] == [b.id] and b.id != 2
+    (batch,) = select(toy.store, [parse_ref(f"{ep.id}:v1")])
+    assert [x.id for x in batch.versions] == [v.id]
+    with pytest.raises(Exception, match="has no version v7"):
+        list(select(toy.store, [parse_ref(f"{ep.id}:7")]))
+    code, out, err = cli(capsys, "annotate", f"{ep.id}:2", "--verdict", "failure", "--db", str(toy.db))
+    assert code == 0, err
+    assert ann.version_annotation(toy.store, b.id).verdict == "failure"
