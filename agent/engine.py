@@ -785,9 +785,11 @@ class Engine:
         max_steps: int | None = None,
         should_stop: Callable[[], bool] | None = None,
         on_step: Callable[[StepReport], None] | None = None,
+        watch: CallWatch | None = None,
     ) -> RunReport:
         """Step until done, the step limit, `max_steps` new steps, an error, or Stop. A
-        frozen version goes on in a new child version; the report names it."""
+        frozen version goes on in a new child version; the report names it. `watch`
+        (a job's) cancels the model call in flight at Stop: that step is not taken."""
         added, stopped, error, continued_from = 0, False, None, None
         vid = version_id
         v = self.store.version(vid)
@@ -798,7 +800,10 @@ class Engine:
                 stopped = True
                 break
             try:
-                rep = self.step(vid)
+                rep = self.step(vid, watch=watch)
+            except StepCancelled:
+                stopped = True
+                break
             except WriteBlocked:  # a blocked writer stops the command (exit 2), its answer kept
                 raise
             except (EngineError, EnvError, StoreError) as exc:
@@ -812,7 +817,7 @@ class Engine:
                 on_step(rep)
         try:
             v = self.store.version(vid)
-            if stopped and not v.outcome.done:
+            if stopped and not v.outcome.done and self.frozen_reason(vid) is None:  # frozen: never changes
                 v = self.store.update_version(vid, status="stopped")
         except StoreError as exc:  # the report still says how far the run got
             error = error or str(exc)
@@ -838,6 +843,7 @@ class Engine:
         *,
         keep_rest: bool = False,
         config: AgentConfig | None = None,
+        make_current: bool = True,
     ) -> Version:
         """Edit step k of a version: a new branch from step k-1 (the old version stays as it
         was) that becomes the episode's current version (running with `config` when given).
@@ -854,6 +860,8 @@ class Engine:
             new, fields = apply(self, e)
             if config is not None:  # the branch alone runs with it; the episode's default stays
                 fields.update(config=config, exemplar_rev=self.store.exemplar_revision(e.v.id), set_default=False)
+            if not make_current:
+                fields["make_current"] = False
             return self._commit_edit(e, new, fields)
 
     def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
@@ -939,7 +947,8 @@ class Engine:
             live.at = rows[-1].id
         return version
 
-    def branch(self, version_id: int, k: int, *, config: AgentConfig | None = None) -> Version:
+    def branch(self, version_id: int, k: int, *, config: AgentConfig | None = None,
+               make_current: bool = True) -> Version:
         """"Resume from here": a new version that keeps steps 1..k and goes on from there
         (with `config`: running with it; rollouts pin their sampling settings this way)."""
         v = self.store.version(version_id)
@@ -953,8 +962,13 @@ class Engine:
             fields.update(status="done", outcome=_outcome(at.reward, at.info, True))
         if config is not None:  # the branch alone runs with it; the episode's default stays
             fields.update(config=config, exemplar_rev=self.store.exemplar_revision(v.id), set_default=False)
-        version, _ = self.store.branch(v, at_step=at, steps=[], **fields)
+        version, _ = self.store.branch(v, at_step=at, steps=[], make_current=make_current, **fields)
         return version
+
+    def locked(self, episode_id: int) -> threading.RLock:
+        """The episode's lock, for a caller that makes several engine calls one transaction
+        (take it before `store.transaction()`, as the engine does)."""
+        return self._locked(episode_id)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor import alfworld, confirm, core, exchange, experiment, launch, search, whatif, wiki
+from react_editor import alfworld, confirm, core, exchange, experiment, jobs, launch, search, whatif, wiki
 from react_editor.common import run_command
 
-COMMAND_GROUPS = (core, alfworld, wiki, exchange, experiment, whatif, confirm, launch, search)
+COMMAND_GROUPS = (core, alfworld, wiki, exchange, experiment, whatif, jobs, confirm, launch, search)
 
 
 def build_parser() -> argparse.ArgumentParser:
