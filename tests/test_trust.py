@@ -199,8 +199,10 @@ def test_database_errors_are_one_line_store_errors(toy, capsys):
     with pytest.raises(StoreError, match="locked") as info:
         toy.store.set_setting("x", 1)
     assert "\n" not in str(info.value)
-    rep = toy.engine.run(v.id)
-    assert rep.error and "locked" in rep.error and rep.version == v.id
+    from agent.engine import WriteBlocked
+    with pytest.raises(WriteBlocked, match="locked") as info:  # the paid answer is kept, the run stops
+        toy.engine.run(v.id)
+    assert "\n" not in str(info.value) and "kept" in str(info.value)
     blocker.execute("rollback")
     blocker.close()
     with pytest.raises(StoreError, match="FOREIGN KEY") as info:  # an integrity error
