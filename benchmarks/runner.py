@@ -13,6 +13,9 @@ in the runner's process: its time is measured on its own and reported as `env_ms
 - `cpu_ms_per_call`: the runner process's CPU time (all threads) per model call, marginal:
   measured over the timed run only, after a warm-up run (imports, corpus, first client).
 - `calls_per_s`: model calls per second of wall time.
+- `openai_client_cpu_ms_per_call` / `httpx_cpu_ms_per_call`: the official client's (and bare httpx's)
+  own CPU per request to the same server, nothing of ours around it: the floor under the runner's
+  figure on this machine; `ours_cpu_ms_per_call` is what the runner adds above that floor.
 
 Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--profile FILE]
 """
@@ -39,6 +42,7 @@ def serve() -> None:
     from tests.scripted_server import ScriptedLLM, _Handler
 
     _Handler.protocol_version = "HTTP/1.1"  # keep-alive, as a vLLM/SGLang server
+    _Handler.disable_nagle_algorithm = True  # as a real server: no 40 ms Nagle/delayed-ACK stall per answer
     llm = ScriptedLLM().start()
     llm.set_responder(wiki_agent({}, react_steps=2))
     llm._record = lambda req: None  # a server that keeps no log (it would grow without bound)
@@ -99,6 +103,30 @@ def _clock_env(env_clock: list[float]) -> None:
     WikiEnv.step = timed
 
 
+def client_floor(url: str, n: int = 400) -> dict:
+    """The official client's own CPU per request against the same server, with nothing of ours
+    around it: the floor under `cpu_ms_per_call` on this machine (and bare httpx beside it)."""
+    import httpx
+    import openai
+
+    body = {"model": "bench", "prompt": "Question: who?\nThought 1:", "temperature": 0, "max_tokens": 100,
+            "stop": ["\nObservation 1:"]}
+    client = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
+    bare = httpx.Client(base_url=url, timeout=20)
+    out = {}
+    for name, send in (("openai_client_cpu_ms_per_call", lambda: client.post("/completions", body=body, cast_to=object)),
+                       ("httpx_cpu_ms_per_call", lambda: bare.post("/completions", json=body).json())):
+        for _ in range(50):
+            send()
+        t0 = time.process_time()
+        for _ in range(n):
+            send()
+        out[name] = round((time.process_time() - t0) / n * 1000, 3)
+    bare.close()
+    client.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=300)
@@ -127,6 +155,7 @@ def main() -> None:
             work = Path(tmp)
             os.environ.setdefault("REACT_EDITOR_CACHE", str(work / "cache"))
             _timed(work, "warmup", url, tasks[:20], max(levels), env_clock)
+            floor = client_floor(url)
             result = {"tasks": len(tasks), "method": "react", "server": "scripted, separate process, answers at once",
                       "env": "built-in Wikipedia corpus, in process (env_ms_per_call)", "levels": {}}
             for c in levels:
@@ -148,6 +177,8 @@ def main() -> None:
     result["calls_per_s_at_max"] = lv[str(levels[-1])]["calls_per_s"]
     rates = [lv[str(c)]["calls_per_s"] for c in levels]
     result["rising"] = all(b >= a * 0.95 for a, b in zip(rates, rates[1:]))
+    result.update(floor)
+    result["ours_cpu_ms_per_call"] = round(result["cpu_ms_per_call"] - floor["openai_client_cpu_ms_per_call"], 3)
     print(json.dumps(result))
 
 
