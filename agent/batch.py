@@ -12,7 +12,9 @@ pause gate (`agent.ratelimit`) slows every job down together.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -47,7 +49,26 @@ def _executor(mode: str, concurrency: int) -> Executor:
         return ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="batch")
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    return ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx, initializer=exit_with_parent,
+                               initargs=(os.getpid(),))
+
+
+def exit_with_parent(parent_pid: int, every_s: float = 0.5) -> None:
+    """In a worker process: exit when the process that started the batch is gone, even
+    killed with -9 (a forkserver worker's own parent is the fork server, so it watches
+    the batch's process by id). Then the fork server and resource tracker end too."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_s)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # pragma: no cover - the id now names someone else's process
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
 def run_batch(

@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -65,6 +66,25 @@ class ResponseCache(Protocol):
 
 class _Malformed(Exception):
     """The server answered 200 with something that is not a completion."""
+
+
+_OPENAI: "OrderedDict[tuple[str | None, str, float], openai.OpenAI]" = OrderedDict()
+MAX_SHARED_CLIENTS = 32
+
+
+def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.OpenAI:
+    """One `openai.OpenAI` per (key, endpoint, timeout) in the process (thread-safe to share)."""
+    key = (api_key, base_url, timeout_s)
+    with _BUILD_LOCK:
+        client = _OPENAI.get(key)
+        if client is None:
+            client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+            _ = client.completions, client.chat.completions  # load the lazy modules here
+            _OPENAI[key] = client
+            while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
+                _OPENAI.popitem(last=False)
+        _OPENAI.move_to_end(key)
+        return client
 
 
 def resolve_base_url(config: AgentConfig) -> str:
@@ -185,7 +205,12 @@ class ModelClient:
         """Ask until an answer, a failure for good, or Stop; every attempt counts in `call`."""
         cfg = self.config
         malformed = rate_limited = 0
-        on_retry = (watch.on_retry if watch else None) or self.on_retry
+        hooks = [f for f in ((watch.on_retry if watch else None), self.on_retry) if f is not None]
+
+        def on_retry(attempt: int, reason: str) -> None:  # the caller's watch and the client's own
+            for f in hooks:
+                f(attempt, reason)
+
         while True:
             self.gate.wait(watch.cancel if watch else None)  # Stop ends the wait; the answer is then dropped
             call.attempts += 1
@@ -206,8 +231,7 @@ class ModelClient:
                 if retryable and budget_left:
                     if delay is None:
                         delay = self._backoff(call.attempts)
-                    if on_retry is not None:
-                        on_retry(call.attempts, reason)
+                    on_retry(call.attempts, reason)
                     if limited:  # every request to this endpoint waits, not just this one
                         self.gate.pause(delay)
                         if watch is None or not watch.cancel.is_set():
@@ -233,15 +257,11 @@ class ModelClient:
     # -- internals --------------------------------------------------------------------
     @property
     def _client(self) -> openai.OpenAI:
-        """Built on first use: a cache hit never needs an HTTP client."""
-        with _BUILD_LOCK:
-            if self._openai is None:
-                client = openai.OpenAI(
-                    api_key=self._key, base_url=self.base_url,
-                    timeout=self.config.timeout_s, max_retries=0,
-                )
-                _ = client.completions, client.chat.completions  # load the lazy modules here
-                self._openai = client
+        """Built on first use (a cache hit never needs an HTTP client), and shared by every
+        ModelClient of the process with the same endpoint, key and timeout: building one
+        costs ~0.3-1 s of CPU (TLS context), and its connection pool keeps connections alive."""
+        if self._openai is None:
+            self._openai = shared_openai(self._key, self.base_url, self.config.timeout_s)
         return self._openai
 
     def _cacheable(self) -> bool:
@@ -277,30 +297,32 @@ class ModelClient:
         }
         if stop:
             common["stop"] = stop[:MAX_STOP_SEQUENCES]
+        # The official client's own request path (auth, headers, errors, timeouts), with the
+        # JSON body as it is: the typed `.create()` would transform the parameters and build
+        # response models on every call, most of the runner's CPU per call at high rates.
+        if cfg.api_style == "chat":
+            path, body = "/chat/completions", {
+                "messages": [{"role": "user", "content": chat_message(prompt, instruction)}], **common}
+        else:
+            path, body = "/completions", {"prompt": prompt, **common}
         try:
-            if cfg.api_style == "chat":
-                resp = self._client.chat.completions.create(
-                    messages=[{"role": "user", "content": chat_message(prompt, instruction)}],
-                    **common,
-                )
-            else:
-                resp = self._client.completions.create(prompt=prompt, **common)
+            resp = self._client.post(path, body=body, cast_to=object)
         except ValueError as exc:  # a 200 whose body is not JSON (or not a completion)
             raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
-        choices = getattr(resp, "choices", None)
-        if not choices:
+        choices = _field(resp, "choices")
+        if not choices or not isinstance(choices, list):
             raise _Malformed(f"response has no choices: {_snippet(resp)}")
         first = choices[0]
         if cfg.api_style == "chat":
-            message = getattr(first, "message", None)
+            message = _field(first, "message")
             if message is None:
                 raise _Malformed(f"chat choice has no message: {_snippet(resp)}")
-            text = message.content
+            text = _field(message, "content")
         else:
-            text = getattr(first, "text", None)
+            text = _field(first, "text")
         if text is not None and not isinstance(text, str):
             raise _Malformed(f"completion text is not a string: {_snippet(resp)}")
-        return text or "", _usage(getattr(resp, "usage", None))
+        return text or "", _usage(_field(resp, "usage"))
 
     def _classify(self, exc: Exception) -> tuple[str, bool, float | None]:
         """(scrubbed one-line reason, retryable?, server-requested delay or None)."""
@@ -354,15 +376,24 @@ class ModelClient:
         return text
 
 
+def _field(obj: Any, name: str) -> Any:
+    """A field of a JSON object (a dict) or of a typed response (an attribute)."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _usage(u: Any) -> Usage:
-    if u is None:
+    if not isinstance(u, dict) and (u is None or isinstance(u, (str, list, int, float))):
         return Usage()
-    details = getattr(u, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    details = _field(u, "prompt_tokens_details")
+    cached = _field(details, "cached_tokens") if details is not None else None
     return Usage(
-        prompt_tokens=getattr(u, "prompt_tokens", None),
-        completion_tokens=getattr(u, "completion_tokens", None),
-        cached_prompt_tokens=cached,
+        prompt_tokens=_count(_field(u, "prompt_tokens")),
+        completion_tokens=_count(_field(u, "completion_tokens")),
+        cached_prompt_tokens=_count(cached),
     )
 
 

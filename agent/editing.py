@@ -101,6 +101,7 @@ class EditingMixin:
         *,
         keep_rest: bool = False,
         config: AgentConfig | None = None,
+        make_current: bool = True,
     ) -> Version:
         """Edit step k of a version: a new branch from step k-1 (the old version stays as it
         was) that becomes the episode's current version (running with `config` when given).
@@ -120,6 +121,8 @@ class EditingMixin:
             new, fields = apply(self, e)
             if config is not None:  # the branch alone runs with it; the episode's default stays
                 fields.update(config=config, exemplar_rev=self.store.exemplar_revision(e.v.id), set_default=False)
+            if not make_current:
+                fields["make_current"] = False
             return self._commit_edit(e, new, fields)
 
     def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
@@ -203,7 +206,8 @@ class EditingMixin:
             live.at = rows[-1].id
         return version
 
-    def branch(self, version_id: int, k: int, *, config: AgentConfig | None = None) -> Version:
+    def branch(self, version_id: int, k: int, *, config: AgentConfig | None = None,
+               make_current: bool = True) -> Version:
         """"Resume from here": a new version that keeps steps 1..k and goes on from there
         (with `config`: running with it; rollouts pin their sampling settings this way)."""
         v = self.store.version(version_id)
@@ -218,7 +222,7 @@ class EditingMixin:
             fields.update(status="done", outcome=_outcome(kind, at.reward, at.info, True))
         if config is not None:  # the branch alone runs with it; the episode's default stays
             fields.update(config=config, exemplar_rev=self.store.exemplar_revision(v.id), set_default=False)
-        version, _ = self.store.branch(v, at_step=at, steps=[], **fields)
+        version, _ = self.store.branch(v, at_step=at, steps=[], make_current=make_current, **fields)
         return version
 
     _EDITS = {"rewrite_thought": _edit_thought, "delete_thought": _edit_thought,

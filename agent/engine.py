@@ -65,6 +65,11 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._guard = threading.Lock()  # the caches and the lock table
         self._locks: dict[int, threading.RLock] = {}
 
+    def locked(self, episode_id: int) -> threading.RLock:
+        """The episode's lock, for a caller that makes several engine calls one transaction
+        (take it before `store.transaction()`, as the engine does)."""
+        return self._locked(episode_id)
+
     def _locked(self, episode_id: int) -> threading.RLock:
         """The episode's lock: held around its environment and database work."""
         with self._guard:
@@ -338,9 +343,11 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         max_steps: int | None = None,
         should_stop: Callable[[], bool] | None = None,
         on_step: Callable[[StepReport], None] | None = None,
+        watch: CallWatch | None = None,
     ) -> RunReport:
         """Step until done, the step limit, `max_steps` new steps, an error, or Stop. A
-        frozen version goes on in a new child version; the report names it."""
+        frozen version goes on in a new child version; the report names it. `watch`
+        (a job's) cancels the model call in flight at Stop: that step is not taken."""
         added, stopped, error, continued_from = 0, False, None, None
         vid = version_id
         v = self.store.version(vid)
@@ -351,7 +358,10 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 stopped = True
                 break
             try:
-                rep = self.step(vid)
+                rep = self.step(vid, watch=watch)
+            except StepCancelled:
+                stopped = True
+                break
             except WriteBlocked:  # a blocked writer stops the command (exit 2), its answer kept
                 raise
             except (EngineError, EnvError, StoreError) as exc:
@@ -365,7 +375,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 on_step(rep)
         try:
             v = self.store.version(vid)
-            if stopped and not v.outcome.done:
+            if stopped and not v.outcome.done and self.frozen_reason(vid) is None:  # frozen: never changes
                 v = self.store.update_version(vid, status="stopped")
         except StoreError as exc:  # the report still says how far the run got
             error = error or str(exc)

@@ -16,13 +16,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from agent import methods
+from agent import jobs, methods
 from agent.batch import BatchAborted, JobResult, run_batch
+from agent.client import CallWatch
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
 from envs.registry import family
 from sessions import experiments as xs
-from sessions.store import Store
+from sessions import jobs as jobs_db
+from sessions.store import Store, StoreError
 from trajectory.records import AgentConfig, Task
 from trajectory.stats import mcnemar_exact, newcombe_paired_cc_diff
 
@@ -115,29 +117,23 @@ class _ItemFailed(Exception):
 
 
 class _Workers:
-    """One Store + Engine per worker thread, closed when the batch ends."""
+    """One Engine (its own environments) per worker thread, all on the run's Store: each
+    thread has its own connection, and the Store's lock queues their writes in the process
+    (separate Stores would contend through SQLite's busy-wait, which sleeps)."""
 
-    def __init__(self, db_path: str, api_key: str | None):
-        self.db_path, self.api_key = db_path, api_key
+    def __init__(self, store: Store, api_key: str | None):
+        self.store, self.api_key = store, api_key
         self._local = threading.local()
-        self._stores: list[Store] = []
-        self._lock = threading.Lock()
 
     def engine(self) -> Engine:
         eng = getattr(self._local, "engine", None)
         if eng is None:
-            store = Store(self.db_path, create=False)
-            with self._lock:
-                self._stores.append(store)
-            eng = self._local.engine = Engine(store, api_key=self.api_key)
+            eng = self._local.engine = Engine(self.store, api_key=self.api_key)
         return eng
 
-    def close(self) -> None:
-        for s in self._stores:
-            s.close()
 
-
-def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Callable[[], bool] | None = None) -> dict:
+def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Callable[[], bool] | None = None,
+             *, concurrency: int = 1, watch: CallWatch | None = None) -> dict:
     """Run or continue one task of the experiment in its (single) episode."""
     store = engine.store
     it = xs.item(store, item_id)
@@ -146,7 +142,8 @@ def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Call
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
                                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
                                should_stop=should_stop, phases=it.phases,
-                               on_phase=functools.partial(xs.record_phase, store, item_id))
+                               on_phase=functools.partial(xs.record_phase, store, item_id),
+                               concurrency=concurrency, watch=watch)
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
         msg = " ".join(str(exc).split()) or type(exc).__name__
         xs.record_item(store, item_id, status="error", error=msg)
@@ -161,12 +158,30 @@ def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Call
     return {"item": item_id, "episode": ep_id, "done": out.done, "success": out.success}
 
 
-def _process_item(db_path: str, exp_id: int, api_key: str | None, item_id: int) -> dict:
-    """`run_item` in a worker process (ALFWorld): one Store + Engine per process."""
+def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: float, item_id: int,
+                  should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None) -> dict:
+    """`run_item` once the item is ours: another runner holding it (or having finished it)
+    makes this a skip, so two runners of one experiment never run the same item."""
+    store = engine.store
+    with store.transaction():  # the claim commits with the item's episode (no transaction of its own)
+        if not xs.claim(store, item_id, job_id, lease_s):
+            return {"item": item_id, "skipped": True}
+        xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{xs.item(store, item_id).pos + 1}")
+    try:
+        return run_item(engine, exp, item_id, should_stop, concurrency=concurrency, watch=watch)
+    except BaseException:
+        xs.release(engine.store, item_id, job_id)  # (recording the item's result releases it too)
+        raise
+
+
+def _process_item(db_path: str, exp_id: int, api_key: str | None, job_id: int, lease_s: float, item_id: int) -> dict:
+    """An item in a worker process (ALFWorld): one Store + Engine per process. Stop is the
+    job's flag in the database, read between model calls."""
     eng = _PROCESS_ENGINES.get(db_path)
     if eng is None:
         eng = _PROCESS_ENGINES[db_path] = Engine(Store(db_path, create=False), api_key=api_key)
-    return run_item(eng, xs.get(eng.store, exp_id), item_id)
+    return _claimed_item(eng, xs.get(eng.store, exp_id), job_id, lease_s, item_id,
+                         lambda: jobs_db.stop_requested(eng.store, job_id), 1)
 
 
 _PROCESS_ENGINES: dict[str, Engine] = {}
@@ -175,62 +190,128 @@ _PROCESS_ENGINES: dict[str, Engine] = {}
 def run(
     db_path: str, ref: int | str, *, concurrency: int = 1, stop: threading.Event | None = None,
     on_progress: Callable[[Progress], None] | None = None, api_key: str | None = None,
-    max_consecutive_failures: int = 5, mode: str = "threads",
+    max_consecutive_failures: int = 5, mode: str = "threads", handle: jobs.Handle | None = None,
+    lease_s: float | None = None,
 ) -> dict[str, Any]:
-    """Run every unfinished item of the experiment (first run and resume alike) and return
-    its summary. Raises ExperimentError when the batch stops on consecutive failures.
-    `mode="processes"` runs items in worker processes (each loads its own games: worth it
-    only with many cores; benchmarks/experiment.py measures both)."""
+    """Run every unfinished item of the experiment (first run and resume alike) as a job,
+    and return its summary. Items are claimed one at a time under the job's lease, so
+    several runners (the app, CLI processes) share an experiment's items; a dead runner's
+    items are taken over once its lease runs out. Raises ExperimentError when the batch
+    stops on consecutive failures. `mode="processes"` runs items in worker processes."""
     store = Store(db_path, create=False)
     try:
         exp = xs.get(store, ref)
-        items = xs.items(store, exp.id)
-        todo = [it.id for it in items if it.status != "done"]
-        counts = {"done": sum(it.status == "done" for it in items),
-                  "success": sum(bool(it.success) for it in items if it.status == "done"), "failed": 0}
-        start_done = counts["done"]
-        stop = stop or threading.Event()
-        t0 = time.monotonic()
-
-        def report(res: JobResult) -> None:
-            if res.ok and res.value["done"]:
-                counts["done"] += 1
-                counts["success"] += bool(res.value["success"])
-            elif not res.ok:
-                counts["failed"] += 1
-            if on_progress:
-                on_progress(Progress(len(items), counts["done"], counts["success"], counts["failed"],
-                                     time.monotonic() - t0, start_done))
-
-        if on_progress:
-            on_progress(Progress(len(items), counts["done"], counts["success"], 0, 0.0, start_done))
-        xs.set_status(store, exp.id, "running")
-        workers = _Workers(db_path, api_key)
-        if mode == "processes":
-            work: Callable[[int], Any] = functools.partial(_process_item, db_path, exp.id, api_key)
-        else:
-            def work(item_id: int) -> dict:
-                return run_item(workers.engine(), exp, item_id, stop.is_set)
-        status, error = "done", None
-        try:
-            run_batch(todo, work, concurrency=concurrency, stop=stop, on_result=report,
-                      max_consecutive_failures=max_consecutive_failures, mode=mode)
-        except BatchAborted as exc:
-            status, error = "aborted", str(exc)
-        except KeyboardInterrupt:
-            xs.set_status(store, exp.id, "stopped", add_wall_s=time.monotonic() - t0)
-            raise
-        finally:
-            workers.close()
-        left = xs.counts(store, exp.id)
-        if status == "done" and sum(n for s, n in left.items() if s != "done"):
-            status = "stopped" if stop.is_set() else "incomplete"
-        xs.set_status(store, exp.id, status, add_wall_s=time.monotonic() - t0)
-        if error:
-            raise ExperimentError(f"experiment {exp.name!r} {error}; fix the cause, then `experiment resume {exp.id}`")
-        return summary(store, exp.id)
+        opts = _Options(concurrency, stop, on_progress, api_key, max_consecutive_failures, mode)
+        if handle is not None:
+            return _run(store, exp, handle, opts)
+        return jobs.run_here(store, "experiment", lambda h: _run(store, exp, h, opts), lease_s=lease_s, stop=stop,
+                             experiment_id=exp.id, target=f"experiment {exp.name}", total=len(xs.items(store, exp.id)))
     finally:
         store.close()
+
+
+@dataclass
+class _Options:
+    concurrency: int
+    stop: threading.Event | None
+    on_progress: Callable[[Progress], None] | None
+    api_key: str | None
+    max_failures: int
+    mode: str
+
+
+def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[str, Any]:
+    items = xs.items(store, exp.id)
+    counts = {"done": sum(it.status == "done" for it in items),
+              "success": sum(bool(it.success) for it in items if it.status == "done"), "failed": 0}
+    start_done, t0 = counts["done"], time.monotonic()
+
+    def report(res: JobResult) -> None:
+        if res.ok and res.value.get("skipped"):
+            return
+        if res.ok and res.value["done"]:
+            counts["done"] += 1
+            counts["success"] += bool(res.value["success"])
+        elif not res.ok:
+            counts["failed"] += 1
+        h.progress(done=counts["done"], total=len(items), detail=f"{counts['success']} successes")
+        if o.on_progress:
+            o.on_progress(Progress(len(items), counts["done"], counts["success"], counts["failed"],
+                                   time.monotonic() - t0, start_done))
+
+    h.on_beat.append(lambda: xs.renew_claims(store, h.id, h.lease_s))
+    if o.stop is not None:  # a caller's own Stop (threading.Event) is the job's Stop too
+        h.on_beat.append(lambda: o.stop.is_set() and h.stop.set())
+    h.progress(done=counts["done"], total=len(items))
+    if o.on_progress:
+        o.on_progress(Progress(len(items), counts["done"], counts["success"], 0, 0.0, start_done))
+    xs.set_status(store, exp.id, "running")
+    status, error = "done", None
+    try:
+        _rounds(store, exp, h, o, report)
+    except BatchAborted as exc:
+        status, error = "aborted", str(exc)
+    except KeyboardInterrupt:
+        xs.set_status(store, exp.id, "stopped", add_wall_s=time.monotonic() - t0)
+        raise
+    left = xs.counts(store, exp.id)
+    if status == "done" and sum(n for s, n in left.items() if s != "done"):
+        status = "stopped" if h.stop.is_set() else "incomplete"
+        if not h.stop.is_set() and xs.holders(store, exp.id, h.id):
+            status = "running"  # another runner still works on it
+    xs.set_status(store, exp.id, status, add_wall_s=time.monotonic() - t0)
+    if error:
+        raise ExperimentError(f"experiment {exp.name!r} {error}; fix the cause, then `experiment resume {exp.id}`")
+    return summary(store, exp.id)
+
+
+def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, report: Callable[[JobResult], None]) -> None:
+    """Batches over the claimable items until none is left that this run has not tried;
+    items another runner holds are waited for (it finishes them, or dies and its lease
+    runs out: then they are taken over here), so nothing is lost and nothing runs twice."""
+    workers = _Workers(store, o.api_key)
+    tried: set[int] = set()
+
+    def ran(res: JobResult) -> None:
+        if not (res.ok and res.value.get("skipped")):
+            tried.add(res.key)
+        report(res)
+
+    while not h.stop.is_set():
+        todo = [i for i in xs.claimable(store, exp.id) if i not in tried]
+        if not todo and _free_dead_claims(store, exp.id, h.id):
+            continue
+        if not todo and xs.holders(store, exp.id, h.id):  # another runner's items: done by it, or
+            h.stop.wait(min(1.0, h.lease_s / 4))  # taken over here once its lease runs out
+            continue
+        if not todo:
+            break
+        if o.mode == "processes":
+            work: Callable[[int], Any] = functools.partial(_process_item, store.file, exp.id, o.api_key, h.id,
+                                                           h.lease_s)
+        else:
+            def work(item_id: int) -> dict:
+                return _claimed_item(workers.engine(), exp, h.id, h.lease_s, item_id, h.should_stop,
+                                     o.concurrency, h.watch())
+        run_batch(todo, work, concurrency=o.concurrency, stop=h.stop, on_result=ran,
+                  max_consecutive_failures=o.max_failures, mode=o.mode)
+
+
+def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:
+    """Items held by a runner known to be dead (a killed process of this machine, or a
+    job already ended) are freed at once; True when some were."""
+    freed = False
+    for other in xs.holders(store, exp_id, job_id):
+        try:
+            job = jobs_db.get(store, other)
+        except StoreError:
+            job = None
+        if job is None or jobs_db.owner_gone(job):
+            if job is not None and job.active:
+                jobs_db.finish(store, job.id, "stopped", error="its process ended")
+            xs.release_job(store, exp_id, other)
+            freed = True
+    return freed
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -371,56 +452,60 @@ def failures(store: Store, ref: int | str) -> list[xs.Item]:
 
 # ---------------------------------------------------------------------------- background
 
-@dataclass
-class _Run:
-    thread: threading.Thread
-    stop: threading.Event
-    progress: Progress | None = None
-    error: str | None = None
-
-
 class Background:
-    """Experiments running in background threads of this process (the app), so a long
-    batch never blocks the page or other sessions. One run per experiment at a time."""
+    """The app's face on experiment jobs: starts them in this process (a long batch never
+    blocks the page or other sessions) and follows any experiment job of the database,
+    whichever process runs it (the CLI's too), with Stop."""
 
-    def __init__(self) -> None:
-        self._runs: dict[int, _Run] = {}
+    def __init__(self, db_path: str) -> None:
+        self.db_path = db_path
+        self._store: Store | None = None
+        self._progress: dict[int, Progress] = {}
+        self._errors: dict[int, str] = {}
         self._lock = threading.Lock()
 
-    def start(self, db_path: str, exp_id: int, *, concurrency: int = 1, api_key: str | None = None) -> bool:
-        """Launch (or resume) the experiment; False when it is already running here."""
+    @property
+    def store(self) -> Store:
+        if self._store is None:  # opened on first use (the page may load before the database exists)
+            self._store = Store(self.db_path)
+        return self._store
+
+    def start(self, db_path: str, exp_id: int, *, concurrency: int = 1, api_key: str | None = None,
+              session: str | None = None) -> bool:
+        """Launch (or resume) the experiment; False when a runner already works on it here."""
         with self._lock:
-            if self.running(exp_id):
+            if any(jobs.handle(self.store, j.id) for j in jobs_db.active(self.store, experiment_id=exp_id)):
                 return False
-            stop = threading.Event()
-            run_ = _Run(threading.Thread(), stop)
+            self._errors.pop(exp_id, None)
+            exp = xs.get(self.store, exp_id)
 
-            def target() -> None:
+            def work(h: jobs.Handle) -> dict[str, Any]:
                 try:
-                    run(db_path, exp_id, concurrency=concurrency, stop=stop, api_key=api_key,
-                        on_progress=lambda p: setattr(run_, "progress", p))
+                    return run(db_path, exp_id, concurrency=concurrency, api_key=api_key, handle=h,
+                               on_progress=lambda p: self._progress.__setitem__(exp_id, p))
                 except Exception as exc:  # shown on the page; the items keep their own errors
-                    run_.error = " ".join(str(exc).split()) or type(exc).__name__
+                    self._errors[exp_id] = " ".join(str(exc).split()) or type(exc).__name__
+                    raise
 
-            run_.thread = threading.Thread(target=target, daemon=True, name=f"experiment-{exp_id}")
-            self._runs[exp_id] = run_
-            run_.thread.start()
+            jobs.start(self.store, "experiment", work, experiment_id=exp_id, target=f"experiment {exp.name}",
+                       session=session, total=len(xs.items(self.store, exp_id)))
             return True
 
+    def job(self, exp_id: int) -> jobs_db.Job | None:
+        """The newest live job on the experiment, in any process."""
+        live = jobs_db.active(self.store, experiment_id=exp_id)
+        return live[0] if live else None
+
     def stop(self, exp_id: int) -> None:
-        """Start nothing new; episodes in flight stop after their current step."""
-        r = self._runs.get(exp_id)
-        if r:
-            r.stop.set()
+        """Stop every runner of the experiment: each ends within one model call."""
+        for j in jobs_db.active(self.store, experiment_id=exp_id):
+            jobs.stop(self.store, j.id)
 
     def running(self, exp_id: int) -> bool:
-        r = self._runs.get(exp_id)
-        return bool(r and r.thread.is_alive())
+        return self.job(exp_id) is not None
 
     def progress(self, exp_id: int) -> Progress | None:
-        r = self._runs.get(exp_id)
-        return r.progress if r else None
+        return self._progress.get(exp_id)
 
     def error(self, exp_id: int) -> str | None:
-        r = self._runs.get(exp_id)
-        return r.error if r else None
+        return self._errors.get(exp_id)

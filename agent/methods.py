@@ -16,11 +16,13 @@ unfinished ReAct phase continues in place, a CoT phase is one atomic step.
 from __future__ import annotations
 
 import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from agent import exemplars as ex
-from agent.client import ModelError
+from agent.client import CallWatch, ModelError
 from agent.engine import Engine, EngineError
 from envs.base import TEXT_METHODS, EnvError
 from envs.registry import family
@@ -98,6 +100,7 @@ def run_item(
     engine: Engine, episode_id: int, method: str, *, samples: int = DEFAULT_SAMPLES,
     sc_temperature: float = SC_TEMPERATURE, should_stop: Callable[[], bool] | None = None,
     phases: dict[str, int] | None = None, on_phase: Callable[[str, int], None] | None = None,
+    concurrency: int = 1, watch: CallWatch | None = None,
 ) -> ItemOutcome:
     """Run (or continue) `method` on the episode; return where its final version stands.
     `phases` ({phase: version id}, the experiment item's record) says which version ran
@@ -115,7 +118,8 @@ def run_item(
             on_phase(phase, v.id)
         if not v.outcome.done:
             moved = functools.partial(on_phase, phase) if on_phase else None
-            error, stopped, ran = _run_phase(engine, v, phase, samples, sc_temperature, should_stop, moved)
+            budget = _Budget(samples, sc_temperature, should_stop, concurrency, watch)
+            error, stopped, ran = _run_phase(engine, v, phase, budget, moved)
             v = store.version(ran)
             if on_phase and ran != known.get(phase):
                 on_phase(phase, ran)
@@ -144,8 +148,23 @@ def _phase_version(store, episode_id: int, phase: str, recorded: int | None, pre
     return found
 
 
-def _run_phase(engine: Engine, v: Version, phase: str, samples: int, sc_temperature: float,
-               should_stop: Callable[[], bool] | None,
+@dataclass
+class _Budget:
+    samples: int
+    sc_temperature: float
+    should_stop: Callable[[], bool] | None
+    concurrency: int  # model calls of one item at once (CoT-SC's samples)
+    watch: CallWatch | None = None  # the job's: Stop cancels a ReAct step's call in flight
+
+    def stopped(self) -> bool:
+        return bool(self.should_stop and self.should_stop())
+
+
+class _Stopped(Exception):
+    """Stop came between two samples: the phase stays unanswered (resumable)."""
+
+
+def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
                moved: Callable[[int], None] | None = None) -> tuple[str | None, bool, int]:
     """(error, stopped, id of the version that ran) after running one phase on version v:
     a ReAct run on a version frozen meanwhile goes on in a child version, and `moved` hears
@@ -155,13 +174,15 @@ def _run_phase(engine: Engine, v: Version, phase: str, samples: int, sc_temperat
             if rep.frozen and moved:
                 moved(rep.version.id)
 
-        rep = engine.run(v.id, should_stop=should_stop, on_step=on_step)
+        rep = engine.run(v.id, should_stop=b.should_stop, on_step=on_step, watch=b.watch)
         return rep.error, rep.stopped, rep.version
     try:
         if phase == "cot-sc":
-            _answer_sc(engine, v, samples, sc_temperature)
+            _answer_sc(engine, v, b)
         else:
             _answer_once(engine, v, phase)
+    except _Stopped:
+        return None, True, v.id
     except (EngineError, StoreError) as exc:
         return str(exc), False, v.id
     return None, False, v.id
@@ -175,23 +196,69 @@ def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]
         raise MethodError(str(exc)) from None
 
 
-def _sample(engine: Engine, v: Version, config, method: str, n: int) -> tuple[list[str], list[str | None], list[ModelCall]]:
-    """n completions of one Standard / CoT prompt: (answers, thoughts, calls). A failed
-    call keeps the calls made so far in the log and fails the phase."""
+def _sample(engine: Engine, v: Version, config, method: str, n: int,
+            b: _Budget | None = None) -> tuple[list[str], list[str | None], list[ModelCall]]:
+    """n completions of one Standard / CoT prompt: (answers, thoughts, calls), up to
+    `b.concurrency` at once. Stop ends it within one call (no new call starts, the calls
+    in flight are cancelled); a failed call fails the phase. Every call made is recorded."""
     prompt, stop = _qa_prompt(engine, v, method)
     client = engine.client(engine.model_config(engine.store.episode(v.episode_id), config))
-    answers, thoughts, calls = [], [], []
-    for _ in range(n):
+    b = b or _Budget(n, SC_TEMPERATURE, None, 1)
+    cancel = threading.Event()
+    watch = CallWatch(cancel)
+
+    def one(_: int) -> ModelCall:
+        if cancel.is_set() or b.stopped():
+            cancel.set()
+            raise _Stopped()
         try:
-            text, call = client.complete(prompt, stop, purpose="step", chat_instruction=QA_CHAT[method])
+            return client.complete(prompt, stop, purpose="step", chat_instruction=QA_CHAT[method], watch=watch)[1]
         except ModelError as exc:
-            engine.store.record_calls(v.episode_id, [*calls, exc.call])
-            raise MethodError(f"model call failed: {exc}") from None
-        parsed = parse_qa(text, method)
-        answers.append(parsed.answer)
-        thoughts.append(parsed.thought)
-        calls.append(call)
-    return answers, thoughts, calls
+            cancel.set()
+            raise _Failed(exc.call, str(exc)) from None
+
+    calls, problem = _gather(one, n, max(1, min(b.concurrency, n)), cancel, b)
+    if problem is not None:
+        engine.store.record_calls(v.episode_id, calls)
+        if isinstance(problem, _Failed) and not b.stopped():
+            raise MethodError(f"model call failed: {problem.reason}") from None
+        raise _Stopped()
+    parsed = [parse_qa(c.completion or "", method) for c in calls]
+    return [p.answer for p in parsed], [p.thought for p in parsed], calls
+
+
+class _Failed(Exception):
+    def __init__(self, call: ModelCall | None, reason: str):
+        super().__init__(reason)
+        self.call, self.reason = call, reason
+
+
+def _gather(one: Callable[[int], ModelCall], n: int, width: int, cancel: threading.Event,
+            b: _Budget) -> tuple[list[ModelCall], Exception | None]:
+    """Run `one(i)` for i < n, `width` at a time, in order; (calls made, first problem)."""
+    calls: list[ModelCall | None] = [None] * n
+    problem: Exception | None = None
+    if width == 1:
+        for i in range(n):
+            try:
+                calls[i] = one(i)
+            except (_Stopped, _Failed) as exc:
+                problem = exc
+                if isinstance(exc, _Failed) and exc.call is not None:
+                    calls[i] = exc.call
+                break
+    else:
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="sample") as pool:
+            futures = [pool.submit(one, i) for i in range(n)]
+            for i, fut in enumerate(futures):
+                try:
+                    calls[i] = fut.result()
+                except (_Stopped, _Failed) as exc:
+                    problem = problem or exc
+                    if isinstance(exc, _Failed) and exc.call is not None:
+                        calls[i] = exc.call
+                    cancel.set()
+    return [c for c in calls if c is not None], problem
 
 
 def _answer_once(engine: Engine, v: Version, method: str) -> None:
@@ -200,9 +267,10 @@ def _answer_once(engine: Engine, v: Version, method: str) -> None:
     engine.answer(v.id, thoughts[0], answers[0], calls, info={"method": method})
 
 
-def _answer_sc(engine: Engine, v: Version, samples: int, temperature: float) -> None:
-    config = engine.store.version_config(v.id).model_copy(update={"temperature": temperature})
-    answers, thoughts, calls = _sample(engine, v, config, "cot", samples)
+def _answer_sc(engine: Engine, v: Version, b: _Budget) -> None:
+    samples = b.samples
+    config = engine.store.version_config(v.id).model_copy(update={"temperature": b.sc_temperature})
+    answers, thoughts, calls = _sample(engine, v, config, "cot", samples, b)
     normalize = _normalizer(engine, v)
     best, votes = majority(answers, normalize)
     thought = next((t for a, t in zip(answers, thoughts) if best and normalize(a) == normalize(best)),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -256,21 +255,29 @@ class Rollouts:
         if req.edit.kind not in family(ep.task.env).edit_kinds:
             raise RolloutError(f"edit {req.edit.kind!r} does not apply to {family(ep.task.env).label} steps")
         known = groups_db.find_group(self.store, kind="treatment", edit=req.edit, **where)
-        first = None
-        if known is None or 0 not in known.members:
-            first = self._make(self.engine, req.edit, v.id, req.k, config)  # an invalid edit stops here
+        if known is None or 0 not in known.members:  # an invalid edit stops here: nothing is made
+            with self.engine.locked(ep.id), self.store.transaction():
+                treatment = groups_db.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
+                self._member(self.engine, treatment, 0)
         control = groups_db.open_group(self.store, kind="control", n=req.n, **where)
         treatment = groups_db.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
-        if first is not None:
-            groups_db.add_member(self.store, treatment.id, 0, first.id)
-            treatment = groups_db.group(self.store, treatment.id)
         return [control, treatment], warnings
 
     @staticmethod
     def _make(engine: Engine, edit: RolloutEdit | None, version_id: int, k: int, config: AgentConfig) -> Version:
+        """A rollout version; it never becomes the episode's current version."""
         if edit is None:
-            return engine.branch(version_id, k - 1, config=config)
-        return engine.edit(version_id, k, edit.kind, edit.text, config=config)
+            return engine.branch(version_id, k - 1, config=config, make_current=False)
+        return engine.edit(version_id, k, edit.kind, edit.text, config=config, make_current=False)
+
+    @classmethod
+    def _member(cls, engine: Engine, g: RolloutGroup, pos: int) -> int:
+        """Rollout `pos` of the group: the version and its membership in one transaction,
+        so a kill at any moment leaves both or neither (never an orphan branch)."""
+        with engine.locked(g.episode_id), engine.store.transaction():
+            vid = cls._make(engine, g.edit, g.source_version, g.step, g.config).id
+            groups_db.add_member(engine.store, g.id, pos, vid)
+        return vid
 
     # -- running
     def run(self, groups: Sequence[RolloutGroup]) -> RolloutRun:
@@ -296,8 +303,7 @@ class Rollouts:
                         self.store.file, job.group.config, self.engine.api_key, use_cache)
             vid = job.version_id
             if vid is None:
-                vid = self._make(eng, job.group.edit, job.group.source_version, job.group.step, job.group.config).id
-                groups_db.add_member(eng.store, job.group.id, job.pos, vid)
+                vid = self._member(eng, job.group, job.pos)
             report = eng.run(vid, should_stop=self.stop.is_set)
             if report.error:
                 raise RolloutError(report.error)
@@ -362,26 +368,12 @@ def version_groups(engine: Engine, episode_id: int) -> tuple[dict[int, int], dic
 # ---------------------------------------------------------------------- entry points
 
 
-@contextmanager
-def _current_kept(store: Store, version_id: int):
-    """Rollouts branch the tree but do not take over the episode's current version (a
-    version a person made current meanwhile, e.g. in the app, stays current)."""
-    ep = store.episode(store.version(version_id).episode_id)
-    try:
-        yield
-    finally:
-        now = store.episode(ep.id).current_version
-        if ep.current_version is not None and now in groups_db.group_of_versions(store, ep.id):
-            store.set_current_version(ep.id, ep.current_version)
-
-
 def resample(engine: Engine, req: Request, **kw: Any) -> RolloutRun:
     """N rollouts that keep steps 1..K-1 and let the model write step K onwards."""
     runner = Rollouts(engine, **kw)
-    with _current_kept(engine.store, req.version_id):
-        gs, warnings = runner.groups_for(Request(req.version_id, req.k, req.n, req.temperature, req.max_steps,
-                                                 settings=req.settings))
-        out = runner.run(gs)
+    gs, warnings = runner.groups_for(Request(req.version_id, req.k, req.n, req.temperature, req.max_steps,
+                                             settings=req.settings))
+    out = runner.run(gs)
     out.warnings = warnings
     return out
 
@@ -392,9 +384,8 @@ def whatif(engine: Engine, req: Request, **kw: Any) -> tuple[Effect, RolloutRun]
     if req.edit is None:
         raise RolloutError("a what-if needs an edit")
     runner = Rollouts(engine, **kw)
-    with _current_kept(engine.store, req.version_id):
-        gs, warnings = runner.groups_for(req)
-        out = runner.run(gs)
+    gs, warnings = runner.groups_for(req)
+    out = runner.run(gs)
     out.warnings = warnings
     return Effect(out.stats[0], out.stats[1]), out
 

@@ -1,7 +1,8 @@
 """Editor: the trajectory as the paper shows it, the step/run loop, edits and human mode.
 
-A model step runs beside the page (`app_pages.stepjobs`): the page shows the call in flight,
-Step is disabled while it runs, and Stop cancels it (the version stays as it was). A run lives
+A model step runs beside the page as a job of this tab (`app_pages.stepjobs`): the page shows
+the call in flight, Step is disabled while it runs, and Stop cancels it (the version stays as
+it was); a job another tab or process runs on the episode shows as progress with Stop. A run lives
 in `st.session_state["run"]`; each rerun of the editor fragment (every RUN_TICK_S while a run
 is on) takes ONE step, so progress is visible and Stop works mid-run. The run controls, the
 step count and the outcome stay at the top of the window (sticky); the trajectory flows in the
@@ -12,10 +13,12 @@ escaped HTML (the word diff of an edit)."""
 from __future__ import annotations
 
 import os
+import uuid
 
 import streamlit as st
 
 from agent.client import public_url, resolve_base_url
+from agent import jobs
 from agent.engine import FROZEN, EngineError, ModelCallFailed
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import overview, signal_badges, state, stepjobs, stop_panel, whatif_panel
@@ -27,6 +30,7 @@ from envs.base import EnvError
 from envs.registry import family
 from sessions import annotations as ann
 from sessions import experiments, numbering
+from sessions import jobs as jobs_db
 from sessions.store import StoreError
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
@@ -86,6 +90,26 @@ if (!window.__reactEditorGuard) {
 eng = state.engine()
 store = eng.store
 DB = state.db_path()
+TAB = st.session_state.setdefault("tab_id", uuid.uuid4().hex)  # whose step results this tab collects
+RUN_LEASE_S = 5.0  # a run's job lives while this tab ticks; a reload or a closed tab lets it lapse: "stopped"
+
+
+def open_run(version_id: int, n: int | None, kind: str = "run") -> dict:
+    """A run is a job of the database (kind "run", or "edit-and-resume"), renewed by each
+    tick of this tab."""
+    ep_of = store.version(version_id).episode_id
+    job = jobs_db.create(store, kind, episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
+                         target=f"episode {ep_of} v{version_id}")
+    return {"version": version_id, "n": n, "added": 0, "job": job.id}
+
+
+def close_run(how: str = "done") -> None:
+    """The run is over: its job says how (done, stopped or failed) - the version's status
+    comes from it; nothing is written on the version."""
+    r = st.session_state.get("run")
+    st.session_state["run"] = None
+    if r and r.get("job") is not None:
+        jobs_db.finish(store, r["job"], how, done=r["added"])
 
 st.title("Editor")
 ep_id, vid, ep = state.require_episode("No episode selected. Start or open one on the Episodes page.")
@@ -110,7 +134,8 @@ def vname(version_id: int) -> str:
     return f"v{nums.get(version_id, version_id)}"
 run = st.session_state.get("run")
 if run and (run.get("version") != vid):
-    st.session_state["run"] = run = None  # the run belonged to a version no longer shown
+    close_run("stopped")  # the run belonged to a version no longer shown
+    run = None
 
 # ---------------------------------------------------------------------- header
 with st.container(key="task_box"):
@@ -128,7 +153,7 @@ labels = {i: state.version_label(by_id[i], nums.get(i)) + (" · current" if i ==
 chosen = cols[0].selectbox("Version", ids, index=ids.index(vid), format_func=labels.get,
                            key=state.widget_key(f"vsel_{ep_id}_{vid}", labels.values()))
 if chosen != vid:
-    st.session_state["run"] = None
+    close_run("stopped")
     state.select(ep_id, chosen)
     st.rerun()
 cfg = ep.config
@@ -162,7 +187,7 @@ with st.expander("Use another model or endpoint for the steps that follow"):
         state.clear_error("config")
         changed = state.reconfigure(vid, {"base_url": new_url.strip() or None, "model": new_model.strip() or cfg.model,
                                           "api_style": new_api})
-        st.session_state["run"] = None
+        close_run("stopped")
         state.select(ep_id, changed.id)
         st.rerun()
 
@@ -172,35 +197,23 @@ with st.expander("Use another model or endpoint for the steps that follow"):
 
 def switch_to(new_vid: int, resume: int | None | bool = False) -> None:
     """Show another version; `resume` (N steps, or None for "to the end") starts a run there."""
-    st.session_state["run"] = None if resume is False else {"version": new_vid, "n": resume, "added": 0}
-    if resume is not False:
-        mark_running(new_vid)
+    close_run("stopped")
+    st.session_state["run"] = None if resume is False else open_run(new_vid, resume, "edit-and-resume")
     st.session_state.pop("edit_at", None)
     state.clear_error("step")
     state.select(ep_id, new_vid)
     st.rerun()
 
 
-def mark_running(version_id: int) -> None:
-    """While a run is on, the stored status says "stopped": a reload or a crash ends the run,
-    and the version then reads as stopped, never as silently open."""
-    if not store.version(version_id).outcome.done:
-        store.update_version(version_id, status="stopped")
-
-
-def end_run(status: str = "open") -> None:
-    """The run is over: the stored status says how (open again, or stopped)."""
-    r = st.session_state.get("run")
-    st.session_state["run"] = None
-    if r and not store.version(vid).outcome.done:
-        store.update_version(vid, status=status)
+def end_run(how: str = "done") -> None:
+    close_run(how)
 
 
 def start_step() -> None:
     """Step button callback: runs before the page, so the page draws Step disabled."""
     state.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "step"}
-    stepjobs.start(eng, DB, vid)
+    stepjobs.start(eng, TAB, vid)
 
 
 def start_run(n: int | None, until: list[str] | None = None) -> None:
@@ -208,8 +221,8 @@ def start_run(n: int | None, until: list[str] | None = None) -> None:
     (stop-condition specs, as `--until` takes them) first holds."""
     state.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "run", "n": n, "until": until or []}
-    st.session_state["run"] = {"version": vid, "n": n, "added": 0, "until": until or []}
-    mark_running(vid)
+    close_run("stopped")
+    st.session_state["run"] = {**open_run(vid, n), "until": until or []}
 
 
 def hit_condition(r: dict, rep) -> bool:
@@ -234,9 +247,9 @@ def settle(job: stepjobs.StepJob) -> list:
             raise job.error
         msg = f"model call failed: {job.unreachable}" if job.unreachable else str(job.error)
         state.set_error("step", msg)
-        end_run("stopped")  # the run ended on the error (the message is the version's error)
+        end_run("failed")  # the run ended on the error (the message is the version's error)
         return []
-    rep = job.report
+    rep = job.result
     r = st.session_state.get("run")
     if rep.version.id != vid:  # a frozen version: the steps went to a new child, shown from now on
         st.session_state["notice"] = frozen_notice(rep)
@@ -486,7 +499,7 @@ def controls(v, steps, busy: bool):
                 switch_to(new.id)
     until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
-        stepjobs.cancel(DB, vid)
+        stepjobs.cancel(store, TAB, vid)
         end_run("stopped")
         st.rerun()
     if (run_n or run_end) and not problem:
@@ -504,7 +517,7 @@ def controls(v, steps, busy: bool):
 
 def status_line(v, steps) -> str:
     r = st.session_state.get("run")
-    text = f"{vname(v.id)}: {plural(len(steps), 'step')} · {'running' if r else outcome_text(v.outcome, v.status)}"
+    text = f"{vname(v.id)}: {plural(len(steps), 'step')} · {'running' if r else outcome_text(v.outcome, state.version_status(v))}"
     if v.outcome.done:
         text += f" · reward {v.outcome.reward:g}"
     if r:
@@ -514,11 +527,21 @@ def status_line(v, steps) -> str:
 
 def finished_job() -> stepjobs.StepJob | None:
     """The version's step job still in flight (one that ended meanwhile is settled first)."""
-    job = stepjobs.current(DB, vid)
-    if job is not None and job.done.is_set():
+    job = stepjobs.current(store, TAB, vid)
+    if job is not None and job.finished.is_set():
         settle(job)
         return None
     return job
+
+
+def renew_run() -> None:
+    """Each tick renews the run's job; Stop from another tab or process ends the run here."""
+    r = st.session_state.get("run")
+    if r and r.get("job") is not None and jobs_db.beat(store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
+                                                       version_id=r["version"]):
+        stepjobs.cancel(store, TAB, vid)
+        end_run("stopped")
+        st.rerun()
 
 
 def overview_strip(v, steps, extras: StepExtras) -> None:
@@ -562,14 +585,17 @@ def outcome_box(v) -> None:
 
 
 def body() -> None:
+    renew_run()
     job = finished_job()
     v = store.version(vid)
     steps = eng.steps(v)
     if st.session_state.get("run") and job is None:
-        job = stepjobs.start(eng, DB, vid, in_run=True)
+        job = stepjobs.start(eng, TAB, vid, in_run=True)
     with st.container(key="status_line"):
         line = st.empty()
     line.caption(status_line(v, steps))
+    if job is None and not others_panel() and foreign:
+        st.rerun()  # the other tab's job ended: the controls come back
     extras = StepExtras(v, steps)
     overview_strip(v, steps, extras)
     if st.session_state.get("run"):
@@ -611,7 +637,7 @@ def body() -> None:
         if busy:  # the step ended between drawing the controls (disabled) and here
             st.rerun()
         return
-    while not job.done.wait(POLL_S):  # a click on the controls interrupts this at line.caption
+    while not job.finished.wait(POLL_S):  # a click on the controls interrupts this at line.caption
         line.text(job.status())  # the retry reason quotes the server: plain text
     new_steps = settle(job)
     v = store.version(vid)
@@ -623,7 +649,21 @@ def body() -> None:
     line.caption(status_line(v, eng.steps(v)))
 
 
+def others_panel() -> bool:
+    """Jobs on this episode that another tab or process runs: progress, with Stop."""
+    live = stepjobs.others(store, ep_id, TAB)
+    for j in live:
+        c = st.columns([6, 1])
+        done = f" · {j.done}/{j.total}" if j.total else ""
+        c[0].caption(f"Job {j.id} ({j.kind}, {j.target}) is {j.state} in another tab or process{done}")
+        if c[1].button("Stop", key=f"stop_job_{j.id}", disabled=j.stop):
+            jobs.stop(store, j.id)
+            st.rerun()
+    return bool(live)
+
+
 busy = finished_job() is not None
+foreign = bool(stepjobs.others(store, ep_id, TAB))
 now = store.version(vid)
-controls(now, eng.steps(now), busy)
-st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") else None)(body)()
+controls(now, eng.steps(now), busy or foreign)
+st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") or foreign else None)(body)()

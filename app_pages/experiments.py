@@ -24,7 +24,7 @@ from trajectory.records import AgentConfig
 
 @st.cache_resource(show_spinner=False)
 def _background(path: str) -> X.Background:
-    return X.Background()
+    return X.Background(path)
 
 
 bg = _background(state.db_path())

@@ -212,12 +212,24 @@ def show_error(where: str, *, retry_label: str | None = None) -> bool:
     return pressed
 
 
+def version_status(v: Any) -> str:
+    """One status everywhere: "running" while a job (of any tab or process) or this tab's
+    run works on the version, "stopped" when its last job was stopped or its runner died,
+    else what the engine recorded (open, done)."""
+    from sessions import jobs
+
+    run = st.session_state.get("run")
+    if run and run.get("version") == v.id and not v.outcome.done:
+        return "running"
+    return jobs.version_states(store(), [v.id]).get(v.id, v.status)
+
+
 def version_label(v: Any, number: int | None = None) -> str:
     """"v3 my-fix (success)": the per-episode number people read (the global id if none given)."""
     from app_pages.views import outcome_text
 
     name = f" {v.name}" if v.name else ""
-    return f"v{number or v.id}{name} ({outcome_text(v.outcome, v.status)})"
+    return f"v{number or v.id}{name} ({outcome_text(v.outcome, version_status(v))})"
 
 
 def widget_key(prefix: str, labels: Any) -> str:

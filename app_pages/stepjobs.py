@@ -1,98 +1,72 @@
-"""Model steps run beside the page, one per version at a time.
+"""Model steps run beside the page: a thin face on the one runner (`agent.jobs`).
 
-The Editor starts a step here and watches it: it shows the call in flight (elapsed time, the
-attempt on retries), refuses a second step of the same version while one runs (a double
-click takes one step), and Stop cancels it through the engine's `CallWatch` - the version
-stays as it was. An unreachable endpoint fails at once instead of retrying for seconds.
+Each step is a job of the database, started for ONE browser session (tab): only that tab
+collects its result, error and notice; any other tab showing the episode sees the job
+as progress with Stop (`others`). A double click in the tab takes one step (the tab's step
+in flight is returned), and Stop cancels the call in flight through the job's CallWatch -
+the version stays as it was. An unreachable endpoint fails at once instead of retrying.
 No Streamlit here: jobs outlive the script runs that started them."""
 
 from __future__ import annotations
 
 import threading
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from agent.client import UNREACHABLE, CallWatch
+from agent import jobs
+from sessions import jobs as rows
 
-_jobs: dict[tuple[str, int], "StepJob"] = {}
+StepJob = jobs.Handle
+
+_mine: dict[tuple[str, str, int], jobs.Handle] = {}  # (database, tab, version) -> the tab's step
 _guard = threading.Lock()
 
 
-@dataclass
-class StepJob:
-    key: tuple[str, int]
-    started: float = field(default_factory=time.monotonic)
-    watch: CallWatch = field(default_factory=lambda: CallWatch(threading.Event()))
-    attempt: int = 1
-    retry_reason: str | None = None
-    unreachable: str | None = None  # set when the endpoint could not be reached (no retries)
-    report: Any = None
-    error: BaseException | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-    def on_retry(self, attempt: int, reason: str) -> None:
-        self.attempt, self.retry_reason = attempt + 1, reason
-        if reason.startswith(UNREACHABLE):
-            self.unreachable = reason
-            self.watch.cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self.watch.cancel.is_set() and self.unreachable is None
-
-    def status(self, now: float | None = None) -> str:
-        """One line for the page: what is happening and for how long."""
-        elapsed = (now if now is not None else time.monotonic()) - self.started
-        line = f"Calling the model… {elapsed:.1f} s"
-        if self.attempt > 1:
-            line += f" · attempt {self.attempt} (last: {self.retry_reason})"
-        return line
-
-
-def start(engine: Any, db: str, version_id: int, *, in_run: bool = False) -> StepJob:
-    """Start one model step of the version, or return the one already in flight. A step of
-    a run leaves the version "stopped" until the page takes the next one, so a reload or a
-    crash mid-run reads as stopped, never as silently open."""
-    key = (db, version_id)
+def start(engine: Any, session: str, version_id: int, *, in_run: bool = False) -> jobs.Handle:
+    """Start one model step of the version for this tab, or return the tab's step of it
+    still in flight (`in_run`: a step of the tab's run, whose own job holds the run)."""
+    store = engine.store
+    key = (store.file, session, version_id)
     with _guard:
-        job = _jobs.get(key)
-        if job is not None and not job.done.is_set():
-            return job
-        job = _jobs[key] = StepJob(key)
-    job.watch.on_retry = job.on_retry
+        h = _mine.get(key)
+        if h is not None and not h.finished.is_set():
+            return h
+        ep = store.version(version_id).episode_id
 
-    def work() -> None:
-        try:
-            job.report = engine.step(version_id, watch=job.watch)  # the engine locks what needs it
-            if in_run and not job.report.done:
-                engine.store.update_version(job.report.version.id, status="stopped")
-        except BaseException as exc:  # handed to the page, which shows it
-            job.error = exc
-        finally:
-            job.done.set()
+        def work(job: jobs.Handle) -> Any:
+            rep = engine.step(version_id, watch=job.watch())  # the engine locks what needs it
+            job.progress(done=len(rep.steps), version_id=rep.version.id)
+            return rep
 
-    threading.Thread(target=work, name=f"step-v{version_id}", daemon=True).start()
-    return job
+        # a step of a run names no version: the run's own job stands for it (one status per version)
+        h = _mine[key] = jobs.start(store, "step", work, episode_id=ep, version_id=None if in_run else version_id,
+                                    session=session, target=f"episode {ep} v{version_id}")
+    return h
 
 
-def current(db: str, version_id: int) -> StepJob | None:
-    """The version's step job (running, or finished and not yet collected)."""
-    return _jobs.get((db, version_id))
+def current(store: Any, session: str, version_id: int) -> jobs.Handle | None:
+    """This tab's step job of the version (running, or finished and not yet collected)."""
+    return _mine.get((store.file, session, version_id))
 
 
-def collect(job: StepJob) -> None:
-    """Forget a finished (or abandoned) job."""
+def collect(job: jobs.Handle) -> None:
+    """Forget a finished (or abandoned) job (its row stays, for `react-editor jobs`)."""
     with _guard:
-        if _jobs.get(job.key) is job:
-            del _jobs[job.key]
+        for key, h in list(_mine.items()):
+            if h is job:
+                del _mine[key]
+    jobs.forget(job)
 
 
-def cancel(db: str, version_id: int) -> bool:
-    """Stop: cancel the step in flight (its answer, if any comes, is not used)."""
-    job = current(db, version_id)
-    if job is None or job.done.is_set():
+def cancel(store: Any, session: str, version_id: int) -> bool:
+    """Stop: cancel this tab's step in flight (its answer, if any comes, is not used)."""
+    job = current(store, session, version_id)
+    if job is None or job.finished.is_set():
         return False
-    job.watch.cancel.set()
+    jobs.stop(store, job.id)
     collect(job)
     return True
+
+
+def others(store: Any, episode_id: int, session: str) -> list[rows.Job]:
+    """Live jobs on the episode that this tab did not start (other tabs, other processes)."""
+    return [j for j in rows.active(store, episode_id=episode_id) if j.session != session]

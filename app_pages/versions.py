@@ -30,6 +30,7 @@ member, group_labels = version_groups(eng, ep_id)
 rows = []
 for v in versions:
     r = version_summary(eng, v)
+    r["status"] = state.version_status(v)  # one status everywhere: from the version's jobs
     r["group"] = member.get(v.id)
     steps = eng.steps(v)
     ids = [cid for s in steps for cid in s.call_ids]

@@ -156,10 +156,10 @@ def plural(n: int, word: str) -> str:
 
 
 def status_word(done: bool, success: bool | None, status: str | None) -> str:
-    """The one word every page uses for a version: success, failure, stopped or open."""
+    """The one word every page uses for a version: success, failure, running, stopped or open."""
     if done:
         return "success" if success else "failure"
-    return "stopped" if status == "stopped" else "open"
+    return status if status in ("stopped", "running") else "open"
 
 
 def outcome_text(outcome: Any, status: str | None = None) -> str:
@@ -299,7 +299,7 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
             label += f" ({plural(r['edits'], 'edit')} in all)" if r.get("edit") else f"\n{plural(r['edits'], 'edit')}"
         if r["version"] == current:
             label += "\n(current)"
-        fill = {"success": "#d4f4dd", "failure": "#fde2e1", "open": "#eef0f4", "stopped": "#fff1c2"}[state]
+        fill = {"success": "#d4f4dd", "failure": "#fde2e1", "open": "#eef0f4", "stopped": "#fff1c2", "running": "#dbeafe"}[state]
         attrs = [f"label={dot_quote(label)}", f'fillcolor="{fill}"']
         if r["version"] == current:
             attrs.append("penwidth=3")

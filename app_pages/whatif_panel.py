@@ -8,11 +8,13 @@ steps) is only shown in a dataframe or with st.text."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
+from agent import jobs
 from agent.engine import Engine, EngineError
 from agent.rollouts import MAX_N, Effect, GroupStats, Request, group_stats, resample, whatif
 from app_pages import state
@@ -36,34 +38,63 @@ ARM_NAMES = {"resample": "resample", "control": "control (as it was)", "treatmen
 
 @dataclass
 class Job:
-    """One background run of rollouts; the thread fills it in, the page reads it."""
+    """This tab's what-if: a job of the one runner (`agent.jobs`); the page reads it."""
 
     key: tuple[int, int]  # (version, step)
-    stop: threading.Event = field(default_factory=threading.Event)
-    progress: list[int] = field(default_factory=lambda: [0, 0])
-    groups: list[int] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    thread: threading.Thread | None = None
+    handle: jobs.Handle
 
     @property
     def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        return not self.handle.finished.is_set()
+
+    @property
+    def stop(self) -> threading.Event:
+        return self.handle.stop
+
+    @property
+    def progress(self) -> list[int]:
+        return [self.handle.done_n, self.handle.total or 0]
+
+    def _result(self, name: str) -> list:
+        out = self.handle.result or {}
+        return list(out.get(name, []))
+
+    @property
+    def groups(self) -> list[int]:
+        return self._result("groups")
+
+    @property
+    def errors(self) -> list[str]:
+        err = self.handle.error
+        if err is not None and not self.running:
+            if not isinstance(err, (EngineError, EnvError, StoreError)):
+                raise err
+            return [str(err)]
+        return self._result("errors")
+
+    @property
+    def warnings(self) -> list[str]:
+        return self._result("warnings")
 
 
-def _work(job: Job, path: str, api_key: str | None, req: Request, concurrency: int) -> None:
-    """The thread: its own Engine and connection (the page's Engine stays free)."""
-    eng = Engine(Store(path, create=False), api_key=api_key)
-    kw: dict[str, Any] = dict(concurrency=concurrency, stop=job.stop,
-                              on_progress=lambda done, total: job.progress.__setitem__(slice(None), [done, total]))
-    try:
-        run = whatif(eng, req, **kw)[1] if req.edit else resample(eng, req, **kw)
-        job.groups = [s.group.id for s in run.stats]
-        job.errors, job.warnings = run.errors, run.warnings
-    except (EngineError, EnvError, StoreError) as exc:
-        job.errors = [str(exc)]
-    finally:
-        eng.store.close()
+def _start(eng: Engine, req: Request, concurrency: int, tab: str) -> jobs.Handle:
+    """The rollouts as a job: its own Engine and connections (the page's Engine stays free)."""
+    path, api_key = eng.store.file, eng.api_key
+
+    def work(h: jobs.Handle) -> dict[str, Any]:
+        w = Engine(Store(path, create=False), api_key=api_key)
+        kw: dict[str, Any] = dict(concurrency=concurrency, stop=h.stop,
+                                  on_progress=lambda done, total: h.progress(done=done, total=total))
+        try:
+            run = whatif(w, req, **kw)[1] if req.edit else resample(w, req, **kw)
+        finally:
+            w.store.close()
+        return {"groups": [s.group.id for s in run.stats], "errors": run.errors, "warnings": run.warnings}
+
+    ep = eng.store.version(req.version_id).episode_id
+    kind = "whatif" if req.edit else "resample"
+    return jobs.start(eng.store, kind, work, episode_id=ep, version_id=req.version_id, session=tab,
+                      target=f"{kind} @{req.k} of v{req.version_id}")
 
 
 # ---------------------------------------------------------------------- pure views
@@ -126,17 +157,17 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
         if kind in ("rewrite_thought", "insert_thought", "rewrite_action"):
             default = {"rewrite_thought": step.thought, "rewrite_action": step.action}.get(kind) or ""
             text = st.text_input("New text", value=default, key=f"wi_text_{vid}_{k}_{kind}")
-        busy = job is not None and job.running
+        busy = job is not None and job.running  # one what-if per tab at a time: Stop it first
         if st.button(f"Run {int(n)} rollouts" + (" per arm" if kind else ""), key=f"wi_run_{vid}_{k}",
                      type="primary", disabled=busy):
             edit = RolloutEdit(kind=kind, text=text) if kind else None
             req = Request(vid, k, int(n), float(temp), None, edit)
-            job = Job((vid, k))
-            job.thread = threading.Thread(target=_work, args=(job, eng.store.file, eng.api_key, req, int(conc)),
-                                          daemon=True, name="whatif-rollouts")
+            tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
+            job = Job((vid, k), _start(eng, req, int(conc), tab))
             st.session_state["whatif_job"] = job
-            job.thread.start()
-        if job is not None and job.key == (vid, k):
+        if job is not None and (job.key == (vid, k) or job.running):  # a running one shows wherever the panel is
+            if job.key != (vid, k):
+                st.caption(f"The what-if on v{job.key[0]} step {job.key[1]} is still running:")
             st.fragment(run_every=TICK_S if job.running else None)(_status)(eng, job)
 
 
@@ -145,7 +176,7 @@ def _status(eng: Engine, job: Job) -> None:
         done, total = job.progress
         st.progress(done / total if total else 0.0, text=f"Rollouts: {done}/{total} finished. Press Stop to halt.")
         if st.button("Stop", key="wi_stop"):
-            job.stop.set()
+            jobs.stop(eng.store, job.handle.id)
         return
     for w in job.warnings:
         st.warning(w)

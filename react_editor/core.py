@@ -326,7 +326,7 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
             hit.append(found)
             progress(f"stopped at step {found[1].index}: {found[0].describe()} ({found[0].spec})")
 
-    report = engine.run(version_id, max_steps=max_new, on_step=on_step, should_stop=lambda: bool(hit))
+    report = _run_job(engine, version_id, max_new, on_step, lambda: bool(hit))
     if report.error:
         progress(f"stopped by an error: {report.error}")
     out = report.as_json()
@@ -334,6 +334,25 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
         out["until"] = {"condition": hit[0][0].spec, "step": hit[0][1].index}
     emit(args, out, lambda: _run_text(engine, report, hit))
     return 1 if report.error else 0
+
+
+def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda: False):
+    """The run as a job of the database: `react-editor jobs` lists it, `jobs stop N` stops
+    it between two steps (Ctrl-C ends it "stopped")."""
+    from agent import jobs
+
+    ep = engine.store.version(version_id).episode_id
+
+    def work(h):
+        def step(rep) -> None:
+            h.progress(done=h.done_n + len(rep.steps), version_id=rep.version.id)
+            on_step(rep)
+
+        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=lambda: h.should_stop() or until(),
+                          watch=h.watch())
+
+    return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
+                         target=f"episode {ep} v{version_id}")
 
 
 def _number(engine, version_id: int) -> int:

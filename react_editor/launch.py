@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -68,7 +70,36 @@ def cmd_app(args: argparse.Namespace) -> int:
         env[ALLOW_REMOTE_ENV] = "1"  # asked for explicitly
     address = args.address or LOOPBACK
     sys.stderr.write(f"ReAct Editor on http://{address}:{args.port} (Ctrl-C to stop)\n")
+    return serve(streamlit_argv(address, args.port), env)
+
+
+def serve(argv: list[str], env: dict[str, str], grace_s: float = 10.0) -> int:
+    """Run the Streamlit server as our child and stop it with us: SIGTERM, SIGINT or
+    SIGHUP sent to this process is passed on and waited for (killed after `grace_s`), so
+    no server is left listening on the port. Its jobs end "stopped" (resumable)."""
+    child = subprocess.Popen(argv, env=env)
+    got: list[int] = []
+
+    def forward(signum, _frame) -> None:
+        got.append(signum)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    deadline = None
     try:
-        return subprocess.call(streamlit_argv(address, args.port), env=env)
-    except KeyboardInterrupt:  # Streamlit got the same Ctrl-C and stops by itself
-        return 130
+        while True:
+            try:
+                code = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if got and deadline is None:
+                    deadline = time.monotonic() + grace_s
+                if deadline is not None and time.monotonic() > deadline:  # it did not stop in time
+                    child.kill()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if got:
+        return 128 + got[0]
+    return code

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor import common, confirm, core, exchange, experiment, launch, search, whatif
+from react_editor import common, confirm, core, exchange, experiment, jobs, launch, search, whatif
 from react_editor.common import run_command
 
-COMMAND_GROUPS = (core, exchange, experiment, whatif, confirm, launch, search)
+COMMAND_GROUPS = (core, exchange, experiment, whatif, jobs, confirm, launch, search)
 
 
 def register_family_groups(sub) -> None:

@@ -77,10 +77,9 @@ def _edit(args: argparse.Namespace):
 
 
 @contextmanager
-def _ctrl_c_stops():
+def _ctrl_c_stops(stop: threading.Event):
     """Ctrl-C stops the rollouts after their current step (they are kept and a rerun
     continues them) instead of waiting for them to finish."""
-    stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
@@ -91,12 +90,23 @@ def _ctrl_c_stops():
         signal.signal(signal.SIGINT, old)
 
 
-def _kw(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
+def _as_job(engine, kind: str, vid: int, target: str, work):
+    """The rollouts as a job of the database (`react-editor jobs` lists it, `jobs stop N`
+    stops it); its stop event is the one Ctrl-C sets."""
+    from agent import jobs
+
+    ep = engine.store.version(vid).episode_id
+    return jobs.run_here(engine.store, kind, work, episode_id=ep, version_id=vid, target=target)
+
+
+def _kw(args: argparse.Namespace, stop: threading.Event, h=None) -> dict[str, Any]:
     """Runner options; progress only on a terminal (when not watched, stderr stays one
     line: the error, if any)."""
     show = sys.stderr.isatty()
 
     def on_progress(done: int, total: int) -> None:
+        if h is not None:
+            h.progress(done=done, total=total)
         if show:
             progress(f"  {done}/{total} rollouts")
 
@@ -135,9 +145,13 @@ def cmd_resample(args: argparse.Namespace) -> int:
 
     check_n(args.n)
     engine, vid, settings = _prepare(args)
-    with _ctrl_c_stops() as stop:
-        run = resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps, settings=settings),
-                       **_kw(args, stop))
+
+    def work(h):
+        with _ctrl_c_stops(h.stop) as stop:
+            return resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps,
+                                            settings=settings), **_kw(args, stop, h))
+
+    run = _as_job(engine, "resample", vid, f"resample @{args.step} of v{vid}", work)
     _check(run)
     stats = run.stats[0]
 
@@ -162,9 +176,13 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         raise CliError("--where is for --experiment")
     engine, vid, settings = _prepare(args)
     k = _step(args, engine, vid)
-    with _ctrl_c_stops() as stop:
-        effect, run = whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args), settings),
-                             **_kw(args, stop))
+
+    def work(h):
+        with _ctrl_c_stops(h.stop) as stop:
+            return whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args), settings),
+                          **_kw(args, stop, h))
+
+    effect, run = _as_job(engine, "whatif", vid, f"what-if @{k} of v{vid}", work)
     _check(run)
     emit(args, effect.as_json(), lambda: _effect_text(effect))
     return 0
@@ -200,7 +218,7 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             progress(f"episode {item.episode}: {item.skipped or 'done'}")
 
-    with _ctrl_c_stops() as stop:
+    with _ctrl_c_stops(threading.Event()) as stop:
         results = whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
                               max_steps=args.max_steps, settings=settings, on_episode=report, **_kw(args, stop))
     if stop.is_set():

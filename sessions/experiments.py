@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from typing import Any, Literal
 
 from pydantic import Field
@@ -188,6 +189,52 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
     return ep.id, True
 
 
+def claimable(store: Store, experiment_id: int) -> list[int]:
+    """Unfinished items no live runner holds (never claimed, released, or a lease run out)."""
+    rows = store.db.execute(
+        "select id from experiment_items where experiment_id = ? and status != 'done' and "
+        "(claimed_by is null or lease_until < ?) order by pos", [experiment_id, time.time()])
+    return [r[0] for r in rows]
+
+
+def holders(store: Store, experiment_id: int, job_id: int) -> set[int]:
+    """The other jobs holding unfinished items of the experiment under a live lease."""
+    rows = store.db.execute(
+        "select distinct claimed_by from experiment_items where experiment_id = ? and status != 'done' and "
+        "claimed_by is not null and claimed_by != ? and lease_until >= ?", [experiment_id, job_id, time.time()])
+    return {r[0] for r in rows}
+
+
+def release_job(store: Store, experiment_id: int, job_id: int) -> None:
+    """Free every item a job holds (its runner is known to be gone)."""
+    with store.transaction():
+        store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
+                         "where experiment_id = ? and claimed_by = ?", [experiment_id, job_id])
+
+
+def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> bool:
+    """Take the item for job `job_id` (compare-and-set): False when it is done or another
+    runner holds it under a live lease. A dead runner's lease runs out and the item is free."""
+    with store.transaction():
+        return store.db.execute(
+            "update experiment_items set claimed_by = ?, lease_until = ? where id = ? and status != 'done' and "
+            "(claimed_by is null or claimed_by = ? or lease_until < ?)",
+            [job_id, time.time() + lease_s, item_id, job_id, time.time()]).rowcount == 1
+
+
+def renew_claims(store: Store, job_id: int, lease_s: float) -> None:
+    """The heartbeat: every item the job holds stays held."""
+    with store.transaction():
+        store.db.execute("update experiment_items set lease_until = ? where claimed_by = ?",
+                         [time.time() + lease_s, job_id])
+
+
+def release(store: Store, item_id: int, job_id: int) -> None:
+    with store.transaction():
+        store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
+                         "where id = ? and claimed_by = ?", [item_id, job_id])
+
+
 def _metrics(store: Store, item_id: int) -> dict[str, Any]:
     r = store.db.execute("select metrics from experiment_items where id = ?", [item_id]).fetchone()
     if r is None:
@@ -197,7 +244,8 @@ def _metrics(store: Store, item_id: int) -> dict[str, Any]:
 
 def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
                 success: bool | None = None, metrics: dict[str, Any] | None = None, error: str | None = None) -> None:
-    """The item's outcome; its phase record is kept (the new metrics replace the rest)."""
+    """The item's outcome; its phase record is kept (the new metrics replace the rest) and
+    its claim is released in the same transaction."""
     with store.transaction():
         kept = _metrics(store, item_id).get(PHASES_KEY)
         new = dict(metrics or {})
@@ -205,7 +253,7 @@ def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: i
             new[PHASES_KEY] = kept
         store.db.execute(
             "update experiment_items set status = ?, version_id = coalesce(?, version_id), success = ?, "
-            "metrics = ?, error = ?, updated_at = ? where id = ?",
+            "metrics = ?, error = ?, updated_at = ?, claimed_by = null, lease_until = null where id = ?",
             [status, version_id, None if success is None else int(success), _dumps(new), error, now(), item_id],
         )
 

@@ -167,9 +167,28 @@ def _v9_search_index(db: sqlite_utils.Database) -> None:
     search_index.install(db)
 
 
+def _v10_jobs(db: sqlite_utils.Database) -> None:
+    """jobs (every long operation, whoever runs it: a lease with a heartbeat, a stop flag,
+    progress) and the claim an experiment item is under while a runner works on it."""
+    db.executescript(
+        """
+        create table jobs (id integer primary key, kind text not null, episode_id integer, version_id integer,
+            experiment_id integer, target text, owner text not null, pid integer, session text,
+            state text not null, stop integer not null default 0, done integer not null default 0,
+            total integer, detail text, error text, result text, lease_until real,
+            created_at text not null, updated_at text not null);
+        create index jobs_state on jobs(state);
+        create index jobs_version on jobs(version_id);
+        create index jobs_episode on jobs(episode_id);
+        alter table experiment_items add column claimed_by integer;
+        alter table experiment_items add column lease_until real;
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
-    _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index,
+    _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -39,8 +39,9 @@ def default_db_path() -> str:
 
 
 class Store(VersionTreeMixin, CallLogMixin):
-    """One project database. Cheap to open; safe to share across threads of one process
-    only through separate Store instances (sqlite3 connections are per-thread)."""
+    """One project database. Cheap to open; one Store may serve many threads: each thread
+    reads and writes through its own connection (never shared), so a read sees only
+    committed rows, never another thread's open transaction. (":memory:" is one connection.)"""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False):
         """`readonly`: for reading commands - nothing is created, migrated or written, so a
@@ -48,7 +49,13 @@ class Store(VersionTreeMixin, CallLogMixin):
         self.file = str(path)
         self._params_ids: dict[str, int] = {}  # committed rows only
         self._params_new: dict[str, int] = {}  # inserted by the open transaction
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # one write transaction of this Store at a time
+        self._local = threading.local()
+        self._conn_lock = threading.Lock()
+        self._busy_s: float | None = None  # set_busy_timeout; else LOCK_TIMEOUT_S as it is at connect time
+        self._conns: dict[int, tuple[threading.Thread, sqlite3.Connection]] = {}
+        self._shared: sqlite_utils.Database | None = None
+        self._mode: tuple[bool, bool] = (readonly, False)
         if self.file != ":memory:":
             p = Path(self.file)
             if not p.exists() and (readonly or not create):
@@ -65,24 +72,65 @@ class Store(VersionTreeMixin, CallLogMixin):
                     raise
                 # a WAL database in a folder we cannot write (no -shm file can be made)
                 self._connect(readonly, immutable=True)
+                self._mode = (readonly, True)
         except sqlite3.DatabaseError as exc:
             raise StoreError(describe_db_error(self.file, exc)) from None
         except schema.SchemaError as exc:
             raise StoreError(f"{self.file}: {exc}") from None
 
-    def _connect(self, readonly: bool, immutable: bool = False) -> None:
+    def _open(self, readonly: bool, immutable: bool) -> sqlite3.Connection:
         target, uri = self.file, False
         if readonly:
             flags = "mode=ro&immutable=1" if immutable else "mode=ro"
             target, uri = f"{Path(self.file).resolve().as_uri()}?{flags}", True
-        conn = sqlite3.connect(target, timeout=LOCK_TIMEOUT_S, check_same_thread=False, isolation_level=None, uri=uri,
+        # check_same_thread=False only so close() may close every thread's connection
+        timeout = self._busy_s if self._busy_s is not None else LOCK_TIMEOUT_S
+        return sqlite3.connect(target, timeout=timeout, check_same_thread=False, isolation_level=None, uri=uri,
                                factory=_Connection)
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a write waits for another writer before "database is locked" (LOCK_TIMEOUT_S)."""
+        self._busy_s = seconds
+        with self._conn_lock:
+            conns = [c for _, c in self._conns.values()] + ([self._shared.conn] if self._shared else [])
+        for conn in conns:
+            conn.execute(f"pragma busy_timeout = {int(seconds * 1000)}")
+
+    def _connect(self, readonly: bool, immutable: bool = False) -> None:
+        """The first connection: checks the database and migrates it."""
+        conn = self._open(readonly, immutable)
         try:
-            self.db = sqlite_utils.Database(conn)
-            schema.open_or_migrate(self.db, readonly=readonly)
+            db = sqlite_utils.Database(conn)
+            schema.open_or_migrate(db, readonly=readonly)
         except BaseException:
             conn.close()
             raise
+        self._adopt(db)
+
+    def _adopt(self, db: sqlite_utils.Database) -> None:
+        if self.file == ":memory:":
+            self._shared = db
+            return
+        me = threading.current_thread()
+        with self._conn_lock:
+            for ident, (thread, conn) in list(self._conns.items()):  # threads that ended
+                if not thread.is_alive():
+                    del self._conns[ident]
+                    conn.close()
+            self._conns[me.ident] = (me, db.conn)
+        self._local.db = db
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """This thread's connection (opened on its first use)."""
+        db = self._shared or getattr(self._local, "db", None)
+        if db is None:
+            conn = self._open(*self._mode)
+            conn.execute("pragma synchronous = full")
+            conn.execute("pragma foreign_keys = on")
+            db = sqlite_utils.Database(conn)
+            self._adopt(db)
+        return db
 
     # ------------------------------------------------------------------ transactions
     def transaction(self):
@@ -91,7 +139,15 @@ class Store(VersionTreeMixin, CallLogMixin):
         return _Tx(self)
 
     def close(self) -> None:
-        self.db.conn.close()
+        """Close every thread's connection."""
+        if self._shared is not None:
+            self._shared.conn.close()
+            return
+        with self._conn_lock:
+            conns, self._conns = self._conns, {}
+        for _, conn in conns.values():
+            conn.close()
+        self._local = threading.local()
 
     # ------------------------------------------------------------------ tasks / configs
     def _task_row(self, task: Task) -> int:

@@ -278,9 +278,10 @@ class VersionTreeMixin:
 
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
                config: AgentConfig | None = None, exemplar_rev: int | None = None, set_default: bool = True,
-               **fields: Any) -> tuple[Version, list[Step]]:
+               make_current: bool = True, **fields: Any) -> tuple[Version, list[Step]]:
         """A new version whose path is root..`at_step` (shared, not copied) followed by
-        `steps` (new rows). It becomes the episode's current version. It runs with the
+        `steps` (new rows). It becomes the episode's current version (unless
+        `make_current` is False: rollouts never move the current version). It runs with the
         parent's config and exemplars unless `config` (and `exemplar_rev`) say otherwise;
         `set_default` makes that config the episode's default too (not for rollouts)."""
         steps = self._signed(parent.episode_id, at_step.id if at_step else None, steps)
@@ -299,7 +300,8 @@ class VersionTreeMixin:
             v = self._insert_version(
                 Version(episode_id=parent.episode_id, parent_version=parent.id, leaf_step_id=prev, **fields), **pin
             )
-            self.db.execute("update episodes set current_version = ? where id = ?", [v.id, parent.episode_id])
+            if make_current:
+                self.db.execute("update episodes set current_version = ? where id = ?", [v.id, parent.episode_id])
         return v, out
 
     def _signed(self, episode_id: int, parent_id: int | None, steps: Iterable[Step]) -> list[Step]:

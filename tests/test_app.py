@@ -9,6 +9,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from sessions import jobs as jobs_db
 from trajectory.records import AgentConfig
 from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
@@ -241,7 +242,8 @@ def test_run_n_and_stop_mid_run(app):
     for _ in range(3):
         ok(at.run())
     assert len(toy.store.version_steps(v.id)) == 2  # nothing ran after Stop
-    assert toy.store.version(v.id).status == "stopped"
+    assert jobs_db.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # its run's job says so
+    assert any(c.value.startswith(f"v{v.id}: 2 steps · stopped") for c in at.caption)
     assert toy.llm.pending == 4
     # Run N stops by itself after N steps
     at.number_input(key="run_n").set_value(2)

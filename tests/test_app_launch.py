@@ -124,7 +124,7 @@ def _launch(monkeypatch, tmp_path, capsys, *argv):
     from react_editor.main import main
 
     started = []
-    monkeypatch.setattr(launch.subprocess, "call", lambda argv, env: started.append((argv, env)) or 0)
+    monkeypatch.setattr(launch, "serve", lambda argv, env: started.append((argv, env)) or 0)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
     code = main(["app", *argv])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app_pages import stepjobs
 from sessions import annotations as ann
+from sessions import jobs as jobs_db
 from tests.scripted_server import Reply
 from tests.test_app import WIN, app, cfg, click, ok, opened, texts  # noqa: F401  (app is a fixture)
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
@@ -72,14 +73,14 @@ def test_inserted_hint_is_a_one_sided_row_not_a_rewrite(app):
 def test_a_second_step_joins_the_first_and_stop_cancels_it(toy):
     toy.llm.push(Reply(text=" go to cabinet 1", delay_s=1.5), " go to table 1")
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, cache=False))
-    a = stepjobs.start(toy.engine, "db", v.id)
-    b = stepjobs.start(toy.engine, "db", v.id)  # a double click
+    a = stepjobs.start(toy.engine, "tab", v.id)
+    b = stepjobs.start(toy.engine, "tab", v.id)  # a double click
     assert a is b and a.status().startswith("Calling the model… ")
     deadline = time.monotonic() + 10
     while not toy.llm.completion_requests and time.monotonic() < deadline:  # the request reached the server
         time.sleep(0.01)
-    assert stepjobs.cancel("db", v.id) and stepjobs.current("db", v.id) is None
-    assert a.done.wait(10) and a.cancelled
+    assert stepjobs.cancel(toy.store, "tab", v.id) and stepjobs.current(toy.store, "tab", v.id) is None
+    assert a.finished.wait(10) and a.cancelled
     assert toy.store.version_steps(v.id) == []  # the answer came after Stop: not used
     assert toy.store.version(v.id).error is None
     assert len(toy.llm.completion_requests) == 1
@@ -104,10 +105,13 @@ def test_a_page_opened_during_a_call_waits_for_it_and_shows_its_step(app):
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.llm.push(Reply(text=" go to cabinet 1", delay_s=1.0))
-    job = stepjobs.start(toy.engine, str(toy.db), v.id)
-    at = make("editor", episode=ep.id)  # opens while the call is in flight, waits for it
-    assert job.done.is_set()
-    assert "Act 1: go to cabinet 1" in texts(at)
+    job = stepjobs.start(toy.engine, "another tab", v.id)
+    at = make("editor", episode=ep.id)  # opens while another tab's call is in flight: shows it, with Stop
+    assert any(f"Job {job.id} (step, episode {ep.id} v{v.id}) is running in another tab" in c.value for c in at.caption)
+    assert at.button(key="btn_step").disabled and any(b.key == f"stop_job_{job.id}" for b in at.button)
+    assert job.finished.wait(10)
+    ok(at.run())
+    assert "Act 1: go to cabinet 1" in texts(at) and not at.button(key="btn_step").disabled
 
 
 # ---------------------------------------------------------------------- items 4, 5, 7: edits
@@ -177,10 +181,17 @@ def test_a_run_cut_by_a_reload_reads_stopped_and_a_guard_warns_about_typed_text(
     ep, v, at = opened(toy, make, *WIN)
     click(at, "btn_run_end")
     assert at.session_state["run"] and len(toy.store.version_steps(v.id)) == 1
-    # a reload is a new session: the run is gone, and the version says so
+    # a reload is a new session: the old tab's run shows as running there, with Stop
     again = make("editor", episode=ep.id)
-    assert toy.store.version(v.id).status == "stopped"
-    assert f"v{v.id}: 1 step · stopped" in _captions(again)
+    (job,) = [j for j in jobs_db.active(toy.store, episode_id=ep.id) if j.kind == "run"]
+    assert f"v{v.id}: 1 step · running" in _captions(again)
+    assert any(c.value.startswith(f"Job {job.id} (run, episode {ep.id} v{v.id}) is running") for c in again.caption)
+    # the old tab ticks no more: once its lease runs out the run reads stopped (its job says so)
+    deadline = time.monotonic() + 30
+    while jobs_db.get(toy.store, job.id).active and time.monotonic() < deadline:
+        time.sleep(0.2)
+    ok(again.run())
+    assert f"v{v.id}: 1 step · stopped" in _captions(again) and toy.store.version(v.id).status == "open"
     guard = [h.proto.body for h in again.sidebar.get("html") if "beforeunload" in h.proto.body]
     assert guard and "st-key-edit_panel_" in guard[0]
 

@@ -251,9 +251,12 @@ def test_stop_halts_a_run_mid_way(browser, page, llm, start_app, tmp_path):
     n = len(store.version_steps(v.id))
     page.wait_for_timeout(2000)
     assert len(store.version_steps(v.id)) == n and 3 <= n < 50
-    assert store.version(v.id).status == "stopped"
+    from sessions import jobs as jobs_db
+
+    assert jobs_db.version_states(store, [v.id]) == {v.id: "stopped"}  # its run's job says so
     store.close()
     _expect()(key(page, f"step_{n + 1}")).to_have_count(0)
+    _expect()(page.get_by_text(re.compile(r"steps · stopped"))).to_be_visible()
 
 
 def test_start_episode_in_the_browser_and_play_it_by_hand(browser, page, llm, start_app):

@@ -1,0 +1,206 @@
+"""The one runner for long operations: the Editor's steps and runs, the what-if panel,
+the Experiments page and the CLI all start work here, as a job row (`sessions.jobs`).
+
+A `Handle` is this process's side of a job: a heartbeat thread renews the job's lease
+and writes its progress, and reads the stop flag (set by any face in any process) into
+`handle.stop`, a threading.Event that the work checks between model calls and that
+cancels a model call in flight (it is the `CallWatch.cancel` of the job's calls). The
+Python result stays on the handle for the face that started the job; every other face
+reads the row.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from typing import Any, Callable
+
+from agent.client import UNREACHABLE, CallWatch
+from sessions import jobs as rows
+from sessions.store import Store, StoreError
+
+_handles: dict[tuple[str, int], "Handle"] = {}
+_guard = threading.Lock()
+
+
+class Handle:
+    """A job run by this process."""
+
+    def __init__(self, store: Store, job: rows.Job, lease_s: float, stop: threading.Event | None = None):
+        self.store, self.id, self.kind, self.lease_s = store, job.id, job.kind, lease_s
+        self.session = job.session
+        self.version_id = job.version_id
+        self.stop = stop if stop is not None else threading.Event()  # a caller's own Stop, if it has one
+        self.finished = threading.Event()
+        self.started = time.monotonic()
+        self.done_n, self.total, self.detail = 0, job.total, None
+        self.state = "running"
+        self.result: Any = None  # the work's return value, for the face that started it
+        self.error: BaseException | None = None
+        self.attempt, self.retry_reason, self.unreachable = 1, None, None
+        self.on_beat: list[Callable[[], None]] = []  # e.g. renew the leases of claimed items
+        self._beater = threading.Thread(target=self._beat_loop, daemon=True, name=f"job-{job.id}-heartbeat")
+
+    # -- what the work calls
+    def progress(self, done: int | None = None, total: int | None = None, detail: str | None = None,
+                 version_id: int | None = None) -> None:
+        """Progress, written with the next heartbeat (never a transaction per step)."""
+        if done is not None:
+            self.done_n = done
+        if total is not None:
+            self.total = total
+        if detail is not None:
+            self.detail = detail
+        if version_id is not None:
+            self.version_id = version_id
+
+    def should_stop(self) -> bool:
+        return self.stop.is_set()
+
+    def watch(self) -> CallWatch:
+        """The CallWatch for one model call of this job: Stop cancels it."""
+        return CallWatch(self.stop, on_retry=self._on_retry)
+
+    def _on_retry(self, attempt: int, reason: str) -> None:
+        self.attempt, self.retry_reason = attempt + 1, reason
+        if reason.startswith(UNREACHABLE):  # fail fast: retrying a dead endpoint only waits
+            self.unreachable = reason
+            self.stop.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop.is_set() and self.unreachable is None
+
+    def status(self, now: float | None = None) -> str:
+        """One line for a face: what is happening and for how long."""
+        elapsed = (now if now is not None else time.monotonic()) - self.started
+        line = f"Calling the model… {elapsed:.1f} s" if self.kind == "step" else f"{self.kind} running {elapsed:.0f} s"
+        if self.attempt > 1:
+            line += f" · attempt {self.attempt} (last: {self.retry_reason})"
+        return line
+
+    # -- the heartbeat
+    def _interval(self) -> float:
+        return max(0.05, min(1.0, self.lease_s / 3))
+
+    def _beat_loop(self) -> None:
+        while not self.finished.wait(self._interval()):
+            try:
+                if rows.beat(self.store, self.id, lease_s=self.lease_s, done=self.done_n, total=self.total,
+                             detail=self.detail, version_id=self.version_id):
+                    self.stop.set()
+                for fn in self.on_beat:
+                    fn()
+            except Exception:  # a busy database: the next beat tries again (the row's lease says the rest)
+                if self.finished.is_set():
+                    break
+
+    def end(self, state: str, error: str | None = None, result: Any = None) -> None:
+        self.state = state
+        try:
+            rows.finish(self.store, self.id, state, error=error, result=result, done=self.done_n)
+        finally:
+            self.finished.set()
+            if self._beater.is_alive() and self._beater is not threading.current_thread():
+                self._beater.join(5)  # its last beat is done before the caller closes the store
+
+
+def open_job(store: Store, kind: str, *, lease_s: float | None = None, stop: threading.Event | None = None,
+             **row: Any) -> Handle:
+    """A job row held by this process, with its heartbeat running (`stop`: the caller's
+    own Stop event becomes the job's)."""
+    lease = lease_s if lease_s is not None else rows.LEASE_S
+    h = Handle(store, rows.create(store, kind, lease_s=lease, **row), lease, stop)
+    with _guard:
+        _handles[(store.file, h.id)] = h
+    h._beater.start()
+    return h
+
+
+def _outcome(h: Handle, exc: BaseException | None) -> tuple[str, str | None]:
+    if exc is None:
+        return ("stopped" if h.stop.is_set() and h.unreachable is None else "done"), None
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    if h.cancelled or isinstance(exc, KeyboardInterrupt):
+        return "stopped", None if isinstance(exc, KeyboardInterrupt) else msg
+    return "failed", msg
+
+
+def run_here(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: float | None = None,
+             stop: threading.Event | None = None, **row: Any) -> Any:
+    """Run `work(handle)` in this thread as a job (the CLI): Ctrl-C ends it "stopped"."""
+    h = open_job(store, kind, lease_s=lease_s, stop=stop, **row)
+    try:
+        h.result = work(h)
+    except BaseException as exc:
+        h.error = exc
+        h.end(*_outcome(h, exc))
+        raise
+    else:
+        h.end(*_outcome(h, None), result=_json(h.result))
+    finally:
+        forget(h)
+    return h.result
+
+
+def start(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: float | None = None,
+          **row: Any) -> Handle:
+    """Run `work(handle)` in a thread of its own as a job (the app); returns at once."""
+    h = open_job(store, kind, lease_s=lease_s, **row)
+
+    def target() -> None:
+        try:
+            h.result = work(h)
+            state, error = _outcome(h, None)
+        except BaseException as exc:  # kept on the handle for the face that started it
+            h.error = exc
+            state, error = _outcome(h, exc)
+        try:
+            h.end(state, error, _json(h.result))
+        except StoreError:
+            h.finished.set()
+
+    threading.Thread(target=target, daemon=True, name=f"job-{h.id}-{kind}").start()
+    return h
+
+
+def _json(value: Any) -> Any:
+    return value if isinstance(value, (dict, list, int, float, str, bool)) else None
+
+
+def handle(store: Store, job_id: int | None) -> Handle | None:
+    """This process's handle of a job (None: another process runs it, or it is unknown)."""
+    if job_id is None:
+        return None
+    return _handles.get((store.file, job_id))
+
+
+def forget(h: Handle) -> None:
+    """Drop a finished job's handle (its row stays)."""
+    with _guard:
+        if _handles.get((h.store.file, h.id)) is h:
+            del _handles[(h.store.file, h.id)]
+
+
+def stop(store: Store, job_id: int) -> rows.Job:
+    """Stop a job wherever it runs: here at once (the call in flight is cancelled), in
+    another process at its next heartbeat."""
+    h = handle(store, job_id)
+    if h is not None:
+        h.stop.set()
+    return rows.request_stop(store, job_id)
+
+
+def _stop_all() -> None:
+    """At exit: every job this process still runs ends "stopped" (resumable)."""
+    for h in list(_handles.values()):
+        if not h.finished.is_set():
+            h.stop.set()
+            try:
+                h.end("stopped", "the process running it ended")
+            except Exception:  # pragma: no cover - best effort at exit
+                pass
+
+
+atexit.register(_stop_all)

@@ -1,0 +1,65 @@
+"""`react-editor jobs [--json]`: the running and recent jobs of the database (the app's
+and every CLI process's); `react-editor jobs stop N`: stop one, wherever it runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from react_editor.common import CliError, add_common, db_path, emit, visible
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_common(sub.add_parser("jobs", help="running and recent jobs (steps, runs, rollouts, experiments); "
+                                               "`jobs stop N` stops one"))
+    jsub = p.add_subparsers(dest="jobs_command", required=False, metavar="SUBCOMMAND")
+    s = add_common(jsub.add_parser("stop", help="stop job N (it ends within one model call)"))
+    s.add_argument("job", type=int, help="the job's number (first column of `react-editor jobs`)")
+    p.set_defaults(func=cmd_jobs)
+    s.set_defaults(func=cmd_stop)
+
+
+def _store(args: argparse.Namespace, *, readonly: bool):
+    from sessions.store import Store
+
+    return Store(db_path(args), create=False, readonly=readonly)
+
+
+def _line(j) -> str:
+    progress = f"{j.done}/{j.total}" if j.total else (str(j.done) if j.done else "-")
+    what = j.target or (f"v{j.version_id}" if j.version_id else "-")
+    tail = f"  ({j.error})" if j.error else ""
+    return visible(f"{j.id}\t{j.kind}\t{j.state}\t{progress}\t{what}\t{j.owner}\t{j.updated_at}{tail}")
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from sessions import jobs as rows
+
+    store = _store(args, readonly=False)
+    try:
+        found = rows.listing(store)
+    finally:
+        store.close()
+    emit(args, [j.as_json() for j in found],
+         lambda: "\n".join(["id\tkind\tstate\tprogress\ttarget\towner\tupdated"] + [_line(j) for j in found])
+         if found else "(no jobs)")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from agent import jobs
+    from sessions import jobs as rows
+    from sessions.store import StoreError
+
+    store = _store(args, readonly=False)
+    try:
+        try:
+            before = rows.get(store, args.job)
+        except StoreError:
+            raise CliError(f"unknown job {args.job} (see `react-editor jobs`)") from None
+        if not before.active:
+            raise CliError(f"job {args.job} is not running (it is {before.state})")
+        job = jobs.stop(store, args.job)
+    finally:
+        store.close()
+    emit(args, job.as_json(), f"job {job.id} ({job.kind}) is stopping: it ends within one model call")
+    return 0
