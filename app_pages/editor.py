@@ -584,6 +584,17 @@ def outcome_box(v) -> None:
         st.warning(head)
 
 
+def step_editor(v, steps) -> None:
+    """The edit, what-if and tag panels of the step a person picked."""
+    edit_at = st.session_state.get("edit_at")
+    if edit_at and edit_at[0] == vid and 1 <= edit_at[1] <= len(steps):
+        s = steps[edit_at[1] - 1]
+        edit_panel(v, steps, s)
+        whatif_panel.render(eng, ep, vid, s)
+        with st.expander(f"Tags and note for step {s.index}"):
+            step_tag_panel(store, s.id, "ed")
+
+
 def body() -> None:
     renew_run()
     job = finished_job()
@@ -611,13 +622,7 @@ def body() -> None:
             render_step(s, v, extras)
         for e in deleted_here(ep.task.env, v.edits, len(steps) + 1):
             deleted_marker(e)
-    edit_at = st.session_state.get("edit_at")
-    if edit_at and edit_at[0] == vid and 1 <= edit_at[1] <= len(steps):
-        s = steps[edit_at[1] - 1]
-        edit_panel(v, steps, s)
-        whatif_panel.render(eng, ep, vid, s)
-        with st.expander(f"Tags and note for step {s.index}"):
-            step_tag_panel(store, s.id, "ed")
+    step_editor(v, steps)
     if v.draft_thought is not None:
         st.caption(f"Pending thought for step {len(steps) + 1} (the model writes its action next):")
         st.text(v.draft_thought)
