@@ -540,7 +540,8 @@ class Store:
     )
 
     def _version_from_row(self, r) -> Version:
-        return Version(
+        # A row this store wrote is trusted: construct without re-validating (hot: every step reads one).
+        return Version.model_construct(
             id=r[0],
             episode_id=r[1],
             parent_version=r[2],
@@ -726,7 +727,17 @@ class Store:
                                   params + [version_id, v.leaf_step_id])
             if cur.rowcount != 1:
                 raise _changed(version_id)
-        return out, self.version(version_id)
+        # The row just written, without reading it back: the same fields the update set.
+        upd: dict[str, Any] = {"leaf_step_id": parent, "updated_at": params[1]}
+        if status is not None:
+            upd["status"] = status
+        if outcome is not None:
+            upd["outcome"] = Outcome.model_validate_json(_j(outcome))
+        if error is not ...:
+            upd["error"] = error
+        if clear_draft:
+            upd.update(draft_thought=None, draft_edit=None)
+        return out, v.model_copy(update=upd)
 
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
                config: AgentConfig | None = None, exemplar_rev: int | None = None, set_default: bool = True,
