@@ -832,7 +832,8 @@ class Engine:
             if on_step:
                 on_step(rep)
         try:
-            v = self.store.version(vid)
+            if not v.outcome.done or v.id != vid:  # a finished last step's version is the row it just wrote
+                v = self.store.version(vid)
             if stopped and not v.outcome.done and self.frozen_reason(vid) is None:  # frozen: never changes
                 v = self.store.update_version(vid, status="stopped")
         except StoreError as exc:  # the report still says how far the run got

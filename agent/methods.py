@@ -110,6 +110,7 @@ def run_item(
         v = _phase_version(store, episode_id, phase, known.get(phase), v)
         if on_phase and known.get(phase) != v.id:
             on_phase(phase, v.id)
+            known[phase] = v.id  # recorded: not again after the run unless it moved
         if not v.outcome.done:
             moved = functools.partial(on_phase, phase) if on_phase else None
             budget = _Budget(samples, sc_temperature, should_stop, concurrency, watch)

@@ -305,7 +305,14 @@ class Store:
                     return row2[0]
             else:
                 return row[0]
-        return self.db["tasks"].insert({"key": key, "env": task.env, "type": task.type, "json": data}).last_pk
+        return self._insert("tasks", {"key": key, "env": task.env, "type": task.type, "json": data})
+
+    def _insert(self, table: str, row: dict[str, Any]) -> int:
+        """Insert one row of plain values; its id. (sqlite-utils' `table.insert` checks the
+        schema - several sqlite_master reads - on every call: too slow for a per-step row.)"""
+        cols = ", ".join(f'"{c}"' for c in row)
+        sql = f'insert into "{table}" ({cols}) values ({", ".join("?" * len(row))})'
+        return self.db.execute(sql, list(row.values())).lastrowid
 
     def _config_row(self, config: AgentConfig) -> int:
         data = _j(config) or "{}"
@@ -313,7 +320,7 @@ class Store:
         row = self.db.execute("select id from configs where key = ?", [key]).fetchone()
         if row:
             return row[0]
-        return self.db["configs"].insert({"key": key, "json": data}).last_pk
+        return self._insert("configs", {"key": key, "json": data})
 
     # ------------------------------------------------------------------ episodes
     def create_episode(
@@ -497,7 +504,7 @@ class Store:
             "config_id": config_id,
             "exemplar_rev": exemplar_rev,
         }
-        vid = self.db["versions"].insert(row).last_pk
+        vid = self._insert("versions", row)
         return v.model_copy(update={"id": vid})
 
     def create_version(self, v: Version, *, make_current: bool = True) -> Version:
