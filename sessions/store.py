@@ -305,7 +305,14 @@ class Store:
                     return row2[0]
             else:
                 return row[0]
-        return self.db["tasks"].insert({"key": key, "env": task.env, "type": task.type, "json": data}).last_pk
+        return self._insert("tasks", {"key": key, "env": task.env, "type": task.type, "json": data})
+
+    def _insert(self, table: str, row: dict[str, Any]) -> int:
+        """Insert one row of plain values; its id. (sqlite-utils' `table.insert` checks the
+        schema - several sqlite_master reads - on every call: too slow for a per-step row.)"""
+        cols = ", ".join(f'"{c}"' for c in row)
+        sql = f'insert into "{table}" ({cols}) values ({", ".join("?" * len(row))})'
+        return self.db.execute(sql, list(row.values())).lastrowid
 
     def _config_row(self, config: AgentConfig) -> int:
         data = _j(config) or "{}"
@@ -313,7 +320,7 @@ class Store:
         row = self.db.execute("select id from configs where key = ?", [key]).fetchone()
         if row:
             return row[0]
-        return self.db["configs"].insert({"key": key, "json": data}).last_pk
+        return self._insert("configs", {"key": key, "json": data})
 
     # ------------------------------------------------------------------ episodes
     def create_episode(
@@ -497,7 +504,7 @@ class Store:
             "config_id": config_id,
             "exemplar_rev": exemplar_rev,
         }
-        vid = self.db["versions"].insert(row).last_pk
+        vid = self._insert("versions", row)
         return v.model_copy(update={"id": vid})
 
     def create_version(self, v: Version, *, make_current: bool = True) -> Version:
@@ -540,7 +547,8 @@ class Store:
     )
 
     def _version_from_row(self, r) -> Version:
-        return Version(
+        # A row this store wrote is trusted: construct without re-validating (hot: every step reads one).
+        return Version.model_construct(
             id=r[0],
             episode_id=r[1],
             parent_version=r[2],
@@ -726,7 +734,17 @@ class Store:
                                   params + [version_id, v.leaf_step_id])
             if cur.rowcount != 1:
                 raise _changed(version_id)
-        return out, self.version(version_id)
+        # The row just written, without reading it back: the same fields the update set.
+        upd: dict[str, Any] = {"leaf_step_id": parent, "updated_at": params[1]}
+        if status is not None:
+            upd["status"] = status
+        if outcome is not None:
+            upd["outcome"] = Outcome.model_validate_json(_j(outcome))
+        if error is not ...:
+            upd["error"] = error
+        if clear_draft:
+            upd.update(draft_thought=None, draft_edit=None)
+        return out, v.model_copy(update=upd)
 
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
                config: AgentConfig | None = None, exemplar_rev: int | None = None, set_default: bool = True,
