@@ -64,6 +64,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._signal_states = sig.PathStates()
         self._guard = threading.Lock()  # the caches and the lock table
         self._locks: dict[int, threading.RLock] = {}
+        self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation)
 
     def locked(self, episode_id: int) -> threading.RLock:
         """The episode's lock, for a caller that makes several engine calls one transaction
@@ -136,10 +137,20 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 self._paths.popitem(last=False)
 
     # ------------------------------------------------------------------ stepping
-    def _begin(self, version_id: int) -> tuple[Version, Episode, list[Step], Environment]:
+    def _episode_of(self, version_id: int) -> int:
+        """The version's episode id (never changes: cached, so a step reads its version once)."""
+        eid = self._version_episode.get(version_id)
+        if eid is None:
+            eid = self._version_episode[version_id] = self.store.version(version_id).episode_id
+        return eid
+
+    def _begin(self, version_id: int, episode_id: int | None = None):
         """Under the episode's lock: the version, its episode (pinned config), its steps,
-        and the environment after them (a replay mismatch shows before any model call)."""
+        and the environment after them (a replay mismatch shows before any model call).
+        None if the version is not of `episode_id` (the lock held is not its episode's)."""
         v = self.store.version(version_id)
+        if episode_id is not None and v.episode_id != episode_id:
+            return None
         ep = self._episode(v)
         if v.outcome.done:
             raise EngineError(f"version {v.id} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on")
@@ -152,9 +163,14 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         """One model step (ALFWorld: one line; Wikipedia: Thought/Action/Observation).
         Prepare (locked), call the model (unlocked), execute and record (locked). `watch`
         reports retries and can cancel the step while its model call is in flight."""
-        with self._locked(self.store.version(version_id).episode_id):
+        eid = self._episode_of(version_id)
+        with self._locked(eid):
             self.store.record_pending_calls()  # answers an earlier blocked write kept: the cache has them
-            v, ep, steps, _ = self._begin(version_id)
+            began = self._begin(version_id, eid)
+            if began is None:  # a deleted version's id reused in another episode: take its lock
+                self._version_episode.pop(version_id, None)
+                return self.step(version_id, watch=watch)
+            v, ep, steps, _ = began
             self.model_config(ep)  # an unconfirmed imported endpoint: one line before anything
             rev = self._pin_exemplars(v, ep)
         calls: list[ModelCall] = []
@@ -374,7 +390,8 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             if on_step:
                 on_step(rep)
         try:
-            v = self.store.version(vid)
+            if not v.outcome.done or v.id != vid:  # a finished last step's version is the row it just wrote
+                v = self.store.version(vid)
             if stopped and not v.outcome.done and self.frozen_reason(vid) is None:  # frozen: never changes
                 v = self.store.update_version(vid, status="stopped")
         except StoreError as exc:  # the report still says how far the run got

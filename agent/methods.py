@@ -15,6 +15,7 @@ unfinished ReAct phase continues in place, a CoT phase is one atomic step.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -113,9 +114,12 @@ def run_item(
         known = {v.name: v.id for v in store.versions(episode_id) if v.name in names}
     v: Version | None = None
     for n, phase in enumerate(names):
-        v = _phase_version(store, episode_id, phase, known.get(phase), v)
-        if on_phase and known.get(phase) != v.id:
-            on_phase(phase, v.id)
+        fresh = known.get(phase) is None  # its version is named/created now: that and its record commit together
+        with store.transaction() if fresh else contextlib.nullcontext():
+            v = _phase_version(store, episode_id, phase, known.get(phase), v)
+            if on_phase and known.get(phase) != v.id:
+                on_phase(phase, v.id)
+                known[phase] = v.id  # recorded: not again after the run unless it moved
         if not v.outcome.done:
             moved = functools.partial(on_phase, phase) if on_phase else None
             budget = _Budget(samples, sc_temperature, should_stop, concurrency, watch)

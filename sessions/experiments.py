@@ -175,6 +175,9 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
                    name: str | None) -> tuple[int, bool]:
     """(episode id, created?) of an item: the linked one, or a new episode created and
     linked in the same transaction (so a crash can never leave an unlinked duplicate)."""
+    linked = store.db.execute("select episode_id from experiment_items where id = ?", [item_id]).fetchone()
+    if linked is not None and linked[0] is not None:  # once linked, never changed: no write transaction needed
+        return linked[0], False
     with store.transaction():
         r = store.db.execute("select episode_id, task from experiment_items where id = ?", [item_id]).fetchone()
         if r is None:

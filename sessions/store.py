@@ -162,7 +162,14 @@ class Store(VersionTreeMixin, CallLogMixin):
                     return row2[0]
             else:
                 return row[0]
-        return self.db["tasks"].insert({"key": key, "env": task.env, "type": task.type, "json": data}).last_pk
+        return self._insert("tasks", {"key": key, "env": task.env, "type": task.type, "json": data})
+
+    def _insert(self, table: str, row: dict[str, Any]) -> int:
+        """Insert one row of plain values; its id. (sqlite-utils' `table.insert` checks the
+        schema - several sqlite_master reads - on every call: too slow for a per-step row.)"""
+        cols = ", ".join(f'"{c}"' for c in row)
+        sql = f'insert into "{table}" ({cols}) values ({", ".join("?" * len(row))})'
+        return self.db.execute(sql, list(row.values())).lastrowid
 
     def _config_row(self, config: AgentConfig) -> int:
         data = _j(config) or "{}"
@@ -170,7 +177,7 @@ class Store(VersionTreeMixin, CallLogMixin):
         row = self.db.execute("select id from configs where key = ?", [key]).fetchone()
         if row:
             return row[0]
-        return self.db["configs"].insert({"key": key, "json": data}).last_pk
+        return self._insert("configs", {"key": key, "json": data})
 
     # ------------------------------------------------------------------ episodes
     def create_episode(

@@ -45,7 +45,7 @@ class VersionTreeMixin:
             "config_id": config_id,
             "exemplar_rev": exemplar_rev,
         }
-        vid = self.db["versions"].insert(row).last_pk
+        vid = self._insert("versions", row)
         return v.model_copy(update={"id": vid})
 
     def create_version(self, v: Version, *, make_current: bool = True) -> Version:
@@ -88,7 +88,8 @@ class VersionTreeMixin:
     )
 
     def _version_from_row(self, r) -> Version:
-        return Version(
+        # A row this store wrote is trusted: construct without re-validating (hot: every step reads one).
+        return Version.model_construct(
             id=r[0],
             episode_id=r[1],
             parent_version=r[2],
@@ -274,7 +275,17 @@ class VersionTreeMixin:
                                   params + [version_id, v.leaf_step_id])
             if cur.rowcount != 1:
                 raise _changed(version_id)
-        return out, self.version(version_id)
+        # The row just written, without reading it back: the same fields the update set.
+        upd: dict[str, Any] = {"leaf_step_id": parent, "updated_at": params[1]}
+        if status is not None:
+            upd["status"] = status
+        if outcome is not None:
+            upd["outcome"] = Outcome.model_validate_json(_j(outcome))
+        if error is not ...:
+            upd["error"] = error
+        if clear_draft:
+            upd.update(draft_thought=None, draft_edit=None)
+        return out, v.model_copy(update=upd)
 
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
                config: AgentConfig | None = None, exemplar_rev: int | None = None, set_default: bool = True,
