@@ -275,17 +275,7 @@ class VersionTreeMixin:
                                   params + [version_id, v.leaf_step_id])
             if cur.rowcount != 1:
                 raise _changed(version_id)
-        # The row just written, without reading it back: the same fields the update set.
-        upd: dict[str, Any] = {"leaf_step_id": parent, "updated_at": params[1]}
-        if status is not None:
-            upd["status"] = status
-        if outcome is not None:
-            upd["outcome"] = Outcome.model_validate_json(_j(outcome))
-        if error is not ...:
-            upd["error"] = error
-        if clear_draft:
-            upd.update(draft_thought=None, draft_edit=None)
-        return out, v.model_copy(update=upd)
+        return out, _written(v, parent, params[1], status, outcome, error, clear_draft)
 
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
                config: AgentConfig | None = None, exemplar_rev: int | None = None, set_default: bool = True,
@@ -389,3 +379,19 @@ class VersionTreeMixin:
         else:
             sql, params = "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
         return {r[0] for r in self.db.execute(sql, params)}
+
+
+def _written(v: Version, leaf: int | None, updated_at: str, status: str | None, outcome: Any, error: Any,
+             clear_draft: bool) -> Version:
+    """The version row `append_steps` just wrote, without reading it back: the same fields
+    the update set."""
+    upd: dict[str, Any] = {"leaf_step_id": leaf, "updated_at": updated_at}
+    if status is not None:
+        upd["status"] = status
+    if outcome is not None:
+        upd["outcome"] = Outcome.model_validate_json(_j(outcome))
+    if error is not ...:
+        upd["error"] = error
+    if clear_draft:
+        upd.update(draft_thought=None, draft_edit=None)
+    return v.model_copy(update=upd)
