@@ -170,23 +170,9 @@ class ModelClient:
     ) -> tuple[str, ModelCall]:
         """Return the completion (cut at `stop`) and its record; raise ModelError when
         the call fails for good or is cancelled through `watch` (the error is in `.call.error`)."""
-        cfg = self.config
         stop = list(stop or [])
-        chat = cfg.api_style == "chat"
-        hashed = chat_message(prompt, chat_instruction) if chat else prompt
-        params: dict[str, Any] = {
-            "temperature": cfg.temperature,
-            "top_p": cfg.top_p,
-            "max_tokens": cfg.max_tokens,
-            "stop": stop,
-            "base_url": self._scrub(public_url(self.base_url)),
-        }
-        call = ModelCall(
-            model=cfg.model, api_style=cfg.api_style, params=params, purpose=purpose,
-            prompt_hash=sha256(hashed), prompt_chars=len(hashed), attempts=0,
-        )
+        call = self._new_call(prompt, stop, purpose, chat_instruction)
         started = time.perf_counter()
-
         key = self._cache_key(prompt, chat_instruction, stop) if self._cacheable() else None
         call.cache_key = key
         if key is not None:
@@ -196,7 +182,28 @@ class ModelClient:
                 call.completion, call.usage, call.cached = text, usage, True
                 call.latency_ms = (time.perf_counter() - started) * 1000
                 return text, call
+        return self._with_retries(call, prompt, stop, chat_instruction, watch, started)
 
+    def _new_call(self, prompt: str, stop: list[str], purpose: str, chat_instruction: str | None) -> ModelCall:
+        """The call's record before it is made: what was asked, hashed (the prompt is not kept)."""
+        cfg = self.config
+        hashed = chat_message(prompt, chat_instruction) if cfg.api_style == "chat" else prompt
+        params: dict[str, Any] = {
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_tokens": cfg.max_tokens,
+            "stop": stop,
+            "base_url": self._scrub(public_url(self.base_url)),
+        }
+        return ModelCall(
+            model=cfg.model, api_style=cfg.api_style, params=params, purpose=purpose,
+            prompt_hash=sha256(hashed), prompt_chars=len(hashed), attempts=0,
+        )
+
+    def _with_retries(self, call: ModelCall, prompt: str, stop: list[str], chat_instruction: str | None,
+                      watch: CallWatch | None, started: float) -> tuple[str, ModelCall]:
+        """Ask until an answer, a failure for good, or Stop; every attempt counts in `call`."""
+        cfg = self.config
         malformed = rate_limited = 0
         hooks = [f for f in ((watch.on_retry if watch else None), self.on_retry) if f is not None]
 

@@ -20,22 +20,36 @@ from agent import jobs, methods
 from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import CallWatch
 from agent.engine import Engine, EngineError
+from envs.base import EnvError
 from envs.registry import family
-from envs.wikipedia.scoring import FEVER_LABELS
 from sessions import experiments as xs
 from sessions import jobs as jobs_db
 from sessions.store import Store, StoreError
 from trajectory.records import AgentConfig, Task
 from trajectory.stats import mcnemar_exact, newcombe_paired_cc_diff
 
-TASK_TYPES: dict[str, tuple[str, ...]] = {
-    "alfworld": ("pick_and_place_simple", "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep",
-                 "pick_cool_then_place_in_recep", "look_at_obj_in_light", "pick_two_obj_and_place"),
-    "hotpotqa": ("bridge", "comparison"),
-    "fever": FEVER_LABELS,
-}
-# The paper's Table 3 column names for ALFWorld's types (a results table in the paper's layout).
-TYPE_LABELS = dict(zip(TASK_TYPES["alfworld"], ("Pick", "Clean", "Heat", "Cool", "Look", "Pick 2")))
+
+
+def _family(env: str):
+    """The kind's family, or None when it is not installed here (its results still show)."""
+    try:
+        return family(env)
+    except EnvError:
+        return None
+
+
+def task_types(env: str) -> tuple[str, ...]:
+    """The kind's task types in its results order (the paper's table columns)."""
+    fam = _family(env)
+    return tuple(t for t, _ in fam.task_types) if fam else ()
+
+
+def type_label(env: str, task_type: str) -> str:
+    """A task type's column title (ALFWorld's `Pick`, `Clean`, ...); else the type itself."""
+    fam = _family(env)
+    return dict(fam.task_types).get(task_type, task_type) if fam else task_type
+
+
 # USD per million (prompt, completion) tokens, unless Settings stores a price for the model
 # (setting "model_prices": {model: {"prompt": $, "completion": $}}); other models cost 0.
 PRICES_SETTING = "model_prices"
@@ -57,7 +71,7 @@ def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: l
     methods.check_exemplars(env, method, config.exemplar_set, store)
     update: dict[str, Any] = {"style": methods.prompt_style(method)}
     if method == "react-cot-sc" and config.max_steps is None:  # the back-off budget, not the loop's 7
-        update["max_steps"] = methods.BACKOFF_STEPS[env]
+        update["max_steps"] = methods.backoff_steps(env)
     config = config.model_copy(update=update)
     params = dict(params or {})
     if "sc" in method.replace("-", " ").split():
@@ -306,6 +320,17 @@ def _rate(k: int, n: int) -> float | None:
     return round(k / n, 4) if n else None
 
 
+def _metrics(env: str, done: list, wins: int, n: int) -> dict[str, float | None]:
+    """The kind's extra scores (HotpotQA's EM and F1, FEVER's accuracy, ...) over n tasks."""
+    out: dict[str, float | None] = {}
+    for m in (fam.metrics if (fam := _family(env)) else ()):
+        if m.of is None:
+            out[m.name] = _rate(wins, n)
+        else:
+            out[m.name] = round(sum(float(it.metrics.get(m.of) or 0.0) for it in done) / n, 4) if n else None
+    return out
+
+
 def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float]:
     """(tokens, USD) of the calls that reached the model server (cache hits are free)."""
     p_tok = c_tok = 0
@@ -335,7 +360,7 @@ def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[s
     done = [it for it in items if it.finished]
     wins = sum(bool(it.success) for it in done)
     by_type: dict[str, dict[str, Any]] = {}
-    for t in (*TASK_TYPES.get(exp.env, ()), *sorted({it.task.type or "other" for it in items})):
+    for t in (*task_types(exp.env), *sorted({it.task.type or "other" for it in items})):
         of_type = [it for it in items if (it.task.type or "other") == t]
         fin = [it for it in of_type if it.finished]
         k = sum(bool(it.success) for it in fin)
@@ -347,11 +372,7 @@ def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[s
         "success": wins, "success_rate": _rate(wins, len(done)), "rates_over": "finished items",
         "by_type": by_type, "task_set": task_set_label(exp),
     }
-    if exp.env == "hotpotqa":
-        out["em"] = _rate(sum(int(it.metrics.get("em") or 0) for it in done), len(done))
-        out["f1"] = round(sum(float(it.metrics.get("f1") or 0.0) for it in done) / len(done), 4) if done else None
-    if exp.env == "fever":
-        out["accuracy"] = _rate(wins, len(done))
+    out.update(_metrics(exp.env, done, wins, len(done)))  # over the finished tasks, as success_rate
     out.update(tokens=tokens, cost=cost, wall_s=round(exp.wall_s, 3))
     if with_items:
         out["items"] = [{"task": it.task.id, "type": it.task.type, "episode": it.episode_id, "version": it.version_id,
@@ -370,7 +391,8 @@ def task_set_label(exp: xs.Experiment) -> str:
     if tasks == "react" or source == "react":
         return "the ReAct release's tasks"
     if tasks == "builtin" and not source:
-        return "built-in sample (generated)" if exp.env == "alfworld" else "built-in sample"
+        fam = _family(exp.env)
+        return fam.builtin_label if fam else "built-in sample"
     return f"selected tasks ({source or 'builtin'})"
 
 
@@ -413,7 +435,7 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, seed: int = 0) 
     def paired(keys: list[str]) -> dict[str, Any]:
         return _pair_counts([bool(a_items[k].success) for k in keys], [bool(b_items[k].success) for k in keys])
 
-    types = dict.fromkeys([*TASK_TYPES.get(a.env, ()), *sorted({a_items[k].task.type or "other" for k in listed})])
+    types = dict.fromkeys([*task_types(a.env), *sorted({a_items[k].task.type or "other" for k in listed})])
     by_type = {t: paired([k for k in common if (a_items[k].task.type or "other") == t]) for t in types}
     sa, sb = summary(store, a.id), summary(store, b.id)
     return {"a": sa, "b": sb, "common": len(common), "listed_in_both": len(listed),

@@ -25,20 +25,17 @@ from typing import Any, Callable
 from agent import exemplars as ex
 from agent.client import CallWatch, ModelError
 from agent.engine import Engine, EngineError
-from envs.wikipedia.scoring import normalize_answer
+from envs.base import TEXT_METHODS, EnvError
+from envs.registry import family
 from sessions.store import StoreError
 from trajectory.answer_formats import majority, parse_qa
-from trajectory.prompt_files import ALFWORLD_PREFIXES
 from trajectory.records import ModelCall, Version
 
-WIKI_METHODS = ("standard", "cot", "cot-sc", "act", "react", "react-cot-sc", "cot-sc-react")
-METHODS: dict[str, tuple[str, ...]] = {"alfworld": ("react", "act"), "hotpotqa": WIKI_METHODS, "fever": WIKI_METHODS}
+WIKI_METHODS = TEXT_METHODS  # every method applies where answers are text (EnvFamily.methods)
 PHASES: dict[str, tuple[str, ...]] = {
     "react": ("react",), "act": ("act",), "standard": ("standard",), "cot": ("cot",), "cot-sc": ("cot-sc",),
     "react-cot-sc": ("react", "cot-sc"), "cot-sc-react": ("cot-sc", "react"),
 }
-# ReAct -> CoT-SC backs off when ReAct gives no answer within these steps (the paper, 3.3).
-BACKOFF_STEPS = {"hotpotqa": 7, "fever": 5}
 DEFAULT_SAMPLES = 21
 SC_TEMPERATURE = 0.7
 QA_CHAT = {
@@ -51,10 +48,23 @@ class MethodError(EngineError):
     """A method that does not apply (one line)."""
 
 
+def methods_of(env: str) -> tuple[str, ...]:
+    """The methods that apply to a kind (ReAct/Act everywhere, Standard/CoT where answers are text)."""
+    try:
+        return family(env).methods
+    except EnvError:
+        raise MethodError(f"unknown environment {env!r}") from None
+
+
+def backoff_steps(env: str) -> int | None:
+    """ReAct -> CoT-SC backs off when ReAct gives no answer within these steps (the paper,
+    3.3: 7 HotpotQA, 5 FEVER; the family's `qa.backoff_steps`)."""
+    qa = family(env).qa
+    return qa.backoff_steps if qa is not None else None
+
+
 def check_method(env: str, method: str) -> None:
-    known = METHODS.get(env)
-    if known is None:
-        raise MethodError(f"unknown environment {env!r}")
+    known = methods_of(env)
     if method not in known:
         raise MethodError(f"method {method!r} does not apply to {env}; use one of {', '.join(known)}")
 
@@ -65,11 +75,7 @@ def check_exemplars(env: str, method: str, exemplar_set: str | None, store) -> N
         prompts = ex.prompt_dict(env, exemplar_set, store)
         for phase in PHASES[method]:
             if phase in ("react", "act"):
-                if env == "alfworld":
-                    for task_type in ALFWORLD_PREFIXES:
-                        ex.alfworld_exemplars(prompts, task_type, phase)
-                else:
-                    ex.wiki_exemplars(prompts, env, phase)
+                family(env).transcript.check_exemplars(prompts, phase)
             else:
                 ex.qa_exemplars(prompts, env, "standard" if phase == "standard" else "cot")
     except (ex.ExemplarError, StoreError) as exc:
@@ -269,11 +275,18 @@ def _answer_sc(engine: Engine, v: Version, b: _Budget) -> None:
     samples = b.samples
     config = engine.store.version_config(v.id).model_copy(update={"temperature": b.sc_temperature})
     answers, thoughts, calls = _sample(engine, v, config, "cot", samples, b)
-    best, votes = majority(answers, normalize_answer)
-    thought = next((t for a, t in zip(answers, thoughts) if best and normalize_answer(a) == normalize_answer(best)),
+    normalize = _normalizer(engine, v)
+    best, votes = majority(answers, normalize)
+    thought = next((t for a, t in zip(answers, thoughts) if best and normalize(a) == normalize(best)),
                    thoughts[0] if thoughts else None)
     info = {"method": "cot-sc", "votes": votes, "samples": samples, "answers": answers}
     engine.answer(v.id, thought, best, calls, info=info)
+
+
+def _normalizer(engine: Engine, v: Version) -> Callable[[str], str]:
+    """How the kind compares answers (the official normalisation for HotpotQA and FEVER)."""
+    qa = family(engine.store.episode(v.episode_id).task.env).qa
+    return qa.normalize if qa is not None else (lambda a: " ".join(a.split()).casefold())
 
 
 def _backs_off(engine: Engine, v: Version, phase: str) -> bool:

@@ -24,12 +24,12 @@ from sessions import experiments
 from sessions import rollouts as groups_db
 from sessions.rollouts import RolloutEdit, RolloutGroup
 from sessions.store import Store
-from trajectory import formats as fmt
+from envs.base import EDIT_KINDS
+from envs.registry import family
 from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
 from trajectory.stats import METHOD_CMH, Stratified, cmh, fisher_exact, newcombe_diff, wilson
 
 MAX_N = 1000
-EDIT_KINDS = ("rewrite_thought", "delete_thought", "insert_thought", "rewrite_action")
 
 
 class RolloutError(EngineError):
@@ -41,9 +41,7 @@ class RolloutError(EngineError):
 
 def step_text(env: str, step: Step) -> str:
     """A step as the model wrote it, without its observation: what `first` groups by."""
-    if env == "alfworld":
-        return fmt.alfworld_command(step)
-    return fmt.render_wiki_step(step, step.index, with_observation=False).rstrip("\n")
+    return family(env).transcript.step_text(step)
 
 
 @dataclass
@@ -254,6 +252,8 @@ class Rollouts:
             return [groups_db.open_group(self.store, kind="resample", n=req.n, **where)], warnings
         if req.edit.kind not in EDIT_KINDS:
             raise RolloutError(f"unknown edit {req.edit.kind!r}")
+        if req.edit.kind not in family(ep.task.env).edit_kinds:
+            raise RolloutError(f"edit {req.edit.kind!r} does not apply to {family(ep.task.env).label} steps")
         known = groups_db.find_group(self.store, kind="treatment", edit=req.edit, **where)
         if known is None or 0 not in known.members:  # an invalid edit stops here: nothing is made
             with self.engine.locked(ep.id), self.store.transaction():

@@ -1,9 +1,9 @@
 """Which tasks an experiment runs: a source (builtin, official, react), explicit ids (a
 comma list or @FILE), a reproducible random subset, or the original notebooks' own subset.
 
-`--sample paper`: HotpotQA and FEVER shuffle the dev indices 0..7404 with
-`random.Random(233)` and take the first 500 (hotpotqa.ipynb, FEVER.ipynb); ALFWorld runs
-all 134 `valid_unseen` games (alfworld.ipynb: `eval_out_of_distribution`, 134 resets).
+`--sample paper` is the family's (`EnvFamily.paper_sample`): HotpotQA and FEVER shuffle the
+dev indices 0..7404 with `random.Random(233)` and take the first 500 (hotpotqa.ipynb,
+FEVER.ipynb); ALFWorld runs all 134 `valid_unseen` games (alfworld.ipynb).
 """
 
 from __future__ import annotations
@@ -17,11 +17,7 @@ from envs.base import EnvError
 from envs.registry import family
 from trajectory.records import Task
 
-SOURCES = ("builtin", "official", "react")
-PAPER_SEED = 233
-PAPER_POOL = 7405  # the notebooks shuffle range(7405)
-PAPER_N = 500
-ALFWORLD_PAPER_GAMES = 134
+SOURCES = ("builtin", "official", "react")  # task sets some family knows (EnvFamily.sources)
 
 
 def _read_ids(spec: str) -> list[str]:
@@ -55,9 +51,9 @@ def select_tasks(
     if tasks is not None and not tasks.strip():
         raise EnvError("the task selection is empty (--tasks needs builtin, official, react, ID,ID,... or @FILE)")
     spec = (tasks or "builtin").strip()
-    if spec in SOURCES:
-        if env == "alfworld" and spec == "react":
-            raise EnvError("ALFWorld has no ReAct-release task set; use builtin or official")
+    if spec in SOURCES or spec in fam.sources:
+        if spec not in fam.sources:
+            raise EnvError(f"{fam.label} has no {spec!r} task set; use {' or '.join(fam.sources)}")
         pool = fam.list_tasks(source=spec, **opts)
         source = spec
     else:
@@ -65,7 +61,7 @@ def select_tasks(
         if not ids:
             raise EnvError("the task selection is empty")
         source = source or "builtin"
-        known = {t.id: t for t in fam.list_tasks(source=source, **opts)} if env != "alfworld" else None
+        known = {t.id: t for t in fam.list_tasks(source=source, **opts)} if fam.ids_by_listing else None
         pool = []
         for tid in ids:
             if known is not None:
@@ -87,16 +83,10 @@ def select_tasks(
 
 def _sample(env: str, pool: list[Task], sample: str | int, seed: int, source: str | None) -> list[Task]:
     if str(sample) == "paper":
-        if env == "alfworld":
-            if source != "official":
-                raise EnvError("--sample paper for ALFWorld runs the 134 official valid_unseen games: use --tasks official")
-            return pool
-        if len(pool) < PAPER_POOL:
-            raise EnvError(f"--sample paper draws from the {PAPER_POOL} {env} dev tasks; this selection has "
-                           f"{len(pool)} (use --tasks react or official)")
-        idxs = list(range(PAPER_POOL))
-        random.Random(PAPER_SEED).shuffle(idxs)
-        return [pool[i] for i in idxs[:PAPER_N]]
+        fam = family(env)
+        if fam.paper_sample is None:
+            raise EnvError(f"{fam.label} has no paper task sample; use --sample N")
+        return fam.paper_sample(pool, source)
     try:
         n = int(sample)
     except ValueError:
@@ -115,6 +105,8 @@ def task_finder(source: str):
     by_env: dict[str, dict[str, Task]] = {}
 
     def find(env: str, text: str) -> Task | None:
+        if family(env).qa is None:  # only text-answer tasks have a dataset answer to look up
+            return None
         if env not in by_env:
             by_env[env] = {" ".join(t.text.split()): t for t in family(env).list_tasks(source=source)}
         return by_env[env].get(" ".join(text.split()))

@@ -27,6 +27,7 @@ from app_pages.textdiff import diff_html
 from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicable_edits, deleted_here, endpoint_problem, one_line,
                              outcome_text, plural, provenance, replaced_text, step_lines)
 from envs.base import EnvError
+from envs.registry import family
 from sessions import annotations as ann
 from sessions import experiments, numbering
 from sessions import jobs as jobs_db
@@ -124,14 +125,13 @@ st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, 
 
 versions = store.versions(ep_id)
 by_id = {v.id: v for v in versions}
+fam = family(ep.task.env)
+alf = fam.transcript.thoughts_are_turns  # a thought is its own turn; an action is optional
 nums = numbering.numbers(store, ep_id)  # people read per-episode numbers (v1, v2, ...)
 
 
 def vname(version_id: int) -> str:
     return f"v{nums.get(version_id, version_id)}"
-
-
-alf = ep.task.env == "alfworld"
 run = st.session_state.get("run")
 if run and (run.get("version") != vid):
     close_run("stopped")  # the run belonged to a version no longer shown
@@ -371,6 +371,7 @@ INSERTS = ("insert_thought", "insert_after")
 def edit_panel(v, steps, s) -> None:
     k, n = s.index, len(steps)
     kinds = applicable_edits(s, can_insert_after=k < n or not v.outcome.done)  # after the last step only while it can go on
+    kinds = [x for x in kinds if ("insert_thought" if x == "insert_after" else x) in fam.edit_kinds]  # the family's
     labels = {EDIT_CHOICES[x]: x for x in kinds}
     with st.container(border=True, key=f"edit_panel_{vid}_{k}"):
         st.caption(f"Edit step {k} — every change makes a new version; {vname(vid)} stays as it is.")
@@ -439,7 +440,7 @@ def human_panel(v, n: int) -> None:
                 st.selectbox("Suggestions (admissible commands)", sugg, index=None, key=f"h_sugg_{sfx}",
                              on_change=_fill, args=(akey, f"h_sugg_{sfx}"), placeholder="pick a command")
             hint_controls(f"h_{sfx}", akey, None)
-        label = "Action (optional)" if alf else "Action (Search[...], Lookup[...] or Finish[...])"
+        label = "Action (optional)" if alf else f"Action ({fam.action_hint})" if fam.action_hint else "Action"
         action = one_line(st.text_area(label, key=akey, height=68) or "")
         state.show_error("human")
         warning = action_warning(ep.task.env, action, sugg if alf else None)
@@ -583,6 +584,17 @@ def outcome_box(v) -> None:
         st.warning(head)
 
 
+def step_editor(v, steps) -> None:
+    """The edit, what-if and tag panels of the step a person picked."""
+    edit_at = st.session_state.get("edit_at")
+    if edit_at and edit_at[0] == vid and 1 <= edit_at[1] <= len(steps):
+        s = steps[edit_at[1] - 1]
+        edit_panel(v, steps, s)
+        whatif_panel.render(eng, ep, vid, s)
+        with st.expander(f"Tags and note for step {s.index}"):
+            step_tag_panel(store, s.id, "ed")
+
+
 def body() -> None:
     renew_run()
     job = finished_job()
@@ -610,13 +622,7 @@ def body() -> None:
             render_step(s, v, extras)
         for e in deleted_here(ep.task.env, v.edits, len(steps) + 1):
             deleted_marker(e)
-    edit_at = st.session_state.get("edit_at")
-    if edit_at and edit_at[0] == vid and 1 <= edit_at[1] <= len(steps):
-        s = steps[edit_at[1] - 1]
-        edit_panel(v, steps, s)
-        whatif_panel.render(eng, ep, vid, s)
-        with st.expander(f"Tags and note for step {s.index}"):
-            step_tag_panel(store, s.id, "ed")
+    step_editor(v, steps)
     if v.draft_thought is not None:
         st.caption(f"Pending thought for step {len(steps) + 1} (the model writes its action next):")
         st.text(v.draft_thought)

@@ -12,8 +12,8 @@ from sessions import annotations as ann
 from envs.base import EnvError
 from sessions import exemplar_sets
 from sessions.edit_counts import edit_counts
-from envs.registry import family
-from trajectory.records import ENV_KINDS, AgentConfig
+from envs.registry import family, kinds
+from trajectory.records import AgentConfig
 
 eng = state.engine()
 store = eng.store
@@ -27,9 +27,6 @@ if st.query_params.get("episode"):
 st.title("Episodes")
 state.model_banner()
 
-SOURCES = {"alfworld": ["builtin", "official"], "hotpotqa": ["builtin", "react"], "fever": ["builtin", "react"]}
-# The built-in ALFWorld exemplars were played by a scripted policy, not taken from the paper.
-BUILTIN_EXEMPLARS_LABEL = {"alfworld": "(built-in: played by a scripted policy, not the paper's)"}
 
 
 def load_tasks(env: str, source: str):
@@ -54,21 +51,29 @@ def has_label(version_id: int | None, label: str) -> bool:
 PAGE_ROWS = 500  # the newest episodes first; "Show more" adds as many again
 
 
-def env_options(env: str, wiki: str) -> dict:
-    if env == "alfworld":
-        return {"wording": "paper"}
-    return {"wiki": wiki} if wiki and wiki != "builtin" else {}
+def option_inputs(env: str) -> dict:
+    """The episode options the family takes (`EnvFamily.options`), blank = its default."""
+    values = {}
+    for o in family(env).options:
+        if o.choices:
+            values[o.key] = st.selectbox(o.help, o.choices, index=o.choices.index(o.default) if o.default else 0,
+                                         key=f"new_{o.key}_{env}")
+        elif o.switch:
+            values[o.key] = st.checkbox(o.help, key=f"new_{o.key}") or None
+        else:
+            values[o.key] = st.text_input(o.help, key=f"new_{o.key}").strip() or None
+    return family(env).env_options(values)
 
 
 with st.expander("Start a new episode", expanded=not store.episode_ids()):
     d = state.defaults()
     c = st.columns(3)
-    env = c[0].selectbox("Environment", ENV_KINDS, key="new_env")
+    env = c[0].selectbox("Environment", list(kinds()), key="new_env")
     how = c[1].radio("Task", ["From a task set", "Custom"], key="new_how", horizontal=True)
     task = None
     task_error = None
     if how == "From a task set":
-        source = c[2].selectbox("Task set", SOURCES[env], key=f"new_source_{env}")
+        source = c[2].selectbox("Task set", family(env).sources, key=f"new_source_{env}")
         try:
             tasks = load_tasks(env, source)
         except (EnvError, OSError, ValueError) as exc:
@@ -77,7 +82,7 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
             st.caption("This task set is not available:")
             st.text(task_error)
         elif tasks:
-            labels = {t.id: f"{t.id} · {' '.join(t.text.split())[:90]}" for t in tasks}
+            labels = {t.id: f"{t.id} · {family(env).one_line(t)[:90]}" for t in tasks}  # the family's summary
             tid = st.selectbox("Task", list(labels), format_func=labels.get, key=f"new_task_{env}_{source}")
             task = next(t for t in tasks if t.id == tid)
             with st.container(key="new_task_text"):
@@ -85,14 +90,8 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
         else:
             st.caption("No tasks in this set.")
     else:
-        if env == "alfworld":
-            game = st.text_input("Path to an ALFWorld game (game.tw-pddl)", key="new_game")
-        else:
-            question = st.text_input("Question" if env == "hotpotqa" else "Claim", key="new_question")
-            answer = st.text_input("Gold answer / label (optional)", key="new_answer")
-    wiki = "builtin"
-    if env != "alfworld":
-        wiki = st.text_input("Wikipedia backend (builtin, live, or zim:PATH)", value="builtin", key="new_wiki")
+        custom = {f.key: st.text_input(f.label, key=f"new_{f.key}") for f in family(env).custom_fields}
+    options = option_inputs(env)
     st.caption("Agent")
     a = st.columns(3)
     base_url = a[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=d.get("base_url") or "",
@@ -102,7 +101,7 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
                                key="new_api_style")
     b = st.columns(3)
     style = b[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="new_style")
-    builtin = BUILTIN_EXEMPLARS_LABEL.get(env, "(built-in)")
+    builtin = family(env).exemplars_label  # e.g. ALFWorld's were played by a scripted policy
     set_names = [builtin, *exemplar_set_names(env)]
     exemplars = b[1].selectbox("Exemplar set", set_names, key=f"new_exemplars_{env}")
     exemplars = "" if exemplars == builtin else exemplars
@@ -117,10 +116,7 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
                 fam = family(env)
                 if fam.custom_task is None:
                     raise EnvError(f"{env} has no custom tasks")
-                if env == "alfworld":
-                    task = fam.custom_task(game=game.strip() or None)
-                else:
-                    task = fam.custom_task(question=question, answer=answer or None)
+                task = fam.custom_task(**{k: v.strip() or None for k, v in custom.items()})
             if task is None:
                 raise EnvError("choose a task first")
             check_base_url(base_url.strip() or None)  # refused, not silently stripped
@@ -129,7 +125,7 @@ with st.expander("Start a new episode", expanded=not store.episode_ids()):
                 "api_style": api_style, "style": style, "exemplar_set": exemplars.strip() or None,
                 "max_steps": int(max_steps) or None,
             })
-            ep, v = eng.start_episode(task, cfg, env_options(env, wiki), name=name.strip() or None)
+            ep, v = eng.start_episode(task, cfg, options, name=name.strip() or None)
         except state.USER_ERRORS as exc:
             state.set_error("new", exc)
             st.rerun()
@@ -139,7 +135,7 @@ search_box.render(store)
 
 st.subheader("Your episodes")
 f = st.columns(5)
-f_env = f[0].selectbox("Environment", ["all", *ENV_KINDS], key="f_env")
+f_env = f[0].selectbox("Environment", ["all", *kinds()], key="f_env")
 f_type = f[1].text_input("Task type", key="f_type")
 f_outcome = f[2].selectbox("Outcome", ["all", "success", "failure", "unfinished"], key="f_outcome")
 f_edited = f[3].selectbox("Edited", ["all", "edited", "not edited"], key="f_edited")

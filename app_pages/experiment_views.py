@@ -5,20 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.experiment import TASK_TYPES, TYPE_LABELS
+from agent.experiment import task_types, type_label
+from envs.base import EnvError
+from envs.registry import family
 
 
 def pct(rate: float | None) -> str:
     return "-" if rate is None else f"{100 * rate:.1f}"
 
 
-def type_label(env: str, t: str) -> str:
-    return TYPE_LABELS.get(t, t) if env == "alfworld" else t
+def table_caption(env: str) -> str:
+    """What a results table of this kind shows (the family says: paper layout, as Table 3)."""
+    try:
+        fam = family(env)
+    except EnvError:  # results of a plugin not installed here
+        return f"{env}: success rate %"
+    return fam.results_caption or f"{fam.label}: success rate % per task type"
 
 
-TABLE_CAPTIONS = {"alfworld": "ALFWorld: success rate % per task type (paper layout, as Table 3)",
-                  "hotpotqa": "HotpotQA: exact match and F1 % (paper layout, as Table 1)",
-                  "fever": "FEVER: accuracy % (paper layout, as Table 1)"}
 TABLE_NOTE = "; each row names the task set it ran on"
 PARTIAL_NOTE = ". Rows marked partial are scored over their finished tasks only."
 
@@ -35,14 +39,16 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
                            "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}",
                            "scored over": scored, "task set": s.get("task_set", "-")}
-    if s["env"] == "alfworld":
-        for t in TASK_TYPES["alfworld"]:
-            row[type_label("alfworld", t)] = pct(s["by_type"].get(t, {}).get("rate"))
+    try:
+        fam = family(s["env"])
+    except EnvError:  # a plugin not installed here: its overall rate
+        fam = None
+    if fam is None or fam.results_by_type:
+        for t in task_types(s["env"]):
+            row[type_label(s["env"], t)] = pct(s["by_type"].get(t, {}).get("rate"))
         row["All"] = pct(s["success_rate"])
-    elif s["env"] == "hotpotqa":
-        row["EM"], row["F1"] = pct(s.get("em")), pct(s.get("f1"))
-    else:
-        row["Acc"] = pct(s.get("accuracy"))
+    for m in fam.metrics if fam else ():
+        row[m.label] = pct(s.get(m.name))
     row.update(tokens=s["tokens"], cost=f"${s['cost']:.4f}", wall_s=round(s["wall_s"], 1))
     return row
 

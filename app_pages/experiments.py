@@ -11,14 +11,15 @@ from typing import Any
 import streamlit as st
 
 from agent import experiment as X
-from agent.methods import DEFAULT_SAMPLES, METHODS
+from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
-from app_pages.experiment_views import PARTIAL_NOTE, TABLE_CAPTIONS, TABLE_NOTE, chart_spec, compare_rows, paper_row, signal_rows
+from app_pages.experiment_views import PARTIAL_NOTE, TABLE_NOTE, chart_spec, compare_rows, paper_row, signal_rows, table_caption
 from sessions import experiments as xs
 from sessions.search import signal_counts
-from trajectory.records import ENV_KINDS, AgentConfig
+from envs.registry import kinds
+from trajectory.records import AgentConfig
 
 
 @st.cache_resource(show_spinner=False)
@@ -41,8 +42,8 @@ state.model_banner()
 with st.expander("New experiment", expanded=not xs.list_all(store)):
     d = state.defaults()
     c = st.columns(4)
-    env = c[0].selectbox("Environment", ENV_KINDS, key="x_env")
-    method = c[1].selectbox("Method", METHODS[env], index=METHODS[env].index("react"), key=f"x_method_{env}")
+    env = c[0].selectbox("Environment", list(kinds()), key="x_env")
+    method = c[1].selectbox("Method", methods_of(env), index=methods_of(env).index("react"), key=f"x_method_{env}")
     spec = c[2].text_input("Tasks (builtin, official, react, or ids a,b,c)", value="builtin", key="x_tasks")
     concurrency = int(c[3].number_input("Concurrency", min_value=1, max_value=64, value=4, key="x_conc"))
     s = st.columns(4)
@@ -176,10 +177,10 @@ def progress_panel(exp_id: int, s: dict) -> None:
 
 def results_tables(sums: dict[int, dict]) -> None:
     st.subheader("Results")
-    for env_kind in ENV_KINDS:
+    for env_kind in dict.fromkeys([*kinds(), *(s["env"] for s in sums.values())]):  # plugins' too
         rows = [paper_row(s) for s in sums.values() if s["env"] == env_kind]
         if rows:
-            st.caption(TABLE_CAPTIONS.get(env_kind, env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
+            st.caption(table_caption(env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
                                                                                     if s["env"] == env_kind))
             st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}")
 

@@ -16,7 +16,7 @@ from app_pages.views import plural
 from sessions import exemplar_sets as sets
 from sessions import numbering
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
-from trajectory.records import ENV_KINDS
+from envs.registry import kinds
 from sessions.store import Store, StoreError
 
 MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",
@@ -27,7 +27,7 @@ PREVIEW_LINES = 20
 
 def _filters() -> tuple[list, Filters]:
     c1, c2, c3 = st.columns(3)
-    env = c1.selectbox("Environment", ["(any)", *ENV_KINDS], key="exp-env")
+    env = c1.selectbox("Environment", ["(any)", *kinds()], key="exp-env")
     task_type = c2.text_input("Task type (prefix)", key="exp-type")
     outcome = c3.selectbox("Outcome", ["(any)", "success", "failure", "unfinished"], key="exp-outcome")
     c4, c5, c6 = st.columns(3)
@@ -118,7 +118,7 @@ def _import_section(store: Store) -> None:
     st.subheader("Import")
     up = st.file_uploader("ReAct prompt file (.json), transcript (.txt) or jsonl export (.jsonl)",
                           type=["json", "jsonl", "txt"], key="imp-file")
-    env = st.selectbox("Environment (transcripts)", ["(detect)", *ENV_KINDS], key="imp-env")
+    env = st.selectbox("Environment (transcripts)", ["(detect)", *kinds()], key="imp-env")
     if up is not None and st.button("Import", key="imp-go"):
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / Path(up.name).name
@@ -141,7 +141,7 @@ def _sets_section(store: Store) -> None:
                       for s in all_sets], hide_index=True)
     with st.form("set-add"):
         name = st.text_input("Set name", key="set-name")
-        env = st.selectbox("Environment (new set)", ENV_KINDS, key="set-env")
+        env = st.selectbox("Environment (new set)", list(kinds()), key="set-env")
         refs_text = st.text_input("Versions to add (EPISODE[:VERSION] ...)", key="set-refs")
         if st.form_submit_button("Add to set"):
             try:

@@ -13,7 +13,7 @@ import streamlit as st
 from app_pages import state
 from sessions import numbering
 from sessions.search import OUTCOMES, SearchError, search
-from trajectory.records import ENV_KINDS
+from envs.registry import kinds
 from trajectory.signals import SIGNALS
 
 
@@ -46,7 +46,7 @@ def render(store: Any) -> None:
         c = st.columns([4, 1.3, 1.3, 1.6, 0.8])
         query = c[0].text_input("Search every trajectory", key="search_q",
                                 placeholder='words, "a phrase", prefix*, observation: word')
-        env = c[1].selectbox("Environment", ["all", *ENV_KINDS], key="search_env")
+        env = c[1].selectbox("Environment", ["all", *kinds()], key="search_env")
         outcome = c[2].selectbox("Outcome", ["all", *OUTCOMES], key="search_outcome")
         signal = c[3].selectbox("Signal", ["any", *SIGNALS], key="search_signal")
         limit = c[4].number_input("Max", min_value=1, max_value=200, value=20, key="search_limit")

@@ -6,11 +6,11 @@ st.code) or as escaped HTML (the Compare table)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Sequence
 
 from agent.run_settings import ConfigError, check_base_url
 from app_pages.textdiff import diff_html, esc
+from envs.registry import family
 from trajectory.alignment import AlignedRow
 from trajectory.records import EDIT_WORDS
 
@@ -65,11 +65,11 @@ def answer_line(gold: str | None, metrics: dict) -> str | None:
 def step_lines(env: str, step: Any) -> list[tuple[str, str]]:
     """(label, text) lines of one step as the paper prints it.
 
-    ALFWorld: `Act i: think: ...` or `Act i: <command>`, then `Obs i: ...`.
-    Wikipedia: `Thought i`, `Action i`, `Observation i`."""
+    A command-line transcript (ALFWorld): `Act i: think: ...` or `Act i: <command>`, then
+    `Obs i: ...`. A numbered one (Wikipedia): `Thought i`, `Action i`, `Observation i`."""
     i = step.index
     out: list[tuple[str, str]] = []
-    if env == "alfworld":
+    if thoughts_are_turns(env):
         if step.action is None:
             out.append((f"Act {i}", f"think: {step.thought or ''}"))
         else:
@@ -111,10 +111,18 @@ def replaced_text(step: Any) -> str | None:
     return None
 
 
+def thoughts_are_turns(env: str) -> bool:
+    """A thought is a turn of its own in this kind's transcript (ALFWorld's `think:`)."""
+    try:
+        return family(env).transcript.thoughts_are_turns
+    except Exception:  # noqa: BLE001 - an episode of a plugin not installed here still shows
+        return True
+
+
 def deleted_here(env: str, edits: Sequence[Any], index: int) -> list[Any]:
-    """The thoughts a person deleted just before step `index` of a version (ALFWorld: the
-    step is gone, so the Editor shows a marker there; Wikipedia keeps the step)."""
-    if env != "alfworld":
+    """The thoughts a person deleted just before step `index` of a version (a thought turn
+    is gone, so the Editor shows a marker there; a numbered step keeps its place)."""
+    if not thoughts_are_turns(env):
         return []
     return [e for e in edits if e.kind == "delete_thought" and e.index == index]
 
@@ -124,22 +132,13 @@ def one_line(text: str) -> str:
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-WIKI_ACTION = re.compile(r"^(search|lookup|finish)\[.*\]$", re.IGNORECASE | re.DOTALL)
-
-
 def action_warning(env: str, action: str, admissible: Sequence[str] | None) -> str | None:
-    """Why a person's action would likely waste a step (shown before it runs), or None.
-    ALFWorld: not among the admissible commands; Wikipedia: not Search/Lookup/Finish[...]."""
-    a = action.strip()
-    if not a:
+    """Why a person's action would likely waste a step (shown before it runs), or None:
+    the family's check (ALFWorld: not admissible; Wikipedia: not Search/Lookup/Finish[...])."""
+    if not action.strip():
         return None
-    if env == "alfworld":
-        if a.startswith("think:") or not admissible or a in admissible:
-            return None
-        return f"'{a}' is not among the {len(admissible)} admissible commands here; the environment will answer 'Nothing happens.'"
-    if WIKI_ACTION.match(a):
-        return None
-    return f"'{a}' does not parse: a Wikipedia action is Search[entity], Lookup[keyword] or Finish[answer]."
+    warn = family(env).action_warning
+    return warn(action, admissible) if warn else None
 
 
 def endpoint_problem(url: str) -> str | None:

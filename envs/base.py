@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from trajectory.records import Task
 
@@ -55,7 +55,7 @@ class StepResult:
 
 @runtime_checkable
 class Environment(Protocol):
-    kind: str  # "alfworld" | "hotpotqa" | "fever"
+    kind: str  # the family kind (envs.registry)
     default_max_steps: int
 
     def reset(self, task: Task) -> str:
@@ -79,10 +79,64 @@ class Environment(Protocol):
     def close(self) -> None: ...
 
 
+EDIT_KINDS = ("rewrite_thought", "delete_thought", "insert_thought", "rewrite_action")
+TEXT_METHODS = ("standard", "cot", "cot-sc", "act", "react", "react-cot-sc", "cot-sc-react")
+
+
+def default_success(reward: float, info: dict[str, Any]) -> bool:
+    """A game is won (`info["won"]`), else any positive reward counts."""
+    return bool(info["won"]) if "won" in info else reward > 0
+
+
+@dataclass(frozen=True)
+class Metric:
+    """An extra score of an experiment: the mean of a step-info value over its episodes
+    (`of`), or the success rate under another name (`of=None`)."""
+
+    name: str  # key in summaries (`em`, `f1`, `accuracy`, `score`)
+    label: str  # column title in results tables
+    of: str | None = None
+
+
+@dataclass(frozen=True)
+class QA:
+    """Standard / CoT answers (text-answer families): how answers compare, how many
+    examples the paper's `webqa_*`/`cotqa_*` blocks have, the action that submits one."""
+
+    normalize: Callable[[str], str]
+    examples: int
+    backoff_steps: int | None = None  # ReAct -> CoT-SC when ReAct has no answer within these steps
+    answer_action: Callable[[str], str] = lambda answer: f"Finish[{answer}]"
+
+
+@dataclass(frozen=True)
+class Option:
+    """An episode option a face asks for (`--wording`, `--wiki`, ...): a CLI flag and the
+    `env_options` key it fills; `default` is used when the flag is absent (None: not set)."""
+
+    key: str
+    flag: str
+    help: str
+    choices: tuple[str, ...] | None = None
+    default: str | None = None
+    switch: bool = False  # a flag without a value (`--friendly-lookup`): True when given
+    url_name: str | None = None  # a URL a face checks before use ("the MediaWiki API URL")
+
+
+@dataclass(frozen=True)
+class CustomField:
+    """One input of a custom task (what `custom_task` takes): keyword, label, required."""
+
+    key: str
+    label: str
+    required: bool = True
+
+
 @dataclass
 class EnvFamily:
-    """How the engine reaches one task family: list tasks, build a task from user input,
-    and construct an environment for an episode's options."""
+    """Everything about one environment: its tasks and environments, and what the layers
+    above would otherwise have to know by its name - transcript format, task types, scoring,
+    methods, edit kinds, options, command-line extras and display helpers."""
 
     kind: str
     list_tasks: Callable[..., list[Task]]  # (source: str = "builtin", **opts) -> tasks
@@ -94,6 +148,53 @@ class EnvFamily:
     # (task, options) -> the files and URLs outside the configured data roots the environment
     # would open: an imported episode opens them only once a person confirms
     references: Callable[..., list[str]] | None = None
+    transcript: Any = None  # a trajectory.kinds.Transcript; None: the command-line layout
+    label: str = ""  # the name people read ("ALFWorld"); default: the kind
+    task_types: tuple[tuple[str, str], ...] = ()  # (type, column title), in results order
+    success: Callable[[float, dict[str, Any]], bool] = default_success
+    metrics: tuple[Metric, ...] = ()
+    results_caption: str = ""  # what a results table of this kind shows
+    results_by_type: bool = True  # results tables show a column per task type (and All)
+    builtin_label: str = "built-in sample"  # what its built-in task set is called in results
+    exemplars_label: str = "(built-in)"  # how a face names its built-in exemplars
+    methods: tuple[str, ...] = ("react", "act")
+    qa: QA | None = None  # set when Standard / CoT answers apply
+    edit_kinds: tuple[str, ...] = EDIT_KINDS
+    sources: tuple[str, ...] = ("builtin",)  # task sets `list_tasks(source=...)` knows
+    ids_by_listing: bool = True  # explicit task ids are checked against `list_tasks` (else `get_task`)
+    paper_sample: Callable[[list[Task], str | None], list[Task]] | None = None  # `--sample paper`
+    options: tuple[Option, ...] = ()
+    custom_fields: tuple[CustomField, ...] = ()
+    summary: Callable[[Task], str] | None = None  # a task in one line
+    action_warning: Callable[[str, Sequence[str] | None], str | None] | None = None
+    action_hint: str = ""  # what an action looks like, for an input's label
+    cli: Callable[[Any, Any], None] | None = None  # (subparsers, helpers): its own command group
+    downloads: dict[str, Callable[..., Path]] = field(default_factory=dict)  # `react-editor data NAME`
+
+    def __post_init__(self) -> None:
+        if self.transcript is None:
+            from envs.transcript.command import generic_transcript
+
+            self.transcript = generic_transcript(self.kind)
+        self.label = self.label or self.kind
+
+    def env_options(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The episode options from a face's inputs (`Option.key` -> value; None: unset)."""
+        out: dict[str, Any] = {}
+        for opt in self.options:
+            value = values.get(opt.key)
+            value = opt.default if value is None else value
+            if value is not None:
+                out[opt.key] = value
+        return out
+
+    def outcome_success(self, reward: float, info: dict[str, Any]) -> bool:
+        return self.success(reward, info)
+
+    def one_line(self, task: Task) -> str:
+        if self.summary is not None:
+            return self.summary(task)
+        return " ".join(task.text.split())
 
 
 class BlobStore(Protocol):

@@ -8,11 +8,13 @@ and list it in BUILTIN below, or declare an entry point in your own package.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Iterable
 
 from envs.base import EnvError, EnvFamily
+from trajectory import kinds as _kinds
 
 BUILTIN = {"alfworld": "envs.alfworld", "hotpotqa": "envs.wikipedia", "fever": "envs.wikipedia"}
 ENTRY_POINT_GROUP = "react_editor.envs"
@@ -28,7 +30,7 @@ def _load(kind: str) -> EnvFamily | None:
     if kind in BUILTIN:
         module = import_module(BUILTIN[kind])
         return module.FAMILIES[kind] if hasattr(module, "FAMILIES") else module.FAMILY
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _plugins():
         if ep.name == kind:
             obj = ep.load()
             fam = obj() if callable(obj) and not isinstance(obj, EnvFamily) else obj
@@ -52,5 +54,31 @@ def family(kind: str) -> EnvFamily:
 
 def kinds() -> Iterable[str]:
     """Every kind that can be loaded: built-in, plugins, and registered ones."""
-    names = dict.fromkeys([*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)), *_FAMILIES])
+    names = dict.fromkeys([*BUILTIN, *(ep.name for ep in _plugins()), *_FAMILIES])
     return tuple(names)
+
+
+@lru_cache(maxsize=1)
+def _plugins() -> tuple:
+    """The installed plugins' entry points, read once per process (scanning every installed
+    distribution costs milliseconds, and kinds() is asked per record of an import)."""
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
+def transcript(kind: str):
+    """The kind's transcript (what `trajectory.kinds.transcript` resolves to)."""
+    return family(kind).transcript
+
+
+def loaded() -> list[EnvFamily]:
+    """Every family that can be loaded, in `kinds()` order (skipping a plugin that fails to load)."""
+    out = []
+    for kind in kinds():
+        try:
+            out.append(family(kind))
+        except Exception:  # noqa: BLE001 - one broken plugin must not hide the others
+            continue
+    return out
+
+
+_kinds.install(transcript, kinds)

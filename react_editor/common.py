@@ -11,6 +11,20 @@ from typing import Any, Callable
 
 
 
+def env_kinds() -> tuple[str, ...]:
+    """Every environment kind installed here: the built-in ones, then plugins."""
+    from envs.registry import kinds
+
+    return tuple(kinds())
+
+
+def check_url(url: str, what: str) -> None:
+    """A URL a person gave (credentials refused): the check a family's command group uses."""
+    from agent.run_settings import check_base_url
+
+    check_base_url(url, what)
+
+
 class CliError(Exception):
     """A problem the user can fix; printed as one line, exit code 2."""
 

@@ -7,32 +7,32 @@ import os
 from pathlib import Path
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, progress
-from trajectory.records import ENV_KINDS, OUTCOME_FILTERS, AgentConfig
+from react_editor.common import CliError, add_common, db_path, emit, progress, env_kinds
+from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_runs(sub)
+    _register_versions(sub)
+
+
+def _register_runs(sub: argparse._SubParsersAction) -> None:
+    """tasks, run, resume, step, show."""
     p = add_common(sub.add_parser("tasks", help="list the tasks of an environment"))
-    p.add_argument("--env", required=True, choices=ENV_KINDS)
+    p.add_argument("--env", required=True, choices=env_kinds())
     p.add_argument("--source", default="builtin", help="builtin (default), official, or react (HotpotQA/FEVER)")
     p.add_argument("--split", default=None, help="ALFWorld split for --source official (default valid_unseen)")
     p.add_argument("--limit", type=int, default=None)
     p.set_defaults(func=cmd_tasks)
 
     p = add_common(sub.add_parser("run", help="start an episode and run it"))
-    p.add_argument("--env", required=True, choices=ENV_KINDS)
+    p.add_argument("--env", required=True, choices=env_kinds())
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--task", help="task id (see `react-editor tasks`)")
-    g.add_argument("--game", help="path to an ALFWorld game.tw-pddl")
-    g.add_argument("--question", help="a custom question (HotpotQA) or claim (FEVER)")
-    p.add_argument("--answer", help="gold answer / label for --question")
+    custom_task_flags(p, g)
     p.add_argument("--source", default="builtin", help="where --task comes from (builtin, official, react)")
-    p.add_argument("--wording", choices=("paper", "alfworld-0.4"), default=None, help="ALFWorld command wording")
-    p.add_argument("--wiki", default=None, help="Wikipedia backend: builtin (default), live, zim:PATH")
-    p.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
-    p.add_argument("--friendly-lookup", action="store_true",
-                   help="lookup before any search explains itself (the original says 'No more results.')")
+    env_option_flags(p)
     p.add_argument("--name", default=None, help="a name for the episode")
     p.add_argument("--human", action="store_true", help="create the episode without running the model")
     model_flags(p)
@@ -61,13 +61,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", action="store_true", help="print the exact prompt of the next model call")
     p.set_defaults(func=cmd_show)
 
+
+def _register_versions(sub: argparse._SubParsersAction) -> None:
+    """versions, episodes, edit, branch, current, data."""
     p = add_common(sub.add_parser("versions", help="the versions of an episode"))
     p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
     p.add_argument("--expand", action="store_true", help="list the versions of rollout groups one by one")
     p.set_defaults(func=cmd_versions)
 
     p = add_common(sub.add_parser("episodes", help="list episodes"))
-    p.add_argument("--env", choices=ENV_KINDS, default=None)
+    p.add_argument("--env", choices=env_kinds(), default=None)
     p.add_argument("--type", dest="task_type", default=None)
     p.add_argument("--outcome", choices=OUTCOME_FILTERS, default=None)
     p.add_argument("--edited", action="store_true", default=None)
@@ -101,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_current)
 
     p = add_common(sub.add_parser("data", help="download official datasets or the ReAct release's files (needs internet)"))
-    p.add_argument("dataset", choices=("alfworld", "hotpotqa", "fever", "react"))
+    p.add_argument("dataset", choices=tuple(_downloads()))
     p.add_argument("--dest", default=None, help="where to put the data")
     p.add_argument("--url", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_data)
@@ -224,37 +227,76 @@ def _one_line(text: str, n: int = 100) -> str:
     return line if len(line) <= n else line[: n - 1] + "…"
 
 
+def _families() -> list:
+    from envs.registry import loaded
+
+    return loaded()
+
+
+def _by_flag(items) -> dict[str, tuple[Any, list[str]]]:
+    """(first declaration, kinds declaring it) per flag, over every family's `items`."""
+    out: dict[str, tuple[Any, list[str]]] = {}
+    for fam in _families():
+        for it in items(fam):
+            out.setdefault(it.key, (it, []))[1].append(fam.kind)
+    return out
+
+
+def env_option_flags(p: argparse.ArgumentParser) -> None:
+    """The episode options every installed family takes (`EnvFamily.options`)."""
+    for key, (opt, owners) in _by_flag(lambda f: f.options).items():
+        if opt.switch:
+            p.add_argument(opt.flag, dest=key, action="store_const", const=True, default=None,
+                           help=f"{opt.help} ({', '.join(owners)})")
+        else:
+            p.add_argument(opt.flag, dest=key, choices=opt.choices, default=None,
+                           help=f"{opt.help} ({', '.join(owners)})")
+
+
+def custom_task_flags(p: argparse.ArgumentParser, group) -> None:
+    """A custom task's inputs (`EnvFamily.custom_fields`): required ones exclude --task."""
+    for key, (f, owners) in _by_flag(lambda fam: fam.custom_fields).items():
+        (group if f.required else p).add_argument(f"--{key.replace('_', '-')}", dest=key, default=None,
+                                                  help=f"a custom task: {f.label} ({', '.join(owners)})")
+
+
 def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
-    if args.env == "alfworld":
-        opts["wording"] = args.wording or "paper"
-    else:
-        if args.wiki:
-            opts["wiki"] = args.wiki
-        if args.wiki_url:
+    from envs.registry import family
+
+    fam = family(args.env)
+    values = {o.key: getattr(args, o.key, None) for o in fam.options}
+    for o in fam.options:
+        if o.url_name and values[o.key]:  # credentials are refused in any URL a person gives
             from agent.run_settings import check_base_url
 
-            check_base_url(args.wiki_url, "the MediaWiki API URL")
-            opts["wiki_url"] = args.wiki_url
-        if getattr(args, "friendly_lookup", False):
-            opts["friendly_lookup"] = True
-    return opts
+            check_base_url(values[o.key], o.url_name)
+    return fam.env_options(values)
+
+
+def _custom_task(args: argparse.Namespace, fam):
+    """The task a run's custom flags describe, for a family that takes them."""
+    mine = {f.key for f in fam.custom_fields}
+    for key, (f, owners) in _by_flag(lambda x: x.custom_fields).items():
+        if key not in mine and getattr(args, key, None) is not None:
+            raise CliError(f"--{key.replace('_', '-')} is for --env {' or '.join(owners)}")
+    if fam.custom_task is None or not mine:
+        raise CliError(f"{fam.label} has no custom tasks; use --task")
+    return fam.custom_task(**{k: getattr(args, k, None) for k in mine})
+
+
+def _downloads() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for fam in _families():
+        for name, fn in fam.downloads.items():
+            out.setdefault(name, fn)
+    return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from envs.registry import family
 
     fam = family(args.env)
-    if args.task:
-        task = fam.get_task(args.task, source=args.source)
-    elif args.game:
-        if args.env != "alfworld":
-            raise CliError("--game is for --env alfworld")
-        task = fam.custom_task(game=args.game)
-    else:
-        if args.env == "alfworld":
-            raise CliError("--question is for hotpotqa and fever; use --task or --game for alfworld")
-        task = fam.custom_task(question=args.question, answer=args.answer)
+    task = fam.get_task(args.task, source=args.source) if args.task else _custom_task(args, fam)
     config = config_from_args(args)
     engine = open_engine(args)
     episode, version = engine.start_episode(task, config, env_options_from(args), name=args.name)
@@ -402,7 +444,7 @@ def _step_text(s) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from trajectory.formats import render_transcript
+    from envs.registry import family
 
     engine = open_engine(args, readonly=True)
     vid = version_of(engine, args.episode, args.version)
@@ -414,7 +456,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     v = engine.store.version(vid)
     steps = engine.steps(v)
     data = [_step_json(s, sigs) for s, sigs in zip(steps, version_step_signals(steps, v.outcome))]
-    emit(args, data, lambda: render_transcript(ep.task.env, ep.task.text, steps).rstrip("\n"))
+    emit(args, data, lambda: family(ep.task.env).transcript.render(ep.task.text, steps).rstrip("\n"))
     return 0
 
 
@@ -523,19 +565,6 @@ def cmd_data(args: argparse.Namespace) -> int:
     kw: dict[str, Any] = {"progress": progress}
     if args.url:
         kw["base_url"] = args.url
-    if args.dataset == "alfworld":
-        from envs.alfworld.download import download_official
-
-        if dest is None:
-            dest = Path(os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld")
-        path = download_official(dest, **kw)
-    elif args.dataset == "react":
-        from envs.wikipedia.datasets import download_react
-
-        path = download_react(dest, **kw)
-    else:
-        from envs.wikipedia.datasets import download
-
-        path = download(args.dataset, dest, **kw)
+    path = _downloads()[args.dataset](dest, **kw)  # the family that offers it
     emit(args, {"dataset": args.dataset, "path": str(path)}, f"{args.dataset}: {path}")
     return 0

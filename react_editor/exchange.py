@@ -7,11 +7,16 @@ import argparse
 import sys
 from typing import Any
 
-from react_editor.common import CliError, VisibleStream, add_common, db_path, emit, progress
-from trajectory.records import ENV_KINDS
+from react_editor.common import CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_files(sub)
+    _register_labels(sub)
+
+
+def _register_files(sub: argparse._SubParsersAction) -> None:
+    """export, import."""
     p = add_common(sub.add_parser("export", help="export versions (or an exemplar set) to a file"))
     p.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]", help="versions: 12 (current), 12:34, 12:all")
     p.add_argument("--format", "-f", required=True, choices=("prompt", "react-json", "jsonl", "chat-sft"))
@@ -24,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("import", help="import a ReAct prompt file, transcript or jsonl export"))
     p.add_argument("path")
     p.add_argument("--format", "-f", default="auto", choices=("auto", "react-json", "jsonl", "prompt"))
-    p.add_argument("--env", choices=ENV_KINDS, default=None, help="environment of a prompt file / transcript")
+    p.add_argument("--env", choices=env_kinds(), default=None, help="environment of a prompt file / transcript")
     p.add_argument("--set", dest="set_name", default=None, help="name of the exemplar set a prompt file becomes")
     p.add_argument("--source", default=None, choices=("builtin", "react", "official"),
                    help="the dataset the transcripts' questions come from: their gold answers are taken from it "
@@ -34,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="copy episodes even when the same records were imported before (default: not again)")
     p.set_defaults(func=cmd_import)
 
+
+def _register_labels(sub: argparse._SubParsersAction) -> None:
+    """annotate, tag, exemplars."""
     p = add_common(sub.add_parser("annotate", help="label a version: verdict, failure modes, notes, exemplar-ready"))
     p.add_argument("ref", metavar="EPISODE[:VERSION]")
     p.add_argument("--verdict", choices=("success", "failure", "unsure", "none"), default=None)
@@ -63,11 +71,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("exemplars", help="named exemplar sets (few-shot examples for new runs)"))
     ex = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = add_common(ex.add_parser("list", help="all exemplar sets"))
-    q.add_argument("--env", choices=ENV_KINDS, default=None)
+    q.add_argument("--env", choices=env_kinds(), default=None)
     q.set_defaults(func=cmd_ex_list)
     q = add_common(ex.add_parser("create", help="a new, empty set"))
     q.add_argument("name")
-    q.add_argument("--env", choices=ENV_KINDS, required=True)
+    q.add_argument("--env", choices=env_kinds(), required=True)
     q.add_argument("--description", default=None)
     q.add_argument("--by", default=None)
     q.set_defaults(func=cmd_ex_create)
@@ -93,7 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _filter_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
                    help="env=, type=, outcome=, verdict=, annotator=, edited, exemplar_ready, versions=all")
-    p.add_argument("--env", choices=ENV_KINDS, default=None)
+    p.add_argument("--env", choices=env_kinds(), default=None)
     p.add_argument("--type", dest="task_type", default=None, help="task type (prefix match)")
     p.add_argument("--outcome", choices=("success", "failure", "unfinished"), default=None)
     p.add_argument("--verdict", choices=("success", "failure", "unsure"), default=None)

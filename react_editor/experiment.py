@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor.common import CliError, add_common, db_path, emit
-from react_editor.core import config_from_args, env_options_from, model_flags
-from trajectory.records import ENV_KINDS
+from react_editor.common import CliError, add_common, db_path, emit, env_kinds
+from react_editor.core import config_from_args, env_option_flags, env_options_from, model_flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     xsub = p.add_subparsers(dest="experiment_command", required=True, metavar="SUBCOMMAND")
 
     r = add_common(xsub.add_parser("run", help="create an experiment and run it"))
-    r.add_argument("--env", required=True, choices=ENV_KINDS)
+    r.add_argument("--env", required=True, choices=env_kinds())
     r.add_argument("--tasks", default="builtin", help="builtin (default), official, react, ID,ID,... or @FILE")
     r.add_argument("--source", default=None, help="where the ids of --tasks ID,ID/@FILE come from (default builtin)")
     r.add_argument("--split", default=None, help="ALFWorld split for --tasks official (default valid_unseen)")
@@ -27,9 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--method", default="react", help="react, act, standard, cot, cot-sc, react-cot-sc, cot-sc-react")
     r.add_argument("--samples", type=int, default=None, help="CoT-SC samples (default 21, at temperature 0.7)")
     _batch_flags(r)
-    r.add_argument("--wording", choices=("paper", "alfworld-0.4"), default=None, help="ALFWorld command wording")
-    r.add_argument("--wiki", default=None, help="Wikipedia backend: builtin (default), live, zim:PATH")
-    r.add_argument("--wiki-url", default=None, help="MediaWiki API URL for --wiki live")
+    env_option_flags(r)
     model_flags(r)
     r.set_defaults(func=cmd_run)
 

@@ -11,10 +11,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor import alfworld, confirm, core, exchange, experiment, jobs, launch, search, whatif, wiki
+from react_editor import common, confirm, core, exchange, experiment, jobs, launch, search, whatif
 from react_editor.common import run_command
 
-COMMAND_GROUPS = (core, alfworld, wiki, exchange, experiment, whatif, jobs, confirm, launch, search)
+COMMAND_GROUPS = (core, exchange, experiment, whatif, jobs, confirm, launch, search)
+
+
+def register_family_groups(sub) -> None:
+    """The command groups environment families contribute (`EnvFamily.cli`: `react-editor
+    alfworld ...`, `react-editor wiki ...`), each registered once."""
+    from envs.registry import loaded
+
+    seen = set()
+    for fam in loaded():
+        if fam.cli is not None and fam.cli not in seen:
+            seen.add(fam.cli)
+            fam.cli(sub, common)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(sub)
+    register_family_groups(sub)
     return parser
 
 

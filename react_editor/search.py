@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import CliError, add_common, db_path, emit
-from trajectory.records import ENV_KINDS, OUTCOME_FILTERS
+from react_editor.common import CliError, add_common, db_path, emit, env_kinds
+from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS
 
 
@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser(
         "search", help="full-text search: task text, thoughts, actions, observations, version names, notes"))
     p.add_argument("query", help='FTS5 query: words, "a phrase", prefix*, AND / OR / NOT, observation: word')
-    p.add_argument("--env", choices=ENV_KINDS, default=None)
+    p.add_argument("--env", choices=env_kinds(), default=None)
     p.add_argument("--outcome", choices=OUTCOME_FILTERS, default=None, help="the version's automatic outcome")
     p.add_argument("--signal", choices=SIGNALS, default=None, help="only versions carrying this signal")
     p.add_argument("--limit", type=int, default=None, help="at most this many hits (default 20)")

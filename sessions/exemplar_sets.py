@@ -16,15 +16,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from sessions import annotations as ann
-from trajectory.prompt_files import (
-    Exemplar,
-    PromptFileError,
-    RawEntry,
-    assemble,
-    exemplar_from,
-    next_alfworld_key,
-)
-from trajectory.records import ENV_KINDS, now
+from trajectory import kinds
+from trajectory.prompt_files import Exemplar, PromptFileError, RawEntry, exemplar_from
+from trajectory.records import now
 from sessions.store import Store, StoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
@@ -75,8 +69,8 @@ def create_set(
     by: str | None = None,
 ) -> ExemplarSet:
     _check_name(name)
-    if env not in ENV_KINDS:
-        raise ExemplarSetError(f"unknown environment {env!r} (one of: {', '.join(ENV_KINDS)})")
+    if env not in kinds.known():
+        raise ExemplarSetError(f"unknown environment {env!r} (one of: {', '.join(kinds.known())})")
     with store.transaction():
         if exists(store, name):
             raise ExemplarSetError(f"an exemplar set named {name!r} exists already")
@@ -140,7 +134,7 @@ def entries(store: Store, name: str) -> list[SetEntry]:
 def _exemplar(store: Store, version_id: int, key: str | None = None) -> Exemplar:
     v = store.version(version_id)
     ep = store.episode(v.episode_id)
-    return exemplar_from(ep, store.path(v.leaf_step_id), key)
+    return exemplar_from(kinds.transcript(ep.task.env), ep, store.path(v.leaf_step_id), key)
 
 
 def add_version(store: Store, name: str, version_id: int, *, key: str | None = None, by: str | None = None) -> SetEntry:
@@ -162,15 +156,16 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
     used = {e.key for e in current if e.key and e is not same_episode}
     if key is not None and key in used:
         raise ExemplarSetError(f"exemplar set {name!r} already has an entry {key!r}")
-    if s.env == "alfworld":
-        ex = exemplar_from(ep, steps)
+    transcript = kinds.transcript(s.env)
+    if transcript.keyed_entries:  # each exemplar its own entry (ALFWorld's react_put_0, ...)
+        ex = exemplar_from(transcript, ep, steps)
         if key is None:
             key = same_episode.key if same_episode and same_episode.key else None
         if key is None:
             key = ex.key if ex.key and ex.key not in used else None
         if key is None:
             try:
-                key = next_alfworld_key(ex.style, ex.task_type, used)
+                key = transcript.next_key(ex, used)
             except PromptFileError as exc:
                 raise ExemplarSetError(str(exc)) from None
     elif key is None and same_episode is not None:
@@ -288,6 +283,6 @@ def prompt_dict(store: Store, name: str) -> tuple[str, dict[str, str]]:
     reads when an AgentConfig has `exemplar_set=name`."""
     s = get_set(store, name)
     try:
-        return s.env, assemble(s.env, items(store, name))
+        return s.env, kinds.transcript(s.env).assemble(items(store, name))
     except PromptFileError as exc:
         raise ExemplarSetError(f"exemplar set {name!r}: {exc}") from None

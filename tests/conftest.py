@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import envs.registry  # noqa: F401  (publishes the kinds sessions/ reads: trajectory.kinds)
 from tests.scripted_server import ScriptedLLM
 
 

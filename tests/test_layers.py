@@ -78,3 +78,39 @@ def test_the_base_does_not_import_the_families():
     out = _run("import sys, envs.base; print(sorted(m for m in sys.modules if m.startswith('envs.')))")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['envs.base']"
+
+
+ABOVE_ENVS = ("agent", "sessions", "trajectory", "react_editor", "app_pages", "app.py")
+
+
+def env_name_literals(root: Path, names: set[str]) -> list[str]:
+    """file:line of every string literal (not a docstring) above envs/ that is exactly the
+    name of a built-in environment: a place that branches on an environment's name."""
+    import io
+    import tokenize
+
+    hits = []
+    for top in ABOVE_ENVS:
+        p = root / top
+        files = [p] if p.is_file() else sorted(p.rglob("*.py")) if p.is_dir() else []
+        for f in files:
+            for tok in tokenize.generate_tokens(io.StringIO(f.read_text(encoding="utf-8")).readline):
+                if tok.type != tokenize.STRING:
+                    continue
+                body = tok.string.lstrip("rbuRBUfF")
+                if body[:3] not in ('"""', "'''") and body.strip("'\"").lower() in names:
+                    hits.append(f"{f.relative_to(root)}:{tok.start[0]}")
+    return hits
+
+
+def test_no_code_above_envs_names_a_built_in_environment():
+    from envs.registry import BUILTIN
+
+    assert env_name_literals(ROOT, set(BUILTIN)) == []
+
+
+def test_the_name_check_finds_a_name_branch(tmp_path):
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "x.py").write_text('"""alfworld in a docstring is fine"""\n# "fever" in a comment too\n'
+                                             'if env == "hotpotqa":\n    pass\n')
+    assert env_name_literals(tmp_path, {"alfworld", "hotpotqa", "fever"}) == ["agent/x.py:3"]

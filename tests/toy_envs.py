@@ -8,6 +8,7 @@ engine unit tests (the issue allows this; the CLI tests use the real environment
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 from envs.base import EnvFamily, EnvError, StepResult
@@ -170,6 +171,13 @@ WIKI_EXEMPLARS = {
 }
 
 
+def _real(kind: str) -> EnvFamily:
+    """The built-in family (loaded directly: a test may have replaced the registry's)."""
+    from envs.registry import _load
+
+    return _load(kind)
+
+
 def families(room_options: dict | None = None) -> dict[str, EnvFamily]:
     made: list[Any] = []
 
@@ -183,9 +191,12 @@ def families(room_options: dict | None = None) -> dict[str, EnvFamily]:
         made.append(env)
         return env
 
+    # the toys stand in for the environments; each family keeps its transcript, scoring, ...
     fams = {
-        "alfworld": EnvFamily("alfworld", lambda **_: [ROOM_TASK], lambda tid, **_: ROOM_TASK, make_room, 50),
-        "hotpotqa": EnvFamily("hotpotqa", lambda **_: [WIKI_TASK], lambda tid, **_: WIKI_TASK, make_wiki, 7),
+        "alfworld": replace(_real("alfworld"), list_tasks=lambda **_: [ROOM_TASK], get_task=lambda tid, **_: ROOM_TASK,
+                            make_env=make_room, default_max_steps=50, custom_task=None, references=None),
+        "hotpotqa": replace(_real("hotpotqa"), list_tasks=lambda **_: [WIKI_TASK], get_task=lambda tid, **_: WIKI_TASK,
+                            make_env=make_wiki, default_max_steps=7, custom_task=None, references=None),
     }
     fams["made"] = made  # type: ignore[assignment]
     return fams

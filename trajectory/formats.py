@@ -71,9 +71,11 @@ def _obs_line(s: Turn) -> str:
     return "" if s.observation is None else s.observation + "\n"
 
 
-def alfworld_prompt(exemplars: Sequence[str], task_text: str, steps: Sequence[Turn]) -> str:
-    """The exact text the notebook sends: `init_prompt + prompt`, ending with the cue `>`."""
-    parts = [ALFWORLD_INSTRUCTION, *exemplars, ALFWORLD_TASK_CUE, task_text, "\n>"]
+def alfworld_prompt(exemplars: Sequence[str], task_text: str, steps: Sequence[Turn], *,
+                    instruction: str = ALFWORLD_INSTRUCTION, task_cue: str = ALFWORLD_TASK_CUE) -> str:
+    """The exact text the notebook sends: `init_prompt + prompt`, ending with the cue `>`
+    (another command-line game passes its own instruction and task cue)."""
+    parts = [instruction, *exemplars, task_cue, task_text, "\n>"]
     for s in steps:
         parts.append(f" {alfworld_command(s)}\n" + _obs_line(s) + ">")
     return "".join(parts)
@@ -305,9 +307,3 @@ def _wiki_step(cur: dict) -> Step:
         source="imported",
     )
 
-
-def render_transcript(env: str, task_text: str, steps: Sequence[Turn]) -> str:
-    """The paper's text layout for any env (what `react-editor show` prints)."""
-    if env == "alfworld":
-        return render_alfworld(task_text, steps)
-    return render_wiki(task_text, steps)

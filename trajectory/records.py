@@ -20,7 +20,6 @@ PromptStyle = Literal["react", "act"]
 EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "branch"]
 
 OUTCOME_FILTERS = ("success", "failure", "unfinished")  # how lists and search filter versions by outcome
-ENV_KINDS: tuple[str, ...] = ("alfworld", "hotpotqa", "fever")  # built in; plugins add more (envs.registry)
 # env_options key an import sets: the files/URLs the episode points at wait for a person's OK
 UNCONFIRMED_REFS = "unconfirmed_references"
 # env_options key an import sets when the file names a model endpoint: no key (and no prompt)

@@ -8,9 +8,11 @@ from the version's outcome (`metrics.limit`, set when the engine stops at the li
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
+
+from trajectory import kinds
+from trajectory.kinds import SignalRules
 
 SIGNALS: tuple[str, ...] = (
     "repeated_action",
@@ -31,89 +33,88 @@ SUGGESTS: dict[str, str] = {
     "hallucinated_object": "hallucination",
 }
 
-NOTHING_HAPPENS = "Nothing happens."
-# Wikipedia observations for actions the environment could not parse or execute
-# (envs/wikipedia/env.py: an unknown action, lookup before any search, an empty search).
-_WIKI_INVALID = ("Invalid action", "No page is open yet", "Search needs an entity")
-# Actions that change the world (ALFWorld) or the open page (Wikipedia): a repeat of an
-# earlier (action, observation) counts only when none of these happened in between.
-_ALF_CHANGES = re.compile(r"(take|put|open|close|clean|heat|cool|use|toggle|slice|move)\b", re.I)
-_OBJ = r"[a-z]+ \d+"
-_OBJECT = re.compile(rf"\b({_OBJ})\b", re.I)
-# The ALFWorld command grammar (both wordings); anything else cannot be parsed.
-_ALF_COMMAND = re.compile(
-    rf"(look|inventory|help|go to {_OBJ}|(open|close|examine|use|toggle) {_OBJ}|take {_OBJ} from {_OBJ}"
-    rf"|put {_OBJ} in/on {_OBJ}|move {_OBJ} to {_OBJ}|(heat|cool|clean|slice) {_OBJ} with {_OBJ})",
-    re.I,
-)
+class NoRules:
+    """The generic signals only (a kind without rules of its own, or none loaded)."""
+
+    def mentions(self, text: str | None) -> set[str]:
+        return set()
+
+    def flags(self, action: str | None, observation: str) -> set[str]:
+        return set()
+
+    def changes(self, action: str, observation: str) -> bool:
+        return False
+
+
+GENERIC: SignalRules = NoRules()
+
+
+def rules_of(kind: str) -> SignalRules:
+    """The kind's signal rules as its family publishes them (trajectory.kinds); the generic
+    ones when no registry is loaded or the kind is unknown here."""
+    try:
+        return kinds.transcript(kind).signals
+    except Exception:  # noqa: BLE001 - an unloadable plugin still gets the generic signals
+        return GENERIC
 
 
 def _norm(text: str | None) -> str:
     return " ".join((text or "").split()).casefold()
 
 
-def objects(text: str | None) -> set[str]:
-    """ALFWorld object mentions ("mug 1", "cabinet 6") in a text, lower-cased."""
-    return {m.lower() for m in _OBJECT.findall(text or "")}
+def _ordered(found: set[str]) -> list[str]:
+    return [s for s in SIGNALS if s in found] + sorted(found - set(SIGNALS))
 
 
 @dataclass(frozen=True)
 class PathState:
     """What the earlier steps of a path tell the signals: the (action, observation) pairs
     taken since the world last changed and the objects seen. `then(step)` is the state one
-    step further (a new object, so a tree is walked without recomputing each path)."""
+    step further (a new object, so a tree is walked without recomputing each path). `rules`
+    are the kind's own (what it flags, the objects it tracks, what changes its world)."""
 
-    env: str
+    rules: Any = GENERIC
     taken: frozenset = frozenset()
     seen: frozenset = frozenset()
 
     @classmethod
-    def start(cls, env: str, task_text: str = "") -> "PathState":
-        return cls(env, frozenset(), frozenset(objects(task_text)) if env == "alfworld" else frozenset())
+    def start(cls, rules: "SignalRules | str", task_text: str = "") -> "PathState":
+        rules = rules_of(rules) if isinstance(rules, str) else rules
+        return cls(rules, frozenset(), frozenset(rules.mentions(task_text)))
 
     def then(self, step: Any) -> "PathState":
         taken = self.taken
         if step.action is not None:
             pair = (_norm(step.action), _norm(step.observation))
             taken = frozenset({pair}) if self._changes(step) else taken | {pair}
-        seen = self.seen | objects(step.observation) if self.env == "alfworld" else self.seen
-        return PathState(self.env, taken, seen)
+        mentioned = self.rules.mentions(step.observation)
+        return PathState(self.rules, taken, self.seen | mentioned if mentioned else self.seen)
 
     def _changes(self, step: Any) -> bool:
-        """The step changed the state a later identical visit would see: an ALFWorld action
-        that moves or alters an object (and did something), a Wikipedia search that opened
-        a page. Going somewhere and looking do not."""
-        action, obs = (step.action or "").strip(), (step.observation or "").strip()
-        if self.env == "alfworld":
-            return bool(_ALF_CHANGES.match(action)) and obs != NOTHING_HAPPENS
-        act = action[:1].lower() + action[1:]
-        return act.startswith("search[") and not obs.startswith(("Could not find", "Invalid action"))
+        """The step changed the state a later identical visit would see (the kind says: an
+        ALFWorld action that moves or alters an object, a Wikipedia search that opened a
+        page). Going somewhere and looking do not."""
+        return self.rules.changes((step.action or "").strip(), (step.observation or "").strip())
 
     def signals(self, step: Any, admissible: Sequence[str] | None = None) -> list[str]:
         """The step's signals, in `SIGNALS` order (`step_limit` is a version's, see below)."""
         action, obs = step.action, (step.observation or "").strip()
-        out: set[str] = set()
+        out: set[str] = set(self.rules.flags(action, obs))
         if action is not None:
             if (_norm(action), _norm(obs)) in self.taken:
                 out.add("repeated_action")
-            if obs == NOTHING_HAPPENS:
-                out.add("no_effect")
-            if obs.startswith(_WIKI_INVALID) or (self.env == "alfworld" and not _ALF_COMMAND.fullmatch(action.strip())):
-                out.add("invalid_action")
-            if self.env == "alfworld":
-                known = set().union(*(objects(c) for c in admissible)) if admissible else set()
-                if objects(action) - self.seen - known:
+            named = self.rules.mentions(action)
+            if named:
+                known = set().union(*(self.rules.mentions(c) for c in admissible)) if admissible else set()
+                if named - self.seen - known:
                     out.add("hallucinated_object")
-        if obs.startswith("Could not find"):
-            out.add("search_miss")
-        if obs.startswith("No more results"):
-            out.add("lookup_miss")
-        return [s for s in SIGNALS if s in out]
+        return _ordered(out)
 
 
-def step_signals(step: Any, earlier: Iterable[Any], *, env: str, task_text: str = "",
+def step_signals(step: Any, earlier: Iterable[Any], *, env: "SignalRules | str", task_text: str = "",
                  admissible: Sequence[str] | None = None) -> list[str]:
-    """Signals of `step` after the `earlier` steps of its version (root first)."""
+    """Signals of `step` after the `earlier` steps of its version (root first); `env` is
+    a kind (its family's rules) or the rules themselves."""
     state = PathState.start(env, task_text)
     for s in earlier:
         state = state.then(s)
@@ -128,7 +129,7 @@ class PathStates:
         self.cap = cap
         self.by_step: dict[int, PathState] = {}
 
-    def after(self, earlier: Sequence[Any], env: str, task_text: str) -> PathState:
+    def after(self, earlier: Sequence[Any], env: "SignalRules | str", task_text: str) -> PathState:
         j, state = len(earlier), None
         while j and (state := self.by_step.get(earlier[j - 1].id)) is None:  # .get: another thread may clear it
             j -= 1

@@ -3,9 +3,13 @@ download, the paper's wording, fast faithful resume. Defines the `alfworld` fami
 
 from __future__ import annotations
 
-from envs.base import EnvFamily
+import os
+from pathlib import Path
+
 from envs.alfworld.exemplars import EXEMPLARS_FILE
 from envs.alfworld.tasks import custom_task, external_references, get_task, list_tasks
+from envs.alfworld.transcript import TASK_TYPES, TRANSCRIPT
+from envs.base import CustomField, EnvError, EnvFamily, Option
 
 
 def make_env(task, options: dict | None = None, blobs=None):
@@ -14,6 +18,49 @@ def make_env(task, options: dict | None = None, blobs=None):
     return AlfworldEnv(wording=(options or {}).get("wording", "paper"))
 
 
-FAMILY = EnvFamily(kind="alfworld", list_tasks=list_tasks, get_task=get_task, make_env=make_env,
-                   default_max_steps=49, custom_task=custom_task, exemplars_file=EXEMPLARS_FILE,
-                   references=external_references)
+def paper_sample(pool: list, source: str | None) -> list:
+    """alfworld.ipynb runs all 134 official `valid_unseen` games (`eval_out_of_distribution`)."""
+    if source != "official":
+        raise EnvError("--sample paper for ALFWorld runs the 134 official valid_unseen games: use --tasks official")
+    return pool
+
+
+def download(dest: Path | None = None, **kw) -> Path:
+    """The official ALFWorld data (`react-editor data alfworld`)."""
+    from envs.alfworld.download import download_official
+
+    if dest is None:
+        dest = Path(os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld")
+    return download_official(dest, **kw)
+
+
+def register_cli(sub, helpers) -> None:
+    from envs.alfworld.cli import register
+
+    register(sub, helpers)
+
+
+def summary(task) -> str:
+    goal = task.text.rsplit("Your task is to:", 1)[-1].strip()
+    return f"{task.type or 'task'}: {goal}"
+
+
+def action_warning(action: str, admissible) -> str | None:
+    """Not among the admissible commands: the environment will answer 'Nothing happens.'"""
+    a = action.strip()
+    if not a or a.startswith("think:") or not admissible or a in admissible:
+        return None
+    return f"'{a}' is not among the {len(admissible)} admissible commands here; the environment will answer 'Nothing happens.'"
+
+
+FAMILY = EnvFamily(
+    kind="alfworld", list_tasks=list_tasks, get_task=get_task, make_env=make_env, default_max_steps=49,
+    custom_task=custom_task, exemplars_file=EXEMPLARS_FILE, references=external_references,
+    transcript=TRANSCRIPT, label="ALFWorld", task_types=TASK_TYPES,
+    results_caption="ALFWorld: success rate % per task type (paper layout, as Table 3)",
+    builtin_label="built-in sample (generated)", exemplars_label="(built-in: played by a scripted policy, not the paper's)",
+    sources=("builtin", "official"), ids_by_listing=False, paper_sample=paper_sample,
+    options=(Option("wording", "--wording", "ALFWorld command wording", ("paper", "alfworld-0.4"), "paper"),),
+    custom_fields=(CustomField("game", "Path to an ALFWorld game (game.tw-pddl)"),),
+    summary=summary, action_warning=action_warning, cli=register_cli, downloads={"alfworld": download},
+)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envs.alfworld.text import opening_text, process_ob
 from envs.base import EnvError
-from trajectory.prompt_files import ALFWORLD_PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
+from envs.alfworld.transcript import PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
 
 EXEMPLARS_FILE = Path(__file__).parent / "data" / "exemplars.json"
 
@@ -137,6 +137,27 @@ def _candidates(p: _Player, base: str) -> list[str]:
     return [r for r in p.receptacles() if r.rpartition(" ")[0] in rtypes]
 
 
+def _play_examine(p: _Player, obj: str, lamp: str) -> _Player:
+    """look_at_obj_in_light: take the object, then find the lamp and use it."""
+    p.think(f"To solve the task, I need to find and take a {obj}, then find and use a {lamp}.")
+    found = p.find(obj, _candidates(p, obj))
+    p.think(f"Now I find a {obj} ({found.split()[-1]}). Next, I need to take it.")
+    p.act(f"take {found} from {p.here}")
+    lamps = [r for r in p.receptacles() if r.rpartition(" ")[0] in ("desk", "sidetable", "dresser")]
+    lamp_at = p.where(p.objects_of(lamp)[0])
+    order = p.search_order(lamp_at, lamps)
+    p.think(f"Now I take a {obj} ({found.split()[-1]}). Next, I need to find a {lamp}. A {lamp} is more "
+            f"likely to appear in {_ranges(order)}. I can check one by one, starting with {order[0]}.")
+    for r in order:
+        p.goto(r)
+        if r == lamp_at:
+            break
+    the_lamp = p.objects_of(lamp)[0]
+    p.think(f"Now I find a {lamp} ({the_lamp.split()[-1]}). Next, I need to use it.")
+    p.act(f"use {the_lamp}")
+    return p
+
+
 def play_exemplar(game_path: Path, seed: int = 0) -> _Player:
     traj = json.loads((game_path.parent / "traj_data.json").read_text())
     ttype = traj["task_type"]
@@ -145,24 +166,7 @@ def play_exemplar(game_path: Path, seed: int = 0) -> _Player:
     p = _Player(game_path, random.Random(seed))
     v = exemplar_prefix(ttype)
     if v == "examine":
-        lamp = params["toggle_target"].lower()
-        p.think(f"To solve the task, I need to find and take a {obj}, then find and use a {lamp}.")
-        found = p.find(obj, _candidates(p, obj))
-        p.think(f"Now I find a {obj} ({found.split()[-1]}). Next, I need to take it.")
-        p.act(f"take {found} from {p.here}")
-        lamps = [r for r in p.receptacles() if r.rpartition(" ")[0] in ("desk", "sidetable", "dresser")]
-        lamp_at = p.where(p.objects_of(lamp)[0])
-        order = p.search_order(lamp_at, lamps)
-        p.think(f"Now I take a {obj} ({found.split()[-1]}). Next, I need to find a {lamp}. A {lamp} is more "
-                f"likely to appear in {_ranges(order)}. I can check one by one, starting with {order[0]}.")
-        for r in order:
-            p.goto(r)
-            if r == lamp_at:
-                break
-        the_lamp = p.objects_of(lamp)[0]
-        p.think(f"Now I find a {lamp} ({the_lamp.split()[-1]}). Next, I need to use it.")
-        p.act(f"use {the_lamp}")
-        return p
+        return _play_examine(p, obj, params["toggle_target"].lower())
     dest_type = params["parent_target"].lower()
     dest = [r for r in p.receptacles() if r.rpartition(" ")[0] == dest_type][0]
     appliance = {"clean": ("sinkbasin", "clean"), "heat": ("microwave", "heat"), "cool": ("fridge", "cool")}.get(v)

@@ -172,6 +172,13 @@ def _cached_grammar_class():
             r = rule_cache[expr] = Rule.parse_conjunctive_query(expr)
         return r
 
+    return _grammar_class(textgen, parse_rule, _symbol_classes(textgen, parse_rule), parse_cache)
+
+
+def _symbol_classes(textgen, parse_rule):
+    """textgen's conditional and eval symbols with cached rules and compiled code; returns
+    `_retype`, which swaps them into a parsed symbol tree."""
+
     class CachedConditionalSymbol(textgen.ConditionalSymbol):
         def derive(self):
             if len(self.context) == 0:
@@ -217,6 +224,12 @@ def _cached_grammar_class():
         elif isinstance(sym, textgen.ListSymbol):
             _retype(sym.symbol)
         return sym
+
+    return _retype
+
+
+def _grammar_class(textgen, parse_rule, _retype, parse_cache):
+    """textgen's grammar over the cached symbols, with parsed derivations kept per start."""
 
     class CachedGrammar(textgen.ContextSensitiveGrammar):
         def retype_all(self):

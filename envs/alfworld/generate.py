@@ -314,14 +314,30 @@ def _render_walkthrough(plan, names: dict[str, str], rec_openable, wording: str)
     return cmds
 
 
+def _winning_walkthrough(data: dict, scene, plan, c) -> list[str] | None:
+    """The plan's commands when playing them on the real engine wins the game, else None."""
+    from envs.alfworld.fastgame import FastGame, load_game_data
+
+    game = FastGame(load_game_data(data), wording="alfworld-0.4")
+    game.reset()
+    names = game.id_to_name()
+    rnames = {i: names[mangle(i).lower()] for i in (*scene.receptacles, *scene.objects)}
+    openable = lambda r: scene.receptacles[r] in c.OPENABLE_CLASS_SET  # noqa: E731
+    walk = _render_walkthrough(plan, rnames, openable, "alfworld-0.4")
+    won = False
+    for cmd in walk:
+        if cmd not in game.admissible_commands():
+            break
+        won = game.step(cmd).won
+    return walk if won else None
+
+
 def generate_games(out: Path, seed: int, per_type: int = 4, split: str = "valid_unseen",
                    task_types=TASK_TYPES, progress=None, layout: str = "json_2.1.1") -> list[Path]:
     """Write `per_type` solvable games of each task type under `out/<layout>/<split>/`
     (the built-in set: layout "builtin", split "sample" or "exemplars").
     Deterministic in `seed`. Returns the game.tw-pddl paths."""
     from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
-
-    from envs.alfworld.fastgame import load_game_data, FastGame
 
     domain = Path(ALFRED_PDDL_PATH).read_text()
     grammar = Path(ALFRED_TWL2_PATH).read_text()
@@ -355,18 +371,8 @@ def generate_games(out: Path, seed: int, per_type: int = 4, split: str = "valid_
                     "grammar": seeded_task_grammar(grammar, traj, rng),
                     "pddl_problem": _problem(scene, _goal(task_type, params), trial),
                     "solvable": None, "walkthrough": None}
-            game = FastGame(load_game_data(data), wording="alfworld-0.4")
-            game.reset()
-            names = game.id_to_name()
-            rnames = {i: names[mangle(i).lower()] for i in (*scene.receptacles, *scene.objects)}
-            openable = lambda r: scene.receptacles[r] in c.OPENABLE_CLASS_SET  # noqa: E731
-            walk = _render_walkthrough(plan, rnames, openable, "alfworld-0.4")
-            won = False
-            for cmd in walk:
-                if cmd not in game.admissible_commands():
-                    break
-                won = game.step(cmd).won
-            if not won:
+            walk = _winning_walkthrough(data, scene, plan, c)
+            if walk is None:
                 continue
             data["solvable"] = True
             data["walkthrough"] = walk

@@ -7,20 +7,27 @@ Defines the `hotpotqa` (7 steps) and `fever` (5 steps) families (`FAMILIES`, fou
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envs.base import BlobStore, EnvError, EnvFamily
+from envs.base import QA, TEXT_METHODS, BlobStore, CustomField, EnvError, EnvFamily, Metric, Option
 from envs.wikipedia import tasks as _tasks
 from envs.wikipedia.env import WikiEnv
 from envs.wikipedia.paths import PROMPTS_FILES
+from envs.wikipedia.scoring import FEVER_LABELS, normalize_answer
+from envs.wikipedia.transcript import TRANSCRIPTS
 from trajectory.records import Task
 
 # Both notebooks loop `for i in range(1, 8)`: 7 steps (the CoT-SC back-off threshold of the
-# paper, 5 on FEVER, lives with the methods).
+# paper, 5 on FEVER, is the family's `qa.backoff_steps`).
 DEFAULT_MAX_STEPS = {"hotpotqa": 7, "fever": 7}
+PAPER_SEED = 233
+PAPER_POOL = 7405  # the notebooks shuffle range(7405)
+PAPER_N = 500
 _ZIM_CACHE: dict[str, Any] = {}
 _ZIM_LOCK = threading.Lock()
 
@@ -102,6 +109,67 @@ def make_env(kind: str, task: Task | None = None, options: dict | None = None,
     return env
 
 
+def _success(reward: float, info: dict) -> bool:
+    """FEVER: the label is correct; HotpotQA: exact match (the paper's scores)."""
+    if "correct" in info:
+        return bool(info["correct"])
+    if "em" in info:
+        return bool(info["em"])
+    return reward > 0
+
+
+def _sample_paper(kind: str, pool: list[Task], source: str | None) -> list[Task]:
+    """The notebooks shuffle the dev indices 0..7404 with `random.Random(233)` and take 500."""
+    if len(pool) < PAPER_POOL:
+        raise EnvError(f"--sample paper draws from the {PAPER_POOL} {kind} dev tasks; this selection has "
+                       f"{len(pool)} (use --tasks react or official)")
+    idxs = list(range(PAPER_POOL))
+    random.Random(PAPER_SEED).shuffle(idxs)
+    return [pool[i] for i in idxs[:PAPER_N]]
+
+
+def _download(kind: str, dest: Path | None = None, **kw) -> Path:
+    from envs.wikipedia import datasets
+
+    return datasets.download_react(dest, **kw) if kind == "react" else datasets.download(kind, dest, **kw)
+
+
+def _register_cli(sub, helpers) -> None:
+    from envs.wikipedia.cli import register
+
+    register(sub, helpers)
+
+
+_WIKI_ACTION = re.compile(r"^(search|lookup|finish)\[.*\]$", re.IGNORECASE | re.DOTALL)
+
+
+def _action_warning(action: str, admissible=None) -> str | None:
+    a = action.strip()
+    if not a or _WIKI_ACTION.match(a):
+        return None
+    return f"'{a}' does not parse: a Wikipedia action is Search[entity], Lookup[keyword] or Finish[answer]."
+
+
+def _summary(task: Task) -> str:
+    return " ".join(task.text.split())
+
+
+_OPTIONS = (Option("wiki", "--wiki", "Wikipedia backend: builtin (default), live, zim:PATH"),
+            Option("wiki_url", "--wiki-url", "MediaWiki API URL for --wiki live", url_name="the MediaWiki API URL"),
+            Option("friendly_lookup", "--friendly-lookup",
+                   "lookup before any search explains itself (the original says 'No more results.')", switch=True))
+_DISPLAY = {
+    "hotpotqa": dict(label="HotpotQA", task_types=(("bridge", "bridge"), ("comparison", "comparison")),
+                     metrics=(Metric("em", "EM", "em"), Metric("f1", "F1", "f1")),
+                     results_caption="HotpotQA: exact match and F1 % (paper layout, as Table 1)", qa=QA(normalize_answer, 6, backoff_steps=7),
+                     custom_fields=(CustomField("question", "Question"),
+                                    CustomField("answer", "Gold answer / label (optional)", False))),
+    "fever": dict(label="FEVER", task_types=tuple((x, x) for x in FEVER_LABELS),
+                  metrics=(Metric("accuracy", "Acc"),), results_caption="FEVER: accuracy % (paper layout, as Table 1)",
+                  qa=QA(normalize_answer, 3, backoff_steps=5),
+                  custom_fields=(CustomField("question", "Claim"),
+                                 CustomField("answer", "Gold answer / label (optional)", False))),
+}
 FAMILIES = {
     kind: EnvFamily(
         kind=kind,
@@ -112,6 +180,19 @@ FAMILIES = {
         custom_task=partial(_tasks.custom_task, kind),
         exemplars_file=PROMPTS_FILES[kind],
         references=external_references,
+        transcript=TRANSCRIPTS[kind],
+        success=_success,
+        results_by_type=False,
+        methods=TEXT_METHODS,
+        sources=("builtin", "official", "react"),
+        paper_sample=partial(_sample_paper, kind),
+        options=_OPTIONS,
+        summary=_summary,
+        action_warning=_action_warning,
+        action_hint="Search[...], Lookup[...] or Finish[...]",
+        cli=_register_cli,
+        downloads={kind: partial(_download, kind), "react": partial(_download, "react")},
+        **_DISPLAY[kind],
     )
     for kind in ("hotpotqa", "fever")
 }

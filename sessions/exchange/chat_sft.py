@@ -14,18 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from trajectory import formats as fmt
 from sessions.annotations import NEGATIVE_TAGS, POSITIVE_TAGS
+from trajectory import kinds
 from trajectory.records import Step
-
-SYSTEM = {
-    "alfworld": "Interact with a household to solve a task. Reply with one command per turn: an action, "
-    "or 'think: ...' to reason (answered with 'OK.').",
-    "hotpotqa": fmt.HOTPOTQA_INSTRUCTION.replace("Here are some examples.\n", "").strip(),
-    "fever": fmt.FEVER_HEADER.strip()
-    + " Use Thought, Action and Observation steps; Action is Search[entity], Lookup[keyword] or "
-    "Finish[SUPPORTS | REFUTES | NOT ENOUGH INFO].",
-}
 
 
 def step_weight(step: Step, tags: set[str], version_ok: bool) -> int:
@@ -43,18 +34,14 @@ def version_ok(outcome_success: bool | None, verdict: str | None) -> bool:
 
 
 def chat_record(env: str, task_text: str, steps: Sequence[Step], tags: dict[int, set[str]], ok: bool) -> dict[str, Any]:
+    transcript = kinds.transcript(env)  # the kind's turns and system message
     msgs: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM.get(env, SYSTEM["hotpotqa"])},
+        {"role": "system", "content": transcript.sft_system},
         {"role": "user", "content": task_text},
     ]
     for i, s in enumerate(steps, 1):
         w = step_weight(s, tags.get(s.id or -1, set()), ok)
-        if env == "alfworld":
-            content = fmt.alfworld_command(s)
-            obs = s.observation if s.observation is not None else (fmt.THINK_OBSERVATION if s.action is None else None)
-        else:
-            content = fmt.render_wiki_step(s, i, with_observation=False).rstrip("\n")
-            obs = None if s.observation is None else f"Observation {i}: {s.observation}"
+        content, obs = transcript.chat_turn(s, i)
         msgs.append({"role": "assistant", "content": content, "weight": w})
         if obs is not None and i < len(steps):
             msgs.append({"role": "user", "content": obs})

@@ -20,7 +20,8 @@ from typing import IO, Any, Iterable, Iterator
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions.exchange.chat_sft import chat_record, version_ok
-from trajectory.prompt_files import PromptFileError, WIKI_DEFAULT_TRAILER, assemble, exemplar_from
+from trajectory import kinds
+from trajectory.prompt_files import PromptFileError, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
 from trajectory.records import LOCAL_OPTIONS, EditInfo, ModelCall, Step, safe_call_params
@@ -396,7 +397,7 @@ def _exemplars(batches, report: ExportReport):
                 continue
             report.versions += 1
             report.steps += len(steps)
-            yield exemplar_from(batch.episode, steps)
+            yield exemplar_from(kinds.transcript(batch.episode.task.env), batch.episode, steps)
 
 
 def _write_prompts(store: Store, batches, fmt: str, keys, sink: _Sink, report: ExportReport) -> None:
@@ -406,8 +407,7 @@ def _write_prompts(store: Store, batches, fmt: str, keys, sink: _Sink, report: E
             if env is not None and ex.env != env:
                 raise ExportError(f"a prompt export holds one environment ({env}, then {ex.env}); filter by --env")
             env = ex.env
-            trailer = "" if ex.env == "alfworld" else (ex.trailer if ex.trailer is not None else WIKI_DEFAULT_TRAILER[ex.env])
-            sink.write(ex.text + trailer)
+            sink.write(ex.text + kinds.transcript(ex.env).export_trailer(ex))
             report.records += 1
         if report.records == 0:
             raise ExportError("nothing to export: no version matches")
@@ -419,7 +419,7 @@ def _write_prompts(store: Store, batches, fmt: str, keys, sink: _Sink, report: E
     if len(envs) > 1:
         raise ExportError(f"a react-json file holds one environment (found {', '.join(sorted(envs))}); filter by --env")
     try:
-        d = assemble(items[0].env, items)
+        d = kinds.transcript(items[0].env).assemble(items)
     except PromptFileError as exc:
         raise ExportError(str(exc)) from None
     _write_dict(d, keys, sink, report)

@@ -20,10 +20,11 @@ from pydantic import ValidationError
 
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
-from trajectory.prompt_files import ParsedEntry, PromptFileError, parse_prompt_file, parse_prompt_text
+from trajectory import kinds
+from trajectory.prompt_files import ParsedEntry, PromptFileError
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
-from trajectory.records import (ENV_KINDS, IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig,
-                                EditInfo, ModelCall, Outcome, Step, Task, Version, safe_call_params)
+from trajectory.records import (IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo,
+                                ModelCall, Outcome, Step, Task, Version, safe_call_params)
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
@@ -110,8 +111,8 @@ def import_file(
         raise ImportFailed(f"{p} is not a regular file")
     if fmt not in IMPORT_FORMATS:
         raise ImportFailed(f"unknown import format {fmt!r} (one of: {', '.join(IMPORT_FORMATS)})")
-    if env is not None and env not in ENV_KINDS:
-        raise ImportFailed(f"unknown environment {env!r} (one of: {', '.join(ENV_KINDS)})")
+    if env is not None and env not in kinds.known():
+        raise ImportFailed(f"unknown environment {env!r} (one of: {', '.join(kinds.known())})")
     if fmt == "auto":
         fmt = detect_format(p)
     if set_name is not None:
@@ -170,12 +171,9 @@ def _line_of(text: str, key: str) -> int:
 def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[ParsedEntry]]:
     text = _read_text(p)
     if fmt == "prompt":
-        if env is None:
-            env = "alfworld" if any(line.startswith("> ") for line in text.split("\n")) else None
-            if env is None:
-                env = "fever" if "\nClaim: " in "\n" + text else "hotpotqa"
         try:
-            return parse_prompt_text(text, env=env, source=p.name)
+            env = env or kind_of(text)
+            return env, kinds.transcript(env).parse_prompt_text(text, source=p.name)
         except PromptFileError as exc:
             raise _fail(1, str(exc)) from None
     try:
@@ -192,15 +190,36 @@ def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[Par
     if {"schema", "episode", "version"} <= set(d):
         raise _fail(1, "this is a jsonl record, not a prompt file; use --format jsonl")
     try:
-        return parse_prompt_file(d, source=p.name, env=env)
+        env = env or kind_of(d)
+        return env, kinds.transcript(env).parse_prompt_file(d, source=p.name)
     except PromptFileError as exc:
         raise _fail(1, str(exc)) from None
+
+
+def kind_of(data: dict[str, str] | str) -> str:
+    """The kind whose layout a prompt file (or a plain transcript) is in: the first kind
+    (built-in first) whose transcript claims it; a dict in two layouts is refused."""
+    claimants = [k for k in kinds.known() if _claims(k, data)]
+    if not claimants:
+        raise PromptFileError("no ReAct trajectory entries (react_*/act_* or webthink_*/webact_*) in this file")
+    first = kinds.transcript(claimants[0])
+    other = next((k for k in claimants if type(kinds.transcript(k)) is not type(first)), None)
+    if isinstance(data, dict) and other is not None:
+        raise PromptFileError(f"the file mixes {claimants[0]} and {other} entries; import them separately")
+    return claimants[0]
+
+
+def _claims(kind: str, data: dict[str, str] | str) -> bool:
+    try:
+        return kinds.transcript(kind).claims(data)
+    except Exception:  # noqa: BLE001 - a plugin that cannot load claims nothing
+        return False
 
 
 def _dataset_golds(env: str, parsed: list[ParsedEntry],
                    find_task: Callable[[str, str], Task | None] | None) -> dict[str, Task]:
     """{task text: dataset task} for the transcripts whose question or claim is known."""
-    if find_task is None or env == "alfworld":
+    if find_task is None:
         return {}
     out: dict[str, Task] = {}
     for entry in parsed:
@@ -402,15 +421,9 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
         raise ImportFailed(f"{name} has no records")
 
 
-def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report: ImportReport) -> None:
-    v = rec.version
-    if v.ref in ep.versions:
-        raise _fail(n, f"version ref {v.ref} appears twice in episode ref {ep.ref}")
-    if v.parent is not None and v.parent not in ep.versions:
-        raise _fail(n, f"parent version ref {v.parent} is not an earlier record of episode ref {ep.ref}")
-    if v.current and ep.current is not None:
-        raise _fail(n, f"episode ref {ep.ref} has two current versions")
-    # steps: a known prefix (shared with earlier records) then new steps
+def _split_steps(n: int, rec: TrajectoryRecord, ep: _Ep) -> tuple[list[int], list]:
+    """A record's steps: a known prefix (shared with earlier records, checked unchanged),
+    then its new steps (refs, edits and calls checked)."""
     known_prefix: list[int] = []
     new_steps = []
     prev: int | None = None
@@ -443,6 +456,18 @@ def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report:
                     raise _fail(n, f"step ref {s.ref} uses call ref {c}, which is not in this record's calls")
             new_steps.append(s)
         prev = s.ref
+    return known_prefix, new_steps
+
+
+def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report: ImportReport) -> None:
+    v = rec.version
+    if v.ref in ep.versions:
+        raise _fail(n, f"version ref {v.ref} appears twice in episode ref {ep.ref}")
+    if v.parent is not None and v.parent not in ep.versions:
+        raise _fail(n, f"parent version ref {v.parent} is not an earlier record of episode ref {ep.ref}")
+    if v.current and ep.current is not None:
+        raise _fail(n, f"episode ref {ep.ref} has two current versions")
+    known_prefix, new_steps = _split_steps(n, rec, ep)
     for e in list(v.edits) + ([v.draft_edit] if v.draft_edit else []):
         _check_ref(n, ep, e.replaced_step, "the version's edits")
     for c in rec.calls:

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from trajectory.records import ENV_KINDS, AgentConfig, EditKind, ModelCall, Outcome, Source, Step, Task
+from trajectory import kinds
+from trajectory.records import AgentConfig, EditKind, ModelCall, Outcome, Source, Step, Task
 
 SCHEMA_NAME = "react-editor/trajectory"
 SCHEMA_VERSION = 1
@@ -90,8 +91,8 @@ class EpisodeRecord(_M):
     @field_validator("task")
     @classmethod
     def _known_env(cls, task: Task) -> Task:
-        if task.env not in ENV_KINDS:  # a file speaks of the built-in environments only
-            raise ValueError(f"unknown environment {task.env!r} (one of: {', '.join(ENV_KINDS)})")
+        if task.env not in kinds.known():  # a file speaks of the environments installed here
+            raise ValueError(f"unknown environment {task.env!r} (one of: {', '.join(kinds.known())})")
         return task
 
 

@@ -9,7 +9,8 @@ from typing import Iterator
 
 from sessions import annotations as ann
 from sessions import numbering
-from trajectory.records import ENV_KINDS, Episode, Version
+from trajectory import kinds
+from trajectory.records import Episode, Version
 from sessions.store import StepRow, Store, StoreError
 
 OUTCOMES = ("success", "failure", "unfinished")
@@ -31,8 +32,8 @@ class Filters:
     all_versions: bool = False  # every version of a matched episode, not just the current one
 
     def check(self) -> "Filters":
-        if self.env is not None and self.env not in ENV_KINDS:
-            raise SelectionError(f"unknown environment {self.env!r} (one of: {', '.join(ENV_KINDS)})")
+        if self.env is not None and self.env not in kinds.known():
+            raise SelectionError(f"unknown environment {self.env!r} (one of: {', '.join(kinds.known())})")
         if self.outcome is not None and self.outcome not in OUTCOMES:
             raise SelectionError(f"unknown outcome {self.outcome!r} (one of: {', '.join(OUTCOMES)})")
         if self.verdict is not None and self.verdict not in ann.VERDICTS:

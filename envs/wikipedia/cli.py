@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import CliError, add_common, emit
+from envs.cli_helpers import cli
+
 
 
 def _options(args) -> dict:
     opts = {"wiki": args.wiki}
     if args.wiki_url:
-        from agent.run_settings import check_base_url
-
-        check_base_url(args.wiki_url, "the MediaWiki API URL")
+        cli.check_url(args.wiki_url, "the MediaWiki API URL")  # credentials refused, one line
         opts["wiki_url"] = args.wiki_url
     return opts
 
@@ -41,7 +40,7 @@ def _run_actions(args, actions: list[str]) -> int:
         for a in actions:
             r = env.step(a)
             rows.append({"action": a, "observation": r.observation, "done": r.done, "info": r.info})
-        emit(args, rows, lambda: "\n".join(f"> {x['action']}\n{x['observation'].rstrip()}" for x in rows))
+        cli.emit(args, rows, lambda: "\n".join(f"> {x['action']}\n{x['observation'].rstrip()}" for x in rows))
         return 1 if any("error" in x["info"] for x in rows) else 0
     finally:
         env.close()
@@ -53,7 +52,7 @@ def cmd_search(args) -> int:
 
 def cmd_step(args) -> int:
     if not args.actions:
-        raise CliError("give at least one action, e.g. 'Search[Colorado orogeny]'")
+        raise cli.CliError("give at least one action, e.g. 'Search[Colorado orogeny]'")
     return _run_actions(args, args.actions)
 
 
@@ -67,7 +66,7 @@ def cmd_build_zim(args) -> int:
         path = build_zim(load_articles(), Path(args.out))
     else:
         path = builtin_zim()
-    emit(args, {"path": str(path)}, str(path))
+    cli.emit(args, {"path": str(path)}, str(path))
     return 0
 
 
@@ -76,40 +75,42 @@ def cmd_prompts(args) -> int:
 
     if args.write:
         paths = write_builtin_prompts()
-        emit(args, {"paths": [str(p) for p in paths]}, "\n".join(f"wrote {p}" for p in paths))
+        cli.emit(args, {"paths": [str(p) for p in paths]}, "\n".join(f"wrote {p}" for p in paths))
         return 0
     built = build_builtin_prompts()
     if args.check:
         stale = [str(path) for kind, path in PROMPTS_FILES.items()
                  if not path.is_file() or path.read_text(encoding="utf-8") != dump(built[kind])]
         if stale:
-            raise CliError(f"stale: {', '.join(stale)}; run `react-editor wiki prompts --write`")
-        emit(args, {"ok": True}, "built-in prompts are up to date")
+            raise cli.CliError(f"stale: {', '.join(stale)}; run `react-editor wiki prompts --write`")
+        cli.emit(args, {"ok": True}, "built-in prompts are up to date")
         return 0
-    emit(args, built, lambda: "\n\n".join(f"== {kind} {k} ==\n{v}" for kind, d in built.items() for k, v in d.items()))
+    cli.emit(args, built, lambda: "\n\n".join(f"== {kind} {k} ==\n{v}" for kind, d in built.items() for k, v in d.items()))
     return 0
 
 
-def register(sub) -> None:
+def register(sub, helpers) -> None:
+    """The family's command group; `helpers` are the command line's (CliError, add_common, emit, progress)."""
+    cli.use(helpers)
     wiki = sub.add_parser("wiki", help="the Wikipedia API environment (debugging, built-in wiki)")
     wsub = wiki.add_subparsers(dest="wiki_command", required=True, metavar="WIKI_COMMAND")
 
-    p = add_common(wsub.add_parser("search", help="search[ENTITY] (then lookups) and print observations"))
+    p = cli.add_common(wsub.add_parser("search", help="search[ENTITY] (then lookups) and print observations"))
     p.add_argument("entity")
     p.add_argument("--lookup", action="append", help="a lookup keyword to run after the search (repeatable)")
     _add_wiki_flags(p)
     p.set_defaults(func=cmd_search)
 
-    p = add_common(wsub.add_parser("step", help="run actions in one fresh episode, print observations"))
+    p = cli.add_common(wsub.add_parser("step", help="run actions in one fresh episode, print observations"))
     p.add_argument("actions", nargs="*", help="e.g. 'Search[Colorado orogeny]' 'Lookup[eastern sector]'")
     _add_wiki_flags(p)
     p.set_defaults(func=cmd_step)
 
-    p = add_common(wsub.add_parser("build-zim", help="build the built-in sample ZIM (cached) or write it to --out"))
+    p = cli.add_common(wsub.add_parser("build-zim", help="build the built-in sample ZIM (cached) or write it to --out"))
     p.add_argument("--out", default=None)
     p.set_defaults(func=cmd_build_zim)
 
-    p = add_common(wsub.add_parser("prompts", help="build the built-in few-shot prompts from the exemplar plans"))
+    p = cli.add_common(wsub.add_parser("prompts", help="build the built-in few-shot prompts from the exemplar plans"))
     g = p.add_mutually_exclusive_group()
     g.add_argument("--write", action="store_true", help="write envs/wikipedia/data/prompts.json and fever_prompts.json")
     g.add_argument("--check", action="store_true", help="fail if the prompt files differ from a fresh build")

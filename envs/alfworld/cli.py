@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from react_editor.common import CliError, add_common, emit, progress
+from envs.cli_helpers import cli
+
 
 
 def _generate(args) -> int:
@@ -16,16 +17,16 @@ def _generate(args) -> int:
     types = tuple(args.types.split(",")) if args.types else TASK_TYPES
     bad = [t for t in types if t not in TASK_TYPES]
     if bad:
-        raise CliError(f"unknown task type {bad[0]!r}; known: {', '.join(TASK_TYPES)}")
+        raise cli.CliError(f"unknown task type {bad[0]!r}; known: {', '.join(TASK_TYPES)}")
     if args.per_type < 1:
-        raise CliError("--per-type must be at least 1")
+        raise cli.CliError("--per-type must be at least 1")
     builtin = not args.out  # the project's own sample: games/builtin/<sample|exemplars>/
     split = args.split or ("sample" if builtin else "valid_unseen")
     paths = generate_games(out, seed=args.seed, per_type=args.per_type, split=split, task_types=types,
-                           progress=progress, layout="builtin" if builtin else "json_2.1.1")
+                           progress=cli.progress, layout="builtin" if builtin else "json_2.1.1")
     if args.index:
         write_builtin_index(out)
-    emit(args, {"games": [str(p) for p in paths], "out": str(out)}, f"wrote {len(paths)} games under {out}")
+    cli.emit(args, {"games": [str(p) for p in paths], "out": str(out)}, f"wrote {len(paths)} games under {out}")
     return 0
 
 
@@ -44,7 +45,7 @@ def _check(args) -> int:
         transcript.append({"action": cmd, "observation": process_ob(out.feedback)})
         won = out.won
     result = {"game": args.game, "text": text, "walkthrough_steps": len(walk), "won": won, "transcript": transcript}
-    emit(args, result, lambda: f"{text}\n" + "".join(f"> {t['action']}\n{t['observation']}\n" for t in transcript)
+    cli.emit(args, result, lambda: f"{text}\n" + "".join(f"> {t['action']}\n{t['observation']}\n" for t in transcript)
          + f"walkthrough: {len(walk)} steps, won={won}")
     return 0 if won else 1
 
@@ -53,7 +54,7 @@ def _tasks(args) -> int:
     import envs.alfworld as fam
 
     tasks = fam.list_tasks(source=args.source, split=args.split)
-    emit(args, [t.model_dump() for t in tasks],
+    cli.emit(args, [t.model_dump() for t in tasks],
          lambda: "\n".join(f"{t.id}\t{t.type}" for t in tasks) or "(no tasks)")
     return 0
 
@@ -76,17 +77,19 @@ def _play(args) -> int:
             out.append(f"> {a}\n{r.observation}")
             if r.done:
                 break
-        emit(args, {"task": task.id, "text": task.text, "steps": steps}, "\n".join(out))
+        cli.emit(args, {"task": task.id, "text": task.text, "steps": steps}, "\n".join(out))
     finally:
         env.close()
     return 0
 
 
-def register(sub) -> None:
+def register(sub, helpers) -> None:
+    """The family's command group; `helpers` are the command line's (CliError, add_common, emit, progress)."""
+    cli.use(helpers)
     p = sub.add_parser("alfworld", help="ALFWorld games: generate, check, list, play")
     s = p.add_subparsers(dest="alfworld_command", required=True, metavar="ACTION")
 
-    g = add_common(s.add_parser("generate", help="generate solvable games from alfworld's layouts"))
+    g = cli.add_common(s.add_parser("generate", help="generate solvable games from alfworld's layouts"))
     g.add_argument("--out", help="output root (json_2.1.1/<split>/... is created); default: the built-in sample "
                                  "(games/builtin/<split>/)")
     g.add_argument("--seed", type=int, default=1)
@@ -96,17 +99,17 @@ def register(sub) -> None:
     g.add_argument("--index", action="store_true", help="also write index.json (for the built-in set)")
     g.set_defaults(func=_generate)
 
-    c = add_common(s.add_parser("check", help="replay a game's walkthrough; exit 0 when it wins"))
+    c = cli.add_common(s.add_parser("check", help="replay a game's walkthrough; exit 0 when it wins"))
     c.add_argument("game", help="path to a game.tw-pddl")
     c.add_argument("--wording", default="paper", choices=["paper", "alfworld-0.4"])
     c.set_defaults(func=_check)
 
-    t = add_common(s.add_parser("tasks", help="list tasks"))
+    t = cli.add_common(s.add_parser("tasks", help="list tasks"))
     t.add_argument("--source", default="builtin", choices=["builtin", "official"])
     t.add_argument("--split", default=None)
     t.set_defaults(func=_tasks)
 
-    pl = add_common(s.add_parser("play", help="play a task with the given actions"))
+    pl = cli.add_common(s.add_parser("play", help="play a task with the given actions"))
     pl.add_argument("task")
     pl.add_argument("action", nargs="*", help="actions (default: one per line on stdin)")
     pl.add_argument("--source", default="builtin", choices=["builtin", "official"])

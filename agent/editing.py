@@ -1,0 +1,229 @@
+"""The engine's edits: a person's change to step K of a version becomes a new branch (the
+old version stays as it was) - thought rewrites, deletions and hints never touch the
+environment; an action rewrite runs again from the restored state. Also "resume from here",
+new settings for the steps that follow, and why a version may no longer grow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent.engine_records import EngineError, _clean_text, _outcome
+from envs.registry import family
+from sessions import annotations as ann
+from sessions import exemplar_sets as sets
+from trajectory.records import AgentConfig, EditInfo, Episode, Step, Version
+
+
+@dataclass
+class _Edit:
+    """One edit being applied: the version, its steps, the step k it targets, and the record."""
+
+    v: Version
+    ep: Episode
+    steps: list[Step]
+    k: int
+    text: str | None
+    keep_rest: bool
+    alf: bool  # thoughts are turns of their own (the command-line transcript)
+    old: Step | None
+    info: EditInfo
+    tr: Any = None  # the kind's transcript
+
+    @property
+    def prefix(self) -> list[Step]:
+        return self.steps[: self.k - 1]
+
+    def carry(self, rest: list[Step], start: int) -> list[Step]:
+        """Later steps carried over unchanged (thought edits with keep_rest), renumbered."""
+        if not self.keep_rest:
+            return []
+        return [s.model_copy(update={"id": None, "parent_id": None, "index": start + j,
+                                     "info": {**s.info, "carried_from": s.id}})
+                for j, s in enumerate(rest)]
+
+
+class EditingMixin:
+    """Part of `agent.engine.Engine` (uses its store, locks, environments and steps)."""
+
+    def frozen_reason(self, version_id: int) -> str | None:
+        """Why a version may no longer grow (a FROZEN key), or None: what was relied on
+        (annotated, used by an exemplar set, branched from) never changes again."""
+        if ann.is_annotated(self.store, version_id):
+            return "annotated"
+        if sets.uses_version(self.store, version_id):
+            return "exemplar"
+        if self.store.has_child_version(version_id):
+            return "child"
+        return None
+
+    def reconfigure(self, version_id: int, changes: dict[str, Any]) -> Version:
+        """New settings for the steps that follow (model, endpoint, decoding, exemplars,
+        ...): a new child version at the same leaf runs with them and becomes current; the
+        version keeps the config it ran with. No change: the version itself. Naming an
+        exemplar set pins its current revision."""
+        with self._locked(self.store.version(version_id).episode_id):
+            v = self.store.version(version_id)
+            old = self.store.version_config(v.id)
+            data = old.model_dump()
+            unknown = sorted(set(changes) - set(data))
+            if unknown:
+                raise EngineError(f"unknown setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
+            try:
+                new = AgentConfig.model_validate({**data, **changes})
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                raise EngineError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+            old_rev = self.store.exemplar_revision(v.id)
+            rev = old_rev
+            if "exemplar_set" in changes or new.exemplar_set != old.exemplar_set:
+                rev = self._revision_of(new.exemplar_set)
+            if new == old and (rev == old_rev or old_rev is None):
+                if rev != old_rev:
+                    self.store.pin_exemplar_revision(v.id, rev)
+                return self.store.version(v.id)
+            steps = self.steps(v)
+            status = "open" if v.status == "stopped" else v.status
+            child, _ = self.store.branch(
+                v, at_step=steps[-1] if steps else None, config=new, exemplar_rev=rev, edits=v.edits,
+                draft_thought=v.draft_thought, draft_edit=v.draft_edit, status=status, outcome=v.outcome,
+            )
+            return child
+
+    def edit(
+        self,
+        version_id: int,
+        k: int,
+        kind: str,
+        text: str | None = None,
+        *,
+        keep_rest: bool = False,
+        config: AgentConfig | None = None,
+        make_current: bool = True,
+    ) -> Version:
+        """Edit step k of a version: a new branch from step k-1 (the old version stays as it
+        was) that becomes the episode's current version (running with `config` when given).
+
+        kinds: rewrite_thought, delete_thought, insert_thought (a hint placed at k),
+        rewrite_action (executed again by the environment). `keep_rest` carries steps
+        after k over unchanged - only for thought edits, which never touch the environment.
+        """
+        apply = self._EDITS.get(kind)
+        if apply is None:
+            raise EngineError(f"unknown edit {kind!r}")
+        with self._locked(self.store.version(version_id).episode_id):
+            e = self._edit_context(version_id, k, kind, text, keep_rest)
+            fam = family(e.ep.task.env)
+            if kind not in fam.edit_kinds:
+                raise EngineError(f"edit {kind!r} does not apply to {fam.label} steps")
+            new, fields = apply(self, e)
+            if config is not None:  # the branch alone runs with it; the episode's default stays
+                fields.update(config=config, exemplar_rev=self.store.exemplar_revision(e.v.id), set_default=False)
+            if not make_current:
+                fields["make_current"] = False
+            return self._commit_edit(e, new, fields)
+
+    def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
+        """The checks every edit kind shares, and what each needs to build its steps."""
+        v = self.store.version(version_id)
+        ep = self._episode(v)
+        steps = self.steps(v)
+        n = len(steps)
+        if kind == "insert_thought":
+            if not 1 <= k <= n + 1:
+                raise EngineError(f"version {v.id} has {n} steps; a thought can be inserted at 1..{n + 1}")
+            if k == n + 1 and v.outcome.done:
+                raise EngineError(f"version {v.id} is finished; insert the thought before a step instead")
+        elif not 1 <= k <= n:
+            raise EngineError(f"version {v.id} has no step {k} (it has {n} step{'s' if n != 1 else ''})")
+        if kind != "delete_thought":
+            text = _clean_text(text, "action" if kind == "rewrite_action" else "thought")
+        old = steps[k - 1] if k <= n else None
+        info = EditInfo(kind=kind, index=k, replaced_step=old.id if old else None,
+                        old_thought=old.thought if old else None, old_action=old.action if old else None)
+        tr = family(ep.task.env).transcript
+        return _Edit(v, ep, steps, k, text, keep_rest, tr.thoughts_are_turns, old, info, tr)
+
+    def _edit_thought(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
+        """rewrite_thought / delete_thought: the environment is untouched."""
+        verb = "rewrite" if e.info.kind == "rewrite_thought" else "delete"
+        if e.old is None or e.old.thought is None:
+            raise EngineError(f"step {e.k} has no thought to {verb}")
+        text = e.text if verb == "rewrite" else None
+        if e.alf:  # a thought is its own turn: replace it, or drop it
+            new = [Step(index=e.k, thought=text, observation=e.tr.thought_observation, source="human",
+                        edit=e.info)] if text is not None else []
+            return new + e.carry(e.steps[e.k:], e.k + len(new)), {}
+        if text is not None and not e.keep_rest:  # the model writes the action for the new thought
+            return [], {"draft_thought": text, "draft_edit": e.info}
+        same = e.old.model_copy(update={"id": None, "parent_id": None, "thought": text, "source": "human",
+                                        "edit": e.info, "call_ids": []})
+        return [same] + e.carry(e.steps[e.k:], e.k + 1), {}
+
+    def _edit_insert_thought(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
+        if not e.alf:
+            if e.keep_rest:
+                raise EngineError(
+                    f"in the {family(e.ep.task.env).label} format a thought belongs to a step: rewrite step K's "
+                    "thought, or insert without keeping the later steps"
+                )
+            return [], {"draft_thought": e.text, "draft_edit": e.info}
+        new = [Step(index=e.k, thought=e.text, observation=e.tr.thought_observation, source="human", edit=e.info)]
+        return new + e.carry(e.steps[e.k - 1:], e.k + 1), {}
+
+    def _edit_action(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
+        """rewrite_action: executed again from the restored state of step k-1."""
+        if e.old.action is None:
+            raise EngineError(f"step {e.k} is a thought, not an action; use a thought edit")
+        if e.keep_rest:
+            raise EngineError("an action edit changes the environment, so the later steps cannot be kept")
+        if e.alf and e.tr.split_thought(e.text) is not None:
+            raise EngineError("that is a thought ('think: ...'); use a thought edit")
+        env = self._env_at(e.ep, e.prefix)
+        return [self._execute(e.ep, env, e.prefix, e.old.thought, e.text, source="human", edit=e.info)], {}
+
+    def _commit_edit(self, e: _Edit, new: list[Step], fields: dict[str, Any]) -> Version:
+        """Write the branch: earlier edits kept (renumbered when later steps moved), the
+        outcome carried when the kept steps finish the episode."""
+        edits = [x for x in e.v.edits if (x.index or 0) < e.k or e.keep_rest]
+        if e.keep_rest and e.alf:
+            shift = {"insert_thought": 1, "delete_thought": -1}.get(e.info.kind, 0)
+            edits = [x if (x.index or 0) < e.k else x.model_copy(update={"index": (x.index or 0) + shift})
+                     for x in edits]
+        fields = {"edits": [*edits, e.info], **fields}
+        if new and new[-1].done:
+            fields["status"] = "done"
+            fields["outcome"] = _outcome(e.ep.task.env, new[-1].reward, new[-1].info, True)
+        elif e.keep_rest and len(e.prefix) + len(new) >= self.max_steps(e.ep) and e.v.outcome.done:
+            fields["status"], fields["outcome"] = "done", e.v.outcome
+        at = e.prefix[-1] if e.prefix else None
+        version, rows = self.store.branch(e.v, at_step=at, steps=new, **fields)
+        if e.info.kind == "rewrite_action" and rows:
+            live = self._live[e.ep.id]
+            live.tokens[rows[-1].id] = live.env.state()
+            live.at = rows[-1].id
+        return version
+
+    def branch(self, version_id: int, k: int, *, config: AgentConfig | None = None,
+               make_current: bool = True) -> Version:
+        """"Resume from here": a new version that keeps steps 1..k and goes on from there
+        (with `config`: running with it; rollouts pin their sampling settings this way)."""
+        v = self.store.version(version_id)
+        steps = self.steps(v)
+        if not 0 <= k <= len(steps):
+            raise EngineError(f"version {v.id} has no step {k}")
+        at = steps[k - 1] if k else None
+        edits = [e for e in v.edits if (e.index or 0) <= k]
+        fields: dict[str, Any] = {"edits": edits}
+        if at is not None and at.done:
+            kind = self.store.episode(v.episode_id).task.env
+            fields.update(status="done", outcome=_outcome(kind, at.reward, at.info, True))
+        if config is not None:  # the branch alone runs with it; the episode's default stays
+            fields.update(config=config, exemplar_rev=self.store.exemplar_revision(v.id), set_default=False)
+        version, _ = self.store.branch(v, at_step=at, steps=[], make_current=make_current, **fields)
+        return version
+
+    _EDITS = {"rewrite_thought": _edit_thought, "delete_thought": _edit_thought,
+              "insert_thought": _edit_insert_thought, "rewrite_action": _edit_action}

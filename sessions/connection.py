@@ -1,0 +1,190 @@
+"""The store's SQLite plumbing: one-line errors for what SQLite raises (a full disk, a
+locked or damaged file), transactions serialised per Store, and the JSON/hex helpers the
+store's parts share."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+class StoreError(Exception):
+    """A one-line, user-facing problem: unknown id, foreign or newer database, ..."""
+
+
+class VersionChanged(StoreError):
+    """Another writer moved the version's leaf between our read and our write."""
+
+
+LOCK_TIMEOUT_S = 30.0  # how long a writer waits for another's write lock
+
+
+class DatabaseFailure(StoreError, sqlite3.DatabaseError):
+    """SQLite said no (locked, constraint, disk full, corrupt page): one line, never a traceback."""
+
+
+_HINTS = (
+    ("locked", "another program is writing to the database; try again"),
+    ("full", "free some disk space and try again"),
+    ("constraint", "the write was refused and nothing was changed"),
+    ("malformed", "the database file is damaged"),
+    ("readonly", "the database file or its folder is read-only: reading works, writing needs write access"),
+)
+
+
+def _failure(exc: sqlite3.Error) -> DatabaseFailure:
+    msg = (str(exc).splitlines() or [type(exc).__name__])[0]
+    hint = next((h for word, h in _HINTS if word in msg.lower()), None)
+    return DatabaseFailure(f"database error: {msg}" + (f" ({hint})" if hint else ""))
+
+
+def _mapped(method):
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            if isinstance(exc, DatabaseFailure):
+                raise
+            raise _failure(exc) from None
+
+    call.__name__ = method.__name__
+    return call
+
+
+class _Cursor(sqlite3.Cursor):
+    """Every statement and every fetch of the store's connection raises StoreError, so no
+    caller (CLI, app, engine, the modules that own other tables) sees a sqlite3 traceback."""
+
+    execute = _mapped(sqlite3.Cursor.execute)
+    executemany = _mapped(sqlite3.Cursor.executemany)
+    executescript = _mapped(sqlite3.Cursor.executescript)
+    fetchone = _mapped(sqlite3.Cursor.fetchone)
+    fetchmany = _mapped(sqlite3.Cursor.fetchmany)
+    fetchall = _mapped(sqlite3.Cursor.fetchall)
+    __next__ = _mapped(sqlite3.Cursor.__next__)
+
+
+class _Connection(sqlite3.Connection):
+    def cursor(self, factory=_Cursor):  # type: ignore[override]
+        return super().cursor(factory)
+
+    def execute(self, sql, parameters=(), /):  # type: ignore[override]
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql, parameters, /):  # type: ignore[override]
+        return self.cursor().executemany(sql, parameters)
+
+    def executescript(self, script, /):  # type: ignore[override]
+        return self.cursor().executescript(script)
+def describe_db_error(path: str, exc: BaseException) -> str:
+    """One line naming what is wrong with the database file: read-only, truncated,
+    damaged, or not a database at all (sqlite's own words in brackets)."""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    low = msg.lower()
+    folder = os.path.dirname(os.path.abspath(path))
+    writable = os.access(path, os.W_OK) and os.access(folder, os.W_OK)
+    if "readonly" in low or "read-only" in low or ("unable to open" in low and not writable):
+        return (f"{path} is read-only ({msg}): reading commands (show, versions, episodes, export) work; "
+                "writing needs write access to the file and its folder")
+    short = _truncated(path)
+    if short:
+        return f"{path} is truncated ({short[0]:,} of {short[1]:,} bytes; {msg}); restore it from a backup"
+    if "malformed" in low or "corrupt" in low:
+        return f"{path} is damaged ({msg}); restore it from a backup, or try `sqlite3 {path} .recover`"
+    if "not a database" in low:
+        return f"{path} is not a ReAct Editor database (not an SQLite file: {msg})"
+    return f"{path}: database error ({msg})"
+
+
+def _truncated(path: str) -> tuple[int, int] | None:
+    """(actual, expected) bytes when the file is shorter than its SQLite header says."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+        actual = os.path.getsize(path)
+    except OSError:
+        return None
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        return None
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if head[24:28] != head[92:96] or not pages:  # the header's page count is not current
+        return None
+    expected = page * pages
+    return (actual, expected) if actual < expected else None
+
+
+def _j(value: Any) -> str | None:
+    if value is None:
+        return None
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(exclude_defaults=True)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _hex_blob(h: str | None) -> bytes | None:
+    """sha256 hex digests are kept as raw bytes: half the size on disk."""
+    if not h:
+        return None
+    try:
+        return bytes.fromhex(h)
+    except ValueError:
+        return h.encode()
+
+
+def _uj(text: str | None, default: Any = None) -> Any:
+    return default if text is None else json.loads(text)
+
+
+def _ids(text: str | None) -> list[int]:
+    """A stored id list ("[3,4]", as `_j` writes it) without the JSON parser (bulk reads)."""
+    if not text:
+        return []
+    try:
+        return [int(x) for x in text[1:-1].split(",")]
+    except ValueError:
+        return json.loads(text)
+
+
+def _changed(version_id: int) -> VersionChanged:
+    return VersionChanged(f"version {version_id} changed meanwhile (another writer added steps); reload it and try again")
+
+
+class _Tx:
+    """Re-entrant transaction: the outermost `with` commits or rolls back. Caches learn
+    the rows a transaction inserted only once it committed (a rollback must not leave ids
+    behind that no longer exist)."""
+
+    def __init__(self, store: Any):
+        self.store, self.conn, self.lock = store, store.db.conn, store._lock
+
+    def __enter__(self):
+        self.lock.acquire()
+        self.outer = not self.conn.in_transaction
+        if self.outer:
+            try:
+                self.conn.execute("begin immediate")
+            except BaseException:
+                self.lock.release()
+                raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if self.outer:
+                new, self.store._params_new = self.store._params_new, {}
+                if exc_type is None:
+                    try:
+                        self.conn.execute("commit")
+                    except BaseException:
+                        if self.conn.in_transaction:
+                            self.conn.execute("rollback")
+                        raise
+                    self.store._params_ids.update(new)
+                elif self.conn.in_transaction:
+                    self.conn.execute("rollback")
+        finally:
+            self.lock.release()
+        return False
