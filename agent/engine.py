@@ -36,6 +36,9 @@ __all__ = ["FROZEN", "PATH_CACHE", "QA_METHODS", "Engine", "EngineError", "Model
            "StepCancelled", "StepReport", "WriteBlocked", "qa_method_of"]
 
 
+
+VERSION_EPISODE_CACHE = 65_536  # version ids whose episode the engine remembers
+
 class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
     """Steps, runs and edits versions stored in `store`. Keeps environments alive across
     calls (the UI holds one Engine per process), so resuming a visited step is cheap.
@@ -64,7 +67,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._signal_states = sig.PathStates()
         self._guard = threading.Lock()  # the caches and the lock table
         self._locks: dict[int, threading.RLock] = {}
-        self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation)
+        self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
 
     def locked(self, episode_id: int) -> threading.RLock:
         """The episode's lock, for a caller that makes several engine calls one transaction
@@ -141,6 +144,8 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         """The version's episode id (never changes: cached, so a step reads its version once)."""
         eid = self._version_episode.get(version_id)
         if eid is None:
+            if len(self._version_episode) >= VERSION_EPISODE_CACHE:  # a long-lived app: bounded, refilled on use
+                self._version_episode.clear()
             eid = self._version_episode[version_id] = self.store.version(version_id).episode_id
         return eid
 
@@ -390,7 +395,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             if on_step:
                 on_step(rep)
         try:
-            if not v.outcome.done or v.id != vid:  # a finished last step's version is the row it just wrote
+            if not v.outcome.done:  # a finished last step's version is the row it just wrote
                 v = self.store.version(vid)
             if stopped and not v.outcome.done and self.frozen_reason(vid) is None:  # frozen: never changes
                 v = self.store.update_version(vid, status="stopped")

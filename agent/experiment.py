@@ -239,7 +239,7 @@ def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[
             o.on_progress(Progress(len(items), counts["done"], counts["success"], counts["failed"],
                                    time.monotonic() - t0, start_done))
 
-    h.on_beat.append(lambda: xs.renew_claims(store, h.id, h.lease_s))
+    h.on_beat.append(lambda: xs.renew_claims(store, exp.id, h.id, h.lease_s))
     if o.stop is not None:  # a caller's own Stop (threading.Event) is the job's Stop too
         h.on_beat.append(lambda: o.stop.is_set() and h.stop.set())
     h.progress(done=counts["done"], total=len(items))
@@ -255,6 +255,7 @@ def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[
         xs.set_status(store, exp.id, "stopped", add_wall_s=time.monotonic() - t0)
         raise
     left = xs.counts(store, exp.id)
+    h.sync_stop()  # a Stop the workers read in the database before the next beat brought it here
     if status == "done" and sum(n for s, n in left.items() if s != "done"):
         status = "stopped" if h.stop.is_set() else "incomplete"
         if not h.stop.is_set() and xs.holders(store, exp.id, h.id):

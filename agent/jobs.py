@@ -58,6 +58,17 @@ class Handle:
     def should_stop(self) -> bool:
         return self.stop.is_set()
 
+    def sync_stop(self) -> bool:
+        """The stop flag as the database holds it now: a face may have raised it since the
+        last beat (worker processes read it there, so the work can end before a beat)."""
+        if not self.stop.is_set():
+            try:
+                if rows.stop_requested(self.store, self.id):
+                    self.stop.set()
+            except Exception:  # a busy database: the beats' view stands
+                pass
+        return self.stop.is_set()
+
     def watch(self) -> CallWatch:
         """The CallWatch for one model call of this job: Stop cancels it."""
         return CallWatch(self.stop, on_retry=self._on_retry)
@@ -120,7 +131,7 @@ def open_job(store: Store, kind: str, *, lease_s: float | None = None, stop: thr
 
 def _outcome(h: Handle, exc: BaseException | None) -> tuple[str, str | None]:
     if exc is None:
-        return ("stopped" if h.stop.is_set() and h.unreachable is None else "done"), None
+        return ("stopped" if h.sync_stop() and h.unreachable is None else "done"), None
     msg = " ".join(str(exc).split()) or type(exc).__name__
     if h.cancelled or isinstance(exc, KeyboardInterrupt):
         return "stopped", None if isinstance(exc, KeyboardInterrupt) else msg

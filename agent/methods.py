@@ -203,16 +203,17 @@ def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]
 def _sample(engine: Engine, v: Version, config, method: str, n: int,
             b: _Budget | None = None) -> tuple[list[str], list[str | None], list[ModelCall]]:
     """n completions of one Standard / CoT prompt: (answers, thoughts, calls), up to
-    `b.concurrency` at once. Stop ends it within one call (no new call starts, the calls
-    in flight are cancelled); a failed call fails the phase. Every call made is recorded."""
+    `b.concurrency` at once. Stop ends it within one call (no new call starts once the job's Stop
+    is set); a failed call fails the phase. Every call made is recorded."""
     prompt, stop = _qa_prompt(engine, v, method)
     client = engine.client(engine.model_config(engine.store.episode(v.episode_id), config))
     b = b or _Budget(n, SC_TEMPERATURE, None, 1)
-    cancel = threading.Event()
-    watch = CallWatch(cancel)
+    cancel = threading.Event()  # this phase's own: a failed sample stops the others, not the job
+    job_cancel = b.watch.cancel if b.watch else None
+    watch = CallWatch(cancel, on_retry=b.watch.on_retry if b.watch else None)  # the job hears retries (fail fast)
 
     def one(_: int) -> ModelCall:
-        if cancel.is_set() or b.stopped():
+        if cancel.is_set() or b.stopped() or (job_cancel is not None and job_cancel.is_set()):
             cancel.set()
             raise _Stopped()
         try:

@@ -13,6 +13,7 @@ escaped HTML (the word diff of an edit)."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import streamlit as st
@@ -89,7 +90,6 @@ if (!window.__reactEditorGuard) {
 
 eng = state.engine()
 store = eng.store
-DB = state.db_path()
 TAB = st.session_state.setdefault("tab_id", uuid.uuid4().hex)  # whose step results this tab collects
 RUN_LEASE_S = 5.0  # a run's job lives while this tab ticks; a reload or a closed tab lets it lapse: "stopped"
 
@@ -205,10 +205,6 @@ def switch_to(new_vid: int, resume: int | None | bool = False) -> None:
     st.rerun()
 
 
-def end_run(how: str = "done") -> None:
-    close_run(how)
-
-
 def start_step() -> None:
     """Step button callback: runs before the page, so the page draws Step disabled."""
     state.clear_error("step")
@@ -247,7 +243,7 @@ def settle(job: stepjobs.StepJob) -> list:
             raise job.error
         msg = f"model call failed: {job.unreachable}" if job.unreachable else str(job.error)
         state.set_error("step", msg)
-        end_run("failed")  # the run ended on the error (the message is the version's error)
+        close_run("failed")  # the run ended on the error (the message is the version's error)
         return []
     rep = job.result
     r = st.session_state.get("run")
@@ -261,9 +257,9 @@ def settle(job: stepjobs.StepJob) -> list:
     if r:
         r["added"] += len(rep.steps)
         if hit_condition(r, rep):
-            end_run("stopped")
+            close_run("stopped")
         elif rep.done or (r["n"] is not None and r["added"] >= r["n"]):
-            end_run()
+            close_run("done")
     return rep.steps
 
 
@@ -370,8 +366,8 @@ INSERTS = ("insert_thought", "insert_after")
 
 def edit_panel(v, steps, s) -> None:
     k, n = s.index, len(steps)
-    kinds = applicable_edits(s, can_insert_after=k < n or not v.outcome.done)  # after the last step only while it can go on
-    kinds = [x for x in kinds if ("insert_thought" if x == "insert_after" else x) in fam.edit_kinds]  # the family's
+    kinds = applicable_edits(s, can_insert_after=k < n or not v.outcome.done,  # after the last step only while it can go on
+                             allowed=fam.edit_kinds)
     labels = {EDIT_CHOICES[x]: x for x in kinds}
     with st.container(border=True, key=f"edit_panel_{vid}_{k}"):
         st.caption(f"Edit step {k} — every change makes a new version; {vname(vid)} stays as it is.")
@@ -500,7 +496,7 @@ def controls(v, steps, busy: bool):
     until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
         stepjobs.cancel(store, TAB, vid)
-        end_run("stopped")
+        close_run("stopped")
         st.rerun()
     if (run_n or run_end) and not problem:
         start_run(int(n) if run_n else None, [c.spec for c in until])
@@ -540,7 +536,7 @@ def renew_run() -> None:
     if r and r.get("job") is not None and jobs_db.beat(store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
                                                        version_id=r["version"]):
         stepjobs.cancel(store, TAB, vid)
-        end_run("stopped")
+        close_run("stopped")
         st.rerun()
 
 
@@ -642,8 +638,12 @@ def body() -> None:
         if busy:  # the step ended between drawing the controls (disabled) and here
             st.rerun()
         return
+    renewed = time.monotonic()
     while not job.finished.wait(POLL_S):  # a click on the controls interrupts this at line.caption
         line.text(job.status())  # the retry reason quotes the server: plain text
+        if time.monotonic() - renewed > RUN_LEASE_S / 3:  # a slow call must not let the run's lease lapse
+            renewed = time.monotonic()
+            renew_run()
     new_steps = settle(job)
     v = store.version(vid)
     if not new_steps or v.outcome.done or not st.session_state.get("run"):

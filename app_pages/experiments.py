@@ -15,7 +15,8 @@ from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
-from app_pages.experiment_views import PARTIAL_NOTE, TABLE_NOTE, chart_spec, compare_rows, paper_row, signal_rows, table_caption
+from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_spec, compare_rows, is_partial, paper_row, signal_rows,
+                                        table_caption)
 from sessions import experiments as xs
 from sessions.search import signal_counts
 from envs.registry import kinds
@@ -118,7 +119,7 @@ def summaries() -> dict[int, dict]:
 def live(s: dict) -> dict:
     """The summary with what the page knows now: running (this process runs it) and partial."""
     running = bg.running(s["experiment"])
-    partial = bool(s.get("partial", s["done"] < s["episodes"]))
+    partial = is_partial(s)
     return {**s, "running": running, "partial": partial, "status": status_label(s["status"], running, partial, s["done"])}
 
 

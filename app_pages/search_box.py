@@ -60,9 +60,10 @@ def render(store: Any) -> None:
             return
         if not hits:
             st.caption("No matches.")
+        nums = {e: numbering.numbers(store, e) for e in {hit.episode for hit in hits}}  # one read per episode
         for n, hit in enumerate(hits):
             row = st.columns([6, 1])
-            row[0].text(hit_place(hit, numbering.numbers(store, hit.episode).get(hit.version)))
+            row[0].text(hit_place(hit, nums[hit.episode].get(hit.version)))
             row[0].html(hit_html(hit.snippet, hit.marks))
             if row[1].button("Open", key=f"search_open_{n}"):
                 _open(hit)

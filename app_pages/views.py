@@ -32,9 +32,10 @@ def edit_words(kind: str | None) -> str:
     return EDIT_NAMES.get(kind, kind.replace("_", " "))
 
 
-def applicable_edits(step: Any, *, can_insert_after: bool = True) -> list[str]:
+def applicable_edits(step: Any, *, can_insert_after: bool = True, allowed: Any = None) -> list[str]:
     """The edit kinds that apply to this step: a step without a thought has none to rewrite
-    or delete; a step without an action has none to rewrite."""
+    or delete; a step without an action has none to rewrite; `allowed` (the family's
+    edit kinds) drops the rest."""
     kinds = []
     if step.thought is not None:
         kinds += ["rewrite_thought", "delete_thought"]
@@ -43,6 +44,8 @@ def applicable_edits(step: Any, *, can_insert_after: bool = True) -> list[str]:
         kinds.append("insert_after")
     if step.action is not None:
         kinds.append("rewrite_action")
+    if allowed is not None:  # inserting after a step is the family's insert_thought
+        kinds = [k for k in kinds if ("insert_thought" if k == "insert_after" else k) in allowed]
     return kinds
 
 

@@ -20,6 +20,7 @@ from agent.rollouts import MAX_N, Effect, GroupStats, Request, group_stats, resa
 from app_pages import state
 from app_pages.views import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
+from envs.registry import family
 from sessions import rollouts as groups_db
 from sessions.rollouts import RolloutEdit
 from sessions.store import Store, StoreError
@@ -28,10 +29,11 @@ TICK_S = 0.5
 NO_EDIT = "No edit (resample from this step)"
 
 
-def edit_options(step: Any) -> dict[str, str | None]:
+def edit_options(step: Any, allowed: Any = None) -> dict[str, str | None]:
     """{label: edit kind} of the edits that apply to this step, worded as in the edit form
-    (a step without a thought offers no thought to rewrite or delete)."""
-    kinds = [k for k in applicable_edits(step, can_insert_after=False)]
+    (a step without a thought offers no thought to rewrite or delete; `allowed`: the
+    family's edit kinds)."""
+    kinds = applicable_edits(step, can_insert_after=False, allowed=allowed)
     return {NO_EDIT: None, **{EDIT_CHOICES[k]: k for k in kinds}}
 ARM_NAMES = {"resample": "resample", "control": "control (as it was)", "treatment": "treatment (edited)"}
 
@@ -150,7 +152,7 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
         temp = c[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=0.7, step=0.1,
                                  key=f"wi_temp_{vid}_{k}")
         conc = c[2].number_input("At once", min_value=1, max_value=32, value=4, key=f"wi_conc_{vid}_{k}")
-        edits = edit_options(step)
+        edits = edit_options(step, family(ep.task.env).edit_kinds)
         choice = c[3].selectbox("Edit (treatment)", list(edits), key=f"wi_edit_{vid}_{k}")
         kind = edits.get(choice)
         text = None

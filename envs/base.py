@@ -188,9 +188,6 @@ class EnvFamily:
                 out[opt.key] = value
         return out
 
-    def outcome_success(self, reward: float, info: dict[str, Any]) -> bool:
-        return self.success(reward, info)
-
     def one_line(self, task: Task) -> str:
         if self.summary is not None:
             return self.summary(task)

@@ -29,9 +29,8 @@ class CallLogMixin:
         cached = self._params_ids.get(key) or self._params_new.get(key)
         if cached is None:
             row = self.db.execute("select id from call_params where key = ?", [key]).fetchone()
-            cached = row[0] if row else self.db["call_params"].insert(
-                {"key": key, "model": c.model, "api_style": c.api_style, "params": _j(c.params)}
-            ).last_pk
+            cached = row[0] if row else self._insert(
+                "call_params", {"key": key, "model": c.model, "api_style": c.api_style, "params": _j(c.params)})
             self._params_new[key] = cached
         return cached
 
@@ -109,9 +108,12 @@ class CallLogMixin:
             with self.transaction():
                 for eid, call in rows:
                     self._insert_call(call, eid)
-        except StoreError:
-            if not path.exists():  # still blocked: keep them for later
-                os.replace(taken, path)
+        except Exception:  # still blocked (or any failure): give the answers back for the next drainer
+            with open(path, "a", encoding="utf-8") as f:  # (another blocked writer may have started a new file)
+                f.write(taken.read_text(encoding="utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+            taken.unlink(missing_ok=True)
             raise
         taken.unlink(missing_ok=True)
         return len(rows)

@@ -225,11 +225,12 @@ def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> bool:
             [job_id, time.time() + lease_s, item_id, job_id, time.time()]).rowcount == 1
 
 
-def renew_claims(store: Store, job_id: int, lease_s: float) -> None:
-    """The heartbeat: every item the job holds stays held."""
+def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) -> None:
+    """The heartbeat: every item the job holds stays held (its experiment's items only: the
+    (experiment_id, pos) index, not a scan of every experiment's items)."""
     with store.transaction():
-        store.db.execute("update experiment_items set lease_until = ? where claimed_by = ?",
-                         [time.time() + lease_s, job_id])
+        store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
+                         [time.time() + lease_s, experiment_id, job_id])
 
 
 def release(store: Store, item_id: int, job_id: int) -> None:

@@ -173,14 +173,6 @@ def owner_gone(job: Job) -> bool:
     return False
 
 
-def reap(store: Store) -> int:
-    """Write "stopped" on jobs whose lease ran out (their runner died)."""
-    with store.transaction():
-        return store.db.execute(
-            "update jobs set state = 'stopped', error = coalesce(error, 'its process ended'), updated_at = ? "
-            "where state in ('queued', 'running', 'stopping') and lease_until < ?", [now(), time.time()]).rowcount
-
-
 def active(store: Store, *, episode_id: int | None = None, experiment_id: int | None = None) -> list[Job]:
     """Live jobs touching an episode (or an experiment), newest first."""
     col, value = ("episode_id", episode_id) if episode_id is not None else ("experiment_id", experiment_id)

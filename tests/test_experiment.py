@@ -137,14 +137,19 @@ def test_cot_sc_takes_the_majority_of_n_samples_at_temperature_07(tmp_path, caps
         assert len(step.call_ids) == 5
 
 
-def test_react_backs_off_to_cot_sc_when_it_gives_no_answer(tmp_path, capsys, scripted_llm):
-    # ReAct keeps searching (never finishes within 3 steps); CoT-SC answers right.
+def _backoff_run(tmp_path, capsys, scripted_llm):
+    """ReAct keeps searching (never finishes within 3 steps); CoT-SC answers right."""
     q = HOTPOT[0]["question"]
     scripted_llm.set_responder(wiki_agent({q: HOTPOT[0]["answer"]}, react_steps=99))
     db = tmp_path / "x.db"
     code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
                                          "--method", "react-cot-sc", "--samples", "3", "--max-steps", "3"))
     assert code == 0 and out["success"] == 1
+    return db, out
+
+
+def test_react_backs_off_to_cot_sc_when_it_gives_no_answer(tmp_path, capsys, scripted_llm):
+    db, out = _backoff_run(tmp_path, capsys, scripted_llm)
     with closing(Store(db)) as store:
         item = xs.items(store, out["experiment"])[0]
         versions = store.versions(item.episode_id)
@@ -529,12 +534,7 @@ def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys,
 def test_renaming_a_phase_version_does_not_rerun_it(tmp_path, capsys, scripted_llm):
     """Phases are found by the item's record, not by version names: after a crash a resume
     of an item whose versions were renamed runs nothing again."""
-    q = HOTPOT[0]["question"]
-    scripted_llm.set_responder(wiki_agent({q: HOTPOT[0]["answer"]}, react_steps=99))
-    db = tmp_path / "x.db"
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
-                                         "--method", "react-cot-sc", "--samples", "3", "--max-steps", "3"))
-    assert code == 0 and out["success"] == 1
+    db, out = _backoff_run(tmp_path, capsys, scripted_llm)
     with closing(Store(db)) as store:
         it = xs.items(store, out["experiment"])[0]
         for n, v in enumerate(store.versions(it.episode_id)):

@@ -11,6 +11,8 @@ from app_pages.experiment_views import chart_spec, paper_row
 from tests.experiment_agents import wiki_agent
 from tests.test_experiments_page import HOTPOT, _create, _wait_done, page  # noqa: F401  (page is a fixture)
 
+ANSWERS = {r["question"]: r["answer"] for r in HOTPOT}
+
 
 def _frame(at, column: str):
     (df,) = [d.value for d in at.dataframe if column in d.value.columns]
@@ -19,7 +21,7 @@ def _frame(at, column: str):
 
 def test_create_and_launch_selects_the_new_experiment(page):
     make, db, llm = page
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
+    llm.set_responder(wiki_agent(ANSWERS))
     at = make()
     _create(at, limit=2, name="first")
     _wait_done(db, 1)
@@ -32,11 +34,11 @@ def test_create_and_launch_selects_the_new_experiment(page):
 
 def test_stopped_run_is_labelled_partial_and_not_compared_unless_asked(page):
     make, db, llm = page
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
+    llm.set_responder(wiki_agent(ANSWERS))
     at = make()
     _create(at, limit=3, name="full")
     _wait_done(db, 1)
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.4, react_steps=2))
+    llm.set_responder(wiki_agent(ANSWERS, latency_s=0.4, react_steps=2))
     _create(at, limit=8, name="cut")
     at.button(key="x_stop").click().run()
     _wait_done(db, 2)
@@ -58,7 +60,7 @@ def test_stopped_run_is_labelled_partial_and_not_compared_unless_asked(page):
 
 def test_chart_has_a_labelled_axis_level_labels_and_follows_the_selection(page):
     make, db, llm = page
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
+    llm.set_responder(wiki_agent(ANSWERS))
     at = make()
     _create(at, limit=2, name="one")
     _wait_done(db, 1)
@@ -74,7 +76,7 @@ def test_chart_has_a_labelled_axis_level_labels_and_follows_the_selection(page):
 
 def test_summaries_are_recomputed_only_when_an_experiment_changes(page, monkeypatch):
     make, db, llm = page
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
+    llm.set_responder(wiki_agent(ANSWERS))
     at = make()
     _create(at, limit=2, name="one")
     _wait_done(db, 1)

@@ -182,3 +182,31 @@ def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, m
     assert [s["action"] for s in shown] == ["go to cabinet 1"]
     with closing(Store(db)) as store:
         assert len(store.calls(episode_id=1)) == 2  # the paid call and its cached answer, both recorded
+
+
+def test_kept_answers_are_given_back_when_recording_them_fails(toy, monkeypatch):
+    """A drainer that fails to record the kept answers gives them back to the pending file,
+    even when another blocked writer started a new one meanwhile: no answer is stranded."""
+    from sessions.store import StoreError
+    from tests.test_engine import ROOM_TASK, cfg
+    from trajectory.records import ModelCall
+
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    store = toy.store
+    first = ModelCall(model="m", api_style="completions", prompt_hash="p1", prompt_chars=2, completion="go to desk 1")
+    second = ModelCall(model="m", api_style="completions", prompt_hash="p2", prompt_chars=2, completion="go to bed 1")
+    assert store.keep_pending_calls(ep.id, [first])
+    real = type(store)._insert_call
+
+    def blocked(self, call, eid):
+        store.keep_pending_calls(ep.id, [second])  # another writer, blocked too, starts a new file
+        raise StoreError("database is locked")
+
+    monkeypatch.setattr(type(store), "_insert_call", blocked)
+    with pytest.raises(StoreError):
+        store.record_pending_calls()
+    pending = store._pending_file
+    assert sorted(p.name for p in pending.parent.iterdir() if p.name.startswith(pending.name)) == [pending.name]
+    assert {json.loads(x)["call"]["prompt_hash"] for x in pending.read_text().splitlines()} == {"p1", "p2"}
+    monkeypatch.setattr(type(store), "_insert_call", real)
+    assert store.record_pending_calls() == 2 and not pending.exists()

@@ -281,6 +281,20 @@ def test_whatif_and_edit_form_offer_only_edits_that_apply_with_one_wording(app):
     assert "Insert a thought after this step" in form
 
 
+def test_whatif_offers_only_the_edit_kinds_the_family_takes():
+    """The what-if panel and the edit form filter by the same family edit kinds: an
+    environment that takes fewer edits is never offered one its engine would refuse."""
+    from types import SimpleNamespace
+
+    from app_pages.views import applicable_edits
+    from app_pages.whatif_panel import NO_EDIT, edit_options
+
+    step = SimpleNamespace(thought="look around", action="go to desk 1")
+    assert list(edit_options(step, {"rewrite_action"}).values()) == [None, "rewrite_action"]
+    assert applicable_edits(step, allowed={"insert_thought"}) == ["insert_thought", "insert_after"]
+    assert NO_EDIT in edit_options(step) and len(edit_options(step)) == 5  # no family filter: every kind that applies
+
+
 # ---------------------------------------------------------------------- 16-19: lists, settings, downloads, words
 
 

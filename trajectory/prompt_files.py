@@ -11,7 +11,7 @@ their trailer (in `Task.data`), so re-assembling unchanged imports gives the sam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from trajectory.records import Episode, Step
 
@@ -64,9 +64,6 @@ def exemplar_from(transcript: Any, episode: Episode, steps: Sequence[Step], key:
     )
 
 
-def assemble(transcript: Any, items: Iterable[Exemplar | RawEntry]) -> dict[str, str]:
-    """A prompt dict in the original layout of the kind `transcript` writes."""
-    return transcript.assemble(items)
 
 
 # ---------------------------------------------------------------------- parsing prompt files

@@ -3,7 +3,6 @@ download, the paper's wording, fast faithful resume. Defines the `alfworld` fami
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from envs.alfworld.exemplars import EXEMPLARS_FILE
@@ -20,17 +19,19 @@ def make_env(task, options: dict | None = None, blobs=None):
 
 def paper_sample(pool: list, source: str | None) -> list:
     """alfworld.ipynb runs all 134 official `valid_unseen` games (`eval_out_of_distribution`)."""
-    if source != "official":
-        raise EnvError("--sample paper for ALFWorld runs the 134 official valid_unseen games: use --tasks official")
+    if source != "official" or any((t.data or {}).get("split") != "valid_unseen" for t in pool):
+        raise EnvError("--sample paper for ALFWorld runs the 134 official valid_unseen games: use --tasks official "
+                       "(split valid_unseen)")
     return pool
 
 
 def download(dest: Path | None = None, **kw) -> Path:
     """The official ALFWorld data (`react-editor data alfworld`)."""
     from envs.alfworld.download import download_official
+    from envs.alfworld.tasks import alfworld_data_dir
 
     if dest is None:
-        dest = Path(os.environ.get("ALFWORLD_DATA") or Path.home() / ".cache" / "alfworld")
+        dest = alfworld_data_dir()  # where the task lists read them ($ALFWORLD_DATA, ~ expanded)
     return download_official(dest, **kw)
 
 

@@ -21,6 +21,8 @@ def _generate(args) -> int:
     if args.per_type < 1:
         raise cli.CliError("--per-type must be at least 1")
     builtin = not args.out  # the project's own sample: games/builtin/<sample|exemplars>/
+    if args.index and not builtin:
+        raise cli.CliError("--index is for the built-in set (no --out)")
     split = args.split or ("sample" if builtin else "valid_unseen")
     paths = generate_games(out, seed=args.seed, per_type=args.per_type, split=split, task_types=types,
                            progress=cli.progress, layout="builtin" if builtin else "json_2.1.1")

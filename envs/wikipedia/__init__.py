@@ -1,7 +1,7 @@
 """The paper's Wikipedia API (search / lookup / finish) for HotpotQA and FEVER, over a
 live MediaWiki wiki, a Kiwix ZIM file, or the built-in sample ZIM (the default).
 
-Defines the `hotpotqa` (7 steps) and `fever` (5 steps) families (`FAMILIES`, found by `envs.registry`). Episode option
+Defines the `hotpotqa` and `fever` families (7 steps each, as the notebooks) (`FAMILIES`, found by `envs.registry`). Episode option
 `wiki`: None / "builtin", "live" (with `wiki_url`), or "zim:/path/file.zim".
 """
 
@@ -12,15 +12,17 @@ import re
 import threading
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs.base import QA, TEXT_METHODS, BlobStore, CustomField, EnvError, EnvFamily, Metric, Option
 from envs.wikipedia import tasks as _tasks
-from envs.wikipedia.env import WikiEnv
 from envs.wikipedia.paths import PROMPTS_FILES
 from envs.wikipedia.scoring import FEVER_LABELS, normalize_answer
 from envs.wikipedia.transcript import TRANSCRIPTS
 from trajectory.records import Task
+
+if TYPE_CHECKING:
+    from envs.wikipedia.env import WikiEnv
 
 # Both notebooks loop `for i in range(1, 8)`: 7 steps (the CoT-SC back-off threshold of the
 # paper, 5 on FEVER, is the family's `qa.backoff_steps`).
@@ -100,7 +102,9 @@ class _Shared:
 
 
 def make_env(kind: str, task: Task | None = None, options: dict | None = None,
-             blobs: BlobStore | None = None) -> WikiEnv:
+             blobs: BlobStore | None = None) -> "WikiEnv":
+    from envs.wikipedia.env import WikiEnv  # on use: the command line's start-up stays light
+
     options = options or {}
     env = WikiEnv(kind, open_backend(options), blobs, default_max_steps=DEFAULT_MAX_STEPS[kind],
                   friendly_lookup=bool(options.get("friendly_lookup")))

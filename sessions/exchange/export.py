@@ -24,7 +24,7 @@ from trajectory import kinds
 from trajectory.prompt_files import PromptFileError, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import LOCAL_OPTIONS, EditInfo, ModelCall, Step, safe_call_params
+from trajectory.records import EditInfo, ModelCall, Step, env_only, safe_call_params
 from sessions.store import Store, StoreError
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
@@ -109,7 +109,7 @@ class EpisodeEncoder:
             "task": ep.task.model_dump(mode="json"),
             "config": ep.config.model_dump(mode="json"),
             # the import marks (confirmation, digest) are this database's state, not the episode's
-            "env_options": {k: v for k, v in ep.env_options.items() if k not in LOCAL_OPTIONS},
+            "env_options": env_only(ep.env_options),
         })
 
     def _edit(self, e: EditInfo | None, limit: int) -> dict | None:
