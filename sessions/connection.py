@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 from typing import Any
 
 class StoreError(Exception):
@@ -169,12 +170,18 @@ class _Tx:
             except BaseException:
                 self.lock.release()
                 raise
+            try:
+                self.store._take_deferred_blobs()
+            except BaseException:
+                self.__exit__(*sys.exc_info())
+                raise
         return self
 
     def __exit__(self, exc_type, exc, tb):
         try:
             if self.outer:
                 new, self.store._params_new = self.store._params_new, {}
+                blobs, self.store._blobs_new = self.store._blobs_new, {}
                 if exc_type is None:
                     try:
                         self.conn.execute("commit")
@@ -183,8 +190,11 @@ class _Tx:
                             self.conn.execute("rollback")
                         raise
                     self.store._params_ids.update(new)
-                elif self.conn.in_transaction:
-                    self.conn.execute("rollback")
+                    self.store._remember_blobs(blobs)
+                else:
+                    if self.conn.in_transaction:
+                        self.conn.execute("rollback")
+                    self.store._requeue_blobs(blobs)
         finally:
             self.lock.release()
         return False

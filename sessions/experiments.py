@@ -172,22 +172,27 @@ def counts(store: Store, experiment_id: int) -> dict[str, int]:
 
 
 def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options: dict[str, Any],
-                   name: str | None) -> tuple[int, bool]:
+                   name: str | None, first_phase: str | None = None) -> tuple[int, bool]:
     """(episode id, created?) of an item: the linked one, or a new episode created and
-    linked in the same transaction (so a crash can never leave an unlinked duplicate)."""
+    linked in the same transaction (so a crash can never leave an unlinked duplicate).
+    `first_phase` names the new episode's first version after the method's first phase and
+    records it as that phase's version, in the same transaction too."""
     linked = store.db.execute("select episode_id from experiment_items where id = ?", [item_id]).fetchone()
     if linked is not None and linked[0] is not None:  # once linked, never changed: no write transaction needed
         return linked[0], False
     with store.transaction():
-        r = store.db.execute("select episode_id, task from experiment_items where id = ?", [item_id]).fetchone()
+        r = store.db.execute("select episode_id, task, metrics from experiment_items where id = ?", [item_id]).fetchone()
         if r is None:
             raise StoreError(f"unknown experiment item {item_id}")
         if r[0] is not None:
             return r[0], False
-        ep, v = store.create_episode(Task.model_validate_json(r[1]), config, env_options, name)
+        ep, v = store.create_episode(Task.model_validate_json(r[1]), config, env_options, name, version_name=first_phase)
+        metrics = json.loads(r[2] or "{}")
+        if first_phase is not None:
+            metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), first_phase: v.id}
         store.db.execute(
-            "update experiment_items set episode_id = ?, version_id = ?, status = 'running', updated_at = ? where id = ?",
-            [ep.id, v.id, now(), item_id],
+            "update experiment_items set episode_id = ?, version_id = ?, status = 'running', metrics = ?, "
+            "updated_at = ? where id = ?", [ep.id, v.id, _dumps(metrics), now(), item_id],
         )
     return ep.id, True
 
