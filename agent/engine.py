@@ -96,7 +96,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 self._pinned[key] = ep
                 while len(self._pinned) > PATH_CACHE:
                     self._pinned.popitem(last=False)
-            return ep
+            return ep.model_copy()
         return ep.model_copy(update={"env_options": self.store.env_options(v.episode_id)})
 
     # ------------------------------------------------------------------ episodes

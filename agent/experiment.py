@@ -169,7 +169,7 @@ def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: floa
     makes this a skip, so two runners of one experiment never run the same item. The claim,
     the item's episode and its first phase's version commit together."""
     store = engine.store
-    with store.transaction():
+    with store.transaction(durable=False):  # (a power cut that loses it leaves the item to a resume)
         if not xs.claim(store, item_id, job_id, lease_s):
             return {"item": item_id, "skipped": True}
         it = xs.item(store, item_id)

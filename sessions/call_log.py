@@ -249,8 +249,8 @@ class CallLogMixin:
     def _write_blobs(self, blobs: dict[str, bytes]) -> None:
         # plain SQL: sqlite-utils looks the row up by rowid afterwards, which a
         # WITHOUT ROWID table does not have (a page fetched twice would fail)
+        self._blobs_new.update(blobs)  # first: a failed write gives them back (`_requeue_blobs`)
         self.db.conn.executemany("insert or ignore into blobs (key, data) values (?, ?)", list(blobs.items()))
-        self._blobs_new.update(blobs)
 
     def _remember_blobs(self, blobs: dict[str, bytes]) -> None:
         if len(self._blob_keys) > MAX_KNOWN_BLOBS:
@@ -260,9 +260,17 @@ class CallLogMixin:
     def _requeue_blobs(self, blobs: dict[str, bytes]) -> None:
         """A rolled-back transaction's deferred blobs wait for the next one (an
         environment may already refer to them)."""
+        if not blobs:
+            return
         pending = getattr(self._local, "blobs", None)
-        if blobs and pending is not None:
+        if pending is not None:
             pending.update(blobs)
+            return
+        try:  # no scope to wait in (it ended inside the transaction that rolled back): now, on their own
+            with self.transaction():
+                self._write_blobs(blobs)
+        except Exception:  # the transaction's own error is the one the caller hears of
+            pass
 
     def _take_deferred_blobs(self) -> None:
         """At the start of a transaction: this thread's deferred blobs go in with it."""

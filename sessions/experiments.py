@@ -215,7 +215,7 @@ def holders(store: Store, experiment_id: int, job_id: int) -> set[int]:
 
 def release_job(store: Store, experiment_id: int, job_id: int) -> None:
     """Free every item a job holds (its runner is known to be gone)."""
-    with store.transaction():
+    with store.transaction(durable=False):
         store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
                          "where experiment_id = ? and claimed_by = ?", [experiment_id, job_id])
 
@@ -223,7 +223,7 @@ def release_job(store: Store, experiment_id: int, job_id: int) -> None:
 def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> bool:
     """Take the item for job `job_id` (compare-and-set): False when it is done or another
     runner holds it under a live lease. A dead runner's lease runs out and the item is free."""
-    with store.transaction():
+    with store.transaction(durable=False):
         return store.db.execute(
             "update experiment_items set claimed_by = ?, lease_until = ? where id = ? and status != 'done' and "
             "(claimed_by is null or claimed_by = ? or lease_until < ?)",
@@ -233,13 +233,13 @@ def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> bool:
 def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) -> None:
     """The heartbeat: every item the job holds stays held (its experiment's items only: the
     (experiment_id, pos) index, not a scan of every experiment's items)."""
-    with store.transaction():
+    with store.transaction(durable=False):
         store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
                          [time.time() + lease_s, experiment_id, job_id])
 
 
 def release(store: Store, item_id: int, job_id: int) -> None:
-    with store.transaction():
+    with store.transaction(durable=False):
         store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
                          "where id = ? and claimed_by = ?", [item_id, job_id])
 
@@ -254,8 +254,10 @@ def _metrics(store: Store, item_id: int) -> dict[str, Any]:
 def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
                 success: bool | None = None, metrics: dict[str, Any] | None = None, error: str | None = None) -> None:
     """The item's outcome; its phase record is kept (the new metrics replace the rest) and
-    its claim is released in the same transaction."""
-    with store.transaction():
+    its claim is released in the same transaction. Not a durable commit of its own: the
+    outcome is read off the item's versions, whose steps were (a power cut that loses it
+    leaves the item to a resume, which records it again without a model call)."""
+    with store.transaction(durable=False):
         kept = _metrics(store, item_id).get(PHASES_KEY)
         new = dict(metrics or {})
         if kept:

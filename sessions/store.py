@@ -135,10 +135,12 @@ class Store(VersionTreeMixin, CallLogMixin):
         return db
 
     # ------------------------------------------------------------------ transactions
-    def transaction(self):
+    def transaction(self, *, durable: bool = True):
         """`with store.transaction():` - all-or-nothing, as invariant 1 asks. Serialised
-        by a lock, so one Store may serve several threads (Streamlit sessions)."""
-        return _Tx(self)
+        by a lock, so one Store may serve several threads (Streamlit sessions).
+        `durable=False`: no fsync at the commit, for writes a power cut may lose because
+        they are re-done or re-derived (claims, leases, progress; see `_Tx`)."""
+        return _Tx(self, durable)
 
     def close(self) -> None:
         """Close every thread's connection."""
