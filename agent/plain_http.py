@@ -22,14 +22,14 @@ from urllib.parse import urlsplit
 import httpx2
 import openai
 
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")  # compared lower-cased
 
 
 def applies(base_url: str) -> bool:
     """The lean transport is used for plain http endpoints with no proxy in the environment."""
     if os.environ.get("REACT_EDITOR_HTTP", "").lower() == "httpx":
         return False
-    if any(os.environ.get(k) for k in PROXY_VARIABLES):
+    if any(v and k.lower() in PROXY_VARIABLES for k, v in os.environ.items()):  # any case, as urllib reads them
         return False
     try:
         return urlsplit(base_url).scheme == "http"
@@ -60,11 +60,15 @@ class PlainHTTPTransport(httpx2.BaseTransport):
         if url.scheme != "http":
             raise httpx2.UnsupportedProtocol(f"this transport speaks plain http, not {url.scheme}", request=request)
         timeout = request.extensions.get("timeout") or {}
+        body = request.read()  # (a streamed body is read whole and sent with its length)
         head = [request.method.encode("ascii"), b" ", url.raw_path, b" HTTP/1.1\r\n"]
         for key, value in request.headers.raw:
-            head += [key, b": ", value, b"\r\n"]
+            if key.lower() not in (b"transfer-encoding", b"content-length"):
+                head += [key, b": ", value, b"\r\n"]
+        if body or request.method not in ("GET", "HEAD"):
+            head.append(b"content-length: %d\r\n" % len(body))
         head.append(b"\r\n")
-        payload = b"".join(head) + request.read()
+        payload = b"".join(head) + body
         conn = self._connection(url.host, url.port or 80, timeout.get("connect"), request)
         try:
             conn.sock.settimeout(timeout.get("write"))
@@ -211,8 +215,13 @@ def _read_chunked(rfile: Any) -> bytes:
 
 
 def _readable(sock: socket.socket) -> bool:
-    """An idle keep-alive socket with something to read was closed (or broken) by the server."""
+    """An idle keep-alive socket with something to read was closed (or broken) by the server.
+    (poll, not select: select cannot watch a descriptor numbered 1024 or more.)"""
     try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
         ready, _, _ = select.select([sock], [], [], 0)
     except (OSError, ValueError):
         return True

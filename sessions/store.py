@@ -195,16 +195,19 @@ class Store(VersionTreeMixin, CallLogMixin):
         version_name: str | None = None,
     ) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current."""
+        stamp, options = created_at or now(), _j(env_options or {})
         with self.transaction():
             task_id = self._task_row(task)
             config_id = self._config_row(config)
             ep_id = self.db.execute(
                 "insert into episodes (task_id, config_id, env_options, name, created_at) values (?,?,?,?,?)",
-                [task_id, config_id, _j(env_options or {}), name, created_at or now()],
+                [task_id, config_id, options, name, stamp],
             ).lastrowid
             version = self._insert_version(Version(episode_id=ep_id, name=version_name), config_id=config_id)
             self.db.execute("update episodes set current_version = ? where id = ?", [version.id, ep_id])
-        return self.episode(ep_id), version
+        # the row just written, without reading the task and config back (their own JSON)
+        return Episode(id=ep_id, task=task, config=config, env_options=_uj(options, {}),
+                       current_version=version.id, name=name, created_at=stamp), version
 
     _EP_SQL = (
         "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at "
