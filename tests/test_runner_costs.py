@@ -41,6 +41,20 @@ def commits(stmts) -> int:
     return sum(s.strip().lower() == "commit" for s in stmts)
 
 
+def commit_kinds(stmts) -> tuple[int, int]:
+    """(durable, light) commits: a light one runs under `pragma synchronous = normal`."""
+    durable = light = 0
+    level = "full"
+    for s in stmts:
+        low = s.strip().lower()
+        if low.startswith("pragma synchronous"):
+            level = low.split("=")[-1].strip()
+        elif low == "commit":
+            durable += level == "full"
+            light += level == "normal"
+    return durable, light
+
+
 def on_version_index(stmts) -> list[str]:
     return [s for s in stmts if "versions_fts" in s]
 
@@ -174,6 +188,8 @@ def test_an_experiment_item_commits_at_most_four_times(tmp_path, scripted_llm, m
     assert out["done"] == n and len(scripted_llm.requests) == 2 * n
     worker = [s for t, s in stmts if t.startswith("batch")]
     assert commits(worker) <= 4 * n, commits(worker)
+    durable, light = commit_kinds(worker)
+    assert durable == 2 * n and light == 2 * n, (durable, light)  # the steps are fsynced; claim, result are not
     assert [(c, name) for c, _, name in seen] == [(1, "react")] * n
     for it in xs.items(store, exp.id):
         assert it.phases == {"react": it.version_id} and store.version(it.version_id).name == "react"
@@ -197,3 +213,30 @@ def test_the_corpus_hash_follows_the_corpus_file(tmp_path):
     corpus.write_text('{"title": "Bb", "body": ["x"]}\n')
     os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert corpus_hash(tmp_path) not in (first, second)
+
+
+# ---------------------------------------------------------------- 5. durable and light commits
+
+def test_a_light_transaction_skips_the_fsync_and_puts_the_safety_level_back(tmp_path):
+    """`transaction(durable=False)` commits at `synchronous = normal` (no fsync) and the
+    connection is back at `full` afterwards, also when the transaction rolls back; an inner
+    transaction follows the outermost; what a light commit wrote is committed (another
+    connection reads it)."""
+    store, other = Store(tmp_path / "l.db"), Store(tmp_path / "l.db")
+    level = lambda: store.db.execute("pragma synchronous").fetchone()[0]  # noqa: E731  (2 full, 1 normal)
+    assert level() == 2
+    with store.transaction(durable=False):
+        assert level() == 1
+        with store.transaction():  # the outermost decides
+            store.set_setting("a", 1)
+    assert level() == 2 and other.get_setting("a") == 1
+    with pytest.raises(RuntimeError), store.transaction(durable=False):
+        store.set_setting("b", 2)
+        raise RuntimeError("rolled back")
+    assert level() == 2 and other.get_setting("b") is None
+    stmts = trace(store)
+    with store.transaction():
+        store.set_setting("c", 3)
+    assert commit_kinds(stmts) == (1, 0)
+    store.close()
+    other.close()
