@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -71,6 +72,15 @@ def exit_with_parent(parent_pid: int, every_s: float = 0.5) -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
+def _next(ended: "queue.SimpleQueue[Future]") -> Future:
+    """The next finished future; waits in short slices so Ctrl-C is seen at once."""
+    while True:
+        try:
+            return ended.get(timeout=0.5)
+        except queue.Empty:
+            continue
+
+
 def run_batch(
     keys: Sequence[Any],
     work: Callable[[Any], Any],
@@ -96,21 +106,26 @@ def run_batch(
     done: list[tuple[int, JobResult]] = []
     streak, last_error, aborted = 0, "", ""
     running: dict[Future, tuple[int, Any]] = {}
+    ended: queue.SimpleQueue[Future] = queue.SimpleQueue()
     with _executor(mode, min(concurrency, max(1, len(keys)))) as pool:
         while pending or running:
             while pending and len(running) < concurrency and not aborted and not (stop and stop.is_set()):
                 n, key = pending.pop()
-                running[pool.submit(work, key)] = (n, key)
+                fut = pool.submit(work, key)
+                running[fut] = (n, key)
+                fut.add_done_callback(ended.put)
             if not running:
                 break
             try:
-                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                finished = [_next(ended)]  # (a queue the futures put themselves on: no O(concurrency) wait)
             except KeyboardInterrupt:  # Ctrl-C: jobs that watch `stop` end early, then it propagates
                 if stop is not None:
                     stop.set()
                 for fut in running:
                     fut.cancel()
                 raise
+            while not ended.empty():
+                finished.append(ended.get_nowait())
             for fut in finished:
                 n, key = running.pop(fut)
                 exc = fut.exception()

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx  # noqa: F401  (imported here, once: a first import racing in worker threads fails)
 import openai
 
+from agent import plain_http
 from agent.ratelimit import PauseGate, gate_for
 from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage
 
@@ -78,7 +79,8 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
     with _BUILD_LOCK:
         client = _OPENAI.get(key)
         if client is None:
-            client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+            client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
+                                   http_client=plain_http.openai_http_client(base_url))
             _ = client.completions, client.chat.completions  # load the lazy modules here
             _OPENAI[key] = client
             while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)

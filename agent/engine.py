@@ -68,6 +68,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._guard = threading.Lock()  # the caches and the lock table
         self._locks: dict[int, threading.RLock] = {}
         self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
+        self._pinned: OrderedDict[tuple[int, str], Episode] = OrderedDict()  # (version, created_at) -> its episode
 
     def locked(self, episode_id: int) -> threading.RLock:
         """The episode's lock, for a caller that makes several engine calls one transaction
@@ -80,8 +81,23 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             return self._locks.setdefault(episode_id, threading.RLock())
 
     def _episode(self, v: Version) -> Episode:
-        """The version's episode, with the config the version pinned."""
-        return self.store.episode(v.episode_id).model_copy(update={"config": self.store.version_config(v.id)})
+        """The version's episode, with the config the version pinned. The task and a
+        version's pinned config never change: they are read and validated once per version
+        (keyed with its creation time, as a deleted version's id may be reused); the
+        environment options, which a confirm or re-point changes, are read every time."""
+        key = (v.id, v.created_at)
+        with self._guard:
+            ep = self._pinned.get(key)
+            if ep is not None:
+                self._pinned.move_to_end(key)
+        if ep is None:
+            ep = self.store.episode(v.episode_id).model_copy(update={"config": self.store.version_config(v.id)})
+            with self._guard:
+                self._pinned[key] = ep
+                while len(self._pinned) > PATH_CACHE:
+                    self._pinned.popitem(last=False)
+            return ep.model_copy()
+        return ep.model_copy(update={"env_options": self.store.env_options(v.episode_id)})
 
     # ------------------------------------------------------------------ episodes
     def start_episode(
@@ -189,7 +205,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 if not isinstance(exc, StepCancelled):
                     self.store.update_version(v.id, error=str(exc))
             raise
-        with self._locked(ep.id):
+        with self._locked(ep.id), self.store.deferred_blobs():  # pages fetched commit with the step
             if watch is not None and watch.cancel.is_set():  # Stop came while the answer was on its way
                 self.store.record_calls(ep.id, calls)
                 raise StepCancelled("step cancelled; the model's answer was not used", calls[-1] if calls else None)
@@ -325,7 +341,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                                                   draft_edit=v.draft_edit)
                 rows, v2 = self.store.append_steps(
                     target.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft,
-                    expected_leaf=leaf.id if leaf else None,
+                    expected_leaf=leaf.id if leaf else None, known=target,
                 )
         except VersionChanged:
             if calls:  # nothing about a call is lost, even when its step is
@@ -372,6 +388,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         added, stopped, error, continued_from = 0, False, None, None
         vid = version_id
         v = self.store.version(vid)
+        self._version_episode.setdefault(vid, v.episode_id)  # (its first step need not read it again)
         while not v.outcome.done:
             if max_steps is not None and added >= max_steps:
                 break

@@ -133,11 +133,16 @@ class _Workers:
 
 
 def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Callable[[], bool] | None = None,
-             *, concurrency: int = 1, watch: CallWatch | None = None) -> dict:
-    """Run or continue one task of the experiment in its (single) episode."""
+             *, concurrency: int = 1, watch: CallWatch | None = None, item: xs.Item | None = None) -> dict:
+    """Run or continue one task of the experiment in its (single) episode (`item`: its
+    record, when the caller has just read it)."""
     store = engine.store
-    it = xs.item(store, item_id)
-    ep_id, _ = xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}")
+    it = item if item is not None and item.episode_id is not None else xs.item(store, item_id)
+    ep_id = it.episode_id
+    if ep_id is None:
+        ep_id, _ = xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}",
+                                     methods.PHASES[exp.method][0])
+        it = xs.item(store, item_id)
     try:
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
                                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
@@ -161,14 +166,19 @@ def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Call
 def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: float, item_id: int,
                   should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None) -> dict:
     """`run_item` once the item is ours: another runner holding it (or having finished it)
-    makes this a skip, so two runners of one experiment never run the same item."""
+    makes this a skip, so two runners of one experiment never run the same item. The claim,
+    the item's episode and its first phase's version commit together."""
     store = engine.store
-    with store.transaction():  # the claim commits with the item's episode (no transaction of its own)
+    with store.transaction(durable=False):  # (a power cut that loses it leaves the item to a resume)
         if not xs.claim(store, item_id, job_id, lease_s):
             return {"item": item_id, "skipped": True}
-        xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{xs.item(store, item_id).pos + 1}")
+        it = xs.item(store, item_id)
+        if it.episode_id is None:
+            xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}",
+                              methods.PHASES[exp.method][0])
+            it = xs.item(store, item_id)
     try:
-        return run_item(engine, exp, item_id, should_stop, concurrency=concurrency, watch=watch)
+        return run_item(engine, exp, item_id, should_stop, concurrency=concurrency, watch=watch, item=it)
     except BaseException:
         xs.release(engine.store, item_id, job_id)  # (recording the item's result releases it too)
         raise

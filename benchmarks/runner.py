@@ -13,9 +13,12 @@ in the runner's process: its time is measured on its own and reported as `env_ms
 - `cpu_ms_per_call`: the runner process's CPU time (all threads) per model call, marginal:
   measured over the timed run only, after a warm-up run (imports, corpus, first client).
 - `calls_per_s`: model calls per second of wall time.
-- `openai_client_cpu_ms_per_call` / `httpx_cpu_ms_per_call`: the official client's (and bare httpx's)
-  own CPU per request to the same server, nothing of ours around it: the floor under the runner's
-  figure on this machine; `ours_cpu_ms_per_call` is what the runner adds above that floor.
+- `openai_client_cpu_ms_per_call`: the official client's own CPU per request to the same server, as
+  the runner builds it (over `agent.plain_http` for an http:// endpoint), nothing of ours around it:
+  the floor under the runner's figure on this machine; `ours_cpu_ms_per_call` is what the runner adds
+  above it. Beside it, the SDK over its default transport and bare httpx, for scale.
+- `statements_per_call`, `commits_per_call`, `durable_commits_per_call`: what the runner asks of
+  SQLite per model call, counted in a separate traced run (50 tasks, concurrency 1).
 
 Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--profile FILE]
 """
@@ -105,16 +108,23 @@ def _clock_env(env_clock: list[float]) -> None:
 
 def client_floor(url: str, n: int = 400) -> dict:
     """The official client's own CPU per request against the same server, with nothing of ours
-    around it: the floor under `cpu_ms_per_call` on this machine (and bare httpx beside it)."""
+    around it: the floor under `cpu_ms_per_call` on this machine. `openai_client_cpu_ms_per_call`
+    is the client as the runner builds it (for an http:// endpoint: over agent.plain_http);
+    beside it the SDK with its default transport, and bare httpx."""
     import httpx
     import openai
 
+    from agent.client import shared_openai
+
     body = {"model": "bench", "prompt": "Question: who?\nThought 1:", "temperature": 0, "max_tokens": 100,
             "stop": ["\nObservation 1:"]}
-    client = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
+    ours = shared_openai("x", url, 20.0)
+    default = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
     bare = httpx.Client(base_url=url, timeout=20)
     out = {}
-    for name, send in (("openai_client_cpu_ms_per_call", lambda: client.post("/completions", body=body, cast_to=object)),
+    for name, send in (("openai_client_cpu_ms_per_call", lambda: ours.post("/completions", body=body, cast_to=object)),
+                       ("openai_default_transport_cpu_ms_per_call",
+                        lambda: default.post("/completions", body=body, cast_to=object)),
                        ("httpx_cpu_ms_per_call", lambda: bare.post("/completions", json=body).json())):
         for _ in range(50):
             send()
@@ -123,8 +133,45 @@ def client_floor(url: str, n: int = 400) -> dict:
             send()
         out[name] = round((time.process_time() - t0) / n * 1000, 3)
     bare.close()
-    client.close()
+    default.close()
     return out
+
+
+def db_work(work: Path, url: str, tasks) -> dict:
+    """SQL statements and commits per model call (a separate, traced run at concurrency 1):
+    what the runner asks of SQLite, counted, not timed. A durable commit is an fsync; a
+    light one (claims, leases, progress, item results) is not."""
+    import sqlite3
+
+    counts = {"statements": 0, "commits": 0, "light": 0}
+    light = [False]
+    real = sqlite3.connect
+
+    def trace(sql: str) -> None:
+        if sql.startswith("--"):  # statements SQLite runs for a trigger or the FTS index
+            return
+        counts["statements"] += 1
+        low = sql.lower()
+        if low.startswith("pragma synchronous"):
+            light[0] = "normal" in low
+        elif low == "commit":
+            counts["commits"] += 1
+            counts["light"] += light[0]
+
+    def connect(*a, **k):
+        conn = real(*a, **k)
+        conn.set_trace_callback(trace)
+        return conn
+
+    sqlite3.connect = connect
+    try:
+        out = _timed(work, "traced", url, tasks, 1, [0.0])
+    finally:
+        sqlite3.connect = real
+    calls = out["calls"]
+    return {"statements_per_call": round(counts["statements"] / calls, 2),
+            "commits_per_call": round(counts["commits"] / calls, 2),
+            "durable_commits_per_call": round((counts["commits"] - counts["light"]) / calls, 2)}
 
 
 def main() -> None:
@@ -156,6 +203,7 @@ def main() -> None:
             os.environ.setdefault("REACT_EDITOR_CACHE", str(work / "cache"))
             _timed(work, "warmup", url, tasks[:20], max(levels), env_clock)
             floor = client_floor(url)
+            traced = db_work(work, url, tasks[:50])
             result = {"tasks": len(tasks), "method": "react", "server": "scripted, separate process, answers at once",
                       "env": "built-in Wikipedia corpus, in process (env_ms_per_call)", "levels": {}}
             for c in levels:
@@ -177,6 +225,7 @@ def main() -> None:
     rates = [lv[str(c)]["calls_per_s"] for c in levels]
     result["rising"] = all(b >= a * 0.95 for a, b in zip(rates, rates[1:]))
     result.update(floor)
+    result.update(traced)
     result["ours_cpu_ms_per_call"] = round(result["cpu_ms_per_call"] - floor["openai_client_cpu_ms_per_call"], 3)
     print(json.dumps(result))
 

@@ -4,6 +4,8 @@ blobs; settings."""
 
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import json
 import os
@@ -14,6 +16,9 @@ from typing import Any, Iterable, Iterator
 from sessions.connection import StoreError, _hex_blob, _j, _uj
 from sessions.rows import CallRow, StepRow, UsageRow
 from trajectory.records import Episode, ModelCall, Usage, Version
+
+
+MAX_KNOWN_BLOBS = 100_000  # blob keys a Store remembers as written (then it asks the database again)
 
 
 class CallLogMixin:
@@ -70,7 +75,12 @@ class CallLogMixin:
     # from the call log (the response cache) instead of paying again.
     @property
     def _pending_file(self) -> Path | None:
-        return None if self.file == ":memory:" else Path(f"{self.file}.pending-calls.jsonl")
+        if self.file == ":memory:":
+            return None
+        path = self.__dict__.get("_pending_path")
+        if path is None:  # (asked at every step)
+            path = self.__dict__["_pending_path"] = Path(f"{self.file}.pending-calls.jsonl")
+        return path
 
     def keep_pending_calls(self, episode_id: int, calls: Iterable[ModelCall]) -> bool:
         """Append calls the database refused to the pending file; False if it cannot be written."""
@@ -205,12 +215,69 @@ class CallLogMixin:
 
     # ------------------------------------------------------------------ blobs
     def put_blob(self, data: bytes) -> str:
+        """Store content-addressed bytes (pages, long snapshot parts); their key. Inside
+        `deferred_blobs()` the write waits for this thread's next transaction (a step's
+        record), so an environment step costs no commit of its own."""
         key = hashlib.sha256(data).hexdigest()[:32]
+        if key in self._blob_keys:  # committed already (blobs are never deleted)
+            return key
+        pending = getattr(self._local, "blobs", None)
+        if pending is not None and not self.db.conn.in_transaction:
+            pending[key] = data
+            return key
         with self.transaction():
-            # plain SQL: sqlite-utils looks the row up by rowid afterwards, which a
-            # WITHOUT ROWID table does not have (a page fetched twice would fail)
-            self.db.execute("insert or ignore into blobs (key, data) values (?, ?)", [key, data])
+            self._write_blobs({key: data})
         return key
+
+    @contextlib.contextmanager
+    def deferred_blobs(self):
+        """Blobs stored on this thread meanwhile are written by its next transaction
+        (the one that records the step referring to them); any left at the end are
+        written then, in one transaction."""
+        if getattr(self._local, "blobs", None) is not None:  # nested: the outer scope writes them
+            yield
+            return
+        self._local.blobs = {}
+        try:
+            yield
+        finally:
+            left, self._local.blobs = self._local.blobs, None
+            if left:
+                with self.transaction():
+                    self._write_blobs(left)
+
+    def _write_blobs(self, blobs: dict[str, bytes]) -> None:
+        # plain SQL: sqlite-utils looks the row up by rowid afterwards, which a
+        # WITHOUT ROWID table does not have (a page fetched twice would fail)
+        self._blobs_new.update(blobs)  # first: a failed write gives them back (`_requeue_blobs`)
+        self.db.conn.executemany("insert or ignore into blobs (key, data) values (?, ?)", list(blobs.items()))
+
+    def _remember_blobs(self, blobs: dict[str, bytes]) -> None:
+        if len(self._blob_keys) > MAX_KNOWN_BLOBS:
+            self._blob_keys.clear()
+        self._blob_keys.update(blobs)
+
+    def _requeue_blobs(self, blobs: dict[str, bytes]) -> None:
+        """A rolled-back transaction's deferred blobs wait for the next one (an
+        environment may already refer to them)."""
+        if not blobs:
+            return
+        pending = getattr(self._local, "blobs", None)
+        if pending is not None:
+            pending.update(blobs)
+            return
+        try:  # no scope to wait in (it ended inside the transaction that rolled back): now, on their own
+            with self.transaction():
+                self._write_blobs(blobs)
+        except Exception:  # the transaction's own error is the one the caller hears of
+            pass
+
+    def _take_deferred_blobs(self) -> None:
+        """At the start of a transaction: this thread's deferred blobs go in with it."""
+        pending = getattr(self._local, "blobs", None)
+        if pending:
+            self._local.blobs = {}
+            self._write_blobs(pending)
 
     def get_blob(self, key: str) -> bytes | None:
         r = self.db.execute("select data from blobs where key = ?", [key]).fetchone()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 from typing import Any
 
 class StoreError(Exception):
@@ -155,19 +156,31 @@ def _changed(version_id: int) -> VersionChanged:
 class _Tx:
     """Re-entrant transaction: the outermost `with` commits or rolls back. Caches learn
     the rows a transaction inserted only once it committed (a rollback must not leave ids
-    behind that no longer exist)."""
+    behind that no longer exist). A `durable` commit (the default) is on disk when it
+    returns (`synchronous = full`); a light one (claims, leases, progress, results that
+    can be derived again) skips that fsync: a crash of the process loses nothing (the log
+    is in the OS), a power cut may lose it, and the next durable commit covers it too (the
+    log is one file, synced up to its end). The outermost transaction decides for all."""
 
-    def __init__(self, store: Any):
-        self.store, self.conn, self.lock = store, store.db.conn, store._lock
+    def __init__(self, store: Any, durable: bool = True):
+        self.store, self.conn, self.lock, self.durable = store, store.db.conn, store._lock, durable
 
     def __enter__(self):
         self.lock.acquire()
         self.outer = not self.conn.in_transaction
         if self.outer:
             try:
+                if not self.durable:  # (sqlite takes the safety level only outside a transaction)
+                    self.conn.execute("pragma synchronous = normal")
                 self.conn.execute("begin immediate")
             except BaseException:
+                self._restore()
                 self.lock.release()
+                raise
+            try:
+                self.store._take_deferred_blobs()
+            except BaseException:
+                self.__exit__(*sys.exc_info())
                 raise
         return self
 
@@ -175,16 +188,28 @@ class _Tx:
         try:
             if self.outer:
                 new, self.store._params_new = self.store._params_new, {}
+                blobs, self.store._blobs_new = self.store._blobs_new, {}
                 if exc_type is None:
                     try:
                         self.conn.execute("commit")
                     except BaseException:
                         if self.conn.in_transaction:
                             self.conn.execute("rollback")
+                        self._restore()
+                        self.store._requeue_blobs(blobs)
                         raise
                     self.store._params_ids.update(new)
-                elif self.conn.in_transaction:
-                    self.conn.execute("rollback")
+                    self.store._remember_blobs(blobs)
+                    self._restore()
+                else:
+                    if self.conn.in_transaction:
+                        self.conn.execute("rollback")
+                    self._restore()
+                    self.store._requeue_blobs(blobs)
         finally:
             self.lock.release()
         return False
+
+    def _restore(self) -> None:
+        if not self.durable and not self.conn.in_transaction:
+            self.conn.execute("pragma synchronous = full")

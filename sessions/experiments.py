@@ -172,22 +172,27 @@ def counts(store: Store, experiment_id: int) -> dict[str, int]:
 
 
 def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options: dict[str, Any],
-                   name: str | None) -> tuple[int, bool]:
+                   name: str | None, first_phase: str | None = None) -> tuple[int, bool]:
     """(episode id, created?) of an item: the linked one, or a new episode created and
-    linked in the same transaction (so a crash can never leave an unlinked duplicate)."""
+    linked in the same transaction (so a crash can never leave an unlinked duplicate).
+    `first_phase` names the new episode's first version after the method's first phase and
+    records it as that phase's version, in the same transaction too."""
     linked = store.db.execute("select episode_id from experiment_items where id = ?", [item_id]).fetchone()
     if linked is not None and linked[0] is not None:  # once linked, never changed: no write transaction needed
         return linked[0], False
     with store.transaction():
-        r = store.db.execute("select episode_id, task from experiment_items where id = ?", [item_id]).fetchone()
+        r = store.db.execute("select episode_id, task, metrics from experiment_items where id = ?", [item_id]).fetchone()
         if r is None:
             raise StoreError(f"unknown experiment item {item_id}")
         if r[0] is not None:
             return r[0], False
-        ep, v = store.create_episode(Task.model_validate_json(r[1]), config, env_options, name)
+        ep, v = store.create_episode(Task.model_validate_json(r[1]), config, env_options, name, version_name=first_phase)
+        metrics = json.loads(r[2] or "{}")
+        if first_phase is not None:
+            metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), first_phase: v.id}
         store.db.execute(
-            "update experiment_items set episode_id = ?, version_id = ?, status = 'running', updated_at = ? where id = ?",
-            [ep.id, v.id, now(), item_id],
+            "update experiment_items set episode_id = ?, version_id = ?, status = 'running', metrics = ?, "
+            "updated_at = ? where id = ?", [ep.id, v.id, _dumps(metrics), now(), item_id],
         )
     return ep.id, True
 
@@ -210,7 +215,7 @@ def holders(store: Store, experiment_id: int, job_id: int) -> set[int]:
 
 def release_job(store: Store, experiment_id: int, job_id: int) -> None:
     """Free every item a job holds (its runner is known to be gone)."""
-    with store.transaction():
+    with store.transaction(durable=False):
         store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
                          "where experiment_id = ? and claimed_by = ?", [experiment_id, job_id])
 
@@ -218,7 +223,7 @@ def release_job(store: Store, experiment_id: int, job_id: int) -> None:
 def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> bool:
     """Take the item for job `job_id` (compare-and-set): False when it is done or another
     runner holds it under a live lease. A dead runner's lease runs out and the item is free."""
-    with store.transaction():
+    with store.transaction(durable=False):
         return store.db.execute(
             "update experiment_items set claimed_by = ?, lease_until = ? where id = ? and status != 'done' and "
             "(claimed_by is null or claimed_by = ? or lease_until < ?)",
@@ -228,13 +233,13 @@ def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> bool:
 def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) -> None:
     """The heartbeat: every item the job holds stays held (its experiment's items only: the
     (experiment_id, pos) index, not a scan of every experiment's items)."""
-    with store.transaction():
+    with store.transaction(durable=False):
         store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
                          [time.time() + lease_s, experiment_id, job_id])
 
 
 def release(store: Store, item_id: int, job_id: int) -> None:
-    with store.transaction():
+    with store.transaction(durable=False):
         store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
                          "where id = ? and claimed_by = ?", [item_id, job_id])
 
@@ -249,8 +254,10 @@ def _metrics(store: Store, item_id: int) -> dict[str, Any]:
 def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
                 success: bool | None = None, metrics: dict[str, Any] | None = None, error: str | None = None) -> None:
     """The item's outcome; its phase record is kept (the new metrics replace the rest) and
-    its claim is released in the same transaction."""
-    with store.transaction():
+    its claim is released in the same transaction. Not a durable commit of its own: the
+    outcome is read off the item's versions, whose steps were (a power cut that loses it
+    leaves the item to a resume, which records it again without a model call)."""
+    with store.transaction(durable=False):
         kept = _metrics(store, item_id).get(PHASES_KEY)
         new = dict(metrics or {})
         if kept:

@@ -124,7 +124,7 @@ def beat(store: Store, job_id: int, *, lease_s: float = LEASE_S, done: int | Non
         if value is not None:
             sets.append(f"{col} = ?")
             params.append(value)
-    with store.transaction():
+    with store.transaction(durable=False):  # a lease and progress: the next beat writes them again
         store.db.execute(f"update jobs set {', '.join(sets)} where id = ? and state in ('running', 'stopping')",
                          params + [job_id])
     return stop_requested(store, job_id)

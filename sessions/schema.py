@@ -186,9 +186,15 @@ def _v10_jobs(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v11_index_on_change(db: sqlite_utils.Database) -> None:
+    """the full-text index is re-written only when an indexed column changes (a step's new
+    leaf or status no longer re-indexes its version's name)."""
+    search_index.update_on_change(db)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
-    _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs,
+    _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -49,6 +49,8 @@ class Store(VersionTreeMixin, CallLogMixin):
         self.file = str(path)
         self._params_ids: dict[str, int] = {}  # committed rows only
         self._params_new: dict[str, int] = {}  # inserted by the open transaction
+        self._blob_keys: set[str] = set()  # blobs known to be committed (bounded)
+        self._blobs_new: dict[str, bytes] = {}  # written by the open transaction
         self._lock = threading.RLock()  # one write transaction of this Store at a time
         self._local = threading.local()
         self._conn_lock = threading.Lock()
@@ -133,10 +135,12 @@ class Store(VersionTreeMixin, CallLogMixin):
         return db
 
     # ------------------------------------------------------------------ transactions
-    def transaction(self):
+    def transaction(self, *, durable: bool = True):
         """`with store.transaction():` - all-or-nothing, as invariant 1 asks. Serialised
-        by a lock, so one Store may serve several threads (Streamlit sessions)."""
-        return _Tx(self)
+        by a lock, so one Store may serve several threads (Streamlit sessions).
+        `durable=False`: no fsync at the commit, for writes a power cut may lose because
+        they are re-done or re-derived (claims, leases, progress; see `_Tx`)."""
+        return _Tx(self, durable)
 
     def close(self) -> None:
         """Close every thread's connection."""
@@ -188,18 +192,22 @@ class Store(VersionTreeMixin, CallLogMixin):
         name: str | None = None,
         *,
         created_at: str | None = None,  # an import keeps the original time
+        version_name: str | None = None,
     ) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current."""
+        stamp, options = created_at or now(), _j(env_options or {})
         with self.transaction():
             task_id = self._task_row(task)
             config_id = self._config_row(config)
             ep_id = self.db.execute(
                 "insert into episodes (task_id, config_id, env_options, name, created_at) values (?,?,?,?,?)",
-                [task_id, config_id, _j(env_options or {}), name, created_at or now()],
+                [task_id, config_id, options, name, stamp],
             ).lastrowid
-            version = self._insert_version(Version(episode_id=ep_id), config_id=config_id)
+            version = self._insert_version(Version(episode_id=ep_id, name=version_name), config_id=config_id)
             self.db.execute("update episodes set current_version = ? where id = ?", [version.id, ep_id])
-        return self.episode(ep_id), version
+        # the row just written, without reading the task and config back (their own JSON)
+        return Episode(id=ep_id, task=task, config=config, env_options=_uj(options, {}),
+                       current_version=version.id, name=name, created_at=stamp), version
 
     _EP_SQL = (
         "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at "
@@ -211,6 +219,14 @@ class Store(VersionTreeMixin, CallLogMixin):
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
         return self._episode_from_row(row)
+
+    def env_options(self, episode_id: int) -> dict[str, Any]:
+        """The episode's environment options alone: the one part of an episode that a
+        confirm or re-point changes (a step reads it fresh; the task never changes)."""
+        row = self.db.execute("select env_options from episodes where id = ?", [episode_id]).fetchone()
+        if row is None:
+            raise StoreError(f"unknown episode {episode_id}")
+        return _uj(row[0], {})
 
     @staticmethod
     def _episode_from_row(row) -> Episode:

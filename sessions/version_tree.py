@@ -236,16 +236,21 @@ class VersionTreeMixin:
         error: str | None = ...,  # type: ignore[assignment]
         clear_draft: bool = False,
         expected_leaf: int | None = ...,  # type: ignore[assignment]
+        known: Version | None = None,
     ) -> tuple[list[Step], Version]:
         """Record new steps at the end of a version, with the model calls that produced
         them, and move the version's leaf - all in one transaction. Steps' `call_ids` may
         hold negative placeholders -1, -2, ... meaning "the 1st, 2nd call in `calls`".
 
         Compare-and-set: with `expected_leaf` (the leaf the steps were computed from), a
-        version whose leaf moved meanwhile raises VersionChanged and nothing is written."""
+        version whose leaf moved meanwhile raises VersionChanged and nothing is written.
+        `known`: the caller's copy of the version row (a step has just read it), used with
+        `expected_leaf` instead of reading it again: the update is compare-and-set anyway."""
         out: list[Step] = []
         with self.transaction():
-            v = self.version(version_id)
+            usable = known is not None and known.id == version_id and expected_leaf is not ... \
+                and known.leaf_step_id == expected_leaf
+            v = known if usable else self.version(version_id)
             parent = v.leaf_step_id
             if expected_leaf is not ... and parent != expected_leaf:
                 raise _changed(version_id)

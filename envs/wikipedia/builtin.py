@@ -39,15 +39,25 @@ def load_articles(corpus_dir: Path | None = None) -> list[dict]:
     return read_jsonl(Path(corpus_dir or CORPUS_DIR) / "articles.jsonl")
 
 
+_HASHES: dict[tuple, str] = {}  # (file, size, mtime) of the corpus and of zim.py -> their hash
+
+
 def corpus_hash(corpus_dir: Path | None = None) -> str:
+    """What the built-in ZIM is built from (the corpus and the HTML layout), hashed once
+    per process while neither file changes: every episode opens its backend."""
     path = Path(corpus_dir or CORPUS_DIR) / "articles.jsonl"
     if not path.is_file():
         raise EnvError(f"missing data file: {path}")
     from envs.wikipedia import zim  # the HTML layout is part of what the ZIM holds
 
-    h = hashlib.sha256(path.read_bytes())
-    h.update(Path(zim.__file__).read_bytes())
-    return h.hexdigest()[:16]
+    layout = Path(zim.__file__)
+    key = tuple((str(p), st.st_size, st.st_mtime_ns) for p in (path, layout) for st in [p.stat()])
+    found = _HASHES.get(key)
+    if found is None:
+        h = hashlib.sha256(path.read_bytes())
+        h.update(layout.read_bytes())
+        found = _HASHES[key] = h.hexdigest()[:16]
+    return found
 
 
 def builtin_zim(corpus_dir: Path | None = None, cache: Path | None = None) -> Path:

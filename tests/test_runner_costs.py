@@ -1,0 +1,242 @@
+"""The runner's per-step database work, counted from the SQL each connection runs (never
+timed): a step does not re-index its version's name (schema 11), a Wikipedia step and the
+page it fetched commit together, and an experiment item's claim, episode and first phase
+commit in one transaction."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from agent import experiment, methods
+from agent.engine import Engine
+from envs.registry import family
+from envs.wikipedia.builtin import corpus_hash
+from sessions import experiments as xs
+from sessions import schema
+from sessions.search import search
+from sessions.store import Store
+from tests.experiment_agents import wiki_agent
+from tests.test_engine import cfg
+from tests.toy_envs import WIKI_TASK
+from trajectory.records import AgentConfig
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))  # the built-in ZIM
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def trace(store: Store) -> list[str]:
+    """Every statement this thread's connection runs from now on (trigger bodies included)."""
+    stmts: list[str] = []
+    store.db.conn.set_trace_callback(stmts.append)
+    return stmts
+
+
+def commits(stmts) -> int:
+    return sum(s.strip().lower() == "commit" for s in stmts)
+
+
+def commit_kinds(stmts) -> tuple[int, int]:
+    """(durable, light) commits: a light one runs under `pragma synchronous = normal`."""
+    durable = light = 0
+    level = "full"
+    for s in stmts:
+        low = s.strip().lower()
+        if low.startswith("pragma synchronous"):
+            level = low.split("=")[-1].strip()
+        elif low == "commit":
+            durable += level == "full"
+            light += level == "normal"
+    return durable, light
+
+
+def on_version_index(stmts) -> list[str]:
+    return [s for s in stmts if "versions_fts" in s]
+
+
+def hotpot_task():
+    return family("hotpotqa").list_tasks(source="builtin")[0]
+
+
+# ---------------------------------------------------------------- 1. the full-text index
+
+def test_a_step_leaves_the_version_index_alone_and_a_rename_still_reindexes(toy):
+    """A step moves its version's leaf and status without any statement on `versions_fts`;
+    renaming the version still makes the new name searchable and the old one not."""
+    ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    stmts = trace(toy.store)
+    toy.engine.human_step(v.id, thought="Find it.", action="Search[Velmora]")
+    toy.store.update_version(v.id, status="stopped")
+    assert stmts and on_version_index(stmts) == []
+    toy.store.update_version(v.id, name="harbour detour")
+    assert on_version_index(stmts)
+    assert [(h.version, h.field) for h in search(toy.store, "detour")] == [(v.id, "name")]
+    toy.store.update_version(v.id, name="plain try")
+    assert search(toy.store, "detour") == []
+    assert [(h.version, h.field) for h in search(toy.store, "plain")] == [(v.id, "name")]
+
+
+def test_a_schema_10_database_is_migrated_to_the_narrow_triggers(tmp_path):
+    """A database made at schema 10 re-indexes a version's name on every status update;
+    opened by this version it is migrated to 11, after which it no longer does, and a rename
+    is still indexed."""
+    path = tmp_path / "old.db"
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:10])
+        old = Store(path)
+        _, v = old.create_episode(WIKI_TASK, AgentConfig(model="m"), {}, "old")
+        stmts = trace(old)
+        old.update_version(v.id, status="stopped")
+        assert on_version_index(stmts)  # the old trigger: the trace does see the index work
+        old.close()
+    store = Store(path)
+    version = store.db.execute("select value from meta where key = 'schema_version'").fetchone()[0]
+    assert version == str(len(schema.MIGRATIONS))
+    stmts = trace(store)
+    store.update_version(v.id, status="open")
+    assert on_version_index(stmts) == []
+    store.update_version(v.id, name="migrated name")
+    assert [(h.version, h.field) for h in search(store, "migrated")] == [(v.id, "name")]
+    store.close()
+
+
+# ---------------------------------------------------------------- 2. a step's pages commit with it
+
+def test_a_wikipedia_step_commits_once_with_its_page(tmp_path, scripted_llm):
+    """One model step that searches commits once, the page it fetched is in the blob table
+    (seen from another connection), and after a restart the episode goes on from it."""
+    scripted_llm.push(" I search it.\nAction 1: Search[Ostwick]", " Look.\nAction 2: Lookup[harbour]")
+    path = tmp_path / "w.db"
+    store = Store(path)
+    engine = Engine(store, api_key="sk-test-key-not-real")
+    _, v = engine.start_episode(hotpot_task(), cfg(scripted_llm))
+    stmts = trace(store)
+    engine.step(v.id)
+    assert commits(stmts) == 1, [s for s in stmts if s.lower() in ("begin immediate", "commit")]
+    (step,) = store.version_steps(v.id)
+    assert step.observation.startswith("Ostwick is a port town")
+    store.close()
+    again = Store(path)  # a restart: a new connection, a new engine
+    assert again.get_blob(step.snapshot["p"]).decode().startswith("Ostwick is a port town")
+    Engine(again, api_key="sk-test-key-not-real").step(v.id)
+    assert again.version_steps(v.id)[-1].observation.startswith("(Result 1 / ")
+    again.close()
+
+
+def test_deferred_blobs_survive_a_rollback_and_the_scope_end(tmp_path):
+    """Inside `deferred_blobs()` a blob is not written on its own: a rolled-back transaction
+    does not lose it (the next transaction writes it), and one still waiting when the scope
+    ends is written then."""
+    store, other = Store(tmp_path / "b.db"), Store(tmp_path / "b.db")
+    with store.deferred_blobs():
+        a = store.put_blob(b"page a")
+        assert other.get_blob(a) is None
+        with pytest.raises(RuntimeError), store.transaction():
+            raise RuntimeError("rolled back")
+        assert other.get_blob(a) is None
+        with store.transaction():
+            pass
+        assert other.get_blob(a) == b"page a"
+        b = store.put_blob(b"page b")
+        assert other.get_blob(b) is None
+    assert other.get_blob(b) == b"page b"
+    store.close()
+    other.close()
+
+
+# ---------------------------------------------------------------- 3. an experiment item's commits
+
+def test_an_experiment_item_commits_at_most_four_times(tmp_path, scripted_llm, monkeypatch):
+    """ReAct on HotpotQA (a search, then finish: 2 model calls) commits at most 4 times per
+    task in the worker: claim + episode + first phase's version (one), two steps, the result.
+    The item's version is named after its phase and recorded in its metrics before the
+    method runs (committed with the claim)."""
+    n = 3
+    stmts: list[tuple[str, str]] = []
+    opened = Store._open
+
+    def traced_open(self, *a, **kw):
+        conn = opened(self, *a, **kw)
+        conn.set_trace_callback(lambda s: stmts.append((threading.current_thread().name, s)))
+        return conn
+
+    monkeypatch.setattr(Store, "_open", traced_open)
+    seen: list[tuple[int, dict, str | None]] = []
+    real_run_item = methods.run_item
+
+    def spy(engine, episode_id, method, **kw):
+        mine = [s for t, s in stmts if t == threading.current_thread().name]
+        claim = max(i for i, s in enumerate(mine) if s.startswith("update experiment_items set claimed_by"))
+        phases = dict(kw.get("phases") or {})
+        name = engine.store.version(phases["react"]).name if "react" in phases else None
+        seen.append((commits(mine[claim:]), phases, name))
+        return real_run_item(engine, episode_id, method, **kw)
+
+    monkeypatch.setattr(methods, "run_item", spy)
+    scripted_llm.set_responder(wiki_agent({}, react_steps=2))
+    path = tmp_path / "x.db"
+    store = Store(path)
+    exp = experiment.create(store, env="hotpotqa", method="react", config=cfg(scripted_llm),
+                            tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
+    stmts.clear()
+    out = experiment.run(str(path), exp.id, concurrency=1)
+    assert out["done"] == n and len(scripted_llm.requests) == 2 * n
+    worker = [s for t, s in stmts if t.startswith("batch")]
+    assert commits(worker) <= 4 * n, commits(worker)
+    durable, light = commit_kinds(worker)
+    assert durable == 2 * n and light == 2 * n, (durable, light)  # the steps are fsynced; claim, result are not
+    assert [(c, name) for c, _, name in seen] == [(1, "react")] * n
+    for it in xs.items(store, exp.id):
+        assert it.phases == {"react": it.version_id} and store.version(it.version_id).name == "react"
+    store.close()
+
+
+# ---------------------------------------------------------------- 4. the built-in corpus hash
+
+def test_the_corpus_hash_follows_the_corpus_file(tmp_path):
+    """The built-in ZIM's hash is stable while the corpus is unchanged and changes when the
+    file changes: same size but a new time, or a new size at the old time."""
+    corpus = tmp_path / "articles.jsonl"
+    corpus.write_text('{"title": "A", "body": ["x"]}\n')
+    first = corpus_hash(tmp_path)
+    assert corpus_hash(tmp_path) == first
+    st = corpus.stat()
+    corpus.write_text('{"title": "B", "body": ["x"]}\n')
+    os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    second = corpus_hash(tmp_path)
+    assert second != first
+    corpus.write_text('{"title": "Bb", "body": ["x"]}\n')
+    os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert corpus_hash(tmp_path) not in (first, second)
+
+
+# ---------------------------------------------------------------- 5. durable and light commits
+
+def test_a_light_transaction_skips_the_fsync_and_puts_the_safety_level_back(tmp_path):
+    """`transaction(durable=False)` commits at `synchronous = normal` (no fsync) and the
+    connection is back at `full` afterwards, also when the transaction rolls back; an inner
+    transaction follows the outermost; what a light commit wrote is committed (another
+    connection reads it)."""
+    store, other = Store(tmp_path / "l.db"), Store(tmp_path / "l.db")
+    level = lambda: store.db.execute("pragma synchronous").fetchone()[0]  # noqa: E731  (2 full, 1 normal)
+    assert level() == 2
+    with store.transaction(durable=False):
+        assert level() == 1
+        with store.transaction():  # the outermost decides
+            store.set_setting("a", 1)
+    assert level() == 2 and other.get_setting("a") == 1
+    with pytest.raises(RuntimeError), store.transaction(durable=False):
+        store.set_setting("b", 2)
+        raise RuntimeError("rolled back")
+    assert level() == 2 and other.get_setting("b") is None
+    stmts = trace(store)
+    with store.transaction():
+        store.set_setting("c", 3)
+    assert commit_kinds(stmts) == (1, 0)
+    store.close()
+    other.close()
