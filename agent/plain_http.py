@@ -53,7 +53,7 @@ class PlainHTTPTransport(httpx2.BaseTransport):
     def __init__(self) -> None:
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._open: set[_Connection] = set()
+        self._open: dict[_Connection, threading.Thread] = {}  # every open connection and its thread
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
@@ -110,7 +110,12 @@ class PlainHTTPTransport(httpx2.BaseTransport):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = conns[(host, port)] = _Connection(sock, sock.makefile("rb"))
             with self._lock:
-                self._open.add(conn)
+                ended = [c for c, t in self._open.items() if not t.is_alive()]
+                for c in ended:  # a thread that ended (an app's step job) leaves no socket behind
+                    del self._open[c]
+                self._open[conn] = threading.current_thread()
+            for c in ended:
+                c.close()
         return conn
 
     def _drop(self, conn: "_Connection") -> None:
@@ -119,12 +124,12 @@ class PlainHTTPTransport(httpx2.BaseTransport):
             if kept is conn:
                 del conns[key]
         with self._lock:
-            self._open.discard(conn)
+            self._open.pop(conn, None)
         conn.close()
 
     def close(self) -> None:
         with self._lock:
-            conns, self._open = self._open, set()
+            conns, self._open = list(self._open), {}
         for conn in conns:
             conn.close()
 
