@@ -81,7 +81,6 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
         if client is None:
             client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
                                    http_client=plain_http.openai_http_client(base_url))
-            _ = client.completions, client.chat.completions  # load the lazy modules here
             _OPENAI[key] = client
             while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
                 _OPENAI.popitem(last=False)
@@ -379,8 +378,8 @@ class ModelClient:
 
 
 def _field(obj: Any, name: str) -> Any:
-    """A field of a JSON object (a dict) or of a typed response (an attribute)."""
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    """A field of a JSON object (the response is plain JSON: `cast_to=object`), else None."""
+    return obj.get(name) if isinstance(obj, dict) else None
 
 
 def _count(value: Any) -> int | None:
@@ -388,14 +387,13 @@ def _count(value: Any) -> int | None:
 
 
 def _usage(u: Any) -> Usage:
-    if not isinstance(u, dict) and (u is None or isinstance(u, (str, list, int, float))):
+    if not isinstance(u, dict):
         return Usage()
     details = _field(u, "prompt_tokens_details")
-    cached = _field(details, "cached_tokens") if details is not None else None
     return Usage(
         prompt_tokens=_count(_field(u, "prompt_tokens")),
         completion_tokens=_count(_field(u, "completion_tokens")),
-        cached_prompt_tokens=_count(cached),
+        cached_prompt_tokens=_count(_field(details, "cached_tokens")),
     )
 
 

@@ -27,10 +27,14 @@ class _Edit:
     k: int
     text: str | None
     keep_rest: bool
-    alf: bool  # thoughts are turns of their own (the command-line transcript)
     old: Step | None
     info: EditInfo
-    tr: Any = None  # the kind's transcript
+    tr: Any  # the kind's transcript
+
+    @property
+    def alf(self) -> bool:
+        """Thoughts are turns of their own (the command-line transcript)."""
+        return self.tr.thoughts_are_turns
 
     @property
     def prefix(self) -> list[Step]:
@@ -144,7 +148,7 @@ class EditingMixin:
         info = EditInfo(kind=kind, index=k, replaced_step=old.id if old else None,
                         old_thought=old.thought if old else None, old_action=old.action if old else None)
         tr = family(ep.task.env).transcript
-        return _Edit(v, ep, steps, k, text, keep_rest, tr.thoughts_are_turns, old, info, tr)
+        return _Edit(v, ep, steps, k, text, keep_rest, old, info, tr)
 
     def _edit_thought(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
         """rewrite_thought / delete_thought: the environment is untouched."""

@@ -30,7 +30,7 @@ from trajectory.stats import mcnemar_exact, newcombe_paired_cc_diff
 
 
 
-def _family(env: str):
+def family_or_none(env: str):
     """The kind's family, or None when it is not installed here (its results still show)."""
     try:
         return family(env)
@@ -40,13 +40,13 @@ def _family(env: str):
 
 def task_types(env: str) -> tuple[str, ...]:
     """The kind's task types in its results order (the paper's table columns)."""
-    fam = _family(env)
+    fam = family_or_none(env)
     return tuple(t for t, _ in fam.task_types) if fam else ()
 
 
 def type_label(env: str, task_type: str) -> str:
     """A task type's column title (ALFWorld's `Pick`, `Clean`, ...); else the type itself."""
-    fam = _family(env)
+    fam = family_or_none(env)
     return dict(fam.task_types).get(task_type, task_type) if fam else task_type
 
 
@@ -132,17 +132,10 @@ class _Workers:
         return eng
 
 
-def run_item(engine: Engine, exp: xs.Experiment, item_id: int, should_stop: Callable[[], bool] | None = None,
-             *, concurrency: int = 1, watch: CallWatch | None = None, item: xs.Item | None = None) -> dict:
-    """Run or continue one task of the experiment in its (single) episode (`item`: its
-    record, when the caller has just read it)."""
-    store = engine.store
-    it = item if item is not None and item.episode_id is not None else xs.item(store, item_id)
-    ep_id = it.episode_id
-    if ep_id is None:
-        ep_id, _ = xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}",
-                                     methods.PHASES[exp.method][0])
-        it = xs.item(store, item_id)
+def run_item(engine: Engine, exp: xs.Experiment, it: xs.Item, should_stop: Callable[[], bool], *,
+             concurrency: int = 1, watch: CallWatch | None = None) -> dict:
+    """Run or continue one task of the experiment in its (single) episode, already linked."""
+    store, item_id, ep_id = engine.store, it.id, it.episode_id
     try:
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
                                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
@@ -178,7 +171,7 @@ def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: floa
                               methods.PHASES[exp.method][0])
             it = xs.item(store, item_id)
     try:
-        return run_item(engine, exp, item_id, should_stop, concurrency=concurrency, watch=watch, item=it)
+        return run_item(engine, exp, it, should_stop, concurrency=concurrency, watch=watch)
     except BaseException:
         xs.release(engine.store, item_id, job_id)  # (recording the item's result releases it too)
         raise
@@ -215,7 +208,8 @@ def run(
         if handle is not None:
             return _run(store, exp, handle, opts)
         return jobs.run_here(store, "experiment", lambda h: _run(store, exp, h, opts), lease_s=lease_s, stop=stop,
-                             experiment_id=exp.id, target=f"experiment {exp.name}", total=len(xs.items(store, exp.id)))
+                             experiment_id=exp.id, target=f"experiment {exp.name}",
+                             total=sum(xs.counts(store, exp.id).values()))
     finally:
         store.close()
 
@@ -334,7 +328,7 @@ def _rate(k: int, n: int) -> float | None:
 def _metrics(env: str, done: list, wins: int, n: int) -> dict[str, float | None]:
     """The kind's extra scores (HotpotQA's EM and F1, FEVER's accuracy, ...) over n tasks."""
     out: dict[str, float | None] = {}
-    for m in (fam.metrics if (fam := _family(env)) else ()):
+    for m in (fam.metrics if (fam := family_or_none(env)) else ()):
         if m.of is None:
             out[m.name] = _rate(wins, n)
         else:
@@ -344,15 +338,7 @@ def _metrics(env: str, done: list, wins: int, n: int) -> dict[str, float | None]
 
 def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float]:
     """(tokens, USD) of the calls that reached the model server (cache hits are free)."""
-    p_tok = c_tok = 0
-    ids = list(episode_ids)
-    for i in range(0, len(ids), 500):  # sums in SQL: a summary never loads every call
-        chunk = ids[i:i + 500]
-        r = store.db.execute(
-            "select coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) from model_calls "
-            f"where episode_id in ({','.join('?' * len(chunk))}) and not coalesce(cached, 0)", chunk).fetchone()
-        p_tok += int(r[0])
-        c_tok += int(r[1])
+    p_tok, c_tok = store.billed_tokens(episode_ids)
     saved = (store.get_setting(PRICES_SETTING, {}) or {}).get(model)
     if saved:
         p_price, c_price = float(saved.get("prompt", 0.0)), float(saved.get("completion", 0.0))
@@ -402,7 +388,7 @@ def task_set_label(exp: xs.Experiment) -> str:
     if tasks == "react" or source == "react":
         return "the ReAct release's tasks"
     if tasks == "builtin" and not source:
-        fam = _family(exp.env)
+        fam = family_or_none(exp.env)
         return fam.builtin_label if fam else "built-in sample"
     return f"selected tasks ({source or 'builtin'})"
 
@@ -428,10 +414,9 @@ def _pair_counts(xa: list[bool], xb: list[bool]) -> dict[str, Any]:
             "diff_ci": [None if lo is None else round(lo, 4), None if hi is None else round(hi, 4)]}
 
 
-def compare(store: Store, a_ref: int | str, b_ref: int | str, *, seed: int = 0) -> dict[str, Any]:
+def compare(store: Store, a_ref: int | str, b_ref: int | str) -> dict[str, Any]:
     """Both summaries and the paired comparison over the tasks finished in both (a task
-    unfinished on either side is `excluded`, with the reason counted). `seed` is kept for
-    callers of the old bootstrap interval; the score interval needs none."""
+    unfinished on either side is `excluded`, with the reason counted)."""
     a, b = xs.get(store, a_ref), xs.get(store, b_ref)
     if a.env != b.env:
         raise ExperimentError(f"experiments {a.name!r} ({a.env}) and {b.name!r} ({b.env}) are on different environments")
@@ -481,7 +466,7 @@ class Background:
             self._store = Store(self.db_path)
         return self._store
 
-    def start(self, db_path: str, exp_id: int, *, concurrency: int = 1, api_key: str | None = None,
+    def start(self, exp_id: int, *, concurrency: int = 1, api_key: str | None = None,
               session: str | None = None) -> bool:
         """Launch (or resume) the experiment; False when a runner already works on it here."""
         with self._lock:
@@ -492,14 +477,14 @@ class Background:
 
             def work(h: jobs.Handle) -> dict[str, Any]:
                 try:
-                    return run(db_path, exp_id, concurrency=concurrency, api_key=api_key, handle=h,
+                    return run(self.db_path, exp_id, concurrency=concurrency, api_key=api_key, handle=h,
                                on_progress=lambda p: self._progress.__setitem__(exp_id, p))
                 except Exception as exc:  # shown on the page; the items keep their own errors
                     self._errors[exp_id] = " ".join(str(exc).split()) or type(exc).__name__
                     raise
 
             jobs.start(self.store, "experiment", work, experiment_id=exp_id, target=f"experiment {exp.name}",
-                       session=session, total=len(xs.items(self.store, exp_id)))
+                       session=session, total=sum(xs.counts(self.store, exp_id).values()))
             return True
 
     def job(self, exp_id: int) -> jobs_db.Job | None:

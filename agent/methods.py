@@ -25,13 +25,12 @@ from typing import Any, Callable
 from agent import exemplars as ex
 from agent.client import CallWatch, ModelError
 from agent.engine import Engine, EngineError
-from envs.base import TEXT_METHODS, EnvError
+from envs.base import EnvError
 from envs.registry import family
 from sessions.store import StoreError
 from trajectory.answer_formats import majority, parse_qa
 from trajectory.records import ModelCall, Version
 
-WIKI_METHODS = TEXT_METHODS  # every method applies where answers are text (EnvFamily.methods)
 PHASES: dict[str, tuple[str, ...]] = {
     "react": ("react",), "act": ("act",), "standard": ("standard",), "cot": ("cot",), "cot-sc": ("cot-sc",),
     "react-cot-sc": ("react", "cot-sc"), "cot-sc-react": ("cot-sc", "react"),
@@ -121,7 +120,7 @@ def run_item(
                 on_phase(phase, v.id)
                 known[phase] = v.id  # recorded: not again after the run unless it moved
         if not v.outcome.done:
-            moved = functools.partial(on_phase, phase) if on_phase else None
+            moved = functools.partial(_moved, on_phase, known, phase) if on_phase else None
             budget = _Budget(samples, sc_temperature, should_stop, concurrency, watch)
             error, stopped, ran = _run_phase(engine, v, phase, budget, moved)
             v = store.version(ran)
@@ -135,6 +134,12 @@ def run_item(
     assert v is not None
     metrics = {**v.outcome.metrics, "answered_by": _phase_of(known, v.id)}
     return ItemOutcome(v.id, True, v.outcome.success, metrics)
+
+
+def _moved(on_phase: Callable[[str, int], None], known: dict[str, int], phase: str, version_id: int) -> None:
+    """A run went on in a child version: record it at once (and not again after the run)."""
+    on_phase(phase, version_id)
+    known[phase] = version_id
 
 
 def _phase_of(known: dict[str, int], version_id: int) -> str:

@@ -43,7 +43,8 @@ left, right = pick("left", left_default), pick("right", right_default)
 state.episode_header(ep)
 c = st.columns(2)
 nums = numbering.numbers(store, ep_id)  # people read per-episode numbers
-labels = {i: state.version_label(by_id[i], nums.get(i)) for i in ids}
+statuses = state.version_statuses(versions)  # one jobs query for both selectors
+labels = {i: state.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
 new_left = c[0].selectbox("Left", ids, index=ids.index(left), format_func=labels.get,
                           key=state.widget_key(f"cmp_l_{ep_id}_{left}", labels.values()))
 new_right = c[1].selectbox("Right", ids, index=ids.index(right), format_func=labels.get,

@@ -26,7 +26,7 @@ from app_pages import overview, signal_badges, state, stepjobs, stop_panel, what
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.textdiff import diff_html
 from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicable_edits, deleted_here, endpoint_problem, one_line,
-                             outcome_text, plural, provenance, replaced_text, step_lines)
+                             outcome_text, plural, provenance, replaced_text, step_lines, thoughts_are_turns)
 from envs.base import EnvError
 from envs.registry import family
 from sessions import annotations as ann
@@ -148,7 +148,9 @@ with st.container(key="task_box"):
             st.switch_page(state.page_path("experiments"))
 cols = st.columns([3, 2, 3])
 ids = [v.id for v in versions]
-labels = {i: state.version_label(by_id[i], nums.get(i)) + (" · current" if i == ep.current_version else "") for i in ids}
+statuses = state.version_statuses(versions)  # one jobs query for the whole selector
+labels = {i: state.version_label(by_id[i], nums.get(i), statuses[i]) + (" · current" if i == ep.current_version else "")
+          for i in ids}
 # the key carries the labels' state, so a finished run or a new version redraws the selector
 chosen = cols[0].selectbox("Version", ids, index=ids.index(vid), format_func=labels.get,
                            key=state.widget_key(f"vsel_{ep_id}_{vid}", labels.values()))
@@ -321,15 +323,13 @@ class StepExtras:
         self.timing = bool(st.session_state.get("show_timing"))
 
 
-def render_step(s, v, extras: StepExtras | None = None, markers: bool = True) -> None:
+def render_step(s, v, extras: StepExtras, markers: bool = True) -> None:
     for e in deleted_here(ep.task.env, v.edits, s.index) if markers else []:
         deleted_marker(e)
     with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
         head = st.columns([6, 1])
         head[0].caption(f"Step {s.index} · {provenance(s)}")
-        if extras is None:
-            signal_badges.show(s, v)
-        elif sig := extras.signals.get(s.id):
+        if sig := extras.signals.get(s.id):
             st.caption(signal_badges.badge_text(sig), help=signal_badges.HELP)
         if head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run"))):
             st.session_state["edit_at"] = (vid, s.index)
@@ -342,13 +342,13 @@ def render_step(s, v, extras: StepExtras | None = None, markers: bool = True) ->
             was, now = (s.edit.old_thought, s.thought) if s.edit.kind != "rewrite_action" else (s.edit.old_action, s.action)
             left, right = diff_html(was, now)  # escaped words, diff markup only
             st.html(f'<div class="rd-was"><b>before:</b> {left}<br><b>after:</b> {right}</div>')
-        calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c] if extras else store.calls(s.call_ids)
+        calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c]
         for call in calls if s.source == "model" else []:
             if call.cut_from:
                 st.text(f"(the model's completion was cut to {MAX_TEXT:,} of its {call.cut_from:,} characters)")
-        if extras and extras.timing and s.source == "model" and not s.info.get("carried_from"):
+        if extras.timing and s.source == "model" and not s.info.get("carried_from"):
             st.caption(overview.call_line(calls))
-        if extras and (a := extras.tags.get(s.id)) is not None and (a.tags or a.note):
+        if (a := extras.tags.get(s.id)) is not None and (a.tags or a.note):
             st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else ""))
 
 
@@ -556,9 +556,10 @@ def overview_strip(v, steps, extras: StepExtras) -> None:
 def earlier_steps(v, older, extras: StepExtras) -> None:
     """Steps before the newest LIVE_STEPS: one HTML block (fast on long versions), and a
     control to edit any of them."""
-    for e in (x for x in v.edits if x.kind == "delete_thought" and x.index <= older[-1].index):
-        if deleted_here(ep.task.env, [e], e.index):
-            deleted_marker(e)
+    if thoughts_are_turns(ep.task.env):  # as deleted_here: a numbered step keeps its place, no marker
+        for e in v.edits:
+            if e.kind == "delete_thought" and e.index <= older[-1].index:
+                deleted_marker(e)
     st.html(overview.steps_html(ep.task.env, older, extras.signals, extras.tags))
     c = st.columns([1.2, 1.2, 5])
     k = c[0].number_input("Edit an earlier step", min_value=1, max_value=older[-1].index, value=older[-1].index,
@@ -648,9 +649,10 @@ def body() -> None:
     v = store.version(vid)
     if not new_steps or v.outcome.done or not st.session_state.get("run"):
         st.rerun()  # a full rerun: the controls and the outcome show the new state
+    new_extras = StepExtras(v, new_steps)  # read once for all the new steps
     with box:
         for s in new_steps:  # (a deletion marker before them is already drawn at the end)
-            render_step(s, v, StepExtras(v, new_steps), markers=False)
+            render_step(s, v, new_extras, markers=False)
     line.caption(status_line(v, eng.steps(v)))
 
 

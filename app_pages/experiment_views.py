@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.experiment import task_types, type_label
-from envs.base import EnvError
-from envs.registry import family
+from agent.experiment import family_or_none, task_types, type_label
 
 
 def pct(rate: float | None) -> str:
@@ -16,9 +14,8 @@ def pct(rate: float | None) -> str:
 
 def table_caption(env: str) -> str:
     """What a results table of this kind shows (the family says: paper layout, as Table 3)."""
-    try:
-        fam = family(env)
-    except EnvError:  # results of a plugin not installed here
+    fam = family_or_none(env)
+    if fam is None:  # results of a plugin not installed here
         return f"{env}: success rate %"
     return fam.results_caption or f"{fam.label}: success rate % per task type"
 
@@ -39,10 +36,7 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"experiment": s["experiment"], "name": s["name"], "method": s["method"],
                            "model": s["model"], "status": s["status"], "done": f"{s['done']}/{s['episodes']}",
                            "scored over": scored, "task set": s.get("task_set", "-")}
-    try:
-        fam = family(s["env"])
-    except EnvError:  # a plugin not installed here: its overall rate
-        fam = None
+    fam = family_or_none(s["env"])  # None: a plugin not installed here: its overall rate
     if fam is None or fam.results_by_type:
         for t in task_types(s["env"]):
             row[type_label(s["env"], t)] = pct(s["by_type"].get(t, {}).get("rate"))

@@ -34,7 +34,7 @@ store = state.store()
 
 def launch(exp_id: int, concurrency: int) -> None:
     # the key comes from the environment only and is handed to the clients, never stored
-    bg.start(state.db_path(), exp_id, concurrency=concurrency, api_key=os.environ.get("OPENAI_API_KEY") or None)
+    bg.start(exp_id, concurrency=concurrency, api_key=os.environ.get("OPENAI_API_KEY") or None)
 
 
 st.title("Experiments")
@@ -111,8 +111,9 @@ def _failures(db: str, exp_id: int, changed: tuple) -> tuple[list, Any]:
     return failed, signal_counts(state.store(), [it.episode_id for it in failed if it.episode_id])
 
 
-def summaries() -> dict[int, dict]:
-    keys = xs.changes(store)
+def summaries(keys: dict[int, tuple] | None = None) -> dict[int, dict]:
+    """Every experiment's (cached) summary; keys: xs.changes(store) when already read."""
+    keys = xs.changes(store) if keys is None else keys
     return {i: _summary(state.db_path(), i, keys.get(i, ())) for i in ids}
 
 
@@ -142,12 +143,13 @@ def any_running() -> bool:
 def live_panel() -> None:
     """Progress, results, chart and failures: redrawn together while a run moves, and once
     more when it ends, so the table, the bar and the chart never disagree."""
-    sums = {i: live(s) for i, s in summaries().items()}
+    keys = xs.changes(store)  # read once per tick: the summaries, comparison and failures share it
+    sums = {i: live(s) for i, s in summaries(keys).items()}
     progress_panel(sel, sums[sel])
     results_tables(sums)
     chart_panel(sums)
-    compare_panel(sums)
-    failures_panel()
+    compare_panel(sums, keys)
+    failures_panel(keys)
     was = st.session_state.get("x_was_running")
     now = any_running()
     st.session_state["x_was_running"] = now
@@ -200,7 +202,7 @@ def chart_panel(sums: dict[int, dict]) -> None:
         st.caption("Partial: rates are over the finished tasks only.")
 
 
-def compare_panel(sums: dict[int, dict]) -> None:
+def compare_panel(sums: dict[int, dict], keys: dict[int, tuple] | None = None) -> None:
     st.subheader("Paired comparison")
     others = [i for i in ids if env_of[i] == env_of[sel] and i != sel]
     if not others:
@@ -214,7 +216,7 @@ def compare_panel(sums: dict[int, dict]) -> None:
                    + ". A comparison now pairs only the tasks finished on both sides.")
         if not st.toggle("Compare anyway", key="x_compare_partial"):
             return
-    keys = xs.changes(store)
+    keys = xs.changes(store) if keys is None else keys
     c = _compare(state.db_path(), sel, b, (keys.get(sel), keys.get(b)))
     excluded = c.get("excluded")
     st.text(f"A = {labels[sel]}; B = {labels[b]}; {c['common']} tasks in common"
@@ -239,9 +241,10 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
         state.open_in("editor", pick, versions.get(pick))
 
 
-def failures_panel() -> None:
+def failures_panel(keys: dict[int, tuple] | None = None) -> None:
     st.subheader("Failed episodes")
-    failed, counts = _failures(state.db_path(), sel, xs.changes(store).get(sel, ()))
+    keys = xs.changes(store) if keys is None else keys
+    failed, counts = _failures(state.db_path(), sel, keys.get(sel, ()))
     if not failed:
         st.caption("No failures.")
         return

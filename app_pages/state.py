@@ -216,20 +216,28 @@ def version_status(v: Any) -> str:
     """One status everywhere: "running" while a job (of any tab or process) or this tab's
     run works on the version, "stopped" when its last job was stopped or its runner died,
     else what the engine recorded (open, done)."""
+    return version_statuses([v])[v.id]
+
+
+def version_statuses(versions: Any) -> dict[int, str]:
+    """version_status for many versions at once (one jobs query): version id -> status."""
     from sessions import jobs
 
+    versions = list(versions)
+    states = jobs.version_states(store(), [v.id for v in versions])
     run = st.session_state.get("run")
-    if run and run.get("version") == v.id and not v.outcome.done:
-        return "running"
-    return jobs.version_states(store(), [v.id]).get(v.id, v.status)
+    mine = run.get("version") if run else None
+    return {v.id: "running" if v.id == mine and not v.outcome.done else states.get(v.id, v.status)
+            for v in versions}
 
 
-def version_label(v: Any, number: int | None = None) -> str:
-    """"v3 my-fix (success)": the per-episode number people read (the global id if none given)."""
+def version_label(v: Any, number: int | None = None, status: str | None = None) -> str:
+    """"v3 my-fix (success)": the per-episode number people read (the global id if none given).
+    status: the version's version_status when already known (see version_statuses)."""
     from app_pages.views import outcome_text
 
     name = f" {v.name}" if v.name else ""
-    return f"v{number or v.id}{name} ({outcome_text(v.outcome, version_status(v))})"
+    return f"v{number or v.id}{name} ({outcome_text(v.outcome, status if status is not None else version_status(v))})"
 
 
 def widget_key(prefix: str, labels: Any) -> str:

@@ -27,10 +27,11 @@ nums = numbering.numbers(store, ep_id)  # people read per-episode numbers; ids s
 calls = {c.id: c for c in store.calls(episode_id=ep_id)}  # one query for the whole episode
 prices = store.get_setting(state.PRICES_SETTING, {}) or {}
 member, group_labels = version_groups(eng, ep_id)
+statuses = state.version_statuses(versions)  # one jobs query for the table and the selector
 rows = []
 for v in versions:
     r = version_summary(eng, v)
-    r["status"] = state.version_status(v)  # one status everywhere: from the version's jobs
+    r["status"] = statuses[v.id]  # one status everywhere: from the version's jobs
     r["group"] = member.get(v.id)
     steps = eng.steps(v)
     ids = [cid for s in steps for cid in s.call_ids]
@@ -69,7 +70,7 @@ table = [
 st.dataframe(table, hide_index=True, key="versions_table")
 
 ids = [v.id for v in versions]
-labels = {i: state.version_label(by_id[i], nums.get(i)) for i in ids}
+labels = {i: state.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
 pick = st.selectbox("Version", ids, index=ids.index(vid) if vid in ids else 0, format_func=labels.get,
                     key=state.widget_key(f"ver_pick_{ep_id}", labels.values()))
 if pick != vid:  # picking a version selects it (as the Editor's selector does)

@@ -74,7 +74,7 @@ def _lease_overhead(db: Path, rounds: int = 3) -> float:
         def timed(claim: bool) -> float:
             t0 = time.perf_counter()
             for item in ids:
-                with store.transaction():
+                with store.transaction(durable=False):  # as the runner's claim transaction
                     if claim:
                         xs.claim(store, item, job.id, 15.0)
                     store.db.execute("update experiment_items set updated_at = ? where id = ?", [now(), item])

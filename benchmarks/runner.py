@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -95,13 +96,16 @@ def _clock_env(env_clock: list[float]) -> None:
     from envs.wikipedia.env import WikiEnv
 
     step = WikiEnv.step
+    lock = threading.Lock()  # (worker threads add to one total)
 
     def timed(self, action):
         t = time.thread_time()
         try:
             return step(self, action)
         finally:
-            env_clock[0] += time.thread_time() - t
+            spent = time.thread_time() - t
+            with lock:
+                env_clock[0] += spent
 
     WikiEnv.step = timed
 

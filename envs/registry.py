@@ -11,7 +11,6 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Iterable
 
 from envs.base import EnvError, EnvFamily
 from trajectory import kinds as _kinds
@@ -52,7 +51,7 @@ def family(kind: str) -> EnvFamily:
         raise EnvError(f"unknown environment {kind!r}; known: {', '.join(kinds())}") from None
 
 
-def kinds() -> Iterable[str]:
+def kinds() -> tuple[str, ...]:
     """Every kind that can be loaded: built-in, plugins, and registered ones."""
     names = dict.fromkeys([*BUILTIN, *(ep.name for ep in _plugins()), *_FAMILIES])
     return tuple(names)

@@ -15,7 +15,7 @@ def env_kinds() -> tuple[str, ...]:
     """Every environment kind installed here: the built-in ones, then plugins."""
     from envs.registry import kinds
 
-    return tuple(kinds())
+    return kinds()
 
 
 def check_url(url: str, what: str) -> None:

@@ -5,6 +5,7 @@ blobs; settings."""
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import hashlib
 import json
@@ -73,14 +74,9 @@ class CallLogMixin:
     # A paid answer the database could not take (its write lock held past LOCK_TIMEOUT_S) is
     # kept in a file beside it and recorded by the next writer: the next attempt is answered
     # from the call log (the response cache) instead of paying again.
-    @property
-    def _pending_file(self) -> Path | None:
-        if self.file == ":memory:":
-            return None
-        path = self.__dict__.get("_pending_path")
-        if path is None:  # (asked at every step)
-            path = self.__dict__["_pending_path"] = Path(f"{self.file}.pending-calls.jsonl")
-        return path
+    @functools.cached_property
+    def _pending_file(self) -> Path | None:  # (asked at every step: built once)
+        return None if self.file == ":memory:" else Path(f"{self.file}.pending-calls.jsonl")
 
     def keep_pending_calls(self, episode_id: int, calls: Iterable[ModelCall]) -> bool:
         """Append calls the database refused to the pending file; False if it cannot be written."""
@@ -205,6 +201,20 @@ class CallLogMixin:
         if r is None:
             return None
         return r[0] or "", Usage(prompt_tokens=r[1], completion_tokens=r[2], cached_prompt_tokens=r[3])
+
+    def billed_tokens(self, episode_ids: Iterable[int]) -> tuple[int, int]:
+        """(prompt, completion) tokens of the calls of these episodes that reached the model
+        server (cache hits are free), summed in SQL: a summary never loads every call."""
+        p_tok = c_tok = 0
+        ids = list(episode_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            r = self.db.execute(
+                "select coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) from model_calls "
+                f"where episode_id in ({','.join('?' * len(chunk))}) and not coalesce(cached, 0)", chunk).fetchone()
+            p_tok += int(r[0])
+            c_tok += int(r[1])
+        return p_tok, c_tok
 
     def cache_clear(self) -> int:
         """Turn every recorded response back into history only (nothing is deleted)."""

@@ -189,7 +189,7 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
         ep, v = store.create_episode(Task.model_validate_json(r[1]), config, env_options, name, version_name=first_phase)
         metrics = json.loads(r[2] or "{}")
         if first_phase is not None:
-            metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), first_phase: v.id}
+            _with_phase(metrics, first_phase, v.id)
         store.db.execute(
             "update experiment_items set episode_id = ?, version_id = ?, status = 'running', metrics = ?, "
             "updated_at = ? where id = ?", [ep.id, v.id, _dumps(metrics), now(), item_id],
@@ -269,12 +269,16 @@ def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: i
         )
 
 
+def _with_phase(metrics: dict[str, Any], phase: str, version_id: int) -> None:
+    metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), phase: version_id}
+
+
 def record_phase(store: Store, item_id: int, phase: str, version_id: int) -> None:
     """Phase `phase` of the item runs in `version_id`; the item points at it from now on
     (so a version frozen mid-run and continued in a child is followed)."""
     with store.transaction():
         metrics = _metrics(store, item_id)
-        metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), phase: version_id}
+        _with_phase(metrics, phase, version_id)
         store.db.execute("update experiment_items set metrics = ?, version_id = ?, updated_at = ? where id = ?",
                          [_dumps(metrics), version_id, now(), item_id])
 

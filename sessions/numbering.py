@@ -10,8 +10,7 @@ from sessions.store import Store, StoreError
 
 def numbers(store: Store, episode_id: int) -> dict[int, int]:
     """{global version id: per-episode number} for one episode."""
-    rows = store.db.execute("select id from versions where episode_id = ? order by id", [episode_id]).fetchall()
-    return {int(r[0]): n for n, r in enumerate(rows, start=1)}
+    return {vid: n for n, vid in enumerate(store.version_ids(episode_id), start=1)}
 
 
 def number_of(store: Store, version_id: int) -> int:

@@ -5,7 +5,7 @@ appends compare-and-set on the leaf, branches, and the tree reads search and sig
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, _changed, _ids, _j, _uj
 from sessions.rows import EpisodeTree, StepRow
@@ -78,6 +78,23 @@ class VersionTreeMixin:
         with self.transaction():
             self.db.execute("update versions set exemplar_rev = ? where id = ? and exemplar_rev is null",
                             [revision_id, version_id])
+
+    def version_ids(self, episode_id: int) -> list[int]:
+        """An episode's version ids in the order they were made (per-episode numbering)."""
+        return [int(r[0]) for r in self.db.execute("select id from versions where episode_id = ? order by id",
+                                                   [episode_id])]
+
+    def recorded_edits(self, episode_ids: Iterable[int]) -> Iterator[tuple[int, list[dict]]]:
+        """(episode id, a version's edit records) for every version with edits, of many
+        episodes in few queries."""
+        ids = [int(i) for i in episode_ids]
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            rows = self.db.execute(
+                "select episode_id, edits from versions where edits is not null and edits not in ('', '[]') "
+                f"and episode_id in ({','.join('?' * len(chunk))})", chunk).fetchall()
+            for ep, edits in rows:
+                yield int(ep), json.loads(edits) or []
 
     def has_child_version(self, version_id: int) -> bool:
         return self.db.execute("select 1 from versions where parent_version = ? limit 1", [version_id]).fetchone() is not None
@@ -245,7 +262,9 @@ class VersionTreeMixin:
         Compare-and-set: with `expected_leaf` (the leaf the steps were computed from), a
         version whose leaf moved meanwhile raises VersionChanged and nothing is written.
         `known`: the caller's copy of the version row (a step has just read it), used with
-        `expected_leaf` instead of reading it again: the update is compare-and-set anyway."""
+        `expected_leaf` instead of reading it again: the update is compare-and-set anyway.
+        The version returned then carries the caller's copy of the fields this does not
+        write (its name, edits), which a reader of those reads from the store."""
         out: list[Step] = []
         with self.transaction():
             usable = known is not None and known.id == version_id and expected_leaf is not ... \

@@ -43,18 +43,6 @@ def test_fisher_exact_lady_tasting_tea():
     assert stats.fisher_exact(8, 2, 1, 5) == pytest.approx(0.034965, abs=1e-6)
 
 
-def test_bootstrap_interval_is_reproducible_and_covers_the_difference():
-    a = [True] * 30 + [False] * 10
-    b = [True] * 20 + [False] * 20
-    lo, hi = stats.bootstrap_diff_ci(a, b, seed=1)
-    assert (lo, hi) == stats.bootstrap_diff_ci(a, b, seed=1)
-    assert lo < 0.25 < hi and lo > 0  # every discordant pair favours a
-    same = [True, False] * 10
-    assert stats.bootstrap_diff_ci(same, same) == (0.0, 0.0)
-    with pytest.raises(ValueError):
-        stats.bootstrap_diff_ci([True], [True, False])
-
-
 def test_bad_counts_are_refused():
     with pytest.raises(ValueError):
         stats.wilson(5, 3)

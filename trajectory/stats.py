@@ -9,7 +9,6 @@ Exact where it is cheap; an interval always contains its observed value exactly.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -98,25 +97,6 @@ def fisher_exact(a: int, b: int, c: int, d: int) -> float:
     lo, hi = max(0, col1 - (n - row1)), min(row1, col1)
     total = sum(p for x in range(lo, hi + 1) if (p := prob(x)) <= observed * (1 + 1e-7))
     return min(1.0, total)
-
-
-def bootstrap_diff_ci(
-    a: Sequence[bool], b: Sequence[bool], *, level: float = 0.95, n_boot: int = 10_000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of mean(a) - mean(b) over paired outcomes (the same
-    tasks in the same order), resampling tasks with replacement. Seeded: reproducible."""
-    if len(a) != len(b):
-        raise ValueError("paired outcomes need the same length")
-    n = len(a)
-    if n == 0:
-        return 0.0, 0.0
-    diffs = [int(x) - int(y) for x, y in zip(a, b)]
-    rng = random.Random(seed)
-    stats = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(n_boot))
-    alpha = (1 - level) / 2
-    lo = stats[int(math.floor(alpha * (n_boot - 1)))]
-    hi = stats[int(math.ceil((1 - alpha) * (n_boot - 1)))]
-    return lo, hi
 
 
 def _normal_sf2(z: float) -> float:

@@ -9,6 +9,7 @@ from envs.alfworld.exemplars import EXEMPLARS_FILE
 from envs.alfworld.tasks import custom_task, external_references, get_task, list_tasks
 from envs.alfworld.transcript import TASK_TYPES, TRANSCRIPT
 from envs.base import CustomField, EnvError, EnvFamily, Option
+from envs.transcript.command import admissible_warning
 
 
 def make_env(task, options: dict | None = None, blobs=None):
@@ -48,10 +49,7 @@ def summary(task) -> str:
 
 def action_warning(action: str, admissible) -> str | None:
     """Not among the admissible commands: the environment will answer 'Nothing happens.'"""
-    a = action.strip()
-    if not a or a.startswith("think:") or not admissible or a in admissible:
-        return None
-    return f"'{a}' is not among the {len(admissible)} admissible commands here; the environment will answer 'Nothing happens.'"
+    return admissible_warning(action, admissible, "; the environment will answer 'Nothing happens.'")
 
 
 FAMILY = EnvFamily(

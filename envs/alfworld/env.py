@@ -3,7 +3,8 @@
 - the opening observation is `'\\n'.join(ob.split('\\n\\n')[1:])` of the game's intro;
 - `think: ...` never reaches the game and is answered `OK.`;
 - "You arrive at loc N. " is stripped (the notebook's `process_ob`);
-- an episode is done when it is won (the engine enforces the 50-step limit).
+- an episode is done when it is won (the engine enforces the limit of 49 model calls,
+  `default_max_steps`).
 
 Games are kept in a small per-process pool, so a second episode on the same game only
 resets it. `state()`/`set_state()` restore in-process by reference (fast-downward's state id);

@@ -174,6 +174,14 @@ class CommandTranscript:
         )])]
 
 
+def admissible_warning(action: str, admissible, consequence: str = "") -> str | None:
+    """A command not among the admissible ones (None: blank, a thought, no list, or admissible);
+    `consequence` is appended to the message."""
+    a = action.strip()
+    if not a or a.startswith(fmt.THINK_PREFIX) or not admissible or a in admissible:
+        return None
+    return f"'{a}' is not among the {len(admissible)} admissible commands here{consequence}"
+
 
 def generic_transcript(kind: str, instruction: str | None = None) -> CommandTranscript:
     """The command-line layout for a family that names no transcript: one variant (`task`),

@@ -154,10 +154,6 @@ def _action_warning(action: str, admissible=None) -> str | None:
     return f"'{a}' does not parse: a Wikipedia action is Search[entity], Lookup[keyword] or Finish[answer]."
 
 
-def _summary(task: Task) -> str:
-    return " ".join(task.text.split())
-
-
 _OPTIONS = (Option("wiki", "--wiki", "Wikipedia backend: builtin (default), live, zim:PATH"),
             Option("wiki_url", "--wiki-url", "MediaWiki API URL for --wiki live", url_name="the MediaWiki API URL"),
             Option("friendly_lookup", "--friendly-lookup",
@@ -191,7 +187,6 @@ FAMILIES = {
         sources=("builtin", "official", "react"),
         paper_sample=partial(_sample_paper, kind),
         options=_OPTIONS,
-        summary=_summary,
         action_warning=_action_warning,
         action_hint="Search[...], Lookup[...] or Finish[...]",
         cli=_register_cli,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from envs.base import CustomField, EnvFamily, Metric
+from envs.transcript.command import admissible_warning
 
 from react_editor_textworld import games
 from react_editor_textworld.transcript import KIND, TRANSCRIPT
@@ -28,10 +29,7 @@ def summary(task) -> str:
 
 
 def action_warning(action: str, admissible) -> str | None:
-    a = action.strip()
-    if not a or a.startswith("think:") or not admissible or a in admissible:
-        return None
-    return f"'{a}' is not among the {len(admissible)} admissible commands here"
+    return admissible_warning(action, admissible)
 
 
 FAMILY = EnvFamily(
