@@ -9,26 +9,46 @@ Exact where it is cheap; an interval always contains its observed value exactly.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Sequence
 
 Z95 = 1.959963984540054
 
 
-def _binom_pmf(k: int, n: int, p: float = 0.5) -> float:
-    return math.comb(n, k) * p**k * (1 - p) ** (n - k)
+def _binom_head(n: int, k: int) -> int:
+    """sum_{i <= k} C(n, i) in integers: exact at any n (no float overflow)."""
+    total, term = 0, 1
+    for i in range(k + 1):
+        total += term
+        term = term * (n - i) // (i + 1)
+    return total
 
 
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value from the discordant pairs: b tasks only A solved,
-    c tasks only B solved. Under H0 each discordant pair is a fair coin."""
+    c tasks only B solved. Under H0 each discordant pair is a fair coin. The tail is summed
+    in integers, so 10^4 discordant pairs cost milliseconds and never overflow."""
     if b < 0 or c < 0:
         raise ValueError("counts must be non-negative")
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(_binom_pmf(k, n) for k in range(min(b, c) + 1))
-    return min(1.0, 2 * tail)
+    return min(1.0, float(Fraction(2 * _binom_head(n, min(b, c)), 2**n)))
+
+
+def mcnemar_midp(b: int, c: int) -> float:
+    """Two-sided mid-p McNemar test (Fagerland, Lydersen and Laake 2013): the exact p minus
+    the probability of the observed split, i.e. 2 [P(X < k) + P(X = k) / 2] with k = min(b, c).
+    Holds its size where the exact test is conservative; exact in integers."""
+    if b < 0 or c < 0:
+        raise ValueError("counts must be non-negative")
+    n, k = b + c, min(b, c)
+    if n == 0:
+        return 1.0
+    below = _binom_head(n, k - 1) if k else 0
+    return min(1.0, float(Fraction(2 * below + math.comb(n, k), 2**n)))
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -80,23 +100,26 @@ def newcombe_diff(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[f
     return max(-1.0, lower), min(1.0, upper)
 
 
+def _log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
 def fisher_exact(a: int, b: int, c: int, d: int) -> float:
     """Two-sided Fisher exact p-value of the 2x2 table [[a, b], [c, d]]: the total
-    probability of tables with the same margins that are no more likely than this one."""
+    probability of tables with the same margins that are no more likely than this one.
+    Hypergeometric probabilities in log space with R's relative tolerance 1e-7, so 10^4
+    per cell takes milliseconds (not a sum of huge integer quotients)."""
     if min(a, b, c, d) < 0:
         raise ValueError("counts must be non-negative")
     row1, col1, n = a + b, a + c, a + b + c + d
     if n == 0:
         return 1.0
-    denom = math.comb(n, col1)
-
-    def prob(x: int) -> float:
-        return math.comb(row1, x) * math.comb(n - row1, col1 - x) / denom
-
-    observed = prob(a)
     lo, hi = max(0, col1 - (n - row1)), min(row1, col1)
-    total = sum(p for x in range(lo, hi + 1) if (p := prob(x)) <= observed * (1 + 1e-7))
-    return min(1.0, total)
+    logs = [_log_choose(row1, x) + _log_choose(n - row1, col1 - x) for x in range(lo, hi + 1)]
+    top = max(logs)
+    dens = [math.exp(v - top) for v in logs]
+    observed = dens[a - lo] * (1 + 1e-7)
+    return min(1.0, math.fsum(p for p in dens if p <= observed) / math.fsum(dens))
 
 
 def _normal_sf2(z: float) -> float:
@@ -227,3 +250,183 @@ def cmh(tables: Sequence[tuple[int, int, int, int]], *, correct: bool = False, z
     half = z * math.sqrt(max(0.0, v))
     ci = (max(-1.0, min(effect, effect - half)), min(1.0, max(effect, effect + half)))
     return Stratified(effect, ci, chi2, min(1.0, p), used)
+
+
+# ------------------------------------------------- one procedure: a test and its interval
+#
+# Each comparison reports an interval and the p-value of the test it inverts, so "the
+# interval excludes 0" and "p < 0.05" never disagree (benchmarks/stats_simulation.py
+# measures their size and coverage).
+
+Z_ALPHA = 0.05  # the level every reported 95% interval inverts
+
+
+def _bisect(f, lo: float, hi: float, iters: int = 60) -> float:
+    """The switch point of a monotone predicate on [lo, hi]: f(lo) true, f(hi) false."""
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        if f(mid):
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _binom_upper(k: int, n: int, p: float, mid: bool) -> float:
+    """P(X > k) + w P(X = k) for X ~ Binomial(n, p), w = 1/2 (mid-p) or 1 (exact), summed
+    outward from k until the terms vanish (complemented when k is below the mean): O(sqrt n)."""
+    w = 0.5 if mid else 1.0
+    if p <= 0.0:
+        return 0.0 if k > 0 else w
+    if p >= 1.0:
+        return 1.0 if k < n else w
+    at_k = math.exp(_log_choose(n, k) + k * math.log(p) + (n - k) * math.log1p(-p))
+    up = k >= n * p  # terms above k decrease: sum them; else sum below k and complement
+    total, term, j = 0.0, at_k, k
+    while (j < n) if up else (j > 0):
+        term *= ((n - j) / (j + 1) * p / (1 - p)) if up else (j / (n - j + 1) * (1 - p) / p)
+        j += 1 if up else -1
+        total += term
+        if term < 1e-17 * max(total, 1e-300):
+            break
+    return total + w * at_k if up else 1.0 - total - (1 - w) * at_k
+
+
+@lru_cache(maxsize=65536)
+def binomial_ci(k: int, n: int, mid: bool = False, alpha: float = Z_ALPHA) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) or mid-p (Berry and Armitage 1995) interval of a binomial
+    proportion: the p whose one-sided tails are not below alpha/2, i.e. the inversion of the
+    two-sided exact (or mid-p) binomial test that doubles the smaller tail."""
+    if not 0 <= k <= n:
+        raise ValueError("need 0 <= k <= n")
+    if n == 0:
+        return 0.0, 1.0
+    lower = 0.0 if k == 0 else _bisect(lambda p: _binom_upper(k, n, p, mid) < alpha / 2, 0.0, k / n)
+    upper = 1.0 if k == n else _bisect(lambda p: _binom_upper(n - k, n, 1 - p, mid) >= alpha / 2, k / n, 1.0)
+    return lower, upper
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A difference with its 95% interval and the p-value of the test the interval inverts
+    (None when nothing was compared), and the name of that procedure."""
+
+    diff: float | None
+    ci95: tuple[float, float] | None
+    p_value: float | None
+    method: str
+
+
+METHOD_PAIRED = ("exact McNemar test; its inverted interval (Clopper-Pearson interval of the discordant "
+                 "split, scaled by the Wilson interval of the discordant share)")
+METHOD_PAIRED_MIDP = ("mid-p McNemar test; its inverted interval (mid-p interval of the discordant "
+                      "split, scaled by the Wilson interval of the discordant share)")
+
+
+def paired_test(b: int, c: int, n: int, *, mid: bool = False) -> Comparison:
+    """Paired difference p_A - p_B = psi (2 theta - 1) from b (only A), c (only B) of n pairs,
+    psi the share of discordant pairs and theta the share of them A wins. The test is
+    McNemar's test of theta = 1/2 (exact, or mid-p); the interval scales theta's interval that
+    inverts that test by psi's Wilson interval at whichever end widens it, so it excludes 0
+    exactly when p < 0.05 and still carries the uncertainty of psi. Exact by default: the
+    mid-p test exceeds its size (0.0625 with 5 discordant pairs; docs/experiments.md)."""
+    if b < 0 or c < 0 or b + c > n:
+        raise ValueError("need 0 <= b, c and b + c <= n")
+    method = METHOD_PAIRED_MIDP if mid else METHOD_PAIRED
+    if n == 0:
+        return Comparison(None, None, None, method)
+    m = b + c
+    p = mcnemar_midp(b, c) if mid else mcnemar_exact(b, c)
+    t_lo, t_hi = binomial_ci(b, m, mid)
+    g_lo, g_hi = 2 * t_lo - 1, 2 * t_hi - 1
+    # the inversion and the integer p agree up to bisection rounding: let the exact p decide
+    if p < Z_ALPHA:
+        g_lo, g_hi = (max(g_lo, 1e-12), g_hi) if b > c else (g_lo, min(g_hi, -1e-12))
+    else:
+        g_lo, g_hi = min(g_lo, 0.0), max(g_hi, 0.0)
+    s_lo, s_hi = wilson(m, n)
+    lower = g_lo * (s_lo if g_lo >= 0 else s_hi)
+    upper = g_hi * (s_hi if g_hi >= 0 else s_lo)
+    d = (b - c) / n
+    return Comparison(d, (max(-1.0, min(d, lower)), min(1.0, max(d, upper))), p, method)
+
+
+def _mn_restricted(x1: int, n1: int, x2: int, n2: int, delta: float) -> tuple[float, float]:
+    """Restricted ML estimates (p1, p2) under p1 - p2 = delta: the closed-form root of
+    Miettinen and Nurminen's (1985) cubic (Farrington and Manning 1990)."""
+    p1h, p2h, th = x1 / n1, x2 / n2, n2 / n1
+    a = 1 + th
+    b = -(1 + th + p1h + th * p2h + delta * (th + 2))
+    c = delta * delta + delta * (2 * p1h + th + 1) + p1h + th * p2h
+    d = -p1h * delta * (1 + delta)
+    v = b**3 / (27 * a**3) - b * c / (6 * a * a) + d / (2 * a)
+    u = math.copysign(math.sqrt(max(0.0, b * b / (9 * a * a) - c / (3 * a))), v)
+    cosarg = 0.0 if u == 0 else max(-1.0, min(1.0, v / u**3))
+    w = (math.pi + math.acos(cosarg)) / 3
+    q1 = min(1.0, max(0.0, 2 * u * math.cos(w) - b / (3 * a)))
+    return q1, min(1.0, max(0.0, q1 - delta))
+
+
+def _mn_parts(x1: int, n1: int, x2: int, n2: int, delta: float) -> tuple[float, float]:
+    """(weighted score numerator, its variance) of one stratum with CMH weight n1 n2 / t."""
+    q1, q2 = _mn_restricted(x1, n1, x2, n2, delta)
+    t = n1 + n2
+    w = n1 * n2 / t
+    var = (q1 * (1 - q1) / n1 + q2 * (1 - q2) / n2) * t / (t - 1) if t > 1 else 0.0
+    return w * (x1 / n1 - x2 / n2 - delta), w * w * var
+
+
+def _mn_z(tables: Sequence[tuple[int, int, int, int]], delta: float, cc: float = 0.0) -> float:
+    """The stratified score statistic at delta, its numerator shrunk towards 0 by cc."""
+    num = var = 0.0
+    for x1, n1, x2, n2 in tables:
+        s, v = _mn_parts(x1, n1, x2, n2, delta)
+        num, var = num + s, var + v
+    num = math.copysign(max(0.0, abs(num) - cc), num)
+    if var <= 0:
+        return 0.0 if abs(num) < 1e-12 else math.copysign(math.inf, num)
+    return num / math.sqrt(var)
+
+
+METHOD_MN = "Miettinen-Nurminen score test and its inverted score interval"
+METHOD_STRATIFIED = ("stratified Miettinen-Nurminen score interval (CMH weights, stratified by episode) "
+                     "and its score test, the Cochran-Mantel-Haenszel test")
+
+
+def mn_stratified(tables: Sequence[tuple[int, int, int, int]], z: float = Z95, *, correct: bool = False) -> Comparison:
+    """Common difference p1 - p2 over strata (k1 of n1 in arm 1, k2 of n2 in arm 2 each):
+    the Mantel-Haenszel estimate, the interval of deltas whose stratified score test (CMH
+    weights, the Miettinen-Nurminen variance) is not rejected, and that test at delta = 0,
+    which is the Cochran-Mantel-Haenszel test. One stratum: the plain MN interval and test.
+    Unlike a Wald interval it never collapses to a point when every rate is 0 or 1."""
+    used = []
+    for k1, n1, k2, n2 in tables:
+        if not (0 <= k1 <= n1 and 0 <= k2 <= n2):
+            raise ValueError("need 0 <= k <= n in every stratum")
+        if n1 and n2:
+            used.append((k1, n1, k2, n2))
+    method = METHOD_MN if len(used) == 1 else METHOD_STRATIFIED
+    if not used:
+        return Comparison(None, None, None, method)
+    w = sum(n1 * n2 / (n1 + n2) for _, n1, _, n2 in used)
+    est = sum((k1 * n2 - k2 * n1) / (n1 + n2) for k1, n1, k2, n2 in used) / w
+    cc = 0.5 if correct else 0.0
+
+    def zd(d: float) -> float:
+        return _mn_z(used, d, cc)
+
+    z0 = zd(0.0)
+    p = 1.0 if z0 == 0 else _normal_sf2(z0)
+    lower = -1.0 if zd(-1.0) <= z else _bisect(lambda d: zd(d) > z, -1.0, est)
+    upper = 1.0 if zd(1.0) >= -z else _bisect(lambda d: zd(d) >= -z, est, 1.0)
+    if p < Z_ALPHA:  # the test at 0 decides the side of 0 (bisection rounding aside)
+        lower, upper = (max(lower, 1e-12), upper) if est > 0 else (lower, min(upper, -1e-12))
+    else:
+        lower, upper = min(lower, 0.0), max(upper, 0.0)
+    return Comparison(est, (max(-1.0, min(est, lower)), min(1.0, max(est, upper))), min(1.0, p), method)
+
+
+def mn_diff(k1: int, n1: int, k2: int, n2: int) -> Comparison:
+    """Two independent proportions, p1 - p2: the Miettinen-Nurminen score interval and its
+    own score test (Pearson's chi-square times (N - 1) / N at delta = 0)."""
+    return mn_stratified([(k1, n1, k2, n2)])
