@@ -26,7 +26,7 @@ from sessions import experiments as xs
 from sessions import jobs as jobs_db
 from sessions.store import Store, StoreError
 from trajectory.records import AgentConfig, Task
-from trajectory.stats import mcnemar_exact, newcombe_paired_cc_diff
+from trajectory.stats import METHOD_PAIRED, mcnemar_exact, paired_test
 
 
 
@@ -393,40 +393,68 @@ def task_set_label(exp: xs.Experiment) -> str:
     return f"selected tasks ({source or 'builtin'})"
 
 
-DIFF_CI_METHOD = "Newcombe paired score interval with continuity correction (method 11)"
+DIFF_CI_METHOD = METHOD_PAIRED
+ERROR_RULES = ("failure", "exclude")
 
 
 def _pair_counts(xa: list[bool], xb: list[bool]) -> dict[str, Any]:
-    """McNemar's exact test with Newcombe's continuity-corrected paired score interval
-    (method 11): both read the same 2x2 table of paired outcomes, and the corrected interval
-    is the paired score interval whose "excludes 0" agrees most often with "exact p < 0.05"
-    (benchmarks/paired_ci_agreement.py)."""
+    """The paired 2x2 table, the rates of A and B over these same tasks, and one procedure:
+    the exact McNemar test with the interval that inverts it (`stats.paired_test`), so the
+    interval excludes 0 exactly when p_value < 0.05. `mcnemar_p` is the exact McNemar p."""
     n = len(xa)
     both = sum(p and q for p, q in zip(xa, xb))
     a_only = sum(p and not q for p, q in zip(xa, xb))
     b_only = sum(q and not p for p, q in zip(xa, xb))
     neither = n - both - a_only - b_only
-    lo, hi = newcombe_paired_cc_diff(both, a_only, b_only, neither) if n else (None, None)
+    r = paired_test(a_only, b_only, n)
+    ci = [None, None] if r.ci95 is None else [round(r.ci95[0], 4), round(r.ci95[1], 4)]
     return {"n": n, "both": both, "a_only": a_only, "b_only": b_only, "neither": neither,
-            "a_rate": _rate(sum(xa), n), "b_rate": _rate(sum(xb), n),
+            "a_rate": _rate(sum(xa), n), "b_rate": _rate(sum(xb), n), "rates_over": "the paired tasks",
             "diff": round((a_only - b_only) / n, 4) if n else None,
-            "mcnemar_p": mcnemar_exact(a_only, b_only),
-            "diff_ci": [None if lo is None else round(lo, 4), None if hi is None else round(hi, 4)]}
+            "mcnemar_p": mcnemar_exact(a_only, b_only) if n else None,
+            "p_value": r.p_value, "p_method": r.method, "diff_ci": ci}
 
 
-def compare(store: Store, a_ref: int | str, b_ref: int | str) -> dict[str, Any]:
-    """Both summaries and the paired comparison over the tasks finished in both (a task
-    unfinished on either side is `excluded`, with the reason counted)."""
+def _side(it: xs.Item) -> str:
+    """'done', 'error' (stopped on an error: timeout, refusal) or 'unfinished' (pending, running)."""
+    return "done" if it.finished else ("error" if it.status == "error" else "unfinished")
+
+
+def _exclusions(a_items: dict, b_items: dict, listed: list[str], errors: str) -> tuple[list[str], dict[str, Any]]:
+    """The paired tasks and why the others are left out: unfinished apart from errors (an
+    error is a failure unless `errors` is 'exclude'), with a warning when the sides' error
+    counts differ (errors are not missing at random)."""
+    keep = ("done", "error") if errors == "failure" else ("done",)
+    why: dict[str, Any] = {f"{r}_in_{s}": 0 for r in ("unfinished", "error") for s in ("a", "b", "both")}
+    common = []
+    for k in listed:
+        sa, sb = _side(a_items[k]), _side(b_items[k])
+        if sa in keep and sb in keep:
+            common.append(k)
+            continue
+        reason = "unfinished" if "unfinished" in (sa, sb) else "error"
+        where = "both" if sa == sb == reason else ("a" if sa == reason else "b")
+        why[f"{reason}_in_{where}"] += 1
+    ea = sum(_side(a_items[k]) == "error" for k in listed)
+    eb = sum(_side(b_items[k]) == "error" for k in listed)
+    why["warning"] = (f"errors differ between the sides (A {ea}, B {eb}): the comparison may be biased"
+                      if ea != eb else None)
+    return common, why
+
+
+def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "failure") -> dict[str, Any]:
+    """Both summaries and the paired comparison over the tasks both sides ended. A task
+    unfinished on either side is `excluded`, with the reason counted; a task that ended on
+    an error counts as a failure (`errors="exclude"`: left out, the old rule)."""
+    if errors not in ERROR_RULES:
+        raise ExperimentError(f"--errors takes failure or exclude (got {errors!r})")
     a, b = xs.get(store, a_ref), xs.get(store, b_ref)
     if a.env != b.env:
         raise ExperimentError(f"experiments {a.name!r} ({a.env}) and {b.name!r} ({b.env}) are on different environments")
     a_items = {it.task.key: it for it in xs.items(store, a.id)}
     b_items = {it.task.key: it for it in xs.items(store, b.id)}
     listed = [k for k in a_items if k in b_items]
-    common = [k for k in listed if a_items[k].finished and b_items[k].finished]
-    why = {"unfinished_in_a": sum(not a_items[k].finished and b_items[k].finished for k in listed),
-           "unfinished_in_b": sum(a_items[k].finished and not b_items[k].finished for k in listed),
-           "unfinished_in_both": sum(not a_items[k].finished and not b_items[k].finished for k in listed)}
+    common, why = _exclusions(a_items, b_items, listed, errors)
 
     def paired(keys: list[str]) -> dict[str, Any]:
         return _pair_counts([bool(a_items[k].success) for k in keys], [bool(b_items[k].success) for k in keys])
@@ -434,8 +462,10 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str) -> dict[str, Any]:
     types = dict.fromkeys([*task_types(a.env), *sorted({a_items[k].task.type or "other" for k in listed})])
     by_type = {t: paired([k for k in common if (a_items[k].task.type or "other") == t]) for t in types}
     sa, sb = summary(store, a.id), summary(store, b.id)
+    err = {"a": sum(_side(a_items[k]) == "error" for k in listed),
+           "b": sum(_side(b_items[k]) == "error" for k in listed), "counted_as": errors}
     return {"a": sa, "b": sb, "common": len(common), "listed_in_both": len(listed),
-            "excluded": len(listed) - len(common), "excluded_why": why,
+            "excluded": len(listed) - len(common), "excluded_why": why, "errors": err,
             "partial": bool(sa["partial"] or sb["partial"]), **paired(common),
             "diff_ci_method": DIFF_CI_METHOD, "by_type": by_type}
 

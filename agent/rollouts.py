@@ -27,7 +27,7 @@ from sessions.store import Store
 from envs.base import EDIT_KINDS
 from envs.registry import family
 from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
-from trajectory.stats import METHOD_CMH, Stratified, cmh, fisher_exact, newcombe_diff, wilson
+from trajectory.stats import Comparison, mn_stratified, wilson
 
 MAX_N = 1000
 
@@ -69,6 +69,8 @@ class GroupStats:
     def as_json(self, *, first: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {"n": self.n, "success": self.success, "success_rate": self.rate,
                                "ci95": list(self.ci95), "versions": self.versions}
+        if self.pending:
+            out["pending"] = self.pending
         if first:
             out["first"] = self.first
         return out
@@ -76,10 +78,19 @@ class GroupStats:
 
 @dataclass
 class Effect:
-    """Treatment minus control: the rate difference, Newcombe's interval, Fisher's p."""
+    """Treatment minus control: the rate difference with its interval and the p-value of one
+    procedure (the Miettinen-Nurminen score interval with continuity correction and the score
+    test it inverts), so the interval excludes 0 exactly when p < 0.05; None while an arm is
+    empty. Continuity-corrected because the plain score test exceeds its size at 5 rollouts
+    per arm (0.062 at 0.05; benchmarks/stats_simulation.py)."""
 
     control: GroupStats
     treatment: GroupStats
+
+    @property
+    def comparison(self) -> Comparison:
+        t, c = self.treatment, self.control
+        return mn_stratified([(t.success, t.n, c.success, c.n)], correct=True)
 
     @property
     def effect(self) -> float | None:
@@ -89,20 +100,21 @@ class Effect:
     @property
     def ci95(self) -> tuple[float, float] | None:
         """None while either arm is empty: no effect, so no interval for it."""
-        t, c = self.treatment, self.control
-        if not t.n or not c.n:
-            return None
-        return newcombe_diff(t.success, t.n, c.success, c.n)
+        return self.comparison.ci95
 
     @property
-    def p_value(self) -> float:
-        t, c = self.treatment, self.control
-        return fisher_exact(t.success, t.n - t.success, c.success, c.n - c.success)
+    def p_value(self) -> float | None:
+        return self.comparison.p_value
+
+    @property
+    def method(self) -> str:
+        return self.comparison.method
 
     def as_json(self) -> dict[str, Any]:
+        r = self.comparison
         return {"control": self.control.as_json(), "treatment": self.treatment.as_json(),
-                "effect": self.effect, "effect_ci95": None if self.ci95 is None else list(self.ci95),
-                "p_value": self.p_value}
+                "effect": self.effect, "effect_ci95": None if r.ci95 is None else list(r.ci95),
+                "p_value": r.p_value, "method": r.method}
 
 
 @dataclass
@@ -390,45 +402,60 @@ def whatif(engine: Engine, req: Request, **kw: Any) -> tuple[Effect, RolloutRun]
     return Effect(out.stats[0], out.stats[1]), out
 
 
+POOLED_CORRECT = False  # the uncorrected stratified score test (CMH) keeps its size pooled
+
+
 @dataclass
 class Pooled:
     """Many episodes' what-ifs as one, stratified by episode: rollouts of one episode share
     its state and are correlated, so the arms are not summed as if independent. The effect
-    is the Mantel-Haenszel risk difference (Sato's interval), the p-value the
-    Cochran-Mantel-Haenszel test; the summed arms are shown for reference only."""
+    is the Mantel-Haenszel difference, its interval the stratified Miettinen-Nurminen score
+    interval and the p-value the score test it inverts (the Cochran-Mantel-Haenszel test).
+    The summed arms are counts only: an interval over them would read as one sample."""
 
     control: GroupStats
     treatment: GroupStats
-    stratified: Stratified
+    stratified: Comparison
+    episodes: int = 0
 
     @property
     def effect(self) -> float | None:
-        return self.stratified.effect
+        return self.stratified.diff
 
     @property
     def ci95(self) -> tuple[float, float] | None:
         return self.stratified.ci95
 
     @property
-    def p_value(self) -> float:
+    def p_value(self) -> float | None:
         return self.stratified.p_value
 
+    @property
+    def method(self) -> str:
+        return self.stratified.method
+
     def as_json(self) -> dict[str, Any]:
-        return {"control": self.control.as_json(), "treatment": self.treatment.as_json(),
+        def arm(g: GroupStats) -> dict[str, Any]:
+            return {"n": g.n, "success": g.success, "summed_over_episodes": True}
+
+        return {"control": arm(self.control), "treatment": arm(self.treatment),
                 "effect": self.effect, "effect_ci95": None if self.ci95 is None else list(self.ci95),
-                "p_value": self.p_value, "method": METHOD_CMH, "episodes": self.stratified.strata}
+                "p_value": self.p_value, "method": self.method, "episodes": self.episodes}
 
 
 def pooled(effects: Sequence[Effect]) -> Pooled:
-    """Many episodes' what-ifs as one, each episode a stratum (see `Pooled`)."""
+    """Many episodes' what-ifs as one, each episode a stratum (see `Pooled`). Fewer than 2
+    episodes with both arms are refused: one episode is its own what-if, not a pool."""
+    used = [e for e in effects if e.control.n and e.treatment.n]
+    if len(used) < 2:
+        raise RolloutError(f"pooling needs at least 2 episodes with finished rollouts in both arms (got {len(used)})")
+
     def total(arm: str) -> GroupStats:
-        parts = [getattr(e, arm) for e in effects]
+        parts = [getattr(e, arm) for e in used]
         return GroupStats(parts[0].group, [v for p in parts for v in p.versions], sum(p.success for p in parts))
 
-    if not effects:
-        raise RolloutError("no episode to pool")
-    tables = [(e.treatment.success, e.treatment.n, e.control.success, e.control.n) for e in effects]
-    return Pooled(total("control"), total("treatment"), cmh(tables))
+    tables = [(e.treatment.success, e.treatment.n, e.control.success, e.control.n) for e in used]
+    return Pooled(total("control"), total("treatment"), mn_stratified(tables, correct=POOLED_CORRECT), len(used))
 
 
 @dataclass

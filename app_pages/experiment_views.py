@@ -76,13 +76,20 @@ def chart_data(summaries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _p(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
 def compare_rows(c: dict[str, Any], env: str) -> list[dict[str, Any]]:
-    """The paired comparison, overall then per type."""
+    """The paired comparison, overall then per type: A and B over the paired tasks, their
+    difference in points with its interval and the p of the same procedure, and the exact
+    McNemar p (the two p agree: the interval inverts the exact McNemar test)."""
     def row(label: str, p: dict[str, Any]) -> dict[str, Any]:
         lo, hi = p["diff_ci"]
         return {"tasks": label, "n": p["n"], "both": p["both"], "A only": p["a_only"], "B only": p["b_only"],
-                "neither": p["neither"], "A %": pct(p["a_rate"]), "B %": pct(p["b_rate"]),
-                "A - B": pct(p["diff"]), "95% CI": f"{pct(lo)} to {pct(hi)}", "McNemar p": f"{p['mcnemar_p']:.3g}"}
+                "neither": p["neither"], "A % (paired tasks)": pct(p["a_rate"]), "B % (paired tasks)": pct(p["b_rate"]),
+                "A - B (points)": pct(p["diff"]), "95% CI (points)": f"{pct(lo)} to {pct(hi)}",
+                "p": _p(p["p_value"]), "exact McNemar p": _p(p["mcnemar_p"])}
 
     rows = [row("all", c)]
     rows += [row(type_label(env, t), p) for t, p in c["by_type"].items() if p["n"]]

@@ -222,6 +222,11 @@ def compare_panel(sums: dict[int, dict], keys: dict[int, tuple] | None = None) -
     st.text(f"A = {labels[sel]}; B = {labels[b]}; {c['common']} tasks in common"
             + (f", {excluded} excluded (not finished on both sides)" if excluded else ""))
     st.dataframe(compare_rows(c, env_of[sel]), hide_index=True, key="x_compare_table")
+    e = c.get("errors") or {}
+    st.caption(f"Interval and p: {c.get('p_method')}. Errors: A {e.get('a', 0)}, B {e.get('b', 0)}, "
+               "counted as failures in the paired test (CLI `--errors exclude` leaves them out).")
+    if (c.get("excluded_why") or {}).get("warning"):
+        st.warning(c["excluded_why"]["warning"])
 
 
 def failures_by_signal(counts, versions: dict[int, int | None]) -> None:

@@ -129,8 +129,8 @@ def chart_spec(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def effect_text(effect: Effect) -> str:
     eff = "n/a" if effect.effect is None else f"{100 * effect.effect:+.0f} points"
     ci = "n/a" if effect.ci95 is None else f"{100 * effect.ci95[0]:+.0f} to {100 * effect.ci95[1]:+.0f}"
-    return (f"Effect of the edit: {eff} (95% CI {ci}, Newcombe); "
-            f"Fisher exact p = {effect.p_value:.3g}")
+    p = "n/a" if effect.p_value is None else f"{effect.p_value:.3g}"
+    return f"Effect of the edit: {eff} (95% CI {ci}), p = {p}; {effect.method}"
 
 
 def first_rows(stats: list[GroupStats]) -> list[dict[str, Any]]:

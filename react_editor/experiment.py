@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_common(xsub.add_parser("compare", help="two experiments, paired over their common tasks"))
     s.add_argument("a", help="id or name")
     s.add_argument("b", help="id or name")
+    s.add_argument("--errors", choices=("failure", "exclude"), default="failure",
+                   help="a task that ended on an error: a failure in the paired test (default) or left out")
     s.set_defaults(func=cmd_compare)
 
 
@@ -167,7 +169,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from agent import experiment as X
 
-    out = _with_store(args, lambda st: X.compare(st, args.a, args.b))
+    out = _with_store(args, lambda st: X.compare(st, args.a, args.b, errors=args.errors))
     emit(args, out, lambda: _compare_text(out))
     return 0
 
@@ -186,15 +188,32 @@ def _text(s: dict) -> str:
             f"{s['tokens']} tokens, ${s['cost']:.4f}, {s['wall_s']:.1f} s")
 
 
+def _p(x) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def _pp(x) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f}"
+
+
 def _compare_text(c: dict) -> str:
+    """A and B over the paired tasks beside their difference, all in percentage points; the
+    p that goes with the interval; the exact McNemar p on a line of its own."""
     lo, hi = c["diff_ci"]
-    why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in c["excluded_why"].items() if n)
+    why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in c["excluded_why"].items() if n and k != "warning")
+    e = c["errors"]
+    rule = "counted as failures" if e["counted_as"] == "failure" else "left out (--errors exclude)"
     lines = [
         "A: " + _text(c["a"]), "B: " + _text(c["b"]),
-        f"paired over {c['common']} tasks finished in both: both {c['both']}, A only {c['a_only']}, "
-        f"B only {c['b_only']}, neither {c['neither']}; difference {c['diff']} (95% CI {lo} to {hi}, "
-        f"Newcombe paired score, continuity-corrected), exact McNemar p = {c['mcnemar_p']:.4g}",
+        f"paired over {c['common']} tasks: A {_pct(c['a_rate'])}%, B {_pct(c['b_rate'])}% of these tasks; "
+        f"both {c['both']}, A only {c['a_only']}, B only {c['b_only']}, neither {c['neither']}",
+        f"difference A - B: {_pp(c['diff'])} points (95% CI {_pp(lo)} to {_pp(hi)} points), p = {_p(c['p_value'])} "
+        f"({c['p_method']})",
+        f"exact McNemar p = {_p(c['mcnemar_p'])}",
+        f"errors: A {e['a']}, B {e['b']} - {rule} in the paired test",
     ]
     if c["excluded"]:
         lines.append(f"excluded {c['excluded']} task(s) listed in both: {why}")
+    if c["excluded_why"].get("warning"):
+        lines.append("warning: " + c["excluded_why"]["warning"])
     return "\n".join(lines)

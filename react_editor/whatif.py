@@ -130,11 +130,24 @@ def _rate(stats) -> str:
     return f"{stats.success}/{stats.n} success ({stats.rate:.0%}, 95% CI {lo:.0%}-{hi:.0%})"
 
 
-def _effect_text(effect, test: str = "Fisher") -> str:
-    eff = "n/a" if effect.effect is None else f"{effect.effect:+.0%}"
-    ci = "n/a" if effect.ci95 is None else f"{effect.ci95[0]:+.0%} to {effect.ci95[1]:+.0%}"
-    return (f"control:   {_rate(effect.control)}\ntreatment: {_rate(effect.treatment)}\n"
-            f"effect:    {eff} (95% CI {ci}), {test} p = {effect.p_value:.3g}")
+def _effect_line(effect) -> str:
+    """The effect in points with its interval and the p of the same procedure, named."""
+    eff = "n/a" if effect.effect is None else f"{100 * effect.effect:+.0f} points"
+    ci = "n/a" if effect.ci95 is None else f"{100 * effect.ci95[0]:+.0f} to {100 * effect.ci95[1]:+.0f} points"
+    p = "n/a" if effect.p_value is None else f"{effect.p_value:.3g}"
+    return f"effect:    {eff} (95% CI {ci}), p = {p} ({effect.method})"
+
+
+def _effect_text(effect) -> str:
+    return f"control:   {_rate(effect.control)}\ntreatment: {_rate(effect.treatment)}\n" + _effect_line(effect)
+
+
+def _pooled_text(pool) -> str:
+    """A pooled what-if: summed arms as counts only (an interval over them would read as one
+    sample and can contradict the stratified effect: Simpson's paradox)."""
+    c, t = pool.control, pool.treatment
+    return (f"pooled over {pool.episodes} episodes, stratified by episode (summed counts, no interval: "
+            f"control {c.success}/{c.n}, treatment {t.success}/{t.n}):\n" + _effect_line(pool))
 
 
 # ---------------------------------------------------------------------- commands
@@ -202,7 +215,7 @@ def _step(args: argparse.Namespace, engine, vid: int) -> int:
 
 
 def _whatif_experiment(args: argparse.Namespace) -> int:
-    from agent.rollouts import experiment_versions, pooled, whatif_many
+    from agent.rollouts import RolloutError, experiment_versions, pooled, whatif_many
 
     if args.episode is not None or args.version is not None or args.step is not None:
         raise CliError("with --experiment, give --at (not an episode, --version or --step)")
@@ -224,15 +237,18 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
     if stop.is_set():
         raise CliError("interrupted: the finished rollouts are kept - run the same command again to continue")
     ran = [r.effect for r in results if r.effect is not None]
-    data = {"episodes": [r.as_json() for r in results], "pooled": pooled(ran).as_json() if ran else None}
+    try:
+        pool, why = pooled(ran), None
+    except RolloutError as exc:
+        pool, why = None, str(exc)
+    data = {"episodes": [r.as_json() for r in results], "pooled": pool.as_json() if pool else None}
+    if why:
+        data["not_pooled"] = why
 
     def text() -> str:
         lines = [f"episode {r.episode} v{r.version} @{r.k}: "
                  + (r.skipped or _effect_text(r.effect).replace("\n", "; ")) for r in results]
-        if ran:
-            lines += ["pooled, stratified by episode (Mantel-Haenszel difference; arms summed for reference):",
-                      _effect_text(pooled(ran), "Cochran-Mantel-Haenszel")]
-        return "\n".join(lines)
+        return "\n".join(lines + [_pooled_text(pool) if pool else f"not pooled: {why}"])
 
     emit(args, data, text)
     return 0

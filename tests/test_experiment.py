@@ -200,14 +200,17 @@ def test_compare_is_paired_over_common_tasks(tmp_path, capsys, scripted_llm):
     lo, hi = c["diff_ci"]
     assert lo <= 0.4 <= hi and c["diff"] == 0.4
     assert "bridge" in c["by_type"] and c["by_type"]["bridge"]["n"] >= 1
-    # the interval is Newcombe's method 11, overall and per type (2 discordant pairs, p = 0.5)
-    from trajectory.stats import newcombe_paired_cc_diff
-    assert c["diff_ci"] == [round(x, 4) for x in newcombe_paired_cc_diff(2, 2, 0, 1)] and lo < 0
-    assert "method 11" in c["diff_ci_method"] and "continuity" in c["diff_ci_method"]
+    # one procedure, overall and per type: the exact McNemar test and the interval inverting it
+    from trajectory.stats import paired_test
+    assert c["diff_ci"] == [round(x, 4) for x in paired_test(2, 0, 5).ci95] and lo < 0
+    assert c["p_value"] == c["mcnemar_p"] == pytest.approx(0.5)
+    assert "exact McNemar" in c["p_method"] and c["diff_ci_method"] == c["p_method"]
     for p in c["by_type"].values():
         if p["n"]:
-            want = newcombe_paired_cc_diff(p["both"], p["a_only"], p["b_only"], p["neither"])
-            assert p["diff_ci"] == [round(x, 4) for x in want]
+            want = paired_test(p["a_only"], p["b_only"], p["n"])
+            assert p["diff_ci"] == [round(x, 4) for x in want.ci95] and p["p_value"] == want.p_value
+        else:  # an empty type compares nothing: no p (it printed 1.0)
+            assert p["p_value"] is None and p["mcnemar_p"] is None and p["diff_ci"] == [None, None]
 
 
 def _pairs(both: int, a_only: int, b_only: int, neither: int) -> tuple[list[bool], list[bool]]:
@@ -489,7 +492,8 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
 
     code, c, _ = cli(capsys, "experiment", "compare", "A", "B", "--db", db, "--json")
     assert code == 0 and c["common"] == 2 and c["excluded"] == 4 and c["partial"] is True
-    assert c["excluded_why"] == {"unfinished_in_a": 4, "unfinished_in_b": 0, "unfinished_in_both": 0}
+    assert c["excluded_why"] == {"unfinished_in_a": 4, "unfinished_in_b": 0, "unfinished_in_both": 0,
+                                 "error_in_a": 0, "error_in_b": 0, "error_in_both": 0, "warning": None}
     assert (c["both"], c["a_only"], c["b_only"], c["neither"]) == (1, 1, 0, 0)
     assert c["mcnemar_p"] == 1.0 and c["diff_ci"][0] < 0 < c["diff_ci"][1]
 

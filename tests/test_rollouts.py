@@ -3,6 +3,8 @@ scripted model server: JSON contract, groups, continuation, cache bypass, bad in
 
 from __future__ import annotations
 
+import math
+
 import itertools
 import json
 import threading
@@ -134,13 +136,16 @@ def test_whatif_effect_of_a_hint(toy, episode, capsys):
     toy.llm.set_responder(agent)
     out = cli_json(capsys, "whatif", "1", "--step", "2", "--insert-thought", "The mug is in the cabinet.", "--n", "5",
                    "--temperature", "1", "--db", str(toy.db))
-    assert set(out) == {"control", "treatment", "effect", "effect_ci95", "p_value"}
+    assert set(out) == {"control", "treatment", "effect", "effect_ci95", "p_value", "method"}
     for arm in ("control", "treatment"):
         assert set(out[arm]) == {"n", "success", "success_rate", "ci95", "versions"}
     assert out["control"]["success"] == 0 and out["treatment"]["success"] == 5 and out["effect"] == 1.0
-    assert out["p_value"] == pytest.approx(2 / 252)  # Fisher, 5/5 vs 0/5
+    # one procedure: the continuity-corrected MN score test (Yates' chi-square x (N-1)/N) and its interval
+    # Yates: 10 (|25 - 0| - 5)^2 / 5^4 = 6.4, times (N-1)/N = 0.9: chi-square 5.76 on 1 df
+    assert out["p_value"] == pytest.approx(math.erfc(math.sqrt(5.76 / 2)))
+    assert "Miettinen-Nurminen" in out["method"] and "continuity" in out["method"]
     lo, hi = out["effect_ci95"]
-    assert lo == pytest.approx(0.385549, abs=1e-5) and hi == 1.0  # Newcombe: 1 - sqrt(2) * z²/(5 + z²)
+    assert 0 < lo < 1 and hi == 1.0
     for vid in out["treatment"]["versions"]:
         steps = toy.store.version_steps(vid)
         assert steps[1].thought == "The mug is in the cabinet." and steps[1].source == "human"
@@ -232,9 +237,7 @@ def test_whatif_batch_over_an_experiments_failed_episodes(toy, capsys):
     (one,) = out["episodes"]
     assert (one["episode"], one["step"]) == (failed_ep, 2)  # step 2 is the first to go to the shelf
     assert one["control"]["success"] == 0 and one["treatment"]["success"] == 2 and one["effect"] == 1.0
-    assert {"control", "treatment", "effect", "effect_ci95", "p_value", "method"} <= set(out["pooled"])
-    assert "Cochran-Mantel-Haenszel" in out["pooled"]["method"]
-    assert out["pooled"]["treatment"]["n"] == 2 and out["pooled"]["effect"] == 1.0
+    assert out["pooled"] is None and "at least 2 episodes" in out["not_pooled"]  # one episode: no pool
     # without --where: the successful episode is included too; a pattern it lacks skips it
     out = cli_json(capsys, "whatif", "--experiment", str(exp.id), "--at", "first:shelf", "--insert-thought",
                    "The mug is in the cabinet.", "--n", "2", "--temperature", "0.9", "--max-steps", "8",
@@ -365,5 +368,6 @@ def test_pooled_whatif_is_stratified_by_episode():
     effects = [Effect(_arm(2, 2), _arm(10, 10)), Effect(_arm(0, 10), _arm(0, 2))] * 5
     out = pooled(effects).as_json()
     assert out["effect"] == 0.0 and out["p_value"] == 1.0
-    assert out["treatment"]["n"] == 60 and out["control"]["n"] == 60  # the sums, for reference
-    assert out["episodes"] == 10 and "Mantel-Haenszel" in out["method"]
+    assert out["treatment"]["n"] == 60 and out["control"]["n"] == 60  # the sums, counts only
+    assert "ci95" not in out["treatment"] and "success_rate" not in out["control"]
+    assert out["episodes"] == 10 and "Cochran-Mantel-Haenszel" in out["method"]

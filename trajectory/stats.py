@@ -405,7 +405,7 @@ def mn_stratified(tables: Sequence[tuple[int, int, int, int]], z: float = Z95, *
             raise ValueError("need 0 <= k <= n in every stratum")
         if n1 and n2:
             used.append((k1, n1, k2, n2))
-    method = METHOD_MN if len(used) == 1 else METHOD_STRATIFIED
+    method = (METHOD_MN if len(used) == 1 else METHOD_STRATIFIED) + (", continuity-corrected" if correct else "")
     if not used:
         return Comparison(None, None, None, method)
     w = sum(n1 * n2 / (n1 + n2) for _, n1, _, n2 in used)
