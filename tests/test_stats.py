@@ -274,3 +274,72 @@ def test_cmh_pools_within_episodes_not_across():
     r = stats.cmh(tables)
     assert r.effect == 0.0 and r.p_value == 1.0
     assert stats.fisher_exact(50, 10, 10, 50) < 1e-6  # summed: 50/60 vs 10/60
+
+
+# ------------------------------------------------------------------ issue 27
+
+
+def test_exact_mcnemar_at_ten_thousand_discordant_pairs():
+    """`mcnemar_exact(515, 515)` raised OverflowError (0.5 ** 1030 underflows, C(1030, k)
+    overflows a float): the tail is now an integer sum."""
+    from fractions import Fraction
+    from math import comb
+
+    assert stats.mcnemar_exact(515, 515) == 1.0
+    b, c = 4900, 5100
+    # P(X <= b) = P(X >= c) = (2^n - C(n, n/2)) / 2 - sum_{b < k < n/2} C(n, k), an independent route
+    n = b + c
+    middle = sum(comb(n, k) for k in range(b + 1, n // 2))
+    want = Fraction(2 * ((2**n - comb(n, n // 2)) // 2 - middle), 2**n)
+    assert stats.mcnemar_exact(b, c) == pytest.approx(float(want), rel=1e-12)
+    assert 0.04 < stats.mcnemar_exact(b, c) < 0.05  # z = 2, continuity-corrected p = 0.0459
+    assert stats.mcnemar_midp(b, c) < stats.mcnemar_exact(b, c)
+
+
+def test_mid_p_mcnemar_on_the_issues_examples():
+    # 5 vs 0: exact 2/32, mid-p 1/32; 4 vs 0: exact 0.125, mid-p 0.0625 (Fagerland et al. 2013)
+    assert stats.mcnemar_midp(5, 0) == pytest.approx(1 / 32) and stats.mcnemar_exact(5, 0) == pytest.approx(2 / 32)
+    assert stats.mcnemar_midp(0, 4) == pytest.approx(0.0625) and stats.mcnemar_exact(0, 4) == pytest.approx(0.125)
+    assert stats.mcnemar_midp(3, 3) == 1.0 and stats.mcnemar_midp(0, 0) == 1.0
+
+
+def test_fisher_exact_at_ten_thousand_per_cell():
+    """Log-space hypergeometric terms: at 10^4 per cell (over 30 s before) the exact p agrees
+    with Pearson's chi-square, which is accurate at that size."""
+    import math
+
+    a, b, c, d = 10000, 10000, 10000, 10300
+    n = a + b + c + d
+    chi2 = n * (a * d - b * c) ** 2 / ((a + b) * (c + d) * (a + c) * (b + d))
+    assert stats.fisher_exact(a, b, c, d) == pytest.approx(math.erfc(math.sqrt(chi2 / 2)), rel=0.02)
+    assert stats.fisher_exact(1000, 1000, 1000, 1000) == pytest.approx(1.0)
+
+
+def test_exact_and_mid_p_binomial_intervals():
+    # Clopper-Pearson 3/10: 0.0667 to 0.6525; 0/10 upper 0.3085 (= 1 - 0.025 ** 0.1)
+    assert tuple(round(x, 4) for x in stats.binomial_ci(3, 10)) == (0.0667, 0.6525)
+    assert stats.binomial_ci(0, 10) == (0.0, pytest.approx(1 - 0.025**0.1))
+    # mid-p 0/10: (1 - p)^10 / 2 = 0.025 -> p = 1 - 0.05 ** 0.1
+    assert stats.binomial_ci(0, 10, True)[1] == pytest.approx(1 - 0.05**0.1)
+
+
+def test_miettinen_nurminen_published_example_and_its_test():
+    # Newcombe (1998b) example (a), 56/70 - 48/80: MN interval 0.0528 to 0.3382
+    r = stats.mn_diff(56, 70, 48, 80)
+    assert tuple(round(x, 4) for x in r.ci95) == (0.0528, 0.3382)
+    # its test at 0 is Pearson's chi-square times (N - 1) / N
+    n, chi2 = 150, 150 * (56 * 32 - 14 * 48) ** 2 / (70 * 80 * 104 * 46)
+    import math
+    assert r.p_value == pytest.approx(math.erfc(math.sqrt(chi2 * (n - 1) / n / 2)))
+
+
+def test_stratified_score_test_at_zero_is_cmh_and_its_interval_inverts_it():
+    r = stats.mn_stratified(RABBITS)
+    assert r.p_value == pytest.approx(stats.cmh(RABBITS).p_value)
+    assert r.diff == pytest.approx(stats.cmh(RABBITS).effect)
+    assert r.ci95[0] > 0  # p = 0.017: the interval excludes 0
+    assert stats.mn_stratified([]).p_value is None and stats.cmh([]).p_value is None
+    one = stats.mn_stratified([(1, 1, 0, 1)])  # Sato's interval was the point [1, 1]
+    assert one.ci95[0] < 0 and one.ci95[1] == 1.0 and one.p_value > 0.05
+    flat = stats.mn_stratified([(5, 5, 5, 5)])  # and [0, 0] here
+    assert flat.ci95[0] < 0 < flat.ci95[1]

@@ -211,7 +211,7 @@ class Stratified:
     effect: float | None
     ci95: tuple[float, float] | None
     chi2: float
-    p_value: float
+    p_value: float | None  # None when no stratum has both arms
     strata: int  # strata that carry information (both arms non-empty)
 
 
@@ -241,7 +241,7 @@ def cmh(tables: Sequence[tuple[int, int, int, int]], *, correct: bool = False, z
         sp += (n1 * n1 * k2 - n2 * n2 * k1 + n1 * n2 * (n2 - n1) / 2) / (t * t)
         sq += (k1 * (n2 - k2) + k2 * (n1 - k1)) / (2 * t)
     if not used:
-        return Stratified(None, None, 0.0, 1.0, 0)
+        return Stratified(None, None, 0.0, None, 0)
     dev = abs(obs - exp) - (0.5 if correct else 0.0)
     chi2 = max(0.0, dev) ** 2 / var if var > 0 else 0.0
     p = _normal_sf2(math.sqrt(chi2)) if var > 0 else 1.0
