@@ -3,8 +3,9 @@
 For every paired 2x2 table (a both succeed, b only A, c only B, d neither) with n = 20 and
 n = 50 pairs, the verdict of an interval ("the 95% interval excludes 0") is compared with the
 exact McNemar test's ("p < 0.05"). Counted per interval: Newcombe's paired score interval
-(method 10), the same with continuity-corrected Wilson intervals (method 11), and Tango's
-score interval. Every table counts once (C(n+3, 3) tables: 1,771 and 23,426).
+(method 10), the same with continuity-corrected Wilson intervals (method 11), Tango's
+score interval, and the interval `compare` reports (the inversion of the exact McNemar test,
+`stats.paired_test`: it agrees by construction). Every table counts once (C(n+3, 3) tables: 1,771 and 23,426).
 
 - agreement: the share of tables where both verdicts are the same;
 - interval_only: the interval excludes 0 but exact p >= 0.05 (it claims more than the test);
@@ -22,9 +23,10 @@ import json
 
 from _root import ROOT  # noqa: F401  (repo root on sys.path; see _root.py)
 
-from trajectory.stats import mcnemar_exact, newcombe_paired_cc_diff, newcombe_paired_diff, tango_diff
+from trajectory.stats import mcnemar_exact, newcombe_paired_cc_diff, newcombe_paired_diff, paired_test, tango_diff
 
 METHODS = {
+    "exact_mcnemar_inverted": lambda a, b, c, d: paired_test(b, c, a + b + c + d).ci95,  # used by compare
     "newcombe_method10": lambda a, b, c, d: newcombe_paired_diff(a, b, c, d),
     "newcombe_method11": lambda a, b, c, d: newcombe_paired_cc_diff(a, b, c, d),
     "tango": lambda a, b, c, d: tango_diff(b, c, a + b + c + d),
