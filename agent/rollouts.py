@@ -69,8 +69,6 @@ class GroupStats:
     def as_json(self, *, first: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {"n": self.n, "success": self.success, "success_rate": self.rate,
                                "ci95": list(self.ci95), "versions": self.versions}
-        if self.pending:
-            out["pending"] = self.pending
         if first:
             out["first"] = self.first
         return out
