@@ -6,7 +6,7 @@ so under no effect coverage = 1 - size; coverage is also measured under effects.
 
 - paired tasks (`experiment compare`), n = 20, 50, 200, 500: computed exactly by summing
   over the multinomial table (no Monte Carlo error). Size: the worst over the share of
-  discordant pairs psi = 0.02 ... 0.80; coverage: the worst over (p10, p01) with
+  discordant pairs psi = 0.02 ... 1; coverage: the worst over (p10, p01) with
   psi in {0.05, 0.1, 0.3, 0.6} and theta = p10 / psi in {0.5, 0.7, 0.9, 1}.
   Reported: exact McNemar + its inverted interval; shown for the record: mid-p McNemar.
 - rollouts (`whatif`), 3, 5 and 10 per arm: exact over all tables. Size: worst over the
@@ -14,13 +14,13 @@ so under no effect coverage = 1 - size; coverage is also measured under effects.
   Miettinen-Nurminen score interval and test with continuity correction; shown: without.
 - pooled what-if (`whatif --experiment`), episodes x rollouts 1x3, 2x5, 3x4, 10x10, 20x5,
   30x1, per-episode base rates uniform (Beta(1, 1)) or U-shaped (Beta(0.5, 0.5)): Monte
-  Carlo (--reps; Monte Carlo SE of a size near 0.05 is 0.0034 at the default 4 x 1000
-  draws, of a coverage near 0.95 0.007). Size: no effect in any episode; coverage: +0.2 in every episode (control
+  Carlo (--reps; Monte Carlo SE of a size near 0.05 is 0.002 at the default 4 x 3000
+  draws, of a coverage near 0.95 0.004). Size: no effect in any episode; coverage: +0.2 in every episode (control
   0.8 u, treatment 0.8 u + 0.2). 1 episode is refused (not pooled).
 
 Prints a Markdown table, then one JSON object.
 
-    python benchmarks/stats_simulation.py [--reps 2000] [--seed 1]
+    python benchmarks/stats_simulation.py [--reps 3000] [--seed 1] [--parts paired rollouts pooled]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def paired_size(n: int, test) -> float:
     reject = []
     for m in range(n + 1):
         reject.append(sum(_pmf(b, m, 0.5) for b in range(m + 1) if test(b, m - b) < ALPHA))
-    psis = [i / 100 for i in range(2, 81, 2)]
+    psis = [i / 100 for i in range(2, 101, 2)]
     return max(sum(w * reject[m] for m, w in _support(n, psi)) for psi in psis)
 
 
@@ -120,20 +120,22 @@ POOLED = [(1, 3), (2, 5), (3, 4), (10, 10), (20, 5), (30, 1)]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=1000,
+    ap.add_argument("--parts", nargs="+", choices=("paired", "rollouts", "pooled"),
+                    default=["paired", "rollouts", "pooled"])
+    ap.add_argument("--reps", type=int, default=3000,
                     help="Monte Carlo draws per pooled scenario for the coverage (4x that for the size)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rng, t0, rows = random.Random(args.seed), time.time(), []
-    for n in (20, 50, 200, 500):
+    for n in (20, 50, 200, 500) if "paired" in args.parts else ():
         rows.append(("paired", f"n = {n}", "exact McNemar + inverted interval (reported)",
                      paired_size(n, mcnemar_exact), paired_coverage(n, False)))
         rows.append(("paired", f"n = {n}", "mid-p McNemar + inverted interval (not used)",
                      paired_size(n, mcnemar_midp), paired_coverage(n, True)))
-    for n in (3, 5, 10):
+    for n in (3, 5, 10) if "rollouts" in args.parts else ():
         rows.append(("rollouts", f"{n} per arm", "MN score, continuity-corrected (reported)", *rollout_rows(n, True)))
         rows.append(("rollouts", f"{n} per arm", "MN score, uncorrected (not used)", *rollout_rows(n, False)))
-    for k, r in POOLED:
+    for k, r in POOLED if "pooled" in args.parts else ():
         for shape, label in ((1.0, "uniform"), (0.5, "U-shaped")):
             if k < 2:
                 rows.append(("pooled", f"{k}x{r} {label}", "refused: fewer than 2 episodes", None, None))
