@@ -27,7 +27,7 @@ from sessions.store import Store
 from envs.base import EDIT_KINDS
 from envs.registry import family
 from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
-from trajectory.stats import Comparison, mn_stratified, wilson
+from trajectory.stats import Comparison, mn_diff, mn_stratified, wilson
 
 MAX_N = 1000
 
@@ -88,7 +88,7 @@ class Effect:
     @property
     def comparison(self) -> Comparison:
         t, c = self.treatment, self.control
-        return mn_stratified([(t.success, t.n, c.success, c.n)], correct=True)
+        return mn_diff(t.success, t.n, c.success, c.n)
 
     @property
     def effect(self) -> float | None:

@@ -459,7 +459,8 @@ def mn_stratified_p(tables: Sequence[tuple[int, int, int, int]], *, correct: boo
     return _score_p(_mn_z(used, 0.0, 0.5 if correct else 0.0)) if used else None
 
 
-def mn_diff(k1: int, n1: int, k2: int, n2: int) -> Comparison:
+def mn_diff(k1: int, n1: int, k2: int, n2: int, *, correct: bool = True) -> Comparison:
     """Two independent proportions, p1 - p2: the Miettinen-Nurminen score interval and its
-    own score test (Pearson's chi-square times (N - 1) / N at delta = 0)."""
-    return mn_stratified([(k1, n1, k2, n2)])
+    own score test (Pearson's chi-square times (N - 1) / N at delta = 0; Yates' with the
+    continuity correction, the default: uncorrected, the test reaches 0.062 at 5 per arm)."""
+    return mn_stratified([(k1, n1, k2, n2)], correct=correct)
