@@ -225,6 +225,21 @@ class ModelClient:
                 return text, call
         return self._with_retries(call, prompt, stop, chat_instruction, watch, started)
 
+    def kept_answer(self, kept: list[ModelCall], prompt: str, stop: list[str], *, purpose: str = "step",
+                    chat_instruction: str | None = None) -> tuple[str, ModelCall] | None:
+        """The answer a blocked write kept for exactly this request (same prompt, model and
+        parameters), taken out of `kept` and returned as a cached call; None if there is none.
+        Used whatever the cache setting: it is this request's own paid answer."""
+        want = self._new_call(prompt, list(stop or []), purpose, chat_instruction)
+        for i, old in enumerate(kept):
+            if (old.prompt_hash, old.model, old.api_style, old.params) == (
+                    want.prompt_hash, want.model, want.api_style, want.params) and old.completion is not None:
+                del kept[i]
+                want.completion, want.usage, want.cached, want.latency_ms = old.completion, old.usage, True, 0.0
+                want.cache_key, want.cut_from = old.cache_key, old.cut_from
+                return old.completion, want
+        return None
+
     def _new_call(self, prompt: str, stop: list[str], purpose: str, chat_instruction: str | None) -> ModelCall:
         """The call's record before it is made: what was asked, hashed (the prompt is not kept)."""
         cfg = self.config
