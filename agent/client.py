@@ -119,13 +119,16 @@ def run_cancellable(coro: Any, cancel: threading.Event | None) -> Any:
     """Run `coro` on the call loop and wait for its result; a set `cancel` cancels its task
     (httpx then closes the request's connection) and raises `_Cancelled` at once."""
     fut = asyncio.run_coroutine_threadsafe(coro, call_loop())
-    while True:
-        done, _ = concurrent.futures.wait([fut], timeout=None if cancel is None else CANCEL_POLL_S)
-        if done:
-            return fut.result()
-        if cancel is not None and cancel.is_set():
-            fut.cancel()
-            raise _Cancelled("cancelled while the request was in flight")
+    try:
+        while True:
+            done, _ = concurrent.futures.wait([fut], timeout=None if cancel is None else CANCEL_POLL_S)
+            if done:
+                return fut.result()
+            if cancel is not None and cancel.is_set():
+                raise _Cancelled("cancelled while the request was in flight")
+    except BaseException:  # Stop, or Ctrl-C in the waiting thread: the request goes too
+        fut.cancel()
+        raise
 
 
 def resolve_base_url(config: AgentConfig) -> str:
