@@ -46,7 +46,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 _BUILD_LOCK = threading.Lock()  # openai/httpx import lazily on first use: not thread-safe
 RATE_LIMIT_RETRIES = 20  # 429s pause the endpoint's whole batch; they do not use up max_retries
 UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
-CANCEL_POLL_S = 0.05  # how often a caller waiting for an answer looks at its Stop
+CANCEL_POLL_S = 0.05  # how often the requests in flight have their Stop looked at
 
 
 class ModelError(Exception):
@@ -115,20 +115,45 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
         return client
 
 
+_WATCHED: dict[concurrent.futures.Future, threading.Event] = {}  # requests in flight -> their Stop
+_WATCH_LOCK = threading.Lock()
+_WATCHER: list[int] = []  # the pid whose watcher thread runs
+
+
+def _watch_stops() -> None:
+    """One thread of the process looks at the Stop of every request in flight (rather than a
+    poll in each waiting thread) and cancels the request whose Stop is set."""
+    while True:
+        time.sleep(CANCEL_POLL_S)
+        with _WATCH_LOCK:
+            stopped = [fut for fut, cancel in _WATCHED.items() if cancel.is_set()]
+        for fut in stopped:
+            fut.cancel()  # wakes its waiting thread; the loop cancels the task, httpx closes its connection
+
+
 def run_cancellable(coro: Any, cancel: threading.Event | None) -> Any:
     """Run `coro` on the call loop and wait for its result; a set `cancel` cancels its task
     (httpx then closes the request's connection) and raises `_Cancelled` at once."""
     fut = asyncio.run_coroutine_threadsafe(coro, call_loop())
+    if cancel is not None:
+        with _WATCH_LOCK:
+            _WATCHED[fut] = cancel
+            if _WATCHER != [os.getpid()]:
+                _WATCHER[:] = [os.getpid()]
+                threading.Thread(target=_watch_stops, daemon=True, name="model-call-stops").start()
     try:
-        while True:
-            done, _ = concurrent.futures.wait([fut], timeout=None if cancel is None else CANCEL_POLL_S)
-            if done:
-                return fut.result()
-            if cancel is not None and cancel.is_set():
-                raise _Cancelled("cancelled while the request was in flight")
-    except BaseException:  # Stop, or Ctrl-C in the waiting thread: the request goes too
+        if cancel is not None and cancel.is_set():
+            fut.cancel()
+        return fut.result()
+    except concurrent.futures.CancelledError:
+        raise _Cancelled("cancelled while the request was in flight") from None
+    except BaseException:  # Ctrl-C in the waiting thread: the request goes too
         fut.cancel()
         raise
+    finally:
+        if cancel is not None:
+            with _WATCH_LOCK:
+                _WATCHED.pop(fut, None)
 
 
 def resolve_base_url(config: AgentConfig) -> str:
