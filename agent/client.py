@@ -1,19 +1,26 @@
 """The model client: one call = one recorded `ModelCall`, on the official `openai` package.
 
 Retries are our own loop (the openai client runs with max_retries=0) so `attempts` is exact.
+Every request runs as a task on one event loop of the process (`AsyncOpenAI` on the SDK's own
+httpx transport), so Stop cancels the request in flight: its task is cancelled and httpx closes
+its connection, instead of the call running on to its answer or its timeout.
 The API key is only ever handed to the openai client: it is never recorded, and any text
 that could echo it (error bodies) is scrubbed before it leaves this module.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import email.utils
 import hashlib
 import json
+import math
 import os
 import random
 import threading
 import time
+from datetime import timezone
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
@@ -22,7 +29,6 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx  # noqa: F401  (imported here, once: a first import racing in worker threads fails)
 import openai
 
-from agent import plain_http
 from agent.ratelimit import PauseGate, gate_for
 from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage
 
@@ -40,6 +46,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 _BUILD_LOCK = threading.Lock()  # openai/httpx import lazily on first use: not thread-safe
 RATE_LIMIT_RETRIES = 20  # 429s pause the endpoint's whole batch; they do not use up max_retries
 UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
+CANCEL_POLL_S = 0.05  # how often the requests in flight have their Stop looked at
 
 
 class ModelError(Exception):
@@ -53,7 +60,8 @@ class ModelError(Exception):
 @dataclass
 class CallWatch:
     """Lets the caller of one call follow and stop it: `on_retry(attempt, reason)` hears of
-    each retry, and a set `cancel` ends the call before its next attempt (the UI's Stop)."""
+    each retry, and a set `cancel` ends the call (the UI's Stop): the request in flight is
+    cancelled and its connection closed, and no further attempt is made."""
 
     cancel: threading.Event
     on_retry: Callable[[int, str], None] | None = None
@@ -69,23 +77,83 @@ class _Malformed(Exception):
     """The server answered 200 with something that is not a completion."""
 
 
-_OPENAI: "OrderedDict[tuple[str | None, str, float], openai.OpenAI]" = OrderedDict()
+class _Cancelled(Exception):
+    """Stop came while the request was in flight: it was cancelled."""
+
+
+_OPENAI: "OrderedDict[tuple[str | None, str, float], openai.AsyncOpenAI]" = OrderedDict()
 MAX_SHARED_CLIENTS = 32
+_LOOP: tuple[int, asyncio.AbstractEventLoop] | None = None  # (pid, the loop every request runs on)
 
 
-def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.OpenAI:
-    """One `openai.OpenAI` per (key, endpoint, timeout) in the process (thread-safe to share)."""
+def call_loop() -> asyncio.AbstractEventLoop:
+    """The process's event loop for model requests, in a daemon thread of its own (a forked
+    worker process starts its own: a loop and its connections do not cross a fork)."""
+    global _LOOP
+    with _BUILD_LOCK:
+        if _LOOP is None or _LOOP[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, daemon=True, name="model-calls").start()
+            _LOOP = (os.getpid(), loop)
+            _OPENAI.clear()  # clients of another process's loop
+        return _LOOP[1]
+
+
+def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.AsyncOpenAI:
+    """One `openai.AsyncOpenAI` per (key, endpoint, timeout) in the process, on the SDK's own
+    transport; its requests run on `call_loop()`, where its connection pool lives."""
     key = (api_key, base_url, timeout_s)
+    call_loop()
     with _BUILD_LOCK:
         client = _OPENAI.get(key)
         if client is None:
-            client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
-                                   http_client=plain_http.openai_http_client(base_url))
+            client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
             _OPENAI[key] = client
             while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
                 _OPENAI.popitem(last=False)
         _OPENAI.move_to_end(key)
         return client
+
+
+_WATCHED: dict[concurrent.futures.Future, threading.Event] = {}  # requests in flight -> their Stop
+_WATCH_LOCK = threading.Lock()
+_WATCHER: list[int] = []  # the pid whose watcher thread runs
+
+
+def _watch_stops() -> None:
+    """One thread of the process looks at the Stop of every request in flight (rather than a
+    poll in each waiting thread) and cancels the request whose Stop is set."""
+    while True:
+        time.sleep(CANCEL_POLL_S)
+        with _WATCH_LOCK:
+            stopped = [fut for fut, cancel in _WATCHED.items() if cancel.is_set()]
+        for fut in stopped:
+            fut.cancel()  # wakes its waiting thread; the loop cancels the task, httpx closes its connection
+
+
+def run_cancellable(coro: Any, cancel: threading.Event | None) -> Any:
+    """Run `coro` on the call loop and wait for its result; a set `cancel` cancels its task
+    (httpx then closes the request's connection) and raises `_Cancelled` at once."""
+    fut = asyncio.run_coroutine_threadsafe(coro, call_loop())
+    if cancel is not None:
+        with _WATCH_LOCK:
+            _WATCHED[fut] = cancel
+            if _WATCHER != [os.getpid()]:
+                _WATCHER[:] = [os.getpid()]
+                threading.Thread(target=_watch_stops, daemon=True, name="model-call-stops").start()
+    try:
+        if cancel is not None and cancel.is_set():
+            fut.cancel()
+        return fut.result()
+    except concurrent.futures.CancelledError:
+        raise _Cancelled("cancelled while the request was in flight") from None
+    except BaseException:  # Ctrl-C in the waiting thread: the request goes too
+        fut.cancel()
+        raise
+    finally:
+        if cancel is not None:
+            with _WATCH_LOCK:
+                _WATCHED.pop(fut, None)
 
 
 def resolve_base_url(config: AgentConfig) -> str:
@@ -185,6 +253,21 @@ class ModelClient:
                 return text, call
         return self._with_retries(call, prompt, stop, chat_instruction, watch, started)
 
+    def kept_answer(self, kept: list[ModelCall], prompt: str, stop: list[str], *, purpose: str = "step",
+                    chat_instruction: str | None = None) -> tuple[str, ModelCall] | None:
+        """The answer a blocked write kept for exactly this request (same prompt, model and
+        parameters), taken out of `kept` and returned as a cached call; None if there is none.
+        Used whatever the cache setting: it is this request's own paid answer."""
+        want = self._new_call(prompt, list(stop or []), purpose, chat_instruction)
+        for i, old in enumerate(kept):
+            if (old.prompt_hash, old.model, old.api_style, old.params) == (
+                    want.prompt_hash, want.model, want.api_style, want.params) and old.completion is not None:
+                del kept[i]
+                want.completion, want.usage, want.cached, want.latency_ms = old.completion, old.usage, True, 0.0
+                want.cache_key, want.cut_from = old.cache_key, old.cut_from
+                return old.completion, want
+        return None
+
     def _new_call(self, prompt: str, stop: list[str], purpose: str, chat_instruction: str | None) -> ModelCall:
         """The call's record before it is made: what was asked, hashed (the prompt is not kept)."""
         cfg = self.config
@@ -213,13 +296,17 @@ class ModelClient:
                 f(attempt, reason)
 
         while True:
-            self.gate.wait(watch.cancel if watch else None)  # Stop ends the wait; the answer is then dropped
+            self.gate.wait(watch.cancel if watch else None)  # Stop ends the wait
+            if watch is not None and watch.cancel.is_set():
+                return self._failed(call, "cancelled before the request was sent", started)
             call.attempts += 1
             try:
-                text, usage = self._request(prompt, stop, chat_instruction)
+                text, usage = self._request(prompt, stop, chat_instruction, watch.cancel if watch else None)
                 text = stop_cut(text, stop)
                 if not text.strip():  # an empty step would only use up the budget
                     raise _Malformed("empty completion")
+            except _Cancelled as exc:
+                return self._failed(call, str(exc), started)
             except Exception as exc:  # classified below; nothing escapes unrecorded
                 reason, retryable, delay = self._classify(exc)
                 if isinstance(exc, _Malformed):
@@ -245,19 +332,23 @@ class ModelClient:
                         continue
                     else:
                         reason = f"cancelled: {reason}"
-                n = call.attempts
-                call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
-                call.latency_ms = (time.perf_counter() - started) * 1000
-                raise ModelError(call) from None
+                return self._failed(call, reason, started)
             if len(text) > MAX_TEXT:  # kept text is re-sent in every later prompt
                 call.cut_from, text = len(text), text[:MAX_TEXT]
             call.completion, call.usage = text, usage
             call.latency_ms = (time.perf_counter() - started) * 1000
             return text, call
 
+    def _failed(self, call: ModelCall, reason: str, started: float) -> Any:
+        """Record the call as failed for good (or cancelled) and raise its ModelError."""
+        n = call.attempts
+        call.error = f"{reason} (after {n} attempt{'s' if n != 1 else ''})"
+        call.latency_ms = (time.perf_counter() - started) * 1000
+        raise ModelError(call) from None
+
     # -- internals --------------------------------------------------------------------
     @property
-    def _client(self) -> openai.OpenAI:
+    def _client(self) -> openai.AsyncOpenAI:
         """Built on first use (a cache hit never needs an HTTP client), and shared by every
         ModelClient of the process with the same endpoint, key and timeout: building one
         costs ~0.3-1 s of CPU (TLS context), and its connection pool keeps connections alive."""
@@ -287,7 +378,7 @@ class ModelClient:
         return sha256(blob)
 
     def _request(
-        self, prompt: str, stop: list[str], instruction: str | None
+        self, prompt: str, stop: list[str], instruction: str | None, cancel: threading.Event | None = None
     ) -> tuple[str, Usage]:
         cfg = self.config
         common: dict[str, Any] = {
@@ -307,7 +398,7 @@ class ModelClient:
         else:
             path, body = "/completions", {"prompt": prompt, **common}
         try:
-            resp = self._client.post(path, body=body, cast_to=object)
+            resp = run_cancellable(self._client.post(path, body=body, cast_to=object), cancel)
         except ValueError as exc:  # a 200 whose body is not JSON (or not a completion)
             raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
         choices = _field(resp, "choices")
@@ -342,30 +433,12 @@ class ModelClient:
             what = {401: "authentication failed (check OPENAI_API_KEY)",
                     403: "permission denied", 404: "not found (check the model name and base URL)",
                     429: "rate limited"}.get(status, "model server error")
-            delay = self._retry_after(exc.response) if retry else None
+            delay = self._retry_after(exc.response) if retry else None  # (never raises)
             return self._scrub(f"{what} (HTTP {status}): {msg}"), retry, delay
         return self._scrub(f"model call failed: {type(exc).__name__}: {exc}"), False, None
 
     def _retry_after(self, response: Any) -> float | None:
-        headers = getattr(response, "headers", None) or {}
-        delay: float | None = None
-        ms = headers.get("retry-after-ms")
-        if ms:
-            try:
-                delay = float(ms) / 1000
-            except ValueError:
-                pass
-        raw = headers.get("retry-after")
-        if delay is None and raw:
-            try:
-                delay = float(raw)
-            except ValueError:
-                when = email.utils.parsedate_to_datetime(raw) if raw else None
-                if when is not None:
-                    delay = when.timestamp() - time.time()
-        if delay is None or delay < 0:
-            return None
-        return min(delay, self.retry_after_max_s)
+        return retry_after_s(getattr(response, "headers", None) or {}, self.retry_after_max_s)
 
     def _backoff(self, attempt: int) -> float:
         base = min(self.backoff_base_s * (2 ** (attempt - 1)), BACKOFF_MAX_S)
@@ -375,6 +448,53 @@ class ModelClient:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+
+def retry_after_s(headers: Any, max_s: float, now: float | None = None) -> float | None:
+    """The wait a server asked for (`retry-after-ms`, else `Retry-After` in seconds or as an
+    HTTP date), bounded to [0, max_s]; None (our own backoff) when it is absent, unreadable
+    (`soon`, `nan`), negative or already past. Never raises: any header value is safe."""
+    delay: float | None = None
+    try:
+        ms = _seconds(headers.get("retry-after-ms"))
+        raw = headers.get("retry-after")
+    except Exception:  # headers of an unexpected shape: no server delay
+        return None
+    if ms is not None:
+        delay = ms / 1000
+    elif raw:
+        delay = _seconds(raw)
+        if delay is None:
+            delay = _http_date_delay(str(raw), time.time() if now is None else now)
+    if delay is None or delay < 0:
+        return None
+    return min(delay, max_s)
+
+
+def _seconds(value: Any) -> float | None:
+    """A header value as a finite number of seconds, else None (`nan`, `inf`, `soon`)."""
+    if value is None:
+        return None
+    try:
+        number = float(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(number):
+        return None
+    if math.isinf(number):  # +inf: "a very long wait", bounded by the caller; -inf: none
+        return math.inf if number > 0 else None
+    return number
+
+
+def _http_date_delay(raw: str, now: float) -> float | None:
+    """Seconds until an HTTP-date Retry-After (a date without a zone is UTC, as HTTP dates are)."""
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp() - now
+    except (TypeError, ValueError, OverflowError, IndexError, OSError):
+        return None
 
 
 def _field(obj: Any, name: str) -> Any:

@@ -69,6 +69,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._locks: dict[int, threading.RLock] = {}
         self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
         self._pinned: OrderedDict[tuple[int, str], Episode] = OrderedDict()  # (version, created_at) -> its episode
+        self._kept: dict[int, list[ModelCall]] = {}  # episode -> paid answers a blocked write kept, not used yet
 
     def locked(self, episode_id: int) -> threading.RLock:
         """The episode's lock, for a caller that makes several engine calls one transaction
@@ -186,7 +187,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         reports retries and can cancel the step while its model call is in flight."""
         eid = self._episode_of(version_id)
         with self._locked(eid):
-            self.store.record_pending_calls()  # answers an earlier blocked write kept: the cache has them
+            self._take_kept_calls()  # answers an earlier blocked write kept: the next attempt uses them
             began = self._begin(version_id, eid)
             if began is None:  # a deleted version's id reused in another episode: take its lock
                 self._version_episode.pop(version_id, None)

@@ -74,14 +74,14 @@ class Handle:
         return CallWatch(self.stop, on_retry=self._on_retry)
 
     def _on_retry(self, attempt: int, reason: str) -> None:
+        """Heard of a retry: shown in the status. Never a Stop: the retries announced happen
+        (an unreachable endpoint or a hang-up fails the call after them, not at the first)."""
         self.attempt, self.retry_reason = attempt + 1, reason
-        if reason.startswith(UNREACHABLE):  # fail fast: retrying a dead endpoint only waits
-            self.unreachable = reason
-            self.stop.set()
+        self.unreachable = reason if reason.startswith(UNREACHABLE) else None
 
     @property
     def cancelled(self) -> bool:
-        return self.stop.is_set() and self.unreachable is None
+        return self.stop.is_set()
 
     def status(self, now: float | None = None) -> str:
         """One line for a face: what is happening and for how long."""
@@ -130,8 +130,13 @@ def open_job(store: Store, kind: str, *, lease_s: float | None = None, stop: thr
 
 
 def _outcome(h: Handle, exc: BaseException | None) -> tuple[str, str | None]:
+    """The job's end state: stopped (Stop, Ctrl-C), failed (an exception, or a result that
+    reports an error, as a run ended by a model call that failed for good), else done."""
     if exc is None:
-        return ("stopped" if h.sync_stop() and h.unreachable is None else "done"), None
+        if h.sync_stop():
+            return "stopped", None
+        error = getattr(h.result, "error", None)
+        return ("failed", " ".join(error.split())) if isinstance(error, str) and error else ("done", None)
     msg = " ".join(str(exc).split()) or type(exc).__name__
     if h.cancelled or isinstance(exc, KeyboardInterrupt):
         return "stopped", None if isinstance(exc, KeyboardInterrupt) else msg

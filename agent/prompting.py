@@ -29,12 +29,30 @@ class PromptingMixin:
                                                  on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
         return self._clients[key]
 
+    def _take_kept_calls(self) -> None:
+        """Record the answers a blocked write kept (the pending file) and hold them for their
+        episode: the next attempt of the same request uses one, whatever the cache setting
+        (it was paid for; `--no-cache` means "do not answer from earlier requests")."""
+        taken: list[tuple[int, ModelCall]] = []
+        self.store.record_pending_calls(into=taken)
+        with self._guard:
+            for episode_id, call in taken:
+                if call.error is None and call.completion is not None:
+                    self._kept.setdefault(episode_id, []).append(call)
+
     def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str,
                   chat: str, watch: CallWatch | None = None):
         extra = {"watch": watch} if watch is not None else {}
+        client = self.client(self.model_config(episode))
+        got = None
+        with self._guard:  # (rollouts of one episode ask at once)
+            kept = self._kept.get(episode.id)
+            if kept and hasattr(client, "kept_answer"):
+                got = client.kept_answer(kept, prompt, stop, purpose=purpose, chat_instruction=chat)
+                if not kept:
+                    del self._kept[episode.id]
         try:
-            text, call = self.client(self.model_config(episode)).complete(prompt, stop, purpose=purpose,
-                                                                        chat_instruction=chat, **extra)
+            text, call = got or client.complete(prompt, stop, purpose=purpose, chat_instruction=chat, **extra)
         except ModelError as exc:
             failed = getattr(exc, "call", None)
             if failed is not None:

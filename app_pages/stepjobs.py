@@ -4,7 +4,7 @@ Each step is a job of the database, started for ONE browser session (tab): only 
 collects its result, error and notice; any other tab showing the episode sees the job
 as progress with Stop (`others`). A double click in the tab takes one step (the tab's step
 in flight is returned), and Stop cancels the call in flight through the job's CallWatch -
-the version stays as it was. An unreachable endpoint fails at once instead of retrying.
+the version stays as it was. An unreachable endpoint is retried as announced, then fails.
 No Streamlit here: jobs outlive the script runs that started them."""
 
 from __future__ import annotations

@@ -7,18 +7,23 @@ claims, one Engine per worker thread, the real `openai` client) at concurrency 1
 and 32, each on a fresh database. The model is the scripted OpenAI-compatible server,
 answering at once, in a SEPARATE process (its CPU is not the runner's); every task takes
 two model calls (Search, then Finish). The environment is the built-in Wikipedia corpus
-in the runner's process: its time is measured on its own and reported as `env_ms_per_call`
-(it is part of the runner's CPU figure, so the figure is an upper bound for the runner).
+in the runner's process: its time is measured on its own and reported as `env_ms_per_call`.
 
 - `cpu_ms_per_call`: the runner process's CPU time (all threads) per model call, marginal:
   measured over the timed run only, after a warm-up run (imports, corpus, first client).
 - `calls_per_s`: model calls per second of wall time.
 - `openai_client_cpu_ms_per_call`: the official client's own CPU per request to the same server, as
-  the runner builds it (over `agent.plain_http` for an http:// endpoint), nothing of ours around it:
-  the floor under the runner's figure on this machine; `ours_cpu_ms_per_call` is what the runner adds
-  above it. Beside it, the SDK over its default transport and bare httpx, for scale.
+  the runner sends it (`AsyncOpenAI` on the SDK's transport, on the process's call loop, waited for
+  cancellably), nothing of ours around it. Beside it the synchronous SDK and bare httpx, for scale.
+- `parts_ms_per_call` (at the highest level): the runner's CPU per call split into its parts, each
+  measured or derived apart: `client` (the figure above), `environment` (`env_ms_per_call`, thread
+  CPU of every env step), `store` (thread CPU inside SQLite statements and fetches of the Store's
+  connections, timed in an extra run at that level, as its clock costs CPU of its own) and `engine`
+  (what is left: the engine, jobs, claims, prompts, threads).
 - `statements_per_call`, `commits_per_call`, `durable_commits_per_call`: what the runner asks of
-  SQLite per model call, counted in a separate traced run (50 tasks, concurrency 1).
+  SQLite per model call, counted in a separate traced run (50 tasks, concurrency 1); each connection
+  keeps its own durability setting, so a commit is labelled by its own connection's, and
+  `commits_by_connection` lists (commits, durable) per connection.
 
 Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--profile FILE]
 """
@@ -56,7 +61,8 @@ def serve() -> None:
     llm.stop()
 
 
-def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float]) -> dict:
+def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float],
+           store_clock: list[float] | None = None) -> dict:
     from agent import experiment as X
     from sessions.store import Store
     from trajectory.records import AgentConfig
@@ -66,16 +72,19 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     exp = X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
                    tasks=tasks, name=tag)
     store.close()
-    env0 = env_clock[0]
+    env0, store0 = env_clock[0], (store_clock or [0.0])[0]
     cpu0, t0 = time.process_time(), time.perf_counter()
     out = X.run(str(db), exp.id, concurrency=concurrency)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     with _Open(db) as st:
         calls = st.db.execute("select count(*) from model_calls").fetchone()[0]
     assert out["done"] == len(tasks), out
-    return {"calls": calls, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-            "cpu_ms_per_call": round(cpu / calls * 1000, 3), "calls_per_s": round(calls / wall, 1),
-            "env_ms_per_call": round((env_clock[0] - env0) / calls * 1000, 3)}
+    out = {"calls": calls, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+           "cpu_ms_per_call": round(cpu / calls * 1000, 3), "calls_per_s": round(calls / wall, 1),
+           "env_ms_per_call": round((env_clock[0] - env0) / calls * 1000, 3)}
+    if store_clock is not None:
+        out["store_ms_per_call"] = round((store_clock[0] - store0) / calls * 1000, 3)
+    return out
 
 
 class _Open:
@@ -110,24 +119,51 @@ def _clock_env(env_clock: list[float]) -> None:
     WikiEnv.step = timed
 
 
+def _clock_store(store_clock: list[float]) -> None:
+    """Add the thread CPU time spent inside every SQLite statement and fetch of the Store's
+    connections (`sessions.connection._Cursor`, which every statement goes through)."""
+    from sessions import connection
+
+    lock = threading.Lock()
+
+    def timed(method):
+        def call(*a, **k):
+            t = time.thread_time()
+            try:
+                return method(*a, **k)
+            finally:
+                spent = time.thread_time() - t
+                with lock:
+                    store_clock[0] += spent
+
+        return call
+
+    for name in ("execute", "executemany", "executescript", "fetchone", "fetchmany", "fetchall", "__next__"):
+        setattr(connection._Cursor, name, timed(getattr(connection._Cursor, name)))
+
+
 def client_floor(url: str, n: int = 400) -> dict:
     """The official client's own CPU per request against the same server, with nothing of ours
-    around it: the floor under `cpu_ms_per_call` on this machine. `openai_client_cpu_ms_per_call`
-    is the client as the runner builds it (for an http:// endpoint: over agent.plain_http);
-    beside it the SDK with its default transport, and bare httpx."""
+    around it: the client's part of `cpu_ms_per_call` on this machine. `openai_client_cpu_ms_per_call`
+    is the client as the runner sends (AsyncOpenAI on the call loop, waited for cancellably);
+    beside it the synchronous SDK with its default transport, and bare httpx."""
+    import threading as th
+
     import httpx
     import openai
 
-    from agent.client import shared_openai
+    from agent.client import run_cancellable, shared_openai
 
     body = {"model": "bench", "prompt": "Question: who?\nThought 1:", "temperature": 0, "max_tokens": 100,
             "stop": ["\nObservation 1:"]}
     ours = shared_openai("x", url, 20.0)
+    never = th.Event()
     default = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
     bare = httpx.Client(base_url=url, timeout=20)
     out = {}
-    for name, send in (("openai_client_cpu_ms_per_call", lambda: ours.post("/completions", body=body, cast_to=object)),
-                       ("openai_default_transport_cpu_ms_per_call",
+    for name, send in (("openai_client_cpu_ms_per_call",
+                        lambda: run_cancellable(ours.post("/completions", body=body, cast_to=object), never)),
+                       ("openai_sync_default_transport_cpu_ms_per_call",
                         lambda: default.post("/completions", body=body, cast_to=object)),
                        ("httpx_cpu_ms_per_call", lambda: bare.post("/completions", json=body).json())):
         for _ in range(50):
@@ -147,24 +183,29 @@ def db_work(work: Path, url: str, tasks) -> dict:
     light one (claims, leases, progress, item results) is not."""
     import sqlite3
 
-    counts = {"statements": 0, "commits": 0, "light": 0}
-    light = [False]
+    counts = {"statements": 0}
+    per_conn: list[dict] = []  # one per connection: its own durability setting and commits
     real = sqlite3.connect
 
-    def trace(sql: str) -> None:
-        if sql.startswith("--"):  # statements SQLite runs for a trigger or the FTS index
-            return
-        counts["statements"] += 1
-        low = sql.lower()
-        if low.startswith("pragma synchronous"):
-            light[0] = "normal" in low
-        elif low == "commit":
-            counts["commits"] += 1
-            counts["light"] += light[0]
+    def tracer(mine: dict):
+        def trace(sql: str) -> None:
+            if sql.startswith("--"):  # statements SQLite runs for a trigger or the FTS index
+                return
+            counts["statements"] += 1
+            low = sql.lower()
+            if low.startswith("pragma synchronous"):
+                mine["light_now"] = "normal" in low or "off" in low
+            elif low == "commit":
+                mine["commits"] += 1
+                mine["light"] += mine["light_now"]
+
+        return trace
 
     def connect(*a, **k):
         conn = real(*a, **k)
-        conn.set_trace_callback(trace)
+        mine = {"commits": 0, "light": 0, "light_now": False}  # sqlite's default: synchronous = full
+        per_conn.append(mine)
+        conn.set_trace_callback(tracer(mine))
         return conn
 
     sqlite3.connect = connect
@@ -173,9 +214,12 @@ def db_work(work: Path, url: str, tasks) -> dict:
     finally:
         sqlite3.connect = real
     calls = out["calls"]
+    commits = sum(c["commits"] for c in per_conn)
+    light = sum(c["light"] for c in per_conn)
     return {"statements_per_call": round(counts["statements"] / calls, 2),
-            "commits_per_call": round(counts["commits"] / calls, 2),
-            "durable_commits_per_call": round((counts["commits"] - counts["light"]) / calls, 2)}
+            "commits_per_call": round(commits / calls, 2),
+            "durable_commits_per_call": round((commits - light) / calls, 2),
+            "commits_by_connection": [[c["commits"], c["commits"] - c["light"]] for c in per_conn if c["commits"]]}
 
 
 def main() -> None:
@@ -199,7 +243,7 @@ def main() -> None:
         from agent.task_selection import select_tasks
 
         tasks = select_tasks("hotpotqa", "react", limit=args.tasks)
-        env_clock = [0.0]
+        env_clock, store_clock = [0.0], [0.0]
         _clock_env(env_clock)
         levels = [int(x) for x in args.levels.split(",")]
         with tempfile.TemporaryDirectory() as tmp:
@@ -220,6 +264,8 @@ def main() -> None:
                     prof.disable()
                     prof.dump_stats(args.profile)
                 result["levels"][str(c)] = _timed(work, f"c{c}", url, tasks, c, env_clock)
+            _clock_store(store_clock)  # an extra run for the store's part: its clock costs CPU of its own
+            store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock)
     finally:
         server.stdin.close()
         server.wait(10)
@@ -230,7 +276,11 @@ def main() -> None:
     result["rising"] = all(b >= a * 0.95 for a, b in zip(rates, rates[1:]))
     result.update(floor)
     result.update(traced)
-    result["ours_cpu_ms_per_call"] = round(result["cpu_ms_per_call"] - floor["openai_client_cpu_ms_per_call"], 3)
+    top = lv[str(levels[-1])]
+    client, env, store = floor["openai_client_cpu_ms_per_call"], top["env_ms_per_call"], store_run["store_ms_per_call"]
+    result["parts_ms_per_call"] = {"level": levels[-1], "total": top["cpu_ms_per_call"], "client": client,
+                                   "environment": env, "store": store,
+                                   "engine": round(top["cpu_ms_per_call"] - client - env - store, 3)}
     print(json.dumps(result))
 
 

@@ -29,6 +29,13 @@ class CliError(Exception):
     """A problem the user can fix; printed as one line, exit code 2."""
 
 
+STOPPED_EXIT = 130  # a stopped job ends every command with this code (as Ctrl-C does): see the README
+
+
+class JobStopped(Exception):
+    """The command's job was stopped (Stop, `jobs stop N`, Ctrl-C): one line, exit STOPPED_EXIT."""
+
+
 def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`--db` and `--json`, which every command takes."""
     p.add_argument("--db", default=None, help="SQLite file (default: $REACT_EDITOR_DB or ./react_editor.db)")
@@ -104,7 +111,10 @@ def run_command(args: argparse.Namespace) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
-        return 130
+        return STOPPED_EXIT
+    except JobStopped as exc:
+        sys.stderr.write(f"stopped: {visible(str(exc))}\n")
+        return STOPPED_EXIT
     except Exception as exc:
         if _user_error(exc):
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, progress, env_kinds
+from react_editor.common import CliError, JobStopped, add_common, db_path, emit, progress, env_kinds
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -333,6 +333,9 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
     if hit:
         out["until"] = {"condition": hit[0][0].spec, "step": hit[0][1].index}
     emit(args, out, lambda: _run_text(engine, report, hit))
+    if report.stopped and not hit and not report.error:  # Stop / `jobs stop N`: one exit code everywhere
+        raise JobStopped(f"episode {report.episode}: {report.added} new step(s) kept; "
+                         f"`react-editor resume {report.episode}` continues it")
     return 1 if report.error else 0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor.common import CliError, add_common, db_path, emit, env_kinds
+from react_editor.common import CliError, JobStopped, add_common, db_path, emit, env_kinds
 from react_editor.core import config_from_args, env_option_flags, env_options_from, model_flags
 
 
@@ -103,6 +103,9 @@ def _run(args: argparse.Namespace, ref) -> int:
     finally:
         bar.close()
     emit(args, out, lambda: _text(out))
+    if out.get("status") == "stopped":  # Stop / `jobs stop N`: one exit code everywhere
+        raise JobStopped(f"{out['done']}/{out['episodes']} episodes done; `react-editor experiment resume "
+                         f"{out.get('experiment', ref)}` continues it")
     return 0 if out["done"] == out["episodes"] else 1
 
 

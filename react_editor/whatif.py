@@ -10,7 +10,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any
 
-from react_editor.common import CliError, add_common, emit, progress
+from react_editor.common import CliError, JobStopped, add_common, emit, progress
 from react_editor.core import check_model_flags, model_flags, open_engine, version_of
 
 
@@ -120,7 +120,7 @@ def _check(run) -> None:
     run.check()
     if run.stopped:
         kept = sum(s.n for s in run.stats)
-        raise CliError(f"interrupted: {kept} finished rollout(s) are kept - run the same command again to continue")
+        raise JobStopped(f"{kept} finished rollout(s) are kept - run the same command again to continue")
 
 
 def _rate(stats) -> str:
@@ -235,7 +235,7 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
         results = whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
                               max_steps=args.max_steps, settings=settings, on_episode=report, **_kw(args, stop))
     if stop.is_set():
-        raise CliError("interrupted: the finished rollouts are kept - run the same command again to continue")
+        raise JobStopped("the finished rollouts are kept - run the same command again to continue")
     ran = [r.effect for r in results if r.effect is not None]
     try:
         pool, why = pooled(ran), None

@@ -93,8 +93,9 @@ class CallLogMixin:
         except OSError:
             return False
 
-    def record_pending_calls(self) -> int:
-        """Record the calls kept in the pending file (then remove it); how many."""
+    def record_pending_calls(self, into: list | None = None) -> int:
+        """Record the calls kept in the pending file (then remove it); how many. `into`
+        receives them as (episode id, call), for the engine to use once."""
         path = self._pending_file
         if path is None or not path.exists():
             return 0
@@ -122,6 +123,8 @@ class CallLogMixin:
             taken.unlink(missing_ok=True)
             raise
         taken.unlink(missing_ok=True)
+        if into is not None:
+            into.extend(rows)
         return len(rows)
 
     _CALL_SQL = (

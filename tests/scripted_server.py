@@ -36,6 +36,7 @@ class Reply:
     ignore_stop do not apply the request's stop sequences (a server that ignores `stop`).
     prompt_tokens / completion_tokens / cached_tokens override the usage numbers;
     usage=False omits `usage`; cached_tokens=None omits `prompt_tokens_details`.
+    hang_up     close the connection without answering (a server that hangs up).
     """
 
     text: str = ""
@@ -53,6 +54,7 @@ class Reply:
     cached_tokens: int | None = 0
     usage: bool = True
     headers: dict[str, str] = field(default_factory=dict)
+    hang_up: bool = False
 
 
 Responder = Callable[[dict[str, Any]], Any]
@@ -328,6 +330,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(500, f"scripted responder failed: {exc!r}")
         if reply.delay_s and self.llm._cancel.wait(reply.delay_s):
             return  # reset/stop while sleeping: just hang up
+        if reply.hang_up:
+            self.close_connection = True
+            return
         headers = dict(reply.headers)
         if reply.retry_after is not None:
             headers["Retry-After"] = str(reply.retry_after)

@@ -86,7 +86,12 @@ def test_a_second_step_joins_the_first_and_stop_cancels_it(toy):
     assert len(toy.llm.completion_requests) == 1
 
 
-def test_dead_endpoint_fails_fast_with_its_message(app):
+def test_dead_endpoint_is_retried_as_announced_then_shows_its_message(app, monkeypatch):
+    """Issue 26 item 11: a refused connection is retried like any other failure (the first
+    "cannot reach" used to stop the job), then the step fails with its one-line message."""
+    from agent import client as client_mod
+
+    monkeypatch.setattr(client_mod, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits
     toy, make = app
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -95,8 +100,8 @@ def test_dead_endpoint_fails_fast_with_its_message(app):
     at = make("editor", episode=ep.id)
     click(at, "btn_step")
     err = [x for x in texts(at) if "cannot reach the model server" in x]
-    (call,) = toy.store.calls(episode_id=ep.id)  # one attempt, not 1 + 2 + 4 + 8 s of retries
-    assert call.attempts == 1 and call.error.endswith("(after 1 attempt)")
+    (call,) = toy.store.calls(episode_id=ep.id)  # 1 + the 4 retries announced
+    assert call.attempts == 5 and call.error.endswith("(after 5 attempts)")
     assert err and err[0].startswith("model call failed: cannot reach the model server at http://127.0.0.1:")
     assert toy.store.version_steps(v.id) == [] and not at.button(key="btn_step").disabled
 

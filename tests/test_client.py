@@ -14,6 +14,7 @@ from agent.client import (
     ModelClient,
     ModelError,
     model_available,
+    retry_after_s,
 )
 from trajectory.records import AgentConfig, ModelCall, Usage
 from tests.scripted_server import Reply, ScriptedLLM, table_responder
@@ -181,6 +182,46 @@ def test_retry_after_is_bounded(scripted_llm: ScriptedLLM):
     first, second = scripted_llm.requests
     assert text == "ok" and call.attempts == 2
     assert 0.18 <= second.received_at - first.received_at
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("soon", None), ("nan", None), ("NaN", None), ("-5", None), ("-inf", None), ("", None), ("1e", None),
+    ("inf", 60.0), ("1e308", 60.0), ("99999999999999999999", 60.0), ("2.5", 2.5), ("0", 0.0),
+    ("Wed, 21 Oct 2015 07:28:00 GMT", None),  # a date already past: our own backoff
+    ("Thu, 26 Nov 2026 12:00:30 GMT", 30.0), ("Thu, 26 Nov 2026 12:00:30", 30.0),  # a date without a zone is UTC
+    ("Thu, 26 Nov 9999 12:00:30 GMT", 60.0), ("Mon, 99 Foo 2026 99:99:99 GMT", None), ("\udcff", None),
+])
+def test_any_retry_after_value_gives_a_bounded_sane_wait(value: str, expected):
+    """Issue 26 item 12: `soon` raised out of the client (a traceback, the call unrecorded) and
+    `nan` turned off the backoff; every value is now a wait in [0, 60] s, or None (backoff)."""
+    now = 1795694400.0  # Thu, 26 Nov 2026 12:00:00 GMT
+    assert retry_after_s({"retry-after": value}, 60.0, now=now) == expected
+
+
+@pytest.mark.parametrize("ms, expected", [("1500", 1.5), ("nan", 3.0), ("soon", 3.0), ("-10", None), ("inf", 60.0)])
+def test_retry_after_ms_is_read_the_same_way(ms: str, expected):
+    """An unreadable `retry-after-ms` falls back to `Retry-After` (here 3 s); a negative one
+    means our own backoff; an infinite one is bounded."""
+    assert retry_after_s({"retry-after-ms": ms, "retry-after": "3"}, 60.0) == expected
+
+
+@pytest.mark.parametrize("value", ["soon", "nan", "-1", "1e400", "Mon, 99 Foo 2026 99:99:99 GMT"])
+def test_a_429_with_any_retry_after_is_retried_and_recorded(scripted_llm: ScriptedLLM, value: str):
+    scripted_llm.push(Reply(status=429, retry_after=value, message="slow down"), "ok")
+    got = {}
+    caller = threading.Thread(target=lambda: got.update(out=make(scripted_llm, retry_after_max_s=0.2).complete("p", [])))
+    caller.start()
+    caller.join(60)  # a deadline, not a measurement
+    assert not caller.is_alive() and "out" in got  # no traceback, no endless wait
+    text, call = got["out"]
+    assert text == "ok" and call.attempts == 2 and call.error is None
+
+
+def test_a_429_with_an_unreadable_retry_after_fails_recorded(scripted_llm: ScriptedLLM):
+    scripted_llm.push(*[Reply(status=503, retry_after="soon", message="busy")] * 2)
+    with pytest.raises(ModelError) as info:
+        make(scripted_llm, max_retries=1).complete("p", [])
+    assert info.value.call.attempts == 2 and "HTTP 503" in info.value.call.error
 
 
 @pytest.mark.parametrize("style", STYLES)

@@ -198,7 +198,8 @@ def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted
     code, out, err = _cli(["jobs", "stop", job["id"], "--db", db, "--json"], _env(tmp_path))
     at_stop = len(scripted_llm.completion_requests)
     assert code == 0 and json.loads(out)["stop_requested"] is True, err
-    proc.communicate(timeout=60)
+    _, run_err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and run_err.strip().splitlines()[-1].startswith("stopped: "), run_err
     assert len(scripted_llm.completion_requests) - at_stop <= 2  # the calls in flight, one per worker
     with closing(Store(db)) as store:
         assert jobs_db.get(store, job["id"]).state == "stopped" and xs.get(store, "p").status == "stopped"

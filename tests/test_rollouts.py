@@ -300,7 +300,7 @@ def test_ctrl_c_stops_after_the_current_step_and_a_rerun_continues(toy, episode,
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and out == "" and err.startswith("error: interrupted: ") and err.count("\n") == 1
+    assert proc.returncode == 130 and out == "" and err.startswith("stopped: ") and err.count("\n") == 1
     (g,) = groups_db.groups(toy.store, 1)
     states = [toy.store.version(v) for v in g.members.values()]
     finished = [v.id for v in states if v.outcome.done]
