@@ -27,7 +27,7 @@ from agent.prompting import PromptingMixin
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
-from sessions.store import Store, StoreError, VersionChanged
+from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
 from trajectory import signals as sig
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version, env_only
@@ -203,7 +203,10 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 if calls:
                     self.store.record_calls(ep.id, calls)
                 if not isinstance(exc, StepCancelled):
-                    self.store.update_version(v.id, error=str(exc))
+                    try:
+                        self.store.update_version(v.id, error=str(exc))
+                    except VersionFrozen:  # frozen meanwhile: its record never changes; the error is raised
+                        pass
             raise
         with self._locked(ep.id), self.store.deferred_blobs():  # pages fetched commit with the step
             if watch is not None and watch.cancel.is_set():  # Stop came while the answer was on its way
@@ -337,8 +340,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             with self.store.transaction():
                 target, frozen = v, self.frozen_reason(v.id)
                 if frozen:
-                    target, _ = self.store.branch(v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought,
-                                                  draft_edit=v.draft_edit)
+                    target = self._continuation(v, leaf)
                 rows, v2 = self.store.append_steps(
                     target.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft,
                     expected_leaf=leaf.id if leaf else None, known=target,
