@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 from agent.client import CallWatch
 from agent.editing import EditingMixin
-from agent.engine_records import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, ModelCallFailed, RunReport,
+from agent.engine_records import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, EpisodeLocks, ModelCallFailed, RunReport,
                                   StepCancelled, StepReport, WriteBlocked, _clean_text, _Live, _outcome, _outcome_text,
                                   qa_method_of)
 from agent.environments import EnvironmentsMixin
@@ -65,20 +65,19 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._max_live = max_live_envs
         self._paths: OrderedDict[int, tuple[int | None, list[Step]]] = OrderedDict()
         self._signal_states = sig.PathStates()
-        self._guard = threading.Lock()  # the caches and the lock table
-        self._locks: dict[int, threading.RLock] = {}
+        self._guard = threading.Lock()  # the caches
+        self._locks = EpisodeLocks()  # kept only while held
         self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
         self._pinned: OrderedDict[tuple[int, str], Episode] = OrderedDict()  # (version, created_at) -> its episode
 
-    def locked(self, episode_id: int) -> threading.RLock:
+    def locked(self, episode_id: int) -> ContextManager[Any]:
         """The episode's lock, for a caller that makes several engine calls one transaction
         (take it before `store.transaction()`, as the engine does)."""
         return self._locked(episode_id)
 
-    def _locked(self, episode_id: int) -> threading.RLock:
+    def _locked(self, episode_id: int) -> ContextManager[Any]:
         """The episode's lock: held around its environment and database work."""
-        with self._guard:
-            return self._locks.setdefault(episode_id, threading.RLock())
+        return self._locks.hold(episode_id)
 
     def _episode(self, v: Version) -> Episode:
         """The version's episode, with the config the version pinned. The task and a

@@ -127,7 +127,8 @@ class Handle:
         self.state = state
         try:
             rows.finish(self.store, self.id, state, error=error, result=result, done=self.done_n)
-        finally:
+        finally:  # an ended job's handle is its starter's alone: this process's table lets it go
+            forget(self)
             self.finished.set()
             if self._beater.is_alive() and self._beater is not threading.current_thread():
                 self._beater.join(5)  # its last beat is done before the caller closes the store
@@ -173,7 +174,9 @@ def run_here(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s:
 
 def start(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: float | None = None,
           **row: Any) -> Handle:
-    """Run `work(handle)` in a thread of its own as a job (the app); returns at once."""
+    """Run `work(handle)` in a thread of its own as a job (the app); returns at once. The
+    face that started it keeps the handle; `handle()` finds it only while it runs (so a
+    long-running app keeps no handle of an ended job)."""
     h = open_job(store, kind, lease_s=lease_s, **row)
 
     def target() -> None:
@@ -186,6 +189,7 @@ def start(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: fl
         try:
             h.end(state, error, _json(h.result))
         except StoreError:
+            forget(h)
             h.finished.set()
 
     threading.Thread(target=target, daemon=True, name=f"job-{h.id}-{kind}").start()
