@@ -197,7 +197,7 @@ def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: floa
 
 
 class _Claims:
-    """The claims a runner holds, {item id: token}. With a heartbeat (`renewed` after each
+    """The claims a runner holds, {item id: token}. With a heartbeat (`renew` at each
     renewal), a claim missing from the renewed ones is lost and its item stops at its next
     stop check; without one (a worker process), each stop check reads the claim."""
 

@@ -4,6 +4,8 @@ no per-episode lock, and no entry of a closed tab."""
 
 from __future__ import annotations
 
+import pytest
+
 from agent import jobs
 from app_pages import stepjobs
 from tests.toy_envs import ROOM_TASK
@@ -11,6 +13,14 @@ from trajectory.records import AgentConfig, Outcome
 
 JOBS = 1000
 EPISODES = 20
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tables(monkeypatch):
+    """This process's tables as a fresh app has them (other tests' tabs and jobs left out)."""
+    monkeypatch.setattr(jobs, "_handles", {})
+    monkeypatch.setattr(stepjobs, "_mine", {})
+    monkeypatch.setattr(stepjobs, "_seen", {}, raising=False)
 
 
 def test_a_thousand_jobs_leave_no_handles_locks_or_tab_entries(toy, monkeypatch):
