@@ -185,7 +185,9 @@ class _Tx:
         self.store, self.conn, self.lock, self.durable = store, store.db.conn, store._lock, durable
 
     def __enter__(self):
-        self.lock.acquire()
+        if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
+            raise DatabaseFailure("database error: database is locked (another thread of this program is writing; "
+                                  "try again)")
         self.outer = not self.conn.in_transaction
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
             self.savepoint = f"tx_{id(self):x}"

@@ -125,3 +125,30 @@ def test_a_failing_heartbeat_is_reported(tmp_path, capfd, monkeypatch):
             jobs.forget(h)
         lines = [ln for ln in capfd.readouterr().err.splitlines() if "heartbeat failed" in ln]
         assert len(lines) == 1 and f"job {h.id}" in lines[0] and "locked" in lines[0]
+
+
+def test_a_writer_waits_for_another_threads_transaction_no_longer_than_the_lock_wait(tmp_path, monkeypatch):
+    """The store's own lock (one transaction of a Store at a time) waits as SQLite does: a
+    heartbeat behind a stuck writer fails and says so, instead of waiting past its lease."""
+    monkeypatch.setattr(connection, "LOCK_TIMEOUT_S", 0.2)
+    with closing(Store(tmp_path / "x.db")) as store:
+        held, done = threading.Event(), threading.Event()
+
+        def stuck() -> None:
+            with store.transaction():
+                held.set()
+                done.wait(30)
+
+        t = threading.Thread(target=stuck)
+        t.start()
+        try:
+            assert held.wait(10)
+            with pytest.raises(StoreError, match="locked"):
+                with store.transaction(durable=False):
+                    pass
+        finally:
+            done.set()
+            t.join(10)
+        with store.transaction():  # free again
+            store.set_setting("after", 1)
+        assert store.get_setting("after") == 1
