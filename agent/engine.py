@@ -417,6 +417,8 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 v = self.store.version(vid)
             if stopped and not v.outcome.done and self.frozen_reason(vid) is None:  # frozen: never changes
                 v = self.store.update_version(vid, status="stopped")
+        except VersionFrozen:  # frozen meanwhile: it keeps its status
+            pass
         except StoreError as exc:  # the report still says how far the run got
             error = error or str(exc)
         return RunReport(
