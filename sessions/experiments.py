@@ -230,12 +230,13 @@ def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> int | None
     grows with every claim of the item), or None when it is done or another runner holds it
     under a live lease. A dead runner's lease runs out and the item is free. Every write of
     the claimed item passes the token: a runner whose claim was taken over writes nothing."""
-    with store.transaction(durable=False):
-        row = store.db.execute(
-            "update experiment_items set claimed_by = ?, lease_until = ?, claim_token = claim_token + 1 "
-            "where id = ? and status != 'done' and (claimed_by is null or claimed_by = ? or lease_until < ?) "
-            "returning claim_token", [job_id, time.time() + lease_s, item_id, job_id, time.time()]).fetchone()
-    return None if row is None else int(row[0])
+    with store.transaction(durable=False):  # (no `returning`: SQLite before 3.35 has none)
+        if store.db.execute(
+                "update experiment_items set claimed_by = ?, lease_until = ?, claim_token = claim_token + 1 "
+                "where id = ? and status != 'done' and (claimed_by is null or claimed_by = ? or lease_until < ?)",
+                [job_id, time.time() + lease_s, item_id, job_id, time.time()]).rowcount != 1:
+            return None
+        return int(store.db.execute("select claim_token from experiment_items where id = ?", [item_id]).fetchone()[0])
 
 
 def holds(store: Store, item_id: int, token: int) -> bool:
@@ -256,9 +257,10 @@ def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) 
     (experiment_id, pos) index, not a scan of every experiment's items). Returns {item id:
     token} of the claims renewed: a claim of the job missing there was taken over."""
     with store.transaction(durable=False):
-        rows = store.db.execute(
-            "update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ? "
-            "returning id, claim_token", [time.time() + lease_s, experiment_id, job_id]).fetchall()
+        store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
+                         [time.time() + lease_s, experiment_id, job_id])
+        rows = store.db.execute("select id, claim_token from experiment_items where experiment_id = ? and "
+                                "claimed_by = ?", [experiment_id, job_id]).fetchall()
     return {int(r[0]): int(r[1]) for r in rows}
 
 
