@@ -14,6 +14,7 @@ from agent.engine_records import EngineError, _clean_text, _outcome
 from envs.registry import family
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
+from sessions import rollouts as groups_db
 from trajectory.records import AgentConfig, EditInfo, Episode, Step, Version
 
 
@@ -62,6 +63,16 @@ class EditingMixin:
         if self.store.has_child_version(version_id):
             return "child"
         return None
+
+    def _continuation(self, v: Version, leaf: Step | None) -> Version:
+        """The child a frozen version goes on in (inside the caller's transaction). It
+        becomes the episode's current version, unless the frozen one was a rollout: then it
+        takes the rollout's place in its group and the current version stays as it is."""
+        target, _ = self.store.branch(v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought,
+                                      draft_edit=v.draft_edit, make_current=False)
+        if not groups_db.follow_member(self.store, v.id, target.id):
+            self.store.set_current_version(v.episode_id, target.id)
+        return target
 
     def reconfigure(self, version_id: int, changes: dict[str, Any]) -> Version:
         """New settings for the steps that follow (model, endpoint, decoding, exemplars,

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 from agent.client import CallWatch
 from agent.editing import EditingMixin
-from agent.engine_records import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, ModelCallFailed, RunReport,
+from agent.engine_records import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, EpisodeLocks, ModelCallFailed, RunReport,
                                   StepCancelled, StepReport, WriteBlocked, _clean_text, _Live, _outcome, _outcome_text,
                                   qa_method_of)
 from agent.environments import EnvironmentsMixin
@@ -27,7 +27,7 @@ from agent.prompting import PromptingMixin
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
-from sessions.store import Store, StoreError, VersionChanged
+from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
 from trajectory import signals as sig
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version, env_only
@@ -65,21 +65,20 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._max_live = max_live_envs
         self._paths: OrderedDict[int, tuple[int | None, list[Step]]] = OrderedDict()
         self._signal_states = sig.PathStates()
-        self._guard = threading.Lock()  # the caches and the lock table
-        self._locks: dict[int, threading.RLock] = {}
+        self._guard = threading.Lock()  # the caches
+        self._locks = EpisodeLocks()  # kept only while held
         self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
         self._pinned: OrderedDict[tuple[int, str], Episode] = OrderedDict()  # (version, created_at) -> its episode
         self._kept: dict[int, list[ModelCall]] = {}  # episode -> paid answers a blocked write kept, not used yet
 
-    def locked(self, episode_id: int) -> threading.RLock:
+    def locked(self, episode_id: int) -> ContextManager[Any]:
         """The episode's lock, for a caller that makes several engine calls one transaction
         (take it before `store.transaction()`, as the engine does)."""
         return self._locked(episode_id)
 
-    def _locked(self, episode_id: int) -> threading.RLock:
+    def _locked(self, episode_id: int) -> ContextManager[Any]:
         """The episode's lock: held around its environment and database work."""
-        with self._guard:
-            return self._locks.setdefault(episode_id, threading.RLock())
+        return self._locks.hold(episode_id)
 
     def _episode(self, v: Version) -> Episode:
         """The version's episode, with the config the version pinned. The task and a
@@ -204,7 +203,10 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 if calls:
                     self.store.record_calls(ep.id, calls)
                 if not isinstance(exc, StepCancelled):
-                    self.store.update_version(v.id, error=str(exc))
+                    try:
+                        self.store.update_version(v.id, error=str(exc))
+                    except VersionFrozen:  # frozen meanwhile: its record never changes; the error is raised
+                        pass
             raise
         with self._locked(ep.id), self.store.deferred_blobs():  # pages fetched commit with the step
             if watch is not None and watch.cancel.is_set():  # Stop came while the answer was on its way
@@ -338,8 +340,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             with self.store.transaction():
                 target, frozen = v, self.frozen_reason(v.id)
                 if frozen:
-                    target, _ = self.store.branch(v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought,
-                                                  draft_edit=v.draft_edit)
+                    target = self._continuation(v, leaf)
                 rows, v2 = self.store.append_steps(
                     target.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft,
                     expected_leaf=leaf.id if leaf else None, known=target,
@@ -417,6 +418,8 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 v = self.store.version(vid)
             if stopped and not v.outcome.done and self.frozen_reason(vid) is None:  # frozen: never changes
                 v = self.store.update_version(vid, status="stopped")
+        except VersionFrozen:  # frozen meanwhile: it keeps its status
+            pass
         except StoreError as exc:  # the report still says how far the run got
             error = error or str(exc)
         return RunReport(

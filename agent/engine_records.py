@@ -3,8 +3,10 @@ environment of an episode, and small pure helpers (an outcome, a person's one-li
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from agent.client import public_url
 from envs.base import Environment
@@ -95,6 +97,52 @@ class _Live:
     env: Environment
     at: int | None = None  # id of the step the env is after (0 = just reset)
     tokens: dict[int, Any] = field(default_factory=dict)
+
+
+class EpisodeLocks:
+    """The engine's per-episode locks, each kept only while a thread holds or waits for it:
+    a long-running app that touches thousands of episodes keeps none of them afterwards.
+    `hold(eid)` is a context manager (re-entrant in a thread, as an RLock)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._table: dict[int, list] = {}  # episode id -> [RLock, threads holding or waiting]
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def _enter(self, eid: int) -> list:
+        with self._guard:
+            entry = self._table.setdefault(eid, [threading.RLock(), 0])
+            entry[1] += 1
+        return entry
+
+    def _leave(self, eid: int, entry: list) -> None:
+        with self._guard:
+            entry[1] -= 1
+            if entry[1] == 0 and self._table.get(eid) is entry:
+                del self._table[eid]
+
+    @contextlib.contextmanager
+    def hold(self, eid: int) -> Iterator[threading.RLock]:
+        entry = self._enter(eid)
+        try:
+            with entry[0]:
+                yield entry[0]
+        finally:
+            self._leave(eid, entry)
+
+    @contextlib.contextmanager
+    def try_hold(self, eid: int) -> Iterator[bool]:
+        """Without waiting: True inside when the episode was free (now held), else False."""
+        entry = self._enter(eid)
+        got = entry[0].acquire(blocking=False)
+        try:
+            yield got
+        finally:
+            if got:
+                entry[0].release()
+            self._leave(eid, entry)
 
 
 def _outcome(kind: str, reward: float, info: dict[str, Any], done: bool) -> Outcome:

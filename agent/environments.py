@@ -45,12 +45,11 @@ class EnvironmentsMixin:
         for eid in list(self._live):
             if len(self._live) <= self._max_live:
                 break
-            lock = self._locks.get(eid)
-            if eid == keep or (lock is not None and not lock.acquire(blocking=False)):
+            if eid == keep:
                 continue
-            out.append(self._live.pop(eid))
-            if lock is not None:
-                lock.release()
+            with self._locks.try_hold(eid) as free:
+                if free:
+                    out.append(self._live.pop(eid))
         return out
 
     def env_at(self, episode: Episode, steps: list[Step]) -> Environment:

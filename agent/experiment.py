@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -133,48 +134,102 @@ class _Workers:
 
 
 def run_item(engine: Engine, exp: xs.Experiment, it: xs.Item, should_stop: Callable[[], bool], *,
-             concurrency: int = 1, watch: CallWatch | None = None) -> dict:
-    """Run or continue one task of the experiment in its (single) episode, already linked."""
+             concurrency: int = 1, watch: CallWatch | None = None, token: int | None = None) -> dict:
+    """Run or continue one task of the experiment in its (single) episode, already linked.
+    `token`: the runner's claim of the item; every write of the item checks it (ClaimLost
+    when another runner took the item over: nothing of its record is overwritten)."""
     store, item_id, ep_id = engine.store, it.id, it.episode_id
     try:
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
                                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
                                should_stop=should_stop, phases=it.phases,
-                               on_phase=functools.partial(xs.record_phase, store, item_id),
+                               on_phase=functools.partial(xs.record_phase, store, item_id, token=token),
                                concurrency=concurrency, watch=watch)
+    except xs.ClaimLost:
+        raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
         msg = " ".join(str(exc).split()) or type(exc).__name__
-        xs.record_item(store, item_id, status="error", error=msg)
+        xs.record_item(store, item_id, status="error", error=msg, token=token)
         raise _ItemFailed(msg) from exc
     finally:
         engine.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
     status = "done" if out.done else ("running" if out.stopped else "error")
     xs.record_item(store, item_id, status=status, version_id=out.version_id, success=out.success,
-                   metrics=out.metrics, error=out.error)
+                   metrics=out.metrics, error=out.error, token=token)
     if out.error:
         raise _ItemFailed(out.error)
     return {"item": item_id, "episode": ep_id, "done": out.done, "success": out.success}
 
 
 def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: float, item_id: int,
-                  should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None) -> dict:
+                  should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None,
+                  claims: "_Claims | None" = None) -> dict:
     """`run_item` once the item is ours: another runner holding it (or having finished it)
     makes this a skip, so two runners of one experiment never run the same item. The claim,
-    the item's episode and its first phase's version commit together."""
+    the item's episode and its first phase's version commit together. A claim taken over
+    meanwhile (this runner's lease ran out) stops the item between model calls, with one
+    line: its writes are fenced by the claim's token, so nothing of the other runner's is
+    overwritten. `claims`: the job's held claims, which its heartbeat checks (else each
+    stop check reads the claim)."""
     store = engine.store
     with store.transaction(durable=False):  # (a power cut that loses it leaves the item to a resume)
-        if not xs.claim(store, item_id, job_id, lease_s):
+        token = xs.claim(store, item_id, job_id, lease_s)
+        if token is None:
             return {"item": item_id, "skipped": True}
         it = xs.item(store, item_id)
         if it.episode_id is None:
             xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}",
                               methods.PHASES[exp.method][0])
             it = xs.item(store, item_id)
+    claims = claims if claims is not None else _Claims(store)
+    claims.hold(item_id, token)
     try:
-        return run_item(engine, exp, it, should_stop, concurrency=concurrency, watch=watch)
+        return run_item(engine, exp, it, lambda: should_stop() or claims.lost(item_id), concurrency=concurrency,
+                        watch=watch, token=token)
+    except xs.ClaimLost as exc:
+        print(f"experiment {exp.id}, job {job_id}: {exc}", file=sys.stderr, flush=True)
+        return {"item": item_id, "lost": True, "done": False, "success": None}
     except BaseException:
-        xs.release(engine.store, item_id, job_id)  # (recording the item's result releases it too)
+        xs.release(engine.store, item_id, job_id, token)  # (recording the item's result releases it too)
         raise
+    finally:
+        claims.drop(item_id)
+
+
+class _Claims:
+    """The claims a runner holds, {item id: token}. With a heartbeat (`renew` at each
+    renewal), a claim missing from the renewed ones is lost and its item stops at its next
+    stop check; without one (a worker process), each stop check reads the claim."""
+
+    def __init__(self, store: Store | None = None):
+        self.store = store
+        self.held: dict[int, tuple[int, float]] = {}  # item id: (token, when it was taken)
+        self.gone: set[int] = set()
+        self._lock = threading.Lock()
+
+    def hold(self, item_id: int, token: int) -> None:
+        with self._lock:
+            self.held[item_id] = (token, time.monotonic())
+            self.gone.discard(item_id)
+
+    def drop(self, item_id: int) -> None:
+        with self._lock:
+            self.held.pop(item_id, None)
+            self.gone.discard(item_id)
+
+    def renew(self, store: Store, exp_id: int, job_id: int, lease_s: float) -> None:
+        """The heartbeat's part: renew the job's claims and note those taken over (a claim
+        taken after the renewal began is not in it, and not lost)."""
+        began = time.monotonic()
+        kept = xs.renew_claims(store, exp_id, job_id, lease_s)
+        with self._lock:
+            self.gone.update(i for i, (t, at) in self.held.items() if at < began and kept.get(i) != t)
+
+    def lost(self, item_id: int) -> bool:
+        if self.store is not None:
+            held = self.held.get(item_id)
+            return held is not None and not xs.holds(self.store, item_id, held[0])
+        return item_id in self.gone
 
 
 def _process_item(db_path: str, exp_id: int, api_key: str | None, job_id: int, lease_s: float, item_id: int) -> dict:
@@ -243,7 +298,8 @@ def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[
             o.on_progress(Progress(len(items), counts["done"], counts["success"], counts["failed"],
                                    time.monotonic() - t0, start_done))
 
-    h.on_beat.append(lambda: xs.renew_claims(store, exp.id, h.id, h.lease_s))
+    claims = _Claims()
+    h.on_beat.append(lambda: claims.renew(store, exp.id, h.id, h.lease_s))
     if o.stop is not None:  # a caller's own Stop (threading.Event) is the job's Stop too
         h.on_beat.append(lambda: o.stop.is_set() and h.stop.set())
     h.progress(done=counts["done"], total=len(items))
@@ -252,7 +308,7 @@ def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[
     xs.set_status(store, exp.id, "running")
     status, error = "done", None
     try:
-        _rounds(store, exp, h, o, report)
+        _rounds(store, exp, h, o, report, claims)
     except BatchAborted as exc:
         status, error = "aborted", str(exc)
     except KeyboardInterrupt:
@@ -270,7 +326,8 @@ def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[
     return summary(store, exp.id)
 
 
-def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, report: Callable[[JobResult], None]) -> None:
+def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, report: Callable[[JobResult], None],
+            claims: _Claims) -> None:
     """Batches over the claimable items until none is left that this run has not tried;
     items another runner holds are waited for (it finishes them, or dies and its lease
     runs out: then they are taken over here), so nothing is lost and nothing runs twice."""
@@ -297,7 +354,7 @@ def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, repor
         else:
             def work(item_id: int) -> dict:
                 return _claimed_item(workers.engine(), exp, h.id, h.lease_s, item_id, h.should_stop,
-                                     o.concurrency, h.watch())
+                                     o.concurrency, h.watch(), claims)
         run_batch(todo, work, concurrency=o.concurrency, stop=h.stop, on_result=ran,
                   max_consecutive_failures=o.max_failures, mode=o.mode)
 

@@ -12,6 +12,7 @@ reads the row.
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -40,6 +41,7 @@ class Handle:
         self.error: BaseException | None = None
         self.attempt, self.retry_reason, self.unreachable = 1, None, None
         self.on_beat: list[Callable[[], None]] = []  # e.g. renew the leases of claimed items
+        self.beat_error: str | None = None  # the last heartbeat's failure, while they fail
         self._beater = threading.Thread(target=self._beat_loop, daemon=True, name=f"job-{job.id}-heartbeat")
 
     # -- what the work calls
@@ -89,6 +91,8 @@ class Handle:
         line = f"Calling the model… {elapsed:.1f} s" if self.kind == "step" else f"{self.kind} running {elapsed:.0f} s"
         if self.attempt > 1:
             line += f" · attempt {self.attempt} (last: {self.retry_reason})"
+        if self.beat_error:
+            line += f" · heartbeat failing: {self.beat_error}"
         return line
 
     # -- the heartbeat
@@ -103,15 +107,28 @@ class Handle:
                     self.stop.set()
                 for fn in self.on_beat:
                     fn()
-            except Exception:  # a busy database: the next beat tries again (the row's lease says the rest)
+            except Exception as exc:  # a busy database: the next beat tries again, and the failure is said
                 if self.finished.is_set():
                     break
+                self._beat_failed(exc)
+            else:
+                self.beat_error = None
+
+    def _beat_failed(self, exc: BaseException) -> None:
+        """One line on stderr when the heartbeat starts failing (not each second of it): the
+        job's lease, and its items' claims, run out unless a beat gets through."""
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        if self.beat_error is None:
+            print(f"job {self.id}: heartbeat failed ({msg}); its lease runs out in {self.lease_s:g} s "
+                  "unless a beat gets through", file=sys.stderr, flush=True)
+        self.beat_error = msg
 
     def end(self, state: str, error: str | None = None, result: Any = None) -> None:
         self.state = state
         try:
             rows.finish(self.store, self.id, state, error=error, result=result, done=self.done_n)
-        finally:
+        finally:  # an ended job's handle is its starter's alone: this process's table lets it go
+            forget(self)
             self.finished.set()
             if self._beater.is_alive() and self._beater is not threading.current_thread():
                 self._beater.join(5)  # its last beat is done before the caller closes the store
@@ -162,7 +179,9 @@ def run_here(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s:
 
 def start(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: float | None = None,
           **row: Any) -> Handle:
-    """Run `work(handle)` in a thread of its own as a job (the app); returns at once."""
+    """Run `work(handle)` in a thread of its own as a job (the app); returns at once. The
+    face that started it keeps the handle; `handle()` finds it only while it runs (so a
+    long-running app keeps no handle of an ended job)."""
     h = open_job(store, kind, lease_s=lease_s, **row)
 
     def target() -> None:
@@ -175,6 +194,7 @@ def start(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: fl
         try:
             h.end(state, error, _json(h.result))
         except StoreError:
+            forget(h)
             h.finished.set()
 
     threading.Thread(target=target, daemon=True, name=f"job-{h.id}-{kind}").start()

@@ -10,6 +10,7 @@ No Streamlit here: jobs outlive the script runs that started them."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from agent import jobs
@@ -18,7 +19,27 @@ from sessions import jobs as rows
 StepJob = jobs.Handle
 
 _mine: dict[tuple[str, str, int], jobs.Handle] = {}  # (database, tab, version) -> the tab's step
+_seen: dict[str, float] = {}  # tab -> when it last asked (a tab that stops asking was closed)
 _guard = threading.Lock()
+IDLE_S = 600.0  # a tab unseen this long is closed: its finished, uncollected steps are let go
+_clock = time.monotonic
+
+
+def _visit(session: str) -> None:
+    """The tab is alive; the entries of tabs unseen for IDLE_S (closed) whose jobs ended are
+    released, so a long-running app does not grow. Called under _guard."""
+    now = _clock()
+    _seen[session] = now
+    gone = {tab for tab, at in _seen.items() if now - at > IDLE_S}
+    if not gone:
+        return
+    for key, h in list(_mine.items()):
+        if key[1] in gone and h.finished.is_set():
+            del _mine[key]
+            jobs.forget(h)
+    waiting = {key[1] for key in _mine}
+    for tab in gone - waiting:
+        del _seen[tab]
 
 
 def start(engine: Any, session: str, version_id: int, *, in_run: bool = False) -> jobs.Handle:
@@ -27,6 +48,7 @@ def start(engine: Any, session: str, version_id: int, *, in_run: bool = False) -
     store = engine.store
     key = (store.file, session, version_id)
     with _guard:
+        _visit(session)
         h = _mine.get(key)
         if h is not None and not h.finished.is_set():
             return h
@@ -45,7 +67,9 @@ def start(engine: Any, session: str, version_id: int, *, in_run: bool = False) -
 
 def current(store: Any, session: str, version_id: int) -> jobs.Handle | None:
     """This tab's step job of the version (running, or finished and not yet collected)."""
-    return _mine.get((store.file, session, version_id))
+    with _guard:
+        _visit(session)
+        return _mine.get((store.file, session, version_id))
 
 
 def collect(job: jobs.Handle) -> None:

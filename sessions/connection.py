@@ -18,7 +18,15 @@ class VersionChanged(StoreError):
     """Another writer moved the version's leaf between our read and our write."""
 
 
-LOCK_TIMEOUT_S = 30.0  # how long a writer waits for another's write lock
+class VersionFrozen(StoreError):
+    """The version is frozen (branched from, annotated, in an exemplar set): the store
+    refuses to change its path or outcome; its work goes on in a new child version."""
+
+
+# How long a writer waits for another's write lock: shorter than a job's lease
+# (sessions.jobs.LEASE_S, 15 s), so a heartbeat that waits and fails is retried before the
+# lease runs out, and a runner never loses its claims only for having waited on the lock.
+LOCK_TIMEOUT_S = 5.0
 
 
 class DatabaseFailure(StoreError, sqlite3.DatabaseError):
@@ -149,12 +157,23 @@ def _ids(text: str | None) -> list[int]:
         return json.loads(text)
 
 
+def _frozen(version_id: int, exc: BaseException) -> BaseException:
+    """The store's frozen-version trigger refused a write: say so in one line (any other
+    failure is itself)."""
+    if "frozen version" not in str(exc):
+        return exc
+    return VersionFrozen(f"version {version_id} is frozen (branched from, annotated or used as an exemplar): "
+                         "it never changes again; continue it in a new version")
+
+
 def _changed(version_id: int) -> VersionChanged:
     return VersionChanged(f"version {version_id} changed meanwhile (another writer added steps); reload it and try again")
 
 
 class _Tx:
-    """Re-entrant transaction: the outermost `with` commits or rolls back. Caches learn
+    """Re-entrant transaction: the outermost `with` commits or rolls back; an inner one is
+    a savepoint (an inner block that fails, even when its error is caught, leaves none of
+    its writes behind). Caches learn
     the rows a transaction inserted only once it committed (a rollback must not leave ids
     behind that no longer exist). A `durable` commit (the default) is on disk when it
     returns (`synchronous = full`); a light one (claims, leases, progress, results that
@@ -166,49 +185,77 @@ class _Tx:
         self.store, self.conn, self.lock, self.durable = store, store.db.conn, store._lock, durable
 
     def __enter__(self):
-        self.lock.acquire()
+        if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
+            raise DatabaseFailure("database error: database is locked (another thread of this program is writing; "
+                                  "try again)")
         self.outer = not self.conn.in_transaction
-        if self.outer:
+        if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
+            self.savepoint = f"tx_{id(self):x}"
+            self.kept = dict(self.store._params_new), set(self.store._blobs_new)
             try:
-                if not self.durable:  # (sqlite takes the safety level only outside a transaction)
-                    self.conn.execute("pragma synchronous = normal")
-                self.conn.execute("begin immediate")
+                self.conn.execute(f"savepoint {self.savepoint}")
             except BaseException:
-                self._restore()
                 self.lock.release()
                 raise
-            try:
-                self.store._take_deferred_blobs()
-            except BaseException:
-                self.__exit__(*sys.exc_info())
-                raise
+            return self
+        try:
+            if not self.durable:  # (sqlite takes the safety level only outside a transaction)
+                self.conn.execute("pragma synchronous = normal")
+            self.conn.execute("begin immediate")
+        except BaseException:
+            self._restore()
+            self.lock.release()
+            raise
+        try:
+            self.store._take_deferred_blobs()
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
         return self
 
     def __exit__(self, exc_type, exc, tb):
         try:
-            if self.outer:
-                new, self.store._params_new = self.store._params_new, {}
-                blobs, self.store._blobs_new = self.store._blobs_new, {}
-                if exc_type is None:
-                    try:
-                        self.conn.execute("commit")
-                    except BaseException:
-                        if self.conn.in_transaction:
-                            self.conn.execute("rollback")
-                        self._restore()
-                        self.store._requeue_blobs(blobs)
-                        raise
-                    self.store._params_ids.update(new)
-                    self.store._remember_blobs(blobs)
-                    self._restore()
-                else:
+            if not self.outer:
+                self._end_savepoint(exc_type is None)
+                return False
+            new, self.store._params_new = self.store._params_new, {}
+            blobs, self.store._blobs_new = self.store._blobs_new, {}
+            if exc_type is None:
+                try:
+                    self.conn.execute("commit")
+                except BaseException:
                     if self.conn.in_transaction:
                         self.conn.execute("rollback")
                     self._restore()
                     self.store._requeue_blobs(blobs)
+                    raise
+                self.store._params_ids.update(new)
+                self.store._remember_blobs(blobs)
+                self._restore()
+            else:
+                if self.conn.in_transaction:
+                    self.conn.execute("rollback")
+                self._restore()
+                self.store._requeue_blobs(blobs)
         finally:
             self.lock.release()
         return False
+
+    def _end_savepoint(self, ok: bool) -> None:
+        """An inner block's end: kept (released into the outer transaction) or undone; the
+        outer transaction goes on either way and decides the commit."""
+        if not self.conn.in_transaction:  # sqlite already rolled the whole transaction back
+            return
+        if ok:
+            self.conn.execute(f"release {self.savepoint}")
+            return
+        self.conn.execute(f"rollback to {self.savepoint}")
+        self.conn.execute(f"release {self.savepoint}")
+        params, blob_keys = self.kept
+        self.store._params_new = params  # the rows it inserted are gone: no cache may name them
+        undone = {k: v for k, v in self.store._blobs_new.items() if k not in blob_keys}
+        self.store._blobs_new = {k: v for k, v in self.store._blobs_new.items() if k in blob_keys}
+        self.store._requeue_blobs(undone)  # (an environment may refer to them, as after a rollback)
 
     def _restore(self) -> None:
         if not self.durable and not self.conn.in_transaction:

@@ -23,6 +23,11 @@ ItemStatus = Literal["pending", "running", "done", "error"]
 MAX_NAME = 200
 
 
+class ClaimLost(StoreError):
+    """The writer no longer holds the item's claim: its lease ran out and another runner
+    took the item (or finished it). Nothing was written."""
+
+
 class Experiment(Record):
     id: int
     name: str
@@ -220,28 +225,51 @@ def release_job(store: Store, experiment_id: int, job_id: int) -> None:
                          "where experiment_id = ? and claimed_by = ?", [experiment_id, job_id])
 
 
-def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> bool:
-    """Take the item for job `job_id` (compare-and-set): False when it is done or another
-    runner holds it under a live lease. A dead runner's lease runs out and the item is free."""
-    with store.transaction(durable=False):
-        return store.db.execute(
-            "update experiment_items set claimed_by = ?, lease_until = ? where id = ? and status != 'done' and "
-            "(claimed_by is null or claimed_by = ? or lease_until < ?)",
-            [job_id, time.time() + lease_s, item_id, job_id, time.time()]).rowcount == 1
+def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> int | None:
+    """Take the item for job `job_id` (compare-and-set): its fencing token (a number that
+    grows with every claim of the item), or None when it is done or another runner holds it
+    under a live lease. A dead runner's lease runs out and the item is free. Every write of
+    the claimed item passes the token: a runner whose claim was taken over writes nothing."""
+    with store.transaction(durable=False):  # (no `returning`: SQLite before 3.35 has none)
+        if store.db.execute(
+                "update experiment_items set claimed_by = ?, lease_until = ?, claim_token = claim_token + 1 "
+                "where id = ? and status != 'done' and (claimed_by is null or claimed_by = ? or lease_until < ?)",
+                [job_id, time.time() + lease_s, item_id, job_id, time.time()]).rowcount != 1:
+            return None
+        return int(store.db.execute("select claim_token from experiment_items where id = ?", [item_id]).fetchone()[0])
 
 
-def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) -> None:
+def holds(store: Store, item_id: int, token: int) -> bool:
+    """Whether the claim that got `token` is still the item's (no runner took it over)."""
+    return store.db.execute("select 1 from experiment_items where id = ? and claim_token = ?",
+                            [item_id, token]).fetchone() is not None
+
+
+def _fenced(store: Store, item_id: int, token: int | None) -> None:
+    """Inside the write's transaction: refuse it when the claim with `token` was taken over."""
+    if token is not None and not holds(store, item_id, token):
+        raise ClaimLost(f"experiment item {item_id}: this runner's claim was taken over (its lease ran out); "
+                        "it stops the item and writes nothing")
+
+
+def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) -> dict[int, int]:
     """The heartbeat: every item the job holds stays held (its experiment's items only: the
-    (experiment_id, pos) index, not a scan of every experiment's items)."""
+    (experiment_id, pos) index, not a scan of every experiment's items). Returns {item id:
+    token} of the claims renewed: a claim of the job missing there was taken over."""
     with store.transaction(durable=False):
         store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
                          [time.time() + lease_s, experiment_id, job_id])
+        rows = store.db.execute("select id, claim_token from experiment_items where experiment_id = ? and "
+                                "claimed_by = ?", [experiment_id, job_id]).fetchall()
+    return {int(r[0]): int(r[1]) for r in rows}
 
 
-def release(store: Store, item_id: int, job_id: int) -> None:
+def release(store: Store, item_id: int, job_id: int, token: int | None = None) -> None:
+    """Give the item back (only the claim that got `token`, when given)."""
     with store.transaction(durable=False):
         store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
-                         "where id = ? and claimed_by = ?", [item_id, job_id])
+                         "where id = ? and claimed_by = ? and (? is null or claim_token = ?)",
+                         [item_id, job_id, token, token])
 
 
 def _metrics(store: Store, item_id: int) -> dict[str, Any]:
@@ -252,12 +280,15 @@ def _metrics(store: Store, item_id: int) -> dict[str, Any]:
 
 
 def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
-                success: bool | None = None, metrics: dict[str, Any] | None = None, error: str | None = None) -> None:
+                success: bool | None = None, metrics: dict[str, Any] | None = None, error: str | None = None,
+                token: int | None = None) -> None:
     """The item's outcome; its phase record is kept (the new metrics replace the rest) and
     its claim is released in the same transaction. Not a durable commit of its own: the
     outcome is read off the item's versions, whose steps were (a power cut that loses it
-    leaves the item to a resume, which records it again without a model call)."""
+    leaves the item to a resume, which records it again without a model call). `token`:
+    the writer's claim (`claim`); ClaimLost, and nothing written, when it was taken over."""
     with store.transaction(durable=False):
+        _fenced(store, item_id, token)
         kept = _metrics(store, item_id).get(PHASES_KEY)
         new = dict(metrics or {})
         if kept:
@@ -273,10 +304,12 @@ def _with_phase(metrics: dict[str, Any], phase: str, version_id: int) -> None:
     metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), phase: version_id}
 
 
-def record_phase(store: Store, item_id: int, phase: str, version_id: int) -> None:
+def record_phase(store: Store, item_id: int, phase: str, version_id: int, *, token: int | None = None) -> None:
     """Phase `phase` of the item runs in `version_id`; the item points at it from now on
-    (so a version frozen mid-run and continued in a child is followed)."""
+    (so a version frozen mid-run and continued in a child is followed). `token`: as for
+    `record_item`."""
     with store.transaction():
+        _fenced(store, item_id, token)
         metrics = _metrics(store, item_id)
         _with_phase(metrics, phase, version_id)
         store.db.execute("update experiment_items set metrics = ?, version_id = ?, updated_at = ? where id = ?",

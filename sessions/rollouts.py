@@ -145,6 +145,18 @@ def add_member(store: Store, group_id: int, pos: int, version_id: int) -> None:
         store.db.execute("update rollout_groups set updated_at = ? where id = ?", [now(), group_id])
 
 
+def follow_member(store: Store, version_id: int, continuation: int) -> bool:
+    """A rollout frozen while it ran goes on in `continuation`, which takes its place in
+    its group (same position): True when `version_id` was a rollout."""
+    with store.transaction():
+        moved = store.db.execute("update rollout_members set version_id = ? where version_id = ?",
+                                 [continuation, version_id]).rowcount
+        if moved:
+            store.db.execute("update rollout_groups set updated_at = ? where id in (select group_id from "
+                             "rollout_members where version_id = ?)", [now(), continuation])
+    return bool(moved)
+
+
 def group_of_versions(store: Store, episode_id: int) -> dict[int, int]:
     """version id -> group id, for every grouped version of the episode."""
     rows = store.db.execute(

@@ -192,9 +192,24 @@ def _v11_index_on_change(db: sqlite_utils.Database) -> None:
     search_index.update_on_change(db)
 
 
+def _v12_fences(db: sqlite_utils.Database) -> None:
+    """Issue 26: an item's claim carries a fencing token (every claim takes the next one, and
+    a write of the item names the claim it holds); and a frozen version (branched from,
+    annotated, or in an exemplar set) refuses every change of its path or outcome, whoever
+    writes it (its name and draft may still change)."""
+    db.execute("alter table experiment_items add column claim_token integer not null default 0")
+    db.execute(  # (one statement at a time: executescript would commit the migration's transaction)
+        "create trigger versions_frozen before update of leaf_step_id, status, outcome, error, edits, parent_version "
+        "on versions when exists (select 1 from versions c where c.parent_version = old.id) "
+        "or exists (select 1 from version_annotations a where a.version_id = old.id) "
+        "or exists (select 1 from exemplar_set_entries e where e.version_id = old.id) "
+        "begin select raise(abort, 'frozen version'); end")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
     _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
+    _v12_fences,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -24,12 +24,13 @@ from sessions import schema
 from sessions.call_log import CallLogMixin
 from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, _Connection, _Tx, _j,
                                  _uj, describe_db_error)
+from sessions.connection import VersionFrozen
 from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
 from sessions.version_tree import VersionTreeMixin
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 
 __all__ = ["LOCK_TIMEOUT_S", "CallRow", "DatabaseFailure", "EpisodeTree", "StepRow", "Store", "StoreError", "UsageRow",
-           "VersionChanged", "default_db_path", "describe_db_error"]
+           "VersionChanged", "VersionFrozen", "default_db_path", "describe_db_error"]
 
 
 def default_db_path() -> str:

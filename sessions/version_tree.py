@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator
 
-from sessions.connection import StoreError, _changed, _ids, _j, _uj
+from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, _ids, _j, _uj
 from sessions.rows import EpisodeTree, StepRow
 from trajectory.records import AgentConfig, EditInfo, ModelCall, Outcome, Step, Version, now
 from trajectory.signals import STEP_LIMIT, PathState
@@ -155,8 +155,11 @@ class VersionTreeMixin:
             elif k == "edits":
                 v = _j([e.model_dump(exclude_defaults=True) for e in v]) if v else None
             params.append(v)
-        with self.transaction():
-            self.db.execute(f"update versions set {', '.join(sets)} where id = ?", params + [version_id])
+        try:
+            with self.transaction():
+                self.db.execute(f"update versions set {', '.join(sets)} where id = ?", params + [version_id])
+        except DatabaseFailure as exc:  # a frozen version's path and outcome never change
+            raise _frozen(version_id, exc) from None
         return self.version(version_id)
 
     def set_current_version(self, episode_id: int, version_id: int) -> None:
@@ -259,6 +262,7 @@ class VersionTreeMixin:
         them, and move the version's leaf - all in one transaction. Steps' `call_ids` may
         hold negative placeholders -1, -2, ... meaning "the 1st, 2nd call in `calls`".
 
+        A frozen version refuses (VersionFrozen: the store's trigger, whoever writes).
         Compare-and-set: with `expected_leaf` (the leaf the steps were computed from), a
         version whose leaf moved meanwhile raises VersionChanged and nothing is written.
         `known`: the caller's copy of the version row (a step has just read it), used with
@@ -295,8 +299,11 @@ class VersionTreeMixin:
                 params.append(error)
             if clear_draft:
                 sets.append("draft_thought = null, draft_edit = null")
-            cur = self.db.execute(f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
-                                  params + [version_id, v.leaf_step_id])
+            try:
+                cur = self.db.execute(f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
+                                      params + [version_id, v.leaf_step_id])
+            except DatabaseFailure as exc:  # frozen: nothing of this is written
+                raise _frozen(version_id, exc) from None
             if cur.rowcount != 1:
                 raise _changed(version_id)
         return out, _written(v, parent, params[1], status, outcome, error, clear_draft)
