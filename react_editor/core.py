@@ -177,12 +177,14 @@ class EpisodeRef(int):
 
 def episode_ref(text: str) -> EpisodeRef:
     """argparse type for `EP` or `EP:N` (N = the per-episode version number, `v` optional)."""
+    from react_editor.args import ArgError, whole_number
+
     ep, sep, num = str(text).partition(":")
     try:
-        ref = EpisodeRef(int(ep))
+        ref = EpisodeRef(whole_number(ep))
         if sep:
-            ref.number = int(num.strip().lstrip("vV"))
-    except ValueError:
+            ref.number = whole_number(num.strip().lstrip("vV"))
+    except ArgError:
         raise argparse.ArgumentTypeError(f"bad episode reference {text!r}: use EP or EP:N (e.g. 3 or 3:2)") from None
     return ref
 
