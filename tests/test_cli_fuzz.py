@@ -37,7 +37,7 @@ def numeric(a: argparse.Action) -> bool:
     """An id, count or reference: a value whose number the command reads."""
     name = getattr(a.type, "__name__", "")
     return a.type is int or name in ("episode_ref", "integer") or "EPISODE" in str(a.metavar or "") \
-        or a.dest in ("experiment", "a", "b")
+        or a.dest in ("experiment", "a", "b", "at")
 
 
 def base_argv(parser: argparse.ArgumentParser) -> dict[argparse.Action, str]:
@@ -141,8 +141,8 @@ def test_hostile_values_are_one_line(command, hostile_db, capsys):
     ["annotate", "1:99999999999999999999", "--verdict", "success"], ["confirm", "99999999999999999999"],
     ["jobs", "stop", "99999999999999999999"], ["experiment", "show", "99999999999999999999"],
     ["exemplars", "add", "s", "99999999999999999999"], ["resume", "1", "--until", "step:²"],
-    ["resume", "1", "--until", "step:99999999999999999999"], ["whatif", "1", "--at", "9" * 5000, "--n", "2"],
-    ["whatif", "1", "--at", "²", "--n", "2"], ["run", "--env", "alfworld", "--task", "toy/room-1", "--temperature", "nan"],
+    ["resume", "1", "--until", "step:99999999999999999999"], ["whatif", "1", "--at", "9" * 5000, "--n", "2", "--thought", "t"],
+    ["whatif", "1", "--at", "²", "--n", "2", "--thought", "t"], ["run", "--env", "alfworld", "--task", "toy/room-1", "--temperature", "nan"],
 ])
 def test_named_repros_are_one_line(argv, hostile_db, capsys):
     code, err = run_in_process(argv, capsys)
