@@ -29,6 +29,14 @@ class CliError(Exception):
     """A problem the user can fix; printed as one line, exit code 2."""
 
 
+def regular_file(path, what: str, *, may_be_missing: bool = False):
+    """A path the user named, checked before it is opened (react_editor.args.regular_file):
+    for the families' command groups, which get this module as their helpers."""
+    from react_editor.args import regular_file as check
+
+    return check(path, what, may_be_missing=may_be_missing)
+
+
 def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`--db` and `--json`, which every command takes."""
     p.add_argument("--db", default=None, help="SQLite file (default: $REACT_EDITOR_DB or ./react_editor.db)")
@@ -39,7 +47,9 @@ def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def db_path(args: argparse.Namespace) -> str:
     from sessions.store import default_db_path  # (imported by the command: a light start-up)
 
-    return args.db or default_db_path()
+    from react_editor.args import regular_file  # a FIFO named --db would block the command
+
+    return str(regular_file(args.db or default_db_path(), "database", may_be_missing=True))
 
 
 # C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on;

@@ -37,6 +37,7 @@ def _check(args) -> int:
     from envs.alfworld.text import opening_text, process_ob
     from envs.alfworld.wording import to_wording
 
+    cli.regular_file(args.game, "game file")
     data = load_game_data(args.game)
     game = FastGame(data, args.wording)
     text = opening_text(game.reset())
