@@ -478,8 +478,14 @@ def cmd_versions(args: argparse.Namespace) -> int:
         r["group"] = member.get(r["version"])
         r["id"], r["number"] = r["version"], nums[r["version"]]
 
+    from sessions.jobs import version_words
+
+    words = version_words(engine.store, rows)  # running / stopped as the app and `jobs` say
+    for r in rows:
+        r["state"] = words[r["version"]]
+
     def line(r: dict, indent: str = "") -> str:
-        state = "open" if not r["done"] else ("success" if r["success"] else "failure")
+        state = r["state"]
         mark = "*" if r["current"] else " "
         parent = f"from v{nums[r['parent_version']]}" if r["parent_version"] else "root"
         return f"{indent}{mark} v{r['number']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
@@ -513,8 +519,13 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r["episode"] in keep]
     elif args.all_versions:
         raise CliError("--all-versions goes with --signal")
+    from sessions.jobs import version_words
+
+    words = version_words(store, rows, key="current_version")  # the current version's, as the app says
+    for r in rows:
+        r["state"] = words.get(r["current_version"], "open")
     emit(args, rows, lambda: "\n".join(
-        f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{'success' if r['success'] else ('failure' if r['done'] else 'open')}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
+        f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
         for r in rows) or "(no episodes)")
     return 0
 
