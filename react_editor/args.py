@@ -21,7 +21,7 @@ _INTEGER = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_DIGITS)
 
 
 class ArgError(Exception):
-    """A value the command line refuses (one line)."""
+    """A value the command line refuses: one line, exit 2 (react_editor.common.run_command)."""
 
 
 def _shown(text: str, n: int = 40) -> str:
@@ -88,20 +88,18 @@ def argv_problem(argv: list[str]) -> str | None:
 def regular_file(path: str | os.PathLike, what: str, *, may_be_missing: bool = False) -> Path:
     """`path` if it names a regular file (or nothing, when `may_be_missing`): a FIFO, device
     or socket would block the command or never end, a folder is not a file."""
-    from react_editor.common import CliError
-
     p = Path(path).expanduser()
     try:
         mode = p.stat().st_mode
     except FileNotFoundError:
         if may_be_missing:
             return p
-        raise CliError(f"{what} {_shown(str(path), 200)}: no such file") from None
+        raise ArgError(f"{what} {_shown(str(path), 200)}: no such file") from None
     except (OSError, ValueError) as exc:
-        raise CliError(f"{what} {_shown(str(path), 200)}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise ArgError(f"{what} {_shown(str(path), 200)}: {getattr(exc, 'strerror', None) or exc}") from None
     if not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-        raise CliError(f"{what} {_shown(str(path), 200)} is {kind}")
+        raise ArgError(f"{what} {_shown(str(path), 200)} is {kind}")
     return p
 
 
