@@ -103,6 +103,21 @@ def regular_file(path: str | os.PathLike, what: str, *, may_be_missing: bool = F
     return p
 
 
+def folder(path: str | os.PathLike, what: str) -> Path:
+    """`path` if it names a folder or nothing yet (it is made): a file, FIFO or device
+    there is refused before anything is written under it."""
+    p = Path(path).expanduser()
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        return p
+    except (OSError, ValueError) as exc:
+        raise ArgError(f"{what} {_shown(str(path), 200)}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISDIR(mode):
+        raise ArgError(f"{what} {_shown(str(path), 200)} is not a folder")
+    return p
+
+
 def fail(message: str) -> int:
     """Print one error line and return the exit code."""
     sys.stderr.write(f"error: {message}\n")

@@ -37,6 +37,13 @@ def regular_file(path, what: str, *, may_be_missing: bool = False):
     return check(path, what, may_be_missing=may_be_missing)
 
 
+def folder(path, what: str):
+    """A folder the user named (or nothing yet): react_editor.args.folder, for the families."""
+    from react_editor.args import folder as check
+
+    return check(path, what)
+
+
 def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`--db` and `--json`, which every command takes."""
     p.add_argument("--db", default=None, help="SQLite file (default: $REACT_EDITOR_DB or ./react_editor.db)")

@@ -574,7 +574,9 @@ def cmd_current(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    dest = Path(args.dest) if args.dest else None
+    from react_editor.args import folder
+
+    dest = folder(args.dest, "destination folder") if args.dest else None
     kw: dict[str, Any] = {"progress": progress}
     if args.url:
         kw["base_url"] = args.url
