@@ -140,9 +140,11 @@ class EnvironmentsMixin:
         if repoint.get("wiki") is not None and repoint.get("wiki_url") is None:
             options.pop("wiki_url", None)
         options.update({k: v for k, v in repoint.items() if v is not None})
+        fam = family(ep.task.env)
+        if any(v is not None for v in repoint.values()):  # refused as `run` refuses it, before it is kept
+            fam.make_env(ep.task, env_only(options), self.store).close()
         self.store.set_env_options(episode_id, options)
         self.forget_env(episode_id)
-        fam = family(ep.task.env)
         refs = fam.references(ep.task, options) if fam.references else []
         return refs + ([f"model endpoint {public_url(confirmed)}"] if confirmed else [])
 

@@ -11,7 +11,6 @@ same request again counts the finished rollouts and continues the others.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from sessions.store import Store
 from envs.base import EDIT_KINDS
 from envs.registry import family
 from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
+from trajectory.user_regex import PatternError, compile_pattern
 from trajectory.stats import Comparison, mn_diff, mn_stratified, wilson
 
 MAX_N = 1000
@@ -179,11 +179,12 @@ def sampling_warning(config: AgentConfig, n: int) -> str | None:
 
 
 def first_match(steps: Sequence[Step], pattern: str) -> int | None:
-    """K of the first step whose action or observation matches `pattern` (re.search)."""
+    """K of the first step whose action or observation matches `pattern` (a search, on RE2:
+    linear time whatever the pattern)."""
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise RolloutError(f"bad regular expression {pattern!r}: {exc}") from None
+        rx = compile_pattern(pattern)
+    except PatternError as exc:
+        raise RolloutError(f"bad regular expression {pattern[:60]!r}: {exc}") from None
     for s in steps:
         if any(t is not None and rx.search(t) for t in (s.action, s.observation)):
             return s.index
@@ -480,10 +481,9 @@ def resolve_at(engine: Engine, version_id: int, at: str) -> int | None:
     observation matches (None when no step does)."""
     if at.startswith("first:"):
         return first_match(engine.steps(engine.store.version(version_id)), at[len("first:"):])
-    try:
+    if at.strip().isascii() and at.strip().isdigit() and len(at.strip()) <= 18:  # not `²`, not 5,000 digits
         return int(at)
-    except ValueError:
-        raise RolloutError(f"--at takes a step number K or first:REGEX (got {at!r})") from None
+    raise RolloutError(f"--at takes a step number K or first:REGEX (got {at[:40]!r})")
 
 
 def experiment_versions(store: Store, ref: int | str, *, failed_only: bool = False) -> list[tuple[int, int]]:

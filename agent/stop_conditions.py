@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from trajectory.signals import SIGNALS
+from trajectory.user_regex import PatternError, UserPattern, compile_pattern
 
 KINDS = ("signal", "obs", "action", "step")
 SPEC_HELP = "signal:NAME, 'obs:/REGEX/', 'action:/REGEX/' or step:K"
@@ -30,12 +31,12 @@ class ConditionError(ValueError):
 class StopCondition:
     kind: str
     value: str | int
-    pattern: re.Pattern | None = None
+    pattern: UserPattern | None = None  # RE2 (trajectory.user_regex): linear time
 
     @property
     def spec(self) -> str:
         if self.kind in ("obs", "action"):
-            flags = "i" if self.pattern is not None and self.pattern.flags & re.IGNORECASE else ""
+            flags = "i" if self.pattern is not None and self.pattern.ignore_case else ""
             return f"{self.kind}:/{self.value}/{flags}"
         return f"{self.kind}:{self.value}"
 
@@ -67,28 +68,32 @@ def parse(spec: str) -> StopCondition:
             raise ConditionError(f"unknown signal {rest!r} in {spec!r}: one of {', '.join(SIGNALS)}")
         return StopCondition("signal", rest)
     if kind == "step":
-        if not rest.isdigit() or int(rest) < 1:
+        if not (rest.isascii() and rest.isdigit()) or len(rest) > 18 or int(rest) < 1:  # not `²`
             raise ConditionError(f"bad step number in {spec!r}: use step:K with K >= 1")
         return StopCondition("step", int(rest))
     return _regex(kind, rest, spec)
 
 
 def _regex(kind: str, rest: str, spec: str) -> StopCondition:
-    flags = 0
+    ignore_case = False
     if rest.startswith("/") and (rest.endswith("/") or rest.endswith("/i")) and len(rest) >= 2:
         if rest.endswith("/i") and len(rest) > 2 and rest != "/i":
-            flags, body = re.IGNORECASE, rest[1:-2]
+            ignore_case, body = True, rest[1:-2]
         else:
             body = rest[1:-1]
     else:  # plain text: matched literally
-        body = re.escape(rest)
+        body = re.escape(rest)  # a literal (RE2 reads these escapes as Python does)
     if not body:
         raise ConditionError(f"empty pattern in {spec!r}")
     try:
-        pattern = re.compile(body, flags)
-    except re.error as exc:
-        raise ConditionError(f"bad pattern in {spec!r}: {exc}") from None
+        pattern = compile_pattern(body, ignore_case)
+    except PatternError as exc:
+        raise ConditionError(f"bad pattern in {_short(spec)}: {exc}") from None
     return StopCondition(kind, body, pattern)
+
+
+def _short(spec: str) -> str:
+    return repr(spec[:60] + ("..." if len(spec) > 60 else ""))
 
 
 def parse_all(specs: Iterable[str]) -> list[StopCondition]:

@@ -63,13 +63,16 @@ def select_tasks(
         source = source or "builtin"
         known = {t.id: t for t in fam.list_tasks(source=source, **opts)} if fam.ids_by_listing else None
         pool = []
-        for tid in ids:
-            if known is not None:
-                if tid not in known:
+        for i, tid in enumerate(ids, 1):
+            try:
+                if known is not None and tid not in known:
                     raise EnvError(f"no {env} task {tid!r} in the {source} set")
-                pool.append(known[tid])
-            else:
-                pool.append(fam.get_task(tid, source=source, **opts))
+                pool.append(known[tid] if known is not None else fam.get_task(tid, source=source, **opts))
+            except EnvError:
+                if not spec.startswith("@"):
+                    raise
+                # never echo a file's content: `--tasks @/etc/shadow` must not print its lines
+                raise EnvError(f"entry {i} of task list {spec[1:]} is not a {env} task id in the {source} set") from None
     if sample is not None and str(sample) != "":
         pool = _sample(env, pool, sample, seed, source)
     if limit is not None:

@@ -99,7 +99,7 @@ def open_run(version_id: int, n: int | None, kind: str = "run") -> dict:
     tick of this tab."""
     ep_of = store.version(version_id).episode_id
     job = jobs_db.create(store, kind, episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
-                         target=f"episode {ep_of} v{version_id}")
+                         target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
     return {"version": version_id, "n": n, "added": 0, "job": job.id}
 
 

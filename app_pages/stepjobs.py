@@ -15,6 +15,7 @@ from typing import Any
 
 from agent import jobs
 from sessions import jobs as rows
+from sessions.numbering import number_of
 
 StepJob = jobs.Handle
 
@@ -61,7 +62,7 @@ def start(engine: Any, session: str, version_id: int, *, in_run: bool = False) -
 
         # a step of a run names no version: the run's own job stands for it (one status per version)
         h = _mine[key] = jobs.start(store, "step", work, episode_id=ep, version_id=None if in_run else version_id,
-                                    session=session, target=f"episode {ep} v{version_id}")
+                                    session=session, target=f"episode {ep} v{number_of(store, version_id)}")
     return h
 
 

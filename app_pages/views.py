@@ -159,10 +159,11 @@ def plural(n: int, word: str) -> str:
 
 
 def status_word(done: bool, success: bool | None, status: str | None) -> str:
-    """The one word every page uses for a version: success, failure, running, stopped or open."""
-    if done:
-        return "success" if success else "failure"
-    return status if status in ("stopped", "running") else "open"
+    """The one word every page uses for a version: success, failure, running, stopped or
+    open (sessions.jobs.status_word: the command line says the same)."""
+    from sessions.jobs import status_word as word
+
+    return word(done, success, status)
 
 
 def outcome_text(outcome: Any, status: str | None = None) -> str:

@@ -23,6 +23,7 @@ from envs.base import EnvError
 from envs.registry import family
 from sessions import rollouts as groups_db
 from sessions.rollouts import RolloutEdit
+from sessions.numbering import number_of
 from sessions.store import Store, StoreError
 
 TICK_S = 0.5
@@ -96,7 +97,7 @@ def _start(eng: Engine, req: Request, concurrency: int, tab: str) -> jobs.Handle
     ep = eng.store.version(req.version_id).episode_id
     kind = "whatif" if req.edit else "resample"
     return jobs.start(eng.store, kind, work, episode_id=ep, version_id=req.version_id, session=tab,
-                      target=f"{kind} @{req.k} of v{req.version_id}")
+                      target=f"{kind} @{req.k} of episode {ep} v{number_of(eng.store, req.version_id)}")
 
 
 # ---------------------------------------------------------------------- pure views

@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 from _bulk import build  # noqa: E402  (before _root, which takes this folder off sys.path)
@@ -50,21 +51,45 @@ RUNS = 5
 
 
 def downgrade(db: Path) -> None:
-    """The database as it was before issue 13: no search index, no signals column."""
-    from sessions import schema, search_index
+    """The database as it was before issue 13 (no search index, no signals column): every
+    table, index, trigger and column the migrations from issue 13's first one on added is
+    dropped - whatever migrations came later (the jobs table of the next one, ...), so that
+    opening it re-runs them all, as an upgrade from that version would."""
+    import sqlite_utils
 
+    from sessions import schema
+
+    first = schema.MIGRATIONS.index(schema._v8_step_signals)  # issue 13's first migration
+    ref = sqlite3.connect(":memory:", isolation_level=None)
+    ref_db = sqlite_utils.Database(ref)
+    for migrate in schema.MIGRATIONS[:first]:
+        migrate(ref_db)
     conn = sqlite3.connect(db, isolation_level=None)
-    for table in search_index.SOURCES:
-        conn.execute(f"drop table [{table}_fts]")
-        for suffix in ("ai", "ad", "au"):
-            conn.execute(f"drop trigger [{table}_{suffix}]")
-    conn.execute("alter table tasks drop column text")
-    conn.execute("drop index steps_signals")
-    conn.execute("alter table steps drop column signals")
-    # issue 13's migrations are the last two
-    conn.execute("update meta set value = ? where key = 'schema_version'", [str(len(schema.MIGRATIONS) - 2)])
+    _drop_added(conn, ref)
+    conn.execute("update meta set value = ? where key = 'schema_version'", [str(first)])
     conn.execute("vacuum")
     conn.close()
+
+
+def _objects(conn: sqlite3.Connection) -> dict[str, dict[str, str]]:
+    """{type: {name: table}} of the schema (meta, sqlite_* and FTS shadow tables aside)."""
+    out: dict[str, dict[str, str]] = {"trigger": {}, "index": {}, "table": {}}
+    for kind, name, table in conn.execute("select type, name, tbl_name from sqlite_master"):
+        if kind in out and not name.startswith("sqlite_") and name != "meta":
+            out[kind][name] = table
+    return out
+
+
+def _drop_added(conn: sqlite3.Connection, ref: sqlite3.Connection) -> None:
+    have, want = _objects(conn), _objects(ref)
+    for kind in ("trigger", "index", "table"):  # a virtual table first drops its shadow tables
+        for name in sorted(set(have[kind]) - set(want[kind]), key=lambda n: ("_fts_" in n, n)):
+            conn.execute(f"drop {kind} if exists [{name}]")
+    for table in want["table"]:
+        cols = {r[1] for r in ref.execute(f"pragma table_xinfo([{table}])")}
+        for r in conn.execute(f"pragma table_xinfo([{table}])").fetchall():
+            if r[1] not in cols:
+                conn.execute(f"alter table [{table}] drop column [{r[1]}]")
 
 
 def vacuumed_size(db: Path) -> int:
@@ -99,6 +124,8 @@ def main() -> None:
     t0 = time.perf_counter()
     Store(old).close()  # the upgrade: signals backfill + index build
     build_s = time.perf_counter() - t0
+    with closing(sqlite3.connect(old)) as a, closing(sqlite3.connect(db)) as b:  # the upgrade made it whole again
+        assert _objects(a) == _objects(b), "the downgraded database did not upgrade to the current schema"
     increase = (vacuumed_size(old) - before) / before
 
     store = Store(old)

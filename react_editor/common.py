@@ -36,6 +36,21 @@ class JobStopped(Exception):
     """The command's job was stopped (Stop, `jobs stop N`, Ctrl-C): one line, exit STOPPED_EXIT."""
 
 
+def regular_file(path, what: str, *, may_be_missing: bool = False):
+    """A path the user named, checked before it is opened (react_editor.args.regular_file):
+    for the families' command groups, which get this module as their helpers."""
+    from react_editor.args import regular_file as check
+
+    return check(path, what, may_be_missing=may_be_missing)
+
+
+def folder(path, what: str):
+    """A folder the user named (or nothing yet): react_editor.args.folder, for the families."""
+    from react_editor.args import folder as check
+
+    return check(path, what)
+
+
 def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`--db` and `--json`, which every command takes."""
     p.add_argument("--db", default=None, help="SQLite file (default: $REACT_EDITOR_DB or ./react_editor.db)")
@@ -46,7 +61,9 @@ def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def db_path(args: argparse.Namespace) -> str:
     from sessions.store import default_db_path  # (imported by the command: a light start-up)
 
-    return args.db or default_db_path()
+    from react_editor.args import regular_file  # a FIFO named --db would block the command
+
+    return str(regular_file(args.db or default_db_path(), "database", may_be_missing=True))
 
 
 # C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on;
@@ -97,7 +114,7 @@ def progress(msg: str) -> None:
 
 # the one-line errors of each layer, looked up only among modules already imported (an
 # error can only come from a module that was): `react-editor` starts without loading them
-_USER_ERRORS = (("react_editor.common", "CliError"), ("agent.run_settings", "ConfigError"), ("envs.base", "EnvError"),
+_USER_ERRORS = (("react_editor.common", "CliError"), ("react_editor.args", "ArgError"), ("agent.run_settings", "ConfigError"), ("envs.base", "EnvError"),
                 ("sessions.store", "StoreError"), ("agent.engine", "EngineError"))
 
 

@@ -177,12 +177,14 @@ class EpisodeRef(int):
 
 def episode_ref(text: str) -> EpisodeRef:
     """argparse type for `EP` or `EP:N` (N = the per-episode version number, `v` optional)."""
+    from react_editor.args import ArgError, whole_number
+
     ep, sep, num = str(text).partition(":")
     try:
-        ref = EpisodeRef(int(ep))
+        ref = EpisodeRef(whole_number(ep))
         if sep:
-            ref.number = int(num.strip().lstrip("vV"))
-    except ValueError:
+            ref.number = whole_number(num.strip().lstrip("vV"))
+    except ArgError:
         raise argparse.ArgumentTypeError(f"bad episode reference {text!r}: use EP or EP:N (e.g. 3 or 3:2)") from None
     return ref
 
@@ -479,8 +481,14 @@ def cmd_versions(args: argparse.Namespace) -> int:
         r["group"] = member.get(r["version"])
         r["id"], r["number"] = r["version"], nums[r["version"]]
 
+    from sessions.jobs import version_words
+
+    words = version_words(engine.store, rows)  # running / stopped as the app and `jobs` say
+    for r in rows:
+        r["state"] = words[r["version"]]
+
     def line(r: dict, indent: str = "") -> str:
-        state = "open" if not r["done"] else ("success" if r["success"] else "failure")
+        state = r["state"]
         mark = "*" if r["current"] else " "
         parent = f"from v{nums[r['parent_version']]}" if r["parent_version"] else "root"
         return f"{indent}{mark} v{r['number']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
@@ -514,8 +522,13 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r["episode"] in keep]
     elif args.all_versions:
         raise CliError("--all-versions goes with --signal")
+    from sessions.jobs import version_words
+
+    words = version_words(store, rows, key="current_version")  # the current version's, as the app says
+    for r in rows:
+        r["state"] = words.get(r["current_version"], "open")
     emit(args, rows, lambda: "\n".join(
-        f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{'success' if r['success'] else ('failure' if r['done'] else 'open')}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
+        f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
         for r in rows) or "(no episodes)")
     return 0
 
@@ -564,7 +577,9 @@ def cmd_current(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    dest = Path(args.dest) if args.dest else None
+    from react_editor.args import folder
+
+    dest = folder(args.dest, "destination folder") if args.dest else None
     kw: dict[str, Any] = {"progress": progress}
     if args.url:
         kw["base_url"] = args.url

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from react_editor.common import CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress
+from react_editor.common import CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress, regular_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -180,6 +180,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         from agent.task_selection import task_finder
 
         find = task_finder(args.source)
+    regular_file(args.path, "import file")  # a FIFO would block the command
     report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by,
                          find_task=find, as_new=args.as_new)
     if report.already_present:

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from react_editor import common, confirm, core, exchange, experiment, jobs, launch, search, whatif
+from react_editor.args import Parser, argv_problem, fail
 from react_editor.common import run_command
 
 COMMAND_GROUPS = (core, exchange, experiment, whatif, jobs, confirm, launch, search)
@@ -30,7 +31,7 @@ def register_family_groups(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="react-editor",
         description="Step, edit and branch ReAct agent trajectories.",
     )
@@ -42,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    problem = argv_problem(argv)  # before argparse: its own messages would echo the bad bytes
+    if problem:
+        return fail(problem)
     parser = build_parser()
     args = parser.parse_args(argv)
     return run_command(args)

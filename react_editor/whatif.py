@@ -210,7 +210,7 @@ def _step(args: argparse.Namespace, engine, vid: int) -> int:
         return args.step
     k = resolve_at(engine, vid, args.at)
     if k is None:
-        raise CliError(f"no step of version {vid} matches {args.at[len('first:'):]!r}")
+        raise CliError(f"no step of version {vid} matches {args.at[len('first:'):][:60]!r}")
     return k
 
 

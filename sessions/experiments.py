@@ -134,12 +134,12 @@ def create(
 def get(store: Store, ref: int | str) -> Experiment:
     """By id (a number) or by name."""
     text = str(ref).strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) <= 18:  # not `²`; SQLite stops at 2**63-1
         r = store.db.execute(f"select {_ECOLS} from experiments where id = ?", [int(text)]).fetchone()
     else:
         r = store.db.execute(f"select {_ECOLS} from experiments where name = ?", [text]).fetchone()
     if r is None:
-        raise StoreError(f"unknown experiment {text!r}")
+        raise StoreError(f"unknown experiment {text[:60]!r}")
     return _experiment(r)
 
 

@@ -182,6 +182,22 @@ def active(store: Store, *, episode_id: int | None = None, experiment_id: int | 
     return [j for j in (_job(r, clock) for r in rows) if j.active]
 
 
+def status_word(done: bool, success: bool | None, status: str | None) -> str:
+    """The one word every face uses for a version: success, failure, running, stopped or
+    open (`status`: its version_states entry, else the version's own status)."""
+    if done:
+        return "success" if success else "failure"
+    return status if status in ("stopped", "running") else "open"
+
+
+def version_words(store: Store, rows: Iterable[dict], key: str = "version") -> dict[int, str]:
+    """status_word of each row (a dict with the version id under `key`, `done`, `success`,
+    `status`), with one jobs query: a CLI list says what the app and `jobs` say."""
+    rows = [r for r in rows if r.get(key) is not None]
+    states = version_states(store, [r[key] for r in rows])
+    return {r[key]: status_word(r["done"], r["success"], states.get(r[key], r.get("status"))) for r in rows}
+
+
 def version_states(store: Store, version_ids: Iterable[int]) -> dict[int, str]:
     """"running" (a live job works on it) or "stopped" (its last job was stopped or its
     runner died) per version; versions with neither are left out (their own status holds)."""

@@ -65,6 +65,8 @@ class Store(VersionTreeMixin, CallLogMixin):
                 raise StoreError(f"no database at {self.file}")
             if p.exists() and p.is_dir():
                 raise StoreError(f"{self.file} is a directory, not a database file")
+            if p.exists() and not p.is_file():  # a FIFO or device: opening it would block
+                raise StoreError(f"{self.file} is not a regular file, not a database file")
             if not readonly and p.parent and not p.parent.exists():
                 p.parent.mkdir(parents=True, exist_ok=True)
         try:

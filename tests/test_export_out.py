@@ -94,3 +94,36 @@ def test_unwritable_and_invalid_paths_are_one_line_errors(db, capsys, outdir):
         code, _, err = export(capsys, db, bad)
         assert refused(code, err), (bad, err)
     assert plain.read_text() == "x"
+
+
+def test_a_symlinked_folder_is_not_followed(db, capsys, outdir, tmp_path):
+    """Issue 26 item 18: `--out link_to_etc/x.jsonl` wrote into the folder the link names."""
+    real = tmp_path / "elsewhere"
+    real.mkdir()
+    (outdir / "link").symlink_to(real, target_is_directory=True)
+    for bad in (outdir / "link" / "x.jsonl", outdir / "link" / "deeper" / "x.jsonl"):
+        code, _, err = export(capsys, db, bad)
+        assert refused(code, err) and "symbolic link" in err, (bad, err)
+    assert list(real.iterdir()) == []
+    code, _, err = export(capsys, db, real / "x.jsonl")  # the real folder is fine
+    assert code == 0, err
+
+
+def test_missing_folders_are_not_created(db, capsys, outdir):
+    code, _, err = export(capsys, db, outdir / "typo" / "deeper" / "x.jsonl")
+    assert refused(code, err) and "no folder" in err, err
+    assert list(outdir.iterdir()) == []
+
+
+def test_nan_never_reaches_an_export():
+    """Issue 26 item 18: NaN/Infinity are not JSON; no record takes them, the writer refuses them."""
+    from pydantic import ValidationError
+
+    from sessions.exchange.export import _dumps
+    from trajectory.records import AgentConfig
+
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValidationError):
+            AgentConfig(temperature=bad)
+        with pytest.raises(ValueError):
+            _dumps({"temperature": bad})

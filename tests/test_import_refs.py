@@ -129,3 +129,17 @@ def test_the_editor_offers_the_confirmation(tmp_path, capsys, monkeypatch):
         assert "unconfirmed_references" not in Store(db).episode(ep).env_options
     finally:
         st.cache_resource.clear()
+
+
+@pytest.mark.parametrize("wiki", ["bogus", "zim:/missing/wiki.zim", "zim:/etc/hostname", "zim:"])
+def test_confirm_refuses_a_backend_that_run_refuses(tmp_path, capsys, wiki):
+    """Issue 26 item 18: `confirm --wiki bogus` said yes (exit 0) and kept it."""
+    db = str(tmp_path / "r.db")
+    task = family("hotpotqa").list_tasks()[0]
+    ep = export_and_import(capsys, db, tmp_path, task, {"wiki": "zim:/srv/other/wiki.zim"})
+    before = Store(db).episode(ep).env_options
+    code, _, err = cli(capsys, "run", "--env", "hotpotqa", "--task", task.id, "--human", "--wiki", wiki, "--db", db)
+    assert code == 2 and err.count("\n") == 1, err
+    code, _, err2 = cli(capsys, "confirm", str(ep), "--wiki", wiki, "--db", db)
+    assert code == 2 and err2.count("\n") == 1 and err2 == err, (err, err2)
+    assert Store(db).episode(ep).env_options == before  # nothing kept

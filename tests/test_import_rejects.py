@@ -62,6 +62,13 @@ CASES = {
     "chat_sft": (lambda g: [json.dumps({"messages": [{"role": "user", "content": "hi"}]})], 1, "chat-sft"),
     "not_contiguous": (lambda g: [g[0], _mutate(g[0], lambda o: o["episode"].update(ref=2)), g[1]], 3,
                        "not contiguous"),
+    # issue 26: NaN/Infinity are not JSON (the export would write invalid JSON); a 5,000-digit ref
+    "nan_temperature": (lambda g: [_mutate(g[0], lambda o: o["episode"]["config"].update(temperature=float("nan")))],
+                        1, "NaN is not a JSON number"),
+    "inf_temperature": (lambda g: [g[0], _mutate(g[1], lambda o: o["episode"]["config"].update(temperature=float("inf")))],
+                        2, "Infinity is not a JSON number"),
+    "huge_float": (lambda g: [g[0].replace('"temperature":0.0', '"temperature":1e999', 1)], 1, "1e999 is not a JSON number"),
+    "huge_ref": (lambda g: [g[0].replace('"ref":1', '"ref":' + "9" * 5000, 1)], 1, "(5,000 digits) is too large"),
 }
 
 

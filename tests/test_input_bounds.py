@@ -57,6 +57,19 @@ def test_a_task_list_that_is_not_utf8_is_one_line(tmp_path, capsys):
     _nothing_written(db)
 
 
+@pytest.mark.parametrize("content", ["hp-001\ndaemon:$6$Qz9hashQz9:19000:0:99999:7:::\n",
+                                     '["hp-001", "PASSWORD=hunter2"]'])
+def test_a_task_list_error_never_echoes_the_file(tmp_path, capsys, content):
+    """Issue 26 item 18: `--tasks @/etc/shadow` printed the file's lines in its error."""
+    bad = tmp_path / "ids.txt"
+    bad.write_text(content, encoding="utf-8")
+    db = str(tmp_path / "x.db")
+    code, err = _experiment(capsys, db, "--tasks", f"@{bad}")
+    assert code == 2 and err.count("\n") == 1 and "entry 2 of task list" in err, err
+    assert "Qz9hashQz9" not in err and "hunter2" not in err and "daemon" not in err, err
+    _nothing_written(db)
+
+
 def test_an_empty_task_selection_is_refused(tmp_path, capsys):
     db = str(tmp_path / "x.db")
     code, err = _experiment(capsys, db, "--tasks", "")

@@ -410,3 +410,40 @@ def test_jobs_lists_a_run_of_another_process_and_bad_input_is_one_line(tmp_path,
     with closing(Store(db)) as store:
         with pytest.raises(StoreError):
             jobs_db.create(store, "nonsense")
+
+
+def test_cli_lists_say_running_and_stopped_as_the_app_and_jobs_do(toy, capsys):
+    """Issue 26 item 18: `versions`/`episodes` said "open" while `jobs` said "stopped"
+    (a run killed with -9: its lease ran out) or a run was going on."""
+    from react_editor.main import main
+
+    db = str(toy.db)
+
+    def listing(*argv: str) -> str:
+        assert main([*argv, "--db", db]) == 0
+        return capsys.readouterr().out
+
+    assert main(["run", "--env", "alfworld", "--task", "toy/room-1", "--human", "--db", db]) == 0
+    capsys.readouterr()
+    job = jobs_db.create(toy.store, "run", episode_id=1, version_id=1, target="episode 1 v1")
+    assert "\trunning\t" in listing("versions", "1") and "\trunning\t" in listing("episodes")
+    assert json.loads(listing("versions", "1", "--json"))[0]["state"] == "running"
+    with toy.store.transaction():  # the runner died (kill -9): its lease lapsed without a heartbeat
+        toy.store.db.execute("update jobs set lease_until = ? where id = ?", [time.time() - 1, job.id])
+    assert f"{job.id}\trun\tstopped\t" in listing("jobs")
+    assert "\tstopped\t" in listing("versions", "1") and "\tstopped\t" in listing("episodes")
+    assert "\topen\t" not in listing("versions", "1")
+
+
+def test_an_app_job_names_the_version_as_people_read_it(toy):
+    """Issue 26 item 18: `jobs` showed "episode 2 v2" for an episode whose only version is v1."""
+    from app_pages import stepjobs
+
+    toy.engine.start_episode(toy.envs.ROOM_TASK, AgentConfig(base_url=toy.llm.base_url, model="m"))
+    ep2, v = toy.engine.start_episode(toy.envs.ROOM_TASK, AgentConfig(base_url=toy.llm.base_url, model="m"))
+    assert (ep2.id, v.id) == (2, 2)
+    toy.llm.push(Reply("Think: first.\nAction: go to cabinet 1"))
+    h = stepjobs.start(toy.engine, "tab", v.id)  # the app's step job
+    assert h.finished.wait(30)
+    (job,) = [j for j in jobs_db.listing(toy.store) if j.kind == "step"]
+    assert job.target == "episode 2 v1"

@@ -42,7 +42,7 @@ def now() -> str:
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/Infinity: no JSON can carry them
 
 
 class Task(Record):

@@ -13,7 +13,7 @@ def _generate(args) -> int:
     from envs.alfworld.generate import TASK_TYPES, generate_games
     from envs.alfworld.tasks import GAMES_DIR, write_builtin_index
 
-    out = Path(args.out) if args.out else GAMES_DIR
+    out = cli.folder(args.out, "output folder") if args.out else GAMES_DIR
     types = tuple(args.types.split(",")) if args.types else TASK_TYPES
     bad = [t for t in types if t not in TASK_TYPES]
     if bad:
@@ -37,6 +37,7 @@ def _check(args) -> int:
     from envs.alfworld.text import opening_text, process_ob
     from envs.alfworld.wording import to_wording
 
+    cli.regular_file(args.game, "game file")
     data = load_game_data(args.game)
     game = FastGame(data, args.wording)
     text = opening_text(game.reset())

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import pickle
+import stat
 import sys
 import threading
 from collections import Counter, OrderedDict, defaultdict
@@ -68,6 +69,8 @@ def load_game_data(src: str | os.PathLike | dict) -> GameData:
     else:
         path = str(src)
         try:
+            if not stat.S_ISREG(Path(path).stat().st_mode):  # a FIFO would block, a device never end
+                raise GameFileError(f"ALFWorld game file {path} is not a regular file")
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise GameFileError(f"ALFWorld game file not found: {path}") from None

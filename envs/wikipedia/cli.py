@@ -63,6 +63,7 @@ def cmd_build_zim(args) -> int:
     from envs.wikipedia.zim import build_zim
 
     if args.out:
+        cli.regular_file(args.out, "output file", may_be_missing=True)
         path = build_zim(load_articles(), Path(args.out))
     else:
         path = builtin_zim()

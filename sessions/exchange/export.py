@@ -49,7 +49,7 @@ class ExportReport:
         return asdict(self)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)  # NaN is not JSON
 
 
 def _dumps(obj: Any) -> str:
@@ -232,7 +232,7 @@ class _Sink:
             target = Path(out)
             try:
                 _check_target(target)
-                target.parent.mkdir(parents=True, exist_ok=True)
+                _check_folder(target)
                 fd, self.tmp = tempfile.mkstemp(prefix=".export-", dir=str(target.parent))
             except (OSError, ValueError) as exc:
                 raise ExportError(f"cannot write {_shown(target)}: {getattr(exc, 'strerror', None) or exc}") from None
@@ -281,6 +281,19 @@ def _check_target(target: Path) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise ExportError(f"{_shown(target)} is not a regular file (a symlink, FIFO or device); "
                           "refusing to replace it - give another path, or '-' for stdout")
+
+
+def _check_folder(target: Path) -> None:
+    """The folder must exist (a typo makes no tree of folders) and be reached without a
+    symbolic link among the parts typed (`link_to_etc/x.jsonl` would write into /etc)."""
+    parent = target.parent
+    for part in (parent, *parent.parents):
+        if str(part) in ("", ".", "/"):
+            continue
+        if part.is_symlink():
+            raise ExportError(f"{_shown(part)} is a symbolic link; give the folder it points to")
+    if not parent.is_dir():
+        raise ExportError(f"no folder {_shown(parent)}; create it first")
 
 
 def _umask() -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -323,9 +324,31 @@ def _error_text(exc: ValidationError) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
+class _BadNumber(ValueError):
+    """NaN, Infinity or a number beyond a float (1e999): Python's json reads them, JSON has
+    none; an integer past SQLite's (2**63-1; 5,000 digits would stop `int` itself)."""
+
+
+def _not_finite(text: str) -> float:
+    raise _BadNumber(f"{text[:40]} is not a JSON number (NaN and Infinity are refused)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    return value if math.isfinite(value) else _not_finite(text)
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > 18:
+        raise _BadNumber(f"the number {text[:20]}... ({len(text):,} digits) is too large")
+    return int(text)
+
+
 def parse_record(n: int, line: bytes) -> TrajectoryRecord:
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, parse_constant=_not_finite, parse_float=_finite, parse_int=_integer)
+    except _BadNumber as exc:
+        raise _fail(n, str(exc)) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         detail = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
         raise _fail(n, f"bad JSON ({detail})") from None

@@ -79,17 +79,26 @@ def parse_ref(spec: str) -> Ref:
     people read, see sessions.numbering; `12:v3` too), `12:all`."""
     ep, sep, ver = str(spec).partition(":")
     try:
-        episode = int(ep)
+        episode = _number(ep)
     except ValueError:
-        raise SelectionError(f"bad version reference {spec!r}: use EPISODE or EPISODE:VERSION") from None
+        raise SelectionError(f"bad version reference {str(spec)[:40]!r}: use EPISODE or EPISODE:VERSION") from None
     if not sep:
         return Ref(episode)
     if ver in ("all", "*"):
         return Ref(episode, all=True)
     try:
-        return Ref(episode, int(ver.strip().lstrip("vV")))
+        return Ref(episode, _number(ver.strip().lstrip("vV")))
     except ValueError:
-        raise SelectionError(f"bad version reference {spec!r}: use EPISODE:VERSION or EPISODE:all") from None
+        raise SelectionError(f"bad version reference {str(spec)[:40]!r}: use EPISODE:VERSION or EPISODE:all") from None
+
+
+def _number(text: str) -> int:
+    """An id as typed: ASCII digits, at most 18 (`int` takes `²` and 5,000 digits; SQLite
+    stops at 2**63-1 with an OverflowError)."""
+    s = text.strip()
+    if not (s.isascii() and s.isdigit() and len(s) <= 18):
+        raise ValueError(text)
+    return int(s)
 
 
 def resolve(store: Store, ref: Ref) -> Ref:
