@@ -12,6 +12,7 @@ from agent.client import public_url
 from agent.engine_records import EngineError, _Live, _same_endpoint
 from envs.base import Environment, ReplayMismatch
 from envs.registry import family
+from agent.endpoint_keys import CONFIRMED_SETTING
 from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, Episode, Step, env_only
 
 
@@ -142,6 +143,10 @@ class EnvironmentsMixin:
             options.pop("wiki_url", None)
         options.update({k: v for k, v in repoint.items() if v is not None})
         self.store.set_env_options(episode_id, options)
+        if confirmed:  # from now on the app's key guard (agent.endpoint_keys) lets the launch key reach it
+            known = list(self.store.get_setting(CONFIRMED_SETTING, []) or [])
+            if public_url(confirmed) not in known:
+                self.store.set_setting(CONFIRMED_SETTING, [*known, public_url(confirmed)])
         self.forget_env(episode_id)
         fam = family(ep.task.env)
         refs = fam.references(ep.task, options) if fam.references else []

@@ -106,3 +106,38 @@ def _token_prompt(token: str) -> None:
             st.rerun()
         st.error("That token is not right.")
     st.stop()
+
+
+def key_guard():
+    """The process's endpoint-key guard (agent.endpoint_keys): installed once when the app is
+    served by `react-editor app`; whatever is installed otherwise (None in AppTest)."""
+    from agent import client
+
+    if behind_gate() and client.ENDPOINT_KEYS is None:
+        from agent.endpoint_keys import CONFIRMED_SETTING, EndpointKeys
+        from app_pages import state
+        from react_editor.gate import ENDPOINTS_ENV
+
+        store = state.store()
+        client.ENDPOINT_KEYS = EndpointKeys(
+            os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL") or client.DEFAULT_BASE_URL,
+            [u for u in os.environ.get(ENDPOINTS_ENV, "").splitlines() if u.strip()],
+            confirmed=lambda: store.get_setting(CONFIRMED_SETTING, []) or [])
+    return client.ENDPOINT_KEYS
+
+
+def endpoint_keys() -> None:
+    """In the sidebar: a key for each endpoint that was sent none because the launch key may
+    not go there (typed here, it goes to that endpoint alone and is never stored)."""
+    guard = key_guard()
+    if guard is None:
+        return
+    for i, endpoint in enumerate(guard.waiting()[-3:]):
+        with st.sidebar.form(f"endpoint_key_{i}"):
+            st.text(f"{endpoint} got no key: OPENAI_API_KEY goes only to the launch endpoint and to those "
+                    "`react-editor app --allow-endpoint` or `react-editor confirm` allowed.")
+            key = st.text_input("A key for this endpoint alone (kept until the app stops, never stored)",
+                                type="password", key=f"endpoint_key_value_{i}")
+            if st.form_submit_button("Use this key") and key.strip():
+                guard.give(endpoint, key.strip())
+                st.rerun()

@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-token", action="store_true", help="no access token (loopback only): anyone who reaches "
                    "127.0.0.1 on this machine gets the app")
     p.add_argument("--no-browser", action="store_true", help="print the URL, do not open it")
+    p.add_argument("--base-url", default=None, help="the launch endpoint (sets OPENAI_BASE_URL for the app): it gets "
+                   "OPENAI_API_KEY")
     p.add_argument("--allow-endpoint", action="append", default=[], metavar="URL",
                    help="a base URL typed in the page that may get OPENAI_API_KEY (repeatable; default: only "
                    "OPENAI_BASE_URL and confirmed endpoints)")
@@ -69,11 +71,11 @@ def _check_gate(args: argparse.Namespace, secrets: dict) -> None:
     if args.no_token and args.address is not None and not is_loopback(args.address):
         raise CliError(f"--no-token is for loopback only: serving on {args.address} without the token would expose "
                        "your episodes to the network")
-    for url in args.allow_endpoint:
-        from agent.run_settings import ConfigError, check_base_url
+    from agent.run_settings import ConfigError, check_base_url
 
+    for flag, url in [*(("--allow-endpoint", u) for u in args.allow_endpoint), ("--base-url", args.base_url)]:
         try:
-            check_base_url(url, "--allow-endpoint")
+            check_base_url(url, flag)
         except ConfigError as exc:
             raise CliError(str(exc)) from None
 
@@ -88,6 +90,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     if token:
         env[TOKEN_ENV] = token
     env[ENDPOINTS_ENV] = "\n".join(args.allow_endpoint)
+    if args.base_url:
+        env["OPENAI_BASE_URL"] = args.base_url
     address = args.address or LOOPBACK
     host = LOOPBACK if address in ("0.0.0.0", "::") else address
     base = f"http://{'[' + host + ']' if ':' in host else host}:{args.port}"
