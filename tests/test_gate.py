@@ -182,3 +182,13 @@ def test_the_token_in_the_url_opens_the_page(app_test, monkeypatch):
     at = app_test()
     at.query_params = {"token": "tok-" + "z" * 28}
     assert _titles(at.run()) == ["Episodes"]
+
+
+def test_one_loopback_check_and_one_token_name():
+    """Issue 26 item 20: the launcher, the server gate and the page gate share one helper."""
+    from app_pages import access
+    from react_editor import gate, launch
+
+    assert access.is_loopback is launch.is_loopback is gate.is_loopback
+    assert access.TOKEN_ENV is launch.TOKEN_ENV is gate.TOKEN_ENV
+    assert not hasattr(launch, "ALLOW_REMOTE_ENV")

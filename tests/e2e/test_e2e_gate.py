@@ -27,7 +27,7 @@ def test_the_printed_url_opens_the_app_and_nothing_opens_without_it(browser, pag
         assert "Forbidden" in _text(other, 500) and "Episodes" not in _text(other, 0)
         other.goto(app.url + "/editor?token=wrong")
         assert "Forbidden" in _text(other, 500)
-        other.goto(app.link("/episodes"))
+        other.goto(app.link("/"))
         other.get_by_text("Start a new episode").first.wait_for()
         other.goto(app.url + "/settings")  # the cookie the link left opens the tab's later pages
         other.get_by_text("OPENAI_API_KEY").first.wait_for()
