@@ -1,5 +1,5 @@
 """Who may see the app. Episodes, the model key in the environment and the database are one
-person's. `react-editor app` serves app.py behind `react_editor.gate.Gate` (foreign Host
+person's. `react-editor app` serves app.py behind `agent.gate.Gate` (foreign Host
 names and requests without the access token never reach Streamlit); here, before any page
 shows: a browser session is refused unless it came through that gate; with a token
 (REACT_EDITOR_TOKEN) the session presents it (cookie, `?token=` or the form, compared in
@@ -12,7 +12,7 @@ import os
 
 import streamlit as st
 
-from react_editor.gate import (ALLOW_LIST, TOKEN_ENV, TOKEN_PARAM, allow_list, behind_gate, cookie_name,
+from agent.gate import (ALLOW_LIST, TOKEN_ENV, TOKEN_PARAM, allow_list, behind_gate, cookie_name,
                                email_allowed, is_loopback, same_token)
 
 _PASSED = "_access_token_ok"
@@ -116,7 +116,7 @@ def key_guard():
     if behind_gate() and client.ENDPOINT_KEYS is None:
         from agent.endpoint_keys import CONFIRMED_SETTING, EndpointKeys
         from app_pages import state
-        from react_editor.gate import ENDPOINTS_ENV
+        from agent.gate import ENDPOINTS_ENV
 
         store = state.store()
         client.ENDPOINT_KEYS = EndpointKeys(

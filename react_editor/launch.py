@@ -1,6 +1,6 @@
 """`react-editor app`: the Streamlit app on 127.0.0.1 wherever it is started from (the
 project's .streamlit/config.toml only applies in the project folder), with XSRF protection
-on and usage statistics off, behind the gate of `react_editor.gate` (app_server.py): a
+on and usage statistics off, behind the gate of `agent.gate` (app_server.py): a
 random token made at each start (or REACT_EDITOR_TOKEN) that the printed URL carries, and
 only loopback Host names. Another address only when `--address` asks for it; `--no-token`
 only on loopback. OIDC sign-in ([auth] in secrets) needs an allow-list ([access])."""
@@ -20,7 +20,7 @@ import webbrowser
 from pathlib import Path
 
 from react_editor.common import CliError
-from react_editor.gate import ALLOW_LIST, ENDPOINTS_ENV, TOKEN_ENV, TOKEN_PARAM, allow_list, is_loopback, new_token
+from agent.gate import ALLOW_LIST, ENDPOINTS_ENV, TOKEN_ENV, TOKEN_PARAM, allow_list, is_loopback, new_token
 
 APP = Path(__file__).resolve().parent.parent / "app_server.py"
 LOOPBACK = "127.0.0.1"

@@ -1,5 +1,5 @@
 """Issue 26 items 8-10: the gate. `react-editor app` makes an access token at each start and
-serves app.py behind `react_editor.gate.Gate`: a request without the token, or whose Host
+serves app.py behind `agent.gate.Gate`: a request without the token, or whose Host
 is not a loopback name (DNS rebinding), never reaches Streamlit; OIDC sign-in needs an
 allow-list."""
 
@@ -19,7 +19,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from react_editor.gate import email_allowed, host_allowed
+from agent.gate import email_allowed, host_allowed
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -187,7 +187,8 @@ def test_the_token_in_the_url_opens_the_page(app_test, monkeypatch):
 def test_one_loopback_check_and_one_token_name():
     """Issue 26 item 20: the launcher, the server gate and the page gate share one helper."""
     from app_pages import access
-    from react_editor import gate, launch
+    from agent import gate
+    from react_editor import launch
 
     assert access.is_loopback is launch.is_loopback is gate.is_loopback
     assert access.TOKEN_ENV is launch.TOKEN_ENV is gate.TOKEN_ENV

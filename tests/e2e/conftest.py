@@ -36,7 +36,7 @@ class App:
     sets the cookie every later request of that browser context carries."""
 
     def __init__(self, db: Path, env: dict[str, str] | None = None):
-        from react_editor.gate import new_token
+        from agent.gate import new_token
         from react_editor.launch import streamlit_argv
 
         self.db = db

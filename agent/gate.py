@@ -1,5 +1,5 @@
 """Who may reach the app, as plain functions the launcher (`react-editor app`), the server
-hook (`react_editor.serve`) and the page gate (`app_pages/access.py`) share: the access token,
+(app_server.py) and the page gate (`app_pages/access.py`) share: the access token,
 the loopback test, the Host names a request may carry, and the OIDC allow-list.
 
 Threat model: the app holds one person's episodes, database and model key. Other local users,
@@ -14,7 +14,7 @@ import hmac
 import ipaddress
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -131,17 +131,16 @@ class Gate:
     Origin) is not a loopback name or the configured address, and, when a token is set,
     any without it: the URL's `?token=` sets a same-site cookie the later requests carry."""
 
-    def __init__(self, app, *, token: str | None = None, address: str | None = None):
+    def __init__(self, app, *, address: str | Callable[[], str] = "127.0.0.1", token: str | None = None):
         self.app = app
         self.token = os.environ.get(TOKEN_ENV, "") if token is None else token
         self._address = address
         _SERVED["gated"] = True
 
     def address(self) -> str:
-        if self._address is None:
-            from streamlit import config
-
-            self._address = str(config.get_option("server.address") or "")
+        """The configured address (a callable is asked once, at the first request)."""
+        if callable(self._address):
+            self._address = str(self._address() or "")
         return self._address
 
     async def __call__(self, scope, receive, send) -> None:
