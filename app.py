@@ -23,6 +23,7 @@ st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"),
 # Episodes, keys in the environment and the database are one person's: beyond loopback a
 # person presents REACT_EDITOR_TOKEN or signs in (OIDC) before any page shows.
 access.gate()
+access.endpoint_keys()  # the launch key never follows a base URL typed here to another endpoint
 
 pages = [
     st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes", default=True),

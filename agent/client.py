@@ -24,19 +24,20 @@ from datetime import timezone
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx  # noqa: F401  (imported here, once: a first import racing in worker threads fails)
 import openai
 
 from agent.ratelimit import PauseGate, gate_for
-from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage
+from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage, without_credentials
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CHAT_INSTRUCTION = (
     "Continue the transcript above. Reply with exactly the next step and nothing else."
 )
 NO_KEY_PLACEHOLDER = "not-needed"  # vLLM / Ollama / llama.cpp accept any key
+# the app's guard (agent.endpoint_keys.EndpointKeys): which key each endpoint may get; None in the CLI
+ENDPOINT_KEYS = None
 MAX_STOP_SEQUENCES = 4  # OpenAI rejects more; the rest are applied client-side
 BACKOFF_BASE_S = 1.0  # first retry waits ~this, doubling each time (plus jitter)
 BACKOFF_MAX_S = 30.0
@@ -161,13 +162,10 @@ def resolve_base_url(config: AgentConfig) -> str:
 
 
 def public_url(url: str) -> str:
-    """The endpoint without credentials or query string: safe to record."""
+    """The endpoint without credentials (userinfo, query, fragment, a key in the path): safe
+    to record."""
     try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+        return without_credentials(url)
     except ValueError:
         return "<invalid url>"
 
@@ -226,6 +224,7 @@ class ModelClient:
         self._secrets = [key] if key != NO_KEY_PLACEHOLDER and len(key) >= 4 else []
         self._key = key
         self._openai: openai.OpenAI | None = None
+        self._sent_key: str | None = None
 
     # -- public -----------------------------------------------------------------------
     def complete(
@@ -352,8 +351,14 @@ class ModelClient:
         """Built on first use (a cache hit never needs an HTTP client), and shared by every
         ModelClient of the process with the same endpoint, key and timeout: building one
         costs ~0.3-1 s of CPU (TLS context), and its connection pool keeps connections alive."""
-        if self._openai is None:
-            self._openai = shared_openai(self._key, self.base_url, self.config.timeout_s)
+        key = self._key
+        if ENDPOINT_KEYS is not None:  # the app: the launch key only where allowed, else one typed for it
+            key = ENDPOINT_KEYS.key_for(self.base_url, "" if key == NO_KEY_PLACEHOLDER else key) or NO_KEY_PLACEHOLDER
+            if key != NO_KEY_PLACEHOLDER and key not in self._secrets:
+                self._secrets.append(key)
+        if self._openai is None or key != self._sent_key:
+            self._openai = shared_openai(key, self.base_url, self.config.timeout_s)
+            self._sent_key = key
         return self._openai
 
     def _cacheable(self) -> bool:

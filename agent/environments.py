@@ -12,6 +12,7 @@ from agent.client import public_url
 from agent.engine_records import EngineError, _Live, _same_endpoint
 from envs.base import Environment, ReplayMismatch
 from envs.registry import family
+from agent.endpoint_keys import CONFIRMED_SETTING
 from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, Episode, Step, env_only
 
 
@@ -144,6 +145,10 @@ class EnvironmentsMixin:
         if any(v is not None for v in repoint.values()):  # refused as `run` refuses it, before it is kept
             fam.make_env(ep.task, env_only(options), self.store).close()
         self.store.set_env_options(episode_id, options)
+        if confirmed:  # from now on the app's key guard (agent.endpoint_keys) lets the launch key reach it
+            known = list(self.store.get_setting(CONFIRMED_SETTING, []) or [])
+            if public_url(confirmed) not in known:
+                self.store.set_setting(CONFIRMED_SETTING, [*known, public_url(confirmed)])
         self.forget_env(episode_id)
         refs = fam.references(ep.task, options) if fam.references else []
         return refs + ([f"model endpoint {public_url(confirmed)}"] if confirmed else [])

@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable
 
 from agent.client import UNREACHABLE, CallWatch
-from sessions import jobs as rows
+import sessions.jobs
 from sessions.store import Store, StoreError
 
 _handles: dict[tuple[str, int], "Handle"] = {}
@@ -28,7 +28,7 @@ _guard = threading.Lock()
 class Handle:
     """A job run by this process."""
 
-    def __init__(self, store: Store, job: rows.Job, lease_s: float, stop: threading.Event | None = None):
+    def __init__(self, store: Store, job: sessions.jobs.Job, lease_s: float, stop: threading.Event | None = None):
         self.store, self.id, self.kind, self.lease_s = store, job.id, job.kind, lease_s
         self.session = job.session
         self.version_id = job.version_id
@@ -65,7 +65,7 @@ class Handle:
         last beat (worker processes read it there, so the work can end before a beat)."""
         if not self.stop.is_set():
             try:
-                if rows.stop_requested(self.store, self.id):
+                if sessions.jobs.stop_requested(self.store, self.id):
                     self.stop.set()
             except Exception:  # a busy database: the beats' view stands
                 pass
@@ -102,7 +102,7 @@ class Handle:
     def _beat_loop(self) -> None:
         while not self.finished.wait(self._interval()):
             try:
-                if rows.beat(self.store, self.id, lease_s=self.lease_s, done=self.done_n, total=self.total,
+                if sessions.jobs.beat(self.store, self.id, lease_s=self.lease_s, done=self.done_n, total=self.total,
                              detail=self.detail, version_id=self.version_id):
                     self.stop.set()
                 for fn in self.on_beat:
@@ -126,7 +126,7 @@ class Handle:
     def end(self, state: str, error: str | None = None, result: Any = None) -> None:
         self.state = state
         try:
-            rows.finish(self.store, self.id, state, error=error, result=result, done=self.done_n)
+            sessions.jobs.finish(self.store, self.id, state, error=error, result=result, done=self.done_n)
         finally:  # an ended job's handle is its starter's alone: this process's table lets it go
             forget(self)
             self.finished.set()
@@ -138,8 +138,8 @@ def open_job(store: Store, kind: str, *, lease_s: float | None = None, stop: thr
              **row: Any) -> Handle:
     """A job row held by this process, with its heartbeat running (`stop`: the caller's
     own Stop event becomes the job's)."""
-    lease = lease_s if lease_s is not None else rows.LEASE_S
-    h = Handle(store, rows.create(store, kind, lease_s=lease, **row), lease, stop)
+    lease = lease_s if lease_s is not None else sessions.jobs.LEASE_S
+    h = Handle(store, sessions.jobs.create(store, kind, lease_s=lease, **row), lease, stop)
     with _guard:
         _handles[(store.file, h.id)] = h
     h._beater.start()
@@ -219,13 +219,13 @@ def forget(h: Handle) -> None:
             del _handles[(h.store.file, h.id)]
 
 
-def stop(store: Store, job_id: int) -> rows.Job:
+def stop(store: Store, job_id: int) -> sessions.jobs.Job:
     """Stop a job wherever it runs: here at once (the call in flight is cancelled), in
     another process at its next heartbeat."""
     h = handle(store, job_id)
     if h is not None:
         h.stop.set()
-    return rows.request_stop(store, job_id)
+    return sessions.jobs.request_stop(store, job_id)
 
 
 def _stop_all() -> None:

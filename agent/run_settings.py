@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from agent import exemplars as ex
 from sessions.store import StoreError
 from trajectory.prompt_files import ExemplarError
-from trajectory.records import AgentConfig, url_credentials
+from trajectory.records import AgentConfig, url_credentials, without_credentials
 
 
 class ConfigError(ValueError):
@@ -27,12 +27,18 @@ def check_base_url(url: str | None, what: str = "the endpoint (base URL)") -> No
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
         raise ConfigError(f"{what} is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url.strip()):
+        raise ConfigError(f"{what.replace(' (base URL)', '')} must start with http:// or https:// and name a host "
+                          f"(got {(parts.scheme[:10] + ':...') if parts.scheme else 'no scheme'})")
+    try:
+        without_credentials(url)
+    except ValueError:
+        raise ConfigError(f"{what} is not a valid URL") from None
     where = url_credentials(url)
     if where is not None:
         raise ConfigError(f"{what} must not contain credentials ({where}); put the key in OPENAI_API_KEY")
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url.strip()):
-        raise ConfigError(f"{what.replace(' (base URL)', '')} must start with http:// or https:// and name a host "
-                          f"(got {url[:60]!r})")
+    if "?" in url:  # `.../v1?x=1` would send requests to `/v1/?x=1completions`
+        raise ConfigError(f"{what} takes no query (the part after ?): give scheme://host[:port]/path only")
 
 
 def check_config(config: AgentConfig, env: str, store=None) -> None:

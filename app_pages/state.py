@@ -60,7 +60,10 @@ def defaults() -> dict[str, Any]:
         if k in base:
             base[k] = v
     if base.get("base_url"):  # saved by an older version: never shown with credentials
-        base["base_url"] = without_credentials(base["base_url"])
+        try:
+            base["base_url"] = without_credentials(base["base_url"])
+        except ValueError:  # not an http(s) URL: not used
+            base["base_url"] = None
     return base
 
 

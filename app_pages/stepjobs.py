@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from agent import jobs
-from sessions import jobs as rows
+import sessions.jobs
 from sessions.numbering import number_of
 
 StepJob = jobs.Handle
@@ -92,6 +92,6 @@ def cancel(store: Any, session: str, version_id: int) -> bool:
     return True
 
 
-def others(store: Any, episode_id: int, session: str) -> list[rows.Job]:
+def others(store: Any, episode_id: int, session: str) -> list[sessions.jobs.Job]:
     """Live jobs on the episode that this tab did not start (other tabs, other processes)."""
-    return [j for j in rows.active(store, episode_id=episode_id) if j.session != session]
+    return [j for j in sessions.jobs.active(store, episode_id=episode_id) if j.session != session]

@@ -25,13 +25,6 @@ EDIT_CHOICES = {
 }
 
 
-def edit_words(kind: str | None) -> str:
-    """An edit kind as people read it ("thought rewritten"), never its internal id."""
-    if kind is None:
-        return "no edit"
-    return EDIT_NAMES.get(kind, kind.replace("_", " "))
-
-
 def applicable_edits(step: Any, *, can_insert_after: bool = True, allowed: Any = None) -> list[str]:
     """The edit kinds that apply to this step: a step without a thought has none to rewrite
     or delete; a step without an action has none to rewrite; `allowed` (the family's

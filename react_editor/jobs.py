@@ -32,11 +32,11 @@ def _line(j) -> str:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from sessions import jobs as rows
+    import sessions.jobs
 
     store = _store(args, readonly=False)
     try:
-        found = rows.listing(store)
+        found = sessions.jobs.listing(store)
     finally:
         store.close()
     emit(args, [j.as_json() for j in found],
@@ -47,13 +47,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     from agent import jobs
-    from sessions import jobs as rows
+    import sessions.jobs
     from sessions.store import StoreError
 
     store = _store(args, readonly=False)
     try:
         try:
-            before = rows.get(store, args.job)
+            before = sessions.jobs.get(store, args.job)
         except StoreError:
             raise CliError(f"unknown job {args.job} (see `react-editor jobs`)") from None
         if not before.active:

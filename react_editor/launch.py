@@ -1,26 +1,29 @@
 """`react-editor app`: the Streamlit app on 127.0.0.1 wherever it is started from (the
 project's .streamlit/config.toml only applies in the project folder), with XSRF protection
-on and usage statistics off. Another address only when `--address` asks for it, and beyond
-loopback only with a secret (REACT_EDITOR_TOKEN or Streamlit's OIDC login)."""
+on and usage statistics off, behind the gate of `agent.gate` (app_server.py): a
+random token made at each start (or REACT_EDITOR_TOKEN) that the printed URL carries, and
+only loopback Host names. Another address only when `--address` asks for it; `--no-token`
+only on loopback. OIDC sign-in ([auth] in secrets) needs an allow-list ([access])."""
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+import urllib.request
+import webbrowser
 from pathlib import Path
 
 from react_editor.common import CliError
+from agent.gate import ALLOW_LIST, ENDPOINTS_ENV, TOKEN_ENV, TOKEN_PARAM, allow_list, is_loopback, new_token
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
+APP = Path(__file__).resolve().parent.parent / "app_server.py"
 LOOPBACK = "127.0.0.1"
-ALLOW_REMOTE_ENV = "REACT_EDITOR_ALLOW_REMOTE"  # kept for old scripts; the token is what opens the app
-TOKEN_ENV = "REACT_EDITOR_TOKEN"  # beyond loopback, a person presents it before any page shows
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,48 +32,86 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "your episodes to the network)")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--db", default=None, help="SQLite file (default: $REACT_EDITOR_DB or ./react_editor.db)")
+    p.add_argument("--no-token", action="store_true", help="no access token (loopback only): anyone who reaches "
+                   "127.0.0.1 on this machine gets the app")
+    p.add_argument("--no-browser", action="store_true", help="print the URL, do not open it")
+    p.add_argument("--base-url", default=None, help="the launch endpoint (sets OPENAI_BASE_URL for the app): it gets "
+                   "OPENAI_API_KEY")
+    p.add_argument("--allow-endpoint", action="append", default=[], metavar="URL",
+                   help="a base URL typed in the page that may get OPENAI_API_KEY (repeatable; default: only "
+                   "OPENAI_BASE_URL and confirmed endpoints)")
     p.set_defaults(func=cmd_app)
 
 
 def streamlit_argv(address: str, port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(APP),
             "--server.address", address, "--server.port", str(port), "--server.headless", "true",
-            "--server.enableXsrfProtection", "true", "--browser.gatherUsageStats", "false"]
+            "--server.enableXsrfProtection", "true", "--browser.gatherUsageStats", "false",
+            "--logger.hideWelcomeMessage", "true"]  # its URL would lack the token: ours is printed
 
 
-def _remote_allowed() -> bool:
-    """Serving beyond loopback needs a secret: REACT_EDITOR_TOKEN, or Streamlit's OIDC login
-    (an [auth] table in .streamlit/secrets.toml here or in the home folder)."""
-    if os.environ.get(TOKEN_ENV):
-        return True
+def _secrets() -> dict:
+    """Streamlit's secrets as the app will read them (the project folder's, then the home
+    folder's .streamlit/secrets.toml; the first one wins per table)."""
+    found: dict = {}
     for path in (Path.cwd() / ".streamlit" / "secrets.toml", Path.home() / ".streamlit" / "secrets.toml"):
         try:
-            if "auth" in tomllib.loads(path.read_text(encoding="utf-8")):
-                return True
+            for k, v in tomllib.loads(path.read_text(encoding="utf-8")).items():
+                found.setdefault(k, v)
         except (OSError, ValueError):
             continue
-    return False
+    return found
 
 
-def _loopback(address: str) -> bool:
-    try:
-        return address == "localhost" or ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
+def _check_gate(args: argparse.Namespace, secrets: dict) -> None:
+    """One line when the app would let in people it should not."""
+    if "auth" in secrets and not any(allow_list(secrets.get(ALLOW_LIST))):
+        raise CliError("OIDC sign-in ([auth] in .streamlit/secrets.toml) lets in anyone with an account: add "
+                       f"[{ALLOW_LIST}] allowed_emails = [...] and/or allowed_domains = [...] first")
+    if args.no_token and args.address is not None and not is_loopback(args.address):
+        raise CliError(f"--no-token is for loopback only: serving on {args.address} without the token would expose "
+                       "your episodes to the network")
+    from agent.run_settings import ConfigError, check_base_url
+
+    for flag, url in [*(("--allow-endpoint", u) for u in args.allow_endpoint), ("--base-url", args.base_url)]:
+        try:
+            check_base_url(url, flag)
+        except ConfigError as exc:
+            raise CliError(str(exc)) from None
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    if args.address is not None and not _loopback(args.address) and not _remote_allowed():
-        raise CliError(f"serving on {args.address} would expose your episodes to the network: set {TOKEN_ENV} "
-                       "(people enter it in the browser) or configure Streamlit's OIDC login first")
+    _check_gate(args, _secrets())
     env = dict(os.environ)
     if args.db:
         env["REACT_EDITOR_DB"] = str(Path(args.db).resolve())
-    if args.address is not None:
-        env[ALLOW_REMOTE_ENV] = "1"  # asked for explicitly
+    env.pop(TOKEN_ENV, None)
+    token = None if args.no_token else (os.environ.get(TOKEN_ENV) or new_token())
+    if token:
+        env[TOKEN_ENV] = token
+    env[ENDPOINTS_ENV] = "\n".join(args.allow_endpoint)
+    if args.base_url:
+        env["OPENAI_BASE_URL"] = args.base_url
     address = args.address or LOOPBACK
-    sys.stderr.write(f"ReAct Editor on http://{address}:{args.port} (Ctrl-C to stop)\n")
+    host = LOOPBACK if address in ("0.0.0.0", "::") else address
+    base = f"http://{'[' + host + ']' if ':' in host else host}:{args.port}"
+    url = f"{base}/?{TOKEN_PARAM}={token}" if token else f"{base}/"
+    sys.stderr.write(f"ReAct Editor on {url} (Ctrl-C to stop)\n")
+    if not args.no_browser:
+        threading.Thread(target=_open_when_up, args=(base, url), daemon=True).start()
     return serve(streamlit_argv(address, args.port), env)
+
+
+def _open_when_up(base: str, url: str, wait_s: float = 60.0) -> None:
+    """Open `url` in the browser once the server answers (as Jupyter does)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):
+                webbrowser.open(url)
+                return
+        except OSError:
+            time.sleep(0.5)
 
 
 def serve(argv: list[str], env: dict[str, str], grace_s: float = 10.0) -> int:

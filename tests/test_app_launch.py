@@ -46,7 +46,7 @@ def listening(port: int) -> list[str]:
 def test_react_editor_app_listens_on_loopback_from_any_folder(tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(tmp_path / "a.db")}
-    proc = subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--port", str(port)], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--port", str(port), "--no-browser"], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
@@ -71,9 +71,10 @@ def test_launcher_options():
 
     argv = streamlit_argv("127.0.0.1", 8600)
     opts = dict(zip(argv[5::2], argv[6::2]))
-    assert argv[:5] == [sys.executable, "-m", "streamlit", "run", APP]
+    assert argv[:5] == [sys.executable, "-m", "streamlit", "run", str(ROOT / "app_server.py")]  # behind the gate
     assert opts == {"--server.address": "127.0.0.1", "--server.port": "8600", "--server.headless": "true",
-                    "--server.enableXsrfProtection": "true", "--browser.gatherUsageStats": "false"}
+                    "--server.enableXsrfProtection": "true", "--browser.gatherUsageStats": "false",
+                    "--logger.hideWelcomeMessage": "true"}
 
 
 @pytest.fixture
@@ -81,7 +82,6 @@ def bound(monkeypatch, tmp_path):
     """Run app.py as if the server were bound to `address`."""
     old = config.get_option("server.address")
     monkeypatch.setenv("REACT_EDITOR_DB", str(tmp_path / "never" / "made.db"))
-    monkeypatch.delenv("REACT_EDITOR_ALLOW_REMOTE", raising=False)
     monkeypatch.delenv("REACT_EDITOR_TOKEN", raising=False)
     st.cache_resource.clear()
 
@@ -104,7 +104,6 @@ def test_the_app_refuses_a_non_loopback_address(bound, address, tmp_path):
 
 
 def test_beyond_loopback_a_person_presents_the_token_before_any_page(bound, monkeypatch, tmp_path):
-    monkeypatch.setenv("REACT_EDITOR_ALLOW_REMOTE", "1")  # asking is not enough: a secret is
     at = bound("0.0.0.0")
     assert at.error and [t.value for t in at.title] == []
     monkeypatch.setenv("REACT_EDITOR_TOKEN", "tok-" + "x" * 28)
@@ -131,18 +130,19 @@ def _launch(monkeypatch, tmp_path, capsys, *argv):
     return code, capsys.readouterr().err, started
 
 
-def test_react_editor_app_refuses_the_network_without_a_secret(monkeypatch, tmp_path, capsys):
+def test_react_editor_app_makes_a_token_and_refuses_the_network_without_one(monkeypatch, tmp_path, capsys):
     monkeypatch.delenv("REACT_EDITOR_TOKEN", raising=False)
-    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0")
-    assert code == 2 and err.count("\n") == 1 and "REACT_EDITOR_TOKEN" in err and started == [], err
-    assert _launch(monkeypatch, tmp_path, capsys, "--address", "127.0.0.1")[2]  # loopback needs nothing
+    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0", "--no-token", "--no-browser")
+    assert code == 2 and err.count("\n") == 1 and "--no-token" in err and started == [], err
+    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--address", "127.0.0.1", "--no-token", "--no-browser")
+    assert code == 0 and "REACT_EDITOR_TOKEN" not in started[0][1] and "token=" not in err  # loopback: as asked
+    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0", "--no-browser")
+    token = started[0][1]["REACT_EDITOR_TOKEN"]
+    assert code == 0 and len(token) >= 40 and f"?token={token}" in err  # a fresh token, in the printed URL
+    assert _launch(monkeypatch, tmp_path, capsys, "--no-browser")[2][0][1]["REACT_EDITOR_TOKEN"] != token
     monkeypatch.setenv("REACT_EDITOR_TOKEN", "tok-" + "y" * 28)
-    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0")
+    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0", "--no-browser")
     assert code == 0 and started and started[0][1]["REACT_EDITOR_TOKEN"] == "tok-" + "y" * 28
-    monkeypatch.delenv("REACT_EDITOR_TOKEN")
-    (tmp_path / ".streamlit").mkdir()
-    (tmp_path / ".streamlit" / "secrets.toml").write_text('[auth]\nredirect_uri = "http://h/oauth2callback"\n')
-    assert _launch(monkeypatch, tmp_path, capsys, "--address", "0.0.0.0")[0] == 0  # OIDC login configured
 
 
 def test_streamlit_run_in_the_project_binds_loopback():

@@ -114,3 +114,21 @@ def test_the_name_check_finds_a_name_branch(tmp_path):
     (tmp_path / "agent" / "x.py").write_text('"""alfworld in a docstring is fine"""\n# "fever" in a comment too\n'
                                              'if env == "hotpotqa":\n    pass\n')
     assert env_name_literals(tmp_path, {"alfworld", "hotpotqa", "fever"}) == ["agent/x.py:3"]
+
+
+def test_no_module_is_imported_under_the_name_of_another():
+    """Issue 26 item 20: `from sessions import jobs as rows` read as `sessions.rows`; a
+    project module imported under an alias never takes the name of another project module."""
+    import ast
+
+    skip = {"tests", "benchmarks", "build", "docs"}
+    files = [p for p in ROOT.rglob("*.py") if not (set(p.relative_to(ROOT).parts) & skip)
+             and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
+    names = {p.stem for p in files if p.stem != "__init__"} | {p.parent.name for p in files if p.stem == "__init__"}
+    wrong = []
+    for p in files:
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in names:
+                wrong += [f"{p.relative_to(ROOT)}: {a.name} as {a.asname}" for a in node.names
+                          if a.asname and a.asname != a.name and a.asname in names]
+    assert wrong == []

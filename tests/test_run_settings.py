@@ -66,7 +66,7 @@ def test_bad_settings_on_resume_change_nothing(toy, capsys):
 
 def test_credentials_are_stripped_from_stored_configs():
     cfg = AgentConfig(base_url=f"http://alice:{SECRET}@127.0.0.1:8000/v1?x=1")
-    assert cfg.base_url == "http://127.0.0.1:8000/v1?x=1"
+    assert cfg.base_url == "http://127.0.0.1:8000/v1"  # and no query: an endpoint takes none (issue 26 item 17)
     assert SECRET not in cfg.model_dump_json()
 
 

@@ -76,6 +76,11 @@ def test_an_imported_endpoint_gets_nothing_until_confirmed(toy, other_llm, tmp_p
     # a person's OK: the file's endpoint is now the user's choice
     code, out, err = cli(capsys, "confirm", str(ep), "--db", db2)
     assert code == 0 and "model endpoint" in out, (out, err)
+    from agent.endpoint_keys import CONFIRMED_SETTING
+    from sessions.store import Store
+
+    # the app's key guard lets the launch key reach it too (issue 26 item 9)
+    assert Store(db2).get_setting(CONFIRMED_SETTING) == [other_llm.base_url]
     monkeypatch.delenv("OPENAI_BASE_URL")
     assert cli(capsys, "branch", str(ep), "--step", "3", "--db", db2)[0] == 0
     code, out, err = cli(capsys, "step", str(ep), "--db", db2)
@@ -152,4 +157,79 @@ def test_imported_configs_and_call_records_lose_their_credentials(toy, tmp_path,
         assert leak not in text and leak.encode() not in raw, leak
     rec = json.loads(text.splitlines()[0])
     assert rec["episode"]["config"]["base_url"] == "http://127.0.0.1:9/v1"
-    assert {c["params"]["base_url"] for c in rec["calls"]} == {"http://127.0.0.1:9/v1?model=x"}
+    assert {c["params"]["base_url"] for c in rec["calls"]} == {"http://127.0.0.1:9/v1"}  # no query either
+
+
+# Issue 26 item 17: credentials in a path or an unusual parameter, and URLs that cannot be parsed
+HIDDEN = [
+    "http://127.0.0.1:9/v1/sk-proj-SEKRIT1",
+    "http://127.0.0.1:9/sk-SEKRIT1/v1",
+    "http://127.0.0.1:9/v1;api_key=SEKRIT1",
+    "http://127.0.0.1:9/v1?bearer=SEKRIT1",
+    "http://127.0.0.1:9/v1?pwd=SEKRIT1",
+    "http://127.0.0.1:9/v1?x=SK-SEKRIT1",
+    "http://127.0.0.1:9/v1?x=1;api_key=SEKRIT1",
+    "http://127.0.0.1:9/v1?\uff4b\uff45\uff59=SEKRIT1",  # fullwidth ｋｅｙ
+    "http://127.0.0.1:9/v1%3Fapi_key=SEKRIT1",
+    "http://127.0.0.1:9/v1%23SEKRIT1",
+    "http://127.0.0.1:9/v1%253Ftoken=SEKRIT1",  # encoded twice
+]
+UNPARSEABLE = ["http://[::1/v1?k=SEKRIT1", "http://127.0.0.1:99999999/SEKRIT1", "ftp://127.0.0.1/SEKRIT1",
+               "http://127.0.0.1:9/v1\\SEKRIT1", "SEKRIT1"]
+
+
+@pytest.mark.parametrize("url", HIDDEN + UNPARSEABLE + ["http://127.0.0.1:9/v1?x=1"])
+def test_a_base_url_with_a_hidden_credential_or_a_query_is_refused(toy, capsys, url):
+    db = str(toy.db)
+    code, out, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", url, "--db", db)
+    assert code == 2 and err.count("\n") == 1 and "SEKRIT1" not in err, err
+    assert cli(capsys, "episodes", "--db", db, "--json")[1].strip() == "[]"
+
+
+@pytest.mark.parametrize("url", HIDDEN + UNPARSEABLE)
+def test_a_mediawiki_url_with_a_hidden_credential_is_refused(tmp_path, capsys, url):
+    code, out, err = cli(capsys, "run", "--env", "hotpotqa", "--question", "q?", "--wiki", "live", "--wiki-url", url,
+                         "--db", str(tmp_path / "w.db"), "--human")
+    assert code == 2 and err.count("\n") == 1 and "SEKRIT1" not in err, err
+
+
+@pytest.mark.parametrize("url", HIDDEN + ["http://127.0.0.1:9/v1?x=1"])
+def test_an_import_stores_no_hidden_credential(toy, tmp_path, capsys, monkeypatch, url):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    path = _exported_pointing_at(capsys, toy, tmp_path, url)
+    lines = [json.loads(line) for line in open(path)]
+    for rec in lines:
+        rec["episode"]["env_options"]["wiki_url"] = url.replace("/v1", "/w/api.php")
+        rec["episode"]["env_options"]["mirror"] = "https://mirror.example/w/api.php?token=SEKRIT1"
+    open(path, "w").write("".join(json.dumps(r) + "\n" for r in lines))
+    db2 = tmp_path / "second.db"
+    code, _, err = cli(capsys, "import", path, "--db", str(db2))
+    assert code == 0, err
+    again = tmp_path / "again.jsonl"
+    assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(again), "--db", str(db2))[0] == 0
+    assert "SEKRIT1" not in again.read_text()
+    for f in tmp_path.glob("second.db*"):
+        assert b"SEKRIT1" not in f.read_bytes(), f
+    rec = json.loads(again.read_text().splitlines()[0])
+    assert "?" not in rec["episode"]["config"]["base_url"]  # an endpoint takes no query
+
+
+@pytest.mark.parametrize("where", ["base_url", "wiki_url", "call"])
+def test_an_import_refuses_a_url_that_cannot_be_parsed(toy, tmp_path, capsys, monkeypatch, where):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    bad = "http://[::1/v1?k=SEKRIT1"
+    path = _exported_pointing_at(capsys, toy, tmp_path, bad if where == "base_url" else toy.llm.base_url,
+                                 call_url=bad if where == "call" else None)
+    if where == "wiki_url":
+        lines = [json.loads(line) for line in open(path)]
+        for rec in lines:
+            rec["episode"]["env_options"]["wiki_url"] = bad
+        open(path, "w").write("".join(json.dumps(r) + "\n" for r in lines))
+    db2 = tmp_path / "second.db"
+    code, _, err = cli(capsys, "import", path, "--db", str(db2))
+    raw = b"".join(f.read_bytes() for f in tmp_path.glob("second.db*"))
+    assert b"SEKRIT1" not in raw and "SEKRIT1" not in err
+    if where == "call":  # a call record keeps no endpoint it cannot read; the rest imports
+        assert code == 0, err
+    else:
+        assert code == 2 and err.count("\n") == 1, err

@@ -206,3 +206,17 @@ def test_builtin_corpus_tasks_are_reachable_on_the_builtin_wiki(cache):
             for title in t.data["supporting"]:
                 obs = env.step(f"Search[{title}]").observation
                 assert not obs.startswith("Could not find"), (t.id, title, obs[:80])
+
+
+def test_a_task_file_rewritten_within_the_same_mtime_is_read_again(tmp_path):
+    """Issue 26 item 20: the file's stamp (size and mtime) is what the task cache checks, so
+    a file rewritten in the same clock tick is not served from the old parse."""
+    import os
+
+    f = tmp_path / "paper_dev.jsonl"
+    f.write_text(json.dumps(FEVER_ROWS[0]) + "\n")
+    stamp = f.stat().st_mtime_ns
+    assert [t.id for t in family("fever").list_tasks("react", path=tmp_path)] == ["91198"]
+    f.write_text("".join(json.dumps(r) + "\n" for r in FEVER_ROWS))
+    os.utime(f, ns=(stamp, stamp))
+    assert [t.id for t in family("fever").list_tasks("react", path=tmp_path)] == ["91198", "194462"]

@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+import unicodedata
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -84,57 +85,112 @@ class AgentConfig(Record):
     @field_validator("base_url")
     @classmethod
     def _no_credentials(cls, url: str | None) -> str | None:
-        """`user:password@` never enters a config, whatever built it (CLI, app, an import):
-        what is stored, shown and exported is the endpoint without them."""
+        """No credential enters a config, whatever built it (CLI, app, an import): what is
+        stored, shown and exported is the endpoint without them (and without a query, which
+        an endpoint does not take); text that is not an http(s) URL is refused."""
         return without_credentials(url) if url else url
 
 
-# query parameters whose name says they carry a secret (api_key, access_token, sig, ...)
-_SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|credential|session", re.IGNORECASE)
+# names that say a value is a secret (api_key, access_token, sig, bearer, pwd, ...), matched
+# after NFKC folding (a fullwidth ｋｅｙ is a key) and without separators
+_SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|auth|bearer|sig|credential|session|jwt|cookie", re.IGNORECASE)
+# values that look like a key whatever their name: OpenAI/Anthropic (sk-), HF (hf_), GitHub (ghp_...), Groq
+# (gsk_), xAI, Google (AIza), Slack (xox?-), Perplexity, Replicate, JWTs
+_SECRET_VALUE = re.compile(r"^(sk|pk|rk|gsk|xai|pplx|hf|r8|ghp|gho|ghu|ghs|ghr|github_pat|glpat|xox[abprs])[-_]"
+                           r"|^AIza|^eyJ[\w-]{8,}\.", re.IGNORECASE)
+_DELIMS = set("?#;@=&")  # inside a decoded path segment: a query, fragment or parameter in disguise
+
+
+def _fold(text: str) -> str:
+    """What a name or value says once percent-decoding (repeated) and NFKC folding are undone."""
+    for _ in range(3):
+        text = unquote(text)
+    return unicodedata.normalize("NFKC", text)
 
 
 def _secret_param(name: str, value: str) -> bool:
-    return bool(_SECRET_PARAM.search(name)) or name.startswith("sk-") or value.startswith("sk-")
+    name, value = _fold(name), _fold(value)
+    return bool(_SECRET_PARAM.search(name.replace("-", "").replace("_", ""))) or bool(
+        _SECRET_VALUE.search(name) or _SECRET_VALUE.search(value))
+
+
+def _query_pairs(query: str) -> list[tuple[str, str]]:
+    """name=value pairs split on & and ; (servers differ on which they honour)."""
+    pairs = []
+    for part in re.split(r"[&;]", query):
+        name, _, value = part.partition("=")
+        pairs.append((name, value))
+    return pairs
+
+
+def _split(url: str):
+    """urlsplit that raises ValueError for anything but a plain http(s)://host[:port]/path."""
+    if not isinstance(url, str) or any(c.isspace() or ord(c) < 32 or c == "\x7f" or c == "\\" for c in url):
+        raise ValueError("not a URL")
+    parts = urlsplit(url)
+    parts.port  # noqa: B018 - raises on a bad port
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError("not an http(s) URL")
+    return parts
+
+
+def _bad_segment(segment: str) -> str | None:
+    """Why a path segment may carry a credential: a ;parameter, an encoded ?/#/;/@/=, a key."""
+    if ";" in segment:
+        return "a ;parameter in the path"
+    folded = _fold(segment)
+    if _DELIMS & set(folded) or "/" in folded:
+        return "an encoded ?, #, ;, @ or = in the path"
+    if _SECRET_VALUE.search(folded):
+        return "a key in the path"
+    return None
 
 
 def url_credentials(url: str) -> str | None:
-    """Where `url` carries a credential (userinfo, a key/token/... query parameter, a
-    fragment), or None: a key belongs in OPENAI_API_KEY, never in a stored URL."""
+    """Where `url` carries a credential (userinfo, a key/token/... query parameter, a key in
+    the path, a ;parameter, an encoded delimiter, a fragment), or None: a key belongs in
+    OPENAI_API_KEY, never in a stored URL. Text that is not an http(s) URL counts as one
+    (nothing can be said about it)."""
     try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return None
+        parts = _split(url.strip())
+    except (ValueError, AttributeError):
+        return "text that is not an http(s) URL"
     if "@" in parts.netloc:
         return "user:password@"
-    secret = next((n for n, v in parse_qsl(parts.query, keep_blank_values=True) if _secret_param(n, v)), None)
+    secret = next((n for n, v in _query_pairs(parts.query) if _secret_param(n, v)), None)
     if secret is not None:
-        shown = secret[:40] if _SECRET_PARAM.search(secret) and not secret.startswith("sk-") else "..."
+        shown = secret[:40] if secret.isascii() and _SECRET_PARAM.search(secret) and not _SECRET_VALUE.search(
+            _fold(secret)) else "..."
         return f"a query parameter ({shown}=) that carries a credential"
-    if parts.fragment:
+    if parts.fragment or "#" in url:
         return "a #fragment"
+    for segment in parts.path.split("/"):
+        why = _bad_segment(segment)
+        if why:
+            return why
     return None
 
 
 def without_credentials(url: str) -> str:
-    """The URL without `user:password@`, secret-named query parameters and the fragment
-    (unparseable text is returned as is)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if url_credentials(url) is None:
-        return url
-    query = urlencode([(n, v) for n, v in parse_qsl(parts.query, keep_blank_values=True) if not _secret_param(n, v)])
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=query, fragment=""))
+    """The endpoint as it may be stored: scheme://host[:port]/path without `user:password@`,
+    query (an endpoint takes none), fragment, ;parameters or any path segment that may hold
+    a key (replaced by REDACTED). Raises ValueError for text that is not an http(s) URL."""
+    parts = _split(url.strip())
+    path = "/".join("REDACTED" if _bad_segment(seg) else seg for seg in parts.path.split("/"))
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], path, "", ""))
 
 
 def safe_call_params(params: dict[str, Any]) -> dict[str, Any]:
     """A call record's params with its endpoint stripped of credentials (the same dict
     when there is nothing to strip)."""
     url = params.get("base_url")
-    if not isinstance(url, str) or url_credentials(url) is None:
+    if not isinstance(url, str):
         return params
-    return {**params, "base_url": without_credentials(url)}
+    try:
+        clean = without_credentials(url)
+    except ValueError:
+        clean = None  # nothing can be said about it: not kept
+    return params if clean == url else {**params, "base_url": clean}
 
 
 # How people read an edit kind (faces never show the internal ids).

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from functools import lru_cache
 from pathlib import Path
 
 from envs.base import EnvError
@@ -69,8 +68,7 @@ def _react_file(kind: str, path: str | Path | None) -> Path:
     return f
 
 
-@lru_cache(maxsize=8)
-def _load_react(kind: str, f: Path, mtime: float) -> tuple[Task, ...]:
+def _load_react(kind: str, f: Path) -> tuple[Task, ...]:
     try:
         if kind == "hotpotqa":
             rows = json.loads(f.read_text(encoding="utf-8"))
@@ -96,8 +94,7 @@ def official_file(kind: str, path: str | Path | None = None) -> Path:
     raise EnvError(f"official {kind} dev set not found in {base}; fetch it with `react-editor data {kind}`")
 
 
-@lru_cache(maxsize=4)
-def _load_official(kind: str, f: Path, mtime: float) -> tuple[Task, ...]:
+def _load_official(kind: str, f: Path) -> tuple[Task, ...]:
     try:
         if kind == "hotpotqa":
             rows = json.loads(f.read_text(encoding="utf-8"))
@@ -110,6 +107,21 @@ def _load_official(kind: str, f: Path, mtime: float) -> tuple[Task, ...]:
         raise EnvError(f"{f}: not an official {kind} dev file ({type(exc).__name__}: {exc})") from None
 
 
+_LOADED: dict[tuple[str, str, str], tuple[tuple[int, int], tuple[Task, ...]]] = {}
+
+
+def _cached(kind: str, f: Path, load) -> tuple[Task, ...]:
+    """The tasks of `f`, parsed again only when the file changed (its size or mtime): a
+    dev set of thousands of questions is read once per process, an edited file at once."""
+    st = f.stat()
+    stamp = (st.st_size, st.st_mtime_ns)
+    key = (load.__name__, kind, str(f))
+    hit = _LOADED.get(key)
+    if hit is None or hit[0] != stamp:
+        hit = _LOADED[key] = (stamp, load(kind, f))
+    return hit[1]
+
+
 # -- family entry points -------------------------------------------------------------------
 def list_tasks(kind: str, source: str = "builtin", path: str | Path | None = None,
                corpus_dir: Path | None = None, limit: int | None = None, **_opts) -> list[Task]:
@@ -117,10 +129,10 @@ def list_tasks(kind: str, source: str = "builtin", path: str | Path | None = Non
         tasks = _builtin(kind, corpus_dir)
     elif source == "react":
         f = _react_file(kind, path)
-        tasks = list(_load_react(kind, f, f.stat().st_mtime))
+        tasks = list(_cached(kind, f, _load_react))
     elif source == "official":
         f = official_file(kind, path)
-        tasks = list(_load_official(kind, f, f.stat().st_mtime))
+        tasks = list(_cached(kind, f, _load_official))
     else:
         raise EnvError(f"unknown task source {source!r}; use one of {', '.join(SOURCES)}")
     return tasks[:limit] if limit else tasks

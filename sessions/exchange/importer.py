@@ -25,7 +25,7 @@ from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
 from trajectory.records import (IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo,
-                                ModelCall, Outcome, Step, Task, Version, safe_call_params)
+                                ModelCall, Outcome, Step, Task, Version, safe_call_params, without_credentials)
 from sessions.store import Store, StoreError
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
@@ -426,7 +426,7 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
             ep = _Ep(rec.episode.ref, _digest(e_dump))
             if store is not None:
                 task = rec.episode.task
-                options = {**rec.episode.env_options, UNCONFIRMED_REFS: True}  # files/URLs wait for an OK
+                options = {**_no_url_credentials(n, rec.episode.env_options), UNCONFIRMED_REFS: True}  # wait for an OK
                 options.pop(UNCONFIRMED_ENDPOINT, None)
                 options[IMPORT_DIGEST] = (digests or {}).get(rec.episode.ref)
                 if rec.episode.config.base_url:  # so does the model endpoint the file names
@@ -442,6 +442,19 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
         _finish_episode(store, ep)
     if report.versions == 0 and store is None and ep is None:
         raise ImportFailed(f"{name} has no records")
+
+
+def _no_url_credentials(n: int, options: dict[str, Any]) -> dict[str, Any]:
+    """env_options with every URL (a `..._url` option, or text with ://) stripped of
+    credentials as a config's base URL is; a URL that cannot be parsed refuses the file."""
+    out = dict(options)
+    for k, v in options.items():
+        if isinstance(v, str) and (k.lower().endswith("url") or "://" in v):
+            try:
+                out[k] = without_credentials(v)
+            except ValueError:
+                raise _fail(n, f"env_options.{k[:40]} is not an http(s) URL") from None
+    return out
 
 
 def _split_steps(n: int, rec: TrajectoryRecord, ep: _Ep) -> tuple[list[int], list]:

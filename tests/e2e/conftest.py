@@ -1,5 +1,5 @@
-"""Real-browser fixtures: a `streamlit run app.py` on 127.0.0.1 over a fresh database, a
-scripted model server, and Debian's Chromium driven by Playwright. Screenshots of failed
+"""Real-browser fixtures: the app as `react-editor app` serves it (app_server.py, behind the
+gate, with an access token) on 127.0.0.1 over a fresh database, a scripted model server, and Debian's Chromium driven by Playwright. Screenshots of failed
 tests go to test-artifacts/."""
 
 from __future__ import annotations
@@ -31,20 +31,25 @@ def _free_port() -> int:
 
 
 class App:
-    """A running `streamlit run app.py` subprocess."""
+    """A running app, started as `react-editor app` starts it (the same argv, a fresh token).
+    `url` is the bare address; `link(path)` the address with the token (`?token=`), which
+    sets the cookie every later request of that browser context carries."""
 
     def __init__(self, db: Path, env: dict[str, str] | None = None):
+        from agent.gate import new_token
+        from react_editor.launch import streamlit_argv
+
         self.db = db
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.token = new_token()
         e = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-        e.update({"REACT_EDITOR_DB": str(db), "PYTHONPATH": str(ROOT), **(env or {})})
+        e.update({"REACT_EDITOR_DB": str(db), "PYTHONPATH": str(ROOT), "REACT_EDITOR_TOKEN": self.token,
+                  **(env or {})})
         self.log = db.with_suffix(".streamlit.log")
         self._log = open(self.log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(self.port),
-             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"],
+            streamlit_argv("127.0.0.1", self.port) + ["--server.fileWatcherType", "none"],
             cwd=str(ROOT), env=e, stdout=self._log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
@@ -59,6 +64,14 @@ class App:
                 self.stop()
                 raise RuntimeError(f"streamlit did not start:\n{self.log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)
+
+    def link(self, path: str = "/") -> str:
+        """`path` (with or without a query) on this app, carrying the access token."""
+        return f"{self.url}{path}{'&' if '?' in path else '?'}token={self.token}"
+
+    def admit(self, context) -> None:
+        """Let a browser context in, as opening `link()` once does (the token's cookie)."""
+        context.add_cookies([{"name": f"react_editor_token_{self.port}", "value": self.token, "url": self.url}])
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -92,13 +105,16 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture
-def start_app(tmp_path):
-    """`start_app(env=None)` -> App over tmp_path/e2e.db (prepare the db before starting)."""
+def start_app(tmp_path, browser):
+    """`start_app(env=None)` -> App over tmp_path/e2e.db (prepare the db before starting); the
+    browser's open contexts are let in (the test's `page`); a new context must open `app.link()`."""
     apps: list[App] = []
 
     def start(env: dict[str, str] | None = None) -> App:
         app = App(tmp_path / "e2e.db", env)
         apps.append(app)
+        for ctx in browser.contexts:
+            app.admit(ctx)
         return app
 
     yield start

@@ -261,7 +261,7 @@ def test_stop_halts_a_run_mid_way(browser, page, llm, start_app, tmp_path):
 
 def test_start_episode_in_the_browser_and_play_it_by_hand(browser, page, llm, start_app):
     app = start_app()
-    page.goto(app.url)
+    page.goto(app.link())  # the URL `react-editor app` prints
     see(page, "Start a new episode")
     # no model configured: the banner says how to connect one
     _expect()(page.get_by_text(re.compile("No model configured. Set OPENAI_API_KEY")).first).to_be_visible()
