@@ -70,6 +70,17 @@ class VisibleStream:
         self.stream.flush()
 
 
+def write_exact(text: str) -> None:
+    """Text whose bytes matter (a prompt as it is sent): exact into a pipe or a file, as
+    `export --out -` writes; escaped only on a terminal, which an escape sequence would drive."""
+    if sys.stdout.isatty():
+        out = visible(text)
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    else:
+        sys.stdout.write(text)
+    sys.stdout.flush()
+
+
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str] | None = None) -> None:
     """Print `data` as JSON with --json, else `text` (or a JSON rendering of data)."""
     if getattr(args, "json", False):

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, progress, env_kinds
+from react_editor.common import CliError, add_common, db_path, emit, env_kinds, progress, write_exact
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -21,8 +21,8 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
     """tasks, run, resume, step, show."""
     p = add_common(sub.add_parser("tasks", help="list the tasks of an environment"))
     p.add_argument("--env", required=True, choices=env_kinds())
-    p.add_argument("--source", default="builtin", help="builtin (default), official, or react (HotpotQA/FEVER)")
-    p.add_argument("--split", default=None, help="ALFWorld split for --source official (default valid_unseen)")
+    p.add_argument("--source", default="builtin", help="builtin (default), official, or react (the ReAct release's task lists, where a family has them)")
+    p.add_argument("--split", default=None, help="the split for --source official (default: the environment's own)")
     p.add_argument("--limit", type=int, default=None)
     p.set_defaults(func=cmd_tasks)
 
@@ -117,8 +117,8 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--style", choices=("react", "act"), default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--exemplars", default=None,
-                   help="exemplar set name (default: built-in; ALFWorld's built-in ones were played by a "
-                        "scripted policy on the built-in exemplar games, not the paper's)")
+                   help="exemplar set name (default: the environment's built-in set; `react-editor exemplars "
+                        "list` names the others)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
     p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
@@ -242,22 +242,37 @@ def _by_flag(items) -> dict[str, tuple[Any, list[str]]]:
     return out
 
 
+def _shared_help(what: str, key: str, owners: list[str], items) -> str:
+    """A flag several families declare: each family's own words, by kind (one family's
+    words under another's name would mislead: "an ALFWorld game" for --env textworld)."""
+    from envs.registry import family
+
+    labels = {}
+    for kind in owners:
+        it = next(i for i in items(family(kind)) if i.key == key)
+        labels.setdefault(getattr(it, "label", None) or getattr(it, "help", None) or key, []).append(kind)
+    head = f"{what}: " if what else ""
+    if len(labels) == 1:
+        return f"{head}{next(iter(labels))} ({', '.join(owners)})"
+    return head + "; ".join(f"{', '.join(kinds)}: {text}" for text, kinds in labels.items())
+
+
 def env_option_flags(p: argparse.ArgumentParser) -> None:
     """The episode options every installed family takes (`EnvFamily.options`)."""
     for key, (opt, owners) in _by_flag(lambda f: f.options).items():
+        text = _shared_help("", key, owners, lambda f: f.options)
         if opt.switch:
-            p.add_argument(opt.flag, dest=key, action="store_const", const=True, default=None,
-                           help=f"{opt.help} ({', '.join(owners)})")
+            p.add_argument(opt.flag, dest=key, action="store_const", const=True, default=None, help=text)
         else:
-            p.add_argument(opt.flag, dest=key, choices=opt.choices, default=None,
-                           help=f"{opt.help} ({', '.join(owners)})")
+            p.add_argument(opt.flag, dest=key, choices=opt.choices, default=None, help=text)
 
 
 def custom_task_flags(p: argparse.ArgumentParser, group) -> None:
     """A custom task's inputs (`EnvFamily.custom_fields`): required ones exclude --task."""
     for key, (f, owners) in _by_flag(lambda fam: fam.custom_fields).items():
         (group if f.required else p).add_argument(f"--{key.replace('_', '-')}", dest=key, default=None,
-                                                  help=f"a custom task: {f.label} ({', '.join(owners)})")
+                                                  help=_shared_help("a custom task", key, owners,
+                                                                    lambda fam: fam.custom_fields))
 
 
 def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -300,9 +315,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     engine = open_engine(args)
     episode, version = engine.start_episode(task, config, env_options_from(args), name=args.name)
-    progress(f"episode {episode.id}, version {version.id}: {_one_line(task.text, 80)}")
+    progress(f"episode {episode.id}, v1: {_one_line(task.text, 80)}")
     if args.human:
-        emit(args, {"episode": episode.id, "version": version.id, "done": False, "success": None, "steps": 0})
+        emit(args, {"episode": episode.id, "version": version.id, "number": 1, "done": False, "success": None,
+                    "steps": 0},
+             f"episode {episode.id} v1: 0 steps, open (take a step: react-editor step {episode.id}:1 --action ...)")
         return 0
     return _run(args, engine, version.id, None)
 
@@ -361,6 +378,11 @@ def _number(engine, version_id: int) -> int:
     return number_of(engine.store, version_id)
 
 
+def _ref(engine, version_id: int) -> str:
+    """A version as people read and type it: `EP:N` (N = its per-episode number)."""
+    return f"{engine.store.version(version_id).episode_id}:{_number(engine, version_id)}"
+
+
 def _run_text(engine, report, hit: list | None = None) -> str:
     state = "unfinished" if not report.done else ("success" if report.success else "failure")
     if hit:
@@ -376,9 +398,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
     except ConditionError as exc:
         raise CliError(str(exc)) from None
     engine = open_engine(args)
-    vid = _apply_model_flags(engine, version_of(engine, args.episode, args.version), args)
+    vid = version_of(engine, args.episode, args.version)
+    _check_max_steps(engine, vid, args.max_steps)
+    vid = _apply_model_flags(engine, vid, args)
     engine.check_endpoint(vid)
     return _run(args, engine, vid, None, until)
+
+
+def _check_max_steps(engine, vid: int, max_steps: int | None) -> None:
+    """`--max-steps` counts every step of the version: one at or below its step count
+    would make a child that cannot step (and keeps the low limit): refused, nothing written."""
+    if max_steps is None:
+        return
+    have = len(engine.steps(engine.store.version(vid)))
+    if max_steps <= have:
+        raise CliError(f"{_ref(engine, vid)} already has {have} steps: --max-steps counts every step, "
+                       f"so give more than {have} (e.g. --max-steps {have + 10})")
 
 
 def check_model_flags(args: argparse.Namespace, engine, vid: int) -> dict[str, Any]:
@@ -450,7 +485,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     vid = version_of(engine, args.episode, args.version)
     if args.prompt:
         text = engine.prompt(vid)
-        emit(args, {"prompt": text}, text)
+        if args.json:
+            emit(args, {"prompt": text})
+        else:
+            write_exact(text)  # the bytes sent (escaped only on a terminal)
         return 0
     ep = engine.store.episode(int(args.episode))
     v = engine.store.version(vid)
