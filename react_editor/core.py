@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, env_kinds, progress, write_exact
+from react_editor.common import CliError, add_common, db_path, emit, env_kinds, later, progress, write_exact
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -27,16 +27,7 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_tasks)
 
     p = add_common(sub.add_parser("run", help="start an episode and run it"))
-    p.add_argument("--env", required=True, choices=env_kinds())
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--task", help="task id (see `react-editor tasks`)")
-    custom_task_flags(p, g)
-    p.add_argument("--source", default="builtin", help="where --task comes from (builtin, official, react)")
-    env_option_flags(p)
-    p.add_argument("--name", default=None, help="a name for the episode")
-    p.add_argument("--human", action="store_true", help="create the episode without running the model")
-    model_flags(p)
-    p.set_defaults(func=cmd_run)
+    later(p, _run_args)  # (its flags ask every family)
 
     p = add_common(sub.add_parser("resume", help="continue a version"))
     p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
@@ -60,6 +51,20 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", type=int, default=None)
     p.add_argument("--prompt", action="store_true", help="print the exact prompt of the next model call")
     p.set_defaults(func=cmd_show)
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    """`run`'s flags: the task, a custom task's inputs and the episode options of every family."""
+    p.add_argument("--env", required=True, choices=env_kinds())
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--task", help="task id (see `react-editor tasks`)")
+    custom_task_flags(p, g)
+    p.add_argument("--source", default="builtin", help="where --task comes from (builtin, official, react)")
+    env_option_flags(p)
+    p.add_argument("--name", default=None, help="a name for the episode")
+    p.add_argument("--human", action="store_true", help="create the episode without running the model")
+    model_flags(p)
+    p.set_defaults(func=cmd_run)
 
 
 def _register_versions(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +109,7 @@ def _register_versions(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_current)
 
     p = add_common(sub.add_parser("data", help="download official datasets or the ReAct release's files (needs internet)"))
-    p.add_argument("dataset", choices=tuple(_downloads()))
+    later(p, lambda q: q.add_argument("dataset", choices=tuple(_downloads())))  # (asks every family)
     p.add_argument("--dest", default=None, help="where to put the data")
     p.add_argument("--url", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_data)
@@ -166,6 +171,24 @@ def open_engine(args: argparse.Namespace, *, readonly: bool = False):
 
     return Engine(Store(db_path(args), readonly=readonly),
                   on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
+
+
+class _Reader:
+    """What the reading commands need of an Engine - its store and a version's steps -
+    without the model client and the environments an Engine loads: they answer at once."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def steps(self, v) -> list:
+        return self.store.path(v.leaf_step_id)
+
+
+def open_reader(args: argparse.Namespace) -> _Reader:
+    """The database read-only, for `show`, `versions`: no Engine (no model client) loaded."""
+    from sessions.store import Store
+
+    return _Reader(Store(db_path(args), readonly=True))
 
 
 class EpisodeRef(int):
@@ -258,7 +281,12 @@ def _shared_help(what: str, key: str, owners: list[str], items) -> str:
 
 
 def env_option_flags(p: argparse.ArgumentParser) -> None:
-    """The episode options every installed family takes (`EnvFamily.options`)."""
+    """The episode options every installed family takes (`EnvFamily.options`), added when
+    the command is used (loading every family is for the commands that need them)."""
+    later(p, _env_option_flags)
+
+
+def _env_option_flags(p: argparse.ArgumentParser) -> None:
     for key, (opt, owners) in _by_flag(lambda f: f.options).items():
         text = _shared_help("", key, owners, lambda f: f.options)
         if opt.switch:
@@ -268,7 +296,12 @@ def env_option_flags(p: argparse.ArgumentParser) -> None:
 
 
 def custom_task_flags(p: argparse.ArgumentParser, group) -> None:
-    """A custom task's inputs (`EnvFamily.custom_fields`): required ones exclude --task."""
+    """A custom task's inputs (`EnvFamily.custom_fields`): required ones exclude --task
+    (added when the command is used, as `env_option_flags`)."""
+    later(p, lambda q: _custom_task_flags(q, group))
+
+
+def _custom_task_flags(p: argparse.ArgumentParser, group) -> None:
     for key, (f, owners) in _by_flag(lambda fam: fam.custom_fields).items():
         (group if f.required else p).add_argument(f"--{key.replace('_', '-')}", dest=key, default=None,
                                                   help=_shared_help("a custom task", key, owners,
@@ -481,7 +514,7 @@ def _step_text(s) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from envs.registry import family
 
-    engine = open_engine(args, readonly=True)
+    engine = open_engine(args, readonly=True) if args.prompt else open_reader(args)
     vid = version_of(engine, args.episode, args.version)
     if args.prompt:
         text = engine.prompt(vid)
@@ -499,13 +532,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from agent.rollouts import version_groups
     from agent.summary import version_summary
-
-    engine = open_engine(args, readonly=True)
-    ep = engine.store.episode(args.episode)
-    member, labels = version_groups(engine, args.episode)
+    from sessions import rollouts as groups_db
     from sessions.numbering import numbers
+
+    engine = open_reader(args)
+    ep = engine.store.episode(args.episode)
+    member, labels = {}, {}
+    if groups_db.groups(engine.store, args.episode):  # (rollout groups' labels: the rollouts module)
+        from agent.rollouts import version_groups
+
+        member, labels = version_groups(engine, args.episode)
 
     nums = numbers(engine.store, args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]

@@ -46,8 +46,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from agent import jobs
-    from sessions import jobs as rows
+    from sessions import jobs as rows  # (the flag on the row: no runner here; no model client to load)
     from sessions.store import StoreError
 
     store = _store(args, readonly=False)
@@ -58,7 +57,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
             raise CliError(f"unknown job {args.job} (see `react-editor jobs`)") from None
         if not before.active:
             raise CliError(f"job {args.job} is not running (it is {before.state})")
-        job = jobs.stop(store, args.job)
+        job = rows.request_stop(store, args.job)
     finally:
         store.close()
     emit(args, job.as_json(), f"job {job.id} ({job.kind}) is stopping: it ends within one model call")
