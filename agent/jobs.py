@@ -98,6 +98,8 @@ class Handle:
     def _beat_loop(self) -> None:
         while not self.finished.wait(self._interval()):
             try:
+                if rows.stop_requested(self.store, self.id):  # a read first: never waits behind a writer
+                    self.stop.set()
                 if rows.beat(self.store, self.id, lease_s=self.lease_s, done=self.done_n, total=self.total,
                              detail=self.detail, version_id=self.version_id):
                     self.stop.set()

@@ -8,7 +8,7 @@
 2. `jobs stop N` during a run: a real `react-editor run` (HotpotQA, built-in task, the scripted
    model server in this process answering each call after `--latency` s) is stopped by
    `react-editor jobs stop N`; measured from the moment the stop command starts:
-   `flag_landed_ms` (the job row's stop flag is committed; polled every 5 ms),
+   `flag_landed_ms` (the job row's stop flag is committed; polled every 20 ms),
    `returned_ms` (the stop command exited), `run_ended_ms` (the run's job row is final and
    its process exited), and `steps_after_flag` (steps the run committed after the flag).
    Repeated `--stops` times; p50 and max.
@@ -87,7 +87,7 @@ def _row(db: Path, sql: str, params=()):
         c.close()
 
 
-def _until(cond, timeout: float = 120.0, every: float = 0.005):
+def _until(cond, timeout: float = 120.0, every: float = 0.02):
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
         got = cond()

@@ -398,7 +398,9 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda
             h.progress(done=h.done_n + len(rep.steps), version_id=rep.version.id)
             on_step(rep)
 
-        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=lambda: h.should_stop() or until(),
+        # the stop flag as the database holds it, before each step (one read): `jobs stop N` ends the
+        # run within the model call in flight, not at the next heartbeat
+        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=lambda: h.sync_stop() or until(),
                           watch=h.watch())
 
     return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
