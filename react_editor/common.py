@@ -115,6 +115,28 @@ def db_path(args: argparse.Namespace) -> str:
     return args.db or default_db_path()
 
 
+def version_refs(store: Any) -> Callable[..., str]:
+    """`ref(version_id, episode=None) -> "EP:N"`: a version as people read and type it on the
+    command line (N its per-episode number, docs/versions.md; the global id stays in --json),
+    reading each episode's numbering once."""
+    from sessions.numbering import numbers
+
+    known: dict[int, dict[int, int]] = {}
+
+    def ref(version_id: int, episode: int | None = None) -> str:
+        ep = store.version(version_id).episode_id if episode is None else episode
+        if ep not in known:
+            known[ep] = numbers(store, ep)
+        return f"{ep}:{known[ep][version_id]}"
+
+    return ref
+
+
+def version_ref(store: Any, version_id: int) -> str:
+    """One version as `EP:N` (see `version_refs`)."""
+    return version_refs(store)(version_id)
+
+
 # C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on;
 # and the bidi controls, which reorder what a person reads (a right-to-left override)
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))

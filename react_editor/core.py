@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, env_kinds, later, progress, write_exact
+from react_editor.common import (CliError, add_common, db_path, emit, env_kinds, later, progress, version_ref,
+                                 write_exact)
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -364,7 +365,7 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
 
     def on_step(rep) -> None:
         if rep.notice:
-            progress(rep.notice)
+            progress(_notice(engine, rep))
         for call in rep.calls:
             if call.cut_from:
                 progress(f"  the model's completion was cut to {len(call.completion or ''):,} characters "
@@ -379,7 +380,7 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
     report = _run_job(engine, version_id, max_new, on_step, lambda: bool(hit))
     if report.error:
         progress(f"stopped by an error: {report.error}")
-    out = report.as_json()
+    out = {**report.as_json(), "number": _number(engine, report.version)}
     if hit:
         out["until"] = {"condition": hit[0][0].spec, "step": hit[0][1].index}
     emit(args, out, lambda: _run_text(engine, report, hit))
@@ -404,7 +405,7 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda
                           watch=h.watch())
 
     return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
-                         target=f"episode {ep} v{version_id}")
+                         target=f"episode {ep} v{_number(engine, version_id)}")
 
 
 def _number(engine, version_id: int) -> int:
@@ -415,7 +416,16 @@ def _number(engine, version_id: int) -> int:
 
 def _ref(engine, version_id: int) -> str:
     """A version as people read and type it: `EP:N` (N = its per-episode number)."""
-    return f"{engine.store.version(version_id).episode_id}:{_number(engine, version_id)}"
+    return version_ref(engine.store, version_id)
+
+
+def _notice(engine, rep) -> str:
+    """The frozen notice in the command line's words: `version 3:1 is frozen (annotated);
+    continuing in new version 3:2`."""
+    from agent.engine_records import FROZEN
+
+    return (f"version {_ref(engine, rep.continued_from)} is frozen ({FROZEN[rep.frozen]}); "
+            f"continuing in new version {_ref(engine, rep.version.id)}")
 
 
 def _run_text(engine, report, hit: list | None = None) -> str:
@@ -471,7 +481,8 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     new = engine.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
-    progress(f"version {vid} keeps the settings it ran with; continuing in new version {new.id}")
+    progress(f"version {_ref(engine, vid)} keeps the settings it ran with; continuing in new version "
+             f"{_ref(engine, new.id)}")
     return new.id
 
 
@@ -483,9 +494,10 @@ def cmd_step(args: argparse.Namespace) -> int:
     else:
         rep = engine.step(_apply_model_flags(engine, vid, args))
     if rep.notice:
-        progress(rep.notice)
+        progress(_notice(engine, rep))
     signals = version_step_signals(rep.steps, rep.version.outcome)
-    data = {"episode": int(args.episode), "version": rep.version.id, "done": rep.done,
+    data = {"episode": int(args.episode), "version": rep.version.id, "number": _number(engine, rep.version.id),
+            "done": rep.done,
             "steps": [_step_json(s, sigs) for s, sigs in zip(rep.steps, signals)]}
     emit(args, data, lambda: "\n".join(_step_text(s) for s in rep.steps))
     return 0
@@ -608,7 +620,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     else:
         kind, text = "rewrite_action", args.action
     v = engine.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
-    emit(args, {"version": v.id}, f"{int(args.episode)}:{_number(engine, v.id)}")
+    emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
     return 0
 
 
@@ -616,7 +628,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
     v = engine.branch(vid, args.step)
-    emit(args, {"version": v.id}, f"{int(args.episode)}:{_number(engine, v.id)}")
+    emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
     return 0
 
 
@@ -633,7 +645,9 @@ def cmd_current(args: argparse.Namespace) -> int:
     store.set_current_version(args.episode, args.version)
     if args.name is not None:
         store.update_version(args.version, name=args.name)
-    emit(args, {"episode": args.episode, "version": args.version}, f"episode {args.episode}: current version {args.version}")
+    ref = version_ref(store, args.version)
+    emit(args, {"episode": args.episode, "version": args.version, "number": int(ref.partition(":")[2])},
+         f"episode {args.episode}: current version {ref}")
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import CliError, add_common, db_path, emit, visible
+from react_editor.common import CliError, add_common, db_path, emit, version_refs, visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,11 +24,20 @@ def _store(args: argparse.Namespace, *, readonly: bool):
     return Store(db_path(args), create=False, readonly=readonly)
 
 
-def _line(j) -> str:
+ON_A_VERSION = ("step", "run", "edit-and-resume")  # their target is the version they work on now
+
+
+def _line(j, ref: str | None) -> str:
     progress = f"{j.done}/{j.total}" if j.total else (str(j.done) if j.done else "-")
-    what = j.target or (f"v{j.version_id}" if j.version_id else "-")
+    what = (ref if j.kind in ON_A_VERSION else None) or j.target or ref or "-"
     tail = f"  ({j.error})" if j.error else ""
     return visible(f"{j.id}\t{j.kind}\t{j.state}\t{progress}\t{what}\t{j.owner}\t{j.updated_at}{tail}")
+
+
+def _refs(store, found) -> dict[int, str]:
+    """EP:N of each job's version (the per-episode number people type; --json keeps the id)."""
+    ref = version_refs(store)
+    return {j.id: ref(j.version_id, j.episode_id) for j in found if j.version_id is not None}
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -37,11 +46,12 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     store = _store(args, readonly=False)
     try:
         found = rows.listing(store)
+        refs = _refs(store, found)
     finally:
         store.close()
-    emit(args, [j.as_json() for j in found],
-         lambda: "\n".join(["id\tkind\tstate\tprogress\ttarget\towner\tupdated"] + [_line(j) for j in found])
-         if found else "(no jobs)")
+    emit(args, [{**j.as_json(), "ref": refs.get(j.id)} for j in found],
+         lambda: "\n".join(["id\tkind\tstate\tprogress\ttarget\towner\tupdated"]
+                           + [_line(j, refs.get(j.id)) for j in found]) if found else "(no jobs)")
     return 0
 
 
