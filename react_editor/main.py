@@ -53,6 +53,8 @@ def _command_word(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    import envs.registry  # noqa: F401  (installs the kind resolver `sessions/` reaches transcripts by; loads no family)
+
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     return run_command(args)
