@@ -2,7 +2,8 @@
 
 1. Read-only commands (`jobs`, `jobs stop N` of a finished job, `show`, `versions`, `episodes`)
    on a small database: wall time of the real command (`python -m react_editor ...` in a
-   subprocess, as a person's shell runs it), `--runs` times each, p50 and max in ms. For
+   subprocess, as a person's shell runs it), `--runs` times each, p50 and max in ms, and the
+   p50 of its CPU time (user + system: what it takes on a quiet machine). For
    scale, the same figures for `python -c pass` (the interpreter alone) and
    `python -c "import openai"` (what every command paid before it imported only what it needs).
 2. `jobs stop N` during a run: a real `react-editor run` (HotpotQA, built-in task, the scripted
@@ -13,7 +14,7 @@
    its process exited), and `steps_after_flag` (steps the run committed after the flag).
    Repeated `--stops` times; p50 and max.
 
-Usage: python benchmarks/cli_latency.py [--runs 7] [--stops 3] [--latency 0.3]
+Usage: python benchmarks/cli_latency.py [--runs 7] [--stops 3] [--latency 0.3] [--code OTHER_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -34,23 +36,36 @@ from _root import ROOT
 READS = (["jobs"], ["jobs", "stop", "1"], ["show", "1"], ["versions", "1"], ["episodes"])
 
 
+CODE = [ROOT]  # the checkout whose command line is measured (`--code`: another one, e.g. main, to compare)
+
+
 def _env(cache: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(cache), "OPENAI_API_KEY": "sk-bench"}
+    return {**os.environ, "PYTHONPATH": str(CODE[0]), "REACT_EDITOR_CACHE": str(cache), "OPENAI_API_KEY": "sk-bench"}
 
 
 def _cli(args: list[str], env: dict, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "react_editor", *args], env=env, cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "react_editor", *args], env=env, cwd=CODE[0],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def _wall(argv: list[str], env: dict) -> float:
+def _wall(argv: list[str], env: dict) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one run of `argv`: the CPU time (user + system) is what the
+    command costs on a quiet machine; the wall time is what a person waits on this one."""
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, check=False)
-    return (time.perf_counter() - t0) * 1000
+    subprocess.run(argv, env=env, cwd=CODE[0], capture_output=True, check=False)
+    wall = (time.perf_counter() - t0) * 1000
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) * 1000
 
 
 def _stats(ms: list[float]) -> dict:
     return {"p50_ms": round(statistics.median(ms)), "max_ms": round(max(ms)), "runs": len(ms)}
+
+
+def _timed(argv: list[str], env: dict, runs: int) -> dict:
+    got = [_wall(argv, env) for _ in range(runs)]
+    return {**_stats([w for w, _ in got]), "cpu_p50_ms": round(statistics.median(c for _, c in got))}
 
 
 def _seed(db: Path, env: dict) -> None:
@@ -71,11 +86,11 @@ def reads(work: Path, env: dict, runs: int) -> dict:
     out = {}
     for label, argv in (("python -c pass", [sys.executable, "-c", "pass"]),
                         ("python -c 'import openai'", [sys.executable, "-c", "import openai"])):
-        out[label] = _stats([_wall(argv, env) for _ in range(runs)])
+        out[label] = _timed(argv, env, runs)
     for args in READS:
         argv = [sys.executable, "-m", "react_editor", *args, "--db", str(db)]
         _wall(argv, env)  # warm the OS file cache
-        out["react-editor " + " ".join(args)] = _stats([_wall(argv, env) for _ in range(runs)])
+        out["react-editor " + " ".join(args)] = _timed(argv, env, runs)
     return out
 
 
@@ -155,11 +170,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--stops", type=int, default=3)
     ap.add_argument("--latency", type=float, default=0.3, help="seconds the scripted model takes per call")
+    ap.add_argument("--code", default=None, help="measure this checkout's command line instead (e.g. ../main)")
     a = ap.parse_args()
+    if a.code:
+        CODE[0] = Path(a.code).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         env = _env(work / "cache")
-        out = {"cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
+        out = {"code": str(CODE[0]), "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
                "reads": reads(work, env, a.runs), "stop_during_run": stops(work, env, a.stops, a.latency)}
     print(json.dumps(out, indent=2))
 

@@ -22,7 +22,8 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
     """tasks, run, resume, step, show."""
     p = add_common(sub.add_parser("tasks", help="list the tasks of an environment"))
     p.add_argument("--env", required=True, choices=env_kinds())
-    p.add_argument("--source", default="builtin", help="builtin (default), official, or react (the ReAct release's task lists, where a family has them)")
+    p.add_argument("--source", default="builtin",
+                   help="builtin (default), official, or react (the ReAct release's lists, where a family has them)")
     p.add_argument("--split", default=None, help="the split for --source official (default: the environment's own)")
     p.add_argument("--limit", type=int, default=None)
     p.set_defaults(func=cmd_tasks)
