@@ -10,8 +10,8 @@
    model server in this process answering each call after `--latency` s) is stopped by
    `react-editor jobs stop N`; measured from the moment the stop command starts:
    `flag_landed_ms` (the job row's stop flag is committed; polled every 20 ms),
-   `returned_ms` (the stop command exited), `run_ended_ms` (the run's job row is final and
-   its process exited), and `steps_after_flag` (steps the run committed after the flag).
+   `returned_ms` (the stop command exited), `job_final_ms` (the run's job row reads stopped),
+   `run_ended_ms` (and its process exited), `flag_to_job_final_ms`, and `steps_after_flag` (steps the run committed after the flag).
    Repeated `--stops` times; p50 and max.
 
 Usage: python benchmarks/cli_latency.py [--runs 7] [--stops 3] [--latency 0.3] [--code OTHER_CHECKOUT]
@@ -40,7 +40,11 @@ CODE = [ROOT]  # the checkout whose command line is measured (`--code`: another 
 
 
 def _env(cache: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(CODE[0]), "REACT_EDITOR_CACHE": str(cache), "OPENAI_API_KEY": "sk-bench"}
+    """As an installed `react-editor` runs: with compiled bytecode (kept under the work folder,
+    never beside the sources), whatever PYTHONDONTWRITEBYTECODE this shell has."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": str(CODE[0]), "PYTHONPYCACHEPREFIX": str(cache.parent / "pycache"),
+            "REACT_EDITOR_CACHE": str(cache), "OPENAI_API_KEY": "sk-bench"}
 
 
 def _cli(args: list[str], env: dict, **kw) -> subprocess.Popen:
@@ -84,6 +88,7 @@ def reads(work: Path, env: dict, runs: int) -> dict:
     db = work / "reads.db"
     _seed(db, env)
     out = {}
+    _wall([sys.executable, "-c", "import openai"], env)  # its bytecode, as for the commands below
     for label, argv in (("python -c pass", [sys.executable, "-c", "pass"]),
                         ("python -c 'import openai'", [sys.executable, "-c", "import openai"])):
         out[label] = _timed(argv, env, runs)
@@ -127,6 +132,7 @@ def one_stop(work: Path, env: dict, url: str, tag: str) -> dict:
         stop.communicate(timeout=300)
         returned = time.perf_counter()
         _until(lambda: _row(db, "select state from jobs where id = ?", [job])[0] in ("stopped", "done", "failed"))
+        final = time.perf_counter()
         run.wait(timeout=300)
         ended = time.perf_counter()
         state = _row(db, "select state from jobs where id = ?", [job])[0]
@@ -136,7 +142,7 @@ def one_stop(work: Path, env: dict, url: str, tag: str) -> dict:
             run.kill()
         run.communicate()
     ms = lambda t: round((t - t0) * 1000)  # noqa: E731
-    return {"flag_landed_ms": ms(flag), "returned_ms": ms(returned), "run_ended_ms": ms(ended),
+    return {"flag_landed_ms": ms(flag), "returned_ms": ms(returned), "job_final_ms": ms(final), "run_ended_ms": ms(ended),
             "steps_after_flag": steps_after, "stop_exit": stop.returncode, "job_state": state}
 
 
@@ -158,7 +164,8 @@ def stops(work: Path, env: dict, n: int, latency: float) -> dict:
         each = [one_stop(work, env, llm.base_url, str(i)) for i in range(n)]
     finally:
         llm.stop()
-    summary = {k: _stats([e[k] for e in each]) for k in ("flag_landed_ms", "returned_ms", "run_ended_ms")}
+    summary = {k: _stats([e[k] for e in each]) for k in ("flag_landed_ms", "returned_ms", "job_final_ms", "run_ended_ms")}
+    summary["flag_to_job_final_ms"] = _stats([e["job_final_ms"] - e["flag_landed_ms"] for e in each])
     summary["steps_after_flag"] = [e["steps_after_flag"] for e in each]
     summary["job_states"] = [e["job_state"] for e in each]
     summary["model_latency_s"] = latency

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 from react_editor.common import CliError
@@ -43,6 +42,8 @@ def _remote_allowed() -> bool:
     (an [auth] table in .streamlit/secrets.toml here or in the home folder)."""
     if os.environ.get(TOKEN_ENV):
         return True
+    import tomllib  # (here: every other command starts without it)
+
     for path in (Path.cwd() / ".streamlit" / "secrets.toml", Path.home() / ".streamlit" / "secrets.toml"):
         try:
             if "auth" in tomllib.loads(path.read_text(encoding="utf-8")):
