@@ -11,7 +11,8 @@
    `react-editor jobs stop N`; measured from the moment the stop command starts:
    `flag_landed_ms` (the job row's stop flag is committed; polled every 20 ms),
    `returned_ms` (the stop command exited), `job_final_ms` (the run's job row reads stopped),
-   `run_ended_ms` (and its process exited), `flag_to_job_final_ms`, and `steps_after_flag` (steps the run committed after the flag).
+   `run_ended_ms` (and its process exited), `flag_to_job_final_ms`, and `steps_after_flag`
+   (steps the run committed after the flag).
    Repeated `--stops` times; p50 and max.
 
 Usage: python benchmarks/cli_latency.py [--runs 7] [--stops 3] [--latency 0.3] [--code OTHER_CHECKOUT]
@@ -142,7 +143,8 @@ def one_stop(work: Path, env: dict, url: str, tag: str) -> dict:
             run.kill()
         run.communicate()
     ms = lambda t: round((t - t0) * 1000)  # noqa: E731
-    return {"flag_landed_ms": ms(flag), "returned_ms": ms(returned), "job_final_ms": ms(final), "run_ended_ms": ms(ended),
+    return {"flag_landed_ms": ms(flag), "returned_ms": ms(returned), "job_final_ms": ms(final),
+            "run_ended_ms": ms(ended),
             "steps_after_flag": steps_after, "stop_exit": stop.returncode, "job_state": state}
 
 
@@ -164,7 +166,8 @@ def stops(work: Path, env: dict, n: int, latency: float) -> dict:
         each = [one_stop(work, env, llm.base_url, str(i)) for i in range(n)]
     finally:
         llm.stop()
-    summary = {k: _stats([e[k] for e in each]) for k in ("flag_landed_ms", "returned_ms", "job_final_ms", "run_ended_ms")}
+    keys = ("flag_landed_ms", "returned_ms", "job_final_ms", "run_ended_ms")
+    summary = {k: _stats([e[k] for e in each]) for k in keys}
     summary["flag_to_job_final_ms"] = _stats([e["job_final_ms"] - e["flag_landed_ms"] for e in each])
     summary["steps_after_flag"] = [e["steps_after_flag"] for e in each]
     summary["job_states"] = [e["job_state"] for e in each]
