@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.engine_records import EngineError, _clean_text, _outcome
+from agent.engine_records import EngineError, _clean_text, _outcome, version_name
 from envs.registry import family
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
@@ -148,11 +148,11 @@ class EditingMixin:
         n = len(steps)
         if kind == "insert_thought":
             if not 1 <= k <= n + 1:
-                raise EngineError(f"version {v.id} has {n} steps; a thought can be inserted at 1..{n + 1}")
+                raise EngineError(f"version {version_name(self.store, v)} has {n} steps; a thought can be inserted at 1..{n + 1}")
             if k == n + 1 and v.outcome.done:
-                raise EngineError(f"version {v.id} is finished; insert the thought before a step instead")
+                raise EngineError(f"version {version_name(self.store, v)} is finished; insert the thought before a step instead")
         elif not 1 <= k <= n:
-            raise EngineError(f"version {v.id} has no step {k} (it has {n} step{'s' if n != 1 else ''})")
+            raise EngineError(f"version {version_name(self.store, v)} has no step {k} (it has {n} step{'s' if n != 1 else ''})")
         if kind != "delete_thought":
             text = _clean_text(text, "action" if kind == "rewrite_action" else "thought")
         old = steps[k - 1] if k <= n else None
@@ -228,7 +228,7 @@ class EditingMixin:
         v = self.store.version(version_id)
         steps = self.steps(v)
         if not 0 <= k <= len(steps):
-            raise EngineError(f"version {v.id} has no step {k}")
+            raise EngineError(f"version {version_name(self.store, v)} has no step {k}")
         at = steps[k - 1] if k else None
         edits = [e for e in v.edits if (e.index or 0) <= k]
         fields: dict[str, Any] = {"edits": edits}

@@ -21,7 +21,7 @@ from agent.client import CallWatch
 from agent.editing import EditingMixin
 from agent.engine_records import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, EpisodeLocks, ModelCallFailed, RunReport,
                                   StepCancelled, StepReport, WriteBlocked, _clean_text, _Live, _outcome, _outcome_text,
-                                  qa_method_of)
+                                  qa_method_of, version_name)
 from agent.environments import EnvironmentsMixin
 from agent.prompting import PromptingMixin
 from agent.run_settings import check_config
@@ -174,10 +174,10 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             return None
         ep = self._episode(v)
         if v.outcome.done:
-            raise EngineError(f"version {v.id} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on")
+            raise EngineError(f"version {version_name(self.store, v)} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on")
         steps = self.steps(v)
         if len(steps) >= self.max_steps(ep):
-            raise EngineError(f"version {v.id} has reached its step limit ({self.max_steps(ep)})")
+            raise EngineError(f"version {version_name(self.store, v)} has reached its step limit ({self.max_steps(ep)})")
         return v, ep, steps, self._env_at(ep, steps)
 
     def step(self, version_id: int, *, watch: CallWatch | None = None) -> StepReport:

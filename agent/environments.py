@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from agent.client import public_url
-from agent.engine_records import EngineError, _Live, _same_endpoint
+from agent.engine_records import EngineError, _Live, _same_endpoint, version_name
 from envs.base import Environment, ReplayMismatch
 from envs.registry import family
 from agent.endpoint_keys import CONFIRMED_SETTING
@@ -167,7 +167,7 @@ class EnvironmentsMixin:
         steps = self.steps(v)
         if before is not None:
             if not 1 <= before <= len(steps) + 1:
-                raise EngineError(f"version {v.id} has no step {before}")
+                raise EngineError(f"version {version_name(self.store, v)} has no step {before}")
             steps = steps[: before - 1]
         return self._env_at(self.store.episode(v.episode_id), steps)
 

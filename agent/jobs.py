@@ -102,6 +102,8 @@ class Handle:
     def _beat_loop(self) -> None:
         while not self.finished.wait(self._interval()):
             try:
+                if sessions.jobs.stop_requested(self.store, self.id):  # a read first: never waits behind a writer
+                    self.stop.set()
                 if sessions.jobs.beat(self.store, self.id, lease_s=self.lease_s, done=self.done_n, total=self.total,
                              detail=self.detail, version_id=self.version_id):
                     self.stop.set()

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.engine import Engine
 from trajectory.records import Version
+
+if TYPE_CHECKING:  # (any reader with `steps(version)`: the CLI's reading commands load no Engine)
+    from agent.engine import Engine
 
 
 def version_summary(engine: Engine, v: Version) -> dict[str, Any]:
-    """One version as a plain dict: what the versions list and tree show."""
+    """One version as a plain dict: what the versions list and tree show (`engine`: the
+    Engine, or any reader with `steps(version)`)."""
     steps = engine.steps(v)
     human = sum(1 for s in steps if s.source == "human" and s.edit is None)
     return {

@@ -9,13 +9,88 @@ import sqlite3
 import sys
 from typing import Any, Callable
 
+from react_editor.args import Parser
 
 
-def env_kinds() -> tuple[str, ...]:
-    """Every environment kind installed here: the built-in ones, then plugins."""
-    from envs.registry import kinds
 
-    return kinds()
+class _EnvKinds:
+    """`--env` choices: every environment kind installed here (built-in, then plugins),
+    asked of the registry only when an `--env` is checked or a help lists them."""
+
+    quiet = False  # True while argparse checks a new argument's metavar (no need to ask then)
+
+    def _all(self) -> tuple[str, ...]:
+        if _EnvKinds.quiet:
+            return ()
+        from envs.registry import kinds
+
+        return kinds()
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._all()
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+def env_kinds() -> _EnvKinds:
+    """Every environment kind installed here (the built-in ones, then plugins), read lazily."""
+    return _EnvKinds()
+
+
+class LazyParser(Parser):
+    """A command's parser whose costly arguments (those every environment family declares)
+    are added only when that command is parsed or its help shown: a command that needs no
+    family (`jobs`, `show`, `episodes`) starts without loading them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._later: list[Callable[[argparse.ArgumentParser], None]] = []
+        self._adding = False
+
+    def later(self, add: Callable[[argparse.ArgumentParser], None]) -> None:
+        if self._adding:  # asked while the deferred arguments are being added: in their order
+            add(self)
+        else:
+            self._later.append(add)
+
+    def _ready(self) -> None:
+        self._adding = True
+        try:
+            while self._later:
+                self._later.pop(0)(self)
+        finally:
+            self._adding = False
+
+    def add_argument(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+        _EnvKinds.quiet = isinstance(kwargs.get("choices"), _EnvKinds)
+        try:
+            return super().add_argument(*args, **kwargs)
+        finally:
+            _EnvKinds.quiet = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._ready()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._ready()
+        return super().format_help()
+
+    def format_usage(self) -> str:
+        self._ready()
+        return super().format_usage()
+
+
+def later(p: argparse.ArgumentParser, add: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add arguments to `p` when it is used (at once when `p` is not a LazyParser)."""
+    if isinstance(p, LazyParser):
+        p.later(add)
+    else:
+        add(p)
 
 
 def check_url(url: str, what: str) -> None:
@@ -66,6 +141,28 @@ def db_path(args: argparse.Namespace) -> str:
     return str(regular_file(args.db or default_db_path(), "database", may_be_missing=True))
 
 
+def version_refs(store: Any) -> Callable[..., str]:
+    """`ref(version_id, episode=None) -> "EP:N"`: a version as people read and type it on the
+    command line (N its per-episode number, docs/versions.md; the global id stays in --json),
+    reading each episode's numbering once."""
+    from sessions.numbering import numbers
+
+    known: dict[int, dict[int, int]] = {}
+
+    def ref(version_id: int, episode: int | None = None) -> str:
+        ep = store.version(version_id).episode_id if episode is None else episode
+        if ep not in known:
+            known[ep] = numbers(store, ep)
+        return f"{ep}:{known[ep][version_id]}"
+
+    return ref
+
+
+def version_ref(store: Any, version_id: int) -> str:
+    """One version as `EP:N` (see `version_refs`)."""
+    return version_refs(store)(version_id)
+
+
 # C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on;
 # and the bidi controls, which reorder what a person reads (a right-to-left override)
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
@@ -92,6 +189,17 @@ class VisibleStream:
 
     def flush(self) -> None:
         self.stream.flush()
+
+
+def write_exact(text: str) -> None:
+    """Text whose bytes matter (a prompt as it is sent): exact into a pipe or a file, as
+    `export --out -` writes; escaped only on a terminal, which an escape sequence would drive."""
+    if sys.stdout.isatty():
+        out = visible(text)
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    else:
+        sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str] | None = None) -> None:

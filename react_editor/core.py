@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from react_editor.common import CliError, JobStopped, add_common, db_path, emit, progress, env_kinds
+from react_editor.common import (CliError, JobStopped, add_common, db_path, emit, env_kinds, later, progress,
+                                 version_ref, write_exact)
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -21,22 +22,14 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
     """tasks, run, resume, step, show."""
     p = add_common(sub.add_parser("tasks", help="list the tasks of an environment"))
     p.add_argument("--env", required=True, choices=env_kinds())
-    p.add_argument("--source", default="builtin", help="builtin (default), official, or react (HotpotQA/FEVER)")
-    p.add_argument("--split", default=None, help="ALFWorld split for --source official (default valid_unseen)")
+    p.add_argument("--source", default="builtin",
+                   help="builtin (default), official, or react (the ReAct release's lists, where a family has them)")
+    p.add_argument("--split", default=None, help="the split for --source official (default: the environment's own)")
     p.add_argument("--limit", type=int, default=None)
     p.set_defaults(func=cmd_tasks)
 
     p = add_common(sub.add_parser("run", help="start an episode and run it"))
-    p.add_argument("--env", required=True, choices=env_kinds())
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--task", help="task id (see `react-editor tasks`)")
-    custom_task_flags(p, g)
-    p.add_argument("--source", default="builtin", help="where --task comes from (builtin, official, react)")
-    env_option_flags(p)
-    p.add_argument("--name", default=None, help="a name for the episode")
-    p.add_argument("--human", action="store_true", help="create the episode without running the model")
-    model_flags(p)
-    p.set_defaults(func=cmd_run)
+    later(p, _run_args)  # (its flags ask every family)
 
     p = add_common(sub.add_parser("resume", help="continue a version"))
     p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
@@ -60,6 +53,20 @@ def _register_runs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", type=int, default=None)
     p.add_argument("--prompt", action="store_true", help="print the exact prompt of the next model call")
     p.set_defaults(func=cmd_show)
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    """`run`'s flags: the task, a custom task's inputs and the episode options of every family."""
+    p.add_argument("--env", required=True, choices=env_kinds())
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--task", help="task id (see `react-editor tasks`)")
+    custom_task_flags(p, g)
+    p.add_argument("--source", default="builtin", help="where --task comes from (builtin, official, react)")
+    env_option_flags(p)
+    p.add_argument("--name", default=None, help="a name for the episode")
+    p.add_argument("--human", action="store_true", help="create the episode without running the model")
+    model_flags(p)
+    p.set_defaults(func=cmd_run)
 
 
 def _register_versions(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +111,7 @@ def _register_versions(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_current)
 
     p = add_common(sub.add_parser("data", help="download official datasets or the ReAct release's files (needs internet)"))
-    p.add_argument("dataset", choices=tuple(_downloads()))
+    later(p, lambda q: q.add_argument("dataset", choices=tuple(_downloads())))  # (asks every family)
     p.add_argument("--dest", default=None, help="where to put the data")
     p.add_argument("--url", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_data)
@@ -117,8 +124,8 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--style", choices=("react", "act"), default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--exemplars", default=None,
-                   help="exemplar set name (default: built-in; ALFWorld's built-in ones were played by a "
-                        "scripted policy on the built-in exemplar games, not the paper's)")
+                   help="exemplar set name (default: the environment's built-in set; `react-editor exemplars "
+                        "list` names the others)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
     p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
@@ -166,6 +173,24 @@ def open_engine(args: argparse.Namespace, *, readonly: bool = False):
 
     return Engine(Store(db_path(args), readonly=readonly),
                   on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
+
+
+class _Reader:
+    """What the reading commands need of an Engine - its store and a version's steps -
+    without the model client and the environments an Engine loads: they answer at once."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def steps(self, v) -> list:
+        return self.store.path(v.leaf_step_id)
+
+
+def open_reader(args: argparse.Namespace) -> _Reader:
+    """The database read-only, for `show`, `versions`: no Engine (no model client) loaded."""
+    from sessions.store import Store
+
+    return _Reader(Store(db_path(args), readonly=True))
 
 
 class EpisodeRef(int):
@@ -244,22 +269,47 @@ def _by_flag(items) -> dict[str, tuple[Any, list[str]]]:
     return out
 
 
+def _shared_help(what: str, key: str, owners: list[str], items) -> str:
+    """A flag several families declare: each family's own words, by kind (one family's
+    words under another's name would mislead: "an ALFWorld game" for --env textworld)."""
+    from envs.registry import family
+
+    labels = {}
+    for kind in owners:
+        it = next(i for i in items(family(kind)) if i.key == key)
+        labels.setdefault(getattr(it, "label", None) or getattr(it, "help", None) or key, []).append(kind)
+    head = f"{what}: " if what else ""
+    if len(labels) == 1:
+        return f"{head}{next(iter(labels))} ({', '.join(owners)})"
+    return head + "; ".join(f"{', '.join(kinds)}: {text}" for text, kinds in labels.items())
+
+
 def env_option_flags(p: argparse.ArgumentParser) -> None:
-    """The episode options every installed family takes (`EnvFamily.options`)."""
+    """The episode options every installed family takes (`EnvFamily.options`), added when
+    the command is used (loading every family is for the commands that need them)."""
+    later(p, _env_option_flags)
+
+
+def _env_option_flags(p: argparse.ArgumentParser) -> None:
     for key, (opt, owners) in _by_flag(lambda f: f.options).items():
+        text = _shared_help("", key, owners, lambda f: f.options)
         if opt.switch:
-            p.add_argument(opt.flag, dest=key, action="store_const", const=True, default=None,
-                           help=f"{opt.help} ({', '.join(owners)})")
+            p.add_argument(opt.flag, dest=key, action="store_const", const=True, default=None, help=text)
         else:
-            p.add_argument(opt.flag, dest=key, choices=opt.choices, default=None,
-                           help=f"{opt.help} ({', '.join(owners)})")
+            p.add_argument(opt.flag, dest=key, choices=opt.choices, default=None, help=text)
 
 
 def custom_task_flags(p: argparse.ArgumentParser, group) -> None:
-    """A custom task's inputs (`EnvFamily.custom_fields`): required ones exclude --task."""
+    """A custom task's inputs (`EnvFamily.custom_fields`): required ones exclude --task
+    (added when the command is used, as `env_option_flags`)."""
+    later(p, lambda q: _custom_task_flags(q, group))
+
+
+def _custom_task_flags(p: argparse.ArgumentParser, group) -> None:
     for key, (f, owners) in _by_flag(lambda fam: fam.custom_fields).items():
         (group if f.required else p).add_argument(f"--{key.replace('_', '-')}", dest=key, default=None,
-                                                  help=f"a custom task: {f.label} ({', '.join(owners)})")
+                                                  help=_shared_help("a custom task", key, owners,
+                                                                    lambda fam: fam.custom_fields))
 
 
 def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -302,9 +352,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     engine = open_engine(args)
     episode, version = engine.start_episode(task, config, env_options_from(args), name=args.name)
-    progress(f"episode {episode.id}, version {version.id}: {_one_line(task.text, 80)}")
+    progress(f"episode {episode.id}, v1: {_one_line(task.text, 80)}")
     if args.human:
-        emit(args, {"episode": episode.id, "version": version.id, "done": False, "success": None, "steps": 0})
+        emit(args, {"episode": episode.id, "version": version.id, "number": 1, "done": False, "success": None,
+                    "steps": 0},
+             f"episode {episode.id} v1: 0 steps, open (take a step: react-editor step {episode.id}:1 --action ...)")
         return 0
     return _run(args, engine, version.id, None)
 
@@ -316,7 +368,7 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
 
     def on_step(rep) -> None:
         if rep.notice:
-            progress(rep.notice)
+            progress(_notice(engine, rep))
         for call in rep.calls:
             if call.cut_from:
                 progress(f"  the model's completion was cut to {len(call.completion or ''):,} characters "
@@ -331,7 +383,7 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
     report = _run_job(engine, version_id, max_new, on_step, lambda: bool(hit))
     if report.error:
         progress(f"stopped by an error: {report.error}")
-    out = report.as_json()
+    out = {**report.as_json(), "number": _number(engine, report.version)}
     if hit:
         out["until"] = {"condition": hit[0][0].spec, "step": hit[0][1].index}
     emit(args, out, lambda: _run_text(engine, report, hit))
@@ -353,17 +405,33 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda
             h.progress(done=h.done_n + len(rep.steps), version_id=rep.version.id)
             on_step(rep)
 
-        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=lambda: h.should_stop() or until(),
+        # the stop flag as the database holds it, before each step (one read): `jobs stop N` ends the
+        # run within the model call in flight, not at the next heartbeat
+        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=lambda: h.sync_stop() or until(),
                           watch=h.watch())
 
     return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
-                         target=f"episode {ep} v{version_id}")
+                         target=f"episode {ep} v{_number(engine, version_id)}")
 
 
 def _number(engine, version_id: int) -> int:
     from sessions.numbering import number_of
 
     return number_of(engine.store, version_id)
+
+
+def _ref(engine, version_id: int) -> str:
+    """A version as people read and type it: `EP:N` (N = its per-episode number)."""
+    return version_ref(engine.store, version_id)
+
+
+def _notice(engine, rep) -> str:
+    """The frozen notice in the command line's words: `version 3:1 is frozen (annotated);
+    continuing in new version 3:2`."""
+    from agent.engine_records import FROZEN
+
+    return (f"version {_ref(engine, rep.continued_from)} is frozen ({FROZEN[rep.frozen]}); "
+            f"continuing in new version {_ref(engine, rep.version.id)}")
 
 
 def _run_text(engine, report, hit: list | None = None) -> str:
@@ -381,9 +449,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
     except ConditionError as exc:
         raise CliError(str(exc)) from None
     engine = open_engine(args)
-    vid = _apply_model_flags(engine, version_of(engine, args.episode, args.version), args)
+    vid = version_of(engine, args.episode, args.version)
+    _check_max_steps(engine, vid, args.max_steps)
+    vid = _apply_model_flags(engine, vid, args)
     engine.check_endpoint(vid)
     return _run(args, engine, vid, None, until)
+
+
+def _check_max_steps(engine, vid: int, max_steps: int | None) -> None:
+    """`--max-steps` counts every step of the version: one at or below its step count
+    would make a child that cannot step (and keeps the low limit): refused, nothing written."""
+    if max_steps is None:
+        return
+    have = len(engine.steps(engine.store.version(vid)))
+    if max_steps <= have:
+        raise CliError(f"{_ref(engine, vid)} already has {have} steps: --max-steps counts every step, "
+                       f"so give more than {have} (e.g. --max-steps {have + 10})")
 
 
 def check_model_flags(args: argparse.Namespace, engine, vid: int) -> dict[str, Any]:
@@ -406,7 +487,8 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     new = engine.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
-    progress(f"version {vid} keeps the settings it ran with; continuing in new version {new.id}")
+    progress(f"version {_ref(engine, vid)} keeps the settings it ran with; continuing in new version "
+             f"{_ref(engine, new.id)}")
     return new.id
 
 
@@ -418,9 +500,10 @@ def cmd_step(args: argparse.Namespace) -> int:
     else:
         rep = engine.step(_apply_model_flags(engine, vid, args))
     if rep.notice:
-        progress(rep.notice)
+        progress(_notice(engine, rep))
     signals = version_step_signals(rep.steps, rep.version.outcome)
-    data = {"episode": int(args.episode), "version": rep.version.id, "done": rep.done,
+    data = {"episode": int(args.episode), "version": rep.version.id, "number": _number(engine, rep.version.id),
+            "done": rep.done,
             "steps": [_step_json(s, sigs) for s, sigs in zip(rep.steps, signals)]}
     emit(args, data, lambda: "\n".join(_step_text(s) for s in rep.steps))
     return 0
@@ -451,11 +534,14 @@ def _step_text(s) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     from envs.registry import family
 
-    engine = open_engine(args, readonly=True)
+    engine = open_engine(args, readonly=True) if args.prompt else open_reader(args)
     vid = version_of(engine, args.episode, args.version)
     if args.prompt:
         text = engine.prompt(vid)
-        emit(args, {"prompt": text}, text)
+        if args.json:
+            emit(args, {"prompt": text})
+        else:
+            write_exact(text)  # the bytes sent (escaped only on a terminal)
         return 0
     ep = engine.store.episode(int(args.episode))
     v = engine.store.version(vid)
@@ -466,13 +552,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from agent.rollouts import version_groups
     from agent.summary import version_summary
-
-    engine = open_engine(args, readonly=True)
-    ep = engine.store.episode(args.episode)
-    member, labels = version_groups(engine, args.episode)
+    from sessions import rollouts as groups_db
     from sessions.numbering import numbers
+
+    engine = open_reader(args)
+    ep = engine.store.episode(args.episode)
+    member, labels = {}, {}
+    if groups_db.groups(engine.store, args.episode):  # (rollout groups' labels: the rollouts module)
+        from agent.rollouts import version_groups
+
+        member, labels = version_groups(engine, args.episode)
 
     nums = numbers(engine.store, args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
@@ -547,7 +637,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     else:
         kind, text = "rewrite_action", args.action
     v = engine.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
-    emit(args, {"version": v.id}, f"{int(args.episode)}:{_number(engine, v.id)}")
+    emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
     return 0
 
 
@@ -555,7 +645,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
     v = engine.branch(vid, args.step)
-    emit(args, {"version": v.id}, f"{int(args.episode)}:{_number(engine, v.id)}")
+    emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
     return 0
 
 
@@ -572,7 +662,9 @@ def cmd_current(args: argparse.Namespace) -> int:
     store.set_current_version(args.episode, args.version)
     if args.name is not None:
         store.update_version(args.version, name=args.name)
-    emit(args, {"episode": args.episode, "version": args.version}, f"episode {args.episode}: current version {args.version}")
+    ref = version_ref(store, args.version)
+    emit(args, {"episode": args.episode, "version": args.version, "number": int(ref.partition(":")[2])},
+         f"episode {args.episode}: current version {ref}")
     return 0
 
 

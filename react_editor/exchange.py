@@ -7,7 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from react_editor.common import CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress, regular_file
+from react_editor.common import (CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress, regular_file,
+                                 version_ref, version_refs)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -203,8 +204,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- annotations
 
 
-def _va_json(a) -> dict[str, Any]:
-    return a.model_dump(mode="json")
+def _va_json(a, ref: str) -> dict[str, Any]:
+    """The annotation; `version_id` the global id, `ref` the EP:N people type."""
+    return {**a.model_dump(mode="json"), "ref": ref}
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
@@ -226,18 +228,21 @@ def cmd_annotate(args: argparse.Namespace) -> int:
                                  remove_failure_modes=args.remove_modes, **change)
     else:
         a = ann.version_annotation(store, vid)
+    ref = version_ref(store, vid)
     if args.history:
-        rows = [_va_json(x) for x in ann.version_history(store, vid)]
-        emit(args, rows, lambda: "\n".join(_va_text(x) for x in ann.version_history(store, vid)) or "(no annotations)")
+        rows = [_va_json(x, ref) for x in ann.version_history(store, vid)]
+        emit(args, rows, lambda: "\n".join(_va_text(x, ref) for x in ann.version_history(store, vid))
+             or "(no annotations)")
         return 0
-    emit(args, _va_json(a) if a else {"version_id": vid}, lambda: _va_text(a) if a else f"version {vid}: no annotations")
+    emit(args, _va_json(a, ref) if a else {"version_id": vid, "ref": ref},
+         lambda: _va_text(a, ref) if a else f"{ref}: no annotations")
     return 0
 
 
-def _va_text(a) -> str:
+def _va_text(a, ref: str) -> str:
     modes = ", ".join(a.failure_modes) or "-"
     ready = "exemplar-ready" if a.exemplar_ready else "not exemplar-ready"
-    return (f"version {a.version_id}: verdict {a.verdict or '-'}; failure modes {modes}; {ready}; "
+    return (f"{ref}: verdict {a.verdict or '-'}; failure modes {modes}; {ready}; "
             f"by {a.annotator} at {a.created_at}" + (f"\n  notes: {a.notes}" if a.notes else ""))
 
 
@@ -248,7 +253,7 @@ def cmd_tag(args: argparse.Namespace) -> int:
     vid = _version(store, args.ref)
     steps = store.version_steps(vid)
     if not 1 <= args.step <= len(steps):
-        raise CliError(f"version {vid} has no step {args.step} (it has {len(steps)})")
+        raise CliError(f"{version_ref(store, vid)} has no step {args.step} (it has {len(steps)})")
     sid = steps[args.step - 1].id
     if args.add or args.remove or args.note is not None:
         kw: dict[str, Any] = {"add": args.add, "remove": args.remove}
@@ -315,8 +320,9 @@ def cmd_ex_add(args: argparse.Namespace) -> int:
             env = store.episode(store.version(vids[0]).episode_id).task.env
             sets.create_set(store, args.name, env, by=args.by)
         added = [sets.add_version(store, args.name, vid, key=args.key, by=args.by) for vid in vids]
-    rows = [{"version": e.version_id, "key": e.key, "pos": e.pos} for e in added]
-    emit(args, rows, lambda: "\n".join(f"v{r['version']} -> {r['key'] or '(block)'}" for r in rows))
+    ref = version_refs(store)
+    rows = [{"version": e.version_id, "ref": ref(e.version_id), "key": e.key, "pos": e.pos} for e in added]
+    emit(args, rows, lambda: "\n".join(f"{r['ref']} -> {r['key'] or '(block)'}" for r in rows))
     return 0
 
 
@@ -340,15 +346,15 @@ def cmd_ex_show(args: argparse.Namespace) -> int:
         env, d = sets.prompt_dict(store, args.name)
         emit(args, {"env": env, "prompts": d}, lambda: "\n".join(f"== {k} ==\n{v}" for k, v in d.items()))
         return 0
-    rows = []
+    rows, ref = [], version_refs(store)
     for e in sets.entries(store, args.name):
         row = asdict(e)
         row.pop("text")
         if e.version_id is not None:
             v = store.version(e.version_id)
-            row["episode"] = v.episode_id
+            row["episode"], row["ref"] = v.episode_id, ref(v.id, v.episode_id)
         rows.append(row)
     emit(args, rows, lambda: "\n".join(
-        f"{r['pos']}\t{r['key'] or '(auto)'}\t" + (f"episode {r['episode']} v{r['version_id']}" if r["version_id"] else "text")
+        f"{r['pos']}\t{r['key'] or '(auto)'}\t" + (r["ref"] if r["version_id"] else "text")
         for r in rows) or "(empty)")
     return 0

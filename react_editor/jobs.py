@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import CliError, add_common, db_path, emit, visible
+from react_editor.common import CliError, add_common, db_path, emit, version_refs, visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,11 +24,20 @@ def _store(args: argparse.Namespace, *, readonly: bool):
     return Store(db_path(args), create=False, readonly=readonly)
 
 
-def _line(j) -> str:
+ON_A_VERSION = ("step", "run", "edit-and-resume")  # their target is the version they work on now
+
+
+def _line(j, ref: str | None) -> str:
     progress = f"{j.done}/{j.total}" if j.total else (str(j.done) if j.done else "-")
-    what = j.target or (f"v{j.version_id}" if j.version_id else "-")
+    what = (ref if j.kind in ON_A_VERSION else None) or j.target or ref or "-"
     tail = f"  ({j.error})" if j.error else ""
     return visible(f"{j.id}\t{j.kind}\t{j.state}\t{progress}\t{what}\t{j.owner}\t{j.updated_at}{tail}")
+
+
+def _refs(store, found) -> dict[int, str]:
+    """EP:N of each job's version (the per-episode number people type; --json keeps the id)."""
+    ref = version_refs(store)
+    return {j.id: ref(j.version_id, j.episode_id) for j in found if j.version_id is not None}
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -37,17 +46,17 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     store = _store(args, readonly=False)
     try:
         found = sessions.jobs.listing(store)
+        refs = _refs(store, found)
     finally:
         store.close()
-    emit(args, [j.as_json() for j in found],
-         lambda: "\n".join(["id\tkind\tstate\tprogress\ttarget\towner\tupdated"] + [_line(j) for j in found])
-         if found else "(no jobs)")
+    emit(args, [{**j.as_json(), "ref": refs.get(j.id)} for j in found],
+         lambda: "\n".join(["id\tkind\tstate\tprogress\ttarget\towner\tupdated"]
+                           + [_line(j, refs.get(j.id)) for j in found]) if found else "(no jobs)")
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from agent import jobs
-    import sessions.jobs
+    import sessions.jobs  # (the flag on the row: no runner here; no model client to load)
     from sessions.store import StoreError
 
     store = _store(args, readonly=False)
@@ -58,7 +67,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
             raise CliError(f"unknown job {args.job} (see `react-editor jobs`)") from None
         if not before.active:
             raise CliError(f"job {args.job} is not running (it is {before.state})")
-        job = jobs.stop(store, args.job)
+        job = sessions.jobs.request_stop(store, args.job)
     finally:
         store.close()
     emit(args, job.as_json(), f"job {job.id} ({job.kind}) is stopping: it ends within one model call")

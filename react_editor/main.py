@@ -30,16 +30,26 @@ def register_family_groups(sub) -> None:
             fam.cli(sub, common)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given the command line `argv`, only as much of it as that command needs:
+    the families' own groups are loaded unless `argv` names one of ours (so `--help`, and
+    `react-editor alfworld ...`, still find them), and a command's family-dependent flags
+    wait until that command is parsed (`common.LazyParser`)."""
     parser = Parser(
         prog="react-editor",
         description="Step, edit and branch ReAct agent trajectories.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=common.LazyParser)
     for group in COMMAND_GROUPS:
         group.register(sub)
-    register_family_groups(sub)
+    if argv is None or _command_word(argv) not in sub.choices:
+        register_family_groups(sub)
     return parser
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The command `argv` names (the first word that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     problem = argv_problem(argv)  # before argparse: its own messages would echo the bad bytes
     if problem:
         return fail(problem)
-    parser = build_parser()
+    import envs.registry  # noqa: F401  (installs the kind resolver `sessions/` reaches transcripts by; loads no family)
+
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     return run_command(args)
 

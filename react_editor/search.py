@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import CliError, add_common, db_path, emit, env_kinds
+from react_editor.common import CliError, add_common, db_path, emit, env_kinds, version_refs
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS
 
@@ -31,10 +31,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     from sessions.store import Store
 
     limit = {} if args.limit is None else {"limit": args.limit}
-    hits = search(Store(db_path(args), readonly=True), args.query, env=args.env, outcome=args.outcome,
-                  signal=args.signal, **limit)
+    store = Store(db_path(args), readonly=True)
+    hits = search(store, args.query, env=args.env, outcome=args.outcome, signal=args.signal, **limit)
     rows = [h.as_json() for h in hits]
+    ref = version_refs(store)
+    for r in rows:  # people read EP:N (the per-episode number); `version` stays the global id
+        r["ref"] = ref(r["version"], r["episode"])
+        r["number"] = int(r["ref"].partition(":")[2])
     emit(args, rows, lambda: "\n".join(
-        f"{r['episode']}:{r['version']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"
+        f"{r['ref']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"
         f"{' '.join(r['snippet'].split())}" for r in rows) or "(no matches)")
     return 0

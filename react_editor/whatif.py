@@ -10,7 +10,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any
 
-from react_editor.common import CliError, JobStopped, add_common, emit, progress
+from react_editor.common import CliError, JobStopped, add_common, emit, progress, version_ref, version_refs
 from react_editor.core import check_model_flags, model_flags, open_engine, version_of
 
 
@@ -164,12 +164,13 @@ def cmd_resample(args: argparse.Namespace) -> int:
             return resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps,
                                             settings=settings), **_kw(args, stop, h))
 
-    run = _as_job(engine, "resample", vid, f"resample @{args.step} of v{vid}", work)
+    ref = version_ref(engine.store, vid)  # (EP:N, as people type it)
+    run = _as_job(engine, "resample", vid, f"resample @{args.step} of {ref}", work)
     _check(run)
     stats = run.stats[0]
 
     def text() -> str:
-        lines = [f"resample @{args.step} of v{vid}: {_rate(stats)}", "first step:"]
+        lines = [f"resample @{args.step} of {ref}: {_rate(stats)}", "first step:"]
         lines += [f"  {f['count']}x {f['text']}" for f in stats.first]
         return "\n".join(lines)
 
@@ -195,7 +196,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             return whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args), settings),
                           **_kw(args, stop, h))
 
-    effect, run = _as_job(engine, "whatif", vid, f"what-if @{k} of v{vid}", work)
+    effect, run = _as_job(engine, "whatif", vid, f"what-if @{k} of {version_ref(engine.store, vid)}", work)
     _check(run)
     emit(args, effect.as_json(), lambda: _effect_text(effect))
     return 0
@@ -210,7 +211,7 @@ def _step(args: argparse.Namespace, engine, vid: int) -> int:
         return args.step
     k = resolve_at(engine, vid, args.at)
     if k is None:
-        raise CliError(f"no step of version {vid} matches {args.at[len('first:'):][:60]!r}")
+        raise CliError(f"no step of version {version_ref(engine.store, vid)} matches {args.at[len('first:'):][:60]!r}")
     return k
 
 
@@ -245,8 +246,10 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
     if why:
         data["not_pooled"] = why
 
+    ref = version_refs(engine.store)
+
     def text() -> str:
-        lines = [f"episode {r.episode} v{r.version} @{r.k}: "
+        lines = [f"{ref(r.version, r.episode)} @{r.k}: "
                  + (r.skipped or _effect_text(r.effect).replace("\n", "; ")) for r in results]
         return "\n".join(lines + [_pooled_text(pool) if pool else f"not pooled: {why}"])
 

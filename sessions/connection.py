@@ -10,6 +10,28 @@ import sqlite3
 import sys
 from typing import Any
 
+def _import_sqlite_utils():
+    """sqlite-utils without the pandas and numpy it imports when they are installed (only to
+    type the columns of DataFrame inserts, which the store never makes): they cost every
+    command over a second of start-up. Only an import made here is affected; pandas and
+    numpy import as usual afterwards (the app's charts)."""
+    if "sqlite_utils" in sys.modules:
+        return sys.modules["sqlite_utils"]
+    blocked = [name for name in ("pandas", "numpy") if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  (an ImportError for this import only)
+    try:
+        import sqlite_utils
+    finally:
+        for name in blocked:
+            if sys.modules.get(name, False) is None:
+                del sys.modules[name]
+    return sqlite_utils
+
+
+sqlite_utils = _import_sqlite_utils()
+
+
 class StoreError(Exception):
     """A one-line, user-facing problem: unknown id, foreign or newer database, ..."""
 

@@ -7,7 +7,7 @@ import json
 from types import SimpleNamespace
 from typing import Callable
 
-import sqlite_utils
+from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
 
 from sessions import search_index
 from trajectory.signals import PathState

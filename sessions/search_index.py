@@ -10,7 +10,7 @@ indexed once; `sessions.search` maps a step hit to its versions.
 from __future__ import annotations
 
 import sqlite3
-import sqlite_utils
+from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
 
 # content table -> (indexed columns, the field each column is reported as)
 SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

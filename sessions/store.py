@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
+from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
 
 from sessions import schema
 from sessions.call_log import CallLogMixin

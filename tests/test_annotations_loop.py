@@ -144,7 +144,8 @@ def test_cli_annotate_tag_exemplars(toy, capsys, monkeypatch):
     assert cli(["annotate", str(ep.id), "--mode", "nonsense"]) == 2
     assert "unknown failure mode" in capsys.readouterr().err
     assert cli(["exemplars", "add", "mine", "--exemplar-ready", "--all-versions", "--create", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"version": fixed.id, "key": "react_put_0", "pos": 0}]
+    assert json.loads(capsys.readouterr().out) == [{"version": fixed.id, "ref": f"{ep.id}:2", "key": "react_put_0",
+                                                    "pos": 0}]
     assert cli(["exemplars", "show", "mine", "--prompts", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["env"] == "alfworld" and FIX in shown["prompts"]["react_put_0"]

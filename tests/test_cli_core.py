@@ -42,7 +42,7 @@ def test_run_show_versions_edit_resume(toy, db, capsys):
     toy.llm.push(*ROOM_SCRIPT[:3])
     res = cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
                    "--model", "m", "--max-steps", "3", "--db", db)
-    assert res == {"episode": 1, "version": 1, "done": True, "success": False, "steps": 3}
+    assert res == {"episode": 1, "version": 1, "number": 1, "done": True, "success": False, "steps": 3}
     shown = cli_json(capsys, "show", "1", "--db", db)
     assert [s["index"] for s in shown] == [1, 2, 3]
     assert shown[0]["thought"] == "To solve the task, I need to find a mug, then put it in table 1."
@@ -50,7 +50,7 @@ def test_run_show_versions_edit_resume(toy, db, capsys):
     code, text, _ = cli(capsys, "show", "1", "--db", db)
     assert text.startswith("You are in the middle of a room.") and "\n> go to cabinet 1\nThe cabinet 1 is closed.\n" in text
     new = cli_json(capsys, "edit", "1", "--step", "1", "--thought", "Cabinet 1 first.", "--db", db)
-    assert new == {"version": 2}
+    assert new == {"version": 2, "number": 2}
     vs = cli_json(capsys, "versions", "1", "--db", db)
     assert [(v["version"], v["parent_version"], v["steps"], v["human_edits"]) for v in vs] == [(1, None, 3, 0), (2, 1, 1, 1)]
     toy.llm.push(*ROOM_SCRIPT[1:])

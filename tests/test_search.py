@@ -64,9 +64,9 @@ def test_search_maps_step_hits_to_versions_and_filters(room, capsys):
     db = str(toy.db)
     v2 = toy.engine.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     hits = cli_json(capsys, "search", "drawer", "--db", db)
-    assert hits == [{"episode": ep.id, "version": v.id, "step": 4, "field": "action", "snippet": "go to drawer 3"},
-                    {"episode": ep.id, "version": v.id, "step": 4, "field": "observation",
-                     "snippet": "On the drawer 3, you see nothing."}]
+    one = {"episode": ep.id, "version": v.id, "ref": f"{ep.id}:1", "number": 1}  # (v1 of the episode)
+    assert hits == [{**one, "step": 4, "field": "action", "snippet": "go to drawer 3"},
+                    {**one, "step": 4, "field": "observation", "snippet": "On the drawer 3, you see nothing."}]
     # step 2 is shared by both versions: the current one (v2) is reported ...
     table = cli_json(capsys, "search", "action: table", "--db", db)
     assert [(h["version"], h["step"], h["field"]) for h in table] == [(v2.id, 2, "action")]
@@ -92,10 +92,11 @@ def test_search_names_and_notes_latest_only(room, capsys):
     cli_json(capsys, "current", str(ep.id), "--version", str(v.id), "--name", "looping try", "--db", db)
     cli_json(capsys, "annotate", f"{ep.id}:{v.id}", "--notes", "keeps pacing between furniture", "--db", db)
     cli_json(capsys, "tag", f"{ep.id}:{v.id}", "--step", "4", "--note", "no drawer here", "--db", db)
+    one = {"episode": ep.id, "version": v.id, "ref": f"{ep.id}:1", "number": 1}  # (v1 of the episode)
     assert cli_json(capsys, "search", "looping", "--db", db) == [
-        {"episode": ep.id, "version": v.id, "step": None, "field": "name", "snippet": "looping try"}]
+        {**one, "step": None, "field": "name", "snippet": "looping try"}]
     assert cli_json(capsys, "search", "pacing", "--db", db) == [
-        {"episode": ep.id, "version": v.id, "step": None, "field": "notes", "snippet": "keeps pacing between furniture"}]
+        {**one, "step": None, "field": "notes", "snippet": "keeps pacing between furniture"}]
     assert [(h["step"], h["field"]) for h in cli_json(capsys, "search", "note: drawer", "--db", db)] == [(4, "note")]
     cli_json(capsys, "annotate", f"{ep.id}:{v.id}", "--notes", "walks in circles", "--db", db)
     assert cli_json(capsys, "search", "pacing", "--db", db) == []  # replaced notes are history

@@ -4,6 +4,7 @@ control characters in any text output (and progress/error lines) are made visibl
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.test_cli_core import cli
 
@@ -22,7 +23,7 @@ def test_show_and_other_text_output_make_control_characters_visible(toy, capsys)
                "--name", f"ep {TITLE}")[0] == 0
     code, out, err = cli(capsys, "step", "1", "--action", f"go to {TITLE}{RED}{CSI} cabinet", "--db", db)
     assert code == 0 and not controls(out + err), (out, err)
-    for argv in (["show", "1"], ["versions", "1"], ["episodes"], ["show", "1", "--prompt"]):
+    for argv in (["show", "1"], ["versions", "1"], ["episodes"]):  # (`show --prompt` is exact into a pipe)
         code, out, err = cli(capsys, *argv, "--db", db)
         assert code == 0 and not controls(out + err), (argv, out, err)
     code, out, _ = cli(capsys, "show", "1", "--db", db)
@@ -54,6 +55,11 @@ def test_show_makes_bidi_controls_visible(toy, capsys):
 
 def _export_to(db: str, tty: bool) -> bytes:
     """`export --out -` with stdout on a pseudo-terminal (tty) or a pipe; the bytes written."""
+    return _stdout_of(["export", "1", "--format", "prompt", "--out", "-", "--db", db], tty)
+
+
+def _stdout_of(args: list[str], tty: bool) -> bytes:
+    """`react-editor ARGS` with stdout on a pseudo-terminal (tty) or a pipe; the bytes written."""
     import os
     import pty
     import subprocess
@@ -61,7 +67,7 @@ def _export_to(db: str, tty: bool) -> bytes:
 
     from tests.test_cli_core import ROOT
 
-    argv = [sys.executable, "-m", "react_editor", "export", "1", "--format", "prompt", "--out", "-", "--db", db]
+    argv = [sys.executable, "-m", "react_editor", *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if not tty:
         return subprocess.run(argv, env=env, capture_output=True, timeout=120).stdout
@@ -98,3 +104,48 @@ def test_export_to_a_terminal_escapes_controls_a_pipe_stays_exact(tmp_path):
     shown = _export_to(db, tty=True)
     assert b"\x1b" not in shown and RLO.encode() not in shown, shown
     assert b"\\x1b]52;c;cHduZWQ=\\x07" in shown and b"\\u202e" in shown
+
+
+def _wiki_episode(db: str, thought: str, *, prompts: Path | None = None) -> str:
+    """A HotpotQA episode whose one step has `thought` (the next prompt carries it), with the
+    exemplar set `prompts` imports when given; its number."""
+    from sessions.exchange import import_file
+    from sessions.store import Store
+    from trajectory.records import AgentConfig, Step, Task
+
+    store = Store(db)
+    if prompts is not None:
+        import_file(store, prompts, set_name="paper")
+    task = Task(env="hotpotqa", id="q1", text="Question: who?", gold="x", source="custom")
+    ep, v = store.create_episode(task, AgentConfig(exemplar_set="paper" if prompts else None), {})
+    store.append_steps(v.id, [Step(index=1, thought=thought, action="Search[x]", observation="x is y.",
+                                   source="human")])
+    store.close()
+    return str(ep.id)
+
+
+def test_show_prompt_is_the_bytes_sent_into_a_pipe_escaped_on_a_terminal(tmp_path):
+    """Issue 28 item 23: text mode escaped the prompt even into a pipe (not the bytes sent)."""
+    db = str(tmp_path / "p.db")
+    ep = _wiki_episode(db, f"copy {OSC52} then {RLO}gnp.exe {CSI}")
+    sent = json.loads(_stdout_of(["show", ep, "--prompt", "--json", "--db", db], tty=False))["prompt"]
+    assert OSC52 in sent and CSI in sent
+    assert _stdout_of(["show", ep, "--prompt", "--db", db], tty=False) == sent.encode("utf-8")
+    shown = _stdout_of(["show", ep, "--prompt", "--db", db], tty=True)
+    assert b"\x1b" not in shown and RLO.encode() not in shown and CSI.encode() not in shown, shown
+    assert b"\\x1b]52;c;cHduZWQ=\\x07" in shown and b"\\x9b2J" in shown
+
+
+def test_show_prompt_of_the_papers_prompt_file_keeps_its_c1_characters(tmp_path):
+    """The paper's `webthink_simple6` holds C1 characters (mis-decoded dashes): into a pipe
+    `show --prompt` writes them as they are sent."""
+    from tests.reference import reference_prompts
+
+    src = reference_prompts() / "prompts_naive.json"
+    block = json.loads(src.read_text(encoding="utf-8"))["webthink_simple6"]
+    assert any(0x80 <= ord(c) <= 0x9f for c in block)
+    db = str(tmp_path / "p.db")
+    ep = _wiki_episode(db, "I need to search x.", prompts=src)
+    sent = json.loads(_stdout_of(["show", ep, "--prompt", "--json", "--db", db], tty=False))["prompt"]
+    assert block in sent
+    assert _stdout_of(["show", ep, "--prompt", "--db", db], tty=False) == sent.encode("utf-8")

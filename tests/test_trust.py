@@ -123,7 +123,7 @@ def test_cli_says_when_it_continues_a_frozen_version(toy, capsys):
     assert cli(capsys, "annotate", "1:1", "--verdict", "success", "--db", db)[0] == 0
     code, out, err = cli(capsys, "step", "1", "--version", "1", "--db", db, "--json")
     assert code == 0, err
-    assert "version 1 is frozen (annotated); continuing in new version 2" in err
+    assert "version 1:1 is frozen (annotated); continuing in new version 1:2" in err
     assert json.loads(out)["version"] == 2
     code, out, err = cli(capsys, "step", "1", "--db", db)  # the current version is the child: no notice
     assert code == 0 and "frozen" not in err
@@ -161,7 +161,7 @@ def test_show_prompt_is_byte_identical_across_config_and_set_changes(toy, capsys
     code, _, err = cli(capsys, "step", "1", "--version", "1", "--model", "other-model", "--exemplars", "mine",
                        "--db", db)
     assert code == 0, err
-    assert "continuing in new version 2" in err
+    assert "continuing in new version 1:2" in err
     assert toy.llm.last_request.body["model"] == "other-model"
     assert "quill" in toy.llm.last_request.prompt
     assert cli(capsys, "show", "1", "--version", "1", "--prompt", "--db", db)[1] == shown
