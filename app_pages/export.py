@@ -154,9 +154,13 @@ def _sets_section(store: Store) -> None:
                     for b in select(store, refs):
                         for v in b.versions:
                             sets.add_version(store, name, v.id)
-                state.alert(f"Exemplar set {name!r} updated.", "success")
+                st.session_state["set-flash"] = f"Exemplar set {name!r} updated."
+                st.rerun()  # the table above shows the new entries at once
             except (StoreError, ValueError) as exc:
                 state.alert(str(exc).splitlines()[0])
+    flash = st.session_state.pop("set-flash", None)
+    if flash:
+        state.alert(flash, "success")
 
 
 def page() -> None:

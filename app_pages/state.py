@@ -224,7 +224,7 @@ def version_statuses(versions: Any) -> dict[int, str]:
     from sessions import jobs
 
     versions = list(versions)
-    states = jobs.version_states(store(), [v.id for v in versions])
+    states = jobs.version_states(store(), [v.id for v in versions], {v.id: v.updated_at for v in versions})
     run = st.session_state.get("run")
     mine = run.get("version") if run else None
     return {v.id: "running" if v.id == mine and not v.outcome.done else states.get(v.id, v.status)

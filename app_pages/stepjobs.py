@@ -16,6 +16,7 @@ from agent import jobs
 from sessions import jobs as rows
 
 StepJob = jobs.Handle
+STOP_WAIT_S = 3.0
 
 _mine: dict[tuple[str, str, int], jobs.Handle] = {}  # (database, tab, version) -> the tab's step
 _guard = threading.Lock()
@@ -63,10 +64,14 @@ def cancel(store: Any, session: str, version_id: int) -> bool:
     if job is None or job.finished.is_set():
         return False
     jobs.stop(store, job.id)
+    job.finished.wait(STOP_WAIT_S)  # the call in flight is cancelled: its row says "stopped" before the page redraws
     collect(job)
     return True
 
 
 def others(store: Any, episode_id: int, session: str) -> list[rows.Job]:
-    """Live jobs on the episode that this tab did not start (other tabs, other processes)."""
-    return [j for j in rows.active(store, episode_id=episode_id) if j.session != session]
+    """Live jobs on the episode that this tab did not start (other tabs, other processes):
+    one per run - the step a run takes (it names no version) is shown by its run."""
+    live = [j for j in rows.active(store, episode_id=episode_id) if j.session != session]
+    runs = {j.session for j in live if j.kind != "step" and j.session}
+    return [j for j in live if not (j.kind == "step" and j.version_id is None and j.session in runs)]

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import time
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Mapping
 
 from sessions.store import Store, StoreError
 from trajectory.records import Record, now
@@ -182,9 +182,11 @@ def active(store: Store, *, episode_id: int | None = None, experiment_id: int | 
     return [j for j in (_job(r, clock) for r in rows) if j.active]
 
 
-def version_states(store: Store, version_ids: Iterable[int]) -> dict[int, str]:
+def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int, str] | None = None) -> dict[int, str]:
     """"running" (a live job works on it) or "stopped" (its last job was stopped or its
-    runner died) per version; versions with neither are left out (their own status holds)."""
+    runner died) per version; versions with neither are left out (their own status holds).
+    `since` (version id -> its updated_at): a stop older than the version's last change (a
+    step taken by hand since) no longer counts."""
     ids = list(version_ids)
     out: dict[int, str] = {}
     clock = time.time()
@@ -204,6 +206,6 @@ def version_states(store: Store, version_ids: Iterable[int]) -> dict[int, str]:
         for vid, job in latest.items():
             if vid in busy:
                 out[vid] = "running"
-            elif job.state == "stopped":
+            elif job.state == "stopped" and not (since and since.get(vid, "") > job.updated_at):
                 out[vid] = "stopped"
     return out
