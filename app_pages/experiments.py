@@ -141,6 +141,8 @@ if not exps:
     st.stop()
 ids = [e.id for e in exps]
 labels = {e.id: f"{e.id} · {e.name} ({e.method} on {e.env})" for e in exps}
+if st.session_state.get("x_select") in ids:
+    st.session_state["x_pick"] = st.session_state.pop("x_select")
 if st.session_state.get("x_pick") not in ids:
     st.session_state["x_pick"] = st.session_state.get("x_sel") if st.session_state.get("x_sel") in ids else ids[-1]
 sel = st.selectbox("Experiment", ids, format_func=labels.get, key="x_pick")
@@ -339,7 +341,7 @@ def start_rerun(exp_id: int, changes: dict, method: str, leave_out: bool) -> Non
         state.set_error("x_rerun", exc)
         st.rerun()
     launch(exp.id, int(st.session_state.get("x_conc", 4)))
-    st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id
+    st.session_state["x_sel"] = st.session_state["x_select"] = exp.id  # the selector shows it on the next run
     st.rerun()
 
 

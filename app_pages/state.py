@@ -156,6 +156,13 @@ def page_path(name: str) -> str:
     return str(PAGES_DIR / f"{name}.py")
 
 
+def focus_step(version_id: int, index: int) -> None:
+    """Ask the Editor to bring step `index` of the version into view (once: each request
+    is a new marker the page script scrolls to)."""
+    n = (st.session_state.get("focus_step") or (0, 0, 0))[2] + 1
+    st.session_state["focus_step"] = (version_id, index, n)
+
+
 def open_in(page: str, episode_id: int, version_id: int | None) -> None:
     """Switch page with the selection in the URL."""
     select(episode_id, version_id)

@@ -16,7 +16,6 @@ from agent import jobs
 from sessions import jobs as rows
 
 StepJob = jobs.Handle
-STOP_WAIT_S = 3.0
 
 _mine: dict[tuple[str, str, int], jobs.Handle] = {}  # (database, tab, version) -> the tab's step
 _guard = threading.Lock()
@@ -63,8 +62,7 @@ def cancel(store: Any, session: str, version_id: int) -> bool:
     job = current(store, session, version_id)
     if job is None or job.finished.is_set():
         return False
-    jobs.stop(store, job.id)
-    job.finished.wait(STOP_WAIT_S)  # the call in flight is cancelled: its row says "stopped" before the page redraws
+    jobs.stop(store, job.id)  # the version reads "stopped" from now on (its answer will not be used)
     collect(job)
     return True
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timezone
 import socket
 import time
 from typing import Any, Iterable, Literal, Mapping
@@ -182,9 +183,17 @@ def active(store: Store, *, episode_id: int | None = None, experiment_id: int | 
     return [j for j in (_job(r, clock) for r in rows) if j.active]
 
 
+def _ended(job: Job) -> str:
+    """When the job ended, as the versions' timestamps read: its lease's end when its runner
+    died (the row was never finished), else its last update."""
+    if job.lease_until is not None and job.state == "stopped":
+        return datetime.fromtimestamp(job.lease_until, timezone.utc).isoformat(timespec="microseconds")
+    return job.updated_at
+
+
 def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int, str] | None = None) -> dict[int, str]:
-    """"running" (a live job works on it) or "stopped" (its last job was stopped or its
-    runner died) per version; versions with neither are left out (their own status holds).
+    """"running" (a live job works on it) or "stopped" (its last job was stopped, asked to
+    stop - its answer will not be used - or its runner died) per version; versions with neither are left out (their own status holds).
     `since` (version id -> its updated_at): a stop older than the version's last change (a
     step taken by hand since) no longer counts."""
     ids = list(version_ids)
@@ -200,12 +209,12 @@ def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int,
         busy: set[int] = set()
         latest: dict[int, Job] = {}
         for job in (_job(r, clock) for r in rows):  # by id: the last one per version is its latest job
-            if job.active:
+            if job.active and not job.stop:
                 busy.add(job.version_id)
             latest[job.version_id] = job
         for vid, job in latest.items():
             if vid in busy:
                 out[vid] = "running"
-            elif job.state == "stopped" and not (since and since.get(vid, "") > job.updated_at):
+            elif (job.state == "stopped" or (job.active and job.stop)) and not (since and since.get(vid, "") > _ended(job)):
                 out[vid] = "stopped"
     return out

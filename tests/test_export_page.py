@@ -79,6 +79,8 @@ def test_export_page_builds_an_exemplar_set(db):
     _button(at, "Add to set").click().run()
     assert not at.error, [e.value for e in at.error]
     assert sets.prompt_dict(toy.store, "ui-set")[1].keys() == {"react_put_0"}
+    (table,) = [d.value for d in at.dataframe if "entries" in d.value.columns]  # the table refreshed at once
+    assert list(table["name"]) == ["ui-set"] and list(table["entries"]) == [1]
 
 
 def test_annotation_widgets_save_new_rows(db, monkeypatch):
