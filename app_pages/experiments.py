@@ -203,9 +203,13 @@ def live_panel() -> None:
     keys = xs.changes(store)  # read once per tick: the summaries, comparison and failures share it
     sums = {i: live(s) for i, s in summaries(keys).items()}
     progress_panel(sel, sums[sel])
+    rerun = xs.get(store, sel).params.get(X.RERUN_KEY) in ids
+    if rerun:  # a re-run's question is its comparison with its source: first, under its progress
+        compare_panel(sums, keys)
     results_tables(sums)
     chart_panel(sums)
-    compare_panel(sums, keys)
+    if not rerun:
+        compare_panel(sums, keys)
     failures_panel(keys)
     was = st.session_state.get("x_was_running")
     now = any_running()
