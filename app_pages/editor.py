@@ -24,7 +24,7 @@ from agent.engine import FROZEN, EngineError, ModelCallFailed
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import overview, signal_badges, state, stepjobs, stop_panel, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
-from app_pages.textdiff import diff_html
+from app_pages.textdiff import inline_diff_html
 from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicable_edits, deleted_here, endpoint_problem, one_line,
                              outcome_text, plural, provenance, replaced_text, step_lines, thoughts_are_turns)
 from envs.base import EnvError
@@ -351,12 +351,8 @@ def render_step(s, v, extras: StepExtras, markers: bool = True) -> None:
             st.rerun()
         for label, text in step_lines(ep.task.env, s):
             st.text(f"{label}: {text}")
-        old = replaced_text(s)
-        if old:
-            st.text(f"({old})")
-            was, now = (s.edit.old_thought, s.thought) if s.edit.kind != "rewrite_action" else (s.edit.old_action, s.action)
-            left, right = diff_html(was, now)  # escaped words, diff markup only
-            st.html(f'<div class="rd-was"><b>before:</b> {left}<br><b>after:</b> {right}</div>')
+        if replaced_text(s):  # the old text once, as a word diff (escaped words, diff markup only)
+            st.html(edit_diff_html(s))
         calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c]
         for call in calls if s.source == "model" else []:
             if call.cut_from:
@@ -365,6 +361,13 @@ def render_step(s, v, extras: StepExtras, markers: bool = True) -> None:
             st.caption(overview.call_line(calls))
         if (a := extras.tags.get(s.id)) is not None and (a.tags or a.note):
             st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else ""))
+
+
+def edit_diff_html(s) -> str:
+    """A person's edit of the step as one line: what it replaced struck, what it wrote marked."""
+    action = s.edit.kind == "rewrite_action"
+    was, now = (s.edit.old_action, s.action) if action else (s.edit.old_thought, s.thought)
+    return f'<div class="rd-was"><b>{"action" if action else "thought"} edited:</b> {inline_diff_html(was, now)}</div>'
 
 
 def deleted_marker(e) -> None:

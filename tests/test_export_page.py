@@ -68,6 +68,7 @@ def test_export_page_exports_jsonl_and_reports_errors(db):
     _button(at, "Prepare export").click().run()
     boxes = [h.proto.body for h in at.get("html") if "re-alert-error" in h.proto.body]
     assert boxes and any("one environment" in b for b in boxes)  # the message is escaped text inside the box
+    assert any("pick one in Environment above" in b for b in boxes) and not any("--env" in b for b in boxes)
     assert "exp-data" not in at.session_state
 
 

@@ -328,7 +328,7 @@ def test_downloads_are_named_after_what_they_hold(app):
     from app_pages.export import download_name
 
     assert download_name("react-json", exemplar_set="my fixes/../x") == "exemplars-my-fixes-..-x.react-json.json"
-    assert download_name("jsonl", rows=[(1, 1), (1, 2), (2, 3)]) == "3-versions-2-episodes.jsonl.jsonl"
+    assert download_name("jsonl", rows=[(1, 1), (1, 2), (2, 3)]) == "3-versions-2-episodes.jsonl"  # not .jsonl.jsonl
 
 
 def test_edit_kinds_are_words_wherever_people_read_them():
@@ -514,3 +514,13 @@ def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_
     ex = make("export")
     (table,) = [d.value for d in ex.dataframe if "entries" in d.value.columns]
     assert list(table["name"]) == ["alfworld-fixes"] and list(table["entries"]) == [1]
+
+
+def test_the_stop_conditions_stay_open_when_the_first_one_is_picked(app):
+    toy, make = app
+    ep, v = _long(toy, 2)
+    at = make("editor", episode=ep.id)
+    at.multiselect(key="until_signals").set_value(["repeated_action"])
+    ok(at.run())
+    (box,) = [e for e in at.expander if e.label.startswith("Stop conditions")]
+    assert box.label.startswith("Stop conditions (on)") and box.proto.expanded
