@@ -357,8 +357,10 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
         return
     st.dataframe(signal_rows(table), hide_index=True, key="x_signal_table")
     cells = [(t, name) for t, by in table.items() for name in by]
-    cell = st.selectbox("Episodes with", cells, key="x_signal_cell",
-                        format_func=lambda c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})")
+    label = {c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})" for c in cells}
+    # the key carries the counts: a keyed selector would keep drawing a stale "(2)" next to a table saying 3
+    cell = st.selectbox("Episodes with", cells, key=state.widget_key("x_signal_cell", label.values()),
+                        format_func=label.get)
     ids = counts.episodes[cell[0]][cell[1]]
     g = st.columns([3, 1])
     pick = g[0].selectbox("Episode", ids, format_func=lambda i: f"#{i}", key="x_signal_pick")
