@@ -584,10 +584,11 @@ def window_label(w: tuple[int, int]) -> str:
     return f"{w[0]}–{w[1]}"
 
 
-def earlier_steps(v, older, extras: StepExtras, edit_at: tuple | None, focus: tuple | None) -> None:
+def earlier_steps(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tuple | None) -> None:
     """Steps before the newest LIVE_STEPS: one window of them at a time in full (Edit
     buttons, timing, panels at their step), the others as one fast block each. A focus
     on an earlier step (a search hit, an opened panel) shows its window."""
+    older = steps[:-LIVE_STEPS]
     if thoughts_are_turns(ep.task.env):  # as deleted_here: a numbered step keeps its place, no marker
         for e in v.edits:
             if e.kind == "delete_thought" and e.index <= older[-1].index:
@@ -606,7 +607,7 @@ def earlier_steps(v, older, extras: StepExtras, edit_at: tuple | None, focus: tu
         for s in part:
             render_step(s, v, extras)
             if edit_at == (vid, s.index):
-                step_panels(v, older, s)
+                step_panels(v, steps, s)
 
 
 def outcome_box(v) -> None:
@@ -640,7 +641,7 @@ def steps_view(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tuple
     """Every step; the panels of the step being edited open under it."""
     live = steps[-LIVE_STEPS:]
     if len(steps) > LIVE_STEPS:
-        earlier_steps(v, steps[:-LIVE_STEPS], extras, edit_at, focus)
+        earlier_steps(v, steps, extras, edit_at, focus)
     for s in live:
         render_step(s, v, extras)
         if edit_at == (vid, s.index):

@@ -56,7 +56,8 @@ def leak_offer(exemplar_set: str | None, tasks: list, key: str) -> bool:
     if not leaked:
         return False
     st.warning(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
-               f"experiment evaluates: {leakage.describe(leaked)}. Their scores would measure a copied answer.")
+               "experiment evaluates; their scores would measure a copied answer:")
+    st.text(leakage.describe(leaked))  # task ids come from data: plain text
     return st.checkbox(f"Leave out the {len(leaked)} leaked task(s)", value=True, key=key)
 
 
@@ -306,8 +307,9 @@ def leaked_note(c: dict) -> None:
     """The leaked tasks of a comparison, and whether the paired test counts them."""
     if not c.get("leaked"):
         return
-    st.warning(f"Leaked: {len(c['leaked'])} task(s) whose own trajectory was an exemplar "
-               f"({', '.join(c['leaked'])}) are {'kept in' if c['leaked_included'] else 'left out of'} the paired test.")
+    st.warning(f"Leaked: {len(c['leaked'])} task(s) whose own trajectory was an exemplar are "
+               f"{'kept in' if c['leaked_included'] else 'left out of'} the paired test:")
+    st.text(", ".join(c["leaked"]))  # task ids come from data: plain text
     st.toggle("Include leaked tasks", key="x_include_leaked")
 
 

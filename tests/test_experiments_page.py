@@ -189,7 +189,7 @@ def test_rerun_with_an_exemplar_set_leaves_out_the_leak_and_opens_its_comparison
     at.run()
     assert "4/4 done: 2 successes, 2 failures, 0 errors" in at.get("progress")[0].proto.text
     at.selectbox(key="x_rr_set_1").set_value("fixed").run()
-    assert any(leaked in w.value and "Leakage" in w.value for w in at.warning)
+    assert any("Leakage" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
     assert at.checkbox(key="x_rr_leave_1").value is True  # offered, and on by default
     llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:4]}))
     at.button(key="x_rerun").click().run()
@@ -216,7 +216,7 @@ def test_the_launch_form_names_leaked_tasks_and_compare_leaves_them_out(page):
     leaked = _exemplar_set_of_first_task(db, 1)
     at.run()
     at.selectbox(key="x_exemplars_hotpotqa").set_value("fixed").run()
-    assert any(leaked in w.value for w in at.warning)
+    assert any("Leakage" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
     at.checkbox(key="x_leave_out").uncheck()
     _create(at, limit=4, name="leaky")
     _wait_done(db, 2)
@@ -224,7 +224,7 @@ def test_the_launch_form_names_leaked_tasks_and_compare_leaves_them_out(page):
     with closing(Store(db)) as store:
         assert xs.get(store, 2).params["leaked"] == [f"hotpotqa:{leaked}"] and len(xs.items(store, 2)) == 4
     at.selectbox(key="x_compare").set_value(1).run()
-    assert any("Leaked" in w.value and leaked in w.value and "left out of" in w.value for w in at.warning)
+    assert any("Leaked" in w.value and "left out of" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
     assert _frame(at, "McNemar p")["n"][0] == 3
     at.toggle(key="x_include_leaked").set_value(True).run()
     assert _frame(at, "McNemar p")["n"][0] == 4
