@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from agent import jobs, methods
+from agent import jobs, leakage, methods
 from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import CallWatch
 from agent.engine import Engine, EngineError
@@ -80,8 +80,40 @@ def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: l
         params.setdefault("sc_temperature", methods.SC_TEMPERATURE)
         if params["samples"] < 1:
             raise ExperimentError("--samples must be at least 1")
+    # recorded as it is at launch: the set may change later, the run saw this one
+    params[LEAKED_KEY] = [t.key for t in leakage.leaked_tasks(store, config.exemplar_set, tasks)]
     return xs.create(store, name=name or _default_name(store, env, method), env=env, method=method,
                      config=config, tasks=tasks, env_options=env_options, params=params)
+
+
+LEAKED_KEY = "leaked"  # params: task keys whose own trajectory was an exemplar of the run
+RERUN_KEY = "rerun_of"  # params: the experiment this one re-ran with a change
+
+
+def leaked_keys(store: Store, exp: xs.Experiment) -> list[str]:
+    """The experiment's leaked task keys: recorded at creation, else (older rows) the
+    set as it is now."""
+    if LEAKED_KEY in exp.params:
+        return list(exp.params[LEAKED_KEY])
+    return [t.key for t in leakage.leaked_tasks(store, exp.config.exemplar_set, [it.task for it in xs.items(store, exp.id)])]
+
+
+def rerun(store: Store, ref: int | str, *, config: dict[str, Any] | None = None, method: str | None = None,
+          name: str | None = None, leave_out_leaked: bool = False) -> xs.Experiment:
+    """A new experiment on the source's tasks with the same settings but the changes
+    given (`config`: AgentConfig fields, e.g. {"exemplar_set": "fixed"}); it names its
+    source so its paired comparison can open by itself."""
+    src = xs.get(store, ref)
+    cfg = src.config.model_validate({**src.config.model_dump(), **(config or {})})
+    tasks = [it.task for it in xs.items(store, src.id)]
+    if leave_out_leaked:
+        out = {t.key for t in leakage.leaked_tasks(store, cfg.exemplar_set, tasks)}
+        tasks = [t for t in tasks if t.key not in out]
+    if not tasks:
+        raise ExperimentError("no task left to run")
+    keep = {k: v for k, v in src.params.items() if k not in (LEAKED_KEY, RERUN_KEY)}
+    return create(store, env=src.env, method=method or src.method, config=cfg, tasks=tasks, name=name,
+                  env_options=src.env_options, params={**keep, RERUN_KEY: src.id})
 
 
 def _default_name(store: Store, env: str, method: str) -> str:
@@ -499,10 +531,13 @@ def _exclusions(a_items: dict, b_items: dict, listed: list[str], errors: str) ->
     return common, why
 
 
-def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "failure") -> dict[str, Any]:
+def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "failure",
+            include_leaked: bool = False) -> dict[str, Any]:
     """Both summaries and the paired comparison over the tasks both sides ended. A task
     unfinished on either side is `excluded`, with the reason counted; a task that ended on
-    an error counts as a failure (`errors="exclude"`: left out, the old rule)."""
+    an error counts as a failure (`errors="exclude"`: left out, the old rule). A task whose
+    own trajectory was an exemplar on either side is `leaked` and left out of the paired test
+    unless `include_leaked`."""
     if errors not in ERROR_RULES:
         raise ExperimentError(f"--errors takes failure or exclude (got {errors!r})")
     a, b = xs.get(store, a_ref), xs.get(store, b_ref)
@@ -510,7 +545,9 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "
         raise ExperimentError(f"experiments {a.name!r} ({a.env}) and {b.name!r} ({b.env}) are on different environments")
     a_items = {it.task.key: it for it in xs.items(store, a.id)}
     b_items = {it.task.key: it for it in xs.items(store, b.id)}
-    listed = [k for k in a_items if k in b_items]
+    leaked_set = set(leaked_keys(store, a)) | set(leaked_keys(store, b))
+    leaked = [k for k in a_items if k in b_items and k in leaked_set]
+    listed = [k for k in a_items if k in b_items and (include_leaked or k not in leaked_set)]
     common, why = _exclusions(a_items, b_items, listed, errors)
 
     def paired(keys: list[str]) -> dict[str, Any]:
@@ -524,6 +561,7 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "
     return {"a": sa, "b": sb, "common": len(common), "listed_in_both": len(listed),
             "excluded": len(listed) - len(common), "excluded_why": why, "errors": err,
             "partial": bool(sa["partial"] or sb["partial"]), **paired(common),
+            "leaked": [a_items[k].task.id for k in leaked], "leaked_included": include_leaked,
             "diff_ci_method": DIFF_CI_METHOD, "by_type": by_type}
 
 

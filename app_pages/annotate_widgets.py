@@ -9,6 +9,7 @@ import streamlit as st
 from app_pages import access
 from app_pages.state import alert
 from sessions import annotations as ann
+from sessions import exemplar_sets as sets
 from sessions.store import Store, StoreError
 from trajectory.signals import suggest_failure_modes, version_signals
 
@@ -44,12 +45,49 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
                 st.success("Annotation saved.")
             except (StoreError, ValueError) as exc:
                 alert(str(exc).splitlines()[0])
+    exemplar_set_adder(store, version_id, key_prefix)
     hist = ann.version_history(store, version_id)
     if hist:
         with st.expander(f"Annotation history ({len(hist)})"):
             st.dataframe([{"when": a.created_at, "by": a.annotator, "verdict": a.verdict or "",
                            "failure modes": ", ".join(a.failure_modes), "exemplar-ready": a.exemplar_ready,
                            "notes": a.notes or ""} for a in reversed(hist)], hide_index=True)
+
+
+NEW_SET = "(new set)"
+
+
+def exemplar_set_adder(store: Store, version_id: int, key_prefix: str) -> None:
+    """"Add to exemplar set" beside exemplar-ready: pick one of the environment's sets or
+    name a new one (prefilled); the sets holding the version are listed at once."""
+    env = store.episode(store.version(version_id).episode_id).task.env
+    held = [x.name for x in sets.list_sets(store, env)
+            if any(e.version_id == version_id for e in sets.entries(store, x.name))]
+    if held:
+        st.caption("In exemplar set" + ("s " if len(held) > 1 else " ") + ", ".join(held))
+    names = [x.name for x in sets.list_sets(store, env)]
+    key = f"{key_prefix}-xset-{version_id}"
+    if st.session_state.get(f"{key}-added") in names:  # the selector shows the set it went to
+        st.session_state[key] = st.session_state.pop(f"{key}-added")
+    c = st.columns([2, 2, 1], vertical_alignment="bottom")
+    pick = c[0].selectbox("Exemplar set", [*names, NEW_SET], key=key)
+    new = c[1].text_input("New set name", value=sets.free_name(store, f"{env}-fixes"),
+                          key=f"{key_prefix}-xnew-{version_id}", disabled=pick != NEW_SET)
+    if c[2].button("Add to exemplar set", key=f"{key_prefix}-xadd-{version_id}"):
+        name = new.strip() if pick == NEW_SET else pick
+        try:
+            with store.transaction():
+                if pick == NEW_SET:
+                    sets.create_set(store, name, env)
+                sets.add_version(store, name, version_id)
+            st.session_state[f"{key}-added"] = name
+            st.session_state["flash_exemplar_set"] = f"Added to exemplar set {name!r}."
+            st.rerun()
+        except (StoreError, ValueError) as exc:
+            alert(str(exc).splitlines()[0])
+    flash = st.session_state.pop("flash_exemplar_set", None)
+    if flash:
+        st.success(flash)
 
 
 def step_tag_panel(store: Store, step_id: int, key_prefix: str) -> None:

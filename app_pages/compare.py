@@ -63,7 +63,7 @@ others = [s for v in versions if v.id not in (lv.id, rv.id) for s in eng.steps(v
 rows = align_versions(ls, rs, lv.edits, rv.edits, carried_map(others))
 changed = sum(1 for r in rows if r.differs)
 edited = person_edits(rows)
-lo, ro = outcome_text(lv.outcome, lv.status), outcome_text(rv.outcome, rv.status)
+lo, ro = outcome_text(lv.outcome, statuses[lv.id]), outcome_text(rv.outcome, statuses[rv.id])  # as the selectors say
 m = st.columns(4)
 m[0].metric(f"v{nums[lv.id]}", lo, plural(len(ls), "step"), delta_color="off", delta_arrow="off")
 m[1].metric(f"v{nums[rv.id]}", ro, plural(len(rs), "step"), delta_color="off", delta_arrow="off")

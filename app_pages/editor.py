@@ -24,7 +24,7 @@ from agent.engine import FROZEN, EngineError, ModelCallFailed
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import overview, signal_badges, state, stepjobs, stop_panel, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
-from app_pages.textdiff import diff_html
+from app_pages.textdiff import inline_diff_html
 from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicable_edits, deleted_here, endpoint_problem, one_line,
                              outcome_text, plural, provenance, replaced_text, step_lines, thoughts_are_turns)
 from envs.base import EnvError
@@ -84,6 +84,15 @@ if (!window.__reactEditorGuard) {
     const last = boxes[boxes.length - 1];
     const n = last ? parseInt((last.className.match(/st-key-step_(\\d+)/) || [0, 0])[1]) : 0;
     if (n > newest) { newest = n; last.scrollIntoView({block: 'end', behavior: 'smooth'}); }
+  }).observe(document.body, {childList: true, subtree: true});
+  // a focus marker (an opened panel, a search hit, a stop condition, a finished run) brings its step into view, once
+  const seen = new Set();
+  new MutationObserver(() => {
+    document.querySelectorAll('[class*="st-key-focus_step_"]').forEach((m) => {
+      const k = m.className.match(/st-key-focus_step_(\\d+)_(\\d+)/);
+      const box = k && !seen.has(k[0]) && document.querySelector('.st-key-step_' + k[1]);
+      if (box) { seen.add(k[0]); box.scrollIntoView({block: 'start'}); }
+    });
   }).observe(document.body, {childList: true, subtree: true});
 }
 </script>"""
@@ -232,6 +241,9 @@ def hit_condition(r: dict, rep) -> bool:
         return False
     cond, step = found
     st.session_state["notice"] = f"Run stopped at step {step.index}: {cond.describe()} ({cond.spec})."
+    why = str(cond.value).replace("_", " ") if cond.kind == "signal" else cond.describe()
+    st.session_state["stop_at"] = {"version": rep.version.id, "index": step.index, "why": why}
+    state.focus_step(rep.version.id, step.index)  # the page shows the step it stopped at
     return True
 
 
@@ -262,6 +274,8 @@ def settle(job: stepjobs.StepJob) -> list:
             close_run("stopped")
         elif rep.done or (r["n"] is not None and r["added"] >= r["n"]):
             close_run("done")
+            if rep.steps:  # after Run N the newest step is in view
+                state.focus_step(rep.version.id, rep.steps[-1].index)
     return rep.steps
 
 
@@ -333,15 +347,12 @@ def render_step(s, v, extras: StepExtras, markers: bool = True) -> None:
             st.caption(signal_badges.badge_text(sig), help=signal_badges.HELP)
         if head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run"))):
             st.session_state["edit_at"] = (vid, s.index)
+            state.focus_step(vid, s.index)  # the panels open under the step, in view
             st.rerun()
         for label, text in step_lines(ep.task.env, s):
             st.text(f"{label}: {text}")
-        old = replaced_text(s)
-        if old:
-            st.text(f"({old})")
-            was, now = (s.edit.old_thought, s.thought) if s.edit.kind != "rewrite_action" else (s.edit.old_action, s.action)
-            left, right = diff_html(was, now)  # escaped words, diff markup only
-            st.html(f'<div class="rd-was"><b>before:</b> {left}<br><b>after:</b> {right}</div>')
+        if replaced_text(s):  # the old text once, as a word diff (escaped words, diff markup only)
+            st.html(edit_diff_html(s))
         calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c]
         for call in calls if s.source == "model" else []:
             if call.cut_from:
@@ -350,6 +361,13 @@ def render_step(s, v, extras: StepExtras, markers: bool = True) -> None:
             st.caption(overview.call_line(calls))
         if (a := extras.tags.get(s.id)) is not None and (a.tags or a.note):
             st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else ""))
+
+
+def edit_diff_html(s) -> str:
+    """A person's edit of the step as one line: what it replaced struck, what it wrote marked."""
+    action = s.edit.kind == "rewrite_action"
+    was, now = (s.edit.old_action, s.action) if action else (s.edit.old_thought, s.thought)
+    return f'<div class="rd-was"><b>{"action" if action else "thought"} edited:</b> {inline_diff_html(was, now)}</div>'
 
 
 def deleted_marker(e) -> None:
@@ -511,9 +529,13 @@ def controls(v, steps, busy: bool):
         st.rerun()
 
 
-def status_line(v, steps) -> str:
-    r = st.session_state.get("run")
-    text = f"{vname(v.id)}: {plural(len(steps), 'step')} · {'running' if r else outcome_text(v.outcome, state.version_status(v))}"
+def status_line(v, steps, name: str, r: dict | None, status: str, stop_at: dict | None) -> str:
+    """"v3: 14 steps · stopped at step 14: repeated action": the version's one status word,
+    with where and why a stop condition ended its run."""
+    word = "running" if r else outcome_text(v.outcome, status)
+    if word == "stopped" and stop_at and stop_at.get("version") == v.id and stop_at["index"] <= len(steps):
+        word = f"stopped at step {stop_at['index']}: {stop_at['why']}"
+    text = f"{name}: {plural(len(steps), 'step')} · {word}"
     if v.outcome.done:
         text += f" · reward {v.outcome.reward:g}"
     if r:
@@ -553,20 +575,39 @@ def overview_strip(v, steps, extras: StepExtras) -> None:
         t[1].caption(overview.version_timing(extras.calls.values()))
 
 
-def earlier_steps(v, older, extras: StepExtras) -> None:
-    """Steps before the newest LIVE_STEPS: one HTML block (fast on long versions), and a
-    control to edit any of them."""
+def windows(last: int, size: int = LIVE_STEPS) -> list[tuple[int, int]]:
+    """Steps 1..last in windows of `size`: [(1, 30), (31, 60), ...]."""
+    return [(a, min(a + size - 1, last)) for a in range(1, last + 1, size)]
+
+
+def window_label(w: tuple[int, int]) -> str:
+    return f"{w[0]}–{w[1]}"
+
+
+def earlier_steps(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tuple | None) -> None:
+    """Steps before the newest LIVE_STEPS: one window of them at a time in full (Edit
+    buttons, timing, panels at their step), the others as one fast block each. A focus
+    on an earlier step (a search hit, an opened panel) shows its window."""
+    older = steps[:-LIVE_STEPS]
     if thoughts_are_turns(ep.task.env):  # as deleted_here: a numbered step keeps its place, no marker
         for e in v.edits:
             if e.kind == "delete_thought" and e.index <= older[-1].index:
                 deleted_marker(e)
-    st.html(overview.steps_html(ep.task.env, older, extras.signals, extras.tags))
-    c = st.columns([1.2, 1.2, 5])
-    k = c[0].number_input("Edit an earlier step", min_value=1, max_value=older[-1].index, value=older[-1].index,
-                          key=f"edit_older_k_{vid}")
-    if c[1].button(f"Edit step {int(k)}", key=f"edit_older_{vid}", disabled=bool(st.session_state.get("run"))):
-        st.session_state["edit_at"] = (vid, int(k))
-        st.rerun()
+    wins = windows(older[-1].index)
+    key = f"older_win_{vid}"
+    if focus and focus[0] == vid and focus[1] <= older[-1].index and st.session_state.get("older_for") != focus:
+        st.session_state[key] = next(window_label(w) for w in wins if w[0] <= focus[1] <= w[1])
+        st.session_state["older_for"] = focus
+    pick = st.segmented_control("Earlier steps in full (Edit, timing)", [window_label(w) for w in wins], key=key)
+    for w in wins:
+        part = older[w[0] - 1: w[1]]
+        if window_label(w) != pick:
+            st.html(overview.steps_html(ep.task.env, part, extras.signals, extras.tags))
+            continue
+        for s in part:
+            render_step(s, v, extras)
+            if edit_at == (vid, s.index):
+                step_panels(v, steps, s)
 
 
 def outcome_box(v) -> None:
@@ -581,15 +622,33 @@ def outcome_box(v) -> None:
         st.warning(head)
 
 
-def step_editor(v, steps) -> None:
-    """The edit, what-if and tag panels of the step a person picked."""
-    edit_at = st.session_state.get("edit_at")
-    if edit_at and edit_at[0] == vid and 1 <= edit_at[1] <= len(steps):
-        s = steps[edit_at[1] - 1]
-        edit_panel(v, steps, s)
-        whatif_panel.render(eng, ep, vid, s)
-        with st.expander(f"Tags and note for step {s.index}"):
-            step_tag_panel(store, s.id, "ed")
+def step_panels(v, steps, s) -> None:
+    """The edit, what-if and tag panels of a step, drawn under the step they belong to."""
+    edit_panel(v, steps, s)
+    whatif_panel.render(eng, ep, vid, s)
+    with st.expander(f"Tags and note for step {s.index}"):
+        step_tag_panel(store, s.id, "ed")
+
+
+def focus_marker(focus: tuple | None, n_steps: int) -> None:
+    """The page script scrolls the focused step into view when this marker first appears."""
+    if focus and focus[0] == vid and 1 <= focus[1] <= n_steps:
+        with st.container(key=f"focus_step_{focus[1]}_{focus[2]}", height=1, border=False):
+            st.html("<span></span>")
+
+
+def steps_view(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tuple | None) -> None:
+    """Every step; the panels of the step being edited open under it."""
+    live = steps[-LIVE_STEPS:]
+    if len(steps) > LIVE_STEPS:
+        earlier_steps(v, steps, extras, edit_at, focus)
+    for s in live:
+        render_step(s, v, extras)
+        if edit_at == (vid, s.index):
+            step_panels(v, steps, s)
+    for e in deleted_here(ep.task.env, v.edits, len(steps) + 1):
+        deleted_marker(e)
+    focus_marker(focus, len(steps))
 
 
 def body() -> None:
@@ -601,7 +660,7 @@ def body() -> None:
         job = stepjobs.start(eng, TAB, vid, in_run=True)
     with st.container(key="status_line"):
         line = st.empty()
-    line.caption(status_line(v, steps))
+    line.caption(line_of(v, steps))
     if job is None and not others_panel() and foreign:
         st.rerun()  # the other tab's job ended: the controls come back
     extras = StepExtras(v, steps)
@@ -611,15 +670,9 @@ def body() -> None:
             st.caption("Running: the newest step is kept in view.")
 
     box = st.container(key="steps_box")  # the trajectory flows in the page (no inner scroll box)
+    edit_at = st.session_state.get("edit_at")
     with box:
-        live = steps[-LIVE_STEPS:]
-        if len(steps) > LIVE_STEPS:
-            earlier_steps(v, steps[:-LIVE_STEPS], extras)
-        for s in live:
-            render_step(s, v, extras)
-        for e in deleted_here(ep.task.env, v.edits, len(steps) + 1):
-            deleted_marker(e)
-    step_editor(v, steps)
+        steps_view(v, steps, extras, tuple(edit_at) if edit_at else None, st.session_state.get("focus_step"))
     if v.draft_thought is not None:
         st.caption(f"Pending thought for step {len(steps) + 1} (the model writes its action next):")
         st.text(v.draft_thought)
@@ -653,7 +706,12 @@ def body() -> None:
     with box:
         for s in new_steps:  # (a deletion marker before them is already drawn at the end)
             render_step(s, v, new_extras, markers=False)
-    line.caption(status_line(v, eng.steps(v)))
+    line.caption(line_of(v, eng.steps(v)))
+
+
+def line_of(v, steps) -> str:
+    return status_line(v, steps, vname(v.id), st.session_state.get("run"), state.version_status(v),
+                       st.session_state.get("stop_at"))
 
 
 def others_panel() -> bool:

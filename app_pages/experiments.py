@@ -11,12 +11,14 @@ from typing import Any
 import streamlit as st
 
 from agent import experiment as X
+from agent import leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_spec, compare_rows, is_partial, paper_row, signal_rows,
                                         table_caption)
+from sessions import exemplar_sets
 from sessions import experiments as xs
 from sessions.search import signal_counts
 from envs.registry import kinds
@@ -37,10 +39,39 @@ def launch(exp_id: int, concurrency: int) -> None:
     bg.start(exp_id, concurrency=concurrency, api_key=os.environ.get("OPENAI_API_KEY") or None)
 
 
-st.title("Experiments")
-state.model_banner()
+BUILTIN_SET = "(built-in)"
 
-with st.expander("New experiment", expanded=not xs.list_all(store)):
+
+def exemplar_choice(where: Any, env: str, key: str, current: str | None = None) -> str | None:
+    """The exemplar set to run with (None: the built-in exemplars), from this env's sets."""
+    names = [BUILTIN_SET, *(x.name for x in exemplar_sets.list_sets(store, env))]
+    pick = where.selectbox("Exemplar set", names, index=names.index(current) if current in names else 0, key=key)
+    return None if pick == BUILTIN_SET else pick
+
+
+def leak_offer(exemplar_set: str | None, tasks: list, key: str) -> bool:
+    """Name the evaluated tasks the set holds a trajectory of and offer to leave them out
+    (checked by default); True when they are to be left out."""
+    leaked = leakage.leaked_tasks(store, exemplar_set, tasks)
+    if not leaked:
+        return False
+    st.warning(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
+               "experiment evaluates; their scores would measure a copied answer:")
+    st.text(leakage.describe(leaked))  # task ids come from data: plain text
+    return st.checkbox(f"Leave out the {len(leaked)} leaked task(s)", value=True, key=key)
+
+
+def form_tasks(env: str, spec: str, limit: int, sample: str, seed: int) -> list:
+    """The tasks the form selects, or [] while the spec cannot be read (the error shows on launch)."""
+    try:
+        return select_tasks(env, spec.strip() or "builtin", source=None, limit=limit or None,
+                            sample=sample.strip() or None, seed=seed)
+    except state.USER_ERRORS:
+        return []
+
+
+def new_experiment_form() -> None:
+    """Every run setting the CLI has; the leakage check before the launch."""
     d = state.defaults()
     c = st.columns(4)
     env = c[0].selectbox("Environment", list(kinds()), key="x_env")
@@ -58,27 +89,52 @@ with st.expander("New experiment", expanded=not xs.list_all(store)):
     api_style = a[2].selectbox("API style", ["completions", "chat"], key="x_api_style",
                                index=["completions", "chat"].index(d.get("api_style", "completions")))
     max_steps = int(a[3].number_input("Max steps (0 = default)", min_value=0, max_value=500, value=0, key="x_steps"))
-    name = st.text_input("Name (optional)", key="x_name")
+    e = st.columns(4)
+    ex_set = exemplar_choice(e[0], env, f"x_exemplars_{env}")
+    temperature = float(e[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(d.get("temperature") or 0.0),
+                                          step=0.1, key="x_temp"))
+    name = e[2].text_input("Name (optional)", key="x_name")
+    leave_out = leak_offer(ex_set, form_tasks(env, spec, limit, sample, seed) if ex_set else [], "x_leave_out")
     state.show_error("x_new")
     if st.button("Create and launch", key="x_create", type="primary"):
-        state.clear_error("x_new")
-        try:
-            spec_ = spec.strip() or "builtin"
-            tasks = select_tasks(env, spec_, source=None, limit=limit or None, sample=sample.strip() or None, seed=seed)
-            check_base_url(base_url.strip() or None)  # credentials are refused, not silently stripped
-            cfg = AgentConfig.model_validate({**d, "base_url": base_url.strip() or None, "model": model.strip() or d["model"],
-                                              "api_style": api_style, "max_steps": max_steps or None})
-            check_config(cfg, env, store)
-            params = {"tasks": spec_, "limit": limit or None, "sample": sample.strip() or None, "samples": samples}
-            exp = X.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
-                           params={k: v for k, v in params.items() if v is not None})
-        except state.USER_ERRORS as exc:
-            state.set_error("x_new", exc)
-            st.rerun()
-        launch(exp.id, concurrency)
-        st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id  # the selector shows the new run
-        st.rerun()
+        settings = {"base_url": base_url.strip() or None, "model": model.strip() or d["model"], "api_style": api_style,
+                    "max_steps": max_steps or None, "exemplar_set": ex_set, "temperature": temperature}
+        params = {"tasks": spec.strip() or "builtin", "limit": limit or None, "sample": sample.strip() or None,
+                  "samples": samples, "seed": seed}
+        create_and_launch(env, method, settings, params, name, leave_out, concurrency)
     st.caption(f"Task sources: {', '.join(SOURCES)}. 'paper' reproduces the notebooks' subsets.")
+
+
+def create_and_launch(env: str, method: str, settings: dict, params: dict, name: str, leave_out: bool,
+                      concurrency: int) -> None:
+    state.clear_error("x_new")
+    d = state.defaults()
+    try:
+        tasks = select_tasks(env, params["tasks"], source=None, limit=params["limit"], sample=params["sample"],
+                             seed=params.pop("seed"))
+        check_base_url(settings["base_url"])  # credentials are refused, not silently stripped
+        cfg = AgentConfig.model_validate({**d, **settings})
+        check_config(cfg, env, store)
+        if leave_out:
+            out = {t.key for t in leakage.leaked_tasks(store, cfg.exemplar_set, tasks)}
+            tasks = [t for t in tasks if t.key not in out]
+            if not tasks:
+                raise ValueError("every task leaks: nothing left to run")
+        exp = X.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
+                       params={k: v for k, v in params.items() if v is not None})
+    except state.USER_ERRORS as exc:
+        state.set_error("x_new", exc)
+        st.rerun()
+    launch(exp.id, concurrency)
+    st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id  # the selector shows the new run
+    st.rerun()
+
+
+st.title("Experiments")
+state.model_banner()
+
+with st.expander("New experiment", expanded=not xs.list_all(store)):
+    new_experiment_form()
 
 exps = xs.list_all(store)
 if not exps:
@@ -86,6 +142,8 @@ if not exps:
     st.stop()
 ids = [e.id for e in exps]
 labels = {e.id: f"{e.id} · {e.name} ({e.method} on {e.env})" for e in exps}
+if st.session_state.get("x_select") in ids:
+    st.session_state["x_pick"] = st.session_state.pop("x_select")
 if st.session_state.get("x_pick") not in ids:
     st.session_state["x_pick"] = st.session_state.get("x_sel") if st.session_state.get("x_sel") in ids else ids[-1]
 sel = st.selectbox("Experiment", ids, format_func=labels.get, key="x_pick")
@@ -100,8 +158,8 @@ def _summary(db: str, exp_id: int, changed: tuple) -> dict:
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
-def _compare(db: str, a: int, b: int, changed: tuple) -> dict:
-    return X.compare(state.store(), a, b)
+def _compare(db: str, a: int, b: int, changed: tuple, include_leaked: bool = False) -> dict:
+    return X.compare(state.store(), a, b, include_leaked=include_leaked)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
@@ -146,9 +204,13 @@ def live_panel() -> None:
     keys = xs.changes(store)  # read once per tick: the summaries, comparison and failures share it
     sums = {i: live(s) for i, s in summaries(keys).items()}
     progress_panel(sel, sums[sel])
+    rerun = xs.get(store, sel).params.get(X.RERUN_KEY) in ids
+    if rerun:  # a re-run's question is its comparison with its source: first, under its progress
+        compare_panel(sums, keys)
     results_tables(sums)
     chart_panel(sums)
-    compare_panel(sums, keys)
+    if not rerun:
+        compare_panel(sums, keys)
     failures_panel(keys)
     was = st.session_state.get("x_was_running")
     now = any_running()
@@ -162,9 +224,7 @@ def progress_panel(exp_id: int, s: dict) -> None:
     running = s["running"]
     p = bg.progress(exp_id)
     eta = f", ETA {int(p.eta_s)} s" if running and p and p.eta_s is not None else ""
-    errors = xs.counts(store, exp_id).get("error", 0)
-    st.progress(done / total if total else 1.0,
-                text=f"{done}/{total} done, {s['success']} successes, {errors} failed{eta} · {s['status']}")
+    st.progress(done / total if total else 1.0, text=progress_text(s, xs.counts(store, exp_id).get("error", 0)) + eta)
     cols = st.columns([1, 1, 6])
     if running and cols[0].button("Stop", key="x_stop"):
         bg.stop(exp_id)
@@ -176,6 +236,17 @@ def progress_panel(exp_id: int, s: dict) -> None:
     if err:
         st.error("The batch stopped:")
         st.text(err)
+
+
+def progress_text(s: dict, errors: int) -> str:
+    """done/total with successes, failures (finished, not solved) and errors (the run broke)
+    each by its own word, then the status."""
+    return (f"{s['done']}/{s['episodes']} done: {plural(s['success'], 'success', 'successes')}, "
+            f"{plural(s['done'] - s['success'], 'failure')}, {plural(errors, 'error')} · {s['status']}")
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def results_tables(sums: dict[int, dict]) -> None:
@@ -208,7 +279,13 @@ def compare_panel(sums: dict[int, dict], keys: dict[int, tuple] | None = None) -
     if not others:
         st.caption("Run another experiment on the same environment to compare task by task.")
         return
+    source = xs.get(store, sel).params.get(X.RERUN_KEY)
+    if source in others and st.session_state.get("x_compare_for") != sel:
+        st.session_state["x_compare"] = source  # a re-run opens on its comparison with its source
+    st.session_state["x_compare_for"] = sel
     b = st.selectbox("Compare with", others, format_func=labels.get, key="x_compare")
+    if b == source:
+        st.caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")
     unfinished = [x for x in (sel, b) if sums[x]["running"] or sums[x]["partial"]]
     if unfinished:
         st.caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
@@ -217,16 +294,66 @@ def compare_panel(sums: dict[int, dict], keys: dict[int, tuple] | None = None) -
         if not st.toggle("Compare anyway", key="x_compare_partial"):
             return
     keys = xs.changes(store) if keys is None else keys
-    c = _compare(state.db_path(), sel, b, (keys.get(sel), keys.get(b)))
+    include = bool(st.session_state.get("x_include_leaked"))
+    c = _compare(state.db_path(), sel, b, (keys.get(sel), keys.get(b)), include)
     excluded = c.get("excluded")
     st.text(f"A = {labels[sel]}; B = {labels[b]}; {c['common']} tasks in common"
             + (f", {excluded} excluded (not finished on both sides)" if excluded else ""))
+    leaked_note(c)
     st.dataframe(compare_rows(c, env_of[sel]), hide_index=True, key="x_compare_table")
     e = c.get("errors") or {}
     st.caption(f"Interval and p: {c.get('p_method')}. Errors: A {e.get('a', 0)}, B {e.get('b', 0)}, "
                "counted as failures in the paired test (CLI `--errors exclude` leaves them out).")
     if (c.get("excluded_why") or {}).get("warning"):
         st.warning(c["excluded_why"]["warning"])
+
+
+def leaked_note(c: dict) -> None:
+    """The leaked tasks of a comparison, and whether the paired test counts them."""
+    if not c.get("leaked"):
+        return
+    st.warning(f"Leaked: {len(c['leaked'])} task(s) whose own trajectory was an exemplar are "
+               f"{'kept in' if c['leaked_included'] else 'left out of'} the paired test:")
+    st.text(", ".join(c["leaked"]))  # task ids come from data: plain text
+    st.toggle("Include leaked tasks", key="x_include_leaked")
+
+
+def rerun_panel(exp_id: int) -> None:
+    """'Re-run with...': the experiment's tasks and settings with a change; the new run is
+    selected and launched, and its comparison with this one opens when it finishes."""
+    src = xs.get(store, exp_id)
+    names = methods_of(src.env) if X.family_or_none(src.env) else [src.method]
+    with st.expander(f"Re-run with a change: same {len(xs.items(store, exp_id))} tasks"):
+        c = st.columns(4)
+        ex_set = exemplar_choice(c[0], src.env, f"x_rr_set_{exp_id}", src.config.exemplar_set)
+        model = c[1].text_input("Model", value=src.config.model, key=f"x_rr_model_{exp_id}")
+        temp = float(c[2].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(src.config.temperature),
+                                       step=0.1, key=f"x_rr_temp_{exp_id}"))
+        method = c[3].selectbox("Method", names, index=names.index(src.method) if src.method in names else 0,
+                                key=f"x_rr_method_{exp_id}")
+        new = {"exemplar_set": ex_set, "model": model.strip() or src.config.model, "temperature": temp}
+        changes = {k: v for k, v in new.items() if v != getattr(src.config, k)}
+        leave_out = leak_offer(ex_set, [it.task for it in xs.items(store, exp_id)], f"x_rr_leave_{exp_id}")
+        what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
+                for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
+        st.caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
+        state.show_error("x_rerun")
+        if st.button("Re-run", key="x_rerun", type="primary", disabled=not what):
+            start_rerun(exp_id, changes, method, leave_out)
+
+
+def start_rerun(exp_id: int, changes: dict, method: str, leave_out: bool) -> None:
+    state.clear_error("x_rerun")
+    try:
+        cfg = xs.get(store, exp_id).config
+        check_config(cfg.model_validate({**cfg.model_dump(), **changes}), env_of[exp_id], store)
+        exp = X.rerun(store, exp_id, config=changes, method=method, leave_out_leaked=leave_out)
+    except state.USER_ERRORS as exc:
+        state.set_error("x_rerun", exc)
+        st.rerun()
+    launch(exp.id, int(st.session_state.get("x_conc", 4)))
+    st.session_state["x_sel"] = st.session_state["x_select"] = exp.id  # the selector shows it on the next run
+    st.rerun()
 
 
 def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
@@ -237,8 +364,10 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
         return
     st.dataframe(signal_rows(table), hide_index=True, key="x_signal_table")
     cells = [(t, name) for t, by in table.items() for name in by]
-    cell = st.selectbox("Episodes with", cells, key="x_signal_cell",
-                        format_func=lambda c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})")
+    label = {c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})" for c in cells}
+    # the key carries the counts: a keyed selector would keep drawing a stale "(2)" next to a table saying 3
+    cell = st.selectbox("Episodes with", cells, key=state.widget_key("x_signal_cell", label.values()),
+                        format_func=label.get)
     ids = counts.episodes[cell[0]][cell[1]]
     g = st.columns([3, 1])
     pick = g[0].selectbox("Episode", ids, format_func=lambda i: f"#{i}", key="x_signal_pick")
@@ -267,4 +396,5 @@ def failures_panel(keys: dict[int, tuple] | None = None) -> None:
     failures_by_signal(counts, {it.episode_id: it.version_id for it in failed if it.episode_id})
 
 
+rerun_panel(sel)
 live_panel()

@@ -58,7 +58,7 @@ def _run_export(store: Store, fmt: str, **kw) -> tuple[bytes, dict]:
 def download_name(fmt: str, *, exemplar_set: str | None = None, rows: list[tuple[int, int]] | None = None,
                   numbers: dict[int, int] | None = None) -> str:
     """A file name that says what is inside: `episode-3-v2.prompt.txt`, `exemplars-my-fixes.react-json.json`,
-    `4-versions-2-episodes.jsonl.jsonl` (names cleaned to letters, digits, dot, dash, underscore)."""
+    `4-versions-2-episodes.jsonl` (names cleaned to letters, digits, dot, dash, underscore)."""
     if exemplar_set is not None:
         stem = "exemplars-" + (re.sub(r"[^A-Za-z0-9._-]+", "-", exemplar_set).strip("-.") or "set")
     elif rows and len(rows) == 1:
@@ -67,7 +67,12 @@ def download_name(fmt: str, *, exemplar_set: str | None = None, rows: list[tuple
     else:
         rows = rows or []
         stem = f"{plural(len(rows), 'version')}-{plural(len({e for e, _ in rows}), 'episode')}".replace(" ", "-")
-    return f"{stem}.{fmt}.{EXT[fmt]}"
+    return f"{stem}.{fmt}" if fmt == EXT[fmt] else f"{stem}.{fmt}.{EXT[fmt]}"  # never .jsonl.jsonl
+
+
+def page_words(msg: str) -> str:
+    """The library's message with the page's control instead of the command line's flag."""
+    return msg.replace("filter by --env", "pick one in Environment above")
 
 
 def preview(data: bytes, lines: int = PREVIEW_LINES) -> tuple[str, bool]:
@@ -103,7 +108,7 @@ def _export_section(store: Store) -> None:
             st.session_state["exp-data"] = (data, rep, fmt, name)
         except (StoreError, ValueError) as exc:
             st.session_state.pop("exp-data", None)
-            state.alert(str(exc).splitlines()[0])
+            state.alert(page_words(str(exc).splitlines()[0]))
     if "exp-data" in st.session_state:
         data, rep, f_, fname = st.session_state["exp-data"]
         st.text(f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
@@ -154,9 +159,13 @@ def _sets_section(store: Store) -> None:
                     for b in select(store, refs):
                         for v in b.versions:
                             sets.add_version(store, name, v.id)
-                state.alert(f"Exemplar set {name!r} updated.", "success")
+                st.session_state["set-flash"] = f"Exemplar set {name!r} updated."
+                st.rerun()  # the table above shows the new entries at once
             except (StoreError, ValueError) as exc:
                 state.alert(str(exc).splitlines()[0])
+    flash = st.session_state.pop("set-flash", None)
+    if flash:
+        state.alert(flash, "success")
 
 
 def page() -> None:

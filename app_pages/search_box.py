@@ -36,7 +36,8 @@ def hit_place(hit: Any, number: int | None = None) -> str:
 
 def _open(hit: Any) -> None:
     if hit.step is not None:
-        st.session_state["edit_at"] = (hit.version, hit.step)  # the Editor opens that step
+        st.session_state["edit_at"] = (hit.version, hit.step)  # the Editor opens that step, in view
+        state.focus_step(hit.version, hit.step)
     state.open_in("editor", hit.episode, hit.version)
 
 

@@ -159,6 +159,13 @@ def page_path(name: str) -> str:
     return str(PAGES_DIR / f"{name}.py")
 
 
+def focus_step(version_id: int, index: int) -> None:
+    """Ask the Editor to bring step `index` of the version into view (once: each request
+    is a new marker the page script scrolls to)."""
+    n = (st.session_state.get("focus_step") or (0, 0, 0))[2] + 1
+    st.session_state["focus_step"] = (version_id, index, n)
+
+
 def open_in(page: str, episode_id: int, version_id: int | None) -> None:
     """Switch page with the selection in the URL."""
     select(episode_id, version_id)
@@ -227,7 +234,7 @@ def version_statuses(versions: Any) -> dict[int, str]:
     from sessions import jobs
 
     versions = list(versions)
-    states = jobs.version_states(store(), [v.id for v in versions])
+    states = jobs.version_states(store(), [v.id for v in versions], {v.id: v.updated_at for v in versions})
     run = st.session_state.get("run")
     mine = run.get("version") if run else None
     return {v.id: "running" if v.id == mine and not v.outcome.done else states.get(v.id, v.status)

@@ -87,11 +87,14 @@ def cancel(store: Any, session: str, version_id: int) -> bool:
     job = current(store, session, version_id)
     if job is None or job.finished.is_set():
         return False
-    jobs.stop(store, job.id)
+    jobs.stop(store, job.id)  # the version reads "stopped" from now on (its answer will not be used)
     collect(job)
     return True
 
 
 def others(store: Any, episode_id: int, session: str) -> list[sessions.jobs.Job]:
-    """Live jobs on the episode that this tab did not start (other tabs, other processes)."""
-    return [j for j in sessions.jobs.active(store, episode_id=episode_id) if j.session != session]
+    """Live jobs on the episode that this tab did not start (other tabs, other processes):
+    one per run - the step a run takes (it names no version) is shown by its run."""
+    live = [j for j in sessions.jobs.active(store, episode_id=episode_id) if j.session != session]
+    runs = {j.session for j in live if j.kind != "step" and j.session}
+    return [j for j in live if not (j.kind == "step" and j.version_id is None and j.session in runs)]

@@ -25,9 +25,10 @@ def specs_from(signals: list[str], obs: str, action: str, step: int) -> list[str
 
 def form(disabled: bool) -> tuple[list[StopCondition], str | None]:
     """The conditions set on the page (empty: none) and a one-line problem, if any."""
-    label = "Stop conditions" + (" (on)" if any(st.session_state.get(k) for k in
-                                                ("until_signals", "until_obs", "until_action", "until_step")) else "")
-    with st.expander(label + ": Run stops at the first step where one holds", expanded=False):
+    on = any(st.session_state.get(k) for k in ("until_signals", "until_obs", "until_action", "until_step"))
+    label = "Stop conditions" + (" (on)" if on else "")
+    # the label changes with the first condition (a new expander to Streamlit): it stays open then
+    with st.expander(label + ": Run stops at the first step where one holds", expanded=on):
         c = st.columns([3, 2, 2, 1])
         sigs = c[0].multiselect("A step raises", list(SIGNALS), key="until_signals",
                                 format_func=lambda s: s.replace("_", " "), disabled=disabled)

@@ -63,5 +63,12 @@ def diff_html(old: str | None, new: str | None) -> tuple[str, str]:
     return "".join(left), "".join(right)
 
 
+def inline_diff_html(old: str | None, new: str | None) -> str:
+    """One escaped line: unchanged words once, deleted words struck, inserted words marked
+    (an edit's old text shown once, not as "was", "before" and "after")."""
+    tag = {"equal": "{}", "delete": '<del class="rd-del">{}</del>', "insert": '<ins class="rd-ins">{}</ins>'}
+    return "".join(tag[op].format(html.escape(text)) for op, text in word_diff(old, new))
+
+
 def esc(text: str | None) -> str:
     return html.escape(text or "")

@@ -392,7 +392,8 @@ def compare_html(env: str, rows: Sequence[AlignedRow], left_title: str, right_ti
     """The Compare table as one block of HTML. Every text piece goes through html.escape
     (in `diff_html`/`esc`) before any markup is added."""
     out = [
-        '<table class="rd-cmp"><thead><tr><th>#</th>',
+        '<table class="rd-cmp"><colgroup><col style="width: 2.5em"><col style="width: 50%"><col style="width: 50%">'
+        '</colgroup><thead><tr><th>#</th>',  # fixed layout: the two sides keep equal widths whatever the text
         f"<th>{esc(left_title)} — <span class=\"rd-oc rd-{esc(left_outcome)}\">{esc(left_outcome)}</span></th>",
         f"<th>{esc(right_title)} — <span class=\"rd-oc rd-{esc(right_outcome)}\">{esc(right_outcome)}</span></th>",
         "</tr></thead><tbody>",
@@ -408,7 +409,7 @@ def compare_html(env: str, rows: Sequence[AlignedRow], left_title: str, right_ti
 
 COMPARE_CSS = """
 <style>
-table.rd-cmp { border-collapse: collapse; width: 100%; font-size: 0.9rem; }
+table.rd-cmp { border-collapse: collapse; width: 100%; font-size: 0.9rem; table-layout: fixed; }
 table.rd-cmp th, table.rd-cmp td { border: 1px solid #d0d7de; padding: 4px 6px; vertical-align: top; text-align: left; }
 table.rd-cmp td:first-child { width: 2.5em; color: #57606a; }
 tr.rd-edited td { background: #fff8c5; }

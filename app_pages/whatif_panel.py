@@ -7,6 +7,8 @@ steps) is only shown in a dataframe or with st.text."""
 
 from __future__ import annotations
 
+import hashlib
+
 import threading
 import uuid
 from dataclasses import dataclass
@@ -154,15 +156,14 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
                                  key=f"wi_temp_{vid}_{k}")
         conc = c[2].number_input("At once", min_value=1, max_value=32, value=4, key=f"wi_conc_{vid}_{k}")
         edits = edit_options(step, family(ep.task.env).edit_kinds)
-        choice = c[3].selectbox("Edit (treatment)", list(edits), key=f"wi_edit_{vid}_{k}")
-        kind = edits.get(choice)
-        text = None
-        if kind in ("rewrite_thought", "insert_thought", "rewrite_action"):
-            default = {"rewrite_thought": step.thought, "rewrite_action": step.action}.get(kind) or ""
-            text = st.text_input("New text", value=default, key=f"wi_text_{vid}_{k}_{kind}")
+        kind, text = treatment(c[3], edits, vid, step)
+        same = text is not None and kind != "insert_thought" and text.strip() == (
+            step.thought if kind == "rewrite_thought" else step.action or "").strip()
+        if same:
+            st.warning("The treatment equals the control: change the text (or type it in the edit form above).")
         busy = job is not None and job.running  # one what-if per tab at a time: Stop it first
         if st.button(f"Run {int(n)} rollouts" + (" per arm" if kind else ""), key=f"wi_run_{vid}_{k}",
-                     type="primary", disabled=busy):
+                     type="primary", disabled=busy or same):
             edit = RolloutEdit(kind=kind, text=text) if kind else None
             req = Request(vid, k, int(n), float(temp), None, edit)
             tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
@@ -172,6 +173,35 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
             if job.key != (vid, k):
                 st.caption(f"The what-if on v{job.key[0]} step {job.key[1]} is still running:")
             st.fragment(run_every=TICK_S if job.running else None)(_status)(eng, job)
+
+
+EDIT_FORM_KEYS = {"rewrite_thought": "ed_thought", "insert_thought": "ed_insert", "rewrite_action": "ed_action"}
+
+
+def typed_fix(vid: int, step: Any) -> tuple[str | None, str | None]:
+    """(edit kind, text) the edit form above holds when it differs from the step, else (None, None)."""
+    k = step.index
+    kind = {EDIT_CHOICES[x]: x for x in EDIT_FORM_KEYS}.get(st.session_state.get(f"ed_kind_{vid}_{k}"))
+    typed = st.session_state.get(f"{EDIT_FORM_KEYS[kind]}_{vid}_{k}") if kind else None
+    was = {"rewrite_thought": step.thought, "rewrite_action": step.action}.get(kind or "") or ""
+    return (kind, typed) if typed is not None and typed.strip() and typed.strip() != was.strip() else (None, None)
+
+
+def treatment(where: Any, edits: dict[str, str | None], vid: int, step: Any) -> tuple[str | None, str | None]:
+    """The edit to test; by default the fix typed in the edit form above, so it is tested
+    without typing it again."""
+    k, labels = step.index, list(edits)
+    fix_kind, fix_text = typed_fix(vid, step)
+    fix_label = next((lab for lab, x in edits.items() if x == fix_kind and x), None)
+    tag = f"_{hashlib.sha1(fix_text.encode()).hexdigest()[:8]}" if fix_label else ""  # follows the typed fix
+    choice = where.selectbox("Edit (treatment)", labels, key=f"wi_edit_{vid}_{k}{tag}",
+                             index=labels.index(fix_label) if fix_label else 0)
+    kind = edits.get(choice)
+    if kind not in EDIT_FORM_KEYS:
+        return kind, None
+    default = fix_text if kind == fix_kind and fix_text else (
+        {"rewrite_thought": step.thought, "rewrite_action": step.action}.get(kind) or "")
+    return kind, st.text_input("New text", value=default, key=f"wi_text_{vid}_{k}_{kind}{tag}")
 
 
 def _status(eng: Engine, job: Job) -> None:

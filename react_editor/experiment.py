@@ -25,10 +25,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--name", default=None)
     r.add_argument("--method", default="react", help="react, act, standard, cot, cot-sc, react-cot-sc, cot-sc-react")
     r.add_argument("--samples", type=int, default=None, help="CoT-SC samples (default 21, at temperature 0.7)")
+    _leak_flag(r)
     _batch_flags(r)
     env_option_flags(r)
     model_flags(r)
     r.set_defaults(func=cmd_run)
+
+    r = add_common(xsub.add_parser("rerun", help="a new experiment on another's tasks with a change (e.g. --exemplars)"))
+    r.add_argument("experiment", help="id or name of the source experiment")
+    r.add_argument("--name", default=None)
+    r.add_argument("--method", default=None, help="another method (default: the source's)")
+    _leak_flag(r)
+    _batch_flags(r)
+    model_flags(r)
+    r.set_defaults(func=cmd_rerun)
 
     s = add_common(xsub.add_parser("show", help="an experiment's scores and items"))
     s.add_argument("experiment", help="id or name")
@@ -47,7 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("b", help="id or name")
     s.add_argument("--errors", choices=("failure", "exclude"), default="failure",
                    help="a task that ended on an error: a failure in the paired test (default) or left out")
+    s.add_argument("--include-leaked", action="store_true",
+                   help="keep in the paired test the tasks whose own trajectory was an exemplar (default: left out)")
     s.set_defaults(func=cmd_compare)
+
+
+def _leak_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--leave-out-leaked", action="store_true",
+                   help="leave out the tasks whose own trajectory is in the exemplar set (default: run them, warn)")
 
 
 def _batch_flags(p: argparse.ArgumentParser) -> None:
@@ -128,11 +145,56 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = Store(db_path(args))
     try:
         check_config(config, args.env, store)
+        tasks = _leak_check(store, config.exemplar_set, tasks, args.leave_out_leaked)
         exp = X.create(store, env=args.env, method=args.method, config=config, tasks=tasks, name=args.name,
                        env_options=env_options_from(args), params={k: v for k, v in params.items() if v is not None})
     finally:
         store.close()
     sys.stderr.write(f"experiment {exp.id} {exp.name!r}: {len(tasks)} tasks, {exp.method} on {exp.env}\n")
+    return _run(args, exp.id)
+
+
+def _leak_check(store, exemplar_set: str | None, tasks: list, leave_out: bool) -> list:
+    """Warn on stderr about tasks the exemplar set holds a trajectory of; leave them out
+    when asked (the experiment records the ones it keeps)."""
+    from agent import leakage
+
+    leaked = leakage.leaked_tasks(store, exemplar_set, tasks)
+    if not leaked:
+        return tasks
+    what = "left out" if leave_out else "run anyway; `experiment compare` leaves them out of the paired test"
+    sys.stderr.write(f"warning: exemplar set {exemplar_set!r} holds a trajectory of {len(leaked)} evaluated "
+                     f"task(s): {leakage.describe(leaked)} ({what})\n")
+    if not leave_out:
+        return tasks
+    out = {t.key for t in leaked}
+    kept = [t for t in tasks if t.key not in out]
+    if not kept:
+        raise CliError("every task leaks: nothing left to run")
+    return kept
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from agent import experiment as X
+    from agent.run_settings import check_config
+    from react_editor.core import model_changes
+    from sessions import experiments as xs
+    from sessions.store import Store
+
+    _concurrency(args.concurrency)
+    store = Store(db_path(args))
+    try:
+        changes = model_changes(args)
+        src = xs.get(store, args.experiment)
+        cfg = src.config.model_validate({**src.config.model_dump(), **changes})
+        check_config(cfg, src.env, store)
+        tasks = [it.task for it in xs.items(store, src.id)]
+        kept = _leak_check(store, cfg.exemplar_set, tasks, args.leave_out_leaked)
+        exp = X.rerun(store, src.id, config=changes, method=args.method, name=args.name,
+                      leave_out_leaked=args.leave_out_leaked)
+    finally:
+        store.close()
+    sys.stderr.write(f"experiment {exp.id} {exp.name!r}: re-run of {src.id} {src.name!r} on {len(kept)} tasks\n")
     return _run(args, exp.id)
 
 
@@ -172,7 +234,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from agent import experiment as X
 
-    out = _with_store(args, lambda st: X.compare(st, args.a, args.b, errors=args.errors))
+    out = _with_store(args, lambda st: X.compare(st, args.a, args.b, errors=args.errors,
+                                                 include_leaked=args.include_leaked))
     emit(args, out, lambda: _compare_text(out))
     return 0
 
@@ -219,4 +282,8 @@ def _compare_text(c: dict) -> str:
         lines.append(f"excluded {c['excluded']} task(s) listed in both: {why}")
     if c["excluded_why"].get("warning"):
         lines.append("warning: " + c["excluded_why"]["warning"])
+    if c.get("leaked"):
+        lines.append(f"leaked {len(c['leaked'])} task(s) (own trajectory an exemplar): {', '.join(c['leaked'])}; "
+                     + ("kept in the test (--include-leaked)" if c["leaked_included"] else
+                        "left out of the paired test (--include-leaked keeps them)"))
     return "\n".join(lines)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timezone
 import socket
 import time
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Mapping
 
 from sessions.store import Store, StoreError
 from trajectory.records import Record, now
@@ -198,9 +199,19 @@ def version_words(store: Store, rows: Iterable[dict], key: str = "version") -> d
     return {r[key]: status_word(r["done"], r["success"], states.get(r[key], r.get("status"))) for r in rows}
 
 
-def version_states(store: Store, version_ids: Iterable[int]) -> dict[int, str]:
-    """"running" (a live job works on it) or "stopped" (its last job was stopped or its
-    runner died) per version; versions with neither are left out (their own status holds)."""
+def _ended(job: Job) -> str:
+    """When the job ended, as the versions' timestamps read: its lease's end when its runner
+    died (the row was never finished), else its last update."""
+    if job.lease_until is not None and job.state == "stopped":
+        return datetime.fromtimestamp(job.lease_until, timezone.utc).isoformat(timespec="microseconds")
+    return job.updated_at
+
+
+def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int, str] | None = None) -> dict[int, str]:
+    """"running" (a live job works on it) or "stopped" (its last job was stopped, asked to
+    stop - its answer will not be used - or its runner died) per version; versions with neither are left out (their own status holds).
+    `since` (version id -> its updated_at): a stop older than the version's last change (a
+    step taken by hand since) no longer counts."""
     ids = list(version_ids)
     out: dict[int, str] = {}
     clock = time.time()
@@ -214,12 +225,12 @@ def version_states(store: Store, version_ids: Iterable[int]) -> dict[int, str]:
         busy: set[int] = set()
         latest: dict[int, Job] = {}
         for job in (_job(r, clock) for r in rows):  # by id: the last one per version is its latest job
-            if job.active:
+            if job.active and not job.stop:
                 busy.add(job.version_id)
             latest[job.version_id] = job
         for vid, job in latest.items():
             if vid in busy:
                 out[vid] = "running"
-            elif job.state == "stopped":
+            elif (job.state == "stopped" or (job.active and job.stop)) and not (since and since.get(vid, "") > _ended(job)):
                 out[vid] = "stopped"
     return out

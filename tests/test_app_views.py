@@ -181,3 +181,10 @@ def test_streamlit_config_is_local_with_xsrf_and_no_usage_stats():
     assert cfg["server"]["address"] == "127.0.0.1"
     assert cfg["server"]["enableXsrfProtection"] is True
     assert cfg["browser"]["gatherUsageStats"] is False
+
+
+def test_compare_columns_keep_equal_widths_whatever_the_text():
+    from app_pages.views import COMPARE_CSS, compare_html
+
+    html_ = compare_html("alfworld", [], "v1", "v2", "open", "success")
+    assert '<col style="width: 50%"><col style="width: 50%">' in html_ and "table-layout: fixed" in COMPARE_CSS

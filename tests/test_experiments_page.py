@@ -157,7 +157,8 @@ def test_failures_are_counted_per_signal_and_a_count_opens_its_episodes(page):
     assert not at.exception
     table = _frame(at, "search_miss")
     assert table["search_miss"].sum() == 3  # every failure searched for a page that is not there
-    assert at.selectbox(key="x_signal_cell").value[1] == "search_miss"
+    (cell,) = [b for b in at.selectbox if b.label == "Episodes with"]
+    assert cell.value[1] == "search_miss" and cell.key.startswith("x_signal_cell_")  # the key follows the counts
     ep = at.selectbox(key="x_signal_pick").value
     at.button(key="x_signal_open").click().run()
     assert not at.exception
@@ -165,3 +166,65 @@ def test_failures_are_counted_per_signal_and_a_count_opens_its_episodes(page):
     assert "Part of experiment 1 “misses” (react on hotpotqa)" in [t.value for t in at.text]  # the Editor says so
     at.button(key="ed_open_exp").click().run()
     assert not at.exception and at.session_state["x_sel"] == 1 and at.selectbox(key="x_pick").value == 1
+
+
+def _exemplar_set_of_first_task(db: Path, exp_id: int, name: str = "fixed") -> str:
+    """A set holding the episode of the experiment's first task (as 'Add to exemplar set' makes it)."""
+    from sessions import exemplar_sets
+
+    with closing(Store(db)) as store:
+        first = xs.items(store, exp_id)[0]
+        exemplar_sets.create_set(store, name, "hotpotqa")
+        exemplar_sets.add_version(store, name, first.version_id)
+        return first.task.id
+
+
+def test_rerun_with_an_exemplar_set_leaves_out_the_leak_and_opens_its_comparison(page):
+    make, db, llm = page
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:2]}))
+    at = make()
+    _create(at, limit=4, name="base")
+    _wait_done(db, 1)
+    leaked = _exemplar_set_of_first_task(db, 1)
+    at.run()
+    assert "4/4 done: 2 successes, 2 failures, 0 errors" in at.get("progress")[0].proto.text
+    at.selectbox(key="x_rr_set_1").set_value("fixed").run()
+    assert any("Leakage" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
+    assert at.checkbox(key="x_rr_leave_1").value is True  # offered, and on by default
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:4]}))
+    at.button(key="x_rerun").click().run()
+    assert not at.exception, at.exception
+    _wait_done(db, 2)
+    at.run()
+    at.run()
+    with closing(Store(db)) as store:
+        new = xs.get(store, 2)
+        assert new.params["rerun_of"] == 1 and new.config.exemplar_set == "fixed" and new.config.model == "m"
+        assert [it.task.id for it in xs.items(store, 2)] == [r["id"] for r in HOTPOT[1:4]]
+    assert at.selectbox(key="x_pick").value == 2 and at.selectbox(key="x_compare").value == 1
+    assert any("re-ran" in c.value for c in at.caption)
+    cmp = _frame(at, "McNemar p")
+    assert cmp["n"][0] == 3 and cmp["A only"][0] == 2  # the re-run solved the two the base missed
+
+
+def test_the_launch_form_names_leaked_tasks_and_compare_leaves_them_out(page):
+    make, db, llm = page
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:1]}))
+    at = make()
+    _create(at, limit=4, name="base")
+    _wait_done(db, 1)
+    leaked = _exemplar_set_of_first_task(db, 1)
+    at.run()
+    at.selectbox(key="x_exemplars_hotpotqa").set_value("fixed").run()
+    assert any("Leakage" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
+    at.checkbox(key="x_leave_out").uncheck()
+    _create(at, limit=4, name="leaky")
+    _wait_done(db, 2)
+    at.run()
+    with closing(Store(db)) as store:
+        assert xs.get(store, 2).params["leaked"] == [f"hotpotqa:{leaked}"] and len(xs.items(store, 2)) == 4
+    at.selectbox(key="x_compare").set_value(1).run()
+    assert any("Leaked" in w.value and "left out of" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
+    assert _frame(at, "McNemar p")["n"][0] == 3
+    at.toggle(key="x_include_leaked").set_value(True).run()
+    assert _frame(at, "McNemar p")["n"][0] == 4

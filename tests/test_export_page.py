@@ -68,6 +68,7 @@ def test_export_page_exports_jsonl_and_reports_errors(db):
     _button(at, "Prepare export").click().run()
     boxes = [h.proto.body for h in at.get("html") if "re-alert-error" in h.proto.body]
     assert boxes and any("one environment" in b for b in boxes)  # the message is escaped text inside the box
+    assert any("pick one in Environment above" in b for b in boxes) and not any("--env" in b for b in boxes)
     assert "exp-data" not in at.session_state
 
 
@@ -79,6 +80,8 @@ def test_export_page_builds_an_exemplar_set(db):
     _button(at, "Add to set").click().run()
     assert not at.error, [e.value for e in at.error]
     assert sets.prompt_dict(toy.store, "ui-set")[1].keys() == {"react_put_0"}
+    (table,) = [d.value for d in at.dataframe if "entries" in d.value.columns]  # the table refreshed at once
+    assert list(table["name"]) == ["ui-set"] and list(table["entries"]) == [1]
 
 
 def test_annotation_widgets_save_new_rows(db, monkeypatch):

@@ -328,7 +328,7 @@ def test_downloads_are_named_after_what_they_hold(app):
     from app_pages.export import download_name
 
     assert download_name("react-json", exemplar_set="my fixes/../x") == "exemplars-my-fixes-..-x.react-json.json"
-    assert download_name("jsonl", rows=[(1, 1), (1, 2), (2, 3)]) == "3-versions-2-episodes.jsonl.jsonl"
+    assert download_name("jsonl", rows=[(1, 1), (1, 2), (2, 3)]) == "3-versions-2-episodes.jsonl"  # not .jsonl.jsonl
 
 
 def test_edit_kinds_are_words_wherever_people_read_them():
@@ -353,8 +353,12 @@ def test_a_long_version_shows_earlier_steps_as_one_escaped_block_that_can_be_edi
     (block,) = [h for h in _html(at) if 'class="ov-step' in h]
     assert block.count('data-step="') == 10 and "<script" not in block and "&lt;script&gt;" in block
     assert sum(1 for c in at.caption if re.fullmatch(r"Step \d+ · .*", c.value)) == 30  # the newest are live
-    at.number_input(key=f"edit_older_k_{v.id}").set_value(4)
-    click(at, f"edit_older_{v.id}")
+    # an earlier window in full: its steps keep their Edit buttons, and the panel opens under its step
+    at.session_state[f"older_win_{v.id}"] = "1–10"  # the "Earlier steps in full" control
+    ok(at.run())
+    assert sum(1 for c in at.caption if re.fullmatch(r"Step \d+ · .*", c.value)) == 40
+    assert not [h for h in _html(at) if 'class="ov-step' in h]
+    click(at, f"editbtn_{v.id}_4")
     assert at.session_state["edit_at"] == (v.id, 4) and at.radio(key=f"ed_kind_{v.id}_4")
 
 
@@ -373,3 +377,150 @@ def test_version_references_typed_by_people_are_per_episode_numbers(toy, capsys)
     code, out, err = cli(capsys, "annotate", f"{ep.id}:2", "--verdict", "failure", "--db", str(toy.db))
     assert code == 0, err
     assert ann.version_annotation(toy.store, b.id).verdict == "failure"
+
+
+# ---------------------------------------------------------------------- issue 28: panels where you are, why it stopped
+
+
+def _order(at) -> list[str]:
+    """The page's step captions and edit-panel radios, in the order they are drawn."""
+    out = []
+
+    def walk(node):
+        t = type(node).__name__
+        if t == "Caption" and re.fullmatch(r"Step \d+ · .*", node.value):
+            out.append(node.value.split(" · ")[0])
+        elif t == "Radio" and (node.key or "").startswith("ed_kind_"):
+            out.append("edit panel")
+        for c in getattr(node, "children", {}).values():
+            walk(c)
+
+    walk(at._tree)
+    return out
+
+
+@pytest.mark.parametrize("n,k", [(3, 2), (35, 33)])
+def test_edit_panels_open_under_their_step_and_bring_it_into_view(app, n, k):
+    toy, make = app
+    ep, v = _long(toy, n)
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, k)
+    order = _order(at)
+    assert order[order.index(f"Step {k}") + 1] == "edit panel"  # under its step, not after the last one
+    assert at.session_state["focus_step"][:2] == (v.id, k)
+    assert any(i.endswith(f"-focus_step_{k}_{at.session_state['focus_step'][2]}") for i, _ in _blocks(at))
+    assert any("Tags and note for step" in e.label for e in at.expander)
+
+
+def test_a_search_hit_on_an_early_step_opens_the_editor_at_it(app):
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    for i in range(35):
+        toy.engine.human_step(v.id, action="examine drawer 7" if i == 2 else "go to table 1")
+    at = make("episodes")
+    at.text_input(key="search_q").set_value("drawer").run()
+    click(at, "search_open_0")
+    at.switch_page("app_pages/editor.py")
+    ok(at.run())
+    assert at.session_state["edit_at"] == (v.id, 3) and at.session_state["focus_step"][:2] == (v.id, 3)
+    order = _order(at)
+    assert order[order.index("Step 3") + 1] == "edit panel"  # the early window is drawn in full, with its panel
+
+
+def test_a_run_stopped_by_a_condition_says_where_and_why_and_shows_the_step(app):
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.llm.push(" go to cabinet 1", " go to shelf 1", " go to cabinet 1", " go to table 1")
+    at = make("editor", episode=ep.id)
+    at.multiselect(key="until_signals").set_value(["repeated_action"])
+    ok(at.run())
+    click(at, "btn_run_end")
+    for _ in range(20):
+        if not at.session_state["run"]:
+            break
+        ok(at.run())
+    ok(at.run())
+    steps = toy.store.version_steps(v.id)
+    assert len(steps) == 3
+    assert any(c.value == "v1: 3 steps · stopped at step 3: repeated action" for c in at.caption), \
+        [c.value for c in at.caption][:8]
+    assert at.session_state["focus_step"][:2] == (v.id, 3)
+
+
+def test_stop_on_a_single_step_says_stopped_and_a_human_step_updates_it(app):
+    import time
+
+    from app_pages import stepjobs
+    from sessions import jobs as jobs_db
+    from tests.scripted_server import Reply
+
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, timeout_s=20))
+    toy.llm.push(Reply(" go to table 1", delay_s=4))
+    stepjobs.start(toy.engine, "tab-1", v.id)  # a step in flight, as the Step button starts it
+    time.sleep(0.5)
+    assert stepjobs.cancel(toy.store, "tab-1", v.id)  # what Stop does
+    assert jobs_db.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # at once, not "running" until a reload
+    at = make("editor", episode=ep.id)
+    assert any(c.value == "v1: 0 steps · stopped" for c in at.caption), [c.value for c in at.caption][:6]
+    assert [s for s in at.selectbox if s.label == "Version"][0].options == ["v1 (stopped) · current"]
+    at.toggle(key="human_mode").set_value(True).run()
+    at.text_area(key=f"h_action_{v.id}_0").set_value("go to table 1")
+    click(at, "h_submit")
+    assert any(c.value == "v1: 1 step · open" for c in at.caption), [c.value for c in at.caption][:6]
+    assert [s for s in at.selectbox if s.label == "Version"][0].options == ["v1 (open) · current"]
+
+
+def test_another_tab_shows_one_line_per_run(app):
+    from sessions import jobs as jobs_db
+
+    toy, make = app
+    ep, v = _long(toy, 2)
+    jobs_db.create(toy.store, "run", episode_id=ep.id, version_id=v.id, session="other-tab", lease_s=30,
+                   target=f"episode {ep.id} v{v.id}")
+    jobs_db.create(toy.store, "step", episode_id=ep.id, version_id=None, session="other-tab", lease_s=30,
+                   target=f"episode {ep.id} v{v.id}")  # the step the run is taking
+    at = make("editor", episode=ep.id)
+    lines = [c.value for c in at.caption if "in another tab or process" in c.value]
+    assert len(lines) == 1 and "(run," in lines[0]
+
+
+def test_compare_headline_uses_the_selectors_status_words(app):
+    from sessions import jobs as jobs_db
+
+    toy, make = app
+    ep, v = _long(toy, 2)
+    b = toy.engine.branch(v.id, 1)
+    job = jobs_db.create(toy.store, "run", episode_id=ep.id, version_id=b.id, session="t", lease_s=30)
+    jobs_db.finish(toy.store, job.id, "stopped")
+    at = make("compare", episode=ep.id, left=v.id, right=b.id)
+    assert [m.value for m in at.metric][:2] == ["open", "stopped"]
+    assert any("(stopped)" in o for s in at.selectbox if s.label == "Right" for o in s.options)
+
+
+def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_it(app):
+    from sessions import exemplar_sets as sets
+
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("versions", episode=ep.id)
+    assert at.selectbox(key=f"ver-xset-{v.id}").value == "(new set)"
+    assert at.text_input(key=f"ver-xnew-{v.id}").value == "alfworld-fixes"  # prefilled: nothing to type
+    click(at, f"ver-xadd-{v.id}")
+    assert [e.version_id for e in sets.entries(toy.store, "alfworld-fixes")] == [v.id]
+    assert at.selectbox(key=f"ver-xset-{v.id}").value == "alfworld-fixes"
+    assert any(c.value == "In exemplar set alfworld-fixes" for c in at.caption)
+    assert any("Added to exemplar set 'alfworld-fixes'" in s.value for s in at.success)
+    ex = make("export")
+    (table,) = [d.value for d in ex.dataframe if "entries" in d.value.columns]
+    assert list(table["name"]) == ["alfworld-fixes"] and list(table["entries"]) == [1]
+
+
+def test_the_stop_conditions_stay_open_when_the_first_one_is_picked(app):
+    toy, make = app
+    ep, v = _long(toy, 2)
+    at = make("editor", episode=ep.id)
+    at.multiselect(key="until_signals").set_value(["repeated_action"])
+    ok(at.run())
+    (box,) = [e for e in at.expander if e.label.startswith("Stop conditions")]
+    assert box.label.startswith("Stop conditions (on)") and box.proto.expanded

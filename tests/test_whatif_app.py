@@ -117,3 +117,21 @@ def test_rate_rows_chart_and_group_nodes(toy, tmp_path):
     dot = version_tree_dot(summaries, v.id, None, {g.id: "resample @2"}, expand=True)
     assert f"v{v.id} -> v{g.members[0]};" in dot and f"subgraph cluster_g{g.id}" in dot
 
+
+
+def test_whatif_tests_the_fix_typed_in_the_edit_form_and_refuses_an_unchanged_treatment(app):
+    toy, make = app
+    ep, v = _won(toy)
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, 1)
+    at.selectbox(key=f"wi_edit_{v.id}_1").set_value("Rewrite thought")
+    ok(at.run())
+    assert any("treatment equals the control" in w.value for w in at.warning)  # the unchanged thought is refused
+    assert at.button(key=f"wi_run_{v.id}_1").disabled
+    at.text_area(key=f"ed_thought_{v.id}_1").set_value("The mug is surely in cabinet 1.")
+    ok(at.run())
+    (box,) = [b for b in at.selectbox if b.label == "Edit (treatment)"]
+    assert box.value == "Rewrite thought"  # typed once: the what-if tests it without typing it again
+    (text,) = [t for t in at.text_input if t.label == "New text"]
+    assert text.value == "The mug is surely in cabinet 1."
+    assert not any("treatment equals the control" in w.value for w in at.warning)
