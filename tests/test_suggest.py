@@ -1,0 +1,217 @@
+"""Issue 29: `suggest` - a scripted critic proposes edits, each proven (or not) by a what-if
+against a scripted agent, through the real CLI, client and scripted model server."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from agent.engine import Engine
+from sessions import suggestions as db
+from sessions.store import Store
+from react_editor.main import main
+from trajectory.records import AgentConfig
+from tests.toy_envs import ROOM_TASK, WIKI_TASK
+
+CRITIC_MARK = "You review the trajectory"
+HINT = "The mug is in the cabinet."
+GOOD = {"step": 2, "kind": "insert_thought_before", "text": HINT, "rationale": "the shelf is empty"}
+IDLE = {"step": 1, "kind": "rewrite_thought", "text": "I should look around first.", "rationale": "plan"}
+IDLE2 = {"step": 3, "kind": "insert_thought_after", "text": "Maybe the shelf again.", "rationale": "retry"}
+BAD_STEP = {"step": 40, "kind": "rewrite_action", "text": "go to cabinet 1", "rationale": "x"}
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def cli_json(capsys, *argv: str):
+    code, out, err = cli(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def cfg(llm, **kw) -> AgentConfig:
+    return AgentConfig(model="scripted-model", base_url=llm.base_url, max_retries=1, timeout_s=5, **kw)
+
+
+class RoomAgent:
+    """The toy room's agent: unaided it goes to the empty shelf and loops there (a failure
+    at the step limit); after the hint 'The mug is in the cabinet.' it goes to the cabinet
+    and wins. Critic requests get `critic` (a JSON text, or a callable)."""
+
+    def __init__(self, critic: str | None = None):
+        self.critic = critic
+        self.lock = threading.Lock()
+        self.agent_calls = 0
+        self.critic_calls = 0
+
+    def __call__(self, body: dict) -> str:
+        prompt = body.get("prompt") or body["messages"][0]["content"]
+        if CRITIC_MARK in prompt:
+            with self.lock:
+                self.critic_calls += 1
+            return self.critic or "{}"
+        with self.lock:
+            self.agent_calls += 1
+        tail = prompt[prompt.rfind("Here is the task."):]
+        if tail.endswith(f"think: {HINT}\nOK.\n>"):
+            return " go to cabinet 1"
+        for obs, action in (("The cabinet 1 is closed.\n>", " open cabinet 1"),
+                            ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
+                            ("from the cabinet 1.\n>", " go to table 1"),
+                            ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1")):
+            if tail.endswith(obs):
+                return action
+        if tail.endswith("OK.\n>") or tail.endswith("you see nothing.\n>"):
+            return " go to shelf 1"
+        return " think: To solve the task, I need to find a mug, then put it in table 1."
+
+
+def critic_json(*cands: dict) -> str:
+    return "Here are my suggestions:\n```json\n" + json.dumps({"candidates": list(cands)}) + "\n```\nGood luck."
+
+
+@pytest.fixture
+def failed(toy):
+    """Episode 1, version 1: a failure (the shelf, again and again, until the step limit 8)."""
+    agent = RoomAgent()
+    toy.llm.set_responder(agent)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=8))
+    rep = toy.engine.run(v.id)
+    assert rep.done and not rep.success
+    return agent
+
+
+def counts(toy) -> dict[str, int]:
+    return {t: toy.store.db.execute(f"select count(*) from {t}").fetchone()[0]
+            for t in ("versions", "steps", "suggestions", "candidates", "model_calls", "rollout_groups")}
+
+
+def test_the_good_candidate_ranks_first_and_is_proven(toy, failed, capsys):
+    failed.critic = critic_json(IDLE, GOOD, IDLE2, BAD_STEP)
+    out = cli_json(capsys, "suggest", "1", "--candidates", "4", "--verify", "5", "--db", str(toy.db))
+    assert set(out) >= {"episode", "version", "first_failure_step", "candidates"}
+    assert (out["episode"], out["version"]) == (1, 1)
+    assert out["first_failure_step"] == 3  # the second visit to the shelf repeats the action
+    fields = {"number", "rank", "step", "kind", "text", "rationale", "leaks_answer", "proven", "verdict",
+              "effect", "effect_ci95", "p_value", "control", "treatment", "cost"}
+    assert all(fields <= set(c) for c in out["candidates"])
+    assert [c["rank"] for c in out["candidates"]] == [1, 2, 3, 4]
+    best, *rest = out["candidates"]
+    assert (best["number"], best["kind"], best["text"]) == (2, "insert_thought_before", HINT)
+    assert best["proven"] is True and best["effect"] == 1.0
+    assert best["treatment"]["success"] == 5 and best["control"]["success"] == 0
+    assert best["p_value"] == pytest.approx(2 / 252)  # the what-if's exact test, 5/5 vs 0/5
+    assert best["verdict"].startswith("proven: +100 points [+39, +100], p = 0.0079")
+    assert best["cost"]["calls"] > 0
+    assert all(not c["proven"] for c in rest)
+    idle = [c for c in rest if c["number"] in (1, 3)]
+    assert all(c["verdict"].startswith("not shown: +0 points") for c in idle)
+    assert rest[-1]["number"] == 4 and "does not apply: step 40" in rest[-1]["verdict"]
+    assert rest[-1]["treatment"] is None  # an inapplicable candidate is never verified
+    # one control group per step K, shared by the candidates there (IDLE2 after step 3 is K = 4)
+    kinds = toy.store.db.execute("select kind, step from rollout_groups order by id").fetchall()
+    assert sorted(k for k in kinds if k[0] == "control") == [("control", 1), ("control", 2), ("control", 4)]
+    # the same command again continues it: no new critic call, no new rollout
+    before = (failed.critic_calls, failed.agent_calls)
+    again = cli_json(capsys, "suggest", "1", "--candidates", "4", "--verify", "5", "--db", str(toy.db))
+    assert again == out and (failed.critic_calls, failed.agent_calls) == before
+    # the critic call is recorded with the episode and priced like the others
+    (purpose,) = toy.store.db.execute("select purpose from model_calls where purpose = 'critic'").fetchone()
+    assert purpose == "critic"
+
+
+def test_show_prompt_is_the_exact_text_sent(toy, failed, capsys):
+    db_ = str(toy.db)
+    code, before, _ = cli(capsys, "suggest", "1", "--show-prompt", "--db", db_)
+    assert code == 0 and CRITIC_MARK in before and "Step 3: go to shelf 1" in before
+    assert "repeated_action" in before and "first step that raised a failure signal is step 3" in before
+    failed.critic = critic_json(IDLE)
+    cli_json(capsys, "suggest", "1", "--verify", "1", "--db", db_)
+    sent = [r.body["prompt"] for r in toy.llm.completion_requests if CRITIC_MARK in r.body.get("prompt", "")]
+    code, after, _ = cli(capsys, "suggest", "1", "--show-prompt", "--db", db_)
+    assert sent == [before] and after == before
+    s = db.latest(toy.store, 1)
+    assert s.prompt_text == before and s.prompt_label == "command-v1" and len(s.prompt_hash) == 64
+
+
+def test_malformed_critic_output_is_one_line_and_writes_nothing(toy, failed, capsys):
+    before = counts(toy)
+    for answer in ("I think step 2 is wrong.", '{"candidates": "none"}', "```json\n{broken\n```"):
+        failed.critic = answer
+        code, out, err = cli(capsys, "suggest", "1", "--db", str(toy.db))
+        assert code == 2 and out == "" and err.count("\n") == 1 and "no JSON object" in err
+    after = counts(toy)
+    assert after == before
+
+
+def test_accept_makes_the_edit_as_edit_does_records_origin_and_resumes(toy, failed, capsys):
+    failed.critic = critic_json(IDLE, GOOD)
+    out = cli_json(capsys, "suggest", "1", "--candidates", "2", "--verify", "5", "--db", str(toy.db))
+    good = next(c for c in out["candidates"] if c["text"] == HINT)
+    res = cli_json(capsys, "suggest", "1:1", "--accept", str(good["number"]), "--db", str(toy.db))
+    assert res["success"] is True
+    new = toy.store.episode(1).current_version
+    steps = toy.store.version_steps(new)
+    assert steps[1].thought == HINT and steps[1].source == "human"
+    origin = steps[1].edit.origin
+    assert origin["critic_model"] == "scripted-model" and len(origin["critic_prompt_hash"]) == 64
+    kinds = [toy.store.db.execute("select kind from rollout_groups where id = ?", [g]).fetchone()[0]
+             for g in origin["whatif_groups"]]
+    assert kinds == ["control", "treatment"] and origin["verdict"].startswith("proven")
+    # the react-jsonl export carries it
+    out_file = toy.db.parent / "out.jsonl"
+    code, _, err = cli(capsys, "export", "1", "--format", "jsonl", "--out", str(out_file), "--db", str(toy.db))
+    text = out_file.read_text(encoding="utf-8")
+    assert code == 0, err
+    assert '"origin"' in text and origin["critic_prompt_hash"] in text
+
+
+def test_a_candidate_stating_the_gold_answer_is_flagged_and_not_verified(toy, capsys):
+    def agent(body: dict) -> str:
+        prompt = body.get("prompt") or ""
+        if CRITIC_MARK in prompt:
+            assert "1650" not in prompt.split("Trajectory:")[0]  # the gold answer never reaches the critic
+            return json.dumps({"candidates": [
+                {"step": 1, "kind": "rewrite_thought", "text": "The answer is 1,650.", "rationale": "leak"},
+                {"step": 1, "kind": "rewrite_thought", "text": "I should search Marrowgate.", "rationale": "ok"}]})
+        return " I guess.\nAction 1: Finish[1712]" if prompt.endswith("Thought 1:") else " Finish[1712]"
+
+    toy.llm.set_responder(agent)
+    ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    assert not toy.engine.run(v.id).success
+    out = cli_json(capsys, "suggest", "1", "--verify", "2", "--db", str(toy.db))
+    leak = next(c for c in out["candidates"] if c["number"] == 1)
+    assert leak["leaks_answer"] is True and leak["proven"] is False and leak["treatment"] is None
+    assert "leaks the answer" in leak["verdict"] and leak["rank"] == 2
+    other = next(c for c in out["candidates"] if c["number"] == 2)
+    assert other["leaks_answer"] is False and other["treatment"]["n"] == 2
+    groups = toy.store.db.execute("select count(*) from rollout_groups where kind = 'treatment'").fetchone()[0]
+    assert groups == 1  # only the clean candidate was verified
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["suggest"], "give an episode"),
+    (["suggest", "1", "--candidates", "0"], "--candidates must be between 1"),
+    (["suggest", "1", "--verify", "0"], "--verify must be between 1"),
+    (["suggest", "1", "--accept", "1"], "has no suggestions yet"),
+    (["suggest", "1", "--limit", "3"], "--limit is for --experiment"),
+    (["suggest", "--experiment", "nope", "--where", "failed"], "nope"),
+    (["suggest", "--experiment", "x"], "--where failed"),
+    (["suggest", "1", "--critic-prompt", "/nonexistent/t.txt"], "cannot read the critic prompt"),
+])
+def test_bad_input_is_one_line(toy, failed, capsys, argv, message):
+    code, out, err = cli(capsys, *argv, "--db", str(toy.db))
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+def test_a_critic_prompt_file_replaces_the_template(toy, failed, capsys, tmp_path):
+    f = tmp_path / "mine.txt"
+    f.write_text(f"{CRITIC_MARK} (mine).\n{{transcript}}\nGold? {{task}}\n{{nope}}\n", encoding="utf-8")
+    code, text, _ = cli(capsys, "suggest", "1", "--show-prompt", "--critic-prompt", str(f), "--db", str(toy.db))
+    assert code == 0 and text.startswith(f"{CRITIC_MARK} (mine).\nStep 1: think:") and "{nope}" in text
