@@ -4,7 +4,9 @@ against a scripted agent, through the real CLI, client and scripted model server
 from __future__ import annotations
 
 import json
+import os
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,11 @@ from sessions import suggestions as db
 from sessions.store import Store
 from react_editor.main import main
 from trajectory.records import AgentConfig
+from tests.experiment_agents import wiki_agent
+from tests.scripted_server import Reply, prompt_text
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CRITIC_MARK = "You review the trajectory"
 HINT = "The mug is in the cabinet."
@@ -215,3 +221,81 @@ def test_a_critic_prompt_file_replaces_the_template(toy, failed, capsys, tmp_pat
     f.write_text(f"{CRITIC_MARK} (mine).\n{{transcript}}\nGold? {{task}}\n{{nope}}\n", encoding="utf-8")
     code, text, _ = cli(capsys, "suggest", "1", "--show-prompt", "--critic-prompt", str(f), "--db", str(toy.db))
     assert code == 0 and text.startswith(f"{CRITIC_MARK} (mine).\nStep 1: think:") and "{nope}" in text
+
+
+# ---------------------------------------------------------------------- over an experiment
+
+
+def _spawn(args: list, env: dict):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "react_editor.main", *map(str, args)], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wiki_with_critic(latency_s: float):
+    """Every task answered wrongly (a failure); the critic proposes two thought edits."""
+    agent = wiki_agent({}, latency_s=latency_s)
+    answer = json.dumps({"candidates": [
+        {"step": 1, "kind": "rewrite_thought", "text": "I should search first.", "rationale": "a"},
+        {"step": 1, "kind": "insert_thought_before", "text": "Read the question twice.", "rationale": "b"}]})
+
+    def respond(body):
+        if CRITIC_MARK in prompt_text(body):
+            return Reply(text=answer, delay_s=latency_s)
+        return agent(body)
+    return respond
+
+
+def _verified(store) -> dict[int, tuple]:
+    return {r[0]: (r[1], r[2]) for r in store.db.execute(
+        "select id, result, updated_at from candidates where state = 'verified'")}
+
+
+def test_kill_9_during_suggest_experiment_then_the_same_command_finishes(tmp_path, scripted_llm, monkeypatch):
+    import signal
+    import time
+    from contextlib import closing
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    scripted_llm.set_responder(_wiki_with_critic(0.0))
+    db_file = tmp_path / "x.db"
+    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "3", "--name", "e", "--model", "m",
+                 "--base-url", scripted_llm.base_url, "--db", str(db_file), "--json"]) == 0
+    scripted_llm.set_responder(_wiki_with_critic(0.15))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache")}
+    argv = ["suggest", "--experiment", "e", "--where", "failed", "--verify", "2", "--concurrency", "2",
+            "--db", db_file, "--json"]
+    proc = _spawn(argv, env)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # kill once some, but not all, candidates are verified
+        time.sleep(0.05)
+        with closing(Store(db_file)) as store:
+            if len(_verified(store)) >= 2:
+                break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    with closing(Store(db_file)) as store:
+        finished = _verified(store)
+        assert 2 <= len(finished) < 6
+        rollouts_before = store.db.execute("select count(*) from rollout_members").fetchone()[0]
+    again = _spawn(argv, env)
+    out, err = again.communicate(timeout=180)
+    assert again.returncode == 0, err
+    data = json.loads(out.strip().splitlines()[-1])
+    assert len(data["failures"]) == 3 and all(r["state"] == "done" for r in data["failures"])
+    assert all(r["best"] is not None and r["cost"]["calls"] > 0 for r in data["failures"])
+    with closing(Store(db_file)) as store:
+        after = _verified(store)
+        assert len(after) == 6 and all(after[c] == finished[c] for c in finished)  # never redone
+        # each failure: one shared control arm and two treatments of 2 rollouts, none made twice
+        groups = store.db.execute("select id, kind, n from rollout_groups").fetchall()
+        assert sorted(k for _, k, _ in groups) == ["control"] * 3 + ["treatment"] * 6
+        members = store.db.execute("select group_id, count(*) from rollout_members group by group_id").fetchall()
+        assert all(n == 2 for _, n in members) and len(members) == 9
+        assert store.db.execute("select count(*) from rollout_members").fetchone()[0] >= rollouts_before
+        jobs = store.db.execute("select state from jobs where kind = 'suggest' order by id").fetchall()
+        assert [j[0] for j in jobs][-1] == "done" and len(jobs) == 2
+    critic_calls = [r for r in scripted_llm.completion_requests if CRITIC_MARK in prompt_text(r.body)]
+    assert len(critic_calls) <= 4  # one per failure (a kill between an answer and its record may ask again)
