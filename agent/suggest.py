@@ -273,10 +273,10 @@ def verdict(effect: float | None, ci: Sequence[float] | None, p_value: float | N
         return False, "not shown: no finished rollouts"
     lo, hi = ci
     proven = (lo > 0 or hi < 0) and p_value is not None and p_value < ALPHA
-    pts = f"{effect * 100:+.0f} points [{lo * 100:+.0f}, {hi * 100:+.0f}]"
+    ci_words = f"[{lo * 100:+.0f}, {hi * 100:+.0f}]"
     if proven:
-        return True, f"proven: {pts}, p = {p_value:.2g}"
-    return False, f"not shown: {pts}, p = {p_value:.2g}"
+        return True, f"proven: {effect * 100:+.0f} points {ci_words}, p = {p_value:.2g}"
+    return False, f"not shown: {effect * 100:+.0f} {ci_words}, p = {p_value:.2g}"
 
 
 def calls_cost(engine: Engine, version_ids: Sequence[int], from_step: int) -> dict[str, Any]:

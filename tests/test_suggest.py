@@ -117,7 +117,7 @@ def test_the_good_candidate_ranks_first_and_is_proven(toy, failed, capsys):
     assert best["cost"]["calls"] > 0
     assert all(not c["proven"] for c in rest)
     idle = [c for c in rest if c["number"] in (1, 3)]
-    assert all(c["verdict"].startswith("not shown: +0 points") for c in idle)
+    assert all(c["verdict"].startswith("not shown: +0 [-43, +43], p = 1") for c in idle)
     assert rest[-1]["number"] == 4 and "does not apply: step 40" in rest[-1]["verdict"]
     assert rest[-1]["treatment"] is None  # an inapplicable candidate is never verified
     # one control group per step K, shared by the candidates there (IDLE2 after step 3 is K = 4)
