@@ -170,7 +170,9 @@ def test_accept_makes_the_edit_as_edit_does_records_origin_and_resumes(toy, fail
     kinds = [toy.store.db.execute("select kind from rollout_groups where id = ?", [g]).fetchone()[0]
              for g in origin["whatif_groups"]]
     assert kinds == ["control", "treatment"] and origin["verdict"].startswith("proven")
-    # the react-jsonl export carries it
+    shown = cli_json(capsys, "show", "1", "--version", str(new), "--db", str(toy.db))
+    assert shown[1]["edit"]["origin"] == origin
+    # the jsonl export carries it
     out_file = toy.db.parent / "out.jsonl"
     code, _, err = cli(capsys, "export", "1", "--format", "jsonl", "--out", str(out_file), "--db", str(toy.db))
     text = out_file.read_text(encoding="utf-8")
@@ -299,3 +301,28 @@ def test_kill_9_during_suggest_experiment_then_the_same_command_finishes(tmp_pat
         assert [j[0] for j in jobs][-1] == "done" and len(jobs) == 2
     critic_calls = [r for r in scripted_llm.completion_requests if CRITIC_MARK in prompt_text(r.body)]
     assert len(critic_calls) <= 4  # one per failure (a kill between an answer and its record may ask again)
+
+
+def test_the_answer_is_read_leniently_and_the_verdict_needs_both_tests():
+    from agent.suggest import SuggestError, parse_answer, verdict
+
+    one = {"step": 1, "kind": "rewrite_thought", "text": "x", "rationale": "y"}
+    for text in (json.dumps({"candidates": [one]}), "```json\n" + json.dumps({"candidates": [one]}) + "\n```",
+                 "Sure! {not json} then " + json.dumps({"note": 1, "candidates": [one, "junk"]}) + " bye"):
+        assert parse_answer(text) == [one]
+    with pytest.raises(SuggestError, match="nothing was written"):
+        parse_answer('{"candidate": []}')
+    assert verdict(0.6, (0.22, 0.84), 0.003) == (True, "proven: +60 points [+22, +84], p = 0.003")
+    assert verdict(0.1, (-0.25, 0.42), 0.6) == (False, "not shown: +10 [-25, +42], p = 0.6")
+    assert verdict(1.0, (0.21, 1.0), 0.1)[0] is False  # the interval alone is not enough
+    assert verdict(None, None, None) == (False, "not shown: no finished rollouts")
+
+
+def test_leaks_answer_uses_the_scorers_normalisation():
+    from agent.suggest import leaks_answer
+    from envs.registry import family
+
+    norm = family("hotpotqa").qa.normalize
+    assert leaks_answer("I think it is THE Sel river.", "the Sel", norm)
+    assert not leaks_answer("Selby is a town.", "Sel", norm)  # whole words only
+    assert not leaks_answer("anything", None, norm)
