@@ -23,6 +23,7 @@ from agent import jobs
 from agent.engine import FROZEN, EngineError, ModelCallFailed
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import overview, signal_badges, state, stepjobs, stop_panel, whatif_panel
+from app_pages import suggest_panel
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.textdiff import diff_html
 from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicable_edits, deleted_here, endpoint_problem, one_line,
@@ -625,6 +626,7 @@ def body() -> None:
         st.text(v.draft_thought)
     if v.outcome.done:
         outcome_box(v)
+        suggest_panel.render(eng, vid, v, switch_to)  # on a failed version: "Suggest fixes"
     elif st.session_state.get("human_mode") and not st.session_state.get("run") and job is None:
         human_panel(v, len(steps))
     with st.expander(f"Annotate {vname(v.id)}: verdict, failure modes, notes, exemplar-ready"):

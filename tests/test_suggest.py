@@ -5,27 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
 
 import pytest
 
-from agent.engine import Engine
 from sessions import suggestions as db
 from sessions.store import Store
 from react_editor.main import main
-from trajectory.records import AgentConfig
 from tests.experiment_agents import wiki_agent
 from tests.scripted_server import Reply, prompt_text
-from tests.toy_envs import ROOM_TASK, WIKI_TASK
+from tests.suggest_agents import CRITIC_MARK, GOOD, HINT, IDLE, IDLE2, cfg, critic_json, fail_episode
+from tests.toy_envs import WIKI_TASK
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CRITIC_MARK = "You review the trajectory"
-HINT = "The mug is in the cabinet."
-GOOD = {"step": 2, "kind": "insert_thought_before", "text": HINT, "rationale": "the shelf is empty"}
-IDLE = {"step": 1, "kind": "rewrite_thought", "text": "I should look around first.", "rationale": "plan"}
-IDLE2 = {"step": 3, "kind": "insert_thought_after", "text": "Maybe the shelf again.", "rationale": "retry"}
 BAD_STEP = {"step": 40, "kind": "rewrite_action", "text": "go to cabinet 1", "rationale": "x"}
 
 
@@ -41,64 +34,13 @@ def cli_json(capsys, *argv: str):
     return json.loads(out)
 
 
-def cfg(llm, **kw) -> AgentConfig:
-    return AgentConfig(model="scripted-model", base_url=llm.base_url, max_retries=1, timeout_s=5, **kw)
-
-
-class RoomAgent:
-    """The toy room's agent: unaided it goes to the empty shelf and loops there (a failure
-    at the step limit); after the hint 'The mug is in the cabinet.' it goes to the cabinet
-    and wins. Critic requests get `critic` (a JSON text, or a callable)."""
-
-    def __init__(self, critic: str | None = None):
-        self.critic = critic
-        self.lock = threading.Lock()
-        self.agent_calls = 0
-        self.critic_calls = 0
-
-    def __call__(self, body: dict) -> str:
-        prompt = body.get("prompt") or body["messages"][0]["content"]
-        if CRITIC_MARK in prompt:
-            with self.lock:
-                self.critic_calls += 1
-            return self.critic or "{}"
-        with self.lock:
-            self.agent_calls += 1
-        tail = prompt[prompt.rfind("Here is the task."):]
-        if tail.endswith(f"think: {HINT}\nOK.\n>"):
-            return " go to cabinet 1"
-        for obs, action in (("The cabinet 1 is closed.\n>", " open cabinet 1"),
-                            ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
-                            ("from the cabinet 1.\n>", " go to table 1"),
-                            ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1")):
-            if tail.endswith(obs):
-                return action
-        if tail.endswith("OK.\n>") or tail.endswith("you see nothing.\n>"):
-            return " go to shelf 1"
-        return " think: To solve the task, I need to find a mug, then put it in table 1."
-
-
-def critic_json(*cands: dict) -> str:
-    return "Here are my suggestions:\n```json\n" + json.dumps({"candidates": list(cands)}) + "\n```\nGood luck."
-
-
-@pytest.fixture
-def failed(toy):
-    """Episode 1, version 1: a failure (the shelf, again and again, until the step limit 8)."""
-    agent = RoomAgent()
-    toy.llm.set_responder(agent)
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=8))
-    rep = toy.engine.run(v.id)
-    assert rep.done and not rep.success
-    return agent
-
-
 def counts(toy) -> dict[str, int]:
     return {t: toy.store.db.execute(f"select count(*) from {t}").fetchone()[0]
             for t in ("versions", "steps", "suggestions", "candidates", "model_calls", "rollout_groups")}
 
 
-def test_the_good_candidate_ranks_first_and_is_proven(toy, failed, capsys):
+def test_the_good_candidate_ranks_first_and_is_proven(toy, capsys):
+    failed = fail_episode(toy)
     failed.critic = critic_json(IDLE, GOOD, IDLE2, BAD_STEP)
     out = cli_json(capsys, "suggest", "1", "--candidates", "4", "--verify", "5", "--db", str(toy.db))
     assert set(out) >= {"episode", "version", "first_failure_step", "candidates"}
@@ -132,7 +74,8 @@ def test_the_good_candidate_ranks_first_and_is_proven(toy, failed, capsys):
     assert purpose == "critic"
 
 
-def test_show_prompt_is_the_exact_text_sent(toy, failed, capsys):
+def test_show_prompt_is_the_exact_text_sent(toy, capsys):
+    failed = fail_episode(toy)
     db_ = str(toy.db)
     code, before, _ = cli(capsys, "suggest", "1", "--show-prompt", "--db", db_)
     assert code == 0 and CRITIC_MARK in before and "Step 3: go to shelf 1" in before
@@ -146,7 +89,8 @@ def test_show_prompt_is_the_exact_text_sent(toy, failed, capsys):
     assert s.prompt_text == before and s.prompt_label == "command-v1" and len(s.prompt_hash) == 64
 
 
-def test_malformed_critic_output_is_one_line_and_writes_nothing(toy, failed, capsys):
+def test_malformed_critic_output_is_one_line_and_writes_nothing(toy, capsys):
+    failed = fail_episode(toy)
     before = counts(toy)
     for answer in ("I think step 2 is wrong.", '{"candidates": "none"}', "```json\n{broken\n```"):
         failed.critic = answer
@@ -156,7 +100,8 @@ def test_malformed_critic_output_is_one_line_and_writes_nothing(toy, failed, cap
     assert after == before
 
 
-def test_accept_makes_the_edit_as_edit_does_records_origin_and_resumes(toy, failed, capsys):
+def test_accept_makes_the_edit_as_edit_does_records_origin_and_resumes(toy, capsys):
+    failed = fail_episode(toy)
     failed.critic = critic_json(IDLE, GOOD)
     out = cli_json(capsys, "suggest", "1", "--candidates", "2", "--verify", "5", "--db", str(toy.db))
     good = next(c for c in out["candidates"] if c["text"] == HINT)
@@ -213,12 +158,14 @@ def test_a_candidate_stating_the_gold_answer_is_flagged_and_not_verified(toy, ca
     (["suggest", "--experiment", "x"], "--where failed"),
     (["suggest", "1", "--critic-prompt", "/nonexistent/t.txt"], "cannot read the critic prompt"),
 ])
-def test_bad_input_is_one_line(toy, failed, capsys, argv, message):
+def test_bad_input_is_one_line(toy, capsys, argv, message):
+    failed = fail_episode(toy)
     code, out, err = cli(capsys, *argv, "--db", str(toy.db))
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err
 
 
-def test_a_critic_prompt_file_replaces_the_template(toy, failed, capsys, tmp_path):
+def test_a_critic_prompt_file_replaces_the_template(toy, capsys, tmp_path):
+    failed = fail_episode(toy)
     f = tmp_path / "mine.txt"
     f.write_text(f"{CRITIC_MARK} (mine).\n{{transcript}}\nGold? {{task}}\n{{nope}}\n", encoding="utf-8")
     code, text, _ = cli(capsys, "suggest", "1", "--show-prompt", "--critic-prompt", str(f), "--db", str(toy.db))

@@ -24,10 +24,8 @@ PLUGIN = ROOT / "plugins" / "react-editor-textworld"
 CRITIC_MARK = "You review the trajectory"
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
+def install_plugin(prefix: Path) -> Path:
     """The plugin laid out as `pip install --target` would (package + dist-info entry point)."""
-    prefix = tmp_path_factory.mktemp("site")
     meta = tomllib.loads((PLUGIN / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     shutil.copytree(PLUGIN / "react_editor_textworld", prefix / "react_editor_textworld",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -59,7 +57,8 @@ def wanderer(body) -> str:
     return " look"
 
 
-def test_textworld_plugin_gets_suggestions(site, scripted_llm, tmp_path):
+def test_textworld_plugin_gets_suggestions(scripted_llm, tmp_path):
+    site = install_plugin(tmp_path / "site")
     db = tmp_path / "tw.db"
     scripted_llm.set_responder(wanderer)
     run = cli(site, db, "run", "--env", "textworld", "--task", "cooking-1", "--model", "m",
