@@ -1,0 +1,78 @@
+"""Issue 29 in the app: "Suggest fixes" on a failed version in the Editor - a background job,
+then candidate cards with rationale, what-if bars and verdict; Accept makes the edit and
+resumes; Dismiss sets a card aside. AppTest, toy room, scripted agent and critic."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from sessions import suggestions as db
+from tests.suggest_agents import GOOD, HINT, IDLE, critic_json, fail_episode
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def open_editor(toy, monkeypatch, episode: int) -> AppTest:
+    monkeypatch.setenv("REACT_EDITOR_DB", str(toy.db))
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "REACT_EDITOR_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.switch_page("app_pages/editor.py")
+    at.query_params["episode"] = str(episode)
+    return ok(at.run())
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, at.exception
+    return at
+
+
+def wait_job(at: AppTest, timeout_s: float = 60.0) -> AppTest:
+    """Rerun until the suggest job has finished (AppTest does not tick fragments)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if at.session_state["suggest_job"].finished.is_set():
+            return ok(at.run())
+        time.sleep(0.1)
+    raise AssertionError("the suggest job did not finish")
+
+
+def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
+    agent = fail_episode(toy)
+    agent.critic = critic_json(IDLE, GOOD)
+    at = open_editor(toy, monkeypatch, 1)
+    assert any(e.label.startswith("Suggest fixes") for e in at.expander)
+    at.number_input(key="sg_n_1").set_value(5)
+    ok(at.button(key="sg_run_1").click().run())
+    at = wait_job(at)
+    shown = [t.value for t in at.text]
+    assert "#1 · step 2 · insert thought before · candidate 2" in shown and HINT in shown
+    assert any(t.startswith("proven: +100 points [+") for t in shown)
+    assert any(t.startswith("not shown: +0 [") for t in shown)
+    assert "Why: the shelf is empty" in shown
+    assert len(at.get("vega_lite_chart")) == 2  # each verified card has its what-if bars
+    assert any("Candidates at steps 1 (1), 2 (1)" in c.value for c in at.caption)
+    s = db.latest(toy.store, 1)
+    ok(at.button(key=f"sg_dismiss_{s.id}_1").click().run())
+    assert db.latest(toy.store, 1).candidates[0].state == "dismissed"
+    ok(at.button(key=f"sg_accept_{s.id}_2").click().run())
+    new = toy.store.episode(1).current_version
+    assert new != 1
+    steps = toy.store.version_steps(new)
+    assert steps[1].thought == HINT and steps[1].edit.origin["candidate"] == 2
+    assert db.latest(toy.store, 1).candidates[1].accepted_version == new
+
+
+def test_no_panel_on_a_won_version(toy, monkeypatch):
+    agent = fail_episode(toy)
+    agent.critic = critic_json(GOOD)
+    v = toy.engine.edit(1, 2, "insert_thought", HINT)
+    toy.engine.run(v.id)
+    assert toy.store.version(v.id).outcome.success
+    at = open_editor(toy, monkeypatch, 1)
+    assert not any(e.label.startswith("Suggest fixes") for e in at.expander)
