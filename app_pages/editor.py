@@ -24,6 +24,7 @@ from agent.engine import FROZEN, EngineError, ModelCallFailed
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import overview, signal_badges, state, stepjobs, stop_panel, whatif_panel
 from app_pages import suggest_panel
+from app_pages.views import origin_text
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.textdiff import diff_html
 from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicable_edits, deleted_here, endpoint_problem, one_line,
@@ -343,6 +344,8 @@ def render_step(s, v, extras: StepExtras, markers: bool = True) -> None:
             was, now = (s.edit.old_thought, s.thought) if s.edit.kind != "rewrite_action" else (s.edit.old_action, s.action)
             left, right = diff_html(was, now)  # escaped words, diff markup only
             st.html(f'<div class="rd-was"><b>before:</b> {left}<br><b>after:</b> {right}</div>')
+        if s.edit is not None and s.edit.origin:  # a suggested fix: where it came from (plain text)
+            st.text(origin_text(s.edit.origin))
         calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c]
         for call in calls if s.source == "model" else []:
             if call.cut_from:

@@ -66,6 +66,11 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     steps = toy.store.version_steps(new)
     assert steps[1].thought == HINT and steps[1].edit.origin["candidate"] == 2
     assert db.latest(toy.store, 1).candidates[1].accepted_version == new
+    # the Editor shows where the step came from: a fixed label and the critic, prompt hash and groups
+    at = open_editor(toy, monkeypatch, 1)
+    assert any("Step 2 · proven suggested fix accepted by a person" in c.value for c in at.caption)
+    assert any(t.value.startswith("suggested by critic scripted-model (prompt command-v1, sha256 ")
+               and "proven: +100 points" in t.value for t in at.text)
 
 
 def test_no_panel_on_a_won_version(toy, monkeypatch):
