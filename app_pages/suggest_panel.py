@@ -143,3 +143,78 @@ def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callabl
             if b[1].button("Dismiss", key=f"sg_dismiss_{sid}_{c['number']}"):
                 sg.dismiss(eng, sid, c["number"])
                 st.rerun()
+
+
+# ---------------------------------------------------------------------- the Experiments page
+
+
+def experiment_rows(eng: Engine, exp_id: int) -> list[dict[str, Any]]:
+    """`suggest --experiment`'s table for the page (what the CLI prints with --json)."""
+    return [sg.failure_row(eng, s) for s in db.for_experiment(eng.store, exp_id)]
+
+
+def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        b = r["best"] or {}
+        c = r["cost"]
+        out.append({"episode": r["episode"], "version": r["version"], "first signal":
+                    f"{r['first_signal']} @{r['first_failure_step']}" if r["first_signal"] else "",
+                    "best candidate": f"step {b.get('step')} {b.get('kind')}: {b.get('text')}" if b else "",
+                    "effect": None if r["effect"] is None else round(100 * r["effect"]), "verdict": r["verdict"],
+                    "cost": f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}"})
+    return out
+
+
+def experiment_panel(eng: Engine, exp_id: int) -> None:
+    """Suggested fixes of an experiment's failures (`react-editor suggest --experiment`), and
+    "Accept all proven" (optionally adding the new versions to an exemplar set)."""
+    rows = experiment_rows(eng, exp_id)
+    st.subheader("Suggested fixes")
+    if not rows:
+        st.caption("None yet: `react-editor suggest --experiment NAME --where failed` proposes and proves fixes.")
+        return
+    st.dataframe(table(rows), hide_index=True, key="sg_x_table")
+    proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and r["best"]["state"] != "accepted"]
+    cols = st.columns([2, 1])
+    target = cols[0].text_input("Add them to exemplar set (optional)", key="sg_x_set")
+    if cols[1].button(f"Accept all proven ({len(proven)})", key="sg_x_accept", disabled=not proven):
+        name = target.strip() or None
+        try:
+            if name is not None:
+                from sessions import exemplar_sets as sets
+
+                sets.get_set(eng.store, name)  # an unknown set: one line before anything is made
+            made = sg.accept_all_proven(eng, proven)
+        except ERRORS as exc:
+            st.error(str(exc).splitlines()[0])
+            return
+        st.session_state["sg_x_job"] = _resume_all(eng, made, name)
+        st.success(f"Accepted {len(made)} fix(es) as new versions; they are resuming"
+                   + (f" and join exemplar set {name} when they finish." if name else "."))
+
+
+def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -> jobs.Handle | None:
+    """Resume the accepted versions in one background job (each in its turn), then add each
+    finished one to the exemplar set (an exemplar needs its steps)."""
+    path, api_key = eng.store.file, eng.api_key
+
+    def work(h: jobs.Handle) -> None:
+        from sessions import exemplar_sets as sets
+
+        w = Engine(Store(path, create=False), api_key=api_key)
+        try:
+            for i, vid in enumerate(version_ids):
+                if h.should_stop():
+                    break
+                w.run(vid, should_stop=h.should_stop, watch=h.watch())
+                if exemplar_set:
+                    sets.add_version(w.store, exemplar_set, vid, by="suggest")
+                h.progress(done=i + 1, total=len(version_ids))
+        finally:
+            w.store.close()
+
+    if not version_ids:
+        return None
+    return jobs.start(eng.store, "edit-and-resume", work, total=len(version_ids),
+                      target=f"resume {len(version_ids)} accepted fix(es)")

@@ -123,6 +123,14 @@ def of_experiment(store: Store, experiment_id: int, request_key: str) -> list[Su
     return [_suggestion(store, r) for r in rows]
 
 
+def for_experiment(store: Store, experiment_id: int) -> list[Suggestion]:
+    """The latest suggestion of each failure of an experiment (whatever request made it)."""
+    rows = store.db.execute(
+        f"select {_S_COLS} from suggestions where id in (select max(id) from suggestions where experiment_id = ? "
+        "and state != 'asking' group by version_id) order by id", [experiment_id]).fetchall()
+    return [_suggestion(store, r) for r in rows]
+
+
 def record_answer(store: Store, suggestion_id: int, *, prompt_label: str, prompt_hash: str, prompt_text: str,
                   response: str, call_id: int | None, candidates: Iterable[dict[str, Any]]) -> Suggestion:
     """The critic's answer and its candidates, in one transaction (all or nothing)."""

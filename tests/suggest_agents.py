@@ -65,3 +65,26 @@ def fail_episode(toy) -> "RoomAgent":
     rep = toy.engine.run(v.id)
     assert rep.done and not rep.success
     return agent
+
+
+MAGIC = "Check the question word by word."
+
+
+def hotpot_fixer(critic_candidates: list[dict]):
+    """A HotpotQA agent (built-in tasks) that answers wrongly, and rightly once its thought
+    says MAGIC; critic requests get `critic_candidates`."""
+    from pathlib import Path
+
+    from tests.experiment_agents import wiki_agent
+    from tests.scripted_server import prompt_text
+
+    corpus = Path(__file__).resolve().parent.parent / "envs" / "wikipedia" / "corpus" / "hotpotqa.jsonl"
+    rows = [json.loads(line) for line in corpus.read_text().splitlines() if line.strip()]
+    plain, fixed = wiki_agent({}), wiki_agent({r["question"]: r["answer"] for r in rows})
+
+    def respond(body):
+        text = prompt_text(body)
+        if CRITIC_MARK in text:
+            return json.dumps({"candidates": critic_candidates})
+        return fixed(body) if MAGIC in text.rpartition("Question:")[2] else plain(body)
+    return respond

@@ -81,3 +81,43 @@ def test_no_panel_on_a_won_version(toy, monkeypatch):
     assert toy.store.version(v.id).outcome.success
     at = open_editor(toy, monkeypatch, 1)
     assert not any(e.label.startswith("Suggest fixes") for e in at.expander)
+
+
+def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, tmp_path, monkeypatch, capsys):
+    from react_editor.main import main
+    from sessions import exemplar_sets as sets
+    from sessions.store import Store
+    from tests.suggest_agents import MAGIC, hotpot_fixer
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
+    scripted_llm.set_responder(hotpot_fixer([fix]))
+    db_ = str(tmp_path / "x.db")
+    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
+                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    assert main(["suggest", "--experiment", "x", "--where", "failed", "--verify", "5", "--db", db_]) == 0
+    capsys.readouterr()
+    store = Store(db_)
+    sets.create_set(store, "fixes", "hotpotqa")
+
+    class Toy:  # what open_editor needs
+        db = tmp_path / "x.db"
+
+    at = open_editor(Toy, monkeypatch, 1)
+    at.switch_page("app_pages/experiments.py")
+    ok(at.run())
+    (df,) = [d for d in at.dataframe if "best candidate" in d.value.columns]
+    assert len(df.value) == 2 and list(df.value["effect"]) == [100, 100]
+    assert df.value.iloc[0]["best candidate"] == f"step 1 rewrite_thought: {MAGIC}"
+    assert df.value.iloc[0]["verdict"].startswith("proven: +100 points")
+    at.text_input(key="sg_x_set").set_value("fixes")
+    ok(at.button(key="sg_x_accept").click().run())
+    assert at.session_state["sg_x_job"].finished.wait(60)
+    entries = sets.entries(store, "fixes")
+    assert len(entries) == 2
+    for e in entries:  # resumed to a success, then added to the set
+        v = store.version(e.version_id)
+        steps = store.version_steps(v.id)
+        assert v.outcome.success and steps[0].thought == MAGIC
+        assert steps[0].edit.origin["verdict"].startswith("proven")
+    store.close()
