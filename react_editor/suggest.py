@@ -84,6 +84,8 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         return _dismiss(args, engine, vid)
     if args.show_prompt:
         return _show_prompt(args, engine, vid)
+    if engine.store.version(vid).outcome.success:
+        raise CliError(f"version {vid} succeeded: suggestions are for failed or unfinished versions")
     return _suggest(args, engine, vid)
 
 

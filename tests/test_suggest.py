@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,33 @@ def test_leaks_answer_uses_the_scorers_normalisation():
     assert leaks_answer("I think it is THE Sel river.", "the Sel", norm)
     assert not leaks_answer("Selby is a town.", "Sel", norm)  # whole words only
     assert not leaks_answer("anything", None, norm)
+
+
+def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exemplar_set(
+        tmp_path, scripted_llm, monkeypatch, capsys):
+    from sessions import exemplar_sets as sets
+    from tests.suggest_agents import MAGIC, hotpot_fixer
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    leak = {"step": 1, "kind": "rewrite_thought", "text": "The answer is Marrowgate.", "rationale": "leak"}
+    fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
+    scripted_llm.set_responder(hotpot_fixer([leak, fix]))
+    db_ = str(tmp_path / "x.db")
+    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
+                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    capsys.readouterr()
+    with closing(Store(db_)) as store:
+        sets.create_set(store, "fixes", "hotpotqa")
+    out = cli_json(capsys, "suggest", "--experiment", "x", "--where", "failed", "--limit", "1", "--verify", "5",
+                   "--accept-all-proven", "--exemplar-set", "fixes", "--db", db_)
+    (row,) = out["failures"]
+    assert row["proven"] and row["best"]["number"] == 2 and row["where"] is None  # no signal on a lone Finish
+    assert out["proven"] == 1 and out["cost_per_proven_fix"]["calls"] == row["cost"]["calls"] > 0
+    (made,) = out["accepted"]
+    with closing(Store(db_)) as store:
+        (entry,) = sets.entries(store, "fixes")
+        assert entry.version_id == made and store.version(made).outcome.success
+        cands = db.latest(store, row["version"]).candidates
+        assert cands[0].leaks_answer and cands[0].state == "flagged" and cands[1].state == "accepted"
+    code, text, err = cli(capsys, "suggest", str(row["episode"]), "--version", str(made), "--db", db_)
+    assert code == 2 and "succeeded: suggestions are for failed" in err
