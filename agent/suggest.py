@@ -31,6 +31,7 @@ from trajectory.signals import version_step_signals
 CRITIC_KINDS = ("rewrite_thought", "insert_thought_before", "insert_thought_after", "rewrite_action")
 CRITIC_INSTRUCTION = "Answer with the JSON object only."
 CRITIC_MAX_TOKENS = 1024
+JSON_MODE = {"response_format": {"type": "json_object"}}
 ALPHA = 0.05
 MAX_CANDIDATES = 20
 
@@ -249,11 +250,7 @@ def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
         row: db.Suggestion | None = None) -> db.Suggestion:
     """Call the critic and record its answer with the reviewed candidates; an answer
     without candidates raises SuggestError and nothing is written."""
-    client = ModelClient(p.config, api_key=engine.api_key)
-    try:
-        text, call = client.complete(p.prompt, [], chat_instruction=CRITIC_INSTRUCTION, purpose="critic")
-    except ModelError as exc:
-        raise SuggestError(f"the critic call failed: {exc.call.error}") from None
+    text, call = _critic_call(engine, p)
     cands = review(engine, p.version_id, parse_answer(text)[:p.k])
     call_id = engine.store.record_calls(p.episode_id, [call])[0]
     if row is None:
@@ -262,6 +259,20 @@ def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
                         first_failure_step=p.first_failure)
     return db.record_answer(engine.store, row.id, prompt_label=p.template.label, prompt_hash=p.template.hash,
                             prompt_text=p.sent, response=text, call_id=call_id, candidates=cands)
+
+
+def _critic_call(engine: Engine, p: Plan) -> tuple[str, ModelCall]:
+    """The critic's answer: a chat endpoint is asked for a JSON object (JSON mode), and
+    asked again without it when it refuses the field (a server without JSON mode)."""
+    for extra in ((JSON_MODE, None) if p.config.api_style == "chat" else (None,)):
+        client = ModelClient(p.config, api_key=engine.api_key, chat_extra=extra)
+        try:
+            return client.complete(p.prompt, [], chat_instruction=CRITIC_INSTRUCTION, purpose="critic")
+        except ModelError as exc:
+            error = exc.call.error or "failed"
+            if extra is None or "response_format" not in error:
+                break
+    raise SuggestError(f"the critic call failed: {error}")
 
 
 # ---------------------------------------------------------------------- proof

@@ -307,3 +307,33 @@ def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exem
         assert cands[0].leaks_answer and cands[0].state == "flagged" and cands[1].state == "accepted"
     code, text, err = cli(capsys, "suggest", str(row["episode"]), "--version", str(made), "--db", db_)
     assert code == 2 and "succeeded: suggestions are for failed" in err
+
+
+def test_a_chat_critic_is_asked_for_json_and_show_prompt_is_the_message_sent(toy, capsys):
+    failed = fail_episode(toy)
+    failed.critic = critic_json(IDLE)
+    db_ = str(toy.db)
+    out = cli_json(capsys, "suggest", "1", "--verify", "1", "--critic-api-style", "chat", "--critic-model", "judge",
+                   "--db", db_)
+    assert out["critic"]["model"] == "judge" and out["critic"]["api_style"] == "chat"
+    (req,) = [r for r in toy.llm.requests if "messages" in (r.body or {})]
+    assert req.body["response_format"] == {"type": "json_object"} and req.body["model"] == "judge"
+    code, shown, _ = cli(capsys, "suggest", "1", "--critic-api-style", "chat", "--critic-model", "judge",
+                         "--show-prompt", "--verify", "1", "--db", db_)
+    assert shown == req.body["messages"][0]["content"] and shown.endswith("Answer with the JSON object only.")
+
+
+def test_a_server_without_json_mode_is_asked_again_without_it(toy, capsys):
+    from tests.scripted_server import Reply
+
+    failed = fail_episode(toy)
+    inner = failed.critic = critic_json(IDLE)
+
+    def strict(body):
+        if "response_format" in body:
+            return Reply(status=400, message="unsupported parameter: response_format")
+        return failed(body)
+
+    toy.llm.set_responder(strict)
+    out = cli_json(capsys, "suggest", "1", "--verify", "1", "--critic-api-style", "chat", "--db", str(toy.db))
+    assert [c["text"] for c in out["candidates"]] == [IDLE["text"]] and inner
