@@ -337,3 +337,31 @@ def test_a_server_without_json_mode_is_asked_again_without_it(toy, capsys):
     toy.llm.set_responder(strict)
     out = cli_json(capsys, "suggest", "1", "--verify", "1", "--critic-api-style", "chat", "--db", str(toy.db))
     assert [c["text"] for c in out["candidates"]] == [IDLE["text"]] and inner
+
+
+def test_a_failure_held_by_a_live_job_is_left_to_it(tmp_path, scripted_llm, monkeypatch, capsys):
+    from agent.engine import Engine
+    from agent.suggest import Critic, Verify, experiment_rows, suggest_experiment
+    from sessions import jobs as jobs_db
+    from tests.suggest_agents import MAGIC, hotpot_fixer
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    scripted_llm.set_responder(hotpot_fixer([{"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "r"}]))
+    db_ = str(tmp_path / "x.db")
+    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
+                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    eng = Engine(Store(db_), api_key="sk-test-key-not-real")
+    try:
+        _, rows = experiment_rows(eng, "x", Critic(), 3, 2, None)
+        holder, me = (jobs_db.create(eng.store, "suggest") for _ in range(2))
+        assert db.claim(eng.store, rows[0][1].id, holder.id, 60, holder=None)
+        done = suggest_experiment(eng, rows, Critic(), Verify(n=2), me.id)
+        assert [s.id for s in done] == [rows[1][1].id]  # the held one is left to its live job
+        assert db.get(eng.store, rows[0][1].id).state == "asking"
+        jobs_db.finish(eng.store, holder.id, "stopped")  # its job ended: the failure is free
+        done = suggest_experiment(eng, rows, Critic(), Verify(n=2), me.id)
+        assert [s.state for s in done] == ["done", "done"]
+        critic_calls = [r for r in scripted_llm.completion_requests if CRITIC_MARK in prompt_text(r.body)]
+        assert len(critic_calls) == 2  # each failure asked once
+    finally:
+        eng.store.close()
