@@ -9,7 +9,7 @@ The Editor calls `render` under the outcome box; everything here goes through
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import streamlit as st
 
@@ -50,6 +50,14 @@ def steps_marked(report: dict[str, Any] | None) -> dict[int, int]:
     return out
 
 
+def marks_css(steps: Iterable[int]) -> str:
+    """A dashed purple outline on the overview strip's marks of the steps with candidates."""
+    from app_pages.overview import anchor
+
+    sel = ", ".join(f'.ov-mark[href="#{anchor(int(i))}"]' for i in sorted(steps))
+    return f"<style>{sel} {{ outline: 3px dashed #8250df; outline-offset: 1px; }}</style>" if sel else ""
+
+
 def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> jobs.Handle:
     """The critic call and the what-ifs as one job with its own Engine and connections."""
     path, api_key = eng.store.file, eng.api_key
@@ -75,6 +83,9 @@ def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None])
     job: jobs.Handle | None = st.session_state.get("suggest_job")
     mine = job is not None and st.session_state.get("suggest_vid") == vid
     running = job is not None and not job.finished.is_set()
+    latest = db.latest(eng.store, vid)
+    if latest is not None:  # the steps with candidates, marked on the overview strip (CSS only)
+        st.html(marks_css(steps_marked(sg.report(latest))))
     with st.expander("Suggest fixes — a critic proposes edits, each proven by a what-if", expanded=mine):
         c = st.columns([1, 1, 2])
         k = c[0].number_input("Candidates", min_value=1, max_value=sg.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}")

@@ -57,6 +57,8 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     assert "Why: the shelf is empty" in shown
     assert len(at.get("vega_lite_chart")) == 2  # each verified card has its what-if bars
     assert any("Candidates at steps 1 (1), 2 (1)" in c.value for c in at.caption)
+    css = [h.proto.body for h in at.get("html") if "8250df" in h.proto.body]
+    assert css and '.ov-mark[href="#step-1"], .ov-mark[href="#step-2"]' in css[0]  # marked on the strip
     s = db.latest(toy.store, 1)
     ok(at.button(key=f"sg_dismiss_{s.id}_1").click().run())
     assert db.latest(toy.store, 1).candidates[0].state == "dismissed"
