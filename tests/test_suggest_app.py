@@ -123,3 +123,32 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
         assert v.outcome.success and steps[0].thought == MAGIC
         assert steps[0].edit.origin["verdict"].startswith("proven")
     store.close()
+
+
+def test_stop_halts_the_suggest_job_and_running_again_continues(toy, monkeypatch):
+    from sessions import jobs as jobs_db
+    from tests.scripted_server import Reply
+
+    agent = fail_episode(toy)
+    agent.critic = critic_json(IDLE, GOOD)
+    toy.llm.set_responder(lambda body: Reply(text=agent(body), delay_s=0.05))
+    at = open_editor(toy, monkeypatch, 1)
+    at.number_input(key="sg_n_1").set_value(20)
+    ok(at.button(key="sg_run_1").click().run())
+    job = at.session_state["suggest_job"]
+    deadline = time.time() + 30
+    while job.done_n < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    ok(at.run())
+    assert any("Press Stop" in p.proto.text for p in at.get("progress"))
+    ok(at.button(key="sg_stop").click().run())
+    assert job.finished.wait(30)
+    at = ok(at.run())
+    assert jobs_db.get(toy.store, job.id).state == "stopped"
+    states = [c.state for c in db.latest(toy.store, 1).candidates]
+    assert "pending" in states  # what did not finish is left for the next run
+    assert any(t.value.startswith("not verified yet") for t in at.text)
+    toy.llm.set_responder(agent)
+    ok(at.button(key="sg_run_1").click().run())
+    at = wait_job(at, 120)
+    assert [c.state for c in db.latest(toy.store, 1).candidates] == ["verified", "verified"]
