@@ -458,11 +458,13 @@ def dismiss(engine: Engine, suggestion_id: int, number: int) -> None:
 
 
 def suggest_version(engine: Engine, version_id: int, critic: Critic, k: int, how: Verify) -> db.Suggestion:
-    """Ask (unless the same request was asked before: it continues) and verify."""
+    """Ask the critic and verify its candidates: an interrupted request (same version,
+    critic, template, K, N) continues where it stopped; a finished one asks afresh (the
+    what-ifs of candidates proposed again are found, not rerun)."""
     p = plan(engine, version_id, critic, k, how.n)
     s = db.find(engine.store, version_id, p.key)
-    if s is None or s.state == "asking":
-        s = ask(engine, p, row=s)
+    if s is None or s.state != "asked":
+        s = ask(engine, p, row=s if s is not None and s.state == "asking" else None)
     return verify(engine, s, how)
 
 
