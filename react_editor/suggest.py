@@ -162,6 +162,8 @@ def _experiment(args: argparse.Namespace) -> int:
 
     if args.episode is not None or args.version is not None:
         raise CliError("with --experiment, give no episode or --version")
+    if args.accept is not None or args.dismiss is not None or args.show_prompt:
+        raise CliError("--accept, --dismiss and --show-prompt are for one episode (EP[:N])")
     if args.where != "failed":
         raise CliError("with --experiment, give --where failed (suggestions are for failures)")
     if args.limit is not None and args.limit < 1:

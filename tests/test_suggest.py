@@ -161,6 +161,8 @@ def test_a_candidate_stating_the_gold_answer_is_flagged_and_not_verified(toy, ca
     (["suggest", "1", "--limit", "3"], "--limit is for --experiment"),
     (["suggest", "--experiment", "nope", "--where", "failed"], "nope"),
     (["suggest", "--experiment", "x"], "--where failed"),
+    (["suggest", "--experiment", "x", "--where", "failed", "--accept", "1"], "are for one episode"),
+    (["suggest", "1", "--accept-all-proven"], "--accept-all-proven is for --experiment"),
     (["suggest", "1", "--critic-prompt", "/nonexistent/t.txt"], "cannot read the critic prompt"),
 ])
 def test_bad_input_is_one_line(toy, capsys, argv, message):
