@@ -210,8 +210,10 @@ class ModelClient:
         on_retry: Callable[[int, str], None] | None = None,
         backoff_base_s: float | None = None,
         retry_after_max_s: float | None = None,
+        chat_extra: dict[str, Any] | None = None,
     ):
         self.config = config
+        self.chat_extra = chat_extra  # more body fields for chat requests (the critic's JSON mode)
         self.cache = cache
         self.on_retry = on_retry
         self.backoff_base_s = BACKOFF_BASE_S if backoff_base_s is None else backoff_base_s
@@ -399,7 +401,8 @@ class ModelClient:
         # response models on every call, most of the runner's CPU per call at high rates.
         if cfg.api_style == "chat":
             path, body = "/chat/completions", {
-                "messages": [{"role": "user", "content": chat_message(prompt, instruction)}], **common}
+                "messages": [{"role": "user", "content": chat_message(prompt, instruction)}], **common,
+                **(self.chat_extra or {})}
         else:
             path, body = "/completions", {"prompt": prompt, **common}
         try:

@@ -117,6 +117,7 @@ class EditingMixin:
         keep_rest: bool = False,
         config: AgentConfig | None = None,
         make_current: bool = True,
+        origin: dict[str, Any] | None = None,
     ) -> Version:
         """Edit step k of a version: a new branch from step k-1 (the old version stays as it
         was) that becomes the episode's current version (running with `config` when given).
@@ -124,12 +125,14 @@ class EditingMixin:
         kinds: rewrite_thought, delete_thought, insert_thought (a hint placed at k),
         rewrite_action (executed again by the environment). `keep_rest` carries steps
         after k over unchanged - only for thought edits, which never touch the environment.
+        `origin`: where a suggested edit came from (critic, prompt hash, what-if groups).
         """
         apply = self._EDITS.get(kind)
         if apply is None:
             raise EngineError(f"unknown edit {kind!r}")
         with self._locked(self.store.version(version_id).episode_id):
             e = self._edit_context(version_id, k, kind, text, keep_rest)
+            e.info.origin = origin
             fam = family(e.ep.task.env)
             if kind not in fam.edit_kinds:
                 raise EngineError(f"edit {kind!r} does not apply to {fam.label} steps")

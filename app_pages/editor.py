@@ -23,6 +23,8 @@ from agent import jobs
 from agent.engine import FROZEN, EngineError, ModelCallFailed
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import overview, signal_badges, state, stepjobs, stop_panel, whatif_panel
+from app_pages import suggest_panel
+from app_pages.views import origin_text
 from app_pages.annotate_widgets import step_tag_panel, version_annotation_panel
 from app_pages.textdiff import inline_diff_html
 from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicable_edits, deleted_here, endpoint_problem, one_line,
@@ -353,6 +355,8 @@ def render_step(s, v, extras: StepExtras, markers: bool = True) -> None:
             st.text(f"{label}: {text}")
         if replaced_text(s):  # the old text once, as a word diff (escaped words, diff markup only)
             st.html(edit_diff_html(s))
+        if s.edit is not None and s.edit.origin:  # a suggested fix: where it came from (plain text)
+            st.text(origin_text(s.edit.origin))
         calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c]
         for call in calls if s.source == "model" else []:
             if call.cut_from:
@@ -678,6 +682,7 @@ def body() -> None:
         st.text(v.draft_thought)
     if v.outcome.done:
         outcome_box(v)
+        suggest_panel.render(eng, vid, v, switch_to)  # on a failed version: "Suggest fixes"
     elif st.session_state.get("human_mode") and not st.session_state.get("run") and job is None:
         human_panel(v, len(steps))
     with st.expander(f"Annotate {vname(v.id)}: verdict, failure modes, notes, exemplar-ready"):

@@ -16,6 +16,7 @@ from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
+from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_spec, compare_rows, is_partial, paper_row, signal_rows,
                                         table_caption)
 from sessions import exemplar_sets
@@ -394,6 +395,7 @@ def failures_panel(keys: dict[int, tuple] | None = None) -> None:
             state.open_in("editor", pick, by_ep[pick].version_id)
     st.subheader("Failure signals")
     failures_by_signal(counts, {it.episode_id: it.version_id for it in failed if it.episode_id})
+    suggest_panel.experiment_panel(state.engine(), sel)  # `suggest --experiment`: fixes, accept all proven
 
 
 rerun_panel(sel)

@@ -88,6 +88,9 @@ def provenance(step: Any) -> str:
         return "imported"
     if step.source == "model":
         return "carried over" if step.info.get("carried_from") else "model"
+    if step.edit is not None and step.edit.origin:  # `react-editor suggest`: a critic's edit a person accepted
+        proven = "proven " if str(step.edit.origin.get("verdict") or "").startswith("proven") else ""
+        return f"{proven}suggested fix accepted by a person ({EDIT_NAMES.get(step.edit.kind, step.edit.kind)})"
     if step.edit is not None and step.edit.kind == "insert_thought":
         return "inserted by a person"
     if step.edit is not None:
@@ -105,6 +108,16 @@ def replaced_text(step: Any) -> str | None:
     if e.kind == "rewrite_action" and e.old_action is not None:
         return f"was action: {e.old_action}"
     return None
+
+
+def origin_text(origin: dict | None) -> str | None:
+    """Where a suggested edit came from: critic, prompt hash, the what-if groups that proved it."""
+    if not origin:
+        return None
+    groups = ", ".join(str(g) for g in origin.get("whatif_groups") or []) or "none"
+    return (f"suggested by critic {origin.get('critic_model')} (prompt {origin.get('critic_prompt')}, "
+            f"sha256 {str(origin.get('critic_prompt_hash') or '')[:12]}); what-if groups {groups}: "
+            f"{origin.get('verdict')}")
 
 
 def thoughts_are_turns(env: str) -> bool:

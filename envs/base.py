@@ -170,6 +170,7 @@ class EnvFamily:
     action_hint: str = ""  # what an action looks like, for an input's label
     cli: Callable[[Any, Any], None] | None = None  # (subparsers, helpers): its own command group
     downloads: dict[str, Callable[..., Path]] = field(default_factory=dict)  # `react-editor data NAME`
+    critic_prompt: Any = None  # `react-editor suggest`'s template (a CriticPrompt); None: its transcript's
 
     def __post_init__(self) -> None:
         if self.transcript is None:

@@ -20,9 +20,9 @@ from typing import Any, Iterable, Literal, Mapping
 from sessions.store import Store, StoreError
 from trajectory.records import Record, now
 
-JobKind = Literal["step", "run", "edit-and-resume", "resample", "whatif", "experiment"]
+JobKind = Literal["step", "run", "edit-and-resume", "resample", "whatif", "experiment", "suggest"]
 JobState = Literal["queued", "running", "stopping", "done", "failed", "stopped"]
-KINDS: tuple[str, ...] = ("step", "run", "edit-and-resume", "resample", "whatif", "experiment")
+KINDS: tuple[str, ...] = ("step", "run", "edit-and-resume", "resample", "whatif", "experiment", "suggest")
 ACTIVE = ("queued", "running", "stopping")
 LEASE_S = float(os.environ.get("REACT_EDITOR_LEASE_S") or 15.0)
 RECENT = 20  # finished jobs `react-editor jobs` lists besides the active ones

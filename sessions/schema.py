@@ -206,10 +206,22 @@ def _v12_fences(db: sqlite_utils.Database) -> None:
         "begin select raise(abort, 'frozen version'); end")
 
 
+def _v13_suggestions(db: sqlite_utils.Database) -> None:
+    """suggested fixes (issue 29): a critic's answer for a version (the exact prompt sent,
+    the template's hash) and its candidate edits with their verification."""
+    for sql in (
+        'create table suggestions (id integer primary key, episode_id integer not null, version_id integer not null, experiment_id integer, request_key text not null, critic text not null, prompt_label text, prompt_hash text, prompt_text text, response text, call_id integer, first_failure_step integer, verify_n integer not null, state text not null, claimed_by integer, lease_until real, created_at text not null, updated_at text not null)',
+        'create index suggestions_version on suggestions(version_id)',
+        'create index suggestions_experiment on suggestions(experiment_id, request_key)',
+        'create table candidates (id integer primary key, suggestion_id integer not null references suggestions(id), number integer not null, step integer, kind text, text text, rationale text, leaks_answer integer not null, skip text, result text, state text not null, accepted_version integer, updated_at text not null, unique (suggestion_id, number))',
+    ):  # one at a time: executescript would commit the migration's transaction
+        db.execute(sql)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
     _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
-    _v12_fences,
+    _v12_fences, _v13_suggestions,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

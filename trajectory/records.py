@@ -211,6 +211,8 @@ class EditInfo(Record):
     replaced_step: int | None = None
     old_thought: str | None = None
     old_action: str | None = None
+    # where a suggested edit came from (issue 29): critic model, prompt hash, what-if groups
+    origin: dict[str, Any] | None = None
 
 
 class Usage(Record):
@@ -229,7 +231,7 @@ class ModelCall(Record):
     model: str
     api_style: ApiStyle
     params: dict[str, Any] = Field(default_factory=dict)  # temperature, stop, max_tokens, ...
-    purpose: Literal["step", "action_fallback"] = "step"
+    purpose: Literal["step", "action_fallback", "critic"] = "step"
     prompt_hash: str
     prompt_chars: int
     completion: str | None = None

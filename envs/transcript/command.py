@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from envs.transcript import critic
+from envs.transcript.critic import CriticPrompt
 from trajectory import formats as fmt
 from trajectory.kinds import ModelRequest, Reply, SignalRules
 from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
@@ -54,6 +56,7 @@ class CommandTranscript:
     sft_system: str
     signals: SignalRules = GENERIC
     task_cue: str = fmt.ALFWORLD_TASK_CUE
+    critic_prompt: CriticPrompt = critic.COMMAND  # `react-editor suggest`'s default template
     thoughts_are_turns: bool = field(default=True, init=False)
     keyed_entries: bool = field(default=True, init=False)  # each exemplar is its own prompt-file entry
     thought_observation: str | None = field(default=fmt.THINK_OBSERVATION, init=False)

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from envs.transcript import critic
+from envs.transcript.critic import CriticPrompt
 from trajectory import formats as fmt
 from trajectory.kinds import ModelRequest, Reply, SignalRules
 from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
@@ -37,6 +39,7 @@ class NumberedTranscript:
     owns: Callable[[str], bool]  # whether a transcript's text is this kind's (e.g. has a `Claim:` line)
     sft_system: str
     signals: SignalRules = GENERIC
+    critic_prompt: CriticPrompt = critic.NUMBERED  # `react-editor suggest`'s default template
     thoughts_are_turns: bool = field(default=False, init=False)
     keyed_entries: bool = field(default=False, init=False)  # exemplars share a block entry
     thought_observation: str | None = field(default=None, init=False)

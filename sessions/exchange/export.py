@@ -116,13 +116,16 @@ class EpisodeEncoder:
         if e is None:
             return None
         ref = self.step_ref.get(e.replaced_step) if e.replaced_step is not None else None
-        return {
+        out = {
             "kind": e.kind,
             "index": e.index,
             "replaced_step": ref if ref is not None and ref <= limit else None,
             "old_thought": e.old_thought,
             "old_action": e.old_action,
         }
+        if e.origin is not None:  # a suggested edit: critic, prompt hash, the what-if groups that proved it
+            out["origin"] = e.origin
+        return out
 
     def _call(self, c: ModelCall) -> int:
         """The call's ref; its JSON is made on first use."""

@@ -534,7 +534,7 @@ def _edit(e: EditRecord | None, ep: _Ep) -> EditInfo | None:
     if e is None:
         return None
     return EditInfo(kind=e.kind, index=e.index, replaced_step=ep.step_ids.get(e.replaced_step) if e.replaced_step else None,
-                    old_thought=e.old_thought, old_action=e.old_action)
+                    old_thought=e.old_thought, old_action=e.old_action, origin=e.origin)
 
 
 def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int], new) -> int:

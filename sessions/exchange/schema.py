@@ -38,6 +38,7 @@ class EditRecord(_M):
     replaced_step: int | None = None
     old_thought: str | None = None
     old_action: str | None = None
+    origin: dict[str, Any] | None = None  # a suggested edit's provenance (`react-editor suggest`)
 
 
 class VersionAnnotationRecord(_M):

@@ -1,0 +1,584 @@
+"""Suggested fixes, proven before a person accepts them (issue 29).
+
+A critic model reads the transcript the agent saw, its outcome and its failure signals
+(never the gold answer, the scorer or the environment's hidden state) and proposes up to K
+edits. Each edit that applies to its step and does not state the gold answer is verified by
+a what-if from the same restored state (`agent.rollouts.whatif`: the control arm is the
+step's one control group, so candidates at one step share it) and ranked by the lower bound
+of its effect's interval. "Proven" means the interval excludes 0 and the exact test gives
+p < 0.05 - the what-if's own statistics, read through its `Effect`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from agent.client import ModelClient, ModelError, chat_message
+from agent.engine import Engine, EngineError
+from agent.rollouts import Effect, Request, whatif
+from envs.registry import family
+from envs.transcript.critic import COMMAND, CriticPrompt
+from sessions import suggestions as db
+from sessions.rollouts import RolloutEdit
+from trajectory.records import AgentConfig, ModelCall, Step, Version
+from trajectory.signals import version_step_signals
+
+CRITIC_KINDS = ("rewrite_thought", "insert_thought_before", "insert_thought_after", "rewrite_action")
+CRITIC_INSTRUCTION = "Answer with the JSON object only."
+CRITIC_MAX_TOKENS = 1024
+JSON_MODE = {"response_format": {"type": "json_object"}}
+ALPHA = 0.05
+MAX_CANDIDATES = 20
+
+
+class SuggestError(EngineError):
+    """A bad request or an unusable critic answer (one line; nothing is written)."""
+
+
+# ---------------------------------------------------------------------- the critic's view
+
+
+def first_failure_step(steps: Sequence[Step], outcome: Any) -> int | None:
+    """The first step that raises a failure signal (the hint the critic gets), or None."""
+    for s, sigs in zip(steps, version_step_signals(steps, outcome)):
+        if sigs:
+            return s.index
+    return None
+
+
+def template_of(env: str) -> CriticPrompt:
+    """The family's critic prompt, else its transcript layout's, else the command layout's."""
+    fam = family(env)
+    return fam.critic_prompt or getattr(fam.transcript, "critic_prompt", None) or COMMAND
+
+
+def load_template(path: str) -> CriticPrompt:
+    """`--critic-prompt FILE`: a template of one's own, named by its file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuggestError(f"cannot read the critic prompt {path!r}: {exc}") from None
+    if "{transcript}" not in text:
+        raise SuggestError(f"the critic prompt {path!r} has no {{transcript}} placeholder")
+    return CriticPrompt(f"file:{path.rsplit('/', 1)[-1]}", 0, text)
+
+
+def _outcome_words(v: Version) -> str:
+    if not v.outcome.done:
+        return "unfinished (the agent had not ended the task)"
+    if v.outcome.success:
+        return "success"
+    return "failure (stopped at the step limit)" if v.outcome.metrics.get("limit") else "failure"
+
+
+def critic_view(engine: Engine, version_id: int, template: CriticPrompt, k: int) -> tuple[str, int | None]:
+    """(the critic prompt, the first failure step): only what the agent saw, the outcome
+    and the signals - the task's gold answer and the environment's state never enter."""
+    v = engine.store.version(version_id)
+    ep = engine.store.episode(v.episode_id)
+    steps = engine.steps(v)
+    tr = family(ep.task.env).transcript
+    sigs = version_step_signals(steps, v.outcome)
+    lines = []
+    for s, found in zip(steps, sigs):
+        lines.append(f"Step {s.index}: {tr.step_text(s)}")
+        if s.observation is not None:
+            lines.append(f"  Observation: {s.observation}")
+        if found:
+            lines.append(f"  Signals: {', '.join(found)}")
+    first = first_failure_step(steps, v.outcome)
+    every = sorted({x for f in sigs for x in f})
+    kinds = [c for c in CRITIC_KINDS if _base_kind(c) in family(ep.task.env).edit_kinds]
+    text = template.fill({
+        "task": ep.task.text, "transcript": "\n".join(lines) or "(no steps)", "outcome": _outcome_words(v),
+        "signals": ", ".join(every) or "none", "first_failure": f"step {first}" if first else "not marked (no signal)",
+        "k": str(k), "kinds": ", ".join(kinds)})
+    return text, first
+
+
+# ---------------------------------------------------------------------- the critic's answer
+
+
+def parse_answer(text: str) -> list[dict[str, Any]]:
+    """The candidates of a critic answer, read leniently (code fences, text around the
+    object); SuggestError when no JSON object with a `candidates` list is in it."""
+    body = re.sub(r"```(?:json)?", "", text or "")
+    dec = json.JSONDecoder()
+    for i, ch in enumerate(body):
+        if ch != "{":
+            continue
+        try:
+            obj, _ = dec.raw_decode(body[i:])
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("candidates"), list):
+            return [c for c in obj["candidates"] if isinstance(c, dict)][:MAX_CANDIDATES]
+    raise SuggestError("the critic's answer has no JSON object with a \"candidates\" list "
+                       f"(it began {' '.join((text or '').split())[:80]!r}); nothing was written")
+
+
+def _base_kind(kind: str) -> str:
+    return "insert_thought" if kind.startswith("insert_thought") else kind
+
+
+def as_edit(kind: str, step: int) -> tuple[int, str]:
+    """(the what-if's step K, the engine's edit kind) of a critic candidate."""
+    if kind == "insert_thought_after":
+        return step + 1, "insert_thought"
+    return step, _base_kind(kind)
+
+
+def applies(c: dict[str, Any], steps: Sequence[Step], v: Version, allowed: Sequence[str]) -> str | None:
+    """Why a candidate does not apply to its step (as the what-if panel offers edits), or None."""
+    kind, step, text = c.get("kind"), c.get("step"), c.get("text")
+    if kind not in CRITIC_KINDS:
+        return f"unknown kind {kind!r}"
+    if not isinstance(step, int) or isinstance(step, bool) or not 1 <= step <= len(steps):
+        return f"step {step!r} is not a step of this version (1..{len(steps)})"
+    if not isinstance(text, str) or not text.strip():
+        return "no text"
+    if _base_kind(kind) not in allowed:
+        return f"{kind} does not apply to this environment's steps"
+    s = steps[step - 1]
+    if kind == "rewrite_thought" and s.thought is None:
+        return f"step {step} has no thought to rewrite"
+    if kind == "rewrite_action" and s.action is None:
+        return f"step {step} has no action to rewrite"
+    if kind == "insert_thought_after" and step == len(steps) and v.outcome.done:
+        return f"step {step} ends the episode: nothing follows it"
+    return None
+
+
+def leaks_answer(text: str, gold: str | None, normalize: Callable[[str], str] | None) -> bool:
+    """Whether the text states the gold answer, both normalised as the scorer normalises
+    (whole words; a family without text answers has none to leak)."""
+    if not gold or not text:
+        return False
+    norm = normalize or (lambda s: " ".join(re.sub(r"[^\w\s]", " ", s.lower()).split()))
+    g, t = norm(gold).strip(), norm(text)
+    return bool(g) and f" {g} " in f" {t} "
+
+
+def review(engine: Engine, version_id: int, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Number the candidates and mark the ones not to verify (and why)."""
+    v = engine.store.version(version_id)
+    ep = engine.store.episode(v.episode_id)
+    fam = family(ep.task.env)
+    steps = engine.steps(v)
+    out = []
+    for i, c in enumerate(raw, 1):
+        d = {"number": i, "step": c.get("step") if isinstance(c.get("step"), int) else None,
+             "kind": c.get("kind") if isinstance(c.get("kind"), str) else None,
+             "text": c.get("text") if isinstance(c.get("text"), str) else None,
+             "rationale": str(c.get("rationale") or "")[:2000]}
+        why = applies(c, steps, v, fam.edit_kinds)
+        d["leaks_answer"] = leaks_answer(d["text"] or "", ep.task.gold, fam.qa.normalize if fam.qa else None)
+        if why is not None:
+            d.update(skip=f"does not apply: {why}", state="skipped")
+        elif d["leaks_answer"]:
+            d.update(skip="leaks the answer: its text states the gold answer", state="flagged")
+        out.append(d)
+    return out
+
+
+# ---------------------------------------------------------------------- asking
+
+
+@dataclass
+class Critic:
+    """Which model criticises (default: the version's own model and endpoint)."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_style: str | None = None
+    template: CriticPrompt | None = None
+
+    def config(self, version_config: AgentConfig) -> AgentConfig:
+        update: dict[str, Any] = {"temperature": 0.0, "max_tokens": CRITIC_MAX_TOKENS, "cache": False}
+        for name in ("model", "base_url", "api_style"):
+            if getattr(self, name):
+                update[name] = getattr(self, name)
+        return AgentConfig.model_validate({**version_config.model_dump(), **update})
+
+    def public(self, cfg: AgentConfig) -> dict[str, Any]:
+        return {"model": cfg.model, "base_url": cfg.base_url, "api_style": cfg.api_style}
+
+
+@dataclass
+class Plan:
+    """What one suggest request sends: the exact text, its template, the critic config."""
+
+    version_id: int
+    episode_id: int
+    template: CriticPrompt
+    prompt: str  # the critic prompt (before a chat instruction)
+    sent: str  # the exact text sent (the chat message, or the prompt)
+    first_failure: int | None
+    config: AgentConfig
+    k: int
+    n: int
+
+    @property
+    def key(self) -> str:
+        """Same version, critic, template, K and N: the same request (a rerun continues it)."""
+        blob = json.dumps([self.config.model, self.config.base_url, self.config.api_style, self.template.hash,
+                           self.k, self.n], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def plan(engine: Engine, version_id: int, critic: Critic, k: int, n: int) -> Plan:
+    if not 1 <= k <= MAX_CANDIDATES:
+        raise SuggestError(f"--candidates must be between 1 and {MAX_CANDIDATES} (got {k})")
+    if not 1 <= n <= 1000:
+        raise SuggestError(f"--verify must be between 1 and 1000 (got {n})")
+    v = engine.store.version(version_id)
+    ep = engine.store.episode(v.episode_id)
+    template = critic.template or template_of(ep.task.env)
+    cfg = critic.config(engine.store.version_config(version_id))
+    prompt, first = critic_view(engine, version_id, template, k)
+    sent = chat_message(prompt, CRITIC_INSTRUCTION) if cfg.api_style == "chat" else prompt
+    return Plan(version_id, ep.id, template, prompt, sent, first, cfg, k, n)
+
+
+def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
+        row: db.Suggestion | None = None) -> db.Suggestion:
+    """Call the critic and record its answer with the reviewed candidates; an answer
+    without candidates raises SuggestError and nothing is written."""
+    text, call = _critic_call(engine, p)
+    cands = review(engine, p.version_id, parse_answer(text)[:p.k])
+    call_id = engine.store.record_calls(p.episode_id, [call])[0]
+    if row is None:
+        row = db.create(engine.store, episode_id=p.episode_id, version_id=p.version_id, request_key=p.key,
+                        critic=Critic().public(p.config), verify_n=p.n, experiment_id=experiment_id,
+                        first_failure_step=p.first_failure)
+    return db.record_answer(engine.store, row.id, prompt_label=p.template.label, prompt_hash=p.template.hash,
+                            prompt_text=p.sent, response=text, call_id=call_id, candidates=cands)
+
+
+def _critic_call(engine: Engine, p: Plan) -> tuple[str, ModelCall]:
+    """The critic's answer: a chat endpoint is asked for a JSON object (JSON mode), and
+    asked again without it when it refuses the field (a server without JSON mode)."""
+    for extra in ((JSON_MODE, None) if p.config.api_style == "chat" else (None,)):
+        client = ModelClient(p.config, api_key=engine.api_key, chat_extra=extra)
+        try:
+            return client.complete(p.prompt, [], chat_instruction=CRITIC_INSTRUCTION, purpose="critic")
+        except ModelError as exc:
+            error = exc.call.error or "failed"
+            if extra is None or "response_format" not in error:
+                break
+    raise SuggestError(f"the critic call failed: {error}")
+
+
+# ---------------------------------------------------------------------- proof
+
+
+def verdict(effect: float | None, ci: Sequence[float] | None, p_value: float | None) -> tuple[bool, str]:
+    """(proven?, the words): proven only when the interval excludes 0 and p < 0.05."""
+    if effect is None or ci is None:
+        return False, "not shown: no finished rollouts"
+    lo, hi = ci
+    proven = (lo > 0 or hi < 0) and p_value is not None and p_value < ALPHA
+    ci_words = f"[{lo * 100:+.0f}, {hi * 100:+.0f}]"
+    if proven:
+        return True, f"proven: {effect * 100:+.0f} points {ci_words}, p = {p_value:.2g}"
+    return False, f"not shown: {effect * 100:+.0f} {ci_words}, p = {p_value:.2g}"
+
+
+def calls_cost(engine: Engine, version_ids: Sequence[int], from_step: int) -> dict[str, Any]:
+    """Model calls, billed tokens and USD of the steps these versions sampled from `from_step`."""
+    ids = [cid for vid in version_ids for s in engine.store.version_steps(vid) if s.index >= from_step
+           for cid in s.call_ids]
+    return cost_of(engine, engine.store.calls(sorted(set(ids))) if ids else [])
+
+
+def cost_of(engine: Engine, calls: Sequence[ModelCall]) -> dict[str, Any]:
+    from agent.experiment import PRICES, PRICES_SETTING
+
+    saved = engine.store.get_setting(PRICES_SETTING, {}) or {}
+    usd = p_tok = c_tok = 0.0
+    billed = [c for c in calls if not c.cached]
+    for c in billed:
+        prices = saved.get(c.model)
+        pp, cp = (float(prices.get("prompt", 0)), float(prices.get("completion", 0))) if prices else \
+            PRICES.get(c.model, (0.0, 0.0))
+        p, q = c.usage.prompt_tokens or 0, c.usage.completion_tokens or 0
+        p_tok, c_tok, usd = p_tok + p, c_tok + q, usd + (p * pp + q * cp) / 1e6
+    return {"calls": len(calls), "tokens": int(p_tok + c_tok), "usd": round(usd, 6)}
+
+
+def result_of(engine: Engine, effect: Effect, k: int) -> dict[str, Any]:
+    """A candidate's recorded verification: the what-if's arms and statistics, its words."""
+    data = effect.as_json()
+    proven, words = verdict(data["effect"], data["effect_ci95"], data["p_value"])
+    data.update(proven=proven, verdict=words, step=k,
+                groups={"control": effect.control.group.id, "treatment": effect.treatment.group.id},
+                cost=calls_cost(engine, effect.treatment.versions, k))
+    data["control_cost"] = calls_cost(engine, effect.control.versions, k)
+    return data
+
+
+@dataclass
+class Verify:
+    """How candidates are verified: rollouts per arm, their sampling, Stop and progress."""
+
+    n: int = 10
+    temperature: float | None = None
+    concurrency: int = 4
+    stop: threading.Event = field(default_factory=threading.Event)
+    on_progress: Callable[[int, int], None] | None = None
+    on_candidate: Callable[[db.Candidate], None] | None = None
+
+
+def sampling_temperature(config: AgentConfig, asked: float | None) -> float:
+    """The rollouts' temperature: as asked, else the version's, else 1 when it ran at 0
+    (identical arms would prove nothing)."""
+    if asked is not None:
+        return asked
+    return config.temperature if config.temperature > 0 else 1.0
+
+
+def verify(engine: Engine, s: db.Suggestion, how: Verify) -> db.Suggestion:
+    """Verify the suggestion's pending candidates, one what-if each (finished ones are
+    never redone: each is recorded as it ends); the step's control arm is shared."""
+    temp = sampling_temperature(engine.store.version_config(s.version_id), how.temperature)
+    for c in s.candidates:
+        if c.state != "pending" or how.stop.is_set():
+            continue
+        k, kind = as_edit(c.kind or "", c.step or 0)
+        req = Request(s.version_id, k, s.verify_n, temp, None, RolloutEdit(kind=kind, text=c.text))
+        try:
+            effect, run = whatif(engine, req, concurrency=how.concurrency, stop=how.stop,
+                                 on_progress=how.on_progress)
+        except EngineError as exc:  # the edit could not be made from the restored state
+            db.record_result(engine.store, c.id, {"proven": False, "verdict": f"does not apply: {exc}"},
+                             state="skipped")
+            continue
+        if run.stopped or run.errors:
+            run.check()
+            break
+        db.record_result(engine.store, c.id, result_of(engine, effect, k))
+        if how.on_candidate:
+            how.on_candidate(db.get(engine.store, s.id).candidates[c.number - 1])
+    fresh = db.get(engine.store, s.id)
+    if all(c.state != "pending" for c in fresh.candidates):
+        db.finish(engine.store, s.id)
+    return db.get(engine.store, s.id)
+
+
+# ---------------------------------------------------------------------- the report
+
+
+def _lower(c: db.Candidate) -> float:
+    ci = (c.result or {}).get("effect_ci95")
+    return ci[0] if c.state in ("verified", "accepted", "dismissed") and ci else float("-inf")
+
+
+def ranked(s: db.Suggestion) -> list[db.Candidate]:
+    """Best first: by the lower bound of the effect's interval; unverified ones after the
+    verified, candidates that were not verified (flagged, not applicable) last."""
+    order = {"verified": 0, "accepted": 0, "dismissed": 0, "pending": 1, "flagged": 2, "skipped": 2}
+    return sorted(s.candidates, key=lambda c: (order.get(c.state, 3), -_lower(c), c.number))
+
+
+def candidate_json(c: db.Candidate, rank: int) -> dict[str, Any]:
+    r = c.result or {}
+    words = r.get("verdict") or c.skip or "not verified yet (run the same command again to continue)"
+    return {"number": c.number, "rank": rank, "step": c.step, "kind": c.kind, "text": c.text,
+            "rationale": c.rationale, "leaks_answer": c.leaks_answer, "proven": bool(r.get("proven")),
+            "verdict": words, "effect": r.get("effect"), "effect_ci95": r.get("effect_ci95"),
+            "p_value": r.get("p_value"), "control": r.get("control"), "treatment": r.get("treatment"),
+            "cost": r.get("cost"), "state": c.state, "accepted_version": c.accepted_version}
+
+
+def report(s: db.Suggestion) -> dict[str, Any]:
+    """`suggest --json`: the contract of issue 29, and what the suggestion was made with."""
+    return {"episode": s.episode_id, "version": s.version_id, "first_failure_step": s.first_failure_step,
+            "suggestion": s.id, "critic": s.critic, "prompt": {"label": s.prompt_label, "hash": s.prompt_hash},
+            "candidates": [candidate_json(c, i) for i, c in enumerate(ranked(s), 1)]}
+
+
+def total_cost(engine: Engine, s: db.Suggestion) -> dict[str, Any]:
+    """The critic call and every rollout (each step's shared control arm counted once)."""
+    parts = [cost_of(engine, engine.store.calls([s.call_id])) if s.call_id else {"calls": 0, "tokens": 0, "usd": 0}]
+    seen: set[int] = set()
+    for c in s.candidates:
+        r = c.result or {}
+        parts.append(r.get("cost") or {})
+        control = (r.get("groups") or {}).get("control")
+        if control is not None and control not in seen:
+            seen.add(control)
+            parts.append(r.get("control_cost") or {})
+    return {k: round(sum(p.get(k, 0) for p in parts), 6) if k == "usd" else sum(p.get(k, 0) for p in parts)
+            for k in ("calls", "tokens", "usd")}
+
+
+# ---------------------------------------------------------------------- accept
+
+
+def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) -> Version:
+    """Candidate `number` of the version's latest suggestions as a new version, made
+    exactly as `edit` makes it; its edit records where it came from. In bulk only a proven
+    candidate that does not state the answer is accepted."""
+    s = db.latest(engine.store, version_id)
+    if s is None:
+        raise SuggestError(f"version {version_id} has no suggestions yet: run `react-editor suggest` first")
+    c = next((x for x in s.candidates if x.number == number), None)
+    if c is None:
+        raise SuggestError(f"suggestion {s.id} has no candidate {number} (it has {len(s.candidates)})")
+    if c.state == "skipped":
+        raise SuggestError(f"candidate {number} cannot be accepted: {c.skip or (c.result or {}).get('verdict')}")
+    if bulk and (c.leaks_answer or not (c.result or {}).get("proven")):
+        raise SuggestError(f"candidate {number} is not a proven fix")
+    k, kind = as_edit(c.kind or "", c.step or 0)
+    r = c.result or {}
+    origin = {"suggestion": s.id, "candidate": c.number, "critic_model": s.critic.get("model"),
+              "critic_prompt": s.prompt_label, "critic_prompt_hash": s.prompt_hash,
+              "whatif_groups": [g for g in ((r.get("groups") or {}).get(a) for a in ("control", "treatment")) if g],
+              "verdict": r.get("verdict") or c.skip, "leaks_answer": c.leaks_answer}
+    new = engine.edit(version_id, k, kind, c.text, origin=origin)
+    db.set_state(engine.store, c.id, "accepted", accepted_version=new.id)
+    return new
+
+
+def dismiss(engine: Engine, suggestion_id: int, number: int) -> None:
+    s = db.get(engine.store, suggestion_id)
+    c = next((x for x in s.candidates if x.number == number), None)
+    if c is None:
+        raise SuggestError(f"suggestion {s.id} has no candidate {number}")
+    db.set_state(engine.store, c.id, "dismissed")
+
+
+# ---------------------------------------------------------------------- one version, or an experiment's failures
+
+
+def suggest_version(engine: Engine, version_id: int, critic: Critic, k: int, how: Verify) -> db.Suggestion:
+    """Ask the critic and verify its candidates: an interrupted request (same version,
+    critic, template, K, N) continues where it stopped; a finished one asks afresh (the
+    what-ifs of candidates proposed again are found, not rerun)."""
+    p = plan(engine, version_id, critic, k, how.n)
+    s = db.find(engine.store, version_id, p.key)
+    if s is None or s.state != "asked":
+        s = ask(engine, p, row=s if s is not None and s.state == "asking" else None)
+    return verify(engine, s, how)
+
+
+def _free(engine: Engine, s: db.Suggestion, job_id: int) -> bool:
+    """Whether job `job_id` may take the suggestion: nobody holds it, or its holder's job
+    no longer runs (killed, even by kill -9: its lease ran out or its process is gone)."""
+    from sessions import jobs as jobs_db
+
+    if s.claimed_by in (None, job_id):
+        return True
+    try:
+        holder = jobs_db.get(engine.store, s.claimed_by)
+    except Exception:  # noqa: BLE001 - a holder row that is gone holds nothing
+        return True
+    return not holder.active or jobs_db.owner_gone(holder)
+
+
+def experiment_rows(engine: Engine, ref: int | str, critic: Critic, k: int, n: int,
+                    limit: int | None) -> tuple[int, list[tuple[Plan, db.Suggestion]]]:
+    """The experiment's failures (its first `limit`), each with its suggestion row (made
+    once: a rerun finds the same rows)."""
+    from agent.rollouts import experiment_versions
+    from sessions import experiments
+
+    exp = experiments.get(engine.store, ref)
+    items = experiment_versions(engine.store, exp.id, failed_only=True)
+    if limit is not None:
+        items = items[:max(0, limit)]
+    out = []
+    for ep, vid in items:
+        p = plan(engine, vid, critic, k, n)
+        s = db.find(engine.store, vid, p.key, exp.id) or db.create(
+            engine.store, episode_id=ep, version_id=vid, request_key=p.key, critic=critic.public(p.config),
+            verify_n=n, experiment_id=exp.id, first_failure_step=p.first_failure)
+        out.append((p, s))
+    return exp.id, out
+
+
+def suggest_experiment(engine: Engine, rows: list[tuple[Plan, db.Suggestion]], critic: Critic, how: Verify,
+                       job_id: int, on_failure: Callable[[db.Suggestion], None] | None = None) -> list[db.Suggestion]:
+    """Each failure claimed by one job at a time; a finished one is never redone."""
+    from sessions.jobs import LEASE_S
+
+    done = []
+    for p, s in rows:
+        s = db.get(engine.store, s.id)
+        if how.stop.is_set():
+            break
+        if s.state != "done":
+            if not _free(engine, s, job_id) or not db.claim(engine.store, s.id, job_id, LEASE_S, holder=s.claimed_by):
+                continue  # another live job works on it
+            try:
+                if s.state == "asking":
+                    try:
+                        s = ask(engine, p, row=s)
+                    except SuggestError as exc:  # recorded: the table says why, a rerun does not pay again
+                        s = db.record_answer(engine.store, s.id, prompt_label=p.template.label,
+                                             prompt_hash=p.template.hash, prompt_text=p.sent,
+                                             response=str(exc), call_id=None, candidates=[])
+                s = verify(engine, s, how)
+            finally:
+                db.release(engine.store, s.id, job_id)
+        done.append(s)
+        if on_failure:
+            on_failure(s)
+    return done
+
+
+def failure_row(engine: Engine, s: db.Suggestion) -> dict[str, Any]:
+    """One failure of `suggest --experiment`: first signal, best candidate, effect, verdict, cost."""
+    v = engine.store.version(s.version_id)
+    steps = engine.steps(v)
+    sigs = version_step_signals(steps, v.outcome)
+    first = next((f[0] for f in sigs if f), None)
+    best = ranked(s)[0] if s.candidates else None
+    data = candidate_json(best, 1) if best else None
+    return {"episode": s.episode_id, "version": s.version_id, "first_failure_step": s.first_failure_step,
+            "first_signal": first, "suggestion": s.id, "state": s.state,
+            "best": data, "effect": data["effect"] if data else None, "proven": bool(data and data["proven"]),
+            "verdict": data["verdict"] if data else (s.response or "no candidates")[:200],
+            "where": where(s.first_failure_step, data["step"] if data else None), "cost": total_cost(engine, s)}
+
+
+def where(first: int | None, step: int | None) -> str | None:
+    """Whether a fix sits at, before or after the first step that raised a signal."""
+    if first is None or step is None:
+        return None
+    return "at" if step == first else ("before" if step < first else "after")
+
+
+def experiment_report(engine: Engine, experiment_id: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    proven = sum(r["proven"] for r in rows)
+    total = {k: sum(r["cost"][k] for r in rows) for k in ("calls", "tokens", "usd")}
+    per = {k: (round(v / proven, 6) if proven else None) for k, v in total.items()}
+    return {"experiment": experiment_id, "failures": rows, "proven": proven, "cost": total,
+            "cost_per_proven_fix": per}
+
+
+def accept_all_proven(engine: Engine, rows: list[dict[str, Any]], *, exemplar_set: str | None = None,
+                      resume: Callable[[int], Any] | None = None) -> list[int]:
+    """Accept each failure's best proven fix (never one that states the answer), resume it,
+    and optionally add the new versions to an exemplar set (one revision)."""
+    made = []
+    for r in rows:
+        best = r.get("best")
+        if not best or not best["proven"] or best["leaks_answer"] or best["state"] == "accepted":
+            continue
+        new = accept(engine, r["version"], best["number"], bulk=True)
+        if resume is not None:
+            resume(new.id)
+        made.append(new.id)
+    if exemplar_set and made:
+        from sessions import exemplar_sets as sets
+
+        for vid in made:  # (the experiments' leakage rule applies to these entries like any other)
+            sets.add_version(engine.store, exemplar_set, vid, by="suggest")
+    return made

@@ -1,0 +1,231 @@
+"""Issue 29 in the app: "Suggest fixes" on a failed version. A critic proposes edits, each is
+verified by a what-if in a background job (progress, Stop), and the candidates show as cards
+at their steps with the rationale and, once verified, the what-if bars and the verdict;
+Accept makes the edit as a new version and resumes it, Dismiss sets a card aside.
+
+The Editor calls `render` under the outcome box; everything here goes through
+`agent.suggest` (the CLI's `react-editor suggest` is the same library calls)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Callable, Iterable
+
+import streamlit as st
+
+from agent import jobs
+from agent import suggest as sg
+from agent.engine import Engine, EngineError
+from app_pages.whatif_panel import chart_spec
+from envs.base import EnvError
+from sessions import suggestions as db
+from sessions.store import Store, StoreError
+
+TICK_S = 0.5
+ERRORS = (EngineError, EnvError, StoreError)
+
+
+def failed(v: Any) -> bool:
+    return bool(v.outcome.done and v.outcome.success is not True)
+
+
+def arm_rows(c: dict[str, Any]) -> list[dict[str, Any]]:
+    """The verified candidate's two arms as the what-if panel's bar rows (percent)."""
+    rows = []
+    for name in ("control", "treatment"):
+        arm = c.get(name)
+        if arm and arm.get("n"):
+            lo, hi = arm["ci95"]
+            rows.append({"arm": f"{name} ({arm['success']}/{arm['n']})", "rate": round(100 * arm["success_rate"], 1),
+                         "lo": round(100 * lo, 1), "hi": round(100 * hi, 1), "n": arm["n"], "success": arm["success"]})
+    return rows
+
+
+def steps_marked(report: dict[str, Any] | None) -> dict[int, int]:
+    """{step: candidates proposed there}: what the overview strip marks."""
+    out: dict[int, int] = {}
+    for c in (report or {}).get("candidates", []):
+        if c["step"] is not None and c["state"] != "dismissed":
+            out[c["step"]] = out.get(c["step"], 0) + 1
+    return out
+
+
+def marks_css(steps: Iterable[int]) -> str:
+    """A dashed purple outline on the overview strip's marks of the steps with candidates."""
+    from app_pages.overview import anchor
+
+    sel = ", ".join(f'.ov-mark[href="#{anchor(int(i))}"]' for i in sorted(steps))
+    return f"<style>{sel} {{ outline: 3px dashed #8250df; outline-offset: 1px; }}</style>" if sel else ""
+
+
+def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> jobs.Handle:
+    """The critic call and the what-ifs as one job with its own Engine and connections."""
+    path, api_key = eng.store.file, eng.api_key
+
+    def work(h: jobs.Handle) -> dict[str, Any]:
+        w = Engine(Store(path, create=False), api_key=api_key)
+        how = sg.Verify(n=n, stop=h.stop, on_progress=lambda done, total: h.progress(done=done, total=total))
+        try:
+            return sg.report(sg.suggest_version(w, vid, sg.Critic(model=critic_model or None), k, how))
+        finally:
+            w.store.close()
+
+    ep = eng.store.version(vid).episode_id
+    tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
+    return jobs.start(eng.store, "suggest", work, episode_id=ep, version_id=vid, session=tab,
+                      target=f"suggest for v{vid}")
+
+
+def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None]) -> None:
+    """The panel (only on a failed version)."""
+    if not failed(v):
+        return
+    job: jobs.Handle | None = st.session_state.get("suggest_job")
+    mine = job is not None and st.session_state.get("suggest_vid") == vid
+    running = job is not None and not job.finished.is_set()
+    latest = db.latest(eng.store, vid)
+    if latest is not None:  # the steps with candidates, marked on the overview strip (CSS only)
+        st.html(marks_css(steps_marked(sg.report(latest))))
+    with st.expander("Suggest fixes — a critic proposes edits, each proven by a what-if", expanded=mine):
+        c = st.columns([1, 1, 2])
+        k = c[0].number_input("Candidates", min_value=1, max_value=sg.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}")
+        n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key=f"sg_n_{vid}")
+        model = c[2].text_input("Critic model (empty: the version's own)", key=f"sg_model_{vid}")
+        if st.button("Suggest fixes", key=f"sg_run_{vid}", type="primary", disabled=running):
+            st.session_state["suggest_job"] = job = _start(eng, vid, int(k), int(n), model.strip())
+            st.session_state["suggest_vid"] = vid
+            mine = running = True
+        if mine and running:
+            st.fragment(run_every=TICK_S)(_progress)(eng, job)
+            return
+        if mine and job is not None and job.error is not None:
+            if not isinstance(job.error, ERRORS):
+                raise job.error
+            st.error(str(job.error).splitlines()[0])
+        s = db.latest(eng.store, vid)
+        if s is not None:
+            _cards(eng, vid, sg.report(s), switch_to)
+
+
+def _progress(eng: Engine, job: jobs.Handle) -> None:
+    if job.finished.is_set():
+        st.rerun()
+    total = job.total or 0
+    st.progress(job.done_n / total if total else 0.0,
+                text=f"Asking the critic, then verifying: {job.done_n}/{total} rollouts. Press Stop to halt.")
+    if st.button("Stop", key="sg_stop"):
+        jobs.stop(eng.store, job.id)
+
+
+def _cards(eng: Engine, vid: int, report: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:
+    first = report["first_failure_step"]
+    marked = steps_marked(report)
+    st.caption(f"First failure signal at step {first}." if first else "No step raised a failure signal.")
+    if marked:
+        st.caption("Candidates at steps " + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items())))
+    if not report["candidates"]:
+        st.info("The critic proposed no edit.")
+    for c in report["candidates"]:
+        _card(eng, vid, report["suggestion"], c, switch_to)
+
+
+def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:
+    """One candidate: where, what, why (plain text: it comes from a model), the evidence."""
+    with st.container(border=True, key=f"sg_card_{sid}_{c['number']}"):
+        st.text(f"#{c['rank']} · step {c['step']} · {(c['kind'] or '').replace('_', ' ')} · candidate {c['number']}"
+                + (" · dismissed" if c["state"] == "dismissed" else "")
+                + (f" · accepted as v{c['accepted_version']}" if c["accepted_version"] else ""))
+        st.text(c["text"] or "")
+        if c["rationale"]:
+            st.text(f"Why: {c['rationale']}")
+        st.text(c["verdict"] + (" · leaks the answer" if c["leaks_answer"] else ""))
+        rows = arm_rows(c)
+        if rows:
+            st.vega_lite_chart(chart_spec(rows), width="stretch")
+        if c["state"] in ("verified", "pending", "flagged"):
+            b = st.columns(2)
+            if b[0].button("Accept", key=f"sg_accept_{sid}_{c['number']}", type="primary" if c["proven"] else "secondary"):
+                try:
+                    new = sg.accept(eng, vid, c["number"])
+                except ERRORS as exc:
+                    st.error(str(exc).splitlines()[0])
+                else:
+                    switch_to(new.id, None)
+            if b[1].button("Dismiss", key=f"sg_dismiss_{sid}_{c['number']}"):
+                sg.dismiss(eng, sid, c["number"])
+                st.rerun()
+
+
+# ---------------------------------------------------------------------- the Experiments page
+
+
+def experiment_rows(eng: Engine, exp_id: int) -> list[dict[str, Any]]:
+    """`suggest --experiment`'s table for the page (what the CLI prints with --json)."""
+    return [sg.failure_row(eng, s) for s in db.for_experiment(eng.store, exp_id)]
+
+
+def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        b = r["best"] or {}
+        c = r["cost"]
+        out.append({"episode": r["episode"], "version": r["version"], "first signal":
+                    f"{r['first_signal']} @{r['first_failure_step']}" if r["first_signal"] else "",
+                    "best candidate": f"step {b.get('step')} {b.get('kind')}: {b.get('text')}" if b else "",
+                    "effect": None if r["effect"] is None else round(100 * r["effect"]), "verdict": r["verdict"],
+                    "cost": f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}"})
+    return out
+
+
+def experiment_panel(eng: Engine, exp_id: int) -> None:
+    """Suggested fixes of an experiment's failures (`react-editor suggest --experiment`), and
+    "Accept all proven" (optionally adding the new versions to an exemplar set)."""
+    rows = experiment_rows(eng, exp_id)
+    st.subheader("Suggested fixes")
+    if not rows:
+        st.caption("None yet: `react-editor suggest --experiment NAME --where failed` proposes and proves fixes.")
+        return
+    st.dataframe(table(rows), hide_index=True, key="sg_x_table")
+    proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and r["best"]["state"] != "accepted"]
+    cols = st.columns([2, 1])
+    target = cols[0].text_input("Add them to exemplar set (optional)", key="sg_x_set")
+    if cols[1].button(f"Accept all proven ({len(proven)})", key="sg_x_accept", disabled=not proven):
+        name = target.strip() or None
+        try:
+            if name is not None:
+                from sessions import exemplar_sets as sets
+
+                sets.get_set(eng.store, name)  # an unknown set: one line before anything is made
+            made = sg.accept_all_proven(eng, proven)
+        except ERRORS as exc:
+            st.error(str(exc).splitlines()[0])
+            return
+        st.session_state["sg_x_job"] = _resume_all(eng, made, name)
+        st.success(f"Accepted {len(made)} fix(es) as new versions; they are resuming"
+                   + (f" and join exemplar set {name} when they finish." if name else "."))
+
+
+def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -> jobs.Handle | None:
+    """Resume the accepted versions in one background job (each in its turn), then add each
+    finished one to the exemplar set (an exemplar needs its steps)."""
+    path, api_key = eng.store.file, eng.api_key
+
+    def work(h: jobs.Handle) -> None:
+        from sessions import exemplar_sets as sets
+
+        w = Engine(Store(path, create=False), api_key=api_key)
+        try:
+            for i, vid in enumerate(version_ids):
+                if h.should_stop():
+                    break
+                w.run(vid, should_stop=h.should_stop, watch=h.watch())
+                if exemplar_set:
+                    sets.add_version(w.store, exemplar_set, vid, by="suggest")
+                h.progress(done=i + 1, total=len(version_ids))
+        finally:
+            w.store.close()
+
+    if not version_ids:
+        return None
+    return jobs.start(eng.store, "edit-and-resume", work, total=len(version_ids),
+                      target=f"resume {len(version_ids)} accepted fix(es)")
