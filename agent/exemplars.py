@@ -19,9 +19,11 @@ from trajectory.prompt_files import ExemplarError
 
 @lru_cache(maxsize=None)
 def builtin_prompt_dict(env: str) -> dict[str, str]:
+    """The family's built-in exemplars; empty for a family that ships none (its prompts are
+    then zero-shot until a person names an exemplar set)."""
     path = family(env).exemplars_file
     if path is None:
-        raise ExemplarError(f"{env} has no built-in exemplars: name an exemplar set")
+        return {}
     if not path.exists():
         raise ExemplarError(f"built-in exemplars for {env} are missing ({path})")
     return json.loads(path.read_text(encoding="utf-8"))

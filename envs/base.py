@@ -5,8 +5,9 @@ thoughts in the Wikipedia format (the engine strips them); in the ALFWorld forma
 `think: ...` action is answered `OK.` by the environment itself, as in the ReAct notebook.
 
 Two kinds of state capture, because they have different costs and lifetimes:
-- `state()` / `set_state(token)`: an opaque, in-process token; cheap; may not survive a
-  reload of the environment or cross a process. The engine keeps one per visited step.
+- `state()` / `set_state(token)`: an opaque, in-process token; cheap. A token survives a
+  `reset` of the same environment object (the engine keeps one per visited step and resets
+  between branches); it need not survive `close()` or cross a process.
 - `snapshot()` / `restore(dict)`: a small JSON-serialisable dict stored with the step in
   the database; crosses processes. Return None when the environment cannot do this; the
   engine then replays recorded actions and checks each observation (`ReplayMismatch`).
@@ -64,7 +65,7 @@ class Environment(Protocol):
     def step(self, action: str) -> StepResult: ...
 
     def state(self) -> Any:
-        """In-process token for `set_state` (may be invalid after a reset/reload)."""
+        """In-process token for `set_state`; valid across `reset`, not after `close`."""
 
     def set_state(self, token: Any) -> None: ...
 
@@ -144,7 +145,7 @@ class EnvFamily:
     make_env: Callable[..., Environment]  # (task: Task, options: dict, blobs: BlobStore|None)
     default_max_steps: int
     custom_task: Callable[..., Task] | None = None  # (question=..., answer=..., game=...)
-    exemplars_file: Path | None = None  # the built-in prompt dict (ReAct prompt-file layout)
+    exemplars_file: Path | None = None  # the built-in prompt dict (ReAct prompt-file layout); None: zero-shot
     # (task, options) -> the files and URLs outside the configured data roots the environment
     # would open: an imported episode opens them only once a person confirms
     references: Callable[..., list[str]] | None = None

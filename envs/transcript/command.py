@@ -57,6 +57,7 @@ class CommandTranscript:
     signals: SignalRules = GENERIC
     task_cue: str = fmt.ALFWORLD_TASK_CUE
     critic_prompt: CriticPrompt = critic.COMMAND  # `react-editor suggest`'s default template
+    zero_shot_instruction: str | None = None  # the instruction when there are no exemplars
     thoughts_are_turns: bool = field(default=True, init=False)
     keyed_entries: bool = field(default=True, init=False)  # each exemplar is its own prompt-file entry
     thought_observation: str | None = field(default=fmt.THINK_OBSERVATION, init=False)
@@ -82,7 +83,10 @@ class CommandTranscript:
     # -------------------------------------------------------------- the model
     def exemplars(self, prompts: dict[str, str], task_type: str | None, style: str) -> list[str]:
         """The notebook's choice: `d[f'{style}_{v}_1'] + d[f'{style}_{v}_0']`; sets with other
-        numbering use their entries of that variant, highest number first."""
+        numbering use their entries of that variant, highest number first. No exemplars at all
+        (a family that ships none, no set named): none, a zero-shot prompt."""
+        if not prompts:
+            return []
         pre = f"{style}_{self.keys.variant(task_type)}_"
         if pre + "1" in prompts and pre + "0" in prompts:
             return [prompts[pre + "1"], prompts[pre + "0"]]
@@ -93,7 +97,10 @@ class CommandTranscript:
 
     def prompt(self, exemplars: Sequence[str], task_text: str, steps: Sequence[Any]) -> str:
         """The exact text the notebook sends: `init_prompt + prompt`, ending with the cue `>`."""
-        return fmt.alfworld_prompt(exemplars, task_text, steps, instruction=self.instruction, task_cue=self.task_cue)
+        instruction = self.instruction
+        if not exemplars and self.zero_shot_instruction is not None:
+            instruction = self.zero_shot_instruction
+        return fmt.alfworld_prompt(exemplars, task_text, steps, instruction=instruction, task_cue=self.task_cue)
 
     def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
                 draft: str | None) -> ModelRequest:
@@ -192,6 +199,7 @@ def generic_transcript(kind: str, instruction: str | None = None) -> CommandTran
     return CommandTranscript(
         kind=kind,
         instruction=instruction or "Interact with the environment to solve a task. Here are two examples.\n",
+        zero_shot_instruction=None if instruction else "Interact with the environment to solve a task.\n",
         chat_instruction="Continue the transcript above: reply with only the next command after '>' "
         "(one line: an action, or 'think: ...').",
         keys=KeyScheme(kind, {"": "task"}, {"task": ""}),

@@ -20,17 +20,21 @@ from trajectory.records import Task
 
 THINK = "think:"
 _PARAGRAPHS = re.compile(r"\n\s*\n")
+_ENDING = re.compile(r"\*\*\*\s*[A-Za-z][^*]*\*\*\*")  # "*** You lost! ***", "*** The End ***"
 _START = threading.Lock()  # loading a game is not thread-safe in textworld (rollouts run in threads)
 
 
 def _wordy(paragraph: str) -> bool:
-    """Prose, not the ASCII-art banner of a TextWorld game."""
+    """Prose or the game's ending line, not the ASCII-art banner of a TextWorld game."""
+    if _ENDING.fullmatch(paragraph):
+        return True  # a losing or winning step must read as one
     chars = [c for c in paragraph if not c.isspace()]
     return bool(chars) and sum(c.isalpha() for c in chars) / len(chars) > 0.6
 
 
 def clean(feedback: str) -> str:
-    """The game's answer as one line: no prompt, status line, banner or restart question."""
+    """The game's answer as one line: no prompt, status line, banner or restart question;
+    the ending line ("*** You lost! ***") is kept."""
     text = feedback
     for end in ("Would you like to RESTART", "\n>"):
         at = text.rfind(end)

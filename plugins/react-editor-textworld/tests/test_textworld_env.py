@@ -31,7 +31,14 @@ def walk(task):
 def test_clean_drops_prompt_status_line_and_banner():
     raw = "\n\n  $$$ |$$ \\$$ $$$$\n\nYou take the milk.\n\n\n\nYour score has just gone up by one point.\n\n>   -= Kitchen =-1/3"
     assert clean(raw) == "You take the milk. Your score has just gone up by one point."
-    assert clean("You eat the meal.\n\n*** The End ***\nWould you like to RESTART, RESTORE") == "You eat the meal."
+
+
+def test_clean_keeps_the_ending_so_a_losing_step_reads_as_one():
+    won = "You eat the meal.\n\n*** The End ***\nWould you like to RESTART, RESTORE"
+    assert clean(won) == "You eat the meal. *** The End ***"
+    lost = "You eat the raw meat. It is poisonous.\n\n*** You lost! ***\n\nWould you like to RESTART"
+    assert clean(lost) == "You eat the raw meat. It is poisonous. *** You lost! ***"
+    assert clean("  $$$ *** |$$ ***\n\nYou go west.") == "You go west."  # banner art is still dropped
 
 
 def test_builtin_tasks_are_made_and_read_from_the_games(task):
