@@ -9,6 +9,9 @@ so under no effect coverage = 1 - size; coverage is also measured under effects.
   discordant pairs psi = 0.02 ... 1; coverage: the worst over (p10, p01) with
   psi in {0.05, 0.1, 0.3, 0.6} and theta = p10 / psi in {0.5, 0.7, 0.9, 1}.
   Reported: exact McNemar + its inverted interval; shown for the record: mid-p McNemar.
+- paired tasks with errors, n = 50 and 200: no true difference but 20% of B's failures end as
+  errors; the size of the exact McNemar test when errors count as failures (the default) and
+  when they are left out (`--errors exclude`), Monte Carlo (--reps draws).
 - rollouts (`whatif`), 3, 5 and 10 per arm: exact over all tables. Size: worst over the
   common rate 0.01 ... 0.99; coverage: worst over (p1, p2) on a 0.05 grid. Reported:
   Miettinen-Nurminen score interval and test with continuity correction; shown: without.
@@ -74,6 +77,21 @@ def paired_coverage(n: int, mid: bool) -> float:
     return worst
 
 
+def errors_size(n: int, reps: int, rng: random.Random, rule: str) -> float:
+    """No true difference (both solve a task with probability 1/2, independently), but 20% of
+    B's failures end as errors: P(exact McNemar p < 0.05) when errors are failures or left out."""
+    rejected = 0
+    for _ in range(reps):
+        b = c = 0
+        for _ in range(n):
+            xa, xb = rng.random() < 0.5, rng.random() < 0.5
+            if not xb and rng.random() < 0.2 and rule == "exclude":
+                continue
+            b, c = b + (xa and not xb), c + (xb and not xa)
+        rejected += mcnemar_exact(b, c) < ALPHA
+    return rejected / reps
+
+
 # ------------------------------------------------------------------- rollouts
 
 
@@ -132,6 +150,12 @@ def main() -> None:
                      paired_size(n, mcnemar_exact), paired_coverage(n, False)))
         rows.append(("paired", f"n = {n}", "mid-p McNemar + inverted interval (not used)",
                      paired_size(n, mcnemar_midp), paired_coverage(n, True)))
+    err_rng = random.Random(args.seed + 1)  # its own stream: the pooled draws stay as they were
+    for n in (50, 200) if "paired" in args.parts else ():
+        for rule in ("failure", "exclude"):
+            label = "errors counted as failures (default)" if rule == "failure" else "errors left out (--errors exclude)"
+            rows.append(("paired, 20% of B's failures are errors", f"n = {n}", label,
+                         errors_size(n, args.reps, err_rng, rule), None))
     for n in (3, 5, 10) if "rollouts" in args.parts else ():
         rows.append(("rollouts", f"{n} per arm", "MN score, continuity-corrected (reported)", *rollout_rows(n, True)))
         rows.append(("rollouts", f"{n} per arm", "MN score, uncorrected (not used)", *rollout_rows(n, False)))
