@@ -171,8 +171,9 @@ def _ids(text: str | None) -> list[int]:
         return json.loads(text)
 
 
-def _changed(version_id: int) -> VersionChanged:
-    return VersionChanged(f"version {version_id} changed meanwhile (another writer added steps); reload it and try again")
+def _changed(version: int | str) -> VersionChanged:
+    """`version`: as people read it (`EP:N`)."""
+    return VersionChanged(f"version {version} changed meanwhile (another writer added steps); reload it and try again")
 
 
 class _Tx:
