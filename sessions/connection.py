@@ -179,17 +179,18 @@ def _ids(text: str | None) -> list[int]:
         return json.loads(text)
 
 
-def _frozen(version_id: int, exc: BaseException) -> BaseException:
+def _frozen(version: int | str, exc: BaseException) -> BaseException:
     """The store's frozen-version trigger refused a write: say so in one line (any other
-    failure is itself)."""
+    failure is itself). `version`: as people read it (`EP:N`)."""
     if "frozen version" not in str(exc):
         return exc
-    return VersionFrozen(f"version {version_id} is frozen (branched from, annotated or used as an exemplar): "
+    return VersionFrozen(f"version {version} is frozen (branched from, annotated or used as an exemplar): "
                          "it never changes again; continue it in a new version")
 
 
-def _changed(version_id: int) -> VersionChanged:
-    return VersionChanged(f"version {version_id} changed meanwhile (another writer added steps); reload it and try again")
+def _changed(version: int | str) -> VersionChanged:
+    """`version`: as people read it (`EP:N`)."""
+    return VersionChanged(f"version {version} changed meanwhile (another writer added steps); reload it and try again")
 
 
 class _Tx:

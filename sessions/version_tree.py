@@ -79,6 +79,11 @@ class VersionTreeMixin:
             self.db.execute("update versions set exemplar_rev = ? where id = ? and exemplar_rev is null",
                             [revision_id, version_id])
 
+    def _ep_ref(self, v: Version) -> str:
+        """`EP:N` of a version, for a message people read (its per-episode number)."""
+        ids = self.version_ids(v.episode_id)
+        return f"{v.episode_id}:{ids.index(v.id) + 1}" if v.id in ids else str(v.id)
+
     def version_ids(self, episode_id: int) -> list[int]:
         """An episode's version ids in the order they were made (per-episode numbering)."""
         return [int(r[0]) for r in self.db.execute("select id from versions where episode_id = ? order by id",
@@ -159,7 +164,7 @@ class VersionTreeMixin:
             with self.transaction():
                 self.db.execute(f"update versions set {', '.join(sets)} where id = ?", params + [version_id])
         except DatabaseFailure as exc:  # a frozen version's path and outcome never change
-            raise _frozen(version_id, exc) from None
+            raise _frozen(self._ep_ref(self.version(version_id)), exc) from None
         return self.version(version_id)
 
     def set_current_version(self, episode_id: int, version_id: int) -> None:
@@ -276,7 +281,7 @@ class VersionTreeMixin:
             v = known if usable else self.version(version_id)
             parent = v.leaf_step_id
             if expected_leaf is not ... and parent != expected_leaf:
-                raise _changed(version_id)
+                raise _changed(self._ep_ref(v))
             steps = self._signed(v.episode_id, parent, steps)
             call_ids = [self._insert_call(c, v.episode_id) for c in calls]
             for s in steps:
@@ -303,9 +308,9 @@ class VersionTreeMixin:
                 cur = self.db.execute(f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
                                       params + [version_id, v.leaf_step_id])
             except DatabaseFailure as exc:  # frozen: nothing of this is written
-                raise _frozen(version_id, exc) from None
+                raise _frozen(self._ep_ref(v), exc) from None
             if cur.rowcount != 1:
-                raise _changed(version_id)
+                raise _changed(self._ep_ref(v))
         return out, _written(v, parent, params[1], status, outcome, error, clear_draft)
 
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),

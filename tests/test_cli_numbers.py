@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from react_editor.main import main
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -66,3 +68,19 @@ def test_every_version_a_person_reads_is_ep_n(toy, capsys):
     assert code == 0 and "\trun\tdone\t1\t2:3\t" in out, out
     job = json.loads(cli(capsys, "jobs", "--db", db, "--json")[1])[0]
     assert (job["version"], job["ref"]) == (4, "2:3")
+
+
+def test_a_lost_race_names_the_version_as_ep_n(toy):
+    """"version 2 changed meanwhile" named the global id of episode 2's v1."""
+    from envs.registry import family
+    from sessions.store import VersionChanged
+    from trajectory.records import AgentConfig, Step
+
+    task = family("alfworld").get_task("toy/room-1")
+    for _ in range(2):
+        _, v = toy.store.create_episode(task, AgentConfig(), {})  # episode 2's v1 is version 2
+    step = Step(index=1, thought=None, action="look", observation="ok", source="human")
+    toy.store.append_steps(v.id, [step])
+    with pytest.raises(VersionChanged, match=r"^version 2:1 changed meanwhile"):
+        toy.store.append_steps(v.id, [step.model_copy(update={"index": 2})], expected_leaf=None)
+
