@@ -124,3 +124,38 @@ def test_the_whole_loop_in_the_browser(browser, page, llm, start_app, tmp_path):
         assert c["n"] == 2 and (c["a_only"], c["b_only"]) == (1, 0) and c["leaked"] == []  # it was left out
     print(f"\nthe loop took {me.clicks} clicks and {me.typed} typed fields")
     assert me.clicks <= 20 and me.typed <= 3
+
+
+def _in_view(page, locator) -> bool:
+    box = locator.bounding_box()
+    height = page.viewport_size["height"]
+    return box is not None and box["y"] < height and box["y"] + min(box["height"], 200) > 0
+
+
+@pytest.mark.parametrize("n", [3, 35])
+def test_edit_panels_open_at_their_step_on_short_and_long_alfworld_episodes(browser, page, llm, start_app, tmp_path, n):
+    from agent.engine import Engine
+    from envs.registry import family
+    from sessions.store import Store
+    from trajectory.records import AgentConfig
+
+    store = Store(tmp_path / "e2e.db")
+    eng = Engine(store)
+    task = family("alfworld").list_tasks()[0]
+    ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=60),
+                              {"wording": "paper"})
+    for i in range(n):
+        eng.human_step(v.id, action="look" if i % 2 else "inventory")
+    store.close()
+    app = start_app()
+    me = Person(page)
+    page.goto(f"{app.url}/editor?episode={ep.id}")
+    k = n - 2
+    me.button(f"editbtn_{v.id}_{k}")
+    panel = page.locator(f'[class*="st-key-edit_panel_{v.id}_{k}"]')
+    panel.wait_for(timeout=30_000)
+    page.wait_for_timeout(1000)
+    assert _in_view(page, page.locator(f".st-key-step_{k}")) and _in_view(page, panel)
+    # the panel is drawn right under its step, above the next one
+    assert panel.bounding_box()["y"] > page.locator(f".st-key-step_{k}").bounding_box()["y"]
+    assert panel.bounding_box()["y"] < page.locator(f".st-key-step_{k + 1}").bounding_box()["y"]
