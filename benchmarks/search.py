@@ -129,15 +129,18 @@ def main() -> None:
     increase = (vacuumed_size(old) - before) / before
 
     store = Store(old)
-    times, hits = [], {}
+    times, hits, each = [], {}, {}
     for query, filters in QUERIES:
+        mine = []
         for _ in range(RUNS):
             t0 = time.perf_counter()
             found = search(store, query, **filters)
-            times.append((time.perf_counter() - t0) * 1000)
-        hits[query] = len(found)
+            mine.append((time.perf_counter() - t0) * 1000)
+        times += mine
+        hits[query], each[f"{query} {filters or ''}".strip()] = len(found), round(statistics.median(mine), 1)
     store.close()
     print(f"hits per query: {hits}", file=sys.stderr)
+    print(f"p50 ms per query: {each}", file=sys.stderr)
     if not args.keep:
         shutil.rmtree(work)
     print(json.dumps({"search_p50_ms": round(statistics.median(times), 1),
