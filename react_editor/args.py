@@ -70,7 +70,7 @@ class Parser(argparse.ArgumentParser):
         self.register("type", float, finite)
 
     def error(self, message: str):  # type: ignore[override]
-        line = " ".join(message.split())
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(message.split()))  # no escapes
         self.exit(2, f"{self.prog}: error: {line} (see {self.prog} --help)\n")
 
 

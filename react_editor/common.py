@@ -222,8 +222,8 @@ def progress(msg: str) -> None:
 
 # the one-line errors of each layer, looked up only among modules already imported (an
 # error can only come from a module that was): `react-editor` starts without loading them
-_USER_ERRORS = (("react_editor.common", "CliError"), ("react_editor.args", "ArgError"), ("agent.run_settings", "ConfigError"), ("envs.base", "EnvError"),
-                ("sessions.store", "StoreError"), ("agent.engine", "EngineError"))
+_USER_ERRORS = (("react_editor.common", "CliError"), ("agent.run_settings", "ConfigError"), ("envs.base", "EnvError"),
+                ("sessions.store", "StoreError"), ("agent.engine", "EngineError"), ("react_editor.args", "ArgError"))
 
 
 def _user_error(exc: BaseException) -> bool:
