@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     import envs.registry  # noqa: F401  (installs the kind resolver `sessions/` reaches transcripts by; loads no family)
 
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a one-line argument error: a code, also when called in-process
+        return exc.code if isinstance(exc.code, int) else 2
     return run_command(args)
 
 

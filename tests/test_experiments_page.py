@@ -203,7 +203,7 @@ def test_rerun_with_an_exemplar_set_leaves_out_the_leak_and_opens_its_comparison
         assert [it.task.id for it in xs.items(store, 2)] == [r["id"] for r in HOTPOT[1:4]]
     assert at.selectbox(key="x_pick").value == 2 and at.selectbox(key="x_compare").value == 1
     assert any("re-ran" in c.value for c in at.caption)
-    cmp = _frame(at, "McNemar p")
+    cmp = _frame(at, "exact McNemar p")
     assert cmp["n"][0] == 3 and cmp["A only"][0] == 2  # the re-run solved the two the base missed
 
 
@@ -225,6 +225,6 @@ def test_the_launch_form_names_leaked_tasks_and_compare_leaves_them_out(page):
         assert xs.get(store, 2).params["leaked"] == [f"hotpotqa:{leaked}"] and len(xs.items(store, 2)) == 4
     at.selectbox(key="x_compare").set_value(1).run()
     assert any("Leaked" in w.value and "left out of" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
-    assert _frame(at, "McNemar p")["n"][0] == 3
+    assert _frame(at, "exact McNemar p")["n"][0] == 3
     at.toggle(key="x_include_leaked").set_value(True).run()
-    assert _frame(at, "McNemar p")["n"][0] == 4
+    assert _frame(at, "exact McNemar p")["n"][0] == 4

@@ -48,7 +48,7 @@ def test_the_store_refuses_to_change_a_frozen_version(toy, episode):
     child, _ = toy.store.branch(v, at_step=toy.store.version_steps(v.id)[0], make_current=False)
     n = len(toy.store.version_steps(v.id))
     for frozen in (v.id,):  # branched from
-        with pytest.raises(VersionFrozen, match=f"version {frozen} is frozen"):
+        with pytest.raises(VersionFrozen, match=f"version {v.episode_id}:1 is frozen"):  # as people read it
             toy.store.append_steps(frozen, [a_step(n + 1)])
         with pytest.raises(VersionFrozen):
             toy.store.update_version(frozen, status="stopped")

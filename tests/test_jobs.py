@@ -404,7 +404,7 @@ def test_jobs_lists_a_run_of_another_process_and_bad_input_is_one_line(tmp_path,
     assert run["owner"].rsplit(":", 1)[1].isdigit() and run["progress"]["done"] == 2
     code, out, _ = _cli(["jobs", "--db", db], _env(tmp_path))
     assert code == 0 and out.splitlines()[0].startswith("id\tkind\tstate") and "\trun\tdone\t" in out
-    for bad, needle in ((["jobs", "stop", "99"], "unknown job 99"), (["jobs", "stop", "x"], "invalid int")):
+    for bad, needle in ((["jobs", "stop", "99"], "unknown job 99"), (["jobs", "stop", "x"], "is not a whole number")):
         code, _, err = _cli([*bad, "--db", db], _env(tmp_path))
         assert code != 0 and needle in err
     with closing(Store(db)) as store:

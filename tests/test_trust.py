@@ -80,9 +80,10 @@ def test_failed_write_then_fresh_process_resumes_without_mismatch(toy, tmp_path)
         toy.engine.step(v.id)  # the env took the mug, the write failed
     blocker.execute("rollback")
     blocker.close()
-    toy.llm.push(" take mug 1 from cabinet 1")
-    rep = toy.engine.step(v.id)  # same action again, from the recorded state
+    paid = len(toy.llm.requests)
+    rep = toy.engine.step(v.id)  # the kept answer again (never paid twice, cache off too), from the recorded state
     assert rep.steps[0].observation == "You pick up the mug 1 from the cabinet 1."
+    assert rep.steps[0].action == "take mug 1 from cabinet 1" and len(toy.llm.requests) == paid
     toy.llm.push(" go to table 1")
     proc = _child(tmp_path, toy.llm, "step", str(ep.id), "--db", str(toy.db))
     out, err = proc.communicate(timeout=60)

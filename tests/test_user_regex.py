@@ -61,7 +61,7 @@ def test_cli_whatif_and_resume_with_catastrophic_patterns(toy, capsys, monkeypat
     capsys.readouterr()
     assert main(["whatif", "1", "--at", "first:(a+)+$", "--n", "2", "--thought", "t"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: no step of version 1 matches") and len(err.splitlines()) == 1
+    assert err.startswith("error: no step of version 1:1 matches") and len(err.splitlines()) == 1
     assert main(["resume", "1", "--until", r"obs:/(a)\1/"]) == 2
     err = capsys.readouterr().err
     assert "look-around and backreferences are not supported" in err and len(err.splitlines()) == 1
