@@ -44,13 +44,13 @@ POLL_S = 0.25
 STEP_ERRORS = (ModelCallFailed, EngineError, EnvError, StoreError)
 EDITOR_CSS = """<style>
 .st-key-run_controls { position: sticky; top: 3.75rem; z-index: 10; background: var(--background-color, #fff);
-  padding: 0.25rem 0; }
+  padding: 0.25rem 0; box-shadow: 0 -1rem 0 #ffffff; }
 .st-key-status_line { position: sticky; top: calc(3.75rem + 58px); z-index: 9; background: var(--background-color, #fff);
-  border-bottom: 1px solid #d0d7de; }
+  box-shadow: 0 -1.1rem 0 #ffffff; border-bottom: 1px solid #d0d7de; }
 [data-testid="stLayoutWrapper"]:has(> .st-key-run_controls) { position: sticky; top: 3.75rem; z-index: 10;
-  background: var(--background-color, #ffffff); background-color: #ffffff; }
+  background: var(--background-color, #ffffff); background-color: #ffffff; box-shadow: 0 -1rem 0 #ffffff; }
 [data-testid="stLayoutWrapper"]:has(> .st-key-status_line) { position: sticky; top: calc(3.75rem + 58px); z-index: 9;
-  background-color: #ffffff; }
+  background-color: #ffffff; box-shadow: 0 -1.1rem 0 #ffffff; }
 del.rd-del { background: #ffd7d5; text-decoration: line-through; }
 ins.rd-ins { background: #ccffd8; text-decoration: none; }
 .rd-was { white-space: pre-wrap; word-break: break-word; font-size: 0.9rem; }
@@ -506,15 +506,15 @@ def controls(v, steps, busy: bool):
         stop = c[4].button("Stop", key="btn_stop", type="primary" if running or busy else "secondary",
                            disabled=not (running or busy))
         c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
-        if finished:
-            why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
-            st.caption(f"Step and Run are off for {vname(v.id)}: {why}. Branch from an earlier step to try another way.")
-            b = st.columns([1, 2, 5])
-            k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
-                                  key=f"branch_k_{vid}", label_visibility="collapsed")
-            if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
-                new = eng.branch(vid, int(k))
-                switch_to(new.id)
+    if finished:  # below the sticky row, which stays one row high (it hid the status line)
+        why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
+        st.caption(f"Step and Run are off for {vname(v.id)}: {why}. Branch from an earlier step to try another way.")
+        b = st.columns([1, 2, 5])
+        k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
+                              key=f"branch_k_{vid}", label_visibility="collapsed")
+        if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
+            new = eng.branch(vid, int(k))
+            switch_to(new.id)
     until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
         stepjobs.cancel(store, TAB, vid)

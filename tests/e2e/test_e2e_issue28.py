@@ -25,3 +25,28 @@ def test_episodes_has_its_own_address(browser, page, llm, start_app, tmp_path):
     _expect()(page).to_have_url(re.compile(r"/episodes$"), timeout=10_000)
     _expect()(page.locator("h1").first).to_have_text("Episodes", timeout=20_000)
     _expect()(page.get_by_text("Page not found")).to_have_count(0)
+
+
+def _covered(page, k: str) -> bool:
+    """Is the middle of element `k` hidden under another element (the sticky bar)?"""
+    return page.evaluate("""(k) => {
+        const el = document.querySelector('.st-key-' + k); const r = el.getBoundingClientRect();
+        const top = document.elementFromPoint(r.left + 40, r.top + r.height / 2);
+        return !(top && el.contains(top)); }""", k)
+
+
+def test_the_sticky_bar_stays_one_row_and_shows_the_status_line(browser, page, llm, start_app, tmp_path):
+    """Issue 28 #12: on a finished version the bar grew to ~200 px and hid the status line."""
+    store, eng, ep, v = _episode(tmp_path / "e2e.db", llm, max_steps=4)
+    for i in range(4):  # (a step may be a thought and an act: the version ends at its limit)
+        if not store.version(v.id).outcome.done:
+            eng.human_step(v.id, thought=f"thought {i} " + "words " * 120, action="look")
+    store.close()
+    app = start_app()
+    page.goto(f"{app.url}/editor?episode={ep.id}")
+    _expect()(page.locator(".st-key-status_line").get_by_text(re.compile(r"\d steps ·"))).to_be_visible(timeout=30_000)
+    page.mouse.wheel(0, 1500)
+    page.wait_for_timeout(800)
+    bar = page.locator(".st-key-run_controls").bounding_box()
+    assert bar["height"] <= 80, bar
+    assert not _covered(page, "status_line")
