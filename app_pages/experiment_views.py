@@ -49,12 +49,14 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
 
 def chart_spec(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """Vega-Lite grouped bars: success % per task type, one colour per experiment, a
-    labelled 0-100 y axis and horizontal type labels."""
-    rows = [{"experiment": label, "type": t, "rate": r}
+    labelled 0-100 y axis and horizontal type labels. Each bar carries its rate as text: a
+    0% bar has no height, and a chart of 0% bars looked blank."""
+    rows = [{"experiment": label, "type": t, "rate": r, "label": f"{r:g}%"}
             for label, by in chart_data(summaries).items() for t, r in by.items()]
     return {
         "data": {"values": rows},
-        "mark": {"type": "bar", "tooltip": True},
+        "layer": [{"mark": {"type": "bar", "tooltip": True}},
+                  {"mark": {"type": "text", "dy": -6, "fontSize": 10}, "encoding": {"text": {"field": "label"}}}],
         "encoding": {
             "x": {"field": "type", "type": "nominal", "title": "task type", "sort": None,
                   "axis": {"labelAngle": 0, "labelLimit": 140}},
@@ -63,6 +65,12 @@ def chart_spec(summaries: list[dict[str, Any]]) -> dict[str, Any]:
             "color": {"field": "experiment", "type": "nominal", "legend": {"orient": "bottom", "title": None}},
         },
     }
+
+
+def chart_note(summaries: list[dict[str, Any]]) -> str | None:
+    """A line under the chart when every rate in it is 0% (its bars have no height)."""
+    rates = [r for by in chart_data(summaries).values() for r in by.values()]
+    return "Every rate in this chart is 0%: no task of these experiments succeeded." if rates and not any(rates) else None
 
 
 def chart_data(summaries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
