@@ -70,7 +70,9 @@ def chart_spec(summaries: list[dict[str, Any]]) -> dict[str, Any]:
 def chart_note(summaries: list[dict[str, Any]]) -> str | None:
     """A line under the chart when every rate in it is 0% (its bars have no height)."""
     rates = [r for by in chart_data(summaries).values() for r in by.values()]
-    return "Every rate in this chart is 0%: no task of these experiments succeeded." if rates and not any(rates) else None
+    if rates and not any(rates):
+        return "Every rate in this chart is 0%: no task of these experiments succeeded."
+    return None
 
 
 def chart_data(summaries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -2,7 +2,8 @@
 as external-content tables over the rows they index (no text is copied) and installs the
 triggers that keep them in sync on every insert, update and delete.
 
-Indexed: task text and task ids (`hp-002`, as the Editor's header shows them), steps' thoughts, actions and observations, version names, and version
+Indexed: task text and task ids (`hp-002`, as the Editor's header shows them), steps'
+thoughts, actions and observations, version names, and version
 notes and step notes. A step row is shared by every version whose path holds it, so it is
 indexed once; `sessions.search` maps a step hit to its versions.
 """
