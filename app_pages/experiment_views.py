@@ -47,6 +47,21 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+# px per column of the results table: the paper's columns fit a 1400 px window (HotpotQA,
+# FEVER); a wider one (ALFWorld's six types) scrolls with its experiment and name kept in view
+_WIDTHS = {"experiment": 34, "name": 130, "method": 56, "model": 104, "status": 66, "done": 44,
+           "scored over": 84, "task set": 96, "tokens": 60, "cost": 66, "wall_s": 50}
+_LABELS = {"experiment": "#"}
+
+
+def results_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """Streamlit column settings for a results table with `row`'s columns (rates: 52 px)."""
+    import streamlit as st
+
+    return {c: st.column_config.Column(_LABELS.get(c, c), width=_WIDTHS.get(c, 52),
+                                       pinned=c in ("experiment", "name") or None) for c in row}
+
+
 def chart_spec(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """Vega-Lite grouped bars: success % per task type, one colour per experiment, a
     labelled 0-100 y axis and horizontal type labels. Each bar carries its rate as text: a

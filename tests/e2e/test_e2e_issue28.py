@@ -75,3 +75,34 @@ def test_stop_on_a_single_step_reads_stopped(browser, page, llm, start_app, tmp_
     page.wait_for_timeout(5_000)  # the abandoned call's answer arrives meanwhile: still stopped
     _expect()(status).to_contain_text("stopped")
     _expect()(selector).to_have_value(re.compile(r"\(stopped\)"))
+
+
+def test_the_results_table_fits_the_page(browser, page, llm, start_app, tmp_path):
+    """Issue 28 #20: HotpotQA's results table was wider than the page (its last columns cut)."""
+    import json
+    from pathlib import Path
+
+    from agent import experiment as X
+    from agent.task_selection import select_tasks
+    from sessions.store import Store
+    from tests.experiment_agents import wiki_agent
+    from trajectory.records import AgentConfig
+
+    root = Path(__file__).resolve().parents[2]
+    hotpot = [json.loads(x) for x in (root / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines() if x]
+    llm.set_responder(wiki_agent({r["question"]: "no" for r in hotpot}, react_steps=1))
+    store = Store(tmp_path / "e2e.db")
+    X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model", base_url=llm.base_url),
+             tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0),
+             name="a run with a long name")
+    store.close()
+    X.run(str(tmp_path / "e2e.db"), 1)
+    app = start_app()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{app.url}/experiments")
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    _expect()(grid).to_be_visible(timeout=30_000)
+    page.wait_for_timeout(1500)
+    sizes = grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
+        return s ? [s.scrollWidth, s.clientWidth] : null; }""")
+    assert sizes and sizes[0] <= sizes[1], sizes
