@@ -25,8 +25,18 @@ st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"),
 access.gate()
 access.endpoint_keys()  # the launch key never follows a base URL typed here to another endpoint
 
+episodes = st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes")
+
+
+def _home() -> None:
+    """The app's root opens the Episodes page at /episodes: Streamlit serves its default page
+    only at the root, so a default Episodes page answered /episodes with "Page not found"."""
+    st.switch_page(episodes, query_params=st.query_params.to_dict())
+
+
 pages = [
-    st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes", default=True),
+    st.Page(_home, title="Episodes", url_path="home", default=True, visibility="hidden"),
+    episodes,
     st.Page(PAGES / "editor.py", title="Editor", url_path="editor"),
     st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
     st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -44,13 +45,13 @@ POLL_S = 0.25
 STEP_ERRORS = (ModelCallFailed, EngineError, EnvError, StoreError)
 EDITOR_CSS = """<style>
 .st-key-run_controls { position: sticky; top: 3.75rem; z-index: 10; background: var(--background-color, #fff);
-  padding: 0.25rem 0; }
+  padding: 0.25rem 0; box-shadow: 0 -1rem 0 #ffffff; }
 .st-key-status_line { position: sticky; top: calc(3.75rem + 58px); z-index: 9; background: var(--background-color, #fff);
-  border-bottom: 1px solid #d0d7de; }
+  box-shadow: 0 -1.1rem 0 #ffffff; border-bottom: 1px solid #d0d7de; }
 [data-testid="stLayoutWrapper"]:has(> .st-key-run_controls) { position: sticky; top: 3.75rem; z-index: 10;
-  background: var(--background-color, #ffffff); background-color: #ffffff; }
+  background: var(--background-color, #ffffff); background-color: #ffffff; box-shadow: 0 -1rem 0 #ffffff; }
 [data-testid="stLayoutWrapper"]:has(> .st-key-status_line) { position: sticky; top: calc(3.75rem + 58px); z-index: 9;
-  background-color: #ffffff; }
+  background-color: #ffffff; box-shadow: 0 -1.1rem 0 #ffffff; }
 del.rd-del { background: #ffd7d5; text-decoration: line-through; }
 ins.rd-ins { background: #ccffd8; text-decoration: none; }
 .rd-was { white-space: pre-wrap; word-break: break-word; font-size: 0.9rem; }
@@ -340,31 +341,48 @@ class StepExtras:
 
 
 def render_step(s, v, extras: StepExtras, markers: bool = True) -> None:
+    """One step's box, always the same number of elements (an empty slot where a step has
+    nothing): past LIVE_STEPS each new step moves every box up one place, and a box takes
+    over the elements of the one that was there; an element it did not overwrite stayed,
+    a ghost line of another step, until the page's run ended."""
     for e in deleted_here(ep.task.env, v.edits, s.index) if markers else []:
         deleted_marker(e)
     with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
         head = st.columns([6, 1])
         head[0].caption(f"Step {s.index} · {provenance(s)}")
-        if sig := extras.signals.get(s.id):
-            st.caption(signal_badges.badge_text(sig), help=signal_badges.HELP)
+        sig = extras.signals.get(s.id)
+        slot(sig, lambda: st.caption(signal_badges.badge_text(sig), help=signal_badges.HELP))
         if head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run"))):
             st.session_state["edit_at"] = (vid, s.index)
             state.focus_step(vid, s.index)  # the panels open under the step, in view
             st.rerun()
-        for label, text in step_lines(ep.task.env, s):
-            st.text(f"{label}: {text}")
-        if replaced_text(s):  # the old text once, as a word diff (escaped words, diff markup only)
-            st.html(edit_diff_html(s))
-        if s.edit is not None and s.edit.origin:  # a suggested fix: where it came from (plain text)
-            st.text(origin_text(s.edit.origin))
+        lines = step_lines(ep.task.env, s)
+        for i in range(STEP_LINES):
+            slot(i < len(lines), lambda: st.text(f"{lines[i][0]}: {lines[i][1]}"))
+        # the old text once, as a word diff (escaped words, diff markup only)
+        slot(replaced_text(s), lambda: st.html(edit_diff_html(s)))
+        origin = s.edit is not None and s.edit.origin  # a suggested fix: where it came from (plain text)
+        slot(origin, lambda: st.text(origin_text(s.edit.origin)))
         calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c]
-        for call in calls if s.source == "model" else []:
-            if call.cut_from:
-                st.text(f"(the model's completion was cut to {MAX_TEXT:,} of its {call.cut_from:,} characters)")
-        if extras.timing and s.source == "model" and not s.info.get("carried_from"):
-            st.caption(overview.call_line(calls))
-        if (a := extras.tags.get(s.id)) is not None and (a.tags or a.note):
-            st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else ""))
+        cuts = [f"(the model's completion was cut to {MAX_TEXT:,} of its {c.cut_from:,} characters)"
+                for c in calls if c.cut_from] if s.source == "model" else []
+        slot(cuts, lambda: st.text("\n".join(cuts)))
+        timing = extras.timing and s.source == "model" and not s.info.get("carried_from")
+        slot(timing, lambda: st.caption(overview.call_line(calls)))
+        a = extras.tags.get(s.id)
+        slot(a is not None and (a.tags or a.note),
+             lambda: st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else "")))
+
+
+STEP_LINES = 3  # at most: thought, action, observation (views.step_lines)
+
+
+def slot(show: object, draw: Callable[[], object]) -> None:
+    """One fixed place in a step's box: `draw()` when `show`, else an empty element."""
+    if show:
+        draw()
+    else:
+        st.empty()
 
 
 def edit_diff_html(s) -> str:
@@ -506,15 +524,15 @@ def controls(v, steps, busy: bool):
         stop = c[4].button("Stop", key="btn_stop", type="primary" if running or busy else "secondary",
                            disabled=not (running or busy))
         c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
-        if finished:
-            why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
-            st.caption(f"Step and Run are off for {vname(v.id)}: {why}. Branch from an earlier step to try another way.")
-            b = st.columns([1, 2, 5])
-            k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
-                                  key=f"branch_k_{vid}", label_visibility="collapsed")
-            if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
-                new = eng.branch(vid, int(k))
-                switch_to(new.id)
+    if finished:  # below the sticky row, which stays one row high (it hid the status line)
+        why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
+        st.caption(f"Step and Run are off for {vname(v.id)}: {why}. Branch from an earlier step to try another way.")
+        b = st.columns([1, 2, 5])
+        k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
+                              key=f"branch_k_{vid}", label_visibility="collapsed")
+        if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
+            new = eng.branch(vid, int(k))
+            switch_to(new.id)
     until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
         stepjobs.cancel(store, TAB, vid)

@@ -47,14 +47,31 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+# px per column of the results table: the paper's columns fit a 1400 px window (HotpotQA,
+# FEVER); a wider one (ALFWorld's six types) scrolls with its experiment and name kept in view
+_WIDTHS = {"experiment": 34, "name": 130, "method": 56, "model": 104, "status": 66, "done": 44,
+           "scored over": 84, "task set": 96, "tokens": 60, "cost": 66, "wall_s": 50}
+_LABELS = {"experiment": "#"}
+
+
+def results_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """Streamlit column settings for a results table with `row`'s columns (rates: 52 px)."""
+    import streamlit as st
+
+    return {c: st.column_config.Column(_LABELS.get(c, c), width=_WIDTHS.get(c, 52),
+                                       pinned=c in ("experiment", "name") or None) for c in row}
+
+
 def chart_spec(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """Vega-Lite grouped bars: success % per task type, one colour per experiment, a
-    labelled 0-100 y axis and horizontal type labels."""
-    rows = [{"experiment": label, "type": t, "rate": r}
+    labelled 0-100 y axis and horizontal type labels. Each bar carries its rate as text: a
+    0% bar has no height, and a chart of 0% bars looked blank."""
+    rows = [{"experiment": label, "type": t, "rate": r, "label": f"{r:g}%"}
             for label, by in chart_data(summaries).items() for t, r in by.items()]
     return {
         "data": {"values": rows},
-        "mark": {"type": "bar", "tooltip": True},
+        "layer": [{"mark": {"type": "bar", "tooltip": True}},
+                  {"mark": {"type": "text", "dy": -6, "fontSize": 10}, "encoding": {"text": {"field": "label"}}}],
         "encoding": {
             "x": {"field": "type", "type": "nominal", "title": "task type", "sort": None,
                   "axis": {"labelAngle": 0, "labelLimit": 140}},
@@ -63,6 +80,14 @@ def chart_spec(summaries: list[dict[str, Any]]) -> dict[str, Any]:
             "color": {"field": "experiment", "type": "nominal", "legend": {"orient": "bottom", "title": None}},
         },
     }
+
+
+def chart_note(summaries: list[dict[str, Any]]) -> str | None:
+    """A line under the chart when every rate in it is 0% (its bars have no height)."""
+    rates = [r for by in chart_data(summaries).values() for r in by.values()]
+    if rates and not any(rates):
+        return "Every rate in this chart is 0%: no task of these experiments succeeded."
+    return None
 
 
 def chart_data(summaries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -17,8 +17,8 @@ from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
 from app_pages import suggest_panel
-from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_spec, compare_rows, is_partial, paper_row, signal_rows,
-                                        table_caption)
+from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
+                                        paper_row, results_columns, signal_rows, table_caption)
 from sessions import exemplar_sets
 from sessions import experiments as xs
 from sessions.search import signal_counts
@@ -257,7 +257,7 @@ def results_tables(sums: dict[int, dict]) -> None:
         if rows:
             st.caption(table_caption(env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
                                                                                     if s["env"] == env_kind))
-            st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}")
+            st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rows[0]))
 
 
 def chart_panel(sums: dict[int, dict]) -> None:
@@ -270,6 +270,8 @@ def chart_panel(sums: dict[int, dict]) -> None:
         st.caption("Nothing to chart yet: no task of these experiments has finished.")
         return
     st.vega_lite_chart(chart_spec(scored), width="stretch")
+    if note := chart_note(scored):
+        st.caption(note)
     if any(s["partial"] for s in scored):
         st.caption("Partial: rates are over the finished tasks only.")
 

@@ -116,15 +116,23 @@ def rate_rows(stats: list[GroupStats]) -> list[dict[str, Any]]:
 
 
 def chart_spec(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Vega-Lite: success-rate bars with their 95% intervals as error bars."""
-    x = {"field": "arm", "type": "nominal", "title": None, "sort": None}
+    """Vega-Lite: success-rate bars with their 95% intervals as error bars. The arm names
+    are level; the interval is a dark bar with caps, written out ("12-55%") above it."""
+    x = {"field": "arm", "type": "nominal", "title": None, "sort": None, "axis": {"labelAngle": 0, "labelLimit": 200}}
+    values = [{**r, "interval": f"{r['lo']:g}-{r['hi']:g}%"} for r in rows]
     return {
-        "data": {"values": rows},
+        "data": {"values": values},
         "layer": [
-            {"mark": {"type": "bar"}, "encoding": {"x": x, "y": {"field": "rate", "type": "quantitative",
-                                                                  "title": "success %", "scale": {"domain": [0, 100]}}}},
-            {"mark": {"type": "rule", "strokeWidth": 2}, "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"},
-                                                                      "y2": {"field": "hi"}}},
+            {"mark": {"type": "bar", "opacity": 0.6}, "encoding": {"x": x, "y": {
+                "field": "rate", "type": "quantitative", "title": "success %", "scale": {"domain": [0, 100]}}}},
+            {"mark": {"type": "rule", "strokeWidth": 2, "color": "#222"},
+             "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"}, "y2": {"field": "hi"}}},
+            {"mark": {"type": "tick", "thickness": 2, "size": 14, "color": "#222"},
+             "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"}}},
+            {"mark": {"type": "tick", "thickness": 2, "size": 14, "color": "#222"},
+             "encoding": {"x": x, "y": {"field": "hi", "type": "quantitative"}}},
+            {"mark": {"type": "text", "dy": -8, "fontSize": 11},
+             "encoding": {"x": x, "y": {"field": "hi", "type": "quantitative"}, "text": {"field": "interval"}}},
         ],
     }
 

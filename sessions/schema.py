@@ -218,10 +218,15 @@ def _v13_suggestions(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
+def _v14_task_ids_searched(db: sqlite_utils.Database) -> None:
+    """Issue 28: task ids are in the full-text index (a search for `hp-002` finds its episodes)."""
+    search_index.index_task_ids(db)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
     _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
-    _v12_fences, _v13_suggestions,
+    _v12_fences, _v13_suggestions, _v14_task_ids_searched,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -2,7 +2,8 @@
 as external-content tables over the rows they index (no text is copied) and installs the
 triggers that keep them in sync on every insert, update and delete.
 
-Indexed: task text, steps' thoughts, actions and observations, version names, and version
+Indexed: task text and task ids (`hp-002`, as the Editor's header shows them), steps'
+thoughts, actions and observations, version names, and version
 notes and step notes. A step row is shared by every version whose path holds it, so it is
 indexed once; `sessions.search` maps a step hit to its versions.
 """
@@ -14,7 +15,7 @@ from sessions.connection import sqlite_utils  # (without pandas: a light start-u
 
 # content table -> (indexed columns, the field each column is reported as)
 SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "tasks": (("text",), ("task",)),
+    "tasks": (("text", "ident"), ("task", "task id")),
     "steps": (("thought", "action", "observation"), ("thought", "action", "observation")),
     "versions": (("name",), ("name",)),
     "version_annotations": (("notes",), ("notes",)),
@@ -30,22 +31,33 @@ class SearchSyntaxError(ValueError):
 
 def install(db: sqlite_utils.Database) -> None:
     """Create the index over what the database already holds (a migration) and the triggers
-    that keep it current. The task text lives in the task's JSON: a generated column names it."""
+    that keep it current. The task text lives in the task's JSON: a generated column names it.
+    (The index as schema 9 made it: task ids came later, `index_task_ids`.)"""
     db.execute("alter table tasks add column text text generated always as (json_extract(json, '$.text')) virtual")
     for table, (columns, _) in SOURCES.items():
-        db[table].enable_fts(list(columns), create_triggers=True)
+        db[table].enable_fts(["text"] if table == "tasks" else list(columns), create_triggers=True)
+
+
+def index_task_ids(db: sqlite_utils.Database) -> None:
+    """Index each task's id beside its text (a migration): an id copied from the Editor's
+    header finds its episodes. The id lives in the task's JSON: a generated column names it."""
+    db.execute("alter table tasks add column ident text generated always as (json_extract(json, '$.id')) virtual")
+    db["tasks"].disable_fts()
+    db["tasks"].enable_fts(list(SOURCES["tasks"][0]), create_triggers=True)
+    update_on_change(db)
 
 
 # the stored columns an indexed column is computed from (a generated column has no UPDATE OF)
-_STORED = {("tasks", "text"): "json"}
+_STORED = {("tasks", "text"): "json", ("tasks", "ident"): "json"}
 
 
 def update_on_change(db: sqlite_utils.Database) -> None:
     """Make each update trigger fire only when an indexed column changes: a version's row
     is updated at every step (its leaf), and re-indexing its unchanged name each time
     was most of the index's cost on a run."""
-    for table, (columns, _) in SOURCES.items():
-        cols = ", ".join(f'"{_STORED.get((table, c), c)}"' for c in columns)
+    for table in SOURCES:
+        columns = [c.name for c in db[f"{table}_fts"].columns]  # as indexed now (older schemas: fewer)
+        cols = ", ".join(sorted({f'"{_STORED.get((table, c), c)}"' for c in columns}))
         old = ", ".join(f'old."{c}"' for c in columns)
         new = ", ".join(f'new."{c}"' for c in columns)
         names = ", ".join(f'"{c}"' for c in columns)

@@ -239,6 +239,28 @@ def test_expert_hint_never_forks_the_server_process(monkeypatch):
     env.close()
 
 
+def test_expert_hint_never_runs_the_page_script(monkeypatch, tmp_path):
+    """Issue 28 #18: under Streamlit `__main__` is the page being run; the planner's worker
+    imported it (a page's widgets warned "missing ScriptRunContext", the worker died and the
+    hint was "(no hint available)")."""
+    import sys
+    import types
+
+    marker = tmp_path / "ran"
+    page = tmp_path / "page.py"
+    page.write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit('the page ran')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    task = one_per_type()["pick_and_place_simple"]
+    env = make_env(task, {})
+    env.reset(task)
+    hint = env.expert_hint(timeout_s=60)
+    assert hint in env.admissible_actions() and not marker.exists()
+    assert sys.modules["__main__"] is main
+    env.close()
+
+
 def test_missing_and_corrupt_games(tmp_path):
     with pytest.raises(EnvError, match="not found.*nothere"):
         custom_task(game=tmp_path / "nothere" / "game.tw-pddl")

@@ -70,3 +70,13 @@ def test_editor_badges_and_suggested_failure_modes(app):
     ann.annotate_version(toy.store, v.id, failure_modes=[])
     at = make("editor", episode=ep.id)
     assert at.multiselect(key=f"ed-modes-{v.id}").value == []
+
+
+def test_a_task_id_from_the_editor_header_finds_its_episode(app):
+    """Issue 28 #11: the id the Editor's header shows, pasted in the search box, is a hit."""
+    toy, make = app
+    ep, v = _looping(toy)
+    at = make()
+    at.text_input(key="search_q").set_value(ROOM_TASK.id)
+    ok(at.run())
+    assert f"episode {ep.id} · v1 · task id" in texts(at), texts(at)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from agent import experiment as X
-from app_pages.experiment_views import chart_spec, paper_row
+from app_pages.experiment_views import chart_note, chart_spec, paper_row
 from tests.experiment_agents import wiki_agent
 from tests.test_experiments_page import HOTPOT, _create, _frame, _wait_done, page  # noqa: F401  (page is a fixture)
 
@@ -95,3 +95,14 @@ def test_partial_summary_rows_and_chart_without_the_new_keys():
     assert paper_row({**s, "partial": False})["scored over"] == "all"
     spec = chart_spec([s])
     assert spec["data"]["values"][0]["experiment"] == "1 n (partial)"
+
+
+def test_a_chart_of_zero_rates_shows_its_bars_and_says_so():
+    """Issue 28 #20: a chart where every rate is 0% looked blank (bars of no height)."""
+    s = {"experiment": 1, "name": "n", "env": "fever", "method": "react", "model": "m", "status": "done",
+         "episodes": 4, "done": 4, "success": 0, "success_rate": 0.0, "by_type": {}, "partial": False}
+    spec = chart_spec([s])
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["bar", "text"]
+    assert [r["label"] for r in spec["data"]["values"]] == ["0%"]
+    assert chart_note([s]).startswith("Every rate in this chart is 0%")
+    assert chart_note([{**s, "success": 1, "success_rate": 0.25}]) is None

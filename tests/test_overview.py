@@ -524,3 +524,26 @@ def test_the_stop_conditions_stay_open_when_the_first_one_is_picked(app):
     ok(at.run())
     (box,) = [e for e in at.expander if e.label.startswith("Stop conditions")]
     assert box.label.startswith("Stop conditions (on)") and box.proto.expanded
+
+
+def _step_boxes(node, out):
+    """{key: the number of elements} of each step's box in the AppTest tree."""
+    for child in getattr(node, "children", {}).values():
+        key = getattr(getattr(child, "proto", None), "id", "") or ""
+        m = re.search(r"step_(\d+)$", key)
+        if m and getattr(child, "type", "") == "flex_container":
+            out[int(m.group(1))] = len(child.children)
+        _step_boxes(child, out)
+    return out
+
+
+def test_every_step_box_has_the_same_elements_so_a_moving_step_leaves_no_ghost_lines(app):
+    """Issue 28 #21: past 30 steps each new step moves every box up one place, and a box
+    keeps the elements of the one that was there that it does not overwrite (ghost lines)."""
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    for action in ("go to table 1", "go to table 1", f"go to shelf {EVIL}", "look"):
+        toy.engine.human_step(v.id, action=action)
+    at = make("editor", episode=ep.id)
+    boxes = _step_boxes(at._tree, {})
+    assert sorted(boxes) == [1, 2, 3, 4] and len(set(boxes.values())) == 1, boxes

@@ -167,6 +167,7 @@ def test_upgrade_backfills_signals_and_builds_the_index(tmp_path, monkeypatch):
     # a signal filter points at the step carrying it (step_limit: the version's last step)
     assert {(h.version, h.step) for h in search(store, "shelf", signal="step_limit")} == {(1, 2)}
     assert [(h.version, h.step, h.field) for h in search(store, "mug")] == [(2, None, "task")]
+    assert [(h.version, h.field) for h in search(store, "toy/room-1")] == [(2, "task id")]  # issue 28 #11
 
 
 def test_text_copied_from_a_trajectory_is_searched_literally(toy, capsys):
@@ -225,3 +226,12 @@ def test_the_search_benchmark_runs(tmp_path):
                 capture_output=True, text=True, timeout=300, env={**_os.environ, "PYTHONPATH": str(root)})
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout.splitlines()[-1])["versions"] == 10
+
+
+def test_a_task_id_copied_from_the_editor_header_is_found(toy, capsys):
+    """Issue 28 #11: the id the Editor's header shows (`hp-002`) finds its episode."""
+    ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
+    toy.engine.human_step(v.id, thought="Look it up.", action="Search[Velmora]")
+    hits = cli_json(capsys, "search", WIKI_TASK.id, "--db", str(toy.db))
+    assert [(h["episode"], h["field"], h["snippet"]) for h in hits] == [(ep.id, "task id", WIKI_TASK.id)]
+    assert cli_json(capsys, "search", "toy", "--db", str(toy.db))[0]["field"] == "task id"

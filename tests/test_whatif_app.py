@@ -107,6 +107,10 @@ def test_rate_rows_chart_and_group_nodes(toy, tmp_path):
     assert rows == [{"arm": "resample", "rate": 0.0, "lo": 0.0, "hi": 65.8, "n": 2, "success": 0}]
     spec = chart_spec(rows)
     assert spec["layer"][1]["encoding"]["y2"] == {"field": "hi"}
+    # issue 28 #17: level arm names, and the interval readable (caps and its figures written out)
+    assert spec["layer"][0]["encoding"]["x"]["axis"]["labelAngle"] == 0
+    assert [layer["mark"]["type"] for layer in spec["layer"]][2:] == ["tick", "tick", "text"]
+    assert spec["data"]["values"][0]["interval"] == "0-65.8%"
     g = run.stats[0].group
     summaries = [{"version": v.id, "parent_version": None, "steps": 3, "success": False, "done": True}]
     summaries += [{"version": m, "parent_version": v.id, "steps": 3, "success": False, "done": True, "group": g.id}

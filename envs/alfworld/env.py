@@ -14,7 +14,11 @@ resets it. `state()`/`set_state()` restore in-process by reference (fast-downwar
 from __future__ import annotations
 
 import multiprocessing
-from typing import Any
+import sys
+import threading
+import types
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from envs.base import EnvError, StepResult
 from trajectory.records import Task
@@ -29,6 +33,27 @@ def _planner_context():
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["envs.alfworld.fastgame"])
     return ctx
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _no_main_script() -> Iterator[None]:
+    """While a worker starts, `__main__` names no script: multiprocessing re-imports the
+    parent's main script in every worker, and under Streamlit that is the page being run
+    (it swaps its own module in as `__main__`): the worker ran the page (a "missing
+    ScriptRunContext" warning per widget) and died before it could plan."""
+    bare = types.ModuleType("__main__")
+    bare.__spec__ = types.SimpleNamespace(name="__main__")  # type: ignore[assignment]  (a worker skips it)
+    with _MAIN_LOCK:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = bare
+        try:
+            yield
+        finally:
+            if sys.modules.get("__main__") is bare:  # (unless a script run swapped in its own meanwhile)
+                sys.modules["__main__"] = main  # type: ignore[assignment]
 
 
 def _plan_first_action(path: str, wording: str, ops: list, conn) -> None:
@@ -125,7 +150,8 @@ class AlfworldEnv:
         recv, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_plan_first_action, args=(game.data.path, game.wording, list(game.ops), send),
                            daemon=True)
-        proc.start()
+        with _no_main_script():
+            proc.start()
         send.close()
         try:
             if not recv.poll(max(0.0, timeout_s)):
