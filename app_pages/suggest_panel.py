@@ -3,7 +3,8 @@ verified by a what-if in a background job (progress, Stop), and the candidates s
 at their steps with the rationale and, once verified, the what-if bars and the verdict;
 Accept makes the edit as a new version and resumes it, Dismiss sets a card aside.
 
-The Editor calls `render` under the outcome box; everything here goes through
+The Editor calls `render` under the outcome box (the job's progress, Stop and the summary)
+and `at_step` under each step (that step's cards); everything here goes through
 `agent.suggest` (the CLI's `react-editor suggest` is the same library calls)."""
 
 from __future__ import annotations
@@ -118,15 +119,43 @@ def _progress(eng: Engine, job: jobs.Handle) -> None:
 
 
 def _cards(eng: Engine, vid: int, report: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:
+    """The summary; each card sits under its step (`at_step`), only one with no step is here."""
     first = report["first_failure_step"]
     marked = steps_marked(report)
     st.caption(f"First failure signal at step {first}." if first else "No step raised a failure signal.")
     if marked:
-        st.caption("Candidates at steps " + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items())))
+        st.caption("Candidates at steps " + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items()))
+                   + " — each card is under its step above (marked on the overview strip).")
     if not report["candidates"]:
         st.info("The critic proposed no edit.")
     for c in report["candidates"]:
-        _card(eng, vid, report["suggestion"], c, switch_to)
+        if c["step"] is None:
+            _card(eng, vid, report["suggestion"], c, switch_to)
+
+
+def by_step(eng: Engine, vid: int, v: Any) -> dict[int, tuple[int, list[dict[str, Any]]]]:
+    """{step: (suggestion id, its candidates best first)} of the version's latest
+    suggestions, read once per draw; empty unless the version failed."""
+    s = db.latest(eng.store, vid) if failed(v) else None
+    if s is None:
+        return {}
+    report = sg.report(s)
+    out: dict[int, tuple[int, list[dict[str, Any]]]] = {}
+    for c in report["candidates"]:
+        if c["step"] is not None:
+            out.setdefault(c["step"], (report["suggestion"], []))[1].append(c)
+    return out
+
+
+def at_step(eng: Engine, vid: int, cards: dict[int, tuple[int, list[dict[str, Any]]]], step: int,
+            switch_to: Callable[[int, Any], None]) -> None:
+    """The candidate cards of one step, drawn under it in the Editor's step list."""
+    if step not in cards:
+        return
+    sid, cs = cards[step]
+    with st.container(key=f"sg_at_step_{step}"):
+        for c in cs:
+            _card(eng, vid, sid, c, switch_to)
 
 
 def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:

@@ -152,3 +152,38 @@ def test_stop_halts_the_suggest_job_and_running_again_continues(toy, monkeypatch
     ok(at.button(key="sg_run_1").click().run())
     at = wait_job(at, 120)
     assert [c.state for c in db.latest(toy.store, 1).candidates] == ["verified", "verified"]
+
+
+def _drawn(at: AppTest) -> list[str]:
+    """Step captions ('Step N') and card headers ('#R · step N · ...'), in the order drawn."""
+    import re
+
+    out = []
+
+    def walk(node):
+        t = type(node).__name__
+        if t == "Caption" and re.fullmatch(r"Step \d+ · .*", node.value):
+            out.append(node.value.split(" · ")[0])
+        elif t == "Text" and re.match(r"#\d+ · step \d+ · ", node.value):
+            out.append(node.value)
+        for c in getattr(node, "children", {}).values():
+            walk(c)
+
+    walk(at._tree)
+    return out
+
+
+def test_each_card_is_drawn_under_its_step(toy, monkeypatch):
+    from agent import suggest as sg
+
+    agent = fail_episode(toy)
+    agent.critic = critic_json(IDLE, GOOD)
+    sg.suggest_version(toy.engine, 1, sg.Critic(), 3, sg.Verify(n=3))
+    at = open_editor(toy, monkeypatch, 1)
+    order = _drawn(at)
+    good = "#1 · step 2 · insert thought before · candidate 2"
+    idle = "#2 · step 1 · rewrite thought · candidate 1"
+    assert order.index(idle) == order.index("Step 1") + 1  # right under step 1, before step 2
+    assert order.index(good) == order.index("Step 2") + 1  # right under step 2, before step 3
+    assert order.count(good) == 1 and order.count(idle) == 1  # not again in the panel
+    assert at.get("vega_lite_chart")  # with its what-if bars
