@@ -187,3 +187,37 @@ def test_each_card_is_drawn_under_its_step(toy, monkeypatch):
     assert order.index(good) == order.index("Step 2") + 1  # right under step 2, before step 3
     assert order.count(good) == 1 and order.count(idle) == 1  # not again in the panel
     assert at.get("vega_lite_chart")  # with its what-if bars
+
+
+def test_experiments_page_starts_suggest_for_the_failures(scripted_llm, tmp_path, monkeypatch):
+    from react_editor.main import main
+    from sessions import jobs as jobs_db
+    from sessions.store import Store
+    from tests.suggest_agents import MAGIC, hotpot_fixer
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
+    scripted_llm.set_responder(hotpot_fixer([fix]))
+    db_ = str(tmp_path / "x.db")
+    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
+                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+
+    class Toy:  # what open_editor needs
+        db = tmp_path / "x.db"
+
+    at = open_editor(Toy, monkeypatch, 1)
+    at.switch_page("app_pages/experiments.py")
+    ok(at.run())
+    assert not [d for d in at.dataframe if "best candidate" in d.value.columns]  # nothing suggested yet
+    at.number_input(key="sg_x_n").set_value(4)
+    at.number_input(key="sg_x_limit").set_value(1)  # --limit 1
+    ok(at.button(key="sg_x_run_btn").click().run())
+    job = at.session_state["sg_x_run"]
+    assert job.finished.wait(60) and job.error is None
+    ok(at.run())
+    (df,) = [d for d in at.dataframe if "best candidate" in d.value.columns]
+    assert len(df.value) == 1 and df.value.iloc[0]["verdict"].startswith("proven: +100 points")
+    store = Store(db_)
+    row = jobs_db.get(store, job.id)  # a job like the others: `react-editor jobs` lists it
+    assert row.kind == "suggest" and row.state == "done" and row.experiment_id is not None
+    store.close()
