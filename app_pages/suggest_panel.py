@@ -301,6 +301,18 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
         st.session_state["sg_x_job"] = _resume_all(eng, made, name)
         st.success(f"Accepted {len(made)} fix(es) as new versions; they are resuming"
                    + (f" and join exemplar set {name} when they finish." if name else "."))
+        if name is not None and made:
+            _leak_caption(eng, exp_id, name, made)
+
+
+def _leak_caption(eng: Engine, exp_id: int, name: str, made: list[int]) -> None:
+    """The experiment's tasks leaked for the set once the accepted fixes join it (the rule of
+    the experiments, `agent.leakage`)."""
+    from sessions import experiments as xs
+
+    leaked = sg.leaked_for_set(eng, exp_id, name, made)
+    if leaked:
+        st.caption("Leakage: " + sg.leak_line(name, xs.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
 
 
 def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -> jobs.Handle | None:

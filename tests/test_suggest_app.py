@@ -115,6 +115,9 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     at.text_input(key="sg_x_set").set_value("fixes")
     ok(at.button(key="sg_x_accept").click().run())
     assert at.session_state["sg_x_job"].finished.wait(60)
+    tasks = [store.episode(store.version(r).episode_id).task.id for r in (1, 2)]
+    assert any(c.value.startswith(f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
+                                  f"experiment x: {', '.join(tasks)} - leaked") for c in at.caption)
     entries = sets.entries(store, "fixes")
     assert len(entries) == 2
     for e in entries:  # resumed to a success, then added to the set
