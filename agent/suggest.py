@@ -392,7 +392,8 @@ def candidate_json(c: db.Candidate, rank: int) -> dict[str, Any]:
     return {"number": c.number, "rank": rank, "step": c.step, "kind": c.kind, "text": c.text,
             "rationale": c.rationale, "leaks_answer": c.leaks_answer, "proven": bool(r.get("proven")),
             "verdict": words, "effect": r.get("effect"), "effect_ci95": r.get("effect_ci95"),
-            "p_value": r.get("p_value"), "control": r.get("control"), "treatment": r.get("treatment"),
+            "p_value": r.get("p_value"), "method": r.get("method"), "control": r.get("control"),
+            "treatment": r.get("treatment"),
             "cost": r.get("cost"), "state": c.state, "accepted_version": c.accepted_version}
 
 
