@@ -224,3 +224,48 @@ def test_experiments_page_starts_suggest_for_the_failures(scripted_llm, tmp_path
     row = jobs_db.get(store, job.id)  # a job like the others: `react-editor jobs` lists it
     assert row.kind == "suggest" and row.state == "done" and row.experiment_id is not None
     store.close()
+
+
+def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scripted_llm, tmp_path, monkeypatch):
+    from react_editor.main import main
+    from sessions import jobs as jobs_db
+    from sessions.store import Store
+    from tests.scripted_server import Reply
+    from tests.suggest_agents import MAGIC, hotpot_fixer
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
+    agent = hotpot_fixer([fix])
+    scripted_llm.set_responder(agent)
+    db_ = str(tmp_path / "x.db")
+    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
+                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    scripted_llm.set_responder(lambda body: Reply(text=agent(body), delay_s=0.05))
+
+    class Toy:  # what open_editor needs
+        db = tmp_path / "x.db"
+
+    at = open_editor(Toy, monkeypatch, 1)
+    at.switch_page("app_pages/experiments.py")
+    ok(at.run())
+    at.number_input(key="sg_x_n").set_value(10)
+    ok(at.button(key="sg_x_run_btn").click().run())
+    job = at.session_state["sg_x_run"]
+    deadline = time.time() + 30
+    while not job.detail and time.time() < deadline:  # some rollouts under way
+        time.sleep(0.05)
+    ok(at.run())
+    assert any("Press Stop" in p.proto.text for p in at.get("progress"))
+    ok(at.button(key="sg_x_stop").click().run())
+    assert job.finished.wait(30)
+    at = ok(at.run())
+    store = Store(db_)
+    assert jobs_db.get(store, job.id).state == "stopped"
+    scripted_llm.set_responder(agent)
+    ok(at.button(key="sg_x_run_btn").click().run())  # the form is back: the same run again continues
+    again = at.session_state["sg_x_run"]
+    assert again.id != job.id and again.finished.wait(120) and again.error is None
+    ok(at.run())
+    (df,) = [d for d in at.dataframe if "best candidate" in d.value.columns]
+    assert len(df.value) == 2 and all(v.startswith("proven: +100 points") for v in df.value["verdict"])
+    store.close()
