@@ -608,6 +608,8 @@ def earlier_steps(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tu
         part = older[w[0] - 1: w[1]]
         if window_label(w) != pick:
             st.html(overview.steps_html(ep.task.env, part, extras.signals, extras.tags))
+            for s in part:  # a suggested fix at a step drawn in this block: its card under the block
+                suggest_panel.at_step(eng, vid, extras.cards, s.index, switch_to)
             continue
         for s in part:
             render_step(s, v, extras)

@@ -269,3 +269,19 @@ def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scr
     (df,) = [d for d in at.dataframe if "best candidate" in d.value.columns]
     assert len(df.value) == 2 and all(v.startswith("proven: +100 points") for v in df.value["verdict"])
     store.close()
+
+
+def test_a_card_at_an_earlier_step_drawn_as_a_block_is_still_shown(toy, monkeypatch):
+    from agent import suggest as sg
+    from tests.suggest_agents import RoomAgent, cfg
+    from tests.toy_envs import ROOM_TASK
+
+    agent = RoomAgent()
+    toy.llm.set_responder(agent)
+    _, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=34))  # steps 1-4 are an earlier block
+    assert not toy.engine.run(v.id).success
+    agent.critic = critic_json(IDLE)
+    sg.suggest_version(toy.engine, v.id, sg.Critic(), 1, sg.Verify(n=1))
+    at = open_editor(toy, monkeypatch, 1)
+    assert "Step 1" not in _drawn(at)  # not drawn in full
+    assert _drawn(at).count("#1 · step 1 · rewrite thought · candidate 1") == 1
