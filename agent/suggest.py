@@ -392,7 +392,8 @@ def candidate_json(c: db.Candidate, rank: int) -> dict[str, Any]:
     return {"number": c.number, "rank": rank, "step": c.step, "kind": c.kind, "text": c.text,
             "rationale": c.rationale, "leaks_answer": c.leaks_answer, "proven": bool(r.get("proven")),
             "verdict": words, "effect": r.get("effect"), "effect_ci95": r.get("effect_ci95"),
-            "p_value": r.get("p_value"), "control": r.get("control"), "treatment": r.get("treatment"),
+            "p_value": r.get("p_value"), "method": r.get("method"), "control": r.get("control"),
+            "treatment": r.get("treatment"),
             "cost": r.get("cost"), "state": c.state, "accepted_version": c.accepted_version}
 
 
@@ -582,3 +583,31 @@ def accept_all_proven(engine: Engine, rows: list[dict[str, Any]], *, exemplar_se
         for vid in made:  # (the experiments' leakage rule applies to these entries like any other)
             sets.add_version(engine.store, exemplar_set, vid, by="suggest")
     return made
+
+
+def leaked_for_set(engine: Engine, experiment_id: int, exemplar_set: str,
+                   version_ids: Sequence[int] = ()) -> list[Any]:
+    """The experiment's tasks that leak for `exemplar_set` once `version_ids` are in it: the
+    experiments' one rule (`agent.leakage`: the set holds a trajectory of the task). A fix
+    accepted into a set is such a trajectory, so a run with the set warns about these tasks
+    (`--leave-out-leaked` leaves them out) and `experiment compare` leaves them out of its test."""
+    from agent import leakage
+    from sessions import experiments as xs
+
+    store = engine.store
+    keys = leakage.set_task_keys(store, exemplar_set)
+    keys |= {store.episode(store.version(v).episode_id).task.key for v in version_ids}
+    seen: dict[str, Any] = {}
+    for it in xs.items(store, experiment_id):
+        if it.task.key in keys:
+            seen.setdefault(it.task.key, it.task)
+    return list(seen.values())
+
+
+def leak_line(exemplar_set: str, experiment: str, tasks: list[Any]) -> str:
+    """What a person is told when accepted fixes join a set (one line, CLI and app alike)."""
+    from agent.leakage import describe
+
+    return (f"exemplar set {exemplar_set!r} now holds a trajectory of {len(tasks)} task(s) of experiment "
+            f"{experiment}: {describe(tasks)} - leaked for that set: a run with it warns about them "
+            "(--leave-out-leaked leaves them out) and `experiment compare` leaves them out of the paired test")

@@ -337,6 +337,7 @@ class StepExtras:
         ids = [cid for s in steps if s.source == "model" for cid in s.call_ids]
         self.calls = {c.id: c for c in store.calls(ids)} if ids else {}
         self.tags = ann.step_annotations(store, [s.id for s in steps])
+        self.cards = suggest_panel.by_step(eng, v.id, v)  # a failed version's suggested fixes, per step
         self.timing = bool(st.session_state.get("show_timing"))
 
 
@@ -625,9 +626,12 @@ def earlier_steps(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tu
         part = older[w[0] - 1: w[1]]
         if window_label(w) != pick:
             st.html(overview.steps_html(ep.task.env, part, extras.signals, extras.tags))
+            for s in part:  # a suggested fix at a step drawn in this block: its card under the block
+                suggest_panel.at_step(eng, vid, extras.cards, s.index, switch_to)
             continue
         for s in part:
             render_step(s, v, extras)
+            suggest_panel.at_step(eng, vid, extras.cards, s.index, switch_to)
             if edit_at == (vid, s.index):
                 step_panels(v, steps, s)
 
@@ -666,6 +670,7 @@ def steps_view(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tuple
         earlier_steps(v, steps, extras, edit_at, focus)
     for s in live:
         render_step(s, v, extras)
+        suggest_panel.at_step(eng, vid, extras.cards, s.index, switch_to)  # suggested fixes at their step
         if edit_at == (vid, s.index):
             step_panels(v, steps, s)
     for e in deleted_here(ep.task.env, v.edits, len(steps) + 1):

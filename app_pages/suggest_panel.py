@@ -3,7 +3,8 @@ verified by a what-if in a background job (progress, Stop), and the candidates s
 at their steps with the rationale and, once verified, the what-if bars and the verdict;
 Accept makes the edit as a new version and resumes it, Dismiss sets a card aside.
 
-The Editor calls `render` under the outcome box; everything here goes through
+The Editor calls `render` under the outcome box (the job's progress, Stop and the summary)
+and `at_step` under each step (that step's cards); everything here goes through
 `agent.suggest` (the CLI's `react-editor suggest` is the same library calls)."""
 
 from __future__ import annotations
@@ -118,15 +119,43 @@ def _progress(eng: Engine, job: jobs.Handle) -> None:
 
 
 def _cards(eng: Engine, vid: int, report: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:
+    """The summary; each card sits under its step (`at_step`), only one with no step is here."""
     first = report["first_failure_step"]
     marked = steps_marked(report)
     st.caption(f"First failure signal at step {first}." if first else "No step raised a failure signal.")
     if marked:
-        st.caption("Candidates at steps " + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items())))
+        st.caption("Candidates at steps " + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items()))
+                   + " — each card is under its step above (marked on the overview strip).")
     if not report["candidates"]:
         st.info("The critic proposed no edit.")
     for c in report["candidates"]:
-        _card(eng, vid, report["suggestion"], c, switch_to)
+        if c["step"] is None:
+            _card(eng, vid, report["suggestion"], c, switch_to)
+
+
+def by_step(eng: Engine, vid: int, v: Any) -> dict[int, tuple[int, list[dict[str, Any]]]]:
+    """{step: (suggestion id, its candidates best first)} of the version's latest
+    suggestions, read once per draw; empty unless the version failed."""
+    s = db.latest(eng.store, vid) if failed(v) else None
+    if s is None:
+        return {}
+    report = sg.report(s)
+    out: dict[int, tuple[int, list[dict[str, Any]]]] = {}
+    for c in report["candidates"]:
+        if c["step"] is not None:
+            out.setdefault(c["step"], (report["suggestion"], []))[1].append(c)
+    return out
+
+
+def at_step(eng: Engine, vid: int, cards: dict[int, tuple[int, list[dict[str, Any]]]], step: int,
+            switch_to: Callable[[int, Any], None]) -> None:
+    """The candidate cards of one step, drawn under it in the Editor's step list."""
+    if step not in cards:
+        return
+    sid, cs = cards[step]
+    with st.container(key=f"sg_at_step_{step}"):
+        for c in cs:
+            _card(eng, vid, sid, c, switch_to)
 
 
 def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:
@@ -177,13 +206,82 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _start_experiment(eng: Engine, exp_id: int, k: int, n: int, limit: int | None,
+                      critic_model: str | None) -> jobs.Handle:
+    """`suggest --experiment ID --where failed [--limit M]` as one background job: each
+    failure claimed once, a finished one never redone (a rerun continues), Stop halts it."""
+    path, api_key = eng.store.file, eng.api_key
+    critic = sg.Critic(model=critic_model or None)
+
+    def work(h: jobs.Handle) -> dict[str, Any]:
+        w = Engine(Store(path, create=False), api_key=api_key)
+        try:
+            _, rows = sg.experiment_rows(w, exp_id, critic, k, n, limit)
+            h.progress(done=0, total=len(rows))
+            how = sg.Verify(n=n, stop=h.stop,
+                            on_progress=lambda done, total: h.progress(detail=f"{done}/{total} rollouts"))
+            done = sg.suggest_experiment(w, rows, critic, how, h.id,
+                                         lambda s: h.progress(done=h.done_n + 1, total=len(rows)))
+            return sg.experiment_report(w, exp_id, [sg.failure_row(w, s) for s in done])
+        finally:
+            w.store.close()
+
+    tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
+    return jobs.start(eng.store, "suggest", work, experiment_id=exp_id, session=tab,
+                      target=f"suggest for the failures of experiment {exp_id}")
+
+
+def _experiment_progress(eng: Engine, job: jobs.Handle) -> None:
+    if job.finished.is_set():
+        st.rerun()
+    total = job.total or 0
+    st.progress(job.done_n / total if total else 0.0,
+                text=f"Suggesting and verifying fixes: {job.done_n}/{total} failures"
+                + (f" ({job.detail})" if job.detail else "") + ". Press Stop to halt; starting again continues.")
+    if st.button("Stop", key="sg_x_stop"):
+        jobs.stop(eng.store, job.id)
+
+
+def experiment_start(eng: Engine, exp_id: int) -> bool:
+    """The form that starts `suggest --experiment` (or its progress and Stop while it runs);
+    True while the job runs."""
+    job: jobs.Handle | None = st.session_state.get("sg_x_run")
+    if job is not None and st.session_state.get("sg_x_exp") != exp_id:
+        job = None
+    if job is not None and not job.finished.is_set():
+        st.fragment(run_every=TICK_S)(_experiment_progress)(eng, job)
+        return True
+    if job is not None and job.error is not None:
+        if not isinstance(job.error, ERRORS):
+            raise job.error
+        st.error(str(job.error).splitlines()[0])
+    c = st.columns([1, 1, 1, 2])
+    k = c[0].number_input("Candidates", min_value=1, max_value=sg.MAX_CANDIDATES, value=3, key="sg_x_k")
+    n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key="sg_x_n")
+    m = c[2].number_input("Failures (0: all)", min_value=0, value=0, key="sg_x_limit")
+    model = c[3].text_input("Critic model (empty: each version's own)", key="sg_x_model")
+    if st.button("Suggest fixes for the failures", key="sg_x_run_btn", type="primary"):
+        try:
+            st.session_state["sg_x_run"] = _start_experiment(eng, exp_id, int(k), int(n), int(m) or None, model.strip())
+        except ERRORS as exc:
+            st.error(str(exc).splitlines()[0])
+            return False
+        st.session_state["sg_x_exp"] = exp_id
+        st.rerun()
+    return False
+
+
 def experiment_panel(eng: Engine, exp_id: int) -> None:
-    """Suggested fixes of an experiment's failures (`react-editor suggest --experiment`), and
-    "Accept all proven" (optionally adding the new versions to an exemplar set)."""
-    rows = experiment_rows(eng, exp_id)
+    """Suggested fixes of an experiment's failures (`react-editor suggest --experiment`):
+    start the job, its table, and "Accept all proven" (optionally adding the new versions
+    to an exemplar set)."""
     st.subheader("Suggested fixes")
+    if experiment_start(eng, exp_id):
+        return
+    rows = experiment_rows(eng, exp_id)
     if not rows:
-        st.caption("None yet: `react-editor suggest --experiment NAME --where failed` proposes and proves fixes.")
+        st.caption("None yet: the button above (or `react-editor suggest --experiment NAME --where failed`) "
+                   "proposes and proves fixes.")
         return
     st.dataframe(table(rows), hide_index=True, key="sg_x_table")
     proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and r["best"]["state"] != "accepted"]
@@ -203,6 +301,18 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
         st.session_state["sg_x_job"] = _resume_all(eng, made, name)
         st.success(f"Accepted {len(made)} fix(es) as new versions; they are resuming"
                    + (f" and join exemplar set {name} when they finish." if name else "."))
+        if name is not None and made:
+            _leak_caption(eng, exp_id, name, made)
+
+
+def _leak_caption(eng: Engine, exp_id: int, name: str, made: list[int]) -> None:
+    """The experiment's tasks leaked for the set once the accepted fixes join it (the rule of
+    the experiments, `agent.leakage`)."""
+    from sessions import experiments as xs
+
+    leaked = sg.leaked_for_set(eng, exp_id, name, made)
+    if leaked:
+        st.caption("Leakage: " + sg.leak_line(name, xs.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
 
 
 def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -> jobs.Handle | None:

@@ -193,6 +193,8 @@ def _experiment(args: argparse.Namespace) -> int:
         progress("warning: some failures are unfinished or held by another job - run the same command again")
     if args.accept_all_proven:
         data["accepted"] = _accept_all(args, engine, data["failures"])
+        if args.exemplar_set:
+            _leak_warning(args, engine, exp_id, data)
     emit(args, data, lambda: _table(data))
     return 0
 
@@ -203,6 +205,17 @@ def _accept_all(args: argparse.Namespace, engine, failures: list) -> list[int]:
 
     return accept_all_proven(engine, failures, exemplar_set=args.exemplar_set,
                              resume=lambda vid: _run_job(engine, vid, None, lambda rep: None))
+
+
+def _leak_warning(args: argparse.Namespace, engine, exp_id: int, data: dict) -> None:
+    """The experiment's tasks the set now holds a trajectory of (the leakage rule), on stderr
+    and in the JSON as `leaked`."""
+    from agent.suggest import leak_line, leaked_for_set
+
+    leaked = leaked_for_set(engine, exp_id, args.exemplar_set)
+    data["leaked"] = [t.id for t in leaked]
+    if leaked:
+        sys.stderr.write(f"warning: {leak_line(args.exemplar_set, args.experiment, leaked)}\n")
 
 
 def _table(data: dict) -> str:

@@ -297,9 +297,17 @@ def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exem
     capsys.readouterr()
     with closing(Store(db_)) as store:
         sets.create_set(store, "fixes", "hotpotqa")
-    out = cli_json(capsys, "suggest", "--experiment", "x", "--where", "failed", "--limit", "1", "--verify", "5",
-                   "--accept-all-proven", "--exemplar-set", "fixes", "--db", db_)
+    code, text, err = cli(capsys, "suggest", "--experiment", "x", "--where", "failed", "--limit", "1", "--verify",
+                          "5", "--accept-all-proven", "--exemplar-set", "fixes", "--db", db_, "--json")
+    assert code == 0, err
+    out = json.loads(text)
     (row,) = out["failures"]
+    with closing(Store(db_)) as store:
+        task = store.episode(row["episode"]).task.id
+    # the leakage rule of the experiments: that task of x is now leaked for the set, and the person is told
+    assert out["leaked"] == [task]
+    assert (f"warning: exemplar set 'fixes' now holds a trajectory of 1 task(s) of experiment x: {task} - "
+            "leaked for that set") in err
     assert row["proven"] and row["best"]["number"] == 2 and row["where"] is None  # no signal on a lone Finish
     assert out["proven"] == 1 and out["cost_per_proven_fix"]["calls"] == row["cost"]["calls"] > 0
     (made,) = out["accepted"]

@@ -115,6 +115,9 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     at.text_input(key="sg_x_set").set_value("fixes")
     ok(at.button(key="sg_x_accept").click().run())
     assert at.session_state["sg_x_job"].finished.wait(60)
+    tasks = [store.episode(store.version(r).episode_id).task.id for r in (1, 2)]
+    assert any(c.value.startswith(f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
+                                  f"experiment x: {', '.join(tasks)} - leaked") for c in at.caption)
     entries = sets.entries(store, "fixes")
     assert len(entries) == 2
     for e in entries:  # resumed to a success, then added to the set
@@ -152,3 +155,133 @@ def test_stop_halts_the_suggest_job_and_running_again_continues(toy, monkeypatch
     ok(at.button(key="sg_run_1").click().run())
     at = wait_job(at, 120)
     assert [c.state for c in db.latest(toy.store, 1).candidates] == ["verified", "verified"]
+
+
+def _drawn(at: AppTest) -> list[str]:
+    """Step captions ('Step N') and card headers ('#R · step N · ...'), in the order drawn."""
+    import re
+
+    out = []
+
+    def walk(node):
+        t = type(node).__name__
+        if t == "Caption" and re.fullmatch(r"Step \d+ · .*", node.value):
+            out.append(node.value.split(" · ")[0])
+        elif t == "Text" and re.match(r"#\d+ · step \d+ · ", node.value):
+            out.append(node.value)
+        for c in getattr(node, "children", {}).values():
+            walk(c)
+
+    walk(at._tree)
+    return out
+
+
+def test_each_card_is_drawn_under_its_step(toy, monkeypatch):
+    from agent import suggest as sg
+
+    agent = fail_episode(toy)
+    agent.critic = critic_json(IDLE, GOOD)
+    sg.suggest_version(toy.engine, 1, sg.Critic(), 3, sg.Verify(n=3))
+    at = open_editor(toy, monkeypatch, 1)
+    order = _drawn(at)
+    good = "#1 · step 2 · insert thought before · candidate 2"
+    idle = "#2 · step 1 · rewrite thought · candidate 1"
+    assert order.index(idle) == order.index("Step 1") + 1  # right under step 1, before step 2
+    assert order.index(good) == order.index("Step 2") + 1  # right under step 2, before step 3
+    assert order.count(good) == 1 and order.count(idle) == 1  # not again in the panel
+    assert at.get("vega_lite_chart")  # with its what-if bars
+
+
+def test_experiments_page_starts_suggest_for_the_failures(scripted_llm, tmp_path, monkeypatch):
+    from react_editor.main import main
+    from sessions import jobs as jobs_db
+    from sessions.store import Store
+    from tests.suggest_agents import MAGIC, hotpot_fixer
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
+    scripted_llm.set_responder(hotpot_fixer([fix]))
+    db_ = str(tmp_path / "x.db")
+    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
+                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+
+    class Toy:  # what open_editor needs
+        db = tmp_path / "x.db"
+
+    at = open_editor(Toy, monkeypatch, 1)
+    at.switch_page("app_pages/experiments.py")
+    ok(at.run())
+    assert not [d for d in at.dataframe if "best candidate" in d.value.columns]  # nothing suggested yet
+    at.number_input(key="sg_x_n").set_value(4)
+    at.number_input(key="sg_x_limit").set_value(1)  # --limit 1
+    ok(at.button(key="sg_x_run_btn").click().run())
+    job = at.session_state["sg_x_run"]
+    assert job.finished.wait(60) and job.error is None
+    ok(at.run())
+    (df,) = [d for d in at.dataframe if "best candidate" in d.value.columns]
+    assert len(df.value) == 1 and df.value.iloc[0]["verdict"].startswith("proven: +100 points")
+    store = Store(db_)
+    row = jobs_db.get(store, job.id)  # a job like the others: `react-editor jobs` lists it
+    assert row.kind == "suggest" and row.state == "done" and row.experiment_id is not None
+    store.close()
+
+
+def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scripted_llm, tmp_path, monkeypatch):
+    from react_editor.main import main
+    from sessions import jobs as jobs_db
+    from sessions.store import Store
+    from tests.scripted_server import Reply
+    from tests.suggest_agents import MAGIC, hotpot_fixer
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
+    agent = hotpot_fixer([fix])
+    scripted_llm.set_responder(agent)
+    db_ = str(tmp_path / "x.db")
+    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
+                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    scripted_llm.set_responder(lambda body: Reply(text=agent(body), delay_s=0.05))
+
+    class Toy:  # what open_editor needs
+        db = tmp_path / "x.db"
+
+    at = open_editor(Toy, monkeypatch, 1)
+    at.switch_page("app_pages/experiments.py")
+    ok(at.run())
+    at.number_input(key="sg_x_n").set_value(10)
+    ok(at.button(key="sg_x_run_btn").click().run())
+    job = at.session_state["sg_x_run"]
+    deadline = time.time() + 30
+    while not job.detail and time.time() < deadline:  # some rollouts under way
+        time.sleep(0.05)
+    ok(at.run())
+    assert any("Press Stop" in p.proto.text for p in at.get("progress"))
+    ok(at.button(key="sg_x_stop").click().run())
+    assert job.finished.wait(30)
+    at = ok(at.run())
+    store = Store(db_)
+    assert jobs_db.get(store, job.id).state == "stopped"
+    scripted_llm.set_responder(agent)
+    ok(at.button(key="sg_x_run_btn").click().run())  # the form is back: the same run again continues
+    again = at.session_state["sg_x_run"]
+    assert again.id != job.id and again.finished.wait(120) and again.error is None
+    ok(at.run())
+    (df,) = [d for d in at.dataframe if "best candidate" in d.value.columns]
+    assert len(df.value) == 2 and all(v.startswith("proven: +100 points") for v in df.value["verdict"])
+    store.close()
+
+
+def test_a_card_at_an_earlier_step_drawn_as_a_block_is_still_shown(toy, monkeypatch):
+    from agent import suggest as sg
+    from tests.suggest_agents import RoomAgent, cfg
+    from tests.toy_envs import ROOM_TASK
+
+    agent = RoomAgent()
+    toy.llm.set_responder(agent)
+    _, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=34))  # steps 1-4 are an earlier block
+    assert not toy.engine.run(v.id).success
+    agent.critic = critic_json(IDLE)
+    sg.suggest_version(toy.engine, v.id, sg.Critic(), 1, sg.Verify(n=1))
+    at = open_editor(toy, monkeypatch, 1)
+    assert "Step 1" not in _drawn(at)  # not drawn in full
+    assert _drawn(at).count("#1 · step 1 · rewrite thought · candidate 1") == 1
