@@ -81,6 +81,23 @@ def _next(ended: "queue.SimpleQueue[Future]") -> Future:
             continue
 
 
+def _finished(ended: queue.SimpleQueue, running: dict[Future, Any], stop: threading.Event | None) -> list[Future]:
+    """The futures that ended: waits for one, then takes all that are ready (a queue the
+    futures put themselves on: no O(concurrency) wait). Ctrl-C: jobs that watch `stop` end
+    early, the queued ones are cancelled, and it propagates."""
+    try:
+        finished = [_next(ended)]
+    except KeyboardInterrupt:
+        if stop is not None:
+            stop.set()
+        for fut in running:
+            fut.cancel()
+        raise
+    while not ended.empty():
+        finished.append(ended.get_nowait())
+    return finished
+
+
 def run_batch(
     keys: Sequence[Any],
     work: Callable[[Any], Any],
@@ -116,17 +133,7 @@ def run_batch(
                 fut.add_done_callback(ended.put)
             if not running:
                 break
-            try:
-                finished = [_next(ended)]  # (a queue the futures put themselves on: no O(concurrency) wait)
-            except KeyboardInterrupt:  # Ctrl-C: jobs that watch `stop` end early, then it propagates
-                if stop is not None:
-                    stop.set()
-                for fut in running:
-                    fut.cancel()
-                raise
-            while not ended.empty():
-                finished.append(ended.get_nowait())
-            for fut in finished:
+            for fut in _finished(ended, running, stop):
                 n, key = running.pop(fut)
                 exc = fut.exception()
                 res = JobResult(key, True, fut.result()) if exc is None else JobResult(key, False, error=_one_line(exc))

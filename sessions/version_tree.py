@@ -291,19 +291,7 @@ class VersionTreeMixin:
                 )
                 out.append(row)
                 parent = row.id
-            sets = ["leaf_step_id = ?", "updated_at = ?"]
-            params: list[Any] = [parent, now()]
-            if status is not None:
-                sets.append("status = ?")
-                params.append(status)
-            if outcome is not None:
-                sets.append("outcome = ?")
-                params.append(_j(outcome))
-            if error is not ...:
-                sets.append("error = ?")
-                params.append(error)
-            if clear_draft:
-                sets.append("draft_thought = null, draft_edit = null")
+            sets, params = _leaf_update(parent, status, outcome, error, clear_draft)
             try:
                 cur = self.db.execute(f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
                                       params + [version_id, v.leaf_step_id])
@@ -431,3 +419,23 @@ def _written(v: Version, leaf: int | None, updated_at: str, status: str | None, 
     if clear_draft:
         upd.update(draft_thought=None, draft_edit=None)
     return v.model_copy(update=upd)
+
+
+def _leaf_update(leaf: int | None, status: str | None, outcome: Outcome | None, error: Any,
+                 clear_draft: bool) -> tuple[list[str], list[Any]]:
+    """The SET clauses and parameters that move a version's leaf with the fields a step
+    writes beside it (`error` is `...` when untouched)."""
+    sets = ["leaf_step_id = ?", "updated_at = ?"]
+    params: list[Any] = [leaf, now()]
+    if status is not None:
+        sets.append("status = ?")
+        params.append(status)
+    if outcome is not None:
+        sets.append("outcome = ?")
+        params.append(_j(outcome))
+    if error is not ...:
+        sets.append("error = ?")
+        params.append(error)
+    if clear_draft:
+        sets.append("draft_thought = null, draft_edit = null")
+    return sets, params
