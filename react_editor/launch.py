@@ -14,9 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
-import urllib.request
-import webbrowser
 from pathlib import Path
 
 from react_editor.common import CliError
@@ -53,6 +50,8 @@ def streamlit_argv(address: str, port: int) -> list[str]:
 def _secrets() -> dict:
     """Streamlit's secrets as the app will read them (the project folder's, then the home
     folder's .streamlit/secrets.toml; the first one wins per table)."""
+    import tomllib  # (here: every other command starts without it)
+
     found: dict = {}
     for path in (Path.cwd() / ".streamlit" / "secrets.toml", Path.home() / ".streamlit" / "secrets.toml"):
         try:
@@ -104,6 +103,9 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 def _open_when_up(base: str, url: str, wait_s: float = 60.0) -> None:
     """Open `url` in the browser once the server answers (as Jupyter does)."""
+    import urllib.request
+    import webbrowser
+
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
