@@ -255,3 +255,17 @@ def run_command(args: argparse.Namespace) -> int:
             os.dup2(devnull, sys.stdout.fileno())
             return 0
         raise
+
+
+def rollout_progress(handle=None) -> Callable[[int, int], None]:
+    """Rollout progress for a job (`handle`) and, on a terminal only, as a line on stderr
+    (when not watched, stderr stays one line: the error, if any)."""
+    show = sys.stderr.isatty()
+
+    def on_progress(done: int, total: int) -> None:
+        if handle is not None:
+            handle.progress(done=done, total=total)
+        if show:
+            progress(f"  {done}/{total} rollouts")
+
+    return on_progress

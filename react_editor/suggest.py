@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor.common import CliError, add_common, check_url, emit, progress
+from react_editor.common import CliError, add_common, check_url, emit, progress, rollout_progress
 from react_editor.core import episode_ref, open_engine, version_of
 
 
@@ -50,14 +50,7 @@ def _critic(args: argparse.Namespace):
 def _how(args: argparse.Namespace, h=None):
     from agent.suggest import Verify
 
-    show = sys.stderr.isatty()
-
-    def on_progress(done: int, total: int) -> None:
-        if h is not None:
-            h.progress(done=done, total=total)
-        if show:
-            progress(f"  {done}/{total} rollouts")
-
+    on_progress = rollout_progress(h)
     if args.concurrency < 1:
         raise CliError(f"the concurrency must be at least 1 (got {args.concurrency})")
     how = Verify(n=args.verify, temperature=args.temperature, concurrency=args.concurrency, on_progress=on_progress)

@@ -10,7 +10,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any
 
-from react_editor.common import CliError, JobStopped, add_common, emit, progress, version_ref, version_refs
+from react_editor.common import CliError, JobStopped, add_common, emit, progress, rollout_progress, version_ref, version_refs
 from react_editor.core import check_model_flags, model_flags, open_engine, version_of
 
 
@@ -102,15 +102,7 @@ def _as_job(engine, kind: str, vid: int, target: str, work):
 def _kw(args: argparse.Namespace, stop: threading.Event, h=None) -> dict[str, Any]:
     """Runner options; progress only on a terminal (when not watched, stderr stays one
     line: the error, if any)."""
-    show = sys.stderr.isatty()
-
-    def on_progress(done: int, total: int) -> None:
-        if h is not None:
-            h.progress(done=done, total=total)
-        if show:
-            progress(f"  {done}/{total} rollouts")
-
-    return {"concurrency": args.concurrency, "on_progress": on_progress, "stop": stop}
+    return {"concurrency": args.concurrency, "on_progress": rollout_progress(h), "stop": stop}
 
 
 def _check(run) -> None:
