@@ -55,3 +55,79 @@ def toy(monkeypatch, tmp_path, scripted_llm):
     t.db = tmp_path / "t.db"
     yield t
     store.close()
+
+
+# -- the Streamlit app through AppTest (helpers: tests/app_helpers.py) -----------------------
+
+@pytest.fixture
+def app(toy, monkeypatch):
+    """(toy, make) - `make(page, **query)` returns an AppTest that has run `page`."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app_helpers import APP
+
+    monkeypatch.setenv("REACT_EDITOR_DB", str(toy.db))
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "REACT_EDITOR_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()
+
+    def make(page: str | None = None, **query) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=30)
+        if page:
+            at.switch_page(f"app_pages/{page}.py")
+        for k, v in query.items():
+            at.query_params[k] = str(v)
+        at.run()
+        assert not at.exception, at.exception
+        return at
+
+    yield toy, make
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch, scripted_llm):
+    """The Experiments page over a fresh database: (make, db path, scripted model server).
+    (tests/e2e/ has its own `page`, a browser page.)"""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app_helpers import APP
+
+    db = tmp_path / "app.db"
+    monkeypatch.setenv("REACT_EDITOR_DB", str(db))
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_BASE_URL", scripted_llm.base_url)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    st.cache_resource.clear()
+
+    def make() -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=30)
+        at.switch_page("app_pages/experiments.py")
+        at.run()
+        assert not at.exception, at.exception
+        return at
+
+    yield make, db, scripted_llm
+    st.cache_resource.clear()
+
+
+# -- a local static file server for the dataset downloads ----------------------------------
+
+@pytest.fixture
+def file_server(tmp_path):
+    """(root dir, base URL) of an HTTP server on 127.0.0.1 serving `root`."""
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = partial(SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()

@@ -12,7 +12,7 @@ from trajectory import formats as fmt
 from react_editor.main import main as cli
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
-from tests.test_export_support import ROOM_SCRIPT, WIKI_SCRIPT, cfg
+from tests.export_support import ROOM_SCRIPT, WIKI_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 FIX = "CORRECTED: the mug is in cabinet 1, which I must open first."

@@ -3,95 +3,11 @@ toy environments (tests/toy_envs.py) with the scripted model server as the model
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-import streamlit as st
-from streamlit.testing.v1 import AppTest
-
 from sessions import jobs as jobs_db
-from trajectory.records import AgentConfig
+from tests.app_helpers import (EVIL, WIN, _open_edit, _won, box, cfg, click, markdownish, ok, opened, take, texts,
+                               version_box)
 from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
-
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-EVIL = '<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evil)'
-WIN = [" think: I need a mug; it may be in the cabinet.", " go to cabinet 1", " open cabinet 1",
-       " take mug 1 from cabinet 1", " go to table 1", " put mug 1 in/on table 1"]
-
-
-@pytest.fixture
-def app(toy, monkeypatch):
-    """(toy, make) - `make(page, **query)` returns an AppTest that has run `page`."""
-    monkeypatch.setenv("REACT_EDITOR_DB", str(toy.db))
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "REACT_EDITOR_MODEL"):
-        monkeypatch.delenv(var, raising=False)
-    st.cache_resource.clear()
-
-    def make(page: str | None = None, **query) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=30)
-        if page:
-            at.switch_page(f"app_pages/{page}.py")
-        for k, v in query.items():
-            at.query_params[k] = str(v)
-        at.run()
-        assert not at.exception, at.exception
-        return at
-
-    yield toy, make
-    st.cache_resource.clear()
-
-
-def cfg(llm, **kw) -> AgentConfig:
-    return AgentConfig(**{"model": "scripted-model", "base_url": llm.base_url, "max_retries": 1, "timeout_s": 5, **kw})
-
-
-def texts(at) -> list[str]:
-    return [t.value for t in at.text]
-
-
-def markdownish(at) -> list[str]:
-    """Everything rendered through markdown (markdown, captions, alerts, titles)."""
-    out = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    out += [e.value for e in at.error] + [e.value for e in at.warning] + [e.value for e in at.info]
-    out += [e.value for e in at.success] + [t.value for t in at.title] + [s.value for s in at.subheader]
-    return out
-
-
-def box(at, label: str):
-    """The one selectbox with this label (selector keys carry their labels' state)."""
-    (found,) = [s for s in at.selectbox if s.label == label]
-    return found
-
-
-def version_box(at):
-    return box(at, "Version")
-
-
-def ok(at) -> AppTest:
-    assert not at.exception, at.exception
-    return at
-
-
-def click(at, key: str) -> AppTest:
-    return ok(at.button(key=key).click().run())
-
-
-def opened(toy, make, *script: str, task=ROOM_TASK, human: bool = False):
-    """A new episode (the model scripted with `script`) open in the Editor, optionally in
-    human agent mode: (episode, version, AppTest)."""
-    toy.llm.push(*script)
-    ep, v = toy.engine.start_episode(task, cfg(toy.llm))
-    at = make("editor", episode=ep.id)
-    if human:
-        at.toggle(key="human_mode").set_value(True).run()
-    return ep, v, at
-
-
-def take(at, box: str, text: str) -> AppTest:
-    """Type `text` into a human-mode box and press "Take this step"."""
-    at.text_area(key=box).set_value(text)
-    return click(at, "h_submit")
 
 
 # ---------------------------------------------------------------------- episodes / settings
@@ -301,17 +217,6 @@ def test_untrusted_text_is_never_interpreted(app):
 
 
 # ---------------------------------------------------------------------- editor: edits
-
-
-def _won(toy):
-    toy.llm.push(*WIN)
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
-    toy.engine.run(v.id)
-    return ep, v
-
-
-def _open_edit(at, vid, k):
-    return click(at, f"editbtn_{vid}_{k}")
 
 
 def test_edit_thought_keep_later_steps(app):

@@ -5,7 +5,6 @@ refuses to serve on a non-loopback address unless asked to."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,30 +16,10 @@ import streamlit as st
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
+from tests.launch_helpers import free_port, listening
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def listening(port: int) -> list[str]:
-    """Local addresses of listening TCP sockets on `port` (from /proc/net/tcp and tcp6)."""
-    found = []
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(name).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            local, state = line.split()[1], line.split()[3]
-            addr, p = local.split(":")
-            if int(p, 16) == port and state == "0A":
-                found.append(addr)
-    return found
 
 
 def test_react_editor_app_listens_on_loopback_from_any_folder(tmp_path):

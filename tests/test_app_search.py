@@ -7,7 +7,7 @@ from __future__ import annotations
 from sessions import annotations as ann
 from app_pages.search_box import hit_html
 from app_pages.signal_badges import badge_text
-from tests.test_app import app, cfg, click, markdownish, ok, texts  # noqa: F401  (app is a fixture)
+from tests.app_helpers import cfg, click, markdownish, ok, texts
 from tests.toy_envs import ROOM_TASK
 
 EVIL_ACTION = "go to <script>alert(1)</script> 1"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 
 from tests.scripted_server import Reply
-from tests.test_app import app, click, markdownish, texts  # noqa: F401 - `app` is a fixture
+from tests.app_helpers import click, markdownish, texts
 
 INJECT = "![x](http://evil.example/x.png) [link](http://evil.example)"
 SECRET = "hunter2-pass"
@@ -40,7 +40,7 @@ def test_model_name_in_the_settings_banner_is_plain_text(app):
 
 def test_model_error_text_is_plain_text_in_the_editor(app):
     toy, make = app
-    from tests.test_app import cfg
+    from tests.app_helpers import cfg
     from tests.toy_envs import ROOM_TASK
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_retries=0))
@@ -75,7 +75,7 @@ def test_new_episodes_from_the_app_use_shorter_model_timeouts(app):
 
 def test_a_cut_completion_is_said_in_the_editor(app):
     toy, make = app
-    from tests.test_app import cfg
+    from tests.app_helpers import cfg
     from tests.toy_envs import ROOM_TASK
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))

@@ -12,7 +12,7 @@ from app_pages import stepjobs
 from sessions import annotations as ann
 from sessions import jobs as jobs_db
 from tests.scripted_server import Reply
-from tests.test_app import WIN, app, cfg, click, ok, opened, texts  # noqa: F401  (app is a fixture)
+from tests.app_helpers import WIN, cfg, click, ok, opened, texts
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,23 +5,13 @@ paths; an edit + resume; a second process resuming by replay."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from react_editor.main import main
-from envs.alfworld.wording import to_wording
-from envs.registry import family
+from tests.alfworld_helpers import first_task, walkthrough
 
 from envs.alfworld.generate import TASK_TYPES as TYPES
-
-
-def first_task(task_type: str):
-    return next(t for t in family("alfworld").list_tasks(source="builtin") if t.type == task_type)
-
-
-def walkthrough(task, wording="paper") -> list[str]:
-    return [to_wording(c, wording) for c in json.loads(Path(task.data["game"]).read_text())["walkthrough"]]
 
 
 def run_json(capsys, *argv) -> dict:

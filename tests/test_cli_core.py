@@ -3,34 +3,18 @@ subprocess killed with SIGKILL mid-run (crash safety)."""
 
 from __future__ import annotations
 
-import json
 import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from react_editor.main import main
 from tests.scripted_server import Reply
-from tests.test_engine import ROOM_SCRIPT
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def cli_json(capsys, *argv: str):
-    code, out, err = cli(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from tests.cli_helpers import CHILD, ROOT, cli, cli_json
+from tests.engine_scripts import ROOM_SCRIPT
 
 
 @pytest.fixture
@@ -108,22 +92,6 @@ def test_not_our_database(tmp_path, capsys):
     code, out, err = cli(capsys, "versions", "1", "--db", str(p))
     assert code == 2 and "not a ReAct Editor database" in err
     assert p.read_bytes() == raw
-
-
-CHILD = textwrap.dedent(
-    """
-    import sys
-    sys.path.insert(0, {root!r})
-    import envs.registry as base
-    from agent import exemplars
-    from tests import toy_envs
-    fams = toy_envs.families(); fams.pop("made")
-    base._FAMILIES.update(fams)
-    exemplars.builtin_prompt_dict = lambda env: toy_envs.ROOM_EXEMPLARS
-    from react_editor.main import main
-    sys.exit(main(sys.argv[1:]))
-    """
-)
 
 
 def test_sigkill_mid_run_keeps_every_completed_step(tmp_path, scripted_llm):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agent.engine import EngineError, ModelCallFailed
-from trajectory.records import AgentConfig
+from tests.engine_scripts import ROOM_SCRIPT, WIKI_SCRIPT, cfg
 from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_EXEMPLARS, ROOM_TASK, WIKI_EXEMPLARS, WIKI_TASK, ToyRoom, ToyWiki
 
@@ -17,10 +17,6 @@ HOTPOT_INSTRUCTION = """Solve a question answering task with interleaving Though
 (3) Finish[answer], which returns the answer and finishes the task.
 Here are some examples.
 """
-
-
-def cfg(llm, **kw) -> AgentConfig:
-    return AgentConfig(model="scripted-model", base_url=llm.base_url, max_retries=2, timeout_s=5, **kw)
 
 
 def notebook_alfworld(completions: list[str], d: dict, v: str, ob: str) -> list[str]:
@@ -42,16 +38,6 @@ def notebook_alfworld(completions: list[str], d: dict, v: str, ob: str) -> list[
         if res.done:
             break
     return sent
-
-
-ROOM_SCRIPT = [
-    " think: To solve the task, I need to find a mug, then put it in table 1. ",
-    " go to cabinet 1",
-    " open cabinet 1",
-    " take mug 1 from cabinet 1",
-    " go to table 1",
-    " put mug 1 in/on table 1",
-]
 
 
 def test_alfworld_run_sends_the_notebook_prompts_and_wins(toy):
@@ -100,15 +86,6 @@ def notebook_webthink(replies: list[str], question: str, examples: str) -> list[
         if res.done:
             break
     return sent
-
-
-WIKI_SCRIPT = [
-    " I need to search Velmora, find its capital, then find when it was founded.\nAction 1: Search[Velmora]\nObservation 1: (the model hallucinates this)",
-    " The capital is Marrowgate. I need to look it up.",  # no action: the paper's fallback
-    " Search[Marrowgate]",
-    " Marrowgate has a founding year. Let me look up founded.\nAction 3: Lookup[founded]",
-    " It was founded in 1650, so the answer is 1650.\nAction 4: Finish[1650]",
-]
 
 
 def test_wiki_react_matches_notebook_incl_fallback(toy):

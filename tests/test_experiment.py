@@ -18,7 +18,8 @@ from react_editor.main import main
 from sessions import experiments as xs
 from sessions.store import Store
 from tests.experiment_agents import alfworld_agent, wiki_agent
-from tests.scripted_server import Reply, ScriptedLLM
+from tests.cli_helpers import run_args
+from tests.scripted_server import Reply
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "envs" / "wikipedia" / "corpus"
@@ -38,10 +39,6 @@ def cli(capsys, *argv) -> tuple[int, dict | list | None, str]:
     out, err = capsys.readouterr()
     lines = [ln for ln in out.splitlines() if ln.strip()]
     return code, (json.loads(lines[-1]) if lines else None), err
-
-
-def run_args(llm: ScriptedLLM, db: Path, *extra) -> list:
-    return ["experiment", "run", "--model", "m", "--base-url", llm.base_url, "--db", db, "--json", *extra]
 
 
 def half_right(rows, key="question", gold="answer") -> dict:
@@ -81,7 +78,6 @@ def test_run_and_show_follow_the_json_contract(tmp_path, capsys, scripted_llm):
 
     code, listed, _ = cli(capsys, "experiment", "list", "--db", db, "--json")
     assert code == 0 and [e["name"] for e in listed] == ["first"]
-
 
 
 def test_rerunning_a_finished_experiment_is_free(tmp_path, capsys, scripted_llm):

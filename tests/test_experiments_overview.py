@@ -9,7 +9,7 @@ import json
 from agent import experiment as X
 from app_pages.experiment_views import chart_note, chart_spec, paper_row
 from tests.experiment_agents import wiki_agent
-from tests.test_experiments_page import HOTPOT, _create, _frame, _wait_done, page  # noqa: F401  (page is a fixture)
+from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
 
 ANSWERS = {r["question"]: r["answer"] for r in HOTPOT}
 

@@ -3,77 +3,17 @@ Stop / Resume, the paper-style table, comparison, and failures opening in the Ed
 
 from __future__ import annotations
 
-import json
-import time
 from contextlib import closing
 from pathlib import Path
 
 import pytest
-import streamlit as st
-from streamlit.testing.v1 import AppTest
 
 from sessions import experiments as xs
 from sessions.store import Store
 from tests.experiment_agents import wiki_agent
+from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
-HOTPOT = [json.loads(line) for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
-          if line.strip()]
 EVIL = "<b>bold</b> [x](http://evil)"
-
-
-@pytest.fixture
-def page(tmp_path, monkeypatch, scripted_llm):
-    db = tmp_path / "app.db"
-    monkeypatch.setenv("REACT_EDITOR_DB", str(db))
-    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("OPENAI_BASE_URL", scripted_llm.base_url)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    st.cache_resource.clear()
-
-    def make() -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=30)
-        at.switch_page("app_pages/experiments.py")
-        at.run()
-        assert not at.exception, at.exception
-        return at
-
-    yield make, db, scripted_llm
-    st.cache_resource.clear()
-
-
-def _wait_done(db: Path, exp_id: int, timeout: float = 60, *, every_task: bool = False) -> None:
-    """Until the batch is over (`every_task`: until every task is done, e.g. after a resume
-    whose background thread may not have marked the experiment running yet)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with_store = Store(db)
-        try:
-            counts = xs.counts(with_store, exp_id)
-            status = xs.get(with_store, exp_id).status
-        finally:
-            with_store.close()
-        if every_task and set(counts) == {"done"}:
-            return
-        if not every_task and status not in ("created", "running") and sum(counts.values()):
-            return
-        time.sleep(0.1)
-    raise AssertionError("experiment did not finish")
-
-
-def _create(at: AppTest, *, limit: int, name: str, method: str | None = None) -> AppTest:
-    at.selectbox(key="x_env").set_value("hotpotqa")
-    at.run()
-    if method:
-        at.selectbox(key="x_method_hotpotqa").set_value(method)
-    at.number_input(key="x_limit").set_value(limit)
-    at.number_input(key="x_conc").set_value(2)
-    at.text_input(key="x_model").set_value("m")
-    at.text_input(key="x_name").set_value(name)
-    at.button(key="x_create").click().run()
-    assert not at.exception, at.exception
-    return at
 
 
 def test_create_launch_results_compare_and_open_a_failure(page):
@@ -136,14 +76,6 @@ def test_bad_input_is_shown_inline_and_nothing_is_created(page, field, value, ne
     assert any(needle in t.value for t in at.text)
     with closing(Store(db)) as store:
         assert xs.list_all(store) == []
-
-
-def _frame(at: AppTest, column: str):
-    """The one dataframe on the page with this column."""
-    (df,) = [d.value for d in at.dataframe if column in d.value.columns]
-    return df
-
-
 
 
 def test_failures_are_counted_per_signal_and_a_count_opens_its_episodes(page):

@@ -7,7 +7,7 @@ import json
 
 from sessions.exchange import Filters, export
 from sessions.exchange.export import _dumps
-from tests.test_engine import ROOM_SCRIPT, cfg
+from tests.engine_scripts import ROOM_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK
 
 TRICKY = 'go to "shelf" 1 \\ \t \x01 ☃ 𝄞 </script>'

@@ -11,7 +11,7 @@ import stat
 import pytest
 
 from react_editor.main import main
-from tests.test_cli_core import cli
+from tests.cli_helpers import cli
 
 
 @pytest.fixture

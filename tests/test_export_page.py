@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
-from tests.test_export_support import ROOM_SCRIPT, cfg
+from tests.export_support import ROOM_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 

@@ -14,7 +14,7 @@ from react_editor.main import main as cli
 from sessions import exemplar_sets as sets
 from sessions.exchange import export, import_file, parse_ref
 from sessions.store import Store
-from tests.test_export_support import reference_prompts
+from tests.export_support import reference_prompts
 
 FILES = ("alfworld_3prompts.json", "fever.json", "prompts_naive.json")
 

@@ -13,7 +13,7 @@ import pytest
 from envs.alfworld import tasks as alf_tasks
 from envs.base import EnvError
 from envs.registry import family
-from tests.test_cli_core import cli
+from tests.cli_helpers import cli
 from sessions.store import Store
 from trajectory.records import AgentConfig, Task
 
@@ -109,7 +109,7 @@ def test_the_editor_offers_the_confirmation(tmp_path, capsys, monkeypatch):
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from tests.test_app import APP
+    from tests.app_helpers import APP
 
     db = str(tmp_path / "r.db")
     task = family("hotpotqa").list_tasks()[0]

@@ -11,7 +11,7 @@ import pytest
 from react_editor.main import main as cli
 from sessions.exchange import Filters, ImportFailed, export, import_file
 from sessions.store import Store
-from tests.test_export_support import ROOM_SCRIPT, cfg, table_counts
+from tests.export_support import ROOM_SCRIPT, cfg, table_counts
 from tests.toy_envs import ROOM_TASK
 
 

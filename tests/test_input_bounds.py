@@ -14,7 +14,7 @@ import pytest
 
 from sessions import experiments as xs
 from sessions.store import Store
-from tests.test_cli_core import ROOT, cli
+from tests.cli_helpers import ROOT, cli
 
 
 def _cli_process(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -88,7 +88,7 @@ def test_a_blank_model_name_writes_nothing(toy, capsys, model):
 
 
 def test_a_duplicate_experiment_name_is_one_clear_line(tmp_path, scripted_llm, capsys):
-    from tests.test_experiment import run_args
+    from tests.cli_helpers import run_args
 
     db = tmp_path / "x.db"
     scripted_llm.set_default("Thought 1: x\nAction 1: Finish[yes]")
@@ -120,7 +120,7 @@ def test_settings_a_game_cannot_start_with_write_nothing(toy, capsys, monkeypatc
 
 
 def _exported(toy, capsys, tmp_path):
-    from tests.test_engine import ROOM_SCRIPT
+    from tests.engine_scripts import ROOM_SCRIPT
 
     db = str(toy.db)
     toy.llm.push(*ROOM_SCRIPT[:2])
@@ -172,7 +172,7 @@ def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, m
     import sqlite3
 
     from sessions import store as store_mod
-    from tests.test_engine import ROOM_SCRIPT
+    from tests.engine_scripts import ROOM_SCRIPT
 
     db = str(toy.db)
     assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
@@ -201,7 +201,8 @@ def test_kept_answers_are_given_back_when_recording_them_fails(toy, monkeypatch)
     """A drainer that fails to record the kept answers gives them back to the pending file,
     even when another blocked writer started a new one meanwhile: no answer is stranded."""
     from sessions.store import StoreError
-    from tests.test_engine import ROOM_TASK, cfg
+    from tests.toy_envs import ROOM_TASK
+    from tests.engine_scripts import cfg
     from trajectory.records import ModelCall
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))

@@ -26,7 +26,6 @@ from sessions import rollouts as groups_db
 from sessions.store import Store, StoreError
 from tests.experiment_agents import wiki_agent
 from tests.scripted_server import Reply, ScriptedLLM
-from tests.test_app import app  # noqa: F401  (a fixture)
 from trajectory.records import AgentConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -297,7 +296,7 @@ def test_kill_9_during_resample_never_moves_the_current_version_and_again_contin
 
 def test_a_rollout_version_and_its_membership_are_one_transaction(toy, monkeypatch):
     from agent.rollouts import Request, resample
-    from tests.test_engine import cfg
+    from tests.engine_scripts import cfg
     from tests.toy_envs import ROOM_TASK
 
     toy.llm.set_default(" go to shelf 1")
@@ -319,8 +318,8 @@ def test_a_rollout_version_and_its_membership_are_one_transaction(toy, monkeypat
 
 
 def test_two_tabs_on_one_version_each_see_their_own_result(app):
-    from tests.test_app import cfg as app_cfg
-    from tests.test_app import click, ok, texts
+    from tests.app_helpers import cfg as app_cfg
+    from tests.app_helpers import click, ok, texts
     from tests.toy_envs import ROOM_TASK
 
     toy, make = app
@@ -345,7 +344,7 @@ def test_two_tabs_on_one_version_each_see_their_own_result(app):
 
 
 def test_the_selector_and_the_run_line_say_the_same(app):
-    from tests.test_app import WIN, click, opened
+    from tests.app_helpers import WIN, click, opened
 
     toy, make = app
     ep, v, at = opened(toy, make, *WIN)
@@ -358,7 +357,7 @@ def test_the_selector_and_the_run_line_say_the_same(app):
 
 def test_a_frozen_version_stays_as_it_was_when_a_run_on_it_stops(toy):
     from sessions import annotations as ann
-    from tests.test_engine import cfg
+    from tests.engine_scripts import cfg
     from tests.toy_envs import ROOM_TASK
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
@@ -377,7 +376,7 @@ def test_a_frozen_version_stays_as_it_was_when_a_run_on_it_stops(toy):
 
 
 def test_react_editor_app_killed_with_sigterm_leaves_no_listener(tmp_path):
-    from tests.test_app_launch import free_port, listening
+    from tests.launch_helpers import free_port, listening
 
     port = free_port()
     env = _env(tmp_path, REACT_EDITOR_DB=str(tmp_path / "a.db"))

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from agent.engine import ModelCallFailed
-from tests.test_cli_core import cli
+from tests.cli_helpers import cli
 from tests.scripted_server import Reply
-from tests.test_engine import cfg
+from tests.engine_scripts import cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from trajectory.records import MAX_TEXT
 

@@ -14,8 +14,8 @@ from agent.stop_conditions import ConditionError, StopCondition, first_hit, pars
 from app_pages.overview import strip_html
 from sessions import annotations as ann
 from sessions import numbering
-from tests.test_app import EVIL, WIN, _open_edit, app, cfg, click, ok, texts  # noqa: F401  (app is a fixture)
-from tests.test_cli_core import cli, cli_json
+from tests.app_helpers import EVIL, WIN, _open_edit, cfg, click, ok, texts
+from tests.cli_helpers import cli, cli_json
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from trajectory.records import Outcome, Step
 

@@ -11,7 +11,7 @@ from envs.base import EnvError
 from envs.registry import family
 from envs.wikipedia import datasets
 from react_editor.main import main
-from tests.test_wiki_tasks import FEVER_ROWS, HOTPOT_OFFICIAL, file_server  # noqa: F401  (a fixture)
+from tests.wiki_rows import FEVER_ROWS, HOTPOT_OFFICIAL
 
 PROMPTS = {
     "alfworld_3prompts.json": {"react_put_0": "You are in the middle of a room. ...\n> think: To solve the task, ..."},

@@ -5,50 +5,18 @@ from __future__ import annotations
 
 import math
 
-import itertools
 import json
-import threading
 
 import pytest
 
 from sessions import rollouts as groups_db
 from tests.scripted_server import Reply
-from tests.test_cli_core import cli, cli_json
-from tests.test_engine import ROOM_SCRIPT, cfg
+from tests.cli_helpers import cli, cli_json
+from tests.engine_scripts import ROOM_SCRIPT, cfg
+from tests.rollout_agents import Agent
 from tests.toy_envs import ROOM_TASK
 
 SUCCESS = [" go to cabinet 1", " open cabinet 1", " take mug 1 from cabinet 1", " go to table 1", " put mug 1 in/on table 1"]
-
-
-class Agent:
-    """A scripted agent for the toy room. After the opening thought it goes to the cabinet
-    (and wins) or to the shelf (and loops there until the step limit), alternating, or by
-    `choose()`. After an inserted hint 'The mug is in the cabinet.' it always wins."""
-
-    def __init__(self, choose=None):
-        turns = itertools.cycle([" go to cabinet 1", " go to shelf 1"])
-        self.lock = threading.Lock()
-        self.choose = choose or (lambda: next(turns))
-        self.calls = 0
-
-    def __call__(self, body: dict) -> str:
-        prompt = body["prompt"]
-        with self.lock:
-            self.calls += 1
-        tail = prompt[prompt.rfind("Here is the task."):]
-        if tail.endswith("think: The mug is in the cabinet.\nOK.\n>"):
-            return " go to cabinet 1"
-        if tail.endswith("OK.\n>"):
-            with self.lock:
-                return self.choose()
-        for obs, action in (("The cabinet 1 is closed.\n>", " open cabinet 1"),
-                            ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
-                            ("from the cabinet 1.\n>", " go to table 1"),
-                            ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1"),
-                            ("On the shelf 1, you see nothing.\n>", " go to shelf 1")):
-            if tail.endswith(obs):
-                return action
-        return " think: To solve the task, I need to find a mug, then put it in table 1."
 
 
 @pytest.fixture
@@ -251,7 +219,7 @@ def test_real_alfworld_rollouts_replay_faithfully(scripted_llm, tmp_path, capsys
     replays in a fresh Engine with every observation checked."""
     from agent.engine import Engine
     from sessions.store import Store
-    from tests.test_cli_alfworld import first_task, walkthrough
+    from tests.alfworld_helpers import first_task, walkthrough
 
     task = first_task("pick_and_place_simple")
     walk = walkthrough(task)
@@ -286,7 +254,7 @@ def test_ctrl_c_stops_after_the_current_step_and_a_rerun_continues(toy, episode,
     import sys
     import time
 
-    from tests.test_cli_core import CHILD, ROOT
+    from tests.cli_helpers import CHILD, ROOT
 
     agent = Agent(choose=lambda: " go to cabinet 1")
     toy.llm.set_responder(lambda body: Reply(text=agent(body), delay_s=0.1))
@@ -315,7 +283,7 @@ def test_wikipedia_resample_and_thought_whatif(toy, capsys):
     """The Wikipedia format: a rewritten thought waits for the model to write its action."""
     import re
 
-    from tests.test_engine import WIKI_SCRIPT
+    from tests.engine_scripts import WIKI_SCRIPT
     from tests.toy_envs import WIKI_TASK
 
     toy.llm.push(*WIKI_SCRIPT)

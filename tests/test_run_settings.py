@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from tests.test_cli_core import cli
+from tests.cli_helpers import cli
 from trajectory.records import AgentConfig
 
 SECRET = "hunter2-pass"

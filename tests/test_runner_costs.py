@@ -19,7 +19,7 @@ from sessions import schema
 from sessions.search import search
 from sessions.store import Store
 from tests.experiment_agents import wiki_agent
-from tests.test_engine import cfg
+from tests.engine_scripts import cfg
 from tests.toy_envs import WIKI_TASK
 from trajectory.records import AgentConfig
 

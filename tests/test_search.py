@@ -12,8 +12,8 @@ from agent.engine import Engine
 from sessions import schema
 from sessions.search import episodes_with_signal, search, signal_counts
 from sessions.store import Store
-from tests.test_cli_core import cli, cli_json
-from tests.test_engine import cfg
+from tests.cli_helpers import cli, cli_json
+from tests.engine_scripts import cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 

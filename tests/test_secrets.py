@@ -9,8 +9,8 @@ import json
 import pytest
 
 from tests.scripted_server import ScriptedLLM
-from tests.test_cli_core import cli
-from tests.test_engine import ROOM_SCRIPT
+from tests.cli_helpers import cli
+from tests.engine_scripts import ROOM_SCRIPT
 
 KEY = "sk-user-secret-key-1234"
 

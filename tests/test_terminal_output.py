@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_cli_core import cli
+from tests.cli_helpers import cli
 
 TITLE = "\x1b]0;pwned\x07"  # sets the terminal title
 RED = "\x1b[31mred\x1b[0m"
@@ -65,7 +65,7 @@ def _stdout_of(args: list[str], tty: bool) -> bytes:
     import subprocess
     import sys
 
-    from tests.test_cli_core import ROOT
+    from tests.cli_helpers import ROOT
 
     argv = [sys.executable, "-m", "react_editor", *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -11,7 +11,7 @@ import pytest
 from agent.engine import Engine, EngineError
 from envs.base import ReplayMismatch
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
-from tests.test_engine import ROOM_SCRIPT, WIKI_SCRIPT, cfg
+from tests.engine_scripts import ROOM_SCRIPT, WIKI_SCRIPT, cfg
 
 
 def dump_version(store, vid) -> str:

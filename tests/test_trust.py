@@ -18,9 +18,8 @@ from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions.store import Store, StoreError, VersionChanged
 from tests.scripted_server import Reply
-from tests.test_app import app  # noqa: F401 - the AppTest fixture
-from tests.test_cli_core import CHILD, ROOT, cli, cli_json
-from tests.test_engine import ROOM_SCRIPT, cfg
+from tests.cli_helpers import CHILD, ROOT, cli, cli_json
+from tests.engine_scripts import ROOM_SCRIPT, cfg
 from tests.toy_envs import ROOM_EXEMPLARS, ROOM_TASK
 from trajectory.records import ModelCall
 
@@ -324,8 +323,8 @@ def _catch(fn, *args):
 
 def test_a_slow_step_in_one_tab_does_not_block_another_episode(app):
     """One app-wide lock held across the model call made every tab wait for the slowest."""
-    from tests.test_app import cfg as app_cfg
-    from tests.test_app import click
+    from tests.app_helpers import cfg as app_cfg
+    from tests.app_helpers import click
 
     toy, make = app
     ep_a, v_a = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
@@ -344,7 +343,7 @@ def test_a_slow_step_in_one_tab_does_not_block_another_episode(app):
 
 
 def test_cost_uses_the_price_of_each_calls_model(app):
-    from tests.test_app import cfg as app_cfg
+    from tests.app_helpers import cfg as app_cfg
 
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
@@ -382,8 +381,8 @@ def test_the_app_shows_a_database_failure_as_one_line(app):
 
 
 def test_the_editor_continues_a_frozen_version_in_a_child_and_says_so(app):
-    from tests.test_app import cfg as app_cfg
-    from tests.test_app import click
+    from tests.app_helpers import cfg as app_cfg
+    from tests.app_helpers import click
 
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
@@ -399,7 +398,7 @@ def test_the_editor_continues_a_frozen_version_in_a_child_and_says_so(app):
 
 
 def test_the_editor_shows_the_settings_of_the_selected_version(app):
-    from tests.test_app import cfg as app_cfg
+    from tests.app_helpers import cfg as app_cfg
 
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))

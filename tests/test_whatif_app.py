@@ -10,8 +10,8 @@ from app_pages.views import version_tree_dot
 from app_pages.whatif_panel import chart_spec, rate_rows
 from sessions import rollouts as groups_db
 from tests.scripted_server import Reply
-from tests.test_app import _open_edit, _won, app, click, ok, texts  # noqa: F401  (app is a fixture)
-from tests.test_rollouts import Agent
+from tests.app_helpers import _open_edit, _won, click, ok, texts
+from tests.rollout_agents import Agent
 
 
 def _wait(at, timeout_s: float = 60.0):
@@ -96,7 +96,7 @@ def test_whatif_panel_stop_keeps_finished_and_run_again_continues(app):
 
 def test_rate_rows_chart_and_group_nodes(toy, tmp_path):
     toy.llm.push(" think: go", *[" go to shelf 1"] * 3)
-    from tests.test_engine import cfg
+    from tests.engine_scripts import cfg
     from tests.toy_envs import ROOM_TASK
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=3))

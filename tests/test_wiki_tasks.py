@@ -4,9 +4,6 @@ make_env options, and dataset downloads from a local HTTP server."""
 from __future__ import annotations
 
 import json
-import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,20 +12,9 @@ from envs.base import EnvError
 from envs.registry import family
 from envs.wikipedia import datasets, tasks
 from tests.mediawiki_server import SAMPLE_HOTPOT, write_corpus
+from tests.wiki_rows import FEVER_ROWS, HOTPOT_OFFICIAL
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "reference" / "react-repo" / "data"
-
-HOTPOT_OFFICIAL = [
-    {"_id": "5a8b57f25542995d1e6f1371", "question": "Were Scott Derrickson and Ed Wood of the same nationality?",
-     "answer": "yes", "type": "comparison", "level": "hard",
-     "supporting_facts": [["Scott Derrickson", 0], ["Ed Wood", 0]], "context": [["Ed Wood", ["Edward Wood."]]]},
-    {"_id": "5a8c7595554299585d9e36b6", "question": "What government position?", "answer": "Chief of Protocol",
-     "type": "bridge", "level": "hard", "supporting_facts": [["Kiss and Tell (1945 film)", 0]], "context": []},
-]
-FEVER_ROWS = [
-    {"id": 91198, "verifiable": "NOT VERIFIABLE", "label": "NOT ENOUGH INFO", "claim": "Colin Kaepernick became a starting quarterback.", "evidence": []},
-    {"id": 194462, "verifiable": "VERIFIABLE", "label": "REFUTES", "claim": "Tilda Swinton is a vegan.", "evidence": []},
-]
 
 
 @pytest.fixture(scope="module")
@@ -150,17 +136,6 @@ def test_builtin_zim_rebuilds_when_corpus_changes(tmp_path, cache):
 
 
 # -- downloads ------------------------------------------------------------------------------
-@pytest.fixture
-def file_server(tmp_path):
-    root = tmp_path / "www"
-    root.mkdir()
-    handler = partial(SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *a: None
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def test_download_hotpotqa_and_fever(file_server, tmp_path, monkeypatch):

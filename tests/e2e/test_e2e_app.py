@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from tests.e2e.browser_helpers import _expect, click, fill, key, see
 from tests.e2e.conftest import ARTIFACTS
 
 from tests.scripted_server import Reply, prompt_text
@@ -19,29 +20,6 @@ from tests.scripted_server import Reply, prompt_text
 pytestmark = pytest.mark.e2e
 
 EVIL = '<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evil)'
-
-
-def _expect():
-    from playwright.sync_api import expect
-
-    return expect
-
-
-def key(page, k: str):
-    """The element Streamlit renders for the widget/container with key `k`."""
-    return page.locator(f".st-key-{k}")
-
-
-def click(page, k: str) -> None:
-    key(page, k).locator("button").first.click()
-
-
-def fill(page, k: str, text: str) -> None:
-    """Type into a text input or text area and apply it (Enter / Ctrl+Enter)."""
-    box = key(page, k).locator("input, textarea").first
-    box.fill(text)
-    box.press("Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter")
-    page.wait_for_timeout(300)
 
 
 def choose(page, k: str, option: str) -> None:
@@ -54,10 +32,6 @@ def snap(page, name: str) -> None:
     if os.environ.get("E2E_SCREENSHOTS"):
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def see(page, text: str, timeout: float = 30_000, exact: bool = True) -> None:
-    _expect()(page.get_by_text(text, exact=exact).first).to_be_visible(timeout=timeout)
 
 
 # ---------------------------------------------------------------------- Figure 5

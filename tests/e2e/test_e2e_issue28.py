@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.e2e.test_e2e_app import _expect
-from tests.e2e.test_e2e_ux import _episode
+from tests.e2e.browser_helpers import _expect
+from tests.e2e.browser_helpers import _episode
 
 pytestmark = pytest.mark.e2e
 

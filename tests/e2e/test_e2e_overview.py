@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS
-from tests.e2e.test_e2e_app import _expect, click, fill, key, see
+from tests.e2e.browser_helpers import _expect, click, fill, key, see
 from tests.scripted_server import Reply
 
 pytestmark = pytest.mark.e2e

@@ -9,24 +9,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.test_e2e_app import _expect, click, fill, key, see
+from tests.e2e.browser_helpers import _episode, _expect, click, fill, key, see
 from tests.scripted_server import Reply
 
 pytestmark = pytest.mark.e2e
-
-
-def _episode(db, llm, *, env="alfworld", **config):
-    from agent.engine import Engine
-    from envs.registry import family
-    from sessions.store import Store
-    from trajectory.records import AgentConfig
-
-    store = Store(db)
-    eng = Engine(store)
-    task = family(env).list_tasks()[0]
-    ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, **config),
-                              {"wording": "paper"} if env == "alfworld" else {})
-    return store, eng, ep, v
 
 
 def test_human_mode_clears_its_boxes_and_never_repeats_a_step(browser, page, llm, start_app, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trajectory.records import AgentConfig
+from tests.engine_scripts import ROOM_SCRIPT  # noqa: F401  (re-exported: the toy room's winning script)
 from tests.reference import reference_prompts  # noqa: F401  (re-exported for the import tests)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +20,6 @@ def table_counts(store) -> dict[str, int]:
     return {n: store.db.execute(f"select count(*) from [{n}]").fetchone()[0] for n in sorted(names)}
 
 
-from tests.test_engine import ROOM_SCRIPT  # noqa: E402,F401  (re-exported: the toy room's winning script)
 WIKI_SCRIPT = [
     " I need to search Velmora, find its capital, then find when it was founded.\nAction 1: Search[Velmora]",
     " The capital is Marrowgate. I need to look it up.",  # no action: the paper's fallback
