@@ -17,23 +17,12 @@ from react_editor.main import main
 from tests.experiment_agents import wiki_agent
 from tests.scripted_server import Reply, prompt_text
 from tests.suggest_agents import CRITIC_MARK, GOOD, HINT, IDLE, IDLE2, cfg, critic_json, fail_episode
+from tests.cli_helpers import cli, cli_json
 from tests.toy_envs import WIKI_TASK
 
 ROOT = Path(__file__).resolve().parents[1]
 
 BAD_STEP = {"step": 40, "kind": "rewrite_action", "text": "go to cabinet 1", "rationale": "x"}
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def cli_json(capsys, *argv: str):
-    code, out, err = cli(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 def counts(toy) -> dict[str, int]:
