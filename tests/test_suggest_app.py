@@ -85,10 +85,10 @@ def test_no_panel_on_a_won_version(toy, monkeypatch):
     assert not any(e.label.startswith("Suggest fixes") for e in at.expander)
 
 
-def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, tmp_path, monkeypatch, capsys):
+def _experiment_with_failures(scripted_llm, tmp_path, monkeypatch) -> str:
+    """Experiment "x" (2 HotpotQA tasks) run by an agent that a thought rewritten at step 1
+    fixes; returns its database path."""
     from react_editor.main import main
-    from sessions import exemplar_sets as sets
-    from sessions.store import Store
     from tests.suggest_agents import MAGIC, hotpot_fixer
 
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
@@ -97,6 +97,16 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     db_ = str(tmp_path / "x.db")
     assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
                  "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    return db_
+
+
+def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, tmp_path, monkeypatch, capsys):
+    from react_editor.main import main
+    from sessions import exemplar_sets as sets
+    from sessions.store import Store
+    from tests.suggest_agents import MAGIC
+
+    db_ = _experiment_with_failures(scripted_llm, tmp_path, monkeypatch)
     assert main(["suggest", "--experiment", "x", "--where", "failed", "--verify", "5", "--db", db_]) == 0
     capsys.readouterr()
     store = Store(db_)
@@ -193,17 +203,10 @@ def test_each_card_is_drawn_under_its_step(toy, monkeypatch):
 
 
 def test_experiments_page_starts_suggest_for_the_failures(scripted_llm, tmp_path, monkeypatch):
-    from react_editor.main import main
     from sessions import jobs as jobs_db
     from sessions.store import Store
-    from tests.suggest_agents import MAGIC, hotpot_fixer
 
-    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
-    fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
-    scripted_llm.set_responder(hotpot_fixer([fix]))
-    db_ = str(tmp_path / "x.db")
-    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
-                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    db_ = _experiment_with_failures(scripted_llm, tmp_path, monkeypatch)
 
     class Toy:  # what open_editor needs
         db = tmp_path / "x.db"

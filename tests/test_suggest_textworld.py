@@ -7,34 +7,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.plugin_helpers import install_plugin
 from tests.scripted_server import prompt_text
 
 pytest.importorskip("textworld")
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = ROOT / "plugins" / "react-editor-textworld"
 CRITIC_MARK = "You review the trajectory"
-
-
-def install_plugin(prefix: Path) -> Path:
-    """The plugin laid out as `pip install --target` would (package + dist-info entry point)."""
-    meta = tomllib.loads((PLUGIN / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    shutil.copytree(PLUGIN / "react_editor_textworld", prefix / "react_editor_textworld",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    dist = prefix / f"{meta['name'].replace('-', '_')}-{meta['version']}.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n")
-    (dist / "entry_points.txt").write_text("".join(
-        f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for g, eps in meta["entry-points"].items()))
-    return prefix
 
 
 def cli(site: Path, db: Path, *argv, json_out: bool = True):

@@ -11,34 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.plugin_helpers import install_plugin
 from tests.scripted_server import prompt_text
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = ROOT / "plugins" / "react-editor-textworld"
 CUE = "\nHere is the task.\n"
-
-
-def install_plugin(prefix: Path) -> Path:
-    """The plugin's package plus `<name>-<version>.dist-info` (METADATA, entry_points.txt)
-    from its pyproject.toml - what `pip install --target prefix` writes, without a network."""
-    meta = tomllib.loads((PLUGIN / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    shutil.copytree(PLUGIN / "react_editor_textworld", prefix / "react_editor_textworld",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    dist = prefix / f"{meta['name'].replace('-', '_')}-{meta['version']}.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n")
-    groups = meta["entry-points"]
-    (dist / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for group, eps in groups.items()))
-    return prefix
 
 
 @pytest.fixture(scope="module")
