@@ -1,0 +1,126 @@
+"""Stop means stop (issue 26, item 3): Stop in the app and `react-editor jobs stop N` from
+another process cancel the model call in flight - its task is cancelled and its connection
+closed - instead of waiting for an answer the server sends only after 30 s. The call is
+recorded as cancelled and the version is left as it was.
+
+The deadlines below only tell "cancelled" from "waited for the answer" (30 s); they measure
+nothing: `benchmarks/stop_latency.py` measures Stop -> job end."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from agent import jobs
+from agent.client import CallWatch, ModelClient, ModelError
+from react_editor.main import main
+from sessions import jobs as jobs_db
+from tests.scripted_server import Reply
+from tests.toy_envs import ROOM_TASK
+from trajectory.records import AgentConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSWER_AFTER_S = 30.0
+STOPPED_EXIT = 130  # the exit code of a stopped job in every command (README)
+WELL_BEFORE_S = ANSWER_AFTER_S / 3
+
+
+def _wait(cond, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def _config(llm) -> AgentConfig:
+    return AgentConfig(model="scripted-model", base_url=llm.base_url, max_retries=2, timeout_s=60)
+
+
+def test_cancel_ends_the_request_in_flight_and_closes_its_connection():
+    """At the client: a server that answers after 30 s; cancel while the request is in flight
+    ends the call at once, recorded as cancelled, and the server sees the connection closed."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    closed = threading.Event()
+
+    def serve() -> None:  # reads the request, answers nothing, notes when the client hangs up
+        conn, _ = srv.accept()
+        conn.settimeout(ANSWER_AFTER_S)
+        try:
+            while conn.recv(65536):
+                pass
+            closed.set()
+        except OSError:
+            closed.set()
+        finally:
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
+    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k")
+    watch = CallWatch(threading.Event())
+    got: dict = {}
+
+    def call() -> None:
+        try:
+            client.complete("p", [], watch=watch)
+        except ModelError as exc:
+            got["call"] = exc.call
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    time.sleep(0.5)  # the request is out (the server never answers)
+    watch.cancel.set()
+    t.join(WELL_BEFORE_S)
+    assert not t.is_alive(), "the call waited for an answer instead of being cancelled"
+    assert got["call"].error.startswith("cancelled") and got["call"].attempts == 1
+    assert closed.wait(WELL_BEFORE_S), "the request's connection was left open"
+    srv.close()
+
+
+def test_stop_in_the_app_cancels_the_call_in_flight(toy):
+    toy.llm.push(Reply(text=" go to cabinet 1", delay_s=ANSWER_AFTER_S))
+    ep, v = toy.engine.start_episode(ROOM_TASK, _config(toy.llm))
+    h = jobs.start(toy.store, "step", lambda job: toy.engine.step(v.id, watch=job.watch()), episode_id=ep.id,
+                   version_id=v.id, target=f"episode {ep.id} v{v.id}")
+    _wait(lambda: toy.llm.completion_requests)
+    jobs.stop(toy.store, h.id)
+    assert h.finished.wait(WELL_BEFORE_S), "Stop waited for the model's answer"
+    assert h.cancelled and jobs_db.get(toy.store, h.id).state == "stopped"
+    (call,) = toy.store.calls(episode_id=ep.id)
+    assert call.error.startswith("cancelled") and call.completion is None
+    after = toy.store.version(v.id)
+    assert toy.engine.steps(after) == [] and after.error is None
+
+
+def test_jobs_stop_from_another_process_cancels_the_call_in_flight(toy, capsys):
+    toy.llm.push(Reply(text=" go to cabinet 1", delay_s=ANSWER_AFTER_S))
+    db = str(toy.db)
+    got: dict = {}
+    runner = threading.Thread(target=lambda: got.update(code=main([
+        "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url, "--db", db])), daemon=True)
+    runner.start()
+    _wait(lambda: toy.llm.completion_requests)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    listed = subprocess.run([sys.executable, "-m", "react_editor", "jobs", "--db", db, "--json"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    (job,) = [j for j in json.loads(listed.stdout) if j["kind"] == "run"]
+    stop = subprocess.run([sys.executable, "-m", "react_editor", "jobs", "stop", str(job["id"]), "--db", db], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    runner.join(WELL_BEFORE_S)
+    assert not runner.is_alive(), "`jobs stop` waited for the model's answer"
+    err = capsys.readouterr().err
+    assert got["code"] == STOPPED_EXIT and err.strip().splitlines()[-1].startswith("stopped: "), err
+    assert jobs_db.get(toy.store, job["id"]).state == "stopped"
+    (call,) = toy.store.calls(episode_id=job["episode"])
+    assert call.error.startswith("cancelled")
+    v = toy.store.version(job["version"])
+    assert toy.engine.steps(v) == [] and v.error is None

@@ -1,0 +1,448 @@
+"""One job system: every long operation is a job of the database that any face can list,
+follow and stop; connections are per thread; experiment items are claimed under leases;
+rollouts are crash-safe and never move the current version; `react-editor app` takes its
+server down with it. Each test failed before the change it names."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from agent import experiment as X
+from agent import jobs
+from sessions import experiments as xs
+from sessions import jobs as jobs_db
+from sessions import rollouts as groups_db
+from sessions.store import Store, StoreError
+from tests.experiment_agents import wiki_agent
+from tests.scripted_server import Reply, ScriptedLLM
+from trajectory.records import AgentConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "envs" / "wikipedia" / "corpus"
+HOTPOT = [json.loads(line) for line in (CORPUS / "hotpotqa.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def _env(tmp_path, **extra) -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache"), **extra}
+
+
+def _spawn(args: list, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "react_editor.main", *map(str, args)], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _cli(args: list, env: dict, timeout: float = 120) -> tuple[int, str, str]:
+    p = _spawn(args, env)
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def _wait(cond, timeout: float = 60.0, every: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(every)
+    raise AssertionError("timed out waiting")
+
+
+def _experiment(db: Path, llm: ScriptedLLM, n: int, *, method: str = "react", **params) -> int:
+    from envs.registry import family
+
+    fam = family("hotpotqa")
+    tasks = [fam.get_task(r["id"]) for r in HOTPOT[:n]]
+    with closing(Store(db)) as store:
+        cfg = AgentConfig(model="m", base_url=llm.base_url, cache=False)
+        return X.create(store, env="hotpotqa", method=method, config=cfg, tasks=tasks, name="x", params=params).id
+
+
+def _per_task(llm: ScriptedLLM) -> dict[str, int]:
+    """Model calls per task (the question in the prompt's last Question line)."""
+    out: dict[str, int] = {}
+    for r in llm.completion_requests:
+        q = [ln for ln in r.prompt.splitlines() if ln.startswith("Question: ")][-1]
+        out[q] = out.get(q, 0) + 1
+    return out
+
+
+# ---------------------------------------------------------------------- 1: connections
+
+
+def test_a_reader_thread_never_sees_a_row_another_thread_rolls_back(tmp_path):
+    store = Store(tmp_path / "c.db")
+    inside, read = threading.Event(), threading.Event()
+    seen: list = []
+
+    def writer() -> None:
+        try:
+            with store.transaction():
+                store.db.execute("insert into settings (key, value) values ('ghost', '1')")
+                inside.set()
+                read.wait(10)
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+
+    t = threading.Thread(target=writer)
+    t.start()
+    assert inside.wait(10)
+    seen.append(store.get_setting("ghost"))  # this thread, while the writer's transaction is open
+    read.set()
+    t.join(10)
+    assert seen == [None] and store.get_setting("ghost") is None
+    store.close()
+
+
+# ---------------------------------------------------------------------- 3: two runners, leases
+
+
+def test_two_processes_resuming_one_experiment_share_its_items(tmp_path, scripted_llm):
+    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.15,
+                                          react_steps=2))
+    db = tmp_path / "x.db"
+    _experiment(db, scripted_llm, 10)
+    env = _env(tmp_path)
+    procs = [_spawn(["experiment", "resume", "x", "--db", db, "--json", "--concurrency", "2"], env) for _ in range(2)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    with closing(Store(db)) as store:
+        items = xs.items(store, 1)
+        assert all(it.status == "done" and it.success for it in items)  # none lost
+        assert len(store.episode_ids()) == 10
+        for it in items:  # each item ran once: one clean two-step version, two model calls
+            assert [s.index for s in store.version_steps(it.version_id)] == [1, 2]
+    calls = _per_task(scripted_llm)
+    assert len(calls) == 10 and set(calls.values()) == {2}, calls
+    with closing(Store(db)) as store:
+        ran = [j for j in jobs_db.listing(store) if j.kind == "experiment"]
+    assert len(ran) == 2 and {j.state for j in ran} == {"done"} and len({j.owner for j in ran}) == 2
+
+
+def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp_path, scripted_llm):
+    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.3,
+                                          react_steps=2))
+    db = tmp_path / "x.db"
+    _experiment(db, scripted_llm, 8)
+    first = _spawn(["experiment", "resume", "x", "--db", db, "--concurrency", "2"], _env(tmp_path, REACT_EDITOR_LEASE_S="3"))
+
+    def some_done() -> bool:
+        with closing(Store(db)) as store:
+            return xs.counts(store, 1).get("done", 0) >= 2
+
+    _wait(some_done)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    with closing(sqlite3.connect(db)) as raw:  # as if it ran on another machine: only its lease can tell
+        raw.execute("update jobs set owner = 'elsewhere:1'")
+        raw.commit()
+        held = raw.execute("select count(*) from experiment_items where claimed_by is not null").fetchone()[0]
+    assert held >= 1
+    code, out, err = _cli(["experiment", "resume", "x", "--db", db, "--json", "--concurrency", "2"], _env(tmp_path))
+    assert code == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["done"] == 8
+    with closing(Store(db)) as store:
+        for it in xs.items(store, 1):  # taken over, not run twice: each version is one clean run
+            assert [s.index for s in store.version_steps(it.version_id)] == [1, 2]
+    code, out, _ = _cli(["jobs", "--db", db, "--json"], _env(tmp_path))
+    listed = json.loads(out)
+    assert code == 0 and [j["state"] for j in listed if j["kind"] == "experiment"] == ["done", "stopped"]
+
+
+# ---------------------------------------------------------------------- 5: Stop everywhere
+
+
+def _tagged(tag: str) -> list[int]:
+    """Processes whose environment carries `tag` (the runner and everything it started)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if tag.encode() in env:
+            found.append(int(pid))
+    return found
+
+
+def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted_llm):
+    scripted_llm.set_responder(wiki_agent({}, latency_s=0.4, react_steps=6))
+    db = tmp_path / "x.db"
+    proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "30", "--concurrency", "2", "--processes",
+                   "--name", "p", "--model", "m", "--base-url", scripted_llm.base_url, "--db", db, "--json"],
+                  _env(tmp_path))
+    _wait(lambda: len(scripted_llm.completion_requests) >= 4, timeout=120)
+    code, out, err = _cli(["jobs", "--db", db, "--json"], _env(tmp_path))
+    (job,) = [j for j in json.loads(out) if j["kind"] == "experiment"]
+    assert job["state"] == "running" and job["target"] == "experiment p"
+    assert {"id", "kind", "state", "target", "owner", "session", "progress", "error", "started", "updated"} <= set(job)
+    code, out, err = _cli(["jobs", "stop", job["id"], "--db", db, "--json"], _env(tmp_path))
+    at_stop = len(scripted_llm.completion_requests)
+    assert code == 0 and json.loads(out)["stop_requested"] is True, err
+    _, run_err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and run_err.strip().splitlines()[-1].startswith("stopped: "), run_err
+    assert len(scripted_llm.completion_requests) - at_stop <= 2  # the calls in flight, one per worker
+    with closing(Store(db)) as store:
+        assert jobs_db.get(store, job["id"]).state == "stopped" and xs.get(store, "p").status == "stopped"
+        assert xs.counts(store, 1).get("done", 0) < 30
+    code, _, err = _cli(["jobs", "stop", job["id"], "--db", db], _env(tmp_path))
+    assert code != 0 and err.strip().count("\n") == 0 and "not running" in err
+
+
+def test_processes_workers_exit_when_their_runner_is_killed(tmp_path, scripted_llm):
+    scripted_llm.set_responder(wiki_agent({}, latency_s=0.5, react_steps=6))
+    tag = f"REACT_EDITOR_TEST_TAG={os.getpid()}-{time.monotonic_ns()}"
+    key, value = tag.split("=")
+    db = tmp_path / "x.db"
+    proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "6", "--concurrency", "2", "--processes",
+                   "--model", "m", "--base-url", scripted_llm.base_url, "--db", db], _env(tmp_path, **{key: value}))
+    _wait(lambda: len(scripted_llm.completion_requests) >= 2, timeout=120)
+    assert len(_tagged(tag)) >= 3  # the runner, the fork server, its workers (and the resource tracker)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    _wait(lambda: not _tagged(tag), timeout=20, every=0.2)
+
+
+def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_llm):
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+    agent = wiki_agent({r["question"]: r["answer"] for r in HOTPOT})
+
+    def respond(body):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.3)
+        with lock:
+            state["now"] -= 1
+        return agent(body)
+
+    scripted_llm.set_responder(respond)
+    db = tmp_path / "x.db"
+    _experiment(db, scripted_llm, 1, method="cot-sc", samples=21)
+    store = Store(db)
+    h = jobs.start(store, "experiment", lambda h: X.run(str(db), 1, concurrency=3, handle=h), experiment_id=1)
+    _wait(lambda: len(scripted_llm.completion_requests) >= 6)
+    jobs.stop(store, h.id)
+    at_stop = len(scripted_llm.completion_requests)
+    assert h.finished.wait(30)
+    assert state["max"] == 3  # three samples at once, the experiment's concurrency
+    assert len(scripted_llm.completion_requests) - at_stop <= 3 and at_stop < 21
+    assert jobs_db.get(store, h.id).state == "stopped"
+    item = xs.items(store, 1)[0]
+    assert item.status != "done" and len(store.calls(episode_id=item.episode_id)) == len(scripted_llm.completion_requests)
+    store.close()
+
+
+# ---------------------------------------------------------------------- 4 and 19.9: rollouts
+
+
+def _episode(tmp_path, llm) -> tuple[Path, int, int]:
+    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2))
+    db = tmp_path / "r.db"
+    code, out, err = _cli(["run", "--env", "hotpotqa", "--task", HOTPOT[0]["id"], "--model", "m", "--base-url",
+                           llm.base_url, "--db", db, "--json"], _env(tmp_path))
+    assert code == 0, err
+    data = json.loads(out.strip().splitlines()[-1])
+    return db, data["episode"], data["version"]
+
+
+def test_kill_9_during_resample_never_moves_the_current_version_and_again_continues(tmp_path, scripted_llm):
+    db, ep, vid = _episode(tmp_path, scripted_llm)
+    agent = wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2)
+    scripted_llm.set_responder(lambda body: Reply(text=agent(body).text, delay_s=0.4))
+    args = ["resample", ep, "--step", "2", "--n", "6", "--concurrency", "1", "--temperature", "0.7", "--db", db,
+            "--json"]
+    proc = _spawn(args, _env(tmp_path))
+
+    def one_member() -> bool:
+        with closing(Store(db)) as store:
+            return any(g.members for g in groups_db.groups(store, ep))
+
+    _wait(one_member)
+    time.sleep(0.2)  # mid-rollout
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    with closing(Store(db)) as store:
+        assert store.episode(ep).current_version == vid
+        (g,) = groups_db.groups(store, ep)
+        killed = dict(g.members)
+    code, out, err = _cli(args, _env(tmp_path))
+    assert code == 0, err
+    with closing(Store(db)) as store:
+        (g2,) = groups_db.groups(store, ep)  # the same group, continued
+        assert g2.id == g.id and all(g2.members[p] == m for p, m in killed.items()) and len(g2.members) == 6
+        assert all(store.version(m).outcome.done for m in g2.members.values())
+        assert store.episode(ep).current_version == vid
+    assert json.loads(out.strip().splitlines()[-1])["n"] == 6
+
+
+def test_a_rollout_version_and_its_membership_are_one_transaction(toy, monkeypatch):
+    from agent.rollouts import Request, resample
+    from tests.engine_scripts import cfg
+    from tests.toy_envs import ROOM_TASK
+
+    toy.llm.set_default(" go to shelf 1")
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=3))
+    toy.engine.run(v.id)
+    before = len(toy.store.versions(ep.id))
+
+    def killed(*a, **k):
+        raise RuntimeError("killed")  # a kill between the version and its membership
+
+    monkeypatch.setattr(groups_db, "add_member", killed)
+    run = resample(toy.engine, Request(v.id, 2, 2, 0.5), concurrency=1)
+    assert run.errors and all("killed" in e for e in run.errors)
+    assert len(toy.store.versions(ep.id)) == before  # no orphan branch
+    assert toy.store.episode(ep.id).current_version == v.id
+
+
+# ---------------------------------------------------------------------- 2 and 6: tabs, one status
+
+
+def test_two_tabs_on_one_version_each_see_their_own_result(app):
+    from tests.app_helpers import cfg as app_cfg
+    from tests.app_helpers import click, ok, texts
+    from tests.toy_envs import ROOM_TASK
+
+    toy, make = app
+    ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False, max_retries=0))
+    a, b = make("editor", episode=ep.id), make("editor", episode=ep.id)
+    toy.llm.push(Reply(status=500, message="backend exploded", delay_s=1.5))
+    t = threading.Thread(target=lambda: a.button(key="btn_step").click().run(timeout=30))
+    t.start()
+    _wait(lambda: toy.llm.completion_requests)
+    ok(b.run())  # the other tab, while A's step is in flight: progress with Stop, not A's job
+    assert any(c.value.startswith("Job ") and "in another tab" in c.value for c in b.caption)
+    t.join(30)
+    _wait(lambda: not jobs_db.active(toy.store, episode_id=ep.id))
+    ok(b.run())
+    ok(a.run())
+    assert any("backend exploded" in x for x in texts(a))  # the tab that started it sees its outcome
+    ok(b.run())
+    assert not any("backend exploded" in x for x in texts(b)) and not b.error
+    toy.llm.push(" go to cabinet 1")
+    click(b, "btn_step")  # B's own step: its result in B
+    assert "Act 1: go to cabinet 1" in texts(b)
+
+
+def test_the_selector_and_the_run_line_say_the_same(app):
+    from tests.app_helpers import WIN, click, opened
+
+    toy, make = app
+    ep, v, at = opened(toy, make, *WIN)
+    click(at, "btn_run_end")
+    assert at.session_state["run"]
+    label = [o for o in at.selectbox[0].options if o.startswith(f"v{v.id}")][0]
+    assert "(running)" in label and any(c.value.startswith(f"v{v.id}: 1 step · running") for c in at.caption)
+    assert toy.store.version(v.id).status == "open"  # the face wrote nothing on the version
+
+
+def test_a_frozen_version_stays_as_it_was_when_a_run_on_it_stops(toy):
+    from sessions import annotations as ann
+    from tests.engine_scripts import cfg
+    from tests.toy_envs import ROOM_TASK
+
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.human_step(v.id, action="go to cabinet 1")
+    ann.annotate_version(toy.store, v.id, verdict="failure", by="ann")
+    before = toy.store.version(v.id)
+    toy.llm.push(" open cabinet 1")
+    calls = []
+    rep = toy.engine.run(v.id, on_step=calls.append, should_stop=lambda: bool(calls))
+    assert rep.stopped and rep.continued_from == v.id
+    assert toy.store.version(v.id) == before  # the frozen parent did not change
+    assert toy.store.version(rep.version).status == "stopped"
+
+
+# ---------------------------------------------------------------------- 7: shutdown
+
+
+def test_react_editor_app_killed_with_sigterm_leaves_no_listener(tmp_path):
+    from tests.launch_helpers import free_port, listening
+
+    port = free_port()
+    env = _env(tmp_path, REACT_EDITOR_DB=str(tmp_path / "a.db"))
+    proc = subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--port", str(port)], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait(lambda: listening(port), timeout=90, every=0.3)
+        proc.send_signal(signal.SIGTERM)  # to the launcher only, as `kill PID` does
+        proc.wait(30)
+        _wait(lambda: not listening(port), timeout=15, every=0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+# ---------------------------------------------------------------------- the CLI contract
+
+
+def test_jobs_lists_a_run_of_another_process_and_bad_input_is_one_line(tmp_path, scripted_llm):
+    db, ep, vid = _episode(tmp_path, scripted_llm)
+    code, out, err = _cli(["jobs", "--db", db, "--json"], _env(tmp_path))
+    (run,) = json.loads(out)
+    assert code == 0 and run["kind"] == "run" and run["state"] == "done" and run["episode"] == ep
+    assert run["owner"].rsplit(":", 1)[1].isdigit() and run["progress"]["done"] == 2
+    code, out, _ = _cli(["jobs", "--db", db], _env(tmp_path))
+    assert code == 0 and out.splitlines()[0].startswith("id\tkind\tstate") and "\trun\tdone\t" in out
+    for bad, needle in ((["jobs", "stop", "99"], "unknown job 99"), (["jobs", "stop", "x"], "is not a whole number")):
+        code, _, err = _cli([*bad, "--db", db], _env(tmp_path))
+        assert code != 0 and needle in err
+    with closing(Store(db)) as store:
+        with pytest.raises(StoreError):
+            jobs_db.create(store, "nonsense")
+
+
+def test_cli_lists_say_running_and_stopped_as_the_app_and_jobs_do(toy, capsys):
+    """Issue 26 item 18: `versions`/`episodes` said "open" while `jobs` said "stopped"
+    (a run killed with -9: its lease ran out) or a run was going on."""
+    from react_editor.main import main
+
+    db = str(toy.db)
+
+    def listing(*argv: str) -> str:
+        assert main([*argv, "--db", db]) == 0
+        return capsys.readouterr().out
+
+    assert main(["run", "--env", "alfworld", "--task", "toy/room-1", "--human", "--db", db]) == 0
+    capsys.readouterr()
+    job = jobs_db.create(toy.store, "run", episode_id=1, version_id=1, target="episode 1 v1")
+    assert "\trunning\t" in listing("versions", "1") and "\trunning\t" in listing("episodes")
+    assert json.loads(listing("versions", "1", "--json"))[0]["state"] == "running"
+    with toy.store.transaction():  # the runner died (kill -9): its lease lapsed without a heartbeat
+        toy.store.db.execute("update jobs set lease_until = ? where id = ?", [time.time() - 1, job.id])
+    assert f"{job.id}\trun\tstopped\t" in listing("jobs")
+    assert "\tstopped\t" in listing("versions", "1") and "\tstopped\t" in listing("episodes")
+    assert "\topen\t" not in listing("versions", "1")
+
+
+def test_an_app_job_names_the_version_as_people_read_it(toy):
+    """Issue 26 item 18: `jobs` showed "episode 2 v2" for an episode whose only version is v1."""
+    from app_pages import stepjobs
+
+    toy.engine.start_episode(toy.envs.ROOM_TASK, AgentConfig(base_url=toy.llm.base_url, model="m"))
+    ep2, v = toy.engine.start_episode(toy.envs.ROOM_TASK, AgentConfig(base_url=toy.llm.base_url, model="m"))
+    assert (ep2.id, v.id) == (2, 2)
+    toy.llm.push(Reply("Think: first.\nAction: go to cabinet 1"))
+    h = stepjobs.start(toy.engine, "tab", v.id)  # the app's step job
+    assert h.finished.wait(30)
+    (job,) = [j for j in jobs_db.listing(toy.store) if j.kind == "step"]
+    assert job.target == "episode 2 v1"
