@@ -55,7 +55,7 @@ def defaults() -> dict[str, Any]:
     environment (OPENAI_BASE_URL, REACT_EDITOR_MODEL)."""
     base = {**AgentConfig().model_dump(), **APP_MODEL_DEFAULTS}
     base["model"] = os.environ.get("REACT_EDITOR_MODEL") or base["model"]
-    saved = store().get_setting(DEFAULTS_SETTING, {}) or {}
+    saved = store().settings.get(DEFAULTS_SETTING, {}) or {}
     for k, v in saved.items():
         if k in base:
             base[k] = v
@@ -113,12 +113,12 @@ def selection() -> tuple[int | None, int | None]:
         return None, None
     s = store()
     try:
-        episode = s.episode(ep)
+        episode = s.episodes.get(ep)
     except StoreError:
         return ep, None
     if ver is not None:
         try:
-            s.version(ver, ep)
+            s.versions.get(ver, ep)
         except StoreError:
             ver = None
     if ver is None:
@@ -134,7 +134,7 @@ def require_episode(missing: str) -> tuple[int, int | None, Any]:
         st.page_link(page_path("episodes"), label="Go to Episodes")
         st.stop()
     try:
-        ep = store().episode(ep_id)
+        ep = store().episodes.get(ep_id)
     except StoreError as exc:
         st.error("Cannot open that episode:")
         st.text(str(exc))

@@ -1,13 +1,27 @@
 """Plain rows of bulk reads (export, search): tuples with the records' field names, cheaper
-than a pydantic record per row, and an episode's version tree for search and signals."""
+than a pydantic record per row, and an episode's version tree for search and signals; the
+versions and steps rows as records."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple
 
-from trajectory.records import EditInfo, Outcome
+from sessions.connection import _ids, from_json, to_json
+from trajectory.records import EditInfo, Outcome, Step, Version
 from trajectory.signals import version_signals
+
+# the columns of a versions row and of a steps row, as the readers below take them
+VCOLS = (
+    "id, episode_id, parent_version, leaf_step_id, draft_thought, draft_edit, edits, name, status, "
+    "error, outcome, created_at, updated_at"
+)
+SCOLS = (
+    "id, episode_id, parent_id, idx, thought, action, observation, done, reward, info, source, "
+    "edit, call_ids, snapshot, created_at, signals"
+)
+
 
 class StepRow(NamedTuple):
     """A stored step as plain attributes: `trajectory.records.Step`'s fields, for bulk reads."""
@@ -92,3 +106,60 @@ class EpisodeTree:
 
     def signals(self, version_id: int) -> set[str]:
         return version_signals((self.steps[s][2] for s in self.path(version_id)), self.versions[version_id][1])
+
+
+def version_row(v: Version, config_id: int | None, exemplar_rev: int | None) -> dict[str, Any]:
+    """The versions row of a new version, pinned to its config and exemplar revision."""
+    return {
+        "episode_id": v.episode_id,
+        "parent_version": v.parent_version,
+        "leaf_step_id": v.leaf_step_id,
+        "draft_thought": v.draft_thought,
+        "draft_edit": to_json(v.draft_edit),
+        "edits": to_json([e.model_dump(exclude_defaults=True) for e in v.edits]) if v.edits else None,
+        "name": v.name,
+        "status": v.status,
+        "error": v.error,
+        "outcome": to_json(v.outcome),
+        "created_at": v.created_at,
+        "updated_at": v.updated_at,
+        "config_id": config_id,
+        "exemplar_rev": exemplar_rev,
+    }
+
+
+def version_from_row(r) -> Version:
+    """A `VCOLS` row as its record."""
+    # A row this store wrote is trusted: construct without re-validating (hot: every step reads one).
+    return Version.model_construct(
+        id=r[0],
+        episode_id=r[1],
+        parent_version=r[2],
+        leaf_step_id=r[3],
+        draft_thought=r[4],
+        draft_edit=EditInfo.model_validate_json(r[5]) if r[5] else None,
+        edits=[EditInfo.model_validate(e) for e in from_json(r[6], [])],
+        name=r[7],
+        status=r[8],
+        error=r[9],
+        outcome=Outcome.model_validate_json(r[10]) if r[10] else Outcome(),
+        created_at=r[11],
+        updated_at=r[12],
+    )
+
+
+def step_fields(r, infos: dict[str, dict] | None = None) -> tuple:
+    """A steps row (`SCOLS`) as the values of `StepRow`'s fields, in order."""
+    sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig = r
+    if infos is None or info is None:
+        info = from_json(info, {})
+    else:
+        info = infos[info] if info in infos else infos.setdefault(info, json.loads(info))
+    return (sid, eid, parent, idx, thought, action, obs, bool(done), reward or 0.0, info, source,
+            EditInfo.model_validate_json(edit) if edit else None, _ids(calls),
+            json.loads(snap) if snap else None, at, json.loads(sig) if sig else [])
+
+
+def step_from_row(r) -> Step:
+    """A `SCOLS` row as its record."""
+    return Step(**dict(zip(StepRow._fields, step_fields(r))))

@@ -91,7 +91,7 @@ class EpisodeEncoder:
         ids = sorted({cid for path in batch.paths.values() for s in path for cid in s.call_ids})
         self.calls = {cid: known[cid] for cid in ids if cid in known}
         missing = [cid for cid in ids if cid not in known]  # a call recorded under another episode
-        self.calls.update({c.id: c for i in range(0, len(missing), 500) for c in store.calls(missing[i : i + 500])})
+        self.calls.update({c.id: c for i in range(0, len(missing), 500) for c in store.calls.read(missing[i : i + 500])})
         self.vann, self.sann = histories or (ann.version_histories(store, [v.id for v in batch.versions]),
                                              ann.episode_step_histories(store, ep.id))
         self.step_ref: dict[int, int] = {}
@@ -369,7 +369,7 @@ def _chunked(batches: Iterable[EpisodeBatch], n: int = 200) -> Iterator[list[Epi
 def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
     n = 0
     for chunk in _chunked(batches):  # the calls and annotations of a chunk of episodes in one query each
-        calls = store.episode_call_rows(b.episode.id for b in chunk)
+        calls = store.calls.rows(b.episode.id for b in chunk)
         histories = (ann.version_histories(store, [v.id for b in chunk for v in b.versions]),
                      ann.step_histories(store, [b.episode.id for b in chunk]))
         for batch in chunk:

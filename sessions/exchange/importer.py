@@ -130,7 +130,7 @@ def import_file(
         digests = _episode_digests(records)
         report = ImportReport("jsonl", str(p))
         with store.transaction():
-            present = {} if as_new else store.episodes_by_option(IMPORT_DIGEST, sorted(set(digests.values())))
+            present = {} if as_new else store.episodes.by_option(IMPORT_DIGEST, sorted(set(digests.values())))
             report.already_present = sorted({present[d] for d in digests.values() if d in present})
             fresh = [(n, r) for n, r in records if digests[r.episode.ref] not in present]
             _jsonl(p.name, fresh, store, report, digests)
@@ -254,9 +254,9 @@ def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEn
             data = {**t.data, "dataset_task": known.key} if known else t.data
             task = Task(env=t.env, id=t.task_id, type=t.task_type or (known.type if known else None),
                         text=t.task_text, gold=known.gold if known else t.gold, source="imported", data=data)
-            ep, v = store.create_episode(task, AgentConfig(style=t.style), {}, name=t.name)
+            ep, v = store.episodes.create(task, AgentConfig(style=t.style), {}, name=t.name)
             if t.steps:
-                store.append_steps(v.id, t.steps, outcome=_imported_outcome(t.steps))
+                store.versions.append(v.id, t.steps, outcome=_imported_outcome(t.steps))
             sets.add_version(store, name, v.id, by=by)
             report.episodes.append(ep.id)
             report.versions += 1
@@ -431,7 +431,7 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
                 options[IMPORT_DIGEST] = (digests or {}).get(rec.episode.ref)
                 if rec.episode.config.base_url:  # so does the model endpoint the file names
                     options[UNCONFIRMED_ENDPOINT] = rec.episode.config.base_url
-                e, v0 = store.create_episode(task, rec.episode.config, options, rec.episode.name,
+                e, v0 = store.episodes.create(task, rec.episode.config, options, rec.episode.name,
                                              created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
                 report.episodes.append(e.id)
@@ -546,7 +546,7 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
         if known:  # pragma: no cover - the first record of an episode has no earlier steps
             raise ImportFailed("internal: first record with shared steps")
     else:
-        vid = store.create_version(Version(episode_id=ep.id, leaf_step_id=at), make_current=False).id
+        vid = store.versions.create(Version(episode_id=ep.id, leaf_step_id=at), make_current=False).id
     new_calls: list[ModelCall] = []
     placeholder: dict[int, int] = {}
     record_calls = {c.ref: c for c in rec.calls}
@@ -575,7 +575,7 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
                           reward=s.reward, info=info, source=s.source, edit=_edit(s.edit, ep), call_ids=ids,
                           created_at=s.created_at))
     if steps:
-        rows, _ = store.append_steps(vid, steps, new_calls)
+        rows, _ = store.versions.append(vid, steps, new_calls)
         for s, row in zip(new, rows):
             ep.step_ids[s.ref] = row.id
             for cref, cid in zip(s.calls, row.call_ids):
@@ -583,7 +583,7 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
             for a in s.annotations:
                 ann.insert_step_annotation(store, ann.StepAnnotation(
                     step_id=row.id, annotator=a.annotator, created_at=a.created_at, tags=a.tags, note=a.note))
-    store.update_version(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
+    store.versions.update(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
                          draft_thought=v.draft_thought, draft_edit=_edit(v.draft_edit, ep),
                          parent_version=ep.versions.get(v.parent) if v.parent else None,
                          edits=[_edit(e, ep) for e in v.edits], created_at=v.created_at, updated_at=v.updated_at)
@@ -599,4 +599,4 @@ def _finish_episode(store: Store | None, ep: _Ep) -> None:
         return
     target = ep.current if ep.current is not None else ep.last
     if target is not None:
-        store.set_current_version(ep.id, target)
+        store.versions.set_current(ep.id, target)

@@ -103,7 +103,7 @@ def _number(text: str) -> int:
 
 def resolve(store: Store, ref: Ref) -> Ref:
     """The ref with its per-episode version number turned into the version's global id."""
-    store.episode(ref.episode)
+    store.episodes.get(ref.episode)
     if ref.version is None:
         return ref
     return Ref(ref.episode, numbering.id_of(store, ref.episode, ref.version), ref.all)
@@ -168,12 +168,12 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
             if r.episode not in wanted:
                 order.append(r.episode)
             wanted.setdefault(r.episode, []).append(r)
-        allowed = set(store.episode_ids(env=f.env, task_type=f.task_type)) if (f.env or f.task_type) else None
+        allowed = set(store.episodes.ids(env=f.env, task_type=f.task_type)) if (f.env or f.task_type) else None
         plan = [(e, wanted[e]) for e in order if allowed is None or e in allowed]
     else:
-        plan = [(e, [Ref(e, all=f.all_versions)]) for e in store.episode_ids(env=f.env, task_type=f.task_type)]
+        plan = [(e, [Ref(e, all=f.all_versions)]) for e in store.episodes.ids(env=f.env, task_type=f.task_type)]
     refs_of = dict(plan)
-    for ep, versions, steps in store.read_episodes(e for e, _ in plan):
+    for ep, versions, steps in store.episodes.read(e for e, _ in plan):
         ep_id, ep_refs = ep.id, refs_of[ep.id]
         all_versions = {v.id: v for v in versions}
         chosen: list[int] = []

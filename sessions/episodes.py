@@ -1,0 +1,313 @@
+"""The episodes part of the Store (`store.episodes`): tasks, configs and episodes (each with
+the version that is current), the episode lists the faces show, the version trees search
+and signals read, and the bulk read of whole episodes an export makes."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Iterable, Iterator
+
+from sessions.connection import StoreError, from_json, to_json
+from sessions.parts import Database, insert_row
+from sessions.rows import SCOLS, EpisodeTree, StepRow, VCOLS, step_fields, version_from_row, version_row
+from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
+from trajectory.signals import STEP_LIMIT
+
+EP_SQL = (
+    "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at "
+    "from episodes e join tasks t on t.id = e.task_id join configs c on c.id = e.config_id "
+)
+
+_OWNERS = {
+    "step": "select id, episode_id from steps where id in ({})",
+    "version": "select id, episode_id from versions where id in ({})",
+    "task": "select task_id, id from episodes where task_id in ({}) order by id desc",
+}
+
+_OUTCOME_SQL = {  # a version's automatic outcome, as search filters it
+    "success": "coalesce(json_extract(outcome, '$.success'), 0) = 1",
+    "failure": "coalesce(json_extract(outcome, '$.done'), 0) = 1 and coalesce(json_extract(outcome, '$.success'), 0) != 1",
+    "unfinished": "coalesce(json_extract(outcome, '$.done'), 0) = 0",
+}
+
+
+class Episodes:
+    """Tasks, configs, episodes. Writes only those tables (and an episode's first version,
+    made with it); reads may join the versions and steps below them."""
+
+    def __init__(self, database: Database):
+        self._database = database
+
+    # ------------------------------------------------------------------ tasks / configs
+    def task_row(self, task: Task) -> int:
+        """The task's row id (inserted the first time it is seen)."""
+        db = self._database.db
+        key = task.key
+        row = db.execute("select id, json from tasks where key = ?", [key]).fetchone()
+        data = to_json(task)
+        if row:
+            if row[1] != data:  # same id, new content (e.g. a regenerated game): keep both
+                key = f"{key}#{hashlib.sha256(data.encode()).hexdigest()[:8]}"
+                row2 = db.execute("select id from tasks where key = ?", [key]).fetchone()
+                if row2:
+                    return row2[0]
+            else:
+                return row[0]
+        return insert_row(db, "tasks", {"key": key, "env": task.env, "type": task.type, "json": data})
+
+    def config_row(self, config: AgentConfig) -> int:
+        """The config's row id (configs are kept once by their content)."""
+        db = self._database.db
+        data = to_json(config) or "{}"
+        key = hashlib.sha256(data.encode()).hexdigest()[:16]
+        row = db.execute("select id from configs where key = ?", [key]).fetchone()
+        if row:
+            return row[0]
+        return insert_row(db, "configs", {"key": key, "json": data})
+
+    def config_id(self, episode_id: int) -> int:
+        """The episode's default config row (a new version without one pins it)."""
+        row = self._database.db.execute("select config_id from episodes where id = ?", [episode_id]).fetchone()
+        if row is None:
+            raise StoreError(f"unknown episode {episode_id}")
+        return row[0]
+
+    # ------------------------------------------------------------------ episodes
+    def create(self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None, *,
+               created_at: str | None = None, version_name: str | None = None) -> tuple[Episode, Version]:
+        """A new episode with its first (empty) version, which becomes current.
+        `created_at`: an import keeps the original time."""
+        stamp, options = created_at or now(), to_json(env_options or {})
+        with self._database.transaction():
+            db = self._database.db
+            task_id = self.task_row(task)
+            config_id = self.config_row(config)
+            ep_id = db.execute(
+                "insert into episodes (task_id, config_id, env_options, name, created_at) values (?,?,?,?,?)",
+                [task_id, config_id, options, name, stamp],
+            ).lastrowid
+            first = Version(episode_id=ep_id, name=version_name)
+            version = first.model_copy(update={"id": insert_row(db, "versions", version_row(first, config_id, None))})
+            self.point_current(ep_id, version.id)
+        # the row just written, without reading the task and config back (their own JSON)
+        return Episode(id=ep_id, task=task, config=config, env_options=from_json(options, {}),
+                       current_version=version.id, name=name, created_at=stamp), version
+
+    def point_current(self, episode_id: int, version_id: int) -> None:
+        """Inside the caller's transaction: the episode's current version becomes this one."""
+        self._database.db.execute("update episodes set current_version = ? where id = ?", [version_id, episode_id])
+
+    def point_config(self, episode_id: int, config_id: int) -> None:
+        """Inside the caller's transaction: the episode's default config becomes this row."""
+        self._database.db.execute("update episodes set config_id = ? where id = ?", [config_id, episode_id])
+
+    def get(self, episode_id: int) -> Episode:
+        row = self._database.db.execute(EP_SQL + "where e.id = ?", [episode_id]).fetchone()
+        if row is None:
+            raise StoreError(f"unknown episode {episode_id}")
+        return episode_from_row(row)
+
+    def env_options(self, episode_id: int) -> dict[str, Any]:
+        """The episode's environment options alone: the one part of an episode that a
+        confirm or re-point changes (a step reads it fresh; the task never changes)."""
+        row = self._database.db.execute("select env_options from episodes where id = ?", [episode_id]).fetchone()
+        if row is None:
+            raise StoreError(f"unknown episode {episode_id}")
+        return from_json(row[0], {})
+
+    def set_config(self, episode_id: int, config: AgentConfig) -> None:
+        """The episode's default config (what a version without a pinned one uses, and what
+        the episode lists show). Existing versions keep the config they pinned."""
+        self.get(episode_id)
+        with self._database.transaction():
+            self.point_config(episode_id, self.config_row(config))
+
+    def set_env_options(self, episode_id: int, options: dict[str, Any]) -> None:
+        """Re-point or confirm what the episode's environment opens (wiki backend, ...)."""
+        self.get(episode_id)
+        with self._database.transaction():
+            self._database.db.execute("update episodes set env_options = ? where id = ?", [to_json(options), episode_id])
+
+    def rename(self, episode_id: int, name: str | None) -> None:
+        self.get(episode_id)
+        with self._database.transaction():
+            self._database.db.execute("update episodes set name = ? where id = ?", [name, episode_id])
+
+    def by_option(self, key: str, values: list[str]) -> dict[str, int]:
+        """value -> episode id for the episodes whose env_options[key] is one of `values`."""
+        out: dict[str, int] = {}
+        for i in range(0, len(values), 500):
+            chunk = values[i : i + 500]
+            rows = self._database.db.execute(
+                f"select json_extract(env_options, ?), id from episodes where json_extract(env_options, ?) "
+                f"in ({','.join('?' * len(chunk))})", [f"$.{key}", f"$.{key}", *chunk])
+            out.update({v: eid for v, eid in rows})
+        return out
+
+    def ids(self, *, env: str | None = None, task_type: str | None = None) -> list[int]:
+        """Episode ids in order, optionally of one environment and task type (a type matches
+        itself or as a prefix, as ALFWorld's `pick_and_place` matches `pick_and_place_simple`)."""
+        where, params = [], []
+        if env:
+            where.append("t.env = ?")
+            params.append(env)
+        if task_type:
+            where.append("(t.type = ? or t.type like ?)")
+            params += [task_type, task_type + "%"]
+        sql = "select e.id from episodes e join tasks t on t.id = e.task_id"
+        if where:
+            sql += " where " + " and ".join(where)
+        return [r[0] for r in self._database.db.execute(sql + " order by e.id", params)]
+
+    def list(self, *, env: str | None = None, task_type: str | None = None, outcome: str | None = None,
+             edited: bool | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Summaries for the Episodes page / `react-editor episodes`: one dict per episode
+        with its current version's outcome and the episode's edit count. `outcome`:
+        "success" | "failure" | "unfinished"."""
+        where, params = [], []
+        if env:
+            where.append("t.env = ?")
+            params.append(env)
+        if task_type:
+            where.append("t.type = ?")
+            params.append(task_type)
+        sql = (
+            "select e.id, t.env, t.type, json_extract(t.json, '$.id'), json_extract(t.json, '$.text'), "
+            "e.name, e.created_at, e.current_version, v.status, v.outcome, "
+            "(select count(*) from versions v2 where v2.episode_id = e.id), "
+            "(select count(*) from steps s where s.episode_id = e.id and s.source = 'human'), "
+            "(select count(*) from versions v3 where v3.episode_id = e.id and v3.edits is not null), "
+            "json_extract(c.json, '$.model') "
+            "from episodes e join tasks t on t.id = e.task_id join configs c on c.id = e.config_id "
+            "left join versions v on v.id = e.current_version"
+        )
+        if where:
+            sql += " where " + " and ".join(where)
+        sql += " order by e.id desc"
+        out = []
+        for r in self._database.db.execute(sql, params):
+            item = _episode_summary(r)
+            if not _kept(item, edited, outcome):
+                continue
+            out.append(item)
+            if limit and len(out) >= limit:
+                break
+        return out
+
+    # ------------------------------------------------------------------ trees (search, signals)
+    def trees(self, episode_ids: Iterable[int]) -> dict[int, EpisodeTree]:
+        """The version trees of many episodes in three queries: what maps a step hit to the
+        versions holding it and a version to the signals it carries."""
+        db = self._database.db
+        out: dict[int, EpisodeTree] = {}
+        ids = sorted(set(episode_ids))
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            q = ",".join("?" * len(chunk))
+            for eid, env, typ, cur in db.execute(
+                f"select e.id, t.env, t.type, e.current_version from episodes e join tasks t on t.id = e.task_id "
+                f"where e.id in ({q})", chunk):
+                out[eid] = EpisodeTree(eid, env, typ, cur)
+            for vid, eid, leaf, oc in db.execute(
+                f"select id, episode_id, leaf_step_id, outcome from versions where episode_id in ({q})", chunk):
+                out[eid].versions[vid] = (leaf, Outcome.model_validate_json(oc) if oc else Outcome())
+            for sid, eid, parent, idx, sig in db.execute(
+                f"select id, episode_id, parent_id, idx, signals from steps where episode_id in ({q})", chunk):
+                out[eid].steps[sid] = (parent, idx, from_json(sig, []))
+        return out
+
+    def of(self, kind: str, ids: Iterable[int]) -> dict[int, list[int]]:
+        """The episode(s) each step / version / task id belongs to (a task: newest first)."""
+        out: dict[int, list[int]] = {}
+        ids = [*ids]
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            for key, eid in self._database.db.execute(_OWNERS[kind].format(",".join("?" * len(chunk))), chunk):
+                out.setdefault(key, []).append(eid)
+        return out
+
+    def with_outcome(self, outcome: str) -> set[int]:
+        """Episodes with at least one version of this outcome (success, failure, unfinished)."""
+        return {r[0] for r in self._database.db.execute(f"select episode_id from versions where {_OUTCOME_SQL[outcome]}")}
+
+    def flagged(self, signal: str) -> set[int]:
+        """Episodes that may carry `signal` (a superset: a flagged step, or a version ended
+        at its limit); `EpisodeTree.signals` decides per version."""
+        if signal == STEP_LIMIT:
+            sql, params = "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
+        else:
+            sql, params = "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
+        return {r[0] for r in self._database.db.execute(sql, params)}
+
+    # ------------------------------------------------------------------ bulk reads (export)
+    # A pydantic record per row costs more than the whole read; bulk reads of our own rows
+    # give plain rows with the records' field names (StepRow) instead.
+    def read(self, episode_ids: Iterable[int], chunk: int = 200) -> Iterator[
+            tuple[Episode, list[Version], dict[int, StepRow]]]:
+        """Episodes (in the given order) with all their versions and steps, a chunk of
+        episodes at a time: three set-based queries per chunk, never one per version. Rows
+        come by `fetchall` (the cursor checks every fetch call; one call per query, not per row)."""
+        db = self._database.db
+        ids = [*episode_ids]
+        infos: dict[str, dict] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
+        for i in range(0, len(ids), chunk):
+            part = ids[i : i + chunk]
+            q = ",".join("?" * len(part))
+            rows = db.execute(EP_SQL + f"where e.id in ({q})", part).fetchall()
+            eps = {r[0]: episode_from_row(r) for r in rows}
+            versions: dict[int, list[Version]] = {}
+            rows = db.execute(f"select {VCOLS} from versions where episode_id in ({q}) order by id", part)
+            for r in rows.fetchall():
+                versions.setdefault(r[1], []).append(version_from_row(r))
+            steps: dict[int, dict[int, StepRow]] = {}
+            make, values = StepRow._make, step_fields  # bound once: called per row
+            for r in db.execute(f"select {SCOLS} from steps where episode_id in ({q})", part).fetchall():
+                steps.setdefault(r[1], {})[r[0]] = make(values(r, infos))
+            for e in part:
+                if e in eps:
+                    yield eps[e], versions.get(e, []), steps.get(e, {})
+
+
+def episode_from_row(row) -> Episode:
+    """An `EP_SQL` row as its record."""
+    return Episode(
+        id=row[0],
+        task=Task.model_validate_json(row[1]),
+        config=AgentConfig.model_validate_json(row[2]),
+        env_options=from_json(row[3], {}),
+        current_version=row[4],
+        name=row[5],
+        created_at=row[6],
+    )
+
+
+def _kept(item: dict[str, Any], edited: bool | None, outcome: str | None) -> bool:
+    """Whether an episode summary passes `list`'s filters."""
+    if edited is not None and item["edited"] != edited:
+        return False
+    if outcome == "success" and item["success"] is not True:
+        return False
+    if outcome == "failure" and not (item["done"] and item["success"] is not True):
+        return False
+    return not (outcome == "unfinished" and item["done"])
+
+
+def _episode_summary(r) -> dict[str, Any]:
+    """One row of `list`'s query as the dict the faces show."""
+    oc = Outcome.model_validate_json(r[9]) if r[9] else Outcome()
+    return {
+        "episode": r[0],
+        "env": r[1],
+        "type": r[2],
+        "task": r[3],
+        "text": r[4],
+        "name": r[5],
+        "created_at": r[6],
+        "current_version": r[7],
+        "status": r[8],
+        "done": oc.done,
+        "success": oc.success,
+        "versions": r[10],
+        "edited": bool(r[11] or r[12]),
+        "model": r[13] or "",
+    }
