@@ -1,6 +1,6 @@
 """The UI benchmark's experiments database: N experiments x M HotpotQA tasks, each task an
 episode with a short finished version (a few model steps with their model calls), written
-through the library's store API (agent.experiment.create, Store.episodes.create/append_steps,
+through the library's store API (agent.experiment.create, store.episodes.create, store.versions.append,
 sessions.experiments.ensure_episode/record_item) - no model is run. Imported before _root."""
 
 from __future__ import annotations

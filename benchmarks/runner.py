@@ -62,13 +62,15 @@ def serve() -> None:
 
 
 def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float],
-           store_clock: list[float] | None = None) -> dict:
+           store_clock: list[float] | None = None, open_store=None) -> dict:
     from agent import experiment as X
     from sessions.store import Store
+
+    open_store = open_store or Store
     from trajectory.records import AgentConfig
 
     db = work / f"{tag}.db"
-    store = Store(db)
+    store = open_store(db)
     exp = X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
                    tasks=tasks, name=tag)
     store.close()
@@ -76,7 +78,7 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     cpu0, t0 = time.process_time(), time.perf_counter()
     out = X.run(str(db), exp.id, concurrency=concurrency)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
-    with _Open(db) as st:
+    with _Open(db, open_store) as st:
         calls = st.db.execute("select count(*) from model_calls").fetchone()[0]
     assert out["done"] == len(tasks), out
     out = {"calls": calls, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
@@ -88,10 +90,8 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
 
 
 class _Open:
-    def __init__(self, db: Path):
-        from sessions.store import Store
-
-        self.store = Store(db)
+    def __init__(self, db: Path, open_store):
+        self.store = open_store(db)
 
     def __enter__(self):
         return self.store
@@ -180,15 +180,22 @@ def client_floor(url: str, n: int = 400) -> dict:
 def db_work(work: Path, url: str, tasks) -> dict:
     """SQL statements and commits per model call (a separate, traced run at concurrency 1):
     what the runner asks of SQLite, counted, not timed. A durable commit is an fsync; a
-    light one (claims, leases, progress, item results) is not."""
-    import sqlite3
+    light one (claims, leases, progress, item results) is not. Every Store of the run is
+    opened with a `tracer` (its statements on every thread's connection)."""
+    from agent import experiment as X
+    from sessions.store import Store
 
     counts = {"statements": 0}
     per_conn: list[dict] = []  # one per connection: its own durability setting and commits
-    real = sqlite3.connect
 
-    def tracer(mine: dict):
-        def trace(sql: str) -> None:
+    def traced(*a, **k) -> Store:
+        conns: dict[int, dict] = {}  # a Store opens one connection per thread
+
+        def trace(sql: str, _params) -> None:
+            mine = conns.get(threading.get_ident())
+            if mine is None:  # sqlite's default: synchronous = full
+                mine = conns[threading.get_ident()] = {"commits": 0, "light": 0, "light_now": False}
+                per_conn.append(mine)
             if sql.startswith("--"):  # statements SQLite runs for a trigger or the FTS index
                 return
             counts["statements"] += 1
@@ -199,20 +206,13 @@ def db_work(work: Path, url: str, tasks) -> dict:
                 mine["commits"] += 1
                 mine["light"] += mine["light_now"]
 
-        return trace
+        return Store(*a, tracer=trace, **k)
 
-    def connect(*a, **k):
-        conn = real(*a, **k)
-        mine = {"commits": 0, "light": 0, "light_now": False}  # sqlite's default: synchronous = full
-        per_conn.append(mine)
-        conn.set_trace_callback(tracer(mine))
-        return conn
-
-    sqlite3.connect = connect
+    real, X.Store = X.Store, traced  # the Store `experiment.run` opens
     try:
-        out = _timed(work, "traced", url, tasks, 1, [0.0])
+        out = _timed(work, "traced", url, tasks, 1, [0.0], open_store=traced)
     finally:
-        sqlite3.connect = real
+        X.Store = real
     calls = out["calls"]
     commits = sum(c["commits"] for c in per_conn)
     light = sum(c["light"] for c in per_conn)

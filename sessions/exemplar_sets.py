@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from sessions import annotations as ann
+from sessions import annotations
 from trajectory import kinds
 from trajectory.prompt_files import Exemplar, PromptFileError, RawEntry, exemplar_from
 from trajectory.records import now
@@ -76,7 +76,7 @@ def create_set(
             raise ExemplarSetError(f"an exemplar set named {name!r} exists already")
         store.db.execute(
             "insert into exemplar_sets (name, env, description, source, created_by, created_at) values (?,?,?,?,?,?)",
-            [name, env, description, source, ann.current_user(by), now()],
+            [name, env, description, source, annotations.current_user(by), now()],
         )
     return get_set(store, name)
 
@@ -183,7 +183,7 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
         rid = store.db.execute(
             "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
             "values (?,?,?,?,?,?,?)",
-            [s.id, pos, key, version_id, None, ann.current_user(by), now()],
+            [s.id, pos, key, version_id, None, annotations.current_user(by), now()],
         ).lastrowid
     return _entry(store, rid)
 
@@ -197,7 +197,7 @@ def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = No
         rid = store.db.execute(
             "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
             "values (?,?,?,?,?,?,?)",
-            [s.id, _next_pos(store, s.id), key, None, text, ann.current_user(by), now()],
+            [s.id, _next_pos(store, s.id), key, None, text, annotations.current_user(by), now()],
         ).lastrowid
     return _entry(store, rid)
 

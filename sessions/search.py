@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from sessions import annotations as ann
-from sessions import search_index as idx
+from sessions import annotations
+from sessions import search_index
 from sessions.store import EpisodeTree, Store, StoreError
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.search_text import QueryError, check_query, literal
@@ -102,8 +102,8 @@ class _Resolver:
         rows: dict[str, list[int]] = {}
         for _, table, rowid in batch:
             rows.setdefault(table, []).append(rowid)
-        step_notes = ann.current_note_targets(self.store, "step", rows.get("step_annotations", []))
-        version_notes = ann.current_note_targets(self.store, "version", rows.get("version_annotations", []))
+        step_notes = annotations.current_note_targets(self.store, "step", rows.get("step_annotations", []))
+        version_notes = annotations.current_note_targets(self.store, "version", rows.get("version_annotations", []))
         owner = {
             "step": self.store.episodes.of("step", [*rows.get("steps", []), *step_notes.values()]),
             "version": self.store.episodes.of("version", [*rows.get("versions", []), *version_notes.values()]),
@@ -128,8 +128,8 @@ class _Resolver:
                 places = self._task(owner["task"].get(rowid, []))
             if not places:
                 continue
-            for fld, marked in idx.snippets(self.store.db, table, self.query, rowid):
-                text, marks = idx.split_marks(marked)
+            for fld, marked in search_index.snippets(self.store.db, table, self.query, rowid):
+                text, marks = search_index.split_marks(marked)
                 out += [Hit(ep, vid, step, fld, text, marks) for ep, vid, step in places]
         return out
 
@@ -214,19 +214,19 @@ def _ranked(store: Store, query: str) -> tuple[str, list[tuple[float, str, int]]
     column filter names columns of some tables only), else the literal phrase."""
     ranked: list[tuple[float, str, int]] = []
     failed = 0
-    for table in idx.SOURCES:
+    for table in search_index.SOURCES:
         try:
-            ranked += [(rank, table, rowid) for rank, rowid in idx.matches(store.db, table, query, CANDIDATES)]
-        except idx.SearchSyntaxError:
+            ranked += [(rank, table, rowid) for rank, rowid in search_index.matches(store.db, table, query, CANDIDATES)]
+        except search_index.SearchSyntaxError:
             failed += 1
-    if failed < len(idx.SOURCES):
+    if failed < len(search_index.SOURCES):
         return query, ranked
     try:
         phrase = literal(query)
     except QueryError as exc:
         raise SearchError(str(exc)) from None
-    return phrase, [(rank, table, rowid) for table in idx.SOURCES
-                    for rank, rowid in idx.matches(store.db, table, phrase, CANDIDATES)]
+    return phrase, [(rank, table, rowid) for table in search_index.SOURCES
+                    for rank, rowid in search_index.matches(store.db, table, phrase, CANDIDATES)]
 
 
 def _search(store: Store, query: str, filters: _Filters, limit: int) -> list[Hit]:

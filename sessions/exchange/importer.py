@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
+from sessions import annotations
+from sessions import exemplar_sets
 from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
@@ -117,8 +117,8 @@ def import_file(
     if fmt == "auto":
         fmt = detect_format(p)
     if set_name is not None:
-        sets._check_name(set_name)
-        if sets.exists(store, set_name):
+        exemplar_sets._check_name(set_name)
+        if exemplar_sets.exists(store, set_name):
             raise ImportFailed(f"an exemplar set named {set_name!r} exists already")
     if fmt == "jsonl":
         if set_name is not None:
@@ -241,12 +241,12 @@ def _imported_outcome(steps: list) -> Outcome | None:
 
 def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEntry], set_name: str | None,
                           by: str | None, report: ImportReport, golds: dict[str, Task] | None = None) -> None:
-    name = set_name or sets.free_name(store, p.stem)
-    sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
+    name = set_name or exemplar_sets.free_name(store, p.stem)
+    exemplar_sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
     report.exemplar_set = name
     for entry in parsed:
         if not entry.trajectories:
-            sets.add_raw(store, name, entry.key, entry.raw or "", by=by)
+            exemplar_sets.add_raw(store, name, entry.key, entry.raw or "", by=by)
             report.raw_entries += 1
             continue
         for t in entry.trajectories:
@@ -257,7 +257,7 @@ def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEn
             ep, v = store.episodes.create(task, AgentConfig(style=t.style), {}, name=t.name)
             if t.steps:
                 store.versions.append(v.id, t.steps, outcome=_imported_outcome(t.steps))
-            sets.add_version(store, name, v.id, by=by)
+            exemplar_sets.add_version(store, name, v.id, by=by)
             report.episodes.append(ep.id)
             report.versions += 1
             report.steps += len(t.steps)
@@ -581,14 +581,14 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
             for cref, cid in zip(s.calls, row.call_ids):
                 ep.call_ids.setdefault(cref, cid)
             for a in s.annotations:
-                ann.insert_step_annotation(store, ann.StepAnnotation(
+                annotations.insert_step_annotation(store, annotations.StepAnnotation(
                     step_id=row.id, annotator=a.annotator, created_at=a.created_at, tags=a.tags, note=a.note))
     store.versions.update(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
                          draft_thought=v.draft_thought, draft_edit=_edit(v.draft_edit, ep),
                          parent_version=ep.versions.get(v.parent) if v.parent else None,
                          edits=[_edit(e, ep) for e in v.edits], created_at=v.created_at, updated_at=v.updated_at)
     for a in v.annotations:
-        ann.insert_version_annotation(store, ann.VersionAnnotation(
+        annotations.insert_version_annotation(store, annotations.VersionAnnotation(
             version_id=vid, annotator=a.annotator, created_at=a.created_at, verdict=a.verdict,
             failure_modes=a.failure_modes, notes=a.notes, exemplar_ready=a.exemplar_ready))
     return vid
