@@ -278,8 +278,8 @@ class Rollouts:
     def _make(engine: Engine, edit: RolloutEdit | None, version_id: int, k: int, config: AgentConfig) -> Version:
         """A rollout version; it never becomes the episode's current version."""
         if edit is None:
-            return engine.branch(version_id, k - 1, config=config, make_current=False)
-        return engine.edit(version_id, k, edit.kind, edit.text, config=config, make_current=False)
+            return engine.editor.branch(version_id, k - 1, config=config, make_current=False)
+        return engine.editor.edit(version_id, k, edit.kind, edit.text, config=config, make_current=False)
 
     @classmethod
     def _member(cls, engine: Engine, g: RolloutGroup, pos: int) -> int:
@@ -335,7 +335,7 @@ class Rollouts:
         finally:
             for eng in engines.values():
                 for episode_id in {g.episode_id for g in groups}:
-                    eng.forget_env(episode_id)
+                    eng.envs.forget_env(episode_id)
                 eng.store.close()
         stats = [group_stats(self.engine, groups_db.group(self.store, g.id)) for g in groups]
         return RolloutRun(stats, errors, stopped=self.stop.is_set())
