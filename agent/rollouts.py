@@ -1,8 +1,8 @@
 """Rollouts from any step: resample step K onwards N times, or measure what an edit at K
 does (control vs treatment, from the same restored environment state).
 
-Each rollout is an ordinary version: `Engine.branch` keeps steps 1..K-1 (control /
-resample) or `Engine.edit` applies the edit at K (treatment), then the model runs it to the
+Each rollout is an ordinary version: `engine.editor.branch` keeps steps 1..K-1 (control /
+resample) or `engine.editor.edit` applies the edit at K (treatment), then the model runs it to the
 end or the step limit. Rollouts run concurrently through `agent.batch.run_batch`, one
 Engine per worker thread (its own database connection and environments, so each worker
 restores the step-K state in its own game). A group remembers its members, so running the
