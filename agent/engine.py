@@ -85,9 +85,9 @@ class Engine:
         check_config(config, task.env, self.store)  # ConfigError before anything is written
         rev = self.prompts.revision_of(config.exemplar_set)  # so is an unknown exemplar set
         env = self.envs.start(task, env_options or {})  # so is a task these settings cannot start
-        episode, version = self.store.create_episode(task, config, env_options or {}, name)
+        episode, version = self.store.episodes.create(task, config, env_options or {}, name)
         if rev is not None:  # the first version's prompts use the set as it is now
-            self.store.pin_exemplar_revision(version.id, rev)
+            self.store.versions.pin_exemplar_revision(version.id, rev)
         self.envs.adopt(episode.id, env)  # the first step uses the environment just started
         return episode, version
 
@@ -103,7 +103,7 @@ class Engine:
         """Under the episode's lock: the version, its episode (pinned config), its steps,
         and the environment after them (a replay mismatch shows before any model call).
         None if the version is not of `episode_id` (the lock held is not its episode's)."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         if episode_id is not None and v.episode_id != episode_id:
             return None
         ep = self.paths.episode(v)
@@ -135,16 +135,16 @@ class Engine:
         except ModelCallFailed as exc:
             with self._locked(ep.id):
                 if calls:
-                    self.store.record_calls(ep.id, calls)
+                    self.store.calls.record(ep.id, calls)
                 if not isinstance(exc, StepCancelled):
                     try:
-                        self.store.update_version(v.id, error=str(exc))
+                        self.store.versions.update(v.id, error=str(exc))
                     except VersionFrozen:  # frozen meanwhile: its record never changes; the error is raised
                         pass
             raise
-        with self._locked(ep.id), self.store.deferred_blobs():  # pages fetched commit with the step
+        with self._locked(ep.id), self.store.blobs.deferred():  # pages fetched commit with the step
             if watch is not None and watch.cancel.is_set():  # Stop came while the answer was on its way
-                self.store.record_calls(ep.id, calls)
+                self.store.calls.record(ep.id, calls)
                 raise StepCancelled("step cancelled; the model's answer was not used", calls[-1] if calls else None)
             env = self.envs.restore(ep, steps)
             new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
@@ -156,7 +156,7 @@ class Engine:
     ) -> StepReport:
         """Record a Standard / CoT answer (experiments) as one model step - the thought and
         `Finish[answer]`, scored by the environment - with the calls that produced it."""
-        with self._locked(self.store.version(version_id).episode_id):
+        with self._locked(self.store.versions.get(version_id).episode_id):
             v, ep, steps, env = self._begin(version_id)
             fam = family(ep.task.env)
             if fam.qa is None:
@@ -175,7 +175,7 @@ class Engine:
         action = _clean_text(action, "action", allow_none=True)
         if thought is None and action is None:
             raise EngineError("write a thought or an action")
-        with self._locked(self.store.version(version_id).episode_id):
+        with self._locked(self.store.versions.get(version_id).episode_id):
             return self._human_step(version_id, thought, action)
 
     def _human_step(self, version_id: int, thought: str | None, action: str | None) -> StepReport:
@@ -263,19 +263,19 @@ class Engine:
                 target, frozen = v, self.editor.frozen_reason(v.id)
                 if frozen:
                     target = self.editor.continuation(v, leaf)
-                rows, v2 = self.store.append_steps(
+                rows, v2 = self.store.versions.append(
                     target.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft,
                     expected_leaf=leaf.id if leaf else None, known=target,
                 )
         except VersionChanged:
             if calls:  # nothing about a call is lost, even when its step is
-                self.store.record_calls(ep.id, calls)
+                self.store.calls.record(ep.id, calls)
             raise
         except StoreError as exc:  # blocked (a write lock held too long, disk full): keep the paid answers
             live.at = None  # the env moved past the recorded leaf
             if not calls:
                 raise
-            kept = self.store.keep_pending_calls(ep.id, calls)
+            kept = self.store.calls.keep_pending(ep.id, calls)
             raise WriteBlocked(f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
                                ) from None
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
@@ -298,7 +298,7 @@ class Engine:
         (a job's) cancels the model call in flight at Stop: that step is not taken."""
         added, stopped, error, continued_from = 0, False, None, None
         vid = version_id
-        v = self.store.version(vid)
+        v = self.store.versions.get(vid)
         self.paths.know_episode(vid, v.episode_id)  # (its first step need not read it again)
         while not v.outcome.done:
             if max_steps is not None and added >= max_steps:
@@ -324,9 +324,9 @@ class Engine:
                 on_step(rep)
         try:
             if not v.outcome.done:  # a finished last step's version is the row it just wrote
-                v = self.store.version(vid)
+                v = self.store.versions.get(vid)
             if stopped and not v.outcome.done and self.editor.frozen_reason(vid) is None:  # frozen: never changes
-                v = self.store.update_version(vid, status="stopped")
+                v = self.store.versions.update(vid, status="stopped")
         except VersionFrozen:  # frozen meanwhile: it keeps its status
             pass
         except StoreError as exc:  # the report still says how far the run got

@@ -46,7 +46,7 @@ class PromptBuilder:
             if self._client_factory:
                 self._clients[key] = self._client_factory(config)
             else:
-                cache = self.store if config.cache else None
+                cache = self.store.calls if config.cache else None
                 self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache,
                                                  on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
         return self._clients[key]
@@ -56,7 +56,7 @@ class PromptBuilder:
         episode: the next attempt of the same request uses one, whatever the cache setting
         (it was paid for; `--no-cache` means "do not answer from earlier requests")."""
         taken: list[tuple[int, ModelCall]] = []
-        self.store.record_pending_calls(into=taken)
+        self.store.calls.record_pending(into=taken)
         with self._guard:
             for episode_id, call in taken:
                 if call.error is None and call.completion is not None:
@@ -104,10 +104,10 @@ class PromptBuilder:
     def prompt(self, version_id: int) -> str:
         """The exact text the next model call of this version would be sent: a pure
         function of the version's pinned config and exemplar revision, task and steps."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         ep = self.paths.episode(v)
         steps = self.paths.steps(v)
-        rev = self.store.exemplar_revision(v.id)
+        rev = self.store.versions.exemplar_revision(v.id)
         qa = qa_method_of(v, steps)
         if qa is not None:  # Standard / CoT / CoT-SC: the one prompt every sample was sent
             return self._qa_prompt(ep, rev, qa)[0]
@@ -116,7 +116,7 @@ class PromptBuilder:
     def qa_prompt(self, version_id: int, method: str) -> tuple[str, list[str]]:
         """(prompt, stop) of a Standard / CoT answer of this version: its pinned config and
         exemplar revision (pinned here at first use, as a ReAct step pins them)."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         ep = self.paths.episode(v)
         return self._qa_prompt(ep, self.pin_exemplars(v, ep), method)
 
@@ -168,10 +168,10 @@ class PromptBuilder:
 
     def pin_exemplars(self, v: Version, ep: Episode) -> int | None:
         """The exemplar-set revision the version's prompts use, pinned at its first use."""
-        rev = self.store.exemplar_revision(v.id)
+        rev = self.store.versions.exemplar_revision(v.id)
         if rev is None and ep.config.exemplar_set not in (None, "builtin"):
             rev = self.revision_of(ep.config.exemplar_set)
-            self.store.pin_exemplar_revision(v.id, rev)
+            self.store.versions.pin_exemplar_revision(v.id, rev)
         return rev
 
     def revision_of(self, set_name: str | None) -> int | None:

@@ -36,13 +36,13 @@ class VersionPaths:
             if ep is not None:
                 self._pinned.move_to_end(key)
         if ep is None:
-            ep = self.store.episode(v.episode_id).model_copy(update={"config": self.store.version_config(v.id)})
+            ep = self.store.episodes.get(v.episode_id).model_copy(update={"config": self.store.versions.config(v.id)})
             with self._guard:
                 self._pinned[key] = ep
                 while len(self._pinned) > PATH_CACHE:
                     self._pinned.popitem(last=False)
             return ep.model_copy()
-        return ep.model_copy(update={"env_options": self.store.env_options(v.episode_id)})
+        return ep.model_copy(update={"env_options": self.store.episodes.env_options(v.episode_id)})
 
     def steps(self, version: Version) -> list[Step]:
         """The version's path, cached by leaf so a long run does not re-read it each step."""
@@ -51,7 +51,7 @@ class VersionPaths:
             if cached and cached[0] == version.leaf_step_id:
                 self._paths.move_to_end(version.id)
                 return cached[1]
-        steps = self.store.path(version.leaf_step_id)
+        steps = self.store.versions.path(version.leaf_step_id)
         self.remember(version.id, version.leaf_step_id, steps)
         return steps
 
@@ -68,7 +68,7 @@ class VersionPaths:
         if eid is None:
             if len(self._version_episode) >= VERSION_EPISODE_CACHE:  # a long-lived app: bounded, refilled on use
                 self._version_episode.clear()
-            eid = self._version_episode[version_id] = self.store.version(version_id).episode_id
+            eid = self._version_episode[version_id] = self.store.versions.get(version_id).episode_id
         return eid
 
     def know_episode(self, version_id: int, episode_id: int) -> None:

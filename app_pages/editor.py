@@ -109,7 +109,7 @@ RUN_LEASE_S = 5.0  # a run's job lives while this tab ticks; a reload or a close
 def open_run(version_id: int, n: int | None, kind: str = "run") -> dict:
     """A run is a job of the database (kind "run", or "edit-and-resume"), renewed by each
     tick of this tab."""
-    ep_of = store.version(version_id).episode_id
+    ep_of = store.versions.get(version_id).episode_id
     job = jobs_db.create(store, kind, episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
                          target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
     return {"version": version_id, "n": n, "added": 0, "job": job.id}
@@ -129,13 +129,13 @@ if vid is None:
     st.error(f"Episode {ep_id} has no version.")
     st.stop()
 state.select(ep_id, vid)
-ep = ep.model_copy(update={"config": store.version_config(vid)})  # the settings this version runs with
+ep = ep.model_copy(update={"config": store.versions.config(vid)})  # the settings this version runs with
 if notice := st.session_state.pop("notice", None):  # e.g. "v3 is frozen (annotated): continued in v7"
     st.info(notice)
 st.html(EDITOR_CSS)
 st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, kept out of the page body
 
-versions = store.versions(ep_id)
+versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
 fam = family(ep.task.env)
 alf = fam.transcript.thoughts_are_turns  # a thought is its own turn; an action is optional
@@ -335,7 +335,7 @@ class StepExtras:
     def __init__(self, v, steps) -> None:
         self.signals = dict(zip((s.id for s in steps), version_step_signals(steps, v.outcome)))
         ids = [cid for s in steps if s.source == "model" for cid in s.call_ids]
-        self.calls = {c.id: c for c in store.calls(ids)} if ids else {}
+        self.calls = {c.id: c for c in store.calls.read(ids)} if ids else {}
         self.tags = ann.step_annotations(store, [s.id for s in steps])
         self.cards = suggest_panel.by_step(eng, v.id, v)  # a failed version's suggested fixes, per step
         self.timing = bool(st.session_state.get("show_timing"))
@@ -681,7 +681,7 @@ def steps_view(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tuple
 def body() -> None:
     renew_run()
     job = finished_job()
-    v = store.version(vid)
+    v = store.versions.get(vid)
     steps = eng.steps(v)
     if st.session_state.get("run") and job is None:
         job = stepjobs.start(eng, TAB, vid, in_run=True)
@@ -727,7 +727,7 @@ def body() -> None:
             renewed = time.monotonic()
             renew_run()
     new_steps = settle(job)
-    v = store.version(vid)
+    v = store.versions.get(vid)
     if not new_steps or v.outcome.done or not st.session_state.get("run"):
         st.rerun()  # a full rerun: the controls and the outcome show the new state
     new_extras = StepExtras(v, new_steps)  # read once for all the new steps
@@ -757,6 +757,6 @@ def others_panel() -> bool:
 
 busy = finished_job() is not None
 foreign = bool(stepjobs.others(store, ep_id, TAB))
-now = store.version(vid)
+now = store.versions.get(vid)
 controls(now, eng.steps(now), busy or foreign)
 st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") or foreign else None)(body)()

@@ -77,7 +77,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         return _dismiss(args, engine, vid)
     if args.show_prompt:
         return _show_prompt(args, engine, vid)
-    if engine.store.version(vid).outcome.success:
+    if engine.store.versions.get(vid).outcome.success:
         raise CliError(f"version {vid} succeeded: suggestions are for failed or unfinished versions")
     return _suggest(args, engine, vid)
 
@@ -103,7 +103,7 @@ def _suggest(args: argparse.Namespace, engine, vid: int) -> int:
 
     critic = _critic(args)
     engine.envs.check_endpoint(vid)
-    ep = engine.store.version(vid).episode_id
+    ep = engine.store.versions.get(vid).episode_id
 
     def work(h):
         return suggest_version(engine, vid, critic, args.candidates, _how(args, h))

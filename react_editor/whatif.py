@@ -95,7 +95,7 @@ def _as_job(engine, kind: str, vid: int, target: str, work):
     stops it); its stop event is the one Ctrl-C sets."""
     from agent import jobs
 
-    ep = engine.store.version(vid).episode_id
+    ep = engine.store.versions.get(vid).episode_id
     return jobs.run_here(engine.store, kind, work, episode_id=ep, version_id=vid, target=target)
 
 

@@ -42,7 +42,7 @@ def test_the_prefix_is_built_once_per_episode_and_revision(toy, monkeypatch):
     assert toy.engine.prompts.prompt(v.id) and len(built) == 1  # `show --prompt` uses it too
 
     # the bytes are those the transcript words without the cache
-    tr, steps = family("alfworld").transcript, toy.engine.steps(toy.store.version(v.id))
+    tr, steps = family("alfworld").transcript, toy.engine.steps(toy.store.versions.get(v.id))
     whole = tr.prompt(tr.exemplars(ROOM_EXEMPLARS, ROOM_TASK.type, "react"), ROOM_TASK.text, steps[:4])
     assert toy.llm.completion_requests[-1].prompt == whole
     assert toy.engine.prompts.prompt(v.id) == tr.prompt(

@@ -103,7 +103,7 @@ def test_editor_shows_the_strip_and_a_box_per_step_its_marks_scroll_to(app):
     b = toy.engine.editor.edit(v.id, 2, "rewrite_action", "go to table 1")
     at = make("editor", episode=ep.id, version=b.id)
     strip = [h for h in _html(at) if 'class="ov-strip"' in h]
-    assert len(strip) == 1 and strip[0].count('class="ov-mark') == len(toy.store.version_steps(b.id))
+    assert len(strip) == 1 and strip[0].count('class="ov-mark') == len(toy.store.versions.steps(b.id))
     assert 'class="ov-mark ov-edited" href="#step-2"' in strip[0]
     boxes = [i for i, _ in _blocks(at) if re.search(r"-step_\d+$", i)]  # what the page script scrolls to
     assert [i.rsplit("_", 1)[1] for i in boxes] == ["1", "2"]
@@ -144,7 +144,7 @@ def test_timing_and_tokens_per_step_and_for_the_version_on_demand(app):
 def test_step_tags_and_notes_show_on_the_step(app):
     toy, make = app
     ep, v = _won(toy)
-    s2 = toy.store.version_steps(v.id)[1]
+    s2 = toy.store.versions.steps(v.id)[1]
     ann.tag_step(toy.store, s2.id, by="me", tags=["key step", "<b>x</b>"], note="the turn that matters")
     at = make("editor", episode=ep.id)
     assert "Tags: key_step, <b>x</b> · Note: the turn that matters" in texts(at)  # plain text, never markup
@@ -158,7 +158,7 @@ def test_a_question_failure_shows_the_gold_answer_and_em_f1(app):
     toy.llm.push(" I think it is old.\nAction 1: Finish[1700]")
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
     toy.engine.run(v.id)
-    assert toy.store.version(v.id).outcome.done and not toy.store.version(v.id).outcome.success
+    assert toy.store.versions.get(v.id).outcome.done and not toy.store.versions.get(v.id).outcome.success
     at = make("editor", episode=ep.id)
     box = [h for h in _html(at) if "re-alert-warning" in h]
     assert box and "Gold answer: 1650 · given: 1700 · EM 0 · F1 0.00" in box[0] and "Done: failure" in box[0]
@@ -236,13 +236,13 @@ def test_cli_resume_until_stops_at_the_first_match(toy, capsys):
     res = json.loads(out)
     assert res["until"] == {"condition": "obs:/Nothing happens/", "step": 3} and not res["done"]
     assert "stopped at step 3: the observation matches /Nothing happens/" in err
-    assert [s.action for s in toy.store.version_steps(res["version"])] == ["go to cabinet 1", "go to shelf 1",
+    assert [s.action for s in toy.store.versions.steps(res["version"])] == ["go to cabinet 1", "go to shelf 1",
                                                                             "open cabinet 1"]
     toy.llm.push(" go to cabinet 1", " go to table 1")
     res = cli_json(capsys, "resume", str(ep), "--until", "step:5", "--until", "signal:repeated_action", "--db", db)
     # step 4 goes back to the closed cabinet with nothing changed since step 1: a repeat, before step 5
     assert res["until"] == {"condition": "signal:repeated_action", "step": 4}
-    assert len(toy.store.version_steps(res["version"])) == 4
+    assert len(toy.store.versions.steps(res["version"])) == 4
     code, out, err = cli(capsys, "resume", str(ep), "--until", "signal:bogus", "--db", db)
     assert code != 0 and "unknown signal 'bogus'" in err and len(err.strip().splitlines()) == 1
 
@@ -260,7 +260,7 @@ def test_editor_run_to_end_stops_at_a_condition(app):
         if not at.session_state["run"]:
             break
         ok(at.run())
-    steps = toy.store.version_steps(toy.store.episode(ep.id).current_version)
+    steps = toy.store.versions.steps(toy.store.episodes.get(ep.id).current_version)
     assert [s.action for s in steps] == ["go to cabinet 1", "go to shelf 1", "open cabinet 1"]
     assert any("Run stopped at step 3: the observation matches /Nothing happens/" in i.value for i in at.info)
 
@@ -440,7 +440,7 @@ def test_a_run_stopped_by_a_condition_says_where_and_why_and_shows_the_step(app)
             break
         ok(at.run())
     ok(at.run())
-    steps = toy.store.version_steps(v.id)
+    steps = toy.store.versions.steps(v.id)
     assert len(steps) == 3
     assert any(c.value == "v1: 3 steps · stopped at step 3: repeated action" for c in at.caption), \
         [c.value for c in at.caption][:8]

@@ -32,7 +32,7 @@ def test_human_mode_clears_its_boxes_and_never_repeats_a_step(browser, page, llm
     from sessions.store import Store
 
     s = Store(tmp_path / "e2e.db")
-    assert [x.thought for x in s.version_steps(v.id)] == ["First I look around."]
+    assert [x.thought for x in s.versions.steps(v.id)] == ["First I look around."]
     s.close()
     # typed but not taken: a reload asks first (item 13)
     key(page, f"h_thought_{v.id}_1").locator("textarea").fill("not applied yet")
@@ -83,7 +83,7 @@ def test_a_step_in_flight_shows_progress_runs_once_and_stop_cancels_it(browser, 
     from sessions.store import Store
 
     s = Store(tmp_path / "e2e.db")
-    assert len(s.version_steps(v.id)) == 1 and len(llm.completion_requests) == 1
+    assert len(s.versions.steps(v.id)) == 1 and len(llm.completion_requests) == 1
     # Stop while the model is being called: the version stays as it was
     step.click()
     _expect()(page.get_by_text(re.compile(r"Calling the model…"))).to_be_visible(timeout=5_000)
@@ -91,7 +91,7 @@ def test_a_step_in_flight_shows_progress_runs_once_and_stop_cancels_it(browser, 
     _expect()(page.get_by_text(re.compile(r"Calling the model…"))).to_have_count(0, timeout=5_000)
     _expect()(step).to_be_enabled()
     page.wait_for_timeout(3_500)  # the abandoned call's answer arrives meanwhile
-    assert len(s.version_steps(v.id)) == 1 and len(llm.completion_requests) == 2
+    assert len(s.versions.steps(v.id)) == 1 and len(llm.completion_requests) == 2
     s.close()
     _expect()(key(page, "step_2")).to_have_count(0)
 

@@ -46,7 +46,7 @@ def test_step_tags_history(toy):
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
-    s1 = toy.store.version_steps(v.id)[0]
+    s1 = toy.store.versions.steps(v.id)[0]
     ann.tag_step(toy.store, s1.id, by="alice", add=["Good subgoal", "hallucinated"], note="plan is fine")
     ann.tag_step(toy.store, s1.id, by="bob", remove=["hallucinated"])
     cur = ann.step_annotation(toy.store, s1.id)
@@ -70,7 +70,7 @@ def test_closed_loop_alfworld(toy):
     assert entry.key == "react_put_0"
     env, d = sets.prompt_dict(toy.store, "fixed")
     assert env == "alfworld" and list(d) == ["react_put_0"]
-    assert d["react_put_0"] == fmt.render_alfworld(ROOM_TASK.text, toy.store.version_steps(fixed.id))
+    assert d["react_put_0"] == fmt.render_alfworld(ROOM_TASK.text, toy.store.versions.steps(fixed.id))
     # a new episode with that set: the exact prompt and the request the model gets
     ep2, v2 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, exemplar_set="fixed"))
     prompt = toy.engine.prompts.prompt(v2.id)

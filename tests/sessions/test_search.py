@@ -33,7 +33,7 @@ def test_signals_recorded_with_each_step_and_shown(room, capsys):
     assert [s["signals"] for s in shown] == [
         [], [], ["repeated_action"], ["hallucinated_object"], ["no_effect", "step_limit"]]
     # stored with the step: the same steps read back carry them (step_limit is the version's)
-    assert [s.signals for s in toy.store.version_steps(v.id)][2:4] == [["repeated_action"], ["hallucinated_object"]]
+    assert [s.signals for s in toy.store.versions.steps(v.id)][2:4] == [["repeated_action"], ["hallucinated_object"]]
 
 
 def test_episodes_by_signal_current_or_any_version(room, capsys):
@@ -160,8 +160,8 @@ def test_upgrade_backfills_signals_and_builds_the_index(tmp_path, monkeypatch):
     conn.close()
     store = Store(path)
     assert store.db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(len(schema.MIGRATIONS))
-    assert [s.signals for s in store.version_steps(1)] == [[], ["repeated_action"]]
-    assert [s.signals for s in store.version_steps(2)] == [[], ["no_effect", "hallucinated_object"]]
+    assert [s.signals for s in store.versions.steps(1)] == [[], ["repeated_action"]]
+    assert [s.signals for s in store.versions.steps(2)] == [[], ["no_effect", "hallucinated_object"]]
     assert episodes_with_signal(store, "step_limit") == [] and episodes_with_signal(store, "step_limit", all_versions=True) == [1]
     assert [(h.version, h.step, h.field) for h in search(store, "sofa")] == [(2, 2, "action")]
     # a signal filter points at the step carrying it (step_limit: the version's last step)

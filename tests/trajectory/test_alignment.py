@@ -20,12 +20,12 @@ def _wandered(toy):
     toy.llm.push(*WANDER)
     ep, v = toy.engine.start_episode(ROOM_TASK, _cfg(toy.llm))
     toy.engine.run(v.id, max_steps=len(WANDER))
-    return ep, toy.store.version(v.id)
+    return ep, toy.store.versions.get(v.id)
 
 
 def _rows(toy, a, b):
-    va, vb = toy.store.version(a), toy.store.version(b)
-    return align_versions(toy.store.version_steps(a), toy.store.version_steps(b), va.edits, vb.edits)
+    va, vb = toy.store.versions.get(a), toy.store.versions.get(b)
+    return align_versions(toy.store.versions.steps(a), toy.store.versions.steps(b), va.edits, vb.edits)
 
 
 def kinds(rows):
@@ -78,8 +78,8 @@ def test_delete_then_regenerate_and_chains_of_kept_edits(toy):
     # two kept edits in a row: carried copies of carried copies still match the first version
     a = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "A mug. Cabinet?", keep_rest=True)
     b = toy.engine.editor.edit(a.id, 4, "rewrite_thought", "Still no mug.", keep_rest=True)
-    rows = align_versions(toy.store.version_steps(v.id), toy.store.version_steps(b.id), v.edits,
-                          toy.store.version(b.id).edits, carried_map(toy.store.version_steps(a.id)))
+    rows = align_versions(toy.store.versions.steps(v.id), toy.store.versions.steps(b.id), v.edits,
+                          toy.store.versions.get(b.id).edits, carried_map(toy.store.versions.steps(a.id)))
     assert kinds(rows) == ["edited", "carried", "carried", "edited", "carried", "carried", "carried", "carried"]
     assert person_edits(rows) == 2
 
