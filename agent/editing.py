@@ -6,12 +6,15 @@ new settings for the steps that follow, and why a version may no longer grow."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 from pydantic import ValidationError
 
-from agent.engine_records import EngineError, _clean_text, _outcome, version_name
+from agent.engine_records import EngineError, EpisodeLocks, _clean_text, _outcome, version_name
+from agent.environments import EnvironmentPool
+from agent.version_paths import VersionPaths
 from envs.registry import family
+from sessions.store import Store
 from sessions import annotations as ann
 from sessions import exemplar_sets as sets
 from sessions import rollouts as groups_db
@@ -50,8 +53,25 @@ class _Edit:
                 for j, s in enumerate(rest)]
 
 
-class EditingMixin:
-    """Part of `agent.engine.Engine` (uses its store, locks, environments and steps)."""
+class Editor:
+    """The Engine's edits (`engine.editor`). Works under the episode locks of `locks` (the
+    Engine's); `paths` reads versions, `envs` restores an environment for an action edit,
+    `execute` runs one turn in it and `max_steps` is an episode's step limit (both the
+    Engine's); `revision_of` names an exemplar set's current revision (the prompt builder's)."""
+
+    def __init__(self, store: Store, locks: EpisodeLocks, paths: VersionPaths, envs: EnvironmentPool, *,
+                 execute: Callable[..., Step], max_steps: Callable[[Episode], int],
+                 revision_of: Callable[[str | None], int | None]):
+        self.store = store
+        self._locks = locks
+        self._paths = paths
+        self.envs = envs
+        self._execute = execute
+        self.max_steps = max_steps
+        self._revision_of = revision_of
+
+    def _locked(self, episode_id: int) -> ContextManager[Any]:
+        return self._locks.hold(episode_id)
 
     def frozen_reason(self, version_id: int) -> str | None:
         """Why a version may no longer grow (a FROZEN key), or None: what was relied on
@@ -64,7 +84,7 @@ class EditingMixin:
             return "child"
         return None
 
-    def _continuation(self, v: Version, leaf: Step | None) -> Version:
+    def continuation(self, v: Version, leaf: Step | None) -> Version:
         """The child a frozen version goes on in (inside the caller's transaction). It
         becomes the episode's current version, unless the frozen one was a rollout: then it
         takes the rollout's place in its group and the current version stays as it is."""
@@ -99,7 +119,7 @@ class EditingMixin:
                 if rev != old_rev:
                     self.store.versions.pin_exemplar_revision(v.id, rev)
                 return self.store.versions.get(v.id)
-            steps = self.steps(v)
+            steps = self._paths.steps(v)
             status = "open" if v.status == "stopped" else v.status
             child, _ = self.store.versions.branch(
                 v, at_step=steps[-1] if steps else None, config=new, exemplar_rev=rev, edits=v.edits,
@@ -146,8 +166,8 @@ class EditingMixin:
     def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
         """The checks every edit kind shares, and what each needs to build its steps."""
         v = self.store.versions.get(version_id)
-        ep = self._episode(v)
-        steps = self.steps(v)
+        ep = self._paths.episode(v)
+        steps = self._paths.steps(v)
         n = len(steps)
         if kind == "insert_thought":
             if not 1 <= k <= n + 1:
@@ -199,7 +219,7 @@ class EditingMixin:
             raise EngineError("an action edit changes the environment, so the later steps cannot be kept")
         if e.alf and e.tr.split_thought(e.text) is not None:
             raise EngineError("that is a thought ('think: ...'); use a thought edit")
-        env = self._env_at(e.ep, e.prefix)
+        env = self.envs.restore(e.ep, e.prefix)
         return [self._execute(e.ep, env, e.prefix, e.old.thought, e.text, source="human", edit=e.info)], {}
 
     def _commit_edit(self, e: _Edit, new: list[Step], fields: dict[str, Any]) -> Version:
@@ -219,7 +239,7 @@ class EditingMixin:
         at = e.prefix[-1] if e.prefix else None
         version, rows = self.store.versions.branch(e.v, at_step=at, steps=new, **fields)
         if e.info.kind == "rewrite_action" and rows:
-            live = self._live[e.ep.id]
+            live = self.envs.live(e.ep.id)
             live.tokens[rows[-1].id] = live.env.state()
             live.at = rows[-1].id
         return version
@@ -229,7 +249,7 @@ class EditingMixin:
         """"Resume from here": a new version that keeps steps 1..k and goes on from there
         (with `config`: running with it; rollouts pin their sampling settings this way)."""
         v = self.store.versions.get(version_id)
-        steps = self.steps(v)
+        steps = self._paths.steps(v)
         if not 0 <= k <= len(steps):
             raise EngineError(f"version {version_name(self.store, v)} has no step {k}")
         at = steps[k - 1] if k else None

@@ -6,18 +6,62 @@ observation checked - and what an imported episode may open only once a person c
 from __future__ import annotations
 
 import os
-from typing import Any
+import threading
+from collections import OrderedDict
+from typing import Any, ContextManager
 
 from agent.client import public_url
-from agent.engine_records import EngineError, _Live, _same_endpoint, version_name
-from envs.base import Environment, ReplayMismatch
+from agent.engine_records import EngineError, EpisodeLocks, _Live, _same_endpoint, version_name
+from agent.version_paths import VersionPaths
+from envs.base import EnvError, Environment, ReplayMismatch
 from envs.registry import family
 from agent.endpoint_keys import CONFIRMED_SETTING
-from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, Episode, Step, env_only
+from sessions.store import Store
+from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, Episode, Step, Task, env_only
 
 
-class EnvironmentsMixin:
-    """Part of `agent.engine.Engine` (uses its store, locks and caches)."""
+class EnvironmentPool:
+    """The Engine's environments (`engine.envs`): at most `max_live` live ones, each used
+    under its episode's lock from `locks` (the Engine's); `paths` reads versions."""
+
+    def __init__(self, store: Store, locks: EpisodeLocks, paths: VersionPaths, *, max_live: int = 8):
+        self.store = store
+        self._locks = locks
+        self._paths = paths
+        self._guard = threading.Lock()  # the live environments
+        self._live: OrderedDict[int, _Live] = OrderedDict()  # least recently used first
+        self._max_live = max_live
+
+    def _locked(self, episode_id: int) -> ContextManager[Any]:
+        return self._locks.hold(episode_id)
+
+    def start(self, task: Task, env_options: dict) -> Environment:
+        """The task's environment, reset: a game that cannot start with these options (e.g.
+        a wording its grammar lacks) is one line before an episode is written."""
+        env = None
+        try:
+            env = family(task.env).make_env(task, env_only(env_options), self.store.blobs)
+            env.reset(task)
+            return env
+        except EnvError:
+            raise
+        except Exception as exc:
+            if env is not None:
+                env.close()
+            raise EnvError(f"cannot start task {task.id!r} with these settings "
+                           f"({type(exc).__name__}: {str(exc)[:120]})") from None
+
+    def adopt(self, episode_id: int, env: Environment) -> None:
+        """A new episode's first step uses the environment `start` made for it."""
+        with self._guard:
+            self._live[episode_id] = _Live(env=env, at=0, tokens={0: env.state()})
+            old = self._evict(keep=episode_id)
+        for x in old:
+            x.env.close()
+
+    def live(self, episode_id: int) -> _Live:
+        """The episode's live environment (the caller holds its lock and has restored it)."""
+        return self._live[episode_id]
 
     def _live_env(self, episode: Episode) -> _Live:
         with self._guard:
@@ -56,9 +100,10 @@ class EnvironmentsMixin:
     def env_at(self, episode: Episode, steps: list[Step]) -> Environment:
         """The episode's environment in exactly the state after `steps[-1]`."""
         with self._locked(episode.id):
-            return self._env_at(episode, steps)
+            return self.restore(episode, steps)
 
-    def _env_at(self, episode: Episode, steps: list[Step]) -> Environment:
+    def restore(self, episode: Episode, steps: list[Step]) -> Environment:
+        """`env_at` for a caller that holds the episode's lock."""
         live = self._live_env(episode)
         target = steps[-1].id if steps else 0
         if live.at == target:
@@ -123,7 +168,7 @@ class EnvironmentsMixin:
 
     def check_endpoint(self, version_id: int) -> None:
         """Raise the one-line EngineError `model_config` would, before anything runs."""
-        self.model_config(self._episode(self.store.versions.get(version_id)))
+        self.model_config(self._paths.episode(self.store.versions.get(version_id)))
 
     def _check_references(self, episode: Episode) -> None:
         refs = self._env_references(episode)
@@ -164,12 +209,12 @@ class EnvironmentsMixin:
     def _env_before(self, version_id: int, before: int | None) -> Environment:
         """The environment after the whole version, or just before its step `before`."""
         v = self.store.versions.get(version_id)
-        steps = self.steps(v)
+        steps = self._paths.steps(v)
         if before is not None:
             if not 1 <= before <= len(steps) + 1:
                 raise EngineError(f"version {version_name(self.store, v)} has no step {before}")
             steps = steps[: before - 1]
-        return self._env_at(self.store.episodes.get(v.episode_id), steps)
+        return self.restore(self.store.episodes.get(v.episode_id), steps)
 
     def admissible_actions(self, version_id: int, *, before: int | None = None) -> list[str] | None:
         """Valid commands (ALFWorld) at the end of the version, or before step `before` -

@@ -184,7 +184,7 @@ def run_item(engine: Engine, exp: xs.Experiment, it: xs.Item, should_stop: Calla
         xs.record_item(store, item_id, status="error", error=msg, token=token)
         raise _ItemFailed(msg) from exc
     finally:
-        engine.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
+        engine.envs.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
     status = "done" if out.done else ("running" if out.stopped else "error")
     xs.record_item(store, item_id, status=status, version_id=out.version_id, success=out.success,
                    metrics=out.metrics, error=out.error, token=token)

@@ -200,7 +200,7 @@ def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
 def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]:
     """The version's pinned config and exemplar revision, as ReAct steps use them."""
     try:
-        return engine.qa_prompt(v.id, method)
+        return engine.prompts.qa_prompt(v.id, method)
     except EngineError as exc:
         raise MethodError(str(exc)) from None
 
@@ -211,7 +211,7 @@ def _sample(engine: Engine, v: Version, config, method: str, n: int,
     `b.concurrency` at once. Stop ends it within one call (no new call starts once the job's Stop
     is set); a failed call fails the phase. Every call made is recorded."""
     prompt, stop = _qa_prompt(engine, v, method)
-    client = engine.client(engine.model_config(engine.store.episodes.get(v.episode_id), config))
+    client = engine.prompts.client(engine.envs.model_config(engine.store.episodes.get(v.episode_id), config))
     b = b or _Budget(n, SC_TEMPERATURE, None, 1)
     cancel = threading.Event()  # this phase's own: a failed sample stops the others, not the job
     job_cancel = b.watch.cancel if b.watch else None

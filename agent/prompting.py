@@ -4,19 +4,41 @@ over the exemplars the version pinned."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from typing import Any, Callable
+
 from agent import exemplars as ex
 from agent.client import CallWatch, ModelClient, ModelError
-from agent.engine_records import EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
+from agent.engine_records import PATH_CACHE, EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
+from agent.version_paths import VersionPaths
 from envs.registry import family
 from sessions import exemplar_sets as sets
-from sessions.store import StoreError
+from sessions.store import Store, StoreError
 from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, Episode, ModelCall, Step, Version
 
 
-class PromptingMixin:
-    """Part of `agent.engine.Engine` (uses its store and client cache)."""
+class PromptBuilder:
+    """The Engine's model side (`engine.prompts`): the prompt of a version's next call, the
+    call itself, and the exemplar revision a version pins. `model_config` is the config a
+    call of an episode runs with (the environment pool's endpoint check); `paths` reads
+    versions; `client_factory` (tests, benchmarks) replaces the ModelClient per config."""
+
+    def __init__(self, store: Store, paths: VersionPaths, model_config: Callable[[Episode], AgentConfig], *,
+                 api_key: str | None = None, client_factory: Callable[[AgentConfig], Any] | None = None,
+                 on_retry: Callable[[int, str], None] | None = None):
+        self.store = store
+        self.paths = paths
+        self.model_config = model_config
+        self.api_key = api_key
+        self.on_retry = on_retry  # (attempt, reason) before each retry of a model call
+        self._client_factory = client_factory
+        self._clients: dict[str, Any] = {}
+        self._guard = threading.Lock()  # the kept answers and the fixed prompt parts
+        self._kept: dict[int, list[ModelCall]] = {}  # episode -> paid answers a blocked write kept, not used yet
+        self._prefixes: OrderedDict[tuple, tuple[dict[str, str], Any]] = OrderedDict()  # `_fixed`'s, bounded
 
     def client(self, config: AgentConfig):
         key = config.model_dump_json()
@@ -29,7 +51,7 @@ class PromptingMixin:
                                                  on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
         return self._clients[key]
 
-    def _take_kept_calls(self) -> None:
+    def take_kept_calls(self) -> None:
         """Record the answers a blocked write kept (the pending file) and hold them for their
         episode: the next attempt of the same request uses one, whatever the cache setting
         (it was paid for; `--no-cache` means "do not answer from earlier requests")."""
@@ -67,12 +89,24 @@ class PromptingMixin:
             text = _strip_echo(text, prompt)
         return text
 
+    def ask(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None, calls: list[ModelCall],
+            watch: CallWatch | None) -> tuple[str | None, str | None]:
+        """(thought, action) from the model: the transcript's request, and any follow-up
+        it asks for (the paper's action-only fallback)."""
+        req: ModelRequest | None = self._request(ep, steps, rev, draft)
+        transcript = family(ep.task.env).transcript
+        while req is not None:
+            text = self._complete(ep, req.prompt, req.stop, calls, purpose=req.purpose, chat=req.chat, watch=watch)
+            reply = transcript.parse(req, text)
+            req = reply.then
+        return reply.thought, reply.action
+
     def prompt(self, version_id: int) -> str:
         """The exact text the next model call of this version would be sent: a pure
         function of the version's pinned config and exemplar revision, task and steps."""
         v = self.store.versions.get(version_id)
-        ep = self._episode(v)
-        steps = self.steps(v)
+        ep = self.paths.episode(v)
+        steps = self.paths.steps(v)
         rev = self.store.versions.exemplar_revision(v.id)
         qa = qa_method_of(v, steps)
         if qa is not None:  # Standard / CoT / CoT-SC: the one prompt every sample was sent
@@ -83,35 +117,65 @@ class PromptingMixin:
         """(prompt, stop) of a Standard / CoT answer of this version: its pinned config and
         exemplar revision (pinned here at first use, as a ReAct step pins them)."""
         v = self.store.versions.get(version_id)
-        ep = self._episode(v)
-        return self._qa_prompt(ep, self._pin_exemplars(v, ep), method)
+        ep = self.paths.episode(v)
+        return self._qa_prompt(ep, self.pin_exemplars(v, ep), method)
 
     def _qa_prompt(self, ep: Episode, rev: int | None, method: str) -> tuple[str, list[str]]:
         kind = "standard" if method == "standard" else "cot"
         try:
-            block = ex.qa_exemplars(ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev),
-                                    ep.task.env, kind)
+            prompt, stop = self._fixed(ep, rev, ("qa", kind), lambda prompts: qa_prompt(
+                ex.qa_exemplars(prompts, ep.task.env, kind), ep.task.text, kind))[1]
         except (ex.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
-        return qa_prompt(block, ep.task.text, kind)
+        return prompt, list(stop)
 
     def _request(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None) -> ModelRequest:
-        """The next model call, as the kind's transcript words it from the exemplars."""
+        """The next model call, as the kind's transcript words it from the exemplars (the
+        part no step changes built once: `_fixed`)."""
+        tr = family(ep.task.env).transcript
+        build = getattr(tr, "fixed_prefix", None)  # (a plugin's own transcript may not offer it)
         try:
-            prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
-            return family(ep.task.env).transcript.request(prompts, ep.task, steps, ep.config.style, draft)
+            if build is None:
+                prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
+                return tr.request(prompts, ep.task, steps, ep.config.style, draft)
+            prompts, fixed = self._fixed(ep, rev, ("request", ep.config.style),
+                                         lambda prompts: build(prompts, ep.task, ep.config.style))
+            return tr.request(prompts, ep.task, steps, ep.config.style, draft, fixed=fixed)
         except (ex.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
 
-    def _pin_exemplars(self, v: Version, ep: Episode) -> int | None:
+    def _fixed(self, ep: Episode, rev: int | None, what: tuple, build: Callable[[dict[str, str]], Any]
+               ) -> tuple[dict[str, str], Any]:
+        """(exemplars, `build(exemplars)`) for the part of an episode's prompts that no step
+        changes, made once per task, `what` and exemplar revision (a revision never changes;
+        so the exemplars are neither re-read nor re-encoded on every call). A named set not
+        pinned yet (a version's prompt before its first step) is read as it is now, every time."""
+        key = (ep.task.env, ep.task.type, ep.task.text, ep.config.exemplar_set or "builtin", rev, *what)
+        keep = rev is not None or ep.config.exemplar_set in (None, "builtin")
+        with self._guard:
+            made = self._prefixes.get(key) if keep else None
+            if made is not None:
+                self._prefixes.move_to_end(key)
+                return made
+        prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
+        made = (prompts, build(prompts))
+        if keep:
+            with self._guard:
+                self._prefixes[key] = made
+                while len(self._prefixes) > PATH_CACHE:
+                    self._prefixes.popitem(last=False)
+        return made
+
+    def pin_exemplars(self, v: Version, ep: Episode) -> int | None:
         """The exemplar-set revision the version's prompts use, pinned at its first use."""
         rev = self.store.versions.exemplar_revision(v.id)
         if rev is None and ep.config.exemplar_set not in (None, "builtin"):
-            rev = self._revision_of(ep.config.exemplar_set)
+            rev = self.revision_of(ep.config.exemplar_set)
             self.store.versions.pin_exemplar_revision(v.id, rev)
         return rev
 
-    def _revision_of(self, set_name: str | None) -> int | None:
+    def revision_of(self, set_name: str | None) -> int | None:
+        """The current revision of an exemplar set (None: the built-in exemplars)."""
         if set_name in (None, "builtin"):
             return None
         try:

@@ -1,8 +1,8 @@
 """Rollouts from any step: resample step K onwards N times, or measure what an edit at K
 does (control vs treatment, from the same restored environment state).
 
-Each rollout is an ordinary version: `Engine.branch` keeps steps 1..K-1 (control /
-resample) or `Engine.edit` applies the edit at K (treatment), then the model runs it to the
+Each rollout is an ordinary version: `engine.editor.branch` keeps steps 1..K-1 (control /
+resample) or `engine.editor.edit` applies the edit at K (treatment), then the model runs it to the
 end or the step limit. Rollouts run concurrently through `agent.batch.run_batch`, one
 Engine per worker thread (its own database connection and environments, so each worker
 restores the step-K state in its own game). A group remembers its members, so running the
@@ -278,8 +278,8 @@ class Rollouts:
     def _make(engine: Engine, edit: RolloutEdit | None, version_id: int, k: int, config: AgentConfig) -> Version:
         """A rollout version; it never becomes the episode's current version."""
         if edit is None:
-            return engine.branch(version_id, k - 1, config=config, make_current=False)
-        return engine.edit(version_id, k, edit.kind, edit.text, config=config, make_current=False)
+            return engine.editor.branch(version_id, k - 1, config=config, make_current=False)
+        return engine.editor.edit(version_id, k, edit.kind, edit.text, config=config, make_current=False)
 
     @classmethod
     def _member(cls, engine: Engine, g: RolloutGroup, pos: int) -> int:
@@ -335,7 +335,7 @@ class Rollouts:
         finally:
             for eng in engines.values():
                 for episode_id in {g.episode_id for g in groups}:
-                    eng.forget_env(episode_id)
+                    eng.envs.forget_env(episode_id)
                 eng.store.close()
         stats = [group_stats(self.engine, groups_db.group(self.store, g.id)) for g in groups]
         return RolloutRun(stats, errors, stopped=self.stop.is_set())

@@ -442,7 +442,7 @@ def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) 
               "critic_prompt": s.prompt_label, "critic_prompt_hash": s.prompt_hash,
               "whatif_groups": [g for g in ((r.get("groups") or {}).get(a) for a in ("control", "treatment")) if g],
               "verdict": r.get("verdict") or c.skip, "leaks_answer": c.leaks_answer}
-    new = engine.edit(version_id, k, kind, c.text, origin=origin)
+    new = engine.editor.edit(version_id, k, kind, c.text, origin=origin)
     db.set_state(engine.store, c.id, "accepted", accepted_version=new.id)
     return new
 

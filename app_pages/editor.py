@@ -176,14 +176,14 @@ where = "" if cfg.base_url else (" (from OPENAI_BASE_URL)" if os.environ.get("OP
 cols[1].text(f"Model: {cfg.model}\nStyle: {cfg.style} · {cfg.api_style}")
 cols[2].text(f"Endpoint: {endpoint}{where}\nMax steps: {eng.max_steps(ep)}")
 state.model_banner(cfg)
-unconfirmed = eng.unconfirmed_references(ep)
+unconfirmed = eng.envs.unconfirmed_references(ep)
 if unconfirmed:  # an import points outside the data folders: nothing is opened before an OK
     with st.container(border=True, key="confirm_refs"):
         st.warning("This episode was imported and points at files, URLs or a model endpoint you did not choose. "
                    "Nothing is opened and no request (or key) is sent there until you confirm them:")
         st.text("\n".join(unconfirmed))
         if st.button("Confirm and open them", key="confirm_refs_btn"):
-            eng.confirm_references(ep_id)
+            eng.envs.confirm_references(ep_id)
             st.rerun()
 with st.expander("Use another model or endpoint for the steps that follow"):
     c = st.columns(3)
@@ -293,7 +293,7 @@ def frozen_notice(rep) -> str:
 def suggestions_for(k: int) -> list[str]:
     """Admissible commands before step k (ALFWorld), via the engine's environment."""
     try:
-        acts = eng.admissible_actions(vid, before=k)
+        acts = eng.envs.admissible_actions(vid, before=k)
     except STEP_ERRORS as exc:
         st.caption("No suggestions:")
         st.text(str(exc))
@@ -302,7 +302,7 @@ def suggestions_for(k: int) -> list[str]:
 
 
 def expert_hint_before(k: int | None) -> str | None:
-    return eng.expert_hint(vid, 5.0, before=k)
+    return eng.envs.expert_hint(vid, 5.0, before=k)
 
 
 def _fill(target: str, source: str) -> None:
@@ -445,10 +445,10 @@ def edit_panel(v, steps, s) -> None:
             text = None if text is None else one_line(text)
             try:
                 if kind is None:
-                    new = eng.branch(vid, k)
+                    new = eng.editor.branch(vid, k)
                 else:
                     at = k + 1 if kind == "insert_after" else k
-                    new = eng.edit(vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
+                    new = eng.editor.edit(vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
             except STEP_ERRORS as exc:
                 state.set_error("edit", exc)
                 st.rerun()
@@ -532,7 +532,7 @@ def controls(v, steps, busy: bool):
         k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
                               key=f"branch_k_{vid}", label_visibility="collapsed")
         if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
-            new = eng.branch(vid, int(k))
+            new = eng.editor.branch(vid, int(k))
             switch_to(new.id)
     until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
@@ -712,7 +712,7 @@ def body() -> None:
         version_annotation_panel(store, v.id, "ed")
     if st.toggle("Show the next prompt", key="show_prompt"):
         try:
-            st.code(eng.prompt(vid), language=None, wrap_lines=True)
+            st.code(eng.prompts.prompt(vid), language=None, wrap_lines=True)
         except STEP_ERRORS as exc:
             st.text(str(exc))
 

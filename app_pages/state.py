@@ -86,7 +86,7 @@ def model_banner(config: AgentConfig | None = None) -> None:
 def reconfigure(version_id: int, changes: dict[str, Any]) -> Any:
     """Point the steps that follow at another model / endpoint: a new child version of
     `version_id` (same steps) that runs with `changes`; earlier versions keep theirs."""
-    return engine().reconfigure(version_id, changes)
+    return engine().editor.reconfigure(version_id, changes)
 
 
 # ---------------------------------------------------------------------- selection / deep links

@@ -155,7 +155,7 @@ def main() -> None:
         text_bytes = n_new = 0
         for vid in versions:
             kind = "rewrite_thought" if engine.steps(store.versions.get(vid))[24].thought else "insert_thought"
-            v2 = engine.edit(vid, 25, kind, hint)
+            v2 = engine.editor.edit(vid, 25, kind, hint)
             while len(engine.steps(store.versions.get(v2.id))) < STEPS:
                 engine.step(v2.id)
             new_steps = engine.steps(store.versions.get(v2.id))[24:]

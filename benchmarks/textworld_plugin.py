@@ -86,11 +86,11 @@ def _engine_restore(task, commands: list[str], repeat: int) -> float:
         steps = eng.steps(v)
         out = []
         for _ in range(repeat):
-            eng.forget_env(ep.id)
+            eng.envs.forget_env(ep.id)
             t = time.perf_counter()
-            eng.env_at(eng.store.episodes.get(ep.id), steps)
+            eng.envs.env_at(eng.store.episodes.get(ep.id), steps)
             out.append((time.perf_counter() - t) * 1000)
-        eng.forget_env(ep.id)
+        eng.envs.forget_env(ep.id)
         eng.store.close()
     return statistics.median(out)
 

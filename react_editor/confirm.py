@@ -23,7 +23,7 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     from agent.run_settings import check_base_url
 
     check_base_url(args.wiki_url, "the MediaWiki API URL")
-    refs = Engine(Store(db_path(args))).confirm_references(args.episode, wiki=args.wiki, wiki_url=args.wiki_url)
+    refs = Engine(Store(db_path(args))).envs.confirm_references(args.episode, wiki=args.wiki, wiki_url=args.wiki_url)
     emit(args, {"episode": args.episode, "confirmed": refs},
          f"episode {args.episode} may open: {', '.join(refs)}" if refs else
          f"episode {args.episode} opens nothing outside the data folders")

@@ -452,7 +452,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     vid = version_of(engine, args.episode, args.version)
     _check_max_steps(engine, vid, args.max_steps)
     vid = _apply_model_flags(engine, vid, args)
-    engine.check_endpoint(vid)
+    engine.envs.check_endpoint(vid)
     return _run(args, engine, vid, None, until)
 
 
@@ -484,7 +484,7 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     version runs with them (the version keeps the config it ran with, so its prompt and
     record stay true). Returns the version to continue."""
     changes = check_model_flags(args, engine, vid)
-    new = engine.reconfigure(vid, changes) if changes else None
+    new = engine.editor.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
     progress(f"version {_ref(engine, vid)} keeps the settings it ran with; continuing in new version "
@@ -537,7 +537,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     engine = open_engine(args, readonly=True) if args.prompt else open_reader(args)
     vid = version_of(engine, args.episode, args.version)
     if args.prompt:
-        text = engine.prompt(vid)
+        text = engine.prompts.prompt(vid)
         if args.json:
             emit(args, {"prompt": text})
         else:
@@ -636,7 +636,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
         kind, text = "insert_thought", args.insert_thought
     else:
         kind, text = "rewrite_action", args.action
-    v = engine.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
+    v = engine.editor.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
     emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
     return 0
 
@@ -644,7 +644,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
 def cmd_branch(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
-    v = engine.branch(vid, args.step)
+    v = engine.editor.branch(vid, args.step)
     emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
     return 0
 

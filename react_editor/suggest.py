@@ -102,7 +102,7 @@ def _suggest(args: argparse.Namespace, engine, vid: int) -> int:
     from agent.suggest import report, suggest_version
 
     critic = _critic(args)
-    engine.check_endpoint(vid)
+    engine.envs.check_endpoint(vid)
     ep = engine.store.versions.get(vid).episode_id
 
     def work(h):
@@ -133,7 +133,7 @@ def _accept(args: argparse.Namespace, engine, vid: int) -> int:
     from react_editor.core import _run
 
     new = accept(engine, vid, args.accept)
-    engine.check_endpoint(new.id)
+    engine.envs.check_endpoint(new.id)
     return _run(args, engine, new.id, None)
 
 

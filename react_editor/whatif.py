@@ -60,7 +60,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, int, dict[str, Any]]:
     vid = version_of(engine, args.episode, args.version)
     settings = _settings(args, engine, vid)
     if "base_url" not in settings:  # an imported episode's unconfirmed endpoint: one line before any rollout
-        engine.check_endpoint(vid)
+        engine.envs.check_endpoint(vid)
     return engine, vid, settings
 
 

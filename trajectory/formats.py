@@ -75,10 +75,19 @@ def alfworld_prompt(exemplars: Sequence[str], task_text: str, steps: Sequence[Tu
                     instruction: str = ALFWORLD_INSTRUCTION, task_cue: str = ALFWORLD_TASK_CUE) -> str:
     """The exact text the notebook sends: `init_prompt + prompt`, ending with the cue `>`
     (another command-line game passes its own instruction and task cue)."""
-    parts = [instruction, *exemplars, task_cue, task_text, "\n>"]
-    for s in steps:
-        parts.append(f" {alfworld_command(s)}\n" + _obs_line(s) + ">")
-    return "".join(parts)
+    return (alfworld_prompt_prefix(exemplars, task_text, instruction=instruction, task_cue=task_cue)
+            + alfworld_prompt_steps(steps))
+
+
+def alfworld_prompt_prefix(exemplars: Sequence[str], task_text: str, *, instruction: str = ALFWORLD_INSTRUCTION,
+                           task_cue: str = ALFWORLD_TASK_CUE) -> str:
+    """The part of `alfworld_prompt` no step changes (the engine builds it once per episode)."""
+    return "".join([instruction, *exemplars, task_cue, task_text, "\n>"])
+
+
+def alfworld_prompt_steps(steps: Sequence[Turn]) -> str:
+    """The part of `alfworld_prompt` after its prefix: " cmd\nobs\n>" per turn."""
+    return "".join(f" {alfworld_command(s)}\n" + _obs_line(s) + ">" for s in steps)
 
 
 def split_think(command: str) -> str | None:
@@ -147,12 +156,22 @@ def render_wiki_step(step: Turn, i: int, *, with_observation: bool = True) -> st
 def render_wiki(task_text: str, steps: Sequence[Turn]) -> str:
     """One trajectory as in the prompt files: `Question: ...\\n` then numbered turns. A
     step without an observation (the exemplars' closing Finish) has no Observation line."""
-    return task_text + "\n" + "".join(render_wiki_step(s, n) for n, s in enumerate(steps, 1))
+    return task_text + "\n" + render_wiki_steps(steps)
+
+
+def render_wiki_steps(steps: Sequence[Turn]) -> str:
+    """The numbered turns of `render_wiki`, after its task line."""
+    return "".join(render_wiki_step(s, n) for n, s in enumerate(steps, 1))
 
 
 def wiki_prompt_prefix(instruction: str, exemplars: str, task_text: str, steps: Sequence[Turn]) -> str:
     """Everything before the cue of the next step."""
-    return instruction + exemplars + render_wiki(task_text, steps)
+    return wiki_prompt_fixed(instruction, exemplars, task_text) + render_wiki_steps(steps)
+
+
+def wiki_prompt_fixed(instruction: str, exemplars: str, task_text: str) -> str:
+    """The part of `wiki_prompt_prefix` no step changes (the engine builds it once per episode)."""
+    return instruction + exemplars + task_text + "\n"
 
 
 def wiki_step_cue(i: int, style: str) -> tuple[str, list[str]]:

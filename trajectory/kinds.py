@@ -80,7 +80,10 @@ class Transcript(Protocol):
 
     def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
                 draft: str | None) -> ModelRequest:
-        """The next model call of a version (`draft`: a person's thought awaiting its action)."""
+        """The next model call of a version (`draft`: a person's thought awaiting its action).
+        A transcript may also offer `fixed_prefix(prompts, task, style) -> str`, the text
+        every request of the task starts with; the engine then builds it once per episode
+        and exemplar revision and passes it back as `request(..., fixed=...)`."""
 
     def parse(self, request: ModelRequest, completion: str) -> Reply: ...
 

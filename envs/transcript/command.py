@@ -97,14 +97,24 @@ class CommandTranscript:
 
     def prompt(self, exemplars: Sequence[str], task_text: str, steps: Sequence[Any]) -> str:
         """The exact text the notebook sends: `init_prompt + prompt`, ending with the cue `>`."""
+        return self._prefix(exemplars, task_text) + fmt.alfworld_prompt_steps(steps)
+
+    def _prefix(self, exemplars: Sequence[str], task_text: str) -> str:
         instruction = self.instruction
         if not exemplars and self.zero_shot_instruction is not None:
             instruction = self.zero_shot_instruction
-        return fmt.alfworld_prompt(exemplars, task_text, steps, instruction=instruction, task_cue=self.task_cue)
+        return fmt.alfworld_prompt_prefix(exemplars, task_text, instruction=instruction, task_cue=self.task_cue)
+
+    def fixed_prefix(self, prompts: dict[str, str], task: Task, style: str) -> str:
+        """What every request of the task starts with (instruction, exemplars, task): the
+        engine builds it once per episode and exemplar revision and passes it as `fixed`."""
+        return self._prefix(self.exemplars(prompts, task.type, style), task.text)
 
     def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
-                draft: str | None) -> ModelRequest:
-        text = self.prompt(self.exemplars(prompts, task.type, style), task.text, steps)
+                draft: str | None, fixed: str | None = None) -> ModelRequest:
+        if fixed is None:
+            fixed = self.fixed_prefix(prompts, task, style)
+        text = fixed + fmt.alfworld_prompt_steps(steps)
         return ModelRequest(text, ["\n"], self.chat_instruction, index=len(steps) + 1)
 
     def parse(self, request: ModelRequest, completion: str) -> Reply:

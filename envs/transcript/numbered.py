@@ -71,9 +71,16 @@ class NumberedTranscript:
             raise ExemplarError(f"no '{head}_*' exemplars for {self.kind} in this exemplar set")
         return prompts[keys[0]]
 
+    def fixed_prefix(self, prompts: dict[str, str], task: Task, style: str) -> str:
+        """What every request of the task starts with (instruction, examples block, task):
+        the engine builds it once per episode and exemplar revision and passes it as `fixed`."""
+        return fmt.wiki_prompt_fixed(self.instruction, self.block(prompts, style), task.text)
+
     def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
-                draft: str | None) -> ModelRequest:
-        prefix = fmt.wiki_prompt_prefix(self.instruction, self.block(prompts, style), task.text, steps)
+                draft: str | None, fixed: str | None = None) -> ModelRequest:
+        if fixed is None:
+            fixed = self.fixed_prefix(prompts, task, style)
+        prefix = fixed + fmt.render_wiki_steps(steps)
         i = len(steps) + 1
         if draft is not None:  # a person's thought waits for its action
             return self._action_request(prefix, i, draft)

@@ -182,7 +182,7 @@ def test_chat_style_puts_transcript_in_one_user_message(toy):
     assert req.path.endswith("/chat/completions")
     msgs = req.body["messages"]
     assert len(msgs) == 1 and msgs[0]["role"] == "user"
-    assert msgs[0]["content"].startswith(toy.engine.prompt(v.id)[:200])
+    assert msgs[0]["content"].startswith(toy.engine.prompts.prompt(v.id)[:200])
     assert rep.steps[0].action == "go to cabinet 1"
 
 
@@ -195,18 +195,18 @@ def test_human_steps_write_turns_without_a_model(toy):
     ]
     assert toy.llm.requests == []
     with pytest.raises(EngineError, match="empty"):
-        toy.engine.edit(v.id, 1, "rewrite_thought", "   ")
+        toy.engine.editor.edit(v.id, 1, "rewrite_thought", "   ")
 
 
 def test_prompt_is_pure_function_of_inputs(toy):
     toy.llm.push(*ROOM_SCRIPT[:3])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=3)
-    p1 = toy.engine.prompt(v.id)
+    p1 = toy.engine.prompts.prompt(v.id)
     from agent.engine import Engine
 
     fresh = Engine(toy.store)  # a new process would compute the same text
-    assert fresh.prompt(v.id) == p1
+    assert fresh.prompts.prompt(v.id) == p1
     assert p1.endswith("> open cabinet 1\nYou open the cabinet 1. The cabinet 1 is open. In it, you see a mug 1.\n>")
 
 

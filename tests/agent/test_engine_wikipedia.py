@@ -39,7 +39,7 @@ def test_engine_run_resume_without_refetch(setup):
     assert steps[0].observation.startswith("The Colorado orogeny")
     assert steps[1].observation.startswith("(Result 1 / 3)")
     assert steps[1].snapshot and store.blobs.get(steps[1].snapshot["p"]).decode().startswith("The Colorado orogeny")
-    engine.forget_env(ep.id)  # as after a restart
+    engine.envs.forget_env(ep.id)  # as after a restart
     before = len(wiki.requests)
     engine.run(v.id, max_steps=1)
     steps = engine.steps(store.versions.get(v.id))
@@ -68,7 +68,7 @@ def test_each_wikipedia_task_family_gets_its_own_builtin_exemplars(tmp_path):
         task = family(kind).list_tasks(source="builtin")[0]
         for style in ("react", "act"):
             ep, v = engine.start_episode(task, AgentConfig(style=style))
-            prompt = engine.prompt(v.id)
+            prompt = engine.prompts.prompt(v.id)
             examples = prompt[: prompt.rindex(task.text)]
             if kind == "hotpotqa":
                 assert prompt.startswith(HOTPOTQA_INSTRUCTION) and "Claim: " not in examples

@@ -26,7 +26,7 @@ def test_a_huge_completion_is_cut_recorded_and_reported(toy, capsys):
     (step,) = toy.store.versions.steps(1)
     assert len(step.action) <= MAX_TEXT
     # the next prompt re-sends at most the cut text
-    assert len(toy.engine.prompt(1)) < 2 * MAX_TEXT + 5_000
+    assert len(toy.engine.prompts.prompt(1)) < 2 * MAX_TEXT + 5_000
 
 
 def test_an_empty_completion_is_a_failed_call_and_records_no_step(toy):

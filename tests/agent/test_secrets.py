@@ -109,9 +109,9 @@ def test_the_editor_lists_the_imported_endpoint_for_confirmation(toy, other_llm,
     db2 = str(tmp_path / "second.db")
     assert cli(capsys, "import", path, "--db", db2)[0] == 0
     eng = Engine(Store(db2))
-    assert eng.unconfirmed_references(eng.store.episodes.get(1)) == [f"model endpoint {other_llm.base_url}"]
-    eng.confirm_references(1)
-    assert eng.unconfirmed_references(eng.store.episodes.get(1)) == []
+    assert eng.envs.unconfirmed_references(eng.store.episodes.get(1)) == [f"model endpoint {other_llm.base_url}"]
+    eng.envs.confirm_references(1)
+    assert eng.envs.unconfirmed_references(eng.store.episodes.get(1)) == []
 
 
 CREDENTIAL_URLS = [

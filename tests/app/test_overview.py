@@ -100,7 +100,7 @@ def test_overview_strip_marks_every_step_and_never_carries_step_text():
 def test_editor_shows_the_strip_and_a_box_per_step_its_marks_scroll_to(app):
     toy, make = app
     ep, v = _won(toy)
-    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    b = toy.engine.editor.edit(v.id, 2, "rewrite_action", "go to table 1")
     at = make("editor", episode=ep.id, version=b.id)
     strip = [h for h in _html(at) if 'class="ov-strip"' in h]
     assert len(strip) == 1 and strip[0].count('class="ov-mark') == len(toy.store.versions.steps(b.id))
@@ -115,7 +115,7 @@ def test_editor_shows_the_strip_and_a_box_per_step_its_marks_scroll_to(app):
 def test_an_edited_step_is_coloured_and_shows_its_old_text_as_a_diff(app):
     toy, make = app
     ep, v = _won(toy)
-    b = toy.engine.edit(v.id, 1, "rewrite_thought", "The mug is in the cabinet, I bet.", keep_rest=True)
+    b = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "The mug is in the cabinet, I bet.", keep_rest=True)
     at = make("editor", episode=ep.id, version=b.id)
     css = "".join(_html(at))
     assert re.search(r"\.st-key-step_1 \{ background: #fff8c5; border: 2px solid #bf8700", css)
@@ -171,7 +171,7 @@ def test_versions_are_numbered_per_episode_in_the_pages(app):
     toy, make = app
     _won(toy)  # another episode takes the first global ids
     ep, v = _won(toy)
-    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    b = toy.engine.editor.edit(v.id, 2, "rewrite_action", "go to table 1")
     assert b.id > 2 and numbering.numbers(toy.store, ep.id) == {v.id: 1, b.id: 2}
     at = make("editor", episode=ep.id, version=b.id)
     sel = [s for s in at.selectbox if s.label == "Version"][0]
@@ -367,7 +367,7 @@ def test_version_references_typed_by_people_are_per_episode_numbers(toy, capsys)
 
     _won(toy)  # episode 1 takes the first global ids
     ep, v = _won(toy)
-    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    b = toy.engine.editor.edit(v.id, 2, "rewrite_action", "go to table 1")
     (batch,) = select(toy.store, [parse_ref(f"{ep.id}:2")])
     assert [x.id for x in batch.versions] == [b.id] and b.id != 2
     (batch,) = select(toy.store, [parse_ref(f"{ep.id}:v1")])
@@ -490,7 +490,7 @@ def test_compare_headline_uses_the_selectors_status_words(app):
 
     toy, make = app
     ep, v = _long(toy, 2)
-    b = toy.engine.branch(v.id, 1)
+    b = toy.engine.editor.branch(v.id, 1)
     job = jobs_db.create(toy.store, "run", episode_id=ep.id, version_id=b.id, session="t", lease_s=30)
     jobs_db.finish(toy.store, job.id, "stopped")
     at = make("compare", episode=ep.id, left=v.id, right=b.id)

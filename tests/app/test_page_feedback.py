@@ -35,7 +35,7 @@ def _captions(at) -> list[str]:
 def test_deleted_thought_has_a_marker_in_the_editor_and_a_row_in_compare(app):
     toy, make = app
     ep, v = _won(toy)
-    gone = toy.engine.edit(v.id, 1, "delete_thought", keep_rest=True)
+    gone = toy.engine.editor.edit(v.id, 1, "delete_thought", keep_rest=True)
     at = make("editor", episode=ep.id, version=gone.id)
     (exp,) = [e for e in at.expander if e.label == "Thought deleted here by a person (show it)"]
     assert "I need a mug; it may be in the cabinet." in [t.value for t in exp.text]
@@ -54,7 +54,7 @@ def test_deleted_thought_has_a_marker_in_the_editor_and_a_row_in_compare(app):
 def test_inserted_hint_is_a_one_sided_row_not_a_rewrite(app):
     toy, make = app
     ep, v = _won(toy)
-    ins = toy.engine.edit(v.id, 3, "insert_thought", "Hint: open it.", keep_rest=True)
+    ins = toy.engine.editor.edit(v.id, 3, "insert_thought", "Hint: open it.", keep_rest=True)
     cmp = make("compare", episode=ep.id, left=v.id, right=ins.id)
     body = cmp.get("html")[0].proto.body
     row = body.split("</tr>")[3]
@@ -207,7 +207,7 @@ def test_a_run_cut_by_a_reload_reads_stopped_and_a_guard_warns_about_typed_text(
 def test_versions_page_words_and_cost(app):
     toy, make = app
     ep, v = _won(toy)
-    b = toy.engine.branch(v.id, 2)
+    b = toy.engine.editor.branch(v.id, 2)
     toy.store.versions.update(b.id, status="stopped")
     at = make("versions", episode=ep.id)
     df = at.dataframe[0].value

@@ -112,7 +112,7 @@ def test_settings_save_defaults_never_a_key_and_clear_cache(app, monkeypatch):
     assert "Cleared 6 cached response(s); the calls stay in the history." in texts(at)
     # the same prompt now goes to the model again instead of the cache
     toy.llm.push(" think: a different first thought")
-    b = toy.engine.branch(v.id, 0)
+    b = toy.engine.editor.branch(v.id, 0)
     toy.engine.step(b.id)
     assert toy.store.versions.steps(b.id)[0].thought == "a different first thought"
 
@@ -129,7 +129,7 @@ def test_step_run_to_end_with_visible_progress(app):
     at.toggle(key="show_prompt").set_value(True)
     ok(at.run())
     (code,) = at.code
-    assert code.value == toy.engine.prompt(v.id) and code.value.endswith("\nOK.\n>")
+    assert code.value == toy.engine.prompts.prompt(v.id) and code.value.endswith("\nOK.\n>")
     at.toggle(key="show_prompt").set_value(False)
     click(at, "btn_run_end")  # the run starts; each rerun advances one step
     assert at.session_state["run"]["added"] == 1
@@ -204,7 +204,7 @@ def test_untrusted_text_is_never_interpreted(app):
     assert f"Act 2: think: it said {EVIL}" in texts(at)
     assert not any("<script" in m or "evil" in m or "onerror" in m for m in markdownish(at))
     # Compare: escaped HTML only
-    new = toy.engine.edit(v.id, 2, "rewrite_thought", "plain now", keep_rest=False)
+    new = toy.engine.editor.edit(v.id, 2, "rewrite_thought", "plain now", keep_rest=False)
     cmp = make("compare", episode=ep.id, left=v.id, right=new.id)
     (h,) = cmp.get("html")
     body = h.proto.body
@@ -340,7 +340,7 @@ def test_human_mode_never_resends_a_taken_step_and_keys_text_per_version(app):
     click(at, "h_submit")  # the old thought is not sent again
     assert len(toy.store.versions.steps(v.id)) == 1 and "write a thought or an action" in texts(at)
     # text typed for one version does not show up in another
-    b = toy.engine.branch(v.id, 0)
+    b = toy.engine.editor.branch(v.id, 0)
     toy.store.versions.set_current(ep.id, v.id)
     ok(at.run())
     at.text_area(key=f"h_thought_{v.id}_1").set_value("typed for v1 only")
@@ -401,7 +401,7 @@ def test_expert_hint_in_human_mode_and_in_an_action_edit(app, monkeypatch):
 def test_deep_link_opens_that_version(app):
     toy, make = app
     ep, v = _won(toy)
-    b = toy.engine.branch(v.id, 2)
+    b = toy.engine.editor.branch(v.id, 2)
     at = make("editor", episode=ep.id, version=v.id)
     assert version_box(at).value == v.id
     assert "Act 6: put mug 1 in/on table 1" in texts(at)
@@ -443,7 +443,7 @@ def test_wikipedia_thought_rewrite_regenerates_the_action(app):
 def test_versions_page_tree_tokens_name_and_current(app):
     toy, make = app
     ep, v = _won(toy)
-    e = toy.engine.edit(v.id, 1, "rewrite_thought", 'Say "hi"', keep_rest=True)
+    e = toy.engine.editor.edit(v.id, 1, "rewrite_thought", 'Say "hi"', keep_rest=True)
     toy.store.settings.set("model_prices", {"scripted-model": {"prompt": 1000.0, "completion": 2000.0}})
     at = make("versions", episode=ep.id)
     (g,) = at.get("graphviz_chart")
@@ -473,7 +473,7 @@ def test_compare_page_word_diff_and_outcomes(app):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=6))
     toy.engine.run(v.id)
     assert toy.store.versions.get(v.id).outcome.success is False
-    new = toy.engine.edit(v.id, 1, "rewrite_thought", "Now I find a mug (1).", keep_rest=False)
+    new = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "Now I find a mug (1).", keep_rest=False)
     toy.llm.push(*WIN[1:])
     toy.engine.run(new.id)
     assert toy.store.versions.get(new.id).outcome.success is True
@@ -496,7 +496,7 @@ def test_compare_page_word_diff_and_outcomes(app):
     assert at.query_params["left"] == str(new.id) and at.query_params["right"] == str(v.id)
     assert '<ins class="rd-ins"> I also see a lettuce.</ins>' in at.get("html")[0].proto.body
     # a thought edit that kept the later steps: only the edited step differs
-    kept = toy.engine.edit(v.id, 1, "rewrite_thought", "I need a mug.", keep_rest=True)
+    kept = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "I need a mug.", keep_rest=True)
     at2 = make("compare", episode=ep.id, left=v.id, right=kept.id)
     assert at2.get("html")[0].proto.body.count("<tr class=") == 6
     at2.toggle(key="cmp_only_changes").set_value(True)

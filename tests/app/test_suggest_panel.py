@@ -78,7 +78,7 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
 def test_no_panel_on_a_won_version(toy, monkeypatch):
     agent = fail_episode(toy)
     agent.critic = critic_json(GOOD)
-    v = toy.engine.edit(1, 2, "insert_thought", HINT)
+    v = toy.engine.editor.edit(1, 2, "insert_thought", HINT)
     toy.engine.run(v.id)
     assert toy.store.versions.get(v.id).outcome.success
     at = open_editor(toy, monkeypatch, 1)

@@ -89,7 +89,7 @@ def test_imported_exemplar_is_editable_and_the_set_uses_the_fix(store, tmp_path)
     ep = next(store.episodes.get(e) for e in rep.episodes if store.episodes.get(e).name == "react_clean_0")
     steps = store.versions.steps(ep.current_version)
     k = next(s.index for s in steps if s.thought is not None)
-    fixed = Engine(store).edit(ep.current_version, k, "rewrite_thought", "A corrected plan.", keep_rest=True)
+    fixed = Engine(store).editor.edit(ep.current_version, k, "rewrite_thought", "A corrected plan.", keep_rest=True)
     sets.add_version(store, "paper", fixed.id)  # replaces react_clean_0 in place
     env, d = sets.prompt_dict(store, "paper")
     assert list(d) == list(original)

@@ -84,7 +84,7 @@ def test_rollouts_pin_what_they_ran_with_and_the_source_keeps_its_settings(toy, 
     toy.llm.set_responder(Agent())
     toy.llm.requests.clear()
     db = str(toy.db)
-    prompt_before = toy.engine.prompt(1)
+    prompt_before = toy.engine.prompts.prompt(1)
     out = cli_json(capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9",
                    "--model", "other-model", "--db", db)
     assert {r.body["model"] for r in toy.llm.completion_requests} == {"other-model"}  # the flags reached the model
@@ -93,7 +93,7 @@ def test_rollouts_pin_what_they_ran_with_and_the_source_keeps_its_settings(toy, 
         assert (pinned.model, pinned.temperature) == ("other-model", 0.9)
     assert (toy.store.versions.config(1).model, toy.store.versions.config(1).temperature) == ("scripted-model", 0)
     assert toy.store.episodes.get(1).config.model == "scripted-model"  # nor does the episode's default change
-    assert toy.engine.prompt(1) == prompt_before
+    assert toy.engine.prompts.prompt(1) == prompt_before
     again = cli_json(capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9",
                      "--model", "other-model", "--db", db)
     assert again["versions"] == out["versions"]  # the same settings find the same group
@@ -242,9 +242,9 @@ def test_real_alfworld_rollouts_replay_faithfully(scripted_llm, tmp_path, capsys
     eng = Engine(Store(db))  # as after a restart: no live environments
     ep = eng.store.episodes.get(res["episode"])
     for vid in out["control"]["versions"] + out["treatment"]["versions"]:
-        eng.forget_env(ep.id)
+        eng.envs.forget_env(ep.id)
         steps = eng.steps(eng.store.versions.get(vid))
-        eng.env_at(ep, steps)  # raises ReplayMismatch if any observation differs
+        eng.envs.env_at(ep, steps)  # raises ReplayMismatch if any observation differs
         assert steps[2].action == (walk[1] if vid in out["treatment"]["versions"] else "look")
 
 

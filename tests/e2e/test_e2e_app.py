@@ -179,7 +179,7 @@ def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app,
     eng.human_step(v.id, thought=f"I think {EVIL}", action=f"Search[{EVIL}]")
     obs = store.versions.steps(v.id)[0].observation
     assert EVIL in obs, obs  # the environment echoes the search term
-    edited = eng.edit(v.id, 1, "rewrite_thought", "a plain thought", keep_rest=True)
+    edited = eng.editor.edit(v.id, 1, "rewrite_thought", "a plain thought", keep_rest=True)
     store.close()
     app = start_app()
 

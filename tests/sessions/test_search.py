@@ -49,7 +49,7 @@ def test_episodes_by_signal_current_or_any_version(room, capsys):
         "hallucinated_object": 1, "no_effect": 1, "repeated_action": 1, "step_limit": 1}}
     assert counts.totals == {"pick_and_place_simple": 2} and counts.episodes["pick_and_place_simple"]["no_effect"] == [ep.id]
     # a new current version without the loop: only --all-versions still finds the episode
-    toy.engine.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
+    toy.engine.editor.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     assert cli_json(capsys, "episodes", "--signal", "repeated_action", "--db", db) == []
     rows = cli_json(capsys, "episodes", "--signal", "repeated_action", "--all-versions", "--db", db)
     assert [r["episode"] for r in rows] == [ep.id]
@@ -62,7 +62,7 @@ def test_episodes_by_signal_current_or_any_version(room, capsys):
 def test_search_maps_step_hits_to_versions_and_filters(room, capsys):
     toy, ep, v = room
     db = str(toy.db)
-    v2 = toy.engine.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
+    v2 = toy.engine.editor.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     hits = cli_json(capsys, "search", "drawer", "--db", db)
     one = {"episode": ep.id, "version": v.id, "ref": f"{ep.id}:1", "number": 1}  # (v1 of the episode)
     assert hits == [{**one, "step": 4, "field": "action", "snippet": "go to drawer 3"},

@@ -104,7 +104,7 @@ def test_a_version_relied_on_continues_in_a_new_child(toy, why):
         sets.create_set(toy.store, "mine", "alfworld")
         sets.add_version(toy.store, "mine", v.id)
     else:
-        toy.engine.branch(v.id, 1)
+        toy.engine.editor.branch(v.id, 1)
     before = toy.store.versions.steps(v.id)
     rep = toy.engine.step(v.id)
     assert rep.version.id != v.id and rep.version.parent_version == v.id and rep.frozen == why
@@ -176,14 +176,14 @@ def test_reconfigure_makes_a_child_at_the_same_leaf(toy):
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
-    same = toy.engine.reconfigure(v.id, {"model": "scripted-model"})
+    same = toy.engine.editor.reconfigure(v.id, {"model": "scripted-model"})
     assert same.id == v.id  # nothing changes: no new version
-    new = toy.engine.reconfigure(v.id, {"temperature": 0.7})
+    new = toy.engine.editor.reconfigure(v.id, {"temperature": 0.7})
     assert new.parent_version == v.id and new.leaf_step_id == toy.store.versions.get(v.id).leaf_step_id
     assert toy.store.versions.config(new.id).temperature == 0.7 and toy.store.versions.config(v.id).temperature == 0.0
     assert toy.store.episodes.get(ep.id).current_version == new.id
     with pytest.raises(Exception, match="unknown setting"):
-        toy.engine.reconfigure(v.id, {"colour": "blue"})
+        toy.engine.editor.reconfigure(v.id, {"colour": "blue"})
 
 
 # ---------------------------------------------------------------------- 5. database errors
@@ -269,7 +269,7 @@ def test_the_path_cache_is_bounded(toy):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     for _ in range(300):
         toy.engine.steps(toy.store.versions.create(Version(episode_id=ep.id), make_current=False))
-    assert len(toy.engine._paths) <= 256
+    assert len(toy.engine.paths._paths) <= 256
 
 
 # ---------------------------------------------------------------------- 7. durability
@@ -303,7 +303,7 @@ def test_a_slow_model_call_blocks_no_other_work_on_the_episode(toy):
     t.start()
     _wait_for_request(toy)
     toy.engine.human_step(v.id, action="go to cabinet 1")  # wins the leaf
-    assert toy.engine.admissible_actions(v.id)
+    assert toy.engine.envs.admissible_actions(v.id)
     assert t.is_alive()  # done while the slow call is still waiting: it did not block
     t.join(10)
     assert isinstance(result["rep"], VersionChanged)  # the slow step lost; nothing interleaved
@@ -349,7 +349,7 @@ def test_cost_uses_the_price_of_each_calls_model(app):
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
     toy.llm.push(" go to cabinet 1", " open cabinet 1")
     toy.engine.step(v.id)
-    new = toy.engine.reconfigure(v.id, {"model": "dear-model"})
+    new = toy.engine.editor.reconfigure(v.id, {"model": "dear-model"})
     toy.engine.step(new.id)
     prices = {"scripted-model": {"prompt": 1000.0, "completion": 0.0}, "dear-model": {"prompt": 9000.0, "completion": 0.0}}
     toy.store.settings.set("model_prices", prices)
@@ -402,7 +402,7 @@ def test_the_editor_shows_the_settings_of_the_selected_version(app):
 
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
-    new = toy.engine.reconfigure(v.id, {"model": "other-model", "max_steps": 9})
+    new = toy.engine.editor.reconfigure(v.id, {"model": "other-model", "max_steps": 9})
     shown = " ".join(t.value for t in make("editor", episode=ep.id, version=v.id).text)
     assert "Model: scripted-model" in shown and "Max steps: 50" in shown
     shown = " ".join(t.value for t in make("editor", episode=ep.id, version=new.id).text)

@@ -1,0 +1,80 @@
+"""What the engine reads of a version, cached: its episode with the config it pinned, and
+its path of steps (a long run does not re-read them every step). Shared by the Engine and
+its parts (`agent.prompting`, `agent.environments`, `agent.editing`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from agent.engine_records import PATH_CACHE
+from sessions.store import Store
+from trajectory.records import Episode, Step, Version
+
+VERSION_EPISODE_CACHE = 65_536  # version ids whose episode the engine remembers
+
+
+class VersionPaths:
+    """A version's episode (`episode`), its steps (`steps`) and its episode id
+    (`episode_id`), read from `store` once and kept (bounded)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._guard = threading.Lock()  # the caches
+        self._paths: OrderedDict[int, tuple[int | None, list[Step]]] = OrderedDict()
+        self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
+        self._pinned: OrderedDict[tuple[int, str], Episode] = OrderedDict()  # (version, created_at) -> its episode
+
+    def episode(self, v: Version) -> Episode:
+        """The version's episode, with the config the version pinned. The task and a
+        version's pinned config never change: they are read and validated once per version
+        (keyed with its creation time, as a deleted version's id may be reused); the
+        environment options, which a confirm or re-point changes, are read every time."""
+        key = (v.id, v.created_at)
+        with self._guard:
+            ep = self._pinned.get(key)
+            if ep is not None:
+                self._pinned.move_to_end(key)
+        if ep is None:
+            ep = self.store.episodes.get(v.episode_id).model_copy(update={"config": self.store.versions.config(v.id)})
+            with self._guard:
+                self._pinned[key] = ep
+                while len(self._pinned) > PATH_CACHE:
+                    self._pinned.popitem(last=False)
+            return ep.model_copy()
+        return ep.model_copy(update={"env_options": self.store.episodes.env_options(v.episode_id)})
+
+    def steps(self, version: Version) -> list[Step]:
+        """The version's path, cached by leaf so a long run does not re-read it each step."""
+        with self._guard:
+            cached = self._paths.get(version.id)
+            if cached and cached[0] == version.leaf_step_id:
+                self._paths.move_to_end(version.id)
+                return cached[1]
+        steps = self.store.versions.path(version.leaf_step_id)
+        self.remember(version.id, version.leaf_step_id, steps)
+        return steps
+
+    def remember(self, version_id: int, leaf: int | None, steps: list[Step]) -> None:
+        with self._guard:
+            self._paths[version_id] = (leaf, steps)
+            self._paths.move_to_end(version_id)
+            while len(self._paths) > PATH_CACHE:
+                self._paths.popitem(last=False)
+
+    def episode_id(self, version_id: int) -> int:
+        """The version's episode id (never changes: cached, so a step reads its version once)."""
+        eid = self._version_episode.get(version_id)
+        if eid is None:
+            if len(self._version_episode) >= VERSION_EPISODE_CACHE:  # a long-lived app: bounded, refilled on use
+                self._version_episode.clear()
+            eid = self._version_episode[version_id] = self.store.versions.get(version_id).episode_id
+        return eid
+
+    def know_episode(self, version_id: int, episode_id: int) -> None:
+        """Remember a version's episode read elsewhere (a run's first step need not read it)."""
+        self._version_episode.setdefault(version_id, episode_id)
+
+    def forget_episode(self, version_id: int) -> None:
+        """A deleted version's id reused in another episode: read it again."""
+        self._version_episode.pop(version_id, None)
