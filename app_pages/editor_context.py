@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent.engine import EngineError, ModelCallFailed
+from agent.engine import Engine, EngineError, ModelCallFailed
 from envs.base import EnvError
 from sessions.store import StoreError
 
@@ -23,7 +23,7 @@ class EditorPage:
     """The page state: `ep` carries the settings version `vid` runs with; `nums` the
     per-episode numbers people read (v1, v2, ...); `fam` the episode's environment family."""
 
-    eng: Any
+    eng: Engine
     tab: str  # whose step results this tab collects
     ep_id: int
     vid: int
