@@ -41,13 +41,13 @@ if vid is None:
     st.error(f"Episode {ep_id} has no version.")
     st.stop()
 state.select(ep_id, vid)
-ep = ep.model_copy(update={"config": store.version_config(vid)})  # the settings this version runs with
+ep = ep.model_copy(update={"config": store.versions.config(vid)})  # the settings this version runs with
 if notice := st.session_state.pop("notice", None):  # e.g. "v3 is frozen (annotated): continued in v7"
     st.info(notice)
 st.html(EDITOR_CSS)
 st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, kept out of the page body
 
-versions = store.versions(ep_id)
+versions = store.versions.of_episode(ep_id)
 page = EditorPage(eng=eng, tab=tab, ep_id=ep_id, vid=vid, ep=ep, fam=family(ep.task.env),
                   nums=numbering.numbers(store, ep_id))  # people read per-episode numbers (v1, v2, ...)
 run = st.session_state.get("run")
@@ -57,6 +57,6 @@ if run and (run.get("version") != vid):
 header(page, versions)
 busy = finished_job(page) is not None
 foreign = bool(stepjobs.others(store, ep_id, tab))
-now = store.version(vid)
+now = store.versions.get(vid)
 controls(page, now, eng.steps(now), busy or foreign)
 st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") or foreign else None)(body)(page, busy, foreign)

@@ -45,7 +45,7 @@ def below_steps(page: EditorPage, v, n_steps: int, job) -> None:
         version_annotation_panel(page.store, v.id, "ed")
     if st.toggle("Show the next prompt", key="show_prompt"):
         try:
-            st.code(page.eng.prompt(page.vid), language=None, wrap_lines=True)
+            st.code(page.eng.prompts.prompt(page.vid), language=None, wrap_lines=True)
         except STEP_ERRORS as exc:
             st.text(str(exc))
 
@@ -59,7 +59,7 @@ def await_step(page: EditorPage, job: stepjobs.StepJob, line, box) -> None:
             renewed = time.monotonic()
             renew_run(page)
     new_steps = settle(page, job)
-    v = page.store.version(page.vid)
+    v = page.store.versions.get(page.vid)
     if not new_steps or v.outcome.done or not st.session_state.get("run"):
         st.rerun()  # a full rerun: the controls and the outcome show the new state
     new_extras = StepExtras(page, v, new_steps)  # read once for all the new steps
@@ -74,7 +74,7 @@ def body(page: EditorPage, busy: bool, foreign: bool) -> None:
     another tab or process runs a job on the episode."""
     renew_run(page)
     job = finished_job(page)
-    v = page.store.version(page.vid)
+    v = page.store.versions.get(page.vid)
     steps = page.eng.steps(v)
     if st.session_state.get("run") and job is None:
         job = stepjobs.start(page.eng, page.tab, page.vid, in_run=True)

@@ -21,7 +21,7 @@ def branch_row(page: EditorPage, v, steps, limit: int) -> None:
     k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
                           key=f"branch_k_{page.vid}", label_visibility="collapsed")
     if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
-        new = page.eng.branch(page.vid, int(k))
+        new = page.eng.editor.branch(page.vid, int(k))
         switch_to(page, new.id)
 
 

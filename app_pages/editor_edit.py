@@ -48,10 +48,10 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
     text = None if text is None else one_line(text)
     try:
         if kind is None:
-            new = page.eng.branch(page.vid, k)
+            new = page.eng.editor.branch(page.vid, k)
         else:
             at = k + 1 if kind == "insert_after" else k
-            new = page.eng.edit(page.vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
+            new = page.eng.editor.edit(page.vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
     except STEP_ERRORS as exc:
         state.set_error("edit", exc)
         st.rerun()

@@ -53,14 +53,14 @@ def version_row(page: EditorPage, versions: list) -> None:
 
 def confirm_references(page: EditorPage) -> None:
     """An import points outside the data folders: nothing is opened before an OK."""
-    unconfirmed = page.eng.unconfirmed_references(page.ep)
+    unconfirmed = page.eng.envs.unconfirmed_references(page.ep)
     if unconfirmed:
         with st.container(border=True, key="confirm_refs"):
             st.warning("This episode was imported and points at files, URLs or a model endpoint you did not choose. "
                        "Nothing is opened and no request (or key) is sent there until you confirm them:")
             st.text("\n".join(unconfirmed))
             if st.button("Confirm and open them", key="confirm_refs_btn"):
-                page.eng.confirm_references(page.ep_id)
+                page.eng.envs.confirm_references(page.ep_id)
                 st.rerun()
 
 

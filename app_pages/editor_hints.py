@@ -11,7 +11,7 @@ from app_pages.editor_context import STEP_ERRORS, EditorPage
 def suggestions_for(page: EditorPage, k: int) -> list[str]:
     """Admissible commands before step k (ALFWorld), via the engine's environment."""
     try:
-        acts = page.eng.admissible_actions(page.vid, before=k)
+        acts = page.eng.envs.admissible_actions(page.vid, before=k)
     except STEP_ERRORS as exc:
         st.caption("No suggestions:")
         st.text(str(exc))
@@ -20,7 +20,7 @@ def suggestions_for(page: EditorPage, k: int) -> list[str]:
 
 
 def expert_hint_before(page: EditorPage, k: int | None) -> str | None:
-    return page.eng.expert_hint(page.vid, 5.0, before=k)
+    return page.eng.envs.expert_hint(page.vid, 5.0, before=k)
 
 
 def fill(target: str, source: str) -> None:

@@ -19,7 +19,7 @@ def open_run(page: EditorPage, version_id: int, n: int | None, kind: str = "run"
     """A run is a job of the database (kind "run", or "edit-and-resume"), renewed by each
     tick of this tab."""
     store = page.store
-    ep_of = store.version(version_id).episode_id
+    ep_of = store.versions.get(version_id).episode_id
     job = jobs_db.create(store, kind, episode_id=ep_of, version_id=version_id, session=page.tab, lease_s=RUN_LEASE_S,
                          target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
     return {"version": version_id, "n": n, "added": 0, "job": job.id}

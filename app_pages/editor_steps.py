@@ -30,7 +30,7 @@ class StepExtras:
         store = page.store
         self.signals = dict(zip((s.id for s in steps), version_step_signals(steps, v.outcome)))
         ids = [cid for s in steps if s.source == "model" for cid in s.call_ids]
-        self.calls = {c.id: c for c in store.calls(ids)} if ids else {}
+        self.calls = {c.id: c for c in store.calls.read(ids)} if ids else {}
         self.tags = ann.step_annotations(store, [s.id for s in steps])
         self.cards = suggest_panel.by_step(page.eng, v.id, v)  # a failed version's suggested fixes, per step
         self.timing = bool(st.session_state.get("show_timing"))
