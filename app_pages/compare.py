@@ -26,7 +26,8 @@ by_id = {v.id: v for v in versions}
 ids = list(by_id)
 
 
-def pick(name: str, fallback: int) -> int:
+def pick(name: str, fallback: int, by_id: dict) -> int:
+    """The version the URL or this session chose for a side, if it is one of `by_id`."""
     for raw in (st.query_params.get(name), st.session_state.get(f"cmp_{name}")):
         try:
             if raw is not None and int(raw) in by_id:
@@ -38,7 +39,7 @@ def pick(name: str, fallback: int) -> int:
 
 right_default = vid if vid in by_id else ids[-1]
 left_default = by_id[right_default].parent_version or ids[0]
-left, right = pick("left", left_default), pick("right", right_default)
+left, right = pick("left", left_default, by_id), pick("right", right_default, by_id)
 
 state.episode_header(ep)
 c = st.columns(2)

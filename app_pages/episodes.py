@@ -37,12 +37,12 @@ def load_tasks(env: str, source: str):
     return cache[(env, source)]
 
 
-def exemplar_set_names(env: str) -> list[str]:
+def exemplar_set_names(store, env: str) -> list[str]:
     """Named exemplar sets of this environment kept in the database."""
     return [x.name for x in exemplar_sets.list_sets(store, env)]
 
 
-def has_label(version_id: int | None, label: str) -> bool:
+def has_label(store, version_id: int | None, label: str) -> bool:
     """The current version carries this verdict or failure mode."""
     a = ann.version_annotation(store, version_id) if version_id is not None else None
     return a is not None and (a.verdict == label or label in a.failure_modes)
@@ -102,7 +102,7 @@ with st.expander("Start a new episode", expanded=not store.episodes.ids()):
     b = st.columns(3)
     style = b[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="new_style")
     builtin = family(env).exemplars_label  # e.g. ALFWorld's were played by a scripted policy
-    set_names = [builtin, *exemplar_set_names(env)]
+    set_names = [builtin, *exemplar_set_names(store, env)]
     exemplars = b[1].selectbox("Exemplar set", set_names, key=f"new_exemplars_{env}")
     exemplars = "" if exemplars == builtin else exemplars
     max_steps = b[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
@@ -152,7 +152,7 @@ rows = store.episodes.list(
 more = len(rows) > shown_max
 rows = rows[:shown_max]
 if f_label != "all":
-    rows = [r for r in rows if has_label(r["current_version"], f_label)]
+    rows = [r for r in rows if has_label(store, r["current_version"], f_label)]
 if not rows:
     st.caption("No episodes match." if store.episodes.ids() else "No episodes yet: start one above.")
 else:

@@ -6,6 +6,7 @@ paired, and open failed episodes in the Editor. Same library calls as `react-edi
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -31,11 +32,24 @@ def _background(path: str) -> X.Background:
     return X.Background(path)
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What the panels read, once per run of the page: the store, the background runner, the
+    experiments listed (ids, their labels and environments) and the one selected."""
+
+    store: Any
+    bg: X.Background
+    sel: int
+    ids: list[int]
+    labels: dict[int, str]
+    env_of: dict[int, str]
+
+
 bg = _background(state.db_path())
 store = state.store()
 
 
-def launch(exp_id: int, concurrency: int) -> None:
+def launch(bg: X.Background, exp_id: int, concurrency: int) -> None:
     # the key comes from the environment only and is handed to the clients, never stored
     bg.start(exp_id, concurrency=concurrency, api_key=os.environ.get("OPENAI_API_KEY") or None)
 
@@ -43,14 +57,14 @@ def launch(exp_id: int, concurrency: int) -> None:
 BUILTIN_SET = "(built-in)"
 
 
-def exemplar_choice(where: Any, env: str, key: str, current: str | None = None) -> str | None:
+def exemplar_choice(store, where: Any, env: str, key: str, current: str | None = None) -> str | None:
     """The exemplar set to run with (None: the built-in exemplars), from this env's sets."""
     names = [BUILTIN_SET, *(x.name for x in exemplar_sets.list_sets(store, env))]
     pick = where.selectbox("Exemplar set", names, index=names.index(current) if current in names else 0, key=key)
     return None if pick == BUILTIN_SET else pick
 
 
-def leak_offer(exemplar_set: str | None, tasks: list, key: str) -> bool:
+def leak_offer(store, exemplar_set: str | None, tasks: list, key: str) -> bool:
     """Name the evaluated tasks the set holds a trajectory of and offer to leave them out
     (checked by default); True when they are to be left out."""
     leaked = leakage.leaked_tasks(store, exemplar_set, tasks)
@@ -71,7 +85,7 @@ def form_tasks(env: str, spec: str, limit: int, sample: str, seed: int) -> list:
         return []
 
 
-def new_experiment_form() -> None:
+def new_experiment_form(store, bg: X.Background) -> None:
     """Every run setting the CLI has; the leakage check before the launch."""
     d = state.defaults()
     c = st.columns(4)
@@ -91,23 +105,23 @@ def new_experiment_form() -> None:
                                index=["completions", "chat"].index(d.get("api_style", "completions")))
     max_steps = int(a[3].number_input("Max steps (0 = default)", min_value=0, max_value=500, value=0, key="x_steps"))
     e = st.columns(4)
-    ex_set = exemplar_choice(e[0], env, f"x_exemplars_{env}")
+    ex_set = exemplar_choice(store, e[0], env, f"x_exemplars_{env}")
     temperature = float(e[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(d.get("temperature") or 0.0),
                                           step=0.1, key="x_temp"))
     name = e[2].text_input("Name (optional)", key="x_name")
-    leave_out = leak_offer(ex_set, form_tasks(env, spec, limit, sample, seed) if ex_set else [], "x_leave_out")
+    leave_out = leak_offer(store, ex_set, form_tasks(env, spec, limit, sample, seed) if ex_set else [], "x_leave_out")
     state.show_error("x_new")
     if st.button("Create and launch", key="x_create", type="primary"):
         settings = {"base_url": base_url.strip() or None, "model": model.strip() or d["model"], "api_style": api_style,
                     "max_steps": max_steps or None, "exemplar_set": ex_set, "temperature": temperature}
         params = {"tasks": spec.strip() or "builtin", "limit": limit or None, "sample": sample.strip() or None,
                   "samples": samples, "seed": seed}
-        create_and_launch(env, method, settings, params, name, leave_out, concurrency)
+        create_and_launch(store, bg, env, method, settings, params, name, leave_out, concurrency)
     st.caption(f"Task sources: {', '.join(SOURCES)}. 'paper' reproduces the notebooks' subsets.")
 
 
-def create_and_launch(env: str, method: str, settings: dict, params: dict, name: str, leave_out: bool,
-                      concurrency: int) -> None:
+def create_and_launch(store, bg: X.Background, env: str, method: str, settings: dict, params: dict, name: str,
+                      leave_out: bool, concurrency: int) -> None:
     state.clear_error("x_new")
     d = state.defaults()
     try:
@@ -126,7 +140,7 @@ def create_and_launch(env: str, method: str, settings: dict, params: dict, name:
     except state.USER_ERRORS as exc:
         state.set_error("x_new", exc)
         st.rerun()
-    launch(exp.id, concurrency)
+    launch(bg, exp.id, concurrency)
     st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id  # the selector shows the new run
     st.rerun()
 
@@ -135,7 +149,7 @@ st.title("Experiments")
 state.model_banner()
 
 with st.expander("New experiment", expanded=not xs.list_all(store)):
-    new_experiment_form()
+    new_experiment_form(store, bg)
 
 exps = xs.list_all(store)
 if not exps:
@@ -150,6 +164,7 @@ if st.session_state.get("x_pick") not in ids:
 sel = st.selectbox("Experiment", ids, format_func=labels.get, key="x_pick")
 st.session_state["x_sel"] = sel
 env_of = {e.id: e.env for e in exps}
+page = Listing(store=store, bg=bg, sel=sel, ids=ids, labels=labels, env_of=env_of)
 
 
 @st.cache_data(show_spinner=False, max_entries=1000)
@@ -170,13 +185,14 @@ def _failures(db: str, exp_id: int, changed: tuple) -> tuple[list, Any]:
     return failed, signal_counts(state.store(), [it.episode_id for it in failed if it.episode_id])
 
 
-def summaries(keys: dict[int, tuple] | None = None) -> dict[int, dict]:
+def summaries(x: Listing, keys: dict[int, tuple] | None = None) -> dict[int, dict]:
     """Every experiment's (cached) summary; keys: xs.changes(store) when already read."""
+    store, ids = x.store, x.ids
     keys = xs.changes(store) if keys is None else keys
     return {i: _summary(state.db_path(), i, keys.get(i, ())) for i in ids}
 
 
-def live(s: dict) -> dict:
+def live(bg: X.Background, s: dict) -> dict:
     """The summary with what the page knows now: running (this process runs it) and partial."""
     running = bg.running(s["experiment"])
     partial = is_partial(s)
@@ -194,33 +210,34 @@ def status_label(status: str, running: bool, partial: bool, done: int) -> str:
     return f"{'stopped' if status in ('running', 'created') else status} (partial)"
 
 
-def any_running() -> bool:
+def any_running(bg: X.Background, ids: list[int]) -> bool:
     return any(bg.running(i) for i in ids)
 
 
-@st.fragment(run_every=1.0 if any_running() else None)
-def live_panel() -> None:
+def live_panel(x: Listing) -> None:
     """Progress, results, chart and failures: redrawn together while a run moves, and once
     more when it ends, so the table, the bar and the chart never disagree."""
+    store, sel, ids = x.store, x.sel, x.ids
     keys = xs.changes(store)  # read once per tick: the summaries, comparison and failures share it
-    sums = {i: live(s) for i, s in summaries(keys).items()}
-    progress_panel(sel, sums[sel])
+    sums = {i: live(x.bg, s) for i, s in summaries(x, keys).items()}
+    progress_panel(x, sel, sums[sel])
     rerun = xs.get(store, sel).params.get(X.RERUN_KEY) in ids
     if rerun:  # a re-run's question is its comparison with its source: first, under its progress
-        compare_panel(sums, keys)
+        compare_panel(x, sums, keys)
     results_tables(sums)
-    chart_panel(sums)
+    chart_panel(x, sums)
     if not rerun:
-        compare_panel(sums, keys)
-    failures_panel(keys)
+        compare_panel(x, sums, keys)
+    failures_panel(x, keys)
     was = st.session_state.get("x_was_running")
-    now = any_running()
+    now = any_running(x.bg, ids)
     st.session_state["x_was_running"] = now
     if was and not now:
         st.rerun()  # the run ended: one full rerun stops the ticking and shows the final numbers
 
 
-def progress_panel(exp_id: int, s: dict) -> None:
+def progress_panel(x: Listing, exp_id: int, s: dict) -> None:
+    store, bg = x.store, x.bg
     total, done = s["episodes"], s["done"]
     running = s["running"]
     p = bg.progress(exp_id)
@@ -231,7 +248,7 @@ def progress_panel(exp_id: int, s: dict) -> None:
         bg.stop(exp_id)
         st.rerun()
     if not running and done < total and cols[1].button("Resume", key="x_resume", type="primary"):
-        launch(exp_id, int(st.session_state.get("x_conc", 4)))
+        launch(bg, exp_id, int(st.session_state.get("x_conc", 4)))
         st.rerun()
     err = bg.error(exp_id)
     if err:
@@ -260,7 +277,8 @@ def results_tables(sums: dict[int, dict]) -> None:
             st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rows[0]))
 
 
-def chart_panel(sums: dict[int, dict]) -> None:
+def chart_panel(x: Listing, sums: dict[int, dict]) -> None:
+    sel, ids, labels, env_of = x.sel, x.ids, x.labels, x.env_of
     st.subheader("By task type")
     same_env = [i for i in ids if env_of[i] == env_of[sel]]
     chosen = st.multiselect("Experiments to chart", same_env, default=[sel], format_func=labels.get,
@@ -276,7 +294,8 @@ def chart_panel(sums: dict[int, dict]) -> None:
         st.caption("Partial: rates are over the finished tasks only.")
 
 
-def compare_panel(sums: dict[int, dict], keys: dict[int, tuple] | None = None) -> None:
+def compare_panel(x: Listing, sums: dict[int, dict], keys: dict[int, tuple] | None = None) -> None:
+    store, sel, ids, labels, env_of = x.store, x.sel, x.ids, x.labels, x.env_of
     st.subheader("Paired comparison")
     others = [i for i in ids if env_of[i] == env_of[sel] and i != sel]
     if not others:
@@ -321,14 +340,15 @@ def leaked_note(c: dict) -> None:
     st.toggle("Include leaked tasks", key="x_include_leaked")
 
 
-def rerun_panel(exp_id: int) -> None:
+def rerun_panel(x: Listing, exp_id: int) -> None:
     """'Re-run with...': the experiment's tasks and settings with a change; the new run is
     selected and launched, and its comparison with this one opens when it finishes."""
+    store = x.store
     src = xs.get(store, exp_id)
     names = methods_of(src.env) if X.family_or_none(src.env) else [src.method]
     with st.expander(f"Re-run with a change: same {len(xs.items(store, exp_id))} tasks"):
         c = st.columns(4)
-        ex_set = exemplar_choice(c[0], src.env, f"x_rr_set_{exp_id}", src.config.exemplar_set)
+        ex_set = exemplar_choice(store, c[0], src.env, f"x_rr_set_{exp_id}", src.config.exemplar_set)
         model = c[1].text_input("Model", value=src.config.model, key=f"x_rr_model_{exp_id}")
         temp = float(c[2].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(src.config.temperature),
                                        step=0.1, key=f"x_rr_temp_{exp_id}"))
@@ -336,16 +356,17 @@ def rerun_panel(exp_id: int) -> None:
                                 key=f"x_rr_method_{exp_id}")
         new = {"exemplar_set": ex_set, "model": model.strip() or src.config.model, "temperature": temp}
         changes = {k: v for k, v in new.items() if v != getattr(src.config, k)}
-        leave_out = leak_offer(ex_set, [it.task for it in xs.items(store, exp_id)], f"x_rr_leave_{exp_id}")
+        leave_out = leak_offer(store, ex_set, [it.task for it in xs.items(store, exp_id)], f"x_rr_leave_{exp_id}")
         what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
                 for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
         st.caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
         state.show_error("x_rerun")
         if st.button("Re-run", key="x_rerun", type="primary", disabled=not what):
-            start_rerun(exp_id, changes, method, leave_out)
+            start_rerun(x, exp_id, changes, method, leave_out)
 
 
-def start_rerun(exp_id: int, changes: dict, method: str, leave_out: bool) -> None:
+def start_rerun(x: Listing, exp_id: int, changes: dict, method: str, leave_out: bool) -> None:
+    store, env_of = x.store, x.env_of
     state.clear_error("x_rerun")
     try:
         cfg = xs.get(store, exp_id).config
@@ -354,7 +375,7 @@ def start_rerun(exp_id: int, changes: dict, method: str, leave_out: bool) -> Non
     except state.USER_ERRORS as exc:
         state.set_error("x_rerun", exc)
         st.rerun()
-    launch(exp.id, int(st.session_state.get("x_conc", 4)))
+    launch(x.bg, exp.id, int(st.session_state.get("x_conc", 4)))
     st.session_state["x_sel"] = st.session_state["x_select"] = exp.id  # the selector shows it on the next run
     st.rerun()
 
@@ -378,7 +399,8 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
         state.open_in("editor", pick, versions.get(pick))
 
 
-def failures_panel(keys: dict[int, tuple] | None = None) -> None:
+def failures_panel(x: Listing, keys: dict[int, tuple] | None = None) -> None:
+    store, sel = x.store, x.sel
     st.subheader("Failed episodes")
     keys = xs.changes(store) if keys is None else keys
     failed, counts = _failures(state.db_path(), sel, keys.get(sel, ()))
@@ -400,5 +422,5 @@ def failures_panel(keys: dict[int, tuple] | None = None) -> None:
     suggest_panel.experiment_panel(state.engine(), sel)  # `suggest --experiment`: fixes, accept all proven
 
 
-rerun_panel(sel)
-live_panel()
+rerun_panel(page, sel)
+st.fragment(run_every=1.0 if any_running(bg, ids) else None)(live_panel)(page)

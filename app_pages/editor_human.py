@@ -1,0 +1,65 @@
+"""Human agent mode: a person writes the next turn (how new exemplars are authored); an
+action the family warns about needs a second click."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages import state
+from app_pages.editor_context import STEP_ERRORS, EditorPage
+from app_pages.editor_hints import hint_controls, suggestion_box, suggestions_for
+from app_pages.editor_run import frozen_notice
+from app_pages.views import action_warning, one_line
+
+
+def human_turn(page: EditorPage, sfx: str, n: int) -> tuple[str, str, list[str]]:
+    """The thought and action boxes (with ALFWorld's suggestions and hint): what was typed."""
+    akey = f"h_action_{sfx}"
+    thought = st.text_area("Thought (optional)", key=f"h_thought_{sfx}", height=68)
+    sugg: list[str] = []
+    if page.alf:
+        sugg = suggestions_for(page, n + 1)
+        suggestion_box(sugg, f"h_sugg_{sfx}", akey)
+        hint_controls(page, f"h_{sfx}", akey, None)
+    fam = page.fam
+    label = "Action (optional)" if page.alf else f"Action ({fam.action_hint})" if fam.action_hint else "Action"
+    action = one_line(st.text_area(label, key=akey, height=68) or "")
+    return thought, action, sugg
+
+
+def take_step(page: EditorPage, thought: str, action: str) -> None:
+    """The person's step, on this version or (a frozen one) on a new child."""
+    state.clear_error("human")
+    try:
+        rep = page.eng.human_step(page.vid, thought=one_line(thought or "") or None, action=action or None)
+    except STEP_ERRORS as exc:
+        state.set_error("human", exc)
+        st.rerun()
+    if rep.version.id != page.vid:  # a frozen version: the step went to a new child
+        st.session_state["notice"] = frozen_notice(page, rep)
+        state.select(page.ep_id, rep.version.id)
+    st.rerun()
+
+
+def human_panel(page: EditorPage, v, n: int) -> None:
+    """Keys carry the version and its step count: a taken step (or another version) starts
+    from empty boxes, so nothing typed earlier can be sent twice."""
+    sfx = f"{page.vid}_{n}"
+    with st.container(border=True, key="human_panel"):
+        st.caption("Human agent mode: write the next turn yourself (this is how new exemplars are authored).")
+        thought, action, sugg = human_turn(page, sfx, n)
+        state.show_error("human")
+        warning = action_warning(page.ep.task.env, action, sugg if page.alf else None)
+        confirmed = st.session_state.get(f"h_confirm_{sfx}") == action
+        take = st.button("Take this step", key="h_submit", type="primary")
+        if warning and st.session_state.get(f"h_warned_{sfx}") == action and not confirmed:
+            state.alert(warning, "warning", headline="Check the action before it uses a step:")
+            if st.button("Take it anyway", key="h_confirm"):
+                st.session_state[f"h_confirm_{sfx}"] = action
+                take = True
+        if not take:
+            return
+        if warning and st.session_state.get(f"h_confirm_{sfx}") != action:
+            st.session_state[f"h_warned_{sfx}"] = action
+            st.rerun()
+        take_step(page, thought, action)
