@@ -29,7 +29,7 @@ from agent.version_paths import VersionPaths
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
-from trajectory import signals as sig
+from trajectory import signals
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
 
 __all__ = ["FROZEN", "PATH_CACHE", "QA_METHODS", "Engine", "EngineError", "ModelCallFailed", "RunReport",
@@ -59,7 +59,7 @@ class Engine:
     ):
         self.store = store
         self.api_key = api_key
-        self._signal_states = sig.PathStates()
+        self._signal_states = signals.PathStates()
         self._locks = EpisodeLocks()  # kept only while held
         self.paths = VersionPaths(store)
         self.envs = EnvironmentPool(store, self._locks, self.paths, max_live=max_live_envs)

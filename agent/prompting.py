@@ -8,12 +8,12 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-from agent import exemplars as ex
+from agent import exemplars
 from agent.client import CallWatch, ModelClient, ModelError
 from agent.engine_records import PATH_CACHE, EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
 from agent.version_paths import VersionPaths
 from envs.registry import family
-from sessions import exemplar_sets as sets
+from sessions import exemplar_sets
 from sessions.store import Store, StoreError
 from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
@@ -124,8 +124,8 @@ class PromptBuilder:
         kind = "standard" if method == "standard" else "cot"
         try:
             prompt, stop = self._fixed(ep, rev, ("qa", kind), lambda prompts: qa_prompt(
-                ex.qa_exemplars(prompts, ep.task.env, kind), ep.task.text, kind))[1]
-        except (ex.ExemplarError, StoreError) as exc:
+                exemplars.qa_exemplars(prompts, ep.task.env, kind), ep.task.text, kind))[1]
+        except (exemplars.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
         return prompt, list(stop)
 
@@ -136,12 +136,12 @@ class PromptBuilder:
         build = getattr(tr, "fixed_prefix", None)  # (a plugin's own transcript may not offer it)
         try:
             if build is None:
-                prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
+                prompts = exemplars.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
                 return tr.request(prompts, ep.task, steps, ep.config.style, draft)
             prompts, fixed = self._fixed(ep, rev, ("request", ep.config.style),
                                          lambda prompts: build(prompts, ep.task, ep.config.style))
             return tr.request(prompts, ep.task, steps, ep.config.style, draft, fixed=fixed)
-        except (ex.ExemplarError, StoreError) as exc:
+        except (exemplars.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
 
     def _fixed(self, ep: Episode, rev: int | None, what: tuple, build: Callable[[dict[str, str]], Any]
@@ -157,7 +157,7 @@ class PromptBuilder:
             if made is not None:
                 self._prefixes.move_to_end(key)
                 return made
-        prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
+        prompts = exemplars.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
         made = (prompts, build(prompts))
         if keep:
             with self._guard:
@@ -179,6 +179,6 @@ class PromptBuilder:
         if set_name in (None, "builtin"):
             return None
         try:
-            return sets.current_revision(self.store, set_name)
-        except sets.ExemplarSetError as exc:
+            return exemplar_sets.current_revision(self.store, set_name)
+        except exemplar_sets.ExemplarSetError as exc:
             raise EngineError(str(exc)) from None

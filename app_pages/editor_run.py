@@ -10,7 +10,7 @@ from agent.engine import FROZEN
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import state, stepjobs
 from app_pages.editor_context import RUN_LEASE_S, STEP_ERRORS, EditorPage
-from sessions import jobs as jobs_db
+from sessions import jobs
 from sessions import numbering
 from trajectory.signals import version_step_signals
 
@@ -20,8 +20,8 @@ def open_run(page: EditorPage, version_id: int, n: int | None, kind: str = "run"
     tick of this tab."""
     store = page.store
     ep_of = store.versions.get(version_id).episode_id
-    job = jobs_db.create(store, kind, episode_id=ep_of, version_id=version_id, session=page.tab, lease_s=RUN_LEASE_S,
-                         target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
+    job = jobs.create(store, kind, episode_id=ep_of, version_id=version_id, session=page.tab, lease_s=RUN_LEASE_S,
+                      target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
     return {"version": version_id, "n": n, "added": 0, "job": job.id}
 
 
@@ -31,7 +31,7 @@ def close_run(store, how: str = "done") -> None:
     r = st.session_state.get("run")
     st.session_state["run"] = None
     if r and r.get("job") is not None:
-        jobs_db.finish(store, r["job"], how, done=r["added"])
+        jobs.finish(store, r["job"], how, done=r["added"])
 
 
 def switch_to(page: EditorPage, new_vid: int, resume: int | None | bool = False) -> None:
@@ -132,8 +132,8 @@ def finished_job(page: EditorPage) -> stepjobs.StepJob | None:
 def renew_run(page: EditorPage) -> None:
     """Each tick renews the run's job; Stop from another tab or process ends the run here."""
     r = st.session_state.get("run")
-    if r and r.get("job") is not None and jobs_db.beat(page.store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
-                                                       version_id=r["version"]):
+    if r and r.get("job") is not None and jobs.beat(page.store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
+                                                    version_id=r["version"]):
         stepjobs.cancel(page.store, page.tab, page.vid)
         close_run(page.store, "stopped")
         st.rerun()

@@ -15,7 +15,7 @@ from app_pages.editor_edit import edit_panel
 from app_pages.editor_run import switcher
 from app_pages.textdiff import inline_diff_html
 from app_pages.views import deleted_here, origin_text, provenance, replaced_text, step_lines, thoughts_are_turns
-from sessions import annotations as ann
+from sessions import annotations
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
 
@@ -31,7 +31,7 @@ class StepExtras:
         self.signals = dict(zip((s.id for s in steps), version_step_signals(steps, v.outcome)))
         ids = [cid for s in steps if s.source == "model" for cid in s.call_ids]
         self.calls = {c.id: c for c in store.calls.read(ids)} if ids else {}
-        self.tags = ann.step_annotations(store, [s.id for s in steps])
+        self.tags = annotations.step_annotations(store, [s.id for s in steps])
         self.cards = suggest_panel.by_step(page.eng, v.id, v)  # a failed version's suggested fixes, per step
         self.timing = bool(st.session_state.get("show_timing"))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from agent import experiment as X
+from agent import experiment
 from agent import leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
@@ -21,15 +21,15 @@ from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
                                         paper_row, results_columns, signal_rows, table_caption)
 from sessions import exemplar_sets
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.search import signal_counts
 from envs.registry import kinds
 from trajectory.records import AgentConfig
 
 
 @st.cache_resource(show_spinner=False)
-def _background(path: str) -> X.Background:
-    return X.Background(path)
+def _background(path: str) -> experiment.Background:
+    return experiment.Background(path)
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Listing:
     experiments listed (ids, their labels and environments) and the one selected."""
 
     store: Any
-    bg: X.Background
+    bg: experiment.Background
     sel: int
     ids: list[int]
     labels: dict[int, str]
@@ -49,7 +49,7 @@ bg = _background(state.db_path())
 store = state.store()
 
 
-def launch(bg: X.Background, exp_id: int, concurrency: int) -> None:
+def launch(bg: experiment.Background, exp_id: int, concurrency: int) -> None:
     # the key comes from the environment only and is handed to the clients, never stored
     bg.start(exp_id, concurrency=concurrency, api_key=os.environ.get("OPENAI_API_KEY") or None)
 
@@ -85,7 +85,7 @@ def form_tasks(env: str, spec: str, limit: int, sample: str, seed: int) -> list:
         return []
 
 
-def new_experiment_form(store, bg: X.Background) -> None:
+def new_experiment_form(store, bg: experiment.Background) -> None:
     """Every run setting the CLI has; the leakage check before the launch."""
     d = state.defaults()
     c = st.columns(4)
@@ -120,7 +120,7 @@ def new_experiment_form(store, bg: X.Background) -> None:
     st.caption(f"Task sources: {', '.join(SOURCES)}. 'paper' reproduces the notebooks' subsets.")
 
 
-def create_and_launch(store, bg: X.Background, env: str, method: str, settings: dict, params: dict, name: str,
+def create_and_launch(store, bg: experiment.Background, env: str, method: str, settings: dict, params: dict, name: str,
                       leave_out: bool, concurrency: int) -> None:
     state.clear_error("x_new")
     d = state.defaults()
@@ -135,8 +135,8 @@ def create_and_launch(store, bg: X.Background, env: str, method: str, settings: 
             tasks = [t for t in tasks if t.key not in out]
             if not tasks:
                 raise ValueError("every task leaks: nothing left to run")
-        exp = X.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
-                       params={k: v for k, v in params.items() if v is not None})
+        exp = experiment.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
+                                params={k: v for k, v in params.items() if v is not None})
     except state.USER_ERRORS as exc:
         state.set_error("x_new", exc)
         st.rerun()
@@ -148,10 +148,10 @@ def create_and_launch(store, bg: X.Background, env: str, method: str, settings: 
 st.title("Experiments")
 state.model_banner()
 
-with st.expander("New experiment", expanded=not xs.list_all(store)):
+with st.expander("New experiment", expanded=not experiments.list_all(store)):
     new_experiment_form(store, bg)
 
-exps = xs.list_all(store)
+exps = experiments.list_all(store)
 if not exps:
     st.caption("No experiments yet: create one above.")
     st.stop()
@@ -170,29 +170,29 @@ page = Listing(store=store, bg=bg, sel=sel, ids=ids, labels=labels, env_of=env_o
 @st.cache_data(show_spinner=False, max_entries=1000)
 def _summary(db: str, exp_id: int, changed: tuple) -> dict:
     """An experiment's summary, recomputed only when the experiment changed (`changed`)."""
-    return X.summary(state.store(), exp_id)
+    return experiment.summary(state.store(), exp_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
 def _compare(db: str, a: int, b: int, changed: tuple, include_leaked: bool = False) -> dict:
-    return X.compare(state.store(), a, b, include_leaked=include_leaked)
+    return experiment.compare(state.store(), a, b, include_leaked=include_leaked)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
 def _failures(db: str, exp_id: int, changed: tuple) -> tuple[list, Any]:
     """The failed items and their signal counts, recomputed only when the experiment changed."""
-    failed = X.failures(state.store(), exp_id)
+    failed = experiment.failures(state.store(), exp_id)
     return failed, signal_counts(state.store(), [it.episode_id for it in failed if it.episode_id])
 
 
 def summaries(x: Listing, keys: dict[int, tuple] | None = None) -> dict[int, dict]:
     """Every experiment's (cached) summary; keys: xs.changes(store) when already read."""
     store, ids = x.store, x.ids
-    keys = xs.changes(store) if keys is None else keys
+    keys = experiments.changes(store) if keys is None else keys
     return {i: _summary(state.db_path(), i, keys.get(i, ())) for i in ids}
 
 
-def live(bg: X.Background, s: dict) -> dict:
+def live(bg: experiment.Background, s: dict) -> dict:
     """The summary with what the page knows now: running (this process runs it) and partial."""
     running = bg.running(s["experiment"])
     partial = is_partial(s)
@@ -210,7 +210,7 @@ def status_label(status: str, running: bool, partial: bool, done: int) -> str:
     return f"{'stopped' if status in ('running', 'created') else status} (partial)"
 
 
-def any_running(bg: X.Background, ids: list[int]) -> bool:
+def any_running(bg: experiment.Background, ids: list[int]) -> bool:
     return any(bg.running(i) for i in ids)
 
 
@@ -218,10 +218,10 @@ def live_panel(x: Listing) -> None:
     """Progress, results, chart and failures: redrawn together while a run moves, and once
     more when it ends, so the table, the bar and the chart never disagree."""
     store, sel, ids = x.store, x.sel, x.ids
-    keys = xs.changes(store)  # read once per tick: the summaries, comparison and failures share it
+    keys = experiments.changes(store)  # read once per tick: the summaries, comparison and failures share it
     sums = {i: live(x.bg, s) for i, s in summaries(x, keys).items()}
     progress_panel(x, sel, sums[sel])
-    rerun = xs.get(store, sel).params.get(X.RERUN_KEY) in ids
+    rerun = experiments.get(store, sel).params.get(experiment.RERUN_KEY) in ids
     if rerun:  # a re-run's question is its comparison with its source: first, under its progress
         compare_panel(x, sums, keys)
     results_tables(sums)
@@ -242,7 +242,7 @@ def progress_panel(x: Listing, exp_id: int, s: dict) -> None:
     running = s["running"]
     p = bg.progress(exp_id)
     eta = f", ETA {int(p.eta_s)} s" if running and p and p.eta_s is not None else ""
-    st.progress(done / total if total else 1.0, text=progress_text(s, xs.counts(store, exp_id).get("error", 0)) + eta)
+    st.progress(done / total if total else 1.0, text=progress_text(s, experiments.counts(store, exp_id).get("error", 0)) + eta)
     cols = st.columns([1, 1, 6])
     if running and cols[0].button("Stop", key="x_stop"):
         bg.stop(exp_id)
@@ -301,7 +301,7 @@ def compare_panel(x: Listing, sums: dict[int, dict], keys: dict[int, tuple] | No
     if not others:
         st.caption("Run another experiment on the same environment to compare task by task.")
         return
-    source = xs.get(store, sel).params.get(X.RERUN_KEY)
+    source = experiments.get(store, sel).params.get(experiment.RERUN_KEY)
     if source in others and st.session_state.get("x_compare_for") != sel:
         st.session_state["x_compare"] = source  # a re-run opens on its comparison with its source
     st.session_state["x_compare_for"] = sel
@@ -315,7 +315,7 @@ def compare_panel(x: Listing, sums: dict[int, dict], keys: dict[int, tuple] | No
                    + ". A comparison now pairs only the tasks finished on both sides.")
         if not st.toggle("Compare anyway", key="x_compare_partial"):
             return
-    keys = xs.changes(store) if keys is None else keys
+    keys = experiments.changes(store) if keys is None else keys
     include = bool(st.session_state.get("x_include_leaked"))
     c = _compare(state.db_path(), sel, b, (keys.get(sel), keys.get(b)), include)
     excluded = c.get("excluded")
@@ -344,9 +344,9 @@ def rerun_panel(x: Listing, exp_id: int) -> None:
     """'Re-run with...': the experiment's tasks and settings with a change; the new run is
     selected and launched, and its comparison with this one opens when it finishes."""
     store = x.store
-    src = xs.get(store, exp_id)
-    names = methods_of(src.env) if X.family_or_none(src.env) else [src.method]
-    with st.expander(f"Re-run with a change: same {len(xs.items(store, exp_id))} tasks"):
+    src = experiments.get(store, exp_id)
+    names = methods_of(src.env) if experiment.family_or_none(src.env) else [src.method]
+    with st.expander(f"Re-run with a change: same {len(experiments.items(store, exp_id))} tasks"):
         c = st.columns(4)
         ex_set = exemplar_choice(store, c[0], src.env, f"x_rr_set_{exp_id}", src.config.exemplar_set)
         model = c[1].text_input("Model", value=src.config.model, key=f"x_rr_model_{exp_id}")
@@ -356,7 +356,7 @@ def rerun_panel(x: Listing, exp_id: int) -> None:
                                 key=f"x_rr_method_{exp_id}")
         new = {"exemplar_set": ex_set, "model": model.strip() or src.config.model, "temperature": temp}
         changes = {k: v for k, v in new.items() if v != getattr(src.config, k)}
-        leave_out = leak_offer(store, ex_set, [it.task for it in xs.items(store, exp_id)], f"x_rr_leave_{exp_id}")
+        leave_out = leak_offer(store, ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}")
         what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
                 for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
         st.caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
@@ -369,9 +369,9 @@ def start_rerun(x: Listing, exp_id: int, changes: dict, method: str, leave_out: 
     store, env_of = x.store, x.env_of
     state.clear_error("x_rerun")
     try:
-        cfg = xs.get(store, exp_id).config
+        cfg = experiments.get(store, exp_id).config
         check_config(cfg.model_validate({**cfg.model_dump(), **changes}), env_of[exp_id], store)
-        exp = X.rerun(store, exp_id, config=changes, method=method, leave_out_leaked=leave_out)
+        exp = experiment.rerun(store, exp_id, config=changes, method=method, leave_out_leaked=leave_out)
     except state.USER_ERRORS as exc:
         state.set_error("x_rerun", exc)
         st.rerun()
@@ -402,7 +402,7 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
 def failures_panel(x: Listing, keys: dict[int, tuple] | None = None) -> None:
     store, sel = x.store, x.sel
     st.subheader("Failed episodes")
-    keys = xs.changes(store) if keys is None else keys
+    keys = experiments.changes(store) if keys is None else keys
     failed, counts = _failures(state.db_path(), sel, keys.get(sel, ()))
     if not failed:
         st.caption("No failures.")

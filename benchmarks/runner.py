@@ -63,7 +63,7 @@ def serve() -> None:
 
 def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float],
            store_clock: list[float] | None = None, open_store=None) -> dict:
-    from agent import experiment as X
+    from agent import experiment
     from sessions.store import Store
 
     open_store = open_store or Store
@@ -71,12 +71,12 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
 
     db = work / f"{tag}.db"
     store = open_store(db)
-    exp = X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
-                   tasks=tasks, name=tag)
+    exp = experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
+                            tasks=tasks, name=tag)
     store.close()
     env0, store0 = env_clock[0], (store_clock or [0.0])[0]
     cpu0, t0 = time.process_time(), time.perf_counter()
-    out = X.run(str(db), exp.id, concurrency=concurrency)
+    out = experiment.run(str(db), exp.id, concurrency=concurrency)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     with _Open(db, open_store) as st:
         calls = st.db.execute("select count(*) from model_calls").fetchone()[0]
@@ -147,7 +147,7 @@ def client_floor(url: str, n: int = 400) -> dict:
     around it: the client's part of `cpu_ms_per_call` on this machine. `openai_client_cpu_ms_per_call`
     is the client as the runner sends (AsyncOpenAI on the call loop, waited for cancellably);
     beside it the synchronous SDK with its default transport, and bare httpx."""
-    import threading as th
+    import threading
 
     import httpx
     import openai
@@ -157,7 +157,7 @@ def client_floor(url: str, n: int = 400) -> dict:
     body = {"model": "bench", "prompt": "Question: who?\nThought 1:", "temperature": 0, "max_tokens": 100,
             "stop": ["\nObservation 1:"]}
     ours = shared_openai("x", url, 20.0)
-    never = th.Event()
+    never = threading.Event()
     default = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
     bare = httpx.Client(base_url=url, timeout=20)
     out = {}
@@ -182,7 +182,7 @@ def db_work(work: Path, url: str, tasks) -> dict:
     what the runner asks of SQLite, counted, not timed. A durable commit is an fsync; a
     light one (claims, leases, progress, item results) is not. Every Store of the run is
     opened with a `tracer` (its statements on every thread's connection)."""
-    from agent import experiment as X
+    from agent import experiment
     from sessions.store import Store
 
     counts = {"statements": 0}
@@ -208,11 +208,11 @@ def db_work(work: Path, url: str, tasks) -> dict:
 
         return Store(*a, tracer=trace, **k)
 
-    real, X.Store = X.Store, traced  # the Store `experiment.run` opens
+    real, experiment.Store = experiment.Store, traced  # the Store `experiment.run` opens
     try:
         out = _timed(work, "traced", url, tasks, 1, [0.0], open_store=traced)
     finally:
-        X.Store = real
+        experiment.Store = real
     calls = out["calls"]
     commits = sum(c["commits"] for c in per_conn)
     light = sum(c["light"] for c in per_conn)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent import exemplars as ex
+from agent import exemplars
 from envs.registry import family
 from envs.transcript.command import CommandTranscript
 from envs.transcript.numbered import NumberedTranscript
-from sessions import exemplar_sets as sets
+from sessions import exemplar_sets
 from tests.engine_scripts import ROOM_SCRIPT, WIKI_SCRIPT, cfg
 from tests.toy_envs import ROOM_EXEMPLARS, ROOM_TASK, WIKI_EXEMPLARS, WIKI_TASK
 
@@ -30,11 +30,11 @@ def _count(monkeypatch, owner, name: str) -> list:
 
 
 def test_the_prefix_is_built_once_per_episode_and_revision(toy, monkeypatch):
-    sets.create_set(toy.store, "mine", "alfworld")
+    exemplar_sets.create_set(toy.store, "mine", "alfworld")
     for key in ("react_put_0", "react_put_1"):
-        sets.add_raw(toy.store, "mine", key, ROOM_EXEMPLARS[key])
+        exemplar_sets.add_raw(toy.store, "mine", key, ROOM_EXEMPLARS[key])
     built = _count(monkeypatch, CommandTranscript, "fixed_prefix")
-    read = _count(monkeypatch, sets, "revision_prompts")  # the set's exemplars read and decoded
+    read = _count(monkeypatch, exemplar_sets, "revision_prompts")  # the set's exemplars read and decoded
     toy.llm.push(*ROOM_SCRIPT[:5])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, exemplar_set="mine"))
     assert toy.engine.run(v.id, max_steps=5).added == 5
@@ -49,8 +49,8 @@ def test_the_prefix_is_built_once_per_episode_and_revision(toy, monkeypatch):
         tr.exemplars(ROOM_EXEMPLARS, ROOM_TASK.type, "react"), ROOM_TASK.text, steps)
 
     # the set changes: a version that pins its new revision gets the new exemplars
-    sets.remove(toy.store, "mine", key="react_put_1")
-    sets.add_raw(toy.store, "mine", "react_put_1", ROOM_EXEMPLARS["react_put_1"].replace("pen", "quill"))
+    exemplar_sets.remove(toy.store, "mine", key="react_put_1")
+    exemplar_sets.add_raw(toy.store, "mine", "react_put_1", ROOM_EXEMPLARS["react_put_1"].replace("pen", "quill"))
     child = toy.engine.editor.reconfigure(v.id, {"exemplar_set": "mine"})
     assert child.id != v.id
     toy.llm.push(ROOM_SCRIPT[5])
@@ -69,9 +69,9 @@ def test_numbered_and_answer_prompts_are_built_once(toy, monkeypatch):
     tr = family("hotpotqa").transcript
     assert all(p.startswith(tr.instruction + tr.block(WIKI_EXEMPLARS, "react") + WIKI_TASK.text + "\n") for p in sent)
 
-    sets.create_set(toy.store, "qa", "hotpotqa")
-    sets.add_raw(toy.store, "qa", "cotqa_simple6", "Question: Q0\nThought: T0\nAnswer: A0\n\n")
-    encoded = _count(monkeypatch, ex, "qa_exemplars")
+    exemplar_sets.create_set(toy.store, "qa", "hotpotqa")
+    exemplar_sets.add_raw(toy.store, "qa", "cotqa_simple6", "Question: Q0\nThought: T0\nAnswer: A0\n\n")
+    encoded = _count(monkeypatch, exemplars, "qa_exemplars")
     ep2, v2 = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm, exemplar_set="qa"))
     first = toy.engine.prompts.qa_prompt(v2.id, "cot")
     for _ in range(5):  # CoT-SC: every sample is sent the same prompt
@@ -80,15 +80,15 @@ def test_numbered_and_answer_prompts_are_built_once(toy, monkeypatch):
 
 
 def test_a_set_not_pinned_yet_is_read_as_it_is_now(toy):
-    sets.create_set(toy.store, "mine", "alfworld")
+    exemplar_sets.create_set(toy.store, "mine", "alfworld")
     for key in ("react_put_0", "react_put_1"):
-        sets.add_raw(toy.store, "mine", key, ROOM_EXEMPLARS[key])
+        exemplar_sets.add_raw(toy.store, "mine", key, ROOM_EXEMPLARS[key])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, exemplar_set="mine"))
     with toy.store.transaction():  # (a version whose prompts were never used)
         toy.store.db.execute("update versions set exemplar_rev = null where id = ?", [v.id])
     assert "pen" in toy.engine.prompts.prompt(v.id)
-    sets.remove(toy.store, "mine", key="react_put_1")
-    sets.add_raw(toy.store, "mine", "react_put_1", ROOM_EXEMPLARS["react_put_1"].replace("pen", "quill"))
+    exemplar_sets.remove(toy.store, "mine", key="react_put_1")
+    exemplar_sets.add_raw(toy.store, "mine", "react_put_1", ROOM_EXEMPLARS["react_put_1"].replace("pen", "quill"))
     assert "quill" in toy.engine.prompts.prompt(v.id)
 
 
