@@ -23,6 +23,9 @@ from trajectory.records import AgentConfig, EditKind, ModelCall, Outcome, Source
 
 SCHEMA_NAME = "react-editor/trajectory"
 SCHEMA_VERSION = 1
+# every format version an import reads; when SCHEMA_VERSION grows, the older ones stay here
+# (with what upgrades them) and a newer one is refused (sessions.exchange.importer)
+READABLE_VERSIONS = range(1, SCHEMA_VERSION + 1)
 
 
 class _M(BaseModel):
