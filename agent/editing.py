@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from agent.engine_records import EngineError, _clean_text, _outcome, version_name
 from envs.registry import family
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
-from sessions import rollouts as groups_db
+from sessions import annotations
+from sessions import exemplar_sets
+from sessions import rollouts
 from trajectory.records import AgentConfig, EditInfo, Episode, Step, Version
 
 
@@ -56,9 +56,9 @@ class EditingMixin:
     def frozen_reason(self, version_id: int) -> str | None:
         """Why a version may no longer grow (a FROZEN key), or None: what was relied on
         (annotated, used by an exemplar set, branched from) never changes again."""
-        if ann.is_annotated(self.store, version_id):
+        if annotations.is_annotated(self.store, version_id):
             return "annotated"
-        if sets.uses_version(self.store, version_id):
+        if exemplar_sets.uses_version(self.store, version_id):
             return "exemplar"
         if self.store.has_child_version(version_id):
             return "child"
@@ -70,7 +70,7 @@ class EditingMixin:
         takes the rollout's place in its group and the current version stays as it is."""
         target, _ = self.store.branch(v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought,
                                       draft_edit=v.draft_edit, make_current=False)
-        if not groups_db.follow_member(self.store, v.id, target.id):
+        if not rollouts.follow_member(self.store, v.id, target.id):
             self.store.set_current_version(v.episode_id, target.id)
         return target
 

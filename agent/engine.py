@@ -28,7 +28,7 @@ from agent.run_settings import check_config
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
-from trajectory import signals as sig
+from trajectory import signals
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version, env_only
 
@@ -64,7 +64,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._live: OrderedDict[int, _Live] = OrderedDict()  # least recently used first
         self._max_live = max_live_envs
         self._paths: OrderedDict[int, tuple[int | None, list[Step]]] = OrderedDict()
-        self._signal_states = sig.PathStates()
+        self._signal_states = signals.PathStates()
         self._guard = threading.Lock()  # the caches
         self._locks = EpisodeLocks()  # kept only while held
         self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)

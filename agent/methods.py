@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from agent import exemplars as ex
+from agent import exemplars
 from agent.client import CallWatch, ModelError
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
@@ -71,13 +71,13 @@ def check_method(env: str, method: str) -> None:
 def check_exemplars(env: str, method: str, exemplar_set: str | None, store) -> None:
     """Fail before anything runs when the exemplar set lacks what the method's prompts need."""
     try:
-        prompts = ex.prompt_dict(env, exemplar_set, store)
+        prompts = exemplars.prompt_dict(env, exemplar_set, store)
         for phase in PHASES[method]:
             if phase in ("react", "act"):
                 family(env).transcript.check_exemplars(prompts, phase)
             else:
-                ex.qa_exemplars(prompts, env, "standard" if phase == "standard" else "cot")
-    except (ex.ExemplarError, StoreError) as exc:
+                exemplars.qa_exemplars(prompts, env, "standard" if phase == "standard" else "cot")
+    except (exemplars.ExemplarError, StoreError) as exc:
         raise MethodError(str(exc)) from None
 
 

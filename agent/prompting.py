@@ -4,11 +4,11 @@ over the exemplars the version pinned."""
 
 from __future__ import annotations
 
-from agent import exemplars as ex
+from agent import exemplars
 from agent.client import CallWatch, ModelClient, ModelError
 from agent.engine_records import EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
 from envs.registry import family
-from sessions import exemplar_sets as sets
+from sessions import exemplar_sets
 from sessions.store import StoreError
 from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
@@ -89,18 +89,18 @@ class PromptingMixin:
     def _qa_prompt(self, ep: Episode, rev: int | None, method: str) -> tuple[str, list[str]]:
         kind = "standard" if method == "standard" else "cot"
         try:
-            block = ex.qa_exemplars(ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev),
-                                    ep.task.env, kind)
-        except (ex.ExemplarError, StoreError) as exc:
+            block = exemplars.qa_exemplars(exemplars.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev),
+                                           ep.task.env, kind)
+        except (exemplars.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
         return qa_prompt(block, ep.task.text, kind)
 
     def _request(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None) -> ModelRequest:
         """The next model call, as the kind's transcript words it from the exemplars."""
         try:
-            prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
+            prompts = exemplars.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
             return family(ep.task.env).transcript.request(prompts, ep.task, steps, ep.config.style, draft)
-        except (ex.ExemplarError, StoreError) as exc:
+        except (exemplars.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
 
     def _pin_exemplars(self, v: Version, ep: Episode) -> int | None:
@@ -115,6 +115,6 @@ class PromptingMixin:
         if set_name in (None, "builtin"):
             return None
         try:
-            return sets.current_revision(self.store, set_name)
-        except sets.ExemplarSetError as exc:
+            return exemplar_sets.current_revision(self.store, set_name)
+        except exemplar_sets.ExemplarSetError as exc:
             raise EngineError(str(exc)) from None

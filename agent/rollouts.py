@@ -20,7 +20,7 @@ from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import ModelClient
 from agent.engine import Engine, EngineError
 from sessions import experiments
-from sessions import rollouts as groups_db
+from sessions import rollouts
 from sessions.rollouts import RolloutEdit, RolloutGroup
 from sessions.store import Store
 from envs.base import EDIT_KINDS
@@ -260,18 +260,18 @@ class Rollouts:
         warnings = [warn] if warn else []
         where = dict(episode_id=ep.id, source_version=v.id, step=req.k, config=config)
         if req.edit is None:
-            return [groups_db.open_group(self.store, kind="resample", n=req.n, **where)], warnings
+            return [rollouts.open_group(self.store, kind="resample", n=req.n, **where)], warnings
         if req.edit.kind not in EDIT_KINDS:
             raise RolloutError(f"unknown edit {req.edit.kind!r}")
         if req.edit.kind not in family(ep.task.env).edit_kinds:
             raise RolloutError(f"edit {req.edit.kind!r} does not apply to {family(ep.task.env).label} steps")
-        known = groups_db.find_group(self.store, kind="treatment", edit=req.edit, **where)
+        known = rollouts.find_group(self.store, kind="treatment", edit=req.edit, **where)
         if known is None or 0 not in known.members:  # an invalid edit stops here: nothing is made
             with self.engine.locked(ep.id), self.store.transaction():
-                treatment = groups_db.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
+                treatment = rollouts.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
                 self._member(self.engine, treatment, 0)
-        control = groups_db.open_group(self.store, kind="control", n=req.n, **where)
-        treatment = groups_db.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
+        control = rollouts.open_group(self.store, kind="control", n=req.n, **where)
+        treatment = rollouts.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
         return [control, treatment], warnings
 
     @staticmethod
@@ -287,7 +287,7 @@ class Rollouts:
         so a kill at any moment leaves both or neither (never an orphan branch)."""
         with engine.locked(g.episode_id), engine.store.transaction():
             vid = cls._make(engine, g.edit, g.source_version, g.step, g.config).id
-            groups_db.add_member(engine.store, g.id, pos, vid)
+            rollouts.add_member(engine.store, g.id, pos, vid)
         return vid
 
     # -- running
@@ -337,7 +337,7 @@ class Rollouts:
                 for episode_id in {g.episode_id for g in groups}:
                     eng.forget_env(episode_id)
                 eng.store.close()
-        stats = [group_stats(self.engine, groups_db.group(self.store, g.id)) for g in groups]
+        stats = [group_stats(self.engine, rollouts.group(self.store, g.id)) for g in groups]
         return RolloutRun(stats, errors, stopped=self.stop.is_set())
 
 
@@ -372,8 +372,8 @@ def group_label(stats: GroupStats) -> str:
 
 def version_groups(engine: Engine, episode_id: int) -> tuple[dict[int, int], dict[int, str]]:
     """(version id -> group id, group id -> label) for the episode's grouped versions."""
-    labels = {g.id: group_label(group_stats(engine, g)) for g in groups_db.groups(engine.store, episode_id)}
-    return groups_db.group_of_versions(engine.store, episode_id), labels
+    labels = {g.id: group_label(group_stats(engine, g)) for g in rollouts.groups(engine.store, episode_id)}
+    return rollouts.group_of_versions(engine.store, episode_id), labels
 
 
 # ---------------------------------------------------------------------- entry points

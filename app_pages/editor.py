@@ -32,9 +32,9 @@ from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicab
                              outcome_text, plural, provenance, replaced_text, step_lines, thoughts_are_turns)
 from envs.base import EnvError
 from envs.registry import family
-from sessions import annotations as ann
+from sessions import annotations
 from sessions import experiments, numbering
-from sessions import jobs as jobs_db
+import sessions.jobs
 from sessions.store import StoreError
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
@@ -110,8 +110,8 @@ def open_run(version_id: int, n: int | None, kind: str = "run") -> dict:
     """A run is a job of the database (kind "run", or "edit-and-resume"), renewed by each
     tick of this tab."""
     ep_of = store.version(version_id).episode_id
-    job = jobs_db.create(store, kind, episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
-                         target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
+    job = sessions.jobs.create(store, kind, episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
+                               target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
     return {"version": version_id, "n": n, "added": 0, "job": job.id}
 
 
@@ -121,7 +121,7 @@ def close_run(how: str = "done") -> None:
     r = st.session_state.get("run")
     st.session_state["run"] = None
     if r and r.get("job") is not None:
-        jobs_db.finish(store, r["job"], how, done=r["added"])
+        sessions.jobs.finish(store, r["job"], how, done=r["added"])
 
 st.title("Editor")
 ep_id, vid, ep = state.require_episode("No episode selected. Start or open one on the Episodes page.")
@@ -336,7 +336,7 @@ class StepExtras:
         self.signals = dict(zip((s.id for s in steps), version_step_signals(steps, v.outcome)))
         ids = [cid for s in steps if s.source == "model" for cid in s.call_ids]
         self.calls = {c.id: c for c in store.calls(ids)} if ids else {}
-        self.tags = ann.step_annotations(store, [s.id for s in steps])
+        self.tags = annotations.step_annotations(store, [s.id for s in steps])
         self.cards = suggest_panel.by_step(eng, v.id, v)  # a failed version's suggested fixes, per step
         self.timing = bool(st.session_state.get("show_timing"))
 
@@ -578,8 +578,8 @@ def finished_job() -> stepjobs.StepJob | None:
 def renew_run() -> None:
     """Each tick renews the run's job; Stop from another tab or process ends the run here."""
     r = st.session_state.get("run")
-    if r and r.get("job") is not None and jobs_db.beat(store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
-                                                       version_id=r["version"]):
+    if r and r.get("job") is not None and sessions.jobs.beat(store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
+                                                             version_id=r["version"]):
         stepjobs.cancel(store, TAB, vid)
         close_run("stopped")
         st.rerun()

@@ -8,7 +8,7 @@ import streamlit as st
 from agent.run_settings import check_base_url
 from app_pages import search_box, state
 from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
-from sessions import annotations as ann
+from sessions import annotations
 from envs.base import EnvError
 from sessions import exemplar_sets
 from sessions.edit_counts import edit_counts
@@ -44,7 +44,7 @@ def exemplar_set_names(env: str) -> list[str]:
 
 def has_label(version_id: int | None, label: str) -> bool:
     """The current version carries this verdict or failure mode."""
-    a = ann.version_annotation(store, version_id) if version_id is not None else None
+    a = annotations.version_annotation(store, version_id) if version_id is not None else None
     return a is not None and (a.verdict == label or label in a.failure_modes)
 
 
@@ -139,7 +139,7 @@ f_env = f[0].selectbox("Environment", ["all", *kinds()], key="f_env")
 f_type = f[1].text_input("Task type", key="f_type")
 f_outcome = f[2].selectbox("Outcome", ["all", "success", "failure", "unfinished"], key="f_outcome")
 f_edited = f[3].selectbox("Edited", ["all", "edited", "not edited"], key="f_edited")
-f_label = f[4].selectbox("Label (current version)", ["all", *ann.VERDICTS, *ann.FAILURE_MODES], key="f_label",
+f_label = f[4].selectbox("Label (current version)", ["all", *annotations.VERDICTS, *annotations.FAILURE_MODES], key="f_label",
                          format_func=lambda m: m.replace("_", " "))
 shown_max = int(st.session_state.get("episodes_shown", PAGE_ROWS))
 rows = store.list_episodes(

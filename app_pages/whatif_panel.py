@@ -23,7 +23,7 @@ from app_pages import state
 from app_pages.views import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
 from envs.registry import family
-from sessions import rollouts as groups_db
+from sessions import rollouts
 from sessions.rollouts import RolloutEdit
 from sessions.numbering import number_of
 from sessions.store import Store, StoreError
@@ -226,7 +226,7 @@ def _status(eng: Engine, job: Job) -> None:
         st.text(job.errors[0])
     if not job.groups:
         return
-    stats = [group_stats(eng, groups_db.group(eng.store, g)) for g in job.groups]
+    stats = [group_stats(eng, rollouts.group(eng.store, g)) for g in job.groups]
     if job.stop.is_set():
         st.caption("Stopped: the counts below are the rollouts that finished.")
     st.vega_lite_chart(chart_spec(rate_rows(stats)), width="stretch")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from _root import ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
-import envs.registry as base  # noqa: E402
+from envs import registry  # noqa: E402
 from agent import exemplars  # noqa: E402
 from agent.client import ModelClient  # noqa: E402
 from agent.engine import Engine  # noqa: E402
@@ -72,7 +72,7 @@ def setup(llm: ScriptedLLM, timer: Timed):
     room = fams["alfworld"]
     orig = room.make_env
     room.make_env = lambda task, options, blobs=None: TimedEnv(orig(task, options, blobs), timer)
-    base._FAMILIES.update(fams)
+    registry._FAMILIES.update(fams)
     exemplars.builtin_prompt_dict = lambda env: toy_envs.ROOM_EXEMPLARS
 
     store_ref: list = [None]

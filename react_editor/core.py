@@ -553,13 +553,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     from agent.summary import version_summary
-    from sessions import rollouts as groups_db
+    from sessions import rollouts
     from sessions.numbering import numbers
 
     engine = open_reader(args)
     ep = engine.store.episode(args.episode)
     member, labels = {}, {}
-    if groups_db.groups(engine.store, args.episode):  # (rollout groups' labels: the rollouts module)
+    if rollouts.groups(engine.store, args.episode):  # (rollout groups' labels: the rollouts module)
         from agent.rollouts import version_groups
 
         member, labels = version_groups(engine, args.episode)

@@ -85,10 +85,10 @@ def cmd_suggest(args: argparse.Namespace) -> int:
 def _show_prompt(args: argparse.Namespace, engine, vid: int) -> int:
     """The exact text sent (the stored one when this request was asked), byte for byte."""
     from agent.suggest import plan
-    from sessions import suggestions as db
+    from sessions import suggestions
 
     p = plan(engine, vid, _critic(args), args.candidates, args.verify)
-    s = db.find(engine.store, vid, p.key)
+    s = suggestions.find(engine.store, vid, p.key)
     text = s.prompt_text if s is not None and s.prompt_text is not None else p.sent
     if args.json:
         emit(args, {"version": vid, "prompt": text, "template": p.template.label, "hash": p.template.hash})
@@ -139,9 +139,9 @@ def _accept(args: argparse.Namespace, engine, vid: int) -> int:
 
 def _dismiss(args: argparse.Namespace, engine, vid: int) -> int:
     from agent.suggest import dismiss
-    from sessions import suggestions as db
+    from sessions import suggestions
 
-    s = db.latest(engine.store, vid)
+    s = suggestions.latest(engine.store, vid)
     if s is None:
         raise CliError(f"version {vid} has no suggestions yet")
     dismiss(engine, s.id, args.dismiss)

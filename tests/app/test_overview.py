@@ -12,7 +12,7 @@ import pytest
 
 from agent.stop_conditions import ConditionError, StopCondition, first_hit, parse
 from app_pages.overview import strip_html
-from sessions import annotations as ann
+from sessions import annotations
 from sessions import numbering
 from tests.app_helpers import EVIL, WIN, _open_edit, cfg, click, ok, texts
 from tests.cli_helpers import cli, cli_json
@@ -145,7 +145,7 @@ def test_step_tags_and_notes_show_on_the_step(app):
     toy, make = app
     ep, v = _won(toy)
     s2 = toy.store.version_steps(v.id)[1]
-    ann.tag_step(toy.store, s2.id, by="me", tags=["key step", "<b>x</b>"], note="the turn that matters")
+    annotations.tag_step(toy.store, s2.id, by="me", tags=["key step", "<b>x</b>"], note="the turn that matters")
     at = make("editor", episode=ep.id)
     assert "Tags: key_step, <b>x</b> · Note: the turn that matters" in texts(at)  # plain text, never markup
 
@@ -376,7 +376,7 @@ def test_version_references_typed_by_people_are_per_episode_numbers(toy, capsys)
         list(select(toy.store, [parse_ref(f"{ep.id}:7")]))
     code, out, err = cli(capsys, "annotate", f"{ep.id}:2", "--verdict", "failure", "--db", str(toy.db))
     assert code == 0, err
-    assert ann.version_annotation(toy.store, b.id).verdict == "failure"
+    assert annotations.version_annotation(toy.store, b.id).verdict == "failure"
 
 
 # ---------------------------------------------------------------------- issue 28: panels where you are, why it stopped
@@ -451,7 +451,7 @@ def test_stop_on_a_single_step_says_stopped_and_a_human_step_updates_it(app):
     import time
 
     from app_pages import stepjobs
-    from sessions import jobs as jobs_db
+    from sessions import jobs
     from tests.scripted_server import Reply
 
     toy, make = app
@@ -460,7 +460,7 @@ def test_stop_on_a_single_step_says_stopped_and_a_human_step_updates_it(app):
     stepjobs.start(toy.engine, "tab-1", v.id)  # a step in flight, as the Step button starts it
     time.sleep(0.5)
     assert stepjobs.cancel(toy.store, "tab-1", v.id)  # what Stop does
-    assert jobs_db.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # at once, not "running" until a reload
+    assert jobs.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # at once, not "running" until a reload
     at = make("editor", episode=ep.id)
     assert any(c.value == "v1: 0 steps · stopped" for c in at.caption), [c.value for c in at.caption][:6]
     assert [s for s in at.selectbox if s.label == "Version"][0].options == ["v1 (stopped) · current"]
@@ -472,34 +472,34 @@ def test_stop_on_a_single_step_says_stopped_and_a_human_step_updates_it(app):
 
 
 def test_another_tab_shows_one_line_per_run(app):
-    from sessions import jobs as jobs_db
+    from sessions import jobs
 
     toy, make = app
     ep, v = _long(toy, 2)
-    jobs_db.create(toy.store, "run", episode_id=ep.id, version_id=v.id, session="other-tab", lease_s=30,
-                   target=f"episode {ep.id} v{v.id}")
-    jobs_db.create(toy.store, "step", episode_id=ep.id, version_id=None, session="other-tab", lease_s=30,
-                   target=f"episode {ep.id} v{v.id}")  # the step the run is taking
+    jobs.create(toy.store, "run", episode_id=ep.id, version_id=v.id, session="other-tab", lease_s=30,
+                target=f"episode {ep.id} v{v.id}")
+    jobs.create(toy.store, "step", episode_id=ep.id, version_id=None, session="other-tab", lease_s=30,
+                target=f"episode {ep.id} v{v.id}")  # the step the run is taking
     at = make("editor", episode=ep.id)
     lines = [c.value for c in at.caption if "in another tab or process" in c.value]
     assert len(lines) == 1 and "(run," in lines[0]
 
 
 def test_compare_headline_uses_the_selectors_status_words(app):
-    from sessions import jobs as jobs_db
+    from sessions import jobs
 
     toy, make = app
     ep, v = _long(toy, 2)
     b = toy.engine.branch(v.id, 1)
-    job = jobs_db.create(toy.store, "run", episode_id=ep.id, version_id=b.id, session="t", lease_s=30)
-    jobs_db.finish(toy.store, job.id, "stopped")
+    job = jobs.create(toy.store, "run", episode_id=ep.id, version_id=b.id, session="t", lease_s=30)
+    jobs.finish(toy.store, job.id, "stopped")
     at = make("compare", episode=ep.id, left=v.id, right=b.id)
     assert [m.value for m in at.metric][:2] == ["open", "stopped"]
     assert any("(stopped)" in o for s in at.selectbox if s.label == "Right" for o in s.options)
 
 
 def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_it(app):
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
 
     toy, make = app
     ep, v = _won(toy)
@@ -507,7 +507,7 @@ def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_
     assert at.selectbox(key=f"ver-xset-{v.id}").value == "(new set)"
     assert at.text_input(key=f"ver-xnew-{v.id}").value == "alfworld-fixes"  # prefilled: nothing to type
     click(at, f"ver-xadd-{v.id}")
-    assert [e.version_id for e in sets.entries(toy.store, "alfworld-fixes")] == [v.id]
+    assert [e.version_id for e in exemplar_sets.entries(toy.store, "alfworld-fixes")] == [v.id]
     assert at.selectbox(key=f"ver-xset-{v.id}").value == "alfworld-fixes"
     assert any(c.value == "In exemplar set alfworld-fixes" for c in at.caption)
     assert any("Added to exemplar set 'alfworld-fixes'" in s.value for s in at.success)

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from app_pages import stepjobs
-from sessions import annotations as ann
-from sessions import jobs as jobs_db
+from sessions import annotations
+from sessions import jobs
 from tests.scripted_server import Reply
 from tests.app_helpers import WIN, cfg, click, ok, opened, texts
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
@@ -89,9 +89,9 @@ def test_a_second_step_joins_the_first_and_stop_cancels_it(toy):
 def test_dead_endpoint_is_retried_as_announced_then_shows_its_message(app, monkeypatch):
     """Issue 26 item 11: a refused connection is retried like any other failure (the first
     "cannot reach" used to stop the job), then the step fails with its one-line message."""
-    from agent import client as client_mod
+    from agent import client
 
-    monkeypatch.setattr(client_mod, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits
+    monkeypatch.setattr(client, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits
     toy, make = app
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -188,12 +188,12 @@ def test_a_run_cut_by_a_reload_reads_stopped_and_a_guard_warns_about_typed_text(
     assert at.session_state["run"] and len(toy.store.version_steps(v.id)) == 1
     # a reload is a new session: the old tab's run shows as running there, with Stop
     again = make("editor", episode=ep.id)
-    (job,) = [j for j in jobs_db.active(toy.store, episode_id=ep.id) if j.kind == "run"]
+    (job,) = [j for j in jobs.active(toy.store, episode_id=ep.id) if j.kind == "run"]
     assert f"v{v.id}: 1 step · running" in _captions(again)
     assert any(c.value.startswith(f"Job {job.id} (run, episode {ep.id} v{v.id}) is running") for c in again.caption)
     # the old tab ticks no more: once its lease runs out the run reads stopped (its job says so)
     deadline = time.monotonic() + 30
-    while jobs_db.get(toy.store, job.id).active and time.monotonic() < deadline:
+    while jobs.get(toy.store, job.id).active and time.monotonic() < deadline:
         time.sleep(0.2)
     ok(again.run())
     assert f"v{v.id}: 1 step · stopped" in _captions(again) and toy.store.version(v.id).status == "open"
@@ -259,7 +259,7 @@ def test_episodes_list_names_first_and_a_label_filter(app):
     ep1, v1 = _won(toy)
     toy.store.rename_episode(ep1.id, "won it")
     ep2, v2 = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
-    ann.annotate_version(toy.store, v2.id, by="a", verdict="failure", failure_modes=["hallucination"])
+    annotations.annotate_version(toy.store, v2.id, by="a", verdict="failure", failure_modes=["hallucination"])
     at = make()
     df = at.dataframe[0].value
     assert list(df.columns)[:7] == ["name", "task", "type", "outcome", "versions", "edits", "model"]

@@ -3,7 +3,7 @@ toy environments (tests/toy_envs.py) with the scripted model server as the model
 
 from __future__ import annotations
 
-from sessions import jobs as jobs_db
+from sessions import jobs
 from tests.app_helpers import (EVIL, WIN, _open_edit, _won, box, cfg, click, markdownish, ok, opened, take, texts,
                                version_box)
 from tests.scripted_server import Reply
@@ -158,7 +158,7 @@ def test_run_n_and_stop_mid_run(app):
     for _ in range(3):
         ok(at.run())
     assert len(toy.store.version_steps(v.id)) == 2  # nothing ran after Stop
-    assert jobs_db.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # its run's job says so
+    assert jobs.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # its run's job says so
     assert any(c.value.startswith(f"v{v.id}: 2 steps · stopped") for c in at.caption)
     assert toy.llm.pending == 4
     # Run N stops by itself after N steps
@@ -505,7 +505,7 @@ def test_compare_page_word_diff_and_outcomes(app):
 
 
 def test_annotations_from_versions_and_editor_pages(app):
-    from sessions import annotations as ann
+    from sessions import annotations
 
     toy, make = app
     ep, v = _won(toy)
@@ -515,7 +515,7 @@ def test_annotations_from_versions_and_editor_pages(app):
     at.checkbox(key=f"ver-ready-{v.id}").check()
     at.text_input(key=f"ver-by-{v.id}").set_value("ann-a")
     ok(at.button[[b.label for b in at.button].index("Save annotation")].click().run())
-    a = ann.version_annotation(toy.store, v.id)
+    a = annotations.version_annotation(toy.store, v.id)
     assert (a.verdict, a.failure_modes, a.exemplar_ready, a.annotator) == ("failure", ["hallucination"], True, "ann-a")
     ed = make("editor", episode=ep.id)
     _open_edit(ed, v.id, 1)
@@ -523,5 +523,5 @@ def test_annotations_from_versions_and_editor_pages(app):
     ed.multiselect(key=f"ed-tags-{step.id}").set_value(["hallucinated"])
     ed.text_input(key=f"ed-note-{step.id}").set_value("<b>not</b> in the fridge")
     ok(ed.button[[b.label for b in ed.button].index("Save tags")].click().run())
-    t = ann.step_annotation(toy.store, step.id)
+    t = annotations.step_annotation(toy.store, step.id)
     assert t.tags == ["hallucinated"] and t.note == "<b>not</b> in the fridge"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from react_editor.main import main as cli
-from sessions import annotations as ann
+from sessions import annotations
 from sessions.exchange import Filters, export, import_file, parse_ref
 from sessions.exchange.export import ExportError
 from sessions.exchange.schema import SCHEMA_VERSION, TrajectoryRecord, json_schema_text
@@ -30,11 +30,11 @@ def _populate(toy):
     v3 = toy.engine.edit(v.id, 2, "rewrite_action", "go to shelf 1")
     toy.engine.run(v3.id, max_steps=2)
     toy.store.set_current_version(ep.id, v2.id)
-    ann.annotate_version(toy.store, v2.id, by="alice", verdict="success", exemplar_ready=True, notes="good")
-    ann.annotate_version(toy.store, v3.id, by="bob", verdict="failure", add_failure_modes=["invalid_action"])
+    annotations.annotate_version(toy.store, v2.id, by="alice", verdict="success", exemplar_ready=True, notes="good")
+    annotations.annotate_version(toy.store, v3.id, by="bob", verdict="failure", add_failure_modes=["invalid_action"])
     steps3 = toy.store.version_steps(v3.id)
-    ann.tag_step(toy.store, steps3[0].id, by="bob", add=["good_subgoal"])
-    ann.tag_step(toy.store, steps3[2].id, by="bob", add=["hallucinated"], note="wrong place")
+    annotations.tag_step(toy.store, steps3[0].id, by="bob", add=["good_subgoal"])
+    annotations.tag_step(toy.store, steps3[2].id, by="bob", add=["hallucinated"], note="wrong place")
     toy.llm.push(*WIKI_SCRIPT)
     ew, vw = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
     toy.engine.run(vw.id)

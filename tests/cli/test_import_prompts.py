@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from trajectory import formats as fmt
+from trajectory import formats
 from agent.engine import Engine
 from react_editor.main import main as cli
-from sessions import exemplar_sets as sets
+from sessions import exemplar_sets
 from sessions.exchange import export, import_file, parse_ref
 from sessions.store import Store
 from tests.export_support import reference_prompts
@@ -34,7 +34,7 @@ def test_react_json_export_of_unchanged_import_is_byte_identical(store, tmp_path
     out = tmp_path / name
     export(store, "react-json", out, exemplar_set=rep.exemplar_set)
     assert out.read_bytes() == src.read_bytes()  # the whole file, not only each entry
-    env, d = sets.prompt_dict(store, rep.exemplar_set)
+    env, d = exemplar_sets.prompt_dict(store, rep.exemplar_set)
     assert d == original and list(d) == list(original)
     for key, value in original.items():  # each entry alone, through the prompt format
         one = tmp_path / f"{key}.txt"
@@ -77,7 +77,7 @@ def test_wiki_blocks_become_one_episode_per_example(store):
     assert ep.task.env == "hotpotqa" and ep.task.text.startswith("Question: ")
     steps = store.version_steps(ep.current_version)
     assert steps[-1].action.startswith("Finish[") and steps[-1].observation is None
-    assert fmt.render_wiki(ep.task.text, steps) in original["webthink_simple6"]
+    assert formats.render_wiki(ep.task.text, steps) in original["webthink_simple6"]
     fever = import_file(store, reference_prompts() / "fever.json")
     assert store.episode(fever.episodes[0]).task.env == "fever"
 
@@ -90,8 +90,8 @@ def test_imported_exemplar_is_editable_and_the_set_uses_the_fix(store, tmp_path)
     steps = store.version_steps(ep.current_version)
     k = next(s.index for s in steps if s.thought is not None)
     fixed = Engine(store).edit(ep.current_version, k, "rewrite_thought", "A corrected plan.", keep_rest=True)
-    sets.add_version(store, "paper", fixed.id)  # replaces react_clean_0 in place
-    env, d = sets.prompt_dict(store, "paper")
+    exemplar_sets.add_version(store, "paper", fixed.id)  # replaces react_clean_0 in place
+    env, d = exemplar_sets.prompt_dict(store, "paper")
     assert list(d) == list(original)
     assert "> think: A corrected plan.\n" in d["react_clean_0"]
     assert all(d[k2] == original[k2] for k2 in original if k2 != "react_clean_0")

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from envs.alfworld import tasks as alf_tasks
+from envs.alfworld import tasks
 from envs.base import EnvError
 from envs.registry import family
 from tests.cli_helpers import cli
@@ -35,7 +35,7 @@ def data_root(tmp_path, monkeypatch):
                                      "valid_unseen//etc/x", "valid_unseen/some-task/../../../../elsewhere"])
 def test_an_official_task_id_cannot_leave_the_data_root(data_root, task_id):
     with pytest.raises(EnvError, match="outside"):
-        alf_tasks.get_task(task_id, source="official")
+        tasks.get_task(task_id, source="official")
 
 
 def test_an_official_split_cannot_leave_the_data_root(data_root, capsys):
@@ -63,7 +63,7 @@ def export_and_import(capsys, db: str, tmp_path, task: Task, env_options: dict) 
 
 def test_an_imported_game_outside_the_roots_waits_for_confirmation(tmp_path, capsys):
     db = str(tmp_path / "r.db")
-    builtin = alf_tasks.list_tasks()[0]
+    builtin = tasks.list_tasks()[0]
     game = tmp_path / "evil" / "trial_1" / "game.tw-pddl"
     shutil.copytree(builtin.data["game"].rsplit("/", 1)[0], game.parent)
     task = builtin.model_copy(update={"id": "custom/evil", "source": "custom", "data": {"game": str(game)}})
@@ -83,7 +83,7 @@ def test_an_imported_game_outside_the_roots_waits_for_confirmation(tmp_path, cap
 
 def test_an_imported_builtin_game_needs_no_confirmation(tmp_path, capsys):
     db = str(tmp_path / "r.db")
-    ep = export_and_import(capsys, db, tmp_path, alf_tasks.list_tasks()[0], {"wording": "paper"})
+    ep = export_and_import(capsys, db, tmp_path, tasks.list_tasks()[0], {"wording": "paper"})
     code, _, err = cli(capsys, "step", str(ep), "--action", "look", "--db", db)
     assert code == 0, err
 

@@ -14,7 +14,7 @@ import pytest
 from react_editor.main import main
 from sessions.store import Store
 from tests.experiment_agents import wiki_agent
-from trajectory import formats as fmt
+from trajectory import formats
 
 ROOT = Path(__file__).resolve().parents[2]
 HOTPOT = [json.loads(line) for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
@@ -49,7 +49,7 @@ def test_export_prompt_import_resume_round_trip(tmp_path, capsys, scripted_llm, 
     if notebook:
         with closing(Store(db)) as store:
             ep = store.episode(ran["episode"])
-            out.write_text(fmt.render_wiki(ep.task.text, store.version_steps(ran["version"])))
+            out.write_text(formats.render_wiki(ep.task.text, store.version_steps(ran["version"])))
         assert out.read_text().endswith("Episode finished, reward = 0\n\n")
     else:
         assert main(["export", str(ran["episode"]), "--format", "prompt", "--out", str(out), "--db", str(db)]) == 0
@@ -93,7 +93,7 @@ def test_import_takes_the_gold_answer_from_the_dataset(tmp_path, capsys):
 @pytest.mark.parametrize("action,done", [("Finish[yes]", True), ("finish[yes]", True), ("\n\nFinish[yes]", False),
                                          ("Search[yes]", False)])
 def test_a_transcript_that_ends_in_finish_is_finished(action, done):
-    step = fmt.finished_step(fmt.Step(index=1, action=action, observation="Episode finished, reward = 1\n"))
+    step = formats.finished_step(formats.Step(index=1, action=action, observation="Episode finished, reward = 1\n"))
     assert step.done is done and (step.reward == 1.0) is done
 
 

@@ -12,7 +12,7 @@ from contextlib import closing
 
 import pytest
 
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.store import Store
 from tests.cli_helpers import ROOT, cli
 
@@ -45,7 +45,7 @@ def _experiment(capsys, db, *extra: str) -> tuple[int, str]:
 def _nothing_written(db) -> None:
     if os.path.exists(db):
         with closing(Store(db)) as store:
-            assert xs.list_all(store) == [] and store.episode_ids() == []
+            assert experiments.list_all(store) == [] and store.episode_ids() == []
 
 
 def test_a_task_list_that_is_not_utf8_is_one_line(tmp_path, capsys):
@@ -171,14 +171,14 @@ def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, m
     answer is kept - the next attempt is answered from it without paying again."""
     import sqlite3
 
-    from sessions import store as store_mod
+    import sessions.store
     from tests.engine_scripts import ROOM_SCRIPT
 
     db = str(toy.db)
     assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
                "--human", "--db", db)[0] == 0
     toy.llm.push(ROOM_SCRIPT[1])
-    monkeypatch.setattr(store_mod, "LOCK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(sessions.store, "LOCK_TIMEOUT_S", 0.2)
     other = sqlite3.connect(db, isolation_level=None)
     other.execute("begin immediate")  # another program holds the write lock
     try:

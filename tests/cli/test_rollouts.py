@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from sessions import rollouts as groups_db
+from sessions import rollouts
 from tests.scripted_server import Reply
 from tests.cli_helpers import cli, cli_json
 from tests.engine_scripts import ROOM_SCRIPT, cfg
@@ -66,7 +66,7 @@ def test_resample_contract_groups_and_rerun_continues(toy, episode, capsys):
     # a larger N continues the group: only the two missing rollouts are made
     more = cli_json(capsys, "resample", "1", "--step", "2", "--n", "6", "--temperature", "0.7", "--db", db)
     assert more["n"] == 6 and more["versions"][:4] == out["versions"] and more["success"] == 3
-    (g,) = groups_db.groups(toy.store, 1)
+    (g,) = rollouts.groups(toy.store, 1)
     assert (g.kind, g.step, g.n, g.config.temperature) == ("resample", 2, 6, 0.7)
     assert list(g.members.values()) == more["versions"]
 
@@ -118,7 +118,7 @@ def test_whatif_effect_of_a_hint(toy, episode, capsys):
         steps = toy.store.version_steps(vid)
         assert steps[1].thought == "The mug is in the cabinet." and steps[1].source == "human"
         assert steps[1].edit.kind == "insert_thought"
-    kinds = sorted(g.kind for g in groups_db.groups(toy.store, 1))
+    kinds = sorted(g.kind for g in rollouts.groups(toy.store, 1))
     assert kinds == ["control", "treatment"]
 
 
@@ -147,7 +147,7 @@ def test_endpoint_failing_midway_keeps_finished_and_rerun_continues(toy, episode
                          "--concurrency", "1", "--db", db, "--json")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: ") and "model overloaded" in err and "2 finished rollout(s) are kept" in err
-    (g,) = groups_db.groups(toy.store, 1)
+    (g,) = rollouts.groups(toy.store, 1)
     finished = [g.members[p] for p in (0, 1)]
     assert all(toy.store.version(v).outcome.success for v in finished)
     failed = [v for p, v in g.members.items() if p > 1]
@@ -269,7 +269,7 @@ def test_ctrl_c_stops_after_the_current_step_and_a_rerun_continues(toy, episode,
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and out == "" and err.startswith("stopped: ") and err.count("\n") == 1
-    (g,) = groups_db.groups(toy.store, 1)
+    (g,) = rollouts.groups(toy.store, 1)
     states = [toy.store.version(v) for v in g.members.values()]
     finished = [v.id for v in states if v.outcome.done]
     assert 2 <= len(finished) < 8 and len(g.members) < 8  # no new rollout started after Ctrl-C

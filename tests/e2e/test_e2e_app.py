@@ -223,16 +223,16 @@ def test_stop_halts_a_run_mid_way(browser, page, llm, start_app, tmp_path):
     click(page, "btn_stop")
     _expect()(page.get_by_text(re.compile(r"· running ·"))).to_have_count(0, timeout=10_000)
     store = Store(tmp_path / "e2e.db")
-    from sessions import jobs as jobs_db
+    from sessions import jobs
 
     deadline = time.monotonic() + 10  # the page says stopped once asked; the run's job ends within one call
-    while jobs_db.active(store, episode_id=ep.id) and time.monotonic() < deadline:
+    while jobs.active(store, episode_id=ep.id) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not jobs_db.active(store, episode_id=ep.id)
+    assert not jobs.active(store, episode_id=ep.id)
     n = len(store.version_steps(v.id))
     page.wait_for_timeout(2000)
     assert len(store.version_steps(v.id)) == n and 3 <= n < 50
-    assert jobs_db.version_states(store, [v.id]) == {v.id: "stopped"}  # its run's job says so
+    assert jobs.version_states(store, [v.id]) == {v.id: "stopped"}  # its run's job says so
     store.close()
     _expect()(key(page, f"step_{n + 1}")).to_have_count(0)
     _expect()(page.get_by_text(re.compile(r"steps · stopped"))).to_be_visible()

@@ -175,14 +175,14 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     root = Path(__file__).resolve().parents[2]
     hotpot = [json.loads(x) for x in (root / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines() if x]
     llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in hotpot}, latency_s=0.5, react_steps=3))
-    from agent import experiment as X
+    from agent import experiment
     from agent.task_selection import select_tasks
     from sessions.store import Store
     from trajectory.records import AgentConfig
 
     store = Store(tmp_path / "e2e.db")  # an earlier experiment, so the selector has one to stay on
-    X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model"),
-             tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0), name="earlier run")
+    experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model"),
+                      tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0), name="earlier run")
     store.close()
     app = start_app({"OPENAI_BASE_URL": llm.base_url, "REACT_EDITOR_CACHE": str(tmp_path / "cache")})
     page.goto(f"{app.url}/experiments")

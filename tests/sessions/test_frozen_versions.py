@@ -11,8 +11,8 @@ from contextlib import closing
 import pytest
 
 from agent import rollouts
-from sessions import annotations as ann
-from sessions import rollouts as groups_db
+from sessions import annotations
+import sessions.rollouts
 from sessions.store import Store, VersionFrozen
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig, Outcome, Step
@@ -52,7 +52,7 @@ def test_the_store_refuses_to_change_a_frozen_version(toy, episode):
             toy.store.append_steps(frozen, [a_step(n + 1)])
         with pytest.raises(VersionFrozen):
             toy.store.update_version(frozen, status="stopped")
-    ann.annotate_version(toy.store, child.id, by="ann", notes="looked")  # annotated
+    annotations.annotate_version(toy.store, child.id, by="ann", notes="looked")  # annotated
     for change in ({"status": "stopped"}, {"outcome": Outcome(done=True, success=True, reward=1.0)},
                    {"error": "late"}, {"leaf_step_id": None}):
         with pytest.raises(VersionFrozen):
@@ -73,17 +73,17 @@ def test_a_rollout_frozen_while_it_runs_stays_in_its_group_and_never_becomes_cur
         if calls["n"] == 2:  # between two steps of the rollout a person annotates it
             with closing(Store(toy.db)) as s:
                 (rollout,) = [x.id for x in s.versions(ep.id) if x.id != v.id]
-                ann.annotate_version(s, rollout, by="ann", notes="looked at it mid-run")
+                annotations.annotate_version(s, rollout, by="ann", notes="looked at it mid-run")
         return winner(body)
 
     toy.llm.set_responder(freezing)
     run = rollouts.resample(toy.engine, rollouts.Request(v.id, 2, 1, temperature=0.7), concurrency=1)
     assert not run.errors
-    (group,) = groups_db.groups(toy.store, ep.id)
-    (member,) = groups_db.members(toy.store, group.id).values()
+    (group,) = sessions.rollouts.groups(toy.store, ep.id)
+    (member,) = sessions.rollouts.members(toy.store, group.id).values()
     versions = {x.id: x for x in toy.store.versions(ep.id)}
     assert len(versions) == 3 and member not in (v.id, 2)  # the continuation took the rollout's place
     assert versions[member].parent_version == 2 and versions[member].outcome.success
     assert toy.store.episode(ep.id).current_version == v.id  # a rollout never becomes current
-    assert groups_db.group_of_versions(toy.store, ep.id) == {member: group.id}
+    assert sessions.rollouts.group_of_versions(toy.store, ep.id) == {member: group.id}
     assert run.stats[0].n == 1 and run.stats[0].success == 1 and run.stats[0].versions == [member]

@@ -203,27 +203,27 @@ def test_a_flood_query_is_one_line_at_once(room, capsys):
 
 
 def test_a_search_past_its_time_budget_is_stopped_with_one_line(room, capsys, monkeypatch):
-    from sessions import search as search_mod
+    import sessions.search
 
     toy, _, _ = room
-    monkeypatch.setattr(search_mod, "TIME_BUDGET_S", 0.0)
-    monkeypatch.setattr(search_mod, "PROGRESS_EVERY", 1)  # a tiny database: look at the clock at once
+    monkeypatch.setattr(sessions.search, "TIME_BUDGET_S", 0.0)
+    monkeypatch.setattr(sessions.search, "PROGRESS_EVERY", 1)  # a tiny database: look at the clock at once
     code, out, err = cli(capsys, "search", "shelf", "--db", str(toy.db))
     assert code == 2 and err.count("\n") == 1 and "budget" in err, err
-    monkeypatch.setattr(search_mod, "TIME_BUDGET_S", 5.0)
+    monkeypatch.setattr(sessions.search, "TIME_BUDGET_S", 5.0)
     assert cli_json(capsys, "search", "shelf", "--db", str(toy.db))  # the connection is usable again
 
 
 def test_the_search_benchmark_runs(tmp_path):
     """Issue 26 item 19: its downgrade re-ran a later migration ("table jobs already exists")."""
-    import os as _os
-    import subprocess as _sp
-    import sys as _sys
+    import os
+    import subprocess
+    import sys
     from pathlib import Path as _Path
 
     root = _Path(__file__).resolve().parents[2]
-    p = _sp.run([_sys.executable, str(root / "benchmarks" / "search.py"), "--episodes", "5", "--keep", str(tmp_path)],
-                capture_output=True, text=True, timeout=300, env={**_os.environ, "PYTHONPATH": str(root)})
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "search.py"), "--episodes", "5", "--keep", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout.splitlines()[-1])["versions"] == 10
 

@@ -14,7 +14,7 @@ from agent import experiment, methods
 from agent.engine import Engine
 from envs.registry import family
 from envs.wikipedia.builtin import corpus_hash
-from sessions import experiments as xs
+from sessions import experiments
 from sessions import schema
 from sessions.search import search
 from sessions.store import Store
@@ -191,7 +191,7 @@ def test_an_experiment_item_commits_at_most_four_times(tmp_path, scripted_llm, m
     durable, light = commit_kinds(worker)
     assert durable == 2 * n and light == 2 * n, (durable, light)  # the steps are fsynced; claim, result are not
     assert [(c, name) for c, _, name in seen] == [(1, "react")] * n
-    for it in xs.items(store, exp.id):
+    for it in experiments.items(store, exp.id):
         assert it.phases == {"react": it.version_id} and store.version(it.version_id).name == "react"
     store.close()
 

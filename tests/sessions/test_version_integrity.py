@@ -14,8 +14,8 @@ import time
 import pytest
 
 from agent.engine import Engine
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
+from sessions import annotations
+from sessions import exemplar_sets
 from sessions.store import Store, StoreError, VersionChanged
 from tests.scripted_server import Reply
 from tests.cli_helpers import CHILD, ROOT, cli, cli_json
@@ -99,10 +99,10 @@ def test_a_version_relied_on_continues_in_a_new_child(toy, why):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
     if why == "annotated":
-        ann.annotate_version(toy.store, v.id, notes="looks right so far", by="ann")
+        annotations.annotate_version(toy.store, v.id, notes="looks right so far", by="ann")
     elif why == "exemplar":
-        sets.create_set(toy.store, "mine", "alfworld")
-        sets.add_version(toy.store, "mine", v.id)
+        exemplar_sets.create_set(toy.store, "mine", "alfworld")
+        exemplar_sets.add_version(toy.store, "mine", v.id)
     else:
         toy.engine.branch(v.id, 1)
     before = toy.store.version_steps(v.id)
@@ -144,17 +144,17 @@ def test_a_resumed_stopped_version_is_no_longer_stopped(toy):
 
 def test_show_prompt_is_byte_identical_across_config_and_set_changes(toy, capsys):
     db = str(toy.db)
-    sets.create_set(toy.store, "mine", "alfworld")
+    exemplar_sets.create_set(toy.store, "mine", "alfworld")
     for key in ("react_put_0", "react_put_1"):
-        sets.add_raw(toy.store, "mine", key, ROOM_EXEMPLARS[key])
+        exemplar_sets.add_raw(toy.store, "mine", key, ROOM_EXEMPLARS[key])
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, exemplar_set="mine"))
     toy.engine.run(v.id, max_steps=2)
     shown = cli(capsys, "show", "1", "--version", "1", "--prompt", "--db", db)[1]
     assert "a pen in desk" in shown
     # the set changes: a new revision; version 1 keeps the one it ran with
-    sets.remove(toy.store, "mine", key="react_put_1")
-    sets.add_raw(toy.store, "mine", "react_put_1", ROOM_EXEMPLARS["react_put_1"].replace("pen", "quill"))
+    exemplar_sets.remove(toy.store, "mine", key="react_put_1")
+    exemplar_sets.add_raw(toy.store, "mine", "react_put_1", ROOM_EXEMPLARS["react_put_1"].replace("pen", "quill"))
     assert cli(capsys, "show", "1", "--version", "1", "--prompt", "--db", db)[1] == shown
     # new model flags on an existing version: a new child version, version 1 keeps its config
     toy.llm.push(" go to shelf 1")
@@ -387,7 +387,7 @@ def test_the_editor_continues_a_frozen_version_in_a_child_and_says_so(app):
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
     toy.engine.human_step(v.id, action="go to cabinet 1")
-    ann.annotate_version(toy.store, v.id, verdict="failure", by="ann")
+    annotations.annotate_version(toy.store, v.id, verdict="failure", by="ann")
     toy.llm.push(" open cabinet 1")
     at = click(make("editor", episode=ep.id, version=v.id), "btn_step")
     child = toy.store.episode(ep.id).current_version

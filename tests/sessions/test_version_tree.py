@@ -147,8 +147,8 @@ def test_replay_mismatch_is_reported(toy, monkeypatch):
     ep, v = room_version(toy, 3)
     toy.engine.forget_env(ep.id)
     drifting = Engine(toy.store)
-    import envs.registry as base
-    fam = base._FAMILIES["alfworld"]
+    from envs import registry
+    fam = registry._FAMILIES["alfworld"]
     orig = fam.make_env
     monkeypatch.setattr(fam, "make_env", lambda task, options, blobs=None: orig(task, {**options, "drift": True}, blobs))
     with pytest.raises(ReplayMismatch, match="step 2"):
