@@ -36,7 +36,8 @@ class Job(Record):
     episode_id: int | None = Field(None, description="The episode it works on, if any.")
     version_id: int | None = Field(None, description="The version it works on, if any.")
     experiment_id: int | None = Field(None, description="The experiment it runs, if any.")
-    target: str | None = Field(None, description="What it works on, as people read it (e.g. `3:2`).")
+    target: str | None = Field(None,
+        description="What it works on, as people read it (`episode 3 v2`, `experiment NAME`).")
     owner: str = Field(description="host:pid of the process that runs it.")
     pid: int | None = Field(None, description="Process id of its runner.")
     session: str | None = Field(None, description="The app session that started it; None for a CLI process.")
