@@ -184,7 +184,7 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
         experiments.record_item(store, item_id, status="error", error=msg, token=token)
         raise _ItemFailed(msg) from exc
     finally:
-        engine.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
+        engine.envs.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
     status = "done" if out.done else ("running" if out.stopped else "error")
     experiments.record_item(store, item_id, status=status, version_id=out.version_id, success=out.success,
                             metrics=out.metrics, error=out.error, token=token)
@@ -427,8 +427,8 @@ def _metrics(env: str, done: list, wins: int, n: int) -> dict[str, float | None]
 
 def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float]:
     """(tokens, USD) of the calls that reached the model server (cache hits are free)."""
-    p_tok, c_tok = store.billed_tokens(episode_ids)
-    saved = (store.get_setting(PRICES_SETTING, {}) or {}).get(model)
+    p_tok, c_tok = store.calls.billed_tokens(episode_ids)
+    saved = (store.settings.get(PRICES_SETTING, {}) or {}).get(model)
     if saved:
         p_price, c_price = float(saved.get("prompt", 0.0)), float(saved.get("completion", 0.0))
     else:

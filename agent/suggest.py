@@ -80,8 +80,8 @@ def _outcome_words(v: Version) -> str:
 def critic_view(engine: Engine, version_id: int, template: CriticPrompt, k: int) -> tuple[str, int | None]:
     """(the critic prompt, the first failure step): only what the agent saw, the outcome
     and the signals - the task's gold answer and the environment's state never enter."""
-    v = engine.store.version(version_id)
-    ep = engine.store.episode(v.episode_id)
+    v = engine.store.versions.get(version_id)
+    ep = engine.store.episodes.get(v.episode_id)
     steps = engine.steps(v)
     tr = family(ep.task.env).transcript
     sigs = version_step_signals(steps, v.outcome)
@@ -167,8 +167,8 @@ def leaks_answer(text: str, gold: str | None, normalize: Callable[[str], str] | 
 
 def review(engine: Engine, version_id: int, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Number the candidates and mark the ones not to verify (and why)."""
-    v = engine.store.version(version_id)
-    ep = engine.store.episode(v.episode_id)
+    v = engine.store.versions.get(version_id)
+    ep = engine.store.episodes.get(v.episode_id)
     fam = family(ep.task.env)
     steps = engine.steps(v)
     out = []
@@ -237,10 +237,10 @@ def plan(engine: Engine, version_id: int, critic: Critic, k: int, n: int) -> Pla
         raise SuggestError(f"--candidates must be between 1 and {MAX_CANDIDATES} (got {k})")
     if not 1 <= n <= 1000:
         raise SuggestError(f"--verify must be between 1 and 1000 (got {n})")
-    v = engine.store.version(version_id)
-    ep = engine.store.episode(v.episode_id)
+    v = engine.store.versions.get(version_id)
+    ep = engine.store.episodes.get(v.episode_id)
     template = critic.template or template_of(ep.task.env)
-    cfg = critic.config(engine.store.version_config(version_id))
+    cfg = critic.config(engine.store.versions.config(version_id))
     prompt, first = critic_view(engine, version_id, template, k)
     sent = chat_message(prompt, CRITIC_INSTRUCTION) if cfg.api_style == "chat" else prompt
     return Plan(version_id, ep.id, template, prompt, sent, first, cfg, k, n)
@@ -252,7 +252,7 @@ def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
     without candidates raises SuggestError and nothing is written."""
     text, call = _critic_call(engine, p)
     cands = review(engine, p.version_id, parse_answer(text)[:p.k])
-    call_id = engine.store.record_calls(p.episode_id, [call])[0]
+    call_id = engine.store.calls.record(p.episode_id, [call])[0]
     if row is None:
         row = suggestions.create(engine.store, episode_id=p.episode_id, version_id=p.version_id, request_key=p.key,
                                  critic=Critic().public(p.config), verify_n=p.n, experiment_id=experiment_id,
@@ -292,15 +292,15 @@ def verdict(effect: float | None, ci: Sequence[float] | None, p_value: float | N
 
 def calls_cost(engine: Engine, version_ids: Sequence[int], from_step: int) -> dict[str, Any]:
     """Model calls, billed tokens and USD of the steps these versions sampled from `from_step`."""
-    ids = [cid for vid in version_ids for s in engine.store.version_steps(vid) if s.index >= from_step
+    ids = [cid for vid in version_ids for s in engine.store.versions.steps(vid) if s.index >= from_step
            for cid in s.call_ids]
-    return cost_of(engine, engine.store.calls(sorted(set(ids))) if ids else [])
+    return cost_of(engine, engine.store.calls.read(sorted(set(ids))) if ids else [])
 
 
 def cost_of(engine: Engine, calls: Sequence[ModelCall]) -> dict[str, Any]:
     from agent.experiment import PRICES, PRICES_SETTING
 
-    saved = engine.store.get_setting(PRICES_SETTING, {}) or {}
+    saved = engine.store.settings.get(PRICES_SETTING, {}) or {}
     usd = p_tok = c_tok = 0.0
     billed = [c for c in calls if not c.cached]
     for c in billed:
@@ -346,7 +346,7 @@ def sampling_temperature(config: AgentConfig, asked: float | None) -> float:
 def verify(engine: Engine, s: suggestions.Suggestion, how: Verify) -> suggestions.Suggestion:
     """Verify the suggestion's pending candidates, one what-if each (finished ones are
     never redone: each is recorded as it ends); the step's control arm is shared."""
-    temp = sampling_temperature(engine.store.version_config(s.version_id), how.temperature)
+    temp = sampling_temperature(engine.store.versions.config(s.version_id), how.temperature)
     for c in s.candidates:
         if c.state != "pending" or how.stop.is_set():
             continue
@@ -406,7 +406,7 @@ def report(s: suggestions.Suggestion) -> dict[str, Any]:
 
 def total_cost(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
     """The critic call and every rollout (each step's shared control arm counted once)."""
-    parts = [cost_of(engine, engine.store.calls([s.call_id])) if s.call_id else {"calls": 0, "tokens": 0, "usd": 0}]
+    parts = [cost_of(engine, engine.store.calls.read([s.call_id])) if s.call_id else {"calls": 0, "tokens": 0, "usd": 0}]
     seen: set[int] = set()
     for c in s.candidates:
         r = c.result or {}
@@ -442,7 +442,7 @@ def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) 
               "critic_prompt": s.prompt_label, "critic_prompt_hash": s.prompt_hash,
               "whatif_groups": [g for g in ((r.get("groups") or {}).get(a) for a in ("control", "treatment")) if g],
               "verdict": r.get("verdict") or c.skip, "leaks_answer": c.leaks_answer}
-    new = engine.edit(version_id, k, kind, c.text, origin=origin)
+    new = engine.editor.edit(version_id, k, kind, c.text, origin=origin)
     suggestions.set_state(engine.store, c.id, "accepted", accepted_version=new.id)
     return new
 
@@ -536,7 +536,7 @@ def suggest_experiment(engine: Engine, rows: list[tuple[Plan, suggestions.Sugges
 
 def failure_row(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
     """One failure of `suggest --experiment`: first signal, best candidate, effect, verdict, cost."""
-    v = engine.store.version(s.version_id)
+    v = engine.store.versions.get(s.version_id)
     steps = engine.steps(v)
     sigs = version_step_signals(steps, v.outcome)
     first = next((f[0] for f in sigs if f), None)
@@ -596,7 +596,7 @@ def leaked_for_set(engine: Engine, experiment_id: int, exemplar_set: str,
 
     store = engine.store
     keys = leakage.set_task_keys(store, exemplar_set)
-    keys |= {store.episode(store.version(v).episode_id).task.key for v in version_ids}
+    keys |= {store.episodes.get(store.versions.get(v).episode_id).task.key for v in version_ids}
     seen: dict[str, Any] = {}
     for it in experiments.items(store, experiment_id):
         if it.task.key in keys:

@@ -19,12 +19,12 @@ _VERDICTS = ["(none)", *annotations.VERDICTS]
 def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> None:
     """Verdict / failure modes / notes / exemplar-ready for one version, with its history."""
     cur = annotations.version_annotation(store, version_id)
-    outcome = store.version(version_id).outcome
+    outcome = store.versions.get(version_id).outcome
     auto = "unfinished" if not outcome.done else ("success" if outcome.success else "failure")
     st.caption(f"Environment outcome: {auto}")
     # before any annotation, the signals pre-fill a suggestion; it is saved only if the person saves it
     suggested = [] if cur else suggest_failure_modes(
-        version_signals([s.signals for s in store.version_steps(version_id)], outcome), outcome)
+        version_signals([s.signals for s in store.versions.steps(version_id)], outcome), outcome)
     if suggested:
         st.caption("Failure modes suggested by the signals: " + ", ".join(m.replace("_", " ") for m in suggested)
                    + ". Review them, then save to confirm, or clear them.")
@@ -60,7 +60,7 @@ NEW_SET = "(new set)"
 def exemplar_set_adder(store: Store, version_id: int, key_prefix: str) -> None:
     """"Add to exemplar set" beside exemplar-ready: pick one of the environment's sets or
     name a new one (prefilled); the sets holding the version are listed at once."""
-    env = store.episode(store.version(version_id).episode_id).task.env
+    env = store.episodes.get(store.versions.get(version_id).episode_id).task.env
     held = [x.name for x in exemplar_sets.list_sets(store, env)
             if any(e.version_id == version_id for e in exemplar_sets.entries(store, x.name))]
     if held:

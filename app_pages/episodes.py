@@ -65,7 +65,7 @@ def option_inputs(env: str) -> dict:
     return family(env).env_options(values)
 
 
-with st.expander("Start a new episode", expanded=not store.episode_ids()):
+with st.expander("Start a new episode", expanded=not store.episodes.ids()):
     d = state.defaults()
     c = st.columns(3)
     env = c[0].selectbox("Environment", list(kinds()), key="new_env")
@@ -142,7 +142,7 @@ f_edited = f[3].selectbox("Edited", ["all", "edited", "not edited"], key="f_edit
 f_label = f[4].selectbox("Label (current version)", ["all", *annotations.VERDICTS, *annotations.FAILURE_MODES], key="f_label",
                          format_func=lambda m: m.replace("_", " "))
 shown_max = int(st.session_state.get("episodes_shown", PAGE_ROWS))
-rows = store.list_episodes(
+rows = store.episodes.list(
     env=None if f_env == "all" else f_env,
     task_type=f_type.strip() or None,
     outcome=None if f_outcome == "all" else f_outcome,
@@ -154,7 +154,7 @@ rows = rows[:shown_max]
 if f_label != "all":
     rows = [r for r in rows if has_label(r["current_version"], f_label)]
 if not rows:
-    st.caption("No episodes match." if store.episode_ids() else "No episodes yet: start one above.")
+    st.caption("No episodes match." if store.episodes.ids() else "No episodes yet: start one above.")
 else:
     edits = edit_counts(store, [r["episode"] for r in rows])
     table = [episode_row(r, edits.get(r["episode"], 0)) for r in rows]

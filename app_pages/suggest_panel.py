@@ -71,7 +71,7 @@ def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> j
         finally:
             w.store.close()
 
-    ep = eng.store.version(vid).episode_id
+    ep = eng.store.versions.get(vid).episode_id
     tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
     return jobs.start(eng.store, "suggest", work, episode_id=ep, version_id=vid, session=tab,
                       target=f"suggest for v{vid}")

@@ -96,7 +96,7 @@ def _start(eng: Engine, req: Request, concurrency: int, tab: str) -> jobs.Handle
             w.store.close()
         return {"groups": [s.group.id for s in run.stats], "errors": run.errors, "warnings": run.warnings}
 
-    ep = eng.store.version(req.version_id).episode_id
+    ep = eng.store.versions.get(req.version_id).episode_id
     kind = "whatif" if req.edit else "resample"
     return jobs.start(eng.store, kind, work, episode_id=ep, version_id=req.version_id, session=tab,
                       target=f"{kind} @{req.k} of episode {ep} v{number_of(eng.store, req.version_id)}")

@@ -1,6 +1,6 @@
 """The UI benchmark's experiments database: N experiments x M HotpotQA tasks, each task an
 episode with a short finished version (a few model steps with their model calls), written
-through the library's store API (agent.experiment.create, Store.create_episode/append_steps,
+through the library's store API (agent.experiment.create, Store.episodes.create/append_steps,
 sessions.experiments.ensure_episode/record_item) - no model is run. Imported before _root."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def build(db: Path, experiments: int, tasks: int) -> None:
         with store.transaction():
             for n, it in enumerate(sessions.experiments.items(store, exp.id)):
                 ep_id, _ = sessions.experiments.ensure_episode(store, it.id, exp.config, {}, None)
-                v = store.episode(ep_id).current_version
+                v = store.episodes.get(ep_id).current_version
                 steps, calls = [], []
                 for i in range(1, STEPS + 1):
                     calls.append(ModelCall(model="bench-model", api_style="completions", prompt_hash=f"{x}-{n}-{i}",
@@ -37,9 +37,9 @@ def build(db: Path, experiments: int, tasks: int) -> None:
                                       action=f"Finish[Town {n if (n + x) % 3 else n + 1}]" if last else f"Search[Person {n}]",
                                       observation="Episode finished, reward = 1" if last else f"Person {n} was born in Town {n}.",
                                       done=last, call_ids=[-len(calls)]))
-                store.append_steps(v, steps, calls)
+                store.versions.append(v, steps, calls)
                 ok = bool((n + x) % 3)
-                store.update_version(v, outcome=Outcome(done=True, success=ok, reward=float(ok)))
+                store.versions.update(v, outcome=Outcome(done=True, success=ok, reward=float(ok)))
                 sessions.experiments.record_item(store, it.id, status="done", version_id=v, success=ok,
                                                  metrics={"answer": f"Town {n}", "em": float(ok), "f1": 1.0 if ok else 0.5})
         sessions.experiments.set_status(store, exp.id, "done", add_wall_s=60.0)

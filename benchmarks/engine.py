@@ -154,11 +154,11 @@ def main() -> None:
         llm.set_responder(lambda body: wander((len(body.get("prompt", "")) + 1) % 991))
         text_bytes = n_new = 0
         for vid in versions:
-            kind = "rewrite_thought" if engine.steps(store.version(vid))[24].thought else "insert_thought"
-            v2 = engine.edit(vid, 25, kind, hint)
-            while len(engine.steps(store.version(v2.id))) < STEPS:
+            kind = "rewrite_thought" if engine.steps(store.versions.get(vid))[24].thought else "insert_thought"
+            v2 = engine.editor.edit(vid, 25, kind, hint)
+            while len(engine.steps(store.versions.get(v2.id))) < STEPS:
                 engine.step(v2.id)
-            new_steps = engine.steps(store.version(v2.id))[24:]
+            new_steps = engine.steps(store.versions.get(v2.id))[24:]
             n_new += len(new_steps)
             text_bytes += sum(len((s.thought or "").encode()) + len((s.action or "").encode())
                               + len((s.observation or "").encode()) for s in new_steps)

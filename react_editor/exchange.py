@@ -141,7 +141,7 @@ def _version(store, spec: str) -> int:
     r = parse_ref(spec)
     if r.all:
         raise CliError(f"{spec}: give one version (EPISODE or EPISODE:VERSION)")
-    ep = store.episode(r.episode)
+    ep = store.episodes.get(r.episode)
     if r.version is None:
         if ep.current_version is None:
             raise CliError(f"episode {r.episode} has no version")
@@ -251,7 +251,7 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
     store = _store(args)
     vid = _version(store, args.ref)
-    steps = store.version_steps(vid)
+    steps = store.versions.steps(vid)
     if not 1 <= args.step <= len(steps):
         raise CliError(f"{version_ref(store, vid)} has no step {args.step} (it has {len(steps)})")
     sid = steps[args.step - 1].id
@@ -317,7 +317,7 @@ def cmd_ex_add(args: argparse.Namespace) -> int:
         except exemplar_sets.ExemplarSetError:
             if not args.create:
                 raise
-            env = store.episode(store.version(vids[0]).episode_id).task.env
+            env = store.episodes.get(store.versions.get(vids[0]).episode_id).task.env
             exemplar_sets.create_set(store, args.name, env, by=args.by)
         added = [exemplar_sets.add_version(store, args.name, vid, key=args.key, by=args.by) for vid in vids]
     ref = version_refs(store)
@@ -351,7 +351,7 @@ def cmd_ex_show(args: argparse.Namespace) -> int:
         row = asdict(e)
         row.pop("text")
         if e.version_id is not None:
-            v = store.version(e.version_id)
+            v = store.versions.get(e.version_id)
             row["episode"], row["ref"] = v.episode_id, ref(v.id, v.episode_id)
         rows.append(row)
     emit(args, rows, lambda: "\n".join(

@@ -77,7 +77,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         return _dismiss(args, engine, vid)
     if args.show_prompt:
         return _show_prompt(args, engine, vid)
-    if engine.store.version(vid).outcome.success:
+    if engine.store.versions.get(vid).outcome.success:
         raise CliError(f"version {vid} succeeded: suggestions are for failed or unfinished versions")
     return _suggest(args, engine, vid)
 
@@ -102,8 +102,8 @@ def _suggest(args: argparse.Namespace, engine, vid: int) -> int:
     from agent.suggest import report, suggest_version
 
     critic = _critic(args)
-    engine.check_endpoint(vid)
-    ep = engine.store.version(vid).episode_id
+    engine.envs.check_endpoint(vid)
+    ep = engine.store.versions.get(vid).episode_id
 
     def work(h):
         return suggest_version(engine, vid, critic, args.candidates, _how(args, h))
@@ -133,7 +133,7 @@ def _accept(args: argparse.Namespace, engine, vid: int) -> int:
     from react_editor.core import _run
 
     new = accept(engine, vid, args.accept)
-    engine.check_endpoint(new.id)
+    engine.envs.check_endpoint(new.id)
     return _run(args, engine, new.id, None)
 
 

@@ -43,5 +43,5 @@ def test_no_cache_still_uses_the_kept_answer(toy, capsys, monkeypatch, temperatu
     shown = json.loads(_cli(capsys, "show", "1", "--db", db, "--json")[1])
     assert [s["action"] for s in shown] == ["go to cabinet 1"]
     with closing(Store(db)) as store:
-        paid, used = store.calls(episode_id=1)
+        paid, used = store.calls.of_episode(1)
         assert not paid.cached and used.cached and used.completion == paid.completion

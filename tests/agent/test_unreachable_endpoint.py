@@ -42,7 +42,7 @@ def test_connection_refused_is_retried_as_announced_then_the_run_fails(toy, caps
     assert len(said) == 1 and "cannot reach the model server" in said[0] and "after 3 attempts" in said[0], err
     (job,) = jobs.listing(toy.store)
     assert job.state == "failed" and "cannot reach" in (job.error or "")
-    (call,) = toy.store.calls(episode_id=1)
+    (call,) = toy.store.calls.of_episode(1)
     assert call.attempts == 3 and not call.error.startswith("cancelled")
 
 
@@ -51,7 +51,7 @@ def test_a_server_hang_up_is_retried_and_the_run_goes_on(toy, capsys):
     code, out, err = _run(capsys, str(toy.db), toy.llm.base_url, "--max-steps", "2", "--json")
     assert code == 0, err
     assert "; retry 1" in err and len(toy.llm.completion_requests) == 3
-    calls = toy.store.calls(episode_id=1)
+    calls = toy.store.calls.of_episode(1)
     assert [c.attempts for c in calls] == [2, 1] and all(c.error is None for c in calls)
-    v = toy.store.version(1)
+    v = toy.store.versions.get(1)
     assert len(toy.engine.steps(v)) == 2 and jobs.get(toy.store, 1).state == "done"

@@ -58,7 +58,7 @@ def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
     at.button(key="x_resume").click().run()
     _wait_done(db, 1, every_task=True)
     with closing(Store(db)) as store:
-        assert experiments.counts(store, 1) == {"done": 8} and len(store.episode_ids()) == 8
+        assert experiments.counts(store, 1) == {"done": 8} and len(store.episodes.ids()) == 8
 
 
 @pytest.mark.parametrize("field,value,needle", [

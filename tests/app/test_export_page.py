@@ -28,7 +28,7 @@ def _panel_script():
     store = Store(os.environ["REACT_EDITOR_DB"])
     vid = int(os.environ["T_VERSION"])
     version_annotation_panel(store, vid, "ed")
-    step_tag_panel(store, store.version_steps(vid)[0].id, "ed")
+    step_tag_panel(store, store.versions.steps(vid)[0].id, "ed")
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_annotation_widgets_save_new_rows(db, monkeypatch):
     _button(at, "Save annotation").click().run()
     a = annotations.version_annotation(toy.store, v.id)
     assert (a.verdict, a.failure_modes, a.exemplar_ready, a.annotator) == ("failure", ["hallucination"], True, "erin")
-    sid = toy.store.version_steps(v.id)[0].id
+    sid = toy.store.versions.steps(v.id)[0].id
     at.multiselect(key=f"ed-tags-{sid}").set_value(["good_subgoal"])
     at.text_input(key=f"ed-extra-{sid}").set_value("Key Observation")
     _button(at, "Save tags").click().run()

@@ -63,9 +63,9 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     ok(at.button(key=f"sg_dismiss_{s.id}_1").click().run())
     assert suggestions.latest(toy.store, 1).candidates[0].state == "dismissed"
     ok(at.button(key=f"sg_accept_{s.id}_2").click().run())
-    new = toy.store.episode(1).current_version
+    new = toy.store.episodes.get(1).current_version
     assert new != 1
-    steps = toy.store.version_steps(new)
+    steps = toy.store.versions.steps(new)
     assert steps[1].thought == HINT and steps[1].edit.origin["candidate"] == 2
     assert suggestions.latest(toy.store, 1).candidates[1].accepted_version == new
     # the Editor shows where the step came from: a fixed label and the critic, prompt hash and groups
@@ -78,9 +78,9 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
 def test_no_panel_on_a_won_version(toy, monkeypatch):
     agent = fail_episode(toy)
     agent.critic = critic_json(GOOD)
-    v = toy.engine.edit(1, 2, "insert_thought", HINT)
+    v = toy.engine.editor.edit(1, 2, "insert_thought", HINT)
     toy.engine.run(v.id)
-    assert toy.store.version(v.id).outcome.success
+    assert toy.store.versions.get(v.id).outcome.success
     at = open_editor(toy, monkeypatch, 1)
     assert not any(e.label.startswith("Suggest fixes") for e in at.expander)
 
@@ -125,14 +125,14 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     at.text_input(key="sg_x_set").set_value("fixes")
     ok(at.button(key="sg_x_accept").click().run())
     assert at.session_state["sg_x_job"].finished.wait(60)
-    tasks = [store.episode(store.version(r).episode_id).task.id for r in (1, 2)]
+    tasks = [store.episodes.get(store.versions.get(r).episode_id).task.id for r in (1, 2)]
     assert any(c.value.startswith(f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
                                   f"experiment x: {', '.join(tasks)} - leaked") for c in at.caption)
     entries = exemplar_sets.entries(store, "fixes")
     assert len(entries) == 2
     for e in entries:  # resumed to a success, then added to the set
-        v = store.version(e.version_id)
-        steps = store.version_steps(v.id)
+        v = store.versions.get(e.version_id)
+        steps = store.versions.steps(v.id)
         assert v.outcome.success and steps[0].thought == MAGIC
         assert steps[0].edit.origin["verdict"].startswith("proven")
     store.close()

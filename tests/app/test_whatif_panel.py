@@ -48,7 +48,7 @@ def test_whatif_panel_runs_control_and_treatment(app):
     assert set(first["first regenerated step"]) == {"go to shelf 1", "go to cabinet 1"}
     kinds = sorted(g.kind for g in rollouts.groups(toy.store, ep.id))
     assert kinds == ["control", "treatment"]
-    assert toy.store.episode(ep.id).current_version == v.id  # the page stays on its version
+    assert toy.store.episodes.get(ep.id).current_version == v.id  # the page stays on its version
     # the rollouts are one node per group on the Versions page, expandable
     (link,) = [p for p in at.get("page_link") if p.proto.label == "Open the rollouts in Versions"]
     assert "versions" in link.proto.page and f"episode={ep.id}" in link.proto.query_string
@@ -82,9 +82,9 @@ def test_whatif_panel_stop_keeps_finished_and_run_again_continues(app):
     click(at, "wi_stop")
     at = _wait(at)
     (g,) = rollouts.groups(toy.store, ep.id)
-    finished = [m for m in g.members.values() if toy.store.version(m).outcome.done]
+    finished = [m for m in g.members.values() if toy.store.versions.get(m).outcome.done]
     assert 1 <= len(finished) < 6 and any("Stopped" in c.value for c in at.caption)
-    assert not any(toy.store.version(m).outcome.done is False and toy.store.version(m).status == "open"
+    assert not any(toy.store.versions.get(m).outcome.done is False and toy.store.versions.get(m).status == "open"
                    for m in g.members.values())  # the one in flight was marked stopped
     toy.llm.set_responder(agent)
     click(at, f"wi_run_{v.id}_2")

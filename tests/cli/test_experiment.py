@@ -70,10 +70,10 @@ def test_run_and_show_follow_the_json_contract(tmp_path, capsys, scripted_llm):
     assert all({"task", "episode", "version", "done", "success"} <= set(it) for it in items)
     assert [it["success"] for it in items] == [True, False, True, False]
     with closing(Store(db)) as store:
-        assert len(store.episode_ids()) == 4
-        ep = store.episode(items[0]["episode"])
+        assert len(store.episodes.ids()) == 4
+        ep = store.episodes.get(items[0]["episode"])
         assert ep.config.style == "react" and experiments.of_episode(store, ep.id).name == "first"
-        steps = store.version_steps(items[0]["version"])
+        steps = store.versions.steps(items[0]["version"])
         assert [s.action for s in steps] == ["Search[Ostwick]", f"Finish[{HOTPOT[0]['answer']}]"]
 
     code, listed, _ = cli(capsys, "experiment", "list", "--db", db, "--json")
@@ -101,7 +101,7 @@ def test_cot_is_stored_as_one_thought_and_the_answer(tmp_path, capsys, scripted_
     assert "\nAnswer: " in prompt and "Action 1" not in prompt  # the built-in cotqa_* examples
     with closing(Store(db)) as store:
         item = experiments.items(store, out["experiment"])[0]
-        (step,) = store.version_steps(item.version_id)
+        (step,) = store.versions.steps(item.version_id)
         assert step.thought.startswith("Let's think step by step.") and step.action == f"Finish[{HOTPOT[0]['answer']}]"
         assert step.source == "model" and len(step.call_ids) == 1 and step.done
 
@@ -128,7 +128,7 @@ def test_cot_sc_takes_the_majority_of_n_samples_at_temperature_07(tmp_path, caps
     assert len(reqs) == 5 and all(r.body["temperature"] == 0.7 for r in reqs)
     with closing(Store(db)) as store:
         item = experiments.items(store, out["experiment"])[0]
-        (step,) = store.version_steps(item.version_id)
+        (step,) = store.versions.steps(item.version_id)
         assert step.action == f"Finish[{gold}]" and step.info["votes"] == 3 and step.info["samples"] == 5
         assert len(step.call_ids) == 5
 
@@ -148,10 +148,10 @@ def test_react_backs_off_to_cot_sc_when_it_gives_no_answer(tmp_path, capsys, scr
     db, out = _backoff_run(tmp_path, capsys, scripted_llm)
     with closing(Store(db)) as store:
         item = experiments.items(store, out["experiment"])[0]
-        versions = store.versions(item.episode_id)
+        versions = store.versions.of_episode(item.episode_id)
         assert [v.name for v in versions] == ["react", "cot-sc"]
         assert versions[0].outcome.metrics.get("limit") and not versions[0].outcome.success
-        assert store.episode(item.episode_id).current_version == versions[1].id == item.version_id
+        assert store.episodes.get(item.episode_id).current_version == versions[1].id == item.version_id
         assert item.metrics["answered_by"] == "cot-sc"
 
 
@@ -162,7 +162,7 @@ def test_react_that_answers_does_not_back_off(tmp_path, capsys, scripted_llm):
                                          "--method", "react-cot-sc", "--samples", "3"))
     assert code == 0 and out["success"] == 0 and len(scripted_llm.completion_requests) == 1
     with closing(Store(db)) as store:
-        assert [v.name for v in store.versions(experiments.items(store, out["experiment"])[0].episode_id)] == ["react"]
+        assert [v.name for v in store.versions.of_episode(experiments.items(store, out["experiment"])[0].episode_id)] == ["react"]
 
 
 @pytest.mark.parametrize("votes,backs_off", [(["Ost", "Ost", "Sel", "Tarn"], True), (["Ost", "Ost", "Ost", "Sel"], False)])
@@ -176,7 +176,7 @@ def test_cot_sc_backs_off_to_react_below_n_over_2_votes(tmp_path, capsys, script
     assert code == 0 and out["done"] == 1
     with closing(Store(db)) as store:
         item = experiments.items(store, out["experiment"])[0]
-        names = [v.name for v in store.versions(item.episode_id)]
+        names = [v.name for v in store.versions.of_episode(item.episode_id)]
         assert names == (["cot-sc", "react"] if backs_off else ["cot-sc"])
         assert item.metrics["answered_by"] == names[-1]
 
@@ -277,7 +277,7 @@ def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm
     with closing(Store(db)) as store:
         for it in experiments.items(store, out["experiment"]):
             assert "/builtin/sample/" in it.task.data["game"].replace("\\", "/")
-            steps = store.version_steps(it.version_id)
+            steps = store.versions.steps(it.version_id)
             assert len(steps) == 3 and all(s.action.startswith("go to ") for s in steps)
 
 
@@ -301,7 +301,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, scripted_llm
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
     if db.exists():
         with closing(Store(db)) as store:
-            assert experiments.list_all(store) == [] and store.episode_ids() == []
+            assert experiments.list_all(store) == [] and store.episodes.ids() == []
     assert scripted_llm.completion_requests == []
 
 
@@ -330,7 +330,7 @@ def test_refusing_endpoint_stops_after_a_few_failures_then_resume_retries(tmp_pa
     assert code == 0 and out["done"] == out["episodes"] == len(HOTPOT) and out["status"] == "done"
     with closing(Store(db)) as store:
         items = experiments.items(store, out["experiment"])
-        assert len(store.episode_ids()) == len(HOTPOT)  # a failed episode was continued, not replaced
+        assert len(store.episodes.ids()) == len(HOTPOT)  # a failed episode was continued, not replaced
         assert all(first_episodes[it.task.id] == it.episode_id for it in items if it.task.id in first_episodes)
 
 
@@ -367,11 +367,11 @@ def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
     assert summary["done"] == summary["episodes"] == 12 and summary["success"] == 6
     with closing(Store(db)) as store:
         items = experiments.items(store, exp.id)
-        assert len(store.episode_ids()) == 12 and len({it.episode_id for it in items}) == 12
+        assert len(store.episodes.ids()) == 12 and len({it.episode_id for it in items}) == 12
         assert all(before[it.task.id] == it.episode_id for it in items if it.task.id in before)
         for it in items:  # each episode is one clean run: no step recorded twice
-            v = store.version(it.version_id)
-            assert [s.index for s in store.version_steps(v.id)] == [1, 2] and v.outcome.done
+            v = store.versions.get(it.version_id)
+            assert [s.index for s in store.versions.steps(v.id)] == [1, 2] and v.outcome.done
         assert store.integrity_check() == "ok"
 
 
@@ -382,7 +382,7 @@ def test_processes_mode_runs_items_in_worker_processes(tmp_path, capsys, scripte
                                          "--processes"))
     assert code == 0 and out["done"] == 2 and out["success"] == 1
     with closing(Store(db)) as store:
-        assert len(store.episode_ids()) == 2
+        assert len(store.episodes.ids()) == 2
 
 
 def test_rate_limit_slows_the_batch_instead_of_failing_episodes(tmp_path, capsys, scripted_llm):
@@ -409,11 +409,11 @@ def test_cost_uses_the_prices_from_settings(tmp_path, capsys, scripted_llm):
     scripted_llm.set_responder(wiki_agent({}))
     db = tmp_path / "x.db"
     with closing(Store(db)) as store:
-        store.set_setting("model_prices", {"m": {"prompt": 1000.0, "completion": 2000.0}})
+        store.settings.set("model_prices", {"m": {"prompt": 1000.0, "completion": 2000.0}})
     code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "1"))
     assert code == 0 and out["tokens"] > 0
     with closing(Store(db)) as store:
-        calls = store.calls(episode_id=store.episode_ids()[0])
+        calls = store.calls.of_episode(store.episodes.ids()[0])
     p = sum(c.usage.prompt_tokens for c in calls)
     c = sum(c.usage.completion_tokens for c in calls)
     assert out["tokens"] == p + c and out["cost"] == pytest.approx((p * 1000 + c * 2000) / 1e6)
@@ -526,7 +526,7 @@ def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys,
     assert out["done"] == 1 and out["success"] == 1
     with closing(Store(db)) as store:
         it = experiments.items(store, exp.id)[0]
-        v = store.version(it.version_id)
+        v = store.versions.get(it.version_id)
         assert v.outcome.done and it.success is True and v.parent_version is not None
         assert it.phases == {"react": v.id}
 
@@ -537,16 +537,16 @@ def test_renaming_a_phase_version_does_not_rerun_it(tmp_path, capsys, scripted_l
     db, out = _backoff_run(tmp_path, capsys, scripted_llm)
     with closing(Store(db)) as store:
         it = experiments.items(store, out["experiment"])[0]
-        for n, v in enumerate(store.versions(it.episode_id)):
-            store.update_version(v.id, name=f"renamed {n}")
+        for n, v in enumerate(store.versions.of_episode(it.episode_id)):
+            store.versions.update(v.id, name=f"renamed {n}")
         experiments.record_item(store, it.id, status="running", version_id=it.version_id, metrics=it.metrics)
-        versions_before = len(store.versions(it.episode_id))
+        versions_before = len(store.versions.of_episode(it.episode_id))
     sent = len(scripted_llm.completion_requests)
     code, again, _ = cli(capsys, "experiment", "resume", out["experiment"], "--db", db, "--json")
     assert code == 0 and again["success"] == 1 and again["done"] == 1
     assert len(scripted_llm.completion_requests) == sent
     with closing(Store(db)) as store:
-        assert len(store.versions(it.episode_id)) == versions_before
+        assert len(store.versions.of_episode(it.episode_id)) == versions_before
         assert experiments.items(store, out["experiment"])[0].metrics["answered_by"] == "cot-sc"
 
 
@@ -560,7 +560,7 @@ def test_fever_react_runs_the_notebooks_7_steps_and_backs_off_at_5(tmp_path, cap
     assert code == 0, err
     with closing(Store(db)) as store:
         it = experiments.items(store, out["experiment"])[0]
-        steps = store.version_steps(it.version_id)
+        steps = store.versions.steps(it.version_id)
         assert len(steps) == 6 and steps[-1].action == "Finish[SUPPORTS]"
     scripted_llm.set_responder(wiki_agent({claim: "SUPPORTS"}, react_steps=99))
     code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "fever", "--tasks", FEVER[0]["id"],
@@ -568,8 +568,8 @@ def test_fever_react_runs_the_notebooks_7_steps_and_backs_off_at_5(tmp_path, cap
     assert code == 0, err
     with closing(Store(db)) as store:
         it = experiments.items(store, out["experiment"])[0]
-        react, cot = store.versions(it.episode_id)
-        assert len(store.version_steps(react.id)) == 5 and react.outcome.metrics.get("limit")
+        react, cot = store.versions.of_episode(it.episode_id)
+        assert len(store.versions.steps(react.id)) == 5 and react.outcome.metrics.get("limit")
         assert it.metrics["answered_by"] == "cot-sc"
 
 
@@ -598,8 +598,8 @@ def test_every_method_pins_its_prompt_and_show_prompt_prints_what_was_sent(tmp_p
         exemplar_sets.remove(store, "mine", key="cotqa_simple6")
         exemplar_sets.add_raw(store, "mine", "webqa_simple6", "Question: CHANGED\nAnswer: X\n\n")
         exemplar_sets.add_raw(store, "mine", "cotqa_simple6", "Question: CHANGED\nThought: X\nAnswer: X\n\n")
-        cfg = store.episode(it.episode_id).config
-        store.set_episode_config(it.episode_id, cfg.model_copy(update={"exemplar_set": None, "style": "act"}))
+        cfg = store.episodes.get(it.episode_id).config
+        store.episodes.set_config(it.episode_id, cfg.model_copy(update={"exemplar_set": None, "style": "act"}))
     code, shown, err = cli(capsys, "show", it.episode_id, "--version", it.version_id, "--prompt", "--db", db, "--json")
     assert code == 0, err
     assert shown["prompt"] == sent

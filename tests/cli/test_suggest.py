@@ -101,8 +101,8 @@ def test_accept_makes_the_edit_as_edit_does_records_origin_and_resumes(toy, caps
     good = next(c for c in out["candidates"] if c["text"] == HINT)
     res = cli_json(capsys, "suggest", "1:1", "--accept", str(good["number"]), "--db", str(toy.db))
     assert res["success"] is True
-    new = toy.store.episode(1).current_version
-    steps = toy.store.version_steps(new)
+    new = toy.store.episodes.get(1).current_version
+    steps = toy.store.versions.steps(new)
     assert steps[1].thought == HINT and steps[1].source == "human"
     origin = steps[1].edit.origin
     assert origin["critic_model"] == "scripted-model" and len(origin["critic_prompt_hash"]) == 64
@@ -292,7 +292,7 @@ def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exem
     out = json.loads(text)
     (row,) = out["failures"]
     with closing(Store(db_)) as store:
-        task = store.episode(row["episode"]).task.id
+        task = store.episodes.get(row["episode"]).task.id
     # the leakage rule of the experiments: that task of x is now leaked for the set, and the person is told
     assert out["leaked"] == [task]
     assert (f"warning: exemplar set 'fixes' now holds a trajectory of 1 task(s) of experiment x: {task} - "
@@ -302,7 +302,7 @@ def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exem
     (made,) = out["accepted"]
     with closing(Store(db_)) as store:
         (entry,) = exemplar_sets.entries(store, "fixes")
-        assert entry.version_id == made and store.version(made).outcome.success
+        assert entry.version_id == made and store.versions.get(made).outcome.success
         cands = suggestions.latest(store, row["version"]).candidates
         assert cands[0].leaks_answer and cands[0].state == "flagged" and cands[1].state == "accepted"
     code, text, err = cli(capsys, "suggest", str(row["episode"]), "--version", str(made), "--db", db_)

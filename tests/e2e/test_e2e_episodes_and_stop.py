@@ -39,7 +39,7 @@ def test_the_sticky_bar_stays_one_row_and_shows_the_status_line(browser, page, l
     """Issue 28 #12: on a finished version the bar grew to ~200 px and hid the status line."""
     store, eng, ep, v = _episode(tmp_path / "e2e.db", llm, max_steps=4)
     for i in range(4):  # (a step may be a thought and an act: the version ends at its limit)
-        if not store.version(v.id).outcome.done:
+        if not store.versions.get(v.id).outcome.done:
             eng.human_step(v.id, thought=f"thought {i} " + "words " * 120, action="look")
     store.close()
     app = start_app()

@@ -58,10 +58,10 @@ def _long_episode(db: Path, llm, steps: int = 40):
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
     ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=80),
                               {"wording": "paper"})
-    acts = [a for a in eng.admissible_actions(v.id) or [] if a.startswith("go to ")]
+    acts = [a for a in eng.envs.admissible_actions(v.id) or [] if a.startswith("go to ")]
     for i in range(steps):
         eng.human_step(v.id, action=acts[i % len(acts)])
-    hinted = eng.edit(v.id, 20, "insert_thought", "Hint: I have looked at most places; try the drawers.",
+    hinted = eng.editor.edit(v.id, 20, "insert_thought", "Hint: I have looked at most places; try the drawers.",
                       keep_rest=True)
     store.close()
     return ep, v, hinted
@@ -118,7 +118,7 @@ def test_an_edited_action_shows_its_old_text_as_a_diff(browser, screen, llm, sta
     ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url), {"wording": "paper"})
     eng.human_step(v.id, thought="I should look on the shelves first.")
     eng.human_step(v.id, action="look")
-    b = eng.edit(v.id, 1, "rewrite_thought", "I should look in the drawers first.", keep_rest=True)
+    b = eng.editor.edit(v.id, 1, "rewrite_thought", "I should look in the drawers first.", keep_rest=True)
     store.close()
     app = start_app()
     page.goto(f"{app.url}/editor?episode={ep.id}&version={b.id}")

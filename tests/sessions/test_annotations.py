@@ -46,7 +46,7 @@ def test_step_tags_history(toy):
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
-    s1 = toy.store.version_steps(v.id)[0]
+    s1 = toy.store.versions.steps(v.id)[0]
     annotations.tag_step(toy.store, s1.id, by="alice", add=["Good subgoal", "hallucinated"], note="plan is fine")
     annotations.tag_step(toy.store, s1.id, by="bob", remove=["hallucinated"])
     cur = annotations.step_annotation(toy.store, s1.id)
@@ -63,17 +63,17 @@ def test_closed_loop_alfworld(toy):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     assert toy.engine.run(v.id).success
-    fixed = toy.engine.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
+    fixed = toy.engine.editor.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
     annotations.annotate_version(toy.store, fixed.id, by="alice", verdict="success", exemplar_ready=True)
     exemplar_sets.create_set(toy.store, "fixed", "alfworld")
     entry = exemplar_sets.add_version(toy.store, "fixed", fixed.id)
     assert entry.key == "react_put_0"
     env, d = exemplar_sets.prompt_dict(toy.store, "fixed")
     assert env == "alfworld" and list(d) == ["react_put_0"]
-    assert d["react_put_0"] == formats.render_alfworld(ROOM_TASK.text, toy.store.version_steps(fixed.id))
+    assert d["react_put_0"] == formats.render_alfworld(ROOM_TASK.text, toy.store.versions.steps(fixed.id))
     # a new episode with that set: the exact prompt and the request the model gets
     ep2, v2 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, exemplar_set="fixed"))
-    prompt = toy.engine.prompt(v2.id)
+    prompt = toy.engine.prompts.prompt(v2.id)
     assert prompt == formats.alfworld_prompt([d["react_put_0"]], ROOM_TASK.text, [])
     assert f"> think: {FIX}\nOK.\n" in prompt and "I need to find a mug, then put it" not in prompt
     toy.llm.push(" go to cabinet 1")
@@ -86,7 +86,7 @@ def test_closed_loop_wikipedia(toy):
     toy.llm.push(*WIKI_SCRIPT)
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
     assert toy.engine.run(v.id).success
-    fixed = toy.engine.edit(v.id, 2, "rewrite_thought", FIX, keep_rest=True)
+    fixed = toy.engine.editor.edit(v.id, 2, "rewrite_thought", FIX, keep_rest=True)
     annotations.annotate_version(toy.store, fixed.id, exemplar_ready=True)
     exemplar_sets.create_set(toy.store, "wiki-fixed", "hotpotqa")
     exemplar_sets.add_version(toy.store, "wiki-fixed", fixed.id)
@@ -109,7 +109,7 @@ def test_set_rules_and_replacement(toy):
     toy.engine.run(v.id)
     exemplar_sets.create_set(toy.store, "s1", "alfworld")
     exemplar_sets.add_version(toy.store, "s1", v.id)
-    v2 = toy.engine.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
+    v2 = toy.engine.editor.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
     e2 = exemplar_sets.add_version(toy.store, "s1", v2.id)  # same episode: replaces in place
     assert [(e.key, e.version_id) for e in exemplar_sets.entries(toy.store, "s1")] == [("react_put_0", v2.id)]
     assert e2.pos == 0
@@ -131,7 +131,7 @@ def test_cli_annotate_tag_exemplars(toy, capsys, monkeypatch):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id)
-    fixed = toy.engine.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
+    fixed = toy.engine.editor.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
     capsys.readouterr()
     assert cli(["annotate", str(ep.id), "--verdict", "success", "--mode", "reasoning_error", "--exemplar-ready",
                 "--note", "fixed plan", "--by", "dana", "--json"]) == 0

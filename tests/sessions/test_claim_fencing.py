@@ -150,5 +150,5 @@ def test_a_writer_waits_for_another_threads_transaction_no_longer_than_the_lock_
             done.set()
             t.join(10)
         with store.transaction():  # free again
-            store.set_setting("after", 1)
-        assert store.get_setting("after") == 1
+            store.settings.set("after", 1)
+        assert store.settings.get("after") == 1

@@ -103,10 +103,10 @@ def test_a_reader_thread_never_sees_a_row_another_thread_rolls_back(tmp_path):
     t = threading.Thread(target=writer)
     t.start()
     assert inside.wait(10)
-    seen.append(store.get_setting("ghost"))  # this thread, while the writer's transaction is open
+    seen.append(store.settings.get("ghost"))  # this thread, while the writer's transaction is open
     read.set()
     t.join(10)
-    assert seen == [None] and store.get_setting("ghost") is None
+    assert seen == [None] and store.settings.get("ghost") is None
     store.close()
 
 
@@ -125,9 +125,9 @@ def test_two_processes_resuming_one_experiment_share_its_items(tmp_path, scripte
     with closing(Store(db)) as store:
         items = experiments.items(store, 1)
         assert all(it.status == "done" and it.success for it in items)  # none lost
-        assert len(store.episode_ids()) == 10
+        assert len(store.episodes.ids()) == 10
         for it in items:  # each item ran once: one clean two-step version, two model calls
-            assert [s.index for s in store.version_steps(it.version_id)] == [1, 2]
+            assert [s.index for s in store.versions.steps(it.version_id)] == [1, 2]
     calls = _per_task(scripted_llm)
     assert len(calls) == 10 and set(calls.values()) == {2}, calls
     with closing(Store(db)) as store:
@@ -159,7 +159,7 @@ def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp
     assert json.loads(out.strip().splitlines()[-1])["done"] == 8
     with closing(Store(db)) as store:
         for it in experiments.items(store, 1):  # taken over, not run twice: each version is one clean run
-            assert [s.index for s in store.version_steps(it.version_id)] == [1, 2]
+            assert [s.index for s in store.versions.steps(it.version_id)] == [1, 2]
     code, out, _ = _cli(["jobs", "--db", db, "--json"], _env(tmp_path))
     listed = json.loads(out)
     assert code == 0 and [j["state"] for j in listed if j["kind"] == "experiment"] == ["done", "stopped"]
@@ -247,7 +247,7 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
     assert len(scripted_llm.completion_requests) - at_stop <= 3 and at_stop < 21
     assert sessions.jobs.get(store, h.id).state == "stopped"
     item = experiments.items(store, 1)[0]
-    assert item.status != "done" and len(store.calls(episode_id=item.episode_id)) == len(scripted_llm.completion_requests)
+    assert item.status != "done" and len(store.calls.of_episode(item.episode_id)) == len(scripted_llm.completion_requests)
     store.close()
 
 
@@ -281,7 +281,7 @@ def test_kill_9_during_resample_never_moves_the_current_version_and_again_contin
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     with closing(Store(db)) as store:
-        assert store.episode(ep).current_version == vid
+        assert store.episodes.get(ep).current_version == vid
         (g,) = rollouts.groups(store, ep)
         killed = dict(g.members)
     code, out, err = _cli(args, _env(tmp_path))
@@ -289,8 +289,8 @@ def test_kill_9_during_resample_never_moves_the_current_version_and_again_contin
     with closing(Store(db)) as store:
         (g2,) = rollouts.groups(store, ep)  # the same group, continued
         assert g2.id == g.id and all(g2.members[p] == m for p, m in killed.items()) and len(g2.members) == 6
-        assert all(store.version(m).outcome.done for m in g2.members.values())
-        assert store.episode(ep).current_version == vid
+        assert all(store.versions.get(m).outcome.done for m in g2.members.values())
+        assert store.episodes.get(ep).current_version == vid
     assert json.loads(out.strip().splitlines()[-1])["n"] == 6
 
 
@@ -302,7 +302,7 @@ def test_a_rollout_version_and_its_membership_are_one_transaction(toy, monkeypat
     toy.llm.set_default(" go to shelf 1")
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=3))
     toy.engine.run(v.id)
-    before = len(toy.store.versions(ep.id))
+    before = len(toy.store.versions.of_episode(ep.id))
 
     def killed(*a, **k):
         raise RuntimeError("killed")  # a kill between the version and its membership
@@ -310,8 +310,8 @@ def test_a_rollout_version_and_its_membership_are_one_transaction(toy, monkeypat
     monkeypatch.setattr(rollouts, "add_member", killed)
     run = resample(toy.engine, Request(v.id, 2, 2, 0.5), concurrency=1)
     assert run.errors and all("killed" in e for e in run.errors)
-    assert len(toy.store.versions(ep.id)) == before  # no orphan branch
-    assert toy.store.episode(ep.id).current_version == v.id
+    assert len(toy.store.versions.of_episode(ep.id)) == before  # no orphan branch
+    assert toy.store.episodes.get(ep.id).current_version == v.id
 
 
 # ---------------------------------------------------------------------- 2 and 6: tabs, one status
@@ -352,7 +352,7 @@ def test_the_selector_and_the_run_line_say_the_same(app):
     assert at.session_state["run"]
     label = [o for o in at.selectbox[0].options if o.startswith(f"v{v.id}")][0]
     assert "(running)" in label and any(c.value.startswith(f"v{v.id}: 1 step · running") for c in at.caption)
-    assert toy.store.version(v.id).status == "open"  # the face wrote nothing on the version
+    assert toy.store.versions.get(v.id).status == "open"  # the face wrote nothing on the version
 
 
 def test_a_frozen_version_stays_as_it_was_when_a_run_on_it_stops(toy):
@@ -363,13 +363,13 @@ def test_a_frozen_version_stays_as_it_was_when_a_run_on_it_stops(toy):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.human_step(v.id, action="go to cabinet 1")
     annotations.annotate_version(toy.store, v.id, verdict="failure", by="ann")
-    before = toy.store.version(v.id)
+    before = toy.store.versions.get(v.id)
     toy.llm.push(" open cabinet 1")
     calls = []
     rep = toy.engine.run(v.id, on_step=calls.append, should_stop=lambda: bool(calls))
     assert rep.stopped and rep.continued_from == v.id
-    assert toy.store.version(v.id) == before  # the frozen parent did not change
-    assert toy.store.version(rep.version).status == "stopped"
+    assert toy.store.versions.get(v.id) == before  # the frozen parent did not change
+    assert toy.store.versions.get(rep.version).status == "stopped"
 
 
 # ---------------------------------------------------------------------- 7: shutdown

@@ -33,7 +33,7 @@ def test_signals_recorded_with_each_step_and_shown(room, capsys):
     assert [s["signals"] for s in shown] == [
         [], [], ["repeated_action"], ["hallucinated_object"], ["no_effect", "step_limit"]]
     # stored with the step: the same steps read back carry them (step_limit is the version's)
-    assert [s.signals for s in toy.store.version_steps(v.id)][2:4] == [["repeated_action"], ["hallucinated_object"]]
+    assert [s.signals for s in toy.store.versions.steps(v.id)][2:4] == [["repeated_action"], ["hallucinated_object"]]
 
 
 def test_episodes_by_signal_current_or_any_version(room, capsys):
@@ -49,7 +49,7 @@ def test_episodes_by_signal_current_or_any_version(room, capsys):
         "hallucinated_object": 1, "no_effect": 1, "repeated_action": 1, "step_limit": 1}}
     assert counts.totals == {"pick_and_place_simple": 2} and counts.episodes["pick_and_place_simple"]["no_effect"] == [ep.id]
     # a new current version without the loop: only --all-versions still finds the episode
-    toy.engine.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
+    toy.engine.editor.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     assert cli_json(capsys, "episodes", "--signal", "repeated_action", "--db", db) == []
     rows = cli_json(capsys, "episodes", "--signal", "repeated_action", "--all-versions", "--db", db)
     assert [r["episode"] for r in rows] == [ep.id]
@@ -62,7 +62,7 @@ def test_episodes_by_signal_current_or_any_version(room, capsys):
 def test_search_maps_step_hits_to_versions_and_filters(room, capsys):
     toy, ep, v = room
     db = str(toy.db)
-    v2 = toy.engine.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
+    v2 = toy.engine.editor.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     hits = cli_json(capsys, "search", "drawer", "--db", db)
     one = {"episode": ep.id, "version": v.id, "ref": f"{ep.id}:1", "number": 1}  # (v1 of the episode)
     assert hits == [{**one, "step": 4, "field": "action", "snippet": "go to drawer 3"},
@@ -160,8 +160,8 @@ def test_upgrade_backfills_signals_and_builds_the_index(tmp_path, monkeypatch):
     conn.close()
     store = Store(path)
     assert store.db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(len(schema.MIGRATIONS))
-    assert [s.signals for s in store.version_steps(1)] == [[], ["repeated_action"]]
-    assert [s.signals for s in store.version_steps(2)] == [[], ["no_effect", "hallucinated_object"]]
+    assert [s.signals for s in store.versions.steps(1)] == [[], ["repeated_action"]]
+    assert [s.signals for s in store.versions.steps(2)] == [[], ["no_effect", "hallucinated_object"]]
     assert episodes_with_signal(store, "step_limit") == [] and episodes_with_signal(store, "step_limit", all_versions=True) == [1]
     assert [(h.version, h.step, h.field) for h in search(store, "sofa")] == [(2, 2, "action")]
     # a signal filter points at the step carrying it (step_limit: the version's last step)
