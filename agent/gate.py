@@ -23,7 +23,8 @@ TOKEN_ENV = "REACT_EDITOR_TOKEN"  # the token the server checks (set by the laun
 TOKEN_PARAM = "token"  # the query parameter of the URL the launcher prints
 ENDPOINTS_ENV = "REACT_EDITOR_ALLOWED_ENDPOINTS"  # --allow-endpoint URLs, one a line: they may get the launch key
 ALLOW_LIST = "access"  # the secrets table of the OIDC allow-list: allowed_emails, allowed_domains
-WILDCARDS = ("", "0.0.0.0", "::")
+WILDCARDS = ("", "0.0.0.0", "::")  # addresses that bind every interface
+LOOPBACK = "127.0.0.1"  # where the app listens unless told otherwise
 
 
 def new_token() -> str:
@@ -131,7 +132,7 @@ class Gate:
     Origin) is not a loopback name or the configured address, and, when a token is set,
     any without it: the URL's `?token=` sets a same-site cookie the later requests carry."""
 
-    def __init__(self, app, *, address: str | Callable[[], str] = "127.0.0.1", token: str | None = None):
+    def __init__(self, app, *, address: str | Callable[[], str] = LOOPBACK, token: str | None = None):
         self.app = app
         self.token = os.environ.get(TOKEN_ENV, "") if token is None else token
         self._address = address

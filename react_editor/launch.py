@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 from react_editor.common import CliError
-from agent.gate import ALLOW_LIST, ENDPOINTS_ENV, TOKEN_ENV, TOKEN_PARAM, allow_list, is_loopback, new_token
+from agent.gate import (ALLOW_LIST, ENDPOINTS_ENV, LOOPBACK, TOKEN_ENV, TOKEN_PARAM, WILDCARDS, allow_list, is_loopback,
+                        new_token)
 
 APP = Path(__file__).resolve().parent.parent / "app_server.py"
-LOOPBACK = "127.0.0.1"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,7 +92,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     if args.base_url:
         env["OPENAI_BASE_URL"] = args.base_url
     address = args.address or LOOPBACK
-    host = LOOPBACK if address in ("0.0.0.0", "::") else address
+    host = LOOPBACK if address in WILDCARDS else address
     base = f"http://{'[' + host + ']' if ':' in host else host}:{args.port}"
     url = f"{base}/?{TOKEN_PARAM}={token}" if token else f"{base}/"
     sys.stderr.write(f"ReAct Editor on {url} (Ctrl-C to stop)\n")

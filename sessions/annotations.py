@@ -53,23 +53,27 @@ class AnnotationError(StoreError, ValueError):
 
 
 class VersionAnnotation(Record):
-    id: int | None = None
-    version_id: int
-    annotator: str
-    created_at: str = Field(default_factory=now)
-    verdict: Verdict | None = None
-    failure_modes: list[str] = Field(default_factory=list)
-    notes: str | None = None
-    exemplar_ready: bool = False
+    id: int | None = Field(None, description="Row id in this database; None until stored.")
+    version_id: int = Field(description="The version labelled.")
+    annotator: str = Field(description="Who labelled it (--by, REACT_EDITOR_USER or the OS user).")
+    created_at: str = Field(default_factory=now,
+        description="When (UTC, ISO 8601); the latest row is the current state.")
+    verdict: Verdict | None = Field(None, description="A person's judgement: success, failure or unsure.")
+    failure_modes: list[str] = Field(default_factory=list,
+        description="Failure modes seen (reasoning_error, search_result_error, ...).")
+    notes: str | None = Field(None, description="Free text.")
+    exemplar_ready: bool = Field(False, description="True when a person marks it fit to serve as an exemplar.")
 
 
 class StepAnnotation(Record):
-    id: int | None = None
-    step_id: int
-    annotator: str
-    created_at: str = Field(default_factory=now)
-    tags: list[str] = Field(default_factory=list)
-    note: str | None = None
+    id: int | None = Field(None, description="Row id in this database; None until stored.")
+    step_id: int = Field(description="The step labelled.")
+    annotator: str = Field(description="Who labelled it (--by, REACT_EDITOR_USER or the OS user).")
+    created_at: str = Field(default_factory=now,
+        description="When (UTC, ISO 8601); the latest row is the current state.")
+    tags: list[str] = Field(default_factory=list,
+        description="Short tags (approved, rejected, ...); negative ones give the step weight 0 in chat-sft.")
+    note: str | None = Field(None, description="Free text.")
 
 
 def current_user(by: str | None = None) -> str:

@@ -29,30 +29,32 @@ class ClaimLost(StoreError):
 
 
 class Experiment(Record):
-    id: int
-    name: str
-    env: str
-    method: str
-    config: AgentConfig
-    env_options: dict[str, Any] = Field(default_factory=dict)
-    params: dict[str, Any] = Field(default_factory=dict)  # task selection, samples, ...
-    status: ExperimentStatus = "created"
-    wall_s: float = 0.0
-    created_at: str
-    updated_at: str
+    id: int = Field(description="Row id in this database.")
+    name: str = Field(description="Its unique name.")
+    env: str = Field(description="The environment family's kind.")
+    method: str = Field(description="How each task is run (agent.methods).")
+    config: AgentConfig = Field(description="The agent config every item runs with.")
+    env_options: dict[str, Any] = Field(default_factory=dict, description="The environment's options for every item.")
+    params: dict[str, Any] = Field(default_factory=dict,
+        description="Task selection, samples and the method's other settings.")
+    status: ExperimentStatus = Field("created", description="created, running, stopped, aborted, incomplete or done.")
+    wall_s: float = Field(0.0, description="Seconds spent running, summed over runs.")
+    created_at: str = Field(description="When it was made (UTC, ISO 8601).")
+    updated_at: str = Field(description="When it last changed (UTC, ISO 8601).")
 
 
 class Item(Record):
-    id: int
-    experiment_id: int
-    pos: int
-    task: Task
-    episode_id: int | None = None
-    version_id: int | None = None
-    status: ItemStatus = "pending"
-    success: bool | None = None
-    metrics: dict[str, Any] = Field(default_factory=dict)
-    error: str | None = None
+    id: int = Field(description="Row id in this database.")
+    experiment_id: int = Field(description="The experiment it belongs to.")
+    pos: int = Field(description="Its position in the experiment's task list.")
+    task: Task = Field(description="The task it runs.")
+    episode_id: int | None = Field(None, description="The episode made for it; None until it starts.")
+    version_id: int | None = Field(None, description="The version that scores it.")
+    status: ItemStatus = Field("pending", description="pending, running, done or error.")
+    success: bool | None = Field(None, description="Whether it succeeded; None until scored.")
+    metrics: dict[str, Any] = Field(default_factory=dict,
+        description="The environment's scores and the method's details (phases, ...).")
+    error: str | None = Field(None, description="Why it failed, in one line.")
 
     @property
     def finished(self) -> bool:

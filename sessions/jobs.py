@@ -17,6 +17,8 @@ import socket
 import time
 from typing import Any, Iterable, Literal, Mapping
 
+from pydantic import Field
+
 from sessions.store import Store, StoreError
 from trajectory.records import Record, now
 
@@ -29,25 +31,28 @@ RECENT = 20  # finished jobs `react-editor jobs` lists besides the active ones
 
 
 class Job(Record):
-    id: int
-    kind: str
-    episode_id: int | None = None
-    version_id: int | None = None
-    experiment_id: int | None = None
-    target: str | None = None
-    owner: str
-    pid: int | None = None
-    session: str | None = None
-    state: str
-    stop: bool = False
-    done: int = 0
-    total: int | None = None
-    detail: str | None = None
-    error: str | None = None
-    result: Any = None
-    lease_until: float | None = None
-    created_at: str
-    updated_at: str
+    id: int = Field(description="Row id in this database.")
+    kind: str = Field(description="What it does: step, run, edit-and-resume, resample, whatif, experiment or suggest.")
+    episode_id: int | None = Field(None, description="The episode it works on, if any.")
+    version_id: int | None = Field(None, description="The version it works on, if any.")
+    experiment_id: int | None = Field(None, description="The experiment it runs, if any.")
+    target: str | None = Field(None,
+        description="What it works on, as people read it (`episode 3 v2`, `experiment NAME`).")
+    owner: str = Field(description="host:pid of the process that runs it.")
+    pid: int | None = Field(None, description="Process id of its runner.")
+    session: str | None = Field(None, description="The app session that started it; None for a CLI process.")
+    state: str = Field(
+        description="queued, running, stopping, done, failed or stopped (a lapsed lease reads as stopped).")
+    stop: bool = Field(False, description="True once a stop was asked; runners read it between model calls.")
+    done: int = Field(0, description="Units of work finished (steps, rollouts, items).")
+    total: int | None = Field(None, description="Units of work planned; None when not known.")
+    detail: str | None = Field(None, description="One line of progress.")
+    error: str | None = Field(None, description="Why it failed, in one line.")
+    result: Any = Field(None, description="What it produced (JSON), once finished.")
+    lease_until: float | None = Field(None,
+        description="Unix time its runner's lease runs out; renewed by the heartbeat.")
+    created_at: str = Field(description="When it started (UTC, ISO 8601).")
+    updated_at: str = Field(description="When its row last changed (UTC, ISO 8601).")
 
     @property
     def active(self) -> bool:

@@ -25,22 +25,22 @@ GROUP_KINDS: tuple[str, ...] = ("resample", "control", "treatment")
 class RolloutEdit(Record):
     """The edit a treatment applies at step K (as `Engine.edit` takes it)."""
 
-    kind: EditKind
-    text: str | None = None
+    kind: EditKind = Field(description="The edit kind, as Engine.edit takes it.")
+    text: str | None = Field(None, description="The edit's new text; None for a deletion.")
 
 
 class RolloutGroup(Record):
-    id: int | None = None
-    episode_id: int
-    source_version: int
-    step: int  # K: the first step the rollouts write (or the step the edit is made at)
-    kind: GroupKind
-    edit: RolloutEdit | None = None
-    n: int  # how many rollouts were asked for (the latest request)
-    config: AgentConfig  # what the rollouts run with (temperature, step limit, ...)
-    members: dict[int, int] = Field(default_factory=dict)  # position -> version id
-    created_at: str = Field(default_factory=now)
-    updated_at: str = Field(default_factory=now)
+    id: int | None = Field(None, description="Row id in this database; None until stored.")
+    episode_id: int = Field(description="The episode sampled.")
+    source_version: int = Field(description="The version the rollouts start from.")
+    step: int = Field(description="K: the first step the rollouts write (or the step the edit is made at).")
+    kind: GroupKind = Field(description="resample, control (a what-if's unedited arm) or treatment (its edited arm).")
+    edit: RolloutEdit | None = Field(None, description="The edit a treatment applies at step K; None otherwise.")
+    n: int = Field(description="How many rollouts were asked for (the latest request).")
+    config: AgentConfig = Field(description="What the rollouts run with (temperature, step limit, ...).")
+    members: dict[int, int] = Field(default_factory=dict, description="Position in the group -> version id.")
+    created_at: str = Field(default_factory=now, description="When it was made (UTC, ISO 8601).")
+    updated_at: str = Field(default_factory=now, description="When it last changed (UTC, ISO 8601).")
 
     @property
     def label(self) -> str:

@@ -25,39 +25,42 @@ CANDIDATE_STATES = ("pending", "verified", "flagged", "skipped", "accepted", "di
 
 
 class Candidate(Record):
-    id: int
-    suggestion_id: int
-    number: int
-    step: int | None = None
-    kind: str | None = None
-    text: str | None = None
-    rationale: str | None = None
-    leaks_answer: bool = False
-    skip: str | None = None  # why it is not verified (does not apply, leaks the answer)
-    result: dict[str, Any] | None = None  # the what-if: arms, effect, interval, p, verdict, cost
-    state: str = "pending"
-    accepted_version: int | None = None
+    id: int = Field(description="Row id in this database.")
+    suggestion_id: int = Field(description="The suggestion it belongs to.")
+    number: int = Field(description="Its position in the critic's answer, from 1.")
+    step: int | None = Field(None, description="The step the edit is made at; None when the critic named none.")
+    kind: str | None = Field(None, description="The edit kind the critic proposed.")
+    text: str | None = Field(None, description="The edit's new text.")
+    rationale: str | None = Field(None, description="Why the critic proposes it.")
+    leaks_answer: bool = Field(False, description="True when the text gives away the gold answer.")
+    skip: str | None = Field(None,
+        description="Why it is not verified (does not apply, leaks the answer); None when it is.")
+    result: dict[str, Any] | None = Field(None, description="The what-if: arms, effect, interval, p, verdict, cost.")
+    state: str = Field("pending", description="pending, verified, flagged, skipped, accepted or dismissed.")
+    accepted_version: int | None = Field(None, description="The version made when a person accepted it.")
 
 
 class Suggestion(Record):
-    id: int
-    episode_id: int
-    version_id: int
-    experiment_id: int | None = None
-    request_key: str
-    critic: dict[str, Any] = Field(default_factory=dict)  # model, base_url, api_style (never a key)
-    prompt_label: str | None = None
-    prompt_hash: str | None = None
-    prompt_text: str | None = None
-    response: str | None = None
-    call_id: int | None = None
-    first_failure_step: int | None = None
-    verify_n: int
-    state: str
-    claimed_by: int | None = None
-    lease_until: float | None = None
-    created_at: str
-    candidates: list[Candidate] = Field(default_factory=list)
+    id: int = Field(description="Row id in this database.")
+    episode_id: int = Field(description="The episode criticised.")
+    version_id: int = Field(description="The version criticised.")
+    experiment_id: int | None = Field(None, description="The experiment it was made for, if any.")
+    request_key: str = Field(description="What identifies the request, so asking again finds this suggestion.")
+    critic: dict[str, Any] = Field(default_factory=dict,
+        description="The critic model: model, base_url, api_style (never a key).")
+    prompt_label: str | None = Field(None, description="The prompt template's label.")
+    prompt_hash: str | None = Field(None, description="Hash of the prompt template.")
+    prompt_text: str | None = Field(None, description="The exact text sent to the critic.")
+    response: str | None = Field(None, description="The critic's raw answer.")
+    call_id: int | None = Field(None, description="The model call that asked the critic.")
+    first_failure_step: int | None = Field(None, description="The step the critic says things first went wrong.")
+    verify_n: int = Field(description="Rollouts per arm when a candidate is verified.")
+    state: str = Field(
+        description="asking (no answer yet), asked (candidates recorded) or done (every candidate verified).")
+    claimed_by: int | None = Field(None, description="The job that holds it (experiments: one job at a time).")
+    lease_until: float | None = Field(None, description="Unix time the claim runs out.")
+    created_at: str = Field(description="When it was made (UTC, ISO 8601).")
+    candidates: list[Candidate] = Field(default_factory=list, description="The candidate edits, in the critic's order.")
 
 
 _S_COLS = ("id, episode_id, version_id, experiment_id, request_key, critic, prompt_label, prompt_hash, prompt_text, "

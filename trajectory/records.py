@@ -52,13 +52,19 @@ class Task(Record):
     "Claim: ...". `data` holds what the environment needs to rebuild it (game path,
     wording, ...); `gold` what scoring needs."""
 
-    env: str = Field(pattern=r"^[a-z][a-z0-9_\-]{0,39}$")  # a family kind (envs.registry)
-    id: str
-    type: str | None = None
-    text: str
-    gold: str | None = None
-    source: str = "builtin"
-    data: dict[str, Any] = Field(default_factory=dict)
+    env: str = Field(pattern=r"^[a-z][a-z0-9_\-]{0,39}$",
+        description="The environment family's kind (a name in envs.registry), e.g. alfworld or hotpotqa.")
+    id: str = Field(description="The task's id within its environment; `env:id` is the task's key.")
+    type: str | None = Field(None,
+        description="A sub-kind for grouping and per-type exemplars (ALFWorld's task types); None when the family has "
+                    "none.")
+    text: str = Field(description="The opening observation exactly as it enters the prompt.")
+    gold: str | None = Field(None,
+        description="The answer scoring compares with (HotpotQA, FEVER); None when the environment scores itself.")
+    source: str = Field("builtin",
+        description="The task set it was listed from (the family's `sources`, `builtin` by default).")
+    data: dict[str, Any] = Field(default_factory=dict,
+        description="What the environment needs to rebuild the task (game path, wording, ...).")
 
     @property
     def key(self) -> str:
@@ -69,18 +75,23 @@ class AgentConfig(Record):
     """How the agent is driven. The API key is never part of it (it comes from the
     environment only), so a config can be stored and exported safely."""
 
-    model: str = "gpt-3.5-turbo-instruct"
-    base_url: str | None = None
-    api_style: ApiStyle = "completions"
-    style: PromptStyle = "react"
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 100
-    exemplar_set: str | None = None  # None: the built-in exemplars for the task's env
-    max_steps: int | None = None  # None: the env's default (ALFWorld 50, HotpotQA 7, FEVER 5)
-    timeout_s: float = 60.0
-    max_retries: int = 4
-    cache: bool = True  # answer identical temperature-0 requests from the local cache
+    model: str = Field("gpt-3.5-turbo-instruct", description="The model name each request sends.")
+    base_url: str | None = Field(None,
+        description="The OpenAI-compatible endpoint, without credentials; None: OPENAI_BASE_URL or the client's "
+                    "default.")
+    api_style: ApiStyle = Field("completions", description="completions (one text prompt) or chat (messages).")
+    style: PromptStyle = Field("react", description="Prompt style: react (thoughts and actions) or act (actions only).")
+    temperature: float = Field(0.0, description="Sampling temperature of each request.")
+    top_p: float = Field(1.0, description="Nucleus-sampling mass of each request.")
+    max_tokens: int = Field(100, description="The most tokens one completion may have.")
+    exemplar_set: str | None = Field(None,
+        description="The exemplar set whose prompts are used; None: the built-in exemplars for the task's env.")
+    max_steps: int | None = Field(None,
+        description="The step limit; None: the environment's default (ALFWorld 50, HotpotQA 7, FEVER 5).")
+    timeout_s: float = Field(60.0,
+        description="Seconds one request may take before it counts as failed (and is retried).")
+    max_retries: int = Field(4, description="How many times a failed request is retried (rate limits aside).")
+    cache: bool = Field(True, description="Answer identical temperature-0 requests from the local cache.")
 
     @field_validator("base_url")
     @classmethod
@@ -206,42 +217,55 @@ EDIT_WORDS = {
 class EditInfo(Record):
     """What a person's edit replaced: the step it was made on and the old text."""
 
-    kind: EditKind
-    index: int | None = None  # the step position the edit was made at
-    replaced_step: int | None = None
-    old_thought: str | None = None
-    old_action: str | None = None
+    kind: EditKind = Field(
+        description="What the edit did: rewrite_thought, delete_thought, insert_thought, rewrite_action or branch.")
+    index: int | None = Field(None, description="The step position the edit was made at.")
+    replaced_step: int | None = Field(None,
+        description="The id of the step the edit replaced; None when it replaced none.")
+    old_thought: str | None = Field(None, description="The thought before the edit.")
+    old_action: str | None = Field(None, description="The action before the edit.")
     # where a suggested edit came from (issue 29): critic model, prompt hash, what-if groups
-    origin: dict[str, Any] | None = None
+    origin: dict[str, Any] | None = Field(None,
+        description="Where a suggested edit came from (critic model, prompt hash, what-if groups); None for a "
+                    "person's own edit.")
 
 
 class Usage(Record):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_prompt_tokens: int | None = None
+    prompt_tokens: int | None = Field(None,
+        description="Prompt tokens as the endpoint reported them; None: not reported.")
+    completion_tokens: int | None = Field(None,
+        description="Completion tokens as the endpoint reported them; None: not reported.")
+    cached_prompt_tokens: int | None = Field(None,
+        description="Prompt tokens the endpoint served from its own prompt cache; None: not reported.")
 
 
 class ModelCall(Record):
     """One request to a model, recorded when it happens. The prompt itself is not stored:
     it is a pure function of the version's inputs (invariant 3); its hash proves which."""
 
-    id: int | None = None
-    episode_id: int | None = None
-    created_at: str = Field(default_factory=now)
-    model: str
-    api_style: ApiStyle
-    params: dict[str, Any] = Field(default_factory=dict)  # temperature, stop, max_tokens, ...
-    purpose: Literal["step", "action_fallback", "critic"] = "step"
-    prompt_hash: str
-    prompt_chars: int
-    completion: str | None = None
-    usage: Usage = Field(default_factory=Usage)
-    latency_ms: float | None = None
-    attempts: int = 1
-    cached: bool = False
-    error: str | None = None
-    cache_key: str | None = None  # set when the response may answer identical requests later
-    cut_from: int | None = None  # the completion's length when it was cut to MAX_TEXT
+    id: int | None = Field(None, description="Row id in this database; None until stored.")
+    episode_id: int | None = Field(None, description="The episode the request was made for.")
+    created_at: str = Field(default_factory=now, description="When the request was made (UTC, ISO 8601).")
+    model: str = Field(description="The model the request named.")
+    api_style: ApiStyle = Field(description="completions or chat.")
+    params: dict[str, Any] = Field(default_factory=dict,
+        description="Request parameters: temperature, stop, max_tokens, base_url (without credentials), ...")
+    purpose: Literal["step", "action_fallback", "critic"] = Field("step",
+        description="Why it was made: step (the next step), action_fallback (an action for a thought) or critic (a "
+                    "suggestion).")
+    prompt_hash: str = Field(
+        description="Hash of the prompt sent; the prompt itself is rebuilt from the version's inputs, not stored.")
+    prompt_chars: int = Field(description="Length of the prompt sent, in characters.")
+    completion: str | None = Field(None, description="The text the model returned; None when the call failed.")
+    usage: Usage = Field(default_factory=Usage, description="Token counts the endpoint reported.")
+    latency_ms: float | None = Field(None,
+        description="Milliseconds until the answer (0 when the local cache answered); None: no answer.")
+    attempts: int = Field(1, description="How many requests it took, retries included.")
+    cached: bool = Field(False, description="True when the local cache answered instead of the endpoint.")
+    error: str | None = Field(None, description="Why the call failed, in one line; None on success.")
+    cache_key: str | None = Field(None, description="Set when the response may answer identical requests later.")
+    cut_from: int | None = Field(None,
+        description="The completion's length when it was cut to MAX_TEXT; None when it was not cut.")
 
 
 class Step(Record):
@@ -252,29 +276,34 @@ class Step(Record):
     `act` style or when deleted). `thought` never carries the `think:` prefix.
     """
 
-    id: int | None = None
-    episode_id: int | None = None
-    parent_id: int | None = None
-    index: int  # 1-based position in its version
-    thought: str | None = None
-    action: str | None = None
-    observation: str | None = None
-    done: bool = False
-    reward: float = 0.0
-    info: dict[str, Any] = Field(default_factory=dict)
-    source: Source = "model"
-    edit: EditInfo | None = None
-    call_ids: list[int] = Field(default_factory=list)
-    snapshot: dict[str, Any] | None = None  # env state after this step, when the env can
-    created_at: str = Field(default_factory=now)
-    signals: list[str] | None = None  # automatic flags (trajectory.signals); None: not computed yet
+    id: int | None = Field(None, description="Row id in this database; None until stored.")
+    episode_id: int | None = Field(None, description="The episode whose step tree holds it.")
+    parent_id: int | None = Field(None, description="The step before it on its path; None for a first step.")
+    index: int = Field(description="1-based position in its version.")
+    thought: str | None = Field(None,
+        description="The reasoning text, without a `think:` prefix; None when the turn has none.")
+    action: str | None = Field(None, description="The action sent to the environment; None for a thought-only turn.")
+    observation: str | None = Field(None, description="What the environment answered.")
+    done: bool = Field(False, description="True when the environment ended the episode at this step.")
+    reward: float = Field(0.0, description="The environment's reward for this step.")
+    info: dict[str, Any] = Field(default_factory=dict,
+        description="The environment's extra information for this step (won, answer, carried_from, ...).")
+    source: Source = Field("model", description="Who wrote it: model, human or imported.")
+    edit: EditInfo | None = Field(None, description="What a person's edit replaced, when the step comes from one.")
+    call_ids: list[int] = Field(default_factory=list, description="Ids of the model calls that produced the step.")
+    snapshot: dict[str, Any] | None = Field(None,
+        description="Environment state after this step, when the environment can save one.")
+    created_at: str = Field(default_factory=now, description="When the step was made (UTC, ISO 8601).")
+    signals: list[str] | None = Field(None, description="Automatic flags (trajectory.signals); None: not computed yet.")
 
 
 class Outcome(Record):
-    done: bool = False
-    success: bool | None = None
-    reward: float = 0.0
-    metrics: dict[str, Any] = Field(default_factory=dict)  # em, f1, answer, won, ...
+    done: bool = Field(False, description="True when the environment ended the episode.")
+    success: bool | None = Field(None,
+        description="Whether it succeeded by the environment's measure; None: not known.")
+    reward: float = Field(0.0, description="The environment's reward at the last step.")
+    metrics: dict[str, Any] = Field(default_factory=dict,
+        description="The environment's scores and details: em, f1, answer, won, ...")
 
 
 class Version(Record):
@@ -283,28 +312,31 @@ class Version(Record):
     `draft_thought` is a person's thought waiting for its action (Wikipedia format: an
     inserted or rewritten thought whose action the model still has to write)."""
 
-    id: int | None = None
-    episode_id: int
-    parent_version: int | None = None
-    leaf_step_id: int | None = None
-    draft_thought: str | None = None
-    draft_edit: EditInfo | None = None
-    edits: list[EditInfo] = Field(default_factory=list)  # the person's edits along this path
-    name: str | None = None
-    status: Literal["open", "done", "stopped"] = "open"
-    error: str | None = None
-    outcome: Outcome = Field(default_factory=Outcome)
-    created_at: str = Field(default_factory=now)
-    updated_at: str = Field(default_factory=now)
+    id: int | None = Field(None, description="Row id in this database; None until stored.")
+    episode_id: int = Field(description="The episode it belongs to.")
+    parent_version: int | None = Field(None, description="The version it was made from; None for an episode's first.")
+    leaf_step_id: int | None = Field(None, description="The last step of its path; None: no steps yet.")
+    draft_thought: str | None = Field(None, description="A person's thought waiting for the model to write its action.")
+    draft_edit: EditInfo | None = Field(None, description="What the edit behind the draft thought replaced.")
+    edits: list[EditInfo] = Field(default_factory=list, description="The person's edits along this path, oldest first.")
+    name: str | None = Field(None, description="A name a person gave it.")
+    status: Literal["open", "done", "stopped"] = Field("open",
+        description="open (may go on), done (the episode ended) or stopped (halted on request or by a limit).")
+    error: str | None = Field(None, description="Why the last run failed, in one line; None when it did not.")
+    outcome: Outcome = Field(default_factory=Outcome, description="How the episode went on this version.")
+    created_at: str = Field(default_factory=now, description="When it was made (UTC, ISO 8601).")
+    updated_at: str = Field(default_factory=now, description="When it last changed (UTC, ISO 8601).")
 
 
 class Episode(Record):
     """One task attempted under one agent config; owns a tree of steps."""
 
-    id: int | None = None
-    task: Task
-    config: AgentConfig
-    env_options: dict[str, Any] = Field(default_factory=dict)  # wording, wiki backend, ...
-    current_version: int | None = None
-    name: str | None = None
-    created_at: str = Field(default_factory=now)
+    id: int | None = Field(None, description="Row id in this database; None until stored.")
+    task: Task = Field(description="What the agent must do.")
+    config: AgentConfig = Field(description="How the agent is driven (never an API key).")
+    env_options: dict[str, Any] = Field(default_factory=dict,
+        description="The environment's options (wording, wiki backend, ...) and this database's marks "
+                    "(LOCAL_OPTIONS).")
+    current_version: int | None = Field(None, description="The version shown and continued by default.")
+    name: str | None = Field(None, description="A name a person gave it.")
+    created_at: str = Field(default_factory=now, description="When it was made (UTC, ISO 8601).")

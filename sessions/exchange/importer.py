@@ -23,7 +23,7 @@ from sessions import annotations
 from sessions import exemplar_sets
 from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
-from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
+from sessions.exchange.schema import READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
 from trajectory.records import (IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo,
                                 ModelCall, Outcome, Step, Task, Version, safe_call_params, without_credentials)
 from sessions.store import Store, StoreError
@@ -344,6 +344,27 @@ def _integer(text: str) -> int:
     return int(text)
 
 
+def _version_problem(obj: dict[str, Any]) -> str | None:
+    """Why a record's format version cannot be read here, or None. Checked before the model
+    (whose lax int would take "2" or 2.0 for version 2): every export writes a whole number,
+    and a newer one may mean fields this release would misread."""
+    if "schema_version" not in obj:
+        return "missing field 'schema_version' (every jsonl export writes its format version)"
+    sv = obj["schema_version"]
+    if type(sv) is not int:
+        return f"schema_version is {_json_type(sv)}; a format version is a whole number such as {SCHEMA_VERSION}"
+    if sv > SCHEMA_VERSION:
+        return f"schema version {sv} is newer than this ReAct Editor understands ({SCHEMA_VERSION})"
+    if sv not in READABLE_VERSIONS:
+        return f"unknown schema version {sv} (this ReAct Editor reads {READABLE_VERSIONS[0]} to {SCHEMA_VERSION})"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    names = {bool: "true/false", str: "text", float: "a decimal number", type(None): "null", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
+
+
 def parse_record(n: int, line: bytes) -> TrajectoryRecord:
     try:
         obj = json.loads(line, parse_constant=_not_finite, parse_float=_finite, parse_int=_integer)
@@ -364,9 +385,9 @@ def parse_record(n: int, line: bytes) -> TrajectoryRecord:
         raise _fail(n, "missing field 'schema' (not a react-editor jsonl record)")
     if obj["schema"] != SCHEMA_NAME:
         raise _fail(n, f"unknown schema {str(obj['schema'])[:60]!r} (expected {SCHEMA_NAME!r})")
-    sv = obj.get("schema_version")
-    if isinstance(sv, int) and sv > SCHEMA_VERSION:
-        raise _fail(n, f"schema version {sv} is newer than this ReAct Editor understands ({SCHEMA_VERSION})")
+    why = _version_problem(obj)
+    if why:
+        raise _fail(n, why)
     try:
         return TrajectoryRecord.model_validate(obj)
     except ValidationError as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from sessions import suggestions as db
+from sessions import suggestions
 from tests.suggest_agents import GOOD, HINT, IDLE, critic_json, fail_episode
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -59,15 +59,15 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     assert any("Candidates at steps 1 (1), 2 (1)" in c.value for c in at.caption)
     css = [h.proto.body for h in at.get("html") if "8250df" in h.proto.body]
     assert css and '.ov-mark[href="#step-1"], .ov-mark[href="#step-2"]' in css[0]  # marked on the strip
-    s = db.latest(toy.store, 1)
+    s = suggestions.latest(toy.store, 1)
     ok(at.button(key=f"sg_dismiss_{s.id}_1").click().run())
-    assert db.latest(toy.store, 1).candidates[0].state == "dismissed"
+    assert suggestions.latest(toy.store, 1).candidates[0].state == "dismissed"
     ok(at.button(key=f"sg_accept_{s.id}_2").click().run())
     new = toy.store.episodes.get(1).current_version
     assert new != 1
     steps = toy.store.versions.steps(new)
     assert steps[1].thought == HINT and steps[1].edit.origin["candidate"] == 2
-    assert db.latest(toy.store, 1).candidates[1].accepted_version == new
+    assert suggestions.latest(toy.store, 1).candidates[1].accepted_version == new
     # the Editor shows where the step came from: a fixed label and the critic, prompt hash and groups
     at = open_editor(toy, monkeypatch, 1)
     assert any("Step 2 · proven suggested fix accepted by a person" in c.value for c in at.caption)
@@ -158,13 +158,13 @@ def test_stop_halts_the_suggest_job_and_running_again_continues(toy, monkeypatch
     assert job.finished.wait(30)
     at = ok(at.run())
     assert jobs.get(toy.store, job.id).state == "stopped"
-    states = [c.state for c in db.latest(toy.store, 1).candidates]
+    states = [c.state for c in suggestions.latest(toy.store, 1).candidates]
     assert "pending" in states  # what did not finish is left for the next run
     assert any(t.value.startswith("not verified yet") for t in at.text)
     toy.llm.set_responder(agent)
     ok(at.button(key="sg_run_1").click().run())
     at = wait_job(at, 120)
-    assert [c.state for c in db.latest(toy.store, 1).candidates] == ["verified", "verified"]
+    assert [c.state for c in suggestions.latest(toy.store, 1).candidates] == ["verified", "verified"]
 
 
 def _drawn(at: AppTest) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 
 from react_editor.main import main as cli
 from sessions.exchange import Filters, ImportFailed, export, import_file
+from sessions.exchange.schema import READABLE_VERSIONS, SCHEMA_VERSION
 from sessions.store import Store
 from tests.export_support import ROOM_SCRIPT, cfg, table_counts
 from tests.toy_envs import ROOM_TASK
@@ -49,6 +50,16 @@ CASES = {
     "not_object": (lambda g: [g[0], "[1, 2]"], 2, "a record is a JSON object"),
     "wrong_schema": (lambda g: [g[0], _mutate(g[1], lambda o: o.update(schema="other/thing"))], 2, "unknown schema"),
     "newer_version": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version=99))], 1, "newer"),
+    # the format version is a whole number that every export writes: "2" or 2.0 is no version 1 or 2
+    "version_missing": (lambda g: [g[0], _mutate(g[1], lambda o: o.pop("schema_version"))], 2,
+                        "missing field 'schema_version'"),
+    "version_as_text": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version="2"))], 1,
+                        "schema_version is text; a format version is a whole number"),
+    "version_decimal": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version=2.0))], 1,
+                        "schema_version is a decimal number"),
+    "version_bool": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version=True))], 1,
+                     "schema_version is true/false"),
+    "version_zero": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version=0))], 1, "unknown schema version 0"),
     "missing_field": (lambda g: [g[0], _mutate(g[1], lambda o: o.pop("steps"))], 2, "missing field 'steps'"),
     "missing_nested": (lambda g: [_mutate(g[0], lambda o: o["episode"]["task"].pop("text"))], 1,
                        "missing field 'episode.task.text'"),
@@ -134,3 +145,22 @@ def test_cli_rejection_is_one_line(tmp_path, capsys, monkeypatch):
     assert err.startswith("error: line 1: bad JSON") and err.count("\n") == 1
     assert cli(["import", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("version", list(READABLE_VERSIONS))
+def test_every_readable_format_version_imports(toy, good, tmp_path, version):
+    """The current format version and every older one this release reads are accepted."""
+    target = Store(tmp_path / "target.db")
+    before = _db_state(target)
+    import_file(target, _bad([_mutate(good[0], lambda o: o.update(schema_version=version))], tmp_path))
+    assert _db_state(target) != before and SCHEMA_VERSION in READABLE_VERSIONS
+
+
+def test_cli_refuses_a_newer_format_version_in_one_line(good, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("REACT_EDITOR_DB", str(tmp_path / "c.db"))
+    p = _bad([_mutate(good[0], lambda o: o.update(schema_version=SCHEMA_VERSION + 1))], tmp_path)
+    assert cli(["import", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: line 1: schema version {SCHEMA_VERSION + 1} is newer than this ReAct Editor "
+                   f"understands ({SCHEMA_VERSION})\n")
+    assert not Store(tmp_path / "c.db").db["episodes"].count

@@ -62,7 +62,7 @@ def _long_episode(db: Path, llm, steps: int = 40):
     for i in range(steps):
         eng.human_step(v.id, action=acts[i % len(acts)])
     hinted = eng.editor.edit(v.id, 20, "insert_thought", "Hint: I have looked at most places; try the drawers.",
-                             keep_rest=True)
+                      keep_rest=True)
     store.close()
     return ep, v, hinted
 
