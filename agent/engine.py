@@ -27,6 +27,7 @@ from agent.prompting import PromptingMixin
 from agent.run_settings import check_config
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
+from sessions.writer import write
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
 from trajectory import signals as sig
 from trajectory.kinds import ModelRequest
@@ -336,15 +337,23 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         elif total >= self.max_steps(ep):
             outcome, status = self._give_up(ep, live.env, last), "done"
         leaf = steps[-1] if steps else None
-        try:
-            with self.store.transaction():
-                target, frozen = v, self.frozen_reason(v.id)
-                if frozen:
+
+        def append(target: Version) -> tuple[list[Step], Version]:
+            return self.store.append_steps(target.id, new, calls, status=status, outcome=outcome, error=None,
+                                           clear_draft=clear_draft, expected_leaf=leaf.id if leaf else None, known=target)
+
+        def record() -> tuple[Version, str | None, list[Step], Version]:
+            try:  # the store's trigger refuses a frozen version: then it goes on in a child (one transaction)
+                return (v, None, *append(v))
+            except VersionFrozen:
+                with self.store.transaction():
+                    frozen = self.frozen_reason(v.id)
+                    if frozen is None:
+                        raise
                     target = self._continuation(v, leaf)
-                rows, v2 = self.store.append_steps(
-                    target.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft,
-                    expected_leaf=leaf.id if leaf else None, known=target,
-                )
+                    return (target, frozen, *append(target))
+        try:  # on the store's writer when the runner has one: reported once its group committed
+            target, frozen, rows, v2 = write(self.store, record)
         except VersionChanged:
             if calls:  # nothing about a call is lost, even when its step is
                 self.store.record_calls(ep.id, calls)

@@ -193,6 +193,15 @@ def _changed(version: int | str) -> VersionChanged:
     return VersionChanged(f"version {version} changed meanwhile (another writer added steps); reload it and try again")
 
 
+def _stack(conn: Any) -> list:
+    """The savepoints open on a connection, innermost last (an inner transaction started
+    before anything was written in its enclosing one needs no savepoint of its own)."""
+    stack = getattr(conn, "_savepoints", None)
+    if stack is None:
+        stack = conn._savepoints = []
+    return stack
+
+
 class _Tx:
     """Re-entrant transaction: the outermost `with` commits or rolls back; an inner one is
     a savepoint (an inner block that fails, even when its error is caught, leaves none of
@@ -213,13 +222,21 @@ class _Tx:
                                   "try again)")
         self.outer = not self.conn.in_transaction
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
-            self.savepoint = f"tx_{id(self):x}"
             self.kept = dict(self.store._params_new), set(self.store._blobs_new)
-            try:
-                self.conn.execute(f"savepoint {self.savepoint}")
-            except BaseException:
-                self.lock.release()
-                raise
+            stack = _stack(self.conn)
+            enclosing = stack[-1] if stack else None
+            self.reused = enclosing is not None and enclosing.changes == self.conn.total_changes
+            if self.reused:  # nothing written since the enclosing savepoint: undoing to it undoes this block
+                self.savepoint = enclosing.savepoint
+            else:
+                self.savepoint = f"tx_{id(self):x}"
+                try:
+                    self.conn.execute(f"savepoint {self.savepoint}")
+                except BaseException:
+                    self.lock.release()
+                    raise
+            self.changes = self.conn.total_changes
+            stack.append(self)
             return self
         try:
             if not self.durable:  # (sqlite takes the safety level only outside a transaction)
@@ -239,8 +256,12 @@ class _Tx:
     def __exit__(self, exc_type, exc, tb):
         try:
             if not self.outer:
+                stack = _stack(self.conn)
+                if stack and stack[-1] is self:
+                    stack.pop()
                 self._end_savepoint(exc_type is None)
                 return False
+            _stack(self.conn).clear()
             new, self.store._params_new = self.store._params_new, {}
             blobs, self.store._blobs_new = self.store._blobs_new, {}
             if exc_type is None:
@@ -270,10 +291,14 @@ class _Tx:
         if not self.conn.in_transaction:  # sqlite already rolled the whole transaction back
             return
         if ok:
-            self.conn.execute(f"release {self.savepoint}")
+            if not self.reused:
+                self.conn.execute(f"release {self.savepoint}")
             return
         self.conn.execute(f"rollback to {self.savepoint}")
-        self.conn.execute(f"release {self.savepoint}")
+        if not self.reused:  # (a reused one stays open: the enclosing block goes on in it)
+            self.conn.execute(f"release {self.savepoint}")
+        else:
+            _stack(self.conn)[-1].changes = self.conn.total_changes
         params, blob_keys = self.kept
         self.store._params_new = params  # the rows it inserted are gone: no cache may name them
         undone = {k: v for k, v in self.store._blobs_new.items() if k not in blob_keys}
