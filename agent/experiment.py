@@ -234,16 +234,9 @@ def _start_item(store: Store, exp: xs.Experiment, job_id: int, lease_s: float,
     """Claim the item and create its episode, one light transaction (a power cut that loses
     it leaves the item to a resume): (token, item), or (None, None) when another runner
     holds it or it is done."""
-    with store.transaction(durable=False):
-        token = xs.claim(store, item_id, job_id, lease_s)
-        if token is None:
-            return None, None
-        it = xs.item(store, item_id)
-        if it.episode_id is None:
-            xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}",
-                              methods.PHASES[exp.method][0])
-            it = xs.item(store, item_id)
-    return token, it
+    started = xs.claim_and_start(store, item_id, job_id, lease_s, exp.config, exp.env_options,
+                                 exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}", methods.PHASES[exp.method][0])
+    return started if started is not None else (None, None)
 
 
 class _Claims:

@@ -213,14 +213,19 @@ class _Tx:
     is in the OS), a power cut may lose it, and the next durable commit covers it too (the
     log is one file, synced up to its end). The outermost transaction decides for all."""
 
-    def __init__(self, store: Any, durable: bool = True):
-        self.store, self.conn, self.lock, self.durable = store, store.db.conn, store._lock, durable
+    def __init__(self, store: Any, durable: bool = True, flat: bool = False):
+        """`flat` (outermost only): the transactions inside it take no savepoints, for a
+        block that never catches their errors (any failure undoes the whole)."""
+        self.store, self.conn, self.lock, self.durable, self.flat = store, store.db.conn, store._lock, durable, flat
 
     def __enter__(self):
         if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
             raise DatabaseFailure("database error: database is locked (another thread of this program is writing; "
                                   "try again)")
         self.outer = not self.conn.in_transaction
+        self.inside_flat = not self.outer and getattr(self.conn, "flat", False)
+        if self.inside_flat:  # part of a flat transaction: its failure is the whole one's
+            return self
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
             self.kept = dict(self.store._params_new), set(self.store._blobs_new)
             stack = _stack(self.conn)
@@ -239,13 +244,18 @@ class _Tx:
             stack.append(self)
             return self
         try:
-            if not self.durable:  # (sqlite takes the safety level only outside a transaction)
-                self.conn.execute("pragma synchronous = normal")
+            if not self.durable and not getattr(self.conn, "light", False):  # (sqlite takes the level only
+                self.conn.execute("pragma synchronous = normal")  # outside a transaction)
+                self.conn.light = True
+            elif self.durable and getattr(self.conn, "light", False):  # a writer's connection left light
+                self.conn.execute("pragma synchronous = full")
+                self.conn.light = False
             self.conn.execute("begin immediate")
         except BaseException:
             self._restore()
             self.lock.release()
             raise
+        self.conn.flat = self.flat
         try:
             self.store._take_deferred_blobs()
         except BaseException:
@@ -255,6 +265,8 @@ class _Tx:
 
     def __exit__(self, exc_type, exc, tb):
         try:
+            if self.inside_flat:
+                return False
             if not self.outer:
                 stack = _stack(self.conn)
                 if stack and stack[-1] is self:
@@ -262,6 +274,7 @@ class _Tx:
                 self._end_savepoint(exc_type is None)
                 return False
             _stack(self.conn).clear()
+            self.conn.flat = False
             new, self.store._params_new = self.store._params_new, {}
             blobs, self.store._blobs_new = self.store._blobs_new, {}
             if exc_type is None:
@@ -306,5 +319,7 @@ class _Tx:
         self.store._requeue_blobs(undone)  # (an environment may refer to them, as after a rollback)
 
     def _restore(self) -> None:
-        if not self.durable and not self.conn.in_transaction:
-            self.conn.execute("pragma synchronous = full")
+        if self.conn.in_transaction or not getattr(self.conn, "light", False) or getattr(self.conn, "keeps_level", False):
+            return  # (the store's writer sets the level its next transaction needs: no statement to put it back)
+        self.conn.execute("pragma synchronous = full")
+        self.conn.light = False

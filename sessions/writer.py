@@ -71,6 +71,7 @@ class Writer:
 
     # -- the writer thread
     def _loop(self) -> None:
+        self.store.db.conn.keeps_level = True  # only transactions write here: each sets the level it needs
         while True:
             first = self._queue.get()
             if first is None:

@@ -240,3 +240,35 @@ def test_a_light_transaction_skips_the_fsync_and_puts_the_safety_level_back(tmp_
     assert commit_kinds(stmts) == (1, 0)
     store.close()
     other.close()
+
+
+# ---------------------------------------------------------------- 6. statements per model call
+
+def test_an_experiment_issues_few_statements_per_model_call(tmp_path, scripted_llm, monkeypatch):
+    """ReAct on HotpotQA at concurrency 1 (2 model calls a task): the statements the
+    worker and the store's writer issue (each execute, begin and commit included), per
+    model call. The bound is what the runner issues now: a regression fails here."""
+    from sessions import connection
+
+    n, counted = 4, {"n": 0}
+    for name in ("execute", "executemany", "executescript"):
+        method = getattr(connection._Cursor, name)
+
+        def count(*a, _method=method, **k):
+            if threading.current_thread().name.startswith(("batch", "store-writer")):
+                counted["n"] += 1
+            return _method(*a, **k)
+
+        monkeypatch.setattr(connection._Cursor, name, count)
+    scripted_llm.set_responder(wiki_agent({}, react_steps=2))
+    path = tmp_path / "s.db"
+    store = Store(path)
+    exp = experiment.create(store, env="hotpotqa", method="react", config=cfg(scripted_llm),
+                            tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
+    out = experiment.run(str(path), exp.id, concurrency=1)
+    assert out["done"] == n and len(scripted_llm.requests) == 2 * n
+    assert counted["n"] / (2 * n) <= STATEMENTS_PER_CALL, counted["n"] / (2 * n)
+    store.close()
+
+
+STATEMENTS_PER_CALL = 21  # 32.1 before the writer, the one-statement result and the leaner item start
