@@ -52,8 +52,9 @@ REACT_DATA = ROOT.parent / "shared" / "reference" / "react-repo" / "data"
 def serve() -> None:
     """The scripted model server (run in its own process): prints its URL, serves until stdin closes."""
     from tests.experiment_agents import wiki_agent
-    from tests.scripted_server import ScriptedLLM, _Handler
+    from tests.scripted_server import ScriptedLLM, _Handler, _Server
 
+    _Server.request_queue_size = 256  # as a real server: 32 clients connecting at once are not reset
     _Handler.protocol_version = "HTTP/1.1"  # keep-alive, as a vLLM/SGLang server
     _Handler.disable_nagle_algorithm = True  # as a real server: no 40 ms Nagle/delayed-ACK stall per answer
     llm = ScriptedLLM().start()
@@ -177,13 +178,18 @@ def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency:
                            http_client=httpx.Client(transport=transport, timeout=20))
     left = iter(range(calls))
     lock = threading.Lock()
+    failed: list[BaseException] = []
 
     def worker() -> None:
         while True:
             with lock:
                 if next(left, None) is None:
                     return
-            client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
+            try:
+                client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
+            except Exception as exc:  # counted: a run with failures is not a measurement
+                failed.append(exc)
+                return
 
     for _ in range(20):  # warm: the connection, the SDK's lazy imports
         client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
@@ -195,6 +201,8 @@ def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency:
         t.join()
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     client.close()
+    if failed:
+        raise SystemExit(f"the bare client failed {len(failed)} time(s): {failed[0]!r}")
     return {"cpu_ms_per_call": round(cpu / calls * 1000, 3), "calls_per_s": round(calls / wall, 1)}
 
 

@@ -211,7 +211,10 @@ class _Tx:
     returns (`synchronous = full`); a light one (claims, leases, progress, results that
     can be derived again) skips that fsync: a crash of the process loses nothing (the log
     is in the OS), a power cut may lose it, and the next durable commit covers it too (the
-    log is one file, synced up to its end). The outermost transaction decides for all."""
+    log is one file, synced up to its end). The outermost transaction decides for all.
+    After a light one the connection is put back at `full`, except a connection that only
+    runs transactions (`keeps_level`: the store's writer, a heartbeat): each of its
+    transactions sets the level it needs, so a run of light ones costs no statements."""
 
     def __init__(self, store: Any, durable: bool = True, flat: bool = False):
         """`flat` (outermost only): the transactions inside it take no savepoints, for a
@@ -319,7 +322,8 @@ class _Tx:
         self.store._requeue_blobs(undone)  # (an environment may refer to them, as after a rollback)
 
     def _restore(self) -> None:
-        if self.conn.in_transaction or not getattr(self.conn, "light", False) or getattr(self.conn, "keeps_level", False):
+        conn = self.conn
+        if conn.in_transaction or not getattr(conn, "light", False) or getattr(conn, "keeps_level", False):
             return  # (the store's writer sets the level its next transaction needs: no statement to put it back)
         self.conn.execute("pragma synchronous = full")
         self.conn.light = False
