@@ -221,14 +221,22 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
     item), or None when the item is done or another runner holds it. `name`: the new
     episode's, `{pos}` standing for the item's position from 1."""
     with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
-        token = claim(store, item_id, job_id, lease_s)
-        if token is None:
-            return None
-        it = item(store, item_id)
+        if _RETURNING:  # the claim returns the item's row: one statement
+            row = store.db.execute(_CLAIM_SQL + f" returning claim_token, {_ICOLS}",
+                                   _claim_params(item_id, job_id, lease_s)).fetchone()
+            if row is None:
+                return None
+            token, it = int(row[0]), _item(row[1:])
+        else:
+            token = claim(store, item_id, job_id, lease_s)
+            if token is None:
+                return None
+            it = item(store, item_id)
         if it.episode_id is None:
             ep_id, v_id, metrics = _link_episode(store, item_id, it.task, it.metrics, config, env_options,
                                                  name.format(pos=it.pos + 1), first_phase)
-            it = it.model_copy(update={"episode_id": ep_id, "version_id": v_id, "status": "running", "metrics": metrics})
+            it = it.model_copy(update={"episode_id": ep_id, "version_id": v_id, "status": "running",
+                                       "metrics": metrics})
     return token, it
 
 
@@ -260,9 +268,7 @@ def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> int | None
     grows with every claim of the item), or None when it is done or another runner holds it
     under a live lease. A dead runner's lease runs out and the item is free. Every write of
     the claimed item passes the token: a runner whose claim was taken over writes nothing."""
-    sql = ("update experiment_items set claimed_by = ?, lease_until = ?, claim_token = claim_token + 1 "
-           "where id = ? and status != 'done' and (claimed_by is null or claimed_by = ? or lease_until < ?)")
-    params = [job_id, time.time() + lease_s, item_id, job_id, time.time()]
+    sql, params = _CLAIM_SQL, _claim_params(item_id, job_id, lease_s)
     with store.transaction(durable=False):
         if _RETURNING:  # one statement
             row = store.db.execute(sql + " returning claim_token", params).fetchone()
@@ -270,6 +276,15 @@ def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> int | None
         if store.db.execute(sql, params).rowcount != 1:
             return None
         return int(store.db.execute("select claim_token from experiment_items where id = ?", [item_id]).fetchone()[0])
+
+
+_CLAIM_SQL = ("update experiment_items set claimed_by = ?, lease_until = ?, claim_token = claim_token + 1 "
+              "where id = ? and status != 'done' and (claimed_by is null or claimed_by = ? or lease_until < ?)")
+
+
+def _claim_params(item_id: int, job_id: int, lease_s: float) -> list[Any]:
+    clock = time.time()
+    return [job_id, clock + lease_s, item_id, job_id, clock]
 
 
 def holds(store: Store, item_id: int, token: int) -> bool:
