@@ -70,20 +70,20 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
            store_clock: list[float] | None = None, arm: Callable[[], Any] | None = None) -> dict:
     """One run of the experiment at `concurrency`, timed from its start (its creation is
     not); `arm`, when given, is called between the two (and its result called at the end)."""
-    from agent import experiment as X
+    from agent import experiment
     from sessions.store import Store
     from trajectory.records import AgentConfig
 
     db = work / f"{tag}.db"
     store = Store(db)
-    exp = X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
-                   tasks=tasks, name=tag)
+    exp = experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
+                            tasks=tasks, name=tag)
     store.close()
     env0, store0 = env_clock[0], (store_clock or [0.0])[0]
     disarm = arm() if arm is not None else None
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
-        out = X.run(str(db), exp.id, concurrency=concurrency)
+        out = experiment.run(str(db), exp.id, concurrency=concurrency)
     finally:
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
         if disarm is not None:

@@ -203,7 +203,7 @@ def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any
                   first_phase: str | None) -> tuple[int, int, dict[str, Any]]:
     """Inside the caller's transaction: the item's new episode, linked; (episode id, its
     first version's id, the item's metrics)."""
-    ep, v = store.create_episode(task, config, env_options, name, version_name=first_phase)
+    ep, v = store.episodes.create(task, config, env_options, name, version_name=first_phase)
     metrics = dict(metrics)
     if first_phase is not None:
         _with_phase(metrics, first_phase, v.id)

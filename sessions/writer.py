@@ -113,12 +113,12 @@ class Writer:
     def _member(self, w: _Write) -> tuple[bool, Any]:
         try:
             if not self.store.db.conn.in_transaction:  # alone: its own transactions, the pages in the first
-                with self.store.deferred_blobs():
+                with self.store.blobs.deferred():
                     self.store._local.blobs.update(w.blobs)
                     return True, w.fn()
             with self.store.transaction(durable=w.durable):  # in a group: a savepoint
                 if w.blobs:
-                    self.store._write_blobs(w.blobs)
+                    self.store.blobs.write(w.blobs)
                 return True, w.fn()
         except BaseException as exc:  # its writes are undone; the group goes on
             return False, exc

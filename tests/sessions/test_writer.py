@@ -50,12 +50,12 @@ def test_writes_queued_meanwhile_commit_as_one_group(traced, tmp_path):
     def first() -> str:
         holding.set()
         hold.wait(10)
-        store.set_setting("first", 0)
+        store.settings.set("first", 0)
         return "first"
 
     def worker(n: int) -> None:
-        got = write(store, lambda: (store.set_setting(f"k{n}", n), n)[1])
-        seen[n] = (got, other.get_setting(f"k{n}"))  # committed when we hear back
+        got = write(store, lambda: (store.settings.set(f"k{n}", n), n)[1])
+        seen[n] = (got, other.settings.get(f"k{n}"))  # committed when we hear back
 
     with attached(store) as w:
         t0 = threading.Thread(target=lambda: seen.__setitem__(-1, write(store, first)))
@@ -83,7 +83,7 @@ def test_a_failing_write_undoes_only_its_own_part_of_the_group(traced, tmp_path)
     errors: dict[int, BaseException] = {}
 
     def bad() -> None:
-        store.set_setting("bad", 1)
+        store.settings.set("bad", 1)
         raise Boom("no")
 
     def run(n: int, fn) -> None:
@@ -93,12 +93,12 @@ def test_a_failing_write_undoes_only_its_own_part_of_the_group(traced, tmp_path)
             errors[n] = exc
 
     with attached(store) as w:
-        t0 = threading.Thread(target=run, args=(0, lambda: (holding.set(), hold.wait(10), store.set_setting("0", 0))))
+        t0 = threading.Thread(target=run, args=(0, lambda: (holding.set(), hold.wait(10), store.settings.set("0", 0))))
         t0.start()
         assert holding.wait(10)
-        threads = [threading.Thread(target=run, args=(1, lambda: store.set_setting("a", 1))),
+        threads = [threading.Thread(target=run, args=(1, lambda: store.settings.set("a", 1))),
                    threading.Thread(target=run, args=(2, bad)),
-                   threading.Thread(target=run, args=(3, lambda: store.set_setting("b", 2)))]
+                   threading.Thread(target=run, args=(3, lambda: store.settings.set("b", 2)))]
         for t in threads:
             t.start()
             while w._queue.qsize() < threads.index(t) + 1:  # queued in this order
@@ -107,7 +107,7 @@ def test_a_failing_write_undoes_only_its_own_part_of_the_group(traced, tmp_path)
         for t in [t0, *threads]:
             t.join(10)
     assert list(errors) == [2] and isinstance(errors[2], Boom)
-    assert (store.get_setting("a"), store.get_setting("bad"), store.get_setting("b")) == (1, None, 2)
+    assert (store.settings.get("a"), store.settings.get("bad"), store.settings.get("b")) == (1, None, 2)
     assert w.groups == 2 and commits(stmts) == 2
 
 
@@ -121,9 +121,9 @@ def test_without_a_writer_or_inside_a_transaction_a_write_runs_here(traced):
     with attached(store):
         with store.transaction():
             assert write(store, lambda: threading.current_thread().name) == me
-            store.set_setting("x", 1)
+            store.settings.set("x", 1)
         assert write(store, lambda: threading.current_thread().name) == "store-writer"
-    assert store.get_setting("x") == 1
+    assert store.settings.get("x") == 1
 
 
 def test_a_failed_commit_is_every_members_error(traced):
@@ -148,9 +148,9 @@ def test_a_failed_commit_is_every_members_error(traced):
         t0 = threading.Thread(target=run, args=("first", lambda: (holding.set(), hold.wait(10))))
         t0.start()
         assert holding.wait(10)
-        threads = [threading.Thread(target=run, args=("g0", lambda: store.set_setting("g0", 0))),
+        threads = [threading.Thread(target=run, args=("g0", lambda: store.settings.set("g0", 0))),
                    threading.Thread(target=run, args=("orphan", orphan)),
-                   threading.Thread(target=run, args=("g1", lambda: store.set_setting("g1", 1)))]
+                   threading.Thread(target=run, args=("g1", lambda: store.settings.set("g1", 1)))]
         for t in threads:
             t.start()
         while w._queue.qsize() < 3:
@@ -159,7 +159,7 @@ def test_a_failed_commit_is_every_members_error(traced):
         for t in [t0, *threads]:
             t.join(10)
     assert sorted(errors) == ["g0", "g1", "orphan"] and all(isinstance(e, StoreError) for e in errors.values())
-    assert store.get_setting("g0") is None and store.get_setting("g1") is None
+    assert store.settings.get("g0") is None and store.settings.get("g1") is None
     assert store.db.execute("select count(*) from episodes").fetchone()[0] == 0
 
 
@@ -168,13 +168,13 @@ def test_a_nested_transaction_with_nothing_written_reuses_the_enclosing_savepoin
     block failing still undoes its writes, and the enclosing block goes on and commits."""
     store, stmts = traced
     with store.transaction():
-        store.set_setting("outer", 1)
+        store.settings.set("outer", 1)
         with store.transaction():
             stmts.clear()
             with pytest.raises(Boom):
                 with store.transaction():
-                    store.set_setting("inner", 2)
+                    store.settings.set("inner", 2)
                     raise Boom
             assert not [s for _, s in stmts if s.lower().startswith("savepoint tx_")]  # (not sqlite-utils' own)
-            store.set_setting("after", 3)
-    assert (store.get_setting("outer"), store.get_setting("inner"), store.get_setting("after")) == (1, None, 3)
+            store.settings.set("after", 3)
+    assert (store.settings.get("outer"), store.settings.get("inner"), store.settings.get("after")) == (1, None, 3)
