@@ -28,6 +28,7 @@ from agent.run_settings import check_config
 from agent.version_paths import VersionPaths
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
+from sessions.writer import write
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
 from trajectory import signals
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
@@ -258,15 +259,23 @@ class Engine:
         elif total >= self.max_steps(ep):
             outcome, status = _give_up(ep, live.env), "done"
         leaf = steps[-1] if steps else None
-        try:
-            with self.store.transaction():
-                target, frozen = v, self.editor.frozen_reason(v.id)
-                if frozen:
+
+        def append(target: Version) -> tuple[list[Step], Version]:
+            return self.store.versions.append(target.id, new, calls, status=status, outcome=outcome, error=None,
+                                           clear_draft=clear_draft, expected_leaf=leaf.id if leaf else None, known=target)
+
+        def record() -> tuple[Version, str | None, list[Step], Version]:
+            try:  # the store's trigger refuses a frozen version: then it goes on in a child (one transaction)
+                return (v, None, *append(v))
+            except VersionFrozen:
+                with self.store.transaction():
+                    frozen = self.editor.frozen_reason(v.id)
+                    if frozen is None:
+                        raise
                     target = self.editor.continuation(v, leaf)
-                rows, v2 = self.store.versions.append(
-                    target.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft,
-                    expected_leaf=leaf.id if leaf else None, known=target,
-                )
+                    return (target, frozen, *append(target))
+        try:  # on the store's writer when the runner has one: reported once its group committed
+            target, frozen, rows, v2 = write(self.store, record)
         except VersionChanged:
             if calls:  # nothing about a call is lost, even when its step is
                 self.store.calls.record(ep.id, calls)

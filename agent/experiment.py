@@ -9,6 +9,7 @@ endpoint that refuses every call stops the batch after a few failures in a row.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import sys
@@ -26,6 +27,7 @@ from envs.registry import family
 from sessions import experiments
 import sessions.jobs
 from sessions.store import Store, StoreError
+from sessions.writer import attached, write
 from trajectory.records import AgentConfig, Task
 from trajectory.stats import METHOD_PAIRED, mcnemar_exact, paired_test
 
@@ -171,23 +173,28 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
     `token`: the runner's claim of the item; every write of the item checks it (ClaimLost
     when another runner took the item over: nothing of its record is overwritten)."""
     store, item_id, ep_id = engine.store, it.id, it.episode_id
+
+    def on_phase(phase: str, version_id: int) -> None:
+        write(store, lambda: experiments.record_phase(store, item_id, phase, version_id, token=token))
+
+    def record(**outcome: Any) -> None:  # light (re-derived by a resume), on the run's writer when it has one
+        write(store, lambda: experiments.record_item(store, item_id, token=token, **outcome), durable=False)
+
     try:
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
                                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
-                               should_stop=should_stop, phases=it.phases,
-                               on_phase=functools.partial(experiments.record_phase, store, item_id, token=token),
+                               should_stop=should_stop, phases=it.phases, on_phase=on_phase,
                                concurrency=concurrency, watch=watch)
     except experiments.ClaimLost:
         raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
         msg = " ".join(str(exc).split()) or type(exc).__name__
-        experiments.record_item(store, item_id, status="error", error=msg, token=token)
+        record(status="error", error=msg)
         raise _ItemFailed(msg) from exc
     finally:
         engine.envs.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
     status = "done" if out.done else ("running" if out.stopped else "error")
-    experiments.record_item(store, item_id, status=status, version_id=out.version_id, success=out.success,
-                            metrics=out.metrics, error=out.error, token=token)
+    record(status=status, version_id=out.version_id, success=out.success, metrics=out.metrics, error=out.error)
     if out.error:
         raise _ItemFailed(out.error)
     return {"item": item_id, "episode": ep_id, "done": out.done, "success": out.success}
@@ -204,15 +211,9 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
     overwritten. `claims`: the job's held claims, which its heartbeat checks (else each
     stop check reads the claim)."""
     store = engine.store
-    with store.transaction(durable=False):  # (a power cut that loses it leaves the item to a resume)
-        token = experiments.claim(store, item_id, job_id, lease_s)
-        if token is None:
-            return {"item": item_id, "skipped": True}
-        it = experiments.item(store, item_id)
-        if it.episode_id is None:
-            experiments.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}",
-                                       methods.PHASES[exp.method][0])
-            it = experiments.item(store, item_id)
+    token, it = write(store, lambda: _start_item(store, exp, job_id, lease_s, item_id), durable=False)
+    if token is None:
+        return {"item": item_id, "skipped": True}
     claims = claims if claims is not None else _Claims(store)
     claims.hold(item_id, token)
     try:
@@ -221,11 +222,21 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
     except experiments.ClaimLost as exc:
         print(f"experiment {exp.id}, job {job_id}: {exc}", file=sys.stderr, flush=True)
         return {"item": item_id, "lost": True, "done": False, "success": None}
-    except BaseException:
-        experiments.release(engine.store, item_id, job_id, token)  # (recording the item's result releases it too)
+    except BaseException:  # (recording the item's result releases it too)
+        write(store, lambda: experiments.release(store, item_id, job_id, token), durable=False)
         raise
     finally:
         claims.drop(item_id)
+
+
+def _start_item(store: Store, exp: experiments.Experiment, job_id: int, lease_s: float,
+                item_id: int) -> tuple[int | None, experiments.Item | None]:
+    """Claim the item and create its episode, one light transaction (a power cut that loses
+    it leaves the item to a resume): (token, item), or (None, None) when another runner
+    holds it or it is done."""
+    started = experiments.claim_and_start(store, item_id, job_id, lease_s, exp.config, exp.env_options,
+                                          exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}", methods.PHASES[exp.method][0])
+    return started if started is not None else (None, None)
 
 
 class _Claims:
@@ -340,7 +351,8 @@ def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options)
     experiments.set_status(store, exp.id, "running")
     status, error = "done", None
     try:
-        _rounds(store, exp, h, o, report, claims)
+        with attached(store) if o.mode == "threads" else contextlib.nullcontext():  # one writer, group commits
+            _rounds(store, exp, h, o, report, claims)
     except BatchAborted as exc:
         status, error = "aborted", str(exc)
     except KeyboardInterrupt:

@@ -100,6 +100,7 @@ class Handle:
         return max(0.05, min(1.0, self.lease_s / 3))
 
     def _beat_loop(self) -> None:
+        self.store.db.conn.keeps_level = True  # the heartbeat's connection: light transactions only
         while not self.finished.wait(self._interval()):
             try:
                 if sessions.jobs.stop_requested(self.store, self.id):  # a read first: never waits behind a writer

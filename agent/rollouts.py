@@ -22,6 +22,7 @@ from agent.engine import Engine, EngineError
 from sessions import experiments
 from sessions import rollouts
 from sessions.rollouts import RolloutEdit, RolloutGroup
+from sessions.writer import attached
 from sessions.store import Store
 from envs.base import EDIT_KINDS
 from envs.registry import family
@@ -195,11 +196,11 @@ def first_match(steps: Sequence[Step], pattern: str) -> int | None:
 
 
 class _WorkerEngine(Engine):
-    """One worker thread's Engine: its own connection and environments; model calls and
+    """One worker thread's Engine on the run's Store (its own connection; its steps go to
+    the Store's one writer) and its own environments; model calls and
     the step limit follow the group's config (the episode's config is left as it is)."""
 
-    def __init__(self, path: str, config: AgentConfig, api_key: str | None, use_cache: bool):
-        store = Store(path, create=False)
+    def __init__(self, store: Store, config: AgentConfig, api_key: str | None, use_cache: bool):
         # the endpoint follows the engine's choice (`model_config`: an unconfirmed import's is not used)
         super().__init__(store, api_key=api_key, client_factory=lambda cfg: ModelClient(
             config.model_copy(update={"base_url": cfg.base_url}), api_key=api_key,
@@ -311,7 +312,7 @@ class Rollouts:
                 eng = engines.get(threading.get_ident())
                 if eng is None:
                     eng = engines[threading.get_ident()] = _WorkerEngine(
-                        self.store.file, job.group.config, self.engine.api_key, use_cache)
+                        self.store, job.group.config, self.engine.api_key, use_cache)
             vid = job.version_id
             if vid is None:
                 vid = self._member(eng, job.group, job.pos)
@@ -328,15 +329,15 @@ class Rollouts:
                 self.on_progress(len(finished), len(jobs))
 
         try:
-            run_batch(jobs, work, concurrency=self.concurrency, stop=self.stop, on_result=on_result,
-                      max_consecutive_failures=self.max_failures)
+            with attached(self.store):  # one writer for the workers' steps: group commits
+                run_batch(jobs, work, concurrency=self.concurrency, stop=self.stop, on_result=on_result,
+                          max_consecutive_failures=self.max_failures)
         except BatchAborted:
             pass  # the failures are in `errors`; finished rollouts are kept
         finally:
             for eng in engines.values():
                 for episode_id in {g.episode_id for g in groups}:
                     eng.envs.forget_env(episode_id)
-                eng.store.close()
         stats = [group_stats(self.engine, rollouts.group(self.store, g.id)) for g in groups]
         return RolloutRun(stats, errors, stopped=self.stop.is_set())
 

@@ -1,31 +1,34 @@
-"""Does the runner keep up with a GPU cluster? Prints, last, one JSON object.
+"""Does the runner keep up with a GPU cluster, next to the bare official client? Prints, last,
+one JSON object.
 
 HotpotQA `react` on the first N (default 300) tasks of the ReAct release's dev set
 (../shared/reference/react-repo/data, or $REACT_DATA_DIR; skipped cleanly when absent),
 run as an experiment through the one runner (`agent.experiment.run`: jobs, leases, item
-claims, one Engine per worker thread, the real `openai` client) at concurrency 1, 8, 16
-and 32, each on a fresh database. The model is the scripted OpenAI-compatible server,
-answering at once, in a SEPARATE process (its CPU is not the runner's); every task takes
-two model calls (Search, then Finish). The environment is the built-in Wikipedia corpus
-in the runner's process: its time is measured on its own and reported as `env_ms_per_call`.
+claims, one Engine per worker thread, the Store's one writer, the real `openai` client) at
+each concurrency level, each run on a fresh database. The model is the scripted
+OpenAI-compatible server, answering at once, in a SEPARATE process (its CPU is not the
+runner's); every task takes two model calls (Search, then Finish). The environment is the
+built-in Wikipedia corpus in the runner's process.
 
-- `cpu_ms_per_call`: the runner process's CPU time (all threads) per model call, marginal:
-  measured over the timed run only, after a warm-up run (imports, corpus, first client).
-- `calls_per_s`: model calls per second of wall time.
-- `openai_client_cpu_ms_per_call`: the official client's own CPU per request to the same server, as
-  the runner sends it (`AsyncOpenAI` on the SDK's transport, on the process's call loop, waited for
-  cancellably), nothing of ours around it. Beside it the synchronous SDK and bare httpx, for scale.
-- `parts_ms_per_call` (at the highest level): the runner's CPU per call split into its parts, each
-  measured or derived apart: `client` (the figure above), `environment` (`env_ms_per_call`, thread
-  CPU of every env step), `store` (thread CPU inside SQLite statements and fetches of the Store's
-  connections, timed in an extra run at that level, as its clock costs CPU of its own) and `engine`
-  (what is left: the engine, jobs, claims, prompts, threads).
-- `statements_per_call`, `commits_per_call`, `durable_commits_per_call`: what the runner asks of
-  SQLite per model call, counted in a separate traced run (50 tasks, concurrency 1); each connection
-  keeps its own durability setting, so a commit is labelled by its own connection's, and
-  `commits_by_connection` lists (commits, durable) per connection.
+Each of `--rounds` (default 5) rounds runs, per level, the bare client and then the runner
+(interleaved, so the machine's load moves both alike); `levels` gives ranges over the rounds:
+- `runner_cpu_ms_per_call`: the runner process's CPU time (all threads) per model call;
+  `bare_cpu_ms_per_call`: the official synchronous `openai` client doing the same number of
+  requests of the same prompt size and stops from as many threads, nothing of ours around
+  it; `cpu_ratio`: runner / bare, each round against its own.
+- `runner_calls_per_s`, `bare_calls_per_s`, `rate_ratio`: model calls per second of wall time.
+- `env_ms_per_call`: thread CPU of every environment step.
+- `parts_ms_per_call` (at the highest level): `client` (the bare client's CPU per call),
+  `environment`, `store` (thread CPU inside SQLite statements and fetches of the Store's
+  connections, timed in an extra run, as its clock costs CPU of its own) and `engine` (what
+  is left: the engine, jobs, claims, prompts, threads, the writer).
+- `sql` (a traced run of 50 tasks at concurrency 1 and at the highest level, counted, not
+  timed): `statements_per_call` (each execute of the Store's connections, begin and commit
+  included), `trace_reports_per_call` (SQLite's trace, which names a statement again per
+  trigger program), `commits_per_call`, `durable_commits_per_call`, and per connection
+  (thread#n) its [commits, durable].
 
-Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--profile FILE]
+Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from _root import HERE, ROOT  # noqa: F401  (repo root on sys.path; see _root.py)
 
@@ -48,8 +52,9 @@ REACT_DATA = ROOT.parent / "shared" / "reference" / "react-repo" / "data"
 def serve() -> None:
     """The scripted model server (run in its own process): prints its URL, serves until stdin closes."""
     from tests.experiment_agents import wiki_agent
-    from tests.scripted_server import ScriptedLLM, _Handler
+    from tests.scripted_server import ScriptedLLM, _Handler, _Server
 
+    _Server.request_queue_size = 256  # as a real server: 32 clients connecting at once are not reset
     _Handler.protocol_version = "HTTP/1.1"  # keep-alive, as a vLLM/SGLang server
     _Handler.disable_nagle_algorithm = True  # as a real server: no 40 ms Nagle/delayed-ACK stall per answer
     llm = ScriptedLLM().start()
@@ -62,7 +67,9 @@ def serve() -> None:
 
 
 def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float],
-           store_clock: list[float] | None = None, open_store=None) -> dict:
+           store_clock: list[float] | None = None, arm: Callable[[], Any] | None = None) -> dict:
+    """One run of the experiment at `concurrency`, timed from its start (its creation is
+    not); `arm`, when given, is called between the two (and its result called at the end)."""
     from agent import experiment
     from sessions.store import Store
 
@@ -70,15 +77,20 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     from trajectory.records import AgentConfig
 
     db = work / f"{tag}.db"
-    store = open_store(db)
+    store = Store(db)
     exp = experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
                             tasks=tasks, name=tag)
     store.close()
     env0, store0 = env_clock[0], (store_clock or [0.0])[0]
+    disarm = arm() if arm is not None else None
     cpu0, t0 = time.process_time(), time.perf_counter()
-    out = experiment.run(str(db), exp.id, concurrency=concurrency)
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
-    with _Open(db, open_store) as st:
+    try:
+        out = experiment.run(str(db), exp.id, concurrency=concurrency)
+    finally:
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        if disarm is not None:
+            disarm()
+    with _Open(db) as st:
         calls = st.db.execute("select count(*) from model_calls").fetchone()[0]
     assert out["done"] == len(tasks), out
     out = {"calls": calls, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
@@ -142,51 +154,73 @@ def _clock_store(store_clock: list[float]) -> None:
         setattr(connection._Cursor, name, timed(getattr(connection._Cursor, name)))
 
 
-def client_floor(url: str, n: int = 400) -> dict:
-    """The official client's own CPU per request against the same server, with nothing of ours
-    around it: the client's part of `cpu_ms_per_call` on this machine. `openai_client_cpu_ms_per_call`
-    is the client as the runner sends (AsyncOpenAI on the call loop, waited for cancellably);
-    beside it the synchronous SDK with its default transport, and bare httpx."""
-    import threading
+def bare_prompt(work: Path) -> tuple[str, list[str]]:
+    """A prompt of the runner's mean size (the warm-up's calls) and its stop: what the bare
+    client sends, so both do the same requests."""
+    with _Open(work / "warmup.db") as st:
+        chars = st.db.execute("select avg(prompt_chars) from model_calls").fetchone()[0] or 0
+    tail = "Question: who?\nThought 1:"
+    return "x" * max(0, int(chars) - len(tail) - 1) + "\n" + tail, ["\nObservation 1:"]
+
+
+def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency: int) -> dict:
+    """The official synchronous `openai` client, nothing of ours around it: `calls` requests
+    from `concurrency` threads (one client, as an application would share it)."""
+    import socket
 
     import httpx
     import openai
 
-    from agent.client import run_cancellable, shared_openai
+    # TCP_NODELAY: the sync transport writes a request's head and body apart, and Nagle's
+    # algorithm would hold the body for the server's delayed ACK (40 ms a call at concurrency 1)
+    transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    client = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20,
+                           http_client=httpx.Client(transport=transport, timeout=20))
+    left = iter(range(calls))
+    lock = threading.Lock()
+    failed: list[BaseException] = []
 
-    body = {"model": "bench", "prompt": "Question: who?\nThought 1:", "temperature": 0, "max_tokens": 100,
-            "stop": ["\nObservation 1:"]}
-    ours = shared_openai("x", url, 20.0)
-    never = threading.Event()
-    default = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
-    bare = httpx.Client(base_url=url, timeout=20)
-    out = {}
-    for name, send in (("openai_client_cpu_ms_per_call",
-                        lambda: run_cancellable(ours.post("/completions", body=body, cast_to=object), never)),
-                       ("openai_sync_default_transport_cpu_ms_per_call",
-                        lambda: default.post("/completions", body=body, cast_to=object)),
-                       ("httpx_cpu_ms_per_call", lambda: bare.post("/completions", json=body).json())):
-        for _ in range(50):
-            send()
-        t0 = time.process_time()
-        for _ in range(n):
-            send()
-        out[name] = round((time.process_time() - t0) / n * 1000, 3)
-    bare.close()
-    default.close()
-    return out
+    def worker() -> None:
+        while True:
+            with lock:
+                if next(left, None) is None:
+                    return
+            try:
+                client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
+            except Exception as exc:  # counted: a run with failures is not a measurement
+                failed.append(exc)
+                return
+
+    for _ in range(20):  # warm: the connection, the SDK's lazy imports
+        client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    client.close()
+    if failed:
+        raise SystemExit(f"the bare client failed {len(failed)} time(s): {failed[0]!r}")
+    return {"cpu_ms_per_call": round(cpu / calls * 1000, 3), "calls_per_s": round(calls / wall, 1)}
 
 
-def db_work(work: Path, url: str, tasks) -> dict:
-    """SQL statements and commits per model call (a separate, traced run at concurrency 1):
-    what the runner asks of SQLite, counted, not timed. A durable commit is an fsync; a
-    light one (claims, leases, progress, item results) is not. Every Store of the run is
-    opened with a `tracer` (its statements on every thread's connection)."""
-    from agent import experiment
-    from sessions.store import Store
+def db_work(work: Path, url: str, tasks, concurrency: int, tag: str) -> dict:
+    """SQL statements and commits per model call in a separate, traced run (counted, not
+    timed). `statements_per_call`: the statements the runner issues (each execute of the
+    Store's connections, begin and commit included); `trace_reports_per_call`: what SQLite's
+    trace hook reports, which also names a statement again for each trigger program it runs.
+    A commit is counted on its own connection, labelled by that connection's safety level at
+    the time: durable (an fsync) or light."""
+    import sqlite3
 
-    counts = {"statements": 0}
+    from sessions import connection
+
+    counts = {"statements": 0, "reports": 0}
     per_conn: list[dict] = []  # one per connection: its own durability setting and commits
+    real = sqlite3.connect
+    lock = threading.Lock()
 
     def traced(*a, **k) -> Store:
         conns: dict[int, dict] = {}  # a Store opens one connection per thread
@@ -198,7 +232,7 @@ def db_work(work: Path, url: str, tasks) -> dict:
                 per_conn.append(mine)
             if sql.startswith("--"):  # statements SQLite runs for a trigger or the FTS index
                 return
-            counts["statements"] += 1
+            counts["reports"] += 1
             low = sql.lower()
             if low.startswith("pragma synchronous"):
                 mine["light_now"] = "normal" in low or "off" in low
@@ -208,24 +242,85 @@ def db_work(work: Path, url: str, tasks) -> dict:
 
         return Store(*a, tracer=trace, **k)
 
-    real, experiment.Store = experiment.Store, traced  # the Store `experiment.run` opens
-    try:
-        out = _timed(work, "traced", url, tasks, 1, [0.0], open_store=traced)
-    finally:
-        experiment.Store = real
+    def connect(*a, **k):
+        conn = real(*a, **k)
+        mine = {"commits": 0, "light": 0, "light_now": False, "thread": threading.current_thread().name}
+        per_conn.append(mine)
+        conn.set_trace_callback(tracer(mine))
+        return conn
+
+    def counted(method):
+        def call(*a, **k):
+            with lock:
+                counts["statements"] += 1
+            return method(*a, **k)
+
+        return call
+
+    saved = {n: getattr(connection._Cursor, n) for n in ("execute", "executemany", "executescript")}
+
+    def arm():  # after the experiment is created: only the run is counted
+        sqlite3.connect = connect
+        for name, method in saved.items():
+            setattr(connection._Cursor, name, counted(method))
+        return disarm
+
+    def disarm():
+        sqlite3.connect = real
+        for name, method in saved.items():
+            setattr(connection._Cursor, name, method)
+
+    out = _timed(work, tag, url, tasks, concurrency, [0.0], arm=arm)
     calls = out["calls"]
     commits = sum(c["commits"] for c in per_conn)
     light = sum(c["light"] for c in per_conn)
-    return {"statements_per_call": round(counts["statements"] / calls, 2),
-            "commits_per_call": round(commits / calls, 2),
-            "durable_commits_per_call": round((commits - light) / calls, 2),
-            "commits_by_connection": [[c["commits"], c["commits"] - c["light"]] for c in per_conn if c["commits"]]}
+    return {"concurrency": concurrency, "statements_per_call": round(counts["statements"] / calls, 2),
+            "trace_reports_per_call": round(counts["reports"] / calls, 2),
+            "commits_per_call": round(commits / calls, 3), "durable_commits_per_call": round((commits - light) / calls, 3),
+            "commits_by_connection": {f"{c['thread']}#{i}": [c["commits"], c["commits"] - c["light"]]
+                                      for i, c in enumerate(per_conn) if c["commits"]}}
+
+
+def _range(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+
+
+def _table(rounds: list[dict], levels: list[int]) -> dict:
+    """Per level: the ranges over the rounds of the runner's and the bare client's figures,
+    and of their ratios (each round's runner over the same round's bare client)."""
+    out = {}
+    for c in levels:
+        rs = [r[str(c)] for r in rounds]
+        run = [x["runner"] for x in rs]
+        bare = [x["bare"] for x in rs]
+        out[str(c)] = {
+            "runner_cpu_ms_per_call": _range([x["cpu_ms_per_call"] for x in run]),
+            "bare_cpu_ms_per_call": _range([x["cpu_ms_per_call"] for x in bare]),
+            "cpu_ratio": _range([round(a["cpu_ms_per_call"] / b["cpu_ms_per_call"], 2) for a, b in zip(run, bare)]),
+            "runner_calls_per_s": _range([x["calls_per_s"] for x in run]),
+            "bare_calls_per_s": _range([x["calls_per_s"] for x in bare]),
+            "rate_ratio": _range([round(a["calls_per_s"] / b["calls_per_s"], 2) for a, b in zip(run, bare)]),
+            "env_ms_per_call": _range([x["env_ms_per_call"] for x in run]),
+        }
+    return out
+
+
+def _round(work: Path, url: str, tasks, levels: list[int], env_clock: list[float], prompt, n: int) -> dict:
+    """One round: at each level, the bare client then the runner (interleaved, so a change
+    of the machine's load hits both alike)."""
+    out = {}
+    for c in levels:
+        bare = bare_client(url, prompt[0], prompt[1], 2 * len(tasks), c)
+        out[str(c)] = {"bare": bare, "runner": _timed(work, f"r{n}c{c}", url, tasks, c, env_clock)}
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=300)
     ap.add_argument("--levels", default="1,8,16,32")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (runner and bare client); ranges printed")
     ap.add_argument("--profile", default=None, help="write a cProfile of an extra, unreported run of the last level here")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -250,37 +345,39 @@ def main() -> None:
             work = Path(tmp)
             os.environ.setdefault("REACT_EDITOR_CACHE", str(work / "cache"))
             _timed(work, "warmup", url, tasks[:20], max(levels), env_clock)
-            floor = client_floor(url)
-            traced = db_work(work, url, tasks[:50])
-            result = {"tasks": len(tasks), "method": "react", "server": "scripted, separate process, answers at once",
-                      "env": "built-in Wikipedia corpus, in process (env_ms_per_call)", "levels": {}}
-            for c in levels:
-                if args.profile and c == levels[-1]:
-                    import cProfile
+            prompt = bare_prompt(work)
+            rounds = [_round(work, url, tasks, levels, env_clock, prompt, n) for n in range(args.rounds)]
+            sql = [db_work(work, url, tasks[:50], c, f"traced{c}") for c in sorted({1, levels[-1]})]
+            if args.profile:
+                import cProfile
 
-                    prof = cProfile.Profile()
-                    prof.enable()
-                    _timed(work, f"profiled{c}", url, tasks, c, env_clock)  # an extra run: its CPU is not reported
-                    prof.disable()
-                    prof.dump_stats(args.profile)
-                result["levels"][str(c)] = _timed(work, f"c{c}", url, tasks, c, env_clock)
+                prof = cProfile.Profile()
+                prof.enable()
+                _timed(work, "profiled", url, tasks, levels[-1], env_clock)  # an extra run: its CPU is not reported
+                prof.disable()
+                prof.dump_stats(args.profile)
             _clock_store(store_clock)  # an extra run for the store's part: its clock costs CPU of its own
             store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock)
     finally:
         server.stdin.close()
         server.wait(10)
-    lv = result["levels"]
-    result["cpu_ms_per_call"] = max(v["cpu_ms_per_call"] for v in lv.values())
-    result["calls_per_s_at_max"] = lv[str(levels[-1])]["calls_per_s"]
-    rates = [lv[str(c)]["calls_per_s"] for c in levels]
-    result["rising"] = all(b >= a * 0.95 for a, b in zip(rates, rates[1:]))
-    result.update(floor)
-    result.update(traced)
-    top = lv[str(levels[-1])]
-    client, env, store = floor["openai_client_cpu_ms_per_call"], top["env_ms_per_call"], store_run["store_ms_per_call"]
-    result["parts_ms_per_call"] = {"level": levels[-1], "total": top["cpu_ms_per_call"], "client": client,
-                                   "environment": env, "store": store,
-                                   "engine": round(top["cpu_ms_per_call"] - client - env - store, 3)}
+    table = _table(rounds, levels)
+    top = str(levels[-1])
+    last = [r[top] for r in rounds]
+    total = [x["runner"]["cpu_ms_per_call"] for x in last]
+    client = [x["bare"]["cpu_ms_per_call"] for x in last]
+    env = [x["runner"]["env_ms_per_call"] for x in last]
+    store = store_run["store_ms_per_call"]
+    result = {"tasks": len(tasks), "method": "react", "rounds": args.rounds,
+              "server": "scripted, separate process, answers at once",
+              "bare_client": "openai.OpenAI (sync), same prompt size and stops, from as many threads as the level",
+              "env": "built-in Wikipedia corpus, in process", "levels": table, "sql": sql,
+              "parts_ms_per_call": {"level": levels[-1], "total": _range(total), "client": _range(client),
+                                    "environment": _range(env), "store": store,
+                                    "engine": _range([round(t - c - e - store, 3) for t, c, e in zip(total, client, env)])},
+              "rising": all(min(r[str(b)]["runner"]["calls_per_s"] / r[str(a)]["runner"]["calls_per_s"]
+                                for r in rounds) >= 0.95 for a, b in zip(levels, levels[1:])),
+              "load": os.getloadavg()}
     print(json.dumps(result))
 
 

@@ -86,6 +86,20 @@ class Blobs:
             self._local.blobs = {}
             self.write(pending)
 
+    def take_pending(self) -> dict[str, bytes]:
+        """This thread's deferred blobs, handed over (the writer commits them with its write)."""
+        pending = getattr(self._local, "blobs", None)
+        out = dict(pending) if pending else {}
+        if pending:
+            pending.clear()
+        return out
+
+    def add_pending(self, blobs: dict[str, bytes]) -> None:
+        """Blobs handed back (a write rolled back): they wait for this thread's next write."""
+        pending = getattr(self._local, "blobs", None)
+        if blobs and pending is not None:
+            pending.update(blobs)
+
     def get(self, key: str) -> bytes | None:
         r = self._database.db.execute("select data from blobs where key = ?", [key]).fetchone()
         return None if r is None else bytes(r[0])

@@ -195,6 +195,15 @@ def _changed(version: int | str) -> VersionChanged:
     return VersionChanged(f"version {version} changed meanwhile (another writer added steps); reload it and try again")
 
 
+def _stack(conn: Any) -> list:
+    """The savepoints open on a connection, innermost last (an inner transaction started
+    before anything was written in its enclosing one needs no savepoint of its own)."""
+    stack = getattr(conn, "_savepoints", None)
+    if stack is None:
+        stack = conn._savepoints = []
+    return stack
+
+
 class _Tx:
     """Re-entrant transaction: the outermost `with` commits or rolls back; an inner one is
     a savepoint (an inner block that fails, even when its error is caught, leaves none of
@@ -204,33 +213,54 @@ class _Tx:
     returns (`synchronous = full`); a light one (claims, leases, progress, results that
     can be derived again) skips that fsync: a crash of the process loses nothing (the log
     is in the OS), a power cut may lose it, and the next durable commit covers it too (the
-    log is one file, synced up to its end). The outermost transaction decides for all."""
+    log is one file, synced up to its end). The outermost transaction decides for all.
+    After a light one the connection is put back at `full`, except a connection that only
+    runs transactions (`keeps_level`: the store's writer, a heartbeat): each of its
+    transactions sets the level it needs, so a run of light ones costs no statements."""
 
-    def __init__(self, store: Any, durable: bool = True):
-        self.store, self.conn, self.lock, self.durable = store, store.db.conn, store._lock, durable
+    def __init__(self, store: Any, durable: bool = True, flat: bool = False):
+        """`flat` (outermost only): the transactions inside it take no savepoints, for a
+        block that never catches their errors (any failure undoes the whole)."""
+        self.store, self.conn, self.lock, self.durable, self.flat = store, store.db.conn, store._lock, durable, flat
 
     def __enter__(self):
         if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
             raise DatabaseFailure("database error: database is locked (another thread of this program is writing; "
                                   "try again)")
         self.outer = not self.conn.in_transaction
+        self.inside_flat = not self.outer and getattr(self.conn, "flat", False)
+        if self.inside_flat:  # part of a flat transaction: its failure is the whole one's
+            return self
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
-            self.savepoint = f"tx_{id(self):x}"
             self.kept = dict(self.store.calls.params_new), set(self.store.blobs.new)
-            try:
-                self.conn.execute(f"savepoint {self.savepoint}")
-            except BaseException:
-                self.lock.release()
-                raise
+            stack = _stack(self.conn)
+            enclosing = stack[-1] if stack else None
+            self.reused = enclosing is not None and enclosing.changes == self.conn.total_changes
+            if self.reused:  # nothing written since the enclosing savepoint: undoing to it undoes this block
+                self.savepoint = enclosing.savepoint
+            else:
+                self.savepoint = f"tx_{id(self):x}"
+                try:
+                    self.conn.execute(f"savepoint {self.savepoint}")
+                except BaseException:
+                    self.lock.release()
+                    raise
+            self.changes = self.conn.total_changes
+            stack.append(self)
             return self
         try:
-            if not self.durable:  # (sqlite takes the safety level only outside a transaction)
-                self.conn.execute("pragma synchronous = normal")
+            if not self.durable and not getattr(self.conn, "light", False):  # (sqlite takes the level only
+                self.conn.execute("pragma synchronous = normal")  # outside a transaction)
+                self.conn.light = True
+            elif self.durable and getattr(self.conn, "light", False):  # a writer's connection left light
+                self.conn.execute("pragma synchronous = full")
+                self.conn.light = False
             self.conn.execute("begin immediate")
         except BaseException:
             self._restore()
             self.lock.release()
             raise
+        self.conn.flat = self.flat
         try:
             self.store.blobs.take_deferred()
         except BaseException:
@@ -240,9 +270,16 @@ class _Tx:
 
     def __exit__(self, exc_type, exc, tb):
         try:
+            if self.inside_flat:
+                return False
             if not self.outer:
+                stack = _stack(self.conn)
+                if stack and stack[-1] is self:
+                    stack.pop()
                 self._end_savepoint(exc_type is None)
                 return False
+            _stack(self.conn).clear()
+            self.conn.flat = False
             new, self.store.calls.params_new = self.store.calls.params_new, {}
             blobs, self.store.blobs.new = self.store.blobs.new, {}
             if exc_type is None:
@@ -272,10 +309,14 @@ class _Tx:
         if not self.conn.in_transaction:  # sqlite already rolled the whole transaction back
             return
         if ok:
-            self.conn.execute(f"release {self.savepoint}")
+            if not self.reused:
+                self.conn.execute(f"release {self.savepoint}")
             return
         self.conn.execute(f"rollback to {self.savepoint}")
-        self.conn.execute(f"release {self.savepoint}")
+        if not self.reused:  # (a reused one stays open: the enclosing block goes on in it)
+            self.conn.execute(f"release {self.savepoint}")
+        else:
+            _stack(self.conn)[-1].changes = self.conn.total_changes
         params, blob_keys = self.kept
         self.store.calls.params_new = params  # the rows it inserted are gone: no cache may name them
         undone = {k: v for k, v in self.store.blobs.new.items() if k not in blob_keys}
@@ -283,5 +324,8 @@ class _Tx:
         self.store.blobs.requeue(undone)  # (an environment may refer to them, as after a rollback)
 
     def _restore(self) -> None:
-        if not self.durable and not self.conn.in_transaction:
-            self.conn.execute("pragma synchronous = full")
+        conn = self.conn
+        if conn.in_transaction or not getattr(conn, "light", False) or getattr(conn, "keeps_level", False):
+            return  # (the store's writer sets the level its next transaction needs: no statement to put it back)
+        self.conn.execute("pragma synchronous = full")
+        self.conn.light = False

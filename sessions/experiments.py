@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from sessions.connection import _Tx
 from sessions.store import DatabaseFailure, Store, StoreError
 from trajectory.records import AgentConfig, Record, Task, now
 
@@ -68,6 +69,7 @@ class Item(Record):
 
 
 PHASES_KEY = "phases"
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # `update ... returning` (older SQLite: a second select)
 _ECOLS = "id, name, env, method, config, env_options, params, status, wall_s, created_at, updated_at"
 _ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success, metrics, error"
 
@@ -193,15 +195,51 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
             raise StoreError(f"unknown experiment item {item_id}")
         if r[0] is not None:
             return r[0], False
-        ep, v = store.episodes.create(Task.model_validate_json(r[1]), config, env_options, name, version_name=first_phase)
-        metrics = json.loads(r[2] or "{}")
-        if first_phase is not None:
-            _with_phase(metrics, first_phase, v.id)
-        store.db.execute(
-            "update experiment_items set episode_id = ?, version_id = ?, status = 'running', metrics = ?, "
-            "updated_at = ? where id = ?", [ep.id, v.id, _dumps(metrics), now(), item_id],
-        )
-    return ep.id, True
+        ep_id, _, _ = _link_episode(store, item_id, Task.model_validate_json(r[1]), json.loads(r[2] or "{}"), config,
+                                    env_options, name, first_phase)
+    return ep_id, True
+
+
+def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any], config: AgentConfig,
+                  env_options: dict[str, Any], name: str | None,
+                  first_phase: str | None) -> tuple[int, int, dict[str, Any]]:
+    """Inside the caller's transaction: the item's new episode, linked; (episode id, its
+    first version's id, the item's metrics)."""
+    ep, v = store.episodes.create(task, config, env_options, name, version_name=first_phase)
+    metrics = dict(metrics)
+    if first_phase is not None:
+        _with_phase(metrics, first_phase, v.id)
+    store.db.execute(
+        "update experiment_items set episode_id = ?, version_id = ?, status = 'running', metrics = ?, "
+        "updated_at = ? where id = ?", [ep.id, v.id, _dumps(metrics), now(), item_id],
+    )
+    return ep.id, v.id, metrics
+
+
+def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, config: AgentConfig,
+                    env_options: dict[str, Any], name: str, first_phase: str | None) -> tuple[int, Item] | None:
+    """`claim`, then the item (its episode created and linked when it has none), in one
+    light transaction (a power cut that loses it leaves the item to a resume): (token,
+    item), or None when the item is done or another runner holds it. `name`: the new
+    episode's, `{pos}` standing for the item's position from 1."""
+    with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
+        if _RETURNING:  # the claim returns the item's row: one statement
+            row = store.db.execute(_CLAIM_SQL + f" returning claim_token, {_ICOLS}",
+                                   _claim_params(item_id, job_id, lease_s)).fetchone()
+            if row is None:
+                return None
+            token, it = int(row[0]), _item(row[1:])
+        else:
+            token = claim(store, item_id, job_id, lease_s)
+            if token is None:
+                return None
+            it = item(store, item_id)
+        if it.episode_id is None:
+            ep_id, v_id, metrics = _link_episode(store, item_id, it.task, it.metrics, config, env_options,
+                                                 name.format(pos=it.pos + 1), first_phase)
+            it = it.model_copy(update={"episode_id": ep_id, "version_id": v_id, "status": "running",
+                                       "metrics": metrics})
+    return token, it
 
 
 def claimable(store: Store, experiment_id: int) -> list[int]:
@@ -232,13 +270,23 @@ def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> int | None
     grows with every claim of the item), or None when it is done or another runner holds it
     under a live lease. A dead runner's lease runs out and the item is free. Every write of
     the claimed item passes the token: a runner whose claim was taken over writes nothing."""
-    with store.transaction(durable=False):  # (no `returning`: SQLite before 3.35 has none)
-        if store.db.execute(
-                "update experiment_items set claimed_by = ?, lease_until = ?, claim_token = claim_token + 1 "
-                "where id = ? and status != 'done' and (claimed_by is null or claimed_by = ? or lease_until < ?)",
-                [job_id, time.time() + lease_s, item_id, job_id, time.time()]).rowcount != 1:
+    sql, params = _CLAIM_SQL, _claim_params(item_id, job_id, lease_s)
+    with store.transaction(durable=False):
+        if _RETURNING:  # one statement
+            row = store.db.execute(sql + " returning claim_token", params).fetchone()
+            return None if row is None else int(row[0])
+        if store.db.execute(sql, params).rowcount != 1:
             return None
         return int(store.db.execute("select claim_token from experiment_items where id = ?", [item_id]).fetchone()[0])
+
+
+_CLAIM_SQL = ("update experiment_items set claimed_by = ?, lease_until = ?, claim_token = claim_token + 1 "
+              "where id = ? and status != 'done' and (claimed_by is null or claimed_by = ? or lease_until < ?)")
+
+
+def _claim_params(item_id: int, job_id: int, lease_s: float) -> list[Any]:
+    clock = time.time()
+    return [job_id, clock + lease_s, item_id, job_id, clock]
 
 
 def holds(store: Store, item_id: int, token: int) -> bool:
@@ -289,17 +337,20 @@ def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: i
     outcome is read off the item's versions, whose steps were (a power cut that loses it
     leaves the item to a resume, which records it again without a model call). `token`:
     the writer's claim (`claim`); ClaimLost, and nothing written, when it was taken over."""
-    with store.transaction(durable=False):
-        _fenced(store, item_id, token)
-        kept = _metrics(store, item_id).get(PHASES_KEY)
-        new = dict(metrics or {})
-        if kept:
-            new[PHASES_KEY] = kept
-        store.db.execute(
+    new = _dumps(metrics or {})
+    with store.transaction(durable=False):  # one statement: the fence and the kept phases are in its SQL
+        cur = store.db.execute(
             "update experiment_items set status = ?, version_id = coalesce(?, version_id), success = ?, "
-            "metrics = ?, error = ?, updated_at = ?, claimed_by = null, lease_until = null where id = ?",
-            [status, version_id, None if success is None else int(success), _dumps(new), error, now(), item_id],
+            "metrics = case when json_extract(metrics, '$.phases') is null then ? "
+            "else json_set(?, '$.phases', json(json_extract(metrics, '$.phases'))) end, "
+            "error = ?, updated_at = ?, claimed_by = null, lease_until = null "
+            "where id = ? and (? is null or claim_token = ?)",
+            [status, version_id, None if success is None else int(success), new, new, error, now(), item_id,
+             token, token],
         )
+        if cur.rowcount != 1:
+            _metrics(store, item_id)  # an unknown item says so
+            _fenced(store, item_id, token)
 
 
 def _with_phase(metrics: dict[str, Any], phase: str, version_id: int) -> None:

@@ -14,6 +14,7 @@ import json
 import os
 from datetime import datetime, timezone
 import socket
+import sqlite3
 import time
 from typing import Any, Iterable, Literal, Mapping
 
@@ -27,6 +28,7 @@ JobState = Literal["queued", "running", "stopping", "done", "failed", "stopped"]
 KINDS: tuple[str, ...] = ("step", "run", "edit-and-resume", "resample", "whatif", "experiment", "suggest")
 ACTIVE = ("queued", "running", "stopping")
 LEASE_S = float(os.environ.get("REACT_EDITOR_LEASE_S") or 15.0)
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # `update ... returning` (older SQLite: a second select)
 RECENT = 20  # finished jobs `react-editor jobs` lists besides the active ones
 
 
@@ -130,9 +132,14 @@ def beat(store: Store, job_id: int, *, lease_s: float = LEASE_S, done: int | Non
         if value is not None:
             sets.append(f"{col} = ?")
             params.append(value)
+    sql = f"update jobs set {', '.join(sets)} where id = ? and state in ('running', 'stopping')"
     with store.transaction(durable=False):  # a lease and progress: the next beat writes them again
-        store.db.execute(f"update jobs set {', '.join(sets)} where id = ? and state in ('running', 'stopping')",
-                         params + [job_id])
+        if _RETURNING:  # the stop flag in the same statement
+            row = store.db.execute(sql + " returning stop", params + [job_id]).fetchone()
+            if row is not None:
+                return bool(row[0])
+        else:
+            store.db.execute(sql, params + [job_id])
     return stop_requested(store, job_id)
 
 

@@ -165,7 +165,7 @@ def test_an_experiment_item_commits_at_most_four_times(tmp_path, scripted_llm, m
     real_run_item = methods.run_item
 
     def spy(engine, episode_id, method, **kw):
-        mine = [s for t, s in stmts if t == threading.current_thread().name]
+        mine = [s for t, s in stmts if t in (threading.current_thread().name, "store-writer")]
         claim = max(i for i, s in enumerate(mine) if s.startswith("update experiment_items set claimed_by"))
         phases = dict(kw.get("phases") or {})
         name = engine.store.versions.get(phases["react"]).name if "react" in phases else None
@@ -181,7 +181,7 @@ def test_an_experiment_item_commits_at_most_four_times(tmp_path, scripted_llm, m
     stmts.clear()
     out = experiment.run(str(path), exp.id, concurrency=1)
     assert out["done"] == n and len(scripted_llm.requests) == 2 * n
-    worker = [s for t, s in stmts if t.startswith("batch")]
+    worker = [s for t, s in stmts if t.startswith("batch") or t == "store-writer"]  # (the writer commits for it)
     assert commits(worker) <= 4 * n, commits(worker)
     durable, light = commit_kinds(worker)
     assert durable == 2 * n and light == 2 * n, (durable, light)  # the steps are fsynced; claim, result are not
@@ -235,3 +235,35 @@ def test_a_light_transaction_skips_the_fsync_and_puts_the_safety_level_back(tmp_
     assert commit_kinds(stmts) == (1, 0)
     store.close()
     other.close()
+
+
+# ---------------------------------------------------------------- 6. statements per model call
+
+def test_an_experiment_issues_few_statements_per_model_call(tmp_path, scripted_llm, monkeypatch):
+    """ReAct on HotpotQA at concurrency 1 (2 model calls a task): the statements the
+    worker and the store's writer issue (each execute, begin and commit included), per
+    model call. The bound is what the runner issues now: a regression fails here."""
+    from sessions import connection
+
+    n, counted = 4, {"n": 0}
+    for name in ("execute", "executemany", "executescript"):
+        method = getattr(connection._Cursor, name)
+
+        def count(*a, _method=method, **k):
+            if threading.current_thread().name.startswith(("batch", "store-writer")):
+                counted["n"] += 1
+            return _method(*a, **k)
+
+        monkeypatch.setattr(connection._Cursor, name, count)
+    scripted_llm.set_responder(wiki_agent({}, react_steps=2))
+    path = tmp_path / "s.db"
+    store = Store(path)
+    exp = experiment.create(store, env="hotpotqa", method="react", config=cfg(scripted_llm),
+                            tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
+    out = experiment.run(str(path), exp.id, concurrency=1)
+    assert out["done"] == n and len(scripted_llm.requests) == 2 * n
+    assert counted["n"] / (2 * n) <= STATEMENTS_PER_CALL, counted["n"] / (2 * n)
+    store.close()
+
+
+STATEMENTS_PER_CALL = 20.5  # 20.1 now; 32.1 before the writer, the one-statement result and the leaner item start

@@ -1,0 +1,172 @@
+"""The Store's one writer: writes queued while a group commits form the next group (one
+commit for all), each is answered only once its group committed, a failing write undoes
+only its own part, and a nested transaction with nothing written since its enclosing
+savepoint needs no savepoint of its own. Counted from the SQL each connection runs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from sessions.store import Store, StoreError
+from sessions.writer import attached, write
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.fixture
+def traced(tmp_path):
+    """(store, statements as (thread name, sql)) for every connection the Store opens."""
+    stmts: list[tuple[str, str]] = []
+    store = Store(tmp_path / "w.db", tracer=lambda sql, params: stmts.append((threading.current_thread().name, sql)))
+    yield store, stmts
+    store.close()
+
+
+def commits(stmts, thread: str = "store-writer") -> int:
+    return sum(t == thread and s.strip().lower() == "commit" for t, s in stmts)
+
+
+def test_writes_queued_meanwhile_commit_as_one_group(traced, tmp_path):
+    """While a first write holds the writer, five threads hand it theirs: those five
+    commit together (one commit), each thread hears back only after that commit (another
+    connection then reads its row), and their results come back to each."""
+    store, stmts = traced
+    other = Store(tmp_path / "w.db")
+    hold, holding = threading.Event(), threading.Event()
+    seen: dict[int, object] = {}
+
+    def first() -> str:
+        holding.set()
+        hold.wait(10)
+        store.settings.set("first", 0)
+        return "first"
+
+    def worker(n: int) -> None:
+        got = write(store, lambda: (store.settings.set(f"k{n}", n), n)[1])
+        seen[n] = (got, other.settings.get(f"k{n}"))  # committed when we hear back
+
+    with attached(store) as w:
+        t0 = threading.Thread(target=lambda: seen.__setitem__(-1, write(store, first)))
+        t0.start()
+        assert holding.wait(10)
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(5)]
+        for t in threads:
+            t.start()
+        while w._queue.qsize() < 5:  # all five are queued behind the first
+            threading.Event().wait(0.01)
+        hold.set()
+        for t in [t0, *threads]:
+            t.join(10)
+    assert seen == {-1: "first", **{n: (n, n) for n in range(5)}}
+    assert (w.groups, w.writes) == (2, 6)
+    assert commits(stmts) == 2  # the lone first write, then the five together
+    other.close()
+
+
+def test_a_failing_write_undoes_only_its_own_part_of_the_group(traced, tmp_path):
+    """In a group, a write that raises leaves none of its rows; its caller gets its error;
+    the others of the group commit."""
+    store, stmts = traced
+    hold, holding = threading.Event(), threading.Event()
+    errors: dict[int, BaseException] = {}
+
+    def bad() -> None:
+        store.settings.set("bad", 1)
+        raise Boom("no")
+
+    def run(n: int, fn) -> None:
+        try:
+            write(store, fn)
+        except BaseException as exc:  # the caller's own error
+            errors[n] = exc
+
+    with attached(store) as w:
+        t0 = threading.Thread(target=run, args=(0, lambda: (holding.set(), hold.wait(10), store.settings.set("0", 0))))
+        t0.start()
+        assert holding.wait(10)
+        threads = [threading.Thread(target=run, args=(1, lambda: store.settings.set("a", 1))),
+                   threading.Thread(target=run, args=(2, bad)),
+                   threading.Thread(target=run, args=(3, lambda: store.settings.set("b", 2)))]
+        for t in threads:
+            t.start()
+            while w._queue.qsize() < threads.index(t) + 1:  # queued in this order
+                threading.Event().wait(0.01)
+        hold.set()
+        for t in [t0, *threads]:
+            t.join(10)
+    assert list(errors) == [2] and isinstance(errors[2], Boom)
+    assert (store.settings.get("a"), store.settings.get("bad"), store.settings.get("b")) == (1, None, 2)
+    assert w.groups == 2 and commits(stmts) == 2
+
+
+def test_without_a_writer_or_inside_a_transaction_a_write_runs_here(traced):
+    """No writer attached: the closure runs in the calling thread; inside the caller's own
+    transaction it runs there too, as part of it (a writer would wait for the lock the
+    caller holds)."""
+    store, stmts = traced
+    me = threading.current_thread().name
+    assert write(store, lambda: threading.current_thread().name) == me
+    with attached(store):
+        with store.transaction():
+            assert write(store, lambda: threading.current_thread().name) == me
+            store.settings.set("x", 1)
+        assert write(store, lambda: threading.current_thread().name) == "store-writer"
+    assert store.settings.get("x") == 1
+
+
+def test_a_failed_commit_is_every_members_error(traced):
+    """A group whose commit fails (here a foreign key checked at the commit): every write
+    of it hears the failure, and none of its rows is there."""
+    store, _ = traced
+    hold, holding = threading.Event(), threading.Event()
+    errors: dict[str, BaseException] = {}
+
+    def orphan() -> None:
+        with store.transaction():
+            store.db.execute("pragma defer_foreign_keys = on")  # checked when the group commits
+            store.db.execute("insert into episodes (task_id, config_id, created_at) values (999, 999, 'x')")
+
+    def run(name: str, fn) -> None:
+        try:
+            write(store, fn)
+        except BaseException as exc:
+            errors[name] = exc
+
+    with attached(store) as w:
+        t0 = threading.Thread(target=run, args=("first", lambda: (holding.set(), hold.wait(10))))
+        t0.start()
+        assert holding.wait(10)
+        threads = [threading.Thread(target=run, args=("g0", lambda: store.settings.set("g0", 0))),
+                   threading.Thread(target=run, args=("orphan", orphan)),
+                   threading.Thread(target=run, args=("g1", lambda: store.settings.set("g1", 1)))]
+        for t in threads:
+            t.start()
+        while w._queue.qsize() < 3:
+            threading.Event().wait(0.01)
+        hold.set()
+        for t in [t0, *threads]:
+            t.join(10)
+    assert sorted(errors) == ["g0", "g1", "orphan"] and all(isinstance(e, StoreError) for e in errors.values())
+    assert store.settings.get("g0") is None and store.settings.get("g1") is None
+    assert store.db.execute("select count(*) from episodes").fetchone()[0] == 0
+
+
+def test_a_nested_transaction_with_nothing_written_reuses_the_enclosing_savepoint(traced):
+    """savepoint > savepoint with no write between: one savepoint statement; the inner
+    block failing still undoes its writes, and the enclosing block goes on and commits."""
+    store, stmts = traced
+    with store.transaction():
+        store.settings.set("outer", 1)
+        with store.transaction():
+            stmts.clear()
+            with pytest.raises(Boom):
+                with store.transaction():
+                    store.settings.set("inner", 2)
+                    raise Boom
+            assert not [s for _, s in stmts if s.lower().startswith("savepoint tx_")]  # (not sqlite-utils' own)
+            store.settings.set("after", 3)
+    assert (store.settings.get("outer"), store.settings.get("inner"), store.settings.get("after")) == (1, None, 3)
