@@ -1,23 +1,24 @@
 """The model client: one call = one recorded `ModelCall`, on the official `openai` package.
 
 Retries are our own loop (the openai client runs with max_retries=0) so `attempts` is exact.
-Every request runs as a task on one event loop of the process (`AsyncOpenAI` on the SDK's own
-httpx transport), so Stop cancels the request in flight: its task is cancelled and httpx closes
-its connection, instead of the call running on to its answer or its timeout.
+Every request runs in its caller's thread on the official sync `openai.OpenAI` (one per
+endpoint, shared by the threads, on the SDK's own httpx transport): about what the bare client
+costs per call, and as many requests at once as threads. Stop means stop: a watcher thread
+shuts down the socket of a request whose Stop is set, so it ends at once and its connection is
+closed, instead of the call running on to its answer or its timeout.
 The API key is only ever handed to the openai client: it is never recorded, and any text
 that could echo it (error bodies) is scrubbed before it leaves this module.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import email.utils
 import hashlib
 import json
 import math
 import os
 import random
+import socket
 import threading
 import time
 from datetime import timezone
@@ -82,33 +83,29 @@ class _Cancelled(Exception):
     """Stop came while the request was in flight: it was cancelled."""
 
 
-_OPENAI: "OrderedDict[tuple[str | None, str, float], openai.AsyncOpenAI]" = OrderedDict()
+_OPENAI: "OrderedDict[tuple[str | None, str, float], openai.OpenAI]" = OrderedDict()
 MAX_SHARED_CLIENTS = 32
-_LOOP: tuple[int, asyncio.AbstractEventLoop] | None = None  # (pid, the loop every request runs on)
+_OPENAI_PID: list[int] = []  # the process whose connections _OPENAI holds (they do not cross a fork)
 
 
-def call_loop() -> asyncio.AbstractEventLoop:
-    """The process's event loop for model requests, in a daemon thread of its own (a forked
-    worker process starts its own: a loop and its connections do not cross a fork)."""
-    global _LOOP
-    with _BUILD_LOCK:
-        if _LOOP is None or _LOOP[0] != os.getpid():
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, daemon=True, name="model-calls").start()
-            _LOOP = (os.getpid(), loop)
-            _OPENAI.clear()  # clients of another process's loop
-        return _LOOP[1]
-
-
-def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.AsyncOpenAI:
-    """One `openai.AsyncOpenAI` per (key, endpoint, timeout) in the process, on the SDK's own
-    transport; its requests run on `call_loop()`, where its connection pool lives."""
+def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.OpenAI:
+    """One official sync `openai.OpenAI` per (key, endpoint, timeout) in the process, shared by
+    its threads (the sync client is thread-safe), on the SDK's own transport, whose sockets
+    Stop can reach (`_Backend`)."""
     key = (api_key, base_url, timeout_s)
-    call_loop()
     with _BUILD_LOCK:
+        if _OPENAI_PID != [os.getpid()]:
+            _OPENAI.clear()
+            _OPENAI_PID[:] = [os.getpid()]
         client = _OPENAI.get(key)
         if client is None:
-            client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+            http = openai.DefaultHttpxClient()
+            for transport in (http._transport, *http._mounts.values()):  # (proxies from the environment)
+                pool = getattr(transport, "_pool", None)  # the transport's httpcore connection pool
+                if pool is not None and not isinstance(pool._network_backend, _Backend):
+                    pool._network_backend = _Backend(pool._network_backend)
+            client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
+                                   http_client=http)
             _OPENAI[key] = client
             while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
                 _OPENAI.popitem(last=False)
@@ -116,45 +113,102 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
         return client
 
 
-_WATCHED: dict[concurrent.futures.Future, threading.Event] = {}  # requests in flight -> their Stop
+_READING: dict[int, "_Stream"] = {}  # thread -> the connection it is blocked on (sending or waiting)
+_WATCHED: dict[int, threading.Event] = {}  # thread -> the Stop of its request in flight
 _WATCH_LOCK = threading.Lock()
 _WATCHER: list[int] = []  # the pid whose watcher thread runs
 
 
+class _Stream:
+    """A connection of the SDK's transport (an httpcore network stream), noting which thread is
+    blocked on it: Stop shuts that socket down (`shutdown` wakes a blocked recv, `close` does
+    not); the transport then sees the server hang up and closes the connection."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    def _blocking(self, op: Callable[..., Any], *args: Any) -> Any:
+        me = threading.get_ident()
+        _READING[me] = self
+        try:
+            return op(*args)
+        finally:
+            with _WATCH_LOCK:  # not shut down once this thread has left it (another may take it)
+                del _READING[me]
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._blocking(self._inner.read, max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        return self._blocking(self._inner.write, buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> "_Stream":
+        return _Stream(self._inner.start_tls(*args, **kwargs))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+    def abort(self) -> None:
+        sock = self._inner.get_extra_info("socket")
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # (the plain socket's, also under TLS)
+        except (OSError, TypeError):  # already closed, or not a socket
+            pass
+
+
+class _Backend:
+    """The transport's network backend (httpcore's), with every connection it opens a `_Stream`."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> _Stream:
+        return _Stream(self._inner.connect_tcp(*args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _Stream:
+        return _Stream(self._inner.connect_unix_socket(*args, **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
 def _watch_stops() -> None:
     """One thread of the process looks at the Stop of every request in flight (rather than a
-    poll in each waiting thread) and cancels the request whose Stop is set."""
+    poll in each waiting thread) and shuts down the connection of each one whose Stop is set."""
     while True:
         time.sleep(CANCEL_POLL_S)
         with _WATCH_LOCK:
-            stopped = [fut for fut, cancel in _WATCHED.items() if cancel.is_set()]
-        for fut in stopped:
-            fut.cancel()  # wakes its waiting thread; the loop cancels the task, httpx closes its connection
+            for thread, cancel in _WATCHED.items():
+                stream = _READING.get(thread) if cancel.is_set() else None
+                if stream is not None:
+                    stream.abort()
 
 
-def run_cancellable(coro: Any, cancel: threading.Event | None) -> Any:
-    """Run `coro` on the call loop and wait for its result; a set `cancel` cancels its task
-    (httpx then closes the request's connection) and raises `_Cancelled` at once."""
-    fut = asyncio.run_coroutine_threadsafe(coro, call_loop())
-    if cancel is not None:
-        with _WATCH_LOCK:
-            _WATCHED[fut] = cancel
-            if _WATCHER != [os.getpid()]:
-                _WATCHER[:] = [os.getpid()]
-                threading.Thread(target=_watch_stops, daemon=True, name="model-call-stops").start()
+def run_cancellable(send: Callable[[], Any], cancel: threading.Event | None) -> Any:
+    """Call `send()` (a request of a `shared_openai` client) in this thread; a set `cancel`
+    shuts its connection down, so the request ends at once and `_Cancelled` is raised."""
+    if cancel is None:
+        return send()
+    me = threading.get_ident()
+    with _WATCH_LOCK:
+        _WATCHED[me] = cancel
+        if _WATCHER != [os.getpid()]:
+            _WATCHER[:] = [os.getpid()]
+            threading.Thread(target=_watch_stops, daemon=True, name="model-call-stops").start()
     try:
-        if cancel is not None and cancel.is_set():
-            fut.cancel()
-        return fut.result()
-    except concurrent.futures.CancelledError:
-        raise _Cancelled("cancelled while the request was in flight") from None
-    except BaseException:  # Ctrl-C in the waiting thread: the request goes too
-        fut.cancel()
+        if cancel.is_set():
+            raise _Cancelled("cancelled before the request was sent")
+        return send()
+    except openai.APIConnectionError:
+        if cancel.is_set():
+            raise _Cancelled("cancelled while the request was in flight") from None
         raise
     finally:
-        if cancel is not None:
-            with _WATCH_LOCK:
-                _WATCHED.pop(fut, None)
+        with _WATCH_LOCK:
+            _WATCHED.pop(me, None)
 
 
 def resolve_base_url(config: AgentConfig) -> str:
@@ -349,7 +403,7 @@ class ModelClient:
 
     # -- internals --------------------------------------------------------------------
     @property
-    def _client(self) -> openai.AsyncOpenAI:
+    def _client(self) -> openai.OpenAI:
         """Built on first use (a cache hit never needs an HTTP client), and shared by every
         ModelClient of the process with the same endpoint, key and timeout: building one
         costs ~0.3-1 s of CPU (TLS context), and its connection pool keeps connections alive."""
@@ -406,7 +460,8 @@ class ModelClient:
         else:
             path, body = "/completions", {"prompt": prompt, **common}
         try:
-            resp = run_cancellable(self._client.post(path, body=body, cast_to=object), cancel)
+            client = self._client
+            resp = run_cancellable(lambda: client.post(path, body=body, cast_to=object), cancel)
         except ValueError as exc:  # a 200 whose body is not JSON (or not a completion)
             raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
         choices = _field(resp, "choices")

@@ -162,7 +162,7 @@ def client_floor(url: str, n: int = 400) -> dict:
     bare = httpx.Client(base_url=url, timeout=20)
     out = {}
     for name, send in (("openai_client_cpu_ms_per_call",
-                        lambda: run_cancellable(ours.post("/completions", body=body, cast_to=object), never)),
+                        lambda: run_cancellable(lambda: ours.post("/completions", body=body, cast_to=object), never)),
                        ("openai_sync_default_transport_cpu_ms_per_call",
                         lambda: default.post("/completions", body=body, cast_to=object)),
                        ("httpx_cpu_ms_per_call", lambda: bare.post("/completions", json=body).json())):
