@@ -68,6 +68,7 @@ def _load_old(rev: str):
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("old_client", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["old_client"] = mod  # (its dataclasses look their module up)
     spec.loader.exec_module(mod)
     return mod
 

@@ -124,3 +124,39 @@ def test_jobs_stop_from_another_process_cancels_the_call_in_flight(toy, capsys):
     assert call.error.startswith("cancelled")
     v = toy.store.version(job["version"])
     assert toy.engine.steps(v) == [] and v.error is None
+
+
+def test_stop_ends_only_its_own_request_and_the_client_goes_on(scripted_llm):
+    """Two threads' requests in flight on one endpoint (one shared client and connection pool):
+    Stop of one shuts down only its connection - the other gets its answer on the first attempt -
+    and the next request on that endpoint is answered."""
+    from tests.scripted_server import table_responder
+
+    scripted_llm.set_responder(table_responder({
+        "stopped": Reply(text=" never", delay_s=ANSWER_AFTER_S),
+        "kept": Reply(text=" late answer", delay_s=2.0),
+        "next": Reply(text=" next answer"),
+    }))
+    config = _config(scripted_llm)
+    stopped, kept = CallWatch(threading.Event()), CallWatch(threading.Event())
+    got: dict = {}
+
+    def call(name: str, watch: CallWatch) -> None:
+        try:
+            got[name] = ModelClient(config).complete(f"prompt {name}", [], watch=watch)[1]
+        except ModelError as exc:
+            got[name] = exc.call
+
+    threads = [threading.Thread(target=call, args=(name, w), daemon=True) for name, w in (("stopped", stopped),
+                                                                                         ("kept", kept))]
+    for t in threads:
+        t.start()
+    _wait(lambda: len(scripted_llm.completion_requests) == 2)
+    stopped.cancel.set()
+    threads[0].join(WELL_BEFORE_S)
+    assert not threads[0].is_alive(), "the call waited for an answer instead of being cancelled"
+    threads[1].join(WELL_BEFORE_S)
+    assert got["stopped"].error.startswith("cancelled") and got["stopped"].attempts == 1
+    assert got["kept"].error is None and got["kept"].completion == " late answer" and got["kept"].attempts == 1
+    text, after = ModelClient(config).complete("prompt next", [], watch=CallWatch(threading.Event()))
+    assert text == " next answer" and after.attempts == 1
