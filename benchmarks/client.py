@@ -11,6 +11,9 @@ them all alike). Per path and level: this process's CPU per call (all threads, m
   parameters or response models): the request path our client uses.
 - `ours`: `agent.client.ModelClient.complete(..., watch=CallWatch(...))`, one ModelClient per
   thread, as the runner's workers call it (record, stop cut, retries loop, Stop watch).
+- `async_tasks`: async end-to-end, for scale: one `openai.AsyncOpenAI` on one event loop, N
+  tasks instead of N threads, `post(...)` as above (what the client part would cost if the
+  runner were async throughout).
 - `old`: the same from `agent/client.py` at git revision --old (default `main`), loaded
   beside ours; skipped when it is the same file.
 
@@ -98,14 +101,47 @@ def _paths(url: str, old) -> dict:
             return lambda: client.complete(PROMPT, STOP, watch=watch)
         return make
 
-    paths = {"bare_create": bare_create, "bare_post": bare_post, "ours": model_client(ours)}
+    paths = {"bare_create": bare_create, "bare_post": bare_post, "ours": model_client(ours),
+             "async_tasks": _AsyncTasks(url, body)}
     if old is not None:
         paths["old"] = model_client(old)
     return paths
 
 
+class _AsyncTasks:
+    """Not a thread path: `run(tasks, calls)` makes the calls from tasks on one event loop."""
+
+    def __init__(self, url: str, body: dict):
+        import asyncio
+
+        import openai
+
+        self.loop, self.body = asyncio.new_event_loop(), body
+        self.client = openai.AsyncOpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
+
+    def run(self, tasks: int, calls: int) -> tuple[float, float]:
+        import asyncio
+
+        per = calls // tasks
+
+        async def one(n: int) -> None:
+            for _ in range(n):
+                await self.client.post("/completions", body=self.body, cast_to=object)
+
+        async def all_of(n: int) -> None:
+            await asyncio.gather(*(one(n) for _ in range(tasks)))
+
+        self.loop.run_until_complete(all_of(1))  # the connections exist before the clock starts
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        self.loop.run_until_complete(all_of(per))
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        return cpu / (per * tasks) * 1000, per * tasks / wall
+
+
 def _run(make, threads: int, calls: int) -> tuple[float, float]:
     """(CPU ms per call, calls/s) of `calls` calls made by `threads` threads."""
+    if isinstance(make, _AsyncTasks):
+        return make.run(threads, calls)
     per = calls // threads
     ready, go = threading.Barrier(threads + 1), threading.Event()
 
