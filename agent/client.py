@@ -275,7 +275,8 @@ class ModelClient:
             RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s
         )
         self.base_url = resolve_base_url(config)
-        self.gate: PauseGate = gate_for(public_url(self.base_url))
+        self.public_url = public_url(self.base_url)  # (parsed once: it is in every call's record)
+        self.gate: PauseGate = gate_for(self.public_url)
         key = api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
         self._secrets = [key] if key != NO_KEY_PLACEHOLDER and len(key) >= 4 else []
         self._key = key
@@ -332,7 +333,7 @@ class ModelClient:
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,
             "stop": stop,
-            "base_url": self._scrub(public_url(self.base_url)),
+            "base_url": self._scrub(self.public_url),
         }
         return ModelCall(
             model=cfg.model, api_style=cfg.api_style, params=params, purpose=purpose,
@@ -425,7 +426,7 @@ class ModelClient:
         chat = cfg.api_style == "chat"
         blob = json.dumps(
             {
-                "base_url": public_url(self.base_url),
+                "base_url": self.public_url,
                 "model": cfg.model,
                 "api_style": cfg.api_style,
                 "prompt": prompt,
@@ -487,7 +488,7 @@ class ModelClient:
             return f"request timed out after {self.config.timeout_s:g}s", True, None
         if isinstance(exc, openai.APIConnectionError):
             return self._scrub(
-                f"{UNREACHABLE} at {public_url(self.base_url)}: "
+                f"{UNREACHABLE} at {self.public_url}: "
                 f"{_cause(exc)}"), True, None
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
