@@ -12,6 +12,7 @@ that could echo it (error bodies) is scrubbed before it leaves this module.
 
 from __future__ import annotations
 
+import concurrent.futures
 import email.utils
 import hashlib
 import json
@@ -166,13 +167,38 @@ class _Backend:
         self._inner = inner
 
     def connect_tcp(self, *args: Any, **kwargs: Any) -> _Stream:
-        return _Stream(self._inner.connect_tcp(*args, **kwargs))
+        return _Stream(_connect(self._inner.connect_tcp, *args, **kwargs))
 
     def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _Stream:
-        return _Stream(self._inner.connect_unix_socket(*args, **kwargs))
+        return _Stream(_connect(self._inner.connect_unix_socket, *args, **kwargs))
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
+
+
+def _connect(connect: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Open a connection; for a request with a Stop, in a thread of its own, so that Stop also
+    ends a wait for DNS or a TCP handshake (neither can be interrupted): the request is
+    given up at once, and the connection, should it still come, is closed."""
+    cancel = _WATCHED.get(threading.get_ident())
+    if cancel is None:
+        return connect(*args, **kwargs)
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            done.set_result(connect(*args, **kwargs))
+        except BaseException as exc:  # (handed to the waiting thread)
+            done.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name="model-call-connect").start()
+    while not cancel.is_set():
+        try:
+            return done.result(CANCEL_POLL_S)
+        except concurrent.futures.TimeoutError:
+            continue
+    done.add_done_callback(lambda f: f.exception() is None and f.result().close())
+    raise _Cancelled("cancelled while the request was in flight")  # (the SDK may wrap it: run_cancellable)
 
 
 def _watch_stops() -> None:

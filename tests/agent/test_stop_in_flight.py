@@ -160,3 +160,32 @@ def test_stop_ends_only_its_own_request_and_the_client_goes_on(scripted_llm):
     assert got["kept"].error is None and got["kept"].completion == " late answer" and got["kept"].attempts == 1
     text, after = ModelClient(config).complete("prompt next", [], watch=CallWatch(threading.Event()))
     assert text == " next answer" and after.attempts == 1
+
+
+def test_stop_ends_a_request_still_waiting_to_connect():
+    """A server whose accept queue is full: the TCP handshake waits (up to the 60 s timeout);
+    Stop ends the call at once, recorded as cancelled."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    filler = socket.create_connection(srv.getsockname())  # fills the queue: the next handshake waits
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
+    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k")
+    watch = CallWatch(threading.Event())
+    got: dict = {}
+
+    def call() -> None:
+        try:
+            client.complete("p", [], watch=watch)
+        except ModelError as exc:
+            got["call"] = exc.call
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    time.sleep(0.5)  # the handshake is under way (it is never completed)
+    watch.cancel.set()
+    t.join(WELL_BEFORE_S)
+    assert not t.is_alive(), "the call waited for the connection instead of being cancelled"
+    assert got["call"].error.startswith("cancelled") and got["call"].attempts == 1
+    filler.close()
+    srv.close()
