@@ -100,11 +100,8 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
             _OPENAI_PID[:] = [os.getpid()]
         client = _OPENAI.get(key)
         if client is None:
-            http = openai.DefaultHttpxClient()
-            for transport in (http._transport, *http._mounts.values()):  # (proxies from the environment)
-                pool = getattr(transport, "_pool", None)  # the transport's httpcore connection pool
-                if pool is not None and not isinstance(pool._network_backend, _Backend):
-                    pool._network_backend = _Backend(pool._network_backend)
+            http = openai.DefaultHttpxClient()  # (the SDK's own httpx: httpx or httpx2, by version)
+            _watch_sockets(http)
             client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
                                    http_client=http)
             _OPENAI[key] = client
@@ -112,6 +109,19 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
                 _OPENAI.popitem(last=False)
         _OPENAI.move_to_end(key)
         return client
+
+
+def _watch_sockets(http: Any) -> None:
+    """Wrap the network backend of the client's connection pools (its transport's, and those of
+    proxies from the environment) so that Stop can reach a request's socket. httpx keeps the
+    pool in `transport._pool` and httpcore its backend in `_network_backend` (httpx 0.27-0.28 and
+    httpx2, httpcore 1.x and httpcore2); elsewhere Stop would end the call at its answer
+    (tests/agent/test_stop_in_flight.py tells)."""
+    for transport in (getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()):
+        pool = getattr(transport, "_pool", None)
+        inner = getattr(pool, "_network_backend", None)
+        if inner is not None and not isinstance(inner, _Backend):
+            pool._network_backend = _Backend(inner)
 
 
 _READING: dict[int, "_Stream"] = {}  # thread -> the connection it is blocked on (sending or waiting)

@@ -48,14 +48,14 @@ def test_cancel_ends_the_request_in_flight_and_closes_its_connection():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    closed = threading.Event()
+    closed, asked = threading.Event(), threading.Event()
 
     def serve() -> None:  # reads the request, answers nothing, notes when the client hangs up
         conn, _ = srv.accept()
         conn.settimeout(ANSWER_AFTER_S)
         try:
             while conn.recv(65536):
-                pass
+                asked.set()
             closed.set()
         except OSError:
             closed.set()
@@ -76,7 +76,7 @@ def test_cancel_ends_the_request_in_flight_and_closes_its_connection():
 
     t = threading.Thread(target=call, daemon=True)
     t.start()
-    time.sleep(0.5)  # the request is out (the server never answers)
+    assert asked.wait(WELL_BEFORE_S)  # the request is out (the server never answers)
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
     assert not t.is_alive(), "the call waited for an answer instead of being cancelled"
@@ -182,7 +182,7 @@ def test_stop_ends_a_request_still_waiting_to_connect():
 
     t = threading.Thread(target=call, daemon=True)
     t.start()
-    time.sleep(0.5)  # the handshake is under way (it is never completed)
+    _wait(lambda: any(th.name == "model-call-connect" for th in threading.enumerate()))  # the handshake waits
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
     assert not t.is_alive(), "the call waited for the connection instead of being cancelled"
