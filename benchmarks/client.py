@@ -204,18 +204,23 @@ def main() -> None:
         server.wait(10)
     result = {"calls_per_run": args.calls, "rounds": args.rounds, "load": os.getloadavg()[0], "paths": {}}
     for name, by_level in got.items():
-        result["paths"][name] = {c: _summary(runs, got["bare_create"][c]) for c, runs in by_level.items()}
+        result["paths"][name] = {c: _summary(runs, got["bare_create"][c], got["bare_post"][c])
+                                 for c, runs in by_level.items()}
     print(json.dumps(result))
 
 
-def _summary(runs: list[tuple[float, float]], bare: list[tuple[float, float]]) -> dict:
-    """Medians and ranges, and the ratio to the bare client in the same round (median)."""
+def _summary(runs: list[tuple[float, float]], bare: list[tuple[float, float]], post: list[tuple[float, float]]) -> dict:
+    """Medians and ranges, and the ratios to the bare client in the same round (medians):
+    `x_bare` to `bare_create`, `x_post` to `bare_post`."""
     cpu, rate = [r[0] for r in runs], [r[1] for r in runs]
+
+    def ratio(to: list, i: int) -> float:
+        return round(statistics.median(a[i] / b[i] for a, b in zip(runs, to)), 2)
+
     return {"cpu_ms_per_call": round(statistics.median(cpu), 3), "cpu_range": [round(min(cpu), 3), round(max(cpu), 3)],
             "calls_per_s": round(statistics.median(rate), 1), "rate_range": [round(min(rate), 1), round(max(rate), 1)],
-            "cpu_x_bare": round(statistics.median(a[0] / b[0] for a, b in zip(runs, bare)), 2),
-            "rate_x_bare": round(statistics.median(a[1] / b[1] for a, b in zip(runs, bare)), 2)}
-
+            "cpu_x_bare": ratio(bare, 0), "rate_x_bare": ratio(bare, 1),
+            "cpu_x_post": ratio(post, 0), "rate_x_post": ratio(post, 1)}
 
 if __name__ == "__main__":
     main()
