@@ -80,7 +80,7 @@ def _paths(url: str, old) -> dict:
     """name -> a factory of one thread's `call()` (built once per thread, outside the clock)."""
     import openai
 
-    from agent import client as ours
+    import agent.client
     from trajectory.records import AgentConfig
 
     shared = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
@@ -101,7 +101,7 @@ def _paths(url: str, old) -> dict:
             return lambda: client.complete(PROMPT, STOP, watch=watch)
         return make
 
-    paths = {"bare_create": bare_create, "bare_post": bare_post, "ours": model_client(ours),
+    paths = {"bare_create": bare_create, "bare_post": bare_post, "ours": model_client(agent.client),
              "async_tasks": _AsyncTasks(url, body)}
     if old is not None:
         paths["old"] = model_client(old)
