@@ -1,16 +1,17 @@
 """The model client: one call = one recorded `ModelCall`, on the official `openai` package.
 
 Retries are our own loop (the openai client runs with max_retries=0) so `attempts` is exact.
-Every request runs as a task on one event loop of the process (`AsyncOpenAI` on the SDK's own
-httpx transport), so Stop cancels the request in flight: its task is cancelled and httpx closes
-its connection, instead of the call running on to its answer or its timeout.
+Every request runs in its caller's thread on the official sync `openai.OpenAI` (one per
+endpoint, shared by the threads, on the SDK's own httpx transport): about what the bare client
+costs per call, and as many requests at once as threads. Stop means stop: a watcher thread
+shuts down the socket of a request whose Stop is set, so it ends at once and its connection is
+closed, instead of the call running on to its answer or its timeout.
 The API key is only ever handed to the openai client: it is never recorded, and any text
 that could echo it (error bodies) is scrubbed before it leaves this module.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import email.utils
 import hashlib
@@ -18,6 +19,7 @@ import json
 import math
 import os
 import random
+import socket
 import threading
 import time
 from datetime import timezone
@@ -82,33 +84,26 @@ class _Cancelled(Exception):
     """Stop came while the request was in flight: it was cancelled."""
 
 
-_OPENAI: "OrderedDict[tuple[str | None, str, float], openai.AsyncOpenAI]" = OrderedDict()
+_OPENAI: "OrderedDict[tuple[str | None, str, float], openai.OpenAI]" = OrderedDict()
 MAX_SHARED_CLIENTS = 32
-_LOOP: tuple[int, asyncio.AbstractEventLoop] | None = None  # (pid, the loop every request runs on)
+_OPENAI_PID: list[int] = []  # the process whose connections _OPENAI holds (they do not cross a fork)
 
 
-def call_loop() -> asyncio.AbstractEventLoop:
-    """The process's event loop for model requests, in a daemon thread of its own (a forked
-    worker process starts its own: a loop and its connections do not cross a fork)."""
-    global _LOOP
-    with _BUILD_LOCK:
-        if _LOOP is None or _LOOP[0] != os.getpid():
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, daemon=True, name="model-calls").start()
-            _LOOP = (os.getpid(), loop)
-            _OPENAI.clear()  # clients of another process's loop
-        return _LOOP[1]
-
-
-def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.AsyncOpenAI:
-    """One `openai.AsyncOpenAI` per (key, endpoint, timeout) in the process, on the SDK's own
-    transport; its requests run on `call_loop()`, where its connection pool lives."""
+def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.OpenAI:
+    """One official sync `openai.OpenAI` per (key, endpoint, timeout) in the process, shared by
+    its threads (the sync client is thread-safe), on the SDK's own transport, whose sockets
+    Stop can reach (`_Backend`)."""
     key = (api_key, base_url, timeout_s)
-    call_loop()
     with _BUILD_LOCK:
+        if _OPENAI_PID != [os.getpid()]:
+            _OPENAI.clear()
+            _OPENAI_PID[:] = [os.getpid()]
         client = _OPENAI.get(key)
         if client is None:
-            client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+            http = openai.DefaultHttpxClient()  # (the SDK's own httpx: httpx or httpx2, by version)
+            _watch_sockets(http)
+            client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
+                                   http_client=http)
             _OPENAI[key] = client
             while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
                 _OPENAI.popitem(last=False)
@@ -116,45 +111,140 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
         return client
 
 
-_WATCHED: dict[concurrent.futures.Future, threading.Event] = {}  # requests in flight -> their Stop
+def _watch_sockets(http: Any) -> None:
+    """Wrap the network backend of the client's connection pools (its transport's, and those of
+    proxies from the environment) so that Stop can reach a request's socket. httpx keeps the
+    pool in `transport._pool` and httpcore its backend in `_network_backend` (httpx 0.27-0.28 and
+    httpx2, httpcore 1.x and httpcore2); elsewhere Stop would end the call at its answer
+    (tests/agent/test_stop_in_flight.py tells)."""
+    for transport in (getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()):
+        pool = getattr(transport, "_pool", None)
+        inner = getattr(pool, "_network_backend", None)
+        if inner is not None and not isinstance(inner, _Backend):
+            pool._network_backend = _Backend(inner)
+
+
+_READING: dict[int, "_Stream"] = {}  # thread -> the connection it is blocked on (sending or waiting)
+_WATCHED: dict[int, threading.Event] = {}  # thread -> the Stop of its request in flight
 _WATCH_LOCK = threading.Lock()
 _WATCHER: list[int] = []  # the pid whose watcher thread runs
 
 
+class _Stream:
+    """A connection of the SDK's transport (an httpcore network stream), noting which thread is
+    blocked on it: Stop shuts that socket down (`shutdown` wakes a blocked recv, `close` does
+    not); the transport then sees the server hang up and closes the connection."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    def _blocking(self, op: Callable[..., Any], *args: Any) -> Any:
+        me = threading.get_ident()
+        _READING[me] = self
+        try:
+            return op(*args)
+        finally:
+            with _WATCH_LOCK:  # not shut down once this thread has left it (another may take it)
+                del _READING[me]
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._blocking(self._inner.read, max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        return self._blocking(self._inner.write, buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> "_Stream":
+        return _Stream(self._inner.start_tls(*args, **kwargs))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+    def abort(self) -> None:
+        sock = self._inner.get_extra_info("socket")
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # (the plain socket's, also under TLS)
+        except (OSError, TypeError):  # already closed, or not a socket
+            pass
+
+
+class _Backend:
+    """The transport's network backend (httpcore's), with every connection it opens a `_Stream`."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> _Stream:
+        return _Stream(_connect(self._inner.connect_tcp, *args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _Stream:
+        return _Stream(_connect(self._inner.connect_unix_socket, *args, **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _connect(connect: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Open a connection; for a request with a Stop, in a thread of its own, so that Stop also
+    ends a wait for DNS or a TCP handshake (neither can be interrupted): the request is
+    given up at once, and the connection, should it still come, is closed."""
+    cancel = _WATCHED.get(threading.get_ident())
+    if cancel is None:
+        return connect(*args, **kwargs)
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            done.set_result(connect(*args, **kwargs))
+        except BaseException as exc:  # (handed to the waiting thread)
+            done.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name="model-call-connect").start()
+    while not cancel.is_set():
+        try:
+            return done.result(CANCEL_POLL_S)
+        except concurrent.futures.TimeoutError:
+            continue
+    done.add_done_callback(lambda f: f.exception() is None and f.result().close())
+    raise _Cancelled("cancelled while the request was in flight")  # (the SDK may wrap it: run_cancellable)
+
+
 def _watch_stops() -> None:
     """One thread of the process looks at the Stop of every request in flight (rather than a
-    poll in each waiting thread) and cancels the request whose Stop is set."""
+    poll in each waiting thread) and shuts down the connection of each one whose Stop is set."""
     while True:
         time.sleep(CANCEL_POLL_S)
         with _WATCH_LOCK:
-            stopped = [fut for fut, cancel in _WATCHED.items() if cancel.is_set()]
-        for fut in stopped:
-            fut.cancel()  # wakes its waiting thread; the loop cancels the task, httpx closes its connection
+            for thread, cancel in _WATCHED.items():
+                stream = _READING.get(thread) if cancel.is_set() else None
+                if stream is not None:
+                    stream.abort()
 
 
-def run_cancellable(coro: Any, cancel: threading.Event | None) -> Any:
-    """Run `coro` on the call loop and wait for its result; a set `cancel` cancels its task
-    (httpx then closes the request's connection) and raises `_Cancelled` at once."""
-    fut = asyncio.run_coroutine_threadsafe(coro, call_loop())
-    if cancel is not None:
-        with _WATCH_LOCK:
-            _WATCHED[fut] = cancel
-            if _WATCHER != [os.getpid()]:
-                _WATCHER[:] = [os.getpid()]
-                threading.Thread(target=_watch_stops, daemon=True, name="model-call-stops").start()
+def run_cancellable(send: Callable[[], Any], cancel: threading.Event | None) -> Any:
+    """Call `send()` (a request of a `shared_openai` client) in this thread; a set `cancel`
+    shuts its connection down, so the request ends at once and `_Cancelled` is raised."""
+    if cancel is None:
+        return send()
+    me = threading.get_ident()
+    with _WATCH_LOCK:
+        _WATCHED[me] = cancel
+        if _WATCHER != [os.getpid()]:
+            _WATCHER[:] = [os.getpid()]
+            threading.Thread(target=_watch_stops, daemon=True, name="model-call-stops").start()
     try:
-        if cancel is not None and cancel.is_set():
-            fut.cancel()
-        return fut.result()
-    except concurrent.futures.CancelledError:
-        raise _Cancelled("cancelled while the request was in flight") from None
-    except BaseException:  # Ctrl-C in the waiting thread: the request goes too
-        fut.cancel()
+        if cancel.is_set():
+            raise _Cancelled("cancelled before the request was sent")
+        return send()
+    except openai.APIConnectionError:
+        if cancel.is_set():
+            raise _Cancelled("cancelled while the request was in flight") from None
         raise
     finally:
-        if cancel is not None:
-            with _WATCH_LOCK:
-                _WATCHED.pop(fut, None)
+        with _WATCH_LOCK:
+            _WATCHED.pop(me, None)
 
 
 def resolve_base_url(config: AgentConfig) -> str:
@@ -221,7 +311,8 @@ class ModelClient:
             RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s
         )
         self.base_url = resolve_base_url(config)
-        self.gate: PauseGate = gate_for(public_url(self.base_url))
+        self.public_url = public_url(self.base_url)  # (parsed once: it is in every call's record)
+        self.gate: PauseGate = gate_for(self.public_url)
         key = api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
         self._secrets = [key] if key != NO_KEY_PLACEHOLDER and len(key) >= 4 else []
         self._key = key
@@ -278,7 +369,7 @@ class ModelClient:
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,
             "stop": stop,
-            "base_url": self._scrub(public_url(self.base_url)),
+            "base_url": self._scrub(self.public_url),
         }
         return ModelCall(
             model=cfg.model, api_style=cfg.api_style, params=params, purpose=purpose,
@@ -349,7 +440,7 @@ class ModelClient:
 
     # -- internals --------------------------------------------------------------------
     @property
-    def _client(self) -> openai.AsyncOpenAI:
+    def _client(self) -> openai.OpenAI:
         """Built on first use (a cache hit never needs an HTTP client), and shared by every
         ModelClient of the process with the same endpoint, key and timeout: building one
         costs ~0.3-1 s of CPU (TLS context), and its connection pool keeps connections alive."""
@@ -371,7 +462,7 @@ class ModelClient:
         chat = cfg.api_style == "chat"
         blob = json.dumps(
             {
-                "base_url": public_url(self.base_url),
+                "base_url": self.public_url,
                 "model": cfg.model,
                 "api_style": cfg.api_style,
                 "prompt": prompt,
@@ -406,7 +497,8 @@ class ModelClient:
         else:
             path, body = "/completions", {"prompt": prompt, **common}
         try:
-            resp = run_cancellable(self._client.post(path, body=body, cast_to=object), cancel)
+            client = self._client
+            resp = run_cancellable(lambda: client.post(path, body=body, cast_to=object), cancel)
         except ValueError as exc:  # a 200 whose body is not JSON (or not a completion)
             raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
         choices = _field(resp, "choices")
@@ -432,7 +524,7 @@ class ModelClient:
             return f"request timed out after {self.config.timeout_s:g}s", True, None
         if isinstance(exc, openai.APIConnectionError):
             return self._scrub(
-                f"{UNREACHABLE} at {public_url(self.base_url)}: "
+                f"{UNREACHABLE} at {self.public_url}: "
                 f"{_cause(exc)}"), True, None
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code

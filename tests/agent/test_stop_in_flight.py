@@ -48,14 +48,14 @@ def test_cancel_ends_the_request_in_flight_and_closes_its_connection():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    closed = threading.Event()
+    closed, asked = threading.Event(), threading.Event()
 
     def serve() -> None:  # reads the request, answers nothing, notes when the client hangs up
         conn, _ = srv.accept()
         conn.settimeout(ANSWER_AFTER_S)
         try:
             while conn.recv(65536):
-                pass
+                asked.set()
             closed.set()
         except OSError:
             closed.set()
@@ -76,7 +76,7 @@ def test_cancel_ends_the_request_in_flight_and_closes_its_connection():
 
     t = threading.Thread(target=call, daemon=True)
     t.start()
-    time.sleep(0.5)  # the request is out (the server never answers)
+    assert asked.wait(WELL_BEFORE_S)  # the request is out (the server never answers)
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
     assert not t.is_alive(), "the call waited for an answer instead of being cancelled"
@@ -124,3 +124,68 @@ def test_jobs_stop_from_another_process_cancels_the_call_in_flight(toy, capsys):
     assert call.error.startswith("cancelled")
     v = toy.store.versions.get(job["version"])
     assert toy.engine.steps(v) == [] and v.error is None
+
+
+def test_stop_ends_only_its_own_request_and_the_client_goes_on(scripted_llm):
+    """Two threads' requests in flight on one endpoint (one shared client and connection pool):
+    Stop of one shuts down only its connection - the other gets its answer on the first attempt -
+    and the next request on that endpoint is answered."""
+    from tests.scripted_server import table_responder
+
+    scripted_llm.set_responder(table_responder({
+        "stopped": Reply(text=" never", delay_s=ANSWER_AFTER_S),
+        "kept": Reply(text=" late answer", delay_s=2.0),
+        "next": Reply(text=" next answer"),
+    }))
+    config = _config(scripted_llm)
+    stopped, kept = CallWatch(threading.Event()), CallWatch(threading.Event())
+    got: dict = {}
+
+    def call(name: str, watch: CallWatch) -> None:
+        try:
+            got[name] = ModelClient(config).complete(f"prompt {name}", [], watch=watch)[1]
+        except ModelError as exc:
+            got[name] = exc.call
+
+    threads = [threading.Thread(target=call, args=(name, w), daemon=True) for name, w in (("stopped", stopped),
+                                                                                         ("kept", kept))]
+    for t in threads:
+        t.start()
+    _wait(lambda: len(scripted_llm.completion_requests) == 2)
+    stopped.cancel.set()
+    threads[0].join(WELL_BEFORE_S)
+    assert not threads[0].is_alive(), "the call waited for an answer instead of being cancelled"
+    threads[1].join(WELL_BEFORE_S)
+    assert got["stopped"].error.startswith("cancelled") and got["stopped"].attempts == 1
+    assert got["kept"].error is None and got["kept"].completion == " late answer" and got["kept"].attempts == 1
+    text, after = ModelClient(config).complete("prompt next", [], watch=CallWatch(threading.Event()))
+    assert text == " next answer" and after.attempts == 1
+
+
+def test_stop_ends_a_request_still_waiting_to_connect():
+    """A server whose accept queue is full: the TCP handshake waits (up to the 60 s timeout);
+    Stop ends the call at once, recorded as cancelled."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    filler = socket.create_connection(srv.getsockname())  # fills the queue: the next handshake waits
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
+    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k")
+    watch = CallWatch(threading.Event())
+    got: dict = {}
+
+    def call() -> None:
+        try:
+            client.complete("p", [], watch=watch)
+        except ModelError as exc:
+            got["call"] = exc.call
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    _wait(lambda: any(th.name == "model-call-connect" for th in threading.enumerate()))  # the handshake waits
+    watch.cancel.set()
+    t.join(WELL_BEFORE_S)
+    assert not t.is_alive(), "the call waited for the connection instead of being cancelled"
+    assert got["call"].error.startswith("cancelled") and got["call"].attempts == 1
+    filler.close()
+    srv.close()
