@@ -43,7 +43,10 @@ def cached_load(load: Callable, disk_memo: Callable[[str, Callable], Any]) -> Ca
 
         def build() -> bytes:
             fresh.append(load(cls, paths))
-            return dumps(fresh[0])
+            try:
+                return dumps(fresh[0])
+            except Exception:  # not picklable (another textworld): kept empty, parsed every time
+                return b""
 
         data = disk_memo(f"twlogic-{h.hexdigest()}", build)
         if fresh:
