@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.base import EnvError
+from envs.alfworld import twlogic
 from envs.alfworld.wording import apply_wording
 
 CACHE_VERSION = "1"
@@ -135,6 +136,10 @@ def _disk_memo(key: str, build):
         except Exception:
             pass
     return result
+
+
+# textworld's knowledge base (parsed at `import textworld`) comes from the same cache
+twlogic.install_hook(_disk_memo)
 
 
 def translate(domain: str, problem: str, optimize: bool = False) -> tuple[Any, str]:

@@ -76,6 +76,8 @@ def _bool(v: bool) -> str:
 
 # ---------------------------------------------------------------------- jsonl records
 
+_LINE_HEAD = f'{{"schema":{_dumps(SCHEMA_NAME)},"schema_version":{_dumps(SCHEMA_VERSION)},"episode":'
+
 
 class EpisodeEncoder:
     """File-relative refs for one episode. A step's dict is built once (the first record
@@ -99,6 +101,7 @@ class EpisodeEncoder:
         self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
         self.call_cache: dict[int, str] = {}
         self.shared: dict[int, tuple[Any, str]] = {}  # JSON of dicts many rows share (info, params)
+        self.call_heads: dict[tuple, tuple[Any, str]] = {}  # a call's model..params part, shared by many calls
         self.version_ref: dict[int, int] = {}
         vids = [v.id for v in batch.versions]
         self.current = ep.current_version if ep.current_version in vids else vids[-1]
@@ -130,12 +133,17 @@ class EpisodeEncoder:
     def _call(self, c: ModelCall) -> int:
         """The call's ref; its JSON is made on first use."""
         if c.id not in self.call_cache:
-            ref = self.call_ref.setdefault(c.id, len(self.call_ref) + 1)
+            ref = self.call_ref[c.id] = len(self.call_ref) + 1
             u = c.usage
+            key = (c.model, c.api_style, c.purpose, id(c.params))
+            head = self.call_heads.get(key)
+            if head is None or head[0] is not c.params:  # (the entry holds the params: their id stays theirs)
+                head = self.call_heads[key] = (c.params, (
+                    f'"model":{_esc(c.model)},"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},'
+                    f'"params":{self._shared(safe_call_params(c.params))}'))
             # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
             self.call_cache[c.id] = (
-                f'{{"ref":{ref},"created_at":{_esc(c.created_at)},"model":{_esc(c.model)},'
-                f'"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},"params":{self._shared(safe_call_params(c.params))},'
+                f'{{"ref":{ref},"created_at":{_esc(c.created_at)},{head[1]},'
                 f'"prompt_hash":{_esc(c.prompt_hash)},"prompt_chars":{c.prompt_chars:d},'
                 f'"completion":{_str(c.completion)},"usage":{{"prompt_tokens":{_num(u.prompt_tokens)},'
                 f'"completion_tokens":{_num(u.completion_tokens)},"cached_prompt_tokens":{_num(u.cached_prompt_tokens)}}},'
@@ -213,8 +221,7 @@ class EpisodeEncoder:
                     for a in self.vann.get(v.id, [])
                 ],
             }
-            yield (f'{{"schema":{_dumps(SCHEMA_NAME)},"schema_version":{_dumps(SCHEMA_VERSION)},'
-                   f'"episode":{self.episode_json},"version":{_dumps(version)},'
+            yield (f'{_LINE_HEAD}{self.episode_json},"version":{_dumps(version)},'
                    f'"steps":[{",".join(steps)}],"calls":[{",".join(calls)}]}}'), len(path)
 
 
