@@ -10,6 +10,27 @@ import envs.registry  # noqa: F401  (publishes the kinds sessions/ reads: trajec
 from tests.scripted_server import ScriptedLLM
 
 
+# -- the test session's own speed --------------------------------------------------------
+
+@pytest.fixture(scope="session", autouse=True)
+def _streamlit_components_scanned_once() -> Iterator[None]:
+    """Each AppTest run scans the metadata of every installed distribution for Streamlit
+    components (seconds with hundreds of packages, most of an AppTest's time); the
+    installed set does not change during a session, so the first scan serves them all."""
+    import functools
+
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # another Streamlit: it scans as it likes
+        yield
+        return
+    scan = manifest_scanner.scan_component_manifests
+    once = functools.cache(scan)
+    manifest_scanner.scan_component_manifests = lambda max_workers=None: list(once())
+    yield
+    manifest_scanner.scan_component_manifests = scan
+
+
 # -- scripted model server (tests/scripted_server.py) --------------------------------------
 
 @pytest.fixture(scope="session")
