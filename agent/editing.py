@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from agent.engine_records import EngineError, _clean_text, _outcome, version_name
 from envs.registry import family
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
-from sessions import rollouts as groups_db
+from sessions import annotations
+from sessions import exemplar_sets
+from sessions import rollouts
 from trajectory.records import AgentConfig, EditInfo, Episode, Step, Version
 
 
@@ -56,11 +56,11 @@ class EditingMixin:
     def frozen_reason(self, version_id: int) -> str | None:
         """Why a version may no longer grow (a FROZEN key), or None: what was relied on
         (annotated, used by an exemplar set, branched from) never changes again."""
-        if ann.is_annotated(self.store, version_id):
+        if annotations.is_annotated(self.store, version_id):
             return "annotated"
-        if sets.uses_version(self.store, version_id):
+        if exemplar_sets.uses_version(self.store, version_id):
             return "exemplar"
-        if self.store.has_child_version(version_id):
+        if self.store.versions.has_child(version_id):
             return "child"
         return None
 
@@ -68,10 +68,10 @@ class EditingMixin:
         """The child a frozen version goes on in (inside the caller's transaction). It
         becomes the episode's current version, unless the frozen one was a rollout: then it
         takes the rollout's place in its group and the current version stays as it is."""
-        target, _ = self.store.branch(v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought,
+        target, _ = self.store.versions.branch(v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought,
                                       draft_edit=v.draft_edit, make_current=False)
-        if not groups_db.follow_member(self.store, v.id, target.id):
-            self.store.set_current_version(v.episode_id, target.id)
+        if not rollouts.follow_member(self.store, v.id, target.id):
+            self.store.versions.set_current(v.episode_id, target.id)
         return target
 
     def reconfigure(self, version_id: int, changes: dict[str, Any]) -> Version:
@@ -79,9 +79,9 @@ class EditingMixin:
         ...): a new child version at the same leaf runs with them and becomes current; the
         version keeps the config it ran with. No change: the version itself. Naming an
         exemplar set pins its current revision."""
-        with self._locked(self.store.version(version_id).episode_id):
-            v = self.store.version(version_id)
-            old = self.store.version_config(v.id)
+        with self._locked(self.store.versions.get(version_id).episode_id):
+            v = self.store.versions.get(version_id)
+            old = self.store.versions.config(v.id)
             data = old.model_dump()
             unknown = sorted(set(changes) - set(data))
             if unknown:
@@ -91,17 +91,17 @@ class EditingMixin:
             except ValidationError as exc:
                 err = exc.errors()[0]
                 raise EngineError(f"invalid {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-            old_rev = self.store.exemplar_revision(v.id)
+            old_rev = self.store.versions.exemplar_revision(v.id)
             rev = old_rev
             if "exemplar_set" in changes or new.exemplar_set != old.exemplar_set:
                 rev = self._revision_of(new.exemplar_set)
             if new == old and (rev == old_rev or old_rev is None):
                 if rev != old_rev:
-                    self.store.pin_exemplar_revision(v.id, rev)
-                return self.store.version(v.id)
+                    self.store.versions.pin_exemplar_revision(v.id, rev)
+                return self.store.versions.get(v.id)
             steps = self.steps(v)
             status = "open" if v.status == "stopped" else v.status
-            child, _ = self.store.branch(
+            child, _ = self.store.versions.branch(
                 v, at_step=steps[-1] if steps else None, config=new, exemplar_rev=rev, edits=v.edits,
                 draft_thought=v.draft_thought, draft_edit=v.draft_edit, status=status, outcome=v.outcome,
             )
@@ -130,7 +130,7 @@ class EditingMixin:
         apply = self._EDITS.get(kind)
         if apply is None:
             raise EngineError(f"unknown edit {kind!r}")
-        with self._locked(self.store.version(version_id).episode_id):
+        with self._locked(self.store.versions.get(version_id).episode_id):
             e = self._edit_context(version_id, k, kind, text, keep_rest)
             e.info.origin = origin
             fam = family(e.ep.task.env)
@@ -138,14 +138,14 @@ class EditingMixin:
                 raise EngineError(f"edit {kind!r} does not apply to {fam.label} steps")
             new, fields = apply(self, e)
             if config is not None:  # the branch alone runs with it; the episode's default stays
-                fields.update(config=config, exemplar_rev=self.store.exemplar_revision(e.v.id), set_default=False)
+                fields.update(config=config, exemplar_rev=self.store.versions.exemplar_revision(e.v.id), set_default=False)
             if not make_current:
                 fields["make_current"] = False
             return self._commit_edit(e, new, fields)
 
     def _edit_context(self, version_id: int, k: int, kind: str, text: str | None, keep_rest: bool) -> _Edit:
         """The checks every edit kind shares, and what each needs to build its steps."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         ep = self._episode(v)
         steps = self.steps(v)
         n = len(steps)
@@ -217,7 +217,7 @@ class EditingMixin:
         elif e.keep_rest and len(e.prefix) + len(new) >= self.max_steps(e.ep) and e.v.outcome.done:
             fields["status"], fields["outcome"] = "done", e.v.outcome
         at = e.prefix[-1] if e.prefix else None
-        version, rows = self.store.branch(e.v, at_step=at, steps=new, **fields)
+        version, rows = self.store.versions.branch(e.v, at_step=at, steps=new, **fields)
         if e.info.kind == "rewrite_action" and rows:
             live = self._live[e.ep.id]
             live.tokens[rows[-1].id] = live.env.state()
@@ -228,7 +228,7 @@ class EditingMixin:
                make_current: bool = True) -> Version:
         """"Resume from here": a new version that keeps steps 1..k and goes on from there
         (with `config`: running with it; rollouts pin their sampling settings this way)."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         steps = self.steps(v)
         if not 0 <= k <= len(steps):
             raise EngineError(f"version {version_name(self.store, v)} has no step {k}")
@@ -236,11 +236,11 @@ class EditingMixin:
         edits = [e for e in v.edits if (e.index or 0) <= k]
         fields: dict[str, Any] = {"edits": edits}
         if at is not None and at.done:
-            kind = self.store.episode(v.episode_id).task.env
+            kind = self.store.episodes.get(v.episode_id).task.env
             fields.update(status="done", outcome=_outcome(kind, at.reward, at.info, True))
         if config is not None:  # the branch alone runs with it; the episode's default stays
-            fields.update(config=config, exemplar_rev=self.store.exemplar_revision(v.id), set_default=False)
-        version, _ = self.store.branch(v, at_step=at, steps=[], make_current=make_current, **fields)
+            fields.update(config=config, exemplar_rev=self.store.versions.exemplar_revision(v.id), set_default=False)
+        version, _ = self.store.versions.branch(v, at_step=at, steps=[], make_current=make_current, **fields)
         return version
 
     _EDITS = {"rewrite_thought": _edit_thought, "delete_thought": _edit_thought,

@@ -28,7 +28,7 @@ from agent.run_settings import check_config
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
-from trajectory import signals as sig
+from trajectory import signals
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version, env_only
 
@@ -64,7 +64,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         self._live: OrderedDict[int, _Live] = OrderedDict()  # least recently used first
         self._max_live = max_live_envs
         self._paths: OrderedDict[int, tuple[int | None, list[Step]]] = OrderedDict()
-        self._signal_states = sig.PathStates()
+        self._signal_states = signals.PathStates()
         self._guard = threading.Lock()  # the caches
         self._locks = EpisodeLocks()  # kept only while held
         self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
@@ -91,13 +91,13 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             if ep is not None:
                 self._pinned.move_to_end(key)
         if ep is None:
-            ep = self.store.episode(v.episode_id).model_copy(update={"config": self.store.version_config(v.id)})
+            ep = self.store.episodes.get(v.episode_id).model_copy(update={"config": self.store.versions.config(v.id)})
             with self._guard:
                 self._pinned[key] = ep
                 while len(self._pinned) > PATH_CACHE:
                     self._pinned.popitem(last=False)
             return ep.model_copy()
-        return ep.model_copy(update={"env_options": self.store.env_options(v.episode_id)})
+        return ep.model_copy(update={"env_options": self.store.episodes.env_options(v.episode_id)})
 
     # ------------------------------------------------------------------ episodes
     def start_episode(
@@ -107,9 +107,9 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         check_config(config, task.env, self.store)  # ConfigError before anything is written
         rev = self._revision_of(config.exemplar_set)  # so is an unknown exemplar set
         env = self._started_env(task, env_options or {})  # so is a task these settings cannot start
-        episode, version = self.store.create_episode(task, config, env_options or {}, name)
+        episode, version = self.store.episodes.create(task, config, env_options or {}, name)
         if rev is not None:  # the first version's prompts use the set as it is now
-            self.store.pin_exemplar_revision(version.id, rev)
+            self.store.versions.pin_exemplar_revision(version.id, rev)
         with self._guard:  # the first step uses the environment just started
             self._live[episode.id] = _Live(env=env, at=0, tokens={0: env.state()})
             old = self._evict(keep=episode.id)
@@ -122,7 +122,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         a wording its grammar lacks) is one line before an episode is written."""
         env = None
         try:
-            env = family(task.env).make_env(task, env_only(env_options), self.store)
+            env = family(task.env).make_env(task, env_only(env_options), self.store.blobs)
             env.reset(task)
             return env
         except EnvError:
@@ -144,7 +144,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
             if cached and cached[0] == version.leaf_step_id:
                 self._paths.move_to_end(version.id)
                 return cached[1]
-        steps = self.store.path(version.leaf_step_id)
+        steps = self.store.versions.path(version.leaf_step_id)
         self._remember_path(version.id, version.leaf_step_id, steps)
         return steps
 
@@ -162,14 +162,14 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         if eid is None:
             if len(self._version_episode) >= VERSION_EPISODE_CACHE:  # a long-lived app: bounded, refilled on use
                 self._version_episode.clear()
-            eid = self._version_episode[version_id] = self.store.version(version_id).episode_id
+            eid = self._version_episode[version_id] = self.store.versions.get(version_id).episode_id
         return eid
 
     def _begin(self, version_id: int, episode_id: int | None = None):
         """Under the episode's lock: the version, its episode (pinned config), its steps,
         and the environment after them (a replay mismatch shows before any model call).
         None if the version is not of `episode_id` (the lock held is not its episode's)."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         if episode_id is not None and v.episode_id != episode_id:
             return None
         ep = self._episode(v)
@@ -201,16 +201,16 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         except ModelCallFailed as exc:
             with self._locked(ep.id):
                 if calls:
-                    self.store.record_calls(ep.id, calls)
+                    self.store.calls.record(ep.id, calls)
                 if not isinstance(exc, StepCancelled):
                     try:
-                        self.store.update_version(v.id, error=str(exc))
+                        self.store.versions.update(v.id, error=str(exc))
                     except VersionFrozen:  # frozen meanwhile: its record never changes; the error is raised
                         pass
             raise
-        with self._locked(ep.id), self.store.deferred_blobs():  # pages fetched commit with the step
+        with self._locked(ep.id), self.store.blobs.deferred():  # pages fetched commit with the step
             if watch is not None and watch.cancel.is_set():  # Stop came while the answer was on its way
-                self.store.record_calls(ep.id, calls)
+                self.store.calls.record(ep.id, calls)
                 raise StepCancelled("step cancelled; the model's answer was not used", calls[-1] if calls else None)
             env = self._env_at(ep, steps)
             new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
@@ -234,7 +234,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
     ) -> StepReport:
         """Record a Standard / CoT answer (experiments) as one model step - the thought and
         `Finish[answer]`, scored by the environment - with the calls that produced it."""
-        with self._locked(self.store.version(version_id).episode_id):
+        with self._locked(self.store.versions.get(version_id).episode_id):
             v, ep, steps, env = self._begin(version_id)
             fam = family(ep.task.env)
             if fam.qa is None:
@@ -253,7 +253,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         action = _clean_text(action, "action", allow_none=True)
         if thought is None and action is None:
             raise EngineError("write a thought or an action")
-        with self._locked(self.store.version(version_id).episode_id):
+        with self._locked(self.store.versions.get(version_id).episode_id):
             return self._human_step(version_id, thought, action)
 
     def _human_step(self, version_id: int, thought: str | None, action: str | None) -> StepReport:
@@ -341,19 +341,19 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 target, frozen = v, self.frozen_reason(v.id)
                 if frozen:
                     target = self._continuation(v, leaf)
-                rows, v2 = self.store.append_steps(
+                rows, v2 = self.store.versions.append(
                     target.id, new, calls, status=status, outcome=outcome, error=None, clear_draft=clear_draft,
                     expected_leaf=leaf.id if leaf else None, known=target,
                 )
         except VersionChanged:
             if calls:  # nothing about a call is lost, even when its step is
-                self.store.record_calls(ep.id, calls)
+                self.store.calls.record(ep.id, calls)
             raise
         except StoreError as exc:  # blocked (a write lock held too long, disk full): keep the paid answers
             live.at = None  # the env moved past the recorded leaf
             if not calls:
                 raise
-            kept = self.store.keep_pending_calls(ep.id, calls)
+            kept = self.store.calls.keep_pending(ep.id, calls)
             raise WriteBlocked(f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
                                ) from None
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
@@ -389,7 +389,7 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
         (a job's) cancels the model call in flight at Stop: that step is not taken."""
         added, stopped, error, continued_from = 0, False, None, None
         vid = version_id
-        v = self.store.version(vid)
+        v = self.store.versions.get(vid)
         self._version_episode.setdefault(vid, v.episode_id)  # (its first step need not read it again)
         while not v.outcome.done:
             if max_steps is not None and added >= max_steps:
@@ -415,9 +415,9 @@ class Engine(PromptingMixin, EnvironmentsMixin, EditingMixin):
                 on_step(rep)
         try:
             if not v.outcome.done:  # a finished last step's version is the row it just wrote
-                v = self.store.version(vid)
+                v = self.store.versions.get(vid)
             if stopped and not v.outcome.done and self.frozen_reason(vid) is None:  # frozen: never changes
-                v = self.store.update_version(vid, status="stopped")
+                v = self.store.versions.update(vid, status="stopped")
         except VersionFrozen:  # frozen meanwhile: it keeps its status
             pass
         except StoreError as exc:  # the report still says how far the run got

@@ -72,7 +72,7 @@ class StepReport:
 def version_name(store, v: Version) -> str:
     """A version in a message people read: `EP:N`, its per-episode number (docs/versions.md),
     never the global id."""
-    ids = store.version_ids(v.episode_id)
+    ids = store.versions.ids(v.episode_id)
     return f"{v.episode_id}:{ids.index(v.id) + 1}" if v.id in ids else str(v.id)
 
 

@@ -27,7 +27,7 @@ class EnvironmentsMixin:
                 return live
         self._check_references(episode)
         fam = family(episode.task.env)
-        env = fam.make_env(episode.task, env_only(episode.env_options), self.store)
+        env = fam.make_env(episode.task, env_only(episode.env_options), self.store.blobs)
         env.reset(episode.task)
         live = _Live(env=env, at=0, tokens={0: env.state()})
         with self._guard:
@@ -123,7 +123,7 @@ class EnvironmentsMixin:
 
     def check_endpoint(self, version_id: int) -> None:
         """Raise the one-line EngineError `model_config` would, before anything runs."""
-        self.model_config(self._episode(self.store.version(version_id)))
+        self.model_config(self._episode(self.store.versions.get(version_id)))
 
     def _check_references(self, episode: Episode) -> None:
         refs = self._env_references(episode)
@@ -135,7 +135,7 @@ class EnvironmentsMixin:
     def confirm_references(self, episode_id: int, **repoint: Any) -> list[str]:
         """A person's OK for what an imported episode opens, optionally re-pointed first
         (e.g. wiki="builtin"); returns what was confirmed."""
-        ep = self.store.episode(episode_id)
+        ep = self.store.episodes.get(episode_id)
         confirmed = ep.env_options.get(UNCONFIRMED_ENDPOINT)
         options = {k: v for k, v in ep.env_options.items() if k not in (UNCONFIRMED_REFS, UNCONFIRMED_ENDPOINT)}
         if repoint.get("wiki") is not None and repoint.get("wiki_url") is None:
@@ -143,12 +143,12 @@ class EnvironmentsMixin:
         options.update({k: v for k, v in repoint.items() if v is not None})
         fam = family(ep.task.env)
         if any(v is not None for v in repoint.values()):  # refused as `run` refuses it, before it is kept
-            fam.make_env(ep.task, env_only(options), self.store).close()
-        self.store.set_env_options(episode_id, options)
+            fam.make_env(ep.task, env_only(options), self.store.blobs).close()
+        self.store.episodes.set_env_options(episode_id, options)
         if confirmed:  # from now on the app's key guard (agent.endpoint_keys) lets the launch key reach it
-            known = list(self.store.get_setting(CONFIRMED_SETTING, []) or [])
+            known = list(self.store.settings.get(CONFIRMED_SETTING, []) or [])
             if public_url(confirmed) not in known:
-                self.store.set_setting(CONFIRMED_SETTING, [*known, public_url(confirmed)])
+                self.store.settings.set(CONFIRMED_SETTING, [*known, public_url(confirmed)])
         self.forget_env(episode_id)
         refs = fam.references(ep.task, options) if fam.references else []
         return refs + ([f"model endpoint {public_url(confirmed)}"] if confirmed else [])
@@ -163,22 +163,22 @@ class EnvironmentsMixin:
 
     def _env_before(self, version_id: int, before: int | None) -> Environment:
         """The environment after the whole version, or just before its step `before`."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         steps = self.steps(v)
         if before is not None:
             if not 1 <= before <= len(steps) + 1:
                 raise EngineError(f"version {version_name(self.store, v)} has no step {before}")
             steps = steps[: before - 1]
-        return self._env_at(self.store.episode(v.episode_id), steps)
+        return self._env_at(self.store.episodes.get(v.episode_id), steps)
 
     def admissible_actions(self, version_id: int, *, before: int | None = None) -> list[str] | None:
         """Valid commands (ALFWorld) at the end of the version, or before step `before` -
         the suggestions for rewriting that step's action."""
-        with self._locked(self.store.version(version_id).episode_id):
+        with self._locked(self.store.versions.get(version_id).episode_id):
             return self._env_before(version_id, before).admissible_actions()
 
     def expert_hint(self, version_id: int, timeout_s: float = 5.0, *, before: int | None = None) -> str | None:
         """The expert's next action there, or None when it cannot answer within the time."""
-        with self._locked(self.store.version(version_id).episode_id):
+        with self._locked(self.store.versions.get(version_id).episode_id):
             hint = getattr(self._env_before(version_id, before), "expert_hint", None)
             return hint(timeout_s) if hint else None

@@ -9,7 +9,7 @@ endpoint that refuses every call stops the batch after a few failures in a row.
 
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import functools
 import sys
 import threading
@@ -23,8 +23,8 @@ from agent.client import CallWatch
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
 from envs.registry import family
-from sessions import experiments as xs
-from sessions import jobs as jobs_db
+from sessions import experiments
+import sessions.jobs
 from sessions.store import Store, StoreError
 from trajectory.records import AgentConfig, Task
 from trajectory.stats import METHOD_PAIRED, mcnemar_exact, paired_test
@@ -65,7 +65,7 @@ class ExperimentError(EngineError):
 # ---------------------------------------------------------------------------- create
 
 def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: list[Task],
-           name: str | None = None, env_options: dict | None = None, params: dict | None = None) -> xs.Experiment:
+           name: str | None = None, env_options: dict | None = None, params: dict | None = None) -> experiments.Experiment:
     """A new experiment; the method's prompt style is fixed into the config."""
     family(env)
     methods.check_method(env, method)
@@ -82,30 +82,30 @@ def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: l
             raise ExperimentError("--samples must be at least 1")
     # recorded as it is at launch: the set may change later, the run saw this one
     params[LEAKED_KEY] = [t.key for t in leakage.leaked_tasks(store, config.exemplar_set, tasks)]
-    return xs.create(store, name=name or _default_name(store, env, method), env=env, method=method,
-                     config=config, tasks=tasks, env_options=env_options, params=params)
+    return experiments.create(store, name=name or _default_name(store, env, method), env=env, method=method,
+                              config=config, tasks=tasks, env_options=env_options, params=params)
 
 
 LEAKED_KEY = "leaked"  # params: task keys whose own trajectory was an exemplar of the run
 RERUN_KEY = "rerun_of"  # params: the experiment this one re-ran with a change
 
 
-def leaked_keys(store: Store, exp: xs.Experiment) -> list[str]:
+def leaked_keys(store: Store, exp: experiments.Experiment) -> list[str]:
     """The experiment's leaked task keys: recorded at creation, else (older rows) the
     set as it is now."""
     if LEAKED_KEY in exp.params:
         return list(exp.params[LEAKED_KEY])
-    return [t.key for t in leakage.leaked_tasks(store, exp.config.exemplar_set, [it.task for it in xs.items(store, exp.id)])]
+    return [t.key for t in leakage.leaked_tasks(store, exp.config.exemplar_set, [it.task for it in experiments.items(store, exp.id)])]
 
 
 def rerun(store: Store, ref: int | str, *, config: dict[str, Any] | None = None, method: str | None = None,
-          name: str | None = None, leave_out_leaked: bool = False) -> xs.Experiment:
+          name: str | None = None, leave_out_leaked: bool = False) -> experiments.Experiment:
     """A new experiment on the source's tasks with the same settings but the changes
     given (`config`: AgentConfig fields, e.g. {"exemplar_set": "fixed"}); it names its
     source so its paired comparison can open by itself."""
-    src = xs.get(store, ref)
+    src = experiments.get(store, ref)
     cfg = src.config.model_validate({**src.config.model_dump(), **(config or {})})
-    tasks = [it.task for it in xs.items(store, src.id)]
+    tasks = [it.task for it in experiments.items(store, src.id)]
     if leave_out_leaked:
         out = {t.key for t in leakage.leaked_tasks(store, cfg.exemplar_set, tasks)}
         tasks = [t for t in tasks if t.key not in out]
@@ -117,8 +117,8 @@ def rerun(store: Store, ref: int | str, *, config: dict[str, Any] | None = None,
 
 
 def _default_name(store: Store, env: str, method: str) -> str:
-    base = f"{env}-{method}-{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}"
-    taken = {e.name for e in xs.list_all(store)}
+    base = f"{env}-{method}-{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}"
+    taken = {e.name for e in experiments.list_all(store)}
     name, n = base, 2
     while name in taken:
         name, n = f"{base}-{n}", n + 1
@@ -165,7 +165,7 @@ class _Workers:
         return eng
 
 
-def run_item(engine: Engine, exp: xs.Experiment, it: xs.Item, should_stop: Callable[[], bool], *,
+def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, should_stop: Callable[[], bool], *,
              concurrency: int = 1, watch: CallWatch | None = None, token: int | None = None) -> dict:
     """Run or continue one task of the experiment in its (single) episode, already linked.
     `token`: the runner's claim of the item; every write of the item checks it (ClaimLost
@@ -175,25 +175,25 @@ def run_item(engine: Engine, exp: xs.Experiment, it: xs.Item, should_stop: Calla
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
                                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
                                should_stop=should_stop, phases=it.phases,
-                               on_phase=functools.partial(xs.record_phase, store, item_id, token=token),
+                               on_phase=functools.partial(experiments.record_phase, store, item_id, token=token),
                                concurrency=concurrency, watch=watch)
-    except xs.ClaimLost:
+    except experiments.ClaimLost:
         raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
         msg = " ".join(str(exc).split()) or type(exc).__name__
-        xs.record_item(store, item_id, status="error", error=msg, token=token)
+        experiments.record_item(store, item_id, status="error", error=msg, token=token)
         raise _ItemFailed(msg) from exc
     finally:
-        engine.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
+        engine.envs.forget_env(ep_id)  # hand the game / pages back: a worker runs many episodes
     status = "done" if out.done else ("running" if out.stopped else "error")
-    xs.record_item(store, item_id, status=status, version_id=out.version_id, success=out.success,
-                   metrics=out.metrics, error=out.error, token=token)
+    experiments.record_item(store, item_id, status=status, version_id=out.version_id, success=out.success,
+                            metrics=out.metrics, error=out.error, token=token)
     if out.error:
         raise _ItemFailed(out.error)
     return {"item": item_id, "episode": ep_id, "done": out.done, "success": out.success}
 
 
-def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: float, item_id: int,
+def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, lease_s: float, item_id: int,
                   should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None,
                   claims: "_Claims | None" = None) -> dict:
     """`run_item` once the item is ours: another runner holding it (or having finished it)
@@ -205,24 +205,24 @@ def _claimed_item(engine: Engine, exp: xs.Experiment, job_id: int, lease_s: floa
     stop check reads the claim)."""
     store = engine.store
     with store.transaction(durable=False):  # (a power cut that loses it leaves the item to a resume)
-        token = xs.claim(store, item_id, job_id, lease_s)
+        token = experiments.claim(store, item_id, job_id, lease_s)
         if token is None:
             return {"item": item_id, "skipped": True}
-        it = xs.item(store, item_id)
+        it = experiments.item(store, item_id)
         if it.episode_id is None:
-            xs.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}",
-                              methods.PHASES[exp.method][0])
-            it = xs.item(store, item_id)
+            experiments.ensure_episode(store, item_id, exp.config, exp.env_options, f"{exp.name} #{it.pos + 1}",
+                                       methods.PHASES[exp.method][0])
+            it = experiments.item(store, item_id)
     claims = claims if claims is not None else _Claims(store)
     claims.hold(item_id, token)
     try:
         return run_item(engine, exp, it, lambda: should_stop() or claims.lost(item_id), concurrency=concurrency,
                         watch=watch, token=token)
-    except xs.ClaimLost as exc:
+    except experiments.ClaimLost as exc:
         print(f"experiment {exp.id}, job {job_id}: {exc}", file=sys.stderr, flush=True)
         return {"item": item_id, "lost": True, "done": False, "success": None}
     except BaseException:
-        xs.release(engine.store, item_id, job_id, token)  # (recording the item's result releases it too)
+        experiments.release(engine.store, item_id, job_id, token)  # (recording the item's result releases it too)
         raise
     finally:
         claims.drop(item_id)
@@ -253,14 +253,14 @@ class _Claims:
         """The heartbeat's part: renew the job's claims and note those taken over (a claim
         taken after the renewal began is not in it, and not lost)."""
         began = time.monotonic()
-        kept = xs.renew_claims(store, exp_id, job_id, lease_s)
+        kept = experiments.renew_claims(store, exp_id, job_id, lease_s)
         with self._lock:
             self.gone.update(i for i, (t, at) in self.held.items() if at < began and kept.get(i) != t)
 
     def lost(self, item_id: int) -> bool:
         if self.store is not None:
             held = self.held.get(item_id)
-            return held is not None and not xs.holds(self.store, item_id, held[0])
+            return held is not None and not experiments.holds(self.store, item_id, held[0])
         return item_id in self.gone
 
 
@@ -270,8 +270,8 @@ def _process_item(db_path: str, exp_id: int, api_key: str | None, job_id: int, l
     eng = _PROCESS_ENGINES.get(db_path)
     if eng is None:
         eng = _PROCESS_ENGINES[db_path] = Engine(Store(db_path, create=False), api_key=api_key)
-    return _claimed_item(eng, xs.get(eng.store, exp_id), job_id, lease_s, item_id,
-                         lambda: jobs_db.stop_requested(eng.store, job_id), 1)
+    return _claimed_item(eng, experiments.get(eng.store, exp_id), job_id, lease_s, item_id,
+                         lambda: sessions.jobs.stop_requested(eng.store, job_id), 1)
 
 
 _PROCESS_ENGINES: dict[str, Engine] = {}
@@ -290,13 +290,13 @@ def run(
     stops on consecutive failures. `mode="processes"` runs items in worker processes."""
     store = Store(db_path, create=False)
     try:
-        exp = xs.get(store, ref)
+        exp = experiments.get(store, ref)
         opts = _Options(concurrency, stop, on_progress, api_key, max_consecutive_failures, mode)
         if handle is not None:
             return _run(store, exp, handle, opts)
         return jobs.run_here(store, "experiment", lambda h: _run(store, exp, h, opts), lease_s=lease_s, stop=stop,
                              experiment_id=exp.id, target=f"experiment {exp.name}",
-                             total=sum(xs.counts(store, exp.id).values()))
+                             total=sum(experiments.counts(store, exp.id).values()))
     finally:
         store.close()
 
@@ -311,8 +311,8 @@ class _Options:
     mode: str
 
 
-def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[str, Any]:
-    items = xs.items(store, exp.id)
+def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options) -> dict[str, Any]:
+    items = experiments.items(store, exp.id)
     counts = {"done": sum(it.status == "done" for it in items),
               "success": sum(bool(it.success) for it in items if it.status == "done"), "failed": 0}
     start_done, t0 = counts["done"], time.monotonic()
@@ -337,28 +337,28 @@ def _run(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options) -> dict[
     h.progress(done=counts["done"], total=len(items))
     if o.on_progress:
         o.on_progress(Progress(len(items), counts["done"], counts["success"], 0, 0.0, start_done))
-    xs.set_status(store, exp.id, "running")
+    experiments.set_status(store, exp.id, "running")
     status, error = "done", None
     try:
         _rounds(store, exp, h, o, report, claims)
     except BatchAborted as exc:
         status, error = "aborted", str(exc)
     except KeyboardInterrupt:
-        xs.set_status(store, exp.id, "stopped", add_wall_s=time.monotonic() - t0)
+        experiments.set_status(store, exp.id, "stopped", add_wall_s=time.monotonic() - t0)
         raise
-    left = xs.counts(store, exp.id)
+    left = experiments.counts(store, exp.id)
     h.sync_stop()  # a Stop the workers read in the database before the next beat brought it here
     if status == "done" and sum(n for s, n in left.items() if s != "done"):
         status = "stopped" if h.stop.is_set() else "incomplete"
-        if not h.stop.is_set() and xs.holders(store, exp.id, h.id):
+        if not h.stop.is_set() and experiments.holders(store, exp.id, h.id):
             status = "running"  # another runner still works on it
-    xs.set_status(store, exp.id, status, add_wall_s=time.monotonic() - t0)
+    experiments.set_status(store, exp.id, status, add_wall_s=time.monotonic() - t0)
     if error:
         raise ExperimentError(f"experiment {exp.name!r} {error}; fix the cause, then `experiment resume {exp.id}`")
     return summary(store, exp.id)
 
 
-def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, report: Callable[[JobResult], None],
+def _rounds(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options, report: Callable[[JobResult], None],
             claims: _Claims) -> None:
     """Batches over the claimable items until none is left that this run has not tried;
     items another runner holds are waited for (it finishes them, or dies and its lease
@@ -372,10 +372,10 @@ def _rounds(store: Store, exp: xs.Experiment, h: jobs.Handle, o: _Options, repor
         report(res)
 
     while not h.stop.is_set():
-        todo = [i for i in xs.claimable(store, exp.id) if i not in tried]
+        todo = [i for i in experiments.claimable(store, exp.id) if i not in tried]
         if not todo and _free_dead_claims(store, exp.id, h.id):
             continue
-        if not todo and xs.holders(store, exp.id, h.id):  # another runner's items: done by it, or
+        if not todo and experiments.holders(store, exp.id, h.id):  # another runner's items: done by it, or
             h.stop.wait(min(1.0, h.lease_s / 4))  # taken over here once its lease runs out
             continue
         if not todo:
@@ -395,15 +395,15 @@ def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:
     """Items held by a runner known to be dead (a killed process of this machine, or a
     job already ended) are freed at once; True when some were."""
     freed = False
-    for other in xs.holders(store, exp_id, job_id):
+    for other in experiments.holders(store, exp_id, job_id):
         try:
-            job = jobs_db.get(store, other)
+            job = sessions.jobs.get(store, other)
         except StoreError:
             job = None
-        if job is None or jobs_db.owner_gone(job):
+        if job is None or sessions.jobs.owner_gone(job):
             if job is not None and job.active:
-                jobs_db.finish(store, job.id, "stopped", error="its process ended")
-            xs.release_job(store, exp_id, other)
+                sessions.jobs.finish(store, job.id, "stopped", error="its process ended")
+            experiments.release_job(store, exp_id, other)
             freed = True
     return freed
 
@@ -427,8 +427,8 @@ def _metrics(env: str, done: list, wins: int, n: int) -> dict[str, float | None]
 
 def _usage(store: Store, episode_ids: list[int], model: str) -> tuple[int, float]:
     """(tokens, USD) of the calls that reached the model server (cache hits are free)."""
-    p_tok, c_tok = store.billed_tokens(episode_ids)
-    saved = (store.get_setting(PRICES_SETTING, {}) or {}).get(model)
+    p_tok, c_tok = store.calls.billed_tokens(episode_ids)
+    saved = (store.settings.get(PRICES_SETTING, {}) or {}).get(model)
     if saved:
         p_price, c_price = float(saved.get("prompt", 0.0)), float(saved.get("completion", 0.0))
     else:
@@ -440,8 +440,8 @@ def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[s
     """The paper-style score of an experiment (`experiment run/show --json`). Rates, EM/F1
     and accuracy are over finished items: an unfinished one is not a failure, and a run
     with unfinished items is `partial`."""
-    exp = xs.get(store, ref)
-    items = xs.items(store, exp.id)
+    exp = experiments.get(store, ref)
+    items = experiments.items(store, exp.id)
     n = len(items)
     done = [it for it in items if it.finished]
     wins = sum(bool(it.success) for it in done)
@@ -467,7 +467,7 @@ def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[s
     return out
 
 
-def task_set_label(exp: xs.Experiment) -> str:
+def task_set_label(exp: experiments.Experiment) -> str:
     """The task set an experiment ran on, in words a results table can print."""
     tasks, source = exp.params.get("tasks", "builtin"), exp.params.get("source")
     if exp.params.get("sample") == "paper":
@@ -504,7 +504,7 @@ def _pair_counts(xa: list[bool], xb: list[bool]) -> dict[str, Any]:
             "p_value": r.p_value, "p_method": r.method, "diff_ci": ci}
 
 
-def _side(it: xs.Item) -> str:
+def _side(it: experiments.Item) -> str:
     """'done', 'error' (stopped on an error: timeout, refusal) or 'unfinished' (pending, running)."""
     return "done" if it.finished else ("error" if it.status == "error" else "unfinished")
 
@@ -540,11 +540,11 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "
     unless `include_leaked`."""
     if errors not in ERROR_RULES:
         raise ExperimentError(f"--errors takes failure or exclude (got {errors!r})")
-    a, b = xs.get(store, a_ref), xs.get(store, b_ref)
+    a, b = experiments.get(store, a_ref), experiments.get(store, b_ref)
     if a.env != b.env:
         raise ExperimentError(f"experiments {a.name!r} ({a.env}) and {b.name!r} ({b.env}) are on different environments")
-    a_items = {it.task.key: it for it in xs.items(store, a.id)}
-    b_items = {it.task.key: it for it in xs.items(store, b.id)}
+    a_items = {it.task.key: it for it in experiments.items(store, a.id)}
+    b_items = {it.task.key: it for it in experiments.items(store, b.id)}
     leaked_set = set(leaked_keys(store, a)) | set(leaked_keys(store, b))
     leaked = [k for k in a_items if k in b_items and k in leaked_set]
     listed = [k for k in a_items if k in b_items and (include_leaked or k not in leaked_set)]
@@ -565,10 +565,10 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "
             "diff_ci_method": DIFF_CI_METHOD, "by_type": by_type}
 
 
-def failures(store: Store, ref: int | str) -> list[xs.Item]:
+def failures(store: Store, ref: int | str) -> list[experiments.Item]:
     """Items that finished without success or stopped on an error (to open in the Editor)."""
-    exp = xs.get(store, ref)
-    return [it for it in xs.items(store, exp.id) if it.status == "error" or (it.status == "done" and not it.success)]
+    exp = experiments.get(store, ref)
+    return [it for it in experiments.items(store, exp.id) if it.status == "error" or (it.status == "done" and not it.success)]
 
 
 # ---------------------------------------------------------------------------- background
@@ -595,10 +595,10 @@ class Background:
               session: str | None = None) -> bool:
         """Launch (or resume) the experiment; False when a runner already works on it here."""
         with self._lock:
-            if any(jobs.handle(self.store, j.id) for j in jobs_db.active(self.store, experiment_id=exp_id)):
+            if any(jobs.handle(self.store, j.id) for j in sessions.jobs.active(self.store, experiment_id=exp_id)):
                 return False
             self._errors.pop(exp_id, None)
-            exp = xs.get(self.store, exp_id)
+            exp = experiments.get(self.store, exp_id)
 
             def work(h: jobs.Handle) -> dict[str, Any]:
                 try:
@@ -609,17 +609,17 @@ class Background:
                     raise
 
             jobs.start(self.store, "experiment", work, experiment_id=exp_id, target=f"experiment {exp.name}",
-                       session=session, total=sum(xs.counts(self.store, exp_id).values()))
+                       session=session, total=sum(experiments.counts(self.store, exp_id).values()))
             return True
 
-    def job(self, exp_id: int) -> jobs_db.Job | None:
+    def job(self, exp_id: int) -> sessions.jobs.Job | None:
         """The newest live job on the experiment, in any process."""
-        live = jobs_db.active(self.store, experiment_id=exp_id)
+        live = sessions.jobs.active(self.store, experiment_id=exp_id)
         return live[0] if live else None
 
     def stop(self, exp_id: int) -> None:
         """Stop every runner of the experiment: each ends within one model call."""
-        for j in jobs_db.active(self.store, experiment_id=exp_id):
+        for j in sessions.jobs.active(self.store, experiment_id=exp_id):
             jobs.stop(self.store, j.id)
 
     def running(self, exp_id: int) -> bool:

@@ -20,7 +20,7 @@ def set_task_keys(store: Store, exemplar_set: str | None) -> set[str]:
     keys = set()
     for e in exemplar_sets.entries(store, exemplar_set):
         if e.version_id is not None:
-            keys.add(store.episode(store.version(e.version_id).episode_id).task.key)
+            keys.add(store.episodes.get(store.versions.get(e.version_id).episode_id).task.key)
     return keys
 
 

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from agent import exemplars as ex
+from agent import exemplars
 from agent.client import CallWatch, ModelError
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
@@ -71,13 +71,13 @@ def check_method(env: str, method: str) -> None:
 def check_exemplars(env: str, method: str, exemplar_set: str | None, store) -> None:
     """Fail before anything runs when the exemplar set lacks what the method's prompts need."""
     try:
-        prompts = ex.prompt_dict(env, exemplar_set, store)
+        prompts = exemplars.prompt_dict(env, exemplar_set, store)
         for phase in PHASES[method]:
             if phase in ("react", "act"):
                 family(env).transcript.check_exemplars(prompts, phase)
             else:
-                ex.qa_exemplars(prompts, env, "standard" if phase == "standard" else "cot")
-    except (ex.ExemplarError, StoreError) as exc:
+                exemplars.qa_exemplars(prompts, env, "standard" if phase == "standard" else "cot")
+    except (exemplars.ExemplarError, StoreError) as exc:
         raise MethodError(str(exc)) from None
 
 
@@ -110,7 +110,7 @@ def run_item(
     names = PHASES[method]
     known = dict(phases or {})
     if not known:  # an item recorded before phases were kept: fall back to the version names
-        known = {v.name: v.id for v in store.versions(episode_id) if v.name in names}
+        known = {v.name: v.id for v in store.versions.of_episode(episode_id) if v.name in names}
     v: Version | None = None
     for n, phase in enumerate(names):
         fresh = known.get(phase) is None  # its version is named/created now: that and its record commit together
@@ -123,7 +123,7 @@ def run_item(
             moved = functools.partial(_moved, on_phase, known, phase) if on_phase else None
             budget = _Budget(samples, sc_temperature, should_stop, concurrency, watch)
             error, stopped, ran = _run_phase(engine, v, phase, budget, moved)
-            v = store.version(ran)
+            v = store.versions.get(ran)
             if on_phase and ran != known.get(phase):
                 on_phase(phase, ran)
             if error or stopped:
@@ -150,10 +150,10 @@ def _phase_version(store, episode_id: int, phase: str, recorded: int | None, pre
     """The version that runs `phase`: the recorded one, else the episode's first version
     (first phase), else a fresh path from the task's start named after the phase."""
     if recorded is not None:
-        return store.version(recorded)
+        return store.versions.get(recorded)
     if prev is None:
-        return store.update_version(store.versions(episode_id)[0].id, name=phase)
-    found, _ = store.branch(prev, at_step=None, steps=[], name=phase)
+        return store.versions.update(store.versions.of_episode(episode_id)[0].id, name=phase)
+    found, _ = store.versions.branch(prev, at_step=None, steps=[], name=phase)
     return found
 
 
@@ -200,7 +200,7 @@ def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
 def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]:
     """The version's pinned config and exemplar revision, as ReAct steps use them."""
     try:
-        return engine.qa_prompt(v.id, method)
+        return engine.prompts.qa_prompt(v.id, method)
     except EngineError as exc:
         raise MethodError(str(exc)) from None
 
@@ -211,7 +211,7 @@ def _sample(engine: Engine, v: Version, config, method: str, n: int,
     `b.concurrency` at once. Stop ends it within one call (no new call starts once the job's Stop
     is set); a failed call fails the phase. Every call made is recorded."""
     prompt, stop = _qa_prompt(engine, v, method)
-    client = engine.client(engine.model_config(engine.store.episode(v.episode_id), config))
+    client = engine.prompts.client(engine.envs.model_config(engine.store.episodes.get(v.episode_id), config))
     b = b or _Budget(n, SC_TEMPERATURE, None, 1)
     cancel = threading.Event()  # this phase's own: a failed sample stops the others, not the job
     job_cancel = b.watch.cancel if b.watch else None
@@ -229,7 +229,7 @@ def _sample(engine: Engine, v: Version, config, method: str, n: int,
 
     calls, problem = _gather(one, n, max(1, min(b.concurrency, n)), cancel, b)
     if problem is not None:
-        engine.store.record_calls(v.episode_id, calls)
+        engine.store.calls.record(v.episode_id, calls)
         if isinstance(problem, _Failed) and not b.stopped():
             raise MethodError(f"model call failed: {problem.reason}") from None
         raise _Stopped()
@@ -272,14 +272,14 @@ def _gather(one: Callable[[int], ModelCall], n: int, width: int, cancel: threadi
 
 
 def _answer_once(engine: Engine, v: Version, method: str) -> None:
-    config = engine.store.version_config(v.id)
+    config = engine.store.versions.config(v.id)
     answers, thoughts, calls = _sample(engine, v, config, method, 1)
     engine.answer(v.id, thoughts[0], answers[0], calls, info={"method": method})
 
 
 def _answer_sc(engine: Engine, v: Version, b: _Budget) -> None:
     samples = b.samples
-    config = engine.store.version_config(v.id).model_copy(update={"temperature": b.sc_temperature})
+    config = engine.store.versions.config(v.id).model_copy(update={"temperature": b.sc_temperature})
     answers, thoughts, calls = _sample(engine, v, config, "cot", samples, b)
     normalize = _normalizer(engine, v)
     best, votes = majority(answers, normalize)
@@ -291,7 +291,7 @@ def _answer_sc(engine: Engine, v: Version, b: _Budget) -> None:
 
 def _normalizer(engine: Engine, v: Version) -> Callable[[str], str]:
     """How the kind compares answers (the official normalisation for HotpotQA and FEVER)."""
-    qa = family(engine.store.episode(v.episode_id).task.env).qa
+    qa = family(engine.store.episodes.get(v.episode_id).task.env).qa
     return qa.normalize if qa is not None else (lambda a: " ".join(a.split()).casefold())
 
 
@@ -301,6 +301,6 @@ def _backs_off(engine: Engine, v: Version, phase: str) -> bool:
     metrics = v.outcome.metrics
     if phase == "react":
         return bool(metrics.get("limit")) or not str(metrics.get("answer") or "").strip()
-    last = engine.store.version_steps(v.id)[-1]
+    last = engine.store.versions.steps(v.id)[-1]
     votes, n = last.info.get("votes", 0), last.info.get("samples", 1)
     return votes < n / 2

@@ -4,11 +4,11 @@ over the exemplars the version pinned."""
 
 from __future__ import annotations
 
-from agent import exemplars as ex
+from agent import exemplars
 from agent.client import CallWatch, ModelClient, ModelError
 from agent.engine_records import EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
 from envs.registry import family
-from sessions import exemplar_sets as sets
+from sessions import exemplar_sets
 from sessions.store import StoreError
 from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
@@ -24,7 +24,7 @@ class PromptingMixin:
             if self._client_factory:
                 self._clients[key] = self._client_factory(config)
             else:
-                cache = self.store if config.cache else None
+                cache = self.store.calls if config.cache else None
                 self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache,
                                                  on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
         return self._clients[key]
@@ -34,7 +34,7 @@ class PromptingMixin:
         episode: the next attempt of the same request uses one, whatever the cache setting
         (it was paid for; `--no-cache` means "do not answer from earlier requests")."""
         taken: list[tuple[int, ModelCall]] = []
-        self.store.record_pending_calls(into=taken)
+        self.store.calls.record_pending(into=taken)
         with self._guard:
             for episode_id, call in taken:
                 if call.error is None and call.completion is not None:
@@ -70,10 +70,10 @@ class PromptingMixin:
     def prompt(self, version_id: int) -> str:
         """The exact text the next model call of this version would be sent: a pure
         function of the version's pinned config and exemplar revision, task and steps."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         ep = self._episode(v)
         steps = self.steps(v)
-        rev = self.store.exemplar_revision(v.id)
+        rev = self.store.versions.exemplar_revision(v.id)
         qa = qa_method_of(v, steps)
         if qa is not None:  # Standard / CoT / CoT-SC: the one prompt every sample was sent
             return self._qa_prompt(ep, rev, qa)[0]
@@ -82,39 +82,39 @@ class PromptingMixin:
     def qa_prompt(self, version_id: int, method: str) -> tuple[str, list[str]]:
         """(prompt, stop) of a Standard / CoT answer of this version: its pinned config and
         exemplar revision (pinned here at first use, as a ReAct step pins them)."""
-        v = self.store.version(version_id)
+        v = self.store.versions.get(version_id)
         ep = self._episode(v)
         return self._qa_prompt(ep, self._pin_exemplars(v, ep), method)
 
     def _qa_prompt(self, ep: Episode, rev: int | None, method: str) -> tuple[str, list[str]]:
         kind = "standard" if method == "standard" else "cot"
         try:
-            block = ex.qa_exemplars(ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev),
-                                    ep.task.env, kind)
-        except (ex.ExemplarError, StoreError) as exc:
+            block = exemplars.qa_exemplars(exemplars.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev),
+                                           ep.task.env, kind)
+        except (exemplars.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
         return qa_prompt(block, ep.task.text, kind)
 
     def _request(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None) -> ModelRequest:
         """The next model call, as the kind's transcript words it from the exemplars."""
         try:
-            prompts = ex.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
+            prompts = exemplars.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
             return family(ep.task.env).transcript.request(prompts, ep.task, steps, ep.config.style, draft)
-        except (ex.ExemplarError, StoreError) as exc:
+        except (exemplars.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
 
     def _pin_exemplars(self, v: Version, ep: Episode) -> int | None:
         """The exemplar-set revision the version's prompts use, pinned at its first use."""
-        rev = self.store.exemplar_revision(v.id)
+        rev = self.store.versions.exemplar_revision(v.id)
         if rev is None and ep.config.exemplar_set not in (None, "builtin"):
             rev = self._revision_of(ep.config.exemplar_set)
-            self.store.pin_exemplar_revision(v.id, rev)
+            self.store.versions.pin_exemplar_revision(v.id, rev)
         return rev
 
     def _revision_of(self, set_name: str | None) -> int | None:
         if set_name in (None, "builtin"):
             return None
         try:
-            return sets.current_revision(self.store, set_name)
-        except sets.ExemplarSetError as exc:
+            return exemplar_sets.current_revision(self.store, set_name)
+        except exemplar_sets.ExemplarSetError as exc:
             raise EngineError(str(exc)) from None

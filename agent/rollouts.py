@@ -20,7 +20,7 @@ from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import ModelClient
 from agent.engine import Engine, EngineError
 from sessions import experiments
-from sessions import rollouts as groups_db
+from sessions import rollouts
 from sessions.rollouts import RolloutEdit, RolloutGroup
 from sessions.store import Store
 from envs.base import EDIT_KINDS
@@ -203,7 +203,7 @@ class _WorkerEngine(Engine):
         # the endpoint follows the engine's choice (`model_config`: an unconfirmed import's is not used)
         super().__init__(store, api_key=api_key, client_factory=lambda cfg: ModelClient(
             config.model_copy(update={"base_url": cfg.base_url}), api_key=api_key,
-            cache=store if use_cache and config.cache else None))
+            cache=store.calls if use_cache and config.cache else None))
         self.config = config
 
     def max_steps(self, episode: Episode) -> int:
@@ -237,8 +237,8 @@ class Rollouts:
     # -- planning
     def _source(self, req: Request) -> tuple[Version, Episode]:
         check_n(req.n)
-        v = self.store.version(req.version_id)
-        ep = self.store.episode(v.episode_id)
+        v = self.store.versions.get(req.version_id)
+        ep = self.store.episodes.get(v.episode_id)
         n = len(self.engine.steps(v))
         can_go_on = not v.outcome.done and n < self.engine.max_steps(ep)
         last = n + 1 if can_go_on else n
@@ -251,7 +251,7 @@ class Rollouts:
         """Open (or find) the groups a request samples: [resample] or [control, treatment].
         An edit is checked by making the first treatment rollout before anything else."""
         v, ep = self._source(req)
-        config = rollout_config(self.store.version_config(v.id), req.temperature, req.max_steps, req.settings)
+        config = rollout_config(self.store.versions.config(v.id), req.temperature, req.max_steps, req.settings)
         limit = config.max_steps or self.engine.max_steps(ep)
         room = req.k + (1 if req.edit is not None else 0)  # a treatment's edit may take step K itself
         if limit < room:
@@ -260,26 +260,26 @@ class Rollouts:
         warnings = [warn] if warn else []
         where = dict(episode_id=ep.id, source_version=v.id, step=req.k, config=config)
         if req.edit is None:
-            return [groups_db.open_group(self.store, kind="resample", n=req.n, **where)], warnings
+            return [rollouts.open_group(self.store, kind="resample", n=req.n, **where)], warnings
         if req.edit.kind not in EDIT_KINDS:
             raise RolloutError(f"unknown edit {req.edit.kind!r}")
         if req.edit.kind not in family(ep.task.env).edit_kinds:
             raise RolloutError(f"edit {req.edit.kind!r} does not apply to {family(ep.task.env).label} steps")
-        known = groups_db.find_group(self.store, kind="treatment", edit=req.edit, **where)
+        known = rollouts.find_group(self.store, kind="treatment", edit=req.edit, **where)
         if known is None or 0 not in known.members:  # an invalid edit stops here: nothing is made
             with self.engine.locked(ep.id), self.store.transaction():
-                treatment = groups_db.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
+                treatment = rollouts.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
                 self._member(self.engine, treatment, 0)
-        control = groups_db.open_group(self.store, kind="control", n=req.n, **where)
-        treatment = groups_db.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
+        control = rollouts.open_group(self.store, kind="control", n=req.n, **where)
+        treatment = rollouts.open_group(self.store, kind="treatment", edit=req.edit, n=req.n, **where)
         return [control, treatment], warnings
 
     @staticmethod
     def _make(engine: Engine, edit: RolloutEdit | None, version_id: int, k: int, config: AgentConfig) -> Version:
         """A rollout version; it never becomes the episode's current version."""
         if edit is None:
-            return engine.branch(version_id, k - 1, config=config, make_current=False)
-        return engine.edit(version_id, k, edit.kind, edit.text, config=config, make_current=False)
+            return engine.editor.branch(version_id, k - 1, config=config, make_current=False)
+        return engine.editor.edit(version_id, k, edit.kind, edit.text, config=config, make_current=False)
 
     @classmethod
     def _member(cls, engine: Engine, g: RolloutGroup, pos: int) -> int:
@@ -287,7 +287,7 @@ class Rollouts:
         so a kill at any moment leaves both or neither (never an orphan branch)."""
         with engine.locked(g.episode_id), engine.store.transaction():
             vid = cls._make(engine, g.edit, g.source_version, g.step, g.config).id
-            groups_db.add_member(engine.store, g.id, pos, vid)
+            rollouts.add_member(engine.store, g.id, pos, vid)
         return vid
 
     # -- running
@@ -298,7 +298,7 @@ class Rollouts:
         for pos in range(max((g.n for g in groups), default=0)):
             for g in groups:
                 vid = g.members.get(pos)
-                if pos < g.n and (vid is None or not self.store.version(vid).outcome.done):
+                if pos < g.n and (vid is None or not self.store.versions.get(vid).outcome.done):
                     jobs.append(_Job(g, pos, vid))
         errors: list[str] = []
         finished: list[JobResult] = []
@@ -335,21 +335,21 @@ class Rollouts:
         finally:
             for eng in engines.values():
                 for episode_id in {g.episode_id for g in groups}:
-                    eng.forget_env(episode_id)
+                    eng.envs.forget_env(episode_id)
                 eng.store.close()
-        stats = [group_stats(self.engine, groups_db.group(self.store, g.id)) for g in groups]
+        stats = [group_stats(self.engine, rollouts.group(self.store, g.id)) for g in groups]
         return RolloutRun(stats, errors, stopped=self.stop.is_set())
 
 
 def group_stats(engine: Engine, group: RolloutGroup) -> GroupStats:
     """The group's finished rollouts among its first N, and what each did first."""
-    ep = engine.store.episode(group.episode_id)
+    ep = engine.store.episodes.get(group.episode_id)
     versions, success, first = [], 0, Counter()
     for pos in range(group.n):
         vid = group.members.get(pos)
         if vid is None:
             continue
-        v = engine.store.version(vid)
+        v = engine.store.versions.get(vid)
         if not v.outcome.done:
             continue
         versions.append(vid)
@@ -372,8 +372,8 @@ def group_label(stats: GroupStats) -> str:
 
 def version_groups(engine: Engine, episode_id: int) -> tuple[dict[int, int], dict[int, str]]:
     """(version id -> group id, group id -> label) for the episode's grouped versions."""
-    labels = {g.id: group_label(group_stats(engine, g)) for g in groups_db.groups(engine.store, episode_id)}
-    return groups_db.group_of_versions(engine.store, episode_id), labels
+    labels = {g.id: group_label(group_stats(engine, g)) for g in rollouts.groups(engine.store, episode_id)}
+    return rollouts.group_of_versions(engine.store, episode_id), labels
 
 
 # ---------------------------------------------------------------------- entry points
@@ -480,7 +480,7 @@ def resolve_at(engine: Engine, version_id: int, at: str) -> int | None:
     """`--at`: a step number K, or `first:REGEX` - the first step whose action or
     observation matches (None when no step does)."""
     if at.startswith("first:"):
-        return first_match(engine.steps(engine.store.version(version_id)), at[len("first:"):])
+        return first_match(engine.steps(engine.store.versions.get(version_id)), at[len("first:"):])
     if at.strip().isascii() and at.strip().isdigit() and len(at.strip()) <= 18:  # not `²`, not 5,000 digits
         return int(at)
     raise RolloutError(f"--at takes a step number K or first:REGEX (got {at[:40]!r})")
@@ -494,7 +494,7 @@ def experiment_versions(store: Store, ref: int | str, *, failed_only: bool = Fal
     for item in experiments.items(store, exp.id):
         if item.episode_id is None or (failed_only and not (item.status == "done" and item.success is not True)):
             continue
-        out.append((item.episode_id, item.version_id or store.episode(item.episode_id).current_version))
+        out.append((item.episode_id, item.version_id or store.episodes.get(item.episode_id).current_version))
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from urllib.parse import urlsplit
 
-from agent import exemplars as ex
+from agent import exemplars
 from sessions.store import StoreError
 from trajectory.prompt_files import ExemplarError
 from trajectory.records import AgentConfig, url_credentials, without_credentials
@@ -58,6 +58,6 @@ def check_config(config: AgentConfig, env: str, store=None) -> None:
     if config.max_retries < 0:
         raise ConfigError(f"max retries must be 0 or more (got {config.max_retries})")
     try:
-        ex.prompt_dict(env, config.exemplar_set, store)
+        exemplars.prompt_dict(env, config.exemplar_set, store)
     except (ExemplarError, StoreError) as exc:
         raise ConfigError(str(exc).splitlines()[0]) from None

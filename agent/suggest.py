@@ -23,7 +23,7 @@ from agent.engine import Engine, EngineError
 from agent.rollouts import Effect, Request, whatif
 from envs.registry import family
 from envs.transcript.critic import COMMAND, CriticPrompt
-from sessions import suggestions as db
+from sessions import suggestions
 from sessions.rollouts import RolloutEdit
 from trajectory.records import AgentConfig, ModelCall, Step, Version
 from trajectory.signals import version_step_signals
@@ -80,8 +80,8 @@ def _outcome_words(v: Version) -> str:
 def critic_view(engine: Engine, version_id: int, template: CriticPrompt, k: int) -> tuple[str, int | None]:
     """(the critic prompt, the first failure step): only what the agent saw, the outcome
     and the signals - the task's gold answer and the environment's state never enter."""
-    v = engine.store.version(version_id)
-    ep = engine.store.episode(v.episode_id)
+    v = engine.store.versions.get(version_id)
+    ep = engine.store.episodes.get(v.episode_id)
     steps = engine.steps(v)
     tr = family(ep.task.env).transcript
     sigs = version_step_signals(steps, v.outcome)
@@ -167,8 +167,8 @@ def leaks_answer(text: str, gold: str | None, normalize: Callable[[str], str] | 
 
 def review(engine: Engine, version_id: int, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Number the candidates and mark the ones not to verify (and why)."""
-    v = engine.store.version(version_id)
-    ep = engine.store.episode(v.episode_id)
+    v = engine.store.versions.get(version_id)
+    ep = engine.store.episodes.get(v.episode_id)
     fam = family(ep.task.env)
     steps = engine.steps(v)
     out = []
@@ -237,28 +237,28 @@ def plan(engine: Engine, version_id: int, critic: Critic, k: int, n: int) -> Pla
         raise SuggestError(f"--candidates must be between 1 and {MAX_CANDIDATES} (got {k})")
     if not 1 <= n <= 1000:
         raise SuggestError(f"--verify must be between 1 and 1000 (got {n})")
-    v = engine.store.version(version_id)
-    ep = engine.store.episode(v.episode_id)
+    v = engine.store.versions.get(version_id)
+    ep = engine.store.episodes.get(v.episode_id)
     template = critic.template or template_of(ep.task.env)
-    cfg = critic.config(engine.store.version_config(version_id))
+    cfg = critic.config(engine.store.versions.config(version_id))
     prompt, first = critic_view(engine, version_id, template, k)
     sent = chat_message(prompt, CRITIC_INSTRUCTION) if cfg.api_style == "chat" else prompt
     return Plan(version_id, ep.id, template, prompt, sent, first, cfg, k, n)
 
 
 def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
-        row: db.Suggestion | None = None) -> db.Suggestion:
+        row: suggestions.Suggestion | None = None) -> suggestions.Suggestion:
     """Call the critic and record its answer with the reviewed candidates; an answer
     without candidates raises SuggestError and nothing is written."""
     text, call = _critic_call(engine, p)
     cands = review(engine, p.version_id, parse_answer(text)[:p.k])
-    call_id = engine.store.record_calls(p.episode_id, [call])[0]
+    call_id = engine.store.calls.record(p.episode_id, [call])[0]
     if row is None:
-        row = db.create(engine.store, episode_id=p.episode_id, version_id=p.version_id, request_key=p.key,
-                        critic=Critic().public(p.config), verify_n=p.n, experiment_id=experiment_id,
-                        first_failure_step=p.first_failure)
-    return db.record_answer(engine.store, row.id, prompt_label=p.template.label, prompt_hash=p.template.hash,
-                            prompt_text=p.sent, response=text, call_id=call_id, candidates=cands)
+        row = suggestions.create(engine.store, episode_id=p.episode_id, version_id=p.version_id, request_key=p.key,
+                                 critic=Critic().public(p.config), verify_n=p.n, experiment_id=experiment_id,
+                                 first_failure_step=p.first_failure)
+    return suggestions.record_answer(engine.store, row.id, prompt_label=p.template.label, prompt_hash=p.template.hash,
+                                     prompt_text=p.sent, response=text, call_id=call_id, candidates=cands)
 
 
 def _critic_call(engine: Engine, p: Plan) -> tuple[str, ModelCall]:
@@ -292,15 +292,15 @@ def verdict(effect: float | None, ci: Sequence[float] | None, p_value: float | N
 
 def calls_cost(engine: Engine, version_ids: Sequence[int], from_step: int) -> dict[str, Any]:
     """Model calls, billed tokens and USD of the steps these versions sampled from `from_step`."""
-    ids = [cid for vid in version_ids for s in engine.store.version_steps(vid) if s.index >= from_step
+    ids = [cid for vid in version_ids for s in engine.store.versions.steps(vid) if s.index >= from_step
            for cid in s.call_ids]
-    return cost_of(engine, engine.store.calls(sorted(set(ids))) if ids else [])
+    return cost_of(engine, engine.store.calls.read(sorted(set(ids))) if ids else [])
 
 
 def cost_of(engine: Engine, calls: Sequence[ModelCall]) -> dict[str, Any]:
     from agent.experiment import PRICES, PRICES_SETTING
 
-    saved = engine.store.get_setting(PRICES_SETTING, {}) or {}
+    saved = engine.store.settings.get(PRICES_SETTING, {}) or {}
     usd = p_tok = c_tok = 0.0
     billed = [c for c in calls if not c.cached]
     for c in billed:
@@ -332,7 +332,7 @@ class Verify:
     concurrency: int = 4
     stop: threading.Event = field(default_factory=threading.Event)
     on_progress: Callable[[int, int], None] | None = None
-    on_candidate: Callable[[db.Candidate], None] | None = None
+    on_candidate: Callable[[suggestions.Candidate], None] | None = None
 
 
 def sampling_temperature(config: AgentConfig, asked: float | None) -> float:
@@ -343,10 +343,10 @@ def sampling_temperature(config: AgentConfig, asked: float | None) -> float:
     return config.temperature if config.temperature > 0 else 1.0
 
 
-def verify(engine: Engine, s: db.Suggestion, how: Verify) -> db.Suggestion:
+def verify(engine: Engine, s: suggestions.Suggestion, how: Verify) -> suggestions.Suggestion:
     """Verify the suggestion's pending candidates, one what-if each (finished ones are
     never redone: each is recorded as it ends); the step's control arm is shared."""
-    temp = sampling_temperature(engine.store.version_config(s.version_id), how.temperature)
+    temp = sampling_temperature(engine.store.versions.config(s.version_id), how.temperature)
     for c in s.candidates:
         if c.state != "pending" or how.stop.is_set():
             continue
@@ -356,37 +356,37 @@ def verify(engine: Engine, s: db.Suggestion, how: Verify) -> db.Suggestion:
             effect, run = whatif(engine, req, concurrency=how.concurrency, stop=how.stop,
                                  on_progress=how.on_progress)
         except EngineError as exc:  # the edit could not be made from the restored state
-            db.record_result(engine.store, c.id, {"proven": False, "verdict": f"does not apply: {exc}"},
-                             state="skipped")
+            suggestions.record_result(engine.store, c.id, {"proven": False, "verdict": f"does not apply: {exc}"},
+                                      state="skipped")
             continue
         if run.stopped or run.errors:
             run.check()
             break
-        db.record_result(engine.store, c.id, result_of(engine, effect, k))
+        suggestions.record_result(engine.store, c.id, result_of(engine, effect, k))
         if how.on_candidate:
-            how.on_candidate(db.get(engine.store, s.id).candidates[c.number - 1])
-    fresh = db.get(engine.store, s.id)
+            how.on_candidate(suggestions.get(engine.store, s.id).candidates[c.number - 1])
+    fresh = suggestions.get(engine.store, s.id)
     if all(c.state != "pending" for c in fresh.candidates):
-        db.finish(engine.store, s.id)
-    return db.get(engine.store, s.id)
+        suggestions.finish(engine.store, s.id)
+    return suggestions.get(engine.store, s.id)
 
 
 # ---------------------------------------------------------------------- the report
 
 
-def _lower(c: db.Candidate) -> float:
+def _lower(c: suggestions.Candidate) -> float:
     ci = (c.result or {}).get("effect_ci95")
     return ci[0] if c.state in ("verified", "accepted", "dismissed") and ci else float("-inf")
 
 
-def ranked(s: db.Suggestion) -> list[db.Candidate]:
+def ranked(s: suggestions.Suggestion) -> list[suggestions.Candidate]:
     """Best first: by the lower bound of the effect's interval; unverified ones after the
     verified, candidates that were not verified (flagged, not applicable) last."""
     order = {"verified": 0, "accepted": 0, "dismissed": 0, "pending": 1, "flagged": 2, "skipped": 2}
     return sorted(s.candidates, key=lambda c: (order.get(c.state, 3), -_lower(c), c.number))
 
 
-def candidate_json(c: db.Candidate, rank: int) -> dict[str, Any]:
+def candidate_json(c: suggestions.Candidate, rank: int) -> dict[str, Any]:
     r = c.result or {}
     words = r.get("verdict") or c.skip or "not verified yet (run the same command again to continue)"
     return {"number": c.number, "rank": rank, "step": c.step, "kind": c.kind, "text": c.text,
@@ -397,16 +397,16 @@ def candidate_json(c: db.Candidate, rank: int) -> dict[str, Any]:
             "cost": r.get("cost"), "state": c.state, "accepted_version": c.accepted_version}
 
 
-def report(s: db.Suggestion) -> dict[str, Any]:
+def report(s: suggestions.Suggestion) -> dict[str, Any]:
     """`suggest --json`: the contract of issue 29, and what the suggestion was made with."""
     return {"episode": s.episode_id, "version": s.version_id, "first_failure_step": s.first_failure_step,
             "suggestion": s.id, "critic": s.critic, "prompt": {"label": s.prompt_label, "hash": s.prompt_hash},
             "candidates": [candidate_json(c, i) for i, c in enumerate(ranked(s), 1)]}
 
 
-def total_cost(engine: Engine, s: db.Suggestion) -> dict[str, Any]:
+def total_cost(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
     """The critic call and every rollout (each step's shared control arm counted once)."""
-    parts = [cost_of(engine, engine.store.calls([s.call_id])) if s.call_id else {"calls": 0, "tokens": 0, "usd": 0}]
+    parts = [cost_of(engine, engine.store.calls.read([s.call_id])) if s.call_id else {"calls": 0, "tokens": 0, "usd": 0}]
     seen: set[int] = set()
     for c in s.candidates:
         r = c.result or {}
@@ -426,7 +426,7 @@ def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) 
     """Candidate `number` of the version's latest suggestions as a new version, made
     exactly as `edit` makes it; its edit records where it came from. In bulk only a proven
     candidate that does not state the answer is accepted."""
-    s = db.latest(engine.store, version_id)
+    s = suggestions.latest(engine.store, version_id)
     if s is None:
         raise SuggestError(f"version {version_id} has no suggestions yet: run `react-editor suggest` first")
     c = next((x for x in s.candidates if x.number == number), None)
@@ -442,49 +442,49 @@ def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) 
               "critic_prompt": s.prompt_label, "critic_prompt_hash": s.prompt_hash,
               "whatif_groups": [g for g in ((r.get("groups") or {}).get(a) for a in ("control", "treatment")) if g],
               "verdict": r.get("verdict") or c.skip, "leaks_answer": c.leaks_answer}
-    new = engine.edit(version_id, k, kind, c.text, origin=origin)
-    db.set_state(engine.store, c.id, "accepted", accepted_version=new.id)
+    new = engine.editor.edit(version_id, k, kind, c.text, origin=origin)
+    suggestions.set_state(engine.store, c.id, "accepted", accepted_version=new.id)
     return new
 
 
 def dismiss(engine: Engine, suggestion_id: int, number: int) -> None:
-    s = db.get(engine.store, suggestion_id)
+    s = suggestions.get(engine.store, suggestion_id)
     c = next((x for x in s.candidates if x.number == number), None)
     if c is None:
         raise SuggestError(f"suggestion {s.id} has no candidate {number}")
-    db.set_state(engine.store, c.id, "dismissed")
+    suggestions.set_state(engine.store, c.id, "dismissed")
 
 
 # ---------------------------------------------------------------------- one version, or an experiment's failures
 
 
-def suggest_version(engine: Engine, version_id: int, critic: Critic, k: int, how: Verify) -> db.Suggestion:
+def suggest_version(engine: Engine, version_id: int, critic: Critic, k: int, how: Verify) -> suggestions.Suggestion:
     """Ask the critic and verify its candidates: an interrupted request (same version,
     critic, template, K, N) continues where it stopped; a finished one asks afresh (the
     what-ifs of candidates proposed again are found, not rerun)."""
     p = plan(engine, version_id, critic, k, how.n)
-    s = db.find(engine.store, version_id, p.key)
+    s = suggestions.find(engine.store, version_id, p.key)
     if s is None or s.state != "asked":
         s = ask(engine, p, row=s if s is not None and s.state == "asking" else None)
     return verify(engine, s, how)
 
 
-def _free(engine: Engine, s: db.Suggestion, job_id: int) -> bool:
+def _free(engine: Engine, s: suggestions.Suggestion, job_id: int) -> bool:
     """Whether job `job_id` may take the suggestion: nobody holds it, or its holder's job
     no longer runs (killed, even by kill -9: its lease ran out or its process is gone)."""
-    from sessions import jobs as jobs_db
+    from sessions import jobs
 
     if s.claimed_by in (None, job_id):
         return True
     try:
-        holder = jobs_db.get(engine.store, s.claimed_by)
+        holder = jobs.get(engine.store, s.claimed_by)
     except Exception:  # noqa: BLE001 - a holder row that is gone holds nothing
         return True
-    return not holder.active or jobs_db.owner_gone(holder)
+    return not holder.active or jobs.owner_gone(holder)
 
 
 def experiment_rows(engine: Engine, ref: int | str, critic: Critic, k: int, n: int,
-                    limit: int | None) -> tuple[int, list[tuple[Plan, db.Suggestion]]]:
+                    limit: int | None) -> tuple[int, list[tuple[Plan, suggestions.Suggestion]]]:
     """The experiment's failures (its first `limit`), each with its suggestion row (made
     once: a rerun finds the same rows)."""
     from agent.rollouts import experiment_versions
@@ -497,46 +497,46 @@ def experiment_rows(engine: Engine, ref: int | str, critic: Critic, k: int, n: i
     out = []
     for ep, vid in items:
         p = plan(engine, vid, critic, k, n)
-        s = db.find(engine.store, vid, p.key, exp.id) or db.create(
+        s = suggestions.find(engine.store, vid, p.key, exp.id) or suggestions.create(
             engine.store, episode_id=ep, version_id=vid, request_key=p.key, critic=critic.public(p.config),
             verify_n=n, experiment_id=exp.id, first_failure_step=p.first_failure)
         out.append((p, s))
     return exp.id, out
 
 
-def suggest_experiment(engine: Engine, rows: list[tuple[Plan, db.Suggestion]], critic: Critic, how: Verify,
-                       job_id: int, on_failure: Callable[[db.Suggestion], None] | None = None) -> list[db.Suggestion]:
+def suggest_experiment(engine: Engine, rows: list[tuple[Plan, suggestions.Suggestion]], critic: Critic, how: Verify,
+                       job_id: int, on_failure: Callable[[suggestions.Suggestion], None] | None = None) -> list[suggestions.Suggestion]:
     """Each failure claimed by one job at a time; a finished one is never redone."""
     from sessions.jobs import LEASE_S
 
     done = []
     for p, s in rows:
-        s = db.get(engine.store, s.id)
+        s = suggestions.get(engine.store, s.id)
         if how.stop.is_set():
             break
         if s.state != "done":
-            if not _free(engine, s, job_id) or not db.claim(engine.store, s.id, job_id, LEASE_S, holder=s.claimed_by):
+            if not _free(engine, s, job_id) or not suggestions.claim(engine.store, s.id, job_id, LEASE_S, holder=s.claimed_by):
                 continue  # another live job works on it
             try:
                 if s.state == "asking":
                     try:
                         s = ask(engine, p, row=s)
                     except SuggestError as exc:  # recorded: the table says why, a rerun does not pay again
-                        s = db.record_answer(engine.store, s.id, prompt_label=p.template.label,
-                                             prompt_hash=p.template.hash, prompt_text=p.sent,
-                                             response=str(exc), call_id=None, candidates=[])
+                        s = suggestions.record_answer(engine.store, s.id, prompt_label=p.template.label,
+                                                      prompt_hash=p.template.hash, prompt_text=p.sent,
+                                                      response=str(exc), call_id=None, candidates=[])
                 s = verify(engine, s, how)
             finally:
-                db.release(engine.store, s.id, job_id)
+                suggestions.release(engine.store, s.id, job_id)
         done.append(s)
         if on_failure:
             on_failure(s)
     return done
 
 
-def failure_row(engine: Engine, s: db.Suggestion) -> dict[str, Any]:
+def failure_row(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
     """One failure of `suggest --experiment`: first signal, best candidate, effect, verdict, cost."""
-    v = engine.store.version(s.version_id)
+    v = engine.store.versions.get(s.version_id)
     steps = engine.steps(v)
     sigs = version_step_signals(steps, v.outcome)
     first = next((f[0] for f in sigs if f), None)
@@ -578,10 +578,10 @@ def accept_all_proven(engine: Engine, rows: list[dict[str, Any]], *, exemplar_se
             resume(new.id)
         made.append(new.id)
     if exemplar_set and made:
-        from sessions import exemplar_sets as sets
+        from sessions import exemplar_sets
 
         for vid in made:  # (the experiments' leakage rule applies to these entries like any other)
-            sets.add_version(engine.store, exemplar_set, vid, by="suggest")
+            exemplar_sets.add_version(engine.store, exemplar_set, vid, by="suggest")
     return made
 
 
@@ -592,13 +592,13 @@ def leaked_for_set(engine: Engine, experiment_id: int, exemplar_set: str,
     accepted into a set is such a trajectory, so a run with the set warns about these tasks
     (`--leave-out-leaked` leaves them out) and `experiment compare` leaves them out of its test."""
     from agent import leakage
-    from sessions import experiments as xs
+    from sessions import experiments
 
     store = engine.store
     keys = leakage.set_task_keys(store, exemplar_set)
-    keys |= {store.episode(store.version(v).episode_id).task.key for v in version_ids}
+    keys |= {store.episodes.get(store.versions.get(v).episode_id).task.key for v in version_ids}
     seen: dict[str, Any] = {}
-    for it in xs.items(store, experiment_id):
+    for it in experiments.items(store, experiment_id):
         if it.task.key in keys:
             seen.setdefault(it.task.key, it.task)
     return list(seen.values())

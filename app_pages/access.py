@@ -122,7 +122,7 @@ def key_guard():
         client.ENDPOINT_KEYS = EndpointKeys(
             os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL") or client.DEFAULT_BASE_URL,
             [u for u in os.environ.get(ENDPOINTS_ENV, "").splitlines() if u.strip()],
-            confirmed=lambda: store.get_setting(CONFIRMED_SETTING, []) or [])
+            confirmed=lambda: store.settings.get(CONFIRMED_SETTING, []) or [])
     return client.ENDPOINT_KEYS
 
 

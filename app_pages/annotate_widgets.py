@@ -8,23 +8,23 @@ import streamlit as st
 
 from app_pages import access
 from app_pages.state import alert
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
+from sessions import annotations
+from sessions import exemplar_sets
 from sessions.store import Store, StoreError
 from trajectory.signals import suggest_failure_modes, version_signals
 
-_VERDICTS = ["(none)", *ann.VERDICTS]
+_VERDICTS = ["(none)", *annotations.VERDICTS]
 
 
 def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> None:
     """Verdict / failure modes / notes / exemplar-ready for one version, with its history."""
-    cur = ann.version_annotation(store, version_id)
-    outcome = store.version(version_id).outcome
+    cur = annotations.version_annotation(store, version_id)
+    outcome = store.versions.get(version_id).outcome
     auto = "unfinished" if not outcome.done else ("success" if outcome.success else "failure")
     st.caption(f"Environment outcome: {auto}")
     # before any annotation, the signals pre-fill a suggestion; it is saved only if the person saves it
     suggested = [] if cur else suggest_failure_modes(
-        version_signals([s.signals for s in store.version_steps(version_id)], outcome), outcome)
+        version_signals([s.signals for s in store.versions.steps(version_id)], outcome), outcome)
     if suggested:
         st.caption("Failure modes suggested by the signals: " + ", ".join(m.replace("_", " ") for m in suggested)
                    + ". Review them, then save to confirm, or clear them.")
@@ -32,7 +32,7 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
         verdict = st.selectbox("Your verdict", _VERDICTS,
                                index=_VERDICTS.index(cur.verdict) if cur and cur.verdict else 0,
                                key=f"{key_prefix}-verdict-{version_id}")
-        modes = st.multiselect("Failure modes", list(ann.FAILURE_MODES), default=cur.failure_modes if cur else suggested,
+        modes = st.multiselect("Failure modes", list(annotations.FAILURE_MODES), default=cur.failure_modes if cur else suggested,
                                format_func=lambda m: m.replace("_", " "), key=f"{key_prefix}-modes-{version_id}")
         notes = st.text_area("Notes", value=(cur.notes or "") if cur else "", key=f"{key_prefix}-notes-{version_id}")
         ready = st.checkbox("Exemplar-ready", value=cur.exemplar_ready if cur else False,
@@ -40,13 +40,13 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
         by = _annotator(f"{key_prefix}-by-{version_id}")
         if st.form_submit_button("Save annotation"):
             try:
-                ann.annotate_version(store, version_id, by=by, verdict=None if verdict == "(none)" else verdict,
-                                     failure_modes=modes, notes=notes, exemplar_ready=ready)
+                annotations.annotate_version(store, version_id, by=by, verdict=None if verdict == "(none)" else verdict,
+                                             failure_modes=modes, notes=notes, exemplar_ready=ready)
                 st.success("Annotation saved.")
             except (StoreError, ValueError) as exc:
                 alert(str(exc).splitlines()[0])
     exemplar_set_adder(store, version_id, key_prefix)
-    hist = ann.version_history(store, version_id)
+    hist = annotations.version_history(store, version_id)
     if hist:
         with st.expander(f"Annotation history ({len(hist)})"):
             st.dataframe([{"when": a.created_at, "by": a.annotator, "verdict": a.verdict or "",
@@ -60,26 +60,26 @@ NEW_SET = "(new set)"
 def exemplar_set_adder(store: Store, version_id: int, key_prefix: str) -> None:
     """"Add to exemplar set" beside exemplar-ready: pick one of the environment's sets or
     name a new one (prefilled); the sets holding the version are listed at once."""
-    env = store.episode(store.version(version_id).episode_id).task.env
-    held = [x.name for x in sets.list_sets(store, env)
-            if any(e.version_id == version_id for e in sets.entries(store, x.name))]
+    env = store.episodes.get(store.versions.get(version_id).episode_id).task.env
+    held = [x.name for x in exemplar_sets.list_sets(store, env)
+            if any(e.version_id == version_id for e in exemplar_sets.entries(store, x.name))]
     if held:
         st.caption("In exemplar set" + ("s " if len(held) > 1 else " ") + ", ".join(held))
-    names = [x.name for x in sets.list_sets(store, env)]
+    names = [x.name for x in exemplar_sets.list_sets(store, env)]
     key = f"{key_prefix}-xset-{version_id}"
     if st.session_state.get(f"{key}-added") in names:  # the selector shows the set it went to
         st.session_state[key] = st.session_state.pop(f"{key}-added")
     c = st.columns([2, 2, 1], vertical_alignment="bottom")
     pick = c[0].selectbox("Exemplar set", [*names, NEW_SET], key=key)
-    new = c[1].text_input("New set name", value=sets.free_name(store, f"{env}-fixes"),
+    new = c[1].text_input("New set name", value=exemplar_sets.free_name(store, f"{env}-fixes"),
                           key=f"{key_prefix}-xnew-{version_id}", disabled=pick != NEW_SET)
     if c[2].button("Add to exemplar set", key=f"{key_prefix}-xadd-{version_id}"):
         name = new.strip() if pick == NEW_SET else pick
         try:
             with store.transaction():
                 if pick == NEW_SET:
-                    sets.create_set(store, name, env)
-                sets.add_version(store, name, version_id)
+                    exemplar_sets.create_set(store, name, env)
+                exemplar_sets.add_version(store, name, version_id)
             st.session_state[f"{key}-added"] = name
             st.session_state["flash_exemplar_set"] = f"Added to exemplar set {name!r}."
             st.rerun()
@@ -92,9 +92,9 @@ def exemplar_set_adder(store: Store, version_id: int, key_prefix: str) -> None:
 
 def step_tag_panel(store: Store, step_id: int, key_prefix: str) -> None:
     """Tags (suggested or free) and a note for one step."""
-    cur = ann.step_annotation(store, step_id)
+    cur = annotations.step_annotation(store, step_id)
     tags = list(cur.tags) if cur else []
-    options = list(dict.fromkeys([*ann.STEP_TAGS, *tags]))
+    options = list(dict.fromkeys([*annotations.STEP_TAGS, *tags]))
     with st.form(key=f"{key_prefix}-st-{step_id}"):
         chosen = st.multiselect("Tags", options, default=tags, key=f"{key_prefix}-tags-{step_id}")
         extra = st.text_input("Other tag", value="", key=f"{key_prefix}-extra-{step_id}")
@@ -102,7 +102,7 @@ def step_tag_panel(store: Store, step_id: int, key_prefix: str) -> None:
         by = _annotator(f"{key_prefix}-sby-{step_id}")
         if st.form_submit_button("Save tags"):
             try:
-                ann.tag_step(store, step_id, by=by, tags=[*chosen, *([extra] if extra.strip() else [])], note=note)
+                annotations.tag_step(store, step_id, by=by, tags=[*chosen, *([extra] if extra.strip() else [])], note=note)
                 st.success("Tags saved.")
             except (StoreError, ValueError) as exc:
                 alert(str(exc).splitlines()[0])
@@ -114,4 +114,4 @@ def _annotator(key: str) -> str:
     if signed:
         st.caption(f"Annotator: {signed} (signed in)")
         return signed
-    return st.text_input("Annotator", value=ann.current_user(), key=key)
+    return st.text_input("Annotator", value=annotations.current_user(), key=key)

@@ -21,7 +21,7 @@ store = eng.store
 st.title("Compare")
 ep_id, vid, ep = state.require_episode("No episode selected. Open one on the Episodes page.")
 
-versions = store.versions(ep_id)
+versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
 ids = list(by_id)
 

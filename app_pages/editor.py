@@ -32,9 +32,9 @@ from app_pages.views import (EDIT_CHOICES, action_warning, answer_line, applicab
                              outcome_text, plural, provenance, replaced_text, step_lines, thoughts_are_turns)
 from envs.base import EnvError
 from envs.registry import family
-from sessions import annotations as ann
+from sessions import annotations
 from sessions import experiments, numbering
-from sessions import jobs as jobs_db
+import sessions.jobs
 from sessions.store import StoreError
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
@@ -109,9 +109,9 @@ RUN_LEASE_S = 5.0  # a run's job lives while this tab ticks; a reload or a close
 def open_run(version_id: int, n: int | None, kind: str = "run") -> dict:
     """A run is a job of the database (kind "run", or "edit-and-resume"), renewed by each
     tick of this tab."""
-    ep_of = store.version(version_id).episode_id
-    job = jobs_db.create(store, kind, episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
-                         target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
+    ep_of = store.versions.get(version_id).episode_id
+    job = sessions.jobs.create(store, kind, episode_id=ep_of, version_id=version_id, session=TAB, lease_s=RUN_LEASE_S,
+                               target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
     return {"version": version_id, "n": n, "added": 0, "job": job.id}
 
 
@@ -121,7 +121,7 @@ def close_run(how: str = "done") -> None:
     r = st.session_state.get("run")
     st.session_state["run"] = None
     if r and r.get("job") is not None:
-        jobs_db.finish(store, r["job"], how, done=r["added"])
+        sessions.jobs.finish(store, r["job"], how, done=r["added"])
 
 st.title("Editor")
 ep_id, vid, ep = state.require_episode("No episode selected. Start or open one on the Episodes page.")
@@ -129,13 +129,13 @@ if vid is None:
     st.error(f"Episode {ep_id} has no version.")
     st.stop()
 state.select(ep_id, vid)
-ep = ep.model_copy(update={"config": store.version_config(vid)})  # the settings this version runs with
+ep = ep.model_copy(update={"config": store.versions.config(vid)})  # the settings this version runs with
 if notice := st.session_state.pop("notice", None):  # e.g. "v3 is frozen (annotated): continued in v7"
     st.info(notice)
 st.html(EDITOR_CSS)
 st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, kept out of the page body
 
-versions = store.versions(ep_id)
+versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
 fam = family(ep.task.env)
 alf = fam.transcript.thoughts_are_turns  # a thought is its own turn; an action is optional
@@ -176,14 +176,14 @@ where = "" if cfg.base_url else (" (from OPENAI_BASE_URL)" if os.environ.get("OP
 cols[1].text(f"Model: {cfg.model}\nStyle: {cfg.style} · {cfg.api_style}")
 cols[2].text(f"Endpoint: {endpoint}{where}\nMax steps: {eng.max_steps(ep)}")
 state.model_banner(cfg)
-unconfirmed = eng.unconfirmed_references(ep)
+unconfirmed = eng.envs.unconfirmed_references(ep)
 if unconfirmed:  # an import points outside the data folders: nothing is opened before an OK
     with st.container(border=True, key="confirm_refs"):
         st.warning("This episode was imported and points at files, URLs or a model endpoint you did not choose. "
                    "Nothing is opened and no request (or key) is sent there until you confirm them:")
         st.text("\n".join(unconfirmed))
         if st.button("Confirm and open them", key="confirm_refs_btn"):
-            eng.confirm_references(ep_id)
+            eng.envs.confirm_references(ep_id)
             st.rerun()
 with st.expander("Use another model or endpoint for the steps that follow"):
     c = st.columns(3)
@@ -293,7 +293,7 @@ def frozen_notice(rep) -> str:
 def suggestions_for(k: int) -> list[str]:
     """Admissible commands before step k (ALFWorld), via the engine's environment."""
     try:
-        acts = eng.admissible_actions(vid, before=k)
+        acts = eng.envs.admissible_actions(vid, before=k)
     except STEP_ERRORS as exc:
         st.caption("No suggestions:")
         st.text(str(exc))
@@ -302,7 +302,7 @@ def suggestions_for(k: int) -> list[str]:
 
 
 def expert_hint_before(k: int | None) -> str | None:
-    return eng.expert_hint(vid, 5.0, before=k)
+    return eng.envs.expert_hint(vid, 5.0, before=k)
 
 
 def _fill(target: str, source: str) -> None:
@@ -335,8 +335,8 @@ class StepExtras:
     def __init__(self, v, steps) -> None:
         self.signals = dict(zip((s.id for s in steps), version_step_signals(steps, v.outcome)))
         ids = [cid for s in steps if s.source == "model" for cid in s.call_ids]
-        self.calls = {c.id: c for c in store.calls(ids)} if ids else {}
-        self.tags = ann.step_annotations(store, [s.id for s in steps])
+        self.calls = {c.id: c for c in store.calls.read(ids)} if ids else {}
+        self.tags = annotations.step_annotations(store, [s.id for s in steps])
         self.cards = suggest_panel.by_step(eng, v.id, v)  # a failed version's suggested fixes, per step
         self.timing = bool(st.session_state.get("show_timing"))
 
@@ -445,10 +445,10 @@ def edit_panel(v, steps, s) -> None:
             text = None if text is None else one_line(text)
             try:
                 if kind is None:
-                    new = eng.branch(vid, k)
+                    new = eng.editor.branch(vid, k)
                 else:
                     at = k + 1 if kind == "insert_after" else k
-                    new = eng.edit(vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
+                    new = eng.editor.edit(vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
             except STEP_ERRORS as exc:
                 state.set_error("edit", exc)
                 st.rerun()
@@ -532,7 +532,7 @@ def controls(v, steps, busy: bool):
         k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
                               key=f"branch_k_{vid}", label_visibility="collapsed")
         if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
-            new = eng.branch(vid, int(k))
+            new = eng.editor.branch(vid, int(k))
             switch_to(new.id)
     until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
@@ -578,8 +578,8 @@ def finished_job() -> stepjobs.StepJob | None:
 def renew_run() -> None:
     """Each tick renews the run's job; Stop from another tab or process ends the run here."""
     r = st.session_state.get("run")
-    if r and r.get("job") is not None and jobs_db.beat(store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
-                                                       version_id=r["version"]):
+    if r and r.get("job") is not None and sessions.jobs.beat(store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
+                                                             version_id=r["version"]):
         stepjobs.cancel(store, TAB, vid)
         close_run("stopped")
         st.rerun()
@@ -681,7 +681,7 @@ def steps_view(v, steps, extras: StepExtras, edit_at: tuple | None, focus: tuple
 def body() -> None:
     renew_run()
     job = finished_job()
-    v = store.version(vid)
+    v = store.versions.get(vid)
     steps = eng.steps(v)
     if st.session_state.get("run") and job is None:
         job = stepjobs.start(eng, TAB, vid, in_run=True)
@@ -712,7 +712,7 @@ def body() -> None:
         version_annotation_panel(store, v.id, "ed")
     if st.toggle("Show the next prompt", key="show_prompt"):
         try:
-            st.code(eng.prompt(vid), language=None, wrap_lines=True)
+            st.code(eng.prompts.prompt(vid), language=None, wrap_lines=True)
         except STEP_ERRORS as exc:
             st.text(str(exc))
 
@@ -727,7 +727,7 @@ def body() -> None:
             renewed = time.monotonic()
             renew_run()
     new_steps = settle(job)
-    v = store.version(vid)
+    v = store.versions.get(vid)
     if not new_steps or v.outcome.done or not st.session_state.get("run"):
         st.rerun()  # a full rerun: the controls and the outcome show the new state
     new_extras = StepExtras(v, new_steps)  # read once for all the new steps
@@ -757,6 +757,6 @@ def others_panel() -> bool:
 
 busy = finished_job() is not None
 foreign = bool(stepjobs.others(store, ep_id, TAB))
-now = store.version(vid)
+now = store.versions.get(vid)
 controls(now, eng.steps(now), busy or foreign)
 st.fragment(run_every=RUN_TICK_S if st.session_state.get("run") or foreign else None)(body)()

@@ -8,7 +8,7 @@ import streamlit as st
 from agent.run_settings import check_base_url
 from app_pages import search_box, state
 from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
-from sessions import annotations as ann
+from sessions import annotations
 from envs.base import EnvError
 from sessions import exemplar_sets
 from sessions.edit_counts import edit_counts
@@ -44,7 +44,7 @@ def exemplar_set_names(env: str) -> list[str]:
 
 def has_label(version_id: int | None, label: str) -> bool:
     """The current version carries this verdict or failure mode."""
-    a = ann.version_annotation(store, version_id) if version_id is not None else None
+    a = annotations.version_annotation(store, version_id) if version_id is not None else None
     return a is not None and (a.verdict == label or label in a.failure_modes)
 
 
@@ -65,7 +65,7 @@ def option_inputs(env: str) -> dict:
     return family(env).env_options(values)
 
 
-with st.expander("Start a new episode", expanded=not store.episode_ids()):
+with st.expander("Start a new episode", expanded=not store.episodes.ids()):
     d = state.defaults()
     c = st.columns(3)
     env = c[0].selectbox("Environment", list(kinds()), key="new_env")
@@ -139,10 +139,10 @@ f_env = f[0].selectbox("Environment", ["all", *kinds()], key="f_env")
 f_type = f[1].text_input("Task type", key="f_type")
 f_outcome = f[2].selectbox("Outcome", ["all", "success", "failure", "unfinished"], key="f_outcome")
 f_edited = f[3].selectbox("Edited", ["all", "edited", "not edited"], key="f_edited")
-f_label = f[4].selectbox("Label (current version)", ["all", *ann.VERDICTS, *ann.FAILURE_MODES], key="f_label",
+f_label = f[4].selectbox("Label (current version)", ["all", *annotations.VERDICTS, *annotations.FAILURE_MODES], key="f_label",
                          format_func=lambda m: m.replace("_", " "))
 shown_max = int(st.session_state.get("episodes_shown", PAGE_ROWS))
-rows = store.list_episodes(
+rows = store.episodes.list(
     env=None if f_env == "all" else f_env,
     task_type=f_type.strip() or None,
     outcome=None if f_outcome == "all" else f_outcome,
@@ -154,7 +154,7 @@ rows = rows[:shown_max]
 if f_label != "all":
     rows = [r for r in rows if has_label(r["current_version"], f_label)]
 if not rows:
-    st.caption("No episodes match." if store.episode_ids() else "No episodes yet: start one above.")
+    st.caption("No episodes match." if store.episodes.ids() else "No episodes yet: start one above.")
 else:
     edits = edit_counts(store, [r["episode"] for r in rows])
     table = [episode_row(r, edits.get(r["episode"], 0)) for r in rows]

@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from agent import experiment as X
+from agent import experiment
 from agent import leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
@@ -20,15 +20,15 @@ from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
                                         paper_row, results_columns, signal_rows, table_caption)
 from sessions import exemplar_sets
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.search import signal_counts
 from envs.registry import kinds
 from trajectory.records import AgentConfig
 
 
 @st.cache_resource(show_spinner=False)
-def _background(path: str) -> X.Background:
-    return X.Background(path)
+def _background(path: str) -> experiment.Background:
+    return experiment.Background(path)
 
 
 bg = _background(state.db_path())
@@ -121,8 +121,8 @@ def create_and_launch(env: str, method: str, settings: dict, params: dict, name:
             tasks = [t for t in tasks if t.key not in out]
             if not tasks:
                 raise ValueError("every task leaks: nothing left to run")
-        exp = X.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
-                       params={k: v for k, v in params.items() if v is not None})
+        exp = experiment.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
+                                params={k: v for k, v in params.items() if v is not None})
     except state.USER_ERRORS as exc:
         state.set_error("x_new", exc)
         st.rerun()
@@ -134,10 +134,10 @@ def create_and_launch(env: str, method: str, settings: dict, params: dict, name:
 st.title("Experiments")
 state.model_banner()
 
-with st.expander("New experiment", expanded=not xs.list_all(store)):
+with st.expander("New experiment", expanded=not experiments.list_all(store)):
     new_experiment_form()
 
-exps = xs.list_all(store)
+exps = experiments.list_all(store)
 if not exps:
     st.caption("No experiments yet: create one above.")
     st.stop()
@@ -155,24 +155,24 @@ env_of = {e.id: e.env for e in exps}
 @st.cache_data(show_spinner=False, max_entries=1000)
 def _summary(db: str, exp_id: int, changed: tuple) -> dict:
     """An experiment's summary, recomputed only when the experiment changed (`changed`)."""
-    return X.summary(state.store(), exp_id)
+    return experiment.summary(state.store(), exp_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
 def _compare(db: str, a: int, b: int, changed: tuple, include_leaked: bool = False) -> dict:
-    return X.compare(state.store(), a, b, include_leaked=include_leaked)
+    return experiment.compare(state.store(), a, b, include_leaked=include_leaked)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
 def _failures(db: str, exp_id: int, changed: tuple) -> tuple[list, Any]:
     """The failed items and their signal counts, recomputed only when the experiment changed."""
-    failed = X.failures(state.store(), exp_id)
+    failed = experiment.failures(state.store(), exp_id)
     return failed, signal_counts(state.store(), [it.episode_id for it in failed if it.episode_id])
 
 
 def summaries(keys: dict[int, tuple] | None = None) -> dict[int, dict]:
     """Every experiment's (cached) summary; keys: xs.changes(store) when already read."""
-    keys = xs.changes(store) if keys is None else keys
+    keys = experiments.changes(store) if keys is None else keys
     return {i: _summary(state.db_path(), i, keys.get(i, ())) for i in ids}
 
 
@@ -202,10 +202,10 @@ def any_running() -> bool:
 def live_panel() -> None:
     """Progress, results, chart and failures: redrawn together while a run moves, and once
     more when it ends, so the table, the bar and the chart never disagree."""
-    keys = xs.changes(store)  # read once per tick: the summaries, comparison and failures share it
+    keys = experiments.changes(store)  # read once per tick: the summaries, comparison and failures share it
     sums = {i: live(s) for i, s in summaries(keys).items()}
     progress_panel(sel, sums[sel])
-    rerun = xs.get(store, sel).params.get(X.RERUN_KEY) in ids
+    rerun = experiments.get(store, sel).params.get(experiment.RERUN_KEY) in ids
     if rerun:  # a re-run's question is its comparison with its source: first, under its progress
         compare_panel(sums, keys)
     results_tables(sums)
@@ -225,7 +225,7 @@ def progress_panel(exp_id: int, s: dict) -> None:
     running = s["running"]
     p = bg.progress(exp_id)
     eta = f", ETA {int(p.eta_s)} s" if running and p and p.eta_s is not None else ""
-    st.progress(done / total if total else 1.0, text=progress_text(s, xs.counts(store, exp_id).get("error", 0)) + eta)
+    st.progress(done / total if total else 1.0, text=progress_text(s, experiments.counts(store, exp_id).get("error", 0)) + eta)
     cols = st.columns([1, 1, 6])
     if running and cols[0].button("Stop", key="x_stop"):
         bg.stop(exp_id)
@@ -282,7 +282,7 @@ def compare_panel(sums: dict[int, dict], keys: dict[int, tuple] | None = None) -
     if not others:
         st.caption("Run another experiment on the same environment to compare task by task.")
         return
-    source = xs.get(store, sel).params.get(X.RERUN_KEY)
+    source = experiments.get(store, sel).params.get(experiment.RERUN_KEY)
     if source in others and st.session_state.get("x_compare_for") != sel:
         st.session_state["x_compare"] = source  # a re-run opens on its comparison with its source
     st.session_state["x_compare_for"] = sel
@@ -296,7 +296,7 @@ def compare_panel(sums: dict[int, dict], keys: dict[int, tuple] | None = None) -
                    + ". A comparison now pairs only the tasks finished on both sides.")
         if not st.toggle("Compare anyway", key="x_compare_partial"):
             return
-    keys = xs.changes(store) if keys is None else keys
+    keys = experiments.changes(store) if keys is None else keys
     include = bool(st.session_state.get("x_include_leaked"))
     c = _compare(state.db_path(), sel, b, (keys.get(sel), keys.get(b)), include)
     excluded = c.get("excluded")
@@ -324,9 +324,9 @@ def leaked_note(c: dict) -> None:
 def rerun_panel(exp_id: int) -> None:
     """'Re-run with...': the experiment's tasks and settings with a change; the new run is
     selected and launched, and its comparison with this one opens when it finishes."""
-    src = xs.get(store, exp_id)
-    names = methods_of(src.env) if X.family_or_none(src.env) else [src.method]
-    with st.expander(f"Re-run with a change: same {len(xs.items(store, exp_id))} tasks"):
+    src = experiments.get(store, exp_id)
+    names = methods_of(src.env) if experiment.family_or_none(src.env) else [src.method]
+    with st.expander(f"Re-run with a change: same {len(experiments.items(store, exp_id))} tasks"):
         c = st.columns(4)
         ex_set = exemplar_choice(c[0], src.env, f"x_rr_set_{exp_id}", src.config.exemplar_set)
         model = c[1].text_input("Model", value=src.config.model, key=f"x_rr_model_{exp_id}")
@@ -336,7 +336,7 @@ def rerun_panel(exp_id: int) -> None:
                                 key=f"x_rr_method_{exp_id}")
         new = {"exemplar_set": ex_set, "model": model.strip() or src.config.model, "temperature": temp}
         changes = {k: v for k, v in new.items() if v != getattr(src.config, k)}
-        leave_out = leak_offer(ex_set, [it.task for it in xs.items(store, exp_id)], f"x_rr_leave_{exp_id}")
+        leave_out = leak_offer(ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}")
         what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
                 for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
         st.caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
@@ -348,9 +348,9 @@ def rerun_panel(exp_id: int) -> None:
 def start_rerun(exp_id: int, changes: dict, method: str, leave_out: bool) -> None:
     state.clear_error("x_rerun")
     try:
-        cfg = xs.get(store, exp_id).config
+        cfg = experiments.get(store, exp_id).config
         check_config(cfg.model_validate({**cfg.model_dump(), **changes}), env_of[exp_id], store)
-        exp = X.rerun(store, exp_id, config=changes, method=method, leave_out_leaked=leave_out)
+        exp = experiment.rerun(store, exp_id, config=changes, method=method, leave_out_leaked=leave_out)
     except state.USER_ERRORS as exc:
         state.set_error("x_rerun", exc)
         st.rerun()
@@ -380,7 +380,7 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
 
 def failures_panel(keys: dict[int, tuple] | None = None) -> None:
     st.subheader("Failed episodes")
-    keys = xs.changes(store) if keys is None else keys
+    keys = experiments.changes(store) if keys is None else keys
     failed, counts = _failures(state.db_path(), sel, keys.get(sel, ()))
     if not failed:
         st.caption("No failures.")

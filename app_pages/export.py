@@ -13,7 +13,7 @@ import streamlit as st
 
 from app_pages import state
 from app_pages.views import plural
-from sessions import exemplar_sets as sets
+from sessions import exemplar_sets
 from sessions import numbering
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from envs.registry import kinds
@@ -88,7 +88,7 @@ def _export_section(store: Store) -> None:
     fmt = st.selectbox("Format", FORMATS, key="exp-format")
     kw: dict = {}
     if source == "Exemplar set":
-        names = [s.name for s in sets.list_sets(store)]
+        names = [s.name for s in exemplar_sets.list_sets(store)]
         if not names:
             st.info("No exemplar sets yet: import a ReAct prompt file or add versions below.")
             return
@@ -140,7 +140,7 @@ def _import_section(store: Store) -> None:
 
 def _sets_section(store: Store) -> None:
     st.subheader("Exemplar sets")
-    all_sets = sets.list_sets(store)
+    all_sets = exemplar_sets.list_sets(store)
     if all_sets:
         st.dataframe([{"name": s.name, "env": s.env, "entries": s.entries, "description": s.description or ""}
                       for s in all_sets], hide_index=True)
@@ -155,10 +155,10 @@ def _sets_section(store: Store) -> None:
                     raise ValueError("give at least one version")
                 with store.transaction():
                     if name not in {s.name for s in all_sets}:
-                        sets.create_set(store, name, env)
+                        exemplar_sets.create_set(store, name, env)
                     for b in select(store, refs):
                         for v in b.versions:
-                            sets.add_version(store, name, v.id)
+                            exemplar_sets.add_version(store, name, v.id)
                 st.session_state["set-flash"] = f"Exemplar set {name!r} updated."
                 st.rerun()  # the table above shows the new entries at once
             except (StoreError, ValueError) as exc:

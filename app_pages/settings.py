@@ -45,7 +45,7 @@ if st.button("Save defaults", key="set_save", type="primary"):
         state.set_error("settings", problem)
     else:
         state.clear_error("settings")
-        store.set_setting(state.DEFAULTS_SETTING, {
+        store.settings.set(state.DEFAULTS_SETTING, {
             "base_url": url or None, "model": model.strip() or d["model"], "api_style": api_style,
             "style": style, "temperature": float(temperature), "max_steps": int(max_steps) or None,
         })
@@ -53,7 +53,7 @@ if st.button("Save defaults", key="set_save", type="primary"):
     st.rerun()
 
 st.subheader("Prices (for the cost column)")
-prices = store.get_setting(state.PRICES_SETTING, {}) or {}
+prices = store.settings.get(state.PRICES_SETTING, {}) or {}
 p = st.columns(3)
 p_model = p[0].text_input("Model", value=d["model"], key="price_model")
 cur = prices.get(p_model.strip(), {})
@@ -62,7 +62,7 @@ p_out = p[2].number_input("$ per 1M completion tokens", min_value=0.0, value=flo
                           key=f"price_out_{p_model}")
 if st.button("Save price", key="price_save"):
     prices[p_model.strip()] = {"prompt": p_in, "completion": p_out}
-    store.set_setting(state.PRICES_SETTING, prices)
+    store.settings.set(state.PRICES_SETTING, prices)
     st.rerun()
 if prices:
     st.dataframe([{"model": m, **v} for m, v in prices.items()], hide_index=True, key="prices_table")
@@ -70,7 +70,7 @@ if prices:
 st.subheader("Response cache")
 st.caption("Identical temperature-0 requests are answered from the local cache (per agent config).")
 if st.button("Clear the response cache", key="cache_clear"):
-    n = store.cache_clear()
+    n = store.calls.clear_cache()
     st.session_state["cache_cleared"] = n
 if "cache_cleared" in st.session_state:
     st.text(f"Cleared {st.session_state['cache_cleared']} cached response(s); the calls stay in the history.")

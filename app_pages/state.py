@@ -55,7 +55,7 @@ def defaults() -> dict[str, Any]:
     environment (OPENAI_BASE_URL, REACT_EDITOR_MODEL)."""
     base = {**AgentConfig().model_dump(), **APP_MODEL_DEFAULTS}
     base["model"] = os.environ.get("REACT_EDITOR_MODEL") or base["model"]
-    saved = store().get_setting(DEFAULTS_SETTING, {}) or {}
+    saved = store().settings.get(DEFAULTS_SETTING, {}) or {}
     for k, v in saved.items():
         if k in base:
             base[k] = v
@@ -86,7 +86,7 @@ def model_banner(config: AgentConfig | None = None) -> None:
 def reconfigure(version_id: int, changes: dict[str, Any]) -> Any:
     """Point the steps that follow at another model / endpoint: a new child version of
     `version_id` (same steps) that runs with `changes`; earlier versions keep theirs."""
-    return engine().reconfigure(version_id, changes)
+    return engine().editor.reconfigure(version_id, changes)
 
 
 # ---------------------------------------------------------------------- selection / deep links
@@ -134,7 +134,7 @@ def require_episode(missing: str) -> tuple[int, int | None, Any]:
         st.page_link(page_path("episodes"), label="Go to Episodes")
         st.stop()
     try:
-        ep = store().episode(ep_id)
+        ep = store().episodes.get(ep_id)
     except StoreError as exc:
         st.error("Cannot open that episode:")
         st.text(str(exc))

@@ -53,7 +53,7 @@ def start(engine: Any, session: str, version_id: int, *, in_run: bool = False) -
         h = _mine.get(key)
         if h is not None and not h.finished.is_set():
             return h
-        ep = store.version(version_id).episode_id
+        ep = store.versions.get(version_id).episode_id
 
         def work(job: jobs.Handle) -> Any:
             rep = engine.step(version_id, watch=job.watch())  # the engine locks what needs it

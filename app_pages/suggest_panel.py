@@ -15,11 +15,11 @@ from typing import Any, Callable, Iterable
 import streamlit as st
 
 from agent import jobs
-from agent import suggest as sg
+from agent import suggest
 from agent.engine import Engine, EngineError
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
-from sessions import suggestions as db
+from sessions import suggestions
 from sessions.store import Store, StoreError
 
 TICK_S = 0.5
@@ -65,13 +65,13 @@ def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> j
 
     def work(h: jobs.Handle) -> dict[str, Any]:
         w = Engine(Store(path, create=False), api_key=api_key)
-        how = sg.Verify(n=n, stop=h.stop, on_progress=lambda done, total: h.progress(done=done, total=total))
+        how = suggest.Verify(n=n, stop=h.stop, on_progress=lambda done, total: h.progress(done=done, total=total))
         try:
-            return sg.report(sg.suggest_version(w, vid, sg.Critic(model=critic_model or None), k, how))
+            return suggest.report(suggest.suggest_version(w, vid, suggest.Critic(model=critic_model or None), k, how))
         finally:
             w.store.close()
 
-    ep = eng.store.version(vid).episode_id
+    ep = eng.store.versions.get(vid).episode_id
     tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
     return jobs.start(eng.store, "suggest", work, episode_id=ep, version_id=vid, session=tab,
                       target=f"suggest for v{vid}")
@@ -84,12 +84,12 @@ def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None])
     job: jobs.Handle | None = st.session_state.get("suggest_job")
     mine = job is not None and st.session_state.get("suggest_vid") == vid
     running = job is not None and not job.finished.is_set()
-    latest = db.latest(eng.store, vid)
+    latest = suggestions.latest(eng.store, vid)
     if latest is not None:  # the steps with candidates, marked on the overview strip (CSS only)
-        st.html(marks_css(steps_marked(sg.report(latest))))
+        st.html(marks_css(steps_marked(suggest.report(latest))))
     with st.expander("Suggest fixes — a critic proposes edits, each proven by a what-if", expanded=mine):
         c = st.columns([1, 1, 2])
-        k = c[0].number_input("Candidates", min_value=1, max_value=sg.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}")
+        k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}")
         n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key=f"sg_n_{vid}")
         model = c[2].text_input("Critic model (empty: the version's own)", key=f"sg_model_{vid}")
         if st.button("Suggest fixes", key=f"sg_run_{vid}", type="primary", disabled=running):
@@ -103,9 +103,9 @@ def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None])
             if not isinstance(job.error, ERRORS):
                 raise job.error
             st.error(str(job.error).splitlines()[0])
-        s = db.latest(eng.store, vid)
+        s = suggestions.latest(eng.store, vid)
         if s is not None:
-            _cards(eng, vid, sg.report(s), switch_to)
+            _cards(eng, vid, suggest.report(s), switch_to)
 
 
 def _progress(eng: Engine, job: jobs.Handle) -> None:
@@ -136,10 +136,10 @@ def _cards(eng: Engine, vid: int, report: dict[str, Any], switch_to: Callable[[i
 def by_step(eng: Engine, vid: int, v: Any) -> dict[int, tuple[int, list[dict[str, Any]]]]:
     """{step: (suggestion id, its candidates best first)} of the version's latest
     suggestions, read once per draw; empty unless the version failed."""
-    s = db.latest(eng.store, vid) if failed(v) else None
+    s = suggestions.latest(eng.store, vid) if failed(v) else None
     if s is None:
         return {}
-    report = sg.report(s)
+    report = suggest.report(s)
     out: dict[int, tuple[int, list[dict[str, Any]]]] = {}
     for c in report["candidates"]:
         if c["step"] is not None:
@@ -175,13 +175,13 @@ def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callabl
             b = st.columns(2)
             if b[0].button("Accept", key=f"sg_accept_{sid}_{c['number']}", type="primary" if c["proven"] else "secondary"):
                 try:
-                    new = sg.accept(eng, vid, c["number"])
+                    new = suggest.accept(eng, vid, c["number"])
                 except ERRORS as exc:
                     st.error(str(exc).splitlines()[0])
                 else:
                     switch_to(new.id, None)
             if b[1].button("Dismiss", key=f"sg_dismiss_{sid}_{c['number']}"):
-                sg.dismiss(eng, sid, c["number"])
+                suggest.dismiss(eng, sid, c["number"])
                 st.rerun()
 
 
@@ -190,7 +190,7 @@ def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callabl
 
 def experiment_rows(eng: Engine, exp_id: int) -> list[dict[str, Any]]:
     """`suggest --experiment`'s table for the page (what the CLI prints with --json)."""
-    return [sg.failure_row(eng, s) for s in db.for_experiment(eng.store, exp_id)]
+    return [suggest.failure_row(eng, s) for s in suggestions.for_experiment(eng.store, exp_id)]
 
 
 def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,18 +211,18 @@ def _start_experiment(eng: Engine, exp_id: int, k: int, n: int, limit: int | Non
     """`suggest --experiment ID --where failed [--limit M]` as one background job: each
     failure claimed once, a finished one never redone (a rerun continues), Stop halts it."""
     path, api_key = eng.store.file, eng.api_key
-    critic = sg.Critic(model=critic_model or None)
+    critic = suggest.Critic(model=critic_model or None)
 
     def work(h: jobs.Handle) -> dict[str, Any]:
         w = Engine(Store(path, create=False), api_key=api_key)
         try:
-            _, rows = sg.experiment_rows(w, exp_id, critic, k, n, limit)
+            _, rows = suggest.experiment_rows(w, exp_id, critic, k, n, limit)
             h.progress(done=0, total=len(rows))
-            how = sg.Verify(n=n, stop=h.stop,
-                            on_progress=lambda done, total: h.progress(detail=f"{done}/{total} rollouts"))
-            done = sg.suggest_experiment(w, rows, critic, how, h.id,
-                                         lambda s: h.progress(done=h.done_n + 1, total=len(rows)))
-            return sg.experiment_report(w, exp_id, [sg.failure_row(w, s) for s in done])
+            how = suggest.Verify(n=n, stop=h.stop,
+                                 on_progress=lambda done, total: h.progress(detail=f"{done}/{total} rollouts"))
+            done = suggest.suggest_experiment(w, rows, critic, how, h.id,
+                                              lambda s: h.progress(done=h.done_n + 1, total=len(rows)))
+            return suggest.experiment_report(w, exp_id, [suggest.failure_row(w, s) for s in done])
         finally:
             w.store.close()
 
@@ -256,7 +256,7 @@ def experiment_start(eng: Engine, exp_id: int) -> bool:
             raise job.error
         st.error(str(job.error).splitlines()[0])
     c = st.columns([1, 1, 1, 2])
-    k = c[0].number_input("Candidates", min_value=1, max_value=sg.MAX_CANDIDATES, value=3, key="sg_x_k")
+    k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key="sg_x_k")
     n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key="sg_x_n")
     m = c[2].number_input("Failures (0: all)", min_value=0, value=0, key="sg_x_limit")
     model = c[3].text_input("Critic model (empty: each version's own)", key="sg_x_model")
@@ -291,10 +291,10 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
         name = target.strip() or None
         try:
             if name is not None:
-                from sessions import exemplar_sets as sets
+                from sessions import exemplar_sets
 
-                sets.get_set(eng.store, name)  # an unknown set: one line before anything is made
-            made = sg.accept_all_proven(eng, proven)
+                exemplar_sets.get_set(eng.store, name)  # an unknown set: one line before anything is made
+            made = suggest.accept_all_proven(eng, proven)
         except ERRORS as exc:
             st.error(str(exc).splitlines()[0])
             return
@@ -308,11 +308,11 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
 def _leak_caption(eng: Engine, exp_id: int, name: str, made: list[int]) -> None:
     """The experiment's tasks leaked for the set once the accepted fixes join it (the rule of
     the experiments, `agent.leakage`)."""
-    from sessions import experiments as xs
+    from sessions import experiments
 
-    leaked = sg.leaked_for_set(eng, exp_id, name, made)
+    leaked = suggest.leaked_for_set(eng, exp_id, name, made)
     if leaked:
-        st.caption("Leakage: " + sg.leak_line(name, xs.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
+        st.caption("Leakage: " + suggest.leak_line(name, experiments.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
 
 
 def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -> jobs.Handle | None:
@@ -321,7 +321,7 @@ def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -
     path, api_key = eng.store.file, eng.api_key
 
     def work(h: jobs.Handle) -> None:
-        from sessions import exemplar_sets as sets
+        from sessions import exemplar_sets
 
         w = Engine(Store(path, create=False), api_key=api_key)
         try:
@@ -330,7 +330,7 @@ def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -
                     break
                 w.run(vid, should_stop=h.should_stop, watch=h.watch())
                 if exemplar_set:
-                    sets.add_version(w.store, exemplar_set, vid, by="suggest")
+                    exemplar_sets.add_version(w.store, exemplar_set, vid, by="suggest")
                 h.progress(done=i + 1, total=len(version_ids))
         finally:
             w.store.close()

@@ -21,11 +21,11 @@ state.select(ep_id, vid)
 
 state.episode_header(ep)
 
-versions = store.versions(ep_id)
+versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
 nums = numbering.numbers(store, ep_id)  # people read per-episode numbers; ids stay internal
-calls = {c.id: c for c in store.calls(episode_id=ep_id)}  # one query for the whole episode
-prices = store.get_setting(state.PRICES_SETTING, {}) or {}
+calls = {c.id: c for c in store.calls.of_episode(ep_id)}  # one query for the whole episode
+prices = store.settings.get(state.PRICES_SETTING, {}) or {}
 member, group_labels = version_groups(eng, ep_id)
 statuses = state.version_statuses(versions)  # one jobs query for the table and the selector
 rows = []
@@ -81,12 +81,12 @@ new_name = c[0].text_input("Name", value=by_id[pick].name or "", key=f"ver_name_
 state.show_error("versions")
 if c[1].button("Save name", key="ver_rename"):
     try:
-        store.update_version(pick, name=new_name.strip() or None)
+        store.versions.update(pick, name=new_name.strip() or None)
     except state.USER_ERRORS as exc:
         state.set_error("versions", exc)
     st.rerun()
 if c[2].button("Mark current", key="ver_current"):
-    store.set_current_version(ep_id, pick)
+    store.versions.set_current(ep_id, pick)
     state.select(ep_id, pick)
     st.rerun()
 if c[3].button("Open in Editor", key="ver_open", type="primary"):

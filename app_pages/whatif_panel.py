@@ -23,7 +23,7 @@ from app_pages import state
 from app_pages.views import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
 from envs.registry import family
-from sessions import rollouts as groups_db
+from sessions import rollouts
 from sessions.rollouts import RolloutEdit
 from sessions.numbering import number_of
 from sessions.store import Store, StoreError
@@ -96,7 +96,7 @@ def _start(eng: Engine, req: Request, concurrency: int, tab: str) -> jobs.Handle
             w.store.close()
         return {"groups": [s.group.id for s in run.stats], "errors": run.errors, "warnings": run.warnings}
 
-    ep = eng.store.version(req.version_id).episode_id
+    ep = eng.store.versions.get(req.version_id).episode_id
     kind = "whatif" if req.edit else "resample"
     return jobs.start(eng.store, kind, work, episode_id=ep, version_id=req.version_id, session=tab,
                       target=f"{kind} @{req.k} of episode {ep} v{number_of(eng.store, req.version_id)}")
@@ -226,7 +226,7 @@ def _status(eng: Engine, job: Job) -> None:
         st.text(job.errors[0])
     if not job.groups:
         return
-    stats = [group_stats(eng, groups_db.group(eng.store, g)) for g in job.groups]
+    stats = [group_stats(eng, rollouts.group(eng.store, g)) for g in job.groups]
     if job.stop.is_set():
         st.caption("Stopped: the counts below are the rollouts that finished.")
     st.vega_lite_chart(chart_spec(rate_rows(stats)), width="stretch")

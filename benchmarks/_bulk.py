@@ -41,10 +41,10 @@ def build(db: Path, episodes: int) -> None:
             for ep_n in range(start, min(start + batch, episodes)):
                 task = Task(env="alfworld", id=f"bench/{ep_n}", type="pick_and_place_simple",
                             text=room + f"\nYour task is to: put a mug {ep_n} in fridge.")
-                ep, v = store.create_episode(task, config, {"wording": "paper"})
+                ep, v = store.episodes.create(task, config, {"wording": "paper"})
                 s1, c1 = steps(ep_n, 1, STEPS, "a")
-                rows, v = store.append_steps(v.id, s1, c1)
+                rows, v = store.versions.append(v.id, s1, c1)
                 s2, c2 = steps(ep_n, BRANCH_AT + 1, STEPS - BRANCH_AT, "b")
-                v2, _ = store.branch(v, at_step=rows[BRANCH_AT - 1], steps=[])
-                store.append_steps(v2.id, s2, c2)
+                v2, _ = store.versions.branch(v, at_step=rows[BRANCH_AT - 1], steps=[])
+                store.versions.append(v2.id, s2, c2)
     store.close()

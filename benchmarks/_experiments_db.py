@@ -1,6 +1,6 @@
 """The UI benchmark's experiments database: N experiments x M HotpotQA tasks, each task an
 episode with a short finished version (a few model steps with their model calls), written
-through the library's store API (agent.experiment.create, Store.create_episode/append_steps,
+through the library's store API (agent.experiment.create, Store.episodes.create/append_steps,
 sessions.experiments.ensure_episode/record_item) - no model is run. Imported before _root."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ STEPS = 4
 
 
 def build(db: Path, experiments: int, tasks: int) -> None:
-    from agent import experiment as X
-    from sessions import experiments as xs
+    from agent import experiment
+    import sessions.experiments
     from sessions.store import Store
     from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Task, Usage
 
@@ -22,11 +22,11 @@ def build(db: Path, experiments: int, tasks: int) -> None:
                       text=f"Question: Which town was bench person {i} born in?", gold=f"Town {i}")
                  for i in range(tasks)]
     for x in range(experiments):
-        exp = X.create(store, env="hotpotqa", method="react", config=cfg, tasks=task_list, name=f"bench {x}")
+        exp = experiment.create(store, env="hotpotqa", method="react", config=cfg, tasks=task_list, name=f"bench {x}")
         with store.transaction():
-            for n, it in enumerate(xs.items(store, exp.id)):
-                ep_id, _ = xs.ensure_episode(store, it.id, exp.config, {}, None)
-                v = store.episode(ep_id).current_version
+            for n, it in enumerate(sessions.experiments.items(store, exp.id)):
+                ep_id, _ = sessions.experiments.ensure_episode(store, it.id, exp.config, {}, None)
+                v = store.episodes.get(ep_id).current_version
                 steps, calls = [], []
                 for i in range(1, STEPS + 1):
                     calls.append(ModelCall(model="bench-model", api_style="completions", prompt_hash=f"{x}-{n}-{i}",
@@ -37,10 +37,10 @@ def build(db: Path, experiments: int, tasks: int) -> None:
                                       action=f"Finish[Town {n if (n + x) % 3 else n + 1}]" if last else f"Search[Person {n}]",
                                       observation="Episode finished, reward = 1" if last else f"Person {n} was born in Town {n}.",
                                       done=last, call_ids=[-len(calls)]))
-                store.append_steps(v, steps, calls)
+                store.versions.append(v, steps, calls)
                 ok = bool((n + x) % 3)
-                store.update_version(v, outcome=Outcome(done=True, success=ok, reward=float(ok)))
-                xs.record_item(store, it.id, status="done", version_id=v, success=ok,
-                               metrics={"answer": f"Town {n}", "em": float(ok), "f1": 1.0 if ok else 0.5})
-        xs.set_status(store, exp.id, "done", add_wall_s=60.0)
+                store.versions.update(v, outcome=Outcome(done=True, success=ok, reward=float(ok)))
+                sessions.experiments.record_item(store, it.id, status="done", version_id=v, success=ok,
+                                                 metrics={"answer": f"Town {n}", "em": float(ok), "f1": 1.0 if ok else 0.5})
+        sessions.experiments.set_status(store, exp.id, "done", add_wall_s=60.0)
     store.close()

@@ -107,8 +107,8 @@ def main() -> None:
     code = ("import sys,time; t0=time.perf_counter()\n"
             "from agent.engine import Engine\nfrom sessions.store import Store\n"
             "t1=time.perf_counter()\n"
-            "eng=Engine(Store(sys.argv[1])); v=eng.store.version(1); ep=eng.store.episode(v.episode_id)\n"
-            "eng.env_at(ep, eng.steps(v))\n"
+            "eng=Engine(Store(sys.argv[1])); v=eng.store.versions.get(1); ep=eng.store.episodes.get(v.episode_id)\n"
+            "eng.envs.env_at(ep, eng.steps(v))\n"
             "t2=time.perf_counter(); print(t2-t0); print(t2-t1)")
     runs = [_child_seconds(code, db, lines=2) for _ in range(3)]  # restarts are noisy: the median of 3
     first_use_process_s, first_use_s = (statistics.median(r[i] for r in runs) for i in (0, 1))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from _root import ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
-import envs.registry as base  # noqa: E402
+from envs import registry  # noqa: E402
 from agent import exemplars  # noqa: E402
 from agent.client import ModelClient  # noqa: E402
 from agent.engine import Engine  # noqa: E402
@@ -72,7 +72,7 @@ def setup(llm: ScriptedLLM, timer: Timed):
     room = fams["alfworld"]
     orig = room.make_env
     room.make_env = lambda task, options, blobs=None: TimedEnv(orig(task, options, blobs), timer)
-    base._FAMILIES.update(fams)
+    registry._FAMILIES.update(fams)
     exemplars.builtin_prompt_dict = lambda env: toy_envs.ROOM_EXEMPLARS
 
     store_ref: list = [None]
@@ -154,11 +154,11 @@ def main() -> None:
         llm.set_responder(lambda body: wander((len(body.get("prompt", "")) + 1) % 991))
         text_bytes = n_new = 0
         for vid in versions:
-            kind = "rewrite_thought" if engine.steps(store.version(vid))[24].thought else "insert_thought"
-            v2 = engine.edit(vid, 25, kind, hint)
-            while len(engine.steps(store.version(v2.id))) < STEPS:
+            kind = "rewrite_thought" if engine.steps(store.versions.get(vid))[24].thought else "insert_thought"
+            v2 = engine.editor.edit(vid, 25, kind, hint)
+            while len(engine.steps(store.versions.get(v2.id))) < STEPS:
                 engine.step(v2.id)
-            new_steps = engine.steps(store.version(v2.id))[24:]
+            new_steps = engine.steps(store.versions.get(v2.id))[24:]
             n_new += len(new_steps)
             text_bytes += sum(len((s.thought or "").encode()) + len((s.action or "").encode())
                               + len((s.observation or "").encode()) for s in new_steps)

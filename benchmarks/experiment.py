@@ -31,7 +31,7 @@ from _root import HERE, ROOT  # noqa: F401  (repo root on sys.path; see _root.py
 
 sys.path.append(str(HERE))  # last, so worker processes (which re-import this script) find _root
 
-from agent import experiment as X  # noqa: E402
+from agent import experiment  # noqa: E402
 from agent.task_selection import select_tasks  # noqa: E402
 from sessions.store import Store  # noqa: E402
 from tests.experiment_agents import alfworld_agent, wiki_agent  # noqa: E402
@@ -46,12 +46,12 @@ def _timed_run(workdir: Path, tag: str, llm: ScriptedLLM, env: str, method: str,
     db = workdir / f"{tag}.db"
     store = Store(db)
     config = AgentConfig(model="bench", base_url=llm.base_url, max_steps=max_steps)
-    exp = X.create(store, env=env, method=method, config=config, tasks=select_tasks(env, "builtin", limit=N_TASKS),
-                   name=tag)
+    exp = experiment.create(store, env=env, method=method, config=config, tasks=select_tasks(env, "builtin", limit=N_TASKS),
+                            name=tag)
     store.close()
     before = len(llm.completion_requests)
     t0 = time.perf_counter()
-    out = X.run(str(db), exp.id, concurrency=concurrency, mode=mode)
+    out = experiment.run(str(db), exp.id, concurrency=concurrency, mode=mode)
     wall = time.perf_counter() - t0
     assert out["done"] == N_TASKS, out
     return wall, len(llm.completion_requests) - before, out
@@ -62,21 +62,21 @@ def _lease_overhead(db: Path, rounds: int = 3) -> float:
     statement inside the transaction that links the item's episode (timed here as that
     transaction with and without it); the release rides on the item's result; the
     heartbeat's renewal is one transaction per second per runner, not per item."""
-    from sessions import experiments as xs
-    from sessions import jobs as jobs_db
+    from sessions import experiments
+    from sessions import jobs
     from trajectory.records import now
 
     store = Store(db)
     try:
-        job = jobs_db.create(store, "experiment", experiment_id=1)
-        ids = [it.id for it in xs.items(store, 1)] * rounds
+        job = jobs.create(store, "experiment", experiment_id=1)
+        ids = [it.id for it in experiments.items(store, 1)] * rounds
 
         def timed(claim: bool) -> float:
             t0 = time.perf_counter()
             for item in ids:
                 with store.transaction(durable=False):  # as the runner's claim transaction
                     if claim:
-                        xs.claim(store, item, job.id, 15.0)
+                        experiments.claim(store, item, job.id, 15.0)
                     store.db.execute("update experiment_items set updated_at = ? where id = ?", [now(), item])
             return time.perf_counter() - t0
 

@@ -63,18 +63,18 @@ def serve() -> None:
 
 def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float],
            store_clock: list[float] | None = None) -> dict:
-    from agent import experiment as X
+    from agent import experiment
     from sessions.store import Store
     from trajectory.records import AgentConfig
 
     db = work / f"{tag}.db"
     store = Store(db)
-    exp = X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
-                   tasks=tasks, name=tag)
+    exp = experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
+                            tasks=tasks, name=tag)
     store.close()
     env0, store0 = env_clock[0], (store_clock or [0.0])[0]
     cpu0, t0 = time.process_time(), time.perf_counter()
-    out = X.run(str(db), exp.id, concurrency=concurrency)
+    out = experiment.run(str(db), exp.id, concurrency=concurrency)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     with _Open(db) as st:
         calls = st.db.execute("select count(*) from model_calls").fetchone()[0]
@@ -147,7 +147,7 @@ def client_floor(url: str, n: int = 400) -> dict:
     around it: the client's part of `cpu_ms_per_call` on this machine. `openai_client_cpu_ms_per_call`
     is the client as the runner sends (AsyncOpenAI on the call loop, waited for cancellably);
     beside it the synchronous SDK with its default transport, and bare httpx."""
-    import threading as th
+    import threading
 
     import httpx
     import openai
@@ -157,7 +157,7 @@ def client_floor(url: str, n: int = 400) -> dict:
     body = {"model": "bench", "prompt": "Question: who?\nThought 1:", "temperature": 0, "max_tokens": 100,
             "stop": ["\nObservation 1:"]}
     ours = shared_openai("x", url, 20.0)
-    never = th.Event()
+    never = threading.Event()
     default = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20)
     bare = httpx.Client(base_url=url, timeout=20)
     out = {}

@@ -47,7 +47,7 @@ def serve() -> None:
 
 def _one(store, engine, task, config, how: str, db: Path) -> float:
     from agent import jobs
-    from sessions import jobs as rows
+    import sessions.jobs
     from sessions.store import Store
 
     ep, v = engine.start_episode(task, config)
@@ -59,7 +59,7 @@ def _one(store, engine, task, config, how: str, db: Path) -> float:
         jobs.stop(store, h.id)
     elif how == "flag":
         other = Store(db)
-        rows.request_stop(other, h.id)
+        sessions.jobs.request_stop(other, h.id)
         other.close()
     else:
         subprocess.Popen([sys.executable, "-m", "react_editor", "jobs", "stop", str(h.id), "--db", str(db)],
@@ -68,7 +68,7 @@ def _one(store, engine, task, config, how: str, db: Path) -> float:
     if not h.finished.wait(ANSWER_AFTER_S * 2):
         raise SystemExit(f"job {h.id} did not end")
     spent = time.perf_counter() - t0
-    assert rows.get(store, h.id).state == "stopped", rows.get(store, h.id)
+    assert sessions.jobs.get(store, h.id).state == "stopped", sessions.jobs.get(store, h.id)
     jobs.forget(h)
     return spent
 

@@ -82,15 +82,15 @@ def _engine_restore(task, commands: list[str], repeat: int) -> float:
         ep, v = eng.start_episode(task, AgentConfig(max_steps=len(commands) + 5))
         for cmd in commands:
             eng.human_step(v.id, action=cmd)
-        v = eng.store.version(v.id)
+        v = eng.store.versions.get(v.id)
         steps = eng.steps(v)
         out = []
         for _ in range(repeat):
-            eng.forget_env(ep.id)
+            eng.envs.forget_env(ep.id)
             t = time.perf_counter()
-            eng.env_at(eng.store.episode(ep.id), steps)
+            eng.envs.env_at(eng.store.episodes.get(ep.id), steps)
             out.append((time.perf_counter() - t) * 1000)
-        eng.forget_env(ep.id)
+        eng.envs.forget_env(ep.id)
         eng.store.close()
     return statistics.median(out)
 

@@ -43,19 +43,19 @@ def build(db: Path) -> tuple[int, int, int, int]:
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
     ep, v = eng.start_episode(task, AgentConfig(model="gpt-3.5-turbo-instruct", max_steps=60), {"wording": "paper"})
     i = 0
-    while len(eng.store.version_steps(v.id)) < STEPS:
-        acts = [a for a in eng.admissible_actions(v.id) or [] if a.startswith("go to ")] or ["look"]
+    while len(eng.store.versions.steps(v.id)) < STEPS:
+        acts = [a for a in eng.envs.admissible_actions(v.id) or [] if a.startswith("go to ")] or ["look"]
         cmd = acts[i % len(acts)]
         i += 1
         eng.human_step(v.id, thought=f"Step {i}: I will try {cmd} and look for the object there.", action=cmd)
     last = v
     for j in range(VERSIONS - 2):
         k = 1 + 2 * (j * 2 + 1)  # thought steps (odd indices)
-        last = eng.edit(last.id, k, "rewrite_thought", f"Edited thought {j}: search more carefully.", keep_rest=True)
-    gone = eng.edit(v.id, STEPS // 2, "delete_thought", keep_rest=True)  # step 25: a thought
+        last = eng.editor.edit(last.id, k, "rewrite_thought", f"Edited thought {j}: search more carefully.", keep_rest=True)
+    gone = eng.editor.edit(v.id, STEPS // 2, "delete_thought", keep_rest=True)  # step 25: a thought
     eng.human_step(gone.id, thought="One more thought after the deletion.")
-    assert len(eng.store.versions(ep.id)) == VERSIONS
-    assert len(eng.store.version_steps(last.id)) == len(eng.store.version_steps(gone.id)) == STEPS
+    assert len(eng.store.versions.of_episode(ep.id)) == VERSIONS
+    assert len(eng.store.versions.steps(last.id)) == len(eng.store.versions.steps(gone.id)) == STEPS
     eng.store.close()
     return ep.id, v.id, last.id, gone.id
 
@@ -71,7 +71,7 @@ def build_long(db: Path, steps: int) -> tuple[int, int]:
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
     ep, v = eng.start_episode(task, AgentConfig(model="gpt-3.5-turbo-instruct", max_steps=steps + 10),
                               {"wording": "paper"})
-    acts = [a for a in eng.admissible_actions(v.id) or [] if a.startswith("go to ")] or ["look"]
+    acts = [a for a in eng.envs.admissible_actions(v.id) or [] if a.startswith("go to ")] or ["look"]
     for i in range(steps):
         eng.human_step(v.id, action=acts[i % len(acts)])
     eng.store.close()

@@ -13,7 +13,7 @@ from importlib import import_module
 from importlib.metadata import entry_points
 
 from envs.base import EnvError, EnvFamily
-from trajectory import kinds as _kinds
+import trajectory.kinds
 
 BUILTIN = {"alfworld": "envs.alfworld", "hotpotqa": "envs.wikipedia", "fever": "envs.wikipedia"}
 ENTRY_POINT_GROUP = "react_editor.envs"
@@ -80,4 +80,4 @@ def loaded() -> list[EnvFamily]:
     return out
 
 
-_kinds.install(transcript, kinds)
+trajectory.kinds.install(transcript, kinds)

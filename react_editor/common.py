@@ -150,7 +150,7 @@ def version_refs(store: Any) -> Callable[..., str]:
     known: dict[int, dict[int, int]] = {}
 
     def ref(version_id: int, episode: int | None = None) -> str:
-        ep = store.version(version_id).episode_id if episode is None else episode
+        ep = store.versions.get(version_id).episode_id if episode is None else episode
         if ep not in known:
             known[ep] = numbers(store, ep)
         return f"{ep}:{known[ep][version_id]}"

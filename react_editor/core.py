@@ -183,7 +183,7 @@ class _Reader:
         self.store = store
 
     def steps(self, v) -> list:
-        return self.store.path(v.leaf_step_id)
+        return self.store.versions.path(v.leaf_step_id)
 
 
 def open_reader(args: argparse.Namespace) -> _Reader:
@@ -218,7 +218,7 @@ def version_of(engine, episode: int, version: int | None) -> int:
     """The global id of the version a command names: `--version ID`, `EP:N`, or the current one."""
     from sessions.numbering import id_of
 
-    ep = engine.store.episode(int(episode))
+    ep = engine.store.episodes.get(int(episode))
     number = getattr(episode, "number", None)
     if number is not None:
         if version is not None:
@@ -228,7 +228,7 @@ def version_of(engine, episode: int, version: int | None) -> int:
         if ep.current_version is None:
             raise CliError(f"episode {episode} has no version")
         return ep.current_version
-    engine.store.version(version, episode)
+    engine.store.versions.get(version, episode)
     return version
 
 
@@ -398,7 +398,7 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda
     it between two steps (Ctrl-C ends it "stopped")."""
     from agent import jobs
 
-    ep = engine.store.version(version_id).episode_id
+    ep = engine.store.versions.get(version_id).episode_id
 
     def work(h):
         def step(rep) -> None:
@@ -452,7 +452,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     vid = version_of(engine, args.episode, args.version)
     _check_max_steps(engine, vid, args.max_steps)
     vid = _apply_model_flags(engine, vid, args)
-    engine.check_endpoint(vid)
+    engine.envs.check_endpoint(vid)
     return _run(args, engine, vid, None, until)
 
 
@@ -461,7 +461,7 @@ def _check_max_steps(engine, vid: int, max_steps: int | None) -> None:
     would make a child that cannot step (and keeps the low limit): refused, nothing written."""
     if max_steps is None:
         return
-    have = len(engine.steps(engine.store.version(vid)))
+    have = len(engine.steps(engine.store.versions.get(vid)))
     if max_steps <= have:
         raise CliError(f"{_ref(engine, vid)} already has {have} steps: --max-steps counts every step, "
                        f"so give more than {have} (e.g. --max-steps {have + 10})")
@@ -474,8 +474,8 @@ def check_model_flags(args: argparse.Namespace, engine, vid: int) -> dict[str, A
 
     changes = model_changes(args)
     if changes:
-        check_config(config_from_args(args, engine.store.version_config(vid)),
-                     engine.store.episode(engine.store.version(vid).episode_id).task.env, engine.store)
+        check_config(config_from_args(args, engine.store.versions.config(vid)),
+                     engine.store.episodes.get(engine.store.versions.get(vid).episode_id).task.env, engine.store)
     return changes
 
 
@@ -484,7 +484,7 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     version runs with them (the version keeps the config it ran with, so its prompt and
     record stay true). Returns the version to continue."""
     changes = check_model_flags(args, engine, vid)
-    new = engine.reconfigure(vid, changes) if changes else None
+    new = engine.editor.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
     progress(f"version {_ref(engine, vid)} keeps the settings it ran with; continuing in new version "
@@ -537,14 +537,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     engine = open_engine(args, readonly=True) if args.prompt else open_reader(args)
     vid = version_of(engine, args.episode, args.version)
     if args.prompt:
-        text = engine.prompt(vid)
+        text = engine.prompts.prompt(vid)
         if args.json:
             emit(args, {"prompt": text})
         else:
             write_exact(text)  # the bytes sent (escaped only on a terminal)
         return 0
-    ep = engine.store.episode(int(args.episode))
-    v = engine.store.version(vid)
+    ep = engine.store.episodes.get(int(args.episode))
+    v = engine.store.versions.get(vid)
     steps = engine.steps(v)
     data = [_step_json(s, sigs) for s, sigs in zip(steps, version_step_signals(steps, v.outcome))]
     emit(args, data, lambda: family(ep.task.env).transcript.render(ep.task.text, steps).rstrip("\n"))
@@ -553,19 +553,19 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     from agent.summary import version_summary
-    from sessions import rollouts as groups_db
+    from sessions import rollouts
     from sessions.numbering import numbers
 
     engine = open_reader(args)
-    ep = engine.store.episode(args.episode)
+    ep = engine.store.episodes.get(args.episode)
     member, labels = {}, {}
-    if groups_db.groups(engine.store, args.episode):  # (rollout groups' labels: the rollouts module)
+    if rollouts.groups(engine.store, args.episode):  # (rollout groups' labels: the rollouts module)
         from agent.rollouts import version_groups
 
         member, labels = version_groups(engine, args.episode)
 
     nums = numbers(engine.store, args.episode)
-    rows = [version_summary(engine, v) for v in engine.store.versions(args.episode)]
+    rows = [version_summary(engine, v) for v in engine.store.versions.of_episode(args.episode)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
         r["group"] = member.get(r["version"])
@@ -604,7 +604,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     from sessions.store import Store
 
     store = Store(db_path(args), readonly=True)
-    rows = store.list_episodes(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
+    rows = store.episodes.list(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
     if args.signal:
         from sessions.search import episodes_with_signal
 
@@ -636,7 +636,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
         kind, text = "insert_thought", args.insert_thought
     else:
         kind, text = "rewrite_action", args.action
-    v = engine.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
+    v = engine.editor.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
     emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
     return 0
 
@@ -644,7 +644,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
 def cmd_branch(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
-    v = engine.branch(vid, args.step)
+    v = engine.editor.branch(vid, args.step)
     emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
     return 0
 
@@ -659,9 +659,9 @@ def cmd_current(args: argparse.Namespace) -> int:
         args.version = id_of(store, int(args.episode), args.episode.number)
     if args.version is None:
         raise CliError("say which version: EP:N or --version ID")
-    store.set_current_version(args.episode, args.version)
+    store.versions.set_current(args.episode, args.version)
     if args.name is not None:
-        store.update_version(args.version, name=args.name)
+        store.versions.update(args.version, name=args.name)
     ref = version_ref(store, args.version)
     emit(args, {"episode": args.episode, "version": args.version, "number": int(ref.partition(":")[2])},
          f"episode {args.episode}: current version {ref}")

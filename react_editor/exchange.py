@@ -141,7 +141,7 @@ def _version(store, spec: str) -> int:
     r = parse_ref(spec)
     if r.all:
         raise CliError(f"{spec}: give one version (EPISODE or EPISODE:VERSION)")
-    ep = store.episode(r.episode)
+    ep = store.episodes.get(r.episode)
     if r.version is None:
         if ep.current_version is None:
             raise CliError(f"episode {r.episode} has no version")
@@ -210,7 +210,7 @@ def _va_json(a, ref: str) -> dict[str, Any]:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    from sessions import annotations as ann
+    from sessions import annotations
 
     store = _store(args)
     vid = _version(store, args.ref)
@@ -224,14 +224,14 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if args.ready is not None:
         change["exemplar_ready"] = args.ready
     if change or args.add_modes or args.remove_modes:
-        a = ann.annotate_version(store, vid, by=args.by, add_failure_modes=args.add_modes,
-                                 remove_failure_modes=args.remove_modes, **change)
+        a = annotations.annotate_version(store, vid, by=args.by, add_failure_modes=args.add_modes,
+                                         remove_failure_modes=args.remove_modes, **change)
     else:
-        a = ann.version_annotation(store, vid)
+        a = annotations.version_annotation(store, vid)
     ref = version_ref(store, vid)
     if args.history:
-        rows = [_va_json(x, ref) for x in ann.version_history(store, vid)]
-        emit(args, rows, lambda: "\n".join(_va_text(x, ref) for x in ann.version_history(store, vid))
+        rows = [_va_json(x, ref) for x in annotations.version_history(store, vid)]
+        emit(args, rows, lambda: "\n".join(_va_text(x, ref) for x in annotations.version_history(store, vid))
              or "(no annotations)")
         return 0
     emit(args, _va_json(a, ref) if a else {"version_id": vid, "ref": ref},
@@ -247,11 +247,11 @@ def _va_text(a, ref: str) -> str:
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
-    from sessions import annotations as ann
+    from sessions import annotations
 
     store = _store(args)
     vid = _version(store, args.ref)
-    steps = store.version_steps(vid)
+    steps = store.versions.steps(vid)
     if not 1 <= args.step <= len(steps):
         raise CliError(f"{version_ref(store, vid)} has no step {args.step} (it has {len(steps)})")
     sid = steps[args.step - 1].id
@@ -259,11 +259,11 @@ def cmd_tag(args: argparse.Namespace) -> int:
         kw: dict[str, Any] = {"add": args.add, "remove": args.remove}
         if args.note is not None:
             kw["note"] = args.note
-        a = ann.tag_step(store, sid, by=args.by, **kw)
+        a = annotations.tag_step(store, sid, by=args.by, **kw)
     else:
-        a = ann.step_annotation(store, sid)
+        a = annotations.step_annotation(store, sid)
     if args.history:
-        hist = ann.step_history(store, sid)
+        hist = annotations.step_history(store, sid)
         emit(args, [x.model_dump(mode="json") for x in hist],
              lambda: "\n".join(f"{x.created_at} {x.annotator}: {', '.join(x.tags) or '-'}" + (f" ({x.note})" if x.note else "")
                                for x in hist) or "(no tags)")
@@ -280,9 +280,9 @@ def cmd_tag(args: argparse.Namespace) -> int:
 def cmd_ex_list(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
 
-    rows = [asdict(s) for s in sets.list_sets(_store(args, readonly=True), env=args.env)]
+    rows = [asdict(s) for s in exemplar_sets.list_sets(_store(args, readonly=True), env=args.env)]
     emit(args, rows, lambda: "\n".join(f"{r['name']}\t{r['env']}\t{r['entries']} entries\t{r['description'] or ''}"
                                        for r in rows) or "(no exemplar sets)")
     return 0
@@ -291,15 +291,15 @@ def cmd_ex_list(args: argparse.Namespace) -> int:
 def cmd_ex_create(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
 
-    s = sets.create_set(_store(args), args.name, args.env, description=args.description, by=args.by)
+    s = exemplar_sets.create_set(_store(args), args.name, args.env, description=args.description, by=args.by)
     emit(args, asdict(s), f"exemplar set {s.name!r} ({s.env})")
     return 0
 
 
 def cmd_ex_add(args: argparse.Namespace) -> int:
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
     from sessions.exchange import parse_ref, select
 
     store = _store(args)
@@ -313,13 +313,13 @@ def cmd_ex_add(args: argparse.Namespace) -> int:
         raise CliError("no version matches")
     with store.transaction():
         try:
-            sets.get_set(store, args.name)
-        except sets.ExemplarSetError:
+            exemplar_sets.get_set(store, args.name)
+        except exemplar_sets.ExemplarSetError:
             if not args.create:
                 raise
-            env = store.episode(store.version(vids[0]).episode_id).task.env
-            sets.create_set(store, args.name, env, by=args.by)
-        added = [sets.add_version(store, args.name, vid, key=args.key, by=args.by) for vid in vids]
+            env = store.episodes.get(store.versions.get(vids[0]).episode_id).task.env
+            exemplar_sets.create_set(store, args.name, env, by=args.by)
+        added = [exemplar_sets.add_version(store, args.name, vid, key=args.key, by=args.by) for vid in vids]
     ref = version_refs(store)
     rows = [{"version": e.version_id, "ref": ref(e.version_id), "key": e.key, "pos": e.pos} for e in added]
     emit(args, rows, lambda: "\n".join(f"{r['ref']} -> {r['key'] or '(block)'}" for r in rows))
@@ -327,11 +327,11 @@ def cmd_ex_add(args: argparse.Namespace) -> int:
 
 
 def cmd_ex_remove(args: argparse.Namespace) -> int:
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
 
     if args.key is None and args.episode is None:
         raise CliError("give --key or --episode")
-    n = sets.remove(_store(args), args.name, key=args.key, episode_id=args.episode)
+    n = exemplar_sets.remove(_store(args), args.name, key=args.key, episode_id=args.episode)
     emit(args, {"removed": n}, f"removed {n} entr{'y' if n == 1 else 'ies'}")
     return 0
 
@@ -339,19 +339,19 @@ def cmd_ex_remove(args: argparse.Namespace) -> int:
 def cmd_ex_show(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
 
     store = _store(args, readonly=True)
     if args.prompts:
-        env, d = sets.prompt_dict(store, args.name)
+        env, d = exemplar_sets.prompt_dict(store, args.name)
         emit(args, {"env": env, "prompts": d}, lambda: "\n".join(f"== {k} ==\n{v}" for k, v in d.items()))
         return 0
     rows, ref = [], version_refs(store)
-    for e in sets.entries(store, args.name):
+    for e in exemplar_sets.entries(store, args.name):
         row = asdict(e)
         row.pop("text")
         if e.version_id is not None:
-            v = store.version(e.version_id)
+            v = store.versions.get(e.version_id)
             row["episode"], row["ref"] = v.episode_id, ref(v.id, v.episode_id)
         rows.append(row)
     emit(args, rows, lambda: "\n".join(

@@ -111,12 +111,12 @@ def _concurrency(n: int) -> int:
 
 
 def _run(args: argparse.Namespace, ref) -> int:
-    from agent import experiment as X
+    from agent import experiment
 
     bar = Bar()
     try:
-        out = X.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar,
-                    mode="processes" if args.processes else "threads")
+        out = experiment.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar,
+                             mode="processes" if args.processes else "threads")
     finally:
         bar.close()
     emit(args, out, lambda: _text(out))
@@ -127,7 +127,7 @@ def _run(args: argparse.Namespace, ref) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from agent import experiment as X
+    from agent import experiment
     from agent.methods import check_method
     from agent.run_settings import check_config
     from agent.task_selection import select_tasks
@@ -146,8 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         check_config(config, args.env, store)
         tasks = _leak_check(store, config.exemplar_set, tasks, args.leave_out_leaked)
-        exp = X.create(store, env=args.env, method=args.method, config=config, tasks=tasks, name=args.name,
-                       env_options=env_options_from(args), params={k: v for k, v in params.items() if v is not None})
+        exp = experiment.create(store, env=args.env, method=args.method, config=config, tasks=tasks, name=args.name,
+                                env_options=env_options_from(args), params={k: v for k, v in params.items() if v is not None})
     finally:
         store.close()
     sys.stderr.write(f"experiment {exp.id} {exp.name!r}: {len(tasks)} tasks, {exp.method} on {exp.env}\n")
@@ -175,23 +175,23 @@ def _leak_check(store, exemplar_set: str | None, tasks: list, leave_out: bool) -
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from agent import experiment as X
+    from agent import experiment
     from agent.run_settings import check_config
     from react_editor.core import model_changes
-    from sessions import experiments as xs
+    from sessions import experiments
     from sessions.store import Store
 
     _concurrency(args.concurrency)
     store = Store(db_path(args))
     try:
         changes = model_changes(args)
-        src = xs.get(store, args.experiment)
+        src = experiments.get(store, args.experiment)
         cfg = src.config.model_validate({**src.config.model_dump(), **changes})
         check_config(cfg, src.env, store)
-        tasks = [it.task for it in xs.items(store, src.id)]
+        tasks = [it.task for it in experiments.items(store, src.id)]
         kept = _leak_check(store, cfg.exemplar_set, tasks, args.leave_out_leaked)
-        exp = X.rerun(store, src.id, config=changes, method=args.method, name=args.name,
-                      leave_out_leaked=args.leave_out_leaked)
+        exp = experiment.rerun(store, src.id, config=changes, method=args.method, name=args.name,
+                               leave_out_leaked=args.leave_out_leaked)
     finally:
         store.close()
     sys.stderr.write(f"experiment {exp.id} {exp.name!r}: re-run of {src.id} {src.name!r} on {len(kept)} tasks\n")
@@ -213,9 +213,9 @@ def _with_store(args: argparse.Namespace, fn):
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from agent import experiment as X
+    from agent import experiment
 
-    out = _with_store(args, lambda st: X.summary(st, args.experiment, with_items=True))
+    out = _with_store(args, lambda st: experiment.summary(st, args.experiment, with_items=True))
     emit(args, out, lambda: _text(out) + "\n" + "\n".join(
         f"  {it['task']}\t{it['type'] or '-'}\tepisode {it['episode'] or '-'}\t"
         f"{'success' if it['success'] else ('failure' if it['done'] else it['status'])}" for it in out["items"]))
@@ -223,19 +223,19 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from agent import experiment as X
-    from sessions import experiments as xs
+    from agent import experiment
+    from sessions import experiments
 
-    rows = _with_store(args, lambda st: [X.summary(st, e.id) for e in xs.list_all(st)])
+    rows = _with_store(args, lambda st: [experiment.summary(st, e.id) for e in experiments.list_all(st)])
     emit(args, rows, lambda: "\n".join(_text(r) for r in rows) or "(no experiments)")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from agent import experiment as X
+    from agent import experiment
 
-    out = _with_store(args, lambda st: X.compare(st, args.a, args.b, errors=args.errors,
-                                                 include_leaked=args.include_leaked))
+    out = _with_store(args, lambda st: experiment.compare(st, args.a, args.b, errors=args.errors,
+                                                          include_leaked=args.include_leaked))
     emit(args, out, lambda: _compare_text(out))
     return 0
 

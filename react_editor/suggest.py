@@ -77,7 +77,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         return _dismiss(args, engine, vid)
     if args.show_prompt:
         return _show_prompt(args, engine, vid)
-    if engine.store.version(vid).outcome.success:
+    if engine.store.versions.get(vid).outcome.success:
         raise CliError(f"version {vid} succeeded: suggestions are for failed or unfinished versions")
     return _suggest(args, engine, vid)
 
@@ -85,10 +85,10 @@ def cmd_suggest(args: argparse.Namespace) -> int:
 def _show_prompt(args: argparse.Namespace, engine, vid: int) -> int:
     """The exact text sent (the stored one when this request was asked), byte for byte."""
     from agent.suggest import plan
-    from sessions import suggestions as db
+    from sessions import suggestions
 
     p = plan(engine, vid, _critic(args), args.candidates, args.verify)
-    s = db.find(engine.store, vid, p.key)
+    s = suggestions.find(engine.store, vid, p.key)
     text = s.prompt_text if s is not None and s.prompt_text is not None else p.sent
     if args.json:
         emit(args, {"version": vid, "prompt": text, "template": p.template.label, "hash": p.template.hash})
@@ -102,8 +102,8 @@ def _suggest(args: argparse.Namespace, engine, vid: int) -> int:
     from agent.suggest import report, suggest_version
 
     critic = _critic(args)
-    engine.check_endpoint(vid)
-    ep = engine.store.version(vid).episode_id
+    engine.envs.check_endpoint(vid)
+    ep = engine.store.versions.get(vid).episode_id
 
     def work(h):
         return suggest_version(engine, vid, critic, args.candidates, _how(args, h))
@@ -133,15 +133,15 @@ def _accept(args: argparse.Namespace, engine, vid: int) -> int:
     from react_editor.core import _run
 
     new = accept(engine, vid, args.accept)
-    engine.check_endpoint(new.id)
+    engine.envs.check_endpoint(new.id)
     return _run(args, engine, new.id, None)
 
 
 def _dismiss(args: argparse.Namespace, engine, vid: int) -> int:
     from agent.suggest import dismiss
-    from sessions import suggestions as db
+    from sessions import suggestions
 
-    s = db.latest(engine.store, vid)
+    s = suggestions.latest(engine.store, vid)
     if s is None:
         raise CliError(f"version {vid} has no suggestions yet")
     dismiss(engine, s.id, args.dismiss)

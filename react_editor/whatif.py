@@ -60,7 +60,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, int, dict[str, Any]]:
     vid = version_of(engine, args.episode, args.version)
     settings = _settings(args, engine, vid)
     if "base_url" not in settings:  # an imported episode's unconfirmed endpoint: one line before any rollout
-        engine.check_endpoint(vid)
+        engine.envs.check_endpoint(vid)
     return engine, vid, settings
 
 
@@ -95,7 +95,7 @@ def _as_job(engine, kind: str, vid: int, target: str, work):
     stops it); its stop event is the one Ctrl-C sets."""
     from agent import jobs
 
-    ep = engine.store.version(vid).episode_id
+    ep = engine.store.versions.get(vid).episode_id
     return jobs.run_here(engine.store, kind, work, episode_id=ep, version_id=vid, target=target)
 
 

@@ -174,7 +174,7 @@ def annotate_version(
 ) -> VersionAnnotation:
     """Record a new annotation state for a version: fields not given keep their latest
     value. Nothing changes (no row) when the result equals the latest state."""
-    store.version(version_id)  # unknown version -> StoreError
+    store.versions.get(version_id)  # unknown version -> StoreError
     latest = version_annotation(store, version_id)
     base = latest or VersionAnnotation(version_id=version_id, annotator="")
     if verdict is not _KEEP and verdict is not None and verdict not in VERDICTS:
@@ -280,7 +280,7 @@ def tag_step(
     note: Any = _KEEP,
 ) -> StepAnnotation:
     """A new tag/note state for a step (`tags` replaces the set; `add`/`remove` edit it)."""
-    store.step(step_id)  # unknown step -> StoreError
+    store.versions.step(step_id)  # unknown step -> StoreError
     latest = step_annotation(store, step_id)
     current = list(latest.tags) if latest else []
     if tags is not None:

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from sessions.connection import StoreError, _hex_blob, _j, _uj
+from sessions.connection import StoreError, _hex_blob, to_json, from_json
 from sessions.rows import CallRow, StepRow, UsageRow
 from trajectory.records import Episode, ModelCall, Usage, Version
 
@@ -22,7 +22,7 @@ from trajectory.records import Episode, ModelCall, Usage, Version
 MAX_KNOWN_BLOBS = 100_000  # blob keys a Store remembers as written (then it asks the database again)
 
 
-class CallLogMixin:
+class Calls:
     """Part of `sessions.store.Store` (uses its database and transactions)."""
 
     # ------------------------------------------------------------------ model calls
@@ -36,7 +36,7 @@ class CallLogMixin:
         if cached is None:
             row = self.db.execute("select id from call_params where key = ?", [key]).fetchone()
             cached = row[0] if row else self._insert(
-                "call_params", {"key": key, "model": c.model, "api_style": c.api_style, "params": _j(c.params)})
+                "call_params", {"key": key, "model": c.model, "api_style": c.api_style, "params": to_json(c.params)})
             self._params_new[key] = cached
         return cached
 
@@ -142,7 +142,7 @@ class CallLogMixin:
             rows = self.db.execute(self._CALL_SQL + f"where c.id in ({','.join('?' * len(ids))}) order by c.id", ids)
         else:
             rows = self.db.execute(self._CALL_SQL + "where c.episode_id = ? order by c.id", [episode_id])
-        return [ModelCall(**dict(zip(CallRow._fields, self._call_fields(r, _uj(r[6], {}), Usage)))) for r in rows]
+        return [ModelCall(**dict(zip(CallRow._fields, self._call_fields(r, from_json(r[6], {}), Usage)))) for r in rows]
 
     @staticmethod
     def _call_fields(r, params: dict, usage: type) -> tuple:
@@ -190,7 +190,7 @@ class CallLogMixin:
             rows = self.db.execute(self._CALL_SQL + f"where c.episode_id in ({','.join('?' * len(part))})", part)
             for r in rows.fetchall():
                 if r[6] not in params:
-                    params[r[6]] = _uj(r[6], {})
+                    params[r[6]] = from_json(r[6], {})
                 out[r[0]] = make(values(r, params[r[6]], UsageRow))
         return out
 

@@ -147,7 +147,7 @@ def _truncated(path: str) -> tuple[int, int] | None:
     return (actual, expected) if actual < expected else None
 
 
-def _j(value: Any) -> str | None:
+def to_json(value: Any) -> str | None:
     if value is None:
         return None
     if hasattr(value, "model_dump"):
@@ -165,12 +165,12 @@ def _hex_blob(h: str | None) -> bytes | None:
         return h.encode()
 
 
-def _uj(text: str | None, default: Any = None) -> Any:
+def from_json(text: str | None, default: Any = None) -> Any:
     return default if text is None else json.loads(text)
 
 
 def _ids(text: str | None) -> list[int]:
-    """A stored id list ("[3,4]", as `_j` writes it) without the JSON parser (bulk reads)."""
+    """A stored id list ("[3,4]", as `to_json` writes it) without the JSON parser (bulk reads)."""
     if not text:
         return []
     try:
@@ -214,7 +214,7 @@ class _Tx:
         self.outer = not self.conn.in_transaction
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
             self.savepoint = f"tx_{id(self):x}"
-            self.kept = dict(self.store._params_new), set(self.store._blobs_new)
+            self.kept = dict(self.store.calls.params_new), set(self.store.blobs.new)
             try:
                 self.conn.execute(f"savepoint {self.savepoint}")
             except BaseException:
@@ -230,7 +230,7 @@ class _Tx:
             self.lock.release()
             raise
         try:
-            self.store._take_deferred_blobs()
+            self.store.blobs.take_deferred()
         except BaseException:
             self.__exit__(*sys.exc_info())
             raise
@@ -241,8 +241,8 @@ class _Tx:
             if not self.outer:
                 self._end_savepoint(exc_type is None)
                 return False
-            new, self.store._params_new = self.store._params_new, {}
-            blobs, self.store._blobs_new = self.store._blobs_new, {}
+            new, self.store.calls.params_new = self.store.calls.params_new, {}
+            blobs, self.store.blobs.new = self.store.blobs.new, {}
             if exc_type is None:
                 try:
                     self.conn.execute("commit")
@@ -250,16 +250,16 @@ class _Tx:
                     if self.conn.in_transaction:
                         self.conn.execute("rollback")
                     self._restore()
-                    self.store._requeue_blobs(blobs)
+                    self.store.blobs.requeue(blobs)
                     raise
-                self.store._params_ids.update(new)
-                self.store._remember_blobs(blobs)
+                self.store.calls.params_ids.update(new)
+                self.store.blobs.remember(blobs)
                 self._restore()
             else:
                 if self.conn.in_transaction:
                     self.conn.execute("rollback")
                 self._restore()
-                self.store._requeue_blobs(blobs)
+                self.store.blobs.requeue(blobs)
         finally:
             self.lock.release()
         return False
@@ -275,10 +275,10 @@ class _Tx:
         self.conn.execute(f"rollback to {self.savepoint}")
         self.conn.execute(f"release {self.savepoint}")
         params, blob_keys = self.kept
-        self.store._params_new = params  # the rows it inserted are gone: no cache may name them
-        undone = {k: v for k, v in self.store._blobs_new.items() if k not in blob_keys}
-        self.store._blobs_new = {k: v for k, v in self.store._blobs_new.items() if k in blob_keys}
-        self.store._requeue_blobs(undone)  # (an environment may refer to them, as after a rollback)
+        self.store.calls.params_new = params  # the rows it inserted are gone: no cache may name them
+        undone = {k: v for k, v in self.store.blobs.new.items() if k not in blob_keys}
+        self.store.blobs.new = {k: v for k, v in self.store.blobs.new.items() if k in blob_keys}
+        self.store.blobs.requeue(undone)  # (an environment may refer to them, as after a rollback)
 
     def _restore(self) -> None:
         if not self.durable and not self.conn.in_transaction:

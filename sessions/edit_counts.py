@@ -11,7 +11,7 @@ from sessions.store import Store
 def edit_counts(store: Store, episode_ids: Iterable[int]) -> dict[int, int]:
     """{episode id: distinct edits over all its versions} (episodes without edits: absent)."""
     seen: dict[int, set] = {}
-    for ep, edits in store.recorded_edits(episode_ids):
+    for ep, edits in store.versions.recorded_edits(episode_ids):
         for e in edits:
             seen.setdefault(ep, set()).add((e.get("kind"), e.get("replaced_step"), e.get("old_thought"), e.get("old_action")))
     return {ep: len(s) for ep, s in seen.items()}

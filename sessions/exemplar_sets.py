@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from sessions import annotations as ann
+from sessions import annotations
 from trajectory import kinds
 from trajectory.prompt_files import Exemplar, PromptFileError, RawEntry, exemplar_from
 from trajectory.records import now
@@ -76,7 +76,7 @@ def create_set(
             raise ExemplarSetError(f"an exemplar set named {name!r} exists already")
         store.db.execute(
             "insert into exemplar_sets (name, env, description, source, created_by, created_at) values (?,?,?,?,?,?)",
-            [name, env, description, source, ann.current_user(by), now()],
+            [name, env, description, source, annotations.current_user(by), now()],
         )
     return get_set(store, name)
 
@@ -132,25 +132,25 @@ def entries(store: Store, name: str) -> list[SetEntry]:
 
 
 def _exemplar(store: Store, version_id: int, key: str | None = None) -> Exemplar:
-    v = store.version(version_id)
-    ep = store.episode(v.episode_id)
-    return exemplar_from(kinds.transcript(ep.task.env), ep, store.path(v.leaf_step_id), key)
+    v = store.versions.get(version_id)
+    ep = store.episodes.get(v.episode_id)
+    return exemplar_from(kinds.transcript(ep.task.env), ep, store.versions.path(v.leaf_step_id), key)
 
 
 def add_version(store: Store, name: str, version_id: int, *, key: str | None = None, by: str | None = None) -> SetEntry:
     """Add a version (or replace the entry of its episode, keeping key and position)."""
     s = get_set(store, name)
-    v = store.version(version_id)
-    ep = store.episode(v.episode_id)
+    v = store.versions.get(version_id)
+    ep = store.episodes.get(v.episode_id)
     if ep.task.env != s.env:
         raise ExemplarSetError(f"exemplar set {name!r} is for {s.env}; version {version_id} is {ep.task.env}")
-    steps = store.path(v.leaf_step_id)
+    steps = store.versions.path(v.leaf_step_id)
     if not steps:
         raise ExemplarSetError(f"version {version_id} has no steps to use as an exemplar")
     current = entries(store, name)
     same_episode = None
     for e in current:
-        if e.version_id is not None and store.version(e.version_id).episode_id == ep.id:
+        if e.version_id is not None and store.versions.get(e.version_id).episode_id == ep.id:
             same_episode = e
             break
     used = {e.key for e in current if e.key and e is not same_episode}
@@ -183,7 +183,7 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
         rid = store.db.execute(
             "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
             "values (?,?,?,?,?,?,?)",
-            [s.id, pos, key, version_id, None, ann.current_user(by), now()],
+            [s.id, pos, key, version_id, None, annotations.current_user(by), now()],
         ).lastrowid
     return _entry(store, rid)
 
@@ -197,7 +197,7 @@ def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = No
         rid = store.db.execute(
             "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
             "values (?,?,?,?,?,?,?)",
-            [s.id, _next_pos(store, s.id), key, None, text, ann.current_user(by), now()],
+            [s.id, _next_pos(store, s.id), key, None, text, annotations.current_user(by), now()],
         ).lastrowid
     return _entry(store, rid)
 
@@ -211,7 +211,7 @@ def remove(store: Store, name: str, *, key: str | None = None, version_id: int |
             hits.append(e)
         elif version_id is not None and e.version_id == version_id:
             hits.append(e)
-        elif episode_id is not None and e.version_id is not None and store.version(e.version_id).episode_id == episode_id:
+        elif episode_id is not None and e.version_id is not None and store.versions.get(e.version_id).episode_id == episode_id:
             hits.append(e)
     if not hits:
         raise ExemplarSetError(f"nothing to remove from exemplar set {name!r}")

@@ -191,7 +191,7 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
             raise StoreError(f"unknown experiment item {item_id}")
         if r[0] is not None:
             return r[0], False
-        ep, v = store.create_episode(Task.model_validate_json(r[1]), config, env_options, name, version_name=first_phase)
+        ep, v = store.episodes.create(Task.model_validate_json(r[1]), config, env_options, name, version_name=first_phase)
         metrics = json.loads(r[2] or "{}")
         if first_phase is not None:
             _with_phase(metrics, first_phase, v.id)

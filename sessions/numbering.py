@@ -10,12 +10,12 @@ from sessions.store import Store, StoreError
 
 def numbers(store: Store, episode_id: int) -> dict[int, int]:
     """{global version id: per-episode number} for one episode."""
-    return {vid: n for n, vid in enumerate(store.version_ids(episode_id), start=1)}
+    return {vid: n for n, vid in enumerate(store.versions.ids(episode_id), start=1)}
 
 
 def number_of(store: Store, version_id: int) -> int:
     """The per-episode number of a version (by its global id)."""
-    v = store.version(version_id)
+    v = store.versions.get(version_id)
     return numbers(store, v.episode_id)[version_id]
 
 

@@ -99,7 +99,7 @@ def open_group(
         raise StoreError(f"unknown rollout group kind {kind!r}")
     if (edit is None) != (kind != "treatment"):
         raise StoreError("a treatment group has an edit; resample and control groups have none")
-    store.version(source_version, episode_id)
+    store.versions.get(source_version, episode_id)
     key = _key(episode_id, source_version, step, kind, edit, config)
     with store.transaction():
         row = store.db.execute("select id, n from rollout_groups where key = ?", [key]).fetchone()

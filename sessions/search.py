@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from sessions import annotations as ann
-from sessions import search_index as idx
+from sessions import annotations
+from sessions import search_index
 from sessions.store import EpisodeTree, Store, StoreError
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.search_text import QueryError, check_query, literal
@@ -102,18 +102,18 @@ class _Resolver:
         rows: dict[str, list[int]] = {}
         for _, table, rowid in batch:
             rows.setdefault(table, []).append(rowid)
-        step_notes = ann.current_note_targets(self.store, "step", rows.get("step_annotations", []))
-        version_notes = ann.current_note_targets(self.store, "version", rows.get("version_annotations", []))
+        step_notes = annotations.current_note_targets(self.store, "step", rows.get("step_annotations", []))
+        version_notes = annotations.current_note_targets(self.store, "version", rows.get("version_annotations", []))
         owner = {
-            "step": self.store.episodes_of("step", [*rows.get("steps", []), *step_notes.values()]),
-            "version": self.store.episodes_of("version", [*rows.get("versions", []), *version_notes.values()]),
-            "task": self.store.episodes_of("task", rows.get("tasks", [])),
+            "step": self.store.episodes.of("step", [*rows.get("steps", []), *step_notes.values()]),
+            "version": self.store.episodes.of("version", [*rows.get("versions", []), *version_notes.values()]),
+            "task": self.store.episodes.of("task", rows.get("tasks", [])),
         }
         if self.allowed is not None:  # episodes the filters rule out are never read
             owner = {k: {key: [e for e in eids if e in self.allowed] for key, eids in found.items()}
                      for k, found in owner.items()}
         wanted = {e for found in owner.values() for eids in found.values() for e in eids} - set(self.trees)
-        self.trees.update(self.store.episode_trees(wanted))
+        self.trees.update(self.store.episodes.trees(wanted))
         out: list[Hit] = []
         for _, table, rowid in batch:
             if len(out) >= need:
@@ -128,8 +128,8 @@ class _Resolver:
                 places = self._task(owner["task"].get(rowid, []))
             if not places:
                 continue
-            for fld, marked in idx.snippets(self.store.db, table, self.query, rowid):
-                text, marks = idx.split_marks(marked)
+            for fld, marked in search_index.snippets(self.store.db, table, self.query, rowid):
+                text, marks = search_index.split_marks(marked)
                 out += [Hit(ep, vid, step, fld, text, marks) for ep, vid, step in places]
         return out
 
@@ -214,29 +214,29 @@ def _ranked(store: Store, query: str) -> tuple[str, list[tuple[float, str, int]]
     column filter names columns of some tables only), else the literal phrase."""
     ranked: list[tuple[float, str, int]] = []
     failed = 0
-    for table in idx.SOURCES:
+    for table in search_index.SOURCES:
         try:
-            ranked += [(rank, table, rowid) for rank, rowid in idx.matches(store.db, table, query, CANDIDATES)]
-        except idx.SearchSyntaxError:
+            ranked += [(rank, table, rowid) for rank, rowid in search_index.matches(store.db, table, query, CANDIDATES)]
+        except search_index.SearchSyntaxError:
             failed += 1
-    if failed < len(idx.SOURCES):
+    if failed < len(search_index.SOURCES):
         return query, ranked
     try:
         phrase = literal(query)
     except QueryError as exc:
         raise SearchError(str(exc)) from None
-    return phrase, [(rank, table, rowid) for table in idx.SOURCES
-                    for rank, rowid in idx.matches(store.db, table, phrase, CANDIDATES)]
+    return phrase, [(rank, table, rowid) for table in search_index.SOURCES
+                    for rank, rowid in search_index.matches(store.db, table, phrase, CANDIDATES)]
 
 
 def _search(store: Store, query: str, filters: _Filters, limit: int) -> list[Hit]:
     kept = []  # the episodes each filter leaves (a superset: versions are checked per hit)
     if filters.env:
-        kept.append(set(store.episode_ids(env=filters.env)))
+        kept.append(set(store.episodes.ids(env=filters.env)))
     if filters.outcome:
-        kept.append(store.episodes_with_outcome(filters.outcome))
+        kept.append(store.episodes.with_outcome(filters.outcome))
     if filters.signal:
-        kept.append(store.episodes_flagged(filters.signal))
+        kept.append(store.episodes.flagged(filters.signal))
     allowed = set.intersection(*kept) if kept else None
     query, ranked = _ranked(store, query)
     if allowed is not None and not allowed:
@@ -258,7 +258,7 @@ def episodes_with_signal(store: Store, signal: str, *, all_versions: bool = Fals
     """Episodes whose current version (or any version) carries `signal`."""
     check_signal(signal)
     out = []
-    for eid, tree in store.episode_trees(store.episodes_flagged(signal)).items():
+    for eid, tree in store.episodes.trees(store.episodes.flagged(signal)).items():
         versions = tree.versions if all_versions else [tree.current] if tree.current in tree.versions else []
         if any(signal in tree.signals(v) for v in versions):
             out.append(eid)
@@ -269,7 +269,7 @@ def signal_counts(store: Store, episode_ids: Iterable[int]) -> SignalCounts:
     """Per task type and signal, the episodes (of `episode_ids`) whose current version
     carries it - for the experiment page: a count per (type, signal) that opens its episodes."""
     ids = list(episode_ids)
-    trees = store.episode_trees(ids)
+    trees = store.episodes.trees(ids)
     counts = SignalCounts()
     for eid in ids:
         tree = trees.get(eid)

@@ -1,6 +1,6 @@
 """The SQLite store: an append-only tree of steps per episode, versions as leaf pointers.
-`Store` is the one entry point; its parts: `sessions.version_tree` (versions, steps,
-branches), `sessions.call_log` (model calls, the response cache, blobs, settings),
+`Store` is the one entry point; its parts: `sessions.versions` (versions, steps,
+branches), `sessions.calls` (model calls, the response cache, blobs, settings),
 `sessions.connection` (errors, transactions) and `sessions.rows` (bulk-read rows).
 
 Invariants kept here (design.md): nothing is lost (every write is one transaction, WAL
@@ -21,12 +21,12 @@ from typing import Any
 from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
 
 from sessions import schema
-from sessions.call_log import CallLogMixin
-from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, _Connection, _Tx, _j,
-                                 _uj, describe_db_error)
+from sessions.calls import Calls
+from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, _Connection, _Tx, to_json,
+                                 from_json, describe_db_error)
 from sessions.connection import VersionFrozen
 from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
-from sessions.version_tree import VersionTreeMixin
+from sessions.versions import Versions
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 
 __all__ = ["LOCK_TIMEOUT_S", "CallRow", "DatabaseFailure", "EpisodeTree", "StepRow", "Store", "StoreError", "UsageRow",
@@ -39,7 +39,7 @@ def default_db_path() -> str:
     return os.environ.get("REACT_EDITOR_DB") or str(Path.cwd() / "react_editor.db")
 
 
-class Store(VersionTreeMixin, CallLogMixin):
+class Store(Versions, Calls):
     """One project database. Cheap to open; one Store may serve many threads: each thread
     reads and writes through its own connection (never shared), so a read sees only
     committed rows, never another thread's open transaction. (":memory:" is one connection.)"""
@@ -160,7 +160,7 @@ class Store(VersionTreeMixin, CallLogMixin):
     def _task_row(self, task: Task) -> int:
         key = task.key
         row = self.db.execute("select id, json from tasks where key = ?", [key]).fetchone()
-        data = _j(task)
+        data = to_json(task)
         if row:
             if row[1] != data:  # same id, new content (e.g. a regenerated game): keep both
                 key = f"{key}#{hashlib.sha256(data.encode()).hexdigest()[:8]}"
@@ -179,7 +179,7 @@ class Store(VersionTreeMixin, CallLogMixin):
         return self.db.execute(sql, list(row.values())).lastrowid
 
     def _config_row(self, config: AgentConfig) -> int:
-        data = _j(config) or "{}"
+        data = to_json(config) or "{}"
         key = hashlib.sha256(data.encode()).hexdigest()[:16]
         row = self.db.execute("select id from configs where key = ?", [key]).fetchone()
         if row:
@@ -198,7 +198,7 @@ class Store(VersionTreeMixin, CallLogMixin):
         version_name: str | None = None,
     ) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current."""
-        stamp, options = created_at or now(), _j(env_options or {})
+        stamp, options = created_at or now(), to_json(env_options or {})
         with self.transaction():
             task_id = self._task_row(task)
             config_id = self._config_row(config)
@@ -209,7 +209,7 @@ class Store(VersionTreeMixin, CallLogMixin):
             version = self._insert_version(Version(episode_id=ep_id, name=version_name), config_id=config_id)
             self.db.execute("update episodes set current_version = ? where id = ?", [version.id, ep_id])
         # the row just written, without reading the task and config back (their own JSON)
-        return Episode(id=ep_id, task=task, config=config, env_options=_uj(options, {}),
+        return Episode(id=ep_id, task=task, config=config, env_options=from_json(options, {}),
                        current_version=version.id, name=name, created_at=stamp), version
 
     _EP_SQL = (
@@ -229,7 +229,7 @@ class Store(VersionTreeMixin, CallLogMixin):
         row = self.db.execute("select env_options from episodes where id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
-        return _uj(row[0], {})
+        return from_json(row[0], {})
 
     @staticmethod
     def _episode_from_row(row) -> Episode:
@@ -237,7 +237,7 @@ class Store(VersionTreeMixin, CallLogMixin):
             id=row[0],
             task=Task.model_validate_json(row[1]),
             config=AgentConfig.model_validate_json(row[2]),
-            env_options=_uj(row[3], {}),
+            env_options=from_json(row[3], {}),
             current_version=row[4],
             name=row[5],
             created_at=row[6],
@@ -255,7 +255,7 @@ class Store(VersionTreeMixin, CallLogMixin):
         """Re-point or confirm what the episode's environment opens (wiki backend, ...)."""
         self.episode(episode_id)
         with self.transaction():
-            self.db.execute("update episodes set env_options = ? where id = ?", [_j(options), episode_id])
+            self.db.execute("update episodes set env_options = ? where id = ?", [to_json(options), episode_id])
 
     def rename_episode(self, episode_id: int, name: str | None) -> None:
         self.episode(episode_id)

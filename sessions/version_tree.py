@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator
 
-from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, _ids, _j, _uj
+from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, _ids, to_json, from_json
 from sessions.rows import EpisodeTree, StepRow
 from trajectory.records import AgentConfig, EditInfo, ModelCall, Outcome, Step, Version, now
 from trajectory.signals import STEP_LIMIT, PathState
 
 
-class VersionTreeMixin:
+class Versions:
     """Part of `sessions.store.Store` (uses its database, transactions and episodes)."""
 
     # ------------------------------------------------------------------ versions
@@ -34,12 +34,12 @@ class VersionTreeMixin:
             "parent_version": v.parent_version,
             "leaf_step_id": v.leaf_step_id,
             "draft_thought": v.draft_thought,
-            "draft_edit": _j(v.draft_edit),
-            "edits": _j([e.model_dump(exclude_defaults=True) for e in v.edits]) if v.edits else None,
+            "draft_edit": to_json(v.draft_edit),
+            "edits": to_json([e.model_dump(exclude_defaults=True) for e in v.edits]) if v.edits else None,
             "name": v.name,
             "status": v.status,
             "error": v.error,
-            "outcome": _j(v.outcome),
+            "outcome": to_json(v.outcome),
             "created_at": v.created_at,
             "updated_at": v.updated_at,
             "config_id": config_id,
@@ -81,7 +81,7 @@ class VersionTreeMixin:
 
     def _ep_ref(self, v: Version) -> str:
         """`EP:N` of a version, for a message people read (its per-episode number)."""
-        ids = self.version_ids(v.episode_id)
+        ids = self.versions.ids(v.episode_id)
         return f"{v.episode_id}:{ids.index(v.id) + 1}" if v.id in ids else str(v.id)
 
     def version_ids(self, episode_id: int) -> list[int]:
@@ -118,7 +118,7 @@ class VersionTreeMixin:
             leaf_step_id=r[3],
             draft_thought=r[4],
             draft_edit=EditInfo.model_validate_json(r[5]) if r[5] else None,
-            edits=[EditInfo.model_validate(e) for e in _uj(r[6], [])],
+            edits=[EditInfo.model_validate(e) for e in from_json(r[6], [])],
             name=r[7],
             status=r[8],
             error=r[9],
@@ -156,9 +156,9 @@ class VersionTreeMixin:
         for k, v in fields.items():
             sets.append(f"{k} = ?")
             if k in ("draft_edit", "outcome"):
-                v = _j(v)
+                v = to_json(v)
             elif k == "edits":
-                v = _j([e.model_dump(exclude_defaults=True) for e in v]) if v else None
+                v = to_json([e.model_dump(exclude_defaults=True) for e in v]) if v else None
             params.append(v)
         try:
             with self.transaction():
@@ -183,7 +183,7 @@ class VersionTreeMixin:
         """A steps row (`_SCOLS`) as the values of `StepRow`'s fields, in order."""
         sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig = r
         if infos is None or info is None:
-            info = _uj(info, {})
+            info = from_json(info, {})
         else:
             info = infos[info] if info in infos else infos.setdefault(info, json.loads(info))
         return (sid, eid, parent, idx, thought, action, obs, bool(done), reward or 0.0, info, source,
@@ -208,13 +208,13 @@ class VersionTreeMixin:
                 s.observation,
                 int(s.done),
                 s.reward or None,
-                _j(s.info) if s.info else None,
+                to_json(s.info) if s.info else None,
                 s.source,
-                _j(s.edit),
-                _j(s.call_ids) if s.call_ids else None,
-                _j(s.snapshot),
+                to_json(s.edit),
+                to_json(s.call_ids) if s.call_ids else None,
+                to_json(s.snapshot),
                 s.created_at,
-                _j(s.signals) if s.signals else None,
+                to_json(s.signals) if s.signals else None,
             ],
         ).lastrowid
         return s.model_copy(update={"id": sid})
@@ -366,7 +366,7 @@ class VersionTreeMixin:
                 out[eid].versions[vid] = (leaf, Outcome.model_validate_json(oc) if oc else Outcome())
             for sid, eid, parent, idx, sig in self.db.execute(
                 f"select id, episode_id, parent_id, idx, signals from steps where episode_id in ({q})", chunk):
-                out[eid].steps[sid] = (parent, idx, _uj(sig, []))
+                out[eid].steps[sid] = (parent, idx, from_json(sig, []))
         return out
 
     _OWNERS = {
@@ -413,7 +413,7 @@ def _written(v: Version, leaf: int | None, updated_at: str, status: str | None, 
     if status is not None:
         upd["status"] = status
     if outcome is not None:
-        upd["outcome"] = Outcome.model_validate_json(_j(outcome))
+        upd["outcome"] = Outcome.model_validate_json(to_json(outcome))
     if error is not ...:
         upd["error"] = error
     if clear_draft:
@@ -432,7 +432,7 @@ def _leaf_update(leaf: int | None, status: str | None, outcome: Outcome | None, 
         params.append(status)
     if outcome is not None:
         sets.append("outcome = ?")
-        params.append(_j(outcome))
+        params.append(to_json(outcome))
     if error is not ...:
         sets.append("error = ?")
         params.append(error)

@@ -85,7 +85,7 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
 def toy(monkeypatch, tmp_path, scripted_llm):
     """An Engine over a fresh database whose alfworld/hotpotqa families are the toy envs,
     with tiny built-in exemplars, talking to the scripted model server."""
-    import envs.registry as base
+    from envs import registry
     from agent import exemplars
     from agent.engine import Engine
     from sessions.store import Store
@@ -93,7 +93,7 @@ def toy(monkeypatch, tmp_path, scripted_llm):
 
     fams = toy_envs.families()
     made = fams.pop("made")
-    monkeypatch.setattr(base, "_FAMILIES", dict(fams))
+    monkeypatch.setattr(registry, "_FAMILIES", dict(fams))
     table = {"alfworld": toy_envs.ROOM_EXEMPLARS, "hotpotqa": toy_envs.WIKI_EXEMPLARS}
     monkeypatch.setattr(exemplars, "builtin_prompt_dict", lambda env: table[env])
     store = Store(tmp_path / "t.db")

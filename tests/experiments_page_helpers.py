@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,8 +26,8 @@ def _wait_done(db: Path, exp_id: int, timeout: float = 60, *, every_task: bool =
     while time.monotonic() < deadline:
         with_store = Store(db)
         try:
-            counts = xs.counts(with_store, exp_id)
-            status = xs.get(with_store, exp_id).status
+            counts = experiments.counts(with_store, exp_id)
+            status = experiments.get(with_store, exp_id).status
         finally:
             with_store.close()
         if every_task and set(counts) == {"done"}:

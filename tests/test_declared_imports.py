@@ -6,7 +6,7 @@ was one - fails on a machine that resolved the declared ones differently)."""
 from __future__ import annotations
 
 import ast
-import importlib.metadata as md
+from importlib import metadata
 import json
 import os
 import re
@@ -46,7 +46,7 @@ def _declared() -> dict[str, str]:
 
 def test_every_third_party_import_is_declared_with_a_lower_bound():
     ours = set(PACKAGES) | {"app"}
-    dists = md.packages_distributions()
+    dists = metadata.packages_distributions()
     declared = _declared()
     missing = {}
     for path in _sources():

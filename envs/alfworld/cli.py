@@ -54,9 +54,9 @@ def _check(args) -> int:
 
 
 def _tasks(args) -> int:
-    import envs.alfworld as fam
+    from envs import alfworld
 
-    tasks = fam.list_tasks(source=args.source, split=args.split)
+    tasks = alfworld.list_tasks(source=args.source, split=args.split)
     cli.emit(args, [t.model_dump() for t in tasks],
          lambda: "\n".join(f"{t.id}\t{t.type}" for t in tasks) or "(no tasks)")
     return 0
@@ -66,10 +66,10 @@ def _play(args) -> int:
     """Play a task with actions from the command line (or stdin), printing observations."""
     import sys
 
-    import envs.alfworld as fam
+    from envs import alfworld
 
-    task = fam.get_task(args.task, source=args.source)
-    env = fam.make_env(task, {"wording": args.wording})
+    task = alfworld.get_task(args.task, source=args.source)
+    env = alfworld.make_env(task, {"wording": args.wording})
     try:
         out = [env.reset(task)]
         actions = args.action or [line.strip() for line in sys.stdin if line.strip()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from envs.transcript import CommandTranscript, KeyScheme
-from trajectory import formats as fmt
+from trajectory import formats
 
 # task-type prefix -> exemplar variant (the notebook's `prefixes`)
 PREFIXES = {
@@ -78,7 +78,7 @@ class Signals:
 
 TRANSCRIPT = CommandTranscript(
     kind="alfworld",
-    instruction=fmt.ALFWORLD_INSTRUCTION,
+    instruction=formats.ALFWORLD_INSTRUCTION,
     chat_instruction="Continue the transcript above: reply with only the next command after '>' "
     "(one line: an action such as 'go to fridge 1', or 'think: ...').",
     keys=KeyScheme("ALFWorld", PREFIXES, TYPES, type_from_text),

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from envs.transcript import critic
 from envs.transcript.critic import CriticPrompt
-from trajectory import formats as fmt
+from trajectory import formats
 from trajectory.kinds import ModelRequest, Reply, SignalRules
 from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
 from trajectory.records import Step, Task
@@ -55,30 +55,30 @@ class CommandTranscript:
     keys: KeyScheme
     sft_system: str
     signals: SignalRules = GENERIC
-    task_cue: str = fmt.ALFWORLD_TASK_CUE
+    task_cue: str = formats.ALFWORLD_TASK_CUE
     critic_prompt: CriticPrompt = critic.COMMAND  # `react-editor suggest`'s default template
     zero_shot_instruction: str | None = None  # the instruction when there are no exemplars
     thoughts_are_turns: bool = field(default=True, init=False)
     keyed_entries: bool = field(default=True, init=False)  # each exemplar is its own prompt-file entry
-    thought_observation: str | None = field(default=fmt.THINK_OBSERVATION, init=False)
+    thought_observation: str | None = field(default=formats.THINK_OBSERVATION, init=False)
 
     # -------------------------------------------------------------- a turn
     def command(self, thought: str | None, action: str | None) -> str:
-        return f"{fmt.THINK_PREFIX} {thought or ''}" if action is None else action
+        return f"{formats.THINK_PREFIX} {thought or ''}" if action is None else action
 
     def split_thought(self, command: str) -> str | None:
-        return fmt.split_think(command)
+        return formats.split_think(command)
 
     def step_text(self, step: Any) -> str:
-        return fmt.alfworld_command(step)
+        return formats.alfworld_command(step)
 
     def chat_turn(self, step: Any, i: int) -> tuple[str, str | None]:
         obs = step.observation if step.observation is not None else (
-            fmt.THINK_OBSERVATION if step.action is None else None)
-        return fmt.alfworld_command(step), obs
+            formats.THINK_OBSERVATION if step.action is None else None)
+        return formats.alfworld_command(step), obs
 
     def render(self, task_text: str, steps: Sequence[Any]) -> str:
-        return fmt.render_alfworld(task_text, steps)
+        return formats.render_alfworld(task_text, steps)
 
     # -------------------------------------------------------------- the model
     def exemplars(self, prompts: dict[str, str], task_type: str | None, style: str) -> list[str]:
@@ -100,7 +100,7 @@ class CommandTranscript:
         instruction = self.instruction
         if not exemplars and self.zero_shot_instruction is not None:
             instruction = self.zero_shot_instruction
-        return fmt.alfworld_prompt(exemplars, task_text, steps, instruction=instruction, task_cue=self.task_cue)
+        return formats.alfworld_prompt(exemplars, task_text, steps, instruction=instruction, task_cue=self.task_cue)
 
     def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
                 draft: str | None) -> ModelRequest:
@@ -108,7 +108,7 @@ class CommandTranscript:
         return ModelRequest(text, ["\n"], self.chat_instruction, index=len(steps) + 1)
 
     def parse(self, request: ModelRequest, completion: str) -> Reply:
-        thought, action = fmt.parse_alfworld_completion(completion)
+        thought, action = formats.parse_alfworld_completion(completion)
         return Reply(thought, action)
 
     def check_exemplars(self, prompts: dict[str, str], style: str) -> None:
@@ -117,7 +117,7 @@ class CommandTranscript:
 
     # -------------------------------------------------------------- prompt files
     def exemplar_text(self, task_text: str, steps: Sequence[Step]) -> str:
-        return fmt.render_alfworld(task_text, steps)
+        return formats.render_alfworld(task_text, steps)
 
     def next_key(self, exemplar: Exemplar, used: set[str]) -> str:
         try:
@@ -157,8 +157,8 @@ class CommandTranscript:
         for key, value in data.items():
             m = self.keys.key.match(key)
             try:
-                task_text, steps = fmt.parse_alfworld(value) if m else (None, None)
-            except fmt.FormatError:
+                task_text, steps = formats.parse_alfworld(value) if m else (None, None)
+            except formats.FormatError:
                 m = None
             if not m:
                 out.append(ParsedEntry(key, [], value))
@@ -171,8 +171,8 @@ class CommandTranscript:
 
     def parse_prompt_text(self, text: str, source: str) -> list[ParsedEntry]:
         try:
-            task_text, steps = fmt.parse_alfworld(text)
-        except fmt.FormatError as exc:
+            task_text, steps = formats.parse_alfworld(text)
+        except formats.FormatError as exc:
             raise PromptFileError(f"not an {self.keys.title} transcript: {exc}") from None
         style = "react" if any(s.thought is not None for s in steps) else "act"
         guess = self.keys.type_from_text or (lambda _t: next(iter(self.keys.types.values())))
@@ -188,7 +188,7 @@ def admissible_warning(action: str, admissible, consequence: str = "") -> str | 
     """A command not among the admissible ones (None: blank, a thought, no list, or admissible);
     `consequence` is appended to the message."""
     a = action.strip()
-    if not a or a.startswith(fmt.THINK_PREFIX) or not admissible or a in admissible:
+    if not a or a.startswith(formats.THINK_PREFIX) or not admissible or a in admissible:
         return None
     return f"'{a}' is not among the {len(admissible)} admissible commands here{consequence}"
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from envs.transcript import critic
 from envs.transcript.critic import CriticPrompt
-from trajectory import formats as fmt
+from trajectory import formats
 from trajectory.kinds import ModelRequest, Reply, SignalRules
 from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
 from trajectory.records import Step, Task
@@ -52,14 +52,14 @@ class NumberedTranscript:
         return None
 
     def step_text(self, step: Any) -> str:
-        return fmt.render_wiki_step(step, step.index, with_observation=False).rstrip("\n")
+        return formats.render_wiki_step(step, step.index, with_observation=False).rstrip("\n")
 
     def chat_turn(self, step: Any, i: int) -> tuple[str, str | None]:
-        content = fmt.render_wiki_step(step, i, with_observation=False).rstrip("\n")
+        content = formats.render_wiki_step(step, i, with_observation=False).rstrip("\n")
         return content, None if step.observation is None else f"Observation {i}: {step.observation}"
 
     def render(self, task_text: str, steps: Sequence[Any]) -> str:
-        return fmt.render_wiki(task_text, steps)
+        return formats.render_wiki(task_text, steps)
 
     # -------------------------------------------------------------- the model
     def block(self, prompts: dict[str, str], style: str) -> str:
@@ -73,25 +73,25 @@ class NumberedTranscript:
 
     def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
                 draft: str | None) -> ModelRequest:
-        prefix = fmt.wiki_prompt_prefix(self.instruction, self.block(prompts, style), task.text, steps)
+        prefix = formats.wiki_prompt_prefix(self.instruction, self.block(prompts, style), task.text, steps)
         i = len(steps) + 1
         if draft is not None:  # a person's thought waits for its action
             return self._action_request(prefix, i, draft)
-        cue, stop = fmt.wiki_step_cue(i, style)
+        cue, stop = formats.wiki_step_cue(i, style)
         return ModelRequest(prefix + cue, stop, CHAT[style].format(i=i), index=i, style=style, prefix=prefix)
 
     def _action_request(self, prefix: str, i: int, thought: str) -> ModelRequest:
-        cue, stop = fmt.wiki_action_cue(i, thought)
+        cue, stop = formats.wiki_action_cue(i, thought)
         return ModelRequest(prefix + cue, stop, CHAT["action"].format(i=i), purpose="action_fallback",
                             index=i, prefix=prefix, thought=thought)
 
     def parse(self, request: ModelRequest, completion: str) -> Reply:
         i = request.index
         if request.purpose == "action_fallback":
-            return Reply(request.thought, fmt.parse_wiki_action(completion))
+            return Reply(request.thought, formats.parse_wiki_action(completion))
         if request.style == "act":  # the action alone
-            return Reply(None, fmt.parse_wiki_completion(completion, i, "act").action)
-        parsed = fmt.parse_wiki_completion(completion, i, "react")
+            return Reply(None, formats.parse_wiki_completion(completion, i, "act").action)
+        parsed = formats.parse_wiki_completion(completion, i, "react")
         if parsed.action is None:  # the paper's fallback: ask for the action alone
             return Reply(parsed.thought, None, then=self._action_request(request.prefix, i, parsed.thought or ""))
         return Reply(parsed.thought, parsed.action)
@@ -108,7 +108,7 @@ class NumberedTranscript:
             last = steps[-1]
             if last.observation is not None and (last.done or (last.action or "").lower().startswith("finish[")):
                 steps[-1] = last.model_copy(update={"observation": None})
-        return fmt.render_wiki(task_text, steps)
+        return formats.render_wiki(task_text, steps)
 
     def next_key(self, exemplar: Exemplar, used: set[str]) -> str | None:
         return None
@@ -174,8 +174,8 @@ class NumberedTranscript:
             parsed = None
             if BLOCK_KEY.match(key):
                 try:
-                    parsed = fmt.parse_wiki_examples(value)
-                except fmt.FormatError:
+                    parsed = formats.parse_wiki_examples(value)
+                except formats.FormatError:
                     parsed = None
             if parsed is None:
                 out.append(ParsedEntry(key, [], value))
@@ -192,8 +192,8 @@ class NumberedTranscript:
     def parse_prompt_text(self, text: str, source: str) -> list[ParsedEntry]:
         """A plain-text examples block: one episode per example."""
         try:
-            parsed = fmt.parse_wiki_examples(text)
-        except fmt.FormatError as exc:
+            parsed = formats.parse_wiki_examples(text)
+        except formats.FormatError as exc:
             raise PromptFileError(f"not a Wikipedia-format transcript: {exc}") from None
         style = "react" if any(s.thought is not None for e in parsed.examples for s in e.steps) else "act"
         key = f"{'webthink' if style == 'react' else 'webact'}_simple{len(parsed.examples)}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envs.base import QA, TEXT_METHODS, BlobStore, CustomField, EnvError, EnvFamily, Metric, Option
-from envs.wikipedia import tasks as _tasks
+from envs.wikipedia import tasks
 from envs.wikipedia.paths import PROMPTS_FILES
 from envs.wikipedia.scoring import FEVER_LABELS, normalize_answer
 from envs.wikipedia.transcript import TRANSCRIPTS
@@ -73,7 +73,7 @@ def external_references(task: Task | None = None, options: dict | None = None) -
     from envs.wikipedia.live import DEFAULT_API
 
     options = options or {}
-    roots = (_tasks.data_dir().resolve(), Path(CORPUS_DIR).resolve())
+    roots = (tasks.data_dir().resolve(), Path(CORPUS_DIR).resolve())
     wiki = options.get("wiki") or "builtin"
     refs = []
     if wiki == "live" and options.get("wiki_url") not in (None, "", DEFAULT_API):
@@ -173,11 +173,11 @@ _DISPLAY = {
 FAMILIES = {
     kind: EnvFamily(
         kind=kind,
-        list_tasks=partial(_tasks.list_tasks, kind),
-        get_task=partial(_tasks.get_task, kind),
+        list_tasks=partial(tasks.list_tasks, kind),
+        get_task=partial(tasks.get_task, kind),
         make_env=partial(make_env, kind),
         default_max_steps=DEFAULT_MAX_STEPS[kind],
-        custom_task=partial(_tasks.custom_task, kind),
+        custom_task=partial(tasks.custom_task, kind),
         exemplars_file=PROMPTS_FILES[kind],
         references=external_references,
         transcript=TRANSCRIPTS[kind],

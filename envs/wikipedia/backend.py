@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from envs.wikipedia import text as T
+from envs.wikipedia import text
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Backend(Protocol):
 def outcome_from_html(title: str, html: str | bytes, similar_fn) -> SearchOutcome:
     """A found page: its text, or - for a disambiguation page - a miss with similar titles
     (`similar_fn()` is only called then, so hits cost no search)."""
-    blocks = T.html_blocks(html)
-    if T.is_disambiguation(blocks):
+    blocks = text.html_blocks(html)
+    if text.is_disambiguation(blocks):
         return SearchOutcome("disambiguation", title=title, similar=similar_fn())
-    return SearchOutcome("page", title=title, page=T.page_text(blocks))
+    return SearchOutcome("page", title=title, page=text.page_text(blocks))

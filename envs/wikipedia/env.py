@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from envs.base import BlobStore, EnvError, StepResult
-from envs.wikipedia import text as T
+from envs.wikipedia import text
 from envs.wikipedia.backend import Backend
 from envs.wikipedia.scoring import exact_match, f1, fever_correct
 from trajectory.records import Task
@@ -93,7 +93,7 @@ class WikiEnv:
             obs = "Nice thought."
         else:
             obs = f"Invalid action: {act}"
-        self.obs = T.clean_observation(obs)
+        self.obs = text.clean_observation(obs)
         return StepResult(self.obs, done=False, reward=0.0, info=info)
 
     def give_up(self) -> StepResult:
@@ -150,12 +150,12 @@ class WikiEnv:
         if out.kind == "error":
             return f"Search failed: {out.error}. Try again.", {"error": out.error}
         if out.kind == "miss":
-            return T.miss_observation(entity, out.similar), {}
+            return text.miss_observation(entity, out.similar), {}
         if out.kind == "disambiguation":
-            return T.miss_observation(entity, out.similar, disambiguation=True), {"title": out.title}
+            return text.miss_observation(entity, out.similar, disambiguation=True), {"title": out.title}
         key = self._store(out.page or "")
         self.page_key, self.keyword, self.cursor, self._matches = key, None, 0, None
-        return T.page_observation(out.page or ""), {"title": out.title}
+        return text.page_observation(out.page or ""), {"title": out.title}
 
     def _lookup(self, keyword: str) -> str:
         if self.page_key is None:
@@ -196,7 +196,7 @@ class WikiEnv:
     def _store(self, page: str) -> str:
         key = self.blobs.put_blob(page.encode("utf-8"))
         if key not in self._pages:
-            sents = T.sentences(page)
+            sents = text.sentences(page)
             self._pages[key] = (page, sents, [s.lower() for s in sents])
         return key
 
@@ -207,5 +207,5 @@ class WikiEnv:
         if raw is None:
             raise EnvError(f"page {key} is missing from the blob store; cannot restore")
         page = raw.decode("utf-8")
-        sents = T.sentences(page)
+        sents = text.sentences(page)
         self._pages[key] = (page, sents, [s.lower() for s in sents])

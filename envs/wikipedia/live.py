@@ -13,7 +13,7 @@ import time
 
 import httpx
 
-from envs.wikipedia import text as T
+import envs.wikipedia.text
 from envs.wikipedia.backend import SearchOutcome, outcome_from_html
 
 DEFAULT_API = "https://en.wikipedia.org/w/api.php"
@@ -134,7 +134,7 @@ class LiveBackend:
         return p.get("title") or page["title"], text
 
     def similar(self, entity: str) -> list[str]:
-        q = T.search_query(entity)
+        q = envs.wikipedia.text.search_query(entity)
         if not q:
             return []
         data = self._get({"action": "query", "list": "search", "srsearch": q, "srlimit": "5",
@@ -144,7 +144,7 @@ class LiveBackend:
 
     def search(self, entity: str) -> SearchOutcome:
         try:
-            variants = T.title_variants(entity)
+            variants = envs.wikipedia.text.title_variants(entity)
             page, disamb = self._resolve(variants) if variants else (None, False)
             if page is None:
                 return SearchOutcome("miss", similar=self.similar(entity))

@@ -5,7 +5,7 @@ Wikipedia API (a search or lookup that found nothing, an action it cannot run)."
 from __future__ import annotations
 
 from envs.transcript import NumberedTranscript
-from trajectory import formats as fmt
+from trajectory import formats
 
 # Observations for actions the environment could not parse or execute (env.py: an unknown
 # action, lookup before any search, an empty search).
@@ -38,19 +38,19 @@ def _has_claim(text: str) -> bool:
 
 
 HOTPOTQA = NumberedTranscript(
-    kind="hotpotqa", instruction=fmt.HOTPOTQA_INSTRUCTION, header="\n", trailer="",
+    kind="hotpotqa", instruction=formats.HOTPOTQA_INSTRUCTION, header="\n", trailer="",
     preferred={"react": ("webthink_simple6", "webthink_simple", "webthink_simple_3"),
                "act": ("webact_simple6", "webact_simple")},
     owns=lambda text: not _has_claim(text),
-    sft_system=fmt.HOTPOTQA_INSTRUCTION.replace("Here are some examples.\n", "").strip(),
+    sft_system=formats.HOTPOTQA_INSTRUCTION.replace("Here are some examples.\n", "").strip(),
     signals=Signals(),
 )
 # FEVER's notebook has no separate instruction: it is the head of the prompt file's value.
 FEVER = NumberedTranscript(
-    kind="fever", instruction="", header=fmt.FEVER_HEADER, trailer="\n",
+    kind="fever", instruction="", header=formats.FEVER_HEADER, trailer="\n",
     preferred={"react": ("webthink_simple3",), "act": ("webact_simple3",)},
     owns=_has_claim,
-    sft_system=fmt.FEVER_HEADER.strip() + _ACTIONS + "Finish[SUPPORTS | REFUTES | NOT ENOUGH INFO].",
+    sft_system=formats.FEVER_HEADER.strip() + _ACTIONS + "Finish[SUPPORTS | REFUTES | NOT ENOUGH INFO].",
     signals=Signals(),
 )
 TRANSCRIPTS = {"hotpotqa": HOTPOTQA, "fever": FEVER}

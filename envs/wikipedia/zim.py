@@ -5,14 +5,14 @@ articles in the corpus format (used for the built-in sample and by tests)."""
 from __future__ import annotations
 
 import contextlib
-import html as htmlmod
+import html
 import os
 import sys
 from pathlib import Path
 from typing import Iterable
 
 from envs.base import EnvError
-from envs.wikipedia import text as T
+from envs.wikipedia import text
 from envs.wikipedia.backend import SearchOutcome, outcome_from_html
 
 
@@ -22,7 +22,7 @@ def article_path(title: str) -> str:
 
 def article_html(article: dict) -> str:
     """Kiwix-like HTML for one corpus article (title as <h1>, blocks as <p> / <ul>)."""
-    title = htmlmod.escape(article["title"])
+    title = html.escape(article["title"])
     parts = [
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">",
         f"<title>{title}</title></head>\n<body class=\"mediawiki\">",
@@ -30,9 +30,9 @@ def article_html(article: dict) -> str:
     ]
     for block in article["body"]:
         if isinstance(block, str):
-            parts.append(f"<p>{htmlmod.escape(block)}</p>")
+            parts.append(f"<p>{html.escape(block)}</p>")
         else:
-            items = "".join(f"<li>{htmlmod.escape(i)}</li>" for i in block)
+            items = "".join(f"<li>{html.escape(i)}</li>" for i in block)
             parts.append(f"<ul>{items}</ul>")
     parts.append("</div></body></html>\n")
     return "\n".join(parts)
@@ -140,7 +140,7 @@ def similar_titles(archive, query: str, n: int = 5) -> list[str]:
     from libzim.search import Query, Searcher
     from libzim.suggestion import SuggestionSearcher
 
-    q = T.search_query(query)
+    q = text.search_query(query)
     if not q:
         return []
     titles: list[str] = []
@@ -191,7 +191,7 @@ class ZimBackend:
         return None
 
     def search(self, entity: str) -> SearchOutcome:
-        for variant in T.title_variants(entity, mediawiki=False):
+        for variant in text.title_variants(entity, mediawiki=False):
             entry = self._entry(variant)
             if entry is None:
                 continue

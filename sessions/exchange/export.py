@@ -17,8 +17,8 @@ from pathlib import Path
 from json.encoder import encode_basestring as _esc  # the text encoder _ENCODER uses (ensure_ascii=False)
 from typing import IO, Any, Iterable, Iterator
 
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
+from sessions import annotations
+from sessions import exemplar_sets
 from sessions.exchange.chat_sft import chat_record, version_ok
 from trajectory import kinds
 from trajectory.prompt_files import PromptFileError, exemplar_from
@@ -91,9 +91,9 @@ class EpisodeEncoder:
         ids = sorted({cid for path in batch.paths.values() for s in path for cid in s.call_ids})
         self.calls = {cid: known[cid] for cid in ids if cid in known}
         missing = [cid for cid in ids if cid not in known]  # a call recorded under another episode
-        self.calls.update({c.id: c for i in range(0, len(missing), 500) for c in store.calls(missing[i : i + 500])})
-        self.vann, self.sann = histories or (ann.version_histories(store, [v.id for v in batch.versions]),
-                                             ann.episode_step_histories(store, ep.id))
+        self.calls.update({c.id: c for i in range(0, len(missing), 500) for c in store.calls.read(missing[i : i + 500])})
+        self.vann, self.sann = histories or (annotations.version_histories(store, [v.id for v in batch.versions]),
+                                             annotations.episode_step_histories(store, ep.id))
         self.step_ref: dict[int, int] = {}
         self.call_ref: dict[int, int] = {}
         self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
@@ -335,7 +335,7 @@ def export(
     if exemplar_set is not None and (refs or (filters and filters != Filters())):
         raise ExportError("give either an exemplar set or versions/filters, not both")
     if exemplar_set is not None:
-        sets.get_set(store, exemplar_set)  # unknown -> error before any file is made
+        exemplar_sets.get_set(store, exemplar_set)  # unknown -> error before any file is made
     sink = _Sink(out)
     report = ExportReport(format=fmt, path=sink.path)
     ok = False
@@ -369,9 +369,9 @@ def _chunked(batches: Iterable[EpisodeBatch], n: int = 200) -> Iterator[list[Epi
 def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
     n = 0
     for chunk in _chunked(batches):  # the calls and annotations of a chunk of episodes in one query each
-        calls = store.episode_call_rows(b.episode.id for b in chunk)
-        histories = (ann.version_histories(store, [v.id for b in chunk for v in b.versions]),
-                     ann.step_histories(store, [b.episode.id for b in chunk]))
+        calls = store.calls.rows(b.episode.id for b in chunk)
+        histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
+                     annotations.step_histories(store, [b.episode.id for b in chunk]))
         for batch in chunk:
             n += 1
             enc = EpisodeEncoder(store, batch, n, calls, histories)
@@ -387,8 +387,8 @@ def _write_chat(store: Store, batches, sink: _Sink, report: ExportReport) -> Non
     for batch in batches:
         report.episodes += 1
         ep = batch.episode
-        vann = ann.version_histories(store, [v.id for v in batch.versions])
-        sann = ann.episode_step_histories(store, ep.id)
+        vann = annotations.version_histories(store, [v.id for v in batch.versions])
+        sann = annotations.episode_step_histories(store, ep.id)
         tags = {sid: set(h[-1].tags) for sid, h in sann.items() if h}
         for v in batch.versions:
             steps = batch.paths[v.id]
@@ -453,8 +453,8 @@ def _write_dict(d: dict[str, str], keys, sink: _Sink, report: ExportReport) -> N
 
 
 def _write_set(store: Store, name: str, fmt: str, keys, sink: _Sink, report: ExportReport) -> None:
-    env, d = sets.prompt_dict(store, name)
-    for e in sets.entries(store, name):
+    env, d = exemplar_sets.prompt_dict(store, name)
+    for e in exemplar_sets.entries(store, name):
         if e.version_id is not None:
             report.versions += 1
     if fmt == "react-json":

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
+from sessions import annotations
+from sessions import exemplar_sets
 from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
@@ -117,8 +117,8 @@ def import_file(
     if fmt == "auto":
         fmt = detect_format(p)
     if set_name is not None:
-        sets._check_name(set_name)
-        if sets.exists(store, set_name):
+        exemplar_sets._check_name(set_name)
+        if exemplar_sets.exists(store, set_name):
             raise ImportFailed(f"an exemplar set named {set_name!r} exists already")
     if fmt == "jsonl":
         if set_name is not None:
@@ -130,7 +130,7 @@ def import_file(
         digests = _episode_digests(records)
         report = ImportReport("jsonl", str(p))
         with store.transaction():
-            present = {} if as_new else store.episodes_by_option(IMPORT_DIGEST, sorted(set(digests.values())))
+            present = {} if as_new else store.episodes.by_option(IMPORT_DIGEST, sorted(set(digests.values())))
             report.already_present = sorted({present[d] for d in digests.values() if d in present})
             fresh = [(n, r) for n, r in records if digests[r.episode.ref] not in present]
             _jsonl(p.name, fresh, store, report, digests)
@@ -241,12 +241,12 @@ def _imported_outcome(steps: list) -> Outcome | None:
 
 def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEntry], set_name: str | None,
                           by: str | None, report: ImportReport, golds: dict[str, Task] | None = None) -> None:
-    name = set_name or sets.free_name(store, p.stem)
-    sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
+    name = set_name or exemplar_sets.free_name(store, p.stem)
+    exemplar_sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
     report.exemplar_set = name
     for entry in parsed:
         if not entry.trajectories:
-            sets.add_raw(store, name, entry.key, entry.raw or "", by=by)
+            exemplar_sets.add_raw(store, name, entry.key, entry.raw or "", by=by)
             report.raw_entries += 1
             continue
         for t in entry.trajectories:
@@ -254,10 +254,10 @@ def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEn
             data = {**t.data, "dataset_task": known.key} if known else t.data
             task = Task(env=t.env, id=t.task_id, type=t.task_type or (known.type if known else None),
                         text=t.task_text, gold=known.gold if known else t.gold, source="imported", data=data)
-            ep, v = store.create_episode(task, AgentConfig(style=t.style), {}, name=t.name)
+            ep, v = store.episodes.create(task, AgentConfig(style=t.style), {}, name=t.name)
             if t.steps:
-                store.append_steps(v.id, t.steps, outcome=_imported_outcome(t.steps))
-            sets.add_version(store, name, v.id, by=by)
+                store.versions.append(v.id, t.steps, outcome=_imported_outcome(t.steps))
+            exemplar_sets.add_version(store, name, v.id, by=by)
             report.episodes.append(ep.id)
             report.versions += 1
             report.steps += len(t.steps)
@@ -431,7 +431,7 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
                 options[IMPORT_DIGEST] = (digests or {}).get(rec.episode.ref)
                 if rec.episode.config.base_url:  # so does the model endpoint the file names
                     options[UNCONFIRMED_ENDPOINT] = rec.episode.config.base_url
-                e, v0 = store.create_episode(task, rec.episode.config, options, rec.episode.name,
+                e, v0 = store.episodes.create(task, rec.episode.config, options, rec.episode.name,
                                              created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
                 report.episodes.append(e.id)
@@ -546,7 +546,7 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
         if known:  # pragma: no cover - the first record of an episode has no earlier steps
             raise ImportFailed("internal: first record with shared steps")
     else:
-        vid = store.create_version(Version(episode_id=ep.id, leaf_step_id=at), make_current=False).id
+        vid = store.versions.create(Version(episode_id=ep.id, leaf_step_id=at), make_current=False).id
     new_calls: list[ModelCall] = []
     placeholder: dict[int, int] = {}
     record_calls = {c.ref: c for c in rec.calls}
@@ -575,20 +575,20 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
                           reward=s.reward, info=info, source=s.source, edit=_edit(s.edit, ep), call_ids=ids,
                           created_at=s.created_at))
     if steps:
-        rows, _ = store.append_steps(vid, steps, new_calls)
+        rows, _ = store.versions.append(vid, steps, new_calls)
         for s, row in zip(new, rows):
             ep.step_ids[s.ref] = row.id
             for cref, cid in zip(s.calls, row.call_ids):
                 ep.call_ids.setdefault(cref, cid)
             for a in s.annotations:
-                ann.insert_step_annotation(store, ann.StepAnnotation(
+                annotations.insert_step_annotation(store, annotations.StepAnnotation(
                     step_id=row.id, annotator=a.annotator, created_at=a.created_at, tags=a.tags, note=a.note))
-    store.update_version(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
+    store.versions.update(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
                          draft_thought=v.draft_thought, draft_edit=_edit(v.draft_edit, ep),
                          parent_version=ep.versions.get(v.parent) if v.parent else None,
                          edits=[_edit(e, ep) for e in v.edits], created_at=v.created_at, updated_at=v.updated_at)
     for a in v.annotations:
-        ann.insert_version_annotation(store, ann.VersionAnnotation(
+        annotations.insert_version_annotation(store, annotations.VersionAnnotation(
             version_id=vid, annotator=a.annotator, created_at=a.created_at, verdict=a.verdict,
             failure_modes=a.failure_modes, notes=a.notes, exemplar_ready=a.exemplar_ready))
     return vid
@@ -599,4 +599,4 @@ def _finish_episode(store: Store | None, ep: _Ep) -> None:
         return
     target = ep.current if ep.current is not None else ep.last
     if target is not None:
-        store.set_current_version(ep.id, target)
+        store.versions.set_current(ep.id, target)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from sessions import annotations as ann
+from sessions import annotations
 from sessions import numbering
 from trajectory import kinds
 from trajectory.records import Episode, Version
@@ -36,8 +36,8 @@ class Filters:
             raise SelectionError(f"unknown environment {self.env!r} (one of: {', '.join(kinds.known())})")
         if self.outcome is not None and self.outcome not in OUTCOMES:
             raise SelectionError(f"unknown outcome {self.outcome!r} (one of: {', '.join(OUTCOMES)})")
-        if self.verdict is not None and self.verdict not in ann.VERDICTS:
-            raise SelectionError(f"unknown verdict {self.verdict!r} (one of: {', '.join(ann.VERDICTS)})")
+        if self.verdict is not None and self.verdict not in annotations.VERDICTS:
+            raise SelectionError(f"unknown verdict {self.verdict!r} (one of: {', '.join(annotations.VERDICTS)})")
         return self
 
     @classmethod
@@ -103,7 +103,7 @@ def _number(text: str) -> int:
 
 def resolve(store: Store, ref: Ref) -> Ref:
     """The ref with its per-episode version number turned into the version's global id."""
-    store.episode(ref.episode)
+    store.episodes.get(ref.episode)
     if ref.version is None:
         return ref
     return Ref(ref.episode, numbering.id_of(store, ref.episode, ref.version), ref.all)
@@ -159,7 +159,7 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
     """Episode batches in episode order (explicit refs: in the given order, grouped by
     episode). Filters apply to explicit refs too."""
     f = (filters or Filters()).check()
-    ready = ann.exemplar_ready_versions(store) if f.exemplar_ready else None
+    ready = annotations.exemplar_ready_versions(store) if f.exemplar_ready else None
     if refs:
         order: list[int] = []
         wanted: dict[int, list[Ref]] = {}
@@ -168,12 +168,12 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
             if r.episode not in wanted:
                 order.append(r.episode)
             wanted.setdefault(r.episode, []).append(r)
-        allowed = set(store.episode_ids(env=f.env, task_type=f.task_type)) if (f.env or f.task_type) else None
+        allowed = set(store.episodes.ids(env=f.env, task_type=f.task_type)) if (f.env or f.task_type) else None
         plan = [(e, wanted[e]) for e in order if allowed is None or e in allowed]
     else:
-        plan = [(e, [Ref(e, all=f.all_versions)]) for e in store.episode_ids(env=f.env, task_type=f.task_type)]
+        plan = [(e, [Ref(e, all=f.all_versions)]) for e in store.episodes.ids(env=f.env, task_type=f.task_type)]
     refs_of = dict(plan)
-    for ep, versions, steps in store.read_episodes(e for e, _ in plan):
+    for ep, versions, steps in store.episodes.read(e for e, _ in plan):
         ep_id, ep_refs = ep.id, refs_of[ep.id]
         all_versions = {v.id: v for v in versions}
         chosen: list[int] = []
@@ -186,8 +186,8 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
                 ids = [ep.current_version] if ep.current_version else []
             chosen += [i for i in ids if i not in chosen]
         chosen.sort()
-        va = ann.version_histories(store, chosen) if (f.verdict or f.annotator) else {}
-        sa = ann.episode_step_histories(store, ep_id) if f.annotator else None
+        va = annotations.version_histories(store, chosen) if (f.verdict or f.annotator) else {}
+        sa = annotations.episode_step_histories(store, ep_id) if f.annotator else None
         batch = EpisodeBatch(ep, [])
         for vid in chosen:
             v = all_versions[vid]

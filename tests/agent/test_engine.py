@@ -48,13 +48,13 @@ def test_alfworld_run_sends_the_notebook_prompts_and_wins(toy):
     sent = [r.body["prompt"] for r in toy.llm.completion_requests]
     assert sent == notebook_alfworld(ROOM_SCRIPT, ROOM_EXEMPLARS, "put", ROOM_TASK.text)
     assert all(r.body["stop"] == ["\n"] for r in toy.llm.completion_requests)
-    steps = toy.store.version_steps(v.id)
+    steps = toy.store.versions.steps(v.id)
     assert steps[0].thought == "To solve the task, I need to find a mug, then put it in table 1." and steps[0].action is None
     assert steps[0].observation == "OK."
     assert [s.action for s in steps[1:]] == [c.strip() for c in ROOM_SCRIPT[1:]]
-    calls = toy.store.calls(steps[1].call_ids)
+    calls = toy.store.calls.read(steps[1].call_ids)
     assert calls[0].usage.prompt_tokens is not None and calls[0].completion == " go to cabinet 1"
-    assert toy.store.version(v.id).outcome.success is True
+    assert toy.store.versions.get(v.id).outcome.success is True
 
 
 def notebook_webthink(replies: list[str], question: str, examples: str) -> list[tuple[str, list[str]]]:
@@ -95,13 +95,13 @@ def test_wiki_react_matches_notebook_incl_fallback(toy):
     assert report.done and report.success, report
     got = [(r.body["prompt"], r.body["stop"]) for r in toy.llm.completion_requests]
     assert got == notebook_webthink(WIKI_SCRIPT, WIKI_TASK.text, WIKI_EXEMPLARS["webthink_simple6"])
-    steps = toy.store.version_steps(v.id)
+    steps = toy.store.versions.steps(v.id)
     assert [s.action for s in steps] == ["Search[Velmora]", "Search[Marrowgate]", "Lookup[founded]", "Finish[1650]"]
     assert steps[1].thought == "The capital is Marrowgate. I need to look it up."
-    calls = toy.store.calls(steps[1].call_ids)
+    calls = toy.store.calls.read(steps[1].call_ids)
     assert [c.purpose for c in calls] == ["step", "action_fallback"]
     assert steps[2].observation == "(Result 1 / 1) The town was founded in 1650."
-    assert toy.store.version(v.id).outcome.metrics["em"] == 1.0
+    assert toy.store.versions.get(v.id).outcome.metrics["em"] == 1.0
 
 
 def test_wiki_act_style_cues_action(toy):
@@ -111,7 +111,7 @@ def test_wiki_act_style_cues_action(toy):
     reqs = toy.llm.completion_requests
     assert reqs[0].body["prompt"] == HOTPOT_INSTRUCTION + WIKI_EXEMPLARS["webact_simple6"] + WIKI_TASK.text + "\nAction 1:"
     assert reqs[1].body["prompt"].endswith("Observation 1: Velmora is a province. Its capital is Marrowgate. Velmora was founded in 1712.\nAction 2:")
-    assert [s.thought for s in toy.store.version_steps(v.id)] == [None, None]
+    assert [s.thought for s in toy.store.versions.steps(v.id)] == [None, None]
 
 
 @pytest.mark.parametrize(
@@ -134,18 +134,18 @@ def test_model_error_loses_nothing_and_can_be_retried(toy):
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
-    before = toy.store.version_steps(v.id)
+    before = toy.store.versions.steps(v.id)
     toy.llm.push(Reply(status=500), Reply(status=500), Reply(status=500))
     with pytest.raises(ModelCallFailed) as err:
         toy.engine.step(v.id)
     assert "500" in str(err.value)
-    assert toy.store.version_steps(v.id) == before
-    failed = toy.store.calls(episode_id=ep.id)[-1]
+    assert toy.store.versions.steps(v.id) == before
+    failed = toy.store.calls.of_episode(ep.id)[-1]
     assert failed.error and failed.attempts == 3
-    assert toy.store.version(v.id).error
+    assert toy.store.versions.get(v.id).error
     toy.llm.push(ROOM_SCRIPT[2])
     rep = toy.engine.step(v.id)  # retry works and clears the error
-    assert rep.steps[0].action == "open cabinet 1" and toy.store.version(v.id).error is None
+    assert rep.steps[0].action == "open cabinet 1" and toy.store.versions.get(v.id).error is None
 
 
 def test_run_report_carries_error_and_stops(toy):
@@ -160,7 +160,7 @@ def test_step_limit_scores_like_the_notebook(toy):
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm, style="act", max_steps=2))
     report = toy.engine.run(v.id)
     assert report.done and report.success is False and report.steps == 2
-    oc = toy.store.version(v.id).outcome
+    oc = toy.store.versions.get(v.id).outcome
     assert oc.metrics["limit"] is True and oc.metrics["answer"] == ""
     with pytest.raises(EngineError, match="finished"):
         toy.engine.step(v.id)
@@ -171,7 +171,7 @@ def test_should_stop_stops_between_steps(toy):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     seen = []
     report = toy.engine.run(v.id, on_step=seen.append, should_stop=lambda: len(seen) >= 2)
-    assert report.stopped and report.steps == 2 and toy.store.version(v.id).status == "stopped"
+    assert report.stopped and report.steps == 2 and toy.store.versions.get(v.id).status == "stopped"
 
 
 def test_chat_style_puts_transcript_in_one_user_message(toy):
@@ -182,7 +182,7 @@ def test_chat_style_puts_transcript_in_one_user_message(toy):
     assert req.path.endswith("/chat/completions")
     msgs = req.body["messages"]
     assert len(msgs) == 1 and msgs[0]["role"] == "user"
-    assert msgs[0]["content"].startswith(toy.engine.prompt(v.id)[:200])
+    assert msgs[0]["content"].startswith(toy.engine.prompts.prompt(v.id)[:200])
     assert rep.steps[0].action == "go to cabinet 1"
 
 
@@ -195,14 +195,14 @@ def test_human_steps_write_turns_without_a_model(toy):
     ]
     assert toy.llm.requests == []
     with pytest.raises(EngineError, match="empty"):
-        toy.engine.edit(v.id, 1, "rewrite_thought", "   ")
+        toy.engine.editor.edit(v.id, 1, "rewrite_thought", "   ")
 
 
 def test_prompt_is_pure_function_of_inputs(toy):
     toy.llm.push(*ROOM_SCRIPT[:3])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=3)
-    p1 = toy.engine.prompt(v.id)
+    p1 = toy.engine.prompts.prompt(v.id)
     from agent.engine import Engine
 
     fresh = Engine(toy.store)  # a new process would compute the same text
@@ -217,8 +217,8 @@ def test_response_cache_is_the_call_log(toy):
     ep2, v2 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     rep = toy.engine.step(v2.id)  # the identical temperature-0 request is answered locally
     assert len(toy.llm.completion_requests) == 1
-    assert rep.calls[0].cached and rep.steps[0].thought == toy.store.version_steps(v1.id)[0].thought
-    assert toy.store.calls(rep.steps[0].call_ids)[0].cached is True
+    assert rep.calls[0].cached and rep.steps[0].thought == toy.store.versions.steps(v1.id)[0].thought
+    assert toy.store.calls.read(rep.steps[0].call_ids)[0].cached is True
     ep3, v3 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, cache=False))
     toy.engine.step(v3.id)  # cache off: asks the server
     assert len(toy.llm.completion_requests) == 2
@@ -226,7 +226,7 @@ def test_response_cache_is_the_call_log(toy):
     toy.llm.push(ROOM_SCRIPT[0])
     toy.engine.step(v4.id)  # sampling is never cached
     assert len(toy.llm.completion_requests) == 3
-    assert toy.store.cache_clear() >= 1
+    assert toy.store.calls.clear_cache() >= 1
     ep5, v5 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.llm.push(ROOM_SCRIPT[0])
     toy.engine.step(v5.id)

@@ -35,14 +35,14 @@ def test_engine_run_resume_without_refetch(setup):
              " Again.\nAction 3: Lookup[eastern sector]")
     ep, v = engine.start_episode(task, cfg(llm), {"wiki": "live", "wiki_url": wiki.api_url})
     engine.run(v.id, max_steps=2)
-    steps = engine.steps(store.version(v.id))
+    steps = engine.steps(store.versions.get(v.id))
     assert steps[0].observation.startswith("The Colorado orogeny")
     assert steps[1].observation.startswith("(Result 1 / 3)")
-    assert steps[1].snapshot and store.get_blob(steps[1].snapshot["p"]).decode().startswith("The Colorado orogeny")
-    engine.forget_env(ep.id)  # as after a restart
+    assert steps[1].snapshot and store.blobs.get(steps[1].snapshot["p"]).decode().startswith("The Colorado orogeny")
+    engine.envs.forget_env(ep.id)  # as after a restart
     before = len(wiki.requests)
     engine.run(v.id, max_steps=1)
-    steps = engine.steps(store.version(v.id))
+    steps = engine.steps(store.versions.get(v.id))
     assert steps[2].observation.startswith("(Result 2 / 3)")
     assert len(wiki.requests) == before
 
@@ -52,7 +52,7 @@ def test_step_limit_scores_empty_finish(setup):
     llm.push(" Search.\nAction 1: Search[High Plains (United States)]", " Again.\nAction 2: Lookup[wheat]")
     ep, v = engine.start_episode(task, cfg(llm, max_steps=2), {"wiki": "live", "wiki_url": wiki.api_url})
     engine.run(v.id)
-    v = store.version(v.id)
+    v = store.versions.get(v.id)
     assert v.outcome.done and v.outcome.reward == 0 and v.outcome.metrics.get("limit")
 
 
@@ -68,7 +68,7 @@ def test_each_wikipedia_task_family_gets_its_own_builtin_exemplars(tmp_path):
         task = family(kind).list_tasks(source="builtin")[0]
         for style in ("react", "act"):
             ep, v = engine.start_episode(task, AgentConfig(style=style))
-            prompt = engine.prompt(v.id)
+            prompt = engine.prompts.prompt(v.id)
             examples = prompt[: prompt.rindex(task.text)]
             if kind == "hotpotqa":
                 assert prompt.startswith(HOTPOTQA_INSTRUCTION) and "Claim: " not in examples

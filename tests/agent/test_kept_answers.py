@@ -10,7 +10,7 @@ from contextlib import closing
 import pytest
 
 from react_editor.main import main
-from sessions import store as store_mod
+import sessions.store
 from sessions.store import Store
 
 
@@ -26,7 +26,7 @@ def test_no_cache_still_uses_the_kept_answer(toy, capsys, monkeypatch, temperatu
     assert _cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
                 "--temperature", temperature, "--no-cache", "--human", "--db", db)[0] == 0
     toy.llm.push(" go to cabinet 1")
-    monkeypatch.setattr(store_mod, "LOCK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(sessions.store, "LOCK_TIMEOUT_S", 0.2)
     other = sqlite3.connect(db, isolation_level=None)
     other.execute("begin immediate")  # another program holds the write lock
     try:
@@ -43,5 +43,5 @@ def test_no_cache_still_uses_the_kept_answer(toy, capsys, monkeypatch, temperatu
     shown = json.loads(_cli(capsys, "show", "1", "--db", db, "--json")[1])
     assert [s["action"] for s in shown] == ["go to cabinet 1"]
     with closing(Store(db)) as store:
-        paid, used = store.calls(episode_id=1)
+        paid, used = store.calls.of_episode(1)
         assert not paid.cached and used.cached and used.completion == paid.completion

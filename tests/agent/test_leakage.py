@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agent import leakage
 from react_editor.main import main
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.store import Store
 from tests.experiment_agents import wiki_agent
 
@@ -34,7 +34,7 @@ def _base_and_set(tmp_path, capsys, llm):
                        "--base-url", llm.base_url, "--db", monkey_db, "--json")
     assert code in (0, 1), err
     with closing(Store(monkey_db)) as store:
-        first = xs.items(store, a["experiment"])[0]
+        first = experiments.items(store, a["experiment"])[0]
     assert main(["exemplars", "create", "fixed", "--env", "hotpotqa", "--db", str(monkey_db)]) == 0
     assert main(["exemplars", "add", "fixed", str(first.version_id), "--db", str(monkey_db)]) == 0
     capsys.readouterr()
@@ -50,8 +50,8 @@ def test_run_warns_records_and_compare_leaves_leaked_tasks_out(tmp_path, capsys,
     assert code == 0, err
     assert "warning" in err and HOTPOT[0]["id"] in err and HOTPOT[1]["id"] not in err.split("warning")[1].split("\n")[0]
     with closing(Store(db)) as store:
-        assert xs.get(store, b["experiment"]).params["leaked"] == [f"hotpotqa:{HOTPOT[0]['id']}"]
-        assert [t.id for t in leakage.leaked_tasks(store, "fixed", [it.task for it in xs.items(store, a["experiment"])])] \
+        assert experiments.get(store, b["experiment"]).params["leaked"] == [f"hotpotqa:{HOTPOT[0]['id']}"]
+        assert [t.id for t in leakage.leaked_tasks(store, "fixed", [it.task for it in experiments.items(store, a["experiment"])])] \
             == [HOTPOT[0]["id"]]
     code, c, _ = cli(capsys, "experiment", "compare", "A", "B", "--db", db, "--json")
     assert code == 0 and c["leaked"] == [HOTPOT[0]["id"]] and c["common"] == 3 and not c["leaked_included"]
@@ -77,7 +77,7 @@ def test_rerun_leaving_out_leaked_tasks_runs_the_rest_and_names_its_source(tmp_p
     assert code == 0, err
     assert "left out" in err and b["episodes"] == 3
     with closing(Store(db)) as store:
-        exp = xs.get(store, b["experiment"])
+        exp = experiments.get(store, b["experiment"])
         assert exp.params["rerun_of"] == a["experiment"] and exp.params["leaked"] == []
         assert exp.config.exemplar_set == "fixed" and exp.config.model == "m"
-        assert [it.task.id for it in xs.items(store, exp.id)] == [r["id"] for r in HOTPOT[1:4]]
+        assert [it.task.id for it in experiments.items(store, exp.id)] == [r["id"] for r in HOTPOT[1:4]]

@@ -21,12 +21,12 @@ def test_a_huge_completion_is_cut_recorded_and_reported(toy, capsys):
     code, out, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db,
                          "--base-url", toy.llm.base_url, "--model", "m", "--max-steps", "1")
     assert "cut" in err and f"{MAX_TEXT:,}" in err, err
-    (call,) = toy.store.calls(episode_id=1)
+    (call,) = toy.store.calls.of_episode(1)
     assert len(call.completion) == MAX_TEXT and call.cut_from == 50_007
-    (step,) = toy.store.version_steps(1)
+    (step,) = toy.store.versions.steps(1)
     assert len(step.action) <= MAX_TEXT
     # the next prompt re-sends at most the cut text
-    assert len(toy.engine.prompt(1)) < 2 * MAX_TEXT + 5_000
+    assert len(toy.engine.prompts.prompt(1)) < 2 * MAX_TEXT + 5_000
 
 
 def test_an_empty_completion_is_a_failed_call_and_records_no_step(toy):
@@ -34,8 +34,8 @@ def test_an_empty_completion_is_a_failed_call_and_records_no_step(toy):
     toy.llm.push("", "  ")
     with pytest.raises(ModelCallFailed, match="empty completion"):
         toy.engine.step(v.id)
-    assert toy.store.version_steps(v.id) == []
-    (call,) = toy.store.calls(episode_id=ep.id)
+    assert toy.store.versions.steps(v.id) == []
+    (call,) = toy.store.calls.of_episode(ep.id)
     assert call.error and "empty completion" in call.error and call.attempts == 2
     assert len(toy.llm.completion_requests) == 2  # retried once, like any malformed answer
     toy.llm.push("", " go to cabinet 1")  # an empty answer then a good one: one step
@@ -48,7 +48,7 @@ def test_an_empty_wiki_action_fallback_is_a_failed_call(toy):
     toy.llm.push("", "")
     with pytest.raises(ModelCallFailed, match="empty completion"):
         toy.engine.step(v.id)
-    assert toy.store.version_steps(v.id) == []
+    assert toy.store.versions.steps(v.id) == []
 
 
 def test_a_hung_server_prints_each_retry_and_honours_timeout_and_max_retries(toy, capsys):
@@ -60,5 +60,5 @@ def test_a_hung_server_prints_each_retry_and_honours_timeout_and_max_retries(toy
     retries = [line for line in err.splitlines() if "retry" in line]
     assert len(retries) == 1 and "timed out after 0.3s" in retries[0], err
     assert "after 2 attempts" in json.loads(out)["error"]
-    e = toy.store.episode(1)
+    e = toy.store.episodes.get(1)
     assert e.config.timeout_s == 0.3 and e.config.max_retries == 1

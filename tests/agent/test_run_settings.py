@@ -54,12 +54,12 @@ def test_bad_settings_on_resume_change_nothing(toy, capsys):
     code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--human",
                        "--base-url", toy.llm.base_url, "--model", "m")
     assert code == 0, err
-    before = toy.store.episode(1).config
+    before = toy.store.episodes.get(1).config
     for flags in (["--max-steps", "0"], ["--temperature", "nan"], ["--exemplars", "nope"],
                   ["--base-url", f"https://u:{SECRET}@example.org/v1"]):
         code, _, err = cli(capsys, "resume", "1", "--db", db, *flags)
         assert code == 2 and err.count("\n") == 1 and "error: " in err, err
-    assert toy.store.episode(1).config == before
+    assert toy.store.episodes.get(1).config == before
     assert toy.llm.requests == []
     assert SECRET not in db_text(db)
 

@@ -80,7 +80,7 @@ def test_an_imported_endpoint_gets_nothing_until_confirmed(toy, other_llm, tmp_p
     from sessions.store import Store
 
     # the app's key guard lets the launch key reach it too (issue 26 item 9)
-    assert Store(db2).get_setting(CONFIRMED_SETTING) == [other_llm.base_url]
+    assert Store(db2).settings.get(CONFIRMED_SETTING) == [other_llm.base_url]
     monkeypatch.delenv("OPENAI_BASE_URL")
     assert cli(capsys, "branch", str(ep), "--step", "3", "--db", db2)[0] == 0
     code, out, err = cli(capsys, "step", str(ep), "--db", db2)
@@ -109,9 +109,9 @@ def test_the_editor_lists_the_imported_endpoint_for_confirmation(toy, other_llm,
     db2 = str(tmp_path / "second.db")
     assert cli(capsys, "import", path, "--db", db2)[0] == 0
     eng = Engine(Store(db2))
-    assert eng.unconfirmed_references(eng.store.episode(1)) == [f"model endpoint {other_llm.base_url}"]
-    eng.confirm_references(1)
-    assert eng.unconfirmed_references(eng.store.episode(1)) == []
+    assert eng.envs.unconfirmed_references(eng.store.episodes.get(1)) == [f"model endpoint {other_llm.base_url}"]
+    eng.envs.confirm_references(1)
+    assert eng.envs.unconfirmed_references(eng.store.episodes.get(1)) == []
 
 
 CREDENTIAL_URLS = [

@@ -20,7 +20,7 @@ from pathlib import Path
 from agent import jobs
 from agent.client import CallWatch, ModelClient, ModelError
 from react_editor.main import main
-from sessions import jobs as jobs_db
+import sessions.jobs
 from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig
@@ -93,10 +93,10 @@ def test_stop_in_the_app_cancels_the_call_in_flight(toy):
     _wait(lambda: toy.llm.completion_requests)
     jobs.stop(toy.store, h.id)
     assert h.finished.wait(WELL_BEFORE_S), "Stop waited for the model's answer"
-    assert h.cancelled and jobs_db.get(toy.store, h.id).state == "stopped"
-    (call,) = toy.store.calls(episode_id=ep.id)
+    assert h.cancelled and sessions.jobs.get(toy.store, h.id).state == "stopped"
+    (call,) = toy.store.calls.of_episode(ep.id)
     assert call.error.startswith("cancelled") and call.completion is None
-    after = toy.store.version(v.id)
+    after = toy.store.versions.get(v.id)
     assert toy.engine.steps(after) == [] and after.error is None
 
 
@@ -119,8 +119,8 @@ def test_jobs_stop_from_another_process_cancels_the_call_in_flight(toy, capsys):
     assert not runner.is_alive(), "`jobs stop` waited for the model's answer"
     err = capsys.readouterr().err
     assert got["code"] == STOPPED_EXIT and err.strip().splitlines()[-1].startswith("stopped: "), err
-    assert jobs_db.get(toy.store, job["id"]).state == "stopped"
-    (call,) = toy.store.calls(episode_id=job["episode"])
+    assert sessions.jobs.get(toy.store, job["id"]).state == "stopped"
+    (call,) = toy.store.calls.of_episode(job["episode"])
     assert call.error.startswith("cancelled")
-    v = toy.store.version(job["version"])
+    v = toy.store.versions.get(job["version"])
     assert toy.engine.steps(v) == [] and v.error is None

@@ -9,15 +9,15 @@ import socket
 
 import pytest
 
-from agent import client as client_mod
+from agent import client
 from react_editor.main import main
-from sessions import jobs as jobs_db
+from sessions import jobs
 from tests.scripted_server import Reply
 
 
 @pytest.fixture(autouse=True)
 def _quick_backoff(monkeypatch):
-    monkeypatch.setattr(client_mod, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits, are tested
+    monkeypatch.setattr(client, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits, are tested
 
 
 def _closed_port() -> int:
@@ -40,9 +40,9 @@ def test_connection_refused_is_retried_as_announced_then_the_run_fails(toy, caps
     assert code not in (0, 130), err
     said = [line for line in lines if not line.endswith(("; retry 1", "; retry 2")) and not line.startswith("episode 1,")]
     assert len(said) == 1 and "cannot reach the model server" in said[0] and "after 3 attempts" in said[0], err
-    (job,) = jobs_db.listing(toy.store)
+    (job,) = jobs.listing(toy.store)
     assert job.state == "failed" and "cannot reach" in (job.error or "")
-    (call,) = toy.store.calls(episode_id=1)
+    (call,) = toy.store.calls.of_episode(1)
     assert call.attempts == 3 and not call.error.startswith("cancelled")
 
 
@@ -51,7 +51,7 @@ def test_a_server_hang_up_is_retried_and_the_run_goes_on(toy, capsys):
     code, out, err = _run(capsys, str(toy.db), toy.llm.base_url, "--max-steps", "2", "--json")
     assert code == 0, err
     assert "; retry 1" in err and len(toy.llm.completion_requests) == 3
-    calls = toy.store.calls(episode_id=1)
+    calls = toy.store.calls.of_episode(1)
     assert [c.attempts for c in calls] == [2, 1] and all(c.error is None for c in calls)
-    v = toy.store.version(1)
-    assert len(toy.engine.steps(v)) == 2 and jobs_db.get(toy.store, 1).state == "done"
+    v = toy.store.versions.get(1)
+    assert len(toy.engine.steps(v)) == 2 and jobs.get(toy.store, 1).state == "done"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from agent import experiment as X
+from agent import experiment
 from app_pages.experiment_views import chart_note, chart_spec, paper_row
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
@@ -71,18 +71,18 @@ def test_summaries_are_recomputed_only_when_an_experiment_changes(page, monkeypa
     at, db, _ = _after_first_run(page)
     at.run()
     calls = []
-    real = X.summary
-    monkeypatch.setattr(X, "summary", lambda store, ref, **kw: calls.append(ref) or real(store, ref, **kw))
+    real = experiment.summary
+    monkeypatch.setattr(experiment, "summary", lambda store, ref, **kw: calls.append(ref) or real(store, ref, **kw))
     at.run()
     at.run()
     assert calls == []  # nothing changed: the cached summary is used
     from contextlib import closing
 
-    from sessions import experiments as xs
+    from sessions import experiments
     from sessions.store import Store
 
     with closing(Store(db)) as store:
-        xs.set_status(store, 1, "done", add_wall_s=1.0)
+        experiments.set_status(store, 1, "done", add_wall_s=1.0)
     at.run()
     assert calls == [1]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.store import Store
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
@@ -52,13 +52,13 @@ def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
     at.button(key="x_stop").click().run()
     _wait_done(db, 1)
     with closing(Store(db)) as store:
-        done = xs.counts(store, 1).get("done", 0)
-        assert xs.get(store, 1).status == "stopped" and done < 8
+        done = experiments.counts(store, 1).get("done", 0)
+        assert experiments.get(store, 1).status == "stopped" and done < 8
     at.run()
     at.button(key="x_resume").click().run()
     _wait_done(db, 1, every_task=True)
     with closing(Store(db)) as store:
-        assert xs.counts(store, 1) == {"done": 8} and len(store.episode_ids()) == 8
+        assert experiments.counts(store, 1) == {"done": 8} and len(store.episodes.ids()) == 8
 
 
 @pytest.mark.parametrize("field,value,needle", [
@@ -75,7 +75,7 @@ def test_bad_input_is_shown_inline_and_nothing_is_created(page, field, value, ne
     assert not at.exception
     assert any(needle in t.value for t in at.text)
     with closing(Store(db)) as store:
-        assert xs.list_all(store) == []
+        assert experiments.list_all(store) == []
 
 
 def test_failures_are_counted_per_signal_and_a_count_opens_its_episodes(page):
@@ -105,7 +105,7 @@ def _exemplar_set_of_first_task(db: Path, exp_id: int, name: str = "fixed") -> s
     from sessions import exemplar_sets
 
     with closing(Store(db)) as store:
-        first = xs.items(store, exp_id)[0]
+        first = experiments.items(store, exp_id)[0]
         exemplar_sets.create_set(store, name, "hotpotqa")
         exemplar_sets.add_version(store, name, first.version_id)
         return first.task.id
@@ -130,9 +130,9 @@ def test_rerun_with_an_exemplar_set_leaves_out_the_leak_and_opens_its_comparison
     at.run()
     at.run()
     with closing(Store(db)) as store:
-        new = xs.get(store, 2)
+        new = experiments.get(store, 2)
         assert new.params["rerun_of"] == 1 and new.config.exemplar_set == "fixed" and new.config.model == "m"
-        assert [it.task.id for it in xs.items(store, 2)] == [r["id"] for r in HOTPOT[1:4]]
+        assert [it.task.id for it in experiments.items(store, 2)] == [r["id"] for r in HOTPOT[1:4]]
     assert at.selectbox(key="x_pick").value == 2 and at.selectbox(key="x_compare").value == 1
     assert any("re-ran" in c.value for c in at.caption)
     cmp = _frame(at, "exact McNemar p")
@@ -154,7 +154,7 @@ def test_the_launch_form_names_leaked_tasks_and_compare_leaves_them_out(page):
     _wait_done(db, 2)
     at.run()
     with closing(Store(db)) as store:
-        assert xs.get(store, 2).params["leaked"] == [f"hotpotqa:{leaked}"] and len(xs.items(store, 2)) == 4
+        assert experiments.get(store, 2).params["leaked"] == [f"hotpotqa:{leaked}"] and len(experiments.items(store, 2)) == 4
     at.selectbox(key="x_compare").set_value(1).run()
     assert any("Leaked" in w.value and "left out of" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
     assert _frame(at, "exact McNemar p")["n"][0] == 3

@@ -7,8 +7,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
+from sessions import annotations
+from sessions import exemplar_sets
 from tests.export_support import ROOM_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
@@ -28,7 +28,7 @@ def _panel_script():
     store = Store(os.environ["REACT_EDITOR_DB"])
     vid = int(os.environ["T_VERSION"])
     version_annotation_panel(store, vid, "ed")
-    step_tag_panel(store, store.version_steps(vid)[0].id, "ed")
+    step_tag_panel(store, store.versions.steps(vid)[0].id, "ed")
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_export_page_builds_an_exemplar_set(db):
     at.text_input(key="set-refs").set_value(f"{ep.id}:{v.id}")
     _button(at, "Add to set").click().run()
     assert not at.error, [e.value for e in at.error]
-    assert sets.prompt_dict(toy.store, "ui-set")[1].keys() == {"react_put_0"}
+    assert exemplar_sets.prompt_dict(toy.store, "ui-set")[1].keys() == {"react_put_0"}
     (table,) = [d.value for d in at.dataframe if "entries" in d.value.columns]  # the table refreshed at once
     assert list(table["name"]) == ["ui-set"] and list(table["entries"]) == [1]
 
@@ -94,10 +94,10 @@ def test_annotation_widgets_save_new_rows(db, monkeypatch):
     at.checkbox(key=f"ed-ready-{v.id}").check()
     at.text_input(key=f"ed-by-{v.id}").set_value("erin")
     _button(at, "Save annotation").click().run()
-    a = ann.version_annotation(toy.store, v.id)
+    a = annotations.version_annotation(toy.store, v.id)
     assert (a.verdict, a.failure_modes, a.exemplar_ready, a.annotator) == ("failure", ["hallucination"], True, "erin")
-    sid = toy.store.version_steps(v.id)[0].id
+    sid = toy.store.versions.steps(v.id)[0].id
     at.multiselect(key=f"ed-tags-{sid}").set_value(["good_subgoal"])
     at.text_input(key=f"ed-extra-{sid}").set_value("Key Observation")
     _button(at, "Save tags").click().run()
-    assert ann.step_annotation(toy.store, sid).tags == ["good_subgoal", "key_observation"]
+    assert annotations.step_annotation(toy.store, sid).tags == ["good_subgoal", "key_observation"]

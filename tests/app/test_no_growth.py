@@ -27,8 +27,8 @@ def test_a_thousand_jobs_leave_no_handles_locks_or_tab_entries(toy, monkeypatch)
     cfg = AgentConfig(model="scripted-model", base_url=toy.llm.base_url, max_retries=0, timeout_s=5)
     versions = []
     for _ in range(EPISODES):  # finished versions: a step job on one ends at once, without a model call
-        ep, v = toy.store.create_episode(ROOM_TASK, cfg)
-        toy.store.update_version(v.id, status="done", outcome=Outcome(done=True, success=False, reward=0.0))
+        ep, v = toy.store.episodes.create(ROOM_TASK, cfg)
+        toy.store.versions.update(v.id, status="done", outcome=Outcome(done=True, success=False, reward=0.0))
         versions.append(v.id)
     clock = {"now": 0.0}
     monkeypatch.setattr(stepjobs, "_clock", lambda: clock["now"], raising=False)
@@ -47,8 +47,8 @@ def test_a_thousand_jobs_leave_no_handles_locks_or_tab_entries(toy, monkeypatch)
 
 def test_a_live_tab_keeps_its_finished_step_until_it_collects_it(toy, monkeypatch):
     cfg = AgentConfig(model="scripted-model", base_url=toy.llm.base_url, max_retries=0, timeout_s=5)
-    ep, v = toy.store.create_episode(ROOM_TASK, cfg)
-    toy.store.update_version(v.id, status="done", outcome=Outcome(done=True, success=False, reward=0.0))
+    ep, v = toy.store.episodes.create(ROOM_TASK, cfg)
+    toy.store.versions.update(v.id, status="done", outcome=Outcome(done=True, success=False, reward=0.0))
     clock = {"now": 0.0}
     monkeypatch.setattr(stepjobs, "_clock", lambda: clock["now"], raising=False)
     h = stepjobs.start(toy.engine, "tab", v.id)

@@ -12,7 +12,7 @@ import pytest
 
 from agent.stop_conditions import ConditionError, StopCondition, first_hit, parse
 from app_pages.overview import strip_html
-from sessions import annotations as ann
+from sessions import annotations
 from sessions import numbering
 from tests.app_helpers import EVIL, WIN, _open_edit, cfg, click, ok, texts
 from tests.cli_helpers import cli, cli_json
@@ -100,10 +100,10 @@ def test_overview_strip_marks_every_step_and_never_carries_step_text():
 def test_editor_shows_the_strip_and_a_box_per_step_its_marks_scroll_to(app):
     toy, make = app
     ep, v = _won(toy)
-    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    b = toy.engine.editor.edit(v.id, 2, "rewrite_action", "go to table 1")
     at = make("editor", episode=ep.id, version=b.id)
     strip = [h for h in _html(at) if 'class="ov-strip"' in h]
-    assert len(strip) == 1 and strip[0].count('class="ov-mark') == len(toy.store.version_steps(b.id))
+    assert len(strip) == 1 and strip[0].count('class="ov-mark') == len(toy.store.versions.steps(b.id))
     assert 'class="ov-mark ov-edited" href="#step-2"' in strip[0]
     boxes = [i for i, _ in _blocks(at) if re.search(r"-step_\d+$", i)]  # what the page script scrolls to
     assert [i.rsplit("_", 1)[1] for i in boxes] == ["1", "2"]
@@ -115,7 +115,7 @@ def test_editor_shows_the_strip_and_a_box_per_step_its_marks_scroll_to(app):
 def test_an_edited_step_is_coloured_and_shows_its_old_text_as_a_diff(app):
     toy, make = app
     ep, v = _won(toy)
-    b = toy.engine.edit(v.id, 1, "rewrite_thought", "The mug is in the cabinet, I bet.", keep_rest=True)
+    b = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "The mug is in the cabinet, I bet.", keep_rest=True)
     at = make("editor", episode=ep.id, version=b.id)
     css = "".join(_html(at))
     assert re.search(r"\.st-key-step_1 \{ background: #fff8c5; border: 2px solid #bf8700", css)
@@ -144,8 +144,8 @@ def test_timing_and_tokens_per_step_and_for_the_version_on_demand(app):
 def test_step_tags_and_notes_show_on_the_step(app):
     toy, make = app
     ep, v = _won(toy)
-    s2 = toy.store.version_steps(v.id)[1]
-    ann.tag_step(toy.store, s2.id, by="me", tags=["key step", "<b>x</b>"], note="the turn that matters")
+    s2 = toy.store.versions.steps(v.id)[1]
+    annotations.tag_step(toy.store, s2.id, by="me", tags=["key step", "<b>x</b>"], note="the turn that matters")
     at = make("editor", episode=ep.id)
     assert "Tags: key_step, <b>x</b> · Note: the turn that matters" in texts(at)  # plain text, never markup
 
@@ -158,7 +158,7 @@ def test_a_question_failure_shows_the_gold_answer_and_em_f1(app):
     toy.llm.push(" I think it is old.\nAction 1: Finish[1700]")
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
     toy.engine.run(v.id)
-    assert toy.store.version(v.id).outcome.done and not toy.store.version(v.id).outcome.success
+    assert toy.store.versions.get(v.id).outcome.done and not toy.store.versions.get(v.id).outcome.success
     at = make("editor", episode=ep.id)
     box = [h for h in _html(at) if "re-alert-warning" in h]
     assert box and "Gold answer: 1650 · given: 1700 · EM 0 · F1 0.00" in box[0] and "Done: failure" in box[0]
@@ -171,7 +171,7 @@ def test_versions_are_numbered_per_episode_in_the_pages(app):
     toy, make = app
     _won(toy)  # another episode takes the first global ids
     ep, v = _won(toy)
-    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    b = toy.engine.editor.edit(v.id, 2, "rewrite_action", "go to table 1")
     assert b.id > 2 and numbering.numbers(toy.store, ep.id) == {v.id: 1, b.id: 2}
     at = make("editor", episode=ep.id, version=b.id)
     sel = [s for s in at.selectbox if s.label == "Version"][0]
@@ -236,13 +236,13 @@ def test_cli_resume_until_stops_at_the_first_match(toy, capsys):
     res = json.loads(out)
     assert res["until"] == {"condition": "obs:/Nothing happens/", "step": 3} and not res["done"]
     assert "stopped at step 3: the observation matches /Nothing happens/" in err
-    assert [s.action for s in toy.store.version_steps(res["version"])] == ["go to cabinet 1", "go to shelf 1",
+    assert [s.action for s in toy.store.versions.steps(res["version"])] == ["go to cabinet 1", "go to shelf 1",
                                                                             "open cabinet 1"]
     toy.llm.push(" go to cabinet 1", " go to table 1")
     res = cli_json(capsys, "resume", str(ep), "--until", "step:5", "--until", "signal:repeated_action", "--db", db)
     # step 4 goes back to the closed cabinet with nothing changed since step 1: a repeat, before step 5
     assert res["until"] == {"condition": "signal:repeated_action", "step": 4}
-    assert len(toy.store.version_steps(res["version"])) == 4
+    assert len(toy.store.versions.steps(res["version"])) == 4
     code, out, err = cli(capsys, "resume", str(ep), "--until", "signal:bogus", "--db", db)
     assert code != 0 and "unknown signal 'bogus'" in err and len(err.strip().splitlines()) == 1
 
@@ -260,7 +260,7 @@ def test_editor_run_to_end_stops_at_a_condition(app):
         if not at.session_state["run"]:
             break
         ok(at.run())
-    steps = toy.store.version_steps(toy.store.episode(ep.id).current_version)
+    steps = toy.store.versions.steps(toy.store.episodes.get(ep.id).current_version)
     assert [s.action for s in steps] == ["go to cabinet 1", "go to shelf 1", "open cabinet 1"]
     assert any("Run stopped at step 3: the observation matches /Nothing happens/" in i.value for i in at.info)
 
@@ -367,7 +367,7 @@ def test_version_references_typed_by_people_are_per_episode_numbers(toy, capsys)
 
     _won(toy)  # episode 1 takes the first global ids
     ep, v = _won(toy)
-    b = toy.engine.edit(v.id, 2, "rewrite_action", "go to table 1")
+    b = toy.engine.editor.edit(v.id, 2, "rewrite_action", "go to table 1")
     (batch,) = select(toy.store, [parse_ref(f"{ep.id}:2")])
     assert [x.id for x in batch.versions] == [b.id] and b.id != 2
     (batch,) = select(toy.store, [parse_ref(f"{ep.id}:v1")])
@@ -376,7 +376,7 @@ def test_version_references_typed_by_people_are_per_episode_numbers(toy, capsys)
         list(select(toy.store, [parse_ref(f"{ep.id}:7")]))
     code, out, err = cli(capsys, "annotate", f"{ep.id}:2", "--verdict", "failure", "--db", str(toy.db))
     assert code == 0, err
-    assert ann.version_annotation(toy.store, b.id).verdict == "failure"
+    assert annotations.version_annotation(toy.store, b.id).verdict == "failure"
 
 
 # ---------------------------------------------------------------------- issue 28: panels where you are, why it stopped
@@ -440,7 +440,7 @@ def test_a_run_stopped_by_a_condition_says_where_and_why_and_shows_the_step(app)
             break
         ok(at.run())
     ok(at.run())
-    steps = toy.store.version_steps(v.id)
+    steps = toy.store.versions.steps(v.id)
     assert len(steps) == 3
     assert any(c.value == "v1: 3 steps · stopped at step 3: repeated action" for c in at.caption), \
         [c.value for c in at.caption][:8]
@@ -451,7 +451,7 @@ def test_stop_on_a_single_step_says_stopped_and_a_human_step_updates_it(app):
     import time
 
     from app_pages import stepjobs
-    from sessions import jobs as jobs_db
+    from sessions import jobs
     from tests.scripted_server import Reply
 
     toy, make = app
@@ -460,7 +460,7 @@ def test_stop_on_a_single_step_says_stopped_and_a_human_step_updates_it(app):
     stepjobs.start(toy.engine, "tab-1", v.id)  # a step in flight, as the Step button starts it
     time.sleep(0.5)
     assert stepjobs.cancel(toy.store, "tab-1", v.id)  # what Stop does
-    assert jobs_db.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # at once, not "running" until a reload
+    assert jobs.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # at once, not "running" until a reload
     at = make("editor", episode=ep.id)
     assert any(c.value == "v1: 0 steps · stopped" for c in at.caption), [c.value for c in at.caption][:6]
     assert [s for s in at.selectbox if s.label == "Version"][0].options == ["v1 (stopped) · current"]
@@ -472,34 +472,34 @@ def test_stop_on_a_single_step_says_stopped_and_a_human_step_updates_it(app):
 
 
 def test_another_tab_shows_one_line_per_run(app):
-    from sessions import jobs as jobs_db
+    from sessions import jobs
 
     toy, make = app
     ep, v = _long(toy, 2)
-    jobs_db.create(toy.store, "run", episode_id=ep.id, version_id=v.id, session="other-tab", lease_s=30,
-                   target=f"episode {ep.id} v{v.id}")
-    jobs_db.create(toy.store, "step", episode_id=ep.id, version_id=None, session="other-tab", lease_s=30,
-                   target=f"episode {ep.id} v{v.id}")  # the step the run is taking
+    jobs.create(toy.store, "run", episode_id=ep.id, version_id=v.id, session="other-tab", lease_s=30,
+                target=f"episode {ep.id} v{v.id}")
+    jobs.create(toy.store, "step", episode_id=ep.id, version_id=None, session="other-tab", lease_s=30,
+                target=f"episode {ep.id} v{v.id}")  # the step the run is taking
     at = make("editor", episode=ep.id)
     lines = [c.value for c in at.caption if "in another tab or process" in c.value]
     assert len(lines) == 1 and "(run," in lines[0]
 
 
 def test_compare_headline_uses_the_selectors_status_words(app):
-    from sessions import jobs as jobs_db
+    from sessions import jobs
 
     toy, make = app
     ep, v = _long(toy, 2)
-    b = toy.engine.branch(v.id, 1)
-    job = jobs_db.create(toy.store, "run", episode_id=ep.id, version_id=b.id, session="t", lease_s=30)
-    jobs_db.finish(toy.store, job.id, "stopped")
+    b = toy.engine.editor.branch(v.id, 1)
+    job = jobs.create(toy.store, "run", episode_id=ep.id, version_id=b.id, session="t", lease_s=30)
+    jobs.finish(toy.store, job.id, "stopped")
     at = make("compare", episode=ep.id, left=v.id, right=b.id)
     assert [m.value for m in at.metric][:2] == ["open", "stopped"]
     assert any("(stopped)" in o for s in at.selectbox if s.label == "Right" for o in s.options)
 
 
 def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_it(app):
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
 
     toy, make = app
     ep, v = _won(toy)
@@ -507,7 +507,7 @@ def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_
     assert at.selectbox(key=f"ver-xset-{v.id}").value == "(new set)"
     assert at.text_input(key=f"ver-xnew-{v.id}").value == "alfworld-fixes"  # prefilled: nothing to type
     click(at, f"ver-xadd-{v.id}")
-    assert [e.version_id for e in sets.entries(toy.store, "alfworld-fixes")] == [v.id]
+    assert [e.version_id for e in exemplar_sets.entries(toy.store, "alfworld-fixes")] == [v.id]
     assert at.selectbox(key=f"ver-xset-{v.id}").value == "alfworld-fixes"
     assert any(c.value == "In exemplar set alfworld-fixes" for c in at.caption)
     assert any("Added to exemplar set 'alfworld-fixes'" in s.value for s in at.success)

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from app_pages import stepjobs
-from sessions import annotations as ann
-from sessions import jobs as jobs_db
+from sessions import annotations
+from sessions import jobs
 from tests.scripted_server import Reply
 from tests.app_helpers import WIN, cfg, click, ok, opened, texts
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
@@ -35,7 +35,7 @@ def _captions(at) -> list[str]:
 def test_deleted_thought_has_a_marker_in_the_editor_and_a_row_in_compare(app):
     toy, make = app
     ep, v = _won(toy)
-    gone = toy.engine.edit(v.id, 1, "delete_thought", keep_rest=True)
+    gone = toy.engine.editor.edit(v.id, 1, "delete_thought", keep_rest=True)
     at = make("editor", episode=ep.id, version=gone.id)
     (exp,) = [e for e in at.expander if e.label == "Thought deleted here by a person (show it)"]
     assert "I need a mug; it may be in the cabinet." in [t.value for t in exp.text]
@@ -54,7 +54,7 @@ def test_deleted_thought_has_a_marker_in_the_editor_and_a_row_in_compare(app):
 def test_inserted_hint_is_a_one_sided_row_not_a_rewrite(app):
     toy, make = app
     ep, v = _won(toy)
-    ins = toy.engine.edit(v.id, 3, "insert_thought", "Hint: open it.", keep_rest=True)
+    ins = toy.engine.editor.edit(v.id, 3, "insert_thought", "Hint: open it.", keep_rest=True)
     cmp = make("compare", episode=ep.id, left=v.id, right=ins.id)
     body = cmp.get("html")[0].proto.body
     row = body.split("</tr>")[3]
@@ -81,17 +81,17 @@ def test_a_second_step_joins_the_first_and_stop_cancels_it(toy):
         time.sleep(0.01)
     assert stepjobs.cancel(toy.store, "tab", v.id) and stepjobs.current(toy.store, "tab", v.id) is None
     assert a.finished.wait(10) and a.cancelled
-    assert toy.store.version_steps(v.id) == []  # the answer came after Stop: not used
-    assert toy.store.version(v.id).error is None
+    assert toy.store.versions.steps(v.id) == []  # the answer came after Stop: not used
+    assert toy.store.versions.get(v.id).error is None
     assert len(toy.llm.completion_requests) == 1
 
 
 def test_dead_endpoint_is_retried_as_announced_then_shows_its_message(app, monkeypatch):
     """Issue 26 item 11: a refused connection is retried like any other failure (the first
     "cannot reach" used to stop the job), then the step fails with its one-line message."""
-    from agent import client as client_mod
+    from agent import client
 
-    monkeypatch.setattr(client_mod, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits
+    monkeypatch.setattr(client, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits
     toy, make = app
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -100,10 +100,10 @@ def test_dead_endpoint_is_retried_as_announced_then_shows_its_message(app, monke
     at = make("editor", episode=ep.id)
     click(at, "btn_step")
     err = [x for x in texts(at) if "cannot reach the model server" in x]
-    (call,) = toy.store.calls(episode_id=ep.id)  # 1 + the 4 retries announced
+    (call,) = toy.store.calls.of_episode(ep.id)  # 1 + the 4 retries announced
     assert call.attempts == 5 and call.error.endswith("(after 5 attempts)")
     assert err and err[0].startswith("model call failed: cannot reach the model server at http://127.0.0.1:")
-    assert toy.store.version_steps(v.id) == [] and not at.button(key="btn_step").disabled
+    assert toy.store.versions.steps(v.id) == [] and not at.button(key="btn_step").disabled
 
 
 def test_a_page_opened_during_a_call_waits_for_it_and_shows_its_step(app):
@@ -142,15 +142,15 @@ def test_edit_and_resume_applies_then_runs_n_steps(app):
     at.number_input(key=f"ed_resume_n_{v.id}_1").set_value(2)
     toy.llm.push(*WIN[1:])
     click(at, f"ed_resume_{v.id}_1")
-    cur = toy.store.episode(ep.id).current_version
+    cur = toy.store.episodes.get(ep.id).current_version
     for _ in range(4):
         if not at.session_state["run"]:
             break
         ok(at.run())
-    steps = toy.store.version_steps(cur)
+    steps = toy.store.versions.steps(cur)
     assert steps[0].thought == "The mug is in the cabinet." and [s.action for s in steps[1:]] == [
         "go to cabinet 1", "open cabinet 1"]
-    assert toy.store.version(cur).status == "open"
+    assert toy.store.versions.get(cur).status == "open"
 
 
 def test_finished_version_disables_step_and_run_and_offers_a_branch(app):
@@ -162,8 +162,8 @@ def test_finished_version_disables_step_and_run_and_offers_a_branch(app):
     assert f"Step and Run are off for v{v.id}: it is finished. Branch from an earlier step to try another way." in _captions(at)
     at.number_input(key=f"branch_k_{v.id}").set_value(3)
     click(at, "btn_branch")
-    cur = toy.store.episode(ep.id).current_version
-    assert cur != v.id and len(toy.store.version_steps(cur)) == 3
+    cur = toy.store.episodes.get(ep.id).current_version
+    assert cur != v.id and len(toy.store.versions.steps(cur)) == 3
     assert not at.button(key="btn_step").disabled
 
 
@@ -185,18 +185,18 @@ def test_a_run_cut_by_a_reload_reads_stopped_and_a_guard_warns_about_typed_text(
     toy, make = app
     ep, v, at = opened(toy, make, *WIN)
     click(at, "btn_run_end")
-    assert at.session_state["run"] and len(toy.store.version_steps(v.id)) == 1
+    assert at.session_state["run"] and len(toy.store.versions.steps(v.id)) == 1
     # a reload is a new session: the old tab's run shows as running there, with Stop
     again = make("editor", episode=ep.id)
-    (job,) = [j for j in jobs_db.active(toy.store, episode_id=ep.id) if j.kind == "run"]
+    (job,) = [j for j in jobs.active(toy.store, episode_id=ep.id) if j.kind == "run"]
     assert f"v{v.id}: 1 step · running" in _captions(again)
     assert any(c.value.startswith(f"Job {job.id} (run, episode {ep.id} v{v.id}) is running") for c in again.caption)
     # the old tab ticks no more: once its lease runs out the run reads stopped (its job says so)
     deadline = time.monotonic() + 30
-    while jobs_db.get(toy.store, job.id).active and time.monotonic() < deadline:
+    while jobs.get(toy.store, job.id).active and time.monotonic() < deadline:
         time.sleep(0.2)
     ok(again.run())
-    assert f"v{v.id}: 1 step · stopped" in _captions(again) and toy.store.version(v.id).status == "open"
+    assert f"v{v.id}: 1 step · stopped" in _captions(again) and toy.store.versions.get(v.id).status == "open"
     guard = [h.proto.body for h in again.sidebar.get("html") if "beforeunload" in h.proto.body]
     assert guard and "st-key-edit_panel_" in guard[0]
 
@@ -207,8 +207,8 @@ def test_a_run_cut_by_a_reload_reads_stopped_and_a_guard_warns_about_typed_text(
 def test_versions_page_words_and_cost(app):
     toy, make = app
     ep, v = _won(toy)
-    b = toy.engine.branch(v.id, 2)
-    toy.store.update_version(b.id, status="stopped")
+    b = toy.engine.editor.branch(v.id, 2)
+    toy.store.versions.update(b.id, status="stopped")
     at = make("versions", episode=ep.id)
     df = at.dataframe[0].value
     row = df[df["id"] == b.id].iloc[0]
@@ -229,9 +229,9 @@ def test_editor_shows_the_endpoint_in_use_and_can_switch_it(app, monkeypatch):
     at.text_input(key=f"cfg_url_{ep.id}").set_value(toy.llm.base_url)
     at.text_input(key=f"cfg_model_{ep.id}").set_value("scripted-model")
     click(at, "cfg_apply")
-    cur = toy.store.episode(ep.id).current_version
+    cur = toy.store.episodes.get(ep.id).current_version
     assert cur != v.id and at.query_params["version"] == str(cur)
-    assert toy.store.episode(ep.id).config.model == "scripted-model"
+    assert toy.store.episodes.get(ep.id).config.model == "scripted-model"
     toy.llm.push(WIN[0])
     click(at, "btn_step")
     assert toy.llm.completion_requests[-1].body["model"] == "scripted-model"
@@ -257,9 +257,9 @@ def test_labels_say_one_step_and_export_names_are_distinct_with_a_preview(app):
 def test_episodes_list_names_first_and_a_label_filter(app):
     toy, make = app
     ep1, v1 = _won(toy)
-    toy.store.rename_episode(ep1.id, "won it")
+    toy.store.episodes.rename(ep1.id, "won it")
     ep2, v2 = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
-    ann.annotate_version(toy.store, v2.id, by="a", verdict="failure", failure_modes=["hallucination"])
+    annotations.annotate_version(toy.store, v2.id, by="a", verdict="failure", failure_modes=["hallucination"])
     at = make()
     df = at.dataframe[0].value
     assert list(df.columns)[:7] == ["name", "task", "type", "outcome", "versions", "edits", "model"]

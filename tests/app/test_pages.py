@@ -3,7 +3,7 @@ toy environments (tests/toy_envs.py) with the scripted model server as the model
 
 from __future__ import annotations
 
-from sessions import jobs as jobs_db
+from sessions import jobs
 from tests.app_helpers import (EVIL, WIN, _open_edit, _won, box, cfg, click, markdownish, ok, opened, take, texts,
                                version_box)
 from tests.scripted_server import Reply
@@ -40,8 +40,8 @@ def test_start_episode_from_the_builtin_set_opens_it_in_the_editor(app):
     ok(at.run())
     assert ROOM_TASK.text in texts(at)
     click(at, "new_start")
-    (ep,) = toy.store.list_episodes()
-    e = toy.store.episode(ep["episode"])
+    (ep,) = toy.store.episodes.list()
+    e = toy.store.episodes.get(ep["episode"])
     assert e.task.id == ROOM_TASK.id and e.name == "my first"
     assert e.config.base_url == toy.llm.base_url and e.config.max_steps == 12 and e.env_options == {"wording": "paper"}
     assert e.config.exemplar_set == "my-fixes"
@@ -59,7 +59,7 @@ def test_custom_question_episode_and_bad_input_error(app):
     at.text_input(key="new_base_url").set_value("not a url at all")
     click(at, "new_start")  # the toy family has no custom_task -> a one-line error, nothing written
     assert "hotpotqa has no custom tasks" in texts(at)
-    assert toy.store.list_episodes() == []
+    assert toy.store.episodes.list() == []
 
 
 def test_episode_list_filters_and_open(app):
@@ -92,12 +92,12 @@ def test_settings_save_defaults_never_a_key_and_clear_cache(app, monkeypatch):
     at.text_input(key="set_base_url").set_value("ftp://nope")
     click(at, "set_save")
     assert any("must start with http" in t for t in texts(at))
-    assert toy.store.get_setting("model_defaults") is None
+    assert toy.store.settings.get("model_defaults") is None
     at.text_input(key="set_base_url").set_value(toy.llm.base_url)
     at.text_input(key="set_model").set_value("local-llama")
     at.selectbox(key="set_api_style").set_value("chat")
     click(at, "set_save")
-    saved = toy.store.get_setting("model_defaults")
+    saved = toy.store.settings.get("model_defaults")
     assert saved["base_url"] == toy.llm.base_url and saved["model"] == "local-llama" and saved["api_style"] == "chat"
     assert "sk-secret" not in toy.db.read_bytes().decode("latin-1")
     assert f"In use: {toy.db}" in texts(at)
@@ -112,9 +112,9 @@ def test_settings_save_defaults_never_a_key_and_clear_cache(app, monkeypatch):
     assert "Cleared 6 cached response(s); the calls stay in the history." in texts(at)
     # the same prompt now goes to the model again instead of the cache
     toy.llm.push(" think: a different first thought")
-    b = toy.engine.branch(v.id, 0)
+    b = toy.engine.editor.branch(v.id, 0)
     toy.engine.step(b.id)
-    assert toy.store.version_steps(b.id)[0].thought == "a different first thought"
+    assert toy.store.versions.steps(b.id)[0].thought == "a different first thought"
 
 
 # ---------------------------------------------------------------------- editor: stepping
@@ -129,7 +129,7 @@ def test_step_run_to_end_with_visible_progress(app):
     at.toggle(key="show_prompt").set_value(True)
     ok(at.run())
     (code,) = at.code
-    assert code.value == toy.engine.prompt(v.id) and code.value.endswith("\nOK.\n>")
+    assert code.value == toy.engine.prompts.prompt(v.id) and code.value.endswith("\nOK.\n>")
     at.toggle(key="show_prompt").set_value(False)
     click(at, "btn_run_end")  # the run starts; each rerun advances one step
     assert at.session_state["run"]["added"] == 1
@@ -139,8 +139,8 @@ def test_step_run_to_end_with_visible_progress(app):
             break
         ok(at.run())
     assert at.session_state["run"] is None
-    assert toy.store.version(v.id).outcome.success is True
-    assert len(toy.store.version_steps(v.id)) == 6
+    assert toy.store.versions.get(v.id).outcome.success is True
+    assert len(toy.store.versions.steps(v.id)) == 6
     assert any("Done: success" in s.value for s in at.success)
 
 
@@ -152,13 +152,13 @@ def test_run_n_and_stop_mid_run(app):
     at.number_input(key="run_n").set_value(5)
     click(at, "btn_run_n")
     ok(at.run())
-    assert len(toy.store.version_steps(v.id)) == 2 and at.session_state["run"]["added"] == 2
+    assert len(toy.store.versions.steps(v.id)) == 2 and at.session_state["run"]["added"] == 2
     click(at, "btn_stop")
     assert at.session_state["run"] is None
     for _ in range(3):
         ok(at.run())
-    assert len(toy.store.version_steps(v.id)) == 2  # nothing ran after Stop
-    assert jobs_db.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # its run's job says so
+    assert len(toy.store.versions.steps(v.id)) == 2  # nothing ran after Stop
+    assert jobs.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # its run's job says so
     assert any(c.value.startswith(f"v{v.id}: 2 steps · stopped") for c in at.caption)
     assert toy.llm.pending == 4
     # Run N stops by itself after N steps
@@ -166,7 +166,7 @@ def test_run_n_and_stop_mid_run(app):
     click(at, "btn_run_n")
     for _ in range(5):
         ok(at.run())
-    assert len(toy.store.version_steps(v.id)) == 4 and at.session_state["run"] is None
+    assert len(toy.store.versions.steps(v.id)) == 4 and at.session_state["run"] is None
 
 
 def test_model_error_is_inline_with_retry_and_nothing_is_lost(app):
@@ -181,30 +181,30 @@ def test_model_error_is_inline_with_retry_and_nothing_is_lost(app):
     err = [t for t in texts(at) if "model call failed" in t]
     assert err and "<b>x</b>" in err[0]  # shown as plain text
     assert "Act 1: think: I need a mug; it may be in the cabinet." in texts(at)
-    assert len(toy.store.version_steps(v.id)) == 1
-    assert any(c.error for c in toy.store.calls(episode_id=ep.id))  # the failed call is recorded
+    assert len(toy.store.versions.steps(v.id)) == 1
+    assert any(c.error for c in toy.store.calls.of_episode(ep.id))  # the failed call is recorded
     toy.llm.push(WIN[1])
     click(at, "retry_step")  # Retry resumes the run
     for _ in range(3):
         ok(at.run())
-    assert len(toy.store.version_steps(v.id)) == 2
+    assert len(toy.store.versions.steps(v.id)) == 2
     assert "Act 2: go to cabinet 1" in texts(at)
 
 
 def test_untrusted_text_is_never_interpreted(app):
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm), name=EVIL)
-    toy.store.update_version(v.id, name=EVIL)
+    toy.store.versions.update(v.id, name=EVIL)
     toy.engine.human_step(v.id, action=f"go to {EVIL}")
     toy.engine.human_step(v.id, thought=f"it said {EVIL}")
-    obs = toy.store.version_steps(v.id)[0].observation
+    obs = toy.store.versions.steps(v.id)[0].observation
     assert EVIL in obs
     at = make("editor", episode=ep.id)
     assert f"Obs 1: {obs}" in texts(at)  # a text element holds the raw string
     assert f"Act 2: think: it said {EVIL}" in texts(at)
     assert not any("<script" in m or "evil" in m or "onerror" in m for m in markdownish(at))
     # Compare: escaped HTML only
-    new = toy.engine.edit(v.id, 2, "rewrite_thought", "plain now", keep_rest=False)
+    new = toy.engine.editor.edit(v.id, 2, "rewrite_thought", "plain now", keep_rest=False)
     cmp = make("compare", episode=ep.id, left=v.id, right=new.id)
     (h,) = cmp.get("html")
     body = h.proto.body
@@ -229,12 +229,12 @@ def test_edit_thought_keep_later_steps(app):
     at.text_area(key=f"ed_thought_{v.id}_1").set_value("The mug is in the cabinet.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Keep the later steps")
     click(at, f"ed_apply_{v.id}_1")
-    cur = toy.store.episode(ep.id).current_version
+    cur = toy.store.episodes.get(ep.id).current_version
     assert cur != v.id and at.query_params["version"] == str(cur)
-    new = toy.store.version_steps(cur)
+    new = toy.store.versions.steps(cur)
     assert new[0].thought == "The mug is in the cabinet." and new[0].source == "human" and len(new) == 6
-    assert toy.store.version(cur).outcome.success is True
-    assert toy.store.version_steps(v.id)[0].thought == WIN[0].strip()[len("think: "):]  # old version as it was
+    assert toy.store.versions.get(cur).outcome.success is True
+    assert toy.store.versions.steps(v.id)[0].thought == WIN[0].strip()[len("think: "):]  # old version as it was
     assert "Step 1 · edited by a person (thought rewritten)" in [c.value for c in at.caption]
     (diff,) = [h.proto.body for h in at.get("html") if 'class="rd-was"' in h.proto.body]
     assert diff.count("it may be") == 1 and diff.count("cabinet") == 1 and "thought edited:" in diff  # old text once
@@ -248,17 +248,17 @@ def test_delete_thought_regenerate_then_run(app):
     at.radio(key=f"ed_kind_{v.id}_1").set_value("Delete thought").run()
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_1")
-    cur = toy.store.episode(ep.id).current_version
-    assert toy.store.version_steps(cur) == []
-    assert toy.store.version(cur).edits[0].kind == "delete_thought"
+    cur = toy.store.episodes.get(ep.id).current_version
+    assert toy.store.versions.steps(cur) == []
+    assert toy.store.versions.get(cur).edits[0].kind == "delete_thought"
     toy.llm.push(*WIN[1:])  # not the deleted thought again (the cache would answer the same prompt)
-    toy.store.cache_clear()
+    toy.store.calls.clear_cache()
     click(at, "btn_run_end")
     for _ in range(8):
         if not at.session_state["run"]:
             break
         ok(at.run())
-    assert toy.store.version(cur).outcome.success is True and len(toy.store.version_steps(cur)) == 5
+    assert toy.store.versions.get(cur).outcome.success is True and len(toy.store.versions.steps(cur)) == 5
 
 
 def test_insert_thought_after_and_resume_from_here(app):
@@ -270,17 +270,17 @@ def test_insert_thought_after_and_resume_from_here(app):
     at.text_area(key=f"ed_insert_{v.id}_2").set_value("Hint: open the cabinet first.")
     at.radio(key=f"ed_keep_{v.id}_2").set_value("Regenerate from here")
     click(at, f"ed_apply_{v.id}_2")
-    ins = toy.store.episode(ep.id).current_version
-    steps = toy.store.version_steps(ins)
+    ins = toy.store.episodes.get(ep.id).current_version
+    steps = toy.store.versions.steps(ins)
     assert len(steps) == 3 and steps[2].thought == "Hint: open the cabinet first." and steps[2].index == 3
     assert "Act 3: think: Hint: open the cabinet first." in texts(at)
     # resume from step 1 of the inserted version
     _open_edit(at, ins, 1)
     at.radio(key=f"ed_kind_{ins}_1").set_value("Resume from here").run()
     click(at, f"ed_apply_{ins}_1")
-    br = toy.store.episode(ep.id).current_version
-    assert br not in (v.id, ins) and len(toy.store.version_steps(br)) == 1
-    assert toy.store.version(br).parent_version == ins
+    br = toy.store.episodes.get(ep.id).current_version
+    assert br not in (v.id, ins) and len(toy.store.versions.steps(br)) == 1
+    assert toy.store.versions.get(br).parent_version == ins
 
 
 def test_rewrite_action_with_admissible_suggestions(app):
@@ -294,8 +294,8 @@ def test_rewrite_action_with_admissible_suggestions(app):
     sugg.set_value("go to table 1").run()  # the suggestion fills the action box
     assert at.text_area(key=f"ed_action_{v.id}_2").value == "go to table 1"
     click(at, f"ed_apply_{v.id}_2")
-    cur = toy.store.episode(ep.id).current_version
-    steps = toy.store.version_steps(cur)
+    cur = toy.store.episodes.get(ep.id).current_version
+    steps = toy.store.versions.steps(cur)
     assert len(steps) == 2 and steps[1].action == "go to table 1"
     assert steps[1].observation == "On the table 1, you see nothing."  # executed again by the env
     assert "Obs 2: On the table 1, you see nothing." in texts(at)
@@ -309,7 +309,7 @@ def test_bad_edit_shows_error_and_writes_nothing(app):
     at.text_area(key=f"ed_thought_{v.id}_1").set_value("   ")
     click(at, f"ed_apply_{v.id}_1")
     assert "the new thought is empty" in texts(at)
-    assert len(toy.store.versions(ep.id)) == 1
+    assert len(toy.store.versions.of_episode(ep.id)) == 1
 
 
 def test_human_mode_with_suggestions(app):
@@ -319,7 +319,7 @@ def test_human_mode_with_suggestions(app):
     at.selectbox(key=f"h_sugg_{v.id}_0").set_value("go to cabinet 1").run()
     assert at.text_area(key=f"h_action_{v.id}_0").value == "go to cabinet 1"
     click(at, "h_submit")
-    steps = toy.store.version_steps(v.id)
+    steps = toy.store.versions.steps(v.id)
     assert [(s.thought, s.action, s.source) for s in steps] == [
         ("First the cabinet.", None, "human"), (None, "go to cabinet 1", "human")]
     assert "Obs 2: The cabinet 1 is closed." in texts(at)
@@ -328,7 +328,7 @@ def test_human_mode_with_suggestions(app):
     assert at.selectbox(key=f"h_sugg_{v.id}_2").value is None
     click(at, "h_submit")  # empty: a one-line error, nothing written
     assert "write a thought or an action" in texts(at)
-    assert len(toy.store.version_steps(v.id)) == 2
+    assert len(toy.store.versions.steps(v.id)) == 2
     assert toy.llm.completion_requests == []  # no model involved
 
 
@@ -336,12 +336,12 @@ def test_human_mode_never_resends_a_taken_step_and_keys_text_per_version(app):
     toy, make = app
     ep, v, at = opened(toy, make, human=True)
     take(at, f"h_thought_{v.id}_0", "Line one\nline two.")
-    assert [s.thought for s in toy.store.version_steps(v.id)] == ["Line one line two."]  # joined, one line
+    assert [s.thought for s in toy.store.versions.steps(v.id)] == ["Line one line two."]  # joined, one line
     click(at, "h_submit")  # the old thought is not sent again
-    assert len(toy.store.version_steps(v.id)) == 1 and "write a thought or an action" in texts(at)
+    assert len(toy.store.versions.steps(v.id)) == 1 and "write a thought or an action" in texts(at)
     # text typed for one version does not show up in another
-    b = toy.engine.branch(v.id, 0)
-    toy.store.set_current_version(ep.id, v.id)
+    b = toy.engine.editor.branch(v.id, 0)
+    toy.store.versions.set_current(ep.id, v.id)
     ok(at.run())
     at.text_area(key=f"h_thought_{v.id}_1").set_value("typed for v1 only")
     ok(at.run())
@@ -354,20 +354,20 @@ def test_human_mode_warns_before_a_malformed_action_uses_a_step(app):
     toy, make = app
     ep, v, at = opened(toy, make, human=True)
     take(at, f"h_action_{v.id}_0", "go to drwer 2")
-    assert toy.store.version_steps(v.id) == []
+    assert toy.store.versions.steps(v.id) == []
     boxes = [h.proto.body for h in at.get("html") if "re-alert-warning" in h.proto.body]  # the reason inside the box
     assert any("&#x27;go to drwer 2&#x27; is not among the" in b for b in boxes), boxes
     take(at, f"h_action_{v.id}_0", "go to cabinet 1")  # fixed: no question asked
-    assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1"]
+    assert [s.action for s in toy.store.versions.steps(v.id)] == ["go to cabinet 1"]
     take(at, f"h_action_{v.id}_1", "dance")
     click(at, "h_confirm")  # the person insists: it runs
-    assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1", "dance"]
+    assert [s.action for s in toy.store.versions.steps(v.id)] == ["go to cabinet 1", "dance"]
     # Wikipedia: an action that does not parse
     ep2, w, at2 = opened(toy, make, task=WIKI_TASK, human=True)
     take(at2, f"h_action_{w.id}_0", "Finish Marrowgate")
-    assert toy.store.version_steps(w.id) == [] and any("does not parse" in h.proto.body for h in at2.get("html"))
+    assert toy.store.versions.steps(w.id) == [] and any("does not parse" in h.proto.body for h in at2.get("html"))
     take(at2, f"h_action_{w.id}_0", "Search[Velmora]")
-    assert [s.action for s in toy.store.version_steps(w.id)] == ["Search[Velmora]"]
+    assert [s.action for s in toy.store.versions.steps(w.id)] == ["Search[Velmora]"]
 
 
 def test_expert_hint_in_human_mode_and_in_an_action_edit(app, monkeypatch):
@@ -390,7 +390,7 @@ def test_expert_hint_in_human_mode_and_in_an_action_edit(app, monkeypatch):
     click(at, f"h_{v.id}_1_use_hint")
     assert at.text_area(key=f"h_action_{v.id}_1").value == "open cabinet 1"
     click(at, "h_submit")
-    assert [s.action for s in toy.store.version_steps(v.id)] == ["go to cabinet 1", "open cabinet 1"]
+    assert [s.action for s in toy.store.versions.steps(v.id)] == ["go to cabinet 1", "open cabinet 1"]
     # rewriting step 1's action: the hint is for the state before step 1
     _open_edit(at, v.id, 1)
     at.radio(key=f"ed_kind_{v.id}_1").set_value("Rewrite action").run()
@@ -401,7 +401,7 @@ def test_expert_hint_in_human_mode_and_in_an_action_edit(app, monkeypatch):
 def test_deep_link_opens_that_version(app):
     toy, make = app
     ep, v = _won(toy)
-    b = toy.engine.branch(v.id, 2)
+    b = toy.engine.editor.branch(v.id, 2)
     at = make("editor", episode=ep.id, version=v.id)
     assert version_box(at).value == v.id
     assert "Act 6: put mug 1 in/on table 1" in texts(at)
@@ -431,8 +431,8 @@ def test_wikipedia_thought_rewrite_regenerates_the_action(app):
     assert "Search the capital Marrowgate directly." in texts(at)  # the pending thought
     toy.llm.push(" Search[Marrowgate]")
     click(at, "btn_step")
-    cur = toy.store.episode(ep.id).current_version
-    (s,) = toy.store.version_steps(cur)
+    cur = toy.store.episodes.get(ep.id).current_version
+    (s,) = toy.store.versions.steps(cur)
     assert s.thought == "Search the capital Marrowgate directly." and s.action == "Search[Marrowgate]"
     assert "Action 1: Search[Marrowgate]" in texts(at)
 
@@ -443,14 +443,14 @@ def test_wikipedia_thought_rewrite_regenerates_the_action(app):
 def test_versions_page_tree_tokens_name_and_current(app):
     toy, make = app
     ep, v = _won(toy)
-    e = toy.engine.edit(v.id, 1, "rewrite_thought", 'Say "hi"', keep_rest=True)
-    toy.store.set_setting("model_prices", {"scripted-model": {"prompt": 1000.0, "completion": 2000.0}})
+    e = toy.engine.editor.edit(v.id, 1, "rewrite_thought", 'Say "hi"', keep_rest=True)
+    toy.store.settings.set("model_prices", {"scripted-model": {"prompt": 1000.0, "completion": 2000.0}})
     at = make("versions", episode=ep.id)
     (g,) = at.get("graphviz_chart")
     assert "v1 -> v2" in g.proto.spec.replace(str(v.id), "1").replace(str(e.id), "2") or f"v{v.id} -> v{e.id}" in g.proto.spec
     df = at.dataframe[0].value
     row = df[df["id"] == v.id].iloc[0]
-    calls = toy.store.calls(episode_id=ep.id)
+    calls = toy.store.calls.of_episode(ep.id)
     assert row["prompt tokens"] == sum(c.usage.prompt_tokens or 0 for c in calls) > 0
     assert row["cost"] == f"${(row['prompt tokens'] * 1000 + row['completion tokens'] * 2000) / 1e6:.4f}"
     assert df[df["id"] == e.id].iloc[0]["edits"] == 1
@@ -458,9 +458,9 @@ def test_versions_page_tree_tokens_name_and_current(app):
     box(at, "Version").set_value(v.id).run()
     at.text_input(key=f"ver_name_{v.id}").set_value("hallucinated")
     click(at, "ver_rename")
-    assert toy.store.version(v.id).name == "hallucinated"
+    assert toy.store.versions.get(v.id).name == "hallucinated"
     click(at, "ver_current")
-    assert toy.store.episode(ep.id).current_version == v.id
+    assert toy.store.episodes.get(ep.id).current_version == v.id
     assert "hallucinated" in at.get("graphviz_chart")[0].proto.spec
     click(at, "ver_open")
     assert [t.value for t in at.title] == ["Editor"] and at.query_params["version"] == str(v.id)
@@ -472,11 +472,11 @@ def test_compare_page_word_diff_and_outcomes(app):
     toy.llm.push(*bad)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=6))
     toy.engine.run(v.id)
-    assert toy.store.version(v.id).outcome.success is False
-    new = toy.engine.edit(v.id, 1, "rewrite_thought", "Now I find a mug (1).", keep_rest=False)
+    assert toy.store.versions.get(v.id).outcome.success is False
+    new = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "Now I find a mug (1).", keep_rest=False)
     toy.llm.push(*WIN[1:])
     toy.engine.run(new.id)
-    assert toy.store.version(new.id).outcome.success is True
+    assert toy.store.versions.get(new.id).outcome.success is True
     at = make("versions", episode=ep.id, version=new.id)
     click(at, "ver_compare")  # Compare with its parent
     assert [t.value for t in at.title] == ["Compare"]
@@ -496,7 +496,7 @@ def test_compare_page_word_diff_and_outcomes(app):
     assert at.query_params["left"] == str(new.id) and at.query_params["right"] == str(v.id)
     assert '<ins class="rd-ins"> I also see a lettuce.</ins>' in at.get("html")[0].proto.body
     # a thought edit that kept the later steps: only the edited step differs
-    kept = toy.engine.edit(v.id, 1, "rewrite_thought", "I need a mug.", keep_rest=True)
+    kept = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "I need a mug.", keep_rest=True)
     at2 = make("compare", episode=ep.id, left=v.id, right=kept.id)
     assert at2.get("html")[0].proto.body.count("<tr class=") == 6
     at2.toggle(key="cmp_only_changes").set_value(True)
@@ -505,7 +505,7 @@ def test_compare_page_word_diff_and_outcomes(app):
 
 
 def test_annotations_from_versions_and_editor_pages(app):
-    from sessions import annotations as ann
+    from sessions import annotations
 
     toy, make = app
     ep, v = _won(toy)
@@ -515,13 +515,13 @@ def test_annotations_from_versions_and_editor_pages(app):
     at.checkbox(key=f"ver-ready-{v.id}").check()
     at.text_input(key=f"ver-by-{v.id}").set_value("ann-a")
     ok(at.button[[b.label for b in at.button].index("Save annotation")].click().run())
-    a = ann.version_annotation(toy.store, v.id)
+    a = annotations.version_annotation(toy.store, v.id)
     assert (a.verdict, a.failure_modes, a.exemplar_ready, a.annotator) == ("failure", ["hallucination"], True, "ann-a")
     ed = make("editor", episode=ep.id)
     _open_edit(ed, v.id, 1)
-    step = toy.store.version_steps(v.id)[0]
+    step = toy.store.versions.steps(v.id)[0]
     ed.multiselect(key=f"ed-tags-{step.id}").set_value(["hallucinated"])
     ed.text_input(key=f"ed-note-{step.id}").set_value("<b>not</b> in the fridge")
     ok(ed.button[[b.label for b in ed.button].index("Save tags")].click().run())
-    t = ann.step_annotation(toy.store, step.id)
+    t = annotations.step_annotation(toy.store, step.id)
     assert t.tags == ["hallucinated"] and t.note == "<b>not</b> in the fridge"

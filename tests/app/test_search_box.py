@@ -4,7 +4,7 @@ the signals in the annotation form but saved only by the person."""
 
 from __future__ import annotations
 
-from sessions import annotations as ann
+from sessions import annotations
 from app_pages.search_box import hit_html
 from app_pages.signal_badges import badge_text
 from tests.app_helpers import cfg, click, markdownish, ok, texts
@@ -63,11 +63,11 @@ def test_editor_badges_and_suggested_failure_modes(app):
     assert not any("<script>" in m for m in markdownish(at))
     # pre-filled from the signals, not saved until the person saves
     assert at.multiselect(key=f"ed-modes-{v.id}").value == ["reasoning_error"]
-    assert ann.version_annotation(toy.store, v.id) is None
+    assert annotations.version_annotation(toy.store, v.id) is None
     ok(at.button[[b.label for b in at.button].index("Save annotation")].click().run())  # the person confirms
-    assert ann.version_annotation(toy.store, v.id).failure_modes == ["reasoning_error"]
+    assert annotations.version_annotation(toy.store, v.id).failure_modes == ["reasoning_error"]
     # once annotated, the person's choice is the form's state, not the suggestion
-    ann.annotate_version(toy.store, v.id, failure_modes=[])
+    annotations.annotate_version(toy.store, v.id, failure_modes=[])
     at = make("editor", episode=ep.id)
     assert at.multiselect(key=f"ed-modes-{v.id}").value == []
 

@@ -63,9 +63,9 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     ok(at.button(key=f"sg_dismiss_{s.id}_1").click().run())
     assert db.latest(toy.store, 1).candidates[0].state == "dismissed"
     ok(at.button(key=f"sg_accept_{s.id}_2").click().run())
-    new = toy.store.episode(1).current_version
+    new = toy.store.episodes.get(1).current_version
     assert new != 1
-    steps = toy.store.version_steps(new)
+    steps = toy.store.versions.steps(new)
     assert steps[1].thought == HINT and steps[1].edit.origin["candidate"] == 2
     assert db.latest(toy.store, 1).candidates[1].accepted_version == new
     # the Editor shows where the step came from: a fixed label and the critic, prompt hash and groups
@@ -78,9 +78,9 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
 def test_no_panel_on_a_won_version(toy, monkeypatch):
     agent = fail_episode(toy)
     agent.critic = critic_json(GOOD)
-    v = toy.engine.edit(1, 2, "insert_thought", HINT)
+    v = toy.engine.editor.edit(1, 2, "insert_thought", HINT)
     toy.engine.run(v.id)
-    assert toy.store.version(v.id).outcome.success
+    assert toy.store.versions.get(v.id).outcome.success
     at = open_editor(toy, monkeypatch, 1)
     assert not any(e.label.startswith("Suggest fixes") for e in at.expander)
 
@@ -102,7 +102,7 @@ def _experiment_with_failures(scripted_llm, tmp_path, monkeypatch) -> str:
 
 def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, tmp_path, monkeypatch, capsys):
     from react_editor.main import main
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
     from sessions.store import Store
     from tests.suggest_agents import MAGIC
 
@@ -110,7 +110,7 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     assert main(["suggest", "--experiment", "x", "--where", "failed", "--verify", "5", "--db", db_]) == 0
     capsys.readouterr()
     store = Store(db_)
-    sets.create_set(store, "fixes", "hotpotqa")
+    exemplar_sets.create_set(store, "fixes", "hotpotqa")
 
     class Toy:  # what open_editor needs
         db = tmp_path / "x.db"
@@ -125,21 +125,21 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     at.text_input(key="sg_x_set").set_value("fixes")
     ok(at.button(key="sg_x_accept").click().run())
     assert at.session_state["sg_x_job"].finished.wait(60)
-    tasks = [store.episode(store.version(r).episode_id).task.id for r in (1, 2)]
+    tasks = [store.episodes.get(store.versions.get(r).episode_id).task.id for r in (1, 2)]
     assert any(c.value.startswith(f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
                                   f"experiment x: {', '.join(tasks)} - leaked") for c in at.caption)
-    entries = sets.entries(store, "fixes")
+    entries = exemplar_sets.entries(store, "fixes")
     assert len(entries) == 2
     for e in entries:  # resumed to a success, then added to the set
-        v = store.version(e.version_id)
-        steps = store.version_steps(v.id)
+        v = store.versions.get(e.version_id)
+        steps = store.versions.steps(v.id)
         assert v.outcome.success and steps[0].thought == MAGIC
         assert steps[0].edit.origin["verdict"].startswith("proven")
     store.close()
 
 
 def test_stop_halts_the_suggest_job_and_running_again_continues(toy, monkeypatch):
-    from sessions import jobs as jobs_db
+    from sessions import jobs
     from tests.scripted_server import Reply
 
     agent = fail_episode(toy)
@@ -157,7 +157,7 @@ def test_stop_halts_the_suggest_job_and_running_again_continues(toy, monkeypatch
     ok(at.button(key="sg_stop").click().run())
     assert job.finished.wait(30)
     at = ok(at.run())
-    assert jobs_db.get(toy.store, job.id).state == "stopped"
+    assert jobs.get(toy.store, job.id).state == "stopped"
     states = [c.state for c in db.latest(toy.store, 1).candidates]
     assert "pending" in states  # what did not finish is left for the next run
     assert any(t.value.startswith("not verified yet") for t in at.text)
@@ -187,11 +187,11 @@ def _drawn(at: AppTest) -> list[str]:
 
 
 def test_each_card_is_drawn_under_its_step(toy, monkeypatch):
-    from agent import suggest as sg
+    from agent import suggest
 
     agent = fail_episode(toy)
     agent.critic = critic_json(IDLE, GOOD)
-    sg.suggest_version(toy.engine, 1, sg.Critic(), 3, sg.Verify(n=3))
+    suggest.suggest_version(toy.engine, 1, suggest.Critic(), 3, suggest.Verify(n=3))
     at = open_editor(toy, monkeypatch, 1)
     order = _drawn(at)
     good = "#1 · step 2 · insert thought before · candidate 2"
@@ -203,7 +203,7 @@ def test_each_card_is_drawn_under_its_step(toy, monkeypatch):
 
 
 def test_experiments_page_starts_suggest_for_the_failures(scripted_llm, tmp_path, monkeypatch):
-    from sessions import jobs as jobs_db
+    from sessions import jobs
     from sessions.store import Store
 
     db_ = _experiment_with_failures(scripted_llm, tmp_path, monkeypatch)
@@ -224,14 +224,14 @@ def test_experiments_page_starts_suggest_for_the_failures(scripted_llm, tmp_path
     (df,) = [d for d in at.dataframe if "best candidate" in d.value.columns]
     assert len(df.value) == 1 and df.value.iloc[0]["verdict"].startswith("proven: +100 points")
     store = Store(db_)
-    row = jobs_db.get(store, job.id)  # a job like the others: `react-editor jobs` lists it
+    row = jobs.get(store, job.id)  # a job like the others: `react-editor jobs` lists it
     assert row.kind == "suggest" and row.state == "done" and row.experiment_id is not None
     store.close()
 
 
 def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scripted_llm, tmp_path, monkeypatch):
     from react_editor.main import main
-    from sessions import jobs as jobs_db
+    from sessions import jobs
     from sessions.store import Store
     from tests.scripted_server import Reply
     from tests.suggest_agents import MAGIC, hotpot_fixer
@@ -263,7 +263,7 @@ def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scr
     assert job.finished.wait(30)
     at = ok(at.run())
     store = Store(db_)
-    assert jobs_db.get(store, job.id).state == "stopped"
+    assert jobs.get(store, job.id).state == "stopped"
     scripted_llm.set_responder(agent)
     ok(at.button(key="sg_x_run_btn").click().run())  # the form is back: the same run again continues
     again = at.session_state["sg_x_run"]
@@ -275,7 +275,7 @@ def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scr
 
 
 def test_a_card_at_an_earlier_step_drawn_as_a_block_is_still_shown(toy, monkeypatch):
-    from agent import suggest as sg
+    from agent import suggest
     from tests.suggest_agents import RoomAgent, cfg
     from tests.toy_envs import ROOM_TASK
 
@@ -284,7 +284,7 @@ def test_a_card_at_an_earlier_step_drawn_as_a_block_is_still_shown(toy, monkeypa
     _, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=34))  # steps 1-4 are an earlier block
     assert not toy.engine.run(v.id).success
     agent.critic = critic_json(IDLE)
-    sg.suggest_version(toy.engine, v.id, sg.Critic(), 1, sg.Verify(n=1))
+    suggest.suggest_version(toy.engine, v.id, suggest.Critic(), 1, suggest.Verify(n=1))
     at = open_editor(toy, monkeypatch, 1)
     assert "Step 1" not in _drawn(at)  # not drawn in full
     assert _drawn(at).count("#1 · step 1 · rewrite thought · candidate 1") == 1

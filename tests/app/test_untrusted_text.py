@@ -31,7 +31,7 @@ def test_error_text_from_input_is_plain_text_on_the_export_page(app):
 
 def test_model_name_in_the_settings_banner_is_plain_text(app):
     toy, make = app
-    toy.store.set_setting("model_defaults", {"model": INJECT, "base_url": toy.llm.base_url})
+    toy.store.settings.set("model_defaults", {"model": INJECT, "base_url": toy.llm.base_url})
     at = make("settings")
     boxes = [h.proto.body for h in at.get("html") if "re-alert" in h.proto.body]  # escaped text in the alert box
     assert any(html.escape(INJECT) in b for b in boxes), boxes
@@ -58,7 +58,7 @@ def test_an_endpoint_with_credentials_is_refused_and_never_stored(app):
     at.text_input(key="new_base_url").set_value(f"http://alice:{SECRET}@127.0.0.1:9/v1")
     at = click(at, "new_start")
     assert any("credentials" in t for t in texts(at)), texts(at)
-    assert toy.store.list_episodes() == []
+    assert toy.store.episodes.list() == []
     assert SECRET not in "".join(texts(at) + markdownish(at))
 
 
@@ -68,8 +68,8 @@ def test_new_episodes_from_the_app_use_shorter_model_timeouts(app):
     at.selectbox(key="new_env").set_value("alfworld").run()
     at.text_input(key="new_base_url").set_value(toy.llm.base_url)
     click(at, "new_start")
-    (row,) = toy.store.list_episodes()
-    cfg = toy.store.episode(row["episode"]).config
+    (row,) = toy.store.episodes.list()
+    cfg = toy.store.episodes.get(row["episode"]).config
     assert cfg.timeout_s <= 20 and cfg.max_retries <= 2
 
 
@@ -87,7 +87,7 @@ def test_a_cut_completion_is_said_in_the_editor(app):
 
 def test_saved_defaults_with_credentials_are_never_shown(app):
     toy, make = app
-    toy.store.set_setting("model_defaults", {"base_url": f"http://bob:{SECRET}@127.0.0.1:9/v1"})
+    toy.store.settings.set("model_defaults", {"base_url": f"http://bob:{SECRET}@127.0.0.1:9/v1"})
     for page in (None, "settings"):
         at = make(page)
         shown = [w.value for w in at.text_input] + texts(at) + markdownish(at)

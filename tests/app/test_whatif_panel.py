@@ -8,7 +8,7 @@ import time
 from agent.rollouts import Request, resample
 from app_pages.views import version_tree_dot
 from app_pages.whatif_panel import chart_spec, rate_rows
-from sessions import rollouts as groups_db
+from sessions import rollouts
 from tests.scripted_server import Reply
 from tests.app_helpers import _open_edit, _won, click, ok, texts
 from tests.rollout_agents import Agent
@@ -46,9 +46,9 @@ def test_whatif_panel_runs_control_and_treatment(app):
     assert '"y2": {"field": "hi"}' in chart.proto.spec  # the bars carry their intervals
     first = at.dataframe[0].value
     assert set(first["first regenerated step"]) == {"go to shelf 1", "go to cabinet 1"}
-    kinds = sorted(g.kind for g in groups_db.groups(toy.store, ep.id))
+    kinds = sorted(g.kind for g in rollouts.groups(toy.store, ep.id))
     assert kinds == ["control", "treatment"]
-    assert toy.store.episode(ep.id).current_version == v.id  # the page stays on its version
+    assert toy.store.episodes.get(ep.id).current_version == v.id  # the page stays on its version
     # the rollouts are one node per group on the Versions page, expandable
     (link,) = [p for p in at.get("page_link") if p.proto.label == "Open the rollouts in Versions"]
     assert "versions" in link.proto.page and f"episode={ep.id}" in link.proto.query_string
@@ -81,15 +81,15 @@ def test_whatif_panel_stop_keeps_finished_and_run_again_continues(app):
     assert any("Rollouts:" in p.proto.text for p in at.get("progress"))
     click(at, "wi_stop")
     at = _wait(at)
-    (g,) = groups_db.groups(toy.store, ep.id)
-    finished = [m for m in g.members.values() if toy.store.version(m).outcome.done]
+    (g,) = rollouts.groups(toy.store, ep.id)
+    finished = [m for m in g.members.values() if toy.store.versions.get(m).outcome.done]
     assert 1 <= len(finished) < 6 and any("Stopped" in c.value for c in at.caption)
-    assert not any(toy.store.version(m).outcome.done is False and toy.store.version(m).status == "open"
+    assert not any(toy.store.versions.get(m).outcome.done is False and toy.store.versions.get(m).status == "open"
                    for m in g.members.values())  # the one in flight was marked stopped
     toy.llm.set_responder(agent)
     click(at, f"wi_run_{v.id}_2")
     at = _wait(at)
-    (g2,) = groups_db.groups(toy.store, ep.id)
+    (g2,) = rollouts.groups(toy.store, ep.id)
     assert g2.id == g.id and all(g2.members[p] == m for p, m in g.members.items())
     assert "resample: 6/6 success, 95% CI 61-100%" in texts(at)
 

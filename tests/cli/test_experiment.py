@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from react_editor.main import main
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.store import Store
 from tests.experiment_agents import alfworld_agent, wiki_agent
 from tests.cli_helpers import run_args
@@ -70,10 +70,10 @@ def test_run_and_show_follow_the_json_contract(tmp_path, capsys, scripted_llm):
     assert all({"task", "episode", "version", "done", "success"} <= set(it) for it in items)
     assert [it["success"] for it in items] == [True, False, True, False]
     with closing(Store(db)) as store:
-        assert len(store.episode_ids()) == 4
-        ep = store.episode(items[0]["episode"])
-        assert ep.config.style == "react" and xs.of_episode(store, ep.id).name == "first"
-        steps = store.version_steps(items[0]["version"])
+        assert len(store.episodes.ids()) == 4
+        ep = store.episodes.get(items[0]["episode"])
+        assert ep.config.style == "react" and experiments.of_episode(store, ep.id).name == "first"
+        steps = store.versions.steps(items[0]["version"])
         assert [s.action for s in steps] == ["Search[Ostwick]", f"Finish[{HOTPOT[0]['answer']}]"]
 
     code, listed, _ = cli(capsys, "experiment", "list", "--db", db, "--json")
@@ -100,8 +100,8 @@ def test_cot_is_stored_as_one_thought_and_the_answer(tmp_path, capsys, scripted_
     assert prompt.startswith("Question: ") and prompt.endswith(f"Question: {HOTPOT[0]['question']}\nThought:")
     assert "\nAnswer: " in prompt and "Action 1" not in prompt  # the built-in cotqa_* examples
     with closing(Store(db)) as store:
-        item = xs.items(store, out["experiment"])[0]
-        (step,) = store.version_steps(item.version_id)
+        item = experiments.items(store, out["experiment"])[0]
+        (step,) = store.versions.steps(item.version_id)
         assert step.thought.startswith("Let's think step by step.") and step.action == f"Finish[{HOTPOT[0]['answer']}]"
         assert step.source == "model" and len(step.call_ids) == 1 and step.done
 
@@ -127,8 +127,8 @@ def test_cot_sc_takes_the_majority_of_n_samples_at_temperature_07(tmp_path, caps
     reqs = scripted_llm.completion_requests
     assert len(reqs) == 5 and all(r.body["temperature"] == 0.7 for r in reqs)
     with closing(Store(db)) as store:
-        item = xs.items(store, out["experiment"])[0]
-        (step,) = store.version_steps(item.version_id)
+        item = experiments.items(store, out["experiment"])[0]
+        (step,) = store.versions.steps(item.version_id)
         assert step.action == f"Finish[{gold}]" and step.info["votes"] == 3 and step.info["samples"] == 5
         assert len(step.call_ids) == 5
 
@@ -147,11 +147,11 @@ def _backoff_run(tmp_path, capsys, scripted_llm):
 def test_react_backs_off_to_cot_sc_when_it_gives_no_answer(tmp_path, capsys, scripted_llm):
     db, out = _backoff_run(tmp_path, capsys, scripted_llm)
     with closing(Store(db)) as store:
-        item = xs.items(store, out["experiment"])[0]
-        versions = store.versions(item.episode_id)
+        item = experiments.items(store, out["experiment"])[0]
+        versions = store.versions.of_episode(item.episode_id)
         assert [v.name for v in versions] == ["react", "cot-sc"]
         assert versions[0].outcome.metrics.get("limit") and not versions[0].outcome.success
-        assert store.episode(item.episode_id).current_version == versions[1].id == item.version_id
+        assert store.episodes.get(item.episode_id).current_version == versions[1].id == item.version_id
         assert item.metrics["answered_by"] == "cot-sc"
 
 
@@ -162,7 +162,7 @@ def test_react_that_answers_does_not_back_off(tmp_path, capsys, scripted_llm):
                                          "--method", "react-cot-sc", "--samples", "3"))
     assert code == 0 and out["success"] == 0 and len(scripted_llm.completion_requests) == 1
     with closing(Store(db)) as store:
-        assert [v.name for v in store.versions(xs.items(store, out["experiment"])[0].episode_id)] == ["react"]
+        assert [v.name for v in store.versions.of_episode(experiments.items(store, out["experiment"])[0].episode_id)] == ["react"]
 
 
 @pytest.mark.parametrize("votes,backs_off", [(["Ost", "Ost", "Sel", "Tarn"], True), (["Ost", "Ost", "Ost", "Sel"], False)])
@@ -175,8 +175,8 @@ def test_cot_sc_backs_off_to_react_below_n_over_2_votes(tmp_path, capsys, script
                                          "--method", "cot-sc-react", "--samples", "5"))
     assert code == 0 and out["done"] == 1
     with closing(Store(db)) as store:
-        item = xs.items(store, out["experiment"])[0]
-        names = [v.name for v in store.versions(item.episode_id)]
+        item = experiments.items(store, out["experiment"])[0]
+        names = [v.name for v in store.versions.of_episode(item.episode_id)]
         assert names == (["cot-sc", "react"] if backs_off else ["cot-sc"])
         assert item.metrics["answered_by"] == names[-1]
 
@@ -247,7 +247,7 @@ def test_sample_is_reproducible_and_recorded(tmp_path, capsys, scripted_llm):
         ids.append([it["task"] for it in shown["items"]])
     assert ids[0] == ids[1] and len(ids[0]) == 5
     with closing(Store(db)) as store:
-        assert xs.get(store, "s1").params["sample"] == "5" and xs.get(store, "s1").params["seed"] == 7
+        assert experiments.get(store, "s1").params["sample"] == "5" and experiments.get(store, "s1").params["seed"] == 7
 
 
 def test_sample_paper_is_the_notebooks_subset(tmp_path, capsys, monkeypatch, scripted_llm):
@@ -275,9 +275,9 @@ def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm
     assert len(out["by_type"]) == 6 and "pick_and_place_simple" in out["by_type"]
     assert out["task_set"] == "built-in sample (generated)"  # named as the project's own, not valid_unseen
     with closing(Store(db)) as store:
-        for it in xs.items(store, out["experiment"]):
+        for it in experiments.items(store, out["experiment"]):
             assert "/builtin/sample/" in it.task.data["game"].replace("\\", "/")
-            steps = store.version_steps(it.version_id)
+            steps = store.versions.steps(it.version_id)
             assert len(steps) == 3 and all(s.action.startswith("go to ") for s in steps)
 
 
@@ -301,7 +301,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, scripted_llm
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
     if db.exists():
         with closing(Store(db)) as store:
-            assert xs.list_all(store) == [] and store.episode_ids() == []
+            assert experiments.list_all(store) == [] and store.episodes.ids() == []
     assert scripted_llm.completion_requests == []
 
 
@@ -319,9 +319,9 @@ def test_refusing_endpoint_stops_after_a_few_failures_then_resume_retries(tmp_pa
     assert code == 2 and len(errors) == 1 and "failures in a row" in errors[0] and "authentication failed" in errors[0]
     assert len(scripted_llm.completion_requests) <= 6  # not 26 errors
     with closing(Store(db)) as store:
-        exp = xs.get(store, "r")
+        exp = experiments.get(store, "r")
         assert exp.status == "aborted"
-        failed = [it for it in xs.items(store, exp.id) if it.status == "error"]
+        failed = [it for it in experiments.items(store, exp.id) if it.status == "error"]
         assert 5 <= len(failed) <= 6 and all("authentication failed" in it.error for it in failed)
         first_episodes = {it.task.id: it.episode_id for it in failed}
     scripted_llm.set_default(None)
@@ -329,8 +329,8 @@ def test_refusing_endpoint_stops_after_a_few_failures_then_resume_retries(tmp_pa
     code, out, _ = cli(capsys, "experiment", "resume", "r", "--db", db, "--json", "--concurrency", "3")
     assert code == 0 and out["done"] == out["episodes"] == len(HOTPOT) and out["status"] == "done"
     with closing(Store(db)) as store:
-        items = xs.items(store, out["experiment"])
-        assert len(store.episode_ids()) == len(HOTPOT)  # a failed episode was continued, not replaced
+        items = experiments.items(store, out["experiment"])
+        assert len(store.episodes.ids()) == len(HOTPOT)  # a failed episode was continued, not replaced
         assert all(first_episodes[it.task.id] == it.episode_id for it in items if it.task.id in first_episodes)
 
 
@@ -350,28 +350,28 @@ def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
         time.sleep(0.05)
         if db.exists():
             with closing(Store(db)) as store:
-                exps = xs.list_all(store)
-                done = xs.counts(store, exps[0].id).get("done", 0) if exps else 0
+                exps = experiments.list_all(store)
+                done = experiments.counts(store, exps[0].id).get("done", 0) if exps else 0
             if done >= 3:
                 break
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     with closing(Store(db)) as store:
-        exp = xs.get(store, "k")
-        before = {it.task.id: it.episode_id for it in xs.items(store, exp.id) if it.episode_id}
-        assert 3 <= xs.counts(store, exp.id).get("done", 0) < 12 and exp.status == "running"
+        exp = experiments.get(store, "k")
+        before = {it.task.id: it.episode_id for it in experiments.items(store, exp.id) if it.episode_id}
+        assert 3 <= experiments.counts(store, exp.id).get("done", 0) < 12 and exp.status == "running"
     resumed = _spawn(["experiment", "resume", "k", "--db", db, "--json", "--concurrency", "3"], env)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["done"] == summary["episodes"] == 12 and summary["success"] == 6
     with closing(Store(db)) as store:
-        items = xs.items(store, exp.id)
-        assert len(store.episode_ids()) == 12 and len({it.episode_id for it in items}) == 12
+        items = experiments.items(store, exp.id)
+        assert len(store.episodes.ids()) == 12 and len({it.episode_id for it in items}) == 12
         assert all(before[it.task.id] == it.episode_id for it in items if it.task.id in before)
         for it in items:  # each episode is one clean run: no step recorded twice
-            v = store.version(it.version_id)
-            assert [s.index for s in store.version_steps(v.id)] == [1, 2] and v.outcome.done
+            v = store.versions.get(it.version_id)
+            assert [s.index for s in store.versions.steps(v.id)] == [1, 2] and v.outcome.done
         assert store.integrity_check() == "ok"
 
 
@@ -382,7 +382,7 @@ def test_processes_mode_runs_items_in_worker_processes(tmp_path, capsys, scripte
                                          "--processes"))
     assert code == 0 and out["done"] == 2 and out["success"] == 1
     with closing(Store(db)) as store:
-        assert len(store.episode_ids()) == 2
+        assert len(store.episodes.ids()) == 2
 
 
 def test_rate_limit_slows_the_batch_instead_of_failing_episodes(tmp_path, capsys, scripted_llm):
@@ -409,11 +409,11 @@ def test_cost_uses_the_prices_from_settings(tmp_path, capsys, scripted_llm):
     scripted_llm.set_responder(wiki_agent({}))
     db = tmp_path / "x.db"
     with closing(Store(db)) as store:
-        store.set_setting("model_prices", {"m": {"prompt": 1000.0, "completion": 2000.0}})
+        store.settings.set("model_prices", {"m": {"prompt": 1000.0, "completion": 2000.0}})
     code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "1"))
     assert code == 0 and out["tokens"] > 0
     with closing(Store(db)) as store:
-        calls = store.calls(episode_id=store.episode_ids()[0])
+        calls = store.calls.of_episode(store.episodes.ids()[0])
     p = sum(c.usage.prompt_tokens for c in calls)
     c = sum(c.usage.completion_tokens for c in calls)
     assert out["tokens"] == p + c and out["cost"] == pytest.approx((p * 1000 + c * 2000) / 1e6)
@@ -441,7 +441,7 @@ def test_an_exemplar_set_without_the_methods_prompts_is_refused_up_front(tmp_pat
     code, _, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--method", "cot", "--exemplars", "bare"))
     assert code == 2 and "cotqa" in err and len(err.strip().splitlines()) == 1
     with closing(Store(db)) as store:
-        assert xs.list_all(store) == [] and scripted_llm.completion_requests == []
+        assert experiments.list_all(store) == [] and scripted_llm.completion_requests == []
 
 
 # ------------------------------------------------------------------ partial runs and phases
@@ -464,7 +464,7 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
     """Stopped at 2 of 6 tasks: the 4 unfinished are not failures. Rates are over the
     finished 2, `partial` is true, and compare against a finished run pairs 2 tasks and
     reports the other 4 as `excluded` (McNemar used to count them as A's failures)."""
-    from agent import experiment as X
+    from agent import experiment
 
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
     db = tmp_path / "x.db"
@@ -472,11 +472,11 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
     assert code == 0 and b["partial"] is False and b["done"] == b["episodes"] == 6
     scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
     with closing(Store(db)) as store:
-        a = X.create(store, env="hotpotqa", method="react", name="A",
-                     config=xs.get(store, "B").config.model_copy(update={"cache": False}),
-                     tasks=[it.task for it in xs.items(store, b["experiment"])])
+        a = experiment.create(store, env="hotpotqa", method="react", name="A",
+                              config=experiments.get(store, "B").config.model_copy(update={"cache": False}),
+                              tasks=[it.task for it in experiments.items(store, b["experiment"])])
     stop, on_progress = _stop_after(2)
-    out = X.run(str(db), a.id, stop=stop, on_progress=on_progress)
+    out = experiment.run(str(db), a.id, stop=stop, on_progress=on_progress)
     assert out["status"] == "stopped" and (out["done"], out["episodes"], out["partial"]) == (2, 6, True)
     assert out["success"] == 2 and out["success_rate"] == 1.0 and out["em"] == 1.0 and out["f1"] == 1.0
 
@@ -497,8 +497,8 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
 def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys, scripted_llm):
     """The version is annotated (frozen) while the experiment runs: the run goes on in a
     child version and the item points at that child, done with its real success."""
-    from agent import experiment as X
-    from sessions import annotations as ann
+    from agent import experiment
+    from sessions import annotations
 
     gold = HOTPOT[0]["answer"]
     scripted_llm.set_responder(wiki_agent({HOTPOT[0]["question"]: gold}, react_steps=3))
@@ -508,8 +508,8 @@ def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys,
         from agent.task_selection import select_tasks
 
         cfg = AgentConfig(model="m", base_url=scripted_llm.base_url)
-        exp = X.create(store, env="hotpotqa", method="react", config=cfg, name="F",
-                       tasks=select_tasks("hotpotqa", "hp-001"))
+        exp = experiment.create(store, env="hotpotqa", method="react", config=cfg, name="F",
+                                tasks=select_tasks("hotpotqa", "hp-001"))
     stop, on_progress = _stop_after(99)
     sent = {"n": 0}
 
@@ -517,16 +517,16 @@ def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys,
         sent["n"] += 1
         if sent["n"] == 2:  # between steps 1 and 2 a person annotates the running version
             with closing(Store(db)) as s:
-                it = xs.items(s, exp.id)[0]
-                ann.annotate_version(s, s.episode(it.episode_id).current_version, by="ann", notes="looked")
+                it = experiments.items(s, exp.id)[0]
+                annotations.annotate_version(s, s.episode(it.episode_id).current_version, by="ann", notes="looked")
         return wiki_agent({HOTPOT[0]["question"]: gold}, react_steps=3)(body)
 
     scripted_llm.set_responder(freezing)
-    out = X.run(str(db), exp.id)
+    out = experiment.run(str(db), exp.id)
     assert out["done"] == 1 and out["success"] == 1
     with closing(Store(db)) as store:
-        it = xs.items(store, exp.id)[0]
-        v = store.version(it.version_id)
+        it = experiments.items(store, exp.id)[0]
+        v = store.versions.get(it.version_id)
         assert v.outcome.done and it.success is True and v.parent_version is not None
         assert it.phases == {"react": v.id}
 
@@ -536,18 +536,18 @@ def test_renaming_a_phase_version_does_not_rerun_it(tmp_path, capsys, scripted_l
     of an item whose versions were renamed runs nothing again."""
     db, out = _backoff_run(tmp_path, capsys, scripted_llm)
     with closing(Store(db)) as store:
-        it = xs.items(store, out["experiment"])[0]
-        for n, v in enumerate(store.versions(it.episode_id)):
-            store.update_version(v.id, name=f"renamed {n}")
-        xs.record_item(store, it.id, status="running", version_id=it.version_id, metrics=it.metrics)
-        versions_before = len(store.versions(it.episode_id))
+        it = experiments.items(store, out["experiment"])[0]
+        for n, v in enumerate(store.versions.of_episode(it.episode_id)):
+            store.versions.update(v.id, name=f"renamed {n}")
+        experiments.record_item(store, it.id, status="running", version_id=it.version_id, metrics=it.metrics)
+        versions_before = len(store.versions.of_episode(it.episode_id))
     sent = len(scripted_llm.completion_requests)
     code, again, _ = cli(capsys, "experiment", "resume", out["experiment"], "--db", db, "--json")
     assert code == 0 and again["success"] == 1 and again["done"] == 1
     assert len(scripted_llm.completion_requests) == sent
     with closing(Store(db)) as store:
-        assert len(store.versions(it.episode_id)) == versions_before
-        assert xs.items(store, out["experiment"])[0].metrics["answered_by"] == "cot-sc"
+        assert len(store.versions.of_episode(it.episode_id)) == versions_before
+        assert experiments.items(store, out["experiment"])[0].metrics["answered_by"] == "cot-sc"
 
 
 def test_fever_react_runs_the_notebooks_7_steps_and_backs_off_at_5(tmp_path, capsys, scripted_llm):
@@ -559,17 +559,17 @@ def test_fever_react_runs_the_notebooks_7_steps_and_backs_off_at_5(tmp_path, cap
     code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "fever", "--tasks", FEVER[0]["id"]))
     assert code == 0, err
     with closing(Store(db)) as store:
-        it = xs.items(store, out["experiment"])[0]
-        steps = store.version_steps(it.version_id)
+        it = experiments.items(store, out["experiment"])[0]
+        steps = store.versions.steps(it.version_id)
         assert len(steps) == 6 and steps[-1].action == "Finish[SUPPORTS]"
     scripted_llm.set_responder(wiki_agent({claim: "SUPPORTS"}, react_steps=99))
     code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "fever", "--tasks", FEVER[0]["id"],
                                            "--method", "react-cot-sc", "--samples", "3"))
     assert code == 0, err
     with closing(Store(db)) as store:
-        it = xs.items(store, out["experiment"])[0]
-        react, cot = store.versions(it.episode_id)
-        assert len(store.version_steps(react.id)) == 5 and react.outcome.metrics.get("limit")
+        it = experiments.items(store, out["experiment"])[0]
+        react, cot = store.versions.of_episode(it.episode_id)
+        assert len(store.versions.steps(react.id)) == 5 and react.outcome.metrics.get("limit")
         assert it.metrics["answered_by"] == "cot-sc"
 
 
@@ -578,13 +578,13 @@ def test_every_method_pins_its_prompt_and_show_prompt_prints_what_was_sent(tmp_p
     """Standard, CoT and CoT-SC pin the exemplar revision and settings like ReAct: after the
     set and the episode's settings change, `show --prompt` prints byte for byte the text
     that was sent (it used to print a ReAct prompt built from the latest revision)."""
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
 
     db = tmp_path / "x.db"
     with closing(Store(db)) as store:
-        sets.create_set(store, "mine", "hotpotqa")
-        sets.add_raw(store, "mine", "webqa_simple6", "Question: Q0\nAnswer: A0\n\n")
-        sets.add_raw(store, "mine", "cotqa_simple6", "Question: Q0\nThought: T0\nAnswer: A0\n\n")
+        exemplar_sets.create_set(store, "mine", "hotpotqa")
+        exemplar_sets.add_raw(store, "mine", "webqa_simple6", "Question: Q0\nAnswer: A0\n\n")
+        exemplar_sets.add_raw(store, "mine", "cotqa_simple6", "Question: Q0\nThought: T0\nAnswer: A0\n\n")
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
     extra = ["--samples", "3"] if method == "cot-sc" else []
     code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
@@ -593,13 +593,13 @@ def test_every_method_pins_its_prompt_and_show_prompt_prints_what_was_sent(tmp_p
     sent = scripted_llm.completion_requests[-1].prompt
     assert "Q0" in sent
     with closing(Store(db)) as store:
-        it = xs.items(store, out["experiment"])[0]
-        sets.remove(store, "mine", key="webqa_simple6")
-        sets.remove(store, "mine", key="cotqa_simple6")
-        sets.add_raw(store, "mine", "webqa_simple6", "Question: CHANGED\nAnswer: X\n\n")
-        sets.add_raw(store, "mine", "cotqa_simple6", "Question: CHANGED\nThought: X\nAnswer: X\n\n")
-        cfg = store.episode(it.episode_id).config
-        store.set_episode_config(it.episode_id, cfg.model_copy(update={"exemplar_set": None, "style": "act"}))
+        it = experiments.items(store, out["experiment"])[0]
+        exemplar_sets.remove(store, "mine", key="webqa_simple6")
+        exemplar_sets.remove(store, "mine", key="cotqa_simple6")
+        exemplar_sets.add_raw(store, "mine", "webqa_simple6", "Question: CHANGED\nAnswer: X\n\n")
+        exemplar_sets.add_raw(store, "mine", "cotqa_simple6", "Question: CHANGED\nThought: X\nAnswer: X\n\n")
+        cfg = store.episodes.get(it.episode_id).config
+        store.episodes.set_config(it.episode_id, cfg.model_copy(update={"exemplar_set": None, "style": "act"}))
     code, shown, err = cli(capsys, "show", it.episode_id, "--version", it.version_id, "--prompt", "--db", db, "--json")
     assert code == 0, err
     assert shown["prompt"] == sent

@@ -17,7 +17,7 @@ def test_every_line_is_canonical_json(toy, tmp_path):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=8))
     toy.engine.run(v.id)  # won: a done step
-    v2 = toy.engine.edit(v.id, 3, "rewrite_action", TRICKY)
+    v2 = toy.engine.editor.edit(v.id, 3, "rewrite_action", TRICKY)
     toy.engine.human_step(v2.id, thought="Naïve “quotes” and a tab\there.")
     out = tmp_path / "x.jsonl"
     rep = export(toy.store, "jsonl", out, filters=Filters(all_versions=True))

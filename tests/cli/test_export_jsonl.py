@@ -8,7 +8,7 @@ import json
 import pytest
 
 from react_editor.main import main as cli
-from sessions import annotations as ann
+from sessions import annotations
 from sessions.exchange import Filters, export, import_file, parse_ref
 from sessions.exchange.export import ExportError
 from sessions.exchange.schema import SCHEMA_VERSION, TrajectoryRecord, json_schema_text
@@ -25,16 +25,16 @@ def _populate(toy):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm), name="room")
     toy.engine.run(v.id)
-    v2 = toy.engine.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
+    v2 = toy.engine.editor.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
     toy.llm.push(" go to table 1", " go to cabinet 1")
-    v3 = toy.engine.edit(v.id, 2, "rewrite_action", "go to shelf 1")
+    v3 = toy.engine.editor.edit(v.id, 2, "rewrite_action", "go to shelf 1")
     toy.engine.run(v3.id, max_steps=2)
-    toy.store.set_current_version(ep.id, v2.id)
-    ann.annotate_version(toy.store, v2.id, by="alice", verdict="success", exemplar_ready=True, notes="good")
-    ann.annotate_version(toy.store, v3.id, by="bob", verdict="failure", add_failure_modes=["invalid_action"])
-    steps3 = toy.store.version_steps(v3.id)
-    ann.tag_step(toy.store, steps3[0].id, by="bob", add=["good_subgoal"])
-    ann.tag_step(toy.store, steps3[2].id, by="bob", add=["hallucinated"], note="wrong place")
+    toy.store.versions.set_current(ep.id, v2.id)
+    annotations.annotate_version(toy.store, v2.id, by="alice", verdict="success", exemplar_ready=True, notes="good")
+    annotations.annotate_version(toy.store, v3.id, by="bob", verdict="failure", add_failure_modes=["invalid_action"])
+    steps3 = toy.store.versions.steps(v3.id)
+    annotations.tag_step(toy.store, steps3[0].id, by="bob", add=["good_subgoal"])
+    annotations.tag_step(toy.store, steps3[2].id, by="bob", add=["hallucinated"], note="wrong place")
     toy.llm.push(*WIKI_SCRIPT)
     ew, vw = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
     toy.engine.run(vw.id)
@@ -86,8 +86,8 @@ def test_jsonl_round_trip_is_byte_identical_and_rebuilds_the_tree(toy, tmp_path)
     from agent.engine import Engine
 
     eng = Engine(other)
-    v_new = eng.edit(ep1.current_version, 1, "rewrite_thought", "Another thought.", keep_rest=True)
-    assert other.version_steps(v_new.id)[0].thought == "Another thought."
+    v_new = eng.editor.edit(ep1.current_version, 1, "rewrite_thought", "Another thought.", keep_rest=True)
+    assert other.versions.steps(v_new.id)[0].thought == "Another thought."
 
 
 def test_jsonl_subset_round_trip(toy, tmp_path):

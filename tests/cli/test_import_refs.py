@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from envs.alfworld import tasks as alf_tasks
+from envs.alfworld import tasks
 from envs.base import EnvError
 from envs.registry import family
 from tests.cli_helpers import cli
@@ -35,7 +35,7 @@ def data_root(tmp_path, monkeypatch):
                                      "valid_unseen//etc/x", "valid_unseen/some-task/../../../../elsewhere"])
 def test_an_official_task_id_cannot_leave_the_data_root(data_root, task_id):
     with pytest.raises(EnvError, match="outside"):
-        alf_tasks.get_task(task_id, source="official")
+        tasks.get_task(task_id, source="official")
 
 
 def test_an_official_split_cannot_leave_the_data_root(data_root, capsys):
@@ -51,7 +51,7 @@ def test_a_wikipedia_task_id_is_only_a_name(tmp_path):
 def export_and_import(capsys, db: str, tmp_path, task: Task, env_options: dict) -> int:
     """An episode made here, exported, then imported back (the imported copy's id)."""
     store = Store(db)
-    ep, _ = store.create_episode(task, AgentConfig(), env_options)
+    ep, _ = store.episodes.create(task, AgentConfig(), env_options)
     store.close()
     out = tmp_path / f"ep{ep.id}.jsonl"
     assert cli(capsys, "export", str(ep.id), "--format", "jsonl", "--out", str(out), "--db", db)[0] == 0
@@ -63,7 +63,7 @@ def export_and_import(capsys, db: str, tmp_path, task: Task, env_options: dict) 
 
 def test_an_imported_game_outside_the_roots_waits_for_confirmation(tmp_path, capsys):
     db = str(tmp_path / "r.db")
-    builtin = alf_tasks.list_tasks()[0]
+    builtin = tasks.list_tasks()[0]
     game = tmp_path / "evil" / "trial_1" / "game.tw-pddl"
     shutil.copytree(builtin.data["game"].rsplit("/", 1)[0], game.parent)
     task = builtin.model_copy(update={"id": "custom/evil", "source": "custom", "data": {"game": str(game)}})
@@ -83,7 +83,7 @@ def test_an_imported_game_outside_the_roots_waits_for_confirmation(tmp_path, cap
 
 def test_an_imported_builtin_game_needs_no_confirmation(tmp_path, capsys):
     db = str(tmp_path / "r.db")
-    ep = export_and_import(capsys, db, tmp_path, alf_tasks.list_tasks()[0], {"wording": "paper"})
+    ep = export_and_import(capsys, db, tmp_path, tasks.list_tasks()[0], {"wording": "paper"})
     code, _, err = cli(capsys, "step", str(ep), "--action", "look", "--db", db)
     assert code == 0, err
 
@@ -100,7 +100,7 @@ def test_an_imported_wiki_backend_waits_for_confirmation_or_a_new_one(tmp_path, 
     assert code == 2 and ref in err and f"react-editor confirm {ep}" in err, err
     code, out, err = cli(capsys, "confirm", str(ep), "--wiki", "builtin", "--db", db)
     assert code == 0, err
-    assert {k: v for k, v in Store(db).episode(ep).env_options.items() if k != "import_digest"} == {"wiki": "builtin"}
+    assert {k: v for k, v in Store(db).episodes.get(ep).env_options.items() if k != "import_digest"} == {"wiki": "builtin"}
     code, _, err = cli(capsys, "step", str(ep), "--action", "Search[Velmora]", "--db", db)
     assert code == 0, err
 
@@ -126,7 +126,7 @@ def test_the_editor_offers_the_confirmation(tmp_path, capsys, monkeypatch):
         assert any("react-editor confirm" in t.value for t in at.text)
         at.button(key="confirm_refs_btn").click().run()
         assert not at.exception
-        assert "unconfirmed_references" not in Store(db).episode(ep).env_options
+        assert "unconfirmed_references" not in Store(db).episodes.get(ep).env_options
     finally:
         st.cache_resource.clear()
 
@@ -137,9 +137,9 @@ def test_confirm_refuses_a_backend_that_run_refuses(tmp_path, capsys, wiki):
     db = str(tmp_path / "r.db")
     task = family("hotpotqa").list_tasks()[0]
     ep = export_and_import(capsys, db, tmp_path, task, {"wiki": "zim:/srv/other/wiki.zim"})
-    before = Store(db).episode(ep).env_options
+    before = Store(db).episodes.get(ep).env_options
     code, _, err = cli(capsys, "run", "--env", "hotpotqa", "--task", task.id, "--human", "--wiki", wiki, "--db", db)
     assert code == 2 and err.count("\n") == 1, err
     code, _, err2 = cli(capsys, "confirm", str(ep), "--wiki", wiki, "--db", db)
     assert code == 2 and err2.count("\n") == 1 and err2 == err, (err, err2)
-    assert Store(db).episode(ep).env_options == before  # nothing kept
+    assert Store(db).episodes.get(ep).env_options == before  # nothing kept

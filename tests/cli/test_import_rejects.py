@@ -20,8 +20,8 @@ def good(toy, tmp_path):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id)
-    toy.engine.edit(v.id, 1, "rewrite_thought", "Fixed.", keep_rest=True)
-    toy.engine.branch(v.id, 3)  # shares steps 1..3 with the first version
+    toy.engine.editor.edit(v.id, 1, "rewrite_thought", "Fixed.", keep_rest=True)
+    toy.engine.editor.branch(v.id, 3)  # shares steps 1..3 with the first version
     path = tmp_path / "good.jsonl"
     export(toy.store, "jsonl", path, filters=Filters(all_versions=True))
     return path.read_text(encoding="utf-8").splitlines()

@@ -14,7 +14,7 @@ import pytest
 from react_editor.main import main
 from sessions.store import Store
 from tests.experiment_agents import wiki_agent
-from trajectory import formats as fmt
+from trajectory import formats
 
 ROOT = Path(__file__).resolve().parents[2]
 HOTPOT = [json.loads(line) for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
@@ -48,8 +48,8 @@ def test_export_prompt_import_resume_round_trip(tmp_path, capsys, scripted_llm, 
     out = tmp_path / "t.txt"
     if notebook:
         with closing(Store(db)) as store:
-            ep = store.episode(ran["episode"])
-            out.write_text(fmt.render_wiki(ep.task.text, store.version_steps(ran["version"])))
+            ep = store.episodes.get(ran["episode"])
+            out.write_text(formats.render_wiki(ep.task.text, store.versions.steps(ran["version"])))
         assert out.read_text().endswith("Episode finished, reward = 0\n\n")
     else:
         assert main(["export", str(ran["episode"]), "--format", "prompt", "--out", str(out), "--db", str(db)]) == 0
@@ -58,9 +58,9 @@ def test_export_prompt_import_resume_round_trip(tmp_path, capsys, scripted_llm, 
     assert code == 0, err
     (ep_id,) = rep["episodes"]
     with closing(Store(db)) as store:
-        ep = store.episode(ep_id)
-        v = store.version(ep.current_version)
-        last = store.version_steps(v.id)[-1]
+        ep = store.episodes.get(ep_id)
+        v = store.versions.get(ep.current_version)
+        last = store.versions.steps(v.id)[-1]
         assert last.done and v.outcome.done
         if notebook:
             assert last.observation == "Episode finished, reward = 0\n" and v.outcome.success is False
@@ -82,18 +82,18 @@ def test_import_takes_the_gold_answer_from_the_dataset(tmp_path, capsys):
                          "--db", db, "--json")
     assert code == 0, err
     with closing(Store(db)) as store:
-        ep = store.episode(rep["episodes"][0])
+        ep = store.episodes.get(rep["episodes"][0])
         assert ep.task.gold == row["answer"] and ep.task.type == row.get("type")
-        assert store.version(ep.current_version).outcome.done
+        assert store.versions.get(ep.current_version).outcome.done
     code, rep, err = cli(capsys, "import", src, "--format", "prompt", "--env", "hotpotqa", "--db", db, "--json")
     with closing(Store(db)) as store:
-        assert store.episode(rep["episodes"][0]).task.gold is None
+        assert store.episodes.get(rep["episodes"][0]).task.gold is None
 
 
 @pytest.mark.parametrize("action,done", [("Finish[yes]", True), ("finish[yes]", True), ("\n\nFinish[yes]", False),
                                          ("Search[yes]", False)])
 def test_a_transcript_that_ends_in_finish_is_finished(action, done):
-    step = fmt.finished_step(fmt.Step(index=1, action=action, observation="Episode finished, reward = 1\n"))
+    step = formats.finished_step(formats.Step(index=1, action=action, observation="Episode finished, reward = 1\n"))
     assert step.done is done and (step.reward == 1.0) is done
 
 
@@ -112,4 +112,4 @@ def test_gold_from_the_react_release(tmp_path, capsys, monkeypatch):
                          "--db", tmp_path / "x.db", "--json")
     assert code == 0, err
     with closing(Store(tmp_path / "x.db")) as store:
-        assert store.episode(rep["episodes"][0]).task.gold == first["answer"]
+        assert store.episodes.get(rep["episodes"][0]).task.gold == first["answer"]

@@ -12,7 +12,7 @@ from contextlib import closing
 
 import pytest
 
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.store import Store
 from tests.cli_helpers import ROOT, cli
 
@@ -45,7 +45,7 @@ def _experiment(capsys, db, *extra: str) -> tuple[int, str]:
 def _nothing_written(db) -> None:
     if os.path.exists(db):
         with closing(Store(db)) as store:
-            assert xs.list_all(store) == [] and store.episode_ids() == []
+            assert experiments.list_all(store) == [] and store.episodes.ids() == []
 
 
 def test_a_task_list_that_is_not_utf8_is_one_line(tmp_path, capsys):
@@ -82,7 +82,7 @@ def test_a_blank_model_name_writes_nothing(toy, capsys, model):
     db = str(toy.db)
     code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--model", model, "--db", db)
     assert code == 2 and err.count("\n") == 1 and "model name is empty" in err, err
-    assert toy.store.episode_ids() == []
+    assert toy.store.episodes.ids() == []
     code, err = _experiment(capsys, db, "--model", model, "--tasks", "toy-1")
     assert code == 2 and "model name is empty" in err, err
 
@@ -116,7 +116,7 @@ def test_settings_a_game_cannot_start_with_write_nothing(toy, capsys, monkeypatc
     code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--wording", "alfworld-0.4",
                        "--base-url", toy.llm.base_url, "--db", db)
     assert code == 2 and err.count("\n") == 1 and "KeyError" in err and "help" in err, err
-    assert toy.store.episode_ids() == [] and toy.llm.requests == []
+    assert toy.store.episodes.ids() == [] and toy.llm.requests == []
 
 
 def _exported(toy, capsys, tmp_path):
@@ -142,7 +142,7 @@ def test_importing_the_same_file_twice_adds_nothing_the_second_time(toy, capsys,
     assert code == 0 and json.loads(again)["episodes"] == [] and json.loads(again)["already_present"] == [1]
     assert "already here" in err and "--as-new" in err
     with closing(Store(db2)) as store:
-        assert store.episode_ids() == [1]
+        assert store.episodes.ids() == [1]
     code, copied, _ = cli(capsys, "import", str(out), "--db", db2, "--json", "--as-new")
     assert code == 0 and json.loads(copied)["episodes"] == [2]
     # the mark is this database's state: an export of the imported episode does not carry it
@@ -163,7 +163,7 @@ def test_imported_text_obeys_the_20000_character_limit(toy, capsys, tmp_path, fi
     code, _, err = cli(capsys, "import", str(out), "--db", db2)
     assert code == 2 and err.count("\n") == 1 and "20,000" in err and field in err, err
     with closing(Store(db2)) as store:
-        assert store.episode_ids() == []
+        assert store.episodes.ids() == []
 
 
 def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, monkeypatch):
@@ -171,14 +171,14 @@ def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, m
     answer is kept - the next attempt is answered from it without paying again."""
     import sqlite3
 
-    from sessions import store as store_mod
+    import sessions.store
     from tests.engine_scripts import ROOM_SCRIPT
 
     db = str(toy.db)
     assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
                "--human", "--db", db)[0] == 0
     toy.llm.push(ROOM_SCRIPT[1])
-    monkeypatch.setattr(store_mod, "LOCK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(sessions.store, "LOCK_TIMEOUT_S", 0.2)
     other = sqlite3.connect(db, isolation_level=None)
     other.execute("begin immediate")  # another program holds the write lock
     try:
@@ -194,7 +194,7 @@ def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, m
     shown = json.loads(cli(capsys, "show", "1", "--db", db, "--json")[1])
     assert [s["action"] for s in shown] == ["go to cabinet 1"]
     with closing(Store(db)) as store:
-        assert len(store.calls(episode_id=1)) == 2  # the paid call and its cached answer, both recorded
+        assert len(store.calls.of_episode(1)) == 2  # the paid call and its cached answer, both recorded
 
 
 def test_kept_answers_are_given_back_when_recording_them_fails(toy, monkeypatch):
@@ -209,18 +209,18 @@ def test_kept_answers_are_given_back_when_recording_them_fails(toy, monkeypatch)
     store = toy.store
     first = ModelCall(model="m", api_style="completions", prompt_hash="p1", prompt_chars=2, completion="go to desk 1")
     second = ModelCall(model="m", api_style="completions", prompt_hash="p2", prompt_chars=2, completion="go to bed 1")
-    assert store.keep_pending_calls(ep.id, [first])
+    assert store.calls.keep_pending(ep.id, [first])
     real = type(store)._insert_call
 
     def blocked(self, call, eid):
-        store.keep_pending_calls(ep.id, [second])  # another writer, blocked too, starts a new file
+        store.calls.keep_pending(ep.id, [second])  # another writer, blocked too, starts a new file
         raise StoreError("database is locked")
 
     monkeypatch.setattr(type(store), "_insert_call", blocked)
     with pytest.raises(StoreError):
-        store.record_pending_calls()
-    pending = store._pending_file
+        store.calls.record_pending()
+    pending = store.calls.pending_file
     assert sorted(p.name for p in pending.parent.iterdir() if p.name.startswith(pending.name)) == [pending.name]
     assert {json.loads(x)["call"]["prompt_hash"] for x in pending.read_text().splitlines()} == {"p1", "p2"}
     monkeypatch.setattr(type(store), "_insert_call", real)
-    assert store.record_pending_calls() == 2 and not pending.exists()
+    assert store.calls.record_pending() == 2 and not pending.exists()

@@ -24,8 +24,8 @@ def make_db(path: Path, episodes: int = 1) -> None:
     store = Store(path)
     for i in range(episodes):
         task = Task(env="alfworld", id=f"t{i}", text=f"Task {i}: " + "room " * 600)
-        ep, v = store.create_episode(task, AgentConfig())
-        store.append_steps(v.id, [Step(index=1, action="go to desk 1", observation="You see a lamp.")], [])
+        ep, v = store.episodes.create(task, AgentConfig())
+        store.versions.append(v.id, [Step(index=1, action="go to desk 1", observation="You see a lamp.")], [])
     store.close()
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from sessions import rollouts as groups_db
+from sessions import rollouts
 from tests.scripted_server import Reply
 from tests.cli_helpers import cli, cli_json
 from tests.engine_scripts import ROOM_SCRIPT, cfg
@@ -45,19 +45,19 @@ def test_resample_contract_groups_and_rerun_continues(toy, episode, capsys):
                                                            {"text": "go to shelf 1", "count": 2}]
     assert len(set(out["versions"])) == 4 and 1 not in out["versions"]
     for vid in out["versions"]:
-        steps = toy.store.version_steps(vid)
-        original = toy.store.version_steps(1)
+        steps = toy.store.versions.steps(vid)
+        original = toy.store.versions.steps(1)
         assert steps[0].id == original[0].id  # step 1 is shared, not copied
         assert steps[1].id != original[1].id and steps[1].source == "model"
-        v = toy.store.version(vid)
+        v = toy.store.versions.get(vid)
         assert v.outcome.done and v.parent_version == 1
         assert v.outcome.success == (len(steps) == 6) and (v.outcome.success or len(steps) == 8)
     # every sample reached the model, at the asked temperature (never from the cache)
     bodies = [r.body for r in toy.llm.completion_requests]
-    model_steps = sum(len(toy.store.version_steps(v)) - 1 for v in out["versions"])
+    model_steps = sum(len(toy.store.versions.steps(v)) - 1 for v in out["versions"])
     assert len(bodies) == model_steps == agent.calls and all(b["temperature"] == 0.7 for b in bodies)
-    assert toy.store.episode(1).current_version == 1  # rollouts do not take over the episode
-    assert toy.store.episode(1).config.temperature == 0  # nor change its config
+    assert toy.store.episodes.get(1).current_version == 1  # rollouts do not take over the episode
+    assert toy.store.episodes.get(1).config.temperature == 0  # nor change its config
 
     # the same command again: nothing new is sampled, the same versions are counted
     before = len(toy.llm.completion_requests)
@@ -66,7 +66,7 @@ def test_resample_contract_groups_and_rerun_continues(toy, episode, capsys):
     # a larger N continues the group: only the two missing rollouts are made
     more = cli_json(capsys, "resample", "1", "--step", "2", "--n", "6", "--temperature", "0.7", "--db", db)
     assert more["n"] == 6 and more["versions"][:4] == out["versions"] and more["success"] == 3
-    (g,) = groups_db.groups(toy.store, 1)
+    (g,) = rollouts.groups(toy.store, 1)
     assert (g.kind, g.step, g.n, g.config.temperature) == ("resample", 2, 6, 0.7)
     assert list(g.members.values()) == more["versions"]
 
@@ -84,16 +84,16 @@ def test_rollouts_pin_what_they_ran_with_and_the_source_keeps_its_settings(toy, 
     toy.llm.set_responder(Agent())
     toy.llm.requests.clear()
     db = str(toy.db)
-    prompt_before = toy.engine.prompt(1)
+    prompt_before = toy.engine.prompts.prompt(1)
     out = cli_json(capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9",
                    "--model", "other-model", "--db", db)
     assert {r.body["model"] for r in toy.llm.completion_requests} == {"other-model"}  # the flags reached the model
     for vid in out["versions"]:  # each rollout records the settings its steps were sampled with
-        pinned = toy.store.version_config(vid)
+        pinned = toy.store.versions.config(vid)
         assert (pinned.model, pinned.temperature) == ("other-model", 0.9)
-    assert (toy.store.version_config(1).model, toy.store.version_config(1).temperature) == ("scripted-model", 0)
-    assert toy.store.episode(1).config.model == "scripted-model"  # nor does the episode's default change
-    assert toy.engine.prompt(1) == prompt_before
+    assert (toy.store.versions.config(1).model, toy.store.versions.config(1).temperature) == ("scripted-model", 0)
+    assert toy.store.episodes.get(1).config.model == "scripted-model"  # nor does the episode's default change
+    assert toy.engine.prompts.prompt(1) == prompt_before
     again = cli_json(capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9",
                      "--model", "other-model", "--db", db)
     assert again["versions"] == out["versions"]  # the same settings find the same group
@@ -115,10 +115,10 @@ def test_whatif_effect_of_a_hint(toy, episode, capsys):
     lo, hi = out["effect_ci95"]
     assert 0 < lo < 1 and hi == 1.0
     for vid in out["treatment"]["versions"]:
-        steps = toy.store.version_steps(vid)
+        steps = toy.store.versions.steps(vid)
         assert steps[1].thought == "The mug is in the cabinet." and steps[1].source == "human"
         assert steps[1].edit.kind == "insert_thought"
-    kinds = sorted(g.kind for g in groups_db.groups(toy.store, 1))
+    kinds = sorted(g.kind for g in rollouts.groups(toy.store, 1))
     assert kinds == ["control", "treatment"]
 
 
@@ -147,11 +147,11 @@ def test_endpoint_failing_midway_keeps_finished_and_rerun_continues(toy, episode
                          "--concurrency", "1", "--db", db, "--json")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: ") and "model overloaded" in err and "2 finished rollout(s) are kept" in err
-    (g,) = groups_db.groups(toy.store, 1)
+    (g,) = rollouts.groups(toy.store, 1)
     finished = [g.members[p] for p in (0, 1)]
-    assert all(toy.store.version(v).outcome.success for v in finished)
+    assert all(toy.store.versions.get(v).outcome.success for v in finished)
     failed = [v for p, v in g.members.items() if p > 1]
-    assert failed and all(toy.store.version(v).error for v in failed)
+    assert failed and all(toy.store.versions.get(v).error for v in failed)
 
     toy.llm.set_responder(agent)
     res = cli_json(capsys, "resample", "1", "--step", "2", "--n", "5", "--temperature", "0.5", "--db", db)
@@ -194,8 +194,8 @@ def test_whatif_batch_over_an_experiments_failed_episodes(toy, capsys):
     toy.llm.push(" think: Where is the mug?", *[" go to shelf 1"] * 3, *ROOM_SCRIPT)
     for item, config in zip(items, (cfg(toy.llm, max_steps=4, cache=False), cfg(toy.llm, cache=False))):
         ep_id, _ = experiments.ensure_episode(toy.store, item.id, config, {}, None)
-        toy.store.set_episode_config(ep_id, config)
-        rep = toy.engine.run(toy.store.episode(ep_id).current_version)
+        toy.store.episodes.set_config(ep_id, config)
+        rep = toy.engine.run(toy.store.episodes.get(ep_id).current_version)
         experiments.record_item(toy.store, item.id, status="done", version_id=rep.version, success=rep.success)
     failed_ep = experiments.items(toy.store, exp.id)[0].episode_id
     toy.llm.set_responder(Agent(choose=lambda: " go to shelf 1"))
@@ -240,11 +240,11 @@ def test_real_alfworld_rollouts_replay_faithfully(scripted_llm, tmp_path, capsys
                    "--temperature", "0.8", "--concurrency", "3", "--max-steps", str(len(walk) + 2), "--db", db)
     assert out["control"]["success"] == 0 and out["treatment"]["success"] == 3
     eng = Engine(Store(db))  # as after a restart: no live environments
-    ep = eng.store.episode(res["episode"])
+    ep = eng.store.episodes.get(res["episode"])
     for vid in out["control"]["versions"] + out["treatment"]["versions"]:
-        eng.forget_env(ep.id)
-        steps = eng.steps(eng.store.version(vid))
-        eng.env_at(ep, steps)  # raises ReplayMismatch if any observation differs
+        eng.envs.forget_env(ep.id)
+        steps = eng.steps(eng.store.versions.get(vid))
+        eng.envs.env_at(ep, steps)  # raises ReplayMismatch if any observation differs
         assert steps[2].action == (walk[1] if vid in out["treatment"]["versions"] else "look")
 
 
@@ -269,8 +269,8 @@ def test_ctrl_c_stops_after_the_current_step_and_a_rerun_continues(toy, episode,
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and out == "" and err.startswith("stopped: ") and err.count("\n") == 1
-    (g,) = groups_db.groups(toy.store, 1)
-    states = [toy.store.version(v) for v in g.members.values()]
+    (g,) = rollouts.groups(toy.store, 1)
+    states = [toy.store.versions.get(v) for v in g.members.values()]
     finished = [v.id for v in states if v.outcome.done]
     assert 2 <= len(finished) < 8 and len(g.members) < 8  # no new rollout started after Ctrl-C
     assert all(v.outcome.done or v.status == "stopped" for v in states)
@@ -306,7 +306,7 @@ def test_wikipedia_resample_and_thought_whatif(toy, capsys):
                    "--temperature", "0.5", "--db", str(toy.db))
     assert out["control"]["success"] == 0 and out["treatment"]["success"] == 2
     for vid in out["treatment"]["versions"]:
-        s2 = toy.store.version_steps(vid)[1]
+        s2 = toy.store.versions.steps(vid)[1]
         assert (s2.thought, s2.action, s2.source) == (hint, "Finish[1650]", "human")
 
 

@@ -87,11 +87,11 @@ def test_jobs_stop_ends_a_run_within_the_model_call_in_flight(tmp_path, scripted
             assert time.monotonic() < deadline and run.poll() is None, run.stderr.read() if run.poll() else ""
             time.sleep(0.02)
         job = r[0]
-        from sessions import jobs as rows  # what `react-editor jobs stop N` does, timed here exactly
+        from sessions import jobs  # what `react-editor jobs stop N` does, timed here exactly
         from sessions.store import Store
 
         store = Store(db, create=False)
-        rows.request_stop(store, job)
+        jobs.request_stop(store, job)
         at_flag = store.db.execute("select count(*) from steps").fetchone()[0]
         store.close()
         run.wait(timeout=120)

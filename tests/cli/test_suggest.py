@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions import suggestions as db
+from sessions import suggestions
 from sessions.store import Store
 from react_editor.main import main
 from tests.experiment_agents import wiki_agent
@@ -79,7 +79,7 @@ def test_show_prompt_is_the_exact_text_sent(toy, capsys):
     sent = [r.body["prompt"] for r in toy.llm.completion_requests if CRITIC_MARK in r.body.get("prompt", "")]
     code, after, _ = cli(capsys, "suggest", "1", "--show-prompt", "--db", db_)
     assert sent == [before] and after == before
-    s = db.latest(toy.store, 1)
+    s = suggestions.latest(toy.store, 1)
     assert s.prompt_text == before and s.prompt_label == "command-v1" and len(s.prompt_hash) == 64
 
 
@@ -101,8 +101,8 @@ def test_accept_makes_the_edit_as_edit_does_records_origin_and_resumes(toy, caps
     good = next(c for c in out["candidates"] if c["text"] == HINT)
     res = cli_json(capsys, "suggest", "1:1", "--accept", str(good["number"]), "--db", str(toy.db))
     assert res["success"] is True
-    new = toy.store.episode(1).current_version
-    steps = toy.store.version_steps(new)
+    new = toy.store.episodes.get(1).current_version
+    steps = toy.store.versions.steps(new)
     assert steps[1].thought == HINT and steps[1].source == "human"
     origin = steps[1].edit.origin
     assert origin["critic_model"] == "scripted-model" and len(origin["critic_prompt_hash"]) == 64
@@ -273,7 +273,7 @@ def test_leaks_answer_uses_the_scorers_normalisation():
 
 def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exemplar_set(
         tmp_path, scripted_llm, monkeypatch, capsys):
-    from sessions import exemplar_sets as sets
+    from sessions import exemplar_sets
     from tests.suggest_agents import MAGIC, hotpot_fixer
 
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
@@ -285,14 +285,14 @@ def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exem
                  "--base-url", scripted_llm.base_url, "--db", db_]) == 0
     capsys.readouterr()
     with closing(Store(db_)) as store:
-        sets.create_set(store, "fixes", "hotpotqa")
+        exemplar_sets.create_set(store, "fixes", "hotpotqa")
     code, text, err = cli(capsys, "suggest", "--experiment", "x", "--where", "failed", "--limit", "1", "--verify",
                           "5", "--accept-all-proven", "--exemplar-set", "fixes", "--db", db_, "--json")
     assert code == 0, err
     out = json.loads(text)
     (row,) = out["failures"]
     with closing(Store(db_)) as store:
-        task = store.episode(row["episode"]).task.id
+        task = store.episodes.get(row["episode"]).task.id
     # the leakage rule of the experiments: that task of x is now leaked for the set, and the person is told
     assert out["leaked"] == [task]
     assert (f"warning: exemplar set 'fixes' now holds a trajectory of 1 task(s) of experiment x: {task} - "
@@ -301,9 +301,9 @@ def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exem
     assert out["proven"] == 1 and out["cost_per_proven_fix"]["calls"] == row["cost"]["calls"] > 0
     (made,) = out["accepted"]
     with closing(Store(db_)) as store:
-        (entry,) = sets.entries(store, "fixes")
-        assert entry.version_id == made and store.version(made).outcome.success
-        cands = db.latest(store, row["version"]).candidates
+        (entry,) = exemplar_sets.entries(store, "fixes")
+        assert entry.version_id == made and store.versions.get(made).outcome.success
+        cands = suggestions.latest(store, row["version"]).candidates
         assert cands[0].leaks_answer and cands[0].state == "flagged" and cands[1].state == "accepted"
     code, text, err = cli(capsys, "suggest", str(row["episode"]), "--version", str(made), "--db", db_)
     assert code == 2 and "succeeded: suggestions are for failed" in err
@@ -342,7 +342,7 @@ def test_a_server_without_json_mode_is_asked_again_without_it(toy, capsys):
 def test_a_failure_held_by_a_live_job_is_left_to_it(tmp_path, scripted_llm, monkeypatch, capsys):
     from agent.engine import Engine
     from agent.suggest import Critic, Verify, experiment_rows, suggest_experiment
-    from sessions import jobs as jobs_db
+    import sessions.jobs
     from tests.suggest_agents import MAGIC, hotpot_fixer
 
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
@@ -353,12 +353,12 @@ def test_a_failure_held_by_a_live_job_is_left_to_it(tmp_path, scripted_llm, monk
     eng = Engine(Store(db_), api_key="sk-test-key-not-real")
     try:
         _, rows = experiment_rows(eng, "x", Critic(), 3, 2, None)
-        holder, me = (jobs_db.create(eng.store, "suggest") for _ in range(2))
-        assert db.claim(eng.store, rows[0][1].id, holder.id, 60, holder=None)
+        holder, me = (sessions.jobs.create(eng.store, "suggest") for _ in range(2))
+        assert suggestions.claim(eng.store, rows[0][1].id, holder.id, 60, holder=None)
         done = suggest_experiment(eng, rows, Critic(), Verify(n=2), me.id)
         assert [s.id for s in done] == [rows[1][1].id]  # the held one is left to its live job
-        assert db.get(eng.store, rows[0][1].id).state == "asking"
-        jobs_db.finish(eng.store, holder.id, "stopped")  # its job ended: the failure is free
+        assert suggestions.get(eng.store, rows[0][1].id).state == "asking"
+        sessions.jobs.finish(eng.store, holder.id, "stopped")  # its job ended: the failure is free
         done = suggest_experiment(eng, rows, Critic(), Verify(n=2), me.id)
         assert [s.state for s in done] == ["done", "done"]
         critic_calls = [r for r in scripted_llm.completion_requests if CRITIC_MARK in prompt_text(r.body)]

@@ -95,8 +95,8 @@ def test_export_to_a_terminal_escapes_controls_a_pipe_stays_exact(tmp_path):
     db = str(tmp_path / "e.db")
     store = Store(db)
     task = Task(env="hotpotqa", id="q1", text="Question: who?", gold="x", source="custom")
-    _, v = store.create_episode(task, AgentConfig(), {})
-    store.append_steps(v.id, [Step(index=1, thought=f"copy {OSC52} then {RLO}gnp.exe", action="Finish[x]",
+    _, v = store.episodes.create(task, AgentConfig(), {})
+    store.versions.append(v.id, [Step(index=1, thought=f"copy {OSC52} then {RLO}gnp.exe", action="Finish[x]",
                                    observation="Episode finished, reward = 1", done=True, reward=1.0, source="human")])
     store.close()
     piped = _export_to(db, tty=False)
@@ -117,8 +117,8 @@ def _wiki_episode(db: str, thought: str, *, prompts: Path | None = None) -> str:
     if prompts is not None:
         import_file(store, prompts, set_name="paper")
     task = Task(env="hotpotqa", id="q1", text="Question: who?", gold="x", source="custom")
-    ep, v = store.create_episode(task, AgentConfig(exemplar_set="paper" if prompts else None), {})
-    store.append_steps(v.id, [Step(index=1, thought=thought, action="Search[x]", observation="x is y.",
+    ep, v = store.episodes.create(task, AgentConfig(exemplar_set="paper" if prompts else None), {})
+    store.versions.append(v.id, [Step(index=1, thought=thought, action="Search[x]", observation="x is y.",
                                    source="human")])
     store.close()
     return str(ep.id)

@@ -78,9 +78,9 @@ def test_a_lost_race_names_the_version_as_ep_n(toy):
 
     task = family("alfworld").get_task("toy/room-1")
     for _ in range(2):
-        _, v = toy.store.create_episode(task, AgentConfig(), {})  # episode 2's v1 is version 2
+        _, v = toy.store.episodes.create(task, AgentConfig(), {})  # episode 2's v1 is version 2
     step = Step(index=1, thought=None, action="look", observation="ok", source="human")
-    toy.store.append_steps(v.id, [step])
+    toy.store.versions.append(v.id, [step])
     with pytest.raises(VersionChanged, match=r"^version 2:1 changed meanwhile"):
-        toy.store.append_steps(v.id, [step.model_copy(update={"index": 2})], expected_leaf=None)
+        toy.store.versions.append(v.id, [step.model_copy(update={"index": 2})], expected_leaf=None)
 

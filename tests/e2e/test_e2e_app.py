@@ -146,9 +146,9 @@ def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, l
 
     # the database agrees: three versions, the failing one unchanged
     store = Store(db)
-    assert store.version(v1.id).outcome.success is False and len(store.version_steps(v1.id)) == 10
-    assert store.version(v3).outcome.success is True
-    assert [s.action for s in store.version_steps(v3)][-1] == put
+    assert store.versions.get(v1.id).outcome.success is False and len(store.versions.steps(v1.id)) == 10
+    assert store.versions.get(v3).outcome.success is True
+    assert [s.action for s in store.versions.steps(v3)][-1] == put
     store.close()
 
     # 5. Compare: the failing and the succeeding version side by side
@@ -177,9 +177,9 @@ def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app,
     task = family("hotpotqa").list_tasks()[0]
     ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url))
     eng.human_step(v.id, thought=f"I think {EVIL}", action=f"Search[{EVIL}]")
-    obs = store.version_steps(v.id)[0].observation
+    obs = store.versions.steps(v.id)[0].observation
     assert EVIL in obs, obs  # the environment echoes the search term
-    edited = eng.edit(v.id, 1, "rewrite_thought", "a plain thought", keep_rest=True)
+    edited = eng.editor.edit(v.id, 1, "rewrite_thought", "a plain thought", keep_rest=True)
     store.close()
     app = start_app()
 
@@ -223,16 +223,16 @@ def test_stop_halts_a_run_mid_way(browser, page, llm, start_app, tmp_path):
     click(page, "btn_stop")
     _expect()(page.get_by_text(re.compile(r"· running ·"))).to_have_count(0, timeout=10_000)
     store = Store(tmp_path / "e2e.db")
-    from sessions import jobs as jobs_db
+    from sessions import jobs
 
     deadline = time.monotonic() + 10  # the page says stopped once asked; the run's job ends within one call
-    while jobs_db.active(store, episode_id=ep.id) and time.monotonic() < deadline:
+    while jobs.active(store, episode_id=ep.id) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not jobs_db.active(store, episode_id=ep.id)
-    n = len(store.version_steps(v.id))
+    assert not jobs.active(store, episode_id=ep.id)
+    n = len(store.versions.steps(v.id))
     page.wait_for_timeout(2000)
-    assert len(store.version_steps(v.id)) == n and 3 <= n < 50
-    assert jobs_db.version_states(store, [v.id]) == {v.id: "stopped"}  # its run's job says so
+    assert len(store.versions.steps(v.id)) == n and 3 <= n < 50
+    assert jobs.version_states(store, [v.id]) == {v.id: "stopped"}  # its run's job says so
     store.close()
     _expect()(key(page, f"step_{n + 1}")).to_have_count(0)
     _expect()(page.get_by_text(re.compile(r"steps · stopped"))).to_be_visible()

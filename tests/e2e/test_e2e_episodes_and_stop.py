@@ -39,7 +39,7 @@ def test_the_sticky_bar_stays_one_row_and_shows_the_status_line(browser, page, l
     """Issue 28 #12: on a finished version the bar grew to ~200 px and hid the status line."""
     store, eng, ep, v = _episode(tmp_path / "e2e.db", llm, max_steps=4)
     for i in range(4):  # (a step may be a thought and an act: the version ends at its limit)
-        if not store.version(v.id).outcome.done:
+        if not store.versions.get(v.id).outcome.done:
             eng.human_step(v.id, thought=f"thought {i} " + "words " * 120, action="look")
     store.close()
     app = start_app()
@@ -82,7 +82,7 @@ def test_the_results_table_fits_the_page(browser, page, llm, start_app, tmp_path
     import json
     from pathlib import Path
 
-    from agent import experiment as X
+    from agent import experiment
     from agent.task_selection import select_tasks
     from sessions.store import Store
     from tests.experiment_agents import wiki_agent
@@ -92,11 +92,11 @@ def test_the_results_table_fits_the_page(browser, page, llm, start_app, tmp_path
     hotpot = [json.loads(x) for x in (root / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines() if x]
     llm.set_responder(wiki_agent({r["question"]: "no" for r in hotpot}, react_steps=1))
     store = Store(tmp_path / "e2e.db")
-    X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model", base_url=llm.base_url),
-             tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0),
-             name="a run with a long name")
+    experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model", base_url=llm.base_url),
+                      tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0),
+                      name="a run with a long name")
     store.close()
-    X.run(str(tmp_path / "e2e.db"), 1)
+    experiment.run(str(tmp_path / "e2e.db"), 1)
     app = start_app()
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(f"{app.url}/experiments")

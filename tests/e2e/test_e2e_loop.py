@@ -112,15 +112,15 @@ def test_the_whole_loop_in_the_browser(browser, page, llm, start_app, tmp_path):
     _see(page, "re-ran", timeout=90_000)
     _see(page, "2/2 done: 2 successes, 0 failures, 0 errors")
     _see(page, "2 tasks in common")
-    from agent import experiment as X
-    from sessions import experiments as xs
+    from agent import experiment
+    from sessions import experiments
     from sessions.store import Store
 
     with closing(Store(tmp_path / "e2e.db")) as store:
-        new = xs.get(store, 2)
+        new = experiments.get(store, 2)
         assert new.params["rerun_of"] == 1 and new.config.exemplar_set == "hotpotqa-fixes"
-        assert [it.task.id for it in xs.items(store, 2)] == [HOTPOT[0]["id"], HOTPOT[2]["id"]]
-        c = X.compare(store, 2, 1)
+        assert [it.task.id for it in experiments.items(store, 2)] == [HOTPOT[0]["id"], HOTPOT[2]["id"]]
+        c = experiment.compare(store, 2, 1)
         assert c["n"] == 2 and (c["a_only"], c["b_only"]) == (1, 0) and c["leaked"] == []  # it was left out
     print(f"\nthe loop took {me.clicks} clicks and {me.typed} typed fields")
     assert me.clicks <= 20 and me.typed <= 3

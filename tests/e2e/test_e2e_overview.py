@@ -58,10 +58,10 @@ def _long_episode(db: Path, llm, steps: int = 40):
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
     ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=80),
                               {"wording": "paper"})
-    acts = [a for a in eng.admissible_actions(v.id) or [] if a.startswith("go to ")]
+    acts = [a for a in eng.envs.admissible_actions(v.id) or [] if a.startswith("go to ")]
     for i in range(steps):
         eng.human_step(v.id, action=acts[i % len(acts)])
-    hinted = eng.edit(v.id, 20, "insert_thought", "Hint: I have looked at most places; try the drawers.",
+    hinted = eng.editor.edit(v.id, 20, "insert_thought", "Hint: I have looked at most places; try the drawers.",
                       keep_rest=True)
     store.close()
     return ep, v, hinted
@@ -118,7 +118,7 @@ def test_an_edited_action_shows_its_old_text_as_a_diff(browser, screen, llm, sta
     ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url), {"wording": "paper"})
     eng.human_step(v.id, thought="I should look on the shelves first.")
     eng.human_step(v.id, action="look")
-    b = eng.edit(v.id, 1, "rewrite_thought", "I should look in the drawers first.", keep_rest=True)
+    b = eng.editor.edit(v.id, 1, "rewrite_thought", "I should look in the drawers first.", keep_rest=True)
     store.close()
     app = start_app()
     page.goto(f"{app.url}/editor?episode={ep.id}&version={b.id}")
@@ -175,14 +175,14 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     root = Path(__file__).resolve().parents[2]
     hotpot = [json.loads(x) for x in (root / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines() if x]
     llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in hotpot}, latency_s=0.5, react_steps=3))
-    from agent import experiment as X
+    from agent import experiment
     from agent.task_selection import select_tasks
     from sessions.store import Store
     from trajectory.records import AgentConfig
 
     store = Store(tmp_path / "e2e.db")  # an earlier experiment, so the selector has one to stay on
-    X.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model"),
-             tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0), name="earlier run")
+    experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model"),
+                      tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0), name="earlier run")
     store.close()
     app = start_app({"OPENAI_BASE_URL": llm.base_url, "REACT_EDITOR_CACHE": str(tmp_path / "cache")})
     page.goto(f"{app.url}/experiments")

@@ -32,7 +32,7 @@ def test_human_mode_clears_its_boxes_and_never_repeats_a_step(browser, page, llm
     from sessions.store import Store
 
     s = Store(tmp_path / "e2e.db")
-    assert [x.thought for x in s.version_steps(v.id)] == ["First I look around."]
+    assert [x.thought for x in s.versions.steps(v.id)] == ["First I look around."]
     s.close()
     # typed but not taken: a reload asks first (item 13)
     key(page, f"h_thought_{v.id}_1").locator("textarea").fill("not applied yet")
@@ -48,8 +48,8 @@ def test_deleted_and_inserted_thoughts_show_in_editor_and_compare(browser, page,
     eng.human_step(v.id, action="look")
     eng.human_step(v.id, thought="I also see it is done already.")
     eng.human_step(v.id, action="inventory")
-    gone = eng.edit(v.id, 3, "delete_thought", keep_rest=True)
-    ins = eng.edit(gone.id, 2, "insert_thought", "Hint: check the desk first.", keep_rest=True)
+    gone = eng.editor.edit(v.id, 3, "delete_thought", keep_rest=True)
+    ins = eng.editor.edit(gone.id, 2, "insert_thought", "Hint: check the desk first.", keep_rest=True)
     store.close()
     app = start_app()
     page.goto(f"{app.url}/editor?episode={ep.id}&version={gone.id}")
@@ -83,7 +83,7 @@ def test_a_step_in_flight_shows_progress_runs_once_and_stop_cancels_it(browser, 
     from sessions.store import Store
 
     s = Store(tmp_path / "e2e.db")
-    assert len(s.version_steps(v.id)) == 1 and len(llm.completion_requests) == 1
+    assert len(s.versions.steps(v.id)) == 1 and len(llm.completion_requests) == 1
     # Stop while the model is being called: the version stays as it was
     step.click()
     _expect()(page.get_by_text(re.compile(r"Calling the model…"))).to_be_visible(timeout=5_000)
@@ -91,7 +91,7 @@ def test_a_step_in_flight_shows_progress_runs_once_and_stop_cancels_it(browser, 
     _expect()(page.get_by_text(re.compile(r"Calling the model…"))).to_have_count(0, timeout=5_000)
     _expect()(step).to_be_enabled()
     page.wait_for_timeout(3_500)  # the abandoned call's answer arrives meanwhile
-    assert len(s.version_steps(v.id)) == 1 and len(llm.completion_requests) == 2
+    assert len(s.versions.steps(v.id)) == 1 and len(llm.completion_requests) == 2
     s.close()
     _expect()(key(page, "step_2")).to_have_count(0)
 

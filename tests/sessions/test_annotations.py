@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from trajectory import formats as fmt
+from trajectory import formats
 from react_editor.main import main as cli
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
+from sessions import annotations
+from sessions import exemplar_sets
 from tests.export_support import ROOM_SCRIPT, WIKI_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
@@ -21,60 +21,60 @@ FIX = "CORRECTED: the mug is in cabinet 1, which I must open first."
 def test_version_annotations_are_versioned_latest_wins(toy, monkeypatch):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     monkeypatch.setenv("REACT_EDITOR_USER", "alice")
-    a1 = ann.annotate_version(toy.store, v.id, verdict="failure", add_failure_modes=["Hallucination"], notes="n1")
-    a2 = ann.annotate_version(toy.store, v.id, by="bob", add_failure_modes=["repetitive loop"], exemplar_ready=True)
+    a1 = annotations.annotate_version(toy.store, v.id, verdict="failure", add_failure_modes=["Hallucination"], notes="n1")
+    a2 = annotations.annotate_version(toy.store, v.id, by="bob", add_failure_modes=["repetitive loop"], exemplar_ready=True)
     assert (a1.annotator, a2.annotator) == ("alice", "bob")
-    latest = ann.version_annotation(toy.store, v.id)
+    latest = annotations.version_annotation(toy.store, v.id)
     assert latest.verdict == "failure" and latest.notes == "n1" and latest.exemplar_ready
     assert latest.failure_modes == ["hallucination", "repetitive_loop"]
-    hist = ann.version_history(toy.store, v.id)
+    hist = annotations.version_history(toy.store, v.id)
     assert [h.annotator for h in hist] == ["alice", "bob"] and hist[0].failure_modes == ["hallucination"]
     assert hist[0].created_at < hist[1].created_at
     # an unchanged state adds no row; bad input is one clear error and writes nothing
-    assert ann.annotate_version(toy.store, v.id, by="carol", verdict="failure").id == a2.id
-    with pytest.raises(ann.AnnotationError, match="unknown failure mode"):
-        ann.annotate_version(toy.store, v.id, add_failure_modes=["typo_mode"])
-    with pytest.raises(ann.AnnotationError, match="unknown verdict"):
-        ann.annotate_version(toy.store, v.id, verdict="great")
-    assert len(ann.version_history(toy.store, v.id)) == 2
-    assert ann.exemplar_ready_versions(toy.store) == {v.id}
-    ann.annotate_version(toy.store, v.id, exemplar_ready=False)
-    assert ann.exemplar_ready_versions(toy.store) == set()
+    assert annotations.annotate_version(toy.store, v.id, by="carol", verdict="failure").id == a2.id
+    with pytest.raises(annotations.AnnotationError, match="unknown failure mode"):
+        annotations.annotate_version(toy.store, v.id, add_failure_modes=["typo_mode"])
+    with pytest.raises(annotations.AnnotationError, match="unknown verdict"):
+        annotations.annotate_version(toy.store, v.id, verdict="great")
+    assert len(annotations.version_history(toy.store, v.id)) == 2
+    assert annotations.exemplar_ready_versions(toy.store) == {v.id}
+    annotations.annotate_version(toy.store, v.id, exemplar_ready=False)
+    assert annotations.exemplar_ready_versions(toy.store) == set()
 
 
 def test_step_tags_history(toy):
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
-    s1 = toy.store.version_steps(v.id)[0]
-    ann.tag_step(toy.store, s1.id, by="alice", add=["Good subgoal", "hallucinated"], note="plan is fine")
-    ann.tag_step(toy.store, s1.id, by="bob", remove=["hallucinated"])
-    cur = ann.step_annotation(toy.store, s1.id)
+    s1 = toy.store.versions.steps(v.id)[0]
+    annotations.tag_step(toy.store, s1.id, by="alice", add=["Good subgoal", "hallucinated"], note="plan is fine")
+    annotations.tag_step(toy.store, s1.id, by="bob", remove=["hallucinated"])
+    cur = annotations.step_annotation(toy.store, s1.id)
     assert cur.tags == ["good_subgoal"] and cur.note == "plan is fine" and cur.annotator == "bob"
-    assert [h.tags for h in ann.step_history(toy.store, s1.id)] == [["good_subgoal", "hallucinated"], ["good_subgoal"]]
-    with pytest.raises(ann.AnnotationError, match="too long"):
-        ann.tag_step(toy.store, s1.id, add=["x" * 65])
-    with pytest.raises(ann.AnnotationError, match="empty"):
-        ann.tag_step(toy.store, s1.id, add=["   "])
-    assert len(ann.step_history(toy.store, s1.id)) == 2
+    assert [h.tags for h in annotations.step_history(toy.store, s1.id)] == [["good_subgoal", "hallucinated"], ["good_subgoal"]]
+    with pytest.raises(annotations.AnnotationError, match="too long"):
+        annotations.tag_step(toy.store, s1.id, add=["x" * 65])
+    with pytest.raises(annotations.AnnotationError, match="empty"):
+        annotations.tag_step(toy.store, s1.id, add=["   "])
+    assert len(annotations.step_history(toy.store, s1.id)) == 2
 
 
 def test_closed_loop_alfworld(toy):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     assert toy.engine.run(v.id).success
-    fixed = toy.engine.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
-    ann.annotate_version(toy.store, fixed.id, by="alice", verdict="success", exemplar_ready=True)
-    sets.create_set(toy.store, "fixed", "alfworld")
-    entry = sets.add_version(toy.store, "fixed", fixed.id)
+    fixed = toy.engine.editor.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
+    annotations.annotate_version(toy.store, fixed.id, by="alice", verdict="success", exemplar_ready=True)
+    exemplar_sets.create_set(toy.store, "fixed", "alfworld")
+    entry = exemplar_sets.add_version(toy.store, "fixed", fixed.id)
     assert entry.key == "react_put_0"
-    env, d = sets.prompt_dict(toy.store, "fixed")
+    env, d = exemplar_sets.prompt_dict(toy.store, "fixed")
     assert env == "alfworld" and list(d) == ["react_put_0"]
-    assert d["react_put_0"] == fmt.render_alfworld(ROOM_TASK.text, toy.store.version_steps(fixed.id))
+    assert d["react_put_0"] == formats.render_alfworld(ROOM_TASK.text, toy.store.versions.steps(fixed.id))
     # a new episode with that set: the exact prompt and the request the model gets
     ep2, v2 = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, exemplar_set="fixed"))
-    prompt = toy.engine.prompt(v2.id)
-    assert prompt == fmt.alfworld_prompt([d["react_put_0"]], ROOM_TASK.text, [])
+    prompt = toy.engine.prompts.prompt(v2.id)
+    assert prompt == formats.alfworld_prompt([d["react_put_0"]], ROOM_TASK.text, [])
     assert f"> think: {FIX}\nOK.\n" in prompt and "I need to find a mug, then put it" not in prompt
     toy.llm.push(" go to cabinet 1")
     toy.engine.step(v2.id)
@@ -86,11 +86,11 @@ def test_closed_loop_wikipedia(toy):
     toy.llm.push(*WIKI_SCRIPT)
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
     assert toy.engine.run(v.id).success
-    fixed = toy.engine.edit(v.id, 2, "rewrite_thought", FIX, keep_rest=True)
-    ann.annotate_version(toy.store, fixed.id, exemplar_ready=True)
-    sets.create_set(toy.store, "wiki-fixed", "hotpotqa")
-    sets.add_version(toy.store, "wiki-fixed", fixed.id)
-    env, d = sets.prompt_dict(toy.store, "wiki-fixed")
+    fixed = toy.engine.editor.edit(v.id, 2, "rewrite_thought", FIX, keep_rest=True)
+    annotations.annotate_version(toy.store, fixed.id, exemplar_ready=True)
+    exemplar_sets.create_set(toy.store, "wiki-fixed", "hotpotqa")
+    exemplar_sets.add_version(toy.store, "wiki-fixed", fixed.id)
+    env, d = exemplar_sets.prompt_dict(toy.store, "wiki-fixed")
     assert list(d) == ["webthink_simple1"]
     block = d["webthink_simple1"]
     assert block.startswith("\nQuestion: When was the capital of Velmora founded?\nThought 1:")
@@ -100,28 +100,28 @@ def test_closed_loop_wikipedia(toy):
     toy.llm.push(" I search Velmora.\nAction 1: Search[Velmora]")
     toy.engine.step(v2.id)
     sent = toy.llm.completion_requests[-1].body["prompt"]
-    assert sent == fmt.HOTPOTQA_INSTRUCTION + block + WIKI_TASK.text + "\nThought 1:"
+    assert sent == formats.HOTPOTQA_INSTRUCTION + block + WIKI_TASK.text + "\nThought 1:"
 
 
 def test_set_rules_and_replacement(toy):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id)
-    sets.create_set(toy.store, "s1", "alfworld")
-    sets.add_version(toy.store, "s1", v.id)
-    v2 = toy.engine.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
-    e2 = sets.add_version(toy.store, "s1", v2.id)  # same episode: replaces in place
-    assert [(e.key, e.version_id) for e in sets.entries(toy.store, "s1")] == [("react_put_0", v2.id)]
+    exemplar_sets.create_set(toy.store, "s1", "alfworld")
+    exemplar_sets.add_version(toy.store, "s1", v.id)
+    v2 = toy.engine.editor.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
+    e2 = exemplar_sets.add_version(toy.store, "s1", v2.id)  # same episode: replaces in place
+    assert [(e.key, e.version_id) for e in exemplar_sets.entries(toy.store, "s1")] == [("react_put_0", v2.id)]
     assert e2.pos == 0
     ep_w, vw = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
-    with pytest.raises(sets.ExemplarSetError, match="is for alfworld"):
-        sets.add_version(toy.store, "s1", vw.id)
-    with pytest.raises(sets.ExemplarSetError, match="exists already"):
-        sets.create_set(toy.store, "s1", "alfworld")
-    with pytest.raises(sets.ExemplarSetError, match="invalid"):
-        sets.create_set(toy.store, "builtin", "alfworld")
-    assert sets.remove(toy.store, "s1", key="react_put_0") == 1
-    assert sets.prompt_dict(toy.store, "s1") == ("alfworld", {})
+    with pytest.raises(exemplar_sets.ExemplarSetError, match="is for alfworld"):
+        exemplar_sets.add_version(toy.store, "s1", vw.id)
+    with pytest.raises(exemplar_sets.ExemplarSetError, match="exists already"):
+        exemplar_sets.create_set(toy.store, "s1", "alfworld")
+    with pytest.raises(exemplar_sets.ExemplarSetError, match="invalid"):
+        exemplar_sets.create_set(toy.store, "builtin", "alfworld")
+    assert exemplar_sets.remove(toy.store, "s1", key="react_put_0") == 1
+    assert exemplar_sets.prompt_dict(toy.store, "s1") == ("alfworld", {})
     # removal is recorded, not deleted
     assert toy.store.db.execute("select count(*) from exemplar_set_entries where removed_at is not null").fetchone()[0] == 2
 
@@ -131,7 +131,7 @@ def test_cli_annotate_tag_exemplars(toy, capsys, monkeypatch):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id)
-    fixed = toy.engine.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
+    fixed = toy.engine.editor.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
     capsys.readouterr()
     assert cli(["annotate", str(ep.id), "--verdict", "success", "--mode", "reasoning_error", "--exemplar-ready",
                 "--note", "fixed plan", "--by", "dana", "--json"]) == 0

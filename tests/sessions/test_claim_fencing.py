@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from agent import experiment as X
+from agent import experiment
 from agent import jobs
 from agent.task_selection import select_tasks
 from sessions import connection
-from sessions import experiments as xs
-from sessions import jobs as jobs_db
+from sessions import experiments
+import sessions.jobs
 from sessions.store import Store, StoreError
 from tests.experiment_agents import wiki_agent
 from trajectory.records import AgentConfig
@@ -35,10 +35,10 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
-def make(store: Store, base_url: str) -> xs.Experiment:
+def make(store: Store, base_url: str) -> experiments.Experiment:
     cfg = AgentConfig(model="m", base_url=base_url)
-    return X.create(store, env="hotpotqa", method="react", config=cfg, name="F",
-                    tasks=select_tasks("hotpotqa", "hp-001"))
+    return experiment.create(store, env="hotpotqa", method="react", config=cfg, name="F",
+                             tasks=select_tasks("hotpotqa", "hp-001"))
 
 
 def lapse(store: Store, item_id: int) -> None:
@@ -50,21 +50,21 @@ def lapse(store: Store, item_id: int) -> None:
 def test_a_writer_whose_claim_was_taken_over_writes_nothing(tmp_path, scripted_llm):
     with closing(Store(tmp_path / "x.db")) as store:
         exp = make(store, scripted_llm.base_url)
-        item = xs.items(store, exp.id)[0].id
-        mine = xs.claim(store, item, 1, 60.0)
-        assert mine and xs.claim(store, item, 2, 60.0) is None  # a live lease keeps it
+        item = experiments.items(store, exp.id)[0].id
+        mine = experiments.claim(store, item, 1, 60.0)
+        assert mine and experiments.claim(store, item, 2, 60.0) is None  # a live lease keeps it
         lapse(store, item)
-        theirs = xs.claim(store, item, 2, 60.0)
+        theirs = experiments.claim(store, item, 2, 60.0)
         assert theirs and theirs != mine
-        xs.record_item(store, item, status="done", success=False, metrics={"by": 2}, token=theirs)
-        for write in (lambda: xs.record_item(store, item, status="error", error="late", token=mine),
-                      lambda: xs.record_phase(store, item, "react", 1, token=mine)):
-            with pytest.raises(xs.ClaimLost):
+        experiments.record_item(store, item, status="done", success=False, metrics={"by": 2}, token=theirs)
+        for write in (lambda: experiments.record_item(store, item, status="error", error="late", token=mine),
+                      lambda: experiments.record_phase(store, item, "react", 1, token=mine)):
+            with pytest.raises(experiments.ClaimLost):
                 write()
-        xs.release(store, item, 1, mine)
-        it = xs.item(store, item)
+        experiments.release(store, item, 1, mine)
+        it = experiments.item(store, item)
         assert (it.status, it.success, it.error, it.metrics) == ("done", False, None, {"by": 2})
-        assert xs.claim(store, item, 1, 60.0) is None  # done: nobody claims it again
+        assert experiments.claim(store, item, 1, 60.0) is None  # done: nobody claims it again
 
 
 def test_a_runner_that_lost_its_claim_stops_the_item_with_one_line(tmp_path, capfd, scripted_llm):
@@ -82,25 +82,25 @@ def test_a_runner_that_lost_its_claim_stops_the_item_with_one_line(tmp_path, cap
         sent["n"] += 1
         if sent["n"] == 2:
             with closing(Store(db)) as s:
-                item = xs.items(s, exp.id)[0].id
+                item = experiments.items(s, exp.id)[0].id
                 lapse(s, item)
-                token = xs.claim(s, item, 999, 60.0)
-                xs.record_item(s, item, status="done", success=False, metrics={"by": "the other runner"},
-                               token=token)
+                token = experiments.claim(s, item, 999, 60.0)
+                experiments.record_item(s, item, status="done", success=False, metrics={"by": "the other runner"},
+                                        token=token)
         return agent(body)
 
     scripted_llm.set_responder(taken_over)
-    X.run(str(db), exp.id)
+    experiment.run(str(db), exp.id)
     err = capfd.readouterr().err
     lost = [ln for ln in err.splitlines() if "taken over" in ln]
     assert len(lost) == 1 and "experiment item" in lost[0] and "Traceback" not in err
     with closing(Store(db)) as store:
-        it = xs.items(store, exp.id)[0]
+        it = experiments.items(store, exp.id)[0]
         assert (it.status, it.success, it.metrics.get("by")) == ("done", False, "the other runner")
 
 
 def test_the_lock_wait_is_shorter_than_the_lease():
-    assert connection.LOCK_TIMEOUT_S < jobs_db.LEASE_S
+    assert connection.LOCK_TIMEOUT_S < sessions.jobs.LEASE_S
 
 
 def test_a_failing_heartbeat_is_reported(tmp_path, capfd, monkeypatch):
@@ -111,7 +111,7 @@ def test_a_failing_heartbeat_is_reported(tmp_path, capfd, monkeypatch):
             failed.set()
             raise StoreError("database error: database is locked")
 
-        monkeypatch.setattr(jobs_db, "beat", beat)
+        monkeypatch.setattr(sessions.jobs, "beat", beat)
         h = jobs.open_job(store, "run", lease_s=0.3)
         try:
             assert failed.wait(10)
@@ -150,5 +150,5 @@ def test_a_writer_waits_for_another_threads_transaction_no_longer_than_the_lock_
             done.set()
             t.join(10)
         with store.transaction():  # free again
-            store.set_setting("after", 1)
-        assert store.get_setting("after") == 1
+            store.settings.set("after", 1)
+        assert store.settings.get("after") == 1

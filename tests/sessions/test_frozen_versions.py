@@ -11,8 +11,8 @@ from contextlib import closing
 import pytest
 
 from agent import rollouts
-from sessions import annotations as ann
-from sessions import rollouts as groups_db
+from sessions import annotations
+import sessions.rollouts
 from sessions.store import Store, VersionFrozen
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig, Outcome, Step
@@ -45,23 +45,23 @@ def a_step(index: int) -> Step:
 
 def test_the_store_refuses_to_change_a_frozen_version(toy, episode):
     ep, v = episode
-    child, _ = toy.store.branch(v, at_step=toy.store.version_steps(v.id)[0], make_current=False)
-    n = len(toy.store.version_steps(v.id))
+    child, _ = toy.store.versions.branch(v, at_step=toy.store.versions.steps(v.id)[0], make_current=False)
+    n = len(toy.store.versions.steps(v.id))
     for frozen in (v.id,):  # branched from
         with pytest.raises(VersionFrozen, match=f"version {v.episode_id}:1 is frozen"):  # as people read it
-            toy.store.append_steps(frozen, [a_step(n + 1)])
+            toy.store.versions.append(frozen, [a_step(n + 1)])
         with pytest.raises(VersionFrozen):
-            toy.store.update_version(frozen, status="stopped")
-    ann.annotate_version(toy.store, child.id, by="ann", notes="looked")  # annotated
+            toy.store.versions.update(frozen, status="stopped")
+    annotations.annotate_version(toy.store, child.id, by="ann", notes="looked")  # annotated
     for change in ({"status": "stopped"}, {"outcome": Outcome(done=True, success=True, reward=1.0)},
                    {"error": "late"}, {"leaf_step_id": None}):
         with pytest.raises(VersionFrozen):
-            toy.store.update_version(child.id, **change)
+            toy.store.versions.update(child.id, **change)
     with pytest.raises(VersionFrozen):
-        toy.store.append_steps(child.id, [a_step(2)])
-    assert len(toy.store.version_steps(v.id)) == n and len(toy.store.version_steps(child.id)) == 1
-    assert toy.store.version(child.id).status == "open"
-    assert toy.store.update_version(child.id, name="still a label").name == "still a label"
+        toy.store.versions.append(child.id, [a_step(2)])
+    assert len(toy.store.versions.steps(v.id)) == n and len(toy.store.versions.steps(child.id)) == 1
+    assert toy.store.versions.get(child.id).status == "open"
+    assert toy.store.versions.update(child.id, name="still a label").name == "still a label"
 
 
 def test_a_rollout_frozen_while_it_runs_stays_in_its_group_and_never_becomes_current(toy, episode):
@@ -73,17 +73,17 @@ def test_a_rollout_frozen_while_it_runs_stays_in_its_group_and_never_becomes_cur
         if calls["n"] == 2:  # between two steps of the rollout a person annotates it
             with closing(Store(toy.db)) as s:
                 (rollout,) = [x.id for x in s.versions(ep.id) if x.id != v.id]
-                ann.annotate_version(s, rollout, by="ann", notes="looked at it mid-run")
+                annotations.annotate_version(s, rollout, by="ann", notes="looked at it mid-run")
         return winner(body)
 
     toy.llm.set_responder(freezing)
     run = rollouts.resample(toy.engine, rollouts.Request(v.id, 2, 1, temperature=0.7), concurrency=1)
     assert not run.errors
-    (group,) = groups_db.groups(toy.store, ep.id)
-    (member,) = groups_db.members(toy.store, group.id).values()
-    versions = {x.id: x for x in toy.store.versions(ep.id)}
+    (group,) = sessions.rollouts.groups(toy.store, ep.id)
+    (member,) = sessions.rollouts.members(toy.store, group.id).values()
+    versions = {x.id: x for x in toy.store.versions.of_episode(ep.id)}
     assert len(versions) == 3 and member not in (v.id, 2)  # the continuation took the rollout's place
     assert versions[member].parent_version == 2 and versions[member].outcome.success
-    assert toy.store.episode(ep.id).current_version == v.id  # a rollout never becomes current
-    assert groups_db.group_of_versions(toy.store, ep.id) == {member: group.id}
+    assert toy.store.episodes.get(ep.id).current_version == v.id  # a rollout never becomes current
+    assert sessions.rollouts.group_of_versions(toy.store, ep.id) == {member: group.id}
     assert run.stats[0].n == 1 and run.stats[0].success == 1 and run.stats[0].versions == [member]

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import experiment as X
+from agent import experiment
 from agent import jobs
-from sessions import experiments as xs
-from sessions import jobs as jobs_db
-from sessions import rollouts as groups_db
+from sessions import experiments
+import sessions.jobs
+from sessions import rollouts
 from sessions.store import Store, StoreError
 from tests.experiment_agents import wiki_agent
 from tests.scripted_server import Reply, ScriptedLLM
@@ -70,7 +70,7 @@ def _experiment(db: Path, llm: ScriptedLLM, n: int, *, method: str = "react", **
     tasks = [fam.get_task(r["id"]) for r in HOTPOT[:n]]
     with closing(Store(db)) as store:
         cfg = AgentConfig(model="m", base_url=llm.base_url, cache=False)
-        return X.create(store, env="hotpotqa", method=method, config=cfg, tasks=tasks, name="x", params=params).id
+        return experiment.create(store, env="hotpotqa", method=method, config=cfg, tasks=tasks, name="x", params=params).id
 
 
 def _per_task(llm: ScriptedLLM) -> dict[str, int]:
@@ -103,10 +103,10 @@ def test_a_reader_thread_never_sees_a_row_another_thread_rolls_back(tmp_path):
     t = threading.Thread(target=writer)
     t.start()
     assert inside.wait(10)
-    seen.append(store.get_setting("ghost"))  # this thread, while the writer's transaction is open
+    seen.append(store.settings.get("ghost"))  # this thread, while the writer's transaction is open
     read.set()
     t.join(10)
-    assert seen == [None] and store.get_setting("ghost") is None
+    assert seen == [None] and store.settings.get("ghost") is None
     store.close()
 
 
@@ -123,15 +123,15 @@ def test_two_processes_resuming_one_experiment_share_its_items(tmp_path, scripte
     outs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
     with closing(Store(db)) as store:
-        items = xs.items(store, 1)
+        items = experiments.items(store, 1)
         assert all(it.status == "done" and it.success for it in items)  # none lost
-        assert len(store.episode_ids()) == 10
+        assert len(store.episodes.ids()) == 10
         for it in items:  # each item ran once: one clean two-step version, two model calls
-            assert [s.index for s in store.version_steps(it.version_id)] == [1, 2]
+            assert [s.index for s in store.versions.steps(it.version_id)] == [1, 2]
     calls = _per_task(scripted_llm)
     assert len(calls) == 10 and set(calls.values()) == {2}, calls
     with closing(Store(db)) as store:
-        ran = [j for j in jobs_db.listing(store) if j.kind == "experiment"]
+        ran = [j for j in sessions.jobs.listing(store) if j.kind == "experiment"]
     assert len(ran) == 2 and {j.state for j in ran} == {"done"} and len({j.owner for j in ran}) == 2
 
 
@@ -144,7 +144,7 @@ def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp
 
     def some_done() -> bool:
         with closing(Store(db)) as store:
-            return xs.counts(store, 1).get("done", 0) >= 2
+            return experiments.counts(store, 1).get("done", 0) >= 2
 
     _wait(some_done)
     first.send_signal(signal.SIGKILL)
@@ -158,8 +158,8 @@ def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp
     assert code == 0, err
     assert json.loads(out.strip().splitlines()[-1])["done"] == 8
     with closing(Store(db)) as store:
-        for it in xs.items(store, 1):  # taken over, not run twice: each version is one clean run
-            assert [s.index for s in store.version_steps(it.version_id)] == [1, 2]
+        for it in experiments.items(store, 1):  # taken over, not run twice: each version is one clean run
+            assert [s.index for s in store.versions.steps(it.version_id)] == [1, 2]
     code, out, _ = _cli(["jobs", "--db", db, "--json"], _env(tmp_path))
     listed = json.loads(out)
     assert code == 0 and [j["state"] for j in listed if j["kind"] == "experiment"] == ["done", "stopped"]
@@ -201,8 +201,8 @@ def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted
     assert proc.returncode == 130 and run_err.strip().splitlines()[-1].startswith("stopped: "), run_err
     assert len(scripted_llm.completion_requests) - at_stop <= 2  # the calls in flight, one per worker
     with closing(Store(db)) as store:
-        assert jobs_db.get(store, job["id"]).state == "stopped" and xs.get(store, "p").status == "stopped"
-        assert xs.counts(store, 1).get("done", 0) < 30
+        assert sessions.jobs.get(store, job["id"]).state == "stopped" and experiments.get(store, "p").status == "stopped"
+        assert experiments.counts(store, 1).get("done", 0) < 30
     code, _, err = _cli(["jobs", "stop", job["id"], "--db", db], _env(tmp_path))
     assert code != 0 and err.strip().count("\n") == 0 and "not running" in err
 
@@ -238,16 +238,16 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 1, method="cot-sc", samples=21)
     store = Store(db)
-    h = jobs.start(store, "experiment", lambda h: X.run(str(db), 1, concurrency=3, handle=h), experiment_id=1)
+    h = jobs.start(store, "experiment", lambda h: experiment.run(str(db), 1, concurrency=3, handle=h), experiment_id=1)
     _wait(lambda: len(scripted_llm.completion_requests) >= 6)
     jobs.stop(store, h.id)
     at_stop = len(scripted_llm.completion_requests)
     assert h.finished.wait(30)
     assert state["max"] == 3  # three samples at once, the experiment's concurrency
     assert len(scripted_llm.completion_requests) - at_stop <= 3 and at_stop < 21
-    assert jobs_db.get(store, h.id).state == "stopped"
-    item = xs.items(store, 1)[0]
-    assert item.status != "done" and len(store.calls(episode_id=item.episode_id)) == len(scripted_llm.completion_requests)
+    assert sessions.jobs.get(store, h.id).state == "stopped"
+    item = experiments.items(store, 1)[0]
+    assert item.status != "done" and len(store.calls.of_episode(item.episode_id)) == len(scripted_llm.completion_requests)
     store.close()
 
 
@@ -274,23 +274,23 @@ def test_kill_9_during_resample_never_moves_the_current_version_and_again_contin
 
     def one_member() -> bool:
         with closing(Store(db)) as store:
-            return any(g.members for g in groups_db.groups(store, ep))
+            return any(g.members for g in rollouts.groups(store, ep))
 
     _wait(one_member)
     time.sleep(0.2)  # mid-rollout
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     with closing(Store(db)) as store:
-        assert store.episode(ep).current_version == vid
-        (g,) = groups_db.groups(store, ep)
+        assert store.episodes.get(ep).current_version == vid
+        (g,) = rollouts.groups(store, ep)
         killed = dict(g.members)
     code, out, err = _cli(args, _env(tmp_path))
     assert code == 0, err
     with closing(Store(db)) as store:
-        (g2,) = groups_db.groups(store, ep)  # the same group, continued
+        (g2,) = rollouts.groups(store, ep)  # the same group, continued
         assert g2.id == g.id and all(g2.members[p] == m for p, m in killed.items()) and len(g2.members) == 6
-        assert all(store.version(m).outcome.done for m in g2.members.values())
-        assert store.episode(ep).current_version == vid
+        assert all(store.versions.get(m).outcome.done for m in g2.members.values())
+        assert store.episodes.get(ep).current_version == vid
     assert json.loads(out.strip().splitlines()[-1])["n"] == 6
 
 
@@ -302,16 +302,16 @@ def test_a_rollout_version_and_its_membership_are_one_transaction(toy, monkeypat
     toy.llm.set_default(" go to shelf 1")
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=3))
     toy.engine.run(v.id)
-    before = len(toy.store.versions(ep.id))
+    before = len(toy.store.versions.of_episode(ep.id))
 
     def killed(*a, **k):
         raise RuntimeError("killed")  # a kill between the version and its membership
 
-    monkeypatch.setattr(groups_db, "add_member", killed)
+    monkeypatch.setattr(rollouts, "add_member", killed)
     run = resample(toy.engine, Request(v.id, 2, 2, 0.5), concurrency=1)
     assert run.errors and all("killed" in e for e in run.errors)
-    assert len(toy.store.versions(ep.id)) == before  # no orphan branch
-    assert toy.store.episode(ep.id).current_version == v.id
+    assert len(toy.store.versions.of_episode(ep.id)) == before  # no orphan branch
+    assert toy.store.episodes.get(ep.id).current_version == v.id
 
 
 # ---------------------------------------------------------------------- 2 and 6: tabs, one status
@@ -332,7 +332,7 @@ def test_two_tabs_on_one_version_each_see_their_own_result(app):
     ok(b.run())  # the other tab, while A's step is in flight: progress with Stop, not A's job
     assert any(c.value.startswith("Job ") and "in another tab" in c.value for c in b.caption)
     t.join(30)
-    _wait(lambda: not jobs_db.active(toy.store, episode_id=ep.id))
+    _wait(lambda: not sessions.jobs.active(toy.store, episode_id=ep.id))
     ok(b.run())
     ok(a.run())
     assert any("backend exploded" in x for x in texts(a))  # the tab that started it sees its outcome
@@ -352,24 +352,24 @@ def test_the_selector_and_the_run_line_say_the_same(app):
     assert at.session_state["run"]
     label = [o for o in at.selectbox[0].options if o.startswith(f"v{v.id}")][0]
     assert "(running)" in label and any(c.value.startswith(f"v{v.id}: 1 step · running") for c in at.caption)
-    assert toy.store.version(v.id).status == "open"  # the face wrote nothing on the version
+    assert toy.store.versions.get(v.id).status == "open"  # the face wrote nothing on the version
 
 
 def test_a_frozen_version_stays_as_it_was_when_a_run_on_it_stops(toy):
-    from sessions import annotations as ann
+    from sessions import annotations
     from tests.engine_scripts import cfg
     from tests.toy_envs import ROOM_TASK
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.human_step(v.id, action="go to cabinet 1")
-    ann.annotate_version(toy.store, v.id, verdict="failure", by="ann")
-    before = toy.store.version(v.id)
+    annotations.annotate_version(toy.store, v.id, verdict="failure", by="ann")
+    before = toy.store.versions.get(v.id)
     toy.llm.push(" open cabinet 1")
     calls = []
     rep = toy.engine.run(v.id, on_step=calls.append, should_stop=lambda: bool(calls))
     assert rep.stopped and rep.continued_from == v.id
-    assert toy.store.version(v.id) == before  # the frozen parent did not change
-    assert toy.store.version(rep.version).status == "stopped"
+    assert toy.store.versions.get(v.id) == before  # the frozen parent did not change
+    assert toy.store.versions.get(rep.version).status == "stopped"
 
 
 # ---------------------------------------------------------------------- 7: shutdown
@@ -408,7 +408,7 @@ def test_jobs_lists_a_run_of_another_process_and_bad_input_is_one_line(tmp_path,
         assert code != 0 and needle in err
     with closing(Store(db)) as store:
         with pytest.raises(StoreError):
-            jobs_db.create(store, "nonsense")
+            sessions.jobs.create(store, "nonsense")
 
 
 def test_cli_lists_say_running_and_stopped_as_the_app_and_jobs_do(toy, capsys):
@@ -424,7 +424,7 @@ def test_cli_lists_say_running_and_stopped_as_the_app_and_jobs_do(toy, capsys):
 
     assert main(["run", "--env", "alfworld", "--task", "toy/room-1", "--human", "--db", db]) == 0
     capsys.readouterr()
-    job = jobs_db.create(toy.store, "run", episode_id=1, version_id=1, target="episode 1 v1")
+    job = sessions.jobs.create(toy.store, "run", episode_id=1, version_id=1, target="episode 1 v1")
     assert "\trunning\t" in listing("versions", "1") and "\trunning\t" in listing("episodes")
     assert json.loads(listing("versions", "1", "--json"))[0]["state"] == "running"
     with toy.store.transaction():  # the runner died (kill -9): its lease lapsed without a heartbeat
@@ -444,5 +444,5 @@ def test_an_app_job_names_the_version_as_people_read_it(toy):
     toy.llm.push(Reply("Think: first.\nAction: go to cabinet 1"))
     h = stepjobs.start(toy.engine, "tab", v.id)  # the app's step job
     assert h.finished.wait(30)
-    (job,) = [j for j in jobs_db.listing(toy.store) if j.kind == "step"]
+    (job,) = [j for j in sessions.jobs.listing(toy.store) if j.kind == "step"]
     assert job.target == "episode 2 v1"

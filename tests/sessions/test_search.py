@@ -33,7 +33,7 @@ def test_signals_recorded_with_each_step_and_shown(room, capsys):
     assert [s["signals"] for s in shown] == [
         [], [], ["repeated_action"], ["hallucinated_object"], ["no_effect", "step_limit"]]
     # stored with the step: the same steps read back carry them (step_limit is the version's)
-    assert [s.signals for s in toy.store.version_steps(v.id)][2:4] == [["repeated_action"], ["hallucinated_object"]]
+    assert [s.signals for s in toy.store.versions.steps(v.id)][2:4] == [["repeated_action"], ["hallucinated_object"]]
 
 
 def test_episodes_by_signal_current_or_any_version(room, capsys):
@@ -49,7 +49,7 @@ def test_episodes_by_signal_current_or_any_version(room, capsys):
         "hallucinated_object": 1, "no_effect": 1, "repeated_action": 1, "step_limit": 1}}
     assert counts.totals == {"pick_and_place_simple": 2} and counts.episodes["pick_and_place_simple"]["no_effect"] == [ep.id]
     # a new current version without the loop: only --all-versions still finds the episode
-    toy.engine.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
+    toy.engine.editor.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     assert cli_json(capsys, "episodes", "--signal", "repeated_action", "--db", db) == []
     rows = cli_json(capsys, "episodes", "--signal", "repeated_action", "--all-versions", "--db", db)
     assert [r["episode"] for r in rows] == [ep.id]
@@ -62,7 +62,7 @@ def test_episodes_by_signal_current_or_any_version(room, capsys):
 def test_search_maps_step_hits_to_versions_and_filters(room, capsys):
     toy, ep, v = room
     db = str(toy.db)
-    v2 = toy.engine.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
+    v2 = toy.engine.editor.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     hits = cli_json(capsys, "search", "drawer", "--db", db)
     one = {"episode": ep.id, "version": v.id, "ref": f"{ep.id}:1", "number": 1}  # (v1 of the episode)
     assert hits == [{**one, "step": 4, "field": "action", "snippet": "go to drawer 3"},
@@ -160,8 +160,8 @@ def test_upgrade_backfills_signals_and_builds_the_index(tmp_path, monkeypatch):
     conn.close()
     store = Store(path)
     assert store.db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(len(schema.MIGRATIONS))
-    assert [s.signals for s in store.version_steps(1)] == [[], ["repeated_action"]]
-    assert [s.signals for s in store.version_steps(2)] == [[], ["no_effect", "hallucinated_object"]]
+    assert [s.signals for s in store.versions.steps(1)] == [[], ["repeated_action"]]
+    assert [s.signals for s in store.versions.steps(2)] == [[], ["no_effect", "hallucinated_object"]]
     assert episodes_with_signal(store, "step_limit") == [] and episodes_with_signal(store, "step_limit", all_versions=True) == [1]
     assert [(h.version, h.step, h.field) for h in search(store, "sofa")] == [(2, 2, "action")]
     # a signal filter points at the step carrying it (step_limit: the version's last step)
@@ -203,27 +203,27 @@ def test_a_flood_query_is_one_line_at_once(room, capsys):
 
 
 def test_a_search_past_its_time_budget_is_stopped_with_one_line(room, capsys, monkeypatch):
-    from sessions import search as search_mod
+    import sessions.search
 
     toy, _, _ = room
-    monkeypatch.setattr(search_mod, "TIME_BUDGET_S", 0.0)
-    monkeypatch.setattr(search_mod, "PROGRESS_EVERY", 1)  # a tiny database: look at the clock at once
+    monkeypatch.setattr(sessions.search, "TIME_BUDGET_S", 0.0)
+    monkeypatch.setattr(sessions.search, "PROGRESS_EVERY", 1)  # a tiny database: look at the clock at once
     code, out, err = cli(capsys, "search", "shelf", "--db", str(toy.db))
     assert code == 2 and err.count("\n") == 1 and "budget" in err, err
-    monkeypatch.setattr(search_mod, "TIME_BUDGET_S", 5.0)
+    monkeypatch.setattr(sessions.search, "TIME_BUDGET_S", 5.0)
     assert cli_json(capsys, "search", "shelf", "--db", str(toy.db))  # the connection is usable again
 
 
 def test_the_search_benchmark_runs(tmp_path):
     """Issue 26 item 19: its downgrade re-ran a later migration ("table jobs already exists")."""
-    import os as _os
-    import subprocess as _sp
-    import sys as _sys
+    import os
+    import subprocess
+    import sys
     from pathlib import Path as _Path
 
     root = _Path(__file__).resolve().parents[2]
-    p = _sp.run([_sys.executable, str(root / "benchmarks" / "search.py"), "--episodes", "5", "--keep", str(tmp_path)],
-                capture_output=True, text=True, timeout=300, env={**_os.environ, "PYTHONPATH": str(root)})
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "search.py"), "--episodes", "5", "--keep", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout.splitlines()[-1])["versions"] == 10
 

@@ -14,7 +14,7 @@ from agent import experiment, methods
 from agent.engine import Engine
 from envs.registry import family
 from envs.wikipedia.builtin import corpus_hash
-from sessions import experiments as xs
+from sessions import experiments
 from sessions import schema
 from sessions.search import search
 from sessions.store import Store
@@ -71,12 +71,12 @@ def test_a_step_leaves_the_version_index_alone_and_a_rename_still_reindexes(toy)
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
     stmts = trace(toy.store)
     toy.engine.human_step(v.id, thought="Find it.", action="Search[Velmora]")
-    toy.store.update_version(v.id, status="stopped")
+    toy.store.versions.update(v.id, status="stopped")
     assert stmts and on_version_index(stmts) == []
-    toy.store.update_version(v.id, name="harbour detour")
+    toy.store.versions.update(v.id, name="harbour detour")
     assert on_version_index(stmts)
     assert [(h.version, h.field) for h in search(toy.store, "detour")] == [(v.id, "name")]
-    toy.store.update_version(v.id, name="plain try")
+    toy.store.versions.update(v.id, name="plain try")
     assert search(toy.store, "detour") == []
     assert [(h.version, h.field) for h in search(toy.store, "plain")] == [(v.id, "name")]
 
@@ -89,18 +89,18 @@ def test_a_schema_10_database_is_migrated_to_the_narrow_triggers(tmp_path):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:10])
         old = Store(path)
-        _, v = old.create_episode(WIKI_TASK, AgentConfig(model="m"), {}, "old")
+        _, v = old.episodes.create(WIKI_TASK, AgentConfig(model="m"), {}, "old")
         stmts = trace(old)
-        old.update_version(v.id, status="stopped")
+        old.versions.update(v.id, status="stopped")
         assert on_version_index(stmts)  # the old trigger: the trace does see the index work
         old.close()
     store = Store(path)
     version = store.db.execute("select value from meta where key = 'schema_version'").fetchone()[0]
     assert version == str(len(schema.MIGRATIONS))
     stmts = trace(store)
-    store.update_version(v.id, status="open")
+    store.versions.update(v.id, status="open")
     assert on_version_index(stmts) == []
-    store.update_version(v.id, name="migrated name")
+    store.versions.update(v.id, name="migrated name")
     assert [(h.version, h.field) for h in search(store, "migrated")] == [(v.id, "name")]
     store.close()
 
@@ -118,13 +118,13 @@ def test_a_wikipedia_step_commits_once_with_its_page(tmp_path, scripted_llm):
     stmts = trace(store)
     engine.step(v.id)
     assert commits(stmts) == 1, [s for s in stmts if s.lower() in ("begin immediate", "commit")]
-    (step,) = store.version_steps(v.id)
+    (step,) = store.versions.steps(v.id)
     assert step.observation.startswith("Ostwick is a port town")
     store.close()
     again = Store(path)  # a restart: a new connection, a new engine
     assert again.get_blob(step.snapshot["p"]).decode().startswith("Ostwick is a port town")
     Engine(again, api_key="sk-test-key-not-real").step(v.id)
-    assert again.version_steps(v.id)[-1].observation.startswith("(Result 1 / ")
+    assert again.versions.steps(v.id)[-1].observation.startswith("(Result 1 / ")
     again.close()
 
 
@@ -133,8 +133,8 @@ def test_deferred_blobs_survive_a_rollback_and_the_scope_end(tmp_path):
     does not lose it (the next transaction writes it), and one still waiting when the scope
     ends is written then."""
     store, other = Store(tmp_path / "b.db"), Store(tmp_path / "b.db")
-    with store.deferred_blobs():
-        a = store.put_blob(b"page a")
+    with store.blobs.deferred():
+        a = store.blobs.put(b"page a")
         assert other.get_blob(a) is None
         with pytest.raises(RuntimeError), store.transaction():
             raise RuntimeError("rolled back")
@@ -142,7 +142,7 @@ def test_deferred_blobs_survive_a_rollback_and_the_scope_end(tmp_path):
         with store.transaction():
             pass
         assert other.get_blob(a) == b"page a"
-        b = store.put_blob(b"page b")
+        b = store.blobs.put(b"page b")
         assert other.get_blob(b) is None
     assert other.get_blob(b) == b"page b"
     store.close()
@@ -173,7 +173,7 @@ def test_an_experiment_item_commits_at_most_four_times(tmp_path, scripted_llm, m
         mine = [s for t, s in stmts if t == threading.current_thread().name]
         claim = max(i for i, s in enumerate(mine) if s.startswith("update experiment_items set claimed_by"))
         phases = dict(kw.get("phases") or {})
-        name = engine.store.version(phases["react"]).name if "react" in phases else None
+        name = engine.store.versions.get(phases["react"]).name if "react" in phases else None
         seen.append((commits(mine[claim:]), phases, name))
         return real_run_item(engine, episode_id, method, **kw)
 
@@ -191,8 +191,8 @@ def test_an_experiment_item_commits_at_most_four_times(tmp_path, scripted_llm, m
     durable, light = commit_kinds(worker)
     assert durable == 2 * n and light == 2 * n, (durable, light)  # the steps are fsynced; claim, result are not
     assert [(c, name) for c, _, name in seen] == [(1, "react")] * n
-    for it in xs.items(store, exp.id):
-        assert it.phases == {"react": it.version_id} and store.version(it.version_id).name == "react"
+    for it in experiments.items(store, exp.id):
+        assert it.phases == {"react": it.version_id} and store.versions.get(it.version_id).name == "react"
     store.close()
 
 
@@ -228,15 +228,15 @@ def test_a_light_transaction_skips_the_fsync_and_puts_the_safety_level_back(tmp_
     with store.transaction(durable=False):
         assert level() == 1
         with store.transaction():  # the outermost decides
-            store.set_setting("a", 1)
-    assert level() == 2 and other.get_setting("a") == 1
+            store.settings.set("a", 1)
+    assert level() == 2 and other.settings.get("a") == 1
     with pytest.raises(RuntimeError), store.transaction(durable=False):
-        store.set_setting("b", 2)
+        store.settings.set("b", 2)
         raise RuntimeError("rolled back")
-    assert level() == 2 and other.get_setting("b") is None
+    assert level() == 2 and other.settings.get("b") is None
     stmts = trace(store)
     with store.transaction():
-        store.set_setting("c", 3)
+        store.settings.set("c", 3)
     assert commit_kinds(stmts) == (1, 0)
     store.close()
     other.close()

@@ -28,39 +28,39 @@ def store(tmp_path):
 
 def test_a_caught_inner_failure_leaves_none_of_its_writes(store):
     with store.transaction():
-        store.set_setting("before", 1)
+        store.settings.set("before", 1)
         with pytest.raises(Boom):
             with store.transaction():
-                store.set_setting("inner", 2)
+                store.settings.set("inner", 2)
                 with store.transaction():  # a deeper block that succeeded goes with its parent
-                    store.set_setting("deeper", 3)
+                    store.settings.set("deeper", 3)
                 raise Boom
-        store.set_setting("after", 4)
-    assert store.get_setting("before") == 1 and store.get_setting("after") == 4
-    assert store.get_setting("inner") is None and store.get_setting("deeper") is None
+        store.settings.set("after", 4)
+    assert store.settings.get("before") == 1 and store.settings.get("after") == 4
+    assert store.settings.get("inner") is None and store.settings.get("deeper") is None
 
 
 def test_an_inner_success_commits_with_the_outer_and_an_outer_failure_undoes_both(store):
     with pytest.raises(Boom):
         with store.transaction():
             with store.transaction():
-                store.set_setting("inner", 1)
+                store.settings.set("inner", 1)
             raise Boom
-    assert store.get_setting("inner") is None
+    assert store.settings.get("inner") is None
     with store.transaction(durable=False):
         with store.transaction():
-            store.set_setting("inner", 2)
-    assert store.get_setting("inner") == 2
+            store.settings.set("inner", 2)
+    assert store.settings.get("inner") == 2
 
 
 def test_ids_an_undone_inner_block_inserted_are_not_remembered(store):
-    ep, _ = store.create_episode(Task(env="alfworld", id="t1", text="x"), AgentConfig(model="m"), {}, None)
+    ep, _ = store.episodes.create(Task(env="alfworld", id="t1", text="x"), AgentConfig(model="m"), {}, None)
     with store.transaction():
         with pytest.raises(Boom):
             with store.transaction():
-                store.record_calls(ep.id, [call("fresh-model")])  # inserts its call_params row
+                store.calls.record(ep.id, [call("fresh-model")])  # inserts its call_params row
                 raise Boom
     assert store.db.execute("select count(*) from call_params").fetchone()[0] == 0
-    store.record_calls(ep.id, [call("fresh-model")])  # a cached id of the undone row would break this
+    store.calls.record(ep.id, [call("fresh-model")])  # a cached id of the undone row would break this
     row = store.db.execute("select p.model from model_calls c join call_params p on p.id = c.params_id").fetchall()
     assert row == [("fresh-model",)]

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from agent.engine import Engine
-from sessions import annotations as ann
-from sessions import exemplar_sets as sets
+from sessions import annotations
+from sessions import exemplar_sets
 from sessions.store import Store, StoreError, VersionChanged
 from tests.scripted_server import Reply
 from tests.cli_helpers import CHILD, ROOT, cli, cli_json
@@ -33,7 +33,7 @@ def _child(tmp_path, scripted_llm, *argv: str) -> subprocess.Popen:
 
 
 def _indices(store: Store, vid: int) -> list[int]:
-    return [s.index for s in store.version_steps(vid)]
+    return [s.index for s in store.versions.steps(vid)]
 
 
 # ---------------------------------------------------------------------- 1. compare-and-set
@@ -51,7 +51,7 @@ def test_two_processes_stepping_one_version_never_interleave(toy, tmp_path):
     assert toy.store.db.execute("select count(*) from steps").fetchone()[0] == 12
     assert codes == [0, 1], errs
     assert "changed meanwhile" in errs
-    assert toy.store.version(v.id).outcome.done
+    assert toy.store.versions.get(v.id).outcome.done
 
 
 def test_append_is_compare_and_set_on_the_leaf(toy):
@@ -60,7 +60,7 @@ def test_append_is_compare_and_set_on_the_leaf(toy):
     from trajectory.records import Step
 
     with pytest.raises(VersionChanged, match="changed meanwhile"):
-        toy.store.append_steps(v.id, [Step(index=2, action="x", observation="y")], expected_leaf=None)
+        toy.store.versions.append(v.id, [Step(index=2, action="x", observation="y")], expected_leaf=None)
     assert _indices(toy.store, v.id) == [1]
 
 
@@ -87,7 +87,7 @@ def test_failed_write_then_fresh_process_resumes_without_mismatch(toy, tmp_path)
     proc = _child(tmp_path, toy.llm, "step", str(ep.id), "--db", str(toy.db))
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert [s.action for s in toy.store.version_steps(v.id)][-2:] == ["take mug 1 from cabinet 1", "go to table 1"]
+    assert [s.action for s in toy.store.versions.steps(v.id)][-2:] == ["take mug 1 from cabinet 1", "go to table 1"]
 
 
 # ---------------------------------------------------------------------- 3. frozen versions
@@ -99,18 +99,18 @@ def test_a_version_relied_on_continues_in_a_new_child(toy, why):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
     if why == "annotated":
-        ann.annotate_version(toy.store, v.id, notes="looks right so far", by="ann")
+        annotations.annotate_version(toy.store, v.id, notes="looks right so far", by="ann")
     elif why == "exemplar":
-        sets.create_set(toy.store, "mine", "alfworld")
-        sets.add_version(toy.store, "mine", v.id)
+        exemplar_sets.create_set(toy.store, "mine", "alfworld")
+        exemplar_sets.add_version(toy.store, "mine", v.id)
     else:
-        toy.engine.branch(v.id, 1)
-    before = toy.store.version_steps(v.id)
+        toy.engine.editor.branch(v.id, 1)
+    before = toy.store.versions.steps(v.id)
     rep = toy.engine.step(v.id)
     assert rep.version.id != v.id and rep.version.parent_version == v.id and rep.frozen == why
-    assert toy.store.version_steps(v.id) == before  # the relied-on version never changed
+    assert toy.store.versions.steps(v.id) == before  # the relied-on version never changed
     assert _indices(toy.store, rep.version.id) == [1, 2, 3]
-    assert toy.store.episode(ep.id).current_version == rep.version.id
+    assert toy.store.episodes.get(ep.id).current_version == rep.version.id
     run = toy.engine.run(v.id, max_steps=1)  # run of the frozen version: another child, reported
     assert run.version not in (v.id, rep.version.id) and run.added == 1
 
@@ -134,9 +134,9 @@ def test_a_resumed_stopped_version_is_no_longer_stopped(toy):
     toy.llm.push(*ROOM_SCRIPT)
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, should_stop=lambda: True)
-    assert toy.store.version(v.id).status == "stopped"
+    assert toy.store.versions.get(v.id).status == "stopped"
     rep = toy.engine.run(v.id, max_steps=1)
-    assert rep.version == v.id and toy.store.version(v.id).status == "open"
+    assert rep.version == v.id and toy.store.versions.get(v.id).status == "open"
 
 
 # ---------------------------------------------------------------------- 4. pinned prompts
@@ -144,17 +144,17 @@ def test_a_resumed_stopped_version_is_no_longer_stopped(toy):
 
 def test_show_prompt_is_byte_identical_across_config_and_set_changes(toy, capsys):
     db = str(toy.db)
-    sets.create_set(toy.store, "mine", "alfworld")
+    exemplar_sets.create_set(toy.store, "mine", "alfworld")
     for key in ("react_put_0", "react_put_1"):
-        sets.add_raw(toy.store, "mine", key, ROOM_EXEMPLARS[key])
+        exemplar_sets.add_raw(toy.store, "mine", key, ROOM_EXEMPLARS[key])
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, exemplar_set="mine"))
     toy.engine.run(v.id, max_steps=2)
     shown = cli(capsys, "show", "1", "--version", "1", "--prompt", "--db", db)[1]
     assert "a pen in desk" in shown
     # the set changes: a new revision; version 1 keeps the one it ran with
-    sets.remove(toy.store, "mine", key="react_put_1")
-    sets.add_raw(toy.store, "mine", "react_put_1", ROOM_EXEMPLARS["react_put_1"].replace("pen", "quill"))
+    exemplar_sets.remove(toy.store, "mine", key="react_put_1")
+    exemplar_sets.add_raw(toy.store, "mine", "react_put_1", ROOM_EXEMPLARS["react_put_1"].replace("pen", "quill"))
     assert cli(capsys, "show", "1", "--version", "1", "--prompt", "--db", db)[1] == shown
     # new model flags on an existing version: a new child version, version 1 keeps its config
     toy.llm.push(" go to shelf 1")
@@ -168,22 +168,22 @@ def test_show_prompt_is_byte_identical_across_config_and_set_changes(toy, capsys
     rows = cli_json(capsys, "versions", "1", "--db", db)
     assert [r["version"] for r in rows] == [1, 2] and rows[1]["parent_version"] == 1
     assert _indices(toy.store, 1) == [1, 2] and _indices(toy.store, 2) == [1, 2, 3]
-    assert toy.store.version_config(1).model == "scripted-model"
-    assert toy.store.version_config(2).model == "other-model"
+    assert toy.store.versions.config(1).model == "scripted-model"
+    assert toy.store.versions.config(2).model == "other-model"
 
 
 def test_reconfigure_makes_a_child_at_the_same_leaf(toy):
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
-    same = toy.engine.reconfigure(v.id, {"model": "scripted-model"})
+    same = toy.engine.editor.reconfigure(v.id, {"model": "scripted-model"})
     assert same.id == v.id  # nothing changes: no new version
-    new = toy.engine.reconfigure(v.id, {"temperature": 0.7})
-    assert new.parent_version == v.id and new.leaf_step_id == toy.store.version(v.id).leaf_step_id
-    assert toy.store.version_config(new.id).temperature == 0.7 and toy.store.version_config(v.id).temperature == 0.0
-    assert toy.store.episode(ep.id).current_version == new.id
+    new = toy.engine.editor.reconfigure(v.id, {"temperature": 0.7})
+    assert new.parent_version == v.id and new.leaf_step_id == toy.store.versions.get(v.id).leaf_step_id
+    assert toy.store.versions.config(new.id).temperature == 0.7 and toy.store.versions.config(v.id).temperature == 0.0
+    assert toy.store.episodes.get(ep.id).current_version == new.id
     with pytest.raises(Exception, match="unknown setting"):
-        toy.engine.reconfigure(v.id, {"colour": "blue"})
+        toy.engine.editor.reconfigure(v.id, {"colour": "blue"})
 
 
 # ---------------------------------------------------------------------- 5. database errors
@@ -197,7 +197,7 @@ def test_database_errors_are_one_line_store_errors(toy, capsys):
     blocker = sqlite3.connect(toy.db, isolation_level=None)
     blocker.execute("begin exclusive")
     with pytest.raises(StoreError, match="locked") as info:
-        toy.store.set_setting("x", 1)
+        toy.store.settings.set("x", 1)
     assert "\n" not in str(info.value)
     from agent.engine import WriteBlocked
     with pytest.raises(WriteBlocked, match="locked") as info:  # the paid answer is kept, the run stops
@@ -206,13 +206,13 @@ def test_database_errors_are_one_line_store_errors(toy, capsys):
     blocker.execute("rollback")
     blocker.close()
     with pytest.raises(StoreError, match="FOREIGN KEY") as info:  # an integrity error
-        toy.store.update_version(v.id, parent_version=999)
+        toy.store.versions.update(v.id, parent_version=999)
     assert "\n" not in str(info.value)
     # disk full: the database may not grow
     pages = toy.store.db.execute("pragma page_count").fetchone()[0]
     toy.store.db.conn.execute(f"pragma max_page_count = {pages}")
     with pytest.raises(StoreError, match="full"):
-        toy.store.put_blob(b"x" * 200_000)
+        toy.store.blobs.put(b"x" * 200_000)
     assert toy.store.integrity_check() == "ok"
 
 
@@ -244,10 +244,10 @@ def test_a_rollback_does_not_poison_the_params_cache(toy):
     call = ModelCall(model="fresh-model", api_style="completions", params={"t": 1}, prompt_hash="ab", prompt_chars=2)
     with pytest.raises(RuntimeError):
         with toy.store.transaction():
-            toy.store.record_calls(ep.id, [call])
+            toy.store.calls.record(ep.id, [call])
             raise RuntimeError("something later in the transaction failed")
-    (cid,) = toy.store.record_calls(ep.id, [call])
-    assert toy.store.calls([cid])[0].model == "fresh-model"
+    (cid,) = toy.store.calls.record(ep.id, [call])
+    assert toy.store.calls.read([cid])[0].model == "fresh-model"
 
 
 def test_live_environments_are_evicted_least_recently_used(toy):
@@ -268,7 +268,7 @@ def test_the_path_cache_is_bounded(toy):
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     for _ in range(300):
-        toy.engine.steps(toy.store.create_version(Version(episode_id=ep.id), make_current=False))
+        toy.engine.steps(toy.store.versions.create(Version(episode_id=ep.id), make_current=False))
     assert len(toy.engine._paths) <= 256
 
 
@@ -303,12 +303,12 @@ def test_a_slow_model_call_blocks_no_other_work_on_the_episode(toy):
     t.start()
     _wait_for_request(toy)
     toy.engine.human_step(v.id, action="go to cabinet 1")  # wins the leaf
-    assert toy.engine.admissible_actions(v.id)
+    assert toy.engine.envs.admissible_actions(v.id)
     assert t.is_alive()  # done while the slow call is still waiting: it did not block
     t.join(10)
     assert isinstance(result["rep"], VersionChanged)  # the slow step lost; nothing interleaved
     assert _indices(toy.store, v.id) == [1]
-    assert len(toy.store.calls(episode_id=ep.id)) == 1  # its call is recorded all the same
+    assert len(toy.store.calls.of_episode(ep.id)) == 1  # its call is recorded all the same
 
 
 def _catch(fn, *args):
@@ -337,8 +337,8 @@ def test_a_slow_step_in_one_tab_does_not_block_another_episode(app):
     click(fast, "btn_step")
     fast_first = t.is_alive()  # the other tab's step finished while the slow one still waits
     t.join(30)
-    assert [s.action for s in toy.store.version_steps(v_b.id)] == ["go to cabinet 1"]
-    assert [s.action for s in toy.store.version_steps(v_a.id)] == ["go to shelf 1"]
+    assert [s.action for s in toy.store.versions.steps(v_b.id)] == ["go to cabinet 1"]
+    assert [s.action for s in toy.store.versions.steps(v_a.id)] == ["go to shelf 1"]
     assert fast_first
 
 
@@ -349,11 +349,11 @@ def test_cost_uses_the_price_of_each_calls_model(app):
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
     toy.llm.push(" go to cabinet 1", " open cabinet 1")
     toy.engine.step(v.id)
-    new = toy.engine.reconfigure(v.id, {"model": "dear-model"})
+    new = toy.engine.editor.reconfigure(v.id, {"model": "dear-model"})
     toy.engine.step(new.id)
     prices = {"scripted-model": {"prompt": 1000.0, "completion": 0.0}, "dear-model": {"prompt": 9000.0, "completion": 0.0}}
-    toy.store.set_setting("model_prices", prices)
-    calls = toy.store.calls(episode_id=ep.id)
+    toy.store.settings.set("model_prices", prices)
+    calls = toy.store.calls.of_episode(ep.id)
     assert {c.model for c in calls} == {"scripted-model", "dear-model"}
     expected = sum(c.usage.prompt_tokens * prices[c.model]["prompt"] for c in calls) / 1e6
     df = make("versions", episode=ep.id).dataframe[0].value
@@ -377,7 +377,7 @@ def test_the_app_shows_a_database_failure_as_one_line(app):
     shown = [t.value for t in at.text]
     assert any("database is locked" in t and "\n" not in t for t in shown), shown
     at.button(key="price_save").click().run()
-    assert not at.exception and toy.store.get_setting("model_prices")
+    assert not at.exception and toy.store.settings.get("model_prices")
 
 
 def test_the_editor_continues_a_frozen_version_in_a_child_and_says_so(app):
@@ -387,10 +387,10 @@ def test_the_editor_continues_a_frozen_version_in_a_child_and_says_so(app):
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
     toy.engine.human_step(v.id, action="go to cabinet 1")
-    ann.annotate_version(toy.store, v.id, verdict="failure", by="ann")
+    annotations.annotate_version(toy.store, v.id, verdict="failure", by="ann")
     toy.llm.push(" open cabinet 1")
     at = click(make("editor", episode=ep.id, version=v.id), "btn_step")
-    child = toy.store.episode(ep.id).current_version
+    child = toy.store.episodes.get(ep.id).current_version
     assert child != v.id and at.query_params["version"] == str(child)
     # people read per-episode numbers: the first version is v1, its new child v2
     assert any("v1 is frozen (annotated); continuing in new version v2" in i.value for i in at.info)
@@ -402,7 +402,7 @@ def test_the_editor_shows_the_settings_of_the_selected_version(app):
 
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, app_cfg(toy.llm, cache=False))
-    new = toy.engine.reconfigure(v.id, {"model": "other-model", "max_steps": 9})
+    new = toy.engine.editor.reconfigure(v.id, {"model": "other-model", "max_steps": 9})
     shown = " ".join(t.value for t in make("editor", episode=ep.id, version=v.id).text)
     assert "Model: scripted-model" in shown and "Max steps: 50" in shown
     shown = " ".join(t.value for t in make("editor", episode=ep.id, version=new.id).text)

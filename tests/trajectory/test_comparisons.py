@@ -10,7 +10,7 @@ from contextlib import closing
 import pytest
 
 from react_editor.main import main
-from sessions import experiments as xs
+from sessions import experiments
 from sessions.store import Store
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig
@@ -112,12 +112,12 @@ def _two_runs(db, a_outcomes: list[str], b_outcomes: list[str]) -> None:
     tasks = [ROOM_TASK.model_copy(update={"id": f"toy/room-{i}"}) for i in range(len(a_outcomes))]
     with closing(Store(db)) as store:
         for name, outcomes in (("A", a_outcomes), ("B", b_outcomes)):
-            exp = xs.create(store, name=name, env="alfworld", method="react", config=AgentConfig(model="m"), tasks=tasks)
-            for item, out in zip(xs.items(store, exp.id), outcomes):
+            exp = experiments.create(store, name=name, env="alfworld", method="react", config=AgentConfig(model="m"), tasks=tasks)
+            for item, out in zip(experiments.items(store, exp.id), outcomes):
                 if out == "error":
-                    xs.record_item(store, item.id, status="error", error="timed out")
+                    experiments.record_item(store, item.id, status="error", error="timed out")
                 elif out != "pending":
-                    xs.record_item(store, item.id, status="done", success=out == "win")
+                    experiments.record_item(store, item.id, status="done", success=out == "win")
 
 
 def _compare(capsys, db, *extra: str):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from trajectory import formats as fmt
+from trajectory import formats
 from tests.reference import require_reference
 
 TRAJECTORY_KEYS = ("webthink", "webact")
@@ -17,10 +17,10 @@ def test_alfworld_prompt_file_round_trips_byte_for_byte():
     d = json.loads((require_reference() / "prompts" / "alfworld_3prompts.json").read_text())
     assert len(d) == 36
     for key, text in d.items():
-        task_text, steps = fmt.parse_alfworld(text)
+        task_text, steps = formats.parse_alfworld(text)
         assert task_text.startswith("You are in the middle of a room.") and "\nYour task is to: " in task_text
         assert steps and all((s.thought is None) != (s.action is None) for s in steps)
-        assert fmt.render_alfworld(task_text, steps) == text, key
+        assert formats.render_alfworld(task_text, steps) == text, key
         if key.startswith("act_"):
             assert all(s.thought is None for s in steps), key
         else:
@@ -34,7 +34,7 @@ def test_wikipedia_prompt_files_round_trip_byte_for_byte(name):
     for key, text in d.items():
         if not key.startswith(TRAJECTORY_KEYS):
             continue
-        parsed = fmt.parse_wiki_examples(text)
+        parsed = formats.parse_wiki_examples(text)
         assert parsed.render() == text, key
         for ex in parsed.examples:
             assert ex.task_text.startswith(("Question: ", "Claim: "))
@@ -49,16 +49,16 @@ def test_wikipedia_prompt_files_round_trip_byte_for_byte(name):
 
 def test_fever_header_is_the_notebook_instruction():
     d = json.loads((require_reference() / "prompts" / "fever.json").read_text())
-    assert fmt.parse_wiki_examples(d["webthink_simple3"]).header == fmt.FEVER_HEADER
+    assert formats.parse_wiki_examples(d["webthink_simple3"]).header == formats.FEVER_HEADER
 
 
 def test_rendering_prompt_from_parsed_exemplar_equals_notebook_concatenation():
     d = json.loads((require_reference() / "prompts" / "alfworld_3prompts.json").read_text())
-    ob, steps = fmt.parse_alfworld(d["react_clean_0"])
+    ob, steps = formats.parse_alfworld(d["react_clean_0"])
     # the notebook sends prefix + ob + '\n>' then ' action\nobs\n>' per turn
     prefix = "Interact with a household to solve a task. Here are two examples.\n" + d["react_clean_1"] + d["react_clean_0"] + "\nHere is the task.\n"
-    expected = prefix + ob + "\n>" + "".join(f" {fmt.alfworld_command(s)}\n" + ("" if s.observation is None else s.observation + "\n") + ">" for s in steps)
-    assert fmt.alfworld_prompt([d["react_clean_1"], d["react_clean_0"]], ob, steps) == expected
+    expected = prefix + ob + "\n>" + "".join(f" {formats.alfworld_command(s)}\n" + ("" if s.observation is None else s.observation + "\n") + ">" for s in steps)
+    assert formats.alfworld_prompt([d["react_clean_1"], d["react_clean_0"]], ob, steps) == expected
 
 
 @pytest.mark.parametrize(
@@ -72,20 +72,20 @@ def test_rendering_prompt_from_parsed_exemplar_equals_notebook_concatenation():
     ],
 )
 def test_wiki_completion_parsing_follows_notebook(completion, thought, action):
-    p = fmt.parse_wiki_completion(completion, 2, "react")
+    p = formats.parse_wiki_completion(completion, 2, "react")
     assert (p.thought, p.action) == (thought, action)
 
 
 def test_alfworld_completion_parsing():
-    assert fmt.parse_alfworld_completion(" think: a plan ") == ("a plan", None)
-    assert fmt.parse_alfworld_completion(" go to fridge 1") == (None, "go to fridge 1")
-    assert fmt.parse_alfworld_completion("") == (None, "")
+    assert formats.parse_alfworld_completion(" think: a plan ") == ("a plan", None)
+    assert formats.parse_alfworld_completion(" go to fridge 1") == (None, "go to fridge 1")
+    assert formats.parse_alfworld_completion("") == (None, "")
 
 
 def test_format_errors_are_clear():
-    with pytest.raises(fmt.FormatError, match="no opening observation"):
-        fmt.parse_alfworld("> go\nobs\n")
-    with pytest.raises(fmt.FormatError, match="Question"):
-        fmt.parse_wiki_examples("Thought 1: x\n")
-    with pytest.raises(fmt.FormatError, match="out of order"):
-        fmt.parse_wiki_examples("Question: q\nThought 2: x\nAction 2: Finish[y]\n")
+    with pytest.raises(formats.FormatError, match="no opening observation"):
+        formats.parse_alfworld("> go\nobs\n")
+    with pytest.raises(formats.FormatError, match="Question"):
+        formats.parse_wiki_examples("Thought 1: x\n")
+    with pytest.raises(formats.FormatError, match="out of order"):
+        formats.parse_wiki_examples("Question: q\nThought 2: x\nAction 2: Finish[y]\n")
