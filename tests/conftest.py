@@ -10,6 +10,58 @@ import envs.registry  # noqa: F401  (publishes the kinds sessions/ reads: trajec
 from tests.scripted_server import ScriptedLLM
 
 
+# -- the test session's own speed --------------------------------------------------------
+
+@pytest.fixture(scope="session", autouse=True)
+def _streamlit_components_scanned_once() -> Iterator[None]:
+    """Each AppTest run scans the metadata of every installed distribution for Streamlit
+    components (seconds with hundreds of packages, most of an AppTest's time); the
+    installed set does not change during a session, so the first scan serves them all."""
+    import functools
+
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # another Streamlit: it scans as it likes
+        yield
+        return
+    scan = manifest_scanner.scan_component_manifests
+    once = functools.cache(scan)
+    manifest_scanner.scan_component_manifests = lambda max_workers=None: list(once())
+    yield
+    manifest_scanner.scan_component_manifests = scan
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _app_scripts_compiled_once() -> Iterator[None]:
+    """Each AppTest run compiles app.py and its page afresh (a new ScriptCache per run);
+    one cache for the session serves them all, recompiling a script whose file changed."""
+    import os
+
+    try:
+        from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+        from streamlit.testing.v1 import app_test, local_script_runner
+    except ImportError:  # another Streamlit: it compiles as it likes
+        yield
+        return
+
+    class UnchangedScripts(ScriptCache):
+        def get_bytecode(self, script_path: str):
+            st = os.stat(script_path)
+            key = (os.path.abspath(script_path), st.st_mtime_ns, st.st_size)
+            with self._lock:
+                if self._stamps.get(key[0]) != key:
+                    self._cache.pop(key[0], None)
+                    self._stamps[key[0]] = key
+            return super().get_bytecode(script_path)
+
+    shared = UnchangedScripts()
+    shared._stamps = {}
+    saved = app_test.ScriptCache, local_script_runner.ScriptCache
+    app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
+    yield
+    app_test.ScriptCache, local_script_runner.ScriptCache = saved
+
+
 # -- scripted model server (tests/scripted_server.py) --------------------------------------
 
 @pytest.fixture(scope="session")

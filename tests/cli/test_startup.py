@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from react_editor.main import main
 from tests.experiment_agents import wiki_agent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,10 +39,12 @@ def _modules(args: list[str], env: dict) -> set[str]:
     return set(json.loads(p.stderr.rsplit("MODULES ", 1)[1]))
 
 
-def test_reading_commands_import_no_model_client_no_ui_no_other_family(tmp_path):
+def test_reading_commands_import_no_model_client_no_ui_no_other_family(tmp_path, monkeypatch):
     env, db = _env(tmp_path), str(tmp_path / "r.db")
-    assert _cli(["run", "--env", "hotpotqa", "--task", "hp-002", "--human", "--db", db], env).returncode == 0
-    assert _cli(["step", "1", "--action", "Search[Colorado orogeny]", "--db", db], env).returncode == 0
+    for k in ("REACT_EDITOR_CACHE", "OPENAI_API_KEY"):  # the episode is made in process (not the point)
+        monkeypatch.setenv(k, env[k])
+    assert main(["run", "--env", "hotpotqa", "--task", "hp-002", "--human", "--db", db]) == 0
+    assert main(["step", "1", "--action", "Search[Colorado orogeny]", "--db", db]) == 0
     for args in (["jobs"], ["jobs", "stop", "1"], ["show", "1"], ["show", "1:1"], ["versions", "1"], ["episodes"],
                  ["episodes", "--env", "hotpotqa"]):
         loaded = _modules([*args, "--db", db], env)

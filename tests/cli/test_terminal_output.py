@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli_helpers import cli
+from tests.cli_helpers import cli, cli_json
 
 TITLE = "\x1b]0;pwned\x07"  # sets the terminal title
 RED = "\x1b[31mred\x1b[0m"
@@ -124,11 +124,11 @@ def _wiki_episode(db: str, thought: str, *, prompts: Path | None = None) -> str:
     return str(ep.id)
 
 
-def test_show_prompt_is_the_bytes_sent_into_a_pipe_escaped_on_a_terminal(tmp_path):
+def test_show_prompt_is_the_bytes_sent_into_a_pipe_escaped_on_a_terminal(tmp_path, capsys):
     """Issue 28 item 23: text mode escaped the prompt even into a pipe (not the bytes sent)."""
     db = str(tmp_path / "p.db")
     ep = _wiki_episode(db, f"copy {OSC52} then {RLO}gnp.exe {CSI}")
-    sent = json.loads(_stdout_of(["show", ep, "--prompt", "--json", "--db", db], tty=False))["prompt"]
+    sent = cli_json(capsys, "show", ep, "--prompt", "--db", db)["prompt"]  # (in process: the JSON is not the point)
     assert OSC52 in sent and CSI in sent
     assert _stdout_of(["show", ep, "--prompt", "--db", db], tty=False) == sent.encode("utf-8")
     shown = _stdout_of(["show", ep, "--prompt", "--db", db], tty=True)
@@ -136,7 +136,7 @@ def test_show_prompt_is_the_bytes_sent_into_a_pipe_escaped_on_a_terminal(tmp_pat
     assert b"\\x1b]52;c;cHduZWQ=\\x07" in shown and b"\\x9b2J" in shown
 
 
-def test_show_prompt_of_the_papers_prompt_file_keeps_its_c1_characters(tmp_path):
+def test_show_prompt_of_the_papers_prompt_file_keeps_its_c1_characters(tmp_path, capsys):
     """The paper's `webthink_simple6` holds C1 characters (mis-decoded dashes): into a pipe
     `show --prompt` writes them as they are sent."""
     from tests.reference import reference_prompts
@@ -146,6 +146,6 @@ def test_show_prompt_of_the_papers_prompt_file_keeps_its_c1_characters(tmp_path)
     assert any(0x80 <= ord(c) <= 0x9f for c in block)
     db = str(tmp_path / "p.db")
     ep = _wiki_episode(db, "I need to search x.", prompts=src)
-    sent = json.loads(_stdout_of(["show", ep, "--prompt", "--json", "--db", db], tty=False))["prompt"]
+    sent = cli_json(capsys, "show", ep, "--prompt", "--db", db)["prompt"]  # (in process: the JSON is not the point)
     assert block in sent
     assert _stdout_of(["show", ep, "--prompt", "--db", db], tty=False) == sent.encode("utf-8")
