@@ -292,14 +292,15 @@ def run(
     db_path: str, ref: int | str, *, concurrency: int = 1, stop: threading.Event | None = None,
     on_progress: Callable[[Progress], None] | None = None, api_key: str | None = None,
     max_consecutive_failures: int = 5, mode: str = "threads", handle: jobs.Handle | None = None,
-    lease_s: float | None = None,
+    lease_s: float | None = None, tracer: Callable[[str, Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run every unfinished item of the experiment (first run and resume alike) as a job,
     and return its summary. Items are claimed one at a time under the job's lease, so
     several runners (the app, CLI processes) share an experiment's items; a dead runner's
     items are taken over once its lease runs out. Raises ExperimentError when the batch
-    stops on consecutive failures. `mode="processes"` runs items in worker processes."""
-    store = Store(db_path, create=False)
+    stops on consecutive failures. `mode="processes"` runs items in worker processes.
+    `tracer`: `fn(sql, params)` for every statement of the Store the run opens (`Store(tracer=...)`)."""
+    store = Store(db_path, create=False, tracer=tracer)
     try:
         exp = experiments.get(store, ref)
         opts = _Options(concurrency, stop, on_progress, api_key, max_consecutive_failures, mode)

@@ -122,8 +122,8 @@ def run_item(
         if not v.outcome.done:
             moved = functools.partial(_moved, on_phase, known, phase) if on_phase else None
             budget = _Budget(samples, sc_temperature, should_stop, concurrency, watch)
-            error, stopped, ran = _run_phase(engine, v, phase, budget, moved)
-            v = store.versions.get(ran)
+            error, stopped, ran, row = _run_phase(engine, v, phase, budget, moved)
+            v = row if row is not None and row.id == ran else store.versions.get(ran)
             if on_phase and ran != known.get(phase):
                 on_phase(phase, ran)
             if error or stopped:
@@ -174,8 +174,8 @@ class _Stopped(Exception):
 
 
 def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
-               moved: Callable[[int], None] | None = None) -> tuple[str | None, bool, int]:
-    """(error, stopped, id of the version that ran) after running one phase on version v:
+               moved: Callable[[int], None] | None = None) -> tuple[str | None, bool, int, Version | None]:
+    """(error, stopped, id of the version that ran, its row when known) after running one phase on version v:
     a ReAct run on a version frozen meanwhile goes on in a child version, and `moved` hears
     of it at once (a crash right after must not leave the item on the frozen version)."""
     if phase in ("react", "act"):
@@ -183,18 +183,18 @@ def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
             if rep.frozen and moved:
                 moved(rep.version.id)
 
-        rep = engine.run(v.id, should_stop=b.should_stop, on_step=on_step, watch=b.watch)
-        return rep.error, rep.stopped, rep.version
+        rep = engine.run(v.id, should_stop=b.should_stop, on_step=on_step, watch=b.watch, known=v)
+        return rep.error, rep.stopped, rep.version, rep.row
     try:
         if phase == "cot-sc":
             _answer_sc(engine, v, b)
         else:
             _answer_once(engine, v, phase)
     except _Stopped:
-        return None, True, v.id
+        return None, True, v.id, None
     except (EngineError, StoreError) as exc:
-        return str(exc), False, v.id
-    return None, False, v.id
+        return str(exc), False, v.id, None
+    return None, False, v.id, None
 
 
 def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]:
