@@ -25,6 +25,7 @@ class VersionPaths:
         self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
         self._pinned: OrderedDict[tuple[int, str], Episode] = OrderedDict()  # (version, created_at) -> its episode
         self._revs: OrderedDict[tuple[int, str], int | None] = OrderedDict()  # (version, created_at) -> exemplar rev
+        self._fresh: tuple[int, str] | None = None  # the version `know_new` just learnt
 
     def episode(self, v: Version, env_options: dict | None = None) -> Episode:
         """The version's episode, with the config the version pinned. The task and a
@@ -38,6 +39,9 @@ class VersionPaths:
             ep = self._pinned.get(key)
             if ep is not None:
                 self._pinned.move_to_end(key)
+            fresh, self._fresh = self._fresh == key, None if self._fresh == key else self._fresh
+        if ep is not None and fresh:
+            return ep.model_copy()
         if ep is None:
             ep, rev = self.store.episodes.pinned(v.episode_id, v.id)
             with self._guard:
@@ -50,6 +54,18 @@ class VersionPaths:
         if env_options is None:
             env_options = self.store.episodes.env_options(v.episode_id)
         return ep.model_copy(update={"env_options": env_options})
+
+    def know_new(self, ep: Episode, v: Version) -> None:
+        """A version just created with its episode (`store.episodes.create`): its pinned
+        config is the episode's, so its first step reads neither."""
+        with self._guard:
+            self._pinned[(v.id, v.created_at)] = ep
+            while len(self._pinned) > PATH_CACHE:
+                self._pinned.popitem(last=False)
+            self._fresh = (v.id, v.created_at)  # its next use takes the options as written
+        self._version_episode.setdefault(v.id, ep.id)
+        if ep.config.exemplar_set in (None, "builtin"):  # (a set's revision is pinned at the first step)
+            self.remember_revision(v, None)
 
     def revision(self, v: Version) -> tuple[bool, int | None]:
         """(known, the version's pinned exemplar revision) as remembered: once pinned it
