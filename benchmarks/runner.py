@@ -23,7 +23,7 @@ Each of `--rounds` (default 5) rounds runs, per level, the bare client and then 
   connections, timed in an extra run, as its clock costs CPU of its own) and `engine` (what
   is left: the engine, jobs, claims, prompts, threads, the writer).
 - `sql` (a traced run of 50 tasks at concurrency 1 and at the highest level, counted, not
-  timed): `statements_per_call` (each execute of the Store's connections, begin and commit
+  timed, from the run's `Store(tracer=...)`, `experiment.run(tracer=...)`): `statements_per_call` (each execute of the Store's connections, begin and commit
   included), `trace_reports_per_call` (SQLite's trace, which names a statement again per
   trigger program), `commits_per_call`, `durable_commits_per_call`, and per connection
   (thread#n) its [commits, durable].
