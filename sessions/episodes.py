@@ -87,13 +87,16 @@ class Episodes:
             db = self._database.db
             task_id = self.task_row(task)
             config_id = self.config_row(config)
-            ep_id = db.execute(
-                "insert into episodes (task_id, config_id, env_options, name, created_at) values (?,?,?,?,?)",
+            # the first version's id is the one SQLite would give it (max + 1: this transaction holds the
+            # write lock), so the episode names it as current when it is inserted (no update after)
+            ep_id, v_id = db.execute(
+                "insert into episodes (task_id, config_id, env_options, name, created_at, current_version) "
+                "values (?,?,?,?,?, (select coalesce(max(id), 0) + 1 from versions)) returning id, current_version",
                 [task_id, config_id, options, name, stamp],
-            ).lastrowid
+            ).fetchall()[0]
             first = Version(episode_id=ep_id, name=version_name)
-            version = first.model_copy(update={"id": insert_row(db, "versions", version_row(first, config_id, None))})
-            self.point_current(ep_id, version.id)
+            version = first.model_copy(update={"id": insert_row(db, "versions", {"id": v_id, **version_row(
+                first, config_id, None)})})
         # the row just written, without reading the task and config back (their own JSON)
         return Episode(id=ep_id, task=task, config=config, env_options=from_json(options, {}),
                        current_version=version.id, name=name, created_at=stamp), version

@@ -275,4 +275,4 @@ def test_an_experiment_issues_few_statements_per_model_call(tmp_path, scripted_l
     store.close()
 
 
-STATEMENTS_PER_CALL = 15.0  # 14.75 now; 20.1 before the engine read a step's version with its episode's options, its pinned config and exemplar revision once per version (none for a version the item start just wrote), and the ids of known tasks and configs were kept; 32.1 before the writer
+STATEMENTS_PER_CALL = 14.5  # 14.25 now (12.5 in benchmarks/runner.py at concurrency 1: no response-cache read there, 50 tasks); 20.1 before the engine read a step's version with its episode's options, its pinned config and exemplar revision once per version (none for a version the item start just wrote), the ids of known tasks and configs were kept, and a new episode named its first version as current when inserted; 32.1 before the writer
