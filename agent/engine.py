@@ -100,14 +100,20 @@ class Engine:
         return self.paths.steps(version)
 
     # ------------------------------------------------------------------ stepping
-    def _begin(self, version_id: int, episode_id: int | None = None):
+    def _begin(self, version_id: int, episode_id: int | None = None, known: Version | None = None):
         """Under the episode's lock: the version, its episode (pinned config), its steps,
         and the environment after them (a replay mismatch shows before any model call).
-        None if the version is not of `episode_id` (the lock held is not its episode's)."""
-        v = self.store.versions.get(version_id)
+        None if the version is not of `episode_id` (the lock held is not its episode's).
+        `known`: the version's row as the caller just read it (not read again; the leaf
+        is compare-and-set at the record either way)."""
+        options = None
+        if known is not None and known.id == version_id:
+            v = known
+        else:
+            v, options = self.store.versions.with_env_options(version_id)
         if episode_id is not None and v.episode_id != episode_id:
             return None
-        ep = self.paths.episode(v)
+        ep = self.paths.episode(v, options)
         if v.outcome.done:
             raise EngineError(f"version {version_name(self.store, v)} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on")
         steps = self.steps(v)
@@ -115,14 +121,15 @@ class Engine:
             raise EngineError(f"version {version_name(self.store, v)} has reached its step limit ({self.max_steps(ep)})")
         return v, ep, steps, self.envs.restore(ep, steps)
 
-    def step(self, version_id: int, *, watch: CallWatch | None = None) -> StepReport:
+    def step(self, version_id: int, *, watch: CallWatch | None = None, known: Version | None = None) -> StepReport:
         """One model step (ALFWorld: one line; Wikipedia: Thought/Action/Observation).
         Prepare (locked), call the model (unlocked), execute and record (locked). `watch`
-        reports retries and can cancel the step while its model call is in flight."""
+        reports retries and can cancel the step while its model call is in flight.
+        `known`: the version's row as the caller just read it (`run`'s first step)."""
         eid = self.paths.episode_id(version_id)
         with self._locked(eid):
             self.prompts.take_kept_calls()  # answers an earlier blocked write kept: the next attempt uses them
-            began = self._begin(version_id, eid)
+            began = self._begin(version_id, eid, known)
             if began is None:  # a deleted version's id reused in another episode: take its lock
                 self.paths.forget_episode(version_id)
                 return self.step(version_id, watch=watch)
@@ -297,18 +304,18 @@ class Engine:
         self,
         version_id: int,
         *,
-        max_steps: int | None = None,
-        should_stop: Callable[[], bool] | None = None,
-        on_step: Callable[[StepReport], None] | None = None,
-        watch: CallWatch | None = None,
+        max_steps: int | None = None, should_stop: Callable[[], bool] | None = None,
+        on_step: Callable[[StepReport], None] | None = None, watch: CallWatch | None = None,
+        known: Version | None = None,
     ) -> RunReport:
         """Step until done, the step limit, `max_steps` new steps, an error, or Stop. A
         frozen version goes on in a new child version; the report names it. `watch`
-        (a job's) cancels the model call in flight at Stop: that step is not taken."""
-        added, stopped, error, continued_from = 0, False, None, None
-        vid = version_id
-        v = self.store.versions.get(vid)
+        (a job's) cancels the model call in flight at Stop: that step is not taken.
+        `known`: the version's row as the caller just read it (not read again)."""
+        added, stopped, error, continued_from, vid = 0, False, None, None, version_id
+        v = known if known is not None and known.id == vid else self.store.versions.get(vid)
         self.paths.know_episode(vid, v.episode_id)  # (its first step need not read it again)
+        first: Version | None = v
         while not v.outcome.done:
             if max_steps is not None and added >= max_steps:
                 break
@@ -316,7 +323,7 @@ class Engine:
                 stopped = True
                 break
             try:
-                rep = self.step(vid, watch=watch)
+                rep, first = self.step(vid, watch=watch, known=first), None
             except StepCancelled:
                 stopped = True
                 break
@@ -341,6 +348,7 @@ class Engine:
         except StoreError as exc:  # the report still says how far the run got
             error = error or str(exc)
         return RunReport(
+            row=v,
             episode=v.episode_id,
             version=v.id,
             done=v.outcome.done,

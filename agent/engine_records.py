@@ -87,6 +87,7 @@ class RunReport:
     stopped: bool = False
     error: str | None = None
     continued_from: int | None = None  # set when the run went on in a new child of a frozen version
+    row: Version | None = field(default=None, repr=False, compare=False)  # the version as the run left it
 
     def as_json(self) -> dict[str, Any]:
         out = {"episode": self.episode, "version": self.version, "done": self.done, "success": self.success, "steps": self.steps}

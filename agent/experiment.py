@@ -28,7 +28,7 @@ from sessions import experiments
 import sessions.jobs
 from sessions.store import Store, StoreError
 from sessions.writer import attached, write
-from trajectory.records import AgentConfig, Task
+from trajectory.records import AgentConfig, Episode, Task, Version
 from trajectory.stats import METHOD_PAIRED, mcnemar_exact, paired_test
 
 
@@ -168,7 +168,8 @@ class _Workers:
 
 
 def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, should_stop: Callable[[], bool], *,
-             concurrency: int = 1, watch: CallWatch | None = None, token: int | None = None) -> dict:
+             concurrency: int = 1, watch: CallWatch | None = None, token: int | None = None,
+             known: Version | None = None) -> dict:
     """Run or continue one task of the experiment in its (single) episode, already linked.
     `token`: the runner's claim of the item; every write of the item checks it (ClaimLost
     when another runner took the item over: nothing of its record is overwritten)."""
@@ -184,7 +185,7 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
                                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
                                should_stop=should_stop, phases=it.phases, on_phase=on_phase,
-                               concurrency=concurrency, watch=watch)
+                               concurrency=concurrency, watch=watch, known=known)
     except experiments.ClaimLost:
         raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
@@ -211,14 +212,16 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
     overwritten. `claims`: the job's held claims, which its heartbeat checks (else each
     stop check reads the claim)."""
     store = engine.store
-    token, it = write(store, lambda: _start_item(store, exp, job_id, lease_s, item_id), durable=False)
+    token, it, made = write(store, lambda: _start_item(store, exp, job_id, lease_s, item_id), durable=False)
     if token is None:
         return {"item": item_id, "skipped": True}
+    if made is not None:  # the rows just written: the first step reads neither again
+        engine.paths.know_new(*made)
     claims = claims if claims is not None else _Claims(store)
     claims.hold(item_id, token)
     try:
         return run_item(engine, exp, it, lambda: should_stop() or claims.lost(item_id), concurrency=concurrency,
-                        watch=watch, token=token)
+                        watch=watch, token=token, known=made[1] if made else None)
     except experiments.ClaimLost as exc:
         print(f"experiment {exp.id}, job {job_id}: {exc}", file=sys.stderr, flush=True)
         return {"item": item_id, "lost": True, "done": False, "success": None}
@@ -230,13 +233,13 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
 
 
 def _start_item(store: Store, exp: experiments.Experiment, job_id: int, lease_s: float,
-                item_id: int) -> tuple[int | None, experiments.Item | None]:
+                item_id: int) -> tuple[int | None, experiments.Item | None, tuple[Episode, Version] | None]:
     """Claim the item and create its episode, one light transaction (a power cut that loses
     it leaves the item to a resume): (token, item), or (None, None) when another runner
     holds it or it is done."""
     started = experiments.claim_and_start(store, item_id, job_id, lease_s, exp.config, exp.env_options,
                                           exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}", methods.PHASES[exp.method][0])
-    return started if started is not None else (None, None)
+    return started if started is not None else (None, None, None)
 
 
 class _Claims:
@@ -292,14 +295,15 @@ def run(
     db_path: str, ref: int | str, *, concurrency: int = 1, stop: threading.Event | None = None,
     on_progress: Callable[[Progress], None] | None = None, api_key: str | None = None,
     max_consecutive_failures: int = 5, mode: str = "threads", handle: jobs.Handle | None = None,
-    lease_s: float | None = None,
+    lease_s: float | None = None, tracer: Callable[[str, Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run every unfinished item of the experiment (first run and resume alike) as a job,
     and return its summary. Items are claimed one at a time under the job's lease, so
     several runners (the app, CLI processes) share an experiment's items; a dead runner's
     items are taken over once its lease runs out. Raises ExperimentError when the batch
-    stops on consecutive failures. `mode="processes"` runs items in worker processes."""
-    store = Store(db_path, create=False)
+    stops on consecutive failures. `mode="processes"` runs items in worker processes.
+    `tracer`: `fn(sql, params)` for every statement of the Store the run opens (`Store(tracer=...)`)."""
+    store = Store(db_path, create=False, tracer=tracer)
     try:
         exp = experiments.get(store, ref)
         opts = _Options(concurrency, stop, on_progress, api_key, max_consecutive_failures, mode)

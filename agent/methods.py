@@ -100,30 +100,31 @@ def run_item(
     engine: Engine, episode_id: int, method: str, *, samples: int = DEFAULT_SAMPLES,
     sc_temperature: float = SC_TEMPERATURE, should_stop: Callable[[], bool] | None = None,
     phases: dict[str, int] | None = None, on_phase: Callable[[str, int], None] | None = None,
-    concurrency: int = 1, watch: CallWatch | None = None,
+    concurrency: int = 1, watch: CallWatch | None = None, known: Version | None = None,
 ) -> ItemOutcome:
     """Run (or continue) `method` on the episode; return where its final version stands.
     `phases` ({phase: version id}, the experiment item's record) says which version ran
     each phase; `on_phase` records a phase's version whenever it starts or moves (a run on
-    a version frozen meanwhile goes on in a child, and the phase follows it there)."""
+    a version frozen meanwhile goes on in a child, and the phase follows it there).
+    `known`: a version row the caller just wrote (not read again)."""
     store = engine.store
     names = PHASES[method]
-    known = dict(phases or {})
+    row, known = known, dict(phases or {})
     if not known:  # an item recorded before phases were kept: fall back to the version names
         known = {v.name: v.id for v in store.versions.of_episode(episode_id) if v.name in names}
     v: Version | None = None
     for n, phase in enumerate(names):
         fresh = known.get(phase) is None  # its version is named/created now: that and its record commit together
         with store.transaction() if fresh else contextlib.nullcontext():
-            v = _phase_version(store, episode_id, phase, known.get(phase), v)
+            v = _phase_version(store, episode_id, phase, known.get(phase), v, row)
             if on_phase and known.get(phase) != v.id:
                 on_phase(phase, v.id)
                 known[phase] = v.id  # recorded: not again after the run unless it moved
         if not v.outcome.done:
             moved = functools.partial(_moved, on_phase, known, phase) if on_phase else None
             budget = _Budget(samples, sc_temperature, should_stop, concurrency, watch)
-            error, stopped, ran = _run_phase(engine, v, phase, budget, moved)
-            v = store.versions.get(ran)
+            error, stopped, ran, row = _run_phase(engine, v, phase, budget, moved)
+            v = row if row is not None and row.id == ran else store.versions.get(ran)
             if on_phase and ran != known.get(phase):
                 on_phase(phase, ran)
             if error or stopped:
@@ -146,11 +147,13 @@ def _phase_of(known: dict[str, int], version_id: int) -> str:
     return next((p for p, vid in known.items() if vid == version_id), "")
 
 
-def _phase_version(store, episode_id: int, phase: str, recorded: int | None, prev: Version | None) -> Version:
-    """The version that runs `phase`: the recorded one, else the episode's first version
-    (first phase), else a fresh path from the task's start named after the phase."""
+def _phase_version(store, episode_id: int, phase: str, recorded: int | None, prev: Version | None,
+                   row: Version | None = None) -> Version:
+    """The version that runs `phase`: the recorded one (`row` when it is that one, as just
+    written), else the episode's first version (first phase), else a fresh path from the
+    task's start named after the phase."""
     if recorded is not None:
-        return store.versions.get(recorded)
+        return row if row is not None and row.id == recorded else store.versions.get(recorded)
     if prev is None:
         return store.versions.update(store.versions.of_episode(episode_id)[0].id, name=phase)
     found, _ = store.versions.branch(prev, at_step=None, steps=[], name=phase)
@@ -174,8 +177,8 @@ class _Stopped(Exception):
 
 
 def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
-               moved: Callable[[int], None] | None = None) -> tuple[str | None, bool, int]:
-    """(error, stopped, id of the version that ran) after running one phase on version v:
+               moved: Callable[[int], None] | None = None) -> tuple[str | None, bool, int, Version | None]:
+    """(error, stopped, id of the version that ran, its row when known) after running one phase on version v:
     a ReAct run on a version frozen meanwhile goes on in a child version, and `moved` hears
     of it at once (a crash right after must not leave the item on the frozen version)."""
     if phase in ("react", "act"):
@@ -183,18 +186,18 @@ def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
             if rep.frozen and moved:
                 moved(rep.version.id)
 
-        rep = engine.run(v.id, should_stop=b.should_stop, on_step=on_step, watch=b.watch)
-        return rep.error, rep.stopped, rep.version
+        rep = engine.run(v.id, should_stop=b.should_stop, on_step=on_step, watch=b.watch, known=v)
+        return rep.error, rep.stopped, rep.version, rep.row
     try:
         if phase == "cot-sc":
             _answer_sc(engine, v, b)
         else:
             _answer_once(engine, v, phase)
     except _Stopped:
-        return None, True, v.id
+        return None, True, v.id, None
     except (EngineError, StoreError) as exc:
-        return str(exc), False, v.id
-    return None, False, v.id
+        return str(exc), False, v.id, None
+    return None, False, v.id, None
 
 
 def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]:

@@ -168,10 +168,15 @@ class PromptBuilder:
 
     def pin_exemplars(self, v: Version, ep: Episode) -> int | None:
         """The exemplar-set revision the version's prompts use, pinned at its first use."""
+        known, rev = self.paths.revision(v)
+        if known:  # pinned (or the built-in exemplars) once: it never changes
+            return rev
         rev = self.store.versions.exemplar_revision(v.id)
         if rev is None and ep.config.exemplar_set not in (None, "builtin"):
-            rev = self.revision_of(ep.config.exemplar_set)
-            self.store.versions.pin_exemplar_revision(v.id, rev)
+            rev = self.revision_of(ep.config.exemplar_set)  # (remembered once read back: another
+            self.store.versions.pin_exemplar_revision(v.id, rev)  # process may have pinned it first)
+            return rev
+        self.paths.remember_revision(v, rev)
         return rev
 
     def revision_of(self, set_name: str | None) -> int | None:

@@ -24,25 +24,61 @@ class VersionPaths:
         self._paths: OrderedDict[int, tuple[int | None, list[Step]]] = OrderedDict()
         self._version_episode: dict[int, int] = {}  # version id -> episode id (fixed at creation; bounded)
         self._pinned: OrderedDict[tuple[int, str], Episode] = OrderedDict()  # (version, created_at) -> its episode
+        self._revs: OrderedDict[tuple[int, str], int | None] = OrderedDict()  # (version, created_at) -> exemplar rev
+        self._fresh: tuple[int, str] | None = None  # the version `know_new` just learnt
 
-    def episode(self, v: Version) -> Episode:
+    def episode(self, v: Version, env_options: dict | None = None) -> Episode:
         """The version's episode, with the config the version pinned. The task and a
         version's pinned config never change: they are read and validated once per version
-        (keyed with its creation time, as a deleted version's id may be reused); the
-        environment options, which a confirm or re-point changes, are read every time."""
+        (keyed with its creation time, as a deleted version's id may be reused), with the
+        version's exemplar revision (`revision`) when it is pinned; the environment options,
+        which a confirm or re-point changes, are read every time (`env_options`: the caller
+        read them with the version, `store.versions.with_env_options`)."""
         key = (v.id, v.created_at)
         with self._guard:
             ep = self._pinned.get(key)
             if ep is not None:
                 self._pinned.move_to_end(key)
+            fresh, self._fresh = self._fresh == key, None if self._fresh == key else self._fresh
+        if ep is not None and fresh:
+            return ep.model_copy()
         if ep is None:
-            ep = self.store.episodes.get(v.episode_id).model_copy(update={"config": self.store.versions.config(v.id)})
+            ep, rev = self.store.episodes.pinned(v.episode_id, v.id)
             with self._guard:
                 self._pinned[key] = ep
                 while len(self._pinned) > PATH_CACHE:
                     self._pinned.popitem(last=False)
+            if rev is not None or ep.config.exemplar_set in (None, "builtin"):  # (else pinned at its first use)
+                self.remember_revision(v, rev)
             return ep.model_copy()
-        return ep.model_copy(update={"env_options": self.store.episodes.env_options(v.episode_id)})
+        if env_options is None:
+            env_options = self.store.episodes.env_options(v.episode_id)
+        return ep.model_copy(update={"env_options": env_options})
+
+    def know_new(self, ep: Episode, v: Version) -> None:
+        """A version just created with its episode (`store.episodes.create`): its pinned
+        config is the episode's, so its first step reads neither."""
+        with self._guard:
+            self._pinned[(v.id, v.created_at)] = ep
+            while len(self._pinned) > PATH_CACHE:
+                self._pinned.popitem(last=False)
+            self._fresh = (v.id, v.created_at)  # its next use takes the options as written
+        self._version_episode.setdefault(v.id, ep.id)
+        if ep.config.exemplar_set in (None, "builtin"):  # (a set's revision is pinned at the first step)
+            self.remember_revision(v, None)
+
+    def revision(self, v: Version) -> tuple[bool, int | None]:
+        """(known, the version's pinned exemplar revision) as remembered: once pinned it
+        never changes (keyed with the creation time, as `episode`)."""
+        with self._guard:
+            key = (v.id, v.created_at)
+            return key in self._revs, self._revs.get(key)
+
+    def remember_revision(self, v: Version, rev: int | None) -> None:
+        with self._guard:
+            self._revs[(v.id, v.created_at)] = rev
+            while len(self._revs) > PATH_CACHE:
+                self._revs.popitem(last=False)
 
     def steps(self, version: Version) -> list[Step]:
         """The version's path, cached by leaf so a long run does not re-read it each step."""

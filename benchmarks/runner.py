@@ -23,7 +23,7 @@ Each of `--rounds` (default 5) rounds runs, per level, the bare client and then 
   connections, timed in an extra run, as its clock costs CPU of its own) and `engine` (what
   is left: the engine, jobs, claims, prompts, threads, the writer).
 - `sql` (a traced run of 50 tasks at concurrency 1 and at the highest level, counted, not
-  timed): `statements_per_call` (each execute of the Store's connections, begin and commit
+  timed, from the run's `Store(tracer=...)`, `experiment.run(tracer=...)`): `statements_per_call` (each execute of the Store's connections, begin and commit
   included), `trace_reports_per_call` (SQLite's trace, which names a statement again per
   trigger program), `commits_per_call`, `durable_commits_per_call`, and per connection
   (thread#n) its [commits, durable].
@@ -67,13 +67,11 @@ def serve() -> None:
 
 
 def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float],
-           store_clock: list[float] | None = None, arm: Callable[[], Any] | None = None) -> dict:
+           store_clock: list[float] | None = None, tracer: Callable[[str, Any], None] | None = None) -> dict:
     """One run of the experiment at `concurrency`, timed from its start (its creation is
-    not); `arm`, when given, is called between the two (and its result called at the end)."""
+    not); `tracer`: the run's `Store(tracer=...)` (`experiment.run(tracer=...)`)."""
     from agent import experiment
     from sessions.store import Store
-
-    open_store = open_store or Store
     from trajectory.records import AgentConfig
 
     db = work / f"{tag}.db"
@@ -82,16 +80,14 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
                             tasks=tasks, name=tag)
     store.close()
     env0, store0 = env_clock[0], (store_clock or [0.0])[0]
-    disarm = arm() if arm is not None else None
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
-        out = experiment.run(str(db), exp.id, concurrency=concurrency)
+        out = experiment.run(str(db), exp.id, concurrency=concurrency, tracer=tracer)
     finally:
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
-        if disarm is not None:
-            disarm()
-    with _Open(db) as st:
-        calls = st.db.execute("select count(*) from model_calls").fetchone()[0]
+    store = Store(db)
+    calls = store.db.execute("select count(*) from model_calls").fetchone()[0]
+    store.close()
     assert out["done"] == len(tasks), out
     out = {"calls": calls, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
            "cpu_ms_per_call": round(cpu / calls * 1000, 3), "calls_per_s": round(calls / wall, 1),
@@ -99,17 +95,6 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     if store_clock is not None:
         out["store_ms_per_call"] = round((store_clock[0] - store0) / calls * 1000, 3)
     return out
-
-
-class _Open:
-    def __init__(self, db: Path, open_store):
-        self.store = open_store(db)
-
-    def __enter__(self):
-        return self.store
-
-    def __exit__(self, *exc) -> None:
-        self.store.close()
 
 
 def _clock_env(env_clock: list[float]) -> None:
@@ -157,8 +142,11 @@ def _clock_store(store_clock: list[float]) -> None:
 def bare_prompt(work: Path) -> tuple[str, list[str]]:
     """A prompt of the runner's mean size (the warm-up's calls) and its stop: what the bare
     client sends, so both do the same requests."""
-    with _Open(work / "warmup.db") as st:
-        chars = st.db.execute("select avg(prompt_chars) from model_calls").fetchone()[0] or 0
+    from sessions.store import Store
+
+    st = Store(work / "warmup.db")
+    chars = st.db.execute("select avg(prompt_chars) from model_calls").fetchone()[0] or 0
+    st.close()
     tail = "Question: who?\nThought 1:"
     return "x" * max(0, int(chars) - len(tail) - 1) + "\n" + tail, ["\nObservation 1:"]
 
@@ -208,70 +196,40 @@ def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency:
 
 def db_work(work: Path, url: str, tasks, concurrency: int, tag: str) -> dict:
     """SQL statements and commits per model call in a separate, traced run (counted, not
-    timed). `statements_per_call`: the statements the runner issues (each execute of the
-    Store's connections, begin and commit included); `trace_reports_per_call`: what SQLite's
-    trace hook reports, which also names a statement again for each trigger program it runs.
-    A commit is counted on its own connection, labelled by that connection's safety level at
+    timed), from the run's `Store(tracer=...)`. `statements_per_call`: the statements the
+    runner issues (each execute of the Store's connections, begin and commit included);
+    `trace_reports_per_call`: what SQLite's trace reports, which also names a write again
+    for each trigger program it runs and FTS5's reads of its own config. A commit is counted
+    on its own connection (one per thread), labelled by that connection's safety level at
     the time: durable (an fsync) or light."""
-    import sqlite3
-
-    from sessions import connection
-
     counts = {"statements": 0, "reports": 0}
-    per_conn: list[dict] = []  # one per connection: its own durability setting and commits
-    real = sqlite3.connect
+    conns: dict[int, dict] = {}  # a Store opens one connection per thread
     lock = threading.Lock()
 
-    def traced(*a, **k) -> Store:
-        conns: dict[int, dict] = {}  # a Store opens one connection per thread
-
-        def trace(sql: str, _params) -> None:
-            mine = conns.get(threading.get_ident())
-            if mine is None:  # sqlite's default: synchronous = full
-                mine = conns[threading.get_ident()] = {"commits": 0, "light": 0, "light_now": False}
-                per_conn.append(mine)
-            if sql.startswith("--"):  # statements SQLite runs for a trigger or the FTS index
-                return
-            counts["reports"] += 1
-            low = sql.lower()
-            if low.startswith("pragma synchronous"):
-                mine["light_now"] = "normal" in low or "off" in low
-            elif low == "commit":
-                mine["commits"] += 1
-                mine["light"] += mine["light_now"]
-
-        return Store(*a, tracer=trace, **k)
-
-    def connect(*a, **k):
-        conn = real(*a, **k)
-        mine = {"commits": 0, "light": 0, "light_now": False, "thread": threading.current_thread().name}
-        per_conn.append(mine)
-        conn.set_trace_callback(tracer(mine))
-        return conn
-
-    def counted(method):
-        def call(*a, **k):
+    def trace(sql: str, _params) -> None:
+        mine = conns.get(threading.get_ident())
+        if mine is None:  # sqlite's default: synchronous = full
             with lock:
-                counts["statements"] += 1
-            return method(*a, **k)
+                mine = conns[threading.get_ident()] = {"thread": threading.current_thread().name, "commits": 0,
+                                                       "light": 0, "light_now": False, "last": None}
+        if sql.startswith("--"):  # statements SQLite runs for a trigger or the FTS index
+            return
+        with lock:
+            counts["reports"] += 1
+            if not sql.startswith(("PRAGMA 'main'.", "SELECT k, v FROM 'main'.")) and not (
+                    sql == mine["last"] and sql.split(None, 1)[0].lower() in ("insert", "update", "delete", "replace")):
+                counts["statements"] += 1  # (not FTS5's own reads, not a write reported again per trigger program)
+                mine["last"] = sql
+        low = sql.lower()
+        if low.startswith("pragma synchronous"):
+            mine["light_now"] = "normal" in low or "off" in low
+        elif low == "commit":
+            mine["commits"] += 1
+            mine["light"] += mine["light_now"]
 
-        return call
-
-    saved = {n: getattr(connection._Cursor, n) for n in ("execute", "executemany", "executescript")}
-
-    def arm():  # after the experiment is created: only the run is counted
-        sqlite3.connect = connect
-        for name, method in saved.items():
-            setattr(connection._Cursor, name, counted(method))
-        return disarm
-
-    def disarm():
-        sqlite3.connect = real
-        for name, method in saved.items():
-            setattr(connection._Cursor, name, method)
-
-    out = _timed(work, tag, url, tasks, concurrency, [0.0], arm=arm)
+    out = _timed(work, tag, url, tasks, concurrency, [0.0], tracer=trace)
     calls = out["calls"]
+    per_conn = list(conns.values())
     commits = sum(c["commits"] for c in per_conn)
     light = sum(c["light"] for c in per_conn)
     return {"concurrency": concurrency, "statements_per_call": round(counts["statements"] / calls, 2),

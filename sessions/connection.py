@@ -233,6 +233,7 @@ class _Tx:
             return self
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
             self.kept = dict(self.store.calls.params_new), set(self.store.blobs.new)
+            self.kept_rows = [dict(r.new) for r in self.store.episodes.row_ids]
             stack = _stack(self.conn)
             enclosing = stack[-1] if stack else None
             self.reused = enclosing is not None and enclosing.changes == self.conn.total_changes
@@ -290,8 +291,12 @@ class _Tx:
                         self.conn.execute("rollback")
                     self._restore()
                     self.store.blobs.requeue(blobs)
+                    for rows in self.store.episodes.row_ids:
+                        rows.new = {}
                     raise
                 self.store.calls.params_ids.update(new)
+                for rows in self.store.episodes.row_ids:
+                    rows.committed()
                 self.store.blobs.remember(blobs)
                 self._restore()
             else:
@@ -299,6 +304,8 @@ class _Tx:
                     self.conn.execute("rollback")
                 self._restore()
                 self.store.blobs.requeue(blobs)
+                for rows in self.store.episodes.row_ids:
+                    rows.new = {}
         finally:
             self.lock.release()
         return False
@@ -319,6 +326,8 @@ class _Tx:
             _stack(self.conn)[-1].changes = self.conn.total_changes
         params, blob_keys = self.kept
         self.store.calls.params_new = params  # the rows it inserted are gone: no cache may name them
+        for rows, kept in zip(self.store.episodes.row_ids, self.kept_rows):
+            rows.new = kept
         undone = {k: v for k, v in self.store.blobs.new.items() if k not in blob_keys}
         self.store.blobs.new = {k: v for k, v in self.store.blobs.new.items() if k in blob_keys}
         self.store.blobs.requeue(undone)  # (an environment may refer to them, as after a rollback)

@@ -8,7 +8,7 @@ import hashlib
 from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, from_json, to_json
-from sessions.parts import Database, insert_row
+from sessions.parts import Database, RowIds, insert_row
 from sessions.rows import SCOLS, EpisodeTree, StepRow, VCOLS, step_fields, version_from_row, version_row
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 from trajectory.signals import STEP_LIMIT
@@ -37,33 +37,38 @@ class Episodes:
 
     def __init__(self, database: Database):
         self._database = database
+        self.row_ids = (RowIds(), RowIds())  # tasks, configs (committed rows; the Store's transactions keep them)
 
     # ------------------------------------------------------------------ tasks / configs
     def task_row(self, task: Task) -> int:
-        """The task's row id (inserted the first time it is seen)."""
-        db = self._database.db
-        key = task.key
-        row = db.execute("select id, json from tasks where key = ?", [key]).fetchone()
-        data = to_json(task)
+        """The task's row id (inserted the first time it is seen; a new task costs one
+        statement, a known one none)."""
+        db, ids = self._database.db, self.row_ids[0]
+        key, data = task.key, to_json(task)
+        cached = ids.get((key, data))
+        if cached is not None:
+            return cached
+        row = db.execute("insert into tasks (key, env, type, json) values (?,?,?,?) on conflict (key) do nothing "
+                         "returning id", [key, task.env, task.type, data]).fetchall()  # (all: the statement ends)
         if row:
-            if row[1] != data:  # same id, new content (e.g. a regenerated game): keep both
-                key = f"{key}#{hashlib.sha256(data.encode()).hexdigest()[:8]}"
-                row2 = db.execute("select id from tasks where key = ?", [key]).fetchone()
-                if row2:
-                    return row2[0]
-            else:
-                return row[0]
-        return insert_row(db, "tasks", {"key": key, "env": task.env, "type": task.type, "json": data})
+            return ids.learn((task.key, data), row[0][0])
+        row = db.execute("select id, json from tasks where key = ?", [key]).fetchone()
+        if row[1] != data:  # same id, new content (e.g. a regenerated game): keep both
+            key = f"{key}#{hashlib.sha256(data.encode()).hexdigest()[:8]}"
+            row2 = db.execute("select id from tasks where key = ?", [key]).fetchone()
+            row = row2 or (insert_row(db, "tasks", {"key": key, "env": task.env, "type": task.type, "json": data}),)
+        return ids.learn((task.key, data), row[0])
 
     def config_row(self, config: AgentConfig) -> int:
         """The config's row id (configs are kept once by their content)."""
         db = self._database.db
         data = to_json(config) or "{}"
         key = hashlib.sha256(data.encode()).hexdigest()[:16]
+        cached = self.row_ids[1].get(key)
+        if cached is not None:
+            return cached
         row = db.execute("select id from configs where key = ?", [key]).fetchone()
-        if row:
-            return row[0]
-        return insert_row(db, "configs", {"key": key, "json": data})
+        return self.row_ids[1].learn(key, row[0] if row else insert_row(db, "configs", {"key": key, "json": data}))
 
     def config_id(self, episode_id: int) -> int:
         """The episode's default config row (a new version without one pins it)."""
@@ -82,13 +87,16 @@ class Episodes:
             db = self._database.db
             task_id = self.task_row(task)
             config_id = self.config_row(config)
-            ep_id = db.execute(
-                "insert into episodes (task_id, config_id, env_options, name, created_at) values (?,?,?,?,?)",
+            # the first version's id is the one SQLite would give it (max + 1: this transaction holds the
+            # write lock), so the episode names it as current when it is inserted (no update after)
+            ep_id, v_id = db.execute(
+                "insert into episodes (task_id, config_id, env_options, name, created_at, current_version) "
+                "values (?,?,?,?,?, (select coalesce(max(id), 0) + 1 from versions)) returning id, current_version",
                 [task_id, config_id, options, name, stamp],
-            ).lastrowid
+            ).fetchall()[0]
             first = Version(episode_id=ep_id, name=version_name)
-            version = first.model_copy(update={"id": insert_row(db, "versions", version_row(first, config_id, None))})
-            self.point_current(ep_id, version.id)
+            version = first.model_copy(update={"id": insert_row(db, "versions", {"id": v_id, **version_row(
+                first, config_id, None)})})
         # the row just written, without reading the task and config back (their own JSON)
         return Episode(id=ep_id, task=task, config=config, env_options=from_json(options, {}),
                        current_version=version.id, name=name, created_at=stamp), version
@@ -106,6 +114,19 @@ class Episodes:
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
         return episode_from_row(row)
+
+    def pinned(self, episode_id: int, version_id: int) -> tuple[Episode, int | None]:
+        """The episode with the config the version pinned (its own, else the episode's), and
+        the version's exemplar revision (None: not pinned yet, or the built-in exemplars), in one read."""
+        row = self._database.db.execute(
+            "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at, v.exemplar_rev "
+            "from episodes e "
+            "join tasks t on t.id = e.task_id join versions v on v.id = ? and v.episode_id = e.id "
+            "join configs c on c.id = coalesce(v.config_id, e.config_id) where e.id = ?", [version_id, episode_id]
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"unknown version {version_id} of episode {episode_id}")
+        return episode_from_row(row), row[7]
 
     def env_options(self, episode_id: int) -> dict[str, Any]:
         """The episode's environment options alone: the one part of an episode that a

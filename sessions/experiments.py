@@ -17,7 +17,7 @@ from pydantic import Field
 
 from sessions.connection import _Tx
 from sessions.store import DatabaseFailure, Store, StoreError
-from trajectory.records import AgentConfig, Record, Task, now
+from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
 
 ExperimentStatus = Literal["created", "running", "stopped", "aborted", "incomplete", "done"]
 ItemStatus = Literal["pending", "running", "done", "error"]
@@ -195,16 +195,16 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
             raise StoreError(f"unknown experiment item {item_id}")
         if r[0] is not None:
             return r[0], False
-        ep_id, _, _ = _link_episode(store, item_id, Task.model_validate_json(r[1]), json.loads(r[2] or "{}"), config,
+        ep_id, _, _, _ = _link_episode(store, item_id, Task.model_validate_json(r[1]), json.loads(r[2] or "{}"), config,
                                     env_options, name, first_phase)
     return ep_id, True
 
 
 def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any], config: AgentConfig,
                   env_options: dict[str, Any], name: str | None,
-                  first_phase: str | None) -> tuple[int, int, dict[str, Any]]:
+                  first_phase: str | None) -> tuple[int, int, dict[str, Any], tuple[Episode, Version]]:
     """Inside the caller's transaction: the item's new episode, linked; (episode id, its
-    first version's id, the item's metrics)."""
+    first version's id, the item's metrics, the episode and version rows as written)."""
     ep, v = store.episodes.create(task, config, env_options, name, version_name=first_phase)
     metrics = dict(metrics)
     if first_phase is not None:
@@ -213,15 +213,17 @@ def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any
         "update experiment_items set episode_id = ?, version_id = ?, status = 'running', metrics = ?, "
         "updated_at = ? where id = ?", [ep.id, v.id, _dumps(metrics), now(), item_id],
     )
-    return ep.id, v.id, metrics
+    return ep.id, v.id, metrics, (ep, v)
 
 
 def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, config: AgentConfig,
-                    env_options: dict[str, Any], name: str, first_phase: str | None) -> tuple[int, Item] | None:
+                    env_options: dict[str, Any], name: str, first_phase: str | None
+                    ) -> tuple[int, Item, tuple[Episode, Version] | None] | None:
     """`claim`, then the item (its episode created and linked when it has none), in one
     light transaction (a power cut that loses it leaves the item to a resume): (token,
-    item), or None when the item is done or another runner holds it. `name`: the new
-    episode's, `{pos}` standing for the item's position from 1."""
+    item, the new episode and version rows as written or None), or None when the item is
+    done or another runner holds it. `name`: the new episode's, `{pos}` standing for the
+    item's position from 1."""
     with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
         if _RETURNING:  # the claim returns the item's row: one statement
             row = store.db.execute(_CLAIM_SQL + f" returning claim_token, {_ICOLS}",
@@ -234,12 +236,13 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
             if token is None:
                 return None
             it = item(store, item_id)
+        made = None
         if it.episode_id is None:
-            ep_id, v_id, metrics = _link_episode(store, item_id, it.task, it.metrics, config, env_options,
-                                                 name.format(pos=it.pos + 1), first_phase)
+            ep_id, v_id, metrics, made = _link_episode(store, item_id, it.task, it.metrics, config, env_options,
+                                                       name.format(pos=it.pos + 1), first_phase)
             it = it.model_copy(update={"episode_id": ep_id, "version_id": v_id, "status": "running",
                                        "metrics": metrics})
-    return token, it
+    return token, it, made
 
 
 def claimable(store: Store, experiment_id: int) -> list[int]:

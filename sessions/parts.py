@@ -24,3 +24,27 @@ def insert_row(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> in
     cols = ", ".join(f'"{c}"' for c in row)
     sql = f'insert into "{table}" ({cols}) values ({", ".join("?" * len(row))})'
     return db.execute(sql, list(row.values())).lastrowid
+
+
+class RowIds:
+    """Row ids by content key, for rows that are never deleted (tasks, configs): only
+    committed rows are kept (`ids`); what the open transaction learned waits in `new`
+    until it commits (`sessions.connection._Tx` moves or drops it), so a rollback
+    leaves no id behind that no longer exists."""
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.new: dict[Any, int] = {}
+
+    def get(self, key: Any) -> int | None:
+        return self.ids.get(key) or self.new.get(key)
+
+    def learn(self, key: Any, row_id: int) -> int:
+        self.new[key] = row_id
+        return row_id
+
+    def committed(self) -> None:
+        if len(self.ids) > 100_000:  # a long-lived app: bounded, refilled on use
+            self.ids.clear()
+        self.ids.update(self.new)
+        self.new = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, to_json
+from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, from_json, to_json
 from sessions.parts import Database, insert_row
 from sessions.rows import SCOLS, VCOLS, step_from_row, version_from_row, version_row
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
@@ -100,6 +100,16 @@ class Versions:
             where = f" of episode {episode_id}" if episode_id is not None else ""
             raise StoreError(f"unknown version {version_id}{where}")
         return version_from_row(r)
+
+    def with_env_options(self, version_id: int) -> tuple[Version, dict[str, Any]]:
+        """The version and its episode's environment options (what a confirm changes) in
+        one read: what a step reads fresh."""
+        r = self._database.db.execute(
+            f"select {', '.join('v.' + c.strip() for c in VCOLS.split(','))}, e.env_options from versions v "
+            "join episodes e on e.id = v.episode_id where v.id = ?", [version_id]).fetchone()
+        if r is None:
+            raise StoreError(f"unknown version {version_id}")
+        return version_from_row(r), from_json(r[-1], {})
 
     def of_episode(self, episode_id: int) -> list[Version]:
         self._episodes.get(episode_id)
