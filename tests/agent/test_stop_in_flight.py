@@ -42,6 +42,24 @@ def _config(llm) -> AgentConfig:
     return AgentConfig(model="scripted-model", base_url=llm.base_url, max_retries=2, timeout_s=60)
 
 
+
+def _call_in_thread(url: str) -> tuple[threading.Thread, CallWatch, dict]:
+    """One model call to `url` (60 s timeout) in a thread of its own, with a Stop to set:
+    (the thread, its watch, {"call": the call record} once it ended in an error)."""
+    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k")
+    watch = CallWatch(threading.Event())
+    got: dict = {}
+
+    def call() -> None:
+        try:
+            client.complete("p", [], watch=watch)
+        except ModelError as exc:
+            got["call"] = exc.call
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    return t, watch, got
+
 def test_cancel_ends_the_request_in_flight_and_closes_its_connection():
     """At the client: a server that answers after 30 s; cancel while the request is in flight
     ends the call at once, recorded as cancelled, and the server sees the connection closed."""
@@ -64,18 +82,7 @@ def test_cancel_ends_the_request_in_flight_and_closes_its_connection():
 
     threading.Thread(target=serve, daemon=True).start()
     url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
-    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k")
-    watch = CallWatch(threading.Event())
-    got: dict = {}
-
-    def call() -> None:
-        try:
-            client.complete("p", [], watch=watch)
-        except ModelError as exc:
-            got["call"] = exc.call
-
-    t = threading.Thread(target=call, daemon=True)
-    t.start()
+    t, watch, got = _call_in_thread(url)
     assert asked.wait(WELL_BEFORE_S)  # the request is out (the server never answers)
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
@@ -170,18 +177,7 @@ def test_stop_ends_a_request_still_waiting_to_connect():
     srv.listen(0)
     filler = socket.create_connection(srv.getsockname())  # fills the queue: the next handshake waits
     url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
-    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k")
-    watch = CallWatch(threading.Event())
-    got: dict = {}
-
-    def call() -> None:
-        try:
-            client.complete("p", [], watch=watch)
-        except ModelError as exc:
-            got["call"] = exc.call
-
-    t = threading.Thread(target=call, daemon=True)
-    t.start()
+    t, watch, got = _call_in_thread(url)
     _wait(lambda: any(th.name == "model-call-connect" for th in threading.enumerate()))  # the handshake waits
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
