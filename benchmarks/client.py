@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from _root import ROOT
+from _root import ROOT, served_by
 
 PROMPT = ("Question: which magazine was started first, Arthur's Magazine or First for Women?\n"
           "Thought 1: I need to search both magazines and find which was started first.\n" * 30)[:5000]
@@ -186,10 +186,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.serve:
         return serve()
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        url = server.stdout.readline().strip()
+    with served_by(__file__) as url:
         paths = _paths(url, _load_old(args.old))
         levels = [int(x) for x in args.levels.split(",")]
         for make in paths.values():  # warm-up: imports, first clients
@@ -199,9 +196,6 @@ def main() -> None:
             for c in levels:
                 for name, make in paths.items():
                     got[name][str(c)].append(_run(make, c, args.calls))
-    finally:
-        server.stdin.close()
-        server.wait(10)
     result = {"calls_per_run": args.calls, "rounds": args.rounds, "load": os.getloadavg()[0], "paths": {}}
     for name, by_level in got.items():
         result["paths"][name] = {c: _summary(runs, got["bare_create"][c], got["bare_post"][c])

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _root import ROOT
+from _root import ROOT, served_by
 
 ANSWER_AFTER_S = 30.0
 
@@ -80,10 +80,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.serve:
         return serve()
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        url = server.stdout.readline().strip()
+    with served_by(__file__) as url:
         from agent.engine import Engine
         from envs.registry import family
         from sessions.store import Store
@@ -102,9 +99,6 @@ def main() -> None:
                 times = [_one(store, engine, task, config, how, db) for _ in range(args.n)]
                 out[f"{how}_s"] = {"median": round(statistics.median(times), 3), "max": round(max(times), 3)}
             store.close()
-    finally:
-        server.stdin.close()
-        server.wait(10)
     print(json.dumps(out))
 
 
