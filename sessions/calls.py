@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
-from sessions.parts import Database, insert_row
+from sessions.parts import Database, RowIds, insert_row
 from sessions.rows import CallRow, UsageRow
 from trajectory.records import ModelCall, Usage
 
@@ -32,8 +32,7 @@ class Calls:
 
     def __init__(self, database: Database, file: str):
         self._database, self._file = database, file
-        self.params_ids: dict[str, int] = {}  # committed rows only
-        self.params_new: dict[str, int] = {}  # inserted by the open transaction (its `_Tx` keeps both)
+        self.params = RowIds()  # call_params ids by key (committed rows; the Store's transactions keep it)
 
     # ------------------------------------------------------------------ model calls
     # A call row holds what differs per call; what repeats (model, style, decoding params,
@@ -42,13 +41,12 @@ class Calls:
     def _params_row(self, c: ModelCall) -> int:
         data = json.dumps([c.model, c.api_style, c.params], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         key = hashlib.sha256(data.encode()).hexdigest()[:24]
-        cached = self.params_ids.get(key) or self.params_new.get(key)
+        cached = self.params.get(key)
         if cached is None:
             row = self._database.db.execute("select id from call_params where key = ?", [key]).fetchone()
-            cached = row[0] if row else insert_row(
+            cached = self.params.learn(key, row[0] if row else insert_row(
                 self._database.db, "call_params",
-                {"key": key, "model": c.model, "api_style": c.api_style, "params": to_json(c.params)})
-            self.params_new[key] = cached
+                {"key": key, "model": c.model, "api_style": c.api_style, "params": to_json(c.params)}))
         return cached
 
     def insert(self, c: ModelCall, episode_id: int) -> int:

@@ -232,8 +232,8 @@ class _Tx:
         if self.inside_flat:  # part of a flat transaction: its failure is the whole one's
             return self
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
-            self.kept = dict(self.store.calls.params_new), set(self.store.blobs.new)
-            self.kept_rows = [dict(r.new) for r in self.store.episodes.row_ids]
+            self.kept_blobs = set(self.store.blobs.new)
+            self.kept_rows = [r.mark() for r in self.store.row_ids]
             stack = _stack(self.conn)
             enclosing = stack[-1] if stack else None
             self.reused = enclosing is not None and enclosing.changes == self.conn.total_changes
@@ -281,34 +281,31 @@ class _Tx:
                 return False
             _stack(self.conn).clear()
             self.conn.flat = False
-            new, self.store.calls.params_new = self.store.calls.params_new, {}
             blobs, self.store.blobs.new = self.store.blobs.new, {}
             if exc_type is None:
                 try:
                     self.conn.execute("commit")
                 except BaseException:
-                    if self.conn.in_transaction:
-                        self.conn.execute("rollback")
-                    self._restore()
-                    self.store.blobs.requeue(blobs)
-                    for rows in self.store.episodes.row_ids:
-                        rows.new = {}
+                    self._rolled_back(blobs)
                     raise
-                self.store.calls.params_ids.update(new)
-                for rows in self.store.episodes.row_ids:
+                for rows in self.store.row_ids:
                     rows.committed()
                 self.store.blobs.remember(blobs)
                 self._restore()
             else:
-                if self.conn.in_transaction:
-                    self.conn.execute("rollback")
-                self._restore()
-                self.store.blobs.requeue(blobs)
-                for rows in self.store.episodes.row_ids:
-                    rows.new = {}
+                self._rolled_back(blobs)
         finally:
             self.lock.release()
         return False
+
+    def _rolled_back(self, blobs: dict[str, bytes]) -> None:
+        """The outer transaction is undone: no cache may name its rows; its blobs wait for the next."""
+        if self.conn.in_transaction:
+            self.conn.execute("rollback")
+        self._restore()
+        self.store.blobs.requeue(blobs)
+        for rows in self.store.row_ids:
+            rows.rolled_back()
 
     def _end_savepoint(self, ok: bool) -> None:
         """An inner block's end: kept (released into the outer transaction) or undone; the
@@ -324,10 +321,9 @@ class _Tx:
             self.conn.execute(f"release {self.savepoint}")
         else:
             _stack(self.conn)[-1].changes = self.conn.total_changes
-        params, blob_keys = self.kept
-        self.store.calls.params_new = params  # the rows it inserted are gone: no cache may name them
-        for rows, kept in zip(self.store.episodes.row_ids, self.kept_rows):
-            rows.new = kept
+        blob_keys = self.kept_blobs
+        for rows, mark in zip(self.store.row_ids, self.kept_rows):  # the rows it inserted are gone: no cache
+            rows.undo_to(mark)  # may name them
         undone = {k: v for k, v in self.store.blobs.new.items() if k not in blob_keys}
         self.store.blobs.new = {k: v for k, v in self.store.blobs.new.items() if k in blob_keys}
         self.store.blobs.requeue(undone)  # (an environment may refer to them, as after a rollback)

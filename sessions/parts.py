@@ -27,7 +27,7 @@ def insert_row(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> in
 
 
 class RowIds:
-    """Row ids by content key, for rows that are never deleted (tasks, configs): only
+    """Row ids by content key, for rows that are never deleted (tasks, configs, call params): only
     committed rows are kept (`ids`); what the open transaction learned waits in `new`
     until it commits (`sessions.connection._Tx` moves or drops it), so a rollback
     leaves no id behind that no longer exists."""
@@ -48,3 +48,14 @@ class RowIds:
             self.ids.clear()
         self.ids.update(self.new)
         self.new = {}
+
+    def rolled_back(self) -> None:
+        self.new = {}
+
+    def mark(self) -> dict[Any, int]:
+        """What the open transaction has learned so far (a savepoint's start)."""
+        return dict(self.new)
+
+    def undo_to(self, mark: dict[Any, int]) -> None:
+        """The savepoint was rolled back: the rows learned since are gone."""
+        self.new = mark

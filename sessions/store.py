@@ -64,6 +64,7 @@ class Store:
         self.versions = Versions(self, self.episodes, self.calls)
         self.blobs = Blobs(self)
         self.settings = Settings(self)
+        self.row_ids = (*self.episodes.row_ids, self.calls.params)  # the caches its transactions keep
         self._lock = threading.RLock()  # one write transaction of this Store at a time
         self._local = threading.local()
         self._conn_lock = threading.Lock()
