@@ -15,7 +15,7 @@ stored snapshot, else by replaying the recorded actions and checking every obser
 
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, NamedTuple
 
 from agent.client import CallWatch
 from agent.editing import Editor
@@ -233,7 +233,8 @@ class Engine:
             raise
         except Exception as exc:  # an environment bug must not lose the version: say what failed
             raise EngineError(f"the environment failed on {command[:80]!r}: {exc}") from exc
-        step = Step(
+        state = self._signal_states.after(earlier, transcript.signals, ep.task.text)
+        return Step(  # (the signals read only the action and observation: the step is built once)
             index=len(earlier) + 1,
             thought=thought,
             action=action,
@@ -245,9 +246,8 @@ class Engine:
             edit=edit,
             call_ids=call_ids or [],
             snapshot=env.snapshot(),
+            signals=state.signals(_Turn(action, res.observation), known),
         )
-        state = self._signal_states.after(earlier, transcript.signals, ep.task.text)
-        return step.model_copy(update={"signals": state.signals(step, known)})
 
     def _record(
         self, v: Version, ep: Episode, steps: list[Step], new: list[Step], calls: list[ModelCall], *, clear_draft: bool
@@ -359,6 +359,13 @@ class Engine:
             error=error,
             continued_from=continued_from,
         )
+
+
+class _Turn(NamedTuple):
+    """What a step's signals read of it, before the step is built."""
+
+    action: str | None
+    observation: str | None
 
 
 def _give_up(ep: Episode, env: Environment) -> Outcome:

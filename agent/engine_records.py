@@ -107,6 +107,31 @@ class _Live:
     tokens: dict[int, Any] = field(default_factory=dict)
 
 
+class _Held:
+    """`EpisodeLocks.hold(eid)`: the context manager."""
+
+    __slots__ = ("locks", "eid", "entry")
+
+    def __init__(self, locks: "EpisodeLocks", eid: int):
+        self.locks, self.eid = locks, eid
+
+    def __enter__(self) -> threading.RLock:
+        entry = self.entry = self.locks._enter(self.eid)
+        try:
+            entry[0].acquire()
+        except BaseException:
+            self.locks._leave(self.eid, entry)
+            raise
+        return entry[0]
+
+    def __exit__(self, *exc: Any) -> bool:
+        try:
+            self.entry[0].release()
+        finally:
+            self.locks._leave(self.eid, self.entry)
+        return False
+
+
 class EpisodeLocks:
     """The engine's per-episode locks, each kept only while a thread holds or waits for it:
     a long-running app that touches thousands of episodes keeps none of them afterwards.
@@ -131,14 +156,10 @@ class EpisodeLocks:
             if entry[1] == 0 and self._table.get(eid) is entry:
                 del self._table[eid]
 
-    @contextlib.contextmanager
-    def hold(self, eid: int) -> Iterator[threading.RLock]:
-        entry = self._enter(eid)
-        try:
-            with entry[0]:
-                yield entry[0]
-        finally:
-            self._leave(eid, entry)
+    def hold(self, eid: int) -> "_Held":
+        """The episode's lock, held inside the `with` (a plain object, not a generator:
+        a step takes it three times)."""
+        return _Held(self, eid)
 
     @contextlib.contextmanager
     def try_hold(self, eid: int) -> Iterator[bool]:

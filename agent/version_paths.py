@@ -33,7 +33,8 @@ class VersionPaths:
         (keyed with its creation time, as a deleted version's id may be reused), with the
         version's exemplar revision (`revision`) when it is pinned; the environment options,
         which a confirm or re-point changes, are read every time (`env_options`: the caller
-        read them with the version, `store.versions.with_env_options`)."""
+        read them with the version, `store.versions.with_env_options`). The Episode returned
+        is the one kept (read-only to its callers: no copy per step)."""
         key = (v.id, v.created_at)
         with self._guard:
             ep = self._pinned.get(key)
@@ -41,7 +42,7 @@ class VersionPaths:
                 self._pinned.move_to_end(key)
             fresh, self._fresh = self._fresh == key, None if self._fresh == key else self._fresh
         if ep is not None and fresh:
-            return ep.model_copy()
+            return ep
         if ep is None:
             ep, rev = self.store.episodes.pinned(v.episode_id, v.id)
             with self._guard:
@@ -50,10 +51,16 @@ class VersionPaths:
                     self._pinned.popitem(last=False)
             if rev is not None or ep.config.exemplar_set in (None, "builtin"):  # (else pinned at its first use)
                 self.remember_revision(v, rev)
-            return ep.model_copy()
+            return ep
         if env_options is None:
             env_options = self.store.episodes.env_options(v.episode_id)
-        return ep.model_copy(update={"env_options": env_options})
+        if env_options == ep.env_options:  # as kept: no copy (the engine's parts never change an Episode)
+            return ep
+        ep = ep.model_copy(update={"env_options": env_options})
+        with self._guard:  # the options as they are now (a confirm changed them): the next step's
+            if key in self._pinned:
+                self._pinned[key] = ep
+        return ep
 
     def know_new(self, ep: Episode, v: Version) -> None:
         """A version just created with its episode (`store.episodes.create`): its pinned

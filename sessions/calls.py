@@ -26,6 +26,12 @@ _CALL_SQL = (
 )
 
 
+# json.dumps(..., ensure_ascii=False, sort_keys=True, separators=(",", ":")) without building an
+# encoder per call: the same text
+_KEY_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+_NO_USAGE = Usage()
+
+
 class Calls:
     """The model_calls and call_params tables. `file`: the database file (the pending
     answers are kept beside it; none for ":memory:")."""
@@ -39,7 +45,7 @@ class Calls:
     # endpoint) sits once in call_params. The call log is also the response cache: a
     # successful call's `cache_key` answers identical temperature-0 requests later.
     def _params_row(self, c: ModelCall) -> int:
-        data = json.dumps([c.model, c.api_style, c.params], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        data = _KEY_JSON([c.model, c.api_style, c.params])
         key = hashlib.sha256(data.encode()).hexdigest()[:24]
         cached = self.params.get(key)
         if cached is None:
@@ -50,8 +56,8 @@ class Calls:
         return cached
 
     def insert(self, c: ModelCall, episode_id: int) -> int:
-        u = c.usage or Usage()
-        return self._database.db.execute(
+        u = c.usage or _NO_USAGE
+        return self._database.db.conn.execute(
             "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
             "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
             "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -87,6 +93,10 @@ class Calls:
     def pending_file(self) -> Path | None:  # (asked at every step: built once)
         return None if self._file == ":memory:" else Path(f"{self._file}.pending-calls.jsonl")
 
+    @functools.cached_property
+    def _pending_name(self) -> str:
+        return str(self.pending_file)
+
     def keep_pending(self, episode_id: int, calls: Iterable[ModelCall]) -> bool:
         """Append calls the database refused to the pending file; False if it cannot be written."""
         path = self.pending_file
@@ -106,7 +116,7 @@ class Calls:
         """Record the calls kept in the pending file (then remove it); how many. `into`
         receives them as (episode id, call), for the engine to use once."""
         path = self.pending_file
-        if path is None or not path.exists():
+        if path is None or not os.path.exists(self._pending_name):  # (asked at every step: a plain stat)
             return 0
         taken = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}")
         try:

@@ -13,6 +13,10 @@ from sessions.rows import SCOLS, VCOLS, step_from_row, version_from_row, version
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
 from trajectory.signals import PathState
 
+# `to_json` of a plain value without building an encoder per call (json.dumps does for
+# non-default arguments): the same text
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
 if TYPE_CHECKING:
     from sessions.calls import Calls
     from sessions.episodes import Episodes
@@ -150,31 +154,38 @@ class Versions:
             self._episodes.point_current(episode_id, version_id)
 
     # ------------------------------------------------------------------ steps
-    def _insert_step(self, s: Step) -> Step:
+    def _insert_step(self, s: Step, episode_id: int, parent_id: int | None, call_ids: list[int] | None = None) -> Step:
+        """Insert the step as a row of `episode_id` after `parent_id` (None: a first step) with
+        these `call_ids` (None: the step's own); the stored step (one copy of `s`)."""
         # steps and calls are the hot path of every step: plain statements (sqlite-utils'
-        # insert costs ~50 us a row); the rarer rows go through its table API
-        sid = self._database.db.execute(
+        # insert costs ~50 us a row) with their values taken from the step as it is (a
+        # validated record: no dump of its own); the rarer rows go through its table API
+        call_ids = s.call_ids if call_ids is None else call_ids
+        sid = self._database.db.conn.execute(
             "insert into steps (episode_id, parent_id, idx, thought, action, observation, done, reward, info, "
             "source, edit, call_ids, snapshot, created_at, signals) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                s.episode_id,
-                s.parent_id,
+            (
+                episode_id,
+                parent_id,
                 s.index,
                 s.thought,
                 s.action,
                 s.observation,
                 int(s.done),
                 s.reward or None,
-                to_json(s.info) if s.info else None,
+                _encode(s.info) if s.info else None,
                 s.source,
-                to_json(s.edit),
-                to_json(s.call_ids) if s.call_ids else None,
-                to_json(s.snapshot),
+                to_json(s.edit) if s.edit is not None else None,
+                _encode(call_ids) if call_ids else None,
+                _encode(s.snapshot) if s.snapshot is not None else None,
                 s.created_at,
-                to_json(s.signals) if s.signals else None,
-            ],
+                _encode(s.signals) if s.signals else None,
+            ),
         ).lastrowid
-        return s.model_copy(update={"id": sid})
+        upd = {"id": sid, "episode_id": episode_id, "parent_id": parent_id}
+        if call_ids is not s.call_ids:
+            upd["call_ids"] = call_ids
+        return s.model_copy(update=upd)
 
     def step(self, step_id: int) -> Step:
         r = self._database.db.execute(f"select {SCOLS} from steps where id = ?", [step_id]).fetchone()
@@ -243,20 +254,19 @@ class Versions:
             call_ids = [self._calls.insert(c, v.episode_id) for c in calls]
             for s in steps:
                 ids = [call_ids[-c - 1] if c < 0 else c for c in s.call_ids]
-                row = self._insert_step(
-                    s.model_copy(update={"episode_id": v.episode_id, "parent_id": parent, "call_ids": ids})
-                )
+                row = self._insert_step(s, v.episode_id, parent, ids)
                 out.append(row)
                 parent = row.id
             sets, params = _leaf_update(parent, status, outcome, error, clear_draft)
             try:
-                cur = self._database.db.execute(f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
-                                      params + [version_id, v.leaf_step_id])
+                cur = self._database.db.conn.execute(
+                    f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
+                    params + [version_id, v.leaf_step_id])
             except DatabaseFailure as exc:  # frozen: nothing of this is written
                 raise _frozen(self.ref(v), exc) from None
             if cur.rowcount != 1:
                 raise _changed(self.ref(v))
-        return out, _written(v, parent, params[1], status, outcome, error, clear_draft)
+        return out, _written(v, parent, params, status, outcome, error, clear_draft)
 
     def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
                config: AgentConfig | None = None, exemplar_rev: int | None = None, set_default: bool = True,
@@ -271,7 +281,7 @@ class Versions:
         with self._database.transaction():
             prev = at_step.id if at_step else None
             for s in steps:
-                row = self._insert_step(s.model_copy(update={"episode_id": parent.episode_id, "parent_id": prev}))
+                row = self._insert_step(s, parent.episode_id, prev)
                 out.append(row)
                 prev = row.id
             pin: dict[str, Any] = {"pin_from": parent.id}
@@ -306,15 +316,15 @@ class Versions:
         return out
 
 
-def _written(v: Version, leaf: int | None, updated_at: str, status: str | None, outcome: Any, error: Any,
+def _written(v: Version, leaf: int | None, params: list[Any], status: str | None, outcome: Any, error: Any,
              clear_draft: bool) -> Version:
     """The version row `append_steps` just wrote, without reading it back: the same fields
-    the update set."""
-    upd: dict[str, Any] = {"leaf_step_id": leaf, "updated_at": updated_at}
+    the update set (`params`: `_leaf_update`'s, the outcome's JSON among them)."""
+    upd: dict[str, Any] = {"leaf_step_id": leaf, "updated_at": params[1]}
     if status is not None:
         upd["status"] = status
-    if outcome is not None:
-        upd["outcome"] = Outcome.model_validate_json(to_json(outcome))
+    if outcome is not None:  # as a reader of the row would get it (from the JSON just written)
+        upd["outcome"] = Outcome.model_validate_json(params[3 if status is not None else 2])
     if error is not ...:
         upd["error"] = error
     if clear_draft:

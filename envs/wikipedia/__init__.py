@@ -32,6 +32,7 @@ PAPER_POOL = 7405  # the notebooks shuffle range(7405)
 PAPER_N = 500
 _ZIM_CACHE: dict[str, Any] = {}
 _ZIM_LOCK = threading.Lock()
+_BUILTIN_KEYS: dict[str, str] = {}  # a built-in ZIM's path -> its resolved path (the _ZIM_CACHE key)
 
 
 def open_backend(options: dict | None = None):
@@ -57,7 +58,10 @@ def open_backend(options: dict | None = None):
             raise EnvError("option wiki='zim:' needs a file path, e.g. zim:/data/wikipedia_en_all_nopic.zim")
     else:
         raise EnvError(f"unknown wiki backend {wiki!r}; use builtin, live, or zim:/path/file.zim")
-    key = str(Path(path).resolve())
+    known = _BUILTIN_KEYS.get(str(path)) if name == "builtin" else None  # (a built-in ZIM's name holds its
+    key = known or str(Path(path).resolve())  # content's hash: its resolved path is worked out once)
+    if name == "builtin" and known is None:
+        _BUILTIN_KEYS[str(path)] = key
     with _ZIM_LOCK:
         backend = _ZIM_CACHE.get(key)
         if backend is None:

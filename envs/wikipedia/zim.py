@@ -5,6 +5,7 @@ articles in the corpus format (used for the built-in sample and by tests)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import html
 import os
 import sys
@@ -14,6 +15,9 @@ from typing import Iterable
 from envs.base import EnvError
 from envs.wikipedia import text
 from envs.wikipedia.backend import SearchOutcome, outcome_from_html
+
+
+SEARCH_CACHE = 256  # searches a ZIM backend remembers
 
 
 def article_path(title: str) -> str:
@@ -175,6 +179,7 @@ class ZimBackend:
         self.archive = open_archive(self.path)
         self.name = name or f"zim:{self.path}"
         self._new_scheme = self.archive.has_new_namespace_scheme
+        self._found: dict[str, SearchOutcome] = {}  # entity -> its outcome (the archive never changes)
 
     def _entry(self, title: str):
         a = self.archive
@@ -191,6 +196,18 @@ class ZimBackend:
         return None
 
     def search(self, entity: str) -> SearchOutcome:
+        """The outcome for `entity`, worked out once per entity while it is among the last
+        SEARCH_CACHE searched (an archive never changes: parsing its page is the cost of a
+        search); each caller gets its own copy."""
+        found = self._found.get(entity)
+        if found is None:
+            found = self._search(entity)
+            if len(self._found) >= SEARCH_CACHE:  # (bounded: pages are large)
+                self._found.clear()
+            self._found[entity] = found
+        return dataclasses.replace(found, similar=list(found.similar))
+
+    def _search(self, entity: str) -> SearchOutcome:
         for variant in text.title_variants(entity, mediawiki=False):
             entry = self._entry(variant)
             if entry is None:
