@@ -328,11 +328,15 @@ class ModelClient:
         purpose: str = "step",
         chat_instruction: str | None = None,
         watch: CallWatch | None = None,
+        fixed: str | None = None,
     ) -> tuple[str, ModelCall]:
         """Return the completion (cut at `stop`) and its record; raise ModelError when
-        the call fails for good or is cancelled through `watch` (the error is in `.call.error`)."""
+        the call fails for good or is cancelled through `watch` (the error is in `.call.error`).
+        `fixed`: the part the prompt starts with that repeats from call to call (the examples
+        and the task): its hash and JSON are worked out once, not at every call."""
         stop = list(stop or [])
-        call = self._new_call(prompt, stop, purpose, chat_instruction)
+        fixed = fixed if fixed and prompt.startswith(fixed) else None
+        call = self._new_call(prompt, stop, purpose, chat_instruction, fixed)
         started = time.perf_counter()
         key = self._cache_key(prompt, chat_instruction, stop) if self._cacheable() else None
         call.cache_key = key
@@ -343,7 +347,7 @@ class ModelClient:
                 call.completion, call.usage, call.cached = text, usage, True
                 call.latency_ms = (time.perf_counter() - started) * 1000
                 return text, call
-        return self._with_retries(call, prompt, stop, chat_instruction, watch, started)
+        return self._with_retries(call, prompt, stop, chat_instruction, watch, started, fixed)
 
     def kept_answer(self, kept: list[ModelCall], prompt: str, stop: list[str], *, purpose: str = "step",
                     chat_instruction: str | None = None) -> tuple[str, ModelCall] | None:
@@ -360,8 +364,10 @@ class ModelClient:
                 return old.completion, want
         return None
 
-    def _new_call(self, prompt: str, stop: list[str], purpose: str, chat_instruction: str | None) -> ModelCall:
-        """The call's record before it is made: what was asked, hashed (the prompt is not kept)."""
+    def _new_call(self, prompt: str, stop: list[str], purpose: str, chat_instruction: str | None,
+                  fixed: str | None = None) -> ModelCall:
+        """The call's record before it is made: what was asked, hashed (the prompt is not kept;
+        `fixed`, a part it starts with, was hashed once)."""
         cfg = self.config
         hashed = chat_message(prompt, chat_instruction) if cfg.api_style == "chat" else prompt
         params: dict[str, Any] = {
@@ -369,15 +375,15 @@ class ModelClient:
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,
             "stop": stop,
-            "base_url": self._scrub(self.public_url),
+            "base_url": self._scrub(self.public_url) if self._secrets else self.public_url,
         }
         return ModelCall(
             model=cfg.model, api_style=cfg.api_style, params=params, purpose=purpose,
-            prompt_hash=sha256(hashed), prompt_chars=len(hashed), attempts=0,
+            prompt_hash=_digest(hashed, fixed), prompt_chars=len(hashed), attempts=0,
         )
 
     def _with_retries(self, call: ModelCall, prompt: str, stop: list[str], chat_instruction: str | None,
-                      watch: CallWatch | None, started: float) -> tuple[str, ModelCall]:
+                      watch: CallWatch | None, started: float, fixed: str | None = None) -> tuple[str, ModelCall]:
         """Ask until an answer, a failure for good, or Stop; every attempt counts in `call`."""
         cfg = self.config
         malformed = rate_limited = 0
@@ -393,7 +399,7 @@ class ModelClient:
                 return self._failed(call, "cancelled before the request was sent", started)
             call.attempts += 1
             try:
-                text, usage = self._request(prompt, stop, chat_instruction, watch.cancel if watch else None)
+                text, usage = self._request(prompt, stop, chat_instruction, watch.cancel if watch else None, fixed)
                 text = stop_cut(text, stop)
                 if not text.strip():  # an empty step would only use up the budget
                     raise _Malformed("empty completion")
@@ -476,7 +482,8 @@ class ModelClient:
         return sha256(blob)
 
     def _request(
-        self, prompt: str, stop: list[str], instruction: str | None, cancel: threading.Event | None = None
+        self, prompt: str, stop: list[str], instruction: str | None, cancel: threading.Event | None = None,
+        fixed: str | None = None,
     ) -> tuple[str, Usage]:
         cfg = self.config
         common: dict[str, Any] = {
@@ -490,15 +497,23 @@ class ModelClient:
         # The official client's own request path (auth, headers, errors, timeouts), with the
         # JSON body as it is: the typed `.create()` would transform the parameters and build
         # response models on every call, most of the runner's CPU per call at high rates.
-        if cfg.api_style == "chat":
-            path, body = "/chat/completions", {
-                "messages": [{"role": "user", "content": chat_message(prompt, instruction)}], **common,
-                **(self.chat_extra or {})}
-        else:
-            path, body = "/completions", {"prompt": prompt, **common}
+        def request_body(text: str) -> tuple[str, dict[str, Any]]:
+            if cfg.api_style == "chat":
+                return "/chat/completions", {
+                    "messages": [{"role": "user", "content": text}], **common, **(self.chat_extra or {})}
+            return "/completions", {"prompt": text, **common}
+
+        text = chat_message(prompt, instruction) if cfg.api_style == "chat" else prompt
+        path, body = request_body(_TEXT if fixed else text)
+        content = _json_body(body, text, fixed) if fixed else None  # (the JSON the SDK would send, its fixed
+        if fixed and content is None:  # part encoded once)
+            body = request_body(text)[1]
         try:
             client = self._client
-            resp = run_cancellable(lambda: client.post(path, body=body, cast_to=object), cancel)
+            if content is not None:
+                resp = run_cancellable(lambda: client.post(path, content=content, cast_to=object), cancel)
+            else:
+                resp = run_cancellable(lambda: client.post(path, body=body, cast_to=object), cancel)
         except ValueError as exc:  # a 200 whose body is not JSON (or not a completion)
             raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
         choices = _field(resp, "choices")
@@ -594,6 +609,51 @@ def _http_date_delay(raw: str, now: float) -> float | None:
             when = when.replace(tzinfo=timezone.utc)
         return when.timestamp() - now
     except (TypeError, ValueError, OverflowError, IndexError, OSError):
+        return None
+
+
+_TEXT = "\ue000prompt\ue000"  # where the prompt goes in a request body whose JSON is built by `_json_body`
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode  # the SDK's JSON
+_TEXT_JSON = _JSON(_TEXT)[1:-1]
+_FIXED: dict[str, tuple[bytes, Any]] = {}  # a fixed prompt part -> (its JSON string body, UTF-8; sha256 after it)
+MAX_FIXED = 256  # fixed parts remembered (each task's examples + task text)
+
+
+def _fixed(fixed: str) -> tuple[bytes, Any]:
+    """(the JSON string body of `fixed`, UTF-8; the sha256 state after its UTF-8), made once."""
+    found = _FIXED.get(fixed)
+    if found is None:
+        data = fixed.encode("utf-8")
+        found = (json.encoder.encode_basestring(fixed)[1:-1].encode("utf-8"), hashlib.sha256(data))
+        if len(_FIXED) >= MAX_FIXED:
+            _FIXED.clear()
+        _FIXED[fixed] = found
+    return found
+
+
+def _digest(text: str, fixed: str | None) -> str:
+    """sha256 of `text`; `fixed` (a part it starts with) is hashed once, not at every call."""
+    if not fixed or not text.startswith(fixed):
+        return sha256(text)
+    h = _fixed(fixed)[1].copy()
+    h.update(text[len(fixed):].encode("utf-8"))
+    return h.hexdigest()
+
+
+def _json_body(body: dict[str, Any], text: str, fixed: str | None) -> bytes | None:
+    """The request body as the SDK would send it (its JSON, UTF-8) with `text` where `_TEXT`
+    stands, the `fixed` part it starts with encoded once (JSON escapes each character on its
+    own, so the escaped text is the escaped fixed part followed by the escaped rest); None
+    when that does not apply (the SDK encodes the body itself then)."""
+    if not fixed or not text.startswith(fixed):
+        return None
+    try:
+        head, found, rest = _JSON(body).partition(_TEXT_JSON)
+        if not found or _TEXT_JSON in rest:
+            return None
+        tail = json.encoder.encode_basestring(text[len(fixed):])[1:-1]
+        return b"".join((head.encode("utf-8"), _fixed(fixed)[0], tail.encode("utf-8"), rest.encode("utf-8")))
+    except (TypeError, ValueError):  # (what the SDK's encoder refuses: it says so itself)
         return None
 
 

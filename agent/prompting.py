@@ -63,9 +63,11 @@ class PromptBuilder:
                     self._kept.setdefault(episode_id, []).append(call)
 
     def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str,
-                  chat: str, watch: CallWatch | None = None):
-        extra = {"watch": watch} if watch is not None else {}
+                  chat: str, watch: CallWatch | None = None, fixed: str | None = None):
+        extra: dict[str, Any] = {"watch": watch} if watch is not None else {}
         client = self.client(self.model_config(episode))
+        if fixed and isinstance(client, ModelClient):  # (the part every call of the task starts with)
+            extra["fixed"] = fixed
         got = None
         with self._guard:  # (rollouts of one episode ask at once)
             kept = self._kept.get(episode.id)
@@ -93,10 +95,11 @@ class PromptBuilder:
             watch: CallWatch | None) -> tuple[str | None, str | None]:
         """(thought, action) from the model: the transcript's request, and any follow-up
         it asks for (the paper's action-only fallback)."""
-        req: ModelRequest | None = self._request(ep, steps, rev, draft)
+        req, fixed = self._request_fixed(ep, steps, rev, draft)
         transcript = family(ep.task.env).transcript
         while req is not None:
-            text = self._complete(ep, req.prompt, req.stop, calls, purpose=req.purpose, chat=req.chat, watch=watch)
+            text = self._complete(ep, req.prompt, req.stop, calls, purpose=req.purpose, chat=req.chat, watch=watch,
+                                  fixed=fixed)
             reply = transcript.parse(req, text)
             req = reply.then
         return reply.thought, reply.action
@@ -132,15 +135,20 @@ class PromptBuilder:
     def _request(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None) -> ModelRequest:
         """The next model call, as the kind's transcript words it from the exemplars (the
         part no step changes built once: `_fixed`)."""
+        return self._request_fixed(ep, steps, rev, draft)[0]
+
+    def _request_fixed(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None
+                       ) -> tuple[ModelRequest, str | None]:
+        """(`_request`, the fixed part its prompt starts with when the transcript builds one)."""
         tr = family(ep.task.env).transcript
         build = getattr(tr, "fixed_prefix", None)  # (a plugin's own transcript may not offer it)
         try:
             if build is None:
                 prompts = exemplars.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
-                return tr.request(prompts, ep.task, steps, ep.config.style, draft)
+                return tr.request(prompts, ep.task, steps, ep.config.style, draft), None
             prompts, fixed = self._fixed(ep, rev, ("request", ep.config.style),
                                          lambda prompts: build(prompts, ep.task, ep.config.style))
-            return tr.request(prompts, ep.task, steps, ep.config.style, draft, fixed=fixed)
+            return tr.request(prompts, ep.task, steps, ep.config.style, draft, fixed=fixed), fixed
         except (exemplars.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
 

@@ -31,6 +31,24 @@ _OUTCOME_SQL = {  # a version's automatic outcome, as search filters it
 }
 
 
+# a config's (JSON, key) by its fields' values (scalars: the values say the JSON), so the
+# item after item of an experiment with one config do not dump and hash it again
+_CONFIG_KEYS: dict[tuple, tuple[str, str]] = {}
+
+
+def _config_key(config: AgentConfig) -> tuple[str, str]:
+    """(the config's stored JSON, its row key)."""
+    values = tuple((k, type(v), v) for k, v in config.__dict__.items())
+    found = _CONFIG_KEYS.get((type(config), values))
+    if found is None:
+        data = to_json(config) or "{}"
+        found = (data, hashlib.sha256(data.encode()).hexdigest()[:16])
+        if len(_CONFIG_KEYS) > 1024:  # (bounded: an app may make many)
+            _CONFIG_KEYS.clear()
+        _CONFIG_KEYS[(type(config), values)] = found
+    return found
+
+
 class Episodes:
     """Tasks, configs, episodes. Writes only those tables (and an episode's first version,
     made with it); reads may join the versions and steps below them."""
@@ -62,8 +80,7 @@ class Episodes:
     def config_row(self, config: AgentConfig) -> int:
         """The config's row id (configs are kept once by their content)."""
         db = self._database.db
-        data = to_json(config) or "{}"
-        key = hashlib.sha256(data.encode()).hexdigest()[:16]
+        data, key = _config_key(config)
         cached = self.row_ids[1].get(key)
         if cached is not None:
             return cached
@@ -94,9 +111,8 @@ class Episodes:
                 "values (?,?,?,?,?, (select coalesce(max(id), 0) + 1 from versions)) returning id, current_version",
                 [task_id, config_id, options, name, stamp],
             ).fetchall()[0]
-            first = Version(episode_id=ep_id, name=version_name)
-            version = first.model_copy(update={"id": insert_row(db, "versions", {"id": v_id, **version_row(
-                first, config_id, None)})})
+            version = Version(id=v_id, episode_id=ep_id, name=version_name)
+            insert_row(db, "versions", {"id": v_id, **version_row(version, config_id, None)})
         # the row just written, without reading the task and config back (their own JSON)
         return Episode(id=ep_id, task=task, config=config, env_options=from_json(options, {}),
                        current_version=version.id, name=name, created_at=stamp), version

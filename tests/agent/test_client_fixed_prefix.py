@@ -1,0 +1,51 @@
+"""agent.client's `fixed` prompt part (the examples and task every call of a task starts
+with, hashed and JSON-encoded once): the request sent and the call recorded are exactly those
+of a call without it, through the real `openai` client and the scripted server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from agent.client import ModelClient, chat_message
+from trajectory.records import AgentConfig
+
+FIXED = 'Examples: "quoted", back\\slash, tab\t, é, 😀, \u2028 and a newline\n' * 20 + "Question: who?\n"
+
+
+def _sdk_bytes(body: dict) -> bytes:
+    """What the SDK sends for `body` (openai._utils._json.openapi_dumps)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+@pytest.mark.parametrize("style", ["completions", "chat"])
+@pytest.mark.parametrize("tail", ["Thought 1:", "Thought 2: ünïcode \"x\" 😀\nAction 2:", ""])
+def test_a_call_with_a_fixed_part_sends_and_records_what_one_without_does(scripted_llm, style, tail):
+    scripted_llm.set_responder(lambda body: " Search[x]")
+    config = AgentConfig(model="test-model", base_url=scripted_llm.base_url, api_style=style, cache=False)
+    client = ModelClient(config, api_key="sk-test-key-1234", backoff_base_s=0.001)
+    prompt, stop = FIXED + tail, ["\nObservation 1:"]
+    text_plain, plain = client.complete(prompt, stop)
+    text_fixed, fixed = client.complete(prompt, stop, fixed=FIXED)
+    text_again, again = client.complete(prompt, stop, fixed=FIXED)  # (the fixed part as remembered)
+    sent = [r.raw for r in scripted_llm.completion_requests]
+    assert len(sent) == 3 and sent[0] == sent[1] == sent[2]
+    hashed = chat_message(prompt, None) if style == "chat" else prompt
+    want = {"prompt": prompt} if style == "completions" else {"messages": [{"role": "user", "content": hashed}]}
+    assert json.loads(sent[1]) == {**want, "model": "test-model", "temperature": 0.0, "top_p": 1.0, "max_tokens": 100,
+                                   "stop": stop}
+    assert sent[1] == _sdk_bytes(json.loads(sent[1]))
+    assert text_plain == text_fixed == text_again == " Search[x]"
+    assert plain.prompt_hash == fixed.prompt_hash == again.prompt_hash == hashlib.sha256(hashed.encode()).hexdigest()
+    assert plain.prompt_chars == fixed.prompt_chars == len(hashed)
+
+
+def test_a_fixed_part_the_prompt_does_not_start_with_is_ignored(scripted_llm):
+    scripted_llm.set_responder(lambda body: " Search[x]")
+    config = AgentConfig(model="test-model", base_url=scripted_llm.base_url, cache=False)
+    client = ModelClient(config, api_key="sk-test-key-1234", backoff_base_s=0.001)
+    _, call = client.complete("Another task\nThought 1:", ["\n"], fixed=FIXED)
+    assert scripted_llm.completion_requests[-1].body["prompt"] == "Another task\nThought 1:"
+    assert call.prompt_hash == hashlib.sha256(b"Another task\nThought 1:").hexdigest()
