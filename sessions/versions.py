@@ -13,6 +13,12 @@ from sessions.rows import SCOLS, VCOLS, step_from_row, version_from_row, version
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
 from trajectory.signals import PathState
 
+_WITH_OPTIONS_SQL = (f"select {', '.join('v.' + c.strip() for c in VCOLS.split(','))}, e.env_options from versions v "
+                     "join episodes e on e.id = v.episode_id where v.id = ?")
+_PATH_SQL = ("with recursive p(id, depth) as (select ?, 0 union all "
+             "select s.parent_id, p.depth + 1 from steps s join p on s.id = p.id where s.parent_id is not null) "
+             f"select {', '.join('s.' + c.strip() for c in SCOLS.split(','))} "
+             "from p join steps s on s.id = p.id order by p.depth desc")
 # `to_json` of a plain value without building an encoder per call (json.dumps does for
 # non-default arguments): the same text
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -108,9 +114,7 @@ class Versions:
     def with_env_options(self, version_id: int) -> tuple[Version, dict[str, Any]]:
         """The version and its episode's environment options (what a confirm changes) in
         one read: what a step reads fresh."""
-        r = self._database.db.execute(
-            f"select {', '.join('v.' + c.strip() for c in VCOLS.split(','))}, e.env_options from versions v "
-            "join episodes e on e.id = v.episode_id where v.id = ?", [version_id]).fetchone()
+        r = self._database.db.conn.execute(_WITH_OPTIONS_SQL, (version_id,)).fetchone()
         if r is None:
             raise StoreError(f"unknown version {version_id}")
         return version_from_row(r), from_json(r[-1], {})
@@ -197,13 +201,7 @@ class Versions:
         """Root -> leaf, following parent pointers (one recursive query)."""
         if leaf_step_id is None:
             return []
-        rows = self._database.db.execute(
-            "with recursive p(id, depth) as (select ?, 0 union all "
-            "select s.parent_id, p.depth + 1 from steps s join p on s.id = p.id where s.parent_id is not null) "
-            f"select {', '.join('s.' + c.strip() for c in SCOLS.split(','))} "
-            "from p join steps s on s.id = p.id order by p.depth desc",
-            [leaf_step_id],
-        ).fetchall()
+        rows = self._database.db.conn.execute(_PATH_SQL, (leaf_step_id,)).fetchall()
         return [step_from_row(r) for r in rows]
 
     def steps(self, version_id: int) -> list[Step]:

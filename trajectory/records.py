@@ -39,7 +39,8 @@ MAX_TEXT = 20_000  # characters a person may put in one thought or action; a com
 
 def now() -> str:
     """UTC timestamp, ISO 8601, second precision is not enough for ordering edits."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    t = datetime.now(timezone.utc)  # (isoformat() writes the microseconds itself unless they are 0: cheaper)
+    return t.isoformat() if t.microsecond else t.isoformat(timespec="microseconds")
 
 
 class Record(BaseModel):
