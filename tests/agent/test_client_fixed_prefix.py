@@ -49,3 +49,18 @@ def test_a_fixed_part_the_prompt_does_not_start_with_is_ignored(scripted_llm):
     _, call = client.complete("Another task\nThought 1:", ["\n"], fixed=FIXED)
     assert scripted_llm.completion_requests[-1].body["prompt"] == "Another task\nThought 1:"
     assert call.prompt_hash == hashlib.sha256(b"Another task\nThought 1:").hexdigest()
+
+
+def test_tasks_that_share_their_examples_each_send_their_own_prompt(scripted_llm):
+    """Fixed parts of several tasks share a head (the examples), kept once for them all: each
+    request still carries exactly its own prompt, hashed as itself."""
+    scripted_llm.set_responder(lambda body: " Search[x]")
+    config = AgentConfig(model="test-model", base_url=scripted_llm.base_url, cache=False)
+    client = ModelClient(config, api_key="sk-test-key-1234", backoff_base_s=0.001)
+    for n, question in enumerate(["Who? é", "Which? 😀", "Who? é and more", "Wh", "Who? é"]):
+        fixed = FIXED + f"{question}\n"
+        prompt = fixed + f"Thought {n + 1}:"
+        _, call = client.complete(prompt, ["\n"], fixed=fixed)
+        sent = scripted_llm.completion_requests[-1].raw
+        assert json.loads(sent)["prompt"] == prompt and sent == _sdk_bytes(json.loads(sent))
+        assert call.prompt_hash == hashlib.sha256(prompt.encode()).hexdigest()
