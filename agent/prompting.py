@@ -35,13 +35,13 @@ class PromptBuilder:
         self.api_key = api_key
         self.on_retry = on_retry  # (attempt, reason) before each retry of a model call
         self._client_factory = client_factory
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[Any, Any] = {}
         self._guard = threading.Lock()  # the kept answers and the fixed prompt parts
         self._kept: dict[int, list[ModelCall]] = {}  # episode -> paid answers a blocked write kept, not used yet
         self._prefixes: OrderedDict[tuple, tuple[dict[str, str], Any]] = OrderedDict()  # `_fixed`'s, bounded
 
     def client(self, config: AgentConfig):
-        key = config.model_dump_json()
+        key = _values_key(config)
         if key not in self._clients:
             if self._client_factory:
                 self._clients[key] = self._client_factory(config)
@@ -195,3 +195,14 @@ class PromptBuilder:
             return exemplar_sets.current_revision(self.store, set_name)
         except exemplar_sets.ExemplarSetError as exc:
             raise EngineError(str(exc)) from None
+
+
+def _values_key(config: AgentConfig) -> Any:
+    """The config's identity by content: its field values (scalars all, which say what its
+    JSON would, without dumping it at every call); its JSON if a value cannot be hashed."""
+    key = (type(config), tuple((k, type(v), v) for k, v in config.__dict__.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return config.model_dump_json()
+    return key

@@ -38,14 +38,18 @@ _CONFIG_KEYS: dict[tuple, tuple[str, str]] = {}
 
 def _config_key(config: AgentConfig) -> tuple[str, str]:
     """(the config's stored JSON, its row key)."""
-    values = tuple((k, type(v), v) for k, v in config.__dict__.items())
-    found = _CONFIG_KEYS.get((type(config), values))
+    values = (type(config), tuple((k, type(v), v) for k, v in config.__dict__.items()))
+    try:
+        found = _CONFIG_KEYS.get(values)
+    except TypeError:  # (a value that cannot be hashed: not remembered)
+        values, found = None, None
     if found is None:
         data = to_json(config) or "{}"
         found = (data, hashlib.sha256(data.encode()).hexdigest()[:16])
-        if len(_CONFIG_KEYS) > 1024:  # (bounded: an app may make many)
-            _CONFIG_KEYS.clear()
-        _CONFIG_KEYS[(type(config), values)] = found
+        if values is not None:
+            if len(_CONFIG_KEYS) > 1024:  # (bounded: an app may make many)
+                _CONFIG_KEYS.clear()
+            _CONFIG_KEYS[values] = found
     return found
 
 
