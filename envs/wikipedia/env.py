@@ -18,6 +18,7 @@ from trajectory.records import Task
 NO_PAGE = "No page is open yet: use search[entity] first, then lookup[keyword]."
 EMPTY_ENTITY = "Search needs an entity, e.g. search[Colorado orogeny]."
 SNAPSHOT_MAX = 150
+_SNAP_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # (json.dumps builds one per call)
 
 
 class _MemoryBlobs:
@@ -113,7 +114,7 @@ class WikiEnv:
 
     def snapshot(self) -> dict[str, Any] | None:
         snap = {"p": self.page_key, "k": self.keyword, "c": self.cursor, "a": self.answer}
-        if len(json.dumps(snap, separators=(",", ":"), ensure_ascii=False).encode()) <= SNAPSHOT_MAX:
+        if len(_SNAP_JSON(snap).encode()) <= SNAPSHOT_MAX:
             return snap
         # a long keyword or answer goes to the blob store, the snapshot keeps its key
         extra = json.dumps({"k": self.keyword, "a": self.answer}, ensure_ascii=False).encode()
