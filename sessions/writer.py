@@ -1,32 +1,55 @@
 """One writer per database, with group commit: the runner's workers hand their writes
 (a step with its model calls, an item's start and result) to one thread, which runs what
-is queued inside one transaction and commits it once: one fsync for the whole group.
+is queued inside one transaction and commits it once.
 
 Each write is a closure over the Store's own API; the writer runs it on its thread (so
 `store.db` is the writer's connection) and resolves the caller's Future once the group it
-was in committed: the caller reports its step only then, so nothing reported is lost to a
-kill -9. A closure that fails rolls back its own savepoint only (its error is its caller's);
-a commit that fails is every member's error. There is no timer: a write that finds the
-writer idle commits at once (concurrency 1 pays what it paid before); under load the
-writes queued while the previous group committed form the next group.
+was in committed: the caller reports its step only then. There is no timer for grouping:
+a write that finds the writer idle commits at once; under load the writes queued while
+the previous group committed form the next group.
+
+A group runs flat (no savepoint per write). A write that fails before writing anything
+is its caller's error alone and the group goes on; one whose writes can only be undone
+with the whole (it failed after writing, or caught the failure of a block that had
+written) makes the writer undo the group and run it again with a savepoint per write,
+so a failing write still undoes only its own part. A write may so run twice, its first
+run undone, as a retried transaction: it must change nothing but the database. A commit
+that fails is every member's error.
+
+Durability (the power-loss window): the writer commits light (WAL with synchronous =
+normal: no fsync). A light commit survives a crash of the process (kill -9: the log is
+in the OS), so nothing reported is lost to it; only a power cut (or an OS crash) can lose
+it. A group is committed durable (synchronous = full: one fsync of the log, which covers
+every commit before it) when it holds a write asked durable (`durable=True`, a step) and
+the last durable point is DURABLE_S or more ago, and when the writer closes (the end of
+a run or batch). An idle writer with writes asked durable committed light since the last
+durable point syncs the log itself DURABLE_S after that point. So a write asked durable
+is on disk at most DURABLE_S (plus one commit) after its caller heard back: a power cut
+loses at most the steps reported in the last DURABLE_S. Writes asked light (claims,
+results that a resume derives again) get no deadline of their own; any later durable
+point covers them.
 
 Without a writer attached to the Store (the app's single steps, tests, scripts), `write`
-runs the closure in the calling thread, as before.
+runs the closure in the calling thread, as before (its transactions durable as asked).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
+import time
 import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from sessions.connection import _Tx
 from sessions.store import Store
 
 MAX_GROUP = 64  # writes per group at most (one transaction's size stays bounded)
+DURABLE_S = 0.2  # the power-loss window: a write asked durable is on disk at most this long after it was answered
 
 
 @dataclass
@@ -37,13 +60,21 @@ class _Write:
     future: Future = field(default_factory=Future)
 
 
-class Writer:
-    """The writer thread of one Store. `groups`, `writes`: counted, for the benchmark."""
+class _Redo(Exception):
+    """A flat group's member failed in a way only undoing the whole group undoes."""
 
-    def __init__(self, store: Store):
-        self.store = store
+
+class Writer:
+    """The writer thread of one Store. Counted, for the benchmark and tests: `groups`,
+    `writes`, `durable_commits` (groups committed with an fsync) and `syncs` (the log
+    synced by an idle or closing writer)."""
+
+    def __init__(self, store: Store, durable_s: float = DURABLE_S):
+        self.store, self.durable_s = store, durable_s
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
-        self.groups = self.writes = 0
+        self.groups = self.writes = self.durable_commits = self.syncs = 0
+        self._synced_at = time.monotonic()  # the last durable point (before: the callers' own durable commits)
+        self._tail = False  # writes asked durable committed light since then
         self._closing, self._closed = threading.Lock(), False
         self._thread = threading.Thread(target=self._loop, daemon=True, name="store-writer")
         self._thread.start()
@@ -63,7 +94,8 @@ class Writer:
         return w.future
 
     def close(self) -> None:
-        """Run what is queued, then end the thread (its connection is the Store's to close)."""
+        """Run what is queued, make it durable, then end the thread (its connection is
+        the Store's to close)."""
         with self._closing:
             self._closed = True
             self._queue.put(None)
@@ -72,51 +104,114 @@ class Writer:
     # -- the writer thread
     def _loop(self) -> None:
         self.store.db.conn.keeps_level = True  # only transactions write here: each sets the level it needs
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            group, end = [first], False
-            while len(group) < MAX_GROUP:  # whatever queued meanwhile joins this group
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    end = True
-                    break
-                group.append(nxt)
-            self._run(group)
-            if end:
-                return
+        while self._next_group():
+            pass
+        if self._tail:
+            self._sync()
 
-    def _run(self, group: list[_Write]) -> None:
-        """One group: one transaction (durable when any member asks for it), each member in
-        a savepoint of its own; a lone write is its own transaction (no savepoint needed)."""
+    def _next_group(self) -> bool:
+        """Wait for writes (no longer than the durable deadline when one is pending), run
+        them as one group; False once the writer is closed."""
+        first: _Write | None
+        try:
+            first = self._queue.get(timeout=self._deadline()) if self._tail else self._queue.get()
+        except queue.Empty:  # idle past the deadline: the log synced without a commit
+            self._sync()
+            return True
+        group, end = [first] if first is not None else [], first is None
+        while not end and len(group) < MAX_GROUP:  # whatever queued meanwhile joins this group
+            try:
+                nxt = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is None:
+                end = True
+                break
+            group.append(nxt)
+        if group:
+            self._run(group, last=end)
+        return not end
+
+    def _deadline(self) -> float:
+        return max(0.0, self._synced_at + self.durable_s - time.monotonic())
+
+    def _sync(self) -> None:
+        """Make every commit so far survive a power cut without a commit of its own: fsync
+        the write-ahead log (`<database>-wal`, as SQLite names it), which is what a commit
+        at synchronous = full does. No log: it was checkpointed into the database file and
+        removed, and the checkpoint synced that file."""
+        self._synced_at, self._tail = time.monotonic(), False
+        try:
+            fd = os.open(self.store.file + "-wal", os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+            self.syncs += 1
+        finally:
+            os.close(fd)
+
+    def _run(self, group: list[_Write], last: bool = False) -> None:
+        """One group, one transaction: durable when it asks for durability (or something
+        before it did) and the last durable point is old enough, or it is the writer's last."""
         self.groups += 1
         self.writes += len(group)
-        results: list[tuple[bool, Any]] = []
+        asked = self._tail or any(w.durable for w in group)
+        durable = asked and (last or time.monotonic() - self._synced_at >= self.durable_s)
         try:
-            if len(group) == 1:
-                results.append(self._member(group[0]))
-            else:
-                with self.store.transaction(durable=any(w.durable for w in group)):
-                    results.extend(self._member(w) for w in group)
+            with self.store.blobs.deferred():  # (a rolled-back first run's pages wait here for the second)
+                results = self._flat(group, durable)
+                if results is None:
+                    results = self._isolated(group, durable)
         except BaseException as exc:  # the commit failed: no member's write is there
             results = [(False, exc)] * len(group)
+        else:
+            if durable:
+                self._synced_at, self._tail = time.monotonic(), False
+                self.durable_commits += 1
+            elif asked:
+                self._tail = True
         for w, (ok, value) in zip(group, results):
             if ok:
                 w.future.set_result(value)
             else:
                 w.future.set_exception(value)
 
+    def _flat(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]] | None:
+        """The group without savepoints; None (all undone) when a member's failure needs
+        its own undo."""
+        results: list[tuple[bool, Any]] = []
+        try:
+            with _Tx(self.store, durable, flat=True):
+                for w in group:
+                    r = self._flat_member(w)
+                    if r is None:
+                        raise _Redo
+                    results.append(r)
+        except _Redo:
+            return None
+        return results
+
+    def _flat_member(self, w: _Write) -> tuple[bool, Any] | None:
+        conn = self.store.db.conn
+        before, conn.torn = conn.total_changes, False
+        try:
+            if w.blobs:
+                self.store.blobs.write(w.blobs)
+            value = w.fn()
+        except BaseException as exc:  # nothing written: its error alone, the group goes on
+            clean = conn.total_changes == before and not conn.torn and conn.in_transaction
+            return (False, exc) if clean else None
+        return None if conn.torn else (True, value)
+
+    def _isolated(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]]:
+        """The group again, each member in a savepoint of its own."""
+        with _Tx(self.store, durable):
+            return [self._member(w) for w in group]
+
     def _member(self, w: _Write) -> tuple[bool, Any]:
         try:
-            if not self.store.db.conn.in_transaction:  # alone: its own transactions, the pages in the first
-                with self.store.blobs.deferred():
-                    self.store.blobs.add_pending(w.blobs)
-                    return True, w.fn()
-            with self.store.transaction(durable=w.durable):  # in a group: a savepoint
+            with self.store.transaction(durable=w.durable):  # a savepoint
                 if w.blobs:
                     self.store.blobs.write(w.blobs)
                 return True, w.fn()
