@@ -69,8 +69,8 @@ class Writer:
     `writes`, `durable_commits` (groups committed with an fsync) and `syncs` (the log
     synced by an idle or closing writer)."""
 
-    def __init__(self, store: Store, durable_s: float = DURABLE_S):
-        self.store, self.durable_s = store, durable_s
+    def __init__(self, store: Store, durable_s: float | None = None):
+        self.store, self.durable_s = store, DURABLE_S if durable_s is None else durable_s
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self.groups = self.writes = self.durable_commits = self.syncs = 0
         self._synced_at = time.monotonic()  # the last durable point (before: the callers' own durable commits)
