@@ -65,9 +65,9 @@ class _Redo(Exception):
 
 
 class Writer:
-    """The writer thread of one Store. Counted, for the benchmark and tests: `groups`,
-    `writes`, `durable_commits` (groups committed with an fsync) and `syncs` (the log
-    synced by an idle or closing writer)."""
+    """The writer of one Store: its thread, and the callers that find it idle. Counted, for
+    the benchmark and tests: `groups`, `writes`, `durable_commits` (groups committed with an
+    fsync) and `syncs` (the log synced by an idle or closing writer)."""
 
     def __init__(self, store: Store, durable_s: float | None = None):
         self.store, self.durable_s = store, DURABLE_S if durable_s is None else durable_s
@@ -75,7 +75,8 @@ class Writer:
         self.groups = self.writes = self.durable_commits = self.syncs = 0
         self._synced_at = time.monotonic()  # the last durable point (before: the callers' own durable commits)
         self._tail = False  # writes asked durable committed light since then
-        self._closing, self._closed = threading.Lock(), False
+        self._state = threading.Condition()  # guards _busy, _closed and the counts
+        self._busy, self._closed = 0, False  # groups running (here or in a caller's thread)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="store-writer")
         self._thread.start()
 
@@ -85,52 +86,82 @@ class Writer:
 
     def submit(self, fn: Callable[[], Any], *, durable: bool = True,
                blobs: dict[str, bytes] | None = None) -> Future | None:
-        """The write's Future; None when the writer has closed (the caller writes itself)."""
+        """The write's Future, answered once its group committed; None when the writer has
+        closed (the caller writes itself). A write that finds the writer idle (nothing
+        queued, no group running) commits at once in the calling thread, a group of one,
+        with no handoff to the writer thread and back; else it queues for the next group."""
         w = _Write(fn, durable, dict(blobs or {}))
-        with self._closing:
+        with self._state:
             if self._closed:
                 return None
-            self._queue.put(w)
+            here = not self._busy and self._queue.empty()
+            if here:
+                self._busy += 1
+            else:
+                self._queue.put(w)
+                self._state.notify()
+        if here:
+            self.store.db.conn.keeps_level = True  # (this thread's transactions each set the level they need)
+            pending = False
+            try:
+                pending = self._run([w])
+            finally:
+                with self._state:
+                    self._busy -= 1
+                    if pending or not self._queue.empty() or (self._tail and not self._deadline()):
+                        self._state.notify()  # the writer thread has work (writes, a deadline to keep)
         return w.future
 
     def close(self) -> None:
         """Run what is queued, make it durable, then end the thread (its connection is
         the Store's to close)."""
-        with self._closing:
+        with self._state:
             self._closed = True
             self._queue.put(None)
+            self._state.notify()
         self._thread.join()
 
     # -- the writer thread
     def _loop(self) -> None:
         self.store.db.conn.keeps_level = True  # only transactions write here: each sets the level it needs
-        while self._next_group():
-            pass
+        while True:
+            group, end = self._take()
+            if group:
+                try:
+                    self._run(group, last=end)
+                finally:
+                    with self._state:
+                        self._busy -= 1
+            elif not end:  # idle past the durable deadline: the log synced without a commit
+                self._sync()
+            if end:
+                break
         if self._tail:
             self._sync()
 
-    def _next_group(self) -> bool:
-        """Wait for writes (no longer than the durable deadline when one is pending), run
-        them as one group; False once the writer is closed."""
-        first: _Write | None
-        try:
-            first = self._queue.get(timeout=self._deadline()) if self._tail else self._queue.get()
-        except queue.Empty:  # idle past the deadline: the log synced without a commit
-            self._sync()
-            return True
-        group, end = [first] if first is not None else [], first is None
-        while not end and len(group) < MAX_GROUP:  # whatever queued meanwhile joins this group
-            try:
-                nxt = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if nxt is None:
-                end = True
-                break
-            group.append(nxt)
-        if group:
-            self._run(group, last=end)
-        return not end
+    def _take(self) -> tuple[list[_Write], bool]:
+        """Wait until writes are queued and no group runs (a caller's own), or the durable
+        deadline passed with nothing running; then (the queued writes, closed?), the writer
+        marked busy when there are writes, or ([], False) for the deadline."""
+        with self._state:
+            while self._busy or self._queue.empty():
+                wait = self._deadline() if self._tail and not self._busy else None
+                if wait == 0:
+                    return [], False
+                self._state.wait(wait)
+            group: list[_Write] = []
+            end = False
+            while len(group) < MAX_GROUP:  # whatever queued meanwhile joins this group
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    end = True
+                    break
+                group.append(nxt)
+            self._busy += bool(group)
+            return group, end
 
     def _deadline(self) -> float:
         return max(0.0, self._synced_at + self.durable_s - time.monotonic())
@@ -151,13 +182,13 @@ class Writer:
         finally:
             os.close(fd)
 
-    def _run(self, group: list[_Write], last: bool = False) -> None:
+    def _run(self, group: list[_Write], last: bool = False) -> bool:
         """One group, one transaction: durable when it asks for durability (or something
-        before it did) and the last durable point is old enough, or it is the writer's last."""
-        self.groups += 1
-        self.writes += len(group)
+        before it did) and the last durable point is old enough, or it is the writer's last.
+        True when it left a durable deadline pending that was not before."""
         asked = self._tail or any(w.durable for w in group)
         durable = asked and (last or time.monotonic() - self._synced_at >= self.durable_s)
+        pending = False
         try:
             with self.store.blobs.deferred():  # (a rolled-back first run's pages wait here for the second)
                 results = self._flat(group, durable)
@@ -166,16 +197,21 @@ class Writer:
         except BaseException as exc:  # the commit failed: no member's write is there
             results = [(False, exc)] * len(group)
         else:
-            if durable:
-                self._synced_at, self._tail = time.monotonic(), False
-                self.durable_commits += 1
-            elif asked:
-                self._tail = True
+            with self._state:
+                if durable:
+                    self._synced_at, self._tail = time.monotonic(), False
+                    self.durable_commits += 1
+                elif asked:
+                    pending, self._tail = not self._tail, True
+        with self._state:
+            self.groups += 1
+            self.writes += len(group)
         for w, (ok, value) in zip(group, results):
             if ok:
                 w.future.set_result(value)
             else:
                 w.future.set_exception(value)
+        return pending
 
     def _flat(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]] | None:
         """The group without savepoints; None (all undone) when a member's failure needs

@@ -23,12 +23,14 @@ def traced(tmp_path):
     """(store, statements as (thread name, sql)) for every connection the Store opens."""
     stmts: list[tuple[str, str]] = []
     store = Store(tmp_path / "w.db", tracer=lambda sql, params: stmts.append((threading.current_thread().name, sql)))
+    stmts.clear()  # (the migration's)
     yield store, stmts
     store.close()
 
 
-def commits(stmts, thread: str = "store-writer") -> int:
-    return sum(t == thread and s.strip().lower() == "commit" for t, s in stmts)
+def commits(stmts, thread: str | None = None) -> int:
+    """Commits of `thread` (None: of every thread: an idle writer's caller commits itself)."""
+    return sum(thread in (None, t) and s.strip().lower() == "commit" for t, s in stmts)
 
 
 def test_writes_queued_meanwhile_commit_as_one_group(traced, tmp_path):
@@ -107,15 +109,28 @@ def test_a_failing_write_undoes_only_its_own_part_of_the_group(traced, tmp_path)
 def test_without_a_writer_or_inside_a_transaction_a_write_runs_here(traced):
     """No writer attached: the closure runs in the calling thread; inside the caller's own
     transaction it runs there too, as part of it (a writer would wait for the lock the
-    caller holds)."""
+    caller holds). A write that finds the writer idle commits in the calling thread too
+    (no handoff); one queued behind a running group runs on the writer's thread."""
     store, stmts = traced
     me = threading.current_thread().name
     assert write(store, lambda: threading.current_thread().name) == me
-    with attached(store):
+    with attached(store) as w:
         with store.transaction():
             assert write(store, lambda: threading.current_thread().name) == me
             store.settings.set("x", 1)
-        assert write(store, lambda: threading.current_thread().name) == "store-writer"
+        assert write(store, lambda: threading.current_thread().name) == me
+        hold, holding, seen = threading.Event(), threading.Event(), []
+        t = threading.Thread(target=write, args=(store, lambda: (holding.set(), hold.wait(10))))
+        t.start()
+        assert holding.wait(10)
+        queued = threading.Thread(target=lambda: seen.append(write(store, lambda: threading.current_thread().name)))
+        queued.start()
+        while w._queue.qsize() < 1:
+            threading.Event().wait(0.01)
+        hold.set()
+        t.join(10)
+        queued.join(10)
+        assert seen == ["store-writer"]
     assert store.settings.get("x") == 1
 
 
@@ -173,17 +188,15 @@ def test_a_nested_transaction_with_nothing_written_reuses_the_enclosing_savepoin
     assert (store.settings.get("outer"), store.settings.get("inner"), store.settings.get("after")) == (1, None, 3)
 
 
-def levels_of_commits(stmts, thread: str = "store-writer") -> list[str]:
-    """The safety level of each commit of `thread`: "full" (an fsync) or "normal" (light)."""
-    out, level = [], "full"  # (a connection opens at full)
+def levels_of_commits(stmts) -> list[str]:
+    """The safety level of each commit, in order: "full" (an fsync) or "normal" (light)."""
+    out, level = [], {}  # thread: its connection's level (it opens at full)
     for t, s in stmts:
         low = s.strip().lower()
-        if t != thread:
-            continue
         if low.startswith("pragma synchronous"):
-            level = low.split("=")[-1].strip()
+            level[t] = low.split("=")[-1].strip()
         elif low == "commit":
-            out.append(level)
+            out.append(level.get(t, "full"))
     return out
 
 
