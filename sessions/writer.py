@@ -5,8 +5,11 @@ is queued inside one transaction and commits it once.
 Each write is a closure over the Store's own API; the writer runs it on its thread (so
 `store.db` is the writer's connection) and resolves the caller's Future once the group it
 was in committed: the caller reports its step only then. There is no timer for grouping:
-a write that finds the writer idle commits at once; under load the writes queued while
-the previous group committed form the next group.
+a write that finds the writer idle (nothing queued, no group running) commits at once in
+the calling thread, a group of one with no handoff to the writer thread and back (a
+worker at concurrency 1 pays no thread switch); under load the writes queued while a
+group committed form the next group, on the writer's thread. Groups never overlap, so
+two writers on one version never interleave.
 
 A group runs flat (no savepoint per write). A write that fails before writing anything
 is its caller's error alone and the group goes on; one whose writes can only be undone
