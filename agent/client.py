@@ -127,6 +127,8 @@ def _watch_sockets(http: Any) -> None:
 _READING: dict[int, "_Stream"] = {}  # thread -> the connection it is blocked on (sending or waiting)
 _WATCHED: dict[int, threading.Event] = {}  # thread -> the Stop of its request in flight
 _WATCH_LOCK = threading.Lock()
+_WATCH_WAKE = threading.Condition(_WATCH_LOCK)  # the watcher sleeps on it while no request is watched
+_WATCH_IDLE = [False, 0]  # [the watcher sleeps until woken, requests watched since its last look]
 _WATCHER: list[int] = []  # the pid whose watcher thread runs
 
 
@@ -213,10 +215,17 @@ def _connect(connect: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _watch_stops() -> None:
     """One thread of the process looks at the Stop of every request in flight (rather than a
-    poll in each waiting thread) and shuts down the connection of each one whose Stop is set."""
-    while True:
-        time.sleep(CANCEL_POLL_S)
-        with _WATCH_LOCK:
+    poll in each waiting thread) and shuts down the connection of each one whose Stop is set.
+    After a look with no request watched nor started since the last one, it sleeps until a
+    request wakes it (no wake-up for nothing; a busy runner never needs to wake it)."""
+    with _WATCH_LOCK:
+        while True:
+            if not _WATCHED and not _WATCH_IDLE[1]:
+                _WATCH_IDLE[0] = True
+                while _WATCH_IDLE[0]:
+                    _WATCH_WAKE.wait()
+            _WATCH_IDLE[1] = 0
+            _WATCH_WAKE.wait(CANCEL_POLL_S)  # (the lock is free meanwhile)
             for thread, cancel in _WATCHED.items():
                 stream = _READING.get(thread) if cancel.is_set() else None
                 if stream is not None:
@@ -230,6 +239,10 @@ def run_cancellable(send: Callable[[], Any], cancel: threading.Event | None) -> 
         return send()
     me = threading.get_ident()
     with _WATCH_LOCK:
+        _WATCH_IDLE[1] += 1
+        if _WATCH_IDLE[0]:
+            _WATCH_IDLE[0] = False
+            _WATCH_WAKE.notify()
         _WATCHED[me] = cancel
         if _WATCHER != [os.getpid()]:
             _WATCHER[:] = [os.getpid()]

@@ -220,7 +220,9 @@ class _Tx:
 
     def __init__(self, store: Any, durable: bool = True, flat: bool = False):
         """`flat` (outermost only): the transactions inside it take no savepoints, for a
-        block that never catches their errors (any failure undoes the whole)."""
+        block that never catches their errors (any failure undoes the whole). An inner
+        one that fails after writing sets `conn.torn`: a block that caught its error
+        anyway (the store's writer runs others' writes flat) knows to undo the whole."""
         self.store, self.conn, self.lock, self.durable, self.flat = store, store.db.conn, store._lock, durable, flat
 
     def __enter__(self):
@@ -230,6 +232,7 @@ class _Tx:
         self.outer = not self.conn.in_transaction
         self.inside_flat = not self.outer and getattr(self.conn, "flat", False)
         if self.inside_flat:  # part of a flat transaction: its failure is the whole one's
+            self.changes = self.conn.total_changes
             return self
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
             self.kept_blobs = set(self.store.blobs.new)
@@ -271,7 +274,9 @@ class _Tx:
 
     def __exit__(self, exc_type, exc, tb):
         try:
-            if self.inside_flat:
+            if self.inside_flat:  # failed after writing: only undoing the whole undoes it (the writer's cue)
+                if exc_type is not None and self.conn.total_changes != self.changes:
+                    self.conn.torn = True
                 return False
             if not self.outer:
                 stack = _stack(self.conn)

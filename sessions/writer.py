@@ -1,32 +1,58 @@
 """One writer per database, with group commit: the runner's workers hand their writes
 (a step with its model calls, an item's start and result) to one thread, which runs what
-is queued inside one transaction and commits it once: one fsync for the whole group.
+is queued inside one transaction and commits it once.
 
 Each write is a closure over the Store's own API; the writer runs it on its thread (so
 `store.db` is the writer's connection) and resolves the caller's Future once the group it
-was in committed: the caller reports its step only then, so nothing reported is lost to a
-kill -9. A closure that fails rolls back its own savepoint only (its error is its caller's);
-a commit that fails is every member's error. There is no timer: a write that finds the
-writer idle commits at once (concurrency 1 pays what it paid before); under load the
-writes queued while the previous group committed form the next group.
+was in committed: the caller reports its step only then. There is no timer for grouping:
+a write that finds the writer idle (nothing queued, no group running) commits at once in
+the calling thread, a group of one with no handoff to the writer thread and back (a
+worker at concurrency 1 pays no thread switch); under load the writes queued while a
+group committed form the next group, on the writer's thread. Groups never overlap, so
+two writers on one version never interleave.
+
+A group runs flat (no savepoint per write). A write that fails before writing anything
+is its caller's error alone and the group goes on; one whose writes can only be undone
+with the whole (it failed after writing, or caught the failure of a block that had
+written) makes the writer undo the group and run it again with a savepoint per write,
+so a failing write still undoes only its own part. A write may so run twice, its first
+run undone, as a retried transaction: it must change nothing but the database. A commit
+that fails is every member's error.
+
+Durability (the power-loss window): the writer commits light (WAL with synchronous =
+normal: no fsync). A light commit survives a crash of the process (kill -9: the log is
+in the OS), so nothing reported is lost to it; only a power cut (or an OS crash) can lose
+it. A group is committed durable (synchronous = full: one fsync of the log, which covers
+every commit before it) when it holds a write asked durable (`durable=True`, a step) and
+the last durable point is DURABLE_S or more ago, and when the writer closes (the end of
+a run or batch). An idle writer with writes asked durable committed light since the last
+durable point syncs the log itself DURABLE_S after that point. So a write asked durable
+is on disk at most DURABLE_S (plus one commit) after its caller heard back: a power cut
+loses at most the steps reported in the last DURABLE_S. Writes asked light (claims,
+results that a resume derives again) get no deadline of their own; any later durable
+point covers them.
 
 Without a writer attached to the Store (the app's single steps, tests, scripts), `write`
-runs the closure in the calling thread, as before.
+runs the closure in the calling thread, as before (its transactions durable as asked).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
+import time
 import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from sessions.connection import _Tx
 from sessions.store import Store
 
 MAX_GROUP = 64  # writes per group at most (one transaction's size stays bounded)
+DURABLE_S = 0.2  # the power-loss window: a write asked durable is on disk at most this long after it was answered
 
 
 @dataclass
@@ -37,14 +63,23 @@ class _Write:
     future: Future = field(default_factory=Future)
 
 
-class Writer:
-    """The writer thread of one Store. `groups`, `writes`: counted, for the benchmark."""
+class _Redo(Exception):
+    """A flat group's member failed in a way only undoing the whole group undoes."""
 
-    def __init__(self, store: Store):
-        self.store = store
+
+class Writer:
+    """The writer of one Store: its thread, and the callers that find it idle. Counted, for
+    the benchmark and tests: `groups`, `writes`, `durable_commits` (groups committed with an
+    fsync) and `syncs` (the log synced by an idle or closing writer)."""
+
+    def __init__(self, store: Store, durable_s: float | None = None):
+        self.store, self.durable_s = store, DURABLE_S if durable_s is None else durable_s
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
-        self.groups = self.writes = 0
-        self._closing, self._closed = threading.Lock(), False
+        self.groups = self.writes = self.durable_commits = self.syncs = 0
+        self._synced_at = time.monotonic()  # the last durable point (before: the callers' own durable commits)
+        self._tail = False  # writes asked durable committed light since then
+        self._state = threading.Condition()  # guards _busy, _closed and the counts
+        self._busy, self._closed = 0, False  # groups running (here or in a caller's thread)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="store-writer")
         self._thread.start()
 
@@ -54,29 +89,71 @@ class Writer:
 
     def submit(self, fn: Callable[[], Any], *, durable: bool = True,
                blobs: dict[str, bytes] | None = None) -> Future | None:
-        """The write's Future; None when the writer has closed (the caller writes itself)."""
+        """The write's Future, answered once its group committed; None when the writer has
+        closed (the caller writes itself). A write that finds the writer idle (nothing
+        queued, no group running) commits at once in the calling thread, a group of one,
+        with no handoff to the writer thread and back; else it queues for the next group."""
         w = _Write(fn, durable, dict(blobs or {}))
-        with self._closing:
+        with self._state:
             if self._closed:
                 return None
-            self._queue.put(w)
+            here = not self._busy and self._queue.empty()
+            if here:
+                self._busy += 1
+            else:
+                self._queue.put(w)
+                self._state.notify()
+        if here:
+            self.store.db.conn.keeps_level = True  # (this thread's transactions each set the level they need)
+            pending = False
+            try:
+                pending = self._run([w])
+            finally:
+                with self._state:
+                    self._busy -= 1
+                    if pending or not self._queue.empty() or (self._tail and not self._deadline()):
+                        self._state.notify()  # the writer thread has work (writes, a deadline to keep)
         return w.future
 
     def close(self) -> None:
-        """Run what is queued, then end the thread (its connection is the Store's to close)."""
-        with self._closing:
+        """Run what is queued, make it durable, then end the thread (its connection is
+        the Store's to close)."""
+        with self._state:
             self._closed = True
             self._queue.put(None)
+            self._state.notify()
         self._thread.join()
 
     # -- the writer thread
     def _loop(self) -> None:
         self.store.db.conn.keeps_level = True  # only transactions write here: each sets the level it needs
         while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            group, end = [first], False
+            group, end = self._take()
+            if group:
+                try:
+                    self._run(group, last=end)
+                finally:
+                    with self._state:
+                        self._busy -= 1
+            elif not end:  # idle past the durable deadline: the log synced without a commit
+                self._sync()
+            if end:
+                break
+        if self._tail:
+            self._sync()
+
+    def _take(self) -> tuple[list[_Write], bool]:
+        """Wait until writes are queued and no group runs (a caller's own), or the durable
+        deadline passed with nothing running; then (the queued writes, closed?), the writer
+        marked busy when there are writes, or ([], False) for the deadline."""
+        with self._state:
+            while self._busy or self._queue.empty():
+                wait = self._deadline() if self._tail and not self._busy else None
+                if wait == 0:
+                    return [], False
+                self._state.wait(wait)
+            group: list[_Write] = []
+            end = False
             while len(group) < MAX_GROUP:  # whatever queued meanwhile joins this group
                 try:
                     nxt = self._queue.get_nowait()
@@ -86,37 +163,94 @@ class Writer:
                     end = True
                     break
                 group.append(nxt)
-            self._run(group)
-            if end:
-                return
+            self._busy += bool(group)
+            return group, end
 
-    def _run(self, group: list[_Write]) -> None:
-        """One group: one transaction (durable when any member asks for it), each member in
-        a savepoint of its own; a lone write is its own transaction (no savepoint needed)."""
-        self.groups += 1
-        self.writes += len(group)
-        results: list[tuple[bool, Any]] = []
+    def _deadline(self) -> float:
+        return max(0.0, self._synced_at + self.durable_s - time.monotonic())
+
+    def _sync(self) -> None:
+        """Make every commit so far survive a power cut without a commit of its own: fsync
+        the write-ahead log (`<database>-wal`, as SQLite names it), which is what a commit
+        at synchronous = full does. No log: it was checkpointed into the database file and
+        removed, and the checkpoint synced that file."""
+        self._synced_at, self._tail = time.monotonic(), False
         try:
-            if len(group) == 1:
-                results.append(self._member(group[0]))
-            else:
-                with self.store.transaction(durable=any(w.durable for w in group)):
-                    results.extend(self._member(w) for w in group)
+            fd = os.open(self.store.file + "-wal", os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+            self.syncs += 1
+        finally:
+            os.close(fd)
+
+    def _run(self, group: list[_Write], last: bool = False) -> bool:
+        """One group, one transaction: durable when it asks for durability (or something
+        before it did) and the last durable point is old enough, or it is the writer's last.
+        True when it left a durable deadline pending that was not before."""
+        asked = self._tail or any(w.durable for w in group)
+        durable = asked and (last or time.monotonic() - self._synced_at >= self.durable_s)
+        pending = False
+        try:
+            with self.store.blobs.deferred():  # (a rolled-back first run's pages wait here for the second)
+                results = self._flat(group, durable)
+                if results is None:
+                    results = self._isolated(group, durable)
         except BaseException as exc:  # the commit failed: no member's write is there
             results = [(False, exc)] * len(group)
+        else:
+            with self._state:
+                if durable:
+                    self._synced_at, self._tail = time.monotonic(), False
+                    self.durable_commits += 1
+                elif asked:
+                    pending, self._tail = not self._tail, True
+        with self._state:
+            self.groups += 1
+            self.writes += len(group)
         for w, (ok, value) in zip(group, results):
             if ok:
                 w.future.set_result(value)
             else:
                 w.future.set_exception(value)
+        return pending
+
+    def _flat(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]] | None:
+        """The group without savepoints; None (all undone) when a member's failure needs
+        its own undo."""
+        results: list[tuple[bool, Any]] = []
+        try:
+            with _Tx(self.store, durable, flat=True):
+                for w in group:
+                    r = self._flat_member(w)
+                    if r is None:
+                        raise _Redo
+                    results.append(r)
+        except _Redo:
+            return None
+        return results
+
+    def _flat_member(self, w: _Write) -> tuple[bool, Any] | None:
+        conn = self.store.db.conn
+        before, conn.torn = conn.total_changes, False
+        try:
+            if w.blobs:
+                self.store.blobs.write(w.blobs)
+            value = w.fn()
+        except BaseException as exc:  # nothing written: its error alone, the group goes on
+            clean = conn.total_changes == before and not conn.torn and conn.in_transaction
+            return (False, exc) if clean else None
+        return None if conn.torn else (True, value)
+
+    def _isolated(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]]:
+        """The group again, each member in a savepoint of its own."""
+        with _Tx(self.store, durable):
+            return [self._member(w) for w in group]
 
     def _member(self, w: _Write) -> tuple[bool, Any]:
         try:
-            if not self.store.db.conn.in_transaction:  # alone: its own transactions, the pages in the first
-                with self.store.blobs.deferred():
-                    self.store.blobs.add_pending(w.blobs)
-                    return True, w.fn()
-            with self.store.transaction(durable=w.durable):  # in a group: a savepoint
+            with self.store.transaction(durable=w.durable):  # a savepoint
                 if w.blobs:
                     self.store.blobs.write(w.blobs)
                 return True, w.fn()

@@ -185,3 +185,39 @@ def test_stop_ends_a_request_still_waiting_to_connect():
     assert got["call"].error.startswith("cancelled") and got["call"].attempts == 1
     filler.close()
     srv.close()
+
+
+def test_the_stop_watcher_sleeps_with_nothing_in_flight_and_the_next_request_wakes_it(scripted_llm):
+    """No request in flight for a while: the one watcher thread sleeps (no wake-up for
+    nothing); the next request wakes it, so a Stop still cancels that request in flight."""
+    from agent import client
+
+    scripted_llm.push(Reply(text=" done"))
+    ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url), api_key="k").complete(
+        "p", [], watch=CallWatch(threading.Event()))
+    _wait(lambda: client._WATCH_IDLE[0])  # asleep: nothing watched since its last look
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    asked = threading.Event()
+
+    def serve() -> None:  # reads the request, never answers
+        conn, _ = srv.accept()
+        conn.settimeout(ANSWER_AFTER_S)
+        try:
+            while conn.recv(65536):
+                asked.set()
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    t, watch, got = _call_in_thread(f"http://127.0.0.1:{srv.getsockname()[1]}/v1")
+    assert asked.wait(WELL_BEFORE_S)
+    assert not client._WATCH_IDLE[0]  # the request woke it
+    watch.cancel.set()
+    t.join(WELL_BEFORE_S)
+    assert not t.is_alive(), "the call waited for an answer instead of being cancelled"
+    assert got["call"].error.startswith("cancelled")
+    srv.close()

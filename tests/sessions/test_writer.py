@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from sessions.store import Store, StoreError
+from sessions import writer
 from sessions.writer import attached, write
 
 
@@ -22,12 +23,14 @@ def traced(tmp_path):
     """(store, statements as (thread name, sql)) for every connection the Store opens."""
     stmts: list[tuple[str, str]] = []
     store = Store(tmp_path / "w.db", tracer=lambda sql, params: stmts.append((threading.current_thread().name, sql)))
+    stmts.clear()  # (the migration's)
     yield store, stmts
     store.close()
 
 
-def commits(stmts, thread: str = "store-writer") -> int:
-    return sum(t == thread and s.strip().lower() == "commit" for t, s in stmts)
+def commits(stmts, thread: str | None = None) -> int:
+    """Commits of `thread` (None: of every thread: an idle writer's caller commits itself)."""
+    return sum(thread in (None, t) and s.strip().lower() == "commit" for t, s in stmts)
 
 
 def test_writes_queued_meanwhile_commit_as_one_group(traced, tmp_path):
@@ -106,15 +109,28 @@ def test_a_failing_write_undoes_only_its_own_part_of_the_group(traced, tmp_path)
 def test_without_a_writer_or_inside_a_transaction_a_write_runs_here(traced):
     """No writer attached: the closure runs in the calling thread; inside the caller's own
     transaction it runs there too, as part of it (a writer would wait for the lock the
-    caller holds)."""
+    caller holds). A write that finds the writer idle commits in the calling thread too
+    (no handoff); one queued behind a running group runs on the writer's thread."""
     store, stmts = traced
     me = threading.current_thread().name
     assert write(store, lambda: threading.current_thread().name) == me
-    with attached(store):
+    with attached(store) as w:
         with store.transaction():
             assert write(store, lambda: threading.current_thread().name) == me
             store.settings.set("x", 1)
-        assert write(store, lambda: threading.current_thread().name) == "store-writer"
+        assert write(store, lambda: threading.current_thread().name) == me
+        hold, holding, seen = threading.Event(), threading.Event(), []
+        t = threading.Thread(target=write, args=(store, lambda: (holding.set(), hold.wait(10))))
+        t.start()
+        assert holding.wait(10)
+        queued = threading.Thread(target=lambda: seen.append(write(store, lambda: threading.current_thread().name)))
+        queued.start()
+        while w._queue.qsize() < 1:
+            threading.Event().wait(0.01)
+        hold.set()
+        t.join(10)
+        queued.join(10)
+        assert seen == ["store-writer"]
     assert store.settings.get("x") == 1
 
 
@@ -170,3 +186,92 @@ def test_a_nested_transaction_with_nothing_written_reuses_the_enclosing_savepoin
             assert not [s for _, s in stmts if s.lower().startswith("savepoint tx_")]  # (not sqlite-utils' own)
             store.settings.set("after", 3)
     assert (store.settings.get("outer"), store.settings.get("inner"), store.settings.get("after")) == (1, None, 3)
+
+
+def levels_of_commits(stmts) -> list[str]:
+    """The safety level of each commit, in order: "full" (an fsync) or "normal" (light)."""
+    out, level = [], {}  # thread: its connection's level (it opens at full)
+    for t, s in stmts:
+        low = s.strip().lower()
+        if low.startswith("pragma synchronous"):
+            level[t] = low.split("=")[-1].strip()
+        elif low == "commit":
+            out.append(level.get(t, "full"))
+    return out
+
+
+def test_within_the_power_loss_window_writes_commit_light_and_the_close_syncs_the_log(traced, monkeypatch):
+    """Ten writes asked durable, one after the other, inside the window: ten light commits
+    (no fsync); they are on disk once the writer closes (it syncs the log, once)."""
+    store, stmts = traced
+    monkeypatch.setattr(writer, "DURABLE_S", 3600.0)
+    with attached(store) as w:
+        for n in range(10):
+            write(store, lambda n=n: store.settings.set(f"k{n}", n))
+        assert (w.syncs, w.durable_commits) == (0, 0)
+    assert levels_of_commits(stmts) == ["normal"] * 10
+    assert (w.syncs, w.durable_commits) == (1, 0)
+    assert [store.settings.get(f"k{n}") for n in range(10)] == list(range(10))
+
+
+def test_past_the_window_a_durable_write_commits_at_full_and_a_light_one_stays_light(traced, monkeypatch):
+    """Window 0: every write asked durable is its own durable point (synchronous = full);
+    a light write with nothing durable pending commits light, and leaves nothing to sync."""
+    store, stmts = traced
+    monkeypatch.setattr(writer, "DURABLE_S", 0.0)
+    with attached(store) as w:
+        write(store, lambda: store.settings.set("claim", 1), durable=False)
+        write(store, lambda: store.settings.set("step", 1))
+        write(store, lambda: store.settings.set("result", 1), durable=False)
+    assert levels_of_commits(stmts) == ["normal", "full", "normal"]
+    assert (w.durable_commits, w.syncs) == (1, 0)
+
+
+def test_an_idle_writer_makes_its_durable_writes_durable_before_it_closes(traced, monkeypatch):
+    """A write asked durable, then nothing: the writer reaches a durable point by itself
+    (its commit was at full, or it syncs the log when the window ends), without a close."""
+    store, stmts = traced
+    monkeypatch.setattr(writer, "DURABLE_S", 0.2)
+    with attached(store) as w:
+        write(store, lambda: store.settings.set("step", 1))
+        for _ in range(1000):
+            if w.syncs + w.durable_commits:
+                break
+            threading.Event().wait(0.01)
+        assert w.syncs + w.durable_commits == 1 and not w._tail
+
+
+def test_a_write_that_fails_before_writing_leaves_its_group_flat(traced, tmp_path):
+    """A group's write that fails before writing anything (a fence, a compare-and-set read)
+    is its caller's error alone: the group runs without a single savepoint."""
+    store, stmts = traced
+    hold, holding = threading.Event(), threading.Event()
+    errors: dict[int, BaseException] = {}
+
+    def refused() -> None:
+        store.settings.get("x")
+        raise Boom("refused before writing")
+
+    def run(n: int, fn) -> None:
+        try:
+            write(store, fn)
+        except BaseException as exc:
+            errors[n] = exc
+
+    with attached(store) as w:
+        t0 = threading.Thread(target=run, args=(0, lambda: (holding.set(), hold.wait(10))))
+        t0.start()
+        assert holding.wait(10)
+        threads = [threading.Thread(target=run, args=(1, lambda: store.settings.set("a", 1))),
+                   threading.Thread(target=run, args=(2, refused)),
+                   threading.Thread(target=run, args=(3, lambda: store.settings.set("b", 2)))]
+        for t in threads:
+            t.start()
+        while w._queue.qsize() < 3:
+            threading.Event().wait(0.01)
+        hold.set()
+        for t in [t0, *threads]:
+            t.join(10)
+    assert list(errors) == [2] and (store.settings.get("a"), store.settings.get("b")) == (1, 2)
+    assert w.groups == 2 and commits(stmts) == 2
+    assert not [s for t, s in stmts if t == "store-writer" and s.lower().startswith(("savepoint tx_", "rollback"))]  # (not sqlite-utils' own)
