@@ -178,7 +178,11 @@ class EpisodeEncoder:
             src = self.step_ref.get(info["carried_from"])
             info = {**info, "carried_from": src if src is not None and src <= limit else None}
         calls, call = self.calls, self._call
-        call_refs = ",".join([str(call(calls[cid])) for cid in s.call_ids if cid in calls])
+        ids = s.call_ids
+        if len(ids) == 1:  # the usual step: one call
+            call_refs = str(call(calls[ids[0]])) if ids[0] in calls else ""
+        else:
+            call_refs = ",".join([str(call(calls[cid])) for cid in ids if cid in calls])
         ann = self.sann.get(s.id)
         notes = _dumps([{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
                         for a in ann]) if ann else "[]"
@@ -196,8 +200,8 @@ class EpisodeEncoder:
         return d
 
     def lines(self) -> Iterator[tuple[str, int]]:
-        """One JSON line per version, byte for byte `_dumps` of the record
-        {schema, schema_version, episode, version, steps, calls}: the parts that repeat
+        """One JSON line per version (newline included: no copy to add it), byte for byte
+        `_dumps` of the record {schema, schema_version, episode, version, steps, calls}: the parts that repeat
         (the episode, shared steps, calls) are encoded once and joined."""
         for n, v in enumerate(self.batch.versions, 1):
             self.version_ref[v.id] = n
@@ -231,7 +235,7 @@ class EpisodeEncoder:
                 ],
             }
             yield (f'{_LINE_HEAD}{self.episode_json},"version":{_dumps(version)},'
-                   f'"steps":[{",".join(steps)}],"calls":[{",".join(calls)}]}}'), len(path)
+                   f'"steps":[{",".join(steps)}],"calls":[{",".join(calls)}]}}\n'), len(path)
 
 
 # ---------------------------------------------------------------------- writers
@@ -393,7 +397,7 @@ def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> No
             enc = EpisodeEncoder(store, batch, n, calls, histories)
             report.episodes += 1
             for line, nsteps in enc.lines():
-                sink.write(line + "\n")
+                sink.write(line)
                 report.versions += 1
                 report.records += 1
                 report.steps += nsteps
