@@ -14,7 +14,7 @@ from typing import Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
-from sessions.rows import CallRow, UsageRow
+from sessions.rows import CallRow, UsageRow, maker
 from trajectory.records import ModelCall, Usage
 
 
@@ -22,6 +22,15 @@ _CALL_SQL = (
     "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "
     "c.prompt_chars, c.completion, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.latency_ms, "
     "c.attempts, c.cached, c.error, c.cache_key, c.cut_from "
+    "from model_calls c left join call_params p on p.id = c.params_id "
+)
+
+# _CALL_SQL's columns as `CallRow` holds them (`_call_fields` in SQL: the bulk read's rows)
+_ROW_SQL = (
+    "select c.id, c.episode_id, c.created_at, coalesce(p.model, ''), coalesce(nullif(p.api_style, ''), 'completions'), "
+    "c.purpose, p.params, lower(hex(c.prompt_hash)), coalesce(c.prompt_chars, 0), c.completion, c.prompt_tokens, "
+    "c.completion_tokens, c.cached_tokens, c.latency_ms, c.attempts, coalesce(c.cached, 0) != 0, c.error, "
+    "case when c.cache_key is not null then lower(hex(c.cache_key)) end, c.cut_from "
     "from model_calls c left join call_params p on p.id = c.params_id "
 )
 
@@ -160,18 +169,20 @@ class Calls:
         return [_call(r) for r in rows]
 
     def rows(self, episode_ids: Iterable[int]) -> dict[int, "CallRow"]:
-        """The model calls recorded for these episodes, by id (one query per 500 episodes)."""
+        """The model calls recorded for these episodes, by id (one query per 500 episodes).
+        SQLite does the per-row conversions (hex digests, defaults): the rows come out in
+        `CallRow`'s order but for the params (parsed once per distinct text) and usage."""
         out: dict[int, CallRow] = {}
         params: dict[str | None, dict] = {}
-        make, values = CallRow._make, _call_fields  # bound once: called per row
+        make, usage = maker(CallRow), maker(UsageRow)  # bound once: called per row
         ids = list(episode_ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            rows = self._database.db.execute(_CALL_SQL + f"where c.episode_id in ({','.join('?' * len(part))})", part)
+            rows = self._database.db.execute(_ROW_SQL + f"where c.episode_id in ({','.join('?' * len(part))})", part)
             for r in rows.fetchall():
-                if r[6] not in params:
-                    params[r[6]] = from_json(r[6], {})
-                out[r[0]] = make(values(r, params[r[6]], UsageRow))
+                p = r[6]
+                p = params[p] if p in params else params.setdefault(p, from_json(p, {}))
+                out[r[0]] = make((*r[:6], p, *r[7:10], usage(r[10:13]), r[13], r[14], r[15] == 1, *r[16:]))
         return out
 
     # ------------------------------------------------------------------ response cache

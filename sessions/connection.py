@@ -175,8 +175,10 @@ def _ids(text: str | None) -> list[int]:
     """A stored id list ("[3,4]", as `to_json` writes it) without the JSON parser (bulk reads)."""
     if not text:
         return []
+    inner = text[1:-1]
     try:
-        return [int(x) for x in text[1:-1].split(",")]
+        # most steps hold one call: no split, no list comprehension (export reads every step)
+        return [int(inner)] if "," not in inner else [int(x) for x in inner.split(",")]
     except ValueError:
         return json.loads(text)
 

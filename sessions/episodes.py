@@ -9,7 +9,7 @@ from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
-from sessions.rows import SCOLS, EpisodeTree, StepRow, VCOLS, step_fields, version_from_row, version_row
+from sessions.rows import SCOLS, EpisodeTree, StepRow, VCOLS, maker, step_fields, version_from_row, version_row
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 from trajectory.signals import STEP_LIMIT
 
@@ -291,17 +291,18 @@ class Episodes:
         db = self._database.db
         ids = [*episode_ids]
         infos: dict[str, dict] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
+        configs: dict[str, AgentConfig] = {}  # likewise a config (most episodes share a few): one record each
         for i in range(0, len(ids), chunk):
             part = ids[i : i + chunk]
             q = ",".join("?" * len(part))
             rows = db.execute(EP_SQL + f"where e.id in ({q})", part).fetchall()
-            eps = {r[0]: episode_from_row(r) for r in rows}
+            eps = {r[0]: episode_from_row(r, configs) for r in rows}
             versions: dict[int, list[Version]] = {}
             rows = db.execute(f"select {VCOLS} from versions where episode_id in ({q}) order by id", part)
             for r in rows.fetchall():
                 versions.setdefault(r[1], []).append(version_from_row(r))
             steps: dict[int, dict[int, StepRow]] = {}
-            make, values = StepRow._make, step_fields  # bound once: called per row
+            make, values = maker(StepRow), step_fields  # bound once: called per row
             for r in db.execute(f"select {SCOLS} from steps where episode_id in ({q})", part).fetchall():
                 steps.setdefault(r[1], {})[r[0]] = make(values(r, infos))
             for e in part:
@@ -309,12 +310,17 @@ class Episodes:
                     yield eps[e], versions.get(e, []), steps.get(e, {})
 
 
-def episode_from_row(row) -> Episode:
-    """An `EP_SQL` row as its record."""
+def episode_from_row(row, configs: dict[str, AgentConfig] | None = None) -> Episode:
+    """An `EP_SQL` row as its record (`configs`: records already made, by their JSON text)."""
+    config = configs.get(row[2]) if configs is not None else None
+    if config is None:
+        config = AgentConfig.model_validate_json(row[2])
+        if configs is not None:
+            configs[row[2]] = config
     return Episode(
         id=row[0],
         task=Task.model_validate_json(row[1]),
-        config=AgentConfig.model_validate_json(row[2]),
+        config=config,
         env_options=from_json(row[3], {}),
         current_version=row[4],
         name=row[5],

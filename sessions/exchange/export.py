@@ -132,25 +132,33 @@ class EpisodeEncoder:
 
     def _call(self, c: ModelCall) -> int:
         """The call's ref; its JSON is made on first use."""
-        if c.id not in self.call_cache:
-            ref = self.call_ref[c.id] = len(self.call_ref) + 1
-            u = c.usage
-            key = (c.model, c.api_style, c.purpose, id(c.params))
-            head = self.call_heads.get(key)
-            if head is None or head[0] is not c.params:  # (the entry holds the params: their id stays theirs)
-                head = self.call_heads[key] = (c.params, (
-                    f'"model":{_esc(c.model)},"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},'
-                    f'"params":{self._shared(safe_call_params(c.params))}'))
-            # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
-            self.call_cache[c.id] = (
-                f'{{"ref":{ref},"created_at":{_esc(c.created_at)},{head[1]},'
-                f'"prompt_hash":{_esc(c.prompt_hash)},"prompt_chars":{c.prompt_chars:d},'
-                f'"completion":{_str(c.completion)},"usage":{{"prompt_tokens":{_num(u.prompt_tokens)},'
-                f'"completion_tokens":{_num(u.completion_tokens)},"cached_prompt_tokens":{_num(u.cached_prompt_tokens)}}},'
-                f'"latency_ms":{_num(c.latency_ms)},"attempts":{_num(c.attempts)},"cached":{_bool(c.cached)},'
-                f'"error":{_str(c.error)}'
-                + (f',"cut_from":{_dumps(c.cut_from)}}}' if c.cut_from else "}"))
-        return self.call_ref[c.id]
+        ref = self.call_ref.get(c.id)
+        if ref is not None:
+            return ref
+        ref = self.call_ref[c.id] = len(self.call_ref) + 1
+        u = c.usage
+        key = (c.model, c.api_style, c.purpose, id(c.params))
+        head = self.call_heads.get(key)
+        if head is None or head[0] is not c.params:  # (the entry holds the params: their id stays theirs)
+            head = self.call_heads[key] = (c.params, (
+                f'"model":{_esc(c.model)},"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},'
+                f'"params":{self._shared(safe_call_params(c.params))}'))
+        pt, ct, kt, lat, att, done, err = (u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens,
+                                           c.latency_ms, c.attempts, c.completion, c.error)
+        # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
+        # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
+        self.call_cache[c.id] = (
+            f'{{"ref":{ref},"created_at":{_esc(c.created_at)},{head[1]},'
+            f'"prompt_hash":{_esc(c.prompt_hash)},"prompt_chars":{c.prompt_chars:d},'
+            f'"completion":{"null" if done is None else _esc(done)},'
+            f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
+            f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
+            f'"cached_prompt_tokens":{kt if kt.__class__ is int else _num(kt)}}},'
+            f'"latency_ms":{_num(lat) if lat is None or lat.__class__ is not float or lat - lat else repr(lat)},'
+            f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if c.cached else "false"},'
+            f'"error":{"null" if err is None else _esc(err)}'
+            + (f',"cut_from":{_dumps(c.cut_from)}}}' if c.cut_from else "}"))
+        return ref
 
     def _shared(self, obj: Any) -> str:
         """_dumps of an object that many steps or calls of a bulk read share (the entry holds
@@ -169,26 +177,31 @@ class EpisodeEncoder:
         if "carried_from" in info:
             src = self.step_ref.get(info["carried_from"])
             info = {**info, "carried_from": src if src is not None and src <= limit else None}
-        call_refs = []
-        for cid in s.call_ids:
-            c = self.calls.get(cid)
-            if c is not None:
-                call_refs.append(self._call(c))
-        notes = [{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
-                 for a in self.sann.get(s.id, [])]
+        calls, call = self.calls, self._call
+        ids = s.call_ids
+        if len(ids) == 1:  # the usual step: one call
+            call_refs = str(call(calls[ids[0]])) if ids[0] in calls else ""
+        else:
+            call_refs = ",".join([str(call(calls[cid])) for cid in ids if cid in calls])
+        ann = self.sann.get(s.id)
+        notes = _dumps([{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
+                        for a in ann]) if ann else "[]"
+        t, a, o, r, e = s.thought, s.action, s.observation, s.reward, s.edit
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
-        d = (f'{{"ref":{ref},"index":{s.index:d},"thought":{_str(s.thought)},"action":{_str(s.action)},'
-             f'"observation":{_str(s.observation)},"done":{_bool(s.done)},"reward":{_num(s.reward)},'
-             f'"info":{self._shared(info)},"source":{_esc(s.source)},'
-             f'"edit":{"null" if s.edit is None else _dumps(self._edit(s.edit, limit))},'
-             f'"calls":[{",".join(map(str, call_refs))}],"created_at":{_esc(s.created_at)},'
-             f'"annotations":{_dumps(notes) if notes else "[]"}}}')
+        # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
+        d = (f'{{"ref":{ref},"index":{s.index:d},"thought":{"null" if t is None else _esc(t)},'
+             f'"action":{"null" if a is None else _esc(a)},"observation":{"null" if o is None else _esc(o)},'
+             f'"done":{"true" if s.done else "false"},'
+             f'"reward":{_num(r) if r is None or r.__class__ is not float or r - r else repr(r)},'
+             f'"info":{self._shared(info) if info else "{}"},"source":{_esc(s.source)},'
+             f'"edit":{"null" if e is None else _dumps(self._edit(e, limit))},'
+             f'"calls":[{call_refs}],"created_at":{_esc(s.created_at)},"annotations":{notes}}}')
         self.step_cache[s.id] = d
         return d
 
     def lines(self) -> Iterator[tuple[str, int]]:
-        """One JSON line per version, byte for byte `_dumps` of the record
-        {schema, schema_version, episode, version, steps, calls}: the parts that repeat
+        """One JSON line per version (newline included: no copy to add it), byte for byte
+        `_dumps` of the record {schema, schema_version, episode, version, steps, calls}: the parts that repeat
         (the episode, shared steps, calls) are encoded once and joined."""
         for n, v in enumerate(self.batch.versions, 1):
             self.version_ref[v.id] = n
@@ -222,7 +235,7 @@ class EpisodeEncoder:
                 ],
             }
             yield (f'{_LINE_HEAD}{self.episode_json},"version":{_dumps(version)},'
-                   f'"steps":[{",".join(steps)}],"calls":[{",".join(calls)}]}}'), len(path)
+                   f'"steps":[{",".join(steps)}],"calls":[{",".join(calls)}]}}\n'), len(path)
 
 
 # ---------------------------------------------------------------------- writers
@@ -384,7 +397,7 @@ def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> No
             enc = EpisodeEncoder(store, batch, n, calls, histories)
             report.episodes += 1
             for line, nsteps in enc.lines():
-                sink.write(line + "\n")
+                sink.write(line)
                 report.versions += 1
                 report.records += 1
                 report.steps += nsteps
