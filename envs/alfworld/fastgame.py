@@ -216,6 +216,26 @@ def _cached_grammar_class():
     return _grammar_class(textgen, parse_rule, _symbol_classes(textgen, parse_rule), parse_cache)
 
 
+def tree_copy(sym):
+    """`copy.deepcopy` of a parsed grammar symbol (textgen's symbols: strings, a context,
+    and for list and conditional symbols the symbol inside), without deepcopy's generic
+    machinery, which was most of a step's time. A symbol waiting in the grammar has an empty
+    context; one that has a context (never, as used here) still gets a deep copy of it."""
+    new = object.__new__(type(sym))
+    fields = dict(sym.__dict__)
+    context = fields.get("context")
+    fields["context"] = copy.deepcopy(context) if context else {}
+    symbol_type = sys.modules["textworld.envs.pddl.textgen"].Symbol
+    for name in ("symbol", "expression"):
+        inner = fields.get(name)
+        if isinstance(inner, symbol_type):
+            fields[name] = tree_copy(inner)
+        elif inner is not None and not isinstance(inner, str):
+            fields[name] = copy.deepcopy(inner)
+    new.__dict__ = fields
+    return new
+
+
 def _symbol_classes(textgen, parse_rule):
     """textgen's conditional and eval symbols with cached rules and compiled code; returns
     `_retype`, which swaps them into a parsed symbol tree."""
@@ -238,7 +258,7 @@ def _symbol_classes(textgen, parse_rule):
 
     def _symbol_copy(sym, context):
         """textgen.Symbol.copy with the cheap context copy."""
-        out = copy.deepcopy(sym)
+        out = tree_copy(sym)
         out.context = _copy_context(context)
         return out
 
@@ -293,7 +313,7 @@ def _grammar_class(textgen, parse_rule, _retype, parse_cache):
                     break
             else:  # no applicable rule: same failure as textgen
                 rule = None
-            symbols = copy.deepcopy(rule.rhs) if rule is not None else copy.deepcopy([][0])
+            symbols = [tree_copy(s) for s in rule.rhs] if rule is not None else copy.deepcopy([][0])
             for symbol in symbols:
                 symbol.context = _copy_context(start.context)
             return symbols
@@ -303,7 +323,7 @@ def _grammar_class(textgen, parse_rule, _retype, parse_cache):
             if parsed is None:
                 parsed = [_retype(s) for s in textgen._parse_and_convert(start, rule_name="symbols")]
                 parse_cache[start] = parsed
-            derivation = copy.deepcopy(parsed)[::-1]
+            derivation = [tree_copy(s) for s in parsed][::-1]
             for symbol in derivation:
                 symbol.context = _copy_context(context)
             derived = []
