@@ -27,6 +27,7 @@ PACKAGES = ("textworld", "textworld.envs", "textworld.envs.pddl")  # parents fir
 MODULES = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic",
            "alfworld.agents.utils.misc")
 _LOCK = threading.Lock()
+_LOADING: list[int] = []  # the thread whose stand-ins are in sys.modules (while load_engine runs)
 
 
 def load_engine() -> None:
@@ -40,6 +41,7 @@ def load_engine() -> None:
             return
         _install_adopt()
         stand_ins = []
+        _LOADING.append(threading.get_ident())
         try:
             for name in PACKAGES:
                 stand_ins.append(_stand_in(name))
@@ -49,6 +51,7 @@ def load_engine() -> None:
             for mod in reversed(stand_ins):
                 if sys.modules.get(mod.__name__) is mod:
                     del sys.modules[mod.__name__]
+            _LOADING.clear()
 
 
 def _find_spec(name: str):
@@ -65,8 +68,22 @@ def _find_spec(name: str):
 
 
 def _stand_in(name: str):
-    """The package `name` as a module object whose `__init__` has not run, in `sys.modules`."""
+    """The package `name` as a module object whose `__init__` has not run, in `sys.modules`.
+    Another thread that got it from `sys.modules` meanwhile (`import textworld` at the same
+    moment) finds its other attributes on the real package once the stand-ins are gone."""
     mod = importlib.util.module_from_spec(_find_spec(name))
+
+    def __getattr__(attr: str):
+        if attr.startswith("__") or threading.get_ident() in _LOADING:  # (ours, mid-import)
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+        with _LOCK:  # the stand-ins' thread is done
+            pass
+        real = importlib.import_module(name)
+        if real is mod:
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+        return getattr(real, attr)
+
+    mod.__getattr__ = __getattr__  # type: ignore[attr-defined]  (PEP 562)
     sys.modules[name] = mod
     parent, _, child = name.rpartition(".")
     if parent:

@@ -96,3 +96,42 @@ def test_entity_info_is_textworlds():
     assert other != ours
     other.name, other.definite, other.indefinite = "apple 1", "the", "a"
     assert other == ours
+
+
+# A new process: another thread imports textworld while the stand-ins are in sys.modules.
+RACE = """
+import json, sys, threading, time
+import envs.alfworld.twlite as twlite
+from envs.alfworld.fastgame import FastGame, load_game_data
+data = load_game_data(sys.argv[1])
+got, ready, stand_in = {}, threading.Event(), twlite._stand_in
+
+def slow(name):  # hold the window open until the other thread has imported
+    mod = stand_in(name)
+    if name == "textworld":
+        ready.set()
+        time.sleep(1)
+    return mod
+
+def other():
+    ready.wait()
+    import textworld
+    got["stand_in"] = "EnvInfos" not in vars(textworld)  # it got the stand-in ...
+    got["EnvInfos"] = textworld.EnvInfos.__name__  # ... which finds the real package's attributes
+
+twlite._stand_in = slow
+thread = threading.Thread(target=other)
+thread.start()
+got["intro"] = FastGame(data, "paper").reset()[:9]
+thread.join()
+print(json.dumps(got))
+"""
+
+
+def test_a_thread_importing_textworld_meanwhile_gets_the_real_package(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", RACE, list_tasks()[0].data["game"]], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"stand_in": True, "EnvInfos": "EnvInfos",
+                                                               "intro": "-= Welcom"}
