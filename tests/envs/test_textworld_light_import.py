@@ -39,7 +39,8 @@ for cmd in cmds:
     theirs.append(o + "|" + "\\n".join(stock.admissible))
 adopted = all(getattr(textworld, n) is sys.modules["textworld." + n] for n in ("logic", "utils", "envs")) and \\
     textworld.envs.pddl.logic is sys.modules["textworld.envs.pddl.logic"]
-print(json.dumps({"light": light, "same": ours == theirs, "adopted": adopted, "whole": hasattr(textworld, "GameMaker")}))
+whole = hasattr(textworld, "GameMaker")
+print(json.dumps({"light": light, "same": ours == theirs, "adopted": adopted, "whole": whole}))
 """
 
 
