@@ -27,7 +27,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-
 from agent.ratelimit import PauseGate, gate_for
 from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage, without_credentials
 
