@@ -8,8 +8,9 @@ same computation, but translations, parsed grammars, parsed derivation strings a
 conditions are cached (translations and parsed game logic also on disk), derivation contexts
 are copied shallowly and parsed symbols by `tree_copy` (not `copy.deepcopy`), only the
 textworld modules a game needs are imported (twlite), the planner's optimized translation
-is made only when a plan is asked for, and a state is restored by reference: fast-downward's state id plus the facts and
-commands kept for it (replaying operator ids only when the task was reloaded). A test plays
+is made only when a plan is asked for, and a state is restored by reference: fast-downward's
+state id plus the facts and commands kept for it (replaying operator ids only when the task
+was reloaded). A test plays
 games with and without these caches and compares the transcripts byte for byte.
 """
 
