@@ -27,9 +27,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-import httpx  # noqa: F401  (imported here, once: a first import racing in worker threads fails)
-import openai
-
 from agent.ratelimit import PauseGate, gate_for
 from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage, without_credentials
 
@@ -50,6 +47,29 @@ _BUILD_LOCK = threading.Lock()  # openai/httpx import lazily on first use: not t
 RATE_LIMIT_RETRIES = 20  # 429s pause the endpoint's whole batch; they do not use up max_retries
 UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 CANCEL_POLL_S = 0.05  # how often the requests in flight have their Stop looked at
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+class _Deferred:
+    """Stands for the `openai` module until it is first used, then imports it (and httpx)
+    once, under a lock (a first import racing in worker threads fails), and puts the module
+    in its place: importing both costs about half a second that a process which never calls
+    a model (restoring a version, listing, exporting) need not pay."""
+
+    def __getattr__(self, name: str):
+        global openai
+        with _IMPORT_LOCK:
+            if openai is self:
+                import httpx  # noqa: F401
+                import openai as module
+
+                openai = module
+        return getattr(openai, name)
+
+
+openai: Any = _Deferred()
 
 
 class ModelError(Exception):

@@ -6,9 +6,11 @@ all the time: every load *and* every reset runs the Python PDDL->SAS translation
 command and every grammar condition. Here the same textworld/fast-downward objects do the
 same computation, but translations, parsed grammars, parsed derivation strings and parsed
 conditions are cached (translations and parsed game logic also on disk), derivation contexts
-are copied shallowly, the planner's optimized translation is made only when a plan is asked
-for, and a state is restored by reference: fast-downward's state id plus the facts and
-commands kept for it (replaying operator ids only when the task was reloaded). A test plays
+are copied shallowly and parsed symbols by `tree_copy` (not `copy.deepcopy`), only the
+textworld modules a game needs are imported (twlite), the planner's optimized translation
+is made only when a plan is asked for, and a state is restored by reference: fast-downward's
+state id plus the facts and commands kept for it (replaying operator ids only when the task
+was reloaded). A test plays
 games with and without these caches and compares the transcripts byte for byte.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import json
 import os
 import pickle
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.base import EnvError
-from envs.alfworld import twlogic
+from envs.alfworld import twlite, twlogic
 from envs.alfworld.wording import apply_wording
 
 CACHE_VERSION = "1"
@@ -114,6 +117,38 @@ def cache_dir() -> Path | None:
 _TRANSLATIONS: dict[str, tuple[Any, str]] = {}
 
 
+def by_name(module: str, qualname: str):
+    """A class of an imported module (what `_Pickler` stores instead of the class)."""
+    obj = sys.modules.get(module) or importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class _Pickler(pickle.Pickler):
+    """pickle, except that a class whose top-level package is not imported (textworld's, see
+    twlite) is stored by name: pickle's own check that it can find a class imports its
+    top-level package, i.e. all of textworld and its knowledge base."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, type) and obj.__module__.partition(".")[0] not in sys.modules:
+            return by_name, (obj.__module__, obj.__qualname__)
+        return NotImplemented
+
+
+class _Unpickler(pickle.Unpickler):
+    """Classes of modules already imported are taken from them: pickle's own lookup imports
+    the top-level package first (`import textworld`, all of it; see twlite)."""
+
+    def find_class(self, module, name):
+        obj = sys.modules.get(module)
+        if obj is None:
+            return super().find_class(module, name)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+
 def _disk_memo(key: str, build):
     """`build()`'s result, pickled in the cache folder under `key` (a broken entry is
     rebuilt; a cache that cannot be written is skipped)."""
@@ -122,7 +157,7 @@ def _disk_memo(key: str, build):
     if f is not None and f.exists():
         try:
             with open(f, "rb") as fh:
-                return pickle.load(fh)
+                return _Unpickler(fh).load()
         except Exception:
             pass
     result = build()
@@ -131,7 +166,7 @@ def _disk_memo(key: str, build):
             d.mkdir(parents=True, exist_ok=True)
             tmp = f.with_suffix(f".{os.getpid()}.tmp")
             with open(tmp, "wb") as fh:
-                pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                _Pickler(fh, protocol=pickle.HIGHEST_PROTOCOL).dump(result)
             os.replace(tmp, f)
         except Exception:
             pass
@@ -168,7 +203,7 @@ def _copy_context(context: dict) -> dict:
 
 
 def _cached_grammar_class():
-    from textworld.envs.pddl import textgen
+    textgen = twlite.module("textworld.envs.pddl.textgen")
     from textworld.logic import Rule
 
     parse_cache: dict[str, list] = {}
@@ -181,6 +216,26 @@ def _cached_grammar_class():
         return r
 
     return _grammar_class(textgen, parse_rule, _symbol_classes(textgen, parse_rule), parse_cache)
+
+
+def tree_copy(sym):
+    """`copy.deepcopy` of a parsed grammar symbol (textgen's symbols: strings, a context,
+    and for list and conditional symbols the symbol inside), without deepcopy's generic
+    machinery, which was most of a step's time. A symbol waiting in the grammar has an empty
+    context; one that has a context (never, as used here) still gets a deep copy of it."""
+    new = object.__new__(type(sym))
+    fields = dict(sym.__dict__)
+    context = fields.get("context")
+    fields["context"] = copy.deepcopy(context) if context else {}
+    symbol_type = sys.modules["textworld.envs.pddl.textgen"].Symbol
+    for name in ("symbol", "expression"):
+        inner = fields.get(name)
+        if isinstance(inner, symbol_type):
+            fields[name] = tree_copy(inner)
+        elif inner is not None and not isinstance(inner, str):
+            fields[name] = copy.deepcopy(inner)
+    new.__dict__ = fields
+    return new
 
 
 def _symbol_classes(textgen, parse_rule):
@@ -205,7 +260,7 @@ def _symbol_classes(textgen, parse_rule):
 
     def _symbol_copy(sym, context):
         """textgen.Symbol.copy with the cheap context copy."""
-        out = copy.deepcopy(sym)
+        out = tree_copy(sym)
         out.context = _copy_context(context)
         return out
 
@@ -260,7 +315,7 @@ def _grammar_class(textgen, parse_rule, _retype, parse_cache):
                     break
             else:  # no applicable rule: same failure as textgen
                 rule = None
-            symbols = copy.deepcopy(rule.rhs) if rule is not None else copy.deepcopy([][0])
+            symbols = [tree_copy(s) for s in rule.rhs] if rule is not None else copy.deepcopy([][0])
             for symbol in symbols:
                 symbol.context = _copy_context(start.context)
             return symbols
@@ -270,7 +325,7 @@ def _grammar_class(textgen, parse_rule, _retype, parse_cache):
             if parsed is None:
                 parsed = [_retype(s) for s in textgen._parse_and_convert(start, rule_name="symbols")]
                 parse_cache[start] = parsed
-            derivation = copy.deepcopy(parsed)[::-1]
+            derivation = [tree_copy(s) for s in parsed][::-1]
             for symbol in derivation:
                 symbol.context = _copy_context(context)
             derived = []
@@ -296,7 +351,7 @@ _LOGICS: dict[str, Any] = {}
 def game_logic(domain: str, grammar: str):
     """textworld's GameLogic for (domain, grammar), parsed once (kept on disk too)."""
     global _GRAMMAR_CLASS
-    from textworld.envs.pddl import logic as pddl_logic
+    pddl_logic = twlite.module("textworld.envs.pddl.logic")
 
     key = _sha(domain, grammar)
     with _LOCK:
@@ -318,9 +373,9 @@ def game_logic(domain: str, grammar: str):
 def _make_state(lib, domain: str, problem: str, logic):
     """A textworld PddlState built like PddlState.__init__, from the cached translation."""
     import fast_downward
-    import textworld
-    from textworld.envs.pddl import logic as pddl_logic
-    from textworld.logic import Proposition, Variable
+
+    pddl_logic = twlite.module("textworld.envs.pddl.logic")
+    from textworld.logic import Proposition, Type, Variable
 
     state = pddl_logic.PddlState.__new__(pddl_logic.PddlState)
     state._facts = defaultdict(set)
@@ -335,7 +390,7 @@ def _make_state(lib, domain: str, problem: str, logic):
     state._actions = {a.name: a for a in state.task.actions}
     for type_ in state.task.types:
         try:
-            logic.types.add(textworld.logic.Type(type_.name, type_.supertype_names))
+            logic.types.add(Type(type_.name, type_.supertype_names))
         except ValueError:
             pass
     lib.load_sas(state.sas.encode("utf-8"))
@@ -366,7 +421,7 @@ def _make_state(lib, domain: str, problem: str, logic):
 
 def _apply_op(state, op_id: int, nb_effects: int):
     """PddlState.apply for a recorded operator (same C call, same fact updates)."""
-    from textworld.envs.pddl import logic as pddl_logic
+    pddl_logic = twlite.module("textworld.envs.pddl.logic")
 
     effects = (pddl_logic.Atom * nb_effects)()
     state.downward_lib.apply_operator(op_id, effects)
@@ -433,8 +488,9 @@ class FastGame:
     Observations are what PddlEnv + AlfredDemangler(shuffle=False) + AlfredInfos produce."""
 
     def __init__(self, data: GameData, wording: str = "paper"):
-        from textworld.generator.game import EntityInfo
+        twlite.load_engine()  # only the parts of textworld a game needs
         from alfworld.agents.utils.misc import Demangler
+        from envs.alfworld.twlite import EntityInfo
 
         self.data = data
         self.wording = wording

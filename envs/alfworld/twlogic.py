@@ -1,9 +1,9 @@
 """`import textworld` without re-parsing its knowledge base in every process.
 
-Importing textworld (which every ALFWorld game needs: its PDDL state and grammar) loads
-textworld's generator knowledge base at import time: ten `.twl` logic files parsed by TatSu,
-about half of a cold process's first ALFWorld game (and of the first use of a stored
-version after a restart). The parsed `GameLogic` is a plain value, so it is kept pickled in
+Importing the textworld package (the stock stack, the game generator, the textworld plugin;
+an ALFWorld game itself imports only the modules it needs, see twlite) loads textworld's
+generator knowledge base at import time: ten `.twl` logic files parsed by TatSu, about half
+of a cold process's first ALFWorld game when games imported the whole package. The parsed `GameLogic` is a plain value, so it is kept pickled in
 the cache folder (`fastgame.cache_dir()`, keyed by textworld's version and the files' paths
 and bytes) and read back in milliseconds. Only `GameLogic.load` is wrapped, while
 `textworld.logic` is first imported; nothing else of textworld changes.

@@ -1,0 +1,138 @@
+"""An ALFWorld game imports only the textworld modules it needs (envs/alfworld/twlite.py), not
+the textworld package (generator, knowledge base, networkx, prompt_toolkit); textworld itself
+still imports whole afterwards and plays the same game. How much time that saves:
+benchmarks/alfworld.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from envs.alfworld import list_tasks
+from envs.alfworld.fastgame import load_game_data, tree_copy
+from envs.alfworld.twlite import EntityInfo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A new process: a game with our engine first, then the stock textworld stack on the same game.
+PROBE = """
+import json, sys
+from envs.alfworld.fastgame import FastGame, load_game_data
+data = load_game_data(sys.argv[1])
+fast = FastGame(data, "paper")
+ours, cmds = [fast.reset()], []
+for i in range(6):
+    cmds.append(fast.admissible_commands()[i % 3])
+    ours.append(fast.step(cmds[-1]).feedback + "|" + "\\n".join(fast.admissible_commands()))
+light = sorted(m for m in ("textworld", "textworld.envs", "textworld.generator", "networkx", "prompt_toolkit")
+               if m in sys.modules)
+import textworld, textworld.gym
+from envs.alfworld.stock import StockGame
+stock = StockGame(data, "paper")
+theirs = [stock.reset()]
+for cmd in cmds:
+    o, _ = stock.step(cmd)
+    theirs.append(o + "|" + "\\n".join(stock.admissible))
+adopted = all(getattr(textworld, n) is sys.modules["textworld." + n] for n in ("logic", "utils", "envs")) and \\
+    textworld.envs.pddl.logic is sys.modules["textworld.envs.pddl.logic"]
+whole = hasattr(textworld, "GameMaker")
+print(json.dumps({"light": light, "same": ours == theirs, "adopted": adopted, "whole": whole}))
+"""
+
+
+def _probe(cache: Path, game: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(cache)}
+    out = subprocess.run([sys.executable, "-c", PROBE, game], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_game_loads_without_the_textworld_package_which_still_imports_whole_after(tmp_path):
+    game = list_tasks()[0].data["game"]
+    cold = _probe(tmp_path / "cache", game)  # translation and game logic written to the cache
+    assert cold == {"light": [], "same": True, "adopted": True, "whole": True}, cold
+    assert len(list((tmp_path / "cache" / "alfworld-sas").glob("*.pkl"))) >= 2
+    warm = _probe(tmp_path / "cache", game)  # ... and read back, still without the package
+    assert warm == cold
+
+
+def _dump(sym, seen: set) -> tuple:
+    """A symbol tree as plain data, recording the ids of every symbol and context in it."""
+    seen.add(id(sym))
+    seen.add(id(sym.context))
+    fields = {k: _dump(v, seen) if hasattr(v, "context") else v for k, v in vars(sym).items()}
+    return type(sym).__name__, sorted(fields.items(), key=lambda kv: kv[0])
+
+
+def test_tree_copy_is_a_deepcopy_of_every_production_of_a_game_grammar():
+    from envs.alfworld.fastgame import game_logic
+    from envs.alfworld.wording import apply_wording
+
+    data = load_game_data(list_tasks()[0].data["game"])
+    grammar = game_logic(*apply_wording(data.domain, data.grammar, "paper")).grammar
+    symbols = [s for rules in grammar._rules.values() for rule in rules for s in rule.rhs]
+    kinds = {type(s).__name__ for s in symbols}
+    assert {"TerminalSymbol", "NonterminalSymbol"} <= kinds and len(kinds) >= 4, kinds  # lists, conditionals too
+    for sym in symbols:
+        original, copied, deep = set(), set(), set()
+        assert _dump(tree_copy(sym), copied) == _dump(copy.deepcopy(sym), deep) == _dump(sym, original)
+        assert not original & copied  # nothing shared with the grammar: a derivation may change its copy
+
+
+def test_entity_info_is_textworlds():
+    from textworld.generator.game import EntityInfo as Theirs
+
+    assert EntityInfo.__slots__ == Theirs.__slots__
+    ours, theirs = EntityInfo("apple_bar_1", "o"), Theirs("apple_bar_1", "o")
+    for info in (ours, theirs):
+        info.name, info.definite, info.indefinite = "apple 1", "the", "a"
+    assert [getattr(ours, s) for s in EntityInfo.__slots__] == [getattr(theirs, s) for s in Theirs.__slots__]
+    assert (str(ours), repr(ours), hash(ours)) == (str(theirs), repr(theirs), hash(theirs))
+    other = EntityInfo("apple_bar_1", "o")
+    assert other != ours
+    other.name, other.definite, other.indefinite = "apple 1", "the", "a"
+    assert other == ours
+
+
+# A new process: another thread imports textworld while the stand-ins are in sys.modules.
+RACE = """
+import json, sys, threading, time
+import envs.alfworld.twlite as twlite
+from envs.alfworld.fastgame import FastGame, load_game_data
+data = load_game_data(sys.argv[1])
+got, ready, stand_in = {}, threading.Event(), twlite._stand_in
+
+def slow(name):  # hold the window open until the other thread has imported
+    mod = stand_in(name)
+    if name == "textworld":
+        ready.set()
+        time.sleep(1)
+    return mod
+
+def other():
+    ready.wait()
+    import textworld
+    got["stand_in"] = "EnvInfos" not in vars(textworld)  # it got the stand-in ...
+    got["EnvInfos"] = textworld.EnvInfos.__name__  # ... which finds the real package's attributes
+
+twlite._stand_in = slow
+thread = threading.Thread(target=other)
+thread.start()
+got["intro"] = FastGame(data, "paper").reset()[:9]
+thread.join()
+print(json.dumps(got))
+"""
+
+
+def test_a_thread_importing_textworld_meanwhile_gets_the_real_package(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", RACE, list_tasks()[0].data["game"]], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"stand_in": True, "EnvInfos": "EnvInfos",
+                                                               "intro": "-= Welcom"}
