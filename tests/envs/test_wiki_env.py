@@ -252,3 +252,16 @@ def test_missing_and_corrupt_zim_name_the_file(tmp_path):
     bad.write_bytes(b"ZIM\x04" + b"garbage" * 100)
     with pytest.raises(EnvError, match="corrupt.zim"):
         open_archive(bad)
+
+
+def test_a_repeated_search_answers_as_the_first_and_each_caller_owns_its_outcome(zim_path):
+    """ZIM searches are remembered per entity (a page is parsed once): a repeat gives the same
+    outcome, and changing one caller's outcome changes no other's."""
+    backend = ZimBackend(zim_path)
+    for entity in ("Colorado orogeny", "Mercury", "Nonexistent thing xyz"):
+        first = backend.search(entity)
+        first.similar.append("changed by a caller")
+        first.page = "changed"
+        again = backend.search(entity)
+        assert again.page != "changed" and "changed by a caller" not in again.similar
+        assert again == ZimBackend(zim_path).search(entity)
