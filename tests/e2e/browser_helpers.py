@@ -3,6 +3,8 @@ episode started straight in the store (not tests)."""
 
 from __future__ import annotations
 
+import threading
+
 
 def _expect():
     from playwright.sync_api import expect
@@ -43,3 +45,34 @@ def _episode(db, llm, *, env="alfworld", **config):
     ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, **config),
                               {"wording": "paper"} if env == "alfworld" else {})
     return store, eng, ep, v
+
+
+class HeldAnswer:
+    """A responder whose answer the test lets go (`release()`), instead of a fixed delay: a
+    click can land while the call is in flight however slow the machine is, and the test
+    waits for the answer itself (`answered`), not for a guess at when it came."""
+
+    def __init__(self, text: str = " look", hold_s: float = 60.0):
+        self.text, self.hold_s = text, hold_s
+        self._go = threading.Event()
+        self.called = threading.Event()  # a call is held at the model
+        self.answered = threading.Event()
+
+    def __call__(self, body: dict):
+        from tests.scripted_server import Reply
+
+        self.called.set()
+        self._go.wait(self.hold_s)
+        self.called.clear()
+        self._go.clear()  # the next call is held again
+        self.answered.set()
+        return Reply(text=self.text)
+
+    def wait_called(self, timeout: float = 30.0) -> None:
+        assert self.called.wait(timeout), "the model was not called"
+
+    def release(self, timeout: float = 30.0) -> None:
+        """Let the call in flight answer, and wait until it has."""
+        self.answered.clear()
+        self._go.set()
+        assert self.answered.wait(timeout), "the model was not called"

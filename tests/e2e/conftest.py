@@ -1,10 +1,13 @@
-"""Real-browser fixtures: the app as `react-editor app` serves it (app_server.py, behind the
-gate, with an access token) on 127.0.0.1 over a fresh database, a scripted model server, and Debian's Chromium driven by Playwright. Screenshots of failed
-tests go to test-artifacts/."""
+"""Real-browser fixtures: the app as `react-editor app` serves it (app.py behind app_server.py's
+gate, with an access token) on 127.0.0.1 over a fresh database per test, a scripted model
+server, and Debian's Chromium driven by Playwright. One Chromium and one Streamlit server per
+test process (served_app.py, pointed at each test's database); a fresh browser context per
+test. Screenshots of failed tests go to test-artifacts/."""
 
 from __future__ import annotations
 
 import os
+import json
 import socket
 import subprocess
 import sys
@@ -35,9 +38,10 @@ class App:
     `url` is the bare address; `link(path)` the address with the token (`?token=`), which
     sets the cookie every later request of that browser context carries."""
 
-    def __init__(self, db: Path, env: dict[str, str] | None = None):
+    def __init__(self, db: Path, env: dict[str, str] | None = None, script: Path | None = None):
+        """`script`: served instead of app_server.py, with the same flags (served_app.py)."""
         from agent.gate import new_token
-        from react_editor.launch import streamlit_argv
+        from react_editor.launch import APP, streamlit_argv
 
         self.db = db
         self.port = _free_port()
@@ -49,7 +53,8 @@ class App:
         self.log = db.with_suffix(".streamlit.log")
         self._log = open(self.log, "wb")
         self.proc = subprocess.Popen(
-            streamlit_argv("127.0.0.1", self.port) + ["--server.fileWatcherType", "none"],
+            [str(script or APP) if a == str(APP) else a for a in streamlit_argv("127.0.0.1", self.port)]
+            + ["--server.fileWatcherType", "none"],
             cwd=str(ROOT), env=e, stdout=self._log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
@@ -73,6 +78,17 @@ class App:
         """Let a browser context in, as opening `link()` once does (the token's cookie)."""
         context.add_cookies([{"name": f"react_editor_token_{self.port}", "value": self.token, "url": self.url}])
 
+    def point_at(self, db: Path, env: dict[str, str] | None = None) -> None:
+        """served_app.py only: serve `db` with `env` (over the start environment) from now on,
+        as a server started afresh for them would (see served_app.point_at)."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"streamlit stopped:\n{self.log.read_text(errors='replace')[-3000:]}")
+        req = urllib.request.Request(self.link("/api/e2e/env"), method="POST",
+                                     data=json.dumps({"REACT_EDITOR_DB": str(db), **(env or {})}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -92,6 +108,9 @@ def browser():
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.skip("playwright is not installed")
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=20_000)  # as the pages' own default (a loaded machine draws slowly)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
@@ -104,22 +123,36 @@ def llm() -> Iterator[ScriptedLLM]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def served(browser, tmp_path_factory) -> Iterator[App]:
+    """This test process's Streamlit server (served_app.py); each test points it at its own
+    database (`start_app`). Its first page (the app's imports) is drawn here, once."""
+    where = tmp_path_factory.mktemp("served")
+    app = App(where / "warm-up.db", script=Path(__file__).with_name("served_app.py"))
+    try:
+        ctx = browser.new_context()
+        app.admit(ctx)
+        ctx.new_page().goto(app.url + "/episodes")
+        ctx.pages[0].get_by_text("Start a new episode").first.wait_for(timeout=120_000)
+        ctx.close()
+        yield app
+    finally:
+        app.stop()
+
+
 @pytest.fixture
-def start_app(tmp_path, browser):
-    """`start_app(env=None)` -> App over tmp_path/e2e.db (prepare the db before starting); the
-    browser's open contexts are let in (the test's `page`); a new context must open `app.link()`."""
-    apps: list[App] = []
+def start_app(tmp_path, browser, served):
+    """`start_app(env=None)` -> the App, now over tmp_path/e2e.db with `env` (prepare the db
+    before starting); the browser's open contexts are let in (the test's `page`); a new context
+    must open `app.link()`."""
 
     def start(env: dict[str, str] | None = None) -> App:
-        app = App(tmp_path / "e2e.db", env)
-        apps.append(app)
+        served.point_at(tmp_path / "e2e.db", env)
         for ctx in browser.contexts:
-            app.admit(ctx)
-        return app
+            served.admit(ctx)
+        return served
 
     yield start
-    for a in apps:
-        a.stop()
 
 
 @pytest.fixture

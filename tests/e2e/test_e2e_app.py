@@ -183,19 +183,19 @@ def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app,
     store.close()
     app = start_app()
 
-    page.goto(f"{app.url}/editor?episode={ep.id}&version={v.id}")
-    see(page, f"Observation 1: {obs}")
-    see(page, f"Thought 1: I think {EVIL}")
-    page.goto(f"{app.url}/compare?episode={ep.id}&left={v.id}&right={edited.id}")
-    _expect()(page.locator("table.rd-cmp")).to_contain_text("<script>alert(1)</script>")
-    for p in ("editor", "compare"):
-        if p == "editor":
-            page.goto(f"{app.url}/editor?episode={ep.id}&version={v.id}")
-            see(page, f"Observation 1: {obs}")
+    def nothing_live() -> None:
         main = page.locator("section.stMain, [data-testid='stMain']").first
         assert main.locator("script").count() == 0
         assert main.locator("img[src='x']").count() == 0
         assert main.locator("a[href='http://evil']").count() == 0
+
+    page.goto(f"{app.url}/editor?episode={ep.id}&version={v.id}")
+    see(page, f"Observation 1: {obs}")
+    see(page, f"Thought 1: I think {EVIL}")
+    nothing_live()
+    page.goto(f"{app.url}/compare?episode={ep.id}&left={v.id}&right={edited.id}")
+    _expect()(page.locator("table.rd-cmp")).to_contain_text("<script>alert(1)</script>")
+    nothing_live()
     page.wait_for_timeout(500)
     assert page.dialogs == []
 

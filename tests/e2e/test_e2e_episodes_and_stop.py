@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.e2e.browser_helpers import _expect
-from tests.e2e.browser_helpers import _episode
+from tests.e2e.browser_helpers import HeldAnswer, _episode
 
 pytestmark = pytest.mark.e2e
 
@@ -55,9 +55,8 @@ def test_the_sticky_bar_stays_one_row_and_shows_the_status_line(browser, page, l
 def test_stop_on_a_single_step_reads_stopped(browser, page, llm, start_app, tmp_path):
     """Issue 28 #7: after Stop on a single step the status line and the version selector say
     "stopped" (they said "running" until a reload)."""
-    from tests.scripted_server import Reply
-
-    llm.set_responder(lambda body: Reply(text=" look", delay_s=4.0))
+    held = HeldAnswer()
+    llm.set_responder(held)
     store, eng, ep, v = _episode(tmp_path / "e2e.db", llm, cache=False, timeout_s=20)
     store.close()
     app = start_app()
@@ -66,13 +65,15 @@ def test_stop_on_a_single_step_reads_stopped(browser, page, llm, start_app, tmp_
     _expect()(step).to_be_enabled(timeout=30_000)
     step.click()
     _expect()(page.get_by_text(re.compile(r"Calling the model…"))).to_be_visible(timeout=10_000)
+    held.wait_called()
     page.locator(".st-key-btn_stop button").click()
     status = page.locator(".st-key-status_line")
     _expect()(status).to_contain_text("stopped", timeout=10_000)
     _expect()(status).not_to_contain_text("running")
     selector = page.get_by_role("combobox", name="Version")
     _expect()(selector).to_have_value(re.compile(r"\(stopped\)"))
-    page.wait_for_timeout(5_000)  # the abandoned call's answer arrives meanwhile: still stopped
+    held.release()  # the abandoned call's answer arrives: still stopped
+    page.wait_for_timeout(2_500)
     _expect()(status).to_contain_text("stopped")
     _expect()(selector).to_have_value(re.compile(r"\(stopped\)"))
 

@@ -9,8 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.browser_helpers import _episode, _expect, click, fill, key, see
-from tests.scripted_server import Reply
+from tests.e2e.browser_helpers import HeldAnswer, _episode, _expect, click, fill, key, see
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +37,11 @@ def test_human_mode_clears_its_boxes_and_never_repeats_a_step(browser, page, llm
     key(page, f"h_thought_{v.id}_1").locator("textarea").fill("not applied yet")
     before = len(page.dialogs)
     page.evaluate("setTimeout(() => location.reload(), 0)")
-    page.wait_for_timeout(1500)
+    for _ in range(50):  # (the dialog comes within a moment; it is dismissed, the page stays)
+        if len(page.dialogs) > before:
+            break
+        page.wait_for_timeout(100)
+    page.wait_for_timeout(300)
     assert len(page.dialogs) == before + 1
 
 
@@ -68,7 +71,8 @@ def test_deleted_and_inserted_thoughts_show_in_editor_and_compare(browser, page,
 
 
 def test_a_step_in_flight_shows_progress_runs_once_and_stop_cancels_it(browser, page, llm, start_app, tmp_path):
-    llm.set_responder(lambda body: Reply(text=" look", delay_s=2.5))
+    held = HeldAnswer()
+    llm.set_responder(held)
     store, eng, ep, v = _episode(tmp_path / "e2e.db", llm, cache=False, timeout_s=20)
     store.close()
     app = start_app()
@@ -77,6 +81,7 @@ def test_a_step_in_flight_shows_progress_runs_once_and_stop_cancels_it(browser, 
     step.dblclick()  # a double click takes ONE step
     _expect()(page.get_by_text(re.compile(r"Calling the model… \d+\.\d s"))).to_be_visible(timeout=5_000)
     _expect()(step).to_be_disabled()
+    held.release()
     see(page, "Act 1: look", 20_000)
     _expect()(step).to_be_enabled(timeout=10_000)
     page.wait_for_timeout(3_000)
@@ -87,10 +92,12 @@ def test_a_step_in_flight_shows_progress_runs_once_and_stop_cancels_it(browser, 
     # Stop while the model is being called: the version stays as it was
     step.click()
     _expect()(page.get_by_text(re.compile(r"Calling the model…"))).to_be_visible(timeout=5_000)
+    held.wait_called()
     click(page, "btn_stop")
     _expect()(page.get_by_text(re.compile(r"Calling the model…"))).to_have_count(0, timeout=5_000)
     _expect()(step).to_be_enabled()
-    page.wait_for_timeout(3_500)  # the abandoned call's answer arrives meanwhile
+    held.release()  # the abandoned call's answer arrives meanwhile
+    page.wait_for_timeout(2_500)
     assert len(s.versions.steps(v.id)) == 1 and len(llm.completion_requests) == 2
     s.close()
     _expect()(key(page, "step_2")).to_have_count(0)
