@@ -25,8 +25,9 @@ Each of `--rounds` (default 5) rounds runs, per level, the bare client and then 
 - `sql` (a traced run of 50 tasks at concurrency 1 and at the highest level, counted, not
   timed, from the run's `Store(tracer=...)`, `experiment.run(tracer=...)`): `statements_per_call` (each execute of the Store's connections, begin and commit
   included), `trace_reports_per_call` (SQLite's trace, which names a statement again per
-  trigger program), `commits_per_call`, `durable_commits_per_call`, and per connection
-  (thread#n) its [commits, durable].
+  trigger program), `commits_per_call`, `durable_commits_per_call`, `log_syncs_per_call` (the
+  Store's writer syncing the log without a commit: its power-loss window ended while it was
+  idle, or it closed), `fsyncs_per_call` (both), and per connection (thread#n) its [commits, durable].
 
 Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--profile FILE]
 """
@@ -227,14 +228,18 @@ def db_work(work: Path, url: str, tasks, concurrency: int, tag: str) -> dict:
             mine["commits"] += 1
             mine["light"] += mine["light_now"]
 
+    from sessions.writer import LOG_SYNCS
+
+    syncs0 = LOG_SYNCS[0]
     out = _timed(work, tag, url, tasks, concurrency, [0.0], tracer=trace)
-    calls = out["calls"]
+    calls, syncs = out["calls"], LOG_SYNCS[0] - syncs0
     per_conn = list(conns.values())
     commits = sum(c["commits"] for c in per_conn)
     light = sum(c["light"] for c in per_conn)
     return {"concurrency": concurrency, "statements_per_call": round(counts["statements"] / calls, 2),
             "trace_reports_per_call": round(counts["reports"] / calls, 2),
             "commits_per_call": round(commits / calls, 3), "durable_commits_per_call": round((commits - light) / calls, 3),
+            "log_syncs_per_call": round(syncs / calls, 3), "fsyncs_per_call": round((commits - light + syncs) / calls, 3),
             "commits_by_connection": {f"{c['thread']}#{i}": [c["commits"], c["commits"] - c["light"]]
                                       for i, c in enumerate(per_conn) if c["commits"]}}
 

@@ -51,6 +51,7 @@ from typing import Any, Callable, Iterator
 from sessions.connection import _Tx
 from sessions.store import Store
 
+LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark
 MAX_GROUP = 64  # writes per group at most (one transaction's size stays bounded)
 DURABLE_S = 0.2  # the power-loss window: a write asked durable is on disk at most this long after it was answered
 
@@ -182,6 +183,7 @@ class Writer:
         try:
             os.fsync(fd)
             self.syncs += 1
+            LOG_SYNCS[0] += 1
         finally:
             os.close(fd)
 
