@@ -2,10 +2,14 @@
 
 Builds the bulk database (`_bulk.py`: 10,000 versions of 30 steps), then exports everything as jsonl in a child process that measures the wall time and
 the peak-RSS growth of the export (ru_maxrss after minus the RSS before it starts).
-Prints, last, one JSON object: {"export_10k_s": ..., "export_peak_mb": ...}
-(targets: <= 5 s, <= 200 MB).
+Prints, last, one JSON object: {"export_10k_s": wall s, "export_cpu_s": the export's CPU s, "export_peak_mb": ...,
+"export_peak_delta_mb": ..., "versions": ...} (targets: <= 5 s, next 2.5 s; <= 200 MB).
 
-    python benchmarks/export.py [--episodes 5000] [--keep DIR]
+On a shared machine the wall time says more about the load than about the code: compare two
+trees by running them alternately on one kept database (`--keep DIR` once, then `--keep DIR
+--reuse` from each tree; building the database takes minutes) and read the ratio.
+
+    python benchmarks/export.py [--episodes 5000] [--keep DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=5000)
     ap.add_argument("--keep", default=None, help="keep the database and output here")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: export the database an earlier run kept there")
     ap.add_argument("--child", nargs=2, metavar=("DB", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -57,11 +62,12 @@ def main() -> None:
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-export-"))
     work.mkdir(parents=True, exist_ok=True)
     db, out = work / "bench.db", work / "out.jsonl"
-    if db.exists():
-        db.unlink()
-    t0 = time.perf_counter()
-    build(db, args.episodes)
-    print(f"built {args.episodes * 2} versions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if not (args.reuse and args.keep and db.exists()):
+        if db.exists():
+            db.unlink()
+        t0 = time.perf_counter()
+        build(db, args.episodes)
+        print(f"built {args.episodes * 2} versions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     res = subprocess.run([sys.executable, __file__, "--child", str(db), str(out)], capture_output=True, text=True,
                          check=True, cwd=ROOT)
     child_out = json.loads(res.stdout.strip().splitlines()[-1])
