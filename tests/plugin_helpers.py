@@ -3,8 +3,11 @@ load it through its entry point without a network."""
 
 from __future__ import annotations
 
+import importlib
 import shutil
+import sys
 import tomllib
+from contextlib import contextmanager
 from pathlib import Path
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "react-editor-textworld"
@@ -23,3 +26,31 @@ def install_plugin(prefix: Path) -> Path:
     (dist / "entry_points.txt").write_text("".join(
         f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for group, eps in groups.items()))
     return prefix
+
+
+@contextmanager
+def plugin_loaded(site: Path):
+    """The plugin installed at `site` found through its entry point in this process, as in a
+    `react-editor` started with `site` on PYTHONPATH (for tests that need one such process, not
+    one per command); afterwards the process is as before: no path, no module, no family."""
+    from agent.exemplars import builtin_prompt_dict
+    from envs import registry
+
+    def forget() -> None:
+        registry._plugins.cache_clear()
+        builtin_prompt_dict.cache_clear()
+        for ep in registry.entry_points(group=registry.ENTRY_POINT_GROUP):
+            registry._FAMILIES.pop(ep.name, None)
+        for name in [m for m in sys.modules if m.startswith("react_editor_textworld")]:
+            del sys.modules[name]
+
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    forget()
+    try:
+        yield
+    finally:
+        forget()
+        sys.path.remove(str(site))
+        importlib.invalidate_caches()
+        registry._plugins.cache_clear()

@@ -56,6 +56,12 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hang_up: bool = False
 
+    def __post_init__(self) -> None:
+        # a responder that wraps a Reply in a Reply made the server hang up in silence, and the
+        # client retry after a backoff: a test waited for seconds and still passed
+        if not isinstance(self.text, str):
+            raise TypeError(f"Reply.text must be a string, not {type(self.text).__name__}")
+
 
 Responder = Callable[[dict[str, Any]], Any]
 ScriptItem = Union[str, dict, Reply, Callable[[dict[str, Any]], Any]]

@@ -233,7 +233,9 @@ def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scr
     from react_editor.main import main
     from sessions import jobs
     from sessions.store import Store
-    from tests.scripted_server import Reply
+    from dataclasses import replace
+
+    from tests.scripted_server import as_reply
     from tests.suggest_agents import MAGIC, hotpot_fixer
 
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
@@ -243,7 +245,7 @@ def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scr
     db_ = str(tmp_path / "x.db")
     assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
                  "--base-url", scripted_llm.base_url, "--db", db_]) == 0
-    scripted_llm.set_responder(lambda body: Reply(text=agent(body), delay_s=0.05))
+    scripted_llm.set_responder(lambda body: replace(as_reply(agent(body)), delay_s=0.05))  # text or Reply
 
     class Toy:  # what open_editor needs
         db = tmp_path / "x.db"

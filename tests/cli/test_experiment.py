@@ -339,7 +339,7 @@ def _spawn(args: list, env: dict) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
+def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm, capsys, monkeypatch):
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT), latency_s=0.3, react_steps=2))
     db = tmp_path / "x.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache")}
@@ -360,10 +360,10 @@ def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm):
         exp = experiments.get(store, "k")
         before = {it.task.id: it.episode_id for it in experiments.items(store, exp.id) if it.episode_id}
         assert 3 <= experiments.counts(store, exp.id).get("done", 0) < 12 and exp.status == "running"
-    resumed = _spawn(["experiment", "resume", "k", "--db", db, "--json", "--concurrency", "3"], env)
-    out, err = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0, err
-    summary = json.loads(out.strip().splitlines()[-1])
+    scripted_llm.set_responder(wiki_agent(half_right(HOTPOT), react_steps=2))  # the latency was for the kill only
+    monkeypatch.setenv("REACT_EDITOR_CACHE", env["REACT_EDITOR_CACHE"])
+    code, summary, err = cli(capsys, "experiment", "resume", "k", "--db", db, "--json", "--concurrency", "3")  # here
+    assert code == 0, err
     assert summary["done"] == summary["episodes"] == 12 and summary["success"] == 6
     with closing(Store(db)) as store:
         items = experiments.items(store, exp.id)

@@ -19,8 +19,10 @@ from tests.experiment_agents import wiki_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("openai", "httpx", "streamlit", "pandas", "numpy", "envs.alfworld", "agent.engine", "agent.client")
-PROBE = ("import json, sys\nfrom react_editor.main import main\ntry:\n    code = main(sys.argv[1:])\nfinally:\n"
-         "    sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n')\nsys.exit(code)\n")
+PROBE = ("import json, sys\nfrom react_editor.main import main\nran = []\ntry:\n"
+         "    for args in json.loads(sys.argv[1]):\n        try:\n            ran.append(main(args))\n"
+         "        except SystemExit as exc:\n            ran.append(exc.code)\nfinally:\n"
+         "    sys.stderr.write('\\nMODULES ' + json.dumps([ran, sorted(sys.modules)]) + '\\n')\n")
 
 
 def _env(tmp_path: Path) -> dict:
@@ -33,10 +35,14 @@ def _cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-def _modules(args: list[str], env: dict) -> set[str]:
-    p = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
-    return set(json.loads(p.stderr.rsplit("MODULES ", 1)[1]))
+def _modules(commands: list[list[str]], env: dict) -> set[str]:
+    """What a fresh process has imported after running `commands` one after the other (what none
+    of them imports, no one of them imports: one process per group, not per command)."""
+    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(commands)], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    ran, modules = json.loads(p.stderr.rsplit("MODULES ", 1)[1])
+    assert len(ran) == len(commands), (commands, p.stderr)
+    return set(modules)
 
 
 def test_reading_commands_import_no_model_client_no_ui_no_other_family(tmp_path, monkeypatch):
@@ -45,14 +51,15 @@ def test_reading_commands_import_no_model_client_no_ui_no_other_family(tmp_path,
         monkeypatch.setenv(k, env[k])
     assert main(["run", "--env", "hotpotqa", "--task", "hp-002", "--human", "--db", db]) == 0
     assert main(["step", "1", "--action", "Search[Colorado orogeny]", "--db", db]) == 0
-    for args in (["jobs"], ["jobs", "stop", "1"], ["show", "1"], ["show", "1:1"], ["versions", "1"], ["episodes"],
-                 ["episodes", "--env", "hotpotqa"]):
-        loaded = _modules([*args, "--db", db], env)
+    listing = [["jobs"], ["jobs", "stop", "1"], ["versions", "1"], ["episodes"], ["episodes", "--env", "hotpotqa"]]
+    showing = [["show", "1"], ["show", "1:1"]]  # (show renders in its family's format: that family only)
+    for group in (listing, showing):
+        loaded = _modules([[*args, "--db", db] for args in group], env)
         heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY))
-        assert not heavy, (args, heavy)
-        if args[0] != "show":  # (show renders in its family's format: that family only)
-            assert not any(m.startswith("envs.wikipedia") for m in loaded), args
-    assert "envs.alfworld" in _modules(["run", "--help"], env)  # a command that needs every family loads them
+        assert not heavy, (group, heavy)
+        if group is listing:
+            assert not any(m.startswith("envs.wikipedia") for m in loaded), group
+    assert "envs.alfworld" in _modules([["run", "--help"]], env)  # a command that needs every family loads them
 
 
 def test_help_lists_every_command_and_the_families_groups(tmp_path):

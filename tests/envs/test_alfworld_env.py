@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -185,27 +187,50 @@ def test_replay_in_another_process_matches():
     assert json.loads(out.stdout) == here
 
 
-def test_caches_do_not_change_transcripts():
-    """FastGame (cached) vs the stock PddlEnv + AlfredDemangler + AlfredInfos, 100 steps.
-    Part of the default test run: it is what keeps fastgame.py honest about textworld."""
+def _verb(command: str) -> str:
+    """'take cup 1 from fridge 1' -> 'take # from #': commands grouped by grammar rule."""
+    return re.sub(r"\b[a-z]+ \d+\b", "#", command)
+
+
+def _varied_command(rng: random.Random, admissible: list[str], used: Counter) -> str:
+    """A random command of the least-used verb so far: every rule the game offers gets played
+    (a uniform choice plays 'go to' most of the time and never reaches 'heat' or 'close')."""
+    groups: dict[str, list[str]] = {}
+    for c in admissible + ["xyzzy"]:
+        groups.setdefault(_verb(c), []).append(c)
+    verb = min(sorted(groups), key=lambda v: (used[v], rng.random()))
+    used[verb] += 1
+    return rng.choice(groups[verb])
+
+
+@pytest.mark.parametrize("task_type,wording", [("pick_heat_then_place_in_recep", "paper"),
+                                               ("look_at_obj_in_light", "paper"),
+                                               ("pick_two_obj_and_place", "alfworld-0.4")])
+def test_caches_do_not_change_transcripts(task_type, wording):
+    """FastGame (cached) vs the stock PddlEnv + AlfredDemangler + AlfredInfos, byte for byte:
+    the expert walkthrough played to the win, then 30 commands spread over every verb the game
+    admits (and an invalid one). Part of the default test run: it is what keeps fastgame.py
+    honest about textworld."""
     from envs.alfworld.fastgame import FastGame, load_game_data
     from envs.alfworld.stock import StockGame
 
-    games = [one_per_type()[t].data["game"] for t in ("pick_heat_then_place_in_recep", "look_at_obj_in_light",
-                                                      "pick_two_obj_and_place")]
-    for path, wording in [(games[0], "paper"), (games[1], "paper"), (games[2], "alfworld-0.4")]:
-        data = load_game_data(path)
-        fast, stock = FastGame(data, wording), StockGame(data, wording)
-        fa, st = [fast.reset()], [stock.reset()]
-        rng = random.Random(path)
-        for _ in range(100):
-            cmd = rng.choice(fast.admissible_commands() + ["xyzzy"])
-            fa.append(fast.step(cmd).feedback + "|" + "\n".join(fast.admissible_commands()))
-            o, _ = stock.step(cmd)
-            st.append(o + "|" + "\n".join(stock.admissible))
-        assert fa == st
-        fast.close()
-        stock.close()
+    path = one_per_type()[task_type].data["game"]
+    data = load_game_data(path)
+    fast, stock = FastGame(data, wording), StockGame(data, wording)
+    fa, st = [fast.reset()], [stock.reset()]
+    rng, used = random.Random(path), Counter()
+    walk = [to_wording(c, wording) for c in data.walkthrough]
+    for i in range(len(walk) + 30):
+        cmd = walk[i] if i < len(walk) else _varied_command(rng, fast.admissible_commands(), used)
+        out = fast.step(cmd)
+        fa.append(f"{out.feedback}|{out.won}|" + "\n".join(fast.admissible_commands()))
+        o, won = stock.step(cmd)
+        st.append(f"{o}|{won}|" + "\n".join(stock.admissible))
+    assert fa == st
+    assert fa[len(walk)].split("|")[1] == "True"  # the walkthrough won, in both
+    assert len(used) >= 7, used  # go, take, open, examine, inventory, look, xyzzy at least
+    fast.close()
+    stock.close()
 
 
 def test_expert_hint():
@@ -310,18 +335,28 @@ def test_official_loader(tmp_path, monkeypatch):
         get_task("valid_unseen/none/trial_1", source="official")
 
 
-def test_exemplars_file_format_and_observations():
+def test_exemplars_file_keys_and_prefixes():
     from envs.alfworld.exemplars import load_exemplars
-    from envs.alfworld.text import process_ob
-    from envs.alfworld.fastgame import FastGame, load_game_data
 
-    ex = load_exemplars()
-    assert set(ex) == {f"{s}_{v}_{i}" for s in ("react", "act") for v in TASK_TYPE_PREFIX.values() for i in (0, 1)}
+    assert set(load_exemplars()) == {f"{s}_{v}_{i}" for s in ("react", "act")
+                                     for v in TASK_TYPE_PREFIX.values() for i in (0, 1)}
     assert TASK_TYPE_PREFIX == {"pick_and_place": "put", "pick_clean_then_place": "clean",
                                 "pick_heat_then_place": "heat", "pick_cool_then_place": "cool",
                                 "look_at_obj": "examine", "pick_two_obj": "puttwo"}
     assert exemplar_prefix("pick_two_obj_and_place") == "puttwo"
     assert exemplar_prefix("valid_unseen/look_at_obj_in_light-CD-None-DeskLamp-309/trial_1") == "examine"
+
+
+@pytest.mark.parametrize("prefix", ["put", "clean", "heat", "cool", "examine", "puttwo"])
+def test_exemplars_file_observations(prefix):
+    """Each exemplar replays on its own training game with the same observations (one test per
+    task type, so that the twelve game loads spread over the test workers)."""
+    from envs.alfworld.exemplars import load_exemplars
+    from envs.alfworld.text import process_ob
+    from envs.alfworld.fastgame import FastGame, load_game_data
+
+    ex = {k: v for k, v in load_exemplars().items() if k.split("_")[1] == prefix}
+    assert len(ex) == 4, sorted(ex)
     train = {t.text: t for t in list_tasks(split="train")}
     evals = {t.text for t in list_tasks()}
     for key, text in ex.items():

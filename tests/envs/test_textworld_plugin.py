@@ -1,8 +1,10 @@
 """A third environment with no change above envs/: the TextWorld plugin
 (plugins/react-editor-textworld), installed into a temporary prefix as pip lays it out
 (its package and a dist-info holding its `react_editor.envs` entry point), driven through
-the real `react-editor` command line in subprocesses against the scripted model server:
-run, edit, resume, an experiment of 3 tasks, and whatif with n=3.
+the real `react-editor` command line against the scripted model server: `tasks` in a process
+started with the plugin on its path, then run, edit, resume, an experiment of 3 tasks and
+whatif with n=3 in this process with the plugin loaded the same way (one textworld import,
+not one per command).
 
 The built-in games are made with `tw-make tw-cooking` on first use and cached (the plugin's
 cache, $REACT_EDITOR_TEXTWORLD_GAMES or ~/.cache); nothing is downloaded."""
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugin_helpers import install_plugin
+from tests.plugin_helpers import install_plugin, plugin_loaded
 from tests.scripted_server import prompt_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,40 +76,55 @@ def cli(site: Path, db: Path, *argv) -> dict | list:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_textworld_plugin_through_the_cli(site, walkthroughs, scripted_llm, tmp_path):
+def test_textworld_plugin_through_the_cli(site, walkthroughs, scripted_llm, tmp_path, monkeypatch, capsys):
     db = tmp_path / "tw.db"
     model = ["--model", "m", "--base-url", scripted_llm.base_url]
     tasks = cli(site, db, "tasks", "--env", "textworld")
     assert [t["id"] for t in tasks][:3] == ["cooking-1", "cooking-open", "cooking-cut"]
     assert all(t["env"] == "textworld" and "\nYour task is to: " in t["text"] for t in tasks)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
+    monkeypatch.setenv("REACT_EDITOR_DB", str(db))
+    monkeypatch.chdir(tmp_path)
+    with plugin_loaded(site):
+        _run_edit_resume_experiment_whatif(model, walkthroughs, scripted_llm, capsys)
+
+
+def _run_edit_resume_experiment_whatif(model, walkthroughs, scripted_llm, capsys) -> None:
+    from react_editor.main import main
+
+    def here(*argv):  # `react-editor ... --json` in this process
+        code = main([*map(str, argv), "--json"])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        return json.loads(out.out.strip().splitlines()[-1])
 
     # run: a wrong command first (the game cannot do it), then the walkthrough: won
     scripted_llm.set_responder(player(walkthroughs, detour="take the moon"))
-    run = cli(site, db, "run", "--env", "textworld", "--task", "cooking-1", *model)
+    run = here("run", "--env", "textworld", "--task", "cooking-1", *model)
     assert run["done"] and run["success"] is True
-    shown = cli(site, db, "show", str(run["episode"]))
+    shown = here("show", str(run["episode"]))
     assert shown[0]["thought"] and shown[0]["observation"] == "OK."
     assert shown[1]["action"] == "take the moon" and "invalid_action" in shown[1]["signals"]
     assert shown[-1]["done"] and shown[-1]["action"] == "eat meal"
 
     # edit the wrong command: the environment is restored to step 1 (verified replay) and runs the new one
     scripted_llm.set_responder(player(walkthroughs))
-    edited = cli(site, db, "edit", str(run["episode"]), "--step", "2", "--action", "examine cookbook")
-    after = cli(site, db, "show", str(run["episode"]), "--version", str(edited["version"]))
+    edited = here("edit", str(run["episode"]), "--step", "2", "--action", "examine cookbook")
+    after = here("show", str(run["episode"]), "--version", str(edited["version"]))
     assert [s["action"] for s in after] == [None, "examine cookbook"]
     assert after[1]["observation"].startswith("You open the copy of") and after[1]["source"] == "human"
 
     # resume the edited version: the model goes on from the restored state and wins
-    resumed = cli(site, db, "resume", str(run["episode"]), "--version", str(edited["version"]), *model)
+    resumed = here("resume", str(run["episode"]), "--version", str(edited["version"]), *model)
     assert resumed["done"] and resumed["success"] is True and resumed["steps"] > 2
 
     # an experiment of 3 tasks (react): every task won, the score metric reported
-    exp = cli(site, db, "experiment", "run", "--env", "textworld", "--limit", "3", "--method", "react", *model)
+    exp = here("experiment", "run", "--env", "textworld", "--limit", "3", "--method", "react", *model)
     assert (exp["episodes"], exp["done"], exp["success"]) == (3, 3, 3)
     assert exp["score"] == 1.0 and exp["by_type"]["cooking"]["n"] == 3
 
     # what if the first thought were a hint: 3 control and 3 treatment rollouts
-    whatif = cli(site, db, "whatif", str(run["episode"]), "--step", "1", "--thought", "Read the cookbook first.",
+    whatif = here("whatif", str(run["episode"]), "--step", "1", "--thought", "Read the cookbook first.",
                  "--n", "3", "--temperature", "0.7", *model)
     assert whatif["control"]["n"] == 3 and whatif["treatment"]["n"] == 3
     assert whatif["treatment"]["success"] == 3

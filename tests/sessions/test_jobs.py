@@ -24,6 +24,7 @@ from sessions import experiments
 import sessions.jobs
 from sessions import rollouts
 from sessions.store import Store, StoreError
+from tests.cli_helpers import cli
 from tests.experiment_agents import wiki_agent
 from tests.scripted_server import Reply, ScriptedLLM
 from trajectory.records import AgentConfig
@@ -135,9 +136,9 @@ def test_two_processes_resuming_one_experiment_share_its_items(tmp_path, scripte
     assert len(ran) == 2 and {j.state for j in ran} == {"done"} and len({j.owner for j in ran}) == 2
 
 
-def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp_path, scripted_llm):
-    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.3,
-                                          react_steps=2))
+def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp_path, scripted_llm, capsys):
+    answers = {r["question"]: r["answer"] for r in HOTPOT}
+    scripted_llm.set_responder(wiki_agent(answers, latency_s=0.3, react_steps=2))
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 8)
     first = _spawn(["experiment", "resume", "x", "--db", db, "--concurrency", "2"], _env(tmp_path, REACT_EDITOR_LEASE_S="3"))
@@ -149,6 +150,7 @@ def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp
     _wait(some_done)
     first.send_signal(signal.SIGKILL)
     first.wait(10)
+    scripted_llm.set_responder(wiki_agent(answers, react_steps=2))  # the latency was for the kill only
     with closing(sqlite3.connect(db)) as raw:  # as if it ran on another machine: only its lease can tell
         raw.execute("update jobs set owner = 'elsewhere:1'")
         raw.commit()
@@ -160,7 +162,7 @@ def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp
     with closing(Store(db)) as store:
         for it in experiments.items(store, 1):  # taken over, not run twice: each version is one clean run
             assert [s.index for s in store.versions.steps(it.version_id)] == [1, 2]
-    code, out, _ = _cli(["jobs", "--db", db, "--json"], _env(tmp_path))
+    code, out, _ = cli(capsys, "jobs", "--db", str(db), "--json")
     listed = json.loads(out)
     assert code == 0 and [j["state"] for j in listed if j["kind"] == "experiment"] == ["done", "stopped"]
 
@@ -183,18 +185,18 @@ def _tagged(tag: str) -> list[int]:
     return found
 
 
-def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted_llm):
+def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted_llm, capsys):
     scripted_llm.set_responder(wiki_agent({}, latency_s=0.4, react_steps=6))
     db = tmp_path / "x.db"
     proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "30", "--concurrency", "2", "--processes",
                    "--name", "p", "--model", "m", "--base-url", scripted_llm.base_url, "--db", db, "--json"],
                   _env(tmp_path))
     _wait(lambda: len(scripted_llm.completion_requests) >= 4, timeout=120)
-    code, out, err = _cli(["jobs", "--db", db, "--json"], _env(tmp_path))
+    code, out, err = cli(capsys, "jobs", "--db", str(db), "--json")  # another process than the runner
     (job,) = [j for j in json.loads(out) if j["kind"] == "experiment"]
     assert job["state"] == "running" and job["target"] == "experiment p"
     assert {"id", "kind", "state", "target", "owner", "session", "progress", "error", "started", "updated"} <= set(job)
-    code, out, err = _cli(["jobs", "stop", job["id"], "--db", db, "--json"], _env(tmp_path))
+    code, out, err = cli(capsys, "jobs", "stop", str(job["id"]), "--db", str(db), "--json")
     at_stop = len(scripted_llm.completion_requests)
     assert code == 0 and json.loads(out)["stop_requested"] is True, err
     _, run_err = proc.communicate(timeout=60)
@@ -203,7 +205,7 @@ def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted
     with closing(Store(db)) as store:
         assert sessions.jobs.get(store, job["id"]).state == "stopped" and experiments.get(store, "p").status == "stopped"
         assert experiments.counts(store, 1).get("done", 0) < 30
-    code, _, err = _cli(["jobs", "stop", job["id"], "--db", db], _env(tmp_path))
+    code, _, err = cli(capsys, "jobs", "stop", str(job["id"]), "--db", str(db))
     assert code != 0 and err.strip().count("\n") == 0 and "not running" in err
 
 
@@ -254,18 +256,20 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
 # ---------------------------------------------------------------------- 4 and 19.9: rollouts
 
 
-def _episode(tmp_path, llm) -> tuple[Path, int, int]:
+def _episode(tmp_path, llm, capsys=None) -> tuple[Path, int, int]:
+    """A two-step episode made by `react-editor run`: in another process, or in this one (`capsys`)."""
     llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2))
     db = tmp_path / "r.db"
-    code, out, err = _cli(["run", "--env", "hotpotqa", "--task", HOTPOT[0]["id"], "--model", "m", "--base-url",
-                           llm.base_url, "--db", db, "--json"], _env(tmp_path))
+    args = ["run", "--env", "hotpotqa", "--task", HOTPOT[0]["id"], "--model", "m", "--base-url", llm.base_url,
+            "--db", str(db), "--json"]
+    code, out, err = cli(capsys, *args) if capsys is not None else _cli(args, _env(tmp_path))
     assert code == 0, err
     data = json.loads(out.strip().splitlines()[-1])
     return db, data["episode"], data["version"]
 
 
-def test_kill_9_during_resample_never_moves_the_current_version_and_again_continues(tmp_path, scripted_llm):
-    db, ep, vid = _episode(tmp_path, scripted_llm)
+def test_kill_9_during_resample_never_moves_the_current_version_and_again_continues(tmp_path, scripted_llm, capsys):
+    db, ep, vid = _episode(tmp_path, scripted_llm, capsys)
     agent = wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2)
     scripted_llm.set_responder(lambda body: Reply(text=agent(body).text, delay_s=0.4))
     args = ["resample", ep, "--step", "2", "--n", "6", "--concurrency", "1", "--temperature", "0.7", "--db", db,
@@ -280,11 +284,12 @@ def test_kill_9_during_resample_never_moves_the_current_version_and_again_contin
     time.sleep(0.2)  # mid-rollout
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
+    scripted_llm.set_responder(agent)  # the delay was for the kill only
     with closing(Store(db)) as store:
         assert store.episodes.get(ep).current_version == vid
         (g,) = rollouts.groups(store, ep)
         killed = dict(g.members)
-    code, out, err = _cli(args, _env(tmp_path))
+    code, out, err = cli(capsys, *map(str, args))  # again, here
     assert code == 0, err
     with closing(Store(db)) as store:
         (g2,) = rollouts.groups(store, ep)  # the same group, continued
@@ -395,17 +400,17 @@ def test_react_editor_app_killed_with_sigterm_leaves_no_listener(tmp_path):
 # ---------------------------------------------------------------------- the CLI contract
 
 
-def test_jobs_lists_a_run_of_another_process_and_bad_input_is_one_line(tmp_path, scripted_llm):
+def test_jobs_lists_a_run_of_another_process_and_bad_input_is_one_line(tmp_path, scripted_llm, capsys):
     db, ep, vid = _episode(tmp_path, scripted_llm)
-    code, out, err = _cli(["jobs", "--db", db, "--json"], _env(tmp_path))
+    code, out, err = cli(capsys, "jobs", "--db", str(db), "--json")
     (run,) = json.loads(out)
     assert code == 0 and run["kind"] == "run" and run["state"] == "done" and run["episode"] == ep
     assert run["owner"].rsplit(":", 1)[1].isdigit() and run["progress"]["done"] == 2
-    code, out, _ = _cli(["jobs", "--db", db], _env(tmp_path))
+    code, out, _ = cli(capsys, "jobs", "--db", str(db))
     assert code == 0 and out.splitlines()[0].startswith("id\tkind\tstate") and "\trun\tdone\t" in out
     for bad, needle in ((["jobs", "stop", "99"], "unknown job 99"), (["jobs", "stop", "x"], "is not a whole number")):
-        code, _, err = _cli([*bad, "--db", db], _env(tmp_path))
-        assert code != 0 and needle in err
+        code, _, err = cli(capsys, *bad, "--db", str(db))
+        assert code != 0 and needle in err and err.strip().count("\n") == 0
     with closing(Store(db)) as store:
         with pytest.raises(StoreError):
             sessions.jobs.create(store, "nonsense")
