@@ -62,6 +62,18 @@ def _app_scripts_compiled_once() -> Iterator[None]:
     app_test.ScriptCache, local_script_runner.ScriptCache = saved
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _databases_migrated_once(tmp_path_factory) -> Iterator[None]:
+    """A new database a test opens in this process starts as a copy of one migrated at the
+    session's start instead of running every migration again (tests/store_template.py).
+    The migrations themselves run here and in tests/sessions/test_schema*.py."""
+    from tests import store_template
+
+    undo = store_template.install(tmp_path_factory.mktemp("template"))
+    yield
+    undo()
+
+
 # -- scripted model server (tests/scripted_server.py) --------------------------------------
 
 @pytest.fixture(scope="session")
