@@ -63,6 +63,43 @@ def _app_scripts_compiled_once() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _app_runs_awaited_not_polled() -> Iterator[None]:
+    """AppTest waits for a script run by waking every millisecond to look; each wake takes
+    the GIL from the script thread. Waiting on the run's end event costs the script nothing
+    (the same timeout, the same error when it passes)."""
+    import threading
+
+    try:
+        from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+        from streamlit.testing.v1 import local_script_runner
+    except ImportError:  # another Streamlit: it waits as it likes
+        yield
+        return
+
+    def require_widgets_deltas(runner, timeout: float = 3) -> None:
+        ended = threading.Event()
+
+        def on_event(sender, event, **kwargs) -> None:
+            if event == ScriptRunnerEvent.SHUTDOWN:
+                ended.set()
+
+        runner.on_event.connect(on_event, weak=False)
+        try:
+            if runner.script_stopped() or ended.wait(timeout):
+                return
+        finally:
+            runner.on_event.disconnect(on_event)
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    polled = local_script_runner.require_widgets_deltas
+    local_script_runner.require_widgets_deltas = require_widgets_deltas
+    yield
+    local_script_runner.require_widgets_deltas = polled
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _databases_migrated_once(tmp_path_factory) -> Iterator[None]:
     """A new database a test opens in this process starts as a copy of one migrated at the
     session's start instead of running every migration again (tests/store_template.py).
