@@ -62,6 +62,21 @@ def _app_scripts_compiled_once() -> Iterator[None]:
     app_test.ScriptCache, local_script_runner.ScriptCache = saved
 
 
+def pytest_configure(config) -> None:
+    """The session's temporary files on a RAM file system when there is one with room
+    (tests/fast_tmp.py): fsyncs cost nothing there. An explicit --basetemp or TMPDIR wins;
+    pytest-xdist workers get their folders under the controller's."""
+    import os
+    import tempfile
+
+    from tests import fast_tmp
+
+    root = None if config.option.basetemp else fast_tmp.ram_temp_root()
+    if root:
+        tempfile.tempdir = root
+        os.environ["TMPDIR"] = root  # the workers and any child process agree
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _app_runs_awaited_not_polled() -> Iterator[None]:
     """AppTest waits for a script run by waking every millisecond to look; each wake takes
