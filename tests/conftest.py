@@ -115,6 +115,36 @@ def _app_runs_awaited_not_polled() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _tls_trust_loaded_once() -> Iterator[None]:
+    """Each new model client (one per scripted server, so one per test) builds a TLS context
+    and parses the system's CA bundle (~50 ms). Tests only speak plain HTTP to 127.0.0.1, so
+    the default context is built once and handed to every client of the session."""
+    import importlib
+
+    patched = []
+    for name in ("httpx._transports.default", "httpx2._transports.default"):
+        try:
+            module = importlib.import_module(name)
+            build = module.create_ssl_context
+        except (ImportError, AttributeError):  # that httpx is not installed, or builds as it likes
+            continue
+        shared: list = []
+
+        def create_ssl_context(verify=True, cert=None, trust_env=True, _build=build, _shared=shared):
+            if verify is not True or cert is not None or not trust_env:
+                return _build(verify=verify, cert=cert, trust_env=trust_env)
+            if not _shared:
+                _shared.append(_build())
+            return _shared[0]
+
+        module.create_ssl_context = create_ssl_context
+        patched.append((module, build))
+    yield
+    for module, build in patched:
+        module.create_ssl_context = build
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _databases_migrated_once(tmp_path_factory) -> Iterator[None]:
     """A new database a test opens in this process starts as a copy of one migrated at the
     session's start instead of running every migration again (tests/store_template.py).
