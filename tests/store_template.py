@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def _fresh_target(path, kw: dict) -> Path | None:
 def _seed(template: Path, target: Path) -> None:
     """Put a copy of `template` at `target` unless something is there by then (another
     thread or process creating it wins: os.link never replaces a file)."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{id(target)}.seed")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.seed")
     try:
         shutil.copyfile(template, tmp)
         os.link(tmp, target)
