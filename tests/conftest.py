@@ -62,6 +62,100 @@ def _app_scripts_compiled_once() -> Iterator[None]:
     app_test.ScriptCache, local_script_runner.ScriptCache = saved
 
 
+def pytest_configure(config) -> None:
+    """The session's temporary files on a RAM file system when there is one with room
+    (tests/fast_tmp.py): fsyncs cost nothing there. An explicit --basetemp or TMPDIR wins;
+    pytest-xdist workers get their folders under the controller's."""
+    import os
+    import tempfile
+
+    from tests import fast_tmp
+
+    root = None if config.option.basetemp else fast_tmp.ram_temp_root()
+    if root:
+        tempfile.tempdir = root
+        os.environ["TMPDIR"] = root  # the workers and any child process agree
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _app_runs_awaited_not_polled() -> Iterator[None]:
+    """AppTest waits for a script run by waking every millisecond to look; each wake takes
+    the GIL from the script thread. Waiting on the run's end event costs the script nothing
+    (the same timeout, the same error when it passes)."""
+    import threading
+
+    try:
+        from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+        from streamlit.testing.v1 import local_script_runner
+    except ImportError:  # another Streamlit: it waits as it likes
+        yield
+        return
+
+    def require_widgets_deltas(runner, timeout: float = 3) -> None:
+        ended = threading.Event()
+
+        def on_event(sender, event, **kwargs) -> None:
+            if event == ScriptRunnerEvent.SHUTDOWN:
+                ended.set()
+
+        runner.on_event.connect(on_event, weak=False)
+        try:
+            if runner.script_stopped() or ended.wait(timeout):
+                return
+        finally:
+            runner.on_event.disconnect(on_event)
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    polled = local_script_runner.require_widgets_deltas
+    local_script_runner.require_widgets_deltas = require_widgets_deltas
+    yield
+    local_script_runner.require_widgets_deltas = polled
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tls_trust_loaded_once() -> Iterator[None]:
+    """Each new model client (one per scripted server, so one per test) builds a TLS context
+    and parses the system's CA bundle (~50 ms). Tests only speak plain HTTP to 127.0.0.1, so
+    the default context is built once and handed to every client of the session."""
+    import importlib
+
+    patched = []
+    for name in ("httpx._transports.default", "httpx2._transports.default"):
+        try:
+            module = importlib.import_module(name)
+            build = module.create_ssl_context
+        except (ImportError, AttributeError):  # that httpx is not installed, or builds as it likes
+            continue
+        shared: list = []
+
+        def create_ssl_context(verify=True, cert=None, trust_env=True, _build=build, _shared=shared):
+            if verify is not True or cert is not None or not trust_env:
+                return _build(verify=verify, cert=cert, trust_env=trust_env)
+            if not _shared:
+                _shared.append(_build())
+            return _shared[0]
+
+        module.create_ssl_context = create_ssl_context
+        patched.append((module, build))
+    yield
+    for module, build in patched:
+        module.create_ssl_context = build
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _databases_migrated_once(tmp_path_factory) -> Iterator[None]:
+    """A new database a test opens in this process starts as a copy of one migrated at the
+    session's start instead of running every migration again (tests/store_template.py).
+    The migrations themselves run here and in tests/sessions/test_schema*.py."""
+    from tests import store_template
+
+    undo = store_template.install(tmp_path_factory.mktemp("template"))
+    yield
+    undo()
+
+
 # -- scripted model server (tests/scripted_server.py) --------------------------------------
 
 @pytest.fixture(scope="session")

@@ -222,8 +222,10 @@ class ScriptedLLM:
             return self
         handler = type("Handler", (_Handler,), {"llm": self})
         self._httpd = _Server(("127.0.0.1", 0), handler)
+        # stop() waits for the serve loop's next poll: a short interval keeps each test's
+        # teardown short (an idle poll is one select call)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True,
             name=f"scripted-llm-{self.port}",
         )
         self._thread.start()

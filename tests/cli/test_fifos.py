@@ -4,13 +4,10 @@ is refused with one line; opening it would block the command forever."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli_helpers import cli
 
 
 @pytest.fixture
@@ -20,12 +17,13 @@ def fifo(tmp_path):
     return str(p)
 
 
-def react_editor(tmp_path, *argv: str) -> tuple[int, str]:
-    """The real command in a child process, with a deadline (a hang is a failure, not a stuck test)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(tmp_path / "default.db")}
-    p = subprocess.run([sys.executable, "-m", "react_editor", *argv], capture_output=True, text=True,
-                       env=env, cwd=tmp_path, timeout=60)
-    return p.returncode, p.stderr
+def react_editor(tmp_path, monkeypatch, capsys, *argv: str) -> tuple[int, str]:
+    """The command in this process, run from `tmp_path` with its default database there (a hang
+    is still a failure: the per-test timeout interrupts a blocked open)."""
+    monkeypatch.setenv("REACT_EDITOR_DB", str(tmp_path / "default.db"))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, *argv)
+    return code, err
 
 
 @pytest.mark.parametrize("argv", [
@@ -35,11 +33,11 @@ def react_editor(tmp_path, *argv: str) -> tuple[int, str]:
     ("wiki", "build-zim", "--out", "{fifo}"), ("alfworld", "generate", "--out", "{fifo}", "--per-type", "1"),
     ("data", "alfworld", "--dest", "{fifo}"), ("experiment", "run", "--env", "hotpotqa", "--tasks", "@{fifo}"),
 ])
-def test_a_fifo_is_refused_with_one_line(tmp_path, fifo, argv):
+def test_a_fifo_is_refused_with_one_line(tmp_path, monkeypatch, capsys, fifo, argv):
     from sessions.store import Store
 
     Store(tmp_path / "default.db").close()  # the default database exists (export reads it first)
     argv = [a.format(fifo=fifo, dir=tmp_path) for a in argv]
-    code, err = react_editor(tmp_path, *argv)
+    code, err = react_editor(tmp_path, monkeypatch, capsys, *argv)
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
     assert "regular file" in err or "folder" in err, err

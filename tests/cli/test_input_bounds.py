@@ -6,34 +6,27 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from contextlib import closing
 
 import pytest
 
 from sessions import experiments
 from sessions.store import Store
-from tests.cli_helpers import ROOT, cli
-
-
-def _cli_process(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "react_editor", *argv], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+from tests.cli_helpers import cli
 
 
 @pytest.mark.parametrize("what", ["import", "tasks"])
-def test_a_fifo_is_refused_not_waited_on(tmp_path, what):
+def test_a_fifo_is_refused_not_waited_on(tmp_path, capsys, what):
+    """(In this process: were the FIFO opened, the per-test timeout would end the wait.)"""
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
     db = str(tmp_path / "x.db")
     if what == "import":
-        res = _cli_process("import", str(fifo), "--db", db)
+        code, _, err = cli(capsys, "import", str(fifo), "--db", db)
     else:
-        res = _cli_process("experiment", "run", "--env", "hotpotqa", "--tasks", f"@{fifo}", "--model", "m",
+        code, _, err = cli(capsys, "experiment", "run", "--env", "hotpotqa", "--tasks", f"@{fifo}", "--model", "m",
                            "--base-url", "http://127.0.0.1:9/v1", "--db", db)
-    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "not a regular file" in res.stderr, res.stderr
+    assert code == 2 and err.count("\n") == 1 and "not a regular file" in err, err
 
 
 def _experiment(capsys, db, *extra: str) -> tuple[int, str]:
