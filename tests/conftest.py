@@ -75,6 +75,10 @@ def pytest_configure(config) -> None:
     if root:
         tempfile.tempdir = root
         os.environ["TMPDIR"] = root  # the workers and any child process agree
+    # A machine that sets PYTHONDONTWRITEBYTECODE (some CI images do) makes every child
+    # process a test starts (`react-editor`, a runner to kill -9) compile the project from
+    # source again; compiled once, the others read it (__pycache__ is ignored by git).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 @pytest.fixture(scope="session", autouse=True)
