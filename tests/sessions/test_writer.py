@@ -33,6 +33,34 @@ def commits(stmts, thread: str | None = None) -> int:
     return sum(thread in (None, t) and s.strip().lower() == "commit" for t, s in stmts)
 
 
+def grouped(store: Store, first, writes: dict) -> tuple[writer.Writer, dict]:
+    """Run `first` on the writer and, while it holds it, queue `writes` (key -> closure) in
+    their order, then let it go: they form the next group. (writer, errors by key)."""
+    hold, holding = threading.Event(), threading.Event()
+    errors: dict = {}
+
+    def run(key, fn) -> None:
+        try:
+            write(store, fn)
+        except BaseException as exc:  # the caller's own error
+            errors[key] = exc
+
+    with attached(store) as w:
+        t0 = threading.Thread(target=run, args=("first", lambda: (holding.set(), hold.wait(10), first())))
+        t0.start()
+        assert holding.wait(10)
+        threads = []
+        for key, fn in writes.items():
+            threads.append(threading.Thread(target=run, args=(key, fn)))
+            threads[-1].start()
+            while w._queue.qsize() < len(threads):  # queued in this order
+                threading.Event().wait(0.01)
+        hold.set()
+        for t in [t0, *threads]:
+            t.join(10)
+    return w, errors
+
+
 def test_writes_queued_meanwhile_commit_as_one_group(traced, tmp_path):
     """While a first write holds the writer, five threads hand it theirs: those five
     commit together (one commit), each thread hears back only after that commit (another
@@ -74,33 +102,13 @@ def test_a_failing_write_undoes_only_its_own_part_of_the_group(traced, tmp_path)
     """In a group, a write that raises leaves none of its rows; its caller gets its error;
     the others of the group commit."""
     store, stmts = traced
-    hold, holding = threading.Event(), threading.Event()
-    errors: dict[int, BaseException] = {}
 
     def bad() -> None:
         store.settings.set("bad", 1)
         raise Boom("no")
 
-    def run(n: int, fn) -> None:
-        try:
-            write(store, fn)
-        except BaseException as exc:  # the caller's own error
-            errors[n] = exc
-
-    with attached(store) as w:
-        t0 = threading.Thread(target=run, args=(0, lambda: (holding.set(), hold.wait(10), store.settings.set("0", 0))))
-        t0.start()
-        assert holding.wait(10)
-        threads = [threading.Thread(target=run, args=(1, lambda: store.settings.set("a", 1))),
-                   threading.Thread(target=run, args=(2, bad)),
-                   threading.Thread(target=run, args=(3, lambda: store.settings.set("b", 2)))]
-        for t in threads:
-            t.start()
-            while w._queue.qsize() < threads.index(t) + 1:  # queued in this order
-                threading.Event().wait(0.01)
-        hold.set()
-        for t in [t0, *threads]:
-            t.join(10)
+    w, errors = grouped(store, lambda: store.settings.set("0", 0),
+                        {1: lambda: store.settings.set("a", 1), 2: bad, 3: lambda: store.settings.set("b", 2)})
     assert list(errors) == [2] and isinstance(errors[2], Boom)
     assert (store.settings.get("a"), store.settings.get("bad"), store.settings.get("b")) == (1, None, 2)
     assert w.groups == 2 and commits(stmts) == 2
@@ -138,34 +146,14 @@ def test_a_failed_commit_is_every_members_error(traced):
     """A group whose commit fails (here a foreign key checked at the commit): every write
     of it hears the failure, and none of its rows is there."""
     store, _ = traced
-    hold, holding = threading.Event(), threading.Event()
-    errors: dict[str, BaseException] = {}
 
     def orphan() -> None:
         with store.transaction():
             store.db.execute("pragma defer_foreign_keys = on")  # checked when the group commits
             store.db.execute("insert into episodes (task_id, config_id, created_at) values (999, 999, 'x')")
 
-    def run(name: str, fn) -> None:
-        try:
-            write(store, fn)
-        except BaseException as exc:
-            errors[name] = exc
-
-    with attached(store) as w:
-        t0 = threading.Thread(target=run, args=("first", lambda: (holding.set(), hold.wait(10))))
-        t0.start()
-        assert holding.wait(10)
-        threads = [threading.Thread(target=run, args=("g0", lambda: store.settings.set("g0", 0))),
-                   threading.Thread(target=run, args=("orphan", orphan)),
-                   threading.Thread(target=run, args=("g1", lambda: store.settings.set("g1", 1)))]
-        for t in threads:
-            t.start()
-        while w._queue.qsize() < 3:
-            threading.Event().wait(0.01)
-        hold.set()
-        for t in [t0, *threads]:
-            t.join(10)
+    _, errors = grouped(store, lambda: None, {"g0": lambda: store.settings.set("g0", 0), "orphan": orphan,
+                                              "g1": lambda: store.settings.set("g1", 1)})
     assert sorted(errors) == ["g0", "g1", "orphan"] and all(isinstance(e, StoreError) for e in errors.values())
     assert store.settings.get("g0") is None and store.settings.get("g1") is None
     assert store.db.execute("select count(*) from episodes").fetchone()[0] == 0
@@ -245,33 +233,13 @@ def test_a_write_that_fails_before_writing_leaves_its_group_flat(traced, tmp_pat
     """A group's write that fails before writing anything (a fence, a compare-and-set read)
     is its caller's error alone: the group runs without a single savepoint."""
     store, stmts = traced
-    hold, holding = threading.Event(), threading.Event()
-    errors: dict[int, BaseException] = {}
 
     def refused() -> None:
         store.settings.get("x")
         raise Boom("refused before writing")
 
-    def run(n: int, fn) -> None:
-        try:
-            write(store, fn)
-        except BaseException as exc:
-            errors[n] = exc
-
-    with attached(store) as w:
-        t0 = threading.Thread(target=run, args=(0, lambda: (holding.set(), hold.wait(10))))
-        t0.start()
-        assert holding.wait(10)
-        threads = [threading.Thread(target=run, args=(1, lambda: store.settings.set("a", 1))),
-                   threading.Thread(target=run, args=(2, refused)),
-                   threading.Thread(target=run, args=(3, lambda: store.settings.set("b", 2)))]
-        for t in threads:
-            t.start()
-        while w._queue.qsize() < 3:
-            threading.Event().wait(0.01)
-        hold.set()
-        for t in [t0, *threads]:
-            t.join(10)
+    w, errors = grouped(store, lambda: None, {1: lambda: store.settings.set("a", 1), 2: refused,
+                                              3: lambda: store.settings.set("b", 2)})
     assert list(errors) == [2] and (store.settings.get("a"), store.settings.get("b")) == (1, 2)
     assert w.groups == 2 and commits(stmts) == 2
     assert not [s for t, s in stmts if t == "store-writer" and s.lower().startswith(("savepoint tx_", "rollback"))]  # (not sqlite-utils' own)
