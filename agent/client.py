@@ -649,54 +649,20 @@ _TEXT = "\ue000prompt\ue000"  # where the prompt goes in a request body whose JS
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode  # the SDK's JSON
 _TEXT_JSON = _JSON(_TEXT)[1:-1]
 _FIXED: dict[str, tuple[bytes, Any]] = {}  # a fixed prompt part -> (its JSON string body, UTF-8; sha256 after it)
-_HEADS: dict[str, tuple[bytes, Any]] = {}  # what fixed parts of different tasks share (the examples), the same
-_LAST = [""]  # the fixed part seen last (a new one's shared head is looked for in it)
-MAX_FIXED, MAX_HEADS = 256, 16  # fixed parts (each task's examples + task text) and shared heads remembered
-MIN_HEAD = 256  # characters two fixed parts share at least for the head to be kept
+MAX_FIXED = 256  # fixed parts (each task's examples + task text) remembered
 
 
 def _fixed(fixed: str) -> tuple[bytes, Any]:
     """(the JSON string body of `fixed`, UTF-8; the sha256 state after its UTF-8), made once
-    per fixed part; the head it shares with other tasks' (their examples) once for them all."""
+    per fixed part, i.e. once per task."""
     found = _FIXED.get(fixed)
     if found is None:
-        found = _extended(_head_of(fixed), fixed)
+        found = (json.encoder.encode_basestring(fixed)[1:-1].encode("utf-8"),
+                 hashlib.sha256(fixed.encode("utf-8")))
         if len(_FIXED) >= MAX_FIXED:
             _FIXED.clear()
         _FIXED[fixed] = found
     return found
-
-
-def _extended(base: tuple[str, bytes, Any] | None, text: str) -> tuple[bytes, Any]:
-    """`_fixed`'s pair for `text` from that of `base`, a head it starts with (None: none)."""
-    head, escaped, state = base or ("", b"", hashlib.sha256())
-    rest = text[len(head):]
-    state = state.copy()
-    state.update(rest.encode("utf-8"))
-    return escaped + json.encoder.encode_basestring(rest)[1:-1].encode("utf-8"), state
-
-
-def _head_of(fixed: str) -> tuple[str, bytes, Any] | None:
-    """A remembered head `fixed` starts with, else the one it shares with the fixed part seen
-    last (then remembered), else None."""
-    for head, (escaped, state) in list(_HEADS.items()):
-        if fixed.startswith(head):
-            return head, escaped, state
-    prev, _LAST[0] = _LAST[0], fixed
-    lo, hi = 0, min(len(prev), len(fixed))  # the longest common start, by halving (no per-character loop)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fixed.startswith(prev[:mid]):
-            lo = mid
-        else:
-            hi = mid - 1
-    if lo < MIN_HEAD:
-        return None
-    head = fixed[:lo]
-    if len(_HEADS) >= MAX_HEADS:
-        _HEADS.clear()
-    _HEADS[head] = _extended(None, head)
-    return head, *_HEADS[head]
 
 
 def _digest(text: str, fixed: str | None) -> str:

@@ -52,8 +52,8 @@ def test_a_fixed_part_the_prompt_does_not_start_with_is_ignored(scripted_llm):
 
 
 def test_tasks_that_share_their_examples_each_send_their_own_prompt(scripted_llm):
-    """Fixed parts of several tasks share a head (the examples), kept once for them all: each
-    request still carries exactly its own prompt, hashed as itself."""
+    """Fixed parts of several tasks start alike (the examples), one a prefix of another:
+    each request still carries exactly its own prompt, hashed as itself."""
     scripted_llm.set_responder(lambda body: " Search[x]")
     config = AgentConfig(model="test-model", base_url=scripted_llm.base_url, cache=False)
     client = ModelClient(config, api_key="sk-test-key-1234", backoff_base_s=0.001)
