@@ -150,39 +150,43 @@ _WATCH_LOCK = threading.Lock()
 _WATCH_WAKE = threading.Condition(_WATCH_LOCK)  # the watcher sleeps on it while no request is watched
 _WATCH_IDLE = [False, 0]  # [the watcher sleeps until woken, requests watched since its last look]
 _WATCHER: list[int] = []  # the pid whose watcher thread runs
+_get_ident = threading.get_ident
 
 
 class _Stream:
     """A connection of the SDK's transport (an httpcore network stream), noting which thread is
     blocked on it: Stop shuts that socket down (`shutdown` wakes a blocked recv, `close` does
-    not); the transport then sees the server hang up and closes the connection."""
+    not); the transport then sees the server hang up and closes the connection. Only a read or
+    a write (a thread blocked on the socket) is noted; what the pool asks of every idle
+    connection at each request (`get_extra_info`) and `close` go straight to the stream."""
+
+    __slots__ = ("_inner", "get_extra_info", "close")
 
     def __init__(self, inner: Any):
         self._inner = inner
+        self.get_extra_info = inner.get_extra_info  # (asked O(connections) times a request)
+        self.close = inner.close
 
-    def _blocking(self, op: Callable[..., Any], *args: Any) -> Any:
-        me = threading.get_ident()
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        me = _get_ident()
         _READING[me] = self
         try:
-            return op(*args)
+            return self._inner.read(max_bytes, timeout)
         finally:
             with _WATCH_LOCK:  # not shut down once this thread has left it (another may take it)
                 del _READING[me]
 
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._blocking(self._inner.read, max_bytes, timeout)
-
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        return self._blocking(self._inner.write, buffer, timeout)
-
-    def close(self) -> None:
-        self._inner.close()
+        me = _get_ident()
+        _READING[me] = self
+        try:
+            return self._inner.write(buffer, timeout)
+        finally:
+            with _WATCH_LOCK:
+                del _READING[me]
 
     def start_tls(self, *args: Any, **kwargs: Any) -> "_Stream":
         return _Stream(self._inner.start_tls(*args, **kwargs))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
 
     def abort(self) -> None:
         sock = self._inner.get_extra_info("socket")
@@ -681,14 +685,40 @@ def _json_body(body: dict[str, Any], text: str, fixed: str | None) -> bytes | No
     when that does not apply (the SDK encodes the body itself then)."""
     if not fixed or not text.startswith(fixed):
         return None
-    try:
-        head, found, rest = _JSON(body).partition(_TEXT_JSON)
-        if not found or _TEXT_JSON in rest:
-            return None
-        tail = json.encoder.encode_basestring(text[len(fixed):])[1:-1]
-        return b"".join((head.encode("utf-8"), _fixed(fixed)[0], tail.encode("utf-8"), rest.encode("utf-8")))
-    except (TypeError, ValueError):  # (what the SDK's encoder refuses: it says so itself)
+    parts = _body_parts(body)
+    if parts is None:
         return None
+    tail = json.encoder.encode_basestring(text[len(fixed):])[1:-1]
+    return b"".join((parts[0], _fixed(fixed)[0], tail.encode("utf-8"), parts[1]))
+
+
+_SHAPES: dict[tuple, tuple[bytes, bytes]] = {}  # a body's fields but the prompt -> its JSON before and after it
+MAX_SHAPES = 256
+
+
+def _body_parts(body: dict[str, Any]) -> tuple[bytes, bytes] | None:
+    """The JSON of `body` before and after the `_TEXT` it holds (UTF-8), encoded once per
+    request shape (model, parameters, stops: the same for every call of a run); None when
+    `_TEXT` is not there exactly once or the SDK's encoder refuses the body."""
+    try:  # (a value's type is part of the key: 0 and 0.0 are equal but encode apart)
+        key: tuple | None = tuple((k, type(v), tuple(v) if type(v) is list else v) for k, v in body.items())
+        hash(key)
+    except TypeError:  # (a chat body's messages: encoded at every call)
+        key = None
+    found = _SHAPES.get(key) if key is not None else None
+    if found is None:
+        try:
+            head, sep, rest = _JSON(body).partition(_TEXT_JSON)
+        except (TypeError, ValueError):  # (what the SDK's encoder refuses: it says so itself)
+            return None
+        if not sep or _TEXT_JSON in rest:
+            return None
+        found = (head.encode("utf-8"), rest.encode("utf-8"))
+        if key is not None:
+            if len(_SHAPES) >= MAX_SHAPES:
+                _SHAPES.clear()
+            _SHAPES[key] = found
+    return found
 
 
 def _field(obj: Any, name: str) -> Any:

@@ -64,3 +64,22 @@ def test_tasks_that_share_their_examples_each_send_their_own_prompt(scripted_llm
         sent = scripted_llm.completion_requests[-1].raw
         assert json.loads(sent)["prompt"] == prompt and sent == _sdk_bytes(json.loads(sent))
         assert call.prompt_hash == hashlib.sha256(prompt.encode()).hexdigest()
+
+
+def test_each_call_sends_its_own_stops_and_parameters(scripted_llm):
+    """The body's JSON around the prompt is made once per request shape: calls that differ
+    only in their stops, or clients that differ in their parameters, each send their own."""
+    scripted_llm.set_responder(lambda body: " Search[x]")
+    sent = []
+    for temperature, max_tokens in ((0.0, 100), (0.5, 100), (0.0, 7)):
+        config = AgentConfig(model="test-model", base_url=scripted_llm.base_url, cache=False,
+                             temperature=temperature, max_tokens=max_tokens)
+        client = ModelClient(config, api_key="sk-test-key-1234", backoff_base_s=0.001)
+        for stop in (["\nObservation 1:"], ["\nObservation 2:", "\n\n"], [], ["\nObservation 1:"]):
+            client.complete(FIXED + "Thought 1:", stop, fixed=FIXED)
+            raw = scripted_llm.completion_requests[-1].raw
+            assert raw == _sdk_bytes(json.loads(raw))
+            sent.append(json.loads(raw))
+            want = {"prompt": FIXED + "Thought 1:", "model": "test-model", "temperature": temperature,
+                    "top_p": 1.0, "max_tokens": max_tokens}
+            assert sent[-1] == ({**want, "stop": stop} if stop else want)
