@@ -39,8 +39,15 @@ class PromptBuilder:
         self._guard = threading.Lock()  # the kept answers and the fixed prompt parts
         self._kept: dict[int, list[ModelCall]] = {}  # episode -> paid answers a blocked write kept, not used yet
         self._prefixes: OrderedDict[tuple, tuple[dict[str, str], Any]] = OrderedDict()  # `_fixed`'s, bounded
+        self._last: tuple[AgentConfig, Any] | None = None  # (the config asked last, its client)
 
     def client(self, config: AgentConfig):
+        """The client of a config's values (one per distinct config); a run asks with the same
+        config object at every call, so that one is known without reading its values (it is
+        held here: its id is not reused meanwhile; a config is never changed in place)."""
+        last = self._last
+        if last is not None and last[0] is config:
+            return last[1]
         key = _values_key(config)
         if key not in self._clients:
             if self._client_factory:
@@ -49,6 +56,7 @@ class PromptBuilder:
                 cache = self.store.calls if config.cache else None
                 self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache,
                                                  on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
+        self._last = (config, self._clients[key])
         return self._clients[key]
 
     def take_kept_calls(self) -> None:
