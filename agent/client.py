@@ -355,6 +355,7 @@ class ModelClient:
         self._key = key
         self._openai: openai.OpenAI | None = None
         self._sent_key: str | None = None
+        self._shapes: tuple[Any, Any, dict[tuple, tuple[bytes, bytes]]] = (None, None, {})  # `_body_parts`
 
     # -- public -----------------------------------------------------------------------
     def complete(
@@ -542,8 +543,8 @@ class ModelClient:
 
         text = chat_message(prompt, instruction) if cfg.api_style == "chat" else prompt
         path, body = request_body(_TEXT if fixed else text)
-        content = _json_body(body, text, fixed) if fixed else None  # (the JSON the SDK would send, its fixed
-        if fixed and content is None:  # part encoded once)
+        content = _json_body(self._body_parts(body, stop), text, fixed) if fixed else None  # (the JSON the SDK
+        if fixed and content is None:  # would send, its fixed part encoded once)
             body = request_body(text)[1]
         try:
             client = self._client
@@ -567,6 +568,20 @@ class ModelClient:
         if text is not None and not isinstance(text, str):
             raise _Malformed(f"completion text is not a string: {_snippet(resp)}")
         return text or "", _usage(_field(resp, "usage"))
+
+    def _body_parts(self, body: dict[str, Any], stop: list[str]) -> tuple[bytes, bytes] | None:
+        """`_body_parts(body)`, made once per stops: the rest of a body is this client's config
+        (and chat fields), the same for every call while they are the same objects."""
+        made = self._shapes
+        if made[0] is not self.config or made[1] is not self.chat_extra:
+            made = self._shapes = (self.config, self.chat_extra, {})
+        key = tuple(stop)
+        parts = made[2].get(key)
+        if parts is None:
+            parts = _body_parts(body)
+            if parts is not None and len(made[2]) < MAX_SHAPES:
+                made[2][key] = parts
+        return parts
 
     def _classify(self, exc: Exception) -> tuple[str, bool, float | None]:
         """(scrubbed one-line reason, retryable?, server-requested delay or None)."""
@@ -654,6 +669,7 @@ _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=Fa
 _TEXT_JSON = _JSON(_TEXT)[1:-1]
 _FIXED: dict[str, tuple[bytes, Any]] = {}  # a fixed prompt part -> (its JSON string body, UTF-8; sha256 after it)
 MAX_FIXED = 256  # fixed parts (each task's examples + task text) remembered
+MAX_SHAPES = 64  # request bodies (by stops) whose JSON around the prompt a client remembers
 
 
 def _fixed(fixed: str) -> tuple[bytes, Any]:
@@ -678,47 +694,28 @@ def _digest(text: str, fixed: str | None) -> str:
     return h.hexdigest()
 
 
-def _json_body(body: dict[str, Any], text: str, fixed: str | None) -> bytes | None:
-    """The request body as the SDK would send it (its JSON, UTF-8) with `text` where `_TEXT`
-    stands, the `fixed` part it starts with encoded once (JSON escapes each character on its
-    own, so the escaped text is the escaped fixed part followed by the escaped rest); None
-    when that does not apply (the SDK encodes the body itself then)."""
-    if not fixed or not text.startswith(fixed):
-        return None
-    parts = _body_parts(body)
-    if parts is None:
+def _json_body(parts: tuple[bytes, bytes] | None, text: str, fixed: str | None) -> bytes | None:
+    """The request body as the SDK would send it (its JSON, UTF-8): `parts` (`_body_parts`: the
+    body's JSON before and after its prompt) around `text`, the `fixed` part it starts with
+    encoded once (JSON escapes each character on its own, so the escaped text is the escaped
+    fixed part followed by the escaped rest); None when that does not apply (the SDK encodes
+    the body itself then)."""
+    if parts is None or not fixed or not text.startswith(fixed):
         return None
     tail = json.encoder.encode_basestring(text[len(fixed):])[1:-1]
     return b"".join((parts[0], _fixed(fixed)[0], tail.encode("utf-8"), parts[1]))
 
 
-_SHAPES: dict[tuple, tuple[bytes, bytes]] = {}  # a body's fields but the prompt -> its JSON before and after it
-MAX_SHAPES = 256
-
-
 def _body_parts(body: dict[str, Any]) -> tuple[bytes, bytes] | None:
-    """The JSON of `body` before and after the `_TEXT` it holds (UTF-8), encoded once per
-    request shape (model, parameters, stops: the same for every call of a run); None when
-    `_TEXT` is not there exactly once or the SDK's encoder refuses the body."""
-    try:  # (a value's type is part of the key: 0 and 0.0 are equal but encode apart)
-        key: tuple | None = tuple((k, type(v), tuple(v) if type(v) is list else v) for k, v in body.items())
-        hash(key)
-    except TypeError:  # (a chat body's messages: encoded at every call)
-        key = None
-    found = _SHAPES.get(key) if key is not None else None
-    if found is None:
-        try:
-            head, sep, rest = _JSON(body).partition(_TEXT_JSON)
-        except (TypeError, ValueError):  # (what the SDK's encoder refuses: it says so itself)
-            return None
-        if not sep or _TEXT_JSON in rest:
-            return None
-        found = (head.encode("utf-8"), rest.encode("utf-8"))
-        if key is not None:
-            if len(_SHAPES) >= MAX_SHAPES:
-                _SHAPES.clear()
-            _SHAPES[key] = found
-    return found
+    """The JSON of `body` before and after the `_TEXT` it holds (UTF-8); None when `_TEXT` is
+    not there exactly once or the SDK's encoder refuses the body."""
+    try:
+        head, sep, rest = _JSON(body).partition(_TEXT_JSON)
+    except (TypeError, ValueError):  # (what the SDK's encoder refuses: it says so itself)
+        return None
+    if not sep or _TEXT_JSON in rest:
+        return None
+    return head.encode("utf-8"), rest.encode("utf-8")
 
 
 def _field(obj: Any, name: str) -> Any:
