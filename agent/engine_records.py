@@ -108,7 +108,8 @@ class _Live:
 
 
 class _Held:
-    """`EpisodeLocks.hold(eid)`: the context manager."""
+    """`EpisodeLocks.hold(eid)`: the context manager (its table's bookkeeping inline: a step
+    takes it twice or three times)."""
 
     __slots__ = ("locks", "eid", "entry")
 
@@ -116,19 +117,30 @@ class _Held:
         self.locks, self.eid = locks, eid
 
     def __enter__(self) -> threading.RLock:
-        entry = self.entry = self.locks._enter(self.eid)
+        locks, eid = self.locks, self.eid
+        with locks._guard:
+            entry = locks._table.get(eid)
+            if entry is None:
+                entry = locks._table[eid] = [threading.RLock(), 0]
+            entry[1] += 1
+        self.entry = entry
         try:
             entry[0].acquire()
         except BaseException:
-            self.locks._leave(self.eid, entry)
+            locks._leave(eid, entry)
             raise
         return entry[0]
 
     def __exit__(self, *exc: Any) -> bool:
+        entry = self.entry
         try:
-            self.entry[0].release()
+            entry[0].release()
         finally:
-            self.locks._leave(self.eid, self.entry)
+            locks = self.locks
+            with locks._guard:
+                entry[1] -= 1
+                if entry[1] == 0 and locks._table.get(self.eid) is entry:
+                    del locks._table[self.eid]
         return False
 
 
