@@ -14,7 +14,7 @@ from typing import Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
-from sessions.rows import CallRow, UsageRow, maker
+from sessions.rows import CallRow
 from trajectory.records import ModelCall, Usage
 
 
@@ -168,21 +168,17 @@ class Calls:
         rows = self._database.db.execute(_CALL_SQL + "where c.episode_id = ? order by c.id", [episode_id])
         return [_call(r) for r in rows]
 
-    def rows(self, episode_ids: Iterable[int]) -> dict[int, "CallRow"]:
-        """The model calls recorded for these episodes, by id (one query per 500 episodes).
-        SQLite does the per-row conversions (hex digests, defaults): the rows come out in
-        `CallRow`'s order but for the params (parsed once per distinct text) and usage."""
-        out: dict[int, CallRow] = {}
-        params: dict[str | None, dict] = {}
-        make, usage = maker(CallRow), maker(UsageRow)  # bound once: called per row
-        ids = list(episode_ids)
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            rows = self._database.db.execute(_ROW_SQL + f"where c.episode_id in ({','.join('?' * len(part))})", part)
-            for r in rows.fetchall():
-                p = r[6]
-                p = params[p] if p in params else params.setdefault(p, from_json(p, {}))
-                out[r[0]] = make((*r[:6], p, *r[7:10], usage(r[10:13]), r[13], r[14], r[15] == 1, *r[16:]))
+    def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple]:
+        """The model calls recorded for these episodes (or with these ids), by id, as plain
+        tuples in `CallRow`'s order (one query per 500 episodes or ids). SQLite does the
+        per-row conversions (hex digests, defaults); `params` and the usage stay as stored:
+        the params' JSON text, then prompt, completion and cached tokens as three values."""
+        out: dict[int, tuple] = {}
+        for column, keys in (("episode_id", list(episode_ids)), ("id", list(ids))):
+            for i in range(0, len(keys), 500):
+                part = keys[i : i + 500]
+                rows = self._database.db.execute(_ROW_SQL + f"where c.{column} in ({','.join('?' * len(part))})", part)
+                out.update({r[0]: r for r in rows.fetchall()})
         return out
 
     # ------------------------------------------------------------------ response cache

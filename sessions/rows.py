@@ -22,6 +22,8 @@ SCOLS = (
     "id, episode_id, parent_id, idx, thought, action, observation, done, reward, info, source, "
     "edit, call_ids, snapshot, created_at, signals"
 )
+# the columns of a steps row as stored, for `StepCols`
+SRAW = "id, episode_id, parent_id, idx, thought, action, observation, done, reward, info, source, edit, call_ids, created_at"
 
 
 class StepRow(NamedTuple):
@@ -47,6 +49,27 @@ class StepRow(NamedTuple):
     def model_copy(self, *, update: dict[str, Any]) -> "StepRow":
         """As `Step.model_copy` (the prompt writers copy a step to drop its observation)."""
         return self._replace(**update)
+
+
+class StepCols(NamedTuple):
+    """A stored step as SQLite gives it (`SRAW`): the JSON columns still text. The jsonl
+    export encodes straight from these (a step converted to objects is encoded back to
+    the same text); `id`, `parent_id` and `source` are what selection reads, as in StepRow."""
+
+    id: int
+    episode_id: int
+    parent_id: int | None
+    index: int
+    thought: str | None
+    action: str | None
+    observation: str | None
+    done: int
+    reward: float | None
+    info: str | None
+    source: str
+    edit: str | None
+    call_ids: str | None
+    created_at: str
 
 
 class UsageRow(NamedTuple):

@@ -26,7 +26,8 @@ from trajectory import kinds
 from trajectory.prompt_files import PromptFileError, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import EditInfo, ModelCall, Step, env_only, safe_call_params
+from trajectory.records import EditInfo, Version, env_only, safe_call_params
+from sessions.connection import _ids, from_json
 from sessions.store import Store, StoreError
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
@@ -81,29 +82,63 @@ def _bool(v: bool) -> str:
 _LINE_HEAD = f'{{"schema":{_dumps(SCHEMA_NAME)},"schema_version":{_dumps(SCHEMA_VERSION)},"episode":'
 
 
-class EpisodeEncoder:
-    """File-relative refs for one episode. A step's dict is built once (the first record
-    that holds it) and reused, so a shared prefix is byte-identical in every record.
-    References (edits, carried_from) resolve only to steps of earlier records - what an
-    importer has already created when it reads them."""
+class Shared:
+    """What many episodes of one export share, encoded once: a call's model..params part
+    by (model, api_style, purpose, params text), an info dict's JSON by its stored text
+    (None: it holds a ref, encoded per step). Bounded: cleared when large."""
 
-    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, Any] | None = None,
-                 histories: tuple[dict, dict] | None = None):
-        self.store, self.batch, self.ep_ref = store, batch, ep_ref
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self.heads: dict[tuple, str] = {}
+        self.infos: dict[str | None, str | None] = {}
+
+    def head(self, model: str, style: str, purpose: str | None, params: str | None) -> str:
+        key = (model, style, purpose, params)
+        h = self.heads.get(key)
+        if h is None:
+            if len(self.heads) > self.LIMIT:
+                self.heads.clear()
+            h = self.heads[key] = (f'"model":{_esc(model)},"api_style":{_esc(style)},"purpose":{_str(purpose)},'
+                                   f'"params":{_dumps(safe_call_params(from_json(params, {})))}')
+        return h
+
+    def info(self, text: str | None) -> str | None:
+        if text in self.infos:
+            return self.infos[text]
+        if len(self.infos) > self.LIMIT:
+            self.infos.clear()
+        info = from_json(text, {})
+        self.infos[text] = out = None if "carried_from" in info else _dumps(info) if info else "{}"
+        return out
+
+
+class EpisodeEncoder:
+    """File-relative refs for one episode, encoded straight from the stored rows
+    (`StepCols`, `Calls.rows` tuples: trusted, this store wrote them). A step's JSON is made
+    once (the first record that holds it) and reused, so a shared prefix is byte-identical
+    in every record. References (edits, carried_from) resolve only to steps of earlier
+    records - what an importer has already created when it reads them."""
+
+    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, tuple],
+                 histories: tuple[dict, dict], shared: Shared | None = None):
+        self.batch, self.ep_ref, self.shared = batch, ep_ref, shared or Shared()
         ep = batch.episode
-        known = calls or {}
-        ids = sorted({cid for path in batch.paths.values() for s in path for cid in s.call_ids})
-        self.calls = {cid: known[cid] for cid in ids if cid in known}
-        missing = [cid for cid in ids if cid not in known]  # a call recorded under another episode
-        self.calls.update({c.id: c for i in range(0, len(missing), 500) for c in store.calls.read(missing[i : i + 500])})
-        self.vann, self.sann = histories or (annotations.version_histories(store, [v.id for v in batch.versions]),
-                                             annotations.episode_step_histories(store, ep.id))
+        self.calls = calls
+        self.step_ids: dict[int, list[int]] = {}  # a step's call ids (those recorded)
+        for path in batch.paths.values():
+            for s in path:
+                if s.id not in self.step_ids:
+                    self.step_ids[s.id] = _ids(s.call_ids)
+        missing = {cid for ids in self.step_ids.values() for cid in ids if cid not in calls}
+        if missing:  # a call recorded under another episode
+            calls.update(store.calls.rows(ids=sorted(missing)))
+        self.step_ids = {sid: [c for c in ids if c in calls] if missing else ids for sid, ids in self.step_ids.items()}
+        self.vann, self.sann = histories
         self.step_ref: dict[int, int] = {}
         self.call_ref: dict[int, int] = {}
         self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
         self.call_cache: dict[int, str] = {}
-        self.shared: dict[int, tuple[Any, str]] = {}  # JSON of dicts many rows share (info, params)
-        self.call_heads: dict[tuple, tuple[Any, str]] = {}  # a call's model..params part, shared by many calls
         self.version_ref: dict[int, int] = {}
         vids = [v.id for v in batch.versions]
         self.current = ep.current_version if ep.current_version in vids else vids[-1]
@@ -132,112 +167,94 @@ class EpisodeEncoder:
             out["origin"] = e.origin
         return out
 
-    def _call(self, c: ModelCall) -> int:
+    def _call(self, cid: int) -> int:
         """The call's ref; its JSON is made on first use."""
-        ref = self.call_ref.get(c.id)
+        ref = self.call_ref.get(cid)
         if ref is not None:
             return ref
-        ref = self.call_ref[c.id] = len(self.call_ref) + 1
-        u = c.usage
-        key = (c.model, c.api_style, c.purpose, id(c.params))
-        head = self.call_heads.get(key)
-        if head is None or head[0] is not c.params:  # (the entry holds the params: their id stays theirs)
-            head = self.call_heads[key] = (c.params, (
-                f'"model":{_esc(c.model)},"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},'
-                f'"params":{self._shared(safe_call_params(c.params))}'))
-        pt, ct, kt, lat, att, done, err = (u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens,
-                                           c.latency_ms, c.attempts, c.completion, c.error)
+        ref = self.call_ref[cid] = len(self.call_ref) + 1
+        (_, _, at, model, style, purpose, params, phash, chars, done, pt, ct, kt, lat, att, cached, err, _,
+         cut) = self.calls[cid]
         # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
-        self.call_cache[c.id] = (
-            f'{{"ref":{ref},"created_at":{_esc(c.created_at)},{head[1]},'
-            f'"prompt_hash":{_esc(c.prompt_hash)},"prompt_chars":{c.prompt_chars:d},'
+        self.call_cache[cid] = (
+            f'{{"ref":{ref},"created_at":{_esc(at)},{self.shared.head(model, style, purpose, params)},'
+            f'"prompt_hash":{_esc(phash)},"prompt_chars":{chars:d},'
             f'"completion":{"null" if done is None else _esc(done)},'
             f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
             f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
             f'"cached_prompt_tokens":{kt if kt.__class__ is int else _num(kt)}}},'
             f'"latency_ms":{_num(lat) if lat is None or lat.__class__ is not float or lat - lat else repr(lat)},'
-            f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if c.cached else "false"},'
+            f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
             f'"error":{"null" if err is None else _esc(err)}'
-            + (f',"cut_from":{_dumps(c.cut_from)}}}' if c.cut_from else "}"))
+            + (f',"cut_from":{_dumps(cut)}}}' if cut else "}"))
         return ref
 
-    def _shared(self, obj: Any) -> str:
-        """_dumps of an object that many steps or calls of a bulk read share (the entry holds
-        the object, so its id cannot be reused while cached)."""
-        hit = self.shared.get(id(obj))
-        if hit is None or hit[0] is not obj:
-            hit = self.shared[id(obj)] = (obj, _dumps(obj))
-        return hit[1]
-
-    def _step(self, s: Step, limit: int) -> str:
-        d = self.step_cache.get(s.id)
-        if d is not None:
-            return d
-        ref = self.step_ref.setdefault(s.id, len(self.step_ref) + 1)
-        info = s.info
-        if "carried_from" in info:
+    def _info(self, text: str | None, limit: int) -> str:
+        out = self.shared.info(text)
+        if out is None:  # refs to steps: this file's, if written before
+            info = from_json(text, {})
             src = self.step_ref.get(info["carried_from"])
-            info = {**info, "carried_from": src if src is not None and src <= limit else None}
-        calls, call = self.calls, self._call
-        ids = s.call_ids
-        if len(ids) == 1:  # the usual step: one call
-            call_refs = str(call(calls[ids[0]])) if ids[0] in calls else ""
-        else:
-            call_refs = ",".join([str(call(calls[cid])) for cid in ids if cid in calls])
-        ann = self.sann.get(s.id)
+            out = _dumps({**info, "carried_from": src if src is not None and src <= limit else None})
+        return out
+
+    def _step(self, s: tuple, limit: int) -> str:
+        sid, _, _, idx, t, a, o, done, r, info, source, edit, _, at = s
+        ref = self.step_ref.setdefault(sid, len(self.step_ref) + 1)
+        ids = self.step_ids[sid]
+        call = self._call
+        call_refs = str(call(ids[0])) if len(ids) == 1 else ",".join([str(call(cid)) for cid in ids])
+        ann = self.sann.get(sid)
         notes = _dumps([{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
                         for a in ann]) if ann else "[]"
-        t, a, o, r, e = s.thought, s.action, s.observation, s.reward, s.edit
+        r = r or 0.0
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
-        d = (f'{{"ref":{ref},"index":{s.index:d},"thought":{"null" if t is None else _esc(t)},'
-             f'"action":{"null" if a is None else _esc(a)},"observation":{"null" if o is None else _esc(o)},'
-             f'"done":{"true" if s.done else "false"},'
-             f'"reward":{_num(r) if r is None or r.__class__ is not float or r - r else repr(r)},'
-             f'"info":{self._shared(info) if info else "{}"},"source":{_esc(s.source)},'
-             f'"edit":{"null" if e is None else _dumps(self._edit(e, limit))},'
-             f'"calls":[{call_refs}],"created_at":{_esc(s.created_at)},"annotations":{notes}}}')
-        self.step_cache[s.id] = d
+        d = self.step_cache[sid] = (
+            f'{{"ref":{ref},"index":{idx:d},"thought":{"null" if t is None else _esc(t)},'
+            f'"action":{"null" if a is None else _esc(a)},"observation":{"null" if o is None else _esc(o)},'
+            f'"done":{"true" if done else "false"},'
+            f'"reward":{_num(r) if r.__class__ is not float or r - r else repr(r)},'
+            f'"info":{self._info(info, limit)},"source":{_esc(source)},'
+            f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
+            f'"calls":[{call_refs}],"created_at":{_esc(at)},"annotations":{notes}}}')
         return d
+
+    def _version(self, n: int, v: Version, limit: int) -> str:
+        return _dumps({
+            "ref": n,
+            "parent": self.version_ref.get(v.parent_version) if v.parent_version else None,
+            "current": v.id == self.current,
+            "name": v.name,
+            "status": v.status,
+            "error": v.error,
+            "outcome": v.outcome.model_dump(mode="json"),
+            "draft_thought": v.draft_thought,
+            "draft_edit": self._edit(v.draft_edit, limit),
+            "edits": [self._edit(e, limit) for e in v.edits],
+            "created_at": v.created_at,
+            "updated_at": v.updated_at,
+            "annotations": [
+                {"annotator": a.annotator, "created_at": a.created_at, "verdict": a.verdict,
+                 "failure_modes": a.failure_modes, "notes": a.notes, "exemplar_ready": a.exemplar_ready}
+                for a in self.vann.get(v.id, [])
+            ],
+        })
 
     def lines(self) -> Iterator[tuple[str, int]]:
         """One JSON line per version (newline included: no copy to add it), byte for byte
         `_dumps` of the record {schema, schema_version, episode, version, steps, calls}: the parts that repeat
         (the episode, shared steps, calls) are encoded once and joined."""
+        cache, step, step_ids, call_cache = self.step_cache, self._step, self.step_ids, self.call_cache
+        head = f'{_LINE_HEAD}{self.episode_json},"version":'
         for n, v in enumerate(self.batch.versions, 1):
             self.version_ref[v.id] = n
             limit = len(self.step_ref)
             path = self.batch.paths[v.id]
-            steps = [self._step(s, limit) for s in path]
-            seen: set[int] = set()
-            calls = []
-            for s in path:
-                for cid in s.call_ids:
-                    if cid in self.calls and cid not in seen:
-                        seen.add(cid)
-                        calls.append(self.call_cache[cid])
-            version = {
-                "ref": n,
-                "parent": self.version_ref.get(v.parent_version) if v.parent_version else None,
-                "current": v.id == self.current,
-                "name": v.name,
-                "status": v.status,
-                "error": v.error,
-                "outcome": v.outcome.model_dump(mode="json"),
-                "draft_thought": v.draft_thought,
-                "draft_edit": self._edit(v.draft_edit, limit),
-                "edits": [self._edit(e, limit) for e in v.edits],
-                "created_at": v.created_at,
-                "updated_at": v.updated_at,
-                "annotations": [
-                    {"annotator": a.annotator, "created_at": a.created_at, "verdict": a.verdict,
-                     "failure_modes": a.failure_modes, "notes": a.notes, "exemplar_ready": a.exemplar_ready}
-                    for a in self.vann.get(v.id, [])
-                ],
-            }
-            yield (f'{_LINE_HEAD}{self.episode_json},"version":{_dumps(version)},'
-                   f'"steps":[{",".join(steps)}],"calls":[{",".join(calls)}]}}\n'), len(path)
+            steps = ",".join([cache.get(s[0]) or step(s, limit) for s in path])
+            # a call is listed once per record, where its first step holds it
+            calls = ",".join([call_cache[cid] for cid in dict.fromkeys([c for s in path for c in step_ids[s[0]]])])
+            yield f'{head}{self._version(n, v, limit)},"steps":[{steps}],"calls":[{calls}]}}\n', len(path)
 
 
 # ---------------------------------------------------------------------- writers
@@ -365,7 +382,7 @@ def export(
         if exemplar_set is not None:
             _write_set(store, exemplar_set, fmt, keys, sink, report)
         elif fmt == "jsonl":
-            _write_jsonl(store, select(store, refs, filters), sink, report)
+            _write_jsonl(store, select(store, refs, filters, raw=True), sink, report)
         elif fmt == "chat-sft":
             _write_chat(store, select(store, refs, filters), sink, report)
         else:
@@ -408,14 +425,14 @@ def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> No
 
 
 def _jsonl_lines(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
-    n = 0
+    n, shared = 0, Shared()
     for chunk in _chunked(batches):  # the calls and annotations of a chunk of episodes in one query each
         calls = store.calls.rows(b.episode.id for b in chunk)
         histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
                      annotations.step_histories(store, [b.episode.id for b in chunk]))
         for batch in chunk:
             n += 1
-            enc = EpisodeEncoder(store, batch, n, calls, histories)
+            enc = EpisodeEncoder(store, batch, n, calls, histories, shared)
             report.episodes += 1
             for line, nsteps in enc.lines():
                 sink.write(line)
