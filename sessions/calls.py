@@ -25,13 +25,11 @@ _CALL_SQL = (
     "from model_calls c left join call_params p on p.id = c.params_id "
 )
 
-# _CALL_SQL's columns as `CallRow` holds them (`_call_fields` in SQL: the bulk read's rows)
-_ROW_SQL = (
-    "select c.id, c.episode_id, c.created_at, coalesce(p.model, ''), coalesce(nullif(p.api_style, ''), 'completions'), "
-    "c.purpose, p.params, lower(hex(c.prompt_hash)), coalesce(c.prompt_chars, 0), c.completion, c.prompt_tokens, "
-    "c.completion_tokens, c.cached_tokens, c.latency_ms, c.attempts, coalesce(c.cached, 0) != 0, c.error, "
-    "case when c.cache_key is not null then lower(hex(c.cache_key)) end, c.cut_from "
-    "from model_calls c left join call_params p on p.id = c.params_id "
+# a call's columns as the jsonl export writes them (`Calls.rows`): the per-call values as
+# stored (prompt_hash: bytes) and the call_params id in place of model, api_style and params
+_EXPORT_SQL = (
+    "select id, created_at, params_id, purpose, prompt_hash, coalesce(prompt_chars, 0), completion, prompt_tokens, "
+    "completion_tokens, cached_tokens, latency_ms, attempts, coalesce(cached, 0) != 0, error, cut_from from model_calls "
 )
 
 
@@ -170,15 +168,27 @@ class Calls:
 
     def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple]:
         """The model calls recorded for these episodes (or with these ids), by id, as plain
-        tuples in `CallRow`'s order (one query per 500 episodes or ids). SQLite does the
-        per-row conversions (hex digests, defaults); `params` and the usage stay as stored:
-        the params' JSON text, then prompt, completion and cached tokens as three values."""
+        tuples (`_EXPORT_SQL`'s columns: what the jsonl export writes, as stored; what repeats
+        by its call_params id, see `params_rows`). One query per 500 episodes or ids."""
         out: dict[int, tuple] = {}
         for column, keys in (("episode_id", list(episode_ids)), ("id", list(ids))):
             for i in range(0, len(keys), 500):
                 part = keys[i : i + 500]
-                rows = self._database.db.execute(_ROW_SQL + f"where c.{column} in ({','.join('?' * len(part))})", part)
+                rows = self._database.db.execute(_EXPORT_SQL + f"where {column} in ({','.join('?' * len(part))})", part)
                 out.update({r[0]: r for r in rows.fetchall()})
+        return out
+
+    def params_rows(self, ids: Iterable[int | None]) -> dict[int | None, tuple[str, str, str | None]]:
+        """(model, api_style, params JSON text) by call_params id, as `_CALL_SQL` reads them
+        (None: a call without a params row)."""
+        out: dict[int | None, tuple[str, str, str | None]] = {None: ("", "completions", None)}
+        keys = [i for i in ids if i is not None]
+        for i in range(0, len(keys), 500):
+            part = keys[i : i + 500]
+            rows = self._database.db.execute(
+                "select id, coalesce(model, ''), coalesce(nullif(api_style, ''), 'completions'), params from call_params "
+                f"where id in ({','.join('?' * len(part))})", part)
+            out.update({r[0]: r[1:] for r in rows.fetchall()})
         return out
 
     # ------------------------------------------------------------------ response cache

@@ -73,6 +73,11 @@ def _num(v: int | float | None) -> str:
     return "null" if v is None else _dumps(v)
 
 
+def _hex(v: str | None) -> str:
+    """What SQLite's lower(hex(v)) gives for a text or NULL (a stored digest is bytes)."""
+    return "" if v is None else str(v).encode().hex()
+
+
 def _bool(v: bool) -> str:
     return "true" if v else "false"
 
@@ -84,21 +89,32 @@ _LINE_HEAD = f'{{"schema":{_dumps(SCHEMA_NAME)},"schema_version":{_dumps(SCHEMA_
 
 class Shared:
     """What many episodes of one export share, encoded once: a call's model..params part
-    by (model, api_style, purpose, params text), an info dict's JSON by its stored text
-    (None: it holds a ref, encoded per step). Bounded: cleared when large."""
+    by (call_params id, purpose), an info dict's JSON by its stored text (None: it holds a
+    ref, encoded per step). Bounded: cleared when large."""
 
     LIMIT = 4096
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store):
+        self.store = store
+        self.params: dict[int | None, tuple[str, str, str | None]] = {}  # call_params rows by id
         self.heads: dict[tuple, str] = {}
         self.infos: dict[str | None, str | None] = {}
 
-    def head(self, model: str, style: str, purpose: str | None, params: str | None) -> str:
-        key = (model, style, purpose, params)
+    def learn(self, calls: Iterable[tuple]) -> None:
+        """Read the call_params rows of these calls (`Calls.rows` tuples) not known yet."""
+        need = {c[2] for c in calls if c[2] not in self.params}
+        if need:
+            if len(self.params) > self.LIMIT:
+                self.params.clear()
+            self.params.update(self.store.calls.params_rows(need))
+
+    def head(self, pid: int | None, purpose: str | None) -> str:
+        key = (pid, purpose)
         h = self.heads.get(key)
         if h is None:
             if len(self.heads) > self.LIMIT:
                 self.heads.clear()
+            model, style, params = self.params[pid]
             h = self.heads[key] = (f'"model":{_esc(model)},"api_style":{_esc(style)},"purpose":{_str(purpose)},'
                                    f'"params":{_dumps(safe_call_params(from_json(params, {})))}')
         return h
@@ -121,8 +137,8 @@ class EpisodeEncoder:
     records - what an importer has already created when it reads them."""
 
     def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, tuple],
-                 histories: tuple[dict, dict], shared: Shared | None = None):
-        self.batch, self.ep_ref, self.shared = batch, ep_ref, shared or Shared()
+                 histories: tuple[dict, dict], shared: Shared):
+        self.batch, self.ep_ref, self.shared = batch, ep_ref, shared
         ep = batch.episode
         self.calls = calls
         self.step_ids: dict[int, list[int]] = {}  # a step's call ids (those recorded)
@@ -132,7 +148,9 @@ class EpisodeEncoder:
                     self.step_ids[s.id] = _ids(s.call_ids)
         missing = {cid for ids in self.step_ids.values() for cid in ids if cid not in calls}
         if missing:  # a call recorded under another episode
-            calls.update(store.calls.rows(ids=sorted(missing)))
+            found = store.calls.rows(ids=sorted(missing))
+            self.shared.learn(found.values())
+            calls.update(found)
         self.step_ids = {sid: [c for c in ids if c in calls] if missing else ids for sid, ids in self.step_ids.items()}
         self.vann, self.sann = histories
         self.step_ref: dict[int, int] = {}
@@ -173,13 +191,12 @@ class EpisodeEncoder:
         if ref is not None:
             return ref
         ref = self.call_ref[cid] = len(self.call_ref) + 1
-        (_, _, at, model, style, purpose, params, phash, chars, done, pt, ct, kt, lat, att, cached, err, _,
-         cut) = self.calls[cid]
+        _, at, pid, purpose, phash, chars, done, pt, ct, kt, lat, att, cached, err, cut = self.calls[cid]
         # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         self.call_cache[cid] = (
-            f'{{"ref":{ref},"created_at":{_esc(at)},{self.shared.head(model, style, purpose, params)},'
-            f'"prompt_hash":{_esc(phash)},"prompt_chars":{chars:d},'
+            f'{{"ref":{ref},"created_at":{_esc(at)},{self.shared.head(pid, purpose)},'
+            f'"prompt_hash":"{phash.hex() if phash.__class__ is bytes else _hex(phash)}","prompt_chars":{chars:d},'
             f'"completion":{"null" if done is None else _esc(done)},'
             f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
             f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
@@ -425,9 +442,10 @@ def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> No
 
 
 def _jsonl_lines(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
-    n, shared = 0, Shared()
+    n, shared = 0, Shared(store)
     for chunk in _chunked(batches):  # the calls and annotations of a chunk of episodes in one query each
         calls = store.calls.rows(b.episode.id for b in chunk)
+        shared.learn(calls.values())
         histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
                      annotations.step_histories(store, [b.episode.id for b in chunk]))
         for batch in chunk:
