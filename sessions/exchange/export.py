@@ -140,19 +140,10 @@ class EpisodeEncoder:
                  histories: tuple[dict, dict], shared: Shared):
         self.batch, self.ep_ref, self.shared = batch, ep_ref, shared
         ep = batch.episode
-        self.calls = calls
-        self.step_ids: dict[int, list[int]] = {}  # a step's call ids (those recorded)
-        for path in batch.paths.values():
-            for s in path:
-                if s.id not in self.step_ids:
-                    self.step_ids[s.id] = _ids(s.call_ids)
-        missing = {cid for ids in self.step_ids.values() for cid in ids if cid not in calls}
-        if missing:  # a call recorded under another episode
-            found = store.calls.rows(ids=sorted(missing))
-            self.shared.learn(found.values())
-            calls.update(found)
-        self.step_ids = {sid: [c for c in ids if c in calls] if missing else ids for sid, ids in self.step_ids.items()}
+        self.store, self.calls, self.fetched = store, calls, False
+        self.step_ids: dict[int, list[int]] = {}  # an encoded step's recorded call ids
         self.vann, self.sann = histories
+        self.heads, self.infos = shared.heads, shared.infos  # (read per call and step)
         self.step_ref: dict[int, int] = {}
         self.call_ref: dict[int, int] = {}
         self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
@@ -195,17 +186,29 @@ class EpisodeEncoder:
         # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         self.call_cache[cid] = (
-            f'{{"ref":{ref},"created_at":{_esc(at)},{self.shared.head(pid, purpose)},'
+            f'{{"ref":{ref},"created_at":{_esc(at)},{self.heads.get((pid, purpose)) or self.shared.head(pid, purpose)},'
             f'"prompt_hash":"{phash.hex() if phash.__class__ is bytes else _hex(phash)}","prompt_chars":{chars:d},'
             f'"completion":{"null" if done is None else _esc(done)},'
             f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
             f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
             f'"cached_prompt_tokens":{kt if kt.__class__ is int else _num(kt)}}},'
-            f'"latency_ms":{_num(lat) if lat is None or lat.__class__ is not float or lat - lat else repr(lat)},'
+            f'"latency_ms":{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)},'
             f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
             f'"error":{"null" if err is None else _esc(err)}'
             + (f',"cut_from":{_dumps(cut)}}}' if cut else "}"))
         return ref
+
+    def _recorded(self, ids: list[int]) -> list[int]:
+        """The ids among these that name a recorded call. A call recorded under another
+        episode is read here, with every other such call of this episode's paths (one query)."""
+        calls = self.calls
+        if not self.fetched and any(c not in calls for c in ids):
+            self.fetched = True
+            missing = {c for path in self.batch.paths.values() for s in path for c in _ids(s.call_ids) if c not in calls}
+            found = self.store.calls.rows(ids=sorted(missing))
+            self.shared.learn(found.values())
+            calls.update(found)
+        return [c for c in ids if c in calls]
 
     def _info(self, text: str | None, limit: int) -> str:
         out = self.shared.info(text)
@@ -217,14 +220,20 @@ class EpisodeEncoder:
 
     def _step(self, s: tuple, limit: int) -> str:
         sid, _, _, idx, t, a, o, done, r, info, source, edit, _, at = s
-        ref = self.step_ref.setdefault(sid, len(self.step_ref) + 1)
-        ids = self.step_ids[sid]
-        call = self._call
-        call_refs = str(call(ids[0])) if len(ids) == 1 else ",".join([str(call(cid)) for cid in ids])
+        refs = self.step_ref
+        ref = refs[sid] = len(refs) + 1
+        ids = _ids(s[12])
+        if len(ids) == 1 and ids[0] in self.calls:  # the usual step: one call, of this episode
+            cref = self.call_ref.get(ids[0]) or self._call(ids[0])
+            call_refs = f"{cref}"
+        else:
+            ids = self._recorded(ids)
+            call_refs = ",".join([str(self._call(cid)) for cid in ids])
+        self.step_ids[sid] = ids
         ann = self.sann.get(sid)
         notes = _dumps([{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
                         for a in ann]) if ann else "[]"
-        r = r or 0.0
+        r = r or 0.0  # (as StepRow reads a stored NULL, and -0.0)
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         d = self.step_cache[sid] = (
@@ -232,7 +241,7 @@ class EpisodeEncoder:
             f'"action":{"null" if a is None else _esc(a)},"observation":{"null" if o is None else _esc(o)},'
             f'"done":{"true" if done else "false"},'
             f'"reward":{_num(r) if r.__class__ is not float or r - r else repr(r)},'
-            f'"info":{self._info(info, limit)},"source":{_esc(source)},'
+            f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{_esc(source)},'
             f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
             f'"calls":[{call_refs}],"created_at":{_esc(at)},"annotations":{notes}}}')
         return d
