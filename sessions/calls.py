@@ -26,10 +26,12 @@ _CALL_SQL = (
 )
 
 # a call's columns as the jsonl export writes them (`Calls.rows`): the per-call values as
-# stored (prompt_hash: bytes) and the call_params id in place of model, api_style and params
+# stored (prompt_hash: bytes), its texts JSON-quoted (see rows.SJSON), and the call_params id
+# in place of model, api_style and params
 _EXPORT_SQL = (
-    "select id, created_at, params_id, purpose, prompt_hash, coalesce(prompt_chars, 0), completion, prompt_tokens, "
-    "completion_tokens, cached_tokens, latency_ms, attempts, coalesce(cached, 0) != 0, error, cut_from from model_calls "
+    "select id, json_quote(created_at), params_id, purpose, prompt_hash, coalesce(prompt_chars, 0), json_quote(completion), "
+    "prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, coalesce(cached, 0) != 0, json_quote(error), "
+    "cut_from from model_calls "
 )
 
 
@@ -168,8 +170,8 @@ class Calls:
 
     def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple]:
         """The model calls recorded for these episodes (or with these ids), by id, as plain
-        tuples (`_EXPORT_SQL`'s columns: what the jsonl export writes, as stored; what repeats
-        by its call_params id, see `params_rows`). One query per 500 episodes or ids."""
+        tuples (`_EXPORT_SQL`'s columns: what the jsonl export writes, texts JSON-quoted; what
+        repeats by its call_params id, see `params_rows`). One query per 500 episodes or ids."""
         out: dict[int, tuple] = {}
         for column, keys in (("episode_id", list(episode_ids)), ("id", list(ids))):
             for i in range(0, len(keys), 500):

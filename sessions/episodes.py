@@ -9,7 +9,7 @@ from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
-from sessions.rows import (SCOLS, SRAW, EpisodeTree, StepCols, StepRow, VCOLS, maker, step_fields, version_from_row,
+from sessions.rows import (SCOLS, SJSON, EpisodeTree, StepJson, StepRow, VCOLS, maker, step_fields, version_from_row,
                            version_row)
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 from trajectory.signals import STEP_LIMIT
@@ -289,7 +289,7 @@ class Episodes:
         """Episodes (in the given order) with all their versions and steps, a chunk of
         episodes at a time: three set-based queries per chunk, never one per version. Rows
         come by `fetchall` (the cursor checks every fetch call; one call per query, not per row).
-        `raw`: steps as `StepCols` (as stored, nothing converted: what the jsonl export encodes)."""
+        `raw`: steps as `StepJson` (what the jsonl export encodes, nothing converted per row)."""
         db = self._database.db
         ids = [*episode_ids]
         infos: dict[str, dict] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
@@ -305,8 +305,8 @@ class Episodes:
                 versions.setdefault(r[1], []).append(version_from_row(r))
             steps: dict[int, dict[int, StepRow]] = {}
             if raw:
-                make = maker(StepCols)
-                for r in db.execute(f"select {SRAW} from steps where episode_id in ({q}) order by episode_id", part).fetchall():
+                make = maker(StepJson)
+                for r in db.execute(f"select {SJSON} from steps where episode_id in ({q}) order by episode_id", part).fetchall():
                     steps.setdefault(r[1], {})[r[0]] = make(r)
             else:
                 make, values = maker(StepRow), step_fields  # bound once: called per row

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from json.encoder import encode_basestring as _esc  # the text encoder _ENCODER uses (ensure_ascii=False)
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator, get_args
 
 from sessions import annotations
 from sessions import exemplar_sets
@@ -26,7 +26,7 @@ from trajectory import kinds
 from trajectory.prompt_files import PromptFileError, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import EditInfo, Version, env_only, safe_call_params
+from trajectory.records import EditInfo, Source, Version, env_only, safe_call_params
 from sessions.connection import _ids, from_json
 from sessions.store import Store, StoreError
 
@@ -87,6 +87,9 @@ def _bool(v: bool) -> str:
 _LINE_HEAD = f'{{"schema":{_dumps(SCHEMA_NAME)},"schema_version":{_dumps(SCHEMA_VERSION)},"episode":'
 
 
+_SOURCES = {s: _esc(s) for s in get_args(Source)}  # a step's source as JSON
+
+
 class Shared:
     """What many episodes of one export share, encoded once: a call's model..params part
     by (call_params id, purpose), an info dict's JSON by its stored text (None: it holds a
@@ -143,7 +146,7 @@ class EpisodeEncoder:
         self.store, self.calls, self.fetched = store, calls, False
         self.step_ids: dict[int, list[int]] = {}  # an encoded step's recorded call ids
         self.vann, self.sann = histories
-        self.heads, self.infos = shared.heads, shared.infos  # (read per call and step)
+        self.heads, self.infos, self.texts = shared.heads, shared.infos, _SOURCES  # (read per call and step)
         self.step_ref: dict[int, int] = {}
         self.call_ref: dict[int, int] = {}
         self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
@@ -186,15 +189,15 @@ class EpisodeEncoder:
         # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         self.call_cache[cid] = (
-            f'{{"ref":{ref},"created_at":{_esc(at)},{self.heads.get((pid, purpose)) or self.shared.head(pid, purpose)},'
+            f'{{"ref":{ref},"created_at":{at},{self.heads.get((pid, purpose)) or self.shared.head(pid, purpose)},'
             f'"prompt_hash":"{phash.hex() if phash.__class__ is bytes else _hex(phash)}","prompt_chars":{chars:d},'
-            f'"completion":{"null" if done is None else _esc(done)},'
+            f'"completion":{done},'
             f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
             f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
             f'"cached_prompt_tokens":{kt if kt.__class__ is int else _num(kt)}}},'
             f'"latency_ms":{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)},'
             f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
-            f'"error":{"null" if err is None else _esc(err)}'
+            f'"error":{err}'
             + (f',"cut_from":{_dumps(cut)}}}' if cut else "}"))
         return ref
 
@@ -219,10 +222,10 @@ class EpisodeEncoder:
         return out
 
     def _step(self, s: tuple, limit: int) -> str:
-        sid, _, _, idx, t, a, o, done, r, info, source, edit, _, at = s
+        sid, _, _, idx, texts, done, r, info, source, edit, cids, at = s
         refs = self.step_ref
         ref = refs[sid] = len(refs) + 1
-        ids = _ids(s[12])
+        ids = _ids(cids)
         if len(ids) == 1 and ids[0] in self.calls:  # the usual step: one call, of this episode
             cref = self.call_ref.get(ids[0]) or self._call(ids[0])
             call_refs = f"{cref}"
@@ -237,13 +240,11 @@ class EpisodeEncoder:
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         d = self.step_cache[sid] = (
-            f'{{"ref":{ref},"index":{idx:d},"thought":{"null" if t is None else _esc(t)},'
-            f'"action":{"null" if a is None else _esc(a)},"observation":{"null" if o is None else _esc(o)},'
-            f'"done":{"true" if done else "false"},'
+            f'{{"ref":{ref},"index":{idx:d},"thought":{texts},"done":{"true" if done else "false"},'
             f'"reward":{_num(r) if r.__class__ is not float or r - r else repr(r)},'
-            f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{_esc(source)},'
+            f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{self.texts.get(source) or _esc(source)},'
             f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
-            f'"calls":[{call_refs}],"created_at":{_esc(at)},"annotations":{notes}}}')
+            f'"calls":[{call_refs}],"created_at":{at},"annotations":{notes}}}')
         return d
 
     def _version(self, n: int, v: Version, limit: int) -> str:

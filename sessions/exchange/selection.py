@@ -158,8 +158,8 @@ def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
 def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None = None, *,
            raw: bool = False) -> Iterator[EpisodeBatch]:
     """Episode batches in episode order (explicit refs: in the given order, grouped by
-    episode). Filters apply to explicit refs too. `raw`: the paths hold `StepCols` (the
-    rows as stored, for the jsonl export), not StepRow."""
+    episode). Filters apply to explicit refs too. `raw`: the paths hold `StepJson` (the
+    rows as the jsonl export encodes them), not StepRow."""
     f = (filters or Filters()).check()
     ready = annotations.exemplar_ready_versions(store) if f.exemplar_ready else None
     if refs:
