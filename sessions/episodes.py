@@ -5,6 +5,8 @@ and signals read, and the bulk read of whole episodes an export makes."""
 from __future__ import annotations
 
 import hashlib
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, from_json, to_json
@@ -306,8 +308,8 @@ class Episodes:
             steps: dict[int, dict[int, StepRow]] = {}
             if raw:
                 make = maker(StepJson)
-                for r in db.execute(f"select {SJSON} from steps where episode_id in ({q}) order by episode_id", part).fetchall():
-                    steps.setdefault(r[1], {})[r[0]] = make(r)
+                rows = db.execute(f"select {SJSON} from steps where episode_id in ({q}) order by episode_id", part)
+                steps = {e: {r[0]: make(r) for r in group} for e, group in groupby(rows.fetchall(), itemgetter(1))}
             else:
                 make, values = maker(StepRow), step_fields  # bound once: called per row
                 for r in db.execute(f"select {SCOLS} from steps where episode_id in ({q})", part).fetchall():
