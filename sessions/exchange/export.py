@@ -194,7 +194,7 @@ class EpisodeEncoder:
             f'"completion":{done},'
             f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
             f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
-            f'"cached_prompt_tokens":{kt if kt.__class__ is int else _num(kt)}}},'
+            f'"cached_prompt_tokens":{kt if kt.__class__ is int else "null" if kt is None else _num(kt)}}},'
             f'"latency_ms":{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)},'
             f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
             f'"error":{err}'
