@@ -2,6 +2,9 @@
 `chat-sft`. Line formats stream: one episode is read at a time and each record is written
 as soon as it is built, into a temporary file renamed over the target at the end (a failed
 export leaves no half file). No API key can appear: AgentConfig has no field for one.
+jsonl is encoded straight from the stored rows (this store wrote them: trusted), with no
+record object per step or call; SQLite JSON-quotes their texts, and what many rows share
+(a step's JSON in every version holding it, call heads, info dicts) is encoded once.
 """
 
 from __future__ import annotations
