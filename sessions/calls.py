@@ -14,7 +14,7 @@ from typing import Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
-from sessions.rows import CallRow, UsageRow, maker
+from sessions.rows import CallRow
 from trajectory.records import ModelCall, Usage
 
 
@@ -25,13 +25,13 @@ _CALL_SQL = (
     "from model_calls c left join call_params p on p.id = c.params_id "
 )
 
-# _CALL_SQL's columns as `CallRow` holds them (`_call_fields` in SQL: the bulk read's rows)
-_ROW_SQL = (
-    "select c.id, c.episode_id, c.created_at, coalesce(p.model, ''), coalesce(nullif(p.api_style, ''), 'completions'), "
-    "c.purpose, p.params, lower(hex(c.prompt_hash)), coalesce(c.prompt_chars, 0), c.completion, c.prompt_tokens, "
-    "c.completion_tokens, c.cached_tokens, c.latency_ms, c.attempts, coalesce(c.cached, 0) != 0, c.error, "
-    "case when c.cache_key is not null then lower(hex(c.cache_key)) end, c.cut_from "
-    "from model_calls c left join call_params p on p.id = c.params_id "
+# a call's columns as the jsonl export writes them (`Calls.rows`): the per-call values as
+# stored (prompt_hash: bytes), its texts JSON-quoted (see rows.SJSON), and the call_params id
+# in place of model, api_style and params
+_EXPORT_SQL = (
+    "select id, json_quote(created_at), params_id, purpose, prompt_hash, coalesce(prompt_chars, 0), json_quote(completion), "
+    "prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, coalesce(cached, 0) != 0, json_quote(error), "
+    "cut_from from model_calls "
 )
 
 
@@ -168,21 +168,29 @@ class Calls:
         rows = self._database.db.execute(_CALL_SQL + "where c.episode_id = ? order by c.id", [episode_id])
         return [_call(r) for r in rows]
 
-    def rows(self, episode_ids: Iterable[int]) -> dict[int, "CallRow"]:
-        """The model calls recorded for these episodes, by id (one query per 500 episodes).
-        SQLite does the per-row conversions (hex digests, defaults): the rows come out in
-        `CallRow`'s order but for the params (parsed once per distinct text) and usage."""
-        out: dict[int, CallRow] = {}
-        params: dict[str | None, dict] = {}
-        make, usage = maker(CallRow), maker(UsageRow)  # bound once: called per row
-        ids = list(episode_ids)
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            rows = self._database.db.execute(_ROW_SQL + f"where c.episode_id in ({','.join('?' * len(part))})", part)
-            for r in rows.fetchall():
-                p = r[6]
-                p = params[p] if p in params else params.setdefault(p, from_json(p, {}))
-                out[r[0]] = make((*r[:6], p, *r[7:10], usage(r[10:13]), r[13], r[14], r[15] == 1, *r[16:]))
+    def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple]:
+        """The model calls recorded for these episodes (or with these ids), by id, as plain
+        tuples (`_EXPORT_SQL`'s columns: what the jsonl export writes, texts JSON-quoted; what
+        repeats by its call_params id, see `params_rows`). One query per 500 episodes or ids."""
+        out: dict[int, tuple] = {}
+        for column, keys in (("episode_id", list(episode_ids)), ("id", list(ids))):
+            for i in range(0, len(keys), 500):
+                part = keys[i : i + 500]
+                rows = self._database.db.execute(_EXPORT_SQL + f"where {column} in ({','.join('?' * len(part))})", part)
+                out.update({r[0]: r for r in rows.fetchall()})
+        return out
+
+    def params_rows(self, ids: Iterable[int | None]) -> dict[int | None, tuple[str, str, str | None]]:
+        """(model, api_style, params JSON text) by call_params id, as `_CALL_SQL` reads them
+        (None: a call without a params row)."""
+        out: dict[int | None, tuple[str, str, str | None]] = {None: ("", "completions", None)}
+        keys = [i for i in ids if i is not None]
+        for i in range(0, len(keys), 500):
+            part = keys[i : i + 500]
+            rows = self._database.db.execute(
+                "select id, coalesce(model, ''), coalesce(nullif(api_style, ''), 'completions'), params from call_params "
+                f"where id in ({','.join('?' * len(part))})", part)
+            out.update({r[0]: r[1:] for r in rows.fetchall()})
         return out
 
     # ------------------------------------------------------------------ response cache

@@ -5,11 +5,14 @@ and signals read, and the bulk read of whole episodes an export makes."""
 from __future__ import annotations
 
 import hashlib
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
-from sessions.rows import SCOLS, EpisodeTree, StepRow, VCOLS, maker, step_fields, version_from_row, version_row
+from sessions.rows import (SCOLS, SJSON, EpisodeTree, StepJson, StepRow, VCOLS, maker, step_fields, version_from_row,
+                           version_row)
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 from trajectory.signals import STEP_LIMIT
 
@@ -283,11 +286,12 @@ class Episodes:
     # ------------------------------------------------------------------ bulk reads (export)
     # A pydantic record per row costs more than the whole read; bulk reads of our own rows
     # give plain rows with the records' field names (StepRow) instead.
-    def read(self, episode_ids: Iterable[int], chunk: int = 200) -> Iterator[
+    def read(self, episode_ids: Iterable[int], chunk: int = 200, *, raw: bool = False) -> Iterator[
             tuple[Episode, list[Version], dict[int, StepRow]]]:
         """Episodes (in the given order) with all their versions and steps, a chunk of
         episodes at a time: three set-based queries per chunk, never one per version. Rows
-        come by `fetchall` (the cursor checks every fetch call; one call per query, not per row)."""
+        come by `fetchall` (the cursor checks every fetch call; one call per query, not per row).
+        `raw`: steps as `StepJson` (what the jsonl export encodes, nothing converted per row)."""
         db = self._database.db
         ids = [*episode_ids]
         infos: dict[str, dict] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
@@ -302,9 +306,14 @@ class Episodes:
             for r in rows.fetchall():
                 versions.setdefault(r[1], []).append(version_from_row(r))
             steps: dict[int, dict[int, StepRow]] = {}
-            make, values = maker(StepRow), step_fields  # bound once: called per row
-            for r in db.execute(f"select {SCOLS} from steps where episode_id in ({q})", part).fetchall():
-                steps.setdefault(r[1], {})[r[0]] = make(values(r, infos))
+            if raw:
+                make = maker(StepJson)
+                rows = db.execute(f"select {SJSON} from steps where episode_id in ({q}) order by episode_id", part)
+                steps = {e: {r[0]: make(r) for r in group} for e, group in groupby(rows.fetchall(), itemgetter(1))}
+            else:
+                make, values = maker(StepRow), step_fields  # bound once: called per row
+                for r in db.execute(f"select {SCOLS} from steps where episode_id in ({q})", part).fetchall():
+                    steps.setdefault(r[1], {})[r[0]] = make(values(r, infos))
             for e in part:
                 if e in eps:
                     yield eps[e], versions.get(e, []), steps.get(e, {})

@@ -22,6 +22,11 @@ SCOLS = (
     "id, episode_id, parent_id, idx, thought, action, observation, done, reward, info, source, "
     "edit, call_ids, snapshot, created_at, signals"
 )
+# the columns of a steps row for `StepJson`: its texts JSON-quoted by SQLite (json_quote writes
+# what json.dumps(ensure_ascii=False) writes for a text, and null for NULL: tested for every
+# character), thought, action and observation in one text; the JSON columns as stored
+SJSON = ("id, episode_id, parent_id, idx, json_quote(thought) || ',\"action\":' || json_quote(action) || "
+         "',\"observation\":' || json_quote(observation), done, reward, info, source, edit, call_ids, json_quote(created_at)")
 
 
 class StepRow(NamedTuple):
@@ -47,6 +52,24 @@ class StepRow(NamedTuple):
     def model_copy(self, *, update: dict[str, Any]) -> "StepRow":
         """As `Step.model_copy` (the prompt writers copy a step to drop its observation)."""
         return self._replace(**update)
+
+
+class StepJson(NamedTuple):
+    """A stored step as the jsonl export encodes it (`SJSON`), nothing converted per row in
+    Python; `id`, `parent_id` and `source` are what selection reads, as in StepRow."""
+
+    id: int
+    episode_id: int
+    parent_id: int | None
+    index: int
+    texts: str  # '"thought","action":"…","observation":…' (JSON, the keys but the first)
+    done: int
+    reward: float | None
+    info: str | None
+    source: str
+    edit: str | None
+    call_ids: str | None
+    created_at: str  # JSON
 
 
 class UsageRow(NamedTuple):

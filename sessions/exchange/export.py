@@ -2,6 +2,9 @@
 `chat-sft`. Line formats stream: one episode is read at a time and each record is written
 as soon as it is built, into a temporary file renamed over the target at the end (a failed
 export leaves no half file). No API key can appear: AgentConfig has no field for one.
+jsonl is encoded straight from the stored rows (this store wrote them: trusted), with no
+record object per step or call; SQLite JSON-quotes their texts, and what many rows share
+(a step's JSON in every version holding it, call heads, info dicts) is encoded once.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from json.encoder import encode_basestring as _esc  # the text encoder _ENCODER uses (ensure_ascii=False)
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator, get_args
 
 from sessions import annotations
 from sessions import exemplar_sets
@@ -26,7 +29,8 @@ from trajectory import kinds
 from trajectory.prompt_files import PromptFileError, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
-from trajectory.records import EditInfo, ModelCall, Step, env_only, safe_call_params
+from trajectory.records import EditInfo, Source, Version, env_only, safe_call_params
+from sessions.connection import _ids, from_json
 from sessions.store import Store, StoreError
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
@@ -72,6 +76,11 @@ def _num(v: int | float | None) -> str:
     return "null" if v is None else _dumps(v)
 
 
+def _hex(v: str | None) -> str:
+    """What SQLite's lower(hex(v)) gives for a text or NULL (a stored digest is bytes)."""
+    return "" if v is None else str(v).encode().hex()
+
+
 def _bool(v: bool) -> str:
     return "true" if v else "false"
 
@@ -81,29 +90,70 @@ def _bool(v: bool) -> str:
 _LINE_HEAD = f'{{"schema":{_dumps(SCHEMA_NAME)},"schema_version":{_dumps(SCHEMA_VERSION)},"episode":'
 
 
-class EpisodeEncoder:
-    """File-relative refs for one episode. A step's dict is built once (the first record
-    that holds it) and reused, so a shared prefix is byte-identical in every record.
-    References (edits, carried_from) resolve only to steps of earlier records - what an
-    importer has already created when it reads them."""
+_SOURCES = {s: _esc(s) for s in get_args(Source)}  # a step's source as JSON
 
-    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, Any] | None = None,
-                 histories: tuple[dict, dict] | None = None):
-        self.store, self.batch, self.ep_ref = store, batch, ep_ref
+
+class Shared:
+    """What many episodes of one export share, encoded once: a call's model..params part
+    by (call_params id, purpose), an info dict's JSON by its stored text (None: it holds a
+    ref, encoded per step). Bounded: cleared when large."""
+
+    LIMIT = 4096
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.params: dict[int | None, tuple[str, str, str | None]] = {}  # call_params rows by id
+        self.heads: dict[tuple, str] = {}
+        self.infos: dict[str | None, str | None] = {}
+
+    def learn(self, calls: Iterable[tuple]) -> None:
+        """Read the call_params rows of these calls (`Calls.rows` tuples) not known yet."""
+        need = {c[2] for c in calls if c[2] not in self.params}
+        if need:
+            if len(self.params) > self.LIMIT:
+                self.params.clear()
+            self.params.update(self.store.calls.params_rows(need))
+
+    def head(self, pid: int | None, purpose: str | None) -> str:
+        key = (pid, purpose)
+        h = self.heads.get(key)
+        if h is None:
+            if len(self.heads) > self.LIMIT:
+                self.heads.clear()
+            model, style, params = self.params[pid]
+            h = self.heads[key] = (f'"model":{_esc(model)},"api_style":{_esc(style)},"purpose":{_str(purpose)},'
+                                   f'"params":{_dumps(safe_call_params(from_json(params, {})))}')
+        return h
+
+    def info(self, text: str | None) -> str | None:
+        if text in self.infos:
+            return self.infos[text]
+        if len(self.infos) > self.LIMIT:
+            self.infos.clear()
+        info = from_json(text, {})
+        self.infos[text] = out = None if "carried_from" in info else _dumps(info) if info else "{}"
+        return out
+
+
+class EpisodeEncoder:
+    """File-relative refs for one episode, encoded straight from the stored rows
+    (`StepCols`, `Calls.rows` tuples: trusted, this store wrote them). A step's JSON is made
+    once (the first record that holds it) and reused, so a shared prefix is byte-identical
+    in every record. References (edits, carried_from) resolve only to steps of earlier
+    records - what an importer has already created when it reads them."""
+
+    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, tuple],
+                 histories: tuple[dict, dict], shared: Shared):
+        self.batch, self.ep_ref, self.shared = batch, ep_ref, shared
         ep = batch.episode
-        known = calls or {}
-        ids = sorted({cid for path in batch.paths.values() for s in path for cid in s.call_ids})
-        self.calls = {cid: known[cid] for cid in ids if cid in known}
-        missing = [cid for cid in ids if cid not in known]  # a call recorded under another episode
-        self.calls.update({c.id: c for i in range(0, len(missing), 500) for c in store.calls.read(missing[i : i + 500])})
-        self.vann, self.sann = histories or (annotations.version_histories(store, [v.id for v in batch.versions]),
-                                             annotations.episode_step_histories(store, ep.id))
+        self.store, self.calls, self.fetched = store, calls, False
+        self.step_ids: dict[int, list[int]] = {}  # an encoded step's recorded call ids
+        self.vann, self.sann = histories
+        self.heads, self.infos, self.texts = shared.heads, shared.infos, _SOURCES  # (read per call and step)
         self.step_ref: dict[int, int] = {}
         self.call_ref: dict[int, int] = {}
         self.step_cache: dict[int, str] = {}  # a step's JSON, written once and reused
         self.call_cache: dict[int, str] = {}
-        self.shared: dict[int, tuple[Any, str]] = {}  # JSON of dicts many rows share (info, params)
-        self.call_heads: dict[tuple, tuple[Any, str]] = {}  # a call's model..params part, shared by many calls
         self.version_ref: dict[int, int] = {}
         vids = [v.id for v in batch.versions]
         self.current = ep.current_version if ep.current_version in vids else vids[-1]
@@ -132,112 +182,109 @@ class EpisodeEncoder:
             out["origin"] = e.origin
         return out
 
-    def _call(self, c: ModelCall) -> int:
+    def _call(self, cid: int) -> int:
         """The call's ref; its JSON is made on first use."""
-        ref = self.call_ref.get(c.id)
+        ref = self.call_ref.get(cid)
         if ref is not None:
             return ref
-        ref = self.call_ref[c.id] = len(self.call_ref) + 1
-        u = c.usage
-        key = (c.model, c.api_style, c.purpose, id(c.params))
-        head = self.call_heads.get(key)
-        if head is None or head[0] is not c.params:  # (the entry holds the params: their id stays theirs)
-            head = self.call_heads[key] = (c.params, (
-                f'"model":{_esc(c.model)},"api_style":{_esc(c.api_style)},"purpose":{_str(c.purpose)},'
-                f'"params":{self._shared(safe_call_params(c.params))}'))
-        pt, ct, kt, lat, att, done, err = (u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens,
-                                           c.latency_ms, c.attempts, c.completion, c.error)
+        ref = self.call_ref[cid] = len(self.call_ref) + 1
+        _, at, pid, purpose, phash, chars, done, pt, ct, kt, lat, att, cached, err, cut = self.calls[cid]
         # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
-        self.call_cache[c.id] = (
-            f'{{"ref":{ref},"created_at":{_esc(c.created_at)},{head[1]},'
-            f'"prompt_hash":{_esc(c.prompt_hash)},"prompt_chars":{c.prompt_chars:d},'
-            f'"completion":{"null" if done is None else _esc(done)},'
+        self.call_cache[cid] = (
+            f'{{"ref":{ref},"created_at":{at},{self.heads.get((pid, purpose)) or self.shared.head(pid, purpose)},'
+            f'"prompt_hash":"{phash.hex() if phash.__class__ is bytes else _hex(phash)}","prompt_chars":{chars:d},'
+            f'"completion":{done},'
             f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
             f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
-            f'"cached_prompt_tokens":{kt if kt.__class__ is int else _num(kt)}}},'
-            f'"latency_ms":{_num(lat) if lat is None or lat.__class__ is not float or lat - lat else repr(lat)},'
-            f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if c.cached else "false"},'
-            f'"error":{"null" if err is None else _esc(err)}'
-            + (f',"cut_from":{_dumps(c.cut_from)}}}' if c.cut_from else "}"))
+            f'"cached_prompt_tokens":{kt if kt.__class__ is int else "null" if kt is None else _num(kt)}}},'
+            f'"latency_ms":{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)},'
+            f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
+            f'"error":{err}'
+            + (f',"cut_from":{_dumps(cut)}}}' if cut else "}"))
         return ref
 
-    def _shared(self, obj: Any) -> str:
-        """_dumps of an object that many steps or calls of a bulk read share (the entry holds
-        the object, so its id cannot be reused while cached)."""
-        hit = self.shared.get(id(obj))
-        if hit is None or hit[0] is not obj:
-            hit = self.shared[id(obj)] = (obj, _dumps(obj))
-        return hit[1]
+    def _recorded(self, ids: list[int]) -> list[int]:
+        """The ids among these that name a recorded call. A call recorded under another
+        episode is read here, with every other such call of this episode's paths (one query)."""
+        calls = self.calls
+        if not self.fetched and any(c not in calls for c in ids):
+            self.fetched = True
+            missing = {c for path in self.batch.paths.values() for s in path for c in _ids(s.call_ids) if c not in calls}
+            found = self.store.calls.rows(ids=sorted(missing))
+            self.shared.learn(found.values())
+            calls.update(found)
+        return [c for c in ids if c in calls]
 
-    def _step(self, s: Step, limit: int) -> str:
-        d = self.step_cache.get(s.id)
-        if d is not None:
-            return d
-        ref = self.step_ref.setdefault(s.id, len(self.step_ref) + 1)
-        info = s.info
-        if "carried_from" in info:
+    def _info(self, text: str | None, limit: int) -> str:
+        out = self.shared.info(text)
+        if out is None:  # refs to steps: this file's, if written before
+            info = from_json(text, {})
             src = self.step_ref.get(info["carried_from"])
-            info = {**info, "carried_from": src if src is not None and src <= limit else None}
-        calls, call = self.calls, self._call
-        ids = s.call_ids
-        if len(ids) == 1:  # the usual step: one call
-            call_refs = str(call(calls[ids[0]])) if ids[0] in calls else ""
+            out = _dumps({**info, "carried_from": src if src is not None and src <= limit else None})
+        return out
+
+    def _step(self, s: tuple, limit: int) -> str:
+        sid, _, _, idx, texts, done, r, info, source, edit, cids, at = s
+        refs = self.step_ref
+        ref = refs[sid] = len(refs) + 1
+        ids = _ids(cids)
+        if len(ids) == 1 and ids[0] in self.calls:  # the usual step: one call, of this episode
+            cref = self.call_ref.get(ids[0]) or self._call(ids[0])
+            call_refs = f"{cref}"
         else:
-            call_refs = ",".join([str(call(calls[cid])) for cid in ids if cid in calls])
-        ann = self.sann.get(s.id)
+            ids = self._recorded(ids)
+            call_refs = ",".join([str(self._call(cid)) for cid in ids])
+        self.step_ids[sid] = ids
+        ann = self.sann.get(sid)
         notes = _dumps([{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
                         for a in ann]) if ann else "[]"
-        t, a, o, r, e = s.thought, s.action, s.observation, s.reward, s.edit
+        r = r or 0.0  # (as StepRow reads a stored NULL, and -0.0)
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
-        d = (f'{{"ref":{ref},"index":{s.index:d},"thought":{"null" if t is None else _esc(t)},'
-             f'"action":{"null" if a is None else _esc(a)},"observation":{"null" if o is None else _esc(o)},'
-             f'"done":{"true" if s.done else "false"},'
-             f'"reward":{_num(r) if r is None or r.__class__ is not float or r - r else repr(r)},'
-             f'"info":{self._shared(info) if info else "{}"},"source":{_esc(s.source)},'
-             f'"edit":{"null" if e is None else _dumps(self._edit(e, limit))},'
-             f'"calls":[{call_refs}],"created_at":{_esc(s.created_at)},"annotations":{notes}}}')
-        self.step_cache[s.id] = d
+        d = self.step_cache[sid] = (
+            f'{{"ref":{ref},"index":{idx:d},"thought":{texts},"done":{"true" if done else "false"},'
+            f'"reward":{_num(r) if r.__class__ is not float or r - r else repr(r)},'
+            f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{self.texts.get(source) or _esc(source)},'
+            f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
+            f'"calls":[{call_refs}],"created_at":{at},"annotations":{notes}}}')
         return d
+
+    def _version(self, n: int, v: Version, limit: int) -> str:
+        return _dumps({
+            "ref": n,
+            "parent": self.version_ref.get(v.parent_version) if v.parent_version else None,
+            "current": v.id == self.current,
+            "name": v.name,
+            "status": v.status,
+            "error": v.error,
+            "outcome": v.outcome.model_dump(mode="json"),
+            "draft_thought": v.draft_thought,
+            "draft_edit": self._edit(v.draft_edit, limit),
+            "edits": [self._edit(e, limit) for e in v.edits],
+            "created_at": v.created_at,
+            "updated_at": v.updated_at,
+            "annotations": [
+                {"annotator": a.annotator, "created_at": a.created_at, "verdict": a.verdict,
+                 "failure_modes": a.failure_modes, "notes": a.notes, "exemplar_ready": a.exemplar_ready}
+                for a in self.vann.get(v.id, [])
+            ],
+        })
 
     def lines(self) -> Iterator[tuple[str, int]]:
         """One JSON line per version (newline included: no copy to add it), byte for byte
         `_dumps` of the record {schema, schema_version, episode, version, steps, calls}: the parts that repeat
         (the episode, shared steps, calls) are encoded once and joined."""
+        cache, step, step_ids, call_cache = self.step_cache, self._step, self.step_ids, self.call_cache
+        head = f'{_LINE_HEAD}{self.episode_json},"version":'
         for n, v in enumerate(self.batch.versions, 1):
             self.version_ref[v.id] = n
             limit = len(self.step_ref)
             path = self.batch.paths[v.id]
-            steps = [self._step(s, limit) for s in path]
-            seen: set[int] = set()
-            calls = []
-            for s in path:
-                for cid in s.call_ids:
-                    if cid in self.calls and cid not in seen:
-                        seen.add(cid)
-                        calls.append(self.call_cache[cid])
-            version = {
-                "ref": n,
-                "parent": self.version_ref.get(v.parent_version) if v.parent_version else None,
-                "current": v.id == self.current,
-                "name": v.name,
-                "status": v.status,
-                "error": v.error,
-                "outcome": v.outcome.model_dump(mode="json"),
-                "draft_thought": v.draft_thought,
-                "draft_edit": self._edit(v.draft_edit, limit),
-                "edits": [self._edit(e, limit) for e in v.edits],
-                "created_at": v.created_at,
-                "updated_at": v.updated_at,
-                "annotations": [
-                    {"annotator": a.annotator, "created_at": a.created_at, "verdict": a.verdict,
-                     "failure_modes": a.failure_modes, "notes": a.notes, "exemplar_ready": a.exemplar_ready}
-                    for a in self.vann.get(v.id, [])
-                ],
-            }
-            yield (f'{_LINE_HEAD}{self.episode_json},"version":{_dumps(version)},'
-                   f'"steps":[{",".join(steps)}],"calls":[{",".join(calls)}]}}\n'), len(path)
+            steps = ",".join([cache.get(s[0]) or step(s, limit) for s in path])
+            # a call is listed once per record, where its first step holds it
+            calls = ",".join([call_cache[cid] for cid in dict.fromkeys([c for s in path for c in step_ids[s[0]]])])
+            yield f'{head}{self._version(n, v, limit)},"steps":[{steps}],"calls":[{calls}]}}\n', len(path)
 
 
 # ---------------------------------------------------------------------- writers
@@ -365,7 +412,7 @@ def export(
         if exemplar_set is not None:
             _write_set(store, exemplar_set, fmt, keys, sink, report)
         elif fmt == "jsonl":
-            _write_jsonl(store, select(store, refs, filters), sink, report)
+            _write_jsonl(store, select(store, refs, filters, raw=True), sink, report)
         elif fmt == "chat-sft":
             _write_chat(store, select(store, refs, filters), sink, report)
         else:
@@ -408,14 +455,15 @@ def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> No
 
 
 def _jsonl_lines(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
-    n = 0
+    n, shared = 0, Shared(store)
     for chunk in _chunked(batches):  # the calls and annotations of a chunk of episodes in one query each
         calls = store.calls.rows(b.episode.id for b in chunk)
+        shared.learn(calls.values())
         histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
                      annotations.step_histories(store, [b.episode.id for b in chunk]))
         for batch in chunk:
             n += 1
-            enc = EpisodeEncoder(store, batch, n, calls, histories)
+            enc = EpisodeEncoder(store, batch, n, calls, histories, shared)
             report.episodes += 1
             for line, nsteps in enc.lines():
                 sink.write(line)

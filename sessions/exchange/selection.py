@@ -155,9 +155,11 @@ def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
     return True
 
 
-def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None = None) -> Iterator[EpisodeBatch]:
+def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None = None, *,
+           raw: bool = False) -> Iterator[EpisodeBatch]:
     """Episode batches in episode order (explicit refs: in the given order, grouped by
-    episode). Filters apply to explicit refs too."""
+    episode). Filters apply to explicit refs too. `raw`: the paths hold `StepJson` (the
+    rows as the jsonl export encodes them), not StepRow."""
     f = (filters or Filters()).check()
     ready = annotations.exemplar_ready_versions(store) if f.exemplar_ready else None
     if refs:
@@ -173,7 +175,7 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
     else:
         plan = [(e, [Ref(e, all=f.all_versions)]) for e in store.episodes.ids(env=f.env, task_type=f.task_type)]
     refs_of = dict(plan)
-    for ep, versions, steps in store.episodes.read(e for e, _ in plan):
+    for ep, versions, steps in store.episodes.read((e for e, _ in plan), raw=raw):
         ep_id, ep_refs = ep.id, refs_of[ep.id]
         all_versions = {v.id: v for v in versions}
         chosen: list[int] = []
