@@ -48,12 +48,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from sessions import search_index
 from sessions.connection import _Tx
 from sessions.store import Store
 
 LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark
 MAX_GROUP = 64  # writes per group at most (one transaction's size stays bounded)
 DURABLE_S = 0.2  # the power-loss window: a write asked durable is on disk at most this long after it was answered
+INDEX_S = 1.0  # a group writes the search index for the rows noted before it at most this often
 
 
 @dataclass
@@ -77,6 +79,7 @@ class Writer:
         self.store, self.durable_s = store, DURABLE_S if durable_s is None else durable_s
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self.groups = self.writes = self.durable_commits = self.syncs = 0
+        self._indexed_at = 0.0  # the last group that wrote the search index (the first writes what waits)
         self._synced_at = time.monotonic()  # the last durable point (before: the callers' own durable commits)
         self._tail = False  # writes asked durable committed light since then
         self._state = threading.Condition()  # guards _busy, _closed and the counts
@@ -142,6 +145,16 @@ class Writer:
                 break
         if self._tail:
             self._sync()
+
+    def _index_due(self) -> None:
+        """Inside a group's transaction, after its writes: index the noted rows when the last
+        time is INDEX_S ago (so FTS5 writes a segment a second, not one per group). What the
+        last groups noted waits for the next transaction that writes (`_Tx`: the run's own
+        end, or any later one); search finds it meanwhile (`search_index.matches`)."""
+        now = time.monotonic()
+        if now - self._indexed_at >= INDEX_S:
+            self._indexed_at = now
+            search_index.flush(self.store.db)
 
     def _take(self) -> tuple[list[_Write], bool]:
         """Wait until writes are queued and no group runs (a caller's own), or the durable
@@ -223,12 +236,13 @@ class Writer:
         its own undo."""
         results: list[tuple[bool, Any]] = []
         try:
-            with _Tx(self.store, durable, flat=True):
+            with _Tx(self.store, durable, flat=True, index=False):
                 for w in group:
                     r = self._flat_member(w)
                     if r is None:
                         raise _Redo
                     results.append(r)
+                self._index_due()
         except _Redo:
             return None
         return results
@@ -247,8 +261,10 @@ class Writer:
 
     def _isolated(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]]:
         """The group again, each member in a savepoint of its own."""
-        with _Tx(self.store, durable):
-            return [self._member(w) for w in group]
+        with _Tx(self.store, durable, index=False):
+            results = [self._member(w) for w in group]
+            self._index_due()
+            return results
 
     def _member(self, w: _Write) -> tuple[bool, Any]:
         try:
