@@ -8,8 +8,8 @@ noted row in one statement per table. FTS5 writes a segment per commit that touc
 which cost a run more than the tokenizing (three segments per task, item start and steps);
 flushed in groups, it is written once for many rows. Who flushes: any transaction that
 changed rows, before it commits (`Store`: so outside the runner's writer the index is as
-current as before), and a group of the runner's writer every INDEX_S (`sessions.writer`;
-what its last groups noted waits for the next transaction that writes). A search
+current as before), and a group of the runner's writer every INDEX_WRITES writes
+(`sessions.writer`; what its last groups noted waits for the next transaction that writes). A search
 finds noted rows too (`matches`: a small in-memory index of them, per search), so a row
 is searchable from its commit on, indexed or not, even in a read-only Store or after a
 killed runner left rows noted. Updates and deletes of a noted row leave the index alone

@@ -248,17 +248,18 @@ def _index_is_true(store: Store) -> None:
 
 
 def test_rows_noted_for_the_index_are_found_before_it_is_written(toy, monkeypatch):
-    """The runner's writer writes the index for its groups' new rows once a second, not at
-    every commit (schema 15): a row written meanwhile is only noted, and search finds it all
+    """The runner's writer writes the index for its groups' new rows once per INDEX_WRITES
+    writes, not at every commit (schema 15): a row written meanwhile is only noted, and search finds it all
     the same, in a read-only Store too; renamed or deleted while noted, the index stays
     true; the next transaction that writes outside the writer indexes it."""
-    monkeypatch.setattr(writer, "INDEX_S", 3600.0)
+    monkeypatch.setattr(writer, "INDEX_WRITES", 2)
     store = toy.store
     config = AgentConfig(model="m")
     store.episodes.create(ROOM_TASK, config, {}, "first")
     assert _noted(store) == []  # outside the writer: indexed as it commits
-    with writer.attached(store):  # its first group writes what waits, then none for an hour
+    with writer.attached(store):  # the index is written at its second write, not at its first or third
         writer.write(store, lambda: store.episodes.create(WIKI_TASK, config, {}, "second"))
+        writer.write(store, lambda: store.settings.set("k", 1))
         task = WIKI_TASK.model_copy(update={"id": "toy-9", "text": "Question: Who founded Quenbridge?"})
         ep, v = writer.write(store, lambda: store.episodes.create(task, config, {}, version_name="third"))
     assert {t for t, _ in _noted(store)} == {"tasks", "versions"}
@@ -270,11 +271,10 @@ def test_rows_noted_for_the_index_are_found_before_it_is_written(toy, monkeypatc
     store.versions.update(v.id, name="renamed while noted")  # (this transaction writes the index)
     assert _noted(store) == []
     assert search(reader, "third") == [] and [h.version for h in search(reader, "renamed")] == [v.id]
-    with writer.attached(store):
+    with writer.attached(store):  # (a new writer: its count starts again)
         _, w = writer.write(store, lambda: store.episodes.create(task, config, {}, version_name="fourth"))
-        writer.write(store, lambda: store.episodes.create(task, config, {}, version_name="fifth"))
-    assert ("versions", w.id + 1) in _noted(store)
-    store.db.execute("delete from versions where id = ?", [w.id + 1])  # deleted while noted
-    assert ("versions", w.id + 1) not in _noted(store) and search(reader, "fifth") == []
+    assert ("versions", w.id) in _noted(store) and [h.version for h in search(reader, "fourth")] == [w.id]
+    store.db.execute("delete from versions where id = ?", [w.id])  # deleted while noted
+    assert ("versions", w.id) not in _noted(store) and search(reader, "fourth") == []
     _index_is_true(store)
     reader.close()
