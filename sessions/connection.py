@@ -225,9 +225,10 @@ class _Tx:
         block that never catches their errors (any failure undoes the whole). An inner
         one that fails after writing sets `conn.torn`: a block that caught its error
         anyway (the store's writer runs others' writes flat) knows to undo the whole.
-        `index` (outermost only): a transaction that changed rows indexes the rows noted
-        for the search index before it commits (`Store._index_noted`); the store's writer
-        says False and indexes its groups' rows every so often itself."""
+        `index` (outermost only): a durable transaction that changed rows indexes the rows
+        noted for the search index before it commits (`Store._index_noted`; a light one, a
+        claim or a heartbeat, leaves them to the next durable one: search finds them
+        meanwhile); the store's writer says False and indexes its groups' rows itself."""
         self.store, self.conn, self.lock, self.durable, self.flat = store, store.db.conn, store._lock, durable, flat
         self.index = index
 
@@ -296,7 +297,7 @@ class _Tx:
             blobs, self.store.blobs.new = self.store.blobs.new, {}
             if exc_type is None:
                 try:
-                    if self.index and self.conn.total_changes != self.before:
+                    if self.index and self.durable and self.conn.total_changes != self.before:
                         self.store._index_noted()
                     self.conn.execute("commit")
                 except BaseException:

@@ -6,11 +6,11 @@ Deferred (migration 15): a new task, step or version is not tokenized by its ins
 insert trigger notes the row in `search_pending` (one B-tree insert); `flush` indexes every
 noted row in one statement per table. FTS5 writes a segment per commit that touched it,
 which cost a run more than the tokenizing (three segments per task, item start and steps);
-flushed in groups, it is written once for many rows. Who flushes: any transaction that
-changed rows, before it commits (`Store`: so outside the runner's writer the index is as
-current as before), and a group of the runner's writer every INDEX_WRITES writes
-(`sessions.writer`; what its last groups noted waits for the next transaction that writes). A search
-finds noted rows too (`matches`: a small in-memory index of them, per search), so a row
+flushed in groups, it is written once for many rows. Who flushes: any durable transaction
+that changed rows, before it commits (`Store`: so outside the runner's writer a step is
+indexed as it commits, as before; a light one leaves its rows to the next), and a group
+of the runner's writer every INDEX_WRITES writes (`sessions.writer`; what its last groups
+noted waits for the next durable transaction). A search finds noted rows too (`matches`: a small in-memory index of them, per search), so a row
 is searchable from its commit on, indexed or not, even in a read-only Store or after a
 killed runner left rows noted. Updates and deletes of a noted row leave the index alone
 (the flush reads the row as it is then).
