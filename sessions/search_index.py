@@ -10,10 +10,11 @@ flushed in groups, it is written once for many rows. Who flushes: any durable tr
 that changed rows, before it commits (`Store`: so outside the runner's writer a step is
 indexed as it commits, as before; a light one leaves its rows to the next), and a group
 of the runner's writer every INDEX_WRITES writes (`sessions.writer`; what its last groups
-noted waits for the next durable transaction). A search finds noted rows too (`matches`: a small in-memory index of them, per search), so a row
-is searchable from its commit on, indexed or not, even in a read-only Store or after a
-killed runner left rows noted. Updates and deletes of a noted row leave the index alone
-(the flush reads the row as it is then).
+noted waits for the next durable transaction). A search finds noted rows too (`matches`:
+a small in-memory index of them, per search), so a row is searchable from its commit on,
+indexed or not, even in a read-only Store or after a killed runner left rows noted.
+Updates and deletes of a noted row leave the index alone (the flush reads the row as it
+is then).
 
 Indexed: task text and task ids (`hp-002`, as the Editor's header shows them), steps'
 thoughts, actions and observations, version names, and version
