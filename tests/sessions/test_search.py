@@ -263,6 +263,7 @@ def test_rows_noted_for_the_index_are_found_before_it_is_written(toy, monkeypatc
         task = WIKI_TASK.model_copy(update={"id": "toy-9", "text": "Question: Who founded Quenbridge?"})
         ep, v = writer.write(store, lambda: store.episodes.create(task, config, {}, version_name="third"))
     assert {t for t, _ in _noted(store)} == {"tasks", "versions"}
+    assert [r for t, r in _noted(store) if t == "versions"] == [v.id]  # the second write indexed the first's
     reader = Store(toy.db, readonly=True)
     for s in (store, reader):
         assert [(h.episode, h.field) for h in search(s, "Quenbridge")] == [(ep.id, "task")]
