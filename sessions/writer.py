@@ -32,6 +32,10 @@ loses at most the steps reported in the last DURABLE_S. Writes asked light (clai
 results that a resume derives again) get no deadline of their own; any later durable
 point covers them.
 
+The search index (`sessions.search_index`): the rows a group inserts are only noted; a
+group writes the index for what was noted once INDEX_WRITES writes ran since the last
+time, so FTS5 writes one segment for many steps instead of one per commit.
+
 Without a writer attached to the Store (the app's single steps, tests, scripts), `write`
 runs the closure in the calling thread, as before (its transactions durable as asked).
 """
@@ -165,7 +169,7 @@ class Writer:
         """Inside a group's transaction, after its writes: index the noted rows once
         INDEX_WRITES writes ran since the last time (so FTS5 writes a segment for many
         steps, not one per group; counted, not timed, so a run's statements do not depend
-        on its speed). What the last groups noted waits for the next transaction that writes
+        on its speed). What the last groups noted waits for the next durable transaction
         (`_Tx`: the run's own end, or any later one); search finds it meanwhile
         (`search_index.matches`), and there are at most INDEX_WRITES writes of it."""
         self._unindexed += n
