@@ -220,12 +220,17 @@ class _Tx:
     runs transactions (`keeps_level`: the store's writer, a heartbeat): each of its
     transactions sets the level it needs, so a run of light ones costs no statements."""
 
-    def __init__(self, store: Any, durable: bool = True, flat: bool = False):
+    def __init__(self, store: Any, durable: bool = True, flat: bool = False, index: bool = True):
         """`flat` (outermost only): the transactions inside it take no savepoints, for a
         block that never catches their errors (any failure undoes the whole). An inner
         one that fails after writing sets `conn.torn`: a block that caught its error
-        anyway (the store's writer runs others' writes flat) knows to undo the whole."""
+        anyway (the store's writer runs others' writes flat) knows to undo the whole.
+        `index` (outermost only): a durable transaction that changed rows indexes the rows
+        noted for the search index before it commits (`Store._index_noted`; a light one, a
+        claim or a heartbeat, leaves them to the next durable one: search finds them
+        meanwhile); the store's writer says False and indexes its groups' rows itself."""
         self.store, self.conn, self.lock, self.durable, self.flat = store, store.db.conn, store._lock, durable, flat
+        self.index = index
 
     def __enter__(self):
         if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
@@ -267,6 +272,7 @@ class _Tx:
             self.lock.release()
             raise
         self.conn.flat = self.flat
+        self.before = self.conn.total_changes
         try:
             self.store.blobs.take_deferred()
         except BaseException:
@@ -291,6 +297,8 @@ class _Tx:
             blobs, self.store.blobs.new = self.store.blobs.new, {}
             if exc_type is None:
                 try:
+                    if self.index and self.durable and self.conn.total_changes != self.before:
+                        self.store._index_noted()
                     self.conn.execute("commit")
                 except BaseException:
                     self._rolled_back(blobs)

@@ -223,10 +223,17 @@ def _v14_task_ids_searched(db: sqlite_utils.Database) -> None:
     search_index.index_task_ids(db)
 
 
+def _v15_index_deferred(db: sqlite_utils.Database) -> None:
+    """Issue 30: new tasks, steps and versions are indexed in groups, not each by its own
+    insert (`sessions.search_index.defer`): the runner's per-call cost."""
+    search_index.defer(db)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
     _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
     _v12_fences, _v13_suggestions, _v14_task_ids_searched,
+    _v15_index_deferred,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

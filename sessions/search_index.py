@@ -2,6 +2,20 @@
 as external-content tables over the rows they index (no text is copied) and installs the
 triggers that keep them in sync on every insert, update and delete.
 
+Deferred (migration 15): a new task, step or version is not tokenized by its insert. Its
+insert trigger notes the row in `search_pending` (one B-tree insert); `flush` indexes every
+noted row in one statement per table. FTS5 writes a segment per commit that touched it,
+which cost a run more than the tokenizing (three segments per task, item start and steps);
+flushed in groups, it is written once for many rows. Who flushes: any durable transaction
+that changed rows, before it commits (`Store`: so outside the runner's writer a step is
+indexed as it commits, as before; a light one leaves its rows to the next), and a group
+of the runner's writer every INDEX_WRITES writes (`sessions.writer`; what its last groups
+noted waits for the next durable transaction). A search finds noted rows too (`matches`:
+a small in-memory index of them, per search), so a row is searchable from its commit on,
+indexed or not, even in a read-only Store or after a killed runner left rows noted.
+Updates and deletes of a noted row leave the index alone (the flush reads the row as it
+is then).
+
 Indexed: task text and task ids (`hp-002`, as the Editor's header shows them), steps'
 thoughts, actions and observations, version names, and version
 notes and step notes. A step row is shared by every version whose path holds it, so it is
@@ -23,6 +37,9 @@ SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 MARK_START, MARK_END = "\x01", "\x02"  # snippet markers: control characters text does not hold
 SNIPPET_TOKENS = 16
+
+
+DEFERRED = ("tasks", "steps", "versions")  # the tables whose inserts are indexed by `flush` (a run writes them)
 
 
 class SearchSyntaxError(ValueError):
@@ -56,28 +73,120 @@ def update_on_change(db: sqlite_utils.Database) -> None:
     is updated at every step (its leaf), and re-indexing its unchanged name each time
     was most of the index's cost on a run."""
     for table in SOURCES:
-        columns = [c.name for c in db[f"{table}_fts"].columns]  # as indexed now (older schemas: fewer)
-        cols = ", ".join(sorted({f'"{_STORED.get((table, c), c)}"' for c in columns}))
-        old = ", ".join(f'old."{c}"' for c in columns)
-        new = ", ".join(f'new."{c}"' for c in columns)
+        _update_trigger(db, table, [c.name for c in db[f"{table}_fts"].columns])  # as indexed now (older: fewer)
+
+
+def _update_trigger(db: sqlite_utils.Database, table: str, columns: list[str], when: str | None = None) -> None:
+    cols = ", ".join(sorted({f'"{_STORED.get((table, c), c)}"' for c in columns}))
+    old = ", ".join(f'old."{c}"' for c in columns)
+    new = ", ".join(f'new."{c}"' for c in columns)
+    names = ", ".join(f'"{c}"' for c in columns)
+    db.execute(f'drop trigger if exists "{table}_au"')
+    db.execute(
+        f'create trigger "{table}_au" after update of {cols} on "{table}"{f" when {when}" if when else ""} begin\n'
+        f'  insert into "{table}_fts" ("{table}_fts", rowid, {names}) values (\'delete\', old.rowid, {old});\n'
+        f'  insert into "{table}_fts" (rowid, {names}) values (new.rowid, {new});\n'
+        f'end'
+    )
+
+
+def _noted(table: str, name: str) -> str:
+    return f'exists (select 1 from search_pending where tbl = \'{table}\' and row = {name}.rowid)'
+
+
+def defer(db: sqlite_utils.Database) -> None:
+    """Index new rows of DEFERRED in groups (a migration): `search_pending`, and the triggers
+    that note an insert instead of indexing it, and leave a noted row's index alone on an
+    update or a delete (it is not in the index yet)."""
+    db.execute("create table search_pending (tbl text not null, row integer not null, primary key (tbl, row)) "
+               "without rowid")
+    for table in DEFERRED:
+        columns = [c.name for c in db[f"{table}_fts"].columns]
         names = ", ".join(f'"{c}"' for c in columns)
-        db.execute(f'drop trigger if exists "{table}_au"')
-        db.execute(
-            f'create trigger "{table}_au" after update of {cols} on "{table}" begin\n'
-            f'  insert into "{table}_fts" ("{table}_fts", rowid, {names}) values (\'delete\', old.rowid, {old});\n'
-            f'  insert into "{table}_fts" (rowid, {names}) values (new.rowid, {new});\n'
-            f'end'
-        )
+        old = ", ".join(f'old."{c}"' for c in columns)
+        for kind in ("ai", "ad"):
+            db.execute(f'drop trigger if exists "{table}_{kind}"')
+        db.execute(f'create trigger "{table}_ai" after insert on "{table}" begin\n'
+                   f"  insert or ignore into search_pending (tbl, row) values ('{table}', new.rowid);\nend")
+        db.execute(f'create trigger "{table}_ad" after delete on "{table}" begin\n'
+                   f'  insert into "{table}_fts" ("{table}_fts", rowid, {names}) select \'delete\', old.rowid, {old} '
+                   f'where not {_noted(table, "old")};\n'
+                   f"  delete from search_pending where tbl = '{table}' and row = old.rowid;\nend")
+        _update_trigger(db, table, columns, f"not {_noted(table, 'old')}")
+
+
+def _noting(db: sqlite_utils.Database) -> bool:
+    """Does the database note rows (schema 15 on)? Asked once per connection."""
+    known = getattr(db.conn, "search_noting", None)
+    if known is None:
+        known = db.conn.search_noting = db.execute(
+            "select 1 from sqlite_master where name = 'search_pending'").fetchone() is not None
+    return known
+
+
+def flush(db: sqlite_utils.Database) -> None:
+    """Inside the caller's transaction: index the noted rows (one statement per table that
+    has some) and forget them. No noted row: one read."""
+    if not _noting(db):
+        return
+    tables = [t for (t,) in db.execute("select distinct tbl from search_pending").fetchall()]
+    for table in tables:
+        columns = SOURCES[table][0]
+        names = ", ".join(f'"{c}"' for c in columns)
+        values = ", ".join(f't."{c}"' for c in columns)
+        db.execute(f'insert into "{table}_fts" (rowid, {names}) select t.rowid, {values} from search_pending p '
+                   f'join "{table}" t on t.rowid = p.row where p.tbl = ? order by p.row', [table])
+    if tables:
+        db.execute("delete from search_pending")
+
+
+def _tail(db: sqlite_utils.Database, table: str) -> str | None:
+    """The noted rows of `table` in an index of this connection's own (temp, rebuilt per
+    search; a read-only connection may write its temp database): its name, or None when
+    no row is noted. Read before the main index: a flush committing in between makes a
+    row show in both (the caller keeps one), never in neither."""
+    if table not in DEFERRED or not _noting(db):
+        return None
+    rows = [r for (r,) in db.execute("select row from search_pending where tbl = ?", [table]).fetchall()]
+    tails = _tails(db)
+    if not rows:
+        tails.pop(table, None)
+        return None
+    columns = SOURCES[table][0]
+    names = ", ".join(f'"{c}"' for c in columns)
+    name = f"{table}_tail"
+    db.execute(f'create virtual table if not exists temp."{name}" using fts5({names})')
+    db.execute(f'delete from temp."{name}"')
+    marks = ", ".join("?" * len(rows))
+    db.execute(f'insert into temp."{name}" (rowid, {names}) select rowid, {names} from "{table}" where rowid in ({marks})',
+               rows)
+    tails[table] = set(rows)
+    return name
+
+
+def _tails(db: sqlite_utils.Database) -> dict[str, set[int]]:
+    """{table: rowids} the connection's tail indexes hold (the last search's)."""
+    tails = getattr(db.conn, "search_tails", None)
+    if tails is None:
+        tails = db.conn.search_tails = {}
+    return tails
 
 
 def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list[tuple[float, int]]:
     """(rank, rowid) of up to `cap` matching rows, best first. Ranking every match of a very
     common word costs a B-tree lookup per row; past `cap` matches only the newest `cap`
-    rows are ranked, which keeps a search on a large database fast."""
+    rows are ranked, which keeps a search on a large database fast. Rows noted but not yet
+    indexed (`flush`) are matched too."""
+    tail = _tail(db, table)
     try:
         rows = db.execute(
             f"select rank, rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?", [query, cap]
         ).fetchall()
+        if tail is not None:
+            seen = {r for _, r in rows}
+            rows += [(rank, r) for rank, r in db.execute(
+                f'select rank, rowid from temp."{tail}" where "{tail}" match ? order by rowid desc limit ?',
+                [query, cap]).fetchall() if r not in seen]
     except sqlite3.DatabaseError as exc:  # the store's connection words SQLite's errors as "database error: ..."
         if "interrupted" in str(exc):  # the caller's time budget, not the query
             raise
@@ -93,7 +202,11 @@ def snippets(db: sqlite_utils.Database, table: str, query: str, rowid: int) -> l
     parts = ", ".join(
         f"snippet([{table}_fts], {i}, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS})" for i in range(len(columns))
     )
-    row = db.execute(f"select {parts} from [{table}_fts] where [{table}_fts] match ? and rowid = ?", [query, rowid]).fetchone()
+    source, index = f"[{table}_fts]", f"[{table}_fts]"
+    if rowid in _tails(db).get(table, ()):  # noted, not yet indexed: the search's own index of them
+        source, index = f'temp."{table}_tail"', f'"{table}_tail"'
+        parts = parts.replace(f"[{table}_fts]", index)
+    row = db.execute(f"select {parts} from {source} where {index} match ? and rowid = ?", [query, rowid]).fetchone()
     return [(f, text) for f, text in zip(fields, row or ()) if text and MARK_START in text]
 
 

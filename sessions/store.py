@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
 
-from sessions import schema
+from sessions import schema, search_index
 from sessions.blobs import Blobs
 from sessions.calls import Calls
 from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, _Connection, _Tx,
@@ -161,6 +161,10 @@ class Store:
         `durable=False`: no fsync at the commit, for writes a power cut may lose because
         they are re-done or re-derived (claims, leases, progress; see `_Tx`)."""
         return _Tx(self, durable)
+
+    def _index_noted(self) -> None:
+        """Inside this thread's transaction: index the rows it noted for search (`_Tx`)."""
+        search_index.flush(self.db)
 
     def close(self) -> None:
         """Close every thread's connection."""

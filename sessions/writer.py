@@ -3,8 +3,8 @@
 is queued inside one transaction and commits it once.
 
 Each write is a closure over the Store's own API; the writer runs it on its thread (so
-`store.db` is the writer's connection) and resolves the caller's Future once the group it
-was in committed: the caller reports its step only then. There is no timer for grouping:
+`store.db` is the writer's connection) and answers the caller once the group it was in
+committed: the caller reports its step only then. There is no timer for grouping:
 a write that finds the writer idle (nothing queued, no group running) commits at once in
 the calling thread, a group of one with no handoff to the writer thread and back (a
 worker at concurrency 1 pays no thread switch); under load the writes queued while a
@@ -32,6 +32,10 @@ loses at most the steps reported in the last DURABLE_S. Writes asked light (clai
 results that a resume derives again) get no deadline of their own; any later durable
 point covers them.
 
+The search index (`sessions.search_index`): the rows a group inserts are only noted; a
+group writes the index for what was noted once INDEX_WRITES writes ran since the last
+time, so FTS5 writes one segment for many steps instead of one per commit.
+
 Without a writer attached to the Store (the app's single steps, tests, scripts), `write`
 runs the closure in the calling thread, as before (its transactions durable as asked).
 """
@@ -44,24 +48,39 @@ import queue
 import threading
 import time
 import weakref
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from sessions import search_index
 from sessions.connection import _Tx
 from sessions.store import Store
 
 LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark
 MAX_GROUP = 64  # writes per group at most (one transaction's size stays bounded)
 DURABLE_S = 0.2  # the power-loss window: a write asked durable is on disk at most this long after it was answered
+INDEX_WRITES = 64  # a group writes the search index for the rows noted since, once this many writes ran
 
 
-@dataclass
 class _Write:
-    fn: Callable[[], Any]
-    durable: bool
-    blobs: dict[str, bytes] = field(default_factory=dict)  # the caller's deferred pages (they commit with it)
-    future: Future = field(default_factory=Future)
+    """One write and, once its group ran, its outcome. A queued write's caller waits on
+    `done` (a lock held until then: the cheapest wait there is); a write run in its
+    caller's thread needs none (no Future, no Condition per write)."""
+
+    __slots__ = ("fn", "durable", "blobs", "outcome", "done")
+
+    def __init__(self, fn: Callable[[], Any], durable: bool, blobs: dict[str, bytes]):
+        self.fn, self.durable = fn, durable
+        self.blobs = blobs  # the caller's deferred pages (they commit with it)
+        self.outcome: tuple[bool, Any] | None = None  # (ok, result or error)
+        self.done: Any = None
+
+    def answer(self) -> Any:
+        """The write's result once its group committed (its error raised)."""
+        if self.done is not None:
+            self.done.acquire()
+        ok, value = self.outcome  # type: ignore[misc]
+        if ok:
+            return value
+        raise value
 
 
 class _Redo(Exception):
@@ -77,6 +96,7 @@ class Writer:
         self.store, self.durable_s = store, DURABLE_S if durable_s is None else durable_s
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self.groups = self.writes = self.durable_commits = self.syncs = 0
+        self._unindexed = 0  # writes run since a group last wrote the search index
         self._synced_at = time.monotonic()  # the last durable point (before: the callers' own durable commits)
         self._tail = False  # writes asked durable committed light since then
         self._state = threading.Condition()  # guards _busy, _closed and the counts
@@ -89,12 +109,12 @@ class Writer:
         return threading.current_thread() is self._thread
 
     def submit(self, fn: Callable[[], Any], *, durable: bool = True,
-               blobs: dict[str, bytes] | None = None) -> Future | None:
-        """The write's Future, answered once its group committed; None when the writer has
-        closed (the caller writes itself). A write that finds the writer idle (nothing
+               blobs: dict[str, bytes] | None = None) -> _Write | None:
+        """The write (`answer()`: its result once its group committed); None when the writer
+        has closed (the caller writes itself). A write that finds the writer idle (nothing
         queued, no group running) commits at once in the calling thread, a group of one,
         with no handoff to the writer thread and back; else it queues for the next group."""
-        w = _Write(fn, durable, dict(blobs or {}))
+        w = _Write(fn, durable, blobs or {})
         with self._state:
             if self._closed:
                 return None
@@ -102,6 +122,8 @@ class Writer:
             if here:
                 self._busy += 1
             else:
+                w.done = threading.Lock()
+                w.done.acquire()  # (released once its group ran)
                 self._queue.put(w)
                 self._state.notify()
         if here:
@@ -114,7 +136,7 @@ class Writer:
                     self._busy -= 1
                     if pending or not self._queue.empty() or (self._tail and not self._deadline()):
                         self._state.notify()  # the writer thread has work (writes, a deadline to keep)
-        return w.future
+        return w
 
     def close(self) -> None:
         """Run what is queued, make it durable, then end the thread (its connection is
@@ -142,6 +164,18 @@ class Writer:
                 break
         if self._tail:
             self._sync()
+
+    def _index_due(self, n: int) -> None:
+        """Inside a group's transaction, after its writes: index the noted rows once
+        INDEX_WRITES writes ran since the last time (so FTS5 writes a segment for many
+        steps, not one per group; counted, not timed, so a run's statements do not depend
+        on its speed). What the last groups noted waits for the next durable transaction
+        (`_Tx`: the run's own end, or any later one); search finds it meanwhile
+        (`search_index.matches`), and there are at most INDEX_WRITES writes of it."""
+        self._unindexed += n
+        if self._unindexed >= INDEX_WRITES:
+            self._unindexed = 0
+            search_index.flush(self.store.db)
 
     def _take(self) -> tuple[list[_Write], bool]:
         """Wait until writes are queued and no group runs (a caller's own), or the durable
@@ -199,23 +233,21 @@ class Writer:
                 results = self._flat(group, durable)
                 if results is None:
                     results = self._isolated(group, durable)
+            committed = True
         except BaseException as exc:  # the commit failed: no member's write is there
-            results = [(False, exc)] * len(group)
-        else:
-            with self._state:
-                if durable:
-                    self._synced_at, self._tail = time.monotonic(), False
-                    self.durable_commits += 1
-                elif asked:
-                    pending, self._tail = not self._tail, True
+            results, committed = [(False, exc)] * len(group), False
         with self._state:
+            if committed and durable:
+                self._synced_at, self._tail = time.monotonic(), False
+                self.durable_commits += 1
+            elif committed and asked:
+                pending, self._tail = not self._tail, True
             self.groups += 1
             self.writes += len(group)
-        for w, (ok, value) in zip(group, results):
-            if ok:
-                w.future.set_result(value)
-            else:
-                w.future.set_exception(value)
+        for w, outcome in zip(group, results):
+            w.outcome = outcome
+            if w.done is not None:
+                w.done.release()
         return pending
 
     def _flat(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]] | None:
@@ -223,12 +255,13 @@ class Writer:
         its own undo."""
         results: list[tuple[bool, Any]] = []
         try:
-            with _Tx(self.store, durable, flat=True):
+            with _Tx(self.store, durable, flat=True, index=False):
                 for w in group:
                     r = self._flat_member(w)
                     if r is None:
                         raise _Redo
                     results.append(r)
+                self._index_due(len(group))
         except _Redo:
             return None
         return results
@@ -247,8 +280,10 @@ class Writer:
 
     def _isolated(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]]:
         """The group again, each member in a savepoint of its own."""
-        with _Tx(self.store, durable):
-            return [self._member(w) for w in group]
+        with _Tx(self.store, durable, index=False):
+            results = [self._member(w) for w in group]
+            self._index_due(len(group))
+            return results
 
     def _member(self, w: _Write) -> tuple[bool, Any]:
         try:
@@ -298,12 +333,12 @@ def write(store: Store, fn: Callable[[], Any], *, durable: bool = True) -> Any:
     if w is None or w.on_writer or store.db.conn.in_transaction:  # (inside the caller's transaction: part of it)
         return fn()
     blobs = store.blobs.take_pending()
-    fut = w.submit(fn, durable=durable, blobs=blobs)
-    if fut is None:  # the writer has just closed: as without one
+    done = w.submit(fn, durable=durable, blobs=blobs)
+    if done is None:  # the writer has just closed: as without one
         store.blobs.add_pending(blobs)
         return fn()
     try:
-        return fut.result()
+        return done.answer()
     except BaseException:
         store.blobs.add_pending(blobs)  # rolled back: they wait for the next write
         raise

@@ -9,12 +9,13 @@ import sqlite3
 import pytest
 
 from agent.engine import Engine
-from sessions import schema
+from sessions import schema, writer
 from sessions.search import episodes_with_signal, search, signal_counts
 from sessions.store import Store
 from tests.cli_helpers import cli, cli_json
 from tests.engine_scripts import cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
+from trajectory.records import AgentConfig
 
 
 @pytest.fixture
@@ -235,3 +236,46 @@ def test_a_task_id_copied_from_the_editor_header_is_found(toy, capsys):
     hits = cli_json(capsys, "search", WIKI_TASK.id, "--db", str(toy.db))
     assert [(h["episode"], h["field"], h["snippet"]) for h in hits] == [(ep.id, "task id", WIKI_TASK.id)]
     assert cli_json(capsys, "search", "toy", "--db", str(toy.db))[0]["field"] == "task id"
+
+
+def _noted(store: Store) -> list[tuple[str, int]]:
+    return store.db.execute("select tbl, row from search_pending order by tbl, row").fetchall()
+
+
+def _index_is_true(store: Store) -> None:
+    for table in ("tasks", "steps", "versions"):  # FTS5 checks its index against the rows it indexes
+        store.db.execute(f"insert into {table}_fts ({table}_fts) values ('integrity-check')")
+
+
+def test_rows_noted_for_the_index_are_found_before_it_is_written(toy, monkeypatch):
+    """The runner's writer writes the index for its groups' new rows once per INDEX_WRITES
+    writes, not at every commit (schema 15): a row written meanwhile is only noted, and search finds it all
+    the same, in a read-only Store too; renamed or deleted while noted, the index stays
+    true; the next transaction that writes outside the writer indexes it."""
+    monkeypatch.setattr(writer, "INDEX_WRITES", 2)
+    store = toy.store
+    config = AgentConfig(model="m")
+    store.episodes.create(ROOM_TASK, config, {}, "first")
+    assert _noted(store) == []  # outside the writer: indexed as it commits
+    with writer.attached(store):  # the index is written at its second write, not at its first or third
+        writer.write(store, lambda: store.episodes.create(WIKI_TASK, config, {}, "second"))
+        writer.write(store, lambda: store.settings.set("k", 1))
+        task = WIKI_TASK.model_copy(update={"id": "toy-9", "text": "Question: Who founded Quenbridge?"})
+        ep, v = writer.write(store, lambda: store.episodes.create(task, config, {}, version_name="third"))
+    assert {t for t, _ in _noted(store)} == {"tasks", "versions"}
+    assert [r for t, r in _noted(store) if t == "versions"] == [v.id]  # the second write indexed the first's
+    reader = Store(toy.db, readonly=True)
+    for s in (store, reader):
+        assert [(h.episode, h.field) for h in search(s, "Quenbridge")] == [(ep.id, "task")]
+        assert [(h.version, h.field) for h in search(s, "third")] == [(v.id, "name")]
+        assert [h.episode for h in search(s, "Velmora")] != []  # indexed rows are still found
+    store.versions.update(v.id, name="renamed while noted")  # (this transaction writes the index)
+    assert _noted(store) == []
+    assert search(reader, "third") == [] and [h.version for h in search(reader, "renamed")] == [v.id]
+    with writer.attached(store):  # (a new writer: its count starts again)
+        _, w = writer.write(store, lambda: store.episodes.create(task, config, {}, version_name="fourth"))
+    assert ("versions", w.id) in _noted(store) and [h.version for h in search(reader, "fourth")] == [w.id]
+    store.db.execute("delete from versions where id = ?", [w.id])  # deleted while noted
+    assert ("versions", w.id) not in _noted(store) and search(reader, "fourth") == []
+    _index_is_true(store)
+    reader.close()
