@@ -24,10 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory):
-    """Translations cached in a temporary directory, never in the user's home."""
+def _cache(alfworld_session_cache):
+    """Translations cached in a temporary directory, never in the user's home (one for the
+    session: each game is translated once, tests/envs/conftest.py)."""
     old = os.environ.get("REACT_EDITOR_CACHE")
-    os.environ["REACT_EDITOR_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ["REACT_EDITOR_CACHE"] = str(alfworld_session_cache)
     yield
     if old is None:
         os.environ.pop("REACT_EDITOR_CACHE", None)
