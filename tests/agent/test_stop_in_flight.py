@@ -8,7 +8,6 @@ nothing: `benchmarks/stop_latency.py` measures Stop -> job end."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -115,21 +114,19 @@ def test_jobs_stop_from_another_process_cancels_the_call_in_flight(toy, capsys):
         "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url, "--db", db])), daemon=True)
     runner.start()
     _wait(lambda: toy.llm.completion_requests)
+    (job,) = [j for j in sessions.jobs.listing(toy.store) if j.kind == "run"]  # (listing: tests/sessions/test_jobs.py)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    listed = subprocess.run([sys.executable, "-m", "react_editor", "jobs", "--db", db, "--json"], env=env,
-                            capture_output=True, text=True, timeout=60)
-    (job,) = [j for j in json.loads(listed.stdout) if j["kind"] == "run"]
-    stop = subprocess.run([sys.executable, "-m", "react_editor", "jobs", "stop", str(job["id"]), "--db", db], env=env,
+    stop = subprocess.run([sys.executable, "-m", "react_editor", "jobs", "stop", str(job.id), "--db", db], env=env,
                           capture_output=True, text=True, timeout=60)
     assert stop.returncode == 0, stop.stderr
     runner.join(WELL_BEFORE_S)
     assert not runner.is_alive(), "`jobs stop` waited for the model's answer"
     err = capsys.readouterr().err
     assert got["code"] == STOPPED_EXIT and err.strip().splitlines()[-1].startswith("stopped: "), err
-    assert sessions.jobs.get(toy.store, job["id"]).state == "stopped"
-    (call,) = toy.store.calls.of_episode(job["episode"])
+    assert sessions.jobs.get(toy.store, job.id).state == "stopped"
+    (call,) = toy.store.calls.of_episode(job.episode_id)
     assert call.error.startswith("cancelled")
-    v = toy.store.versions.get(job["version"])
+    v = toy.store.versions.get(job.version_id)
     assert toy.engine.steps(v) == [] and v.error is None
 
 

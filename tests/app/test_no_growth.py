@@ -1,6 +1,7 @@
-"""Issue 26 item 7: a long-running app does not grow. After 1,000 step jobs of 1,000 tabs
-that closed without collecting their results, this process keeps no handle of an ended job,
-no per-episode lock, and no entry of a closed tab."""
+"""Issue 26 item 7: a long-running app does not grow. After hundreds of step jobs of as many
+tabs that closed without collecting their results, this process keeps no handle of an ended
+job, no per-episode lock, and no entry of a closed tab (each table must be empty: one entry
+left behind by any job fails, so more jobs would add time, not coverage)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from app_pages import stepjobs
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig, Outcome
 
-JOBS = 1000
+JOBS = 200  # ten per episode
 EPISODES = 20
 
 
@@ -23,7 +24,7 @@ def _fresh_tables(monkeypatch):
     monkeypatch.setattr(stepjobs, "_seen", {}, raising=False)
 
 
-def test_a_thousand_jobs_leave_no_handles_locks_or_tab_entries(toy, monkeypatch):
+def test_hundreds_of_jobs_leave_no_handles_locks_or_tab_entries(toy, monkeypatch):
     cfg = AgentConfig(model="scripted-model", base_url=toy.llm.base_url, max_retries=0, timeout_s=5)
     versions = []
     for _ in range(EPISODES):  # finished versions: a step job on one ends at once, without a model call

@@ -458,7 +458,10 @@ def test_stop_on_a_single_step_says_stopped_and_a_human_step_updates_it(app):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, timeout_s=20))
     toy.llm.push(Reply(" go to table 1", delay_s=4))
     stepjobs.start(toy.engine, "tab-1", v.id)  # a step in flight, as the Step button starts it
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while not toy.llm.completion_requests:  # its model call is out (no fixed pause: a busy machine needs longer)
+        assert time.monotonic() < deadline, "the step never called the model"
+        time.sleep(0.02)
     assert stepjobs.cancel(toy.store, "tab-1", v.id)  # what Stop does
     assert jobs.version_states(toy.store, [v.id]) == {v.id: "stopped"}  # at once, not "running" until a reload
     at = make("editor", episode=ep.id)

@@ -85,5 +85,5 @@ def test_generation_is_deterministic(tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path_factory.getbasetemp() / "alf-cache"))
+def _cache(alfworld_session_cache, monkeypatch):
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(alfworld_session_cache))

@@ -5,12 +5,17 @@ benchmarks/alfworld.py; here only what is read, written and equal."""
 
 from __future__ import annotations
 
+import glob
+import importlib.util
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from envs.alfworld import twlogic
 
@@ -39,10 +44,10 @@ print(json.dumps({"marker": getattr(kb, "marker", None), "same_document": kb.ser
 
 
 def _twl_paths() -> list[str]:
-    out = subprocess.run([sys.executable, "-c", "import glob, os, textworld.generator.data as d;"
-                          "print('\\n'.join(glob.glob(os.path.join(d.LOGIC_DATA_PATH, '*.twl'))))"],
-                         capture_output=True, text=True, check=True, timeout=300)
-    return out.stdout.split()
+    """The knowledge base's files in the order textworld globs them (`LOGIC_DATA_PATH`),
+    found without importing textworld here (its import is what the probes time and cache)."""
+    package = importlib.util.find_spec("textworld").submodule_search_locations[0]
+    return glob.glob(os.path.join(package, "generator", "data", "logic", "*.twl"))
 
 
 def _probe(cache: str, paths: list[str]) -> dict:
@@ -53,10 +58,23 @@ def _probe(cache: str, paths: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_knowledge_base_parsed_once_then_read_from_the_cache(tmp_path):
-    cache, paths = tmp_path / "cache", _twl_paths()
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory) -> tuple[Path, list[str], dict]:
+    """One cold process (knowledge base parsed, entry written) for the module's tests: each
+    works on its own copy of the cache folder."""
+    cache, paths = tmp_path_factory.mktemp("logic") / "cache", _twl_paths()
+    return cache, paths, _probe(str(cache), paths)
+
+
+def _copy(cold, tmp_path) -> tuple[Path, list[str], dict]:
+    cache, paths, first = cold
+    shutil.copytree(cache, tmp_path / "cache")
+    return tmp_path / "cache", paths, dict(first)
+
+
+def test_knowledge_base_parsed_once_then_read_from_the_cache(cold, tmp_path):
+    cache, paths, first = _copy(cold, tmp_path)
     assert len(paths) >= 5
-    first = _probe(str(cache), paths)
     assert first.pop("marker") is None and all(first.values()), first  # equal to textworld's own parse
     (entry,) = (cache / "alfworld-sas").glob("twlogic-*.pkl")
     # the next process reads the entry (a marked copy proves it is what it got), parses nothing
@@ -67,9 +85,8 @@ def test_knowledge_base_parsed_once_then_read_from_the_cache(tmp_path):
     assert second.pop("marker") == "from the cache" and all(second.values()), second
 
 
-def test_a_broken_entry_is_parsed_again_and_off_writes_nothing(tmp_path):
-    cache, paths = tmp_path / "cache", _twl_paths()
-    _probe(str(cache), paths)
+def test_a_broken_entry_is_parsed_again_and_off_writes_nothing(cold, tmp_path):
+    cache, paths, _ = _copy(cold, tmp_path)
     (entry,) = (cache / "alfworld-sas").glob("twlogic-*.pkl")
     entry.write_bytes(b"not a pickle")
     again = _probe(str(cache), paths)
