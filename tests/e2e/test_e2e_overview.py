@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS
-from tests.e2e.browser_helpers import _expect, click, fill, key, see
+from tests.e2e.browser_helpers import _expect, click, fill, key, rerun_by, see, until
 from tests.scripted_server import Reply
 
 pytestmark = pytest.mark.e2e
@@ -86,7 +86,7 @@ def test_the_trajectory_flows_in_the_page_with_a_strip_that_scrolls_to_steps(bro
     _expect()(page.locator(".ov-strip a.ov-person")).to_have_count(40)
     assert not _in_view(page, ".st-key-step_35")
     page.locator('.ov-strip a[href="#step-35"]').click()
-    page.wait_for_timeout(800)
+    until(page, lambda: _in_view(page, ".st-key-step_35"))
     assert _in_view(page, ".st-key-step_35")
     # 1. the run controls and the status line stay in reach after scrolling
     assert _in_view(page, ".st-key-run_controls") and _in_view(page, ".st-key-status_line")
@@ -99,7 +99,7 @@ def test_the_trajectory_flows_in_the_page_with_a_strip_that_scrolls_to_steps(bro
     assert style[0] == "rgb(255, 248, 197)" and float(style[1].rstrip("px")) >= 6
     assert page.locator(".st-key-step_21").evaluate("e => getComputedStyle(e).backgroundColor") != style[0]
     page.locator('.ov-strip a[href="#step-20"]').click()
-    page.wait_for_timeout(800)
+    until(page, lambda: _in_view(page, ".st-key-step_20"))
     shot(page, tmp_path, "editor-edited-step")
     # the full page, for a person to look at
     shot(page, tmp_path, "editor-full", full=True)
@@ -190,8 +190,7 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     page.get_by_text("New experiment", exact=True).click()
     _expect()(key(page, "x_name")).to_be_visible()
     key(page, "x_env").click()
-    page.get_by_role("option", name="hotpotqa").click()
-    page.wait_for_timeout(500)
+    rerun_by(page, page.get_by_role("option", name="hotpotqa").click)
     fill(page, "x_tasks", "hp-001,hp-002,hp-003,hp-004,hp-005,hp-006")
     fill(page, "x_model", "scripted-model")
     fill(page, "x_name", "second run")
