@@ -38,8 +38,9 @@ class App:
     `url` is the bare address; `link(path)` the address with the token (`?token=`), which
     sets the cookie every later request of that browser context carries."""
 
-    def __init__(self, db: Path, env: dict[str, str] | None = None, script: Path | None = None):
-        """`script`: served instead of app_server.py, with the same flags (served_app.py)."""
+    def __init__(self, db: Path, env: dict[str, str] | None = None, script: Path | None = None, wait: bool = True):
+        """`script`: served instead of app_server.py, with the same flags (served_app.py);
+        `wait=False`: return once the process is started (`ready()` waits for it to answer)."""
         from agent.gate import new_token
         from react_editor.launch import APP, streamlit_argv
 
@@ -57,6 +58,11 @@ class App:
             + ["--server.fileWatcherType", "none"],
             cwd=str(ROOT), env=e, stdout=self._log, stderr=subprocess.STDOUT,
         )
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait until the server answers its health check (60 s at most)."""
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -101,7 +107,19 @@ class App:
 
 
 @pytest.fixture(scope="session")
-def browser():
+def server_process(tmp_path_factory) -> Iterator[App]:
+    """This test process's Streamlit server (served_app.py), started before Chromium so that its
+    imports overlap the browser's start; `served` waits for it and draws its first page."""
+    app = App(tmp_path_factory.mktemp("served") / "warm-up.db", script=Path(__file__).with_name("served_app.py"),
+              wait=False)
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+@pytest.fixture(scope="session")
+def browser(server_process):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (Debian's chromium; installed by .ci/run)")
     try:
@@ -124,20 +142,17 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture(scope="session")
-def served(browser, tmp_path_factory) -> Iterator[App]:
-    """This test process's Streamlit server (served_app.py); each test points it at its own
-    database (`start_app`). Its first page (the app's imports) is drawn here, once."""
-    where = tmp_path_factory.mktemp("served")
-    app = App(where / "warm-up.db", script=Path(__file__).with_name("served_app.py"))
-    try:
-        ctx = browser.new_context()
-        app.admit(ctx)
-        ctx.new_page().goto(app.url + "/episodes")
-        ctx.pages[0].get_by_text("Start a new episode").first.wait_for(timeout=120_000)
-        ctx.close()
-        yield app
-    finally:
-        app.stop()
+def served(browser, server_process) -> App:
+    """This test process's Streamlit server; each test points it at its own database
+    (`start_app`). Its first page (the app's imports) is drawn here, once."""
+    app = server_process
+    app.ready()
+    ctx = browser.new_context()
+    app.admit(ctx)
+    ctx.new_page().goto(app.url + "/episodes")
+    ctx.pages[0].get_by_text("Start a new episode").first.wait_for(timeout=120_000)
+    ctx.close()
+    return app
 
 
 @pytest.fixture
