@@ -12,42 +12,77 @@ def _expect():
     return expect
 
 
-# Streamlit marks the app's root with its script state (`data-test-script-state`). Right after a
-# click it still reads "notRunning" until the server's answer arrives, so each page counts the
-# runs it has seen start (this script, added to every test's context) and `settle` waits for one
-# more than before the action to start, then for the app to be idle again.
-RUN_COUNTER = """(() => {
-  if (window.__stRuns !== undefined) return;
-  window.__stRuns = 0;
-  const attr = 'data-test-script-state';
-  new MutationObserver((records) => records.forEach((m, i) => {
-    const next = records[i + 1];
-    const now = next && next.target === m.target ? next.oldValue : m.target.getAttribute(attr);
-    if (now === 'running' && m.oldValue !== 'running') window.__stRuns += 1;
-  })).observe(document, {subtree: true, attributes: true, attributeOldValue: true, attributeFilter: [attr]});
-})();"""
 IDLE = """() => { const app = document.querySelector('[data-testid="stApp"]');
   return !!app && app.getAttribute('data-test-script-state') === 'notRunning'; }"""
-MISSED: list[str] = []  # actions after which no run was seen to start (see settle)
+# IDLE once the page has drawn two frames (what it received before is on the page)
+IDLE_DRAWN = """() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done((%s)()))))""" % IDLE
+
+
+class RunWatch:
+    """The script runs a page asks Streamlit for and gets, read off their websocket: each
+    rerun request the page sends (a click, a widget's new value, a fragment's tick) and each
+    run that finished (not one cut short for a rerun), with the count of requests sent when it
+    started. The root's `data-test-script-state` alone cannot tell: right after a click it
+    still reads "notRunning" until the answer arrives, and a busy browser may draw a short
+    run's "running" and "notRunning" as one change."""
+
+    def __init__(self, page) -> None:
+        self.asked = 0  # rerun requests sent
+        self.answered = 0  # `asked` when the latest finished run started
+        self._started = 0
+        page.on("websocket", self._attach)
+
+    def _attach(self, ws) -> None:
+        ws.on("framesent", self._sent)
+        ws.on("framereceived", self._received)
+
+    def _sent(self, payload) -> None:
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        if isinstance(payload, bytes) and _parsed(BackMsg, payload).WhichOneof("type") == "rerun_script":
+            self.asked += 1
+
+    def _received(self, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        msg = _parsed(ForwardMsg, payload) if isinstance(payload, bytes) else ForwardMsg()
+        kind = msg.WhichOneof("type")
+        if kind == "new_session":
+            self._started = self.asked
+        elif kind == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+            self.answered = self._started
+
+
+def _parsed(cls, payload: bytes):
+    from google.protobuf.message import DecodeError
+
+    try:
+        return cls.FromString(payload)
+    except DecodeError:
+        return cls()
 
 
 def runs(page) -> int:
-    """How many script runs this page has seen start (RUN_COUNTER)."""
-    return page.evaluate("window.__stRuns || 0")
+    """The rerun requests this page has sent so far (its RunWatch, set by the `page` fixture)."""
+    return page.run_watch.asked
 
 
-def settle(page, before: int, start_ms: float = 10_000, end_ms: float = 60_000) -> None:
-    """Wait for the run the last action asked for (`before` = runs(page) taken before it): a run
-    seen to start, then the app idle. An action that asked for none costs `start_ms`: use it
-    only after ones that rerun the script (a widget's new value, a button)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+def settle(page, before: int, ask_s: float = 5.0, end_s: float = 60.0) -> None:
+    """Wait for the run the last action asked for (`before` = runs(page) taken before it) to end
+    and be drawn: a run that started after the request has finished, and the page is idle.
+    If the action sent no request within `ask_s` it asked for no run: nothing to wait for."""
+    import time
 
-    try:
-        page.wait_for_function("n => (window.__stRuns || 0) > n", arg=before, timeout=start_ms, polling=50)
-    except PlaywrightTimeout:
-        MISSED.append(page.url)
-        import sys; print(f"\nSETTLE MISSED {page.url}", file=sys.stderr)  # DEBUG
-    page.wait_for_function(IDLE, timeout=end_ms, polling=50)
+    watch = page.run_watch
+    deadline = time.monotonic() + ask_s
+    while watch.asked <= before:
+        if time.monotonic() > deadline:
+            return
+        page.wait_for_timeout(20)
+    deadline = time.monotonic() + end_s
+    while not (watch.answered > before and page.evaluate(IDLE_DRAWN)):
+        assert time.monotonic() < deadline, f"the run asked for at {page.url} did not end within {end_s:.0f} s"
+        page.wait_for_timeout(20)
 
 
 def until(page, check, timeout_s: float = 20.0) -> None:
@@ -80,8 +115,10 @@ def key(page, k: str):
     return page.locator(f".st-key-{k}")
 
 
-def click(page, k: str) -> None:
-    key(page, k).locator("button").first.click()
+def click(page, k: str, force: bool = False) -> None:
+    """`force`: for a button redrawn at each tick of a running job (skip the check that it
+    stays put, which a page redrawn every second on a busy machine may never pass)."""
+    key(page, k).locator("button").first.click(force=force)
 
 
 def rerun_by(page, action) -> None:

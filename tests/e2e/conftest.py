@@ -173,12 +173,13 @@ def start_app(tmp_path, browser, served):
 @pytest.fixture
 def page(browser, request):
     """A fresh page; on failure a full-page screenshot goes to test-artifacts/<test>.png.
-    Records any JS dialog (alert/confirm) the page opens in `page.dialogs`."""
-    from tests.e2e.browser_helpers import RUN_COUNTER
+    Records any JS dialog (alert/confirm) the page opens in `page.dialogs`, and the script
+    runs it asks for in `page.run_watch` (browser_helpers.settle)."""
+    from tests.e2e.browser_helpers import RunWatch
 
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    ctx.add_init_script(RUN_COUNTER)
     pg = ctx.new_page()
+    pg.run_watch = RunWatch(pg)  # type: ignore[attr-defined]
     pg.set_default_timeout(20_000)
     pg.dialogs = []  # type: ignore[attr-defined]
 

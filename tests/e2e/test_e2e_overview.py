@@ -7,8 +7,10 @@ test-artifacts/)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -174,7 +176,17 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     page = screen
     root = Path(__file__).resolve().parents[2]
     hotpot = [json.loads(x) for x in (root / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines() if x]
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in hotpot}, latency_s=0.5, react_steps=3))
+    agent = wiki_agent({r["question"]: r["answer"] for r in hotpot}, react_steps=3)
+    stopped, calls = threading.Event(), itertools.count()
+
+    def held_after_the_first_task(body: dict) -> Reply:
+        """The first task's three calls are answered; the next call waits for the test's Stop
+        (however slow the machine, the run is still going when Stop is clicked)."""
+        if next(calls) >= 3:
+            stopped.wait(60)
+        return agent(body)
+
+    llm.set_responder(held_after_the_first_task)
     from agent import experiment
     from agent.task_selection import select_tasks
     from sessions.store import Store
@@ -199,7 +211,10 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     _expect()(key(page, "x_stop")).to_be_visible(timeout=20_000)
     _expect()(page.locator('[data-testid="stProgress"]').first).to_contain_text("/6 done")
     shot(page, tmp_path, "experiments-new-run-selected")
-    click(page, "x_stop")
-    _expect()(page.locator('[data-testid="stProgress"]').first).to_contain_text("stopped (partial)", timeout=30_000)
-    _expect()(page.get_by_text("stopped (partial)", exact=True).first).to_be_attached()  # the table says the same
+    try:
+        click(page, "x_stop", force=True)  # (the panel is redrawn at each tick while the run goes on)
+        _expect()(page.locator('[data-testid="stProgress"]').first).to_contain_text("stopped (partial)", timeout=30_000)
+        _expect()(page.get_by_text("stopped (partial)", exact=True).first).to_be_attached()  # the table says the same
+    finally:
+        stopped.set()
     shot(page, tmp_path, "experiments-stopped-partial", full=True)
