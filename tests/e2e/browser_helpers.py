@@ -95,9 +95,10 @@ def until(page, check, timeout_s: float = 20.0) -> None:
         page.wait_for_timeout(50)
 
 
-def still(page, locator, moved_from: float | None = None, timeout_s: float = 20.0) -> None:
+def still(page, locator, moved_from: float | None = None, timeout_s: float = 20.0) -> bool:
     """Wait until `locator` has left `moved_from` (its y before a scroll, if given) and stays
-    where it is over two animation frames (a scroll, smooth or not, has come to rest)."""
+    where it is over two animation frames (a scroll, smooth or not, has come to rest): True,
+    or False when it has not within `timeout_s`."""
     import time
 
     deadline = time.monotonic() + timeout_s
@@ -106,8 +107,9 @@ def still(page, locator, moved_from: float | None = None, timeout_s: float = 20.
         y = page.evaluate("""(el) => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(
             () => done(el.getBoundingClientRect().top))))""", locator.element_handle())
         if y == last and (moved_from is None or y != moved_from):
-            return
+            return True
         last = y
+    return False
 
 
 def key(page, k: str):

@@ -106,16 +106,36 @@ class App:
         self._log.close()
 
 
+_EARLY: list[App] = []  # the server started when the tests were collected (pytest_collection_finish)
+
+
+def _start_server(where: Path) -> App:
+    return App(where / "warm-up.db", script=Path(__file__).with_name("served_app.py"), wait=False)
+
+
+def pytest_collection_finish(session) -> None:
+    """When this run holds browser tests, this process starts its Streamlit server now: its
+    imports run while the tests before them do, not in the first browser test's time."""
+    here = Path(__file__).parent
+    if any(Path(item.path).is_relative_to(here) for item in session.items):
+        _EARLY.append(_start_server(Path(session.config._tmp_path_factory.mktemp("served"))))
+
+
 @pytest.fixture(scope="session")
 def server_process(tmp_path_factory) -> Iterator[App]:
-    """This test process's Streamlit server (served_app.py), started before Chromium so that its
-    imports overlap the browser's start; `served` waits for it and draws its first page."""
-    app = App(tmp_path_factory.mktemp("served") / "warm-up.db", script=Path(__file__).with_name("served_app.py"),
-              wait=False)
+    """This test process's Streamlit server (served_app.py), started when the tests were
+    collected (or now, before Chromium, so that its imports overlap the browser's start);
+    `served` waits for it and draws its first page."""
+    app = _EARLY.pop() if _EARLY else _start_server(tmp_path_factory.mktemp("served"))
     try:
         yield app
     finally:
         app.stop()
+
+
+def pytest_sessionfinish(session) -> None:
+    while _EARLY:  # started, and no test asked for it
+        _EARLY.pop().stop()
 
 
 @pytest.fixture(scope="session")
