@@ -15,7 +15,8 @@ def _expect():
 IDLE = """() => { const app = document.querySelector('[data-testid="stApp"]');
   return !!app && app.getAttribute('data-test-script-state') === 'notRunning'; }"""
 # IDLE once the page has drawn two frames (what it received before is on the page)
-IDLE_DRAWN = """() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done((%s)()))))""" % IDLE
+IDLE_DRAWN = """() => new Promise((done) => requestAnimationFrame(
+  () => requestAnimationFrame(() => done((%s)()))))""" % IDLE
 
 
 class RunWatch:
