@@ -38,8 +38,9 @@ class App:
     `url` is the bare address; `link(path)` the address with the token (`?token=`), which
     sets the cookie every later request of that browser context carries."""
 
-    def __init__(self, db: Path, env: dict[str, str] | None = None, script: Path | None = None):
-        """`script`: served instead of app_server.py, with the same flags (served_app.py)."""
+    def __init__(self, db: Path, env: dict[str, str] | None = None, script: Path | None = None, wait: bool = True):
+        """`script`: served instead of app_server.py, with the same flags (served_app.py);
+        `wait=False`: return once the process is started (`ready()` waits for it to answer)."""
         from agent.gate import new_token
         from react_editor.launch import APP, streamlit_argv
 
@@ -57,6 +58,11 @@ class App:
             + ["--server.fileWatcherType", "none"],
             cwd=str(ROOT), env=e, stdout=self._log, stderr=subprocess.STDOUT,
         )
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait until the server answers its health check (60 s at most)."""
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -100,8 +106,40 @@ class App:
         self._log.close()
 
 
+_EARLY: list[App] = []  # the server started when the tests were collected (pytest_collection_finish)
+
+
+def _start_server(where: Path) -> App:
+    return App(where / "warm-up.db", script=Path(__file__).with_name("served_app.py"), wait=False)
+
+
+def pytest_collection_finish(session) -> None:
+    """When this run holds browser tests, this process starts its Streamlit server now: its
+    imports run while the tests before them do, not in the first browser test's time."""
+    here = Path(__file__).parent
+    if any(Path(item.path).is_relative_to(here) for item in session.items):
+        _EARLY.append(_start_server(Path(session.config._tmp_path_factory.mktemp("served"))))
+
+
 @pytest.fixture(scope="session")
-def browser():
+def server_process(tmp_path_factory) -> Iterator[App]:
+    """This test process's Streamlit server (served_app.py), started when the tests were
+    collected (or now, before Chromium, so that its imports overlap the browser's start);
+    `served` waits for it and draws its first page."""
+    app = _EARLY.pop() if _EARLY else _start_server(tmp_path_factory.mktemp("served"))
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+def pytest_sessionfinish(session) -> None:
+    while _EARLY:  # started, and no test asked for it
+        _EARLY.pop().stop()
+
+
+@pytest.fixture(scope="session")
+def browser(server_process):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (Debian's chromium; installed by .ci/run)")
     try:
@@ -124,20 +162,17 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture(scope="session")
-def served(browser, tmp_path_factory) -> Iterator[App]:
-    """This test process's Streamlit server (served_app.py); each test points it at its own
-    database (`start_app`). Its first page (the app's imports) is drawn here, once."""
-    where = tmp_path_factory.mktemp("served")
-    app = App(where / "warm-up.db", script=Path(__file__).with_name("served_app.py"))
-    try:
-        ctx = browser.new_context()
-        app.admit(ctx)
-        ctx.new_page().goto(app.url + "/episodes")
-        ctx.pages[0].get_by_text("Start a new episode").first.wait_for(timeout=120_000)
-        ctx.close()
-        yield app
-    finally:
-        app.stop()
+def served(browser, server_process) -> App:
+    """This test process's Streamlit server; each test points it at its own database
+    (`start_app`). Its first page (the app's imports) is drawn here, once."""
+    app = server_process
+    app.ready()
+    ctx = browser.new_context()
+    app.admit(ctx)
+    ctx.new_page().goto(app.url + "/episodes")
+    ctx.pages[0].get_by_text("Start a new episode").first.wait_for(timeout=120_000)
+    ctx.close()
+    return app
 
 
 @pytest.fixture
@@ -158,9 +193,13 @@ def start_app(tmp_path, browser, served):
 @pytest.fixture
 def page(browser, request):
     """A fresh page; on failure a full-page screenshot goes to test-artifacts/<test>.png.
-    Records any JS dialog (alert/confirm) the page opens in `page.dialogs`."""
+    Records any JS dialog (alert/confirm) the page opens in `page.dialogs`, and the script
+    runs it asks for in `page.run_watch` (browser_helpers.settle)."""
+    from tests.e2e.browser_helpers import RunWatch
+
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = ctx.new_page()
+    pg.run_watch = RunWatch(pg)  # type: ignore[attr-defined]
     pg.set_default_timeout(20_000)
     pg.dialogs = []  # type: ignore[attr-defined]
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.e2e.browser_helpers import _expect, click, fill, key, see
+from tests.e2e.browser_helpers import _expect, click, fill, key, rerun_by, see
 from tests.e2e.conftest import ARTIFACTS
 
 from tests.scripted_server import Reply, prompt_text
@@ -24,8 +24,12 @@ EVIL = '<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evi
 
 
 def choose(page, k: str, option: str) -> None:
-    key(page, k).get_by_text(option, exact=True).click()
-    page.wait_for_timeout(300)
+    """Pick a radio option; one already picked is clicked too, but asks for no run."""
+    label = key(page, k).get_by_text(option, exact=True)
+    if key(page, k).get_by_role("radio", name=option).is_checked():
+        label.click()
+    else:
+        rerun_by(page, label.click)
 
 
 def snap(page, name: str) -> None:
@@ -252,9 +256,10 @@ def test_start_episode_in_the_browser_and_play_it_by_hand(browser, page, llm, st
     fill(page, "h_thought_1_0", "First I look at what is here.")
     sugg = key(page, "h_sugg_1_0")
     sugg.click()
-    page.get_by_role("option", name=re.compile(r"^go to ")).first.click()
-    page.wait_for_timeout(500)
-    chosen = key(page, "h_action_1_0").locator("textarea").input_value()
+    rerun_by(page, page.get_by_role("option", name=re.compile(r"^go to ")).first.click)
+    action = key(page, "h_action_1_0").locator("textarea")
+    _expect()(action).to_have_value(re.compile(r"^go to "))  # the suggestion fills the action box
+    chosen = action.input_value()
     assert chosen.startswith("go to ")
     click(page, "h_submit")
     see(page, "Act 1: think: First I look at what is here.")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.e2e.browser_helpers import _expect
+from tests.e2e.browser_helpers import IDLE, _expect, still
 from tests.e2e.browser_helpers import HeldAnswer, _episode
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +19,7 @@ def test_episodes_has_its_own_address(browser, page, llm, start_app, tmp_path):
     app = start_app()
     page.goto(f"{app.url}/episodes")
     _expect()(page.locator("h1").first).to_have_text("Episodes", timeout=20_000)
-    page.wait_for_timeout(1500)
+    page.wait_for_function(IDLE)  # (a missing page is said when the run begins)
     _expect()(page.get_by_text("Page not found")).to_have_count(0)
     page.goto(f"{app.url}/")  # the root opens the same page, at its address
     _expect()(page).to_have_url(re.compile(r"/episodes$"), timeout=10_000)
@@ -45,8 +45,11 @@ def test_the_sticky_bar_stays_one_row_and_shows_the_status_line(browser, page, l
     app = start_app()
     page.goto(f"{app.url}/editor?episode={ep.id}")
     _expect()(page.locator(".st-key-status_line").get_by_text(re.compile(r"\d steps ·"))).to_be_visible(timeout=30_000)
+    title = page.locator("h1").first  # (it scrolls with the page)
+    top = title.bounding_box()["y"]
+    page.mouse.move(700, 500)  # over the page, not the sidebar: the wheel scrolls what is under the pointer
     page.mouse.wheel(0, 1500)
-    page.wait_for_timeout(800)
+    assert still(page, title, moved_from=top), "the page did not scroll"
     bar = page.locator(".st-key-run_controls").bounding_box()
     assert bar["height"] <= 80, bar
     assert not _covered(page, "status_line")

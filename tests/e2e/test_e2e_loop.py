@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.browser_helpers import rerun_by, runs, settle, until
 from tests.scripted_server import Reply, prompt_text
 
 pytestmark = pytest.mark.e2e
@@ -38,15 +39,19 @@ def agent(body: dict) -> Reply:
 
 
 class Person:
-    """Clicks and typing, counted."""
+    """Clicks and typing, counted. A click or a typed field that reruns the script waits for
+    that run to end (settle); one the page answers by itself (a list or a section opening)
+    leaves the next step to wait for what it needs."""
 
     def __init__(self, page):
         self.page, self.clicks, self.typed = page, 0, 0
 
-    def click(self, locator) -> None:
+    def click(self, locator, rerun: bool = True) -> None:
+        before = runs(self.page)
         locator.first.click()
         self.clicks += 1
-        self.page.wait_for_timeout(300)
+        if rerun:
+            settle(self.page, before)
 
     def button(self, key_part: str) -> None:
         b = self.page.locator(f'[class*="st-key-{key_part}"] button:not([disabled])')
@@ -56,15 +61,15 @@ class Person:
     def choose(self, key_part: str, option: str) -> None:
         box = self.page.locator(f'[class*="st-key-{key_part}"] [data-testid="stSelectbox"]')
         box.first.wait_for(timeout=30_000)  # drawn, not a loading skeleton
-        self.click(box)
+        self.click(box, rerun=False)  # the list opens in the page
         self.click(self.page.get_by_role("option", name=option))
 
     def type(self, key_part: str, text: str) -> None:
         box = self.page.locator(f'[class*="st-key-{key_part}"]').locator("input, textarea").first
         box.fill(text)
-        box.press("Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter")
+        enter = "Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter"
+        rerun_by(self.page, lambda: box.press(enter))
         self.typed += 1
-        self.page.wait_for_timeout(300)
 
 
 def _see(page, text: str, timeout: float = 60_000) -> None:
@@ -91,7 +96,7 @@ def test_the_whole_loop_in_the_browser(browser, page, llm, start_app, tmp_path):
     me.button("editbtn_")
     me.type("ed_thought_", FIX)
     # 3. prove the fix with a what-if: it tests the typed fix, nothing to type again
-    me.click(page.get_by_text("What if… — N rollouts from step 1", exact=False))
+    me.click(page.get_by_text("What if… — N rollouts from step 1", exact=False), rerun=False)
     me.button("wi_run_")
     _see(page, "treatment (edited): 10/10 success")
     _see(page, "control (as it was): 0/10 success")
@@ -99,12 +104,12 @@ def test_the_whole_loop_in_the_browser(browser, page, llm, start_app, tmp_path):
     me.button("ed_resume_")
     _see(page, "Done: success")
     # 5. save the fixed trajectory as an exemplar, where it was made
-    me.click(page.get_by_text("Annotate v2", exact=False))
+    me.click(page.get_by_text("Annotate v2", exact=False), rerun=False)
     me.button("ed-xadd-")
     _see(page, "Added to exemplar set 'hotpotqa-fixes'")
     # 6. back to the experiment, re-run with the exemplar set: the leaked task is named and left out
     me.button("ed_open_exp")
-    me.click(page.get_by_text("Re-run with a change", exact=False))
+    me.click(page.get_by_text("Re-run with a change", exact=False), rerun=False)
     me.choose("x_rr_set_", "hotpotqa-fixes")
     _see(page, "Leakage: exemplar set 'hotpotqa-fixes' holds the trajectory of 1 task(s)")
     me.button("x_rerun")
@@ -154,8 +159,12 @@ def test_edit_panels_open_at_their_step_on_short_and_long_alfworld_episodes(brow
     me.button(f"editbtn_{v.id}_{k}")
     panel = page.locator(f'[class*="st-key-edit_panel_{v.id}_{k}"]')
     panel.wait_for(timeout=30_000)
-    page.wait_for_timeout(1000)
-    assert _in_view(page, page.locator(f".st-key-step_{k}")) and _in_view(page, panel)
+
+    def both() -> bool:
+        return _in_view(page, page.locator(f".st-key-step_{k}")) and _in_view(page, panel)
+
+    until(page, both)  # (the page scrolls to the panel once it is drawn)
+    assert both()
     # the panel is drawn right under its step, above the next one
     assert panel.bounding_box()["y"] > page.locator(f".st-key-step_{k}").bounding_box()["y"]
     assert panel.bounding_box()["y"] < page.locator(f".st-key-step_{k + 1}").bounding_box()["y"]

@@ -7,14 +7,16 @@ test-artifacts/)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS
-from tests.e2e.browser_helpers import _expect, click, fill, key, see
+from tests.e2e.browser_helpers import _expect, click, fill, key, rerun_by, see, until
 from tests.scripted_server import Reply
 
 pytestmark = pytest.mark.e2e
@@ -86,7 +88,7 @@ def test_the_trajectory_flows_in_the_page_with_a_strip_that_scrolls_to_steps(bro
     _expect()(page.locator(".ov-strip a.ov-person")).to_have_count(40)
     assert not _in_view(page, ".st-key-step_35")
     page.locator('.ov-strip a[href="#step-35"]').click()
-    page.wait_for_timeout(800)
+    until(page, lambda: _in_view(page, ".st-key-step_35"))
     assert _in_view(page, ".st-key-step_35")
     # 1. the run controls and the status line stay in reach after scrolling
     assert _in_view(page, ".st-key-run_controls") and _in_view(page, ".st-key-status_line")
@@ -99,7 +101,7 @@ def test_the_trajectory_flows_in_the_page_with_a_strip_that_scrolls_to_steps(bro
     assert style[0] == "rgb(255, 248, 197)" and float(style[1].rstrip("px")) >= 6
     assert page.locator(".st-key-step_21").evaluate("e => getComputedStyle(e).backgroundColor") != style[0]
     page.locator('.ov-strip a[href="#step-20"]').click()
-    page.wait_for_timeout(800)
+    until(page, lambda: _in_view(page, ".st-key-step_20"))
     shot(page, tmp_path, "editor-edited-step")
     # the full page, for a person to look at
     shot(page, tmp_path, "editor-full", full=True)
@@ -174,7 +176,17 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     page = screen
     root = Path(__file__).resolve().parents[2]
     hotpot = [json.loads(x) for x in (root / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines() if x]
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in hotpot}, latency_s=0.5, react_steps=3))
+    agent = wiki_agent({r["question"]: r["answer"] for r in hotpot}, react_steps=3)
+    stopped, calls = threading.Event(), itertools.count()
+
+    def held_after_the_first_task(body: dict) -> Reply:
+        """The first task's three calls are answered; the next call waits for the test's Stop
+        (however slow the machine, the run is still going when Stop is clicked)."""
+        if next(calls) >= 3:
+            stopped.wait(60)
+        return agent(body)
+
+    llm.set_responder(held_after_the_first_task)
     from agent import experiment
     from agent.task_selection import select_tasks
     from sessions.store import Store
@@ -190,8 +202,7 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     page.get_by_text("New experiment", exact=True).click()
     _expect()(key(page, "x_name")).to_be_visible()
     key(page, "x_env").click()
-    page.get_by_role("option", name="hotpotqa").click()
-    page.wait_for_timeout(500)
+    rerun_by(page, page.get_by_role("option", name="hotpotqa").click)
     fill(page, "x_tasks", "hp-001,hp-002,hp-003,hp-004,hp-005,hp-006")
     fill(page, "x_model", "scripted-model")
     fill(page, "x_name", "second run")
@@ -200,7 +211,10 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     _expect()(key(page, "x_stop")).to_be_visible(timeout=20_000)
     _expect()(page.locator('[data-testid="stProgress"]').first).to_contain_text("/6 done")
     shot(page, tmp_path, "experiments-new-run-selected")
-    click(page, "x_stop")
-    _expect()(page.locator('[data-testid="stProgress"]').first).to_contain_text("stopped (partial)", timeout=30_000)
-    _expect()(page.get_by_text("stopped (partial)", exact=True).first).to_be_attached()  # the table says the same
+    try:
+        click(page, "x_stop", force=True)  # (the panel is redrawn at each tick while the run goes on)
+        _expect()(page.locator('[data-testid="stProgress"]').first).to_contain_text("stopped (partial)", timeout=30_000)
+        _expect()(page.get_by_text("stopped (partial)", exact=True).first).to_be_attached()  # the table says the same
+    finally:
+        stopped.set()
     shot(page, tmp_path, "experiments-stopped-partial", full=True)

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.browser_helpers import HeldAnswer, _episode, _expect, click, fill, key, see
+from tests.e2e.browser_helpers import IDLE, HeldAnswer, _episode, _expect, click, fill, key, see
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +27,7 @@ def test_human_mode_clears_its_boxes_and_never_repeats_a_step(browser, page, llm
     _expect()(key(page, f"h_thought_{v.id}_1").locator("textarea")).to_have_value("")
     click(page, "h_submit")
     see(page, "write a thought or an action")
-    page.wait_for_timeout(500)
+    page.wait_for_function(IDLE)  # the run that said so has ended: what it stored is stored
     from sessions.store import Store
 
     s = Store(tmp_path / "e2e.db")
@@ -84,7 +84,9 @@ def test_a_step_in_flight_shows_progress_runs_once_and_stop_cancels_it(browser, 
     held.release()
     see(page, "Act 1: look", 20_000)
     _expect()(step).to_be_enabled(timeout=10_000)
-    page.wait_for_timeout(3_000)
+    # A second step from the double click would have called the model (held, so recorded)
+    # before the first answer was let go; the runs its click asked for have all ended here.
+    page.wait_for_function(IDLE)
     from sessions.store import Store
 
     s = Store(tmp_path / "e2e.db")
@@ -110,16 +112,15 @@ def test_no_page_makes_a_request_off_the_machine(browser, page, llm, start_app, 
     app = start_app()
     seen: list[str] = []
     page.on("request", lambda r: seen.append(r.url))
-    for path in ("", "episodes", f"editor?episode={ep.id}", f"versions?episode={ep.id}",
-                 f"compare?episode={ep.id}", "experiments", "export", "settings"):
+    for path in ("", f"editor?episode={ep.id}", f"versions?episode={ep.id}", f"compare?episode={ep.id}",
+                 "experiments", "export", "settings", "episodes"):
         page.goto(f"{app.url}/{path}")
         page.wait_for_load_state("networkidle")
         _expect()(page.locator("h1").first).to_be_visible()
-    # a click on a row of the Episodes table opens the episode
-    page.goto(f"{app.url}/episodes")
+    # (on the Episodes page, the last one) a click on a row of the table opens the episode
     grid = page.locator(".st-key-episodes_table").first
-    _expect()(grid).to_be_visible()
-    page.wait_for_timeout(1000)  # the grid draws on a canvas
+    _expect()(grid.locator("canvas").first).to_be_visible()  # the grid draws on a canvas
+    page.wait_for_function(IDLE)
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 500, box["y"] + 53)  # focus the grid (a cell of the first row)
     page.wait_for_timeout(500)
