@@ -58,29 +58,6 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
     switch_to(page, new.id, (int(steps_n) or None) if resume and not new.outcome.done else False)
 
 
-def panel_values(page: EditorPage, s, labels: dict) -> tuple[str | None, str | None, bool, int]:
-    """(kind, text, keep, N steps) as the panel's widgets hold them: what `edit_text`,
-    `keep_later` and the N box return, read by the buttons' callback before the page draws
-    them (a widget not drawn yet gives its default)."""
-    vid, k, ss = page.vid, s.index, st.session_state
-    kind = labels.get(ss.get(f"ed_kind_{vid}_{k}", next(iter(labels), RESUME_HERE)))
-    boxes = {"rewrite_thought": (f"ed_thought_{vid}_{k}", s.thought or ""),
-             "rewrite_action": (f"ed_action_{vid}_{k}", s.action or ""),
-             **{x: (f"ed_insert_{vid}_{k}", "") for x in INSERTS}}
-    text = ss.get(*boxes[kind]) if kind in boxes else None
-    keep = (kind in ("rewrite_thought", "delete_thought", *INSERTS)
-            and ss.get(f"ed_keep_{vid}_{k}", "Regenerate from here") == "Keep the later steps")
-    return kind, text, keep, ss.get(f"ed_resume_n_{vid}_{k}", 0)
-
-
-def on_apply(page: EditorPage, s, labels: dict, resume: bool) -> None:
-    """The Edit/Branch buttons' callback: the new version is made before the page runs, and
-    `apply_edit`'s st.rerun() makes the click's one run a full one (a rerun from the button
-    drew the page up to the step, then all of it)."""
-    kind, text, keep, steps_n = panel_values(page, s, labels)
-    apply_edit(page, s.index, kind, text, keep, resume, steps_n)
-
-
 def close_edit() -> None:
     """Cancel's callback: the panels close in the run the click starts (no second run)."""
     st.session_state.pop("edit_at", None)
@@ -95,14 +72,15 @@ def edit_panel(page: EditorPage, v, steps, s) -> None:
     with st.container(border=True, key=f"edit_panel_{vid}_{k}"):
         st.caption(f"Edit step {k} — every change makes a new version; {page.vname(vid)} stays as it is.")
         kind = labels.get(st.radio("Change", [*labels, RESUME_HERE], key=f"ed_kind_{vid}_{k}", horizontal=True))
-        edit_text(page, s, kind)
-        keep_later(page, k, kind)
+        text = edit_text(page, s, kind)
+        keep = keep_later(page, k, kind)
         state.show_error("edit")
         c = st.columns([1.3, 1.6, 1.4, 1, 3])
-        c[0].button("Edit only" if kind else "Branch only", key=f"ed_apply_{vid}_{k}",
-                    on_click=on_apply, args=(page, s, labels, False))
-        c[1].button("Edit and resume" if kind else "Branch and resume", key=f"ed_resume_{vid}_{k}", type="primary",
-                    on_click=on_apply, args=(page, s, labels, True))
-        c[2].number_input("then run N steps (0 = to the end)", min_value=0, max_value=500, value=0,
-                          key=f"ed_resume_n_{vid}_{k}")
+        apply = c[0].button("Edit only" if kind else "Branch only", key=f"ed_apply_{vid}_{k}")
+        resume = c[1].button("Edit and resume" if kind else "Branch and resume",
+                             key=f"ed_resume_{vid}_{k}", type="primary")
+        steps_n = c[2].number_input("then run N steps (0 = to the end)", min_value=0, max_value=500, value=0,
+                                    key=f"ed_resume_n_{vid}_{k}")
+        if apply or resume:
+            apply_edit(page, k, kind, text, keep, resume, steps_n)
         c[3].button("Cancel", key=f"ed_cancel_{vid}_{k}", on_click=close_edit)

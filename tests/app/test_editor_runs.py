@@ -42,19 +42,3 @@ def test_taking_a_persons_step_draws_the_page_once(app, draws):
     assert [(s.action, s.source) for s in toy.store.versions.steps(v.id)] == [("go to cabinet 1", "human")]
     assert "Obs 1: The cabinet 1 is closed." in texts(at)
     assert len(draws) == 1
-
-
-def test_an_edit_draws_the_page_once_and_the_new_version_shows(app, draws):
-    toy, make = app
-    ep, v = _won(toy)
-    at = make("editor", episode=ep.id)
-    ok(at.button(key=f"editbtn_{v.id}_1").click().run())
-    at.text_area(key=f"ed_thought_{v.id}_1").set_value("The mug is in the cabinet.")
-    at.radio(key=f"ed_keep_{v.id}_1").set_value("Keep the later steps")
-    draws.clear()
-    ok(at.button(key=f"ed_apply_{v.id}_1").click().run())
-    cur = toy.store.episodes.get(ep.id).current_version
-    assert cur != v.id and at.query_params["version"] == str(cur)
-    assert toy.store.versions.steps(cur)[0].thought == "The mug is in the cabinet."
-    assert "Act 1: think: The mug is in the cabinet." in texts(at) and "edit_at" not in at.session_state
-    assert len(draws) == 1
