@@ -41,32 +41,25 @@ def take_step(page: EditorPage, thought: str, action: str) -> None:
     st.rerun()
 
 
-def on_take(page: EditorPage, sfx: str, sugg: list[str], confirm: bool = False) -> None:
-    """"Take this step" / "Take it anyway" callback: it runs before the page with what the
-    boxes hold, so the click costs one run of the page (a rerun from the button drew it
-    twice). A warned action waits for "Take it anyway"."""
-    thought = st.session_state.get(f"h_thought_{sfx}") or ""
-    action = one_line(st.session_state.get(f"h_action_{sfx}") or "")
-    if confirm:
-        st.session_state[f"h_confirm_{sfx}"] = action
-    warning = action_warning(page.ep.task.env, action, sugg if page.alf else None)
-    if warning and st.session_state.get(f"h_confirm_{sfx}") != action:
-        st.session_state[f"h_warned_{sfx}"] = action  # the run that follows shows the warning
-        return
-    take_step(page, thought, action)  # its st.rerun() makes the click's run a full one
-
-
 def human_panel(page: EditorPage, v, n: int) -> None:
     """Keys carry the version and its step count: a taken step (or another version) starts
     from empty boxes, so nothing typed earlier can be sent twice."""
     sfx = f"{page.vid}_{n}"
     with st.container(border=True, key="human_panel"):
         st.caption("Human agent mode: write the next turn yourself (this is how new exemplars are authored).")
-        _, action, sugg = human_turn(page, sfx, n)
+        thought, action, sugg = human_turn(page, sfx, n)
         state.show_error("human")
         warning = action_warning(page.ep.task.env, action, sugg if page.alf else None)
         confirmed = st.session_state.get(f"h_confirm_{sfx}") == action
-        st.button("Take this step", key="h_submit", type="primary", on_click=on_take, args=(page, sfx, sugg))
+        take = st.button("Take this step", key="h_submit", type="primary")
         if warning and st.session_state.get(f"h_warned_{sfx}") == action and not confirmed:
             state.alert(warning, "warning", headline="Check the action before it uses a step:")
-            st.button("Take it anyway", key="h_confirm", on_click=on_take, args=(page, sfx, sugg, True))
+            if st.button("Take it anyway", key="h_confirm"):
+                st.session_state[f"h_confirm_{sfx}"] = action
+                take = True
+        if not take:
+            return
+        if warning and st.session_state.get(f"h_confirm_{sfx}") != action:
+            st.session_state[f"h_warned_{sfx}"] = action
+            st.rerun()
+        take_step(page, thought, action)
