@@ -55,7 +55,7 @@ def gate() -> None:
     """Show a page only to someone allowed to see it; otherwise say why and stop the run."""
     address = st.get_option("server.address")
     token = os.environ.get(TOKEN_ENV) or ""
-    if st.context.headers and not behind_gate():  # a browser, but not through `react-editor app`
+    if not behind_gate() and st.context.headers:  # a browser, but not through `react-editor app`
         st.error("Start the app with `react-editor app`: it checks the access token and the Host name.")
         st.stop()
     if not token and not is_loopback(address):

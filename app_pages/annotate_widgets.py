@@ -16,15 +16,20 @@ from trajectory.signals import suggest_failure_modes, version_signals
 _VERDICTS = ["(none)", *annotations.VERDICTS]
 
 
-def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> None:
-    """Verdict / failure modes / notes / exemplar-ready for one version, with its history."""
+def version_annotation_panel(store: Store, version_id: int, key_prefix: str, *,
+                             steps: list | None = None, env: str | None = None) -> None:
+    """Verdict / failure modes / notes / exemplar-ready for one version, with its history.
+    `steps`, `env`: the version's steps and its episode's environment when the page has
+    read them already (the Editor has), so they are not read again."""
     cur = annotations.version_annotation(store, version_id)
-    outcome = store.versions.get(version_id).outcome
+    version = store.versions.get(version_id)
+    outcome = version.outcome
     auto = "unfinished" if not outcome.done else ("success" if outcome.success else "failure")
     st.caption(f"Environment outcome: {auto}")
     # before any annotation, the signals pre-fill a suggestion; it is saved only if the person saves it
     suggested = [] if cur else suggest_failure_modes(
-        version_signals([s.signals for s in store.versions.steps(version_id)], outcome), outcome)
+        version_signals([s.signals for s in (store.versions.steps(version_id) if steps is None else steps)], outcome),
+        outcome)
     if suggested:
         st.caption("Failure modes suggested by the signals: " + ", ".join(m.replace("_", " ") for m in suggested)
                    + ". Review them, then save to confirm, or clear them.")
@@ -45,7 +50,8 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
                 st.success("Annotation saved.")
             except (StoreError, ValueError) as exc:
                 alert(str(exc).splitlines()[0])
-    exemplar_set_adder(store, version_id, key_prefix)
+    exemplar_set_adder(store, version_id, key_prefix,
+                       env=env or store.episodes.get(version.episode_id).task.env)
     hist = annotations.version_history(store, version_id)
     if hist:
         with st.expander(f"Annotation history ({len(hist)})"):
@@ -57,15 +63,17 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str) -> 
 NEW_SET = "(new set)"
 
 
-def exemplar_set_adder(store: Store, version_id: int, key_prefix: str) -> None:
+def exemplar_set_adder(store: Store, version_id: int, key_prefix: str, env: str | None = None) -> None:
     """"Add to exemplar set" beside exemplar-ready: pick one of the environment's sets or
-    name a new one (prefilled); the sets holding the version are listed at once."""
-    env = store.episodes.get(store.versions.get(version_id).episode_id).task.env
-    held = [x.name for x in exemplar_sets.list_sets(store, env)
-            if any(e.version_id == version_id for e in exemplar_sets.entries(store, x.name))]
+    name a new one (prefilled); the sets holding the version are listed at once.
+    `env`: the version's environment when the caller knows it already."""
+    env = env or store.episodes.get(store.versions.get(version_id).episode_id).task.env
+    sets = exemplar_sets.list_sets(store, env)  # read once: the sets holding the version, and the selector
+    held = [x.name for x in sets if x.entries
+            and any(e.version_id == version_id for e in exemplar_sets.entries(store, x.name))]
     if held:
         st.caption("In exemplar set" + ("s " if len(held) > 1 else " ") + ", ".join(held))
-    names = [x.name for x in exemplar_sets.list_sets(store, env)]
+    names = [x.name for x in sets]
     key = f"{key_prefix}-xset-{version_id}"
     if st.session_state.get(f"{key}-added") in names:  # the selector shows the set it went to
         st.session_state[key] = st.session_state.pop(f"{key}-added")

@@ -30,9 +30,10 @@ def outcome_box(page: EditorPage, v) -> None:
         st.warning(head)
 
 
-def below_steps(page: EditorPage, v, n_steps: int, job) -> None:
+def below_steps(page: EditorPage, v, steps: list, job) -> None:
     """Under the trajectory: a pending thought, the outcome (and suggested fixes) or human
     mode, the version's annotation, the next prompt."""
+    n_steps = len(steps)
     if v.draft_thought is not None:
         st.caption(f"Pending thought for step {n_steps + 1} (the model writes its action next):")
         st.text(v.draft_thought)
@@ -42,7 +43,7 @@ def below_steps(page: EditorPage, v, n_steps: int, job) -> None:
     elif st.session_state.get("human_mode") and not st.session_state.get("run") and job is None:
         human_panel(page, v, n_steps)
     with st.expander(f"Annotate {page.vname(v.id)}: verdict, failure modes, notes, exemplar-ready"):
-        version_annotation_panel(page.store, v.id, "ed")
+        version_annotation_panel(page.store, v.id, "ed", steps=steps, env=page.ep.task.env)
     if st.toggle("Show the next prompt", key="show_prompt"):
         try:
             st.code(page.eng.prompts.prompt(page.vid), language=None, wrap_lines=True)
@@ -93,7 +94,7 @@ def body(page: EditorPage, busy: bool, foreign: bool) -> None:
     edit_at = st.session_state.get("edit_at")
     with box:
         steps_view(page, v, steps, extras, tuple(edit_at) if edit_at else None, st.session_state.get("focus_step"))
-    below_steps(page, v, len(steps), job)
+    below_steps(page, v, steps, job)
     if job is None:
         if busy:  # the step ended between drawing the controls (disabled) and here
             st.rerun()

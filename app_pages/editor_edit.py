@@ -58,6 +58,12 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
     switch_to(page, new.id, (int(steps_n) or None) if resume and not new.outcome.done else False)
 
 
+def close_edit() -> None:
+    """Cancel's callback: the panels close in the run the click starts (no second run)."""
+    st.session_state.pop("edit_at", None)
+    state.clear_error("edit")
+
+
 def edit_panel(page: EditorPage, v, steps, s) -> None:
     vid, k, n = page.vid, s.index, len(steps)
     kinds = applicable_edits(s, can_insert_after=k < n or not v.outcome.done,  # after the last step only while it can go on
@@ -77,7 +83,4 @@ def edit_panel(page: EditorPage, v, steps, s) -> None:
                                     key=f"ed_resume_n_{vid}_{k}")
         if apply or resume:
             apply_edit(page, k, kind, text, keep, resume, steps_n)
-        if c[3].button("Cancel", key=f"ed_cancel_{vid}_{k}"):
-            st.session_state.pop("edit_at", None)
-            state.clear_error("edit")
-            st.rerun()
+        c[3].button("Cancel", key=f"ed_cancel_{vid}_{k}", on_click=close_edit)

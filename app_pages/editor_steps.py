@@ -49,10 +49,8 @@ def render_step(page: EditorPage, s, v, extras: StepExtras, markers: bool = True
         head[0].caption(f"Step {s.index} · {provenance(s)}")
         sig = extras.signals.get(s.id)
         slot(sig, lambda: st.caption(signal_badges.badge_text(sig), help=signal_badges.HELP))
-        if head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run"))):
-            st.session_state["edit_at"] = (vid, s.index)
-            state.focus_step(vid, s.index)  # the panels open under the step, in view
-            st.rerun()
+        head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run")),
+                       on_click=open_edit, args=(vid, s.index))
         lines = step_lines(env, s)
         for i in range(STEP_LINES):
             slot(i < len(lines), lambda: st.text(f"{lines[i][0]}: {lines[i][1]}"))
@@ -69,6 +67,13 @@ def render_step(page: EditorPage, s, v, extras: StepExtras, markers: bool = True
         a = extras.tags.get(s.id)
         slot(a is not None and (a.tags or a.note),
              lambda: st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else "")))
+
+
+def open_edit(version_id: int, index: int) -> None:
+    """Edit's callback: it runs before the page, so the one run the click starts draws the
+    panels under the step (a rerun from the button drew the whole page twice)."""
+    st.session_state["edit_at"] = (version_id, index)
+    state.focus_step(version_id, index)  # the panels open under the step, in view
 
 
 def slot(show: object, draw: Callable[[], object]) -> None:

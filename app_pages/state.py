@@ -102,6 +102,12 @@ def _int(v: Any) -> int | None:
 def selection() -> tuple[int | None, int | None]:
     """The episode/version to show: the URL (`?episode=N&version=M`) wins, then the
     session's last choice, then the episode's current version."""
+    ep, ver, _ = _selected()
+    return ep, ver
+
+
+def _selected() -> tuple[int | None, int | None, Any]:
+    """`selection()` and the Episode it read (None when there is none or it cannot be read)."""
     qp = st.query_params
     ep = _int(qp.get("episode"))
     ver = _int(qp.get("version"))
@@ -110,12 +116,12 @@ def selection() -> tuple[int | None, int | None]:
         if ver is None and ep is not None:
             ver = st.session_state.get("sel_version")
     if ep is None:
-        return None, None
+        return None, None, None
     s = store()
     try:
         episode = s.episodes.get(ep)
     except StoreError:
-        return ep, None
+        return ep, None, None
     if ver is not None:
         try:
             s.versions.get(ver, ep)
@@ -123,18 +129,18 @@ def selection() -> tuple[int | None, int | None]:
             ver = None
     if ver is None:
         ver = episode.current_version
-    return ep, ver
+    return ep, ver, episode
 
 
 def require_episode(missing: str) -> tuple[int, int | None, Any]:
     """(episode id, version id, Episode) of the selection; otherwise say why and stop the page."""
-    ep_id, vid = selection()
+    ep_id, vid, ep = _selected()
     if ep_id is None:
         st.info(missing)
         st.page_link(page_path("episodes"), label="Go to Episodes")
         st.stop()
     try:
-        ep = store().episodes.get(ep_id)
+        ep = ep if ep is not None else store().episodes.get(ep_id)  # read once (_selected) when it could be
     except StoreError as exc:
         st.error("Cannot open that episode:")
         st.text(str(exc))

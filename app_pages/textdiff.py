@@ -8,6 +8,7 @@ output or imported text can never become tags, links or scripts.
 from __future__ import annotations
 
 import difflib
+import functools
 import html
 import re
 from typing import Literal
@@ -47,9 +48,11 @@ def word_diff(old: str | None, new: str | None) -> list[tuple[Op, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=1024)
 def diff_html(old: str | None, new: str | None) -> tuple[str, str]:
     """(old side, new side) as escaped HTML: deleted words struck on the old side,
-    inserted words marked on the new side."""
+    inserted words marked on the new side. Pure, so kept: every rerun of a page draws
+    the same diffs again."""
     left, right = [], []
     for op, text in word_diff(old, new):
         t = html.escape(text)
@@ -63,9 +66,10 @@ def diff_html(old: str | None, new: str | None) -> tuple[str, str]:
     return "".join(left), "".join(right)
 
 
+@functools.lru_cache(maxsize=1024)
 def inline_diff_html(old: str | None, new: str | None) -> str:
     """One escaped line: unchanged words once, deleted words struck, inserted words marked
-    (an edit's old text shown once, not as "was", "before" and "after")."""
+    (an edit's old text shown once, not as "was", "before" and "after"). Pure, so kept."""
     tag = {"equal": "{}", "delete": '<del class="rd-del">{}</del>', "insert": '<ins class="rd-ins">{}</ins>'}
     return "".join(tag[op].format(html.escape(text)) for op, text in word_diff(old, new))
 

@@ -1,5 +1,6 @@
 """UI speed: server time of an Editor rerun on a 50-step version of an episode with 10
-versions and on a 200-step version, of opening Compare on two 50-step versions, of Compare on
+versions, on a 22-step version of an episode with 5 versions (and of a click on a step's Edit
+and on Cancel there), and on a 200-step version, of opening Compare on two 50-step versions, of Compare on
 two 50-step versions with a thought deleted in the middle, and of the Episodes and
 Experiments pages on a database of 20 experiments x 500 tasks (streamlit AppTest, in-process).
 
@@ -8,8 +9,10 @@ Experiments pages on a database of 20 experiments x 500 tasks (streamlit AppTest
 Builds fresh databases: one on a built-in ALFWorld game (real environment; a person's
 steps, so no model is needed), one of experiments written through the store API
 (benchmarks/_experiments_db.py). Prints a few lines and, LAST, one JSON object:
-{"editor_rerun_ms", "editor_200_rerun_ms", "compare_ms", "compare_deletion_ms", "episodes_page_ms",
- "experiments_page_ms"}   (targets: <= 300 ms p50 each)."""
+{"editor_rerun_ms", "editor_22_rerun_ms", "editor_22_rerun_cpu_ms", "edit_click_ms", "edit_click_cpu_ms",
+ "editor_200_rerun_ms", "compare_ms", "compare_deletion_ms", "episodes_page_ms",
+ "experiments_page_ms", ...}   (targets: <= 300 ms p50 each). `*_cpu_ms`: the CPU time of the
+script thread alone, which other work on a shared machine barely moves."""
 
 from __future__ import annotations
 
@@ -27,13 +30,15 @@ import _experiments_db  # noqa: E402,I001  (before _root, like _bulk)
 from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
 STEPS = 50
+SMALL_STEPS, SMALL_VERSIONS = 22, 5
 VERSIONS = 10
 
 
-def build(db: Path) -> tuple[int, int, int, int]:
+def build(db: Path, steps: int = STEPS, versions: int = VERSIONS) -> tuple[int, int, int, int]:
     """One episode, a 50-step version, and 9 more versions: 8 thought edits that keep the
     later steps (50 steps long too) and one that deletes the thought at step 25, keeps the
-    rest and takes one more step (50 steps). Returns (episode, first, last, deletion)."""
+    rest and takes one more step (50 steps). Returns (episode, first, last, deletion).
+    `steps` (half of it a thought step) and `versions` (>= 2) size it otherwise."""
     from agent.engine import Engine
     from envs.registry import family
     from trajectory.records import AgentConfig
@@ -43,19 +48,19 @@ def build(db: Path) -> tuple[int, int, int, int]:
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
     ep, v = eng.start_episode(task, AgentConfig(model="gpt-3.5-turbo-instruct", max_steps=60), {"wording": "paper"})
     i = 0
-    while len(eng.store.versions.steps(v.id)) < STEPS:
+    while len(eng.store.versions.steps(v.id)) < steps:
         acts = [a for a in eng.envs.admissible_actions(v.id) or [] if a.startswith("go to ")] or ["look"]
         cmd = acts[i % len(acts)]
         i += 1
         eng.human_step(v.id, thought=f"Step {i}: I will try {cmd} and look for the object there.", action=cmd)
     last = v
-    for j in range(VERSIONS - 2):
+    for j in range(versions - 2):
         k = 1 + 2 * (j * 2 + 1)  # thought steps (odd indices)
         last = eng.editor.edit(last.id, k, "rewrite_thought", f"Edited thought {j}: search more carefully.", keep_rest=True)
-    gone = eng.editor.edit(v.id, STEPS // 2, "delete_thought", keep_rest=True)  # step 25: a thought
+    gone = eng.editor.edit(v.id, steps // 2, "delete_thought", keep_rest=True)  # step 25: a thought
     eng.human_step(gone.id, thought="One more thought after the deletion.")
-    assert len(eng.store.versions.of_episode(ep.id)) == VERSIONS
-    assert len(eng.store.versions.steps(last.id)) == len(eng.store.versions.steps(gone.id)) == STEPS
+    assert len(eng.store.versions.of_episode(ep.id)) == versions
+    assert len(eng.store.versions.steps(last.id)) == len(eng.store.versions.steps(gone.id)) == steps
     eng.store.close()
     return ep.id, v.id, last.id, gone.id
 
@@ -96,10 +101,57 @@ def share_script_cache() -> None:
     app_test.ScriptCache = local.ScriptCache = lambda: shared
 
 
+class ScriptCPU:
+    """The CPU time of each script run's thread (ms): what the page itself costs, which
+    the other processes of a busy machine barely move (wall time does)."""
+
+    def __init__(self) -> None:
+        from streamlit.runtime.scriptrunner import script_runner
+
+        self.runs: list[float] = []
+        run = script_runner.ScriptRunner._run_script
+
+        def timed_run(runner, *args, **kwargs):
+            t = time.thread_time()
+            try:
+                return run(runner, *args, **kwargs)
+            finally:
+                self.runs.append((time.thread_time() - t) * 1000)
+
+        script_runner.ScriptRunner._run_script = timed_run
+
+
 def timed(fn) -> float:
     t = time.perf_counter()
     fn()
     return (time.perf_counter() - t) * 1000
+
+
+def editor_small(page, db: Path, runs: int) -> dict:
+    """A 22-step version of an episode with 5 versions (the size the app's tests draw): a
+    warm rerun, and a click on a step's Edit then on Cancel (what a person waits for)."""
+    ep, _, last, _ = build(db, SMALL_STEPS, SMALL_VERSIONS)
+    cpu = ScriptCPU()
+    ed = page("editor", episode=ep, version=last)
+    ed.run()
+    assert not ed.exception, ed.exception
+    assert shown_obs(ed) == SMALL_STEPS
+    cpu.runs.clear()
+    walls = [timed(ed.run) for _ in range(runs)]
+    reruns = list(cpu.runs)
+    clicks, k = [], SMALL_STEPS - 1
+    cpu.runs.clear()
+    for _ in range(runs):
+        clicks.append(timed(lambda: ed.button(key=f"editbtn_{last}_{k}").click().run()))
+        assert not ed.exception and ed.radio(key=f"ed_kind_{last}_{k}"), ed.exception
+        clicks.append(timed(lambda: ed.button(key=f"ed_cancel_{last}_{k}").click().run()))
+        assert not ed.exception and not [r for r in ed.radio if r.key == f"ed_kind_{last}_{k}"]
+    print(f"editor, {SMALL_STEPS}-step version of {SMALL_VERSIONS}: rerun median {statistics.median(walls):.0f} ms "
+          f"(script CPU {statistics.median(reruns):.0f} ms); Edit or Cancel click median "
+          f"{statistics.median(clicks):.0f} ms (script CPU {statistics.median(cpu.runs):.0f} ms)", file=sys.stderr)
+    return {"editor_22_rerun_ms": round(statistics.median(walls), 1),
+            "editor_22_rerun_cpu_ms": round(statistics.median(reruns), 1),
+            "edit_click_ms": round(statistics.median(clicks), 1), "edit_click_cpu_ms": round(statistics.median(cpu.runs), 1)}
 
 
 def main() -> None:
@@ -108,6 +160,7 @@ def main() -> None:
     ap.add_argument("--experiments", type=int, default=20)
     ap.add_argument("--tasks", type=int, default=500)
     ap.add_argument("--long", type=int, default=200, help="steps of the long Editor version")
+    ap.add_argument("--editor-only", action="store_true", help="time the Editor only (no Compare, Episodes, ...)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="react-editor-bench-")
     db = Path(tmp) / "bench.db"
@@ -144,6 +197,10 @@ def main() -> None:
     editor = [timed(ed.run) for _ in range(args.runs)]
     print(f"editor: first open {first_ms:.0f} ms; rerun median {statistics.median(editor):.0f} ms, "
           f"max {max(editor):.0f} ms", file=sys.stderr)
+    small = editor_small(page, db, args.runs)
+    if args.editor_only:
+        print(json.dumps({"editor_rerun_ms": round(statistics.median(editor), 1), **small}))
+        return
 
     # Compare: opening the page fresh each time (a new session), two 50-step versions
     def open_compare(right: int, rows: int) -> None:
@@ -189,7 +246,7 @@ def main() -> None:
     experiments = [timed(xp.run) for _ in range(args.runs)]
     print(f"experiments page: first open {cold:.0f} ms (computes and caches every summary); rerun median "
           f"{statistics.median(experiments):.0f} ms, max {max(experiments):.0f} ms", file=sys.stderr)
-    print(json.dumps({"editor_rerun_ms": round(statistics.median(editor), 1),
+    print(json.dumps({"editor_rerun_ms": round(statistics.median(editor), 1), **small,
                       "editor_200_rerun_ms": round(statistics.median(editor_200), 1),
                       "compare_ms": round(statistics.median(compare), 1),
                       "compare_deletion_ms": round(statistics.median(deletion), 1),
