@@ -10,7 +10,6 @@ import os
 import json
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator

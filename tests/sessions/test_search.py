@@ -8,7 +8,6 @@ import sqlite3
 
 import pytest
 
-from agent.engine import Engine
 from sessions import schema, writer
 from sessions.search import episodes_with_signal, search, signal_counts
 from sessions.store import Store
