@@ -128,8 +128,14 @@ class Handle:
 
     def end(self, state: str, error: str | None = None, result: Any = None) -> None:
         self.state = state
+        # a stopped job names the version its work reached, with the end: a step it recorded
+        # after Stop (past the engine's last check) is then older than its stop, and the version
+        # reads "stopped", not "open". (A run's step that ends done names none: the run's job
+        # stands for it.)
+        reached = self.version_id if state == "stopped" else None
         try:
-            sessions.jobs.finish(self.store, self.id, state, error=error, result=result, done=self.done_n)
+            sessions.jobs.finish(self.store, self.id, state, error=error, result=result, done=self.done_n,
+                                 version_id=reached)
         finally:  # an ended job's handle is its starter's alone: this process's table lets it go
             forget(self)
             self.finished.set()

@@ -159,14 +159,15 @@ def request_stop(store: Store, job_id: int) -> Job:
 
 
 def finish(store: Store, job_id: int, state: str, *, error: str | None = None, result: Any = None,
-           done: int | None = None) -> None:
+           done: int | None = None, version_id: int | None = None) -> None:
+    """End the job (`done`, `version_id`: its last progress, which no beat may have written)."""
     if state not in ("done", "failed", "stopped"):
         raise StoreError(f"a job ends done, failed or stopped, not {state!r}")
     with store.transaction():
         store.db.execute(
-            "update jobs set state = ?, error = ?, result = ?, done = coalesce(?, done), lease_until = null, "
-            "updated_at = ? where id = ?",
-            [state, error, json.dumps(result) if result is not None else None, done, now(), job_id])
+            "update jobs set state = ?, error = ?, result = ?, done = coalesce(?, done), "
+            "version_id = coalesce(?, version_id), lease_until = null, updated_at = ? where id = ?",
+            [state, error, json.dumps(result) if result is not None else None, done, version_id, now(), job_id])
 
 
 def owner_gone(job: Job) -> bool:
