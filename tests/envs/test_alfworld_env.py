@@ -353,7 +353,8 @@ def test_exemplars_file_keys_and_prefixes():
 @pytest.mark.parametrize("prefix", ["put", "clean", "heat", "cool", "examine", "puttwo"])
 def test_exemplars_file_observations(prefix):
     """Each exemplar replays on its own training game with the same observations (one test per
-    task type, so that the twelve game loads spread over the test workers)."""
+    task type, so that the twelve game loads spread over the test workers). The react_ and act_
+    exemplars of a number share their game: it is loaded once and reset for the second."""
     from envs.alfworld.exemplars import load_exemplars
     from envs.alfworld.text import process_ob
     from envs.alfworld.fastgame import FastGame, load_game_data
@@ -362,6 +363,7 @@ def test_exemplars_file_observations(prefix):
     assert len(ex) == 4, sorted(ex)
     train = {t.text: t for t in list_tasks(split="train")}
     evals = {t.text for t in list_tasks()}
+    games: dict[str, FastGame] = {}
     for key, text in ex.items():
         assert text.endswith("\n")
         head, _, body = text.partition("\n> ")
@@ -371,7 +373,9 @@ def test_exemplars_file_observations(prefix):
         assert exemplar_prefix(task.type) == key.split("_")[1]
         lines = ("> " + body).rstrip("\n").split("\n")
         assert len(lines) % 2 == 0
-        game = FastGame(load_game_data(task.data["game"]), "paper")
+        if task.data["game"] not in games:
+            games[task.data["game"]] = FastGame(load_game_data(task.data["game"]), "paper")
+        game = games[task.data["game"]]
         game.reset()
         thoughts = 0
         for a, o in zip(lines[::2], lines[1::2]):
@@ -384,6 +388,7 @@ def test_exemplars_file_observations(prefix):
                 assert process_ob(out.feedback) == o, (key, a)
         assert out.won, key
         assert (thoughts >= 3) == key.startswith("react_"), key
+    for game in games.values():
         game.close()
 
 
