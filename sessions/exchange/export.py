@@ -147,7 +147,7 @@ class EpisodeEncoder:
         self.batch, self.ep_ref, self.shared = batch, ep_ref, shared
         ep = batch.episode
         self.store, self.calls, self.fetched = store, calls, False
-        self.step_ids: dict[int, list[int]] = {}  # an encoded step's recorded call ids
+        self.step_calls: dict[int, tuple[str, ...]] = {}  # an encoded step's calls' JSON
         self.vann, self.sann = histories
         self.heads, self.infos, self.texts = shared.heads, shared.infos, _SOURCES  # (read per call and step)
         self.step_ref: dict[int, int] = {}
@@ -228,14 +228,15 @@ class EpisodeEncoder:
         sid, _, _, idx, texts, done, r, info, source, edit, cids, at = s
         refs = self.step_ref
         ref = refs[sid] = len(refs) + 1
-        ids = _ids(cids)
-        if len(ids) == 1 and ids[0] in self.calls:  # the usual step: one call, of this episode
-            cref = self.call_ref.get(ids[0]) or self._call(ids[0])
-            call_refs = f"{cref}"
+        # the usual step: one call ("[id]"), of this episode, not yet encoded (no _ids, no list)
+        cid = int(cids[1:-1]) if cids and "," not in cids and cids[1:-1].isdecimal() else None
+        if cid in self.calls:
+            cref = self.call_ref.get(cid) or self._call(cid)
+            call_refs, self.step_calls[sid] = f"{cref}", (self.call_cache[cid],)
         else:
-            ids = self._recorded(ids)
-            call_refs = ",".join([str(self._call(cid)) for cid in ids])
-        self.step_ids[sid] = ids
+            ids = self._recorded(_ids(cids))
+            call_refs = ",".join([str(self._call(c)) for c in ids])
+            self.step_calls[sid] = tuple([self.call_cache[c] for c in ids])
         ann = self.sann.get(sid)
         notes = _dumps([{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
                         for a in ann]) if ann else "[]"
@@ -275,15 +276,16 @@ class EpisodeEncoder:
         """One JSON line per version (newline included: no copy to add it), byte for byte
         `_dumps` of the record {schema, schema_version, episode, version, steps, calls}: the parts that repeat
         (the episode, shared steps, calls) are encoded once and joined."""
-        cache, step, step_ids, call_cache = self.step_cache, self._step, self.step_ids, self.call_cache
+        cache, step, step_calls = self.step_cache, self._step, self.step_calls
         head = f'{_LINE_HEAD}{self.episode_json},"version":'
         for n, v in enumerate(self.batch.versions, 1):
             self.version_ref[v.id] = n
             limit = len(self.step_ref)
             path = self.batch.paths[v.id]
             steps = ",".join([cache.get(s[0]) or step(s, limit) for s in path])
-            # a call is listed once per record, where its first step holds it
-            calls = ",".join([call_cache[cid] for cid in dict.fromkeys([c for s in path for c in step_ids[s[0]]])])
+            # a call is listed once per record, where its first step holds it (its JSON names it:
+            # one text per call)
+            calls = ",".join(dict.fromkeys([c for s in path for c in step_calls[s[0]]]))
             yield f'{head}{self._version(n, v, limit)},"steps":[{steps}],"calls":[{calls}]}}\n', len(path)
 
 
