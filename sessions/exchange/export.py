@@ -91,6 +91,7 @@ _LINE_HEAD = f'{{"schema":{_dumps(SCHEMA_NAME)},"schema_version":{_dumps(SCHEMA_
 
 
 _SOURCES = {s: _esc(s) for s in get_args(Source)}  # a step's source as JSON
+_CUT = '"cut_from":'
 
 
 class Shared:
@@ -147,7 +148,7 @@ class EpisodeEncoder:
         self.batch, self.ep_ref, self.shared = batch, ep_ref, shared
         ep = batch.episode
         self.store, self.calls, self.fetched = store, calls, False
-        self.step_ids: dict[int, list[int]] = {}  # an encoded step's recorded call ids
+        self.step_ids: dict[int, Any] = {}  # an encoded step's recorded call ids
         self.vann, self.sann = histories
         self.heads, self.infos, self.texts = shared.heads, shared.infos, _SOURCES  # (read per call and step)
         self.step_ref: dict[int, int] = {}
@@ -200,8 +201,7 @@ class EpisodeEncoder:
             f'"cached_prompt_tokens":{kt if kt.__class__ is int else "null" if kt is None else _num(kt)}}},'
             f'"latency_ms":{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)},'
             f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
-            f'"error":{err}'
-            + (f',"cut_from":{_dumps(cut)}}}' if cut else "}"))
+            f'"error":{err}{f",{_CUT}{_dumps(cut)}}}" if cut else "}"}')
         return ref
 
     def _recorded(self, ids: list[int]) -> list[int]:
@@ -228,14 +228,15 @@ class EpisodeEncoder:
         sid, _, _, idx, texts, done, r, info, source, edit, cids, at = s
         refs = self.step_ref
         ref = refs[sid] = len(refs) + 1
-        ids = _ids(cids)
-        if len(ids) == 1 and ids[0] in self.calls:  # the usual step: one call, of this episode
-            cref = self.call_ref.get(ids[0]) or self._call(ids[0])
-            call_refs = f"{cref}"
+        # the usual step: one call ("[id]"), of this episode, not yet encoded (no _ids, no list)
+        cid = int(cids[1:-1]) if cids and "," not in cids and cids[1:-1].isdecimal() else None
+        if cid in self.calls:
+            cref = self.call_ref.get(cid) or self._call(cid)
+            call_refs, self.step_ids[sid] = f"{cref}", (cid,)
         else:
-            ids = self._recorded(ids)
-            call_refs = ",".join([str(self._call(cid)) for cid in ids])
-        self.step_ids[sid] = ids
+            ids = self._recorded(_ids(cids))
+            call_refs = ",".join([str(self._call(c)) for c in ids])
+            self.step_ids[sid] = ids
         ann = self.sann.get(sid)
         notes = _dumps([{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
                         for a in ann]) if ann else "[]"
@@ -244,7 +245,7 @@ class EpisodeEncoder:
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         d = self.step_cache[sid] = (
             f'{{"ref":{ref},"index":{idx:d},"thought":{texts},"done":{"true" if done else "false"},'
-            f'"reward":{_num(r) if r.__class__ is not float or r - r else repr(r)},'
+            f'"reward":{"0.0" if not r else _num(r) if r.__class__ is not float or r - r else repr(r)},'
             f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{self.texts.get(source) or _esc(source)},'
             f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
             f'"calls":[{call_refs}],"created_at":{at},"annotations":{notes}}}')

@@ -23,7 +23,7 @@ def _call(i: int) -> ModelCall:
                      prompt_hash=f"{i:064x}", prompt_chars=i, completion=[None, *TEXTS][i % 4],
                      usage=Usage(prompt_tokens=tokens, completion_tokens=tokens, cached_prompt_tokens=None),
                      latency_ms=[None, *FLOATS][i % (len(FLOATS) + 1)], attempts=1 + i,
-                     cached=bool(i % 2), error=[None, *TEXTS][(i + 1) % 4])
+                     cached=bool(i % 2), error=[None, *TEXTS][(i + 1) % 4], cut_from=[None, 50_007][i % 2])
 
 
 def test_tricky_values_come_out_as_json_writes_them(toy, tmp_path):
@@ -44,6 +44,7 @@ def test_tricky_values_come_out_as_json_writes_them(toy, tmp_path):
     stored = [None if c.latency_ms is None else round(c.latency_ms, 3) for c in map(_call, range(len(FLOATS)))]
     assert [c["latency_ms"] for c in rec["calls"]] == stored  # (kept to the microsecond)
     assert [c["usage"]["prompt_tokens"] for c in rec["calls"]] == [_call(i).usage.prompt_tokens for i in range(len(FLOATS))]
+    assert [c.get("cut_from") for c in rec["calls"]] == [_call(i).cut_from for i in range(len(FLOATS))]
 
 
 def test_sqlite_json_quote_writes_every_character_as_json_does(toy):
