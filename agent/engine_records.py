@@ -108,8 +108,8 @@ class _Live:
 
 
 class _Held:
-    """`EpisodeLocks.hold(eid)`: the context manager (its table's bookkeeping inline: a step
-    takes it twice or three times)."""
+    """`EpisodeLocks.hold(eid)`: the context manager (a plain object: a step takes it two or
+    three times)."""
 
     __slots__ = ("locks", "eid", "entry")
 
@@ -117,30 +117,19 @@ class _Held:
         self.locks, self.eid = locks, eid
 
     def __enter__(self) -> threading.RLock:
-        locks, eid = self.locks, self.eid
-        with locks._guard:
-            entry = locks._table.get(eid)
-            if entry is None:
-                entry = locks._table[eid] = [threading.RLock(), 0]
-            entry[1] += 1
-        self.entry = entry
+        entry = self.entry = self.locks._enter(self.eid)
         try:
             entry[0].acquire()
         except BaseException:
-            locks._leave(eid, entry)
+            self.locks._leave(self.eid, entry)
             raise
         return entry[0]
 
     def __exit__(self, *exc: Any) -> bool:
-        entry = self.entry
         try:
-            entry[0].release()
+            self.entry[0].release()
         finally:
-            locks = self.locks
-            with locks._guard:
-                entry[1] -= 1
-                if entry[1] == 0 and locks._table.get(self.eid) is entry:
-                    del locks._table[self.eid]
+            self.locks._leave(self.eid, self.entry)
         return False
 
 
@@ -158,7 +147,9 @@ class EpisodeLocks:
 
     def _enter(self, eid: int) -> list:
         with self._guard:
-            entry = self._table.setdefault(eid, [threading.RLock(), 0])
+            entry = self._table.get(eid)
+            if entry is None:  # (not setdefault: that would make and drop an RLock at every hold)
+                entry = self._table[eid] = [threading.RLock(), 0]
             entry[1] += 1
         return entry
 

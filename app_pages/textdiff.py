@@ -48,7 +48,7 @@ def word_diff(old: str | None, new: str | None) -> list[tuple[Op, str]]:
     return out
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)  # (bounded: texts may be long; a page draws a few hundred diffs)
 def diff_html(old: str | None, new: str | None) -> tuple[str, str]:
     """(old side, new side) as escaped HTML: deleted words struck on the old side,
     inserted words marked on the new side. Pure, so kept: every rerun of a page draws
@@ -66,7 +66,7 @@ def diff_html(old: str | None, new: str | None) -> tuple[str, str]:
     return "".join(left), "".join(right)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)  # (bounded: texts may be long; a page draws a few hundred diffs)
 def inline_diff_html(old: str | None, new: str | None) -> str:
     """One escaped line: unchanged words once, deleted words struck, inserted words marked
     (an edit's old text shown once, not as "was", "before" and "after"). Pure, so kept."""
