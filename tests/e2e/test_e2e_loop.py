@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.browser_helpers import rerun_by, runs, settle, until
+from tests.e2e.browser_helpers import IDLE_DRAWN, rerun_by, runs, settle, until
 from tests.scripted_server import Reply, prompt_text
 
 pytestmark = pytest.mark.e2e
@@ -61,8 +61,22 @@ class Person:
     def choose(self, key_part: str, option: str) -> None:
         box = self.page.locator(f'[class*="st-key-{key_part}"] [data-testid="stSelectbox"]')
         box.first.wait_for(timeout=30_000)  # drawn, not a loading skeleton
-        self.click(box, rerun=False)  # the list opens in the page
-        self.click(self.page.get_by_role("option", name=option))
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        option_ = self.page.get_by_role("option", name=option)
+        for attempt in range(4):
+            # a list opened while a run still redraws the page closes with the redraw: open it on
+            # an idle page, and again if it closed before the option showed
+            until(self.page, lambda: self.page.evaluate(IDLE_DRAWN), 30)
+            box.first.click()
+            if attempt == 0:
+                self.clicks += 1  # the person clicks once; a reopened list is the page's fault
+            try:
+                option_.first.wait_for(timeout=5_000)
+                break
+            except PlaywrightTimeout:
+                self.page.keyboard.press("Escape")
+        self.click(option_)
 
     def type(self, key_part: str, text: str) -> None:
         box = self.page.locator(f'[class*="st-key-{key_part}"]').locator("input, textarea").first
