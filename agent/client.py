@@ -2,8 +2,10 @@
 
 Retries are our own loop (the openai client runs with max_retries=0) so `attempts` is exact.
 Every request runs in its caller's thread on the official sync `openai.OpenAI` (one per
-endpoint, shared by the threads, on the SDK's own httpx transport): about what the bare client
-costs per call, and as many requests at once as threads. Stop means stop: a watcher thread
+endpoint, shared by the threads) whose httpx client sends the bytes through libcurl
+(`agent.transport`; `REACT_EDITOR_HTTP=sdk`, or a proxy in the environment, keeps the SDK's own
+transport), without the SDK's telemetry headers: about 0.6x the bare client's CPU per call, and
+as many requests at once as threads. Stop means stop: a watcher thread
 shuts down the socket of a request whose Stop is set, so it ends at once and its connection is
 closed, instead of the call running on to its answer or its timeout.
 The API key is only ever handed to the openai client: it is never recorded, and any text
@@ -47,6 +49,12 @@ _BUILD_LOCK = threading.Lock()  # openai/httpx import lazily on first use: not t
 RATE_LIMIT_RETRIES = 20  # 429s pause the endpoint's whole batch; they do not use up max_retries
 UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 CANCEL_POLL_S = 0.05  # how often the requests in flight have their Stop looked at
+HTTP_VARIABLE = "REACT_EDITOR_HTTP"  # "sdk": the SDK's own transport instead of libcurl (README)
+# The SDK's telemetry headers (its OS, runtime, retry count, ...): no server needs them, and each
+# costs CPU at every request on both transports; left out of every request.
+TELEMETRY_HEADERS = ("X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-OS", "X-Stainless-Arch",
+                     "X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Async")
+REQUEST_TELEMETRY = ("x-stainless-retry-count", "x-stainless-read-timeout")  # (added per request: left out there)
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -120,15 +128,60 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
             _OPENAI_PID[:] = [os.getpid()]
         client = _OPENAI.get(key)
         if client is None:
-            http = openai.DefaultHttpxClient()  # (the SDK's own httpx: httpx or httpx2, by version)
-            _watch_sockets(http)
+            http = _http_client()
             client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
-                                   http_client=http)
+                                   http_client=http, default_headers=dict.fromkeys(TELEMETRY_HEADERS, openai.Omit()))
             _OPENAI[key] = client
             while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
                 _OPENAI.popitem(last=False)
         _OPENAI.move_to_end(key)
         return client
+
+
+def transport_choice() -> str:
+    """Which transport a new client gets: "curl" (libcurl, `agent.transport`, the default) or
+    "sdk" (the SDK's own: `REACT_EDITOR_HTTP=sdk`, pycurl missing, or a proxy in the
+    environment, which only the SDK's transport honours)."""
+    from agent import transport
+
+    if os.environ.get(HTTP_VARIABLE, "curl").strip().lower() == "sdk":
+        return "sdk"
+    return "curl" if transport.available() and not transport.proxies_in_environment() else "sdk"
+
+
+def _http_client() -> Any:
+    """The httpx client of a new `openai.OpenAI`: the SDK's defaults (`DefaultHttpxClient`: httpx
+    or httpx2, by SDK version), on libcurl unless `transport_choice()` says "sdk"; either way
+    Stop can reach a request's sockets."""
+    if transport_choice() == "sdk":
+        http = openai.DefaultHttpxClient()
+        _watch_sockets(http)
+        return http
+    from agent import transport
+
+    module = _httpx_module(openai.DefaultHttpxClient)
+    return openai.DefaultHttpxClient(transport=transport.transport_for(module, _curl_started, _curl_ended))
+
+
+def _httpx_module(cls: type) -> Any:
+    """httpx or httpx2: the package the SDK's client class comes from."""
+    import sys
+
+    for base in cls.__mro__:
+        top = base.__module__.split(".")[0]
+        if top in ("httpx", "httpx2"):
+            return sys.modules[top]
+    raise RuntimeError(f"not an httpx client: {cls}")
+
+
+def _curl_started(stop: Any) -> None:
+    """A request of the curl transport starts in this thread: Stop may shut its sockets down."""
+    _READING[_get_ident()] = stop
+
+
+def _curl_ended() -> None:
+    with _WATCH_LOCK:  # (not shut down once this thread has left it: its handle goes back to the pool)
+        _READING.pop(_get_ident(), None)
 
 
 def _watch_sockets(http: Any) -> None:
@@ -548,10 +601,12 @@ class ModelClient:
             body = request_body(text)[1]
         try:
             client = self._client
+            options = _request_options()
             if content is not None:
-                resp = run_cancellable(lambda: client.post(path, content=content, cast_to=object), cancel)
+                resp = run_cancellable(lambda: client.post(path, content=content, cast_to=object, options=options),
+                                       cancel)
             else:
-                resp = run_cancellable(lambda: client.post(path, body=body, cast_to=object), cancel)
+                resp = run_cancellable(lambda: client.post(path, body=body, cast_to=object, options=options), cancel)
         except ValueError as exc:  # a 200 whose body is not JSON (or not a completion)
             raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
         choices = _field(resp, "choices")
@@ -716,6 +771,17 @@ def _body_parts(body: dict[str, Any]) -> tuple[bytes, bytes] | None:
     if not sep or _TEXT_JSON in rest:
         return None
     return head.encode("utf-8"), rest.encode("utf-8")
+
+
+_OPTIONS: list[dict[str, Any]] = []
+
+
+def _request_options() -> dict[str, Any]:
+    """The SDK's request options of every call: its per-request telemetry headers left out
+    (made once: the SDK copies what it is given)."""
+    if not _OPTIONS:
+        _OPTIONS.append({"headers": dict.fromkeys(REQUEST_TELEMETRY, openai.Omit())})
+    return _OPTIONS[0]
 
 
 def _field(obj: Any, name: str) -> Any:

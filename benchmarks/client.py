@@ -45,8 +45,9 @@ STOP = ["\nObservation 1:"]
 
 def serve() -> None:
     """The scripted model server (its own process): prints its URL, serves until stdin closes."""
-    from tests.scripted_server import Reply, ScriptedLLM, _Handler
+    from tests.scripted_server import Reply, ScriptedLLM, _Handler, _Server
 
+    _Server.request_queue_size = 256  # as a real server: 32 clients connecting at once are not reset
     _Handler.protocol_version = "HTTP/1.1"  # keep-alive, as a vLLM/SGLang server
     _Handler.disable_nagle_algorithm = True
     llm = ScriptedLLM(default=Reply(text=" I need to search Arthur's Magazine.\nAction 1: Search[Arthur's Magazine]"))
