@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from agent import jobs
 from agent.client import CallWatch, ModelClient, ModelError
 from react_editor.main import main
@@ -59,9 +61,12 @@ def _call_in_thread(url: str) -> tuple[threading.Thread, CallWatch, dict]:
     t.start()
     return t, watch, got
 
-def test_cancel_ends_the_request_in_flight_and_closes_its_connection():
+@pytest.mark.parametrize("transport", ["curl", "sdk"])
+def test_cancel_ends_the_request_in_flight_and_closes_its_connection(transport, monkeypatch):
     """At the client: a server that answers after 30 s; cancel while the request is in flight
-    ends the call at once, recorded as cancelled, and the server sees the connection closed."""
+    ends the call at once, recorded as cancelled, and the server sees the connection closed -
+    on libcurl (the default) and on the SDK's own transport (REACT_EDITOR_HTTP=sdk)."""
+    monkeypatch.setenv("REACT_EDITOR_HTTP", transport)
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -166,16 +171,24 @@ def test_stop_ends_only_its_own_request_and_the_client_goes_on(scripted_llm):
     assert text == " next answer" and after.attempts == 1
 
 
-def test_stop_ends_a_request_still_waiting_to_connect():
+@pytest.mark.parametrize("transport", ["curl", "sdk"])
+def test_stop_ends_a_request_still_waiting_to_connect(transport, monkeypatch):
     """A server whose accept queue is full: the TCP handshake waits (up to the 60 s timeout);
-    Stop ends the call at once, recorded as cancelled."""
+    Stop ends the call at once, recorded as cancelled - on libcurl (its socket is shut down
+    while it connects) and on the SDK's transport (the connect waits in a thread of its own)."""
+    from agent import client
+
+    monkeypatch.setenv("REACT_EDITOR_HTTP", transport)
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(0)
     filler = socket.create_connection(srv.getsockname())  # fills the queue: the next handshake waits
     url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
     t, watch, got = _call_in_thread(url)
-    _wait(lambda: any(th.name == "model-call-connect" for th in threading.enumerate()))  # the handshake waits
+    if transport == "sdk":
+        _wait(lambda: any(th.name == "model-call-connect" for th in threading.enumerate()))  # the handshake waits
+    else:  # the request is in libcurl and its socket is open: the handshake waits
+        _wait(lambda: getattr(client._READING.get(t.ident), "fds", None))
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
     assert not t.is_alive(), "the call waited for the connection instead of being cancelled"
