@@ -119,8 +119,8 @@ _OPENAI_PID: list[int] = []  # the process whose connections _OPENAI holds (they
 
 def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> openai.OpenAI:
     """One official sync `openai.OpenAI` per (key, endpoint, timeout) in the process, shared by
-    its threads (the sync client is thread-safe), on the SDK's own transport, whose sockets
-    Stop can reach (`_Backend`)."""
+    its threads (the sync client is thread-safe), on libcurl or the SDK's own transport
+    (`_http_client`), whose sockets Stop can reach either way; without the SDK's telemetry headers."""
     key = (api_key, base_url, timeout_s)
     with _BUILD_LOCK:
         if _OPENAI_PID != [os.getpid()]:
@@ -130,7 +130,8 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> opena
         if client is None:
             http = _http_client()
             client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
-                                   http_client=http, default_headers=dict.fromkeys(TELEMETRY_HEADERS, openai.Omit()))
+                                   http_client=http,
+                                   default_headers=dict.fromkeys(TELEMETRY_HEADERS, openai._types.Omit()))
             _OPENAI[key] = client
             while len(_OPENAI) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
                 _OPENAI.popitem(last=False)
@@ -780,7 +781,7 @@ def _request_options() -> dict[str, Any]:
     """The SDK's request options of every call: its per-request telemetry headers left out
     (made once: the SDK copies what it is given)."""
     if not _OPTIONS:
-        _OPTIONS.append({"headers": dict.fromkeys(REQUEST_TELEMETRY, openai.Omit())})
+        _OPTIONS.append({"headers": dict.fromkeys(REQUEST_TELEMETRY, openai._types.Omit())})
     return _OPTIONS[0]
 
 
