@@ -10,7 +10,9 @@ them all alike). Per path and level: this process's CPU per call (all threads, m
 - `bare_post`: the same client, `post("/completions", body=..., cast_to=object)` (no typed
   parameters or response models): the request path our client uses.
 - `ours`: `agent.client.ModelClient.complete(..., watch=CallWatch(...))`, one ModelClient per
-  thread, as the runner's workers call it (record, stop cut, retries loop, Stop watch).
+  thread, as the runner's workers call it (record, stop cut, retries loop, Stop watch), on its
+  default transport (libcurl, `agent/transport.py`).
+- `ours_sdk`: the same on the SDK's own transport (`REACT_EDITOR_HTTP=sdk`, the fallback).
 - `async_tasks`: async end-to-end, for scale: one `openai.AsyncOpenAI` on one event loop, N
   tasks instead of N threads, `post(...)` as above (what the client part would cost if the
   runner were async throughout).
@@ -102,8 +104,21 @@ def _paths(url: str, old) -> dict:
             return lambda: client.complete(PROMPT, STOP, watch=watch)
         return make
 
+    sdk_config = AgentConfig(model="bench", base_url=url, cache=False, timeout_s=21)  # (its own shared client)
+    os.environ[agent.client.HTTP_VARIABLE], before = "sdk", os.environ.get(agent.client.HTTP_VARIABLE)
+    try:
+        agent.client.shared_openai("x", url, 21.0)  # built now, on the SDK's transport, for `ours_sdk`
+    finally:
+        os.environ.pop(agent.client.HTTP_VARIABLE)
+        if before is not None:
+            os.environ[agent.client.HTTP_VARIABLE] = before
+
+    def ours_sdk():
+        client, watch = agent.client.ModelClient(sdk_config, api_key="x"), agent.client.CallWatch(threading.Event())
+        return lambda: client.complete(PROMPT, STOP, watch=watch)
+
     paths = {"bare_create": bare_create, "bare_post": bare_post, "ours": model_client(agent.client),
-             "async_tasks": _AsyncTasks(url, body)}
+             "ours_sdk": ours_sdk, "async_tasks": _AsyncTasks(url, body)}
     if old is not None:
         paths["old"] = model_client(old)
     return paths
