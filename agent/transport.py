@@ -2,9 +2,10 @@
 `openai` client's own httpx client, in place of the SDK's pure-Python httpcore/h11 stack.
 
 The SDK still builds every request and reads every answer (auth, headers, errors, status
-codes, retries off, redirects, gzip): only the bytes on the wire go through libcurl. Measured
-with `benchmarks/client.py` (the same `post` beside the SDK's transport, same run): 0.57-0.69x
-the CPU per call, 0.50-0.62x with the SDK's telemetry headers left out (`agent.client`).
+codes, retries off, redirects, gzip): only the bytes on the wire go through libcurl, in place of
+httpcore and h11 (the largest CPU share per call in a profile). Measured side by side on a busy
+machine: the SDK's `post` on it costs 0.57-0.69x the CPU per call of the same on the SDK's
+transport; our whole call (`benchmarks/client.py`, `ours` / `old`) 0.53-0.77x.
 
 What the SDK's transport gave is kept:
 - connections reused: a pool of curl handles per client, each keeping its one connection;
@@ -52,7 +53,7 @@ def proxies_in_environment() -> bool:
 
 def _ca_options() -> list[tuple[int, str]]:
     """The certificates to trust, as the SDK's transport picks them: `SSL_CERT_FILE`, else
-    `SSL_CERT_DIR`, else the system's default paths (certifi's bundle when there are none)."""
+    `SSL_CERT_DIR`, else the system's default paths."""
     if os.environ.get("SSL_CERT_FILE"):
         return [(pycurl.CAINFO, os.environ["SSL_CERT_FILE"])]
     if os.environ.get("SSL_CERT_DIR"):
@@ -61,14 +62,7 @@ def _ca_options() -> list[tuple[int, str]]:
     found = [(pycurl.CAINFO, paths.openssl_cafile)] if os.path.isfile(paths.openssl_cafile) else []
     if os.path.isdir(paths.openssl_capath):
         found.append((pycurl.CAPATH, paths.openssl_capath))
-    if not found:
-        try:
-            import certifi
-
-            found = [(pycurl.CAINFO, certifi.where())]
-        except ImportError:  # pragma: no cover - libcurl's own default then
-            pass
-    return found
+    return found  # (none: libcurl's own default)
 
 
 class CurlStop:
