@@ -18,10 +18,12 @@ Each of `--rounds` (default 5) rounds runs, per level, the bare client and then 
   it; `cpu_ratio`: runner / bare, each round against its own.
 - `runner_calls_per_s`, `bare_calls_per_s`, `rate_ratio`: model calls per second of wall time.
 - `env_ms_per_call`: thread CPU of every environment step.
-- `parts_ms_per_call` (at the highest level): `client` (the bare client's CPU per call),
-  `environment`, `store` (thread CPU inside SQLite statements and fetches of the Store's
-  connections, timed in an extra run, as its clock costs CPU of its own) and `engine` (what
-  is left: the engine, jobs, claims, prompts, threads, the writer).
+- `parts_ms_per_call` (at the highest level): `bare_client` (the bare client's CPU per call),
+  `client` (thread CPU inside our model requests: the official client on our transport, our
+  body and answer handling), `environment`, `store` (thread CPU inside SQLite statements and
+  fetches of the Store's connections; store and client are timed in an extra run, as their
+  clocks cost CPU of their own) and `engine` (what is left of the runner's CPU: the engine,
+  jobs, claims, prompts, threads, the writer).
 - `sql` (a traced run of 50 tasks at concurrency 1 and at the highest level, counted, not
   timed, from the run's `Store(tracer=...)`, `experiment.run(tracer=...)`): `statements_per_call` (each execute of the Store's connections, begin and commit
   included), `trace_reports_per_call` (SQLite's trace, which names a statement again per
@@ -68,7 +70,8 @@ def serve() -> None:
 
 
 def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float],
-           store_clock: list[float] | None = None, tracer: Callable[[str, Any], None] | None = None) -> dict:
+           store_clock: list[float] | None = None, tracer: Callable[[str, Any], None] | None = None,
+           client_clock: list[float] | None = None) -> dict:
     """One run of the experiment at `concurrency`, timed from its start (its creation is
     not); `tracer`: the run's `Store(tracer=...)` (`experiment.run(tracer=...)`)."""
     from agent import experiment
@@ -80,7 +83,7 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     exp = experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
                             tasks=tasks, name=tag)
     store.close()
-    env0, store0 = env_clock[0], (store_clock or [0.0])[0]
+    env0, store0, client0 = env_clock[0], (store_clock or [0.0])[0], (client_clock or [0.0])[0]
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
         out = experiment.run(str(db), exp.id, concurrency=concurrency, tracer=tracer)
@@ -95,6 +98,8 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
            "env_ms_per_call": round((env_clock[0] - env0) / calls * 1000, 3)}
     if store_clock is not None:
         out["store_ms_per_call"] = round((store_clock[0] - store0) / calls * 1000, 3)
+    if client_clock is not None:
+        out["client_ms_per_call"] = round((client_clock[0] - client0) / calls * 1000, 3)
     return out
 
 
@@ -115,6 +120,26 @@ def _clock_env(env_clock: list[float]) -> None:
                 env_clock[0] += spent
 
     WikiEnv.step = timed
+
+
+def _clock_client(client_clock: list[float]) -> None:
+    """Add the thread CPU time of every model request of ours (`ModelClient._request`: the
+    official client, its transport, our body and answer handling) to client_clock[0]."""
+    from agent.client import ModelClient
+
+    request = ModelClient._request
+    lock = threading.Lock()
+
+    def timed(self, *a, **k):
+        t = time.thread_time()
+        try:
+            return request(self, *a, **k)
+        finally:
+            spent = time.thread_time() - t
+            with lock:
+                client_clock[0] += spent
+
+    ModelClient._request = timed
 
 
 def _clock_store(store_clock: list[float]) -> None:
@@ -301,7 +326,7 @@ def main() -> None:
         from agent.task_selection import select_tasks
 
         tasks = select_tasks("hotpotqa", "react", limit=args.tasks)
-        env_clock, store_clock = [0.0], [0.0]
+        env_clock, store_clock, client_clock = [0.0], [0.0], [0.0]
         _clock_env(env_clock)
         levels = [int(x) for x in args.levels.split(",")]
         with tempfile.TemporaryDirectory() as tmp:
@@ -319,8 +344,10 @@ def main() -> None:
                 _timed(work, "profiled", url, tasks, levels[-1], env_clock)  # an extra run: its CPU is not reported
                 prof.disable()
                 prof.dump_stats(args.profile)
-            _clock_store(store_clock)  # an extra run for the store's part: its clock costs CPU of its own
-            store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock)
+            # an extra run for the store's and our client's parts: their clocks cost CPU of their own
+            _clock_store(store_clock)
+            _clock_client(client_clock)
+            store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock, client_clock=client_clock)
     finally:
         server.stdin.close()
         server.wait(10)
@@ -330,14 +357,14 @@ def main() -> None:
     total = [x["runner"]["cpu_ms_per_call"] for x in last]
     client = [x["bare"]["cpu_ms_per_call"] for x in last]
     env = [x["runner"]["env_ms_per_call"] for x in last]
-    store = store_run["store_ms_per_call"]
+    store, ours = store_run["store_ms_per_call"], store_run["client_ms_per_call"]
     result = {"tasks": len(tasks), "method": "react", "rounds": args.rounds,
               "server": "scripted, separate process, answers at once",
               "bare_client": "openai.OpenAI (sync), same prompt size and stops, from as many threads as the level",
               "env": "built-in Wikipedia corpus, in process", "levels": table, "sql": sql,
-              "parts_ms_per_call": {"level": levels[-1], "total": _range(total), "client": _range(client),
-                                    "environment": _range(env), "store": store,
-                                    "engine": _range([round(t - c - e - store, 3) for t, c, e in zip(total, client, env)])},
+              "parts_ms_per_call": {"level": levels[-1], "total": _range(total), "bare_client": _range(client),
+                                    "client": ours, "environment": _range(env), "store": store,
+                                    "engine": _range([round(t - ours - e - store, 3) for t, e in zip(total, env)])},
               "rising": all(min(r[str(b)]["runner"]["calls_per_s"] / r[str(a)]["runner"]["calls_per_s"]
                                 for r in rounds) >= 0.95 for a, b in zip(levels, levels[1:])),
               "load": os.getloadavg()}
