@@ -80,6 +80,50 @@ def test_a_success_resets_the_failure_streak():
     assert [r.ok for r in res] == [False, False, True, False, False, True]
 
 
+def test_callbacks_run_one_at_a_time_once_per_job():
+    """Workers report their own results: on_result never runs twice at once, and hears
+    every job exactly once."""
+    inside, most, seen = [0], [0], []
+
+    def on_result(res: JobResult) -> None:
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.002)  # (long enough for another worker to finish meanwhile)
+        seen.append(res.key)
+        inside[0] -= 1
+
+    res = run_batch(range(40), _square, concurrency=8, on_result=on_result)
+    assert most[0] == 1 and sorted(seen) == list(range(40)) and [r.value for r in res] == [k * k for k in range(40)]
+
+
+def test_a_callback_that_raises_stops_the_batch_and_reaches_the_caller():
+    started = []
+
+    def work(k):
+        started.append(k)
+        time.sleep(0.01)
+        return k
+
+    def on_result(res: JobResult) -> None:
+        raise RuntimeError(f"callback failed on {res.key}")
+
+    with pytest.raises(RuntimeError, match="callback failed"):
+        run_batch(range(100), work, concurrency=2, on_result=on_result)
+    assert len(started) <= 4  # nothing new started once it raised (the jobs in flight ended)
+
+
+def test_a_batch_runs_on_its_own_threads_and_waits_for_them():
+    names: set[str] = set()
+
+    def work(k):
+        names.add(threading.current_thread().name)
+        return k
+
+    before = threading.active_count()
+    run_batch(range(20), work, concurrency=3)
+    assert names and threading.current_thread().name not in names and threading.active_count() == before
+
+
 def test_process_mode_runs_in_other_processes():
     import os
 
