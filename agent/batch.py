@@ -185,9 +185,9 @@ class _Batch:
         """`workers` threads take the jobs; the caller's thread only waits (Ctrl-C: nothing
         new starts, `stop` is set, and it propagates once the jobs in flight are done)."""
         threads = [threading.Thread(target=self._worker, args=(work,), name=f"batch_{i}") for i in range(workers)]
-        for t in threads:
-            t.start()
         try:
+            for t in threads:
+                t.start()
             for t in threads:
                 while t.is_alive():
                     t.join(0.5)  # (in slices: Ctrl-C is seen at once)
@@ -196,7 +196,8 @@ class _Batch:
             if self.stop is not None:
                 self.stop.set()
             for t in threads:
-                t.join()
+                if t.ident is not None:  # (started)
+                    t.join()
             raise
         if self.failure is not None:
             raise self.failure

@@ -113,15 +113,36 @@ def test_a_callback_that_raises_stops_the_batch_and_reaches_the_caller():
 
 
 def test_a_batch_runs_on_its_own_threads_and_waits_for_them():
-    names: set[str] = set()
+    ran_on: set[threading.Thread] = set()
 
     def work(k):
-        names.add(threading.current_thread().name)
+        time.sleep(0.01)
+        ran_on.add(threading.current_thread())
         return k
 
-    before = threading.active_count()
     run_batch(range(20), work, concurrency=3)
-    assert names and threading.current_thread().name not in names and threading.active_count() == before
+    assert len(ran_on) == 3 and threading.current_thread() not in ran_on and not any(t.is_alive() for t in ran_on)
+
+
+def test_ctrl_c_stops_the_batch_once_the_jobs_in_flight_end():
+    """Ctrl-C (KeyboardInterrupt in the caller's thread) sets `stop`, starts nothing new,
+    and propagates once the jobs in flight, which watch `stop`, have ended."""
+    import _thread
+
+    stop = threading.Event()
+    started, ended = [], []
+
+    def work(k):
+        started.append(k)
+        if len(started) == 3:
+            _thread.interrupt_main()
+        stop.wait(5)  # a job that watches Stop ends at once
+        ended.append(k)
+        return k
+
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(range(50), work, concurrency=3, stop=stop)
+    assert stop.is_set() and len(started) == 3 and sorted(ended) == sorted(started)
 
 
 def test_process_mode_runs_in_other_processes():
