@@ -3,10 +3,13 @@
 Model I/O dominates, so jobs run on threads by default. `mode="processes"` runs them in
 worker processes started with forkserver/spawn (never fork: the caller has threads), for
 CPU-heavy environment steps that would otherwise queue behind the GIL; then `work` and
-the keys must be picklable (a module-level function). The caller's thread submits jobs,
-keeps `concurrency` in flight, and calls `on_result` for each finished job, so callbacks
-never race each other. Rate limits are handled below this layer: the model client's shared
-pause gate (`agent.ratelimit`) slows every job down together.
+the keys must be picklable (a module-level function). On threads, each of `concurrency`
+workers takes the next key itself and reports its result (no executor, no future and no
+hand-back to the caller's thread per job: a finished job wakes no other thread); in worker
+processes the caller's thread submits the jobs and collects them. Either way `on_result`
+is called once per finished job, one call at a time, so callbacks never race each other.
+Rate limits are handled below this layer: the model client's shared pause gate
+(`agent.ratelimit`) slows every job down together.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -45,9 +48,7 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def _executor(mode: str, concurrency: int) -> Executor:
-    if mode == "threads":
-        return ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="batch")
+def _process_pool(concurrency: int) -> ProcessPoolExecutor:
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     return ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx, initializer=exit_with_parent,
@@ -118,35 +119,106 @@ def run_batch(
         raise ValueError("concurrency must be at least 1")
     if mode not in MODES:
         raise ValueError(f"unknown batch mode {mode!r}; use {' or '.join(MODES)}")
-    pending = list(enumerate(keys))
-    pending.reverse()
-    done: list[tuple[int, JobResult]] = []
-    streak, last_error, aborted = 0, "", ""
-    running: dict[Future, tuple[int, Any]] = {}
-    ended: queue.SimpleQueue[Future] = queue.SimpleQueue()
-    with _executor(mode, min(concurrency, max(1, len(keys)))) as pool:
-        while pending or running:
-            while pending and len(running) < concurrency and not aborted and not (stop and stop.is_set()):
-                n, key = pending.pop()
-                fut = pool.submit(work, key)
-                running[fut] = (n, key)
-                fut.add_done_callback(ended.put)
-            if not running:
-                break
-            for fut in _finished(ended, running, stop):
-                n, key = running.pop(fut)
-                exc = fut.exception()
-                res = JobResult(key, True, fut.result()) if exc is None else JobResult(key, False, error=_one_line(exc))
-                done.append((n, res))
-                if res.ok:
-                    streak = 0
-                else:
-                    streak, last_error = streak + 1, res.error or ""
-                    if max_consecutive_failures and streak >= max_consecutive_failures and not aborted:
-                        aborted = f"stopped after {streak} failures in a row; last error: {last_error}"
-                if on_result is not None:
-                    on_result(res)
-    results = [r for _, r in sorted(done, key=lambda p: p[0])]
-    if aborted:
-        raise BatchAborted(aborted, results)
+    batch = _Batch(keys, stop, on_result, max_consecutive_failures)
+    if mode == "threads":
+        batch.run_threads(work, min(concurrency, max(1, len(keys))))
+    else:
+        batch.run_pool(work, concurrency)
+    results = [r for _, r in sorted(batch.done, key=lambda p: p[0])]
+    if batch.aborted:
+        raise BatchAborted(batch.aborted, results)
     return results
+
+
+class _Batch:
+    """A batch's shared state: the keys left, the results, the failure streak. Results are
+    recorded under `_lock` and reported under `_report` (one callback at a time)."""
+
+    def __init__(self, keys: Sequence[Any], stop: threading.Event | None,
+                 on_result: Callable[[JobResult], None] | None, max_failures: int):
+        self.pending = list(enumerate(keys))
+        self.pending.reverse()
+        self.stop, self.on_result, self.max_failures = stop, on_result, max_failures
+        self.done: list[tuple[int, JobResult]] = []
+        self.streak, self.aborted = 0, ""
+        self.halted = False  # Ctrl-C, or a callback that raised: nothing new starts
+        self.failure: BaseException | None = None  # the callback's exception, raised in the caller
+        self._lock = threading.Lock()
+        self._report = threading.Lock()
+
+    def _take(self) -> tuple[int, Any] | None:
+        """The next job, or None when none may start (none left, aborted, halted, stopped)."""
+        with self._lock:
+            if not self.pending or self.aborted or self.halted or (self.stop is not None and self.stop.is_set()):
+                return None
+            return self.pending.pop()
+
+    def _finish(self, n: int, res: JobResult) -> None:
+        with self._lock:
+            self.done.append((n, res))
+            if res.ok:
+                self.streak = 0
+            else:
+                self.streak += 1
+                if self.max_failures and self.streak >= self.max_failures and not self.aborted:
+                    self.aborted = f"stopped after {self.streak} failures in a row; last error: {res.error or ''}"
+        if self.on_result is None:
+            return
+        with self._report:
+            if self.failure is not None:
+                return
+            try:
+                self.on_result(res)
+            except BaseException as exc:  # raised in the caller once the jobs in flight are done
+                self.failure, self.halted = exc, True
+
+    def _worker(self, work: Callable[[Any], Any]) -> None:
+        while (job := self._take()) is not None:
+            n, key = job
+            try:
+                res = JobResult(key, True, work(key))
+            except BaseException as exc:  # (as a future would: the job failed, the worker goes on)
+                res = JobResult(key, False, error=_one_line(exc))
+            self._finish(n, res)
+
+    def run_threads(self, work: Callable[[Any], Any], workers: int) -> None:
+        """`workers` threads take the jobs; the caller's thread only waits (Ctrl-C: nothing
+        new starts, `stop` is set, and it propagates once the jobs in flight are done)."""
+        threads = [threading.Thread(target=self._worker, args=(work,), name=f"batch_{i}") for i in range(workers)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)  # (in slices: Ctrl-C is seen at once)
+        except KeyboardInterrupt:
+            self.halted = True
+            if self.stop is not None:
+                self.stop.set()
+            for t in threads:
+                if t.ident is not None:  # (started)
+                    t.join()
+            raise
+        if self.failure is not None:
+            raise self.failure
+
+    def run_pool(self, work: Callable[[Any], Any], concurrency: int) -> None:
+        """Worker processes: the caller's thread submits jobs, keeps `concurrency` in flight
+        and records each result as it ends."""
+        running: dict[Future, tuple[int, Any]] = {}
+        ended: queue.SimpleQueue[Future] = queue.SimpleQueue()
+        with _process_pool(min(concurrency, max(1, len(self.pending)))) as pool:
+            while self.pending or running:
+                while len(running) < concurrency and (job := self._take()) is not None:
+                    fut = pool.submit(work, job[1])
+                    running[fut] = job
+                    fut.add_done_callback(ended.put)
+                if not running:
+                    break
+                for fut in _finished(ended, running, self.stop):
+                    n, key = running.pop(fut)
+                    exc = fut.exception()
+                    self._finish(n, JobResult(key, True, fut.result()) if exc is None
+                                 else JobResult(key, False, error=_one_line(exc)))
+                    if self.failure is not None:
+                        raise self.failure

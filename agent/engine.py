@@ -127,7 +127,7 @@ class Engine:
         reports retries and can cancel the step while its model call is in flight.
         `known`: the version's row as the caller just read it (`run`'s first step)."""
         eid = self.paths.episode_id(version_id)
-        with self._locked(eid):
+        with self._locks.hold(eid):  # (the hot path takes the lock itself, not through `_locked`)
             self.prompts.take_kept_calls()  # answers an earlier blocked write kept: the next attempt uses them
             began = self._begin(version_id, eid, known)
             if began is None:  # a deleted version's id reused in another episode: take its lock
@@ -141,7 +141,7 @@ class Engine:
         try:
             thought, action = self.prompts.ask(ep, steps, rev, v.draft_thought, calls, watch)
         except ModelCallFailed as exc:
-            with self._locked(ep.id):
+            with self._locks.hold(ep.id):
                 if calls:
                     self.store.calls.record(ep.id, calls)
                 if not isinstance(exc, StepCancelled):
@@ -150,7 +150,7 @@ class Engine:
                     except VersionFrozen:  # frozen meanwhile: its record never changes; the error is raised
                         pass
             raise
-        with self._locked(ep.id), self.store.blobs.deferred():  # pages fetched commit with the step
+        with self._locks.hold(ep.id), self.store.blobs.deferred():  # pages fetched commit with the step
             if watch is not None and watch.cancel.is_set():  # Stop came while the answer was on its way
                 self.store.calls.record(ep.id, calls)
                 raise StepCancelled("step cancelled; the model's answer was not used", calls[-1] if calls else None)

@@ -65,6 +65,8 @@ class PromptBuilder:
         (it was paid for; `--no-cache` means "do not answer from earlier requests")."""
         taken: list[tuple[int, ModelCall]] = []
         self.store.calls.record_pending(into=taken)
+        if not taken:  # (every step asks; nearly always there is nothing)
+            return
         with self._guard:
             for episode_id, call in taken:
                 if call.error is None and call.completion is not None:
@@ -77,12 +79,13 @@ class PromptBuilder:
         if fixed and isinstance(client, ModelClient):  # (the part every call of the task starts with)
             extra["fixed"] = fixed
         got = None
-        with self._guard:  # (rollouts of one episode ask at once)
-            kept = self._kept.get(episode.id)
-            if kept and hasattr(client, "kept_answer"):
-                got = client.kept_answer(kept, prompt, stop, purpose=purpose, chat_instruction=chat)
-                if not kept:
-                    del self._kept[episode.id]
+        if self._kept:  # (nearly always empty: no lock then)
+            with self._guard:  # (rollouts of one episode ask at once)
+                kept = self._kept.get(episode.id)
+                if kept and hasattr(client, "kept_answer"):
+                    got = client.kept_answer(kept, prompt, stop, purpose=purpose, chat_instruction=chat)
+                    if not kept:
+                        del self._kept[episode.id]
         try:
             text, call = got or client.complete(prompt, stop, purpose=purpose, chat_instruction=chat, **extra)
         except ModelError as exc:

@@ -63,7 +63,12 @@ def _norm(text: str | None) -> str:
 
 
 def _ordered(found: set[str]) -> list[str]:
-    return [s for s in SIGNALS if s in found] + sorted(found - set(SIGNALS))
+    if not found:  # (most steps)
+        return []
+    return [s for s in SIGNALS if s in found] + sorted(found - _KNOWN)
+
+
+_KNOWN = frozenset(SIGNALS)
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class PathState:
         action, obs = step.action, (step.observation or "").strip()
         out: set[str] = set(self.rules.flags(action, obs))
         if action is not None:
-            if (_norm(action), _norm(obs)) in self.taken:
+            if self.taken and (_norm(action), _norm(obs)) in self.taken:  # (nothing taken yet: no text to fold)
                 out.add("repeated_action")
             named = self.rules.mentions(action)
             if named:

@@ -80,6 +80,71 @@ def test_a_success_resets_the_failure_streak():
     assert [r.ok for r in res] == [False, False, True, False, False, True]
 
 
+def test_callbacks_run_one_at_a_time_once_per_job():
+    """Workers report their own results: on_result never runs twice at once, and hears
+    every job exactly once."""
+    inside, most, seen = [0], [0], []
+
+    def on_result(res: JobResult) -> None:
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.002)  # (long enough for another worker to finish meanwhile)
+        seen.append(res.key)
+        inside[0] -= 1
+
+    res = run_batch(range(40), _square, concurrency=8, on_result=on_result)
+    assert most[0] == 1 and sorted(seen) == list(range(40)) and [r.value for r in res] == [k * k for k in range(40)]
+
+
+def test_a_callback_that_raises_stops_the_batch_and_reaches_the_caller():
+    started = []
+
+    def work(k):
+        started.append(k)
+        time.sleep(0.01)
+        return k
+
+    def on_result(res: JobResult) -> None:
+        raise RuntimeError(f"callback failed on {res.key}")
+
+    with pytest.raises(RuntimeError, match="callback failed"):
+        run_batch(range(100), work, concurrency=2, on_result=on_result)
+    assert len(started) <= 4  # nothing new started once it raised (the jobs in flight ended)
+
+
+def test_a_batch_runs_on_its_own_threads_and_waits_for_them():
+    ran_on: set[threading.Thread] = set()
+
+    def work(k):
+        time.sleep(0.01)
+        ran_on.add(threading.current_thread())
+        return k
+
+    run_batch(range(20), work, concurrency=3)
+    assert len(ran_on) == 3 and threading.current_thread() not in ran_on and not any(t.is_alive() for t in ran_on)
+
+
+def test_ctrl_c_stops_the_batch_once_the_jobs_in_flight_end():
+    """Ctrl-C (KeyboardInterrupt in the caller's thread) sets `stop`, starts nothing new,
+    and propagates once the jobs in flight, which watch `stop`, have ended."""
+    import _thread
+
+    stop = threading.Event()
+    started, ended = [], []
+
+    def work(k):
+        started.append(k)
+        if len(started) == 3:
+            _thread.interrupt_main()
+        stop.wait(5)  # a job that watches Stop ends at once
+        ended.append(k)
+        return k
+
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(range(50), work, concurrency=3, stop=stop)
+    assert stop.is_set() and len(started) == 3 and sorted(ended) == sorted(started)
+
+
 def test_process_mode_runs_in_other_processes():
     import os
 
