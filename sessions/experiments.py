@@ -245,6 +245,55 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
     return token, it, made
 
 
+def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s: float, config: AgentConfig,
+                         env_options: dict[str, Any], name: str, first_phase: str | None
+                         ) -> dict[int, tuple[int, Item, tuple[Episode, Version] | None]]:
+    """`claim_and_start` for several items in one light transaction and one claim
+    statement (a runner takes its next few items at once: a commit and a claim for a few
+    items, not for each): {item id: (token, item, new rows or None)} of the items claimed;
+    one done or held by another runner is left out. The claims are the job's like any
+    other: its heartbeat renews them, and a runner that dies before it runs them leaves
+    them to the next once its lease runs out. Needs `update ... returning` (SQLite 3.35):
+    else one `claim_and_start` per item."""
+    if not _RETURNING:
+        started = {}
+        for item_id in item_ids:
+            one = claim_and_start(store, item_id, job_id, lease_s, config, env_options, name, first_phase)
+            if one is not None:
+                started[item_id] = one
+        return started
+    marks = ",".join("?" * len(item_ids))
+    params = _claim_params(0, job_id, lease_s)
+    with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
+        rows = store.db.execute(
+            _CLAIM_SQL.replace("where id = ?", f"where id in ({marks})") + f" returning claim_token, {_ICOLS}",
+            params[:2] + list(item_ids) + params[3:]).fetchall()
+        started = {}
+        for row in sorted(rows, key=lambda r: r[3]):  # (by position: episodes numbered as the items)
+            token, it, made = int(row[0]), _item(row[1:]), None
+            if it.episode_id is None:
+                ep_id, v_id, metrics, made = _link_episode(store, it.id, it.task, it.metrics, config, env_options,
+                                                           name.format(pos=it.pos + 1), first_phase)
+                it = it.model_copy(update={"episode_id": ep_id, "version_id": v_id, "status": "running",
+                                           "metrics": metrics})
+            started[it.id] = (token, it, made)
+    return started
+
+
+def release_unstarted(store: Store, job_id: int, held: list[tuple[int, int, str | None]]) -> None:
+    """Give back items claimed (and started) in a batch that this runner will not run
+    (it stops first): [(item id, token, the status to put back or None to keep it)]. An
+    item whose episode the batch made reads as before it (pending); its episode stays
+    linked, and whoever runs it continues it in place."""
+    if not held:
+        return
+    with store.transaction(durable=False):
+        store.db.conn.executemany(
+            "update experiment_items set claimed_by = null, lease_until = null, status = coalesce(?, status) "
+            "where id = ? and claimed_by = ? and claim_token = ?",
+            [(status, item_id, job_id, token) for item_id, token, status in held])
+
+
 def claimable(store: Store, experiment_id: int) -> list[int]:
     """Unfinished items no live runner holds (never claimed, released, or a lease run out)."""
     rows = store.db.execute(
