@@ -268,16 +268,39 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
         rows = store.db.execute(
             _CLAIM_SQL.replace("where id = ?", f"where id in ({marks})") + f" returning claim_token, {_ICOLS}",
             params[:2] + list(item_ids) + params[3:]).fetchall()
-        started = {}
-        for row in sorted(rows, key=lambda r: r[3]):  # (by position: episodes numbered as the items)
-            token, it, made = int(row[0]), _item(row[1:]), None
-            if it.episode_id is None:
-                ep_id, v_id, metrics, made = _link_episode(store, it.id, it.task, it.metrics, config, env_options,
-                                                           name.format(pos=it.pos + 1), first_phase)
-                it = it.model_copy(update={"episode_id": ep_id, "version_id": v_id, "status": "running",
-                                           "metrics": metrics})
-            started[it.id] = (token, it, made)
+        claimed = [(int(row[0]), _item(row[1:])) for row in sorted(rows, key=lambda r: r[3])]  # (by position)
+        fresh = [it for _, it in claimed if it.episode_id is None]
+        made = dict(zip((it.id for it in fresh), _link_episodes(store, fresh, config, env_options, name, first_phase)))
+    started = {}
+    for token, it in claimed:
+        new = made.get(it.id)
+        if new is not None:
+            (ep, v), metrics = new
+            it = it.model_copy(update={"episode_id": ep.id, "version_id": v.id, "status": "running", "metrics": metrics})
+        started[it.id] = (token, it, new[0] if new is not None else None)
     return started
+
+
+def _link_episodes(store: Store, fresh: list[Item], config: AgentConfig, env_options: dict[str, Any], name: str,
+                   first_phase: str | None) -> list[tuple[tuple[Episode, Version], dict[str, Any]]]:
+    """Inside the caller's transaction: `_link_episode` for several items, in one statement
+    for their links: [((episode, version) as written, the item's metrics)]."""
+    if not fresh:
+        return []
+    made = store.episodes.create_many([(it.task, name.format(pos=it.pos + 1)) for it in fresh], config, env_options,
+                                      version_name=first_phase)
+    out = []
+    for it, (ep, v) in zip(fresh, made):
+        metrics = dict(it.metrics)
+        if first_phase is not None:
+            _with_phase(metrics, first_phase, v.id)
+        out.append(((ep, v), metrics))
+    store.db.execute(
+        "update experiment_items set episode_id = l.column2, version_id = l.column3, status = 'running', "
+        "metrics = l.column4, updated_at = ? from (values " + ",".join(["(?,?,?,?)"] * len(out)) + ") as l "
+        "where experiment_items.id = l.column1",
+        [now()] + [x for it, ((ep, v), metrics) in zip(fresh, out) for x in (it.id, ep.id, v.id, _dumps(metrics))])
+    return out
 
 
 def release_unstarted(store: Store, job_id: int, held: list[tuple[int, int, str | None]]) -> None:
