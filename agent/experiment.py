@@ -393,7 +393,7 @@ def run(
     lease_s: float | None = None, tracer: Callable[[str, Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run every unfinished item of the experiment (first run and resume alike) as a job,
-    and return its summary. Items are claimed one at a time under the job's lease, so
+    and return its summary. Items are claimed a few at a time (BATCH) under the job's lease, so
     several runners (the app, CLI processes) share an experiment's items; a dead runner's
     items are taken over once its lease runs out. Raises ExperimentError when the batch
     stops on consecutive failures. `mode="processes"` runs items in worker processes.
