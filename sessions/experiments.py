@@ -381,11 +381,16 @@ def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) 
     """The heartbeat: every item the job holds stays held (its experiment's items only: the
     (experiment_id, pos) index, not a scan of every experiment's items). Returns {item id:
     token} of the claims renewed: a claim of the job missing there was taken over."""
+    params = [time.time() + lease_s, experiment_id, job_id]
     with store.transaction(durable=False):
-        store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
-                         [time.time() + lease_s, experiment_id, job_id])
-        rows = store.db.execute("select id, claim_token from experiment_items where experiment_id = ? and "
-                                "claimed_by = ?", [experiment_id, job_id]).fetchall()
+        if _RETURNING:  # one statement
+            rows = store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and "
+                                    "claimed_by = ? returning id, claim_token", params).fetchall()
+        else:
+            store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
+                             params)
+            rows = store.db.execute("select id, claim_token from experiment_items where experiment_id = ? and "
+                                    "claimed_by = ?", params[1:]).fetchall()
     return {int(r[0]): int(r[1]) for r in rows}
 
 

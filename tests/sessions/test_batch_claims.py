@@ -122,3 +122,24 @@ def test_a_run_stopped_with_started_items_left_gives_them_back_and_a_resume_runs
     for it in items:
         assert [s.index for s in store.versions.steps(it.version_id)] == [1, 2]
     store.close()
+
+
+def test_the_heartbeat_renews_a_batch_in_one_statement_and_misses_a_claim_taken_over(tmp_path):
+    """`renew_claims` (each beat): every item the job holds keeps its claim under a new
+    lease, and the {item: token} it returns lacks one another runner took over."""
+    store = Store(tmp_path / "b.db")
+    exp = make(store, "http://127.0.0.1:9/v1", n=4)
+    ids = [it.id for it in experiments.items(store, exp.id)]
+    mine = start(store, exp, ids, 1, lease_s=60.0)
+    with store.transaction():  # one claim's lease runs out, and another runner takes that item
+        store.db.execute("update experiment_items set lease_until = 0 where id = ?", [ids[0]])
+    assert list(start(store, exp, ids[:1], 2)) == [ids[0]]
+    stmts: list[str] = []
+    store.db.conn.set_trace_callback(stmts.append)
+    kept = experiments.renew_claims(store, exp.id, 1, 600.0)
+    store.db.conn.set_trace_callback(None)
+    assert kept == {i: mine[i][0] for i in ids[1:]}
+    assert [s.split()[0].lower() for s in stmts if not s.startswith(("--", "pragma"))] == ["begin", "update", "commit"]
+    leases = dict(store.db.execute("select id, lease_until from experiment_items").fetchall())
+    assert all(leases[i] > leases[ids[0]] for i in ids[1:])
+    store.close()
