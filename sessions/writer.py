@@ -5,10 +5,13 @@ is queued inside one transaction and commits it once.
 Each write is a closure over the Store's own API; the writer runs it on its thread (so
 `store.db` is the writer's connection) and answers the caller once the group it was in
 committed: the caller reports its step only then. There is no timer for grouping:
-a write that finds the writer idle (nothing queued, no group running) commits at once in
-the calling thread, a group of one with no handoff to the writer thread and back (a
-worker at concurrency 1 pays no thread switch); under load the writes queued while a
-group committed form the next group, on the writer's thread. Groups never overlap, so
+a write that finds the writer idle (nothing queued, no group running) and comes from the
+thread that handed in the previous write (a lone worker) commits at once in the calling
+thread, a group of one with no handoff to the writer thread and back (a worker at
+concurrency 1 pays no thread switch); writes of several workers go to the writer's thread
+(its connection's page cache stays valid across its own commits; a worker's would be read
+again after each other connection's commit), and the writes queued while a group
+committed form the next group. Groups never overlap, so
 two writers on one version never interleave.
 
 A group runs flat (no savepoint per write). A write that fails before writing anything
@@ -113,6 +116,7 @@ class Writer:
         self._busy, self._closed = 0, False  # groups running (here or in a caller's thread)
         self._lazy: list[_Write] = []  # writes nobody waits for: the next group's first members
         self._lazy_at = 0.0  # when the oldest of them came
+        self._last: int | None = None  # the thread that handed in the last write
         self._thread = threading.Thread(target=self._loop, daemon=True, name="store-writer")
         self._thread.start()
 
@@ -124,14 +128,18 @@ class Writer:
                blobs: dict[str, bytes] | None = None) -> _Write | None:
         """The write (`answer()`: its result once its group committed); None when the writer
         has closed (the caller writes itself). A write that finds the writer idle (nothing
-        queued, no group running) commits at once in the calling thread, with the writes
-        nobody waits for, and no handoff to the writer thread and back; else it queues for
-        the next group."""
+        queued, no group running) and comes from the thread that handed in the last one too
+        (a lone worker) commits at once in the calling thread, with the writes nobody waits
+        for, and no handoff to the writer thread and back; else it queues for the next group
+        (several workers: the writer's thread commits for all, on its one connection, whose
+        pages its own commits leave cached; a worker's connection would read them again)."""
         w = _Write(fn, durable, blobs or {})
         with self._state:
             if self._closed:
                 return None
-            here = not self._busy and self._queue.empty()
+            me = threading.get_ident()
+            here = not self._busy and self._queue.empty() and self._last in (None, me)
+            self._last = me
             if here:
                 self._busy += 1
                 group, self._lazy = self._lazy + [w], []

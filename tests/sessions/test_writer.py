@@ -298,3 +298,24 @@ def test_a_failing_write_nobody_waits_for_tells_its_on_error_and_the_group_goes_
     with pytest.raises(Boom):
         writer.write_later(store, refused, on_error=errors.append)
     assert len(errors) == 1
+
+
+def test_a_lone_worker_commits_in_its_own_thread_and_several_hand_their_writes_to_the_writer(traced):
+    """The writer idle: a thread's writes commit in that thread while it is the only one
+    writing (no handoff, at concurrency 1); once another thread writes in between, the
+    writes go to the writer's thread (one connection commits for several workers)."""
+    store, stmts = traced
+
+    def other_thread(key: str) -> None:
+        t = threading.Thread(target=write, args=(store, lambda: store.settings.set(key, 1)), name="worker-2")
+        t.start()
+        t.join(10)
+
+    with attached(store):
+        for n in range(3):
+            write(store, lambda n=n: store.settings.set(f"a{n}", n))
+        other_thread("b")
+        write(store, lambda: store.settings.set("c", 1))
+    mine = threading.current_thread().name
+    assert [t for t, s in stmts if s.strip().lower() == "commit"] == [mine] * 3 + ["store-writer"] * 2
+    assert [store.settings.get(k) for k in ("a2", "b", "c")] == [2, 1, 1]
