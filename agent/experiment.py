@@ -27,7 +27,7 @@ from envs.registry import family
 from sessions import experiments
 import sessions.jobs
 from sessions.store import Store, StoreError
-from sessions.writer import attached, write
+from sessions.writer import attached, write, write_later
 from trajectory.records import AgentConfig, Episode, Task, Version
 from trajectory.stats import METHOD_PAIRED, mcnemar_exact, paired_test
 
@@ -178,8 +178,9 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
     def on_phase(phase: str, version_id: int) -> None:
         write(store, lambda: experiments.record_phase(store, item_id, phase, version_id, token=token))
 
-    def record(**outcome: Any) -> None:  # light (re-derived by a resume), on the run's writer when it has one
-        write(store, lambda: experiments.record_item(store, item_id, token=token, **outcome), durable=False)
+    def record(**outcome: Any) -> None:  # light (re-derived by a resume): with the run's next group when it has a writer
+        write_later(store, lambda: experiments.record_item(store, item_id, token=token, **outcome),
+                    on_error=lambda exc: print(f"experiment {exp.id}: {exc}", file=sys.stderr, flush=True))
 
     try:
         out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
@@ -203,22 +204,27 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
 
 def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, lease_s: float, item_id: int,
                   should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None,
-                  claims: "_Claims | None" = None) -> dict:
+                  claims: "_Claims | None" = None, starts: "_Starts | None" = None) -> dict:
     """`run_item` once the item is ours: another runner holding it (or having finished it)
     makes this a skip, so two runners of one experiment never run the same item. The claim,
     the item's episode and its first phase's version commit together. A claim taken over
     meanwhile (this runner's lease ran out) stops the item between model calls, with one
     line: its writes are fenced by the claim's token, so nothing of the other runner's is
     overwritten. `claims`: the job's held claims, which its heartbeat checks (else each
-    stop check reads the claim)."""
+    stop check reads the claim). `starts`: the run's claims in batches (held from the batch's
+    claim on)."""
     store = engine.store
-    token, it, made = write(store, lambda: _start_item(store, exp, job_id, lease_s, item_id), durable=False)
+    if starts is not None:
+        token, it, made = starts.take(item_id)
+    else:
+        token, it, made = write(store, lambda: _start_item(store, exp, job_id, lease_s, item_id), durable=False)
     if token is None:
         return {"item": item_id, "skipped": True}
     if made is not None:  # the rows just written: the first step reads neither again
         engine.paths.know_new(*made)
     claims = claims if claims is not None else _Claims(store)
-    claims.hold(item_id, token)
+    if starts is None:
+        claims.hold(item_id, token)
     try:
         return run_item(engine, exp, it, lambda: should_stop() or claims.lost(item_id), concurrency=concurrency,
                         watch=watch, token=token, known=made[1] if made else None)
@@ -240,6 +246,95 @@ def _start_item(store: Store, exp: experiments.Experiment, job_id: int, lease_s:
     started = experiments.claim_and_start(store, item_id, job_id, lease_s, exp.config, exp.env_options,
                                           exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}", methods.PHASES[exp.method][0])
     return started if started is not None else (None, None, None)
+
+
+BATCH = 4  # items a worker claims and starts at once (one claim statement and one commit for them)
+
+
+class _Starts:
+    """A run's items claimed and started BATCH at a time, in the order its workers take
+    them: the worker that takes an item nobody claimed yet claims it with the next few
+    (one light transaction), and the workers taking those find them here. Held in
+    `claims` from their claim on (the heartbeat renews them); those never run (the run
+    stopped first) are given back by `release_rest`."""
+
+    def __init__(self, store: Store, exp: experiments.Experiment, job_id: int, lease_s: float, order: list[int],
+                 claims: "_Claims"):
+        self.store, self.exp, self.job_id, self.lease_s, self.claims = store, exp, job_id, lease_s, claims
+        self.order, self._next = order, 0
+        self._at = {item_id: n for n, item_id in enumerate(order)}
+        self._ready: dict[int, tuple] = {}  # item id: (token, item, new rows or None, status before)
+        self._claiming: dict[int, threading.Event] = {}  # item id: its batch's claim, under way
+        self._refused: set[int] = set()  # done, or another runner's
+        self._lock = threading.Lock()
+
+    def take(self, item_id: int) -> tuple:
+        """(token, item, new rows or None) of the item, claimed for this run, or (None,)*3."""
+        with self._lock:
+            if item_id not in self._ready and item_id not in self._refused:
+                busy = self._claiming.get(item_id)
+                if busy is None:
+                    ids = self._batch(item_id)
+                    busy = threading.Event()
+                    self._claiming.update(dict.fromkeys(ids, busy))
+                    ids_mine = ids
+                else:
+                    ids_mine = None
+            else:
+                busy = ids_mine = None
+        if ids_mine is not None:
+            self._claim(ids_mine, busy)
+        elif busy is not None:
+            busy.wait()
+        with self._lock:
+            got = self._ready.pop(item_id, None)
+            if got is not None:
+                return got[:3]
+            if item_id in self._refused:
+                return None, None, None
+        return self._one(item_id)  # (its batch's claim failed: claimed on its own)
+
+    def _batch(self, item_id: int) -> list[int]:
+        """The item and the next ones no worker took yet (under the lock)."""
+        start = max(self._at.get(item_id, len(self.order)) + 1, self._next)
+        more = [i for i in self.order[start:start + BATCH - 1] if i not in self._claiming]
+        self._next = start + len(more)
+        return [item_id] + more
+
+    def _claim(self, ids: list[int], busy: threading.Event) -> None:
+        store, exp = self.store, self.exp
+        name = exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}"
+        got: dict | None = None
+        try:
+            got = write(store, lambda: experiments.claim_and_start_many(
+                store, ids, self.job_id, self.lease_s, exp.config, exp.env_options, name,
+                methods.PHASES[exp.method][0]), durable=False)
+        finally:
+            with self._lock:
+                for item_id, (token, it, made) in (got or {}).items():
+                    self.claims.hold(item_id, token)
+                    self._ready[item_id] = (token, it, made, "pending" if made is not None else None)
+                if got is not None:  # (a failed claim: each claimed on its own)
+                    self._refused.update(i for i in ids if i not in got)
+                for i in ids:
+                    self._claiming.pop(i, None)
+                busy.set()
+
+    def _one(self, item_id: int) -> tuple:
+        token, it, made = write(self.store, lambda: _start_item(self.store, self.exp, self.job_id, self.lease_s,
+                                                                 item_id), durable=False)
+        if token is not None:
+            self.claims.hold(item_id, token)
+        return token, it, made
+
+    def release_rest(self) -> None:
+        """Give back the items claimed here that no worker took (the run stopped first)."""
+        with self._lock:
+            rest, self._ready = self._ready, {}
+        for item_id in rest:
+            self.claims.drop(item_id)
+        experiments.release_unstarted(self.store, self.job_id,
+                                      [(item_id, token, status) for item_id, (token, _, _, status) in rest.items()])
 
 
 class _Claims:
@@ -298,7 +393,7 @@ def run(
     lease_s: float | None = None, tracer: Callable[[str, Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run every unfinished item of the experiment (first run and resume alike) as a job,
-    and return its summary. Items are claimed one at a time under the job's lease, so
+    and return its summary. Items are claimed a few at a time (BATCH) under the job's lease, so
     several runners (the app, CLI processes) share an experiment's items; a dead runner's
     items are taken over once its lease runs out. Raises ExperimentError when the batch
     stops on consecutive failures. `mode="processes"` runs items in worker processes.
@@ -396,15 +491,22 @@ def _rounds(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Optio
             continue
         if not todo:
             break
+        starts = None
         if o.mode == "processes":
             work: Callable[[int], Any] = functools.partial(_process_item, store.file, exp.id, o.api_key, h.id,
                                                            h.lease_s)
         else:
+            starts = _Starts(store, exp, h.id, h.lease_s, todo, claims)
+
             def work(item_id: int) -> dict:
                 return _claimed_item(workers.engine(), exp, h.id, h.lease_s, item_id, h.should_stop,
-                                     o.concurrency, h.watch(), claims)
-        run_batch(todo, work, concurrency=o.concurrency, stop=h.stop, on_result=ran,
-                  max_consecutive_failures=o.max_failures, mode=o.mode)
+                                     o.concurrency, h.watch(), claims, starts)
+        try:
+            run_batch(todo, work, concurrency=o.concurrency, stop=h.stop, on_result=ran,
+                      max_consecutive_failures=o.max_failures, mode=o.mode)
+        finally:
+            if starts is not None:
+                starts.release_rest()
 
 
 def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:

@@ -124,6 +124,48 @@ class Episodes:
         return Episode(id=ep_id, task=task, config=config, env_options=from_json(options, {}),
                        current_version=version.id, name=name, created_at=stamp), version
 
+    def create_many(self, specs: list[tuple[Task, str | None]], config: AgentConfig, env_options: dict | None = None,
+                    *, version_name: str | None = None) -> list[tuple[Episode, Version]]:
+        """`create` for several (task, episode name) at once, in a few statements for all
+        (a runner starting its next items): the new tasks in one insert, the episodes in
+        one, their first versions in one. Ids as SQLite gives them (max + 1: this
+        transaction holds the write lock)."""
+        stamp, options = now(), to_json(env_options or {})
+        with self._database.transaction():
+            db = self._database.db
+            task_ids = self._task_rows([t for t, _ in specs])
+            config_id = self.config_row(config)
+            ep0, v0 = db.execute("select (select coalesce(max(id), 0) from episodes), "
+                                 "(select coalesce(max(id), 0) from versions)").fetchone()
+            made = [(Episode(id=ep0 + n, task=task, config=config, env_options=from_json(options, {}),
+                             current_version=v0 + n, name=name, created_at=stamp),
+                     Version(id=v0 + n, episode_id=ep0 + n, name=version_name)) for n, (task, name) in enumerate(specs, 1)]
+            db.execute("insert into episodes (id, task_id, config_id, env_options, name, created_at, current_version) "
+                       "values " + ",".join(["(?,?,?,?,?,?,?)"] * len(made)),
+                       [x for (ep, v), tid in zip(made, task_ids)
+                        for x in (ep.id, tid, config_id, options, ep.name, stamp, v.id)])
+            rows = [{"id": v.id, **version_row(v, config_id, None)} for _, v in made]
+            cols = ", ".join(f'"{c}"' for c in rows[0])
+            db.execute(f"insert into versions ({cols}) values " + ",".join(["(" + ",".join("?" * len(rows[0])) + ")"]
+                                                                          * len(rows)),
+                       [x for r in rows for x in r.values()])
+        return made
+
+    def _task_rows(self, tasks: list[Task]) -> list[int]:
+        """Inside the caller's transaction: each task's row id, the new ones inserted in one
+        statement (one whose key is taken by other content: as `task_row` keeps it)."""
+        ids = self.row_ids[0]
+        datas = [to_json(t) for t in tasks]
+        new = {t.key: (t, d) for t, d in zip(tasks, datas) if ids.get((t.key, d)) is None}
+        if new:
+            rows = self._database.db.execute(
+                "insert into tasks (key, env, type, json) values " + ",".join(["(?,?,?,?)"] * len(new)) +
+                " on conflict (key) do nothing returning id, key",
+                [x for t, d in new.values() for x in (t.key, t.env, t.type, d)]).fetchall()
+            for row_id, key in rows:
+                ids.learn((key, new[key][1]), row_id)
+        return [ids.get((t.key, d)) or self.task_row(t) for t, d in zip(tasks, datas)]
+
     def point_current(self, episode_id: int, version_id: int) -> None:
         """Inside the caller's transaction: the episode's current version becomes this one."""
         self._database.db.execute("update episodes set current_version = ? where id = ?", [version_id, episode_id])

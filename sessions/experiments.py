@@ -245,6 +245,78 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
     return token, it, made
 
 
+def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s: float, config: AgentConfig,
+                         env_options: dict[str, Any], name: str, first_phase: str | None
+                         ) -> dict[int, tuple[int, Item, tuple[Episode, Version] | None]]:
+    """`claim_and_start` for several items in one light transaction and one claim
+    statement (a runner takes its next few items at once: a commit and a claim for a few
+    items, not for each): {item id: (token, item, new rows or None)} of the items claimed;
+    one done or held by another runner is left out. The claims are the job's like any
+    other: its heartbeat renews them, and a runner that dies before it runs them leaves
+    them to the next once its lease runs out. Needs `update ... returning` (SQLite 3.35):
+    else one `claim_and_start` per item."""
+    if not _RETURNING:
+        started = {}
+        for item_id in item_ids:
+            one = claim_and_start(store, item_id, job_id, lease_s, config, env_options, name, first_phase)
+            if one is not None:
+                started[item_id] = one
+        return started
+    marks = ",".join("?" * len(item_ids))
+    params = _claim_params(0, job_id, lease_s)
+    with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
+        rows = store.db.execute(
+            _CLAIM_SQL.replace("where id = ?", f"where id in ({marks})") + f" returning claim_token, {_ICOLS}",
+            params[:2] + list(item_ids) + params[3:]).fetchall()
+        claimed = [(int(row[0]), _item(row[1:])) for row in sorted(rows, key=lambda r: r[3])]  # (by position)
+        fresh = [it for _, it in claimed if it.episode_id is None]
+        made = dict(zip((it.id for it in fresh), _link_episodes(store, fresh, config, env_options, name, first_phase)))
+    started = {}
+    for token, it in claimed:
+        new = made.get(it.id)
+        if new is not None:
+            (ep, v), metrics = new
+            it = it.model_copy(update={"episode_id": ep.id, "version_id": v.id, "status": "running", "metrics": metrics})
+        started[it.id] = (token, it, new[0] if new is not None else None)
+    return started
+
+
+def _link_episodes(store: Store, fresh: list[Item], config: AgentConfig, env_options: dict[str, Any], name: str,
+                   first_phase: str | None) -> list[tuple[tuple[Episode, Version], dict[str, Any]]]:
+    """Inside the caller's transaction: `_link_episode` for several items, in one statement
+    for their links: [((episode, version) as written, the item's metrics)]."""
+    if not fresh:
+        return []
+    made = store.episodes.create_many([(it.task, name.format(pos=it.pos + 1)) for it in fresh], config, env_options,
+                                      version_name=first_phase)
+    out = []
+    for it, (ep, v) in zip(fresh, made):
+        metrics = dict(it.metrics)
+        if first_phase is not None:
+            _with_phase(metrics, first_phase, v.id)
+        out.append(((ep, v), metrics))
+    store.db.execute(
+        "update experiment_items set episode_id = l.column2, version_id = l.column3, status = 'running', "
+        "metrics = l.column4, updated_at = ? from (values " + ",".join(["(?,?,?,?)"] * len(out)) + ") as l "
+        "where experiment_items.id = l.column1",
+        [now()] + [x for it, ((ep, v), metrics) in zip(fresh, out) for x in (it.id, ep.id, v.id, _dumps(metrics))])
+    return out
+
+
+def release_unstarted(store: Store, job_id: int, held: list[tuple[int, int, str | None]]) -> None:
+    """Give back items claimed (and started) in a batch that this runner will not run
+    (it stops first): [(item id, token, the status to put back or None to keep it)]. An
+    item whose episode the batch made reads as before it (pending); its episode stays
+    linked, and whoever runs it continues it in place."""
+    if not held:
+        return
+    with store.transaction(durable=False):
+        store.db.conn.executemany(
+            "update experiment_items set claimed_by = null, lease_until = null, status = coalesce(?, status) "
+            "where id = ? and claimed_by = ? and claim_token = ?",
+            [(status, item_id, job_id, token) for item_id, token, status in held])
+
+
 def claimable(store: Store, experiment_id: int) -> list[int]:
     """Unfinished items no live runner holds (never claimed, released, or a lease run out)."""
     rows = store.db.execute(
@@ -309,11 +381,16 @@ def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) 
     """The heartbeat: every item the job holds stays held (its experiment's items only: the
     (experiment_id, pos) index, not a scan of every experiment's items). Returns {item id:
     token} of the claims renewed: a claim of the job missing there was taken over."""
+    params = [time.time() + lease_s, experiment_id, job_id]
     with store.transaction(durable=False):
-        store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
-                         [time.time() + lease_s, experiment_id, job_id])
-        rows = store.db.execute("select id, claim_token from experiment_items where experiment_id = ? and "
-                                "claimed_by = ?", [experiment_id, job_id]).fetchall()
+        if _RETURNING:  # one statement
+            rows = store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and "
+                                    "claimed_by = ? returning id, claim_token", params).fetchall()
+        else:
+            store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
+                             params)
+            rows = store.db.execute("select id, claim_token from experiment_items where experiment_id = ? and "
+                                    "claimed_by = ?", params[1:]).fetchall()
     return {int(r[0]): int(r[1]) for r in rows}
 
 

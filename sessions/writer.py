@@ -5,10 +5,13 @@ is queued inside one transaction and commits it once.
 Each write is a closure over the Store's own API; the writer runs it on its thread (so
 `store.db` is the writer's connection) and answers the caller once the group it was in
 committed: the caller reports its step only then. There is no timer for grouping:
-a write that finds the writer idle (nothing queued, no group running) commits at once in
-the calling thread, a group of one with no handoff to the writer thread and back (a
-worker at concurrency 1 pays no thread switch); under load the writes queued while a
-group committed form the next group, on the writer's thread. Groups never overlap, so
+a write that finds the writer idle (nothing queued, no group running) and comes from the
+thread that handed in the previous write (a lone worker) commits at once in the calling
+thread, a group of one with no handoff to the writer thread and back (a worker at
+concurrency 1 pays no thread switch); writes of several workers go to the writer's thread
+(its connection's page cache stays valid across its own commits; a worker's would be read
+again after each other connection's commit), and the writes queued while a group
+committed form the next group. Groups never overlap, so
 two writers on one version never interleave.
 
 A group runs flat (no savepoint per write). A write that fails before writing anything
@@ -36,6 +39,13 @@ The search index (`sessions.search_index`): the rows a group inserts are only no
 group writes the index for what was noted once INDEX_WRITES writes ran since the last
 time, so FTS5 writes one segment for many steps instead of one per commit.
 
+Writes nobody waits for (`wait=False`: an item's result, which a resume derives again)
+are kept until the next group, whoever runs it, and go first in it: at concurrency 1 an
+item's result commits with the next item's start instead of on its own. The writer's
+thread commits them itself once they waited DURABLE_S with no group to join (or at its
+close). Their failure goes to their `on_error` (a ClaimLost said in one line); a kill
+loses them as it loses any light commit's power-cut window: nothing a step reported.
+
 Without a writer attached to the Store (the app's single steps, tests, scripts), `write`
 runs the closure in the calling thread, as before (its transactions durable as asked).
 """
@@ -45,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -65,13 +76,15 @@ class _Write:
     `done` (a lock held until then: the cheapest wait there is); a write run in its
     caller's thread needs none (no Future, no Condition per write)."""
 
-    __slots__ = ("fn", "durable", "blobs", "outcome", "done")
+    __slots__ = ("fn", "durable", "blobs", "outcome", "done", "on_error")
 
-    def __init__(self, fn: Callable[[], Any], durable: bool, blobs: dict[str, bytes]):
+    def __init__(self, fn: Callable[[], Any], durable: bool, blobs: dict[str, bytes],
+                 on_error: Callable[[BaseException], Any] | None = None):
         self.fn, self.durable = fn, durable
         self.blobs = blobs  # the caller's deferred pages (they commit with it)
         self.outcome: tuple[bool, Any] | None = None  # (ok, result or error)
         self.done: Any = None
+        self.on_error = on_error  # a write nobody waits for: who hears of its failure
 
     def answer(self) -> Any:
         """The write's result once its group committed (its error raised)."""
@@ -101,6 +114,9 @@ class Writer:
         self._tail = False  # writes asked durable committed light since then
         self._state = threading.Condition()  # guards _busy, _closed and the counts
         self._busy, self._closed = 0, False  # groups running (here or in a caller's thread)
+        self._lazy: list[_Write] = []  # writes nobody waits for: the next group's first members
+        self._lazy_at = 0.0  # when the oldest of them came
+        self._last: int | None = None  # the thread that handed in the last write
         self._thread = threading.Thread(target=self._loop, daemon=True, name="store-writer")
         self._thread.start()
 
@@ -112,15 +128,21 @@ class Writer:
                blobs: dict[str, bytes] | None = None) -> _Write | None:
         """The write (`answer()`: its result once its group committed); None when the writer
         has closed (the caller writes itself). A write that finds the writer idle (nothing
-        queued, no group running) commits at once in the calling thread, a group of one,
-        with no handoff to the writer thread and back; else it queues for the next group."""
+        queued, no group running) and comes from the thread that handed in the last one too
+        (a lone worker) commits at once in the calling thread, with the writes nobody waits
+        for, and no handoff to the writer thread and back; else it queues for the next group
+        (several workers: the writer's thread commits for all, on its one connection, whose
+        pages its own commits leave cached; a worker's connection would read them again)."""
         w = _Write(fn, durable, blobs or {})
         with self._state:
             if self._closed:
                 return None
-            here = not self._busy and self._queue.empty()
+            me = threading.get_ident()
+            here = not self._busy and self._queue.empty() and self._last in (None, me)
+            self._last = me
             if here:
                 self._busy += 1
+                group, self._lazy = self._lazy + [w], []
             else:
                 w.done = threading.Lock()
                 w.done.acquire()  # (released once its group ran)
@@ -130,13 +152,26 @@ class Writer:
             self.store.db.conn.keeps_level = True  # (this thread's transactions each set the level they need)
             pending = False
             try:
-                pending = self._run([w])
+                pending = self._run(group)
             finally:
                 with self._state:
                     self._busy -= 1
-                    if pending or not self._queue.empty() or (self._tail and not self._deadline()):
+                    if pending or not self._queue.empty() or self._lazy or (self._tail and not self._deadline()):
                         self._state.notify()  # the writer thread has work (writes, a deadline to keep)
         return w
+
+    def later(self, fn: Callable[[], Any], *, on_error: Callable[[BaseException], Any] | None = None) -> bool:
+        """A light write nobody waits for: it goes first in the next group (whoever runs
+        it), or the writer's thread commits it once it waited DURABLE_S. False when the
+        writer has closed (the caller writes itself)."""
+        with self._state:
+            if self._closed:
+                return False
+            if not self._lazy:
+                self._lazy_at = time.monotonic()
+            self._lazy.append(_Write(fn, False, {}, on_error))
+            self._state.notify()
+        return True
 
     def close(self) -> None:
         """Run what is queued, make it durable, then end the thread (its connection is
@@ -178,16 +213,24 @@ class Writer:
             search_index.flush(self.store.db)
 
     def _take(self) -> tuple[list[_Write], bool]:
-        """Wait until writes are queued and no group runs (a caller's own), or the durable
-        deadline passed with nothing running; then (the queued writes, closed?), the writer
-        marked busy when there are writes, or ([], False) for the deadline."""
+        """Wait until writes are queued (or writes nobody waits for waited long enough) and
+        no group runs (a caller's own), or the durable deadline passed with nothing running;
+        then (the writes, closed?), the writer marked busy when there are writes, or
+        ([], False) for the deadline."""
         with self._state:
-            while self._busy or self._queue.empty():
-                wait = self._deadline() if self._tail and not self._busy else None
-                if wait == 0:
-                    return [], False
-                self._state.wait(wait)
-            group: list[_Write] = []
+            while True:
+                if not self._busy:
+                    lazy = self._lazy_wait() if self._lazy else None
+                    if not self._queue.empty() or lazy == 0:
+                        break
+                    durable = self._deadline() if self._tail else None
+                    if durable == 0:
+                        return [], False
+                    waits = [x for x in (lazy, durable) if x is not None]
+                    self._state.wait(min(waits) if waits else None)
+                else:
+                    self._state.wait()
+            group, self._lazy = self._lazy, []
             end = False
             while len(group) < MAX_GROUP:  # whatever queued meanwhile joins this group
                 try:
@@ -200,6 +243,9 @@ class Writer:
                 group.append(nxt)
             self._busy += bool(group)
             return group, end
+
+    def _lazy_wait(self) -> float:
+        return max(0.0, self._lazy_at + self.durable_s - time.monotonic())
 
     def _deadline(self) -> float:
         return max(0.0, self._synced_at + self.durable_s - time.monotonic())
@@ -248,6 +294,8 @@ class Writer:
             w.outcome = outcome
             if w.done is not None:
                 w.done.release()
+            elif w.on_error is not None and not outcome[0]:
+                _told(w, outcome[1])
         return pending
 
     def _flat(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]] | None:
@@ -293,6 +341,15 @@ class Writer:
                 return True, w.fn()
         except BaseException as exc:  # its writes are undone; the group goes on
             return False, exc
+
+
+def _told(w: _Write, exc: BaseException) -> None:
+    """A write nobody waited for failed: its `on_error` hears of it (its own failure to say
+    so is said on stderr, never the group's)."""
+    try:
+        w.on_error(exc)  # type: ignore[misc]
+    except Exception as again:
+        print(f"a deferred write failed: {exc}; and so did saying so: {again}", file=sys.stderr, flush=True)
 
 
 _writers: "weakref.WeakKeyDictionary[Store, Writer]" = weakref.WeakKeyDictionary()
@@ -342,4 +399,16 @@ def write(store: Store, fn: Callable[[], Any], *, durable: bool = True) -> Any:
     except BaseException:
         store.blobs.add_pending(blobs)  # rolled back: they wait for the next write
         raise
+
+
+def write_later(store: Store, fn: Callable[[], Any], *, on_error: Callable[[BaseException], Any]) -> None:
+    """A light write whose caller does not wait for its commit (an item's result, which a
+    resume derives again from the item's committed steps): with a writer attached, it goes
+    first in the next group, whoever runs it (at concurrency 1: the next item's start), or
+    the writer commits it once it waited DURABLE_S, or at its close; `on_error` hears of
+    its failure. Without one (or inside the caller's transaction) it runs here and now, and
+    its error is raised."""
+    w = _writers.get(store)
+    if w is None or w.on_writer or store.db.conn.in_transaction or not w.later(fn, on_error=on_error):
+        fn()
 

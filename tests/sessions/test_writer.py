@@ -243,3 +243,79 @@ def test_a_write_that_fails_before_writing_leaves_its_group_flat(traced, tmp_pat
     assert list(errors) == [2] and (store.settings.get("a"), store.settings.get("b")) == (1, 2)
     assert w.groups == 2 and commits(stmts) == 2
     assert not [s for t, s in stmts if t == "store-writer" and s.lower().startswith(("savepoint tx_", "rollback"))]  # (not sqlite-utils' own)
+
+
+# ---------------------------------------------------------------- writes nobody waits for
+
+
+def test_a_write_nobody_waits_for_commits_with_the_next_group(traced, tmp_path, monkeypatch):
+    """`write_later` (an item's result) returns at once and commits first in the next
+    group, here the next write's: one commit for both; the close commits what is left."""
+    store, stmts = traced
+    monkeypatch.setattr(writer, "DURABLE_S", 3600.0)
+    other = Store(tmp_path / "w.db")
+    errors: list[BaseException] = []
+    with attached(store) as w:
+        writer.write_later(store, lambda: store.settings.set("result", 1), on_error=errors.append)
+        assert other.settings.get("result") is None and commits(stmts) == 0  # not yet
+        write(store, lambda: store.settings.set("step", 2))
+        assert (other.settings.get("result"), other.settings.get("step")) == (1, 2)
+        assert commits(stmts) == 1 and (w.groups, w.writes) == (1, 2)
+        writer.write_later(store, lambda: store.settings.set("last", 3), on_error=errors.append)
+    assert other.settings.get("last") == 3 and commits(stmts) == 2 and not errors
+    other.close()
+
+
+def test_an_idle_writer_commits_a_write_nobody_waits_for_within_the_window(traced, tmp_path, monkeypatch):
+    """With no group to join, the writer's thread commits it once it waited DURABLE_S."""
+    store, stmts = traced
+    monkeypatch.setattr(writer, "DURABLE_S", 0.1)
+    other = Store(tmp_path / "w.db")
+    with attached(store):
+        writer.write_later(store, lambda: store.settings.set("result", 1), on_error=print)
+        for _ in range(1000):
+            if other.settings.get("result") == 1:
+                break
+            threading.Event().wait(0.01)
+        assert other.settings.get("result") == 1 and commits(stmts, "store-writer") == 1
+    other.close()
+
+
+def test_a_failing_write_nobody_waits_for_tells_its_on_error_and_the_group_goes_on(traced, monkeypatch):
+    """Its failure goes to its `on_error` (nobody waits to hear it); the group's other
+    writes commit. Without a writer it runs at once and raises, as `write` does."""
+    store, stmts = traced
+    monkeypatch.setattr(writer, "DURABLE_S", 3600.0)
+    errors: list[BaseException] = []
+
+    def refused() -> None:
+        raise Boom("fenced")
+
+    with attached(store):
+        writer.write_later(store, refused, on_error=errors.append)
+        write(store, lambda: store.settings.set("step", 1))
+    assert [str(e) for e in errors] == ["fenced"] and store.settings.get("step") == 1 and commits(stmts) == 1
+    with pytest.raises(Boom):
+        writer.write_later(store, refused, on_error=errors.append)
+    assert len(errors) == 1
+
+
+def test_a_lone_worker_commits_in_its_own_thread_and_several_hand_their_writes_to_the_writer(traced):
+    """The writer idle: a thread's writes commit in that thread while it is the only one
+    writing (no handoff, at concurrency 1); once another thread writes in between, the
+    writes go to the writer's thread (one connection commits for several workers)."""
+    store, stmts = traced
+
+    def other_thread(key: str) -> None:
+        t = threading.Thread(target=write, args=(store, lambda: store.settings.set(key, 1)), name="worker-2")
+        t.start()
+        t.join(10)
+
+    with attached(store):
+        for n in range(3):
+            write(store, lambda n=n: store.settings.set(f"a{n}", n))
+        other_thread("b")
+        write(store, lambda: store.settings.set("c", 1))
+    mine = threading.current_thread().name
+    assert [t for t, s in stmts if s.strip().lower() == "commit"] == [mine] * 3 + ["store-writer"] * 2
+    assert [store.settings.get(k) for k in ("a2", "b", "c")] == [2, 1, 1]
