@@ -139,8 +139,10 @@ print(json.dumps(got))
 """
 
 
-def test_a_thread_importing_textworld_meanwhile_gets_the_real_package(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path)}
+def test_a_thread_importing_textworld_meanwhile_gets_the_real_package(alfworld_session_cache):
+    """The game's translation comes from the session's cache when another test made it: the
+    stand-ins are put up either way (only the translation is read instead of made)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(alfworld_session_cache)}
     out = subprocess.run([sys.executable, "-c", RACE, list_tasks()[0].data["game"]], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
