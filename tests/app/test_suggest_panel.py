@@ -4,6 +4,7 @@ resumes; Dismiss sets a card aside. AppTest, toy room, scripted agent and critic
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -144,17 +145,28 @@ def test_stop_halts_the_suggest_job_and_running_again_continues(toy, monkeypatch
 
     agent = fail_episode(toy)
     agent.critic = critic_json(IDLE, GOOD)
-    toy.llm.set_responder(lambda body: Reply(text=agent(body), delay_s=0.05))
+    # once two rollouts are done, the model holds every answer until Stop was pressed: the job
+    # is surely mid-run when stopped (4 rollouts an arm, not 20 run to leave time for the click)
+    hold, release = threading.Event(), threading.Event()
+
+    def respond(body):
+        if hold.is_set():
+            release.wait(60)
+        return Reply(text=agent(body), delay_s=0.05)
+
+    toy.llm.set_responder(respond)
     at = open_editor(toy, monkeypatch, 1)
-    at.number_input(key="sg_n_1").set_value(20)
+    at.number_input(key="sg_n_1").set_value(4)
     ok(at.button(key="sg_run_1").click().run())
     job = at.session_state["suggest_job"]
     deadline = time.time() + 30
     while job.done_n < 2 and time.time() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.01)
+    hold.set()
     ok(at.run())
     assert any("Press Stop" in p.proto.text for p in at.get("progress"))
     ok(at.button(key="sg_stop").click().run())
+    release.set()
     assert job.finished.wait(30)
     at = ok(at.run())
     assert jobs.get(toy.store, job.id).state == "stopped"

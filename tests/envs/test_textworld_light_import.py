@@ -18,7 +18,8 @@ from envs.alfworld.twlite import EntityInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# A new process: a game with our engine first, then the stock textworld stack on the same game.
+# A new process: a game with our engine first, then the stock textworld stack on the same game
+# (with "stock"; a warm process plays ours only: its stand-ins are compared with the cold one's).
 PROBE = """
 import json, sys
 from envs.alfworld.fastgame import FastGame, load_game_data
@@ -30,35 +31,44 @@ for i in range(6):
     ours.append(fast.step(cmds[-1]).feedback + "|" + "\\n".join(fast.admissible_commands()))
 light = sorted(m for m in ("textworld", "textworld.envs", "textworld.generator", "networkx", "prompt_toolkit")
                if m in sys.modules)
+before = sorted(m for m in sys.modules if m == "textworld" or m.startswith("textworld."))
 import textworld, textworld.gym
-from envs.alfworld.stock import StockGame
-stock = StockGame(data, "paper")
-theirs = [stock.reset()]
-for cmd in cmds:
-    o, _ = stock.step(cmd)
-    theirs.append(o + "|" + "\\n".join(stock.admissible))
-adopted = all(getattr(textworld, n) is sys.modules["textworld." + n] for n in ("logic", "utils", "envs")) and \\
-    textworld.envs.pddl.logic is sys.modules["textworld.envs.pddl.logic"]
-whole = hasattr(textworld, "GameMaker")
-print(json.dumps({"light": light, "same": ours == theirs, "adopted": adopted, "whole": whole}))
+report = {"light": light, "ours": ours, "before": before}
+if sys.argv[2] == "stock":
+    from envs.alfworld.stock import StockGame
+    stock = StockGame(data, "paper")
+    theirs = [stock.reset()]
+    for cmd in cmds:
+        o, _ = stock.step(cmd)
+        theirs.append(o + "|" + "\\n".join(stock.admissible))
+    report["same"] = ours == theirs
+report["adopted"] = all(getattr(textworld, n) is sys.modules["textworld." + n] for n in ("logic", "utils", "envs")) \\
+    and textworld.envs.pddl.logic is sys.modules["textworld.envs.pddl.logic"]
+report["whole"] = hasattr(textworld, "GameMaker")
+print(json.dumps(report))
 """
 
 
-def _probe(cache: Path, game: str) -> dict:
+def _probe(cache: Path, game: str, stock: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(cache)}
-    out = subprocess.run([sys.executable, "-c", PROBE, game], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run([sys.executable, "-c", PROBE, game, "stock" if stock else "ours"], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_a_game_loads_without_the_textworld_package_which_still_imports_whole_after(tmp_path):
+    """The cold process plays the stock stack too; the warm one (read from the cache) need not
+    do it again: it has the same textworld modules before the import as the cold one (what the
+    stock stack then plays on) and the same transcript, so the stock one is the cold one's."""
     game = list_tasks()[0].data["game"]
-    cold = _probe(tmp_path / "cache", game)  # translation and game logic written to the cache
+    cold = _probe(tmp_path / "cache", game, stock=True)  # translation and game logic written to the cache
+    ours, before = cold.pop("ours"), cold.pop("before")
     assert cold == {"light": [], "same": True, "adopted": True, "whole": True}, cold
+    assert before and len(ours) == 7
     assert len(list((tmp_path / "cache" / "alfworld-sas").glob("*.pkl"))) >= 2
-    warm = _probe(tmp_path / "cache", game)  # ... and read back, still without the package
-    assert warm == cold
+    warm = _probe(tmp_path / "cache", game, stock=False)  # ... and read back, still without the package
+    assert warm == {"light": [], "ours": ours, "before": before, "adopted": True, "whole": True}, warm
 
 
 def _dump(sym, seen: set) -> tuple:
@@ -129,8 +139,10 @@ print(json.dumps(got))
 """
 
 
-def test_a_thread_importing_textworld_meanwhile_gets_the_real_package(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path)}
+def test_a_thread_importing_textworld_meanwhile_gets_the_real_package(alfworld_session_cache):
+    """The game's translation comes from the session's cache when another test made it: the
+    stand-ins are put up either way (only the translation is read instead of made)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(alfworld_session_cache)}
     out = subprocess.run([sys.executable, "-c", RACE, list_tasks()[0].data["game"]], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -114,15 +114,25 @@ def test_a_reader_thread_never_sees_a_row_another_thread_rolls_back(tmp_path):
 # ---------------------------------------------------------------------- 3: two runners, leases
 
 
-def test_two_processes_resuming_one_experiment_share_its_items(tmp_path, scripted_llm):
+def _claimed(db: Path) -> int:
+    with closing(sqlite3.connect(db)) as raw:
+        return raw.execute("select count(*) from experiment_items where claimed_by is not null").fetchone()[0]
+
+
+def test_two_processes_resuming_one_experiment_share_its_items(tmp_path, scripted_llm, capsys):
+    """Two runners in two processes: a child, and this test's own process once the child holds
+    items (a runner here costs no interpreter start and no imports: they are loaded)."""
     scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.15,
                                           react_steps=2))
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 10)
-    env = _env(tmp_path)
-    procs = [_spawn(["experiment", "resume", "x", "--db", db, "--json", "--concurrency", "2"], env) for _ in range(2)]
-    outs = [p.communicate(timeout=180) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    args = ["experiment", "resume", "x", "--db", db, "--json", "--concurrency", "2"]
+    child = _spawn(args, _env(tmp_path))
+    _wait(lambda: _claimed(db) >= 1 or child.poll() is not None, timeout=120)
+    assert child.poll() is None, child.communicate()[1]
+    code, _, here_err = cli(capsys, *map(str, args))
+    _, child_err = child.communicate(timeout=180)
+    assert [child.returncode, code] == [0, 0], [child_err, here_err]
     with closing(Store(db)) as store:
         items = experiments.items(store, 1)
         assert all(it.status == "done" and it.success for it in items)  # none lost
@@ -156,7 +166,7 @@ def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp
         raw.commit()
         held = raw.execute("select count(*) from experiment_items where claimed_by is not null").fetchone()[0]
     assert held >= 1
-    code, out, err = _cli(["experiment", "resume", "x", "--db", db, "--json", "--concurrency", "2"], _env(tmp_path))
+    code, out, err = cli(capsys, "experiment", "resume", "x", "--db", str(db), "--json", "--concurrency", "2")  # here
     assert code == 0, err
     assert json.loads(out.strip().splitlines()[-1])["done"] == 8
     with closing(Store(db)) as store:

@@ -39,14 +39,21 @@ def _indices(store: Store, vid: int) -> list[int]:
 # ---------------------------------------------------------------------- 1. compare-and-set
 
 
-def test_two_processes_stepping_one_version_never_interleave(toy, tmp_path):
+def test_two_processes_stepping_one_version_never_interleave(toy, tmp_path, capsys):
+    """Two writers in two processes: a child, and this test's process (the same toy families)
+    once the child's first model call is in flight, so both step from the same leaf."""
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=12, cache=False))
     toy.llm.set_default(Reply(text=" go to shelf 1", delay_s=0.25))
-    db = str(toy.db)
-    procs = [_child(tmp_path, toy.llm, "resume", str(ep.id), "--version", str(v.id), "--db", db) for _ in range(2)]
-    outs = [p.communicate(timeout=120) for p in procs]
-    codes = sorted(p.returncode for p in procs)
-    errs = "".join(e for _, e in outs)
+    argv = ["resume", str(ep.id), "--version", str(v.id), "--db", str(toy.db)]
+    child = _child(tmp_path, toy.llm, *argv)
+    deadline = time.monotonic() + 120
+    while not toy.llm.completion_requests and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert toy.llm.completion_requests, child.communicate()[1]
+    code, _, here_err = cli(capsys, *argv)
+    _, child_err = child.communicate(timeout=120)
+    codes = sorted([child.returncode, code])
+    errs = child_err + here_err
     assert _indices(toy.store, v.id) == list(range(1, 13))  # one writer's steps, in order
     assert toy.store.db.execute("select count(*) from steps").fetchone()[0] == 12
     assert codes == [0, 1], errs
