@@ -44,7 +44,8 @@ def streamlit_argv(address: str, port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(APP),
             "--server.address", address, "--server.port", str(port), "--server.headless", "true",
             "--server.enableXsrfProtection", "true", "--browser.gatherUsageStats", "false",
-            "--logger.hideWelcomeMessage", "true"]  # its URL would lack the token: ours is printed
+            "--logger.hideWelcomeMessage", "true",  # its URL would lack the token: ours is printed
+            "--runner.postScriptGC", "false"]  # no full collection after each run and tick (Python's GC still runs)
 
 
 def _secrets() -> dict:

@@ -53,7 +53,7 @@ def test_launcher_options():
     assert argv[:5] == [sys.executable, "-m", "streamlit", "run", str(ROOT / "app_server.py")]  # behind the gate
     assert opts == {"--server.address": "127.0.0.1", "--server.port": "8600", "--server.headless": "true",
                     "--server.enableXsrfProtection": "true", "--browser.gatherUsageStats": "false",
-                    "--logger.hideWelcomeMessage": "true"}
+                    "--logger.hideWelcomeMessage": "true", "--runner.postScriptGC": "false"}
 
 
 @pytest.fixture
