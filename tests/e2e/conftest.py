@@ -60,9 +60,9 @@ class App:
         if wait:
             self.ready()
 
-    def ready(self, timeout_s: float = 60) -> None:
-        """Wait until the server answers its health check (`timeout_s` at most)."""
-        deadline = time.monotonic() + timeout_s
+    def ready(self) -> None:
+        """Wait until the server answers its health check (60 s at most)."""
+        deadline = time.monotonic() + 60
         while True:
             try:
                 with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as r:
@@ -163,10 +163,15 @@ def llm() -> Iterator[ScriptedLLM]:
 @pytest.fixture(scope="session")
 def served(browser, server_process) -> App:
     """This test process's Streamlit server; each test points it at its own database
-    (`start_app`). It imported the app's modules when it started (served_app.warm): no
-    page is drawn here to warm it (a browser context's page would be thrown away with it)."""
-    server_process.ready(timeout_s=120)
-    return server_process
+    (`start_app`). Its first page (the app's imports) is drawn here, once."""
+    app = server_process
+    app.ready()
+    ctx = browser.new_context()
+    app.admit(ctx)
+    ctx.new_page().goto(app.url + "/episodes")
+    ctx.pages[0].get_by_text("Start a new episode").first.wait_for(timeout=120_000)
+    ctx.close()
+    return app
 
 
 @pytest.fixture

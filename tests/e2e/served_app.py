@@ -6,9 +6,7 @@ gets the app over a fresh database without paying for a new server and a cold fi
 
 from __future__ import annotations
 
-import importlib
 import os
-import re
 from pathlib import Path
 
 import streamlit as st
@@ -39,16 +37,5 @@ async def point_at(request):
     return PlainTextResponse("ok")
 
 
-def warm() -> None:
-    """Import the app's own modules (app_pages/ but its page scripts) now, at the server's start,
-    as its first page would: the server starts while the tests are collected, so no browser
-    page needs drawing to warm it, and no test's first page pays for these imports."""
-    pages = set(re.findall(r'PAGES / "(\w+)\.py"', (ROOT / "app.py").read_text()))
-    for f in sorted((ROOT / "app_pages").glob("*.py")):
-        if f.stem not in pages | {"__init__"}:
-            importlib.import_module(f"app_pages.{f.stem}")
-
-
-warm()
 app = st.App(ROOT / "app.py", middleware=served._user_middleware,
              routes=[Route("/api/e2e/env", point_at, methods=["POST"])])
