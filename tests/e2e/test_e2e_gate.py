@@ -17,9 +17,9 @@ def _text(page) -> str:
     return page.inner_text("body")  # (the gate's answer is a plain page: no script draws later)
 
 
-def test_the_printed_url_opens_the_app_and_nothing_opens_without_it(browser, page, start_app):
+def test_the_printed_url_opens_the_app_and_nothing_opens_without_it(browser, start_app):
     app = start_app()
-    stranger = browser.new_context()  # opened after the start: not let in
+    stranger = browser.new_context()  # opened after the start: not let in (no `page`: a context it never used)
     try:
         other = stranger.new_page()
         other.goto(app.url)
