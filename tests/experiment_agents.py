@@ -5,19 +5,24 @@ deterministically from the prompt, with an optional fixed latency.
 `wiki_agent(answers)`: `answers` maps a question/claim text to what the agent says (a
 string) or to a list cycled per request (CoT-SC votes); unknown tasks get "unknown".
 `alfworld_agent()`: visits the receptacles of the room one by one (real env work).
+`HOTPOT`: the built-in HotpotQA corpus's questions (id, question, answer), for the answers.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 from tests.scripted_server import Reply, prompt_text
 
 _TASK = re.compile(r"^(?:Question|Claim): (.*)$", re.MULTILINE)
 _STEP_CUE = re.compile(r"(Thought|Action) (\d+):$")
+_CORPUS = Path(__file__).resolve().parents[1] / "envs" / "wikipedia" / "corpus" / "hotpotqa.jsonl"
+HOTPOT = [json.loads(line) for line in _CORPUS.read_text().splitlines() if line.strip()]
 
 
 def wiki_agent(answers: dict[str, Any], *, latency_s: float = 0.0, react_steps: int = 1,

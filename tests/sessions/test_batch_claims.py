@@ -5,9 +5,7 @@ which continues the item's episode in place."""
 
 from __future__ import annotations
 
-import json
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +13,9 @@ from agent import experiment
 from envs.registry import family
 from sessions import experiments
 from sessions.store import Store
-from tests.experiment_agents import wiki_agent
+from tests.experiment_agents import HOTPOT, wiki_agent
 from trajectory.records import AgentConfig
 
-ROOT = Path(__file__).resolve().parents[2]
-HOTPOT = [json.loads(line) for line in (ROOT / "envs" / "wikipedia" / "corpus" / "hotpotqa.jsonl").read_text().splitlines()
-          if line.strip()]
 
 
 @pytest.fixture(autouse=True)

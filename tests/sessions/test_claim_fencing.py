@@ -6,11 +6,9 @@ heartbeat is said, not swallowed."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from contextlib import closing
-from pathlib import Path
 
 import pytest
 
@@ -21,12 +19,9 @@ from sessions import connection
 from sessions import experiments
 import sessions.jobs
 from sessions.store import Store, StoreError
-from tests.experiment_agents import wiki_agent
+from tests.experiment_agents import HOTPOT, wiki_agent
 from trajectory.records import AgentConfig
 
-ROOT = Path(__file__).resolve().parents[2]
-HOTPOT = [json.loads(line) for line in (ROOT / "envs" / "wikipedia" / "corpus" / "hotpotqa.jsonl").read_text().splitlines()
-          if line.strip()]
 
 
 @pytest.fixture(autouse=True)
