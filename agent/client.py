@@ -774,15 +774,10 @@ def _body_parts(body: dict[str, Any]) -> tuple[bytes, bytes] | None:
     return head.encode("utf-8"), rest.encode("utf-8")
 
 
-_OMITTED: list[dict[str, Any]] = []  # the per-request telemetry headers, each mapped to the SDK's Omit
-
-
 def _request_options() -> dict[str, Any]:
     """The SDK's request options of a call: its per-request telemetry headers left out (a new
     mapping per call: the SDK must never share one call's headers with another's)."""
-    if not _OMITTED:
-        _OMITTED.append(dict.fromkeys(REQUEST_TELEMETRY, openai._types.Omit()))
-    return {"headers": dict(_OMITTED[0])}
+    return {"headers": dict.fromkeys(REQUEST_TELEMETRY, openai._types.Omit())}
 
 
 def _field(obj: Any, name: str) -> Any:
