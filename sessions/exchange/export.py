@@ -25,6 +25,7 @@ from typing import IO, Any, Iterable, Iterator, get_args
 from sessions import annotations
 from sessions import exemplar_sets
 from sessions.exchange.chat_sft import chat_record, version_ok
+from sessions.exchange.prefetch import prefetched
 from trajectory import kinds
 from trajectory.prompt_files import PromptFileError, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
@@ -106,6 +107,12 @@ class Shared:
         self.params: dict[int | None, tuple[str, str, str | None]] = {}  # call_params rows by id
         self.heads: dict[tuple, str] = {}
         self.infos: dict[str | None, str | None] = {}
+
+    def known(self, params: dict[int | None, tuple[str, str, str | None]]) -> None:
+        """Rows read already (`Calls.params_rows`) for the calls about to be encoded."""
+        if len(self.params) > self.LIMIT:
+            self.params.clear()
+        self.params.update(params)
 
     def learn(self, calls: Iterable[tuple]) -> None:
         """Read the call_params rows of these calls (`Calls.rows` tuples) not known yet."""
@@ -425,7 +432,10 @@ def export(
     return report
 
 
-def _chunked(batches: Iterable[EpisodeBatch], n: int = 200) -> Iterator[list[EpisodeBatch]]:
+CHUNK = 200  # episodes whose calls and annotations are read together
+
+
+def _chunked(batches: Iterable[EpisodeBatch], n: int = CHUNK) -> Iterator[list[EpisodeBatch]]:
     chunk: list[EpisodeBatch] = []
     for b in batches:
         chunk.append(b)
@@ -457,20 +467,39 @@ def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> No
 
 def _jsonl_lines(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
     n, shared = 0, Shared(store)
-    for chunk in _chunked(batches):  # the calls and annotations of a chunk of episodes in one query each
+    with _reads(store, batches) as chunks:
+        for chunk, calls, params, histories in chunks:
+            shared.known(params)
+            for batch in chunk:
+                n += 1
+                enc = EpisodeEncoder(store, batch, n, calls, histories, shared)
+                report.episodes += 1
+                for line, nsteps in enc.lines():
+                    sink.write(line)
+                    report.versions += 1
+                    report.records += 1
+                    report.steps += nsteps
+
+
+def _chunk_reads(store: Store, batches) -> Iterator[tuple]:
+    """Per chunk of episodes, what encoding it reads: the batches, their calls, those calls'
+    call_params rows and the annotation histories (one query each, not per episode)."""
+    for chunk in _chunked(batches, CHUNK):
         calls = store.calls.rows(b.episode.id for b in chunk)
-        shared.learn(calls.values())
+        params = store.calls.params_rows({c[2] for c in calls.values()})
         histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
                      annotations.step_histories(store, [b.episode.id for b in chunk]))
-        for batch in chunk:
-            n += 1
-            enc = EpisodeEncoder(store, batch, n, calls, histories, shared)
-            report.episodes += 1
-            for line, nsteps in enc.lines():
-                sink.write(line)
-                report.versions += 1
-                report.records += 1
-                report.steps += nsteps
+        yield chunk, calls, params, histories
+
+
+def _reads(store: Store, batches):
+    """The chunk reads in a reader thread (its own connection: the store opens one per
+    thread), or here when another connection would not see the same rows: an in-memory
+    database (one shared connection) or a transaction open on this thread's."""
+    reads = _chunk_reads(store, batches)
+    if store.file == ":memory:" or store.db.conn.in_transaction:
+        return contextlib.nullcontext(reads)
+    return prefetched(reads)
 
 
 def _write_chat(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
