@@ -143,6 +143,26 @@ class Shared:
         return out
 
 
+def _call_rows(store: Store, episode_ids=(), *, ids=()) -> dict[int, tuple]:
+    """`Calls.rows`, with the rare row whose parts SQLite left to Python (a stored value of
+    an unusual type) made here from its plain columns."""
+    calls = store.calls.rows(episode_ids, ids=ids)
+    odd = [cid for cid, r in calls.items() if r[4] is None]
+    if odd:
+        calls.update({cid: _parts(r) for cid, r in store.calls.plain_rows(odd).items()})
+    return calls
+
+
+def _parts(row: tuple) -> tuple:
+    """A `Calls.plain_rows` row as a `Calls.rows` one (what _dumps writes for each value)."""
+    cid, at, pid, purpose, phash, chars, done, pt, ct, kt, lat, att, cached, err, cut = row
+    mid = (f'"prompt_hash":"{phash.hex() if phash.__class__ is bytes else _hex(phash)}","prompt_chars":{_num(chars)},'
+           f'"completion":{done},"usage":{{"prompt_tokens":{_num(pt)},"completion_tokens":{_num(ct)},'
+           f'"cached_prompt_tokens":{_num(kt)}}},"latency_ms":')
+    tail = f',"attempts":{_num(att)},"cached":{_bool(cached)},"error":{err}{f",{_CUT}{_dumps(cut)}}}" if cut else "}"}'
+    return cid, at, pid, purpose, mid, lat, tail
+
+
 class EpisodeEncoder:
     """File-relative refs for one episode, encoded straight from the stored rows
     (`StepCols`, `Calls.rows` tuples: trusted, this store wrote them). A step's JSON is made
@@ -196,19 +216,12 @@ class EpisodeEncoder:
         if ref is not None:
             return ref
         ref = self.call_ref[cid] = len(self.call_ref) + 1
-        _, at, pid, purpose, phash, chars, done, pt, ct, kt, lat, att, cached, err, cut = self.calls[cid]
-        # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
-        # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
+        _, at, pid, purpose, mid, lat, tail = self.calls[cid]
+        # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}): SQLite wrote
+        # `mid` and `tail` (Calls.rows); latency_ms, a float, through repr as json writes it
         self.call_cache[cid] = (
             f'{{"ref":{ref},"created_at":{at},{self.heads.get((pid, purpose)) or self.shared.head(pid, purpose)},'
-            f'"prompt_hash":"{phash.hex() if phash.__class__ is bytes else _hex(phash)}","prompt_chars":{chars:d},'
-            f'"completion":{done},'
-            f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
-            f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
-            f'"cached_prompt_tokens":{kt if kt.__class__ is int else "null" if kt is None else _num(kt)}}},'
-            f'"latency_ms":{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)},'
-            f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
-            f'"error":{err}{f",{_CUT}{_dumps(cut)}}}" if cut else "}"}')
+            f'{mid}{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)}{tail}')
         return ref
 
     def _recorded(self, ids: list[int]) -> list[int]:
@@ -218,7 +231,7 @@ class EpisodeEncoder:
         if not self.fetched and any(c not in calls for c in ids):
             self.fetched = True
             missing = {c for path in self.batch.paths.values() for s in path for c in _ids(s.call_ids) if c not in calls}
-            found = self.store.calls.rows(ids=sorted(missing))
+            found = _call_rows(self.store, ids=sorted(missing))
             self.shared.learn(found.values())
             calls.update(found)
         return [c for c in ids if c in calls]
@@ -232,7 +245,9 @@ class EpisodeEncoder:
         return out
 
     def _step(self, s: tuple, limit: int) -> str:
-        sid, _, _, idx, texts, done, r, info, source, edit, cids, at = s
+        sid, _, _, source, body, r, info, edit, cids, at = s
+        if body is None:
+            raise ExportError(f"step {sid} holds an index or done flag of the wrong type; the database is damaged")
         refs = self.step_ref
         ref = refs[sid] = len(refs) + 1
         # the usual step: one call ("[id]"), of this episode, not yet encoded (no _ids, no list)
@@ -251,7 +266,7 @@ class EpisodeEncoder:
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         d = self.step_cache[sid] = (
-            f'{{"ref":{ref},"index":{idx:d},"thought":{texts},"done":{"true" if done else "false"},'
+            f'{{"ref":{ref},"index":{body},'
             f'"reward":{"0.0" if not r else _num(r) if r.__class__ is not float or r - r else repr(r)},'
             f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{self.texts.get(source) or _esc(source)},'
             f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
@@ -485,7 +500,7 @@ def _chunk_reads(store: Store, batches) -> Iterator[tuple]:
     """Per chunk of episodes, what encoding it reads: the batches, their calls, those calls'
     call_params rows and the annotation histories (one query each, not per episode)."""
     for chunk in _chunked(batches, CHUNK):
-        calls = store.calls.rows(b.episode.id for b in chunk)
+        calls = _call_rows(store, [b.episode.id for b in chunk])
         params = store.calls.params_rows({c[2] for c in calls.values()})
         histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
                      annotations.step_histories(store, [b.episode.id for b in chunk]))

@@ -184,3 +184,29 @@ def test_a_failing_read_is_raised_here_and_leaves_no_file(toy, tmp_path, monkeyp
     assert seen[0] == "export-reader"  # (the reads ran ahead, in the reader)
     assert list(tmp_path.glob("*.jsonl")) == [] and list(tmp_path.glob(".export-*")) == []
     assert not [t for t in threading.enumerate() if t.name == "export-reader"]
+
+
+def test_stored_values_of_unusual_types_come_out_as_json_writes_them(toy, tmp_path):
+    """SQLite writes most of a call record; a value of another type than this store writes
+    (a text hash, a float count, a NULL attempts) takes the Python path and still comes out
+    as json.dumps writes the stored value."""
+    _populate(toy)
+    db = toy.store.db
+    cid = db.execute("select max(id) from model_calls").fetchone()[0]
+    db.execute("update model_calls set prompt_hash = 'aé', prompt_tokens = 2.5, attempts = null, cut_from = 7 "
+               "where id = ?", [cid])
+    out = tmp_path / "x.jsonl"
+    export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
+    line = out.read_text(encoding="utf-8").split("\n")[-2]  # (the last episode holds the last call)
+    call = json.loads(line)["calls"][-1]
+    assert (call["prompt_hash"], call["usage"]["prompt_tokens"], call["attempts"], call["cut_from"]) == (
+        "aé".encode().hex(), 2.5, None, 7)
+    assert _dumps(json.loads(line)) == line
+
+
+def test_a_step_index_of_another_type_is_one_clear_error(toy, tmp_path):
+    _populate(toy)
+    toy.store.db.execute("update steps set idx = 1.5 where id = (select max(id) from steps)")
+    with pytest.raises(EXPORT.ExportError, match="index or done flag of the wrong type"):
+        export(toy.store, "jsonl", tmp_path / "x.jsonl", filters=Filters(all_versions=True))
+    assert list(tmp_path.glob("*.jsonl")) == [] and list(tmp_path.glob(".export-*")) == []
