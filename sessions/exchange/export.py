@@ -3,8 +3,11 @@
 as soon as it is built, into a temporary file renamed over the target at the end (a failed
 export leaves no half file). No API key can appear: AgentConfig has no field for one.
 jsonl is encoded straight from the stored rows (this store wrote them: trusted), with no
-record object per step or call; SQLite JSON-quotes their texts, and what many rows share
-(a step's JSON in every version holding it, call heads, info dicts) is encoded once.
+record object per step or call; SQLite writes their texts and integers as JSON (whole parts
+of a step's and a call's JSON), and what many rows share (a step's JSON in every version
+holding it, call heads, info dicts) is encoded once. The reads of a chunk of episodes run
+ahead in a reader thread (`prefetch.py`) while this thread encodes and writes: SQLite works
+without the GIL, on the second core.
 """
 
 from __future__ import annotations
@@ -507,12 +510,25 @@ def _chunk_reads(store: Store, batches) -> Iterator[tuple]:
         yield chunk, calls, params, histories
 
 
+# Read ahead in a reader thread: None - when this process may run on two cores or more (on
+# one core the thread would only add GIL hand-overs); the tests set it both ways.
+READ_AHEAD: bool | None = None
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on every platform)
+        return os.cpu_count() or 1
+
+
 def _reads(store: Store, batches):
     """The chunk reads in a reader thread (its own connection: the store opens one per
     thread), or here when another connection would not see the same rows: an in-memory
     database (one shared connection) or a transaction open on this thread's."""
     reads = _chunk_reads(store, batches)
-    if store.file == ":memory:" or store.db.conn.in_transaction:
+    ahead = READ_AHEAD if READ_AHEAD is not None else _cores() > 1
+    if not ahead or store.file == ":memory:" or store.db.conn.in_transaction:
         return contextlib.nullcontext(reads)
     return prefetched(reads)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 import threading
 
 import pytest
@@ -132,10 +133,11 @@ def _expected(store: Store) -> str:
     return "".join(line for n, b in enumerate(batches, 1) for line in _episode_lines(store, b, n))
 
 
-@pytest.mark.parametrize("chunk", [2, 200])
-def test_the_fast_path_writes_what_the_plain_records_give(toy, tmp_path, monkeypatch, chunk):
+@pytest.mark.parametrize("chunk, ahead", [(2, True), (200, True), (2, False)])
+def test_the_fast_path_writes_what_the_plain_records_give(toy, tmp_path, monkeypatch, chunk, ahead):
     _populate(toy)
     monkeypatch.setattr(EXPORT, "CHUNK", chunk)  # 2: four chunks through the reader's queue
+    monkeypatch.setattr(EXPORT, "READ_AHEAD", ahead)
     out = tmp_path / "x.jsonl"
     rep = export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
     got = out.read_bytes().decode("utf-8")
@@ -148,6 +150,7 @@ def test_the_fast_path_writes_what_the_plain_records_give(toy, tmp_path, monkeyp
 def test_a_failure_mid_export_leaves_no_file_and_no_reader(toy, tmp_path, monkeypatch):
     _populate(toy)
     monkeypatch.setattr(EXPORT, "CHUNK", 1)
+    monkeypatch.setattr(EXPORT, "READ_AHEAD", True)
     seen = []
 
     def boom(self):  # the fourth episode cannot be encoded
@@ -159,15 +162,18 @@ def test_a_failure_mid_export_leaves_no_file_and_no_reader(toy, tmp_path, monkey
     real = EXPORT.EpisodeEncoder.lines
     monkeypatch.setattr(EXPORT.EpisodeEncoder, "lines", boom)
     out = tmp_path / "x.jsonl"
+    switch = sys.getswitchinterval()
     with pytest.raises(RuntimeError, match="disk on fire"):
         export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
     assert list(tmp_path.glob("*.jsonl")) == [] and list(tmp_path.glob(".export-*")) == []
     assert not [t for t in threading.enumerate() if t.name == "export-reader"]
+    assert sys.getswitchinterval() == switch  # (shortened while the reader ran)
 
 
 def test_a_failing_read_is_raised_here_and_leaves_no_file(toy, tmp_path, monkeypatch):
     _populate(toy)
     monkeypatch.setattr(EXPORT, "CHUNK", 1)
+    monkeypatch.setattr(EXPORT, "READ_AHEAD", True)
     seen = []
     real = toy.store.calls.rows
 
