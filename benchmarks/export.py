@@ -3,13 +3,16 @@
 Builds the bulk database (`_bulk.py`: 10,000 versions of 30 steps), then exports everything as jsonl in a child process that measures the wall time and
 the peak-RSS growth of the export (ru_maxrss after minus the RSS before it starts).
 Prints, last, one JSON object: {"export_10k_s": wall s, "export_cpu_s": the export's CPU s, "export_peak_mb": ...,
-"export_peak_delta_mb": ..., "versions": ...} (targets: <= 5 s, next 2.5 s; <= 200 MB).
+"export_peak_delta_mb": ..., "versions": ..., "read_ahead": ...} (targets: <= 5 s, next 2.5 s; <= 200 MB).
 
 On a shared machine the wall time says more about the load than about the code: compare two
 trees by running them alternately on one kept database (`--keep DIR` once, then `--keep DIR
 --reuse` from each tree; building the database takes minutes) and read the ratio.
 
-    python benchmarks/export.py [--episodes 5000] [--keep DIR [--reuse]]
+The export reads ahead in a second thread while a core is idle (`read_ahead` in the output
+says whether it did); `--read-ahead on|off` forces either way, to measure both.
+
+    python benchmarks/export.py [--episodes 5000] [--keep DIR [--reuse]] [--read-ahead auto|on|off]
 """
 
 from __future__ import annotations
@@ -35,10 +38,15 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def child(db: str, out: str) -> None:
+def child(db: str, out: str, read_ahead: str) -> None:
+    import importlib
+
     from sessions.exchange import Filters, export
     from sessions.store import Store
 
+    module = importlib.import_module("sessions.exchange.export")
+    module.READ_AHEAD = {"auto": None, "on": True, "off": False}[read_ahead]
+    ahead = module._core_idle() if module.READ_AHEAD is None else module.READ_AHEAD
     store = Store(db)
     base = _rss_mb()
     t0, c0 = time.perf_counter(), time.process_time()
@@ -46,7 +54,7 @@ def child(db: str, out: str) -> None:
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "peak_mb": peak, "delta_mb": max(0.0, peak - base), "versions": rep.versions,
-                      "records": rep.records, "steps": rep.steps, "bytes": rep.bytes}))
+                      "records": rep.records, "steps": rep.steps, "bytes": rep.bytes, "read_ahead": ahead}))
 
 
 def main() -> None:
@@ -54,10 +62,12 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=5000)
     ap.add_argument("--keep", default=None, help="keep the database and output here")
     ap.add_argument("--reuse", action="store_true", help="with --keep: export the database an earlier run kept there")
+    ap.add_argument("--read-ahead", choices=("auto", "on", "off"), default="auto",
+                    help="the export's reader thread: auto (while a core is idle), on or off")
     ap.add_argument("--child", nargs=2, metavar=("DB", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(*args.child)
+        child(*args.child, args.read_ahead)
         return
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-export-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -68,7 +78,8 @@ def main() -> None:
         t0 = time.perf_counter()
         build(db, args.episodes)
         print(f"built {args.episodes * 2} versions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    res = subprocess.run([sys.executable, __file__, "--child", str(db), str(out)], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, __file__, "--child", str(db), str(out), "--read-ahead", args.read_ahead],
+                         capture_output=True, text=True,
                          check=True, cwd=ROOT)
     child_out = json.loads(res.stdout.strip().splitlines()[-1])
     print(f"exported {child_out['versions']} versions, {child_out['steps']} steps, "
@@ -82,7 +93,8 @@ def main() -> None:
     # cpu: the export's own CPU time - what a loaded machine's wall time does not show
     print(json.dumps({"export_10k_s": round(child_out["seconds"], 2), "export_cpu_s": round(child_out["cpu_seconds"], 2),
                       "export_peak_mb": round(child_out["peak_mb"], 1),
-                      "export_peak_delta_mb": round(child_out["delta_mb"], 1), "versions": child_out["versions"]}))
+                      "export_peak_delta_mb": round(child_out["delta_mb"], 1), "versions": child_out["versions"],
+                      "read_ahead": child_out["read_ahead"]}))
 
 
 if __name__ == "__main__":

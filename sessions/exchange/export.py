@@ -6,8 +6,8 @@ jsonl is encoded straight from the stored rows (this store wrote them: trusted),
 record object per step or call; SQLite writes their texts and integers as JSON (whole parts
 of a step's and a call's JSON), and what many rows share (a step's JSON in every version
 holding it, call heads, info dicts) is encoded once. The reads of a chunk of episodes run
-ahead in a reader thread (`prefetch.py`) while this thread encodes and writes: SQLite works
-without the GIL, on the second core.
+ahead in a reader thread (`prefetch.py`) while this thread encodes and writes, when a core
+is idle: SQLite works without the GIL, on the second core.
 """
 
 from __future__ import annotations
@@ -510,16 +510,18 @@ def _chunk_reads(store: Store, batches) -> Iterator[tuple]:
         yield chunk, calls, params, histories
 
 
-# Read ahead in a reader thread: None - when this process may run on two cores or more (on
-# one core the thread would only add GIL hand-overs); the tests set it both ways.
+# Read ahead in a reader thread: None - while a core is idle (the 1-minute load average is
+# below the cores this process may use); on a busy machine the two threads would only hand
+# the GIL to each other through the OS scheduler (measured slower). The tests set it both ways.
 READ_AHEAD: bool | None = None
 
 
-def _cores() -> int:
+def _core_idle() -> bool:
     try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # (not on every platform)
-        return os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0))
+        return cores > 1 and os.getloadavg()[0] < cores
+    except (AttributeError, OSError):  # (not on every platform)
+        return False
 
 
 def _reads(store: Store, batches):
@@ -527,7 +529,7 @@ def _reads(store: Store, batches):
     thread), or here when another connection would not see the same rows: an in-memory
     database (one shared connection) or a transaction open on this thread's."""
     reads = _chunk_reads(store, batches)
-    ahead = READ_AHEAD if READ_AHEAD is not None else _cores() > 1
+    ahead = READ_AHEAD if READ_AHEAD is not None else _core_idle()
     if not ahead or store.file == ":memory:" or store.db.conn.in_transaction:
         return contextlib.nullcontext(reads)
     return prefetched(reads)
