@@ -131,6 +131,8 @@ class Shared:
         if h is None:
             if len(self.heads) > self.LIMIT:
                 self.heads.clear()
+            if pid not in self.params:  # (cleared by `learn` since its chunk was read)
+                self.params.update(self.store.calls.params_rows([pid]))
             model, style, params = self.params[pid]
             h = self.heads[key] = (f'"model":{_esc(model)},"api_style":{_esc(style)},"purpose":{_str(purpose)},'
                                    f'"params":{_dumps(safe_call_params(from_json(params, {})))}')
