@@ -25,27 +25,10 @@ _CALL_SQL = (
     "from model_calls c left join call_params p on p.id = c.params_id "
 )
 
-# a call's columns as the jsonl export writes them (`Calls.rows`): id, created_at (JSON), the
-# call_params id and purpose (what the export encodes once per pair), then the record's JSON
-# from "prompt_hash" to "latency_ms": and from "attempts" to its end, written by SQLite (in the
-# export's reader thread, off the GIL), with latency_ms between (a float: Python writes it).
-# SQLite writes an integer as Python does and json_quote a text as json.dumps does (tested);
-# a row with a value of another type (never written by this store) gets NULL parts and is
-# read again as `_PLAIN_SQL`'s columns (`Calls.plain_rows`).
-_INT_OR_NULL = ("prompt_chars", "prompt_tokens", "completion_tokens", "cached_tokens", "attempts", "cut_from")
+# a call's columns as the jsonl export writes them (`Calls.rows`): the per-call values as
+# stored (prompt_hash: bytes), its texts JSON-quoted (see rows.SJSON), and the call_params id
+# in place of model, api_style and params
 _EXPORT_SQL = (
-    "select id, json_quote(created_at), params_id, purpose, case when typeof(prompt_hash) in ('blob', 'null') and "
-    + " and ".join(f"typeof({c}) in ('integer', 'null')" for c in _INT_OR_NULL) + " then "
-    "'\"prompt_hash\":\"' || lower(hex(prompt_hash)) || '\",\"prompt_chars\":' || coalesce(prompt_chars, 0) || "
-    "',\"completion\":' || json_quote(completion) || ',\"usage\":{\"prompt_tokens\":' || ifnull(prompt_tokens, 'null') || "
-    "',\"completion_tokens\":' || ifnull(completion_tokens, 'null') || ',\"cached_prompt_tokens\":' || "
-    "ifnull(cached_tokens, 'null') || '},\"latency_ms\":' end, latency_ms, "
-    "',\"attempts\":' || ifnull(attempts, 'null') || ',\"cached\":' || "
-    "case when coalesce(cached, 0) != 0 then 'true' else 'false' end || ',\"error\":' || json_quote(error) || "
-    "case when cut_from then ',\"cut_from\":' || cut_from || '}' else '}' end from model_calls "
-)
-# the same values one column each, as stored (for the rare row the SQL above leaves to Python)
-_PLAIN_SQL = (
     "select id, json_quote(created_at), params_id, purpose, prompt_hash, coalesce(prompt_chars, 0), json_quote(completion), "
     "prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, coalesce(cached, 0) != 0, json_quote(error), "
     "cut_from from model_calls "
@@ -187,20 +170,13 @@ class Calls:
 
     def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple]:
         """The model calls recorded for these episodes (or with these ids), by id, as plain
-        tuples (`_EXPORT_SQL`'s columns: the parts of the jsonl record SQLite writes; what
+        tuples (`_EXPORT_SQL`'s columns: what the jsonl export writes, texts JSON-quoted; what
         repeats by its call_params id, see `params_rows`). One query per 500 episodes or ids."""
-        return self._by(_EXPORT_SQL, episode_ids, ids)
-
-    def plain_rows(self, ids: Iterable[int]) -> dict[int, tuple]:
-        """These calls as `_PLAIN_SQL`'s columns (one value each, as stored), by id."""
-        return self._by(_PLAIN_SQL, (), ids)
-
-    def _by(self, sql: str, episode_ids: Iterable[int], ids: Iterable[int]) -> dict[int, tuple]:
         out: dict[int, tuple] = {}
         for column, keys in (("episode_id", list(episode_ids)), ("id", list(ids))):
             for i in range(0, len(keys), 500):
                 part = keys[i : i + 500]
-                rows = self._database.db.execute(sql + f"where {column} in ({','.join('?' * len(part))})", part)
+                rows = self._database.db.execute(_EXPORT_SQL + f"where {column} in ({','.join('?' * len(part))})", part)
                 out.update({r[0]: r for r in rows.fetchall()})
         return out
 

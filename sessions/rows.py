@@ -22,14 +22,11 @@ SCOLS = (
     "id, episode_id, parent_id, idx, thought, action, observation, done, reward, info, source, "
     "edit, call_ids, snapshot, created_at, signals"
 )
-# the columns of a steps row for `StepJson`: the step's JSON from its index to its done flag
-# written by SQLite (json_quote writes what json.dumps(ensure_ascii=False) writes for a text,
-# and null for NULL: tested for every character; an integer as Python writes it); NULL when
-# idx or done holds another type (never written by this store); the JSON columns as stored
-SJSON = ("id, episode_id, parent_id, source, case when typeof(idx) = 'integer' and typeof(done) in ('integer', 'null') "
-         "then idx || ',\"thought\":' || json_quote(thought) || ',\"action\":' || json_quote(action) || "
-         "',\"observation\":' || json_quote(observation) || case when done then ',\"done\":true' else ',\"done\":false' end "
-         "end, reward, info, edit, call_ids, json_quote(created_at)")
+# the columns of a steps row for `StepJson`: its texts JSON-quoted by SQLite (json_quote writes
+# what json.dumps(ensure_ascii=False) writes for a text, and null for NULL: tested for every
+# character), thought, action and observation in one text; the JSON columns as stored
+SJSON = ("id, episode_id, parent_id, idx, json_quote(thought) || ',\"action\":' || json_quote(action) || "
+         "',\"observation\":' || json_quote(observation), done, reward, info, source, edit, call_ids, json_quote(created_at)")
 
 
 class StepRow(NamedTuple):
@@ -64,10 +61,12 @@ class StepJson(NamedTuple):
     id: int
     episode_id: int
     parent_id: int | None
-    source: str
-    body: str | None  # '1,"thought":"…","action":…,"done":false' (JSON: the index's value to the done flag)
+    index: int
+    texts: str  # '"thought","action":"…","observation":…' (JSON, the keys but the first)
+    done: int
     reward: float | None
     info: str | None
+    source: str
     edit: str | None
     call_ids: str | None
     created_at: str  # JSON

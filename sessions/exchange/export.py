@@ -3,11 +3,8 @@
 as soon as it is built, into a temporary file renamed over the target at the end (a failed
 export leaves no half file). No API key can appear: AgentConfig has no field for one.
 jsonl is encoded straight from the stored rows (this store wrote them: trusted), with no
-record object per step or call; SQLite writes their texts and integers as JSON (whole parts
-of a step's and a call's JSON), and what many rows share (a step's JSON in every version
-holding it, call heads, info dicts) is encoded once. The reads of a chunk of episodes run
-ahead in a reader thread (`prefetch.py`) while this thread encodes and writes, when a core
-is idle: SQLite works without the GIL, on the second core.
+record object per step or call; SQLite JSON-quotes their texts, and what many rows share
+(a step's JSON in every version holding it, call heads, info dicts) is encoded once.
 """
 
 from __future__ import annotations
@@ -27,8 +24,8 @@ from typing import IO, Any, Iterable, Iterator, get_args
 
 from sessions import annotations
 from sessions import exemplar_sets
+from sessions.exchange import split
 from sessions.exchange.chat_sft import chat_record, version_ok
-from sessions.exchange.prefetch import prefetched
 from trajectory import kinds
 from trajectory.prompt_files import PromptFileError, exemplar_from
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
@@ -111,12 +108,6 @@ class Shared:
         self.heads: dict[tuple, str] = {}
         self.infos: dict[str | None, str | None] = {}
 
-    def known(self, params: dict[int | None, tuple[str, str, str | None]]) -> None:
-        """Rows read already (`Calls.params_rows`) for the calls about to be encoded."""
-        if len(self.params) > self.LIMIT:
-            self.params.clear()
-        self.params.update(params)
-
     def learn(self, calls: Iterable[tuple]) -> None:
         """Read the call_params rows of these calls (`Calls.rows` tuples) not known yet."""
         need = {c[2] for c in calls if c[2] not in self.params}
@@ -146,26 +137,6 @@ class Shared:
         info = from_json(text, {})
         self.infos[text] = out = None if "carried_from" in info else _dumps(info) if info else "{}"
         return out
-
-
-def _call_rows(store: Store, episode_ids=(), *, ids=()) -> dict[int, tuple]:
-    """`Calls.rows`, with the rare row whose parts SQLite left to Python (a stored value of
-    an unusual type) made here from its plain columns."""
-    calls = store.calls.rows(episode_ids, ids=ids)
-    odd = [cid for cid, r in calls.items() if r[4] is None]
-    if odd:
-        calls.update({cid: _parts(r) for cid, r in store.calls.plain_rows(odd).items()})
-    return calls
-
-
-def _parts(row: tuple) -> tuple:
-    """A `Calls.plain_rows` row as a `Calls.rows` one (what _dumps writes for each value)."""
-    cid, at, pid, purpose, phash, chars, done, pt, ct, kt, lat, att, cached, err, cut = row
-    mid = (f'"prompt_hash":"{phash.hex() if phash.__class__ is bytes else _hex(phash)}","prompt_chars":{_num(chars)},'
-           f'"completion":{done},"usage":{{"prompt_tokens":{_num(pt)},"completion_tokens":{_num(ct)},'
-           f'"cached_prompt_tokens":{_num(kt)}}},"latency_ms":')
-    tail = f',"attempts":{_num(att)},"cached":{_bool(cached)},"error":{err}{f",{_CUT}{_dumps(cut)}}}" if cut else "}"}'
-    return cid, at, pid, purpose, mid, lat, tail
 
 
 class EpisodeEncoder:
@@ -221,12 +192,19 @@ class EpisodeEncoder:
         if ref is not None:
             return ref
         ref = self.call_ref[cid] = len(self.call_ref) + 1
-        _, at, pid, purpose, mid, lat, tail = self.calls[cid]
-        # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}): SQLite wrote
-        # `mid` and `tail` (Calls.rows); latency_ms, a float, through repr as json writes it
+        _, at, pid, purpose, phash, chars, done, pt, ct, kt, lat, att, cached, err, cut = self.calls[cid]
+        # byte for byte _dumps({"ref": ..., "created_at": ..., ..., "error": ...}), written directly
+        # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         self.call_cache[cid] = (
             f'{{"ref":{ref},"created_at":{at},{self.heads.get((pid, purpose)) or self.shared.head(pid, purpose)},'
-            f'{mid}{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)}{tail}')
+            f'"prompt_hash":"{phash.hex() if phash.__class__ is bytes else _hex(phash)}","prompt_chars":{chars:d},'
+            f'"completion":{done},'
+            f'"usage":{{"prompt_tokens":{pt if pt.__class__ is int else _num(pt)},'
+            f'"completion_tokens":{ct if ct.__class__ is int else _num(ct)},'
+            f'"cached_prompt_tokens":{kt if kt.__class__ is int else "null" if kt is None else _num(kt)}}},'
+            f'"latency_ms":{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)},'
+            f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
+            f'"error":{err}{f",{_CUT}{_dumps(cut)}}}" if cut else "}"}')
         return ref
 
     def _recorded(self, ids: list[int]) -> list[int]:
@@ -236,7 +214,7 @@ class EpisodeEncoder:
         if not self.fetched and any(c not in calls for c in ids):
             self.fetched = True
             missing = {c for path in self.batch.paths.values() for s in path for c in _ids(s.call_ids) if c not in calls}
-            found = _call_rows(self.store, ids=sorted(missing))
+            found = self.store.calls.rows(ids=sorted(missing))
             self.shared.learn(found.values())
             calls.update(found)
         return [c for c in ids if c in calls]
@@ -250,9 +228,7 @@ class EpisodeEncoder:
         return out
 
     def _step(self, s: tuple, limit: int) -> str:
-        sid, _, _, source, body, r, info, edit, cids, at = s
-        if body is None:
-            raise ExportError(f"step {sid} holds an index or done flag of the wrong type; the database is damaged")
+        sid, _, _, idx, texts, done, r, info, source, edit, cids, at = s
         refs = self.step_ref
         ref = refs[sid] = len(refs) + 1
         # the usual step: one call ("[id]"), of this episode, not yet encoded (no _ids, no list)
@@ -271,7 +247,7 @@ class EpisodeEncoder:
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
         d = self.step_cache[sid] = (
-            f'{{"ref":{ref},"index":{body},'
+            f'{{"ref":{ref},"index":{idx:d},"thought":{texts},"done":{"true" if done else "false"},'
             f'"reward":{"0.0" if not r else _num(r) if r.__class__ is not float or r - r else repr(r)},'
             f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{self.texts.get(source) or _esc(source)},'
             f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
@@ -440,7 +416,7 @@ def export(
         if exemplar_set is not None:
             _write_set(store, exemplar_set, fmt, keys, sink, report)
         elif fmt == "jsonl":
-            _write_jsonl(store, select(store, refs, filters, raw=True), sink, report)
+            _write_jsonl_parts(store, refs, filters, sink, report)
         elif fmt == "chat-sft":
             _write_chat(store, select(store, refs, filters), sink, report)
         else:
@@ -487,54 +463,38 @@ def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> No
 
 def _jsonl_lines(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
     n, shared = 0, Shared(store)
-    with _reads(store, batches) as chunks:
-        for chunk, calls, params, histories in chunks:
-            shared.known(params)
-            for batch in chunk:
-                n += 1
-                enc = EpisodeEncoder(store, batch, n, calls, histories, shared)
-                report.episodes += 1
-                for line, nsteps in enc.lines():
-                    sink.write(line)
-                    report.versions += 1
-                    report.records += 1
-                    report.steps += nsteps
-
-
-def _chunk_reads(store: Store, batches) -> Iterator[tuple]:
-    """Per chunk of episodes, what encoding it reads: the batches, their calls, those calls'
-    call_params rows and the annotation histories (one query each, not per episode)."""
-    for chunk in _chunked(batches, CHUNK):
-        calls = _call_rows(store, [b.episode.id for b in chunk])
-        params = store.calls.params_rows({c[2] for c in calls.values()})
+    for chunk in _chunked(batches, CHUNK):  # the calls and annotations of a chunk of episodes in one query each
+        calls = store.calls.rows(b.episode.id for b in chunk)
+        shared.learn(calls.values())
         histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
                      annotations.step_histories(store, [b.episode.id for b in chunk]))
-        yield chunk, calls, params, histories
+        for batch in chunk:
+            n += 1
+            enc = EpisodeEncoder(store, batch, n, calls, histories, shared)
+            report.episodes += 1
+            for line, nsteps in enc.lines():
+                sink.write(line)
+                report.versions += 1
+                report.records += 1
+                report.steps += nsteps
 
 
-# Read ahead in a reader thread: None - while a core is idle (the 1-minute load average is
-# below the cores this process may use); on a busy machine the two threads would only hand
-# the GIL to each other through the OS scheduler (measured slower). The tests set it both ways.
-READ_AHEAD: bool | None = None
-
-
-def _core_idle() -> bool:
-    try:
-        cores = len(os.sched_getaffinity(0))
-        return cores > 1 and os.getloadavg()[0] < cores
-    except (AttributeError, OSError):  # (not on every platform)
-        return False
-
-
-def _reads(store: Store, batches):
-    """The chunk reads in a reader thread (its own connection: the store opens one per
-    thread), or here when another connection would not see the same rows: an in-memory
-    database (one shared connection) or a transaction open on this thread's."""
-    reads = _chunk_reads(store, batches)
-    ahead = READ_AHEAD if READ_AHEAD is not None else _core_idle()
-    if not ahead or store.file == ":memory:" or store.db.conn.in_transaction:
-        return contextlib.nullcontext(reads)
-    return prefetched(reads)
+def _write_jsonl_parts(store: Store, refs, filters: Filters | None, sink: _Sink, report: ExportReport) -> None:
+    """A large selection by filters in two processes (`split.py`), else in this one."""
+    f = (filters or Filters()).check()
+    ids = None if refs else store.episodes.ids(env=f.env, task_type=f.task_type)
+    if ids is None or not split.worth_it(store, len(ids)):
+        _write_jsonl(store, select(store, refs, f, raw=True), sink, report)
+        return
+    cut = int(len(ids) * split.SHARE)
+    with split.Part(store, f, ids[cut:]) as part:
+        _write_jsonl(store, select(store, None, f, raw=True, episodes=ids[:cut]), sink, report)
+        got = part.result()
+        for line in part.lines(report.episodes):
+            sink.write(line)
+    for key in ("episodes", "versions", "records", "steps"):
+        setattr(report, key, getattr(report, key) + got[key])
+    report.skipped += got["skipped"]
 
 
 def _write_chat(store: Store, batches, sink: _Sink, report: ExportReport) -> None:

@@ -5,7 +5,7 @@ many versions match."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from sessions import annotations
 from sessions import numbering
@@ -156,10 +156,11 @@ def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
 
 
 def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None = None, *,
-           raw: bool = False) -> Iterator[EpisodeBatch]:
+           raw: bool = False, episodes: Iterable[int] | None = None) -> Iterator[EpisodeBatch]:
     """Episode batches in episode order (explicit refs: in the given order, grouped by
     episode). Filters apply to explicit refs too. `raw`: the paths hold `StepJson` (the
-    rows as the jsonl export encodes them), not StepRow."""
+    rows as the jsonl export encodes them), not StepRow. `episodes`: only these of the
+    episodes the refs or filters name (a part of an export made by two processes)."""
     f = (filters or Filters()).check()
     ready = annotations.exemplar_ready_versions(store) if f.exemplar_ready else None
     if refs:
@@ -174,6 +175,9 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
         plan = [(e, wanted[e]) for e in order if allowed is None or e in allowed]
     else:
         plan = [(e, [Ref(e, all=f.all_versions)]) for e in store.episodes.ids(env=f.env, task_type=f.task_type)]
+    if episodes is not None:
+        only = set(episodes)
+        plan = [p for p in plan if p[0] in only]
     refs_of = dict(plan)
     for ep, versions, steps in store.episodes.read((e for e, _ in plan), raw=raw):
         ep_id, ep_refs = ep.id, refs_of[ep.id]

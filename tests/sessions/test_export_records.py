@@ -1,15 +1,16 @@
-"""The jsonl export's fast path (rows encoded straight from SQLite, read ahead in a thread,
-a chunk of episodes at a time) writes exactly what the documented format gives when each
-record is built the plain way - from the store's records, as dicts, through json.dumps -
-on a database with edits, carried steps, annotations and non-ASCII, HTML and huge texts,
-across several chunks; and a failure mid-export leaves no file and no reader thread."""
+"""The jsonl export's fast path (rows encoded straight from SQLite, a chunk of episodes at a
+time, a large export's later episodes written by a second process) writes exactly what the
+documented format gives when each record is built the plain way - from the store's records,
+as dicts, through json.dumps - on a database with edits, carried steps, annotations and
+non-ASCII, HTML and huge texts; and a failure in either process leaves no file and no
+second process."""
 
 from __future__ import annotations
 
 import importlib
 import json
-import sys
-import threading
+import os
+import types
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.toy_envs import ROOM_TASK
 from trajectory.records import ModelCall, Step, Usage, env_only, safe_call_params
 
 EXPORT = importlib.import_module("sessions.exchange.export")  # the module (the package's `export` is the function)
+SPLIT = importlib.import_module("sessions.exchange.split")
 TEXTS = ["Naïve café ☃ 𝄞 \u2028\u2029 «ok»", "<script>alert('x')</script> &amp; <b>", 'q "x" \\ \t\n\x00\x1f\x7f',
          "Ω" * 70_000 + "end", ""]
 
@@ -133,86 +135,62 @@ def _expected(store: Store) -> str:
     return "".join(line for n, b in enumerate(batches, 1) for line in _episode_lines(store, b, n))
 
 
-@pytest.mark.parametrize("chunk, ahead", [(2, True), (200, True), (2, False)])
-def test_the_fast_path_writes_what_the_plain_records_give(toy, tmp_path, monkeypatch, chunk, ahead):
+@pytest.mark.parametrize("chunk, two", [(2, True), (200, True), (2, False)])
+def test_the_fast_path_writes_what_the_plain_records_give(toy, tmp_path, monkeypatch, chunk, two):
     _populate(toy)
-    monkeypatch.setattr(EXPORT, "CHUNK", chunk)  # 2: four chunks through the reader's queue
-    monkeypatch.setattr(EXPORT, "READ_AHEAD", ahead)
+    monkeypatch.setattr(EXPORT, "CHUNK", chunk)  # 2: several chunks per process
+    monkeypatch.setattr(SPLIT, "SPLIT", two)  # the later episodes written by a second process
     out = tmp_path / "x.jsonl"
     rep = export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
     got = out.read_bytes().decode("utf-8")
-    assert (rep.episodes, rep.versions) == (6, 8)
+    assert (rep.episodes, rep.versions, rep.steps) == (6, 8, sum(len(json.loads(x)["steps"]) for x in got.split("\n")[:-1]))
     assert "Ω" * 70_000 in got and "</script>" in got and "http://u:p@" not in got
     assert got == _expected(toy.store)
     assert rep.bytes == len(got.encode("utf-8"))
+    assert list(tmp_path.glob(".export-*")) == []
 
 
-def test_a_failure_mid_export_leaves_no_file_and_no_reader(toy, tmp_path, monkeypatch):
-    _populate(toy)
-    monkeypatch.setattr(EXPORT, "CHUNK", 1)
-    monkeypatch.setattr(EXPORT, "READ_AHEAD", True)
+def _boom_after(monkeypatch, n: int) -> None:
     seen = []
+    real = EXPORT.EpisodeEncoder.lines
 
-    def boom(self):  # the fourth episode cannot be encoded
+    def lines(self):  # the n-th episode cannot be encoded
         seen.append(1)
-        if len(seen) == 4:
+        if len(seen) == n:
             raise RuntimeError("disk on fire")
         return real(self)
 
-    real = EXPORT.EpisodeEncoder.lines
-    monkeypatch.setattr(EXPORT.EpisodeEncoder, "lines", boom)
+    monkeypatch.setattr(EXPORT.EpisodeEncoder, "lines", lines)
+
+
+def test_a_failure_here_leaves_no_file_and_no_second_process(toy, tmp_path, monkeypatch):
+    _populate(toy)
+    monkeypatch.setattr(SPLIT, "SPLIT", True)
+    started = []
+    monkeypatch.setattr(SPLIT.Part, "__enter__", lambda self: started.append(self) or self)
+    _boom_after(monkeypatch, 2)
     out = tmp_path / "x.jsonl"
-    switch = sys.getswitchinterval()
     with pytest.raises(RuntimeError, match="disk on fire"):
         export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
-    assert list(tmp_path.glob("*.jsonl")) == [] and list(tmp_path.glob(".export-*")) == []
-    assert not [t for t in threading.enumerate() if t.name == "export-reader"]
-    assert sys.getswitchinterval() == switch  # (shortened while the reader ran)
+    assert not out.exists() and list(tmp_path.glob(".export-*")) == []
+    part = started[0]
+    assert part.proc.poll() is not None and not os.path.exists(part.path)  # killed and waited for; its file gone
 
 
-def test_a_failing_read_is_raised_here_and_leaves_no_file(toy, tmp_path, monkeypatch):
+def test_a_failure_in_the_second_process_is_one_line_and_leaves_no_file(toy, tmp_path, monkeypatch):
     _populate(toy)
-    monkeypatch.setattr(EXPORT, "CHUNK", 1)
-    monkeypatch.setattr(EXPORT, "READ_AHEAD", True)
-    seen = []
-    real = toy.store.calls.rows
+    monkeypatch.setattr(SPLIT, "SPLIT", True)
+    started = []
+    real = SPLIT.Part.__init__
 
-    def rows(*a, **kw):  # the reader's third chunk fails
-        seen.append(threading.current_thread().name)
-        if len(seen) == 3:
-            raise EXPORT.StoreError("database error: disk I/O error")
-        return real(*a, **kw)
+    def init(self, store, filters, episodes):  # the second process is sent a database that is not there
+        started.append(self)
+        real(self, types.SimpleNamespace(file=str(tmp_path / "gone.db")), filters, episodes)
 
-    monkeypatch.setattr(toy.store.calls, "rows", rows)
+    monkeypatch.setattr(SPLIT.Part, "__init__", init)
     out = tmp_path / "x.jsonl"
-    with pytest.raises(EXPORT.StoreError, match="disk I/O error"):
+    with pytest.raises(EXPORT.StoreError) as err:
         export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
-    assert seen[0] == "export-reader"  # (the reads ran ahead, in the reader)
-    assert list(tmp_path.glob("*.jsonl")) == [] and list(tmp_path.glob(".export-*")) == []
-    assert not [t for t in threading.enumerate() if t.name == "export-reader"]
-
-
-def test_stored_values_of_unusual_types_come_out_as_json_writes_them(toy, tmp_path):
-    """SQLite writes most of a call record; a value of another type than this store writes
-    (a text hash, a float count, a NULL attempts) takes the Python path and still comes out
-    as json.dumps writes the stored value."""
-    _populate(toy)
-    db = toy.store.db
-    cid = db.execute("select max(id) from model_calls").fetchone()[0]
-    db.execute("update model_calls set prompt_hash = 'aé', prompt_tokens = 2.5, attempts = null, cut_from = 7 "
-               "where id = ?", [cid])
-    out = tmp_path / "x.jsonl"
-    export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
-    line = out.read_text(encoding="utf-8").split("\n")[-2]  # (the last episode holds the last call)
-    call = json.loads(line)["calls"][-1]
-    assert (call["prompt_hash"], call["usage"]["prompt_tokens"], call["attempts"], call["cut_from"]) == (
-        "aé".encode().hex(), 2.5, None, 7)
-    assert _dumps(json.loads(line)) == line
-
-
-def test_a_step_index_of_another_type_is_one_clear_error(toy, tmp_path):
-    _populate(toy)
-    toy.store.db.execute("update steps set idx = 1.5 where id = (select max(id) from steps)")
-    with pytest.raises(EXPORT.ExportError, match="index or done flag of the wrong type"):
-        export(toy.store, "jsonl", tmp_path / "x.jsonl", filters=Filters(all_versions=True))
-    assert list(tmp_path.glob("*.jsonl")) == [] and list(tmp_path.glob(".export-*")) == []
+    assert str(err.value) == f"export failed in its second process: no database at {tmp_path / 'gone.db'}"
+    assert not out.exists() and list(tmp_path.glob(".export-*")) == []
+    assert started and not os.path.exists(started[0].path)

@@ -1,0 +1,126 @@
+"""A large jsonl export made by two processes: a child (`python -m sessions.exchange.split`,
+reading the request on stdin) writes the records of the later episodes to a temporary file
+while this process writes the earlier ones; its lines are then appended in order, their
+episode refs (numbered from 1 in the child) moved on by the episodes written here. The same
+bytes as one process writes (each episode's refs are its own; only `episode.ref` counts
+across episodes). Threads would not do: encoding holds the GIL.
+
+The child is killed and its file removed however the export ends; its failure is raised
+here as one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from sessions.exchange.selection import Filters
+from sessions.store import Store, StoreError
+
+SPLIT_MIN = 1000  # episodes below which one process is quicker than starting a second
+SHARE = 0.55  # of the episodes written here (the child first imports the project: ~0.5 s)
+_HEAD_OF = '"episode":{"ref":'
+
+
+class PartFailed(StoreError, ValueError):
+    pass
+
+
+# None: two processes when it pays off (a large export, a core idle); True/False: always
+# (given two episodes and a file database) or never - the tests and the benchmark set it
+SPLIT: bool | None = None
+
+
+def worth_it(store: Store, n_episodes: int) -> bool:
+    """Two processes pay off for a large export of a file database, with a core idle (on a
+    busy machine the second process's start and the copy would only add to the work)."""
+    if n_episodes < 2 or store.file == ":memory:" or store.db.conn.in_transaction:
+        return False
+    if SPLIT is not None:
+        return SPLIT
+    if n_episodes < SPLIT_MIN:
+        return False
+    try:
+        cores = len(os.sched_getaffinity(0))
+        return cores > 1 and os.getloadavg()[0] < cores
+    except (AttributeError, OSError):
+        return False
+
+
+class Part:
+    """The child exporting `episodes` (in order) of the selection `filters` to a temp file."""
+
+    def __init__(self, store: Store, filters: Filters, episodes: list[int]):
+        fd, self.path = tempfile.mkstemp(prefix=".export-part-", suffix=".jsonl")
+        os.close(fd)
+        request = {"db": store.file, "filters": asdict(filters), "episodes": episodes, "out": self.path}
+        root = str(Path(__file__).resolve().parents[2])  # this code, not another installed copy
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "sessions.exchange.split"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            self.proc.stdin.write(json.dumps(request))
+            self.proc.stdin.close()
+            self.proc.stdin = None  # (communicate would flush it)
+        except OSError:
+            self.__exit__()
+            raise
+
+    def __enter__(self) -> "Part":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        if os.path.lexists(self.path):
+            os.unlink(self.path)
+
+    def result(self) -> dict[str, Any]:
+        """Wait for the child; its report, or PartFailed with its last line."""
+        out, err = self.proc.communicate()
+        if self.proc.returncode != 0:
+            last = (err.strip().splitlines() or [f"exit status {self.proc.returncode}"])[-1]
+            raise PartFailed(f"export failed in its second process: {last}")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def lines(self, offset: int):
+        """The child's lines, each episode ref moved on by `offset`."""
+        with open(self.path, encoding="utf-8", newline="") as f:
+            for line in f:
+                head, sep, rest = line.partition(_HEAD_OF)
+                ref, comma, tail = rest.partition(",")
+                yield f"{head}{sep}{int(ref) + offset}{comma}{tail}"
+
+
+def main() -> None:
+    """The child: export the requested episodes as jsonl to the requested file."""
+    from sessions.exchange.export import ExportReport, _Sink, _write_jsonl
+    from sessions.exchange.selection import select
+
+    req = json.load(sys.stdin)
+    try:
+        store = Store(req["db"], readonly=True)
+        report = ExportReport(format="jsonl", path=req["out"])
+        with open(req["out"], "w", encoding="utf-8", newline="") as f:
+            sink = _Sink(f)
+            batches = select(store, None, Filters(**req["filters"]), raw=True, episodes=req["episodes"])
+            _write_jsonl(store, batches, sink, report)
+            sink.close(True)
+    except (StoreError, OSError) as exc:
+        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
+        sys.exit(1)
+    report.bytes = sink.bytes
+    print(json.dumps(report.as_json()))
+
+
+if __name__ == "__main__":  # pragma: no cover (run as a child process by the tests)
+    main()
