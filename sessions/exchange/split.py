@@ -1,4 +1,4 @@
-"""A large jsonl export made by two processes: a child (`python -m sessions.exchange.split`,
+"""A large jsonl export made by two processes: a child (`python -m sessions.exchange.split_child`,
 reading the request on stdin) writes the records of the later episodes to a temporary file
 while this process writes the earlier ones; its lines are then appended in order, their
 episode refs (numbered from 1 in the child) moved on by the episodes written here. The same
@@ -62,7 +62,7 @@ class Part:
         root = str(Path(__file__).resolve().parents[2])  # this code, not another installed copy
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sessions.exchange.split"], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, "-m", "sessions.exchange.split_child"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             self.proc.stdin.write(json.dumps(request))
             self.proc.stdin.close()
@@ -99,28 +99,3 @@ class Part:
                 head, sep, rest = line.partition(_HEAD_OF)
                 ref, comma, tail = rest.partition(",")
                 yield f"{head}{sep}{int(ref) + offset}{comma}{tail}"
-
-
-def main() -> None:
-    """The child: export the requested episodes as jsonl to the requested file."""
-    from sessions.exchange.export import ExportReport, _Sink, _write_jsonl
-    from sessions.exchange.selection import select
-
-    req = json.load(sys.stdin)
-    try:
-        store = Store(req["db"], readonly=True)
-        report = ExportReport(format="jsonl", path=req["out"])
-        with open(req["out"], "w", encoding="utf-8", newline="") as f:
-            sink = _Sink(f)
-            batches = select(store, None, Filters(**req["filters"]), raw=True, episodes=req["episodes"])
-            _write_jsonl(store, batches, sink, report)
-            sink.close(True)
-    except (StoreError, OSError) as exc:
-        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
-        sys.exit(1)
-    report.bytes = sink.bytes
-    print(json.dumps(report.as_json()))
-
-
-if __name__ == "__main__":  # pragma: no cover (run as a child process by the tests)
-    main()
