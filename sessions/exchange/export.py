@@ -329,6 +329,20 @@ class _Sink:
             raise ExportError(f"cannot write {_shown(Path(self.path))}: {exc.strerror or exc}") from None
         self.bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
 
+    def write_bytes(self, data: bytes) -> None:
+        """UTF-8 text already encoded (a second process's lines): past the text layer when
+        the stream has one."""
+        buf = getattr(self.f, "buffer", None)
+        try:
+            if buf is None:
+                self.f.write(data.decode("utf-8"))
+            else:
+                self.f.flush()
+                buf.write(data)
+        except OSError as exc:  # disk full, ...
+            raise ExportError(f"cannot write {_shown(Path(self.path))}: {exc.strerror or exc}") from None
+        self.bytes += len(data)
+
     def close(self, ok: bool) -> None:
         if self.tmp is None:
             self.f.flush()
@@ -490,8 +504,7 @@ def _write_jsonl_parts(store: Store, refs, filters: Filters | None, sink: _Sink,
     with split.Part(store, f, ids[cut:]) as part:
         _write_jsonl(store, select(store, None, f, raw=True, episodes=ids[:cut]), sink, report)
         got = part.result()
-        for line in part.lines(report.episodes):
-            sink.write(line)
+        part.copy_into(sink, report.episodes)
     for key in ("episodes", "versions", "records", "steps"):
         setattr(report, key, getattr(report, key) + got[key])
     report.skipped += got["skipped"]

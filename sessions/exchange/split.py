@@ -23,8 +23,8 @@ from sessions.exchange.selection import Filters
 from sessions.store import Store, StoreError
 
 SPLIT_MIN = 1000  # episodes below which one process is quicker than starting a second
-SHARE = 0.55  # of the episodes written here (the child first imports the project: ~0.5 s)
-_HEAD_OF = '"episode":{"ref":'
+SHARE = 0.55  # of the episodes written here (the child first imports the project: ~0.6 s)
+_HEAD_OF = b'"episode":{"ref":'
 
 
 class PartFailed(StoreError, ValueError):
@@ -92,10 +92,19 @@ class Part:
             raise PartFailed(f"export failed in its second process: {last}")
         return json.loads(out.strip().splitlines()[-1])
 
-    def lines(self, offset: int):
-        """The child's lines, each episode ref moved on by `offset`."""
-        with open(self.path, encoding="utf-8", newline="") as f:
-            for line in f:
+    def copy_into(self, sink, offset: int, block: int = 1 << 22) -> None:
+        """Append the child's lines to `sink` (an export `_Sink`), each episode ref moved on
+        by `offset`; as bytes, a few MB at a time."""
+        out: list[bytes] = []
+        size = 0
+        with open(self.path, "rb") as f:
+            for line in f:  # (a JSON line holds no raw newline: json escapes it)
                 head, sep, rest = line.partition(_HEAD_OF)
-                ref, comma, tail = rest.partition(",")
-                yield f"{head}{sep}{int(ref) + offset}{comma}{tail}"
+                ref, comma, tail = rest.partition(b",")
+                out += (head, sep, b"%d" % (int(ref) + offset), comma, tail)
+                size += len(line)
+                if size >= block:
+                    sink.write_bytes(b"".join(out))
+                    out, size = [], 0
+        if out:
+            sink.write_bytes(b"".join(out))

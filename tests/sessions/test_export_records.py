@@ -8,6 +8,7 @@ second process."""
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import types
@@ -194,3 +195,12 @@ def test_a_failure_in_the_second_process_is_one_line_and_leaves_no_file(toy, tmp
     assert str(err.value) == f"export failed in its second process: no database at {tmp_path / 'gone.db'}"
     assert not out.exists() and list(tmp_path.glob(".export-*")) == []
     assert started and not os.path.exists(started[0].path)
+
+
+def test_two_processes_write_the_same_into_a_text_stream(toy, monkeypatch):
+    """A stream without a byte layer (StringIO) takes the second process's lines as text."""
+    _populate(toy)
+    monkeypatch.setattr(SPLIT, "SPLIT", True)
+    buf = io.StringIO()
+    rep = export(toy.store, "jsonl", buf, filters=Filters(all_versions=True))
+    assert buf.getvalue() == _expected(toy.store) and rep.episodes == 6
