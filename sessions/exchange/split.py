@@ -5,8 +5,8 @@ episode refs (numbered from 1 in the child) moved on by the episodes written her
 bytes as one process writes (each episode's refs are its own; only `episode.ref` counts
 across episodes). Threads would not do: encoding holds the GIL.
 
-The child is killed and its file removed however the export ends; its failure is raised
-here as one line."""
+The child is killed however the export ends (its file has no name: nothing is left behind);
+its failure is raised here as one line."""
 
 from __future__ import annotations
 
@@ -56,19 +56,25 @@ class Part:
     """The child exporting `episodes` (in order) of the selection `filters` to a temp file."""
 
     def __init__(self, store: Store, filters: Filters, episodes: list[int]):
-        fd, self.path = tempfile.mkstemp(prefix=".export-part-", suffix=".jsonl")
-        os.close(fd)
-        request = {"db": store.file, "filters": asdict(filters), "episodes": episodes, "out": self.path}
+        # a file with no name: the child writes it through the descriptor it inherits, and
+        # nothing is left behind however either process ends
+        self.fd, path = tempfile.mkstemp(prefix=".export-part-", suffix=".jsonl")
+        os.unlink(path)
+        request = {"db": store.file, "filters": asdict(filters), "episodes": episodes, "fd": self.fd}
         root = str(Path(__file__).resolve().parents[2])  # this code, not another installed copy
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "sessions.exchange.split_child"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                         pass_fds=(self.fd,))
             self.proc.stdin.write(json.dumps(request))
             self.proc.stdin.close()
             self.proc.stdin = None  # (communicate would flush it)
         except OSError:
-            self.__exit__()
+            if hasattr(self, "proc"):
+                self.__exit__()
+            else:
+                os.close(self.fd)
             raise
 
     def __enter__(self) -> "Part":
@@ -81,8 +87,7 @@ class Part:
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None and not stream.closed:
                 stream.close()
-        if os.path.lexists(self.path):
-            os.unlink(self.path)
+        os.close(self.fd)
 
     def result(self) -> dict[str, Any]:
         """Wait for the child; its report, or PartFailed with its last line."""
@@ -97,7 +102,8 @@ class Part:
         by `offset`; as bytes, a few MB at a time."""
         out: list[bytes] = []
         size = 0
-        with open(self.path, "rb") as f:
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        with open(self.fd, "rb", closefd=False) as f:
             for line in f:  # (a JSON line holds no raw newline: json escapes it)
                 head, sep, rest = line.partition(_HEAD_OF)
                 ref, comma, tail = rest.partition(b",")

@@ -1,5 +1,5 @@
 """The second process of a large jsonl export (`split.py`): reads its request (database,
-filters, the episodes it writes, the file) as JSON on stdin, writes those episodes' records
+filters, the episodes it writes, the descriptor of its file) as JSON on stdin, writes those episodes' records
 there, prints its report as JSON; a failure is one line on stderr and exit status 1."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ def main() -> None:
     req = json.load(sys.stdin)
     try:
         store = Store(req["db"], readonly=True)
-        report = ExportReport(format="jsonl", path=req["out"])
-        with open(req["out"], "w", encoding="utf-8", newline="") as f:
+        report = ExportReport(format="jsonl", path="")
+        with open(req["fd"], "w", encoding="utf-8", newline="") as f:
             sink = _Sink(f)
             batches = select(store, None, Filters(**req["filters"]), raw=True, episodes=req["episodes"])
             _write_jsonl(store, batches, sink, report)
