@@ -136,7 +136,7 @@ def _expected(store: Store) -> str:
     return "".join(line for n, b in enumerate(batches, 1) for line in _episode_lines(store, b, n))
 
 
-@pytest.mark.parametrize("chunk, two", [(2, True), (200, True), (2, False)])
+@pytest.mark.parametrize("chunk, two", [(2, True), (200, False)])
 def test_the_fast_path_writes_what_the_plain_records_give(toy, tmp_path, monkeypatch, chunk, two):
     _populate(toy)
     monkeypatch.setattr(EXPORT, "CHUNK", chunk)  # 2: several chunks per process
