@@ -4,8 +4,9 @@ Retries are our own loop (the openai client runs with max_retries=0) so `attempt
 Every request runs in its caller's thread on the official sync `openai.OpenAI` (one per
 endpoint, shared by the threads) whose httpx client sends the bytes through libcurl
 (`agent.transport`; `REACT_EDITOR_HTTP=sdk`, or a proxy in the environment, keeps the SDK's own
-transport), without the SDK's telemetry headers: about 0.6x the bare client's CPU per call, and
-as many requests at once as threads. Stop means stop: a watcher thread
+transport), without the SDK's telemetry headers, through its own request path (`OpenAI.request`)
+with a JSON body we encode and an answer whose JSON we read (`_Sender`): about 0.45x the bare
+client's CPU per call, and as many requests at once as threads. Stop means stop: a watcher thread
 shuts down the socket of a request whose Stop is set, so it ends at once and its connection is
 closed, instead of the call running on to its answer or its timeout.
 The API key is only ever handed to the openai client: it is never recorded, and any text
@@ -409,6 +410,7 @@ class ModelClient:
         self._key = key
         self._openai: openai.OpenAI | None = None
         self._sent_key: str | None = None
+        self._sender_of: _Sender | None = None
         self._shapes: tuple[Any, Any, dict[tuple, tuple[bytes, bytes]]] = (None, None, {})  # `_body_parts`
 
     # -- public -----------------------------------------------------------------------
@@ -550,7 +552,17 @@ class ModelClient:
         if self._openai is None or key != self._sent_key:
             self._openai = shared_openai(key, self.base_url, self.config.timeout_s)
             self._sent_key = key
+            self._sender_of = None
         return self._openai
+
+    @property
+    def _sender(self) -> "_Sender":
+        """The request path of `_client` (made once per client it is)."""
+        client = self._client
+        sender = self._sender_of
+        if sender is None or sender.client is not client:
+            sender = self._sender_of = _Sender(client)
+        return sender
 
     def _cacheable(self) -> bool:
         return bool(self.cache is not None and self.config.cache and self.config.temperature == 0)
@@ -578,6 +590,38 @@ class ModelClient:
         fixed: str | None = None,
     ) -> tuple[str, Usage]:
         cfg = self.config
+        chat = cfg.api_style == "chat"
+        text = chat_message(prompt, instruction) if chat else prompt
+        content = None
+        if fixed:  # the JSON the SDK would send, its fixed part encoded once
+            content = _json_body(self._body_parts(stop), text, fixed)
+        if content is None:
+            content = _sdk_json(self._body(text, stop))
+        send = self._sender
+        resp = run_cancellable(lambda: send("/chat/completions" if chat else "/completions", content), cancel)
+        try:
+            data = json.loads(resp.content)
+        except ValueError as exc:  # a 200 whose body is not JSON
+            raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not choices or not isinstance(choices, list):
+            raise _Malformed(f"response has no choices: {_snippet(data)}")
+        first = choices[0]
+        if chat:
+            message = _field(first, "message")
+            if message is None:
+                raise _Malformed(f"chat choice has no message: {_snippet(data)}")
+            text = _field(message, "content")
+        else:
+            text = _field(first, "text")
+        if text is not None and not isinstance(text, str):
+            raise _Malformed(f"completion text is not a string: {_snippet(data)}")
+        return text or "", _usage(data.get("usage"))
+
+    def _body(self, text: str, stop: list[str]) -> dict[str, Any]:
+        """The request body (what the typed `.create()` would send, without its parameter
+        transforms): the official client's own request path sends it as it is."""
+        cfg = self.config
         common: dict[str, Any] = {
             "model": cfg.model,
             "temperature": cfg.temperature,
@@ -586,55 +630,21 @@ class ModelClient:
         }
         if stop:
             common["stop"] = stop[:MAX_STOP_SEQUENCES]
-        # The official client's own request path (auth, headers, errors, timeouts), with the
-        # JSON body as it is: the typed `.create()` would transform the parameters and build
-        # response models on every call, most of the runner's CPU per call at high rates.
-        def request_body(text: str) -> tuple[str, dict[str, Any]]:
-            if cfg.api_style == "chat":
-                return "/chat/completions", {
-                    "messages": [{"role": "user", "content": text}], **common, **(self.chat_extra or {})}
-            return "/completions", {"prompt": text, **common}
-
-        text = chat_message(prompt, instruction) if cfg.api_style == "chat" else prompt
-        path, body = request_body(_TEXT if fixed else text)
-        content = _json_body(self._body_parts(body, stop), text, fixed) if fixed else None  # (the JSON the SDK
-        if fixed and content is None:  # would send, its fixed part encoded once)
-            body = request_body(text)[1]
-        try:
-            client = self._client
-            options = _request_options()
-            if content is not None:
-                resp = run_cancellable(lambda: client.post(path, content=content, cast_to=object, options=options),
-                                       cancel)
-            else:
-                resp = run_cancellable(lambda: client.post(path, body=body, cast_to=object, options=options), cancel)
-        except ValueError as exc:  # a 200 whose body is not JSON (or not a completion)
-            raise _Malformed(f"body is not valid JSON ({_one_line(str(exc), 120)})") from exc
-        choices = _field(resp, "choices")
-        if not choices or not isinstance(choices, list):
-            raise _Malformed(f"response has no choices: {_snippet(resp)}")
-        first = choices[0]
         if cfg.api_style == "chat":
-            message = _field(first, "message")
-            if message is None:
-                raise _Malformed(f"chat choice has no message: {_snippet(resp)}")
-            text = _field(message, "content")
-        else:
-            text = _field(first, "text")
-        if text is not None and not isinstance(text, str):
-            raise _Malformed(f"completion text is not a string: {_snippet(resp)}")
-        return text or "", _usage(_field(resp, "usage"))
+            return {"messages": [{"role": "user", "content": text}], **common, **(self.chat_extra or {})}
+        return {"prompt": text, **common}
 
-    def _body_parts(self, body: dict[str, Any], stop: list[str]) -> tuple[bytes, bytes] | None:
-        """`_body_parts(body)`, made once per stops: the rest of a body is this client's config
-        (and chat fields), the same for every call while they are the same objects."""
+    def _body_parts(self, stop: list[str]) -> tuple[bytes, bytes] | None:
+        """`_body_parts` of a body with these stops, made once per stops: the rest of a body is
+        this client's config (and chat fields), the same for every call while they are the
+        same objects."""
         made = self._shapes
         if made[0] is not self.config or made[1] is not self.chat_extra:
             made = self._shapes = (self.config, self.chat_extra, {})
         key = tuple(stop)
         parts = made[2].get(key)
         if parts is None:
-            parts = _body_parts(body)
+            parts = _body_parts(self._body(_TEXT, stop))
             if parts is not None and len(made[2]) < MAX_SHAPES:
                 made[2][key] = parts
         return parts
@@ -774,10 +784,39 @@ def _body_parts(body: dict[str, Any]) -> tuple[bytes, bytes] | None:
     return head.encode("utf-8"), rest.encode("utf-8")
 
 
-def _request_options() -> dict[str, Any]:
-    """The SDK's request options of a call: its per-request telemetry headers left out (a new
-    mapping per call: the SDK must never share one call's headers with another's)."""
-    return {"headers": dict.fromkeys(REQUEST_TELEMETRY, openai._types.Omit())}
+def _sdk_json(body: dict[str, Any]) -> bytes:
+    """`body` as the SDK encodes a JSON body (`openai._utils._json.openapi_dumps`), UTF-8."""
+    return _JSON(body).encode("utf-8")
+
+
+class _Sender:
+    """The official client's own request path (`OpenAI.request`: auth, headers, timeouts,
+    status errors) for a JSON body already encoded, without what `post` would redo at every
+    call for a body it does not need to read: its request options are a copy of ones made
+    once (not built from defaults), its URL is made once per path (the SDK's own merge with
+    the base URL, which it would parse three times), and the answer comes back as the HTTP
+    response (`cast_to` the httpx client's `Response`: no `APIResponse` around it), whose
+    JSON `_request` reads itself. Per request, the SDK's telemetry headers left out (a new
+    mapping each time: the SDK must never share one request's headers with another's)."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self.response = _httpx_module(type(client._client)).Response
+        self._urls: dict[str, str] = {}
+        options = openai._models.FinalRequestOptions
+        self._content = "content" in getattr(options, "model_fields", {})  # (older SDKs: JSON data only)
+        self._template = options.construct(method="post", url="", **({"content": b""} if self._content else {}))
+
+    def __call__(self, path: str, content: bytes) -> Any:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = str(self.client._prepare_url(path))
+        update: dict[str, Any] = {"url": url, "headers": dict.fromkeys(REQUEST_TELEMETRY, openai._types.Omit())}
+        if self._content:
+            update["content"] = content
+        else:
+            update["json_data"] = json.loads(content)
+        return self.client.request(self.response, self._template.model_copy(update=update))
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -792,10 +831,10 @@ def _count(value: Any) -> int | None:
 def _usage(u: Any) -> Usage:
     if not isinstance(u, dict):
         return Usage()
-    details = _field(u, "prompt_tokens_details")
+    details = u.get("prompt_tokens_details")
     return Usage(
-        prompt_tokens=_count(_field(u, "prompt_tokens")),
-        completion_tokens=_count(_field(u, "completion_tokens")),
+        prompt_tokens=_count(u.get("prompt_tokens")),
+        completion_tokens=_count(u.get("completion_tokens")),
         cached_prompt_tokens=_count(_field(details, "cached_tokens")),
     )
 

@@ -8,7 +8,8 @@ them all alike). Per path and level: this process's CPU per call (all threads, m
 - `bare_create`: one official sync `openai.OpenAI` shared by the threads (it is thread-safe),
   `completions.create(...)`, the SDK's default transport: what "the bare client" means.
 - `bare_post`: the same client, `post("/completions", body=..., cast_to=object)` (no typed
-  parameters or response models): the request path our client uses.
+  parameters or response models); our client goes one step further down (`OpenAI.request` with
+  options made once, the answer's JSON read from the HTTP response: `agent.client._Sender`).
 - `ours`: `agent.client.ModelClient.complete(..., watch=CallWatch(...))`, one ModelClient per
   thread, as the runner's workers call it (record, stop cut, retries loop, Stop watch), on its
   default transport (libcurl, `agent/transport.py`).

@@ -461,3 +461,35 @@ def test_session_server_is_shared(scripted_llm_session: ScriptedLLM):
     scripted_llm_session.push({"text": "dict reply", "cached_tokens": 2})
     text, call = make(scripted_llm_session).complete("p", [])
     assert text == "dict reply" and call.usage.cached_prompt_tokens == 2
+
+
+def test_each_request_goes_to_its_own_endpoint_and_path(scripted_llm: ScriptedLLM,
+                                                         scripted_llm_session: ScriptedLLM):
+    """A request's URL is made once per client and path: clients of two endpoints in one
+    process, and one client whose config turns to chat, each send every request to their
+    own server and path."""
+    scripted_llm_session.reset()
+    for llm in (scripted_llm, scripted_llm_session):
+        llm.set_responder(lambda body: " ok")
+    a, b = make(scripted_llm), make(scripted_llm_session)
+    for _ in range(2):
+        a.complete("to a", [])
+        b.complete("to b", [])
+    a.config = a.config.model_copy(update={"api_style": "chat"})
+    a.complete("chat to a", [])
+    assert [(r.path, sent_text(r)) for r in scripted_llm.requests] == [
+        ("/v1/completions", "to a"), ("/v1/completions", "to a"),
+        ("/v1/chat/completions", f"chat to a\n\n{DEFAULT_CHAT_INSTRUCTION}")]
+    assert [(r.path, sent_text(r)) for r in scripted_llm_session.requests] == [("/v1/completions", "to b")] * 2
+
+
+def test_a_json_answer_is_read_whatever_its_content_type(scripted_llm: ScriptedLLM):
+    """The answer's JSON is read from its body (no `APIResponse` around it): a server that
+    labels it text/plain is still understood; a body that is not JSON is malformed."""
+    body = '{"id": "x", "object": "text_completion", "created": 0, "model": "m", "choices": [{"text": " ok", "index": 0}]}'
+    scripted_llm.push(Reply(body=body, content_type="text/plain"), Reply(body="<html>", content_type="application/json"))
+    client = make(scripted_llm, max_retries=0)
+    assert client.complete("p", [])[0] == " ok"
+    with pytest.raises(ModelError) as info:
+        client.complete("p", [])
+    assert "malformed response from the model server: body is not valid JSON" in info.value.call.error
