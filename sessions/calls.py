@@ -10,7 +10,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
@@ -64,9 +64,10 @@ class Calls:
                 {"key": key, "model": c.model, "api_style": c.api_style, "params": to_json(c.params)}))
         return cached
 
-    def insert(self, c: ModelCall, episode_id: int) -> int:
+    def insert(self, c: ModelCall, episode_id: int, conn: Any = None) -> int:
+        """The call's row id. `conn`: this thread's connection when the caller has it at hand."""
         u = c.usage or _NO_USAGE
-        return self._database.db.conn.execute(
+        return (conn or self._database.db.conn).execute(
             "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
             "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
             "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
