@@ -123,7 +123,7 @@ class Writer:
 
     @property
     def on_writer(self) -> bool:
-        return threading.current_thread() is self._thread
+        return threading.get_ident() == self._thread.ident
 
     def submit(self, fn: Callable[[], Any], *, durable: bool = True,
                blobs: dict[str, bytes] | None = None) -> _Write | None:
