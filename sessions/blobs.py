@@ -28,7 +28,7 @@ class Blobs:
         if key in self.known:  # committed already (blobs are never deleted)
             return key
         pending = getattr(self._local, "blobs", None)
-        if pending is not None and not self._database.db.conn.in_transaction:
+        if pending is not None and not self._database.in_transaction():
             pending[key] = data
             return key
         with self._database.transaction():

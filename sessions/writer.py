@@ -390,7 +390,7 @@ def write(store: Store, fn: Callable[[], Any], *, durable: bool = True) -> Any:
     environment fetched) go with it. Called inside a transaction of this thread, `fn`
     runs here, as part of it (that transaction commits it)."""
     w = _writers.get(store)
-    if w is None or w.on_writer or store.db.conn.in_transaction:  # (inside the caller's transaction: part of it)
+    if w is None or w.on_writer or store.in_transaction():  # (inside the caller's transaction: part of it)
         return fn()
     blobs = store.blobs.take_pending()
     done = w.submit(fn, durable=durable, blobs=blobs)
@@ -412,6 +412,6 @@ def write_later(store: Store, fn: Callable[[], Any], *, on_error: Callable[[Base
     its failure. Without one (or inside the caller's transaction) it runs here and now, and
     its error is raised."""
     w = _writers.get(store)
-    if w is None or w.on_writer or store.db.conn.in_transaction or not w.later(fn, on_error=on_error):
+    if w is None or w.on_writer or store.in_transaction() or not w.later(fn, on_error=on_error):
         fn()
 
