@@ -39,6 +39,25 @@ _EXPORT_SQL = (
 # encoder per call: the same text
 _KEY_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
 _NO_USAGE = Usage()
+# a call's call_params key by its values (with their types: 0 and 0.0 say different JSON), so
+# call after call with the same parameters do not encode and hash them again
+_PARAMS_KEYS: dict[tuple, str] = {}
+
+
+def _params_key(model: str, api_style: str, params: dict) -> str:
+    try:
+        values = (model, api_style, tuple((k, v.__class__, tuple(v) if v.__class__ is list else v)
+                                          for k, v in params.items()))
+        found = _PARAMS_KEYS.get(values)
+    except TypeError:  # (a value that cannot be hashed, a list of lists: not remembered)
+        values, found = None, None
+    if found is None:
+        found = hashlib.sha256(_KEY_JSON([model, api_style, params]).encode()).hexdigest()[:24]
+        if values is not None:
+            if len(_PARAMS_KEYS) > 4096:  # (bounded: stop sequences vary with the step)
+                _PARAMS_KEYS.clear()
+            _PARAMS_KEYS[values] = found
+    return found
 
 
 class Calls:
@@ -54,8 +73,7 @@ class Calls:
     # endpoint) sits once in call_params. The call log is also the response cache: a
     # successful call's `cache_key` answers identical temperature-0 requests later.
     def _params_row(self, c: ModelCall) -> int:
-        data = _KEY_JSON([c.model, c.api_style, c.params])
-        key = hashlib.sha256(data.encode()).hexdigest()[:24]
+        key = _params_key(c.model, c.api_style, c.params)
         cached = self.params.get(key)
         if cached is None:
             row = self._database.db.execute("select id from call_params where key = ?", [key]).fetchone()
