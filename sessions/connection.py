@@ -150,13 +150,18 @@ def _truncated(path: str) -> tuple[int, int] | None:
     return (actual, expected) if actual < expected else None
 
 
+# json.dumps(value, ensure_ascii=False, separators=(",", ":")) without building an encoder per
+# call (json.dumps does for non-default arguments): the same text
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def to_json(value: Any) -> str | None:
     """A record or plain value as the compact JSON the store keeps (defaults left out)."""
     if value is None:
         return None
     if hasattr(value, "model_dump"):
         value = value.model_dump(exclude_defaults=True)
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(value)
 
 
 def _hex_blob(h: str | None) -> bytes | None:

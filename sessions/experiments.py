@@ -75,8 +75,7 @@ _ECOLS = "id, name, env, method, config, env_options, params, status, wall_s, cr
 _ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success, metrics, error"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # (json.dumps's text, no encoder per call)
 
 
 def _experiment(r) -> Experiment:
