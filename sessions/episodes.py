@@ -90,6 +90,12 @@ class Episodes:
                          "returning id", [key, task.env, task.type, data]).fetchall()  # (all: the statement ends)
         if row:
             return ids.learn((task.key, data), row[0][0])
+        return self._stored_task(task, data)
+
+    def _stored_task(self, task: Task, data: str) -> int:
+        """The row id of a task whose key is taken (its insert did nothing): that row when
+        it holds this content, else the row kept under a key of its content."""
+        db, ids, key = self._database.db, self.row_ids[0], task.key
         row = db.execute("select id, json from tasks where key = ?", [key]).fetchone()
         if row[1] != data:  # same id, new content (e.g. a regenerated game): keep both
             key = f"{key}#{hashlib.sha256(data.encode()).hexdigest()[:8]}"
@@ -166,7 +172,7 @@ class Episodes:
                 [x for t, d in new.values() for x in (t.key, t.env, t.type, d)]).fetchall()
             for row_id, key in rows:
                 ids.learn((key, new[key][1]), row_id)
-        return [ids.get((t.key, d)) or self.task_row(t) for t, d in zip(tasks, datas)]
+        return [ids.get((t.key, d)) or self._stored_task(t, d) for t, d in zip(tasks, datas)]
 
     def point_current(self, episode_id: int, version_id: int) -> None:
         """Inside the caller's transaction: the episode's current version becomes this one."""
