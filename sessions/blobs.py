@@ -3,7 +3,6 @@ environment fetched, long snapshot parts), written with the step that refers to 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
 
@@ -29,29 +28,18 @@ class Blobs:
         if key in self.known:  # committed already (blobs are never deleted)
             return key
         pending = getattr(self._local, "blobs", None)
-        if pending is not None and not self._database.db.conn.in_transaction:
+        if pending is not None and not self._database.in_transaction():
             pending[key] = data
             return key
         with self._database.transaction():
             self.write({key: data})
         return key
 
-    @contextlib.contextmanager
-    def deferred(self):
+    def deferred(self) -> "_Deferred":
         """Blobs stored on this thread meanwhile are written by its next transaction
         (the one that records the step referring to them); any left at the end are
-        written then, in one transaction."""
-        if getattr(self._local, "blobs", None) is not None:  # nested: the outer scope writes them
-            yield
-            return
-        self._local.blobs = {}
-        try:
-            yield
-        finally:
-            left, self._local.blobs = self._local.blobs, None
-            if left:
-                with self._database.transaction():
-                    self.write(left)
+        written then, in one transaction. (A context manager; entered twice per step.)"""
+        return _Deferred(self)
 
     def write(self, blobs: dict[str, bytes]) -> None:
         # plain SQL: sqlite-utils looks the row up by rowid afterwards, which a
@@ -105,3 +93,28 @@ class Blobs:
         return None if r is None else bytes(r[0])
 
     put_blob, get_blob = put, get  # the BlobStore protocol of envs.base
+
+
+class _Deferred:
+    """`Blobs.deferred()`: a plain context manager (a generator-based one costs more, and
+    every step enters two); nested in another, the outer one writes what is left."""
+
+    __slots__ = ("blobs", "outer")
+
+    def __init__(self, blobs: Blobs):
+        self.blobs = blobs
+
+    def __enter__(self) -> None:
+        local = self.blobs._local
+        self.outer = getattr(local, "blobs", None) is None
+        if self.outer:
+            local.blobs = {}
+
+    def __exit__(self, *exc: object) -> bool:
+        if self.outer:
+            local = self.blobs._local
+            left, local.blobs = local.blobs, None
+            if left:
+                with self.blobs._database.transaction():
+                    self.blobs.write(left)
+        return False

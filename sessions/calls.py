@@ -10,7 +10,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
@@ -39,6 +39,25 @@ _EXPORT_SQL = (
 # encoder per call: the same text
 _KEY_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
 _NO_USAGE = Usage()
+# a call's call_params key by its values (with their types: 0 and 0.0 say different JSON), so
+# call after call with the same parameters do not encode and hash them again
+_PARAMS_KEYS: dict[tuple, str] = {}
+
+
+def _params_key(model: str, api_style: str, params: dict) -> str:
+    try:
+        values = (model, api_style, tuple((k, v.__class__, tuple(v) if v.__class__ is list else v)
+                                          for k, v in params.items()))
+        found = _PARAMS_KEYS.get(values)
+    except TypeError:  # (a value that cannot be hashed, a list of lists: not remembered)
+        values, found = None, None
+    if found is None:
+        found = hashlib.sha256(_KEY_JSON([model, api_style, params]).encode()).hexdigest()[:24]
+        if values is not None:
+            if len(_PARAMS_KEYS) > 4096:  # (bounded: stop sequences vary with the step)
+                _PARAMS_KEYS.clear()
+            _PARAMS_KEYS[values] = found
+    return found
 
 
 class Calls:
@@ -54,8 +73,7 @@ class Calls:
     # endpoint) sits once in call_params. The call log is also the response cache: a
     # successful call's `cache_key` answers identical temperature-0 requests later.
     def _params_row(self, c: ModelCall) -> int:
-        data = _KEY_JSON([c.model, c.api_style, c.params])
-        key = hashlib.sha256(data.encode()).hexdigest()[:24]
+        key = _params_key(c.model, c.api_style, c.params)
         cached = self.params.get(key)
         if cached is None:
             row = self._database.db.execute("select id from call_params where key = ?", [key]).fetchone()
@@ -64,9 +82,10 @@ class Calls:
                 {"key": key, "model": c.model, "api_style": c.api_style, "params": to_json(c.params)}))
         return cached
 
-    def insert(self, c: ModelCall, episode_id: int) -> int:
+    def insert(self, c: ModelCall, episode_id: int, conn: Any = None) -> int:
+        """The call's row id. `conn`: this thread's connection when the caller has it at hand."""
         u = c.usage or _NO_USAGE
-        return self._database.db.conn.execute(
+        return (conn or self._database.db.conn).execute(
             "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
             "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
             "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",

@@ -101,7 +101,10 @@ class _Connection(sqlite3.Connection):
         return super().cursor(factory)
 
     def execute(self, sql, parameters=(), /):  # type: ignore[override]
-        return self.cursor().execute(sql, parameters)
+        cur = _Cursor(self)  # (as `cursor()` makes it, one call less: every statement comes here)
+        if self.row_factory is not None:
+            cur.row_factory = self.row_factory
+        return cur.execute(sql, parameters)
 
     def executemany(self, sql, parameters, /):  # type: ignore[override]
         return self.cursor().executemany(sql, parameters)
@@ -147,13 +150,18 @@ def _truncated(path: str) -> tuple[int, int] | None:
     return (actual, expected) if actual < expected else None
 
 
+# json.dumps(value, ensure_ascii=False, separators=(",", ":")) without building an encoder per
+# call (json.dumps does for non-default arguments): the same text
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def to_json(value: Any) -> str | None:
     """A record or plain value as the compact JSON the store keeps (defaults left out)."""
     if value is None:
         return None
     if hasattr(value, "model_dump"):
         value = value.model_dump(exclude_defaults=True)
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(value)
 
 
 def _hex_blob(h: str | None) -> bytes | None:
@@ -259,20 +267,22 @@ class _Tx:
             self.changes = self.conn.total_changes
             stack.append(self)
             return self
+        conn = self.conn
         try:
-            if not self.durable and not getattr(self.conn, "light", False):  # (sqlite takes the level only
-                self.conn.execute("pragma synchronous = normal")  # outside a transaction)
-                self.conn.light = True
-            elif self.durable and getattr(self.conn, "light", False):  # a writer's connection left light
-                self.conn.execute("pragma synchronous = full")
-                self.conn.light = False
-            self.conn.execute("begin immediate")
+            light = getattr(conn, "light", False)
+            if not self.durable and not light:  # (sqlite takes the level only outside a transaction)
+                conn.execute("pragma synchronous = normal")
+                conn.light = True
+            elif self.durable and light:  # a writer's connection left light
+                conn.execute("pragma synchronous = full")
+                conn.light = False
+            conn.execute("begin immediate")
         except BaseException:
             self._restore()
             self.lock.release()
             raise
-        self.conn.flat = self.flat
-        self.before = self.conn.total_changes
+        conn.flat = self.flat
+        self.before = conn.total_changes
         try:
             self.store.blobs.take_deferred()
         except BaseException:
@@ -292,21 +302,29 @@ class _Tx:
                     stack.pop()
                 self._end_savepoint(exc_type is None)
                 return False
-            _stack(self.conn).clear()
-            self.conn.flat = False
-            blobs, self.store.blobs.new = self.store.blobs.new, {}
+            conn, store = self.conn, self.store
+            stack = getattr(conn, "_savepoints", None)
+            if stack:
+                stack.clear()
+            conn.flat = False
+            blobs = store.blobs.new
+            if blobs:
+                store.blobs.new = {}
             if exc_type is None:
                 try:
-                    if self.index and self.durable and self.conn.total_changes != self.before:
-                        self.store._index_noted()
-                    self.conn.execute("commit")
+                    if self.index and self.durable and conn.total_changes != self.before:
+                        store._index_noted()
+                    conn.execute("commit")
                 except BaseException:
                     self._rolled_back(blobs)
                     raise
-                for rows in self.store.row_ids:
-                    rows.committed()
-                self.store.blobs.remember(blobs)
-                self._restore()
+                for rows in store.row_ids:  # (what the transaction learned, now committed)
+                    if rows.new:
+                        rows.committed()
+                if blobs:
+                    store.blobs.remember(blobs)
+                if getattr(conn, "light", False):
+                    self._restore()
             else:
                 self._rolled_back(blobs)
         finally:

@@ -56,6 +56,19 @@ def _config_key(config: AgentConfig) -> tuple[str, str]:
     return found
 
 
+_NEW_VERSION = frozenset(("id", "episode_id", "name"))
+
+
+def _first_version(version_id: int, episode_id: int, name: str | None) -> Version:
+    """An episode's first version as `Version(id=, episode_id=, name=)` makes it, every
+    field given (pydantic's model_construct costs a millisecond filling defaults itself;
+    validating, a tenth of that)."""
+    stamp = now()
+    return Version.model_construct(set(_NEW_VERSION), id=version_id, episode_id=episode_id, parent_version=None,
+                                   leaf_step_id=None, draft_thought=None, draft_edit=None, edits=[], name=name,
+                                   status="open", error=None, outcome=Outcome(), created_at=stamp, updated_at=stamp)
+
+
 class Episodes:
     """Tasks, configs, episodes. Writes only those tables (and an episode's first version,
     made with it); reads may join the versions and steps below them."""
@@ -77,6 +90,12 @@ class Episodes:
                          "returning id", [key, task.env, task.type, data]).fetchall()  # (all: the statement ends)
         if row:
             return ids.learn((task.key, data), row[0][0])
+        return self._stored_task(task, data)
+
+    def _stored_task(self, task: Task, data: str) -> int:
+        """The row id of a task whose key is taken (its insert did nothing): that row when
+        it holds this content, else the row kept under a key of its content."""
+        db, ids, key = self._database.db, self.row_ids[0], task.key
         row = db.execute("select id, json from tasks where key = ?", [key]).fetchone()
         if row[1] != data:  # same id, new content (e.g. a regenerated game): keep both
             key = f"{key}#{hashlib.sha256(data.encode()).hexdigest()[:8]}"
@@ -106,49 +125,38 @@ class Episodes:
                created_at: str | None = None, version_name: str | None = None) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current.
         `created_at`: an import keeps the original time."""
-        stamp, options = created_at or now(), to_json(env_options or {})
-        with self._database.transaction():
-            db = self._database.db
-            task_id = self.task_row(task)
-            config_id = self.config_row(config)
-            # the first version's id is the one SQLite would give it (max + 1: this transaction holds the
-            # write lock), so the episode names it as current when it is inserted (no update after)
-            ep_id, v_id = db.execute(
-                "insert into episodes (task_id, config_id, env_options, name, created_at, current_version) "
-                "values (?,?,?,?,?, (select coalesce(max(id), 0) + 1 from versions)) returning id, current_version",
-                [task_id, config_id, options, name, stamp],
-            ).fetchall()[0]
-            version = Version(id=v_id, episode_id=ep_id, name=version_name)
-            insert_row(db, "versions", {"id": v_id, **version_row(version, config_id, None)})
-        # the row just written, without reading the task and config back (their own JSON)
-        return Episode(id=ep_id, task=task, config=config, env_options=from_json(options, {}),
-                       current_version=version.id, name=name, created_at=stamp), version
+        return self.create_many([(task, name)], config, env_options, version_name=version_name,
+                                created_at=created_at)[0]
 
     def create_many(self, specs: list[tuple[Task, str | None]], config: AgentConfig, env_options: dict | None = None,
-                    *, version_name: str | None = None) -> list[tuple[Episode, Version]]:
+                    *, version_name: str | None = None, created_at: str | None = None) -> list[tuple[Episode, Version]]:
         """`create` for several (task, episode name) at once, in a few statements for all
         (a runner starting its next items): the new tasks in one insert, the episodes in
-        one, their first versions in one. Ids as SQLite gives them (max + 1: this
-        transaction holds the write lock)."""
-        stamp, options = now(), to_json(env_options or {})
+        one, their first versions in one. Each episode names its first version as current
+        as it is inserted: the id SQLite would give that version (max + n: this
+        transaction holds the write lock), so no update follows."""
+        stamp, options = created_at or now(), to_json(env_options or {})
         with self._database.transaction():
             db = self._database.db
             task_ids = self._task_rows([t for t, _ in specs])
             config_id = self.config_row(config)
-            ep0, v0 = db.execute("select (select coalesce(max(id), 0) from episodes), "
-                                 "(select coalesce(max(id), 0) from versions)").fetchone()
-            made = [(Episode(id=ep0 + n, task=task, config=config, env_options=from_json(options, {}),
-                             current_version=v0 + n, name=name, created_at=stamp),
-                     Version(id=v0 + n, episode_id=ep0 + n, name=version_name)) for n, (task, name) in enumerate(specs, 1)]
-            db.execute("insert into episodes (id, task_id, config_id, env_options, name, created_at, current_version) "
-                       "values " + ",".join(["(?,?,?,?,?,?,?)"] * len(made)),
-                       [x for (ep, v), tid in zip(made, task_ids)
-                        for x in (ep.id, tid, config_id, options, ep.name, stamp, v.id)])
-            rows = [{"id": v.id, **version_row(v, config_id, None)} for _, v in made]
-            cols = ", ".join(f'"{c}"' for c in rows[0])
-            db.execute(f"insert into versions ({cols}) values " + ",".join(["(" + ",".join("?" * len(rows[0])) + ")"]
-                                                                          * len(rows)),
-                       [x for r in rows for x in r.values()])
+            rows = db.execute(
+                "insert into episodes (task_id, config_id, env_options, name, created_at, current_version) values "
+                + ",".join(["(?,?,?,?,?, (select coalesce(max(id), 0) from versions) + ?)"] * len(specs))
+                + " returning current_version, id",
+                [x for n, ((_, name), tid) in enumerate(zip(specs, task_ids), 1)
+                 for x in (tid, config_id, options, name, stamp, n)]).fetchall()
+            rows.sort()  # (RETURNING promises no order: the first versions' ids follow the specs' order)
+            made = [(Episode(id=ep_id, task=task, config=config, current_version=v_id, name=name,
+                             env_options=from_json(options, {}), created_at=stamp),
+                     _first_version(v_id, ep_id, version_name)) for (v_id, ep_id), (task, name) in zip(rows, specs)]
+            first = version_row(made[0][1], config_id, None)  # (the versions differ only in these:)
+            values = [{**first, "id": v.id, "episode_id": v.episode_id, "created_at": v.created_at,
+                       "updated_at": v.updated_at} for _, v in made]
+            cols = ", ".join(f'"{c}"' for c in values[0])
+            db.execute(f"insert into versions ({cols}) values " + ",".join(["(" + ",".join("?" * len(values[0])) + ")"]
+                                                                          * len(values)),
+                       [x for r in values for x in r.values()])
         return made
 
     def _task_rows(self, tasks: list[Task]) -> list[int]:
@@ -164,7 +172,7 @@ class Episodes:
                 [x for t, d in new.values() for x in (t.key, t.env, t.type, d)]).fetchall()
             for row_id, key in rows:
                 ids.learn((key, new[key][1]), row_id)
-        return [ids.get((t.key, d)) or self.task_row(t) for t, d in zip(tasks, datas)]
+        return [ids.get((t.key, d)) or self._stored_task(t, d) for t, d in zip(tasks, datas)]
 
     def point_current(self, episode_id: int, version_id: int) -> None:
         """Inside the caller's transaction: the episode's current version becomes this one."""

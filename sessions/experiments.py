@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from sessions.connection import _Tx
+from sessions.rows import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
 from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
 
@@ -74,8 +75,7 @@ _ECOLS = "id, name, env, method, config, env_options, params, status, wall_s, cr
 _ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success, metrics, error"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # (json.dumps's text, no encoder per call)
 
 
 def _experiment(r) -> Experiment:
@@ -276,7 +276,7 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
         new = made.get(it.id)
         if new is not None:
             (ep, v), metrics = new
-            it = it.model_copy(update={"episode_id": ep.id, "version_id": v.id, "status": "running", "metrics": metrics})
+            it = replaced(it, {"episode_id": ep.id, "version_id": v.id, "status": "running", "metrics": metrics})
         started[it.id] = (token, it, new[0] if new is not None else None)
     return started
 

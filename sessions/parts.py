@@ -17,6 +17,8 @@ class Database(Protocol):
 
     def transaction(self, *, durable: bool = True) -> ContextManager[Any]: ...
 
+    def in_transaction(self) -> bool: ...
+
 
 def insert_row(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> int:
     """Insert one row of plain values; its id. (sqlite-utils' `table.insert` checks the

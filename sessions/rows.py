@@ -139,6 +139,24 @@ class EpisodeTree:
         return version_signals((self.steps[s][2] for s in self.path(version_id)), self.versions[version_id][1])
 
 
+_set = object.__setattr__
+
+
+def replaced(record: Any, update: dict[str, Any]) -> Any:
+    """`record.model_copy(update=update)` as pydantic makes it (a shallow copy whose fields
+    set grows by the updated ones; records forbid extras and hold no private attributes),
+    without its copy-module dispatch: the store copies a step and its version per step."""
+    cls = record.__class__
+    new = cls.__new__(cls)
+    fields = record.__dict__.copy()
+    fields.update(update)
+    _set(new, "__dict__", fields)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_fields_set__", record.__pydantic_fields_set__ | update.keys())
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
 def version_row(v: Version, config_id: int | None, exemplar_rev: int | None) -> dict[str, Any]:
     """The versions row of a new version, pinned to its config and exemplar revision."""
     return {

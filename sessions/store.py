@@ -154,6 +154,13 @@ class Store:
             self._adopt(db)
         return db
 
+    def in_transaction(self) -> bool:
+        """Is this thread inside a transaction of this Store? Asked without opening a
+        connection for a thread that has none (a worker whose writes all go to the Store's
+        writer thread needs none: each opening reads the schema, a millisecond)."""
+        db = self._shared or getattr(self._local, "db", None)
+        return db is not None and db.conn.in_transaction
+
     # ------------------------------------------------------------------ transactions
     def transaction(self, *, durable: bool = True):
         """`with store.transaction():` - all-or-nothing, as invariant 1 asks. Serialised

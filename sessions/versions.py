@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, from_json, to_json
 from sessions.parts import Database, insert_row
-from sessions.rows import SCOLS, VCOLS, step_from_row, version_from_row, version_row
+from sessions.rows import SCOLS, VCOLS, replaced, step_from_row, version_from_row, version_row
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
 from trajectory.signals import PathState
 
@@ -158,14 +158,16 @@ class Versions:
             self._episodes.point_current(episode_id, version_id)
 
     # ------------------------------------------------------------------ steps
-    def _insert_step(self, s: Step, episode_id: int, parent_id: int | None, call_ids: list[int] | None = None) -> Step:
+    def _insert_step(self, s: Step, episode_id: int, parent_id: int | None, call_ids: list[int] | None = None,
+                     conn: Any = None) -> Step:
         """Insert the step as a row of `episode_id` after `parent_id` (None: a first step) with
-        these `call_ids` (None: the step's own); the stored step (one copy of `s`)."""
+        these `call_ids` (None: the step's own); the stored step (one copy of `s`). `conn`:
+        this thread's connection when the caller has it at hand."""
         # steps and calls are the hot path of every step: plain statements (sqlite-utils'
         # insert costs ~50 us a row) with their values taken from the step as it is (a
         # validated record: no dump of its own); the rarer rows go through its table API
         call_ids = s.call_ids if call_ids is None else call_ids
-        sid = self._database.db.conn.execute(
+        sid = (conn or self._database.db.conn).execute(
             "insert into steps (episode_id, parent_id, idx, thought, action, observation, done, reward, info, "
             "source, edit, call_ids, snapshot, created_at, signals) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
@@ -189,7 +191,7 @@ class Versions:
         upd = {"id": sid, "episode_id": episode_id, "parent_id": parent_id}
         if call_ids is not s.call_ids:
             upd["call_ids"] = call_ids
-        return s.model_copy(update=upd)
+        return replaced(s, upd)
 
     def step(self, step_id: int) -> Step:
         r = self._database.db.execute(f"select {SCOLS} from steps where id = ?", [step_id]).fetchone()
@@ -249,15 +251,16 @@ class Versions:
             if expected_leaf is not ... and parent != expected_leaf:
                 raise _changed(self.ref(v))
             steps = self._signed(v.episode_id, parent, steps)
-            call_ids = [self._calls.insert(c, v.episode_id) for c in calls]
+            conn = self._database.db.conn
+            call_ids = [self._calls.insert(c, v.episode_id, conn) for c in calls]
             for s in steps:
                 ids = [call_ids[-c - 1] if c < 0 else c for c in s.call_ids]
-                row = self._insert_step(s, v.episode_id, parent, ids)
+                row = self._insert_step(s, v.episode_id, parent, ids, conn)
                 out.append(row)
                 parent = row.id
             sets, params = _leaf_update(parent, status, outcome, error, clear_draft)
             try:
-                cur = self._database.db.conn.execute(
+                cur = conn.execute(
                     f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
                     params + [version_id, v.leaf_step_id])
             except DatabaseFailure as exc:  # frozen: nothing of this is written
@@ -327,7 +330,7 @@ def _written(v: Version, leaf: int | None, params: list[Any], status: str | None
         upd["error"] = error
     if clear_draft:
         upd.update(draft_thought=None, draft_edit=None)
-    return v.model_copy(update=upd)
+    return replaced(v, upd)
 
 
 def _leaf_update(leaf: int | None, status: str | None, outcome: Outcome | None, error: Any,

@@ -112,7 +112,8 @@ class Writer:
         self._unindexed = 0  # writes run since a group last wrote the search index
         self._synced_at = time.monotonic()  # the last durable point (before: the callers' own durable commits)
         self._tail = False  # writes asked durable committed light since then
-        self._state = threading.Condition()  # guards _busy, _closed and the counts
+        self._mutex = threading.RLock()  # guards _busy, _closed and the counts (`with` it: no Python frame)
+        self._state = threading.Condition(self._mutex)  # (its waits and notifies)
         self._busy, self._closed = 0, False  # groups running (here or in a caller's thread)
         self._lazy: list[_Write] = []  # writes nobody waits for: the next group's first members
         self._lazy_at = 0.0  # when the oldest of them came
@@ -122,7 +123,7 @@ class Writer:
 
     @property
     def on_writer(self) -> bool:
-        return threading.current_thread() is self._thread
+        return threading.get_ident() == self._thread.ident
 
     def submit(self, fn: Callable[[], Any], *, durable: bool = True,
                blobs: dict[str, bytes] | None = None) -> _Write | None:
@@ -134,7 +135,7 @@ class Writer:
         (several workers: the writer's thread commits for all, on its one connection, whose
         pages its own commits leave cached; a worker's connection would read them again)."""
         w = _Write(fn, durable, blobs or {})
-        with self._state:
+        with self._mutex:
             if self._closed:
                 return None
             me = threading.get_ident()
@@ -149,12 +150,14 @@ class Writer:
                 self._queue.put(w)
                 self._state.notify()
         if here:
-            self.store.db.conn.keeps_level = True  # (this thread's transactions each set the level they need)
+            conn = self.store.db.conn
+            if not getattr(conn, "keeps_level", False):
+                conn.keeps_level = True  # (this thread's transactions each set the level they need)
             pending = False
             try:
                 pending = self._run(group)
             finally:
-                with self._state:
+                with self._mutex:
                     self._busy -= 1
                     if pending or not self._queue.empty() or self._lazy or (self._tail and not self._deadline()):
                         self._state.notify()  # the writer thread has work (writes, a deadline to keep)
@@ -164,7 +167,7 @@ class Writer:
         """A light write nobody waits for: it goes first in the next group (whoever runs
         it), or the writer's thread commits it once it waited DURABLE_S. False when the
         writer has closed (the caller writes itself)."""
-        with self._state:
+        with self._mutex:
             if self._closed:
                 return False
             if not self._lazy:
@@ -176,7 +179,7 @@ class Writer:
     def close(self) -> None:
         """Run what is queued, make it durable, then end the thread (its connection is
         the Store's to close)."""
-        with self._state:
+        with self._mutex:
             self._closed = True
             self._queue.put(None)
             self._state.notify()
@@ -191,7 +194,7 @@ class Writer:
                 try:
                     self._run(group, last=end)
                 finally:
-                    with self._state:
+                    with self._mutex:
                         self._busy -= 1
             elif not end:  # idle past the durable deadline: the log synced without a commit
                 self._sync()
@@ -217,7 +220,7 @@ class Writer:
         no group runs (a caller's own), or the durable deadline passed with nothing running;
         then (the writes, closed?), the writer marked busy when there are writes, or
         ([], False) for the deadline."""
-        with self._state:
+        with self._mutex:
             while True:
                 if not self._busy:
                     lazy = self._lazy_wait() if self._lazy else None
@@ -282,7 +285,7 @@ class Writer:
             committed = True
         except BaseException as exc:  # the commit failed: no member's write is there
             results, committed = [(False, exc)] * len(group), False
-        with self._state:
+        with self._mutex:
             if committed and durable:
                 self._synced_at, self._tail = time.monotonic(), False
                 self.durable_commits += 1
@@ -387,7 +390,7 @@ def write(store: Store, fn: Callable[[], Any], *, durable: bool = True) -> Any:
     environment fetched) go with it. Called inside a transaction of this thread, `fn`
     runs here, as part of it (that transaction commits it)."""
     w = _writers.get(store)
-    if w is None or w.on_writer or store.db.conn.in_transaction:  # (inside the caller's transaction: part of it)
+    if w is None or w.on_writer or store.in_transaction():  # (inside the caller's transaction: part of it)
         return fn()
     blobs = store.blobs.take_pending()
     done = w.submit(fn, durable=durable, blobs=blobs)
@@ -409,6 +412,6 @@ def write_later(store: Store, fn: Callable[[], Any], *, on_error: Callable[[Base
     its failure. Without one (or inside the caller's transaction) it runs here and now, and
     its error is raised."""
     w = _writers.get(store)
-    if w is None or w.on_writer or store.db.conn.in_transaction or not w.later(fn, on_error=on_error):
+    if w is None or w.on_writer or store.in_transaction() or not w.later(fn, on_error=on_error):
         fn()
 

@@ -59,3 +59,19 @@ def test_rows_of_a_failed_savepoint_are_not_remembered(tmp_path):
     ep2, _ = store.episodes.create(WIKI_TASK, config, {}, "after")
     assert store.episodes.get(ep2.id).config == config
     store.close()
+
+
+def test_a_stored_task_another_store_made_costs_one_insert_and_one_read(tmp_path):
+    """A task already in the database but new to this Store (another process wrote it):
+    its insert does nothing, one read finds its row (not a second insert first)."""
+    first = Store(tmp_path / "r.db")
+    ep, _ = first.episodes.create(WIKI_TASK, AgentConfig(model="m"), {}, "first")
+    first.close()
+    stmts: list[str] = []
+    store = Store(tmp_path / "r.db", tracer=lambda sql, _: stmts.append(sql))
+    stmts.clear()
+    ep2, _ = store.episodes.create(WIKI_TASK, AgentConfig(model="m"), {}, "second")
+    on_tasks = _on("tasks", stmts)
+    assert [s.split()[0].lower() for s in on_tasks] == ["insert", "select"], on_tasks
+    assert store.episodes.get(ep2.id).task == WIKI_TASK == store.episodes.get(ep.id).task
+    store.close()

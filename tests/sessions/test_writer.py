@@ -319,3 +319,24 @@ def test_a_lone_worker_commits_in_its_own_thread_and_several_hand_their_writes_t
     mine = threading.current_thread().name
     assert [t for t, s in stmts if s.strip().lower() == "commit"] == [mine] * 3 + ["store-writer"] * 2
     assert [store.settings.get(k) for k in ("a2", "b", "c")] == [2, 1, 1]
+
+
+def test_a_worker_whose_writes_go_to_the_writer_opens_no_connection(traced):
+    """A worker handing its writes (and the pages it fetched) to the writer's thread runs
+    no statement of its own: it opens no connection (each opening reads the schema)."""
+    store, stmts = traced
+    done: list = []
+
+    def worker() -> None:
+        with store.blobs.deferred():
+            key = store.blobs.put(b"a page")  # (waits for the worker's next write)
+            write(store, lambda: store.settings.set("b", key))
+        done.append(key)
+
+    with attached(store):
+        write(store, lambda: store.settings.set("a", 1))  # (the lone worker so far: the next thread's write is handed over)
+        t = threading.Thread(target=worker, name="worker-2")
+        t.start()
+        t.join(10)
+    assert done and [s for t, s in stmts if t == "worker-2"] == []
+    assert store.settings.get("b") == done[0] and store.blobs.get(done[0]) == b"a page"
