@@ -118,6 +118,7 @@ class Writer:
         self._lazy: list[_Write] = []  # writes nobody waits for: the next group's first members
         self._lazy_at = 0.0  # when the oldest of them came
         self._last: int | None = None  # the thread that handed in the last write
+        self._wakes_at = 0.0  # when the waiting writer thread wakes by itself (inf: only when told; 0: not waiting)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="store-writer")
         self._thread.start()
 
@@ -172,8 +173,9 @@ class Writer:
                 return False
             if not self._lazy:
                 self._lazy_at = time.monotonic()
+                if self._wakes_at > self._lazy_at + self.durable_s:
+                    self._state.notify()  # (else it wakes by then anyway: a lone worker's item results wake nobody)
             self._lazy.append(_Write(fn, False, {}, on_error))
-            self._state.notify()
         return True
 
     def close(self) -> None:
@@ -230,9 +232,9 @@ class Writer:
                     if durable == 0:
                         return [], False
                     waits = [x for x in (lazy, durable) if x is not None]
-                    self._state.wait(min(waits) if waits else None)
+                    self._wait(min(waits) if waits else None)
                 else:
-                    self._state.wait()
+                    self._wait(None)
             group, self._lazy = self._lazy, []
             end = False
             while len(group) < MAX_GROUP:  # whatever queued meanwhile joins this group
@@ -246,6 +248,15 @@ class Writer:
                 group.append(nxt)
             self._busy += bool(group)
             return group, end
+
+    def _wait(self, timeout: float | None) -> None:
+        """Wait to be told (or `timeout` s), noting when it wakes by itself: `later` tells it
+        only when that is after the new write's own deadline."""
+        self._wakes_at = float("inf") if timeout is None else time.monotonic() + timeout
+        try:
+            self._state.wait(timeout)
+        finally:
+            self._wakes_at = 0.0
 
     def _lazy_wait(self) -> float:
         return max(0.0, self._lazy_at + self.durable_s - time.monotonic())
