@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,8 +53,10 @@ from _root import HERE, ROOT  # noqa: F401  (repo root on sys.path; see _root.py
 REACT_DATA = ROOT.parent / "shared" / "reference" / "react-repo" / "data"
 
 
-def serve() -> None:
-    """The scripted model server (run in its own process): prints its URL, serves until stdin closes."""
+def serve(latency_s: float = 0.0) -> None:
+    """The scripted model server (run in its own process): prints its URL, serves until stdin
+    closes. `latency_s`: each answer is held that long (`Reply.delay_s`: an Event wait, no CPU;
+    a thread per connection, so concurrent requests wait concurrently, as on a batching GPU server)."""
     from tests.experiment_agents import wiki_agent
     from tests.scripted_server import ScriptedLLM, _Handler, _Server
 
@@ -61,7 +64,7 @@ def serve() -> None:
     _Handler.protocol_version = "HTTP/1.1"  # keep-alive, as a vLLM/SGLang server
     _Handler.disable_nagle_algorithm = True  # as a real server: no 40 ms Nagle/delayed-ACK stall per answer
     llm = ScriptedLLM().start()
-    llm.set_responder(wiki_agent({}, react_steps=2))
+    llm.set_responder(wiki_agent({}, react_steps=2, latency_s=latency_s))
     llm._record = lambda req: None  # a server that keeps no log (it would grow without bound)
     sys.stdout.write(llm.base_url + "\n")
     sys.stdout.flush()
@@ -177,9 +180,10 @@ def bare_prompt(work: Path) -> tuple[str, list[str]]:
     return "x" * max(0, int(chars) - len(tail) - 1) + "\n" + tail, ["\nObservation 1:"]
 
 
-def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency: int) -> dict:
+def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency: int, warm: int = 20) -> dict:
     """The official synchronous `openai` client, nothing of ours around it: `calls` requests
-    from `concurrency` threads (one client, as an application would share it)."""
+    from `concurrency` threads (one client, as an application would share it), after `warm`
+    untimed ones."""
     import socket
 
     import httpx
@@ -205,7 +209,7 @@ def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency:
                 failed.append(exc)
                 return
 
-    for _ in range(20):  # warm: the connection, the SDK's lazy imports
+    for _ in range(warm):  # warm: the connection, the SDK's lazy imports
         client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
     cpu0, t0 = time.process_time(), time.perf_counter()
@@ -274,99 +278,194 @@ def _range(values: list[float]) -> str:
     return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
 
 
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+def _summary(level: dict) -> dict:
+    """One round at one level: runner runs r1..rK between bare runs b0..bK; each runner run is
+    set against the mean of the two bare runs around it (a load that drifts through the round
+    moves both sides alike: neither is favoured). `cpu_ratio`, `rate_ratio`: the runner's sum
+    over the sum of those means; `pair_ratios`: each run's own CPU ratio."""
+    runs, bares = level["runner"], level["bare"]
+    around = [{k: (a[k] + b[k]) / 2 for k in ("cpu_ms_per_call", "calls_per_s")} for a, b in zip(bares, bares[1:])]
+
+    def total(xs: list[dict], key: str) -> float:
+        return sum(x[key] for x in xs)
+
+    def mean(xs: list[dict], key: str) -> float:
+        return round(total(xs, key) / len(xs), 3)
+
+    return {"runner_cpu": mean(runs, "cpu_ms_per_call"), "bare_cpu": mean(bares, "cpu_ms_per_call"),
+            "cpu_ratio": round(total(runs, "cpu_ms_per_call") / total(around, "cpu_ms_per_call"), 2),
+            "pair_ratios": [round(r["cpu_ms_per_call"] / a["cpu_ms_per_call"], 2) for r, a in zip(runs, around)],
+            "runner_rate": mean(runs, "calls_per_s"), "bare_rate": mean(bares, "calls_per_s"),
+            "rate_ratio": round(total(runs, "calls_per_s") / total(around, "calls_per_s"), 2),
+            "env": mean(runs, "env_ms_per_call")}
+
+
 def _table(rounds: list[dict], levels: list[int]) -> dict:
     """Per level: the ranges over the rounds of the runner's and the bare client's figures,
-    and of their ratios (each round's runner over the same round's bare client)."""
+    and of their ratios (each round's runner runs over the bare runs around them), with the
+    medians over the rounds."""
     out = {}
     for c in levels:
-        rs = [r[str(c)] for r in rounds]
-        run = [x["runner"] for x in rs]
-        bare = [x["bare"] for x in rs]
+        ss = [_summary(r[str(c)]) for r in rounds]
         out[str(c)] = {
-            "runner_cpu_ms_per_call": _range([x["cpu_ms_per_call"] for x in run]),
-            "bare_cpu_ms_per_call": _range([x["cpu_ms_per_call"] for x in bare]),
-            "cpu_ratio": _range([round(a["cpu_ms_per_call"] / b["cpu_ms_per_call"], 2) for a, b in zip(run, bare)]),
-            "runner_calls_per_s": _range([x["calls_per_s"] for x in run]),
-            "bare_calls_per_s": _range([x["calls_per_s"] for x in bare]),
-            "rate_ratio": _range([round(a["calls_per_s"] / b["calls_per_s"], 2) for a, b in zip(run, bare)]),
-            "env_ms_per_call": _range([x["env_ms_per_call"] for x in run]),
+            "runner_cpu_ms_per_call": _range([x["runner_cpu"] for x in ss]),
+            "bare_cpu_ms_per_call": _range([x["bare_cpu"] for x in ss]),
+            "cpu_ratio": _range([x["cpu_ratio"] for x in ss]),
+            "runner_calls_per_s": _range([x["runner_rate"] for x in ss]),
+            "bare_calls_per_s": _range([x["bare_rate"] for x in ss]),
+            "rate_ratio": _range([x["rate_ratio"] for x in ss]),
+            "env_ms_per_call": _range([x["env"] for x in ss]),
+            "cpu_ratio_median": _median([x["cpu_ratio"] for x in ss]),
+            "cpu_ratio_per_run": _range([q for x in ss for q in x["pair_ratios"]]),
+            "rate_ratio_median": _median([x["rate_ratio"] for x in ss]),
+            "runner_calls_per_s_median": _median([x["runner_rate"] for x in ss]),
+            "bare_calls_per_s_median": _median([x["bare_rate"] for x in ss]),
         }
     return out
 
 
-def _round(work: Path, url: str, tasks, levels: list[int], env_clock: list[float], prompt, n: int) -> dict:
-    """One round: at each level, the bare client then the runner (interleaved, so a change
-    of the machine's load hits both alike)."""
-    out = {}
-    for c in levels:
-        bare = bare_client(url, prompt[0], prompt[1], 2 * len(tasks), c)
-        out[str(c)] = {"bare": bare, "runner": _timed(work, f"r{n}c{c}", url, tasks, c, env_clock)}
+def _rising(rounds: list[dict], levels: list[int]) -> dict:
+    """`rising` (the runner's calls/s never falls by more than 5% from a level to the next, in
+    any round) and, when 8 and 32 are both levels, `rising_8_to_32` per side (calls/s at 32 at
+    least 1.25x that at 8 in every round: four times the threads, a rise well above the noise)
+    with `growth_8_to_32` (those factors' range)."""
+    ss = [{c: _summary(r[str(c)]) for c in levels} for r in rounds]
+    out: dict[str, Any] = {"rising": all(min(s[b]["runner_rate"] / s[a]["runner_rate"] for s in ss) >= 0.95
+                                         for a, b in zip(levels, levels[1:]))}
+    if 8 in levels and 32 in levels:
+        growth = {side: [round(s[32][f"{side}_rate"] / s[8][f"{side}_rate"], 2) for s in ss] for side in ("runner", "bare")}
+        out["rising_8_to_32"] = {side: min(g) >= 1.25 for side, g in growth.items()}
+        out["growth_8_to_32"] = {side: _range(g) for side, g in growth.items()}
     return out
 
 
-def main() -> None:
+def _round(work: Path, url: str, tasks, levels: list[int], env_clock: list[float], prompt, n: int,
+           pairs: int, warm: int) -> dict:
+    """One round: at each level, bare, runner, bare, ... (`pairs` runner runs, each between two
+    bare runs), so a change of the machine's load hits both alike."""
+    out = {}
+    for c in levels:
+        def bare() -> dict:
+            return bare_client(url, prompt[0], prompt[1], 2 * len(tasks), c, warm)
+
+        level: dict[str, list] = {"bare": [bare()], "runner": []}
+        for i in range(pairs):
+            level["runner"].append(_timed(work, f"r{n}c{c}p{i}", url, tasks, c, env_clock))
+            level["bare"].append(bare())
+        out[str(c)] = level
+    return out
+
+
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=300)
     ap.add_argument("--levels", default="1,8,16,32")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (runner and bare client); ranges printed")
+    ap.add_argument("--pairs", type=int, default=2, help="runner runs per level and round, each between two bare runs")
+    ap.add_argument("--latency-ms", type=float, default=0.0, help="the server holds each answer this long (no CPU)")
     ap.add_argument("--profile", default=None, help="write a cProfile of an extra, unreported run of the last level here")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.pairs < 1 or args.rounds < 1 or args.latency_ms < 0:
+        ap.error("--pairs and --rounds must be at least 1, --latency-ms at least 0")
+    return args
+
+
+def _profiled(path: str, run: Callable[[], Any]) -> None:
+    """cProfile `run` in every thread (one profiler per thread: a profiler follows one thread's
+    stack; the run's work is in its worker and writer threads), merged into one file at `path`."""
+    import cProfile
+    import pstats
+
+    done: list[cProfile.Profile] = []
+    thread_run = threading.Thread.run
+
+    def profiled_run(self) -> None:
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            thread_run(self)
+        finally:
+            prof.disable()
+            done.append(prof)  # (a thread still running at the end is left out: its profiler is live)
+
+    threading.Thread.run = profiled_run
+    main = cProfile.Profile()
+    main.enable()
+    try:
+        run()
+    finally:
+        main.disable()
+        threading.Thread.run = thread_run
+    stats = pstats.Stats(main)
+    for prof in list(done):
+        stats.add(prof)
+    stats.dump_stats(path)
+
+
+def _measure(args: argparse.Namespace, url: str, tasks, levels: list[int]) -> tuple[list, list, dict]:
+    """The rounds, the traced SQL runs, the optional profile and the parts run, in one work folder."""
+    env_clock, store_clock, client_clock = [0.0], [0.0], [0.0]
+    _clock_env(env_clock)
+    warm = 20 if not args.latency_ms else 2  # (a held answer: fewer warm-up calls, same warm connection)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        os.environ.setdefault("REACT_EDITOR_CACHE", str(work / "cache"))
+        _timed(work, "warmup", url, tasks[:20], max(levels), env_clock)
+        prompt = bare_prompt(work)
+        rounds = [_round(work, url, tasks, levels, env_clock, prompt, n, args.pairs, warm) for n in range(args.rounds)]
+        sql = [db_work(work, url, tasks[:50], c, f"traced{c}") for c in sorted({1, levels[-1]})]
+        if args.profile:  # an extra run: its CPU is not reported
+            _profiled(args.profile, lambda: _timed(work, "profiled", url, tasks, levels[-1], env_clock))
+        # an extra run for the store's and our client's parts: their clocks cost CPU of their own
+        _clock_store(store_clock)
+        _clock_client(client_clock)
+        store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock, client_clock=client_clock)
+    return rounds, sql, store_run
+
+
+def _parts(rounds: list[dict], level: int, store_run: dict) -> dict:
+    """The runner's CPU per call at `level` in parts; `engine` is what the others leave."""
+    ss = [_summary(r[str(level)]) for r in rounds]
+    total, env = [x["runner_cpu"] for x in ss], [x["env"] for x in ss]
+    store, ours = store_run["store_ms_per_call"], store_run["client_ms_per_call"]
+    return {"level": level, "total": _range(total), "bare_client": _range([x["bare_cpu"] for x in ss]),
+            "client": ours, "environment": _range(env), "store": store,
+            "engine": _range([round(t - ours - e - store, 3) for t, e in zip(total, env)])}
+
+
+def main() -> None:
+    args = _args()
     if args.serve:
-        return serve()
+        return serve(args.latency_ms / 1000)
     data = Path(os.environ.get("REACT_DATA_DIR") or REACT_DATA)
     if not (data / "hotpot_dev_v1_simplified.json").exists():
         print(json.dumps({"skipped": f"no ReAct release data at {data}"}))
         return
     os.environ["REACT_DATA_DIR"] = str(data)
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    server = subprocess.Popen([sys.executable, __file__, "--serve", "--latency-ms", str(args.latency_ms)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         url = server.stdout.readline().strip()
         from agent.task_selection import select_tasks
 
         tasks = select_tasks("hotpotqa", "react", limit=args.tasks)
-        env_clock, store_clock, client_clock = [0.0], [0.0], [0.0]
-        _clock_env(env_clock)
         levels = [int(x) for x in args.levels.split(",")]
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            os.environ.setdefault("REACT_EDITOR_CACHE", str(work / "cache"))
-            _timed(work, "warmup", url, tasks[:20], max(levels), env_clock)
-            prompt = bare_prompt(work)
-            rounds = [_round(work, url, tasks, levels, env_clock, prompt, n) for n in range(args.rounds)]
-            sql = [db_work(work, url, tasks[:50], c, f"traced{c}") for c in sorted({1, levels[-1]})]
-            if args.profile:
-                import cProfile
-
-                prof = cProfile.Profile()
-                prof.enable()
-                _timed(work, "profiled", url, tasks, levels[-1], env_clock)  # an extra run: its CPU is not reported
-                prof.disable()
-                prof.dump_stats(args.profile)
-            # an extra run for the store's and our client's parts: their clocks cost CPU of their own
-            _clock_store(store_clock)
-            _clock_client(client_clock)
-            store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock, client_clock=client_clock)
+        rounds, sql, store_run = _measure(args, url, tasks, levels)
     finally:
         server.stdin.close()
         server.wait(10)
-    table = _table(rounds, levels)
-    top = str(levels[-1])
-    last = [r[top] for r in rounds]
-    total = [x["runner"]["cpu_ms_per_call"] for x in last]
-    client = [x["bare"]["cpu_ms_per_call"] for x in last]
-    env = [x["runner"]["env_ms_per_call"] for x in last]
-    store, ours = store_run["store_ms_per_call"], store_run["client_ms_per_call"]
-    result = {"tasks": len(tasks), "method": "react", "rounds": args.rounds,
-              "server": "scripted, separate process, answers at once",
+    held = f"holds each answer {args.latency_ms:g} ms (no CPU)" if args.latency_ms else "answers at once"
+    result = {"tasks": len(tasks), "method": "react", "rounds": args.rounds, "pairs": args.pairs,
+              "latency_ms": args.latency_ms, "server": f"scripted, separate process, {held}",
               "bare_client": "openai.OpenAI (sync), same prompt size and stops, from as many threads as the level",
-              "env": "built-in Wikipedia corpus, in process", "levels": table, "sql": sql,
-              "parts_ms_per_call": {"level": levels[-1], "total": _range(total), "bare_client": _range(client),
-                                    "client": ours, "environment": _range(env), "store": store,
-                                    "engine": _range([round(t - ours - e - store, 3) for t, e in zip(total, env)])},
-              "rising": all(min(r[str(b)]["runner"]["calls_per_s"] / r[str(a)]["runner"]["calls_per_s"]
-                                for r in rounds) >= 0.95 for a, b in zip(levels, levels[1:])),
+              "env": "built-in Wikipedia corpus, in process", "levels": _table(rounds, levels), "sql": sql,
+              "parts_ms_per_call": _parts(rounds, levels[-1], store_run), **_rising(rounds, levels),
               "load": os.getloadavg()}
     print(json.dumps(result))
 
