@@ -5,18 +5,41 @@ HotpotQA `react` on the first N (default 300) tasks of the ReAct release's dev s
 (../shared/reference/react-repo/data, or $REACT_DATA_DIR; skipped cleanly when absent),
 run as an experiment through the one runner (`agent.experiment.run`: jobs, leases, item
 claims, one Engine per worker thread, the Store's one writer, the real `openai` client) at
-each concurrency level, each run on a fresh database. The model is the scripted
-OpenAI-compatible server, answering at once, in a SEPARATE process (its CPU is not the
+each concurrency level, each run on a fresh database (the same tasks again in each run). The
+model is the scripted OpenAI-compatible server in a SEPARATE process (its CPU is not the
 runner's); every task takes two model calls (Search, then Finish). The environment is the
 built-in Wikipedia corpus in the runner's process.
 
-Each of `--rounds` (default 5) rounds runs, per level, the bare client and then the runner
-(interleaved, so the machine's load moves both alike); `levels` gives ranges over the rounds:
-- `runner_cpu_ms_per_call`: the runner process's CPU time (all threads) per model call;
-  `bare_cpu_ms_per_call`: the official synchronous `openai` client doing the same number of
-  requests of the same prompt size and stops from as many threads, nothing of ours around
-  it; `cpu_ratio`: runner / bare, each round against its own.
-- `runner_calls_per_s`, `bare_calls_per_s`, `rate_ratio`: model calls per second of wall time.
+`--latency-ms L` (default 0: the server answers at once): the server holds each answer L ms
+(`Reply.delay_s`, an Event wait: no CPU), for the runner and the bare client alike. The server is
+a ThreadingHTTPServer with keep-alive (a thread per connection), so concurrent requests wait
+concurrently, as on a GPU server batching its running sequences. At 0 the server's speed is not
+part of the question and both sides are at this machine's CPU ceiling by concurrency 8 (on a
+2-core machine neither rises from 8 to 32); with a latency the question is the one a GPU
+cluster asks: calls/s should approach concurrency / L, and does the runner keep up. The pick,
+100 ms: a ReAct step of a few tokens from a small model (7-8B) on vLLM or SGLang with the
+exemplar prefix cached is about 20 ms of prefill plus 5-10 decode steps of 10-20 ms at 32
+running sequences, i.e. 70-220 ms; 100 ms is the fast end of that, the hardest case that still
+leaves 8 -> 32 room to rise (80 -> 320 calls/s). A run at concurrency 1 then takes 0.1 s per
+call (300 tasks: 60 s per run; use `--pairs 1` or fewer `--tasks` to keep it short).
+
+Each of `--rounds` (default 5) rounds runs, per level, bare, runner, bare, runner, bare:
+`--pairs` (default 2) runner runs, each between two bare runs and set against the mean of
+those two, so a load that drifts during the round moves both sides alike and neither is
+favoured; more runs per round average out the short runs' noise (600 calls, ~2 s each at
+L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
+- `runner_cpu_ms_per_call`: the runner process's CPU time (all threads) per model call (the
+  mean of the round's runner runs); `bare_cpu_ms_per_call`: the official synchronous `openai`
+  client doing the same number of requests of the same prompt size and stops from as many
+  threads, nothing of ours around it (the mean of the round's bare runs); `cpu_ratio`: the
+  round's runner CPU over the bare runs around each of its runs (sum over sum);
+  `cpu_ratio_per_run`: the range of each single runner run's ratio.
+- `runner_calls_per_s`, `bare_calls_per_s`, `rate_ratio`: model calls per second of wall time
+  (the ratio, as the CPU's, against the bare runs around each runner run).
+- `rising`: the runner's calls/s never falls by more than 5% from one level to the next, in any
+  round; `rising_8_to_32` (levels 8 and 32 both run) per side, `runner` and `bare`: calls/s at
+  32 at least 1.25x that at 8 in every round (four times the threads: a rise above the noise),
+  and `growth_8_to_32` the range of those factors.
 - `env_ms_per_call`: thread CPU of every environment step.
 - `parts_ms_per_call` (at the highest level): `bare_client` (the bare client's CPU per call),
   `client` (thread CPU inside our model requests: the official client on our transport, our
@@ -30,8 +53,14 @@ Each of `--rounds` (default 5) rounds runs, per level, the bare client and then 
   trigger program), `commits_per_call`, `durable_commits_per_call`, `log_syncs_per_call` (the
   Store's writer syncing the log without a commit: its power-loss window ended while it was
   idle, or it closed), `fsyncs_per_call` (both), and per connection (thread#n) its [commits, durable].
+- `--profile FILE`: a cProfile of an extra, unreported run at the highest level, every thread
+  profiled apart (the work is in the worker and writer threads) and merged into FILE
+  (`python -m pstats FILE`).
+- `--raw FILE`: every run's figures, per round and level, the bare and runner runs in the order
+  they ran (JSON), to look at the spread or an order effect.
 
-Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--profile FILE]
+Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--pairs 2]
+       [--latency-ms 0] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -368,6 +397,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--pairs", type=int, default=2, help="runner runs per level and round, each between two bare runs")
     ap.add_argument("--latency-ms", type=float, default=0.0, help="the server holds each answer this long (no CPU)")
     ap.add_argument("--profile", default=None, help="write a cProfile of an extra, unreported run of the last level here")
+    ap.add_argument("--raw", default=None, help="write every run's figures here (JSON: rounds, levels, bare and runner runs in order)")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.pairs < 1 or args.rounds < 1 or args.latency_ms < 0:
@@ -467,6 +497,8 @@ def main() -> None:
               "env": "built-in Wikipedia corpus, in process", "levels": _table(rounds, levels), "sql": sql,
               "parts_ms_per_call": _parts(rounds, levels[-1], store_run), **_rising(rounds, levels),
               "load": os.getloadavg()}
+    if args.raw:
+        Path(args.raw).write_text(json.dumps(rounds))
     print(json.dumps(result))
 
 
