@@ -59,6 +59,15 @@ L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
 - `--raw FILE`: every run's figures, per round and level, the bare and runner runs in the order
   they ran (JSON), to look at the spread or an order effect.
 
+Steadier (measured side by side on one tree, 2-core machine shared with other sessions, load
+8-18, runs alternating): `cpu_ratio` at concurrency 1 over 5 rounds, the earlier scheme (bare
+then runner, once a round): 1.19-1.49, 1.07-1.42, 0.93-1.32; this one (`--pairs 2`): 1.11-1.21,
+1.07-1.24, 1.10-1.23, 0.98-1.22 (medians 1.18, 1.15, 1.14, 1.04); at 8, 16 and 32 the ranges
+halve alike (0.24-0.49 wide before, 0.12-0.28 now), the medians unmoved. Against the bare run
+before each runner run only, or the one after, the same runs' medians differ by up to 0.11 at
+a level, in either direction from one run to the next: no order effect shows, the bracket is
+their middle. A default run takes ~5.5 min (was ~2).
+
 Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--pairs 2]
        [--latency-ms 0] [--profile FILE]
 """
