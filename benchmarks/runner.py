@@ -41,6 +41,9 @@ L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
   32 at least 1.25x that at 8 in every round (four times the threads: a rise above the noise),
   and `growth_8_to_32` the range of those factors.
 - `env_ms_per_call`: thread CPU of every environment step.
+- `bare_retries`: requests of the bare client tried again after a dropped connection (the
+  runner's client tries again too; each retry's CPU is the bare client's); a third drop of one
+  request ends the benchmark.
 - `parts_ms_per_call` (at the highest level): `bare_client` (the bare client's CPU per call),
   `client` (thread CPU inside our model requests: the official client on our transport, our
   body and answer handling), `environment`, `store` (thread CPU inside SQLite statements and
@@ -64,7 +67,7 @@ Steadier (measured side by side on one tree, 2-core machine shared with other se
 then runner, once a round): 1.19-1.49, 1.07-1.42, 0.93-1.32; this one (`--pairs 2`): 1.11-1.21,
 1.07-1.24, 1.10-1.23, 0.98-1.22 (medians 1.18, 1.15, 1.14, 1.04); at 8, 16 and 32 the ranges
 halve alike (0.24-0.49 wide before, 0.12-0.28 now), the medians unmoved. Against the bare run
-before each runner run only, or the one after, the same runs' medians differ by up to 0.11 at
+before each runner run only, or the one after, the same runs' medians differ by up to 0.12 at
 a level, in either direction from one run to the next: no order effect shows, the bracket is
 their middle. A default run takes ~5.5 min (was ~2).
 
