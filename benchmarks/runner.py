@@ -64,12 +64,12 @@ L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
 
 Measured (2-core machine shared with other sessions; `--rounds 3 --pairs 1`, calls/s runner /
 bare, ratio's range and median): at L = 0 (`--rounds 5`, four runs, load 8-18) both sides sit
-at 160-410 calls/s from concurrency 1 on and neither rises from 8 to 32 (growth_8_to_32 runner
+at 100-340 calls/s from concurrency 1 on and neither rises from 8 to 32 (growth_8_to_32 runner
 0.67-1.17, bare 0.61-1.13). At L = 100 ms (load 4.5-16): c=1 7.5-8.9 / 7.4-9.0 (0.99-1.01);
 c=8 40-71 / 45-72 (0.87-0.98); c=16 51-84 / 75-135 (0.49-0.96, median 0.68); c=32 77-171 /
 138-206 (0.48-0.83, median 0.56); both rise from 8 to 32 (runner 1.25-4.31x, bare 2.1-4.6x);
 cpu_ratio 1.18-1.35, 1.05-1.16, 0.97-1.18, 0.94-1.08. The runner does not keep up at 16 and 32:
-a py-spy sample of a run at c=32 (L = 100 ms) finds its workers ~65% in the HTTP request, ~25%
+a py-spy sample of a run at c=32 (L = 100 ms) finds its workers ~65% in the HTTP request, ~20%
 waiting for their step's group commit (`Engine._record` -> `sessions/writer.py` `_Write.answer`)
 and ~10% waiting for an item claim (`agent/experiment.py` `_Starts.take`).
 
