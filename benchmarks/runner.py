@@ -63,9 +63,9 @@ L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
   they ran (JSON), to look at the spread or an order effect.
 
 Measured (2-core machine shared with other sessions; `--rounds 3 --pairs 1`; calls/s of the
-runner / the bare client, then rate_ratio's range and median): at L = 0 (`--rounds 5`, four runs, load 8-18) both sides sit
-at 100-340 calls/s from concurrency 1 on and neither rises from 8 to 32 (growth_8_to_32 runner
-0.67-1.17, bare 0.61-1.13). At L = 100 ms (load 4.5-16): c=1 7.5-8.9 / 7.4-9.0 (0.99-1.01);
+runner / the bare client, then rate_ratio's range and median): at L = 0 (`--rounds 5`, four
+runs, load 8-18) both sides sit at 100-340 calls/s from concurrency 1 on and neither rises from
+8 to 32 (growth_8_to_32 runner 0.67-1.17, bare 0.61-1.13). At L = 100 ms (load 4.5-16): c=1 7.5-8.9 / 7.4-9.0 (0.99-1.01);
 c=8 40-71 / 45-72 (0.87-0.98); c=16 51-84 / 75-135 (0.49-0.96, median 0.68); c=32 77-171 /
 138-206 (0.48-0.83, median 0.56); both rise from 8 to 32 (runner 1.25-4.31x, bare 2.1-4.6x);
 cpu_ratio 1.18-1.35, 1.05-1.16, 0.97-1.18, 0.94-1.08. The runner does not keep up at 16 and 32:
@@ -79,7 +79,7 @@ then runner, once a round): 1.19-1.49, 1.07-1.42, 0.93-1.32; this one (`--pairs 
 1.07-1.24, 1.10-1.23, 0.98-1.22 (medians 1.18, 1.15, 1.14, 1.04); at 8, 16 and 32 the ranges
 halve alike (0.24-0.49 wide before, 0.12-0.28 now). Set against only the bare run before each
 runner run (the earlier pairing) or only the one after, two runs' medians differ from the
-bracket's by up to 0.12, at 8-32 in either direction; at 1 the run before gave 1.19 and 1.07
+bracket's by up to 0.09, at 8-32 in either direction; at 1 the run before gave 1.19 and 1.07
 where the bracket gave 1.14 and 1.04 (a bare run after a runner run cost a little more there:
 maybe the runner's garbage collected in it; `--raw` shows each run). A default run takes ~5.5
 min (was ~2).
