@@ -65,13 +65,21 @@ L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
 Measured (2-core machine shared with other sessions; `--rounds 3 --pairs 1`; calls/s of the
 runner / the bare client, then rate_ratio's range and median): at L = 0 (`--rounds 5`, four
 runs, load 8-18) both sides sit at 100-340 calls/s from concurrency 1 on and neither rises from
-8 to 32 (growth_8_to_32 runner 0.67-1.17, bare 0.61-1.13). At L = 100 ms (load 4.5-16): c=1 7.5-8.9 / 7.4-9.0 (0.99-1.01);
-c=8 40-71 / 45-72 (0.87-0.98); c=16 51-84 / 75-135 (0.49-0.96, median 0.68); c=32 77-171 /
-138-206 (0.48-0.83, median 0.56); both rise from 8 to 32 (runner 1.25-4.31x, bare 2.1-4.6x);
-cpu_ratio 1.18-1.35, 1.05-1.16, 0.97-1.18, 0.94-1.08. The runner does not keep up at 16 and 32:
-a py-spy sample of a run at c=32 (L = 100 ms) finds its workers ~65% in the HTTP request, ~20%
-waiting for their step's group commit (`Engine._record` -> `sessions/writer.py` `_Write.answer`)
-and ~10% waiting for an item claim (`agent/experiment.py` `_Starts.take`).
+8 to 32 (growth_8_to_32 runner 0.67-1.17, bare 0.61-1.13). At L = 100 ms, quiet (load 0.5-1.3,
+levels 8,16,32): c=8 72-73 / 74-75 (0.96-0.98); c=16 130-142 / 136-145 (0.95-0.98); c=32
+200-231 / 198-238 (0.97-1.01); both rise from 8 to 32 (2.8-3.2x, 2.7-3.2x); cpu_ratio 1.21-1.33,
+1.12-1.21, 1.06-1.12. At L = 100 ms under load 4.5-16: c=1 7.5-8.9 / 7.4-9.0 (0.99-1.01); c=8
+40-71 / 45-72 (0.87-0.98); c=16 51-84 / 75-135 (0.49-0.96, median 0.68); c=32 77-171 / 138-206
+(0.48-0.83, median 0.56); both still rise (1.25-4.31x, 2.1-4.6x): the runner falls behind when
+the CPU is contended. A py-spy sample of a run at c=32 then (159 calls/s) finds its workers
+~65% in the HTTP request, ~20% waiting for their step's group commit (`Engine._record` ->
+`sessions/writer.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment.py`
+`_Starts.take`). At L = 200 ms (load 1-4.4): c=1 4.3-4.8 / 4.75-4.9 (0.91-0.99); c=8 37 / 38
+(0.98); c=16 73-74 / 74-76 (0.97-1.00); c=32 121-140 / 130-136 (0.93-1.03, median 1.02); rising
+3.2-3.7x / 3.4-3.6x; cpu_ratio 1.37-1.43, 1.16-1.22, 1.10-1.21, 0.96-1.19. With a latency the
+writer's group commits are smaller: durable commits per call at c=1 0.15-0.18 (100 ms) and
+1.04 (200 ms: each step its own durable commit) against 0.06 at L = 0; commits per call at 32
+0.69-0.87 against 0.24.
 
 Steadier (measured side by side on one tree, 2-core machine shared with other sessions, load
 8-18, runs alternating): `cpu_ratio` at concurrency 1 over 5 rounds, the earlier scheme (bare
