@@ -5,19 +5,45 @@ HotpotQA `react` on the first N (default 300) tasks of the ReAct release's dev s
 (../shared/reference/react-repo/data, or $REACT_DATA_DIR; skipped cleanly when absent),
 run as an experiment through the one runner (`agent.experiment.run`: jobs, leases, item
 claims, one Engine per worker thread, the Store's one writer, the real `openai` client) at
-each concurrency level, each run on a fresh database. The model is the scripted
-OpenAI-compatible server, answering at once, in a SEPARATE process (its CPU is not the
+each concurrency level, each run on a fresh database (the same tasks again in each run). The
+model is the scripted OpenAI-compatible server in a SEPARATE process (its CPU is not the
 runner's); every task takes two model calls (Search, then Finish). The environment is the
 built-in Wikipedia corpus in the runner's process.
 
-Each of `--rounds` (default 5) rounds runs, per level, the bare client and then the runner
-(interleaved, so the machine's load moves both alike); `levels` gives ranges over the rounds:
-- `runner_cpu_ms_per_call`: the runner process's CPU time (all threads) per model call;
-  `bare_cpu_ms_per_call`: the official synchronous `openai` client doing the same number of
-  requests of the same prompt size and stops from as many threads, nothing of ours around
-  it; `cpu_ratio`: runner / bare, each round against its own.
-- `runner_calls_per_s`, `bare_calls_per_s`, `rate_ratio`: model calls per second of wall time.
+`--latency-ms L` (default 0: the server answers at once): the server holds each answer L ms
+(`Reply.delay_s`, an Event wait: no CPU), for the runner and the bare client alike. The server is
+a ThreadingHTTPServer with keep-alive (a thread per connection), so concurrent requests wait
+concurrently, as on a GPU server batching its running sequences. At 0 the server's speed is not
+part of the question and both sides are at this machine's CPU ceiling by concurrency 8 (on a
+2-core machine neither rises from 8 to 32); with a latency the question is the one a GPU
+cluster asks: calls/s should approach concurrency / L, and does the runner keep up. The pick,
+100 ms: a ReAct step of a few tokens from a small model (7-8B) on vLLM or SGLang with the
+exemplar prefix cached is about 20 ms of prefill plus 5-10 decode steps of 10-20 ms at 32
+running sequences, i.e. 70-220 ms; 100 ms is the fast end of that, the hardest case that still
+leaves 8 -> 32 room to rise (80 -> 320 calls/s). A run at concurrency 1 then takes 0.1 s per
+call (300 tasks: 60 s per run; use `--pairs 1` or fewer `--tasks` to keep it short).
+
+Each of `--rounds` (default 5) rounds runs, per level, bare, runner, bare, runner, bare:
+`--pairs` (default 2) runner runs, each between two bare runs and set against the mean of
+those two, so a load that drifts during the round moves both sides alike and neither is
+favoured; more runs per round average out the short runs' noise (600 calls, ~2 s each at
+L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
+- `runner_cpu_ms_per_call`: the runner process's CPU time (all threads) per model call (the
+  mean of the round's runner runs); `bare_cpu_ms_per_call`: the official synchronous `openai`
+  client doing the same number of requests of the same prompt size and stops from as many
+  threads, nothing of ours around it (the mean of the round's bare runs); `cpu_ratio`: the
+  round's runner CPU over the bare runs around each of its runs (sum over sum);
+  `cpu_ratio_per_run`: the range of each single runner run's ratio.
+- `runner_calls_per_s`, `bare_calls_per_s`, `rate_ratio`: model calls per second of wall time
+  (the ratio, as the CPU's, against the bare runs around each runner run).
+- `rising`: the runner's calls/s never falls by more than 5% from one level to the next, in any
+  round; `rising_8_to_32` (levels 8 and 32 both run) per side, `runner` and `bare`: calls/s at
+  32 at least 1.25x that at 8 in every round (four times the threads: a rise above the noise),
+  and `growth_8_to_32` the range of those factors.
 - `env_ms_per_call`: thread CPU of every environment step.
+- `bare_retries`: requests of the bare client tried again after a dropped connection (the
+  runner's client tries again too; each retry's CPU is the bare client's); a third drop of one
+  request ends the benchmark.
 - `parts_ms_per_call` (at the highest level): `bare_client` (the bare client's CPU per call),
   `client` (thread CPU inside our model requests: the official client on our transport, our
   body and answer handling), `environment`, `store` (thread CPU inside SQLite statements and
@@ -30,8 +56,44 @@ Each of `--rounds` (default 5) rounds runs, per level, the bare client and then 
   trigger program), `commits_per_call`, `durable_commits_per_call`, `log_syncs_per_call` (the
   Store's writer syncing the log without a commit: its power-loss window ended while it was
   idle, or it closed), `fsyncs_per_call` (both), and per connection (thread#n) its [commits, durable].
+- `--profile FILE`: a cProfile of an extra, unreported run at the highest level, every thread
+  profiled apart (the work is in the worker and writer threads) and merged into FILE
+  (`python -m pstats FILE`).
+- `--raw FILE`: every run's figures, per round and level, the bare and runner runs in the order
+  they ran (JSON), to look at the spread or an order effect.
 
-Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--profile FILE]
+Measured (2-core machine shared with other sessions; `--rounds 3 --pairs 1`; calls/s of the
+runner / the bare client, then rate_ratio's range and median): at L = 0 (`--rounds 5`, four
+runs, load 8-18) both sides sit at 100-340 calls/s from concurrency 1 on and neither rises from
+8 to 32 (growth_8_to_32 runner 0.67-1.17, bare 0.61-1.13). At L = 100 ms, quiet (load 0.5-1.3,
+levels 8,16,32): c=8 72-73 / 74-75 (0.96-0.98); c=16 130-142 / 136-145 (0.95-0.98); c=32
+200-231 / 198-238 (0.97-1.01); both rise from 8 to 32 (2.8-3.2x, 2.7-3.2x); cpu_ratio 1.21-1.33,
+1.12-1.21, 1.06-1.12. At L = 100 ms under load 4.5-16: c=1 7.5-8.9 / 7.4-9.0 (0.99-1.01); c=8
+40-71 / 45-72 (0.87-0.98); c=16 51-84 / 75-135 (0.49-0.96, median 0.68); c=32 77-171 / 138-206
+(0.48-0.83, median 0.56); both still rise (1.25-4.31x, 2.1-4.6x): the runner falls behind when
+the CPU is contended. A py-spy sample of a run at c=32 then (159 calls/s) finds its workers
+~65% in the HTTP request, ~20% waiting for their step's group commit (`Engine._record` ->
+`sessions/writer.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment.py`
+`_Starts.take`). At L = 200 ms (load 1-4.4): c=1 4.3-4.8 / 4.75-4.9 (0.91-0.99); c=8 37 / 38
+(0.98); c=16 73-74 / 74-76 (0.97-1.00); c=32 121-140 / 130-136 (0.93-1.03, median 1.02); rising
+3.2-3.7x / 3.4-3.6x; cpu_ratio 1.37-1.43, 1.16-1.22, 1.10-1.21, 0.96-1.19. With a latency the
+writer's group commits are smaller: durable commits per call at c=1 0.15-0.18 (100 ms) and
+1.04 (200 ms: each step its own durable commit) against 0.06 at L = 0; commits per call at 32
+0.69-0.87 against 0.24.
+
+Steadier (measured side by side on one tree, 2-core machine shared with other sessions, load
+8-18, runs alternating): `cpu_ratio` at concurrency 1 over 5 rounds, the earlier scheme (bare
+then runner, once a round): 1.19-1.49, 1.07-1.42, 0.93-1.32; this one (`--pairs 2`): 1.11-1.21,
+1.07-1.24, 1.10-1.23, 0.98-1.22 (medians 1.18, 1.15, 1.14, 1.04); at 8, 16 and 32 the ranges
+halve alike (0.24-0.49 wide before, 0.12-0.28 now). Set against only the bare run before each
+runner run (the earlier pairing) or only the one after, two runs' medians differ from the
+bracket's by up to 0.09, at 8-32 in either direction; at 1 the run before gave 1.19 and 1.07
+where the bracket gave 1.14 and 1.04 (a bare run after a runner run cost a little more there:
+maybe the runner's garbage collected in it; `--raw` shows each run). A default run takes ~5.5
+min (was ~2).
+
+Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--pairs 2]
+       [--latency-ms 0] [--profile FILE] [--raw FILE]
 """
 
 from __future__ import annotations
@@ -39,6 +101,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,8 +115,10 @@ from _root import HERE, ROOT  # noqa: F401  (repo root on sys.path; see _root.py
 REACT_DATA = ROOT.parent / "shared" / "reference" / "react-repo" / "data"
 
 
-def serve() -> None:
-    """The scripted model server (run in its own process): prints its URL, serves until stdin closes."""
+def serve(latency_s: float = 0.0) -> None:
+    """The scripted model server (run in its own process): prints its URL, serves until stdin
+    closes. `latency_s`: each answer is held that long (`Reply.delay_s`: an Event wait, no CPU;
+    a thread per connection, so concurrent requests wait concurrently, as on a batching GPU server)."""
     from tests.experiment_agents import wiki_agent
     from tests.scripted_server import ScriptedLLM, _Handler, _Server
 
@@ -61,7 +126,7 @@ def serve() -> None:
     _Handler.protocol_version = "HTTP/1.1"  # keep-alive, as a vLLM/SGLang server
     _Handler.disable_nagle_algorithm = True  # as a real server: no 40 ms Nagle/delayed-ACK stall per answer
     llm = ScriptedLLM().start()
-    llm.set_responder(wiki_agent({}, react_steps=2))
+    llm.set_responder(wiki_agent({}, react_steps=2, latency_s=latency_s))
     llm._record = lambda req: None  # a server that keeps no log (it would grow without bound)
     sys.stdout.write(llm.base_url + "\n")
     sys.stdout.flush()
@@ -177,9 +242,10 @@ def bare_prompt(work: Path) -> tuple[str, list[str]]:
     return "x" * max(0, int(chars) - len(tail) - 1) + "\n" + tail, ["\nObservation 1:"]
 
 
-def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency: int) -> dict:
+def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency: int, warm: int = 20) -> dict:
     """The official synchronous `openai` client, nothing of ours around it: `calls` requests
-    from `concurrency` threads (one client, as an application would share it)."""
+    from `concurrency` threads (one client, as an application would share it), after `warm`
+    untimed ones."""
     import socket
 
     import httpx
@@ -193,19 +259,27 @@ def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency:
     left = iter(range(calls))
     lock = threading.Lock()
     failed: list[BaseException] = []
+    retried: list[BaseException] = []
 
     def worker() -> None:
         while True:
             with lock:
                 if next(left, None) is None:
                     return
-            try:
-                client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
-            except Exception as exc:  # counted: a run with failures is not a measurement
-                failed.append(exc)
-                return
+            for attempt in range(3):  # a dropped connection is tried again, as the runner's client does
+                try:
+                    client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
+                    break
+                except openai.APIConnectionError as exc:
+                    retried.append(exc)
+                    if attempt == 2:
+                        failed.append(exc)
+                        return
+                except Exception as exc:  # counted: a run with failures is not a measurement
+                    failed.append(exc)
+                    return
 
-    for _ in range(20):  # warm: the connection, the SDK's lazy imports
+    for _ in range(warm):  # warm: the connection, the SDK's lazy imports
         client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
     cpu0, t0 = time.process_time(), time.perf_counter()
@@ -216,8 +290,11 @@ def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency:
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     client.close()
     if failed:
-        raise SystemExit(f"the bare client failed {len(failed)} time(s): {failed[0]!r}")
-    return {"cpu_ms_per_call": round(cpu / calls * 1000, 3), "calls_per_s": round(calls / wall, 1)}
+        raise SystemExit(f"the bare client failed {len(failed)} time(s): {failed[0]!r} ({failed[0].__cause__!r})")
+    out = {"cpu_ms_per_call": round(cpu / calls * 1000, 3), "calls_per_s": round(calls / wall, 1)}
+    if retried:  # (rare: seen twice in a dozen runs on a loaded machine)
+        out["retries"] = [f"{exc!r} ({exc.__cause__!r})" for exc in retried]
+    return out
 
 
 def db_work(work: Path, url: str, tasks, concurrency: int, tag: str) -> dict:
@@ -274,100 +351,199 @@ def _range(values: list[float]) -> str:
     return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
 
 
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+def _summary(level: dict) -> dict:
+    """One round at one level: runner runs r1..rK between bare runs b0..bK; each runner run is
+    set against the mean of the two bare runs around it (a load that drifts through the round
+    moves both sides alike: neither is favoured). `cpu_ratio`, `rate_ratio`: the runner's sum
+    over the sum of those means; `pair_ratios`: each run's own CPU ratio."""
+    runs, bares = level["runner"], level["bare"]
+    around = [{k: (a[k] + b[k]) / 2 for k in ("cpu_ms_per_call", "calls_per_s")} for a, b in zip(bares, bares[1:])]
+
+    def total(xs: list[dict], key: str) -> float:
+        return sum(x[key] for x in xs)
+
+    def mean(xs: list[dict], key: str) -> float:
+        return round(total(xs, key) / len(xs), 3)
+
+    return {"runner_cpu": mean(runs, "cpu_ms_per_call"), "bare_cpu": mean(bares, "cpu_ms_per_call"),
+            "cpu_ratio": round(total(runs, "cpu_ms_per_call") / total(around, "cpu_ms_per_call"), 2),
+            "pair_ratios": [round(r["cpu_ms_per_call"] / a["cpu_ms_per_call"], 2) for r, a in zip(runs, around)],
+            "runner_rate": mean(runs, "calls_per_s"), "bare_rate": mean(bares, "calls_per_s"),
+            "rate_ratio": round(total(runs, "calls_per_s") / total(around, "calls_per_s"), 2),
+            "env": mean(runs, "env_ms_per_call")}
+
+
 def _table(rounds: list[dict], levels: list[int]) -> dict:
     """Per level: the ranges over the rounds of the runner's and the bare client's figures,
-    and of their ratios (each round's runner over the same round's bare client)."""
+    and of their ratios (each round's runner runs over the bare runs around them), with the
+    medians over the rounds."""
     out = {}
     for c in levels:
-        rs = [r[str(c)] for r in rounds]
-        run = [x["runner"] for x in rs]
-        bare = [x["bare"] for x in rs]
+        ss = [_summary(r[str(c)]) for r in rounds]
         out[str(c)] = {
-            "runner_cpu_ms_per_call": _range([x["cpu_ms_per_call"] for x in run]),
-            "bare_cpu_ms_per_call": _range([x["cpu_ms_per_call"] for x in bare]),
-            "cpu_ratio": _range([round(a["cpu_ms_per_call"] / b["cpu_ms_per_call"], 2) for a, b in zip(run, bare)]),
-            "runner_calls_per_s": _range([x["calls_per_s"] for x in run]),
-            "bare_calls_per_s": _range([x["calls_per_s"] for x in bare]),
-            "rate_ratio": _range([round(a["calls_per_s"] / b["calls_per_s"], 2) for a, b in zip(run, bare)]),
-            "env_ms_per_call": _range([x["env_ms_per_call"] for x in run]),
+            "runner_cpu_ms_per_call": _range([x["runner_cpu"] for x in ss]),
+            "bare_cpu_ms_per_call": _range([x["bare_cpu"] for x in ss]),
+            "cpu_ratio": _range([x["cpu_ratio"] for x in ss]),
+            "runner_calls_per_s": _range([x["runner_rate"] for x in ss]),
+            "bare_calls_per_s": _range([x["bare_rate"] for x in ss]),
+            "rate_ratio": _range([x["rate_ratio"] for x in ss]),
+            "env_ms_per_call": _range([x["env"] for x in ss]),
+            "cpu_ratio_median": _median([x["cpu_ratio"] for x in ss]),
+            "cpu_ratio_per_run": _range([q for x in ss for q in x["pair_ratios"]]),
+            "rate_ratio_median": _median([x["rate_ratio"] for x in ss]),
+            "runner_calls_per_s_median": _median([x["runner_rate"] for x in ss]),
+            "bare_calls_per_s_median": _median([x["bare_rate"] for x in ss]),
         }
     return out
 
 
-def _round(work: Path, url: str, tasks, levels: list[int], env_clock: list[float], prompt, n: int) -> dict:
-    """One round: at each level, the bare client then the runner (interleaved, so a change
-    of the machine's load hits both alike)."""
-    out = {}
-    for c in levels:
-        bare = bare_client(url, prompt[0], prompt[1], 2 * len(tasks), c)
-        out[str(c)] = {"bare": bare, "runner": _timed(work, f"r{n}c{c}", url, tasks, c, env_clock)}
+def _rising(rounds: list[dict], levels: list[int]) -> dict:
+    """`rising` (the runner's calls/s never falls by more than 5% from a level to the next, in
+    any round) and, when 8 and 32 are both levels, `rising_8_to_32` per side (calls/s at 32 at
+    least 1.25x that at 8 in every round: four times the threads, a rise well above the noise)
+    with `growth_8_to_32` (those factors' range)."""
+    ss = [{c: _summary(r[str(c)]) for c in levels} for r in rounds]
+    out: dict[str, Any] = {"rising": all(min(s[b]["runner_rate"] / s[a]["runner_rate"] for s in ss) >= 0.95
+                                         for a, b in zip(levels, levels[1:]))}
+    if 8 in levels and 32 in levels:
+        growth = {side: [round(s[32][f"{side}_rate"] / s[8][f"{side}_rate"], 2) for s in ss] for side in ("runner", "bare")}
+        out["rising_8_to_32"] = {side: min(g) >= 1.25 for side, g in growth.items()}
+        out["growth_8_to_32"] = {side: _range(g) for side, g in growth.items()}
     return out
 
 
-def main() -> None:
+def _round(work: Path, url: str, tasks, levels: list[int], env_clock: list[float], prompt, n: int,
+           pairs: int, warm: int) -> dict:
+    """One round: at each level, bare, runner, bare, ... (`pairs` runner runs, each between two
+    bare runs), so a change of the machine's load hits both alike."""
+    out = {}
+    for c in levels:
+        def bare() -> dict:
+            return bare_client(url, prompt[0], prompt[1], 2 * len(tasks), c, warm)
+
+        level: dict[str, list] = {"bare": [bare()], "runner": []}
+        for i in range(pairs):
+            level["runner"].append(_timed(work, f"r{n}c{c}p{i}", url, tasks, c, env_clock))
+            level["bare"].append(bare())
+        out[str(c)] = level
+    return out
+
+
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=300)
     ap.add_argument("--levels", default="1,8,16,32")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (runner and bare client); ranges printed")
+    ap.add_argument("--pairs", type=int, default=2, help="runner runs per level and round, each between two bare runs")
+    ap.add_argument("--latency-ms", type=float, default=0.0, help="the server holds each answer this long (no CPU)")
     ap.add_argument("--profile", default=None, help="write a cProfile of an extra, unreported run of the last level here")
+    ap.add_argument("--raw", default=None, help="write every run's figures here (JSON: rounds, levels, bare and runner runs in order)")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.pairs < 1 or args.rounds < 1 or args.latency_ms < 0:
+        ap.error("--pairs and --rounds must be at least 1, --latency-ms at least 0")
+    return args
+
+
+def _profiled(path: str, run: Callable[[], Any]) -> None:
+    """cProfile `run` in every thread (one profiler per thread: a profiler follows one thread's
+    stack; the run's work is in its worker and writer threads), merged into one file at `path`."""
+    import cProfile
+    import pstats
+
+    done: list[cProfile.Profile] = []
+    thread_run = threading.Thread.run
+
+    def profiled_run(self) -> None:
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            thread_run(self)
+        finally:
+            prof.disable()
+            done.append(prof)  # (a thread still running at the end is left out: its profiler is live)
+
+    threading.Thread.run = profiled_run
+    main = cProfile.Profile()
+    main.enable()
+    try:
+        run()
+    finally:
+        main.disable()
+        threading.Thread.run = thread_run
+    stats = pstats.Stats(main)
+    for prof in list(done):
+        stats.add(prof)
+    stats.dump_stats(path)
+
+
+def _measure(args: argparse.Namespace, url: str, tasks, levels: list[int]) -> tuple[list, list, dict]:
+    """The rounds, the traced SQL runs, the optional profile and the parts run, in one work folder."""
+    env_clock, store_clock, client_clock = [0.0], [0.0], [0.0]
+    _clock_env(env_clock)
+    warm = 20 if not args.latency_ms else 2  # (a held answer: fewer warm-up calls, same warm connection)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        os.environ.setdefault("REACT_EDITOR_CACHE", str(work / "cache"))
+        _timed(work, "warmup", url, tasks[:20], max(levels), env_clock)
+        prompt = bare_prompt(work)
+        rounds = [_round(work, url, tasks, levels, env_clock, prompt, n, args.pairs, warm) for n in range(args.rounds)]
+        sql = [db_work(work, url, tasks[:50], c, f"traced{c}") for c in sorted({1, levels[-1]})]
+        if args.profile:  # an extra run: its CPU is not reported
+            _profiled(args.profile, lambda: _timed(work, "profiled", url, tasks, levels[-1], env_clock))
+        # an extra run for the store's and our client's parts: their clocks cost CPU of their own
+        _clock_store(store_clock)
+        _clock_client(client_clock)
+        store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock, client_clock=client_clock)
+    return rounds, sql, store_run
+
+
+def _parts(rounds: list[dict], level: int, store_run: dict) -> dict:
+    """The runner's CPU per call at `level` in parts; `engine` is what the others leave."""
+    ss = [_summary(r[str(level)]) for r in rounds]
+    total, env = [x["runner_cpu"] for x in ss], [x["env"] for x in ss]
+    store, ours = store_run["store_ms_per_call"], store_run["client_ms_per_call"]
+    return {"level": level, "total": _range(total), "bare_client": _range([x["bare_cpu"] for x in ss]),
+            "client": ours, "environment": _range(env), "store": store,
+            "engine": _range([round(t - ours - e - store, 3) for t, e in zip(total, env)])}
+
+
+def main() -> None:
+    args = _args()
     if args.serve:
-        return serve()
+        return serve(args.latency_ms / 1000)
     data = Path(os.environ.get("REACT_DATA_DIR") or REACT_DATA)
     if not (data / "hotpot_dev_v1_simplified.json").exists():
         print(json.dumps({"skipped": f"no ReAct release data at {data}"}))
         return
     os.environ["REACT_DATA_DIR"] = str(data)
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    server = subprocess.Popen([sys.executable, __file__, "--serve", "--latency-ms", str(args.latency_ms)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         url = server.stdout.readline().strip()
         from agent.task_selection import select_tasks
 
         tasks = select_tasks("hotpotqa", "react", limit=args.tasks)
-        env_clock, store_clock, client_clock = [0.0], [0.0], [0.0]
-        _clock_env(env_clock)
         levels = [int(x) for x in args.levels.split(",")]
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            os.environ.setdefault("REACT_EDITOR_CACHE", str(work / "cache"))
-            _timed(work, "warmup", url, tasks[:20], max(levels), env_clock)
-            prompt = bare_prompt(work)
-            rounds = [_round(work, url, tasks, levels, env_clock, prompt, n) for n in range(args.rounds)]
-            sql = [db_work(work, url, tasks[:50], c, f"traced{c}") for c in sorted({1, levels[-1]})]
-            if args.profile:
-                import cProfile
-
-                prof = cProfile.Profile()
-                prof.enable()
-                _timed(work, "profiled", url, tasks, levels[-1], env_clock)  # an extra run: its CPU is not reported
-                prof.disable()
-                prof.dump_stats(args.profile)
-            # an extra run for the store's and our client's parts: their clocks cost CPU of their own
-            _clock_store(store_clock)
-            _clock_client(client_clock)
-            store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock, client_clock=client_clock)
+        rounds, sql, store_run = _measure(args, url, tasks, levels)
     finally:
         server.stdin.close()
         server.wait(10)
-    table = _table(rounds, levels)
-    top = str(levels[-1])
-    last = [r[top] for r in rounds]
-    total = [x["runner"]["cpu_ms_per_call"] for x in last]
-    client = [x["bare"]["cpu_ms_per_call"] for x in last]
-    env = [x["runner"]["env_ms_per_call"] for x in last]
-    store, ours = store_run["store_ms_per_call"], store_run["client_ms_per_call"]
-    result = {"tasks": len(tasks), "method": "react", "rounds": args.rounds,
-              "server": "scripted, separate process, answers at once",
+    held = f"holds each answer {args.latency_ms:g} ms (no CPU)" if args.latency_ms else "answers at once"
+    result = {"tasks": len(tasks), "method": "react", "rounds": args.rounds, "pairs": args.pairs,
+              "latency_ms": args.latency_ms, "server": f"scripted, separate process, {held}",
               "bare_client": "openai.OpenAI (sync), same prompt size and stops, from as many threads as the level",
-              "env": "built-in Wikipedia corpus, in process", "levels": table, "sql": sql,
-              "parts_ms_per_call": {"level": levels[-1], "total": _range(total), "bare_client": _range(client),
-                                    "client": ours, "environment": _range(env), "store": store,
-                                    "engine": _range([round(t - ours - e - store, 3) for t, e in zip(total, env)])},
-              "rising": all(min(r[str(b)]["runner"]["calls_per_s"] / r[str(a)]["runner"]["calls_per_s"]
-                                for r in rounds) >= 0.95 for a, b in zip(levels, levels[1:])),
+              "env": "built-in Wikipedia corpus, in process", "levels": _table(rounds, levels), "sql": sql,
+              "parts_ms_per_call": _parts(rounds, levels[-1], store_run), **_rising(rounds, levels),
+              "bare_retries": sum(len(b.get("retries", ())) for r in rounds for lv in r.values() for b in lv["bare"]),
               "load": os.getloadavg()}
+    if args.raw:
+        Path(args.raw).write_text(json.dumps(rounds))
     print(json.dumps(result))
 
 
