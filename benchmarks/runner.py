@@ -89,8 +89,9 @@ halve alike (0.24-0.49 wide before, 0.12-0.28 now). Set against only the bare ru
 runner run (the earlier pairing) or only the one after, two runs' medians differ from the
 bracket's by up to 0.09, at 8-32 in either direction; at 1 the run before gave 1.19 and 1.07
 where the bracket gave 1.14 and 1.04 (a bare run after a runner run cost a little more there:
-maybe the runner's garbage collected in it; `--raw` shows each run). A default run takes ~5.5
-min (was ~2).
+maybe the runner's garbage collected in it; `--raw` shows each run). Since then every run of
+either side starts after an untimed `gc.collect()`, so no run pays for the garbage of the run
+before it. A default run takes ~5.5 min (was ~2).
 
 Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--pairs 2]
        [--latency-ms 0] [--profile FILE] [--raw FILE]
@@ -99,6 +100,7 @@ Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -149,6 +151,7 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
                             tasks=tasks, name=tag)
     store.close()
     env0, store0, client0 = env_clock[0], (store_clock or [0.0])[0], (client_clock or [0.0])[0]
+    gc.collect()  # (untimed, before each run of either side: neither pays for the other's garbage)
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
         out = experiment.run(str(db), exp.id, concurrency=concurrency, tracer=tracer)
@@ -282,6 +285,7 @@ def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency:
     for _ in range(warm):  # warm: the connection, the SDK's lazy imports
         client.completions.create(model="bench", prompt=prompt, temperature=0, max_tokens=100, stop=stop)
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    gc.collect()  # (as before a runner run)
     cpu0, t0 = time.process_time(), time.perf_counter()
     for t in threads:
         t.start()
