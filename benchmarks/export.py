@@ -9,7 +9,7 @@ On a shared machine the wall time says more about the load than about the code: 
 trees by running them alternately on one kept database (`--keep DIR` once, then `--keep DIR
 --reuse` from each tree; building the database takes minutes) and read the ratio.
 
-A large export runs in two processes while a core is idle (`split` says whether it did; the
+A large export runs in two processes on two cores or more (`split` says whether it did; the
 CPU then counts both, the second process's peak is reported apart); `--split on|off` forces
 either way, to measure both.
 
@@ -70,7 +70,7 @@ def main() -> None:
     ap.add_argument("--keep", default=None, help="keep the database and output here")
     ap.add_argument("--reuse", action="store_true", help="with --keep: export the database an earlier run kept there")
     ap.add_argument("--split", choices=("auto", "on", "off"), default="auto",
-                    help="the export in two processes: auto (large, a core idle), on or off")
+                    help="the export in two processes: auto (large, two cores or more), on or off")
     ap.add_argument("--child", nargs=2, metavar=("DB", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

@@ -5,7 +5,7 @@ export leaves no half file). No API key can appear: AgentConfig has no field for
 jsonl is encoded straight from the stored rows (this store wrote them: trusted), with no
 record object per step or call; SQLite JSON-quotes their texts, and what many rows share
 (a step's JSON in every version holding it, call heads, info dicts) is encoded once.
-A large jsonl export runs in two processes while a core is idle (`split.py`: same bytes).
+A large jsonl export runs in two processes on two cores or more (`split.py`: the same bytes).
 """
 
 from __future__ import annotations

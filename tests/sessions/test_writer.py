@@ -266,12 +266,26 @@ def test_a_write_nobody_waits_for_commits_with_the_next_group(traced, tmp_path, 
     other.close()
 
 
-def test_an_idle_writer_commits_a_write_nobody_waits_for_within_the_window(traced, tmp_path, monkeypatch):
-    """With no group to join, the writer's thread commits it once it waited DURABLE_S."""
+def _waiting_on_its_deadline(w: writer.Writer) -> None:
+    for _ in range(1000):
+        if 0.0 < getattr(w, "_wakes_at", 1.0) < float("inf"):
+            return
+        threading.Event().wait(0.005)
+    raise AssertionError("the writer thread never waited for its deadline")
+
+
+@pytest.mark.parametrize("after_a_step", [False, True])
+def test_an_idle_writer_commits_a_write_nobody_waits_for_within_the_window(traced, tmp_path, monkeypatch, after_a_step):
+    """With no group to join, the writer's thread commits it once it waited DURABLE_S; after
+    a lone worker's last step too, where the writer's thread waits for the window's end of
+    that step (woken by its own deadline, it syncs the log, then waits for the result's)."""
     store, stmts = traced
     monkeypatch.setattr(writer, "DURABLE_S", 0.1)
     other = Store(tmp_path / "w.db")
-    with attached(store):
+    with attached(store) as w:
+        if after_a_step:
+            write(store, lambda: store.settings.set("step", 1))
+            _waiting_on_its_deadline(w)
         writer.write_later(store, lambda: store.settings.set("result", 1), on_error=print)
         for _ in range(1000):
             if other.settings.get("result") == 1:
@@ -342,14 +356,6 @@ def test_a_worker_whose_writes_go_to_the_writer_opens_no_connection(traced):
     assert store.settings.get("b") == done[0] and store.blobs.get(done[0]) == b"a page"
 
 
-def _waiting_on_its_deadline(w: writer.Writer) -> None:
-    for _ in range(1000):
-        if 0.0 < getattr(w, "_wakes_at", 1.0) < float("inf"):
-            return
-        threading.Event().wait(0.005)
-    raise AssertionError("the writer thread never waited for its deadline")
-
-
 def test_a_lone_workers_item_results_wake_nobody_and_ride_on_its_next_step(traced, monkeypatch):
     """After a lone worker's light commit the writer's thread waits for the power-loss
     window's end; an item result (`write_later`) due no earlier does not tell it (one
@@ -367,21 +373,3 @@ def test_a_lone_workers_item_results_wake_nobody_and_ride_on_its_next_step(trace
             write(store, lambda i=i: store.settings.set("step", i))
         assert told == [] and commits(stmts, "MainThread") == 4 and commits(stmts, "store-writer") == 0
         assert [store.settings.get(f"result{i}") for i in (1, 2, 3)] == [1, 2, 3]
-
-
-def test_a_write_nobody_waits_for_after_the_last_step_commits_once_the_window_ends(traced, tmp_path, monkeypatch):
-    """Nothing follows it: the writer's thread, woken by its own deadline, syncs the log and
-    then commits the result within the window after it came."""
-    store, stmts = traced
-    monkeypatch.setattr(writer, "DURABLE_S", 0.2)
-    other = Store(tmp_path / "w.db")
-    with attached(store) as w:
-        write(store, lambda: store.settings.set("step", 1))
-        _waiting_on_its_deadline(w)
-        writer.write_later(store, lambda: store.settings.set("result", 1), on_error=print)
-        for _ in range(1000):
-            if other.settings.get("result") == 1:
-                break
-            threading.Event().wait(0.01)
-        assert other.settings.get("result") == 1 and commits(stmts, "store-writer") == 1
-    other.close()
