@@ -151,8 +151,9 @@ def _truncated(path: str) -> tuple[int, int] | None:
 
 
 # json.dumps(value, ensure_ascii=False, separators=(",", ":")) without building an encoder per
-# call (json.dumps does for non-default arguments): the same text
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# call (json.dumps does for non-default arguments): the same text; the store's one encoder of
+# plain values (to_json, step rows, experiment rows)
+compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def to_json(value: Any) -> str | None:
@@ -161,7 +162,7 @@ def to_json(value: Any) -> str | None:
         return None
     if hasattr(value, "model_dump"):
         value = value.model_dump(exclude_defaults=True)
-    return _ENCODE(value)
+    return compact_json(value)
 
 
 def _hex_blob(h: str | None) -> bytes | None:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from sessions.connection import _Tx
+from sessions.connection import _Tx, compact_json as _dumps
 from sessions.rows import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
 from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
@@ -75,7 +75,6 @@ _ECOLS = "id, name, env, method, config, env_options, params, status, wall_s, cr
 _ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success, metrics, error"
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # (json.dumps's text, no encoder per call)
 
 
 def _experiment(r) -> Experiment:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, from_json, to_json
+from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, compact_json, from_json, to_json
 from sessions.parts import Database, insert_row
 from sessions.rows import SCOLS, VCOLS, replaced, step_from_row, version_from_row, version_row
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
@@ -19,9 +19,6 @@ _PATH_SQL = ("with recursive p(id, depth) as (select ?, 0 union all "
              "select s.parent_id, p.depth + 1 from steps s join p on s.id = p.id where s.parent_id is not null) "
              f"select {', '.join('s.' + c.strip() for c in SCOLS.split(','))} "
              "from p join steps s on s.id = p.id order by p.depth desc")
-# `to_json` of a plain value without building an encoder per call (json.dumps does for
-# non-default arguments): the same text
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 if TYPE_CHECKING:
     from sessions.calls import Calls
@@ -179,13 +176,13 @@ class Versions:
                 s.observation,
                 int(s.done),
                 s.reward or None,
-                _encode(s.info) if s.info else None,
+                compact_json(s.info) if s.info else None,
                 s.source,
                 to_json(s.edit) if s.edit is not None else None,
-                _encode(call_ids) if call_ids else None,
-                _encode(s.snapshot) if s.snapshot is not None else None,
+                compact_json(call_ids) if call_ids else None,
+                compact_json(s.snapshot) if s.snapshot is not None else None,
                 s.created_at,
-                _encode(s.signals) if s.signals else None,
+                compact_json(s.signals) if s.signals else None,
             ),
         ).lastrowid
         upd = {"id": sid, "episode_id": episode_id, "parent_id": parent_id}

@@ -1,5 +1,6 @@
 """The store's own copy of a record (`sessions.rows.replaced`) is what pydantic's
-`model_copy(update=...)` makes: same fields, same fields set, the original untouched."""
+`model_copy(update=...)` makes: same fields, same fields set, the original untouched; and the
+records it builds without validation are what validation makes."""
 
 from sessions.rows import replaced
 from trajectory.records import Outcome, Step, Version
@@ -30,3 +31,15 @@ def test_a_version_copied_with_its_new_leaf_is_what_model_copy_makes():
            "outcome": Outcome(done=True, success=True, reward=1.0)}
     _same(replaced(v, upd), v.model_copy(update=upd))
     assert v.leaf_step_id is None and v.status == "open"
+
+
+def test_an_episodes_first_version_made_without_validation_is_what_version_makes():
+    """`episodes._first_version` gives every field itself (model_construct filling defaults
+    is slow): it must stay what `Version(id=, episode_id=, name=)` makes, a default changed
+    in the record included."""
+    from sessions.episodes import _first_version
+
+    made = _first_version(7, 3, "react")
+    plain = Version(id=7, episode_id=3, name="react", created_at=made.created_at, updated_at=made.updated_at)
+    assert made.model_dump() == plain.model_dump()
+    assert made.model_dump_json(exclude_defaults=True) == plain.model_dump_json(exclude_defaults=True)
