@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor.common import CliError, add_common, check_url, emit, progress, rollout_progress
+from react_editor.common import CliError, add_common, check_url, emit, progress, regular_file, rollout_progress
 from react_editor.core import episode_ref, open_engine, version_of
 
 
@@ -43,6 +43,8 @@ def _critic(args: argparse.Namespace):
 
     if args.critic_base_url:
         check_url(args.critic_base_url, "--critic-base-url")
+    if args.critic_prompt:
+        regular_file(args.critic_prompt, "critic prompt")  # a FIFO would block the command
     template = load_template(args.critic_prompt) if args.critic_prompt else None
     return Critic(args.critic_model, args.critic_base_url, args.critic_api_style, template)
 

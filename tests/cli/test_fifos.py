@@ -41,3 +41,18 @@ def test_a_fifo_is_refused_with_one_line(tmp_path, monkeypatch, capsys, fifo, ar
     code, err = react_editor(tmp_path, monkeypatch, capsys, *argv)
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
     assert "regular file" in err or "folder" in err, err
+
+
+@pytest.mark.timeout(20)  # before the fix the critic prompt's open blocked until this
+@pytest.mark.parametrize("extra", [(), ("--show-prompt",)])
+def test_suggest_refuses_a_fifo_as_its_critic_prompt(toy, capsys, fifo, extra):
+    """Issue 39 item 13: `suggest --critic-prompt FIFO` of a real failed version is one line,
+    exit 2, and no critic or agent call is made."""
+    from tests.suggest_agents import fail_episode
+
+    failed = fail_episode(toy)
+    before = (failed.critic_calls, failed.agent_calls)
+    code, out, err = cli(capsys, "suggest", "1", "--critic-prompt", fifo, *extra, "--db", str(toy.db))
+    assert code == 2 and err.startswith("error: critic prompt ") and err.count("\n") == 1, err
+    assert "not a regular file" in err and out == ""
+    assert (failed.critic_calls, failed.agent_calls) == before
