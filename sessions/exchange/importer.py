@@ -23,6 +23,7 @@ from sessions import annotations
 from sessions import exemplar_sets
 from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
+from sessions.exchange.json_text import lone_surrogate
 from sessions.exchange.schema import READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
 from trajectory.records import (IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, EditInfo,
                                 ModelCall, Outcome, Step, Task, Version, safe_call_params, without_credentials)
@@ -185,6 +186,9 @@ def _read_prompt_file(p: Path, fmt: str, env: str | None) -> tuple[str, list[Par
         raise _fail(None, TOO_DEEP) from None
     if not isinstance(d, dict) or not d:
         raise _fail(1, "a ReAct prompt file is a non-empty JSON object of strings (key -> prompt text)")
+    if lone_surrogate(raw := text.encode("utf-8"), d):
+        k, why = next((k, why) for k, v in d.items() if (why := lone_surrogate(raw, [k, v])))
+        raise _fail(_line_of(text, k), f"entry {k[:60]!r}: {why}")
     for k, v in d.items():
         if not isinstance(v, str):
             raise _fail(_line_of(text, k), f"entry {k!r} is {type(v).__name__}, not a string")
@@ -377,6 +381,8 @@ def parse_record(n: int, line: bytes) -> TrajectoryRecord:
         raise _fail(n, TOO_DEEP) from None
     if not isinstance(obj, dict):
         raise _fail(n, "a record is a JSON object")
+    if why := lone_surrogate(line, obj):  # before anything hashes or stores it
+        raise _fail(n, why)
     if max(map(_depth, _free_form(obj)), default=0) > MAX_DEPTH:  # before pydantic/json.dumps give up
         raise _fail(n, TOO_DEEP)
     if "schema" not in obj:

@@ -80,6 +80,12 @@ CASES = {
                         2, "Infinity is not a JSON number"),
     "huge_float": (lambda g: [g[0].replace('"temperature":0.0', '"temperature":1e999', 1)], 1, "1e999 is not a JSON number"),
     "huge_ref": (lambda g: [g[0].replace('"ref":1', '"ref":' + "9" * 5000, 1)], 1, "(5,000 digits) is too large"),
+    # issue 39: JSON escapes a lone surrogate ("a\ud800b"), which is no text: refused, not a traceback in a digest
+    "lone_surrogate": (lambda g: [g[0], _mutate(g[1], lambda o: o["steps"][0].update(thought="a\ud800b"))], 2,
+                       "lone surrogate \\ud800"),
+    "lone_surrogate_key": (lambda g: [_mutate(g[0], lambda o: o["episode"]["task"]["data"].update({"k\udfff": 1}))],
+                           1, "lone surrogate \\udfff"),
+    "escaped_pair": (lambda g: [_mutate(g[0], lambda o: o["steps"][0].update(thought="a\U0001F600b"))], 1, None),
 }
 
 
@@ -164,3 +170,23 @@ def test_cli_refuses_a_newer_format_version_in_one_line(good, tmp_path, capsys, 
     assert err == (f"error: line 1: schema version {SCHEMA_VERSION + 1} is newer than this ReAct Editor "
                    f"understands ({SCHEMA_VERSION})\n")
     assert not Store(tmp_path / "c.db").db["episodes"].count
+
+
+@pytest.mark.parametrize("name, text", [
+    ("s.json", '{"react_put_0": "a\\ud800b"}'),
+    ("s.jsonl", None),
+])
+def test_cli_refuses_a_lone_surrogate_in_one_line(good, tmp_path, capsys, monkeypatch, name, text):
+    """Issue 39 item 12: a JSON-escaped lone surrogate in a prompt file or a jsonl export is
+    one line, exit 2, and the database keeps what it held (before: a traceback in `_digest`)."""
+    monkeypatch.setenv("REACT_EDITOR_DB", str(tmp_path / "c.db"))
+    assert cli(["import", str(_bad(good[:1], tmp_path, "seed.jsonl"))]) == 0
+    capsys.readouterr()
+    before = _db_state(Store(tmp_path / "c.db"))
+    bad = good[:1] + [_mutate(good[1], lambda o: o["steps"][-1].update(action="go\ud800"))]
+    assert "\\ud800" in (text or bad[1])  # the file holds the escape, as a hostile export would
+    assert cli(["import", str(_bad(text or bad, tmp_path, name))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: line {1 if text else 2}: ") and err.count("\n") == 1, err
+    assert "lone surrogate \\ud800" in err and "Traceback" not in err
+    assert _db_state(Store(tmp_path / "c.db")) == before
