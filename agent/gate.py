@@ -15,7 +15,6 @@ import ipaddress
 import os
 import secrets
 from collections.abc import Callable, Iterable, Mapping
-from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -118,7 +117,8 @@ def email_allowed(email: str | None, emails: Iterable[str], domains: Iterable[st
 
 
 # -- the server side: ASGI middleware in front of Streamlit (app_server.py) ------------------
-OPEN_PATHS = ("/_stcore/health", "/healthz")  # "ok" and nothing else: a launcher polls it without the token
+OPEN_PATHS = ("/_stcore/health",)  # "ok" and nothing else: a launcher polls it without the token (Streamlit
+# answers any other path, `/healthz` too, with its index page: those need the token)
 _SERVED = {"gated": False}  # set when the middleware is in front of this process's app
 
 
@@ -149,13 +149,15 @@ class Gate:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         origin = headers.get("origin")
+        # an Origin of `null` (a sandboxed iframe, a file: or data: page) is no page of the app's
         if not host_allowed(headers.get("host"), self.address()) or (
-                origin and origin != "null" and not host_allowed(urlsplit(origin).netloc, self.address())):
+                origin is not None and not host_allowed(urlsplit(origin).netloc, self.address())):
             return await _refuse(scope, send, "unknown host: open the app at 127.0.0.1")
         if not self.token or scope["path"] in OPEN_PATHS:
             return await self.app(scope, receive, send)
         port = (scope.get("server") or ("", 0))[1]
-        if same_token(_cookie(headers.get("cookie", ""), cookie_name(port)), self.token):
+        cookies = "; ".join(v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == b"cookie")
+        if any(same_token(v, self.token) for v in cookie_values(cookies, cookie_name(port))):
             return await self.app(scope, receive, send)
         given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(TOKEN_PARAM, [""])[-1]
         if scope["type"] == "http" and same_token(given, self.token):
@@ -163,13 +165,18 @@ class Gate:
         return await _refuse(scope, send, "open the address `react-editor app` printed: it carries the access token")
 
 
-def _cookie(header: str, name: str) -> str | None:
-    jar = SimpleCookie()
-    try:
-        jar.load(header)
-    except CookieError:
-        return None
-    return jar[name].value if name in jar else None
+def cookie_values(header: str, name: str) -> list[str]:
+    """Every value a Cookie header gives `name`, each `name=value` pair read on its own: a
+    malformed pair of another app's (`a="`, which stops a full cookie parser) must not hide
+    the token, and a second pair of the same name (set by another app on 127.0.0.1: cookies
+    ignore ports) must not shadow it."""
+    out = []
+    for pair in header.split(";"):
+        key, eq, value = pair.partition("=")
+        if eq and key.strip() == name:
+            value = value.strip()
+            out.append(value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value)
+    return out
 
 
 def _with_cookie(send, name: str, token: str):

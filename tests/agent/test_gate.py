@@ -93,6 +93,15 @@ def test_a_rebinding_host_gets_nothing_and_the_page_needs_the_token(launched):
     assert _get(port, "/_stcore/stream", ok, {**WS, **jar})[0] == 101  # the websocket, with the cookie
     assert _get(port, "/_stcore/stream", f"localhost:{port}", {**WS, **jar})[0] == 101
     assert _get(port, "/_stcore/stream", ok, {**WS, **jar, "Origin": f"http://{REBIND}:{port}"})[0] == 403
+    # issue 39 item 16: /healthz is Streamlit's index page, not a health check: it needs the token
+    status, _, body = _get(port, "/healthz", ok)
+    assert (status, body) == (403, b"Forbidden: open the address `react-editor app` printed: it carries the access token\n")
+    # a malformed cookie of another app's on 127.0.0.1 (or a second one of our name) does not lock the user out
+    for cookie in (f'a="; react_editor_token_{port}={token}', f'react_editor_token_{port}={token}; a="',
+                   f"react_editor_token_{port}=planted; react_editor_token_{port}={token}"):
+        assert _get(port, "/", ok, {"Cookie": cookie})[0] == 200, cookie
+        assert _get(port, "/_stcore/stream", ok, {**WS, "Cookie": cookie})[0] == 101, cookie
+    assert _get(port, "/", ok, {"Cookie": f'a="; react_editor_token_{port}=wrong'})[0] == 403
 
 
 def test_no_token_on_loopback_still_checks_the_host(launched):
@@ -102,6 +111,10 @@ def test_no_token_on_loopback_still_checks_the_host(launched):
     assert _get(port, "/_stcore/stream", f"[::1]:{port}", WS)[0] == 101
     assert _get(port, "/", f"{REBIND}:{port}")[0] == 403
     assert _get(port, "/_stcore/stream", f"{REBIND}:{port}", WS)[0] == 403
+    # issue 39 item 16: `Origin: null` (a sandboxed iframe on any site, a file: page) is no page of the app's
+    for path, headers in (("/", {}), ("/_stcore/stream", WS)):
+        assert _get(port, path, f"127.0.0.1:{port}", {**headers, "Origin": "null"})[0] == 403, path
+    assert _get(port, "/_stcore/stream", f"127.0.0.1:{port}", {**WS, "Origin": f"http://127.0.0.1:{port}"})[0] == 101
 
 
 @pytest.mark.parametrize("host,address,ok", [
@@ -193,3 +206,48 @@ def test_one_loopback_check_and_one_token_name():
     assert access.is_loopback is launch.is_loopback is gate.is_loopback
     assert access.TOKEN_ENV is launch.TOKEN_ENV is gate.TOKEN_ENV
     assert not hasattr(launch, "ALLOW_REMOTE_ENV")
+
+
+def _through_gate(path: str, headers: dict[str, str], token: str = "T0K") -> int:
+    """The status `agent.gate.Gate` answers an HTTP request with (200: it reached the app)."""
+    import asyncio
+
+    from agent.gate import Gate
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"the app"})
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "path": path, "query_string": b"", "server": ("127.0.0.1", 8501),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    asyncio.run(Gate(app, address="127.0.0.1", token=token)(scope, None, send))
+    return sent[0]["status"]
+
+
+@pytest.mark.parametrize("cookie, ok", [
+    ("react_editor_token_8501=T0K", True),
+    ('a="; react_editor_token_8501=T0K', True),  # before: the malformed pair made the whole header unreadable
+    ('react_editor_token_8501=T0K; a="', True),
+    ("react_editor_token_8501=planted; react_editor_token_8501=T0K", True),  # a pair another app set: both tried
+    ('react_editor_token_8501="T0K"', True),
+    ("x=1;react_editor_token_8501=T0K;y", True),
+    ('a="; react_editor_token_8501=T0KX', False), ("react_editor_token_8502=T0K", False),
+    ("xreact_editor_token_8501=T0K", False), ("react_editor_token_8501", False), ("", False),
+])
+def test_the_token_cookie_is_read_on_its_own(cookie, ok):
+    """Issue 39 item 16: any other app on 127.0.0.1 can set a malformed cookie; it must not
+    hide the token's own pair."""
+    assert _through_gate("/", {"Host": "127.0.0.1:8501", "Cookie": cookie}) == (200 if ok else 403)
+
+
+def test_origin_null_and_healthz_are_refused_at_the_gate():
+    host = {"Host": "127.0.0.1:8501"}
+    assert _through_gate("/", {**host, "Origin": "null"}, token="") == 403
+    assert _through_gate("/", {**host, "Origin": "http://127.0.0.1:8501"}, token="") == 200
+    assert _through_gate("/healthz", host) == 403
+    assert _through_gate("/_stcore/health", host) == 200
