@@ -80,8 +80,28 @@ def _check_gate(args: argparse.Namespace, secrets: dict) -> None:
             raise CliError(str(exc)) from None
 
 
+def _check_address(address: str) -> None:
+    """One line when the server could not listen on `address` (a name that does not resolve,
+    an address of another machine): asked of the system by binding a socket to it on a free
+    port, before a token is printed or Streamlit started (its traceback would be the answer)."""
+    import socket
+
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(address or None, 0, type=socket.SOCK_STREAM,
+                                                           flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.bind(where)
+    except (OSError, UnicodeError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise CliError(f"--address {address[:100]!r}: the app cannot listen there ({why}); give an address of "
+                       f"this machine (default {LOOPBACK}, 0.0.0.0 for every interface)") from None
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     _check_gate(args, _secrets())
+    if not 1 <= args.port <= 65535:
+        raise CliError(f"--port {args.port}: a port is 1 to 65535")
+    _check_address(args.address or LOOPBACK)
     env = dict(os.environ)
     if args.db:
         env["REACT_EDITOR_DB"] = str(Path(args.db).resolve())
