@@ -166,9 +166,10 @@ class EnvironmentPool:
                           f"gets no request until you confirm it: `react-editor confirm {episode.id}` (or Confirm in "
                           "the Editor); or use your own with --base-url or OPENAI_BASE_URL")
 
-    def check_endpoint(self, version_id: int) -> None:
-        """Raise the one-line EngineError `model_config` would, before anything runs."""
-        self.model_config(self._paths.episode(self.store.versions.get(version_id)))
+    def check_endpoint(self, version_id: int, config: AgentConfig | None = None) -> None:
+        """Raise the one-line EngineError `model_config` would, before anything runs (with
+        `config`: the settings a new child of the version would run with, before it is written)."""
+        self.model_config(self._paths.episode(self.store.versions.get(version_id)), config)
 
     def _check_references(self, episode: Episode) -> None:
         refs = self._env_references(episode)

@@ -484,6 +484,8 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     version runs with them (the version keeps the config it ran with, so its prompt and
     record stay true). Returns the version to continue."""
     changes = check_model_flags(args, engine, vid)
+    if changes:  # the endpoint the child would call (an unconfirmed import's): refused before it is written
+        engine.envs.check_endpoint(vid, config_from_args(args, engine.store.versions.config(vid)))
     new = engine.editor.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid

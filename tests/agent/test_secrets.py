@@ -233,3 +233,42 @@ def test_an_import_refuses_a_url_that_cannot_be_parsed(toy, tmp_path, capsys, mo
         assert code == 0, err
     else:
         assert code == 2 and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("command", ["resume", "step"])
+def test_a_refused_imported_endpoint_writes_nothing(toy, other_llm, tmp_path, capsys, monkeypatch, command):
+    """Issue 39 item 15: `resume` (or `step`) with a model flag of an unconfirmed imported
+    episode is refused before anything is written (before: each refusal left a new child
+    version, made current: two refusals made v2 and v4)."""
+    from sessions.store import Store
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    path = _exported_pointing_at(capsys, toy, tmp_path, other_llm.base_url)
+    db2 = str(tmp_path / "second.db")
+    code, out, err = cli(capsys, "import", path, "--db", db2, "--json")
+    assert code == 0, err
+    (ep,) = json.loads(out)["episodes"]
+
+    def state():
+        s = Store(db2)
+        try:
+            return ([tuple(r) for r in s.db.execute("select * from versions order by id")],
+                    [tuple(r) for r in s.db.execute("select * from episodes")],
+                    s.db.execute("select count(*) from steps").fetchone()[0])
+        finally:
+            s.close()
+
+    before = state()
+    for flags in (("--temperature", "0.5"), ("--model", "other-model"), ("--api-style", "chat")):
+        code, out, err = cli(capsys, command, str(ep), *flags, "--db", db2)
+        assert code == 2 and err.count("\n") == 1 and f"react-editor confirm {ep}" in err, (flags, err)
+        assert "new version" not in err and out == ""
+        assert state() == before, flags
+    assert other_llm.requests == []
+    # the user's own endpoint as a flag is their choice: the child with the new settings is made and runs
+    toy.llm.reset()
+    toy.llm.push(*ROOM_SCRIPT[2:])
+    code, out, err = cli(capsys, command, str(ep), "--temperature", "0.5", "--base-url", toy.llm.base_url, "--db", db2)
+    assert code == 0 and "new version" in err, err
+    assert len(state()[0]) == len(before[0]) + 1 and other_llm.requests == []
