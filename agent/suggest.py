@@ -240,7 +240,8 @@ def plan(engine: Engine, version_id: int, critic: Critic, k: int, n: int) -> Pla
     v = engine.store.versions.get(version_id)
     ep = engine.store.episodes.get(v.episode_id)
     template = critic.template or template_of(ep.task.env)
-    cfg = critic.config(engine.store.versions.config(version_id))
+    # an unconfirmed imported endpoint gets no request (nor the key): the user's own instead, or one line
+    cfg = engine.envs.model_config(ep, critic.config(engine.store.versions.config(version_id)))
     prompt, first = critic_view(engine, version_id, template, k)
     sent = chat_message(prompt, CRITIC_INSTRUCTION) if cfg.api_style == "chat" else prompt
     return Plan(version_id, ep.id, template, prompt, sent, first, cfg, k, n)

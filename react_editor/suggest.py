@@ -44,7 +44,7 @@ def _critic(args: argparse.Namespace):
     if args.critic_base_url:
         check_url(args.critic_base_url, "--critic-base-url")
     if args.critic_prompt:
-        regular_file(args.critic_prompt, "critic prompt")  # a FIFO would block the command
+        regular_file(args.critic_prompt, "critic prompt", may_be_missing=True)  # a FIFO would block the command
     template = load_template(args.critic_prompt) if args.critic_prompt else None
     return Critic(args.critic_model, args.critic_base_url, args.critic_api_style, template)
 
@@ -134,8 +134,8 @@ def _accept(args: argparse.Namespace, engine, vid: int) -> int:
     from agent.suggest import accept
     from react_editor.core import _run
 
+    engine.envs.check_endpoint(vid)  # the new version runs with these settings: refused before it is written
     new = accept(engine, vid, args.accept)
-    engine.envs.check_endpoint(new.id)
     return _run(args, engine, new.id, None)
 
 

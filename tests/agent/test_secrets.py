@@ -272,3 +272,42 @@ def test_a_refused_imported_endpoint_writes_nothing(toy, other_llm, tmp_path, ca
     code, out, err = cli(capsys, command, str(ep), "--temperature", "0.5", "--base-url", toy.llm.base_url, "--db", db2)
     assert code == 0 and "new version" in err, err
     assert len(state()[0]) == len(before[0]) + 1 and other_llm.requests == []
+
+
+def test_a_refused_accept_of_an_imported_episode_writes_nothing(toy, other_llm, tmp_path, capsys, monkeypatch):
+    """Issue 39 item 15, the same refusal in `suggest --accept`: the candidate's version was
+    written (and made current) before the endpoint was refused; and `suggest` asked its critic
+    at the imported endpoint, unconfirmed, with the user's key (the version's own endpoint is
+    the critic's default)."""
+    from sessions.store import Store
+    from tests.suggest_agents import GOOD, critic_json, fail_episode
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    failed = fail_episode(toy)
+    failed.critic = critic_json(GOOD)
+    out = tmp_path / "ep.jsonl"
+    assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(out), "--db", str(toy.db))[0] == 0
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    for r in recs:
+        r["episode"]["config"]["base_url"] = other_llm.base_url
+    out.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    db2 = str(tmp_path / "second.db")
+    assert cli(capsys, "import", str(out), "--db", db2)[0] == 0
+    monkeypatch.setenv("OPENAI_BASE_URL", toy.llm.base_url)  # the user's own server, for the critic and what-ifs
+    code, _, err = cli(capsys, "suggest", "1", "--verify", "1", "--db", db2)
+    assert code == 0, err
+    assert other_llm.requests == []  # before: the critic was asked at the file's endpoint, with the user's key
+    monkeypatch.delenv("OPENAI_BASE_URL")
+
+    def state():
+        s = Store(db2)
+        try:
+            return ([tuple(r) for r in s.db.execute("select * from versions order by id")],
+                    [tuple(r) for r in s.db.execute("select * from episodes")])
+        finally:
+            s.close()
+
+    before = state()
+    code, out_, err = cli(capsys, "suggest", "1", "--accept", "1", "--db", db2)
+    assert code == 2 and err.count("\n") == 1 and "react-editor confirm 1" in err, err
+    assert state() == before and other_llm.requests == []
