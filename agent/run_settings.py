@@ -46,9 +46,9 @@ def check_config(config: AgentConfig, env: str, store=None) -> None:
     check_base_url(config.base_url)
     if not config.model.strip():
         raise ConfigError("the model name is empty")
-    for name, value in (("temperature", config.temperature), ("top_p", config.top_p)):
-        if not math.isfinite(value) or value < 0:
-            raise ConfigError(f"{name} must be a number of 0 or more (got {value})")
+    for name, value, most in (("temperature", config.temperature, 2.0), ("top_p", config.top_p, 1.0)):
+        if not math.isfinite(value) or not 0 <= value <= most:  # the API's ranges: more is refused or nonsense
+            raise ConfigError(f"{name} must be between 0 and {most:g} (got {value:g})")
     if config.max_steps is not None and config.max_steps < 1:
         raise ConfigError(f"max steps must be at least 1 (got {config.max_steps})")
     if config.max_tokens < 1:

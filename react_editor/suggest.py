@@ -62,6 +62,8 @@ def _how(args: argparse.Namespace, h=None):
 
 
 def cmd_suggest(args: argparse.Namespace) -> int:
+    if args.temperature is not None and not 0 <= args.temperature <= 2:  # before the critic is asked (and paid)
+        raise CliError(f"the temperature must be between 0 and 2 (got {args.temperature:g})")
     if args.experiment is not None:
         return _experiment(args)
     if args.episode is None:

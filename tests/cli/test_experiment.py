@@ -291,7 +291,7 @@ def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm
     (["--env", "hotpotqa", "--concurrency", "0"], "concurrency"),
     (["--env", "hotpotqa", "--sample", "999"], "the selection has"),
     (["--env", "alfworld", "--sample", "paper"], "--tasks official"),
-    (["--env", "hotpotqa", "--temperature", "-1"], "temperature must be a number of 0 or more"),
+    (["--env", "hotpotqa", "--temperature", "-1"], "temperature must be between 0 and 2"),
     (["--env", "hotpotqa", "--max-steps", "0"], "max steps must be at least 1"),
     (["--env", "hotpotqa", "--exemplars", "no-such-set"], "no-such-set"),
 ])

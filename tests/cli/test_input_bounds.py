@@ -217,3 +217,30 @@ def test_kept_answers_are_given_back_when_recording_them_fails(toy, monkeypatch)
     assert {json.loads(x)["call"]["prompt_hash"] for x in pending.read_text().splitlines()} == {"p1", "p2"}
     monkeypatch.setattr(store.calls, "insert", real)
     assert store.calls.record_pending() == 2 and not pending.exists()
+
+
+def _rows(db) -> dict[str, int]:
+    with closing(Store(db)) as store:
+        return {t: store.db.execute(f"select count(*) from {t}").fetchone()[0]
+                for t in ("episodes", "versions", "steps", "model_calls", "experiments", "rollout_groups", "suggestions")}
+
+
+@pytest.mark.parametrize("value", ["1e308", "2.5", "-0.5"])
+def test_a_temperature_outside_0_to_2_is_refused_and_never_sent(toy, capsys, value):
+    """Issue 39 item 17: `--temperature 1e308` was accepted, stored and sent to the model."""
+    from tests.engine_scripts import ROOM_SCRIPT
+    from tests.suggest_agents import fail_episode
+
+    db = str(toy.db)
+    failed = fail_episode(toy)  # episode 1: a failed version to resume, resample and suggest fixes for
+    before, sent = _rows(db), len(toy.llm.requests)
+    run = ("run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url)
+    for argv in (run, ("experiment", "run", "--env", "hotpotqa", "--tasks", "toy-1", "--base-url", toy.llm.base_url),
+                 ("resume", "1"), ("step", "1"), ("resample", "1", "--step", "2", "--n", "2"),
+                 ("whatif", "1", "--step", "2", "--insert-thought", "x", "--n", "2"), ("suggest", "1", "--verify", "1")):
+        code, out, err = cli(capsys, *argv, "--temperature", value, "--db", db)
+        assert code == 2 and err.count("\n") == 1 and out == "", (argv, err)
+        assert "temperature" in err and "between 0 and 2" in err, (argv, err)
+        assert _rows(db) == before and len(toy.llm.requests) == sent, argv
+    toy.llm.push(*ROOM_SCRIPT)
+    assert cli(capsys, *run, "--temperature", "2", "--max-steps", "1", "--db", db)[0] == 0  # 2 is the API's maximum
