@@ -103,6 +103,15 @@ def regular_file(path: str | os.PathLike, what: str, *, may_be_missing: bool = F
     return p
 
 
+def database_file(path: str | os.PathLike) -> Path:
+    """`path` for a database: a regular file, or nothing yet in a folder that exists (a
+    typo makes no tree of folders, as for export's --out)."""
+    p = regular_file(path, "database", may_be_missing=True)
+    if not os.path.lexists(p) and not p.parent.is_dir():
+        raise ArgError(f"database {_shown(str(path), 200)}: no folder {_shown(str(p.parent), 200)}; create it first")
+    return p
+
+
 def folder(path: str | os.PathLike, what: str) -> Path:
     """`path` if it names a folder or nothing yet (it is made): a file, FIFO or device
     there is refused before anything is written under it."""

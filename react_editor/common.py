@@ -136,9 +136,9 @@ def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def db_path(args: argparse.Namespace) -> str:
     from sessions.store import default_db_path  # (imported by the command: a light start-up)
 
-    from react_editor.args import regular_file  # a FIFO named --db would block the command
+    from react_editor.args import database_file  # a FIFO named --db would block the command
 
-    return str(regular_file(args.db or default_db_path(), "database", may_be_missing=True))
+    return str(database_file(args.db or default_db_path()))
 
 
 def version_refs(store: Any) -> Callable[..., str]:

@@ -102,6 +102,10 @@ def cmd_app(args: argparse.Namespace) -> int:
     if not 1 <= args.port <= 65535:
         raise CliError(f"--port {args.port}: a port is 1 to 65535")
     _check_address(args.address or LOOPBACK)
+    from react_editor.args import database_file
+    from sessions.store import default_db_path
+
+    database_file(args.db or default_db_path())  # a missing folder is refused, as by every command
     env = dict(os.environ)
     if args.db:
         env["REACT_EDITOR_DB"] = str(Path(args.db).resolve())

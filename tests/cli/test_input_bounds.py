@@ -244,3 +244,32 @@ def test_a_temperature_outside_0_to_2_is_refused_and_never_sent(toy, capsys, val
         assert _rows(db) == before and len(toy.llm.requests) == sent, argv
     toy.llm.push(*ROOM_SCRIPT)
     assert cli(capsys, *run, "--temperature", "2", "--max-steps", "1", "--db", db)[0] == 0  # 2 is the API's maximum
+
+
+@pytest.mark.parametrize("argv", [
+    ("run", "--env", "alfworld", "--task", "toy/room-1", "--human"), ("episodes",), ("import", "{file}"),
+    ("exemplars", "create", "mine", "--env", "alfworld"), ("jobs",),
+])
+def test_a_database_in_a_missing_folder_is_refused_as_export_refuses_it(toy, capsys, tmp_path, argv):
+    """Issue 39 item 17: `--db typo/x.db` made the folders silently (export's --out refuses
+    the same path): one line, exit 2, no folder made."""
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text("{}\n")
+    db = tmp_path / "typo" / "deeper" / "x.db"
+    code, out, err = cli(capsys, *(a.format(file=seed) for a in argv), "--db", str(db))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err == f"error: database '{db}': no folder '{db.parent}'; create it first\n"
+    assert not (tmp_path / "typo").exists()
+    code, _, err = cli(capsys, "export", "1", "-f", "jsonl", "--out", str(db.parent / "x.jsonl"), "--db", str(toy.db))
+    assert code == 2 and "no folder" in err and "create it first" in err, err  # the same words as export
+
+
+def test_the_app_refuses_a_database_in_a_missing_folder(monkeypatch, tmp_path, capsys):
+    from react_editor import launch
+
+    started = []
+    monkeypatch.setattr(launch, "serve", lambda argv, env: started.append(env) or 0)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "app", "--no-browser", "--db", str(tmp_path / "typo" / "x.db"))
+    assert code == 2 and err.count("\n") == 1 and "no folder" in err and started == [], err
+    assert not (tmp_path / "typo").exists()
