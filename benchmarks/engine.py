@@ -78,7 +78,7 @@ def setup(llm: ScriptedLLM, timer: Timed):
     store_ref: list = [None]
 
     def client_factory(config):
-        client = ModelClient(config, api_key="bench", cache=store_ref[0])  # as the app: the store is the cache
+        client = ModelClient(config, api_key="bench", cache=store_ref[0].calls)  # as the app: the store's call log
         client.complete = timer.wrap(client.complete)
         return client
 
