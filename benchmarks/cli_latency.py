@@ -15,7 +15,8 @@
    (steps the run committed after the flag).
    Repeated `--stops` times; p50 and max.
 
-Usage: python benchmarks/cli_latency.py [--runs 7] [--stops 3] [--latency 0.3] [--code OTHER_CHECKOUT]
+Usage: python benchmarks/cli_latency.py [--runs 7] [--stops 3] [--latency 0.3] [--reads jobs,show] [--code OTHER_CHECKOUT]
+(`--runs 1 --stops 1 --latency 0.05 --reads jobs`: the smoke run of tests/benchmarks)
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _seed(db: Path, env: dict) -> None:
                   "values ('run', 1, 'bench:0', 'done', '', '')")
 
 
-def reads(work: Path, env: dict, runs: int) -> dict:
+def reads(work: Path, env: dict, runs: int, which: tuple[list[str], ...] = READS) -> dict:
     db = work / "reads.db"
     _seed(db, env)
     out = {}
@@ -93,7 +94,7 @@ def reads(work: Path, env: dict, runs: int) -> dict:
     for label, argv in (("python -c pass", [sys.executable, "-c", "pass"]),
                         ("python -c 'import openai'", [sys.executable, "-c", "import openai"])):
         out[label] = _timed(argv, env, runs)
-    for args in READS:
+    for args in which:
         argv = [sys.executable, "-m", "react_editor", *args, "--db", str(db)]
         _wall(argv, env)  # warm the OS file cache
         out["react-editor " + " ".join(args)] = _timed(argv, env, runs)
@@ -181,14 +182,20 @@ def main() -> None:
     ap.add_argument("--stops", type=int, default=3)
     ap.add_argument("--latency", type=float, default=0.3, help="seconds the scripted model takes per call")
     ap.add_argument("--code", default=None, help="measure this checkout's command line instead (e.g. ../main)")
+    ap.add_argument("--reads", default=None, metavar="WORDS",
+                    help="only these read commands, comma-separated (default all: "
+                         + ",".join(" ".join(r) for r in READS) + ")")
     a = ap.parse_args()
+    which = READS if a.reads is None else tuple(r for r in READS if " ".join(r) in a.reads.split(","))
+    if not which:
+        ap.error(f"--reads: none of {a.reads!r} is a read command measured here")
     if a.code:
         CODE[0] = Path(a.code).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         env = _env(work / "cache")
         out = {"code": str(CODE[0]), "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-               "reads": reads(work, env, a.runs), "stop_during_run": stops(work, env, a.stops, a.latency)}
+               "reads": reads(work, env, a.runs, which), "stop_during_run": stops(work, env, a.stops, a.latency)}
     print(json.dumps(out, indent=2))
 
 

@@ -14,7 +14,8 @@ ALFWorld games with Act (a few real engine steps each) - threads, and worker pro
 - `alfworld_speedup`, `alfworld_process_speedup`: the same for ALFWorld with threads and
   with processes (CPU-bound environment steps must not serialize the batch).
 
-Usage: python benchmarks/experiment.py [--latency 0.4] [--concurrency 6] [--alfworld-steps 6]
+Usage: python benchmarks/experiment.py [--latency 0.4] [--concurrency 6] [--alfworld-steps 6] [--tasks 12]
+(`--tasks 2 --latency 0 --concurrency 2 --alfworld-steps 1`: the smoke run of tests/benchmarks)
 """
 
 from __future__ import annotations
@@ -42,18 +43,18 @@ N_TASKS = 12
 
 
 def _timed_run(workdir: Path, tag: str, llm: ScriptedLLM, env: str, method: str, concurrency: int,
-               max_steps: int | None, mode: str = "threads") -> tuple[float, int, dict]:
+               max_steps: int | None, mode: str = "threads", n_tasks: int = N_TASKS) -> tuple[float, int, dict]:
     db = workdir / f"{tag}.db"
     store = Store(db)
     config = AgentConfig(model="bench", base_url=llm.base_url, max_steps=max_steps)
-    exp = experiment.create(store, env=env, method=method, config=config, tasks=select_tasks(env, "builtin", limit=N_TASKS),
+    exp = experiment.create(store, env=env, method=method, config=config, tasks=select_tasks(env, "builtin", limit=n_tasks),
                             name=tag)
     store.close()
     before = len(llm.completion_requests)
     t0 = time.perf_counter()
     out = experiment.run(str(db), exp.id, concurrency=concurrency, mode=mode)
     wall = time.perf_counter() - t0
-    assert out["done"] == N_TASKS, out
+    assert out["done"] == n_tasks, out
     return wall, len(llm.completion_requests) - before, out
 
 
@@ -95,32 +96,33 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=6)
     ap.add_argument("--alfworld-steps", type=int, default=6)
     ap.add_argument("--skip-alfworld", action="store_true")
+    ap.add_argument("--tasks", type=int, default=N_TASKS, help=f"tasks (and games) per run (default {N_TASKS})")
     args = ap.parse_args()
-    c = args.concurrency
+    c, n = args.concurrency, args.tasks
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLM() as llm:
         work = Path(tmp)
         os.environ.setdefault("REACT_EDITOR_CACHE", str(work / "cache"))
         rows = [json.loads(line) for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()]
         llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in rows}, latency_s=args.latency, react_steps=2))
-        _timed_run(work, "warmup", llm, "hotpotqa", "react", 1, None)  # builds the wiki, imports everything
-        w1, calls1, s1 = _timed_run(work, "hp-c1", llm, "hotpotqa", "react", 1, None)
-        wc, _, _ = _timed_run(work, f"hp-c{c}", llm, "hotpotqa", "react", c, None)
+        _timed_run(work, "warmup", llm, "hotpotqa", "react", 1, None, n_tasks=n)  # builds the wiki, imports everything
+        w1, calls1, s1 = _timed_run(work, "hp-c1", llm, "hotpotqa", "react", 1, None, n_tasks=n)
+        wc, _, _ = _timed_run(work, f"hp-c{c}", llm, "hotpotqa", "react", c, None, n_tasks=n)
         result = {
-            "tasks": N_TASKS, "latency_s": args.latency, "concurrency": c, "model_calls": calls1,
+            "tasks": n, "latency_s": args.latency, "concurrency": c, "model_calls": calls1,
             "wall_s_c1": round(w1, 3), f"wall_s_c{c}": round(wc, 3), "speedup": round(w1 / wc, 2),
-            "overhead_ms_per_episode": round((w1 - calls1 * args.latency) / N_TASKS * 1000, 1),
+            "overhead_ms_per_episode": round((w1 - calls1 * args.latency) / n * 1000, 1),
             "success": s1["success"],
             "lease_overhead_ms_per_item": _lease_overhead(work / "hp-c1.db"),
         }
         if not args.skip_alfworld:
             llm.set_responder(alfworld_agent(latency_s=args.latency))
             steps = args.alfworld_steps
-            _timed_run(work, "alf-warmup", llm, "alfworld", "act", c, 1)
-            a1, acalls, _ = _timed_run(work, "alf-c1", llm, "alfworld", "act", 1, steps)
-            ac, _, _ = _timed_run(work, f"alf-c{c}", llm, "alfworld", "act", c, steps)
-            ap_, _, _ = _timed_run(work, f"alf-p{c}", llm, "alfworld", "act", c, steps, mode="processes")
+            _timed_run(work, "alf-warmup", llm, "alfworld", "act", c, 1, n_tasks=n)
+            a1, acalls, _ = _timed_run(work, "alf-c1", llm, "alfworld", "act", 1, steps, n_tasks=n)
+            ac, _, _ = _timed_run(work, f"alf-c{c}", llm, "alfworld", "act", c, steps, n_tasks=n)
+            ap_, _, _ = _timed_run(work, f"alf-p{c}", llm, "alfworld", "act", c, steps, mode="processes", n_tasks=n)
             result.update({
-                "alfworld_games": N_TASKS, "alfworld_steps": steps, "alfworld_wall_s_c1": round(a1, 3),
+                "alfworld_games": n, "alfworld_steps": steps, "alfworld_wall_s_c1": round(a1, 3),
                 f"alfworld_wall_s_c{c}": round(ac, 3), "alfworld_speedup": round(a1 / ac, 2),
                 f"alfworld_process_wall_s_c{c}": round(ap_, 3), "alfworld_process_speedup": round(a1 / ap_, 2),
                 "alfworld_overhead_ms_per_step": round((a1 - acalls * args.latency) / acalls * 1000, 1),
