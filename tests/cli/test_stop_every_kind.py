@@ -53,6 +53,19 @@ def _half_run(toy) -> None:
     assert toy.engine.run(v.id, max_steps=2).added == 2
 
 
+def _experiment_done(toy) -> None:
+    """Experiment "exp1": one toy-room task, done (its episode won in six steps)."""
+    from sessions import experiments
+
+    exp = experiments.create(toy.store, name="exp1", env="alfworld", method="react", config=cfg(toy.llm),
+                             tasks=[ROOM_TASK])
+    (item,) = experiments.items(toy.store, exp.id)
+    ep_id, _ = experiments.ensure_episode(toy.store, item.id, cfg(toy.llm, max_steps=8), {}, None)
+    toy.llm.push(*ROOM_SCRIPT)
+    rep = toy.engine.run(toy.store.episodes.get(ep_id).current_version)
+    experiments.record_item(toy.store, item.id, status="done", version_id=rep.version, success=rep.success)
+
+
 def _critic_then_hang(body: dict) -> Reply:
     """The critic answers at once with one candidate; every agent step hangs (verification)."""
     return Reply(text=critic_json(GOOD)) if CRITIC_MARK in prompt_text(body) else HANG
@@ -69,6 +82,9 @@ KINDS = {
                                         "--concurrency", "2"], 2, HANG),
     "whatif": ("whatif", _episode, ["whatif", "1", "--step", "2", "--insert-thought", "The mug is in the cabinet.",
                                     "--n", "2", "--temperature", "0.7", "--concurrency", "2"], 2, HANG),
+    "whatif-experiment": ("whatif", _experiment_done, ["whatif", "--experiment", "exp1", "--at", "2", "--insert-thought",
+                                                       "The mug is in the cabinet.", "--n", "2", "--temperature", "0.7",
+                                                       "--concurrency", "2"], 2, HANG),
     "suggest-critic": ("suggest", fail_episode, ["suggest", "1", "--candidates", "1", "--verify", "2"], 1, HANG),
     "suggest-verify": ("suggest", fail_episode, ["suggest", "1", "--candidates", "1", "--verify", "2",
                                                  "--concurrency", "2"], 3, _critic_then_hang),
