@@ -191,12 +191,11 @@ class Bench:
         from sessions.rollouts import RolloutEdit
         import sessions.jobs
 
-        kind, seeded, _, in_flight, responder = KINDS[name]
-        db, store, engine = self.database(seeded or name == "step")
+        kind, seeded, _, in_flight, responder = KINDS.get(name, ("step", True, None, 1, None))
+        db, store, engine = self.database(seeded)
         self.hang(responder)
         bg = None
         if name == "step":
-            kind, in_flight = "step", 1
             h = jobs.start(store, "step", lambda job: engine.step(1, watch=job.watch()), episode_id=1, version_id=1)
         elif name in ("resample", "whatif"):
             edit = RolloutEdit(kind="rewrite_thought", text="Look up the founding year instead.") \
@@ -272,7 +271,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp))
         try:
-            for name in args.kinds.split(","):
+            for name in filter(None, args.kinds.split(",")):
                 got = [bench.cli(name) for _ in range(args.n)]
                 out["cli"][name] = {"job_end_s": _stats([g["job_end"] for g in got]),
                                     "exit_s": _stats([g["exit"] for g in got]),
