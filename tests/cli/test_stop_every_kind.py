@@ -1,6 +1,6 @@
 """Stop means stop, for every job kind (issue 38, item 4): `react-editor jobs stop N` ends a
-`run`, `resume`, `experiment`, `resample`, `whatif` or `suggest` whose model calls hang on a
-server that never answers. Each command runs in its own process (the real CLI, client and
+`run`, `resume`, `experiment`, `resample`, `whatif` (also `--experiment`) or `suggest` whose
+model calls hang on a server that never answers. Each command runs in its own process (the real CLI, client and
 job runner); once its requests are in flight at the server, `jobs stop N` is run, and then:
 
 - the command exits 130 with one line `stopped: ...`;
