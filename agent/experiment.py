@@ -736,7 +736,7 @@ class Background:
         return live[0] if live else None
 
     def stop(self, exp_id: int) -> None:
-        """Stop every runner of the experiment: each ends within one model call."""
+        """Stop every runner of the experiment: each cancels its model calls in flight and ends."""
         for j in sessions.jobs.active(self.store, experiment_id=exp_id):
             jobs.stop(self.store, j.id)
 

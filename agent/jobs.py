@@ -12,6 +12,7 @@ reads the row.
 from __future__ import annotations
 
 import atexit
+import json
 import sys
 import threading
 import time
@@ -22,6 +23,7 @@ import sessions.jobs
 from sessions.store import Store, StoreError
 
 _handles: dict[tuple[str, int], "Handle"] = {}
+STOP_POLL_S = 0.2  # the heartbeat reads the stop flag this often between its beats (one indexed read)
 _guard = threading.Lock()
 
 
@@ -73,9 +75,9 @@ class Handle:
 
     def watch(self) -> CallWatch:
         """The CallWatch for one model call of this job: Stop cancels it."""
-        return CallWatch(self.stop, on_retry=self._on_retry)
+        return CallWatch(self.stop, on_retry=self.on_retry)
 
-    def _on_retry(self, attempt: int, reason: str) -> None:
+    def on_retry(self, attempt: int, reason: str) -> None:
         """Heard of a retry: shown in the status. Never a Stop: the retries announced happen
         (an unreachable endpoint or a hang-up fails the call after them, not at the first)."""
         self.attempt, self.retry_reason = attempt + 1, reason
@@ -100,22 +102,28 @@ class Handle:
         return max(0.05, min(1.0, self.lease_s / 3))
 
     def _beat_loop(self) -> None:
+        """A beat (lease and progress, a write) every interval; between beats, the stop flag is
+        read every STOP_POLL_S, so `jobs stop N` from another process cancels the calls in flight
+        within that (a read: it never waits behind a writer)."""
         self.store.db.conn.keeps_level = True  # the heartbeat's connection: light transactions only
-        while not self.finished.wait(self._interval()):
+        next_beat = time.monotonic() + self._interval()
+        while not self.finished.wait(max(0.0, min(STOP_POLL_S, next_beat - time.monotonic()))):
             try:
-                if sessions.jobs.stop_requested(self.store, self.id):  # a read first: never waits behind a writer
+                if not self.stop.is_set() and sessions.jobs.stop_requested(self.store, self.id):
                     self.stop.set()
+                if time.monotonic() < next_beat:
+                    continue
+                next_beat = time.monotonic() + self._interval()
                 if sessions.jobs.beat(self.store, self.id, lease_s=self.lease_s, done=self.done_n, total=self.total,
                              detail=self.detail, version_id=self.version_id):
                     self.stop.set()
                 for fn in self.on_beat:
                     fn()
+                self.beat_error = None
             except Exception as exc:  # a busy database: the next beat tries again, and the failure is said
                 if self.finished.is_set():
                     break
                 self._beat_failed(exc)
-            else:
-                self.beat_error = None
 
     def _beat_failed(self, exc: BaseException) -> None:
         """One line on stderr when the heartbeat starts failing (not each second of it): the
@@ -211,7 +219,14 @@ def start(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: fl
 
 
 def _json(value: Any) -> Any:
-    return value if isinstance(value, (dict, list, int, float, str, bool)) else None
+    """The work's result as the row keeps it: JSON, else None (e.g. a list of records)."""
+    if not isinstance(value, (dict, list, int, float, str, bool)):
+        return None
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value
 
 
 def handle(store: Store, job_id: int | None) -> Handle | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from agent.batch import BatchAborted, JobResult, run_batch
-from agent.client import ModelClient
+from agent.client import CallWatch, ModelClient
 from agent.engine import Engine, EngineError
 from sessions import experiments
 from sessions import rollouts
@@ -220,10 +220,13 @@ class _Job:
 
 class Rollouts:
     """Runs rollout groups of one episode for `engine` (the caller's Engine: the UI's or
-    the CLI's). `stop` (a threading.Event) halts new rollouts and the ones in flight."""
+    the CLI's). `stop` (a threading.Event: the job's) is every worker's: checked before each
+    rollout and each step (`should_stop`: the job's own check, e.g. `Handle.sync_stop`), and the
+    cancel of every model call in flight (`on_retry` hears their retries), as a run's."""
 
     def __init__(self, engine: Engine, *, concurrency: int = 4, stop: threading.Event | None = None,
-                 on_progress: Callable[[int, int], None] | None = None, max_consecutive_failures: int = 5):
+                 on_progress: Callable[[int, int], None] | None = None, max_consecutive_failures: int = 5,
+                 should_stop: Callable[[], bool] | None = None, on_retry: Callable[[int, str], None] | None = None):
         if engine.store.file == ":memory:":
             raise RolloutError("rollouts need a database file (they run on several connections)")
         if concurrency < 1:
@@ -232,6 +235,8 @@ class Rollouts:
         self.store = engine.store
         self.concurrency = concurrency
         self.stop = stop or threading.Event()
+        self.should_stop = should_stop or self.stop.is_set
+        self.watch = CallWatch(self.stop, on_retry=on_retry)  # shared by the workers' calls
         self.on_progress = on_progress
         self.max_failures = max_consecutive_failures
 
@@ -316,7 +321,7 @@ class Rollouts:
             vid = job.version_id
             if vid is None:
                 vid = self._member(eng, job.group, job.pos)
-            report = eng.run(vid, should_stop=self.stop.is_set)
+            report = eng.run(vid, should_stop=self.should_stop, watch=self.watch)
             if report.error:
                 raise RolloutError(report.error)
             return vid
@@ -339,7 +344,7 @@ class Rollouts:
                 for episode_id in {g.episode_id for g in groups}:
                     eng.envs.forget_env(episode_id)
         stats = [group_stats(self.engine, rollouts.group(self.store, g.id)) for g in groups]
-        return RolloutRun(stats, errors, stopped=self.stop.is_set())
+        return RolloutRun(stats, errors, stopped=self.stop.is_set() or self.should_stop())
 
 
 def group_stats(engine: Engine, group: RolloutGroup) -> GroupStats:
@@ -518,10 +523,11 @@ def whatif_many(engine: Engine, items: Sequence[tuple[int, int]], at: str, edit:
             except EngineError as exc:  # K out of range, or the edit does not apply there
                 item.skipped = str(exc)
             else:
-                run.check()
+                if not run.stopped:  # (stopped: what failed meanwhile is the caller's to say)
+                    run.check()
         out.append(item)
         if on_episode:
             on_episode(item)
-        if kw.get("stop") is not None and kw["stop"].is_set():
+        if kw.get("stop") is not None and (kw["stop"].is_set() or (kw.get("should_stop") or bool)()):
             break
     return out

@@ -18,8 +18,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from agent.client import ModelClient, ModelError, chat_message
-from agent.engine import Engine, EngineError
+from agent.client import CallWatch, ModelClient, ModelError, chat_message
+from agent.engine import Engine, EngineError, StepCancelled
 from agent.rollouts import Effect, Request, whatif
 from envs.registry import family
 from envs.transcript.critic import COMMAND, CriticPrompt
@@ -248,10 +248,11 @@ def plan(engine: Engine, version_id: int, critic: Critic, k: int, n: int) -> Pla
 
 
 def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
-        row: suggestions.Suggestion | None = None) -> suggestions.Suggestion:
+        row: suggestions.Suggestion | None = None, watch: CallWatch | None = None) -> suggestions.Suggestion:
     """Call the critic and record its answer with the reviewed candidates; an answer
-    without candidates raises SuggestError and nothing is written."""
-    text, call = _critic_call(engine, p)
+    without candidates raises SuggestError and nothing is written (`watch`: the job's Stop
+    cancels the call in flight: StepCancelled, nothing is written)."""
+    text, call = _critic_call(engine, p, watch)
     cands = review(engine, p.version_id, parse_answer(text)[:p.k])
     call_id = engine.store.calls.record(p.episode_id, [call])[0]
     if row is None:
@@ -262,14 +263,16 @@ def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
                                      prompt_text=p.sent, response=text, call_id=call_id, candidates=cands)
 
 
-def _critic_call(engine: Engine, p: Plan) -> tuple[str, ModelCall]:
+def _critic_call(engine: Engine, p: Plan, watch: CallWatch | None = None) -> tuple[str, ModelCall]:
     """The critic's answer: a chat endpoint is asked for a JSON object (JSON mode), and
     asked again without it when it refuses the field (a server without JSON mode)."""
     for extra in ((JSON_MODE, None) if p.config.api_style == "chat" else (None,)):
         client = ModelClient(p.config, api_key=engine.api_key, chat_extra=extra)
         try:
-            return client.complete(p.prompt, [], chat_instruction=CRITIC_INSTRUCTION, purpose="critic")
+            return client.complete(p.prompt, [], chat_instruction=CRITIC_INSTRUCTION, purpose="critic", watch=watch)
         except ModelError as exc:
+            if watch is not None and watch.cancel.is_set():
+                raise StepCancelled("the critic call was stopped; nothing was recorded", exc.call) from None
             error = exc.call.error or "failed"
             if extra is None or "response_format" not in error:
                 break
@@ -332,8 +335,13 @@ class Verify:
     temperature: float | None = None
     concurrency: int = 4
     stop: threading.Event = field(default_factory=threading.Event)
+    should_stop: Callable[[], bool] | None = None  # the job's check before each step (default: stop.is_set)
     on_progress: Callable[[int, int], None] | None = None
     on_candidate: Callable[[suggestions.Candidate], None] | None = None
+
+    def stopped(self) -> bool:
+        """The job's Stop, read before each request (`should_stop` sets `stop` when it holds)."""
+        return self.stop.is_set() or bool(self.should_stop and self.should_stop())
 
 
 def sampling_temperature(config: AgentConfig, asked: float | None) -> float:
@@ -349,20 +357,20 @@ def verify(engine: Engine, s: suggestions.Suggestion, how: Verify) -> suggestion
     never redone: each is recorded as it ends); the step's control arm is shared."""
     temp = sampling_temperature(engine.store.versions.config(s.version_id), how.temperature)
     for c in s.candidates:
-        if c.state != "pending" or how.stop.is_set():
+        if c.state != "pending" or how.stopped():
             continue
         k, kind = as_edit(c.kind or "", c.step or 0)
         req = Request(s.version_id, k, s.verify_n, temp, None, RolloutEdit(kind=kind, text=c.text))
         try:
             effect, run = whatif(engine, req, concurrency=how.concurrency, stop=how.stop,
-                                 on_progress=how.on_progress)
+                                 should_stop=how.should_stop, on_progress=how.on_progress)
         except EngineError as exc:  # the edit could not be made from the restored state
             suggestions.record_result(engine.store, c.id, {"proven": False, "verdict": f"does not apply: {exc}"},
                                       state="skipped")
             continue
-        if run.stopped or run.errors:
-            run.check()
+        if run.stopped:
             break
+        run.check()
         suggestions.record_result(engine.store, c.id, result_of(engine, effect, k))
         if how.on_candidate:
             how.on_candidate(suggestions.get(engine.store, s.id).candidates[c.number - 1])
@@ -466,7 +474,8 @@ def suggest_version(engine: Engine, version_id: int, critic: Critic, k: int, how
     p = plan(engine, version_id, critic, k, how.n)
     s = suggestions.find(engine.store, version_id, p.key)
     if s is None or s.state != "asked":
-        s = ask(engine, p, row=s if s is not None and s.state == "asking" else None)
+        how.stopped()  # (a Stop the database holds cancels the critic call before it is sent)
+        s = ask(engine, p, row=s if s is not None and s.state == "asking" else None, watch=CallWatch(how.stop))
     return verify(engine, s, how)
 
 
@@ -513,7 +522,7 @@ def suggest_experiment(engine: Engine, rows: list[tuple[Plan, suggestions.Sugges
     done = []
     for p, s in rows:
         s = suggestions.get(engine.store, s.id)
-        if how.stop.is_set():
+        if how.stopped():
             break
         if s.state != "done":
             if not _free(engine, s, job_id) or not suggestions.claim(engine.store, s.id, job_id, LEASE_S, holder=s.claimed_by):
@@ -521,7 +530,7 @@ def suggest_experiment(engine: Engine, rows: list[tuple[Plan, suggestions.Sugges
             try:
                 if s.state == "asking":
                     try:
-                        s = ask(engine, p, row=s)
+                        s = ask(engine, p, row=s, watch=CallWatch(how.stop))
                     except SuggestError as exc:  # recorded: the table says why, a rerun does not pay again
                         s = suggestions.record_answer(engine.store, s.id, prompt_label=p.template.label,
                                                       prompt_hash=p.template.hash, prompt_text=p.sent,

@@ -65,7 +65,8 @@ def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> j
 
     def work(h: jobs.Handle) -> dict[str, Any]:
         w = Engine(Store(path, create=False), api_key=api_key)
-        how = suggest.Verify(n=n, stop=h.stop, on_progress=lambda done, total: h.progress(done=done, total=total))
+        how = suggest.Verify(n=n, stop=h.stop, should_stop=h.sync_stop,
+                             on_progress=lambda done, total: h.progress(done=done, total=total))
         try:
             return suggest.report(suggest.suggest_version(w, vid, suggest.Critic(model=critic_model or None), k, how))
         finally:
@@ -218,7 +219,7 @@ def _start_experiment(eng: Engine, exp_id: int, k: int, n: int, limit: int | Non
         try:
             _, rows = suggest.experiment_rows(w, exp_id, critic, k, n, limit)
             h.progress(done=0, total=len(rows))
-            how = suggest.Verify(n=n, stop=h.stop,
+            how = suggest.Verify(n=n, stop=h.stop, should_stop=h.sync_stop,
                                  on_progress=lambda done, total: h.progress(detail=f"{done}/{total} rollouts"))
             done = suggest.suggest_experiment(w, rows, critic, how, h.id,
                                               lambda s: h.progress(done=h.done_n + 1, total=len(rows)))

@@ -88,7 +88,7 @@ def _start(eng: Engine, req: Request, concurrency: int, tab: str) -> jobs.Handle
 
     def work(h: jobs.Handle) -> dict[str, Any]:
         w = Engine(Store(path, create=False), api_key=api_key)
-        kw: dict[str, Any] = dict(concurrency=concurrency, stop=h.stop,
+        kw: dict[str, Any] = dict(concurrency=concurrency, stop=h.stop, should_stop=h.sync_stop, on_retry=h.on_retry,
                                   on_progress=lambda done, total: h.progress(done=done, total=total))
         try:
             run = whatif(w, req, **kw)[1] if req.edit else resample(w, req, **kw)

@@ -111,6 +111,24 @@ class JobStopped(Exception):
     """The command's job was stopped (Stop, `jobs stop N`, Ctrl-C): one line, exit STOPPED_EXIT."""
 
 
+def run_job(store: Any, kind: str, work: Callable[[Any], Any], stopped: Callable[[Any], str], **row: Any) -> Any:
+    """`work(handle)` as a job run here (`agent.jobs.run_here`). A job that was stopped ends
+    the command with JobStopped(`stopped(result)`) - result None when the work ended in an
+    exception (a call cancelled in flight) - so every stopped command exits STOPPED_EXIT."""
+    from agent import jobs
+
+    held: list = []
+    try:
+        result = jobs.run_here(store, kind, lambda h: held.append(h) or work(h), **row)
+    except Exception:
+        if held and held[0].stop.is_set():
+            raise JobStopped(stopped(None)) from None
+        raise
+    if held and held[0].stop.is_set():
+        raise JobStopped(stopped(result))
+    return result
+
+
 def regular_file(path, what: str, *, may_be_missing: bool = False):
     """A path the user named, checked before it is opened (react_editor.args.regular_file):
     for the families' command groups, which get this module as their helpers."""

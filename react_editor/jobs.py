@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("jobs", help="running and recent jobs (steps, runs, rollouts, experiments); "
                                                "`jobs stop N` stops one"))
     jsub = p.add_subparsers(dest="jobs_command", required=False, metavar="SUBCOMMAND")
-    s = add_common(jsub.add_parser("stop", help="stop job N (it ends within one model call)"))
+    s = add_common(jsub.add_parser("stop", help="stop job N (its model calls in flight are cancelled)"))
     s.add_argument("job", type=int, help="the job's number (first column of `react-editor jobs`)")
     p.set_defaults(func=cmd_jobs)
     s.set_defaults(func=cmd_stop)
@@ -70,5 +70,5 @@ def cmd_stop(args: argparse.Namespace) -> int:
         job = sessions.jobs.request_stop(store, args.job)
     finally:
         store.close()
-    emit(args, job.as_json(), f"job {job.id} ({job.kind}) is stopping: it ends within one model call")
+    emit(args, job.as_json(), f"job {job.id} ({job.kind}) is stopping: its model calls in flight are cancelled")
     return 0

@@ -9,6 +9,7 @@ with a non-zero exit code.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 from react_editor import common, confirm, core, exchange, experiment, jobs, launch, search, whatif
@@ -54,7 +55,13 @@ def _command_word(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv is None:  # the process's own command (`react-editor`, `python -m react_editor`)
+        code = main(sys.argv[1:])
+        # the process ends now: its last garbage collection would walk every object left, a
+        # second after a HotpotQA run or a stopped job (benchmarks/stop_latency.py): not done
+        gc.freeze()
+        return code
+    argv = list(argv)
     problem = argv_problem(argv)  # before argparse: its own messages would echo the bad bytes
     if problem:
         return fail(problem)

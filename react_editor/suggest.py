@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor.common import CliError, add_common, check_url, emit, progress, regular_file, rollout_progress
+from react_editor.common import (CliError, add_common, check_url, emit, progress, regular_file, rollout_progress,
+                                 run_job)
 from react_editor.core import episode_ref, open_engine, version_of
 
 
@@ -56,8 +57,8 @@ def _how(args: argparse.Namespace, h=None):
     if args.concurrency < 1:
         raise CliError(f"the concurrency must be at least 1 (got {args.concurrency})")
     how = Verify(n=args.verify, temperature=args.temperature, concurrency=args.concurrency, on_progress=on_progress)
-    if h is not None:
-        how.stop = h.stop
+    if h is not None:  # the job's Stop: read in the database before each request, and cancels those in flight
+        how.stop, how.should_stop = h.stop, h.sync_stop
     return how
 
 
@@ -102,7 +103,6 @@ def _show_prompt(args: argparse.Namespace, engine, vid: int) -> int:
 
 
 def _suggest(args: argparse.Namespace, engine, vid: int) -> int:
-    from agent import jobs
     from agent.suggest import report, suggest_version
 
     critic = _critic(args)
@@ -112,10 +112,15 @@ def _suggest(args: argparse.Namespace, engine, vid: int) -> int:
     def work(h):
         return suggest_version(engine, vid, critic, args.candidates, _how(args, h))
 
-    s = jobs.run_here(engine.store, "suggest", lambda h: report(work(h)), episode_id=ep, version_id=vid,
-                      target=f"suggest for v{vid}")
+    s = run_job(engine.store, "suggest", lambda h: report(work(h)), _stopped, episode_id=ep, version_id=vid,
+                target=f"suggest for v{vid}")
     emit(args, s, lambda: _text(s))
     return 0
+
+
+def _stopped(result) -> str:
+    """What a stopped `suggest` keeps (the critic's answer and each candidate verified so far)."""
+    return "the critic's answer and the candidates verified so far are kept - run the same command again to continue"
 
 
 def _text(data: dict) -> str:
@@ -154,7 +159,6 @@ def _dismiss(args: argparse.Namespace, engine, vid: int) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from agent import jobs
     from agent.suggest import experiment_report, experiment_rows, failure_row, suggest_experiment
 
     if args.episode is not None or args.version is not None:
@@ -184,8 +188,8 @@ def _experiment(args: argparse.Namespace) -> int:
         done = suggest_experiment(engine, rows, critic, _how(args, h), h.id, on_failure)
         return experiment_report(engine, exp_id, [failure_row(engine, s) for s in done])
 
-    data = jobs.run_here(engine.store, "suggest", work, experiment_id=exp_id,
-                         target=f"suggest for the failures of {args.experiment}")
+    data = run_job(engine.store, "suggest", work, _stopped, experiment_id=exp_id,
+                   target=f"suggest for the failures of {args.experiment}")
     if len(data["failures"]) < len(rows) or any(r["state"] != "done" for r in data["failures"]):
         progress("warning: some failures are unfinished or held by another job - run the same command again")
     if args.accept_all_proven:

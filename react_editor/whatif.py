@@ -10,7 +10,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any
 
-from react_editor.common import CliError, JobStopped, add_common, emit, progress, rollout_progress, version_ref, version_refs
+from react_editor.common import (CliError, JobStopped, add_common, emit, progress, rollout_progress, run_job, version_ref,
+                                 version_refs)
 from react_editor.core import check_model_flags, model_flags, open_engine, version_of
 
 
@@ -90,29 +91,39 @@ def _ctrl_c_stops(stop: threading.Event):
         signal.signal(signal.SIGINT, old)
 
 
-def _as_job(engine, kind: str, vid: int, target: str, work):
+def _as_job(engine, kind: str, work, **row):
     """The rollouts as a job of the database (`react-editor jobs` lists it, `jobs stop N`
-    stops it); its stop event is the one Ctrl-C sets."""
-    from agent import jobs
+    stops it); its stop event is the one Ctrl-C sets. Stopped: one line, exit 130."""
+    if "version_id" in row:
+        row["episode_id"] = engine.store.versions.get(row["version_id"]).episode_id
+    return run_job(engine.store, kind, work, _stopped, **row)
 
-    ep = engine.store.versions.get(vid).episode_id
-    return jobs.run_here(engine.store, kind, work, episode_id=ep, version_id=vid, target=target)
+
+def _stopped(result) -> str:
+    """What a stopped rollouts command keeps, and how to go on."""
+    run = result[1] if isinstance(result, tuple) else result
+    if not hasattr(run, "stats"):
+        return "the finished rollouts are kept - run the same command again to continue"
+    failed = f" ({len(run.errors)} failed)" if run.errors else ""
+    return f"{sum(s.n for s in run.stats)} finished rollout(s) are kept{failed} - run the same command again to continue"
 
 
-def _kw(args: argparse.Namespace, stop: threading.Event, h=None) -> dict[str, Any]:
-    """Runner options; progress only on a terminal (when not watched, stderr stays one
-    line: the error, if any)."""
-    return {"concurrency": args.concurrency, "on_progress": rollout_progress(h), "stop": stop}
+def _kw(args: argparse.Namespace, stop: threading.Event, h) -> dict[str, Any]:
+    """Runner options: the job's Stop (checked in the database before each step, as a run's;
+    the cancel of every call in flight); progress only on a terminal (when not watched,
+    stderr stays one line: the error, if any)."""
+    return {"concurrency": args.concurrency, "on_progress": rollout_progress(h), "stop": stop,
+            "should_stop": h.sync_stop, "on_retry": h.on_retry}
 
 
 def _check(run) -> None:
-    """Warnings, then the one-line error when rollouts failed or were interrupted."""
+    """Warnings, then one line: stopped (exit 130, whatever failed meanwhile), or the error
+    when rollouts failed."""
     for w in run.warnings:
         progress(f"warning: {w}")
-    run.check()
     if run.stopped:
-        kept = sum(s.n for s in run.stats)
-        raise JobStopped(f"{kept} finished rollout(s) are kept - run the same command again to continue")
+        raise JobStopped(_stopped(run))
+    run.check()
 
 
 def _rate(stats) -> str:
@@ -157,7 +168,7 @@ def cmd_resample(args: argparse.Namespace) -> int:
                                             settings=settings), **_kw(args, stop, h))
 
     ref = version_ref(engine.store, vid)  # (EP:N, as people type it)
-    run = _as_job(engine, "resample", vid, f"resample @{args.step} of {ref}", work)
+    run = _as_job(engine, "resample", work, version_id=vid, target=f"resample @{args.step} of {ref}")
     _check(run)
     stats = run.stats[0]
 
@@ -188,7 +199,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             return whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args), settings),
                           **_kw(args, stop, h))
 
-    effect, run = _as_job(engine, "whatif", vid, f"what-if @{k} of {version_ref(engine.store, vid)}", work)
+    effect, run = _as_job(engine, "whatif", work, version_id=vid, target=f"what-if @{k} of {version_ref(engine.store, vid)}")
     _check(run)
     emit(args, effect.as_json(), lambda: _effect_text(effect))
     return 0
@@ -224,11 +235,13 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             progress(f"episode {item.episode}: {item.skipped or 'done'}")
 
-    with _ctrl_c_stops(threading.Event()) as stop:
-        results = whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
-                              max_steps=args.max_steps, settings=settings, on_episode=report, **_kw(args, stop))
-    if stop.is_set():
-        raise JobStopped("the finished rollouts are kept - run the same command again to continue")
+    def work(h):
+        with _ctrl_c_stops(h.stop) as stop:
+            return whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
+                               max_steps=args.max_steps, settings=settings, on_episode=report, **_kw(args, stop, h))
+
+    results = _as_job(engine, "whatif", work,
+                      target=f"what-if over the {'failures' if args.where else 'episodes'} of {args.experiment}")
     ran = [r.effect for r in results if r.effect is not None]
     try:
         pool, why = pooled(ran), None

@@ -149,7 +149,7 @@ def stop_requested(store: Store, job_id: int) -> bool:
 
 
 def request_stop(store: Store, job_id: int) -> Job:
-    """Raise the job's stop flag; its runner stops within one model call."""
+    """Raise the job's stop flag; its runner cancels its model calls in flight and ends."""
     job = get(store, job_id)
     if job.active:
         with store.transaction():

@@ -37,6 +37,8 @@ class Reply:
     prompt_tokens / completion_tokens / cached_tokens override the usage numbers;
     usage=False omits `usage`; cached_tokens=None omits `prompt_tokens_details`.
     hang_up     close the connection without answering (a server that hangs up).
+    hang        never answer: hold the request until the server stops or is reset (a server
+                that never answers, whatever the client's timeout).
     """
 
     text: str = ""
@@ -55,6 +57,7 @@ class Reply:
     usage: bool = True
     headers: dict[str, str] = field(default_factory=dict)
     hang_up: bool = False
+    hang: bool = False
 
     def __post_init__(self) -> None:
         # a responder that wraps a Reply in a Reply made the server hang up in silence, and the
@@ -336,6 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
             reply = self.llm._next_item(body)
         except Exception as exc:  # a broken responder must show up in the test
             return self._error(500, f"scripted responder failed: {exc!r}")
+        if reply.hang:  # never answers: held until stop/reset, then hung up
+            self.llm._cancel.wait()
+            return
         if reply.delay_s and self.llm._cancel.wait(reply.delay_s):
             return  # reset/stop while sleeping: just hang up
         if reply.hang_up:

@@ -179,6 +179,35 @@ def test_stop_halts_the_suggest_job_and_running_again_continues(toy, monkeypatch
     assert [c.state for c in suggestions.latest(toy.store, 1).candidates] == ["verified", "verified"]
 
 
+def test_stop_cancels_the_critic_call_in_flight(toy, monkeypatch):
+    """Issue 38: Stop while the critic call hangs (a server that never answers) ends the job
+    at once: the call is cancelled, nothing is recorded, no request leaves after it. The 30 s
+    wait only guards a hang (before the fix the critic call waited for its timeout, retried
+    and failed)."""
+    from sessions import jobs
+    from tests.scripted_server import Reply
+
+    fail_episode(toy)
+    toy.llm.requests.clear()
+    toy.llm.set_responder(lambda body: Reply(hang=True))
+    at = open_editor(toy, monkeypatch, 1)
+    ok(at.button(key="sg_run_1").click().run())
+    job = at.session_state["suggest_job"]
+    deadline = time.time() + 30
+    while not toy.llm.completion_requests and time.time() < deadline:
+        time.sleep(0.02)
+    stopped_at = time.monotonic()
+    ok(at.button(key="sg_stop").click().run())
+    assert job.finished.wait(30), "Stop waited for the critic's answer"
+    assert [r for r in toy.llm.completion_requests if r.received_at > stopped_at] == []
+    assert len(toy.llm.completion_requests) == 1
+    assert jobs.get(toy.store, job.id).state == "stopped"
+    latest = suggestions.latest(toy.store, 1)
+    assert latest is None or not latest.candidates  # no answer recorded
+    at = ok(at.run())
+    assert any("stopped" in e.value for e in at.error)
+
+
 def _drawn(at: AppTest) -> list[str]:
     """Step captions ('Step N') and card headers ('#R · step N · ...'), in the order drawn."""
     import re

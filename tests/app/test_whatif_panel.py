@@ -94,6 +94,34 @@ def test_whatif_panel_stop_keeps_finished_and_run_again_continues(app):
     assert "resample: 6/6 success, 95% CI 61-100%" in texts(at)
 
 
+def test_stop_cancels_the_rollouts_calls_in_flight(app):
+    """Issue 38: Stop in the panel while every call hangs (a server that never answers) ends
+    the job - the calls in flight are cancelled - and no request leaves after it. The 30 s wait
+    only guards a hang (before the fix, the job waited for its calls' timeout and retries)."""
+    from sessions import jobs
+
+    toy, make = app
+    ep, v = _won(toy)
+    toy.llm.requests.clear()
+    toy.llm.set_responder(lambda body: Reply(hang=True))
+    at = make("editor", episode=ep.id)
+    _open_edit(at, v.id, 2)
+    at.number_input(key=f"wi_n_{v.id}_2").set_value(4)
+    at.number_input(key=f"wi_conc_{v.id}_2").set_value(2)
+    click(at, f"wi_run_{v.id}_2")
+    deadline = time.time() + 30
+    while len(toy.llm.completion_requests) < 2 and time.time() < deadline:
+        time.sleep(0.02)
+    h = at.session_state["whatif_job"].handle
+    stopped_at = time.monotonic()
+    click(at, "wi_stop")
+    assert h.finished.wait(30), "Stop waited for the calls in flight"
+    assert [r for r in toy.llm.completion_requests if r.received_at > stopped_at] == []
+    assert jobs.get(toy.store, h.id).state == "stopped"
+    (g,) = rollouts.groups(toy.store, ep.id)
+    assert all(toy.store.versions.get(m).status == "stopped" for m in g.members.values())
+
+
 def test_rate_rows_chart_and_group_nodes(toy, tmp_path):
     toy.llm.push(" think: go", *[" go to shelf 1"] * 3)
     from tests.engine_scripts import cfg
