@@ -350,13 +350,38 @@ class Episodes:
         """Episodes with at least one version of this outcome (success, failure, unfinished)."""
         return {r[0] for r in self._database.db.execute(f"select episode_id from versions where {_OUTCOME_SQL[outcome]}")}
 
+    def passing(self, episode_ids: Iterable[int], *, env: str | None = None, outcome: str | None = None,
+                signal: str | None = None) -> set[int]:
+        """Which of `episode_ids` are of `env`, have a version of `outcome` and may carry
+        `signal` (a superset, as `flagged`): search's filters, asked of its hits' episodes."""
+        db, out = self._database.db, set()
+        wanted = sorted(set(episode_ids))
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            ids = ",".join(str(int(e)) for e in chunk)
+            kept = set(chunk)
+            if env:
+                kept &= {r[0] for r in db.execute(
+                    f"select e.id from episodes e join tasks t on t.id = e.task_id where e.id in ({ids}) and t.env = ?", [env])}
+            if outcome:
+                kept &= {r[0] for r in db.execute(
+                    f"select distinct episode_id from versions where episode_id in ({ids}) and {_OUTCOME_SQL[outcome]}")}
+            if signal:
+                sql, params = self._flagged_sql(signal)
+                kept &= {r[0] for r in db.execute(f"{sql} and episode_id in ({ids})", params)}
+            out |= kept
+        return out
+
+    @staticmethod
+    def _flagged_sql(signal: str) -> tuple[str, list[Any]]:
+        if signal == STEP_LIMIT:
+            return "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
+        return "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
+
     def flagged(self, signal: str) -> set[int]:
         """Episodes that may carry `signal` (a superset: a flagged step, or a version ended
         at its limit); `EpisodeTree.signals` decides per version."""
-        if signal == STEP_LIMIT:
-            sql, params = "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
-        else:
-            sql, params = "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
+        sql, params = self._flagged_sql(signal)
         return {r[0] for r in self._database.db.execute(sql, params)}
 
     # ------------------------------------------------------------------ bulk reads (export)
