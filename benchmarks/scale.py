@@ -101,6 +101,16 @@ def search_times(db: Path, runs: int) -> dict:
             "max_ms": round(times[-1], 1)}
 
 
+def _child(*argv: str) -> str:
+    """This script in a child process (its last stdout line): the parent stays small, since a
+    child's peak memory counts the memory of the process it was started from."""
+    proc = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv}: {proc.stderr[-500:]}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def measure(db: Path, rollout_ep: int, runs: int) -> dict:
     commands = {
         "episodes": ["episodes"],
@@ -114,7 +124,7 @@ def measure(db: Path, rollout_ep: int, runs: int) -> dict:
         "search": ["search", "mug"],
     }
     return {"cli": {name: timed_cli(db, argv, runs) for name, argv in commands.items()},
-            "search": search_times(db, runs)}
+            "search": json.loads(_child("--search", str(db), "--runs", str(runs)))}
 
 
 def main() -> None:
@@ -124,7 +134,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keep", default=None, help="keep the databases here")
     ap.add_argument("--reuse", action="store_true", help="with --keep: use the databases already there")
+    ap.add_argument("--build", default=None, help=argparse.SUPPRESS)  # (a child's work: DB)
+    ap.add_argument("--search", default=None, help=argparse.SUPPRESS)  # (a child's work: DB)
     args = ap.parse_args()
+    if args.build:
+        build(Path(args.build), max(1, int(args.sizes) // 2))
+        print(add_rollouts(Path(args.build), args.rollouts))
+        return
+    if args.search:
+        print(json.dumps(search_times(Path(args.search), args.runs)))
+        return
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
@@ -135,8 +154,7 @@ def main() -> None:
             for p in (db, meta):
                 p.unlink(missing_ok=True)
             t0 = time.perf_counter()
-            build(db, max(1, size // 2))
-            ep = add_rollouts(db, args.rollouts)
+            ep = int(_child("--build", str(db), "--sizes", str(size), "--rollouts", str(args.rollouts)))
             meta.write_text(json.dumps({"rollout_episode": ep, "build_s": round(time.perf_counter() - t0, 1)}))
         info = json.loads(meta.read_text())
         out = {"build_s": info["build_s"], "db_mb": round(db.stat().st_size / 2**20, 1),
