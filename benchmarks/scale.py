@@ -8,8 +8,10 @@ a branch at step 15, so two versions per episode) plus one episode with a rollou
   person waits for, each in a fresh process as typed: `episodes`, `episodes --json`,
   `versions EP` of a bulk episode and of the rollout episode, `show EP`, `jobs`,
   `experiment list`, `search WORD`;
-- search: p50 / p90 / max (ms) of `sessions.search.search` in-process over the query mix of
-  `benchmarks/search.py`, each query `--runs` times;
+- search: p50 / p90 / max (ms) of `sessions.search.search` in-process over a query mix like
+  `benchmarks/search.py`'s, each query `--runs` times;
+- app: each page's script CPU per rerun (ms) and its first open, through streamlit's AppTest:
+  Episodes, Versions of a bulk episode and of the rollout episode, Experiments;
 and, last, `growth`: each figure at the largest size over the same figure at the smallest.
 Prints a table per size and, LAST, one JSON object.
 
@@ -31,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _app_timing import ScriptCPU, share_script_cache  # noqa: E402,I001  (before _root, like _bulk)
 from _bulk import build  # noqa: E402,I001  (before _root, which takes this folder off sys.path)
 from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
@@ -101,6 +104,34 @@ def search_times(db: Path, runs: int) -> dict:
             "max_ms": round(times[-1], 1)}
 
 
+def app_times(db: Path, rollout_ep: int, runs: int) -> dict:
+    """Script CPU (ms, median of `runs` reruns after a first open) of each app page a person
+    opens on this store, in-process through streamlit's AppTest (benchmarks/ui.py's method)."""
+    os.environ["REACT_EDITOR_DB"] = str(db)
+    from streamlit.testing.v1 import AppTest
+
+    share_script_cache()
+    cpu = ScriptCPU()
+    pages = {"episodes": ("episodes", {}), "versions (bulk episode)": ("versions", {"episode": 1}),
+             "versions (1,000 rollouts)": ("versions", {"episode": rollout_ep}), "experiments": ("experiments", {})}
+    out = {}
+    for name, (page, query) in pages.items():
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+        at.switch_page(f"app_pages/{page}.py")
+        for k, v in query.items():
+            at.query_params[k] = str(v)
+        t0 = time.perf_counter()
+        at.run()
+        first = (time.perf_counter() - t0) * 1000
+        if at.exception:
+            raise SystemExit(f"{name}: {at.exception}")
+        cpu.runs.clear()
+        for _ in range(runs):
+            at.run()
+        out[name] = {"rerun_cpu_ms": round(statistics.median(cpu.runs), 1), "first_open_ms": round(first, 1)}
+    return out
+
+
 def _child(*argv: str) -> str:
     """This script in a child process (its last stdout line): the parent stays small, since a
     child's peak memory counts the memory of the process it was started from."""
@@ -124,7 +155,8 @@ def measure(db: Path, rollout_ep: int, runs: int) -> dict:
         "search": ["search", "mug"],
     }
     return {"cli": {name: timed_cli(db, argv, runs) for name, argv in commands.items()},
-            "search": json.loads(_child("--search", str(db), "--runs", str(runs)))}
+            "search": json.loads(_child("--search", str(db), "--runs", str(runs))),
+            "app": json.loads(_child("--app", str(db), "--rollout-episode", str(rollout_ep), "--runs", str(runs)))}
 
 
 def main() -> None:
@@ -136,6 +168,8 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="with --keep: use the databases already there")
     ap.add_argument("--build", default=None, help=argparse.SUPPRESS)  # (a child's work: DB)
     ap.add_argument("--search", default=None, help=argparse.SUPPRESS)  # (a child's work: DB)
+    ap.add_argument("--app", default=None, help=argparse.SUPPRESS)  # (a child's work: DB)
+    ap.add_argument("--rollout-episode", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build:
         build(Path(args.build), max(1, int(args.sizes) // 2))
@@ -143,6 +177,9 @@ def main() -> None:
         return
     if args.search:
         print(json.dumps(search_times(Path(args.search), args.runs)))
+        return
+    if args.app:
+        print(json.dumps(app_times(Path(args.app), args.rollout_episode, args.runs)))
         return
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -166,6 +203,9 @@ def main() -> None:
         s = out["search"]
         print(f"  search in-process              p50 {s['p50_ms']} ms  p90 {s['p90_ms']} ms  max {s['max_ms']} ms",
               file=sys.stderr)
+        for name, r in out["app"].items():
+            print(f"  app: {name:25s} rerun cpu {r['rerun_cpu_ms']:7.1f} ms  first open {r['first_open_ms']:8.1f} ms",
+                  file=sys.stderr)
     sizes = list(results)
     if len(sizes) > 1:
         lo, hi = results[sizes[0]], results[sizes[-1]]
@@ -173,6 +213,8 @@ def main() -> None:
             **{name: round(hi["cli"][name]["ms"] / lo["cli"][name]["ms"], 2) for name in lo["cli"]},
             "search_p50": round(hi["search"]["p50_ms"] / lo["search"]["p50_ms"], 2),
             "search_p90": round(hi["search"]["p90_ms"] / lo["search"]["p90_ms"], 2),
+            **{f"app {name}": round(hi["app"][name]["rerun_cpu_ms"] / lo["app"][name]["rerun_cpu_ms"], 2)
+               for name in lo["app"]},
         }
     print(json.dumps(results))
 
