@@ -282,6 +282,10 @@ class Episodes:
         )
         return [_episode_summary(r) for r in self._database.db.execute(sql, params)]
 
+    def empty(self) -> bool:
+        """True when the store holds no episode (one row read, whatever its size)."""
+        return self._database.db.execute("select 1 from episodes limit 1").fetchone() is None
+
     def count(self, *, env: str | None = None, task_type: str | None = None, outcome: str | None = None,
               edited: bool | None = None, among: Iterable[int] | None = None) -> int:
         """How many episodes `list` would give with these filters and no page."""
