@@ -65,7 +65,7 @@ def option_inputs(env: str) -> dict:
     return family(env).env_options(values)
 
 
-with st.expander("Start a new episode", expanded=not store.episodes.ids()):
+with st.expander("Start a new episode", expanded=store.episodes.empty()):
     d = state.defaults()
     c = st.columns(3)
     env = c[0].selectbox("Environment", list(kinds()), key="new_env")
@@ -154,7 +154,7 @@ rows = rows[:shown_max]
 if f_label != "all":
     rows = [r for r in rows if has_label(store, r["current_version"], f_label)]
 if not rows:
-    st.caption("No episodes match." if store.episodes.ids() else "No episodes yet: start one above.")
+    st.caption("No episodes yet: start one above." if store.episodes.empty() else "No episodes match.")
 else:
     edits = edit_counts(store, [r["episode"] for r in rows])
     table = [episode_row(r, edits.get(r["episode"], 0)) for r in rows]

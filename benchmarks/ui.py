@@ -27,6 +27,7 @@ from pathlib import Path
 
 # benchmarks/alfworld.py would shadow the alfworld package: drop this script's folder
 import _experiments_db  # noqa: E402,I001  (before _root, like _bulk)
+from _app_timing import ScriptCPU, share_script_cache  # noqa: E402
 from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
 STEPS = 50
@@ -87,38 +88,6 @@ def shown_obs(at) -> int:
     """Observations on the page: the live steps' text elements and the earlier steps' block."""
     return (sum(1 for t in at.text if t.value.startswith("Obs "))
             + sum(h.proto.body.count('<div class="ov-line">Obs ') for h in at.get("html")))
-
-
-def share_script_cache() -> None:
-    """AppTest compiles the page scripts afresh on every run (a new ScriptCache per run); a
-    server compiles them once and keeps the bytecode. One shared cache measures what a
-    server does on a rerun."""
-    import streamlit.testing.v1.app_test as app_test
-    import streamlit.testing.v1.local_script_runner as local
-    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-
-    shared = ScriptCache()
-    app_test.ScriptCache = local.ScriptCache = lambda: shared
-
-
-class ScriptCPU:
-    """The CPU time of each script run's thread (ms): what the page itself costs, which
-    the other processes of a busy machine barely move (wall time does)."""
-
-    def __init__(self) -> None:
-        from streamlit.runtime.scriptrunner import script_runner
-
-        self.runs: list[float] = []
-        run = script_runner.ScriptRunner._run_script
-
-        def timed_run(runner, *args, **kwargs):
-            t = time.thread_time()
-            try:
-                return run(runner, *args, **kwargs)
-            finally:
-                self.runs.append((time.thread_time() - t) * 1000)
-
-        script_runner.ScriptRunner._run_script = timed_run
 
 
 def timed(fn) -> float:

@@ -9,6 +9,7 @@ from typing import Any
 
 from react_editor.common import (CliError, JobStopped, add_common, db_path, emit, env_kinds, later, progress,
                                  version_ref, write_exact)
+from react_editor.paging import add_page_flags
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -83,6 +84,7 @@ def _register_versions(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--edited", action="store_true", default=None)
     p.add_argument("--signal", choices=SIGNALS, default=None, help="only episodes whose current version carries it")
     p.add_argument("--all-versions", action="store_true", help="with --signal: any version carries it")
+    add_page_flags(p, 50, "episodes")
     p.set_defaults(func=cmd_episodes)
 
     p = add_common(sub.add_parser("edit", help="edit step K of a version (a new version; the old one stays)"))
@@ -603,25 +605,29 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
+    from react_editor.paging import page_of, say_page
     from sessions.store import Store
 
     store = Store(db_path(args), readonly=True)
-    rows = store.episodes.list(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited)
+    among = None
     if args.signal:
         from sessions.search import episodes_with_signal
 
-        keep = set(episodes_with_signal(store, args.signal, all_versions=args.all_versions))
-        rows = [r for r in rows if r["episode"] in keep]
+        among = episodes_with_signal(store, args.signal, all_versions=args.all_versions)
     elif args.all_versions:
         raise CliError("--all-versions goes with --signal")
+    filters = dict(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited, among=among)
+    rows, page = page_of(store.episodes.list(**filters, limit=args.limit, offset=args.offset),
+                         args.limit, args.offset, store.episodes.count(**filters))
     from sessions.jobs import version_words
 
     words = version_words(store, rows, key="current_version")  # the current version's, as the app says
     for r in rows:
         r["state"] = words.get(r["current_version"], "open")
+    note = say_page(args.json, page, "episodes")
     emit(args, rows, lambda: "\n".join(
-        f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
-        for r in rows) or "(no episodes)")
+        [f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
+         for r in rows] + ([note] if note else [])) or "(no episodes)")
     return 0
 
 

@@ -8,6 +8,7 @@ import sys
 
 from react_editor.common import CliError, JobStopped, add_common, db_path, emit, env_kinds
 from react_editor.core import config_from_args, env_option_flags, env_options_from, model_flags
+from react_editor.paging import add_page_flags, page_of, say_page
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _batch_flags(s)
     s.set_defaults(func=cmd_resume)
 
-    s = add_common(xsub.add_parser("list", help="all experiments"))
+    s = add_common(xsub.add_parser("list", help="the experiments, oldest first"))
+    add_page_flags(s, 50, "experiments")
     s.set_defaults(func=cmd_list)
 
     s = add_common(xsub.add_parser("compare", help="two experiments, paired over their common tasks"))
@@ -226,8 +228,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     from agent import experiment
     from sessions import experiments
 
-    rows = _with_store(args, lambda st: [experiment.summary(st, e.id) for e in experiments.list_all(st)])
-    emit(args, rows, lambda: "\n".join(_text(r) for r in rows) or "(no experiments)")
+    def page(st):
+        found = experiments.list_all(st)
+        shown, pg = page_of(found[args.offset:], args.limit, args.offset, len(found))
+        return [experiment.summary(st, e.id) for e in shown], pg  # (a summary reads items: the page's only)
+
+    rows, pg = _with_store(args, page)
+    note = say_page(args.json, pg, "experiments")
+    emit(args, rows, lambda: "\n".join([_text(r) for r in rows] + ([note] if note else [])) or "(no experiments)")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from react_editor.common import CliError, add_common, db_path, emit, env_kinds, version_refs
+from react_editor.paging import add_page_flags, page_of, say_page
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS
 
@@ -16,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", choices=env_kinds(), default=None)
     p.add_argument("--outcome", choices=OUTCOME_FILTERS, default=None, help="the version's automatic outcome")
     p.add_argument("--signal", choices=SIGNALS, default=None, help="only versions carrying this signal")
-    p.add_argument("--limit", type=int, default=None, help="at most this many hits (default 20)")
+    add_page_flags(p, 20, "hits")
     p.set_defaults(func=cmd_search)
 
 
@@ -30,15 +31,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     from sessions.search import search
     from sessions.store import Store
 
-    limit = {} if args.limit is None else {"limit": args.limit}
     store = Store(db_path(args), readonly=True)
-    hits = search(store, args.query, env=args.env, outcome=args.outcome, signal=args.signal, **limit)
-    rows = [h.as_json() for h in hits]
+    hits = search(store, args.query, env=args.env, outcome=args.outcome, signal=args.signal,
+                  limit=args.offset + args.limit + 1)  # one more than the page: are there more?
+    shown, page = page_of(hits[args.offset:], args.limit, args.offset)
+    rows = [h.as_json() for h in shown]
     ref = version_refs(store)
     for r in rows:  # people read EP:N (the per-episode number); `version` stays the global id
         r["ref"] = ref(r["version"], r["episode"])
         r["number"] = int(r["ref"].partition(":")[2])
+    note = say_page(args.json, page, "hits")
     emit(args, rows, lambda: "\n".join(
-        f"{r['ref']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"
-        f"{' '.join(r['snippet'].split())}" for r in rows) or "(no matches)")
+        [f"{r['ref']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"
+         f"{' '.join(r['snippet'].split())}" for r in rows] + ([note] if note else [])) or "(no matches)")
     return 0

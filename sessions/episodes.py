@@ -32,6 +32,9 @@ _OUTCOME_SQL = {  # a version's automatic outcome, as search filters it
     "failure": "coalesce(json_extract(outcome, '$.done'), 0) = 1 and coalesce(json_extract(outcome, '$.success'), 0) != 1",
     "unfinished": "coalesce(json_extract(outcome, '$.done'), 0) = 0",
 }
+# an episode a person changed: a step they wrote, or a version made by an edit
+_EDITED_SQL = ("(exists (select 1 from steps s where s.episode_id = e.id and s.source = 'human') "
+               "or exists (select 1 from versions v3 where v3.episode_id = e.id and v3.edits is not null))")
 
 
 # a config's (JSON, key) by its fields' values (scalars: the values say the JSON), so the
@@ -254,17 +257,19 @@ class Episodes:
         return [r[0] for r in self._database.db.execute(sql + " order by e.id", params)]
 
     def list(self, *, env: str | None = None, task_type: str | None = None, outcome: str | None = None,
-             edited: bool | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """Summaries for the Episodes page / `react-editor episodes`: one dict per episode
-        with its current version's outcome and the episode's edit count. `outcome`:
-        "success" | "failure" | "unfinished"."""
-        where, params = [], []
-        if env:
-            where.append("t.env = ?")
-            params.append(env)
-        if task_type:
-            where.append("t.type = ?")
-            params.append(task_type)
+             edited: bool | None = None, limit: int | None = None, offset: int = 0,
+             among: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        """Summaries for the Episodes page / `react-editor episodes`, newest first: one dict per
+        episode with its current version's outcome and the episode's edit count. `outcome`:
+        "success" | "failure" | "unfinished"; `among`: only these episode ids. Every filter and
+        the page (`limit`, `offset`) are applied in SQL, so a page costs the same however many
+        episodes the store holds; `count` gives the total for the same filters."""
+        where, params = self._list_filters(env, task_type, outcome, edited, among)
+        page = "select e.id from episodes e join tasks t on t.id = e.task_id left join versions v on v.id = e.current_version"
+        if where:
+            page += " where " + " and ".join(where)
+        page += " order by e.id desc limit ? offset ?"
+        params += [-1 if limit is None else limit, max(0, offset)]
         sql = (
             "select e.id, t.env, t.type, json_extract(t.json, '$.id'), json_extract(t.json, '$.text'), "
             "e.name, e.created_at, e.current_version, v.status, v.outcome, "
@@ -273,20 +278,45 @@ class Episodes:
             "(select count(*) from versions v3 where v3.episode_id = e.id and v3.edits is not null), "
             "json_extract(c.json, '$.model') "
             "from episodes e join tasks t on t.id = e.task_id join configs c on c.id = e.config_id "
-            "left join versions v on v.id = e.current_version"
+            f"left join versions v on v.id = e.current_version where e.id in ({page}) order by e.id desc"
         )
+        return [_episode_summary(r) for r in self._database.db.execute(sql, params)]
+
+    def empty(self) -> bool:
+        """True when the store holds no episode (one row read, whatever its size)."""
+        return self._database.db.execute("select 1 from episodes limit 1").fetchone() is None
+
+    def count(self, *, env: str | None = None, task_type: str | None = None, outcome: str | None = None,
+              edited: bool | None = None, among: Iterable[int] | None = None) -> int:
+        """How many episodes `list` would give with these filters and no page."""
+        where, params = self._list_filters(env, task_type, outcome, edited, among)
+        sql = "select count(*) from episodes e join tasks t on t.id = e.task_id left join versions v on v.id = e.current_version"
         if where:
             sql += " where " + " and ".join(where)
-        sql += " order by e.id desc"
-        out = []
-        for r in self._database.db.execute(sql, params):
-            item = _episode_summary(r)
-            if not _kept(item, edited, outcome):
-                continue
-            out.append(item)
-            if limit and len(out) >= limit:
-                break
-        return out
+        return self._database.db.execute(sql, params).fetchone()[0]
+
+    @staticmethod
+    def _list_filters(env: str | None, task_type: str | None, outcome: str | None, edited: bool | None,
+                      among: Iterable[int] | None) -> tuple[list[str], list[Any]]:
+        """`list`'s filters as SQL conditions on e (episodes), t (tasks), v (current version)."""
+        where: list[str] = []
+        params: list[Any] = []
+        if env:
+            where.append("t.env = ?")
+            params.append(env)
+        if task_type:
+            where.append("t.type = ?")
+            params.append(task_type)
+        if outcome is not None:
+            if outcome not in _OUTCOME_SQL:
+                raise StoreError(f"unknown outcome {outcome!r} (one of: {', '.join(_OUTCOME_SQL)})")
+            where.append("(" + _OUTCOME_SQL[outcome].replace("outcome", "v.outcome") + ")")
+        if edited is not None:
+            where.append(("" if edited else "not ") + _EDITED_SQL)
+        if among is not None:
+            where.append("e.id in (select value from json_each(?))")
+            params.append(to_json(sorted(set(among))))
+        return where, params
 
     # ------------------------------------------------------------------ trees (search, signals)
     def trees(self, episode_ids: Iterable[int]) -> dict[int, EpisodeTree]:
@@ -324,13 +354,38 @@ class Episodes:
         """Episodes with at least one version of this outcome (success, failure, unfinished)."""
         return {r[0] for r in self._database.db.execute(f"select episode_id from versions where {_OUTCOME_SQL[outcome]}")}
 
+    def passing(self, episode_ids: Iterable[int], *, env: str | None = None, outcome: str | None = None,
+                signal: str | None = None) -> set[int]:
+        """Which of `episode_ids` are of `env`, have a version of `outcome` and may carry
+        `signal` (a superset, as `flagged`): search's filters, asked of its hits' episodes."""
+        db, out = self._database.db, set()
+        wanted = sorted(set(episode_ids))
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            ids = ",".join(str(int(e)) for e in chunk)
+            kept = set(chunk)
+            if env:
+                kept &= {r[0] for r in db.execute(
+                    f"select e.id from episodes e join tasks t on t.id = e.task_id where e.id in ({ids}) and t.env = ?", [env])}
+            if outcome:
+                kept &= {r[0] for r in db.execute(
+                    f"select distinct episode_id from versions where episode_id in ({ids}) and {_OUTCOME_SQL[outcome]}")}
+            if signal:
+                sql, params = self._flagged_sql(signal)
+                kept &= {r[0] for r in db.execute(f"{sql} and episode_id in ({ids})", params)}
+            out |= kept
+        return out
+
+    @staticmethod
+    def _flagged_sql(signal: str) -> tuple[str, list[Any]]:
+        if signal == STEP_LIMIT:
+            return "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
+        return "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
+
     def flagged(self, signal: str) -> set[int]:
         """Episodes that may carry `signal` (a superset: a flagged step, or a version ended
         at its limit); `EpisodeTree.signals` decides per version."""
-        if signal == STEP_LIMIT:
-            sql, params = "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
-        else:
-            sql, params = "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
+        sql, params = self._flagged_sql(signal)
         return {r[0] for r in self._database.db.execute(sql, params)}
 
     # ------------------------------------------------------------------ bulk reads (export)
@@ -385,17 +440,6 @@ def episode_from_row(row, configs: dict[str, AgentConfig] | None = None) -> Epis
         name=row[5],
         created_at=row[6],
     )
-
-
-def _kept(item: dict[str, Any], edited: bool | None, outcome: str | None) -> bool:
-    """Whether an episode summary passes `list`'s filters."""
-    if edited is not None and item["edited"] != edited:
-        return False
-    if outcome == "success" and item["success"] is not True:
-        return False
-    if outcome == "failure" and not (item["done"] and item["success"] is not True):
-        return False
-    return not (outcome == "unfinished" and item["done"])
 
 
 def _episode_summary(r) -> dict[str, Any]:

@@ -124,6 +124,11 @@ def listing(store: Store, *, recent: int = RECENT) -> list[Job]:
     return live + sorted(ended + [_job(r, clock) for r in rows], key=lambda j: -j.id)[:recent]
 
 
+def count(store: Store) -> int:
+    """How many jobs the database holds (what `listing` pages through)."""
+    return store.db.execute("select count(*) from jobs").fetchone()[0]
+
+
 def beat(store: Store, job_id: int, *, lease_s: float = LEASE_S, done: int | None = None,
          total: int | None = None, detail: str | None = None, version_id: int | None = None) -> bool:
     """Renew the lease and write progress; True when Stop was asked for."""

@@ -132,8 +132,29 @@ class EpisodeTree:
         return sorted(version_ids, key=lambda v: (v != self.current, -v))
 
     def holding(self, step_id: int) -> list[int]:
-        """The versions whose path holds the step, preferred first."""
-        return self.preferred(v for v in self.versions if step_id in self.path(v))
+        """The versions whose path holds the step, preferred first: those whose leaf is the
+        step or below it (a walk of the step's subtree, not of every version's path: an
+        episode with a thousand rollouts sharing a prefix)."""
+        children, at_leaf = self._below
+        found, todo = [], [step_id]
+        while todo:
+            sid = todo.pop()
+            found += at_leaf.get(sid, ())
+            todo += children.get(sid, ())
+        return self.preferred(found)
+
+    @functools.cached_property
+    def _below(self) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+        """(step -> its child steps, step -> the versions whose leaf it is), made once per tree."""
+        children: dict[int, list[int]] = {}
+        for sid, (parent, _, _) in self.steps.items():
+            if parent is not None:
+                children.setdefault(parent, []).append(sid)
+        at_leaf: dict[int, list[int]] = {}
+        for vid, (leaf, _) in self.versions.items():
+            if leaf is not None:
+                at_leaf.setdefault(leaf, []).append(vid)
+        return children, at_leaf
 
     def signals(self, version_id: int) -> set[str]:
         return version_signals((self.steps[s][2] for s in self.path(version_id)), self.versions[version_id][1])

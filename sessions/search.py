@@ -94,9 +94,21 @@ class _Filters:
 class _Resolver:
     """Turns ranked index rows into hits, a batch at a time (trees are read once per episode)."""
 
-    def __init__(self, store: Store, query: str, filters: _Filters, allowed: set[int] | None):
-        self.store, self.query, self.f, self.allowed = store, query, filters, allowed
+    def __init__(self, store: Store, query: str, filters: _Filters):
+        self.store, self.query, self.f = store, query, filters
         self.trees: dict[int, EpisodeTree] = {}
+        self.passed: dict[int, bool] = {}  # episode -> may it hold a hit the filters keep (a superset)
+
+    def _allowed(self, episodes: set[int]) -> set[int]:
+        """Which of `episodes` the filters may keep, asked of the hits' own episodes only (a
+        filter's whole set of episodes grows with the store; a page of hits does not)."""
+        if not (self.f.env or self.f.outcome or self.f.signal):
+            return episodes
+        new = episodes - set(self.passed)
+        if new:
+            kept = self.store.episodes.passing(new, env=self.f.env, outcome=self.f.outcome, signal=self.f.signal)
+            self.passed.update({e: e in kept for e in new})
+        return {e for e in episodes if self.passed[e]}
 
     def resolve(self, batch: list[tuple[float, str, int]], need: int) -> list[Hit]:
         rows: dict[str, list[int]] = {}
@@ -109,15 +121,13 @@ class _Resolver:
             "version": self.store.episodes.of("version", [*rows.get("versions", []), *version_notes.values()]),
             "task": self.store.episodes.of("task", rows.get("tasks", [])),
         }
-        if self.allowed is not None:  # episodes the filters rule out are never read
-            owner = {k: {key: [e for e in eids if e in self.allowed] for key, eids in found.items()}
-                     for k, found in owner.items()}
+        allowed = self._allowed({e for found in owner.values() for eids in found.values() for e in eids})
+        owner = {k: {key: [e for e in eids if e in allowed] for key, eids in found.items()}  # the others are never read
+                 for k, found in owner.items()}
         wanted = {e for found in owner.values() for eids in found.values() for e in eids} - set(self.trees)
         self.trees.update(self.store.episodes.trees(wanted))
-        out: list[Hit] = []
+        placed = []  # (table, rowid, places) of the rows the filters keep, in rank order
         for _, table, rowid in batch:
-            if len(out) >= need:
-                break
             if table in ("steps", "step_annotations"):
                 sid = rowid if table == "steps" else step_notes.get(rowid)
                 places = self._step(sid, owner["step"])
@@ -126,11 +136,18 @@ class _Resolver:
                 places = self._version(vid, owner["version"])
             else:
                 places = self._task(owner["task"].get(rowid, []))
-            if not places:
-                continue
-            for fld, marked in search_index.snippets(self.store.db, table, self.query, rowid):
-                text, marks = search_index.split_marks(marked)
-                out += [Hit(ep, vid, step, fld, text, marks) for ep, vid, step in places]
+            if places:
+                placed.append((table, rowid, places))
+        out: list[Hit] = []
+        while placed and len(out) < need:  # snippets for as many rows as hits are still needed, a table at a time
+            take, placed = placed[: need - len(out)], placed[need - len(out):]
+            marked: dict[str, dict[int, list[tuple[str, str]]]] = {}
+            for table in {t for t, _, _ in take}:
+                marked[table] = search_index.snippets(self.store.db, table, self.query, [r for t, r, _ in take if t == table])
+            for table, rowid, places in take:
+                for fld, text in marked[table].get(rowid, []):
+                    plain, marks = search_index.split_marks(text)
+                    out += [Hit(ep, vid, step, fld, plain, marks) for ep, vid, step in places]
         return out
 
     def _step(self, sid: int | None, owner: dict[int, list[int]]) -> list[tuple[int, int, int | None]]:
@@ -230,19 +247,9 @@ def _ranked(store: Store, query: str) -> tuple[str, list[tuple[float, str, int]]
 
 
 def _search(store: Store, query: str, filters: _Filters, limit: int) -> list[Hit]:
-    kept = []  # the episodes each filter leaves (a superset: versions are checked per hit)
-    if filters.env:
-        kept.append(set(store.episodes.ids(env=filters.env)))
-    if filters.outcome:
-        kept.append(store.episodes.with_outcome(filters.outcome))
-    if filters.signal:
-        kept.append(store.episodes.flagged(filters.signal))
-    allowed = set.intersection(*kept) if kept else None
     query, ranked = _ranked(store, query)
-    if allowed is not None and not allowed:
-        return []
     ranked.sort()
-    resolver = _Resolver(store, query, filters, allowed)
+    resolver = _Resolver(store, query, filters)
     hits: list[Hit] = []
     i, size = 0, BATCH
     while i < len(ranked) and len(hits) < limit:

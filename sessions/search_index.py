@@ -25,6 +25,8 @@ indexed once; `sessions.search` maps a step hit to its versions.
 from __future__ import annotations
 
 import sqlite3
+from typing import Iterable
+
 from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
 
 # content table -> (indexed columns, the field each column is reported as)
@@ -44,6 +46,9 @@ DEFERRED = ("tasks", "steps", "versions")  # the tables whose inserts are indexe
 
 class SearchSyntaxError(ValueError):
     """The query is not valid FTS5 syntax (one line)."""
+
+
+RECENT_STEP = 1e-9  # the rank step between two rows of a query too common to rank (`matches`)
 
 
 def install(db: sqlite_utils.Database) -> None:
@@ -173,15 +178,26 @@ def _tails(db: sqlite_utils.Database) -> dict[str, set[int]]:
 
 
 def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list[tuple[float, int]]:
-    """(rank, rowid) of up to `cap` matching rows, best first. Ranking every match of a very
-    common word costs a B-tree lookup per row; past `cap` matches only the newest `cap`
-    rows are ranked, which keeps a search on a large database fast. Rows noted but not yet
-    indexed (`flush`) are matched too."""
+    """(rank, rowid) of up to `cap` matching rows, best first. Rows noted but not yet indexed
+    (`flush`) are matched too.
+
+    FTS5's bm25 rank reads the whole doclist of each phrase (its inverse document frequency),
+    so ranking a word that half the store holds costs time in proportion to the store, even
+    for ten rows. So a query is first matched without rank, newest first, up to `cap` rows (a
+    walk of the doclist's end: cheap at any size). Fewer than `cap` matches: they are ranked
+    by bm25 (a scan bounded by `cap`). `cap` or more: the query is too common for relevance to
+    say much, and the newest `cap` are listed newest first, after every bm25-ranked row of
+    the other tables (their ranks are below zero; these are zero minus a tiny step per row)."""
     tail = _tail(db, table)
     try:
-        rows = db.execute(
-            f"select rank, rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?", [query, cap]
-        ).fetchall()
+        ids = [r for (r,) in db.execute(
+            f"select rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?", [query, cap])]
+        if len(ids) < cap:
+            rows = db.execute(
+                f"select rank, rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?",
+                [query, cap]).fetchall() if ids else []
+        else:
+            rows = [(-RECENT_STEP * (cap - i), r) for i, r in enumerate(ids)]
         if tail is not None:
             seen = {r for _, r in rows}
             rows += [(rank, r) for rank, r in db.execute(
@@ -195,19 +211,30 @@ def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list
     return sorted(rows)
 
 
-def snippets(db: sqlite_utils.Database, table: str, query: str, rowid: int) -> list[tuple[str, str]]:
-    """(field, snippet) for each column of one row that holds a match; a snippet's matches
-    are wrapped in MARK_START / MARK_END."""
+def snippets(db: sqlite_utils.Database, table: str, query: str, rowids: Iterable[int]) -> dict[int, list[tuple[str, str]]]:
+    """rowid -> (field, snippet) for each column of the row that holds a match; a snippet's
+    matches are wrapped in MARK_START / MARK_END. One query for all `rowids` of the index
+    (and one for those noted, not yet indexed): a query's match is set up once, not once per
+    row - a prefix query merges the doclists of every word it names, which costs in
+    proportion to the store. The index walks only the rowid range the rows span."""
     columns, fields = SOURCES[table]
-    parts = ", ".join(
-        f"snippet([{table}_fts], {i}, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS})" for i in range(len(columns))
-    )
-    source, index = f"[{table}_fts]", f"[{table}_fts]"
-    if rowid in _tails(db).get(table, ()):  # noted, not yet indexed: the search's own index of them
-        source, index = f'temp."{table}_tail"', f'"{table}_tail"'
-        parts = parts.replace(f"[{table}_fts]", index)
-    row = db.execute(f"select {parts} from {source} where {index} match ? and rowid = ?", [query, rowid]).fetchone()
-    return [(f, text) for f, text in zip(fields, row or ()) if text and MARK_START in text]
+    wanted = sorted(set(rowids))
+    tail = _tails(db).get(table, ())
+    out: dict[int, list[tuple[str, str]]] = {}
+    for noted in (False, True):
+        ids = [r for r in wanted if (r in tail) == noted]
+        if not ids:
+            continue
+        index = f'"{table}_tail"' if noted else f"[{table}_fts]"  # noted rows: the search's own index of them
+        source = f"temp.{index}" if noted else index
+        parts = ", ".join(f"snippet({index}, {i}, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS})"
+                          for i in range(len(columns)))
+        rows = db.execute(  # (`rowid + 0`: a filter, so the index is asked for the range, walked once)
+            f"select rowid, {parts} from {source} where {index} match ? and rowid between ? and ? "
+            f"and rowid + 0 in ({','.join(str(int(r)) for r in ids)})", [query, ids[0], ids[-1]]).fetchall()
+        for r in rows:
+            out[r[0]] = [(f, text) for f, text in zip(fields, r[1:]) if text and MARK_START in text]
+    return out
 
 
 def split_marks(snippet: str) -> tuple[str, list[tuple[int, int]]]:
