@@ -27,6 +27,7 @@ TINY: dict[str, list[str]] = {
     "export.py": ["--episodes", "2"],
     "paired_ci_agreement.py": ["--n", "5"],
     "runner.py": ["--tasks", "2", "--levels", "1", "--rounds", "1", "--pairs", "1"],
+    "scale.py": ["--sizes", "60", "--rollouts", "3", "--runs", "1"],
     "search.py": ["--episodes", "2"],
     "stats_simulation.py": ["--reps", "10", "--paired-n", "20"],
     "stop_latency.py": ["--n", "1"],
