@@ -14,7 +14,7 @@ from agent.engine_records import PATH_CACHE, EngineError, ModelCallFailed, StepC
 from agent.version_paths import VersionPaths
 from envs.registry import family
 from sessions import exemplar_sets
-from sessions.store import Store, StoreError
+from sessions.store import Store, StoreError, VersionFrozen
 from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, Episode, ModelCall, Step, Version
@@ -193,7 +193,10 @@ class PromptBuilder:
         rev = self.store.versions.exemplar_revision(v.id)
         if rev is None and ep.config.exemplar_set not in (None, "builtin"):
             rev = self.revision_of(ep.config.exemplar_set)  # (remembered once read back: another
-            self.store.versions.pin_exemplar_revision(v.id, rev)  # process may have pinned it first)
+            try:  # process may have pinned it first)
+                self.store.versions.pin_exemplar_revision(v.id, rev)
+            except VersionFrozen:  # frozen unpinned: never pinned now; its step goes on in a child version
+                pass
             return rev
         self.paths.remember_revision(v, rev)
         return rev

@@ -52,7 +52,28 @@ LOCK_TIMEOUT_S = 5.0
 
 
 class DatabaseFailure(StoreError, sqlite3.DatabaseError):
-    """SQLite said no (locked, constraint, disk full, corrupt page): one line, never a traceback."""
+    """SQLite said no (locked, constraint, disk full, corrupt page): one line, never a traceback.
+    `sqlite_errorcode` (SQLite's extended result code) and `sqlite_message` (its own first
+    line) are kept, so a caller tells one refusal from another by code, not by wording."""
+
+    sqlite_errorcode: int | None = None
+    sqlite_message: str = ""
+
+
+# The `versions_frozen` trigger's RAISE(ABORT, ...) message, exactly (sessions.schema writes it
+# into the trigger; `is_frozen_refusal` compares it whole, with the trigger's result code)
+FROZEN_MARK = "frozen version [react-editor:versions_frozen]"
+SQLITE_CONSTRAINT_TRIGGER = 1811  # what SQLite reports for a trigger's RAISE(ABORT, ...)
+
+
+def is_frozen_refusal(exc: BaseException) -> bool:
+    """Did the store's frozen-version trigger refuse the write? Its result code and its
+    exact message, never a part of some message's wording."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    message = getattr(exc, "sqlite_message", None)
+    if message is None and isinstance(exc, sqlite3.Error):
+        message = (str(exc).splitlines() or [""])[0]
+    return code == SQLITE_CONSTRAINT_TRIGGER and message == FROZEN_MARK
 
 
 _HINTS = (
@@ -67,7 +88,9 @@ _HINTS = (
 def _failure(exc: sqlite3.Error) -> DatabaseFailure:
     msg = (str(exc).splitlines() or [type(exc).__name__])[0]
     hint = next((h for word, h in _HINTS if word in msg.lower()), None)
-    return DatabaseFailure(f"database error: {msg}" + (f" ({hint})" if hint else ""))
+    failure = DatabaseFailure(f"database error: {msg}" + (f" ({hint})" if hint else ""))
+    failure.sqlite_errorcode, failure.sqlite_message = getattr(exc, "sqlite_errorcode", None), msg
+    return failure
 
 
 def _mapped(method):
@@ -195,7 +218,7 @@ def _ids(text: str | None) -> list[int]:
 def _frozen(version: int | str, exc: BaseException) -> BaseException:
     """The store's frozen-version trigger refused a write: say so in one line (any other
     failure is itself). `version`: as people read it (`EP:N`)."""
-    if "frozen version" not in str(exc):
+    if not is_frozen_refusal(exc):
         return exc
     return VersionFrozen(f"version {version} is frozen (branched from, annotated or used as an exemplar): "
                          "it never changes again; continue it in a new version")

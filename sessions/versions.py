@@ -72,9 +72,12 @@ class Versions:
 
     def pin_exemplar_revision(self, version_id: int, revision_id: int) -> None:
         """Pin a version's exemplars the first time they are used (never changed after)."""
-        with self._database.transaction():
-            self._database.db.execute("update versions set exemplar_rev = ? where id = ? and exemplar_rev is null",
-                            [revision_id, version_id])
+        try:
+            with self._database.transaction():
+                self._database.db.execute("update versions set exemplar_rev = ? where id = ? and exemplar_rev is null",
+                                          [revision_id, version_id])
+        except DatabaseFailure as exc:  # frozen (the store's trigger): its prompt never changes
+            raise _frozen(self.ref(self.get(version_id)), exc) from None
 
     def ref(self, v: Version) -> str:
         """`EP:N` of a version, for a message people read (its per-episode number)."""
