@@ -182,11 +182,14 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
         write_later(store, lambda: experiments.record_item(store, item_id, token=token, **outcome),
                     on_error=lambda exc: print(f"experiment {exp.id}: {exc}", file=sys.stderr, flush=True))
 
+    fenced = engine.fenced(ep_id, experiments.fence(item_id, token)) if token is not None else contextlib.nullcontext()
     try:
-        out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
-                               sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
-                               should_stop=should_stop, phases=it.phases, on_phase=on_phase,
-                               concurrency=concurrency, watch=watch, known=known)
+        with fenced:  # every step of the item checks its claim as it is recorded
+            out = methods.run_item(engine, ep_id, exp.method,
+                                   samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
+                                   sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
+                                   should_stop=should_stop, phases=it.phases, on_phase=on_phase,
+                                   concurrency=concurrency, watch=watch, known=known)
     except experiments.ClaimLost:
         raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job

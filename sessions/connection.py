@@ -8,7 +8,7 @@ import json
 import os
 import sqlite3
 import sys
-from typing import Any
+from typing import Any, Callable
 
 def _import_sqlite_utils():
     """sqlite-utils without the pandas and numpy it imports when they are installed (only to
@@ -43,6 +43,30 @@ class VersionChanged(StoreError):
 class VersionFrozen(StoreError):
     """The version is frozen (branched from, annotated, in an exemplar set): the store
     refuses to change its path or outcome; its work goes on in a new child version."""
+
+
+class FenceLost(StoreError):
+    """A write's fence no longer holds (a claim taken over): nothing of the write is there."""
+
+
+class Fence:
+    """What a write must still hold (an experiment item's claim): `sql`, a condition with
+    `params`, is checked inside the write's own transaction (in the statement that moves a
+    version's leaf: no statement of its own; `check` for any other write), and `lost()` is
+    the error when it does not hold."""
+
+    __slots__ = ("sql", "params", "lost")
+
+    def __init__(self, sql: str, params: list[Any], lost: "Callable[[], FenceLost]"):
+        self.sql, self.params, self.lost = sql, params, lost
+
+    def holds(self, db: Any) -> bool:
+        return bool(db.execute(f"select {self.sql}", self.params).fetchone()[0])
+
+    def check(self, db: Any) -> None:
+        """Inside the write's transaction: raise `lost()` when the fence no longer holds."""
+        if not self.holds(db):
+            raise self.lost()
 
 
 # How long a writer waits for another's write lock: shorter than a job's lease

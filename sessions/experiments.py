@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from sessions.connection import _Tx, compact_json as _dumps
+from sessions.connection import Fence, FenceLost, _Tx, compact_json as _dumps
 from sessions.rows import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
 from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
@@ -25,7 +25,7 @@ ItemStatus = Literal["pending", "running", "done", "error"]
 MAX_NAME = 200
 
 
-class ClaimLost(StoreError):
+class ClaimLost(FenceLost):
     """The writer no longer holds the item's claim: its lease ran out and another runner
     took the item (or finished it). Nothing was written."""
 
@@ -369,11 +369,22 @@ def holds(store: Store, item_id: int, token: int) -> bool:
                             [item_id, token]).fetchone() is not None
 
 
+def _lost(item_id: int) -> ClaimLost:
+    return ClaimLost(f"experiment item {item_id}: this runner's claim was taken over (its lease ran out); "
+                     "it stops the item and writes nothing")
+
+
 def _fenced(store: Store, item_id: int, token: int | None) -> None:
     """Inside the write's transaction: refuse it when the claim with `token` was taken over."""
     if token is not None and not holds(store, item_id, token):
-        raise ClaimLost(f"experiment item {item_id}: this runner's claim was taken over (its lease ran out); "
-                        "it stops the item and writes nothing")
+        raise _lost(item_id)
+
+
+def fence(item_id: int, token: int) -> Fence:
+    """The claim with `token` as a fence for the item's other writes (its steps: the engine
+    checks it in the statement that records each, `Versions.append`)."""
+    return Fence("exists (select 1 from experiment_items where id = ? and claim_token = ?)", [item_id, token],
+                 lambda: _lost(item_id))
 
 
 def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) -> dict[int, int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, compact_json, from_json, to_json
+from sessions.connection import DatabaseFailure, Fence, StoreError, _changed, _frozen, compact_json, from_json, to_json
 from sessions.parts import Database, insert_row
 from sessions.rows import SCOLS, VCOLS, replaced, step_from_row, version_from_row, version_row
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
@@ -230,6 +230,7 @@ class Versions:
         clear_draft: bool = False,
         expected_leaf: int | None = ...,  # type: ignore[assignment]
         known: Version | None = None,
+        fence: Fence | None = None,
     ) -> tuple[list[Step], Version]:
         """Record new steps at the end of a version, with the model calls that produced
         them, and move the version's leaf - all in one transaction. Steps' `call_ids` may
@@ -241,7 +242,9 @@ class Versions:
         `known`: the caller's copy of the version row (a step has just read it), used with
         `expected_leaf` instead of reading it again: the update is compare-and-set anyway.
         The version returned then carries the caller's copy of the fields this does not
-        write (its name, edits), which a reader of those reads from the store."""
+        write (its name, edits), which a reader of those reads from the store.
+        `fence` (an experiment item's claim): checked in the statement that moves the leaf,
+        so a claim taken over while the step was computed lands nothing (`fence.lost()`)."""
         out: list[Step] = []
         with self._database.transaction():
             usable = known is not None and known.id == version_id and expected_leaf is not ... \
@@ -259,13 +262,15 @@ class Versions:
                 out.append(row)
                 parent = row.id
             sets, params = _leaf_update(parent, status, outcome, error, clear_draft)
+            where = "where id = ? and leaf_step_id is ?" + (f" and {fence.sql}" if fence is not None else "")
             try:
-                cur = conn.execute(
-                    f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
-                    params + [version_id, v.leaf_step_id])
+                cur = conn.execute(f"update versions set {', '.join(sets)} {where}",
+                                   params + [version_id, v.leaf_step_id] + (fence.params if fence is not None else []))
             except DatabaseFailure as exc:  # frozen: nothing of this is written
                 raise _frozen(self.ref(v), exc) from None
             if cur.rowcount != 1:
+                if fence is not None:
+                    fence.check(conn)  # (the fence first: a claim lost is why, whatever else moved)
                 raise _changed(self.ref(v))
         return out, _written(v, parent, params, status, outcome, error, clear_draft)
 
