@@ -111,11 +111,11 @@ class Engine:
     ) -> tuple[Episode, Version]:
         family(task.env)  # unknown env -> EnvError before anything is written
         check_config(config, task.env, self.store)  # ConfigError before anything is written
-        rev = self.prompts.revision_of(config.exemplar_set)  # so is an unknown exemplar set
+        rev = self.prompts.revision_of(config.exemplar_set, task.env)  # so is an unknown exemplar set
         env = self.envs.start(task, env_options or {})  # so is a task these settings cannot start
-        episode, version = self.store.episodes.create(task, config, env_options or {}, name)
-        if rev is not None:  # the first version's prompts use the set as it is now
-            self.store.versions.pin_exemplar_revision(version.id, rev)
+        # the first version's prompts use the set (or the built-in exemplars) as it is now
+        episode, version = self.store.episodes.create(task, config, env_options or {}, name, exemplar_rev=rev)
+        self.paths.remember_revision(version, rev)
         self.envs.adopt(episode.id, env)  # the first step uses the environment just started
         return episode, version
 
