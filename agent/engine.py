@@ -162,7 +162,7 @@ class Engine:
                 return self.step(version_id, watch=watch)
             v, ep, steps, _ = began
             self.envs.model_config(ep)  # an unconfirmed imported endpoint: one line before anything
-            rev = self.prompts.pin_exemplars(v, ep)
+            rev = self.prompts.pin_exemplars(v, ep, self._fences.get(ep.id))
         calls: list[ModelCall] = []
         source, edit = ("human", v.draft_edit) if v.draft_thought is not None else ("model", None)
         try:

@@ -14,6 +14,7 @@ from agent.engine_records import PATH_CACHE, EngineError, ModelCallFailed, StepC
 from agent.version_paths import VersionPaths
 from envs.registry import family
 from sessions import exemplar_sets
+from sessions.connection import Fence
 from sessions.store import Store, StoreError, VersionFrozen
 from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
@@ -185,8 +186,9 @@ class PromptBuilder:
                     self._prefixes.popitem(last=False)
         return made
 
-    def pin_exemplars(self, v: Version, ep: Episode) -> int | None:
-        """The exemplar-set revision the version's prompts use, pinned at its first use."""
+    def pin_exemplars(self, v: Version, ep: Episode, fence: Fence | None = None) -> int | None:
+        """The exemplar-set revision the version's prompts use, pinned at its first use
+        (`fence`: an experiment item's claim, checked as it is pinned)."""
         known, rev = self.paths.revision(v)
         if known:  # pinned once: it never changes
             return rev
@@ -197,7 +199,7 @@ class PromptBuilder:
                 self.paths.remember_revision(v, None)
                 return None
             try:  # (remembered once read back: another process may have pinned it first)
-                self.store.versions.pin_exemplar_revision(v.id, rev)
+                self.store.versions.pin_exemplar_revision(v.id, rev, fence=fence)
             except VersionFrozen:  # frozen unpinned: never pinned now; its step goes on in a child version
                 pass
             return rev

@@ -70,12 +70,17 @@ class Versions:
             raise StoreError(f"unknown version {version_id}")
         return r[0]
 
-    def pin_exemplar_revision(self, version_id: int, revision_id: int) -> None:
-        """Pin a version's exemplars the first time they are used (never changed after)."""
+    def pin_exemplar_revision(self, version_id: int, revision_id: int, *, fence: Fence | None = None) -> None:
+        """Pin a version's exemplars the first time they are used (never changed after).
+        `fence`: as for `append`, checked in the same statement."""
         try:
             with self._database.transaction():
-                self._database.db.execute("update versions set exemplar_rev = ? where id = ? and exemplar_rev is null",
-                                          [revision_id, version_id])
+                cur = self._database.db.execute(
+                    "update versions set exemplar_rev = ? where id = ? and exemplar_rev is null"
+                    + (f" and {fence.sql}" if fence is not None else ""),
+                    [revision_id, version_id] + (fence.params if fence is not None else []))
+                if fence is not None and cur.rowcount != 1:
+                    fence.check(self._database.db)
         except DatabaseFailure as exc:  # frozen (the store's trigger): its prompt never changes
             raise _frozen(self.ref(self.get(version_id)), exc) from None
 

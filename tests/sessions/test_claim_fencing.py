@@ -16,7 +16,7 @@ from agent import experiment
 from agent import jobs
 from agent.task_selection import select_tasks
 from sessions import connection
-from sessions import experiments
+from sessions import exemplar_sets, experiments
 import sessions.jobs
 from sessions.store import Store, StoreError
 from tests.experiment_agents import HOTPOT, wiki_agent
@@ -196,3 +196,7 @@ def test_a_fenced_append_whose_claim_was_taken_over_writes_nothing(tmp_path, scr
             store.versions.append(v.id, [step.model_copy(update={"index": 2})], fence=experiments.fence(item.id, mine))
         assert store.db.execute("select count(*) from steps").fetchone()[0] == steps_before
         assert len(store.versions.steps(v.id)) == 1
+        rev = exemplar_sets.builtin_revision(store, "hotpotqa", {"webthink_simple6": "Question: x\n"})
+        with pytest.raises(experiments.ClaimLost):  # an item's first step pins its exemplars: fenced too
+            store.versions.pin_exemplar_revision(v.id, rev, fence=experiments.fence(item.id, mine))
+        assert store.versions.exemplar_revision(v.id) is None
