@@ -57,6 +57,13 @@ def builtin_revision(store, env: str) -> int | None:
     return rev
 
 
+def at_start(store, env: str, set_name: str | None) -> int | None:
+    """The exemplar revision a version made without a step is created with when nothing
+    else is read for it (an experiment item's): the built-in exemplars' as this install ships
+    them (known once per Store); a named set's is pinned at the first step, as for any version."""
+    return builtin_revision(store, env) if set_name in (None, "builtin") else None
+
+
 def prompt_dict(env: str, set_name: str | None, store=None, revision: int | None = None) -> dict[str, str]:
     """The exemplars of `set_name` - as pinned by `revision` when a version pinned one (the
     built-in exemplars too: the text that was sent, whatever the package holds now)."""

@@ -254,12 +254,8 @@ def _start_item(store: Store, exp: experiments.Experiment, job_id: int, lease_s:
 
 
 def first_revision(store: Store, exp: experiments.Experiment) -> int | None:
-    """The exemplar revision an item's new first version is created with: the built-in
-    exemplars' as this install ships them (known once per Store); a named set's is pinned
-    at the item's first step, as for any version."""
-    if exp.config.exemplar_set in (None, "builtin"):
-        return exemplars.builtin_revision(store, exp.env)
-    return None
+    """The exemplar revision an item's new first version is created with (`exemplars.at_start`)."""
+    return exemplars.at_start(store, exp.env, exp.config.exemplar_set)
 
 
 BATCH = 4  # items a worker claims and starts at once (one claim statement and one commit for them)
