@@ -54,13 +54,14 @@ def test_writes_queued_when_the_log_fsync_fails_get_the_error_and_so_do_later_on
         go_on.wait(30)
         _eio(fd)
 
-    w = Writer(store, durable_s=0.2, fsync=failing_disk)
+    w = Writer(store, durable_s=1.0, fsync=failing_disk)
     try:
-        n = 0
-        while not syncing.is_set():  # a durable write committed light: the idle writer syncs the log by itself
-            n += 1
+        for n in range(50):  # until a write asked durable commits light (within the window of the last durable point)
+            before = w.durable_commits
             w.submit(lambda: store.settings.set("main", n)).answer()  # type: ignore[union-attr]
-            syncing.wait(1.0)
+            if w.durable_commits == before:
+                break
+        assert syncing.wait(30)  # the idle writer syncs the log by itself once the window passed
         threads, errors = _from_threads(w, store, 3)
         while w._queue.qsize() < 3:  # queued behind the sync
             threading.Event().wait(0.01)
