@@ -61,7 +61,7 @@ class Editor:
 
     def __init__(self, store: Store, locks: EpisodeLocks, paths: VersionPaths, envs: EnvironmentPool, *,
                  execute: Callable[..., Step], max_steps: Callable[[Episode], int],
-                 revision_of: Callable[[str | None], int | None]):
+                 revision_of: Callable[[str | None, str | None], int | None]):
         self.store = store
         self._locks = locks
         self._paths = paths
@@ -114,7 +114,7 @@ class Editor:
             old_rev = self.store.versions.exemplar_revision(v.id)
             rev = old_rev
             if "exemplar_set" in changes or new.exemplar_set != old.exemplar_set:
-                rev = self._revision_of(new.exemplar_set)
+                rev = self._revision_of(new.exemplar_set, self._paths.episode(v).task.env)
             if new == old and (rev == old_rev or old_rev is None):
                 if rev != old_rev:
                     self.store.versions.pin_exemplar_revision(v.id, rev)

@@ -15,7 +15,8 @@ stored snapshot, else by replaying the recorded actions and checking every obser
 
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager, NamedTuple
+import contextlib
+from typing import Any, Callable, ContextManager, Iterator, NamedTuple
 
 from agent.client import CallWatch
 from agent.editing import Editor
@@ -29,6 +30,7 @@ from agent.version_paths import VersionPaths
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
 from sessions.writer import write
+from sessions.connection import Fence, FenceLost
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
 from trajectory import signals
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
@@ -62,12 +64,37 @@ class Engine:
         self.api_key = api_key
         self._signal_states = signals.PathStates()
         self._locks = EpisodeLocks()  # kept only while held
+        self._fences: dict[int, Fence] = {}  # episode id: what its writes must still hold (`fenced`)
         self.paths = VersionPaths(store)
         self.envs = EnvironmentPool(store, self._locks, self.paths, max_live=max_live_envs)
         self.prompts = PromptBuilder(store, self.paths, self.envs.model_config, api_key=api_key,
                                      client_factory=client_factory, on_retry=on_retry)
         self.editor = Editor(store, self._locks, self.paths, self.envs, execute=self._execute,
                              max_steps=self.max_steps, revision_of=self.prompts.revision_of)
+
+    @contextlib.contextmanager
+    def fenced(self, episode_id: int, fence: Fence) -> Iterator[None]:
+        """While the block runs, every write the engine makes for the episode checks `fence`
+        (an experiment item's claim) in its own transaction: a step in the statement that
+        moves the version's leaf, the calls and error of a failed step in theirs. A fence
+        that no longer holds raises its `lost()` (FenceLost) and nothing is written."""
+        self._fences[episode_id] = fence
+        try:
+            yield
+        finally:
+            self._fences.pop(episode_id, None)
+
+    def _fenced(self, episode_id: int) -> ContextManager[Any]:
+        """One transaction for the block's writes, its fence checked first (none: no transaction)."""
+        fence = self._fences.get(episode_id)
+        if fence is None:
+            return contextlib.nullcontext()
+        return _fenced_tx(self.store, fence)
+
+    def record_calls(self, episode_id: int, calls: list[ModelCall]) -> None:
+        """Record model calls whose step was not taken (fenced as the episode's steps are)."""
+        with self._fenced(episode_id):
+            self.store.calls.record(episode_id, calls)
 
     def locked(self, episode_id: int) -> ContextManager[Any]:
         """The episode's lock, for a caller that makes several engine calls one transaction
@@ -84,11 +111,11 @@ class Engine:
     ) -> tuple[Episode, Version]:
         family(task.env)  # unknown env -> EnvError before anything is written
         check_config(config, task.env, self.store)  # ConfigError before anything is written
-        rev = self.prompts.revision_of(config.exemplar_set)  # so is an unknown exemplar set
+        rev = self.prompts.revision_of(config.exemplar_set, task.env)  # so is an unknown exemplar set
         env = self.envs.start(task, env_options or {})  # so is a task these settings cannot start
-        episode, version = self.store.episodes.create(task, config, env_options or {}, name)
-        if rev is not None:  # the first version's prompts use the set as it is now
-            self.store.versions.pin_exemplar_revision(version.id, rev)
+        # the first version's prompts use the set (or the built-in exemplars) as it is now
+        episode, version = self.store.episodes.create(task, config, env_options or {}, name, exemplar_rev=rev)
+        self.paths.remember_revision(version, rev)
         self.envs.adopt(episode.id, env)  # the first step uses the environment just started
         return episode, version
 
@@ -135,13 +162,13 @@ class Engine:
                 return self.step(version_id, watch=watch)
             v, ep, steps, _ = began
             self.envs.model_config(ep)  # an unconfirmed imported endpoint: one line before anything
-            rev = self.prompts.pin_exemplars(v, ep)
+            rev = self.prompts.pin_exemplars(v, ep, self._fences.get(ep.id))
         calls: list[ModelCall] = []
         source, edit = ("human", v.draft_edit) if v.draft_thought is not None else ("model", None)
         try:
             thought, action = self.prompts.ask(ep, steps, rev, v.draft_thought, calls, watch)
         except ModelCallFailed as exc:
-            with self._locks.hold(ep.id):
+            with self._locks.hold(ep.id), self._fenced(ep.id):  # (a claim taken over meanwhile: nothing written)
                 if calls:
                     self.store.calls.record(ep.id, calls)
                 if not isinstance(exc, StepCancelled):
@@ -152,7 +179,7 @@ class Engine:
             raise
         with self._locks.hold(ep.id), self.store.blobs.deferred():  # pages fetched commit with the step
             if watch is not None and watch.cancel.is_set():  # Stop came while the answer was on its way
-                self.store.calls.record(ep.id, calls)
+                self.record_calls(ep.id, calls)
                 raise StepCancelled("step cancelled; the model's answer was not used", calls[-1] if calls else None)
             env = self.envs.restore(ep, steps)
             new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
@@ -267,9 +294,12 @@ class Engine:
             outcome, status = _give_up(ep, live.env), "done"
         leaf = steps[-1] if steps else None
 
+        fence = self._fences.get(ep.id)  # (an experiment item's claim: checked as the leaf moves)
+
         def append(target: Version) -> tuple[list[Step], Version]:
             return self.store.versions.append(target.id, new, calls, status=status, outcome=outcome, error=None,
-                                           clear_draft=clear_draft, expected_leaf=leaf.id if leaf else None, known=target)
+                                           clear_draft=clear_draft, expected_leaf=leaf.id if leaf else None, known=target,
+                                           fence=fence)
 
         def record() -> tuple[Version, str | None, list[Step], Version]:
             try:  # the store's trigger refuses a frozen version: then it goes on in a child (one transaction)
@@ -285,7 +315,9 @@ class Engine:
             target, frozen, rows, v2 = write(self.store, record)
         except VersionChanged:
             if calls:  # nothing about a call is lost, even when its step is
-                self.store.calls.record(ep.id, calls)
+                self.record_calls(ep.id, calls)
+            raise
+        except FenceLost:  # the item's claim was taken over while the step was computed: nothing of it lands
             raise
         except StoreError as exc:  # blocked (a write lock held too long, disk full): keep the paid answers
             live.at = None  # the env moved past the recorded leaf
@@ -327,8 +359,8 @@ class Engine:
             except StepCancelled:
                 stopped = True
                 break
-            except WriteBlocked:  # a blocked writer stops the command (exit 2), its answer kept
-                raise
+            except (WriteBlocked, FenceLost):  # a blocked writer stops the command (exit 2), its answer kept;
+                raise  # a claim taken over stops the item, nothing written
             except (EngineError, EnvError, StoreError) as exc:
                 error = str(exc)
                 break
@@ -380,3 +412,12 @@ def _give_up(ep: Episode, env: Environment) -> Outcome:
     oc = _outcome(ep.task.env, res.reward, res.info, True)
     oc.metrics["limit"] = True
     return oc
+
+
+
+@contextlib.contextmanager
+def _fenced_tx(store: Store, fence: Fence) -> Iterator[None]:
+    """One transaction whose first act is `fence.check` (Engine._fenced)."""
+    with store.transaction():
+        fence.check(store.db)
+        yield

@@ -10,7 +10,10 @@ dicts ship with the families; named exemplar sets live in the project database
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from functools import lru_cache
+from typing import Any
 
 from envs.registry import family
 from sessions import exemplar_sets
@@ -29,8 +32,50 @@ def builtin_prompt_dict(env: str) -> dict[str, str]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+_BUILTIN_REVS: "weakref.WeakKeyDictionary[Any, dict[str, tuple[dict[str, str], int]]]" = weakref.WeakKeyDictionary()
+_REVS_GUARD = threading.Lock()
+
+
+def builtin_revision(store, env: str) -> int | None:
+    """The revision (in `store`) of `env`'s built-in exemplars as this install ships them,
+    which a version on the built-in exemplars pins (`exemplar_sets.builtin_revision`: what it
+    was sent never changes with the package); None for a family that ships none. Known per
+    Store and loaded exemplars once committed (not inside the caller's transaction, which
+    may yet be undone)."""
+    prompts = builtin_prompt_dict(env)
+    if not prompts:
+        return None
+    with _REVS_GUARD:
+        known = _BUILTIN_REVS.get(store, {}).get(env)
+    if known is not None and known[0] is prompts:
+        return known[1]
+    outside = not store.in_transaction()
+    rev = exemplar_sets.builtin_revision(store, env, prompts)
+    if outside:
+        with _REVS_GUARD:
+            _BUILTIN_REVS.setdefault(store, {})[env] = (prompts, rev)
+    return rev
+
+
+def at_start(store, env: str, set_name: str | None) -> int | None:
+    """The exemplar revision a version made without a step is created with when nothing
+    else is read for it (an experiment item's): the built-in exemplars' as this install ships
+    them (known once per Store); a named set's is pinned at the first step, as for any version."""
+    return builtin_revision(store, env) if set_name in (None, "builtin") else None
+
+
 def prompt_dict(env: str, set_name: str | None, store=None, revision: int | None = None) -> dict[str, str]:
-    """The exemplars of `set_name` - as pinned by `revision` when a version pinned one."""
+    """The exemplars of `set_name` - as pinned by `revision` when a version pinned one (the
+    built-in exemplars too: the text that was sent, whatever the package holds now)."""
+    if revision is not None and store is not None and set_name in (None, "builtin"):
+        with _REVS_GUARD:
+            known = _BUILTIN_REVS.get(store, {}).get(env)
+        if known is not None and known[1] == revision:  # the exemplars this install ships: that revision's text
+            return known[0]
+        set_env, prompts = exemplar_sets.revision_prompts(store, revision)
+        if set_env != env:
+            raise ExemplarError(f"the built-in exemplars pinned are for {set_env}, not {env}")
+        return prompts
     if set_name is None or set_name == "builtin":
         return builtin_prompt_dict(env)
     if store is None:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from agent import jobs, leakage, methods
+from agent import exemplars, jobs, leakage, methods
 from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import CallWatch
 from agent.engine import Engine, EngineError
@@ -182,11 +182,14 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
         write_later(store, lambda: experiments.record_item(store, item_id, token=token, **outcome),
                     on_error=lambda exc: print(f"experiment {exp.id}: {exc}", file=sys.stderr, flush=True))
 
+    fenced = engine.fenced(ep_id, experiments.fence(item_id, token)) if token is not None else contextlib.nullcontext()
     try:
-        out = methods.run_item(engine, ep_id, exp.method, samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
-                               sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
-                               should_stop=should_stop, phases=it.phases, on_phase=on_phase,
-                               concurrency=concurrency, watch=watch, known=known)
+        with fenced:  # every step of the item checks its claim as it is recorded
+            out = methods.run_item(engine, ep_id, exp.method,
+                                   samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
+                                   sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
+                                   should_stop=should_stop, phases=it.phases, on_phase=on_phase,
+                                   concurrency=concurrency, watch=watch, known=known)
     except experiments.ClaimLost:
         raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
@@ -217,11 +220,12 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
     if starts is not None:
         token, it, made = starts.take(item_id)
     else:
-        token, it, made = write(store, lambda: _start_item(store, exp, job_id, lease_s, item_id), durable=False)
+        rev = first_revision(store, exp)
+        token, it, made = write(store, lambda: _start_item(store, exp, job_id, lease_s, item_id, rev), durable=False)
     if token is None:
         return {"item": item_id, "skipped": True}
     if made is not None:  # the rows just written: the first step reads neither again
-        engine.paths.know_new(*made)
+        engine.paths.know_new(*made, exemplar_rev=first_revision(store, exp))
     claims = claims if claims is not None else _Claims(store)
     if starts is None:
         claims.hold(item_id, token)
@@ -238,14 +242,20 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
         claims.drop(item_id)
 
 
-def _start_item(store: Store, exp: experiments.Experiment, job_id: int, lease_s: float,
-                item_id: int) -> tuple[int | None, experiments.Item | None, tuple[Episode, Version] | None]:
+def _start_item(store: Store, exp: experiments.Experiment, job_id: int, lease_s: float, item_id: int,
+                rev: int | None) -> tuple[int | None, experiments.Item | None, tuple[Episode, Version] | None]:
     """Claim the item and create its episode, one light transaction (a power cut that loses
     it leaves the item to a resume): (token, item), or (None, None) when another runner
-    holds it or it is done."""
+    holds it or it is done. `rev`: `first_revision`, read before the transaction."""
     started = experiments.claim_and_start(store, item_id, job_id, lease_s, exp.config, exp.env_options,
-                                          exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}", methods.PHASES[exp.method][0])
+                                          exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}",
+                                          methods.PHASES[exp.method][0], rev)
     return started if started is not None else (None, None, None)
+
+
+def first_revision(store: Store, exp: experiments.Experiment) -> int | None:
+    """The exemplar revision an item's new first version is created with (`exemplars.at_start`)."""
+    return exemplars.at_start(store, exp.env, exp.config.exemplar_set)
 
 
 BATCH = 4  # items a worker claims and starts at once (one claim statement and one commit for them)
@@ -306,9 +316,10 @@ class _Starts:
         name = exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}"
         got: dict | None = None
         try:
+            rev = first_revision(store, exp)
             got = write(store, lambda: experiments.claim_and_start_many(
                 store, ids, self.job_id, self.lease_s, exp.config, exp.env_options, name,
-                methods.PHASES[exp.method][0]), durable=False)
+                methods.PHASES[exp.method][0], rev), durable=False)
         finally:
             with self._lock:
                 for item_id, (token, it, made) in (got or {}).items():
@@ -321,8 +332,9 @@ class _Starts:
                 busy.set()
 
     def _one(self, item_id: int) -> tuple:
+        rev = first_revision(self.store, self.exp)
         token, it, made = write(self.store, lambda: _start_item(self.store, self.exp, self.job_id, self.lease_s,
-                                                                 item_id), durable=False)
+                                                                 item_id, rev), durable=False)
         if token is not None:
             self.claims.hold(item_id, token)
         return token, it, made
@@ -448,6 +460,7 @@ def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options)
     if o.on_progress:
         o.on_progress(Progress(len(items), counts["done"], counts["success"], 0, 0.0, start_done))
     experiments.set_status(store, exp.id, "running")
+    first_revision(store, exp)  # (known from here on: the workers' item starts read nothing for it)
     status, error = "done", None
     try:
         with attached(store) if o.mode == "threads" else contextlib.nullcontext():  # one writer, group commits

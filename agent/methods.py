@@ -27,6 +27,7 @@ from agent.client import CallWatch, ModelError
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
 from envs.registry import family
+from sessions.connection import FenceLost
 from sessions.store import StoreError
 from trajectory.answer_formats import majority, parse_qa
 from trajectory.records import ModelCall, Version
@@ -195,6 +196,8 @@ def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
             _answer_once(engine, v, phase)
     except _Stopped:
         return None, True, v.id, None
+    except FenceLost:  # the item's claim was taken over: the item stops, nothing written
+        raise
     except (EngineError, StoreError) as exc:
         return str(exc), False, v.id, None
     return None, False, v.id, None
@@ -232,7 +235,7 @@ def _sample(engine: Engine, v: Version, config, method: str, n: int,
 
     calls, problem = _gather(one, n, max(1, min(b.concurrency, n)), cancel, b)
     if problem is not None:
-        engine.store.calls.record(v.episode_id, calls)
+        engine.record_calls(v.episode_id, calls)  # (fenced as the item's steps are)
         if isinstance(problem, _Failed) and not b.stopped():
             raise MethodError(f"model call failed: {problem.reason}") from None
         raise _Stopped()

@@ -14,7 +14,8 @@ from agent.engine_records import PATH_CACHE, EngineError, ModelCallFailed, StepC
 from agent.version_paths import VersionPaths
 from envs.registry import family
 from sessions import exemplar_sets
-from sessions.store import Store, StoreError
+from sessions.connection import Fence
+from sessions.store import Store, StoreError, VersionFrozen
 from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, Episode, ModelCall, Step, Version
@@ -185,23 +186,31 @@ class PromptBuilder:
                     self._prefixes.popitem(last=False)
         return made
 
-    def pin_exemplars(self, v: Version, ep: Episode) -> int | None:
-        """The exemplar-set revision the version's prompts use, pinned at its first use."""
+    def pin_exemplars(self, v: Version, ep: Episode, fence: Fence | None = None) -> int | None:
+        """The exemplar-set revision the version's prompts use, pinned at its first use
+        (`fence`: an experiment item's claim, checked as it is pinned)."""
         known, rev = self.paths.revision(v)
-        if known:  # pinned (or the built-in exemplars) once: it never changes
+        if known:  # pinned once: it never changes
             return rev
         rev = self.store.versions.exemplar_revision(v.id)
-        if rev is None and ep.config.exemplar_set not in (None, "builtin"):
-            rev = self.revision_of(ep.config.exemplar_set)  # (remembered once read back: another
-            self.store.versions.pin_exemplar_revision(v.id, rev)  # process may have pinned it first)
+        if rev is None:  # (a version made before built-in exemplars were pinned too: pinned now)
+            rev = self.revision_of(ep.config.exemplar_set, ep.task.env)
+            if rev is None:  # a family with no built-in exemplars: nothing to pin
+                self.paths.remember_revision(v, None)
+                return None
+            try:  # (remembered once read back: another process may have pinned it first)
+                self.store.versions.pin_exemplar_revision(v.id, rev, fence=fence)
+            except VersionFrozen:  # frozen unpinned: never pinned now; its step goes on in a child version
+                pass
             return rev
         self.paths.remember_revision(v, rev)
         return rev
 
-    def revision_of(self, set_name: str | None) -> int | None:
-        """The current revision of an exemplar set (None: the built-in exemplars)."""
+    def revision_of(self, set_name: str | None, env: str | None = None) -> int | None:
+        """The current revision of an exemplar set, or of `env`'s built-in exemplars as this
+        install ships them (None without `env`, or when the family ships none)."""
         if set_name in (None, "builtin"):
-            return None
+            return exemplars.builtin_revision(self.store, env) if env is not None else None
         try:
             return exemplar_sets.current_revision(self.store, set_name)
         except exemplar_sets.ExemplarSetError as exc:

@@ -62,17 +62,18 @@ class VersionPaths:
                 self._pinned[key] = ep
         return ep
 
-    def know_new(self, ep: Episode, v: Version) -> None:
+    def know_new(self, ep: Episode, v: Version, exemplar_rev: int | None = None) -> None:
         """A version just created with its episode (`store.episodes.create`): its pinned
-        config is the episode's, so its first step reads neither."""
+        config is the episode's, so its first step reads neither; `exemplar_rev`, the
+        exemplar revision it was created with (the built-in exemplars' included)."""
         with self._guard:
             self._pinned[(v.id, v.created_at)] = ep
             while len(self._pinned) > PATH_CACHE:
                 self._pinned.popitem(last=False)
             self._fresh = (v.id, v.created_at)  # its next use takes the options as written
         self._version_episode.setdefault(v.id, ep.id)
-        if ep.config.exemplar_set in (None, "builtin"):  # (a set's revision is pinned at the first step)
-            self.remember_revision(v, None)
+        if exemplar_rev is not None or ep.config.exemplar_set in (None, "builtin"):  # (else pinned at the first step)
+            self.remember_revision(v, exemplar_rev)
 
     def revision(self, v: Version) -> tuple[bool, int | None]:
         """(known, the version's pinned exemplar revision) as remembered: once pinned it

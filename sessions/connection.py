@@ -8,7 +8,7 @@ import json
 import os
 import sqlite3
 import sys
-from typing import Any
+from typing import Any, Callable
 
 def _import_sqlite_utils():
     """sqlite-utils without the pandas and numpy it imports when they are installed (only to
@@ -45,6 +45,30 @@ class VersionFrozen(StoreError):
     refuses to change its path or outcome; its work goes on in a new child version."""
 
 
+class FenceLost(StoreError):
+    """A write's fence no longer holds (a claim taken over): nothing of the write is there."""
+
+
+class Fence:
+    """What a write must still hold (an experiment item's claim): `sql`, a condition with
+    `params`, is checked inside the write's own transaction (in the statement that moves a
+    version's leaf: no statement of its own; `check` for any other write), and `lost()` is
+    the error when it does not hold."""
+
+    __slots__ = ("sql", "params", "lost")
+
+    def __init__(self, sql: str, params: list[Any], lost: "Callable[[], FenceLost]"):
+        self.sql, self.params, self.lost = sql, params, lost
+
+    def holds(self, db: Any) -> bool:
+        return bool(db.execute(f"select {self.sql}", self.params).fetchone()[0])
+
+    def check(self, db: Any) -> None:
+        """Inside the write's transaction: raise `lost()` when the fence no longer holds."""
+        if not self.holds(db):
+            raise self.lost()
+
+
 # How long a writer waits for another's write lock: shorter than a job's lease
 # (sessions.jobs.LEASE_S, 15 s), so a heartbeat that waits and fails is retried before the
 # lease runs out, and a runner never loses its claims only for having waited on the lock.
@@ -52,7 +76,28 @@ LOCK_TIMEOUT_S = 5.0
 
 
 class DatabaseFailure(StoreError, sqlite3.DatabaseError):
-    """SQLite said no (locked, constraint, disk full, corrupt page): one line, never a traceback."""
+    """SQLite said no (locked, constraint, disk full, corrupt page): one line, never a traceback.
+    `sqlite_errorcode` (SQLite's extended result code) and `sqlite_message` (its own first
+    line) are kept, so a caller tells one refusal from another by code, not by wording."""
+
+    sqlite_errorcode: int | None = None
+    sqlite_message: str = ""
+
+
+# The `versions_frozen` trigger's RAISE(ABORT, ...) message, exactly (sessions.schema writes it
+# into the trigger; `is_frozen_refusal` compares it whole, with the trigger's result code)
+FROZEN_MARK = "frozen version [react-editor:versions_frozen]"
+SQLITE_CONSTRAINT_TRIGGER = 1811  # what SQLite reports for a trigger's RAISE(ABORT, ...)
+
+
+def is_frozen_refusal(exc: BaseException) -> bool:
+    """Did the store's frozen-version trigger refuse the write? Its result code and its
+    exact message, never a part of some message's wording."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    message = getattr(exc, "sqlite_message", None)
+    if message is None and isinstance(exc, sqlite3.Error):
+        message = (str(exc).splitlines() or [""])[0]
+    return code == SQLITE_CONSTRAINT_TRIGGER and message == FROZEN_MARK
 
 
 _HINTS = (
@@ -67,7 +112,9 @@ _HINTS = (
 def _failure(exc: sqlite3.Error) -> DatabaseFailure:
     msg = (str(exc).splitlines() or [type(exc).__name__])[0]
     hint = next((h for word, h in _HINTS if word in msg.lower()), None)
-    return DatabaseFailure(f"database error: {msg}" + (f" ({hint})" if hint else ""))
+    failure = DatabaseFailure(f"database error: {msg}" + (f" ({hint})" if hint else ""))
+    failure.sqlite_errorcode, failure.sqlite_message = getattr(exc, "sqlite_errorcode", None), msg
+    return failure
 
 
 def _mapped(method):
@@ -195,7 +242,7 @@ def _ids(text: str | None) -> list[int]:
 def _frozen(version: int | str, exc: BaseException) -> BaseException:
     """The store's frozen-version trigger refused a write: say so in one line (any other
     failure is itself). `version`: as people read it (`EP:N`)."""
-    if "frozen version" not in str(exc):
+    if not is_frozen_refusal(exc):
         return exc
     return VersionFrozen(f"version {version} is frozen (branched from, annotated or used as an exemplar): "
                          "it never changes again; continue it in a new version")

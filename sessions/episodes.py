@@ -125,14 +125,17 @@ class Episodes:
 
     # ------------------------------------------------------------------ episodes
     def create(self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None, *,
-               created_at: str | None = None, version_name: str | None = None) -> tuple[Episode, Version]:
+               created_at: str | None = None, version_name: str | None = None,
+               exemplar_rev: int | None = None) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current.
-        `created_at`: an import keeps the original time."""
+        `created_at`: an import keeps the original time. `exemplar_rev`: the exemplar revision
+        the first version's prompts pin (None: pinned at its first step)."""
         return self.create_many([(task, name)], config, env_options, version_name=version_name,
-                                created_at=created_at)[0]
+                                created_at=created_at, exemplar_rev=exemplar_rev)[0]
 
     def create_many(self, specs: list[tuple[Task, str | None]], config: AgentConfig, env_options: dict | None = None,
-                    *, version_name: str | None = None, created_at: str | None = None) -> list[tuple[Episode, Version]]:
+                    *, version_name: str | None = None, created_at: str | None = None,
+                    exemplar_rev: int | None = None) -> list[tuple[Episode, Version]]:
         """`create` for several (task, episode name) at once, in a few statements for all
         (a runner starting its next items): the new tasks in one insert, the episodes in
         one, their first versions in one. Each episode names its first version as current
@@ -153,7 +156,7 @@ class Episodes:
             made = [(Episode(id=ep_id, task=task, config=config, current_version=v_id, name=name,
                              env_options=from_json(options, {}), created_at=stamp),
                      _first_version(v_id, ep_id, version_name)) for (v_id, ep_id), (task, name) in zip(rows, specs)]
-            first = version_row(made[0][1], config_id, None)  # (the versions differ only in these:)
+            first = version_row(made[0][1], config_id, exemplar_rev)  # (the versions differ only in these:)
             values = [{**first, "id": v.id, "episode_id": v.episode_id, "created_at": v.created_at,
                        "updated_at": v.updated_at} for _, v in made]
             cols = ", ".join(f'"{c}"' for c in values[0])

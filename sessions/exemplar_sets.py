@@ -23,6 +23,9 @@ from sessions.store import Store, StoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 RESERVED = {"builtin"}
+# The set row that holds an environment's built-in exemplars' revisions (`builtin_revision`):
+# a name no person's set can have (NAME_RE refuses ':'); never listed, never looked up by name.
+BUILTIN_HOLDER = "builtin:{env}"
 
 
 class ExemplarSetError(StoreError, ValueError):
@@ -97,6 +100,8 @@ def free_name(store: Store, base: str) -> str:
 
 
 def get_set(store: Store, name: str) -> ExemplarSet:
+    if name.startswith("builtin:"):  # (a holder of built-in revisions is not a set a person names)
+        raise ExemplarSetError(f"unknown exemplar set {name!r}")
     r = store.db.execute(
         "select s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
         "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null) "
@@ -112,11 +117,11 @@ def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
     sql = (
         "select s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
         "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null) "
-        "from exemplar_sets s"
+        "from exemplar_sets s where s.name not like 'builtin:%'"
     )
     params: list = []
     if env:
-        sql += " where s.env = ?"
+        sql += " and s.env = ?"
         params.append(env)
     return [ExemplarSet(*r) for r in store.db.execute(sql + " order by s.name", params)]
 
@@ -265,6 +270,28 @@ def current_revision(store: Store, name: str) -> int:
         return store.db["exemplar_set_revisions"].insert(
             {"set_id": s.id, "revision": (last[1] if last else 0) + 1, "prompts": text, "created_at": now()}
         ).last_pk
+
+
+def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
+    """The revision holding `prompts`, the built-in exemplars of `env` as this install ships
+    them, so a version pins what it was sent: an upgrade that changes the package's file
+    changes no stored version's prompt. Content-addressed: the same exemplars are the same
+    revision whichever install wrote it; other exemplars are a new one. Kept under a set row
+    of its own per environment (BUILTIN_HOLDER), which no listing shows."""
+    text = json.dumps(prompts, ensure_ascii=False, sort_keys=True)
+    name = BUILTIN_HOLDER.format(env=env)
+    with store.transaction():
+        row = store.db.execute("select id from exemplar_sets where name = ?", [name]).fetchone()
+        set_id = row[0] if row is not None else store.db.execute(
+            "insert into exemplar_sets (name, env, description, source, created_by, created_at) values (?,?,?,?,?,?)",
+            [name, env, "the built-in exemplars, each content as it was sent", "builtin", None, now()]).lastrowid
+        found = store.db.execute("select id from exemplar_set_revisions where set_id = ? and prompts = ?",
+                                 [set_id, text]).fetchone()
+        if found is not None:
+            return found[0]
+        last = store.db.execute("select max(revision) from exemplar_set_revisions where set_id = ?", [set_id]).fetchone()
+        return store.db["exemplar_set_revisions"].insert(
+            {"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()}).last_pk
 
 
 def revision_prompts(store: Store, revision_id: int) -> tuple[str, dict[str, str]]:

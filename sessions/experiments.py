@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from sessions.connection import _Tx, compact_json as _dumps
+from sessions.connection import Fence, FenceLost, _Tx, compact_json as _dumps
 from sessions.rows import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
 from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
@@ -25,7 +25,7 @@ ItemStatus = Literal["pending", "running", "done", "error"]
 MAX_NAME = 200
 
 
-class ClaimLost(StoreError):
+class ClaimLost(FenceLost):
     """The writer no longer holds the item's claim: its lease ran out and another runner
     took the item (or finished it). Nothing was written."""
 
@@ -201,10 +201,11 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
 
 def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any], config: AgentConfig,
                   env_options: dict[str, Any], name: str | None,
-                  first_phase: str | None) -> tuple[int, int, dict[str, Any], tuple[Episode, Version]]:
+                  first_phase: str | None, exemplar_rev: int | None = None
+                  ) -> tuple[int, int, dict[str, Any], tuple[Episode, Version]]:
     """Inside the caller's transaction: the item's new episode, linked; (episode id, its
     first version's id, the item's metrics, the episode and version rows as written)."""
-    ep, v = store.episodes.create(task, config, env_options, name, version_name=first_phase)
+    ep, v = store.episodes.create(task, config, env_options, name, version_name=first_phase, exemplar_rev=exemplar_rev)
     metrics = dict(metrics)
     if first_phase is not None:
         _with_phase(metrics, first_phase, v.id)
@@ -216,13 +217,13 @@ def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any
 
 
 def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, config: AgentConfig,
-                    env_options: dict[str, Any], name: str, first_phase: str | None
+                    env_options: dict[str, Any], name: str, first_phase: str | None, exemplar_rev: int | None = None
                     ) -> tuple[int, Item, tuple[Episode, Version] | None] | None:
     """`claim`, then the item (its episode created and linked when it has none), in one
     light transaction (a power cut that loses it leaves the item to a resume): (token,
     item, the new episode and version rows as written or None), or None when the item is
     done or another runner holds it. `name`: the new episode's, `{pos}` standing for the
-    item's position from 1."""
+    item's position from 1. `exemplar_rev`: the exemplar revision a new first version pins."""
     with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
         if _RETURNING:  # the claim returns the item's row: one statement
             row = store.db.execute(_CLAIM_SQL + f" returning claim_token, {_ICOLS}",
@@ -238,15 +239,15 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
         made = None
         if it.episode_id is None:
             ep_id, v_id, metrics, made = _link_episode(store, item_id, it.task, it.metrics, config, env_options,
-                                                       name.format(pos=it.pos + 1), first_phase)
+                                                       name.format(pos=it.pos + 1), first_phase, exemplar_rev)
             it = it.model_copy(update={"episode_id": ep_id, "version_id": v_id, "status": "running",
                                        "metrics": metrics})
     return token, it, made
 
 
 def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s: float, config: AgentConfig,
-                         env_options: dict[str, Any], name: str, first_phase: str | None
-                         ) -> dict[int, tuple[int, Item, tuple[Episode, Version] | None]]:
+                         env_options: dict[str, Any], name: str, first_phase: str | None,
+                         exemplar_rev: int | None = None) -> dict[int, tuple[int, Item, tuple[Episode, Version] | None]]:
     """`claim_and_start` for several items in one light transaction and one claim
     statement (a runner takes its next few items at once: a commit and a claim for a few
     items, not for each): {item id: (token, item, new rows or None)} of the items claimed;
@@ -257,7 +258,7 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
     if not _RETURNING:
         started = {}
         for item_id in item_ids:
-            one = claim_and_start(store, item_id, job_id, lease_s, config, env_options, name, first_phase)
+            one = claim_and_start(store, item_id, job_id, lease_s, config, env_options, name, first_phase, exemplar_rev)
             if one is not None:
                 started[item_id] = one
         return started
@@ -269,7 +270,8 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
             params[:2] + list(item_ids) + params[3:]).fetchall()
         claimed = [(int(row[0]), _item(row[1:])) for row in sorted(rows, key=lambda r: r[3])]  # (by position)
         fresh = [it for _, it in claimed if it.episode_id is None]
-        made = dict(zip((it.id for it in fresh), _link_episodes(store, fresh, config, env_options, name, first_phase)))
+        made = dict(zip((it.id for it in fresh),
+                        _link_episodes(store, fresh, config, env_options, name, first_phase, exemplar_rev)))
     started = {}
     for token, it in claimed:
         new = made.get(it.id)
@@ -281,13 +283,14 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
 
 
 def _link_episodes(store: Store, fresh: list[Item], config: AgentConfig, env_options: dict[str, Any], name: str,
-                   first_phase: str | None) -> list[tuple[tuple[Episode, Version], dict[str, Any]]]:
+                   first_phase: str | None, exemplar_rev: int | None = None
+                   ) -> list[tuple[tuple[Episode, Version], dict[str, Any]]]:
     """Inside the caller's transaction: `_link_episode` for several items, in one statement
     for their links: [((episode, version) as written, the item's metrics)]."""
     if not fresh:
         return []
     made = store.episodes.create_many([(it.task, name.format(pos=it.pos + 1)) for it in fresh], config, env_options,
-                                      version_name=first_phase)
+                                      version_name=first_phase, exemplar_rev=exemplar_rev)
     out = []
     for it, (ep, v) in zip(fresh, made):
         metrics = dict(it.metrics)
@@ -369,11 +372,22 @@ def holds(store: Store, item_id: int, token: int) -> bool:
                             [item_id, token]).fetchone() is not None
 
 
+def _lost(item_id: int) -> ClaimLost:
+    return ClaimLost(f"experiment item {item_id}: this runner's claim was taken over (its lease ran out); "
+                     "it stops the item and writes nothing")
+
+
 def _fenced(store: Store, item_id: int, token: int | None) -> None:
     """Inside the write's transaction: refuse it when the claim with `token` was taken over."""
     if token is not None and not holds(store, item_id, token):
-        raise ClaimLost(f"experiment item {item_id}: this runner's claim was taken over (its lease ran out); "
-                        "it stops the item and writes nothing")
+        raise _lost(item_id)
+
+
+def fence(item_id: int, token: int) -> Fence:
+    """The claim with `token` as a fence for the item's other writes (its steps: the engine
+    checks it in the statement that records each, `Versions.append`)."""
+    return Fence("exists (select 1 from experiment_items where id = ? and claim_token = ?)", [item_id, token],
+                 lambda: _lost(item_id))
 
 
 def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) -> dict[int, int]:

@@ -7,7 +7,7 @@ import json
 from types import SimpleNamespace
 from typing import Callable
 
-from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
+from sessions.connection import FROZEN_MARK, sqlite_utils  # (sqlite-utils without pandas: a light start-up)
 
 from sessions import search_index
 from trajectory.signals import PathState
@@ -229,11 +229,24 @@ def _v15_index_deferred(db: sqlite_utils.Database) -> None:
     search_index.defer(db)
 
 
+def _v16_frozen_pins(db: sqlite_utils.Database) -> None:
+    """Issue 39: a frozen version's exemplar revision never changes either (`pin_exemplar_revision`
+    of a frozen version is refused), and the trigger's refusal carries a marker of its own
+    (`sessions.connection.FROZEN_MARK`, told apart by result code and exact message)."""
+    db.execute("drop trigger if exists versions_frozen")
+    db.execute(  # (one statement at a time: executescript would commit the migration's transaction)
+        "create trigger versions_frozen before update of leaf_step_id, status, outcome, error, edits, parent_version, "
+        "exemplar_rev on versions when exists (select 1 from versions c where c.parent_version = old.id) "
+        "or exists (select 1 from version_annotations a where a.version_id = old.id) "
+        "or exists (select 1 from exemplar_set_entries e where e.version_id = old.id) "
+        f"begin select raise(abort, '{FROZEN_MARK}'); end")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
     _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
     _v12_fences, _v13_suggestions, _v14_task_ids_searched,
-    _v15_index_deferred,
+    _v15_index_deferred, _v16_frozen_pins,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from sessions.connection import DatabaseFailure, StoreError, _changed, _frozen, compact_json, from_json, to_json
+from sessions.connection import DatabaseFailure, Fence, StoreError, _changed, _frozen, compact_json, from_json, to_json
 from sessions.parts import Database, insert_row
 from sessions.rows import SCOLS, VCOLS, replaced, step_from_row, version_from_row, version_row
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
@@ -70,11 +70,19 @@ class Versions:
             raise StoreError(f"unknown version {version_id}")
         return r[0]
 
-    def pin_exemplar_revision(self, version_id: int, revision_id: int) -> None:
-        """Pin a version's exemplars the first time they are used (never changed after)."""
-        with self._database.transaction():
-            self._database.db.execute("update versions set exemplar_rev = ? where id = ? and exemplar_rev is null",
-                            [revision_id, version_id])
+    def pin_exemplar_revision(self, version_id: int, revision_id: int, *, fence: Fence | None = None) -> None:
+        """Pin a version's exemplars the first time they are used (never changed after).
+        `fence`: as for `append`, checked in the same statement."""
+        try:
+            with self._database.transaction():
+                cur = self._database.db.execute(
+                    "update versions set exemplar_rev = ? where id = ? and exemplar_rev is null"
+                    + (f" and {fence.sql}" if fence is not None else ""),
+                    [revision_id, version_id] + (fence.params if fence is not None else []))
+                if fence is not None and cur.rowcount != 1:
+                    fence.check(self._database.db)
+        except DatabaseFailure as exc:  # frozen (the store's trigger): its prompt never changes
+            raise _frozen(self.ref(self.get(version_id)), exc) from None
 
     def ref(self, v: Version) -> str:
         """`EP:N` of a version, for a message people read (its per-episode number)."""
@@ -227,6 +235,7 @@ class Versions:
         clear_draft: bool = False,
         expected_leaf: int | None = ...,  # type: ignore[assignment]
         known: Version | None = None,
+        fence: Fence | None = None,
     ) -> tuple[list[Step], Version]:
         """Record new steps at the end of a version, with the model calls that produced
         them, and move the version's leaf - all in one transaction. Steps' `call_ids` may
@@ -238,7 +247,9 @@ class Versions:
         `known`: the caller's copy of the version row (a step has just read it), used with
         `expected_leaf` instead of reading it again: the update is compare-and-set anyway.
         The version returned then carries the caller's copy of the fields this does not
-        write (its name, edits), which a reader of those reads from the store."""
+        write (its name, edits), which a reader of those reads from the store.
+        `fence` (an experiment item's claim): checked in the statement that moves the leaf,
+        so a claim taken over while the step was computed lands nothing (`fence.lost()`)."""
         out: list[Step] = []
         with self._database.transaction():
             usable = known is not None and known.id == version_id and expected_leaf is not ... \
@@ -256,13 +267,15 @@ class Versions:
                 out.append(row)
                 parent = row.id
             sets, params = _leaf_update(parent, status, outcome, error, clear_draft)
+            where = "where id = ? and leaf_step_id is ?" + (f" and {fence.sql}" if fence is not None else "")
             try:
-                cur = conn.execute(
-                    f"update versions set {', '.join(sets)} where id = ? and leaf_step_id is ?",
-                    params + [version_id, v.leaf_step_id])
+                cur = conn.execute(f"update versions set {', '.join(sets)} {where}",
+                                   params + [version_id, v.leaf_step_id] + (fence.params if fence is not None else []))
             except DatabaseFailure as exc:  # frozen: nothing of this is written
                 raise _frozen(self.ref(v), exc) from None
             if cur.rowcount != 1:
+                if fence is not None:
+                    fence.check(conn)  # (the fence first: a claim lost is why, whatever else moved)
                 raise _changed(self.ref(v))
         return out, _written(v, parent, params, status, outcome, error, clear_draft)
 

@@ -48,6 +48,12 @@ loses them as it loses any light commit's power-cut window: nothing a step repor
 
 Without a writer attached to the Store (the app's single steps, tests, scripts), `write`
 runs the closure in the calling thread, as before (its transactions durable as asked).
+
+A writer thread that fails (its connection cannot be opened, the log's fsync says EIO)
+stops the writer for good: every write queued or handed in later gets its one-line error
+(`WriterFailed`) at once, writes nobody waits for hear of it through their `on_error`,
+and the end of `attached` raises it when nothing else was raised. A waiting caller also
+checks, every WATCH_S, that the writer thread still lives, so no caller waits forever.
 """
 
 from __future__ import annotations
@@ -63,12 +69,18 @@ from typing import Any, Callable, Iterator
 
 from sessions import search_index
 from sessions.connection import _Tx
-from sessions.store import Store
+from sessions.store import Store, StoreError
 
 LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark
 MAX_GROUP = 64  # writes per group at most (one transaction's size stays bounded)
 DURABLE_S = 0.2  # the power-loss window: a write asked durable is on disk at most this long after it was answered
 INDEX_WRITES = 64  # a group writes the search index for the rows noted since, once this many writes ran
+WATCH_S = 1.0  # a caller waiting for its group checks this often that the writer thread lives (no added syscall)
+
+
+class WriterFailed(StoreError):
+    """The store's writer thread stopped on an error: the writes it had not committed were
+    not written (one line; a resume takes them again)."""
 
 
 class _Write:
@@ -76,20 +88,29 @@ class _Write:
     `done` (a lock held until then: the cheapest wait there is); a write run in its
     caller's thread needs none (no Future, no Condition per write)."""
 
-    __slots__ = ("fn", "durable", "blobs", "outcome", "done", "on_error")
+    __slots__ = ("fn", "durable", "blobs", "outcome", "done", "on_error", "writer")
 
     def __init__(self, fn: Callable[[], Any], durable: bool, blobs: dict[str, bytes],
-                 on_error: Callable[[BaseException], Any] | None = None):
+                 on_error: Callable[[BaseException], Any] | None = None, writer: "Writer | None" = None):
         self.fn, self.durable = fn, durable
         self.blobs = blobs  # the caller's deferred pages (they commit with it)
         self.outcome: tuple[bool, Any] | None = None  # (ok, result or error)
         self.done: Any = None
         self.on_error = on_error  # a write nobody waits for: who hears of its failure
+        self.writer = writer  # the writer whose thread answers a queued write
 
     def answer(self) -> Any:
-        """The write's result once its group committed (its error raised)."""
+        """The write's result once its group committed (its error raised). A queued write
+        whose writer thread ended without answering it (it cannot: `Writer._failed` answers
+        every queued write; this is the last guard) raises WriterFailed within WATCH_S."""
         if self.done is not None:
-            self.done.acquire()
+            while not self.done.acquire(timeout=WATCH_S):  # (the same one wait as without a timeout)
+                w = self.writer
+                if w is not None and not w._thread.is_alive():
+                    if self.done.acquire(timeout=WATCH_S):  # (answered as the thread ended)
+                        break
+                    raise w.failure or WriterFailed("the store's writer stopped without answering a write; "
+                                                    "it was not written")
         ok, value = self.outcome  # type: ignore[misc]
         if ok:
             return value
@@ -105,8 +126,13 @@ class Writer:
     the benchmark and tests: `groups`, `writes`, `durable_commits` (groups committed with an
     fsync) and `syncs` (the log synced by an idle or closing writer)."""
 
-    def __init__(self, store: Store, durable_s: float | None = None):
+    def __init__(self, store: Store, durable_s: float | None = None,
+                 fsync: Callable[[int], None] = os.fsync):
+        """`fsync`: how the log is synced (`os.fsync`; a test hands one that fails as a
+        failing disk does)."""
         self.store, self.durable_s = store, DURABLE_S if durable_s is None else durable_s
+        self._fsync = fsync
+        self.failure: WriterFailed | None = None  # why the writer thread stopped, once it failed
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self.groups = self.writes = self.durable_commits = self.syncs = 0
         self._unindexed = 0  # writes run since a group last wrote the search index
@@ -124,7 +150,9 @@ class Writer:
 
     @property
     def on_writer(self) -> bool:
-        return threading.get_ident() == self._thread.ident
+        """Is the calling thread the writer's? (The thread object, not its ident: Python
+        reuses the ident of a thread that ended for the next one started.)"""
+        return threading.current_thread() is self._thread
 
     def submit(self, fn: Callable[[], Any], *, durable: bool = True,
                blobs: dict[str, bytes] | None = None) -> _Write | None:
@@ -135,8 +163,11 @@ class Writer:
         for, and no handoff to the writer thread and back; else it queues for the next group
         (several workers: the writer's thread commits for all, on its one connection, whose
         pages its own commits leave cached; a worker's connection would read them again)."""
-        w = _Write(fn, durable, blobs or {})
+        w = _Write(fn, durable, blobs or {}, writer=self)
         with self._mutex:
+            if self.failure is not None:  # the writer failed: its error, at once
+                w.outcome = (False, self.failure)
+                return w
             if self._closed:
                 return None
             me = threading.get_ident()
@@ -169,13 +200,17 @@ class Writer:
         it), or the writer's thread commits it once it waited DURABLE_S. False when the
         writer has closed (the caller writes itself)."""
         with self._mutex:
-            if self._closed:
+            failed = self.failure
+            if failed is None and self._closed:
                 return False
-            if not self._lazy:
+            if failed is None and not self._lazy:
                 self._lazy_at = time.monotonic()
                 if self._wakes_at > self._lazy_at + self.durable_s:
                     self._state.notify()  # (else it wakes by then anyway: a lone worker's item results wake nobody)
-            self._lazy.append(_Write(fn, False, {}, on_error))
+            if failed is None:
+                self._lazy.append(_Write(fn, False, {}, on_error))
+                return True
+        _told(_Write(fn, False, {}, on_error), failed)  # (the writer failed: it hears of it at once)
         return True
 
     def close(self) -> None:
@@ -189,21 +224,48 @@ class Writer:
 
     # -- the writer thread
     def _loop(self) -> None:
-        self.store.db.conn.keeps_level = True  # only transactions write here: each sets the level it needs
-        while True:
-            group, end = self._take()
-            if group:
-                try:
-                    self._run(group, last=end)
-                finally:
-                    with self._mutex:
-                        self._busy -= 1
-            elif not end:  # idle past the durable deadline: the log synced without a commit
+        group: list[_Write] = []
+        try:
+            self.store.db.conn.keeps_level = True  # only transactions write here: each sets the level it needs
+            while True:
+                group, end = self._take()
+                if group:
+                    try:
+                        self._run(group, last=end)
+                    finally:
+                        with self._mutex:
+                            self._busy -= 1
+                elif not end:  # idle past the durable deadline: the log synced without a commit
+                    self._sync()
+                if end:
+                    break
+            group = []
+            if self._tail:
                 self._sync()
-            if end:
-                break
-        if self._tail:
-            self._sync()
+        except BaseException as exc:  # the writer cannot go on: every waiter hears why, now
+            self._failed(exc, [w for w in group if w.outcome is None])
+
+    def _failed(self, exc: BaseException, unanswered: list[_Write]) -> None:
+        """The writer thread failed: it takes no more writes, and every write it had not
+        answered (queued, or nobody waits for) gets the one-line WriterFailed."""
+        first = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+        err = WriterFailed(f"the store's writer stopped ({first}); what it had not committed was not written")
+        with self._mutex:
+            self.failure, self._closed = err, True
+            lazy, self._lazy = self._lazy, []
+            while True:
+                try:
+                    w = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if w is not None:
+                    unanswered.append(w)
+        for w in unanswered + lazy:
+            w.outcome = (False, err)
+            if w.done is not None:
+                w.done.release()
+            elif w.on_error is not None:
+                _told(w, err)
 
     def _index_due(self, n: int) -> None:
         """Inside a group's transaction, after its writes: index the noted rows once
@@ -275,7 +337,7 @@ class Writer:
         except OSError:
             return
         try:
-            os.fsync(fd)
+            self._fsync(fd)
             self.syncs += 1
             LOG_SYNCS[0] += 1
         finally:
@@ -381,13 +443,17 @@ def attached(store: Store) -> Iterator[Writer]:
             mine = True
         else:
             mine = False
+    ok = False
     try:
         yield known
+        ok = True
     finally:
         if mine:
             with _guard:
                 _writers.pop(store, None)
             known.close()
+            if ok and known.failure is not None:  # (the block's own error, when it raised one, is said instead)
+                raise known.failure
 
 
 def writer_of(store: Store) -> Writer | None:

@@ -150,16 +150,18 @@ class _Unpickler(pickle.Unpickler):
 
 
 def _disk_memo(key: str, build):
-    """`build()`'s result, pickled in the cache folder under `key` (a broken entry is
-    rebuilt; a cache that cannot be written is skipped)."""
+    """`build()`'s result, pickled in the cache folder under `key` (an unreadable entry is
+    said in one line on stderr and rebuilt; a cache that cannot be written is skipped)."""
     d = cache_dir()
     f = d / f"{key}.pkl" if d else None
     if f is not None and f.exists():
         try:
             with open(f, "rb") as fh:
                 return _Unpickler(fh).load()
-        except Exception:
-            pass
+        except twlogic.UNREADABLE as exc:
+            why = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+            print(f"ALFWorld cache entry {f} is unreadable ({type(exc).__name__}: {why}); making it again",
+                  file=sys.stderr, flush=True)
     result = build()
     if f is not None:
         try:

@@ -24,6 +24,13 @@ CACHE_VERSION = "1"
 _MODULE = "textworld.logic"
 
 
+# What reading a cache entry raises when it is cut short, damaged or written by another
+# version of Python, textworld or this program (a class moved or changed): the entry is made
+# again (fastgame._disk_memo) or parsed (below). Anything else is a bug and is raised.
+UNREADABLE = (pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError, IndexError, TypeError,
+              KeyError, OSError)
+
+
 def cached_load(load: Callable, disk_memo: Callable[[str, Callable], Any]) -> Callable:
     """`GameLogic.load` (the classmethod's function) answered from the disk cache."""
 
@@ -53,7 +60,7 @@ def cached_load(load: Callable, disk_memo: Callable[[str, Callable], Any]) -> Ca
             return fresh[0]
         try:
             return pickle.loads(data)
-        except Exception:  # an entry of another textworld: parse
+        except UNREADABLE:  # an entry of another textworld: parse
             return load(cls, paths)
 
     load_cached.uncached = load  # type: ignore[attr-defined]

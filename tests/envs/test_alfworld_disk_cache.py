@@ -63,3 +63,30 @@ def test_an_unreadable_entry_is_made_again(tmp_path, monkeypatch):
     monkeypatch.setattr(fastgame, "_LOGICS", {})
     assert _intro(src) == intro
     assert len(entries) == 2 and all(e.read_bytes() != b"not a pickle" for e in entries)
+
+
+class _Explodes:
+    """An entry whose loading fails as a bug would (not as a damaged or foreign entry)."""
+
+    def __reduce__(self):
+        return (_explode, ())
+
+
+def _explode():
+    raise RuntimeError("a bug while loading")
+
+
+def test_an_unreadable_entry_is_said_in_one_line_and_another_failure_is_raised(tmp_path, monkeypatch, capfd):
+    """Issue 39 item 11: only what a cut, damaged or foreign entry raises is caught (one line
+    on stderr, the entry made again); any other failure is raised, not swallowed."""
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path))
+    (tmp_path / "alfworld-sas").mkdir()
+    entry = tmp_path / "alfworld-sas" / "k.pkl"
+    entry.write_bytes(fastgame.pickle.dumps({"x": 1})[:-3])  # cut short
+    assert fastgame._disk_memo("k", lambda: {"x": 2}) == {"x": 2}
+    err = capfd.readouterr().err.splitlines()
+    assert len(err) == 1 and "k.pkl is unreadable" in err[0] and "making it again" in err[0]
+    assert fastgame._disk_memo("k", lambda: {"x": 3}) == {"x": 2}  # made again, read back
+    entry.write_bytes(fastgame.pickle.dumps(_Explodes()))
+    with pytest.raises(RuntimeError, match="a bug while loading"):
+        fastgame._disk_memo("k", lambda: {"x": 4})

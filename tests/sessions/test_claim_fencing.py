@@ -16,11 +16,11 @@ from agent import experiment
 from agent import jobs
 from agent.task_selection import select_tasks
 from sessions import connection
-from sessions import experiments
+from sessions import exemplar_sets, experiments
 import sessions.jobs
 from sessions.store import Store, StoreError
 from tests.experiment_agents import HOTPOT, wiki_agent
-from trajectory.records import AgentConfig
+from trajectory.records import AgentConfig, Step
 
 
 
@@ -147,3 +147,56 @@ def test_a_writer_waits_for_another_threads_transaction_no_longer_than_the_lock_
         with store.transaction():  # free again
             store.settings.set("after", 1)
         assert store.settings.get("after") == 1
+
+
+def test_a_step_in_flight_when_the_claim_is_taken_over_does_not_land(tmp_path, capfd, scripted_llm):
+    """Issue 39 item 9: the claim is checked in the transaction that records each step, not
+    only by the item's own rows. While the runner's second model call is in flight, its
+    lease lapses and another runner takes the item: that step is not recorded (the item's
+    version keeps its first step only), and the runner stops the item with one line."""
+    db = tmp_path / "x.db"
+    with closing(Store(db)) as store:
+        exp = make(store, scripted_llm.base_url)
+    agent = wiki_agent({HOTPOT[0]["question"]: HOTPOT[0]["answer"]}, react_steps=4)
+    sent = {"n": 0}
+
+    def taken_over(body):
+        sent["n"] += 1
+        if sent["n"] == 2:  # the second step's call: taken over before its answer comes back
+            with closing(Store(db)) as s:
+                item = experiments.items(s, exp.id)[0].id
+                lapse(s, item)
+                assert experiments.claim(s, item, 999, 60.0)
+        return agent(body)
+
+    scripted_llm.set_responder(taken_over)
+    experiment.run(str(db), exp.id)
+    err = capfd.readouterr().err
+    lost = [ln for ln in err.splitlines() if "taken over" in ln]
+    assert len(lost) == 1 and "experiment item" in lost[0] and "Traceback" not in err
+    assert sent["n"] == 2
+    with closing(Store(db)) as store:
+        it = experiments.items(store, exp.id)[0]
+        assert len(store.versions.steps(it.version_id)) == 1  # the in-flight step did not land
+        assert it.status == "running"  # (the other runner's to finish)
+
+
+def test_a_fenced_append_whose_claim_was_taken_over_writes_nothing(tmp_path, scripted_llm):
+    with closing(Store(tmp_path / "x.db")) as store:
+        exp = make(store, scripted_llm.base_url)
+        item = experiments.items(store, exp.id)[0]
+        mine = experiments.claim(store, item.id, 1, 60.0)
+        ep, v = store.episodes.create(item.task, exp.config, {})
+        step = Step(index=1, thought="t", action="search[x]", observation="o", source="model")
+        store.versions.append(v.id, [step], fence=experiments.fence(item.id, mine))  # held: it lands
+        lapse(store, item.id)
+        assert experiments.claim(store, item.id, 2, 60.0)
+        steps_before = store.db.execute("select count(*) from steps").fetchone()[0]
+        with pytest.raises(experiments.ClaimLost, match="taken over"):
+            store.versions.append(v.id, [step.model_copy(update={"index": 2})], fence=experiments.fence(item.id, mine))
+        assert store.db.execute("select count(*) from steps").fetchone()[0] == steps_before
+        assert len(store.versions.steps(v.id)) == 1
+        rev = exemplar_sets.builtin_revision(store, "hotpotqa", {"webthink_simple6": "Question: x\n"})
+        with pytest.raises(experiments.ClaimLost):  # an item's first step pins its exemplars: fenced too
+            store.versions.pin_exemplar_revision(v.id, rev, fence=experiments.fence(item.id, mine))
+        assert store.versions.exemplar_revision(v.id) is None
