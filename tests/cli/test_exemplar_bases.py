@@ -90,3 +90,46 @@ def test_a_set_lacking_a_type_says_how_to_go_on(tmp_path, capsys, scripted_llm):
     last = err.strip().splitlines()[-1]  # (after the leakage warning) one line that says how to go on
     assert code == 2 and last.startswith("error: no 'react' exemplars of type"), err
     assert "exemplars create NAME --env alfworld --from builtin" in last, err
+
+
+def test_hotpotqa_a_fix_joins_the_builtin_block_and_a_set_builds_on_a_set(tmp_path, capsys, scripted_llm):
+    from tests.experiment_agents import HOTPOT, wiki_agent
+
+    scripted_llm.set_responder(wiki_agent({r["question"]: "Nowhere at all" for r in HOTPOT[:3]}))
+    db = tmp_path / "x.db"
+    code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "3", "--name", "A"))
+    assert code == 0, err
+    a = json.loads(out.strip().splitlines()[-1])
+    with closing(Store(db)) as store:
+        first = experiments.items(store, a["experiment"])[0]
+        ep = store.versions.get(first.version_id).episode_id
+    gold = HOTPOT[0]["answer"]
+    code, out, err = cli(capsys, "edit", f"{ep}:1", "--step", "1", "--action", f"Finish[{gold}]", "--db", db)
+    assert code == 0, err
+    fixed = out.split()[0]
+    assert cli(capsys, "exemplars", "create", "hp-fixes", "--env", "hotpotqa", "--from", "builtin", "--db", db)[0] == 0
+    code, out, err = cli(capsys, "exemplars", "add", "hp-fixes", fixed, "--db", db)
+    assert code == 0 and out.startswith(f"{fixed} -> webthink_simple6"), (out, err)  # it joins the paper's block
+    code, out, err = cli(capsys, "exemplars", "show", "hp-fixes", "--prompts", "--db", db, "--json")
+    prompts = json.loads(out)["prompts"]
+    from agent.exemplars import builtin_prompt_dict
+
+    builtin = builtin_prompt_dict("hotpotqa")
+    assert list(prompts) == list(builtin)  # the same entries, the react block one example longer
+    assert prompts["webthink_simple6"].startswith(builtin["webthink_simple6"])
+    assert f"Finish[{gold}]" in prompts["webthink_simple6"][len(builtin["webthink_simple6"]):]
+    assert {k: v for k, v in prompts.items() if k != "webthink_simple6"} == \
+        {k: v for k, v in builtin.items() if k != "webthink_simple6"}
+    # a set built on that set: a copy (its entries and the fix), the base's revision named
+    code, out, err = cli(capsys, "exemplars", "create", "hp-more", "--env", "hotpotqa", "--from", "hp-fixes", "--db", db)
+    assert code == 0 and "from hp-fixes r1" in out, (out, err)
+    assert json.loads(cli(capsys, "exemplars", "show", "hp-more", "--prompts", "--db", db, "--json")[1])["prompts"] == prompts
+    code, out, err = cli(capsys, "experiment", "rerun", "A", "--exemplars", "hp-more", "--name", "B", "--db", db,
+                         "--json", "--leave-out-leaked")
+    assert code == 0 and "left out" in err, err  # the copied fix still leaks its own task
+    b = json.loads(out.strip().splitlines()[-1])
+    assert b["episodes"] == 2
+    for argv, said in ((["exemplars", "create", "x", "--env", "alfworld", "--from", "hp-fixes"], "is for hotpotqa"),
+                       (["exemplars", "create", "x", "--env", "hotpotqa", "--from", "nope"], "unknown exemplar set")):
+        code, out, err = cli(capsys, *argv, "--db", db)
+        assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
