@@ -11,7 +11,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from agent import exemplars
 from app_pages import state
+from app_pages.annotate_widgets import BUILTIN_BASE, EMPTY_BASE
 from app_pages.views import plural
 from sessions import exemplar_sets
 from sessions import numbering
@@ -142,11 +144,13 @@ def _sets_section(store: Store) -> None:
     st.subheader("Exemplar sets")
     all_sets = exemplar_sets.list_sets(store)
     if all_sets:
-        st.dataframe([{"name": s.name, "env": s.env, "entries": s.entries, "description": s.description or ""}
-                      for s in all_sets], hide_index=True)
+        st.dataframe([{"name": s.name, "env": s.env, "entries": s.entries, "from": s.base_note or "",
+                       "description": s.description or ""} for s in all_sets], hide_index=True)
     with st.form("set-add"):
         name = st.text_input("Set name", key="set-name")
         env = st.selectbox("Environment (new set)", list(kinds()), key="set-env")
+        start = st.selectbox("Start from (new set)", [BUILTIN_BASE, EMPTY_BASE, *(s.name for s in all_sets)],
+                             key="set-base", help="the built-in exemplars of its environment, nothing, or a copy of a set")
         refs_text = st.text_input("Versions to add (EPISODE[:VERSION] ...)", key="set-refs")
         if st.form_submit_button("Add to set"):
             try:
@@ -155,7 +159,8 @@ def _sets_section(store: Store) -> None:
                     raise ValueError("give at least one version")
                 with store.transaction():
                     if name not in {s.name for s in all_sets}:
-                        exemplar_sets.create_set(store, name, env)
+                        base = {BUILTIN_BASE: exemplars.BUILTIN, EMPTY_BASE: None}.get(start, start)
+                        exemplars.create_set(store, name, env, base)
                     for b in select(store, refs):
                         for v in b.versions:
                             exemplar_sets.add_version(store, name, v.id)

@@ -77,9 +77,7 @@ def _register_labels(sub: argparse._SubParsersAction) -> None:
     q = add_common(ex.add_parser("create", help="a new set: empty, or built on the built-in exemplars or another set"))
     q.add_argument("name")
     q.add_argument("--env", choices=env_kinds(), required=True)
-    q.add_argument("--from", dest="base", default=None, metavar="builtin|SET",
-                   help="start from the built-in exemplars or a copy of another set (a version added later takes "
-                        "the place of the entry of its own type: docs/experiments.md)")
+    _from_flag(q, "start from the built-in exemplars or a copy of another set (docs/jsonl-schema.md)")
     q.add_argument("--description", default=None)
     q.add_argument("--by", default=None)
     q.set_defaults(func=cmd_ex_create)
@@ -88,8 +86,7 @@ def _register_labels(sub: argparse._SubParsersAction) -> None:
     q.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]")
     q.add_argument("--key", default=None, help="prompt-file key for a single ALFWorld version (react_put_0, ...)")
     q.add_argument("--create", action="store_true", help="create the set if needed (env from the first version)")
-    q.add_argument("--from", dest="base", default=None, metavar="builtin|SET",
-                   help="with --create: build the new set on the built-in exemplars or a copy of another set")
+    _from_flag(q, "with --create: build the new set on the built-in exemplars or a copy of another set")
     q.add_argument("--by", default=None)
     _filter_flags(q)
     q.set_defaults(func=cmd_ex_add)
@@ -102,6 +99,11 @@ def _register_labels(sub: argparse._SubParsersAction) -> None:
     q.add_argument("name")
     q.add_argument("--prompts", action="store_true", help="print the prompt dict the agent would use")
     q.set_defaults(func=cmd_ex_show)
+
+
+def _from_flag(p: argparse.ArgumentParser, help_text: str) -> None:
+    """A new exemplar set's base (`agent.exemplars.create_set`)."""
+    p.add_argument("--from", dest="base", default=None, metavar="builtin|SET", help=help_text)
 
 
 def _filter_flags(p: argparse.ArgumentParser) -> None:
