@@ -58,14 +58,14 @@ def _run_export(store: Store, fmt: str, **kw) -> tuple[bytes, dict]:
 
 
 def download_name(fmt: str, *, exemplar_set: str | None = None, rows: list[tuple[int, int]] | None = None,
-                  numbers: dict[int, int] | None = None) -> str:
+                  labels: dict[int, str] | None = None) -> str:
     """A file name that says what is inside: `episode-3-v2.prompt.txt`, `exemplars-my-fixes.react-json.json`,
     `4-versions-2-episodes.jsonl` (names cleaned to letters, digits, dot, dash, underscore)."""
     if exemplar_set is not None:
         stem = "exemplars-" + (re.sub(r"[^A-Za-z0-9._-]+", "-", exemplar_set).strip("-.") or "set")
     elif rows and len(rows) == 1:
         ep, vid = rows[0]
-        stem = f"episode-{ep}-v{(numbers or {}).get(vid, vid)}"
+        stem = f"episode-{ep}-{(labels or {}).get(vid, f'v{vid}')}"
     else:
         rows = rows or []
         stem = f"{plural(len(rows), 'version')}-{plural(len({e for e, _ in rows}), 'episode')}".replace(" ", "-")
@@ -100,8 +100,8 @@ def _export_section(store: Store) -> None:
         kw.update(refs=refs or None, filters=f)
         batches = select(store, refs or None, f)
         rows = [(b.episode.id, v.id) for b in batches for v in b.versions]
-        nums = numbering.numbers(store, rows[0][0]) if len(rows) == 1 else {}
-        kw["_name"] = download_name(fmt, rows=rows, numbers=nums)
+        nums = numbering.labels(store, rows[0][0]) if len(rows) == 1 else {}
+        kw["_name"] = download_name(fmt, rows=rows, labels=nums)
         st.caption(f"{plural(len(rows), 'version')} match{'es' if len(rows) == 1 else ''}.")
     name = kw.pop("_name", None) or download_name(fmt, exemplar_set=kw.get("exemplar_set"))
     if st.button("Prepare export", key="exp-go"):

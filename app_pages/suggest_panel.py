@@ -19,7 +19,7 @@ from agent import suggest
 from agent.engine import Engine, EngineError
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
-from sessions import suggestions
+from sessions import numbering, suggestions
 from sessions.store import Store, StoreError
 
 TICK_S = 0.5
@@ -158,12 +158,20 @@ def at_step(eng: Engine, vid: int, cards: dict[int, tuple[int, list[dict[str, An
             _card(eng, vid, sid, c, switch_to)
 
 
+def _label(eng: Engine, version_id: int) -> str:
+    """A version as people read it (v3; the stored id is global)."""
+    try:
+        return numbering.label_of(eng.store, version_id)
+    except StoreError:
+        return f"version {version_id}"
+
+
 def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:
     """One candidate: where, what, why (plain text: it comes from a model), the evidence."""
     with st.container(border=True, key=f"sg_card_{sid}_{c['number']}"):
         st.text(f"#{c['rank']} · step {c['step']} · {(c['kind'] or '').replace('_', ' ')} · candidate {c['number']}"
                 + (" · dismissed" if c["state"] == "dismissed" else "")
-                + (f" · accepted as v{c['accepted_version']}" if c["accepted_version"] else ""))
+                + (f" · accepted as {_label(eng, c['accepted_version'])}" if c["accepted_version"] else ""))
         st.text(c["text"] or "")
         if c["rationale"]:
             st.text(f"Why: {c['rationale']}")

@@ -27,6 +27,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         check_query(args.query)
     except QueryError as exc:
         raise CliError(str(exc)) from None
+    from sessions.numbering import number_of
     from sessions.search import search
     from sessions.store import Store
 
@@ -37,7 +38,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     ref = version_refs(store)
     for r in rows:  # people read EP:N (the per-episode number); `version` stays the global id
         r["ref"] = ref(r["version"], r["episode"])
-        r["number"] = int(r["ref"].partition(":")[2])
+        r["number"] = number_of(store, r["version"])
     emit(args, rows, lambda: "\n".join(
         f"{r['ref']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"
         f"{' '.join(r['snippet'].split())}" for r in rows) or "(no matches)")
