@@ -293,15 +293,21 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
         return
     st.dataframe(table(rows), hide_index=True, key="sg_x_table")
     proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and r["best"]["state"] != "accepted"]
-    cols = st.columns([2, 1])
+    cols = st.columns([2, 2, 1], vertical_alignment="bottom")
     target = cols[0].text_input("Add them to exemplar set (optional)", key="sg_x_set")
-    if cols[1].button(f"Accept all proven ({len(proven)})", key="sg_x_accept", disabled=not proven):
+    start = _new_set_base(eng, exp_id, cols[1], target.strip())
+    if cols[2].button(f"Accept all proven ({len(proven)})", key="sg_x_accept", disabled=not proven):
         name = target.strip() or None
         try:
             if name is not None:
                 from sessions import exemplar_sets
 
-                exemplar_sets.get_set(eng.store, name)  # an unknown set: one line before anything is made
+                if start is None:
+                    exemplar_sets.get_set(eng.store, name)  # (an unknown name is a new set: `start` says its base)
+                else:  # checked before anything is made
+                    from agent import exemplars
+
+                    exemplars.create_set(eng.store, name, experiments_env(eng, exp_id), start[1])
             made = suggest.accept_all_proven(eng, proven)
         except ERRORS as exc:
             st.error(str(exc).splitlines()[0])
@@ -311,6 +317,28 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
                    + (f" and join exemplar set {name} when they finish." if name else "."))
         if name is not None and made:
             _leak_caption(eng, exp_id, name, made)
+
+
+def experiments_env(eng: Engine, exp_id: int) -> str:
+    from sessions import experiments
+
+    return experiments.get(eng.store, exp_id).env
+
+
+def _new_set_base(eng: Engine, exp_id: int, where: Any, name: str) -> tuple[str, str | None] | None:
+    """For a set name that does not exist yet: what the new set starts from (label, base),
+    by default the set the experiment ran with, else the built-in exemplars; None otherwise."""
+    from app_pages.annotate_widgets import base_options, default_base
+    from sessions import exemplar_sets, experiments
+
+    x = experiments.get(eng.store, exp_id)
+    if not name or exemplar_sets.exists(eng.store, name):
+        where.caption("A new set name starts a set built on a base (the experiment's set by default).")
+        return None
+    bases = base_options(x.env, [s.name for s in exemplar_sets.list_sets(eng.store, x.env)])
+    pick = where.selectbox("Start from (the new set)", list(bases),
+                           index=list(bases.values()).index(default_base(bases, x.config.exemplar_set)), key="sg_x_base")
+    return pick, bases[pick]
 
 
 def _leak_caption(eng: Engine, exp_id: int, name: str, made: list[int]) -> None:
