@@ -95,3 +95,31 @@ def test_a_familys_option_and_custom_field_never_share_a_key_with_the_form(app, 
     ok(at.radio(key="new_how").set_value("Custom").run())
     labels = [t.label for t in at.text_input]
     assert {"Name", "Game", "Game option", "Model option", "Episode name (optional)"} <= set(labels), labels
+
+
+def test_a_step_committed_before_the_page_read_the_version_is_drawn_once(app, monkeypatch):
+    """A run's step job can commit its step before the page reads the version and report it
+    after: the page drew the step, then drew its box again under the same keys."""
+    from app_pages import editor_body
+    from tests.app_helpers import WIN, click
+
+    toy, make = app
+    toy.llm.push(*WIN)
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.step(v.id)
+    real, calls = editor_body.settle, []
+
+    def settle(page, job):  # the job's report names a step the page drew already, then its own
+        steps = real(page, job)
+        calls.append(1)
+        return (toy.engine.steps(toy.store.versions.get(v.id))[:1] + steps) if len(calls) == 1 else steps
+
+    monkeypatch.setattr(editor_body, "settle", settle)
+    at = make("editor", episode=ep.id)
+    at.number_input(key="run_n").set_value(3)
+    click(at, "btn_run_n")
+    for _ in range(3):
+        ok(at.run())
+    assert calls and len(toy.store.versions.steps(v.id)) == 4
+    dup = [k for k, c in Counter(_keys(at)).items() if c > 1]
+    assert not dup, dup
