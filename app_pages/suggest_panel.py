@@ -74,7 +74,7 @@ def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> j
     ep = eng.store.versions.get(vid).episode_id
     tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
     return jobs.start(eng.store, "suggest", work, episode_id=ep, version_id=vid, session=tab,
-                      target=f"suggest for v{vid}")
+                      target=f"suggest for {_label(eng, vid)}")
 
 
 def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None]) -> None:

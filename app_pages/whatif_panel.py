@@ -179,7 +179,7 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
             st.session_state["whatif_job"] = job
         if job is not None and (job.key == (vid, k) or job.running):  # a running one shows wherever the panel is
             if job.key != (vid, k):
-                st.caption(f"The what-if on v{job.key[0]} step {job.key[1]} is still running:")
+                st.caption(f"The what-if on {label_of(eng.store, job.key[0])} step {job.key[1]} is still running:")
             st.fragment(run_every=TICK_S if job.running else None)(_status)(eng, job)
 
 

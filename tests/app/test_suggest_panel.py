@@ -70,8 +70,17 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     steps = toy.store.versions.steps(new)
     assert steps[1].thought == HINT and steps[1].edit.origin["candidate"] == 2
     assert suggestions.latest(toy.store, 1).candidates[1].accepted_version == new
+    # issue 39: the 20 verification rollouts took no v-number: the fix is v2 (it read "v22"), on its card too
+    from sessions import numbering
+
+    assert numbering.label_of(toy.store, new) == "v2" and len(toy.store.versions.ids(1)) == 22
+    old = AppTest.from_file(APP, default_timeout=30)
+    old.switch_page("app_pages/editor.py")
+    old.query_params["episode"], old.query_params["version"] = "1", "1"
+    assert "accepted as v2" in " ".join(t.value for t in ok(old.run()).text)  # the card on the failed v1
     # the Editor shows where the step came from: a fixed label and the critic, prompt hash and groups
     at = open_editor(toy, monkeypatch, 1)
+    assert any(e.label.startswith("Annotate v2:") for e in at.expander)
     assert any("Step 2 · proven suggested fix accepted by a person" in c.value for c in at.caption)
     assert any(t.value.startswith("suggested by critic scripted-model (prompt command-v1, sha256 ")
                and "proven: +100 points" in t.value for t in at.text)
