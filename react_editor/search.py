@@ -27,7 +27,6 @@ def cmd_search(args: argparse.Namespace) -> int:
         check_query(args.query)
     except QueryError as exc:
         raise CliError(str(exc)) from None
-    from sessions.numbering import number_of
     from sessions.search import search
     from sessions.store import Store
 
@@ -38,7 +37,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     ref = version_refs(store)
     for r in rows:  # people read EP:N (the per-episode number); `version` stays the global id
         r["ref"] = ref(r["version"], r["episode"])
-        r["number"] = number_of(store, r["version"])
+        r["number"] = int(r["ref"].partition(":")[2].lstrip("r"))  # within its kind (v2 or r2: 2)
     emit(args, rows, lambda: "\n".join(
         f"{r['ref']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"
         f"{' '.join(r['snippet'].split())}" for r in rows) or "(no matches)")
