@@ -133,3 +133,12 @@ def test_hotpotqa_a_fix_joins_the_builtin_block_and_a_set_builds_on_a_set(tmp_pa
                        (["exemplars", "create", "x", "--env", "hotpotqa", "--from", "nope"], "unknown exemplar set")):
         code, out, err = cli(capsys, *argv, "--db", db)
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_single_run_on_a_set_lacking_its_type_says_how_to_go_on(tmp_path, capsys, scripted_llm):
+    db, exp, fixed = _story_start(tmp_path, capsys, scripted_llm)
+    assert cli(capsys, "exemplars", "add", "lonely", fixed, "--create", "--db", db)[0] == 0
+    clean = first_task("pick_clean_then_place_in_recep")
+    code, out, err = cli(capsys, "run", "--env", "alfworld", "--task", clean.id, "--exemplars", "lonely",
+                         "--model", "m", "--base-url", scripted_llm.base_url, "--max-steps", "2", "--db", db)
+    assert code != 0 and "no 'react' exemplars of type 'clean'" in err and "--from builtin" in err, (out, err)
