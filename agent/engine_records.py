@@ -72,8 +72,10 @@ class StepReport:
 def version_name(store, v: Version) -> str:
     """A version in a message people read: `EP:N`, its per-episode number (docs/versions.md),
     never the global id."""
-    ids = store.versions.ids(v.episode_id)
-    return f"{v.episode_id}:{ids.index(v.id) + 1}" if v.id in ids else str(v.id)
+    from sessions.numbering import labels, ref_part
+
+    have = labels(store, v.episode_id)
+    return f"{v.episode_id}:{ref_part(have[v.id])}" if v.id in have else str(v.id)
 
 
 @dataclass

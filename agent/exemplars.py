@@ -9,6 +9,7 @@ dicts ship with the families; named exemplar sets live in the project database
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import weakref
@@ -87,6 +88,43 @@ def prompt_dict(env: str, set_name: str | None, store=None, revision: int | None
     if set_env != env:
         raise ExemplarError(f"exemplar set {set_name!r} is for {set_env}, not {env}")
     return prompts
+
+
+BUILTIN = "builtin"
+
+
+def create_set(store, name: str, env: str, base: str | None = None, *, description: str | None = None,
+               by: str | None = None) -> exemplar_sets.ExemplarSet:
+    """A new exemplar set, empty or built on `base`: "builtin" (the family's built-in
+    exemplars) or another set of the same environment, whose entries are copied in (the
+    set and its revisions name the base and which content of it was copied)."""
+    if base is None:
+        return exemplar_sets.create_set(store, name, env, description=description, by=by)
+    if base == BUILTIN:
+        prompts = builtin_prompt_dict(env)
+        if not prompts:
+            raise exemplar_sets.ExemplarSetError(f"{family(env).label} has no built-in exemplars to start from")
+        digest = hashlib.sha256(json.dumps(prompts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+        note, inherit = f"builtin sha256:{digest}", [(k, None, v) for k, v in prompts.items()]
+    else:
+        src = exemplar_sets.get_set(store, base)
+        if src.env != env:
+            raise exemplar_sets.ExemplarSetError(f"exemplar set {base!r} is for {src.env}, not {env}")
+        rev = exemplar_sets.current_revision(store, base)  # the base's content as copied, kept for good
+        note, inherit = f"{base} r{exemplar_sets.revision_number(store, base, rev)}", exemplar_sets.copied_entries(store, base)
+    return exemplar_sets.create_set(store, name, env, description=description, by=by, base=base, base_note=note,
+                                    inherit=inherit)
+
+
+def with_advice(exc: Exception, env: str, set_name: str | None) -> str:
+    """The error of a prompt that needs exemplars a named set lacks (`no 'react' exemplars
+    of type 'clean' ...`), with what to do about it; other errors as they are."""
+    msg = str(exc)
+    if not set_name or set_name == BUILTIN or not msg.startswith("no '"):
+        return msg
+    return (f"{msg} ({set_name!r}): build a set on the built-in exemplars so it has every task type "
+            f"(`react-editor exemplars create NAME --env {env} --from builtin`, or \"Start from: built-in\" "
+            "when the app makes a new set), then add the fixed version to it")
 
 
 def qa_exemplars(prompts: dict[str, str], env: str, method: str) -> str:

@@ -78,7 +78,9 @@ def check_exemplars(env: str, method: str, exemplar_set: str | None, store) -> N
                 family(env).transcript.check_exemplars(prompts, phase)
             else:
                 exemplars.qa_exemplars(prompts, env, "standard" if phase == "standard" else "cot")
-    except (exemplars.ExemplarError, StoreError) as exc:
+    except exemplars.ExemplarError as exc:
+        raise MethodError(exemplars.with_advice(exc, env, exemplar_set)) from None
+    except StoreError as exc:
         raise MethodError(str(exc)) from None
 
 

@@ -161,7 +161,9 @@ class PromptBuilder:
             prompts, fixed = self._fixed(ep, rev, ("request", ep.config.style),
                                          lambda prompts: build(prompts, ep.task, ep.config.style))
             return tr.request(prompts, ep.task, steps, ep.config.style, draft, fixed=fixed), fixed
-        except (exemplars.ExemplarError, StoreError) as exc:
+        except exemplars.ExemplarError as exc:
+            raise EngineError(exemplars.with_advice(exc, ep.task.env, ep.config.exemplar_set)) from None
+        except StoreError as exc:
             raise EngineError(str(exc)) from None
 
     def _fixed(self, ep: Episode, rev: int | None, what: tuple, build: Callable[[dict[str, str]], Any]

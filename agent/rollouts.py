@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import CallWatch, ModelClient
 from agent.engine import Engine, EngineError
+from agent.engine_records import version_name
 from sessions import experiments
 from sessions import rollouts
 from sessions.rollouts import RolloutEdit, RolloutGroup
@@ -249,7 +250,7 @@ class Rollouts:
         can_go_on = not v.outcome.done and n < self.engine.max_steps(ep)
         last = n + 1 if can_go_on else n
         if not 1 <= req.k <= last:
-            raise RolloutError(f"step {req.k} is out of range: version {v.id} has {n} step(s), "
+            raise RolloutError(f"step {req.k} is out of range: version {version_name(self.store, v)} has {n} step(s), "
                                f"so K must be between 1 and {last}")
         return v, ep
 

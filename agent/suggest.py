@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from agent.client import CallWatch, ModelClient, ModelError, chat_message
 from agent.engine import Engine, EngineError, StepCancelled
+from agent.engine_records import version_name
 from agent.rollouts import Effect, Request, whatif
 from envs.registry import family
 from envs.transcript.critic import COMMAND, CriticPrompt
@@ -437,7 +438,8 @@ def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) 
     candidate that does not state the answer is accepted."""
     s = suggestions.latest(engine.store, version_id)
     if s is None:
-        raise SuggestError(f"version {version_id} has no suggestions yet: run `react-editor suggest` first")
+        raise SuggestError(f"version {version_name(engine.store, engine.store.versions.get(version_id))} has no "
+                           "suggestions yet: run `react-editor suggest` first")
     c = next((x for x in s.candidates if x.number == number), None)
     if c is None:
         raise SuggestError(f"suggestion {s.id} has no candidate {number} (it has {len(s.candidates)})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from agent import exemplars
 from app_pages import access
 from app_pages.state import alert
 from sessions import annotations
@@ -61,6 +62,26 @@ def version_annotation_panel(store: Store, version_id: int, key_prefix: str, *,
 
 
 NEW_SET = "(new set)"
+BUILTIN_BASE, EMPTY_BASE = "the built-in exemplars", "nothing (an empty set)"
+
+
+def base_options(env: str, names: list[str]) -> dict[str, str | None]:
+    """What a new set can start from: label -> base (`agent.exemplars.create_set`)."""
+    out: dict[str, str | None] = {}
+    try:
+        if exemplars.builtin_prompt_dict(env):
+            out[BUILTIN_BASE] = exemplars.BUILTIN
+    except exemplars.ExemplarError:
+        pass
+    out[EMPTY_BASE] = None
+    return {**out, **{f"a copy of set {n}": n for n in names}}
+
+
+def default_base(bases: dict[str, str | None], ran_with: str | None) -> str | None:
+    """The set the version's episode ran with (an experiment's set), else the built-in exemplars."""
+    if ran_with is not None and ran_with in bases.values():
+        return ran_with
+    return exemplars.BUILTIN if exemplars.BUILTIN in bases.values() else None
 
 
 def exemplar_set_adder(store: Store, version_id: int, key_prefix: str, env: str | None = None) -> None:
@@ -77,16 +98,22 @@ def exemplar_set_adder(store: Store, version_id: int, key_prefix: str, env: str 
     key = f"{key_prefix}-xset-{version_id}"
     if st.session_state.get(f"{key}-added") in names:  # the selector shows the set it went to
         st.session_state[key] = st.session_state.pop(f"{key}-added")
-    c = st.columns([2, 2, 1], vertical_alignment="bottom")
+    c = st.columns([2, 2, 2, 1], vertical_alignment="bottom")
     pick = c[0].selectbox("Exemplar set", [*names, NEW_SET], key=key)
     new = c[1].text_input("New set name", value=exemplar_sets.free_name(store, f"{env}-fixes"),
                           key=f"{key_prefix}-xnew-{version_id}", disabled=pick != NEW_SET)
-    if c[2].button("Add to exemplar set", key=f"{key_prefix}-xadd-{version_id}"):
+    bases = base_options(env, names)
+    ran_with = store.episodes.get(store.versions.get(version_id).episode_id).config.exemplar_set
+    base = c[2].selectbox("Start from", list(bases), index=list(bases.values()).index(default_base(bases, ran_with)),
+                          key=f"{key_prefix}-xbase-{version_id}", disabled=pick != NEW_SET,
+                          help="A new set built on the built-in exemplars (or a copy of another set) keeps every task "
+                               "type; the fix takes the place of the entry of its own type.")
+    if c[3].button("Add to exemplar set", key=f"{key_prefix}-xadd-{version_id}"):
         name = new.strip() if pick == NEW_SET else pick
         try:
             with store.transaction():
                 if pick == NEW_SET:
-                    exemplar_sets.create_set(store, name, env)
+                    exemplars.create_set(store, name, env, bases[base])
                 exemplar_sets.add_version(store, name, version_id)
             st.session_state[f"{key}-added"] = name
             st.session_state["flash_exemplar_set"] = f"Added to exemplar set {name!r}."

@@ -43,7 +43,7 @@ left, right = pick("left", left_default, by_id), pick("right", right_default, by
 
 state.episode_header(ep)
 c = st.columns(2)
-nums = numbering.numbers(store, ep_id)  # people read per-episode numbers
+nums = numbering.labels(store, ep_id)  # people read per-episode numbers
 statuses = state.version_statuses(versions)  # one jobs query for both selectors
 labels = {i: state.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
 new_left = c[0].selectbox("Left", ids, index=ids.index(left), format_func=labels.get,
@@ -66,10 +66,10 @@ changed = sum(1 for r in rows if r.differs)
 edited = person_edits(rows)
 lo, ro = outcome_text(lv.outcome, statuses[lv.id]), outcome_text(rv.outcome, statuses[rv.id])  # as the selectors say
 m = st.columns(4)
-m[0].metric(f"v{nums[lv.id]}", lo, plural(len(ls), "step"), delta_color="off", delta_arrow="off")
-m[1].metric(f"v{nums[rv.id]}", ro, plural(len(rs), "step"), delta_color="off", delta_arrow="off")
+m[0].metric(nums[lv.id], lo, plural(len(ls), "step"), delta_color="off", delta_arrow="off")
+m[1].metric(nums[rv.id], ro, plural(len(rs), "step"), delta_color="off", delta_arrow="off")
 m[2].metric("Steps that differ", changed)
 m[3].metric("Steps edited by a person", edited)
 only_changes = st.toggle("Only the steps that differ", key="cmp_only_changes")
 shown = [r for r in rows if r.differs] if only_changes else rows
-st.html(COMPARE_CSS + compare_html(ep.task.env, shown, f"v{nums[lv.id]}", f"v{nums[rv.id]}", lo, ro))
+st.html(COMPARE_CSS + compare_html(ep.task.env, shown, nums[lv.id], nums[rv.id], lo, ro))

@@ -49,7 +49,7 @@ st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, 
 
 versions = store.versions.of_episode(ep_id)
 page = EditorPage(eng=eng, tab=tab, ep_id=ep_id, vid=vid, ep=ep, fam=family(ep.task.env),
-                  nums=numbering.numbers(store, ep_id))  # people read per-episode numbers (v1, v2, ...)
+                  nums=numbering.labels(store, ep_id))  # people read per-episode numbers (v1, v2, ...)
 run = st.session_state.get("run")
 if run and (run.get("version") != vid):
     close_run(store, "stopped")  # the run belonged to a version no longer shown

@@ -51,15 +51,17 @@ def below_steps(page: EditorPage, v, steps: list, job) -> None:
             st.text(str(exc))
 
 
-def await_step(page: EditorPage, job: stepjobs.StepJob, line, box) -> None:
-    """Wait for the step in flight (its status in the status line), then draw its new steps."""
+def await_step(page: EditorPage, job: stepjobs.StepJob, line, box, drawn: int) -> None:
+    """Wait for the step in flight (its status in the status line), then draw its new steps
+    (past the `drawn` ones: a step the job committed before the page read the version is
+    drawn already, and its box again would repeat its widget keys)."""
     renewed = time.monotonic()
     while not job.finished.wait(POLL_S):  # a click on the controls interrupts this at line.caption
         line.text(job.status())  # the retry reason quotes the server: plain text
         if time.monotonic() - renewed > RUN_LEASE_S / 3:  # a slow call must not let the run's lease lapse
             renewed = time.monotonic()
             renew_run(page)
-    new_steps = settle(page, job)
+    new_steps = [s for s in settle(page, job) if s.index > drawn]
     v = page.store.versions.get(page.vid)
     if not new_steps or v.outcome.done or not st.session_state.get("run"):
         st.rerun()  # a full rerun: the controls and the outcome show the new state
@@ -99,4 +101,4 @@ def body(page: EditorPage, busy: bool, foreign: bool) -> None:
         if busy:  # the step ended between drawing the controls (disabled) and here
             st.rerun()
         return
-    await_step(page, job, line, box)
+    await_step(page, job, line, box, len(steps))

@@ -21,7 +21,7 @@ RUN_LEASE_S = 5.0  # a run's job lives while this tab ticks; a reload or a close
 @dataclass(frozen=True)
 class EditorPage:
     """The page state: `ep` carries the settings version `vid` runs with; `nums` the
-    per-episode numbers people read (v1, v2, ...); `fam` the episode's environment family."""
+    per-episode labels people read (v1, v2, ...; rollouts r1, r2, ...); `fam` the episode's environment family."""
 
     eng: Engine
     tab: str  # whose step results this tab collects
@@ -29,7 +29,7 @@ class EditorPage:
     vid: int
     ep: Any
     fam: Any
-    nums: dict[int, int]
+    nums: dict[int, str]
 
     @property
     def store(self) -> Any:
@@ -41,4 +41,4 @@ class EditorPage:
         return self.fam.transcript.thoughts_are_turns
 
     def vname(self, version_id: int) -> str:
-        return f"v{self.nums.get(version_id, version_id)}"
+        return self.nums.get(version_id, f"v{version_id}")

@@ -21,7 +21,7 @@ def open_run(page: EditorPage, version_id: int, n: int | None, kind: str = "run"
     store = page.store
     ep_of = store.versions.get(version_id).episode_id
     job = jobs.create(store, kind, episode_id=ep_of, version_id=version_id, session=page.tab, lease_s=RUN_LEASE_S,
-                      target=f"episode {ep_of} v{numbering.number_of(store, version_id)}")  # as people read it
+                      target=f"episode {ep_of} {numbering.label_of(store, version_id)}")  # as people read it
     return {"version": version_id, "n": n, "added": 0, "job": job.id}
 
 
@@ -114,10 +114,10 @@ def settle(page: EditorPage, job: stepjobs.StepJob) -> list:
 
 def frozen_notice(page: EditorPage, rep) -> str:
     """The engine's notice in the numbers people read (the new child is not numbered yet here)."""
-    new = numbering.numbers(page.store, page.ep_id)
+    new = numbering.labels(page.store, page.ep_id)
     why = FROZEN.get(rep.frozen or "", "relied on")
-    return (f"v{new.get(rep.continued_from, rep.continued_from)} is frozen ({why}); continuing in new version "
-            f"v{new.get(rep.version.id, rep.version.id)}")
+    return (f"{new.get(rep.continued_from, rep.continued_from)} is frozen ({why}); continuing in new version "
+            f"{new.get(rep.version.id, rep.version.id)}")
 
 
 def finished_job(page: EditorPage) -> stepjobs.StepJob | None:

@@ -14,7 +14,7 @@ from app_pages.editor_context import LIVE_STEPS, EditorPage
 from app_pages.editor_edit import edit_panel
 from app_pages.editor_run import switcher
 from app_pages.textdiff import inline_diff_html
-from app_pages.views import deleted_here, origin_text, provenance, replaced_text, step_lines, thoughts_are_turns
+from app_pages.views import deleted_here, origin_text, provenance, replaced_text, step_lines
 from sessions import annotations
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
@@ -42,8 +42,8 @@ def render_step(page: EditorPage, s, v, extras: StepExtras, markers: bool = True
     over the elements of the one that was there; an element it did not overwrite stayed,
     a ghost line of another step, until the page's run ended."""
     vid, env = page.vid, page.ep.task.env
-    for e in deleted_here(env, v.edits, s.index) if markers else []:
-        deleted_marker(page, e)
+    for pos, e in deleted_at(env, v, s.index) if markers else []:
+        deleted_marker(page, pos, e)
     with st.container(border=True, key=f"step_{s.index}", gap="xxsmall"):
         head = st.columns([6, 1])
         head[0].caption(f"Step {s.index} · {provenance(s)}")
@@ -91,8 +91,16 @@ def edit_diff_html(s) -> str:
     return f'<div class="rd-was"><b>{"action" if action else "thought"} edited:</b> {inline_diff_html(was, now)}</div>'
 
 
-def deleted_marker(page: EditorPage, e) -> None:
-    with st.expander("Thought deleted here by a person (show it)", key=f"deleted_{page.vid}_{e.index}"):
+def deleted_at(env: str, v, index: int) -> list[tuple[int, object]]:
+    """(position in the version's edits, edit) of the thoughts deleted just before step `index`."""
+    mine = deleted_here(env, v.edits, index)
+    return [(pos, e) for pos, e in enumerate(v.edits) if any(e is m for m in mine)]
+
+
+def deleted_marker(page: EditorPage, pos: int, e) -> None:
+    """A deleted thought's marker, keyed by the edit's place in the version's edits: one
+    version can hold two deletions at one step (and each marker is drawn once per page)."""
+    with st.expander("Thought deleted here by a person (show it)", key=f"deleted_{page.vid}_{pos}"):
         st.text(e.old_thought or "")
 
 
@@ -124,10 +132,6 @@ def earlier_steps(page: EditorPage, v, steps, extras: StepExtras, edit_at: tuple
     on an earlier step (a search hit, an opened panel) shows its window."""
     vid, env = page.vid, page.ep.task.env
     older = steps[:-LIVE_STEPS]
-    if thoughts_are_turns(env):  # as deleted_here: a numbered step keeps its place, no marker
-        for e in v.edits:
-            if e.kind == "delete_thought" and e.index <= older[-1].index:
-                deleted_marker(page, e)
     wins = windows(older[-1].index)
     key = f"older_win_{vid}"
     if focus and focus[0] == vid and focus[1] <= older[-1].index and st.session_state.get("older_for") != focus:
@@ -136,7 +140,10 @@ def earlier_steps(page: EditorPage, v, steps, extras: StepExtras, edit_at: tuple
     pick = st.segmented_control("Earlier steps in full (Edit, timing)", [window_label(w) for w in wins], key=key)
     for w in wins:
         part = older[w[0] - 1: w[1]]
-        if window_label(w) != pick:
+        if window_label(w) != pick:  # its deletion markers here; a window in full draws them at their step
+            for i in range(w[0], w[1] + 1):
+                for pos, e in deleted_at(env, v, i):
+                    deleted_marker(page, pos, e)
             st.html(overview.steps_html(env, part, extras.signals, extras.tags))
             for s in part:  # a suggested fix at a step drawn in this block: its card under the block
                 suggest_panel.at_step(page.eng, vid, extras.cards, s.index, switcher(page))
@@ -175,6 +182,6 @@ def steps_view(page: EditorPage, v, steps, extras: StepExtras, edit_at: tuple | 
         earlier_steps(page, v, steps, extras, edit_at, focus)
     for s in live:
         step_and_panels(page, v, steps, s, extras, edit_at)
-    for e in deleted_here(page.ep.task.env, v.edits, len(steps) + 1):
-        deleted_marker(page, e)
+    for pos, e in deleted_at(page.ep.task.env, v, len(steps) + 1):
+        deleted_marker(page, pos, e)
     focus_marker(page, focus, len(steps))

@@ -52,16 +52,18 @@ PAGE_ROWS = 500  # the newest episodes first; "Show more" adds as many again
 
 
 def option_inputs(env: str) -> dict:
-    """The episode options the family takes (`EnvFamily.options`), blank = its default."""
+    """The episode options the family takes (`EnvFamily.options`), blank = its default.
+    Keys in their own namespace (`new_opt_`): a family's option or custom field named like
+    a form field (`name`, `model`) or like each other drew two widgets with one key."""
     values = {}
     for o in family(env).options:
         if o.choices:
             values[o.key] = st.selectbox(o.help, o.choices, index=o.choices.index(o.default) if o.default else 0,
-                                         key=f"new_{o.key}_{env}")
+                                         key=f"new_opt_{o.key}_{env}")
         elif o.switch:
-            values[o.key] = st.checkbox(o.help, key=f"new_{o.key}") or None
+            values[o.key] = st.checkbox(o.help, key=f"new_opt_{o.key}_{env}") or None
         else:
-            values[o.key] = st.text_input(o.help, key=f"new_{o.key}").strip() or None
+            values[o.key] = st.text_input(o.help, key=f"new_opt_{o.key}_{env}").strip() or None
     return family(env).env_options(values)
 
 
@@ -90,7 +92,7 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
         else:
             st.caption("No tasks in this set.")
     else:
-        custom = {f.key: st.text_input(f.label, key=f"new_{f.key}") for f in family(env).custom_fields}
+        custom = {f.key: st.text_input(f.label, key=f"new_field_{f.key}_{env}") for f in family(env).custom_fields}
     options = option_inputs(env)
     st.caption("Agent")
     a = st.columns(3)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from agent import exemplars
 from app_pages import state
+from app_pages.annotate_widgets import BUILTIN_BASE, EMPTY_BASE
 from app_pages.views import plural
 from sessions import exemplar_sets
 from sessions import numbering
@@ -56,14 +58,14 @@ def _run_export(store: Store, fmt: str, **kw) -> tuple[bytes, dict]:
 
 
 def download_name(fmt: str, *, exemplar_set: str | None = None, rows: list[tuple[int, int]] | None = None,
-                  numbers: dict[int, int] | None = None) -> str:
+                  labels: dict[int, str] | None = None) -> str:
     """A file name that says what is inside: `episode-3-v2.prompt.txt`, `exemplars-my-fixes.react-json.json`,
     `4-versions-2-episodes.jsonl` (names cleaned to letters, digits, dot, dash, underscore)."""
     if exemplar_set is not None:
         stem = "exemplars-" + (re.sub(r"[^A-Za-z0-9._-]+", "-", exemplar_set).strip("-.") or "set")
     elif rows and len(rows) == 1:
         ep, vid = rows[0]
-        stem = f"episode-{ep}-v{(numbers or {}).get(vid, vid)}"
+        stem = f"episode-{ep}-{(labels or {}).get(vid, f'v{vid}')}"
     else:
         rows = rows or []
         stem = f"{plural(len(rows), 'version')}-{plural(len({e for e, _ in rows}), 'episode')}".replace(" ", "-")
@@ -98,8 +100,8 @@ def _export_section(store: Store) -> None:
         kw.update(refs=refs or None, filters=f)
         batches = select(store, refs or None, f)
         rows = [(b.episode.id, v.id) for b in batches for v in b.versions]
-        nums = numbering.numbers(store, rows[0][0]) if len(rows) == 1 else {}
-        kw["_name"] = download_name(fmt, rows=rows, numbers=nums)
+        nums = numbering.labels(store, rows[0][0]) if len(rows) == 1 else {}
+        kw["_name"] = download_name(fmt, rows=rows, labels=nums)
         st.caption(f"{plural(len(rows), 'version')} match{'es' if len(rows) == 1 else ''}.")
     name = kw.pop("_name", None) or download_name(fmt, exemplar_set=kw.get("exemplar_set"))
     if st.button("Prepare export", key="exp-go"):
@@ -142,11 +144,13 @@ def _sets_section(store: Store) -> None:
     st.subheader("Exemplar sets")
     all_sets = exemplar_sets.list_sets(store)
     if all_sets:
-        st.dataframe([{"name": s.name, "env": s.env, "entries": s.entries, "description": s.description or ""}
-                      for s in all_sets], hide_index=True)
+        st.dataframe([{"name": s.name, "env": s.env, "entries": s.entries, "from": s.base_note or "",
+                       "description": s.description or ""} for s in all_sets], hide_index=True)
     with st.form("set-add"):
         name = st.text_input("Set name", key="set-name")
         env = st.selectbox("Environment (new set)", list(kinds()), key="set-env")
+        start = st.selectbox("Start from (new set)", [BUILTIN_BASE, EMPTY_BASE, *(s.name for s in all_sets)],
+                             key="set-base", help="the built-in exemplars of its environment, nothing, or a copy of a set")
         refs_text = st.text_input("Versions to add (EPISODE[:VERSION] ...)", key="set-refs")
         if st.form_submit_button("Add to set"):
             try:
@@ -155,7 +159,8 @@ def _sets_section(store: Store) -> None:
                     raise ValueError("give at least one version")
                 with store.transaction():
                     if name not in {s.name for s in all_sets}:
-                        exemplar_sets.create_set(store, name, env)
+                        base = {BUILTIN_BASE: exemplars.BUILTIN, EMPTY_BASE: None}.get(start, start)
+                        exemplars.create_set(store, name, env, base)
                     for b in select(store, refs):
                         for v in b.versions:
                             exemplar_sets.add_version(store, name, v.id)

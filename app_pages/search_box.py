@@ -28,10 +28,10 @@ def hit_html(snippet: str, marks: list[tuple[int, int]]) -> str:
     return '<div style="font-family: monospace; white-space: pre-wrap">' + "".join(out) + "</div>"
 
 
-def hit_place(hit: Any, number: int | None = None) -> str:
-    """Where a hit is, with the per-episode version number people read (v1, v2, ...)."""
+def hit_place(hit: Any, label: str | None = None) -> str:
+    """Where a hit is, with the per-episode version label people read (v1, v2, ..., r1 ...)."""
     where = f"step {hit.step} · " if hit.step is not None else ""
-    return f"episode {hit.episode} · v{number or hit.version} · {where}{hit.field}"
+    return f"episode {hit.episode} · {label or f'v{hit.version}'} · {where}{hit.field}"
 
 
 def _open(hit: Any) -> None:
@@ -61,7 +61,7 @@ def render(store: Any) -> None:
             return
         if not hits:
             st.caption("No matches.")
-        nums = {e: numbering.numbers(store, e) for e in {hit.episode for hit in hits}}  # one read per episode
+        nums = {e: numbering.labels(store, e) for e in {hit.episode for hit in hits}}  # one read per episode
         for n, hit in enumerate(hits):
             row = st.columns([6, 1])
             row[0].text(hit_place(hit, nums[hit.episode].get(hit.version)))

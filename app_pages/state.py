@@ -247,13 +247,13 @@ def version_statuses(versions: Any) -> dict[int, str]:
             for v in versions}
 
 
-def version_label(v: Any, number: int | None = None, status: str | None = None) -> str:
-    """"v3 my-fix (success)": the per-episode number people read (the global id if none given).
+def version_label(v: Any, label: str | None = None, status: str | None = None) -> str:
+    """"v3 my-fix (success)": the per-episode label people read (v3, r2; the global id if none given).
     status: the version's version_status when already known (see version_statuses)."""
     from app_pages.views import outcome_text
 
     name = f" {v.name}" if v.name else ""
-    return f"v{number or v.id}{name} ({outcome_text(v.outcome, status if status is not None else version_status(v))})"
+    return f"{label or f'v{v.id}'}{name} ({outcome_text(v.outcome, status if status is not None else version_status(v))})"
 
 
 def widget_key(prefix: str, labels: Any) -> str:

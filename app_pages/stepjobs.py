@@ -15,7 +15,7 @@ from typing import Any
 
 from agent import jobs
 import sessions.jobs
-from sessions.numbering import number_of
+from sessions.numbering import label_of
 
 StepJob = jobs.Handle
 
@@ -62,7 +62,7 @@ def start(engine: Any, session: str, version_id: int, *, in_run: bool = False) -
 
         # a step of a run names no version: the run's own job stands for it (one status per version)
         h = _mine[key] = jobs.start(store, "step", work, episode_id=ep, version_id=None if in_run else version_id,
-                                    session=session, target=f"episode {ep} v{number_of(store, version_id)}")
+                                    session=session, target=f"episode {ep} {label_of(store, version_id)}")
     return h
 
 

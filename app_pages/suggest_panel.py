@@ -19,7 +19,7 @@ from agent import suggest
 from agent.engine import Engine, EngineError
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
-from sessions import suggestions
+from sessions import numbering, suggestions
 from sessions.store import Store, StoreError
 
 TICK_S = 0.5
@@ -75,7 +75,7 @@ def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> j
     ep = eng.store.versions.get(vid).episode_id
     tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
     return jobs.start(eng.store, "suggest", work, episode_id=ep, version_id=vid, session=tab,
-                      target=f"suggest for v{vid}")
+                      target=f"suggest for {_label(eng, vid)}")
 
 
 def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None]) -> None:
@@ -159,12 +159,20 @@ def at_step(eng: Engine, vid: int, cards: dict[int, tuple[int, list[dict[str, An
             _card(eng, vid, sid, c, switch_to)
 
 
+def _label(eng: Engine, version_id: int) -> str:
+    """A version as people read it (v3; the stored id is global)."""
+    try:
+        return numbering.label_of(eng.store, version_id)
+    except StoreError:
+        return f"version {version_id}"
+
+
 def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:
     """One candidate: where, what, why (plain text: it comes from a model), the evidence."""
     with st.container(border=True, key=f"sg_card_{sid}_{c['number']}"):
         st.text(f"#{c['rank']} · step {c['step']} · {(c['kind'] or '').replace('_', ' ')} · candidate {c['number']}"
                 + (" · dismissed" if c["state"] == "dismissed" else "")
-                + (f" · accepted as v{c['accepted_version']}" if c["accepted_version"] else ""))
+                + (f" · accepted as {_label(eng, c['accepted_version'])}" if c["accepted_version"] else ""))
         st.text(c["text"] or "")
         if c["rationale"]:
             st.text(f"Why: {c['rationale']}")
@@ -286,15 +294,21 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
         return
     st.dataframe(table(rows), hide_index=True, key="sg_x_table")
     proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and r["best"]["state"] != "accepted"]
-    cols = st.columns([2, 1])
+    cols = st.columns([2, 2, 1], vertical_alignment="bottom")
     target = cols[0].text_input("Add them to exemplar set (optional)", key="sg_x_set")
-    if cols[1].button(f"Accept all proven ({len(proven)})", key="sg_x_accept", disabled=not proven):
+    start = _new_set_base(eng, exp_id, cols[1], target.strip())
+    if cols[2].button(f"Accept all proven ({len(proven)})", key="sg_x_accept", disabled=not proven):
         name = target.strip() or None
         try:
             if name is not None:
                 from sessions import exemplar_sets
 
-                exemplar_sets.get_set(eng.store, name)  # an unknown set: one line before anything is made
+                if start is None:
+                    exemplar_sets.get_set(eng.store, name)  # (an unknown name is a new set: `start` says its base)
+                else:  # checked before anything is made
+                    from agent import exemplars
+
+                    exemplars.create_set(eng.store, name, experiments_env(eng, exp_id), start[1])
             made = suggest.accept_all_proven(eng, proven)
         except ERRORS as exc:
             st.error(str(exc).splitlines()[0])
@@ -304,6 +318,28 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
                    + (f" and join exemplar set {name} when they finish." if name else "."))
         if name is not None and made:
             _leak_caption(eng, exp_id, name, made)
+
+
+def experiments_env(eng: Engine, exp_id: int) -> str:
+    from sessions import experiments
+
+    return experiments.get(eng.store, exp_id).env
+
+
+def _new_set_base(eng: Engine, exp_id: int, where: Any, name: str) -> tuple[str, str | None] | None:
+    """For a set name that does not exist yet: what the new set starts from (label, base),
+    by default the set the experiment ran with, else the built-in exemplars; None otherwise."""
+    from app_pages.annotate_widgets import base_options, default_base
+    from sessions import exemplar_sets, experiments
+
+    x = experiments.get(eng.store, exp_id)
+    if not name or exemplar_sets.exists(eng.store, name):
+        where.caption("A new set name starts a set built on a base (the experiment's set by default).")
+        return None
+    bases = base_options(x.env, [s.name for s in exemplar_sets.list_sets(eng.store, x.env)])
+    pick = where.selectbox("Start from (the new set)", list(bases),
+                           index=list(bases.values()).index(default_base(bases, x.config.exemplar_set)), key="sg_x_base")
+    return pick, bases[pick]
 
 
 def _leak_caption(eng: Engine, exp_id: int, name: str, made: list[int]) -> None:

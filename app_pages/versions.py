@@ -23,7 +23,7 @@ state.episode_header(ep)
 
 versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
-nums = numbering.numbers(store, ep_id)  # people read per-episode numbers; ids stay internal
+nums = numbering.labels(store, ep_id)  # people read per-episode labels (v3, r2); ids stay internal
 calls = {c.id: c for c in store.calls.of_episode(ep_id)}  # one query for the whole episode
 prices = store.settings.get(state.PRICES_SETTING, {}) or {}
 member, group_labels = version_groups(eng, ep_id)
@@ -39,9 +39,9 @@ for v in versions:
     dollars = calls_cost(ids, calls, prices)
     parent = by_id.get(v.parent_version)
     e = own_edit(v.edits, parent.edits if parent else [])
-    edit = edit_label(e) if e else (f"branched from v{nums[parent.id]}" if parent else "")
+    edit = edit_label(e) if e else (f"branched from {nums[parent.id]}" if parent else "")
     by_hand = sum(1 for s in steps if s.source == "human" and s.edit is None)
-    r.update(number=nums[v.id], current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit,
+    r.update(label=nums[v.id], current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit,
              edits=len(v.edits), by_hand=by_hand)
     rows.append(r)
 
@@ -50,11 +50,11 @@ st.graphviz_chart(version_tree_dot(rows, ep.current_version, vid, group_labels, 
 
 table = [
     {
-        "version": f"v{r['number']}",
+        "version": r["label"],
         "id": r["version"],
         "current": "★" if r["current"] else "",
         "name": r["name"] or "",
-        "from": f"v{nums[r['parent_version']]}" if r["parent_version"] in nums else "",
+        "from": nums[r['parent_version']] if r["parent_version"] in nums else "",
         "rollout group": group_labels.get(r["group"], ""),
         "outcome": status_word(r["done"], r["success"], r["status"]),
         "edit": r["edit"],
@@ -95,5 +95,5 @@ if st.button("Compare with its parent", key="ver_compare", disabled=by_id[pick].
     st.session_state["cmp_left"] = by_id[pick].parent_version
     st.session_state["cmp_right"] = pick
     state.open_in("compare", ep_id, pick)
-with st.expander(f"Annotate v{nums[pick]}: verdict, failure modes, notes, exemplar-ready"):
+with st.expander(f"Annotate {nums[pick]}: verdict, failure modes, notes, exemplar-ready"):
     version_annotation_panel(store, pick, "ver")

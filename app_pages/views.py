@@ -298,7 +298,7 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         if r.get("group") in groups and not expand:
             continue
         state = status_word(r["done"], r["success"], r.get("status"))
-        label = f"v{r.get('number') or r['version']}"
+        label = r.get("label") or f"v{r['version']}"
         if r.get("name"):
             name = r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "…"
             label += f" {name}"

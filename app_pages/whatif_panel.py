@@ -25,7 +25,7 @@ from envs.base import EnvError
 from envs.registry import family
 from sessions import rollouts
 from sessions.rollouts import RolloutEdit
-from sessions.numbering import number_of
+from sessions.numbering import label_of
 from sessions.store import Store, StoreError
 
 TICK_S = 0.5
@@ -99,7 +99,7 @@ def _start(eng: Engine, req: Request, concurrency: int, tab: str) -> jobs.Handle
     ep = eng.store.versions.get(req.version_id).episode_id
     kind = "whatif" if req.edit else "resample"
     return jobs.start(eng.store, kind, work, episode_id=ep, version_id=req.version_id, session=tab,
-                      target=f"{kind} @{req.k} of episode {ep} v{number_of(eng.store, req.version_id)}")
+                      target=f"{kind} @{req.k} of episode {ep} {label_of(eng.store, req.version_id)}")
 
 
 # ---------------------------------------------------------------------- pure views
@@ -179,7 +179,7 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
             st.session_state["whatif_job"] = job
         if job is not None and (job.key == (vid, k) or job.running):  # a running one shows wherever the panel is
             if job.key != (vid, k):
-                st.caption(f"The what-if on v{job.key[0]} step {job.key[1]} is still running:")
+                st.caption(f"The what-if on {label_of(eng.store, job.key[0])} step {job.key[1]} is still running:")
             st.fragment(run_every=TICK_S if job.running else None)(_status)(eng, job)
 
 

@@ -163,15 +163,15 @@ def version_refs(store: Any) -> Callable[..., str]:
     """`ref(version_id, episode=None) -> "EP:N"`: a version as people read and type it on the
     command line (N its per-episode number, docs/versions.md; the global id stays in --json),
     reading each episode's numbering once."""
-    from sessions.numbering import numbers
+    from sessions.numbering import labels, ref_part
 
-    known: dict[int, dict[int, int]] = {}
+    known: dict[int, dict[int, str]] = {}
 
     def ref(version_id: int, episode: int | None = None) -> str:
         ep = store.versions.get(version_id).episode_id if episode is None else episode
         if ep not in known:
-            known[ep] = numbers(store, ep)
-        return f"{ep}:{known[ep][version_id]}"
+            known[ep] = labels(store, ep)
+        return f"{ep}:{ref_part(known[ep][version_id])}"
 
     return ref
 

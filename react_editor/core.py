@@ -196,23 +196,26 @@ def open_reader(args: argparse.Namespace) -> _Reader:
 
 
 class EpisodeRef(int):
-    """An episode number as typed (`12` or `12:3`); `.number` is the per-episode version
-    number after the colon, if any."""
+    """An episode number as typed (`12`, `12:3`, `12:r2`); `.number` is the per-episode
+    version number after the colon (3, or "r2" for a rollout), if any."""
 
-    number: int | None = None
+    number: int | str | None = None
 
 
 def episode_ref(text: str) -> EpisodeRef:
-    """argparse type for `EP` or `EP:N` (N = the per-episode version number, `v` optional)."""
+    """argparse type for `EP`, `EP:N` (N = the per-episode version number, `v` optional) or
+    `EP:rN` (rollout N of the episode)."""
     from react_editor.args import ArgError, whole_number
+    from sessions.numbering import parse
 
     ep, sep, num = str(text).partition(":")
     try:
         ref = EpisodeRef(whole_number(ep))
         if sep:
-            ref.number = whole_number(num.strip().lstrip("vV"))
-    except ArgError:
-        raise argparse.ArgumentTypeError(f"bad episode reference {text!r}: use EP or EP:N (e.g. 3 or 3:2)") from None
+            ref.number = parse(num)
+    except (ArgError, ValueError):
+        raise argparse.ArgumentTypeError(f"bad episode reference {text!r}: use EP, EP:N or EP:rN (e.g. 3, 3:2 "
+                                         "or 3:r1)") from None
     return ref
 
 
@@ -413,13 +416,20 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda
                           watch=h.watch())
 
     return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
-                         target=f"episode {ep} v{_number(engine, version_id)}")
+                         target=f"episode {ep} {_label(engine, version_id)}")
 
 
 def _number(engine, version_id: int) -> int:
     from sessions.numbering import number_of
 
     return number_of(engine.store, version_id)
+
+
+def _label(engine, version_id: int) -> str:
+    """"v3" or "r2", as people read it (sessions.numbering)."""
+    from sessions.numbering import label_of
+
+    return label_of(engine.store, version_id)
 
 
 def _ref(engine, version_id: int) -> str:
@@ -440,7 +450,7 @@ def _run_text(engine, report, hit: list | None = None) -> str:
     state = "unfinished" if not report.done else ("success" if report.success else "failure")
     if hit:
         state += f", stopped at step {hit[0][1].index} ({hit[0][0].spec})"
-    return f"episode {report.episode} v{_number(engine, report.version)}: {report.steps} steps, {state}"
+    return f"episode {report.episode} {_label(engine, report.version)}: {report.steps} steps, {state}"
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -558,7 +568,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_versions(args: argparse.Namespace) -> int:
     from agent.summary import version_summary
     from sessions import rollouts
-    from sessions.numbering import numbers
+    from sessions.numbering import labels as version_labels
 
     engine = open_reader(args)
     ep = engine.store.episodes.get(args.episode)
@@ -568,12 +578,13 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
         member, labels = version_groups(engine, args.episode)
 
-    nums = numbers(engine.store, args.episode)
+    nums = version_labels(engine.store, args.episode)
     rows = [version_summary(engine, v) for v in engine.store.versions.of_episode(args.episode)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
         r["group"] = member.get(r["version"])
-        r["id"], r["number"] = r["version"], nums[r["version"]]
+        r["id"], r["label"] = r["version"], nums[r["version"]]
+        r["number"] = int(r["label"][1:])
 
     from sessions.jobs import version_words
 
@@ -584,8 +595,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
     def line(r: dict, indent: str = "") -> str:
         state = r["state"]
         mark = "*" if r["current"] else " "
-        parent = f"from v{nums[r['parent_version']]}" if r["parent_version"] else "root"
-        return f"{indent}{mark} v{r['number']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
+        parent = f"from {nums[r['parent_version']]}" if r["parent_version"] else "root"
+        return f"{indent}{mark} {r['label']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
 
     def text() -> str:
         out, shown = [], set()
@@ -670,8 +681,10 @@ def cmd_current(args: argparse.Namespace) -> int:
     store.versions.set_current(args.episode, args.version)
     if args.name is not None:
         store.versions.update(args.version, name=args.name)
+    from sessions.numbering import number_of
+
     ref = version_ref(store, args.version)
-    emit(args, {"episode": args.episode, "version": args.version, "number": int(ref.partition(":")[2])},
+    emit(args, {"episode": args.episode, "version": args.version, "number": number_of(store, args.version)},
          f"episode {args.episode}: current version {ref}")
     return 0
 

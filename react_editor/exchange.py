@@ -74,9 +74,10 @@ def _register_labels(sub: argparse._SubParsersAction) -> None:
     q = add_common(ex.add_parser("list", help="all exemplar sets"))
     q.add_argument("--env", choices=env_kinds(), default=None)
     q.set_defaults(func=cmd_ex_list)
-    q = add_common(ex.add_parser("create", help="a new, empty set"))
+    q = add_common(ex.add_parser("create", help="a new set: empty, or built on the built-in exemplars or another set"))
     q.add_argument("name")
     q.add_argument("--env", choices=env_kinds(), required=True)
+    _from_flag(q, "start from the built-in exemplars or a copy of another set (docs/jsonl-schema.md)")
     q.add_argument("--description", default=None)
     q.add_argument("--by", default=None)
     q.set_defaults(func=cmd_ex_create)
@@ -85,6 +86,7 @@ def _register_labels(sub: argparse._SubParsersAction) -> None:
     q.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]")
     q.add_argument("--key", default=None, help="prompt-file key for a single ALFWorld version (react_put_0, ...)")
     q.add_argument("--create", action="store_true", help="create the set if needed (env from the first version)")
+    _from_flag(q, "with --create: build the new set on the built-in exemplars or a copy of another set")
     q.add_argument("--by", default=None)
     _filter_flags(q)
     q.set_defaults(func=cmd_ex_add)
@@ -97,6 +99,11 @@ def _register_labels(sub: argparse._SubParsersAction) -> None:
     q.add_argument("name")
     q.add_argument("--prompts", action="store_true", help="print the prompt dict the agent would use")
     q.set_defaults(func=cmd_ex_show)
+
+
+def _from_flag(p: argparse.ArgumentParser, help_text: str) -> None:
+    """A new exemplar set's base (`agent.exemplars.create_set`)."""
+    p.add_argument("--from", dest="base", default=None, metavar="builtin|SET", help=help_text)
 
 
 def _filter_flags(p: argparse.ArgumentParser) -> None:
@@ -284,6 +291,7 @@ def cmd_ex_list(args: argparse.Namespace) -> int:
 
     rows = [asdict(s) for s in exemplar_sets.list_sets(_store(args, readonly=True), env=args.env)]
     emit(args, rows, lambda: "\n".join(f"{r['name']}\t{r['env']}\t{r['entries']} entries\t{r['description'] or ''}"
+                                       + (f"\tfrom {r['base_note']}" if r["base"] else "")
                                        for r in rows) or "(no exemplar sets)")
     return 0
 
@@ -291,14 +299,16 @@ def cmd_ex_list(args: argparse.Namespace) -> int:
 def cmd_ex_create(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from sessions import exemplar_sets
+    from agent import exemplars
 
-    s = exemplar_sets.create_set(_store(args), args.name, args.env, description=args.description, by=args.by)
-    emit(args, asdict(s), f"exemplar set {s.name!r} ({s.env})")
+    s = exemplars.create_set(_store(args), args.name, args.env, args.base, description=args.description, by=args.by)
+    base = f", {s.entries} entries from {s.base_note}" if s.base else ""
+    emit(args, asdict(s), f"exemplar set {s.name!r} ({s.env}{base})")
     return 0
 
 
 def cmd_ex_add(args: argparse.Namespace) -> int:
+    from agent import exemplars
     from sessions import exemplar_sets
     from sessions.exchange import parse_ref, select
 
@@ -318,7 +328,7 @@ def cmd_ex_add(args: argparse.Namespace) -> int:
             if not args.create:
                 raise
             env = store.episodes.get(store.versions.get(vids[0]).episode_id).task.env
-            exemplar_sets.create_set(store, args.name, env, by=args.by)
+            exemplars.create_set(store, args.name, env, args.base, by=args.by)
         added = [exemplar_sets.add_version(store, args.name, vid, key=args.key, by=args.by) for vid in vids]
     ref = version_refs(store)
     rows = [{"version": e.version_id, "ref": ref(e.version_id), "key": e.key, "pos": e.pos} for e in added]
@@ -356,5 +366,5 @@ def cmd_ex_show(args: argparse.Namespace) -> int:
         rows.append(row)
     emit(args, rows, lambda: "\n".join(
         f"{r['pos']}\t{r['key'] or '(auto)'}\t" + (r["ref"] if r["version_id"] else "text")
-        for r in rows) or "(empty)")
+        + ("\t(from the base)" if r["inherited"] else "") for r in rows) or "(empty)")
     return 0

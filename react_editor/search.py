@@ -39,7 +39,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     ref = version_refs(store)
     for r in rows:  # people read EP:N (the per-episode number); `version` stays the global id
         r["ref"] = ref(r["version"], r["episode"])
-        r["number"] = int(r["ref"].partition(":")[2])
+        r["number"] = int(r["ref"].partition(":")[2].lstrip("r"))  # within its kind (v2 or r2: 2)
     note = say_page(args.json, page, "hits")
     emit(args, rows, lambda: "\n".join(
         [f"{r['ref']}\t{'-' if r['step'] is None else r['step']}\t{r['field']}\t"

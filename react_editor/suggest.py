@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from react_editor.common import (CliError, add_common, check_url, emit, progress, regular_file, rollout_progress,
-                                 run_job)
+                                 run_job, version_ref)
 from react_editor.core import episode_ref, open_engine, version_of
 
 
@@ -83,7 +83,8 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     if args.show_prompt:
         return _show_prompt(args, engine, vid)
     if engine.store.versions.get(vid).outcome.success:
-        raise CliError(f"version {vid} succeeded: suggestions are for failed or unfinished versions")
+        raise CliError(f"version {version_ref(engine.store, vid)} succeeded: suggestions are for failed or unfinished "
+                       "versions")
     return _suggest(args, engine, vid)
 
 
@@ -113,7 +114,8 @@ def _suggest(args: argparse.Namespace, engine, vid: int) -> int:
         return suggest_version(engine, vid, critic, args.candidates, _how(args, h))
 
     s = run_job(engine.store, "suggest", lambda h: report(work(h)), _stopped, episode_id=ep, version_id=vid,
-                target=f"suggest for v{vid}")
+                target=f"suggest for {version_ref(engine.store, vid)}")
+    s["ref"] = version_ref(engine.store, vid)  # EP:N, as people type it (`version` stays the global id)
     emit(args, s, lambda: _text(s))
     return 0
 
@@ -125,7 +127,7 @@ def _stopped(result) -> str:
 
 def _text(data: dict) -> str:
     first = data["first_failure_step"]
-    lines = [f"episode {data['episode']} v{data['version']}: first failure signal at "
+    lines = [f"{data['ref']}: first failure signal at "
              f"{'step ' + str(first) if first else 'no step'}; critic {data['critic'].get('model')}"]
     for c in data["candidates"]:
         lines.append(f"{c['rank']}. [#{c['number']}] step {c['step']} {c['kind']}: {c['text']!r}")
@@ -152,7 +154,7 @@ def _dismiss(args: argparse.Namespace, engine, vid: int) -> int:
 
     s = suggestions.latest(engine.store, vid)
     if s is None:
-        raise CliError(f"version {vid} has no suggestions yet")
+        raise CliError(f"version {version_ref(engine.store, vid)} has no suggestions yet")
     dismiss(engine, s.id, args.dismiss)
     emit(args, {"suggestion": s.id, "dismissed": args.dismiss}, f"candidate {args.dismiss} dismissed")
     return 0

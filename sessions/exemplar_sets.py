@@ -6,6 +6,16 @@ layout, so `agent.exemplars` picks exemplars from it exactly as from the paper's
 holds at most one version per episode: adding a newer version of an episode that is already
 in the set replaces it in place (same key and position) - fix an imported exemplar, add
 the fixed version, and the set uses it. Removal is recorded, never deleted.
+
+A set can build on a base (`create_set(..., base=..., inherit=...)`; `agent.exemplars.create_set`
+reads the built-in exemplars or another set): the base's entries are copied in when the set
+is made (marked `inherited`; later changes of the base do not flow in), the set names its base
+(`base`, `base_note`: which content it was, e.g. `builtin sha256:...` or `fixes r3`), and every
+revision records that note. A version added to such a set takes the place of the inherited
+entry it stands for (`base_slot`): on a keyed layout (one entry per exemplar, two per task
+type) the inherited exemplar of its type nearest the task (`_0`, then `_1`) is replaced; on a
+block layout (one examples block per style) it joins the inherited block of its style, after
+the base's examples. With no inherited entry left for it, it is a further entry as before.
 """
 
 from __future__ import annotations
@@ -13,11 +23,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from sessions import annotations
 from trajectory import kinds
-from trajectory.prompt_files import Exemplar, PromptFileError, RawEntry, exemplar_from
+from trajectory.prompt_files import Exemplar, ExemplarError, PromptFileError, RawEntry, exemplar_from
 from trajectory.records import now
 from sessions.store import Store, StoreError
 
@@ -42,6 +52,8 @@ class ExemplarSet:
     created_by: str | None
     created_at: str
     entries: int
+    base: str | None = None  # "builtin", another set's name, or None (made empty)
+    base_note: str | None = None  # which content of the base was copied (builtin sha256:..., NAME rN)
 
 
 @dataclass
@@ -53,6 +65,7 @@ class SetEntry:
     text: str | None
     added_by: str | None
     added_at: str
+    inherited: int = 0  # copied from the set's base when the set was made
 
     @property
     def kind(self) -> str:
@@ -69,19 +82,33 @@ def _check_name(name: str) -> str:
 
 def create_set(
     store: Store, name: str, env: str, *, description: str | None = None, source: str | None = None,
-    by: str | None = None,
+    by: str | None = None, base: str | None = None, base_note: str | None = None,
+    inherit: Iterable[tuple[str | None, int | None, str | None]] = (),
 ) -> ExemplarSet:
+    """A new set; with `base`, its entries start as `inherit` - (key, version id, text) of
+    the base's entries, in order - copied in the same transaction."""
     _check_name(name)
     if env not in kinds.known():
         raise ExemplarSetError(f"unknown environment {env!r} (one of: {', '.join(kinds.known())})")
+    by = annotations.current_user(by)
     with store.transaction():
         if exists(store, name):
             raise ExemplarSetError(f"an exemplar set named {name!r} exists already")
-        store.db.execute(
-            "insert into exemplar_sets (name, env, description, source, created_by, created_at) values (?,?,?,?,?,?)",
-            [name, env, description, source, annotations.current_user(by), now()],
-        )
+        sid = store.db.execute(
+            "insert into exemplar_sets (name, env, description, source, created_by, created_at, base, base_note) "
+            "values (?,?,?,?,?,?,?,?)",
+            [name, env, description, source, by, now(), base, base_note],
+        ).lastrowid
+        for pos, (key, version_id, text) in enumerate(inherit):
+            store.db.execute(
+                "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at, inherited) "
+                "values (?,?,?,?,?,?,?,1)", [sid, pos, key, version_id, text, by, now()])
     return get_set(store, name)
+
+
+def copied_entries(store: Store, name: str) -> list[tuple[str | None, int | None, str | None]]:
+    """(key, version id, text) of a set's entries, in order: what a set based on it inherits."""
+    return [(e.key, e.version_id, e.text) for e in entries(store, name)]
 
 
 def exists(store: Store, name: str) -> bool:
@@ -99,13 +126,17 @@ def free_name(store: Store, base: str) -> str:
     return name
 
 
+_SET_COLS = ("s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
+             "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null), "
+             "s.base, s.base_note")
+_ENTRY_COLS = "id, pos, key, version_id, text, added_by, added_at, inherited"
+
+
 def get_set(store: Store, name: str) -> ExemplarSet:
     if name.startswith("builtin:"):  # (a holder of built-in revisions is not a set a person names)
         raise ExemplarSetError(f"unknown exemplar set {name!r}")
     r = store.db.execute(
-        "select s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
-        "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null) "
-        "from exemplar_sets s where s.name = ?",
+        f"select {_SET_COLS} from exemplar_sets s where s.name = ?",
         [name],
     ).fetchone()
     if r is None:
@@ -114,11 +145,7 @@ def get_set(store: Store, name: str) -> ExemplarSet:
 
 
 def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
-    sql = (
-        "select s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
-        "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null) "
-        "from exemplar_sets s where s.name not like 'builtin:%'"
-    )
+    sql = f"select {_SET_COLS} from exemplar_sets s where s.name not like 'builtin:%'"
     params: list = []
     if env:
         sql += " and s.env = ?"
@@ -129,8 +156,7 @@ def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
 def entries(store: Store, name: str) -> list[SetEntry]:
     s = get_set(store, name)
     rows = store.db.execute(
-        "select id, pos, key, version_id, text, added_by, added_at from exemplar_set_entries "
-        "where set_id = ? and removed_at is null order by pos, id",
+        f"select {_ENTRY_COLS} from exemplar_set_entries where set_id = ? and removed_at is null order by pos, id",
         [s.id],
     )
     return [SetEntry(*r) for r in rows]
@@ -162,8 +188,12 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
     if key is not None and key in used:
         raise ExemplarSetError(f"exemplar set {name!r} already has an entry {key!r}")
     transcript = kinds.transcript(s.env)
+    ex = exemplar_from(transcript, ep, steps)
+    slot = None  # the inherited entry the version takes the place of (keyed) or joins (block)
+    if key is None and same_episode is None:
+        slot = base_slot(transcript, ex, [e for e in current if e.inherited])
+        key = slot.key if slot else None
     if transcript.keyed_entries:  # each exemplar its own entry (ALFWorld's react_put_0, ...)
-        ex = exemplar_from(transcript, ep, steps)
         if key is None:
             key = same_episode.key if same_episode and same_episode.key else None
         if key is None:
@@ -183,6 +213,10 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
                 return same_episode
             store.db.execute("update exemplar_set_entries set removed_at = ? where id = ?", [now(), same_episode.id])
             pos = same_episode.pos
+        elif slot is not None:  # after the inherited block it joins, or in place of the exemplar it replaces
+            if transcript.keyed_entries:
+                store.db.execute("update exemplar_set_entries set removed_at = ? where id = ?", [now(), slot.id])
+            pos = slot.pos
         else:
             pos = _next_pos(store, s.id)
         rid = store.db.execute(
@@ -191,6 +225,33 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
             [s.id, pos, key, version_id, None, annotations.current_user(by), now()],
         ).lastrowid
     return _entry(store, rid)
+
+
+def base_slot(transcript, ex: Exemplar, inherited: list[SetEntry]) -> SetEntry | None:
+    """The inherited entry a new exemplar stands for: keyed layouts (`<style>_<type>_<i>`, two
+    of a type in a prompt) the one of its type nearest the task (`_0`, then `_1`, then the
+    lowest number), which it replaces; block layouts the block its style's prompts use, which
+    it joins. None when the set inherited nothing for it."""
+    named = {e.key: e for e in inherited if e.key}
+    if not named:
+        return None
+    if transcript.keyed_entries:
+        try:
+            pre = transcript.next_key(ex, set())[:-1]  # "react_put_"
+        except PromptFileError:
+            return None
+        for k in (pre + "0", pre + "1"):
+            if k in named:
+                return named[k]
+        rest = sorted((k for k in named if k.startswith(pre) and k[len(pre):].isdigit()), key=lambda k: int(k[len(pre):]))
+        return named[rest[0]] if rest else None
+    pick = getattr(transcript, "block_key", None)
+    if pick is None:
+        return None
+    try:
+        return named[pick({k: "" for k in named}, ex.style)]
+    except (ExemplarError, KeyError):
+        return None
 
 
 def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = None) -> SetEntry:
@@ -233,7 +294,7 @@ def _next_pos(store: Store, set_id: int) -> int:
 
 def _entry(store: Store, rid: int) -> SetEntry:
     r = store.db.execute(
-        "select id, pos, key, version_id, text, added_by, added_at from exemplar_set_entries where id = ?", [rid]
+        f"select {_ENTRY_COLS} from exemplar_set_entries where id = ?", [rid]
     ).fetchone()
     return SetEntry(*r)
 
@@ -268,7 +329,8 @@ def current_revision(store: Store, name: str) -> int:
         if last is not None and last[2] == text:
             return last[0]
         return store.db["exemplar_set_revisions"].insert(
-            {"set_id": s.id, "revision": (last[1] if last else 0) + 1, "prompts": text, "created_at": now()}
+            {"set_id": s.id, "revision": (last[1] if last else 0) + 1, "prompts": text, "created_at": now(),
+             "base": s.base_note}
         ).last_pk
 
 
@@ -292,6 +354,24 @@ def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
         last = store.db.execute("select max(revision) from exemplar_set_revisions where set_id = ?", [set_id]).fetchone()
         return store.db["exemplar_set_revisions"].insert(
             {"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()}).last_pk
+
+
+def revision_base(store: Store, revision_id: int) -> str | None:
+    """The base a revision's set was built on (`builtin sha256:...`, `NAME rN`), or None."""
+    r = store.db.execute("select base from exemplar_set_revisions where id = ?", [revision_id]).fetchone()
+    return r[0] if r else None
+
+
+def revision_number(store: Store, name: str, revision_id: int | None = None) -> int | None:
+    """The set's revision number (the current one's when `revision_id` is None), or None when
+    its content was never used (no revision written yet)."""
+    s = get_set(store, name)
+    sql = "select revision from exemplar_set_revisions where set_id = ?"
+    args: list = [s.id]
+    if revision_id is not None:
+        sql, args = sql + " and id = ?", [s.id, revision_id]
+    r = store.db.execute(sql + " order by revision desc limit 1", args).fetchone()
+    return r[0] if r else None
 
 
 def revision_prompts(store: Store, revision_id: int) -> tuple[str, dict[str, str]]:

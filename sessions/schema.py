@@ -242,11 +242,24 @@ def _v16_frozen_pins(db: sqlite_utils.Database) -> None:
         f"begin select raise(abort, '{FROZEN_MARK}'); end")
 
 
+def _v17_exemplar_set_bases(db: sqlite_utils.Database) -> None:
+    """Issue 39: a set can build on a base (the built-in exemplars or another set, copied when
+    it is made): the set names its base, its entries say which came from the base, and each
+    revision records the base it was built on (`sessions.exemplar_sets`)."""
+    for sql in (
+        "alter table exemplar_sets add column base text",
+        "alter table exemplar_sets add column base_note text",
+        "alter table exemplar_set_entries add column inherited integer not null default 0",
+        "alter table exemplar_set_revisions add column base text",
+    ):  # one at a time: executescript would commit the migration's transaction
+        db.execute(sql)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
     _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
     _v12_fences, _v13_suggestions, _v14_task_ids_searched,
-    _v15_index_deferred, _v16_frozen_pins,
+    _v15_index_deferred, _v16_frozen_pins, _v17_exemplar_set_bases,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -64,12 +64,16 @@ class NumberedTranscript:
     # -------------------------------------------------------------- the model
     def block(self, prompts: dict[str, str], style: str) -> str:
         """The examples block a prompt uses: the paper's own key when the set has it."""
+        return prompts[self.block_key(prompts, style)]
+
+    def block_key(self, prompts: dict[str, str], style: str) -> str:
+        """The key of the examples block `block` picks."""
         head = "webthink" if style == "react" else "webact"
         preferred = [k for k in self.preferred.get(style, ()) if k in prompts]
         keys = preferred or sorted(k for k in prompts if k.startswith(head))
         if not keys:
             raise ExemplarError(f"no '{head}_*' exemplars for {self.kind} in this exemplar set")
-        return prompts[keys[0]]
+        return keys[0]
 
     def fixed_prefix(self, prompts: dict[str, str], task: Task, style: str) -> str:
         """What every request of the task starts with (instruction, examples block, task):
@@ -125,7 +129,8 @@ class NumberedTranscript:
 
     def assemble(self, items: Iterable[Exemplar | RawEntry]) -> dict[str, str]:
         """Exemplars grouped into blocks by key (automatic: `webthink_simpleN` by style),
-        keys in the order items first use them."""
+        keys in the order items first use them. Exemplars keyed like an earlier text entry
+        join that block after its text (a set built on the built-in examples, with a fix)."""
         slots: list[tuple[str, object]] = []  # ("key", (key, text)) | ("block", block id)
         blocks: dict[object, dict] = {}
         used: set[str] = set()
@@ -138,6 +143,10 @@ class NumberedTranscript:
             if it.env != self.kind:
                 raise PromptFileError(f"an exemplar set holds one environment: {it.env} does not fit {self.kind}")
             bid: object = it.key if it.key else ("auto", it.style)
+            if bid in used and bid not in blocks:  # joins the text entry of that key: its text, then the exemplars
+                i = next(j for j, (kind, val) in enumerate(slots) if kind == "key" and val[0] == bid)  # type: ignore[index]
+                blocks[bid] = {"header": "", "parts": [slots[i][1][1]], "style": it.style}  # type: ignore[index]
+                slots[i] = ("block", bid)
             if bid not in blocks:
                 blocks[bid] = {"header": it.header, "parts": [], "style": it.style}
                 slots.append(("block", bid))

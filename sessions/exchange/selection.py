@@ -70,13 +70,13 @@ class Filters:
 @dataclass
 class Ref:
     episode: int
-    version: int | None = None  # None: the current version
+    version: int | str | None = None  # None: the current version; "r2": a rollout (sessions.numbering)
     all: bool = False
 
 
 def parse_ref(spec: str) -> Ref:
     """`12` (current version), `12:3` (version v3 of episode 12: the per-episode number
-    people read, see sessions.numbering; `12:v3` too), `12:all`."""
+    people read, see sessions.numbering; `12:v3` too), `12:r2` (its rollout r2), `12:all`."""
     ep, sep, ver = str(spec).partition(":")
     try:
         episode = _number(ep)
@@ -87,7 +87,7 @@ def parse_ref(spec: str) -> Ref:
     if ver in ("all", "*"):
         return Ref(episode, all=True)
     try:
-        return Ref(episode, _number(ver.strip().lstrip("vV")))
+        return Ref(episode, numbering.parse(ver))
     except ValueError:
         raise SelectionError(f"bad version reference {str(spec)[:40]!r}: use EPISODE:VERSION or EPISODE:all") from None
 

@@ -77,6 +77,8 @@ def test_export_page_builds_an_exemplar_set(db):
     at = AppTest.from_function(_export_script, default_timeout=30).run()
     at.text_input(key="set-name").set_value("ui-set")
     at.text_input(key="set-refs").set_value(f"{ep.id}:{v.id}")
+    assert at.selectbox(key="set-base").value == "the built-in exemplars"
+    at.selectbox(key="set-base").set_value("nothing (an empty set)")
     _button(at, "Add to set").click().run()
     assert not at.error, [e.value for e in at.error]
     assert exemplar_sets.prompt_dict(toy.store, "ui-set")[1].keys() == {"react_put_0"}

@@ -509,14 +509,16 @@ def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_
     at = make("versions", episode=ep.id)
     assert at.selectbox(key=f"ver-xset-{v.id}").value == "(new set)"
     assert at.text_input(key=f"ver-xnew-{v.id}").value == "alfworld-fixes"  # prefilled: nothing to type
+    assert at.selectbox(key=f"ver-xbase-{v.id}").value == "the built-in exemplars"  # every task type kept
     click(at, f"ver-xadd-{v.id}")
-    assert [e.version_id for e in exemplar_sets.entries(toy.store, "alfworld-fixes")] == [v.id]
+    entries = exemplar_sets.entries(toy.store, "alfworld-fixes")
+    assert [e.version_id for e in entries if e.version_id] == [v.id] and len(entries) > 1
     assert at.selectbox(key=f"ver-xset-{v.id}").value == "alfworld-fixes"
     assert any(c.value == "In exemplar set alfworld-fixes" for c in at.caption)
     assert any("Added to exemplar set 'alfworld-fixes'" in s.value for s in at.success)
     ex = make("export")
     (table,) = [d.value for d in ex.dataframe if "entries" in d.value.columns]
-    assert list(table["name"]) == ["alfworld-fixes"] and list(table["entries"]) == [1]
+    assert list(table["name"]) == ["alfworld-fixes"] and list(table["entries"]) == [len(entries)]
 
 
 def test_the_stop_conditions_stay_open_when_the_first_one_is_picked(app):

@@ -5,6 +5,7 @@ resumes; Dismiss sets a card aside. AppTest, toy room, scripted agent and critic
 from __future__ import annotations
 
 import threading
+from contextlib import closing
 import time
 from pathlib import Path
 
@@ -69,8 +70,17 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     steps = toy.store.versions.steps(new)
     assert steps[1].thought == HINT and steps[1].edit.origin["candidate"] == 2
     assert suggestions.latest(toy.store, 1).candidates[1].accepted_version == new
+    # issue 39: the 20 verification rollouts took no v-number: the fix is v2 (it read "v22"), on its card too
+    from sessions import numbering
+
+    assert numbering.label_of(toy.store, new) == "v2" and len(toy.store.versions.ids(1)) == 22
+    old = AppTest.from_file(APP, default_timeout=30)
+    old.switch_page("app_pages/editor.py")
+    old.query_params["episode"], old.query_params["version"] = "1", "1"
+    assert "accepted as v2" in " ".join(t.value for t in ok(old.run()).text)  # the card on the failed v1
     # the Editor shows where the step came from: a fixed label and the critic, prompt hash and groups
     at = open_editor(toy, monkeypatch, 1)
+    assert any(e.label.startswith("Annotate v2:") for e in at.expander)
     assert any("Step 2 · proven suggested fix accepted by a person" in c.value for c in at.caption)
     assert any(t.value.startswith("suggested by critic scripted-model (prompt command-v1, sha256 ")
                and "proven: +100 points" in t.value for t in at.text)
@@ -331,3 +341,35 @@ def test_a_card_at_an_earlier_step_drawn_as_a_block_is_still_shown(toy, monkeypa
     at = open_editor(toy, monkeypatch, 1)
     assert "Step 1" not in _drawn(at)  # not drawn in full
     assert _drawn(at).count("#1 · step 1 · rewrite thought · candidate 1") == 1
+
+
+def test_accept_all_proven_into_a_new_set_built_on_the_experiments_exemplars(scripted_llm, tmp_path, monkeypatch,
+                                                                             capsys):
+    """Issue 39: a new set named here starts from a base (default: the set the experiment
+    ran with, here the built-in exemplars), so it drives a re-run of every task type."""
+    from agent.exemplars import builtin_prompt_dict
+    from react_editor.main import main
+    from sessions import exemplar_sets
+    from sessions.store import Store
+    from tests.suggest_agents import MAGIC
+
+    db_ = _experiment_with_failures(scripted_llm, tmp_path, monkeypatch)
+    assert main(["suggest", "--experiment", "x", "--where", "failed", "--verify", "5", "--db", db_]) == 0
+    capsys.readouterr()
+
+    class Toy:  # what open_editor needs
+        db = tmp_path / "x.db"
+
+    at = open_editor(Toy, monkeypatch, 1)
+    at.switch_page("app_pages/experiments.py")
+    ok(at.run())
+    at.text_input(key="sg_x_set").set_value("new-fixes")
+    ok(at.run())
+    assert at.selectbox(key="sg_x_base").value == "the built-in exemplars"
+    ok(at.button(key="sg_x_accept").click().run())
+    assert at.session_state["sg_x_job"].finished.wait(60)
+    with closing(Store(db_)) as store:
+        s = exemplar_sets.get_set(store, "new-fixes")
+        assert s.base == "builtin" and s.base_note.startswith("builtin sha256:")
+        env, prompts = exemplar_sets.prompt_dict(store, "new-fixes")
+        assert list(prompts) == list(builtin_prompt_dict("hotpotqa")) and MAGIC in prompts["webthink_simple6"]

@@ -72,9 +72,9 @@ def test_resample_contract_groups_and_rerun_continues(toy, episode, capsys):
 
     # `versions` shows the group as one node, and its members when expanded
     code, text, _ = cli(capsys, "versions", "1", "--db", db)
-    assert "resample @2: 3/6 success" in text and f"v{more['versions'][0]}\t" not in text
+    assert "resample @2: 3/6 success" in text and "r1\t" not in text
     code, text, _ = cli(capsys, "versions", "1", "--expand", "--db", db)
-    assert f"v{more['versions'][0]}\t" in text
+    assert "    r1\tfrom v1\t" in text and "v2\t" not in text  # rollouts are r1, r2, ... (issue 39)
     rows = cli_json(capsys, "versions", "1", "--db", db)
     assert {r["group"] for r in rows if r["version"] in more["versions"]} == {g.id}
     assert next(r for r in rows if r["version"] == 1)["group"] is None
