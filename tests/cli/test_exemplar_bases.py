@@ -77,7 +77,9 @@ def test_a_set_built_on_the_builtin_exemplars_reruns_every_alfworld_type(tmp_pat
     assert pick_prompts and all(HINT in p for p in pick_prompts)  # the fix is one of the pick type's two exemplars
     assert all(HINT not in p for p in prompts if p not in pick_prompts)  # other types: the built-in ones
     with closing(Store(db)) as store:
-        rows = store.db.execute("select distinct exemplar_rev from versions where exemplar_rev is not null").fetchall()
+        rows = store.db.execute(  # (experiment A's versions pin the built-in exemplars' own revision)
+            "select distinct v.exemplar_rev from versions v join exemplar_set_revisions r on r.id = v.exemplar_rev "
+            "join exemplar_sets s on s.id = r.set_id where s.name = 'fixes'").fetchall()
         assert len(rows) == 1
         assert exemplar_sets.revision_base(store, rows[0][0]).startswith("builtin sha256:")
 
