@@ -371,15 +371,25 @@ def group_stats(engine: Engine, group: RolloutGroup) -> GroupStats:
 
 def group_label(stats: GroupStats) -> str:
     """One line for a group node: 'resample @3: 7/10 success'."""
-    g = stats.group
-    edit = f" ({EDIT_WORDS.get(g.edit.kind, g.edit.kind)})" if g.edit else ""
-    rest = f", {stats.pending} unfinished" if stats.pending else ""
-    return f"{g.label}{edit}: {stats.success}/{stats.n} success{rest}"
+    return counts_label(stats.group, stats.n, stats.success, stats.pending)
+
+
+def counts_label(group: RolloutGroup, finished: int, success: int, pending: int) -> str:
+    """`group_label` from the group's counts alone."""
+    edit = f" ({EDIT_WORDS.get(group.edit.kind, group.edit.kind)})" if group.edit else ""
+    rest = f", {pending} unfinished" if pending else ""
+    return f"{group.label}{edit}: {success}/{finished} success{rest}"
 
 
 def version_groups(engine: Engine, episode_id: int) -> tuple[dict[int, int], dict[int, str]]:
-    """(version id -> group id, group id -> label) for the episode's grouped versions."""
-    labels = {g.id: group_label(group_stats(engine, g)) for g in rollouts.groups(engine.store, episode_id)}
+    """(version id -> group id, group id -> label) for the episode's grouped versions: the labels
+    from each group's counts (one query, `sessions.rollouts.finished_counts`), not from reading
+    its members' steps, so a page or listing costs the same whatever a group holds."""
+    counts = rollouts.finished_counts(engine.store, episode_id)
+    labels = {}
+    for g in rollouts.groups(engine.store, episode_id):
+        finished, success = counts.get(g.id, (0, 0))
+        labels[g.id] = counts_label(g, finished, success, g.n - finished)
     return rollouts.group_of_versions(engine.store, episode_id), labels
 
 

@@ -24,16 +24,21 @@ state.episode_header(ep)
 versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
 nums = numbering.labels(store, ep_id)  # people read per-episode labels (v3, r2); ids stay internal
-calls = {c.id: c for c in store.calls.of_episode(ep_id)}  # one query for the whole episode
 prices = store.settings.get(state.PRICES_SETTING, {}) or {}
-member, group_labels = version_groups(eng, ep_id)
-statuses = state.version_statuses(versions)  # one jobs query for the table and the selector
+member, group_labels = version_groups(eng, ep_id)  # (each group's label from its counts: one query)
+expand = bool(group_labels) and st.toggle("Expand rollout groups", key="ver_expand_groups")
+# a closed rollout group is one node and one row: its members' steps and calls are read only when it is open
+# (or for the one version selected), so a page of an episode with a thousand rollouts costs what a few versions do
+shown = [v for v in versions if expand or v.id not in member or v.id == vid]
+statuses = state.version_statuses(shown)  # one jobs query for the table and the selector
+steps_of = {v.id: eng.steps(v) for v in shown}
+calls = {c.id: c for c in store.calls.read({cid for st_ in steps_of.values() for s in st_ for cid in s.call_ids})}
 rows = []
-for v in versions:
+for v in shown:
     r = version_summary(eng, v)
     r["status"] = statuses[v.id]  # one status everywhere: from the version's jobs
     r["group"] = member.get(v.id)
-    steps = eng.steps(v)
+    steps = steps_of[v.id]
     ids = [cid for s in steps for cid in s.call_ids]
     p, c = usage_totals(ids, calls)
     dollars = calls_cost(ids, calls, prices)
@@ -44,9 +49,15 @@ for v in versions:
     r.update(label=nums[v.id], current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit,
              edits=len(v.edits), by_hand=by_hand)
     rows.append(r)
+closed: dict[int, dict] = {}  # a closed group's node: drawn from the first of its members
+if not expand:
+    for v in versions:
+        g = member.get(v.id)
+        if g is not None and g not in closed:
+            closed[g] = {"version": v.id, "parent_version": v.parent_version, "group": g}
 
-expand = bool(group_labels) and st.toggle("Expand rollout groups", key="ver_expand_groups")
-st.graphviz_chart(version_tree_dot(rows, ep.current_version, vid, group_labels, expand), width="content")
+st.graphviz_chart(version_tree_dot(rows + [r for r in closed.values() if r["version"] not in steps_of],
+                                   ep.current_version, vid, group_labels, expand), width="content")
 
 table = [
     {
@@ -66,10 +77,16 @@ table = [
         "cost": money(r["cost"]),
     }
     for r in rows
+] + [
+    {"version": f"{sum(1 for m in member.values() if m == g):,} rollouts", "id": None, "current": "", "name": "",
+     "from": nums.get(r["parent_version"], ""), "rollout group": group_labels[g],
+     "outcome": "", "edit": "expand rollout groups to list them", "steps": None, "edits": None, "steps by hand": None,
+     "prompt tokens": None, "completion tokens": None, "cost": ""}
+    for g, r in closed.items()
 ]
 st.dataframe(table, hide_index=True, key="versions_table")
 
-ids = [v.id for v in versions]
+ids = [v.id for v in shown]
 labels = {i: state.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
 pick = st.selectbox("Version", ids, index=ids.index(vid) if vid in ids else 0, format_func=labels.get,
                     key=state.widget_key(f"ver_pick_{ep_id}", labels.values()))

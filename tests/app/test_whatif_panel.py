@@ -56,12 +56,16 @@ def test_whatif_panel_runs_control_and_treatment(app):
     (g,) = at.get("graphviz_chart")
     assert "control @2: 0/3 success" in g.proto.spec and "treatment @2 (thought inserted): 3/3 success" in g.proto.spec
     assert "cluster_g" not in g.proto.spec
+    closed = at.dataframe[0].value  # issue 44: a closed group is one row; its members are not read
+    assert sorted(x for x in closed["version"] if x.endswith("rollouts")) == ["3 rollouts", "3 rollouts"]
+    assert not any(x.startswith("r") for x in closed["version"]), list(closed["version"])
     at = make("versions", episode=ep.id)  # (AppTest reruns the first page after a switch)
     at.toggle(key="ver_expand_groups").set_value(True)
     ok(at.run())
     assert "cluster_g" in at.get("graphviz_chart")[0].proto.spec
     df = at.dataframe[0].value
     assert set(df["rollout group"]) == {"", "control @2: 0/3 success", "treatment @2 (thought inserted): 3/3 success"}
+    assert sum(1 for x in df["version"] if x.startswith("r")) == 6  # open: every rollout, r1..r6
 
 
 def test_whatif_panel_stop_keeps_finished_and_run_again_continues(app):

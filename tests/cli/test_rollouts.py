@@ -120,6 +120,7 @@ def test_whatif_effect_of_a_hint(toy, episode, capsys):
         assert steps[1].edit.kind == "insert_thought"
     kinds = sorted(g.kind for g in rollouts.groups(toy.store, 1))
     assert kinds == ["control", "treatment"]
+    _labels_from_counts_agree(toy, 1, "0/5 success")
 
 
 def test_temperature_zero_warns_and_still_samples(toy, episode, capsys):
@@ -152,11 +153,24 @@ def test_endpoint_failing_midway_keeps_finished_and_rerun_continues(toy, episode
     assert all(toy.store.versions.get(v).outcome.success for v in finished)
     failed = [v for p, v in g.members.items() if p > 1]
     assert failed and all(toy.store.versions.get(v).error for v in failed)
+    _labels_from_counts_agree(toy, 1, "2/2 success, 3 unfinished")
 
     toy.llm.set_responder(agent)
     res = cli_json(capsys, "resample", "1", "--step", "2", "--n", "5", "--temperature", "0.5", "--db", db)
     assert res["n"] == 5 and res["success"] == 5 and res["versions"][:2] == finished
     assert set(failed) <= set(res["versions"])  # the broken rollouts were continued, not replaced
+    _labels_from_counts_agree(toy, 1, "5/5 success")
+
+
+def _labels_from_counts_agree(toy, episode: int, says: str) -> None:
+    """Issue 44: a group's label from its counts (one query) is the one its members' records give."""
+    from agent.rollouts import group_label, group_stats, version_groups
+
+    member, labels = version_groups(toy.engine, episode)
+    groups = rollouts.groups(toy.store, episode)
+    assert labels == {g.id: group_label(group_stats(toy.engine, g)) for g in groups}
+    assert any(label.endswith(says) for label in labels.values()), labels
+    assert member == {v: g.id for g in groups for v in g.members.values()}
 
 
 @pytest.mark.parametrize(
