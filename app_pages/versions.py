@@ -59,8 +59,8 @@ if not expand:
 st.graphviz_chart(version_tree_dot(rows + [r for r in closed.values() if r["version"] not in steps_of],
                                    ep.current_version, vid, group_labels, expand), width="content")
 
-table = [
-    {
+def version_row(r: dict) -> dict:
+    return {
         "version": r["label"],
         "id": r["version"],
         "current": "★" if r["current"] else "",
@@ -76,14 +76,19 @@ table = [
         "completion tokens": r["completion_tokens"],
         "cost": money(r["cost"]),
     }
-    for r in rows
-] + [
-    {"version": f"{sum(1 for m in member.values() if m == g):,} rollouts", "id": None, "current": "", "name": "",
-     "from": nums.get(r["parent_version"], ""), "rollout group": group_labels[g],
-     "outcome": "", "edit": "expand rollout groups to list them", "steps": None, "edits": None, "steps by hand": None,
-     "prompt tokens": None, "completion tokens": None, "cost": ""}
-    for g, r in closed.items()
-]
+
+
+def group_row(g: int, first: dict) -> dict:
+    return {"version": f"{sum(1 for m in member.values() if m == g):,} rollouts", "id": None, "current": "", "name": "",
+            "from": nums.get(first["parent_version"], ""), "rollout group": group_labels[g], "outcome": "",
+            "edit": "expand rollout groups to list them", "steps": None, "edits": None, "steps by hand": None,
+            "prompt tokens": None, "completion tokens": None, "cost": ""}
+
+
+row_of = {r["version"]: r for r in rows}
+firsts = {r["version"]: g for g, r in closed.items()}
+table = [version_row(row_of[v.id]) if v.id in row_of else group_row(firsts[v.id], closed[firsts[v.id]])
+         for v in versions if v.id in row_of or v.id in firsts]  # in the tree's order: a group where it starts
 st.dataframe(table, hide_index=True, key="versions_table")
 
 ids = [v.id for v in shown]

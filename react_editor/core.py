@@ -75,6 +75,7 @@ def _register_versions(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("versions", help="the versions of an episode"))
     p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
     p.add_argument("--expand", action="store_true", help="list the versions of rollout groups one by one")
+    add_page_flags(p, 100, "lines (with --json: versions)")
     p.set_defaults(func=cmd_versions)
 
     p = add_common(sub.add_parser("episodes", help="list episodes"))
@@ -567,6 +568,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     from agent.summary import version_summary
+    from react_editor.paging import page_of, say_page
     from sessions import rollouts
     from sessions.numbering import labels as version_labels
 
@@ -577,9 +579,21 @@ def cmd_versions(args: argparse.Namespace) -> int:
         from agent.rollouts import version_groups
 
         member, labels = version_groups(engine, args.episode)
-
     nums = version_labels(engine.store, args.episode)
-    rows = [version_summary(engine, v) for v in engine.store.versions.of_episode(args.episode)]
+    versions = engine.store.versions.of_episode(args.episode)
+    # the page: with --json every version is an entry; in text a closed rollout group is one line
+    # (--expand lists its versions under it). Only the page's versions are read in full.
+    entries: list = []
+    for v in versions:
+        g = member.get(v.id)
+        if args.json or args.expand or g is None:
+            if g is not None and not args.json and ("g", g) not in entries:
+                entries.append(("g", g))
+            entries.append(v)
+        elif ("g", g) not in entries:
+            entries.append(("g", g))
+    shown, page = page_of(entries[args.offset:], args.limit, args.offset, len(entries))
+    rows = [version_summary(engine, v) for v in shown if not isinstance(v, tuple)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
         r["group"] = member.get(r["version"])
@@ -591,6 +605,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
     words = version_words(engine.store, rows)  # running / stopped as the app and `jobs` say
     for r in rows:
         r["state"] = words[r["version"]]
+    by_id = {r["version"]: r for r in rows}
 
     def line(r: dict, indent: str = "") -> str:
         state = r["state"]
@@ -599,18 +614,13 @@ def cmd_versions(args: argparse.Namespace) -> int:
         return f"{indent}{mark} {r['label']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
 
     def text() -> str:
-        out, shown = [], set()
-        for r in rows:
-            g = r["group"]
-            if g is None:
-                out.append(line(r))
-            elif g not in shown:  # a rollout group is one node; --expand lists its versions
-                shown.add(g)
-                out.append(f"  g{g}\t{labels[g]}")
-                if args.expand:
-                    out += [line(m, "    ") for m in rows if m["group"] == g]
-        return "\n".join(out)
+        out = [f"  g{e[1]}\t{labels[e[1]]}" if isinstance(e, tuple)
+               else line(by_id[e.id], "    " if e.id in member else "") for e in shown]
+        note = say_page(False, page, "lines")
+        return "\n".join(out + ([note] if note else []))
 
+    if args.json:
+        say_page(True, page, "versions")
     emit(args, rows, text)
     return 0
 

@@ -122,3 +122,32 @@ def test_experiment_list_is_paged(tmp_path, capsys):
     assert [r["name"] for r in rows] == ["exp 3", "exp 4", "exp 5"]
     code, text, _ = cli(capsys, "experiment", "list", "--limit", "3", "--offset", "6", "--db", str(db))
     assert code == 0 and text.splitlines()[-1] == "(experiments 7-7 of 7)"
+
+
+def test_versions_are_paged_and_a_closed_group_is_one_line(tmp_path, capsys):
+    from sessions import rollouts
+
+    db = tmp_path / "v.db"
+    store = Store(db)
+    task = Task(env="hotpotqa", id="q", type="bridge", text="Question?")
+    ep, v = store.episodes.create(task, CONFIG, {})
+    rows, v = store.versions.append(v.id, [Step(index=1, thought="Think.", action="Search[A]", observation="A.")], [])
+    for _ in range(3):  # three branches a person made
+        store.versions.branch(v, at_step=rows[0], steps=[])
+    g = rollouts.open_group(store, episode_id=ep.id, source_version=v.id, step=2, kind="resample", n=40, config=CONFIG)
+    for pos in range(40):
+        child, _ = store.versions.branch(v, at_step=rows[0], steps=[])
+        store.versions.update(child.id, outcome=Outcome(done=True, success=pos < 10))
+        rollouts.add_member(store, g.id, pos, child.id)
+    store.close()
+    code, text, err = cli(capsys, "versions", str(ep.id), "--db", str(db))
+    lines = text.splitlines()
+    assert code == 0 and len(lines) == 5 and lines[-1] == f"  g{g.id}\tresample @2: 10/40 success"
+    code, text, _ = cli(capsys, "versions", str(ep.id), "--expand", "--limit", "10", "--db", str(db))
+    lines = text.splitlines()
+    assert lines[4] == f"  g{g.id}\tresample @2: 10/40 success" and lines[5].startswith("    ") and "r1\t" in lines[5]
+    assert lines[-1] == "(lines 1-10 of 45; the next page: --offset 10)"
+    code, out, err = cli(capsys, "versions", str(ep.id), "--json", "--offset", "40", "--db", str(db))
+    import json
+
+    assert code == 0 and len(json.loads(out)) == 4 and err.strip() == "(versions 41-44 of 44)"

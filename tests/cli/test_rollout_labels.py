@@ -73,7 +73,11 @@ def test_the_app_reads_the_same_labels(app, capsys):
     assert sel.format_func(sel.value).startswith("v2 ")
     vers = make("versions", episode=ep.id)
     (table,) = [d.value for d in vers.dataframe if "rollout group" in d.value.columns]
-    assert list(table["version"]) == ["v1", "r1", "r2", "r3", "v2"]
+    assert list(table["version"]) == ["v1", "3 rollouts", "v2"]  # a closed group is one row (issue 44)
     ok(vers)
+    vers = make("versions", episode=ep.id)
+    vers.toggle(key="ver_expand_groups").set_value(True)
+    (table,) = [d.value for d in ok(vers.run()).dataframe if "rollout group" in d.value.columns]
+    assert list(table["version"]) == ["v1", "r1", "r2", "r3", "v2"]
     at = make("editor", episode=ep.id, version=sorted(rolled)[1])
     assert any(e.label.startswith("Annotate r2:") for e in at.expander)
