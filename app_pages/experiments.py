@@ -70,8 +70,8 @@ def leak_offer(store, exemplar_set: str | None, tasks: list, key: str) -> bool:
     leaked = leakage.leaked_tasks(store, exemplar_set, tasks)
     if not leaked:
         return False
-    st.warning(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
-               "experiment evaluates; their scores would measure a copied answer:")
+    state.alert(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
+                "experiment evaluates; their scores would measure a copied answer:", "warning")  # the name: plain
     st.text(leakage.describe(leaked))  # task ids come from data: plain text
     return st.checkbox(f"Leave out the {len(leaked)} leaked task(s)", value=True, key=key)
 
@@ -307,12 +307,12 @@ def compare_panel(x: Listing, sums: dict[int, dict], keys: dict[int, tuple] | No
     st.session_state["x_compare_for"] = sel
     b = st.selectbox("Compare with", others, format_func=labels.get, key="x_compare")
     if b == source:
-        st.caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")
+        state.plain_caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")  # names: plain
     unfinished = [x for x in (sel, b) if sums[x]["running"] or sums[x]["partial"]]
     if unfinished:
-        st.caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
-                                             f"{', running' if sums[x]['running'] else ''})" for x in unfinished)
-                   + ". A comparison now pairs only the tasks finished on both sides.")
+        state.plain_caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
+                                                      f"{', running' if sums[x]['running'] else ''})" for x in unfinished)
+                            + ". A comparison now pairs only the tasks finished on both sides.")
         if not st.toggle("Compare anyway", key="x_compare_partial"):
             return
     keys = experiments.changes(store) if keys is None else keys
@@ -359,7 +359,7 @@ def rerun_panel(x: Listing, exp_id: int) -> None:
         leave_out = leak_offer(store, ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}")
         what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
                 for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
-        st.caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
+        state.plain_caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
         state.show_error("x_rerun")
         if st.button("Re-run", key="x_rerun", type="primary", disabled=not what):
             start_rerun(x, exp_id, changes, method, leave_out)

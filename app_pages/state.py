@@ -203,6 +203,14 @@ def alert(text: str, kind: str = "error", headline: str | None = None) -> None:
     st.html(alert_html(text, kind, headline))
 
 
+def plain_caption(text: str) -> None:
+    """A caption shown exactly as written: st.caption renders markdown (links, images,
+    emphasis), and captions carry names people and imported files chose (experiments, exemplar
+    sets, models, a signed-in person's e-mail). Escaped, as alert() does."""
+    st.html(f'<div class="re-caption" style="font-size:0.875rem;opacity:0.6;white-space:pre-wrap;'
+            f'word-break:break-word">{html.escape(text)}</div>')
+
+
 def set_error(where: str, exc: BaseException | str) -> None:
     st.session_state[f"err_{where}"] = str(exc)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.app_helpers import cfg, click, ok
+from tests.app_helpers import APP, captions, cfg, click, markdownish, ok, texts
 from tests.engine_scripts import ROOM_SCRIPT
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
@@ -44,3 +44,95 @@ def test_the_export_page_opens_on_a_choice_that_works_with_two_environments(app)
     at.selectbox(key="exp-env").set_value("alfworld")
     ok(at.run())
     assert not any("holds one environment" in c.value for c in at.caption)
+
+
+# ---------------------------------------------------------------------- 18: names are plain text
+
+INJECT = "**bold** [link](http://evil.example) ![x](http://evil.example/x.png)"
+
+
+def _no_markdown_injection(at) -> None:
+    for value in markdownish(at):
+        assert "](http" not in value and "**bold**" not in value, value
+
+
+def _two_experiments(db, name: str) -> None:
+    """An experiment named `name` and its re-run, neither run yet (partial: the comparison says so)."""
+    from contextlib import closing
+
+    from agent import experiment
+    from agent.task_selection import select_tasks
+    from sessions.store import Store
+    from trajectory.records import AgentConfig
+
+    with closing(Store(db)) as store:
+        tasks = select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0)
+        experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="m"), tasks=tasks, name=name)
+        experiment.rerun(store, 1, config={"model": "m2"}, name=name + " again")
+
+
+def test_experiment_names_in_the_comparison_captions_are_plain_text(page):
+    make, db, _llm = page
+    _two_experiments(db, INJECT)
+    at = make()
+    assert at.selectbox(key="x_pick").value == 2 and at.selectbox(key="x_compare").value == 1
+    shown = captions(at)
+    assert any(c.startswith(f"2 · {INJECT} again") and "re-ran" in c for c in shown), shown
+    assert any(c.startswith(f"Partial: 2 · {INJECT} again") for c in shown), shown
+    at.text_input(key="x_rr_model_2").set_value("[m3](http://evil.example)")
+    ok(at.run())
+    assert any(c.startswith("Changes: model m2 -> [m3](http://evil.example)") for c in captions(at))
+    _no_markdown_injection(at)
+
+
+def _oidc_app(monkeypatch, toy_db, user: dict, allowed: list[str]):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("REACT_EDITOR_DB", str(toy_db))
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.secrets = {"auth": {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "x" * 32,
+                           "client_id": "id", "client_secret": "secret",
+                           "server_metadata_url": "http://127.0.0.1:1/.well-known"},
+                  "access": {"allowed_emails": allowed}}
+    at.user = {"is_logged_in": True, "email_verified": True, **user}
+    return at
+
+
+def test_the_signed_in_e_mail_and_name_are_plain_text(app, monkeypatch):
+    toy, make = app
+    evil_mail = "[x](http://evil.example)**@evil.example"
+    at = _oidc_app(monkeypatch, toy.db, {"email": evil_mail}, ["ann@lab.example"])
+    ok(at.run())
+    assert [t.value for t in at.title] == ["Not on the list"]
+    assert f"Signed in as: {evil_mail}" in texts(at)
+    _no_markdown_injection(at)
+    # an allowed person whose provider name is markdown: the annotator line shows it as written
+    ep, v = _two_steps(toy)
+    at = _oidc_app(monkeypatch, toy.db, {"email": "ann@lab.example", "name": INJECT}, ["ann@lab.example"])
+    at.switch_page("app_pages/versions.py")
+    at.query_params["episode"] = str(ep.id)
+    ok(at.run())
+    assert f"Annotator: {INJECT} (signed in)" in captions(at)
+    _no_markdown_injection(at)
+
+
+def _two_steps(toy):
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    toy.engine.human_step(v.id, action="go to cabinet 1")
+    toy.engine.human_step(v.id, action="open cabinet 1")
+    return ep, v
+
+
+def test_exemplar_set_names_in_the_annotation_panel_are_plain_text(app):
+    from sessions import exemplar_sets
+
+    toy, make = app
+    ep, v = _two_steps(toy)
+    name = "a__b__c"  # a valid set name that markdown may draw with a bold "b"
+    exemplar_sets.create_set(toy.store, name, "alfworld")
+    exemplar_sets.add_version(toy.store, name, v.id)
+    at = make("versions", episode=ep.id)
+    assert f"In exemplar set {name}" in captions(at)
+    assert not any(name in value for value in markdownish(at)), markdownish(at)

@@ -14,7 +14,7 @@ from agent.stop_conditions import ConditionError, StopCondition, first_hit, pars
 from app_pages.overview import strip_html
 from sessions import annotations
 from sessions import numbering
-from tests.app_helpers import EVIL, WIN, _open_edit, cfg, click, ok, texts
+from tests.app_helpers import EVIL, WIN, _open_edit, alerts, captions, cfg, click, ok, texts
 from tests.cli_helpers import cli, cli_json
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from trajectory.records import Outcome, Step
@@ -512,8 +512,8 @@ def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_
     click(at, f"ver-xadd-{v.id}")
     assert [e.version_id for e in exemplar_sets.entries(toy.store, "alfworld-fixes")] == [v.id]
     assert at.selectbox(key=f"ver-xset-{v.id}").value == "alfworld-fixes"
-    assert any(c.value == "In exemplar set alfworld-fixes" for c in at.caption)
-    assert any("Added to exemplar set 'alfworld-fixes'" in s.value for s in at.success)
+    assert any(c == "In exemplar set alfworld-fixes" for c in captions(at))
+    assert any("Added to exemplar set 'alfworld-fixes'" in s for s in alerts(at, "success"))
     ex = make("export")
     (table,) = [d.value for d in ex.dataframe if "entries" in d.value.columns]
     assert list(table["name"]) == ["alfworld-fixes"] and list(table["entries"]) == [1]
