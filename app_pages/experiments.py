@@ -224,7 +224,7 @@ def live_panel(x: Listing) -> None:
     rerun = experiments.get(store, sel).params.get(experiment.RERUN_KEY) in ids
     if rerun:  # a re-run's question is its comparison with its source: first, under its progress
         compare_panel(x, sums, keys)
-    results_tables(sums)
+    results_tables(sums, x.env_of[sel])
     chart_panel(x, sums)
     if not rerun:
         compare_panel(x, sums, keys)
@@ -243,11 +243,11 @@ def progress_panel(x: Listing, exp_id: int, s: dict) -> None:
     p = bg.progress(exp_id)
     eta = f", ETA {int(p.eta_s)} s" if running and p and p.eta_s is not None else ""
     st.progress(done / total if total else 1.0, text=progress_text(s, experiments.counts(store, exp_id).get("error", 0)) + eta)
-    cols = st.columns([1, 1, 6])
-    if running and cols[0].button("Stop", key="x_stop"):
+    slot = st.columns([1, 7])[0]  # Stop, or Resume once stopped: the same place, no gap before it
+    if running and slot.button("Stop", key="x_stop"):
         bg.stop(exp_id)
         st.rerun()
-    if not running and done < total and cols[1].button("Resume", key="x_resume", type="primary"):
+    if not running and done < total and slot.button("Resume", key="x_resume", type="primary"):
         launch(bg, exp_id, int(st.session_state.get("x_conc", 4)))
         st.rerun()
     err = bg.error(exp_id)
@@ -267,14 +267,25 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def results_tables(sums: dict[int, dict]) -> None:
+def results_tables(sums: dict[int, dict], env: str) -> None:
+    """The selected experiment's environment's table; other environments' tables folded below
+    it (a HotpotQA experiment opened under ALFWorld's table and caption)."""
     st.subheader("Results")
-    for env_kind in dict.fromkeys([*kinds(), *(s["env"] for s in sums.values())]):  # plugins' too
-        rows = [paper_row(s) for s in sums.values() if s["env"] == env_kind]
-        if rows:
-            st.caption(table_caption(env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
-                                                                                    if s["env"] == env_kind))
-            st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rows[0]))
+    results_table(sums, env)
+    others = [k for k in dict.fromkeys([*kinds(), *(s["env"] for s in sums.values())])  # plugins' too
+              if k != env and any(s["env"] == k for s in sums.values())]
+    if others:
+        with st.expander(f"Results on other environments ({', '.join(others)})"):
+            for k in others:
+                results_table(sums, k)
+
+
+def results_table(sums: dict[int, dict], env_kind: str) -> None:
+    rows = [paper_row(s) for s in sums.values() if s["env"] == env_kind]
+    if rows:
+        st.caption(table_caption(env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
+                                                                                if s["env"] == env_kind))
+        st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rows[0]))
 
 
 def chart_panel(x: Listing, sums: dict[int, dict]) -> None:

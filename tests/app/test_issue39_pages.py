@@ -136,3 +136,66 @@ def test_exemplar_set_names_in_the_annotation_panel_are_plain_text(app):
     at = make("versions", episode=ep.id)
     assert f"In exemplar set {name}" in captions(at)
     assert not any(name in value for value in markdownish(at)), markdownish(at)
+
+
+# ---------------------------------------------------------------------- 7: the Experiments page
+
+
+def _experiment(db, env: str, name: str) -> None:
+    from contextlib import closing
+
+    from agent import experiment
+    from agent.task_selection import select_tasks
+    from sessions.store import Store
+    from trajectory.records import AgentConfig
+
+    with closing(Store(db)) as store:
+        tasks = select_tasks(env, "builtin", source=None, limit=1, sample=None, seed=0)
+        experiment.create(store, env=env, method="react", config=AgentConfig(model="m"), tasks=tasks, name=name)
+
+
+def test_a_hotpotqa_experiment_opens_on_its_own_table_and_caption(page):
+    """Both kinds exist: the HotpotQA experiment's page showed ALFWorld's table and caption first."""
+    make, db, _llm = page
+    _experiment(db, "alfworld", "on games")
+    _experiment(db, "hotpotqa", "on questions")
+    at = make()
+    assert at.selectbox(key="x_pick").value == 2  # the HotpotQA one
+    folded = [c.value for e in at.expander for c in e.caption]
+    shown = [c.value for c in at.caption if c.value not in folded]
+    tables = [c for c in shown if "(paper layout" in c]
+    assert tables and tables[0].startswith("HotpotQA") and not any(c.startswith("ALFWorld") for c in shown), shown
+    assert any(c.startswith("ALFWorld") for c in folded)  # still there, folded under the selected one
+    at.selectbox(key="x_pick").set_value(1)
+    ok(at.run())
+    folded = [c.value for e in at.expander for c in e.caption]
+    shown = [c.value for c in at.caption if c.value not in folded]
+    assert [c for c in shown if "(paper layout" in c][0].startswith("ALFWorld"), shown
+
+
+def _column_of(at, key: str) -> int:
+    """The place (0, 1, ...) among its row's columns of the column holding button `key`."""
+    from streamlit.testing.v1.element_tree import Column
+
+    def walk(node):
+        kids = list(getattr(node, "children", {}).values())
+        for i, kid in enumerate(kids):
+            if isinstance(kid, Column) and any(getattr(b, "key", None) == key for b in kid.button):
+                return i
+            found = walk(kid)
+            if found is not None:
+                return found
+        return None
+
+    place = walk(at._tree)
+    assert place is not None, f"no column holds {key}"
+    return place
+
+
+def test_resume_takes_the_place_stop_had(page):
+    """After Stop, Resume was drawn in the second column: an empty gap before it."""
+    make, db, _llm = page
+    _experiment(db, "hotpotqa", "stopped before it began")
+    at = make()
+    assert at.button(key="x_resume").label == "Resume"
+    assert _column_of(at, "x_resume") == 0
