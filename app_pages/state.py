@@ -161,6 +161,18 @@ def select(episode_id: int | None, version_id: int | None) -> None:
     st.query_params.from_dict(params)
 
 
+def link_params() -> dict[str, str]:
+    """`?episode=N&version=M` of the selection this tab shows (the URL's, else the session's),
+    for links to the pages that show one: opened in a new tab, they open the same episode."""
+    qp = st.query_params
+    ep, ver = _int(qp.get("episode")), _int(qp.get("version"))
+    if ep is None:
+        ep, ver = st.session_state.get("sel_episode"), st.session_state.get("sel_version")
+    if ep is None:
+        return {}
+    return {"episode": str(ep), **({"version": str(ver)} if ver is not None else {})}
+
+
 def page_path(name: str) -> str:
     return str(PAGES_DIR / f"{name}.py")
 

@@ -199,3 +199,25 @@ def test_resume_takes_the_place_stop_had(page):
     at = make()
     assert at.button(key="x_resume").label == "Resume"
     assert _column_of(at, "x_resume") == 0
+
+
+def _menu(at) -> dict[str, str]:
+    """The sidebar's page links: label -> the query they carry."""
+    return {p.proto.label: p.proto.query_string for p in at.get("page_link")}
+
+
+def test_the_page_menu_carries_the_episode_shown_so_a_new_tab_opens_it(app):
+    """Streamlit's own menu linked to bare /versions: opened in a new tab, "No episode selected"."""
+    toy, make = app
+    ep, v = _two_steps(toy)
+    at = make("editor", episode=ep.id, version=v.id)
+    menu = _menu(at)
+    assert menu["Versions"] == menu["Editor"] == menu["Compare"] == f"episode={ep.id}&version={v.id}", menu
+    assert menu["Episodes"] == menu["Experiments"] == menu["Export"] == "", menu  # they show no one episode
+    fresh = make("versions", **dict(kv.split("=") for kv in menu["Versions"].split("&")))  # a new tab: a new session
+    assert not any("No episode selected" in i.value for i in fresh.info)
+    assert f"Episode {ep.id} · alfworld · {ROOM_TASK.type} · {ROOM_TASK.id}" in texts(fresh)
+    # a page that shows no episode keeps the session's choice in the menu
+    at.switch_page("app_pages/experiments.py")
+    ok(at.run())
+    assert _menu(at)["Versions"] == f"episode={ep.id}&version={v.id}"
