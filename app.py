@@ -13,6 +13,7 @@ import streamlit as st
 
 from app_pages import access
 from app_pages.state import link_params
+from envs import registry
 from sessions.store import StoreError
 
 HERE = Path(__file__).resolve().parent
@@ -24,6 +25,7 @@ st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"),
 # Episodes, keys in the environment and the database are one person's: beyond loopback a
 # person presents REACT_EDITOR_TOKEN or signs in (OIDC) before any page shows.
 access.gate()
+registry.refresh()  # a plugin `pip install`ed while the app runs shows from this page load on
 
 episodes = st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes")
 
