@@ -19,7 +19,8 @@ from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
 from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
-                                        paper_row, results_columns, signal_rows, table_caption)
+                                        paper_row, results_columns, signal_rows, split_row,
+                                        table_caption)
 from sessions import exemplar_sets
 from sessions import experiments
 from sessions.search import signal_counts
@@ -285,7 +286,9 @@ def results_table(sums: dict[int, dict], env_kind: str) -> None:
     if rows:
         st.caption(table_caption(env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
                                                                                 if s["env"] == env_kind))
-        st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rows[0]))
+        rates, runs = map(list, zip(*(split_row(r) for r in rows)))
+        st.dataframe(rates, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rates[0]))
+        st.dataframe(runs, hide_index=True, key=f"x_runs_{env_kind}", column_config=results_columns(runs[0]))
 
 
 def chart_panel(x: Listing, sums: dict[int, dict]) -> None:

@@ -57,3 +57,50 @@ def test_the_human_mode_warning_is_drawn_in_view_with_take_it_anyway(browser, pa
     s = Store(tmp_path / "e2e.db")
     assert s.versions.steps(v.id)[-1].action == wrong
     s.close()
+
+
+def _grid_fits(page, grid) -> list:
+    """[scrollWidth, clientWidth] of a data grid once its layout has come to rest."""
+    from tests.e2e.test_e2e_episodes_and_stop import _at_rest
+
+    return _at_rest(page, lambda: grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
+        return s && document.fonts.status === 'loaded' ? [s.scrollWidth, s.clientWidth] : null; }"""))
+
+
+def test_every_results_table_shows_all_its_columns_at_1280(browser, page, llm, start_app, tmp_path):
+    """At 1280 px (the sidebar open) the results tables hid their last columns (ALFWorld's
+    six task types: most of the run's columns)."""
+    import json
+    from pathlib import Path
+
+    from agent import experiment
+    from agent.task_selection import select_tasks
+    from sessions.store import Store
+    from tests.experiment_agents import wiki_agent
+    from trajectory.records import AgentConfig
+
+    root = Path(__file__).resolve().parents[2]
+    hotpot = [json.loads(x) for x in (root / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines() if x]
+    llm.set_responder(wiki_agent({r["question"]: "no" for r in hotpot}, react_steps=1))
+    store = Store(tmp_path / "e2e.db")
+    cfg = AgentConfig(model="gpt-3.5-turbo-instruct", base_url=llm.base_url)
+    experiment.create(store, env="alfworld", method="react", config=cfg, name="alfworld games, a long name",
+                      tasks=select_tasks("alfworld", "builtin", source=None, limit=6, sample=None, seed=0))
+    experiment.create(store, env="hotpotqa", method="react", config=cfg, name="hotpotqa questions, a long name",
+                      tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0))
+    store.close()
+    experiment.run(str(tmp_path / "e2e.db"), 2)
+    app = start_app()
+    page.set_viewport_size({"width": W, "height": H})
+    for exp_id in (2, 1):  # the HotpotQA one (opened first: the newest), then ALFWorld's
+        page.goto(f"{app.url}/experiments")
+        _expect()(page.get_by_role("heading", name="Results")).to_be_visible(timeout=30_000)
+        page.wait_for_function(IDLE)
+        if exp_id == 1:
+            page.get_by_role("combobox", name="Experiment", exact=True).click()
+            rerun_by(page, page.get_by_role("option").filter(has_text="alfworld games").click)
+        caption = "HotpotQA: exact match" if exp_id == 2 else "ALFWorld: success rate"
+        _expect()(page.get_by_text(caption).first).to_be_visible(timeout=20_000)  # its table, first on the page
+        for table in range(2):  # the rates, then how each run went
+            sizes = _grid_fits(page, page.locator('[data-testid="stDataFrame"]').nth(table))
+            assert sizes and sizes[0] <= sizes[1], (exp_id, table, sizes)
