@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.browser_helpers import IDLE, _episode, _expect, fill, key, rerun_by
+from tests.e2e.browser_helpers import IDLE, _episode, _expect, at_rest, fill, key, rerun_by
 
 pytestmark = pytest.mark.e2e
 
@@ -61,9 +61,7 @@ def test_the_human_mode_warning_is_drawn_in_view_with_take_it_anyway(browser, pa
 
 def _grid_fits(page, grid) -> list:
     """[scrollWidth, clientWidth] of a data grid once its layout has come to rest."""
-    from tests.e2e.test_e2e_episodes_and_stop import _at_rest
-
-    return _at_rest(page, lambda: grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
+    return at_rest(page, lambda: grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
         return s && document.fonts.status === 'loaded' ? [s.scrollWidth, s.clientWidth] : null; }"""))
 
 
