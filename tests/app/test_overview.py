@@ -254,7 +254,7 @@ def test_editor_run_to_end_stops_at_a_condition(app):
     at = make("editor", episode=ep.id)
     at.text_input(key="until_obs").set_value("Nothing happens")
     ok(at.run())
-    assert any("--until 'obs:/Nothing happens/'" in c.value for c in at.caption)
+    assert any("--until 'obs:/Nothing happens/'" in t for t in texts(at))  # a person's pattern: plain text
     click(at, "btn_run_end")
     for _ in range(20):
         if not at.session_state["run"]:
@@ -322,6 +322,7 @@ def test_downloads_are_named_after_what_they_hold(app):
     ep, v = _won(toy)
     at = make("export")
     at.text_input(key="exp-refs").set_value(f"{ep.id}")
+    at.selectbox(key="exp-format").set_value("prompt")
     ok(at.run())
     [b for b in at.button if b.label == "Prepare export"][0].click().run()
     assert at.session_state["exp-data"][3] == f"episode-{ep.id}-v1.prompt.txt"
