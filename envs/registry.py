@@ -12,6 +12,7 @@ import importlib
 import os
 import site
 import sys
+import threading
 from functools import lru_cache
 from importlib import import_module
 from importlib.metadata import entry_points
@@ -102,6 +103,7 @@ def _pth_files(d: str) -> frozenset[str]:
 
 _STAMP = _stamp()
 _PTH_READ = {d: _pth_files(d) for d in _site_dirs()}  # read by the interpreter at its start
+_REFRESHING = threading.Lock()
 
 
 def refresh() -> bool:
@@ -114,7 +116,17 @@ def refresh() -> bool:
     stamp = _stamp()
     if stamp == _STAMP:
         return False
-    _STAMP = stamp
+    with _REFRESHING:  # the app's sessions ask at once: one reads a new .pth, once
+        if stamp == _STAMP:
+            return False
+        _STAMP = stamp
+        _look_again()
+    return True
+
+
+def _look_again() -> None:
+    """The site folders' new .pth files read, the entry points read again, and the families
+    of plugins no longer installed forgotten."""
     for d in _site_dirs():
         names = _pth_files(d)
         new = names - _PTH_READ.get(d, names)  # a folder first seen now: its files were read at start
@@ -127,7 +139,6 @@ def refresh() -> bool:
     for kind in sorted(_FROM_PLUGINS - installed):
         _FAMILIES.pop(kind, None)
         _FROM_PLUGINS.discard(kind)
-    return True
 
 
 def _read_pth(d: str, name: str) -> None:
