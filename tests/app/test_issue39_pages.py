@@ -221,3 +221,34 @@ def test_the_page_menu_carries_the_episode_shown_so_a_new_tab_opens_it(app):
     at.switch_page("app_pages/experiments.py")
     ok(at.run())
     assert _menu(at)["Versions"] == f"episode={ep.id}&version={v.id}"
+
+
+# ---------------------------------------------------------------------- 4: human mode's warning
+
+
+def _in_order(at) -> list[str]:
+    """The human panel's alerts and buttons in the order they are drawn."""
+    out: list[str] = []
+
+    def walk(node):
+        for kid in getattr(node, "children", {}).values():
+            if getattr(kid, "type", None) == "html" and "re-alert" in kid.proto.body:
+                out.append("warning")
+            elif getattr(kid, "type", None) == "button":
+                out.append(kid.key)
+            walk(kid)
+
+    walk(at._tree)
+    return out
+
+
+def test_the_human_mode_warning_comes_before_its_buttons_in_both_environments(app):
+    from tests.app_helpers import opened, take
+
+    toy, make = app
+    for task, wrong in ((ROOM_TASK, "go to drwer 2"), (WIKI_TASK, "Finish Marrowgate")):
+        ep, v, at = opened(toy, make, task=task, human=True)
+        assert "optional" not in at.text_area(key=f"h_action_{v.id}_0").label
+        take(at, f"h_action_{v.id}_0", wrong)
+        drawn = [x for x in _in_order(at) if x in ("warning", "h_submit", "h_confirm")]
+        assert drawn == ["warning", "h_submit", "h_confirm"], drawn
