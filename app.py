@@ -12,6 +12,8 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages import access
+from app_pages.state import link_params
+from envs import registry
 from sessions.store import StoreError
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +25,7 @@ st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"),
 # Episodes, keys in the environment and the database are one person's: beyond loopback a
 # person presents REACT_EDITOR_TOKEN or signs in (OIDC) before any page shows.
 access.gate()
-access.endpoint_keys()  # the launch key never follows a base URL typed here to another endpoint
+registry.refresh()  # a plugin `pip install`ed while the app runs shows from this page load on
 
 episodes = st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes")
 
@@ -34,8 +36,8 @@ def _home() -> None:
     st.switch_page(episodes, query_params=st.query_params.to_dict())
 
 
+SHOW_EPISODE = ("editor", "versions", "compare")  # pages that show the selected episode
 pages = [
-    st.Page(_home, title="Episodes", url_path="home", default=True, visibility="hidden"),
     episodes,
     st.Page(PAGES / "editor.py", title="Editor", url_path="editor"),
     st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
@@ -45,8 +47,17 @@ pages = [
     st.Page(PAGES / "settings.py", title="Settings", url_path="settings"),
 ]
 
+# The menu is ours: Streamlit's links are bare page addresses, so a page opened from one in a
+# new tab (middle click) said "No episode selected". Ours carry the episode (and version) shown.
+nav = st.navigation([st.Page(_home, title="Episodes", url_path="home", default=True), *pages], position="hidden")
+with st.sidebar.container(key="page_menu"):
+    selected = link_params()
+    for p in pages:
+        st.page_link(p, query_params=selected if p.url_path in SHOW_EPISODE and selected else None)
+access.endpoint_keys()  # the launch key never follows a base URL typed here to another endpoint
+
 try:
-    st.navigation(pages).run()
+    nav.run()
 except StoreError as exc:  # the database said no (locked, disk full, ...): one line, nothing lost
     st.error("The database refused that — nothing was lost. Details:")
     st.text(str(exc))

@@ -81,7 +81,8 @@ def _oidc() -> None:
         st.stop()
     if not email_allowed(st.user.get("email"), emails, domains, st.user.get("email_verified", True)):
         st.title("Not on the list")
-        st.error(f"{st.user.get('email') or 'This account'} may not open this app; ask the person running it.")
+        st.error("This account may not open this app; ask the person running it.")
+        st.text(f"Signed in as: {st.user.get('email') or '(no e-mail)'}")  # the provider's text: never markdown
         if st.button("Log out", key="access_logout"):
             st.logout()
         st.stop()

@@ -8,7 +8,7 @@ import streamlit as st
 
 from agent import exemplars
 from app_pages import access
-from app_pages.state import alert
+from app_pages.state import alert, plain_caption
 from sessions import annotations
 from sessions import exemplar_sets
 from sessions.store import Store, StoreError
@@ -93,7 +93,7 @@ def exemplar_set_adder(store: Store, version_id: int, key_prefix: str, env: str 
     held = [x.name for x in sets if x.entries
             and any(e.version_id == version_id for e in exemplar_sets.entries(store, x.name))]
     if held:
-        st.caption("In exemplar set" + ("s " if len(held) > 1 else " ") + ", ".join(held))
+        plain_caption("In exemplar set" + ("s " if len(held) > 1 else " ") + ", ".join(held))
     names = [x.name for x in sets]
     key = f"{key_prefix}-xset-{version_id}"
     if st.session_state.get(f"{key}-added") in names:  # the selector shows the set it went to
@@ -122,7 +122,7 @@ def exemplar_set_adder(store: Store, version_id: int, key_prefix: str, env: str 
             alert(str(exc).splitlines()[0])
     flash = st.session_state.pop("flash_exemplar_set", None)
     if flash:
-        st.success(flash)
+        alert(flash, "success")
 
 
 def step_tag_panel(store: Store, step_id: int, key_prefix: str) -> None:
@@ -147,6 +147,6 @@ def _annotator(key: str) -> str:
     """The signed-in person's name when there is one (OIDC login), else a name typed here."""
     signed = access.signed_in_name()
     if signed:
-        st.caption(f"Annotator: {signed} (signed in)")
+        plain_caption(f"Annotator: {signed} (signed in)")  # a name or e-mail from the sign-in: plain
         return signed
     return st.text_input("Annotator", value=annotations.current_user(), key=key)

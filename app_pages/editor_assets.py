@@ -15,6 +15,7 @@ del.rd-del { background: #ffd7d5; text-decoration: line-through; }
 ins.rd-ins { background: #ccffd8; text-decoration: none; }
 .rd-was { white-space: pre-wrap; word-break: break-word; font-size: 0.9rem; }
 [class*="st-key-step_"] { scroll-margin-top: calc(3.75rem + 100px); }
+[class*="st-key-h_check_"] { scroll-margin-bottom: 1.5rem; }
 </style>"""
 # Warn before a reload or a closed tab loses edit text that was typed but not applied.
 UNSAVED_GUARD = """<script>
@@ -54,6 +55,13 @@ if (!window.__reactEditorGuard) {
       const k = m.className.match(/st-key-focus_step_(\\d+)_(\\d+)/);
       const box = k && !seen.has(k[0]) && document.querySelector('.st-key-step_' + k[1]);
       if (box) { seen.add(k[0]); box.scrollIntoView({block: 'start'}); }
+    });
+  }).observe(document.body, {childList: true, subtree: true});
+  // a human-mode warning and its "Take it anyway" come fully into view where they are drawn, once each
+  new MutationObserver(() => {
+    document.querySelectorAll('[class*="st-key-h_check_"]').forEach((box) => {
+      const k = box.className.match(/st-key-h_check_[0-9_]+/);
+      if (k && !seen.has(k[0])) { seen.add(k[0]); box.scrollIntoView({block: 'nearest'}); }
     });
   }).observe(document.body, {childList: true, subtree: true});
 }

@@ -22,7 +22,9 @@ def human_turn(page: EditorPage, sfx: str, n: int) -> tuple[str, str, list[str]]
         suggestion_box(sugg, f"h_sugg_{sfx}", akey)
         hint_controls(page, f"h_{sfx}", akey, None)
     fam = page.fam
-    label = "Action (optional)" if page.alf else f"Action ({fam.action_hint})" if fam.action_hint else "Action"
+    # a turn of a family whose thoughts are turns is a thought, an action, or both
+    label = (f"Action ({fam.action_hint})" if fam.action_hint
+             else "Action (a command; leave it empty to write a thought alone)" if page.alf else "Action")
     action = one_line(st.text_area(label, key=akey, height=68) or "")
     return thought, action, sugg
 
@@ -51,15 +53,29 @@ def human_panel(page: EditorPage, v, n: int) -> None:
         state.show_error("human")
         warning = action_warning(page.ep.task.env, action, sugg if page.alf else None)
         confirmed = st.session_state.get(f"h_confirm_{sfx}") == action
-        take = st.button("Take this step", key="h_submit", type="primary")
-        if warning and st.session_state.get(f"h_warned_{sfx}") == action and not confirmed:
-            state.alert(warning, "warning", headline="Check the action before it uses a step:")
-            if st.button("Take it anyway", key="h_confirm"):
-                st.session_state[f"h_confirm_{sfx}"] = action
-                take = True
+        warned = bool(warning) and st.session_state.get(f"h_warned_{sfx}") == action and not confirmed
+        take = take_buttons(sfx, action, warning if warned else None)
         if not take:
             return
         if warning and st.session_state.get(f"h_confirm_{sfx}") != action:
             st.session_state[f"h_warned_{sfx}"] = action
+            st.session_state[f"h_warns_{sfx}"] = st.session_state.get(f"h_warns_{sfx}", 0) + 1
             st.rerun()
         take_step(page, thought, action)
+
+
+def take_buttons(sfx: str, action: str, warning: str | None) -> bool:
+    """"Take this step", and once it was pressed on an action the family warns about, the
+    warning ABOVE the buttons with "Take it anyway" beside it (drawn under the button, it fell
+    below the window's edge); each warning's box is a new key the page script brings into view.
+    True when the step is to be taken."""
+    key = f"h_check_{sfx}_{st.session_state.get(f'h_warns_{sfx}', 0)}" if warning else "h_take"
+    with st.container(key=key):
+        if warning:
+            state.alert(warning, "warning", headline="Check the action before it uses a step:")
+        row = st.container(horizontal=True)
+        take = row.button("Take this step", key="h_submit", type="primary")
+        if warning and row.button("Take it anyway", key="h_confirm"):
+            st.session_state[f"h_confirm_{sfx}"] = action
+            take = True
+    return take

@@ -47,9 +47,24 @@ def paper_row(s: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-# px per column of the results table: the paper's columns fit a 1400 px window (HotpotQA,
-# FEVER); a wider one (ALFWorld's six types) scrolls with its experiment and name kept in view
-_WIDTHS = {"experiment": 34, "name": 130, "method": 56, "model": 104, "status": 66, "done": 44,
+# A row's columns of how the run went, in a second table under the rates: in one table,
+# ALFWorld's six types made it 1154 px and HotpotQA's 894, wider than the page at 1280 px
+# with the sidebar open (818 px), so their last columns were hidden.
+RUN_COLUMNS = ("model", "status", "done", "tokens", "cost", "wall_s")
+
+
+def split_row(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A paper_row as (its rates, as the paper's table with what they are over; the run's
+    model, status, progress, tokens, cost and time), each led by the experiment and its name."""
+    lead = {k: row[k] for k in ("experiment", "name")}
+    return ({k: v for k, v in row.items() if k not in RUN_COLUMNS},
+            {**lead, **{k: row[k] for k in RUN_COLUMNS if k in row}})
+
+
+# px per column of the two tables: each fits the page at 1280 px with the sidebar open
+# (ALFWorld's rates 764 px, the run table 614 px); a narrower window scrolls them with the
+# experiment and its name kept in view
+_WIDTHS = {"experiment": 34, "name": 130, "method": 56, "model": 104, "status": 120, "done": 44,
            "scored over": 84, "task set": 96, "tokens": 60, "cost": 66, "wall_s": 50}
 _LABELS = {"experiment": "#"}
 

@@ -19,7 +19,8 @@ from agent.task_selection import SOURCES, select_tasks
 from app_pages import state
 from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
-                                        paper_row, results_columns, signal_rows, table_caption)
+                                        paper_row, results_columns, signal_rows, split_row,
+                                        table_caption)
 from sessions import exemplar_sets
 from sessions import experiments
 from sessions.search import signal_counts
@@ -70,8 +71,8 @@ def leak_offer(store, exemplar_set: str | None, tasks: list, key: str) -> bool:
     leaked = leakage.leaked_tasks(store, exemplar_set, tasks)
     if not leaked:
         return False
-    st.warning(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
-               "experiment evaluates; their scores would measure a copied answer:")
+    state.alert(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
+                "experiment evaluates; their scores would measure a copied answer:", "warning")  # the name: plain
     st.text(leakage.describe(leaked))  # task ids come from data: plain text
     return st.checkbox(f"Leave out the {len(leaked)} leaked task(s)", value=True, key=key)
 
@@ -224,7 +225,7 @@ def live_panel(x: Listing) -> None:
     rerun = experiments.get(store, sel).params.get(experiment.RERUN_KEY) in ids
     if rerun:  # a re-run's question is its comparison with its source: first, under its progress
         compare_panel(x, sums, keys)
-    results_tables(sums)
+    results_tables(sums, x.env_of[sel])
     chart_panel(x, sums)
     if not rerun:
         compare_panel(x, sums, keys)
@@ -243,11 +244,11 @@ def progress_panel(x: Listing, exp_id: int, s: dict) -> None:
     p = bg.progress(exp_id)
     eta = f", ETA {int(p.eta_s)} s" if running and p and p.eta_s is not None else ""
     st.progress(done / total if total else 1.0, text=progress_text(s, experiments.counts(store, exp_id).get("error", 0)) + eta)
-    cols = st.columns([1, 1, 6])
-    if running and cols[0].button("Stop", key="x_stop"):
+    slot = st.columns([1, 7])[0]  # Stop, or Resume once stopped: the same place, no gap before it
+    if running and slot.button("Stop", key="x_stop"):
         bg.stop(exp_id)
         st.rerun()
-    if not running and done < total and cols[1].button("Resume", key="x_resume", type="primary"):
+    if not running and done < total and slot.button("Resume", key="x_resume", type="primary"):
         launch(bg, exp_id, int(st.session_state.get("x_conc", 4)))
         st.rerun()
     err = bg.error(exp_id)
@@ -267,14 +268,27 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def results_tables(sums: dict[int, dict]) -> None:
+def results_tables(sums: dict[int, dict], env: str) -> None:
+    """The selected experiment's environment's table; other environments' tables folded below
+    it (a HotpotQA experiment opened under ALFWorld's table and caption)."""
     st.subheader("Results")
-    for env_kind in dict.fromkeys([*kinds(), *(s["env"] for s in sums.values())]):  # plugins' too
-        rows = [paper_row(s) for s in sums.values() if s["env"] == env_kind]
-        if rows:
-            st.caption(table_caption(env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
-                                                                                    if s["env"] == env_kind))
-            st.dataframe(rows, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rows[0]))
+    results_table(sums, env)
+    others = [k for k in dict.fromkeys([*kinds(), *(s["env"] for s in sums.values())])  # plugins' too
+              if k != env and any(s["env"] == k for s in sums.values())]
+    if others:
+        with st.expander(f"Results on other environments ({', '.join(others)})"):
+            for k in others:
+                results_table(sums, k)
+
+
+def results_table(sums: dict[int, dict], env_kind: str) -> None:
+    rows = [paper_row(s) for s in sums.values() if s["env"] == env_kind]
+    if rows:
+        st.caption(table_caption(env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
+                                                                                if s["env"] == env_kind))
+        rates, runs = map(list, zip(*(split_row(r) for r in rows)))
+        st.dataframe(rates, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rates[0]))
+        st.dataframe(runs, hide_index=True, key=f"x_runs_{env_kind}", column_config=results_columns(runs[0]))
 
 
 def chart_panel(x: Listing, sums: dict[int, dict]) -> None:
@@ -307,12 +321,12 @@ def compare_panel(x: Listing, sums: dict[int, dict], keys: dict[int, tuple] | No
     st.session_state["x_compare_for"] = sel
     b = st.selectbox("Compare with", others, format_func=labels.get, key="x_compare")
     if b == source:
-        st.caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")
+        state.plain_caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")  # names: plain
     unfinished = [x for x in (sel, b) if sums[x]["running"] or sums[x]["partial"]]
     if unfinished:
-        st.caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
-                                             f"{', running' if sums[x]['running'] else ''})" for x in unfinished)
-                   + ". A comparison now pairs only the tasks finished on both sides.")
+        state.plain_caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
+                                                      f"{', running' if sums[x]['running'] else ''})" for x in unfinished)
+                            + ". A comparison now pairs only the tasks finished on both sides.")
         if not st.toggle("Compare anyway", key="x_compare_partial"):
             return
     keys = experiments.changes(store) if keys is None else keys
@@ -359,7 +373,7 @@ def rerun_panel(x: Listing, exp_id: int) -> None:
         leave_out = leak_offer(store, ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}")
         what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
                 for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
-        st.caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
+        state.plain_caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
         state.show_error("x_rerun")
         if st.button("Re-run", key="x_rerun", type="primary", disabled=not what):
             start_rerun(x, exp_id, changes, method, leave_out)

@@ -24,6 +24,10 @@ from sessions.store import Store, StoreError
 MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",
         "chat-sft": "application/jsonl"}
 EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", "chat-sft": "jsonl"}
+# The page opens on a format any selection can be written in: a prompt or react-json file holds
+# one environment, so with "(any)" environment and episodes of two it could only fail.
+DEFAULT_FORMAT = "jsonl"
+ONE_ENV_FORMATS = ("prompt", "react-json")
 PREVIEW_LINES = 20
 
 
@@ -87,7 +91,7 @@ def preview(data: bytes, lines: int = PREVIEW_LINES) -> tuple[str, bool]:
 def _export_section(store: Store) -> None:
     st.subheader("Export versions or an exemplar set")
     source = st.radio("What to export", ["Versions", "Exemplar set"], horizontal=True, key="exp-source")
-    fmt = st.selectbox("Format", FORMATS, key="exp-format")
+    fmt = st.selectbox("Format", FORMATS, index=FORMATS.index(DEFAULT_FORMAT), key="exp-format")
     kw: dict = {}
     if source == "Exemplar set":
         names = [s.name for s in exemplar_sets.list_sets(store)]
@@ -98,11 +102,15 @@ def _export_section(store: Store) -> None:
     else:
         refs, f = _filters()
         kw.update(refs=refs or None, filters=f)
-        batches = select(store, refs or None, f)
+        batches = list(select(store, refs or None, f))
         rows = [(b.episode.id, v.id) for b in batches for v in b.versions]
         nums = numbering.labels(store, rows[0][0]) if len(rows) == 1 else {}
         kw["_name"] = download_name(fmt, rows=rows, labels=nums)
         st.caption(f"{plural(len(rows), 'version')} match{'es' if len(rows) == 1 else ''}.")
+        envs = sorted({b.episode.task.env for b in batches})
+        if fmt in ONE_ENV_FORMATS and len(envs) > 1:  # said before the button, not after it fails
+            st.caption(f"A {fmt} file holds one environment and these versions are of {len(envs)}: "
+                       "pick one in Environment above, or choose jsonl.")
     name = kw.pop("_name", None) or download_name(fmt, exemplar_set=kw.get("exemplar_set"))
     if st.button("Prepare export", key="exp-go"):
         try:

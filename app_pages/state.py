@@ -161,6 +161,18 @@ def select(episode_id: int | None, version_id: int | None) -> None:
     st.query_params.from_dict(params)
 
 
+def link_params() -> dict[str, str]:
+    """`?episode=N&version=M` of the selection this tab shows (the URL's, else the session's),
+    for links to the pages that show one: opened in a new tab, they open the same episode."""
+    qp = st.query_params
+    ep, ver = _int(qp.get("episode")), _int(qp.get("version"))
+    if ep is None:
+        ep, ver = st.session_state.get("sel_episode"), st.session_state.get("sel_version")
+    if ep is None:
+        return {}
+    return {"episode": str(ep), **({"version": str(ver)} if ver is not None else {})}
+
+
 def page_path(name: str) -> str:
     return str(PAGES_DIR / f"{name}.py")
 
@@ -201,6 +213,14 @@ def alert_html(text: str, kind: str = "error", headline: str | None = None) -> s
 
 def alert(text: str, kind: str = "error", headline: str | None = None) -> None:
     st.html(alert_html(text, kind, headline))
+
+
+def plain_caption(text: str) -> None:
+    """A caption shown exactly as written: st.caption renders markdown (links, images,
+    emphasis), and captions carry names people and imported files chose (experiments, exemplar
+    sets, models, a signed-in person's e-mail). Escaped, as alert() does."""
+    st.html(f'<div class="re-caption" style="font-size:0.875rem;opacity:0.6;white-space:pre-wrap;'
+            f'word-break:break-word">{html.escape(text)}</div>')
 
 
 def set_error(where: str, exc: BaseException | str) -> None:

@@ -44,5 +44,5 @@ def form(disabled: bool) -> tuple[list[StopCondition], str | None]:
             st.text(str(exc))
             return [], str(exc)
         if conds:
-            st.caption("Same as the command line: " + " ".join(f"--until '{c.spec}'" for c in conds))
+            st.text("Same as the command line: " + " ".join(f"--until '{c.spec}'" for c in conds))  # patterns: plain
     return conds, None

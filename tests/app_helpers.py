@@ -3,6 +3,8 @@ The `app` fixture itself is in tests/conftest.py."""
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -31,6 +33,26 @@ def markdownish(at) -> list[str]:
     out = [m.value for m in at.markdown] + [c.value for c in at.caption]
     out += [e.value for e in at.error] + [e.value for e in at.warning] + [e.value for e in at.info]
     out += [e.value for e in at.success] + [t.value for t in at.title] + [s.value for s in at.subheader]
+    return out
+
+
+def captions(at) -> list[str]:
+    """Every caption's text: st.caption's and state.plain_caption's (escaped text in an html box)."""
+    out = [c.value for c in at.caption]
+    for h in at.get("html"):
+        m = re.match(r'<div class="re-caption"[^>]*>(.*)</div>$', h.proto.body, re.S)
+        if m:
+            out.append(html.unescape(m.group(1)))
+    return out
+
+
+def alerts(at, kind: str) -> list[str]:
+    """The text of each state.alert box of this kind ("error", "warning", ...): headline, then message."""
+    out = []
+    for h in at.get("html"):
+        if f"re-alert-{kind}" in h.proto.body:
+            parts = re.findall(r"<div[^>]*>([^<]*)</div>", h.proto.body)
+            out.append(" ".join(html.unescape(p) for p in parts))
     return out
 
 

@@ -10,6 +10,7 @@ from agent import experiment
 from app_pages.experiment_views import chart_note, chart_spec, paper_row
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
+from tests.app_helpers import captions
 
 ANSWERS = {r["question"]: r["answer"] for r in HOTPOT}
 
@@ -40,8 +41,8 @@ def test_stopped_run_is_labelled_partial_and_not_compared_unless_asked(page):
     at.button(key="x_stop").click().run()
     _wait_done(db, 2)
     at.run()
-    table = _frame(at, "EM")
-    row = table[table["name"] == "cut"].iloc[0]
+    table, runs = _frame(at, "EM"), _frame(at, "wall_s")  # the rates, and how each run went
+    row = {**table[table["name"] == "cut"].iloc[0], **runs[runs["name"] == "cut"].iloc[0]}
     assert row["status"].startswith("stopped")
     assert row["scored over"].startswith("partial: ") and row["done"].endswith("/8")
     assert table[table["name"] == "full"].iloc[0]["scored over"] == "all"
@@ -50,7 +51,7 @@ def test_stopped_run_is_labelled_partial_and_not_compared_unless_asked(page):
     (bar,) = at.get("progress")
     assert bar.proto.text.startswith(row["done"] + " done")
     assert not any("exact McNemar p" in d.value.columns for d in at.dataframe)  # no comparison while partial
-    assert any(c.value.startswith("Partial: ") for c in at.caption)
+    assert any(c.startswith("Partial: ") for c in captions(at))
     at.toggle(key="x_compare_partial").set_value(True).run()
     assert any("exact McNemar p" in d.value.columns for d in at.dataframe)
 

@@ -12,6 +12,7 @@ from sessions import experiments
 from sessions.store import Store
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
+from tests.app_helpers import alerts, captions
 
 EVIL = "<b>bold</b> [x](http://evil)"
 
@@ -121,7 +122,7 @@ def test_rerun_with_an_exemplar_set_leaves_out_the_leak_and_opens_its_comparison
     at.run()
     assert "4/4 done: 2 successes, 2 failures, 0 errors" in at.get("progress")[0].proto.text
     at.selectbox(key="x_rr_set_1").set_value("fixed").run()
-    assert any("Leakage" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
+    assert any("Leakage" in w for w in alerts(at, "warning")) and leaked in [t.value for t in at.text]
     assert at.checkbox(key="x_rr_leave_1").value is True  # offered, and on by default
     llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:4]}))
     at.button(key="x_rerun").click().run()
@@ -134,7 +135,7 @@ def test_rerun_with_an_exemplar_set_leaves_out_the_leak_and_opens_its_comparison
         assert new.params["rerun_of"] == 1 and new.config.exemplar_set == "fixed" and new.config.model == "m"
         assert [it.task.id for it in experiments.items(store, 2)] == [r["id"] for r in HOTPOT[1:4]]
     assert at.selectbox(key="x_pick").value == 2 and at.selectbox(key="x_compare").value == 1
-    assert any("re-ran" in c.value for c in at.caption)
+    assert any("re-ran" in c for c in captions(at))
     cmp = _frame(at, "exact McNemar p")
     assert cmp["n"][0] == 3 and cmp["A only"][0] == 2  # the re-run solved the two the base missed
 
@@ -148,7 +149,7 @@ def test_the_launch_form_names_leaked_tasks_and_compare_leaves_them_out(page):
     leaked = _exemplar_set_of_first_task(db, 1)
     at.run()
     at.selectbox(key="x_exemplars_hotpotqa").set_value("fixed").run()
-    assert any("Leakage" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
+    assert any("Leakage" in w for w in alerts(at, "warning")) and leaked in [t.value for t in at.text]
     at.checkbox(key="x_leave_out").uncheck()
     _create(at, limit=4, name="leaky")
     _wait_done(db, 2)

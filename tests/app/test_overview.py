@@ -14,7 +14,7 @@ from agent.stop_conditions import ConditionError, StopCondition, first_hit, pars
 from app_pages.overview import strip_html
 from sessions import annotations
 from sessions import numbering
-from tests.app_helpers import EVIL, WIN, _open_edit, cfg, click, ok, texts
+from tests.app_helpers import EVIL, WIN, _open_edit, alerts, captions, cfg, click, ok, texts
 from tests.cli_helpers import cli, cli_json
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from trajectory.records import Outcome, Step
@@ -254,7 +254,7 @@ def test_editor_run_to_end_stops_at_a_condition(app):
     at = make("editor", episode=ep.id)
     at.text_input(key="until_obs").set_value("Nothing happens")
     ok(at.run())
-    assert any("--until 'obs:/Nothing happens/'" in c.value for c in at.caption)
+    assert any("--until 'obs:/Nothing happens/'" in t for t in texts(at))  # a person's pattern: plain text
     click(at, "btn_run_end")
     for _ in range(20):
         if not at.session_state["run"]:
@@ -322,6 +322,7 @@ def test_downloads_are_named_after_what_they_hold(app):
     ep, v = _won(toy)
     at = make("export")
     at.text_input(key="exp-refs").set_value(f"{ep.id}")
+    at.selectbox(key="exp-format").set_value("prompt")
     ok(at.run())
     [b for b in at.button if b.label == "Prepare export"][0].click().run()
     assert at.session_state["exp-data"][3] == f"episode-{ep.id}-v1.prompt.txt"
@@ -514,8 +515,8 @@ def test_add_to_exemplar_set_from_the_annotation_panel_and_the_sets_table_shows_
     entries = exemplar_sets.entries(toy.store, "alfworld-fixes")
     assert [e.version_id for e in entries if e.version_id] == [v.id] and len(entries) > 1
     assert at.selectbox(key=f"ver-xset-{v.id}").value == "alfworld-fixes"
-    assert any(c.value == "In exemplar set alfworld-fixes" for c in at.caption)
-    assert any("Added to exemplar set 'alfworld-fixes'" in s.value for s in at.success)
+    assert any(c == "In exemplar set alfworld-fixes" for c in captions(at))
+    assert any("Added to exemplar set 'alfworld-fixes'" in s for s in alerts(at, "success"))
     ex = make("export")
     (table,) = [d.value for d in ex.dataframe if "entries" in d.value.columns]
     assert list(table["name"]) == ["alfworld-fixes"] and list(table["entries"]) == [len(entries)]

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from sessions import suggestions
 from tests.suggest_agents import GOOD, HINT, IDLE, critic_json, fail_episode
+from tests.app_helpers import captions
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -137,8 +138,8 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     ok(at.button(key="sg_x_accept").click().run())
     assert at.session_state["sg_x_job"].finished.wait(60)
     tasks = [store.episodes.get(store.versions.get(r).episode_id).task.id for r in (1, 2)]
-    assert any(c.value.startswith(f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
-                                  f"experiment x: {', '.join(tasks)} - leaked") for c in at.caption)
+    assert any(c.startswith(f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
+                            f"experiment x: {', '.join(tasks)} - leaked") for c in captions(at))
     entries = exemplar_sets.entries(store, "fixes")
     assert len(entries) == 2
     for e in entries:  # resumed to a success, then added to the set

@@ -186,3 +186,20 @@ class HeldAnswer:
         self.answered.clear()
         self._go.set()
         assert self.answered.wait(timeout), "the model was not called"
+
+
+def at_rest(page, read, rest_s: float = 0.5, timeout_s: float = 20.0):
+    """`read()` once it has returned the same value for `rest_s` (a layout that has settled,
+    however slowly the machine draws; not a fixed pause that a loaded machine outlasts)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    last, since = read(), time.monotonic()
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+        now = read()
+        if now != last or now is None:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= rest_s:
+            break
+    return last

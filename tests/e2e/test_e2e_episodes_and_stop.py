@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.e2e.browser_helpers import IDLE, _expect, still
+from tests.e2e.browser_helpers import IDLE, _expect, at_rest as _at_rest, still
 from tests.e2e.browser_helpers import HeldAnswer, _episode
 
 pytestmark = pytest.mark.e2e
@@ -110,20 +110,3 @@ def test_the_results_table_fits_the_page(browser, page, llm, start_app, tmp_path
     sizes = _at_rest(page, lambda: grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
         return s && document.fonts.status === 'loaded' ? [s.scrollWidth, s.clientWidth] : null; }"""))
     assert sizes and sizes[0] <= sizes[1], sizes
-
-
-def _at_rest(page, read, rest_s: float = 0.5, timeout_s: float = 20.0):
-    """`read()` once it has returned the same value for `rest_s` (a layout that has settled,
-    however slowly the machine draws; not a fixed pause that a loaded machine outlasts)."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    last, since = read(), time.monotonic()
-    while time.monotonic() < deadline:
-        page.wait_for_timeout(50)
-        now = read()
-        if now != last or now is None:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= rest_s:
-            break
-    return last
