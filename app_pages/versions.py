@@ -59,7 +59,7 @@ if not expand:
 st.graphviz_chart(version_tree_dot(rows + [r for r in closed.values() if r["version"] not in steps_of],
                                    ep.current_version, vid, group_labels, expand), width="content")
 
-def version_row(r: dict) -> dict:
+def version_row(r: dict, nums: dict[int, str], group_labels: dict[int, str]) -> dict:
     return {
         "version": r["label"],
         "id": r["version"],
@@ -78,16 +78,19 @@ def version_row(r: dict) -> dict:
     }
 
 
-def group_row(g: int, first: dict) -> dict:
-    return {"version": f"{sum(1 for m in member.values() if m == g):,} rollouts", "id": None, "current": "", "name": "",
-            "from": nums.get(first["parent_version"], ""), "rollout group": group_labels[g], "outcome": "",
+def group_row(size: int, first: dict, nums: dict[int, str], label: str) -> dict:
+    """A closed rollout group's one row (`first`: its first member's node)."""
+    return {"version": f"{size:,} rollouts", "id": None, "current": "", "name": "",
+            "from": nums.get(first["parent_version"], ""), "rollout group": label, "outcome": "",
             "edit": "expand rollout groups to list them", "steps": None, "edits": None, "steps by hand": None,
             "prompt tokens": None, "completion tokens": None, "cost": ""}
 
 
 row_of = {r["version"]: r for r in rows}
 firsts = {r["version"]: g for g, r in closed.items()}
-table = [version_row(row_of[v.id]) if v.id in row_of else group_row(firsts[v.id], closed[firsts[v.id]])
+sizes = {g: sum(1 for m in member.values() if m == g) for g in closed}
+table = [version_row(row_of[v.id], nums, group_labels) if v.id in row_of
+         else group_row(sizes[firsts[v.id]], closed[firsts[v.id]], nums, group_labels[firsts[v.id]])
          for v in versions if v.id in row_of or v.id in firsts]  # in the tree's order: a group where it starts
 st.dataframe(table, hide_index=True, key="versions_table")
 

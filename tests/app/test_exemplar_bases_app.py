@@ -14,7 +14,7 @@ from react_editor.main import main
 from sessions import exemplar_sets, experiments
 from sessions.store import Store
 from tests.alfworld_helpers import first_task
-from tests.app_helpers import APP
+from tests.app_helpers import APP, alerts
 from tests.cli_helpers import run_args
 from tests.experiment_agents import HOTPOT, alfworld_agent, wiki_agent
 from tests.experiments_page_helpers import _wait_done
@@ -60,7 +60,7 @@ def _add_to_new_set(at: AppTest, vid: int, name: str, start: str | None = None, 
     at.text_input(key=f"ed-xnew-{vid}").set_value(name)
     at.button(key=f"ed-xadd-{vid}").click().run()
     assert not at.exception, at.exception
-    assert any(f"Added to exemplar set {name!r}" in s.value for s in at.success), [s.value for s in at.success]
+    assert any(f"Added to exemplar set {name!r}" in a for a in alerts(at, "success")), alerts(at, "success")
 
 
 def _rerun(make, exp_id: int, set_name: str, *, leave_out: bool = True) -> AppTest:
