@@ -27,7 +27,11 @@ st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"),
 access.gate()
 registry.refresh()  # a plugin `pip install`ed while the app runs shows from this page load on
 
-episodes = st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes")
+def _page(name: str, title: str) -> st.Page:
+    return st.Page(PAGES / f"{name}.py", title=title, url_path=name)
+
+
+episodes = _page("episodes", "Episodes")
 
 
 def _home() -> None:
@@ -37,23 +41,19 @@ def _home() -> None:
 
 
 SHOW_EPISODE = ("editor", "versions", "compare")  # pages that show the selected episode
-pages = [
-    episodes,
-    st.Page(PAGES / "editor.py", title="Editor", url_path="editor"),
-    st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
-    st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
-    st.Page(PAGES / "experiments.py", title="Experiments", url_path="experiments"),
-    st.Page(PAGES / "export.py", title="Export", url_path="export"),
-    st.Page(PAGES / "settings.py", title="Settings", url_path="settings"),
-]
+pages = {"episodes": episodes, **{name: _page(name, title) for name, title in (
+    ("editor", "Editor"), ("versions", "Versions"), ("compare", "Compare"), ("experiments", "Experiments"),
+    ("export", "Export"), ("settings", "Settings"))}}  # (url path -> page: read from here, not from the
+# Page, whose url_path exists only under a running app; a worker process re-imports this file bare)
 
 # The menu is ours: Streamlit's links are bare page addresses, so a page opened from one in a
 # new tab (middle click) said "No episode selected". Ours carry the episode (and version) shown.
-nav = st.navigation([st.Page(_home, title="Episodes", url_path="home", default=True), *pages], position="hidden")
+nav = st.navigation([st.Page(_home, title="Episodes", url_path="home", default=True), *pages.values()],
+                    position="hidden")
 with st.sidebar.container(key="page_menu"):
     selected = link_params()
-    for p in pages:
-        st.page_link(p, query_params=selected if p.url_path in SHOW_EPISODE and selected else None)
+    for name, p in pages.items():
+        st.page_link(p, query_params=selected if name in SHOW_EPISODE and selected else None)
 access.endpoint_keys()  # the launch key never follows a base URL typed here to another endpoint
 
 try:
