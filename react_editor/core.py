@@ -118,7 +118,10 @@ def _register_versions(sub: argparse._SubParsersAction) -> None:
 
 
 def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
-    p.add_argument("--model", default=None)
+    p.add_argument("--model", default=None,
+                   help="model name; `local`: the built-in model on this machine (the default with no endpoint "
+                        "configured: no OPENAI_API_KEY, OPENAI_BASE_URL or --base-url)")
+    local_model_flag(p)
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, ...)")
     p.add_argument("--api-style", choices=("completions", "chat"), default=None)
     p.add_argument("--style", choices=("react", "act"), default=None)
@@ -133,8 +136,28 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
         p.add_argument("--max-steps", type=int, default=None)
 
 
+def local_model_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--local-model", default=None, metavar="PATH.gguf",
+                   help="the GGUF file `--model local` serves (default: $REACT_EDITOR_LOCAL_MODEL, else the built-in "
+                        "SmolLM2-135M-Instruct)")
+
+
+def use_local_model(args: argparse.Namespace) -> None:
+    """`--local-model PATH`: the GGUF `local` serves, for this process and its children."""
+    from agent.local_model import ENV
+
+    path = getattr(args, "local_model", None)
+    if path:
+        from react_editor.args import regular_file
+
+        os.environ[ENV] = str(Path(regular_file(path, "--local-model")).resolve())
+
+
 def model_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The config fields the model flags given on the command line set."""
+    from agent.local_model import resolved_name
+
+    use_local_model(args)
     changes = {}
     for flag, key in (
         ("model", "model"),
@@ -152,6 +175,8 @@ def model_changes(args: argparse.Namespace) -> dict[str, Any]:
             changes[key] = value
     if getattr(args, "no_cache", False):
         changes["cache"] = False
+    if "model" in changes:
+        changes["model"] = resolved_name(changes["model"])  # `local` -> `local:NAME`, as the config records it
     return changes
 
 
@@ -162,7 +187,11 @@ def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) 
     from agent.run_settings import check_base_url
 
     check_base_url(getattr(args, "base_url", None))
-    base = base or AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)
+    if base is None:
+        from agent.local_model import default_model
+
+        use_local_model(args)
+        base = AgentConfig(model=default_model(getattr(args, "base_url", None), AgentConfig().model))
     return AgentConfig.model_validate({**base.model_dump(), **model_changes(args)})
 
 

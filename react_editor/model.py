@@ -1,0 +1,97 @@
+"""`react-editor model serve|status`: the built-in model's server in the foreground (several terminals
+and the app share one loaded model), and what is served where on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+
+from react_editor.common import CliError, add_common, emit, progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from react_editor.core import local_model_flag
+
+    p = sub.add_parser("model", help="the built-in model: serve it in the foreground, or say what is served")
+    msub = p.add_subparsers(dest="model_command", required=True, metavar="SUBCOMMAND")
+    s = add_common(msub.add_parser("serve", help="serve the built-in model (or --local-model PATH) until Ctrl-C"))
+    s.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    local_model_flag(s)
+    s.set_defaults(func=cmd_serve)
+    s = add_common(msub.add_parser("status", help="which model files are served where on this machine"))
+    local_model_flag(s)
+    s.set_defaults(func=cmd_status)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from agent import local_model, local_server
+    from react_editor.core import use_local_model
+
+    use_local_model(args)
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise CliError(f"--port must be between 1 and 65535 (got {args.port})")
+    if args.port is not None and not _port_free(args.port):
+        raise CliError(f"port {args.port} on 127.0.0.1 is in use: give another --port, or none (a free one)")
+    try:
+        path = local_model.model_path()
+        sha = local_model.file_sha256(path)
+        with local_server.start_lock(sha):
+            running = local_server.find_running(sha)
+            if running is not None:
+                emit(args, {**running.record(), "key": None, "already": True},
+                     f"{path.name} is already served at {running.url} (pid {running.pid}); "
+                     "`react-editor` commands on this machine use it")
+                return 0
+            served = local_server.start(path, sha, args.port)
+    except local_server.LocalModelError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    name = f"{local_model.NAME}:{path.stem}"
+    emit(args, {**served.record(), "model": name}, "\n".join([
+        f"Serving {name} at {served.url} (pid {served.pid}; {path}, sha256 {sha[:12]}...). Ctrl-C stops it.",
+        "On this machine, react-editor commands with --model local (the default with no endpoint configured) and "
+        "the app use it, e.g.: react-editor run --env ENV --task TASK --model local",
+        f"Any OpenAI client: OPENAI_BASE_URL={served.url} OPENAI_API_KEY={served.key}",
+    ]))
+    sys.stdout.flush()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        code = served.proc.wait()
+        progress(f"the server stopped (exit code {code}): {local_server.log_tail(served)}")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        local_server.stop(served)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from agent import local_model, local_server
+    from react_editor.core import use_local_model
+
+    use_local_model(args)
+    served = local_server.status()
+    try:
+        path = str(local_model.model_path())
+    except local_server.LocalModelError as exc:
+        path = f"none ({exc})"
+    missing = local_server.missing_server()
+    lines = [f"--model local serves: {path}"]
+    if missing:
+        lines.append(f"cannot serve here: {missing}")
+    lines += [f"served: {s['path']} at {s['url']} (pid {s['pid']}, started by pid {s['owner']})" for s in served]
+    if not served:
+        lines.append("served: nothing yet (started on first use, or by `react-editor model serve`)")
+    emit(args, {"local_model": path, "server_missing": missing, "served": served}, "\n".join(lines))
+    return 0
