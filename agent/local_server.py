@@ -209,10 +209,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def threads() -> int:
+    """Threads for the server, prompt and generation alike: half the cores (llama.cpp's own default for
+    generation). Its default for prompts, all cores, is 2.4-7x slower on a busy 2-core machine (OpenMP
+    threads spin against the other load: benchmarks/local_model.py --threads)."""
+    return max((os.cpu_count() or 2) // 2, 1)
+
+
 def command(path: Path, port: int, key: str, n_ctx: int = N_CTX) -> list[str]:
     """The child's command line: `python -m llama_cpp.server ...` behind the parent watch."""
+    n = str(threads())
     return [sys.executable, "-c", WRAPPER, "--model", str(path), "--host", "127.0.0.1", "--port", str(port),
-            "--api_key", key, "--n_ctx", str(n_ctx), "--seed", str(SEED),
+            "--api_key", key, "--n_ctx", str(n_ctx), "--seed", str(SEED), "--n_threads", n, "--n_threads_batch", n,
             "--interrupt_requests", "False"]  # (a queued request must not cut a streamed answer short)
 
 
