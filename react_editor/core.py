@@ -155,7 +155,7 @@ def use_local_model(args: argparse.Namespace) -> None:
 
 def model_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The config fields the model flags given on the command line set."""
-    from agent.local_model import resolved_name
+    from agent.local_model import TIMEOUT_S, named, resolved_name
 
     use_local_model(args)
     changes = {}
@@ -177,6 +177,8 @@ def model_changes(args: argparse.Namespace) -> dict[str, Any]:
         changes["cache"] = False
     if "model" in changes:
         changes["model"] = resolved_name(changes["model"])  # `local` -> `local:NAME`, as the config records it
+        if named(changes["model"]) and not changes.get("base_url") and "timeout_s" not in changes:
+            changes["timeout_s"] = TIMEOUT_S  # (`local_timeout`)
     return changes
 
 
@@ -192,7 +194,18 @@ def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) 
 
         use_local_model(args)
         base = AgentConfig(model=default_model(getattr(args, "base_url", None), AgentConfig().model))
-    return AgentConfig.model_validate({**base.model_dump(), **model_changes(args)})
+    return local_timeout(AgentConfig.model_validate({**base.model_dump(), **model_changes(args)}),
+                         getattr(args, "timeout", None))
+
+
+def local_timeout(config: AgentConfig, given: float | None) -> AgentConfig:
+    """The built-in model's request timeout unless one was given: its first prompt is evaluated on
+    this machine's CPU (seconds, more on a busy machine), not by a server that may hang."""
+    from agent.local_model import TIMEOUT_S, named
+
+    if given is None and named(config.model) and not config.base_url and config.timeout_s < TIMEOUT_S:
+        return config.model_copy(update={"timeout_s": TIMEOUT_S})
+    return config
 
 
 def open_engine(args: argparse.Namespace, *, readonly: bool = False):
