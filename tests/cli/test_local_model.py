@@ -114,6 +114,8 @@ def test_alfworld_steps_parse_repeat_and_an_edit_changes_what_follows(served):
     edited = _steps(env, str(ep))
     assert edited[1][0] == "There is no cd on desk 1. Next, I need to open drawer 1." and edited[1][3] != "model"
     assert edited[2:] != steps[2:]  # the continuation comes from the edited context
+    # every command found the served model (its state file) rather than loading it a second time
+    assert len(list(Path(env["REACT_EDITOR_CACHE"], "local-model").glob("*.log"))) == 1
 
 
 @needs_model
@@ -219,3 +221,30 @@ def test_local_is_the_default_only_with_no_endpoint_configured(monkeypatch, env,
     assert local_model.default_model().startswith(expected)
     assert local_model.default_model(base_url="http://127.0.0.1:9/v1") == env.get("REACT_EDITOR_MODEL",
                                                                                   "gpt-3.5-turbo-instruct")
+
+
+def test_a_server_that_died_is_a_failed_call_and_the_next_call_starts_another(tmp_path, monkeypatch):
+    from agent import local_model, local_server
+    from agent.client import ModelClient, ModelError
+    from trajectory.records import AgentConfig
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path))
+    fake = tmp_path / "m.gguf"
+    fake.write_bytes(b"GGUF" + b"\0" * 64)
+    monkeypatch.setenv("REACT_EDITOR_LOCAL_MODEL", str(fake))
+    sha = local_model.file_sha256(fake)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    monkeypatch.setitem(local_server._SERVED, sha, local_server.Served(
+        url="http://127.0.0.1:9/v1", key="k", pid=dead.pid, port=9, path=str(fake), sha256=sha, owner=os.getpid(),
+        proc=dead))
+    with pytest.raises(ModelError) as err:
+        ModelClient(AgentConfig(model="local:m", max_retries=3)).complete("Q: hi\nA:", ["\n"])
+    assert err.value.call.error.startswith(f"the built-in model's server stopped (pid {dead.pid}, exit code 0)")
+    assert err.value.call.attempts == 1 and sha not in local_server._SERVED  # said once, not retried
+    started = []
+    monkeypatch.setattr(local_server, "start", lambda path, sha256: started.append(path) or local_server.Served(
+        url="http://127.0.0.1:9/v1", key="k2", pid=os.getpid(), port=9, path=str(path), sha256=sha256,
+        owner=os.getpid()))
+    assert local_server.ensure(fake, sha).key == "k2" and started == [fake]  # the next call: a new server
+    local_server._SERVED.pop(sha)
