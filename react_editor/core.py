@@ -9,6 +9,7 @@ from typing import Any
 
 from react_editor.common import (CliError, JobStopped, add_common, db_path, emit, env_kinds, later, progress,
                                  version_ref, write_exact)
+from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -136,27 +137,8 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
         p.add_argument("--max-steps", type=int, default=None)
 
 
-def local_model_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--local-model", default=None, metavar="PATH.gguf",
-                   help="the GGUF file `--model local` serves (default: $REACT_EDITOR_LOCAL_MODEL, else the built-in "
-                        "SmolLM2-135M-Instruct)")
-
-
-def use_local_model(args: argparse.Namespace) -> None:
-    """`--local-model PATH`: the GGUF `local` serves, for this process and its children."""
-    from agent.local_model import ENV
-
-    path = getattr(args, "local_model", None)
-    if path:
-        from react_editor.args import regular_file
-
-        os.environ[ENV] = str(Path(regular_file(path, "--local-model")).resolve())
-
-
 def model_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The config fields the model flags given on the command line set."""
-    from agent.local_model import TIMEOUT_S, named, resolved_name
-
     use_local_model(args)
     changes = {}
     for flag, key in (
@@ -175,11 +157,7 @@ def model_changes(args: argparse.Namespace) -> dict[str, Any]:
             changes[key] = value
     if getattr(args, "no_cache", False):
         changes["cache"] = False
-    if "model" in changes:
-        changes["model"] = resolved_name(changes["model"])  # `local` -> `local:NAME`, as the config records it
-        if named(changes["model"]) and not changes.get("base_url") and "timeout_s" not in changes:
-            changes["timeout_s"] = TIMEOUT_S  # (`local_timeout`)
-    return changes
+    return local_changes(changes)  # `local` -> `local:NAME` (and its timeout)
 
 
 def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
@@ -196,16 +174,6 @@ def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) 
         base = AgentConfig(model=default_model(getattr(args, "base_url", None), AgentConfig().model))
     return local_timeout(AgentConfig.model_validate({**base.model_dump(), **model_changes(args)}),
                          getattr(args, "timeout", None))
-
-
-def local_timeout(config: AgentConfig, given: float | None) -> AgentConfig:
-    """The built-in model's request timeout unless one was given: its first prompt is evaluated on
-    this machine's CPU (seconds, more on a busy machine), not by a server that may hang."""
-    from agent.local_model import TIMEOUT_S, named
-
-    if given is None and named(config.model) and not config.base_url and config.timeout_s < TIMEOUT_S:
-        return config.model_copy(update={"timeout_s": TIMEOUT_S})
-    return config
 
 
 def open_engine(args: argparse.Namespace, *, readonly: bool = False):

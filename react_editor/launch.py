@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-endpoint", action="append", default=[], metavar="URL",
                    help="a base URL typed in the page that may get OPENAI_API_KEY (repeatable; default: only "
                    "OPENAI_BASE_URL and confirmed endpoints)")
-    from react_editor.core import local_model_flag
+    from react_editor.model import local_model_flag
 
     local_model_flag(p)
     p.set_defaults(func=cmd_app)
@@ -84,7 +84,7 @@ def _check_gate(args: argparse.Namespace, secrets: dict) -> None:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    from react_editor.core import use_local_model
+    from react_editor.model import use_local_model
 
     _check_gate(args, _secrets())
     use_local_model(args)  # (the app's process gets it: REACT_EDITOR_LOCAL_MODEL)

@@ -4,16 +4,18 @@ and the app share one loaded model), and what is served where on this machine.""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import sys
+from pathlib import Path
+from typing import Any
 
 from react_editor.common import CliError, add_common, emit, progress
+from trajectory.records import AgentConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from react_editor.core import local_model_flag
-
     p = sub.add_parser("model", help="the built-in model: serve it in the foreground, or say what is served")
     msub = p.add_subparsers(dest="model_command", required=True, metavar="SUBCOMMAND")
     s = add_common(msub.add_parser("serve", help="serve the built-in model (or --local-model PATH) until Ctrl-C"))
@@ -23,6 +25,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_common(msub.add_parser("status", help="which model files are served where on this machine"))
     local_model_flag(s)
     s.set_defaults(func=cmd_status)
+
+
+def local_model_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--local-model", default=None, metavar="PATH.gguf",
+                   help="the GGUF file `--model local` serves (default: $REACT_EDITOR_LOCAL_MODEL, else the built-in "
+                        "SmolLM2-135M-Instruct)")
+
+
+def use_local_model(args: argparse.Namespace) -> None:
+    """`--local-model PATH`: the GGUF `local` serves, for this process and its children."""
+    from agent.local_model import ENV
+
+    path = getattr(args, "local_model", None)
+    if path:
+        from react_editor.args import regular_file
+
+        os.environ[ENV] = str(Path(regular_file(path, "--local-model")).resolve())
+
+
+def local_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """Model flags' changes with `local` as a config records it (`local:NAME`) and, unless one was
+    given, the built-in model's timeout (`local_timeout`)."""
+    from agent.local_model import TIMEOUT_S, named, resolved_name
+
+    if "model" in changes:
+        changes["model"] = resolved_name(changes["model"])
+        if named(changes["model"]) and not changes.get("base_url") and "timeout_s" not in changes:
+            changes["timeout_s"] = TIMEOUT_S
+    return changes
+
+
+def local_timeout(config: AgentConfig, given: float | None) -> AgentConfig:
+    """The built-in model's request timeout unless one was given: its first prompt is evaluated on
+    this machine's CPU (seconds, more on a busy machine), not by a server that may hang."""
+    from agent.local_model import TIMEOUT_S, named
+
+    if given is None and named(config.model) and not config.base_url and config.timeout_s < TIMEOUT_S:
+        return config.model_copy(update={"timeout_s": TIMEOUT_S})
+    return config
 
 
 def _port_free(port: int) -> bool:
@@ -36,8 +77,6 @@ def _port_free(port: int) -> bool:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from agent import local_model, local_server
-    from react_editor.core import use_local_model
-
     use_local_model(args)
     if args.port is not None and not 1 <= args.port <= 65535:
         raise CliError(f"--port must be between 1 and 65535 (got {args.port})")
@@ -78,8 +117,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from agent import local_model, local_server
-    from react_editor.core import use_local_model
-
     use_local_model(args)
     served = local_server.status()
     try:

@@ -248,3 +248,16 @@ def test_a_server_that_died_is_a_failed_call_and_the_next_call_starts_another(tm
         owner=os.getpid()))
     assert local_server.ensure(fake, sha).key == "k2" and started == [fake]  # the next call: a new server
     local_server._SERVED.pop(sha)
+
+
+def test_the_critic_on_the_built_in_model_asks_for_json(monkeypatch):
+    from agent import local_model, suggest
+    from trajectory.records import AgentConfig
+
+    monkeypatch.delenv("REACT_EDITOR_LOCAL_MODEL")
+    run_on_local = AgentConfig(model=local_model.config_name())
+    critic = suggest.Critic().config(run_on_local)  # the version's own model: chat, so JSON mode is sent
+    assert critic.api_style == "chat" and critic.model == run_on_local.model
+    assert suggest.Critic(model="local").config(AgentConfig(model="gpt-4o-mini")).model == local_model.config_name()
+    assert suggest.Critic(api_style="completions").config(run_on_local).api_style == "completions"  # asked for
+    assert suggest.Critic().config(AgentConfig(model="gpt-4o-mini")).api_style == "completions"  # others unchanged
