@@ -209,18 +209,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def threads() -> int:
-    """Threads for the server, prompt and generation alike: half the cores (llama.cpp's own default for
-    generation). Its default for prompts, all cores, is 2.4-7x slower on a busy 2-core machine (OpenMP
-    threads spin against the other load: benchmarks/local_model.py --threads)."""
-    return max((os.cpu_count() or 2) // 2, 1)
-
-
 def command(path: Path, port: int, key: str, n_ctx: int = N_CTX) -> list[str]:
     """The child's command line: `python -m llama_cpp.server ...` behind the parent watch."""
-    n = str(threads())
     return [sys.executable, "-c", WRAPPER, "--model", str(path), "--host", "127.0.0.1", "--port", str(port),
-            "--api_key", key, "--n_ctx", str(n_ctx), "--seed", str(SEED), "--n_threads", n, "--n_threads_batch", n,
+            "--api_key", key, "--n_ctx", str(n_ctx), "--seed", str(SEED),
+            "--logits_all", "False",  # (the server's default keeps every prompt token's logits: ~0.7 GB more)
             "--interrupt_requests", "False"]  # (a queued request must not cut a streamed answer short)
 
 
@@ -252,7 +245,9 @@ def _spawn(path: Path, sha256: str, port: int) -> Served:
     key = secrets.token_urlsafe(24)
     log = cache_dir() / f"{sha256[:16]}.{port}.log"
     read_end, write_end = os.pipe()  # (neither is inherited by other children: O_CLOEXEC)
-    env = {**os.environ, PARENT_FD: str(read_end)}
+    # OpenMP threads that sleep when idle rather than spin: as fast on a quiet machine, 3-4x faster
+    # prompts on a busy one (benchmarks/local_model.py --threads)
+    env = {**os.environ, PARENT_FD: str(read_end), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")}
     try:
         with open(log, "wb") as out:
             proc = subprocess.Popen(command(path, port, key), stdin=subprocess.DEVNULL, stdout=out,

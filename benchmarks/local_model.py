@@ -13,8 +13,9 @@ waits and what a step costs. Prints, last, one JSON object.
    median N and median fraction (prefix reuse).
 5. `peak_rss_mb`: the server's peak resident memory (VmHWM) and this process's.
 6. `--threads`: prompt evaluation (400 tokens) and generation (20 tokens) in seconds for thread settings
-   (generation/prompt threads: llama-cpp-python's default 1/2 on 2 cores vs the 1/1 the server uses),
-   alternated over `--rounds` fresh processes, each figure's median.
+   (generation/prompt threads and OpenMP's wait policy: llama-cpp-python's default 1/2 on 2 cores, 1/1,
+   and 1/2 with passive waits, which the server uses), alternated over `--rounds` fresh processes, each
+   figure's median. Run it on a quiet machine and on a busy one.
 
 Usage: python benchmarks/local_model.py [--steps 8] [--skip-app] [--threads] [--rounds 3]
 """
@@ -169,12 +170,13 @@ def threads_figures(rounds: int) -> dict:
     from agent.local_model import builtin_gguf
 
     path = str(builtin_gguf())
-    variants = {"1/2 (llama-cpp-python default on 2 cores)": ("1", "2"), "1/1 (the server's)": ("1", "1")}
+    variants = {"1/2 (llama-cpp-python's default on 2 cores)": ("1", "2", "active"), "1/1": ("1", "1", "active"),
+                "1/2 OMP_WAIT_POLICY=passive (the server's)": ("1", "2", "passive")}
     got: dict = {k: [] for k in variants}
     for _ in range(rounds):
-        for name, (nt, ntb) in variants.items():
+        for name, (nt, ntb, wait) in variants.items():
             out = subprocess.run([sys.executable, "-c", THREADS_CODE, nt, ntb, path], capture_output=True,
-                                 text=True, check=True).stdout.split()
+                                 env={**os.environ, "OMP_WAIT_POLICY": wait}, text=True, check=True).stdout.split()
             got[name].append([float(x) for x in out])
     load = open("/proc/loadavg").read().split()[0]
     return {"load_average_1min": float(load), **{
