@@ -261,3 +261,29 @@ def test_the_critic_on_the_built_in_model_asks_for_json(monkeypatch):
     assert suggest.Critic(model="local").config(AgentConfig(model="gpt-4o-mini")).model == local_model.config_name()
     assert suggest.Critic(api_style="completions").config(run_on_local).api_style == "completions"  # asked for
     assert suggest.Critic().config(AgentConfig(model="gpt-4o-mini")).api_style == "completions"  # others unchanged
+
+
+def test_requests_to_the_built_in_model_take_turns_and_stop_ends_a_wait(tmp_path, monkeypatch):
+    import threading
+
+    from agent import local_model, local_server
+    from trajectory.records import AgentConfig
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path))
+    order: list[str] = []
+    with local_server.turn("ab" * 32):  # one request holds the slot (another thread or process)
+        waiter = threading.Thread(target=lambda: local_server.turn("ab" * 32).__enter__() or order.append("second"))
+        waiter.start()
+        waiter.join(0.3)
+        order.append("first done")
+        stop = threading.Event()
+        stop.set()
+        with local_server.turn("ab" * 32, stop):  # a stopped call does not wait for its turn
+            order.append("stopped")
+    waiter.join(5)
+    assert order == ["first done", "stopped", "second"]
+    monkeypatch.delenv("REACT_EDITOR_LOCAL_MODEL")
+    note = local_model.queue_note(AgentConfig(model="local:x"), 4)
+    assert note.startswith("the built-in model answers one request at a time: the 4 runs at once queue")
+    assert local_model.queue_note(AgentConfig(model="local:x"), 1) is None
+    assert local_model.queue_note(AgentConfig(model="gpt-4o-mini"), 4) is None
