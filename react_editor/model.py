@@ -67,9 +67,11 @@ def local_timeout(config: AgentConfig, given: float | None) -> AgentConfig:
 
 
 def _port_free(port: int) -> bool:
+    from agent.gate import LOOPBACK
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((LOOPBACK, port))
         except OSError:
             return False
     return True
