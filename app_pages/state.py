@@ -91,6 +91,13 @@ def model_banner(config: AgentConfig | None = None) -> None:
         st.info(msg + " Another model or endpoint: Settings, or the agent settings of an episode.")
 
 
+def queue_caption(model: str, base_url: str | None, concurrency: int) -> None:
+    """Say that runs at once on the built-in model queue for it (it answers one request at a time)."""
+    note = local_model.queue_note(AgentConfig(model=model), concurrency) if not base_url else None
+    if note:
+        st.caption(note[0].upper() + note[1:] + ".")
+
+
 def no_model_reason(config: AgentConfig) -> str | None:
     """Why Step and Run cannot work for this config (the built-in model is not installed), else None."""
     if not local_model.wanted(config):

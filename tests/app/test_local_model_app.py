@@ -66,3 +66,14 @@ def test_the_first_step_says_it_is_loading_the_built_in_model(monkeypatch):
     assert jobs.Handle.status(job, now=1.5) == "Calling the model… 1.5 s"
     monkeypatch.setattr(local_server, "_LOADING", ["b179c952"])
     assert jobs.Handle.status(job, now=1.5) == "Loading the built-in model… 1.5 s"
+
+
+def test_experiments_on_the_built_in_model_say_they_queue(page, monkeypatch):
+    make, _, _ = page
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.delenv("REACT_EDITOR_LOCAL_MODEL")
+    at = make()
+    assert at.text_input(key="x_model").value == local_model.config_name()
+    assert any("one request at a time: the 4 runs at once queue for it" in c.value for c in at.caption)
+    at.number_input(key="x_conc").set_value(1).run()
+    assert not any("one request at a time" in c.value for c in at.caption)
