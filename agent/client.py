@@ -16,6 +16,7 @@ that could echo it (error bodies) is scrubbed before it leaves this module.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import email.utils
 import hashlib
 import json
@@ -30,6 +31,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from agent import local_model
 from agent.ratelimit import PauseGate, gate_for
 from trajectory.records import MAX_TEXT, AgentConfig, ModelCall, Usage, without_credentials
 
@@ -340,6 +342,8 @@ def run_cancellable(send: Callable[[], Any], cancel: threading.Event | None) -> 
 
 
 def resolve_base_url(config: AgentConfig) -> str:
+    if local_model.wanted(config):  # the built-in model: its URL is known once it is started
+        return local_model.Local().identity
     return config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
 
@@ -354,6 +358,8 @@ def public_url(url: str) -> str:
 
 def model_available(config: AgentConfig) -> tuple[bool, str]:
     """Is a model configured? (ok, one-line message for the UI banner)."""
+    if local_model.wanted(config):
+        return local_model.availability()
     base = config.base_url or os.environ.get("OPENAI_BASE_URL")
     if base:
         return True, f"Model {config.model} at {public_url(base)}."
@@ -402,8 +408,9 @@ class ModelClient:
         self.retry_after_max_s = (
             RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s
         )
+        self.local = local_model.for_config(config)  # the built-in model: started on the first request
         self.base_url = resolve_base_url(config)
-        self.public_url = public_url(self.base_url)  # (parsed once: it is in every call's record)
+        self.public_url = self.local.identity if self.local else public_url(self.base_url)  # (in every call's record)
         self.gate: PauseGate = gate_for(self.public_url)
         key = api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
         self._secrets = [key] if key != NO_KEY_PLACEHOLDER and len(key) >= 4 else []
@@ -545,7 +552,9 @@ class ModelClient:
         ModelClient of the process with the same endpoint, key and timeout: building one
         costs ~0.3-1 s of CPU (TLS context), and its connection pool keeps connections alive."""
         key = self._key
-        if ENDPOINT_KEYS is not None:  # the app: the launch key only where allowed, else one typed for it
+        if self.local is not None:  # the built-in model's own server and key (started or found now)
+            self.base_url, key = self.local.endpoint()
+        elif ENDPOINT_KEYS is not None:  # the app: the launch key only where allowed, else one typed for it
             key = ENDPOINT_KEYS.key_for(self.base_url, "" if key == NO_KEY_PLACEHOLDER else key) or NO_KEY_PLACEHOLDER
             if key != NO_KEY_PLACEHOLDER and key not in self._secrets:
                 self._secrets.append(key)
@@ -598,7 +607,8 @@ class ModelClient:
         if content is None:
             content = _sdk_json(self._body(text, stop))
         send = self._sender
-        resp = run_cancellable(lambda: send("/chat/completions" if chat else "/completions", content), cancel)
+        with self.local.turn(cancel) if self.local else contextlib.nullcontext():  # one request at a time there
+            resp = run_cancellable(lambda: send("/chat/completions" if chat else "/completions", content), cancel)
         try:
             data = json.loads(resp.content)
         except ValueError as exc:  # a 200 whose body is not JSON
@@ -651,6 +661,8 @@ class ModelClient:
 
     def _classify(self, exc: Exception) -> tuple[str, bool, float | None]:
         """(scrubbed one-line reason, retryable?, server-requested delay or None)."""
+        if isinstance(exc, local_model.LocalModelError):  # the built-in model cannot answer: what to do
+            return str(exc), False, None
         if isinstance(exc, _Malformed):
             return self._scrub(f"malformed response from the model server: {exc}"), True, None
         if isinstance(exc, openai.APITimeoutError):

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from agent import local_server
 from agent.client import UNREACHABLE, CallWatch
 import sessions.jobs
 from sessions.store import Store, StoreError
@@ -91,6 +92,8 @@ class Handle:
         """One line for a face: what is happening and for how long."""
         elapsed = (now if now is not None else time.monotonic()) - self.started
         line = f"Calling the model… {elapsed:.1f} s" if self.kind == "step" else f"{self.kind} running {elapsed:.0f} s"
+        if self.kind == "step" and local_server.loading():  # the first step after launch waits for it
+            line = f"Loading the built-in model… {elapsed:.1f} s"
         if self.attempt > 1:
             line += f" · attempt {self.attempt} (last: {self.retry_reason})"
         if self.beat_error:

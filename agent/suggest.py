@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from agent import local_model
 from agent.client import CallWatch, ModelClient, ModelError, chat_message
 from agent.engine import Engine, EngineError, StepCancelled
 from agent.engine_records import version_name
@@ -205,7 +206,12 @@ class Critic:
         for name in ("model", "base_url", "api_style"):
             if getattr(self, name):
                 update[name] = getattr(self, name)
-        return AgentConfig.model_validate({**version_config.model_dump(), **update})
+        if update.get("model"):
+            update["model"] = local_model.resolved_name(update["model"])
+        cfg = AgentConfig.model_validate({**version_config.model_dump(), **update})
+        if local_model.wanted(cfg) and not self.api_style:  # the built-in model: chat, so JSON mode applies (a grammar)
+            cfg = cfg.model_copy(update={"api_style": "chat"})
+        return cfg
 
     def public(self, cfg: AgentConfig) -> dict[str, Any]:
         return {"model": cfg.model, "base_url": cfg.base_url, "api_style": cfg.api_style}

@@ -45,7 +45,8 @@ def controls(page: EditorPage, v, steps, busy: bool):
     running = bool(st.session_state.get("run"))
     with st.container(key="run_controls"):
         c = st.columns([1, 1, 1, 1.3, 1, 2.2])
-        off = running or busy or finished
+        no_model = state.no_model_reason(page.ep.config)  # the built-in model is not installed: say so
+        off = running or busy or finished or bool(no_model)
         c[0].button("Step", key="btn_step", disabled=off, on_click=start_step, args=(page,))
         n = c[1].number_input("N", min_value=1, max_value=500, value=5, step=1, key="run_n",
                               label_visibility="collapsed", disabled=off)
@@ -56,6 +57,8 @@ def controls(page: EditorPage, v, steps, busy: bool):
         c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
     if finished:
         branch_row(page, v, steps, limit)
+    elif no_model:
+        st.caption(f"Step and Run are off: {no_model}. Human agent mode works, or choose an endpoint below.")
     until, problem = stop_panel.form(disabled=running or finished)  # below the sticky row: it can be tall
     if stop:  # a single step in flight is dropped (the version stays as it was); a run ends stopped
         stepjobs.cancel(page.store, page.tab, page.vid)

@@ -7,6 +7,7 @@ import os
 
 import streamlit as st
 
+from agent import local_model
 from agent.client import public_url, resolve_base_url
 from app_pages import state
 from app_pages.editor_context import EditorPage
@@ -46,6 +47,8 @@ def version_row(page: EditorPage, versions: list) -> None:
     cfg = ep.config
     endpoint = public_url(resolve_base_url(cfg))
     where = "" if cfg.base_url else (" (from OPENAI_BASE_URL)" if os.environ.get("OPENAI_BASE_URL") else " (OpenAI default)")
+    if local_model.wanted(cfg):
+        endpoint, where = "built in, on this machine", ""
     cols[1].text(f"Model: {cfg.model}\nStyle: {cfg.style} · {cfg.api_style}")
     cols[2].text(f"Endpoint: {endpoint}{where}\nMax steps: {page.eng.max_steps(ep)}")
     state.model_banner(cfg)
@@ -82,7 +85,8 @@ def model_settings(page: EditorPage) -> None:
                 st.rerun()
             state.clear_error("config")
             changed = state.reconfigure(page.vid, {"base_url": new_url.strip() or None,
-                                                   "model": new_model.strip() or cfg.model, "api_style": new_api})
+                                                   "model": local_model.resolved_name(new_model.strip() or cfg.model),
+                                                   "api_style": new_api})
             close_run(page.store, "stopped")
             state.select(ep_id, changed.id)
             st.rerun()

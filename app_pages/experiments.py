@@ -110,6 +110,7 @@ def new_experiment_form(store, bg: experiment.Background) -> None:
     temperature = float(e[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(d.get("temperature") or 0.0),
                                           step=0.1, key="x_temp"))
     name = e[2].text_input("Name (optional)", key="x_name")
+    state.queue_caption(model.strip() or d["model"], base_url.strip() or None, concurrency)
     leave_out = leak_offer(store, ex_set, form_tasks(env, spec, limit, sample, seed) if ex_set else [], "x_leave_out")
     state.show_error("x_new")
     if st.button("Create and launch", key="x_create", type="primary"):

@@ -7,6 +7,7 @@ import os
 
 import streamlit as st
 
+from agent import local_model
 from agent.client import model_available, public_url
 from app_pages import state
 from app_pages.views import endpoint_problem
@@ -19,7 +20,9 @@ ok, msg = model_available(state.default_config())
 state.alert(msg, "info", headline="Model: ready" if ok else "Model: none configured")  # a status, not a "Done"
 st.caption(
     "The API key is read from the OPENAI_API_KEY environment variable only; it is never stored "
-    "or shown. For vLLM / Ollama / llama.cpp set OPENAI_BASE_URL or an endpoint below."
+    "or shown. For vLLM / Ollama / llama.cpp set OPENAI_BASE_URL or an endpoint below. Model `local` is the "
+    "built-in model (on this machine; the default with no endpoint): to switch to an endpoint, give its base URL "
+    "and its model name."
 )
 st.text(f"OPENAI_API_KEY: {'set' if os.environ.get('OPENAI_API_KEY') else 'not set'}")
 env_base = os.environ.get("OPENAI_BASE_URL")
@@ -46,7 +49,7 @@ if st.button("Save defaults", key="set_save", type="primary"):
     else:
         state.clear_error("settings")
         store.settings.set(state.DEFAULTS_SETTING, {
-            "base_url": url or None, "model": model.strip() or d["model"], "api_style": api_style,
+            "base_url": url or None, "model": local_model.resolved_name(model.strip() or d["model"]), "api_style": api_style,
             "style": style, "temperature": float(temperature), "max_steps": int(max_steps) or None,
         })
         st.toast("Saved.")

@@ -11,6 +11,7 @@ from typing import Any
 
 import streamlit as st
 
+from agent import local_model
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
 from trajectory.records import AgentConfig, without_credentials
@@ -54,11 +55,14 @@ def defaults() -> dict[str, Any]:
     """Model defaults from Settings (never a key), over the AgentConfig defaults and the
     environment (OPENAI_BASE_URL, REACT_EDITOR_MODEL)."""
     base = {**AgentConfig().model_dump(), **APP_MODEL_DEFAULTS}
-    base["model"] = os.environ.get("REACT_EDITOR_MODEL") or base["model"]
     saved = store().settings.get(DEFAULTS_SETTING, {}) or {}
+    # REACT_EDITOR_MODEL, else the built-in model when no endpoint is configured, else the OpenAI default
+    base["model"] = local_model.default_model(saved.get("base_url"), base["model"])
     for k, v in saved.items():
         if k in base:
             base[k] = v
+    if local_model.named(base["model"]) and not base.get("base_url") and "timeout_s" not in saved:
+        base["timeout_s"] = max(base["timeout_s"], local_model.TIMEOUT_S)  # prompts evaluated on this CPU
     if base.get("base_url"):  # saved by an older version: never shown with credentials
         try:
             base["base_url"] = without_credentials(base["base_url"])
@@ -75,12 +79,31 @@ def default_config() -> AgentConfig:
 
 
 def model_banner(config: AgentConfig | None = None) -> None:
-    """The 'no model configured' banner; everything but model steps works without one."""
+    """The 'no model configured' banner (everything but model steps works without one), or
+    the built-in model's: what it is and that it makes mistakes."""
     from agent.client import model_available
 
-    ok, msg = model_available(config or default_config())
+    config = config or default_config()
+    ok, msg = model_available(config)
     if not ok:
         st.info(msg + " Human mode, browsing, editing and comparing work without a model.")
+    elif local_model.wanted(config):
+        st.info(msg + " Another model or endpoint: Settings, or the agent settings of an episode.")
+
+
+def queue_caption(model: str, base_url: str | None, concurrency: int) -> None:
+    """Say that runs at once on the built-in model queue for it (it answers one request at a time)."""
+    note = local_model.queue_note(AgentConfig(model=model), concurrency) if not base_url else None
+    if note:
+        st.caption(note[0].upper() + note[1:] + ".")
+
+
+def no_model_reason(config: AgentConfig) -> str | None:
+    """Why Step and Run cannot work for this config (the built-in model is not installed), else None."""
+    if not local_model.wanted(config):
+        return None
+    ok, msg = local_model.availability()
+    return None if ok else msg.removeprefix("No model: ").rstrip(".")
 
 
 def reconfigure(version_id: int, changes: dict[str, Any]) -> Any:

@@ -163,6 +163,7 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
         temp = c[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=0.7, step=0.1,
                                  key=f"wi_temp_{vid}_{k}")
         conc = c[2].number_input("At once", min_value=1, max_value=32, value=4, key=f"wi_conc_{vid}_{k}")
+        state.queue_caption(ep.config.model, ep.config.base_url, int(conc))  # the built-in model: one at a time
         edits = edit_options(step, family(ep.task.env).edit_kinds)
         kind, text = treatment(c[3], edits, vid, step)
         same = text is not None and kind != "insert_thought" and text.strip() == (

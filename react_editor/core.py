@@ -9,6 +9,7 @@ from typing import Any
 
 from react_editor.common import (CliError, JobStopped, add_common, db_path, emit, env_kinds, later, progress,
                                  version_ref, write_exact)
+from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
 from react_editor.paging import add_page_flags
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
@@ -121,7 +122,10 @@ def _register_versions(sub: argparse._SubParsersAction) -> None:
 
 
 def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
-    p.add_argument("--model", default=None)
+    p.add_argument("--model", default=None,
+                   help="model name; `local`: the built-in model on this machine (the default with no endpoint "
+                        "configured: no OPENAI_API_KEY, OPENAI_BASE_URL or --base-url)")
+    local_model_flag(p)
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, ...)")
     p.add_argument("--api-style", choices=("completions", "chat"), default=None)
     p.add_argument("--style", choices=("react", "act"), default=None)
@@ -138,6 +142,7 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
 
 def model_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The config fields the model flags given on the command line set."""
+    use_local_model(args)
     changes = {}
     for flag, key in (
         ("model", "model"),
@@ -155,7 +160,7 @@ def model_changes(args: argparse.Namespace) -> dict[str, Any]:
             changes[key] = value
     if getattr(args, "no_cache", False):
         changes["cache"] = False
-    return changes
+    return local_changes(changes)  # `local` -> `local:NAME` (and its timeout)
 
 
 def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) -> AgentConfig:
@@ -165,8 +170,13 @@ def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) 
     from agent.run_settings import check_base_url
 
     check_base_url(getattr(args, "base_url", None))
-    base = base or AgentConfig(model=os.environ.get("REACT_EDITOR_MODEL") or AgentConfig().model)
-    return AgentConfig.model_validate({**base.model_dump(), **model_changes(args)})
+    if base is None:
+        from agent.local_model import default_model
+
+        use_local_model(args)
+        base = AgentConfig(model=default_model(getattr(args, "base_url", None), AgentConfig().model))
+    return local_timeout(AgentConfig.model_validate({**base.model_dump(), **model_changes(args)}),
+                         getattr(args, "timeout", None))
 
 
 def open_engine(args: argparse.Namespace, *, readonly: bool = False):

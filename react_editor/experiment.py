@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor.common import CliError, JobStopped, add_common, db_path, emit, env_kinds
+from react_editor.common import CliError, JobStopped, add_common, db_path, emit, env_kinds, progress
 from react_editor.core import config_from_args, env_option_flags, env_options_from, model_flags
 from react_editor.paging import add_page_flags, page_of, say_page
 
@@ -83,12 +83,13 @@ class Bar:
         self.width = width
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self._last = ""
+        self.note = ""  # e.g. that the runs queue for the built-in model
 
     def __call__(self, p) -> None:
         filled = int(self.width * p.done / p.total) if p.total else self.width
         eta = "--" if p.eta_s is None else _clock(p.eta_s)
         line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {p.done}/{p.total} done, {p.success} ok"
-                f"{f', {p.failed} failed' if p.failed else ''}, ETA {eta}")
+                f"{f', {p.failed} failed' if p.failed else ''}, ETA {eta}{self.note}")
         if line == self._last:
             return
         self._last = line
@@ -112,10 +113,28 @@ def _concurrency(n: int) -> int:
     return n
 
 
+def _queue_note(args: argparse.Namespace, ref) -> str | None:
+    """What to say when the experiment's episodes at once queue for the built-in model."""
+    from agent.local_model import queue_note
+    from sessions import experiments
+    from sessions.store import Store
+
+    if args.concurrency <= 1:
+        return None
+    try:
+        return queue_note(experiments.get(Store(db_path(args), readonly=True), ref).config, args.concurrency)
+    except Exception:  # (the run itself says what is wrong with the reference)
+        return None
+
+
 def _run(args: argparse.Namespace, ref) -> int:
     from agent import experiment
 
     bar = Bar()
+    note = _queue_note(args, ref)
+    if note:
+        progress(note)
+        bar.note = " · one request at a time (built-in model)"
     try:
         out = experiment.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar,
                              mode="processes" if args.processes else "threads")

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-endpoint", action="append", default=[], metavar="URL",
                    help="a base URL typed in the page that may get OPENAI_API_KEY (repeatable; default: only "
                    "OPENAI_BASE_URL and confirmed endpoints)")
+    from react_editor.model import local_model_flag
+
+    local_model_flag(p)
     p.set_defaults(func=cmd_app)
 
 
@@ -98,6 +101,8 @@ def _check_address(address: str) -> None:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
+    from react_editor.model import use_local_model
+
     _check_gate(args, _secrets())
     if not 1 <= args.port <= 65535:
         raise CliError(f"--port {args.port}: a port is 1 to 65535")
@@ -106,6 +111,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     from sessions.store import default_db_path
 
     database_file(args.db or default_db_path())  # a missing folder is refused, as by every command
+    use_local_model(args)  # (the app's process gets it: REACT_EDITOR_LOCAL_MODEL)
     env = dict(os.environ)
     if args.db:
         env["REACT_EDITOR_DB"] = str(Path(args.db).resolve())

@@ -57,9 +57,14 @@ def _settings(args: argparse.Namespace, engine, vid: int) -> dict[str, Any]:
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Any, int, dict[str, Any]]:
+    from agent.local_model import queue_note
+
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
     settings = _settings(args, engine, vid)
+    note = queue_note(engine.store.versions.config(vid).model_copy(update=settings), args.concurrency)
+    if note:  # the rollouts at once queue for the built-in model: said, not hidden in their timings
+        progress(note)
     if "base_url" not in settings:  # an imported episode's unconfirmed endpoint: one line before any rollout
         engine.envs.check_endpoint(vid)
     return engine, vid, settings

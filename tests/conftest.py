@@ -79,6 +79,9 @@ def pytest_configure(config) -> None:
     # process a test starts (`react-editor`, a runner to kill -9) compile the project from
     # source again; compiled once, the others read it (__pycache__ is ignored by git).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # No test starts the built-in model unless it asks to (tests/cli/test_local_model.py): with
+    # no OPENAI_* variable set, a run's default model is the OpenAI default, as before it.
+    os.environ["REACT_EDITOR_LOCAL_MODEL"] = "off"
 
 
 @pytest.fixture(scope="session", autouse=True)
