@@ -123,7 +123,8 @@ def _refuse_redirect(response: Any) -> None:
 
 TELEMETRY = frozenset({b"x-stainless-lang", b"x-stainless-package-version", b"x-stainless-os", b"x-stainless-arch",
                        b"x-stainless-runtime", b"x-stainless-runtime-version", b"x-stainless-async",
-                       b"x-stainless-retry-count", b"x-stainless-read-timeout", b"x-stainless-timeout"})
+                       b"x-stainless-retry-count", b"x-stainless-read-timeout", b"x-stainless-timeout",
+                       b"x-stainless-raw-response"})
 
 
 class Transport:
