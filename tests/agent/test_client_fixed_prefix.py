@@ -77,7 +77,7 @@ def test_each_call_sends_its_own_stops_and_parameters(scripted_llm):
             raw = scripted_llm.completion_requests[-1].raw
             sent.append(json.loads(raw))
             want = {"prompt": FIXED + "Thought 1:", "model": "test-model", "temperature": temperature,
-                    "top_p": 1.0, "max_tokens": max_tokens}
+                    "top_p": 1.0, "max_tokens": max_tokens, **STREAMED}
             assert sent[-1] == ({**want, "stop": stop} if stop else want)
     client.config = client.config.model_copy(update={"max_tokens": 3})  # a client given a new config sends it
     client.complete(FIXED + "Thought 1:", ["\nObservation 1:"], fixed=FIXED)
