@@ -9,6 +9,7 @@ from typing import Any
 
 from react_editor.common import (CliError, JobStopped, add_common, db_path, emit, env_kinds, later, progress,
                                  version_ref, write_exact)
+from react_editor.args import retries, seconds
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -127,8 +128,12 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
                    help="exemplar set name (default: the environment's built-in set; `react-editor exemplars "
                         "list` names the others)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
-    p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
+    p.add_argument("--timeout", type=seconds, default=None,
+                   help="seconds to wait for one model answer (default 60, at most 3600)")
+    p.add_argument("--max-retries", type=retries, default=None,
+                   help="retries of a failed model call, rate limits (429) included (default 4, at most 100)")
+    p.add_argument("--no-stream", action="store_true",
+                   help="ask for each answer in one piece instead of streamed token by token")
     if steps:
         p.add_argument("--max-steps", type=int, default=None)
 
@@ -152,6 +157,10 @@ def model_changes(args: argparse.Namespace) -> dict[str, Any]:
             changes[key] = value
     if getattr(args, "no_cache", False):
         changes["cache"] = False
+    if getattr(args, "no_stream", False):  # (a process setting, not the config's: the answers are the same)
+        from agent.client import set_streaming
+
+        set_streaming(False)
     return changes
 
 

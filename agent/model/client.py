@@ -56,7 +56,7 @@ class ModelClient:
         self._key = key
         self._openai: Any = None
         self._sent_key: str | None = None
-        self.provider = OpenAICompatible(self._client, self.public_url, lambda: self.config.timeout_s, self._scrub)
+        self.provider = OpenAICompatible(self.sdk_client, self.public_url, lambda: self.config.timeout_s, self._scrub)
         self.provider.retry_after_max_s = retries.RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s
 
     def complete(self, prompt: str, stop: list[str], *, purpose: str = "step", chat_instruction: str | None = None,
@@ -135,7 +135,7 @@ class ModelClient:
         return ModelCall(model=cfg.model, api_style=cfg.api_style, params=params, purpose=purpose,
                          prompt_hash=response_cache.digest(hashed, fixed), prompt_chars=len(hashed), attempts=0)
 
-    def _client(self) -> Any:
+    def sdk_client(self) -> Any:
         """The shared `openai.OpenAI` of this endpoint, key and timeout (built on first use: a
         cache hit never needs one). In the app, the key is the one its guard allows here."""
         import agent.client as face  # (the app installs its guard there: `agent.client.ENDPOINT_KEYS`)

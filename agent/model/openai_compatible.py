@@ -64,17 +64,26 @@ class OpenAICompatible:
         client = self.client()
         api = (client.chat.completions if chat else client.completions).with_streaming_response
         try:
-            response = api.create(**args)
+            return self._read(api.create(**args), request, chat, cancel, on_text)
         except sdk().BadRequestError as exc:  # a server that does not take `stream_options`: once more without
-            if "stream_options" not in args or "stream_options" not in str(exc.body or exc.message):
+            if "stream_options" not in args or "stream_options" not in f"{exc.body} {exc.message}":
                 raise
             NO_USAGE_OPTION.add(self.public_url)
             del args["stream_options"]
-            response = api.create(**args)
+        return self._read(api.create(**args), request, chat, cancel, on_text)
+
+    @staticmethod
+    def _read(response: Any, request: Request, chat: bool, cancel: threading.Event | None,
+              on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
+        """Open the response (the request is sent here) and read it: streamed, or in one piece."""
         with response as resp:
             if request.stream and resp.headers.get("content-type", "").startswith("text/event-stream"):
-                return _read_events(resp, chat, cancel, on_text)
-            return _read_json(resp, chat)  # (a server that does not stream answers in one piece)
+                got = _read_events(resp, chat, cancel, on_text)
+            else:
+                got = _read_json(resp, chat)  # (a server that does not stream answers in one piece)
+        if cancel is not None and cancel.is_set():  # (Stop's shutdown can look like the end of the body)
+            raise Cancelled("cancelled while the request was in flight")
+        return got
 
     def classify(self, exc: Exception) -> tuple[str, bool, float | None, bool]:
         """(scrubbed one-line reason, retryable?, server-requested delay or None, rate limited?)."""
