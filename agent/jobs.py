@@ -40,6 +40,7 @@ class Handle:
         self.result: Any = None  # the work's return value, for the face that started it
         self.error: BaseException | None = None
         self.attempt, self.retry_reason, self.unreachable = 1, None, None
+        self.partial = ""  # the answer of the model call in flight so far, as it streams (for a face to show)
         self.on_beat: list[Callable[[], None]] = []  # e.g. renew the leases of claimed items
         self.beat_error: str | None = None  # the last heartbeat's failure, while they fail
         self._beater = threading.Thread(target=self._beat_loop, daemon=True, name=f"job-{job.id}-heartbeat")
@@ -73,12 +74,16 @@ class Handle:
 
     def watch(self) -> CallWatch:
         """The CallWatch for one model call of this job: Stop cancels it."""
-        return CallWatch(self.stop, on_retry=self._on_retry)
+        self.partial = ""
+        return CallWatch(self.stop, on_retry=self._on_retry, on_text=self._on_text)
+
+    def _on_text(self, text: str) -> None:
+        self.partial = text
 
     def _on_retry(self, attempt: int, reason: str) -> None:
         """Heard of a retry: shown in the status. Never a Stop: the retries announced happen
         (an unreachable endpoint or a hang-up fails the call after them, not at the first)."""
-        self.attempt, self.retry_reason = attempt + 1, reason
+        self.attempt, self.retry_reason, self.partial = attempt + 1, reason, ""
         self.unreachable = reason if reason.startswith(UNREACHABLE) else None
 
     @property
