@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any, Callable
 
-from agent.model import response_cache, retries
+from agent.model import api, response_cache, retries
 from agent.model.api import (MAX_STOP_SEQUENCES, NO_KEY_PLACEHOLDER, CallWatch, Cancelled, Malformed,
                              ModelError, Request, chat_message, public_url, resolve_base_url, stop_cut)
 from agent.model.openai_compatible import OpenAICompatible
@@ -138,10 +138,8 @@ class ModelClient:
     def sdk_client(self) -> Any:
         """The shared `openai.OpenAI` of this endpoint, key and timeout (built on first use: a
         cache hit never needs one). In the app, the key is the one its guard allows here."""
-        import agent.client as face  # (the app installs its guard there: `agent.client.ENDPOINT_KEYS`)
-
         key = self._key
-        guard = face.ENDPOINT_KEYS
+        guard = api.ENDPOINT_KEYS  # (the app installs it as `agent.client.ENDPOINT_KEYS`)
         if guard is not None:  # the app: the launch key only where allowed, else one typed for it
             key = guard.key_for(self.base_url, "" if key == NO_KEY_PLACEHOLDER else key) or NO_KEY_PLACEHOLDER
             if key != NO_KEY_PLACEHOLDER and key not in self._secrets:
