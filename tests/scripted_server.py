@@ -401,9 +401,12 @@ class _Handler(BaseHTTPRequestHandler):
         choice = whole["choices"][0]
         text = choice["message"]["content"] if chat else choice["text"]
         pieces = [p for p in text.replace(" ", "\x00 ").split("\x00") if p] or [""]
+        self._chunked = self.protocol_version == "HTTP/1.1"  # (keep-alive: chunked, as vLLM/SGLang stream)
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
+            if self._chunked:
+                self.send_header("Transfer-Encoding", "chunked")
             for k, v in headers.items():
                 self.send_header(k, v)
             self.end_headers()
@@ -422,12 +425,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
                              "created": whole["created"], "model": whole["model"], "choices": [],
                              "usage": whole["usage"]})
-            self.wfile.write(b"data: [DONE]\n\n")
+            self._write(b"data: [DONE]\n\n")
+            if self._chunked:
+                self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             pass
 
     def _event(self, data: dict[str, Any]) -> None:
-        self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+        self._write(b"data: " + json.dumps(data).encode() + b"\n\n")
+
+    def _write(self, data: bytes) -> None:
+        if self._chunked:
+            data = b"%x\r\n%s\r\n" % (len(data), data)
+        self.wfile.write(data)
         self.wfile.flush()
 
 

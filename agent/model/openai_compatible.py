@@ -165,6 +165,8 @@ def _read_events(resp: Any, chat: bool, cancel: threading.Event | None,
         seen += len(block)
         if seen > MAX_BODY_BYTES:
             raise Refused(too_large())
+        if done:  # (read to its end: a connection whose answer was read whole is kept for the next request)
+            continue
         if cancel is not None and cancel.is_set():
             resp.close()  # the public door: the stream ends here, its connection closed
             raise Cancelled("cancelled while the answer was streaming")
@@ -192,8 +194,6 @@ def _read_events(resp: Any, chat: bool, cancel: threading.Event | None,
                     grew = True
         if grew and on_text is not None:
             on_text("".join(parts))
-        if done:
-            break
     return "".join(parts), usage_of(usage)
 
 
