@@ -56,8 +56,9 @@ class ModelClient:
         self._key = key
         self._openai: Any = None
         self._sent_key: str | None = None
-        self.provider = OpenAICompatible(self.sdk_client, self.public_url, lambda: self.config.timeout_s, self._scrub)
-        self.provider.retry_after_max_s = retries.RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s
+        self.provider = OpenAICompatible(
+            self.sdk_client, self.public_url, lambda: self.config.timeout_s, self._scrub,
+            retries.RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s)
 
     def complete(self, prompt: str, stop: list[str], *, purpose: str = "step", chat_instruction: str | None = None,
                  watch: CallWatch | None = None, fixed: str | None = None) -> tuple[str, ModelCall]:

@@ -26,8 +26,9 @@ class OpenAICompatible:
     use), `scrub` takes the key out of any text that could echo it."""
 
     def __init__(self, client: Callable[[], Any], public_url: str, timeout_s: Callable[[], float],
-                 scrub: Callable[[str], str]):
+                 scrub: Callable[[str], str], retry_after_max_s: float):
         self.client, self.public_url, self.timeout_s, self.scrub = client, public_url, timeout_s, scrub
+        self.retry_after_max_s = retry_after_max_s  # a server's Retry-After is honoured up to this
 
     def send(self, request: Request, cancel: threading.Event | None,
              on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
@@ -111,8 +112,6 @@ class OpenAICompatible:
             return self.scrub(f"{UNREACHABLE} at {self.public_url}: {one_line(f'{type(exc).__name__}: {exc}')}"), \
                 True, None, False
         return self.scrub(f"model call failed: {type(exc).__name__}: {exc}"), False, None, False
-
-    retry_after_max_s = 60.0
 
 
 def _refused(exc: BaseException) -> Refused | None:
