@@ -343,6 +343,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw, body = self._read()
         self._record(raw, body)
         path = self.path.split("?")[0].rstrip("/")
+        if "://" in path:  # asked as a proxy (absolute form): the server answers itself
+            path = "/" + path.split("://", 1)[1].split("/", 1)[-1]
         if path not in ("/v1/completions", "/v1/chat/completions"):
             return self._error(404, f"no route POST {path}")
         if not isinstance(body, dict):

@@ -70,13 +70,28 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> Any:
 
 def http_client(base_url: str) -> Any:
     """The httpx client of a new `openai.OpenAI` for `base_url`: redirects refused, bodies
-    bounded, Stop-able connections (a proxy from the environment: httpx's own transport for it)."""
+    bounded, Stop-able connections; through the proxy the environment names for it, if any
+    (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, with `NO_PROXY`, as httpx reads them)."""
     hx, hc = http_modules()
-    transport = kind(hx.BaseTransport, Transport)(hx, hc)
-    proxy = urllib.request.getproxies().get(hx.URL(base_url).scheme) if not _bypassed(base_url) else None
-    mounts = {"all://": kind(hx.BaseTransport, Bounded)(hx, hx.HTTPTransport(proxy=proxy))} if proxy else None
-    return hx.Client(transport=transport, mounts=mounts, follow_redirects=False,
-                     event_hooks={"response": [_refuse_redirect]}, timeout=hx.Timeout(60.0))
+    transport = kind(hx.BaseTransport, Transport)(hx, hc, proxy_for(base_url))
+    return hx.Client(transport=transport, follow_redirects=False, event_hooks={"response": [_refuse_redirect]},
+                     timeout=hx.Timeout(60.0))
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment names for `url` (None: none, or NO_PROXY leaves it out)."""
+    from urllib.parse import urlsplit
+
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(urlsplit(url).scheme) or proxies.get("all")
+    if not proxy:
+        return None
+    try:
+        if urllib.request.proxy_bypass(urlsplit(url).hostname or ""):
+            return None
+    except Exception:  # (an unreadable NO_PROXY: the proxy is used)
+        pass
+    return proxy
 
 
 _KINDS: dict[tuple[type, type], type] = {}
@@ -89,19 +104,6 @@ def kind(base: type, impl: type) -> type:
     if made is None:
         made = _KINDS[(base, impl)] = type(impl.__name__, (impl, base), {})
     return made
-
-
-def _bypassed(url: str) -> bool:
-    try:
-        return bool(urllib.request.proxy_bypass(sdk_url_host(url)))
-    except Exception:
-        return False
-
-
-def sdk_url_host(url: str) -> str:
-    from urllib.parse import urlsplit
-
-    return urlsplit(url).hostname or ""
 
 
 def _refuse_redirect(response: Any) -> None:
@@ -132,11 +134,11 @@ class Transport:
     connections Stop can reach (`WatchedBackend`), sending no SDK telemetry header, every
     response body bounded."""
 
-    def __init__(self, hx: Any, hc: Any):
+    def __init__(self, hx: Any, hc: Any, proxy: str | None = None):
         self.hx, self.hc = hx, hc
-        self.pool = hc.ConnectionPool(ssl_context=hx.create_ssl_context(), max_connections=1000,
-                                      max_keepalive_connections=100, keepalive_expiry=5.0,
-                                      network_backend=WatchedBackend(hc.SyncBackend()))
+        pool = dict(ssl_context=hx.create_ssl_context(), max_connections=1000, max_keepalive_connections=100,
+                    keepalive_expiry=5.0, network_backend=WatchedBackend(hc.SyncBackend()))
+        self.pool = hc.HTTPProxy(proxy_url=proxy, **pool) if proxy else hc.ConnectionPool(**pool)
 
     def handle_request(self, request: Any) -> Any:
         hc = self.hc
@@ -210,21 +212,3 @@ class Body:
         close = getattr(self.inner, "close", None)
         if close is not None:
             close()
-
-
-class Bounded:
-    """Any httpx transport (httpx's own, for a proxy) with every response body bounded."""
-
-    def __init__(self, hx: Any, inner: Any):
-        self.hx, self.inner = hx, inner
-
-    def handle_request(self, request: Any) -> Any:
-        resp = self.inner.handle_request(request)
-        return _response(self.hx, resp.status_code, resp.headers.raw,
-                         kind(self.hx.SyncByteStream, Body)(self, resp.stream), resp.extensions)
-
-    def mapped(self, exc: BaseException) -> BaseException:
-        return exc
-
-    def close(self) -> None:
-        self.inner.close()

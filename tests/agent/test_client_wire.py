@@ -88,3 +88,24 @@ def test_a_timeout_past_the_bound_is_refused_before_anything_is_written(tmp_path
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "--timeout" in err and "at most 3600" in err, err
     assert not db.exists()
+
+
+def test_a_proxy_from_the_environment_carries_the_requests_and_no_proxy_is_honoured(scripted_llm, monkeypatch):
+    """The wire honours HTTP_PROXY / NO_PROXY as httpx does (the scripted server answers as the proxy)."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{scripted_llm.port}")
+    scripted_llm.push(" through the proxy")
+    far = ModelClient(AgentConfig(model="m", base_url="http://model.invalid:8000/v1", timeout_s=20), api_key="sk-p")
+    assert far.complete("p", [])[0] == " through the proxy"
+    assert scripted_llm.last_request.headers["host"] == "model.invalid:8000"
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens there once we leave
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with pytest.raises(ModelError) as info:  # not through the proxy (which would answer 500: script exhausted)
+        ModelClient(AgentConfig(model="m", base_url=f"http://127.0.0.1:{closed}/v1", max_retries=0),
+                    api_key="sk-p").complete("p", [])
+    assert info.value.call.error.startswith("cannot reach the model server")
