@@ -73,9 +73,10 @@ class Handle:
         return self.stop.is_set()
 
     def watch(self) -> CallWatch:
-        """The CallWatch for one model call of this job: Stop cancels it."""
+        """The CallWatch for one model call of this job: Stop cancels it; a step's answer streams
+        into `partial` (the Editor shows it as it is written)."""
         self.partial = ""
-        return CallWatch(self.stop, on_retry=self._on_retry, on_text=self._on_text)
+        return CallWatch(self.stop, on_retry=self._on_retry, on_text=self._on_text if self.kind == "step" else None)
 
     def _on_text(self, text: str) -> None:
         self.partial = text

@@ -20,11 +20,21 @@ from agent.model.wire import shared_openai
 from agent.ratelimit import PauseGate, gate_for
 from trajectory.records import MAX_TEXT, AgentConfig, ModelCall
 
-STREAM = [True]  # do requests stream? (`--no-stream` turns it off for the process: `set_streaming`)
+STREAM = [True]  # may requests stream? (`--no-stream` turns it off for the process: `set_streaming`)
 
 
 def set_streaming(on: bool) -> None:
     STREAM[0] = bool(on)
+
+
+def streams(client_choice: bool | None, watch: CallWatch | None) -> bool:
+    """Does this call stream? The client's own choice if it made one; else yes when the caller
+    reads the answer as it comes (`watch.on_text`: the Editor's step) and `--no-stream` is not
+    given. A call nobody watches (a batch run) asks for its answer in one piece: streamed, every
+    token wakes the worker, which on a loaded machine waits for a core each time."""
+    if client_choice is not None:
+        return client_choice
+    return STREAM[0] and watch is not None and watch.on_text is not None
 
 
 class ModelClient:
@@ -46,7 +56,7 @@ class ModelClient:
         self.chat_extra = chat_extra  # more body fields for chat requests (the critic's JSON mode)
         self.cache = cache
         self.on_retry = on_retry
-        self.stream = stream
+        self.stream = stream  # None: stream when the caller reads the answer as it comes (`streams`)
         self.backoff_base_s = backoff_base_s
         self.base_url = resolve_base_url(config)
         self.public_url = public_url(self.base_url)  # (parsed once: it is in every call's record)
@@ -84,7 +94,7 @@ class ModelClient:
         cfg = self.config
         request = Request(config=cfg, text=chat_message(prompt, chat_instruction) if cfg.api_style == "chat" else prompt,
                           stop=stop[:MAX_STOP_SEQUENCES], chat_extra=self.chat_extra,
-                          stream=STREAM[0] if self.stream is None else self.stream)
+                          stream=streams(self.stream, watch))
         cancel = watch.cancel if watch is not None else None
         on_text = watch.on_text if watch is not None else None
 

@@ -15,9 +15,6 @@ from trajectory.records import AgentConfig
 FIXED = 'Examples: "quoted", back\\slash, tab\t, é, 😀, \u2028 and a newline\n' * 20 + "Question: who?\n"
 
 
-STREAMED = {"stream": True, "stream_options": {"include_usage": True}}  # (every request streams by default)
-
-
 @pytest.mark.parametrize("style", ["completions", "chat"])
 @pytest.mark.parametrize("tail", ["Thought 1:", "Thought 2: ünïcode \"x\" 😀\nAction 2:", ""])
 def test_a_call_with_a_fixed_part_sends_and_records_what_one_without_does(scripted_llm, style, tail):
@@ -33,7 +30,7 @@ def test_a_call_with_a_fixed_part_sends_and_records_what_one_without_does(script
     hashed = chat_message(prompt, None) if style == "chat" else prompt
     want = {"prompt": prompt} if style == "completions" else {"messages": [{"role": "user", "content": hashed}]}
     assert json.loads(sent[1]) == {**want, "model": "test-model", "temperature": 0.0, "top_p": 1.0, "max_tokens": 100,
-                                   "stop": stop, **STREAMED}
+                                   "stop": stop}
     assert text_plain == text_fixed == text_again == " Search[x]"
     assert plain.prompt_hash == fixed.prompt_hash == again.prompt_hash == hashlib.sha256(hashed.encode()).hexdigest()
     assert plain.prompt_chars == fixed.prompt_chars == len(hashed)
@@ -77,7 +74,7 @@ def test_each_call_sends_its_own_stops_and_parameters(scripted_llm):
             raw = scripted_llm.completion_requests[-1].raw
             sent.append(json.loads(raw))
             want = {"prompt": FIXED + "Thought 1:", "model": "test-model", "temperature": temperature,
-                    "top_p": 1.0, "max_tokens": max_tokens, **STREAMED}
+                    "top_p": 1.0, "max_tokens": max_tokens}
             assert sent[-1] == ({**want, "stop": stop} if stop else want)
     client.config = client.config.model_copy(update={"max_tokens": 3})  # a client given a new config sends it
     client.complete(FIXED + "Thought 1:", ["\nObservation 1:"], fixed=FIXED)

@@ -1,5 +1,5 @@
-"""Streamed answers (issue 38): requests stream, usage is asked for where the server takes it;
-the text grows on the call's watch as tokens come; Stop closes the stream at once (recorded
+"""Streamed answers (issue 38): a call whose caller reads the text as it comes (the Editor's
+step) streams, usage asked for where the server takes it; the text grows on the call's watch; Stop closes the stream at once (recorded
 cancelled); and a call's record, its cache key and the kept-answer rule are the same whether
 the answer streamed, came in one piece from a server that does not stream, or `--no-stream`."""
 
@@ -52,6 +52,22 @@ def test_a_call_is_recorded_the_same_streamed_in_one_piece_or_with_no_stream(sty
     for name, other in got.items():
         assert other[:-1] == streamed[:-1], name
         assert other[-1] == [], name  # (nothing streamed: no partial text)
+
+
+def test_a_call_streams_when_its_caller_reads_the_text_as_it_comes_unless_no_stream(scripted_llm):
+    from agent.model import client as model_client
+
+    scripted_llm.set_default(" ok")
+    client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url), api_key="sk-s")
+    client.complete("p", [])  # nobody reads it as it comes: one piece
+    client.complete("p", [], watch=CallWatch(threading.Event()))
+    client.complete("p", [], watch=CallWatch(threading.Event(), on_text=print))
+    try:
+        model_client.set_streaming(False)  # --no-stream
+        client.complete("p", [], watch=CallWatch(threading.Event(), on_text=print))
+    finally:
+        model_client.set_streaming(True)
+    assert [r.body.get("stream", False) for r in scripted_llm.completion_requests] == [False, False, True, False]
 
 
 def test_a_server_that_refuses_stream_options_streams_without_usage_as_now():

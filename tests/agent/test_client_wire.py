@@ -17,10 +17,10 @@ from trajectory.records import AgentConfig
 DEADLINE_S = 60.0  # a deadline, not a measurement: the old client read 3 GB, then MemoryError
 
 
-def _client(llm: ScriptedLLM, **config) -> ModelClient:
+def _client(llm: ScriptedLLM, stream: bool | None = None, **config) -> ModelClient:
     config.setdefault("max_retries", 3)
     return ModelClient(AgentConfig(model="m", base_url=llm.base_url, **config), api_key="sk-test-wire",
-                       backoff_base_s=0.001, retry_after_max_s=0.2)
+                       backoff_base_s=0.001, retry_after_max_s=0.2, stream=stream)
 
 
 def _fails(fn) -> ModelError:
@@ -45,7 +45,7 @@ def _fails(fn) -> ModelError:
 def test_a_body_past_the_bound_is_abandoned_with_one_line_and_not_retried(streams, reply):
     with ScriptedLLM(streams=streams) as llm:
         llm.push(reply, reply, " never")
-        err = _fails(lambda: _client(llm).complete("p", []))
+        err = _fails(lambda: _client(llm, stream=streams).complete("p", []))
         llm.reset()  # (ends the endless body)
     call = err.call
     assert call.error == "the model server's answer is larger than 4 MB: abandoned (after 1 attempt)"

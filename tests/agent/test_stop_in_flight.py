@@ -44,10 +44,10 @@ def _config(llm) -> AgentConfig:
 
 
 
-def _call_in_thread(url: str) -> tuple[threading.Thread, CallWatch, dict]:
+def _call_in_thread(url: str, stream: bool | None = None) -> tuple[threading.Thread, CallWatch, dict]:
     """One model call to `url` (60 s timeout) in a thread of its own, with a Stop to set:
     (the thread, its watch, {"call": the call record} once it ended in an error)."""
-    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k")
+    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k", stream=stream)
     watch = CallWatch(threading.Event())
     got: dict = {}
 
@@ -62,13 +62,10 @@ def _call_in_thread(url: str) -> tuple[threading.Thread, CallWatch, dict]:
     return t, watch, got
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_cancel_ends_the_request_in_flight_and_closes_its_connection(stream, monkeypatch):
+def test_cancel_ends_the_request_in_flight_and_closes_its_connection(stream):
     """At the client: a server that answers after 30 s; cancel while the request is in flight
     ends the call at once, recorded as cancelled, and the server sees the connection closed -
     streamed or not."""
-    from agent.model import client as model_client
-
-    monkeypatch.setattr(model_client, "STREAM", [stream])
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -88,7 +85,7 @@ def test_cancel_ends_the_request_in_flight_and_closes_its_connection(stream, mon
 
     threading.Thread(target=serve, daemon=True).start()
     url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
-    t, watch, got = _call_in_thread(url)
+    t, watch, got = _call_in_thread(url, stream)
     assert asked.wait(WELL_BEFORE_S)  # the request is out (the server never answers)
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
