@@ -72,7 +72,7 @@ def seconds(text: str, most: float = MAX_TIMEOUT_S) -> float:
     return value
 
 
-def retries(text: str) -> int:
+def retry_count(text: str) -> int:
     """argparse type of a retry count: a whole number from 0 to MAX_RETRIES."""
     value = integer(text)
     if not 0 <= value <= MAX_RETRIES:

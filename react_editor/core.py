@@ -9,7 +9,7 @@ from typing import Any
 
 from react_editor.common import (CliError, JobStopped, add_common, db_path, emit, env_kinds, later, progress,
                                  version_ref, write_exact)
-from react_editor.args import retries, seconds
+from react_editor.args import retry_count, seconds
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
@@ -130,10 +130,8 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
     p.add_argument("--timeout", type=seconds, default=None,
                    help="seconds to wait for one model answer (default 60, at most 3600)")
-    p.add_argument("--max-retries", type=retries, default=None,
+    p.add_argument("--max-retries", type=retry_count, default=None,
                    help="retries of a failed model call, rate limits (429) included (default 4, at most 100)")
-    p.add_argument("--no-stream", action="store_true",
-                   help="ask for each answer in one piece instead of streamed token by token")
     if steps:
         p.add_argument("--max-steps", type=int, default=None)
 
@@ -157,10 +155,6 @@ def model_changes(args: argparse.Namespace) -> dict[str, Any]:
             changes[key] = value
     if getattr(args, "no_cache", False):
         changes["cache"] = False
-    if getattr(args, "no_stream", False):  # (a process setting, not the config's: the answers are the same)
-        from agent.client import set_streaming
-
-        set_streaming(False)
     return changes
 
 

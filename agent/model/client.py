@@ -20,7 +20,8 @@ from agent.model.wire import shared_openai
 from agent.ratelimit import PauseGate, gate_for
 from trajectory.records import MAX_TEXT, AgentConfig, ModelCall
 
-STREAM = [True]  # may requests stream? (`--no-stream` turns it off for the process: `set_streaming`)
+# may calls stream? `react-editor app --no-stream` (REACT_EDITOR_STREAM=0) or `set_streaming(False)` says no
+STREAM = [os.environ.get("REACT_EDITOR_STREAM", "1").strip() != "0"]
 
 
 def set_streaming(on: bool) -> None:
