@@ -14,7 +14,7 @@ import urllib.request
 from collections import OrderedDict
 from typing import Any
 
-from agent.model.api import Refused, public_url
+from agent.model.api import Refused, one_line, public_url
 from agent.model.cancel import WatchedBackend
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a completion is cut at 20,000 characters anyway
@@ -113,7 +113,7 @@ def _refuse_redirect(response: Any) -> None:
         response.close()
         target = response.headers.get("location", "")
         try:
-            where = public_url(str(response.request.url.join(target)))
+            where = one_line(public_url(str(response.request.url.join(target))), 200)
         except Exception:
             where = "an unreadable location"
         here = response.request.url
