@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from agent.model.api import UNREACHABLE, Cancelled, Malformed, Refused, Request, one_line
 from agent.model.retries import RETRYABLE_STATUS, retry_after_s
-from agent.model.wire import MAX_BODY_BYTES, sdk, too_large
+from agent.model.wire import MAX_BODY_BYTES, http_modules, sdk, too_large
 from trajectory.records import Usage
 
 NO_USAGE_OPTION: set[str] = set()  # endpoints that refused `stream_options` (they stream without usage)
@@ -108,7 +108,10 @@ class OpenAICompatible:
                     429: "rate limited"}.get(status, "model server error")
             delay = retry_after_s(getattr(exc.response, "headers", None) or {}, self.retry_after_max_s) if retry else None
             return self.scrub(f"{what} (HTTP {status}): {_error_message(exc)}"), retry, delay, status == 429
-        if isinstance(exc, (ConnectionError, OSError)) or type(exc).__name__.endswith(("ReadError", "RemoteProtocolError")):
+        hx = http_modules()[0]  # (an error while the answer's body is read comes from httpx itself)
+        if isinstance(exc, hx.TimeoutException):
+            return f"request timed out after {self.timeout_s():g}s", True, None, False
+        if isinstance(exc, (hx.TransportError, ConnectionError, OSError)):
             return self.scrub(f"{UNREACHABLE} at {self.public_url}: {one_line(f'{type(exc).__name__}: {exc}')}"), \
                 True, None, False
         return self.scrub(f"model call failed: {type(exc).__name__}: {exc}"), False, None, False

@@ -105,3 +105,13 @@ def test_the_text_grows_on_the_watch_and_stop_closes_the_stream_at_once(scripted
     assert not t.is_alive(), "Stop waited for the stream"
     assert got["call"].error.startswith("cancelled") and got["call"].completion is None
     assert got["call"].attempts == 1 and len(scripted_llm.completion_requests) == 1
+
+
+def test_a_stream_that_stalls_past_the_timeout_is_retried_as_a_timeout(scripted_llm):
+    """Tokens stop coming for longer than --timeout: the attempt times out (retried), it is not
+    a failure for good."""
+    scripted_llm.push(Reply(text="Thought: a stalled stream", chunk_delay_s=5), Reply(text="Thought: fine"))
+    client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, timeout_s=0.5, max_retries=1),
+                         api_key="sk-s", stream=True, backoff_base_s=0.001)
+    text, call = client.complete("p", [])
+    assert text == "Thought: fine" and call.attempts == 2
