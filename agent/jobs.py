@@ -43,6 +43,7 @@ class Handle:
         self.result: Any = None  # the work's return value, for the face that started it
         self.error: BaseException | None = None
         self.attempt, self.retry_reason, self.unreachable = 1, None, None
+        self.partial = ""  # the answer of the model call in flight so far, as it streams (for a face to show)
         self.on_beat: list[Callable[[], None]] = []  # e.g. renew the leases of claimed items
         self.beat_error: str | None = None  # the last heartbeat's failure, while they fail
         self._beater = threading.Thread(target=self._beat_loop, daemon=True, name=f"job-{job.id}-heartbeat")
@@ -75,13 +76,18 @@ class Handle:
         return self.stop.is_set()
 
     def watch(self) -> CallWatch:
-        """The CallWatch for one model call of this job: Stop cancels it."""
-        return CallWatch(self.stop, on_retry=self.on_retry)
+        """The CallWatch for one model call of this job: Stop cancels it; a step's answer streams
+        into `partial` (the Editor shows it as it is written)."""
+        self.partial = ""
+        return CallWatch(self.stop, on_retry=self.on_retry, on_text=self._on_text if self.kind == "step" else None)
+
+    def _on_text(self, text: str) -> None:
+        self.partial = text
 
     def on_retry(self, attempt: int, reason: str) -> None:
         """Heard of a retry: shown in the status. Never a Stop: the retries announced happen
         (an unreachable endpoint or a hang-up fails the call after them, not at the first)."""
-        self.attempt, self.retry_reason = attempt + 1, reason
+        self.attempt, self.retry_reason, self.partial = attempt + 1, reason, ""
         self.unreachable = reason if reason.startswith(UNREACHABLE) else None
 
     @property

@@ -12,6 +12,10 @@ from trajectory.prompt_files import ExemplarError
 from trajectory.records import AgentConfig, url_credentials, without_credentials
 
 
+MAX_TIMEOUT_S = 3600.0  # one model answer (react_editor.args bounds --timeout the same)
+MAX_RETRIES = 100
+
+
 class ConfigError(ValueError):
     """A run setting that cannot work (one line, never echoing a credential)."""
 
@@ -53,10 +57,11 @@ def check_config(config: AgentConfig, env: str, store=None) -> None:
         raise ConfigError(f"max steps must be at least 1 (got {config.max_steps})")
     if config.max_tokens < 1:
         raise ConfigError(f"max tokens must be at least 1 (got {config.max_tokens})")
-    if not math.isfinite(config.timeout_s) or config.timeout_s <= 0:
-        raise ConfigError(f"the timeout must be more than 0 seconds (got {config.timeout_s})")
-    if config.max_retries < 0:
-        raise ConfigError(f"max retries must be 0 or more (got {config.max_retries})")
+    if not math.isfinite(config.timeout_s) or not 0 < config.timeout_s <= MAX_TIMEOUT_S:
+        raise ConfigError(f"the timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds "
+                          f"(got {config.timeout_s:g})")
+    if not 0 <= config.max_retries <= MAX_RETRIES:
+        raise ConfigError(f"max retries must be 0 to {MAX_RETRIES} (got {config.max_retries})")
     try:
         exemplars.prompt_dict(env, config.exemplar_set, store)
     except (ExemplarError, StoreError) as exc:

@@ -52,15 +52,26 @@ def below_steps(page: EditorPage, v, steps: list, job) -> None:
 
 
 def await_step(page: EditorPage, job: stepjobs.StepJob, line, box, drawn: int) -> None:
-    """Wait for the step in flight (its status in the status line), then draw its new steps
-    (past the `drawn` ones: a step the job committed before the page read the version is
-    drawn already, and its box again would repeat its widget keys)."""
+    """Wait for the step in flight (its status in the status line, the model's answer as it
+    streams in below the steps), then draw its new steps (past the `drawn` ones: a step the job
+    committed before the page read the version is drawn already, and its box again would repeat
+    its widget keys)."""
     renewed = time.monotonic()
+    with box:
+        live = st.empty()  # the thought and action being written, token by token (plain text, never markdown)
+    shown = ""
     while not job.finished.wait(POLL_S):  # a click on the controls interrupts this at line.caption
         line.text(job.status())  # the retry reason quotes the server: plain text
+        if job.partial != shown:
+            shown = job.partial
+            if shown:
+                live.code(shown, language=None, wrap_lines=True)
+            else:  # (a retry starts the answer over)
+                live.empty()
         if time.monotonic() - renewed > RUN_LEASE_S / 3:  # a slow call must not let the run's lease lapse
             renewed = time.monotonic()
             renew_run(page)
+    live.empty()
     new_steps = [s for s in settle(page, job) if s.index > drawn]
     v = page.store.versions.get(page.vid)
     if not new_steps or v.outcome.done or not st.session_state.get("run"):

@@ -8,36 +8,30 @@ them all alike). Per path and level: this process's CPU per call (all threads, m
 - `bare_create`: one official sync `openai.OpenAI` shared by the threads (it is thread-safe),
   `completions.create(...)`, the SDK's default transport: what "the bare client" means.
 - `bare_post`: the same client, `post("/completions", body=..., cast_to=object)` (no typed
-  parameters or response models); our client goes one step further down (`OpenAI.request` with
-  options made once, the answer's JSON read from the HTTP response: `agent.client._Sender`).
+  parameters or response models).
 - `ours`: `agent.client.ModelClient.complete(..., watch=CallWatch(...))`, one ModelClient per
-  thread, as the runner's workers call it (record, stop cut, retries loop, Stop watch), on its
-  default transport (libcurl, `agent/transport.py`).
-- `ours_sdk`: the same on the SDK's own transport (`REACT_EDITOR_HTTP=sdk`, the fallback).
+  thread, as the runner's workers call it (record, stop cut, retries loop, Stop watch), streamed
+  (`.with_streaming_response.create(stream=True, ...)` on the bounded wire, `agent/model/wire.py`).
+- `ours_no_stream`: the same with `--no-stream` (one JSON answer).
 - `async_tasks`: async end-to-end, for scale: one `openai.AsyncOpenAI` on one event loop, N
   tasks instead of N threads, `post(...)` as above (what the client part would cost if the
   runner were async throughout).
-- `old`: the same from `agent/client.py` at git revision --old (default `main`), loaded
-  beside ours; skipped when it is the same file.
+(The libcurl-era client of before issue 38 is measured by running this script in a checkout of it.)
 
 Same prompt size and stops as a HotpotQA step (~5 kB prompt, one stop).
 
-Usage: python benchmarks/client.py [--calls 600] [--rounds 5] [--levels 1,8,32] [--old main]
+Usage: python benchmarks/client.py [--calls 600] [--rounds 5] [--levels 1,8,32]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 from _root import ROOT, served_by
 
@@ -62,25 +56,7 @@ def serve() -> None:
     llm.stop()
 
 
-def _load_old(rev: str):
-    """`agent/client.py` at `rev`, as its own module (None when it is the current file)."""
-    try:
-        src = subprocess.run(["git", "show", f"{rev}:agent/client.py"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return None
-    if src == (ROOT / "agent" / "client.py").read_text():
-        return None
-    path = Path(tempfile.mkdtemp()) / "old_client.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("old_client", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["old_client"] = mod  # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _paths(url: str, old) -> dict:
+def _paths(url: str) -> dict:
     """name -> a factory of one thread's `call()` (built once per thread, outside the clock)."""
     import openai
 
@@ -98,31 +74,15 @@ def _paths(url: str, old) -> dict:
     def bare_post():
         return lambda: shared.post("/completions", body=body, cast_to=object)
 
-    def model_client(mod):
+    def model_client(stream: bool):
         def make():
-            client = mod.ModelClient(config, api_key="x")
-            watch = mod.CallWatch(threading.Event())
+            client = agent.client.ModelClient(config, api_key="x", stream=stream)
+            watch = agent.client.CallWatch(threading.Event())
             return lambda: client.complete(PROMPT, STOP, watch=watch)
         return make
 
-    sdk_config = AgentConfig(model="bench", base_url=url, cache=False, timeout_s=21)  # (its own shared client)
-    os.environ[agent.client.HTTP_VARIABLE], before = "sdk", os.environ.get(agent.client.HTTP_VARIABLE)
-    try:
-        agent.client.shared_openai("x", url, 21.0)  # built now, on the SDK's transport, for `ours_sdk`
-    finally:
-        os.environ.pop(agent.client.HTTP_VARIABLE)
-        if before is not None:
-            os.environ[agent.client.HTTP_VARIABLE] = before
-
-    def ours_sdk():
-        client, watch = agent.client.ModelClient(sdk_config, api_key="x"), agent.client.CallWatch(threading.Event())
-        return lambda: client.complete(PROMPT, STOP, watch=watch)
-
-    paths = {"bare_create": bare_create, "bare_post": bare_post, "ours": model_client(agent.client),
-             "ours_sdk": ours_sdk, "async_tasks": _AsyncTasks(url, body)}
-    if old is not None:
-        paths["old"] = model_client(old)
-    return paths
+    return {"bare_create": bare_create, "bare_post": bare_post, "ours": model_client(True),
+            "ours_no_stream": model_client(False), "async_tasks": _AsyncTasks(url, body)}
 
 
 class _AsyncTasks:
@@ -198,13 +158,12 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=640)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--levels", default="1,8,32")
-    ap.add_argument("--old", default="main", help="git revision of the old agent/client.py")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         return serve()
     with served_by(__file__) as url:
-        paths = _paths(url, _load_old(args.old))
+        paths = _paths(url)
         levels = [int(x) for x in args.levels.split(",")]
         for make in paths.values():  # warm-up: imports, first clients
             _run(make, 2, 100)

@@ -191,11 +191,11 @@ def _clock_env(env_clock: list[float]) -> None:
 
 
 def _clock_client(client_clock: list[float]) -> None:
-    """Add the thread CPU time of every model request of ours (`ModelClient._request`: the
-    official client, its transport, our body and answer handling) to client_clock[0]."""
-    from agent.client import ModelClient
+    """Add the thread CPU time of every model request of ours (`OpenAICompatible.send`, one
+    attempt: the official client, its wire, our reading of the answer) to client_clock[0]."""
+    from agent.model.openai_compatible import OpenAICompatible
 
-    request = ModelClient._request
+    request = OpenAICompatible.send
     lock = threading.Lock()
 
     def timed(self, *a, **k):
@@ -207,7 +207,7 @@ def _clock_client(client_clock: list[float]) -> None:
             with lock:
                 client_clock[0] += spent
 
-    ModelClient._request = timed
+    OpenAICompatible.send = timed
 
 
 def _clock_store(store_clock: list[float]) -> None:

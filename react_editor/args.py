@@ -59,6 +59,27 @@ def finite(text: str) -> float:
     return value
 
 
+MAX_TIMEOUT_S = 3600.0  # one model answer may take up to an hour (agent.run_settings checks configs the same)
+MAX_RETRIES = 100  # retries of one model call
+
+
+def seconds(text: str, most: float = MAX_TIMEOUT_S) -> float:
+    """argparse type of a duration: a finite number of seconds, more than 0 and at most `most`
+    (a huge one passed the checks and ended in an OverflowError deep in a run)."""
+    value = finite(text)
+    if not 0 < value <= most:
+        raise argparse.ArgumentTypeError(f"{_shown(str(text))} seconds: give more than 0 and at most {most:g}")
+    return value
+
+
+def retry_count(text: str) -> int:
+    """argparse type of a retry count: a whole number from 0 to MAX_RETRIES."""
+    value = integer(text)
+    if not 0 <= value <= MAX_RETRIES:
+        raise argparse.ArgumentTypeError(f"{_shown(str(text))} retries: give 0 to {MAX_RETRIES}")
+    return value
+
+
 class Parser(argparse.ArgumentParser):
     """The CLI's parser: `type=int`/`float` mean the bounded `integer`/`finite` (argparse's
     type registry, shared by argument groups; subcommands get this class too), and an

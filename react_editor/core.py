@@ -9,6 +9,7 @@ from typing import Any
 
 from react_editor.common import (CliError, JobStopped, add_common, db_path, emit, env_kinds, later, progress,
                                  version_ref, write_exact)
+from react_editor.args import retry_count, seconds
 from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
 from react_editor.paging import add_page_flags
 from trajectory.records import OUTCOME_FILTERS, AgentConfig
@@ -134,8 +135,10 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
                    help="exemplar set name (default: the environment's built-in set; `react-editor exemplars "
                         "list` names the others)")
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for one model answer (default 60)")
-    p.add_argument("--max-retries", type=int, default=None, help="retries of a failed model call (default 4)")
+    p.add_argument("--timeout", type=seconds, default=None,
+                   help="seconds to wait for one model answer (default 60, at most 3600)")
+    p.add_argument("--max-retries", type=retry_count, default=None,
+                   help="retries of a failed model call, rate limits (429) included (default 4, at most 100)")
     if steps:
         p.add_argument("--max-steps", type=int, default=None)
 

@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-token", action="store_true", help="no access token (loopback only): anyone who reaches "
                    "127.0.0.1 on this machine gets the app")
     p.add_argument("--no-browser", action="store_true", help="print the URL, do not open it")
+    p.add_argument("--no-stream", action="store_true", help="the Editor's steps ask for each answer in one piece "
+                   "instead of streamed token by token (for a server whose streaming misbehaves)")
     p.add_argument("--base-url", default=None, help="the launch endpoint (sets OPENAI_BASE_URL for the app): it gets "
                    "OPENAI_API_KEY")
     p.add_argument("--allow-endpoint", action="append", default=[], metavar="URL",
@@ -83,6 +85,9 @@ def _check_gate(args: argparse.Namespace, secrets: dict) -> None:
             raise CliError(str(exc)) from None
 
 
+STREAM_ENV = "REACT_EDITOR_STREAM"  # "0": no call streams (agent.model.client.STREAM)
+
+
 def _check_address(address: str) -> None:
     """One line when the server could not listen on `address` (a name that does not resolve,
     an address of another machine): asked of the system by binding a socket to it on a free
@@ -120,6 +125,9 @@ def cmd_app(args: argparse.Namespace) -> int:
     if token:
         env[TOKEN_ENV] = token
     env[ENDPOINTS_ENV] = "\n".join(args.allow_endpoint)
+    env.pop(STREAM_ENV, None)
+    if args.no_stream:
+        env[STREAM_ENV] = "0"
     if args.base_url:
         env["OPENAI_BASE_URL"] = args.base_url
     address = args.address or LOOPBACK

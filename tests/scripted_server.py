@@ -39,6 +39,15 @@ class Reply:
     hang_up     close the connection without answering (a server that hangs up).
     hang        never answer: hold the request until the server stops or is reset (a server
                 that never answers, whatever the client's timeout).
+    chunk_delay_s  (streamed answers) sleep this long before each chunk after the first.
+    endless     send body bytes forever (a hostile server): streamed or not.
+    huge_bytes  send a body of this many bytes (no Content-Length) instead of a completion.
+    location    answer `status` (a 307/308) with this Location header (a redirect).
+
+    A request with `stream: true` gets server-sent events (one chunk per word, then a usage
+    chunk when `stream_options.include_usage` asks for it, then `[DONE]`) unless the server
+    was made with `streams=False` (it answers in one piece, as servers that do not stream do);
+    made with `stream_options=False`, it refuses a request that has `stream_options` (HTTP 400).
     """
 
     text: str = ""
@@ -58,6 +67,10 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hang_up: bool = False
     hang: bool = False
+    chunk_delay_s: float = 0.0
+    endless: bool = False
+    huge_bytes: int = 0
+    location: str | None = None
 
     def __post_init__(self) -> None:
         # a responder that wraps a Reply in a Reply made the server hang up in silence, and the
@@ -158,7 +171,9 @@ class ScriptedLLM:
 
     EXHAUSTED = "script exhausted: no scripted reply left for this request"
 
-    def __init__(self, *, default: ScriptItem | None = None, models: list[str] | None = None):
+    def __init__(self, *, default: ScriptItem | None = None, models: list[str] | None = None,
+                 streams: bool = True, stream_options: bool = True):
+        self.streams, self.stream_options = streams, stream_options
         self._lock = threading.Lock()
         self._queue: list[ScriptItem] = []
         self.default: ScriptItem | None = default
@@ -331,6 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw, body = self._read()
         self._record(raw, body)
         path = self.path.split("?")[0].rstrip("/")
+        if "://" in path:  # asked as a proxy (absolute form): the server answers itself
+            path = "/" + path.split("://", 1)[1].split("/", 1)[-1]
         if path not in ("/v1/completions", "/v1/chat/completions"):
             return self._error(404, f"no route POST {path}")
         if not isinstance(body, dict):
@@ -347,7 +364,12 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.hang_up:
             self.close_connection = True
             return
+        if reply.endless or reply.huge_bytes:
+            return self._flood(reply)
         headers = dict(reply.headers)
+        if reply.location is not None:
+            headers["Location"] = reply.location
+            return self._send(reply.status, b"", headers=headers)
         if reply.retry_after is not None:
             headers["Retry-After"] = str(reply.retry_after)
         if reply.body is not None:
@@ -358,7 +380,73 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status != 200:
             return self._error(reply.status, reply.message or f"scripted HTTP {reply.status}",
                                headers)
+        if body.get("stream") and self.llm.streams:
+            if body.get("stream_options") is not None and not self.llm.stream_options:
+                return self._error(400, "Unrecognized request argument supplied: stream_options")
+            return self._stream(path, body, reply, headers)
         self._send(200, _completion_json(path, body, reply), headers=headers)
+
+    def _flood(self, reply: Reply) -> None:
+        """A body that never ends (or is `huge_bytes` long), without a Content-Length."""
+        block = b" " * 65536
+        sent = 0
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream" if self.llm.streams else "application/json")
+            self.end_headers()
+            while reply.endless or sent < reply.huge_bytes:
+                self.wfile.write(block)
+                sent += len(block)
+                if self.llm._cancel.is_set():
+                    return
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+
+    def _stream(self, path: str, body: dict[str, Any], reply: Reply, headers: dict[str, str]) -> None:
+        """The answer as server-sent events, one chunk per word (the OpenAI stream format)."""
+        whole = _completion_json(path, body, reply)
+        chat = path != "/v1/completions"
+        choice = whole["choices"][0]
+        text = choice["message"]["content"] if chat else choice["text"]
+        pieces = [p for p in text.replace(" ", "\x00 ").split("\x00") if p] or [""]
+        self._chunked = self.protocol_version == "HTTP/1.1"  # (keep-alive: chunked, as vLLM/SGLang stream)
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            if self._chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            for i, piece in enumerate(pieces):
+                if i and reply.chunk_delay_s and self.llm._cancel.wait(reply.chunk_delay_s):
+                    return
+                delta = {"index": 0, "finish_reason": None, "logprobs": None}
+                delta.update({"delta": {"content": piece}} if chat else {"text": piece})
+                self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
+                             "created": whole["created"], "model": whole["model"], "choices": [delta]})
+            last = {"index": 0, "finish_reason": choice["finish_reason"], "logprobs": None}
+            last.update({"delta": {}} if chat else {"text": ""})
+            self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
+                         "created": whole["created"], "model": whole["model"], "choices": [last]})
+            if (body.get("stream_options") or {}).get("include_usage") and "usage" in whole:
+                self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
+                             "created": whole["created"], "model": whole["model"], "choices": [],
+                             "usage": whole["usage"]})
+            self._write(b"data: [DONE]\n\n")
+            if self._chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _event(self, data: dict[str, Any]) -> None:
+        self._write(b"data: " + json.dumps(data).encode() + b"\n\n")
+
+    def _write(self, data: bytes) -> None:
+        if self._chunked:
+            data = b"%x\r\n%s\r\n" % (len(data), data)
+        self.wfile.write(data)
+        self.wfile.flush()
 
 
 def _completion_json(path: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:

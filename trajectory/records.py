@@ -108,7 +108,7 @@ class AgentConfig(Record):
         description="The step limit; None: the environment's default (ALFWorld 50, HotpotQA 7, FEVER 5).")
     timeout_s: float = Field(60.0,
         description="Seconds one request may take before it counts as failed (and is retried).")
-    max_retries: int = Field(4, description="How many times a failed request is retried (rate limits aside).")
+    max_retries: int = Field(4, description="How many times a failed request is retried (a 429 too).")
     cache: bool = Field(True, description="Answer identical temperature-0 requests from the local cache.")
 
     @field_validator("base_url")

@@ -43,7 +43,8 @@ def test_cancel_during_the_backoff_ends_the_call_at_once(scripted_llm):
     watch.on_retry = on_retry
     client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, max_retries=4), backoff_base_s=3600)
     info = _raises_before_deadline(lambda: client.complete("p", [], watch=watch))  # not the hour of backoff
-    assert heard == [(1, "model server error (HTTP 500): busy")]
+    assert [(n, why.split("; waiting ")[0]) for n, why in heard] == [(1, "model server error (HTTP 500): busy")]
+    assert heard[0][1].endswith(" s")  # the retry line says how long it waits
     assert info.value.call.error == "cancelled: model server error (HTTP 500): busy (after 1 attempt)"
     assert len(scripted_llm.requests) == 1
 

@@ -131,9 +131,9 @@ def test_malformed_completions_end_as_invalid_action(toy, completion, expected_o
 
 
 def test_model_error_loses_nothing_and_can_be_retried(toy, monkeypatch):
-    from agent import client
+    from agent.model import retries
 
-    monkeypatch.setattr(client, "BACKOFF_BASE_S", 0.01)  # the attempts are tested, not their waits (3 s)
+    monkeypatch.setattr(retries, "BACKOFF_BASE_S", 0.01)  # the attempts are tested, not their waits (3 s)
     toy.llm.push(*ROOM_SCRIPT[:2])
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)

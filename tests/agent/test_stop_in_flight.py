@@ -44,10 +44,10 @@ def _config(llm) -> AgentConfig:
 
 
 
-def _call_in_thread(url: str) -> tuple[threading.Thread, CallWatch, dict]:
+def _call_in_thread(url: str, stream: bool | None = None) -> tuple[threading.Thread, CallWatch, dict]:
     """One model call to `url` (60 s timeout) in a thread of its own, with a Stop to set:
     (the thread, its watch, {"call": the call record} once it ended in an error)."""
-    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k")
+    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k", stream=stream)
     watch = CallWatch(threading.Event())
     got: dict = {}
 
@@ -61,12 +61,11 @@ def _call_in_thread(url: str) -> tuple[threading.Thread, CallWatch, dict]:
     t.start()
     return t, watch, got
 
-@pytest.mark.parametrize("transport", ["curl", "sdk"])
-def test_cancel_ends_the_request_in_flight_and_closes_its_connection(transport, monkeypatch):
+@pytest.mark.parametrize("stream", [True, False])
+def test_cancel_ends_the_request_in_flight_and_closes_its_connection(stream):
     """At the client: a server that answers after 30 s; cancel while the request is in flight
     ends the call at once, recorded as cancelled, and the server sees the connection closed -
-    on libcurl (the default) and on the SDK's own transport (REACT_EDITOR_HTTP=sdk)."""
-    monkeypatch.setenv("REACT_EDITOR_HTTP", transport)
+    streamed or not."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -86,7 +85,7 @@ def test_cancel_ends_the_request_in_flight_and_closes_its_connection(transport, 
 
     threading.Thread(target=serve, daemon=True).start()
     url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
-    t, watch, got = _call_in_thread(url)
+    t, watch, got = _call_in_thread(url, stream)
     assert asked.wait(WELL_BEFORE_S)  # the request is out (the server never answers)
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
@@ -171,24 +170,16 @@ def test_stop_ends_only_its_own_request_and_the_client_goes_on(scripted_llm):
     assert text == " next answer" and after.attempts == 1
 
 
-@pytest.mark.parametrize("transport", ["curl", "sdk"])
-def test_stop_ends_a_request_still_waiting_to_connect(transport, monkeypatch):
+def test_stop_ends_a_request_still_waiting_to_connect():
     """A server whose accept queue is full: the TCP handshake waits (up to the 60 s timeout);
-    Stop ends the call at once, recorded as cancelled - on libcurl (its socket is shut down
-    while it connects) and on the SDK's transport (the connect waits in a thread of its own)."""
-    from agent import client
-
-    monkeypatch.setenv("REACT_EDITOR_HTTP", transport)
+    Stop ends the call at once, recorded as cancelled (the connect waits in a thread of its own)."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(0)
     filler = socket.create_connection(srv.getsockname())  # fills the queue: the next handshake waits
     url = f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
     t, watch, got = _call_in_thread(url)
-    if transport == "sdk":
-        _wait(lambda: any(th.name == "model-call-connect" for th in threading.enumerate()))  # the handshake waits
-    else:  # the request is in libcurl and its socket is open: the handshake waits
-        _wait(lambda: getattr(client._READING.get(t.ident), "fds", None))
+    _wait(lambda: any(th.name == "model-call-connect" for th in threading.enumerate()))  # the handshake waits
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
     assert not t.is_alive(), "the call waited for the connection instead of being cancelled"
@@ -200,12 +191,12 @@ def test_stop_ends_a_request_still_waiting_to_connect(transport, monkeypatch):
 def test_the_stop_watcher_sleeps_with_nothing_in_flight_and_the_next_request_wakes_it(scripted_llm):
     """No request in flight for a while: the one watcher thread sleeps (no wake-up for
     nothing); the next request wakes it, so a Stop still cancels that request in flight."""
-    from agent import client
+    from agent.model import cancel
 
     scripted_llm.push(Reply(text=" done"))
     ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url), api_key="k").complete(
         "p", [], watch=CallWatch(threading.Event()))
-    _wait(lambda: client._WATCH_IDLE[0])  # asleep: nothing watched since its last look
+    _wait(lambda: cancel.IDLE[0])  # asleep: nothing watched since its last look
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -225,7 +216,7 @@ def test_the_stop_watcher_sleeps_with_nothing_in_flight_and_the_next_request_wak
     threading.Thread(target=serve, daemon=True).start()
     t, watch, got = _call_in_thread(f"http://127.0.0.1:{srv.getsockname()[1]}/v1")
     assert asked.wait(WELL_BEFORE_S)
-    assert not client._WATCH_IDLE[0]  # the request woke it
+    assert not cancel.IDLE[0]  # the request woke it
     watch.cancel.set()
     t.join(WELL_BEFORE_S)
     assert not t.is_alive(), "the call waited for an answer instead of being cancelled"

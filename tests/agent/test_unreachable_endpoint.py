@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from agent import client
+from agent.model import retries
 from react_editor.main import main
 from sessions import jobs
 from tests.scripted_server import Reply
@@ -17,7 +17,7 @@ from tests.scripted_server import Reply
 
 @pytest.fixture(autouse=True)
 def _quick_backoff(monkeypatch):
-    monkeypatch.setattr(client, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits, are tested
+    monkeypatch.setattr(retries, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits, are tested
 
 
 def _closed_port() -> int:

@@ -146,3 +146,19 @@ def test_an_address_the_app_cannot_listen_on_is_one_line(tmp_path, flags, says):
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
     assert not (tmp_path / "a.db").exists()
+
+
+def test_react_editor_app_no_stream_turns_the_editors_streaming_off(monkeypatch, tmp_path, capsys):
+    """`react-editor app --no-stream`: the app's model client asks for answers in one piece."""
+    import subprocess
+
+    monkeypatch.delenv("REACT_EDITOR_STREAM", raising=False)
+    code, err, started = _launch(monkeypatch, tmp_path, capsys, "--no-browser", "--no-stream")
+    assert code == 0 and started[0][1]["REACT_EDITOR_STREAM"] == "0"
+    assert "REACT_EDITOR_STREAM" not in _launch(monkeypatch, tmp_path, capsys, "--no-browser")[2][0][1]
+    probe = "import agent.model.client as c; print(c.STREAM[0])"
+    for value, streams in (("0", "False"), (None, "True")):
+        env = {k: v for k, v in os.environ.items() if k != "REACT_EDITOR_STREAM"}
+        env.update({"PYTHONPATH": str(ROOT)} | ({"REACT_EDITOR_STREAM": value} if value else {}))
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+        assert out.stdout.strip() == streams, out.stderr

@@ -86,12 +86,30 @@ def test_a_second_step_joins_the_first_and_stop_cancels_it(toy):
     assert len(toy.llm.completion_requests) == 1
 
 
+def test_the_answer_streams_onto_the_step_job_token_by_token_and_stop_ends_it(toy):
+    """Issue 38: the Editor shows the thought and action being written (`await_step` draws the
+    job's `partial` as plain text while the call is in flight); Stop closes the stream and the
+    version stays as it was."""
+    toy.llm.push(Reply(text=" go to cabinet 1 and then a long wait", chunk_delay_s=30))
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, cache=False))
+    job = stepjobs.start(toy.engine, "tab", v.id)
+    deadline = time.monotonic() + 20
+    while not job.partial and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert job.partial == " go"  # the first token, while the rest is being written
+    assert stepjobs.cancel(toy.store, "tab", v.id)
+    assert job.finished.wait(10), "Stop waited for the stream"  # a deadline: the next token comes in 30 s
+    (call,) = toy.store.calls.of_episode(ep.id)
+    assert call.error.startswith("cancelled") and toy.store.versions.steps(v.id) == []
+    assert toy.store.versions.get(v.id).error is None
+
+
 def test_dead_endpoint_is_retried_as_announced_then_shows_its_message(app, monkeypatch):
     """Issue 26 item 11: a refused connection is retried like any other failure (the first
     "cannot reach" used to stop the job), then the step fails with its one-line message."""
-    from agent import client
+    from agent.model import retries
 
-    monkeypatch.setattr(client, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits
+    monkeypatch.setattr(retries, "BACKOFF_BASE_S", 0.01)  # the retries, not their waits
     toy, make = app
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

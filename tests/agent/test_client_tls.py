@@ -1,7 +1,6 @@
-"""The model client's transport (agent/transport.py): libcurl under the official openai
-client by default, the SDK's own transport on request (REACT_EDITOR_HTTP=sdk) or behind a proxy
-from the environment; either way the SDK's telemetry headers are left out, connections are
-reused and answers decoded; on libcurl, TLS trusts what the SDK's transport trusts (SSL_CERT_FILE)."""
+"""TLS on the model wire (agent/model/wire.py): an untrusted server is a clear one-line error with
+no key in it; with its certificate in SSL_CERT_FILE the same server is answered, as the SDK's own
+transport trusts it; the SDK's telemetry headers are not sent and a gzip answer is decoded."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import ssl
 
 import pytest
 
-from agent import client
 from agent.client import ModelClient, ModelError
 from tests.scripted_server import Reply, ScriptedLLM
 from trajectory.records import AgentConfig
@@ -23,59 +21,15 @@ def _client(url: str, **config) -> ModelClient:
     return ModelClient(AgentConfig(model="m", base_url=url, max_retries=0, **config), api_key="sk-test-key")
 
 
-def _transport_of(url: str) -> str:
-    """The class name of the transport the shared openai client for `url` sends with."""
-    return type(client.shared_openai("sk-test-key", url, 60.0)._client._transport).__name__
-
-
-@pytest.mark.parametrize("transport", ["curl", "sdk"])
-def test_requests_carry_auth_and_no_telemetry_headers_on_either_transport(scripted_llm, monkeypatch, transport):
-    monkeypatch.setenv("REACT_EDITOR_HTTP", transport)
-    scripted_llm.push(Reply(text=" answer"))
-    text, call = _client(scripted_llm.base_url).complete("p", ["\n"])
-    assert text == " answer" and call.attempts == 1
-    headers = scripted_llm.last_request.headers
-    assert headers["authorization"] == "Bearer sk-test-key"
-    assert headers["content-type"] == "application/json" and headers["accept"] == "application/json"
-    assert headers["user-agent"].startswith("OpenAI/Python")
-    assert not [h for h in headers if h.startswith("x-stainless")], headers
-    assert "expect" not in headers  # (libcurl's 100-continue wait is off)
-    assert _transport_of(scripted_llm.base_url) == {"curl": "CurlTransport", "sdk": "HTTPTransport"}[transport]
-
-
-@pytest.mark.parametrize("transport", ["curl", "sdk"])
-def test_connections_are_reused(scripted_llm, monkeypatch, transport):
-    """A keep-alive server: five calls in a row from one thread use one connection."""
-    monkeypatch.setenv("REACT_EDITOR_HTTP", transport)
-    server = scripted_llm._httpd
-    server.RequestHandlerClass.protocol_version = "HTTP/1.1"
-    accepted = []
-    monkeypatch.setattr(server, "verify_request", lambda request, address: accepted.append(address) or True)
-    model = _client(scripted_llm.base_url)
-    for n in range(5):
-        scripted_llm.push(Reply(text=f" answer {n}"))
-        assert model.complete(f"p{n}", [])[0] == f" answer {n}"
-    assert len(accepted) == 1
-
-
-def test_a_compressed_answer_is_decoded(scripted_llm):
+def test_requests_carry_auth_and_no_telemetry_headers_and_a_gzip_answer_is_decoded(scripted_llm):
     body = json.dumps({"choices": [{"text": " zipped", "index": 0, "finish_reason": "stop"}],
                        "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode()
     scripted_llm.push(Reply(body=gzip.compress(body), headers={"Content-Encoding": "gzip"}))
     text, call = _client(scripted_llm.base_url).complete("p", [])
     assert text == " zipped" and call.usage.prompt_tokens == 3
-
-
-def test_a_proxy_in_the_environment_keeps_the_sdk_transport_which_honours_it(monkeypatch):
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    assert client.transport_choice() == "curl"
-    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
-    assert client.transport_choice() == "sdk"
-    assert any(m is not None for m in client._http_client()._mounts.values())  # the proxy is mounted
-    monkeypatch.delenv("HTTPS_PROXY")
-    monkeypatch.setenv("REACT_EDITOR_HTTP", "SDK")
-    assert client.transport_choice() == "sdk"
+    headers = scripted_llm.last_request.headers
+    assert headers["authorization"] == "Bearer sk-test-key" and headers["user-agent"].startswith("OpenAI/Python")
+    assert not [h for h in headers if h.startswith("x-stainless")], headers
 
 
 def _self_signed(tmp_path) -> tuple[str, str]:
@@ -101,8 +55,7 @@ def _self_signed(tmp_path) -> tuple[str, str]:
     return str(cert_file), str(key_file)
 
 
-def test_tls_on_libcurl_trusts_ssl_cert_file_and_an_untrusted_server_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.delenv("REACT_EDITOR_HTTP", raising=False)
+def test_tls_trusts_ssl_cert_file_and_an_untrusted_server_is_a_clear_error(tmp_path, monkeypatch):
     cert, key = _self_signed(tmp_path)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
