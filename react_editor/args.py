@@ -76,7 +76,7 @@ def retry_count(text: str) -> int:
     """argparse type of a retry count: a whole number from 0 to MAX_RETRIES."""
     value = integer(text)
     if not 0 <= value <= MAX_RETRIES:
-        raise argparse.ArgumentTypeError(f"{_shown(str(text))} retries: give 0 to {MAX_RETRIES}")
+        raise argparse.ArgumentTypeError(f"max retries {_shown(str(text))} is out of range: give 0 to {MAX_RETRIES}")
     return value
 
 
