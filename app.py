@@ -27,11 +27,7 @@ st.set_page_config(page_title="ReAct Editor", page_icon=str(PAGES / "icon.png"),
 access.gate()
 registry.refresh()  # a plugin `pip install`ed while the app runs shows from this page load on
 
-def _page(name: str, title: str) -> st.Page:
-    return st.Page(PAGES / f"{name}.py", title=title, url_path=name)
-
-
-episodes = _page("episodes", "Episodes")
+episodes = st.Page(PAGES / "episodes.py", title="Episodes", url_path="episodes")
 
 
 def _home() -> None:
@@ -41,10 +37,16 @@ def _home() -> None:
 
 
 SHOW_EPISODE = ("editor", "versions", "compare")  # pages that show the selected episode
-pages = {"episodes": episodes, **{name: _page(name, title) for name, title in (
-    ("editor", "Editor"), ("versions", "Versions"), ("compare", "Compare"), ("experiments", "Experiments"),
-    ("export", "Export"), ("settings", "Settings"))}}  # (url path -> page: read from here, not from the
-# Page, whose url_path exists only under a running app; a worker process re-imports this file bare)
+pages = {  # url path -> page (read from here, not from the Page: its url_path exists only under a running app,
+    # and a worker process of a --processes batch re-imports this file bare)
+    "episodes": episodes,
+    "editor": st.Page(PAGES / "editor.py", title="Editor", url_path="editor"),
+    "versions": st.Page(PAGES / "versions.py", title="Versions", url_path="versions"),
+    "compare": st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
+    "experiments": st.Page(PAGES / "experiments.py", title="Experiments", url_path="experiments"),
+    "export": st.Page(PAGES / "export.py", title="Export", url_path="export"),
+    "settings": st.Page(PAGES / "settings.py", title="Settings", url_path="settings"),
+}
 
 # The menu is ours: Streamlit's links are bare page addresses, so a page opened from one in a
 # new tab (middle click) said "No episode selected". Ours carry the episode (and version) shown.

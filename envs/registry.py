@@ -121,6 +121,7 @@ def refresh() -> bool:
             return False
         _STAMP = stamp
         _look_again()
+        _STAMP = _stamp()  # (reading a .pth can write into its folder: an import hook's __pycache__)
     return True
 
 

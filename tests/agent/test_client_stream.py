@@ -55,7 +55,7 @@ def test_a_call_is_recorded_the_same_streamed_in_one_piece_or_with_no_stream(sty
 
 
 def test_a_call_streams_when_its_caller_reads_the_text_as_it_comes_unless_no_stream(scripted_llm):
-    from agent.model import client as model_client
+    from agent.client import set_streaming
 
     scripted_llm.set_default(" ok")
     client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url), api_key="sk-s")
@@ -63,10 +63,10 @@ def test_a_call_streams_when_its_caller_reads_the_text_as_it_comes_unless_no_str
     client.complete("p", [], watch=CallWatch(threading.Event()))
     client.complete("p", [], watch=CallWatch(threading.Event(), on_text=print))
     try:
-        model_client.set_streaming(False)  # --no-stream
+        set_streaming(False)  # --no-stream
         client.complete("p", [], watch=CallWatch(threading.Event(), on_text=print))
     finally:
-        model_client.set_streaming(True)
+        set_streaming(True)
     assert [r.body.get("stream", False) for r in scripted_llm.completion_requests] == [False, False, True, False]
 
 

@@ -21,10 +21,11 @@ BENCHMARKS = ROOT / "benchmarks"
 TINY: dict[str, list[str]] = {
     "alfworld.py": ["--games", "1", "--steps", "3", "--quick"],
     "cli_latency.py": ["--runs", "1", "--stops", "1", "--latency", "0.05", "--reads", "jobs"],
-    "client.py": ["--calls", "4", "--rounds", "1", "--levels", "1", "--old", "HEAD"],
+    "client.py": ["--calls", "4", "--rounds", "1", "--levels", "1"],
     "engine.py": ["--episodes", "1"],
     "experiment.py": ["--tasks", "2", "--latency", "0", "--concurrency", "2", "--alfworld-steps", "1"],
     "export.py": ["--episodes", "2"],
+    "local_model.py": ["--steps", "2", "--skip-app", "--rounds", "1"],
     "paired_ci_agreement.py": ["--n", "5"],
     "runner.py": ["--tasks", "2", "--levels", "1", "--rounds", "1", "--pairs", "1"],
     "scale.py": ["--sizes", "60", "--rollouts", "3", "--runs", "1"],
