@@ -8,19 +8,21 @@ one-sided p). The interval is the tail-method inversion of the two one-sided exa
 unconditional tests of H0: p1 - p2 = delta at 2.5% each, the construction of Chan and Zhang
 (1999, Biometrics 55:1202) with Boschloo's ordering in place of their score statistic (the
 ordering does not depend on delta, and it satisfies Barnard's convexity, so the tail is
-monotone in delta). At delta = 0 the two one-sided tests are scipy's one-sided Boschloo
-tests, so the interval excludes 0 exactly when the two-sided Boschloo p is below 0.05.
+monotone in delta); tables Fisher's p ties are ordered by the observed difference. The p
+reported is scipy's Boschloo p, and it decides the side of 0 (the tie-break only shrinks
+the regions), so the interval excludes 0 exactly when the two-sided p is below 0.05.
 """
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.stats import binom, boschloo_exact, hypergeom
 
-GRID = 257  # nuisance rates sampled on the line p1 - p2 = delta (then refined at the best)
+GRID = 129  # nuisance rates sampled on the line p1 - p2 = delta (then refined at the best)
 TIE = 1 + 1e-13  # scipy's tolerance for tables as extreme as the observed one
 
 
@@ -36,9 +38,24 @@ def _order(n1: int, n2: int, greater: bool) -> np.ndarray:
     return hypergeom.cdf(x1, total, x1 + x2, n1)
 
 
-def _region(x1: int, n1: int, x2: int, n2: int, greater: bool) -> np.ndarray:
+@lru_cache(maxsize=256)
+def _rank(n1: int, n2: int, greater: bool) -> np.ndarray:
+    """Each table's place in the ordering, most extreme first (equal places: ties): Fisher's
+    one-sided p, ties broken by the observed difference (Fisher's p is 1 for every table
+    with x2 = n2, which would leave 9/10 vs 10/10 a lower bound of -1)."""
     f = _order(n1, n2, greater)
-    return (f <= f[x1, x2] * TIE).astype(float)
+    diff = np.arange(n1 + 1)[:, None] / n1 - np.arange(n2 + 1)[None, :] / n2
+    key1 = np.round(np.log(np.maximum(f, 1e-300)), 9)
+    key2 = np.round(-diff if greater else diff, 12)
+    keys = np.rec.fromarrays([key1.ravel(), key2.ravel()])
+    _, inverse = np.unique(keys, return_inverse=True)
+    return inverse.reshape(n1 + 1, n2 + 1)
+
+
+def _region(x1: int, n1: int, x2: int, n2: int, greater: bool) -> np.ndarray:
+    """The tables at least as extreme as [x1, x2] in Boschloo's ordering."""
+    r = _rank(n1, n2, greater)
+    return (r <= r[x1, x2]).astype(float)
 
 
 def _tail(region: np.ndarray, n1: int, n2: int, delta: float, p2: np.ndarray) -> np.ndarray:
@@ -62,7 +79,7 @@ def _sup_tail(region: np.ndarray, n1: int, n2: int, delta: float) -> float:
     best = float(vals[i])
     if b > a:
         r = minimize_scalar(lambda q: -_tail(region, n1, n2, delta, np.array([q]))[0], bounds=(a, b),
-                            method="bounded", options={"xatol": 1e-10})
+                            method="bounded", options={"xatol": 1e-9})
         best = max(best, float(-r.fun))
     return min(1.0, best)
 
@@ -73,7 +90,7 @@ def one_sided_p(x1: int, n1: int, x2: int, n2: int, delta: float, greater: bool)
     return _sup_tail(_region(x1, n1, x2, n2, greater), n1, n2, delta)
 
 
-def _bisect(f, lo: float, hi: float, iters: int = 44) -> float:
+def _bisect(f, lo: float, hi: float, iters: int = 36) -> float:
     """The boundary between f false (at lo) and f true (at hi), to about 1e-13."""
     for _ in range(iters):
         mid = (lo + hi) / 2
@@ -120,18 +137,17 @@ def boschloo(x1: int, n1: int, x2: int, n2: int, alpha: float = 0.05) -> tuple[f
 def _tables_p(n1: int, n2: int, delta: float, greater: bool, grid: int = 1001) -> np.ndarray:
     """The one-sided p at delta of every table [x1, x2] (grid search of the nuisance rate
     only: for power, size and coverage, not for a reported p)."""
-    f = _order(n1, n2, greater).ravel()
-    order = np.argsort(f, kind="stable")
-    fs = f[order]
-    last = np.searchsorted(fs, f * TIE, side="right") - 1  # ties count together
+    rank = _rank(n1, n2, greater).ravel()
+    order = np.argsort(rank, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(rank[order]) != 0])
     lo, hi = max(0.0, -delta), min(1.0, 1.0 - delta)
     p2 = np.linspace(lo, hi, grid) if hi > lo else np.array([lo])
     p1 = np.clip(p2 + delta, 0, 1)
     b1 = binom.pmf(np.arange(n1 + 1)[None, :], n1, p1[:, None])
     b2 = binom.pmf(np.arange(n2 + 1)[None, :], n2, p2[:, None])
     prob = (b1[:, :, None] * b2[:, None, :]).reshape(len(p2), -1)[:, order]
-    cum = np.cumsum(prob, axis=1).max(axis=0)
-    return np.minimum(1.0, cum[last]).reshape(n1 + 1, n2 + 1)
+    cum = np.cumsum(np.add.reduceat(prob, starts, axis=1), axis=1).max(axis=0)  # by place in the ordering
+    return np.minimum(1.0, cum[rank]).reshape(n1 + 1, n2 + 1)
 
 
 def tables_two_sided(n1: int, n2: int, delta: float = 0.0) -> np.ndarray:
@@ -151,3 +167,38 @@ def power(n1: int, n2: int, p1: float, p2: float, alpha_one: float = 0.025, reje
     b1 = binom.pmf(np.arange(n1 + 1), n1, p1)
     b2 = binom.pmf(np.arange(n2 + 1), n2, p2)
     return float(b1 @ r @ b2)
+
+
+def _score_power(n1: int, n2: int, p1: float, p2: float, alpha_one: float) -> float:
+    """Normal approximation of the continuity-corrected score test's one-sided power."""
+    from statistics import NormalDist
+
+    nd = NormalDist()
+    pbar = (n1 * p1 + n2 * p2) / (n1 + n2)
+    null_sd = math.sqrt(max(pbar * (1 - pbar) * (1 / n1 + 1 / n2), 1e-300))
+    alt_sd = math.sqrt(max(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2, 1e-300))
+    cc = 0.5 * (1 / n1 + 1 / n2)
+    return nd.cdf((p1 - p2 - cc - nd.inv_cdf(1 - alpha_one) * null_sd) / alt_sd)
+
+
+def min_detectable_effect(p_control: float, n_treatment: int, n_control: int, *, alpha_one: float = 0.025,
+                          target: float = 0.8, exact_max: int = 50) -> float | None:
+    """The smallest rise over the control's rate that the what-if's one-sided test at
+    alpha_one proves with probability `target` (exact power of Boschloo's test for arms up to
+    `exact_max`, the score test's normal approximation beyond); None when even a treatment
+    that always succeeds is proven less often than that."""
+    exact = max(n_treatment, n_control) <= exact_max
+    reject = rejection(n_treatment, n_control, alpha_one) if exact else None
+
+    def pw(p1: float) -> float:
+        if exact:
+            return power(n_treatment, n_control, p1, p_control, alpha_one, reject)
+        return _score_power(n_treatment, n_control, p1, p_control, alpha_one)
+
+    if p_control >= 1.0 or pw(1.0) < target:
+        return None
+    lo, hi = p_control, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if pw(mid) >= target else (mid, hi)
+    return hi - p_control

@@ -51,10 +51,11 @@ def effect_text(effect: float | None, ci: tuple[float, float] | list[float] | No
     '+42 points [+0.4, +75], p = 0.0499'. Bounds are rounded outward; the estimate gets the
     bounds' decimals."""
     if effect is None or ci is None:
-        return f"n/a{sep}{p_text(p)}" if p is not None else "n/a"
+        return f"n/a{sep}{p_text(p)}" if p is not None else "n/a"  # p = None: no p-value part
     lo, hi, d = bound_texts(ci[0], ci[1], scale=scale, decimals=decimals)
     e = round(effect * scale, d)
     est = f"{e:+.{d}f}"
     if effect != 0 and float(est) == 0:  # an estimate of 0.04 points is not "+0"
         est = f"{effect * scale:+.2g}"
-    return f"{est}{' ' + unit if unit else ''} [{lo}, {hi}]{sep}{p_text(p)}"
+    tail = f"{sep}{p_text(p)}" if p is not None else ""
+    return f"{est}{' ' + unit if unit else ''} [{lo}, {hi}]{tail}"
