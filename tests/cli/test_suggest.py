@@ -4,6 +4,7 @@ against a scripted agent, through the real CLI, client and scripted model server
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from contextlib import closing
@@ -48,11 +49,14 @@ def test_the_good_candidate_ranks_first_and_is_proven(toy, capsys):
     # the what-if's own statistics (its interval and exact test), said in words
     lo, hi = best["effect_ci95"]
     assert 0 < lo < hi and best["p_value"] < 0.05
-    assert best["verdict"] == f"proven: +100 points [{lo * 100:+.0f}, {hi * 100:+.0f}], p = {best['p_value']:.2g}"
+    assert best["verdict"] == (f"proven: +100 points [{math.floor(lo * 100):+d}, +100]; one-sided p < 0.001, "
+                               f"Holm over 3: p = {best['p_adjusted']:.2g} (used)")
+    assert best["p_adjusted"] == pytest.approx(3 * best["p_better"]) and best["proven_uses"] == "p_adjusted"
     assert best["cost"]["calls"] > 0
     assert all(not c["proven"] for c in rest)
     idle = [c for c in rest if c["number"] in (1, 3)]
-    assert all(re.fullmatch(r"not shown: \+0 \[-\d+, \+\d+\], p = [\d.e-]+", c["verdict"]) for c in idle)
+    assert all(re.fullmatch(r"not shown: \+0 points \[-\d+, \+\d+\]; one-sided p = [\d.]+, Holm over 3: p = [\d.]+ "
+                            r"\(used\)", c["verdict"]) for c in idle)
     assert rest[-1]["number"] == 4 and "does not apply: step 40" in rest[-1]["verdict"]
     assert rest[-1]["treatment"] is None  # an inapplicable candidate is never verified
     # one control group per step K, shared by the candidates there (IDLE2 after step 3 is K = 4)
@@ -256,10 +260,10 @@ def test_the_answer_is_read_leniently_and_the_verdict_needs_both_tests():
         assert parse_answer(text) == [one]
     with pytest.raises(SuggestError, match="nothing was written"):
         parse_answer('{"candidate": []}')
-    assert verdict(0.6, (0.22, 0.84), 0.003) == (True, "proven: +60 points [+22, +84], p = 0.003")
-    assert verdict(0.1, (-0.25, 0.42), 0.6) == (False, "not shown: +10 [-25, +42], p = 0.6")
-    assert verdict(1.0, (0.21, 1.0), 0.1)[0] is False  # the interval alone is not enough
-    assert verdict(None, None, None) == (False, "not shown: no finished rollouts")
+    assert verdict(0.6, (0.22, 0.84), 0.003, 0.99) == ("proven", "proven: +60 points [+22, +84]; one-sided p = 0.0030")
+    assert verdict(0.1, (-0.25, 0.42), 0.3, 0.7) == ("not shown", "not shown: +10 points [-25, +42]; one-sided p = 0.30")
+    assert verdict(1.0, (0.21, 1.0), 0.1)[0] == "not shown"  # the interval alone is not enough
+    assert verdict(None, None, None) == ("not shown", "not shown: no finished rollouts")
 
 
 def test_leaks_answer_uses_the_scorers_normalisation():
