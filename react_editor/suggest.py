@@ -139,7 +139,7 @@ def _method_lines(cands: list, detectable: list) -> list[str]:
     adj = next((c["adjustment"] for c in cands if c.get("adjustment")), None)
     out = [f"test: {m}" for m in methods]
     if adj:
-        out.append(f"proven = lower bound > 0 and the {adj}-adjusted one-sided p < 0.025 (raw p shown first)")
+        out.append(f"proven = lower bound > 0 and the one-sided p adjusted by {adj} < 0.025 (raw p shown first)")
     return out + [detectable_text(d) for d in detectable]
 
 

@@ -156,6 +156,8 @@ def test_a_candidate_stating_the_gold_answer_is_flagged_and_not_verified(toy, ca
     (["suggest", "--experiment", "x"], "--where failed"),
     (["suggest", "--experiment", "x", "--where", "failed", "--accept", "1"], "are for one episode"),
     (["suggest", "1", "--accept-all-proven"], "--accept-all-proven is for --experiment"),
+    (["suggest", "1", "--confirm", "3"], "--confirm is for --experiment"),
+    (["suggest", "--experiment", "x", "--where", "failed", "--confirm", "3"], "--confirm is for --accept-all-proven"),
     (["suggest", "1", "--critic-prompt", "/nonexistent/t.txt"], "cannot read the critic prompt"),
 ])
 def test_bad_input_is_one_line(toy, capsys, argv, message):
@@ -304,6 +306,11 @@ def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exem
             "leaked for that set") in err
     assert row["proven"] and row["best"]["number"] == 2 and row["where"] is None  # no signal on a lone Finish
     assert out["proven"] == 1 and out["cost_per_proven_fix"]["calls"] == row["cost"]["calls"] > 0
+    # confirmed on fresh rollouts before it was accepted: its reported effect comes from those (issue 40)
+    conf = row["confirmation"]
+    assert conf["proven"] and conf["positions"] == [6, 10] and conf["treatment"]["n"] == conf["control"]["n"] == 5
+    assert "the 5 fresh rollouts per arm at positions 6-10" in conf["rollouts"] and "not the 5 screening" in conf["rollouts"]
+    assert row["accepted_version"] == out["accepted"][0]
     (made,) = out["accepted"]
     with closing(Store(db_)) as store:
         (entry,) = exemplar_sets.entries(store, "fixes")
@@ -370,3 +377,20 @@ def test_a_failure_held_by_a_live_job_is_left_to_it(tmp_path, scripted_llm, monk
         assert len(critic_calls) == 2  # each failure asked once
     finally:
         eng.store.close()
+
+
+def test_verify_n_prints_the_smallest_effect_it_detects_and_the_test_it_uses(toy, capsys):
+    """Issue 40, item 3: the output names the procedure and what --verify N can detect with
+    80% power at the control's rate."""
+    from trajectory.exact2x2 import min_detectable_effect
+
+    failed = fail_episode(toy)
+    failed.critic = critic_json(IDLE, GOOD)
+    code, text, err = cli(capsys, "suggest", "1", "--candidates", "2", "--verify", "5", "--db", str(toy.db))
+    assert code == 0, err
+    assert "test: Boschloo's exact unconditional test and the interval that inverts it" in text
+    one = math.ceil(min_detectable_effect(0.0, 5, 5) * 100 - 1e-9)
+    two = math.ceil(min_detectable_effect(0.0, 5, 5, alpha_one=0.0125) * 100 - 1e-9)
+    assert (f"with --verify 5 at step 1's control rate 0% (0/5): 80% power to prove a rise of +{one} points or "
+            f"more (one-sided 0.025); the best of 2 candidates (Holm, 0.025/2): a rise of +{two} points") in text
+    assert "proven = lower bound > 0 and the one-sided p adjusted by Holm over 2 < 0.025" in text
