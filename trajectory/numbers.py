@@ -46,9 +46,11 @@ def bound_texts(lo: float, hi: float, *, scale: float = 100.0, decimals: int = 0
 
 
 def effect_text(effect: float | None, ci: tuple[float, float] | list[float] | None, p: float | None, *,
-                unit: str = "points", scale: float = 100.0, decimals: int = 0, sep: str = ", ") -> str:
+                unit: str = "points", scale: float = 100.0, decimals: int = 0, sep: str = ", ",
+                ci_label: str = "") -> str:
     """The one format of an effect, its 95% interval and its p-value:
-    '+42 points [+0.4, +75], p = 0.0499'. Bounds are rounded outward; the estimate gets the
+    '+42 points [+0.4, +75], p = 0.0499' (with `ci_label` '95% CI': '+42 points, 95% CI [+0.4,
+    +75], p = 0.0499'; p None: no p part). Bounds are rounded outward; the estimate gets the
     bounds' decimals."""
     if effect is None or ci is None:
         return f"n/a{sep}{p_text(p)}" if p is not None else "n/a"  # p = None: no p-value part
@@ -58,4 +60,5 @@ def effect_text(effect: float | None, ci: tuple[float, float] | list[float] | No
     if effect != 0 and float(est) == 0:  # an estimate of 0.04 points is not "+0"
         est = f"{effect * scale:+.2g}"
     tail = f"{sep}{p_text(p)}" if p is not None else ""
-    return f"{est}{' ' + unit if unit else ''} [{lo}, {hi}]{tail}"
+    label = f", {ci_label} " if ci_label else " "
+    return f"{est}{' ' + unit if unit else ''}{label}[{lo}, {hi}]{tail}"
