@@ -186,3 +186,15 @@ def detectable_text(d: dict[str, Any]) -> str:
     if d["candidates"] > 1:
         line += f"; the best of {d['candidates']} candidates (Holm, 0.025/{d['candidates']}): {pts(d['effect_best_of_k'])}"
     return line
+
+
+def method_lines(report_: dict[str, Any]) -> list[str]:
+    """What a suggest report's verdicts read (CLI and app alike): the test, the adjustment,
+    and what --verify N can detect at each control's rate."""
+    cands = report_["candidates"]
+    methods = sorted({c["method"] for c in cands if c.get("method")})
+    adj = next((c["adjustment"] for c in cands if c.get("adjustment")), None)
+    out = [f"test: {m}" for m in methods]
+    if adj:
+        out.append(f"proven = lower bound > 0 and the one-sided p adjusted by {adj} < 0.025 (raw p shown first)")
+    return out + [detectable_text(d) for d in report_.get("min_detectable_effect") or []]

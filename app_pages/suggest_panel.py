@@ -15,12 +15,13 @@ from typing import Any, Callable, Iterable
 import streamlit as st
 
 from agent import jobs
-from agent import suggest
+from agent import suggest, suggest_verdict
 from agent.engine import Engine, EngineError
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
 from sessions import suggestions
 from sessions.store import Store, StoreError
+from trajectory.numbers import p_text
 
 TICK_S = 0.5
 ERRORS = (EngineError, EnvError, StoreError)
@@ -126,6 +127,8 @@ def _cards(eng: Engine, vid: int, report: dict[str, Any], switch_to: Callable[[i
     if marked:
         st.caption("Candidates at steps " + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items()))
                    + " — each card is under its step above (marked on the overview strip).")
+    for line in suggest_verdict.method_lines(report):
+        st.caption(line)
     if not report["candidates"]:
         st.info("The critic proposed no edit.")
     for c in report["candidates"]:
@@ -190,7 +193,7 @@ def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callabl
 
 def experiment_rows(eng: Engine, exp_id: int) -> list[dict[str, Any]]:
     """`suggest --experiment`'s table for the page (what the CLI prints with --json)."""
-    return [suggest.failure_row(eng, s) for s in suggestions.for_experiment(eng.store, exp_id)]
+    return suggest.failure_rows(eng, suggestions.for_experiment(eng.store, exp_id))
 
 
 def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -201,7 +204,11 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"episode": r["episode"], "version": r["version"], "first signal":
                     f"{r['first_signal']} @{r['first_failure_step']}" if r["first_signal"] else "",
                     "best candidate": f"step {b.get('step')} {b.get('kind')}: {b.get('text')}" if b else "",
-                    "effect": None if r["effect"] is None else round(100 * r["effect"]), "verdict": r["verdict"],
+                    "effect": None if r["effect"] is None else round(100 * r["effect"]),
+                    "raw p (one-sided)": p_text(b["p_better"])[4:] if b.get("p_better") is not None else "",
+                    "adjusted p": (f"{p_text(b['p_adjusted'])[4:]} ({b['adjustment']})"
+                                   if b.get("p_adjusted") is not None else ""),
+                    "verdict": r["verdict"],
                     "cost": f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}"})
     return out
 
@@ -222,7 +229,7 @@ def _start_experiment(eng: Engine, exp_id: int, k: int, n: int, limit: int | Non
                                  on_progress=lambda done, total: h.progress(detail=f"{done}/{total} rollouts"))
             done = suggest.suggest_experiment(w, rows, critic, how, h.id,
                                               lambda s: h.progress(done=h.done_n + 1, total=len(rows)))
-            return suggest.experiment_report(w, exp_id, [suggest.failure_row(w, s) for s in done])
+            return suggest.experiment_report(w, exp_id, suggest.failure_rows(w, done))
         finally:
             w.store.close()
 
@@ -284,7 +291,8 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
                    "proposes and proves fixes.")
         return
     st.dataframe(table(rows), hide_index=True, key="sg_x_table")
-    proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and r["best"]["state"] != "accepted"]
+    proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and not r["best"].get("harmful")
+              and r["best"]["state"] != "accepted"]
     cols = st.columns([2, 1])
     target = cols[0].text_input("Add them to exemplar set (optional)", key="sg_x_set")
     if cols[1].button(f"Accept all proven ({len(proven)})", key="sg_x_accept", disabled=not proven):
@@ -299,8 +307,12 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
             st.error(str(exc).splitlines()[0])
             return
         st.session_state["sg_x_job"] = _resume_all(eng, made, name)
-        st.success(f"Accepted {len(made)} fix(es) as new versions; they are resuming"
-                   + (f" and join exemplar set {name} when they finish." if name else "."))
+        st.success(f"Accepted {len(made)} of {len(proven)} proven fix(es) as new versions, each confirmed on fresh "
+                   "rollouts; they are resuming" + (f" and join exemplar set {name} when they finish." if name else "."))
+        for r in proven:
+            if r.get("confirmation"):
+                st.text(f"v{r['version']} #{r['best']['number']}: confirmation {r['confirmation']['verdict']}; "
+                        f"effect from {r['confirmation']['rollouts']}")
         if name is not None and made:
             _leak_caption(eng, exp_id, name, made)
 

@@ -128,19 +128,9 @@ def _text(data: dict) -> str:
             lines.append(f"     why: {c['rationale']}")
     if not data["candidates"]:
         lines.append("the critic proposed no edit")
-    return "\n".join(lines + _method_lines(data["candidates"], data.get("min_detectable_effect") or []))
+    from agent.suggest_verdict import method_lines
 
-
-def _method_lines(cands: list, detectable: list) -> list[str]:
-    """Which test the verdicts read, how they were adjusted, and what N can detect."""
-    from agent.suggest_verdict import detectable_text
-
-    methods = sorted({c["method"] for c in cands if c.get("method")})
-    adj = next((c["adjustment"] for c in cands if c.get("adjustment")), None)
-    out = [f"test: {m}" for m in methods]
-    if adj:
-        out.append(f"proven = lower bound > 0 and the one-sided p adjusted by {adj} < 0.025 (raw p shown first)")
-    return out + [detectable_text(d) for d in detectable]
+    return "\n".join(lines + method_lines(data))
 
 
 def _accept(args: argparse.Namespace, engine, vid: int) -> int:
