@@ -366,39 +366,52 @@ def paired_test(b: int, c: int, n: int, *, mid: bool = False) -> Comparison:
     return Comparison(d, (max(-1.0, min(d, lower)), min(1.0, max(d, upper))), p, method)
 
 
-def _mn_restricted(x1, n1, x2, n2, delta: float):
-    """Restricted ML estimates (p1, p2) under p1 - p2 = delta: the closed-form root of
-    Miettinen and Nurminen's (1985) cubic (Farrington and Manning 1990), on numpy arrays
-    of strata."""
-    p1h, p2h, th = x1 / n1, x2 / n2, n2 / n1
-    a = 1 + th
-    b = -(1 + th + p1h + th * p2h + delta * (th + 2))
-    c = delta * delta + delta * (2 * p1h + th + 1) + p1h + th * p2h
-    d = -p1h * delta * (1 + delta)
-    v = b**3 / (27 * a**3) - b * c / (6 * a * a) + d / (2 * a)
-    u = np.copysign(np.sqrt(np.maximum(0.0, b * b / (9 * a * a) - c / (3 * a))), v)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cosarg = np.where(u == 0, 0.0, np.clip(v / np.where(u == 0, 1.0, u) ** 3, -1.0, 1.0))
-    w = (math.pi + np.arccos(cosarg)) / 3
-    q1 = np.clip(2 * u * np.cos(w) - b / (3 * a), 0.0, 1.0)
-    return q1, np.clip(q1 - delta, 0.0, 1.0)
+class _Strata:
+    """Strata as numpy arrays (x1, n1, x2, n2, how many strata have that table) with every
+    part of the stratified score statistic that does not depend on delta computed once."""
+
+    def __init__(self, tables: np.ndarray):
+        x1, n1, x2, n2, times = (np.ascontiguousarray(c) for c in tables.T)
+        p1h, p2h, th = x1 / n1, x2 / n2, n2 / n1
+        a = 1 + th
+        t = n1 + n2
+        tw = times * n1 * n2 / t  # the CMH weight, times the strata that share the table
+        self.p1h, self.obs = p1h, p1h - p2h
+        self.b0, self.b1 = -(1 + th + p1h + th * p2h), -(th + 2)
+        self.c1, self.c0 = 2 * p1h + th + 1, p1h + th * p2h
+        self.i3a, self.i6a2, self.i2a = 1 / (3 * a), 1 / (6 * a * a), 1 / (2 * a)
+        self.in1, self.in2 = 1 / n1, 1 / n2
+        self.tw = tw
+        self.vw = np.where(t > 1, tw * n1 * n2 / np.maximum(t - 1, 1), 0.0)  # w^2 t / (t - 1), times
+
+    def restricted(self, delta: float) -> tuple[np.ndarray, np.ndarray]:
+        """Restricted ML estimates (p1, p2) under p1 - p2 = delta: the closed-form root of
+        Miettinen and Nurminen's (1985) cubic (Farrington and Manning 1990)."""
+        b = self.b0 + delta * self.b1
+        c = delta * delta + delta * self.c1 + self.c0
+        b3a = b * self.i3a
+        v = b3a * b3a * b3a - b * c * self.i6a2 - self.p1h * (delta * (1 + delta)) * self.i2a
+        u = np.copysign(np.sqrt(np.maximum(0.0, b3a * b3a - c * self.i3a)), v)
+        safe = np.where(u == 0, 1.0, u)
+        cosarg = np.where(u == 0, 0.0, np.clip(v / (safe * safe * safe), -1.0, 1.0))
+        q1 = np.clip(2 * u * np.cos((math.pi + np.arccos(cosarg)) / 3) - b3a, 0.0, 1.0)
+        return q1, np.clip(q1 - delta, 0.0, 1.0)
+
+    def z(self, delta: float, cc: float = 0.0) -> float:
+        """The stratified score statistic at delta (CMH weights, the Miettinen-Nurminen
+        variance), its numerator shrunk towards 0 by cc."""
+        q1, q2 = self.restricted(delta)
+        num = float(np.dot(self.tw, self.obs)) - delta * float(self.tw.sum())
+        var = float(np.dot(self.vw, q1 * (1 - q1) * self.in1 + q2 * (1 - q2) * self.in2))
+        num = math.copysign(max(0.0, abs(num) - cc), num)
+        if var <= 0:
+            return 0.0 if abs(num) < 1e-12 else math.copysign(math.inf, num)
+        return num / math.sqrt(var)
 
 
 def _mn_z(tables: np.ndarray, delta: float, cc: float = 0.0) -> float:
-    """The stratified score statistic at delta (rows x1, n1, x2, n2, how many strata have
-    that table; CMH weights n1 n2 / t, the Miettinen-Nurminen variance), its numerator shrunk
-    towards 0 by cc."""
-    x1, n1, x2, n2, times = tables.T
-    q1, q2 = _mn_restricted(x1, n1, x2, n2, delta)
-    t = n1 + n2
-    w = n1 * n2 / t
-    var = np.where(t > 1, (q1 * (1 - q1) / n1 + q2 * (1 - q2) / n2) * t / np.maximum(t - 1, 1), 0.0)
-    num = float(np.sum(times * w * (x1 / n1 - x2 / n2 - delta)))
-    var = float(np.sum(times * w * w * var))
-    num = math.copysign(max(0.0, abs(num) - cc), num)
-    if var <= 0:
-        return 0.0 if abs(num) < 1e-12 else math.copysign(math.inf, num)
-    return num / math.sqrt(var)
+    """The stratified score statistic at delta of tables (see `_Strata`)."""
+    return _Strata(tables).z(delta, cc)
 
 
 def _table_array(used) -> np.ndarray:
@@ -428,15 +441,25 @@ def mn_stratified(tables: Sequence[tuple[int, int, int, int]], z: float = Z95, *
         return Comparison(None, None, None, method)
     w = sum(n1 * n2 / (n1 + n2) for _, n1, _, n2 in used)
     est = sum((k1 * n2 - k2 * n1) / (n1 + n2) for k1, n1, k2, n2 in used) / w
-    cc, counted = (0.5 if correct else 0.0), _table_array(used)
+    cc, counted = (0.5 if correct else 0.0), _Strata(_table_array(used))
 
     def zd(d: float) -> float:
-        return _mn_z(counted, d, cc)
+        return counted.z(d, cc)
 
     z0 = zd(0.0)
     p = _score_p(z0)
-    lower = -1.0 if zd(-1.0) <= z else _root(lambda d: zd(d) - z, -1.0, est)
-    upper = 1.0 if zd(1.0) >= -z else _root(lambda d: zd(d) + z, est, 1.0)
+    # a bracket from the statistic's slope (it is near linear in delta when strata are many),
+    # widened to the end of [-1, 1] only when the root is not inside it
+    se = abs(est) / abs(z0) if z0 and est and math.isfinite(z0) else 1.0
+    near_lo, near_hi = max(-1.0, est - 2 * z * se), min(1.0, est + 2 * z * se)
+    if zd(near_lo) > z:
+        lower = _root(lambda d: zd(d) - z, near_lo, est)
+    else:
+        lower = -1.0 if zd(-1.0) <= z else _root(lambda d: zd(d) - z, -1.0, near_lo)
+    if zd(near_hi) < -z:
+        upper = _root(lambda d: zd(d) + z, est, near_hi)
+    else:
+        upper = 1.0 if zd(1.0) >= -z else _root(lambda d: zd(d) + z, near_hi, 1.0)
     if p < ALPHA:  # the test at 0 decides the side of 0 (bisection rounding aside)
         lower, upper = (max(lower, 1e-12), upper) if est > 0 else (lower, min(upper, -1e-12))
     else:
