@@ -331,7 +331,7 @@ def main() -> None:
             rows.append(("paired, 20% of B's failures are errors", f"n = {n}", label,
                          errors_size(n, args.reps, err_rng, rule), None))
     for n in (3, 5, 10) if "rollouts" in args.parts else ():
-        rows.append(("rollouts", f"{n} per arm", "MN score, continuity-corrected (reported)", *rollout_rows(n, True)))
+        rows.append(("rollouts", f"{n} per arm", "MN score, continuity-corrected (reported beyond 50 per arm)", *rollout_rows(n, True)))
         rows.append(("rollouts", f"{n} per arm", "MN score, uncorrected (not used)", *rollout_rows(n, False)))
     for k, r in POOLED if "pooled" in args.parts else ():
         for shape, label in ((1.0, "uniform"), (0.5, "U-shaped")):
