@@ -29,7 +29,8 @@ import sessions.jobs
 from sessions.store import Store, StoreError
 from sessions.writer import attached, write, write_later
 from trajectory.records import AgentConfig, Episode, Task, Version
-from trajectory.stats import METHOD_PAIRED, mcnemar_exact, paired_test
+from trajectory.multiplicity import holm
+from trajectory.stats import METHOD_PAIRED, mcnemar_exact, paired_test, tango_diff
 
 
 
@@ -620,19 +621,22 @@ ERROR_RULES = ("failure", "exclude")
 def _pair_counts(xa: list[bool], xb: list[bool]) -> dict[str, Any]:
     """The paired 2x2 table, the rates of A and B over these same tasks, and one procedure:
     the exact McNemar test with the interval that inverts it (`stats.paired_test`), so the
-    interval excludes 0 exactly when p_value < 0.05. `mcnemar_p` is the exact McNemar p."""
+    interval excludes 0 exactly when p_value < 0.05. `mcnemar_p` is the exact McNemar p.
+    Unrounded (issue 40): a bound of 0.0004 stays 0.0004. Tango's score interval beside it."""
     n = len(xa)
     both = sum(p and q for p, q in zip(xa, xb))
     a_only = sum(p and not q for p, q in zip(xa, xb))
     b_only = sum(q and not p for p, q in zip(xa, xb))
     neither = n - both - a_only - b_only
     r = paired_test(a_only, b_only, n)
-    ci = [None, None] if r.ci95 is None else [round(r.ci95[0], 4), round(r.ci95[1], 4)]
+    ci = [None, None] if r.ci95 is None else list(r.ci95)
     return {"n": n, "both": both, "a_only": a_only, "b_only": b_only, "neither": neither,
             "a_rate": _rate(sum(xa), n), "b_rate": _rate(sum(xb), n), "rates_over": "the paired tasks",
-            "diff": round((a_only - b_only) / n, 4) if n else None,
+            "diff": (a_only - b_only) / n if n else None,
             "mcnemar_p": mcnemar_exact(a_only, b_only) if n else None,
-            "p_value": r.p_value, "p_method": r.method, "diff_ci": ci}
+            "p_value": r.p_value, "p_method": r.method, "diff_ci": ci,
+            "tango_ci": list(tango_diff(a_only, b_only, n)) if n else [None, None],
+            "tango_method": "Tango's score interval (Stat Med 1998;17:891), for comparison: not the reported test"}
 
 
 def _side(it: experiments.Item) -> str:
@@ -686,6 +690,8 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "
 
     types = dict.fromkeys([*task_types(a.env), *sorted({a_items[k].task.type or "other" for k in listed})])
     by_type = {t: paired([k for k in common if (a_items[k].task.type or "other") == t]) for t in types}
+    for t, p_holm in zip(by_type, holm([v["p_value"] for v in by_type.values()])):  # issue 40: per-type p, Holm
+        by_type[t]["p_holm"] = p_holm
     sa, sb = summary(store, a.id), summary(store, b.id)
     err = {"a": sum(_side(a_items[k]) == "error" for k in listed),
            "b": sum(_side(b_items[k]) == "error" for k in listed), "counted_as": errors}
@@ -693,7 +699,8 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "
             "excluded": len(listed) - len(common), "excluded_why": why, "errors": err,
             "partial": bool(sa["partial"] or sb["partial"]), **paired(common),
             "leaked": [a_items[k].task.id for k in leaked], "leaked_included": include_leaked,
-            "diff_ci_method": DIFF_CI_METHOD, "by_type": by_type}
+            "diff_ci_method": DIFF_CI_METHOD, "by_type": by_type,
+            "by_type_adjustment": f"Holm over the {sum(v['p_value'] is not None for v in by_type.values())} task types"}
 
 
 def failures(store: Store, ref: int | str) -> list[experiments.Item]:

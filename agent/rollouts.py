@@ -29,7 +29,7 @@ from envs.base import EDIT_KINDS
 from envs.registry import family
 from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
 from trajectory.user_regex import PatternError, compile_pattern
-from trajectory.stats import Comparison, mn_diff, mn_stratified, wilson
+from trajectory.stats import Comparison, mn_stratified, two_arm, wilson
 
 MAX_N = 1000
 
@@ -79,10 +79,10 @@ class GroupStats:
 @dataclass
 class Effect:
     """Treatment minus control: the rate difference with its interval and the p-value of one
-    procedure (the Miettinen-Nurminen score interval with continuity correction and the score
-    test it inverts), so the interval excludes 0 exactly when p < 0.05; None while an arm is
-    empty. Continuity-corrected because the plain score test exceeds its size at 5 rollouts
-    per arm (0.062 at 0.05; benchmarks/stats_simulation.py)."""
+    procedure (`stats.two_arm`: Boschloo's exact unconditional test and the interval that
+    inverts it for arms up to 50 rollouts, the continuity-corrected Miettinen-Nurminen score
+    procedure beyond), so the interval excludes 0 exactly when p < 0.05; None while an arm is
+    empty. `method` names the procedure used."""
 
     control: GroupStats
     treatment: GroupStats
@@ -90,7 +90,7 @@ class Effect:
     @property
     def comparison(self) -> Comparison:
         t, c = self.treatment, self.control
-        return mn_diff(t.success, t.n, c.success, c.n)
+        return two_arm(t.success, t.n, c.success, c.n)
 
     @property
     def effect(self) -> float | None:
@@ -114,7 +114,7 @@ class Effect:
         r = self.comparison
         return {"control": self.control.as_json(), "treatment": self.treatment.as_json(),
                 "effect": self.effect, "effect_ci95": None if r.ci95 is None else list(r.ci95),
-                "p_value": r.p_value, "method": r.method}
+                "p_value": r.p_value, "p_better": r.p_better, "p_worse": r.p_worse, "method": r.method}
 
 
 @dataclass

@@ -5,8 +5,10 @@ A critic model reads the transcript the agent saw, its outcome and its failure s
 edits. Each edit that applies to its step and does not state the gold answer is verified by
 a what-if from the same restored state (`agent.rollouts.whatif`: the control arm is the
 step's one control group, so candidates at one step share it) and ranked by the lower bound
-of its effect's interval. "Proven" means the interval excludes 0 and the exact test gives
-p < 0.05 - the what-if's own statistics, read through its `Effect`.
+of its effect's interval. "Proven" means better: the interval's lower bound is above 0 and
+the one-sided test, adjusted for the other candidates, is below 0.025 (`agent.suggest_verdict`,
+issue 40); `suggest --experiment --accept-all-proven` confirms each winner on fresh rollouts
+first (`agent.suggest_experiment`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from agent.client import CallWatch, ModelClient, ModelError, chat_message
 from agent.engine import Engine, EngineError, StepCancelled
 from agent.engine_records import version_name
 from agent.rollouts import Effect, Request, whatif
+from agent.suggest_verdict import (ALPHA, ALPHA_ONE, assess, candidate_json, comparison_of, experiment_adjusted,
+                                   ranked, report, verdict)
 from envs.registry import family
 from envs.transcript.critic import COMMAND, CriticPrompt
 from sessions import suggestions
@@ -34,7 +38,6 @@ CRITIC_KINDS = ("rewrite_thought", "insert_thought_before", "insert_thought_afte
 CRITIC_INSTRUCTION = "Answer with the JSON object only."
 CRITIC_MAX_TOKENS = 1024
 JSON_MODE = {"response_format": {"type": "json_object"}}
-ALPHA = 0.05
 MAX_CANDIDATES = 20
 
 
@@ -289,18 +292,6 @@ def _critic_call(engine: Engine, p: Plan, watch: CallWatch | None = None) -> tup
 # ---------------------------------------------------------------------- proof
 
 
-def verdict(effect: float | None, ci: Sequence[float] | None, p_value: float | None) -> tuple[bool, str]:
-    """(proven?, the words): proven only when the interval excludes 0 and p < 0.05."""
-    if effect is None or ci is None:
-        return False, "not shown: no finished rollouts"
-    lo, hi = ci
-    proven = (lo > 0 or hi < 0) and p_value is not None and p_value < ALPHA
-    ci_words = f"[{lo * 100:+.0f}, {hi * 100:+.0f}]"
-    if proven:
-        return True, f"proven: {effect * 100:+.0f} points {ci_words}, p = {p_value:.2g}"
-    return False, f"not shown: {effect * 100:+.0f} {ci_words}, p = {p_value:.2g}"
-
-
 def calls_cost(engine: Engine, version_ids: Sequence[int], from_step: int) -> dict[str, Any]:
     """Model calls, billed tokens and USD of the steps these versions sampled from `from_step`."""
     ids = [cid for vid in version_ids for s in engine.store.versions.steps(vid) if s.index >= from_step
@@ -326,8 +317,9 @@ def cost_of(engine: Engine, calls: Sequence[ModelCall]) -> dict[str, Any]:
 def result_of(engine: Engine, effect: Effect, k: int) -> dict[str, Any]:
     """A candidate's recorded verification: the what-if's arms and statistics, its words."""
     data = effect.as_json()
-    proven, words = verdict(data["effect"], data["effect_ci95"], data["p_value"])
-    data.update(proven=proven, verdict=words, step=k,
+    cmp = comparison_of(data)
+    state, words = verdict(cmp.diff, cmp.ci95, cmp.p_better, cmp.p_worse) if cmp else ("not shown", "not shown")
+    data.update(proven=state == "proven", verdict=words + " (unadjusted)", step=k,
                 groups={"control": effect.control.group.id, "treatment": effect.treatment.group.id},
                 cost=calls_cost(engine, effect.treatment.versions, k))
     data["control_cost"] = calls_cost(engine, effect.control.versions, k)
@@ -390,36 +382,6 @@ def verify(engine: Engine, s: suggestions.Suggestion, how: Verify) -> suggestion
 # ---------------------------------------------------------------------- the report
 
 
-def _lower(c: suggestions.Candidate) -> float:
-    ci = (c.result or {}).get("effect_ci95")
-    return ci[0] if c.state in ("verified", "accepted", "dismissed") and ci else float("-inf")
-
-
-def ranked(s: suggestions.Suggestion) -> list[suggestions.Candidate]:
-    """Best first: by the lower bound of the effect's interval; unverified ones after the
-    verified, candidates that were not verified (flagged, not applicable) last."""
-    order = {"verified": 0, "accepted": 0, "dismissed": 0, "pending": 1, "flagged": 2, "skipped": 2}
-    return sorted(s.candidates, key=lambda c: (order.get(c.state, 3), -_lower(c), c.number))
-
-
-def candidate_json(c: suggestions.Candidate, rank: int) -> dict[str, Any]:
-    r = c.result or {}
-    words = r.get("verdict") or c.skip or "not verified yet (run the same command again to continue)"
-    return {"number": c.number, "rank": rank, "step": c.step, "kind": c.kind, "text": c.text,
-            "rationale": c.rationale, "leaks_answer": c.leaks_answer, "proven": bool(r.get("proven")),
-            "verdict": words, "effect": r.get("effect"), "effect_ci95": r.get("effect_ci95"),
-            "p_value": r.get("p_value"), "method": r.get("method"), "control": r.get("control"),
-            "treatment": r.get("treatment"),
-            "cost": r.get("cost"), "state": c.state, "accepted_version": c.accepted_version}
-
-
-def report(s: suggestions.Suggestion) -> dict[str, Any]:
-    """`suggest --json`: the contract of issue 29, and what the suggestion was made with."""
-    return {"episode": s.episode_id, "version": s.version_id, "first_failure_step": s.first_failure_step,
-            "suggestion": s.id, "critic": s.critic, "prompt": {"label": s.prompt_label, "hash": s.prompt_hash},
-            "candidates": [candidate_json(c, i) for i, c in enumerate(ranked(s), 1)]}
-
-
 def total_cost(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
     """The critic call and every rollout (each step's shared control arm counted once)."""
     parts = [cost_of(engine, engine.store.calls.read([s.call_id])) if s.call_id else {"calls": 0, "tokens": 0, "usd": 0}]
@@ -440,8 +402,9 @@ def total_cost(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
 
 def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) -> Version:
     """Candidate `number` of the version's latest suggestions as a new version, made
-    exactly as `edit` makes it; its edit records where it came from. In bulk only a proven
-    candidate that does not state the answer is accepted."""
+    exactly as `edit` makes it; its edit records where it came from. In bulk only a
+    candidate that does not state the answer, is not harmful and was proven again on fresh
+    rollouts (its recorded confirmation, `agent.suggest_experiment.confirm`) is accepted."""
     s = suggestions.latest(engine.store, version_id)
     if s is None:
         raise SuggestError(f"version {version_name(engine.store, engine.store.versions.get(version_id))} has no "
@@ -451,14 +414,17 @@ def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) 
         raise SuggestError(f"suggestion {s.id} has no candidate {number} (it has {len(s.candidates)})")
     if c.state == "skipped":
         raise SuggestError(f"candidate {number} cannot be accepted: {c.skip or (c.result or {}).get('verdict')}")
-    if bulk and (c.leaks_answer or not (c.result or {}).get("proven")):
-        raise SuggestError(f"candidate {number} is not a proven fix")
+    if bulk and (c.leaks_answer or assess(s)[c.number].state == "harmful"
+                 or not ((c.result or {}).get("confirmation") or {}).get("proven")):
+        raise SuggestError(f"candidate {number} is not a proven fix confirmed on fresh rollouts")
     k, kind = as_edit(c.kind or "", c.step or 0)
     r = c.result or {}
     origin = {"suggestion": s.id, "candidate": c.number, "critic_model": s.critic.get("model"),
               "critic_prompt": s.prompt_label, "critic_prompt_hash": s.prompt_hash,
               "whatif_groups": [g for g in ((r.get("groups") or {}).get(a) for a in ("control", "treatment")) if g],
-              "verdict": r.get("verdict") or c.skip, "leaks_answer": c.leaks_answer}
+              "verdict": assess(s)[c.number].words if r else c.skip, "leaks_answer": c.leaks_answer}
+    if r.get("confirmation"):
+        origin["confirmation"] = r["confirmation"]["verdict"]
     new = engine.editor.edit(version_id, k, kind, c.text, origin=origin)
     suggestions.set_state(engine.store, c.id, "accepted", accepted_version=new.id)
     return new
@@ -485,147 +451,3 @@ def suggest_version(engine: Engine, version_id: int, critic: Critic, k: int, how
         how.stopped()  # (a Stop the database holds cancels the critic call before it is sent)
         s = ask(engine, p, row=s if s is not None and s.state == "asking" else None, watch=CallWatch(how.stop))
     return verify(engine, s, how)
-
-
-def _free(engine: Engine, s: suggestions.Suggestion, job_id: int) -> bool:
-    """Whether job `job_id` may take the suggestion: nobody holds it, or its holder's job
-    no longer runs (killed, even by kill -9: its lease ran out or its process is gone)."""
-    from sessions import jobs
-
-    if s.claimed_by in (None, job_id):
-        return True
-    try:
-        holder = jobs.get(engine.store, s.claimed_by)
-    except Exception:  # noqa: BLE001 - a holder row that is gone holds nothing
-        return True
-    return not holder.active or jobs.owner_gone(holder)
-
-
-def experiment_rows(engine: Engine, ref: int | str, critic: Critic, k: int, n: int,
-                    limit: int | None) -> tuple[int, list[tuple[Plan, suggestions.Suggestion]]]:
-    """The experiment's failures (its first `limit`), each with its suggestion row (made
-    once: a rerun finds the same rows)."""
-    from agent.rollouts import experiment_versions
-    from sessions import experiments
-
-    exp = experiments.get(engine.store, ref)
-    items = experiment_versions(engine.store, exp.id, failed_only=True)
-    if limit is not None:
-        items = items[:max(0, limit)]
-    out = []
-    for ep, vid in items:
-        p = plan(engine, vid, critic, k, n)
-        s = suggestions.find(engine.store, vid, p.key, exp.id) or suggestions.create(
-            engine.store, episode_id=ep, version_id=vid, request_key=p.key, critic=critic.public(p.config),
-            verify_n=n, experiment_id=exp.id, first_failure_step=p.first_failure)
-        out.append((p, s))
-    return exp.id, out
-
-
-def suggest_experiment(engine: Engine, rows: list[tuple[Plan, suggestions.Suggestion]], critic: Critic, how: Verify,
-                       job_id: int, on_failure: Callable[[suggestions.Suggestion], None] | None = None) -> list[suggestions.Suggestion]:
-    """Each failure claimed by one job at a time; a finished one is never redone."""
-    from sessions.jobs import LEASE_S
-
-    done = []
-    for p, s in rows:
-        s = suggestions.get(engine.store, s.id)
-        if how.stopped():
-            break
-        if s.state != "done":
-            if not _free(engine, s, job_id) or not suggestions.claim(engine.store, s.id, job_id, LEASE_S, holder=s.claimed_by):
-                continue  # another live job works on it
-            try:
-                if s.state == "asking":
-                    try:
-                        s = ask(engine, p, row=s, watch=CallWatch(how.stop))
-                    except SuggestError as exc:  # recorded: the table says why, a rerun does not pay again
-                        s = suggestions.record_answer(engine.store, s.id, prompt_label=p.template.label,
-                                                      prompt_hash=p.template.hash, prompt_text=p.sent,
-                                                      response=str(exc), call_id=None, candidates=[])
-                s = verify(engine, s, how)
-            finally:
-                suggestions.release(engine.store, s.id, job_id)
-        done.append(s)
-        if on_failure:
-            on_failure(s)
-    return done
-
-
-def failure_row(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
-    """One failure of `suggest --experiment`: first signal, best candidate, effect, verdict, cost."""
-    v = engine.store.versions.get(s.version_id)
-    steps = engine.steps(v)
-    sigs = version_step_signals(steps, v.outcome)
-    first = next((f[0] for f in sigs if f), None)
-    best = ranked(s)[0] if s.candidates else None
-    data = candidate_json(best, 1) if best else None
-    return {"episode": s.episode_id, "version": s.version_id, "first_failure_step": s.first_failure_step,
-            "first_signal": first, "suggestion": s.id, "state": s.state,
-            "best": data, "effect": data["effect"] if data else None, "proven": bool(data and data["proven"]),
-            "verdict": data["verdict"] if data else (s.response or "no candidates")[:200],
-            "where": where(s.first_failure_step, data["step"] if data else None), "cost": total_cost(engine, s)}
-
-
-def where(first: int | None, step: int | None) -> str | None:
-    """Whether a fix sits at, before or after the first step that raised a signal."""
-    if first is None or step is None:
-        return None
-    return "at" if step == first else ("before" if step < first else "after")
-
-
-def experiment_report(engine: Engine, experiment_id: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    proven = sum(r["proven"] for r in rows)
-    total = {k: sum(r["cost"][k] for r in rows) for k in ("calls", "tokens", "usd")}
-    per = {k: (round(v / proven, 6) if proven else None) for k, v in total.items()}
-    return {"experiment": experiment_id, "failures": rows, "proven": proven, "cost": total,
-            "cost_per_proven_fix": per}
-
-
-def accept_all_proven(engine: Engine, rows: list[dict[str, Any]], *, exemplar_set: str | None = None,
-                      resume: Callable[[int], Any] | None = None) -> list[int]:
-    """Accept each failure's best proven fix (never one that states the answer), resume it,
-    and optionally add the new versions to an exemplar set (one revision)."""
-    made = []
-    for r in rows:
-        best = r.get("best")
-        if not best or not best["proven"] or best["leaks_answer"] or best["state"] == "accepted":
-            continue
-        new = accept(engine, r["version"], best["number"], bulk=True)
-        if resume is not None:
-            resume(new.id)
-        made.append(new.id)
-    if exemplar_set and made:
-        from sessions import exemplar_sets
-
-        for vid in made:  # (the experiments' leakage rule applies to these entries like any other)
-            exemplar_sets.add_version(engine.store, exemplar_set, vid, by="suggest")
-    return made
-
-
-def leaked_for_set(engine: Engine, experiment_id: int, exemplar_set: str,
-                   version_ids: Sequence[int] = ()) -> list[Any]:
-    """The experiment's tasks that leak for `exemplar_set` once `version_ids` are in it: the
-    experiments' one rule (`agent.leakage`: the set holds a trajectory of the task). A fix
-    accepted into a set is such a trajectory, so a run with the set warns about these tasks
-    (`--leave-out-leaked` leaves them out) and `experiment compare` leaves them out of its test."""
-    from agent import leakage
-    from sessions import experiments
-
-    store = engine.store
-    keys = leakage.set_task_keys(store, exemplar_set)
-    keys |= {store.episodes.get(store.versions.get(v).episode_id).task.key for v in version_ids}
-    seen: dict[str, Any] = {}
-    for it in experiments.items(store, experiment_id):
-        if it.task.key in keys:
-            seen.setdefault(it.task.key, it.task)
-    return list(seen.values())
-
-
-def leak_line(exemplar_set: str, experiment: str, tasks: list[Any]) -> str:
-    """What a person is told when accepted fixes join a set (one line, CLI and app alike)."""
-    from agent.leakage import describe
-
-    return (f"exemplar set {exemplar_set!r} now holds a trajectory of {len(tasks)} task(s) of experiment "
-            f"{experiment}: {describe(tasks)} - leaked for that set: a run with it warns about them "
-            "(--leave-out-leaked leaves them out) and `experiment compare` leaves them out of the paired test")

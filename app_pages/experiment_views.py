@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.experiment import family_or_none, task_types, type_label
+from trajectory.numbers import bound_texts
 
 
 def pct(rate: float | None) -> str:
@@ -117,7 +118,10 @@ def chart_data(summaries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def _p(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
+    """A p-value as the CLI prints it (`trajectory.numbers.p_text`: 0.04998 is "0.0499")."""
+    from trajectory.numbers import p_text
+
+    return "n/a" if x is None else p_text(x)[4:]
 
 
 def compare_rows(c: dict[str, Any], env: str) -> list[dict[str, Any]]:
@@ -126,10 +130,12 @@ def compare_rows(c: dict[str, Any], env: str) -> list[dict[str, Any]]:
     McNemar p (the two p agree: the interval inverts the exact McNemar test)."""
     def row(label: str, p: dict[str, Any]) -> dict[str, Any]:
         lo, hi = p["diff_ci"]
+        bounds = bound_texts(lo, hi, decimals=1) if lo is not None else ("n/a", "n/a")
         return {"tasks": label, "n": p["n"], "both": p["both"], "A only": p["a_only"], "B only": p["b_only"],
                 "neither": p["neither"], "A % (paired tasks)": pct(p["a_rate"]), "B % (paired tasks)": pct(p["b_rate"]),
-                "A - B (points)": pct(p["diff"]), "95% CI (points)": f"{pct(lo)} to {pct(hi)}",
-                "p": _p(p["p_value"]), "exact McNemar p": _p(p["mcnemar_p"])}
+                "A - B (points)": pct(p["diff"]), "95% CI (points)": f"{bounds[0]} to {bounds[1]}",
+                "p": _p(p["p_value"]), "exact McNemar p": _p(p["mcnemar_p"]),
+                "Holm p (per type)": _p(p.get("p_holm")) if "p_holm" in p else ""}
 
     rows = [row("all", c)]
     rows += [row(type_label(env, t), p) for t, p in c["by_type"].items() if p["n"]]

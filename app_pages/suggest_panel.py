@@ -15,13 +15,14 @@ from typing import Any, Callable, Iterable
 import streamlit as st
 
 from agent import jobs
-from agent import suggest
+from agent import suggest, suggest_experiment, suggest_verdict
 from agent.engine import Engine, EngineError
 from app_pages import state
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
 from sessions import numbering, suggestions
 from sessions.store import Store, StoreError
+from trajectory.numbers import p_text
 
 TICK_S = 0.5
 ERRORS = (EngineError, EnvError, StoreError)
@@ -128,6 +129,8 @@ def _cards(eng: Engine, vid: int, report: dict[str, Any], switch_to: Callable[[i
     if marked:
         st.caption("Candidates at steps " + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items()))
                    + " — each card is under its step above (marked on the overview strip).")
+    for line in suggest_verdict.method_lines(report):
+        st.caption(line)
     if not report["candidates"]:
         st.info("The critic proposed no edit.")
     for c in report["candidates"]:
@@ -200,7 +203,7 @@ def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callabl
 
 def experiment_rows(eng: Engine, exp_id: int) -> list[dict[str, Any]]:
     """`suggest --experiment`'s table for the page (what the CLI prints with --json)."""
-    return [suggest.failure_row(eng, s) for s in suggestions.for_experiment(eng.store, exp_id)]
+    return suggest_experiment.failure_rows(eng, suggestions.for_experiment(eng.store, exp_id))
 
 
 def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,7 +214,11 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"episode": r["episode"], "version": r["version"], "first signal":
                     f"{r['first_signal']} @{r['first_failure_step']}" if r["first_signal"] else "",
                     "best candidate": f"step {b.get('step')} {b.get('kind')}: {b.get('text')}" if b else "",
-                    "effect": None if r["effect"] is None else round(100 * r["effect"]), "verdict": r["verdict"],
+                    "effect": None if r["effect"] is None else round(100 * r["effect"]),
+                    "raw p (one-sided)": p_text(b["p_better"])[4:] if b.get("p_better") is not None else "",
+                    "adjusted p": (f"{p_text(b['p_adjusted'])[4:]} ({b['adjustment']})"
+                                   if b.get("p_adjusted") is not None else ""),
+                    "verdict": r["verdict"],
                     "cost": f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}"})
     return out
 
@@ -226,13 +233,13 @@ def _start_experiment(eng: Engine, exp_id: int, k: int, n: int, limit: int | Non
     def work(h: jobs.Handle) -> dict[str, Any]:
         w = Engine(Store(path, create=False), api_key=api_key)
         try:
-            _, rows = suggest.experiment_rows(w, exp_id, critic, k, n, limit)
+            _, rows = suggest_experiment.experiment_rows(w, exp_id, critic, k, n, limit)
             h.progress(done=0, total=len(rows))
             how = suggest.Verify(n=n, stop=h.stop, should_stop=h.sync_stop,
                                  on_progress=lambda done, total: h.progress(detail=f"{done}/{total} rollouts"))
-            done = suggest.suggest_experiment(w, rows, critic, how, h.id,
+            done = suggest_experiment.suggest_experiment(w, rows, critic, how, h.id,
                                               lambda s: h.progress(done=h.done_n + 1, total=len(rows)))
-            return suggest.experiment_report(w, exp_id, [suggest.failure_row(w, s) for s in done])
+            return suggest_experiment.experiment_report(w, exp_id, suggest_experiment.failure_rows(w, done))
         finally:
             w.store.close()
 
@@ -294,7 +301,8 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
                    "proposes and proves fixes.")
         return
     st.dataframe(table(rows), hide_index=True, key="sg_x_table")
-    proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and r["best"]["state"] != "accepted"]
+    proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and not r["best"].get("harmful")
+              and r["best"]["state"] != "accepted"]
     cols = st.columns([2, 2, 1], vertical_alignment="bottom")
     target = cols[0].text_input("Add them to exemplar set (optional)", key="sg_x_set")
     start = _new_set_base(eng, exp_id, cols[1], target.strip())
@@ -310,13 +318,18 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
                     from agent import exemplars
 
                     exemplars.create_set(eng.store, name, experiments_env(eng, exp_id), start[1])
-            made = suggest.accept_all_proven(eng, proven)
+            made = suggest_experiment.accept_all_proven(eng, proven)
         except ERRORS as exc:
             state.alert(str(exc).splitlines()[0])
             return
         st.session_state["sg_x_job"] = _resume_all(eng, made, name)
-        state.alert(f"Accepted {len(made)} fix(es) as new versions; they are resuming"
-                    + (f" and join exemplar set {name} when they finish." if name else "."), "success")
+        state.alert(f"Accepted {len(made)} of {len(proven)} proven fix(es) as new versions, each confirmed on fresh "
+                    "rollouts; they are resuming" + (f" and join exemplar set {name} when they finish." if name else "."),
+                    "success")
+        for r in proven:
+            if r.get("confirmation"):
+                st.text(f"{numbering.label_of(eng.store, r['version'])} #{r['best']['number']}: confirmation "
+                        f"{r['confirmation']['verdict']}; effect from {r['confirmation']['rollouts']}")
         if name is not None and made:
             _leak_caption(eng, exp_id, name, made)
 
@@ -348,9 +361,9 @@ def _leak_caption(eng: Engine, exp_id: int, name: str, made: list[int]) -> None:
     the experiments, `agent.leakage`)."""
     from sessions import experiments
 
-    leaked = suggest.leaked_for_set(eng, exp_id, name, made)
+    leaked = suggest_experiment.leaked_for_set(eng, exp_id, name, made)
     if leaked:
-        state.plain_caption("Leakage: " + suggest.leak_line(name, experiments.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
+        state.plain_caption("Leakage: " + suggest_experiment.leak_line(name, experiments.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
 
 
 def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -> jobs.Handle | None:

@@ -138,10 +138,10 @@ def chart_spec(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def effect_text(effect: Effect) -> str:
-    eff = "n/a" if effect.effect is None else f"{100 * effect.effect:+.0f} points"
-    ci = "n/a" if effect.ci95 is None else f"{100 * effect.ci95[0]:+.0f} to {100 * effect.ci95[1]:+.0f}"
-    p = "n/a" if effect.p_value is None else f"{effect.p_value:.3g}"
-    return f"Effect of the edit: {eff} (95% CI {ci}), p = {p}; {effect.method}"
+    """The effect as the CLI prints it (`trajectory.numbers.effect_text`), and its procedure."""
+    from trajectory.numbers import effect_text as fmt
+
+    return f"Effect of the edit: {fmt(effect.effect, effect.ci95, effect.p_value, ci_label='95% CI')}; {effect.method}"
 
 
 def first_rows(stats: list[GroupStats]) -> list[dict[str, Any]]:

@@ -282,17 +282,22 @@ def _text(s: dict) -> str:
 
 
 def _p(x) -> str:
-    return "n/a" if x is None else f"{x:.4g}"
+    from trajectory.numbers import p_text
+
+    return p_text(x)[4:] if x is not None else "n/a"
 
 
-def _pp(x) -> str:
-    return "n/a" if x is None else f"{100 * x:+.1f}"
+def _effect(c: dict) -> str:
+    """A - B in points, its 95% interval rounded outward, its p (`trajectory.numbers`)."""
+    from trajectory.numbers import effect_text
+
+    ci = None if c["diff_ci"][0] is None else c["diff_ci"]
+    return effect_text(c["diff"], ci, c["p_value"], decimals=1, ci_label="95% CI")
 
 
 def _compare_text(c: dict) -> str:
     """A and B over the paired tasks beside their difference, all in percentage points; the
     p that goes with the interval; the exact McNemar p on a line of its own."""
-    lo, hi = c["diff_ci"]
     why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in c["excluded_why"].items() if n and k != "warning")
     e = c["errors"]
     rule = "counted as failures" if e["counted_as"] == "failure" else "left out (--errors exclude)"
@@ -300,11 +305,14 @@ def _compare_text(c: dict) -> str:
         "A: " + _text(c["a"]), "B: " + _text(c["b"]),
         f"paired over {c['common']} tasks: A {_pct(c['a_rate'])}%, B {_pct(c['b_rate'])}% of these tasks; "
         f"both {c['both']}, A only {c['a_only']}, B only {c['b_only']}, neither {c['neither']}",
-        f"difference A - B: {_pp(c['diff'])} points (95% CI {_pp(lo)} to {_pp(hi)} points), p = {_p(c['p_value'])} "
-        f"({c['p_method']})",
+        f"difference A - B: {_effect(c)} ({c['p_method']})",
         f"exact McNemar p = {_p(c['mcnemar_p'])}",
         f"errors: A {e['a']}, B {e['b']} - {rule} in the paired test",
     ]
+    typed = [(t, p) for t, p in c["by_type"].items() if p["n"]]
+    if typed:
+        lines.append(f"by task type (p adjusted by {c['by_type_adjustment']}):")
+        lines += [f"  {t}: {_effect(p)}, Holm p = {_p(p['p_holm'])}" for t, p in typed]
     if c["excluded"]:
         lines.append(f"excluded {c['excluded']} task(s) listed in both: {why}")
     if c["excluded_why"].get("warning"):

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, metavar="M", help="with --experiment: its first M failures")
     p.add_argument("--accept-all-proven", action="store_true",
                    help="with --experiment: accept each failure's best proven fix and resume it")
+    p.add_argument("--confirm", type=int, default=None, metavar="N",
+                   help="with --accept-all-proven: fresh rollouts per arm each winner is proven on again before "
+                        "it is accepted (default: as many as --verify)")
     p.add_argument("--exemplar-set", default=None, metavar="NAME",
                    help="with --accept-all-proven: add the new versions to this exemplar set")
     p.set_defaults(func=cmd_suggest)
@@ -69,7 +72,7 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         return _experiment(args)
     if args.episode is None:
         raise CliError("give an episode EP[:N], or --experiment NAME --where failed")
-    for flag in ("where", "limit", "exemplar_set"):
+    for flag in ("where", "limit", "exemplar_set", "confirm"):
         if getattr(args, flag) is not None:
             raise CliError(f"--{flag.replace('_', '-')} is for --experiment")
     if args.accept_all_proven:
@@ -136,7 +139,9 @@ def _text(data: dict) -> str:
             lines.append(f"     why: {c['rationale']}")
     if not data["candidates"]:
         lines.append("the critic proposed no edit")
-    return "\n".join(lines)
+    from agent.suggest_verdict import method_lines
+
+    return "\n".join(lines + method_lines(data))
 
 
 def _accept(args: argparse.Namespace, engine, vid: int) -> int:
@@ -161,7 +166,7 @@ def _dismiss(args: argparse.Namespace, engine, vid: int) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from agent.suggest import experiment_report, experiment_rows, failure_row, suggest_experiment
+    from agent.suggest_experiment import experiment_report, experiment_rows, failure_rows, suggest_experiment
 
     if args.episode is not None or args.version is not None:
         raise CliError("with --experiment, give no episode or --version")
@@ -173,6 +178,10 @@ def _experiment(args: argparse.Namespace) -> int:
         raise CliError(f"--limit must be at least 1 (got {args.limit})")
     if args.exemplar_set and not args.accept_all_proven:
         raise CliError("--exemplar-set is for --accept-all-proven")
+    if args.confirm is not None and not args.accept_all_proven:
+        raise CliError("--confirm is for --accept-all-proven")
+    if args.confirm is not None and not 1 <= args.confirm <= 1000:
+        raise CliError(f"--confirm must be between 1 and 1000 (got {args.confirm})")
     engine = open_engine(args)
     critic = _critic(args)
     exp_id, rows = experiment_rows(engine, args.experiment, critic, args.candidates, args.verify, args.limit)
@@ -188,7 +197,7 @@ def _experiment(args: argparse.Namespace) -> int:
                 progress(f"episode {s.episode_id}: {s.state}")
 
         done = suggest_experiment(engine, rows, critic, _how(args, h), h.id, on_failure)
-        return experiment_report(engine, exp_id, [failure_row(engine, s) for s in done])
+        return experiment_report(engine, exp_id, failure_rows(engine, done))
 
     data = run_job(engine.store, "suggest", work, _stopped, experiment_id=exp_id,
                    target=f"suggest for the failures of {args.experiment}")
@@ -203,17 +212,17 @@ def _experiment(args: argparse.Namespace) -> int:
 
 
 def _accept_all(args: argparse.Namespace, engine, failures: list) -> list[int]:
-    from agent.suggest import accept_all_proven
+    from agent.suggest_experiment import accept_all_proven
     from react_editor.core import _run_job
 
-    return accept_all_proven(engine, failures, exemplar_set=args.exemplar_set,
+    return accept_all_proven(engine, failures, exemplar_set=args.exemplar_set, confirm_n=args.confirm, how=_how(args),
                              resume=lambda vid: _run_job(engine, vid, None, lambda rep: None))
 
 
 def _leak_warning(args: argparse.Namespace, engine, exp_id: int, data: dict) -> None:
     """The experiment's tasks the set now holds a trajectory of (the leakage rule), on stderr
     and in the JSON as `leaked`."""
-    from agent.suggest import leak_line, leaked_for_set
+    from agent.suggest_experiment import leak_line, leaked_for_set
 
     leaked = leaked_for_set(engine, exp_id, args.exemplar_set)
     data["leaked"] = [t.id for t in leaked]
@@ -222,19 +231,31 @@ def _leak_warning(args: argparse.Namespace, engine, exp_id: int, data: dict) -> 
 
 
 def _table(data: dict) -> str:
-    lines = ["episode\tversion\tfirst signal\tbest candidate\teffect\tverdict\tcost"]
+    from trajectory.numbers import p_text
+
+    lines = ["episode\tversion\tfirst signal\tbest candidate\teffect\traw p (one-sided)\tadjusted p\tverdict\tcost"]
     for r in data["failures"]:
         b = r["best"]
         best = f"#{b['number']} step {b['step']} {b['kind']}: {b['text']!r}" if b else "-"
         eff = "-" if r["effect"] is None else f"{r['effect'] * 100:+.0f}"
+        raw = p_text(b["p_better"])[4:] if b and b.get("p_better") is not None else "-"
+        adj = f"{p_text(b['p_adjusted'])[4:]} ({b['adjustment']})" if b and b.get("p_adjusted") is not None else "-"
         first = f"{r['first_signal']} @{r['first_failure_step']}" if r["first_signal"] else "-"
         c = r["cost"]
-        lines.append(f"{r['episode']}\tv{r['version']}\t{first}\t{best}\t{eff}\t{r['verdict']}\t"
+        lines.append(f"{r['episode']}\tv{r['version']}\t{first}\t{best}\t{eff}\t{raw}\t{adj}\t{r['verdict']}\t"
                      f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}")
+    lines.append("proven = lower bound > 0 and the adjusted one-sided p < 0.025 (Benjamini-Hochberg over every "
+                 "tested candidate of these failures); harmful ones are never accepted")
     per = data["cost_per_proven_fix"]
     lines.append(f"{data['proven']} proven fix(es) of {len(data['failures'])} failure(s); per proven fix: "
                  + ("n/a" if per["calls"] is None else f"{per['calls']:.1f} calls, {per['tokens']:.0f} tokens, "
                     f"${per['usd']:.4f}"))
+    for r in data["failures"]:
+        conf = r.get("confirmation")
+        if conf:
+            made = f"accepted as v{r['accepted_version']}" if r.get("accepted_version") else "not accepted"
+            lines.append(f"v{r['version']} #{r['best']['number']}: confirmation {conf['verdict']} - {made}; "
+                         f"effect from {conf['rollouts']}")
     if data.get("accepted"):
         lines.append(f"accepted as versions {', '.join(map(str, data['accepted']))}")
     return "\n".join(lines)

@@ -139,11 +139,11 @@ def _rate(stats) -> str:
 
 
 def _effect_line(effect) -> str:
-    """The effect in points with its interval and the p of the same procedure, named."""
-    eff = "n/a" if effect.effect is None else f"{100 * effect.effect:+.0f} points"
-    ci = "n/a" if effect.ci95 is None else f"{100 * effect.ci95[0]:+.0f} to {100 * effect.ci95[1]:+.0f} points"
-    p = "n/a" if effect.p_value is None else f"{effect.p_value:.3g}"
-    return f"effect:    {eff} (95% CI {ci}), p = {p} ({effect.method})"
+    """The effect in points with its interval (bounds rounded outward) and the p of the same
+    procedure, named (`trajectory.numbers.effect_text`, as the app prints it)."""
+    from trajectory.numbers import effect_text
+
+    return f"effect:    {effect_text(effect.effect, effect.ci95, effect.p_value, ci_label='95% CI')} ({effect.method})"
 
 
 def _effect_text(effect) -> str:

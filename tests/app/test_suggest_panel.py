@@ -56,7 +56,8 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     shown = [t.value for t in at.text]
     assert "#1 · step 2 · insert thought before · candidate 2" in shown and HINT in shown
     assert any(t.startswith("proven: +100 points [+") for t in shown)
-    assert any(t.startswith("not shown: +0 [") for t in shown)
+    assert any(t.startswith("not shown: +0 points [") for t in shown)
+    assert any("80% power to prove a rise of" in c.value for c in at.caption)  # issue 40: what N can detect
     assert "Why: the shelf is empty" in shown
     assert len(at.get("vega_lite_chart")) == 2  # each verified card has its what-if bars
     assert any("Candidates at steps 1 (1), 2 (1)" in c.value for c in at.caption)
@@ -134,9 +135,11 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     assert len(df.value) == 2 and list(df.value["effect"]) == [100, 100]
     assert df.value.iloc[0]["best candidate"] == f"step 1 rewrite_thought: {MAGIC}"
     assert df.value.iloc[0]["verdict"].startswith("proven: +100 points")
+    assert df.value.iloc[0]["adjusted p"].endswith("(Benjamini-Hochberg over 2)")  # issue 40: raw and adjusted p
     at.text_input(key="sg_x_set").set_value("fixes")
     ok(at.button(key="sg_x_accept").click().run())
     assert at.session_state["sg_x_job"].finished.wait(60)
+    assert any("the 5 fresh rollouts per arm at positions 6-10" in t.value for t in at.text)  # confirmed first
     tasks = [store.episodes.get(store.versions.get(r).episode_id).task.id for r in (1, 2)]
     assert any(c.startswith(f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
                             f"experiment x: {', '.join(tasks)} - leaked") for c in captions(at))

@@ -41,7 +41,7 @@ def test_whatif_panel_runs_control_and_treatment(app):
     shown = texts(at)
     assert "control (as it was): 0/3 success, 95% CI 0-56%" in shown
     assert "treatment (edited): 3/3 success, 95% CI 44-100%" in shown
-    assert any(t.startswith("Effect of the edit: +100 points (95% CI") for t in shown)
+    assert any(t.startswith("Effect of the edit: +100 points, 95% CI [+") and "Boschloo" in t for t in shown)
     (chart,) = at.get("vega_lite_chart")
     assert '"y2": {"field": "hi"}' in chart.proto.spec  # the bars carry their intervals
     first = at.dataframe[0].value

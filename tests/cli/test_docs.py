@@ -51,3 +51,20 @@ def test_every_command_has_help_db_and_json(path, parser, help_text):
 @pytest.mark.parametrize("path", [p for p, _, _ in COMMANDS], ids=[" ".join(p) for p, _, _ in COMMANDS])
 def test_every_command_is_in_the_readme(path):
     assert f"`react-editor {' '.join(path)}`" in README, f"README does not list `react-editor {' '.join(path)}`"
+
+
+def test_the_docs_name_the_test_each_command_uses():
+    """Issue 40, item 6: the README said suggest used "Fisher's p" (it used the score test; the
+    two disagree on 9,900 tables) and the paired interval was called the inversion of the exact
+    McNemar test (it is a conditional Clopper-Pearson interval scaled by a Wilson interval)."""
+    root = Path(__file__).resolve().parents[2]
+    suggest_md = (root / "docs" / "suggest.md").read_text(encoding="utf-8")
+    whatif_md = (root / "docs" / "whatif.md").read_text(encoding="utf-8")
+    experiments_md = (root / "docs" / "experiments.md").read_text(encoding="utf-8")
+    assert "Fisher's p < 0.05" not in README and "Boschloo's exact unconditional test" in README
+    for text in (suggest_md, whatif_md, experiments_md):
+        assert "Boschloo's exact unconditional test" in text and "Chan and Zhang" in text
+    assert "conditional Clopper-Pearson interval of theta" in experiments_md
+    assert "scaled by a Wilson interval for psi, the discordant rate" in experiments_md
+    assert "`tango_ci` (Tango's score interval" in experiments_md and "`p_holm`" in experiments_md
+    assert "Holm's step-down" in suggest_md and "Benjamini-Hochberg" in suggest_md and "--confirm N" in suggest_md

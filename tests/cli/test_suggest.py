@@ -4,6 +4,7 @@ against a scripted agent, through the real CLI, client and scripted model server
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from contextlib import closing
@@ -48,11 +49,14 @@ def test_the_good_candidate_ranks_first_and_is_proven(toy, capsys):
     # the what-if's own statistics (its interval and exact test), said in words
     lo, hi = best["effect_ci95"]
     assert 0 < lo < hi and best["p_value"] < 0.05
-    assert best["verdict"] == f"proven: +100 points [{lo * 100:+.0f}, {hi * 100:+.0f}], p = {best['p_value']:.2g}"
+    assert best["verdict"] == (f"proven: +100 points [{math.floor(lo * 100):+d}, +100]; one-sided p < 0.001, "
+                               f"Holm over 3: p = {best['p_adjusted']:.2g} (used)")
+    assert best["p_adjusted"] == pytest.approx(3 * best["p_better"]) and best["proven_uses"] == "p_adjusted"
     assert best["cost"]["calls"] > 0
     assert all(not c["proven"] for c in rest)
     idle = [c for c in rest if c["number"] in (1, 3)]
-    assert all(re.fullmatch(r"not shown: \+0 \[-\d+, \+\d+\], p = [\d.e-]+", c["verdict"]) for c in idle)
+    assert all(re.fullmatch(r"not shown: \+0 points \[-\d+, \+\d+\]; one-sided p = [\d.]+, Holm over 3: p = [\d.]+ "
+                            r"\(used\)", c["verdict"]) for c in idle)
     assert rest[-1]["number"] == 4 and "does not apply: step 40" in rest[-1]["verdict"]
     assert rest[-1]["treatment"] is None  # an inapplicable candidate is never verified
     # one control group per step K, shared by the candidates there (IDLE2 after step 3 is K = 4)
@@ -152,6 +156,8 @@ def test_a_candidate_stating_the_gold_answer_is_flagged_and_not_verified(toy, ca
     (["suggest", "--experiment", "x"], "--where failed"),
     (["suggest", "--experiment", "x", "--where", "failed", "--accept", "1"], "are for one episode"),
     (["suggest", "1", "--accept-all-proven"], "--accept-all-proven is for --experiment"),
+    (["suggest", "1", "--confirm", "3"], "--confirm is for --experiment"),
+    (["suggest", "--experiment", "x", "--where", "failed", "--confirm", "3"], "--confirm is for --accept-all-proven"),
     (["suggest", "1", "--critic-prompt", "/nonexistent/t.txt"], "cannot read the critic prompt"),
 ])
 def test_bad_input_is_one_line(toy, capsys, argv, message):
@@ -256,10 +262,10 @@ def test_the_answer_is_read_leniently_and_the_verdict_needs_both_tests():
         assert parse_answer(text) == [one]
     with pytest.raises(SuggestError, match="nothing was written"):
         parse_answer('{"candidate": []}')
-    assert verdict(0.6, (0.22, 0.84), 0.003) == (True, "proven: +60 points [+22, +84], p = 0.003")
-    assert verdict(0.1, (-0.25, 0.42), 0.6) == (False, "not shown: +10 [-25, +42], p = 0.6")
-    assert verdict(1.0, (0.21, 1.0), 0.1)[0] is False  # the interval alone is not enough
-    assert verdict(None, None, None) == (False, "not shown: no finished rollouts")
+    assert verdict(0.6, (0.22, 0.84), 0.003, 0.99) == ("proven", "proven: +60 points [+22, +84]; one-sided p = 0.0030")
+    assert verdict(0.1, (-0.25, 0.42), 0.3, 0.7) == ("not shown", "not shown: +10 points [-25, +42]; one-sided p = 0.30")
+    assert verdict(1.0, (0.21, 1.0), 0.1)[0] == "not shown"  # the interval alone is not enough
+    assert verdict(None, None, None) == ("not shown", "not shown: no finished rollouts")
 
 
 def test_leaks_answer_uses_the_scorers_normalisation():
@@ -300,6 +306,11 @@ def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exem
             "leaked for that set") in err
     assert row["proven"] and row["best"]["number"] == 2 and row["where"] is None  # no signal on a lone Finish
     assert out["proven"] == 1 and out["cost_per_proven_fix"]["calls"] == row["cost"]["calls"] > 0
+    # confirmed on fresh rollouts before it was accepted: its reported effect comes from those (issue 40)
+    conf = row["confirmation"]
+    assert conf["proven"] and conf["positions"] == [6, 10] and conf["treatment"]["n"] == conf["control"]["n"] == 5
+    assert "the 5 fresh rollouts per arm at positions 6-10" in conf["rollouts"] and "not the 5 screening" in conf["rollouts"]
+    assert row["accepted_version"] == out["accepted"][0]
     (made,) = out["accepted"]
     with closing(Store(db_)) as store:
         (entry,) = exemplar_sets.entries(store, "fixes")
@@ -342,7 +353,8 @@ def test_a_server_without_json_mode_is_asked_again_without_it(toy, capsys):
 
 def test_a_failure_held_by_a_live_job_is_left_to_it(tmp_path, scripted_llm, monkeypatch, capsys):
     from agent.engine import Engine
-    from agent.suggest import Critic, Verify, experiment_rows, suggest_experiment
+    from agent.suggest import Critic, Verify
+    from agent.suggest_experiment import experiment_rows, suggest_experiment
     import sessions.jobs
     from tests.suggest_agents import MAGIC, hotpot_fixer
 
@@ -366,3 +378,20 @@ def test_a_failure_held_by_a_live_job_is_left_to_it(tmp_path, scripted_llm, monk
         assert len(critic_calls) == 2  # each failure asked once
     finally:
         eng.store.close()
+
+
+def test_verify_n_prints_the_smallest_effect_it_detects_and_the_test_it_uses(toy, capsys):
+    """Issue 40, item 3: the output names the procedure and what --verify N can detect with
+    80% power at the control's rate."""
+    from trajectory.exact2x2 import min_detectable_effect
+
+    failed = fail_episode(toy)
+    failed.critic = critic_json(IDLE, GOOD)
+    code, text, err = cli(capsys, "suggest", "1", "--candidates", "2", "--verify", "5", "--db", str(toy.db))
+    assert code == 0, err
+    assert "test: Boschloo's exact unconditional test and the interval that inverts it" in text
+    one = math.ceil(min_detectable_effect(0.0, 5, 5) * 100 - 1e-9)
+    two = math.ceil(min_detectable_effect(0.0, 5, 5, alpha_one=0.0125) * 100 - 1e-9)
+    assert (f"with --verify 5 at step 1's control rate 0% (0/5): 80% power to prove a rise of +{one} points or "
+            f"more (one-sided 0.025); the best of 2 candidates (Holm, 0.025/2): a rise of +{two} points") in text
+    assert "proven = lower bound > 0 and the one-sided p adjusted by Holm over 2 < 0.025" in text

@@ -65,7 +65,7 @@ def test_whatif_interval_and_p_value_are_one_procedure():
     from agent.rollouts import Effect
 
     e = Effect(_arm(0, 5), _arm(3, 5)).as_json()
-    assert e["p_value"] > 0.05 and e["effect_ci95"][0] < 0 < e["effect"] and "Miettinen-Nurminen" in e["method"]
+    assert e["p_value"] > 0.05 and e["effect_ci95"][0] < 0 < e["effect"] and "Boschloo" in e["method"]
     for n in (3, 5, 10):
         for k1 in range(n + 1):
             for k2 in range(n + 1):
@@ -150,8 +150,8 @@ def test_compare_text_puts_rates_over_the_paired_tasks_in_points(tmp_path, capsy
     assert main(["experiment", "compare", "A", "B", "--db", str(db)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "paired over 3 tasks: A 66.7%, B 33.3% of these tasks" in lines[2]
-    assert lines[3].startswith("difference A - B: +33.3 points (95% CI ") and "exact McNemar test" in lines[3]
-    assert lines[4] == "exact McNemar p = 1"
+    assert lines[3].startswith("difference A - B: +33.3 points, 95% CI [") and "exact McNemar test" in lines[3]
+    assert lines[4] == "exact McNemar p = 1.0"
 
 
 def test_app_labels_name_the_exact_mcnemar_p_and_the_method():
@@ -162,10 +162,10 @@ def test_app_labels_name_the_exact_mcnemar_p_and_the_method():
 
     c = {**_pair_counts(*_pairs(1, 5, 0, 20)), "by_type": {}}
     (row,) = compare_rows(c, "alfworld")
-    assert row["exact McNemar p"] == "0.0625" and row["p"] == "0.0625" and "McNemar p" not in row
+    assert row["exact McNemar p"] == "0.062" and row["p"] == "0.062" and "McNemar p" not in row
     assert row["A % (paired tasks)"] == "23.1" and row["A - B (points)"] == "19.2"
     text = effect_text(Effect(_arm(0, 5), _arm(3, 5)))
-    assert "Miettinen-Nurminen" in text and "Newcombe" not in text and "Fisher" not in text
+    assert "Boschloo" in text and "Newcombe" not in text and "Fisher" not in text
 
 
 def test_pooled_text_prints_no_summed_arm_interval():

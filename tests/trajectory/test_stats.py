@@ -343,3 +343,104 @@ def test_stratified_score_test_at_zero_is_cmh_and_its_interval_inverts_it():
     assert one.ci95[0] < 0 and one.ci95[1] == 1.0 and one.p_value > 0.05
     flat = stats.mn_stratified([(5, 5, 5, 5)])  # and [0, 0] here
     assert flat.ci95[0] < 0 < flat.ci95[1]
+
+
+# ---------------------------------------------------------------------- issue 40
+
+
+def _arm(success: int, n: int):
+    from agent.rollouts import GroupStats
+
+    return GroupStats(None, list(range(n)), success)
+
+
+def test_the_whatif_is_exact_unconditional_at_small_arms_with_power_where_it_is_used():
+    """Item 3: at 10 per arm the continuity-corrected score test rejected exactly Fisher's
+    tables (power 0.47 for 10% -> 60%). The what-if now reports Boschloo's test (scipy's
+    p) with the interval that inverts it; size stays under 0.05 and power is 0.66."""
+    from scipy.stats import boschloo_exact
+
+    from agent.rollouts import Effect
+    from trajectory import exact2x2
+
+    e = Effect(_arm(1, 10), _arm(6, 10))  # control 1/10, treatment 6/10: Fisher p = 0.057
+    assert "Boschloo" in e.method and "Chan-Zhang" in e.method
+    assert e.p_value == pytest.approx(boschloo_exact([[6, 1], [4, 9]]).pvalue, rel=1e-9)
+    assert e.p_value < 0.05 and e.ci95[0] > 0 and e.as_json()["p_better"] == pytest.approx(e.p_value / 2)
+    for n1, n2 in ((3, 3), (5, 5), (2, 6)):  # every table: interval and test agree (the benchmark: more)
+        p = exact2x2.tables_two_sided(n1, n2)
+        for k1 in range(n1 + 1):
+            for k2 in range(n2 + 1):
+                r = stats.two_arm(k1, n1, k2, n2)
+                assert (r.ci95[0] > 0 or r.ci95[1] < 0) == (r.p_value < 0.05), (k1, n1, k2, n2)
+                assert r.p_value == pytest.approx(p[k1, k2], abs=2e-4)
+    reject = exact2x2.rejection(10, 10, 0.025)
+    assert exact2x2.power(10, 10, 0.6, 0.1, reject=reject) >= 0.6
+    size = max(2 * exact2x2.power(10, 10, q, q, reject=reject) for q in [i / 100 for i in range(1, 100)])
+    assert size <= 0.05
+    # large arms keep the score procedure, named
+    assert "Miettinen-Nurminen" in stats.two_arm(30, 60, 20, 60).method
+
+
+def test_minimum_detectable_effect_at_the_controls_rate():
+    from trajectory.exact2x2 import min_detectable_effect, power
+
+    d = min_detectable_effect(0.1, 10, 10)
+    assert power(10, 10, 0.1 + d, 0.1) >= 0.8 > power(10, 10, 0.1 + d - 0.01, 0.1)
+    assert min_detectable_effect(0.9, 10, 10) is None  # 100% is not enough
+    assert 0.1 < min_detectable_effect(0.2, 200, 200) < 0.2  # the score test's approximation beyond 50
+
+
+def test_printed_numbers_say_what_the_test_says():
+    """Item 4: bounds rounded outward and never 0 when the interval excludes 0; a p below
+    0.05 never printed as 0.05; compare --json unrounded."""
+    from types import SimpleNamespace
+
+    from agent.experiment import _pair_counts
+    from app_pages.experiment_views import _p as app_p
+    from app_pages.whatif_panel import effect_text as app_effect
+    from react_editor.experiment import _effect
+    from react_editor.whatif import _effect_line
+    from trajectory.numbers import effect_text, p_text
+
+    assert p_text(0.049991) == "p = 0.0499" and p_text(0.04998) == "p = 0.0499" and p_text(8.7e-05) == "p < 0.001"
+    assert p_text(0.049) == "p = 0.049" and p_text(0.0414) == "p = 0.041" and p_text(0.3) == "p = 0.30"
+    assert app_p(0.04998) == "0.0499"
+    assert effect_text(0.42, (0.004, 0.75), 0.049) == "+42.0 points [+0.4, +75.0], p = 0.049"
+    assert effect_text(0.58, (0.00004, 0.89), 0.0499) == "+58.000 points [+0.004, +89.000], p = 0.0499"
+    assert effect_text(0.1, (-0.2, 0.4), 0.5) == "+10 points [-20, +40], p = 0.50"
+    fake = SimpleNamespace(effect=0.42, ci95=(0.004, 0.75), p_value=0.049991, method="m")
+    assert "+42.0 points, 95% CI [+0.4, +75.0], p = 0.0499" in app_effect(fake)
+    assert "+42.0 points, 95% CI [+0.4, +75.0], p = 0.0499" in _effect_line(fake)
+    # 15 vs 5 discordant pairs of 10,000 tasks: p = 0.0414, the interval excludes 0
+    xa = [True] * 15 + [False] * 5 + [False] * 9980
+    xb = [False] * 15 + [True] * 5 + [False] * 9980
+    c = _pair_counts(xa, xb)
+    assert c["p_value"] == pytest.approx(0.0414, abs=1e-4) and 0 < c["diff_ci"][0] < 5e-5
+    assert c["diff"] == 0.001 and c["tango_ci"][0] < c["diff"] < c["tango_ci"][1]
+    text = _effect(c)
+    assert text == "+0.100 points, 95% CI [+0.002, +0.256], p = 0.041"
+    assert "[+0.0," not in text and "[0.0," not in text
+
+
+@pytest.mark.timeout(20)
+def test_exact_tails_at_scale():
+    """Item 5: 10^6 discordant pairs and 10^5 strata in log space (the integer sums took
+    over 15 s and 78 s); small-n results are those of the integer sums."""
+    from fractions import Fraction
+    from math import comb
+
+    for b, c in ((3, 9), (40, 61), (700, 640)):
+        n = b + c
+        want = Fraction(2 * sum(comb(n, i) for i in range(min(b, c) + 1)), 2**n)
+        assert stats.mcnemar_exact(b, c) == pytest.approx(min(1.0, float(want)), rel=1e-10)
+    p = stats.mcnemar_exact(501_000, 499_000)  # z = 2.0: the normal tail 0.0455 to three digits
+    assert p == pytest.approx(0.0455, abs=5e-4)
+    assert stats.mcnemar_midp(501_000, 499_000) < p
+    r = stats.paired_test(501_000, 499_000, 2_000_000)
+    assert r.ci95[0] > 0 and r.p_value < 0.05
+    assert 0 < stats.fisher_exact(250_000, 250_000, 249_000, 251_000) < 1
+    tables = [(i % 13, 13 + i % 997, (7 * i) % 11, 11 + i % 1009) for i in range(100_000)]  # ~10^5 distinct
+    s = stats.mn_stratified(tables)
+    assert s.ci95[0] < s.diff < s.ci95[1] and s.p_value is not None
+    assert stats.mn_stratified_p(tables) == pytest.approx(s.p_value)
