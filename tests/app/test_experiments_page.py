@@ -32,7 +32,7 @@ def test_create_launch_results_compare_and_open_a_failure(page):
     assert list(table["name"]) == ["react4", "act4"] and list(table["EM"]) == ["50.0", "50.0"]
     assert "F1" in table.columns
     cmp = _frame(at, "exact McNemar p")
-    assert cmp["tasks"][0] == "all" and cmp["both"][0] == 2 and cmp["exact McNemar p"][0] == "1"
+    assert cmp["tasks"][0] == "all" and cmp["both"][0] == 2 and cmp["exact McNemar p"][0] == "1.0"
     failed = _frame(at, "answer")
     assert len(failed) == 2 and set(failed["answer"]) == {EVIL}  # shown as data, not markup
     assert all(EVIL not in m.value for m in at.markdown)

@@ -3,7 +3,6 @@ scripted model server: JSON contract, groups, continuation, cache bypass, bad in
 
 from __future__ import annotations
 
-import math
 
 import json
 
@@ -104,14 +103,15 @@ def test_whatif_effect_of_a_hint(toy, episode, capsys):
     toy.llm.set_responder(agent)
     out = cli_json(capsys, "whatif", "1", "--step", "2", "--insert-thought", "The mug is in the cabinet.", "--n", "5",
                    "--temperature", "1", "--db", str(toy.db))
-    assert set(out) == {"control", "treatment", "effect", "effect_ci95", "p_value", "method"}
+    assert set(out) == {"control", "treatment", "effect", "effect_ci95", "p_value", "p_better", "p_worse", "method"}
     for arm in ("control", "treatment"):
         assert set(out[arm]) == {"n", "success", "success_rate", "ci95", "versions"}
     assert out["control"]["success"] == 0 and out["treatment"]["success"] == 5 and out["effect"] == 1.0
-    # one procedure: the continuity-corrected MN score test (Yates' chi-square x (N-1)/N) and its interval
-    # Yates: 10 (|25 - 0| - 5)^2 / 5^4 = 6.4, times (N-1)/N = 0.9: chi-square 5.76 on 1 df
-    assert out["p_value"] == pytest.approx(math.erfc(math.sqrt(5.76 / 2)))
-    assert "Miettinen-Nurminen" in out["method"] and "continuity" in out["method"]
+    # one procedure (issue 40): at 5 per arm Boschloo's exact unconditional test and the interval inverting it
+    from scipy.stats import boschloo_exact
+
+    assert out["p_value"] == pytest.approx(boschloo_exact([[5, 0], [0, 5]], alternative="two-sided").pvalue)
+    assert "Boschloo" in out["method"]
     lo, hi = out["effect_ci95"]
     assert 0 < lo < 1 and hi == 1.0
     for vid in out["treatment"]["versions"]:
