@@ -93,6 +93,17 @@ maybe the runner's garbage collected in it; `--raw` shows each run). Since then 
 either side starts after an untimed `gc.collect()`, so no run pays for the garbage of the run
 before it. A default run takes ~5.5 min (was ~2).
 
+Issue 38 (the model layer on the SDK's public API, libcurl removed; `--tasks` = 20 x concurrency,
+`--rounds 2 --pairs 1`, load 13-21 at 100 ms, 6-10 at 300 ms, 1.5 at 0; rate_ratio range (median),
+before = main with libcurl / after): L = 100 ms c=8 0.87-1.03 (0.95) / 0.95-1.03 (0.99); c=32 1.02-1.36
+(1.19) / 0.91-1.00 (0.955); c=64 1.03-1.20 (1.115) / 0.83-0.90 (0.865). L = 300 ms c=8 0.96-1.00 (0.98) /
+0.96-0.99 (0.975); c=32 0.92-0.97 (0.945) / 0.99-1.00 (0.995); c=64 0.99-1.00 (0.995) / 0.99-1.00 (0.995).
+At c=64, 100 ms both sides are at the 2 cores' ceiling: runner CPU per call 2.02-2.21 ms against the bare
+client's 1.37-1.43; by part: client (the SDK's `.create` path on our wire) 1.14 (main's libcurl path 0.70),
+store 0.17, environment 0.03, engine 0.69-0.88. Instant server, c=8 (load 1.5): CPU per call runner
+1.64-1.71 ms / bare 1.03 (main: 1.14-1.37 / 1.00-1.03); client part 1.06 (main 0.46). Every call streamed
+(a variant measured the same way): c=8, 100 ms 0.84-0.89; c=64 client part 1.6: only the Editor's steps stream.
+
 Usage: python benchmarks/runner.py [--tasks 300] [--levels 1,8,16,32] [--rounds 5] [--pairs 2]
        [--latency-ms 0] [--profile FILE] [--raw FILE]
 """
