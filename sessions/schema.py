@@ -255,11 +255,43 @@ def _v17_exemplar_set_bases(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
+
+# a group's finished rollouts among its first N, and its successes: what its node and row show
+_GROUP_COUNTS = (
+    "update rollout_groups set "
+    "finished = (select count(*) from rollout_members m join versions v on v.id = m.version_id "
+    "where m.group_id = rollout_groups.id and m.pos < rollout_groups.n "
+    "and coalesce(json_extract(v.outcome, '$.done'), 0) = 1), "
+    "successes = (select count(*) from rollout_members m join versions v on v.id = m.version_id "
+    "where m.group_id = rollout_groups.id and m.pos < rollout_groups.n "
+    "and coalesce(json_extract(v.outcome, '$.done'), 0) = 1 and coalesce(json_extract(v.outcome, '$.success'), 0) = 1) "
+    "where id {}"
+)
+
+
+def _v18_rollout_group_counts(db: sqlite_utils.Database) -> None:
+    """Issue 44: each rollout group stores its counts (finished among its first N, successes),
+    kept by triggers on whatever changes them (a member added or moved, a member's outcome, the
+    group's N), so a page or listing reads one row per group, never its members."""
+    db.execute("alter table rollout_groups add column finished integer not null default 0")
+    db.execute("alter table rollout_groups add column successes integer not null default 0")
+    db.execute(_GROUP_COUNTS.format("is not null"))  # the groups made before
+    for name, event, target in (
+        ("rollout_counts_member_added", "after insert on rollout_members", "= new.group_id"),
+        ("rollout_counts_member_moved", "after update of version_id, pos on rollout_members", "= new.group_id"),
+        ("rollout_counts_member_gone", "after delete on rollout_members", "= old.group_id"),
+        ("rollout_counts_n", "after update of n on rollout_groups", "= new.id"),
+        ("rollout_counts_outcome", "after update of outcome on versions when old.outcome is not new.outcome "
+         "and exists (select 1 from rollout_members where version_id = new.id)",
+         "= (select group_id from rollout_members where version_id = new.id)"),
+    ):  # (one statement at a time: executescript would commit the migration's transaction)
+        db.execute(f"create trigger {name} {event} begin {_GROUP_COUNTS.format(target)}; end")
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
     _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
     _v12_fences, _v13_suggestions, _v14_task_ids_searched,
-    _v15_index_deferred, _v16_frozen_pins, _v17_exemplar_set_bases,
+    _v15_index_deferred, _v16_frozen_pins, _v17_exemplar_set_bases, _v18_rollout_group_counts,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
