@@ -13,7 +13,7 @@ from app_pages import state
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run
 from app_pages.views import endpoint_problem
-from sessions import experiments
+from sessions import experiments, rollouts
 
 
 def task_box(page: EditorPage) -> None:
@@ -31,6 +31,10 @@ def task_box(page: EditorPage) -> None:
 def version_row(page: EditorPage, versions: list) -> None:
     """The version selector, then the model, style, endpoint and step limit of the version."""
     ep, vid = page.ep, page.vid
+    # rollouts are picked from the Versions page (a group is opened there), not listed here: an episode
+    # with a thousand rollouts would send them all to the browser on every rerun (the one shown stays)
+    member = rollouts.group_of_versions(page.store, page.ep_id)
+    versions = [v for v in versions if v.id not in member or v.id == vid]
     by_id = {v.id: v for v in versions}
     cols = st.columns([3, 2, 3])
     ids = [v.id for v in versions]

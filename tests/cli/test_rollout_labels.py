@@ -71,6 +71,7 @@ def test_the_app_reads_the_same_labels(app, capsys):
     assert any(e.label.startswith("Annotate v2:") for e in at.expander)  # was "Annotate v5"
     (sel,) = [s for s in at.selectbox if s.label == "Version"]
     assert sel.format_func(sel.value).startswith("v2 ")
+    assert [o.split()[0] for o in sel.options] == ["v1", "v2"]  # rollouts are opened from Versions (issue 44)
     vers = make("versions", episode=ep.id)
     (table,) = [d.value for d in vers.dataframe if "rollout group" in d.value.columns]
     assert list(table["version"]) == ["v1", "3 rollouts", "v2"]  # a closed group is one row (issue 44)
@@ -81,3 +82,5 @@ def test_the_app_reads_the_same_labels(app, capsys):
     assert list(table["version"]) == ["v1", "r1", "r2", "r3", "v2"]
     at = make("editor", episode=ep.id, version=sorted(rolled)[1])
     assert any(e.label.startswith("Annotate r2:") for e in at.expander)
+    (sel,) = [s for s in at.selectbox if s.label == "Version"]
+    assert [o.split()[0] for o in sel.options] == ["v1", "r2", "v2"]  # the rollout shown stays in the list
