@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from agent.client import CallWatch, ModelClient, ModelError
+from agent.client import CallWatch, ModelClient
 from tests.scripted_server import Reply, ScriptedLLM
+from tests.threaded_calls import call_in_thread
 from trajectory.records import AgentConfig, Usage
 
 ANSWER = "Thought: the key is in the drawer.\nAction: open drawer 1\nObservation: ignored"
@@ -83,19 +84,9 @@ def test_a_server_that_refuses_stream_options_streams_without_usage_as_now():
 @pytest.mark.parametrize("style", ["completions", "chat"])
 def test_the_text_grows_on_the_watch_and_stop_closes_the_stream_at_once(scripted_llm, style):
     scripted_llm.push(Reply(text="Thought: first words then a very long wait", chunk_delay_s=30))
-    client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, api_style=style), api_key="sk-s")
     seen: list[str] = []
-    watch = CallWatch(threading.Event(), on_text=seen.append)
-    got: dict = {}
-
-    def call() -> None:
-        try:
-            client.complete("p", [], watch=watch)
-        except ModelError as exc:
-            got["call"] = exc.call
-
-    t = threading.Thread(target=call, daemon=True)
-    t.start()
+    t, watch, got = call_in_thread(AgentConfig(model="m", base_url=scripted_llm.base_url, api_style=style),
+                                   on_text=seen.append, api_key="sk-s")
     deadline = time.monotonic() + 20
     while not seen and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
+import sessions.jobs
 from agent import jobs
 from agent.client import CallWatch, ModelClient, ModelError
 from react_editor.main import main
-import sessions.jobs
 from tests.scripted_server import Reply
+from tests.threaded_calls import call_in_thread
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig
 
@@ -45,21 +46,8 @@ def _config(llm) -> AgentConfig:
 
 
 def _call_in_thread(url: str, stream: bool | None = None) -> tuple[threading.Thread, CallWatch, dict]:
-    """One model call to `url` (60 s timeout) in a thread of its own, with a Stop to set:
-    (the thread, its watch, {"call": the call record} once it ended in an error)."""
-    client = ModelClient(AgentConfig(model="m", base_url=url, timeout_s=60), api_key="k", stream=stream)
-    watch = CallWatch(threading.Event())
-    got: dict = {}
-
-    def call() -> None:
-        try:
-            client.complete("p", [], watch=watch)
-        except ModelError as exc:
-            got["call"] = exc.call
-
-    t = threading.Thread(target=call, daemon=True)
-    t.start()
-    return t, watch, got
+    """One model call to `url` (60 s timeout) in a thread of its own, with a Stop to set."""
+    return call_in_thread(AgentConfig(model="m", base_url=url, timeout_s=60), stream=stream)
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_cancel_ends_the_request_in_flight_and_closes_its_connection(stream):
