@@ -49,7 +49,9 @@ def _auth_seen(llm: ScriptedLLM) -> list[str]:
     return [r.headers.get("authorization", "") for r in llm.requests]
 
 
-def test_an_imported_endpoint_gets_nothing_until_confirmed(toy, other_llm, tmp_path, capsys, monkeypatch):
+def _imported_elsewhere(toy, other_llm, tmp_path, capsys, monkeypatch) -> tuple[str, int]:
+    """An episode exported pointing at `other_llm`, imported into a second database (the user's
+    own key in the environment, no endpoint of theirs): (that database, the episode)."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     path = _exported_pointing_at(capsys, toy, tmp_path, other_llm.base_url)
@@ -57,6 +59,11 @@ def test_an_imported_endpoint_gets_nothing_until_confirmed(toy, other_llm, tmp_p
     code, out, err = cli(capsys, "import", path, "--db", db2, "--json")
     assert code == 0, err
     (ep,) = json.loads(out)["episodes"]
+    return db2, ep
+
+
+def test_an_imported_endpoint_gets_nothing_until_confirmed(toy, other_llm, tmp_path, capsys, monkeypatch):
+    db2, ep = _imported_elsewhere(toy, other_llm, tmp_path, capsys, monkeypatch)
     other_llm.set_default(" go to table 1")
     # no endpoint of the user's own: one line saying how to confirm, nothing sent
     code, out, err = cli(capsys, "resume", str(ep), "--db", db2)
@@ -242,13 +249,7 @@ def test_a_refused_imported_endpoint_writes_nothing(toy, other_llm, tmp_path, ca
     version, made current: two refusals made v2 and v4)."""
     from sessions.store import Store
 
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    path = _exported_pointing_at(capsys, toy, tmp_path, other_llm.base_url)
-    db2 = str(tmp_path / "second.db")
-    code, out, err = cli(capsys, "import", path, "--db", db2, "--json")
-    assert code == 0, err
-    (ep,) = json.loads(out)["episodes"]
+    db2, ep = _imported_elsewhere(toy, other_llm, tmp_path, capsys, monkeypatch)
 
     def state():
         s = Store(db2)

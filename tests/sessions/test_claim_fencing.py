@@ -42,6 +42,16 @@ def lapse(store: Store, item_id: int) -> None:
         store.db.execute("update experiment_items set lease_until = 0 where id = ?", [item_id])
 
 
+
+def _run_and_lose_the_claim_once(scripted_llm, responder, db, exp, capfd) -> None:
+    """Run the experiment with `responder` answering (it takes the item's claim over): one
+    "taken over" line, no traceback."""
+    scripted_llm.set_responder(responder)
+    experiment.run(str(db), exp.id)
+    err = capfd.readouterr().err
+    lost = [ln for ln in err.splitlines() if "taken over" in ln]
+    assert len(lost) == 1 and "experiment item" in lost[0] and "Traceback" not in err
+
 def test_a_writer_whose_claim_was_taken_over_writes_nothing(tmp_path, scripted_llm):
     with closing(Store(tmp_path / "x.db")) as store:
         exp = make(store, scripted_llm.base_url)
@@ -84,11 +94,7 @@ def test_a_runner_that_lost_its_claim_stops_the_item_with_one_line(tmp_path, cap
                                         token=token)
         return agent(body)
 
-    scripted_llm.set_responder(taken_over)
-    experiment.run(str(db), exp.id)
-    err = capfd.readouterr().err
-    lost = [ln for ln in err.splitlines() if "taken over" in ln]
-    assert len(lost) == 1 and "experiment item" in lost[0] and "Traceback" not in err
+    _run_and_lose_the_claim_once(scripted_llm, taken_over, db, exp, capfd)
     with closing(Store(db)) as store:
         it = experiments.items(store, exp.id)[0]
         assert (it.status, it.success, it.metrics.get("by")) == ("done", False, "the other runner")
@@ -169,11 +175,7 @@ def test_a_step_in_flight_when_the_claim_is_taken_over_does_not_land(tmp_path, c
                 assert experiments.claim(s, item, 999, 60.0)
         return agent(body)
 
-    scripted_llm.set_responder(taken_over)
-    experiment.run(str(db), exp.id)
-    err = capfd.readouterr().err
-    lost = [ln for ln in err.splitlines() if "taken over" in ln]
-    assert len(lost) == 1 and "experiment item" in lost[0] and "Traceback" not in err
+    _run_and_lose_the_claim_once(scripted_llm, taken_over, db, exp, capfd)
     assert sent["n"] == 2
     with closing(Store(db)) as store:
         it = experiments.items(store, exp.id)[0]
