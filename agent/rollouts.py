@@ -29,7 +29,8 @@ from envs.base import EDIT_KINDS
 from envs.registry import family
 from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
 from trajectory.user_regex import PatternError, compile_pattern
-from trajectory.stats import Comparison, mn_stratified, two_arm, wilson
+from trajectory.exact2x2 import two_arm
+from trajectory.stats import Comparison, mn_stratified, wilson
 
 MAX_N = 1000
 
@@ -79,7 +80,7 @@ class GroupStats:
 @dataclass
 class Effect:
     """Treatment minus control: the rate difference with its interval and the p-value of one
-    procedure (`stats.two_arm`: Boschloo's exact unconditional test and the interval that
+    procedure (`exact2x2.two_arm`: Boschloo's exact unconditional test and the interval that
     inverts it for arms up to 50 rollouts, the continuity-corrected Miettinen-Nurminen score
     procedure beyond), so the interval excludes 0 exactly when p < 0.05; None while an arm is
     empty. `method` names the procedure used."""

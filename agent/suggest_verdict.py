@@ -9,7 +9,7 @@ is ranked after every other verified candidate and never accepted in bulk. Withi
 failure the candidates are adjusted by Holm's step-down (each candidate still to be verified
 counts with p = 1); across `suggest --experiment` by Benjamini-Hochberg over every tested
 candidate of every failure. The statistics are recomputed from the arms' counts
-(`trajectory.stats.two_arm`: Boschloo's exact unconditional test and its inverted interval
+(`trajectory.exact2x2.two_arm`: Boschloo's exact unconditional test and its inverted interval
 for small arms, the Miettinen-Nurminen score procedure for large ones), so an old record
 reads with today's procedure.
 """
@@ -23,7 +23,8 @@ from typing import Any, Sequence
 from sessions import suggestions
 from trajectory.multiplicity import BH, HOLM, benjamini_hochberg, holm
 from trajectory.numbers import effect_text, p_text
-from trajectory.stats import Comparison, two_arm
+from trajectory.exact2x2 import two_arm
+from trajectory.stats import Comparison
 
 ALPHA = 0.05
 ALPHA_ONE = ALPHA / 2  # one-sided: the level the lower end of a two-sided 95% interval inverts
@@ -158,7 +159,7 @@ def detectable(s: suggestions.Suggestion) -> list[dict[str, Any]]:
     observed rate that `--verify N` rollouts per arm prove with 80% power, one candidate at
     0.025 one-sided and the best of the K at Holm's first step (0.025 / K)."""
     from trajectory.exact2x2 import min_detectable_effect
-    from trajectory.stats import EXACT_MAX_ARM
+    from trajectory.exact2x2 import EXACT_MAX_ARM
 
     k = max(1, len(_family(s.candidates)))
     seen: dict[Any, dict[str, Any]] = {}

@@ -23,7 +23,7 @@ so under no effect coverage = 1 - size; coverage is also measured under effects.
 
 Issue 40 adds (`--parts whatif suggest timings`):
 
-- whatif: the procedure the what-if reports now (`stats.two_arm`: Boschloo's exact
+- whatif: the procedure the what-if reports now (`exact2x2.two_arm`: Boschloo's exact
   unconditional test and the interval that inverts it), at 3, 5, 10, 20, 50 per arm and 5 vs
   20: size (worst over the common rate 0.01 ... 0.99), coverage (worst over (p1, p2) on a 0.1
   grid, 0.05 with --full) and power for 10% -> 60% and 20% -> 50%, exact over all tables.
@@ -183,7 +183,7 @@ def whatif_row(n1: int, n2: int, step: float) -> dict:
 
 def _two_arm_tables(n: int) -> dict:
     """The reported procedure at every table of n vs n: (one-sided p better, lower bound)."""
-    from trajectory.stats import two_arm
+    from trajectory.exact2x2 import two_arm
 
     return {(x, y): ((r := two_arm(x, n, y, n)).p_better, r.ci95[0]) for x in range(n + 1) for y in range(n + 1)}
 
@@ -249,12 +249,12 @@ def timings() -> list[tuple[str, float]]:
         ("mn_stratified, 10^5 distinct strata", lambda: stats.mn_stratified(strata)),
         ("mn_stratified_p, 10^5 distinct strata", lambda: stats.mn_stratified_p(strata)),
         ("cmh, 10^5 strata", lambda: stats.cmh(strata)),
-        ("two_arm (exact), 50 per arm", lambda: stats.two_arm(25, 50, 15, 50)),
-        ("two_arm (exact), 10 per arm", lambda: stats.two_arm(6, 10, 1, 10)),
+        ("two_arm (exact), 50 per arm", lambda: exact2x2.two_arm(25, 50, 15, 50)),
+        ("two_arm (exact), 10 per arm", lambda: exact2x2.two_arm(6, 10, 1, 10)),
     ]
     from trajectory import exact2x2
 
-    caches = (stats.binomial_ci, stats.two_arm, exact2x2.boschloo, exact2x2._order, exact2x2._rank)
+    caches = (stats.binomial_ci, exact2x2.two_arm, exact2x2.boschloo, exact2x2._order, exact2x2._rank)
     out = []
     for name, f in cases:
         best = math.inf

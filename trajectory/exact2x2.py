@@ -22,6 +22,8 @@ import numpy as np
 from scipy.special import gammaln, xlog1py, xlogy
 from scipy.stats import boschloo_exact, hypergeom
 
+from trajectory.stats import Comparison, mn_diff
+
 GRID = 129  # nuisance rates sampled on the line p1 - p2 = delta (then refined at the best)
 TIE = 1 + 1e-13  # scipy's tolerance for tables as extreme as the observed one
 
@@ -133,6 +135,27 @@ def boschloo(x1: int, n1: int, x2: int, n2: int, alpha: float = 0.05) -> tuple[f
     else:
         lower, upper = min(lower, 0.0), max(upper, 0.0)
     return p_two, p_better, p_worse, min(est, lower), max(est, upper)
+
+
+EXACT_MAX_ARM = 50  # what-if arms up to this size use the exact unconditional procedure
+METHOD_EXACT = ("Boschloo's exact unconditional test and the interval that inverts it (Chan-Zhang tail method, "
+                "Boschloo ordering)")
+
+
+@lru_cache(maxsize=4096)
+def two_arm(k1: int, n1: int, k2: int, n2: int) -> Comparison:
+    """A what-if's two independent arms, p1 - p2, as one procedure whose interval excludes 0
+    exactly when its p < 0.05: Boschloo's exact unconditional test and its inverted interval
+    (`trajectory.exact2x2`) while both arms have at most EXACT_MAX_ARM rollouts (at 10 per
+    arm: size 0.04, power 0.66 for 10% -> 60%, where the score test had 0.47), else the
+    continuity-corrected Miettinen-Nurminen score interval and test (`mn_diff`). The
+    one-sided p-values come with it: "proven better" reads `p_better`."""
+    if not (0 <= k1 <= n1 and 0 <= k2 <= n2):
+        raise ValueError("need 0 <= k <= n in both arms")
+    if not (n1 and n2) or max(n1, n2) > EXACT_MAX_ARM:
+        return mn_diff(k1, n1, k2, n2)
+    p, p_better, p_worse, lo, hi = boschloo(k1, n1, k2, n2)
+    return Comparison(k1 / n1 - k2 / n2, (max(-1.0, lo), min(1.0, hi)), p, METHOD_EXACT, p_better, p_worse)
 
 
 # ------------------------------------------------------------- every table at once

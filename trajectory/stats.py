@@ -6,7 +6,7 @@ the exact McNemar test and its inverted interval); a what-if compares two indepe
 over many episodes pool stratified by episode (`mn_stratified`: the stratified score interval
 and its test, the Cochran-Mantel-Haenszel test). Wilson intervals for single rates; Newcombe,
 Tango, Fisher and Sato's Mantel-Haenszel interval are kept for comparison. Small what-if arms
-use the exact unconditional procedure of `trajectory.exact2x2` (`two_arm`). Exact tails come
+use the exact unconditional procedure of `trajectory.exact2x2` (`exact2x2.two_arm`). Exact tails come
 from the regularized incomplete beta (scipy.stats.binom, log space): at most a second at 10^6
 pairs or 10^5 strata (benchmarks/stats_simulation.py --timings). An interval always contains
 its observed value exactly."""
@@ -485,25 +485,3 @@ def mn_diff(k1: int, n1: int, k2: int, n2: int, *, correct: bool = True) -> Comp
     continuity correction, the default: uncorrected, the test reaches 0.062 at 5 per arm)."""
     return mn_stratified([(k1, n1, k2, n2)], correct=correct)
 
-
-EXACT_MAX_ARM = 50  # what-if arms up to this size use the exact unconditional procedure
-METHOD_EXACT = ("Boschloo's exact unconditional test and the interval that inverts it (Chan-Zhang tail method, "
-                "Boschloo ordering)")
-
-
-@lru_cache(maxsize=4096)
-def two_arm(k1: int, n1: int, k2: int, n2: int) -> Comparison:
-    """A what-if's two independent arms, p1 - p2, as one procedure whose interval excludes 0
-    exactly when its p < 0.05: Boschloo's exact unconditional test and its inverted interval
-    (`trajectory.exact2x2`) while both arms have at most EXACT_MAX_ARM rollouts (at 10 per
-    arm: size 0.04, power 0.66 for 10% -> 60%, where the score test had 0.47), else the
-    continuity-corrected Miettinen-Nurminen score interval and test (`mn_diff`). The
-    one-sided p-values come with it: "proven better" reads `p_better`."""
-    if not (0 <= k1 <= n1 and 0 <= k2 <= n2):
-        raise ValueError("need 0 <= k <= n in both arms")
-    if not (n1 and n2) or max(n1, n2) > EXACT_MAX_ARM:
-        return mn_diff(k1, n1, k2, n2)
-    from trajectory.exact2x2 import boschloo
-
-    p, p_better, p_worse, lo, hi = boschloo(k1, n1, k2, n2)
-    return Comparison(k1 / n1 - k2 / n2, (max(-1.0, lo), min(1.0, hi)), p, METHOD_EXACT, p_better, p_worse)

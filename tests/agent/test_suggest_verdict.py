@@ -37,7 +37,7 @@ def test_a_harmful_edit_is_harmful_not_proven():
     from agent.suggest import verdict
 
     # the table: treatment 0/10 against control 10/10 was "proven: -100 points [-100, -51]"
-    from trajectory.stats import two_arm
+    from trajectory.exact2x2 import two_arm
 
     r = two_arm(0, 10, 10, 10)
     state, words = verdict(r.diff, r.ci95, r.p_better, r.p_worse)

@@ -371,7 +371,7 @@ def test_the_whatif_is_exact_unconditional_at_small_arms_with_power_where_it_is_
         p = exact2x2.tables_two_sided(n1, n2)
         for k1 in range(n1 + 1):
             for k2 in range(n2 + 1):
-                r = stats.two_arm(k1, n1, k2, n2)
+                r = exact2x2.two_arm(k1, n1, k2, n2)
                 assert (r.ci95[0] > 0 or r.ci95[1] < 0) == (r.p_value < 0.05), (k1, n1, k2, n2)
                 assert r.p_value == pytest.approx(p[k1, k2], abs=2e-4)
     reject = exact2x2.rejection(10, 10, 0.025)
@@ -379,7 +379,7 @@ def test_the_whatif_is_exact_unconditional_at_small_arms_with_power_where_it_is_
     size = max(2 * exact2x2.power(10, 10, q, q, reject=reject) for q in [i / 100 for i in range(1, 100)])
     assert size <= 0.05
     # large arms keep the score procedure, named
-    assert "Miettinen-Nurminen" in stats.two_arm(30, 60, 20, 60).method
+    assert "Miettinen-Nurminen" in exact2x2.two_arm(30, 60, 20, 60).method
 
 
 def test_minimum_detectable_effect_at_the_controls_rate():
