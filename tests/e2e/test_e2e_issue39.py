@@ -44,7 +44,7 @@ def test_the_human_mode_warning_is_drawn_in_view_with_take_it_anyway(browser, pa
     anyway = key(page, "h_confirm").locator("button")
     page.wait_for_function("""() => { const b = document.querySelector('.st-key-h_confirm button');
         if (!b) return false; const r = b.getBoundingClientRect(); return r.bottom <= window.innerHeight + 1; }""",
-                           timeout=10_000)  # (the page brings it into view; a fixed wait would guess how fast)
+                           timeout=30_000)  # (the page brings it into view; a fixed wait would guess how fast)
     assert _in_view(page, warning) and _in_view(page, anyway), (warning.bounding_box(), anyway.bounding_box())
     assert warning.bounding_box()["y"] + warning.bounding_box()["height"] <= anyway.bounding_box()["y"]  # above it
     assert abs(anyway.bounding_box()["y"] - take.bounding_box()["y"]) < 2  # beside "Take this step"
