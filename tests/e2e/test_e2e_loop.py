@@ -56,6 +56,9 @@ class Person:
     def button(self, key_part: str) -> None:
         b = self.page.locator(f'[class*="st-key-{key_part}"] button:not([disabled])')
         b.first.wait_for(timeout=60_000)
+        # as a person waits for a page still redrawing: a click on a button the run is replacing is
+        # lost (on a busy machine the previous action's run can still be drawing here)
+        until(self.page, lambda: self.page.evaluate(IDLE_DRAWN), 30)
         self.click(b)
 
     def choose(self, key_part: str, option: str) -> None:
