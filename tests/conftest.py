@@ -62,6 +62,23 @@ def _app_scripts_compiled_once() -> Iterator[None]:
     app_test.ScriptCache, local_script_runner.ScriptCache = saved
 
 
+# Tests that load both cores for many seconds: a real browser with the app's server, the built-in
+# model's llama.cpp server, the benchmark scripts' processes. On 2 cores two of them at once starve
+# each other past their waits (a browser click landing mid-redraw, a model server taking a minute
+# to load), so they form one xdist group (`--dist loadgroup`): they run one after another, each
+# beside the ordinary tests.
+_ONE_AT_A_TIME = ("tests/e2e/", "tests/cli/test_local_model.py", "tests/app/test_local_model_app.py",
+                  "tests/benchmarks/")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    import pytest
+
+    for item in items:
+        if item.nodeid.startswith(_ONE_AT_A_TIME):
+            item.add_marker(pytest.mark.xdist_group("one_at_a_time"))
+
+
 def pytest_configure(config) -> None:
     """The session's temporary files on a RAM file system when there is one with room
     (tests/fast_tmp.py): fsyncs cost nothing there. An explicit --basetemp or TMPDIR wins;
