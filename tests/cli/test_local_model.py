@@ -172,6 +172,22 @@ def test_the_child_server_is_gone_after_the_command_and_after_kill_9(tmp_path):
     assert _gone([server["pid"]]) == []  # no orphan holding the port and the memory
 
 
+def test_a_key_that_starts_with_a_dash_reaches_the_server_as_its_key(tmp_path):
+    """A random key (`secrets.token_urlsafe`) starts with "-" once in 64 starts; passed as its own
+    argument, the server's parser read it as a flag and the server exited at once (seen in CI).
+    Parsed by llama-cpp-python's own argument parser, the key arrives whole."""
+    import argparse
+
+    from agent import local_server
+    from llama_cpp.server.cli import add_args_from_model
+    from llama_cpp.server.settings import Settings
+
+    argv = local_server.command(tmp_path / "m.gguf", 8123, "-Xy_key")[3:]  # (after `python -c WRAPPER`)
+    parser = argparse.ArgumentParser()  # as `python -m llama_cpp.server` builds it
+    add_args_from_model(parser, Settings)
+    assert parser.parse_args(argv).api_key == "-Xy_key"
+
+
 def test_a_file_that_is_not_gguf_is_a_failed_call_in_one_line(tmp_path):
     fake = tmp_path / "model.gguf"
     fake.write_bytes(b"not a model\n" * 100)
