@@ -214,7 +214,8 @@ def free_port() -> int:
 def command(path: Path, port: int, key: str, n_ctx: int = N_CTX) -> list[str]:
     """The child's command line: `python -m llama_cpp.server ...` behind the parent watch."""
     return [sys.executable, "-c", WRAPPER, "--model", str(path), "--host", LOOPBACK, "--port", str(port),
-            f"--api_key={key}",  # (one word: a random key may start with "-", which argparse reads as a flag) "--n_ctx", str(n_ctx), "--seed", str(SEED),
+            f"--api_key={key}",  # (one word: a random key may start with "-", which argparse reads as a flag)
+            "--n_ctx", str(n_ctx), "--seed", str(SEED),
             "--logits_all", "False",  # (the server's default keeps every prompt token's logits: ~0.7 GB more)
             "--interrupt_requests", "False"]  # (a queued request must not cut a streamed answer short)
 

@@ -185,7 +185,8 @@ def test_a_key_that_starts_with_a_dash_reaches_the_server_as_its_key(tmp_path):
     argv = local_server.command(tmp_path / "m.gguf", 8123, "-Xy_key")[3:]  # (after `python -c WRAPPER`)
     parser = argparse.ArgumentParser()  # as `python -m llama_cpp.server` builds it
     add_args_from_model(parser, Settings)
-    assert parser.parse_args(argv).api_key == "-Xy_key"
+    args = parser.parse_args(argv)
+    assert args.api_key == "-Xy_key" and args.n_ctx == local_server.N_CTX and args.port == 8123
 
 
 def test_a_file_that_is_not_gguf_is_a_failed_call_in_one_line(tmp_path):
