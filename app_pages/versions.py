@@ -3,6 +3,8 @@ and cost; switch to, name, or mark a version current."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import streamlit as st
 
 from app_pages import state
@@ -88,7 +90,7 @@ def group_row(size: int, first: dict, nums: dict[int, str], label: str) -> dict:
 
 row_of = {r["version"]: r for r in rows}
 firsts = {r["version"]: g for g, r in closed.items()}
-sizes = {g: sum(1 for m in member.values() if m == g) for g in closed}
+sizes = Counter(member.values())  # group -> its rollouts
 table = [version_row(row_of[v.id], nums, group_labels) if v.id in row_of
          else group_row(sizes[firsts[v.id]], closed[firsts[v.id]], nums, group_labels[firsts[v.id]])
          for v in versions if v.id in row_of or v.id in firsts]  # in the tree's order: a group where it starts

@@ -597,14 +597,14 @@ def cmd_versions(args: argparse.Namespace) -> int:
     # the page: with --json every version is an entry; in text a closed rollout group is one line
     # (--expand lists its versions under it). Only the page's versions are read in full.
     entries: list = []
+    headed: set[int] = set()  # the groups whose line is in `entries` already
     for v in versions:
         g = member.get(v.id)
-        if args.json or args.expand or g is None:
-            if g is not None and not args.json and ("g", g) not in entries:
-                entries.append(("g", g))
-            entries.append(v)
-        elif ("g", g) not in entries:
+        if g is not None and not args.json and g not in headed:
+            headed.add(g)
             entries.append(("g", g))
+        if args.json or args.expand or g is None:
+            entries.append(v)
     shown, page = page_of(entries[args.offset:], args.limit, args.offset, len(entries))
     rows = [version_summary(engine, v) for v in shown if not isinstance(v, tuple)]
     for r in rows:
