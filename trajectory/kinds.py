@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from trajectory.records import Step, Task
+from trajectory.tools import ToolSet
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Transcript(Protocol):
     thought_observation: str | None  # what the environment answers a thought turn
     signals: SignalRules
     sft_system: str  # the system message of a chat fine-tuning record
+    tools: ToolSet  # the family's actions as native tools (the `tools` API style, chat-sft export)
 
     def command(self, thought: str | None, action: str | None) -> str:
         """What the environment receives for a turn."""

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Source = Literal["model", "human", "imported"]
-ApiStyle = Literal["completions", "chat"]
+ApiStyle = Literal["completions", "chat", "messages", "tools"]
 PromptStyle = Literal["react", "act"]
 EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "branch"]
 
@@ -97,7 +97,9 @@ class AgentConfig(Record):
     base_url: str | None = Field(None,
         description="The OpenAI-compatible endpoint, without credentials; None: OPENAI_BASE_URL or the client's "
                     "default.")
-    api_style: ApiStyle = Field("completions", description="completions (one text prompt) or chat (messages).")
+    api_style: ApiStyle = Field("completions",
+        description="completions (one text prompt), chat (the transcript as one user message), messages (a "
+                    "multi-turn conversation: one assistant message per step) or tools (native tool calls).")
     style: PromptStyle = Field("react", description="Prompt style: react (thoughts and actions) or act (actions only).")
     temperature: float = Field(0.0, description="Sampling temperature of each request.")
     top_p: float = Field(1.0, description="Nucleus-sampling mass of each request.")
@@ -265,7 +267,7 @@ class ModelCall(Record):
     episode_id: int | None = Field(None, description="The episode the request was made for.")
     created_at: str = Field(default_factory=now, description="When the request was made (UTC, ISO 8601).")
     model: str = Field(description="The model the request named.")
-    api_style: ApiStyle = Field(description="completions or chat.")
+    api_style: ApiStyle = Field(description="completions, chat, messages or tools.")
     params: dict[str, Any] = Field(default_factory=dict,
         description="Request parameters: temperature, stop, max_tokens, base_url (without credentials), ...")
     purpose: Literal["step", "action_fallback", "critic"] = Field("step",
@@ -284,6 +286,15 @@ class ModelCall(Record):
     cache_key: str | None = Field(None, description="Set when the response may answer identical requests later.")
     cut_from: int | None = Field(None,
         description="The completion's length when it was cut to MAX_TEXT; None when it was not cut.")
+
+
+class ToolCall(Record):
+    """A step's native tool call (the `tools` API style; the export's form of any action)."""
+
+    id: str = Field(description="The call's id, as the model gave it; the tool result message names it.")
+    name: str = Field(description="The tool's name (search, lookup, finish, act, ...).")
+    arguments: dict[str, Any] = Field(default_factory=dict,
+        description="The arguments, parsed and validated against the tool's JSON schema.")
 
 
 class Step(Record):
@@ -313,6 +324,11 @@ class Step(Record):
         description="Environment state after this step, when the environment can save one.")
     created_at: str = Field(default_factory=now, description="When the step was made (UTC, ISO 8601).")
     signals: list[str] | None = Field(None, description="Automatic flags (trajectory.signals); None: not computed yet.")
+    reasoning: str | None = Field(None,
+        description="The model's separate reasoning channel (`reasoning_content`), kept apart from the thought; "
+                    "None when the server sent none.")
+    tool_call: ToolCall | None = Field(None,
+        description="The native tool call the action came from (the `tools` API style); None otherwise.")
 
 
 class Outcome(Record):

@@ -7,6 +7,7 @@ import re
 
 from envs.transcript import CommandTranscript, KeyScheme
 from trajectory import formats
+from trajectory.tools import command_tools
 
 # task-type prefix -> exemplar variant (the notebook's `prefixes`)
 PREFIXES = {
@@ -85,4 +86,10 @@ TRANSCRIPT = CommandTranscript(
     sft_system="Interact with a household to solve a task. Reply with one command per turn: an action, "
     "or 'think: ...' to reason (answered with 'OK.').",
     signals=Signals(),
+    tools=command_tools(
+        "Send one command to the household, exactly as ALFWorld reads it. The commands: 'go to {recep}', "
+        "'open {recep}', 'close {recep}', 'take {obj} from {recep}', 'put {obj} in/on {recep}', "
+        "'toggle {obj_or_recep}', 'clean {obj} with {recep}', 'heat {obj} with {recep}', "
+        "'cool {obj} with {recep}', 'use {lamp}', 'examine {obj_or_recep}', 'inventory', 'look'. "
+        "To reason without acting, reply with your thought and no tool call."),
 )

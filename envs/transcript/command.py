@@ -17,8 +17,13 @@ from envs.transcript.critic import CriticPrompt
 from trajectory import formats
 from trajectory.kinds import ModelRequest, Reply, SignalRules
 from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
+from trajectory.tools import ToolSet, command_tools
 from trajectory.records import Step, Task
 from trajectory.signals import GENERIC
+
+
+GENERIC_ACT = ("Send one command to the game, exactly as a player types it (e.g. 'look', 'inventory', "
+               "'go to ...', 'take ... from ...'); the game answers with what happens.")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class CommandTranscript:
     task_cue: str = formats.ALFWORLD_TASK_CUE
     critic_prompt: CriticPrompt = critic.COMMAND  # `react-editor suggest`'s default template
     zero_shot_instruction: str | None = None  # the instruction when there are no exemplars
+    tools: ToolSet = field(default_factory=lambda: command_tools(GENERIC_ACT))  # the `tools` API style's
     thoughts_are_turns: bool = field(default=True, init=False)
     keyed_entries: bool = field(default=True, init=False)  # each exemplar is its own prompt-file entry
     thought_observation: str | None = field(default=formats.THINK_OBSERVATION, init=False)

@@ -17,6 +17,7 @@ from envs.transcript.critic import CriticPrompt
 from trajectory import formats
 from trajectory.kinds import ModelRequest, Reply, SignalRules
 from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
+from trajectory.tools import ToolSet, wikipedia_tools
 from trajectory.records import Step, Task
 from trajectory.signals import GENERIC
 
@@ -40,6 +41,7 @@ class NumberedTranscript:
     sft_system: str
     signals: SignalRules = GENERIC
     critic_prompt: CriticPrompt = critic.NUMBERED  # `react-editor suggest`'s default template
+    tools: ToolSet = field(default_factory=wikipedia_tools)  # the `tools` API style's
     thoughts_are_turns: bool = field(default=False, init=False)
     keyed_entries: bool = field(default=False, init=False)  # exemplars share a block entry
     thought_observation: str | None = field(default=None, init=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from envs.transcript import NumberedTranscript
 from trajectory import formats
+from trajectory.tools import wikipedia_tools
 
 # Observations for actions the environment could not parse or execute (env.py: an unknown
 # action, lookup before any search, an empty search).
@@ -50,6 +51,7 @@ FEVER = NumberedTranscript(
     kind="fever", instruction="", header=formats.FEVER_HEADER, trailer="\n",
     preferred={"react": ("webthink_simple3",), "act": ("webact_simple3",)},
     owns=_has_claim,
+    tools=wikipedia_tools(fever=True),
     sft_system=formats.FEVER_HEADER.strip() + _ACTIONS + "Finish[SUPPORTS | REFUTES | NOT ENOUGH INFO].",
     signals=Signals(),
 )

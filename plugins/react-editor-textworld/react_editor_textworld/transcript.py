@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from envs.transcript import CommandTranscript, KeyScheme
+from trajectory.tools import command_tools
 
 KIND = "textworld"
 INSTRUCTION = "Interact with a text game to solve a task. Here are two examples.\n"
@@ -42,4 +43,9 @@ TRANSCRIPT = CommandTranscript(
     sft_system="Play a text game to solve a task. Reply with one command per turn: an action, "
     "or 'think: ...' to reason (answered with 'OK.').",
     signals=Signals(),
+    tools=command_tools(
+        "Send one command to the text game, exactly as a player types it: 'look', 'inventory', "
+        "'go north/south/east/west', 'open {thing}', 'take {item}', 'take {item} from {container}', "
+        "'put {item} on/in {container}', 'cook {item} with {appliance}', 'slice/dice/chop {item} with knife', "
+        "'prepare meal', 'eat meal'. To reason without acting, reply with your thought and no tool call."),
 )
