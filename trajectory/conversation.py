@@ -103,3 +103,19 @@ def _assistant(content: str | None, call: ToolCall | None, step: Step, with_reas
     if with_reasoning and step.reasoning is not None:
         msg["reasoning_content"] = step.reasoning
     return msg
+
+
+def request_body(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The request fields a conversation style pins (the sampling fields come from the config):
+    `{"messages": [...]}`, and for tools `"tools"`, `"tool_choice": "auto"`, `"parallel_tool_calls": false`
+    (one tool call per step)."""
+    body: dict[str, Any] = {"messages": messages}
+    if tools is not None:
+        body.update({"tools": tools, "tool_choice": "auto", "parallel_tool_calls": False})
+    return body
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """The pinned prompt of a conversation style: its request fields as JSON (indented, keys in
+    the order `request_body` gives them, non-ASCII kept): the same steps give the same bytes."""
+    return json.dumps(body, ensure_ascii=False, indent=2)
