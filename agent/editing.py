@@ -75,13 +75,15 @@ class Editor:
 
     def frozen_reason(self, version_id: int) -> str | None:
         """Why a version may no longer grow (a FROZEN key), or None: what was relied on
-        (annotated, used by an exemplar set, branched from) never changes again."""
+        (annotated, used by an exemplar set, branched from, judged against another) never changes again."""
         if annotations.is_annotated(self.store, version_id):
             return "annotated"
         if exemplar_sets.uses_version(self.store, version_id):
             return "exemplar"
         if self.store.versions.has_child(version_id):
             return "child"
+        if self.store.judgments.judged(version_id):
+            return "judged"
         return None
 
     def continuation(self, v: Version, leaf: Step | None) -> Version:

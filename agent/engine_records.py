@@ -15,7 +15,8 @@ from sessions.store import StoreError
 from trajectory.records import MAX_TEXT, ModelCall, Outcome, Step, Version
 
 PATH_CACHE = 256  # versions whose paths the engine keeps in memory
-FROZEN = {"annotated": "annotated", "exemplar": "used by an exemplar set", "child": "it has a child version"}
+FROZEN = {"annotated": "annotated", "exemplar": "used by an exemplar set", "child": "it has a child version",
+          "judged": "judged against another version"}
 QA_METHODS = ("standard", "cot", "cot-sc")
 
 

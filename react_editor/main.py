@@ -13,11 +13,11 @@ import gc
 import sys
 
 from react_editor import common, confirm, core, exchange, experiment, jobs, launch, search, whatif
-from react_editor import model, suggest
+from react_editor import judge, model, suggest
 from react_editor.args import Parser, argv_problem, fail
 from react_editor.common import run_command
 
-COMMAND_GROUPS = (core, exchange, experiment, whatif, jobs, confirm, launch, search, suggest, model)
+COMMAND_GROUPS = (core, exchange, experiment, whatif, jobs, confirm, launch, search, suggest, model, judge)
 
 
 def register_family_groups(sub) -> None:

@@ -244,7 +244,7 @@ def _frozen(version: int | str, exc: BaseException) -> BaseException:
     failure is itself). `version`: as people read it (`EP:N`)."""
     if not is_frozen_refusal(exc):
         return exc
-    return VersionFrozen(f"version {version} is frozen (branched from, annotated or used as an exemplar): "
+    return VersionFrozen(f"version {version} is frozen (branched from, annotated, judged or used as an exemplar): "
                          "it never changes again; continue it in a new version")
 
 

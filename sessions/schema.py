@@ -9,7 +9,7 @@ from typing import Callable
 
 from sessions.connection import FROZEN_MARK, sqlite_utils  # (sqlite-utils without pandas: a light start-up)
 
-from sessions import search_index
+from sessions import judgments, search_index
 from trajectory.signals import PathState
 
 APP_ID = "react-editor"
@@ -303,6 +303,10 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v15_index_deferred, _v16_frozen_pins, _v17_exemplar_set_bases, _v18_rollout_group_counts,
     _v19_step_messages,
 ]
+
+# 20 (judge): the judgments table; a judged version is frozen (`sessions.judgments.install`).
+# Migration 19 (msg's, the steps' message columns) comes before it in the list.
+MIGRATIONS.append(judgments.install)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -3,8 +3,9 @@
 transactions, and hands out its parts, as sqlite-utils' `Database` hands out tables:
 `store.episodes` (tasks, configs, episodes; `sessions.episodes`), `store.versions`
 (versions, steps, branches, paths; `sessions.versions`), `store.calls` (model calls, the
-response cache, pending answers; `sessions.calls`), `store.blobs` (`sessions.blobs`) and
-`store.settings` (`sessions.settings`). `sessions.connection`: errors, transactions;
+response cache, pending answers; `sessions.calls`), `store.blobs` (`sessions.blobs`),
+`store.settings` (`sessions.settings`) and `store.judgments` (a person's pairwise preferences
+between two versions; `sessions.judgments`). `sessions.connection`: errors, transactions;
 `sessions.rows`: plain rows of bulk reads.
 
 Invariants kept here (design.md): nothing is lost (every write is one transaction, WAL
@@ -30,6 +31,7 @@ from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, Ve
                                  describe_db_error)
 from sessions.connection import VersionFrozen
 from sessions.episodes import Episodes
+from sessions.judgments import Judgments
 from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
 from sessions.settings import Settings
 from sessions.versions import Versions
@@ -64,6 +66,7 @@ class Store:
         self.versions = Versions(self, self.episodes, self.calls)
         self.blobs = Blobs(self)
         self.settings = Settings(self)
+        self.judgments = Judgments(self)
         self.row_ids = (*self.episodes.row_ids, self.calls.params)  # the caches its transactions keep
         self._lock = threading.RLock()  # one write transaction of this Store at a time
         self._local = threading.local()

@@ -365,6 +365,26 @@ class Version(Record):
     updated_at: str = Field(default_factory=now, description="When it last changed (UTC, ISO 8601).")
 
 
+Better = Literal["A", "B", "tie"]
+
+
+class Judgment(Record):
+    """A person's pairwise preference between two versions of one episode (Compare's "left is
+    better / right is better / tie", `react-editor judge`). Stored with `version_a < version_b`
+    (a judgment of (b, a) is the same pair, flipped); one per annotator and pair (judging it
+    again replaces it), so two people's judgments of one pair are both kept."""
+
+    id: int | None = Field(None, description="Row id in this database; None until stored.")
+    episode_id: int = Field(description="The episode both versions belong to.")
+    version_a: int = Field(description="The first version of the pair (the left one as it was asked).")
+    version_b: int = Field(description="The second version of the pair (the right one as it was asked).")
+    better: Better = Field(description="Which is better: A (version_a), B (version_b) or tie.")
+    reason: str | None = Field(None, description="Why, in the annotator's words; None when none was given.")
+    annotator: str = Field(description="Who judged (the signed-in user, --annotator, REACT_EDITOR_USER or the OS "
+                                       "user).")
+    created_at: str = Field(default_factory=now, description="When it was (last) judged (UTC, ISO 8601).")
+
+
 class Episode(Record):
     """One task attempted under one agent config; owns a tree of steps."""
 
