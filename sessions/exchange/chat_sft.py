@@ -41,7 +41,7 @@ def version_ok(outcome_success: bool | None, verdict: str | None) -> bool:
 
 def chat_record(conv: Conversations, env: str, task_text: str, steps: Sequence[Step], tags: dict[int, set[str]],
                 ok: bool) -> dict[str, Any]:
-    """The version's record (raises messages.NoToolForm when an action has no tool call)."""
+    """The version's record."""
     head, parts = conv.cut(env, task_text, steps, "tools")
     msgs: list[dict[str, Any]] = list(head)
     for s, part in zip(steps, parts):

@@ -19,15 +19,17 @@ from typing import IO, Any, Iterable, Iterator
 from sessions import annotations
 from sessions import exemplar_sets
 from sessions.exchange import split
-from sessions.exchange.chat_sft import chat_record, version_ok
+from sessions.exchange import dataset_files
 from sessions.exchange.jsonl_encoder import EpisodeEncoder, Shared, _dumps  # noqa: F401 (_dumps: tests use it here)
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
 from sessions.exchange.sink import ExportError, _Sink  # noqa: F401 (re-exported: split_child, callers)
+from sessions.exchange.training import TRAINING_FORMATS, export_records
+from sessions.exchange.training_options import Counts, TrainingOptions
 from sessions.store import Store, StoreError  # noqa: F401 (StoreError: callers catch it here)
 from trajectory import kinds
 from trajectory.prompt_files import PromptFileError, exemplar_from
 
-FORMATS = ("prompt", "react-json", "jsonl", "chat-sft")
+FORMATS = ("prompt", "react-json", "jsonl", "chat-sft", "dpo", "kto", "steps")
 
 
 @dataclass
@@ -40,6 +42,8 @@ class ExportReport:
     steps: int = 0
     bytes: int = 0
     skipped: list[str] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)  # training formats: reason -> records left out
+    output: str = "jsonl"  # training formats: jsonl, parquet or hf (a `datasets` folder)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,10 +58,23 @@ def export(
     filters: Filters | None = None,
     exemplar_set: str | None = None,
     keys: list[str] | None = None,
+    options: TrainingOptions | None = None,
+    hf: bool = False,
+    source: str | None = None,
 ) -> ExportReport:
-    """Write the selection (or `exemplar_set`) in format `fmt`; returns the counts."""
+    """Write the selection (or `exemplar_set`) in format `fmt`; returns the counts. The
+    training formats (chat-sft, dpo, kto, steps; `training.export_records`) take `options`
+    and write JSONL, Parquet (`out` ending in .parquet) or, with `hf`, a `datasets` folder
+    whose card names `source` (the database)."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r} (one of: {', '.join(FORMATS)})")
+    if fmt in TRAINING_FORMATS and exemplar_set is None:
+        return _export_training(store, fmt, out, refs, filters, options or TrainingOptions(), hf, source)
+    if hf or dataset_files.output_kind(out, False) != "jsonl":
+        raise ExportError(f"{fmt} writes its own file format; Parquet and --hf are for chat-sft, dpo, kto and steps")
+    if options is not None and options != TrainingOptions():
+        raise ExportError(f"training options (--exclude-experiment, --proven-only, ...) are for chat-sft, dpo, kto "
+                          f"and steps, not {fmt}")
     if exemplar_set is not None and fmt not in ("prompt", "react-json"):
         raise ExportError("an exemplar set exports as 'prompt' or 'react-json'; select its versions for jsonl/chat-sft")
     if exemplar_set is not None and (refs or (filters and filters != Filters())):
@@ -72,8 +89,6 @@ def export(
             _write_set(store, exemplar_set, fmt, keys, sink, report)
         elif fmt == "jsonl":
             _write_jsonl_parts(store, refs, filters, sink, report)
-        elif fmt == "chat-sft":
-            _write_chat(store, select(store, refs, filters), sink, report)
         else:
             _write_prompts(store, select(store, refs, filters), fmt, keys, sink, report)
         ok = True
@@ -151,24 +166,49 @@ def _write_jsonl_parts(store: Store, refs, filters: Filters | None, sink: _Sink,
     report.skipped += got["skipped"]
 
 
-def _write_chat(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
-    for batch in batches:
-        report.episodes += 1
-        ep = batch.episode
-        vann = annotations.version_histories(store, [v.id for v in batch.versions])
-        sann = annotations.episode_step_histories(store, ep.id)
-        tags = {sid: set(h[-1].tags) for sid, h in sann.items() if h}
-        for v in batch.versions:
-            steps = batch.paths[v.id]
-            if not steps:
-                report.skipped.append(f"{ep.id}:{v.id} has no steps")
-                continue
-            hist = vann.get(v.id)
-            ok = version_ok(v.outcome.success, hist[-1].verdict if hist else None)
-            sink.write(_dumps(chat_record(ep.task.env, ep.task.text, steps, tags, ok)) + "\n")
-            report.versions += 1
-            report.records += 1
-            report.steps += len(steps)
+def _export_training(store: Store, fmt: str, out, refs, filters, options: TrainingOptions, hf: bool,
+                     source: str | None) -> ExportReport:
+    kind = dataset_files.output_kind(out, hf)
+    records, counts = export_records(store, fmt, refs=refs, filters=filters, opts=options)
+    if kind == "jsonl":
+        sink = _Sink(out)
+        report = ExportReport(format=fmt, path=sink.path, output=kind)
+        ok = False
+        try:
+            dataset_files.write_jsonl(records, sink)
+            ok = True
+        finally:
+            sink.close(ok)
+        report.bytes = sink.bytes
+    else:
+        report = ExportReport(format=fmt, path=str(out), output=kind)
+        if kind == "parquet":
+            _, report.bytes = dataset_files.write_parquet(records, out)
+        else:
+            card = {"format": fmt, "db": source or store.file, "counts": counts,
+                    "trl_type": _trl_type(fmt, options), "options": options.as_json(),
+                    "selection": _selection_text(refs, filters)}
+            _, report.bytes = dataset_files.write_hf(records, out, card)
+    _fill(report, counts)
+    return report
+
+
+def _fill(report: ExportReport, counts: Counts) -> None:
+    report.records = counts.written
+    report.left_out = dict(counts.as_json()["left_out"])
+
+
+def _trl_type(fmt: str, options: TrainingOptions) -> str:
+    if fmt == "dpo" and options.implicit_prompt:
+        return "conversational preference, implicit prompt"
+    return dataset_files.TRL_TYPES[fmt]
+
+
+def _selection_text(refs, filters: Filters | None) -> str:
+    parts = [f"{r.episode}:{'all' if r.all else (r.version or 'current')}" for r in refs or []]
+    f = filters or Filters()
+    parts += [f"{k}={v}" for k, v in vars(f).items() if v not in (None, False)]
+    return ", ".join(parts) or "everything"
 
 
 def _exemplars(batches, report: ExportReport):

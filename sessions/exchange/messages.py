@@ -10,22 +10,14 @@ chat-sft file mixes both: `chat_sft.py`).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 from trajectory import kinds
 from trajectory.tools import ToolCallError
 
-try:  # engineer msg's pure function (issue 42); until it lands, the stand-in with its signature
-    from trajectory.conversation import conversation
-except ImportError:  # pragma: no cover - removed when trajectory/conversation.py is merged
-    from sessions.exchange._conversation_standin import conversation
+from trajectory.conversation import conversation
 
 Message = dict[str, Any]
-
-
-class NoToolForm(ValueError):
-    """A step's action has no tool call in its family's schema (a malformed paper-format action)."""
 
 
 def style_of(api_style: str) -> str:
@@ -96,12 +88,9 @@ class Conversations:
 
     def cut(self, env: str, task_text: str, steps: Sequence[Any], style: str) -> tuple[list[Message], list[list[Message]]]:
         """(the messages before the first step, each step's messages: its assistant message
-        and what answers it). Raises NoToolForm when an action has no tool call."""
+        and what answers it). An action with no tool form is the step's text (`conversation`)."""
         fam = self.family(env)
-        try:
-            msgs = conversation(fam, task_text, list(steps), style, system=fam.sft_system, with_reasoning=True)
-        except ToolCallError as exc:
-            raise NoToolForm(str(exc)) from None
+        msgs = conversation(fam, task_text, steps, style, system=fam.sft_system, with_reasoning=True)
         head: list[Message] = []
         parts: list[list[Message]] = []
         for m in msgs:
@@ -112,7 +101,7 @@ class Conversations:
             else:
                 head.append(m)
         if len(parts) != len(steps):  # one assistant message per step (the contract); never silently shifted
-            raise NoToolForm(f"{len(steps)} steps gave {len(parts)} assistant messages")
+            raise ValueError(f"{len(steps)} steps gave {len(parts)} assistant messages")
         return head, parts
 
 
@@ -125,6 +114,3 @@ def ends_on_assistant(msgs: list[Message]) -> list[Message]:
     return msgs[:end]
 
 
-def arguments_text(arguments: Any) -> str:
-    """A tool call's arguments as the JSON string the exports write (mixed types never break a column)."""
-    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
