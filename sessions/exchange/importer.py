@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from sessions import exemplar_sets
+from sessions.exchange import import_chat
 from sessions.exchange.import_jsonl import (_check_text, _episode_digests, _jsonl, _lines,  # noqa: F401 (tests)
                                             parse_record)
 from sessions.exchange.import_report import (MAX_FILE_BYTES, MAX_LINE_BYTES, TOO_DEEP, ImportFailed,  # noqa: F401
@@ -22,7 +23,7 @@ from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
 from trajectory.records import IMPORT_DIGEST, AgentConfig, Outcome, Task
 
-IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
+IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt", "chat-sft")
 
 
 
@@ -34,6 +35,8 @@ def detect_format(path: Path) -> str:
         head = f.read(65536)
     suffix = path.suffix.lower()
     first = head.lstrip()[:1]
+    if first == b"{" and _first_line_is_chat(head):
+        return "chat-sft"
     if suffix == ".jsonl" or (first == b"{" and b"\n" in head.lstrip() and _first_line_is_record(head)):
         return "jsonl"
     if suffix == ".json" or first == b"{":
@@ -44,6 +47,16 @@ def detect_format(path: Path) -> str:
         f"unknown format of {path.name}: expected a ReAct prompt file (.json), a jsonl export (.jsonl) "
         "or a transcript (.txt); pass --format"
     )
+
+
+def _first_line_is_chat(head: bytes) -> bool:
+    """A chat-sft line: `messages` and no `schema` (a first line longer than the head is not one)."""
+    line = head.lstrip().split(b"\n", 1)[0]
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and "messages" in obj and "schema" not in obj
 
 
 def _first_line_is_record(head: bytes) -> bool:
@@ -88,6 +101,14 @@ def import_file(
         exemplar_sets._check_name(set_name)
         if exemplar_sets.exists(store, set_name):
             raise ImportFailed(f"an exemplar set named {set_name!r} exists already")
+    if fmt == "chat-sft":
+        if set_name is not None:
+            raise ImportFailed("--set is for prompt files; a chat-sft import makes episodes only")
+        chats = import_chat.read_chat(p, env)  # every line checked before the write transaction
+        report = ImportReport("chat-sft", str(p))
+        with store.transaction():
+            import_chat.write_chat(store, chats, report, by)
+        return report
     if fmt == "jsonl":
         if set_name is not None:
             raise ImportFailed("--set is for prompt files; a jsonl import makes episodes only")
