@@ -1,4 +1,4 @@
-"""Benchmark: export 10,000 versions of 30 steps to jsonl.
+"""Benchmark: export 10,000 versions of 30 steps to jsonl, and to the training formats.
 
 Builds the bulk database (`_bulk.py`: 10,000 versions of 30 steps), then exports everything as jsonl in a child process that measures the wall time and
 the peak-RSS growth of the export (ru_maxrss after minus the RSS before it starts).
@@ -13,7 +13,13 @@ A large export runs in two processes on two cores or more (`split` says whether 
 CPU then counts both, the second process's peak is reported apart); `--split on|off` forces
 either way, to measure both.
 
-    python benchmarks/export.py [--episodes 5000] [--keep DIR [--reuse]] [--split auto|on|off]
+`--formats jsonl,chat-sft,dpo,kto,steps` (or `all`) exports the same database in each format, one child
+process per format, after giving each episode what the training formats read (`enrich`: the branch at
+step 15 becomes a thought edit that succeeds where the original failed, and a resample group from step
+16 with 8 finished rollouts). Its figures go under "formats": wall s, CPU s, peak MB and the wall time
+as a multiple of the jsonl export's (target: 1.5x or less).
+
+    python benchmarks/export.py [--episodes 5000] [--keep DIR [--reuse]] [--split auto|on|off] [--formats all]
 """
 
 from __future__ import annotations
@@ -44,9 +50,50 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def child(db: str, out: str, split_mode: str) -> None:
+TRAINING = ("chat-sft", "dpo", "kto", "steps")
+
+
+def enrich(db: Path) -> None:
+    """What the training formats read, on every bulk episode: v2 (the branch at step 15) made by
+    a thought edit at 16, a success where v1 failed; a resample group of v1 from step 16 with 8
+    finished rollouts (its counts written as the store's triggers would)."""
+    import json as _json
+
+    from sessions.store import Store
+    from trajectory.records import AgentConfig, EditInfo, Outcome
+
+    store = Store(db)
+    if store.db.execute("select count(*) from rollout_groups").fetchone()[0]:
+        store.close()
+        return
+    edit = _json.dumps([EditInfo(kind="rewrite_thought", index=16).model_dump(mode="json")])
+    ok = Outcome(done=True, success=True, reward=1.0).model_dump_json()
+    bad = Outcome(done=True, success=False).model_dump_json()
+    config = AgentConfig(model="bench-model", temperature=0.7).model_dump_json()
+    with store.transaction():
+        # a branched version is frozen (the store's trigger): lifted while the bulk rows are rewritten
+        frozen = store.db.execute("select name, sql from sqlite_master where type = 'trigger' and name like "
+                                  "'%frozen%'").fetchall()
+        for name, _ in frozen:
+            store.db.execute(f"drop trigger [{name}]")
+        rows = store.db.execute("select episode_id, min(id), max(id) from versions group by episode_id").fetchall()
+        for ep, v1, v2 in rows:
+            store.db.execute("update versions set outcome = ? where id = ?", [bad, v1])
+            store.db.execute("update versions set outcome = ?, edits = ?, parent_version = ? where id = ?",
+                             [ok, edit, v1, v2])
+            store.db.execute("insert into rollout_groups (key, episode_id, source_version, step, kind, edit, n, config, "
+                             "created_at, updated_at, finished, successes) values (?,?,?,?,?,?,?,?,?,?,?,?)",
+                             [f"bench-{ep}", ep, v1, 16, "resample", None, 8, config, "2026-01-01T00:00:00Z",
+                              "2026-01-01T00:00:00Z", 8, ep % 9])
+        for _, sql in frozen:
+            store.db.execute(sql)
+    store.close()
+
+
+def child(db: str, out: str, split_mode: str, fmt: str = "jsonl") -> None:
     import importlib
 
+    import envs.registry  # noqa: F401 - the families' transcripts (the training formats read them)
     from sessions.exchange import Filters, export
     from sessions.store import Store
 
@@ -55,7 +102,7 @@ def child(db: str, out: str, split_mode: str) -> None:
     store = Store(db)
     base = _rss_mb()
     t0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
-    rep = export(store, "jsonl", out, filters=Filters(all_versions=True))
+    rep = export(store, fmt, out, filters=Filters(all_versions=True))
     dt, cpu, kids = time.perf_counter() - t0, time.process_time() - c0, _children_cpu() - k0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     kid_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 if kids else 0.0
@@ -71,11 +118,17 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="with --keep: export the database an earlier run kept there")
     ap.add_argument("--split", choices=("auto", "on", "off"), default="auto",
                     help="the export in two processes: auto (large, two cores or more), on or off")
+    ap.add_argument("--formats", default="jsonl",
+                    help="comma list of jsonl, chat-sft, dpo, kto, steps (or all); each beside the jsonl export")
     ap.add_argument("--child", nargs=2, metavar=("DB", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--child-format", default="jsonl", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(*args.child, args.split)
+        child(*args.child, args.split, args.child_format)
         return
+    formats = list(TRAINING) if args.formats == "all" else [f for f in args.formats.split(",") if f and f != "jsonl"]
+    if any(f not in TRAINING for f in formats):
+        ap.error(f"--formats: jsonl or one of {', '.join(TRAINING)}")
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-export-"))
     work.mkdir(parents=True, exist_ok=True)
     db, out = work / "bench.db", work / "out.jsonl"
@@ -85,10 +138,22 @@ def main() -> None:
         t0 = time.perf_counter()
         build(db, args.episodes)
         print(f"built {args.episodes * 2} versions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if formats:
+        enrich(db)  # before the jsonl export too: every format reads the same database
     res = subprocess.run([sys.executable, __file__, "--child", str(db), str(out), "--split", args.split],
                          capture_output=True, text=True,
                          check=True, cwd=ROOT)
     child_out = json.loads(res.stdout.strip().splitlines()[-1])
+    per: dict[str, dict] = {}
+    for fmt in formats:
+        r = subprocess.run([sys.executable, __file__, "--child", str(db), str(work / f"out.{fmt}.jsonl"), "--split",
+                            args.split, "--child-format", fmt], capture_output=True, text=True, check=True, cwd=ROOT)
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        per[fmt] = {"s": round(got["seconds"], 2), "cpu_s": round(got["cpu_seconds"], 2),
+                    "peak_mb": round(got["peak_mb"], 1), "peak_delta_mb": round(got["delta_mb"], 1),
+                    "records": got["records"], "mb": round(got["bytes"] / 2**20, 1),
+                    "x_jsonl": round(got["seconds"] / child_out["seconds"], 2) if child_out["seconds"] else None}
+        print(f"{fmt}: {got['records']} records in {got['seconds']:.2f} s", file=sys.stderr)
     print(f"exported {child_out['versions']} versions, {child_out['steps']} steps, "
           f"{child_out['bytes'] / 2**20:.0f} MB", file=sys.stderr)
     if not args.keep:
@@ -102,7 +167,8 @@ def main() -> None:
                       "export_peak_mb": round(child_out["peak_mb"], 1),
                       "export_peak_delta_mb": round(child_out["delta_mb"], 1),
                       "export_second_process_peak_mb": round(child_out["second_process_peak_mb"], 1),
-                      "split": child_out["split"], "versions": child_out["versions"]}))
+                      "split": child_out["split"], "versions": child_out["versions"],
+                      **({"formats": per} if per else {})}))
 
 
 if __name__ == "__main__":

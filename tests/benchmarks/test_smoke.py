@@ -24,7 +24,7 @@ TINY: dict[str, list[str]] = {
     "client.py": ["--calls", "4", "--rounds", "1", "--levels", "1"],
     "engine.py": ["--episodes", "1"],
     "experiment.py": ["--tasks", "2", "--latency", "0", "--concurrency", "2", "--alfworld-steps", "1"],
-    "export.py": ["--episodes", "2"],
+    "export.py": ["--episodes", "2", "--formats", "all"],
     "local_model.py": ["--steps", "2", "--skip-app", "--rounds", "1"],
     "paired_ci_agreement.py": ["--n", "5"],
     "runner.py": ["--tasks", "2", "--levels", "1", "--rounds", "1", "--pairs", "1"],
