@@ -3,7 +3,7 @@
 assistant message (the thought as `content`, the action as one `tool_calls` entry whose
 `arguments` is a JSON string, the reasoning channel as `reasoning_content`) and the observation
 as a `role: "tool"` message with the call's `tool_call_id`. Every version exports in this form,
-a paper-format one through its family's tool schema, so one file mixes both (docs/chat-sft.md).
+a paper-format one through its family's tool schema, so one file mixes both (docs/training-data.md).
 Each assistant message keeps `weight` 1 (learn from it) or 0 (mask it): OpenAI's fine-tuning
 format reads it; TRL ignores keys it does not know (mask with your own collator).
 

@@ -1,4 +1,4 @@
-"""Import of `chat-sft` files (TRL's conversational tool-calling form, docs/chat-sft.md): each
+"""Import of `chat-sft` files (TRL's conversational tool-calling form, docs/training-data.md): each
 line `{"messages": [...], "tools": [...]}` becomes an editable episode of the `tools` API style
 - the user message its task, each assistant message a step (content the thought,
 `reasoning_content` the reasoning, its one tool call the action through the family's tools),
