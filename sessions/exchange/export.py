@@ -175,7 +175,8 @@ def _export_training(store: Store, fmt: str, out, refs, filters, options: Traini
         report = ExportReport(format=fmt, path=sink.path, output=kind)
         ok = False
         try:
-            dataset_files.write_jsonl(records, sink)
+            with _no_gc():  # dicts and lists by the hundred thousand, no cycles (as the jsonl export)
+                dataset_files.write_jsonl(records, sink)
             ok = True
         finally:
             sink.close(ok)

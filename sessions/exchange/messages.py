@@ -66,6 +66,11 @@ class _Family:
         self._transcript = transcript
         self.tools = _MemoTools(transcript.tools)
 
+    def chat_turn(self, step: Any, i: int) -> tuple[str, str | None]:
+        """The turn numbered by the step's own index (its position on its path), so a step's
+        messages made alone (`Conversations.cut`) read as they do in the whole path."""
+        return self._transcript.chat_turn(step, step.index)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transcript, name)
 
@@ -75,6 +80,10 @@ class Conversations:
 
     def __init__(self) -> None:
         self._families: dict[str, _Family] = {}
+        self._episode: int | None = None  # the episode whose steps' messages `_steps` holds
+        self._task: str | None = None
+        self._steps: dict[tuple, list[Message]] = {}
+        self._head: tuple[tuple[str, str], list[Message]] | None = None
 
     def family(self, env: str) -> _Family:
         f = self._families.get(env)
@@ -88,20 +97,33 @@ class Conversations:
 
     def cut(self, env: str, task_text: str, steps: Sequence[Any], style: str) -> tuple[list[Message], list[list[Message]]]:
         """(the messages before the first step, each step's messages: its assistant message
-        and what answers it). An action with no tool form is the step's text (`conversation`)."""
+        and what answers it). An action with no tool form is the step's text (`conversation`).
+        A step's messages are made once per episode and shared by every path through it (the
+        same dicts: never changed in place)."""
         fam = self.family(env)
-        msgs = conversation(fam, task_text, steps, style, system=fam.sft_system, with_reasoning=True)
-        head: list[Message] = []
+        episode = steps[0].episode_id if steps else None
+        if episode != self._episode or task_text != self._task:
+            self._episode, self._task, self._steps = episode, task_text, {}
+            self._head = None
+        if self._head is None or self._head[0] != (env, style):
+            self._head = ((env, style), conversation(fam, task_text, [], style, system=fam.sft_system))
+        head = list(self._head[1])
         parts: list[list[Message]] = []
-        for m in msgs:
-            if m.get("role") == "assistant":
-                parts.append([m])
-            elif parts:
-                parts[-1].append(m)
-            else:
-                head.append(m)
-        if len(parts) != len(steps):  # one assistant message per step (the contract); never silently shifted
-            raise ValueError(f"{len(steps)} steps gave {len(parts)} assistant messages")
+        last = len(steps) - 1
+        for i, step in enumerate(steps):
+            key = (style, step.id, step.index)
+            part = self._steps.get(key) if step.id is not None else None
+            if part is None:
+                msgs = conversation(fam, task_text, [step], style, system=None, with_reasoning=True)[1:]
+                if not msgs or msgs[0].get("role") != "assistant":  # one assistant message per step (the contract)
+                    raise ValueError(f"step {step.index} gave no assistant message")
+                part = msgs
+                if step.id is not None:
+                    self._steps[key] = part
+            if i < last and part[0].get("tool_calls") and len(part) == 1:
+                # a call with no observation, followed by more: answered by an empty result, as in a whole path
+                part = [part[0], {"role": "tool", "tool_call_id": part[0]["tool_calls"][0]["id"], "content": ""}]
+            parts.append(part)
         return head, parts
 
 

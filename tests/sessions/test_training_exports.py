@@ -252,3 +252,22 @@ def test_cli_prints_what_it_wrote_and_left_out(toy, made, tmp_path, capsys, monk
     assert "Parquet and --hf are for chat-sft, dpo, kto and steps" in capsys.readouterr().err
     assert cli(["export", "--format", "dpo", "--env", "alfworld", "--out", str(out), "--min-effect", "2"]) == 2
     assert "--min-effect" in capsys.readouterr().err
+
+
+def test_step_messages_made_once_read_as_the_whole_path(toy, made):
+    """`Conversations.cut` makes each step's messages once per episode; joined they are what
+    `trajectory.conversation` gives for the whole path, in both styles."""
+    from sessions.exchange.messages import Conversations
+    from trajectory import kinds
+    from trajectory.conversation import conversation
+
+    conv = Conversations()
+    for ep_id in made.episodes.values():
+        ep = toy.store.episodes.get(ep_id)
+        fam = kinds.transcript(ep.task.env)
+        for v in toy.store.versions.of_episode(ep_id):
+            steps = toy.store.versions.steps(v.id)
+            for style in ("messages", "tools"):
+                head, parts = conv.cut(ep.task.env, ep.task.text, steps, style)
+                whole = conversation(fam, ep.task.text, steps, style, system=fam.sft_system)
+                assert head + [m for p in parts for m in p] == whole
