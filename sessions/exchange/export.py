@@ -136,6 +136,7 @@ def _jsonl_lines(store: Store, batches, sink: _Sink, report: ExportReport) -> No
     for chunk in _chunked(batches, CHUNK):  # the calls and annotations of a chunk of episodes in one query each
         calls = store.calls.rows(b.episode.id for b in chunk)
         shared.learn(calls.values())
+        shared.learn_extras([b.episode.id for b in chunk])
         histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
                      annotations.step_histories(store, [b.episode.id for b in chunk]))
         for batch in chunk:

@@ -352,7 +352,7 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
             info["carried_from"] = ep.step_ids[info["carried_from"]]
         steps.append(Step(index=s.index, thought=s.thought, action=s.action, observation=s.observation, done=s.done,
                           reward=s.reward, info=info, source=s.source, edit=_edit(s.edit, ep), call_ids=ids,
-                          created_at=s.created_at))
+                          created_at=s.created_at, reasoning=s.reasoning, tool_call=s.tool_call, message=s.message))
     if steps:
         rows, _ = store.versions.append(vid, steps, new_calls)
         for s, row in zip(new, rows):

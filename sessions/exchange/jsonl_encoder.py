@@ -67,6 +67,27 @@ class Shared:
         self.params: dict[int | None, tuple[str, str, str | None]] = {}  # call_params rows by id
         self.heads: dict[tuple, str] = {}
         self.infos: dict[str | None, str | None] = {}
+        self.extras: dict[int, str] = {}  # step id -> its `,"reasoning":...` tail (the steps that have one)
+
+    def learn_extras(self, episode_ids: list[int]) -> None:
+        """The reasoning, tool call and raw message of the chunk's steps that have them (the
+        `messages` / `tools` styles; one query, none found for a text-style database)."""
+        self.extras = {}
+        if not episode_ids:
+            return
+        marks = ",".join("?" * len(episode_ids))
+        rows = self.store.db.execute(
+            f"select id, reasoning, tool_call, message from steps where episode_id in ({marks}) and "
+            "(reasoning is not null or tool_call is not null or message is not null)", episode_ids).fetchall()
+        for sid, reasoning, call, message in rows:
+            tail = ""
+            if reasoning is not None:
+                tail += f',"reasoning":{_esc(reasoning)}'
+            if call is not None:
+                tail += f',"tool_call":{_dumps(from_json(call, None))}'
+            if message is not None:
+                tail += f',"message":{_dumps(from_json(message, None))}'
+            self.extras[sid] = tail
 
     def learn(self, calls: Iterable[tuple]) -> None:
         """Read the call_params rows of these calls (`Calls.rows` tuples) not known yet."""
@@ -212,6 +233,9 @@ class EpisodeEncoder:
             f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{self.texts.get(source) or _esc(source)},'
             f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
             f'"calls":[{call_refs}],"created_at":{at},"annotations":{notes}}}')
+        extra = self.shared.extras.get(sid)
+        if extra:  # a `messages` / `tools` step: its reasoning, call and raw message after the rest
+            d = self.step_cache[sid] = f"{d[:-1]}{extra}}}"
         return d
 
     def _version(self, n: int, v: Version, limit: int) -> str:

@@ -93,6 +93,9 @@ StepRecord = create_model(  # a Step as the file holds it: refs instead of ids, 
     created_at=(str, Field(description="When the step was made (UTC, ISO 8601).")),
     annotations=(list[StepAnnotationRecord], Field(default_factory=list,
                  description="Its tag and note history, oldest first (the last entry is the current state).")),
+    # the `messages` / `tools` styles' step (issue 42): written only when set, so a text-style step's
+    # record is as before
+    **_fields_of(Step, "reasoning", "tool_call", "message"),
 )
 
 

@@ -271,3 +271,24 @@ def test_step_messages_made_once_read_as_the_whole_path(toy, made):
                 head, parts = conv.cut(ep.task.env, ep.task.text, steps, style)
                 whole = conversation(fam, ep.task.text, steps, style, system=fam.sft_system)
                 assert head + [m for p in parts for m in p] == whole
+
+
+def test_jsonl_keeps_a_tools_step_call_and_reasoning(toy, made, tmp_path):
+    """The lossless jsonl export carries a `tools` step's reasoning, call and raw message (only
+    when set: a text-style step's record is unchanged), and imports them back."""
+    a = tmp_path / "a.jsonl"
+    export(toy.store, "jsonl", a, refs=[], filters=Filters(all_versions=True))
+    lines = a.read_text().splitlines()
+    tools = [json.loads(x) for x in lines if json.loads(x)["episode"]["task"]["id"] == "toy/tools-1"]
+    step1 = tools[0]["steps"][0]
+    assert step1["reasoning"] == "Mugs hide." and step1["tool_call"] == {
+        "id": "call_t11", "name": "act", "arguments": {"command": "go to cabinet 1"}}
+    assert all("tool_call" not in s for x in lines if '"toy/room-1"' in x for s in json.loads(x)["steps"])
+    other = Store(tmp_path / "b.db")
+    import_file(other, a)
+    b = tmp_path / "b.jsonl"
+    export(other, "jsonl", b, filters=Filters(all_versions=True))
+    assert b.read_bytes() == a.read_bytes()
+    ep = other.episodes.get(max(other.episodes.ids()))
+    s1 = other.versions.steps(ep.current_version)[0]
+    assert (s1.reasoning, s1.tool_call.id, s1.tool_call.arguments) == ("Mugs hide.", "call_t11", {"command": "go to cabinet 1"})
