@@ -135,7 +135,7 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
                    help="leave out every task this experiment evaluates (repeatable)")
     g.add_argument("--proven-only", action="store_true", help="dpo: only pairs a what-if proved")
     g.add_argument("--min-effect", type=float, default=None, metavar="X",
-                   help="dpo: only pairs whose what-if effect is at least X (a difference of success rates)")
+                   help="dpo: only pairs a what-if proved with an effect of at least X (a difference of success rates)")
 
 
 def _training_options(args: argparse.Namespace):

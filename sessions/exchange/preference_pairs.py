@@ -175,8 +175,9 @@ def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], vers
         if opts.proven_only and (whatif is None or whatif.state == "not shown"):
             counts.leave_out("no what-if proved it (--proven-only)")
             continue
-        if opts.min_effect is not None and (whatif is None or abs(whatif.effect) < opts.min_effect):
-            counts.leave_out(f"no what-if effect of at least {opts.min_effect:g} (--min-effect)")
+        if opts.min_effect is not None and (whatif is None or whatif.state == "not shown"
+                                            or abs(whatif.effect) < opts.min_effect):
+            counts.leave_out(f"no proven what-if effect of at least {opts.min_effect:g} (--min-effect)")
             continue
         head, parts_a = conv.cut(ep.task.env, ep.task.text, pa, style)
         _, parts_b = conv.cut(ep.task.env, ep.task.text, pb, style)

@@ -24,7 +24,7 @@ class TrainingOptions:
     unit: str = "trajectory"  # kto: a label per step or per trajectory
     exclude_experiments: tuple[str, ...] = ()  # leave out every task these experiments evaluate
     proven_only: bool = False  # dpo: only pairs a what-if proved
-    min_effect: float | None = None  # dpo: only pairs whose what-if effect is at least this large
+    min_effect: float | None = None  # dpo: only pairs a what-if proved with an effect at least this large
 
     def check(self) -> "TrainingOptions":
         if self.continuation not in CONTINUATIONS:
