@@ -37,12 +37,24 @@ def write_jsonl(records: Iterable[dict[str, Any]], sink: _Sink) -> int:
     return n
 
 
+BATCH = 1000  # records turned into an Arrow table at a time (columnar: far smaller than the dicts)
+
+
 def _table(records: Iterable[dict[str, Any]]):
+    """The records as one Arrow table, made a batch at a time; the batches' schemas are unified
+    (a message key or a tool property that appears only in a later batch becomes a column)."""
     import pyarrow as pa
 
-    rows = list(records)
+    tables, rows = [], []
     try:
-        return pa.Table.from_pylist(rows)
+        for rec in records:
+            rows.append(rec)
+            if len(rows) == BATCH:
+                tables.append(pa.Table.from_pylist(rows))
+                rows = []
+        if rows or not tables:
+            tables.append(pa.Table.from_pylist(rows))
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # pragma: no cover - the records have one shape
         raise ExportError(f"cannot make a table of the records: {str(exc).splitlines()[0]}") from None
 

@@ -216,6 +216,9 @@ def test_files_load_with_datasets(toy, made, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     datasets = pytest.importorskip("datasets")
+    from sessions.exchange import dataset_files
+
+    monkeypatch.setattr(dataset_files, "BATCH", 2)  # tables made 2 records at a time, of differing keys, unified
     cache = str(tmp_path / "hf-cache")
     for fmt, opts in (("dpo", {}), ("kto", {"unit": "step"}), ("steps", {}), ("chat-sft", {})):
         o = TrainingOptions(**opts)
