@@ -295,3 +295,23 @@ def test_jsonl_keeps_a_tools_step_call_and_reasoning(toy, made, tmp_path):
     ep = other.episodes.get(max(other.episodes.ids()))
     s1 = other.versions.steps(ep.current_version)[0]
     assert (s1.reasoning, s1.tool_call.id, s1.tool_call.arguments) == ("Mugs hide.", "call_t11", {"command": "go to cabinet 1"})
+
+
+def test_an_accepted_suggestion_is_a_pair_its_what_if_proved(toy, capsys):
+    """A suggestion verified and accepted through `react-editor suggest` (its what-if groups in
+    the edit's origin): one dpo pair, the fix chosen on the what-if's evidence."""
+    from tests.cli_helpers import cli_json
+    from tests.suggest_agents import GOOD, HINT, IDLE, critic_json, fail_episode
+
+    failed = fail_episode(toy)
+    failed.critic = critic_json(IDLE, GOOD)
+    out = cli_json(capsys, "suggest", "1", "--candidates", "2", "--verify", "5", "--db", str(toy.db))
+    good = next(c for c in out["candidates"] if c["text"] == HINT)
+    cli_json(capsys, "suggest", "1:1", "--accept", str(good["number"]), "--db", str(toy.db))
+    recs, counts = _records(toy.store, "dpo")
+    (r,) = [r for r in recs if r["metadata"]["edited_by"] == "suggestion"]
+    m = r["metadata"]
+    assert m["evidence"] == "whatif" and m["whatif"]["state"] == "proven" and m["edit_kind"] == "insert_thought"
+    assert m["chosen_version_id"] == toy.store.episodes.get(1).current_version and m["critic_model"] == "scripted-model"
+    assert r["chosen"][0]["content"] == f"think: {HINT}" and m["step"] == 2
+    assert m["whatif"]["groups"] == toy.store.versions.get(m["chosen_version_id"]).edits[-1].origin["whatif_groups"]
