@@ -130,6 +130,13 @@ def test_dpo_forms_and_hygiene(toy, made):
     assert counts.left_out["episode of a task experiment 'heldout' evaluates (--exclude-experiment)"] == 1
     with pytest.raises(ValueError, match="unknown experiment 'nope'"):
         export_records(toy.store, "dpo", exclude_experiments=("nope",))
+    # judgments that settle nothing leave a pair out, with their reason, before any other evidence
+    room = made.room
+    toy.store.judgments.add(room["v1"].id, room["delete_thought"].id, "tie", "alice")
+    toy.store.judgments.add(room["v1"].id, room["rewrite_action"].id, "A", "alice")
+    toy.store.judgments.add(room["v1"].id, room["rewrite_action"].id, "B", "bob")
+    recs, counts = _records(toy.store, "dpo")
+    assert len(recs) == 5 and counts.left_out == {"judged a tie": 1, "people's judgments disagree": 1}
 
 
 def test_kto_labels_per_trajectory_and_per_step(toy, made):
@@ -251,6 +258,12 @@ def test_cli_prints_what_it_wrote_and_left_out(toy, made, tmp_path, capsys, monk
     text = capsys.readouterr().out
     assert "wrote 3 records" in text and "left out 2" in text
     assert "  left out 2: no evidence either way" in text
+    folder = tmp_path / "kto-hf"
+    assert cli(["export", "--format", "kto", "--env", "alfworld", "--out", str(folder), "--hf", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["output"] == "hf" and rep["records"] > 0 and (folder / "README.md").is_file()
+    assert cli(["export", "--format", "kto", "--env", "alfworld", "--out", str(folder), "--hf"]) == 2
+    assert "not an empty folder" in capsys.readouterr().err  # never written over
     assert cli(["export", "--format", "jsonl", "--env", "alfworld", "--out", str(tmp_path / "x.parquet")]) == 2
     assert "Parquet and --hf are for chat-sft, dpo, kto and steps" in capsys.readouterr().err
     assert cli(["export", "--format", "dpo", "--env", "alfworld", "--out", str(out), "--min-effect", "2"]) == 2
