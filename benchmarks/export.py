@@ -57,8 +57,6 @@ def enrich(db: Path) -> None:
     """What the training formats read, on every bulk episode: v2 (the branch at step 15) made by
     a thought edit at 16, a success where v1 failed; a resample group of v1 from step 16 with 8
     finished rollouts (its counts written as the store's triggers would)."""
-    import json as _json
-
     from sessions.store import Store
     from trajectory.records import AgentConfig, EditInfo, Outcome
 
@@ -66,7 +64,7 @@ def enrich(db: Path) -> None:
     if store.db.execute("select count(*) from rollout_groups").fetchone()[0]:
         store.close()
         return
-    edit = _json.dumps([EditInfo(kind="rewrite_thought", index=16).model_dump(mode="json")])
+    edit = json.dumps([EditInfo(kind="rewrite_thought", index=16).model_dump(mode="json")])
     ok = Outcome(done=True, success=True, reward=1.0).model_dump_json()
     bad = Outcome(done=True, success=False).model_dump_json()
     config = AgentConfig(model="bench-model", temperature=0.7).model_dump_json()
