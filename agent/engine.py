@@ -166,7 +166,7 @@ class Engine:
         calls: list[ModelCall] = []
         source, edit = ("human", v.draft_edit) if v.draft_thought is not None else ("model", None)
         try:
-            thought, action = self.prompts.ask(ep, steps, rev, v.draft_thought, calls, watch)
+            thought, action, extra = self.prompts.ask(ep, steps, rev, v.draft_thought, calls, watch)
         except ModelCallFailed as exc:
             with self._locks.hold(ep.id), self._fenced(ep.id):  # (a claim taken over meanwhile: nothing written)
                 if calls:
@@ -184,6 +184,8 @@ class Engine:
             env = self.envs.restore(ep, steps)
             new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
                                 call_ids=[-(n + 1) for n in range(len(calls))])
+            if extra:  # a conversation style's reasoning, tool call, raw message, parse error
+                new = _with_message(new, extra)
             return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
 
     def answer(
@@ -398,6 +400,14 @@ class _Turn(NamedTuple):
 
     action: str | None
     observation: str | None
+
+
+def _with_message(step: Step, extra: dict[str, Any]) -> Step:
+    """The step with what a conversation style's reply gave beside its thought and action."""
+    update = {k: extra[k] for k in ("reasoning", "tool_call", "message") if k in extra}
+    if "parse_error" in extra:
+        update["info"] = {**step.info, "parse_error": extra["parse_error"]}
+    return step.model_copy(update=update)
 
 
 def _give_up(ep: Episode, env: Environment) -> Outcome:

@@ -12,7 +12,7 @@ from react_editor.common import (CliError, JobStopped, add_common, db_path, emit
 from react_editor.args import retry_count, seconds
 from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
 from react_editor.paging import add_page_flags
-from trajectory.records import OUTCOME_FILTERS, AgentConfig
+from trajectory.records import API_STYLES, OUTCOME_FILTERS, AgentConfig
 from trajectory.signals import SIGNALS, version_step_signals
 
 
@@ -128,7 +128,7 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
                         "configured: no OPENAI_API_KEY, OPENAI_BASE_URL or --base-url)")
     local_model_flag(p)
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, ...)")
-    p.add_argument("--api-style", choices=("completions", "chat"), default=None)
+    p.add_argument("--api-style", choices=API_STYLES, default=None)
     p.add_argument("--style", choices=("react", "act"), default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--exemplars", default=None,

@@ -10,6 +10,7 @@ import sys
 from react_editor.common import (CliError, add_common, check_url, emit, progress, regular_file, rollout_progress,
                                  run_job, version_ref)
 from react_editor.core import episode_ref, open_engine, version_of
+from trajectory.records import API_STYLES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, default=4, metavar="C", help="rollouts at once (default 4)")
     p.add_argument("--critic-model", default=None, help="default: the version's own model")
     p.add_argument("--critic-base-url", default=None, help="default: the version's own endpoint")
-    p.add_argument("--critic-api-style", choices=("completions", "chat"), default=None)
+    p.add_argument("--critic-api-style", choices=API_STYLES, default=None)
     p.add_argument("--critic-prompt", default=None, metavar="FILE", help="a critic prompt template of your own")
     p.add_argument("--show-prompt", action="store_true", help="print the exact critic prompt and ask nothing")
     p.add_argument("--accept", type=int, default=None, metavar="NUMBER",

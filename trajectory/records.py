@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Source = Literal["model", "human", "imported"]
 ApiStyle = Literal["completions", "chat", "messages", "tools"]
+API_STYLES: tuple[str, ...] = ("completions", "chat", "messages", "tools")  # ApiStyle's values, for choices
 PromptStyle = Literal["react", "act"]
 EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "branch"]
 
