@@ -4,6 +4,7 @@ over the exemplars the version pinned."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from typing import Any, Callable
@@ -169,6 +170,18 @@ class PromptBuilder:
         if qa is not None:  # Standard / CoT / CoT-SC: the one prompt every sample was sent
             return self._qa_prompt(ep, rev, qa)[0]
         return self._request(ep, steps, rev, v.draft_thought).prompt
+
+    def request_body(self, version_id: int) -> dict[str, Any] | None:
+        """The body the next call of a conversation-style version sends (model, sampling fields,
+        and the pinned messages and tools); None for the text styles."""
+        v = self.store.versions.get(version_id)
+        ep = self.paths.episode(v)
+        if ep.config.api_style not in CHAT_STYLES or qa_method_of(v, self.paths.steps(v)) is not None:
+            return None
+        cfg = ep.config
+        pinned = json.loads(self.prompt(version_id))
+        return {"model": cfg.model, "temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens,
+                **pinned}
 
     def qa_prompt(self, version_id: int, method: str) -> tuple[str, list[str]]:
         """(prompt, stop) of a Standard / CoT answer of this version: its pinned config and

@@ -9,7 +9,7 @@ import sys
 
 from react_editor.common import (CliError, add_common, check_url, emit, progress, regular_file, rollout_progress,
                                  run_job, version_ref)
-from react_editor.core import episode_ref, open_engine, version_of
+from react_editor.episode_args import episode_ref, open_engine, version_of
 from trajectory.records import API_STYLES
 
 
@@ -147,7 +147,7 @@ def _text(data: dict) -> str:
 
 def _accept(args: argparse.Namespace, engine, vid: int) -> int:
     from agent.suggest import accept
-    from react_editor.core import _run
+    from react_editor.run_commands import _run
 
     engine.envs.check_endpoint(vid)  # the new version runs with these settings: refused before it is written
     new = accept(engine, vid, args.accept)
@@ -214,7 +214,7 @@ def _experiment(args: argparse.Namespace) -> int:
 
 def _accept_all(args: argparse.Namespace, engine, failures: list) -> list[int]:
     from agent.suggest_experiment import accept_all_proven
-    from react_editor.core import _run_job
+    from react_editor.run_commands import _run_job
 
     return accept_all_proven(engine, failures, exemplar_set=args.exemplar_set, confirm_n=args.confirm, how=_how(args),
                              resume=lambda vid: _run_job(engine, vid, None, lambda rep: None))

@@ -9,9 +9,8 @@ import json
 import pytest
 
 from agent.client import ModelClient, ModelError
-from tests.agent.test_client import DictCache, make
 from tests.scripted_server import Reply, ScriptedLLM, check_conversation, tool_call
-from trajectory.records import AgentConfig
+from trajectory.records import AgentConfig, Usage
 
 TOOLS = [{"type": "function", "function": {"name": "search", "description": "d", "parameters": {
     "type": "object", "properties": {"entity": {"type": "string"}}, "required": ["entity"],
@@ -25,9 +24,29 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def client(llm: ScriptedLLM, style: str, *, stream: bool, cache=None) -> ModelClient:
-    c = make(llm, style, cache=cache)
-    c.stream = stream
+class DictCache:
+    """The store's role in memory: a recorded, successful call answers its cache key."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, tuple[str, Usage]] = {}
+
+    def get(self, key: str) -> tuple[str, Usage] | None:
+        return self.data.get(key)
+
+
+def client(llm: ScriptedLLM, style: str, *, stream: bool, cache: DictCache | None = None) -> ModelClient:
+    config = AgentConfig(model="test-model", base_url=llm.base_url, api_style=style)
+    c = ModelClient(config, api_key="sk-test-SECRET-4f9a2b", cache=cache, backoff_base_s=0.001, stream=stream)
+    if cache is not None:  # record each call, as the engine does through the store
+        complete = c.complete
+
+        def recorded(*a, **kw):
+            text, call = complete(*a, **kw)
+            if call.cache_key and not call.cached:
+                cache.data[call.cache_key] = (call.completion, call.usage)
+            return text, call
+
+        c.complete = recorded
     return c
 
 
