@@ -35,6 +35,7 @@ class _Edit:
     old: Step | None
     info: EditInfo
     tr: Any  # the kind's transcript
+    api_style: str = "completions"  # the style the edited branch runs with
 
     @property
     def alf(self) -> bool:
@@ -162,6 +163,7 @@ class Editor:
         with self._locked(self.store.versions.get(version_id).episode_id):
             e = self._edit_context(version_id, k, kind, text, keep_rest)
             e.info.origin = origin
+            e.api_style = (config or e.ep.config).api_style
             fam = family(e.ep.task.env)
             if kind not in fam.edit_kinds and kind != "rewrite_reasoning":  # (reasoning: any family's step)
                 raise EngineError(f"edit {kind!r} does not apply to {fam.label} steps")
@@ -256,7 +258,7 @@ class Editor:
         paper's format); a JSON call is turned into its text form."""
         tools = e.tr.tools
         text = e.text or ""
-        tools_style = e.ep.config.api_style == "tools"
+        tools_style = e.api_style == "tools"
         try:
             if text.lstrip().startswith("{"):
                 name, args = tools.parse_call_text(text)
