@@ -132,12 +132,11 @@ class PromptBuilder:
         while conv is not None:
             text = self._complete(ep, conv.model.prompt, [], calls, purpose=conv.model.purpose, chat="", watch=watch)
             turn = conversing.parse(transcript, conv, text, fixed, ep.task, steps)
-            if extra:  # the fallback's answer
-                first = extra["message"]
-                extra = {**turn.extra, "message": {**first, "fallback": turn.extra["message"]}}
-                if "reasoning" in first or "reasoning" in turn.extra:
-                    extra["reasoning"] = "\n\n".join(r for r in (first.get("reasoning_content"),
-                                                                  turn.extra.get("reasoning")) if r)
+            if extra:  # the fallback's answer: the first message keeps it; the reasonings are joined
+                reasoning = "\n\n".join(r for r in (extra.get("reasoning"), turn.extra.get("reasoning")) if r)
+                extra = {**turn.extra, "message": {**extra["message"], "fallback": turn.extra["message"]}}
+                if reasoning:
+                    extra["reasoning"] = reasoning
             else:
                 extra = dict(turn.extra)
             thought, action, conv = turn.thought, turn.action, turn.then

@@ -1,0 +1,97 @@
+"""Issue 42: what a conversation-style reply that is not one good step means - recorded as that
+step's parse failure with the family's fallback, as malformed text is in the paper's format: a
+Wikipedia reply with no tool call asks for the action alone (the paper's fallback); two calls,
+an unknown tool or arguments that do not match the schema are sent as written (the environment
+refuses them) with `parse_error`; in ALFWorld a reply without a call is a thought turn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from envs.wikipedia.zim import build_zim
+from react_editor.main import main
+from tests.alfworld_helpers import first_task
+from tests.mediawiki_server import SAMPLE_ARTICLES
+from tests.scripted_server import Reply, tool_call
+
+
+@pytest.fixture(scope="module")
+def zim(tmp_path_factory):
+    return build_zim(SAMPLE_ARTICLES, tmp_path_factory.mktemp("z") / "react_editor.zim")
+
+
+def cj(capsys, *argv):
+    code = main([*map(str, argv), "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out.strip().splitlines()[-1])
+
+
+def wiki_run(capsys, llm, zim, db, n, style="tools"):
+    return cj(capsys, "run", "--env", "hotpotqa", "--question", "What is the elevation range?", "--wiki", f"zim:{zim}",
+              "--api-style", style, "--model", "m", "--base-url", llm.base_url, "--max-steps", str(n), "--db", db)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_wikipedia_tools_replies_that_are_not_one_good_call(stream, zim, scripted_llm, tmp_path, capsys,
+                                                            monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
+    scripted_llm.streams = stream
+    scripted_llm.push(
+        Reply(text="I should search first.", reasoning="think"),  # no call: the paper's fallback asks again
+        Reply(tool_calls=[tool_call("search", {"entity": "Colorado orogeny"})]),
+        Reply(text="Two at once.", tool_calls=[tool_call("search", {"entity": "A"}), tool_call("lookup", {"keyword": "b"})]),
+        Reply(tool_calls=[tool_call("jump", {"to": "x"})]),
+        Reply(text="bad", tool_calls=[tool_call("lookup", '{"keyword": ')]),
+        Reply(tool_calls=[tool_call("search", {"entity": "A", "extra": 1})]),
+    )
+    db = str(tmp_path / "f.db")
+    wiki_run(capsys, scripted_llm, zim, db, 5)
+    s = cj(capsys, "show", "1", "--db", db)
+    assert s[0]["thought"] == "I should search first." and s[0]["action"] == "Search[Colorado orogeny]"
+    assert s[0]["reasoning"] == "think" and "parse_error" not in s[0]
+    fallback = scripted_llm.completion_requests[1].body["messages"]
+    assert fallback[-2] == {"role": "assistant", "content": "I should search first."}
+    assert fallback[-1]["role"] == "user" and fallback[-1]["content"].startswith("Now call one tool")
+    assert "2 tool calls" in s[1]["parse_error"] and s[1]["observation"].startswith("Invalid action")
+    assert "unknown tool 'jump'" in s[2]["parse_error"] and s[2]["action"] == 'jump({"to": "x"})'
+    assert "not JSON" in s[3]["parse_error"] and s[3]["action"] == 'lookup({"keyword": )'
+    assert "schema" in s[4]["parse_error"]
+    assert all("tool_call" not in x for x in s[1:])
+    # the failed steps go back to the model as their text, answered by a user message
+    assert main(["show", "1", "--prompt", "--db", db]) == 0
+    pinned = json.loads(capsys.readouterr().out)
+    tail = pinned["messages"][-8:]
+    assert [m["role"] for m in tail] == ["assistant", "user"] * 4
+    assert tail[0]["content"].startswith("Thought 2: Two at once.\nAction 2: search(") and "tool_calls" not in tail[0]
+    assert tail[1]["content"].startswith("Invalid action")
+
+
+def test_wikipedia_messages_style_malformed_text_takes_the_papers_fallback(zim, scripted_llm, tmp_path, capsys,
+                                                                         monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
+    scripted_llm.push("Thought 1: I should search.", "Action 1: Search[Colorado orogeny]")
+    db = str(tmp_path / "m.db")
+    wiki_run(capsys, scripted_llm, zim, db, 1, style="messages")
+    (s,) = cj(capsys, "show", "1", "--db", db)
+    assert (s["thought"], s["action"]) == ("I should search.", "Search[Colorado orogeny]")
+    follow = scripted_llm.completion_requests[1].body["messages"]
+    assert follow[-2] == {"role": "assistant", "content": "Thought 1: I should search."}
+    assert "only the action for step 1" in follow[-1]["content"]
+
+
+def test_alfworld_tools_no_call_is_a_thought_turn_and_two_calls_a_parse_failure(scripted_llm, tmp_path, capsys,
+                                                                                monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
+    scripted_llm.push(Reply(text="First I look."),
+                      Reply(tool_calls=[tool_call("act", {"command": "look"}), tool_call("act", {"command": "inventory"})]),
+                      Reply(tool_calls=[tool_call("act", {"cmd": "look"})]))
+    db = str(tmp_path / "a.db")
+    cj(capsys, "run", "--env", "alfworld", "--task", first_task("pick_and_place_simple").id, "--api-style", "tools",
+       "--model", "m", "--base-url", scripted_llm.base_url, "--max-steps", "3", "--db", db)
+    s = cj(capsys, "show", "1", "--db", db)
+    assert (s[0]["thought"], s[0]["action"], s[0]["observation"]) == ("First I look.", None, "OK.")
+    assert "2 tool calls" in s[1]["parse_error"] and s[1]["observation"] == "Nothing happens."
+    assert "schema" in s[2]["parse_error"] and s[2]["observation"] == "Nothing happens."
