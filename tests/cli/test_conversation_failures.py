@@ -95,3 +95,38 @@ def test_alfworld_tools_no_call_is_a_thought_turn_and_two_calls_a_parse_failure(
     assert (s[0]["thought"], s[0]["action"], s[0]["observation"]) == ("First I look.", None, "OK.")
     assert "2 tool calls" in s[1]["parse_error"] and s[1]["observation"] == "Nothing happens."
     assert "schema" in s[2]["parse_error"] and s[2]["observation"] == "Nothing happens."
+
+
+def test_experiment_rerun_in_the_tools_style_then_compare(tmp_path, capsys, scripted_llm, monkeypatch):
+    """`experiment rerun X --api-style tools` keeps the tasks and changes the style (part of the
+    config); `experiment compare` pairs them."""
+    from tests.cli_helpers import run_args
+    from tests.experiment_agents import HOTPOT, wiki_agent
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    rows = HOTPOT[:4]
+    text_agent = wiki_agent({r["question"]: r["answer"] for r in rows[:1]})
+
+    def agent(body):  # the text styles as wiki_agent answers; the tools style finishes at once
+        if "tools" not in body:
+            return text_agent(body)
+        task = [m["content"] for m in body["messages"] if m["role"] == "user" and
+                m["content"].startswith("Question: ")][-1][len("Question: "):]
+        good = {r["question"]: r["answer"] for r in rows[:3]}.get(task, "Nowhere")
+        return Reply(text="I know it.", tool_calls=[tool_call("finish", {"answer": good})])
+
+    scripted_llm.set_responder(agent)
+    db = tmp_path / "x.db"
+    a = cj(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "4", "--name", "A"))
+    b = cj(capsys, "experiment", "rerun", "A", "--name", "B", "--api-style", "tools", "--db", db)
+    assert any("tools" in r.body for r in scripted_llm.completion_requests)
+    from sessions import experiments
+    from sessions.store import Store
+
+    store = Store(db)
+    assert experiments.get(store, "B").config.api_style == "tools"
+    assert experiments.get(store, "A").config.api_style == "completions" and b["experiment"] != a["experiment"]
+    store.close()
+    c = cj(capsys, "experiment", "compare", "A", "B", "--db", db)
+    assert c["common"] == 4 and (c["both"], c["a_only"], c["b_only"], c["neither"]) == (1, 0, 2, 1)
