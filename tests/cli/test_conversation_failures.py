@@ -29,9 +29,10 @@ def cj(capsys, *argv):
     return json.loads(out.out.strip().splitlines()[-1])
 
 
-def wiki_run(capsys, llm, zim, db, n, style="tools"):
+def wiki_run(capsys, llm, zim, db, n, style="tools", *more):
     return cj(capsys, "run", "--env", "hotpotqa", "--question", "What is the elevation range?", "--wiki", f"zim:{zim}",
-              "--api-style", style, "--model", "m", "--base-url", llm.base_url, "--max-steps", str(n), "--db", db)
+              "--api-style", style, "--model", "m", "--base-url", llm.base_url, "--max-steps", str(n), "--db", db,
+              *more)
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -130,3 +131,29 @@ def test_experiment_rerun_in_the_tools_style_then_compare(tmp_path, capsys, scri
     store.close()
     c = cj(capsys, "experiment", "compare", "A", "B", "--db", db)
     assert c["common"] == 4 and (c["both"], c["a_only"], c["b_only"], c["neither"]) == (1, 0, 2, 1)
+
+
+def test_a_paper_style_version_resumed_in_the_tools_style_and_a_persons_json_call(zim, scripted_llm, tmp_path,
+                                                                                  capsys, monkeypatch):
+    """A version of the paper's format goes on in the tools style (a new child version): its steps
+    are sent as tool calls with ids `call_<index>`; a person's step may be a JSON call."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
+    scripted_llm.push(" I search.\nAction 1: Search[Colorado orogeny]")
+    db = str(tmp_path / "p.db")
+    wiki_run(capsys, scripted_llm, zim, db, 4, "completions", "--human")
+    cj(capsys, "step", "1", "--db", db)
+    cj(capsys, "step", "1", "--thought", "Look it up.", "--action", '{"name": "lookup", "arguments": {"keyword": '
+       '"eastern sector"}}', "--db", db)
+    s = cj(capsys, "show", "1", "--db", db)
+    assert s[1]["action"] == "Lookup[eastern sector]" and s[1]["observation"].startswith("(Result 1 / ")
+    scripted_llm.push(Reply(text="Done.", tool_calls=[tool_call("finish", {"answer": "x"})]))
+    res = cj(capsys, "resume", "1", "--api-style", "tools", "--db", db)
+    body = scripted_llm.completion_requests[-1].body
+    calls = [m for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls")][-2:]
+    assert [c["tool_calls"][0]["id"] for c in calls] == ["call_1", "call_2"]
+    assert calls[1]["content"] == "Look it up." and calls[1]["tool_calls"][0]["function"] == {
+        "name": "lookup", "arguments": '{"keyword": "eastern sector"}'}
+    assert body["messages"][-1] == {"role": "tool", "tool_call_id": "call_2", "content": s[1]["observation"]}
+    assert res["done"] and cj(capsys, "show", f"1:{res['number']}", "--db", db)[2]["tool_call"]["name"] == "finish"
+    err = main(["step", "1", "--action", '{"name": "jump", "arguments": {}}', "--db", db])
+    assert err == 2 and capsys.readouterr().err.count("\n") == 1
