@@ -157,3 +157,30 @@ def test_a_paper_style_version_resumed_in_the_tools_style_and_a_persons_json_cal
     assert res["done"] and cj(capsys, "show", f"1:{res['number']}", "--db", db)[2]["tool_call"]["name"] == "finish"
     err = main(["step", "1", "--action", '{"name": "jump", "arguments": {}}', "--db", db])
     assert err == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("style", ["messages", "tools"])
+def test_a_persons_fixed_version_in_an_exemplar_set_drives_the_conversation_styles(style, zim, scripted_llm, tmp_path,
+                                                                                   capsys, monkeypatch):
+    """A set built on the built-in exemplars plus a person's fixed version: the version's task and
+    steps come before the new task as prior turns of the request's style."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
+    db = str(tmp_path / "e.db")
+    scripted_llm.push(" I search it.\nAction 1: Search[Colorado orogeny]", " So.\nAction 2: Finish[1,800 to 7,000 ft]")
+    cj(capsys, "run", "--env", "hotpotqa", "--question", "Where is the Colorado orogeny?", "--wiki", f"zim:{zim}",
+       "--model", "m", "--base-url", scripted_llm.base_url, "--db", db)
+    cj(capsys, "exemplars", "add", "fixed", "1", "--create", "--from", "builtin", "--db", db)
+    scripted_llm.push(Reply(text="Search.", tool_calls=[tool_call("search", {"entity": "X"})]) if style == "tools"
+                      else "Thought 1: Search.\nAction 1: Search[X]")
+    wiki_run(capsys, scripted_llm, zim, db, 1, style, "--exemplars", "fixed")
+    msgs = scripted_llm.completion_requests[-1].body["messages"]
+    users = [m["content"] for m in msgs if m["role"] == "user"]
+    assert users[-1] == "Question: What is the elevation range?"
+    mine = users.index("Question: Where is the Colorado orogeny?")
+    assert 0 < mine < len(users) - 1 and "Question: " in users[0]  # after the built-in ones, before the task
+    said = [m for m in msgs if m["role"] == "assistant"]
+    if style == "tools":
+        assert any(m["content"] == "I search it." and m["tool_calls"][0]["function"]["arguments"] ==
+                   '{"entity": "Colorado orogeny"}' for m in said)
+    else:
+        assert any(m["content"] == "Thought 1: I search it.\nAction 1: Search[Colorado orogeny]" for m in said)
