@@ -127,3 +127,20 @@ def test_the_cache_keys_on_the_exact_request_messages_and_tools(scripted_llm):
 def test_converse_is_only_for_the_conversation_styles(scripted_llm):
     with pytest.raises(ValueError):
         ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, api_style="chat")).converse(MSGS)
+
+
+def _chat_json(message: dict) -> dict:
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+
+
+def test_reasoning_named_reasoning_is_read_and_a_message_the_sdk_cannot_read_is_malformed(scripted_llm):
+    scripted_llm.push(Reply(json=_chat_json({"role": "assistant", "content": "hi", "reasoning": "vLLM's name"})))
+    msg, _ = client(scripted_llm, "messages", stream=False).converse(MSGS)
+    assert msg == {"role": "assistant", "content": "hi", "reasoning_content": "vLLM's name"}
+    bad = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                                   "function": {"name": "search", "arguments": 5}}]}
+    scripted_llm.push(Reply(json=_chat_json(bad)), Reply(json=_chat_json(bad)))
+    with pytest.raises(ModelError, match="malformed response"):
+        ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, api_style="tools", max_retries=1),
+                    backoff_base_s=0.001, stream=False).converse(MSGS, TOOLS)
