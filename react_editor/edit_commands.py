@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-
 import argparse
 
-from react_editor.common import (CliError, add_common, db_path, emit, version_ref)
-from react_editor.episode_args import (open_engine, episode_ref, version_of, _number, _ref)
+from react_editor.common import CliError, add_common, db_path, emit, version_ref
+from react_editor.episode_args import (
+    episode_ref,
+    open_engine,
+    ref_text,
+    version_number,
+    version_of,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +60,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     else:
         kind, text = "rewrite_action", args.action
     v = engine.editor.edit(vid, args.step, kind, text, keep_rest=args.keep_rest)
-    emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
+    emit(args, {"version": v.id, "number": version_number(engine, v.id)}, ref_text(engine, v.id))
     return 0
 
 
@@ -63,7 +68,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     vid = version_of(engine, args.episode, args.version)
     v = engine.editor.branch(vid, args.step)
-    emit(args, {"version": v.id, "number": _number(engine, v.id)}, _ref(engine, v.id))
+    emit(args, {"version": v.id, "number": version_number(engine, v.id)}, ref_text(engine, v.id))
     return 0
 
 

@@ -1,15 +1,19 @@
-"""What the episode commands share: model and environment flags, episode references (EP, EP:N), opening the engine, version labels."""
+"""What the episode commands share: model and environment flags, episode references (EP, EP:N),
+opening the engine, version labels."""
 
 from __future__ import annotations
-
 
 import argparse
 from typing import Any
 
-from react_editor.common import (CliError, db_path, later, progress,
-                                 version_ref)
 from react_editor.args import retry_count, seconds
-from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
+from react_editor.common import CliError, db_path, later, progress, version_ref
+from react_editor.model import (
+    local_changes,
+    local_model_flag,
+    local_timeout,
+    use_local_model,
+)
 from trajectory.records import API_STYLES, AgentConfig
 
 
@@ -142,12 +146,12 @@ def version_of(engine, episode: int, version: int | None) -> int:
     return version
 
 
-def _one_line(text: str, n: int = 100) -> str:
+def one_line(text: str, n: int = 100) -> str:
     line = " ".join(text.split())
     return line if len(line) <= n else line[: n - 1] + "…"
 
 
-def _families() -> list:
+def families() -> list:
     from envs.registry import loaded
 
     return loaded()
@@ -156,7 +160,7 @@ def _families() -> list:
 def _by_flag(items) -> dict[str, tuple[Any, list[str]]]:
     """(first declaration, kinds declaring it) per flag, over every family's `items`."""
     out: dict[str, tuple[Any, list[str]]] = {}
-    for fam in _families():
+    for fam in families():
         for it in items(fam):
             out.setdefault(it.key, (it, []))[1].append(fam.kind)
     return out
@@ -218,7 +222,7 @@ def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
     return fam.env_options(values)
 
 
-def _custom_task(args: argparse.Namespace, fam):
+def custom_task(args: argparse.Namespace, fam):
     """The task a run's custom flags describe, for a family that takes them."""
     mine = {f.key for f in fam.custom_fields}
     for key, (f, owners) in _by_flag(lambda x: x.custom_fields).items():
@@ -229,20 +233,20 @@ def _custom_task(args: argparse.Namespace, fam):
     return fam.custom_task(**{k: getattr(args, k, None) for k in mine})
 
 
-def _number(engine, version_id: int) -> int:
+def version_number(engine, version_id: int) -> int:
     from sessions.numbering import number_of
 
     return number_of(engine.store, version_id)
 
 
-def _label(engine, version_id: int) -> str:
+def version_label(engine, version_id: int) -> str:
     """"v3" or "r2", as people read it (sessions.numbering)."""
     from sessions.numbering import label_of
 
     return label_of(engine.store, version_id)
 
 
-def _ref(engine, version_id: int) -> str:
+def ref_text(engine, version_id: int) -> str:
     """A version as people read and type it: `EP:N` (N = its per-episode number)."""
     return version_ref(engine.store, version_id)
 

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
-
 import argparse
 
-from react_editor.common import (CliError, JobStopped, add_common, emit, env_kinds, later, progress)
-from trajectory.signals import version_step_signals
-from react_editor.episode_args import (model_flags, config_from_args, open_engine, episode_ref, version_of, _one_line, env_option_flags, custom_task_flags, env_options_from, _custom_task, _number, _label, _ref, check_model_flags)
+from react_editor.common import (
+    CliError,
+    JobStopped,
+    add_common,
+    emit,
+    env_kinds,
+    later,
+    progress,
+)
+from react_editor.episode_args import (
+    check_model_flags,
+    config_from_args,
+    custom_task,
+    custom_task_flags,
+    env_option_flags,
+    env_options_from,
+    episode_ref,
+    model_flags,
+    one_line,
+    open_engine,
+    ref_text,
+    version_label,
+    version_number,
+    version_of,
+)
 from react_editor.show_commands import _step_json, _step_text
+from trajectory.signals import version_step_signals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,11 +74,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from envs.registry import family
 
     fam = family(args.env)
-    task = fam.get_task(args.task, source=args.source) if args.task else _custom_task(args, fam)
+    task = fam.get_task(args.task, source=args.source) if args.task else custom_task(args, fam)
     config = config_from_args(args)
     engine = open_engine(args)
     episode, version = engine.start_episode(task, config, env_options_from(args), name=args.name)
-    progress(f"episode {episode.id}, v1: {_one_line(task.text, 80)}")
+    progress(f"episode {episode.id}, v1: {one_line(task.text, 80)}")
     if args.human:
         emit(args, {"episode": episode.id, "version": version.id, "number": 1, "done": False, "success": None,
                     "steps": 0},
@@ -79,7 +101,7 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
                          f"(it had {call.cut_from:,})")
         for s in rep.steps:
             what = f"think: {s.thought}" if s.action is None else s.action
-            progress(f"  step {s.index}: {_one_line(what, 70)} -> {_one_line(s.observation or '', 60)}")
+            progress(f"  step {s.index}: {one_line(what, 70)} -> {one_line(s.observation or '', 60)}")
         if until and not hit and (found := first_hit(until, rep.steps, version_step_signals(rep.steps, rep.version.outcome))):
             hit.append(found)
             progress(f"stopped at step {found[1].index}: {found[0].describe()} ({found[0].spec})")
@@ -87,7 +109,7 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
     report = _run_job(engine, version_id, max_new, on_step, lambda: bool(hit))
     if report.error:
         progress(f"stopped by an error: {report.error}")
-    out = {**report.as_json(), "number": _number(engine, report.version)}
+    out = {**report.as_json(), "number": version_number(engine, report.version)}
     if hit:
         out["until"] = {"condition": hit[0][0].spec, "step": hit[0][1].index}
     emit(args, out, lambda: _run_text(engine, report, hit))
@@ -115,7 +137,7 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda
                           watch=h.watch())
 
     return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
-                         target=f"episode {ep} {_label(engine, version_id)}")
+                         target=f"episode {ep} {version_label(engine, version_id)}")
 
 
 def _notice(engine, rep) -> str:
@@ -123,15 +145,15 @@ def _notice(engine, rep) -> str:
     continuing in new version 3:2`."""
     from agent.engine_records import FROZEN
 
-    return (f"version {_ref(engine, rep.continued_from)} is frozen ({FROZEN[rep.frozen]}); "
-            f"continuing in new version {_ref(engine, rep.version.id)}")
+    return (f"version {ref_text(engine, rep.continued_from)} is frozen ({FROZEN[rep.frozen]}); "
+            f"continuing in new version {ref_text(engine, rep.version.id)}")
 
 
 def _run_text(engine, report, hit: list | None = None) -> str:
     state = "unfinished" if not report.done else ("success" if report.success else "failure")
     if hit:
         state += f", stopped at step {hit[0][1].index} ({hit[0][0].spec})"
-    return f"episode {report.episode} {_label(engine, report.version)}: {report.steps} steps, {state}"
+    return f"episode {report.episode} {version_label(engine, report.version)}: {report.steps} steps, {state}"
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -156,7 +178,7 @@ def _check_max_steps(engine, vid: int, max_steps: int | None) -> None:
         return
     have = len(engine.steps(engine.store.versions.get(vid)))
     if max_steps <= have:
-        raise CliError(f"{_ref(engine, vid)} already has {have} steps: --max-steps counts every step, "
+        raise CliError(f"{ref_text(engine, vid)} already has {have} steps: --max-steps counts every step, "
                        f"so give more than {have} (e.g. --max-steps {have + 10})")
 
 
@@ -170,8 +192,8 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     new = engine.editor.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
-    progress(f"version {_ref(engine, vid)} keeps the settings it ran with; continuing in new version "
-             f"{_ref(engine, new.id)}")
+    progress(f"version {ref_text(engine, vid)} keeps the settings it ran with; continuing in new version "
+             f"{ref_text(engine, new.id)}")
     return new.id
 
 
@@ -185,7 +207,7 @@ def cmd_step(args: argparse.Namespace) -> int:
     if rep.notice:
         progress(_notice(engine, rep))
     signals = version_step_signals(rep.steps, rep.version.outcome)
-    data = {"episode": int(args.episode), "version": rep.version.id, "number": _number(engine, rep.version.id),
+    data = {"episode": int(args.episode), "version": rep.version.id, "number": version_number(engine, rep.version.id),
             "done": rep.done,
             "steps": [_step_json(s, sigs) for s, sigs in zip(rep.steps, signals)]}
     emit(args, data, lambda: "\n".join(_step_text(s) for s in rep.steps))

@@ -1,16 +1,29 @@
-"""The reading commands: show (a version's trajectory, or the exact prompt or request of its next call), versions, episodes."""
+"""The reading commands: show (a version's trajectory, or the exact prompt or request of its next
+call), versions, episodes."""
 
 from __future__ import annotations
-
 
 import argparse
 from typing import Any
 
-from react_editor.common import (CliError, add_common, db_path, emit, env_kinds, write_exact)
+from react_editor.common import (
+    CliError,
+    add_common,
+    db_path,
+    emit,
+    env_kinds,
+    write_exact,
+)
+from react_editor.episode_args import (
+    episode_ref,
+    one_line,
+    open_engine,
+    open_reader,
+    version_of,
+)
 from react_editor.paging import add_page_flags
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS, version_step_signals
-from react_editor.episode_args import (open_engine, open_reader, episode_ref, version_of, _one_line)
 
 
 def register_show(sub: argparse._SubParsersAction) -> None:
@@ -171,6 +184,6 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         r["state"] = words.get(r["current_version"], "open")
     note = say_page(args.json, page, "episodes")
     emit(args, rows, lambda: "\n".join(
-        [f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{_one_line(r['text'], 60)}"
+        [f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{one_line(r['text'], 60)}"
          for r in rows] + ([note] if note else [])) or "(no episodes)")
     return 0

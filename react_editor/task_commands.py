@@ -1,13 +1,13 @@
-"""The task commands: tasks (an environment's task list) and data (official datasets and the ReAct release's files)."""
+"""The task commands: tasks (an environment's task list) and data (official datasets and the ReAct
+release's files)."""
 
 from __future__ import annotations
-
 
 import argparse
 from typing import Any
 
-from react_editor.common import (add_common, emit, env_kinds, later, progress)
-from react_editor.episode_args import (_one_line, _families)
+from react_editor.common import add_common, emit, env_kinds, later, progress
+from react_editor.episode_args import families, one_line
 
 
 def register_tasks(sub: argparse._SubParsersAction) -> None:
@@ -40,13 +40,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if args.limit:
         tasks = tasks[: args.limit]
     rows = [{"id": t.id, "env": t.env, "type": t.type, "text": t.text, "gold": t.gold, "source": t.source} for t in tasks]
-    emit(args, rows, lambda: "\n".join(f"{r['id']}\t{r['type'] or '-'}\t{_one_line(r['text'])}" for r in rows) or "(no tasks)")
+    emit(args, rows, lambda: "\n".join(f"{r['id']}\t{r['type'] or '-'}\t{one_line(r['text'])}" for r in rows) or "(no tasks)")
     return 0
 
 
 def _downloads() -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for fam in _families():
+    for fam in families():
         for name, fn in fam.downloads.items():
             out.setdefault(name, fn)
     return out
