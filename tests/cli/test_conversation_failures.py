@@ -39,7 +39,7 @@ def wiki_run(capsys, llm, zim, db, n, style="tools", *more):
 def test_wikipedia_tools_replies_that_are_not_one_good_call(stream, zim, scripted_llm, tmp_path, capsys,
                                                             monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
-    scripted_llm.streams = stream
+    monkeypatch.setattr("agent.model.client.streams", lambda choice, watch: stream)  # (as the Editor's steps)
     scripted_llm.push(
         Reply(text="I should search first.", reasoning="think"),  # no call: the paper's fallback asks again
         Reply(tool_calls=[tool_call("search", {"entity": "Colorado orogeny"})]),
@@ -50,6 +50,7 @@ def test_wikipedia_tools_replies_that_are_not_one_good_call(stream, zim, scripte
     )
     db = str(tmp_path / "f.db")
     wiki_run(capsys, scripted_llm, zim, db, 5)
+    assert all(bool(r.body.get("stream")) is stream for r in scripted_llm.completion_requests)
     s = cj(capsys, "show", "1", "--db", db)
     assert s[0]["thought"] == "I should search first." and s[0]["action"] == "Search[Colorado orogeny]"
     assert s[0]["reasoning"] == "think" and "parse_error" not in s[0]

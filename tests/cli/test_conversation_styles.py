@@ -8,6 +8,10 @@ new engine (as after a restart) and equal to the request the next step sends."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +22,7 @@ from tests.cli.conversation_agents import HINT, GameAgent, WikiAgent
 from tests.mediawiki_server import SAMPLE_ARTICLES
 
 PINNED = ("messages", "tools", "tool_choice", "parallel_tool_calls")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +64,15 @@ def check_pinned_is_sent(capsys, llm, db, ref) -> tuple[dict, str]:
     return llm.completion_requests[before].body, f"1:{res['number']}"
 
 
+def other_process_prompt(db, ref) -> str:
+    """`react-editor show REF --prompt` in its own process (what a restart reads back)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "react_editor", "show", ref, "--prompt", "--db", db], cwd=ROOT, env=env,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.decode("utf-8")
+
+
 def steps(capsys, db, ref) -> list[dict]:
     return cj(capsys, "show", ref, "--db", db)
 
@@ -97,6 +111,7 @@ def test_wikipedia_families_run_edit_resume_whatif_suggest(kind, style, zim, scr
     branch = cj(capsys, "branch", "1:1", "--step", "2", "--db", db)
     text = prompt_of(capsys, db, f"1:{branch['number']}")
     assert json.loads(text) == pinned(scripted_llm.completion_requests[2].body)
+    assert other_process_prompt(db, f"1:{branch['number']}") == text  # a restart: another process
     check_pinned_is_sent(capsys, scripted_llm, db, f"1:{branch['number']}")
 
     # rewrite the thought of step 2: the model writes its action (the paper's action request)
@@ -154,8 +169,9 @@ def test_alfworld_run_edit_resume_whatif_suggest(style, scripted_llm, tmp_path, 
     if style == "tools":
         assert shown[0]["reasoning"] == "maybe look" and shown[1]["tool_call"]["arguments"] == {"command": "look"}
     branch = cj(capsys, "branch", "1:1", "--step", "2", "--db", db)
-    assert json.loads(prompt_of(capsys, db, f"1:{branch['number']}")) == pinned(
-        scripted_llm.completion_requests[2].body)
+    text = prompt_of(capsys, db, f"1:{branch['number']}")
+    assert json.loads(text) == pinned(scripted_llm.completion_requests[2].body)
+    assert other_process_prompt(db, f"1:{branch['number']}") == text  # a restart: another process
     check_pinned_is_sent(capsys, scripted_llm, db, f"1:{branch['number']}")
 
     ref = new_version(capsys, db, "--step", "1", "--thought", "I should find the object first.")
