@@ -18,7 +18,8 @@ from sessions.store import Store
 from sessions import annotations
 from sessions import exemplar_sets
 from sessions import rollouts
-from trajectory.records import AgentConfig, EditInfo, Episode, Step, Version
+from trajectory.records import MAX_TEXT, AgentConfig, EditInfo, Episode, Step, ToolCall, Version
+from trajectory.tools import ToolCallError
 
 
 @dataclass
@@ -34,6 +35,7 @@ class _Edit:
     old: Step | None
     info: EditInfo
     tr: Any  # the kind's transcript
+    api_style: str = "completions"  # the style the edited branch runs with
 
     @property
     def alf(self) -> bool:
@@ -51,6 +53,14 @@ class _Edit:
         return [s.model_copy(update={"id": None, "parent_id": None, "index": start + j,
                                      "info": {**s.info, "carried_from": s.id}})
                 for j, s in enumerate(rest)]
+
+
+def _clean_reasoning(text: str | None) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise EngineError("the new reasoning is empty")
+    if len(text) > MAX_TEXT:
+        raise EngineError(f"the reasoning is too long ({len(text):,} characters; the limit is {MAX_TEXT:,})")
+    return text.strip()
 
 
 class Editor:
@@ -155,8 +165,9 @@ class Editor:
         with self._locked(self.store.versions.get(version_id).episode_id):
             e = self._edit_context(version_id, k, kind, text, keep_rest)
             e.info.origin = origin
+            e.api_style = (config or e.ep.config).api_style
             fam = family(e.ep.task.env)
-            if kind not in fam.edit_kinds:
+            if kind not in fam.edit_kinds and kind != "rewrite_reasoning":  # (reasoning: any family's step)
                 raise EngineError(f"edit {kind!r} does not apply to {fam.label} steps")
             new, fields = apply(self, e)
             if config is not None:  # the branch alone runs with it; the episode's default stays
@@ -178,11 +189,14 @@ class Editor:
                 raise EngineError(f"version {version_name(self.store, v)} is finished; insert the thought before a step instead")
         elif not 1 <= k <= n:
             raise EngineError(f"version {version_name(self.store, v)} has no step {k} (it has {n} step{'s' if n != 1 else ''})")
-        if kind != "delete_thought":
+        if kind == "rewrite_reasoning":  # (reasoning runs over lines: only its size and emptiness are checked)
+            text = _clean_reasoning(text)
+        elif kind != "delete_thought":
             text = _clean_text(text, "action" if kind == "rewrite_action" else "thought")
         old = steps[k - 1] if k <= n else None
         info = EditInfo(kind=kind, index=k, replaced_step=old.id if old else None,
-                        old_thought=old.thought if old else None, old_action=old.action if old else None)
+                        old_thought=old.thought if old else None, old_action=old.action if old else None,
+                        old_reasoning=old.reasoning if old is not None and kind == "rewrite_reasoning" else None)
         tr = family(ep.task.env).transcript
         return _Edit(v, ep, steps, k, text, keep_rest, old, info, tr)
 
@@ -199,7 +213,17 @@ class Editor:
         if text is not None and not e.keep_rest:  # the model writes the action for the new thought
             return [], {"draft_thought": text, "draft_edit": e.info}
         same = e.old.model_copy(update={"id": None, "parent_id": None, "thought": text, "source": "human",
-                                        "edit": e.info, "call_ids": []})
+                                        "edit": e.info, "call_ids": [], "message": None})
+        return [same] + e.carry(e.steps[e.k:], e.k + 1), {}
+
+    def _edit_reasoning(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
+        """rewrite_reasoning: the step's reasoning channel replaced (its thought, action and
+        observation kept; the environment untouched); the later steps follow as thought
+        edits do (dropped, or carried with keep_rest)."""
+        if e.old is None or e.old.reasoning is None:
+            raise EngineError(f"step {e.k} has no reasoning to rewrite")
+        same = e.old.model_copy(update={"id": None, "parent_id": None, "reasoning": e.text, "source": "human",
+                                        "edit": e.info, "call_ids": [], "message": None})
         return [same] + e.carry(e.steps[e.k:], e.k + 1), {}
 
     def _edit_insert_thought(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
@@ -221,8 +245,36 @@ class Editor:
             raise EngineError("an action edit changes the environment, so the later steps cannot be kept")
         if e.alf and e.tr.split_thought(e.text) is not None:
             raise EngineError("that is a thought ('think: ...'); use a thought edit")
+        action, call = self._action_call(e)  # checked before anything is written
         env = self.envs.restore(e.ep, e.prefix)
-        return [self._execute(e.ep, env, e.prefix, e.old.thought, e.text, source="human", edit=e.info)], {}
+        new = self._execute(e.ep, env, e.prefix, e.old.thought, action, source="human", edit=e.info)
+        if call is not None or e.old.reasoning is not None:
+            new = new.model_copy(update={"tool_call": call, "reasoning": e.old.reasoning})
+        return [new], {}
+
+    def _action_call(self, e: _Edit) -> tuple[str, ToolCall | None]:
+        """The rewritten action's text form and, in the `tools` style, its tool call: the text
+        may be the family's text form (`Search[Rell]`, `go to desk 1`) or the call as JSON
+        `{"name": ..., "arguments": {...}}`, validated against the tool's schema. In the
+        other styles a text action stays as written (the environment judges it, as in the
+        paper's format); a JSON call is turned into its text form."""
+        tools = e.tr.tools
+        text = e.text or ""
+        tools_style = e.api_style == "tools"
+        try:
+            if text.lstrip().startswith("{"):
+                name, args = tools.parse_call_text(text)
+            elif tools_style:
+                name, args = tools.to_call(text)
+            else:
+                return text, None
+            action = tools.to_action(name, args)
+        except ToolCallError as exc:
+            raise EngineError(f"not an action of this environment's tools: {exc}") from None
+        if not tools_style:
+            return action, None
+        old = e.old.tool_call if e.old is not None else None
+        return action, ToolCall(id=old.id if old is not None else f"call_{e.k}", name=name, arguments=args)
 
     def _commit_edit(self, e: _Edit, new: list[Step], fields: dict[str, Any]) -> Version:
         """Write the branch: earlier edits kept (renumbered when later steps moved), the
@@ -266,4 +318,5 @@ class Editor:
         return version
 
     _EDITS = {"rewrite_thought": _edit_thought, "delete_thought": _edit_thought,
-              "insert_thought": _edit_insert_thought, "rewrite_action": _edit_action}
+              "insert_thought": _edit_insert_thought, "rewrite_action": _edit_action,
+              "rewrite_reasoning": _edit_reasoning}

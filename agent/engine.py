@@ -33,7 +33,8 @@ from sessions.writer import write
 from sessions.connection import Fence, FenceLost
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
 from trajectory import signals
-from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, Version
+from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, ToolCall, Version
+from trajectory.tools import ToolCallError
 
 __all__ = ["FROZEN", "PATH_CACHE", "QA_METHODS", "Engine", "EngineError", "ModelCallFailed", "RunReport",
            "StepCancelled", "StepReport", "WriteBlocked", "qa_method_of"]
@@ -166,7 +167,7 @@ class Engine:
         calls: list[ModelCall] = []
         source, edit = ("human", v.draft_edit) if v.draft_thought is not None else ("model", None)
         try:
-            thought, action = self.prompts.ask(ep, steps, rev, v.draft_thought, calls, watch)
+            thought, action, extra = self.prompts.ask(ep, steps, rev, v.draft_thought, calls, watch)
         except ModelCallFailed as exc:
             with self._locks.hold(ep.id), self._fenced(ep.id):  # (a claim taken over meanwhile: nothing written)
                 if calls:
@@ -184,6 +185,8 @@ class Engine:
             env = self.envs.restore(ep, steps)
             new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
                                 call_ids=[-(n + 1) for n in range(len(calls))])
+            if extra:  # a conversation style's reasoning, tool call, raw message, parse error
+                new = _with_message(new, extra)
             return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
 
     def answer(
@@ -216,6 +219,7 @@ class Engine:
     def _human_step(self, version_id: int, thought: str | None, action: str | None) -> StepReport:
         v, ep, steps, env = self._begin(version_id)
         tr = family(ep.task.env).transcript
+        action, call = _typed_call(tr, action)
         new: list[Step] = []
         if tr.thoughts_are_turns:
             thoughts = [thought] if thought is not None else []
@@ -236,6 +240,9 @@ class Engine:
             if ep.config.style == "act":
                 thought = None
             new.append(self._execute(ep, env, steps, thought, action, source="human", edit=v.draft_edit))
+        if call is not None and ep.config.api_style == "tools" and new and new[-1].action is not None:
+            new[-1] = new[-1].model_copy(update={"tool_call": ToolCall(id=f"call_{new[-1].index}", name=call[0],
+                                                                       arguments=call[1])})
         return self._record(v, ep, steps, new, [], clear_draft=v.draft_thought is not None)
 
     def _execute(
@@ -398,6 +405,26 @@ class _Turn(NamedTuple):
 
     action: str | None
     observation: str | None
+
+
+def _typed_call(tr: Any, action: str | None) -> tuple[str | None, tuple[str, dict] | None]:
+    """A person's action given as a JSON tool call (`{"name": ..., "arguments": {...}}`): its
+    text form and the call, checked against the family's tools (one line when it does not fit)."""
+    if action is None or not action.lstrip().startswith("{"):
+        return action, None
+    try:
+        name, args = tr.tools.parse_call_text(action)
+        return tr.tools.to_action(name, args), (name, args)
+    except ToolCallError as exc:
+        raise EngineError(f"not an action of this environment's tools: {exc}") from None
+
+
+def _with_message(step: Step, extra: dict[str, Any]) -> Step:
+    """The step with what a conversation style's reply gave beside its thought and action."""
+    update = {k: extra[k] for k in ("reasoning", "tool_call", "message") if k in extra}
+    if "parse_error" in extra:
+        update["info"] = {**step.info, "parse_error": extra["parse_error"]}
+    return step.model_copy(update=update)
 
 
 def _give_up(ep: Episode, env: Environment) -> Outcome:

@@ -4,11 +4,12 @@ over the exemplars the version pinned."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-from agent import exemplars
+from agent import conversing, exemplars
 from agent.client import CallWatch, ModelClient, ModelError
 from agent.engine_records import PATH_CACHE, EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
 from agent.version_paths import VersionPaths
@@ -17,6 +18,7 @@ from sessions import exemplar_sets
 from sessions.connection import Fence
 from sessions.store import Store, StoreError, VersionFrozen
 from trajectory.answer_formats import qa_prompt
+from trajectory.conversation import CHAT_STYLES
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, Episode, ModelCall, Step, Version
 
@@ -104,17 +106,57 @@ class PromptBuilder:
         return text
 
     def ask(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None, calls: list[ModelCall],
-            watch: CallWatch | None) -> tuple[str | None, str | None]:
-        """(thought, action) from the model: the transcript's request, and any follow-up
-        it asks for (the paper's action-only fallback)."""
-        req, fixed = self._request_fixed(ep, steps, rev, draft)
+            watch: CallWatch | None) -> tuple[str | None, str | None, dict[str, Any]]:
+        """(thought, action, the step's other fields) from the model: the transcript's request,
+        and any follow-up it asks for (the paper's action-only fallback). The conversation
+        styles give the step's reasoning, tool call, raw message and parse error too."""
         transcript = family(ep.task.env).transcript
+        if ep.config.api_style in CHAT_STYLES:
+            return self._converse(ep, steps, rev, draft, calls, watch)
+        req, fixed = self._request_fixed(ep, steps, rev, draft)
         while req is not None:
             text = self._complete(ep, req.prompt, req.stop, calls, purpose=req.purpose, chat=req.chat, watch=watch,
                                   fixed=fixed)
             reply = transcript.parse(req, text)
             req = reply.then
-        return reply.thought, reply.action
+        return reply.thought, reply.action, {}
+
+    def _converse(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None, calls: list[ModelCall],
+                  watch: CallWatch | None) -> tuple[str | None, str | None, dict[str, Any]]:
+        """A step of the messages / tools style: the request, its answer's parse, and the
+        fallback's when the answer asks for one (its raw message kept as the first's `fallback`)."""
+        transcript = family(ep.task.env).transcript
+        conv, fixed = self._conversation(ep, steps, rev, draft)
+        extra: dict[str, Any] = {}
+        thought = action = None
+        while conv is not None:
+            text = self._complete(ep, conv.model.prompt, [], calls, purpose=conv.model.purpose, chat="", watch=watch)
+            turn = conversing.parse(transcript, conv, text, fixed, ep.task, steps)
+            if extra:  # the fallback's answer: the first message keeps it; the reasonings are joined
+                reasoning = "\n\n".join(r for r in (extra.get("reasoning"), turn.extra.get("reasoning")) if r)
+                extra = {**turn.extra, "message": {**extra["message"], "fallback": turn.extra["message"]}}
+                if reasoning:
+                    extra["reasoning"] = reasoning
+            else:
+                extra = dict(turn.extra)
+            thought, action, conv = turn.thought, turn.action, turn.then
+        return thought, action, extra
+
+    def _conversation(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None
+                      ) -> tuple[conversing.ConvRequest, conversing.Fixed]:
+        """The conversation-style request of a version's next call (with its text-style twin,
+        whose cue, stop and fallback it shares) and the part no step changes."""
+        text, _ = self._request_fixed(ep, steps, rev, draft)
+        tr = family(ep.task.env).transcript
+        style, api = ep.config.style, ep.config.api_style
+        try:
+            _, fixed = self._fixed(ep, rev, ("conversation", style, api),
+                                   lambda prompts: conversing.fixed_messages(tr, prompts, ep.task, style, api))
+        except exemplars.ExemplarError as exc:
+            raise EngineError(exemplars.with_advice(exc, ep.task.env, ep.config.exemplar_set)) from None
+        except StoreError as exc:
+            raise EngineError(str(exc)) from None
+        return conversing.request(tr, fixed, ep.task, steps, api, text), fixed
 
     def prompt(self, version_id: int) -> str:
         """The exact text the next model call of this version would be sent: a pure
@@ -127,6 +169,18 @@ class PromptBuilder:
         if qa is not None:  # Standard / CoT / CoT-SC: the one prompt every sample was sent
             return self._qa_prompt(ep, rev, qa)[0]
         return self._request(ep, steps, rev, v.draft_thought).prompt
+
+    def request_body(self, version_id: int) -> dict[str, Any] | None:
+        """The body the next call of a conversation-style version sends (model, sampling fields,
+        and the pinned messages and tools); None for the text styles."""
+        v = self.store.versions.get(version_id)
+        ep = self.paths.episode(v)
+        if ep.config.api_style not in CHAT_STYLES or qa_method_of(v, self.paths.steps(v)) is not None:
+            return None
+        cfg = ep.config
+        pinned = json.loads(self.prompt(version_id))
+        return {"model": cfg.model, "temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens,
+                **pinned}
 
     def qa_prompt(self, version_id: int, method: str) -> tuple[str, list[str]]:
         """(prompt, stop) of a Standard / CoT answer of this version: its pinned config and
@@ -146,7 +200,10 @@ class PromptBuilder:
 
     def _request(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None) -> ModelRequest:
         """The next model call, as the kind's transcript words it from the exemplars (the
-        part no step changes built once: `_fixed`)."""
+        part no step changes built once: `_fixed`); in the conversation styles, its prompt
+        is the request's JSON (messages, and tools)."""
+        if ep.config.api_style in CHAT_STYLES:
+            return self._conversation(ep, steps, rev, draft)[0].model
         return self._request_fixed(ep, steps, rev, draft)[0]
 
     def _request_fixed(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None

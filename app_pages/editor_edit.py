@@ -22,18 +22,23 @@ def edit_text(page: EditorPage, s, kind: str | None) -> str | None:
         return st.text_area("New thought", value=s.thought or "", key=f"ed_thought_{vid}_{k}", height=100)
     if kind in INSERTS:
         return st.text_area("Thought to insert (a hint)", value="", key=f"ed_insert_{vid}_{k}", height=100)
+    if kind == "rewrite_reasoning":
+        return st.text_area("New reasoning", value=s.reasoning or "", key=f"ed_reasoning_{vid}_{k}", height=150)
     if kind == "rewrite_action":
         akey = f"ed_action_{vid}_{k}"
         if page.alf:
             suggestion_box(suggestions_for(page, k), f"ed_sugg_{vid}_{k}", akey)
             hint_controls(page, f"ed_{vid}_{k}", akey, k)
-        return st.text_area("New action (the environment runs it)", value=s.action or "", key=akey, height=68)
+        label = "New action (the environment runs it)"
+        if getattr(s, "tool_call", None) is not None:
+            label += ': its text form, or the call as JSON {"name": ..., "arguments": {...}}'
+        return st.text_area(label, value=s.action or "", key=akey, height=68)
     return None
 
 
 def keep_later(page: EditorPage, k: int, kind: str | None) -> bool:
     """Whether the later steps stay after a thought changes (they followed the old text)."""
-    if kind not in ("rewrite_thought", "delete_thought", *INSERTS):
+    if kind not in ("rewrite_thought", "delete_thought", "rewrite_reasoning", *INSERTS):
         return False
     can_keep = page.alf or kind not in INSERTS
     options = ["Regenerate from here", "Keep the later steps"] if can_keep else ["Regenerate from here"]
@@ -45,7 +50,7 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
                steps_n: int) -> None:
     """Make the new version (an edit, or a plain branch) and show it, resuming if asked."""
     state.clear_error("edit")
-    text = None if text is None else one_line(text)
+    text = None if text is None else text.strip() if kind == "rewrite_reasoning" else one_line(text)
     try:
         if kind is None:
             new = page.eng.editor.branch(page.vid, k)
@@ -67,7 +72,7 @@ def close_edit() -> None:
 def edit_panel(page: EditorPage, v, steps, s) -> None:
     vid, k, n = page.vid, s.index, len(steps)
     kinds = applicable_edits(s, can_insert_after=k < n or not v.outcome.done,  # after the last step only while it can go on
-                             allowed=page.fam.edit_kinds)
+                             allowed=page.fam.edit_kinds, reasoning=True)
     labels = {EDIT_CHOICES[x]: x for x in kinds}
     with st.container(border=True, key=f"edit_panel_{vid}_{k}"):
         st.caption(f"Edit step {k} — every change makes a new version; {page.vname(vid)} stays as it is.")

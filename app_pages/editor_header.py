@@ -14,6 +14,7 @@ from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run
 from app_pages.views import endpoint_problem
 from sessions import experiments, rollouts
+from trajectory.records import API_STYLES
 
 
 def task_box(page: EditorPage) -> None:
@@ -79,7 +80,7 @@ def model_settings(page: EditorPage) -> None:
         new_url = c[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=cfg.base_url or "",
                                   key=f"cfg_url_{ep_id}")
         new_model = c[1].text_input("Model", value=cfg.model, key=f"cfg_model_{ep_id}")
-        new_api = c[2].selectbox("API style", ["completions", "chat"], index=["completions", "chat"].index(cfg.api_style),
+        new_api = c[2].selectbox("API style", list(API_STYLES), index=list(API_STYLES).index(cfg.api_style),
                                  key=f"cfg_api_{ep_id}")
         state.show_error("config")
         if st.button("Use it from here (a new version)", key="cfg_apply"):

@@ -14,7 +14,7 @@ from app_pages.editor_context import LIVE_STEPS, EditorPage
 from app_pages.editor_edit import edit_panel
 from app_pages.editor_run import switcher
 from app_pages.textdiff import inline_diff_html
-from app_pages.views import deleted_here, origin_text, provenance, replaced_text, step_lines
+from app_pages.views import deleted_here, origin_text, provenance, replaced_text, step_lines, tool_call_text
 from sessions import annotations
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
@@ -51,9 +51,13 @@ def render_step(page: EditorPage, s, v, extras: StepExtras, markers: bool = True
         slot(sig, lambda: st.caption(signal_badges.badge_text(sig), help=signal_badges.HELP))
         head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run")),
                        on_click=open_edit, args=(vid, s.index))
+        reasoning = getattr(s, "reasoning", None)  # the model's reasoning channel: its own part, folded
+        slot(reasoning is not None, lambda: reasoning_part(vid, s.index, reasoning))
         lines = step_lines(env, s)
         for i in range(STEP_LINES):
             slot(i < len(lines), lambda: st.text(f"{lines[i][0]}: {lines[i][1]}"))
+        call = tool_call_text(s)  # a tools-style step: the call as the model made it (plain text)
+        slot(call, lambda: st.text(call))
         # the old text once, as a word diff (escaped words, diff markup only)
         slot(replaced_text(s), lambda: st.html(edit_diff_html(s)))
         origin = s.edit is not None and s.edit.origin  # a suggested fix: where it came from (plain text)
@@ -67,6 +71,13 @@ def render_step(page: EditorPage, s, v, extras: StepExtras, markers: bool = True
         a = extras.tags.get(s.id)
         slot(a is not None and (a.tags or a.note),
              lambda: st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else "")))
+
+
+def reasoning_part(vid: int, index: int, text: str) -> None:
+    """A step's reasoning (`reasoning_content`) as its own collapsible part, plain text only
+    (edited from the step's Edit panel: "Rewrite reasoning")."""
+    with st.expander("Reasoning", expanded=False, key=f"reasoning_{vid}_{index}"):
+        st.text(text)
 
 
 def open_edit(version_id: int, index: int) -> None:

@@ -13,7 +13,7 @@ from envs.base import EnvError
 from sessions import exemplar_sets
 from sessions.edit_counts import edit_counts
 from envs.registry import family, kinds
-from trajectory.records import AgentConfig
+from trajectory.records import API_STYLES, AgentConfig
 
 eng = state.engine()
 store = eng.store
@@ -99,7 +99,7 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
     base_url = a[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=d.get("base_url") or "",
                                key="new_base_url")
     model = a[1].text_input("Model", value=d["model"], key="new_model")
-    api_style = a[2].selectbox("API style", ["completions", "chat"], index=["completions", "chat"].index(d["api_style"]),
+    api_style = a[2].selectbox("API style", list(API_STYLES), index=list(API_STYLES).index(d["api_style"]),
                                key="new_api_style")
     b = st.columns(3)
     style = b[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="new_style")

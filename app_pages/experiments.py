@@ -25,7 +25,7 @@ from sessions import exemplar_sets
 from sessions import experiments
 from sessions.search import signal_counts
 from envs.registry import kinds
-from trajectory.records import AgentConfig
+from trajectory.records import API_STYLES, AgentConfig
 
 
 @st.cache_resource(show_spinner=False)
@@ -102,8 +102,8 @@ def new_experiment_form(store, bg: experiment.Background) -> None:
     a = st.columns(4)
     base_url = a[0].text_input("Endpoint (base URL)", value=d.get("base_url") or "", key="x_base_url")
     model = a[1].text_input("Model", value=d["model"], key="x_model")
-    api_style = a[2].selectbox("API style", ["completions", "chat"], key="x_api_style",
-                               index=["completions", "chat"].index(d.get("api_style", "completions")))
+    api_style = a[2].selectbox("API style", list(API_STYLES), key="x_api_style",
+                               index=list(API_STYLES).index(d.get("api_style", "completions")))
     max_steps = int(a[3].number_input("Max steps (0 = default)", min_value=0, max_value=500, value=0, key="x_steps"))
     e = st.columns(4)
     ex_set = exemplar_choice(store, e[0], env, f"x_exemplars_{env}")

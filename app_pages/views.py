@@ -6,6 +6,8 @@ st.code) or as escaped HTML (the Compare table)."""
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Iterable, Sequence
 
 from agent.run_settings import ConfigError, check_base_url
@@ -22,13 +24,16 @@ EDIT_CHOICES = {
     "insert_thought": "Insert a thought before this step",
     "insert_after": "Insert a thought after this step",
     "rewrite_action": "Rewrite action",
+    "rewrite_reasoning": "Rewrite reasoning",
 }
 
 
-def applicable_edits(step: Any, *, can_insert_after: bool = True, allowed: Any = None) -> list[str]:
+def applicable_edits(step: Any, *, can_insert_after: bool = True, allowed: Any = None,
+                     reasoning: bool = False) -> list[str]:
     """The edit kinds that apply to this step: a step without a thought has none to rewrite
     or delete; a step without an action has none to rewrite; `allowed` (the family's
-    edit kinds) drops the rest."""
+    edit kinds) drops the rest. `reasoning`: a step with a reasoning channel offers its
+    rewrite too (any family's)."""
     kinds = []
     if step.thought is not None:
         kinds += ["rewrite_thought", "delete_thought"]
@@ -39,7 +44,17 @@ def applicable_edits(step: Any, *, can_insert_after: bool = True, allowed: Any =
         kinds.append("rewrite_action")
     if allowed is not None:  # inserting after a step is the family's insert_thought
         kinds = [k for k in kinds if ("insert_thought" if k == "insert_after" else k) in allowed]
+    if reasoning and getattr(step, "reasoning", None) is not None:
+        kinds.append("rewrite_reasoning")
     return kinds
+
+
+def tool_call_text(step: Any) -> str | None:
+    """A tools-style step's call as plain text (`search({"entity": "Rell"})`), else None."""
+    call = getattr(step, "tool_call", None)
+    if call is None:
+        return None
+    return f"Tool call: {call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
 
 
 def answer_line(gold: str | None, metrics: dict) -> str | None:

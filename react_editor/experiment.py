@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from react_editor.common import CliError, JobStopped, add_common, db_path, emit, env_kinds, progress
-from react_editor.core import config_from_args, env_option_flags, env_options_from, model_flags
+from react_editor.episode_args import config_from_args, env_option_flags, env_options_from, model_flags
 from react_editor.paging import add_page_flags, page_of, say_page
 
 
@@ -198,7 +198,7 @@ def _leak_check(store, exemplar_set: str | None, tasks: list, leave_out: bool) -
 def cmd_rerun(args: argparse.Namespace) -> int:
     from agent import experiment
     from agent.run_settings import check_config
-    from react_editor.core import model_changes
+    from react_editor.episode_args import model_changes
     from sessions import experiments
     from sessions.store import Store
 

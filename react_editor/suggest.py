@@ -9,7 +9,8 @@ import sys
 
 from react_editor.common import (CliError, add_common, check_url, emit, progress, regular_file, rollout_progress,
                                  run_job, version_ref)
-from react_editor.core import episode_ref, open_engine, version_of
+from react_editor.episode_args import episode_ref, open_engine, version_of
+from trajectory.records import API_STYLES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, default=4, metavar="C", help="rollouts at once (default 4)")
     p.add_argument("--critic-model", default=None, help="default: the version's own model")
     p.add_argument("--critic-base-url", default=None, help="default: the version's own endpoint")
-    p.add_argument("--critic-api-style", choices=("completions", "chat"), default=None)
+    p.add_argument("--critic-api-style", choices=API_STYLES, default=None)
     p.add_argument("--critic-prompt", default=None, metavar="FILE", help="a critic prompt template of your own")
     p.add_argument("--show-prompt", action="store_true", help="print the exact critic prompt and ask nothing")
     p.add_argument("--accept", type=int, default=None, metavar="NUMBER",
@@ -146,7 +147,7 @@ def _text(data: dict) -> str:
 
 def _accept(args: argparse.Namespace, engine, vid: int) -> int:
     from agent.suggest import accept
-    from react_editor.core import _run
+    from react_editor.run_commands import _run
 
     engine.envs.check_endpoint(vid)  # the new version runs with these settings: refused before it is written
     new = accept(engine, vid, args.accept)
@@ -213,7 +214,7 @@ def _experiment(args: argparse.Namespace) -> int:
 
 def _accept_all(args: argparse.Namespace, engine, failures: list) -> list[int]:
     from agent.suggest_experiment import accept_all_proven
-    from react_editor.core import _run_job
+    from react_editor.run_commands import _run_job
 
     return accept_all_proven(engine, failures, exemplar_set=args.exemplar_set, confirm_n=args.confirm, how=_how(args),
                              resume=lambda vid: _run_job(engine, vid, None, lambda rep: None))

@@ -12,7 +12,7 @@ from typing import Any
 
 from react_editor.common import (CliError, JobStopped, add_common, emit, progress, rollout_progress, run_job, version_ref,
                                  version_refs)
-from react_editor.core import check_model_flags, model_flags, open_engine, version_of
+from react_editor.episode_args import check_model_flags, model_flags, open_engine, version_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -61,9 +61,12 @@ def tool_calls_entry(call: ToolCall) -> dict[str, Any]:
 
 
 def conversation(transcript: Any, task_text: str, steps: Sequence[Step], style: str, *,
-                 system: str | None = None, with_reasoning: bool = True) -> list[dict[str, Any]]:
+                 system: str | None = None, with_reasoning: bool = True,
+                 answered: bool = False) -> list[dict[str, Any]]:
     """The chat messages of a task and its steps in `style` ("messages" or "tools"):
-    `[system?, user(task), assistant(step 1), user/tool(observation 1), ...]`."""
+    `[system?, user(task), assistant(step 1), user/tool(observation 1), ...]`. `answered`:
+    every tool call gets its tool result, the last step's too (an exemplar whose closing
+    Finish has no observation, followed by more turns in a request)."""
     if style not in CHAT_STYLES:
         raise ValueError(f"a conversation is in the messages or tools style, not {style!r}")
     out: list[dict[str, Any]] = []
@@ -91,7 +94,7 @@ def conversation(transcript: Any, task_text: str, steps: Sequence[Step], style: 
                 out.append({"role": "user", "content": answer})
             continue
         out.append(_assistant(step.thought, call, step, with_reasoning))
-        if step.observation is not None or i < last:
+        if step.observation is not None or i < last or answered:
             out.append({"role": "tool", "tool_call_id": call.id, "content": step.observation or ""})
     return out
 

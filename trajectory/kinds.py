@@ -89,6 +89,10 @@ class Transcript(Protocol):
 
     def parse(self, request: ModelRequest, completion: str) -> Reply: ...
 
+    def exemplar_texts(self, prompts: dict[str, str], task: Task, style: str) -> list[str]:
+        """The exemplar transcripts (or examples blocks) a task's prompt uses: the messages and
+        tools styles parse them with `parse_prompt_text` and render them as prior turns."""
+
     def check_exemplars(self, prompts: dict[str, str], style: str) -> None:
         """Raise ExemplarError when `prompts` cannot serve every task of the kind in `style`."""
 

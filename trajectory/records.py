@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Source = Literal["model", "human", "imported"]
 ApiStyle = Literal["completions", "chat", "messages", "tools"]
+API_STYLES: tuple[str, ...] = ("completions", "chat", "messages", "tools")  # ApiStyle's values, for choices
 PromptStyle = Literal["react", "act"]
-EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "branch"]
+EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "rewrite_reasoning", "branch"]
 
 OUTCOME_FILTERS = ("success", "failure", "unfinished")  # how lists and search filter versions by outcome
 # env_options key an import sets: the files/URLs the episode points at wait for a person's OK
@@ -230,6 +231,7 @@ EDIT_WORDS = {
     "delete_thought": "thought deleted",
     "insert_thought": "thought inserted",
     "rewrite_action": "action rewritten",
+    "rewrite_reasoning": "reasoning rewritten",
     "branch": "branched",
 }
 
@@ -238,12 +240,15 @@ class EditInfo(Record):
     """What a person's edit replaced: the step it was made on and the old text."""
 
     kind: EditKind = Field(
-        description="What the edit did: rewrite_thought, delete_thought, insert_thought, rewrite_action or branch.")
+        description="What the edit did: rewrite_thought, delete_thought, insert_thought, rewrite_action, "
+                    "rewrite_reasoning or branch.")
     index: int | None = Field(None, description="The step position the edit was made at.")
     replaced_step: int | None = Field(None,
         description="The id of the step the edit replaced; None when it replaced none.")
     old_thought: str | None = Field(None, description="The thought before the edit.")
     old_action: str | None = Field(None, description="The action before the edit.")
+    old_reasoning: str | None = Field(None,
+        description="The reasoning (`reasoning_content`) before a rewrite_reasoning edit; None otherwise.")
     # where a suggested edit came from (issue 29): critic model, prompt hash, what-if groups
     origin: dict[str, Any] | None = Field(None,
         description="Where a suggested edit came from (critic model, prompt hash, what-if groups); None for a "

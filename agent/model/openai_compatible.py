@@ -7,7 +7,9 @@ The `messages` and `tools` styles send their pinned request JSON (messages, tool
 call per step) to the chat API and return the assistant message as compact JSON: its content,
 its `reasoning_content` (an extra field servers add to the message or the delta: vLLM's
 reasoning parsers, DeepSeek; `reasoning` is read too) and its tool calls, assembled from the
-streamed deltas by their index."""
+streamed deltas by their index. The message and each delta are read as the SDK's public types
+(`openai.types.chat.ChatCompletionMessage`, `ChoiceDelta`): attributes, and the reasoning from
+their `model_extra`."""
 
 from __future__ import annotations
 
@@ -159,14 +161,11 @@ def _read_json(resp: Any, chat: bool, conv: bool = False) -> tuple[str, Usage]:
         message = _field(first, "message")
         if message is None:
             raise Malformed(f"chat choice has no message: {one_line(repr(data))}")
-        if conv:
-            calls = _field(message, "tool_calls")
-            if calls is not None and not isinstance(calls, list):
-                raise Malformed(f"tool_calls is not a list: {one_line(repr(data))}")
-            got = [(_field(c, "id"), _field(_field(c, "function"), "name"), _field(_field(c, "function"), "arguments"))
-                   for c in calls or []]
-            return message_text(_text(message, "content", data), _reasoning(message, data), got), \
-                usage_of(data.get("usage"))
+        if conv:  # read as the SDK's message type: its attributes, the reasoning from its model_extra
+            m = _sdk(lambda types: types.ChatCompletionMessage.model_validate(message), data)
+            fns = [(c.id, getattr(c, "function", None)) for c in m.tool_calls or []]  # (a custom tool: no function)
+            got = [(cid, fn.name if fn else "", fn.arguments if fn else "") for cid, fn in fns]
+            return message_text(m.content, _reasoning(m, data), got), usage_of(data.get("usage"))
         text = _field(message, "content")
     else:
         text = _field(first, "text")
@@ -229,45 +228,45 @@ def _read_events(resp: Any, chat: bool, cancel: threading.Event | None,
 
 
 def _delta_extras(delta: Any, chunk: Any, thinking: list[str], calls: dict[int, list]) -> None:
-    """A delta's reasoning piece and tool-call pieces (a call's id and name come in its first
-    piece, its arguments in pieces, all under its `index`)."""
-    r = _reasoning(delta, chunk)
+    """A delta's reasoning piece and tool-call pieces, read as the SDK's delta type (a call's id
+    and name come in its first piece, its arguments in pieces, all under its `index`)."""
+    if not isinstance(delta, dict):
+        return
+    d = _sdk(lambda types: types.chat_completion_chunk.ChoiceDelta.model_validate(delta), chunk)
+    r = _reasoning(d, chunk)
     if r:
         thinking.append(r)
-    pieces = _field(delta, "tool_calls")
-    if pieces is None:
-        return
-    if not isinstance(pieces, list):
-        raise Malformed(f"streamed tool_calls is not a list: {one_line(repr(chunk))}")
-    for n, piece in enumerate(pieces):
-        i = _field(piece, "index")
-        i = i if isinstance(i, int) else n
-        slot = calls.setdefault(i, [None, None, []])
-        fn = _field(piece, "function")
-        if _field(piece, "id"):
-            slot[0] = _field(piece, "id")
-        if _field(fn, "name") and slot[1] is None:  # (some servers repeat it in every piece)
-            slot[1] = _field(fn, "name")
-        args = _field(fn, "arguments")
-        if args is not None:
-            if not isinstance(args, str):
-                raise Malformed(f"streamed tool-call arguments are not a string: {one_line(repr(chunk))}")
-            slot[2].append(args)
+    for n, piece in enumerate(d.tool_calls or []):
+        slot = calls.setdefault(piece.index if piece.index is not None else n, [None, None, []])
+        if piece.id:
+            slot[0] = piece.id
+        fn = piece.function
+        if fn is not None and fn.name and slot[1] is None:  # (some servers repeat it in every piece)
+            slot[1] = fn.name
+        if fn is not None and fn.arguments is not None:
+            slot[2].append(fn.arguments)
 
 
-def _text(obj: Any, name: str, data: Any) -> str | None:
-    value = _field(obj, name)
-    if value is not None and not isinstance(value, str):
-        raise Malformed(f"{name} is not a string: {one_line(repr(data))}")
-    return value
+def _sdk(make: Callable[[Any], Any], data: Any) -> Any:
+    """An answer's part as the `openai` SDK's public type (`openai.types.chat`); one that does
+    not fit it is malformed."""
+    from pydantic import ValidationError
+
+    import openai.types.chat as types
+
+    try:
+        return make(types)
+    except ValidationError as exc:
+        raise Malformed(f"not a chat message the SDK reads ({one_line(str(exc), 160)}): {one_line(repr(data))}") from None
 
 
 def _reasoning(obj: Any, data: Any) -> str | None:
-    """The reasoning channel a server adds to a message or delta (`reasoning_content`, or
-    `reasoning` as newer vLLM names it)."""
-    value = _field(obj, "reasoning_content")
+    """The reasoning channel a server adds to a message or delta as an extra field (the SDK's
+    `model_extra`): `reasoning_content`, or `reasoning` as newer vLLM names it."""
+    extra = obj.model_extra or {}
+    value = extra.get("reasoning_content")
     if value is None:
-        value = _field(obj, "reasoning")
+        value = extra.get("reasoning")
     if value is not None and not isinstance(value, str):
         raise Malformed(f"reasoning_content is not a string: {one_line(repr(data))}")
     return value

@@ -101,6 +101,11 @@ class CommandTranscript:
             raise ExemplarError(f"no '{style}' exemplars of type '{pre.split('_')[1]}' in this exemplar set")
         return [prompts[k] for k in keys[:2]]
 
+    def exemplar_texts(self, prompts: dict[str, str], task: Task, style: str) -> list[str]:
+        """The exemplar transcripts a task's prompt uses (the conversation styles parse them
+        into prior turns through `parse_prompt_text`)."""
+        return self.exemplars(prompts, task.type, style)
+
     def prompt(self, exemplars: Sequence[str], task_text: str, steps: Sequence[Any]) -> str:
         """The exact text the notebook sends: `init_prompt + prompt`, ending with the cue `>`."""
         return self._prefix(exemplars, task_text) + formats.alfworld_prompt_steps(steps)

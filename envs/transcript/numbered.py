@@ -77,6 +77,11 @@ class NumberedTranscript:
             raise ExemplarError(f"no '{head}_*' exemplars for {self.kind} in this exemplar set")
         return keys[0]
 
+    def exemplar_texts(self, prompts: dict[str, str], task: Task, style: str) -> list[str]:
+        """The examples block a task's prompt uses (the conversation styles parse it into prior
+        turns through `parse_prompt_text`)."""
+        return [self.block(prompts, style)]
+
     def fixed_prefix(self, prompts: dict[str, str], task: Task, style: str) -> str:
         """What every request of the task starts with (instruction, examples block, task):
         the engine builds it once per episode and exemplar revision and passes it as `fixed`."""

@@ -9,9 +9,8 @@ import json
 import pytest
 
 from agent.client import ModelClient, ModelError
-from tests.agent.test_client import DictCache, make
 from tests.scripted_server import Reply, ScriptedLLM, check_conversation, tool_call
-from trajectory.records import AgentConfig
+from trajectory.records import AgentConfig, Usage
 
 TOOLS = [{"type": "function", "function": {"name": "search", "description": "d", "parameters": {
     "type": "object", "properties": {"entity": {"type": "string"}}, "required": ["entity"],
@@ -25,9 +24,29 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def client(llm: ScriptedLLM, style: str, *, stream: bool, cache=None) -> ModelClient:
-    c = make(llm, style, cache=cache)
-    c.stream = stream
+class DictCache:
+    """The store's role in memory: a recorded, successful call answers its cache key."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, tuple[str, Usage]] = {}
+
+    def get(self, key: str) -> tuple[str, Usage] | None:
+        return self.data.get(key)
+
+
+def client(llm: ScriptedLLM, style: str, *, stream: bool, cache: DictCache | None = None) -> ModelClient:
+    config = AgentConfig(model="test-model", base_url=llm.base_url, api_style=style)
+    c = ModelClient(config, api_key="sk-test-SECRET-4f9a2b", cache=cache, backoff_base_s=0.001, stream=stream)
+    if cache is not None:  # record each call, as the engine does through the store
+        complete = c.complete
+
+        def recorded(*a, **kw):
+            text, call = complete(*a, **kw)
+            if call.cache_key and not call.cached:
+                cache.data[call.cache_key] = (call.completion, call.usage)
+            return text, call
+
+        c.complete = recorded
     return c
 
 
@@ -108,3 +127,20 @@ def test_the_cache_keys_on_the_exact_request_messages_and_tools(scripted_llm):
 def test_converse_is_only_for_the_conversation_styles(scripted_llm):
     with pytest.raises(ValueError):
         ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, api_style="chat")).converse(MSGS)
+
+
+def _chat_json(message: dict) -> dict:
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+
+
+def test_reasoning_named_reasoning_is_read_and_a_message_the_sdk_cannot_read_is_malformed(scripted_llm):
+    scripted_llm.push(Reply(json=_chat_json({"role": "assistant", "content": "hi", "reasoning": "vLLM's name"})))
+    msg, _ = client(scripted_llm, "messages", stream=False).converse(MSGS)
+    assert msg == {"role": "assistant", "content": "hi", "reasoning_content": "vLLM's name"}
+    bad = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                                   "function": {"name": "search", "arguments": 5}}]}
+    scripted_llm.push(Reply(json=_chat_json(bad)), Reply(json=_chat_json(bad)))
+    with pytest.raises(ModelError, match="malformed response"):
+        ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, api_style="tools", max_retries=1),
+                    backoff_base_s=0.001, stream=False).converse(MSGS, TOOLS)

@@ -22,6 +22,7 @@ TINY: dict[str, list[str]] = {
     "alfworld.py": ["--games", "1", "--steps", "3", "--quick"],
     "cli_latency.py": ["--runs", "1", "--stops", "1", "--latency", "0.05", "--reads", "jobs"],
     "client.py": ["--calls", "4", "--rounds", "1", "--levels", "1"],
+    "conversation_request.py": ["--steps", "1,2", "--repeat", "1"],
     "engine.py": ["--episodes", "1"],
     "experiment.py": ["--tasks", "2", "--latency", "0", "--concurrency", "2", "--alfworld-steps", "1"],
     "export.py": ["--episodes", "2", "--formats", "all"],
