@@ -328,3 +328,45 @@ def test_an_accepted_suggestion_is_a_pair_its_what_if_proved(toy, capsys):
     assert m["chosen_version_id"] == toy.store.episodes.get(1).current_version and m["critic_model"] == "scripted-model"
     assert r["chosen"][0]["content"] == f"think: {HINT}" and m["step"] == 2
     assert m["whatif"]["groups"] == toy.store.versions.get(m["chosen_version_id"]).edits[-1].origin["whatif_groups"]
+
+
+def test_a_tools_style_run_exports_its_own_calls(toy, tmp_path):
+    """A run in the `tools` style through the engine and the scripted server (the server's call
+    ids and reasoning_content kept on the steps), an action edit that fails: its dpo pair is in
+    the tools form with the server's ids; its chat-sft record imports back and exports the same."""
+    from tests.cli.conversation_agents import _after_task
+    from tests.export_support import cfg
+    from tests.scripted_server import Reply, tool_call
+
+    plan = [("search", {"entity": "Velmora"}), ("search", {"entity": "Marrowgate"}),
+            ("lookup", {"keyword": "founded"}), ("finish", {"answer": "1650"})]
+
+    def agent(body):
+        i = sum(1 for m in _after_task(body["messages"]) if m["role"] == "assistant")
+        name, args = plan[min(i, 3)]
+        return Reply(text=f"Step {i + 1}: I act.", reasoning=f"reasoning {i + 1}", tool_calls=[tool_call(name, args)])
+
+    toy.llm.set_responder(agent)
+    ep, v = toy.engine.start_episode(training_store.WIKI_TASK, cfg(toy.llm, api_style="tools"))
+    assert toy.engine.run(v.id).success
+    steps = toy.store.versions.steps(v.id)
+    assert len(steps) == 4 and steps[0].tool_call is not None and steps[0].reasoning == "reasoning 1"
+    wrong = toy.engine.editor.edit(v.id, 4, "rewrite_action", "Finish[1712]")
+    assert toy.store.versions.get(wrong.id).outcome.success is False
+    (r,), counts = _records(toy.store, "dpo")
+    m = r["metadata"]
+    assert (m["api_style"], m["evidence"], m["chosen_version_id"], m["step"]) == ("tools", "outcome", v.id, 4)
+    ids = [m2["tool_calls"][0]["id"] for m2 in r["prompt"] if m2.get("tool_calls")]
+    assert ids == [s.tool_call.id for s in steps[:3]]  # the server's ids, not call_<index>
+    assert [m2["tool_call_id"] for m2 in r["prompt"] if m2["role"] == "tool"] == ids
+    assert r["prompt"][2]["reasoning_content"] == "reasoning 1" and r["prompt"][2]["content"] == "Step 1: I act."
+    assert json.loads(r["chosen"][0]["tool_calls"][0]["function"]["arguments"]) == {"answer": "1650"}
+    assert json.loads(r["rejected"][0]["tool_calls"][0]["function"]["arguments"]) == {"answer": "1712"}
+    assert [t["function"]["name"] for t in r["tools"]] == ["search", "lookup", "finish"]
+    out = tmp_path / "c.jsonl"
+    export(toy.store, "chat-sft", out, filters=Filters(all_versions=True))
+    other = Store(tmp_path / "b.db")
+    import_file(other, out)
+    back = tmp_path / "d.jsonl"
+    export(other, "chat-sft", back, filters=Filters(all_versions=True))
+    assert back.read_text() == out.read_text()
