@@ -46,8 +46,8 @@ def judgment_panel(store: Store, lv: Version, rv: Version, nums: dict[int, str])
         choice = st.radio("Your judgment", list(CHOICES), index=None, horizontal=True, key=f"{key}-better")
         reason = st.text_area("Reason (optional)", key=f"{key}-reason")
         by = _annotator(f"{key}-by")
-        plain_caption("A judged version is frozen, as an annotated one is: stepping it goes on in a new version. "
-                      "Judging the pair again replaces your own judgment of it.")
+        st.caption("A judged version is frozen, as an annotated one is: stepping it goes on in a new version. "
+                   "Judging the pair again replaces your own judgment of it.")
         if st.form_submit_button("Save judgment"):
             if choice is None:
                 alert("Choose left is better, right is better or tie.")
