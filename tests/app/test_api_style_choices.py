@@ -10,7 +10,6 @@ from typing import get_args
 
 from sessions.store import Store
 from tests.app_helpers import captions, ok
-from tests.app.test_suggest_panel import open_editor
 from tests.suggest_agents import fail_episode
 from trajectory.records import ApiStyle
 
@@ -27,12 +26,12 @@ def test_the_four_styles_are_the_records_own():
     assert list(get_args(ApiStyle)) == FOUR
 
 
-def test_settings_new_episode_and_editor_offer_every_style(app, toy, monkeypatch):
+def test_settings_new_episode_and_editor_offer_every_style(app, toy):
     _, make = app
     assert _offers(make("settings"), "set_api_style") == FOUR
     assert _offers(make("episodes"), "new_api_style") == FOUR
     fail_episode(toy)  # a failed version: the Editor shows its agent settings and the critic's
-    at = open_editor(toy, monkeypatch, 1)
+    at = make("editor", episode=1)
     assert _offers(at, "cfg_api_1") == FOUR
     critic = at.selectbox(key="sg_api_1")
     assert critic.options == ["(the version's own)", *FOUR] and critic.value is None
