@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple
 
 from sessions.connection import _ids, from_json, to_json
-from trajectory.records import EditInfo, Outcome, Step, Version
+from trajectory.records import EditInfo, Outcome, Step, ToolCall, Version
 from trajectory.signals import version_signals
 
 # the columns of a versions row and of a steps row, as the readers below take them
@@ -20,7 +20,7 @@ VCOLS = (
 )
 SCOLS = (
     "id, episode_id, parent_id, idx, thought, action, observation, done, reward, info, source, "
-    "edit, call_ids, snapshot, created_at, signals"
+    "edit, call_ids, snapshot, created_at, signals, reasoning, tool_call, message"
 )
 # the columns of a steps row for `StepJson`: its texts JSON-quoted by SQLite (json_quote writes
 # what json.dumps(ensure_ascii=False) writes for a text, and null for NULL: tested for every
@@ -48,6 +48,9 @@ class StepRow(NamedTuple):
     snapshot: dict | None
     created_at: str
     signals: list
+    reasoning: str | None
+    tool_call: ToolCall | None
+    message: dict | None
 
     def model_copy(self, *, update: dict[str, Any]) -> "StepRow":
         """As `Step.model_copy` (the prompt writers copy a step to drop its observation)."""
@@ -220,14 +223,16 @@ def version_from_row(r) -> Version:
 
 def step_fields(r, infos: dict[str, dict] | None = None) -> tuple:
     """A steps row (`SCOLS`) as the values of `StepRow`'s fields, in order."""
-    sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig = r
+    (sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig,
+     reasoning, call, message) = r
     if infos is None or info is None:
         info = from_json(info, {})
     else:
         info = infos[info] if info in infos else infos.setdefault(info, json.loads(info))
     return (sid, eid, parent, idx, thought, action, obs, bool(done), reward or 0.0, info, source,
             EditInfo.model_validate_json(edit) if edit else None, _ids(calls),
-            json.loads(snap) if snap else None, at, json.loads(sig) if sig else [])
+            json.loads(snap) if snap else None, at, json.loads(sig) if sig else [], reasoning,
+            ToolCall.model_validate_json(call) if call else None, json.loads(message) if message else None)
 
 
 def step_from_row(r) -> Step:

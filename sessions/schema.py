@@ -287,11 +287,21 @@ def _v18_rollout_group_counts(db: sqlite_utils.Database) -> None:
     ):  # (one statement at a time: executescript would commit the migration's transaction)
         db.execute(f"create trigger {name} {event} begin {_GROUP_COUNTS.format(target)}; end")
 
+def _v19_step_messages(db: sqlite_utils.Database) -> None:
+    """Issue 42: a step keeps its reasoning channel (`reasoning_content`), its native tool call
+    (JSON: id, name, arguments) and the raw assistant message the server returned (JSON:
+    content, reasoning_content, tool_calls with their arguments as sent); NULL for the steps
+    of the text styles and every step made before."""
+    for column in ("reasoning", "tool_call", "message"):
+        db.execute(f"alter table steps add column {column} text")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
     _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
     _v12_fences, _v13_suggestions, _v14_task_ids_searched,
     _v15_index_deferred, _v16_frozen_pins, _v17_exemplar_set_bases, _v18_rollout_group_counts,
+    _v19_step_messages,
 ]
 
 # 20 (judge): the judgments table; a judged version is frozen (`sessions.judgments.install`).

@@ -174,7 +174,8 @@ class Versions:
         call_ids = s.call_ids if call_ids is None else call_ids
         sid = (conn or self._database.db.conn).execute(
             "insert into steps (episode_id, parent_id, idx, thought, action, observation, done, reward, info, "
-            "source, edit, call_ids, snapshot, created_at, signals) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "source, edit, call_ids, snapshot, created_at, signals, reasoning, tool_call, message) "
+            "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 episode_id,
                 parent_id,
@@ -191,6 +192,9 @@ class Versions:
                 compact_json(s.snapshot) if s.snapshot is not None else None,
                 s.created_at,
                 compact_json(s.signals) if s.signals else None,
+                s.reasoning,
+                to_json(s.tool_call) if s.tool_call is not None else None,
+                compact_json(s.message) if s.message is not None else None,
             ),
         ).lastrowid
         upd = {"id": sid, "episode_id": episode_id, "parent_id": parent_id}

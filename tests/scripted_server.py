@@ -20,6 +20,9 @@ from dataclasses import dataclass, field, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Union
 
+from tests.scripted_text import Responder, apply_stop, prompt_text, table_responder  # noqa: F401
+from tests.scripted_conversation import check_conversation, tool_call  # noqa: F401 - re-exported
+
 DEFAULT_MODEL = "scripted-model"
 
 
@@ -43,11 +46,20 @@ class Reply:
     endless     send body bytes forever (a hostile server): streamed or not.
     huge_bytes  send a body of this many bytes (no Content-Length) instead of a completion.
     location    answer `status` (a 307/308) with this Location header (a redirect).
+    tool_calls  (chat) the assistant's tool calls: `tool_call(name, arguments)` items (arguments
+                a dict, or a string sent as it is: malformed JSON); several = parallel calls.
+    reasoning   (chat) the message's `reasoning_content` (streamed first, as reasoning servers do).
 
     A request with `stream: true` gets server-sent events (one chunk per word, then a usage
     chunk when `stream_options.include_usage` asks for it, then `[DONE]`) unless the server
     was made with `streams=False` (it answers in one piece, as servers that do not stream do);
     made with `stream_options=False`, it refuses a request that has `stream_options` (HTTP 400).
+
+    Chat requests are checked as a real server would (`check_conversation`): roles in order,
+    every `role: "tool"` message naming the preceding assistant's next unanswered call, every
+    call answered, calls only to declared `tools`, arguments as JSON strings, and one call per
+    step (`parallel_tool_calls: false`) when tools are sent; a request that breaks a rule gets
+    HTTP 400 saying which. `require_tools=True` also refuses a chat request without `tools`.
     """
 
     text: str = ""
@@ -71,6 +83,8 @@ class Reply:
     endless: bool = False
     huge_bytes: int = 0
     location: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    reasoning: str | None = None
 
     def __post_init__(self) -> None:
         # a responder that wraps a Reply in a Reply made the server hang up in silence, and the
@@ -79,7 +93,6 @@ class Reply:
             raise TypeError(f"Reply.text must be a string, not {type(self.text).__name__}")
 
 
-Responder = Callable[[dict[str, Any]], Any]
 ScriptItem = Union[str, dict, Reply, Callable[[dict[str, Any]], Any]]
 
 
@@ -96,56 +109,6 @@ def as_reply(item: Any) -> Reply:
             raise ValueError(f"unknown reply fields: {sorted(unknown)}")
         return Reply(**item)
     raise TypeError(f"cannot script a reply from {type(item).__name__}")
-
-
-def apply_stop(text: str, stop: Any) -> tuple[str, bool]:
-    """Cut `text` at the earliest occurrence of any stop string (the stop removed)."""
-    if stop is None:
-        return text, False
-    stops = [stop] if isinstance(stop, str) else [s for s in stop if s]
-    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
-    return (text[:cut], True) if cut >= 0 else (text, False)
-
-
-def prompt_text(body: dict[str, Any] | None) -> str:
-    """The text a request asks about: `prompt` for completions, the messages for chat."""
-    if not body:
-        return ""
-    if "prompt" in body:
-        p = body["prompt"]
-        return p if isinstance(p, str) else "".join(map(str, p))
-    parts = []
-    for m in body.get("messages") or []:
-        c = m.get("content")
-        if isinstance(c, list):
-            c = "".join(part.get("text", "") for part in c if isinstance(part, dict))
-        parts.append(c or "")
-    return "\n".join(parts)
-
-
-def table_responder(table: dict[str, Any], default: Any = None) -> Responder:
-    """A responder that answers from `table`, keyed by text near the end of the prompt.
-
-    The key whose last occurrence in the prompt ends latest wins (ties: the longer key),
-    so a table keyed by each step's last prompt line plays an agent deterministically.
-    With no match it returns `default`, or an HTTP 500 naming the prompt's tail."""
-
-    def respond(body: dict[str, Any]) -> Any:
-        prompt = prompt_text(body)
-        best, best_rank = None, None
-        for key in table:
-            pos = prompt.rfind(key)
-            if pos >= 0:
-                rank = (pos + len(key), len(key))
-                if best_rank is None or rank > best_rank:
-                    best, best_rank = key, rank
-        if best is not None:
-            return table[best]
-        if default is not None:
-            return default
-        return Reply(status=500, message=f"no scripted reply for prompt ending {prompt[-120:]!r}")
-
-    return respond
 
 
 @dataclass
@@ -172,8 +135,9 @@ class ScriptedLLM:
     EXHAUSTED = "script exhausted: no scripted reply left for this request"
 
     def __init__(self, *, default: ScriptItem | None = None, models: list[str] | None = None,
-                 streams: bool = True, stream_options: bool = True):
+                 streams: bool = True, stream_options: bool = True, require_tools: bool = False):
         self.streams, self.stream_options = streams, stream_options
+        self.require_tools = require_tools
         self._lock = threading.Lock()
         self._queue: list[ScriptItem] = []
         self.default: ScriptItem | None = default
@@ -352,6 +316,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, f"no route POST {path}")
         if not isinstance(body, dict):
             return self._error(400, "request body is not a JSON object")
+        if path == "/v1/chat/completions":
+            broken = check_conversation(body, require_tools=self.llm.require_tools)
+            if broken is not None:
+                return self._error(400, broken)
         try:
             reply = self.llm._next_item(body)
         except Exception as exc:  # a broken responder must show up in the test
@@ -407,8 +375,17 @@ class _Handler(BaseHTTPRequestHandler):
         whole = _completion_json(path, body, reply)
         chat = path != "/v1/completions"
         choice = whole["choices"][0]
-        text = choice["message"]["content"] if chat else choice["text"]
+        text = (choice["message"]["content"] or "") if chat else choice["text"]
         pieces = [p for p in text.replace(" ", "\x00 ").split("\x00") if p] or [""]
+        deltas: list[dict[str, Any]] = [{"content": p} for p in pieces]
+        if chat and reply.reasoning:  # the reasoning channel streams first
+            deltas[:0] = [{"reasoning_content": p} for p in reply.reasoning.replace(" ", "\x00 ").split("\x00") if p]
+        for i, c in enumerate(choice["message"].get("tool_calls") or [] if chat else []):
+            args = c["function"]["arguments"]
+            deltas.append({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
+                                           "function": {"name": c["function"]["name"], "arguments": ""}}]})
+            deltas += [{"tool_calls": [{"index": i, "function": {"arguments": args[j:j + 7]}}]}
+                       for j in range(0, len(args), 7)]
         self._chunked = self.protocol_version == "HTTP/1.1"  # (keep-alive: chunked, as vLLM/SGLang stream)
         try:
             self.send_response(200)
@@ -418,11 +395,11 @@ class _Handler(BaseHTTPRequestHandler):
             for k, v in headers.items():
                 self.send_header(k, v)
             self.end_headers()
-            for i, piece in enumerate(pieces):
+            for i, piece in enumerate(deltas):
                 if i and reply.chunk_delay_s and self.llm._cancel.wait(reply.chunk_delay_s):
                     return
                 delta = {"index": 0, "finish_reason": None, "logprobs": None}
-                delta.update({"delta": {"content": piece}} if chat else {"text": piece})
+                delta.update({"delta": piece} if chat else {"text": piece["content"]})
                 self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
                              "created": whole["created"], "model": whole["model"], "choices": [delta]})
             last = {"index": 0, "finish_reason": choice["finish_reason"], "logprobs": None}
@@ -453,7 +430,7 @@ def _completion_json(path: str, body: dict[str, Any], reply: Reply) -> dict[str,
     text = reply.text
     if not reply.ignore_stop:
         text, _ = apply_stop(text, body.get("stop"))
-    finish = reply.finish_reason or "stop"
+    finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
     model = body.get("model") or DEFAULT_MODEL
     created = int(time.time())
     if path == "/v1/completions":
@@ -469,6 +446,12 @@ def _completion_json(path: str, body: dict[str, Any], reply: Reply) -> dict[str,
             "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
                          "message": {"role": "assistant", "content": text}}],
         }
+        message = out["choices"][0]["message"]
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+            message["content"] = text or None
     if reply.usage:
         pt = reply.prompt_tokens if reply.prompt_tokens is not None else len(
             prompt_text(body).split())

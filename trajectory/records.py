@@ -329,6 +329,9 @@ class Step(Record):
                     "None when the server sent none.")
     tool_call: ToolCall | None = Field(None,
         description="The native tool call the action came from (the `tools` API style); None otherwise.")
+    message: dict[str, Any] | None = Field(None,
+        description="The raw assistant message of the `messages`/`tools` styles as the server returned it "
+                    "(content, reasoning_content, tool_calls with their arguments as sent); None otherwise.")
 
 
 class Outcome(Record):

@@ -17,6 +17,7 @@ DEFAULT_CHAT_INSTRUCTION = (
 )
 NO_KEY_PLACEHOLDER = "not-needed"  # vLLM / Ollama / llama.cpp accept any key
 MAX_STOP_SEQUENCES = 4  # OpenAI rejects more; the rest are applied client-side
+CONVERSATION_STYLES = ("messages", "tools")  # whose prompt is the request's JSON and whose answer a message
 UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 ENDPOINT_KEYS: Any = None  # the app's key guard (agent.endpoint_keys.EndpointKeys), set as agent.client.ENDPOINT_KEYS
 

@@ -8,18 +8,20 @@ text that could echo it (error bodies) is scrubbed before it leaves this module.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from typing import Any, Callable
 
 from agent import local_model
 from agent.model import api, response_cache, retries
-from agent.model.api import (MAX_STOP_SEQUENCES, NO_KEY_PLACEHOLDER, CallWatch, Cancelled, Malformed,
+from agent.model.api import (CONVERSATION_STYLES, MAX_STOP_SEQUENCES, NO_KEY_PLACEHOLDER, CallWatch, Cancelled, Malformed,
                              ModelError, Request, chat_message, public_url, resolve_base_url, stop_cut)
 from agent.model.openai_compatible import OpenAICompatible
 from agent.model.response_cache import ResponseCache
 from agent.model.wire import shared_openai
 from agent.ratelimit import PauseGate, gate_for
+from trajectory.conversation import request_body, request_text
 from trajectory.records import MAX_TEXT, AgentConfig, ModelCall
 
 # may calls stream? `react-editor app --no-stream` (REACT_EDITOR_STREAM=0) or `set_streaming(False)` says no
@@ -102,9 +104,15 @@ class ModelClient:
         cancel = watch.cancel if watch is not None else None
         on_text = watch.on_text if watch is not None else None
 
+        conv = cfg.api_style in CONVERSATION_STYLES
+
         def attempt() -> tuple[str, Any]:
             with self.local.turn(cancel) if self.local else contextlib.nullcontext():  # one request at a time there
                 text, usage = self.provider.send(request, cancel, on_text)
+            if conv:  # an assistant message (JSON): empty when it has no text, reasoning or call
+                if not _said(text):
+                    raise Malformed("empty assistant message")
+                return text, usage
             text = stop_cut(text, stop)
             if not text.strip():  # an empty step would only use up the budget
                 raise Malformed("empty completion")
@@ -120,11 +128,21 @@ class ModelClient:
             call.error = f"{exc} (after {n} attempt{'s' if n != 1 else ''})"
             call.latency_ms = (time.perf_counter() - started) * 1000
             raise ModelError(call) from None
-        if len(text) > MAX_TEXT:  # kept text is re-sent in every later prompt
+        if len(text) > MAX_TEXT and not conv:  # kept text is re-sent in every later prompt (a message: its parts)
             call.cut_from, text = len(text), text[:MAX_TEXT]
         call.completion, call.usage = text, usage
         call.latency_ms = (time.perf_counter() - started) * 1000
         return text, call
+
+    def converse(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+                 purpose: str = "step", watch: CallWatch | None = None) -> tuple[dict[str, Any], ModelCall]:
+        """One request of the `messages` / `tools` style: the assistant message (role, content,
+        `reasoning_content` when the server sent one, `tool_calls` with their arguments as sent)
+        and its record. The request's JSON is the call's prompt (hashed, and the cache key)."""
+        if self.config.api_style not in CONVERSATION_STYLES:
+            raise ValueError(f"converse() is for the messages and tools styles, not {self.config.api_style}")
+        text, call = self.complete(request_text(request_body(messages, tools)), [], purpose=purpose, watch=watch)
+        return json.loads(text), call
 
     def kept_answer(self, kept: list[ModelCall], prompt: str, stop: list[str], *, purpose: str = "step",
                     chat_instruction: str | None = None) -> tuple[str, ModelCall] | None:
@@ -181,3 +199,12 @@ class ModelClient:
             text = text.replace(secret, "***")
         return text
 
+
+
+def _said(text: str) -> bool:
+    """Whether an assistant message (the JSON a conversation style's call returns) says anything."""
+    try:
+        msg = json.loads(text)
+    except ValueError:
+        return False
+    return bool((msg.get("content") or "").strip() or msg.get("reasoning_content") or msg.get("tool_calls"))

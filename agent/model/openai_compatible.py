@@ -1,7 +1,13 @@
 """The OpenAI-compatible provider: one attempt of a request through the official client's public
 API (`client.completions` / `client.chat.completions` `.with_streaming_response.create(...)`),
 streamed (`stream=True`, usage asked for with `stream_options` where the server takes it) or
-not, read within the wire's bound; and its errors classified for the retry policy."""
+not, read within the wire's bound; and its errors classified for the retry policy.
+
+The `messages` and `tools` styles send their pinned request JSON (messages, tools, one tool
+call per step) to the chat API and return the assistant message as compact JSON: its content,
+its `reasoning_content` (an extra field servers add to the message or the delta: vLLM's
+reasoning parsers, DeepSeek; `reasoning` is read too) and its tool calls, assembled from the
+streamed deltas by their index."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import json
 import threading
 from typing import Any, Callable
 
-from agent.model.api import UNREACHABLE, Cancelled, Malformed, Refused, Request, one_line
+from agent.model.api import CONVERSATION_STYLES, UNREACHABLE, Cancelled, Malformed, Refused, Request, one_line
 from agent.model.retries import RETRYABLE_STATUS, retry_after_s
 from agent.model.wire import MAX_BODY_BYTES, http_modules, sdk, too_large
 from trajectory.records import Usage
@@ -47,12 +53,19 @@ class OpenAICompatible:
     def _send(self, request: Request, cancel: threading.Event | None,
               on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
         cfg = request.config
-        chat = cfg.api_style == "chat"
+        conv = cfg.api_style in CONVERSATION_STYLES
+        chat = cfg.api_style == "chat" or conv
         args: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature, "top_p": cfg.top_p,
                                 "max_tokens": cfg.max_tokens}
         if request.stop:
             args["stop"] = request.stop
-        if chat:
+        if conv:  # the pinned request: messages (and tools, tool_choice, parallel_tool_calls)
+            body = json.loads(request.text)
+            args.update({k: v for k, v in body.items() if k in ("messages", "tools", "tool_choice",
+                                                                  "parallel_tool_calls")})
+            if request.chat_extra:
+                args["extra_body"] = request.chat_extra
+        elif chat:
             args["messages"] = [{"role": "user", "content": request.text}]
             if request.chat_extra:
                 args["extra_body"] = request.chat_extra
@@ -65,23 +78,23 @@ class OpenAICompatible:
         client = self.client()
         api = (client.chat.completions if chat else client.completions).with_streaming_response
         try:
-            return self._read(api.create(**args), request, chat, cancel, on_text)
+            return self._read(api.create(**args), request, chat, cancel, on_text, conv)
         except sdk().BadRequestError as exc:  # a server that does not take `stream_options`: once more without
             if "stream_options" not in args or "stream_options" not in f"{exc.body} {exc.message}":
                 raise
             NO_USAGE_OPTION.add(self.public_url)
             del args["stream_options"]
-        return self._read(api.create(**args), request, chat, cancel, on_text)
+        return self._read(api.create(**args), request, chat, cancel, on_text, conv)
 
     @staticmethod
     def _read(response: Any, request: Request, chat: bool, cancel: threading.Event | None,
-              on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
+              on_text: Callable[[str], None] | None, conv: bool = False) -> tuple[str, Usage]:
         """Open the response (the request is sent here) and read it: streamed, or in one piece."""
         with response as resp:
             if request.stream and resp.headers.get("content-type", "").startswith("text/event-stream"):
-                got = _read_events(resp, chat, cancel, on_text)
+                got = _read_events(resp, chat, cancel, on_text, conv)
             else:
-                got = _read_json(resp, chat)  # (a server that does not stream answers in one piece)
+                got = _read_json(resp, chat, conv)  # (a server that does not stream answers in one piece)
         if cancel is not None and cancel.is_set():  # (Stop's shutdown can look like the end of the body)
             raise Cancelled("cancelled while the request was in flight")
         return got
@@ -127,7 +140,7 @@ def _refused(exc: BaseException) -> Refused | None:
     return None
 
 
-def _read_json(resp: Any, chat: bool) -> tuple[str, Usage]:
+def _read_json(resp: Any, chat: bool, conv: bool = False) -> tuple[str, Usage]:
     """A whole (non-streamed) answer: its JSON, decoded text bounded too."""
     body = bytearray()
     for part in resp.iter_bytes():
@@ -146,6 +159,14 @@ def _read_json(resp: Any, chat: bool) -> tuple[str, Usage]:
         message = _field(first, "message")
         if message is None:
             raise Malformed(f"chat choice has no message: {one_line(repr(data))}")
+        if conv:
+            calls = _field(message, "tool_calls")
+            if calls is not None and not isinstance(calls, list):
+                raise Malformed(f"tool_calls is not a list: {one_line(repr(data))}")
+            got = [(_field(c, "id"), _field(_field(c, "function"), "name"), _field(_field(c, "function"), "arguments"))
+                   for c in calls or []]
+            return message_text(_text(message, "content", data), _reasoning(message, data), got), \
+                usage_of(data.get("usage"))
         text = _field(message, "content")
     else:
         text = _field(first, "text")
@@ -155,10 +176,13 @@ def _read_json(resp: Any, chat: bool) -> tuple[str, Usage]:
 
 
 def _read_events(resp: Any, chat: bool, cancel: threading.Event | None,
-                 on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
+                 on_text: Callable[[str], None] | None, conv: bool = False) -> tuple[str, Usage]:
     """A streamed answer (server-sent events): the text of its chunks, told to `on_text` as it
-    grows, and the usage of its last chunk that has one. Stop closes the response."""
+    grows, and the usage of its last chunk that has one. Stop closes the response. `conv`: the
+    deltas' reasoning and tool calls are assembled too, and the answer is the message's JSON."""
     parts: list[str] = []
+    thinking: list[str] = []
+    calls: dict[int, list] = {}  # index -> [id, name, argument pieces]
     usage: Any = None
     seen = 0
     pending = b""
@@ -194,9 +218,73 @@ def _read_events(resp: Any, chat: bool, cancel: threading.Event | None,
                 if piece:
                     parts.append(piece)
                     grew = True
+                if conv:
+                    _delta_extras(_field(first, "delta"), chunk, thinking, calls)
         if grew and on_text is not None:
             on_text("".join(parts))
+    if conv:
+        got = [(c[0], c[1], "".join(c[2])) for _, c in sorted(calls.items())]
+        return message_text("".join(parts) or None, "".join(thinking) or None, got), usage_of(usage)
     return "".join(parts), usage_of(usage)
+
+
+def _delta_extras(delta: Any, chunk: Any, thinking: list[str], calls: dict[int, list]) -> None:
+    """A delta's reasoning piece and tool-call pieces (a call's id and name come in its first
+    piece, its arguments in pieces, all under its `index`)."""
+    r = _reasoning(delta, chunk)
+    if r:
+        thinking.append(r)
+    pieces = _field(delta, "tool_calls")
+    if pieces is None:
+        return
+    if not isinstance(pieces, list):
+        raise Malformed(f"streamed tool_calls is not a list: {one_line(repr(chunk))}")
+    for n, piece in enumerate(pieces):
+        i = _field(piece, "index")
+        i = i if isinstance(i, int) else n
+        slot = calls.setdefault(i, [None, None, []])
+        fn = _field(piece, "function")
+        if _field(piece, "id"):
+            slot[0] = _field(piece, "id")
+        if _field(fn, "name") and slot[1] is None:  # (some servers repeat it in every piece)
+            slot[1] = _field(fn, "name")
+        args = _field(fn, "arguments")
+        if args is not None:
+            if not isinstance(args, str):
+                raise Malformed(f"streamed tool-call arguments are not a string: {one_line(repr(chunk))}")
+            slot[2].append(args)
+
+
+def _text(obj: Any, name: str, data: Any) -> str | None:
+    value = _field(obj, name)
+    if value is not None and not isinstance(value, str):
+        raise Malformed(f"{name} is not a string: {one_line(repr(data))}")
+    return value
+
+
+def _reasoning(obj: Any, data: Any) -> str | None:
+    """The reasoning channel a server adds to a message or delta (`reasoning_content`, or
+    `reasoning` as newer vLLM names it)."""
+    value = _field(obj, "reasoning_content")
+    if value is None:
+        value = _field(obj, "reasoning")
+    if value is not None and not isinstance(value, str):
+        raise Malformed(f"reasoning_content is not a string: {one_line(repr(data))}")
+    return value
+
+
+def message_text(content: str | None, reasoning: str | None, calls: list[tuple[Any, Any, Any]]) -> str:
+    """The assistant message as the call's completion (compact JSON): role, content,
+    `reasoning_content` when there is one, `tool_calls` (arguments as the server sent them)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    if calls:
+        msg["tool_calls"] = [{"id": cid if isinstance(cid, str) else "", "type": "function",
+                              "function": {"name": name if isinstance(name, str) else "",
+                                           "arguments": args if isinstance(args, str) else json.dumps(args)}}
+                             for cid, name, args in calls]
+    return json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
 
 
 def _chunk(data: bytes) -> dict[str, Any]:

@@ -1,5 +1,11 @@
-"""Chat fine-tuning records: one conversation per version (system / user / assistant per
-step), each assistant message carrying `weight` 1 (learn from it) or 0 (mask it).
+"""Chat fine-tuning records in TRL's conversational tool-calling form, one per version:
+`{"messages": [...], "tools": [...]}` - system, the task as the user message, then per step an
+assistant message (the thought as `content`, the action as one `tool_calls` entry whose
+`arguments` is a JSON string, the reasoning channel as `reasoning_content`) and the observation
+as a `role: "tool"` message with the call's `tool_call_id`. Every version exports in this form,
+a paper-format one through its family's tool schema, so one file mixes both (docs/chat-sft.md).
+Each assistant message keeps `weight` 1 (learn from it) or 0 (mask it): OpenAI's fine-tuning
+format reads it; TRL ignores keys it does not know (mask with your own collator).
 
 Weights, in order (documented in docs/jsonl-schema.md):
 1. a step tagged with a negative tag (rejected, hallucinated, reasoning_error,
@@ -15,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from sessions.annotations import NEGATIVE_TAGS, POSITIVE_TAGS
-from trajectory import kinds
+from sessions.exchange.messages import Conversations, ends_on_assistant
 from trajectory.records import Step
 
 
@@ -33,16 +39,13 @@ def version_ok(outcome_success: bool | None, verdict: str | None) -> bool:
     return outcome_success is True
 
 
-def chat_record(env: str, task_text: str, steps: Sequence[Step], tags: dict[int, set[str]], ok: bool) -> dict[str, Any]:
-    transcript = kinds.transcript(env)  # the kind's turns and system message
-    msgs: list[dict[str, Any]] = [
-        {"role": "system", "content": transcript.sft_system},
-        {"role": "user", "content": task_text},
-    ]
-    for i, s in enumerate(steps, 1):
+def chat_record(conv: Conversations, env: str, task_text: str, steps: Sequence[Step], tags: dict[int, set[str]],
+                ok: bool) -> dict[str, Any]:
+    """The version's record."""
+    head, parts = conv.cut(env, task_text, steps, "tools")
+    msgs: list[dict[str, Any]] = list(head)
+    for s, part in zip(steps, parts):
         w = step_weight(s, tags.get(s.id or -1, set()), ok)
-        content, obs = transcript.chat_turn(s, i)
-        msgs.append({"role": "assistant", "content": content, "weight": w})
-        if obs is not None and i < len(steps):
-            msgs.append({"role": "user", "content": obs})
-    return {"messages": msgs}
+        msgs.append({**part[0], "weight": w})
+        msgs.extend(part[1:])
+    return {"messages": ends_on_assistant(msgs), "tools": conv.tools(env)}

@@ -131,6 +131,8 @@ def test_filters(toy, tmp_path):
 
 
 def test_chat_sft_weights(toy, tmp_path):
+    """chat-sft in TRL's conversational tool-calling form (issue 42 item 4): the weights keep
+    their rules; a paper-format version's actions become tool calls through its family's tools."""
     made = _populate(toy)
     ep, v, v2, v3 = made["room"]
     out = tmp_path / "c.jsonl"
@@ -139,25 +141,37 @@ def test_chat_sft_weights(toy, tmp_path):
     assert len(rows) == 3
     assert "sk-test" not in out.read_text()
 
+    def said(m):
+        calls = m.get("tool_calls")
+        return json.loads(calls[0]["function"]["arguments"])["command"] if calls else m["content"]
+
     def weights(row):
-        return [(m["content"], m["weight"]) for m in row["messages"] if m["role"] == "assistant"]
+        return [(said(m), m["weight"]) for m in row["messages"] if m["role"] == "assistant"]
 
     orig, fixed, failed = (weights(r) for r in rows)
     assert rows[0]["messages"][0]["role"] == "system" and rows[0]["messages"][1]["content"] == ROOM_TASK.text
+    assert [t["function"]["name"] for t in rows[0]["tools"]] == ["act"]
     assert all(w == 1 for _, w in orig)  # model steps of a successful run
-    assert fixed[0] == (f"think: {FIX}", 1) and all(w == 1 for _, w in fixed)
+    assert fixed[0] == (FIX, 1) and all(w == 1 for _, w in fixed)
     # failure verdict: model steps masked; human action kept; hallucinated step masked
-    assert failed[0] == ("think: To solve the task, I need to find a mug, then put it in table 1.", 1)  # good_subgoal
+    assert failed[0] == ("To solve the task, I need to find a mug, then put it in table 1.", 1)  # good_subgoal
     assert failed[1] == ("go to shelf 1", 1)  # human-written
     assert failed[2][1] == 0 and failed[3][1] == 0
-    # observations come as user messages between assistant turns
-    roles = [m["role"] for m in rows[0]["messages"]]
-    assert roles[:4] == ["system", "user", "assistant", "user"] and roles[-1] == "assistant"
+    # a thought turn is answered by a user message, an action by a tool message naming its call
+    msgs = rows[0]["messages"]
+    roles = [m["role"] for m in msgs]
+    assert roles[:4] == ["system", "user", "assistant", "user"] and roles[-1] == "assistant" and "tool" in roles
+    for i, m in enumerate(msgs):
+        if m["role"] == "tool":
+            assert msgs[i - 1]["tool_calls"][0]["id"] == m["tool_call_id"]
     wiki = tmp_path / "w.jsonl"
     export(toy.store, "chat-sft", wiki, filters=Filters(env="hotpotqa"))
     msgs = json.loads(_lines(wiki)[0])["messages"]
-    assert msgs[2]["content"].startswith("Thought 1: I need to search Velmora") and "\nAction 1: Search[Velmora]" in msgs[2]["content"]
-    assert msgs[3]["content"].startswith("Observation 1: Velmora is a province.")
+    assert msgs[2]["content"].startswith("I need to search Velmora")
+    call = msgs[2]["tool_calls"][0]
+    assert call["function"] == {"name": "search", "arguments": '{"entity": "Velmora"}'}
+    assert msgs[3] == {"role": "tool", "tool_call_id": call["id"], "content": msgs[3]["content"]}
+    assert msgs[3]["content"].startswith("Velmora is a province.")
 
 
 def test_export_errors_leave_no_file(toy, tmp_path):

@@ -1,0 +1,116 @@
+"""A version's path as TRL conversational messages for the training exports (chat-sft, dpo,
+kto): `trajectory.conversation.conversation` in the `messages` or `tools` style, cut into the
+messages of the task and of each step, with a family's text-to-tool mapping memoised.
+
+Which style a version exports in (`style_of`): a `tools` version as tool calls; a `messages`
+version as text turns; the paper's styles (`completions`, `chat`) as text turns too for the
+preference and label formats, and through the family's tool schema for chat-sft (so one
+chat-sft file mixes both: `chat_sft.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from trajectory import kinds
+from trajectory.tools import ToolCallError
+
+from trajectory.conversation import conversation
+
+Message = dict[str, Any]
+
+
+def style_of(api_style: str) -> str:
+    """The message style a version exports in for dpo and kto (its own when it has one)."""
+    return "tools" if api_style == "tools" else "messages"
+
+
+class _MemoTools:
+    """A ToolSet whose text-to-call mapping is memoised (the schema check runs once per text)."""
+
+    LIMIT = 50_000
+
+    def __init__(self, tools: Any):
+        self._tools = tools
+        self._calls: dict[str, tuple[str, dict[str, Any]] | ToolCallError] = {}
+        self._schemas: list[dict[str, Any]] | None = None
+
+    def to_call(self, action: str) -> tuple[str, dict[str, Any]]:
+        got = self._calls.get(action)
+        if got is None:
+            if len(self._calls) > self.LIMIT:
+                self._calls.clear()
+            try:
+                name, args = self._tools.to_call(action)
+                got = (name, args)
+            except ToolCallError as exc:
+                got = exc
+            self._calls[action] = got
+        if isinstance(got, ToolCallError):
+            raise got
+        return got[0], dict(got[1])
+
+    def schemas(self) -> list[dict[str, Any]]:
+        if self._schemas is None:
+            self._schemas = self._tools.schemas()
+        return self._schemas
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tools, name)
+
+
+class _Family:
+    """A family's transcript seen through memoised tools (what `conversation` reads)."""
+
+    def __init__(self, transcript: Any):
+        self._transcript = transcript
+        self.tools = _MemoTools(transcript.tools)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transcript, name)
+
+
+class Conversations:
+    """Messages of versions, one family per env, memoised for one export."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, _Family] = {}
+
+    def family(self, env: str) -> _Family:
+        f = self._families.get(env)
+        if f is None:
+            f = self._families[env] = _Family(kinds.transcript(env))
+        return f
+
+    def tools(self, env: str) -> list[dict[str, Any]]:
+        """The family's tool schemas: the `tools` column."""
+        return self.family(env).tools.schemas()
+
+    def cut(self, env: str, task_text: str, steps: Sequence[Any], style: str) -> tuple[list[Message], list[list[Message]]]:
+        """(the messages before the first step, each step's messages: its assistant message
+        and what answers it). An action with no tool form is the step's text (`conversation`)."""
+        fam = self.family(env)
+        msgs = conversation(fam, task_text, steps, style, system=fam.sft_system, with_reasoning=True)
+        head: list[Message] = []
+        parts: list[list[Message]] = []
+        for m in msgs:
+            if m.get("role") == "assistant":
+                parts.append([m])
+            elif parts:
+                parts[-1].append(m)
+            else:
+                head.append(m)
+        if len(parts) != len(steps):  # one assistant message per step (the contract); never silently shifted
+            raise ValueError(f"{len(steps)} steps gave {len(parts)} assistant messages")
+        return head, parts
+
+
+def ends_on_assistant(msgs: list[Message]) -> list[Message]:
+    """The messages without what follows the last assistant message (the last observation:
+    nothing a model is trained to write)."""
+    end = len(msgs)
+    while end and msgs[end - 1].get("role") != "assistant":
+        end -= 1
+    return msgs[:end]
+
+
