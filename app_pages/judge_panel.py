@@ -10,7 +10,7 @@ import streamlit as st
 
 from app_pages import access
 from app_pages.state import alert, plain_caption
-from sessions import annotations
+from sessions.annotations import current_user
 from sessions.store import Store, StoreError
 from trajectory.agreement import agreement, agreement_lines
 from trajectory.records import Version
@@ -24,7 +24,7 @@ def _annotator(key: str) -> str:
     if signed:
         plain_caption(f"Annotator: {signed} (signed in)")
         return signed
-    return st.text_input("Annotator", value=annotations.current_user(), key=key)
+    return st.text_input("Annotator", value=current_user(), key=key)
 
 
 def _said(better: str, left: str, right: str) -> str:
@@ -34,11 +34,13 @@ def _said(better: str, left: str, right: str) -> str:
 def judgment_panel(store: Store, lv: Version, rv: Version, nums: dict[int, str]) -> None:
     """Judge the pair on the page (left = A, right = B) and show its judgments."""
     st.subheader("Which is better?")
-    left, right = nums.get(lv.id, str(lv.id)), nums.get(rv.id, str(rv.id))
-    if lv.id == rv.id:
+    a, b = lv.id, rv.id
+    assert a is not None and b is not None  # stored versions
+    left, right = nums.get(a, str(a)), nums.get(b, str(b))
+    if a == b:
         st.caption("Pick two different versions to judge which is better.")
         return
-    key = f"judge-{lv.id}-{rv.id}"
+    key = f"judge-{a}-{b}"
     flash = st.session_state.pop(f"{key}-saved", None)
     if flash:
         alert(flash, "success")
@@ -53,12 +55,12 @@ def judgment_panel(store: Store, lv: Version, rv: Version, nums: dict[int, str])
                 alert("Choose left is better, right is better or tie.")
             else:
                 try:
-                    j = store.judgments.add(lv.id, rv.id, CHOICES[choice], by, reason=reason or None)
+                    j = store.judgments.add(a, b, CHOICES[choice], by, reason=reason or None)
                     st.session_state[f"{key}-saved"] = f"Judgment saved: {_said(j.better, left, right)} ({j.annotator})."
                     st.rerun()
                 except (StoreError, ValueError) as exc:
                     alert(str(exc).splitlines()[0])
-    pair = store.judgments.of_pair(lv.id, rv.id)
+    pair = store.judgments.of_pair(a, b)
     if pair:
         st.dataframe([{"by": j.annotator, "judgment": _said(j.better, left, right), "reason": j.reason or "",
                        "when": j.created_at} for j in pair], hide_index=True)

@@ -89,7 +89,7 @@ def _no_markup(at) -> None:
 
 
 def test_dpo_options_counts_preview_and_download(tree):
-    toy, ep, v1, v2, v3 = tree
+    toy, _ep, _v1, _v2, _v3 = tree
     at = _open("dpo")
     cont = _widget(at, "exp-continuation")
     assert list(cont.options) == ["the one step they differ at", "the rest of each branch"]

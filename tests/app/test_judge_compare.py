@@ -76,7 +76,7 @@ def _signed_in(monkeypatch, db, email: str, name: str) -> AppTest:
 
 
 def test_a_signed_in_person_judges_a_hotpotqa_pair_under_their_own_name(app, monkeypatch):
-    toy, make = app
+    toy, _make = app
     ep, v1, v2 = _pair(toy, WIKI_TASK)
     at = _signed_in(monkeypatch, toy.db, "ann@lab.example", "Ann Example")
     at.switch_page("app_pages/compare.py")
