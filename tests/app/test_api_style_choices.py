@@ -70,3 +70,25 @@ def test_no_page_keeps_a_list_of_styles_of_its_own():
     root = Path(__file__).resolve().parents[2] / "app_pages"
     own = [p.name for p in sorted(root.glob("*.py")) if '"completions", "chat"' in p.read_text(encoding="utf-8")]
     assert own == []
+
+
+def test_the_critic_asks_in_the_style_chosen_for_it(app, toy):
+    """The version runs on completions; its critic, set to chat here, is asked on /chat/completions."""
+    import time
+
+    from tests.suggest_agents import CRITIC_MARK, critic_json
+
+    _, make = app
+    agent = fail_episode(toy)
+    agent.critic = critic_json()  # no candidate: the job ends after the critic's answer
+    at = make("editor", episode=1)
+    at.selectbox(key="sg_api_1").set_value("chat")
+    at.number_input(key="sg_n_1").set_value(1)
+    ok(at.button(key="sg_run_1").click().run())
+    deadline = time.time() + 60
+    while not at.session_state["suggest_job"].finished.is_set():
+        assert time.time() < deadline, "the suggest job did not finish"
+        time.sleep(0.1)
+    asked = [r for r in toy.llm.completion_requests if CRITIC_MARK in r.prompt]
+    assert asked and all(r.path.endswith("/chat/completions") for r in asked)
+    assert all(r.path.endswith("/v1/completions") for r in toy.llm.completion_requests if r not in asked)
