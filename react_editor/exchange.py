@@ -20,17 +20,21 @@ def _register_files(sub: argparse._SubParsersAction) -> None:
     """export, import."""
     p = add_common(sub.add_parser("export", help="export versions (or an exemplar set) to a file"))
     p.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]", help="versions: 12 (current), 12:34, 12:all")
-    p.add_argument("--format", "-f", required=True, choices=("prompt", "react-json", "jsonl", "chat-sft"))
-    p.add_argument("--out", "-o", required=True, help="output file ('-' for stdout)")
+    p.add_argument("--format", "-f", required=True,
+                   choices=("prompt", "react-json", "jsonl", "chat-sft", "dpo", "kto", "steps"),
+                   help="chat-sft, dpo, kto, steps: training data in TRL's formats (docs/training-data.md)")
+    p.add_argument("--out", "-o", required=True,
+                   help="output file ('-' for stdout); X.parquet writes Parquet; with --hf a new folder")
     p.add_argument("--set", dest="exemplar_set", default=None, help="export this exemplar set (prompt / react-json)")
     p.add_argument("--key", action="append", default=None, help="only this prompt-file key (repeatable)")
     _filter_flags(p)
+    _training_flags(p)
     p.set_defaults(func=cmd_export)
 
     p = add_common(sub.add_parser("import", help="import a ReAct prompt file, transcript or jsonl export"))
     p.add_argument("path")
-    p.add_argument("--format", "-f", default="auto", choices=("auto", "react-json", "jsonl", "prompt"))
-    p.add_argument("--env", choices=env_kinds(), default=None, help="environment of a prompt file / transcript")
+    p.add_argument("--format", "-f", default="auto", choices=("auto", "react-json", "jsonl", "prompt", "chat-sft"))
+    p.add_argument("--env", choices=env_kinds(), default=None, help="environment of a prompt file / transcript / chat-sft file")
     p.add_argument("--set", dest="set_name", default=None, help="name of the exemplar set a prompt file becomes")
     p.add_argument("--source", default=None, choices=("builtin", "react", "official"),
                    help="the dataset the transcripts' questions come from: their gold answers are taken from it "
@@ -119,6 +123,29 @@ def _filter_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-versions", action="store_true", help="every version of matched episodes, not only the current")
 
 
+def _training_flags(p: argparse.ArgumentParser) -> None:
+    """The training formats' options (sessions.exchange.training_options)."""
+    g = p.add_argument_group("training formats (chat-sft, dpo, kto, steps)")
+    g.add_argument("--hf", action="store_true", help="save a `datasets` dataset with its card to the folder --out")
+    g.add_argument("--continuation", choices=("step", "rest"), default="rest",
+                   help="dpo: the one differing step, or the rest of each branch (default)")
+    g.add_argument("--implicit-prompt", action="store_true", help="dpo: the prompt inside chosen and rejected")
+    g.add_argument("--unit", choices=("trajectory", "step"), default="trajectory", help="kto: a label per ...")
+    g.add_argument("--exclude-experiment", action="append", default=[], metavar="NAME",
+                   help="leave out every task this experiment evaluates (repeatable)")
+    g.add_argument("--proven-only", action="store_true", help="dpo: only pairs a what-if proved")
+    g.add_argument("--min-effect", type=float, default=None, metavar="X",
+                   help="dpo: only pairs whose what-if effect is at least X (a difference of success rates)")
+
+
+def _training_options(args: argparse.Namespace):
+    from sessions.exchange.training_options import TrainingOptions
+
+    return TrainingOptions(continuation=args.continuation, implicit_prompt=args.implicit_prompt, unit=args.unit,
+                           exclude_experiments=tuple(args.exclude_experiment), proven_only=args.proven_only,
+                           min_effect=args.min_effect).check()
+
+
 def _store(args: argparse.Namespace, *, readonly: bool = False):
     """`readonly` for reading commands: they work on a database they cannot write."""
     from sessions.store import Store
@@ -161,6 +188,7 @@ def _version(store, spec: str) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from sessions.exchange import export, parse_ref
+    from sessions.exchange.training import TRAINING_FORMATS
 
     store = _store(args, readonly=True)
     refs = [parse_ref(s) for s in args.refs]
@@ -169,9 +197,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     filters = _filters(args) if (refs or _has_filters(args)) else None
     out = VisibleStream(sys.stdout) if args.out == "-" and sys.stdout.isatty() else args.out
     report = export(store, args.format, out, refs=refs or None, filters=filters,
-                    exemplar_set=args.exemplar_set, keys=args.key)
+                    exemplar_set=args.exemplar_set, keys=args.key, options=_training_options(args), hf=args.hf,
+                    source=db_path(args))
     for s in report.skipped:
         progress(f"skipped {s}")
+    if report.format in TRAINING_FORMATS:
+        left = sum(report.left_out.values())
+        lines = [f"{report.path}: wrote {report.records} records ({report.output}, {report.bytes:,} bytes); "
+                 f"left out {left}"]
+        lines += [f"  left out {n}: {why}" for why, n in sorted(report.left_out.items(), key=lambda x: (-x[1], x[0]))]
+        if args.out == "-":
+            for line in lines:
+                progress(line)
+            return 0
+        emit(args, report.as_json(), "\n".join(lines))
+        return 0
     if args.out == "-":
         progress(f"{report.records} records, {report.versions} versions")
         return 0

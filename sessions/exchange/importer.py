@@ -12,17 +12,16 @@ from pathlib import Path
 from typing import Callable
 
 from sessions import exemplar_sets
-from sessions.exchange.import_jsonl import (_check_text, _episode_digests, _jsonl, _lines,  # noqa: F401 (tests)
-                                            parse_record)
-from sessions.exchange.import_report import (MAX_FILE_BYTES, MAX_LINE_BYTES, TOO_DEEP, ImportFailed,  # noqa: F401
-                                             ImportReport, _fail)
+from sessions.exchange import import_chat
+from sessions.exchange.import_jsonl import _check_text, _episode_digests, _jsonl, _lines, parse_record
+from sessions.exchange.import_report import MAX_FILE_BYTES, MAX_LINE_BYTES, TOO_DEEP, ImportFailed, ImportReport, _fail
 from sessions.exchange.json_text import lone_surrogate
 from sessions.store import Store
 from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
 from trajectory.records import IMPORT_DIGEST, AgentConfig, Outcome, Task
 
-IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt")
+IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt", "chat-sft")
 
 
 
@@ -34,6 +33,8 @@ def detect_format(path: Path) -> str:
         head = f.read(65536)
     suffix = path.suffix.lower()
     first = head.lstrip()[:1]
+    if first == b"{" and _first_line_is_chat(head):
+        return "chat-sft"
     if suffix == ".jsonl" or (first == b"{" and b"\n" in head.lstrip() and _first_line_is_record(head)):
         return "jsonl"
     if suffix == ".json" or first == b"{":
@@ -44,6 +45,16 @@ def detect_format(path: Path) -> str:
         f"unknown format of {path.name}: expected a ReAct prompt file (.json), a jsonl export (.jsonl) "
         "or a transcript (.txt); pass --format"
     )
+
+
+def _first_line_is_chat(head: bytes) -> bool:
+    """A chat-sft line: `messages` and no `schema` (a first line longer than the head is not one)."""
+    line = head.lstrip().split(b"\n", 1)[0]
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and "messages" in obj and "schema" not in obj
 
 
 def _first_line_is_record(head: bytes) -> bool:
@@ -88,21 +99,12 @@ def import_file(
         exemplar_sets._check_name(set_name)
         if exemplar_sets.exists(store, set_name):
             raise ImportFailed(f"an exemplar set named {set_name!r} exists already")
+    if fmt in ("jsonl", "chat-sft") and set_name is not None:
+        raise ImportFailed(f"--set is for prompt files; a {fmt} import makes episodes only")
+    if fmt == "chat-sft":
+        return _import_chat(store, p, env, by)
     if fmt == "jsonl":
-        if set_name is not None:
-            raise ImportFailed("--set is for prompt files; a jsonl import makes episodes only")
-        # read, parse and validate first; the write transaction (which blocks every other
-        # writer) only copies the prepared records in
-        records = [(n, parse_record(n, line)) for n, line in _lines(p, MAX_LINE_BYTES)]
-        _jsonl(p.name, records, None, ImportReport("jsonl", str(p)))  # validation pass: nothing written
-        digests = _episode_digests(records)
-        report = ImportReport("jsonl", str(p))
-        with store.transaction():
-            present = {} if as_new else store.episodes.by_option(IMPORT_DIGEST, sorted(set(digests.values())))
-            report.already_present = sorted({present[d] for d in digests.values() if d in present})
-            fresh = [(n, r) for n, r in records if digests[r.episode.ref] not in present]
-            _jsonl(p.name, fresh, store, report, digests)
-        return report
+        return _import_jsonl(store, p, as_new)
     env, parsed = _read_prompt_file(p, fmt, env)
     for entry in parsed:
         for t in entry.trajectories:
@@ -112,6 +114,29 @@ def import_file(
     golds = _dataset_golds(env, parsed, find_task)  # before the write lock: may read a dataset
     with store.transaction():
         _write_prompt_entries(store, p, env, parsed, set_name, by, report, golds)
+    return report
+
+
+def _import_chat(store: Store, p: Path, env: str | None, by: str | None) -> ImportReport:
+    chats = import_chat.read_chat(p, env)  # every line checked before the write transaction
+    report = ImportReport("chat-sft", str(p))
+    with store.transaction():
+        import_chat.write_chat(store, chats, report, by)
+    return report
+
+
+def _import_jsonl(store: Store, p: Path, as_new: bool) -> ImportReport:
+    """Read, parse and validate first; the write transaction (which blocks every other writer)
+    only copies the prepared records in."""
+    records = [(n, parse_record(n, line)) for n, line in _lines(p, MAX_LINE_BYTES)]
+    _jsonl(p.name, records, None, ImportReport("jsonl", str(p)))  # validation pass: nothing written
+    digests = _episode_digests(records)
+    report = ImportReport("jsonl", str(p))
+    with store.transaction():
+        present = {} if as_new else store.episodes.by_option(IMPORT_DIGEST, sorted(set(digests.values())))
+        report.already_present = sorted({present[d] for d in digests.values() if d in present})
+        fresh = [(n, r) for n, r in records if digests[r.episode.ref] not in present]
+        _jsonl(p.name, fresh, store, report, digests)
     return report
 
 
@@ -184,7 +209,7 @@ def kind_of(data: dict[str, str] | str) -> str:
 def _claims(kind: str, data: dict[str, str] | str) -> bool:
     try:
         return kinds.transcript(kind).claims(data)
-    except Exception:  # noqa: BLE001 - a plugin that cannot load claims nothing
+    except Exception:
         return False
 
 

@@ -62,19 +62,24 @@ def value_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], ver
     ep = batch.episode
     values = prefix_values(facts, paths, versions)
     transcript = kinds.transcript(ep.task.env)
-    seen: set[tuple[int, ...]] = set()
+    todo: dict[tuple[int, ...], tuple[Version, list, list[int]]] = {}
     for v in batch.versions:
         path = batch.paths[v.id]
         measured = [i for i, s in enumerate(path) if s.id in values]
         if not measured:
-            counts.leave_out("no rollouts from any prefix of the version")
+            counts.leave_out("version: no rollouts from any of its prefixes")
             continue
-        end = measured[-1] + 1
-        key = tuple(s.id for s in path[:end])
-        if key in seen:
-            counts.leave_out("the same measured prefix as an earlier record")
+        key = tuple(s.id for s in path[: measured[-1] + 1])
+        if key in todo:
+            counts.leave_out("version: the same measured prefix as another version's record")
             continue
-        seen.add(key)
+        todo[key] = (v, path, measured)
+    longer = {key[:n] for key in todo for n in range(1, len(key))}
+    for key, (v, path, measured) in todo.items():
+        if key in longer:  # a rollout that kept this prefix: the longer path's record holds it
+            counts.leave_out("version: its measured prefix is part of a longer record")
+            continue
+        end = len(key)
         rates: list[float | None] = []
         ns: list[int] = []
         lows: list[float | None] = []

@@ -6,7 +6,8 @@ out), else the environment's outcome (a success -> true, a finished failure -> f
 not finished is left out). A step's label: its latest tags first (a negative tag -> false, a
 positive one -> true), else the label of every selected trajectory through it when they agree
 (a step on both a successful and a failed path is left out). A step shared by several versions
-is one record.
+is one record, and so are steps that say the same in the same context (rollouts that sampled
+the same text).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from sessions.annotations import NEGATIVE_TAGS, POSITIVE_TAGS
+from sessions.exchange.jsonl_encoder import _dumps
 from sessions.exchange.messages import Conversations, ends_on_assistant, style_of
 from sessions.exchange.selection import EpisodeBatch
 from sessions.exchange.training_options import Counts, TrainingOptions
@@ -64,6 +66,7 @@ def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: 
             if label is not None:
                 through.setdefault(s.id, set()).add(label)
     cuts: dict[int, tuple[list, list]] = {}
+    written: set[str] = set()
     for sid, (v, i) in first.items():
         tags = facts.tags.get(sid, set())
         if tags & NEGATIVE_TAGS:
@@ -79,8 +82,14 @@ def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: 
         if v.id not in cuts:  # a version's messages are made once, whichever of its steps need them
             cuts[v.id] = conv.cut(ep.task.env, ep.task.text, batch.paths[v.id], style)
         head, parts = cuts[v.id]
+        prompt, completion = head + [m for p in parts[:i] for m in p], [parts[i][0]]
+        same = _dumps([prompt, completion, label])
+        if same in written:  # rollouts that wrote the same step in the same context: one record
+            counts.leave_out("step: the same step in the same context as another record")
+            continue
+        written.add(same)
         counts.wrote()
-        yield {"prompt": head + [m for p in parts[:i] for m in p], "completion": [parts[i][0]], "label": label,
+        yield {"prompt": prompt, "completion": completion, "label": label,
                "tools": tools, "metadata": _meta(ep, facts, v, i + 1, source, sorted(tags))}
 
 
