@@ -1,7 +1,8 @@
 """Compare: two versions side by side aligned by step identity (`trajectory.alignment`):
 the shared prefix, carried-over steps, a person's rewrites with a word-level diff, deleted
 and inserted thoughts as one-sided rows, regenerated steps marked as such, and each side's
-outcome - the paper's Figure 5 as a view.
+outcome - the paper's Figure 5 as a view; below it, which of the two is better, as people judge
+it (`app_pages/judge_panel.py`).
 
 The table is one block of HTML built by `views.compare_html`, which escapes every piece of
 text before adding the highlight markup (and is unit-tested for it)."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state
+from app_pages.judge_panel import judgment_panel
 from sessions import numbering
 from app_pages.views import COMPARE_CSS, compare_html, outcome_text, plural
 from trajectory.alignment import align_versions, carried_map, person_edits
@@ -73,3 +75,4 @@ m[3].metric("Steps edited by a person", edited)
 only_changes = st.toggle("Only the steps that differ", key="cmp_only_changes")
 shown = [r for r in rows if r.differs] if only_changes else rows
 st.html(COMPARE_CSS + compare_html(ep.task.env, shown, nums[lv.id], nums[rv.id], lo, ro))
+judgment_panel(store, lv, rv, nums)

@@ -9,12 +9,12 @@ import streamlit as st
 
 from agent import local_model
 from agent.client import public_url, resolve_base_url
+from app_pages.api_styles import api_style_box
 from app_pages import state
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run
 from app_pages.views import endpoint_problem
 from sessions import experiments, rollouts
-from trajectory.records import API_STYLES
 
 
 def task_box(page: EditorPage) -> None:
@@ -80,8 +80,7 @@ def model_settings(page: EditorPage) -> None:
         new_url = c[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=cfg.base_url or "",
                                   key=f"cfg_url_{ep_id}")
         new_model = c[1].text_input("Model", value=cfg.model, key=f"cfg_model_{ep_id}")
-        new_api = c[2].selectbox("API style", list(API_STYLES), index=list(API_STYLES).index(cfg.api_style),
-                                 key=f"cfg_api_{ep_id}")
+        new_api = api_style_box(c[2], cfg.api_style, f"cfg_api_{ep_id}")
         state.show_error("config")
         if st.button("Use it from here (a new version)", key="cfg_apply"):
             problem = endpoint_problem(new_url)

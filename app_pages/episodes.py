@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agent.run_settings import check_base_url
+from app_pages.api_styles import api_style_box
 from app_pages import search_box, state
 from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
 from sessions import annotations
@@ -13,7 +14,7 @@ from envs.base import EnvError
 from sessions import exemplar_sets
 from sessions.edit_counts import edit_counts
 from envs.registry import family, kinds
-from trajectory.records import API_STYLES, AgentConfig
+from trajectory.records import AgentConfig
 
 eng = state.engine()
 store = eng.store
@@ -99,8 +100,7 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
     base_url = a[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=d.get("base_url") or "",
                                key="new_base_url")
     model = a[1].text_input("Model", value=d["model"], key="new_model")
-    api_style = a[2].selectbox("API style", list(API_STYLES), index=list(API_STYLES).index(d["api_style"]),
-                               key="new_api_style")
+    api_style = api_style_box(a[2], d["api_style"], "new_api_style")
     b = st.columns(3)
     style = b[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="new_style")
     builtin = family(env).exemplars_label  # e.g. ALFWorld's were played by a scripted policy

@@ -16,6 +16,7 @@ from agent import leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
+from app_pages.api_styles import api_style_box
 from app_pages import state
 from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
@@ -25,7 +26,7 @@ from sessions import exemplar_sets
 from sessions import experiments
 from sessions.search import signal_counts
 from envs.registry import kinds
-from trajectory.records import API_STYLES, AgentConfig
+from trajectory.records import AgentConfig
 
 
 @st.cache_resource(show_spinner=False)
@@ -102,8 +103,7 @@ def new_experiment_form(store, bg: experiment.Background) -> None:
     a = st.columns(4)
     base_url = a[0].text_input("Endpoint (base URL)", value=d.get("base_url") or "", key="x_base_url")
     model = a[1].text_input("Model", value=d["model"], key="x_model")
-    api_style = a[2].selectbox("API style", list(API_STYLES), key="x_api_style",
-                               index=list(API_STYLES).index(d.get("api_style", "completions")))
+    api_style = api_style_box(a[2], d.get("api_style", "completions"), "x_api_style")
     max_steps = int(a[3].number_input("Max steps (0 = default)", min_value=0, max_value=500, value=0, key="x_steps"))
     e = st.columns(4)
     ex_set = exemplar_choice(store, e[0], env, f"x_exemplars_{env}")
@@ -369,7 +369,8 @@ def rerun_panel(x: Listing, exp_id: int) -> None:
                                        step=0.1, key=f"x_rr_temp_{exp_id}"))
         method = c[3].selectbox("Method", names, index=names.index(src.method) if src.method in names else 0,
                                 key=f"x_rr_method_{exp_id}")
-        new = {"exemplar_set": ex_set, "model": model.strip() or src.config.model, "temperature": temp}
+        api = api_style_box(st.columns(4)[0], src.config.api_style, f"x_rr_api_{exp_id}")
+        new = {"exemplar_set": ex_set, "model": model.strip() or src.config.model, "temperature": temp, "api_style": api}
         changes = {k: v for k, v in new.items() if v != getattr(src.config, k)}
         leave_out = leak_offer(store, ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}")
         what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"

@@ -1,6 +1,8 @@
 """Export page: choose versions (filters or explicit EPISODE:VERSION refs) or an exemplar
-set, a format, and download; import a file; build exemplar sets from chosen versions.
-UI only - every action is a library call in sessions.exchange / exemplar_sets."""
+set, a format, and download; the training formats (chat-sft, dpo, kto, steps) with their
+options, counts and a preview of their first records (`export_training.py`); import a file;
+build exemplar sets from chosen versions. UI only - every action is a library call in
+sessions.exchange / exemplar_sets."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from agent import exemplars
-from app_pages import state
+from app_pages import export_training, state
 from app_pages.annotate_widgets import BUILTIN_BASE, EMPTY_BASE
 from app_pages.views import plural
 from sessions import exemplar_sets
@@ -22,8 +24,8 @@ from envs.registry import kinds
 from sessions.store import Store, StoreError
 
 MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",
-        "chat-sft": "application/jsonl"}
-EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", "chat-sft": "jsonl"}
+        **{f: "application/jsonl" for f in export_training.TRAINING_FORMATS}}
+EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", **{f: "jsonl" for f in export_training.TRAINING_FORMATS}}
 # The page opens on a format any selection can be written in: a prompt or react-json file holds
 # one environment, so with "(any)" environment and episodes of two it could only fail.
 DEFAULT_FORMAT = "jsonl"
@@ -93,6 +95,7 @@ def _export_section(store: Store) -> None:
     source = st.radio("What to export", ["Versions", "Exemplar set"], horizontal=True, key="exp-source")
     fmt = st.selectbox("Format", FORMATS, index=FORMATS.index(DEFAULT_FORMAT), key="exp-format")
     kw: dict = {}
+    training = fmt in export_training.TRAINING_FORMATS and source == "Versions"
     if source == "Exemplar set":
         names = [s.name for s in exemplar_sets.list_sets(store)]
         if not names:
@@ -111,16 +114,28 @@ def _export_section(store: Store) -> None:
         if fmt in ONE_ENV_FORMATS and len(envs) > 1:  # said before the button, not after it fails
             st.caption(f"A {fmt} file holds one environment and these versions are of {len(envs)}: "
                        "pick one in Environment above, or choose jsonl.")
+        if training and fmt != "chat-sft" and not refs:
+            st.caption(f"{fmt} reads every version of the matching episodes (pairs and values live across versions).")
     name = kw.pop("_name", None) or download_name(fmt, exemplar_set=kw.get("exemplar_set"))
+    if training:
+        kw["options"] = export_training.options_form(store, fmt)
+        kind = export_training.output_choice()
+        name = export_training.file_name(name, kind)
     if st.button("Prepare export", key="exp-go"):
         try:
-            data, rep = _run_export(store, fmt, **kw)
+            if training:
+                data, rep = export_training.prepare(store, fmt, kind, kw.pop("options"), **kw)
+            else:
+                data, rep = _run_export(store, fmt, **kw)
             st.session_state["exp-data"] = (data, rep, fmt, name)
         except (StoreError, ValueError) as exc:
             st.session_state.pop("exp-data", None)
             state.alert(page_words(str(exc).splitlines()[0]))
     if "exp-data" in st.session_state:
         data, rep, f_, fname = st.session_state["exp-data"]
+        if f_ in export_training.TRAINING_FORMATS:
+            export_training.show(data, rep, f_, fname)
+            return
         st.text(f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
                 f"{plural(rep['episodes'], 'episode')}, {plural(rep['steps'], 'step')}, {rep['bytes']:,} bytes")
         head, more = preview(data)

@@ -9,9 +9,9 @@ import streamlit as st
 
 from agent import local_model
 from agent.client import model_available, public_url
+from app_pages.api_styles import api_style_box
 from app_pages import state
 from app_pages.views import endpoint_problem
-from trajectory.records import API_STYLES
 
 store = state.store()
 st.title("Settings")
@@ -33,8 +33,7 @@ st.subheader("Model defaults for new episodes")
 c = st.columns(3)
 base_url = c[0].text_input("Endpoint (base URL)", value=d.get("base_url") or "", key="set_base_url")
 model = c[1].text_input("Model", value=d["model"], key="set_model")
-api_style = c[2].selectbox("API style", list(API_STYLES), index=list(API_STYLES).index(d["api_style"]),
-                           key="set_api_style")
+api_style = api_style_box(c[2], d["api_style"], "set_api_style")
 c2 = st.columns(3)
 style = c2[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="set_style")
 temperature = c2[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(d["temperature"]), step=0.1,

@@ -17,6 +17,7 @@ import streamlit as st
 from agent import jobs
 from agent import suggest, suggest_experiment, suggest_verdict
 from agent.engine import Engine, EngineError
+from app_pages.api_styles import api_style_box
 from app_pages import state
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
@@ -61,7 +62,8 @@ def marks_css(steps: Iterable[int]) -> str:
     return f"<style>{sel} {{ outline: 3px dashed #8250df; outline-offset: 1px; }}</style>" if sel else ""
 
 
-def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> jobs.Handle:
+def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None, critic_style: str | None = None
+           ) -> jobs.Handle:
     """The critic call and the what-ifs as one job with its own Engine and connections."""
     path, api_key = eng.store.file, eng.api_key
 
@@ -70,7 +72,8 @@ def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None) -> j
         how = suggest.Verify(n=n, stop=h.stop, should_stop=h.sync_stop,
                              on_progress=lambda done, total: h.progress(done=done, total=total))
         try:
-            return suggest.report(suggest.suggest_version(w, vid, suggest.Critic(model=critic_model or None), k, how))
+            critic = suggest.Critic(model=critic_model or None, api_style=critic_style)
+            return suggest.report(suggest.suggest_version(w, vid, critic, k, how))
         finally:
             w.store.close()
 
@@ -91,12 +94,13 @@ def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None])
     if latest is not None:  # the steps with candidates, marked on the overview strip (CSS only)
         st.html(marks_css(steps_marked(suggest.report(latest))))
     with st.expander("Suggest fixes — a critic proposes edits, each proven by a what-if", expanded=mine):
-        c = st.columns([1, 1, 2])
+        c = st.columns([1, 1, 2, 1])
         k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}")
         n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key=f"sg_n_{vid}")
         model = c[2].text_input("Critic model (empty: the version's own)", key=f"sg_model_{vid}")
+        style = api_style_box(c[3], None, f"sg_api_{vid}", label="Critic API style", inherit="(the version's own)")
         if st.button("Suggest fixes", key=f"sg_run_{vid}", type="primary", disabled=running):
-            st.session_state["suggest_job"] = job = _start(eng, vid, int(k), int(n), model.strip())
+            st.session_state["suggest_job"] = job = _start(eng, vid, int(k), int(n), model.strip(), style)
             st.session_state["suggest_vid"] = vid
             mine = running = True
         if mine and running:
@@ -224,11 +228,11 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _start_experiment(eng: Engine, exp_id: int, k: int, n: int, limit: int | None,
-                      critic_model: str | None) -> jobs.Handle:
+                      critic_model: str | None, critic_style: str | None = None) -> jobs.Handle:
     """`suggest --experiment ID --where failed [--limit M]` as one background job: each
     failure claimed once, a finished one never redone (a rerun continues), Stop halts it."""
     path, api_key = eng.store.file, eng.api_key
-    critic = suggest.Critic(model=critic_model or None)
+    critic = suggest.Critic(model=critic_model or None, api_style=critic_style)
 
     def work(h: jobs.Handle) -> dict[str, Any]:
         w = Engine(Store(path, create=False), api_key=api_key)
@@ -272,14 +276,16 @@ def experiment_start(eng: Engine, exp_id: int) -> bool:
         if not isinstance(job.error, ERRORS):
             raise job.error
         state.alert(str(job.error).splitlines()[0])
-    c = st.columns([1, 1, 1, 2])
+    c = st.columns([1, 1, 1, 2, 1])
     k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key="sg_x_k")
     n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key="sg_x_n")
     m = c[2].number_input("Failures (0: all)", min_value=0, value=0, key="sg_x_limit")
     model = c[3].text_input("Critic model (empty: each version's own)", key="sg_x_model")
+    style = api_style_box(c[4], None, "sg_x_api", label="Critic API style", inherit="(each version's own)")
     if st.button("Suggest fixes for the failures", key="sg_x_run_btn", type="primary"):
         try:
-            st.session_state["sg_x_run"] = _start_experiment(eng, exp_id, int(k), int(n), int(m) or None, model.strip())
+            st.session_state["sg_x_run"] = _start_experiment(eng, exp_id, int(k), int(n), int(m) or None, model.strip(),
+                                                              style)
         except ERRORS as exc:
             state.alert(str(exc).splitlines()[0])
             return False

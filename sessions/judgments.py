@@ -5,7 +5,8 @@ annotator and pair; and the migration that makes its table."""
 from __future__ import annotations
 
 import builtins
-from typing import Iterable, get_args
+from collections.abc import Iterable
+from typing import get_args
 
 from sessions.connection import FROZEN_MARK, StoreError, sqlite_utils
 from sessions.parts import Database
@@ -27,19 +28,19 @@ def install(db: sqlite_utils.Database) -> None:
     and a judged version is frozen as an annotated one is (what a judgment compared never
     changes: the versions_frozen trigger also looks here)."""
     for sql in (
-        "create table judgments (id integer primary key, episode_id integer not null references episodes(id), "
+        ("create table judgments (id integer primary key, episode_id integer not null references episodes(id), "
         "version_a integer not null references versions(id), version_b integer not null references versions(id), "
         "better text not null check (better in ('A', 'B', 'tie')), reason text, annotator text not null, "
-        "created_at text not null, check (version_a < version_b), unique (version_a, version_b, annotator))",
+        "created_at text not null, check (version_a < version_b), unique (version_a, version_b, annotator))"),
         "create index judgments_episode on judgments(episode_id)",
         "create index judgments_version_b on judgments(version_b)",
         "drop trigger if exists versions_frozen",
-        "create trigger versions_frozen before update of leaf_step_id, status, outcome, error, edits, parent_version, "
+        ("create trigger versions_frozen before update of leaf_step_id, status, outcome, error, edits, parent_version, "
         "exemplar_rev on versions when exists (select 1 from versions c where c.parent_version = old.id) "
         "or exists (select 1 from version_annotations a where a.version_id = old.id) "
         "or exists (select 1 from exemplar_set_entries e where e.version_id = old.id) "
         "or exists (select 1 from judgments j where j.version_a = old.id or j.version_b = old.id) "
-        f"begin select raise(abort, '{FROZEN_MARK}'); end",
+        f"begin select raise(abort, '{FROZEN_MARK}'); end"),
     ):  # one at a time: executescript would commit the migration's transaction
         db.execute(sql)
 

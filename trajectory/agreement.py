@@ -7,8 +7,8 @@ the reason, never NaN."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import combinations
-from typing import Hashable, Iterable, Sequence
 
 from pydantic import Field
 
@@ -71,12 +71,12 @@ def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> tuple[
     return (p_o - p_e) / (1.0 - p_e), None
 
 
-def krippendorff_alpha(units: Sequence[dict[str, Hashable]]) -> tuple[float | None, str | None]:
+def krippendorff_alpha(units: Sequence[Mapping[str, Hashable]]) -> tuple[float | None, str | None]:
     """Krippendorff's alpha, nominal, of units each judged by some annotators ({annotator:
     label}); missing judgments are allowed. (None, why) when undefined: no unit judged twice, or
     one label only (no disagreement to expect)."""
-    import numpy as np
     import krippendorff
+    import numpy as np
 
     paired = [u for u in units if len(u) >= 2]
     if not paired:
@@ -141,8 +141,8 @@ def _stat(value: float | None, note: str | None) -> str:
 
 def agreement_lines(a: Agreement) -> list[str]:
     """The agreement as people read it (the CLI prints these lines; the app shows them)."""
-    lines = [f"{a.judgments} judgment{'s' if a.judgments != 1 else ''} of {a.pairs} version "
-             f"pair{'s' if a.pairs != 1 else ''}; {a.pairs_multi} judged by two or more annotators"]
+    lines = [(f"{a.judgments} judgment{'s' if a.judgments != 1 else ''} of {a.pairs} version "
+             f"pair{'s' if a.pairs != 1 else ''}; {a.pairs_multi} judged by two or more annotators")]
     if not a.pairs_multi:
         lines.append("agreement: n/a (no pair judged by two or more annotators)")
         return lines

@@ -7,7 +7,7 @@ the engine (`agent.engine`) creates them; prompt rendering (`trajectory.formats`
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import re
 import time
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Source = Literal["model", "human", "imported"]
 ApiStyle = Literal["completions", "chat", "messages", "tools"]
-API_STYLES: tuple[str, ...] = ("completions", "chat", "messages", "tools")  # ApiStyle's values, for choices
+API_STYLES: tuple[str, ...] = get_args(ApiStyle)  # ApiStyle's values, for choices
 PromptStyle = Literal["react", "act"]
 EditKind = Literal["rewrite_thought", "delete_thought", "insert_thought", "rewrite_action", "rewrite_reasoning", "branch"]
 

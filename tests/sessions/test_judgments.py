@@ -57,7 +57,7 @@ def test_a_judgment_is_stored_once_per_annotator_and_pair_and_read_oriented_as_a
 
 
 def test_bad_pairs_are_refused_in_one_line_and_nothing_is_written(toy, pair):
-    ep, v1, v2 = pair
+    _ep, v1, v2 = pair
     _, other = toy.engine.start_episode(WIKI_TASK, _cfg(toy))
     cases = [((v1.id, v1.id, "A", "alice"), "against itself"),
              ((v1.id, 99_999, "A", "alice"), "unknown version 99999"),
@@ -74,7 +74,7 @@ def test_bad_pairs_are_refused_in_one_line_and_nothing_is_written(toy, pair):
 
 
 def test_a_judged_version_is_frozen_and_a_step_goes_on_in_a_child(toy, pair):
-    ep, v1, v2 = pair
+    _ep, v1, v2 = pair
     toy.store.judgments.add(v1.id, v2.id, "B", "alice")
     step = Step(index=1, thought=None, action="look", observation="nothing", source="model")
     for v in (v1, v2):

@@ -9,7 +9,12 @@ import math
 
 import pytest
 
-from trajectory.agreement import agreement, agreement_lines, cohen_kappa, krippendorff_alpha
+from trajectory.agreement import (
+    agreement,
+    agreement_lines,
+    cohen_kappa,
+    krippendorff_alpha,
+)
 from trajectory.records import Judgment
 
 
