@@ -90,7 +90,8 @@ def request(transcript: Any, fixed: Fixed, task: Task, steps: Sequence[Step], ap
         msgs += _action_turns(transcript, text, api_style)
     tools = transcript.tools.schemas() if api_style == "tools" else None
     body = request_text(request_body(msgs, tools))
-    model = ModelRequest(body, [], "", purpose=text.purpose, index=text.index, style=text.style,
+    stop = list(text.stop) if api_style == "messages" else []  # (the paper's stops; a tool call is never cut)
+    model = ModelRequest(body, stop, "", purpose=text.purpose, index=text.index, style=text.style,
                          prefix=body, thought=text.thought)
     return ConvRequest(model, text, api_style)
 

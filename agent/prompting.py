@@ -130,7 +130,8 @@ class PromptBuilder:
         extra: dict[str, Any] = {}
         thought = action = None
         while conv is not None:
-            text = self._complete(ep, conv.model.prompt, [], calls, purpose=conv.model.purpose, chat="", watch=watch)
+            text = self._complete(ep, conv.model.prompt, conv.model.stop, calls, purpose=conv.model.purpose, chat="",
+                                  watch=watch)
             turn = conversing.parse(transcript, conv, text, fixed, ep.task, steps)
             if extra:  # the fallback's answer: the first message keeps it; the reasonings are joined
                 reasoning = "\n\n".join(r for r in (extra.get("reasoning"), turn.extra.get("reasoning")) if r)

@@ -98,6 +98,7 @@ def test_wikipedia_families_run_edit_resume_whatif_suggest(kind, style, zim, scr
     assert run["done"] and run["steps"] == 3
     first = scripted_llm.completion_requests[0].body
     assert ("tools" in first) == (style == "tools") and first["messages"][0]["role"] == "system"
+    assert first.get("stop") == (["\nObservation 1:"] if style == "messages" else None)  # the paper's stop, text only
     assert sum(m["role"] == "assistant" for m in first["messages"]) > 2  # the exemplars, as prior turns
     shown = steps(capsys, db, "1:1")
     assert [s["action"] for s in shown] == ["Search[Colorado orogeny]", "Lookup[eastern sector]",
