@@ -58,9 +58,12 @@ def check_pinned_is_sent(capsys, llm, db, ref) -> tuple[dict, str]:
     body = cj(capsys, "show", ref, "--prompt", "--db", db)
     assert pinned(body) == json.loads(text) and body["model"] == "m"
     before = len(llm.completion_requests)
+    sent_keys = ("model", "temperature", "top_p", "max_tokens", "stop", *PINNED)
     res = cj(capsys, "resume", ref, "--no-cache", "--db", db)  # (the cache would answer an identical request)
     assert len(llm.completion_requests) > before, res
-    assert pinned(llm.completion_requests[before].body) == json.loads(text)
+    sent = llm.completion_requests[before].body
+    assert pinned(sent) == json.loads(text)
+    assert {k: sent[k] for k in sent_keys if k in sent} == {**body, "model": sent["model"]}  # the body, as sent
     return llm.completion_requests[before].body, f"1:{res['number']}"
 
 
