@@ -72,7 +72,8 @@ def system_message(transcript: Any, api_style: str) -> str:
 def fixed_messages(transcript: Any, prompts: dict[str, str], task: Task, style: str, api_style: str) -> Fixed:
     """The system message and the task's exemplars as prior turns of `api_style`."""
     out = [{"role": "system", "content": system_message(transcript, api_style)}]
-    texts = transcript.exemplar_texts(prompts, task, style) if prompts else []
+    pick = getattr(transcript, "exemplar_texts", None)  # (a plugin's own transcript may not offer it: zero-shot)
+    texts = pick(prompts, task, style) if prompts and pick is not None else []
     for n, text in enumerate(texts):
         for entry in transcript.parse_prompt_text(text, f"exemplar {n + 1}"):
             for ex in entry.trajectories:
