@@ -72,7 +72,8 @@ def system_message(transcript: Any, api_style: str) -> str:
 def fixed_messages(transcript: Any, prompts: dict[str, str], task: Task, style: str, api_style: str) -> Fixed:
     """The system message and the task's exemplars as prior turns of `api_style`."""
     out = [{"role": "system", "content": system_message(transcript, api_style)}]
-    texts = transcript.exemplar_texts(prompts, task, style) if prompts else []
+    pick = getattr(transcript, "exemplar_texts", None)  # (a plugin's own transcript may not offer it: zero-shot)
+    texts = pick(prompts, task, style) if prompts and pick is not None else []
     for n, text in enumerate(texts):
         for entry in transcript.parse_prompt_text(text, f"exemplar {n + 1}"):
             for ex in entry.trajectories:
@@ -90,7 +91,8 @@ def request(transcript: Any, fixed: Fixed, task: Task, steps: Sequence[Step], ap
         msgs += _action_turns(transcript, text, api_style)
     tools = transcript.tools.schemas() if api_style == "tools" else None
     body = request_text(request_body(msgs, tools))
-    model = ModelRequest(body, [], "", purpose=text.purpose, index=text.index, style=text.style,
+    stop = list(text.stop) if api_style == "messages" else []  # (the paper's stops; a tool call is never cut)
+    model = ModelRequest(body, stop, "", purpose=text.purpose, index=text.index, style=text.style,
                          prefix=body, thought=text.thought)
     return ConvRequest(model, text, api_style)
 

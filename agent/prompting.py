@@ -130,7 +130,8 @@ class PromptBuilder:
         extra: dict[str, Any] = {}
         thought = action = None
         while conv is not None:
-            text = self._complete(ep, conv.model.prompt, [], calls, purpose=conv.model.purpose, chat="", watch=watch)
+            text = self._complete(ep, conv.model.prompt, conv.model.stop, calls, purpose=conv.model.purpose, chat="",
+                                  watch=watch)
             turn = conversing.parse(transcript, conv, text, fixed, ep.task, steps)
             if extra:  # the fallback's answer: the first message keeps it; the reasonings are joined
                 reasoning = "\n\n".join(r for r in (extra.get("reasoning"), turn.extra.get("reasoning")) if r)
@@ -175,12 +176,15 @@ class PromptBuilder:
         and the pinned messages and tools); None for the text styles."""
         v = self.store.versions.get(version_id)
         ep = self.paths.episode(v)
-        if ep.config.api_style not in CHAT_STYLES or qa_method_of(v, self.paths.steps(v)) is not None:
+        steps = self.paths.steps(v)
+        if ep.config.api_style not in CHAT_STYLES or qa_method_of(v, steps) is not None:
             return None
         cfg = ep.config
-        pinned = json.loads(self.prompt(version_id))
-        return {"model": cfg.model, "temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens,
-                **pinned}
+        req = self._request(ep, steps, self.store.versions.exemplar_revision(v.id), v.draft_thought)
+        body = {"model": cfg.model, "temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
+        if req.stop:
+            body["stop"] = req.stop
+        return {**body, **json.loads(req.prompt)}
 
     def qa_prompt(self, version_id: int, method: str) -> tuple[str, list[str]]:
         """(prompt, stop) of a Standard / CoT answer of this version: its pinned config and

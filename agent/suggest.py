@@ -31,7 +31,6 @@ from envs.registry import family
 from envs.transcript.critic import COMMAND, CriticPrompt
 from sessions import suggestions
 from sessions.rollouts import RolloutEdit
-from trajectory.conversation import CHAT_STYLES, request_body, request_text
 from trajectory.records import AgentConfig, ModelCall, Step, Version
 from trajectory.signals import version_step_signals
 
@@ -254,9 +253,8 @@ def plan(engine: Engine, version_id: int, critic: Critic, k: int, n: int) -> Pla
     # an unconfirmed imported endpoint gets no request (nor the key): the user's own instead, or one line
     cfg = engine.envs.model_config(ep, critic.config(engine.store.versions.config(version_id)))
     prompt, first = critic_view(engine, version_id, template, k)
-    sent = chat_message(prompt, CRITIC_INSTRUCTION) if cfg.api_style == "chat" else prompt
-    if cfg.api_style in CHAT_STYLES:  # the conversation styles: one user message, as JSON (no tools: it answers JSON)
-        sent = request_text(request_body([{"role": "user", "content": chat_message(prompt, CRITIC_INSTRUCTION)}], None))
+    # the chat styles (chat, messages, tools) send it as one user message; the critic answers JSON (no tools)
+    sent = chat_message(prompt, CRITIC_INSTRUCTION) if cfg.api_style != "completions" else prompt
     return Plan(version_id, ep.id, template, prompt, sent, first, cfg, k, n)
 
 
@@ -279,13 +277,9 @@ def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
 def _critic_call(engine: Engine, p: Plan, watch: CallWatch | None = None) -> tuple[str, ModelCall]:
     """The critic's answer: a chat endpoint is asked for a JSON object (JSON mode), and
     asked again without it when it refuses the field (a server without JSON mode)."""
-    conv = p.config.api_style in CHAT_STYLES
-    for extra in ((JSON_MODE, None) if p.config.api_style == "chat" or conv else (None,)):
+    for extra in ((JSON_MODE, None) if p.config.api_style != "completions" else (None,)):
         client = ModelClient(p.config, api_key=engine.api_key, chat_extra=extra)
         try:
-            if conv:  # the request is the pinned JSON; the answer an assistant message: its text is the critic's
-                text, call = client.complete(p.sent, [], purpose="critic", watch=watch)
-                return json.loads(text).get("content") or "", call
             return client.complete(p.prompt, [], chat_instruction=CRITIC_INSTRUCTION, purpose="critic", watch=watch)
         except ModelError as exc:
             if watch is not None and watch.cancel.is_set():

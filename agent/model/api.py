@@ -18,6 +18,13 @@ DEFAULT_CHAT_INSTRUCTION = (
 NO_KEY_PLACEHOLDER = "not-needed"  # vLLM / Ollama / llama.cpp accept any key
 MAX_STOP_SEQUENCES = 4  # OpenAI rejects more; the rest are applied client-side
 CONVERSATION_STYLES = ("messages", "tools")  # whose prompt is the request's JSON and whose answer a message
+REQUEST_HEAD = '{\n  "messages": ['  # how such a prompt begins (trajectory.conversation.request_text)
+
+
+def is_conversation(style: str, prompt: str) -> bool:
+    """Whether a prompt is a conversation style's request JSON; a one-shot prompt of such a style
+    (a Standard/CoT answer, the critic's) is sent as one user message, as the chat style sends it."""
+    return style in CONVERSATION_STYLES and prompt.startswith(REQUEST_HEAD)
 UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 ENDPOINT_KEYS: Any = None  # the app's key guard (agent.endpoint_keys.EndpointKeys), set as agent.client.ENDPOINT_KEYS
 
@@ -53,6 +60,7 @@ class Request:
     chat_extra: dict[str, Any] | None = None
     stream: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    conversation: bool = False  # `text` is a conversation style's request JSON (messages, tools)
 
 
 class Provider(Protocol):

@@ -16,7 +16,8 @@ from typing import Any, Callable
 from agent import local_model
 from agent.model import api, response_cache, retries
 from agent.model.api import (CONVERSATION_STYLES, MAX_STOP_SEQUENCES, NO_KEY_PLACEHOLDER, CallWatch, Cancelled, Malformed,
-                             ModelError, Request, chat_message, public_url, resolve_base_url, stop_cut)
+                             ModelError, Request, chat_message, is_conversation, public_url, resolve_base_url,
+                             stop_cut)
 from agent.model.openai_compatible import OpenAICompatible
 from agent.model.response_cache import ResponseCache
 from agent.model.wire import shared_openai
@@ -98,13 +99,12 @@ class ModelClient:
                 call.latency_ms = (time.perf_counter() - started) * 1000
                 return text, call
         cfg = self.config
-        request = Request(config=cfg, text=chat_message(prompt, chat_instruction) if cfg.api_style == "chat" else prompt,
-                          stop=stop[:MAX_STOP_SEQUENCES], chat_extra=self.chat_extra,
-                          stream=streams(self.stream, watch))
+        conv = is_conversation(cfg.api_style, prompt)  # (else a one-shot prompt: one user message in a chat style)
+        sent = prompt if conv or cfg.api_style == "completions" else chat_message(prompt, chat_instruction)
+        request = Request(config=cfg, text=sent, stop=stop[:MAX_STOP_SEQUENCES], chat_extra=self.chat_extra,
+                          stream=streams(self.stream, watch), conversation=conv)
         cancel = watch.cancel if watch is not None else None
         on_text = watch.on_text if watch is not None else None
-
-        conv = cfg.api_style in CONVERSATION_STYLES
 
         def attempt() -> tuple[str, Any]:
             with self.local.turn(cancel) if self.local else contextlib.nullcontext():  # one request at a time there
@@ -161,7 +161,8 @@ class ModelClient:
                   fixed: str | None = None) -> ModelCall:
         """The call's record before it is made: what was asked, hashed (the prompt is not kept)."""
         cfg = self.config
-        hashed = chat_message(prompt, chat_instruction) if cfg.api_style == "chat" else prompt
+        chat = cfg.api_style != "completions" and not is_conversation(cfg.api_style, prompt)
+        hashed = chat_message(prompt, chat_instruction) if chat else prompt
         params: dict[str, Any] = {
             "temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens, "stop": stop,
             "base_url": self._scrub(self.public_url) if self._secrets else self.public_url,

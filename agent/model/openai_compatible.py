@@ -17,7 +17,7 @@ import json
 import threading
 from typing import Any, Callable
 
-from agent.model.api import CONVERSATION_STYLES, UNREACHABLE, Cancelled, Malformed, Refused, Request, one_line
+from agent.model.api import UNREACHABLE, Cancelled, Malformed, Refused, Request, one_line
 from agent.model.retries import RETRYABLE_STATUS, retry_after_s
 from agent.model.wire import MAX_BODY_BYTES, http_modules, sdk, too_large
 from trajectory.records import Usage
@@ -55,8 +55,8 @@ class OpenAICompatible:
     def _send(self, request: Request, cancel: threading.Event | None,
               on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
         cfg = request.config
-        conv = cfg.api_style in CONVERSATION_STYLES
-        chat = cfg.api_style == "chat" or conv
+        conv = request.conversation
+        chat = cfg.api_style != "completions"  # (a one-shot prompt of the conversation styles: one user message)
         args: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature, "top_p": cfg.top_p,
                                 "max_tokens": cfg.max_tokens}
         if request.stop:

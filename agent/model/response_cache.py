@@ -27,7 +27,7 @@ def cacheable(cache: ResponseCache | None, config: AgentConfig) -> bool:
 
 
 def cache_key(config: AgentConfig, public_url: str, prompt: str, instruction: str | None, stop: list[str]) -> str:
-    chat = config.api_style == "chat"
+    chat = config.api_style != "completions"  # (a conversation style's request JSON: a constant added)
     blob = json.dumps(
         {
             "base_url": public_url,

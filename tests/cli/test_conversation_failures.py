@@ -185,3 +185,28 @@ def test_a_persons_fixed_version_in_an_exemplar_set_drives_the_conversation_styl
                    '{"entity": "Colorado orogeny"}' for m in said)
     else:
         assert any(m["content"] == "Thought 1: I search it.\nAction 1: Search[Colorado orogeny]" for m in said)
+
+
+@pytest.mark.parametrize("style", ["messages", "tools"])
+def test_one_shot_prompts_of_the_conversation_styles_go_as_one_user_message(style, tmp_path, capsys, scripted_llm,
+                                                                             monkeypatch):
+    """A Standard/CoT answer (and the critic's prompt) has no turns: in these styles it is sent as the
+    chat style sends it, one user message, and its text is the answer."""
+    from tests.cli_helpers import run_args
+    from tests.experiment_agents import HOTPOT
+
+    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    answers = {r["question"]: r["answer"] for r in HOTPOT[:2]}
+
+    def cot(body):  # the one message: the CoT prompt, then the chat instruction
+        (msg,) = body["messages"]
+        question = [ln for ln in msg["content"].split("\n") if ln.startswith("Question: ")][-1][len("Question: "):]
+        return f"Let's think step by step. So the answer is {answers[question]}.\nAnswer: {answers[question]}"
+
+    scripted_llm.set_responder(cot)
+    out = cj(capsys, *run_args(scripted_llm, tmp_path / "q.db", "--env", "hotpotqa", "--limit", "2", "--method", "cot",
+                               "--api-style", style))
+    assert out["success"] == 2
+    for r in scripted_llm.completion_requests:
+        assert len(r.body["messages"]) == 1 and r.body["messages"][0]["role"] == "user" and "tools" not in r.body

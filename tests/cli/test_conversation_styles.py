@@ -58,9 +58,12 @@ def check_pinned_is_sent(capsys, llm, db, ref) -> tuple[dict, str]:
     body = cj(capsys, "show", ref, "--prompt", "--db", db)
     assert pinned(body) == json.loads(text) and body["model"] == "m"
     before = len(llm.completion_requests)
+    sent_keys = ("model", "temperature", "top_p", "max_tokens", "stop", *PINNED)
     res = cj(capsys, "resume", ref, "--no-cache", "--db", db)  # (the cache would answer an identical request)
     assert len(llm.completion_requests) > before, res
-    assert pinned(llm.completion_requests[before].body) == json.loads(text)
+    sent = llm.completion_requests[before].body
+    assert pinned(sent) == json.loads(text)
+    assert {k: sent[k] for k in sent_keys if k in sent} == {**body, "model": sent["model"]}  # the body, as sent
     return llm.completion_requests[before].body, f"1:{res['number']}"
 
 
@@ -98,6 +101,7 @@ def test_wikipedia_families_run_edit_resume_whatif_suggest(kind, style, zim, scr
     assert run["done"] and run["steps"] == 3
     first = scripted_llm.completion_requests[0].body
     assert ("tools" in first) == (style == "tools") and first["messages"][0]["role"] == "system"
+    assert first.get("stop") == (["\nObservation 1:"] if style == "messages" else None)  # the paper's stop, text only
     assert sum(m["role"] == "assistant" for m in first["messages"]) > 2  # the exemplars, as prior turns
     shown = steps(capsys, db, "1:1")
     assert [s["action"] for s in shown] == ["Search[Colorado orogeny]", "Lookup[eastern sector]",
