@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from react_editor.common import (CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress, regular_file,
-                                 version_ref, version_refs)
+from react_editor.command_run import (CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress,
+                                      regular_file, version_ref, version_refs)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -240,7 +240,7 @@ def progress(msg: str) -> None:
 
 # the one-line errors of each layer, looked up only among modules already imported (an
 # error can only come from a module that was): `react-editor` starts without loading them
-_USER_ERRORS = (("react_editor.common", "CliError"), ("agent.run_settings", "ConfigError"), ("envs.base", "EnvError"),
+_USER_ERRORS = (("react_editor.command_run", "CliError"), ("agent.run_settings", "ConfigError"), ("envs.base", "EnvError"),
                 ("sessions.store", "StoreError"), ("agent.engine", "EngineError"), ("react_editor.args", "ArgError"))
 
 
