@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from react_editor.command_run import (CliError, JobStopped, add_common, db_path, emit, env_kinds, later, progress,
-                                      version_ref, write_exact)
+from react_editor.command_run import CliError, JobStopped, add_common, db_path
+from react_editor.lazy_parser import env_kinds, later
+from react_editor.output import emit, progress, version_ref, write_exact
 from react_editor.args import retry_count, seconds
 from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
 from react_editor.paging import add_page_flags

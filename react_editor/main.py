@@ -12,7 +12,7 @@ import argparse
 import gc
 import sys
 
-from react_editor import command_run, confirm, core, exchange, experiment, jobs, launch, search, whatif
+from react_editor import command_run, confirm, core, exchange, experiment, jobs, launch, lazy_parser, search, whatif
 from react_editor import model, suggest
 from react_editor.args import Parser, argv_problem, fail
 from react_editor.command_run import run_command
@@ -36,12 +36,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given the command line `argv`, only as much of it as that command needs:
     the families' own groups are loaded unless `argv` names one of ours (so `--help`, and
     `react-editor alfworld ...`, still find them), and a command's family-dependent flags
-    wait until that command is parsed (`command_run.LazyParser`)."""
+    wait until that command is parsed (`lazy_parser.LazyParser`)."""
     parser = Parser(
         prog="react-editor",
         description="Step, edit and branch ReAct agent trajectories.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=command_run.LazyParser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=lazy_parser.LazyParser)
     for group in COMMAND_GROUPS:
         group.register(sub)
     if argv is None or _command_word(argv) not in sub.choices:

@@ -10,8 +10,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any
 
-from react_editor.command_run import (CliError, JobStopped, add_common, emit, progress, rollout_progress, run_job,
-                                      version_ref, version_refs)
+from react_editor.command_run import CliError, JobStopped, add_common, run_job
+from react_editor.output import emit, progress, rollout_progress, version_ref, version_refs
 from react_editor.core import check_model_flags, model_flags, open_engine, version_of
 
 
