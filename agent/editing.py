@@ -10,7 +10,7 @@ from typing import Any, Callable, ContextManager
 
 from pydantic import ValidationError
 
-from agent.engine_records import EngineError, EpisodeLocks, _clean_text, _outcome, version_name
+from agent.engine_reports import EngineError, EpisodeLocks, _clean_text, _outcome, version_name
 from agent.environments import EnvironmentPool
 from agent.version_paths import VersionPaths
 from envs.registry import family

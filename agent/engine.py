@@ -20,7 +20,7 @@ from typing import Any, Callable, ContextManager, Iterator, NamedTuple
 
 from agent.client import CallWatch
 from agent.editing import Editor
-from agent.engine_records import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, EpisodeLocks, ModelCallFailed, RunReport,
+from agent.engine_reports import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, EpisodeLocks, ModelCallFailed, RunReport,
                                   StepCancelled, StepReport, WriteBlocked, _clean_text, _outcome, _outcome_text,
                                   qa_method_of, version_name)
 from agent.environments import EnvironmentPool

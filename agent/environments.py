@@ -11,7 +11,7 @@ from collections import OrderedDict
 from typing import Any, ContextManager
 
 from agent.client import public_url
-from agent.engine_records import EngineError, EpisodeLocks, _Live, _same_endpoint, version_name
+from agent.engine_reports import EngineError, EpisodeLocks, _Live, _same_endpoint, version_name
 from agent.version_paths import VersionPaths
 from envs.base import EnvError, Environment, ReplayMismatch
 from envs.registry import family

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from agent import exemplars
 from agent.client import CallWatch, ModelClient, ModelError
-from agent.engine_records import PATH_CACHE, EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
+from agent.engine_reports import PATH_CACHE, EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
 from agent.version_paths import VersionPaths
 from envs.registry import family
 from sessions import exemplar_sets

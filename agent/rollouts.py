@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import CallWatch, ModelClient
 from agent.engine import Engine, EngineError
-from agent.engine_records import version_name
+from agent.engine_reports import version_name
 from sessions import experiments
 from sessions import rollouts
 from sessions.rollouts import RolloutEdit, RolloutGroup

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from agent.engine_records import PATH_CACHE
+from agent.engine_reports import PATH_CACHE
 from sessions.store import Store
 from trajectory.records import Episode, Step, Version
 

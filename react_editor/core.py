@@ -455,7 +455,7 @@ def _ref(engine, version_id: int) -> str:
 def _notice(engine, rep) -> str:
     """The frozen notice in the command line's words: `version 3:1 is frozen (annotated);
     continuing in new version 3:2`."""
-    from agent.engine_records import FROZEN
+    from agent.engine_reports import FROZEN
 
     return (f"version {_ref(engine, rep.continued_from)} is frozen ({FROZEN[rep.frozen]}); "
             f"continuing in new version {_ref(engine, rep.version.id)}")
