@@ -10,8 +10,9 @@ from typing import Any, Callable
 
 from agent import exemplars
 from agent.client import CallWatch, ModelClient, ModelError
-from agent.engine_reports import PATH_CACHE, EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
-from agent.version_paths import VersionPaths
+from agent.engine_errors import EngineError, ModelCallFailed, StepCancelled
+from agent.engine_reports import qa_method_of
+from agent.version_paths import PATH_CACHE, VersionPaths
 from envs.registry import family
 from sessions import exemplar_sets
 from sessions.connection import Fence
@@ -19,6 +20,18 @@ from sessions.store import Store, StoreError, VersionFrozen
 from trajectory.answer_formats import qa_prompt
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, Episode, ModelCall, Step, Version
+
+
+def _strip_echo(text: str, prompt: str) -> str:
+    """Chat models often repeat the cue ('Thought 3:', '>'); drop it so parsing matches."""
+    cue = prompt[prompt.rfind("\n") + 1 :].strip()
+    t = text.lstrip()
+    if cue and t.startswith(cue):
+        t = t[len(cue) :]
+        return t if t.startswith(" ") else " " + t
+    if cue == ">" and t.startswith(">"):
+        return t[1:]
+    return text
 
 
 class PromptBuilder:
