@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
-from sessions.parts import Database, RowIds, insert_row
+from sessions.database import Database, RowIds, insert_row
 from sessions.rows import CallRow
 from trajectory.records import ModelCall, Usage
 
