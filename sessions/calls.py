@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
 from sessions.database import Database, RowIds, insert_row
-from sessions.rows import CallRow
+from sessions.row_records import CallRow
 from trajectory.records import ModelCall, Usage
 
 

@@ -5,7 +5,7 @@ transactions, and hands out its parts, as sqlite-utils' `Database` hands out tab
 (versions, steps, branches, paths; `sessions.versions`), `store.calls` (model calls, the
 response cache, pending answers; `sessions.calls`), `store.blobs` (`sessions.blobs`) and
 `store.settings` (`sessions.settings`). `sessions.connection`: errors, transactions;
-`sessions.rows`: plain rows of bulk reads.
+`sessions.row_records`: plain rows of bulk reads.
 
 Invariants kept here (design.md): nothing is lost (every write is one transaction, WAL
 mode, steps are never updated or deleted), an edit never copies the shared prefix (a step
@@ -30,7 +30,7 @@ from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, Ve
                                  describe_db_error)
 from sessions.connection import VersionFrozen
 from sessions.episodes import Episodes
-from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
+from sessions.row_records import CallRow, EpisodeTree, StepRow, UsageRow
 from sessions.settings import Settings
 from sessions.versions import Versions
 
