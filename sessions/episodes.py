@@ -11,8 +11,9 @@ from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, from_json, to_json
 from sessions.database import Database, RowIds, insert_row
-from sessions.row_records import (SCOLS, SJSON, VCOLS, EpisodeTree, StepJson, StepRow, maker, step_fields,
-                                  version_from_row, version_row)
+from sessions.episode_tree import EpisodeTree
+from sessions.row_records import (SCOLS, SJSON, VCOLS, StepJson, StepRow, maker, step_fields, version_from_row,
+                                  version_row)
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 from trajectory.signals import STEP_LIMIT
 

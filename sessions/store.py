@@ -30,7 +30,8 @@ from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, Ve
                                  describe_db_error)
 from sessions.connection import VersionFrozen
 from sessions.episodes import Episodes
-from sessions.row_records import CallRow, EpisodeTree, StepRow, UsageRow
+from sessions.episode_tree import EpisodeTree
+from sessions.row_records import CallRow, StepRow, UsageRow
 from sessions.settings import Settings
 from sessions.versions import Versions
 
