@@ -15,7 +15,7 @@ from app_pages.editor_controls import line_of, others_panel
 from app_pages.editor_human import human_panel
 from app_pages.editor_run import finished_job, renew_run, settle, switcher
 from app_pages.editor_steps import StepExtras, overview_strip, render_step, steps_view
-from app_pages.views import answer_line
+from app_pages.page_text import answer_line
 
 
 def outcome_box(page: EditorPage, v) -> None:

@@ -9,7 +9,7 @@ from agent import jobs
 from app_pages import state, stepjobs, stop_panel
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run, start_run, start_step, switch_to
-from app_pages.views import outcome_text, plural
+from app_pages.page_text import outcome_text, plural
 
 
 def branch_row(page: EditorPage, v, steps, limit: int) -> None:

@@ -9,7 +9,7 @@ from app_pages import state
 from app_pages.editor_context import STEP_ERRORS, EditorPage
 from app_pages.editor_hints import hint_controls, suggestion_box, suggestions_for
 from app_pages.editor_run import switch_to
-from app_pages.views import EDIT_CHOICES, applicable_edits, one_line
+from app_pages.page_text import EDIT_CHOICES, applicable_edits, one_line
 
 RESUME_HERE = "Resume from here"
 INSERTS = ("insert_thought", "insert_after")

@@ -12,7 +12,7 @@ from agent.client import public_url, resolve_base_url
 from app_pages import state
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run
-from app_pages.views import endpoint_problem
+from app_pages.page_text import endpoint_problem
 from sessions import experiments, rollouts
 
 

@@ -9,7 +9,7 @@ from app_pages import state
 from app_pages.editor_context import STEP_ERRORS, EditorPage
 from app_pages.editor_hints import hint_controls, suggestion_box, suggestions_for
 from app_pages.editor_run import frozen_notice
-from app_pages.views import action_warning, one_line
+from app_pages.page_text import action_warning, one_line
 
 
 def human_turn(page: EditorPage, sfx: str, n: int) -> tuple[str, str, list[str]]:

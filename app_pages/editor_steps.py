@@ -14,7 +14,7 @@ from app_pages.editor_context import LIVE_STEPS, EditorPage
 from app_pages.editor_edit import edit_panel
 from app_pages.editor_run import switcher
 from app_pages.textdiff import inline_diff_html
-from app_pages.views import deleted_here, origin_text, provenance, replaced_text, step_lines
+from app_pages.page_text import deleted_here, origin_text, provenance, replaced_text, step_lines
 from sessions import annotations
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals

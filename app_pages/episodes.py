@@ -7,7 +7,7 @@ import streamlit as st
 
 from agent.run_settings import check_base_url
 from app_pages import search_box, state
-from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
+from app_pages.page_text import EPISODE_COLUMNS, episode_row, episode_title
 from sessions import annotations
 from envs.base import EnvError
 from sessions import exemplar_sets

@@ -14,7 +14,7 @@ import streamlit as st
 from agent import exemplars
 from app_pages import state
 from app_pages.annotate_widgets import BUILTIN_BASE, EMPTY_BASE
-from app_pages.views import plural
+from app_pages.page_text import plural
 from sessions import exemplar_sets
 from sessions import numbering
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select

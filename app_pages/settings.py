@@ -10,7 +10,7 @@ import streamlit as st
 from agent import local_model
 from agent.client import model_available, public_url
 from app_pages import state
-from app_pages.views import endpoint_problem
+from app_pages.page_text import endpoint_problem
 
 store = state.store()
 st.title("Settings")

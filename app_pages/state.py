@@ -293,7 +293,7 @@ def version_statuses(versions: Any) -> dict[int, str]:
 def version_label(v: Any, label: str | None = None, status: str | None = None) -> str:
     """"v3 my-fix (success)": the per-episode label people read (v3, r2; the global id if none given).
     status: the version's version_status when already known (see version_statuses)."""
-    from app_pages.views import outcome_text
+    from app_pages.page_text import outcome_text
 
     name = f" {v.name}" if v.name else ""
     return f"{label or f'v{v.id}'}{name} ({outcome_text(v.outcome, status if status is not None else version_status(v))})"

@@ -20,7 +20,7 @@ from agent import jobs
 from agent.engine import Engine, EngineError
 from agent.rollouts import MAX_N, Effect, GroupStats, Request, group_stats, resample, whatif
 from app_pages import state
-from app_pages.views import EDIT_CHOICES, applicable_edits
+from app_pages.page_text import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
 from envs.registry import family
 from sessions import rollouts

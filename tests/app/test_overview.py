@@ -286,7 +286,7 @@ def test_whatif_offers_only_the_edit_kinds_the_family_takes():
     environment that takes fewer edits is never offered one its engine would refuse."""
     from types import SimpleNamespace
 
-    from app_pages.views import applicable_edits
+    from app_pages.page_text import applicable_edits
     from app_pages.whatif_panel import NO_EDIT, edit_options
 
     step = SimpleNamespace(thought="look around", action="go to desk 1")
