@@ -12,7 +12,8 @@ import streamlit as st
 
 from app_pages import state
 from sessions import numbering
-from app_pages.page_text import COMPARE_CSS, compare_html, outcome_text, plural
+from app_pages.compare_table import COMPARE_CSS, compare_html
+from app_pages.page_text import outcome_text, plural
 from trajectory.alignment import align_versions, carried_map, person_edits
 
 eng = state.engine()

@@ -10,7 +10,9 @@ import streamlit as st
 from app_pages import state
 from sessions import numbering
 from app_pages.annotate_widgets import version_annotation_panel
-from app_pages.page_text import calls_cost, edit_label, money, own_edit, status_word, usage_totals, version_tree_dot
+from app_pages.costs import calls_cost, money, usage_totals
+from app_pages.page_text import edit_label, own_edit, status_word
+from app_pages.version_tree_dot import version_tree_dot
 from agent.rollouts import version_groups
 from agent.summary import version_summary
 
