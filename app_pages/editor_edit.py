@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import app_engine
+from app_pages import alerts
 from app_pages.editor_context import STEP_ERRORS, EditorPage
 from app_pages.editor_hints import hint_controls, suggestion_box, suggestions_for
 from app_pages.editor_run import switch_to
@@ -44,7 +44,7 @@ def keep_later(page: EditorPage, k: int, kind: str | None) -> bool:
 def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, keep: bool, resume: bool,
                steps_n: int) -> None:
     """Make the new version (an edit, or a plain branch) and show it, resuming if asked."""
-    app_engine.clear_error("edit")
+    alerts.clear_error("edit")
     text = None if text is None else one_line(text)
     try:
         if kind is None:
@@ -53,7 +53,7 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
             at = k + 1 if kind == "insert_after" else k
             new = page.eng.editor.edit(page.vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
     except STEP_ERRORS as exc:
-        app_engine.set_error("edit", exc)
+        alerts.set_error("edit", exc)
         st.rerun()
     switch_to(page, new.id, (int(steps_n) or None) if resume and not new.outcome.done else False)
 
@@ -61,7 +61,7 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
 def close_edit() -> None:
     """Cancel's callback: the panels close in the run the click starts (no second run)."""
     st.session_state.pop("edit_at", None)
-    app_engine.clear_error("edit")
+    alerts.clear_error("edit")
 
 
 def edit_panel(page: EditorPage, v, steps, s) -> None:
@@ -74,7 +74,7 @@ def edit_panel(page: EditorPage, v, steps, s) -> None:
         kind = labels.get(st.radio("Change", [*labels, RESUME_HERE], key=f"ed_kind_{vid}_{k}", horizontal=True))
         text = edit_text(page, s, kind)
         keep = keep_later(page, k, kind)
-        app_engine.show_error("edit")
+        alerts.show_error("edit")
         c = st.columns([1.3, 1.6, 1.4, 1, 3])
         apply = c[0].button("Edit only" if kind else "Branch only", key=f"ed_apply_{vid}_{k}")
         resume = c[1].button("Edit and resume" if kind else "Branch and resume",

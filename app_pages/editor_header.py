@@ -9,7 +9,7 @@ import streamlit as st
 
 from agent import local_model
 from agent.client import public_url, resolve_base_url
-from app_pages import app_engine
+from app_pages import alerts, app_engine, selection, version_labels
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run
 from app_pages.page_text import endpoint_problem
@@ -19,13 +19,13 @@ from sessions import experiments, rollouts
 def task_box(page: EditorPage) -> None:
     """The task; a batch episode links back to its experiment's results."""
     with st.container(key="task_box"):
-        app_engine.episode_header(page.ep)
+        version_labels.episode_header(page.ep)
         if (exp := experiments.of_episode(page.store, page.ep_id)) is not None:
             xc = st.columns([5, 1])
             xc[0].text(f"Part of experiment {exp.id} “{exp.name}” ({exp.method} on {exp.env})")
             if xc[1].button("Open experiment", key="ed_open_exp"):
                 st.session_state["x_sel"] = exp.id
-                st.switch_page(app_engine.page_path("experiments"))
+                st.switch_page(selection.page_path("experiments"))
 
 
 def version_row(page: EditorPage, versions: list) -> None:
@@ -38,15 +38,15 @@ def version_row(page: EditorPage, versions: list) -> None:
     by_id = {v.id: v for v in versions}
     cols = st.columns([3, 2, 3])
     ids = [v.id for v in versions]
-    statuses = app_engine.version_statuses(versions)  # one jobs query for the whole selector
-    labels = {i: app_engine.version_label(by_id[i], page.nums.get(i), statuses[i])
+    statuses = version_labels.version_statuses(versions)  # one jobs query for the whole selector
+    labels = {i: version_labels.version_label(by_id[i], page.nums.get(i), statuses[i])
               + (" · current" if i == ep.current_version else "") for i in ids}
     # the key carries the labels' state, so a finished run or a new version redraws the selector
     chosen = cols[0].selectbox("Version", ids, index=ids.index(vid), format_func=labels.get,
-                               key=app_engine.widget_key(f"vsel_{page.ep_id}_{vid}", labels.values()))
+                               key=version_labels.widget_key(f"vsel_{page.ep_id}_{vid}", labels.values()))
     if chosen != vid:
         close_run(page.store, "stopped")
-        app_engine.select(page.ep_id, chosen)
+        selection.select(page.ep_id, chosen)
         st.rerun()
     cfg = ep.config
     endpoint = public_url(resolve_base_url(cfg))
@@ -81,18 +81,18 @@ def model_settings(page: EditorPage) -> None:
         new_model = c[1].text_input("Model", value=cfg.model, key=f"cfg_model_{ep_id}")
         new_api = c[2].selectbox("API style", ["completions", "chat"], index=["completions", "chat"].index(cfg.api_style),
                                  key=f"cfg_api_{ep_id}")
-        app_engine.show_error("config")
+        alerts.show_error("config")
         if st.button("Use it from here (a new version)", key="cfg_apply"):
             problem = endpoint_problem(new_url)
             if problem:
-                app_engine.set_error("config", problem)
+                alerts.set_error("config", problem)
                 st.rerun()
-            app_engine.clear_error("config")
+            alerts.clear_error("config")
             changed = app_engine.reconfigure(page.vid, {"base_url": new_url.strip() or None,
                                                    "model": local_model.resolved_name(new_model.strip() or cfg.model),
                                                    "api_style": new_api})
             close_run(page.store, "stopped")
-            app_engine.select(ep_id, changed.id)
+            selection.select(ep_id, changed.id)
             st.rerun()
 
 

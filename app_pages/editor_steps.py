@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app_pages import app_engine, overview, signal_badges, suggest_panel, whatif_panel
+from app_pages import overview, selection, signal_badges, suggest_panel, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel
 from app_pages.editor_context import LIVE_STEPS, EditorPage
 from app_pages.editor_edit import edit_panel
@@ -73,7 +73,7 @@ def open_edit(version_id: int, index: int) -> None:
     """Edit's callback: it runs before the page, so the one run the click starts draws the
     panels under the step (a rerun from the button drew the whole page twice)."""
     st.session_state["edit_at"] = (version_id, index)
-    app_engine.focus_step(version_id, index)  # the panels open under the step, in view
+    selection.focus_step(version_id, index)  # the panels open under the step, in view
 
 
 def slot(show: object, draw: Callable[[], object]) -> None:

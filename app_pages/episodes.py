@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agent.run_settings import check_base_url
-from app_pages import app_engine, search_box
+from app_pages import alerts, app_engine, search_box, selection
 from app_pages.page_text import EPISODE_COLUMNS, episode_row, episode_title
 from sessions import annotations
 from envs.base import EnvError
@@ -20,9 +20,9 @@ store = eng.store
 
 # A link like /?episode=N&version=M on the default page opens the Editor.
 if st.query_params.get("episode"):
-    ep_q, ver_q = app_engine.selection()
+    ep_q, ver_q = selection.selection()
     if ep_q is not None:
-        app_engine.open_in("editor", ep_q, ver_q)
+        selection.open_in("editor", ep_q, ver_q)
 
 st.title("Episodes")
 app_engine.model_banner()
@@ -110,9 +110,9 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
     max_steps = b[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
                                   value=int(d.get("max_steps") or 0), key="new_max_steps")
     name = st.text_input("Episode name (optional)", key="new_name")
-    app_engine.show_error("new")
+    alerts.show_error("new")
     if st.button("Start episode", key="new_start", type="primary"):
-        app_engine.clear_error("new")
+        alerts.clear_error("new")
         try:
             if how == "Custom":
                 fam = family(env)
@@ -129,9 +129,9 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
             })
             ep, v = eng.start_episode(task, cfg, options, name=name.strip() or None)
         except app_engine.USER_ERRORS as exc:
-            app_engine.set_error("new", exc)
+            alerts.set_error("new", exc)
             st.rerun()
-        app_engine.open_in("editor", ep.id, v.id)
+        selection.open_in("editor", ep.id, v.id)
 
 search_box.render(store)
 
@@ -166,15 +166,15 @@ else:
                           selection_mode="single-row", column_config=EPISODE_COLUMNS)
     chosen_rows = picked.selection.rows if picked is not None else []
     if chosen_rows:
-        app_engine.open_in("editor", rows[chosen_rows[0]]["episode"], None)
+        selection.open_in("editor", rows[chosen_rows[0]]["episode"], None)
     ids = [r["episode"] for r in rows]
     names = {r["episode"]: episode_title(r) for r in rows}
     o = st.columns([3, 1, 1])
     pick = o[0].selectbox("Episode", ids, format_func=names.get, key="open_pick")
     if o[1].button("Open in Editor", key="open_btn", type="primary"):
-        app_engine.open_in("editor", pick, None)
+        selection.open_in("editor", pick, None)
     if o[2].button("Versions", key="open_versions"):
-        app_engine.open_in("versions", pick, None)
+        selection.open_in("versions", pick, None)
     if more and st.button(f"Show {PAGE_ROWS} more", key="episodes_more"):
         st.session_state["episodes_shown"] = shown_max + PAGE_ROWS
         st.rerun()

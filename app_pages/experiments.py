@@ -16,7 +16,7 @@ from agent import leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
-from app_pages import app_engine
+from app_pages import alerts, app_engine, selection, version_labels
 from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
                                         paper_row, results_columns, signal_rows, split_row,
@@ -71,7 +71,7 @@ def leak_offer(store, exemplar_set: str | None, tasks: list, key: str) -> bool:
     leaked = leakage.leaked_tasks(store, exemplar_set, tasks)
     if not leaked:
         return False
-    app_engine.alert(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
+    alerts.alert(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
                 "experiment evaluates; their scores would measure a copied answer:", "warning")  # the name: plain
     st.text(leakage.describe(leaked))  # task ids come from data: plain text
     return st.checkbox(f"Leave out the {len(leaked)} leaked task(s)", value=True, key=key)
@@ -112,7 +112,7 @@ def new_experiment_form(store, bg: experiment.Background) -> None:
     name = e[2].text_input("Name (optional)", key="x_name")
     app_engine.queue_caption(model.strip() or d["model"], base_url.strip() or None, concurrency)
     leave_out = leak_offer(store, ex_set, form_tasks(env, spec, limit, sample, seed) if ex_set else [], "x_leave_out")
-    app_engine.show_error("x_new")
+    alerts.show_error("x_new")
     if st.button("Create and launch", key="x_create", type="primary"):
         settings = {"base_url": base_url.strip() or None, "model": model.strip() or d["model"], "api_style": api_style,
                     "max_steps": max_steps or None, "exemplar_set": ex_set, "temperature": temperature}
@@ -124,7 +124,7 @@ def new_experiment_form(store, bg: experiment.Background) -> None:
 
 def create_and_launch(store, bg: experiment.Background, env: str, method: str, settings: dict, params: dict, name: str,
                       leave_out: bool, concurrency: int) -> None:
-    app_engine.clear_error("x_new")
+    alerts.clear_error("x_new")
     d = app_engine.defaults()
     try:
         tasks = select_tasks(env, params["tasks"], source=None, limit=params["limit"], sample=params["sample"],
@@ -140,7 +140,7 @@ def create_and_launch(store, bg: experiment.Background, env: str, method: str, s
         exp = experiment.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
                                 params={k: v for k, v in params.items() if v is not None})
     except app_engine.USER_ERRORS as exc:
-        app_engine.set_error("x_new", exc)
+        alerts.set_error("x_new", exc)
         st.rerun()
     launch(bg, exp.id, concurrency)
     st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id  # the selector shows the new run
@@ -322,10 +322,10 @@ def compare_panel(x: Listing, sums: dict[int, dict], keys: dict[int, tuple] | No
     st.session_state["x_compare_for"] = sel
     b = st.selectbox("Compare with", others, format_func=labels.get, key="x_compare")
     if b == source:
-        app_engine.plain_caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")  # names: plain
+        alerts.plain_caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")  # names: plain
     unfinished = [x for x in (sel, b) if sums[x]["running"] or sums[x]["partial"]]
     if unfinished:
-        app_engine.plain_caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
+        alerts.plain_caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
                                                       f"{', running' if sums[x]['running'] else ''})" for x in unfinished)
                             + ". A comparison now pairs only the tasks finished on both sides.")
         if not st.toggle("Compare anyway", key="x_compare_partial"):
@@ -374,21 +374,21 @@ def rerun_panel(x: Listing, exp_id: int) -> None:
         leave_out = leak_offer(store, ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}")
         what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
                 for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
-        app_engine.plain_caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
-        app_engine.show_error("x_rerun")
+        alerts.plain_caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
+        alerts.show_error("x_rerun")
         if st.button("Re-run", key="x_rerun", type="primary", disabled=not what):
             start_rerun(x, exp_id, changes, method, leave_out)
 
 
 def start_rerun(x: Listing, exp_id: int, changes: dict, method: str, leave_out: bool) -> None:
     store, env_of = x.store, x.env_of
-    app_engine.clear_error("x_rerun")
+    alerts.clear_error("x_rerun")
     try:
         cfg = experiments.get(store, exp_id).config
         check_config(cfg.model_validate({**cfg.model_dump(), **changes}), env_of[exp_id], store)
         exp = experiment.rerun(store, exp_id, config=changes, method=method, leave_out_leaked=leave_out)
     except app_engine.USER_ERRORS as exc:
-        app_engine.set_error("x_rerun", exc)
+        alerts.set_error("x_rerun", exc)
         st.rerun()
     launch(x.bg, exp.id, int(st.session_state.get("x_conc", 4)))
     st.session_state["x_sel"] = st.session_state["x_select"] = exp.id  # the selector shows it on the next run
@@ -405,13 +405,13 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
     cells = [(t, name) for t, by in table.items() for name in by]
     label = {c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})" for c in cells}
     # the key carries the counts: a keyed selector would keep drawing a stale "(2)" next to a table saying 3
-    cell = st.selectbox("Episodes with", cells, key=app_engine.widget_key("x_signal_cell", label.values()),
+    cell = st.selectbox("Episodes with", cells, key=version_labels.widget_key("x_signal_cell", label.values()),
                         format_func=label.get)
     ids = counts.episodes[cell[0]][cell[1]]
     g = st.columns([3, 1])
     pick = g[0].selectbox("Episode", ids, format_func=lambda i: f"#{i}", key="x_signal_pick")
     if g[1].button("Open in Editor", key="x_signal_open"):
-        app_engine.open_in("editor", pick, versions.get(pick))
+        selection.open_in("editor", pick, versions.get(pick))
 
 
 def failures_panel(x: Listing, keys: dict[int, tuple] | None = None) -> None:
@@ -431,7 +431,7 @@ def failures_panel(x: Listing, keys: dict[int, tuple] | None = None) -> None:
         pick = f[0].selectbox("Failed episode", list(by_ep), format_func=lambda i: f"#{i} · {by_ep[i].task.id}",
                               key="x_fail_pick")
         if f[1].button("Open in Editor", key="x_open", type="primary"):
-            app_engine.open_in("editor", pick, by_ep[pick].version_id)
+            selection.open_in("editor", pick, by_ep[pick].version_id)
     st.subheader("Failure signals")
     failures_by_signal(counts, {it.episode_id: it.version_id for it in failed if it.episode_id})
     suggest_panel.experiment_panel(app_engine.engine(), sel)  # `suggest --experiment`: fixes, accept all proven

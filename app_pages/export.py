@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from agent import exemplars
-from app_pages import app_engine
+from app_pages import alerts, app_engine
 from app_pages.annotate_widgets import BUILTIN_BASE, EMPTY_BASE
 from app_pages.page_text import plural
 from sessions import exemplar_sets
@@ -118,7 +118,7 @@ def _export_section(store: Store) -> None:
             st.session_state["exp-data"] = (data, rep, fmt, name)
         except (StoreError, ValueError) as exc:
             st.session_state.pop("exp-data", None)
-            app_engine.alert(page_words(str(exc).splitlines()[0]))
+            alerts.alert(page_words(str(exc).splitlines()[0]))
     if "exp-data" in st.session_state:
         data, rep, f_, fname = st.session_state["exp-data"]
         st.text(f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
@@ -143,9 +143,9 @@ def _import_section(store: Store) -> None:
                 msg = f"Imported {len(rep.episodes)} episodes ({rep.versions} versions)."
                 if rep.exemplar_set:
                     msg += f" Exemplar set: {rep.exemplar_set}."
-                app_engine.alert(msg, "success")
+                alerts.alert(msg, "success")
             except (StoreError, ValueError) as exc:
-                app_engine.alert(str(exc).splitlines()[0])
+                alerts.alert(str(exc).splitlines()[0])
 
 
 def _sets_section(store: Store) -> None:
@@ -175,10 +175,10 @@ def _sets_section(store: Store) -> None:
                 st.session_state["set-flash"] = f"Exemplar set {name!r} updated."
                 st.rerun()  # the table above shows the new entries at once
             except (StoreError, ValueError) as exc:
-                app_engine.alert(str(exc).splitlines()[0])
+                alerts.alert(str(exc).splitlines()[0])
     flash = st.session_state.pop("set-flash", None)
     if flash:
-        app_engine.alert(flash, "success")
+        alerts.alert(flash, "success")
 
 
 def page() -> None:
@@ -186,12 +186,12 @@ def page() -> None:
     try:
         store = app_engine.store()
     except StoreError as exc:
-        app_engine.alert(str(exc).splitlines()[0])
+        alerts.alert(str(exc).splitlines()[0])
         return
     try:
         _export_section(store)
     except (StoreError, ValueError) as exc:
-        app_engine.alert(str(exc).splitlines()[0])
+        alerts.alert(str(exc).splitlines()[0])
     _import_section(store)
     _sets_section(store)
 

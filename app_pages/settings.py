@@ -9,7 +9,7 @@ import streamlit as st
 
 from agent import local_model
 from agent.client import model_available, public_url
-from app_pages import app_engine
+from app_pages import alerts, app_engine
 from app_pages.page_text import endpoint_problem
 
 store = app_engine.store()
@@ -17,7 +17,7 @@ st.title("Settings")
 
 d = app_engine.defaults()
 ok, msg = model_available(app_engine.default_config())
-app_engine.alert(msg, "info", headline="Model: ready" if ok else "Model: none configured")  # a status, not a "Done"
+alerts.alert(msg, "info", headline="Model: ready" if ok else "Model: none configured")  # a status, not a "Done"
 st.caption(
     "The API key is read from the OPENAI_API_KEY environment variable only; it is never stored "
     "or shown. For vLLM / Ollama / llama.cpp set OPENAI_BASE_URL or an endpoint below. Model `local` is the "
@@ -40,14 +40,14 @@ temperature = c2[1].number_input("Temperature", min_value=0.0, max_value=2.0, va
                                  key="set_temperature")
 max_steps = c2[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
                                value=int(d.get("max_steps") or 0), key="set_max_steps")
-app_engine.show_error("settings")
+alerts.show_error("settings")
 if st.button("Save defaults", key="set_save", type="primary"):
     url = base_url.strip()
     problem = endpoint_problem(url)
     if problem:
-        app_engine.set_error("settings", problem)
+        alerts.set_error("settings", problem)
     else:
-        app_engine.clear_error("settings")
+        alerts.clear_error("settings")
         store.settings.set(app_engine.DEFAULTS_SETTING, {
             "base_url": url or None, "model": local_model.resolved_name(model.strip() or d["model"]), "api_style": api_style,
             "style": style, "temperature": float(temperature), "max_steps": int(max_steps) or None,

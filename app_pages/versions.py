@@ -7,7 +7,7 @@ from collections import Counter
 
 import streamlit as st
 
-from app_pages import app_engine
+from app_pages import alerts, app_engine, selection, version_labels
 from sessions import numbering
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.costs import calls_cost, money, usage_totals
@@ -20,10 +20,10 @@ eng = app_engine.engine()
 store = eng.store
 
 st.title("Versions")
-ep_id, vid, ep = app_engine.require_episode("No episode selected. Open one on the Episodes page.")
-app_engine.select(ep_id, vid)
+ep_id, vid, ep = selection.require_episode("No episode selected. Open one on the Episodes page.")
+selection.select(ep_id, vid)
 
-app_engine.episode_header(ep)
+version_labels.episode_header(ep)
 
 versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
@@ -34,7 +34,7 @@ expand = bool(group_labels) and st.toggle("Expand rollout groups", key="ver_expa
 # a closed rollout group is one node and one row: its members' steps and calls are read only when it is open
 # (or for the one version selected), so a page of an episode with a thousand rollouts costs what a few versions do
 shown = [v for v in versions if expand or v.id not in member or v.id == vid]
-statuses = app_engine.version_statuses(shown)  # one jobs query for the table and the selector
+statuses = version_labels.version_statuses(shown)  # one jobs query for the table and the selector
 steps_of = {v.id: eng.steps(v) for v in shown}
 calls = {c.id: c for c in store.calls.read({cid for st_ in steps_of.values() for s in st_ for cid in s.call_ids})}
 rows = []
@@ -99,30 +99,30 @@ table = [version_row(row_of[v.id], nums, group_labels) if v.id in row_of
 st.dataframe(table, hide_index=True, key="versions_table")
 
 ids = [v.id for v in shown]
-labels = {i: app_engine.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
+labels = {i: version_labels.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
 pick = st.selectbox("Version", ids, index=ids.index(vid) if vid in ids else 0, format_func=labels.get,
-                    key=app_engine.widget_key(f"ver_pick_{ep_id}", labels.values()))
+                    key=version_labels.widget_key(f"ver_pick_{ep_id}", labels.values()))
 if pick != vid:  # picking a version selects it (as the Editor's selector does)
-    app_engine.select(ep_id, pick)
+    selection.select(ep_id, pick)
     st.rerun()
 c = st.columns([3, 1, 1, 1])
 new_name = c[0].text_input("Name", value=by_id[pick].name or "", key=f"ver_name_{pick}")
-app_engine.show_error("versions")
+alerts.show_error("versions")
 if c[1].button("Save name", key="ver_rename"):
     try:
         store.versions.update(pick, name=new_name.strip() or None)
     except app_engine.USER_ERRORS as exc:
-        app_engine.set_error("versions", exc)
+        alerts.set_error("versions", exc)
     st.rerun()
 if c[2].button("Mark current", key="ver_current"):
     store.versions.set_current(ep_id, pick)
-    app_engine.select(ep_id, pick)
+    selection.select(ep_id, pick)
     st.rerun()
 if c[3].button("Open in Editor", key="ver_open", type="primary"):
-    app_engine.open_in("editor", ep_id, pick)
+    selection.open_in("editor", ep_id, pick)
 if st.button("Compare with its parent", key="ver_compare", disabled=by_id[pick].parent_version is None):
     st.session_state["cmp_left"] = by_id[pick].parent_version
     st.session_state["cmp_right"] = pick
-    app_engine.open_in("compare", ep_id, pick)
+    selection.open_in("compare", ep_id, pick)
 with st.expander(f"Annotate {nums[pick]}: verdict, failure modes, notes, exemplar-ready"):
     version_annotation_panel(store, pick, "ver")

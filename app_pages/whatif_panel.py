@@ -19,7 +19,7 @@ import streamlit as st
 from agent import jobs
 from agent.engine import Engine, EngineError
 from agent.rollouts import MAX_N, Effect, GroupStats, Request, group_stats, resample, whatif
-from app_pages import app_engine
+from app_pages import app_engine, selection
 from app_pages.page_text import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
 from envs.registry import family
@@ -239,5 +239,5 @@ def _status(eng: Engine, job: Job) -> None:
     st.dataframe(first_rows(stats), hide_index=True, key="wi_first")
     # a link, not a button: a page switch from inside this ticking fragment could leave a blank page
     g = stats[0].group
-    st.page_link(app_engine.page_path("versions"), label="Open the rollouts in Versions",
+    st.page_link(selection.page_path("versions"), label="Open the rollouts in Versions",
                  query_params={"episode": str(g.episode_id), "version": str(g.source_version)})
