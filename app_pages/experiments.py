@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from agent import experiment
+from agent import experiment, experiment_background, experiment_scores
 from agent import leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
@@ -29,8 +29,8 @@ from trajectory.records import AgentConfig
 
 
 @st.cache_resource(show_spinner=False)
-def _background(path: str) -> experiment.Background:
-    return experiment.Background(path)
+def _background(path: str) -> experiment_background.Background:
+    return experiment_background.Background(path)
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Listing:
     experiments listed (ids, their labels and environments) and the one selected."""
 
     store: Any
-    bg: experiment.Background
+    bg: experiment_background.Background
     sel: int
     ids: list[int]
     labels: dict[int, str]
@@ -50,7 +50,7 @@ bg = _background(app_engine.db_path())
 store = app_engine.store()
 
 
-def launch(bg: experiment.Background, exp_id: int, concurrency: int) -> None:
+def launch(bg: experiment_background.Background, exp_id: int, concurrency: int) -> None:
     # the key comes from the environment only and is handed to the clients, never stored
     bg.start(exp_id, concurrency=concurrency, api_key=os.environ.get("OPENAI_API_KEY") or None)
 
@@ -86,7 +86,7 @@ def form_tasks(env: str, spec: str, limit: int, sample: str, seed: int) -> list:
         return []
 
 
-def new_experiment_form(store, bg: experiment.Background) -> None:
+def new_experiment_form(store, bg: experiment_background.Background) -> None:
     """Every run setting the CLI has; the leakage check before the launch."""
     d = app_engine.defaults()
     c = st.columns(4)
@@ -122,8 +122,8 @@ def new_experiment_form(store, bg: experiment.Background) -> None:
     st.caption(f"Task sources: {', '.join(SOURCES)}. 'paper' reproduces the notebooks' subsets.")
 
 
-def create_and_launch(store, bg: experiment.Background, env: str, method: str, settings: dict, params: dict, name: str,
-                      leave_out: bool, concurrency: int) -> None:
+def create_and_launch(store, bg: experiment_background.Background, env: str, method: str, settings: dict, params: dict,
+                      name: str, leave_out: bool, concurrency: int) -> None:
     alerts.clear_error("x_new")
     d = app_engine.defaults()
     try:
@@ -172,18 +172,18 @@ page = Listing(store=store, bg=bg, sel=sel, ids=ids, labels=labels, env_of=env_o
 @st.cache_data(show_spinner=False, max_entries=1000)
 def _summary(db: str, exp_id: int, changed: tuple) -> dict:
     """An experiment's summary, recomputed only when the experiment changed (`changed`)."""
-    return experiment.summary(app_engine.store(), exp_id)
+    return experiment_scores.summary(app_engine.store(), exp_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
 def _compare(db: str, a: int, b: int, changed: tuple, include_leaked: bool = False) -> dict:
-    return experiment.compare(app_engine.store(), a, b, include_leaked=include_leaked)
+    return experiment_scores.compare(app_engine.store(), a, b, include_leaked=include_leaked)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
 def _failures(db: str, exp_id: int, changed: tuple) -> tuple[list, Any]:
     """The failed items and their signal counts, recomputed only when the experiment changed."""
-    failed = experiment.failures(app_engine.store(), exp_id)
+    failed = experiment_scores.failures(app_engine.store(), exp_id)
     return failed, signal_counts(app_engine.store(), [it.episode_id for it in failed if it.episode_id])
 
 
@@ -194,7 +194,7 @@ def summaries(x: Listing, keys: dict[int, tuple] | None = None) -> dict[int, dic
     return {i: _summary(app_engine.db_path(), i, keys.get(i, ())) for i in ids}
 
 
-def live(bg: experiment.Background, s: dict) -> dict:
+def live(bg: experiment_background.Background, s: dict) -> dict:
     """The summary with what the page knows now: running (this process runs it) and partial."""
     running = bg.running(s["experiment"])
     partial = is_partial(s)
@@ -212,7 +212,7 @@ def status_label(status: str, running: bool, partial: bool, done: int) -> str:
     return f"{'stopped' if status in ('running', 'created') else status} (partial)"
 
 
-def any_running(bg: experiment.Background, ids: list[int]) -> bool:
+def any_running(bg: experiment_background.Background, ids: list[int]) -> bool:
     return any(bg.running(i) for i in ids)
 
 

@@ -3,7 +3,7 @@ one JSON object.
 
 HotpotQA `react` on the first N (default 300) tasks of the ReAct release's dev set
 (../shared/reference/react-repo/data, or $REACT_DATA_DIR; skipped cleanly when absent),
-run as an experiment through the one runner (`agent.experiment.run`: jobs, leases, item
+run as an experiment through the one runner (`agent.experiment_runner.run`: jobs, leases, item
 claims, one Engine per worker thread, the Store's one writer, the real `openai` client) at
 each concurrency level, each run on a fresh database (the same tasks again in each run). The
 model is the scripted OpenAI-compatible server in a SEPARATE process (its CPU is not the
@@ -51,7 +51,7 @@ L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
   clocks cost CPU of their own) and `engine` (what is left of the runner's CPU: the engine,
   jobs, claims, prompts, threads, the writer).
 - `sql` (a traced run of 50 tasks at concurrency 1 and at the highest level, counted, not
-  timed, from the run's `Store(tracer=...)`, `experiment.run(tracer=...)`): `statements_per_call` (each execute of the Store's connections, begin and commit
+  timed, from the run's `Store(tracer=...)`, `experiment_runner.run(tracer=...)`): `statements_per_call` (each execute of the Store's connections, begin and commit
   included), `trace_reports_per_call` (SQLite's trace, which names a statement again per
   trigger program), `commits_per_call`, `durable_commits_per_call`, `log_syncs_per_call` (the
   Store's writer syncing the log without a commit: its power-loss window ended while it was
@@ -73,7 +73,7 @@ levels 8,16,32): c=8 72-73 / 74-75 (0.96-0.98); c=16 130-142 / 136-145 (0.95-0.9
 (0.48-0.83, median 0.56); both still rise (1.25-4.31x, 2.1-4.6x): the runner falls behind when
 the CPU is contended. A py-spy sample of a run at c=32 then (159 calls/s) finds its workers
 ~65% in the HTTP request, ~20% waiting for their step's group commit (`Engine._record` ->
-`sessions/writer.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment.py`
+`sessions/writer.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment_runner.py`
 `_Starts.take`). At L = 200 ms (load 1-4.4): c=1 4.3-4.8 / 4.75-4.9 (0.91-0.99); c=8 37 / 38
 (0.98); c=16 73-74 / 74-76 (0.97-1.00); c=32 121-140 / 130-136 (0.93-1.03, median 1.02); rising
 3.2-3.7x / 3.4-3.6x; cpu_ratio 1.37-1.43, 1.16-1.22, 1.10-1.21, 0.96-1.19. With a latency the
@@ -151,8 +151,8 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
            store_clock: list[float] | None = None, tracer: Callable[[str, Any], None] | None = None,
            client_clock: list[float] | None = None) -> dict:
     """One run of the experiment at `concurrency`, timed from its start (its creation is
-    not); `tracer`: the run's `Store(tracer=...)` (`experiment.run(tracer=...)`)."""
-    from agent import experiment
+    not); `tracer`: the run's `Store(tracer=...)` (`experiment_runner.run(tracer=...)`)."""
+    from agent import experiment, experiment_runner
     from sessions.store import Store
     from trajectory.records import AgentConfig
 
@@ -165,7 +165,7 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     gc.collect()  # (untimed, before each run of either side: neither pays for the other's garbage)
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
-        out = experiment.run(str(db), exp.id, concurrency=concurrency, tracer=tracer)
+        out = experiment_runner.run(str(db), exp.id, concurrency=concurrency, tracer=tracer)
     finally:
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     store = Store(db)

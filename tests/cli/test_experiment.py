@@ -219,7 +219,7 @@ def test_paired_interval_and_exact_test_tell_one_story():
     """The issue: 4 tasks only A solved, 0 only B solved, out of 20; exact McNemar p = 0.125,
     so the 95% interval of the difference must include 0, for every split of the other 16
     tasks into both/neither (method 10 excluded 0 at 8 both / 8 neither)."""
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
     for both in range(17):
         r = _pair_counts(*_pairs(both, 4, 0, 16 - both))
         assert (r["n"], r["a_only"], r["b_only"], r["diff"]) == (20, 4, 0, 0.2)
@@ -229,7 +229,7 @@ def test_paired_interval_and_exact_test_tell_one_story():
 
 
 def test_paired_interval_is_not_zero_width_when_every_pair_agrees():
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
     for both in range(21):
         r = _pair_counts(*_pairs(both, 0, 0, 20 - both))
         lo, hi = r["diff_ci"]
@@ -464,7 +464,7 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
     """Stopped at 2 of 6 tasks: the 4 unfinished are not failures. Rates are over the
     finished 2, `partial` is true, and compare against a finished run pairs 2 tasks and
     reports the other 4 as `excluded` (McNemar used to count them as A's failures)."""
-    from agent import experiment
+    from agent import experiment, experiment_runner
 
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
     db = tmp_path / "x.db"
@@ -476,7 +476,7 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
                               config=experiments.get(store, "B").config.model_copy(update={"cache": False}),
                               tasks=[it.task for it in experiments.items(store, b["experiment"])])
     stop, on_progress = _stop_after(2)
-    out = experiment.run(str(db), a.id, stop=stop, on_progress=on_progress)
+    out = experiment_runner.run(str(db), a.id, stop=stop, on_progress=on_progress)
     assert out["status"] == "stopped" and (out["done"], out["episodes"], out["partial"]) == (2, 6, True)
     assert out["success"] == 2 and out["success_rate"] == 1.0 and out["em"] == 1.0 and out["f1"] == 1.0
 
@@ -497,7 +497,7 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
 def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys, scripted_llm):
     """The version is annotated (frozen) while the experiment runs: the run goes on in a
     child version and the item points at that child, done with its real success."""
-    from agent import experiment
+    from agent import experiment, experiment_runner
     from sessions import annotations
 
     gold = HOTPOT[0]["answer"]
@@ -522,7 +522,7 @@ def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys,
         return wiki_agent({HOTPOT[0]["question"]: gold}, react_steps=3)(body)
 
     scripted_llm.set_responder(freezing)
-    out = experiment.run(str(db), exp.id)
+    out = experiment_runner.run(str(db), exp.id)
     assert out["done"] == 1 and out["success"] == 1
     with closing(Store(db)) as store:
         it = experiments.items(store, exp.id)[0]

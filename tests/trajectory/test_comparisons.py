@@ -32,7 +32,7 @@ def _excludes_zero(ci) -> bool:
 def test_paired_interval_and_p_value_are_one_procedure_on_the_issues_examples():
     """5 vs 0 discordant of 26: the old interval excluded 0 beside exact p 0.0625. Now the
     interval goes with `p_value` (and 4 vs 0 stays not significant)."""
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
 
     for a_only, p in ((5, 0.0625), (4, 0.125)):
         for both in (0, 10, 21 - a_only):
@@ -44,7 +44,7 @@ def test_paired_interval_and_p_value_are_one_procedure_on_the_issues_examples():
 
 
 def test_paired_interval_excludes_zero_exactly_when_p_is_below_005():
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
 
     for n in (1, 7, 26):
         for b in range(n + 1):
@@ -95,7 +95,7 @@ def test_pooled_interval_does_not_collapse_and_one_episode_is_refused():
 
 
 def test_empty_comparisons_have_no_p_value():
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
     from agent.rollouts import Effect
 
     r = _pair_counts([], [])
@@ -155,7 +155,7 @@ def test_compare_text_puts_rates_over_the_paired_tasks_in_points(tmp_path, capsy
 
 
 def test_app_labels_name_the_exact_mcnemar_p_and_the_method():
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
     from agent.rollouts import Effect
     from app_pages.experiment_views import compare_rows
     from app_pages.whatif_panel import effect_text

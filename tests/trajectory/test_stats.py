@@ -396,7 +396,7 @@ def test_printed_numbers_say_what_the_test_says():
     0.05 never printed as 0.05; compare --json unrounded."""
     from types import SimpleNamespace
 
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
     from app_pages.experiment_views import _p as app_p
     from app_pages.whatif_panel import effect_text as app_effect
     from react_editor.experiment import _effect
