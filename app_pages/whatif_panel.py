@@ -18,7 +18,8 @@ import streamlit as st
 
 from agent import jobs
 from agent.engine import Engine, EngineError
-from agent.rollouts import MAX_N, Effect, GroupStats, Request, group_stats, resample, whatif
+from agent.rollout_stats import Effect, GroupStats
+from agent.rollouts import MAX_N, Request, group_stats, resample, whatif
 from app_pages import app_engine, selection
 from app_pages.page_text import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError

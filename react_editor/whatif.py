@@ -224,7 +224,8 @@ def _step(args: argparse.Namespace, engine, vid: int) -> int:
 
 
 def _whatif_experiment(args: argparse.Namespace) -> int:
-    from agent.rollouts import RolloutError, experiment_versions, pooled, whatif_many
+    from agent.rollout_stats import RolloutError, pooled
+    from agent.rollouts import experiment_versions, whatif_many
 
     if args.episode is not None or args.version is not None or args.step is not None:
         raise CliError("with --experiment, give --at (not an episode, --version or --step)")
