@@ -77,4 +77,5 @@ def test_the_checks_catch_a_long_module_and_a_missing_docstring():
     assert first_docstring_line("import os\n") is None
     assert first_docstring_line('"""\n\nlater"""\nx = 1\n') is None  # opens blank
     assert first_docstring_line('"""\nWhat it holds.\n"""\n') is None
-    assert first_docstring_line('"""The store: episodes and versions.\n\nMore."""\n') == "The store: episodes and versions."
+    doc = '"""The store: episodes and versions.\n\nMore."""\n'
+    assert first_docstring_line(doc) == "The store: episodes and versions."
