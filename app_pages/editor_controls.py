@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agent import jobs
-from app_pages import alerts, app_engine, stepjobs, stop_panel, version_labels
+from app_pages import alerts, app_engine, stepjobs, stop_panel, version_names
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run, start_run, start_step, switch_to
 from app_pages.page_text import outcome_text, plural
@@ -85,7 +85,7 @@ def status_line(v, steps, name: str, r: dict | None, status: str, stop_at: dict 
 
 
 def line_of(page: EditorPage, v, steps) -> str:
-    return status_line(v, steps, page.vname(v.id), st.session_state.get("run"), version_labels.version_status(v),
+    return status_line(v, steps, page.vname(v.id), st.session_state.get("run"), version_names.version_status(v),
                        st.session_state.get("stop_at"))
 
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from agent import local_model
 from agent.client import public_url, resolve_base_url
-from app_pages import alerts, app_engine, selection, version_labels
+from app_pages import alerts, app_engine, selection, version_names
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run
 from app_pages.page_text import endpoint_problem
@@ -19,7 +19,7 @@ from sessions import experiments, rollouts
 def task_box(page: EditorPage) -> None:
     """The task; a batch episode links back to its experiment's results."""
     with st.container(key="task_box"):
-        version_labels.episode_header(page.ep)
+        version_names.episode_header(page.ep)
         if (exp := experiments.of_episode(page.store, page.ep_id)) is not None:
             xc = st.columns([5, 1])
             xc[0].text(f"Part of experiment {exp.id} “{exp.name}” ({exp.method} on {exp.env})")
@@ -38,12 +38,12 @@ def version_row(page: EditorPage, versions: list) -> None:
     by_id = {v.id: v for v in versions}
     cols = st.columns([3, 2, 3])
     ids = [v.id for v in versions]
-    statuses = version_labels.version_statuses(versions)  # one jobs query for the whole selector
-    labels = {i: version_labels.version_label(by_id[i], page.nums.get(i), statuses[i])
+    statuses = version_names.version_statuses(versions)  # one jobs query for the whole selector
+    labels = {i: version_names.version_label(by_id[i], page.nums.get(i), statuses[i])
               + (" · current" if i == ep.current_version else "") for i in ids}
     # the key carries the labels' state, so a finished run or a new version redraws the selector
     chosen = cols[0].selectbox("Version", ids, index=ids.index(vid), format_func=labels.get,
-                               key=version_labels.widget_key(f"vsel_{page.ep_id}_{vid}", labels.values()))
+                               key=version_names.widget_key(f"vsel_{page.ep_id}_{vid}", labels.values()))
     if chosen != vid:
         close_run(page.store, "stopped")
         selection.select(page.ep_id, chosen)

@@ -16,7 +16,7 @@ from agent import leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
-from app_pages import alerts, app_engine, selection, version_labels
+from app_pages import alerts, app_engine, selection, version_names
 from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
                                         paper_row, results_columns, signal_rows, split_row,
@@ -405,7 +405,7 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
     cells = [(t, name) for t, by in table.items() for name in by]
     label = {c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})" for c in cells}
     # the key carries the counts: a keyed selector would keep drawing a stale "(2)" next to a table saying 3
-    cell = st.selectbox("Episodes with", cells, key=version_labels.widget_key("x_signal_cell", label.values()),
+    cell = st.selectbox("Episodes with", cells, key=version_names.widget_key("x_signal_cell", label.values()),
                         format_func=label.get)
     ids = counts.episodes[cell[0]][cell[1]]
     g = st.columns([3, 1])

@@ -7,7 +7,7 @@ from collections import Counter
 
 import streamlit as st
 
-from app_pages import alerts, app_engine, selection, version_labels
+from app_pages import alerts, app_engine, selection, version_names
 from sessions import numbering
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.costs import calls_cost, money, usage_totals
@@ -23,7 +23,7 @@ st.title("Versions")
 ep_id, vid, ep = selection.require_episode("No episode selected. Open one on the Episodes page.")
 selection.select(ep_id, vid)
 
-version_labels.episode_header(ep)
+version_names.episode_header(ep)
 
 versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
@@ -34,7 +34,7 @@ expand = bool(group_labels) and st.toggle("Expand rollout groups", key="ver_expa
 # a closed rollout group is one node and one row: its members' steps and calls are read only when it is open
 # (or for the one version selected), so a page of an episode with a thousand rollouts costs what a few versions do
 shown = [v for v in versions if expand or v.id not in member or v.id == vid]
-statuses = version_labels.version_statuses(shown)  # one jobs query for the table and the selector
+statuses = version_names.version_statuses(shown)  # one jobs query for the table and the selector
 steps_of = {v.id: eng.steps(v) for v in shown}
 calls = {c.id: c for c in store.calls.read({cid for st_ in steps_of.values() for s in st_ for cid in s.call_ids})}
 rows = []
@@ -99,9 +99,9 @@ table = [version_row(row_of[v.id], nums, group_labels) if v.id in row_of
 st.dataframe(table, hide_index=True, key="versions_table")
 
 ids = [v.id for v in shown]
-labels = {i: version_labels.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
+labels = {i: version_names.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
 pick = st.selectbox("Version", ids, index=ids.index(vid) if vid in ids else 0, format_func=labels.get,
-                    key=version_labels.widget_key(f"ver_pick_{ep_id}", labels.values()))
+                    key=version_names.widget_key(f"ver_pick_{ep_id}", labels.values()))
 if pick != vid:  # picking a version selects it (as the Editor's selector does)
     selection.select(ep_id, pick)
     st.rerun()
