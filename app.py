@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages import access
-from app_pages.state import link_params
+from app_pages.selection import link_params
 from envs import registry
 from sessions.store import StoreError
 

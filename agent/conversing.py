@@ -23,11 +23,23 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from agent.engine_records import _strip_echo
 from trajectory.conversation import conversation, request_body, request_text
 from trajectory.kinds import ModelRequest
 from trajectory.records import MAX_TEXT, Step, Task, ToolCall
 from trajectory.tools import ToolCallError
+
+
+def strip_echo(text: str, prompt: str) -> str:
+    """Chat models often repeat the cue ('Thought 3:', '>'); drop it so parsing matches."""
+    cue = prompt[prompt.rfind("\n") + 1 :].strip()
+    t = text.lstrip()
+    if cue and t.startswith(cue):
+        t = t[len(cue) :]
+        return t if t.startswith(" ") else " " + t
+    if cue == ">" and t.startswith(">"):
+        return t[1:]
+    return text
+
 
 TOOLS_NOTE = ("In this conversation every action is a tool call: write your reasoning as the message text "
               "and call exactly one tool per turn.")
@@ -116,7 +128,7 @@ def parse(transcript: Any, req: ConvRequest, answer: str, fixed: Fixed, task: Ta
     if reasoning is not None:
         extra["reasoning"] = reasoning[:MAX_TEXT]
     if req.api_style == "messages":
-        reply = transcript.parse(req.text, _strip_echo(_cut(content.lstrip(), req.text.stop), req.text.prompt))
+        reply = transcript.parse(req.text, strip_echo(_cut(content.lstrip(), req.text.stop), req.text.prompt))
         then = request(transcript, fixed, task, steps, req.api_style, reply.then) if reply.then else None
         return Turn(_short(reply.thought), _short(reply.action), then, extra)
     thought = content.strip()[:MAX_TEXT] or None

@@ -10,7 +10,9 @@ from typing import Any, Callable, ContextManager
 
 from pydantic import ValidationError
 
-from agent.engine_records import EngineError, EpisodeLocks, _clean_text, _outcome, version_name
+from agent.engine_errors import EngineError
+from agent.engine_reports import _clean_text, _outcome, version_name
+from agent.episode_locks import EpisodeLocks
 from agent.environments import EnvironmentPool
 from agent.version_paths import VersionPaths
 from envs.registry import family

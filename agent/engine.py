@@ -3,7 +3,8 @@ point; it is composed of parts that live beside it: `agent.prompting` (`engine.p
 model and the prompt), `agent.environments` (`engine.envs`: live environments, restoring a
 step's state), `agent.editing` (`engine.editor`: edits, branches, new settings),
 `agent.version_paths` (`engine.paths`: a version's episode and steps, cached) and
-`agent.engine_records` (errors, reports, helpers).
+`agent.engine_errors`, `agent.engine_reports` (errors; a step's and a run's reports) and
+`agent.episode_locks` (the per-episode locks).
 
 `Engine.step` builds the prompt (a pure function of config, exemplars, task and the
 version's steps), calls the model, parses, executes the action in the environment, and
@@ -20,13 +21,14 @@ from typing import Any, Callable, ContextManager, Iterator, NamedTuple
 
 from agent.client import CallWatch
 from agent.editing import Editor
-from agent.engine_records import (FROZEN, PATH_CACHE, QA_METHODS, EngineError, EpisodeLocks, ModelCallFailed, RunReport,
-                                  StepCancelled, StepReport, WriteBlocked, _clean_text, _outcome, _outcome_text,
+from agent.engine_errors import EngineError, ModelCallFailed, StepCancelled, WriteBlocked
+from agent.engine_reports import (FROZEN, QA_METHODS, RunReport, StepReport, _clean_text, _outcome, _outcome_text,
                                   qa_method_of, version_name)
 from agent.environments import EnvironmentPool
+from agent.episode_locks import EpisodeLocks
 from agent.prompting import PromptBuilder
 from agent.run_settings import check_config
-from agent.version_paths import VersionPaths
+from agent.version_paths import PATH_CACHE, VersionPaths
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
 from sessions.writer import write

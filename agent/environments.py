@@ -8,16 +8,32 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, ContextManager
 
 from agent.client import public_url
-from agent.engine_records import EngineError, EpisodeLocks, _Live, _same_endpoint, version_name
+from agent.engine_errors import EngineError
+from agent.engine_reports import version_name
+from agent.episode_locks import EpisodeLocks
 from agent.version_paths import VersionPaths
 from envs.base import EnvError, Environment, ReplayMismatch
 from envs.registry import family
 from agent.endpoint_keys import CONFIRMED_SETTING
 from sessions.store import Store
 from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, Episode, Step, Task, env_only
+
+
+@dataclass
+class _Live:
+    """An environment instance kept alive for one episode, with state tokens per step."""
+
+    env: Environment
+    at: int | None = None  # id of the step the env is after (0 = just reset)
+    tokens: dict[int, Any] = field(default_factory=dict)
+
+
+def _same_endpoint(a: str, b: str) -> bool:
+    return public_url(a).rstrip("/").lower() == public_url(b).rstrip("/").lower()
 
 
 class EnvironmentPool:

@@ -10,9 +10,11 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from agent import conversing, exemplars
+from agent.conversing import strip_echo
 from agent.client import CallWatch, ModelClient, ModelError
-from agent.engine_records import PATH_CACHE, EngineError, ModelCallFailed, StepCancelled, _strip_echo, qa_method_of
-from agent.version_paths import VersionPaths
+from agent.engine_errors import EngineError, ModelCallFailed, StepCancelled
+from agent.engine_reports import qa_method_of
+from agent.version_paths import PATH_CACHE, VersionPaths
 from envs.registry import family
 from sessions import exemplar_sets
 from sessions.connection import Fence
@@ -21,6 +23,7 @@ from trajectory.answer_formats import qa_prompt
 from trajectory.conversation import CHAT_STYLES
 from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, Episode, ModelCall, Step, Version
+
 
 
 class PromptBuilder:
@@ -102,7 +105,7 @@ class PromptBuilder:
         if watch is not None and watch.cancel.is_set():  # answered after Stop: not used
             raise StepCancelled("step cancelled; the model's answer was not used", call)
         if episode.config.api_style == "chat":
-            text = _strip_echo(text, prompt)
+            text = strip_echo(text, prompt)
         return text
 
     def ask(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None, calls: list[ModelCall],

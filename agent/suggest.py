@@ -23,8 +23,9 @@ from typing import Any, Callable, Sequence
 from agent import local_model
 from agent.client import CallWatch, ModelClient, ModelError, chat_message
 from agent.engine import Engine, EngineError, StepCancelled
-from agent.engine_records import version_name
-from agent.rollouts import Effect, Request, whatif
+from agent.engine_reports import version_name
+from agent.rollout_stats import Effect
+from agent.rollouts import Request, whatif
 from agent.suggest_verdict import (ALPHA, ALPHA_ONE, assess, candidate_json, comparison_of, experiment_adjusted,
                                    ranked, report, verdict)
 from envs.registry import family

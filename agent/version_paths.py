@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from agent.engine_records import PATH_CACHE
 from sessions.store import Store
 from trajectory.records import Episode, Step, Version
 
 VERSION_EPISODE_CACHE = 65_536  # version ids whose episode the engine remembers
+PATH_CACHE = 256  # versions whose paths the engine keeps in memory
 
 
 class VersionPaths:

@@ -116,10 +116,10 @@ def key_guard():
 
     if behind_gate() and client.ENDPOINT_KEYS is None:
         from agent.endpoint_keys import CONFIRMED_SETTING, EndpointKeys
-        from app_pages import state
+        from app_pages import app_engine
         from agent.gate import ENDPOINTS_ENV
 
-        store = state.store()
+        store = app_engine.store()
         client.ENDPOINT_KEYS = EndpointKeys(
             os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL") or client.DEFAULT_BASE_URL,
             [u for u in os.environ.get(ENDPOINTS_ENV, "").splitlines() if u.strip()],

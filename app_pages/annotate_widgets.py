@@ -8,7 +8,7 @@ import streamlit as st
 
 from agent import exemplars
 from app_pages import access
-from app_pages.state import alert, plain_caption
+from app_pages.alerts import alert, plain_caption
 from sessions import annotations
 from sessions import exemplar_sets
 from sessions.store import Store, StoreError

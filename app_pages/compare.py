@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import state
+from app_pages import app_engine, selection, version_names
 from app_pages.judge_panel import judgment_panel
 from sessions import numbering
-from app_pages.views import COMPARE_CSS, compare_html, outcome_text, plural
+from app_pages.compare_table import COMPARE_CSS, compare_html
+from app_pages.page_text import outcome_text, plural
 from trajectory.alignment import align_versions, carried_map, person_edits
 
-eng = state.engine()
+eng = app_engine.engine()
 store = eng.store
 
 st.title("Compare")
-ep_id, vid, ep = state.require_episode("No episode selected. Open one on the Episodes page.")
+ep_id, vid, ep = selection.require_episode("No episode selected. Open one on the Episodes page.")
 
 versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
@@ -43,15 +44,15 @@ right_default = vid if vid in by_id else ids[-1]
 left_default = by_id[right_default].parent_version or ids[0]
 left, right = pick("left", left_default, by_id), pick("right", right_default, by_id)
 
-state.episode_header(ep)
+version_names.episode_header(ep)
 c = st.columns(2)
 nums = numbering.labels(store, ep_id)  # people read per-episode numbers
-statuses = state.version_statuses(versions)  # one jobs query for both selectors
-labels = {i: state.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
+statuses = version_names.version_statuses(versions)  # one jobs query for both selectors
+labels = {i: version_names.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
 new_left = c[0].selectbox("Left", ids, index=ids.index(left), format_func=labels.get,
-                          key=state.widget_key(f"cmp_l_{ep_id}_{left}", labels.values()))
+                          key=version_names.widget_key(f"cmp_l_{ep_id}_{left}", labels.values()))
 new_right = c[1].selectbox("Right", ids, index=ids.index(right), format_func=labels.get,
-                           key=state.widget_key(f"cmp_r_{ep_id}_{right}", labels.values()))
+                           key=version_names.widget_key(f"cmp_r_{ep_id}_{right}", labels.values()))
 st.session_state["cmp_left"], st.session_state["cmp_right"] = new_left, new_right
 params = {"episode": str(ep_id), "version": str(new_right), "left": str(new_left), "right": str(new_right)}
 if dict(st.query_params) != params:

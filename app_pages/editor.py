@@ -21,7 +21,7 @@ import uuid
 
 import streamlit as st
 
-from app_pages import state, stepjobs
+from app_pages import app_engine, selection, stepjobs
 from app_pages.editor_assets import EDITOR_CSS, UNSAVED_GUARD
 from app_pages.editor_body import body
 from app_pages.editor_context import RUN_TICK_S, EditorPage
@@ -31,16 +31,16 @@ from app_pages.editor_run import close_run, finished_job
 from envs.registry import family
 from sessions import numbering
 
-eng = state.engine()
+eng = app_engine.engine()
 store = eng.store
 tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)  # whose step results this tab collects
 
 st.title("Editor")
-ep_id, vid, ep = state.require_episode("No episode selected. Start or open one on the Episodes page.")
+ep_id, vid, ep = selection.require_episode("No episode selected. Start or open one on the Episodes page.")
 if vid is None:
     st.error(f"Episode {ep_id} has no version.")
     st.stop()
-state.select(ep_id, vid)
+selection.select(ep_id, vid)
 ep = ep.model_copy(update={"config": store.versions.config(vid)})  # the settings this version runs with
 if notice := st.session_state.pop("notice", None):  # e.g. "v3 is frozen (annotated): continued in v7"
     st.info(notice)

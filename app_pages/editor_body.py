@@ -8,14 +8,14 @@ import time
 
 import streamlit as st
 
-from app_pages import state, stepjobs, suggest_panel
+from app_pages import alerts, stepjobs, suggest_panel
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.editor_context import POLL_S, RUN_LEASE_S, STEP_ERRORS, EditorPage
 from app_pages.editor_controls import line_of, others_panel
 from app_pages.editor_human import human_panel
 from app_pages.editor_run import finished_job, renew_run, settle, switcher
 from app_pages.editor_steps import StepExtras, overview_strip, render_step, steps_view
-from app_pages.views import answer_line
+from app_pages.page_text import answer_line
 
 
 def outcome_box(page: EditorPage, v) -> None:
@@ -25,7 +25,7 @@ def outcome_box(page: EditorPage, v) -> None:
     head = f"Done: failure (reward {v.outcome.reward:g}). Edit a thought or action above to try another way."
     line = answer_line(page.ep.task.gold, v.outcome.metrics)
     if line:  # the gold answer and the model's come from data: escaped, inside the box
-        state.alert(line, "warning", headline=head)
+        alerts.alert(line, "warning", headline=head)
     else:
         st.warning(head)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import streamlit as st
 
 from agent import jobs
-from app_pages import state, stepjobs, stop_panel
+from app_pages import alerts, app_engine, stepjobs, stop_panel, version_names
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run, start_run, start_step, switch_to
-from app_pages.views import outcome_text, plural
+from app_pages.page_text import outcome_text, plural
 
 
 def branch_row(page: EditorPage, v, steps, limit: int) -> None:
@@ -27,9 +27,9 @@ def branch_row(page: EditorPage, v, steps, limit: int) -> None:
 
 def retry_last(page: EditorPage) -> None:
     """The step error's Retry: the last command again."""
-    if state.show_error("step", retry_label="Retry"):
+    if alerts.show_error("step", retry_label="Retry"):
         last = st.session_state.get("last_cmd") or {"kind": "step"}
-        state.clear_error("step")
+        alerts.clear_error("step")
         if last["kind"] == "run":
             start_run(page, last.get("n"), last.get("until"))
         else:
@@ -45,7 +45,7 @@ def controls(page: EditorPage, v, steps, busy: bool):
     running = bool(st.session_state.get("run"))
     with st.container(key="run_controls"):
         c = st.columns([1, 1, 1, 1.3, 1, 2.2])
-        no_model = state.no_model_reason(page.ep.config)  # the built-in model is not installed: say so
+        no_model = app_engine.no_model_reason(page.ep.config)  # the built-in model is not installed: say so
         off = running or busy or finished or bool(no_model)
         c[0].button("Step", key="btn_step", disabled=off, on_click=start_step, args=(page,))
         n = c[1].number_input("N", min_value=1, max_value=500, value=5, step=1, key="run_n",
@@ -85,7 +85,7 @@ def status_line(v, steps, name: str, r: dict | None, status: str, stop_at: dict 
 
 
 def line_of(page: EditorPage, v, steps) -> str:
-    return status_line(v, steps, page.vname(v.id), st.session_state.get("run"), state.version_status(v),
+    return status_line(v, steps, page.vname(v.id), st.session_state.get("run"), version_names.version_status(v),
                        st.session_state.get("stop_at"))
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import state
+from app_pages import alerts
 from app_pages.editor_context import STEP_ERRORS, EditorPage
 from app_pages.editor_hints import hint_controls, suggestion_box, suggestions_for
 from app_pages.editor_run import switch_to
-from app_pages.views import EDIT_CHOICES, applicable_edits, one_line
+from app_pages.page_text import EDIT_CHOICES, applicable_edits, one_line
 
 RESUME_HERE = "Resume from here"
 INSERTS = ("insert_thought", "insert_after")
@@ -49,7 +49,7 @@ def keep_later(page: EditorPage, k: int, kind: str | None) -> bool:
 def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, keep: bool, resume: bool,
                steps_n: int) -> None:
     """Make the new version (an edit, or a plain branch) and show it, resuming if asked."""
-    state.clear_error("edit")
+    alerts.clear_error("edit")
     text = None if text is None else text.strip() if kind == "rewrite_reasoning" else one_line(text)
     try:
         if kind is None:
@@ -58,7 +58,7 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
             at = k + 1 if kind == "insert_after" else k
             new = page.eng.editor.edit(page.vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
     except STEP_ERRORS as exc:
-        state.set_error("edit", exc)
+        alerts.set_error("edit", exc)
         st.rerun()
     switch_to(page, new.id, (int(steps_n) or None) if resume and not new.outcome.done else False)
 
@@ -66,7 +66,7 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
 def close_edit() -> None:
     """Cancel's callback: the panels close in the run the click starts (no second run)."""
     st.session_state.pop("edit_at", None)
-    state.clear_error("edit")
+    alerts.clear_error("edit")
 
 
 def edit_panel(page: EditorPage, v, steps, s) -> None:
@@ -79,7 +79,7 @@ def edit_panel(page: EditorPage, v, steps, s) -> None:
         kind = labels.get(st.radio("Change", [*labels, RESUME_HERE], key=f"ed_kind_{vid}_{k}", horizontal=True))
         text = edit_text(page, s, kind)
         keep = keep_later(page, k, kind)
-        state.show_error("edit")
+        alerts.show_error("edit")
         c = st.columns([1.3, 1.6, 1.4, 1, 3])
         apply = c[0].button("Edit only" if kind else "Branch only", key=f"ed_apply_{vid}_{k}")
         resume = c[1].button("Edit and resume" if kind else "Branch and resume",

@@ -10,23 +10,23 @@ import streamlit as st
 from agent import local_model
 from agent.client import public_url, resolve_base_url
 from app_pages.api_styles import api_style_box
-from app_pages import state
+from app_pages import alerts, app_engine, selection, version_names
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run
-from app_pages.views import endpoint_problem
+from app_pages.page_text import endpoint_problem
 from sessions import experiments, rollouts
 
 
 def task_box(page: EditorPage) -> None:
     """The task; a batch episode links back to its experiment's results."""
     with st.container(key="task_box"):
-        state.episode_header(page.ep)
+        version_names.episode_header(page.ep)
         if (exp := experiments.of_episode(page.store, page.ep_id)) is not None:
             xc = st.columns([5, 1])
             xc[0].text(f"Part of experiment {exp.id} “{exp.name}” ({exp.method} on {exp.env})")
             if xc[1].button("Open experiment", key="ed_open_exp"):
                 st.session_state["x_sel"] = exp.id
-                st.switch_page(state.page_path("experiments"))
+                st.switch_page(selection.page_path("experiments"))
 
 
 def version_row(page: EditorPage, versions: list) -> None:
@@ -39,15 +39,15 @@ def version_row(page: EditorPage, versions: list) -> None:
     by_id = {v.id: v for v in versions}
     cols = st.columns([3, 2, 3])
     ids = [v.id for v in versions]
-    statuses = state.version_statuses(versions)  # one jobs query for the whole selector
-    labels = {i: state.version_label(by_id[i], page.nums.get(i), statuses[i])
+    statuses = version_names.version_statuses(versions)  # one jobs query for the whole selector
+    labels = {i: version_names.version_label(by_id[i], page.nums.get(i), statuses[i])
               + (" · current" if i == ep.current_version else "") for i in ids}
     # the key carries the labels' state, so a finished run or a new version redraws the selector
     chosen = cols[0].selectbox("Version", ids, index=ids.index(vid), format_func=labels.get,
-                               key=state.widget_key(f"vsel_{page.ep_id}_{vid}", labels.values()))
+                               key=version_names.widget_key(f"vsel_{page.ep_id}_{vid}", labels.values()))
     if chosen != vid:
         close_run(page.store, "stopped")
-        state.select(page.ep_id, chosen)
+        selection.select(page.ep_id, chosen)
         st.rerun()
     cfg = ep.config
     endpoint = public_url(resolve_base_url(cfg))
@@ -56,7 +56,7 @@ def version_row(page: EditorPage, versions: list) -> None:
         endpoint, where = "built in, on this machine", ""
     cols[1].text(f"Model: {cfg.model}\nStyle: {cfg.style} · {cfg.api_style}")
     cols[2].text(f"Endpoint: {endpoint}{where}\nMax steps: {page.eng.max_steps(ep)}")
-    state.model_banner(cfg)
+    app_engine.model_banner(cfg)
 
 
 def confirm_references(page: EditorPage) -> None:
@@ -81,18 +81,18 @@ def model_settings(page: EditorPage) -> None:
                                   key=f"cfg_url_{ep_id}")
         new_model = c[1].text_input("Model", value=cfg.model, key=f"cfg_model_{ep_id}")
         new_api = api_style_box(c[2], cfg.api_style, f"cfg_api_{ep_id}")
-        state.show_error("config")
+        alerts.show_error("config")
         if st.button("Use it from here (a new version)", key="cfg_apply"):
             problem = endpoint_problem(new_url)
             if problem:
-                state.set_error("config", problem)
+                alerts.set_error("config", problem)
                 st.rerun()
-            state.clear_error("config")
-            changed = state.reconfigure(page.vid, {"base_url": new_url.strip() or None,
+            alerts.clear_error("config")
+            changed = app_engine.reconfigure(page.vid, {"base_url": new_url.strip() or None,
                                                    "model": local_model.resolved_name(new_model.strip() or cfg.model),
                                                    "api_style": new_api})
             close_run(page.store, "stopped")
-            state.select(ep_id, changed.id)
+            selection.select(ep_id, changed.id)
             st.rerun()
 
 

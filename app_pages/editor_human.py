@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import state
+from app_pages import alerts, selection
 from app_pages.editor_context import STEP_ERRORS, EditorPage
 from app_pages.editor_hints import hint_controls, suggestion_box, suggestions_for
 from app_pages.editor_run import frozen_notice
-from app_pages.views import action_warning, one_line
+from app_pages.page_text import action_warning, one_line
 
 
 def human_turn(page: EditorPage, sfx: str, n: int) -> tuple[str, str, list[str]]:
@@ -31,15 +31,15 @@ def human_turn(page: EditorPage, sfx: str, n: int) -> tuple[str, str, list[str]]
 
 def take_step(page: EditorPage, thought: str, action: str) -> None:
     """The person's step, on this version or (a frozen one) on a new child."""
-    state.clear_error("human")
+    alerts.clear_error("human")
     try:
         rep = page.eng.human_step(page.vid, thought=one_line(thought or "") or None, action=action or None)
     except STEP_ERRORS as exc:
-        state.set_error("human", exc)
+        alerts.set_error("human", exc)
         st.rerun()
     if rep.version.id != page.vid:  # a frozen version: the step went to a new child
         st.session_state["notice"] = frozen_notice(page, rep)
-        state.select(page.ep_id, rep.version.id)
+        selection.select(page.ep_id, rep.version.id)
     st.rerun()
 
 
@@ -50,7 +50,7 @@ def human_panel(page: EditorPage, v, n: int) -> None:
     with st.container(border=True, key="human_panel"):
         st.caption("Human agent mode: write the next turn yourself (this is how new exemplars are authored).")
         thought, action, sugg = human_turn(page, sfx, n)
-        state.show_error("human")
+        alerts.show_error("human")
         warning = action_warning(page.ep.task.env, action, sugg if page.alf else None)
         confirmed = st.session_state.get(f"h_confirm_{sfx}") == action
         warned = bool(warning) and st.session_state.get(f"h_warned_{sfx}") == action and not confirmed
@@ -72,7 +72,7 @@ def take_buttons(sfx: str, action: str, warning: str | None) -> bool:
     key = f"h_check_{sfx}_{st.session_state.get(f'h_warns_{sfx}', 0)}" if warning else "h_take"
     with st.container(key=key):
         if warning:
-            state.alert(warning, "warning", headline="Check the action before it uses a step:")
+            alerts.alert(warning, "warning", headline="Check the action before it uses a step:")
         row = st.container(horizontal=True)
         take = row.button("Take this step", key="h_submit", type="primary")
         if warning and row.button("Take it anyway", key="h_confirm"):

@@ -8,7 +8,7 @@ import streamlit as st
 
 from agent.engine import FROZEN
 from agent.stop_conditions import first_hit, parse_all
-from app_pages import state, stepjobs
+from app_pages import alerts, selection, stepjobs
 from app_pages.editor_context import RUN_LEASE_S, STEP_ERRORS, EditorPage
 from sessions import jobs
 from sessions import numbering
@@ -39,8 +39,8 @@ def switch_to(page: EditorPage, new_vid: int, resume: int | None | bool = False)
     close_run(page.store, "stopped")
     st.session_state["run"] = None if resume is False else open_run(page, new_vid, resume, "edit-and-resume")
     st.session_state.pop("edit_at", None)
-    state.clear_error("step")
-    state.select(page.ep_id, new_vid)
+    alerts.clear_error("step")
+    selection.select(page.ep_id, new_vid)
     st.rerun()
 
 
@@ -51,7 +51,7 @@ def switcher(page: EditorPage):
 
 def start_step(page: EditorPage) -> None:
     """Step button callback: runs before the page, so the page draws Step disabled."""
-    state.clear_error("step")
+    alerts.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "step"}
     stepjobs.start(page.eng, page.tab, page.vid)
 
@@ -59,7 +59,7 @@ def start_step(page: EditorPage) -> None:
 def start_run(page: EditorPage, n: int | None, until: list[str] | None = None) -> None:
     """A run of n steps (None: to the end) that also stops where a condition of `until`
     (stop-condition specs, as `--until` takes them) first holds."""
-    state.clear_error("step")
+    alerts.clear_error("step")
     st.session_state["last_cmd"] = {"kind": "run", "n": n, "until": until or []}
     close_run(page.store, "stopped")
     st.session_state["run"] = {**open_run(page, page.vid, n), "until": until or []}
@@ -76,7 +76,7 @@ def hit_condition(r: dict, rep) -> bool:
     st.session_state["notice"] = f"Run stopped at step {step.index}: {cond.describe()} ({cond.spec})."
     why = str(cond.value).replace("_", " ") if cond.kind == "signal" else cond.describe()
     st.session_state["stop_at"] = {"version": rep.version.id, "index": step.index, "why": why}
-    state.focus_step(rep.version.id, step.index)  # the page shows the step it stopped at
+    selection.focus_step(rep.version.id, step.index)  # the page shows the step it stopped at
     return True
 
 
@@ -89,14 +89,14 @@ def settle(page: EditorPage, job: stepjobs.StepJob) -> list:
         if not isinstance(job.error, STEP_ERRORS):
             raise job.error
         msg = f"model call failed: {job.unreachable}" if job.unreachable else str(job.error)
-        state.set_error("step", msg)
+        alerts.set_error("step", msg)
         close_run(page.store, "failed")  # the run ended on the error (the message is the version's error)
         return []
     rep = job.result
     r = st.session_state.get("run")
     if rep.version.id != page.vid:  # a frozen version: the steps went to a new child, shown from now on
         st.session_state["notice"] = frozen_notice(page, rep)
-        state.select(page.ep_id, rep.version.id)
+        selection.select(page.ep_id, rep.version.id)
         if r:
             r["version"] = rep.version.id
             r["added"] += len(rep.steps)
@@ -108,7 +108,7 @@ def settle(page: EditorPage, job: stepjobs.StepJob) -> list:
         elif rep.done or (r["n"] is not None and r["added"] >= r["n"]):
             close_run(page.store, "done")
             if rep.steps:  # after Run N the newest step is in view
-                state.focus_step(rep.version.id, rep.steps[-1].index)
+                selection.focus_step(rep.version.id, rep.steps[-1].index)
     return rep.steps
 
 

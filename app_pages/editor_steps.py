@@ -8,13 +8,13 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app_pages import overview, signal_badges, state, suggest_panel, whatif_panel
+from app_pages import overview, selection, signal_badges, suggest_panel, whatif_panel
 from app_pages.annotate_widgets import step_tag_panel
 from app_pages.editor_context import LIVE_STEPS, EditorPage
 from app_pages.editor_edit import edit_panel
 from app_pages.editor_run import switcher
 from app_pages.textdiff import inline_diff_html
-from app_pages.views import deleted_here, origin_text, provenance, replaced_text, step_lines, tool_call_text
+from app_pages.page_text import deleted_here, origin_text, provenance, replaced_text, step_lines, tool_call_text
 from sessions import annotations
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
@@ -84,7 +84,7 @@ def open_edit(version_id: int, index: int) -> None:
     """Edit's callback: it runs before the page, so the one run the click starts draws the
     panels under the step (a rerun from the button drew the whole page twice)."""
     st.session_state["edit_at"] = (version_id, index)
-    state.focus_step(version_id, index)  # the panels open under the step, in view
+    selection.focus_step(version_id, index)  # the panels open under the step, in view
 
 
 def slot(show: object, draw: Callable[[], object]) -> None:

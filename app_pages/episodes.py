@@ -7,8 +7,8 @@ import streamlit as st
 
 from agent.run_settings import check_base_url
 from app_pages.api_styles import api_style_box
-from app_pages import search_box, state
-from app_pages.views import EPISODE_COLUMNS, episode_row, episode_title
+from app_pages import alerts, app_engine, search_box, selection
+from app_pages.page_text import EPISODE_COLUMNS, episode_row, episode_title
 from sessions import annotations
 from envs.base import EnvError
 from sessions import exemplar_sets
@@ -16,17 +16,17 @@ from sessions.edit_counts import edit_counts
 from envs.registry import family, kinds
 from trajectory.records import AgentConfig
 
-eng = state.engine()
+eng = app_engine.engine()
 store = eng.store
 
 # A link like /?episode=N&version=M on the default page opens the Editor.
 if st.query_params.get("episode"):
-    ep_q, ver_q = state.selection()
+    ep_q, ver_q = selection.selection()
     if ep_q is not None:
-        state.open_in("editor", ep_q, ver_q)
+        selection.open_in("editor", ep_q, ver_q)
 
 st.title("Episodes")
-state.model_banner()
+app_engine.model_banner()
 
 
 
@@ -69,7 +69,7 @@ def option_inputs(env: str) -> dict:
 
 
 with st.expander("Start a new episode", expanded=store.episodes.empty()):
-    d = state.defaults()
+    d = app_engine.defaults()
     c = st.columns(3)
     env = c[0].selectbox("Environment", list(kinds()), key="new_env")
     how = c[1].radio("Task", ["From a task set", "Custom"], key="new_how", horizontal=True)
@@ -110,9 +110,9 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
     max_steps = b[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
                                   value=int(d.get("max_steps") or 0), key="new_max_steps")
     name = st.text_input("Episode name (optional)", key="new_name")
-    state.show_error("new")
+    alerts.show_error("new")
     if st.button("Start episode", key="new_start", type="primary"):
-        state.clear_error("new")
+        alerts.clear_error("new")
         try:
             if how == "Custom":
                 fam = family(env)
@@ -128,10 +128,10 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
                 "max_steps": int(max_steps) or None,
             })
             ep, v = eng.start_episode(task, cfg, options, name=name.strip() or None)
-        except state.USER_ERRORS as exc:
-            state.set_error("new", exc)
+        except app_engine.USER_ERRORS as exc:
+            alerts.set_error("new", exc)
             st.rerun()
-        state.open_in("editor", ep.id, v.id)
+        selection.open_in("editor", ep.id, v.id)
 
 search_box.render(store)
 
@@ -166,15 +166,15 @@ else:
                           selection_mode="single-row", column_config=EPISODE_COLUMNS)
     chosen_rows = picked.selection.rows if picked is not None else []
     if chosen_rows:
-        state.open_in("editor", rows[chosen_rows[0]]["episode"], None)
+        selection.open_in("editor", rows[chosen_rows[0]]["episode"], None)
     ids = [r["episode"] for r in rows]
     names = {r["episode"]: episode_title(r) for r in rows}
     o = st.columns([3, 1, 1])
     pick = o[0].selectbox("Episode", ids, format_func=names.get, key="open_pick")
     if o[1].button("Open in Editor", key="open_btn", type="primary"):
-        state.open_in("editor", pick, None)
+        selection.open_in("editor", pick, None)
     if o[2].button("Versions", key="open_versions"):
-        state.open_in("versions", pick, None)
+        selection.open_in("versions", pick, None)
     if more and st.button(f"Show {PAGE_ROWS} more", key="episodes_more"):
         st.session_state["episodes_shown"] = shown_max + PAGE_ROWS
         st.rerun()

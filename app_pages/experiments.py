@@ -11,13 +11,13 @@ from typing import Any
 
 import streamlit as st
 
-from agent import experiment
+from agent import experiment, experiment_background, experiment_scores
 from agent import leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
 from app_pages.api_styles import api_style_box
-from app_pages import state
+from app_pages import alerts, app_engine, selection, version_names
 from app_pages import suggest_panel
 from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
                                         paper_row, results_columns, signal_rows, split_row,
@@ -30,8 +30,8 @@ from trajectory.records import AgentConfig
 
 
 @st.cache_resource(show_spinner=False)
-def _background(path: str) -> experiment.Background:
-    return experiment.Background(path)
+def _background(path: str) -> experiment_background.Background:
+    return experiment_background.Background(path)
 
 
 @dataclass(frozen=True)
@@ -40,18 +40,18 @@ class Listing:
     experiments listed (ids, their labels and environments) and the one selected."""
 
     store: Any
-    bg: experiment.Background
+    bg: experiment_background.Background
     sel: int
     ids: list[int]
     labels: dict[int, str]
     env_of: dict[int, str]
 
 
-bg = _background(state.db_path())
-store = state.store()
+bg = _background(app_engine.db_path())
+store = app_engine.store()
 
 
-def launch(bg: experiment.Background, exp_id: int, concurrency: int) -> None:
+def launch(bg: experiment_background.Background, exp_id: int, concurrency: int) -> None:
     # the key comes from the environment only and is handed to the clients, never stored
     bg.start(exp_id, concurrency=concurrency, api_key=os.environ.get("OPENAI_API_KEY") or None)
 
@@ -72,7 +72,7 @@ def leak_offer(store, exemplar_set: str | None, tasks: list, key: str) -> bool:
     leaked = leakage.leaked_tasks(store, exemplar_set, tasks)
     if not leaked:
         return False
-    state.alert(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
+    alerts.alert(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
                 "experiment evaluates; their scores would measure a copied answer:", "warning")  # the name: plain
     st.text(leakage.describe(leaked))  # task ids come from data: plain text
     return st.checkbox(f"Leave out the {len(leaked)} leaked task(s)", value=True, key=key)
@@ -83,13 +83,13 @@ def form_tasks(env: str, spec: str, limit: int, sample: str, seed: int) -> list:
     try:
         return select_tasks(env, spec.strip() or "builtin", source=None, limit=limit or None,
                             sample=sample.strip() or None, seed=seed)
-    except state.USER_ERRORS:
+    except app_engine.USER_ERRORS:
         return []
 
 
-def new_experiment_form(store, bg: experiment.Background) -> None:
+def new_experiment_form(store, bg: experiment_background.Background) -> None:
     """Every run setting the CLI has; the leakage check before the launch."""
-    d = state.defaults()
+    d = app_engine.defaults()
     c = st.columns(4)
     env = c[0].selectbox("Environment", list(kinds()), key="x_env")
     method = c[1].selectbox("Method", methods_of(env), index=methods_of(env).index("react"), key=f"x_method_{env}")
@@ -110,9 +110,9 @@ def new_experiment_form(store, bg: experiment.Background) -> None:
     temperature = float(e[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(d.get("temperature") or 0.0),
                                           step=0.1, key="x_temp"))
     name = e[2].text_input("Name (optional)", key="x_name")
-    state.queue_caption(model.strip() or d["model"], base_url.strip() or None, concurrency)
+    app_engine.queue_caption(model.strip() or d["model"], base_url.strip() or None, concurrency)
     leave_out = leak_offer(store, ex_set, form_tasks(env, spec, limit, sample, seed) if ex_set else [], "x_leave_out")
-    state.show_error("x_new")
+    alerts.show_error("x_new")
     if st.button("Create and launch", key="x_create", type="primary"):
         settings = {"base_url": base_url.strip() or None, "model": model.strip() or d["model"], "api_style": api_style,
                     "max_steps": max_steps or None, "exemplar_set": ex_set, "temperature": temperature}
@@ -122,10 +122,10 @@ def new_experiment_form(store, bg: experiment.Background) -> None:
     st.caption(f"Task sources: {', '.join(SOURCES)}. 'paper' reproduces the notebooks' subsets.")
 
 
-def create_and_launch(store, bg: experiment.Background, env: str, method: str, settings: dict, params: dict, name: str,
-                      leave_out: bool, concurrency: int) -> None:
-    state.clear_error("x_new")
-    d = state.defaults()
+def create_and_launch(store, bg: experiment_background.Background, env: str, method: str, settings: dict, params: dict,
+                      name: str, leave_out: bool, concurrency: int) -> None:
+    alerts.clear_error("x_new")
+    d = app_engine.defaults()
     try:
         tasks = select_tasks(env, params["tasks"], source=None, limit=params["limit"], sample=params["sample"],
                              seed=params.pop("seed"))
@@ -139,8 +139,8 @@ def create_and_launch(store, bg: experiment.Background, env: str, method: str, s
                 raise ValueError("every task leaks: nothing left to run")
         exp = experiment.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
                                 params={k: v for k, v in params.items() if v is not None})
-    except state.USER_ERRORS as exc:
-        state.set_error("x_new", exc)
+    except app_engine.USER_ERRORS as exc:
+        alerts.set_error("x_new", exc)
         st.rerun()
     launch(bg, exp.id, concurrency)
     st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id  # the selector shows the new run
@@ -148,7 +148,7 @@ def create_and_launch(store, bg: experiment.Background, env: str, method: str, s
 
 
 st.title("Experiments")
-state.model_banner()
+app_engine.model_banner()
 
 with st.expander("New experiment", expanded=not experiments.list_all(store)):
     new_experiment_form(store, bg)
@@ -172,29 +172,29 @@ page = Listing(store=store, bg=bg, sel=sel, ids=ids, labels=labels, env_of=env_o
 @st.cache_data(show_spinner=False, max_entries=1000)
 def _summary(db: str, exp_id: int, changed: tuple) -> dict:
     """An experiment's summary, recomputed only when the experiment changed (`changed`)."""
-    return experiment.summary(state.store(), exp_id)
+    return experiment_scores.summary(app_engine.store(), exp_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
 def _compare(db: str, a: int, b: int, changed: tuple, include_leaked: bool = False) -> dict:
-    return experiment.compare(state.store(), a, b, include_leaked=include_leaked)
+    return experiment_scores.compare(app_engine.store(), a, b, include_leaked=include_leaked)
 
 
 @st.cache_data(show_spinner=False, max_entries=200)
 def _failures(db: str, exp_id: int, changed: tuple) -> tuple[list, Any]:
     """The failed items and their signal counts, recomputed only when the experiment changed."""
-    failed = experiment.failures(state.store(), exp_id)
-    return failed, signal_counts(state.store(), [it.episode_id for it in failed if it.episode_id])
+    failed = experiment_scores.failures(app_engine.store(), exp_id)
+    return failed, signal_counts(app_engine.store(), [it.episode_id for it in failed if it.episode_id])
 
 
 def summaries(x: Listing, keys: dict[int, tuple] | None = None) -> dict[int, dict]:
     """Every experiment's (cached) summary; keys: xs.changes(store) when already read."""
     store, ids = x.store, x.ids
     keys = experiments.changes(store) if keys is None else keys
-    return {i: _summary(state.db_path(), i, keys.get(i, ())) for i in ids}
+    return {i: _summary(app_engine.db_path(), i, keys.get(i, ())) for i in ids}
 
 
-def live(bg: experiment.Background, s: dict) -> dict:
+def live(bg: experiment_background.Background, s: dict) -> dict:
     """The summary with what the page knows now: running (this process runs it) and partial."""
     running = bg.running(s["experiment"])
     partial = is_partial(s)
@@ -212,7 +212,7 @@ def status_label(status: str, running: bool, partial: bool, done: int) -> str:
     return f"{'stopped' if status in ('running', 'created') else status} (partial)"
 
 
-def any_running(bg: experiment.Background, ids: list[int]) -> bool:
+def any_running(bg: experiment_background.Background, ids: list[int]) -> bool:
     return any(bg.running(i) for i in ids)
 
 
@@ -322,17 +322,17 @@ def compare_panel(x: Listing, sums: dict[int, dict], keys: dict[int, tuple] | No
     st.session_state["x_compare_for"] = sel
     b = st.selectbox("Compare with", others, format_func=labels.get, key="x_compare")
     if b == source:
-        state.plain_caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")  # names: plain
+        alerts.plain_caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")  # names: plain
     unfinished = [x for x in (sel, b) if sums[x]["running"] or sums[x]["partial"]]
     if unfinished:
-        state.plain_caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
+        alerts.plain_caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
                                                       f"{', running' if sums[x]['running'] else ''})" for x in unfinished)
                             + ". A comparison now pairs only the tasks finished on both sides.")
         if not st.toggle("Compare anyway", key="x_compare_partial"):
             return
     keys = experiments.changes(store) if keys is None else keys
     include = bool(st.session_state.get("x_include_leaked"))
-    c = _compare(state.db_path(), sel, b, (keys.get(sel), keys.get(b)), include)
+    c = _compare(app_engine.db_path(), sel, b, (keys.get(sel), keys.get(b)), include)
     excluded = c.get("excluded")
     st.text(f"A = {labels[sel]}; B = {labels[b]}; {c['common']} tasks in common"
             + (f", {excluded} excluded (not finished on both sides)" if excluded else ""))
@@ -375,21 +375,21 @@ def rerun_panel(x: Listing, exp_id: int) -> None:
         leave_out = leak_offer(store, ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}")
         what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
                 for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
-        state.plain_caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
-        state.show_error("x_rerun")
+        alerts.plain_caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
+        alerts.show_error("x_rerun")
         if st.button("Re-run", key="x_rerun", type="primary", disabled=not what):
             start_rerun(x, exp_id, changes, method, leave_out)
 
 
 def start_rerun(x: Listing, exp_id: int, changes: dict, method: str, leave_out: bool) -> None:
     store, env_of = x.store, x.env_of
-    state.clear_error("x_rerun")
+    alerts.clear_error("x_rerun")
     try:
         cfg = experiments.get(store, exp_id).config
         check_config(cfg.model_validate({**cfg.model_dump(), **changes}), env_of[exp_id], store)
         exp = experiment.rerun(store, exp_id, config=changes, method=method, leave_out_leaked=leave_out)
-    except state.USER_ERRORS as exc:
-        state.set_error("x_rerun", exc)
+    except app_engine.USER_ERRORS as exc:
+        alerts.set_error("x_rerun", exc)
         st.rerun()
     launch(x.bg, exp.id, int(st.session_state.get("x_conc", 4)))
     st.session_state["x_sel"] = st.session_state["x_select"] = exp.id  # the selector shows it on the next run
@@ -406,20 +406,20 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
     cells = [(t, name) for t, by in table.items() for name in by]
     label = {c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})" for c in cells}
     # the key carries the counts: a keyed selector would keep drawing a stale "(2)" next to a table saying 3
-    cell = st.selectbox("Episodes with", cells, key=state.widget_key("x_signal_cell", label.values()),
+    cell = st.selectbox("Episodes with", cells, key=version_names.widget_key("x_signal_cell", label.values()),
                         format_func=label.get)
     ids = counts.episodes[cell[0]][cell[1]]
     g = st.columns([3, 1])
     pick = g[0].selectbox("Episode", ids, format_func=lambda i: f"#{i}", key="x_signal_pick")
     if g[1].button("Open in Editor", key="x_signal_open"):
-        state.open_in("editor", pick, versions.get(pick))
+        selection.open_in("editor", pick, versions.get(pick))
 
 
 def failures_panel(x: Listing, keys: dict[int, tuple] | None = None) -> None:
     store, sel = x.store, x.sel
     st.subheader("Failed episodes")
     keys = experiments.changes(store) if keys is None else keys
-    failed, counts = _failures(state.db_path(), sel, keys.get(sel, ()))
+    failed, counts = _failures(app_engine.db_path(), sel, keys.get(sel, ()))
     if not failed:
         st.caption("No failures.")
         return
@@ -432,10 +432,10 @@ def failures_panel(x: Listing, keys: dict[int, tuple] | None = None) -> None:
         pick = f[0].selectbox("Failed episode", list(by_ep), format_func=lambda i: f"#{i} · {by_ep[i].task.id}",
                               key="x_fail_pick")
         if f[1].button("Open in Editor", key="x_open", type="primary"):
-            state.open_in("editor", pick, by_ep[pick].version_id)
+            selection.open_in("editor", pick, by_ep[pick].version_id)
     st.subheader("Failure signals")
     failures_by_signal(counts, {it.episode_id: it.version_id for it in failed if it.episode_id})
-    suggest_panel.experiment_panel(state.engine(), sel)  # `suggest --experiment`: fixes, accept all proven
+    suggest_panel.experiment_panel(app_engine.engine(), sel)  # `suggest --experiment`: fixes, accept all proven
 
 
 rerun_panel(page, sel)

@@ -14,9 +14,9 @@ from pathlib import Path
 import streamlit as st
 
 from agent import exemplars
-from app_pages import export_training, state
+from app_pages import alerts, app_engine, export_training
 from app_pages.annotate_widgets import BUILTIN_BASE, EMPTY_BASE
-from app_pages.views import plural
+from app_pages.page_text import plural
 from sessions import exemplar_sets
 from sessions import numbering
 from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
@@ -130,7 +130,7 @@ def _export_section(store: Store) -> None:
             st.session_state["exp-data"] = (data, rep, fmt, name)
         except (StoreError, ValueError) as exc:
             st.session_state.pop("exp-data", None)
-            state.alert(page_words(str(exc).splitlines()[0]))
+            alerts.alert(page_words(str(exc).splitlines()[0]))
     if "exp-data" in st.session_state:
         data, rep, f_, fname = st.session_state["exp-data"]
         if f_ in export_training.TRAINING_FORMATS:
@@ -158,9 +158,9 @@ def _import_section(store: Store) -> None:
                 msg = f"Imported {len(rep.episodes)} episodes ({rep.versions} versions)."
                 if rep.exemplar_set:
                     msg += f" Exemplar set: {rep.exemplar_set}."
-                state.alert(msg, "success")
+                alerts.alert(msg, "success")
             except (StoreError, ValueError) as exc:
-                state.alert(str(exc).splitlines()[0])
+                alerts.alert(str(exc).splitlines()[0])
 
 
 def _sets_section(store: Store) -> None:
@@ -190,23 +190,23 @@ def _sets_section(store: Store) -> None:
                 st.session_state["set-flash"] = f"Exemplar set {name!r} updated."
                 st.rerun()  # the table above shows the new entries at once
             except (StoreError, ValueError) as exc:
-                state.alert(str(exc).splitlines()[0])
+                alerts.alert(str(exc).splitlines()[0])
     flash = st.session_state.pop("set-flash", None)
     if flash:
-        state.alert(flash, "success")
+        alerts.alert(flash, "success")
 
 
 def page() -> None:
     st.title("Export and import")
     try:
-        store = state.store()
+        store = app_engine.store()
     except StoreError as exc:
-        state.alert(str(exc).splitlines()[0])
+        alerts.alert(str(exc).splitlines()[0])
         return
     try:
         _export_section(store)
     except (StoreError, ValueError) as exc:
-        state.alert(str(exc).splitlines()[0])
+        alerts.alert(str(exc).splitlines()[0])
     _import_section(store)
     _sets_section(store)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import access
-from app_pages.state import alert, plain_caption
+from app_pages.alerts import alert, plain_caption
 from sessions.annotations import current_user
 from sessions.store import Store, StoreError
 from trajectory.agreement import agreement, agreement_lines

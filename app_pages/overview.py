@@ -12,7 +12,7 @@ import html
 from typing import Any, Iterable, Sequence
 
 from app_pages.textdiff import diff_html
-from app_pages.views import provenance, replaced_text, step_lines
+from app_pages.page_text import provenance, replaced_text, step_lines
 from trajectory.signals import SIGNALS
 
 SOURCE_WORDS = {"model": "model", "carried": "carried over", "person": "written by a person",

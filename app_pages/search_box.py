@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages import state
+from app_pages import selection
 from sessions import numbering
 from sessions.search import OUTCOMES, SearchError, search
 from envs.registry import kinds
@@ -37,8 +37,8 @@ def hit_place(hit: Any, label: str | None = None) -> str:
 def _open(hit: Any) -> None:
     if hit.step is not None:
         st.session_state["edit_at"] = (hit.version, hit.step)  # the Editor opens that step, in view
-        state.focus_step(hit.version, hit.step)
-    state.open_in("editor", hit.episode, hit.version)
+        selection.focus_step(hit.version, hit.step)
+    selection.open_in("editor", hit.episode, hit.version)
 
 
 def render(store: Any) -> None:

@@ -10,15 +10,15 @@ import streamlit as st
 from agent import local_model
 from agent.client import model_available, public_url
 from app_pages.api_styles import api_style_box
-from app_pages import state
-from app_pages.views import endpoint_problem
+from app_pages import alerts, app_engine
+from app_pages.page_text import endpoint_problem
 
-store = state.store()
+store = app_engine.store()
 st.title("Settings")
 
-d = state.defaults()
-ok, msg = model_available(state.default_config())
-state.alert(msg, "info", headline="Model: ready" if ok else "Model: none configured")  # a status, not a "Done"
+d = app_engine.defaults()
+ok, msg = model_available(app_engine.default_config())
+alerts.alert(msg, "info", headline="Model: ready" if ok else "Model: none configured")  # a status, not a "Done"
 st.caption(
     "The API key is read from the OPENAI_API_KEY environment variable only; it is never stored "
     "or shown. For vLLM / Ollama / llama.cpp set OPENAI_BASE_URL or an endpoint below. Model `local` is the "
@@ -40,15 +40,15 @@ temperature = c2[1].number_input("Temperature", min_value=0.0, max_value=2.0, va
                                  key="set_temperature")
 max_steps = c2[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
                                value=int(d.get("max_steps") or 0), key="set_max_steps")
-state.show_error("settings")
+alerts.show_error("settings")
 if st.button("Save defaults", key="set_save", type="primary"):
     url = base_url.strip()
     problem = endpoint_problem(url)
     if problem:
-        state.set_error("settings", problem)
+        alerts.set_error("settings", problem)
     else:
-        state.clear_error("settings")
-        store.settings.set(state.DEFAULTS_SETTING, {
+        alerts.clear_error("settings")
+        store.settings.set(app_engine.DEFAULTS_SETTING, {
             "base_url": url or None, "model": local_model.resolved_name(model.strip() or d["model"]), "api_style": api_style,
             "style": style, "temperature": float(temperature), "max_steps": int(max_steps) or None,
         })
@@ -56,7 +56,7 @@ if st.button("Save defaults", key="set_save", type="primary"):
     st.rerun()
 
 st.subheader("Prices (for the cost column)")
-prices = store.settings.get(state.PRICES_SETTING, {}) or {}
+prices = store.settings.get(app_engine.PRICES_SETTING, {}) or {}
 p = st.columns(3)
 p_model = p[0].text_input("Model", value=d["model"], key="price_model")
 cur = prices.get(p_model.strip(), {})
@@ -65,7 +65,7 @@ p_out = p[2].number_input("$ per 1M completion tokens", min_value=0.0, value=flo
                           key=f"price_out_{p_model}")
 if st.button("Save price", key="price_save"):
     prices[p_model.strip()] = {"prompt": p_in, "completion": p_out}
-    store.settings.set(state.PRICES_SETTING, prices)
+    store.settings.set(app_engine.PRICES_SETTING, prices)
     st.rerun()
 if prices:
     st.dataframe([{"model": m, **v} for m, v in prices.items()], hide_index=True, key="prices_table")

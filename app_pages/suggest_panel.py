@@ -18,7 +18,7 @@ from agent import jobs
 from agent import suggest, suggest_experiment, suggest_verdict
 from agent.engine import Engine, EngineError
 from app_pages.api_styles import api_style_box
-from app_pages import state
+from app_pages import alerts
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
 from sessions import numbering, suggestions
@@ -109,7 +109,7 @@ def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None])
         if mine and job is not None and job.error is not None:
             if not isinstance(job.error, ERRORS):
                 raise job.error
-            state.alert(str(job.error).splitlines()[0])
+            alerts.alert(str(job.error).splitlines()[0])
         s = suggestions.latest(eng.store, vid)
         if s is not None:
             _cards(eng, vid, suggest.report(s), switch_to)
@@ -194,7 +194,7 @@ def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callabl
                 try:
                     new = suggest.accept(eng, vid, c["number"])
                 except ERRORS as exc:
-                    state.alert(str(exc).splitlines()[0])
+                    alerts.alert(str(exc).splitlines()[0])
                 else:
                     switch_to(new.id, None)
             if b[1].button("Dismiss", key=f"sg_dismiss_{sid}_{c['number']}"):
@@ -275,7 +275,7 @@ def experiment_start(eng: Engine, exp_id: int) -> bool:
     if job is not None and job.error is not None:
         if not isinstance(job.error, ERRORS):
             raise job.error
-        state.alert(str(job.error).splitlines()[0])
+        alerts.alert(str(job.error).splitlines()[0])
     c = st.columns([1, 1, 1, 2, 1])
     k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key="sg_x_k")
     n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key="sg_x_n")
@@ -287,7 +287,7 @@ def experiment_start(eng: Engine, exp_id: int) -> bool:
             st.session_state["sg_x_run"] = _start_experiment(eng, exp_id, int(k), int(n), int(m) or None, model.strip(),
                                                               style)
         except ERRORS as exc:
-            state.alert(str(exc).splitlines()[0])
+            alerts.alert(str(exc).splitlines()[0])
             return False
         st.session_state["sg_x_exp"] = exp_id
         st.rerun()
@@ -326,10 +326,10 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
                     exemplars.create_set(eng.store, name, experiments_env(eng, exp_id), start[1])
             made = suggest_experiment.accept_all_proven(eng, proven)
         except ERRORS as exc:
-            state.alert(str(exc).splitlines()[0])
+            alerts.alert(str(exc).splitlines()[0])
             return
         st.session_state["sg_x_job"] = _resume_all(eng, made, name)
-        state.alert(f"Accepted {len(made)} of {len(proven)} proven fix(es) as new versions, each confirmed on fresh "
+        alerts.alert(f"Accepted {len(made)} of {len(proven)} proven fix(es) as new versions, each confirmed on fresh "
                     "rollouts; they are resuming" + (f" and join exemplar set {name} when they finish." if name else "."),
                     "success")
         for r in proven:
@@ -369,7 +369,7 @@ def _leak_caption(eng: Engine, exp_id: int, name: str, made: list[int]) -> None:
 
     leaked = suggest_experiment.leaked_for_set(eng, exp_id, name, made)
     if leaked:
-        state.plain_caption("Leakage: " + suggest_experiment.leak_line(name, experiments.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
+        alerts.plain_caption("Leakage: " + suggest_experiment.leak_line(name, experiments.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
 
 
 def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -> jobs.Handle | None:

@@ -7,32 +7,34 @@ from collections import Counter
 
 import streamlit as st
 
-from app_pages import state
+from app_pages import alerts, app_engine, selection, version_names
 from sessions import numbering
 from app_pages.annotate_widgets import version_annotation_panel
-from app_pages.views import calls_cost, edit_label, money, own_edit, status_word, usage_totals, version_tree_dot
+from app_pages.costs import calls_cost, money, usage_totals
+from app_pages.page_text import edit_label, own_edit, status_word
+from app_pages.version_tree_dot import version_tree_dot
 from agent.rollouts import version_groups
 from agent.summary import version_summary
 
-eng = state.engine()
+eng = app_engine.engine()
 store = eng.store
 
 st.title("Versions")
-ep_id, vid, ep = state.require_episode("No episode selected. Open one on the Episodes page.")
-state.select(ep_id, vid)
+ep_id, vid, ep = selection.require_episode("No episode selected. Open one on the Episodes page.")
+selection.select(ep_id, vid)
 
-state.episode_header(ep)
+version_names.episode_header(ep)
 
 versions = store.versions.of_episode(ep_id)
 by_id = {v.id: v for v in versions}
 nums = numbering.labels(store, ep_id)  # people read per-episode labels (v3, r2); ids stay internal
-prices = store.settings.get(state.PRICES_SETTING, {}) or {}
+prices = store.settings.get(app_engine.PRICES_SETTING, {}) or {}
 member, group_labels = version_groups(eng, ep_id)  # (each group's label from its counts: one query)
 expand = bool(group_labels) and st.toggle("Expand rollout groups", key="ver_expand_groups")
 # a closed rollout group is one node and one row: its members' steps and calls are read only when it is open
 # (or for the one version selected), so a page of an episode with a thousand rollouts costs what a few versions do
 shown = [v for v in versions if expand or v.id not in member or v.id == vid]
-statuses = state.version_statuses(shown)  # one jobs query for the table and the selector
+statuses = version_names.version_statuses(shown)  # one jobs query for the table and the selector
 steps_of = {v.id: eng.steps(v) for v in shown}
 calls = {c.id: c for c in store.calls.read({cid for st_ in steps_of.values() for s in st_ for cid in s.call_ids})}
 rows = []
@@ -97,30 +99,30 @@ table = [version_row(row_of[v.id], nums, group_labels) if v.id in row_of
 st.dataframe(table, hide_index=True, key="versions_table")
 
 ids = [v.id for v in shown]
-labels = {i: state.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
+labels = {i: version_names.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
 pick = st.selectbox("Version", ids, index=ids.index(vid) if vid in ids else 0, format_func=labels.get,
-                    key=state.widget_key(f"ver_pick_{ep_id}", labels.values()))
+                    key=version_names.widget_key(f"ver_pick_{ep_id}", labels.values()))
 if pick != vid:  # picking a version selects it (as the Editor's selector does)
-    state.select(ep_id, pick)
+    selection.select(ep_id, pick)
     st.rerun()
 c = st.columns([3, 1, 1, 1])
 new_name = c[0].text_input("Name", value=by_id[pick].name or "", key=f"ver_name_{pick}")
-state.show_error("versions")
+alerts.show_error("versions")
 if c[1].button("Save name", key="ver_rename"):
     try:
         store.versions.update(pick, name=new_name.strip() or None)
-    except state.USER_ERRORS as exc:
-        state.set_error("versions", exc)
+    except app_engine.USER_ERRORS as exc:
+        alerts.set_error("versions", exc)
     st.rerun()
 if c[2].button("Mark current", key="ver_current"):
     store.versions.set_current(ep_id, pick)
-    state.select(ep_id, pick)
+    selection.select(ep_id, pick)
     st.rerun()
 if c[3].button("Open in Editor", key="ver_open", type="primary"):
-    state.open_in("editor", ep_id, pick)
+    selection.open_in("editor", ep_id, pick)
 if st.button("Compare with its parent", key="ver_compare", disabled=by_id[pick].parent_version is None):
     st.session_state["cmp_left"] = by_id[pick].parent_version
     st.session_state["cmp_right"] = pick
-    state.open_in("compare", ep_id, pick)
+    selection.open_in("compare", ep_id, pick)
 with st.expander(f"Annotate {nums[pick]}: verdict, failure modes, notes, exemplar-ready"):
     version_annotation_panel(store, pick, "ver")

@@ -18,9 +18,10 @@ import streamlit as st
 
 from agent import jobs
 from agent.engine import Engine, EngineError
-from agent.rollouts import MAX_N, Effect, GroupStats, Request, group_stats, resample, whatif
-from app_pages import state
-from app_pages.views import EDIT_CHOICES, applicable_edits
+from agent.rollout_stats import Effect, GroupStats
+from agent.rollouts import MAX_N, Request, group_stats, resample, whatif
+from app_pages import app_engine, selection
+from app_pages.page_text import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
 from envs.registry import family
 from sessions import rollouts
@@ -163,7 +164,7 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
         temp = c[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=0.7, step=0.1,
                                  key=f"wi_temp_{vid}_{k}")
         conc = c[2].number_input("At once", min_value=1, max_value=32, value=4, key=f"wi_conc_{vid}_{k}")
-        state.queue_caption(ep.config.model, ep.config.base_url, int(conc))  # the built-in model: one at a time
+        app_engine.queue_caption(ep.config.model, ep.config.base_url, int(conc))  # the built-in model: one at a time
         edits = edit_options(step, family(ep.task.env).edit_kinds)
         kind, text = treatment(c[3], edits, vid, step)
         same = text is not None and kind != "insert_thought" and text.strip() == (
@@ -239,5 +240,5 @@ def _status(eng: Engine, job: Job) -> None:
     st.dataframe(first_rows(stats), hide_index=True, key="wi_first")
     # a link, not a button: a page switch from inside this ticking fragment could leave a blank page
     g = stats[0].group
-    st.page_link(state.page_path("versions"), label="Open the rollouts in Versions",
+    st.page_link(selection.page_path("versions"), label="Open the rollouts in Versions",
                  query_params={"episode": str(g.episode_id), "version": str(g.source_version)})

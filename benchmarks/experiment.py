@@ -32,7 +32,7 @@ from _root import HERE, ROOT  # noqa: F401  (repo root on sys.path; see _root.py
 
 sys.path.append(str(HERE))  # last, so worker processes (which re-import this script) find _root
 
-from agent import experiment  # noqa: E402
+from agent import experiment, experiment_runner  # noqa: E402
 from agent.task_selection import select_tasks  # noqa: E402
 from sessions.store import Store  # noqa: E402
 from tests.experiment_agents import alfworld_agent, wiki_agent  # noqa: E402
@@ -52,7 +52,7 @@ def _timed_run(workdir: Path, tag: str, llm: ScriptedLLM, env: str, method: str,
     store.close()
     before = len(llm.completion_requests)
     t0 = time.perf_counter()
-    out = experiment.run(str(db), exp.id, concurrency=concurrency, mode=mode)
+    out = experiment_runner.run(str(db), exp.id, concurrency=concurrency, mode=mode)
     wall = time.perf_counter() - t0
     assert out["done"] == n_tasks, out
     return wall, len(llm.completion_requests) - before, out

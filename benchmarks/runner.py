@@ -3,7 +3,7 @@ one JSON object.
 
 HotpotQA `react` on the first N (default 300) tasks of the ReAct release's dev set
 (../shared/reference/react-repo/data, or $REACT_DATA_DIR; skipped cleanly when absent),
-run as an experiment through the one runner (`agent.experiment.run`: jobs, leases, item
+run as an experiment through the one runner (`agent.experiment_runner.run`: jobs, leases, item
 claims, one Engine per worker thread, the Store's one writer, the real `openai` client) at
 each concurrency level, each run on a fresh database (the same tasks again in each run). The
 model is the scripted OpenAI-compatible server in a SEPARATE process (its CPU is not the
@@ -27,7 +27,7 @@ Each of `--rounds` (default 5) rounds runs, per level, bare, runner, bare, runne
 `--pairs` (default 2) runner runs, each between two bare runs and set against the mean of
 those two, so a load that drifts during the round moves both sides alike and neither is
 favoured; more runs per round average out the short runs' noise (600 calls, ~2 s each at
-L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
+L = 0). `levels` gives ranges over the rounds and the medians (`*median`):
 - `runner_cpu_ms_per_call`: the runner process's CPU time (all threads) per model call (the
   mean of the round's runner runs); `bare_cpu_ms_per_call`: the official synchronous `openai`
   client doing the same number of requests of the same prompt size and stops from as many
@@ -51,7 +51,8 @@ L = 0). `levels` gives ranges over the rounds and the medians (`*_median`):
   clocks cost CPU of their own) and `engine` (what is left of the runner's CPU: the engine,
   jobs, claims, prompts, threads, the writer).
 - `sql` (a traced run of 50 tasks at concurrency 1 and at the highest level, counted, not
-  timed, from the run's `Store(tracer=...)`, `experiment.run(tracer=...)`): `statements_per_call` (each execute of the Store's connections, begin and commit
+  timed, from the run's `Store(tracer=...)`, `experiment_runner.run(tracer=...)`): `statements_per_call`
+  (each execute of the Store's connections, begin and commit
   included), `trace_reports_per_call` (SQLite's trace, which names a statement again per
   trigger program), `commits_per_call`, `durable_commits_per_call`, `log_syncs_per_call` (the
   Store's writer syncing the log without a commit: its power-loss window ended while it was
@@ -73,7 +74,7 @@ levels 8,16,32): c=8 72-73 / 74-75 (0.96-0.98); c=16 130-142 / 136-145 (0.95-0.9
 (0.48-0.83, median 0.56); both still rise (1.25-4.31x, 2.1-4.6x): the runner falls behind when
 the CPU is contended. A py-spy sample of a run at c=32 then (159 calls/s) finds its workers
 ~65% in the HTTP request, ~20% waiting for their step's group commit (`Engine._record` ->
-`sessions/writer.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment.py`
+`sessions/writer.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment_runner.py`
 `_Starts.take`). At L = 200 ms (load 1-4.4): c=1 4.3-4.8 / 4.75-4.9 (0.91-0.99); c=8 37 / 38
 (0.98); c=16 73-74 / 74-76 (0.97-1.00); c=32 121-140 / 130-136 (0.93-1.03, median 1.02); rising
 3.2-3.7x / 3.4-3.6x; cpu_ratio 1.37-1.43, 1.16-1.22, 1.10-1.21, 0.96-1.19. With a latency the
@@ -114,7 +115,6 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,7 +123,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from _root import HERE, ROOT  # noqa: F401  (repo root on sys.path; see _root.py)
+from _runner_clocks import clock_client, clock_env, clock_store, profiled  # (before _root: this folder leaves sys.path)
+from _runner_figures import cpu_parts, rising, table
+from _root import HERE, ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
 REACT_DATA = ROOT.parent / "shared" / "reference" / "react-repo" / "data"
 
@@ -151,8 +153,8 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
            store_clock: list[float] | None = None, tracer: Callable[[str, Any], None] | None = None,
            client_clock: list[float] | None = None) -> dict:
     """One run of the experiment at `concurrency`, timed from its start (its creation is
-    not); `tracer`: the run's `Store(tracer=...)` (`experiment.run(tracer=...)`)."""
-    from agent import experiment
+    not); `tracer`: the run's `Store(tracer=...)` (`experiment_runner.run(tracer=...)`)."""
+    from agent import experiment, experiment_runner
     from sessions.store import Store
     from trajectory.records import AgentConfig
 
@@ -165,7 +167,7 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     gc.collect()  # (untimed, before each run of either side: neither pays for the other's garbage)
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
-        out = experiment.run(str(db), exp.id, concurrency=concurrency, tracer=tracer)
+        out = experiment_runner.run(str(db), exp.id, concurrency=concurrency, tracer=tracer)
     finally:
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     store = Store(db)
@@ -180,68 +182,6 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     if client_clock is not None:
         out["client_ms_per_call"] = round((client_clock[0] - client0) / calls * 1000, 3)
     return out
-
-
-def _clock_env(env_clock: list[float]) -> None:
-    """Add the CPU time of every environment step to env_clock[0] (thread CPU time)."""
-    from envs.wikipedia.env import WikiEnv
-
-    step = WikiEnv.step
-    lock = threading.Lock()  # (worker threads add to one total)
-
-    def timed(self, action):
-        t = time.thread_time()
-        try:
-            return step(self, action)
-        finally:
-            spent = time.thread_time() - t
-            with lock:
-                env_clock[0] += spent
-
-    WikiEnv.step = timed
-
-
-def _clock_client(client_clock: list[float]) -> None:
-    """Add the thread CPU time of every model request of ours (`OpenAICompatible.send`, one
-    attempt: the official client, its wire, our reading of the answer) to client_clock[0]."""
-    from agent.model.openai_compatible import OpenAICompatible
-
-    request = OpenAICompatible.send
-    lock = threading.Lock()
-
-    def timed(self, *a, **k):
-        t = time.thread_time()
-        try:
-            return request(self, *a, **k)
-        finally:
-            spent = time.thread_time() - t
-            with lock:
-                client_clock[0] += spent
-
-    OpenAICompatible.send = timed
-
-
-def _clock_store(store_clock: list[float]) -> None:
-    """Add the thread CPU time spent inside every SQLite statement and fetch of the Store's
-    connections (`sessions.connection._Cursor`, which every statement goes through)."""
-    from sessions import connection
-
-    lock = threading.Lock()
-
-    def timed(method):
-        def call(*a, **k):
-            t = time.thread_time()
-            try:
-                return method(*a, **k)
-            finally:
-                spent = time.thread_time() - t
-                with lock:
-                    store_clock[0] += spent
-
-        return call
-
-    for name in ("execute", "executemany", "executescript", "fetchone", "fetchmany", "fetchall", "__next__"):
-        setattr(connection._Cursor, name, timed(getattr(connection._Cursor, name)))
 
 
 def bare_prompt(work: Path) -> tuple[str, list[str]]:
@@ -361,76 +301,6 @@ def db_work(work: Path, url: str, tasks, concurrency: int, tag: str) -> dict:
                                       for i, c in enumerate(per_conn) if c["commits"]}}
 
 
-def _range(values: list[float]) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
-
-
-def _median(values: list[float]) -> float:
-    return round(statistics.median(values), 3)
-
-
-def _summary(level: dict) -> dict:
-    """One round at one level: runner runs r1..rK between bare runs b0..bK; each runner run is
-    set against the mean of the two bare runs around it (a load that drifts through the round
-    moves both sides alike: neither is favoured). `cpu_ratio`, `rate_ratio`: the runner's sum
-    over the sum of those means; `pair_ratios`: each run's own CPU ratio."""
-    runs, bares = level["runner"], level["bare"]
-    around = [{k: (a[k] + b[k]) / 2 for k in ("cpu_ms_per_call", "calls_per_s")} for a, b in zip(bares, bares[1:])]
-
-    def total(xs: list[dict], key: str) -> float:
-        return sum(x[key] for x in xs)
-
-    def mean(xs: list[dict], key: str) -> float:
-        return round(total(xs, key) / len(xs), 3)
-
-    return {"runner_cpu": mean(runs, "cpu_ms_per_call"), "bare_cpu": mean(bares, "cpu_ms_per_call"),
-            "cpu_ratio": round(total(runs, "cpu_ms_per_call") / total(around, "cpu_ms_per_call"), 2),
-            "pair_ratios": [round(r["cpu_ms_per_call"] / a["cpu_ms_per_call"], 2) for r, a in zip(runs, around)],
-            "runner_rate": mean(runs, "calls_per_s"), "bare_rate": mean(bares, "calls_per_s"),
-            "rate_ratio": round(total(runs, "calls_per_s") / total(around, "calls_per_s"), 2),
-            "env": mean(runs, "env_ms_per_call")}
-
-
-def _table(rounds: list[dict], levels: list[int]) -> dict:
-    """Per level: the ranges over the rounds of the runner's and the bare client's figures,
-    and of their ratios (each round's runner runs over the bare runs around them), with the
-    medians over the rounds."""
-    out = {}
-    for c in levels:
-        ss = [_summary(r[str(c)]) for r in rounds]
-        out[str(c)] = {
-            "runner_cpu_ms_per_call": _range([x["runner_cpu"] for x in ss]),
-            "bare_cpu_ms_per_call": _range([x["bare_cpu"] for x in ss]),
-            "cpu_ratio": _range([x["cpu_ratio"] for x in ss]),
-            "runner_calls_per_s": _range([x["runner_rate"] for x in ss]),
-            "bare_calls_per_s": _range([x["bare_rate"] for x in ss]),
-            "rate_ratio": _range([x["rate_ratio"] for x in ss]),
-            "env_ms_per_call": _range([x["env"] for x in ss]),
-            "cpu_ratio_median": _median([x["cpu_ratio"] for x in ss]),
-            "cpu_ratio_per_run": _range([q for x in ss for q in x["pair_ratios"]]),
-            "rate_ratio_median": _median([x["rate_ratio"] for x in ss]),
-            "runner_calls_per_s_median": _median([x["runner_rate"] for x in ss]),
-            "bare_calls_per_s_median": _median([x["bare_rate"] for x in ss]),
-        }
-    return out
-
-
-def _rising(rounds: list[dict], levels: list[int]) -> dict:
-    """`rising` (the runner's calls/s never falls by more than 5% from a level to the next, in
-    any round) and, when 8 and 32 are both levels, `rising_8_to_32` per side (calls/s at 32 at
-    least 1.25x that at 8 in every round: four times the threads, a rise well above the noise)
-    with `growth_8_to_32` (those factors' range)."""
-    ss = [{c: _summary(r[str(c)]) for c in levels} for r in rounds]
-    out: dict[str, Any] = {"rising": all(min(s[b]["runner_rate"] / s[a]["runner_rate"] for s in ss) >= 0.95
-                                         for a, b in zip(levels, levels[1:]))}
-    if 8 in levels and 32 in levels:
-        growth = {side: [round(s[32][f"{side}_rate"] / s[8][f"{side}_rate"], 2) for s in ss] for side in ("runner", "bare")}
-        out["rising_8_to_32"] = {side: min(g) >= 1.25 for side, g in growth.items()}
-        out["growth_8_to_32"] = {side: _range(g) for side, g in growth.items()}
-    return out
-
-
 def _round(work: Path, url: str, tasks, levels: list[int], env_clock: list[float], prompt, n: int,
            pairs: int, warm: int) -> dict:
     """One round: at each level, bare, runner, bare, ... (`pairs` runner runs, each between two
@@ -464,42 +334,10 @@ def _args() -> argparse.Namespace:
     return args
 
 
-def _profiled(path: str, run: Callable[[], Any]) -> None:
-    """cProfile `run` in every thread (one profiler per thread: a profiler follows one thread's
-    stack; the run's work is in its worker and writer threads), merged into one file at `path`."""
-    import cProfile
-    import pstats
-
-    done: list[cProfile.Profile] = []
-    thread_run = threading.Thread.run
-
-    def profiled_run(self) -> None:
-        prof = cProfile.Profile()
-        prof.enable()
-        try:
-            thread_run(self)
-        finally:
-            prof.disable()
-            done.append(prof)  # (a thread still running at the end is left out: its profiler is live)
-
-    threading.Thread.run = profiled_run
-    main = cProfile.Profile()
-    main.enable()
-    try:
-        run()
-    finally:
-        main.disable()
-        threading.Thread.run = thread_run
-    stats = pstats.Stats(main)
-    for prof in list(done):
-        stats.add(prof)
-    stats.dump_stats(path)
-
-
 def _measure(args: argparse.Namespace, url: str, tasks, levels: list[int]) -> tuple[list, list, dict]:
     """The rounds, the traced SQL runs, the optional profile and the parts run, in one work folder."""
     env_clock, store_clock, client_clock = [0.0], [0.0], [0.0]
-    _clock_env(env_clock)
+    clock_env(env_clock)
     warm = 20 if not args.latency_ms else 2  # (a held answer: fewer warm-up calls, same warm connection)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -509,22 +347,12 @@ def _measure(args: argparse.Namespace, url: str, tasks, levels: list[int]) -> tu
         rounds = [_round(work, url, tasks, levels, env_clock, prompt, n, args.pairs, warm) for n in range(args.rounds)]
         sql = [db_work(work, url, tasks[:50], c, f"traced{c}") for c in sorted({1, levels[-1]})]
         if args.profile:  # an extra run: its CPU is not reported
-            _profiled(args.profile, lambda: _timed(work, "profiled", url, tasks, levels[-1], env_clock))
+            profiled(args.profile, lambda: _timed(work, "profiled", url, tasks, levels[-1], env_clock))
         # an extra run for the store's and our client's parts: their clocks cost CPU of their own
-        _clock_store(store_clock)
-        _clock_client(client_clock)
+        clock_store(store_clock)
+        clock_client(client_clock)
         store_run = _timed(work, "store", url, tasks, levels[-1], env_clock, store_clock, client_clock=client_clock)
     return rounds, sql, store_run
-
-
-def _parts(rounds: list[dict], level: int, store_run: dict) -> dict:
-    """The runner's CPU per call at `level` in parts; `engine` is what the others leave."""
-    ss = [_summary(r[str(level)]) for r in rounds]
-    total, env = [x["runner_cpu"] for x in ss], [x["env"] for x in ss]
-    store, ours = store_run["store_ms_per_call"], store_run["client_ms_per_call"]
-    return {"level": level, "total": _range(total), "bare_client": _range([x["bare_cpu"] for x in ss]),
-            "client": ours, "environment": _range(env), "store": store,
-            "engine": _range([round(t - ours - e - store, 3) for t, e in zip(total, env)])}
 
 
 def main() -> None:
@@ -553,8 +381,8 @@ def main() -> None:
     result = {"tasks": len(tasks), "method": "react", "rounds": args.rounds, "pairs": args.pairs,
               "latency_ms": args.latency_ms, "server": f"scripted, separate process, {held}",
               "bare_client": "openai.OpenAI (sync), same prompt size and stops, from as many threads as the level",
-              "env": "built-in Wikipedia corpus, in process", "levels": _table(rounds, levels), "sql": sql,
-              "parts_ms_per_call": _parts(rounds, levels[-1], store_run), **_rising(rounds, levels),
+              "env": "built-in Wikipedia corpus, in process", "levels": table(rounds, levels), "sql": sql,
+              "parts_ms_per_call": cpu_parts(rounds, levels[-1], store_run), **rising(rounds, levels),
               "bare_retries": sum(len(b.get("retries", ())) for r in rounds for lv in r.values() for b in lv["bare"]),
               "load": os.getloadavg()}
     if args.raw:

@@ -186,7 +186,7 @@ class Bench:
 
     # -- the app: the job in this process, the app's Stop
     def app(self, name: str) -> dict:
-        from agent import experiment, jobs, suggest
+        from agent import experiment, experiment_background, jobs, suggest
         from agent.rollouts import Request, resample, whatif
         from sessions.rollouts import RolloutEdit
         import sessions.jobs
@@ -218,7 +218,7 @@ class Bench:
         elif name == "experiment":  # as app_pages/experiments.py
             exp = experiment.create(store, env="hotpotqa", method="react", config=self.config(),
                                     tasks=_tasks(CONCURRENCY))
-            bg = experiment.Background(str(db))
+            bg = experiment_background.Background(str(db))
             bg.start(exp.id, concurrency=CONCURRENCY, api_key="x")
             h = None
         else:

@@ -7,7 +7,7 @@ from typing import Any
 
 
 class _Helpers:
-    """`CliError`, `add_common`, `emit`, `progress`, `check_url` of `react_editor.common`, once `use`d."""
+    """`CliError`, `add_common`, `emit`, `progress`, `check_url` of `react_editor.command_run`, once `use`d."""
 
     def __init__(self) -> None:
         self._h: Any = None

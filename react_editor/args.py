@@ -21,7 +21,7 @@ _INTEGER = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_DIGITS)
 
 
 class ArgError(Exception):
-    """A value the command line refuses: one line, exit 2 (react_editor.common.run_command)."""
+    """A value the command line refuses: one line, exit 2 (react_editor.command_run.run_command)."""
 
 
 def _shown(text: str, n: int = 40) -> str:

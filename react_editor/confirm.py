@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import add_common, db_path, emit
+from react_editor.command_run import add_common, db_path
+from react_editor.output import emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -7,7 +7,9 @@ import argparse
 from typing import Any
 
 from react_editor.args import retry_count, seconds
-from react_editor.common import CliError, db_path, later, progress, version_ref
+from react_editor.command_run import CliError, db_path
+from react_editor.lazy_parser import later
+from react_editor.output import progress, version_ref
 from react_editor.model import (
     local_changes,
     local_model_flag,

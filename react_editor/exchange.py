@@ -7,8 +7,9 @@ import argparse
 import sys
 from typing import Any
 
-from react_editor.common import (CliError, VisibleStream, add_common, db_path, emit, env_kinds, progress, regular_file,
-                                 version_ref, version_refs)
+from react_editor.command_run import CliError, add_common, db_path, regular_file
+from react_editor.lazy_parser import env_kinds
+from react_editor.output import VisibleStream, emit, progress, version_ref, version_refs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from react_editor.common import CliError, JobStopped, add_common, db_path, emit, env_kinds, progress
+from react_editor.command_run import CliError, JobStopped, add_common, db_path
+from react_editor.lazy_parser import env_kinds
+from react_editor.output import emit, progress
 from react_editor.episode_args import config_from_args, env_option_flags, env_options_from, model_flags
 from react_editor.paging import add_page_flags, page_of, say_page
 
@@ -128,7 +130,7 @@ def _queue_note(args: argparse.Namespace, ref) -> str | None:
 
 
 def _run(args: argparse.Namespace, ref) -> int:
-    from agent import experiment
+    from agent import experiment_runner
 
     bar = Bar()
     note = _queue_note(args, ref)
@@ -136,7 +138,7 @@ def _run(args: argparse.Namespace, ref) -> int:
         progress(note)
         bar.note = " · one request at a time (built-in model)"
     try:
-        out = experiment.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar,
+        out = experiment_runner.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar,
                              mode="processes" if args.processes else "threads")
     finally:
         bar.close()
@@ -234,9 +236,9 @@ def _with_store(args: argparse.Namespace, fn):
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from agent import experiment
+    from agent import experiment_scores
 
-    out = _with_store(args, lambda st: experiment.summary(st, args.experiment, with_items=True))
+    out = _with_store(args, lambda st: experiment_scores.summary(st, args.experiment, with_items=True))
     emit(args, out, lambda: _text(out) + "\n" + "\n".join(
         f"  {it['task']}\t{it['type'] or '-'}\tepisode {it['episode'] or '-'}\t"
         f"{'success' if it['success'] else ('failure' if it['done'] else it['status'])}" for it in out["items"]))
@@ -244,13 +246,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from agent import experiment
+    from agent import experiment_scores
     from sessions import experiments
 
     def page(st):
         found = experiments.list_all(st)
         shown, pg = page_of(found[args.offset:], args.limit, args.offset, len(found))
-        return [experiment.summary(st, e.id) for e in shown], pg  # (a summary reads items: the page's only)
+        return [experiment_scores.summary(st, e.id) for e in shown], pg  # (a summary reads items: the page's only)
 
     rows, pg = _with_store(args, page)
     note = say_page(args.json, pg, "experiments")
@@ -259,9 +261,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from agent import experiment
+    from agent import experiment_scores
 
-    out = _with_store(args, lambda st: experiment.compare(st, args.a, args.b, errors=args.errors,
+    out = _with_store(args, lambda st: experiment_scores.compare(st, args.a, args.b, errors=args.errors,
                                                           include_leaked=args.include_leaked))
     emit(args, out, lambda: _compare_text(out))
     return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import CliError, add_common, db_path, emit, version_refs, visible
+from react_editor.command_run import CliError, add_common, db_path
+from react_editor.output import emit, version_refs, visible
 from react_editor.paging import add_page_flags, page_of, say_page
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from react_editor.common import CliError, add_common, db_path, emit, version_refs
+from react_editor.command_run import CliError, add_common, db_path
+from react_editor.output import emit, version_refs
 
 _REF_HELP = "a version: EP (its current version), EP:N or EP:rN"
 

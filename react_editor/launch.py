@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from react_editor.common import CliError
+from react_editor.command_run import CliError
 from agent.gate import (ALLOW_LIST, ENDPOINTS_ENV, LOOPBACK, TOKEN_ENV, TOKEN_PARAM, WILDCARDS, allow_list, is_loopback,
                         new_token)
 

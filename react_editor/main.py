@@ -12,10 +12,10 @@ import argparse
 import gc
 import sys
 
-from react_editor import common, confirm, core, exchange, experiment, jobs, launch, search, whatif
+from react_editor import command_run, confirm, core, exchange, experiment, jobs, launch, lazy_parser, search, whatif
 from react_editor import judge, model, suggest
 from react_editor.args import Parser, argv_problem, fail
-from react_editor.common import run_command
+from react_editor.command_run import run_command
 
 COMMAND_GROUPS = (core, exchange, experiment, whatif, jobs, confirm, launch, search, suggest, model, judge)
 
@@ -29,19 +29,19 @@ def register_family_groups(sub) -> None:
     for fam in loaded():
         if fam.cli is not None and fam.cli not in seen:
             seen.add(fam.cli)
-            fam.cli(sub, common)
+            fam.cli(sub, command_run)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given the command line `argv`, only as much of it as that command needs:
     the families' own groups are loaded unless `argv` names one of ours (so `--help`, and
     `react-editor alfworld ...`, still find them), and a command's family-dependent flags
-    wait until that command is parsed (`common.LazyParser`)."""
+    wait until that command is parsed (`lazy_parser.LazyParser`)."""
     parser = Parser(
         prog="react-editor",
         description="Step, edit and branch ReAct agent trajectories.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=common.LazyParser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=lazy_parser.LazyParser)
     for group in COMMAND_GROUPS:
         group.register(sub)
     if argv is None or _command_word(argv) not in sub.choices:

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from react_editor.common import CliError, add_common, emit, progress
+from react_editor.command_run import CliError, add_common
+from react_editor.output import emit, progress
 from trajectory.records import AgentConfig
 
 

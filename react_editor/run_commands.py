@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import (
-    CliError,
-    JobStopped,
-    add_common,
-    emit,
-    env_kinds,
-    later,
-    progress,
-)
+from react_editor.command_run import CliError, JobStopped, add_common
+from react_editor.lazy_parser import env_kinds, later
+from react_editor.output import emit, progress
 from react_editor.episode_args import (
     check_model_flags,
     config_from_args,
@@ -143,7 +137,7 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda
 def _notice(engine, rep) -> str:
     """The frozen notice in the command line's words: `version 3:1 is frozen (annotated);
     continuing in new version 3:2`."""
-    from agent.engine_records import FROZEN
+    from agent.engine_reports import FROZEN
 
     return (f"version {ref_text(engine, rep.continued_from)} is frozen ({FROZEN[rep.frozen]}); "
             f"continuing in new version {ref_text(engine, rep.version.id)}")

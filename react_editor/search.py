@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from react_editor.common import CliError, add_common, db_path, emit, env_kinds, version_refs
+from react_editor.command_run import CliError, add_common, db_path
+from react_editor.lazy_parser import env_kinds
+from react_editor.output import emit, version_refs
 from react_editor.paging import add_page_flags, page_of, say_page
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS

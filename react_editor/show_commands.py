@@ -6,14 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from react_editor.common import (
-    CliError,
-    add_common,
-    db_path,
-    emit,
-    env_kinds,
-    write_exact,
-)
+from react_editor.command_run import CliError, add_common, db_path
+from react_editor.lazy_parser import env_kinds
+from react_editor.output import emit, write_exact
 from react_editor.episode_args import (
     episode_ref,
     one_line,

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from react_editor.common import add_common, emit, env_kinds, later, progress
+from react_editor.command_run import add_common
+from react_editor.lazy_parser import env_kinds, later
+from react_editor.output import emit, progress
 from react_editor.episode_args import families, one_line
 
 

@@ -10,8 +10,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any
 
-from react_editor.common import (CliError, JobStopped, add_common, emit, progress, rollout_progress, run_job, version_ref,
-                                 version_refs)
+from react_editor.command_run import CliError, JobStopped, add_common, run_job
+from react_editor.output import emit, progress, rollout_progress, version_ref, version_refs
 from react_editor.episode_args import check_model_flags, model_flags, open_engine, version_of
 
 
@@ -224,7 +224,8 @@ def _step(args: argparse.Namespace, engine, vid: int) -> int:
 
 
 def _whatif_experiment(args: argparse.Namespace) -> int:
-    from agent.rollouts import RolloutError, experiment_versions, pooled, whatif_many
+    from agent.rollout_stats import RolloutError, pooled
+    from agent.rollouts import experiment_versions, whatif_many
 
     if args.episode is not None or args.version is not None or args.step is not None:
         raise CliError("with --experiment, give --at (not an episode, --version or --step)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import threading
 
-from sessions.parts import Database
+from sessions.database import Database
 
 MAX_KNOWN_BLOBS = 100_000  # blob keys a Store remembers as written (then it asks the database again)
 

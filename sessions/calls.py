@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sessions.connection import _hex_blob, from_json, to_json
-from sessions.parts import Database, RowIds, insert_row
-from sessions.rows import CallRow
+from sessions.database import Database, RowIds, insert_row
+from sessions.row_records import CallRow
 from trajectory.records import ModelCall, Usage
 
 

@@ -10,9 +10,10 @@ from operator import itemgetter
 from typing import Any, Iterable, Iterator
 
 from sessions.connection import StoreError, from_json, to_json
-from sessions.parts import Database, RowIds, insert_row
-from sessions.rows import (SCOLS, SJSON, EpisodeTree, StepJson, StepRow, VCOLS, maker, step_fields, version_from_row,
-                           version_row)
+from sessions.database import Database, RowIds, insert_row
+from sessions.episode_tree import EpisodeTree
+from sessions.row_records import (SCOLS, SJSON, VCOLS, StepJson, StepRow, maker, step_fields, version_from_row,
+                                  version_row)
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 from trajectory.signals import STEP_LIMIT
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from sessions.connection import Fence, FenceLost, _Tx, compact_json as _dumps
-from sessions.rows import replaced
+from sessions.row_records import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
 from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import get_args
 
 from sessions.connection import FROZEN_MARK, StoreError, sqlite_utils
-from sessions.parts import Database
+from sessions.database import Database
 from trajectory.records import Better, Judgment, now
 
 BETTER: tuple[str, ...] = get_args(Better)

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from sessions.connection import StoreError
-from sessions.parts import Database
+from sessions.database import Database
 
 
 class Settings:

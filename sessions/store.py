@@ -6,7 +6,7 @@ transactions, and hands out its parts, as sqlite-utils' `Database` hands out tab
 response cache, pending answers; `sessions.calls`), `store.blobs` (`sessions.blobs`),
 `store.settings` (`sessions.settings`) and `store.judgments` (a person's pairwise preferences
 between two versions; `sessions.judgments`). `sessions.connection`: errors, transactions;
-`sessions.rows`: plain rows of bulk reads.
+`sessions.row_records`: plain rows of bulk reads.
 
 Invariants kept here (design.md): nothing is lost (every write is one transaction, WAL
 mode, steps are never updated or deleted), an edit never copies the shared prefix (a step
@@ -32,7 +32,8 @@ from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, Ve
 from sessions.connection import VersionFrozen
 from sessions.episodes import Episodes
 from sessions.judgments import Judgments
-from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
+from sessions.episode_tree import EpisodeTree
+from sessions.row_records import CallRow, StepRow, UsageRow
 from sessions.settings import Settings
 from sessions.versions import Versions
 

@@ -8,8 +8,8 @@ import json
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from sessions.connection import DatabaseFailure, Fence, StoreError, _changed, _frozen, compact_json, from_json, to_json
-from sessions.parts import Database, insert_row
-from sessions.rows import SCOLS, VCOLS, replaced, step_from_row, version_from_row, version_row
+from sessions.database import Database, insert_row
+from sessions.row_records import SCOLS, VCOLS, replaced, step_from_row, version_from_row, version_row
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
 from trajectory.signals import PathState
 

@@ -101,3 +101,11 @@ def _won(toy):
 
 def _open_edit(at, vid, k):
     return click(at, f"editbtn_{vid}_{k}")
+
+
+def _long(toy, n: int = 12):
+    """An episode of n human steps (a long version)."""
+    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
+    for i in range(n):
+        toy.engine.human_step(v.id, action="go to shelf 1" if i % 2 else "go to table 1")
+    return ep, v

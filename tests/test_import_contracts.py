@@ -41,7 +41,7 @@ def copy(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("module, line, broken", [
     ("sessions/blobs.py", "import agent.summary", "Layers"),
-    ("react_editor/confirm.py", "import app_pages.views", "Layers"),
+    ("react_editor/confirm.py", "import app_pages.page_text", "Layers"),
     ("agent/summary.py", "import streamlit", "No Streamlit below the app"),
     ("envs/wikipedia/__init__.py", "import envs.alfworld", "Environment families are independent"),
     ("sessions/blobs.py", "import sessions.store", "No import cycles"),

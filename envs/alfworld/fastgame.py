@@ -16,27 +16,18 @@ games with and without these caches and compares the transcripts byte for byte.
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import importlib
 import json
 import os
-import pickle
 import stat
-import sys
-import threading
 from collections import Counter, OrderedDict, defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from envs.base import EnvError
-from envs.alfworld import twlite, twlogic
+from envs.alfworld import twlite
+from envs.alfworld.grammar_cache import game_logic
+from envs.alfworld.translation import LOCK, sha, translate
 from envs.alfworld.wording import apply_wording
-
-CACHE_VERSION = "1"
-_LOCK = threading.RLock()
 
 
 class GameFileError(EnvError):
@@ -54,15 +45,7 @@ class GameData:
 
     @property
     def key(self) -> str:
-        return _sha(self.domain, self.grammar, self.problem)
-
-
-def _sha(*parts: str) -> str:
-    h = hashlib.sha1()
-    for p in parts:
-        h.update(p.encode("utf-8"))
-        h.update(b"\0")
-    return h.hexdigest()
+        return sha(self.domain, self.grammar, self.problem)
 
 
 def load_game_data(src: str | os.PathLike | dict) -> GameData:
@@ -90,284 +73,6 @@ def load_game_data(src: str | os.PathLike | dict) -> GameData:
     walk = data.get("walkthrough")
     return GameData(path, data["pddl_domain"], data["grammar"], data["pddl_problem"],
                     tuple(walk) if walk else None, data.get("solvable"))
-
-
-# ---------------------------------------------------------------- translation (PDDL -> SAS)
-
-@contextmanager
-def preserved_argv():
-    """Trap: `fast_downward.pddl2sas` overwrites `sys.argv` (for its option parser)."""
-    saved = list(sys.argv)
-    try:
-        yield
-    finally:
-        sys.argv[:] = saved
-
-
-def cache_dir() -> Path | None:
-    """Where translations and parsed game logic are kept across processes ($REACT_EDITOR_CACHE, else
-    ~/.cache/react-editor); REACT_EDITOR_CACHE=off disables the disk cache."""
-    root = os.environ.get("REACT_EDITOR_CACHE")
-    if root == "off":
-        return None
-    base = Path(root) if root else Path.home() / ".cache" / "react-editor"
-    return base / "alfworld-sas"
-
-
-_TRANSLATIONS: dict[str, tuple[Any, str]] = {}
-
-
-def by_name(module: str, qualname: str):
-    """A class of an imported module (what `_Pickler` stores instead of the class)."""
-    obj = sys.modules.get(module) or importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-class _Pickler(pickle.Pickler):
-    """pickle, except that a class whose top-level package is not imported (textworld's, see
-    twlite) is stored by name: pickle's own check that it can find a class imports its
-    top-level package, i.e. all of textworld and its knowledge base."""
-
-    def reducer_override(self, obj):
-        if isinstance(obj, type) and obj.__module__.partition(".")[0] not in sys.modules:
-            return by_name, (obj.__module__, obj.__qualname__)
-        return NotImplemented
-
-
-class _Unpickler(pickle.Unpickler):
-    """Classes of modules already imported are taken from them: pickle's own lookup imports
-    the top-level package first (`import textworld`, all of it; see twlite)."""
-
-    def find_class(self, module, name):
-        obj = sys.modules.get(module)
-        if obj is None:
-            return super().find_class(module, name)
-        for part in name.split("."):
-            obj = getattr(obj, part)
-        return obj
-
-
-def _disk_memo(key: str, build):
-    """`build()`'s result, pickled in the cache folder under `key` (an unreadable entry is
-    said in one line on stderr and rebuilt; a cache that cannot be written is skipped)."""
-    d = cache_dir()
-    f = d / f"{key}.pkl" if d else None
-    if f is not None and f.exists():
-        try:
-            with open(f, "rb") as fh:
-                return _Unpickler(fh).load()
-        except twlogic.UNREADABLE as exc:
-            why = (str(exc).splitlines() or [""])[0] or type(exc).__name__
-            print(f"ALFWorld cache entry {f} is unreadable ({type(exc).__name__}: {why}); making it again",
-                  file=sys.stderr, flush=True)
-    result = build()
-    if f is not None:
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                _Pickler(fh, protocol=pickle.HIGHEST_PROTOCOL).dump(result)
-            os.replace(tmp, f)
-        except Exception:
-            pass
-    return result
-
-
-# textworld's knowledge base (parsed at `import textworld`) comes from the same cache
-twlogic.install_hook(_disk_memo)
-
-
-def translate(domain: str, problem: str, optimize: bool = False) -> tuple[Any, str]:
-    """fast_downward.pddl2sas, memoised in memory and on disk (pickled task + SAS text)."""
-    import fast_downward
-
-    def build():
-        with preserved_argv():
-            return fast_downward.pddl2sas(domain, problem, verbose=False, optimize=optimize)
-
-    key = _sha(CACHE_VERSION, domain, problem, str(optimize))
-    with _LOCK:
-        if key not in _TRANSLATIONS:
-            _TRANSLATIONS[key] = _disk_memo(key, build)
-        return _TRANSLATIONS[key]
-
-
-# ---------------------------------------------------------------- grammar with parse caches
-
-def _copy_context(context: dict) -> dict:
-    """textgen.copy_context without the deep copies: derivations only read the entity
-    infos and variables, and each context gets its own `variables`/`mapping` dicts (the
-    only parts a derivation updates). The deep copies were most of a step's time."""
-    return {"state": context["state"], "facts": context["facts"], "variables": dict(context["variables"]),
-            "mapping": dict(context["mapping"]), "entity_infos": context["entity_infos"]}
-
-
-def _cached_grammar_class():
-    textgen = twlite.module("textworld.envs.pddl.textgen")
-    from textworld.logic import Rule
-
-    parse_cache: dict[str, list] = {}
-    rule_cache: dict[str, Any] = {}
-
-    def parse_rule(expr: str):
-        r = rule_cache.get(expr)
-        if r is None:
-            r = rule_cache[expr] = Rule.parse_conjunctive_query(expr)
-        return r
-
-    return _grammar_class(textgen, parse_rule, _symbol_classes(textgen, parse_rule), parse_cache)
-
-
-def tree_copy(sym):
-    """`copy.deepcopy` of a parsed grammar symbol (textgen's symbols: strings, a context,
-    and for list and conditional symbols the symbol inside), without deepcopy's generic
-    machinery, which was most of a step's time. A symbol waiting in the grammar has an empty
-    context; one that has a context (never, as used here) still gets a deep copy of it."""
-    new = object.__new__(type(sym))
-    fields = dict(sym.__dict__)
-    context = fields.get("context")
-    fields["context"] = copy.deepcopy(context) if context else {}
-    symbol_type = sys.modules["textworld.envs.pddl.textgen"].Symbol
-    for name in ("symbol", "expression"):
-        inner = fields.get(name)
-        if isinstance(inner, symbol_type):
-            fields[name] = tree_copy(inner)
-        elif inner is not None and not isinstance(inner, str):
-            fields[name] = copy.deepcopy(inner)
-    new.__dict__ = fields
-    return new
-
-
-def _symbol_classes(textgen, parse_rule):
-    """textgen's conditional and eval symbols with cached rules and compiled code; returns
-    `_retype`, which swaps them into a parsed symbol tree."""
-
-    class CachedConditionalSymbol(textgen.ConditionalSymbol):
-        def derive(self):
-            if len(self.context) == 0:
-                raise ValueError("Empty context")
-            context = _copy_context(self.context)
-            contexts = [context]
-            if self.given:
-                rule = parse_rule(self.given)
-                contexts = []
-                for mapping in context["state"].all_assignments(rule, context["mapping"]):
-                    c = _copy_context(context)
-                    c["variables"].update({ph.name: c["entity_infos"][var.name] for ph, var in mapping.items()})
-                    c["mapping"].update(mapping)
-                    contexts.append(c)
-            return [_retype(_symbol_copy(self.expression, c)) for c in contexts]
-
-    def _symbol_copy(sym, context):
-        """textgen.Symbol.copy with the cheap context copy."""
-        out = tree_copy(sym)
-        out.context = _copy_context(context)
-        return out
-
-    class CachedEvalSymbol(textgen.EvalSymbol):
-        _code: dict[str, Any] = {}
-
-        def derive(self, context=None):
-            context = context or self.context
-            code = self._code.get(self.expression)
-            if code is None:
-                code = self._code[self.expression] = compile(self.expression, "<grammar>", "eval")
-            scope = {"self": self, "context": context}
-            scope.update(context["variables"])
-            return [textgen.TerminalSymbol(eval(code, vars(textgen), scope))]
-
-    def _retype(sym):
-        """Swap textgen's symbol classes for the cached ones, recursively."""
-        if type(sym) is textgen.ConditionalSymbol:
-            sym.__class__ = CachedConditionalSymbol
-        elif type(sym) is textgen.EvalSymbol:
-            sym.__class__ = CachedEvalSymbol
-        if isinstance(sym, textgen.ConditionalSymbol):
-            _retype(sym.expression)
-        elif isinstance(sym, textgen.ListSymbol):
-            _retype(sym.symbol)
-        return sym
-
-    return _retype
-
-
-def _grammar_class(textgen, parse_rule, _retype, parse_cache):
-    """textgen's grammar over the cached symbols, with parsed derivations kept per start."""
-
-    class CachedGrammar(textgen.ContextSensitiveGrammar):
-        def retype_all(self):
-            for rules in self._rules.values():
-                for rule in rules:
-                    for sym in rule.rhs:
-                        _retype(sym)
-                    if rule.condition:
-                        parse_rule(rule.condition)
-
-        def replace(self, start):
-            rules = self._rules.get(str(start))
-            if not rules:
-                raise textgen.CSGUnknownSymbolError(start)
-            for rule in rules:
-                if not rule.condition:
-                    break
-                if any(True for _ in start.context["state"].all_assignments(parse_rule(rule.condition),
-                                                                             start.context["mapping"])):
-                    break
-            else:  # no applicable rule: same failure as textgen
-                rule = None
-            symbols = [tree_copy(s) for s in rule.rhs] if rule is not None else copy.deepcopy([][0])
-            for symbol in symbols:
-                symbol.context = _copy_context(start.context)
-            return symbols
-
-        def derive(self, start: str, context={}) -> str:
-            parsed = parse_cache.get(start)
-            if parsed is None:
-                parsed = [_retype(s) for s in textgen._parse_and_convert(start, rule_name="symbols")]
-                parse_cache[start] = parsed
-            derivation = [tree_copy(s) for s in parsed][::-1]
-            for symbol in derivation:
-                symbol.context = _copy_context(context)
-            derived = []
-            while derivation:
-                symbol = derivation.pop()
-                if isinstance(symbol, textgen.TerminalSymbol):
-                    derived.append(symbol)
-                elif isinstance(symbol, textgen.NonterminalSymbol):
-                    derivation += self.replace(symbol)[::-1]
-                elif isinstance(symbol, (textgen.ConditionalSymbol, textgen.EvalSymbol, textgen.ListSymbol)):
-                    derivation += symbol.derive()[::-1]
-                else:
-                    raise NotImplementedError("Unknown symbol: {}".format(type(symbol)))
-            return "".join(map(str, derived))
-
-    return CachedGrammar
-
-
-_GRAMMAR_CLASS = None
-_LOGICS: dict[str, Any] = {}
-
-
-def game_logic(domain: str, grammar: str):
-    """textworld's GameLogic for (domain, grammar), parsed once (kept on disk too)."""
-    global _GRAMMAR_CLASS
-    pddl_logic = twlite.module("textworld.envs.pddl.logic")
-
-    key = _sha(domain, grammar)
-    with _LOCK:
-        if key not in _LOGICS:
-            if _GRAMMAR_CLASS is None:
-                _GRAMMAR_CLASS = _cached_grammar_class()
-            lg = _disk_memo(_sha(CACHE_VERSION, "logic", domain, grammar),
-                            lambda: pddl_logic.GameLogic(domain=domain, grammar=grammar))
-            cg = _GRAMMAR_CLASS()
-            cg.update(lg.grammar)
-            cg.retype_all()
-            lg.grammar = cg
-            _LOGICS[key] = lg
-        return _LOGICS[key]
 
 
 # ---------------------------------------------------------------- state
@@ -443,7 +148,7 @@ def _take_lib():
 
     import fast_downward
 
-    with _LOCK:
+    with LOCK:
         if _FREE_LIBS:
             return _FREE_LIBS.pop()
     lib = fast_downward.load_lib()
@@ -669,6 +374,6 @@ class FastGame:
 
     def close(self) -> None:
         if self.lib is not None:
-            with _LOCK:
+            with LOCK:
                 _FREE_LIBS.append(self.lib)
             self.lib = None

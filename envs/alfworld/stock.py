@@ -10,7 +10,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from envs.alfworld.fastgame import GameData, preserved_argv
+from envs.alfworld.fastgame import GameData
+from envs.alfworld.translation import preserved_argv
 from envs.alfworld.wording import apply_wording
 
 

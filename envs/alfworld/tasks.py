@@ -110,7 +110,7 @@ def _builtin_tasks(split: str) -> list[Task]:
 # ---------------------------------------------------------------- official
 
 def _text_cache() -> Path | None:
-    from envs.alfworld.fastgame import cache_dir
+    from envs.alfworld.translation import cache_dir
 
     d = cache_dir()
     return d.parent / "alfworld-texts.json" if d else None

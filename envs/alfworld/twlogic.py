@@ -4,7 +4,7 @@ Importing the textworld package (the stock stack, the game generator, the textwo
 an ALFWorld game itself imports only the modules it needs, see twlite) loads textworld's
 generator knowledge base at import time: ten `.twl` logic files parsed by TatSu, about half
 of a cold process's first ALFWorld game when games imported the whole package. The parsed `GameLogic` is a plain value, so it is kept pickled in
-the cache folder (`fastgame.cache_dir()`, keyed by textworld's version and the files' paths
+the cache folder (`translation.cache_dir()`, keyed by textworld's version and the files' paths
 and bytes) and read back in milliseconds. Only `GameLogic.load` is wrapped, while
 `textworld.logic` is first imported; nothing else of textworld changes.
 """
@@ -26,7 +26,7 @@ _MODULE = "textworld.logic"
 
 # What reading a cache entry raises when it is cut short, damaged or written by another
 # version of Python, textworld or this program (a class moved or changed): the entry is made
-# again (fastgame._disk_memo) or parsed (below). Anything else is a bug and is raised.
+# again (translation.disk_memo) or parsed (below). Anything else is a bug and is raised.
 UNREADABLE = (pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError, IndexError, TypeError,
               KeyError, OSError)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from agent import experiment
+from agent import experiment_scores
 from app_pages.experiment_views import chart_note, chart_spec, paper_row
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
@@ -72,8 +72,8 @@ def test_summaries_are_recomputed_only_when_an_experiment_changes(page, monkeypa
     at, db, _ = _after_first_run(page)
     at.run()
     calls = []
-    real = experiment.summary
-    monkeypatch.setattr(experiment, "summary", lambda store, ref, **kw: calls.append(ref) or real(store, ref, **kw))
+    real = experiment_scores.summary
+    monkeypatch.setattr(experiment_scores, "summary", lambda store, ref, **kw: calls.append(ref) or real(store, ref, **kw))
     at.run()
     at.run()
     assert calls == []  # nothing changed: the cached summary is used

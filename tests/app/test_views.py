@@ -10,22 +10,11 @@ import subprocess
 import pytest
 
 from app_pages.textdiff import diff_html, word_diff
-from app_pages.views import (
-    action_warning,
-    compare_html,
-    edit_label,
-    endpoint_problem,
-    money,
-    one_line,
-    own_edit,
-    cost,
-    dot_quote,
-    provenance,
-    replaced_text,
-    step_lines,
-    usage_totals,
-    version_tree_dot,
-)
+from app_pages.compare_table import compare_html
+from app_pages.costs import cost, money, usage_totals
+from app_pages.page_text import (action_warning, edit_label, endpoint_problem, one_line, own_edit, provenance,
+                                 replaced_text, step_lines)
+from app_pages.version_tree_dot import dot_quote, version_tree_dot
 from trajectory.alignment import align_versions
 from trajectory.records import EditInfo, ModelCall, Step, Usage
 
@@ -184,7 +173,7 @@ def test_streamlit_config_is_local_with_xsrf_and_no_usage_stats():
 
 
 def test_compare_columns_keep_equal_widths_whatever_the_text():
-    from app_pages.views import COMPARE_CSS, compare_html
+    from app_pages.compare_table import COMPARE_CSS, compare_html
 
     html_ = compare_html("alfworld", [], "v1", "v2", "open", "success")
     assert '<col style="width: 50%"><col style="width: 50%">' in html_ and "table-layout: fixed" in COMPARE_CSS

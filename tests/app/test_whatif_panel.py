@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from agent.rollouts import Request, resample
-from app_pages.views import version_tree_dot
+from app_pages.version_tree_dot import version_tree_dot
 from app_pages.whatif_panel import chart_spec, rate_rows
 from sessions import rollouts
 from tests.scripted_server import Reply

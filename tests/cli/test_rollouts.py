@@ -325,14 +325,14 @@ def test_wikipedia_resample_and_thought_whatif(toy, capsys):
 
 
 def _arm(success: int, n: int):
-    from agent.rollouts import GroupStats
+    from agent.rollout_stats import GroupStats
 
     return GroupStats(None, list(range(n)), success)
 
 
 def test_an_empty_arm_has_no_effect_and_no_interval():
     """n = 0 in an arm: `effect` is null, and so is `effect_ci95` (it was a finite [-1, x])."""
-    from agent.rollouts import Effect
+    from agent.rollout_stats import Effect
 
     e = Effect(_arm(0, 0), _arm(3, 4)).as_json()
     assert e["effect"] is None and e["effect_ci95"] is None
@@ -345,7 +345,7 @@ def test_pooled_whatif_is_stratified_by_episode():
     """Rollouts of one episode share its state: pooling sums nothing across episodes. Two
     episodes where the edit changes nothing inside either, with unequal rollouts per arm:
     the summed arms would show +67 points (Fisher p < 1e-6); stratified, the effect is 0."""
-    from agent.rollouts import Effect, pooled
+    from agent.rollout_stats import Effect, pooled
 
     effects = [Effect(_arm(2, 2), _arm(10, 10)), Effect(_arm(0, 10), _arm(0, 2))] * 5
     out = pooled(effects).as_json()

@@ -86,7 +86,7 @@ def test_the_results_table_fits_the_page(browser, page, llm, start_app, tmp_path
     import json
     from pathlib import Path
 
-    from agent import experiment
+    from agent import experiment, experiment_runner
     from agent.task_selection import select_tasks
     from sessions.store import Store
     from tests.experiment_agents import wiki_agent
@@ -100,7 +100,7 @@ def test_the_results_table_fits_the_page(browser, page, llm, start_app, tmp_path
                       tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0),
                       name="a run with a long name")
     store.close()
-    experiment.run(str(tmp_path / "e2e.db"), 1)
+    experiment_runner.run(str(tmp_path / "e2e.db"), 1)
     app = start_app()
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(f"{app.url}/experiments")

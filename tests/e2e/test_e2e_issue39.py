@@ -71,7 +71,7 @@ def test_every_results_table_shows_all_its_columns_at_1280(browser, page, llm, s
     import json
     from pathlib import Path
 
-    from agent import experiment
+    from agent import experiment, experiment_runner
     from agent.task_selection import select_tasks
     from sessions.store import Store
     from tests.experiment_agents import wiki_agent
@@ -87,7 +87,7 @@ def test_every_results_table_shows_all_its_columns_at_1280(browser, page, llm, s
     experiment.create(store, env="hotpotqa", method="react", config=cfg, name="hotpotqa questions, a long name",
                       tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0))
     store.close()
-    experiment.run(str(tmp_path / "e2e.db"), 2)
+    experiment_runner.run(str(tmp_path / "e2e.db"), 2)
     app = start_app()
     page.set_viewport_size({"width": W, "height": H})
     for exp_id in (2, 1):  # the HotpotQA one (opened first: the newest), then ALFWorld's

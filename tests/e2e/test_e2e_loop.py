@@ -134,7 +134,7 @@ def test_the_whole_loop_in_the_browser(browser, page, llm, start_app, tmp_path):
     _see(page, "re-ran", timeout=90_000)
     _see(page, "2/2 done: 2 successes, 0 failures, 0 errors")
     _see(page, "2 tasks in common")
-    from agent import experiment
+    from agent import experiment_scores
     from sessions import experiments
     from sessions.store import Store
 
@@ -142,7 +142,7 @@ def test_the_whole_loop_in_the_browser(browser, page, llm, start_app, tmp_path):
         new = experiments.get(store, 2)
         assert new.params["rerun_of"] == 1 and new.config.exemplar_set == "hotpotqa-fixes"
         assert [it.task.id for it in experiments.items(store, 2)] == [HOTPOT[0]["id"], HOTPOT[2]["id"]]
-        c = experiment.compare(store, 2, 1)
+        c = experiment_scores.compare(store, 2, 1)
         assert c["n"] == 2 and (c["a_only"], c["b_only"]) == (1, 0) and c["leaked"] == []  # it was left out
     print(f"\nthe loop took {me.clicks} clicks and {me.typed} typed fields")
     assert me.clicks <= 20 and me.typed <= 3

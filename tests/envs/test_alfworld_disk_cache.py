@@ -1,4 +1,4 @@
-"""ALFWorld's disk cache (translations and parsed game logic, fastgame._disk_memo) follows
+"""ALFWorld's disk cache (translations and parsed game logic, translation.disk_memo) follows
 its sources: an entry is keyed by the text it was made from, so a changed grammar or problem
 gets a new entry and the game reflects the change; an unreadable entry is made again."""
 
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import envs.alfworld.fastgame as fastgame
-from envs.alfworld import list_tasks
+from envs.alfworld import grammar_cache, list_tasks, translation
 from envs.alfworld.fastgame import FastGame, load_game_data
 
 WELCOME = "Welcome to TextWorld, ALFRED!"
@@ -19,8 +18,8 @@ WELCOME = "Welcome to TextWorld, ALFRED!"
 @pytest.fixture(autouse=True)
 def _nothing_in_memory(monkeypatch):
     """As in a new process: what this process translated or parsed before is not kept."""
-    monkeypatch.setattr(fastgame, "_TRANSLATIONS", {})
-    monkeypatch.setattr(fastgame, "_LOGICS", {})
+    monkeypatch.setattr(translation, "_TRANSLATIONS", {})
+    monkeypatch.setattr(grammar_cache, "_LOGICS", {})
 
 
 def _intro(game: dict) -> str:
@@ -59,8 +58,8 @@ def test_an_unreadable_entry_is_made_again(tmp_path, monkeypatch):
     entries = sorted((tmp_path / "alfworld-sas").glob("*.pkl"))
     for entry in entries:
         entry.write_bytes(b"not a pickle")
-    monkeypatch.setattr(fastgame, "_TRANSLATIONS", {})  # a new process: nothing in memory
-    monkeypatch.setattr(fastgame, "_LOGICS", {})
+    monkeypatch.setattr(translation, "_TRANSLATIONS", {})  # a new process: nothing in memory
+    monkeypatch.setattr(grammar_cache, "_LOGICS", {})
     assert _intro(src) == intro
     assert len(entries) == 2 and all(e.read_bytes() != b"not a pickle" for e in entries)
 
@@ -82,11 +81,11 @@ def test_an_unreadable_entry_is_said_in_one_line_and_another_failure_is_raised(t
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path))
     (tmp_path / "alfworld-sas").mkdir()
     entry = tmp_path / "alfworld-sas" / "k.pkl"
-    entry.write_bytes(fastgame.pickle.dumps({"x": 1})[:-3])  # cut short
-    assert fastgame._disk_memo("k", lambda: {"x": 2}) == {"x": 2}
+    entry.write_bytes(translation.pickle.dumps({"x": 1})[:-3])  # cut short
+    assert translation.disk_memo("k", lambda: {"x": 2}) == {"x": 2}
     err = capfd.readouterr().err.splitlines()
     assert len(err) == 1 and "k.pkl is unreadable" in err[0] and "making it again" in err[0]
-    assert fastgame._disk_memo("k", lambda: {"x": 3}) == {"x": 2}  # made again, read back
-    entry.write_bytes(fastgame.pickle.dumps(_Explodes()))
+    assert translation.disk_memo("k", lambda: {"x": 3}) == {"x": 2}  # made again, read back
+    entry.write_bytes(translation.pickle.dumps(_Explodes()))
     with pytest.raises(RuntimeError, match="a bug while loading"):
-        fastgame._disk_memo("k", lambda: {"x": 4})
+        translation.disk_memo("k", lambda: {"x": 4})

@@ -19,7 +19,8 @@ def test_expert_type_passed_positionally_is_ignored_but_ours_is_kept():
 def test_translation_keeps_sys_argv(monkeypatch, tmp_path):
     import fast_downward
     from envs.alfworld import get_task
-    from envs.alfworld.fastgame import load_game_data, translate
+    from envs.alfworld.fastgame import load_game_data
+    from envs.alfworld.translation import translate
 
     data = load_game_data(get_task(__import__("envs.alfworld", fromlist=["list_tasks"]).list_tasks()[0].id).data["game"])
     monkeypatch.setattr(sys, "argv", ["react-editor", "run", "--x"])

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from envs.alfworld import list_tasks
-from envs.alfworld.fastgame import load_game_data, tree_copy
+from envs.alfworld.fastgame import load_game_data
+from envs.alfworld.grammar_cache import tree_copy
 from envs.alfworld.twlite import EntityInfo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +81,7 @@ def _dump(sym, seen: set) -> tuple:
 
 
 def test_tree_copy_is_a_deepcopy_of_every_production_of_a_game_grammar():
-    from envs.alfworld.fastgame import game_logic
+    from envs.alfworld.grammar_cache import game_logic
     from envs.alfworld.wording import apply_wording
 
     data = load_game_data(list_tasks()[0].data["game"])

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from agent import experiment
+from agent import experiment, experiment_runner
 from envs.registry import family
 from sessions import experiments
 from sessions.store import Store
@@ -102,15 +102,15 @@ def test_a_run_stopped_with_started_items_left_gives_them_back_and_a_resume_runs
     store = Store(db)
     exp = make(store, scripted_llm.base_url, n=6)
     stop = threading.Event()
-    out = experiment.run(str(db), exp.id, stop=stop, on_progress=lambda p: p.done >= 1 and stop.set())
+    out = experiment_runner.run(str(db), exp.id, stop=stop, on_progress=lambda p: p.done >= 1 and stop.set())
     assert out["done"] == 1
     items = experiments.items(store, exp.id)
     left = [it for it in items if it.status != "done"]
     raw = store.db.execute("select count(*) from experiment_items where claimed_by is not null").fetchone()[0]
     assert raw == 0 and {it.status for it in left} == {"pending"}
     linked = {it.id: it.episode_id for it in left if it.episode_id is not None}
-    assert len(linked) == experiment.BATCH - 1  # started with the first, never run
-    out = experiment.run(str(db), exp.id)
+    assert len(linked) == experiment_runner.BATCH - 1  # started with the first, never run
+    out = experiment_runner.run(str(db), exp.id)
     assert out["done"] == 6 and len(scripted_llm.requests) == 2 * 6
     items = experiments.items(store, exp.id)
     assert len(store.episodes.ids()) == 6 and all(linked[it.id] == it.episode_id for it in items if it.id in linked)

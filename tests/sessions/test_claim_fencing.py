@@ -12,7 +12,7 @@ from contextlib import closing
 
 import pytest
 
-from agent import experiment
+from agent import experiment, experiment_runner
 from agent import jobs
 from agent.task_selection import select_tasks
 from sessions import connection
@@ -47,7 +47,7 @@ def _run_and_lose_the_claim_once(scripted_llm, responder, db, exp, capfd) -> Non
     """Run the experiment with `responder` answering (it takes the item's claim over): one
     "taken over" line, no traceback."""
     scripted_llm.set_responder(responder)
-    experiment.run(str(db), exp.id)
+    experiment_runner.run(str(db), exp.id)
     err = capfd.readouterr().err
     lost = [ln for ln in err.splitlines() if "taken over" in ln]
     assert len(lost) == 1 and "experiment item" in lost[0] and "Traceback" not in err

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import experiment
+from agent import experiment, experiment_runner
 from agent import jobs
 from sessions import experiments
 import sessions.jobs
@@ -250,7 +250,8 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 1, method="cot-sc", samples=21)
     store = Store(db)
-    h = jobs.start(store, "experiment", lambda h: experiment.run(str(db), 1, concurrency=3, handle=h), experiment_id=1)
+    h = jobs.start(store, "experiment", lambda h: experiment_runner.run(str(db), 1, concurrency=3, handle=h),
+                   experiment_id=1)
     _wait(lambda: len(scripted_llm.completion_requests) >= 6)
     jobs.stop(store, h.id)
     at_stop = len(scripted_llm.completion_requests)

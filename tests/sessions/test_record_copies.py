@@ -1,8 +1,8 @@
-"""The store's own copy of a record (`sessions.rows.replaced`) is what pydantic's
+"""The store's own copy of a record (`sessions.row_records.replaced`) is what pydantic's
 `model_copy(update=...)` makes: same fields, same fields set, the original untouched; and the
 records it builds without validation are what validation makes."""
 
-from sessions.rows import replaced
+from sessions.row_records import replaced
 from trajectory.records import Outcome, Step, Version
 
 

@@ -13,7 +13,7 @@ import random
 import pytest
 
 from sessions import search_index
-from sessions.rows import EpisodeTree
+from sessions.episode_tree import EpisodeTree
 from sessions.store import Store
 from trajectory.records import AgentConfig, Outcome, Step, Task
 

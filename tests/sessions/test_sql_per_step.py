@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from agent import experiment, methods
+from agent import experiment, experiment_runner, methods
 from agent.engine import Engine
 from envs.registry import family
 from envs.wikipedia.builtin import corpus_hash
@@ -162,7 +162,7 @@ def test_experiment_items_are_started_in_batches_and_commit_with_their_steps(tmp
     version is named after its phase and recorded in its metrics, committed, before the
     method runs. Within the writer's power-loss window (here longer than the run) every
     commit is light but the close's, which is the one durable point."""
-    n = experiment.BATCH
+    n = experiment_runner.BATCH
     monkeypatch.setattr(writer, "DURABLE_S", 3600.0)
     stmts: list[tuple[str, str]] = []
     seen: list[tuple[dict, str | None, bool]] = []
@@ -183,8 +183,9 @@ def test_experiment_items_are_started_in_batches_and_commit_with_their_steps(tmp
     store = Store(path)
     exp = experiment.create(store, env="hotpotqa", method="react", config=cfg(scripted_llm),
                             tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
-    out = experiment.run(str(path), exp.id, concurrency=1,  # the Store the run opens traces every thread's statements
-                         tracer=lambda sql, _: stmts.append((threading.current_thread().name, sql)))
+    # the Store the run opens traces every thread's statements
+    out = experiment_runner.run(str(path), exp.id, concurrency=1,
+                                tracer=lambda sql, _: stmts.append((threading.current_thread().name, sql)))
     assert out["done"] == n and len(scripted_llm.requests) == 2 * n
     worker = [(t, s) for t, s in stmts if t.startswith("batch") or t == "store-writer"]  # (the writer commits for it)
     claims = [s for _, s in worker if s.startswith("update experiment_items set claimed_by")]
@@ -280,7 +281,7 @@ def test_an_experiment_issues_few_statements_per_model_call(tmp_path, scripted_l
     store = Store(path)
     exp = experiment.create(store, env="hotpotqa", method="react", config=cfg(scripted_llm),
                             tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
-    out = experiment.run(str(path), exp.id, concurrency=1, tracer=trace)
+    out = experiment_runner.run(str(path), exp.id, concurrency=1, tracer=trace)
     assert out["done"] == n and len(scripted_llm.requests) == 2 * n
     assert issued(reports) / (2 * n) <= STATEMENTS_PER_CALL, issued(reports) / (2 * n)
     store.close()

@@ -370,11 +370,11 @@ def test_cost_uses_the_price_of_each_calls_model(app):
 def test_the_app_shows_a_database_failure_as_one_line(app):
     """A write that the database refuses (here: locked by another writer) is a message on the
     page, not a traceback, and the next action works again."""
-    from app_pages import state
+    from app_pages import app_engine
 
     toy, make = app
     at = make("settings")
-    state.store().set_busy_timeout(0.05)  # every thread's connection (the page runs on its own)
+    app_engine.store().set_busy_timeout(0.05)  # every thread's connection (the page runs on its own)
     blocker = sqlite3.connect(toy.db, isolation_level=None)
     blocker.execute("begin immediate")
     at.button(key="price_save").click().run()

@@ -32,7 +32,7 @@ def _excludes_zero(ci) -> bool:
 def test_paired_interval_and_p_value_are_one_procedure_on_the_issues_examples():
     """5 vs 0 discordant of 26: the old interval excluded 0 beside exact p 0.0625. Now the
     interval goes with `p_value` (and 4 vs 0 stays not significant)."""
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
 
     for a_only, p in ((5, 0.0625), (4, 0.125)):
         for both in (0, 10, 21 - a_only):
@@ -44,7 +44,7 @@ def test_paired_interval_and_p_value_are_one_procedure_on_the_issues_examples():
 
 
 def test_paired_interval_excludes_zero_exactly_when_p_is_below_005():
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
 
     for n in (1, 7, 26):
         for b in range(n + 1):
@@ -55,14 +55,14 @@ def test_paired_interval_excludes_zero_exactly_when_p_is_below_005():
 
 
 def _arm(success: int, n: int):
-    from agent.rollouts import GroupStats
+    from agent.rollout_stats import GroupStats
 
     return GroupStats(None, list(range(n)), success)
 
 
 def test_whatif_interval_and_p_value_are_one_procedure():
     """3/5 vs 0/5: Newcombe's [+3, +88] points stood beside Fisher p = 0.167."""
-    from agent.rollouts import Effect
+    from agent.rollout_stats import Effect
 
     e = Effect(_arm(0, 5), _arm(3, 5)).as_json()
     assert e["p_value"] > 0.05 and e["effect_ci95"][0] < 0 < e["effect"] and "Boschloo" in e["method"]
@@ -77,7 +77,7 @@ def test_whatif_interval_and_p_value_are_one_procedure():
 
 
 def test_pooled_interval_does_not_collapse_and_one_episode_is_refused():
-    from agent.rollouts import Effect, RolloutError, pooled
+    from agent.rollout_stats import Effect, RolloutError, pooled
 
     with pytest.raises(RolloutError, match="at least 2 episodes"):
         pooled([Effect(_arm(0, 1), _arm(1, 1))])
@@ -95,8 +95,8 @@ def test_pooled_interval_does_not_collapse_and_one_episode_is_refused():
 
 
 def test_empty_comparisons_have_no_p_value():
-    from agent.experiment import _pair_counts
-    from agent.rollouts import Effect
+    from agent.experiment_scores import _pair_counts
+    from agent.rollout_stats import Effect
 
     r = _pair_counts([], [])
     assert r["p_value"] is None and r["mcnemar_p"] is None and r["diff_ci"] == [None, None]
@@ -155,8 +155,8 @@ def test_compare_text_puts_rates_over_the_paired_tasks_in_points(tmp_path, capsy
 
 
 def test_app_labels_name_the_exact_mcnemar_p_and_the_method():
-    from agent.experiment import _pair_counts
-    from agent.rollouts import Effect
+    from agent.experiment_scores import _pair_counts
+    from agent.rollout_stats import Effect
     from app_pages.experiment_views import compare_rows
     from app_pages.whatif_panel import effect_text
 
@@ -170,7 +170,7 @@ def test_app_labels_name_the_exact_mcnemar_p_and_the_method():
 
 def test_pooled_text_prints_no_summed_arm_interval():
     """Simpson's paradox: summed arms 5-45% vs 55-95% beside an effect of +0 read as one sample."""
-    from agent.rollouts import Effect, pooled
+    from agent.rollout_stats import Effect, pooled
     from react_editor.whatif import _pooled_text
 
     text = _pooled_text(pooled([Effect(_arm(2, 2), _arm(10, 10)), Effect(_arm(0, 10), _arm(0, 2))] * 5))

@@ -349,7 +349,7 @@ def test_stratified_score_test_at_zero_is_cmh_and_its_interval_inverts_it():
 
 
 def _arm(success: int, n: int):
-    from agent.rollouts import GroupStats
+    from agent.rollout_stats import GroupStats
 
     return GroupStats(None, list(range(n)), success)
 
@@ -360,7 +360,7 @@ def test_the_whatif_is_exact_unconditional_at_small_arms_with_power_where_it_is_
     p) with the interval that inverts it; size stays under 0.05 and power is 0.66."""
     from scipy.stats import boschloo_exact
 
-    from agent.rollouts import Effect
+    from agent.rollout_stats import Effect
     from trajectory import exact2x2
 
     e = Effect(_arm(1, 10), _arm(6, 10))  # control 1/10, treatment 6/10: Fisher p = 0.057
@@ -396,7 +396,7 @@ def test_printed_numbers_say_what_the_test_says():
     0.05 never printed as 0.05; compare --json unrounded."""
     from types import SimpleNamespace
 
-    from agent.experiment import _pair_counts
+    from agent.experiment_scores import _pair_counts
     from app_pages.experiment_views import _p as app_p
     from app_pages.whatif_panel import effect_text as app_effect
     from react_editor.experiment import _effect

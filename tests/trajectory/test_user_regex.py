@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.rollouts import RolloutError, first_match
+from agent.rollout_stats import RolloutError
+from agent.rollouts import first_match
 from agent.stop_conditions import ConditionError, parse
 from react_editor.main import main
 from trajectory.user_regex import PatternError, compile_pattern

@@ -1,6 +1,6 @@
-"""What a part of the Store receives: the database (this thread's connection and the
-Store's transactions), as sqlite-utils' `Table` receives its `Database`; and the one
-plain-SQL insert the parts share."""
+"""The database a part of the Store receives (`Database`: this thread's connection and the
+Store's transactions), as sqlite-utils' `Table` receives its `Database`; and what the parts
+share of it: the one plain-SQL insert and the row-id cache (`RowIds`)."""
 
 from __future__ import annotations
 
