@@ -18,7 +18,7 @@ class Blobs:
         self._database = database
         self._local = threading.local()  # this thread's deferred blobs (`deferred`)
         self.known: set[str] = set()  # blobs known to be committed (bounded)
-        self.new: dict[str, bytes] = {}  # written by the open transaction (its `_Tx` keeps them)
+        self.new: dict[str, bytes] = {}  # written by the open transaction (its `Transaction` keeps them)
 
     def put(self, data: bytes) -> str:
         """Store content-addressed bytes (pages, long snapshot parts); their key. Inside

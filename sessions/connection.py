@@ -8,7 +8,9 @@ import json
 import os
 import sqlite3
 import sys
+from dataclasses import dataclass, field
 from typing import Any, Callable
+
 
 def _import_sqlite_utils():
     """sqlite-utils without the pandas and numpy it imports when they are installed (only to
@@ -144,6 +146,13 @@ class _Cursor(sqlite3.Cursor):
 
 
 class _Connection(sqlite3.Connection):
+    """The store's connection: its statements raise StoreError (`_Cursor`), and it carries
+    its transactions' state (`transactions`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.transactions = TransactionState()
+
     def cursor(self, factory=_Cursor):  # type: ignore[override]
         return super().cursor(factory)
 
@@ -158,6 +167,8 @@ class _Connection(sqlite3.Connection):
 
     def executescript(self, script, /):  # type: ignore[override]
         return self.cursor().executescript(script)
+
+
 def describe_db_error(path: str, exc: BaseException) -> str:
     """One line naming what is wrong with the database file: read-only, truncated,
     damaged, or not a database at all (sqlite's own words in brackets)."""
@@ -253,58 +264,99 @@ def _changed(version: int | str) -> VersionChanged:
     return VersionChanged(f"version {version} changed meanwhile (another writer added steps); reload it and try again")
 
 
-def _stack(conn: Any) -> list:
-    """The savepoints open on a connection, innermost last (an inner transaction started
-    before anything was written in its enclosing one needs no savepoint of its own)."""
-    stack = getattr(conn, "_savepoints", None)
-    if stack is None:
-        stack = conn._savepoints = []
-    return stack
+@dataclass(slots=True)
+class TransactionState:
+    """What the store knows of one connection's transactions, kept on the connection itself
+    (`_Connection.transactions`; `transaction_state(conn)`): typed fields, not attributes
+    hung on a `sqlite3.Connection`."""
+
+    synchronous_normal: bool = False
+    """The connection is at `synchronous = normal` (a light commit's level: no fsync), not `full`."""
+    restore_full_after_light: bool = True
+    """After a light transaction, put the connection back at `full` (one statement). False for
+    a connection that only runs transactions (the store's writer, a job's heartbeat): each
+    of them sets the level it needs, so a run of light ones costs no statements."""
+    without_savepoints: bool = False
+    """The open outermost transaction was begun with `without_savepoints=True`: the ones
+    inside it take no savepoints (any failure is the whole transaction's)."""
+    inner_failed_after_writing: bool = False
+    """Inside a transaction without savepoints, an inner block failed after it had written:
+    only undoing the whole transaction undoes its writes (the store's writer reads it and
+    runs its group again, a savepoint per write). Its reader resets it."""
+    savepoints: list[Transaction] = field(default_factory=list)
+    """The inner transactions open on the connection, innermost last (one that shares its
+    enclosing savepoint is listed too)."""
 
 
-class _Tx:
-    """Re-entrant transaction: the outermost `with` commits or rolls back; an inner one is
-    a savepoint (an inner block that fails, even when its error is caught, leaves none of
-    its writes behind). Caches learn
-    the rows a transaction inserted only once it committed (a rollback must not leave ids
-    behind that no longer exist). A `durable` commit (the default) is on disk when it
-    returns (`synchronous = full`); a light one (claims, leases, progress, results that
-    can be derived again) skips that fsync: a crash of the process loses nothing (the log
-    is in the OS), a power cut may lose it, and the next durable commit covers it too (the
-    log is one file, synced up to its end). The outermost transaction decides for all.
-    After a light one the connection is put back at `full`, except a connection that only
-    runs transactions (`keeps_level`: the store's writer, a heartbeat): each of its
-    transactions sets the level it needs, so a run of light ones costs no statements."""
+def transaction_state(conn: sqlite3.Connection) -> TransactionState:
+    """The transaction state of a connection the Store opened (every one is a `_Connection`)."""
+    if not isinstance(conn, _Connection):
+        raise TypeError(f"not a connection of the Store: {type(conn).__name__}")
+    return conn.transactions
 
-    def __init__(self, store: Any, durable: bool = True, flat: bool = False, index: bool = True):
-        """`flat` (outermost only): the transactions inside it take no savepoints, for a
-        block that never catches their errors (any failure undoes the whole). An inner
-        one that fails after writing sets `conn.torn`: a block that caught its error
-        anyway (the store's writer runs others' writes flat) knows to undo the whole.
+
+class Transaction:
+    """Re-entrant transaction of one Store (what `store.transaction()` returns).
+
+    The outermost `with` commits or rolls back; an inner one is a savepoint (an inner block
+    that fails, even when its error is caught, leaves none of its writes behind). Caches
+    learn the rows a transaction inserted only once it committed (a rollback must not leave
+    ids behind that no longer exist). A `durable` commit (the default) is on disk when it
+    returns (`synchronous = full`); a light one (claims, leases, progress, results that can
+    be derived again) skips that fsync: a crash of the process loses nothing (the log is in
+    the OS), a power cut may lose it, and the next durable commit covers it too (the log is
+    one file, synced up to its end). The outermost transaction decides for all. After a
+    light one the connection is put back at `full`, unless its state says otherwise
+    (`TransactionState.restore_full_after_light`).
+
+    What it adds to sqlite-utils' `Database.atomic()` (BEGIN, then a savepoint per nested
+    block), each needed by the store's writer and its many threads:
+    - `begin immediate`, not a deferred `begin`: the write lock is taken at the start, and
+      waited for (busy timeout), instead of a read lock whose upgrade fails at once with
+      "database is locked" when another connection writes meanwhile;
+    - a lock per Store, so threads sharing it (Streamlit sessions) take turns;
+    - the durability level per outermost transaction (light or durable, above);
+    - `without_savepoints` (the writer's group commit: a group of writes in one transaction
+      without a savepoint each; a member failing after writing is noted in the connection's
+      state so the writer can undo the whole and run it again with savepoints);
+    - no savepoint for an inner block begun with nothing written since its enclosing one
+      (undoing to that one undoes it: a statement less per nested write);
+    - the caches of inserted row ids and blobs, kept, undone to a savepoint's mark or
+      dropped with the transaction, and the search index written before a durable commit.
+    Its savepoints are named `tx_<hex>`, apart from sqlite-utils' own.
+    """
+
+    def __init__(self, store: Any, durable: bool = True, without_savepoints: bool = False, index: bool = True):
+        """`without_savepoints` (outermost only): the transactions inside it take no
+        savepoints, for a block that never catches their errors (any failure undoes the
+        whole). An inner one that fails after writing sets the connection's
+        `inner_failed_after_writing`: a block that caught its error anyway (the store's
+        writer runs others' writes so) knows to undo the whole.
         `index` (outermost only): a durable transaction that changed rows indexes the rows
         noted for the search index before it commits (`Store._index_noted`; a light one, a
         claim or a heartbeat, leaves them to the next durable one: search finds them
         meanwhile); the store's writer says False and indexes its groups' rows itself."""
-        self.store, self.conn, self.lock, self.durable, self.flat = store, store.db.conn, store._lock, durable, flat
-        self.index = index
+        self.store, self.conn, self.lock, self.durable = store, store.db.conn, store._lock, durable
+        self.without_savepoints, self.index = without_savepoints, index
+        self.state = transaction_state(self.conn)
 
-    def __enter__(self):
+    def __enter__(self) -> Transaction:
         if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
             raise DatabaseFailure("database error: database is locked (another thread of this program is writing; "
                                   "try again)")
+        state = self.state
         self.outer = not self.conn.in_transaction
-        self.inside_flat = not self.outer and getattr(self.conn, "flat", False)
-        if self.inside_flat:  # part of a flat transaction: its failure is the whole one's
-            self.changes = self.conn.total_changes
+        self.inside_no_savepoints = not self.outer and state.without_savepoints
+        if self.inside_no_savepoints:  # part of a transaction without savepoints: its failure is the whole one's
+            self.changes_at_start = self.conn.total_changes
             return self
         if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
             self.kept_blobs = set(self.store.blobs.new)
             self.kept_rows = [r.mark() for r in self.store.row_ids]
-            stack = _stack(self.conn)
-            enclosing = stack[-1] if stack else None
-            self.reused = enclosing is not None and enclosing.changes == self.conn.total_changes
-            if self.reused:  # nothing written since the enclosing savepoint: undoing to it undoes this block
-                self.savepoint = enclosing.savepoint
+            enclosing = state.savepoints[-1] if state.savepoints else None
+            self.shares_enclosing = enclosing is not None and enclosing.changes_at_start == self.conn.total_changes
+            if self.shares_enclosing:  # nothing written since the enclosing savepoint: undoing to it undoes this block
+                self.savepoint = enclosing.savepoint  # type: ignore[union-attr]
             else:
                 self.savepoint = f"tx_{id(self):x}"
                 try:
@@ -312,25 +364,25 @@ class _Tx:
                 except BaseException:
                     self.lock.release()
                     raise
-            self.changes = self.conn.total_changes
-            stack.append(self)
+            self.changes_at_start = self.conn.total_changes
+            state.savepoints.append(self)
             return self
         conn = self.conn
         try:
-            light = getattr(conn, "light", False)
+            light = state.synchronous_normal
             if not self.durable and not light:  # (sqlite takes the level only outside a transaction)
                 conn.execute("pragma synchronous = normal")
-                conn.light = True
+                state.synchronous_normal = True
             elif self.durable and light:  # a writer's connection left light
                 conn.execute("pragma synchronous = full")
-                conn.light = False
+                state.synchronous_normal = False
             conn.execute("begin immediate")
         except BaseException:
-            self._restore()
+            self._restore_full()
             self.lock.release()
             raise
-        conn.flat = self.flat
-        self.before = conn.total_changes
+        state.without_savepoints = self.without_savepoints
+        self.changes_at_start = conn.total_changes
         try:
             self.store.blobs.take_deferred()
         except BaseException:
@@ -338,29 +390,27 @@ class _Tx:
             raise
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        state = self.state
         try:
-            if self.inside_flat:  # failed after writing: only undoing the whole undoes it (the writer's cue)
-                if exc_type is not None and self.conn.total_changes != self.changes:
-                    self.conn.torn = True
+            if self.inside_no_savepoints:  # failed after writing: only undoing the whole undoes it (the writer's cue)
+                if exc_type is not None and self.conn.total_changes != self.changes_at_start:
+                    state.inner_failed_after_writing = True
                 return False
             if not self.outer:
-                stack = _stack(self.conn)
-                if stack and stack[-1] is self:
-                    stack.pop()
+                if state.savepoints and state.savepoints[-1] is self:
+                    state.savepoints.pop()
                 self._end_savepoint(exc_type is None)
                 return False
             conn, store = self.conn, self.store
-            stack = getattr(conn, "_savepoints", None)
-            if stack:
-                stack.clear()
-            conn.flat = False
+            state.savepoints.clear()
+            state.without_savepoints = False
             blobs = store.blobs.new
             if blobs:
                 store.blobs.new = {}
             if exc_type is None:
                 try:
-                    if self.index and self.durable and conn.total_changes != self.before:
+                    if self.index and self.durable and conn.total_changes != self.changes_at_start:
                         store._index_noted()
                     conn.execute("commit")
                 except BaseException:
@@ -371,8 +421,8 @@ class _Tx:
                         rows.committed()
                 if blobs:
                     store.blobs.remember(blobs)
-                if getattr(conn, "light", False):
-                    self._restore()
+                if state.synchronous_normal:
+                    self._restore_full()
             else:
                 self._rolled_back(blobs)
         finally:
@@ -383,7 +433,7 @@ class _Tx:
         """The outer transaction is undone: no cache may name its rows; its blobs wait for the next."""
         if self.conn.in_transaction:
             self.conn.execute("rollback")
-        self._restore()
+        self._restore_full()
         self.store.blobs.requeue(blobs)
         for rows in self.store.row_ids:
             rows.rolled_back()
@@ -394,14 +444,14 @@ class _Tx:
         if not self.conn.in_transaction:  # sqlite already rolled the whole transaction back
             return
         if ok:
-            if not self.reused:
+            if not self.shares_enclosing:
                 self.conn.execute(f"release {self.savepoint}")
             return
         self.conn.execute(f"rollback to {self.savepoint}")
-        if not self.reused:  # (a reused one stays open: the enclosing block goes on in it)
+        if not self.shares_enclosing:  # (a shared one stays open: the enclosing block goes on in it)
             self.conn.execute(f"release {self.savepoint}")
         else:
-            _stack(self.conn)[-1].changes = self.conn.total_changes
+            self.state.savepoints[-1].changes_at_start = self.conn.total_changes
         blob_keys = self.kept_blobs
         for rows, mark in zip(self.store.row_ids, self.kept_rows):  # the rows it inserted are gone: no cache
             rows.undo_to(mark)  # may name them
@@ -409,9 +459,11 @@ class _Tx:
         self.store.blobs.new = {k: v for k, v in self.store.blobs.new.items() if k in blob_keys}
         self.store.blobs.requeue(undone)  # (an environment may refer to them, as after a rollback)
 
-    def _restore(self) -> None:
-        conn = self.conn
-        if conn.in_transaction or not getattr(conn, "light", False) or getattr(conn, "keeps_level", False):
-            return  # (the store's writer sets the level its next transaction needs: no statement to put it back)
+    def _restore_full(self) -> None:
+        """Put a connection left light back at `synchronous = full`, outside a transaction,
+        unless it sets its level per transaction (the store's writer, a heartbeat)."""
+        state = self.state
+        if self.conn.in_transaction or not state.synchronous_normal or not state.restore_full_after_light:
+            return
         self.conn.execute("pragma synchronous = full")
-        self.conn.light = False
+        state.synchronous_normal = False

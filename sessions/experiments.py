@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from sessions.connection import Fence, FenceLost, _Tx, compact_json as _dumps
+from sessions.connection import Fence, FenceLost, Transaction, compact_json as _dumps
 from sessions.rows import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
 from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
@@ -224,7 +224,7 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
     item, the new episode and version rows as written or None), or None when the item is
     done or another runner holds it. `name`: the new episode's, `{pos}` standing for the
     item's position from 1. `exemplar_rev`: the exemplar revision a new first version pins."""
-    with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
+    with Transaction(store, durable=False, without_savepoints=True):  # (nothing in it catches an error: no savepoints)
         if _RETURNING:  # the claim returns the item's row: one statement
             row = store.db.execute(_CLAIM_SQL + f" returning claim_token, {_ICOLS}",
                                    _claim_params(item_id, job_id, lease_s)).fetchone()
@@ -264,7 +264,7 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
         return started
     marks = ",".join("?" * len(item_ids))
     params = _claim_params(0, job_id, lease_s)
-    with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
+    with Transaction(store, durable=False, without_savepoints=True):  # (nothing in it catches an error: no savepoints)
         rows = store.db.execute(
             _CLAIM_SQL.replace("where id = ?", f"where id in ({marks})") + f" returning claim_token, {_ICOLS}",
             params[:2] + list(item_ids) + params[3:]).fetchall()

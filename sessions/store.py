@@ -26,8 +26,8 @@ from sessions.connection import sqlite_utils  # (without pandas: a light start-u
 from sessions import schema, search_index
 from sessions.blobs import Blobs
 from sessions.calls import Calls
-from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, _Connection, _Tx,
-                                 describe_db_error)
+from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, Transaction, VersionChanged, _Connection,
+                                 describe_db_error, transaction_state)
 from sessions.connection import VersionFrozen
 from sessions.episodes import Episodes
 from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
@@ -162,15 +162,21 @@ class Store:
         return db is not None and db.conn.in_transaction
 
     # ------------------------------------------------------------------ transactions
-    def transaction(self, *, durable: bool = True):
+    def transaction(self, *, durable: bool = True) -> Transaction:
         """`with store.transaction():` - all-or-nothing, as invariant 1 asks. Serialised
         by a lock, so one Store may serve several threads (Streamlit sessions).
         `durable=False`: no fsync at the commit, for writes a power cut may lose because
-        they are re-done or re-derived (claims, leases, progress; see `_Tx`)."""
-        return _Tx(self, durable)
+        they are re-done or re-derived (claims, leases, progress; see `Transaction`)."""
+        return Transaction(self, durable)
+
+    def sets_level_per_transaction(self) -> None:
+        """This thread's connection runs only transactions (the store's writer, a job's
+        heartbeat): each sets the durability level it needs, and a light one does not put the
+        connection back at `synchronous = full` (a run of light ones costs no statements)."""
+        transaction_state(self.db.conn).restore_full_after_light = False
 
     def _index_noted(self) -> None:
-        """Inside this thread's transaction: index the rows it noted for search (`_Tx`)."""
+        """Inside this thread's transaction: index the rows it noted for search (`Transaction`)."""
         search_index.flush(self.db)
 
     def close(self) -> None:
