@@ -25,8 +25,8 @@ from agent.client import CallWatch, ModelClient, ModelError, chat_message
 from agent.engine import Engine, EngineError, StepCancelled
 from agent.engine_records import version_name
 from agent.rollouts import Effect, Request, whatif
-from agent.suggest_verdict import (ALPHA, ALPHA_ONE, assess, candidate_json, comparison_of, experiment_adjusted,
-                                   ranked, report, verdict)
+from agent.suggest_verdict import assess, comparison_of, verdict
+from agent.suggest_verdict import report as report  # (re-exported: the app reads `suggest.report`)
 from envs.registry import family
 from envs.transcript.critic import COMMAND, CriticPrompt
 from sessions import suggestions
