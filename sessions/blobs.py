@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from typing import Literal
 
 from sessions.parts import Database
 
@@ -110,7 +111,7 @@ class _Deferred:
         if self.outer:
             local.blobs = {}
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         if self.outer:
             local = self.blobs._local
             left, local.blobs = local.blobs, None

@@ -10,7 +10,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from sessions.connection import _hex_blob, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
@@ -85,7 +85,7 @@ class Calls:
     def insert(self, c: ModelCall, episode_id: int, conn: Any = None) -> int:
         """The call's row id. `conn`: this thread's connection when the caller has it at hand."""
         u = c.usage or _NO_USAGE
-        return (conn or self._database.db.conn).execute(
+        row_id = (conn or self._database.db.conn).execute(
             "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
             "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
             "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -108,6 +108,7 @@ class Calls:
                 c.cut_from,
             ],
         ).lastrowid
+        return cast(int, row_id)  # (an insert: always set)
 
     def record(self, episode_id: int, calls: Iterable[ModelCall]) -> list[int]:
         """Record calls that produced no step (failed ones): nothing about a call is lost."""

@@ -9,10 +9,10 @@ import os
 import sqlite3
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 
-def _import_sqlite_utils():
+def _import_sqlite_utils() -> Any:
     """sqlite-utils without the pandas and numpy it imports when they are installed (only to
     type the columns of DataFrame inserts, which the store never makes): they cost every
     command over a second of start-up. Only an import made here is affected; pandas and
@@ -21,7 +21,7 @@ def _import_sqlite_utils():
         return sys.modules["sqlite_utils"]
     blocked = [name for name in ("pandas", "numpy") if name not in sys.modules]
     for name in blocked:
-        sys.modules[name] = None  # type: ignore[assignment]  (an ImportError for this import only)
+        sys.modules[name] = None  # type: ignore[assignment]  # (an ImportError for this import only)
     try:
         import sqlite_utils
     finally:
@@ -31,7 +31,10 @@ def _import_sqlite_utils():
     return sqlite_utils
 
 
-sqlite_utils = _import_sqlite_utils()
+if TYPE_CHECKING:
+    import sqlite_utils as sqlite_utils  # (re-exported: the parts import it from here)
+else:
+    sqlite_utils = _import_sqlite_utils()
 
 
 class StoreError(Exception):
@@ -82,7 +85,7 @@ class DatabaseFailure(StoreError, sqlite3.DatabaseError):
     `sqlite_errorcode` (SQLite's extended result code) and `sqlite_message` (its own first
     line) are kept, so a caller tells one refusal from another by code, not by wording."""
 
-    sqlite_errorcode: int | None = None
+    sqlite_errorcode: int | None = None  # type: ignore[assignment]  # (None: a refusal of the store, not SQLite)
     sqlite_message: str = ""
 
 
@@ -119,8 +122,8 @@ def _failure(exc: sqlite3.Error) -> DatabaseFailure:
     return failure
 
 
-def _mapped(method):
-    def call(self, *args, **kwargs):
+def _mapped(method: Callable[..., Any]) -> Callable[..., Any]:
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.Error as exc:
@@ -147,25 +150,25 @@ class _Cursor(sqlite3.Cursor):
 
 class _Connection(sqlite3.Connection):
     """The store's connection: its statements raise StoreError (`_Cursor`), and it carries
-    its transactions' state (`transactions`)."""
+    its transactions' state (`state`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.transactions = TransactionState()
+        self.state = ConnectionState()
 
-    def cursor(self, factory=_Cursor):  # type: ignore[override]
+    def cursor(self, factory: Any = _Cursor) -> Any:
         return super().cursor(factory)
 
-    def execute(self, sql, parameters=(), /):  # type: ignore[override]
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
         cur = _Cursor(self)  # (as `cursor()` makes it, one call less: every statement comes here)
         if self.row_factory is not None:
             cur.row_factory = self.row_factory
         return cur.execute(sql, parameters)
 
-    def executemany(self, sql, parameters, /):  # type: ignore[override]
+    def executemany(self, sql: str, parameters: Any, /) -> Any:
         return self.cursor().executemany(sql, parameters)
 
-    def executescript(self, script, /):  # type: ignore[override]
+    def executescript(self, script: str, /) -> Any:
         return self.cursor().executescript(script)
 
 
@@ -247,7 +250,8 @@ def _ids(text: str | None) -> list[int]:
         # most steps hold one call: no split, no list comprehension (export reads every step)
         return [int(inner)] if "," not in inner else [int(x) for x in inner.split(",")]
     except ValueError:
-        return json.loads(text)
+        ids: list[int] = json.loads(text)
+        return ids
 
 
 def _frozen(version: int | str, exc: BaseException) -> BaseException:
@@ -265,10 +269,10 @@ def _changed(version: int | str) -> VersionChanged:
 
 
 @dataclass(slots=True)
-class TransactionState:
-    """What the store knows of one connection's transactions, kept on the connection itself
-    (`_Connection.transactions`; `transaction_state(conn)`): typed fields, not attributes
-    hung on a `sqlite3.Connection`."""
+class ConnectionState:
+    """What the store knows of one connection (its transactions, its search index), kept on
+    the connection itself (`_Connection.state`; `connection_state(conn)`): typed fields,
+    not attributes hung on a `sqlite3.Connection`."""
 
     synchronous_normal: bool = False
     """The connection is at `synchronous = normal` (a light commit's level: no fsync), not `full`."""
@@ -286,13 +290,18 @@ class TransactionState:
     savepoints: list[Transaction] = field(default_factory=list)
     """The inner transactions open on the connection, innermost last (one that shares its
     enclosing savepoint is listed too)."""
+    search_noting: bool | None = None
+    """Does the database note rows for the search index (schema 15 on)? None: not asked yet
+    (`sessions.search_index`)."""
+    search_tails: dict[str, set[int]] = field(default_factory=dict)
+    """{table: rowids} the connection's tail indexes of the search hold (the last search's)."""
 
 
-def transaction_state(conn: sqlite3.Connection) -> TransactionState:
+def connection_state(conn: sqlite3.Connection) -> ConnectionState:
     """The transaction state of a connection the Store opened (every one is a `_Connection`)."""
     if not isinstance(conn, _Connection):
         raise TypeError(f"not a connection of the Store: {type(conn).__name__}")
-    return conn.transactions
+    return conn.state
 
 
 class Transaction:
@@ -307,7 +316,7 @@ class Transaction:
     the OS), a power cut may lose it, and the next durable commit covers it too (the log is
     one file, synced up to its end). The outermost transaction decides for all. After a
     light one the connection is put back at `full`, unless its state says otherwise
-    (`TransactionState.restore_full_after_light`).
+    (`ConnectionState.restore_full_after_light`).
 
     What it adds to sqlite-utils' `Database.atomic()` (BEGIN, then a savepoint per nested
     block), each needed by the store's writer and its many threads:
@@ -326,6 +335,14 @@ class Transaction:
     Its savepoints are named `tx_<hex>`, apart from sqlite-utils' own.
     """
 
+    outer: bool  # (set on entering: no transaction was open)
+    inside_no_savepoints: bool  # part of an enclosing transaction without savepoints
+    shares_enclosing: bool  # a nested one that needed no savepoint of its own
+    savepoint: str
+    changes_at_start: int  # the connection's total_changes when it began (or its savepoint did)
+    kept_blobs: set[str]
+    kept_rows: list[dict[Any, int]]
+
     def __init__(self, store: Any, durable: bool = True, without_savepoints: bool = False, index: bool = True):
         """`without_savepoints` (outermost only): the transactions inside it take no
         savepoints, for a block that never catches their errors (any failure undoes the
@@ -338,7 +355,7 @@ class Transaction:
         meanwhile); the store's writer says False and indexes its groups' rows itself."""
         self.store, self.conn, self.lock, self.durable = store, store.db.conn, store._lock, durable
         self.without_savepoints, self.index = without_savepoints, index
-        self.state = transaction_state(self.conn)
+        self.state = connection_state(self.conn)
 
     def __enter__(self) -> Transaction:
         if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
@@ -390,7 +407,7 @@ class Transaction:
             raise
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> Literal[False]:
         state = self.state
         try:
             if self.inside_no_savepoints:  # failed after writing: only undoing the whole undoes it (the writer's cue)

@@ -4,6 +4,7 @@ and signals read, and the bulk read of whole episodes an export makes."""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 from itertools import groupby
 from operator import itemgetter
@@ -39,12 +40,12 @@ _EDITED_SQL = ("(exists (select 1 from steps s where s.episode_id = e.id and s.s
 
 # a config's (JSON, key) by its fields' values (scalars: the values say the JSON), so the
 # item after item of an experiment with one config do not dump and hash it again
-_CONFIG_KEYS: dict[tuple, tuple[str, str]] = {}
+_CONFIG_KEYS: dict[Any, tuple[str, str]] = {}
 
 
 def _config_key(config: AgentConfig) -> tuple[str, str]:
     """(the config's stored JSON, its row key)."""
-    values = (type(config), tuple((k, type(v), v) for k, v in config.__dict__.items()))
+    values: Any = (type(config), tuple((k, type(v), v) for k, v in config.__dict__.items()))
     try:
         found = _CONFIG_KEYS.get(values)
     except TypeError:  # (a value that cannot be hashed: not remembered)
@@ -300,10 +301,10 @@ class Episodes:
 
     @staticmethod
     def _list_filters(env: str | None, task_type: str | None, outcome: str | None, edited: bool | None,
-                      among: Iterable[int] | None) -> tuple[list[str], list[Any]]:
+                      among: Iterable[int] | None) -> tuple[builtins.list[str], builtins.list[Any]]:
         """`list`'s filters as SQL conditions on e (episodes), t (tasks), v (current version)."""
-        where: list[str] = []
-        params: list[Any] = []
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         if env:
             where.append("t.env = ?")
             params.append(env)
@@ -343,9 +344,9 @@ class Episodes:
                 out[eid].steps[sid] = (parent, idx, from_json(sig, []))
         return out
 
-    def of(self, kind: str, ids: Iterable[int]) -> dict[int, list[int]]:
+    def of(self, kind: str, ids: Iterable[int]) -> dict[int, builtins.list[int]]:
         """The episode(s) each step / version / task id belongs to (a task: newest first)."""
-        out: dict[int, list[int]] = {}
+        out: dict[int, builtins.list[int]] = {}
         ids = [*ids]
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
@@ -380,7 +381,7 @@ class Episodes:
         return out
 
     @staticmethod
-    def _flagged_sql(signal: str) -> tuple[str, list[Any]]:
+    def _flagged_sql(signal: str) -> tuple[str, builtins.list[Any]]:
         if signal == STEP_LIMIT:
             return "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
         return "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
@@ -395,7 +396,7 @@ class Episodes:
     # A pydantic record per row costs more than the whole read; bulk reads of our own rows
     # give plain rows with the records' field names (StepRow) instead.
     def read(self, episode_ids: Iterable[int], chunk: int = 200, *, raw: bool = False) -> Iterator[
-            tuple[Episode, list[Version], dict[int, StepRow]]]:
+            tuple[Episode, builtins.list[Version], dict[int, StepRow]]]:
         """Episodes (in the given order) with all their versions and steps, a chunk of
         episodes at a time: three set-based queries per chunk, never one per version. Rows
         come by `fetchall` (the cursor checks every fetch call; one call per query, not per row).
@@ -409,15 +410,14 @@ class Episodes:
             q = ",".join("?" * len(part))
             rows = db.execute(EP_SQL + f"where e.id in ({q})", part).fetchall()
             eps = {r[0]: episode_from_row(r, configs) for r in rows}
-            versions: dict[int, list[Version]] = {}
-            rows = db.execute(f"select {VCOLS} from versions where episode_id in ({q}) order by id", part)
-            for r in rows.fetchall():
+            versions: dict[int, builtins.list[Version]] = {}
+            for r in db.execute(f"select {VCOLS} from versions where episode_id in ({q}) order by id", part).fetchall():
                 versions.setdefault(r[1], []).append(version_from_row(r))
             steps: dict[int, dict[int, StepRow]] = {}
             if raw:
                 make = maker(StepJson)
-                rows = db.execute(f"select {SJSON} from steps where episode_id in ({q}) order by episode_id", part)
-                steps = {e: {r[0]: make(r) for r in group} for e, group in groupby(rows.fetchall(), itemgetter(1))}
+                found = db.execute(f"select {SJSON} from steps where episode_id in ({q}) order by episode_id", part)
+                steps = {e: {r[0]: make(r) for r in group} for e, group in groupby(found.fetchall(), itemgetter(1))}
             else:
                 make, values = maker(StepRow), step_fields  # bound once: called per row
                 for r in db.execute(f"select {SCOLS} from steps where episode_id in ({q})", part).fetchall():

@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, cast
 
-from sessions import annotations
+from sessions import annotations as notes  # (not `annotations`: the __future__ import has that name)
 from trajectory import kinds
 from trajectory.prompt_files import Exemplar, ExemplarError, PromptFileError, RawEntry, exemplar_from
 from trajectory.records import now
@@ -90,7 +90,7 @@ def create_set(
     _check_name(name)
     if env not in kinds.known():
         raise ExemplarSetError(f"unknown environment {env!r} (one of: {', '.join(kinds.known())})")
-    by = annotations.current_user(by)
+    by = notes.current_user(by)
     with store.transaction():
         if exists(store, name):
             raise ExemplarSetError(f"an exemplar set named {name!r} exists already")
@@ -222,7 +222,7 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
         rid = store.db.execute(
             "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
             "values (?,?,?,?,?,?,?)",
-            [s.id, pos, key, version_id, None, annotations.current_user(by), now()],
+            [s.id, pos, key, version_id, None, notes.current_user(by), now()],
         ).lastrowid
     return _entry(store, rid)
 
@@ -263,7 +263,7 @@ def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = No
         rid = store.db.execute(
             "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
             "values (?,?,?,?,?,?,?)",
-            [s.id, _next_pos(store, s.id), key, None, text, annotations.current_user(by), now()],
+            [s.id, _next_pos(store, s.id), key, None, text, notes.current_user(by), now()],
         ).lastrowid
     return _entry(store, rid)
 
@@ -328,10 +328,10 @@ def current_revision(store: Store, name: str) -> int:
         ).fetchone()
         if last is not None and last[2] == text:
             return last[0]
-        return store.db["exemplar_set_revisions"].insert(
+        return cast(int, store.db.table("exemplar_set_revisions").insert(
             {"set_id": s.id, "revision": (last[1] if last else 0) + 1, "prompts": text, "created_at": now(),
              "base": s.base_note}
-        ).last_pk
+        ).last_pk)
 
 
 def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
@@ -352,8 +352,8 @@ def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
         if found is not None:
             return found[0]
         last = store.db.execute("select max(revision) from exemplar_set_revisions where set_id = ?", [set_id]).fetchone()
-        return store.db["exemplar_set_revisions"].insert(
-            {"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()}).last_pk
+        return cast(int, store.db.table("exemplar_set_revisions").insert(
+            {"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()}).last_pk)
 
 
 def revision_base(store: Store, revision_id: int) -> str | None:

@@ -4,7 +4,7 @@ plain-SQL insert the parts share."""
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Protocol
+from typing import Any, ContextManager, Protocol, cast
 
 from sessions.connection import sqlite_utils
 
@@ -25,7 +25,7 @@ def insert_row(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> in
     schema - several sqlite_master reads - on every call: too slow for a per-step row.)"""
     cols = ", ".join(f'"{c}"' for c in row)
     sql = f'insert into "{table}" ({cols}) values ({", ".join("?" * len(row))})'
-    return db.execute(sql, list(row.values())).lastrowid
+    return cast(int, db.execute(sql, list(row.values())).lastrowid)  # (an insert: always set)
 
 
 class RowIds:

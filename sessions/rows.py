@@ -35,7 +35,7 @@ class StepRow(NamedTuple):
     id: int
     episode_id: int
     parent_id: int | None
-    index: int
+    index: int  # type: ignore[assignment]  # (Step's field name; NamedTuple's own index() is not used)
     thought: str | None
     action: str | None
     observation: str | None
@@ -61,7 +61,7 @@ class StepJson(NamedTuple):
     id: int
     episode_id: int
     parent_id: int | None
-    index: int
+    index: int  # type: ignore[assignment]  # (as in StepRow)
     texts: str  # '"thought","action":"…","observation":…' (JSON, the keys but the first)
     done: int
     reward: float | None
@@ -136,7 +136,8 @@ class EpisodeTree:
         step or below it (a walk of the step's subtree, not of every version's path: an
         episode with a thousand rollouts sharing a prefix)."""
         children, at_leaf = self._below
-        found, todo = [], [step_id]
+        found: list[int] = []
+        todo = [step_id]
         while todo:
             sid = todo.pop()
             found += at_leaf.get(sid, ())

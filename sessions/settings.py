@@ -24,4 +24,4 @@ class Settings:
         if "key" in key.lower() and "api" in key.lower():
             raise StoreError("API keys are never stored in the database")
         with self._database.transaction():
-            self._database.db["settings"].upsert({"key": key, "value": json.dumps(value)}, pk="key")
+            self._database.db.table("settings").upsert({"key": key, "value": json.dumps(value)}, pk="key")

@@ -27,7 +27,7 @@ from sessions import schema, search_index
 from sessions.blobs import Blobs
 from sessions.calls import Calls
 from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, Transaction, VersionChanged, _Connection,
-                                 describe_db_error, transaction_state)
+                                 describe_db_error, connection_state)
 from sessions.connection import VersionFrozen
 from sessions.episodes import Episodes
 from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
@@ -139,7 +139,7 @@ class Store:
                 if not thread.is_alive():
                     del self._conns[ident]
                     conn.close()
-            self._conns[me.ident] = (me, db.conn)
+            self._conns[threading.get_ident()] = (me, db.conn)  # (me.ident: the same, typed Optional)
         self._local.db = db
 
     @property
@@ -173,7 +173,7 @@ class Store:
         """This thread's connection runs only transactions (the store's writer, a job's
         heartbeat): each sets the durability level it needs, and a light one does not put the
         connection back at `synchronous = full` (a run of light ones costs no statements)."""
-        transaction_state(self.db.conn).restore_full_after_light = False
+        connection_state(self.db.conn).restore_full_after_light = False
 
     def _index_noted(self) -> None:
         """Inside this thread's transaction: index the rows it noted for search (`Transaction`)."""
@@ -191,4 +191,6 @@ class Store:
         self._local = threading.local()
 
     def integrity_check(self) -> str:
-        return self.db.execute("pragma integrity_check").fetchone()[0]
+        """SQLite's `pragma integrity_check`: "ok", or its first finding."""
+        result: str = self.db.execute("pragma integrity_check").fetchone()[0]
+        return result

@@ -5,6 +5,7 @@ parent), appends compare-and-set on the leaf, branches and paths."""
 from __future__ import annotations
 
 import json
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from sessions.connection import DatabaseFailure, Fence, StoreError, _changed, _frozen, compact_json, from_json, to_json
@@ -231,9 +232,9 @@ class Versions:
         *,
         status: str | None = None,
         outcome: Outcome | None = None,
-        error: str | None = ...,  # type: ignore[assignment]
+        error: str | None | EllipsisType = ...,
         clear_draft: bool = False,
-        expected_leaf: int | None = ...,  # type: ignore[assignment]
+        expected_leaf: int | None | EllipsisType = ...,
         known: Version | None = None,
         fence: Fence | None = None,
     ) -> tuple[list[Step], Version]:
@@ -254,7 +255,7 @@ class Versions:
         with self._database.transaction():
             usable = known is not None and known.id == version_id and expected_leaf is not ... \
                 and known.leaf_step_id == expected_leaf
-            v = known if usable else self.get(version_id)
+            v = known if usable and known is not None else self.get(version_id)
             parent = v.leaf_step_id
             if expected_leaf is not ... and parent != expected_leaf:
                 raise _changed(self.ref(v))

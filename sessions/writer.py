@@ -68,7 +68,7 @@ import weakref
 from typing import Any, Callable, Iterator
 
 from sessions import search_index
-from sessions.connection import Transaction, transaction_state
+from sessions.connection import Transaction, connection_state
 from sessions.store import Store, StoreError
 
 LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark
@@ -182,7 +182,7 @@ class Writer:
                 self._queue.put(w)
                 self._state.notify()
         if here:
-            state = transaction_state(self.store.db.conn)
+            state = connection_state(self.store.db.conn)
             if state.restore_full_after_light:
                 state.restore_full_after_light = False  # (this thread's transactions each set the level they need)
             pending = False
@@ -394,7 +394,7 @@ class Writer:
 
     def _run_member_without_savepoint(self, w: _Write) -> tuple[bool, Any] | None:
         conn = self.store.db.conn
-        state = transaction_state(conn)
+        state = connection_state(conn)
         before, state.inner_failed_after_writing = conn.total_changes, False
         try:
             if w.blobs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.connection import TransactionState, transaction_state
+from sessions.connection import ConnectionState, connection_state
 from sessions.store import Store
 from trajectory.records import AgentConfig, ModelCall, Task
 
@@ -67,14 +67,14 @@ def test_ids_an_undone_inner_block_inserted_are_not_remembered(store):
     assert row == [("fresh-model",)]
 
 
-def test_a_connection_carries_its_transaction_state_as_one_typed_object(store):
+def test_a_connection_carries_its_connection_state_as_one_typed_object(store):
     """Issue 45 item 2: no untyped attributes hung on the connection (`light`, `flat`,
     `_savepoints`...): its transactions' state is one dataclass, and it follows them."""
     conn = store.db.conn
     with store.transaction(durable=False):
         with store.transaction():
             store.settings.set("x", 1)
-            assert transaction_state(conn).savepoints and not transaction_state(conn).without_savepoints
-    state = transaction_state(conn)
-    assert vars(conn) == {"transactions": state} and isinstance(state, TransactionState)
+            assert connection_state(conn).savepoints and not connection_state(conn).without_savepoints
+    state = connection_state(conn)
+    assert vars(conn) == {"state": state} and isinstance(state, ConnectionState)
     assert not state.synchronous_normal and not state.savepoints  # put back at full after the light one
