@@ -120,6 +120,8 @@ class Calls:
     # from the call log (the response cache) instead of paying again.
     @functools.cached_property
     def pending_file(self) -> Path | None:  # (asked at every step: built once)
+        """The file where calls are kept while they cannot be written (`<db>.pending-calls.jsonl`);
+        None for an in-memory database."""
         return None if self._file == ":memory:" else Path(f"{self._file}.pending-calls.jsonl")
 
     @functools.cached_property
@@ -215,6 +217,8 @@ class Calls:
 
     # ------------------------------------------------------------------ response cache
     def cached(self, key: str) -> tuple[str, Usage] | None:
+        """(completion, usage) of a successful call stored under `key` (a temperature-0 request's
+        cache key), or None."""
         r = self._database.db.execute(
             "select completion, prompt_tokens, completion_tokens, cached_tokens from model_calls "
             "where cache_key = ? and error is null limit 1",

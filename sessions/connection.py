@@ -66,6 +66,7 @@ class Fence:
         self.sql, self.params, self.lost = sql, params, lost
 
     def holds(self, db: Any) -> bool:
+        """Does the fence's condition hold now (read inside the caller's transaction)?"""
         return bool(db.execute(f"select {self.sql}", self.params).fetchone()[0])
 
     def check(self, db: Any) -> None:

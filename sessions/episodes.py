@@ -118,7 +118,8 @@ class Episodes:
         return self.row_ids[1].learn(key, row[0] if row else insert_row(db, "configs", {"key": key, "json": data}))
 
     def config_id(self, episode_id: int) -> int:
-        """The episode's default config row (a new version without one pins it)."""
+        """The episode's default config row (a new version without one pins it).
+        Raises StoreError for an unknown episode."""
         row = self._database.db.execute("select config_id from episodes where id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
@@ -190,6 +191,7 @@ class Episodes:
         self._database.db.execute("update episodes set config_id = ? where id = ?", [config_id, episode_id])
 
     def get(self, episode_id: int) -> Episode:
+        """The episode. Raises StoreError for an unknown id."""
         row = self._database.db.execute(EP_SQL + "where e.id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
@@ -197,7 +199,8 @@ class Episodes:
 
     def pinned(self, episode_id: int, version_id: int) -> tuple[Episode, int | None]:
         """The episode with the config the version pinned (its own, else the episode's), and
-        the version's exemplar revision (None: not pinned yet, or the built-in exemplars), in one read."""
+        the version's exemplar revision (None: not pinned yet, or the built-in exemplars), in one read.
+        Raises StoreError for a version not of the episode."""
         row = self._database.db.execute(
             "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at, v.exemplar_rev "
             "from episodes e "
@@ -210,7 +213,8 @@ class Episodes:
 
     def env_options(self, episode_id: int) -> dict[str, Any]:
         """The episode's environment options alone: the one part of an episode that a
-        confirm or re-point changes (a step reads it fresh; the task never changes)."""
+        confirm or re-point changes (a step reads it fresh; the task never changes).
+        Raises StoreError for an unknown episode."""
         row = self._database.db.execute("select env_options from episodes where id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
@@ -230,6 +234,7 @@ class Episodes:
             self._database.db.execute("update episodes set env_options = ? where id = ?", [to_json(options), episode_id])
 
     def rename(self, episode_id: int, name: str | None) -> None:
+        """Set (or with None clear) the episode's name. Raises StoreError for an unknown id."""
         self.get(episode_id)
         with self._database.transaction():
             self._database.db.execute("update episodes set name = ? where id = ?", [name, episode_id])

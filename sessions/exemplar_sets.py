@@ -86,7 +86,8 @@ def create_set(
     inherit: Iterable[tuple[str | None, int | None, str | None]] = (),
 ) -> ExemplarSet:
     """A new set; with `base`, its entries start as `inherit` - (key, version id, text) of
-    the base's entries, in order - copied in the same transaction."""
+    the base's entries, in order - copied in the same transaction.
+    Raises ExemplarSetError for an unknown environment or a name already taken."""
     _check_name(name)
     if env not in kinds.known():
         raise ExemplarSetError(f"unknown environment {env!r} (one of: {', '.join(kinds.known())})")
@@ -112,6 +113,7 @@ def copied_entries(store: Store, name: str) -> list[tuple[str | None, int | None
 
 
 def exists(store: Store, name: str) -> bool:
+    """Is there a set of that name (the built-in revisions' holders count)?"""
     return store.db.execute("select 1 from exemplar_sets where name = ?", [name]).fetchone() is not None
 
 
@@ -133,6 +135,7 @@ _ENTRY_COLS = "id, pos, key, version_id, text, added_by, added_at, inherited"
 
 
 def get_set(store: Store, name: str) -> ExemplarSet:
+    """The set named `name`. Raises ExemplarSetError for an unknown name (or a built-in holder's)."""
     if name.startswith("builtin:"):  # (a holder of built-in revisions is not a set a person names)
         raise ExemplarSetError(f"unknown exemplar set {name!r}")
     r = store.db.execute(
@@ -145,6 +148,7 @@ def get_set(store: Store, name: str) -> ExemplarSet:
 
 
 def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
+    """The sets a person made (all, or of `env`), by name; the built-in holders are left out."""
     sql = f"select {_SET_COLS} from exemplar_sets s where s.name not like 'builtin:%'"
     params: list = []
     if env:
@@ -154,6 +158,8 @@ def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
 
 
 def entries(store: Store, name: str) -> list[SetEntry]:
+    """The set's current entries (removed ones left out), in their order. Raises ExemplarSetError
+    for an unknown set."""
     s = get_set(store, name)
     rows = store.db.execute(
         f"select {_ENTRY_COLS} from exemplar_set_entries where set_id = ? and removed_at is null order by pos, id",
@@ -169,7 +175,9 @@ def _exemplar(store: Store, version_id: int, key: str | None = None) -> Exemplar
 
 
 def add_version(store: Store, name: str, version_id: int, *, key: str | None = None, by: str | None = None) -> SetEntry:
-    """Add a version (or replace the entry of its episode, keeping key and position)."""
+    """Add a version (or replace the entry of its episode, keeping key and position).
+    Raises ExemplarSetError for a version of another environment, without steps, that a
+    prompt file cannot hold, or a key the set has already."""
     s = get_set(store, name)
     v = store.versions.get(version_id)
     ep = store.episodes.get(v.episode_id)
@@ -255,7 +263,8 @@ def base_slot(transcript, ex: Exemplar, inherited: list[SetEntry]) -> SetEntry |
 
 
 def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = None) -> SetEntry:
-    """A prompt-file entry kept as text (e.g. cotqa_*), so exports reproduce the file."""
+    """A prompt-file entry kept as text (e.g. cotqa_*), so exports reproduce the file.
+    Raises ExemplarSetError for a key the set has already."""
     s = get_set(store, name)
     if any(e.key == key for e in entries(store, name)):
         raise ExemplarSetError(f"exemplar set {name!r} already has an entry {key!r}")
@@ -270,7 +279,8 @@ def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = No
 
 def remove(store: Store, name: str, *, key: str | None = None, version_id: int | None = None,
            episode_id: int | None = None) -> int:
-    """Mark entries removed (by key, version or episode); returns how many."""
+    """Mark entries removed (by key, version or episode); returns how many.
+    Raises ExemplarSetError when nothing matches."""
     hits = []
     for e in entries(store, name):
         if key is not None and e.key == key:
@@ -375,7 +385,8 @@ def revision_number(store: Store, name: str, revision_id: int | None = None) -> 
 
 
 def revision_prompts(store: Store, revision_id: int) -> tuple[str, dict[str, str]]:
-    """(env, prompt dict) of a pinned revision - the exact exemplar text a version ran with."""
+    """(env, prompt dict) of a pinned revision - the exact exemplar text a version ran with.
+    Raises ExemplarSetError for an unknown revision."""
     r = store.db.execute(
         "select s.env, r.prompts from exemplar_set_revisions r join exemplar_sets s on s.id = r.set_id where r.id = ?",
         [revision_id],
@@ -387,7 +398,8 @@ def revision_prompts(store: Store, revision_id: int) -> tuple[str, dict[str, str
 
 def prompt_dict(store: Store, name: str) -> tuple[str, dict[str, str]]:
     """(env, prompt dict in the original prompt-file layout) - what `agent.exemplars`
-    reads when an AgentConfig has `exemplar_set=name`."""
+    reads when an AgentConfig has `exemplar_set=name`.
+    Raises ExemplarSetError for an unknown set or entries a prompt file cannot hold."""
     s = get_set(store, name)
     try:
         return s.env, kinds.transcript(s.env).assemble(items(store, name))

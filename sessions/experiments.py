@@ -97,7 +97,9 @@ def create(
     store: Store, *, name: str, env: str, method: str, config: AgentConfig, tasks: list[Task],
     env_options: dict[str, Any] | None = None, params: dict[str, Any] | None = None,
 ) -> Experiment:
-    """A new experiment with its task list fixed (one pending item per task)."""
+    """A new experiment with its task list fixed (one pending item per task).
+    Raises StoreError for a name that is empty, too long, a number or taken, an empty
+    task list or a task listed twice."""
     name = " ".join((name or "").split())
     if not name:
         raise StoreError("an experiment needs a name")
@@ -135,7 +137,8 @@ def create(
 
 
 def get(store: Store, ref: int | str) -> Experiment:
-    """By id (a number) or by name."""
+    """By id (a number) or by name.
+    Raises StoreError when no experiment has that id or name."""
     text = str(ref).strip()
     if text.isascii() and text.isdigit() and len(text) <= 18:  # not `²`; SQLite stops at 2**63-1
         r = store.db.execute(f"select {_ECOLS} from experiments where id = ?", [int(text)]).fetchone()
@@ -147,16 +150,19 @@ def get(store: Store, ref: int | str) -> Experiment:
 
 
 def list_all(store: Store) -> list[Experiment]:
+    """Every experiment, oldest first."""
     return [_experiment(r) for r in store.db.execute(f"select {_ECOLS} from experiments order by id")]
 
 
 def items(store: Store, experiment_id: int) -> list[Item]:
+    """The experiment's items in their order; [] for an unknown id."""
     rows = store.db.execute(f"select {_ICOLS} from experiment_items where experiment_id = ? order by pos",
                             [experiment_id])
     return [_item(r) for r in rows]
 
 
 def item(store: Store, item_id: int) -> Item:
+    """The item. Raises StoreError for an unknown id."""
     r = store.db.execute(f"select {_ICOLS} from experiment_items where id = ?", [item_id]).fetchone()
     if r is None:
         raise StoreError(f"unknown experiment item {item_id}")
@@ -184,7 +190,8 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
     """(episode id, created?) of an item: the linked one, or a new episode created and
     linked in the same transaction (so a crash can never leave an unlinked duplicate).
     `first_phase` names the new episode's first version after the method's first phase and
-    records it as that phase's version, in the same transaction too."""
+    records it as that phase's version, in the same transaction too.
+    Raises StoreError for an unknown item."""
     linked = store.db.execute("select episode_id from experiment_items where id = ?", [item_id]).fetchone()
     if linked is not None and linked[0] is not None:  # once linked, never changed: no write transaction needed
         return linked[0], False
@@ -463,6 +470,7 @@ def record_phase(store: Store, item_id: int, phase: str, version_id: int, *, tok
 
 
 def set_status(store: Store, experiment_id: int, status: ExperimentStatus, *, add_wall_s: float = 0.0) -> None:
+    """Set the experiment's status and add `add_wall_s` to its wall time (one durable write)."""
     with store.transaction():
         store.db.execute("update experiments set status = ?, wall_s = wall_s + ?, updated_at = ? where id = ?",
                          [status, add_wall_s, now(), experiment_id])

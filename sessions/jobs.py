@@ -61,6 +61,7 @@ class Job(Record):
         return self.state in ACTIVE
 
     def as_json(self) -> dict[str, Any]:
+        """The job as the CLI's `--json` prints it (plain values)."""
         return {"id": self.id, "kind": self.kind, "state": self.state, "target": self.target,
                 "episode": self.episode_id, "version": self.version_id, "experiment": self.experiment_id,
                 "owner": self.owner, "pid": self.pid, "session": self.session,
@@ -90,7 +91,8 @@ def _job(r, clock: float) -> Job:
 def create(store: Store, kind: str, *, episode_id: int | None = None, version_id: int | None = None,
            experiment_id: int | None = None, target: str | None = None, session: str | None = None,
            total: int | None = None, lease_s: float = LEASE_S) -> Job:
-    """A running job held by this process (the caller then heartbeats it)."""
+    """A running job held by this process (the caller then heartbeats it).
+    Raises StoreError for an unknown kind."""
     if kind not in KINDS:
         raise StoreError(f"unknown job kind {kind!r}")
     stamp = now()
@@ -105,6 +107,8 @@ def create(store: Store, kind: str, *, episode_id: int | None = None, version_id
 
 
 def get(store: Store, job_id: int) -> Job:
+    """The job, its state as of now (a runner whose lease ran out reads "stopped"). Raises StoreError
+    for an unknown id."""
     r = store.db.execute(f"select {_COLS} from jobs where id = ?", [job_id]).fetchone()
     if r is None:
         raise StoreError(f"unknown job {job_id}")
@@ -149,6 +153,7 @@ def beat(store: Store, job_id: int, *, lease_s: float = LEASE_S, done: int | Non
 
 
 def stop_requested(store: Store, job_id: int) -> bool:
+    """Has someone asked the job to stop? False for an unknown id."""
     r = store.db.execute("select stop from jobs where id = ?", [job_id]).fetchone()
     return bool(r and r[0])
 
@@ -165,7 +170,8 @@ def request_stop(store: Store, job_id: int) -> Job:
 
 def finish(store: Store, job_id: int, state: str, *, error: str | None = None, result: Any = None,
            done: int | None = None, version_id: int | None = None) -> None:
-    """End the job (`done`, `version_id`: its last progress, which no beat may have written)."""
+    """End the job (`done`, `version_id`: its last progress, which no beat may have written).
+    Raises StoreError for a state other than done, failed or stopped."""
     if state not in ("done", "failed", "stopped"):
         raise StoreError(f"a job ends done, failed or stopped, not {state!r}")
     with store.transaction():

@@ -94,7 +94,9 @@ def open_group(
     edit: RolloutEdit | None = None,
 ) -> RolloutGroup:
     """The group sampling exactly this, created if new; asking again with another N only
-    moves its target (members already made are kept)."""
+    moves its target (members already made are kept).
+    Raises StoreError for an unknown kind, or an edit given to a resample or control
+    group (or none to a treatment group)."""
     if kind not in GROUP_KINDS:
         raise StoreError(f"unknown rollout group kind {kind!r}")
     if (edit is None) != (kind != "treatment"):
@@ -119,6 +121,7 @@ def open_group(
 
 
 def group(store: Store, group_id: int) -> RolloutGroup:
+    """The rollout group. Raises StoreError for an unknown id."""
     r = store.db.execute(f"select {_COLS} from rollout_groups where id = ?", [group_id]).fetchone()
     if r is None:
         raise StoreError(f"unknown rollout group {group_id}")
@@ -132,6 +135,7 @@ def groups(store: Store, episode_id: int) -> list[RolloutGroup]:
 
 
 def members(store: Store, group_id: int) -> dict[int, int]:
+    """{position: version id} of the group's rollouts; {} for an unknown group."""
     rows = store.db.execute("select pos, version_id from rollout_members where group_id = ? order by pos", [group_id])
     return {r[0]: r[1] for r in rows}
 

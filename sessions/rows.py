@@ -158,6 +158,7 @@ class EpisodeTree:
         return children, at_leaf
 
     def signals(self, version_id: int) -> set[str]:
+        """The failure signals along the version's path and of its outcome (trajectory.signals names)."""
         return version_signals((self.steps[s][2] for s in self.path(version_id)), self.versions[version_id][1])
 
 

@@ -44,6 +44,7 @@ class Hit:
     marks: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (start, end) of each match in the snippet
 
     def as_json(self) -> dict[str, Any]:
+        """The hit as the CLI's `--json` prints it (plain values; the marks left out)."""
         return {"episode": self.episode, "version": self.version, "step": self.step, "field": self.field,
                 "snippet": self.snippet}
 
@@ -60,6 +61,7 @@ def outcome_matches(outcome: Any, want: str | None) -> bool:
 
 
 def check_signal(signal: str | None) -> None:
+    """Raises SearchError (one line naming the known ones) for a signal that is not one."""
     if signal is not None and signal not in SIGNALS:
         raise SearchError(f"unknown signal {signal!r} (one of: {', '.join(SIGNALS)})")
 

@@ -184,7 +184,8 @@ def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list
     walk of the doclist's end: cheap at any size). Fewer than `cap` matches: they are ranked
     by bm25 (a scan bounded by `cap`). `cap` or more: the query is too common for relevance to
     say much, and the newest `cap` are listed newest first, after every bm25-ranked row of
-    the other tables (their ranks are below zero; these are zero minus a tiny step per row)."""
+    the other tables (their ranks are below zero; these are zero minus a tiny step per row).
+    Raises SearchSyntaxError (one line) for a query FTS5 cannot parse."""
     tail = _tail(db, table)
     try:
         ids = [r for (r,) in db.execute(

@@ -98,6 +98,7 @@ def create(store: Store, *, episode_id: int, version_id: int, request_key: str, 
 
 
 def get(store: Store, suggestion_id: int) -> Suggestion:
+    """The suggestion with its candidates. Raises StoreError for an unknown id."""
     r = store.db.execute(f"select {_S_COLS} from suggestions where id = ?", [suggestion_id]).fetchone()
     if r is None:
         raise StoreError(f"no suggestion {suggestion_id}")
@@ -121,6 +122,7 @@ def latest(store: Store, version_id: int) -> Suggestion | None:
 
 
 def of_experiment(store: Store, experiment_id: int, request_key: str) -> list[Suggestion]:
+    """The experiment's suggestions made for one request (`request_key`), oldest first."""
     rows = store.db.execute(f"select {_S_COLS} from suggestions where experiment_id = ? and request_key = ? "
                             "order by id", [experiment_id, request_key]).fetchall()
     return [_suggestion(store, r) for r in rows]
@@ -160,6 +162,8 @@ def record_result(store: Store, candidate_id: int, result: dict[str, Any], *, st
 
 
 def set_state(store: Store, candidate_id: int, state: str, *, accepted_version: int | None = None) -> None:
+    """Set a candidate's state (and the version accepting it made). Raises StoreError for a state
+    not in CANDIDATE_STATES."""
     if state not in CANDIDATE_STATES:
         raise StoreError(f"unknown candidate state {state!r}")
     with store.transaction():
@@ -168,6 +172,7 @@ def set_state(store: Store, candidate_id: int, state: str, *, accepted_version: 
 
 
 def finish(store: Store, suggestion_id: int) -> None:
+    """Mark the suggestion done and drop its claim (a light write)."""
     with store.transaction(durable=False):
         store.db.execute("update suggestions set state = 'done', claimed_by = null, lease_until = null, "
                          "updated_at = ? where id = ?", [now(), suggestion_id])
@@ -183,6 +188,7 @@ def claim(store: Store, suggestion_id: int, job_id: int, lease_s: float, *, hold
 
 
 def release(store: Store, suggestion_id: int, job_id: int) -> None:
+    """Drop the claim of job `job_id` on the suggestion (nothing when another holds it; a light write)."""
     with store.transaction(durable=False):
         store.db.execute("update suggestions set claimed_by = null, lease_until = null where id = ? and claimed_by = ?",
                          [suggestion_id, job_id])

@@ -438,7 +438,8 @@ _guard = threading.Lock()
 @contextlib.contextmanager
 def attached(store: Store) -> Iterator[Writer]:
     """A writer for `store` while the block runs (the runner's batch); nested: the one
-    already attached. At the end it commits what is queued and stops."""
+    already attached. At the end it commits what is queued and stops.
+    Raises WriterFailed at the end when the writer thread failed (and the block raised nothing)."""
     with _guard:
         known = _writers.get(store)
         if known is None:
@@ -460,6 +461,7 @@ def attached(store: Store) -> Iterator[Writer]:
 
 
 def writer_of(store: Store) -> Writer | None:
+    """The writer attached to `store` (`attached`), or None."""
     return _writers.get(store)
 
 
