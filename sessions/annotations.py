@@ -128,7 +128,7 @@ def _modes(modes: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------------- versions
 
 
-def _va_from_row(r) -> VersionAnnotation:
+def _va_from_row(r: Any) -> VersionAnnotation:
     return VersionAnnotation(
         id=r[0], version_id=r[1], annotator=r[2], created_at=r[3], verdict=r[4],
         failure_modes=json.loads(r[5]) if r[5] else [], notes=r[6], exemplar_ready=bool(r[7]),
@@ -229,7 +229,7 @@ def insert_version_annotation(store: Store, a: VersionAnnotation) -> VersionAnno
 # ---------------------------------------------------------------------- steps
 
 
-def _sa_from_row(r) -> StepAnnotation:
+def _sa_from_row(r: Any) -> StepAnnotation:
     return StepAnnotation(
         id=r[0], step_id=r[1], annotator=r[2], created_at=r[3], tags=json.loads(r[4]) if r[4] else [], note=r[5]
     )

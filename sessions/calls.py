@@ -41,10 +41,10 @@ _KEY_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(","
 _NO_USAGE = Usage()
 # a call's call_params key by its values (with their types: 0 and 0.0 say different JSON), so
 # call after call with the same parameters do not encode and hash them again
-_PARAMS_KEYS: dict[tuple, str] = {}
+_PARAMS_KEYS: dict[tuple[Any, ...], str] = {}
 
 
-def _params_key(model: str, api_style: str, params: dict) -> str:
+def _params_key(model: str, api_style: str, params: dict[str, Any]) -> str:
     try:
         values = (model, api_style, tuple((k, v.__class__, tuple(v) if v.__class__ is list else v)
                                           for k, v in params.items()))
@@ -143,7 +143,7 @@ class Calls:
         except OSError:
             return False
 
-    def record_pending(self, into: list | None = None) -> int:
+    def record_pending(self, into: list[Any] | None = None) -> int:
         """Record the calls kept in the pending file (then remove it); how many. `into`
         receives them as (episode id, call), for the engine to use once."""
         path = self.pending_file
@@ -190,11 +190,11 @@ class Calls:
         rows = self._database.db.execute(_CALL_SQL + "where c.episode_id = ? order by c.id", [episode_id])
         return [_call(r) for r in rows]
 
-    def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple]:
+    def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple[Any, ...]]:
         """The model calls recorded for these episodes (or with these ids), by id, as plain
         tuples (`_EXPORT_SQL`'s columns: what the jsonl export writes, texts JSON-quoted; what
         repeats by its call_params id, see `params_rows`). One query per 500 episodes or ids."""
-        out: dict[int, tuple] = {}
+        out: dict[int, tuple[Any, ...]] = {}
         for column, keys in (("episode_id", list(episode_ids)), ("id", list(ids))):
             for i in range(0, len(keys), 500):
                 part = keys[i : i + 500]
@@ -250,7 +250,7 @@ class Calls:
     get = cached  # the ResponseCache protocol of agent.client (recording a call fills it)
 
 
-def _call_fields(r, params: dict, usage: type) -> tuple:
+def _call_fields(r: Any, params: dict[str, Any], usage: type) -> tuple[Any, ...]:
     """A `_CALL_SQL` row as the values of `CallRow`'s fields, in order."""
     return (r[0], r[1], r[2], r[3] or "", r[4] or "completions", r[5], params,
             r[7].hex() if r[7] is not None else "", r[8] or 0, r[9],
@@ -258,6 +258,6 @@ def _call_fields(r, params: dict, usage: type) -> tuple:
             r[13], r[14], bool(r[15]), r[16], r[17].hex() if r[17] is not None else None, r[18])
 
 
-def _call(r) -> ModelCall:
+def _call(r: Any) -> ModelCall:
     """A `_CALL_SQL` row as its record."""
     return ModelCall(**dict(zip(CallRow._fields, _call_fields(r, from_json(r[6], {}), Usage))))

@@ -8,7 +8,7 @@ import builtins
 import hashlib
 from itertools import groupby
 from operator import itemgetter
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
 from sessions.connection import StoreError, from_json, to_json
 from sessions.parts import Database, RowIds, insert_row
@@ -86,7 +86,7 @@ class Episodes:
         """The task's row id (inserted the first time it is seen; a new task costs one
         statement, a known one none)."""
         db, ids = self._database.db, self.row_ids[0]
-        key, data = task.key, to_json(task)
+        key, data = task.key, cast(str, to_json(task))  # (a record: never None)
         cached = ids.get((key, data))
         if cached is not None:
             return cached
@@ -123,10 +123,11 @@ class Episodes:
         row = self._database.db.execute("select config_id from episodes where id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
-        return row[0]
+        config_id: int = row[0]
+        return config_id
 
     # ------------------------------------------------------------------ episodes
-    def create(self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None, *,
+    def create(self, task: Task, config: AgentConfig, env_options: dict[str, Any] | None = None, name: str | None = None, *,
                created_at: str | None = None, version_name: str | None = None,
                exemplar_rev: int | None = None) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current.
@@ -135,7 +136,7 @@ class Episodes:
         return self.create_many([(task, name)], config, env_options, version_name=version_name,
                                 created_at=created_at, exemplar_rev=exemplar_rev)[0]
 
-    def create_many(self, specs: list[tuple[Task, str | None]], config: AgentConfig, env_options: dict | None = None,
+    def create_many(self, specs: list[tuple[Task, str | None]], config: AgentConfig, env_options: dict[str, Any] | None = None,
                     *, version_name: str | None = None, created_at: str | None = None,
                     exemplar_rev: int | None = None) -> list[tuple[Episode, Version]]:
         """`create` for several (task, episode name) at once, in a few statements for all
@@ -171,7 +172,7 @@ class Episodes:
         """Inside the caller's transaction: each task's row id, the new ones inserted in one
         statement (one whose key is taken by other content: as `task_row` keeps it)."""
         ids = self.row_ids[0]
-        datas = [to_json(t) for t in tasks]
+        datas = [cast(str, to_json(t)) for t in tasks]  # (records: never None)
         new = {t.key: (t, d) for t, d in zip(tasks, datas) if ids.get((t.key, d)) is None}
         if new:
             rows = self._database.db.execute(
@@ -218,7 +219,8 @@ class Episodes:
         row = self._database.db.execute("select env_options from episodes where id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
-        return from_json(row[0], {})
+        options: dict[str, Any] = from_json(row[0], {})
+        return options
 
     def set_config(self, episode_id: int, config: AgentConfig) -> None:
         """The episode's default config (what a version without a pinned one uses, and what
@@ -302,7 +304,8 @@ class Episodes:
         sql = "select count(*) from episodes e join tasks t on t.id = e.task_id left join versions v on v.id = e.current_version"
         if where:
             sql += " where " + " and ".join(where)
-        return self._database.db.execute(sql, params).fetchone()[0]
+        n: int = self._database.db.execute(sql, params).fetchone()[0]
+        return n
 
     @staticmethod
     def _list_filters(env: str | None, task_type: str | None, outcome: str | None, edited: bool | None,
@@ -408,7 +411,7 @@ class Episodes:
         `raw`: steps as `StepJson` (what the jsonl export encodes, nothing converted per row)."""
         db = self._database.db
         ids = [*episode_ids]
-        infos: dict[str, dict] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
+        infos: dict[str, dict[str, Any]] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
         configs: dict[str, AgentConfig] = {}  # likewise a config (most episodes share a few): one record each
         for i in range(0, len(ids), chunk):
             part = ids[i : i + chunk]
@@ -432,7 +435,7 @@ class Episodes:
                     yield eps[e], versions.get(e, []), steps.get(e, {})
 
 
-def episode_from_row(row, configs: dict[str, AgentConfig] | None = None) -> Episode:
+def episode_from_row(row: Any, configs: dict[str, AgentConfig] | None = None) -> Episode:
     """An `EP_SQL` row as its record (`configs`: records already made, by their JSON text)."""
     config = configs.get(row[2]) if configs is not None else None
     if config is None:
@@ -450,7 +453,7 @@ def episode_from_row(row, configs: dict[str, AgentConfig] | None = None) -> Epis
     )
 
 
-def _episode_summary(r) -> dict[str, Any]:
+def _episode_summary(r: Any) -> dict[str, Any]:
     """One row of `list`'s query as the dict the faces show."""
     oc = Outcome.model_validate_json(r[9]) if r[9] else Outcome()
     return {

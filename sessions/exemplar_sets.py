@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, cast
+from typing import Any, Iterable, Iterator, cast
 
 from sessions import annotations as notes  # (not `annotations`: the __future__ import has that name)
 from trajectory import kinds
@@ -150,7 +150,7 @@ def get_set(store: Store, name: str) -> ExemplarSet:
 def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
     """The sets a person made (all, or of `env`), by name; the built-in holders are left out."""
     sql = f"select {_SET_COLS} from exemplar_sets s where s.name not like 'builtin:%'"
-    params: list = []
+    params: list[Any] = []
     if env:
         sql += " and s.env = ?"
         params.append(env)
@@ -232,10 +232,10 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
             "values (?,?,?,?,?,?,?)",
             [s.id, pos, key, version_id, None, notes.current_user(by), now()],
         ).lastrowid
-    return _entry(store, rid)
+    return _entry(store, cast(int, rid))  # (an insert's row id)
 
 
-def base_slot(transcript, ex: Exemplar, inherited: list[SetEntry]) -> SetEntry | None:
+def base_slot(transcript: Any, ex: Exemplar, inherited: list[SetEntry]) -> SetEntry | None:
     """The inherited entry a new exemplar stands for: keyed layouts (`<style>_<type>_<i>`, two
     of a type in a prompt) the one of its type nearest the task (`_0`, then `_1`, then the
     lowest number), which it replaces; block layouts the block its style's prompts use, which
@@ -274,7 +274,7 @@ def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = No
             "values (?,?,?,?,?,?,?)",
             [s.id, _next_pos(store, s.id), key, None, text, notes.current_user(by), now()],
         ).lastrowid
-    return _entry(store, rid)
+    return _entry(store, cast(int, rid))  # (an insert's row id)
 
 
 def remove(store: Store, name: str, *, key: str | None = None, version_id: int | None = None,
@@ -337,7 +337,8 @@ def current_revision(store: Store, name: str) -> int:
             [s.id],
         ).fetchone()
         if last is not None and last[2] == text:
-            return last[0]
+            same: int = last[0]
+            return same
         return cast(int, store.db.table("exemplar_set_revisions").insert(
             {"set_id": s.id, "revision": (last[1] if last else 0) + 1, "prompts": text, "created_at": now(),
              "base": s.base_note}
@@ -360,7 +361,8 @@ def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
         found = store.db.execute("select id from exemplar_set_revisions where set_id = ? and prompts = ?",
                                  [set_id, text]).fetchone()
         if found is not None:
-            return found[0]
+            known: int = found[0]
+            return known
         last = store.db.execute("select max(revision) from exemplar_set_revisions where set_id = ?", [set_id]).fetchone()
         return cast(int, store.db.table("exemplar_set_revisions").insert(
             {"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()}).last_pk)
@@ -377,7 +379,7 @@ def revision_number(store: Store, name: str, revision_id: int | None = None) -> 
     its content was never used (no revision written yet)."""
     s = get_set(store, name)
     sql = "select revision from exemplar_set_revisions where set_id = ?"
-    args: list = [s.id]
+    args: list[Any] = [s.id]
     if revision_id is not None:
         sql, args = sql + " and id = ?", [s.id, revision_id]
     r = store.db.execute(sql + " order by revision desc limit 1", args).fetchone()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field
 
@@ -77,7 +77,7 @@ _ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success,
 
 
 
-def _experiment(r) -> Experiment:
+def _experiment(r: Any) -> Experiment:
     return Experiment(
         id=r[0], name=r[1], env=r[2], method=r[3], config=AgentConfig.model_validate_json(r[4]),
         env_options=json.loads(r[5] or "{}"), params=json.loads(r[6] or "{}"), status=r[7],
@@ -85,7 +85,7 @@ def _experiment(r) -> Experiment:
     )
 
 
-def _item(r) -> Item:
+def _item(r: Any) -> Item:
     return Item(
         id=r[0], experiment_id=r[1], pos=r[2], task=Task.model_validate_json(r[3]), episode_id=r[4],
         version_id=r[5], status=r[6], success=None if r[7] is None else bool(r[7]),
@@ -133,7 +133,7 @@ def create(
         if "unique" in str(exc).lower():
             raise taken from None
         raise
-    return get(store, eid)
+    return get(store, cast(int, eid))  # (an insert's row id)
 
 
 def get(store: Store, ref: int | str) -> Experiment:
@@ -169,7 +169,7 @@ def item(store: Store, item_id: int) -> Item:
     return _item(r)
 
 
-def changes(store: Store) -> dict[int, tuple]:
+def changes(store: Store) -> dict[int, tuple[Any, ...]]:
     """{experiment id: what changes whenever the experiment or one of its items does}, in one
     query: pages cache an experiment's summary under it."""
     rows = store.db.execute(
@@ -213,6 +213,7 @@ def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any
     """Inside the caller's transaction: the item's new episode, linked; (episode id, its
     first version's id, the item's metrics, the episode and version rows as written)."""
     ep, v = store.episodes.create(task, config, env_options, name, version_name=first_phase, exemplar_rev=exemplar_rev)
+    assert ep.id is not None and v.id is not None  # (rows just written)
     metrics = dict(metrics)
     if first_phase is not None:
         _with_phase(metrics, first_phase, v.id)
@@ -231,6 +232,7 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
     item, the new episode and version rows as written or None), or None when the item is
     done or another runner holds it. `name`: the new episode's, `{pos}` standing for the
     item's position from 1. `exemplar_rev`: the exemplar revision a new first version pins."""
+    token: int | None
     with Transaction(store, durable=False, without_savepoints=True):  # (nothing in it catches an error: no savepoints)
         if _RETURNING:  # the claim returns the item's row: one statement
             row = store.db.execute(_CLAIM_SQL + f" returning claim_token, {_ICOLS}",
@@ -426,7 +428,8 @@ def _metrics(store: Store, item_id: int) -> dict[str, Any]:
     r = store.db.execute("select metrics from experiment_items where id = ?", [item_id]).fetchone()
     if r is None:
         raise StoreError(f"unknown experiment item {item_id}")
-    return json.loads(r[0] or "{}")
+    metrics: dict[str, Any] = json.loads(r[0] or "{}")
+    return metrics
 
 
 def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
@@ -453,7 +456,7 @@ def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: i
             _fenced(store, item_id, token)
 
 
-def _with_phase(metrics: dict[str, Any], phase: str, version_id: int) -> None:
+def _with_phase(metrics: dict[str, Any], phase: str, version_id: int | None) -> None:
     metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), phase: version_id}
 
 

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import socket
 import sqlite3
 import time
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping, cast
 
 from pydantic import Field
 
@@ -78,7 +78,7 @@ def _owner() -> str:  # per call: a forked worker has its own pid
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _job(r, clock: float) -> Job:
+def _job(r: Any, clock: float) -> Job:
     state = r[9]
     if state in ACTIVE and r[16] is not None and r[16] < clock:
         state = "stopped"  # the runner's lease ran out: its process is gone
@@ -103,7 +103,7 @@ def create(store: Store, kind: str, *, episode_id: int | None = None, version_id
             [kind, episode_id, version_id, experiment_id, target, _owner(), os.getpid(), session, "running", total,
              time.time() + lease_s, stamp, stamp],
         ).lastrowid
-    return get(store, jid)
+    return get(store, cast(int, jid))  # (an insert's row id)
 
 
 def get(store: Store, job_id: int) -> Job:
@@ -130,7 +130,8 @@ def listing(store: Store, *, recent: int = RECENT) -> list[Job]:
 
 def count(store: Store) -> int:
     """How many jobs the database holds (what `listing` pages through)."""
-    return store.db.execute("select count(*) from jobs").fetchone()[0]
+    n: int = store.db.execute("select count(*) from jobs").fetchone()[0]
+    return n
 
 
 def beat(store: Store, job_id: int, *, lease_s: float = LEASE_S, done: int | None = None,
@@ -215,7 +216,7 @@ def status_word(done: bool, success: bool | None, status: str | None) -> str:
     return status if status in ("stopped", "running") else "open"
 
 
-def version_words(store: Store, rows: Iterable[dict], key: str = "version") -> dict[int, str]:
+def version_words(store: Store, rows: Iterable[dict[str, Any]], key: str = "version") -> dict[int, str]:
     """status_word of each row (a dict with the version id under `key`, `done`, `success`,
     `status`), with one jobs query: a CLI list says what the app and `jobs` say."""
     rows = [r for r in rows if r.get(key) is not None]
@@ -249,9 +250,10 @@ def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int,
         busy: set[int] = set()
         latest: dict[int, Job] = {}
         for job in (_job(r, clock) for r in rows):  # by id: the last one per version is its latest job
+            vid = cast(int, job.version_id)  # (the rows were selected by their version ids)
             if job.active and not job.stop:
-                busy.add(job.version_id)
-            latest[job.version_id] = job
+                busy.add(vid)
+            latest[vid] = job
         for vid, job in latest.items():
             if vid in busy:
                 out[vid] = "running"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field
 
@@ -57,7 +57,7 @@ def _key(episode_id: int, source_version: int, step: int, kind: str, edit: Rollo
 _COLS = "id, episode_id, source_version, step, kind, edit, n, config, created_at, updated_at"
 
 
-def _from_row(store: Store, r) -> RolloutGroup:
+def _from_row(store: Store, r: Any) -> RolloutGroup:
     return RolloutGroup(
         id=r[0], episode_id=r[1], source_version=r[2], step=r[3], kind=r[4],
         edit=RolloutEdit.model_validate_json(r[5]) if r[5] else None, n=r[6],
@@ -117,7 +117,7 @@ def open_group(
             gid = row[0]
             if row[1] != n:
                 store.db.execute("update rollout_groups set n = ?, updated_at = ? where id = ?", [n, now(), gid])
-    return group(store, gid)
+    return group(store, cast(int, gid))  # (an insert's row id, or the row found)
 
 
 def group(store: Store, group_id: int) -> RolloutGroup:

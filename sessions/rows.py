@@ -7,9 +7,11 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple, TypeVar
 
 from sessions.connection import _ids, from_json, to_json
+from pydantic import BaseModel
+
 from trajectory.records import EditInfo, Outcome, Step, Version
 from trajectory.signals import version_signals
 
@@ -41,13 +43,13 @@ class StepRow(NamedTuple):
     observation: str | None
     done: bool
     reward: float
-    info: dict
+    info: dict[str, Any]
     source: str
     edit: EditInfo | None
-    call_ids: list
-    snapshot: dict | None
+    call_ids: list[int]
+    snapshot: dict[str, Any] | None
     created_at: str
-    signals: list
+    signals: list[str]
 
     def model_copy(self, *, update: dict[str, Any]) -> "StepRow":
         """As `Step.model_copy` (the prompt writers copy a step to drop its observation)."""
@@ -87,7 +89,7 @@ class CallRow(NamedTuple):
     model: str
     api_style: str
     purpose: str
-    params: dict
+    params: dict[str, Any]
     prompt_hash: str
     prompt_chars: int
     completion: str | None
@@ -163,9 +165,10 @@ class EpisodeTree:
 
 
 _set = object.__setattr__
+_Record = TypeVar("_Record", bound=BaseModel)
 
 
-def replaced(record: Any, update: dict[str, Any]) -> Any:
+def replaced(record: _Record, update: dict[str, Any]) -> _Record:
     """`record.model_copy(update=update)` as pydantic makes it (a shallow copy whose fields
     set grows by the updated ones; records forbid extras and hold no private attributes),
     without its copy-module dispatch: the store copies a step and its version per step."""
@@ -200,7 +203,7 @@ def version_row(v: Version, config_id: int | None, exemplar_rev: int | None) -> 
     }
 
 
-def version_from_row(r) -> Version:
+def version_from_row(r: Any) -> Version:
     """A `VCOLS` row as its record."""
     # A row this store wrote is trusted: construct without re-validating (hot: every step reads one).
     return Version.model_construct(
@@ -220,7 +223,7 @@ def version_from_row(r) -> Version:
     )
 
 
-def step_fields(r, infos: dict[str, dict] | None = None) -> tuple:
+def step_fields(r: Any, infos: dict[str, dict[str, Any]] | None = None) -> tuple[Any, ...]:
     """A steps row (`SCOLS`) as the values of `StepRow`'s fields, in order."""
     sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig = r
     if infos is None or info is None:
@@ -232,6 +235,6 @@ def step_fields(r, infos: dict[str, dict] | None = None) -> tuple:
             json.loads(snap) if snap else None, at, json.loads(sig) if sig else [])
 
 
-def step_from_row(r) -> Step:
+def step_from_row(r: Any) -> Step:
     """A `SCOLS` row as its record."""
     return Step(**dict(zip(StepRow._fields, step_fields(r))))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from pydantic import Field
 
@@ -68,7 +68,7 @@ _S_COLS = ("id, episode_id, version_id, experiment_id, request_key, critic, prom
 _C_COLS = "id, suggestion_id, number, step, kind, text, rationale, leaks_answer, skip, result, state, accepted_version"
 
 
-def _candidate(r) -> Candidate:
+def _candidate(r: Any) -> Candidate:
     keys = [c.strip() for c in _C_COLS.split(",")]
     d = dict(zip(keys, r))
     d["leaks_answer"] = bool(d["leaks_answer"])
@@ -76,7 +76,7 @@ def _candidate(r) -> Candidate:
     return Candidate(**d)
 
 
-def _suggestion(store: Store, r) -> Suggestion:
+def _suggestion(store: Store, r: Any) -> Suggestion:
     keys = [c.strip() for c in _S_COLS.split(",")]
     d = dict(zip(keys, r))
     d["critic"] = json.loads(d["critic"] or "{}")
@@ -94,7 +94,7 @@ def create(store: Store, *, episode_id: int, version_id: int, request_key: str, 
             "verify_n, state, created_at, updated_at) values (?,?,?,?,?,?,?,?,?,?)",
             [episode_id, version_id, experiment_id, request_key, json.dumps(critic, sort_keys=True),
              first_failure_step, verify_n, "asking", stamp, stamp]).lastrowid
-    return get(store, sid)
+    return get(store, cast(int, sid))  # (an insert's row id)
 
 
 def get(store: Store, suggestion_id: int) -> Suggestion:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from types import EllipsisType
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, cast
 
 from sessions.connection import DatabaseFailure, Fence, StoreError, _changed, _frozen, compact_json, from_json, to_json
 from sessions.parts import Database, insert_row
@@ -52,7 +52,7 @@ class Versions:
         with self._database.transaction():
             out = self.insert(v, pin_from=v.parent_version)
             if make_current:
-                self._episodes.point_current(v.episode_id, out.id)
+                self._episodes.point_current(v.episode_id, cast(int, out.id))  # (a version just written)
         return out
 
     def config(self, version_id: int) -> AgentConfig:
@@ -73,7 +73,8 @@ class Versions:
         r = self._database.db.execute("select exemplar_rev from versions where id = ?", [version_id]).fetchone()
         if r is None:
             raise StoreError(f"unknown version {version_id}")
-        return r[0]
+        revision: int | None = r[0]
+        return revision
 
     def pin_exemplar_revision(self, version_id: int, revision_id: int, *, fence: Fence | None = None) -> None:
         """Pin a version's exemplars the first time they are used (never changed after).
@@ -100,7 +101,7 @@ class Versions:
         return [int(r[0]) for r in self._database.db.execute("select id from versions where episode_id = ? order by id",
                                                    [episode_id])]
 
-    def recorded_edits(self, episode_ids: Iterable[int]) -> Iterator[tuple[int, list[dict]]]:
+    def recorded_edits(self, episode_ids: Iterable[int]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         """(episode id, a version's edit records) for every version with edits, of many
         episodes in few queries."""
         ids = [int(i) for i in episode_ids]
@@ -321,7 +322,7 @@ class Versions:
                 Version(episode_id=parent.episode_id, parent_version=parent.id, leaf_step_id=prev, **fields), **pin
             )
             if make_current:
-                self._episodes.point_current(parent.episode_id, v.id)
+                self._episodes.point_current(parent.episode_id, cast(int, v.id))  # (a version just written)
         return v, out
 
     def _signed(self, episode_id: int, parent_id: int | None, steps: Iterable[Step]) -> list[Step]:
