@@ -90,13 +90,19 @@ def _app_scripts_compiled_once() -> Iterator[None]:
 # beside the ordinary tests.
 _ONE_AT_A_TIME = ("tests/e2e/", "tests/cli/test_local_model.py", "tests/app/test_local_model_app.py",
                   "tests/benchmarks/")
+# ... but for the benchmark scripts that run in one process (no child process, no server process,
+# no thread pool): they load one core, as any test, so they run beside the group instead of lengthening
+# it (tests/benchmarks/test_smoke.py checks that they start nothing).
+ONE_PROCESS_SCRIPTS = ("engine.py", "paired_ci_agreement.py", "search.py", "stats_simulation.py",
+                       "textworld_plugin.py", "ui.py", "wikipedia.py")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     import pytest
 
+    beside = tuple(f"[{script}]" for script in ONE_PROCESS_SCRIPTS)
     for item in items:
-        if item.nodeid.startswith(_ONE_AT_A_TIME):
+        if item.nodeid.startswith(_ONE_AT_A_TIME) and not item.nodeid.endswith(beside):
             item.add_marker(pytest.mark.xdist_group("one_at_a_time"))
 
 
