@@ -15,9 +15,10 @@ from typing import Any, Literal, cast
 
 from pydantic import Field
 
-from sessions.connection import Fence, FenceLost, Transaction, compact_json as _dumps
+from sessions.connection import Fence, FenceLost, compact_json as _dumps
 from sessions.rows import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
+from sessions.transactions import Transaction
 from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
 
 ExperimentStatus = Literal["created", "running", "stopped", "aborted", "incomplete", "done"]

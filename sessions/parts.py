@@ -16,7 +16,7 @@ class Database(Protocol):
     def db(self) -> sqlite_utils.Database: ...
 
     def transaction(self, *, durable: bool = True) -> ContextManager[Any]:
-        """A re-entrant transaction (`sessions.connection.Transaction`)."""
+        """A re-entrant transaction (`sessions.transactions.Transaction`)."""
 
     def in_transaction(self) -> bool:
         """Is this thread inside a transaction of the Store?"""
@@ -33,7 +33,7 @@ def insert_row(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> in
 class RowIds:
     """Row ids by content key, for rows that are never deleted (tasks, configs, call params): only
     committed rows are kept (`ids`); what the open transaction learned waits in `new`
-    until it commits (`sessions.connection.Transaction` moves or drops it), so a rollback
+    until it commits (`sessions.transactions.Transaction` moves or drops it), so a rollback
     leaves no id behind that no longer exists."""
 
     def __init__(self) -> None:

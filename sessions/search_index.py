@@ -27,7 +27,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterable
 
-from sessions.connection import connection_state, sqlite_utils  # (without pandas: a light start-up)
+from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
+from sessions.transactions import connection_state
 
 # content table -> (indexed columns, the field each column is reported as)
 SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

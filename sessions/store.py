@@ -26,12 +26,12 @@ from sessions.connection import sqlite_utils  # (without pandas: a light start-u
 from sessions import schema, search_index
 from sessions.blobs import Blobs
 from sessions.calls import Calls
-from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, Transaction, VersionChanged, _Connection,
-                                 describe_db_error, connection_state)
+from sessions.connection import LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, describe_db_error
 from sessions.connection import VersionFrozen
 from sessions.episodes import Episodes
 from sessions.rows import CallRow, EpisodeTree, StepRow, UsageRow
 from sessions.settings import Settings
+from sessions.transactions import Transaction, _Connection, connection_state
 from sessions.versions import Versions
 
 __all__ = ["LOCK_TIMEOUT_S", "CallRow", "DatabaseFailure", "EpisodeTree", "StepRow", "Store", "StoreError", "UsageRow",

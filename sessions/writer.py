@@ -68,7 +68,7 @@ import weakref
 from typing import Any, Callable, Iterator
 
 from sessions import search_index
-from sessions.connection import Transaction, connection_state
+from sessions.transactions import Transaction, connection_state
 from sessions.store import Store, StoreError
 
 LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark

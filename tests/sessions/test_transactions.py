@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.connection import ConnectionState, connection_state
+from sessions.transactions import ConnectionState, connection_state
 from sessions.store import Store
 from trajectory.records import AgentConfig, ModelCall, Task
 
