@@ -67,7 +67,8 @@ class ConnectionState:
 
 
 def connection_state(conn: sqlite3.Connection) -> ConnectionState:
-    """The transaction state of a connection the Store opened (every one is a `_Connection`)."""
+    """The state of a connection the Store opened (every one is a `_Connection`). Raises
+    TypeError for any other connection."""
     if not isinstance(conn, _Connection):
         raise TypeError(f"not a connection of the Store: {type(conn).__name__}")
     return conn.state
