@@ -129,8 +129,9 @@ class Transaction:
 
     def __enter__(self) -> Transaction:
         if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
-            raise DatabaseFailure("database error: database is locked (another thread of this program is writing; "
-                                  "try again)")
+            raise DatabaseFailure(
+                "database error: database is locked (another thread of this program is writing; try again)"
+            )
         self.outer = not self.conn.in_transaction
         self.inside_no_savepoints = not self.outer and self.state.without_savepoints
         if self.inside_no_savepoints:  # part of a transaction without savepoints: its failure is the whole one's
