@@ -118,7 +118,7 @@ class _Write:
 
 
 class _Redo(Exception):
-    """A flat group's member failed in a way only undoing the whole group undoes."""
+    """A member of a group run without savepoints failed in a way only undoing the whole group undoes."""
 
 
 class Writer:
@@ -254,7 +254,7 @@ class Writer:
         err = WriterFailed(f"the store's writer stopped ({first}); what it had not committed was not written")
         with self._mutex:
             self.failure, self._closed = err, True
-            lazy, self._unawaited = self._unawaited, []
+            unawaited, self._unawaited = self._unawaited, []
             while True:
                 try:
                     w = self._queue.get_nowait()
@@ -262,7 +262,7 @@ class Writer:
                     break
                 if w is not None:
                     unanswered.append(w)
-        for w in unanswered + lazy:
+        for w in unanswered + unawaited:
             w.outcome = (False, err)
             if w.done is not None:
                 w.done.release()
@@ -289,13 +289,13 @@ class Writer:
         with self._mutex:
             while True:
                 if not self._busy:
-                    lazy = self._unawaited_due_in() if self._unawaited else None
-                    if not self._queue.empty() or lazy == 0:
+                    unawaited_due = self._unawaited_due_in() if self._unawaited else None
+                    if not self._queue.empty() or unawaited_due == 0:
                         break
                     durable = self._deadline() if self._unsynced else None
                     if durable == 0:
                         return [], False
-                    waits = [x for x in (lazy, durable) if x is not None]
+                    waits = [x for x in (unawaited_due, durable) if x is not None]
                     self._wait(min(waits) if waits else None)
                 else:
                     self._wait(None)
