@@ -169,7 +169,7 @@ class Store:
         they are re-done or re-derived (claims, leases, progress; see `Transaction`)."""
         return Transaction(self, durable)
 
-    def sets_level_per_transaction(self) -> None:
+    def set_level_per_transaction(self) -> None:
         """This thread's connection runs only transactions (the store's writer, a job's
         heartbeat): each sets the durability level it needs, and a light one does not put the
         connection back at `synchronous = full` (a run of light ones costs no statements)."""

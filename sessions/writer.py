@@ -228,7 +228,7 @@ class Writer:
     def _loop(self) -> None:
         group: list[_Write] = []
         try:
-            self.store.sets_level_per_transaction()  # only transactions write here: each sets the level it needs
+            self.store.set_level_per_transaction()  # only transactions write here: each sets the level it needs
             while True:
                 group, end = self._take()
                 if group:
