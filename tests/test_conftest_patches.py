@@ -59,10 +59,11 @@ def test_the_script_cache_is_shared_and_an_app_run_compiles_through_it(monkeypat
         ("script_path", inspect.Parameter.empty),
     ]
     assert isinstance(shared._cache, dict) and hasattr(shared._lock, "acquire")  # (what the replacement reads)
-    made = _counting(monkeypatch, app_test, "ScriptCache")
+    made_by_app = _counting(monkeypatch, app_test, "ScriptCache")  # (AppTest._run: the pages' cache)
+    made_by_runner = _counting(monkeypatch, local_script_runner, "ScriptCache")  # (LocalScriptRunner.__init__)
     compiled = _counting(monkeypatch, shared, "get_bytecode")
     _run_app()
-    assert made and compiled
+    assert made_by_app and made_by_runner and compiled
 
 
 def test_the_run_wait_is_replaced_and_an_app_run_waits_through_it(monkeypatch):
