@@ -112,7 +112,8 @@ class Editor:
         """New settings for the steps that follow (model, endpoint, decoding, exemplars,
         ...): a new child version at the same leaf runs with them and becomes current; the
         version keeps the config it ran with. No change: the version itself. Naming an
-        exemplar set pins its current revision."""
+        exemplar set pins its current revision.
+        Raises EngineError for an unknown setting or an invalid value."""
         with self._locked(self.store.versions.get(version_id).episode_id):
             v = self.store.versions.get(version_id)
             old = self.store.versions.config(v.id)
@@ -160,6 +161,7 @@ class Editor:
         rewrite_action (executed again by the environment). `keep_rest` carries steps
         after k over unchanged - only for thought edits, which never touch the environment.
         `origin`: where a suggested edit came from (critic, prompt hash, what-if groups).
+        Raises EngineError for an edit kind unknown or not of this environment's steps.
         """
         apply = self._EDITS.get(kind)
         if apply is None:
@@ -303,7 +305,8 @@ class Editor:
     def branch(self, version_id: int, k: int, *, config: AgentConfig | None = None,
                make_current: bool = True) -> Version:
         """"Resume from here": a new version that keeps steps 1..k and goes on from there
-        (with `config`: running with it; rollouts pin their sampling settings this way)."""
+        (with `config`: running with it; rollouts pin their sampling settings this way).
+        Raises EngineError when the version has no step k."""
         v = self.store.versions.get(version_id)
         steps = self._paths.steps(v)
         if not 0 <= k <= len(steps):

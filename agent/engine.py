@@ -112,6 +112,9 @@ class Engine:
     def start_episode(
         self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None
     ) -> tuple[Episode, Version]:
+        """A new episode and its first version, its environment started for the first step.
+        Raises EnvError (unknown environment, a task these settings cannot start), ConfigError or
+        EngineError (an unknown exemplar set) before anything is written."""
         family(task.env)  # unknown env -> EnvError before anything is written
         check_config(config, task.env, self.store)  # ConfigError before anything is written
         rev = self.prompts.revision_of(config.exemplar_set, task.env)  # so is an unknown exemplar set
@@ -123,6 +126,7 @@ class Engine:
         return episode, version
 
     def max_steps(self, episode: Episode) -> int:
+        """The episode's step limit: its config's, else its environment family's default."""
         return episode.config.max_steps or family(episode.task.env).default_max_steps
 
     def steps(self, version: Version) -> list[Step]:
@@ -155,7 +159,8 @@ class Engine:
         """One model step (ALFWorld: one line; Wikipedia: Thought/Action/Observation).
         Prepare (locked), call the model (unlocked), execute and record (locked). `watch`
         reports retries and can cancel the step while its model call is in flight.
-        `known`: the version's row as the caller just read it (`run`'s first step)."""
+        `known`: the version's row as the caller just read it (`run`'s first step).
+        Raises StepCancelled when `watch` cancelled it (the calls made are recorded, no step)."""
         eid = self.paths.episode_id(version_id)
         with self._locks.hold(eid):  # (the hot path takes the lock itself, not through `_locked`)
             self.prompts.take_kept_calls()  # answers an earlier blocked write kept: the next attempt uses them
@@ -195,7 +200,8 @@ class Engine:
         self, version_id: int, thought: str | None, answer: str, calls: list[ModelCall], *, info: dict | None = None
     ) -> StepReport:
         """Record a Standard / CoT answer (experiments) as one model step - the thought and
-        `Finish[answer]`, scored by the environment - with the calls that produced it."""
+        `Finish[answer]`, scored by the environment - with the calls that produced it.
+        Raises EngineError for an environment without text answers."""
         with self._locked(self.store.versions.get(version_id).episode_id):
             v, ep, steps, env = self._begin(version_id)
             fam = family(ep.task.env)
@@ -210,7 +216,8 @@ class Engine:
     def human_step(self, version_id: int, *, thought: str | None = None, action: str | None = None) -> StepReport:
         """Human agent mode: a person writes the next turn (how new exemplars are authored).
         ALFWorld: a thought and/or an action (two turns when both). Wikipedia: an action,
-        with an optional thought (the version's pending thought is used when none is given)."""
+        with an optional thought (the version's pending thought is used when none is given).
+        Raises EngineError when neither a thought nor an action is given."""
         thought = _clean_text(thought, "thought", allow_none=True)
         action = _clean_text(action, "action", allow_none=True)
         if thought is None and action is None:

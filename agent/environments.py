@@ -53,7 +53,8 @@ class EnvironmentPool:
 
     def start(self, task: Task, env_options: dict) -> Environment:
         """The task's environment, reset: a game that cannot start with these options (e.g.
-        a wording its grammar lacks) is one line before an episode is written."""
+        a wording its grammar lacks) is one line before an episode is written.
+        Raises EnvError (one line) when the task cannot start with these options."""
         env = None
         try:
             env = family(task.env).make_env(task, env_only(env_options), self.store.blobs)
@@ -119,7 +120,8 @@ class EnvironmentPool:
             return self.restore(episode, steps)
 
     def restore(self, episode: Episode, steps: list[Step]) -> Environment:
-        """`env_at` for a caller that holds the episode's lock."""
+        """`env_at` for a caller that holds the episode's lock.
+        Raises ReplayMismatch when a replayed step observes other than what was recorded."""
         live = self._live_env(episode)
         target = steps[-1].id if steps else 0
         if live.at == target:

@@ -114,7 +114,7 @@ class Handle:
         """A beat (lease and progress, a write) every interval; between beats, the stop flag is
         read every STOP_POLL_S, so `jobs stop N` from another process cancels the calls in flight
         within that (a read: it never waits behind a writer)."""
-        self.store.db.conn.keeps_level = True  # the heartbeat's connection: light transactions only
+        self.store.set_level_per_transaction()  # the heartbeat's connection: light transactions only
         next_beat = time.monotonic() + self._interval()
         while not self.finished.wait(max(0.0, min(STOP_POLL_S, next_beat - time.monotonic()))):
             try:

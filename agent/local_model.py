@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent import local_server
-from agent.local_server import INSTALL, LocalModelError, cache_dir, check_file, missing_server
+from agent.local_server import INSTALL, LocalModelError, cache_dir, missing_server
 
 NAME = "local"
 ENV = "REACT_EDITOR_LOCAL_MODEL"

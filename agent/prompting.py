@@ -274,7 +274,8 @@ class PromptBuilder:
 
     def revision_of(self, set_name: str | None, env: str | None = None) -> int | None:
         """The current revision of an exemplar set, or of `env`'s built-in exemplars as this
-        install ships them (None without `env`, or when the family ships none)."""
+        install ships them (None without `env`, or when the family ships none).
+        Raises EngineError for an unknown exemplar set."""
         if set_name in (None, "builtin"):
             return exemplars.builtin_revision(self.store, env) if env is not None else None
         try:

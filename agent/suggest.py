@@ -26,8 +26,8 @@ from agent.engine import Engine, EngineError, StepCancelled
 from agent.engine_reports import version_name
 from agent.rollout_stats import Effect
 from agent.rollouts import Request, whatif
-from agent.suggest_verdict import (ALPHA, ALPHA_ONE, assess, candidate_json, comparison_of, experiment_adjusted,
-                                   ranked, report, verdict)
+from agent.suggest_verdict import assess, comparison_of, verdict
+from agent.suggest_verdict import report as report  # (re-exported: the app reads `suggest.report`)
 from envs.registry import family
 from envs.transcript.critic import COMMAND, CriticPrompt
 from sessions import suggestions

@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 
-from _root import ROOT, served_by
+from _root import served_by
 
 PROMPT = ("Question: which magazine was started first, Arthur's Magazine or First for Women?\n"
           "Thought 1: I need to search both magazines and find which was started first.\n" * 30)[:5000]

@@ -104,7 +104,9 @@ def measure(llm, env: str, responder, failures: int, verify: int, work: Path) ->
         if r["proven"]:
             where[r["where"] or "no signal"] = where.get(r["where"] or "no signal", 0) + 1
     verdicts = [r["verdict"] for r in out["failures"]]
-    per = (lambda x: round(x / proven, 2) if proven else None)
+    def per(x: float) -> float | None:
+        return round(x / proven, 2) if proven else None
+
     return {"env": env, "failures": len(out["failures"]), "proven": proven, "wall_s": round(wall, 2),
             "model_calls": calls, "tokens": tokens, "calls_per_proven_fix": per(calls),
             "tokens_per_proven_fix": per(tokens), "wall_s_per_proven_fix": per(wall), "best_fix_where": where,

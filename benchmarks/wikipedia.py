@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
+import _root  # noqa: E402, F401  (puts the repo root on sys.path; see _root.py)
 
 from envs.wikipedia.builtin import builtin_zim, load_articles  # noqa: E402
 from envs.wikipedia.env import WikiEnv  # noqa: E402

@@ -88,6 +88,8 @@ def current_user(by: str | None = None) -> str:
 
 
 def normalize_tag(tag: str) -> str:
+    """A tag as stored: lower case, words joined by `_`. Raises AnnotationError when it is empty,
+    not one line or longer than MAX_TAG."""
     t = "_".join(str(tag).strip().lower().replace("-", " ").split())
     if not t:
         raise AnnotationError("a tag is empty")
@@ -126,7 +128,7 @@ def _modes(modes: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------------- versions
 
 
-def _va_from_row(r) -> VersionAnnotation:
+def _va_from_row(r: Any) -> VersionAnnotation:
     return VersionAnnotation(
         id=r[0], version_id=r[1], annotator=r[2], created_at=r[3], verdict=r[4],
         failure_modes=json.loads(r[5]) if r[5] else [], notes=r[6], exemplar_ready=bool(r[7]),
@@ -146,6 +148,7 @@ def version_annotation(store: Store, version_id: int) -> VersionAnnotation | Non
 
 
 def version_history(store: Store, version_id: int) -> list[VersionAnnotation]:
+    """Every annotation of the version, oldest first (the last is the current one); [] when none."""
     rows = store.db.execute(f"select {_VA_COLS} from version_annotations where version_id = ? order by id", [version_id])
     return [_va_from_row(r) for r in rows]
 
@@ -177,7 +180,9 @@ def annotate_version(
     exemplar_ready: Any = _KEEP,
 ) -> VersionAnnotation:
     """Record a new annotation state for a version: fields not given keep their latest
-    value. Nothing changes (no row) when the result equals the latest state."""
+    value. Nothing changes (no row) when the result equals the latest state.
+    Raises AnnotationError for an unknown verdict, a value that is too long, or a first
+    annotation with nothing in it."""
     store.versions.get(version_id)  # unknown version -> StoreError
     latest = version_annotation(store, version_id)
     base = latest or VersionAnnotation(version_id=version_id, annotator="")
@@ -224,13 +229,14 @@ def insert_version_annotation(store: Store, a: VersionAnnotation) -> VersionAnno
 # ---------------------------------------------------------------------- steps
 
 
-def _sa_from_row(r) -> StepAnnotation:
+def _sa_from_row(r: Any) -> StepAnnotation:
     return StepAnnotation(
         id=r[0], step_id=r[1], annotator=r[2], created_at=r[3], tags=json.loads(r[4]) if r[4] else [], note=r[5]
     )
 
 
 def step_annotation(store: Store, step_id: int) -> StepAnnotation | None:
+    """The current (latest) annotation of a step, or None."""
     r = store.db.execute(
         f"select {_SA_COLS} from step_annotations where step_id = ? order by id desc limit 1", [step_id]
     ).fetchone()
@@ -250,6 +256,7 @@ def step_annotations(store: Store, step_ids: Iterable[int]) -> dict[int, StepAnn
 
 
 def step_history(store: Store, step_id: int) -> list[StepAnnotation]:
+    """Every annotation of the step, oldest first (the last is the current one); [] when none."""
     rows = store.db.execute(f"select {_SA_COLS} from step_annotations where step_id = ? order by id", [step_id])
     return [_sa_from_row(r) for r in rows]
 
@@ -283,7 +290,8 @@ def tag_step(
     tags: Iterable[str] | None = None,
     note: Any = _KEEP,
 ) -> StepAnnotation:
-    """A new tag/note state for a step (`tags` replaces the set; `add`/`remove` edit it)."""
+    """A new tag/note state for a step (`tags` replaces the set; `add`/`remove` edit it).
+    Raises AnnotationError for a bad tag or note, or a first one with neither."""
     store.versions.step(step_id)  # unknown step -> StoreError
     latest = step_annotation(store, step_id)
     current = list(latest.tags) if latest else []
@@ -313,6 +321,7 @@ def tag_step(
 
 
 def insert_step_annotation(store: Store, a: StepAnnotation) -> StepAnnotation:
+    """Store `a` as the step's newest annotation (history is kept); `a` with its new id."""
     with store.transaction():
         rid = store.db.execute(
             "insert into step_annotations (step_id, annotator, created_at, tags, note) values (?,?,?,?,?)",

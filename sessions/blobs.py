@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from typing import Literal
 
 from sessions.database import Database
 
@@ -18,7 +19,7 @@ class Blobs:
         self._database = database
         self._local = threading.local()  # this thread's deferred blobs (`deferred`)
         self.known: set[str] = set()  # blobs known to be committed (bounded)
-        self.new: dict[str, bytes] = {}  # written by the open transaction (its `_Tx` keeps them)
+        self.new: dict[str, bytes] = {}  # written by the open transaction (its `Transaction` keeps them)
 
     def put(self, data: bytes) -> str:
         """Store content-addressed bytes (pages, long snapshot parts); their key. Inside
@@ -44,10 +45,13 @@ class Blobs:
     def write(self, blobs: dict[str, bytes]) -> None:
         # plain SQL: sqlite-utils looks the row up by rowid afterwards, which a
         # WITHOUT ROWID table does not have (a page fetched twice would fail)
+        """Write pages inside the caller's transaction (a key already stored is kept as it is);
+        they are remembered once it commits."""
         self.new.update(blobs)  # first: a failed write gives them back (`requeue`)
         self._database.db.conn.executemany("insert or ignore into blobs (key, data) values (?, ?)", list(blobs.items()))
 
     def remember(self, blobs: dict[str, bytes]) -> None:
+        """Note committed pages as stored (`put` then writes them no more; bounded)."""
         if len(self.known) > MAX_KNOWN_BLOBS:
             self.known.clear()
         self.known.update(blobs)
@@ -89,6 +93,7 @@ class Blobs:
             pending.update(blobs)
 
     def get(self, key: str) -> bytes | None:
+        """The stored bytes of `key`, or None when no page has that key."""
         r = self._database.db.execute("select data from blobs where key = ?", [key]).fetchone()
         return None if r is None else bytes(r[0])
 
@@ -110,7 +115,7 @@ class _Deferred:
         if self.outer:
             local.blobs = {}
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         if self.outer:
             local = self.blobs._local
             left, local.blobs = local.blobs, None

@@ -10,7 +10,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from sessions.connection import _hex_blob, from_json, to_json
 from sessions.database import Database, RowIds, insert_row
@@ -41,10 +41,10 @@ _KEY_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(","
 _NO_USAGE = Usage()
 # a call's call_params key by its values (with their types: 0 and 0.0 say different JSON), so
 # call after call with the same parameters do not encode and hash them again
-_PARAMS_KEYS: dict[tuple, str] = {}
+_PARAMS_KEYS: dict[tuple[Any, ...], str] = {}
 
 
-def _params_key(model: str, api_style: str, params: dict) -> str:
+def _params_key(model: str, api_style: str, params: dict[str, Any]) -> str:
     try:
         values = (model, api_style, tuple((k, v.__class__, tuple(v) if v.__class__ is list else v)
                                           for k, v in params.items()))
@@ -85,7 +85,7 @@ class Calls:
     def insert(self, c: ModelCall, episode_id: int, conn: Any = None) -> int:
         """The call's row id. `conn`: this thread's connection when the caller has it at hand."""
         u = c.usage or _NO_USAGE
-        return (conn or self._database.db.conn).execute(
+        row_id = (conn or self._database.db.conn).execute(
             "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
             "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
             "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -108,6 +108,7 @@ class Calls:
                 c.cut_from,
             ],
         ).lastrowid
+        return cast(int, row_id)  # (an insert: always set)
 
     def record(self, episode_id: int, calls: Iterable[ModelCall]) -> list[int]:
         """Record calls that produced no step (failed ones): nothing about a call is lost."""
@@ -119,6 +120,8 @@ class Calls:
     # from the call log (the response cache) instead of paying again.
     @functools.cached_property
     def pending_file(self) -> Path | None:  # (asked at every step: built once)
+        """The file where calls are kept while they cannot be written (`<db>.pending-calls.jsonl`);
+        None for an in-memory database."""
         return None if self._file == ":memory:" else Path(f"{self._file}.pending-calls.jsonl")
 
     @functools.cached_property
@@ -140,7 +143,7 @@ class Calls:
         except OSError:
             return False
 
-    def record_pending(self, into: list | None = None) -> int:
+    def record_pending(self, into: list[Any] | None = None) -> int:
         """Record the calls kept in the pending file (then remove it); how many. `into`
         receives them as (episode id, call), for the engine to use once."""
         path = self.pending_file
@@ -187,11 +190,11 @@ class Calls:
         rows = self._database.db.execute(_CALL_SQL + "where c.episode_id = ? order by c.id", [episode_id])
         return [_call(r) for r in rows]
 
-    def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple]:
+    def rows(self, episode_ids: Iterable[int] = (), *, ids: Iterable[int] = ()) -> dict[int, tuple[Any, ...]]:
         """The model calls recorded for these episodes (or with these ids), by id, as plain
         tuples (`_EXPORT_SQL`'s columns: what the jsonl export writes, texts JSON-quoted; what
         repeats by its call_params id, see `params_rows`). One query per 500 episodes or ids."""
-        out: dict[int, tuple] = {}
+        out: dict[int, tuple[Any, ...]] = {}
         for column, keys in (("episode_id", list(episode_ids)), ("id", list(ids))):
             for i in range(0, len(keys), 500):
                 part = keys[i : i + 500]
@@ -214,6 +217,8 @@ class Calls:
 
     # ------------------------------------------------------------------ response cache
     def cached(self, key: str) -> tuple[str, Usage] | None:
+        """(completion, usage) of a successful call stored under `key` (a temperature-0 request's
+        cache key), or None."""
         r = self._database.db.execute(
             "select completion, prompt_tokens, completion_tokens, cached_tokens from model_calls "
             "where cache_key = ? and error is null limit 1",
@@ -245,7 +250,7 @@ class Calls:
     get = cached  # the ResponseCache protocol of agent.client (recording a call fills it)
 
 
-def _call_fields(r, params: dict, usage: type) -> tuple:
+def _call_fields(r: Any, params: dict[str, Any], usage: type) -> tuple[Any, ...]:
     """A `_CALL_SQL` row as the values of `CallRow`'s fields, in order."""
     return (r[0], r[1], r[2], r[3] or "", r[4] or "completions", r[5], params,
             r[7].hex() if r[7] is not None else "", r[8] or 0, r[9],
@@ -253,6 +258,6 @@ def _call_fields(r, params: dict, usage: type) -> tuple:
             r[13], r[14], bool(r[15]), r[16], r[17].hex() if r[17] is not None else None, r[18])
 
 
-def _call(r) -> ModelCall:
+def _call(r: Any) -> ModelCall:
     """A `_CALL_SQL` row as its record."""
     return ModelCall(**dict(zip(CallRow._fields, _call_fields(r, from_json(r[6], {}), Usage))))

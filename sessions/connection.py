@@ -1,6 +1,6 @@
 """The store's SQLite plumbing: one-line errors for what SQLite raises (a full disk, a
-locked or damaged file), transactions serialised per Store, and the JSON/hex helpers the
-store's parts share."""
+locked or damaged file; `_Cursor` words them), write fences, and the JSON/hex helpers the
+store's parts share. The connection class and its transactions: `sessions.transactions`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import json
 import os
 import sqlite3
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-def _import_sqlite_utils():
+
+def _import_sqlite_utils() -> Any:
     """sqlite-utils without the pandas and numpy it imports when they are installed (only to
     type the columns of DataFrame inserts, which the store never makes): they cost every
     command over a second of start-up. Only an import made here is affected; pandas and
@@ -19,7 +20,7 @@ def _import_sqlite_utils():
         return sys.modules["sqlite_utils"]
     blocked = [name for name in ("pandas", "numpy") if name not in sys.modules]
     for name in blocked:
-        sys.modules[name] = None  # type: ignore[assignment]  (an ImportError for this import only)
+        sys.modules[name] = None  # type: ignore[assignment]  # (an ImportError for this import only)
     try:
         import sqlite_utils
     finally:
@@ -29,7 +30,10 @@ def _import_sqlite_utils():
     return sqlite_utils
 
 
-sqlite_utils = _import_sqlite_utils()
+if TYPE_CHECKING:
+    import sqlite_utils as sqlite_utils  # (re-exported: the parts import it from here)
+else:
+    sqlite_utils = _import_sqlite_utils()
 
 
 class StoreError(Exception):
@@ -61,6 +65,7 @@ class Fence:
         self.sql, self.params, self.lost = sql, params, lost
 
     def holds(self, db: Any) -> bool:
+        """Does the fence's condition hold now (read inside the caller's transaction)?"""
         return bool(db.execute(f"select {self.sql}", self.params).fetchone()[0])
 
     def check(self, db: Any) -> None:
@@ -80,7 +85,7 @@ class DatabaseFailure(StoreError, sqlite3.DatabaseError):
     `sqlite_errorcode` (SQLite's extended result code) and `sqlite_message` (its own first
     line) are kept, so a caller tells one refusal from another by code, not by wording."""
 
-    sqlite_errorcode: int | None = None
+    sqlite_errorcode: int | None = None  # type: ignore[assignment]  # (None: a refusal of the store, not SQLite)
     sqlite_message: str = ""
 
 
@@ -117,8 +122,8 @@ def _failure(exc: sqlite3.Error) -> DatabaseFailure:
     return failure
 
 
-def _mapped(method):
-    def call(self, *args, **kwargs):
+def _mapped(method: Callable[..., Any]) -> Callable[..., Any]:
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.Error as exc:
@@ -143,21 +148,6 @@ class _Cursor(sqlite3.Cursor):
     __next__ = _mapped(sqlite3.Cursor.__next__)
 
 
-class _Connection(sqlite3.Connection):
-    def cursor(self, factory=_Cursor):  # type: ignore[override]
-        return super().cursor(factory)
-
-    def execute(self, sql, parameters=(), /):  # type: ignore[override]
-        cur = _Cursor(self)  # (as `cursor()` makes it, one call less: every statement comes here)
-        if self.row_factory is not None:
-            cur.row_factory = self.row_factory
-        return cur.execute(sql, parameters)
-
-    def executemany(self, sql, parameters, /):  # type: ignore[override]
-        return self.cursor().executemany(sql, parameters)
-
-    def executescript(self, script, /):  # type: ignore[override]
-        return self.cursor().executescript(script)
 def describe_db_error(path: str, exc: BaseException) -> str:
     """One line naming what is wrong with the database file: read-only, truncated,
     damaged, or not a database at all (sqlite's own words in brackets)."""
@@ -236,7 +226,8 @@ def _ids(text: str | None) -> list[int]:
         # most steps hold one call: no split, no list comprehension (export reads every step)
         return [int(inner)] if "," not in inner else [int(x) for x in inner.split(",")]
     except ValueError:
-        return json.loads(text)
+        ids: list[int] = json.loads(text)
+        return ids
 
 
 def _frozen(version: int | str, exc: BaseException) -> BaseException:
@@ -251,167 +242,3 @@ def _frozen(version: int | str, exc: BaseException) -> BaseException:
 def _changed(version: int | str) -> VersionChanged:
     """`version`: as people read it (`EP:N`)."""
     return VersionChanged(f"version {version} changed meanwhile (another writer added steps); reload it and try again")
-
-
-def _stack(conn: Any) -> list:
-    """The savepoints open on a connection, innermost last (an inner transaction started
-    before anything was written in its enclosing one needs no savepoint of its own)."""
-    stack = getattr(conn, "_savepoints", None)
-    if stack is None:
-        stack = conn._savepoints = []
-    return stack
-
-
-class _Tx:
-    """Re-entrant transaction: the outermost `with` commits or rolls back; an inner one is
-    a savepoint (an inner block that fails, even when its error is caught, leaves none of
-    its writes behind). Caches learn
-    the rows a transaction inserted only once it committed (a rollback must not leave ids
-    behind that no longer exist). A `durable` commit (the default) is on disk when it
-    returns (`synchronous = full`); a light one (claims, leases, progress, results that
-    can be derived again) skips that fsync: a crash of the process loses nothing (the log
-    is in the OS), a power cut may lose it, and the next durable commit covers it too (the
-    log is one file, synced up to its end). The outermost transaction decides for all.
-    After a light one the connection is put back at `full`, except a connection that only
-    runs transactions (`keeps_level`: the store's writer, a heartbeat): each of its
-    transactions sets the level it needs, so a run of light ones costs no statements."""
-
-    def __init__(self, store: Any, durable: bool = True, flat: bool = False, index: bool = True):
-        """`flat` (outermost only): the transactions inside it take no savepoints, for a
-        block that never catches their errors (any failure undoes the whole). An inner
-        one that fails after writing sets `conn.torn`: a block that caught its error
-        anyway (the store's writer runs others' writes flat) knows to undo the whole.
-        `index` (outermost only): a durable transaction that changed rows indexes the rows
-        noted for the search index before it commits (`Store._index_noted`; a light one, a
-        claim or a heartbeat, leaves them to the next durable one: search finds them
-        meanwhile); the store's writer says False and indexes its groups' rows itself."""
-        self.store, self.conn, self.lock, self.durable, self.flat = store, store.db.conn, store._lock, durable, flat
-        self.index = index
-
-    def __enter__(self):
-        if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):  # another thread's transaction, as long as SQLite waits
-            raise DatabaseFailure("database error: database is locked (another thread of this program is writing; "
-                                  "try again)")
-        self.outer = not self.conn.in_transaction
-        self.inside_flat = not self.outer and getattr(self.conn, "flat", False)
-        if self.inside_flat:  # part of a flat transaction: its failure is the whole one's
-            self.changes = self.conn.total_changes
-            return self
-        if not self.outer:  # nested: a savepoint, so a failed inner block leaves none of its writes behind
-            self.kept_blobs = set(self.store.blobs.new)
-            self.kept_rows = [r.mark() for r in self.store.row_ids]
-            stack = _stack(self.conn)
-            enclosing = stack[-1] if stack else None
-            self.reused = enclosing is not None and enclosing.changes == self.conn.total_changes
-            if self.reused:  # nothing written since the enclosing savepoint: undoing to it undoes this block
-                self.savepoint = enclosing.savepoint
-            else:
-                self.savepoint = f"tx_{id(self):x}"
-                try:
-                    self.conn.execute(f"savepoint {self.savepoint}")
-                except BaseException:
-                    self.lock.release()
-                    raise
-            self.changes = self.conn.total_changes
-            stack.append(self)
-            return self
-        conn = self.conn
-        try:
-            light = getattr(conn, "light", False)
-            if not self.durable and not light:  # (sqlite takes the level only outside a transaction)
-                conn.execute("pragma synchronous = normal")
-                conn.light = True
-            elif self.durable and light:  # a writer's connection left light
-                conn.execute("pragma synchronous = full")
-                conn.light = False
-            conn.execute("begin immediate")
-        except BaseException:
-            self._restore()
-            self.lock.release()
-            raise
-        conn.flat = self.flat
-        self.before = conn.total_changes
-        try:
-            self.store.blobs.take_deferred()
-        except BaseException:
-            self.__exit__(*sys.exc_info())
-            raise
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            if self.inside_flat:  # failed after writing: only undoing the whole undoes it (the writer's cue)
-                if exc_type is not None and self.conn.total_changes != self.changes:
-                    self.conn.torn = True
-                return False
-            if not self.outer:
-                stack = _stack(self.conn)
-                if stack and stack[-1] is self:
-                    stack.pop()
-                self._end_savepoint(exc_type is None)
-                return False
-            conn, store = self.conn, self.store
-            stack = getattr(conn, "_savepoints", None)
-            if stack:
-                stack.clear()
-            conn.flat = False
-            blobs = store.blobs.new
-            if blobs:
-                store.blobs.new = {}
-            if exc_type is None:
-                try:
-                    if self.index and self.durable and conn.total_changes != self.before:
-                        store._index_noted()
-                    conn.execute("commit")
-                except BaseException:
-                    self._rolled_back(blobs)
-                    raise
-                for rows in store.row_ids:  # (what the transaction learned, now committed)
-                    if rows.new:
-                        rows.committed()
-                if blobs:
-                    store.blobs.remember(blobs)
-                if getattr(conn, "light", False):
-                    self._restore()
-            else:
-                self._rolled_back(blobs)
-        finally:
-            self.lock.release()
-        return False
-
-    def _rolled_back(self, blobs: dict[str, bytes]) -> None:
-        """The outer transaction is undone: no cache may name its rows; its blobs wait for the next."""
-        if self.conn.in_transaction:
-            self.conn.execute("rollback")
-        self._restore()
-        self.store.blobs.requeue(blobs)
-        for rows in self.store.row_ids:
-            rows.rolled_back()
-
-    def _end_savepoint(self, ok: bool) -> None:
-        """An inner block's end: kept (released into the outer transaction) or undone; the
-        outer transaction goes on either way and decides the commit."""
-        if not self.conn.in_transaction:  # sqlite already rolled the whole transaction back
-            return
-        if ok:
-            if not self.reused:
-                self.conn.execute(f"release {self.savepoint}")
-            return
-        self.conn.execute(f"rollback to {self.savepoint}")
-        if not self.reused:  # (a reused one stays open: the enclosing block goes on in it)
-            self.conn.execute(f"release {self.savepoint}")
-        else:
-            _stack(self.conn)[-1].changes = self.conn.total_changes
-        blob_keys = self.kept_blobs
-        for rows, mark in zip(self.store.row_ids, self.kept_rows):  # the rows it inserted are gone: no cache
-            rows.undo_to(mark)  # may name them
-        undone = {k: v for k, v in self.store.blobs.new.items() if k not in blob_keys}
-        self.store.blobs.new = {k: v for k, v in self.store.blobs.new.items() if k in blob_keys}
-        self.store.blobs.requeue(undone)  # (an environment may refer to them, as after a rollback)
-
-    def _restore(self) -> None:
-        conn = self.conn
-        if conn.in_transaction or not getattr(conn, "light", False) or getattr(conn, "keeps_level", False):
-            return  # (the store's writer sets the level its next transaction needs: no statement to put it back)
-        self.conn.execute("pragma synchronous = full")
-        self.conn.light = False

@@ -4,7 +4,7 @@ share of it: the one plain-SQL insert and the row-id cache (`RowIds`)."""
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Protocol
+from typing import Any, ContextManager, Protocol, cast
 
 from sessions.connection import sqlite_utils
 
@@ -15,9 +15,11 @@ class Database(Protocol):
     @property
     def db(self) -> sqlite_utils.Database: ...
 
-    def transaction(self, *, durable: bool = True) -> ContextManager[Any]: ...
+    def transaction(self, *, durable: bool = True) -> ContextManager[Any]:
+        """A re-entrant transaction (`sessions.transactions.Transaction`)."""
 
-    def in_transaction(self) -> bool: ...
+    def in_transaction(self) -> bool:
+        """Is this thread inside a transaction of the Store?"""
 
 
 def insert_row(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> int:
@@ -25,13 +27,13 @@ def insert_row(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> in
     schema - several sqlite_master reads - on every call: too slow for a per-step row.)"""
     cols = ", ".join(f'"{c}"' for c in row)
     sql = f'insert into "{table}" ({cols}) values ({", ".join("?" * len(row))})'
-    return db.execute(sql, list(row.values())).lastrowid
+    return cast(int, db.execute(sql, list(row.values())).lastrowid)  # (an insert: always set)
 
 
 class RowIds:
     """Row ids by content key, for rows that are never deleted (tasks, configs, call params): only
     committed rows are kept (`ids`); what the open transaction learned waits in `new`
-    until it commits (`sessions.connection._Tx` moves or drops it), so a rollback
+    until it commits (`sessions.transactions.Transaction` moves or drops it), so a rollback
     leaves no id behind that no longer exists."""
 
     def __init__(self) -> None:
@@ -39,19 +41,23 @@ class RowIds:
         self.new: dict[Any, int] = {}
 
     def get(self, key: Any) -> int | None:
+        """The row id of `key` (committed, or learned by the open transaction), or None."""
         return self.ids.get(key) or self.new.get(key)
 
     def learn(self, key: Any, row_id: int) -> int:
+        """Note `row_id` for `key` in the open transaction (kept once it commits); returns `row_id`."""
         self.new[key] = row_id
         return row_id
 
     def committed(self) -> None:
+        """The open transaction committed: what it learned is kept."""
         if len(self.ids) > 100_000:  # a long-lived app: bounded, refilled on use
             self.ids.clear()
         self.ids.update(self.new)
         self.new = {}
 
     def rolled_back(self) -> None:
+        """The open transaction was undone: what it learned is dropped."""
         self.new = {}
 
     def mark(self) -> dict[Any, int]:

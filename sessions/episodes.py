@@ -4,10 +4,11 @@ and signals read, and the bulk read of whole episodes an export makes."""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 from itertools import groupby
 from operator import itemgetter
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
 from sessions.connection import StoreError, from_json, to_json
 from sessions.database import Database, RowIds, insert_row
@@ -40,12 +41,12 @@ _EDITED_SQL = ("(exists (select 1 from steps s where s.episode_id = e.id and s.s
 
 # a config's (JSON, key) by its fields' values (scalars: the values say the JSON), so the
 # item after item of an experiment with one config do not dump and hash it again
-_CONFIG_KEYS: dict[tuple, tuple[str, str]] = {}
+_CONFIG_KEYS: dict[Any, tuple[str, str]] = {}
 
 
 def _config_key(config: AgentConfig) -> tuple[str, str]:
     """(the config's stored JSON, its row key)."""
-    values = (type(config), tuple((k, type(v), v) for k, v in config.__dict__.items()))
+    values: Any = (type(config), tuple((k, type(v), v) for k, v in config.__dict__.items()))
     try:
         found = _CONFIG_KEYS.get(values)
     except TypeError:  # (a value that cannot be hashed: not remembered)
@@ -86,7 +87,7 @@ class Episodes:
         """The task's row id (inserted the first time it is seen; a new task costs one
         statement, a known one none)."""
         db, ids = self._database.db, self.row_ids[0]
-        key, data = task.key, to_json(task)
+        key, data = task.key, cast(str, to_json(task))  # (a record: never None)
         cached = ids.get((key, data))
         if cached is not None:
             return cached
@@ -118,14 +119,16 @@ class Episodes:
         return self.row_ids[1].learn(key, row[0] if row else insert_row(db, "configs", {"key": key, "json": data}))
 
     def config_id(self, episode_id: int) -> int:
-        """The episode's default config row (a new version without one pins it)."""
+        """The episode's default config row (a new version without one pins it).
+        Raises StoreError for an unknown episode."""
         row = self._database.db.execute("select config_id from episodes where id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
-        return row[0]
+        config_id: int = row[0]
+        return config_id
 
     # ------------------------------------------------------------------ episodes
-    def create(self, task: Task, config: AgentConfig, env_options: dict | None = None, name: str | None = None, *,
+    def create(self, task: Task, config: AgentConfig, env_options: dict[str, Any] | None = None, name: str | None = None, *,
                created_at: str | None = None, version_name: str | None = None,
                exemplar_rev: int | None = None) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current.
@@ -134,7 +137,7 @@ class Episodes:
         return self.create_many([(task, name)], config, env_options, version_name=version_name,
                                 created_at=created_at, exemplar_rev=exemplar_rev)[0]
 
-    def create_many(self, specs: list[tuple[Task, str | None]], config: AgentConfig, env_options: dict | None = None,
+    def create_many(self, specs: list[tuple[Task, str | None]], config: AgentConfig, env_options: dict[str, Any] | None = None,
                     *, version_name: str | None = None, created_at: str | None = None,
                     exemplar_rev: int | None = None) -> list[tuple[Episode, Version]]:
         """`create` for several (task, episode name) at once, in a few statements for all
@@ -170,7 +173,7 @@ class Episodes:
         """Inside the caller's transaction: each task's row id, the new ones inserted in one
         statement (one whose key is taken by other content: as `task_row` keeps it)."""
         ids = self.row_ids[0]
-        datas = [to_json(t) for t in tasks]
+        datas = [cast(str, to_json(t)) for t in tasks]  # (records: never None)
         new = {t.key: (t, d) for t, d in zip(tasks, datas) if ids.get((t.key, d)) is None}
         if new:
             rows = self._database.db.execute(
@@ -190,6 +193,7 @@ class Episodes:
         self._database.db.execute("update episodes set config_id = ? where id = ?", [config_id, episode_id])
 
     def get(self, episode_id: int) -> Episode:
+        """The episode. Raises StoreError for an unknown id."""
         row = self._database.db.execute(EP_SQL + "where e.id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
@@ -197,7 +201,8 @@ class Episodes:
 
     def pinned(self, episode_id: int, version_id: int) -> tuple[Episode, int | None]:
         """The episode with the config the version pinned (its own, else the episode's), and
-        the version's exemplar revision (None: not pinned yet, or the built-in exemplars), in one read."""
+        the version's exemplar revision (None: not pinned yet, or the built-in exemplars), in one read.
+        Raises StoreError for a version not of the episode."""
         row = self._database.db.execute(
             "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at, v.exemplar_rev "
             "from episodes e "
@@ -210,11 +215,13 @@ class Episodes:
 
     def env_options(self, episode_id: int) -> dict[str, Any]:
         """The episode's environment options alone: the one part of an episode that a
-        confirm or re-point changes (a step reads it fresh; the task never changes)."""
+        confirm or re-point changes (a step reads it fresh; the task never changes).
+        Raises StoreError for an unknown episode."""
         row = self._database.db.execute("select env_options from episodes where id = ?", [episode_id]).fetchone()
         if row is None:
             raise StoreError(f"unknown episode {episode_id}")
-        return from_json(row[0], {})
+        options: dict[str, Any] = from_json(row[0], {})
+        return options
 
     def set_config(self, episode_id: int, config: AgentConfig) -> None:
         """The episode's default config (what a version without a pinned one uses, and what
@@ -230,6 +237,7 @@ class Episodes:
             self._database.db.execute("update episodes set env_options = ? where id = ?", [to_json(options), episode_id])
 
     def rename(self, episode_id: int, name: str | None) -> None:
+        """Set (or with None clear) the episode's name. Raises StoreError for an unknown id."""
         self.get(episode_id)
         with self._database.transaction():
             self._database.db.execute("update episodes set name = ? where id = ?", [name, episode_id])
@@ -297,14 +305,15 @@ class Episodes:
         sql = "select count(*) from episodes e join tasks t on t.id = e.task_id left join versions v on v.id = e.current_version"
         if where:
             sql += " where " + " and ".join(where)
-        return self._database.db.execute(sql, params).fetchone()[0]
+        n: int = self._database.db.execute(sql, params).fetchone()[0]
+        return n
 
     @staticmethod
     def _list_filters(env: str | None, task_type: str | None, outcome: str | None, edited: bool | None,
-                      among: Iterable[int] | None) -> tuple[list[str], list[Any]]:
+                      among: Iterable[int] | None) -> tuple[builtins.list[str], builtins.list[Any]]:
         """`list`'s filters as SQL conditions on e (episodes), t (tasks), v (current version)."""
-        where: list[str] = []
-        params: list[Any] = []
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
         if env:
             where.append("t.env = ?")
             params.append(env)
@@ -344,9 +353,9 @@ class Episodes:
                 out[eid].steps[sid] = (parent, idx, from_json(sig, []))
         return out
 
-    def of(self, kind: str, ids: Iterable[int]) -> dict[int, list[int]]:
+    def of(self, kind: str, ids: Iterable[int]) -> dict[int, builtins.list[int]]:
         """The episode(s) each step / version / task id belongs to (a task: newest first)."""
-        out: dict[int, list[int]] = {}
+        out: dict[int, builtins.list[int]] = {}
         ids = [*ids]
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
@@ -381,7 +390,7 @@ class Episodes:
         return out
 
     @staticmethod
-    def _flagged_sql(signal: str) -> tuple[str, list[Any]]:
+    def _flagged_sql(signal: str) -> tuple[str, builtins.list[Any]]:
         if signal == STEP_LIMIT:
             return "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
         return "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
@@ -396,29 +405,28 @@ class Episodes:
     # A pydantic record per row costs more than the whole read; bulk reads of our own rows
     # give plain rows with the records' field names (StepRow) instead.
     def read(self, episode_ids: Iterable[int], chunk: int = 200, *, raw: bool = False) -> Iterator[
-            tuple[Episode, list[Version], dict[int, StepRow]]]:
+            tuple[Episode, builtins.list[Version], dict[int, StepRow]]]:
         """Episodes (in the given order) with all their versions and steps, a chunk of
         episodes at a time: three set-based queries per chunk, never one per version. Rows
         come by `fetchall` (the cursor checks every fetch call; one call per query, not per row).
         `raw`: steps as `StepJson` (what the jsonl export encodes, nothing converted per row)."""
         db = self._database.db
         ids = [*episode_ids]
-        infos: dict[str, dict] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
+        infos: dict[str, dict[str, Any]] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
         configs: dict[str, AgentConfig] = {}  # likewise a config (most episodes share a few): one record each
         for i in range(0, len(ids), chunk):
             part = ids[i : i + chunk]
             q = ",".join("?" * len(part))
             rows = db.execute(EP_SQL + f"where e.id in ({q})", part).fetchall()
             eps = {r[0]: episode_from_row(r, configs) for r in rows}
-            versions: dict[int, list[Version]] = {}
-            rows = db.execute(f"select {VCOLS} from versions where episode_id in ({q}) order by id", part)
-            for r in rows.fetchall():
+            versions: dict[int, builtins.list[Version]] = {}
+            for r in db.execute(f"select {VCOLS} from versions where episode_id in ({q}) order by id", part).fetchall():
                 versions.setdefault(r[1], []).append(version_from_row(r))
             steps: dict[int, dict[int, StepRow]] = {}
             if raw:
                 make = maker(StepJson)
-                rows = db.execute(f"select {SJSON} from steps where episode_id in ({q}) order by episode_id", part)
-                steps = {e: {r[0]: make(r) for r in group} for e, group in groupby(rows.fetchall(), itemgetter(1))}
+                found = db.execute(f"select {SJSON} from steps where episode_id in ({q}) order by episode_id", part)
+                steps = {e: {r[0]: make(r) for r in group} for e, group in groupby(found.fetchall(), itemgetter(1))}
             else:
                 make, values = maker(StepRow), step_fields  # bound once: called per row
                 for r in db.execute(f"select {SCOLS} from steps where episode_id in ({q})", part).fetchall():
@@ -428,7 +436,7 @@ class Episodes:
                     yield eps[e], versions.get(e, []), steps.get(e, {})
 
 
-def episode_from_row(row, configs: dict[str, AgentConfig] | None = None) -> Episode:
+def episode_from_row(row: Any, configs: dict[str, AgentConfig] | None = None) -> Episode:
     """An `EP_SQL` row as its record (`configs`: records already made, by their JSON text)."""
     config = configs.get(row[2]) if configs is not None else None
     if config is None:
@@ -446,7 +454,7 @@ def episode_from_row(row, configs: dict[str, AgentConfig] | None = None) -> Epis
     )
 
 
-def _episode_summary(r) -> dict[str, Any]:
+def _episode_summary(r: Any) -> dict[str, Any]:
     """One row of `list`'s query as the dict the faces show."""
     oc = Outcome.model_validate_json(r[9]) if r[9] else Outcome()
     return {

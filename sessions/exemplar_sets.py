@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
-from sessions import annotations
+from sessions import annotations as notes  # (not `annotations`: the __future__ import has that name)
 from trajectory import kinds
 from trajectory.prompt_files import Exemplar, ExemplarError, PromptFileError, RawEntry, exemplar_from
 from trajectory.records import now
@@ -86,11 +86,12 @@ def create_set(
     inherit: Iterable[tuple[str | None, int | None, str | None]] = (),
 ) -> ExemplarSet:
     """A new set; with `base`, its entries start as `inherit` - (key, version id, text) of
-    the base's entries, in order - copied in the same transaction."""
+    the base's entries, in order - copied in the same transaction.
+    Raises ExemplarSetError for an unknown environment or a name already taken."""
     _check_name(name)
     if env not in kinds.known():
         raise ExemplarSetError(f"unknown environment {env!r} (one of: {', '.join(kinds.known())})")
-    by = annotations.current_user(by)
+    by = notes.current_user(by)
     with store.transaction():
         if exists(store, name):
             raise ExemplarSetError(f"an exemplar set named {name!r} exists already")
@@ -112,6 +113,7 @@ def copied_entries(store: Store, name: str) -> list[tuple[str | None, int | None
 
 
 def exists(store: Store, name: str) -> bool:
+    """Is there a set of that name (the built-in revisions' holders count)?"""
     return store.db.execute("select 1 from exemplar_sets where name = ?", [name]).fetchone() is not None
 
 
@@ -133,6 +135,7 @@ _ENTRY_COLS = "id, pos, key, version_id, text, added_by, added_at, inherited"
 
 
 def get_set(store: Store, name: str) -> ExemplarSet:
+    """The set named `name`. Raises ExemplarSetError for an unknown name (or a built-in holder's)."""
     if name.startswith("builtin:"):  # (a holder of built-in revisions is not a set a person names)
         raise ExemplarSetError(f"unknown exemplar set {name!r}")
     r = store.db.execute(
@@ -145,8 +148,9 @@ def get_set(store: Store, name: str) -> ExemplarSet:
 
 
 def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
+    """The sets a person made (all, or of `env`), by name; the built-in holders are left out."""
     sql = f"select {_SET_COLS} from exemplar_sets s where s.name not like 'builtin:%'"
-    params: list = []
+    params: list[Any] = []
     if env:
         sql += " and s.env = ?"
         params.append(env)
@@ -154,6 +158,8 @@ def list_sets(store: Store, env: str | None = None) -> list[ExemplarSet]:
 
 
 def entries(store: Store, name: str) -> list[SetEntry]:
+    """The set's current entries (removed ones left out), in their order. Raises ExemplarSetError
+    for an unknown set."""
     s = get_set(store, name)
     rows = store.db.execute(
         f"select {_ENTRY_COLS} from exemplar_set_entries where set_id = ? and removed_at is null order by pos, id",
@@ -169,7 +175,9 @@ def _exemplar(store: Store, version_id: int, key: str | None = None) -> Exemplar
 
 
 def add_version(store: Store, name: str, version_id: int, *, key: str | None = None, by: str | None = None) -> SetEntry:
-    """Add a version (or replace the entry of its episode, keeping key and position)."""
+    """Add a version (or replace the entry of its episode, keeping key and position).
+    Raises ExemplarSetError for a version of another environment, without steps, that a
+    prompt file cannot hold, or a key the set has already."""
     s = get_set(store, name)
     v = store.versions.get(version_id)
     ep = store.episodes.get(v.episode_id)
@@ -222,12 +230,12 @@ def add_version(store: Store, name: str, version_id: int, *, key: str | None = N
         rid = store.db.execute(
             "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
             "values (?,?,?,?,?,?,?)",
-            [s.id, pos, key, version_id, None, annotations.current_user(by), now()],
+            [s.id, pos, key, version_id, None, notes.current_user(by), now()],
         ).lastrowid
-    return _entry(store, rid)
+    return _entry(store, cast(int, rid))  # (an insert's row id)
 
 
-def base_slot(transcript, ex: Exemplar, inherited: list[SetEntry]) -> SetEntry | None:
+def base_slot(transcript: Any, ex: Exemplar, inherited: list[SetEntry]) -> SetEntry | None:
     """The inherited entry a new exemplar stands for: keyed layouts (`<style>_<type>_<i>`, two
     of a type in a prompt) the one of its type nearest the task (`_0`, then `_1`, then the
     lowest number), which it replaces; block layouts the block its style's prompts use, which
@@ -255,7 +263,8 @@ def base_slot(transcript, ex: Exemplar, inherited: list[SetEntry]) -> SetEntry |
 
 
 def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = None) -> SetEntry:
-    """A prompt-file entry kept as text (e.g. cotqa_*), so exports reproduce the file."""
+    """A prompt-file entry kept as text (e.g. cotqa_*), so exports reproduce the file.
+    Raises ExemplarSetError for a key the set has already."""
     s = get_set(store, name)
     if any(e.key == key for e in entries(store, name)):
         raise ExemplarSetError(f"exemplar set {name!r} already has an entry {key!r}")
@@ -263,14 +272,15 @@ def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = No
         rid = store.db.execute(
             "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at) "
             "values (?,?,?,?,?,?,?)",
-            [s.id, _next_pos(store, s.id), key, None, text, annotations.current_user(by), now()],
+            [s.id, _next_pos(store, s.id), key, None, text, notes.current_user(by), now()],
         ).lastrowid
-    return _entry(store, rid)
+    return _entry(store, cast(int, rid))  # (an insert's row id)
 
 
 def remove(store: Store, name: str, *, key: str | None = None, version_id: int | None = None,
            episode_id: int | None = None) -> int:
-    """Mark entries removed (by key, version or episode); returns how many."""
+    """Mark entries removed (by key, version or episode); returns how many.
+    Raises ExemplarSetError when nothing matches."""
     hits = []
     for e in entries(store, name):
         if key is not None and e.key == key:
@@ -327,11 +337,12 @@ def current_revision(store: Store, name: str) -> int:
             [s.id],
         ).fetchone()
         if last is not None and last[2] == text:
-            return last[0]
-        return store.db["exemplar_set_revisions"].insert(
+            same: int = last[0]
+            return same
+        return cast(int, store.db.table("exemplar_set_revisions").insert(
             {"set_id": s.id, "revision": (last[1] if last else 0) + 1, "prompts": text, "created_at": now(),
              "base": s.base_note}
-        ).last_pk
+        ).last_pk)
 
 
 def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
@@ -350,10 +361,11 @@ def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
         found = store.db.execute("select id from exemplar_set_revisions where set_id = ? and prompts = ?",
                                  [set_id, text]).fetchone()
         if found is not None:
-            return found[0]
+            known: int = found[0]
+            return known
         last = store.db.execute("select max(revision) from exemplar_set_revisions where set_id = ?", [set_id]).fetchone()
-        return store.db["exemplar_set_revisions"].insert(
-            {"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()}).last_pk
+        return cast(int, store.db.table("exemplar_set_revisions").insert(
+            {"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()}).last_pk)
 
 
 def revision_base(store: Store, revision_id: int) -> str | None:
@@ -367,7 +379,7 @@ def revision_number(store: Store, name: str, revision_id: int | None = None) -> 
     its content was never used (no revision written yet)."""
     s = get_set(store, name)
     sql = "select revision from exemplar_set_revisions where set_id = ?"
-    args: list = [s.id]
+    args: list[Any] = [s.id]
     if revision_id is not None:
         sql, args = sql + " and id = ?", [s.id, revision_id]
     r = store.db.execute(sql + " order by revision desc limit 1", args).fetchone()
@@ -375,7 +387,8 @@ def revision_number(store: Store, name: str, revision_id: int | None = None) -> 
 
 
 def revision_prompts(store: Store, revision_id: int) -> tuple[str, dict[str, str]]:
-    """(env, prompt dict) of a pinned revision - the exact exemplar text a version ran with."""
+    """(env, prompt dict) of a pinned revision - the exact exemplar text a version ran with.
+    Raises ExemplarSetError for an unknown revision."""
     r = store.db.execute(
         "select s.env, r.prompts from exemplar_set_revisions r join exemplar_sets s on s.id = r.set_id where r.id = ?",
         [revision_id],
@@ -387,7 +400,8 @@ def revision_prompts(store: Store, revision_id: int) -> tuple[str, dict[str, str
 
 def prompt_dict(store: Store, name: str) -> tuple[str, dict[str, str]]:
     """(env, prompt dict in the original prompt-file layout) - what `agent.exemplars`
-    reads when an AgentConfig has `exemplar_set=name`."""
+    reads when an AgentConfig has `exemplar_set=name`.
+    Raises ExemplarSetError for an unknown set or entries a prompt file cannot hold."""
     s = get_set(store, name)
     try:
         return s.env, kinds.transcript(s.env).assemble(items(store, name))

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field
 
-from sessions.connection import Fence, FenceLost, _Tx, compact_json as _dumps
+from sessions.connection import Fence, FenceLost, compact_json as _dumps
 from sessions.row_records import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
+from sessions.transactions import Transaction
 from trajectory.records import AgentConfig, Episode, Record, Task, Version, now
 
 ExperimentStatus = Literal["created", "running", "stopped", "aborted", "incomplete", "done"]
@@ -77,7 +78,7 @@ _ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success,
 
 
 
-def _experiment(r) -> Experiment:
+def _experiment(r: Any) -> Experiment:
     return Experiment(
         id=r[0], name=r[1], env=r[2], method=r[3], config=AgentConfig.model_validate_json(r[4]),
         env_options=json.loads(r[5] or "{}"), params=json.loads(r[6] or "{}"), status=r[7],
@@ -85,7 +86,7 @@ def _experiment(r) -> Experiment:
     )
 
 
-def _item(r) -> Item:
+def _item(r: Any) -> Item:
     return Item(
         id=r[0], experiment_id=r[1], pos=r[2], task=Task.model_validate_json(r[3]), episode_id=r[4],
         version_id=r[5], status=r[6], success=None if r[7] is None else bool(r[7]),
@@ -97,7 +98,9 @@ def create(
     store: Store, *, name: str, env: str, method: str, config: AgentConfig, tasks: list[Task],
     env_options: dict[str, Any] | None = None, params: dict[str, Any] | None = None,
 ) -> Experiment:
-    """A new experiment with its task list fixed (one pending item per task)."""
+    """A new experiment with its task list fixed (one pending item per task).
+    Raises StoreError for a name that is empty, too long, a number or taken, an empty
+    task list or a task listed twice."""
     name = " ".join((name or "").split())
     if not name:
         raise StoreError("an experiment needs a name")
@@ -131,11 +134,12 @@ def create(
         if "unique" in str(exc).lower():
             raise taken from None
         raise
-    return get(store, eid)
+    return get(store, cast(int, eid))  # (an insert's row id)
 
 
 def get(store: Store, ref: int | str) -> Experiment:
-    """By id (a number) or by name."""
+    """By id (a number) or by name.
+    Raises StoreError when no experiment has that id or name."""
     text = str(ref).strip()
     if text.isascii() and text.isdigit() and len(text) <= 18:  # not `²`; SQLite stops at 2**63-1
         r = store.db.execute(f"select {_ECOLS} from experiments where id = ?", [int(text)]).fetchone()
@@ -147,23 +151,26 @@ def get(store: Store, ref: int | str) -> Experiment:
 
 
 def list_all(store: Store) -> list[Experiment]:
+    """Every experiment, oldest first."""
     return [_experiment(r) for r in store.db.execute(f"select {_ECOLS} from experiments order by id")]
 
 
 def items(store: Store, experiment_id: int) -> list[Item]:
+    """The experiment's items in their order; [] for an unknown id."""
     rows = store.db.execute(f"select {_ICOLS} from experiment_items where experiment_id = ? order by pos",
                             [experiment_id])
     return [_item(r) for r in rows]
 
 
 def item(store: Store, item_id: int) -> Item:
+    """The item. Raises StoreError for an unknown id."""
     r = store.db.execute(f"select {_ICOLS} from experiment_items where id = ?", [item_id]).fetchone()
     if r is None:
         raise StoreError(f"unknown experiment item {item_id}")
     return _item(r)
 
 
-def changes(store: Store) -> dict[int, tuple]:
+def changes(store: Store) -> dict[int, tuple[Any, ...]]:
     """{experiment id: what changes whenever the experiment or one of its items does}, in one
     query: pages cache an experiment's summary under it."""
     rows = store.db.execute(
@@ -184,7 +191,8 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
     """(episode id, created?) of an item: the linked one, or a new episode created and
     linked in the same transaction (so a crash can never leave an unlinked duplicate).
     `first_phase` names the new episode's first version after the method's first phase and
-    records it as that phase's version, in the same transaction too."""
+    records it as that phase's version, in the same transaction too.
+    Raises StoreError for an unknown item."""
     linked = store.db.execute("select episode_id from experiment_items where id = ?", [item_id]).fetchone()
     if linked is not None and linked[0] is not None:  # once linked, never changed: no write transaction needed
         return linked[0], False
@@ -206,6 +214,7 @@ def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any
     """Inside the caller's transaction: the item's new episode, linked; (episode id, its
     first version's id, the item's metrics, the episode and version rows as written)."""
     ep, v = store.episodes.create(task, config, env_options, name, version_name=first_phase, exemplar_rev=exemplar_rev)
+    assert ep.id is not None and v.id is not None  # (rows just written)
     metrics = dict(metrics)
     if first_phase is not None:
         _with_phase(metrics, first_phase, v.id)
@@ -224,7 +233,8 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
     item, the new episode and version rows as written or None), or None when the item is
     done or another runner holds it. `name`: the new episode's, `{pos}` standing for the
     item's position from 1. `exemplar_rev`: the exemplar revision a new first version pins."""
-    with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
+    token: int | None
+    with Transaction(store, durable=False, without_savepoints=True):  # (nothing in it catches an error: no savepoints)
         if _RETURNING:  # the claim returns the item's row: one statement
             row = store.db.execute(_CLAIM_SQL + f" returning claim_token, {_ICOLS}",
                                    _claim_params(item_id, job_id, lease_s)).fetchone()
@@ -264,7 +274,7 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
         return started
     marks = ",".join("?" * len(item_ids))
     params = _claim_params(0, job_id, lease_s)
-    with _Tx(store, durable=False, flat=True):  # (nothing in it catches an error: no savepoints)
+    with Transaction(store, durable=False, without_savepoints=True):  # (nothing in it catches an error: no savepoints)
         rows = store.db.execute(
             _CLAIM_SQL.replace("where id = ?", f"where id in ({marks})") + f" returning claim_token, {_ICOLS}",
             params[:2] + list(item_ids) + params[3:]).fetchall()
@@ -419,7 +429,8 @@ def _metrics(store: Store, item_id: int) -> dict[str, Any]:
     r = store.db.execute("select metrics from experiment_items where id = ?", [item_id]).fetchone()
     if r is None:
         raise StoreError(f"unknown experiment item {item_id}")
-    return json.loads(r[0] or "{}")
+    metrics: dict[str, Any] = json.loads(r[0] or "{}")
+    return metrics
 
 
 def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
@@ -446,7 +457,7 @@ def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: i
             _fenced(store, item_id, token)
 
 
-def _with_phase(metrics: dict[str, Any], phase: str, version_id: int) -> None:
+def _with_phase(metrics: dict[str, Any], phase: str, version_id: int | None) -> None:
     metrics[PHASES_KEY] = {**(metrics.get(PHASES_KEY) or {}), phase: version_id}
 
 
@@ -463,6 +474,7 @@ def record_phase(store: Store, item_id: int, phase: str, version_id: int, *, tok
 
 
 def set_status(store: Store, experiment_id: int, status: ExperimentStatus, *, add_wall_s: float = 0.0) -> None:
+    """Set the experiment's status and add `add_wall_s` to its wall time (one durable write)."""
     with store.transaction():
         store.db.execute("update experiments set status = ?, wall_s = wall_s + ?, updated_at = ? where id = ?",
                          [status, add_wall_s, now(), experiment_id])

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import socket
 import sqlite3
 import time
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping, cast
 
 from pydantic import Field
 
@@ -61,6 +61,7 @@ class Job(Record):
         return self.state in ACTIVE
 
     def as_json(self) -> dict[str, Any]:
+        """The job as the CLI's `--json` prints it (plain values)."""
         return {"id": self.id, "kind": self.kind, "state": self.state, "target": self.target,
                 "episode": self.episode_id, "version": self.version_id, "experiment": self.experiment_id,
                 "owner": self.owner, "pid": self.pid, "session": self.session,
@@ -77,7 +78,7 @@ def _owner() -> str:  # per call: a forked worker has its own pid
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _job(r, clock: float) -> Job:
+def _job(r: Any, clock: float) -> Job:
     state = r[9]
     if state in ACTIVE and r[16] is not None and r[16] < clock:
         state = "stopped"  # the runner's lease ran out: its process is gone
@@ -90,7 +91,8 @@ def _job(r, clock: float) -> Job:
 def create(store: Store, kind: str, *, episode_id: int | None = None, version_id: int | None = None,
            experiment_id: int | None = None, target: str | None = None, session: str | None = None,
            total: int | None = None, lease_s: float = LEASE_S) -> Job:
-    """A running job held by this process (the caller then heartbeats it)."""
+    """A running job held by this process (the caller then heartbeats it).
+    Raises StoreError for an unknown kind."""
     if kind not in KINDS:
         raise StoreError(f"unknown job kind {kind!r}")
     stamp = now()
@@ -101,10 +103,12 @@ def create(store: Store, kind: str, *, episode_id: int | None = None, version_id
             [kind, episode_id, version_id, experiment_id, target, _owner(), os.getpid(), session, "running", total,
              time.time() + lease_s, stamp, stamp],
         ).lastrowid
-    return get(store, jid)
+    return get(store, cast(int, jid))  # (an insert's row id)
 
 
 def get(store: Store, job_id: int) -> Job:
+    """The job, its state as of now (a runner whose lease ran out reads "stopped"). Raises StoreError
+    for an unknown id."""
     r = store.db.execute(f"select {_COLS} from jobs where id = ?", [job_id]).fetchone()
     if r is None:
         raise StoreError(f"unknown job {job_id}")
@@ -126,7 +130,8 @@ def listing(store: Store, *, recent: int = RECENT) -> list[Job]:
 
 def count(store: Store) -> int:
     """How many jobs the database holds (what `listing` pages through)."""
-    return store.db.execute("select count(*) from jobs").fetchone()[0]
+    n: int = store.db.execute("select count(*) from jobs").fetchone()[0]
+    return n
 
 
 def beat(store: Store, job_id: int, *, lease_s: float = LEASE_S, done: int | None = None,
@@ -149,6 +154,7 @@ def beat(store: Store, job_id: int, *, lease_s: float = LEASE_S, done: int | Non
 
 
 def stop_requested(store: Store, job_id: int) -> bool:
+    """Has someone asked the job to stop? False for an unknown id."""
     r = store.db.execute("select stop from jobs where id = ?", [job_id]).fetchone()
     return bool(r and r[0])
 
@@ -165,7 +171,8 @@ def request_stop(store: Store, job_id: int) -> Job:
 
 def finish(store: Store, job_id: int, state: str, *, error: str | None = None, result: Any = None,
            done: int | None = None, version_id: int | None = None) -> None:
-    """End the job (`done`, `version_id`: its last progress, which no beat may have written)."""
+    """End the job (`done`, `version_id`: its last progress, which no beat may have written).
+    Raises StoreError for a state other than done, failed or stopped."""
     if state not in ("done", "failed", "stopped"):
         raise StoreError(f"a job ends done, failed or stopped, not {state!r}")
     with store.transaction():
@@ -209,7 +216,7 @@ def status_word(done: bool, success: bool | None, status: str | None) -> str:
     return status if status in ("stopped", "running") else "open"
 
 
-def version_words(store: Store, rows: Iterable[dict], key: str = "version") -> dict[int, str]:
+def version_words(store: Store, rows: Iterable[dict[str, Any]], key: str = "version") -> dict[int, str]:
     """status_word of each row (a dict with the version id under `key`, `done`, `success`,
     `status`), with one jobs query: a CLI list says what the app and `jobs` say."""
     rows = [r for r in rows if r.get(key) is not None]
@@ -243,9 +250,10 @@ def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int,
         busy: set[int] = set()
         latest: dict[int, Job] = {}
         for job in (_job(r, clock) for r in rows):  # by id: the last one per version is its latest job
+            vid = cast(int, job.version_id)  # (the rows were selected by their version ids)
             if job.active and not job.stop:
-                busy.add(job.version_id)
-            latest[job.version_id] = job
+                busy.add(vid)
+            latest[vid] = job
         for vid, job in latest.items():
             if vid in busy:
                 out[vid] = "running"

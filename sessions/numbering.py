@@ -27,7 +27,8 @@ def _rollouts(store: Store, episode_id: int, parents: dict[int, int | None]) -> 
         "where g.episode_id = ?", [episode_id]).fetchall()
     out: set[int] = set()
     for vid, source in rows:
-        chain, v = [], vid
+        chain: list[int] = []
+        v = vid
         while v is not None and v != source and v not in out and len(chain) <= len(parents):
             chain.append(v)
             v = parents.get(v)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field
 
@@ -57,7 +57,7 @@ def _key(episode_id: int, source_version: int, step: int, kind: str, edit: Rollo
 _COLS = "id, episode_id, source_version, step, kind, edit, n, config, created_at, updated_at"
 
 
-def _from_row(store: Store, r) -> RolloutGroup:
+def _from_row(store: Store, r: Any) -> RolloutGroup:
     return RolloutGroup(
         id=r[0], episode_id=r[1], source_version=r[2], step=r[3], kind=r[4],
         edit=RolloutEdit.model_validate_json(r[5]) if r[5] else None, n=r[6],
@@ -94,7 +94,9 @@ def open_group(
     edit: RolloutEdit | None = None,
 ) -> RolloutGroup:
     """The group sampling exactly this, created if new; asking again with another N only
-    moves its target (members already made are kept)."""
+    moves its target (members already made are kept).
+    Raises StoreError for an unknown kind, or an edit given to a resample or control
+    group (or none to a treatment group)."""
     if kind not in GROUP_KINDS:
         raise StoreError(f"unknown rollout group kind {kind!r}")
     if (edit is None) != (kind != "treatment"):
@@ -115,10 +117,11 @@ def open_group(
             gid = row[0]
             if row[1] != n:
                 store.db.execute("update rollout_groups set n = ?, updated_at = ? where id = ?", [n, now(), gid])
-    return group(store, gid)
+    return group(store, cast(int, gid))  # (an insert's row id, or the row found)
 
 
 def group(store: Store, group_id: int) -> RolloutGroup:
+    """The rollout group. Raises StoreError for an unknown id."""
     r = store.db.execute(f"select {_COLS} from rollout_groups where id = ?", [group_id]).fetchone()
     if r is None:
         raise StoreError(f"unknown rollout group {group_id}")
@@ -132,6 +135,7 @@ def groups(store: Store, episode_id: int) -> list[RolloutGroup]:
 
 
 def members(store: Store, group_id: int) -> dict[int, int]:
+    """{position: version id} of the group's rollouts; {} for an unknown group."""
     rows = store.db.execute("select pos, version_id from rollout_members where group_id = ? order by pos", [group_id])
     return {r[0]: r[1] for r in rows}
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from sessions.connection import _ids, from_json, to_json
 from trajectory.records import EditInfo, Outcome, Step, ToolCall, Version
-from trajectory.signals import version_signals
 
 # the columns of a versions row and of a steps row, as the readers below take them
 VCOLS = (
@@ -34,22 +35,22 @@ class StepRow(NamedTuple):
     id: int
     episode_id: int
     parent_id: int | None
-    index: int
+    index: int  # type: ignore[assignment]  # (Step's field name; NamedTuple's own index() is not used)
     thought: str | None
     action: str | None
     observation: str | None
     done: bool
     reward: float
-    info: dict
+    info: dict[str, Any]
     source: str
     edit: EditInfo | None
-    call_ids: list
-    snapshot: dict | None
+    call_ids: list[int]
+    snapshot: dict[str, Any] | None
     created_at: str
-    signals: list
+    signals: list[str]
     reasoning: str | None
     tool_call: ToolCall | None
-    message: dict | None
+    message: dict[str, Any] | None
 
     def model_copy(self, *, update: dict[str, Any]) -> "StepRow":
         """As `Step.model_copy` (the prompt writers copy a step to drop its observation)."""
@@ -63,7 +64,7 @@ class StepJson(NamedTuple):
     id: int
     episode_id: int
     parent_id: int | None
-    index: int
+    index: int  # type: ignore[assignment]  # (as in StepRow)
     texts: str  # '"thought","action":"…","observation":…' (JSON, the keys but the first)
     done: int
     reward: float | None
@@ -89,7 +90,7 @@ class CallRow(NamedTuple):
     model: str
     api_style: str
     purpose: str
-    params: dict
+    params: dict[str, Any]
     prompt_hash: str
     prompt_chars: int
     completion: str | None
@@ -110,9 +111,10 @@ def maker(cls: type) -> Any:
 
 
 _set = object.__setattr__
+_Record = TypeVar("_Record", bound=BaseModel)
 
 
-def replaced(record: Any, update: dict[str, Any]) -> Any:
+def replaced(record: _Record, update: dict[str, Any]) -> _Record:
     """`record.model_copy(update=update)` as pydantic makes it (a shallow copy whose fields
     set grows by the updated ones; records forbid extras and hold no private attributes),
     without its copy-module dispatch: the store copies a step and its version per step."""
@@ -147,7 +149,7 @@ def version_row(v: Version, config_id: int | None, exemplar_rev: int | None) -> 
     }
 
 
-def version_from_row(r) -> Version:
+def version_from_row(r: Any) -> Version:
     """A `VCOLS` row as its record."""
     # A row this store wrote is trusted: construct without re-validating (hot: every step reads one).
     return Version.model_construct(
@@ -167,7 +169,7 @@ def version_from_row(r) -> Version:
     )
 
 
-def step_fields(r, infos: dict[str, dict] | None = None) -> tuple:
+def step_fields(r: Any, infos: dict[str, dict[str, Any]] | None = None) -> tuple[Any, ...]:
     """A steps row (`SCOLS`) as the values of `StepRow`'s fields, in order."""
     (sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig,
      reasoning, call, message) = r
@@ -181,6 +183,6 @@ def step_fields(r, infos: dict[str, dict] | None = None) -> tuple:
             ToolCall.model_validate_json(call) if call else None, json.loads(message) if message else None)
 
 
-def step_from_row(r) -> Step:
+def step_from_row(r: Any) -> Step:
     """A `SCOLS` row as its record."""
     return Step(**dict(zip(StepRow._fields, step_fields(r))))

@@ -81,7 +81,7 @@ def _v3_calls_by_episode(db: sqlite_utils.Database) -> None:
 def _v4_pinned_prompts(db: sqlite_utils.Database) -> None:
     """a version pins the config and the exemplar-set revision it runs with, so
     its prompt never changes. Existing versions pin their episode's config of today."""
-    db["exemplar_set_revisions"].create(
+    db.table("exemplar_set_revisions").create(
         {"id": int, "set_id": int, "revision": int, "prompts": str, "created_at": str},
         pk="id", not_null={"set_id", "revision", "prompts", "created_at"},
         foreign_keys=[("set_id", "exemplar_sets", "id")],

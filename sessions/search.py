@@ -11,10 +11,11 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from sessions import annotations
+from sessions import annotations as notes  # (not `annotations`: the __future__ import has that name)
 from sessions import search_index
 from sessions.store import EpisodeTree, Store, StoreError
 from trajectory.records import OUTCOME_FILTERS
@@ -40,9 +41,10 @@ class Hit:
     step: int | None  # the step's position in the version; None for task text and version names/notes
     field: str  # task, thought, action, observation, name, notes (a version's), note (a step's)
     snippet: str
-    marks: list[tuple[int, int]] = field(default_factory=list)  # (start, end) of each match in the snippet
+    marks: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (start, end) of each match in the snippet
 
     def as_json(self) -> dict[str, Any]:
+        """The hit as the CLI's `--json` prints it (plain values; the marks left out)."""
         return {"episode": self.episode, "version": self.version, "step": self.step, "field": self.field,
                 "snippet": self.snippet}
 
@@ -59,6 +61,7 @@ def outcome_matches(outcome: Any, want: str | None) -> bool:
 
 
 def check_signal(signal: str | None) -> None:
+    """Raises SearchError (one line naming the known ones) for a signal that is not one."""
     if signal is not None and signal not in SIGNALS:
         raise SearchError(f"unknown signal {signal!r} (one of: {', '.join(SIGNALS)})")
 
@@ -114,8 +117,8 @@ class _Resolver:
         rows: dict[str, list[int]] = {}
         for _, table, rowid in batch:
             rows.setdefault(table, []).append(rowid)
-        step_notes = annotations.current_note_targets(self.store, "step", rows.get("step_annotations", []))
-        version_notes = annotations.current_note_targets(self.store, "version", rows.get("version_annotations", []))
+        step_notes = notes.current_note_targets(self.store, "step", rows.get("step_annotations", []))
+        version_notes = notes.current_note_targets(self.store, "version", rows.get("version_annotations", []))
         owner = {
             "step": self.store.episodes.of("step", [*rows.get("steps", []), *step_notes.values()]),
             "version": self.store.episodes.of("version", [*rows.get("versions", []), *version_notes.values()]),

@@ -28,6 +28,7 @@ import sqlite3
 from typing import Iterable
 
 from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
+from sessions.transactions import connection_state
 
 # content table -> (indexed columns, the field each column is reported as)
 SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -57,15 +58,15 @@ def install(db: sqlite_utils.Database) -> None:
     (The index as schema 9 made it: task ids came later, `index_task_ids`.)"""
     db.execute("alter table tasks add column text text generated always as (json_extract(json, '$.text')) virtual")
     for table, (columns, _) in SOURCES.items():
-        db[table].enable_fts(["text"] if table == "tasks" else list(columns), create_triggers=True)
+        db.table(table).enable_fts(["text"] if table == "tasks" else list(columns), create_triggers=True)
 
 
 def index_task_ids(db: sqlite_utils.Database) -> None:
     """Index each task's id beside its text (a migration): an id copied from the Editor's
     header finds its episodes. The id lives in the task's JSON: a generated column names it."""
     db.execute("alter table tasks add column ident text generated always as (json_extract(json, '$.id')) virtual")
-    db["tasks"].disable_fts()
-    db["tasks"].enable_fts(list(SOURCES["tasks"][0]), create_triggers=True)
+    db.table("tasks").disable_fts()
+    db.table("tasks").enable_fts(list(SOURCES["tasks"][0]), create_triggers=True)
     update_on_change(db)
 
 
@@ -122,11 +123,11 @@ def defer(db: sqlite_utils.Database) -> None:
 
 def _noting(db: sqlite_utils.Database) -> bool:
     """Does the database note rows (schema 15 on)? Asked once per connection."""
-    known = getattr(db.conn, "search_noting", None)
-    if known is None:
-        known = db.conn.search_noting = db.execute(
+    state = connection_state(db.conn)
+    if state.search_noting is None:
+        state.search_noting = db.execute(
             "select 1 from sqlite_master where name = 'search_pending'").fetchone() is not None
-    return known
+    return state.search_noting
 
 
 def flush(db: sqlite_utils.Database) -> None:
@@ -171,10 +172,7 @@ def _tail(db: sqlite_utils.Database, table: str) -> str | None:
 
 def _tails(db: sqlite_utils.Database) -> dict[str, set[int]]:
     """{table: rowids} the connection's tail indexes hold (the last search's)."""
-    tails = getattr(db.conn, "search_tails", None)
-    if tails is None:
-        tails = db.conn.search_tails = {}
-    return tails
+    return connection_state(db.conn).search_tails
 
 
 def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list[tuple[float, int]]:
@@ -187,7 +185,8 @@ def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list
     walk of the doclist's end: cheap at any size). Fewer than `cap` matches: they are ranked
     by bm25 (a scan bounded by `cap`). `cap` or more: the query is too common for relevance to
     say much, and the newest `cap` are listed newest first, after every bm25-ranked row of
-    the other tables (their ranks are below zero; these are zero minus a tiny step per row)."""
+    the other tables (their ranks are below zero; these are zero minus a tiny step per row).
+    Raises SearchSyntaxError (one line) for a query FTS5 cannot parse."""
     tail = _tail(db, table)
     try:
         ids = [r for (r,) in db.execute(

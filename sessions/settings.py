@@ -17,11 +17,14 @@ class Settings:
         self._database = database
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The value stored under `key` (JSON read back), or `default`."""
         r = self._database.db.execute("select value from settings where key = ?", [key]).fetchone()
         return default if r is None else json.loads(r[0])
 
     def set(self, key: str, value: Any) -> None:
+        """Store `value` (JSON) under `key`, replacing what was there. Raises StoreError for a key
+        that names an API key: keys are never stored."""
         if "key" in key.lower() and "api" in key.lower():
             raise StoreError("API keys are never stored in the database")
         with self._database.transaction():
-            self._database.db["settings"].upsert({"key": key, "value": json.dumps(value)}, pk="key")
+            self._database.db.table("settings").upsert({"key": key, "value": json.dumps(value)}, pk="key")

@@ -27,14 +27,14 @@ from sessions.connection import sqlite_utils  # (without pandas: a light start-u
 from sessions import schema, search_index
 from sessions.blobs import Blobs
 from sessions.calls import Calls
-from sessions.connection import (LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, _Connection, _Tx,
-                                 describe_db_error)
+from sessions.connection import LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, describe_db_error
 from sessions.connection import VersionFrozen
 from sessions.episodes import Episodes
 from sessions.judgments import Judgments
 from sessions.episode_tree import EpisodeTree
 from sessions.row_records import CallRow, StepRow, UsageRow
 from sessions.settings import Settings
+from sessions.transactions import Transaction, _Connection, connection_state
 from sessions.versions import Versions
 
 __all__ = ["LOCK_TIMEOUT_S", "CallRow", "DatabaseFailure", "EpisodeTree", "StepRow", "Store", "StoreError", "UsageRow",
@@ -143,7 +143,7 @@ class Store:
                 if not thread.is_alive():
                     del self._conns[ident]
                     conn.close()
-            self._conns[me.ident] = (me, db.conn)
+            self._conns[threading.get_ident()] = (me, db.conn)  # (me.ident: the same, typed Optional)
         self._local.db = db
 
     @property
@@ -166,15 +166,21 @@ class Store:
         return db is not None and db.conn.in_transaction
 
     # ------------------------------------------------------------------ transactions
-    def transaction(self, *, durable: bool = True):
+    def transaction(self, *, durable: bool = True) -> Transaction:
         """`with store.transaction():` - all-or-nothing, as invariant 1 asks. Serialised
         by a lock, so one Store may serve several threads (Streamlit sessions).
         `durable=False`: no fsync at the commit, for writes a power cut may lose because
-        they are re-done or re-derived (claims, leases, progress; see `_Tx`)."""
-        return _Tx(self, durable)
+        they are re-done or re-derived (claims, leases, progress; see `Transaction`)."""
+        return Transaction(self, durable)
+
+    def set_level_per_transaction(self) -> None:
+        """This thread's connection runs only transactions (the store's writer, a job's
+        heartbeat): each sets the durability level it needs, and a light one does not put the
+        connection back at `synchronous = full` (a run of light ones costs no statements)."""
+        connection_state(self.db.conn).restore_full_after_light = False
 
     def _index_noted(self) -> None:
-        """Inside this thread's transaction: index the rows it noted for search (`_Tx`)."""
+        """Inside this thread's transaction: index the rows it noted for search (`Transaction`)."""
         search_index.flush(self.db)
 
     def close(self) -> None:
@@ -189,4 +195,6 @@ class Store:
         self._local = threading.local()
 
     def integrity_check(self) -> str:
-        return self.db.execute("pragma integrity_check").fetchone()[0]
+        """SQLite's `pragma integrity_check`: "ok", or its first finding."""
+        result: str = self.db.execute("pragma integrity_check").fetchone()[0]
+        return result

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from pydantic import Field
 
@@ -68,7 +68,7 @@ _S_COLS = ("id, episode_id, version_id, experiment_id, request_key, critic, prom
 _C_COLS = "id, suggestion_id, number, step, kind, text, rationale, leaks_answer, skip, result, state, accepted_version"
 
 
-def _candidate(r) -> Candidate:
+def _candidate(r: Any) -> Candidate:
     keys = [c.strip() for c in _C_COLS.split(",")]
     d = dict(zip(keys, r))
     d["leaks_answer"] = bool(d["leaks_answer"])
@@ -76,7 +76,7 @@ def _candidate(r) -> Candidate:
     return Candidate(**d)
 
 
-def _suggestion(store: Store, r) -> Suggestion:
+def _suggestion(store: Store, r: Any) -> Suggestion:
     keys = [c.strip() for c in _S_COLS.split(",")]
     d = dict(zip(keys, r))
     d["critic"] = json.loads(d["critic"] or "{}")
@@ -94,10 +94,11 @@ def create(store: Store, *, episode_id: int, version_id: int, request_key: str, 
             "verify_n, state, created_at, updated_at) values (?,?,?,?,?,?,?,?,?,?)",
             [episode_id, version_id, experiment_id, request_key, json.dumps(critic, sort_keys=True),
              first_failure_step, verify_n, "asking", stamp, stamp]).lastrowid
-    return get(store, sid)
+    return get(store, cast(int, sid))  # (an insert's row id)
 
 
 def get(store: Store, suggestion_id: int) -> Suggestion:
+    """The suggestion with its candidates. Raises StoreError for an unknown id."""
     r = store.db.execute(f"select {_S_COLS} from suggestions where id = ?", [suggestion_id]).fetchone()
     if r is None:
         raise StoreError(f"no suggestion {suggestion_id}")
@@ -121,6 +122,7 @@ def latest(store: Store, version_id: int) -> Suggestion | None:
 
 
 def of_experiment(store: Store, experiment_id: int, request_key: str) -> list[Suggestion]:
+    """The experiment's suggestions made for one request (`request_key`), oldest first."""
     rows = store.db.execute(f"select {_S_COLS} from suggestions where experiment_id = ? and request_key = ? "
                             "order by id", [experiment_id, request_key]).fetchall()
     return [_suggestion(store, r) for r in rows]
@@ -160,6 +162,8 @@ def record_result(store: Store, candidate_id: int, result: dict[str, Any], *, st
 
 
 def set_state(store: Store, candidate_id: int, state: str, *, accepted_version: int | None = None) -> None:
+    """Set a candidate's state (and the version accepting it made). Raises StoreError for a state
+    not in CANDIDATE_STATES."""
     if state not in CANDIDATE_STATES:
         raise StoreError(f"unknown candidate state {state!r}")
     with store.transaction():
@@ -168,6 +172,7 @@ def set_state(store: Store, candidate_id: int, state: str, *, accepted_version: 
 
 
 def finish(store: Store, suggestion_id: int) -> None:
+    """Mark the suggestion done and drop its claim (a light write)."""
     with store.transaction(durable=False):
         store.db.execute("update suggestions set state = 'done', claimed_by = null, lease_until = null, "
                          "updated_at = ? where id = ?", [now(), suggestion_id])
@@ -183,6 +188,7 @@ def claim(store: Store, suggestion_id: int, job_id: int, lease_s: float, *, hold
 
 
 def release(store: Store, suggestion_id: int, job_id: int) -> None:
+    """Drop the claim of job `job_id` on the suggestion (nothing when another holds it; a light write)."""
     with store.transaction(durable=False):
         store.db.execute("update suggestions set claimed_by = null, lease_until = null where id = ? and claimed_by = ?",
                          [suggestion_id, job_id])

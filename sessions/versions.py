@@ -5,7 +5,8 @@ parent), appends compare-and-set on the leaf, branches and paths."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from types import EllipsisType
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, cast
 
 from sessions.connection import DatabaseFailure, Fence, StoreError, _changed, _frozen, compact_json, from_json, to_json
 from sessions.database import Database, insert_row
@@ -46,14 +47,17 @@ class Versions:
         return v.model_copy(update={"id": vid})
 
     def create(self, v: Version, *, make_current: bool = True) -> Version:
+        """Insert the version (pinning what its parent pins) and, with `make_current`, make it the
+        episode's current one; the version with its id."""
         with self._database.transaction():
             out = self.insert(v, pin_from=v.parent_version)
             if make_current:
-                self._episodes.point_current(v.episode_id, out.id)
+                self._episodes.point_current(v.episode_id, cast(int, out.id))  # (a version just written)
         return out
 
     def config(self, version_id: int) -> AgentConfig:
-        """The agent config a version runs with (pinned when it was created)."""
+        """The agent config a version runs with (pinned when it was created).
+        Raises StoreError for an unknown version."""
         r = self._database.db.execute(
             "select c.json from versions v join configs c on c.id = coalesce(v.config_id, "
             "(select e.config_id from episodes e where e.id = v.episode_id)) where v.id = ?",
@@ -64,15 +68,18 @@ class Versions:
         return AgentConfig.model_validate_json(r[0])
 
     def exemplar_revision(self, version_id: int) -> int | None:
-        """The exemplar-set revision a version's prompts use (None: not pinned yet / built-in)."""
+        """The exemplar-set revision a version's prompts use (None: not pinned yet / built-in).
+        Raises StoreError for an unknown version."""
         r = self._database.db.execute("select exemplar_rev from versions where id = ?", [version_id]).fetchone()
         if r is None:
             raise StoreError(f"unknown version {version_id}")
-        return r[0]
+        revision: int | None = r[0]
+        return revision
 
     def pin_exemplar_revision(self, version_id: int, revision_id: int, *, fence: Fence | None = None) -> None:
         """Pin a version's exemplars the first time they are used (never changed after).
-        `fence`: as for `append`, checked in the same statement."""
+        `fence`: as for `append`, checked in the same statement.
+        Raises VersionFrozen for a frozen version; the fence's error when it no longer holds."""
         try:
             with self._database.transaction():
                 cur = self._database.db.execute(
@@ -94,7 +101,7 @@ class Versions:
         return [int(r[0]) for r in self._database.db.execute("select id from versions where episode_id = ? order by id",
                                                    [episode_id])]
 
-    def recorded_edits(self, episode_ids: Iterable[int]) -> Iterator[tuple[int, list[dict]]]:
+    def recorded_edits(self, episode_ids: Iterable[int]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         """(episode id, a version's edit records) for every version with edits, of many
         episodes in few queries."""
         ids = [int(i) for i in episode_ids]
@@ -107,9 +114,11 @@ class Versions:
                 yield int(ep), json.loads(edits) or []
 
     def has_child(self, version_id: int) -> bool:
+        """Has any version been branched from this one?"""
         return self._database.db.execute("select 1 from versions where parent_version = ? limit 1", [version_id]).fetchone() is not None
 
     def get(self, version_id: int, episode_id: int | None = None) -> Version:
+        """The version. Raises StoreError for an unknown id (or one of another episode than `episode_id`)."""
         r = self._database.db.execute(f"select {VCOLS} from versions where id = ?", [version_id]).fetchone()
         if r is None or (episode_id is not None and r[1] != episode_id):
             where = f" of episode {episode_id}" if episode_id is not None else ""
@@ -118,13 +127,15 @@ class Versions:
 
     def with_env_options(self, version_id: int) -> tuple[Version, dict[str, Any]]:
         """The version and its episode's environment options (what a confirm changes) in
-        one read: what a step reads fresh."""
+        one read: what a step reads fresh.
+        Raises StoreError for an unknown version."""
         r = self._database.db.conn.execute(_WITH_OPTIONS_SQL, (version_id,)).fetchone()
         if r is None:
             raise StoreError(f"unknown version {version_id}")
         return version_from_row(r), from_json(r[-1], {})
 
     def of_episode(self, episode_id: int) -> list[Version]:
+        """The episode's versions, oldest first. Raises StoreError for an unknown episode."""
         self._episodes.get(episode_id)
         return [
             version_from_row(r)
@@ -134,7 +145,9 @@ class Versions:
     def update(self, version_id: int, **fields: Any) -> Version:
         """Move a version's pointer or record its status/outcome/name (a version is a
         pointer; the steps it points at never change). An import may also set its lineage
-        and timestamps; otherwise `updated_at` becomes now."""
+        and timestamps; otherwise `updated_at` becomes now.
+        Raises ValueError for a field it does not set, VersionFrozen when a frozen version's
+        path or outcome would change."""
         allowed = {"leaf_step_id", "draft_thought", "draft_edit", "name", "status", "error", "outcome",
                    "parent_version", "edits", "created_at", "updated_at"}
         bad = set(fields) - allowed
@@ -158,6 +171,8 @@ class Versions:
         return self.get(version_id)
 
     def set_current(self, episode_id: int, version_id: int) -> None:
+        """Make the version the episode's current one. Raises StoreError for a version not of the
+        episode."""
         self.get(version_id, episode_id)
         with self._database.transaction():
             self._episodes.point_current(episode_id, version_id)
@@ -203,6 +218,7 @@ class Versions:
         return replaced(s, upd)
 
     def step(self, step_id: int) -> Step:
+        """The stored step. Raises StoreError for an unknown id."""
         r = self._database.db.execute(f"select {SCOLS} from steps where id = ?", [step_id]).fetchone()
         if r is None:
             raise StoreError(f"unknown step {step_id}")
@@ -216,9 +232,11 @@ class Versions:
         return [step_from_row(r) for r in rows]
 
     def steps(self, version_id: int) -> list[Step]:
+        """The version's steps, first to last. Raises StoreError for an unknown version."""
         return self.path(self.get(version_id).leaf_step_id)
 
     def children(self, step_id: int | None, episode_id: int) -> list[Step]:
+        """The steps stored right after `step_id` (None: the episode's first steps), oldest first."""
         if step_id is None:
             rows = self._database.db.execute(
                 f"select {SCOLS} from steps where episode_id = ? and parent_id is null order by id", [episode_id]
@@ -235,9 +253,9 @@ class Versions:
         *,
         status: str | None = None,
         outcome: Outcome | None = None,
-        error: str | None = ...,  # type: ignore[assignment]
+        error: str | None | EllipsisType = ...,
         clear_draft: bool = False,
-        expected_leaf: int | None = ...,  # type: ignore[assignment]
+        expected_leaf: int | None | EllipsisType = ...,
         known: Version | None = None,
         fence: Fence | None = None,
     ) -> tuple[list[Step], Version]:
@@ -258,7 +276,7 @@ class Versions:
         with self._database.transaction():
             usable = known is not None and known.id == version_id and expected_leaf is not ... \
                 and known.leaf_step_id == expected_leaf
-            v = known if usable else self.get(version_id)
+            v = known if usable and known is not None else self.get(version_id)
             parent = v.leaf_step_id
             if expected_leaf is not ... and parent != expected_leaf:
                 raise _changed(self.ref(v))
@@ -308,7 +326,7 @@ class Versions:
                 Version(episode_id=parent.episode_id, parent_version=parent.id, leaf_step_id=prev, **fields), **pin
             )
             if make_current:
-                self._episodes.point_current(parent.episode_id, v.id)
+                self._episodes.point_current(parent.episode_id, cast(int, v.id))  # (a version just written)
         return v, out
 
     def _signed(self, episode_id: int, parent_id: int | None, steps: Iterable[Step]) -> list[Step]:

@@ -68,7 +68,7 @@ import weakref
 from typing import Any, Callable, Iterator
 
 from sessions import search_index
-from sessions.connection import _Tx
+from sessions.transactions import Transaction, connection_state
 from sessions.store import Store, StoreError
 
 LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark
@@ -118,7 +118,7 @@ class _Write:
 
 
 class _Redo(Exception):
-    """A flat group's member failed in a way only undoing the whole group undoes."""
+    """A member of a group run without savepoints failed in a way only undoing the whole group undoes."""
 
 
 class Writer:
@@ -137,12 +137,12 @@ class Writer:
         self.groups = self.writes = self.durable_commits = self.syncs = 0
         self._unindexed = 0  # writes run since a group last wrote the search index
         self._synced_at = time.monotonic()  # the last durable point (before: the callers' own durable commits)
-        self._tail = False  # writes asked durable committed light since then
+        self._unsynced = False  # writes asked durable committed light since then
         self._mutex = threading.RLock()  # guards _busy, _closed and the counts (`with` it: no Python frame)
         self._state = threading.Condition(self._mutex)  # (its waits and notifies)
         self._busy, self._closed = 0, False  # groups running (here or in a caller's thread)
-        self._lazy: list[_Write] = []  # writes nobody waits for: the next group's first members
-        self._lazy_at = 0.0  # when the oldest of them came
+        self._unawaited: list[_Write] = []  # writes nobody waits for: the next group's first members
+        self._unawaited_since = 0.0  # when the oldest of them came
         self._last: int | None = None  # the thread that handed in the last write
         self._wakes_at = 0.0  # when the waiting writer thread wakes by itself (inf: only when told; 0: not waiting)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="store-writer")
@@ -175,27 +175,29 @@ class Writer:
             self._last = me
             if here:
                 self._busy += 1
-                group, self._lazy = self._lazy + [w], []
+                group, self._unawaited = self._unawaited + [w], []
             else:
                 w.done = threading.Lock()
                 w.done.acquire()  # (released once its group ran)
                 self._queue.put(w)
                 self._state.notify()
         if here:
-            conn = self.store.db.conn
-            if not getattr(conn, "keeps_level", False):
-                conn.keeps_level = True  # (this thread's transactions each set the level they need)
+            state = connection_state(self.store.db.conn)
+            if state.restore_full_after_light:
+                state.restore_full_after_light = False  # (this thread's transactions each set the level they need)
             pending = False
             try:
                 pending = self._run(group)
             finally:
                 with self._mutex:
                     self._busy -= 1
-                    if pending or not self._queue.empty() or self._lazy or (self._tail and not self._deadline()):
+                    if (pending or not self._queue.empty() or self._unawaited
+                            or (self._unsynced and not self._deadline())):
                         self._state.notify()  # the writer thread has work (writes, a deadline to keep)
         return w
 
-    def later(self, fn: Callable[[], Any], *, on_error: Callable[[BaseException], Any] | None = None) -> bool:
+    def submit_unawaited(self, fn: Callable[[], Any], *,
+                         on_error: Callable[[BaseException], Any] | None = None) -> bool:
         """A light write nobody waits for: it goes first in the next group (whoever runs
         it), or the writer's thread commits it once it waited DURABLE_S. False when the
         writer has closed (the caller writes itself)."""
@@ -203,14 +205,14 @@ class Writer:
             failed = self.failure
             if failed is None and self._closed:
                 return False
-            if failed is None and not self._lazy:
-                self._lazy_at = time.monotonic()
-                if self._wakes_at > self._lazy_at + self.durable_s:
+            if failed is None and not self._unawaited:
+                self._unawaited_since = time.monotonic()
+                if self._wakes_at > self._unawaited_since + self.durable_s:
                     self._state.notify()  # (else it wakes by then anyway: a lone worker's item results wake nobody)
             if failed is None:
-                self._lazy.append(_Write(fn, False, {}, on_error))
+                self._unawaited.append(_Write(fn, False, {}, on_error))
                 return True
-        _told(_Write(fn, False, {}, on_error), failed)  # (the writer failed: it hears of it at once)
+        _tell_on_error(_Write(fn, False, {}, on_error), failed)  # (the writer failed: it hears of it at once)
         return True
 
     def close(self) -> None:
@@ -226,7 +228,7 @@ class Writer:
     def _loop(self) -> None:
         group: list[_Write] = []
         try:
-            self.store.db.conn.keeps_level = True  # only transactions write here: each sets the level it needs
+            self.store.set_level_per_transaction()  # only transactions write here: each sets the level it needs
             while True:
                 group, end = self._take()
                 if group:
@@ -240,7 +242,7 @@ class Writer:
                 if end:
                     break
             group = []
-            if self._tail:
+            if self._unsynced:
                 self._sync()
         except BaseException as exc:  # the writer cannot go on: every waiter hears why, now
             self._failed(exc, [w for w in group if w.outcome is None])
@@ -252,7 +254,7 @@ class Writer:
         err = WriterFailed(f"the store's writer stopped ({first}); what it had not committed was not written")
         with self._mutex:
             self.failure, self._closed = err, True
-            lazy, self._lazy = self._lazy, []
+            unawaited, self._unawaited = self._unawaited, []
             while True:
                 try:
                     w = self._queue.get_nowait()
@@ -260,19 +262,19 @@ class Writer:
                     break
                 if w is not None:
                     unanswered.append(w)
-        for w in unanswered + lazy:
+        for w in unanswered + unawaited:
             w.outcome = (False, err)
             if w.done is not None:
                 w.done.release()
             elif w.on_error is not None:
-                _told(w, err)
+                _tell_on_error(w, err)
 
     def _index_due(self, n: int) -> None:
         """Inside a group's transaction, after its writes: index the noted rows once
         INDEX_WRITES writes ran since the last time (so FTS5 writes a segment for many
         steps, not one per group; counted, not timed, so a run's statements do not depend
         on its speed). What the last groups noted waits for the next durable transaction
-        (`_Tx`: the run's own end, or any later one); search finds it meanwhile
+        (`Transaction`: the run's own end, or any later one); search finds it meanwhile
         (`search_index.matches`), and there are at most INDEX_WRITES writes of it."""
         self._unindexed += n
         if self._unindexed >= INDEX_WRITES:
@@ -287,17 +289,17 @@ class Writer:
         with self._mutex:
             while True:
                 if not self._busy:
-                    lazy = self._lazy_wait() if self._lazy else None
-                    if not self._queue.empty() or lazy == 0:
+                    unawaited_due = self._unawaited_due_in() if self._unawaited else None
+                    if not self._queue.empty() or unawaited_due == 0:
                         break
-                    durable = self._deadline() if self._tail else None
+                    durable = self._deadline() if self._unsynced else None
                     if durable == 0:
                         return [], False
-                    waits = [x for x in (lazy, durable) if x is not None]
+                    waits = [x for x in (unawaited_due, durable) if x is not None]
                     self._wait(min(waits) if waits else None)
                 else:
                     self._wait(None)
-            group, self._lazy = self._lazy, []
+            group, self._unawaited = self._unawaited, []
             end = False
             while len(group) < MAX_GROUP:  # whatever queued meanwhile joins this group
                 try:
@@ -312,7 +314,7 @@ class Writer:
             return group, end
 
     def _wait(self, timeout: float | None) -> None:
-        """Wait to be told (or `timeout` s), noting when it wakes by itself: `later` tells it
+        """Wait to be told (or `timeout` s), noting when it wakes by itself: `submit_unawaited` tells it
         only when that is after the new write's own deadline."""
         self._wakes_at = float("inf") if timeout is None else time.monotonic() + timeout
         try:
@@ -320,8 +322,8 @@ class Writer:
         finally:
             self._wakes_at = 0.0
 
-    def _lazy_wait(self) -> float:
-        return max(0.0, self._lazy_at + self.durable_s - time.monotonic())
+    def _unawaited_due_in(self) -> float:
+        return max(0.0, self._unawaited_since + self.durable_s - time.monotonic())
 
     def _deadline(self) -> float:
         return max(0.0, self._synced_at + self.durable_s - time.monotonic())
@@ -331,7 +333,7 @@ class Writer:
         the write-ahead log (`<database>-wal`, as SQLite names it), which is what a commit
         at synchronous = full does. No log: it was checkpointed into the database file and
         removed, and the checkpoint synced that file."""
-        self._synced_at, self._tail = time.monotonic(), False
+        self._synced_at, self._unsynced = time.monotonic(), False
         try:
             fd = os.open(self.store.file + "-wal", os.O_RDONLY)
         except OSError:
@@ -347,23 +349,23 @@ class Writer:
         """One group, one transaction: durable when it asks for durability (or something
         before it did) and the last durable point is old enough, or it is the writer's last.
         True when it left a durable deadline pending that was not before."""
-        asked = self._tail or any(w.durable for w in group)
+        asked = self._unsynced or any(w.durable for w in group)
         durable = asked and (last or time.monotonic() - self._synced_at >= self.durable_s)
         pending = False
         try:
             with self.store.blobs.deferred():  # (a rolled-back first run's pages wait here for the second)
-                results = self._flat(group, durable)
+                results = self._run_without_savepoints(group, durable)
                 if results is None:
-                    results = self._isolated(group, durable)
+                    results = self._run_with_savepoints(group, durable)
             committed = True
         except BaseException as exc:  # the commit failed: no member's write is there
             results, committed = [(False, exc)] * len(group), False
         with self._mutex:
             if committed and durable:
-                self._synced_at, self._tail = time.monotonic(), False
+                self._synced_at, self._unsynced = time.monotonic(), False
                 self.durable_commits += 1
             elif committed and asked:
-                pending, self._tail = not self._tail, True
+                pending, self._unsynced = not self._unsynced, True
             self.groups += 1
             self.writes += len(group)
         for w, outcome in zip(group, results):
@@ -371,17 +373,17 @@ class Writer:
             if w.done is not None:
                 w.done.release()
             elif w.on_error is not None and not outcome[0]:
-                _told(w, outcome[1])
+                _tell_on_error(w, outcome[1])
         return pending
 
-    def _flat(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]] | None:
+    def _run_without_savepoints(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]] | None:
         """The group without savepoints; None (all undone) when a member's failure needs
         its own undo."""
         results: list[tuple[bool, Any]] = []
         try:
-            with _Tx(self.store, durable, flat=True, index=False):
+            with Transaction(self.store, durable, without_savepoints=True, index=False):
                 for w in group:
-                    r = self._flat_member(w)
+                    r = self._run_member_without_savepoint(w)
                     if r is None:
                         raise _Redo
                     results.append(r)
@@ -390,26 +392,27 @@ class Writer:
             return None
         return results
 
-    def _flat_member(self, w: _Write) -> tuple[bool, Any] | None:
+    def _run_member_without_savepoint(self, w: _Write) -> tuple[bool, Any] | None:
         conn = self.store.db.conn
-        before, conn.torn = conn.total_changes, False
+        state = connection_state(conn)
+        before, state.inner_failed_after_writing = conn.total_changes, False
         try:
             if w.blobs:
                 self.store.blobs.write(w.blobs)
             value = w.fn()
         except BaseException as exc:  # nothing written: its error alone, the group goes on
-            clean = conn.total_changes == before and not conn.torn and conn.in_transaction
+            clean = conn.total_changes == before and not state.inner_failed_after_writing and conn.in_transaction
             return (False, exc) if clean else None
-        return None if conn.torn else (True, value)
+        return None if state.inner_failed_after_writing else (True, value)
 
-    def _isolated(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]]:
+    def _run_with_savepoints(self, group: list[_Write], durable: bool) -> list[tuple[bool, Any]]:
         """The group again, each member in a savepoint of its own."""
-        with _Tx(self.store, durable, index=False):
-            results = [self._member(w) for w in group]
+        with Transaction(self.store, durable, index=False):
+            results = [self._run_member_in_savepoint(w) for w in group]
             self._index_due(len(group))
             return results
 
-    def _member(self, w: _Write) -> tuple[bool, Any]:
+    def _run_member_in_savepoint(self, w: _Write) -> tuple[bool, Any]:
         try:
             with self.store.transaction(durable=w.durable):  # a savepoint
                 if w.blobs:
@@ -419,7 +422,7 @@ class Writer:
             return False, exc
 
 
-def _told(w: _Write, exc: BaseException) -> None:
+def _tell_on_error(w: _Write, exc: BaseException) -> None:
     """A write nobody waited for failed: its `on_error` hears of it (its own failure to say
     so is said on stderr, never the group's)."""
     try:
@@ -435,7 +438,8 @@ _guard = threading.Lock()
 @contextlib.contextmanager
 def attached(store: Store) -> Iterator[Writer]:
     """A writer for `store` while the block runs (the runner's batch); nested: the one
-    already attached. At the end it commits what is queued and stops."""
+    already attached. At the end it commits what is queued and stops.
+    Raises WriterFailed at the end when the writer thread failed (and the block raised nothing)."""
     with _guard:
         known = _writers.get(store)
         if known is None:
@@ -457,6 +461,7 @@ def attached(store: Store) -> Iterator[Writer]:
 
 
 def writer_of(store: Store) -> Writer | None:
+    """The writer attached to `store` (`attached`), or None."""
     return _writers.get(store)
 
 
@@ -489,6 +494,6 @@ def write_later(store: Store, fn: Callable[[], Any], *, on_error: Callable[[Base
     its failure. Without one (or inside the caller's transaction) it runs here and now, and
     its error is raised."""
     w = _writers.get(store)
-    if w is None or w.on_writer or store.in_transaction() or not w.later(fn, on_error=on_error):
+    if w is None or w.on_writer or store.in_transaction() or not w.submit_unawaited(fn, on_error=on_error):
         fn()
 

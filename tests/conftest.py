@@ -11,12 +11,20 @@ from tests.scripted_server import ScriptedLLM
 
 
 # -- the test session's own speed --------------------------------------------------------
+# Four fixtures below replace internals of Streamlit (1.67) and httpx (0.27-0.29): each says why
+# no public option does it. tests/test_conftest_patches.py checks that each still hits (the
+# attribute exists with the signature the replacement mirrors, the replacement is installed,
+# and a real AppTest run or client calls it), so an upgrade that moves one fails there instead
+# of silently changing what the other tests exercise. Each replacement carries the function or
+# class it replaces as `_conftest_replaces`.
 
 @pytest.fixture(scope="session", autouse=True)
 def _streamlit_components_scanned_once() -> Iterator[None]:
     """Each AppTest run scans the metadata of every installed distribution for Streamlit
     components (seconds with hundreds of packages, most of an AppTest's time); the
-    installed set does not change during a session, so the first scan serves them all."""
+    installed set does not change during a session, so the first scan serves them all.
+    Why a patch: Streamlit has no option to skip or cache the scan
+    (`BidiComponentManager.discover_and_register_components` calls it for every AppTest)."""
     import functools
 
     try:
@@ -26,7 +34,12 @@ def _streamlit_components_scanned_once() -> Iterator[None]:
         return
     scan = manifest_scanner.scan_component_manifests
     once = functools.cache(scan)
-    manifest_scanner.scan_component_manifests = lambda max_workers=None: list(once())
+
+    def scan_component_manifests(max_workers: int | None = None) -> list:
+        return list(once())
+
+    scan_component_manifests._conftest_replaces = scan  # type: ignore[attr-defined]
+    manifest_scanner.scan_component_manifests = scan_component_manifests
     yield
     manifest_scanner.scan_component_manifests = scan
 
@@ -34,7 +47,10 @@ def _streamlit_components_scanned_once() -> Iterator[None]:
 @pytest.fixture(scope="session", autouse=True)
 def _app_scripts_compiled_once() -> Iterator[None]:
     """Each AppTest run compiles app.py and its page afresh (a new ScriptCache per run);
-    one cache for the session serves them all, recompiling a script whose file changed."""
+    one cache for the session serves them all, recompiling a script whose file changed.
+    Why a patch: AppTest takes no script cache (it makes one in `AppTest._run` and in
+    `LocalScriptRunner.__init__`), and a file's change is noted here, as Streamlit's own
+    server does through its file watcher, which AppTest does not run."""
     import os
 
     try:
@@ -57,7 +73,12 @@ def _app_scripts_compiled_once() -> Iterator[None]:
     shared = UnchangedScripts()
     shared._stamps = {}
     saved = app_test.ScriptCache, local_script_runner.ScriptCache
-    app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
+
+    def shared_cache() -> ScriptCache:
+        return shared
+
+    shared_cache._conftest_replaces = ScriptCache  # type: ignore[attr-defined]
+    app_test.ScriptCache = local_script_runner.ScriptCache = shared_cache
     yield
     app_test.ScriptCache, local_script_runner.ScriptCache = saved
 
@@ -69,13 +90,19 @@ def _app_scripts_compiled_once() -> Iterator[None]:
 # beside the ordinary tests.
 _ONE_AT_A_TIME = ("tests/e2e/", "tests/cli/test_local_model.py", "tests/app/test_local_model_app.py",
                   "tests/benchmarks/")
+# ... but for the benchmark scripts that run in one process (no child process, no server process,
+# no thread pool): they load one core, as any test, so they run beside the group instead of lengthening
+# it (tests/benchmarks/test_smoke.py checks that they start nothing).
+ONE_PROCESS_SCRIPTS = ("engine.py", "paired_ci_agreement.py", "search.py", "stats_simulation.py",
+                       "textworld_plugin.py", "ui.py", "wikipedia.py")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     import pytest
 
+    beside = tuple(f"[{script}]" for script in ONE_PROCESS_SCRIPTS)
     for item in items:
-        if item.nodeid.startswith(_ONE_AT_A_TIME):
+        if item.nodeid.startswith(_ONE_AT_A_TIME) and not item.nodeid.endswith(beside):
             item.add_marker(pytest.mark.xdist_group("one_at_a_time"))
 
 
@@ -105,7 +132,8 @@ def pytest_configure(config) -> None:
 def _app_runs_awaited_not_polled() -> Iterator[None]:
     """AppTest waits for a script run by waking every millisecond to look; each wake takes
     the GIL from the script thread. Waiting on the run's end event costs the script nothing
-    (the same timeout, the same error when it passes)."""
+    (the same timeout, the same error when it passes). Why a patch: the poll is a module
+    function `LocalScriptRunner.run` calls, with no option for its interval."""
     import threading
 
     try:
@@ -133,6 +161,7 @@ def _app_runs_awaited_not_polled() -> Iterator[None]:
         raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
 
     polled = local_script_runner.require_widgets_deltas
+    require_widgets_deltas._conftest_replaces = polled  # type: ignore[attr-defined]
     local_script_runner.require_widgets_deltas = require_widgets_deltas
     yield
     local_script_runner.require_widgets_deltas = polled
@@ -142,7 +171,10 @@ def _app_runs_awaited_not_polled() -> Iterator[None]:
 def _tls_trust_loaded_once() -> Iterator[None]:
     """Each new model client (one per scripted server, so one per test) builds a TLS context
     and parses the system's CA bundle (~50 ms). Tests only speak plain HTTP to 127.0.0.1, so
-    the default context is built once and handed to every client of the session."""
+    the default context is built once and handed to every client of the session. Why a
+    patch: the clients are the project's own (agent/model/wire.py builds each with httpx's
+    default `verify=True`); sharing one context through httpx's public `verify=` would be a
+    change of the model layer, not of the tests."""
     import importlib
 
     patched = []
@@ -161,6 +193,7 @@ def _tls_trust_loaded_once() -> Iterator[None]:
                 _shared.append(_build())
             return _shared[0]
 
+        create_ssl_context._conftest_replaces = build  # type: ignore[attr-defined]
         module.create_ssl_context = create_ssl_context
         patched.append((module, build))
     yield
@@ -172,7 +205,8 @@ def _tls_trust_loaded_once() -> Iterator[None]:
 def _databases_migrated_once(tmp_path_factory) -> Iterator[None]:
     """A new database a test opens in this process starts as a copy of one migrated at the
     session's start instead of running every migration again (tests/store_template.py).
-    The migrations themselves run here and in tests/sessions/test_schema*.py."""
+    The migrations themselves run here and in tests/sessions/test_schema*.py. (The project's
+    own `Store.__init__` is wrapped, no third-party internal: tests/test_session_speedups.py.)"""
     from tests import store_template
 
     undo = store_template.install(tmp_path_factory.mktemp("template"))

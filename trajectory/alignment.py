@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 from trajectory.records import EditInfo, Step
 
@@ -55,7 +55,7 @@ def carried_map(steps: Sequence[Step]) -> dict[int, int]:
     return {s.id: s.info["carried_from"] for s in steps if s.id is not None and s.info.get("carried_from")}
 
 
-def _key(s: Step, carried: dict[int, int]) -> tuple:
+def _key(s: Step, carried: dict[int, int]) -> tuple[Any, ...]:
     """What a step is: a person's rewrite is the step it replaced; any other step is the
     stored step it was first copied from (itself, unless carried over)."""
     e = s.edit
@@ -64,6 +64,13 @@ def _key(s: Step, carried: dict[int, int]) -> tuple:
     if s.id is None:
         return ("new", id(s))
     return ("step", origin(s.id, carried))
+
+
+def _step_of(row: AlignedRow) -> Step:
+    """The step of a one-sided row (a person's deletion or insertion: one side is set)."""
+    step = row.right or row.left
+    assert step is not None
+    return step
 
 
 def _deleted(edits: Sequence[EditInfo], carried: dict[int, int]) -> dict[int | None, EditInfo]:
@@ -91,7 +98,7 @@ def align_versions(
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag != "equal":
             last = next((r for r in reversed(rows) if r.by_person), None)
-            after = None if last is None else (last.right or last.left).index
+            after = None if last is None else _step_of(last).index
             rows += _unmatched(left[i1:i2], right[j1:j2], gone, carried, after)
             continue
         for a, b in zip(left[i1:i2], right[j1:j2]):
@@ -104,7 +111,7 @@ def align_versions(
     return rows
 
 
-def _unmatched(a: Sequence[Step], b: Sequence[Step], gone: dict[str, dict], carried: dict[int, int],
+def _unmatched(a: Sequence[Step], b: Sequence[Step], gone: dict[str, dict[int | None, EditInfo]], carried: dict[int, int],
                after: int | None) -> list[AlignedRow]:
     """A stretch where the two sides share no step, walked in order: a person's deletions
     and insertions become one-sided rows; the other steps pair up by position as steps
@@ -116,7 +123,7 @@ def _unmatched(a: Sequence[Step], b: Sequence[Step], gone: dict[str, dict], carr
         pair = (s, None) if side == "left" else (None, s)
         e = gone[side].get(origin(s.id, carried))
         if e is not None:
-            return AlignedRow("deleted", *pair, deleted_text=e.old_thought)
+            return AlignedRow("deleted", pair[0], pair[1], deleted_text=e.old_thought)
         if s.edit is not None and s.edit.kind == "insert_thought":
             return AlignedRow("inserted", *pair)
         return None
@@ -134,7 +141,7 @@ def _unmatched(a: Sequence[Step], b: Sequence[Step], gone: dict[str, dict], carr
             i += 1
         if row is not None:
             out.append(row)
-            after = (row.right or row.left).index
+            after = _step_of(row).index
             continue
         out.append(AlignedRow("regenerated" if x is not None and y is not None else "only", x, y, after_edit=after))
         i, j = i + (x is not None), j + (y is not None)

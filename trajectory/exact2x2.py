@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.special import gammaln, xlog1py, xlogy
@@ -60,7 +61,7 @@ def _region(x1: int, n1: int, x2: int, n2: int, greater: bool) -> np.ndarray:
     return (r <= r[x1, x2]).astype(float)
 
 
-def _pmf(n: int, p) -> np.ndarray:
+def _pmf(n: int, p: np.ndarray | Sequence[float]) -> np.ndarray:
     """Binomial(n, p) probabilities of 0..n for each rate p (rows), in log space."""
     k = np.arange(n + 1)
     logc = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
@@ -96,7 +97,7 @@ def one_sided_p(x1: int, n1: int, x2: int, n2: int, delta: float, greater: bool)
     return _sup_tail(_region(x1, n1, x2, n2, greater), n1, n2, delta)
 
 
-def _bisect(f, lo: float, hi: float, iters: int = 36) -> float:
+def _bisect(f: Callable[[float], bool], lo: float, hi: float, iters: int = 36) -> float:
     """The boundary between f false (at lo) and f true (at hi), to about 1e-13."""
     for _ in range(iters):
         mid = (lo + hi) / 2

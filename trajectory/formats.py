@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from trajectory.records import Step
 
@@ -262,7 +262,7 @@ def parse_wiki_examples(text: str) -> WikiPromptFile:
             block.pop()
             trailer_n += 1
         steps: list[Step] = []
-        cur: dict | None = None
+        cur: dict[str, Any] | None = None
         last_kind = ""
         for line in block[1:]:
             parsed = _wiki_line(line)
@@ -287,7 +287,7 @@ def parse_wiki_examples(text: str) -> WikiPromptFile:
         if steps and trailer_n >= (2 if is_last else 1) and FINISHED_OBS.fullmatch(steps[-1].observation or ""):
             # the environment's "Episode finished, reward = N\n" keeps its newline (a resume
             # replays it and compares): the first blank line after it is the observation's
-            steps[-1] = steps[-1].model_copy(update={"observation": steps[-1].observation + "\n"})
+            steps[-1] = steps[-1].model_copy(update={"observation": (steps[-1].observation or "") + "\n"})
             trailer_n -= 1
         if steps:
             steps[-1] = finished_step(steps[-1])
@@ -317,7 +317,7 @@ def finished_step(step: Step) -> Step:
     return step.model_copy(update={"done": True, "reward": float(m.group(1)) if m else 0.0})
 
 
-def _wiki_step(cur: dict) -> Step:
+def _wiki_step(cur: dict[str, Any]) -> Step:
     return Step(
         index=cur["i"],
         thought=cur.get("Thought"),

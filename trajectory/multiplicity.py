@@ -13,10 +13,11 @@ BH = "Benjamini-Hochberg"
 def holm(ps: Sequence[float | None]) -> list[float | None]:
     """Holm's (1979) adjusted p-values: the i-th smallest of m times (m - i + 1), made
     monotone; None (nothing tested) stays None and does not count in m."""
-    idx = sorted((i for i, p in enumerate(ps) if p is not None), key=lambda i: ps[i])
+    tested = {i: p for i, p in enumerate(ps) if p is not None}
+    idx = sorted(tested, key=tested.__getitem__)
     m, out, run = len(idx), list(ps), 0.0
     for rank, i in enumerate(idx):
-        run = max(run, min(1.0, (m - rank) * ps[i]))
+        run = max(run, min(1.0, (m - rank) * tested[i]))
         out[i] = run
     return out
 
@@ -24,10 +25,11 @@ def holm(ps: Sequence[float | None]) -> list[float | None]:
 def benjamini_hochberg(ps: Sequence[float | None]) -> list[float | None]:
     """Benjamini and Hochberg's (1995) adjusted p-values (q-values of the step-up rule): the
     i-th smallest of m times m / i, made monotone from the largest down; None stays None."""
-    idx = sorted((i for i, p in enumerate(ps) if p is not None), key=lambda i: ps[i])
+    tested = {i: p for i, p in enumerate(ps) if p is not None}
+    idx = sorted(tested, key=tested.__getitem__)
     m, out, run = len(idx), list(ps), 1.0
     for rank in range(m - 1, -1, -1):
         i = idx[rank]
-        run = min(run, ps[i] * m / (rank + 1))
+        run = min(run, tested[i] * m / (rank + 1))
         out[i] = min(1.0, run)
     return out

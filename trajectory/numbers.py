@@ -26,7 +26,7 @@ def p_text(p: float | None) -> str:
 
 
 def _outward(x: float, decimals: int, up: bool) -> float:
-    f = 10 ** decimals
+    f: int = 10 ** decimals
     return (math.ceil(x * f - 1e-9) if up else math.floor(x * f + 1e-9)) / f
 
 

@@ -80,7 +80,7 @@ class ParsedTrajectory:
     task_text: str
     style: str
     steps: list[Step]
-    data: dict = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
     gold: str | None = None
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 import re
 import time
 import unicodedata
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -155,7 +155,7 @@ def _query_pairs(query: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _split(url: str):
+def _split(url: str) -> SplitResult:
     """urlsplit that raises ValueError for anything but a plain http(s)://host[:port]/path."""
     if not isinstance(url, str) or any(c.isspace() or ord(c) < 32 or c == "\x7f" or c == "\\" for c in url):
         raise ValueError("not a URL")

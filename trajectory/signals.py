@@ -79,8 +79,8 @@ class PathState:
     are the kind's own (what it flags, the objects it tracks, what changes its world)."""
 
     rules: Any = GENERIC
-    taken: frozenset = frozenset()
-    seen: frozenset = frozenset()
+    taken: frozenset[tuple[str, str]] = frozenset()
+    seen: frozenset[str] = frozenset()
 
     @classmethod
     def start(cls, rules: "SignalRules | str", task_text: str = "") -> "PathState":
@@ -99,7 +99,8 @@ class PathState:
         """The step changed the state a later identical visit would see (the kind says: an
         ALFWorld action that moves or alters an object, a Wikipedia search that opened a
         page). Going somewhere and looking do not."""
-        return self.rules.changes((step.action or "").strip(), (step.observation or "").strip())
+        changed: bool = self.rules.changes((step.action or "").strip(), (step.observation or "").strip())
+        return changed
 
     def signals(self, step: Any, admissible: Sequence[str] | None = None) -> list[str]:
         """The step's signals, in `SIGNALS` order (`step_limit` is a version's, see below)."""

@@ -17,7 +17,7 @@ import math
 from collections import Counter
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from scipy.special import gammaln
@@ -127,7 +127,7 @@ def _normal_sf2(z: float) -> float:
 
 
 def _paired_square_and_add(
-    a: int, b: int, c: int, d: int, z: float, interval
+    a: int, b: int, c: int, d: int, z: float, interval: Callable[[int, int, float], tuple[float, float]]
 ) -> tuple[float, float]:
     """Newcombe's square-and-add for paired proportions (his methods 8-11): the two marginal
     intervals combined with the phi correlation of the pairs, a positive correlation shrunk
@@ -141,7 +141,7 @@ def _paired_square_and_add(
     l1, u1 = interval(a + b, n, z)
     l2, u2 = interval(a + c, n, z)
     margins = (a + b) * (c + d) * (a + c) * (b + d)
-    cross = a * d - b * c
+    cross: float = a * d - b * c
     if cross > 0:
         cross = max(0.0, cross - n / 2)
     phi = cross / math.sqrt(margins) if margins else 0.0
@@ -260,7 +260,7 @@ def cmh(tables: Sequence[tuple[int, int, int, int]], *, correct: bool = False, z
 ALPHA = 0.05  # the level every reported 95% interval inverts
 
 
-def _root(f, lo: float, hi: float, tol: float = 1e-12) -> float:
+def _root(f: Callable[[float], float], lo: float, hi: float, tol: float = 1e-12) -> float:
     """The root of a monotone function with f(lo) and f(hi) of opposite signs: regula falsi
     with the Illinois step (a dozen evaluations, not 60), bisecting where f is infinite."""
     flo, fhi, side = f(lo), f(hi), 0
@@ -414,7 +414,7 @@ def _mn_z(tables: np.ndarray, delta: float, cc: float = 0.0) -> float:
     return _Strata(tables).z(delta, cc)
 
 
-def _table_array(used) -> np.ndarray:
+def _table_array(used: Iterable[tuple[int, int, int, int]]) -> np.ndarray:
     counted = Counter(used)
     return np.array([(*k, v) for k, v in counted.items()], dtype=float).reshape(-1, 5)
 

@@ -104,7 +104,7 @@ class ToolSet:
         raises ToolCallError."""
         args = self.check(name, arguments)
         tool = self._by_name[name]
-        value = args[tool.argument]
+        value: str = args[tool.argument]
         if self.form == "command":
             return value
         return f"{tool.text_name}[{value}]"

@@ -68,7 +68,9 @@ class Provider(Protocol):
     raise `Cancelled` when `cancel` was set while it was in flight, and classify its errors."""
 
     def send(self, request: Request, cancel: threading.Event | None,
-             on_text: Callable[[str], None] | None) -> tuple[str, Usage]: ...
+             on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
+        """(text, usage) of one attempt. Raises Cancelled when `cancel` was set meanwhile; any other
+        error is the provider's own, for `classify`."""
 
     def classify(self, exc: Exception) -> tuple[str, bool, float | None, bool]:
         """(one-line reason, retryable?, the server's requested wait or None, rate limited?)."""
@@ -87,6 +89,8 @@ class Refused(Exception):
 
 
 def resolve_base_url(config: AgentConfig) -> str:
+    """The URL the config's calls go to: the built-in model's when it is wanted, else the config's,
+    else $OPENAI_BASE_URL, else DEFAULT_BASE_URL."""
     from agent import local_model  # (the built-in model: its URL is known once it is started)
 
     if local_model.wanted(config):
@@ -128,13 +132,16 @@ def stop_cut(text: str, stop: list[str]) -> str:
 
 
 def chat_message(prompt: str, instruction: str | None) -> str:
+    """A chat request's one user message: the prompt, a blank line, then the instruction."""
     return f"{prompt}\n\n{instruction or DEFAULT_CHAT_INSTRUCTION}"
 
 
 def sha256(text: str) -> str:
+    """The hex sha256 of the text's UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def one_line(text: str, limit: int = 300) -> str:
+    """The text's whitespace folded to single spaces, cut to `limit` characters (ending in ...)."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

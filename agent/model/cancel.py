@@ -42,6 +42,7 @@ class WatchedStream:
         self.close = inner.close
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        """The inner stream's read, with this thread noted as reading (a Stop shuts it down)."""
         me = _get_ident()
         _READING[me] = self
         try:
@@ -51,6 +52,7 @@ class WatchedStream:
                 del _READING[me]
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        """The inner stream's write, with this thread noted as writing (a Stop shuts it down)."""
         me = _get_ident()
         _READING[me] = self
         try:
@@ -60,9 +62,11 @@ class WatchedStream:
                 del _READING[me]
 
     def start_tls(self, *args: Any, **kwargs: Any) -> "WatchedStream":
+        """The TLS stream over this one, watched too."""
         return WatchedStream(self._inner.start_tls(*args, **kwargs))
 
     def abort(self) -> None:
+        """Shut the socket down both ways, so a blocked read or write returns at once (never raises)."""
         sock = self._inner.get_extra_info("socket")
         try:
             socket.socket.shutdown(sock, socket.SHUT_RDWR)  # (the plain socket's, also under TLS)
@@ -78,12 +82,15 @@ class WatchedBackend:
         self._inner = inner
 
     def connect_tcp(self, *args: Any, **kwargs: Any) -> WatchedStream:
+        """A watched TCP stream; with a Stop pending, one that Stop can also abandon while connecting."""
         return WatchedStream(_connect(self._inner.connect_tcp, *args, **kwargs))
 
     def connect_unix_socket(self, *args: Any, **kwargs: Any) -> WatchedStream:
+        """As `connect_tcp`, over a Unix socket."""
         return WatchedStream(_connect(self._inner.connect_unix_socket, *args, **kwargs))
 
     def sleep(self, seconds: float) -> None:
+        """The inner backend's sleep."""
         self._inner.sleep(seconds)
 
 

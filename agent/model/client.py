@@ -30,6 +30,7 @@ STREAM = [os.environ.get("REACT_EDITOR_STREAM", "1").strip() != "0"]
 
 
 def set_streaming(on: bool) -> None:
+    """Stream answers (True, the default) or take them whole, for every client of the process."""
     STREAM[0] = bool(on)
 
 

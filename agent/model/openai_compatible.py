@@ -40,6 +40,9 @@ class OpenAICompatible:
 
     def send(self, request: Request, cancel: threading.Event | None,
              on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
+        """(text, usage) of one attempt through the official SDK. Raises Cancelled when `cancel` was
+        set while it was in flight, Refused or Malformed for an answer the wire refuses, and the
+        SDK's own errors (for `classify`)."""
         from agent.model.cancel import Watched
 
         try:
@@ -309,6 +312,7 @@ def _count(value: Any) -> int | None:
 
 
 def usage_of(u: Any) -> Usage:
+    """A response's `usage` object as Usage (missing or malformed counts: None)."""
     if not isinstance(u, dict):
         return Usage()
     details = u.get("prompt_tokens_details")

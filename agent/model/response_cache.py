@@ -19,14 +19,18 @@ _FIXED: dict[str, "hashlib._Hash"] = {}
 class ResponseCache(Protocol):
     """Answers identical temperature-0 requests; recording a call is what fills it."""
 
-    def get(self, key: str) -> tuple[str, Usage] | None: ...
+    def get(self, key: str) -> tuple[str, Usage] | None:
+        """(completion, usage) stored under `key`, or None."""
 
 
 def cacheable(cache: ResponseCache | None, config: AgentConfig) -> bool:
+    """May this config's calls be answered from the cache (a cache, caching on, temperature 0)?"""
     return bool(cache is not None and config.cache and config.temperature == 0)
 
 
 def cache_key(config: AgentConfig, public_url: str, prompt: str, instruction: str | None, stop: list[str]) -> str:
+    """The hex key of a request: everything that shapes its answer (endpoint, model, style,
+    prompt, instruction, stop, sampling settings), never the API key."""
     chat = config.api_style != "completions"  # (a conversation style's request JSON: a constant added)
     blob = json.dumps(
         {

@@ -40,7 +40,8 @@ def sdk() -> Any:
 
 def http_modules() -> tuple[Any, Any]:
     """(httpx module, httpcore module) the SDK's public `DefaultHttpxClient` is built on:
-    httpx/httpcore, or httpx2/httpcore2 for SDK releases on httpx2."""
+    httpx/httpcore, or httpx2/httpcore2 for SDK releases on httpx2.
+    Raises RuntimeError when the SDK's client is built on neither."""
     for base in sdk().DefaultHttpxClient.__mro__:
         top = base.__module__.split(".")[0]
         if top in ("httpx", "httpx2"):
@@ -141,6 +142,8 @@ class Transport:
         self.pool = hc.HTTPProxy(proxy_url=proxy, **pool) if proxy else hc.ConnectionPool(**pool)
 
     def handle_request(self, request: Any) -> Any:
+        """The httpx response of one request sent through the pool. Raises the wire's refusal
+        (`mapped`) for what httpcore raised."""
         hc = self.hc
         url = request.url
         req = hc.Request(method=request.method,
@@ -165,6 +168,7 @@ class Transport:
         return self.hx.TransportError(str(exc))
 
     def close(self) -> None:
+        """Close the pool's connections."""
         self.pool.close()
 
     def __enter__(self) -> "Transport":
@@ -185,6 +189,7 @@ def _response(hx: Any, status: int, headers: Any, stream: Any, extensions: Any) 
 
 
 def too_large() -> str:
+    """The one line said when an answer passes MAX_BODY_BYTES."""
     return f"the model server's answer is larger than {MAX_BODY_BYTES // (1024 * 1024)} MB: abandoned"
 
 
@@ -209,6 +214,7 @@ class Body:
             raise self.transport.mapped(exc) from exc
 
     def close(self) -> None:
+        """Close the response stream (a stream without `close` needs none)."""
         close = getattr(self.inner, "close", None)
         if close is not None:
             close()

@@ -12,6 +12,12 @@ their real specs whose `__init__` has not run; right after, the stand-ins leave 
 again, so a later `import textworld` (the stock stack, the generator, a plugin) runs textworld's
 own `__init__` as always. It reuses the modules already loaded, which `_Adopt` hangs on the
 fresh packages as attributes first (as the import system does for a submodule it loads).
+
+textworld parses with one TatSu parser per module (`_PARSER`), which keeps the parse under way
+on the parser object: two threads parsing at once fail ("pop from empty list", "infinite left
+recursion") or misparse. `one_parse_at_a_time` makes them take turns (one lock for the three):
+a game's grammar parses in the worker's thread while another thread imports textworld (its
+knowledge base is parsed at import) or derives text in another game.
 """
 
 from __future__ import annotations
@@ -26,18 +32,46 @@ from typing import Any
 PACKAGES = ("textworld", "textworld.envs", "textworld.envs.pddl")  # parents first
 MODULES = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic",
            "alfworld.agents.utils.misc")
+PARSERS = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic")  # each has a `_PARSER`
 _LOCK = threading.Lock()
 _LOADING: list[int] = []  # the thread whose stand-ins are in sys.modules (while load_engine runs)
+PARSE_LOCK = threading.RLock()  # one TatSu parse at a time in the process (`one_parse_at_a_time`)
+_parsers_locked = False  # every module of PARSERS is loaded and its parser takes PARSE_LOCK
+
+
+def one_parse_at_a_time(module: Any) -> None:
+    """Make the module's TatSu parser (`module._PARSER`) take PARSE_LOCK for each parse, so
+    threads take turns on it (its parse state lives on the parser object). Idempotent."""
+    parser = getattr(module, "_PARSER", None)
+    parse = getattr(parser, "parse", None)
+    if parse is None or getattr(parse, "one_at_a_time", False):
+        return
+
+    def locked_parse(*args: Any, **kwargs: Any) -> Any:
+        with PARSE_LOCK:
+            return parse(*args, **kwargs)
+
+    locked_parse.one_at_a_time = True  # type: ignore[attr-defined]
+    parser.parse = locked_parse  # (the instance's own attribute: the class is textworld's)
+
+
+def _lock_parsers() -> None:
+    global _parsers_locked
+    for m in PARSERS:
+        one_parse_at_a_time(importlib.import_module(m))
+    _parsers_locked = True
 
 
 def load_engine() -> None:
-    """Import the modules a game needs (and not the rest of textworld, if not imported yet)."""
-    if all(m in sys.modules for m in MODULES):
+    """Import the modules a game needs (and not the rest of textworld, if not imported yet);
+    textworld's parsers then parse one at a time (`one_parse_at_a_time`)."""
+    if _parsers_locked and all(m in sys.modules for m in MODULES):
         return
     with _LOCK:
         if "textworld" in sys.modules:  # the whole package is (being) imported anyway
             for m in MODULES:
                 importlib.import_module(m)
+            _lock_parsers()
             return
         _install_adopt()
         stand_ins = []
@@ -47,6 +81,7 @@ def load_engine() -> None:
                 stand_ins.append(_stand_in(name))
             for m in MODULES:
                 importlib.import_module(m)
+            _lock_parsers()  # (while the stand-ins hold off other threads: before any of them parses)
         finally:
             for mod in reversed(stand_ins):
                 if sys.modules.get(mod.__name__) is mod:

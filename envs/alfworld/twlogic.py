@@ -20,6 +20,8 @@ import importlib.machinery
 import sys
 from typing import Any, Callable
 
+from envs.alfworld import twlite
+
 CACHE_VERSION = "1"
 _MODULE = "textworld.logic"
 
@@ -93,7 +95,8 @@ def _textworld_version() -> str:
 
 class _LogicHook(importlib.abc.MetaPathFinder):
     """Finds `textworld.logic` as the import system would, and wraps its `GameLogic.load`
-    once the module has run (before textworld's generator loads the knowledge base)."""
+    once the module has run (before textworld's generator loads the knowledge base); its
+    parser then parses one at a time (`twlite.one_parse_at_a_time`)."""
 
     def __init__(self, disk_memo: Callable[[str, Callable], Any]):
         self.disk_memo = disk_memo
@@ -110,6 +113,7 @@ class _LogicHook(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             run(module)
+            twlite.one_parse_at_a_time(module)  # (before the knowledge base is parsed, in any thread)
             logic = getattr(module, "GameLogic", None)
             load = getattr(getattr(logic, "load", None), "__func__", None)
             if load is not None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from agent.client import CallWatch, ModelClient, ModelError
 from tests.scripted_server import Reply
 from trajectory.records import AgentConfig

@@ -4,7 +4,6 @@ Figure-5 story and never surprise (toy environments, scripted model on 127.0.0.1
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -253,7 +252,7 @@ def test_editor_shows_the_endpoint_in_use_and_can_switch_it(app, monkeypatch):
     toy.llm.push(WIN[0])
     click(at, "btn_step")
     assert toy.llm.completion_requests[-1].body["model"] == "scripted-model"
-    assert f"Model: scripted-model\nStyle: react · completions" in texts(at)
+    assert "Model: scripted-model\nStyle: react · completions" in texts(at)
 
 
 def test_labels_say_one_step_and_export_names_are_distinct_with_a_preview(app):

@@ -74,3 +74,14 @@ def test_the_script_runs_at_a_tiny_size(script, tmp_path):
     assert isinstance(result, dict) and result, proc.stdout[-500:]
     if "skipped" in result:  # (runner.py without the ReAct release's data: it says so and why)
         assert script == "runner.py" and len(result) == 1, result
+
+
+def test_the_scripts_run_beside_the_heavy_tests_start_nothing():
+    """tests/conftest.py lets these scripts' smoke runs leave the one-at-a-time group: each must
+    stay one process (no child process, no server process, no thread pool) or go back in the group."""
+    from tests.conftest import ONE_PROCESS_SCRIPTS
+
+    marks = ("subprocess", "multiprocessing", "Popen", "served_by", "Thread(", "ThreadPool", "ProcessPool")
+    for script in ONE_PROCESS_SCRIPTS:
+        text = (BENCHMARKS / script).read_text(encoding="utf-8")
+        assert script in TINY and not [m for m in marks if m in text], script

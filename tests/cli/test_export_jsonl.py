@@ -49,7 +49,7 @@ def _lines(path):
 
 
 def test_jsonl_round_trip_is_byte_identical_and_rebuilds_the_tree(toy, tmp_path):
-    made = _populate(toy)
+    _populate(toy)
     a = tmp_path / "a.jsonl"
     rep = export(toy.store, "jsonl", a, filters=Filters(all_versions=True))
     assert (rep.episodes, rep.versions) == (3, 5)

@@ -232,7 +232,7 @@ def test_a_temperature_outside_0_to_2_is_refused_and_never_sent(toy, capsys, val
     from tests.suggest_agents import fail_episode
 
     db = str(toy.db)
-    failed = fail_episode(toy)  # episode 1: a failed version to resume, resample and suggest fixes for
+    fail_episode(toy)  # episode 1: a failed version to resume, resample and suggest fixes for
     before, sent = _rows(db), len(toy.llm.requests)
     run = ("run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url)
     for argv in (run, ("experiment", "run", "--env", "hotpotqa", "--tasks", "toy-1", "--base-url", toy.llm.base_url),

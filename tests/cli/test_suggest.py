@@ -161,13 +161,13 @@ def test_a_candidate_stating_the_gold_answer_is_flagged_and_not_verified(toy, ca
     (["suggest", "1", "--critic-prompt", "/nonexistent/t.txt"], "cannot read the critic prompt"),
 ])
 def test_bad_input_is_one_line(toy, capsys, argv, message):
-    failed = fail_episode(toy)
+    fail_episode(toy)
     code, out, err = cli(capsys, *argv, "--db", str(toy.db))
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err
 
 
 def test_a_critic_prompt_file_replaces_the_template(toy, capsys, tmp_path):
-    failed = fail_episode(toy)
+    fail_episode(toy)
     f = tmp_path / "mine.txt"
     f.write_text(f"{CRITIC_MARK} (mine).\n{{transcript}}\nGold? {{task}}\n{{nope}}\n", encoding="utf-8")
     code, text, _ = cli(capsys, "suggest", "1", "--show-prompt", "--critic-prompt", str(f), "--db", str(toy.db))

@@ -149,3 +149,50 @@ def test_a_thread_importing_textworld_meanwhile_gets_the_real_package(alfworld_s
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"stand_in": True, "EnvInfos": "EnvInfos",
                                                                "intro": "-= Welcom"}
+
+
+# A new process: four threads parse with textworld's TatSu parsers at once (a game's grammar in a
+# worker while another thread imports textworld, whose knowledge base is parsed at import).
+PARSERS_AT_ONCE = """
+import json, sys, threading
+sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can: a race shows at once
+from envs.alfworld import twlite
+twlite.load_engine()
+logic = twlite.module("textworld.logic")
+textgen = twlite.module("textworld.envs.pddl.textgen")
+errors, start = [], threading.Barrier(4)
+
+def parse_propositions(name):
+    start.wait()
+    try:
+        for i in range(400):
+            p = logic.Proposition.parse(f"{name}{i}(x{i}: t, y: u)")
+            assert (p.name, [a.name for a in p.arguments]) == (f"{name}{i}", [f"x{i}", "y"]), p
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}"[:200])
+
+def parse_symbols(name):
+    start.wait()
+    try:
+        for i in range(400):
+            out = textgen._parse_and_convert(f"the #{name}{i}# is here", rule_name="symbols")
+            assert len(out) == 3, out
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}"[:200])
+
+threads = [threading.Thread(target=f, args=(n,)) for f in (parse_propositions, parse_symbols) for n in ("a", "b")]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps(errors[:3]))
+"""
+
+
+def test_textworld_parsers_used_by_several_threads_at_once_each_parse_right():
+    """Issue 45 item 7: the flake of the test above with a cold cache (a game's logic parsed in one
+    thread while another's `import textworld` parsed the knowledge base): a TatSu parser keeps its
+    parse on the parser object, so two at once failed ("pop from empty list") or misparsed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": "off"}
+    out = subprocess.run([sys.executable, "-c", PARSERS_AT_ONCE], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -10,7 +10,7 @@ import pytest
 
 from envs.base import EnvError
 from envs.registry import family
-from envs.wikipedia import datasets, tasks
+from envs.wikipedia import datasets
 from tests.mediawiki_server import SAMPLE_HOTPOT, write_corpus
 from tests.wiki_rows import FEVER_ROWS, HOTPOT_OFFICIAL
 

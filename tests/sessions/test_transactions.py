@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from sessions.transactions import ConnectionState, connection_state
 from sessions.store import Store
 from trajectory.records import AgentConfig, ModelCall, Task
 
@@ -64,3 +65,16 @@ def test_ids_an_undone_inner_block_inserted_are_not_remembered(store):
     store.calls.record(ep.id, [call("fresh-model")])  # a cached id of the undone row would break this
     row = store.db.execute("select p.model from model_calls c join call_params p on p.id = c.params_id").fetchall()
     assert row == [("fresh-model",)]
+
+
+def test_a_connection_carries_its_connection_state_as_one_typed_object(store):
+    """Issue 45 item 2: no untyped attributes hung on the connection (`light`, `flat`,
+    `_savepoints`...): its transactions' state is one dataclass, and it follows them."""
+    conn = store.db.conn
+    with store.transaction(durable=False):
+        with store.transaction():
+            store.settings.set("x", 1)
+            assert connection_state(conn).savepoints and not connection_state(conn).without_savepoints
+    state = connection_state(conn)
+    assert vars(conn) == {"state": state} and isinstance(state, ConnectionState)
+    assert not state.synchronous_normal and not state.savepoints  # put back at full after the light one

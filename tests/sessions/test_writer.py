@@ -226,7 +226,7 @@ def test_an_idle_writer_makes_its_durable_writes_durable_before_it_closes(traced
             if w.syncs + w.durable_commits:
                 break
             threading.Event().wait(0.01)
-        assert w.syncs + w.durable_commits == 1 and not w._tail
+        assert w.syncs + w.durable_commits == 1 and not w._unsynced
 
 
 def test_a_write_that_fails_before_writing_leaves_its_group_flat(traced, tmp_path):

@@ -71,7 +71,7 @@ def test_writes_queued_when_the_log_fsync_fails_get_the_error_and_so_do_later_on
         later = _from_threads(w, store, 2)  # handed in after the failure: the error at once
         _one_line_failures(*later, 2, os.strerror(errno.EIO))
         heard: list[BaseException] = []
-        assert w.later(lambda: store.settings.set("late", 1), on_error=heard.append)
+        assert w.submit_unawaited(lambda: store.settings.set("late", 1), on_error=heard.append)
         assert len(heard) == 1 and isinstance(heard[0], WriterFailed)
     finally:
         go_on.set()
