@@ -100,9 +100,9 @@ def conversation(transcript: Any, task_text: str, steps: Sequence[Step], style: 
 
 
 def _assistant(content: str | None, call: ToolCall | None, step: Step, with_reasoning: bool) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant"}
-    if content is not None or call is None:  # (no `content: null` beside a call: llama.cpp's server refuses it,
-        msg["content"] = content if content is not None else ""  # and OpenAI's spec lets it be left out)
+    # content is always a string, "" beside a call with no thought: llama.cpp's server refuses `content: null`
+    # and its chat templates read `message.content` (OpenAI's spec allows either)
+    msg: dict[str, Any] = {"role": "assistant", "content": content if content is not None else ""}
     if call is not None:
         msg["tool_calls"] = [tool_calls_entry(call)]
     if with_reasoning and step.reasoning is not None:

@@ -109,6 +109,8 @@ def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
             i += 1
         i += 1
         action, call = got if got is not None else (None, None)
+        if content == "" and call is not None:  # (a call with no thought: its content is "", not null)
+            content = None
         _check_text(n, f"step {len(steps) + 1}", content, action)
         steps.append(Step(index=len(steps) + 1, thought=content, action=action, observation=obs, source="imported",
                           reasoning=reasoning, tool_call=call))

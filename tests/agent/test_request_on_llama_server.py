@@ -1,7 +1,8 @@
 """The conversation styles' requests are ones llama-cpp-python's server (the built-in model's
 server) accepts: its own request model validates every message. OpenAI's spec lets an assistant
-message with a tool call leave `content` out, and llama.cpp's server refuses `content: null`
-there (HTTP 500 with 84 validation errors, seen on `run --model local --api-style tools`)."""
+message with a tool call have no content, and llama.cpp's server refuses `content: null` there
+(HTTP 500 with 84 validation errors, seen on `run --model local --api-style tools`) and its
+chat templates read `message.content` (HTTP 500 when it is left out): so it is ""."""
 
 from __future__ import annotations
 
@@ -30,3 +31,4 @@ def test_the_built_in_servers_request_model_accepts_the_conversation(kind, style
                         tr.tools.schemas() if style == "tools" else None)
     got = types.CreateChatCompletionRequest.model_validate({"model": "local", **body})
     assert len(got.messages) == len(body["messages"])
+    assert all(isinstance(m.get("content"), str) for m in body["messages"])  # what the templates read

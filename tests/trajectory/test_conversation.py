@@ -48,7 +48,7 @@ def test_tools_style_uses_the_stored_call_and_keeps_reasoning_apart():
                 tool_call=ToolCall(id="call_xyz", name="search", arguments={"entity": "Rell"}))
     tr = family("hotpotqa").transcript
     msgs = conversation(tr, "Q", [step], "tools")
-    assert "content" not in msgs[1] and msgs[1]["reasoning_content"] == "hmm"  # (no `content: null` beside a call)
+    assert msgs[1]["content"] == "" and msgs[1]["reasoning_content"] == "hmm"  # (no `content: null` beside a call)
     assert msgs[1]["tool_calls"][0]["id"] == "call_xyz" and msgs[2]["tool_call_id"] == "call_xyz"
     assert "reasoning_content" not in conversation(tr, "Q", [step], "tools", with_reasoning=False)[1]
     assert conversation(tr, "Q", [step], "messages")[1]["reasoning_content"] == "hmm"
