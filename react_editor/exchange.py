@@ -204,7 +204,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         progress(f"skipped {s}")
     if report.format in TRAINING_FORMATS:
         left = sum(report.left_out.values())
-        lines = [f"{report.path}: wrote {report.records} records ({report.output}, {report.bytes:,} bytes); "
+        lines = [f"{report.path}: wrote {report.records} record{'s' if report.records != 1 else ''} ({report.output}, {report.bytes:,} bytes); "
                  f"left out {left}"]
         lines += [f"  left out {n}: {why}" for why, n in sorted(report.left_out.items(), key=lambda x: (-x[1], x[0]))]
         if args.out == "-":
