@@ -40,7 +40,8 @@ class EpisodeTree:
         step or below it (a walk of the step's subtree, not of every version's path: an
         episode with a thousand rollouts sharing a prefix)."""
         children, at_leaf = self._below
-        found, todo = [], [step_id]
+        found: list[int] = []
+        todo = [step_id]
         while todo:
             sid = todo.pop()
             found += at_leaf.get(sid, ())

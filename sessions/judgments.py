@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable
-from typing import get_args
+from typing import Any, get_args
 
 from sessions.connection import FROZEN_MARK, StoreError, sqlite_utils
 from sessions.database import Database
@@ -45,7 +45,7 @@ def install(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
-def _from_row(r) -> Judgment:
+def _from_row(r: Any) -> Judgment:  # a judgments row (SQL values)
     return Judgment(id=r[0], episode_id=r[1], version_a=r[2], version_b=r[3], better=r[4], reason=r[5],
                     annotator=r[6], created_at=r[7])
 

@@ -186,3 +186,11 @@ def step_fields(r: Any, infos: dict[str, dict[str, Any]] | None = None) -> tuple
 def step_from_row(r: Any) -> Step:
     """A `SCOLS` row as its record."""
     return Step(**dict(zip(StepRow._fields, step_fields(r))))
+
+
+def stored_id(row_id: int | None) -> int:
+    """The id of a record read from the store, where it is never None; an unsaved record's
+    None raises LookupError (a programming error, not bad input)."""
+    if row_id is None:
+        raise LookupError("the record has no id: it was never stored")
+    return row_id

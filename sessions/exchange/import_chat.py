@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessions import annotations
+from sessions import annotations as anno
 from sessions.exchange.import_jsonl import _check_text, _lines
 from sessions.exchange.import_report import MAX_LINE_BYTES, TOO_DEEP, ImportFailed, ImportReport, _fail
 from sessions.exchange.json_text import lone_surrogate
+from sessions.row_records import stored_id
 from sessions.store import Store
 from trajectory import kinds
 from trajectory.records import AgentConfig, Step, Task, ToolCall
@@ -131,9 +132,9 @@ def write_chat(store: Store, parsed: list[ChatEpisode], report: ImportReport, by
     for c in parsed:
         task = Task(env=c.env, id=f"chat-sft/{c.digest[:16]}", text=c.task_text, source="imported")
         ep, v = store.episodes.create(task, AgentConfig(api_style="tools"), {})
-        rows, _ = store.versions.append(v.id, c.steps)
+        rows, _ = store.versions.append(stored_id(v.id), c.steps)
         for pos in c.masked:
-            annotations.tag_step(store, rows[pos].id, by=by, add=["rejected"], note="weight 0 in the imported chat-sft file")
-        report.episodes.append(ep.id)
+            anno.tag_step(store, stored_id(rows[pos].id), by=by, add=["rejected"], note="weight 0 in the imported chat-sft file")
+        report.episodes.append(stored_id(ep.id))
         report.versions += 1
         report.steps += len(c.steps)

@@ -14,10 +14,11 @@ from typing import Any, Iterator
 
 from pydantic import ValidationError
 
-from sessions import annotations
+from sessions import annotations as anno
 from sessions.exchange.import_report import MAX_DEPTH, TOO_DEEP, ImportFailed, ImportReport, _fail
 from sessions.exchange.json_text import lone_surrogate
-from sessions.exchange.schema import READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
+from sessions.exchange.schema import READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION, EditRecord, StepRecord, TrajectoryRecord
+from sessions.row_records import stored_id
 from sessions.store import Store
 from trajectory.records import (IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, EditInfo, ModelCall,
                                 Step, Version, safe_call_params, without_credentials)
@@ -36,7 +37,7 @@ def _lines(p: Path, cap: int) -> Iterator[tuple[int, bytes]]:
                 yield n, line
 
 
-def _free_form(rec: dict) -> Iterator[Any]:
+def _free_form(rec: dict[str, Any]) -> Iterator[Any]:
     """The record's untyped values (options, task data, step info, call params, metrics):
     every other field has a fixed shape that validation checks without going deep."""
     def part(o: Any, key: str) -> Any:
@@ -213,7 +214,7 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
                 e, v0 = store.episodes.create(task, rec.episode.config, options, rec.episode.name,
                                              created_at=rec.episode.created_at)
                 ep.id, ep.first_version = e.id, v0.id
-                report.episodes.append(e.id)
+                report.episodes.append(stored_id(e.id))
         elif _digest(e_dump) != ep.digest:
             raise _fail(n, f"episode ref {ep.ref} differs from its earlier record")
         _record(n, rec, ep, store, report)
@@ -236,11 +237,11 @@ def _no_url_credentials(n: int, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _split_steps(n: int, rec: TrajectoryRecord, ep: _Ep) -> tuple[list[int], list]:
+def _split_steps(n: int, rec: TrajectoryRecord, ep: _Ep) -> tuple[list[int], list[StepRecord]]:
     """A record's steps: a known prefix (shared with earlier records, checked unchanged),
     then its new steps (refs, edits and calls checked)."""
     known_prefix: list[int] = []
-    new_steps = []
+    new_steps: list[StepRecord] = []
     prev: int | None = None
     record_calls = {c.ref: c for c in rec.calls}
     if len(record_calls) != len(rec.calls):
@@ -316,7 +317,7 @@ def _edit(e: EditRecord | None, ep: _Ep) -> EditInfo | None:
                     old_thought=e.old_thought, old_action=e.old_action, origin=e.origin)
 
 
-def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int], new) -> int:
+def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int], new: list[StepRecord]) -> int:
     v = rec.version
     at = ep.step_ids[known[-1]] if known else None
     if ep.first_version is not None:
@@ -325,7 +326,7 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
         if known:  # pragma: no cover - the first record of an episode has no earlier steps
             raise ImportFailed("internal: first record with shared steps")
     else:
-        vid = store.versions.create(Version(episode_id=ep.id, leaf_step_id=at), make_current=False).id
+        vid = stored_id(store.versions.create(Version(episode_id=stored_id(ep.id), leaf_step_id=at), make_current=False).id)
     new_calls: list[ModelCall] = []
     placeholder: dict[int, int] = {}
     record_calls = {c.ref: c for c in rec.calls}
@@ -356,18 +357,18 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
     if steps:
         rows, _ = store.versions.append(vid, steps, new_calls)
         for s, row in zip(new, rows):
-            ep.step_ids[s.ref] = row.id
+            ep.step_ids[s.ref] = stored_id(row.id)
             for cref, cid in zip(s.calls, row.call_ids):
                 ep.call_ids.setdefault(cref, cid)
             for a in s.annotations:
-                annotations.insert_step_annotation(store, annotations.StepAnnotation(
-                    step_id=row.id, annotator=a.annotator, created_at=a.created_at, tags=a.tags, note=a.note))
+                anno.insert_step_annotation(store, anno.StepAnnotation(
+                    step_id=stored_id(row.id), annotator=a.annotator, created_at=a.created_at, tags=a.tags, note=a.note))
     store.versions.update(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
                          draft_thought=v.draft_thought, draft_edit=_edit(v.draft_edit, ep),
                          parent_version=ep.versions.get(v.parent) if v.parent else None,
                          edits=[_edit(e, ep) for e in v.edits], created_at=v.created_at, updated_at=v.updated_at)
     for a in v.annotations:
-        annotations.insert_version_annotation(store, annotations.VersionAnnotation(
+        anno.insert_version_annotation(store, anno.VersionAnnotation(
             version_id=vid, annotator=a.annotator, created_at=a.created_at, verdict=a.verdict,
             failure_modes=a.failure_modes, notes=a.notes, exemplar_ready=a.exemplar_ready))
     return vid
@@ -378,4 +379,4 @@ def _finish_episode(store: Store | None, ep: _Ep) -> None:
         return
     target = ep.current if ep.current is not None else ep.last
     if target is not None:
-        store.versions.set_current(ep.id, target)
+        store.versions.set_current(stored_id(ep.id), target)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import math
 from json.encoder import encode_basestring as _esc  # the text encoder _ENCODER uses (ensure_ascii=False)
-from typing import Any, Iterable, Iterator, get_args
+from typing import Any, Iterable, Iterator, cast, get_args
 
 from sessions.connection import _ids, from_json
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
+from sessions.annotations import StepAnnotation, VersionAnnotation
 from sessions.exchange.selection import EpisodeBatch
+from sessions.row_records import StepJson, stored_id
 from sessions.store import Store
 from trajectory.records import EditInfo, Source, Version, env_only, safe_call_params
 
@@ -32,7 +34,7 @@ def _str(v: str | None) -> str:
 
 def _num(v: int | float | None) -> str:
     t = type(v)
-    if t is int or (t is float and math.isfinite(v)):
+    if t is int or (isinstance(v, float) and t is float and math.isfinite(v)):
         return repr(v)
     return "null" if v is None else _dumps(v)
 
@@ -65,7 +67,7 @@ class Shared:
     def __init__(self, store: Store):
         self.store = store
         self.params: dict[int | None, tuple[str, str, str | None]] = {}  # call_params rows by id
-        self.heads: dict[tuple, str] = {}
+        self.heads: dict[tuple[int | None, str | None], str] = {}
         self.infos: dict[str | None, str | None] = {}
         self.extras: dict[int, str] = {}  # step id -> its `,"reasoning":...` tail (the steps that have one)
 
@@ -89,7 +91,7 @@ class Shared:
                 tail += f',"message":{_dumps(from_json(message, None))}'
             self.extras[sid] = tail
 
-    def learn(self, calls: Iterable[tuple]) -> None:
+    def learn(self, calls: Iterable[tuple[Any, ...]]) -> None:
         """Read the call_params rows of these calls (`Calls.rows` tuples) not known yet."""
         need = {c[2] for c in calls if c[2] not in self.params}
         if need:
@@ -127,9 +129,11 @@ class EpisodeEncoder:
     in every record. References (edits, carried_from) resolve only to steps of earlier
     records - what an importer has already created when it reads them."""
 
-    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, tuple],
-                 histories: tuple[dict, dict], shared: Shared):
+    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, tuple[Any, ...]],
+                 histories: tuple[dict[int, list[VersionAnnotation]], dict[int, list[StepAnnotation]]],
+                 shared: Shared):
         self.batch, self.ep_ref, self.shared = batch, ep_ref, shared
+        self.paths = cast("dict[int, list[StepJson]]", batch.paths)  # read with select(raw=True)
         ep = batch.episode
         self.store, self.calls, self.fetched = store, calls, False
         self.step_ids: dict[int, Any] = {}  # an encoded step's recorded call ids
@@ -152,11 +156,11 @@ class EpisodeEncoder:
             "env_options": env_only(ep.env_options),
         })
 
-    def _edit(self, e: EditInfo | None, limit: int) -> dict | None:
+    def _edit(self, e: EditInfo | None, limit: int) -> dict[str, Any] | None:
         if e is None:
             return None
         ref = self.step_ref.get(e.replaced_step) if e.replaced_step is not None else None
-        out = {
+        out: dict[str, Any] = {
             "kind": e.kind,
             "index": e.index,
             "replaced_step": ref if ref is not None and ref <= limit else None,
@@ -194,7 +198,7 @@ class EpisodeEncoder:
         calls = self.calls
         if not self.fetched and any(c not in calls for c in ids):
             self.fetched = True
-            missing = {c for path in self.batch.paths.values() for s in path for c in _ids(s.call_ids) if c not in calls}
+            missing = {c for path in self.paths.values() for s in path for c in _ids(s.call_ids) if c not in calls}
             found = self.store.calls.rows(ids=sorted(missing))
             self.shared.learn(found.values())
             calls.update(found)
@@ -208,7 +212,7 @@ class EpisodeEncoder:
             out = _dumps({**info, "carried_from": src if src is not None and src <= limit else None})
         return out
 
-    def _step(self, s: tuple, limit: int) -> str:
+    def _step(self, s: StepJson, limit: int) -> str:
         sid, _, _, idx, texts, done, r, info, source, edit, cids, at = s
         refs = self.step_ref
         ref = refs[sid] = len(refs) + 1
@@ -255,7 +259,7 @@ class EpisodeEncoder:
             "annotations": [
                 {"annotator": a.annotator, "created_at": a.created_at, "verdict": a.verdict,
                  "failure_modes": a.failure_modes, "notes": a.notes, "exemplar_ready": a.exemplar_ready}
-                for a in self.vann.get(v.id, [])
+                for a in self.vann.get(stored_id(v.id), [])
             ],
         })
 
@@ -266,9 +270,9 @@ class EpisodeEncoder:
         cache, step, step_ids, call_cache = self.step_cache, self._step, self.step_ids, self.call_cache
         head = f'{_LINE_HEAD}{self.episode_json},"version":'
         for n, v in enumerate(self.batch.versions, 1):
-            self.version_ref[v.id] = n
+            self.version_ref[stored_id(v.id)] = n
             limit = len(self.step_ref)
-            path = self.batch.paths[v.id]
+            path = self.paths[stored_id(v.id)]
             steps = ",".join([cache.get(s[0]) or step(s, limit) for s in path])
             # a call is listed once per record, where its first step holds it
             calls = ",".join([call_cache[cid] for cid in dict.fromkeys([c for s in path for c in step_ids[s[0]]])])

@@ -69,7 +69,8 @@ class _Family:
     def chat_turn(self, step: Any, i: int) -> tuple[str, str | None]:
         """The turn numbered by the step's own index (its position on its path), so a step's
         messages made alone (`Conversations.cut`) read as they do in the whole path."""
-        return self._transcript.chat_turn(step, step.index)
+        turn: tuple[str, str | None] = self._transcript.chat_turn(step, step.index)
+        return turn
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transcript, name)
@@ -82,7 +83,7 @@ class Conversations:
         self._families: dict[str, _Family] = {}
         self._episode: int | None = None  # the episode whose steps' messages `_steps` holds
         self._task: str | None = None
-        self._steps: dict[tuple, list[Message]] = {}
+        self._steps: dict[tuple[str, int, int], list[Message]] = {}
         self._head: tuple[tuple[str, str], list[Message]] | None = None
 
     def family(self, env: str) -> _Family:

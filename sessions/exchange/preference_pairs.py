@@ -22,6 +22,7 @@ from typing import Any, Iterator
 from sessions.exchange.messages import Conversations, ends_on_assistant, style_of
 from sessions.exchange.training_options import Counts, TrainingOptions
 from sessions.exchange.tree_facts import Facts, Group
+from sessions.row_records import StepRow, stored_id
 from sessions.exchange.selection import EpisodeBatch
 from trajectory.exact2x2 import two_arm
 from trajectory.records import Version
@@ -59,7 +60,8 @@ class WhatIf:
 def _edit_text(kind: str, step: Any) -> str | None:
     if kind == "delete_thought":
         return None
-    return step.action if kind == "rewrite_action" else step.thought
+    text: str | None = step.action if kind == "rewrite_action" else step.thought
+    return text
 
 
 def whatif_of(facts: Facts, original: int, k: int, kind: str, text: str | None,
@@ -85,7 +87,7 @@ def whatif_of(facts: Facts, original: int, k: int, kind: str, text: str | None,
             r = two_arm(t.successes, t.finished, c.successes, c.finished)
             if r.ci95 is None or r.diff is None:
                 continue
-            return WhatIf(r.diff, tuple(r.ci95), r.p_better, r.p_worse, (t.successes, t.finished),
+            return WhatIf(r.diff, (r.ci95[0], r.ci95[1]), r.p_better, r.p_worse, (t.successes, t.finished),
                           (c.successes, c.finished), (c.id, t.id))
     return None
 
@@ -95,7 +97,7 @@ def _success(v: Version) -> bool | None:
     return (v.outcome.success is True) if v.outcome.done else None
 
 
-def _first_difference(a: list, b: list) -> int:
+def _first_difference(a: list[StepRow], b: list[StepRow]) -> int:
     """How many leading steps the two paths share (by step identity)."""
     n = 0
     for x, y in zip(a, b):
@@ -132,8 +134,9 @@ def candidates(batch: EpisodeBatch, facts: Facts, versions: dict[int, Version]) 
         p = versions.get(v.parent_version) if v.parent_version else None
         if p is None or v.id in facts.rollouts or len(v.edits) <= len(p.edits) or v.edits[-1].kind not in EDIT_KINDS:
             continue
-        seen.add(frozenset((p.id, v.id)))
-        yield p.id, v.id, "edit"
+        pid, vid = stored_id(p.id), stored_id(v.id)
+        seen.add(frozenset((pid, vid)))
+        yield pid, vid, "edit"
     chosen = {v.id for v in batch.versions}
     for j in facts.judgments:
         key = frozenset((j.version_a, j.version_b))
@@ -143,7 +146,7 @@ def candidates(batch: EpisodeBatch, facts: Facts, versions: dict[int, Version]) 
         yield j.version_a, j.version_b, "judged"
 
 
-def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], versions: dict[int, Version],
+def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepRow]], versions: dict[int, Version],
                  conv: Conversations, opts: TrainingOptions, counts: Counts) -> Iterator[dict[str, Any]]:
     """The episode's dpo records; what is left out is counted in `counts`."""
     ep = batch.episode
@@ -192,7 +195,7 @@ def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], vers
         rec["tools"] = conv.tools(ep.task.env) if style == "tools" else None
         rec["metadata"] = {
             "episode": ep.id, "task": f"{ep.task.env}:{ep.task.id}", "api_style": style,
-            "chosen_version": facts.label(cv.id), "rejected_version": facts.label(rv.id),
+            "chosen_version": facts.label(stored_id(cv.id)), "rejected_version": facts.label(stored_id(rv.id)),
             "chosen_version_id": cv.id, "rejected_version_id": rv.id, "step": k + 1, "pair": how,
             "edit_kind": edit.kind if edit else None,
             "edited_by": (("suggestion" if edit.origin else "person") if edit else None),

@@ -14,14 +14,14 @@ same bytes. References to steps that are not in the file are null.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from trajectory import kinds
 from trajectory.records import AgentConfig, EditKind, ModelCall, Outcome, Source, Step, Task
 
-SCHEMA_NAME = "react-editor/trajectory"
+SCHEMA_NAME: Final = "react-editor/trajectory"
 SCHEMA_VERSION = 1
 # every format version an import reads; when SCHEMA_VERSION grows, the older ones stay here
 # (with what upgrades them) and a newer one is refused (sessions.exchange.importer)
@@ -71,7 +71,7 @@ def _fields_of(model: type[BaseModel], *names: str) -> dict[str, Any]:
     return {n: (model.model_fields[n].annotation, model.model_fields[n]) for n in names}
 
 
-CallRecord = create_model(  # a recorded ModelCall as the file holds it: a ref, no prompt text
+_CallRecord = create_model(  # a recorded ModelCall as the file holds it: a ref, no prompt text
     "CallRecord", __base__=_M, __doc__="One model request that produced a step (no prompt text: its hash and length).",
     ref=(int, Field(ge=1, description="The call's number within its episode in this file.")),
     created_at=(str, Field(description="When the request was made (UTC, ISO 8601).")),
@@ -79,7 +79,7 @@ CallRecord = create_model(  # a recorded ModelCall as the file holds it: a ref, 
 )
 
 
-StepRecord = create_model(  # a Step as the file holds it: refs instead of ids, its annotations
+_StepRecord = create_model(  # a Step as the file holds it: refs instead of ids, its annotations
     "StepRecord", __base__=_M,
     __doc__="One turn. `source`: model | human | imported; `edit`: what a person's edit replaced; "
             "`calls`: refs into the record's `calls`; `annotations`: tag/note history, oldest first "
@@ -97,6 +97,12 @@ StepRecord = create_model(  # a Step as the file holds it: refs instead of ids, 
     # record is as before
     **_fields_of(Step, "reasoning", "tool_call", "message"),
 )
+
+if TYPE_CHECKING:  # made from the records' fields at run time: attributes a type checker cannot see
+    CallRecord: TypeAlias = Any
+    StepRecord: TypeAlias = Any
+else:
+    CallRecord, StepRecord = _CallRecord, _StepRecord
 
 
 class EpisodeRecord(_M):

@@ -25,7 +25,7 @@ class _Sink:
     there is refused, never swapped for our file. The new file gets the mode a plain
     `open()` would (0666 minus the umask), not mkstemp's 0600."""
 
-    def __init__(self, out: str | os.PathLike | IO[str]):
+    def __init__(self, out: str | os.PathLike[str] | IO[str]):
         self.tmp: str | None = None
         self.path = "-"
         if isinstance(out, (str, os.PathLike)) and str(out) != "-":
@@ -43,7 +43,7 @@ class _Sink:
 
             self.f = sys.stdout
         else:
-            self.f = out  # type: ignore[assignment]
+            self.f = out
         self.bytes = 0
 
     def write(self, text: str) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
-from sessions.exchange.export import ExportReport, _Sink, _write_jsonl
+from sessions.exchange.export import ExportReport, _write_jsonl
+from sessions.exchange.sink import _Sink
 from sessions.exchange.selection import Filters, select
 from sessions.store import Store, StoreError
 

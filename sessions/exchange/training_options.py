@@ -46,7 +46,7 @@ class Counts:
     """Records written and left out (reason -> how many), filled while the records are read."""
 
     written: int = 0
-    left_out: Counter = field(default_factory=Counter)
+    left_out: Counter[str] = field(default_factory=Counter)
 
     def wrote(self, n: int = 1) -> None:
         self.written += n

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from sessions import annotations
+from sessions import annotations as anno
 from sessions import numbering
 from sessions.rollouts import RolloutEdit
 from sessions.store import Store
@@ -63,11 +63,11 @@ def load(store: Store, episode_ids: Iterable[int]) -> dict[int, Facts]:
     for vid, ep, parent in vrows:
         parents.setdefault(ep, {})[vid] = parent
         episode_of[vid] = ep
-    for vid, hist in annotations.version_histories(store, list(episode_of)).items():
+    for vid, hist in anno.version_histories(store, list(episode_of)).items():
         if hist:
             out[episode_of[vid]].verdicts[vid] = hist[-1].verdict
     # step ids are unique across episodes: the chunk's tags are one dict every episode reads
-    tags = {sid: set(hist[-1].tags) for sid, hist in annotations.step_histories(store, ids).items()
+    tags = {sid: set(hist[-1].tags) for sid, hist in anno.step_histories(store, ids).items()
             if hist and hist[-1].tags}
     for f in out.values():
         f.tags = tags
