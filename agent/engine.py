@@ -22,8 +22,17 @@ from typing import Any, Callable, ContextManager, Iterator, NamedTuple
 from agent.client import CallWatch
 from agent.editing import Editor
 from agent.engine_errors import EngineError, ModelCallFailed, StepCancelled, WriteBlocked
-from agent.engine_reports import (FROZEN, QA_METHODS, RunReport, StepReport, _clean_text, _outcome, _outcome_text,
-                                  qa_method_of, version_name)
+from agent.engine_reports import (
+    FROZEN,
+    QA_METHODS,
+    RunReport,
+    StepReport,
+    _clean_text,
+    _outcome,
+    _outcome_text,
+    qa_method_of,
+    version_name,
+)
 from agent.environments import EnvironmentPool
 from agent.episode_locks import EpisodeLocks
 from agent.prompting import PromptBuilder
@@ -38,8 +47,19 @@ from trajectory import signals
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, ToolCall, Version
 from trajectory.tools import ToolCallError
 
-__all__ = ["FROZEN", "PATH_CACHE", "QA_METHODS", "Engine", "EngineError", "ModelCallFailed", "RunReport",
-           "StepCancelled", "StepReport", "WriteBlocked", "qa_method_of"]
+__all__ = [
+    "FROZEN",
+    "PATH_CACHE",
+    "QA_METHODS",
+    "Engine",
+    "EngineError",
+    "ModelCallFailed",
+    "RunReport",
+    "StepCancelled",
+    "StepReport",
+    "WriteBlocked",
+    "qa_method_of",
+]
 
 
 class Engine:
@@ -70,10 +90,18 @@ class Engine:
         self._fences: dict[int, Fence] = {}  # episode id: what its writes must still hold (`fenced`)
         self.paths = VersionPaths(store)
         self.envs = EnvironmentPool(store, self._locks, self.paths, max_live=max_live_envs)
-        self.prompts = PromptBuilder(store, self.paths, self.envs.model_config, api_key=api_key,
-                                     client_factory=client_factory, on_retry=on_retry)
-        self.editor = Editor(store, self._locks, self.paths, self.envs, execute=self._execute,
-                             max_steps=self.max_steps, revision_of=self.prompts.revision_of)
+        self.prompts = PromptBuilder(
+            store, self.paths, self.envs.model_config, api_key=api_key, client_factory=client_factory, on_retry=on_retry
+        )
+        self.editor = Editor(
+            store,
+            self._locks,
+            self.paths,
+            self.envs,
+            execute=self._execute,
+            max_steps=self.max_steps,
+            revision_of=self.prompts.revision_of,
+        )
 
     @contextlib.contextmanager
     def fenced(self, episode_id: int, fence: Fence) -> Iterator[None]:
@@ -149,10 +177,14 @@ class Engine:
             return None
         ep = self.paths.episode(v, options)
         if v.outcome.done:
-            raise EngineError(f"version {version_name(self.store, v)} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on")
+            raise EngineError(
+                f"version {version_name(self.store, v)} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on"
+            )
         steps = self.steps(v)
         if len(steps) >= self.max_steps(ep):
-            raise EngineError(f"version {version_name(self.store, v)} has reached its step limit ({self.max_steps(ep)})")
+            raise EngineError(
+                f"version {version_name(self.store, v)} has reached its step limit ({self.max_steps(ep)})"
+            )
         return v, ep, steps, self.envs.restore(ep, steps)
 
     def step(self, version_id: int, *, watch: CallWatch | None = None, known: Version | None = None) -> StepReport:
@@ -190,8 +222,16 @@ class Engine:
                 self.record_calls(ep.id, calls)
                 raise StepCancelled("step cancelled; the model's answer was not used", calls[-1] if calls else None)
             env = self.envs.restore(ep, steps)
-            new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
-                                call_ids=[-(n + 1) for n in range(len(calls))])
+            new = self._execute(
+                ep,
+                env,
+                steps,
+                thought,
+                action,
+                source=source,
+                edit=edit,
+                call_ids=[-(n + 1) for n in range(len(calls))],
+            )
             if extra:  # a conversation style's reasoning, tool call, raw message, parse error
                 new = _with_message(new, extra)
             return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
@@ -250,8 +290,9 @@ class Engine:
                 thought = None
             new.append(self._execute(ep, env, steps, thought, action, source="human", edit=v.draft_edit))
         if call is not None and ep.config.api_style == "tools" and new and new[-1].action is not None:
-            new[-1] = new[-1].model_copy(update={"tool_call": ToolCall(id=f"call_{new[-1].index}", name=call[0],
-                                                                       arguments=call[1])})
+            new[-1] = new[-1].model_copy(
+                update={"tool_call": ToolCall(id=f"call_{new[-1].index}", name=call[0], arguments=call[1])}
+            )
         return self._record(v, ep, steps, new, [], clear_draft=v.draft_thought is not None)
 
     def _execute(
@@ -313,9 +354,18 @@ class Engine:
         fence = self._fences.get(ep.id)  # (an experiment item's claim: checked as the leaf moves)
 
         def append(target: Version) -> tuple[list[Step], Version]:
-            return self.store.versions.append(target.id, new, calls, status=status, outcome=outcome, error=None,
-                                           clear_draft=clear_draft, expected_leaf=leaf.id if leaf else None, known=target,
-                                           fence=fence)
+            return self.store.versions.append(
+                target.id,
+                new,
+                calls,
+                status=status,
+                outcome=outcome,
+                error=None,
+                clear_draft=clear_draft,
+                expected_leaf=leaf.id if leaf else None,
+                known=target,
+                fence=fence,
+            )
 
         def record() -> tuple[Version, str | None, list[Step], Version]:
             try:  # the store's trigger refuses a frozen version: then it goes on in a child (one transaction)
@@ -327,6 +377,7 @@ class Engine:
                         raise
                     target = self.editor.continuation(v, leaf)
                     return (target, frozen, *append(target))
+
         try:  # on the store's writer when the runner has one: reported once its group committed
             target, frozen, rows, v2 = write(self.store, record)
         except VersionChanged:
@@ -340,20 +391,22 @@ class Engine:
             if not calls:
                 raise
             kept = self.store.calls.keep_pending(ep.id, calls)
-            raise WriteBlocked(f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
-                               ) from None
+            raise WriteBlocked(
+                f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
+            ) from None
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
         live.at = rows[-1].id
         self.paths.remember(target.id, v2.leaf_step_id, steps + rows)
-        return StepReport(version=v2, steps=rows, calls=calls, frozen=frozen,
-                          continued_from=v.id if frozen else None)
+        return StepReport(version=v2, steps=rows, calls=calls, frozen=frozen, continued_from=v.id if frozen else None)
 
     def run(
         self,
         version_id: int,
         *,
-        max_steps: int | None = None, should_stop: Callable[[], bool] | None = None,
-        on_step: Callable[[StepReport], None] | None = None, watch: CallWatch | None = None,
+        max_steps: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        on_step: Callable[[StepReport], None] | None = None,
+        watch: CallWatch | None = None,
         known: Version | None = None,
     ) -> RunReport:
         """Step until done, the step limit, `max_steps` new steps, an error, or Stop. A
@@ -448,7 +501,6 @@ def _give_up(ep: Episode, env: Environment) -> Outcome:
     oc = _outcome(ep.task.env, res.reward, res.info, True)
     oc.metrics["limit"] = True
     return oc
-
 
 
 @contextlib.contextmanager

@@ -64,9 +64,17 @@ class _Workers:
         return eng
 
 
-def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, should_stop: Callable[[], bool], *,
-             concurrency: int = 1, watch: CallWatch | None = None, token: int | None = None,
-             known: Version | None = None) -> dict:
+def run_item(
+    engine: Engine,
+    exp: experiments.Experiment,
+    it: experiments.Item,
+    should_stop: Callable[[], bool],
+    *,
+    concurrency: int = 1,
+    watch: CallWatch | None = None,
+    token: int | None = None,
+    known: Version | None = None,
+) -> dict:
     """Run or continue one task of the experiment in its (single) episode, already linked.
     `token`: the runner's claim of the item; every write of the item checks it (ClaimLost
     when another runner took the item over: nothing of its record is overwritten)."""
@@ -75,18 +83,31 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
     def on_phase(phase: str, version_id: int) -> None:
         write(store, lambda: experiments.record_phase(store, item_id, phase, version_id, token=token))
 
-    def record(**outcome: Any) -> None:  # light (re-derived by a resume): with the run's next group when it has a writer
-        write_later(store, lambda: experiments.record_item(store, item_id, token=token, **outcome),
-                    on_error=lambda exc: print(f"experiment {exp.id}: {exc}", file=sys.stderr, flush=True))
+    def record(
+        **outcome: Any,
+    ) -> None:  # light (re-derived by a resume): with the run's next group when it has a writer
+        write_later(
+            store,
+            lambda: experiments.record_item(store, item_id, token=token, **outcome),
+            on_error=lambda exc: print(f"experiment {exp.id}: {exc}", file=sys.stderr, flush=True),
+        )
 
     fenced = engine.fenced(ep_id, experiments.fence(item_id, token)) if token is not None else contextlib.nullcontext()
     try:
         with fenced:  # every step of the item checks its claim as it is recorded
-            out = methods.run_item(engine, ep_id, exp.method,
-                                   samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
-                                   sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
-                                   should_stop=should_stop, phases=it.phases, on_phase=on_phase,
-                                   concurrency=concurrency, watch=watch, known=known)
+            out = methods.run_item(
+                engine,
+                ep_id,
+                exp.method,
+                samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
+                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
+                should_stop=should_stop,
+                phases=it.phases,
+                on_phase=on_phase,
+                concurrency=concurrency,
+                watch=watch,
+                known=known,
+            )
     except experiments.ClaimLost:
         raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
@@ -102,9 +123,18 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
     return {"item": item_id, "episode": ep_id, "done": out.done, "success": out.success}
 
 
-def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, lease_s: float, item_id: int,
-                  should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None,
-                  claims: "_Claims | None" = None, starts: "_Starts | None" = None) -> dict:
+def _claimed_item(
+    engine: Engine,
+    exp: experiments.Experiment,
+    job_id: int,
+    lease_s: float,
+    item_id: int,
+    should_stop: Callable[[], bool],
+    concurrency: int,
+    watch: CallWatch | None = None,
+    claims: "_Claims | None" = None,
+    starts: "_Starts | None" = None,
+) -> dict:
     """`run_item` once the item is ours: another runner holding it (or having finished it)
     makes this a skip, so two runners of one experiment never run the same item. The claim,
     the item's episode and its first phase's version commit together. A claim taken over
@@ -127,8 +157,16 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
     if starts is None:
         claims.hold(item_id, token)
     try:
-        return run_item(engine, exp, it, lambda: should_stop() or claims.lost(item_id), concurrency=concurrency,
-                        watch=watch, token=token, known=made[1] if made else None)
+        return run_item(
+            engine,
+            exp,
+            it,
+            lambda: should_stop() or claims.lost(item_id),
+            concurrency=concurrency,
+            watch=watch,
+            token=token,
+            known=made[1] if made else None,
+        )
     except experiments.ClaimLost as exc:
         print(f"experiment {exp.id}, job {job_id}: {exc}", file=sys.stderr, flush=True)
         return {"item": item_id, "lost": True, "done": False, "success": None}
@@ -139,14 +177,23 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
         claims.drop(item_id)
 
 
-def _start_item(store: Store, exp: experiments.Experiment, job_id: int, lease_s: float, item_id: int,
-                rev: int | None) -> tuple[int | None, experiments.Item | None, tuple[Episode, Version] | None]:
+def _start_item(
+    store: Store, exp: experiments.Experiment, job_id: int, lease_s: float, item_id: int, rev: int | None
+) -> tuple[int | None, experiments.Item | None, tuple[Episode, Version] | None]:
     """Claim the item and create its episode, one light transaction (a power cut that loses
     it leaves the item to a resume): (token, item), or (None, None) when another runner
     holds it or it is done. `rev`: `first_revision`, read before the transaction."""
-    started = experiments.claim_and_start(store, item_id, job_id, lease_s, exp.config, exp.env_options,
-                                          exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}",
-                                          methods.PHASES[exp.method][0], rev)
+    started = experiments.claim_and_start(
+        store,
+        item_id,
+        job_id,
+        lease_s,
+        exp.config,
+        exp.env_options,
+        exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}",
+        methods.PHASES[exp.method][0],
+        rev,
+    )
     return started if started is not None else (None, None, None)
 
 
@@ -165,8 +212,15 @@ class _Starts:
     `claims` from their claim on (the heartbeat renews them); those never run (the run
     stopped first) are given back by `release_rest`."""
 
-    def __init__(self, store: Store, exp: experiments.Experiment, job_id: int, lease_s: float, order: list[int],
-                 claims: "_Claims"):
+    def __init__(
+        self,
+        store: Store,
+        exp: experiments.Experiment,
+        job_id: int,
+        lease_s: float,
+        order: list[int],
+        claims: "_Claims",
+    ):
         self.store, self.exp, self.job_id, self.lease_s, self.claims = store, exp, job_id, lease_s, claims
         self.order, self._next = order, 0
         self._at = {item_id: n for n, item_id in enumerate(order)}
@@ -204,7 +258,7 @@ class _Starts:
     def _batch(self, item_id: int) -> list[int]:
         """The item and the next ones no worker took yet (under the lock)."""
         start = max(self._at.get(item_id, len(self.order)) + 1, self._next)
-        more = [i for i in self.order[start:start + BATCH - 1] if i not in self._claiming]
+        more = [i for i in self.order[start : start + BATCH - 1] if i not in self._claiming]
         self._next = start + len(more)
         return [item_id] + more
 
@@ -214,9 +268,21 @@ class _Starts:
         got: dict | None = None
         try:
             rev = first_revision(store, exp)
-            got = write(store, lambda: experiments.claim_and_start_many(
-                store, ids, self.job_id, self.lease_s, exp.config, exp.env_options, name,
-                methods.PHASES[exp.method][0], rev), durable=False)
+            got = write(
+                store,
+                lambda: experiments.claim_and_start_many(
+                    store,
+                    ids,
+                    self.job_id,
+                    self.lease_s,
+                    exp.config,
+                    exp.env_options,
+                    name,
+                    methods.PHASES[exp.method][0],
+                    rev,
+                ),
+                durable=False,
+            )
         finally:
             with self._lock:
                 for item_id, (token, it, made) in (got or {}).items():
@@ -230,8 +296,11 @@ class _Starts:
 
     def _one(self, item_id: int) -> tuple:
         rev = first_revision(self.store, self.exp)
-        token, it, made = write(self.store, lambda: _start_item(self.store, self.exp, self.job_id, self.lease_s,
-                                                                 item_id, rev), durable=False)
+        token, it, made = write(
+            self.store,
+            lambda: _start_item(self.store, self.exp, self.job_id, self.lease_s, item_id, rev),
+            durable=False,
+        )
         if token is not None:
             self.claims.hold(item_id, token)
         return token, it, made
@@ -242,8 +311,9 @@ class _Starts:
             rest, self._ready = self._ready, {}
         for item_id in rest:
             self.claims.drop(item_id)
-        experiments.release_unstarted(self.store, self.job_id,
-                                      [(item_id, token, status) for item_id, (token, _, _, status) in rest.items()])
+        experiments.release_unstarted(
+            self.store, self.job_id, [(item_id, token, status) for item_id, (token, _, _, status) in rest.items()]
+        )
 
 
 class _Claims:
@@ -288,18 +358,33 @@ def _process_item(db_path: str, exp_id: int, api_key: str | None, job_id: int, l
     eng = _PROCESS_ENGINES.get(db_path)
     if eng is None:
         eng = _PROCESS_ENGINES[db_path] = Engine(Store(db_path, create=False), api_key=api_key)
-    return _claimed_item(eng, experiments.get(eng.store, exp_id), job_id, lease_s, item_id,
-                         lambda: sessions.jobs.stop_requested(eng.store, job_id), 1)
+    return _claimed_item(
+        eng,
+        experiments.get(eng.store, exp_id),
+        job_id,
+        lease_s,
+        item_id,
+        lambda: sessions.jobs.stop_requested(eng.store, job_id),
+        1,
+    )
 
 
 _PROCESS_ENGINES: dict[str, Engine] = {}
 
 
 def run(
-    db_path: str, ref: int | str, *, concurrency: int = 1, stop: threading.Event | None = None,
-    on_progress: Callable[[Progress], None] | None = None, api_key: str | None = None,
-    max_consecutive_failures: int = 5, mode: str = "threads", handle: jobs.Handle | None = None,
-    lease_s: float | None = None, tracer: Callable[[str, Any], None] | None = None,
+    db_path: str,
+    ref: int | str,
+    *,
+    concurrency: int = 1,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    api_key: str | None = None,
+    max_consecutive_failures: int = 5,
+    mode: str = "threads",
+    handle: jobs.Handle | None = None,
+    lease_s: float | None = None,
+    tracer: Callable[[str, Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run every unfinished item of the experiment (first run and resume alike) as a job,
     and return its summary. Items are claimed a few at a time (BATCH) under the job's lease, so
@@ -313,9 +398,16 @@ def run(
         opts = _Options(concurrency, stop, on_progress, api_key, max_consecutive_failures, mode)
         if handle is not None:
             return _run(store, exp, handle, opts)
-        return jobs.run_here(store, "experiment", lambda h: _run(store, exp, h, opts), lease_s=lease_s, stop=stop,
-                             experiment_id=exp.id, target=f"experiment {exp.name}",
-                             total=sum(experiments.counts(store, exp.id).values()))
+        return jobs.run_here(
+            store,
+            "experiment",
+            lambda h: _run(store, exp, h, opts),
+            lease_s=lease_s,
+            stop=stop,
+            experiment_id=exp.id,
+            target=f"experiment {exp.name}",
+            total=sum(experiments.counts(store, exp.id).values()),
+        )
     finally:
         store.close()
 
@@ -332,8 +424,11 @@ class _Options:
 
 def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options) -> dict[str, Any]:
     items = experiments.items(store, exp.id)
-    counts = {"done": sum(it.status == "done" for it in items),
-              "success": sum(bool(it.success) for it in items if it.status == "done"), "failed": 0}
+    counts = {
+        "done": sum(it.status == "done" for it in items),
+        "success": sum(bool(it.success) for it in items if it.status == "done"),
+        "failed": 0,
+    }
     start_done, t0 = counts["done"], time.monotonic()
 
     def report(res: JobResult) -> None:
@@ -346,8 +441,11 @@ def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options)
             counts["failed"] += 1
         h.progress(done=counts["done"], total=len(items), detail=f"{counts['success']} successes")
         if o.on_progress:
-            o.on_progress(Progress(len(items), counts["done"], counts["success"], counts["failed"],
-                                   time.monotonic() - t0, start_done))
+            o.on_progress(
+                Progress(
+                    len(items), counts["done"], counts["success"], counts["failed"], time.monotonic() - t0, start_done
+                )
+            )
 
     claims = _Claims()
     h.on_beat.append(lambda: claims.renew(store, exp.id, h.id, h.lease_s))
@@ -379,8 +477,14 @@ def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options)
     return summary(store, exp.id)
 
 
-def _rounds(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options, report: Callable[[JobResult], None],
-            claims: _Claims) -> None:
+def _rounds(
+    store: Store,
+    exp: experiments.Experiment,
+    h: jobs.Handle,
+    o: _Options,
+    report: Callable[[JobResult], None],
+    claims: _Claims,
+) -> None:
     """Batches over the claimable items until none is left that this run has not tried;
     items another runner holds are waited for (it finishes them, or dies and its lease
     runs out: then they are taken over here), so nothing is lost and nothing runs twice."""
@@ -403,17 +507,36 @@ def _rounds(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Optio
             break
         starts = None
         if o.mode == "processes":
-            work: Callable[[int], Any] = functools.partial(_process_item, store.file, exp.id, o.api_key, h.id,
-                                                           h.lease_s)
+            work: Callable[[int], Any] = functools.partial(
+                _process_item, store.file, exp.id, o.api_key, h.id, h.lease_s
+            )
         else:
             starts = _Starts(store, exp, h.id, h.lease_s, todo, claims)
 
             def work(item_id: int) -> dict:
-                return _claimed_item(workers.engine(), exp, h.id, h.lease_s, item_id, h.should_stop,
-                                     o.concurrency, h.watch(), claims, starts)
+                return _claimed_item(
+                    workers.engine(),
+                    exp,
+                    h.id,
+                    h.lease_s,
+                    item_id,
+                    h.should_stop,
+                    o.concurrency,
+                    h.watch(),
+                    claims,
+                    starts,
+                )
+
         try:
-            run_batch(todo, work, concurrency=o.concurrency, stop=h.stop, on_result=ran,
-                      max_consecutive_failures=o.max_failures, mode=o.mode)
+            run_batch(
+                todo,
+                work,
+                concurrency=o.concurrency,
+                stop=h.stop,
+                on_result=ran,
+                max_consecutive_failures=o.max_failures,
+                mode=o.mode,
+            )
         finally:
             if starts is not None:
                 starts.release_rest()

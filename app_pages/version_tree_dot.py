@@ -15,8 +15,13 @@ def dot_quote(text: str) -> str:
     return f'"{t}"'
 
 
-def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None,
-                     groups: dict[int, str] | None = None, expand: bool = False) -> str:
+def version_tree_dot(
+    rows: Sequence[dict],
+    current: int | None,
+    selected: int | None = None,
+    groups: dict[int, str] | None = None,
+    expand: bool = False,
+) -> str:
     """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts
     with `edit` (the version's own edit, as `edit_label` says it) and `edits` (a person's edits
     on its path); a row with a `group` (a rollout group id, labelled in `groups`) is drawn inside one node
@@ -43,7 +48,13 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
             label += f" ({plural(r['edits'], 'edit')} in all)" if r.get("edit") else f"\n{plural(r['edits'], 'edit')}"
         if r["version"] == current:
             label += "\n(current)"
-        fill = {"success": "#d4f4dd", "failure": "#fde2e1", "open": "#eef0f4", "stopped": "#fff1c2", "running": "#dbeafe"}[state]
+        fill = {
+            "success": "#d4f4dd",
+            "failure": "#fde2e1",
+            "open": "#eef0f4",
+            "stopped": "#fff1c2",
+            "running": "#dbeafe",
+        }[state]
         attrs = [f"label={dot_quote(label)}", f'fillcolor="{fill}"']
         if r["version"] == current:
             attrs.append("penwidth=3")
@@ -52,8 +63,11 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         lines.append(f"  v{int(r['version'])} [{', '.join(attrs)}];")
     for g, rs in members.items():
         if expand:
-            lines.append(f"  subgraph cluster_g{int(g)} {{ label={dot_quote(groups[g])}; style=dashed; "
-                         + " ".join(f"v{int(r['version'])};" for r in rs) + " }")
+            lines.append(
+                f"  subgraph cluster_g{int(g)} {{ label={dot_quote(groups[g])}; style=dashed; "
+                + " ".join(f"v{int(r['version'])};" for r in rs)
+                + " }"
+            )
         else:
             lines.append(f'  g{int(g)} [label={dot_quote(groups[g])}, shape=box3d, fillcolor="#fff4d6"];')
     for r in rows:

@@ -160,13 +160,17 @@ def main() -> None:
                 engine.step(v2.id)
             new_steps = engine.steps(store.versions.get(v2.id))[24:]
             n_new += len(new_steps)
-            text_bytes += sum(len((s.thought or "").encode()) + len((s.action or "").encode())
-                              + len((s.observation or "").encode()) for s in new_steps)
+            text_bytes += sum(
+                len((s.thought or "").encode()) + len((s.action or "").encode()) + len((s.observation or "").encode())
+                for s in new_steps
+            )
         store.db.execute("pragma wal_checkpoint(truncate)")
         after = db_bytes(db)
         budget = 2 * text_bytes + 400 * n_new
         result = {
-            "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}[store.db.execute("pragma synchronous").fetchone()[0]],
+            "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}[
+                store.db.execute("pragma synchronous").fetchone()[0]
+            ],
             "journal_mode": store.db.execute("pragma journal_mode").fetchone()[0],
             "step_overhead_p50_ms": round(p50, 3),
             "disk_fsync_p50_ms": round(fsync_p50_ms(tmp), 3),

@@ -62,10 +62,17 @@ def main() -> None:
         env.set_state(deep)
         restores.append((time.perf_counter() - t) * 1000)
     env.close()
-    print(json.dumps({"step_p50_ms": round(statistics.median(steps), 2),
-                      "restore_in_process_ms": round(statistics.median(restores), 1),
-                      "restore_via_engine_ms": round(_engine_restore(task, commands, args.repeat), 1),
-                      "depth": args.depth, "first_load_s": round(first_load, 2)}))
+    print(
+        json.dumps(
+            {
+                "step_p50_ms": round(statistics.median(steps), 2),
+                "restore_in_process_ms": round(statistics.median(restores), 1),
+                "restore_via_engine_ms": round(_engine_restore(task, commands, args.repeat), 1),
+                "depth": args.depth,
+                "first_load_s": round(first_load, 2),
+            }
+        )
+    )
 
 
 def _engine_restore(task, commands: list[str], repeat: int) -> float:

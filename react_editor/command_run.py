@@ -81,9 +81,14 @@ def db_path(args: argparse.Namespace) -> str:
 
 # the one-line errors of each layer, looked up only among modules already imported (an
 # error can only come from a module that was): `react-editor` starts without loading them
-_USER_ERRORS = (("react_editor.command_run", "CliError"), ("agent.run_settings", "ConfigError"),
-                ("envs.base", "EnvError"), ("sessions.store", "StoreError"), ("agent.engine", "EngineError"),
-                ("react_editor.args", "ArgError"))
+_USER_ERRORS = (
+    ("react_editor.command_run", "CliError"),
+    ("agent.run_settings", "ConfigError"),
+    ("envs.base", "EnvError"),
+    ("sessions.store", "StoreError"),
+    ("agent.engine", "EngineError"),
+    ("react_editor.args", "ArgError"),
+)
 
 
 def _user_error(exc: BaseException) -> bool:

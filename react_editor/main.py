@@ -37,10 +37,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     the families' own groups are loaded unless `argv` names one of ours (so `--help`, and
     `react-editor alfworld ...`, still find them), and a command's family-dependent flags
     wait until that command is parsed (`lazy_parser.LazyParser`)."""
-    parser = Parser(
-        prog="react-editor",
-        description="Step, edit and branch ReAct agent trajectories.",
-    )
+    parser = Parser(prog="react-editor", description="Step, edit and branch ReAct agent trajectories.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=lazy_parser.LazyParser)
     for group in COMMAND_GROUPS:
         group.register(sub)

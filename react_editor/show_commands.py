@@ -9,13 +9,7 @@ from typing import Any
 from react_editor.command_run import CliError, add_common, db_path
 from react_editor.lazy_parser import env_kinds
 from react_editor.output import emit, write_exact
-from react_editor.episode_args import (
-    episode_ref,
-    one_line,
-    open_engine,
-    open_reader,
-    version_of,
-)
+from react_editor.episode_args import episode_ref, one_line, open_engine, open_reader, version_of
 from react_editor.paging import add_page_flags
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS, version_step_signals
@@ -73,7 +67,11 @@ def _step_json(s, signals: list[str] | None = None) -> dict[str, Any]:
 
 def _step_text(s) -> str:
     head = f"[{s.index}] ({s.source}{', edited' if s.edit else ''})"
-    body = f"think: {s.thought}" if s.action is None else (f"Thought: {s.thought}\n    Action: {s.action}" if s.thought else s.action)
+    body = (
+        f"think: {s.thought}"
+        if s.action is None
+        else (f"Thought: {s.thought}\n    Action: {s.action}" if s.thought else s.action)
+    )
     return f"{head} {body}\n    -> {s.observation}"
 
 
@@ -124,7 +122,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
             entries.append(("g", g))
         if args.json or args.expand or g is None:
             entries.append(v)
-    shown, page = page_of(entries[args.offset:], args.limit, args.offset, len(entries))
+    shown, page = page_of(entries[args.offset :], args.limit, args.offset, len(entries))
     rows = [version_summary(engine, v) for v in shown if not isinstance(v, tuple)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
@@ -146,8 +144,12 @@ def cmd_versions(args: argparse.Namespace) -> int:
         return f"{indent}{mark} {r['label']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
 
     def text() -> str:
-        out = [f"  g{e[1]}\t{labels[e[1]]}" if isinstance(e, tuple)
-               else line(by_id[e.id], "    " if e.id in member else "") for e in shown]
+        out = [
+            f"  g{e[1]}\t{labels[e[1]]}"
+            if isinstance(e, tuple)
+            else line(by_id[e.id], "    " if e.id in member else "")
+            for e in shown
+        ]
         note = say_page(False, page, "lines")
         return "\n".join(out + ([note] if note else []))
 
@@ -170,15 +172,30 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     elif args.all_versions:
         raise CliError("--all-versions goes with --signal")
     filters = dict(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited, among=among)
-    rows, page = page_of(store.episodes.list(**filters, limit=args.limit, offset=args.offset),
-                         args.limit, args.offset, store.episodes.count(**filters))
+    rows, page = page_of(
+        store.episodes.list(**filters, limit=args.limit, offset=args.offset),
+        args.limit,
+        args.offset,
+        store.episodes.count(**filters),
+    )
     from sessions.jobs import version_words
 
     words = version_words(store, rows, key="current_version")  # the current version's, as the app says
     for r in rows:
         r["state"] = words.get(r["current_version"], "open")
     note = say_page(args.json, page, "episodes")
-    emit(args, rows, lambda: "\n".join(
-        [f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{one_line(r['text'], 60)}"
-         for r in rows] + ([note] if note else [])) or "(no episodes)")
+    emit(
+        args,
+        rows,
+        lambda: (
+            "\n".join(
+                [
+                    f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{one_line(r['text'], 60)}"
+                    for r in rows
+                ]
+                + ([note] if note else [])
+            )
+            or "(no episodes)"
+        ),
+    )
     return 0

@@ -25,8 +25,10 @@ SCOLS = (
 # the columns of a steps row for `StepJson`: its texts JSON-quoted by SQLite (json_quote writes
 # what json.dumps(ensure_ascii=False) writes for a text, and null for NULL: tested for every
 # character), thought, action and observation in one text; the JSON columns as stored
-SJSON = ("id, episode_id, parent_id, idx, json_quote(thought) || ',\"action\":' || json_quote(action) || "
-         "',\"observation\":' || json_quote(observation), done, reward, info, source, edit, call_ids, json_quote(created_at)")
+SJSON = (
+    "id, episode_id, parent_id, idx, json_quote(thought) || ',\"action\":' || json_quote(action) || "
+    "',\"observation\":' || json_quote(observation), done, reward, info, source, edit, call_ids, json_quote(created_at)"
+)
 
 
 class StepRow(NamedTuple):
@@ -171,16 +173,52 @@ def version_from_row(r: Any) -> Version:
 
 def step_fields(r: Any, infos: dict[str, dict[str, Any]] | None = None) -> tuple[Any, ...]:
     """A steps row (`SCOLS`) as the values of `StepRow`'s fields, in order."""
-    (sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig,
-     reasoning, call, message) = r
+    (
+        sid,
+        eid,
+        parent,
+        idx,
+        thought,
+        action,
+        obs,
+        done,
+        reward,
+        info,
+        source,
+        edit,
+        calls,
+        snap,
+        at,
+        sig,
+        reasoning,
+        call,
+        message,
+    ) = r
     if infos is None or info is None:
         info = from_json(info, {})
     else:
         info = infos[info] if info in infos else infos.setdefault(info, json.loads(info))
-    return (sid, eid, parent, idx, thought, action, obs, bool(done), reward or 0.0, info, source,
-            EditInfo.model_validate_json(edit) if edit else None, _ids(calls),
-            json.loads(snap) if snap else None, at, json.loads(sig) if sig else [], reasoning,
-            ToolCall.model_validate_json(call) if call else None, json.loads(message) if message else None)
+    return (
+        sid,
+        eid,
+        parent,
+        idx,
+        thought,
+        action,
+        obs,
+        bool(done),
+        reward or 0.0,
+        info,
+        source,
+        EditInfo.model_validate_json(edit) if edit else None,
+        _ids(calls),
+        json.loads(snap) if snap else None,
+        at,
+        json.loads(sig) if sig else [],
+        reasoning,
+        ToolCall.model_validate_json(call) if call else None,
+        json.loads(message) if message else None,
+    )
 
 
 def step_from_row(r: Any) -> Step:

@@ -45,8 +45,13 @@ class Hit:
 
     def as_json(self) -> dict[str, Any]:
         """The hit as the CLI's `--json` prints it (plain values; the marks left out)."""
-        return {"episode": self.episode, "version": self.version, "step": self.step, "field": self.field,
-                "snippet": self.snippet}
+        return {
+            "episode": self.episode,
+            "version": self.version,
+            "step": self.step,
+            "field": self.field,
+            "snippet": self.snippet,
+        }
 
 
 def outcome_matches(outcome: Any, want: str | None) -> bool:
@@ -89,7 +94,9 @@ class _Filters:
         if self.env and tree.env != self.env:
             return None
         for v in versions:
-            if outcome_matches(tree.versions[v][1], self.outcome) and (not self.signal or self.signal in tree.signals(v)):
+            if outcome_matches(tree.versions[v][1], self.outcome) and (
+                not self.signal or self.signal in tree.signals(v)
+            ):
                 return v
         return None
 
@@ -125,8 +132,10 @@ class _Resolver:
             "task": self.store.episodes.of("task", rows.get("tasks", [])),
         }
         allowed = self._allowed({e for found in owner.values() for eids in found.values() for e in eids})
-        owner = {k: {key: [e for e in eids if e in allowed] for key, eids in found.items()}  # the others are never read
-                 for k, found in owner.items()}
+        owner = {
+            k: {key: [e for e in eids if e in allowed] for key, eids in found.items()}  # the others are never read
+            for k, found in owner.items()
+        }
         wanted = {e for found in owner.values() for eids in found.values() for e in eids} - set(self.trees)
         self.trees.update(self.store.episodes.trees(wanted))
         placed = []  # (table, rowid, places) of the rows the filters keep, in rank order
@@ -143,10 +152,12 @@ class _Resolver:
                 placed.append((table, rowid, places))
         out: list[Hit] = []
         while placed and len(out) < need:  # snippets for as many rows as hits are still needed, a table at a time
-            take, placed = placed[: need - len(out)], placed[need - len(out):]
+            take, placed = placed[: need - len(out)], placed[need - len(out) :]
             marked: dict[str, dict[int, list[tuple[str, str]]]] = {}
             for table in {t for t, _, _ in take}:
-                marked[table] = search_index.snippets(self.store.db, table, self.query, [r for t, r, _ in take if t == table])
+                marked[table] = search_index.snippets(
+                    self.store.db, table, self.query, [r for t, r, _ in take if t == table]
+                )
             for table, rowid, places in take:
                 for fld, text in marked[table].get(rowid, []):
                     plain, marks = search_index.split_marks(text)
@@ -213,8 +224,9 @@ def search(
     except (sqlite3.DatabaseError, StoreError, ValueError):
         if time.monotonic() <= deadline:  # not stopped by the budget (interrupted SQL fails in several ways)
             raise
-        raise SearchError(f"the search ran past its {TIME_BUDGET_S:g} s budget and was stopped; "
-                          "use fewer or rarer words, or a filter") from None
+        raise SearchError(
+            f"the search ran past its {TIME_BUDGET_S:g} s budget and was stopped; use fewer or rarer words, or a filter"
+        ) from None
 
 
 @contextmanager
@@ -245,8 +257,11 @@ def _ranked(store: Store, query: str) -> tuple[str, list[tuple[float, str, int]]
         phrase = literal(query)
     except QueryError as exc:
         raise SearchError(str(exc)) from None
-    return phrase, [(rank, table, rowid) for table in search_index.SOURCES
-                    for rank, rowid in search_index.matches(store.db, table, phrase, CANDIDATES)]
+    return phrase, [
+        (rank, table, rowid)
+        for table in search_index.SOURCES
+        for rank, rowid in search_index.matches(store.db, table, phrase, CANDIDATES)
+    ]
 
 
 def _search(store: Store, query: str, filters: _Filters, limit: int) -> list[Hit]:

@@ -90,8 +90,14 @@ class _Write:
 
     __slots__ = ("fn", "durable", "blobs", "outcome", "done", "on_error", "writer")
 
-    def __init__(self, fn: Callable[[], Any], durable: bool, blobs: dict[str, bytes],
-                 on_error: Callable[[BaseException], Any] | None = None, writer: "Writer | None" = None):
+    def __init__(
+        self,
+        fn: Callable[[], Any],
+        durable: bool,
+        blobs: dict[str, bytes],
+        on_error: Callable[[BaseException], Any] | None = None,
+        writer: "Writer | None" = None,
+    ):
         self.fn, self.durable = fn, durable
         self.blobs = blobs  # the caller's deferred pages (they commit with it)
         self.outcome: tuple[bool, Any] | None = None  # (ok, result or error)
@@ -109,8 +115,9 @@ class _Write:
                 if w is not None and not w._thread.is_alive():
                     if self.done.acquire(timeout=WATCH_S):  # (answered as the thread ended)
                         break
-                    raise w.failure or WriterFailed("the store's writer stopped without answering a write; "
-                                                    "it was not written")
+                    raise w.failure or WriterFailed(
+                        "the store's writer stopped without answering a write; it was not written"
+                    )
         ok, value = self.outcome  # type: ignore[misc]
         if ok:
             return value
@@ -126,8 +133,7 @@ class Writer:
     the benchmark and tests: `groups`, `writes`, `durable_commits` (groups committed with an
     fsync) and `syncs` (the log synced by an idle or closing writer)."""
 
-    def __init__(self, store: Store, durable_s: float | None = None,
-                 fsync: Callable[[int], None] = os.fsync):
+    def __init__(self, store: Store, durable_s: float | None = None, fsync: Callable[[int], None] = os.fsync):
         """`fsync`: how the log is synced (`os.fsync`; a test hands one that fails as a
         failing disk does)."""
         self.store, self.durable_s = store, DURABLE_S if durable_s is None else durable_s
@@ -154,8 +160,9 @@ class Writer:
         reuses the ident of a thread that ended for the next one started.)"""
         return threading.current_thread() is self._thread
 
-    def submit(self, fn: Callable[[], Any], *, durable: bool = True,
-               blobs: dict[str, bytes] | None = None) -> _Write | None:
+    def submit(
+        self, fn: Callable[[], Any], *, durable: bool = True, blobs: dict[str, bytes] | None = None
+    ) -> _Write | None:
         """The write (`answer()`: its result once its group committed); None when the writer
         has closed (the caller writes itself). A write that finds the writer idle (nothing
         queued, no group running) and comes from the thread that handed in the last one too
@@ -191,13 +198,18 @@ class Writer:
             finally:
                 with self._mutex:
                     self._busy -= 1
-                    if (pending or not self._queue.empty() or self._unawaited
-                            or (self._unsynced and not self._deadline())):
+                    if (
+                        pending
+                        or not self._queue.empty()
+                        or self._unawaited
+                        or (self._unsynced and not self._deadline())
+                    ):
                         self._state.notify()  # the writer thread has work (writes, a deadline to keep)
         return w
 
-    def submit_unawaited(self, fn: Callable[[], Any], *,
-                         on_error: Callable[[BaseException], Any] | None = None) -> bool:
+    def submit_unawaited(
+        self, fn: Callable[[], Any], *, on_error: Callable[[BaseException], Any] | None = None
+    ) -> bool:
         """A light write nobody waits for: it goes first in the next group (whoever runs
         it), or the writer's thread commits it once it waited DURABLE_S. False when the
         writer has closed (the caller writes itself)."""
@@ -496,4 +508,3 @@ def write_later(store: Store, fn: Callable[[], Any], *, on_error: Callable[[Base
     w = _writers.get(store)
     if w is None or w.on_writer or store.in_transaction() or not w.submit_unawaited(fn, on_error=on_error):
         fn()
-

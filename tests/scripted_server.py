@@ -134,8 +134,15 @@ class ScriptedLLM:
 
     EXHAUSTED = "script exhausted: no scripted reply left for this request"
 
-    def __init__(self, *, default: ScriptItem | None = None, models: list[str] | None = None,
-                 streams: bool = True, stream_options: bool = True, require_tools: bool = False):
+    def __init__(
+        self,
+        *,
+        default: ScriptItem | None = None,
+        models: list[str] | None = None,
+        streams: bool = True,
+        stream_options: bool = True,
+        require_tools: bool = False,
+    ):
         self.streams, self.stream_options = streams, stream_options
         self.require_tools = require_tools
         self._lock = threading.Lock()
@@ -207,7 +214,9 @@ class ScriptedLLM:
         # stop() waits for the serve loop's next poll: a short interval keeps each test's
         # teardown short (an idle poll is one select call)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True,
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.005},
+            daemon=True,
             name=f"scripted-llm-{self.port}",
         )
         self._thread.start()
@@ -270,16 +279,30 @@ class _Handler(BaseHTTPRequestHandler):
             return raw, None
 
     def _record(self, raw: bytes, body: Any) -> None:
-        self.llm._record(RecordedRequest(
-            method=self.command, path=self.path.split("?")[0],
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body, raw=raw, received_at=time.monotonic(),
-        ))
+        self.llm._record(
+            RecordedRequest(
+                method=self.command,
+                path=self.path.split("?")[0],
+                headers={k.lower(): v for k, v in self.headers.items()},
+                body=body,
+                raw=raw,
+                received_at=time.monotonic(),
+            )
+        )
 
-    def _send(self, status: int, payload: Any, *, content_type: str = "application/json",
-              headers: dict[str, str] | None = None) -> None:
-        data = payload if isinstance(payload, bytes) else (
-            payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+    def _send(
+        self,
+        status: int,
+        payload: Any,
+        *,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        data = (
+            payload
+            if isinstance(payload, bytes)
+            else (payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+        )
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -293,16 +316,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         kind = {429: "rate_limit_exceeded", 404: "not_found"}.get(status, "server_error")
-        self._send(status, {"error": {"message": message, "type": kind, "param": None,
-                                      "code": kind}}, headers=headers)
+        self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": kind}}, headers=headers)
 
     def do_GET(self) -> None:
         self._record(b"", None)
         path = self.path.split("?")[0].rstrip("/")
         if path == "/v1/models":
-            self._send(200, {"object": "list", "data": [
-                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
-                for m in self.llm.models]})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in self.llm.models
+                    ],
+                },
+            )
         else:
             self._error(404, f"no route GET {path}")
 
@@ -341,13 +369,11 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.retry_after is not None:
             headers["Retry-After"] = str(reply.retry_after)
         if reply.body is not None:
-            return self._send(reply.status, reply.body, content_type=reply.content_type,
-                              headers=headers)
+            return self._send(reply.status, reply.body, content_type=reply.content_type, headers=headers)
         if reply.json is not None:
             return self._send(reply.status, reply.json, headers=headers)
         if reply.status != 200:
-            return self._error(reply.status, reply.message or f"scripted HTTP {reply.status}",
-                               headers)
+            return self._error(reply.status, reply.message or f"scripted HTTP {reply.status}", headers)
         if body.get("stream") and self.llm.streams:
             if body.get("stream_options") is not None and not self.llm.stream_options:
                 return self._error(400, "Unrecognized request argument supplied: stream_options")
@@ -382,10 +408,22 @@ class _Handler(BaseHTTPRequestHandler):
             deltas[:0] = [{"reasoning_content": p} for p in reply.reasoning.replace(" ", "\x00 ").split("\x00") if p]
         for i, c in enumerate(choice["message"].get("tool_calls") or [] if chat else []):
             args = c["function"]["arguments"]
-            deltas.append({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
-                                           "function": {"name": c["function"]["name"], "arguments": ""}}]})
-            deltas += [{"tool_calls": [{"index": i, "function": {"arguments": args[j:j + 7]}}]}
-                       for j in range(0, len(args), 7)]
+            deltas.append(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+            deltas += [
+                {"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 7]}}]}
+                for j in range(0, len(args), 7)
+            ]
         self._chunked = self.protocol_version == "HTTP/1.1"  # (keep-alive: chunked, as vLLM/SGLang stream)
         try:
             self.send_response(200)
@@ -400,16 +438,37 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 delta = {"index": 0, "finish_reason": None, "logprobs": None}
                 delta.update({"delta": piece} if chat else {"text": piece["content"]})
-                self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
-                             "created": whole["created"], "model": whole["model"], "choices": [delta]})
+                self._event(
+                    {
+                        "id": whole["id"],
+                        "object": "chat.completion.chunk" if chat else "text_completion",
+                        "created": whole["created"],
+                        "model": whole["model"],
+                        "choices": [delta],
+                    }
+                )
             last = {"index": 0, "finish_reason": choice["finish_reason"], "logprobs": None}
             last.update({"delta": {}} if chat else {"text": ""})
-            self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
-                         "created": whole["created"], "model": whole["model"], "choices": [last]})
+            self._event(
+                {
+                    "id": whole["id"],
+                    "object": "chat.completion.chunk" if chat else "text_completion",
+                    "created": whole["created"],
+                    "model": whole["model"],
+                    "choices": [last],
+                }
+            )
             if (body.get("stream_options") or {}).get("include_usage") and "usage" in whole:
-                self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
-                             "created": whole["created"], "model": whole["model"], "choices": [],
-                             "usage": whole["usage"]})
+                self._event(
+                    {
+                        "id": whole["id"],
+                        "object": "chat.completion.chunk" if chat else "text_completion",
+                        "created": whole["created"],
+                        "model": whole["model"],
+                        "choices": [],
+                        "usage": whole["usage"],
+                    }
+                )
             self._write(b"data: [DONE]\n\n")
             if self._chunked:
                 self.wfile.write(b"0\r\n\r\n")
@@ -435,16 +494,26 @@ def _completion_json(path: str, body: dict[str, Any], reply: Reply) -> dict[str,
     created = int(time.time())
     if path == "/v1/completions":
         out: dict[str, Any] = {
-            "id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion",
-            "created": created, "model": model,
+            "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+            "object": "text_completion",
+            "created": created,
+            "model": model,
             "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
         }
     else:
         out = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
-            "created": created, "model": model,
-            "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
-                         "message": {"role": "assistant", "content": text}}],
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": finish,
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
         }
         message = out["choices"][0]["message"]
         if reply.reasoning is not None:
@@ -453,11 +522,9 @@ def _completion_json(path: str, body: dict[str, Any], reply: Reply) -> dict[str,
             message["tool_calls"] = reply.tool_calls
             message["content"] = text or None
     if reply.usage:
-        pt = reply.prompt_tokens if reply.prompt_tokens is not None else len(
-            prompt_text(body).split())
+        pt = reply.prompt_tokens if reply.prompt_tokens is not None else len(prompt_text(body).split())
         ct = reply.completion_tokens if reply.completion_tokens is not None else len(text.split())
-        usage: dict[str, Any] = {"prompt_tokens": pt, "completion_tokens": ct,
-                                 "total_tokens": pt + ct}
+        usage: dict[str, Any] = {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
         if reply.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
         out["usage"] = usage

@@ -114,8 +114,14 @@ def fisher_exact(a: int, b: int, c: int, d: int) -> float:
         return 1.0
     lo, hi = max(0, col1 - (n - row1)), min(row1, col1)
     x = np.arange(lo, hi + 1, dtype=float)
-    logs = (gammaln(row1 + 1) - gammaln(x + 1) - gammaln(row1 - x + 1) + gammaln(n - row1 + 1)
-            - gammaln(col1 - x + 1) - gammaln(n - row1 - col1 + x + 1))
+    logs = (
+        gammaln(row1 + 1)
+        - gammaln(x + 1)
+        - gammaln(row1 - x + 1)
+        + gammaln(n - row1 + 1)
+        - gammaln(col1 - x + 1)
+        - gammaln(n - row1 - col1 + x + 1)
+    )
     dens = np.exp(logs - logs.max())
     observed = dens[a - lo] * (1 + 1e-7)
     return min(1.0, math.fsum(dens[dens <= observed]) / math.fsum(dens))
@@ -332,10 +338,14 @@ class Comparison:
     p_worse: float | None = None  # one-sided: arm 1 worse (the upper end)
 
 
-METHOD_PAIRED = ("exact McNemar test; its inverted interval (Clopper-Pearson interval of the discordant "
-                 "split, scaled by the Wilson interval of the discordant share)")
-METHOD_PAIRED_MIDP = ("mid-p McNemar test; its inverted interval (mid-p interval of the discordant "
-                      "split, scaled by the Wilson interval of the discordant share)")
+METHOD_PAIRED = (
+    "exact McNemar test; its inverted interval (Clopper-Pearson interval of the discordant "
+    "split, scaled by the Wilson interval of the discordant share)"
+)
+METHOD_PAIRED_MIDP = (
+    "mid-p McNemar test; its inverted interval (mid-p interval of the discordant "
+    "split, scaled by the Wilson interval of the discordant share)"
+)
 
 
 def paired_test(b: int, c: int, n: int, *, mid: bool = False) -> Comparison:
@@ -420,8 +430,10 @@ def _table_array(used: Iterable[tuple[int, int, int, int]]) -> np.ndarray:
 
 
 METHOD_MN = "Miettinen-Nurminen score test and its inverted score interval"
-METHOD_STRATIFIED = ("stratified Miettinen-Nurminen score interval (CMH weights, stratified by episode) "
-                     "and its score test, the Cochran-Mantel-Haenszel test")
+METHOD_STRATIFIED = (
+    "stratified Miettinen-Nurminen score interval (CMH weights, stratified by episode) "
+    "and its score test, the Cochran-Mantel-Haenszel test"
+)
 
 
 def mn_stratified(tables: Sequence[tuple[int, int, int, int]], z: float = Z95, *, correct: bool = False) -> Comparison:
@@ -465,8 +477,14 @@ def mn_stratified(tables: Sequence[tuple[int, int, int, int]], z: float = Z95, *
     else:
         lower, upper = min(lower, 0.0), max(upper, 0.0)
     p_better = 0.5 * math.erfc(z0 / math.sqrt(2)) if z0 else 0.5
-    return Comparison(est, (max(-1.0, min(est, lower)), min(1.0, max(est, upper))), min(1.0, p), method,
-                      p_better, 1.0 - p_better if z0 else 0.5)
+    return Comparison(
+        est,
+        (max(-1.0, min(est, lower)), min(1.0, max(est, upper))),
+        min(1.0, p),
+        method,
+        p_better,
+        1.0 - p_better if z0 else 0.5,
+    )
 
 
 def _score_p(z0: float) -> float:
@@ -484,4 +502,3 @@ def mn_diff(k1: int, n1: int, k2: int, n2: int, *, correct: bool = True) -> Comp
     own score test (Pearson's chi-square times (N - 1) / N at delta = 0; Yates' with the
     continuity correction, the default: uncorrected, the test reaches 0.062 at 5 per arm)."""
     return mn_stratified([(k1, n1, k2, n2)], correct=correct)
-

@@ -28,6 +28,7 @@ from envs.alfworld.tasks import rebuild_path
 from envs.alfworld.text import opening_text, process_ob
 from envs.alfworld.wording import check_wording
 
+
 def _planner_context():
     """Workers forked from a single-threaded server that has the game engine loaded."""
     ctx = multiprocessing.get_context("forkserver")
@@ -107,8 +108,9 @@ class AlfworldEnv:
             out = game.step(action)
         self.won = self.won or out.won
         self.done = self.won
-        return StepResult(process_ob(out.feedback), self.done, 1.0 if out.won else 0.0,
-                          {"won": out.won, "valid": out.valid})
+        return StepResult(
+            process_ob(out.feedback), self.done, 1.0 if out.won else 0.0, {"won": out.won, "valid": out.valid}
+        )
 
     # -- state
 
@@ -148,8 +150,9 @@ class AlfworldEnv:
             return None
         ctx = _planner_context()
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_plan_first_action, args=(game.data.path, game.wording, list(game.ops), send),
-                           daemon=True)
+        proc = ctx.Process(
+            target=_plan_first_action, args=(game.data.path, game.wording, list(game.ops), send), daemon=True
+        )
         with _no_main_script():
             proc.start()
         send.close()

@@ -28,12 +28,13 @@ TASK_TYPES = (
 KITCHENS = tuple(range(1, 31))
 BEDROOMS = tuple(range(301, 331))
 # Appliances the layouts do not list as receptacle instances, added with made-up positions.
-EXTRA_KITCHEN_RECEPTACLES = {"StoveBurner": (2, 4), "Toaster": (1, 1), "CoffeeMachine": (1, 1),
-                             "GarbageCan": (1, 1)}
+EXTRA_KITCHEN_RECEPTACLES = {"StoveBurner": (2, 4), "Toaster": (1, 1), "CoffeeMachine": (1, 1), "GarbageCan": (1, 1)}
 EXTRA_ROOM_RECEPTACLES = {"GarbageCan": (1, 1)}
-APPLIANCE = {"pick_clean_then_place_in_recep": ("SinkBasin", "clean", "Cleanable"),
-             "pick_heat_then_place_in_recep": ("Microwave", "heat", "Heatable"),
-             "pick_cool_then_place_in_recep": ("Fridge", "cool", "Coolable")}
+APPLIANCE = {
+    "pick_clean_then_place_in_recep": ("SinkBasin", "clean", "Cleanable"),
+    "pick_heat_then_place_in_recep": ("Microwave", "heat", "Heatable"),
+    "pick_cool_then_place_in_recep": ("Fridge", "cool", "Coolable"),
+}
 LAMP_HOLDERS = ("Desk", "SideTable", "Dresser")
 
 
@@ -189,8 +190,12 @@ def _problem(scene: Scene, goal: str, name: str) -> str:
         lines.append(f"(pickupable {m(o)})")
         if t in c.MOVABLE_RECEPTACLES_SET:
             lines.append(f"(isReceptacleObject {m(o)})")
-        for pred, key in (("cleanable", "Cleanable"), ("heatable", "Heatable"), ("coolable", "Coolable"),
-                          ("sliceable", "Sliceable")):
+        for pred, key in (
+            ("cleanable", "Cleanable"),
+            ("heatable", "Heatable"),
+            ("coolable", "Coolable"),
+            ("sliceable", "Sliceable"),
+        ):
             if t in c.VAL_ACTION_OBJECTS[key]:
                 lines.append(f"({pred} {m(o)})")
     lines.append(")")
@@ -201,8 +206,11 @@ def _goal(task_type: str, params: dict) -> str:
     import alfworld.gen.goal_library as glib
 
     text = glib.gdict[task_type]["pddl"].format(
-        obj=params["object_target"], recep=params["parent_target"], toggle=params["toggle_target"],
-        mrecep=params["mrecep_target"])
+        obj=params["object_target"],
+        recep=params["parent_target"],
+        toggle=params["toggle_target"],
+        mrecep=params["mrecep_target"],
+    )
     return text.replace("#", "-")
 
 
@@ -214,15 +222,21 @@ def _choose_task(task_type: str, scene: Scene, rng: random.Random):
     by_type: dict[str, list[str]] = {}
     for o, t in scene.objects.items():
         by_type.setdefault(t, []).append(o)
-    params = {"object_target": "", "parent_target": "", "toggle_target": "", "mrecep_target": "",
-              "object_sliced": False}
+    params = {
+        "object_target": "",
+        "parent_target": "",
+        "toggle_target": "",
+        "mrecep_target": "",
+        "object_sliced": False,
+    }
     if task_type == "look_at_obj_in_light":
         lamps = sorted(by_type.get("DeskLamp", []))
         if not lamps:
             return None
         lamp = lamps[0]
-        cands = sorted(t for t in by_type if t != "DeskLamp" and t in _pickupable_types()
-                       and t not in c.MOVABLE_RECEPTACLES_SET)
+        cands = sorted(
+            t for t in by_type if t != "DeskLamp" and t in _pickupable_types() and t not in c.MOVABLE_RECEPTACLES_SET
+        )
         if not cands:
             return None
         otype = rng.choice(cands)
@@ -332,8 +346,15 @@ def _winning_walkthrough(data: dict, scene, plan, c) -> list[str] | None:
     return walk if won else None
 
 
-def generate_games(out: Path, seed: int, per_type: int = 4, split: str = "valid_unseen",
-                   task_types=TASK_TYPES, progress=None, layout: str = "json_2.1.1") -> list[Path]:
+def generate_games(
+    out: Path,
+    seed: int,
+    per_type: int = 4,
+    split: str = "valid_unseen",
+    task_types=TASK_TYPES,
+    progress=None,
+    layout: str = "json_2.1.1",
+) -> list[Path]:
     """Write `per_type` solvable games of each task type under `out/<layout>/<split>/`
     (the built-in set: layout "builtin", split "sample" or "exemplars").
     Deterministic in `seed`. Returns the game.tw-pddl paths."""
@@ -361,16 +382,22 @@ def generate_games(out: Path, seed: int, per_type: int = 4, split: str = "valid_
                 continue
             params, plan = chosen
             trial = f"trial_G{seed}_{t_index}{attempt:03d}"
-            traj = {"task_type": task_type, "pddl_params": params, "task_id": trial,
-                    "scene": {"floor_plan": f"FloorPlan{floor_plan}", "scene_num": floor_plan,
-                              "random_seed": seed},
-                    "turk_annotations": {"anns": []},
-                    "generator": "react-editor builtin (alfworld layouts + goal_library)"}
+            traj = {
+                "task_type": task_type,
+                "pddl_params": params,
+                "task_id": trial,
+                "scene": {"floor_plan": f"FloorPlan{floor_plan}", "scene_num": floor_plan, "random_seed": seed},
+                "turk_annotations": {"anns": []},
+                "generator": "react-editor builtin (alfworld layouts + goal_library)",
+            }
             game_dir = out / layout / split / _folder_name(task_type, params, floor_plan) / trial
-            data = {"pddl_domain": domain,
-                    "grammar": seeded_task_grammar(grammar, traj, rng),
-                    "pddl_problem": _problem(scene, _goal(task_type, params), trial),
-                    "solvable": None, "walkthrough": None}
+            data = {
+                "pddl_domain": domain,
+                "grammar": seeded_task_grammar(grammar, traj, rng),
+                "pddl_problem": _problem(scene, _goal(task_type, params), trial),
+                "solvable": None,
+                "walkthrough": None,
+            }
             walk = _winning_walkthrough(data, scene, plan, c)
             if walk is None:
                 continue

@@ -11,8 +11,20 @@ from sessions.exchange.training import TRAINING_FORMATS, export_records
 from sessions.exchange.training_options import TrainingOptions
 
 __all__ = [
-    "FORMATS", "ExportError", "ExportReport", "export",
-    "IMPORT_FORMATS", "ImportFailed", "ImportReport", "import_file",
-    "Filters", "Ref", "SelectionError", "parse_ref", "select",
-    "TRAINING_FORMATS", "TrainingOptions", "export_records",
+    "FORMATS",
+    "ExportError",
+    "ExportReport",
+    "export",
+    "IMPORT_FORMATS",
+    "ImportFailed",
+    "ImportReport",
+    "import_file",
+    "Filters",
+    "Ref",
+    "SelectionError",
+    "parse_ref",
+    "select",
+    "TRAINING_FORMATS",
+    "TrainingOptions",
+    "export_records",
 ]

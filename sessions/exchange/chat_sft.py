@@ -40,8 +40,9 @@ def version_ok(outcome_success: bool | None, verdict: str | None) -> bool:
     return outcome_success is True
 
 
-def chat_record(conv: Conversations, env: str, task_text: str, steps: Sequence[Step | StepRow], tags: dict[int, set[str]],
-                ok: bool) -> dict[str, Any]:
+def chat_record(
+    conv: Conversations, env: str, task_text: str, steps: Sequence[Step | StepRow], tags: dict[int, set[str]], ok: bool
+) -> dict[str, Any]:
     """The version's record."""
     head, parts = conv.cut(env, task_text, steps, "tools")
     msgs: list[dict[str, Any]] = list(head)

@@ -82,7 +82,9 @@ def write_parquet(records: Iterable[dict[str, Any]], path: str | os.PathLike[str
     return table.num_rows, target.stat().st_size
 
 
-def write_hf(records: Iterable[dict[str, Any]], folder: str | os.PathLike[str], card: dict[str, Any]) -> tuple[int, int]:
+def write_hf(
+    records: Iterable[dict[str, Any]], folder: str | os.PathLike[str], card: dict[str, Any]
+) -> tuple[int, int]:
     """(records, bytes) of a `datasets.Dataset` saved to `folder` (new, or an empty folder)
     with README.md, its dataset card."""
     import datasets
@@ -112,18 +114,31 @@ def write_hf(records: Iterable[dict[str, Any]], folder: str | os.PathLike[str], 
 def card_text(card: dict[str, Any], ds: Any) -> str:
     """The dataset card: where the records come from, how they were chosen, how many and the schema."""
     counts: Counts = card["counts"]
-    lines = ["---", "tags:", "- trl", f"- {card['format']}", "- react-editor", "---", "",
-             f"# {card['format']} records exported by ReAct Editor", "",
-             f"- format: `{card['format']}` (TRL: {card['trl_type']}; docs/training-data.md)",
-             f"- source database: `{card['db']}`",
-             f"- selection: {card['selection']}",
-             f"- options: `{_dumps(card['options'])}`",
-             f"- records: {counts.written}", f"- left out: {counts.total_left_out}"]
+    lines = [
+        "---",
+        "tags:",
+        "- trl",
+        f"- {card['format']}",
+        "- react-editor",
+        "---",
+        "",
+        f"# {card['format']} records exported by ReAct Editor",
+        "",
+        f"- format: `{card['format']}` (TRL: {card['trl_type']}; docs/training-data.md)",
+        f"- source database: `{card['db']}`",
+        f"- selection: {card['selection']}",
+        f"- options: `{_dumps(card['options'])}`",
+        f"- records: {counts.written}",
+        f"- left out: {counts.total_left_out}",
+    ]
     lines += [f"  - {n}: {why}" for why, n in sorted(counts.left_out.items(), key=lambda x: (-x[1], x[0]))]
     lines += ["", "## Schema", "", "```", str(ds.features), "```", ""]
     return "\n".join(lines)
 
 
-TRL_TYPES = {"chat-sft": "conversational language modeling (with tools)",
-             "dpo": "conversational preference", "kto": "conversational unpaired preference",
-             "steps": "stepwise supervision"}
+TRL_TYPES = {
+    "chat-sft": "conversational language modeling (with tools)",
+    "dpo": "conversational preference",
+    "kto": "conversational unpaired preference",
+    "steps": "stepwise supervision",
+}

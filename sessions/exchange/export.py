@@ -75,8 +75,10 @@ def export(
     if hf or dataset_files.output_kind(out, False) != "jsonl":
         raise ExportError(f"{fmt} writes its own file format; Parquet and --hf are for chat-sft, dpo, kto and steps")
     if options is not None and options != TrainingOptions():
-        raise ExportError(f"training options (--exclude-experiment, --proven-only, ...) are for chat-sft, dpo, kto "
-                          f"and steps, not {fmt}")
+        raise ExportError(
+            f"training options (--exclude-experiment, --proven-only, ...) are for chat-sft, dpo, kto "
+            f"and steps, not {fmt}"
+        )
     if exemplar_set is not None and fmt not in ("prompt", "react-json"):
         raise ExportError("an exemplar set exports as 'prompt' or 'react-json'; select its versions for jsonl/chat-sft")
     if exemplar_set is not None and (refs or (filters and filters != Filters())):
@@ -140,8 +142,10 @@ def _jsonl_lines(store: Store, batches: Iterable[EpisodeBatch], sink: _Sink, rep
         calls = store.calls.rows(episode_ids)
         shared.learn(calls.values())
         shared.learn_extras(episode_ids)
-        histories = (anno.version_histories(store, [stored_id(v.id) for b in chunk for v in b.versions]),
-                     anno.step_histories(store, episode_ids))
+        histories = (
+            anno.version_histories(store, [stored_id(v.id) for b in chunk for v in b.versions]),
+            anno.step_histories(store, episode_ids),
+        )
         for batch in chunk:
             n += 1
             enc = EpisodeEncoder(store, batch, n, calls, histories, shared)
@@ -153,7 +157,9 @@ def _jsonl_lines(store: Store, batches: Iterable[EpisodeBatch], sink: _Sink, rep
                 report.steps += nsteps
 
 
-def _write_jsonl_parts(store: Store, refs: list[Ref] | None, filters: Filters | None, sink: _Sink, report: ExportReport) -> None:
+def _write_jsonl_parts(
+    store: Store, refs: list[Ref] | None, filters: Filters | None, sink: _Sink, report: ExportReport
+) -> None:
     """A large selection by filters in two processes (`split.py`), else in this one."""
     f = (filters or Filters()).check()
     ids = None if refs else store.episodes.ids(env=f.env, task_type=f.task_type)
@@ -170,9 +176,16 @@ def _write_jsonl_parts(store: Store, refs: list[Ref] | None, filters: Filters | 
     report.skipped += got["skipped"]
 
 
-def _export_training(store: Store, fmt: str, out: str | os.PathLike[str] | IO[str], refs: list[Ref] | None,
-                     filters: Filters | None, options: TrainingOptions, hf: bool,
-                     source: str | None) -> ExportReport:
+def _export_training(
+    store: Store,
+    fmt: str,
+    out: str | os.PathLike[str] | IO[str],
+    refs: list[Ref] | None,
+    filters: Filters | None,
+    options: TrainingOptions,
+    hf: bool,
+    source: str | None,
+) -> ExportReport:
     kind = dataset_files.output_kind(out, hf)
     records, counts = export_records(store, fmt, refs=refs, filters=filters, opts=options)
     if kind == "jsonl":
@@ -192,9 +205,14 @@ def _export_training(store: Store, fmt: str, out: str | os.PathLike[str] | IO[st
         if kind == "parquet":
             _, report.bytes = dataset_files.write_parquet(records, out)
         else:
-            card = {"format": fmt, "db": source or store.file, "counts": counts,
-                    "trl_type": _trl_type(fmt, options), "options": options.as_json(),
-                    "selection": _selection_text(refs, filters)}
+            card = {
+                "format": fmt,
+                "db": source or store.file,
+                "counts": counts,
+                "trl_type": _trl_type(fmt, options),
+                "options": options.as_json(),
+                "selection": _selection_text(refs, filters),
+            }
             _, report.bytes = dataset_files.write_hf(records, out, card)
     _fill(report, counts)
     return report
@@ -232,7 +250,9 @@ def _exemplars(batches: Iterable[EpisodeBatch], report: ExportReport) -> Iterato
             yield exemplar_from(kinds.transcript(batch.episode.task.env), batch.episode, cast("list[Step]", steps))
 
 
-def _write_prompts(store: Store, batches: Iterable[EpisodeBatch], fmt: str, keys: list[str] | None, sink: _Sink, report: ExportReport) -> None:
+def _write_prompts(
+    store: Store, batches: Iterable[EpisodeBatch], fmt: str, keys: list[str] | None, sink: _Sink, report: ExportReport
+) -> None:
     if fmt == "prompt":
         env = None
         for ex in _exemplars(batches, report):

@@ -42,8 +42,9 @@ def _family_of(n: int, tools: Any, env: str | None) -> str:
     if env is not None:
         return env
     if not isinstance(tools, list) or not tools:
-        raise _fail(n, f"{WHAT} needs its `tools` list (the environment's tools) to name its environment; "
-                       "or pass --env")
+        raise _fail(
+            n, f"{WHAT} needs its `tools` list (the environment's tools) to name its environment; or pass --env"
+        )
     for kind in kinds.known():
         try:
             if kinds.transcript(kind).tools.schemas() == tools:
@@ -98,7 +99,12 @@ def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
         if m["role"] != "assistant":
             raise _fail(n, f"{WHAT}: message {i + 1} is {m['role']!r} where a step's assistant message belongs")
         content, reasoning = m.get("content"), m.get("reasoning_content")
-        if content is not None and not isinstance(content, str) or reasoning is not None and not isinstance(reasoning, str):
+        if (
+            content is not None
+            and not isinstance(content, str)
+            or reasoning is not None
+            and not isinstance(reasoning, str)
+        ):
             raise _fail(n, f"{WHAT}: message {i + 1}'s content is not text")
         got = _call(n, fam, m)
         obs = None
@@ -111,8 +117,17 @@ def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
         i += 1
         action, call = got if got is not None else (None, None)
         _check_text(n, f"step {len(steps) + 1}", content, action)
-        steps.append(Step(index=len(steps) + 1, thought=content, action=action, observation=obs, source="imported",
-                          reasoning=reasoning, tool_call=call))
+        steps.append(
+            Step(
+                index=len(steps) + 1,
+                thought=content,
+                action=action,
+                observation=obs,
+                source="imported",
+                reasoning=reasoning,
+                tool_call=call,
+            )
+        )
         if m.get("weight") == 0:
             masked.append(len(steps) - 1)
     if not steps:
@@ -134,7 +149,9 @@ def write_chat(store: Store, parsed: list[ChatEpisode], report: ImportReport, by
         ep, v = store.episodes.create(task, AgentConfig(api_style="tools"), {})
         rows, _ = store.versions.append(stored_id(v.id), c.steps)
         for pos in c.masked:
-            anno.tag_step(store, stored_id(rows[pos].id), by=by, add=["rejected"], note="weight 0 in the imported chat-sft file")
+            anno.tag_step(
+                store, stored_id(rows[pos].id), by=by, add=["rejected"], note="weight 0 in the imported chat-sft file"
+            )
         report.episodes.append(stored_id(ep.id))
         report.versions += 1
         report.steps += len(c.steps)

@@ -25,7 +25,6 @@ from trajectory.records import IMPORT_DIGEST, AgentConfig, Outcome, PromptStyle,
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt", "chat-sft")
 
 
-
 # ---------------------------------------------------------------------- format detection
 
 
@@ -214,8 +213,9 @@ def _claims(kind: str, data: dict[str, str] | str) -> bool:
         return False
 
 
-def _dataset_golds(env: str, parsed: list[ParsedEntry],
-                   find_task: Callable[[str, str], Task | None] | None) -> dict[str, Task]:
+def _dataset_golds(
+    env: str, parsed: list[ParsedEntry], find_task: Callable[[str, str], Task | None] | None
+) -> dict[str, Task]:
     """{task text: dataset task} for the transcripts whose question or claim is known."""
     if find_task is None:
         return {}
@@ -236,8 +236,16 @@ def _imported_outcome(steps: list[Step]) -> Outcome | None:
     return Outcome(done=True, reward=last.reward, success=(last.reward > 0) if scored else None)
 
 
-def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEntry], set_name: str | None,
-                          by: str | None, report: ImportReport, golds: dict[str, Task] | None = None) -> None:
+def _write_prompt_entries(
+    store: Store,
+    p: Path,
+    env: str,
+    parsed: list[ParsedEntry],
+    set_name: str | None,
+    by: str | None,
+    report: ImportReport,
+    golds: dict[str, Task] | None = None,
+) -> None:
     name = set_name or exemplar_sets.free_name(store, p.stem)
     exemplar_sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
     report.exemplar_set = name
@@ -249,8 +257,15 @@ def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEn
         for t in entry.trajectories:
             known = (golds or {}).get(t.task_text)
             data = {**t.data, "dataset_task": known.key} if known else t.data
-            task = Task(env=t.env, id=t.task_id, type=t.task_type or (known.type if known else None),
-                        text=t.task_text, gold=known.gold if known else t.gold, source="imported", data=data)
+            task = Task(
+                env=t.env,
+                id=t.task_id,
+                type=t.task_type or (known.type if known else None),
+                text=t.task_text,
+                gold=known.gold if known else t.gold,
+                source="imported",
+                data=data,
+            )
             # (the parser gives react or act; AgentConfig checks it)
             ep, v = store.episodes.create(task, AgentConfig(style=cast(PromptStyle, t.style)), {}, name=t.name)
             vid = stored_id(v.id)

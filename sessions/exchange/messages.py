@@ -96,7 +96,9 @@ class Conversations:
         """The family's tool schemas: the `tools` column."""
         return self.family(env).tools.schemas()
 
-    def cut(self, env: str, task_text: str, steps: Sequence[Any], style: str) -> tuple[list[Message], list[list[Message]]]:
+    def cut(
+        self, env: str, task_text: str, steps: Sequence[Any], style: str
+    ) -> tuple[list[Message], list[list[Message]]]:
         """(the messages before the first step, each step's messages: its assistant message
         and what answers it). An action with no tool form is the step's text (`conversation`).
         A step's messages are made once per episode and shared by every path through it (the
@@ -135,5 +137,3 @@ def ends_on_assistant(msgs: list[Message]) -> list[Message]:
     while end and msgs[end - 1].get("role") != "assistant":
         end -= 1
     return msgs[:end]
-
-

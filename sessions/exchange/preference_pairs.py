@@ -51,10 +51,14 @@ class WhatIf:
         return "not shown"
 
     def as_json(self) -> dict[str, Any]:
-        return {"effect": self.effect, "ci95": list(self.ci95), "state": self.state,
-                "treatment": {"successes": self.treatment[0], "n": self.treatment[1]},
-                "control": {"successes": self.control[0], "n": self.control[1]},
-                "groups": list(self.groups)}
+        return {
+            "effect": self.effect,
+            "ci95": list(self.ci95),
+            "state": self.state,
+            "treatment": {"successes": self.treatment[0], "n": self.treatment[1]},
+            "control": {"successes": self.control[0], "n": self.control[1]},
+            "groups": list(self.groups),
+        }
 
 
 def _edit_text(kind: str, step: Any) -> str | None:
@@ -64,8 +68,9 @@ def _edit_text(kind: str, step: Any) -> str | None:
     return text
 
 
-def whatif_of(facts: Facts, original: int, k: int, kind: str, text: str | None,
-              origin: dict[str, Any] | None) -> WhatIf | None:
+def whatif_of(
+    facts: Facts, original: int, k: int, kind: str, text: str | None, origin: dict[str, Any] | None
+) -> WhatIf | None:
     """The what-if that measured this edit: a suggestion's own groups (its origin) first, else
     the latest treatment of the same edit at step k of `original` with its control."""
     by_id = {g.id: g for g in facts.groups}
@@ -76,10 +81,22 @@ def whatif_of(facts: Facts, original: int, k: int, kind: str, text: str | None,
     if c is not None and t is not None:
         pairs.append((c, t))
     for t in reversed(facts.groups):
-        if (t.kind == "treatment" and t.source_version == original and t.step == k and t.edit is not None
-                and t.edit.kind == kind and (t.edit.text or None) == (text or None)):
-            c = next((g for g in facts.groups if g.kind == "control" and g.source_version == original
-                      and g.step == k and g.config == t.config), None)
+        if (
+            t.kind == "treatment"
+            and t.source_version == original
+            and t.step == k
+            and t.edit is not None
+            and t.edit.kind == kind
+            and (t.edit.text or None) == (text or None)
+        ):
+            c = next(
+                (
+                    g
+                    for g in facts.groups
+                    if g.kind == "control" and g.source_version == original and g.step == k and g.config == t.config
+                ),
+                None,
+            )
             if c is not None:
                 pairs.append((c, t))
     for c, t in pairs:
@@ -87,8 +104,15 @@ def whatif_of(facts: Facts, original: int, k: int, kind: str, text: str | None,
             r = two_arm(t.successes, t.finished, c.successes, c.finished)
             if r.ci95 is None or r.diff is None:
                 continue
-            return WhatIf(r.diff, (r.ci95[0], r.ci95[1]), r.p_better, r.p_worse, (t.successes, t.finished),
-                          (c.successes, c.finished), (c.id, t.id))
+            return WhatIf(
+                r.diff,
+                (r.ci95[0], r.ci95[1]),
+                r.p_better,
+                r.p_worse,
+                (t.successes, t.finished),
+                (c.successes, c.finished),
+                (c.id, t.id),
+            )
     return None
 
 
@@ -118,8 +142,13 @@ def _judged(facts: Facts, a: int, b: int) -> tuple[str | None, str | None, list[
         side = {"A": j.version_a, "B": j.version_b}.get(j.better)
         if side is not None:
             votes["a" if side == a else "b"] += 1
-        shown.append({"annotator": j.annotator, "better": "tie" if side is None else ("a" if side == a else "b"),
-                      "reason": j.reason})
+        shown.append(
+            {
+                "annotator": j.annotator,
+                "better": "tie" if side is None else ("a" if side == a else "b"),
+                "reason": j.reason,
+            }
+        )
     if votes["a"] == votes["b"]:
         return None, ("judged a tie" if votes["a"] == 0 else "people's judgments disagree"), shown
     return ("a" if votes["a"] > votes["b"] else "b"), None, shown
@@ -146,8 +175,15 @@ def candidates(batch: EpisodeBatch, facts: Facts, versions: dict[int, Version]) 
         yield j.version_a, j.version_b, "judged"
 
 
-def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepRow]], versions: dict[int, Version],
-                 conv: Conversations, opts: TrainingOptions, counts: Counts) -> Iterator[dict[str, Any]]:
+def pair_records(
+    batch: EpisodeBatch,
+    facts: Facts,
+    paths: dict[int, list[StepRow]],
+    versions: dict[int, Version],
+    conv: Conversations,
+    opts: TrainingOptions,
+    counts: Counts,
+) -> Iterator[dict[str, Any]]:
     """The episode's dpo records; what is left out is counted in `counts`."""
     ep = batch.episode
     style = style_of(ep.config.api_style)
@@ -159,8 +195,11 @@ def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepRo
             counts.leave_out("one version has no step where the two differ")
             continue
         edit = b.edits[-1] if how == "edit" else None
-        whatif = (whatif_of(facts, a_id, edit.index or k + 1, edit.kind, _edit_text(edit.kind, pb[k]), edit.origin)
-                  if edit is not None else None)
+        whatif = (
+            whatif_of(facts, a_id, edit.index or k + 1, edit.kind, _edit_text(edit.kind, pb[k]), edit.origin)
+            if edit is not None
+            else None
+        )
         side, why, judged = _judged(facts, a_id, b_id)
         sa, sb = _success(a), _success(b)
         if side is not None:
@@ -178,8 +217,9 @@ def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepRo
         if opts.proven_only and (whatif is None or whatif.state == "not shown"):
             counts.leave_out("no what-if proved it (--proven-only)")
             continue
-        if opts.min_effect is not None and (whatif is None or whatif.state == "not shown"
-                                            or abs(whatif.effect) < opts.min_effect):
+        if opts.min_effect is not None and (
+            whatif is None or whatif.state == "not shown" or abs(whatif.effect) < opts.min_effect
+        ):
             counts.leave_out(f"no proven what-if effect of at least {opts.min_effect:g} (--min-effect)")
             continue
         head, parts_a = conv.cut(ep.task.env, ep.task.text, pa, style)
@@ -194,14 +234,22 @@ def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepRo
             rec["prompt"], rec["chosen"], rec["rejected"] = prompt, cw, rw
         rec["tools"] = conv.tools(ep.task.env) if style == "tools" else None
         rec["metadata"] = {
-            "episode": ep.id, "task": f"{ep.task.env}:{ep.task.id}", "api_style": style,
-            "chosen_version": facts.label(stored_id(cv.id)), "rejected_version": facts.label(stored_id(rv.id)),
-            "chosen_version_id": cv.id, "rejected_version_id": rv.id, "step": k + 1, "pair": how,
+            "episode": ep.id,
+            "task": f"{ep.task.env}:{ep.task.id}",
+            "api_style": style,
+            "chosen_version": facts.label(stored_id(cv.id)),
+            "rejected_version": facts.label(stored_id(rv.id)),
+            "chosen_version_id": cv.id,
+            "rejected_version_id": rv.id,
+            "step": k + 1,
+            "pair": how,
             "edit_kind": edit.kind if edit else None,
             "edited_by": (("suggestion" if edit.origin else "person") if edit else None),
             "critic_model": (edit.origin or {}).get("critic_model") if edit else None,
-            "chosen_success": _success(cv), "rejected_success": _success(rv),
-            "evidence": evidence, "judgments": judged,
+            "chosen_success": _success(cv),
+            "rejected_success": _success(rv),
+            "evidence": evidence,
+            "judgments": judged,
             "whatif": whatif.as_json() if whatif else None,
         }
         counts.wrote()

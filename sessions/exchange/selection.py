@@ -130,8 +130,14 @@ def _path(steps: dict[int, StepRow], leaf: int | None) -> list[StepRow]:
     return out[::-1]
 
 
-def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
-          va: dict[int, list[anno.VersionAnnotation]], sa: dict[int, list[anno.StepAnnotation]] | None) -> bool:
+def _keep(
+    f: Filters,
+    v: Version,
+    steps: list[StepRow],
+    ready: set[int] | None,
+    va: dict[int, list[anno.VersionAnnotation]],
+    sa: dict[int, list[anno.StepAnnotation]] | None,
+) -> bool:
     o = v.outcome
     if f.outcome == "success" and o.success is not True:
         return False
@@ -156,8 +162,14 @@ def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
     return True
 
 
-def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None = None, *,
-           raw: bool = False, episodes: Iterable[int] | None = None) -> Iterator[EpisodeBatch]:
+def select(
+    store: Store,
+    refs: list[Ref] | None = None,
+    filters: Filters | None = None,
+    *,
+    raw: bool = False,
+    episodes: Iterable[int] | None = None,
+) -> Iterator[EpisodeBatch]:
     """Episode batches in episode order (explicit refs: in the given order, grouped by
     episode). Filters apply to explicit refs too. `raw`: the paths hold `StepJson` (the
     rows as the jsonl export encodes them), not StepRow. `episodes`: only these of the

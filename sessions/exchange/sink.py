@@ -93,8 +93,10 @@ def _check_target(target: Path) -> None:
     if stat.S_ISDIR(st.st_mode):
         raise ExportError(f"{_shown(target)} is a directory; give a file path")
     if not stat.S_ISREG(st.st_mode):
-        raise ExportError(f"{_shown(target)} is not a regular file (a symlink, FIFO or device); "
-                          "refusing to replace it - give another path, or '-' for stdout")
+        raise ExportError(
+            f"{_shown(target)} is not a regular file (a symlink, FIFO or device); "
+            "refusing to replace it - give another path, or '-' for stdout"
+        )
 
 
 def _check_folder(target: Path) -> None:

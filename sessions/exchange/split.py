@@ -65,9 +65,15 @@ class Part:
         root = str(Path(__file__).resolve().parents[2])  # this code, not another installed copy
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sessions.exchange.split_child"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                         pass_fds=(self.fd,))
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sessions.exchange.split_child"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                pass_fds=(self.fd,),
+            )
             assert self.proc.stdin is not None  # stdin=PIPE
             self.proc.stdin.write(json.dumps(request))
             self.proc.stdin.close()

@@ -45,21 +45,29 @@ def prefix_values(facts: Facts, paths: dict[int, list[StepRow]], versions: dict[
             continue
         for v in versions.values():  # a treatment: the person's version that made the same edit
             e = v.edits[-1] if v.edits else None
-            if (e is None or v.parent_version != g.source_version or e.index != g.step or g.edit is None
-                    or e.kind != g.edit.kind or v.id in facts.rollouts):
+            if (
+                e is None
+                or v.parent_version != g.source_version
+                or e.index != g.step
+                or g.edit is None
+                or e.kind != g.edit.kind
+                or v.id in facts.rollouts
+            ):
                 continue
             path = paths.get(stored_id(v.id), [])
             if len(path) >= g.step:
                 s = path[g.step - 1]
-                if (g.edit.text or None) == ((s.action if e.kind == "rewrite_action" else s.thought)
-                                             if e.kind != "delete_thought" else None):
+                if (g.edit.text or None) == (
+                    (s.action if e.kind == "rewrite_action" else s.thought) if e.kind != "delete_thought" else None
+                ):
                     add(s.id, g)
                     break
     return out
 
 
-def value_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepRow]], versions: dict[int, Version],
-                  counts: Counts) -> Iterator[dict[str, Any]]:
+def value_records(
+    batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepRow]], versions: dict[int, Version], counts: Counts
+) -> Iterator[dict[str, Any]]:
     ep = batch.episode
     values = prefix_values(facts, paths, versions)
     transcript = kinds.transcript(ep.task.env)
@@ -100,7 +108,19 @@ def value_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepR
                 nxt = rate > 0
             labels[i] = nxt
         counts.wrote()
-        yield {"prompt": ep.task.text, "completions": [transcript.step_text(s) for s in path[:end]],
-               "labels": labels, "rates": rates, "n": ns, "ci95_low": lows, "ci95_high": highs,
-               "metadata": {"episode": ep.id, "task": f"{ep.task.env}:{ep.task.id}", "version": facts.label(stored_id(v.id)),
-                            "version_id": v.id, "measured_steps": [i + 1 for i in measured]}}
+        yield {
+            "prompt": ep.task.text,
+            "completions": [transcript.step_text(s) for s in path[:end]],
+            "labels": labels,
+            "rates": rates,
+            "n": ns,
+            "ci95_low": lows,
+            "ci95_high": highs,
+            "metadata": {
+                "episode": ep.id,
+                "task": f"{ep.task.env}:{ep.task.id}",
+                "version": facts.label(stored_id(v.id)),
+                "version_id": v.id,
+                "measured_steps": [i + 1 for i in measured],
+            },
+        }

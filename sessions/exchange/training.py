@@ -37,8 +37,9 @@ TRAINING_FORMATS = ("chat-sft", "dpo", "kto", "steps")
 CHUNK = 200  # episodes whose facts are read together
 
 
-def export_records(store: Store, fmt: str, *, refs: list[Ref] | None = None, filters: Filters | None = None,
-                   **options: Any) -> tuple[Iterator[dict[str, Any]], Counts]:
+def export_records(
+    store: Store, fmt: str, *, refs: list[Ref] | None = None, filters: Filters | None = None, **options: Any
+) -> tuple[Iterator[dict[str, Any]], Counts]:
     """The records of training format `fmt` for the selection, and their counts (filled as the
     records are read). `options`: TrainingOptions fields (continuation, implicit_prompt, unit,
     exclude_experiments, proven_only, min_effect). Bad options raise before any record."""
@@ -55,14 +56,22 @@ def export_records(store: Store, fmt: str, *, refs: list[Ref] | None = None, fil
     return _records(store, fmt, batches, f, opts, excluded, counts), counts
 
 
-def _records(store: Store, fmt: str, batches: Iterator[EpisodeBatch], f: Filters, opts: TrainingOptions,
-             excluded: dict[int, str], counts: Counts) -> Iterator[dict[str, Any]]:
+def _records(
+    store: Store,
+    fmt: str,
+    batches: Iterator[EpisodeBatch],
+    f: Filters,
+    opts: TrainingOptions,
+    excluded: dict[int, str],
+    counts: Counts,
+) -> Iterator[dict[str, Any]]:
     conv = Conversations()
     chunk: list[EpisodeBatch] = []
     for b in batches:
         if b.episode.id in excluded:
-            counts.leave_out(f"episode of a task experiment {excluded[b.episode.id]!r} evaluates "
-                             "(--exclude-experiment)", 1)
+            counts.leave_out(
+                f"episode of a task experiment {excluded[b.episode.id]!r} evaluates (--exclude-experiment)", 1
+            )
             continue
         chunk.append(b)
         if len(chunk) == CHUNK:
@@ -72,8 +81,9 @@ def _records(store: Store, fmt: str, batches: Iterator[EpisodeBatch], f: Filters
         yield from _chunk(store, fmt, chunk, conv, opts, counts)
 
 
-def _chunk(store: Store, fmt: str, chunk: list[EpisodeBatch], conv: Conversations, opts: TrainingOptions,
-           counts: Counts) -> Iterator[dict[str, Any]]:
+def _chunk(
+    store: Store, fmt: str, chunk: list[EpisodeBatch], conv: Conversations, opts: TrainingOptions, counts: Counts
+) -> Iterator[dict[str, Any]]:
     facts = load(store, [stored_id(b.episode.id) for b in chunk])
     for batch in chunk:
         ff = facts[stored_id(batch.episode.id)]

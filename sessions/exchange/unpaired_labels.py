@@ -37,8 +37,9 @@ def trajectory_label(v: Version, verdict: str | None) -> tuple[bool | None, str]
     return None, "not finished and no verdict"
 
 
-def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: TrainingOptions,
-                  counts: Counts) -> Iterator[dict[str, Any]]:
+def label_records(
+    batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: TrainingOptions, counts: Counts
+) -> Iterator[dict[str, Any]]:
     ep = batch.episode
     style = style_of(ep.config.api_style)
     tools = conv.tools(ep.task.env) if style == "tools" else None
@@ -54,8 +55,13 @@ def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: 
                 continue
             head, parts = conv.cut(ep.task.env, ep.task.text, steps, style)
             counts.wrote()
-            yield {"prompt": head, "completion": ends_on_assistant([m for p in parts for m in p]), "label": label,
-                   "tools": tools, "metadata": _meta(ep, facts, v, None, source)}
+            yield {
+                "prompt": head,
+                "completion": ends_on_assistant([m for p in parts for m in p]),
+                "label": label,
+                "tools": tools,
+                "metadata": _meta(ep, facts, v, None, source),
+            }
         return
     # per step: the labels of the trajectories through each step, then one record per step
     through: dict[int, set[bool]] = {}
@@ -77,8 +83,11 @@ def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: 
         elif len(through.get(sid, ())) == 1:
             (label,), source = through[sid], "trajectory"
         else:
-            counts.leave_out("step: on both a successful and a failed path" if through.get(sid)
-                             else "step: no tag and no labelled trajectory through it")
+            counts.leave_out(
+                "step: on both a successful and a failed path"
+                if through.get(sid)
+                else "step: no tag and no labelled trajectory through it"
+            )
             continue
         vid = stored_id(v.id)
         if vid not in cuts:  # a version's messages are made once, whichever of its steps need them
@@ -91,11 +100,25 @@ def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: 
             continue
         written.add(same)
         counts.wrote()
-        yield {"prompt": prompt, "completion": completion, "label": label,
-               "tools": tools, "metadata": _meta(ep, facts, v, i + 1, source, sorted(tags))}
+        yield {
+            "prompt": prompt,
+            "completion": completion,
+            "label": label,
+            "tools": tools,
+            "metadata": _meta(ep, facts, v, i + 1, source, sorted(tags)),
+        }
 
 
-def _meta(ep: Any, facts: Facts, v: Version, step: int | None, source: str, tags: list[str] | None = None) -> dict[str, Any]:
-    return {"episode": ep.id, "task": f"{ep.task.env}:{ep.task.id}", "version": facts.label(stored_id(v.id)),
-            "version_id": v.id, "step": step, "label_from": source, "tags": tags or [],
-            "success": (v.outcome.success is True) if v.outcome.done else None}
+def _meta(
+    ep: Any, facts: Facts, v: Version, step: int | None, source: str, tags: list[str] | None = None
+) -> dict[str, Any]:
+    return {
+        "episode": ep.id,
+        "task": f"{ep.task.env}:{ep.task.id}",
+        "version": facts.label(stored_id(v.id)),
+        "version_id": v.id,
+        "step": step,
+        "label_from": source,
+        "tags": tags or [],
+        "success": (v.outcome.success is True) if v.outcome.done else None,
+    }

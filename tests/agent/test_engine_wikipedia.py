@@ -30,9 +30,11 @@ def cfg(llm, **kw):
 
 def test_engine_run_resume_without_refetch(setup):
     engine, store, wiki, llm, task = setup
-    llm.push(" I search it.\nAction 1: Search[Colorado orogeny]",
-             " Look up.\nAction 2: Lookup[eastern sector]",
-             " Again.\nAction 3: Lookup[eastern sector]")
+    llm.push(
+        " I search it.\nAction 1: Search[Colorado orogeny]",
+        " Look up.\nAction 2: Lookup[eastern sector]",
+        " Again.\nAction 3: Lookup[eastern sector]",
+    )
     ep, v = engine.start_episode(task, cfg(llm), {"wiki": "live", "wiki_url": wiki.api_url})
     engine.run(v.id, max_steps=2)
     steps = engine.steps(store.versions.get(v.id))

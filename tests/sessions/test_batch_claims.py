@@ -17,7 +17,6 @@ from tests.experiment_agents import HOTPOT, wiki_agent
 from trajectory.records import AgentConfig
 
 
-
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
@@ -25,8 +24,14 @@ def _cache(tmp_path, monkeypatch):
 
 
 def make(store: Store, base_url: str, n: int = 8) -> experiments.Experiment:
-    return experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="m", base_url=base_url),
-                             name="B", tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
+    return experiment.create(
+        store,
+        env="hotpotqa",
+        method="react",
+        config=AgentConfig(model="m", base_url=base_url),
+        name="B",
+        tasks=family("hotpotqa").list_tasks(source="builtin")[:n],
+    )
 
 
 def start(store: Store, exp: experiments.Experiment, ids: list[int], job: int, lease_s: float = 60.0) -> dict:
@@ -49,7 +54,7 @@ def test_a_batch_claim_never_gives_one_item_to_two_runners(tmp_path):
         try:
             go.wait(10)
             lo = job % 4
-            got[job] = start(mine, exp, ids[lo:lo + 5], job)
+            got[job] = start(mine, exp, ids[lo : lo + 5], job)
         finally:
             mine.close()
 

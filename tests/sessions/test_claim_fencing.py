@@ -23,7 +23,6 @@ from tests.experiment_agents import HOTPOT, wiki_agent
 from trajectory.records import AgentConfig, Step
 
 
-
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
@@ -32,15 +31,15 @@ def _cache(tmp_path, monkeypatch):
 
 def make(store: Store, base_url: str) -> experiments.Experiment:
     cfg = AgentConfig(model="m", base_url=base_url)
-    return experiment.create(store, env="hotpotqa", method="react", config=cfg, name="F",
-                             tasks=select_tasks("hotpotqa", "hp-001"))
+    return experiment.create(
+        store, env="hotpotqa", method="react", config=cfg, name="F", tasks=select_tasks("hotpotqa", "hp-001")
+    )
 
 
 def lapse(store: Store, item_id: int) -> None:
     """The holder's lease runs out while it lives (a stalled runner): the test's stand-in for time."""
     with store.transaction():
         store.db.execute("update experiment_items set lease_until = 0 where id = ?", [item_id])
-
 
 
 def _run_and_lose_the_claim_once(scripted_llm, responder, db, exp, capfd) -> None:
@@ -52,6 +51,7 @@ def _run_and_lose_the_claim_once(scripted_llm, responder, db, exp, capfd) -> Non
     lost = [ln for ln in err.splitlines() if "taken over" in ln]
     assert len(lost) == 1 and "experiment item" in lost[0] and "Traceback" not in err
 
+
 def test_a_writer_whose_claim_was_taken_over_writes_nothing(tmp_path, scripted_llm):
     with closing(Store(tmp_path / "x.db")) as store:
         exp = make(store, scripted_llm.base_url)
@@ -62,8 +62,10 @@ def test_a_writer_whose_claim_was_taken_over_writes_nothing(tmp_path, scripted_l
         theirs = experiments.claim(store, item, 2, 60.0)
         assert theirs and theirs != mine
         experiments.record_item(store, item, status="done", success=False, metrics={"by": 2}, token=theirs)
-        for write in (lambda: experiments.record_item(store, item, status="error", error="late", token=mine),
-                      lambda: experiments.record_phase(store, item, "react", 1, token=mine)):
+        for write in (
+            lambda: experiments.record_item(store, item, status="error", error="late", token=mine),
+            lambda: experiments.record_phase(store, item, "react", 1, token=mine),
+        ):
             with pytest.raises(experiments.ClaimLost):
                 write()
         experiments.release(store, item, 1, mine)
@@ -90,8 +92,9 @@ def test_a_runner_that_lost_its_claim_stops_the_item_with_one_line(tmp_path, cap
                 item = experiments.items(s, exp.id)[0].id
                 lapse(s, item)
                 token = experiments.claim(s, item, 999, 60.0)
-                experiments.record_item(s, item, status="done", success=False, metrics={"by": "the other runner"},
-                                        token=token)
+                experiments.record_item(
+                    s, item, status="done", success=False, metrics={"by": "the other runner"}, token=token
+                )
         return agent(body)
 
     _run_and_lose_the_claim_once(scripted_llm, taken_over, db, exp, capfd)

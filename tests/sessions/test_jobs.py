@@ -45,8 +45,14 @@ def _env(tmp_path, **extra) -> dict:
 
 
 def _spawn(args: list, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "react_editor.main", *map(str, args)], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "react_editor.main", *map(str, args)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _cli(args: list, env: dict, timeout: float = 120) -> tuple[int, str, str]:
@@ -71,7 +77,9 @@ def _experiment(db: Path, llm: ScriptedLLM, n: int, *, method: str = "react", **
     tasks = [fam.get_task(r["id"]) for r in HOTPOT[:n]]
     with closing(Store(db)) as store:
         cfg = AgentConfig(model="m", base_url=llm.base_url, cache=False)
-        return experiment.create(store, env="hotpotqa", method=method, config=cfg, tasks=tasks, name="x", params=params).id
+        return experiment.create(
+            store, env="hotpotqa", method=method, config=cfg, tasks=tasks, name="x", params=params
+        ).id
 
 
 def _per_task(llm: ScriptedLLM) -> dict[str, int]:
@@ -122,8 +130,7 @@ def _claimed(db: Path) -> int:
 def test_two_processes_resuming_one_experiment_share_its_items(tmp_path, scripted_llm, capsys):
     """Two runners in two processes: a child, and this test's own process once the child holds
     items (a runner here costs no interpreter start and no imports: they are loaded)."""
-    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.15,
-                                          react_steps=2))
+    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.15, react_steps=2))
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 10)
     args = ["experiment", "resume", "x", "--db", db, "--json", "--concurrency", "2"]
@@ -151,7 +158,9 @@ def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp
     scripted_llm.set_responder(wiki_agent(answers, latency_s=0.3, react_steps=2))
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 8)
-    first = _spawn(["experiment", "resume", "x", "--db", db, "--concurrency", "2"], _env(tmp_path, REACT_EDITOR_LEASE_S="3"))
+    first = _spawn(
+        ["experiment", "resume", "x", "--db", db, "--concurrency", "2"], _env(tmp_path, REACT_EDITOR_LEASE_S="3")
+    )
 
     def some_done() -> bool:
         with closing(Store(db)) as store:
@@ -198,9 +207,29 @@ def _tagged(tag: str) -> list[int]:
 def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted_llm, capsys):
     scripted_llm.set_responder(wiki_agent({}, latency_s=0.4, react_steps=6))
     db = tmp_path / "x.db"
-    proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "30", "--concurrency", "2", "--processes",
-                   "--name", "p", "--model", "m", "--base-url", scripted_llm.base_url, "--db", db, "--json"],
-                  _env(tmp_path))
+    proc = _spawn(
+        [
+            "experiment",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--limit",
+            "30",
+            "--concurrency",
+            "2",
+            "--processes",
+            "--name",
+            "p",
+            "--model",
+            "m",
+            "--base-url",
+            scripted_llm.base_url,
+            "--db",
+            db,
+            "--json",
+        ],
+        _env(tmp_path),
+    )
     _wait(lambda: len(scripted_llm.completion_requests) >= 4, timeout=120)
     code, out, err = cli(capsys, "jobs", "--db", str(db), "--json")  # another process than the runner
     (job,) = [j for j in json.loads(out) if j["kind"] == "experiment"]
@@ -213,7 +242,9 @@ def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted
     assert proc.returncode == 130 and run_err.strip().splitlines()[-1].startswith("stopped: "), run_err
     assert len(scripted_llm.completion_requests) - at_stop <= 2  # the calls in flight, one per worker
     with closing(Store(db)) as store:
-        assert sessions.jobs.get(store, job["id"]).state == "stopped" and experiments.get(store, "p").status == "stopped"
+        assert (
+            sessions.jobs.get(store, job["id"]).state == "stopped" and experiments.get(store, "p").status == "stopped"
+        )
         assert experiments.counts(store, 1).get("done", 0) < 30
     code, _, err = cli(capsys, "jobs", "stop", str(job["id"]), "--db", str(db))
     assert code != 0 and err.strip().count("\n") == 0 and "not running" in err
@@ -224,8 +255,26 @@ def test_processes_workers_exit_when_their_runner_is_killed(tmp_path, scripted_l
     tag = f"REACT_EDITOR_TEST_TAG={os.getpid()}-{time.monotonic_ns()}"
     key, value = tag.split("=")
     db = tmp_path / "x.db"
-    proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "6", "--concurrency", "2", "--processes",
-                   "--model", "m", "--base-url", scripted_llm.base_url, "--db", db], _env(tmp_path, **{key: value}))
+    proc = _spawn(
+        [
+            "experiment",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--limit",
+            "6",
+            "--concurrency",
+            "2",
+            "--processes",
+            "--model",
+            "m",
+            "--base-url",
+            scripted_llm.base_url,
+            "--db",
+            db,
+        ],
+        _env(tmp_path, **{key: value}),
+    )
     _wait(lambda: len(scripted_llm.completion_requests) >= 2, timeout=120)
     assert len(_tagged(tag)) >= 3  # the runner, the fork server, its workers (and the resource tracker)
     proc.send_signal(signal.SIGKILL)
@@ -250,8 +299,9 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 1, method="cot-sc", samples=21)
     store = Store(db)
-    h = jobs.start(store, "experiment", lambda h: experiment_runner.run(str(db), 1, concurrency=3, handle=h),
-                   experiment_id=1)
+    h = jobs.start(
+        store, "experiment", lambda h: experiment_runner.run(str(db), 1, concurrency=3, handle=h), experiment_id=1
+    )
     _wait(lambda: len(scripted_llm.completion_requests) >= 6)
     jobs.stop(store, h.id)
     at_stop = len(scripted_llm.completion_requests)
@@ -260,7 +310,9 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
     assert len(scripted_llm.completion_requests) - at_stop <= 3 and at_stop < 21
     assert sessions.jobs.get(store, h.id).state == "stopped"
     item = experiments.items(store, 1)[0]
-    assert item.status != "done" and len(store.calls.of_episode(item.episode_id)) == len(scripted_llm.completion_requests)
+    assert item.status != "done" and len(store.calls.of_episode(item.episode_id)) == len(
+        scripted_llm.completion_requests
+    )
     store.close()
 
 
@@ -271,8 +323,20 @@ def _episode(tmp_path, llm, capsys=None) -> tuple[Path, int, int]:
     """A two-step episode made by `react-editor run`: in another process, or in this one (`capsys`)."""
     llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2))
     db = tmp_path / "r.db"
-    args = ["run", "--env", "hotpotqa", "--task", HOTPOT[0]["id"], "--model", "m", "--base-url", llm.base_url,
-            "--db", str(db), "--json"]
+    args = [
+        "run",
+        "--env",
+        "hotpotqa",
+        "--task",
+        HOTPOT[0]["id"],
+        "--model",
+        "m",
+        "--base-url",
+        llm.base_url,
+        "--db",
+        str(db),
+        "--json",
+    ]
     code, out, err = cli(capsys, *args) if capsys is not None else _cli(args, _env(tmp_path))
     assert code == 0, err
     data = json.loads(out.strip().splitlines()[-1])
@@ -283,8 +347,21 @@ def test_kill_9_during_resample_never_moves_the_current_version_and_again_contin
     db, ep, vid = _episode(tmp_path, scripted_llm, capsys)
     agent = wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2)
     scripted_llm.set_responder(lambda body: Reply(text=agent(body).text, delay_s=0.4))
-    args = ["resample", ep, "--step", "2", "--n", "6", "--concurrency", "1", "--temperature", "0.7", "--db", db,
-            "--json"]
+    args = [
+        "resample",
+        ep,
+        "--step",
+        "2",
+        "--n",
+        "6",
+        "--concurrency",
+        "1",
+        "--temperature",
+        "0.7",
+        "--db",
+        db,
+        "--json",
+    ]
     proc = _spawn(args, _env(tmp_path))
 
     def one_member() -> bool:
@@ -396,8 +473,13 @@ def test_react_editor_app_killed_with_sigterm_leaves_no_listener(tmp_path):
 
     port = free_port()
     env = _env(tmp_path, REACT_EDITOR_DB=str(tmp_path / "a.db"))
-    proc = subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "react_editor", "app", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait(lambda: listening(port), timeout=90, every=0.3)
         proc.send_signal(signal.SIGTERM)  # to the launcher only, as `kill PID` does

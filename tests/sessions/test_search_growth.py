@@ -53,9 +53,16 @@ def test_a_query_too_common_to_rank_lists_the_newest_rows_first(store):
 def test_filters_asked_of_the_hits_episodes_keep_what_the_whole_sets_keep(store):
     rnd = random.Random(7)
     with store.transaction():
-        ids = [_episode(store, n, "Nothing happens." if n % 3 else "You see a mug.",
-                        env=rnd.choice(["alfworld", "hotpotqa"]), success=rnd.choice([True, False, None]))
-               for n in range(40)]
+        ids = [
+            _episode(
+                store,
+                n,
+                "Nothing happens." if n % 3 else "You see a mug.",
+                env=rnd.choice(["alfworld", "hotpotqa"]),
+                success=rnd.choice([True, False, None]),
+            )
+            for n in range(40)
+        ]
     some = rnd.sample(ids, 25)
     for env in (None, "alfworld", "hotpotqa"):
         for outcome in (None, "success", "failure", "unfinished"):

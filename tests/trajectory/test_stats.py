@@ -155,9 +155,24 @@ def test_wilson_cc_solves_its_defining_equation(n):
 # paper for method 10 by JoshSandhu/proofpack (fixtures/newcombe1998_paired.json) and by the
 # R package propint's tests (ci.two.dep.props): (e, f, g, h) = (a, b, c, d) here.
 NEWCOMBE_PAIRED_EXAMPLES = [
-    (36, 12, 2, 0), (20, 12, 2, 16), (18, 12, 2, 18), (36, 14, 0, 0), (35, 14, 0, 1), (18, 14, 0, 18),
-    (2, 97, 1, 0), (1, 97, 1, 1), (0, 29, 1, 0), (2, 98, 0, 0), (1, 98, 0, 1), (0, 30, 0, 0),
-    (54, 0, 0, 0), (53, 0, 0, 1), (30, 0, 0, 24), (29, 0, 0, 25), (28, 0, 0, 26), (27, 0, 0, 27),
+    (36, 12, 2, 0),
+    (20, 12, 2, 16),
+    (18, 12, 2, 18),
+    (36, 14, 0, 0),
+    (35, 14, 0, 1),
+    (18, 14, 0, 18),
+    (2, 97, 1, 0),
+    (1, 97, 1, 1),
+    (0, 29, 1, 0),
+    (2, 98, 0, 0),
+    (1, 98, 0, 1),
+    (0, 30, 0, 0),
+    (54, 0, 0, 0),
+    (53, 0, 0, 1),
+    (30, 0, 0, 24),
+    (29, 0, 0, 25),
+    (28, 0, 0, 26),
+    (27, 0, 0, 27),
 ]
 
 
@@ -261,7 +276,7 @@ def test_mantel_haenszel_risk_difference_and_sato_variance():
     assert one.effect == pytest.approx(0.25)
     # W = 20, Q = (30*20 + 20*10)/160 = 5, P = (1600*20 - 1600*30)/6400 = -2.5:
     # (0.25 * -2.5 + 5) / 400 = 0.0109375 = 0.75*0.25/40 + 0.5*0.5/40
-    half = stats.Z95 * 0.0109375 ** 0.5
+    half = stats.Z95 * 0.0109375**0.5
     assert one.ci95 == pytest.approx((0.25 - half, 0.25 + half))
 
 
@@ -330,6 +345,7 @@ def test_miettinen_nurminen_published_example_and_its_test():
     # its test at 0 is Pearson's chi-square times (N - 1) / N
     n, chi2 = 150, 150 * (56 * 32 - 14 * 48) ** 2 / (70 * 80 * 104 * 46)
     import math
+
     assert r.p_value == pytest.approx(math.erfc(math.sqrt(chi2 * (n - 1) / n / 2)))
 
 
