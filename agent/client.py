@@ -10,7 +10,6 @@ import types
 from typing import Any
 
 from agent.model import api
-
 from agent.model.api import (
     DEFAULT_BASE_URL,
     DEFAULT_CHAT_INSTRUCTION,

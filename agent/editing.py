@@ -12,14 +12,12 @@ from pydantic import ValidationError
 
 from agent.engine_errors import EngineError
 from agent.engine_reports import _clean_text, _outcome, version_name
-from agent.episode_locks import EpisodeLocks
 from agent.environments import EnvironmentPool
+from agent.episode_locks import EpisodeLocks
 from agent.version_paths import VersionPaths
 from envs.registry import family
+from sessions import annotations, exemplar_sets, rollouts
 from sessions.store import Store
-from sessions import annotations
-from sessions import exemplar_sets
-from sessions import rollouts
 from trajectory.records import MAX_TEXT, AgentConfig, EditInfo, Episode, Step, ToolCall, Version
 from trajectory.tools import ToolCallError
 

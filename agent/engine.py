@@ -40,9 +40,9 @@ from agent.run_settings import check_config
 from agent.version_paths import PATH_CACHE, VersionPaths
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
-from sessions.writer import write
 from sessions.connection import Fence, FenceLost
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
+from sessions.writer import write
 from trajectory import signals
 from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, ToolCall, Version
 from trajectory.tools import ToolCallError

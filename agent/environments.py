@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, ContextManager
 
 from agent.client import public_url
+from agent.endpoint_keys import CONFIRMED_SETTING
 from agent.engine_errors import EngineError
 from agent.engine_reports import version_name
 from agent.episode_locks import EpisodeLocks
 from agent.version_paths import VersionPaths
 from envs.base import EnvError, Environment, ReplayMismatch
 from envs.registry import family
-from agent.endpoint_keys import CONFIRMED_SETTING
 from sessions.store import Store
 from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, Episode, Step, Task, env_only
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import sessions.jobs
 from agent import jobs
 from agent.experiment_runner import Progress, run
 from sessions import experiments
-import sessions.jobs
 from sessions.store import Store
 
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import sessions.jobs
 from agent import exemplars, jobs, methods
 from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import CallWatch
@@ -20,7 +21,6 @@ from agent.engine import Engine
 from agent.experiment import ExperimentError
 from agent.experiment_scores import summary
 from sessions import experiments
-import sessions.jobs
 from sessions.store import Store, StoreError
 from sessions.writer import attached, write, write_later
 from trajectory.records import Episode, Version

@@ -18,9 +18,9 @@ import threading
 import time
 from typing import Any, Callable
 
+import sessions.jobs
 from agent import local_server
 from agent.client import UNREACHABLE, CallWatch
-import sessions.jobs
 from sessions.store import Store, StoreError
 
 _handles: dict[tuple[str, int], "Handle"] = {}

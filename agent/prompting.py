@@ -10,8 +10,8 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from agent import conversing, exemplars
-from agent.conversing import strip_echo
 from agent.client import CallWatch, ModelClient, ModelError
+from agent.conversing import strip_echo
 from agent.engine_errors import EngineError, ModelCallFailed, StepCancelled
 from agent.engine_reports import qa_method_of
 from agent.version_paths import PATH_CACHE, VersionPaths

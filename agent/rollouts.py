@@ -22,13 +22,12 @@ from agent.client import CallWatch, ModelClient
 from agent.engine import Engine, EngineError
 from agent.engine_reports import version_name
 from agent.rollout_stats import Effect, GroupStats, RolloutError
-from sessions import experiments
-from sessions import rollouts
-from sessions.rollouts import RolloutEdit, RolloutGroup
-from sessions.writer import attached
-from sessions.store import Store
 from envs.base import EDIT_KINDS
 from envs.registry import family
+from sessions import experiments, rollouts
+from sessions.rollouts import RolloutEdit, RolloutGroup
+from sessions.store import Store
+from sessions.writer import attached
 from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
 from trajectory.user_regex import PatternError, compile_pattern
 

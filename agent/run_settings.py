@@ -11,7 +11,6 @@ from sessions.store import StoreError
 from trajectory.prompt_files import ExemplarError
 from trajectory.records import AgentConfig, url_credentials, without_credentials
 
-
 MAX_TIMEOUT_S = 3600.0  # one model answer (react_editor.args bounds --timeout the same)
 MAX_RETRIES = 100
 

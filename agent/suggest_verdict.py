@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sessions import suggestions
+from trajectory.exact2x2 import two_arm
 from trajectory.multiplicity import BH, HOLM, benjamini_hochberg, holm
 from trajectory.numbers import effect_text, p_text
-from trajectory.exact2x2 import two_arm
 from trajectory.stats import Comparison
 
 ALPHA = 0.05
@@ -191,8 +191,7 @@ def detectable(s: suggestions.Suggestion) -> list[dict[str, Any]]:
     """For each control arm the candidates were verified against: the smallest rise over its
     observed rate that `--verify N` rollouts per arm prove with 80% power, one candidate at
     0.025 one-sided and the best of the K at Holm's first step (0.025 / K)."""
-    from trajectory.exact2x2 import min_detectable_effect
-    from trajectory.exact2x2 import EXACT_MAX_ARM
+    from trajectory.exact2x2 import EXACT_MAX_ARM, min_detectable_effect
 
     k = max(1, len(_family(s.candidates)))
     seen: dict[Any, dict[str, Any]] = {}

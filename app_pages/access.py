@@ -132,8 +132,8 @@ def key_guard():
 
     if behind_gate() and client.ENDPOINT_KEYS is None:
         from agent.endpoint_keys import CONFIRMED_SETTING, EndpointKeys
-        from app_pages import app_engine
         from agent.gate import ENDPOINTS_ENV
+        from app_pages import app_engine
 
         store = app_engine.store()
         client.ENDPOINT_KEYS = EndpointKeys(

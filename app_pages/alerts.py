@@ -7,7 +7,6 @@ import html
 
 import streamlit as st
 
-
 _ALERT_HEADLINES = {"error": "That did not work:", "success": "Done:", "info": "Note:", "warning": "Check this:"}
 _ALERT_COLOURS = {
     "error": ("#ffebe9", "#cf222e"),

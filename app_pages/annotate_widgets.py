@@ -9,8 +9,7 @@ import streamlit as st
 from agent import exemplars
 from app_pages import access
 from app_pages.alerts import alert, plain_caption
-from sessions import annotations
-from sessions import exemplar_sets
+from sessions import annotations, exemplar_sets
 from sessions.store import Store, StoreError
 from trajectory.signals import suggest_failure_modes, version_signals
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from trajectory.records import API_STYLES
 
-
 STYLE_HELP = (
     "completions: the paper's text prompt; chat: that transcript as one user message; messages: a "
     "conversation, one assistant message per step; tools: native tool calls, one per step"

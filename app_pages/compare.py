@@ -12,10 +12,10 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import app_engine, selection, version_names
-from app_pages.judge_panel import judgment_panel
-from sessions import numbering
 from app_pages.compare_table import COMPARE_CSS, compare_html
+from app_pages.judge_panel import judgment_panel
 from app_pages.page_text import outcome_text, plural
+from sessions import numbering
 from trajectory.alignment import align_versions, carried_map, person_edits
 
 eng = app_engine.engine()

@@ -9,8 +9,8 @@ import streamlit as st
 
 from agent import local_model
 from agent.client import public_url, resolve_base_url
-from app_pages.api_styles import api_style_box
 from app_pages import alerts, app_engine, selection, version_names
+from app_pages.api_styles import api_style_box
 from app_pages.editor_context import EditorPage
 from app_pages.editor_run import close_run
 from app_pages.page_text import endpoint_problem

@@ -10,8 +10,7 @@ from agent.engine import FROZEN
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import alerts, selection, stepjobs
 from app_pages.editor_context import RUN_LEASE_S, STEP_ERRORS, EditorPage
-from sessions import jobs
-from sessions import numbering
+from sessions import jobs, numbering
 from trajectory.signals import version_step_signals
 
 

@@ -13,8 +13,8 @@ from app_pages.annotate_widgets import step_tag_panel
 from app_pages.editor_context import LIVE_STEPS, EditorPage
 from app_pages.editor_edit import edit_panel
 from app_pages.editor_run import switcher
-from app_pages.textdiff import inline_diff_html
 from app_pages.page_text import deleted_here, origin_text, provenance, replaced_text, step_lines, tool_call_text
+from app_pages.textdiff import inline_diff_html
 from sessions import annotations
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals

@@ -6,14 +6,13 @@ from __future__ import annotations
 import streamlit as st
 
 from agent.run_settings import check_base_url
-from app_pages.api_styles import api_style_box
 from app_pages import alerts, app_engine, search_box, selection
+from app_pages.api_styles import api_style_box
 from app_pages.page_text import EPISODE_COLUMNS, episode_row, episode_title
-from sessions import annotations
 from envs.base import EnvError
-from sessions import exemplar_sets
-from sessions.edit_counts import edit_counts
 from envs.registry import family, kinds
+from sessions import annotations, exemplar_sets
+from sessions.edit_counts import edit_counts
 from trajectory.records import AgentConfig
 
 eng = app_engine.engine()

@@ -11,14 +11,12 @@ from typing import Any
 
 import streamlit as st
 
-from agent import experiment, experiment_background, experiment_scores
-from agent import leakage
+from agent import experiment, experiment_background, experiment_scores, leakage
 from agent.methods import DEFAULT_SAMPLES, methods_of
 from agent.run_settings import check_base_url, check_config
 from agent.task_selection import SOURCES, select_tasks
+from app_pages import alerts, app_engine, selection, suggest_panel, version_names
 from app_pages.api_styles import api_style_box
-from app_pages import alerts, app_engine, selection, version_names
-from app_pages import suggest_panel
 from app_pages.experiment_views import (
     PARTIAL_NOTE,
     TABLE_NOTE,
@@ -32,10 +30,9 @@ from app_pages.experiment_views import (
     split_row,
     table_caption,
 )
-from sessions import exemplar_sets
-from sessions import experiments
-from sessions.search import signal_counts
 from envs.registry import kinds
+from sessions import exemplar_sets, experiments
+from sessions.search import signal_counts
 from trajectory.records import AgentConfig
 
 

@@ -17,10 +17,9 @@ from agent import exemplars
 from app_pages import alerts, app_engine, export_training
 from app_pages.annotate_widgets import BUILTIN_BASE, EMPTY_BASE
 from app_pages.page_text import plural
-from sessions import exemplar_sets
-from sessions import numbering
-from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from envs.registry import kinds
+from sessions import exemplar_sets, numbering
+from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from sessions.store import Store, StoreError
 
 MIME = {

@@ -11,8 +11,8 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable, Sequence
 
-from app_pages.textdiff import diff_html
 from app_pages.page_text import provenance, replaced_text, step_lines
+from app_pages.textdiff import diff_html
 from trajectory.signals import SIGNALS
 
 SOURCE_WORDS = {

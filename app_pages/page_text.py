@@ -9,7 +9,6 @@ st.code) or as escaped HTML (the Compare table)."""
 from __future__ import annotations
 
 import json
-
 from typing import Any, Sequence
 
 from agent.run_settings import ConfigError, check_base_url

@@ -11,9 +11,9 @@ from typing import Any
 import streamlit as st
 
 from app_pages import selection
+from envs.registry import kinds
 from sessions import numbering
 from sessions.search import OUTCOMES, SearchError, search
-from envs.registry import kinds
 from trajectory.signals import SIGNALS
 
 

@@ -9,8 +9,8 @@ import streamlit as st
 
 from agent import local_model
 from agent.client import model_available, public_url
-from app_pages.api_styles import api_style_box
 from app_pages import alerts, app_engine
+from app_pages.api_styles import api_style_box
 from app_pages.page_text import endpoint_problem
 
 store = app_engine.store()

@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any
 
-from agent import jobs
 import sessions.jobs
+from agent import jobs
 from sessions.numbering import label_of
 
 StepJob = jobs.Handle

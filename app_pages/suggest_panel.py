@@ -14,11 +14,10 @@ from typing import Any, Callable, Iterable
 
 import streamlit as st
 
-from agent import jobs
-from agent import suggest, suggest_experiment, suggest_verdict
+from agent import jobs, suggest, suggest_experiment, suggest_verdict
 from agent.engine import Engine, EngineError
-from app_pages.api_styles import api_style_box
 from app_pages import alerts
+from app_pages.api_styles import api_style_box
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
 from sessions import numbering, suggestions

@@ -7,14 +7,14 @@ from collections import Counter
 
 import streamlit as st
 
+from agent.rollouts import version_groups
+from agent.summary import version_summary
 from app_pages import alerts, app_engine, selection, version_names
-from sessions import numbering
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.costs import calls_cost, money, usage_totals
 from app_pages.page_text import edit_label, own_edit, status_word
 from app_pages.version_tree_dot import version_tree_dot
-from agent.rollouts import version_groups
-from agent.summary import version_summary
+from sessions import numbering
 
 eng = app_engine.engine()
 store = eng.store

@@ -8,7 +8,6 @@ steps) is only shown in a dataframe or with st.text."""
 from __future__ import annotations
 
 import hashlib
-
 import threading
 import uuid
 from dataclasses import dataclass
@@ -25,8 +24,8 @@ from app_pages.page_text import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
 from envs.registry import family
 from sessions import rollouts
-from sessions.rollouts import RolloutEdit
 from sessions.numbering import label_of
+from sessions.rollouts import RolloutEdit
 from sessions.store import Store, StoreError
 
 TICK_S = 0.5

@@ -11,8 +11,8 @@ BRANCH_AT = 15
 
 
 def build(db: Path, episodes: int) -> None:
-    from trajectory.records import AgentConfig, ModelCall, Step, Task, Usage
     from sessions.store import Store
+    from trajectory.records import AgentConfig, ModelCall, Step, Task, Usage
 
     store = Store(db)
     config = AgentConfig(model="bench-model", base_url="http://127.0.0.1:1/v1")

@@ -11,8 +11,8 @@ STEPS = 4
 
 
 def build(db: Path, experiments: int, tasks: int) -> None:
-    from agent import experiment
     import sessions.experiments
+    from agent import experiment
     from sessions.store import Store
     from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Task, Usage
 

@@ -27,14 +27,14 @@ from pathlib import Path
 
 from _root import ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
-from envs import registry  # noqa: E402
 from agent import exemplars  # noqa: E402
 from agent.client import ModelClient  # noqa: E402
 from agent.engine import Engine  # noqa: E402
-from trajectory.records import AgentConfig  # noqa: E402
+from envs import registry  # noqa: E402
 from sessions.store import Store  # noqa: E402
 from tests import toy_envs  # noqa: E402
 from tests.scripted_server import ScriptedLLM  # noqa: E402
+from trajectory.records import AgentConfig  # noqa: E402
 
 STEPS = 50
 

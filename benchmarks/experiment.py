@@ -73,8 +73,7 @@ def _lease_overhead(db: Path, rounds: int = 3) -> float:
     statement inside the transaction that links the item's episode (timed here as that
     transaction with and without it); the release rides on the item's result; the
     heartbeat's renewal is one transaction per second per runner, not per item."""
-    from sessions import experiments
-    from sessions import jobs
+    from sessions import experiments, jobs
     from trajectory.records import now
 
     store = Store(db)

@@ -86,10 +86,10 @@ def _episode_steps(kind: str, task: str, steps: int, work: Path) -> dict:
     """Run in this process: an Engine on the built-in model, `steps` steps one at a time."""
     from agent import local_server
     from agent.engine import Engine
+    from agent.local_model import config_name
     from envs.registry import family
     from sessions.store import Store
     from trajectory.records import AgentConfig
-    from agent.local_model import config_name
 
     engine = Engine(Store(str(work / f"{kind}.db")))
     cfg = AgentConfig(model=config_name(), cache=False, max_steps=steps + 1, timeout_s=600)

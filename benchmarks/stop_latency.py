@@ -275,10 +275,10 @@ class Bench:
 
     # -- the app: the job in this process, the app's Stop
     def app(self, name: str) -> dict:
+        import sessions.jobs
         from agent import experiment, experiment_background, jobs, suggest
         from agent.rollouts import Request, resample, whatif
         from sessions.rollouts import RolloutEdit
-        import sessions.jobs
 
         kind, seeded, _, in_flight, responder = KINDS.get(name, ("step", True, None, 1, None))
         db, store, engine = self.database(seeded)

@@ -77,9 +77,10 @@ def main() -> None:
 
 def _engine_restore(task, commands: list[str], repeat: int) -> float:
     """p50 of the Engine putting a fresh environment after a stored version's last step."""
+    from react_editor_textworld import FAMILY
+
     from agent.engine import Engine
     from envs.registry import register
-    from react_editor_textworld import FAMILY
     from sessions.store import Store
     from trajectory.records import AgentConfig
 

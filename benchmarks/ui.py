@@ -42,8 +42,8 @@ def build(db: Path, steps: int = STEPS, versions: int = VERSIONS) -> tuple[int, 
     `steps` (half of it a thought step) and `versions` (>= 2) size it otherwise."""
     from agent.engine import Engine
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     eng = Engine(Store(db))
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
@@ -72,8 +72,8 @@ def build_long(db: Path, steps: int) -> tuple[int, int]:
     """One episode with one version of `steps` person steps (thought + action) on the game."""
     from agent.engine import Engine
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     eng = Engine(Store(db))
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")

@@ -72,9 +72,8 @@ def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def db_path(args: argparse.Namespace) -> str:
-    from sessions.store import default_db_path  # (imported by the command: a light start-up)
-
     from react_editor.args import database_file  # a FIFO named --db would block the command
+    from sessions.store import default_db_path  # (imported by the command: a light start-up)
 
     return str(database_file(args.db or default_db_path()))
 

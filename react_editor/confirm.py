@@ -19,9 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_confirm(args: argparse.Namespace) -> int:
     from agent.engine import Engine
-    from sessions.store import Store
-
     from agent.run_settings import check_base_url
+    from sessions.store import Store
 
     check_base_url(args.wiki_url, "the MediaWiki API URL")
     refs = Engine(Store(db_path(args))).envs.confirm_references(args.episode, wiki=args.wiki, wiki_url=args.wiki_url)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from react_editor.command_run import CliError, add_common, db_path
-from react_editor.output import emit, version_ref
 from react_editor.episode_args import episode_ref, open_engine, ref_text, version_number, version_of
+from react_editor.output import emit, version_ref
 
 
 def register(sub: argparse._SubParsersAction) -> None:

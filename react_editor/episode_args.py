@@ -9,8 +9,8 @@ from typing import Any
 from react_editor.args import retry_count, seconds
 from react_editor.command_run import CliError, db_path
 from react_editor.lazy_parser import later
-from react_editor.output import progress, version_ref
 from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
+from react_editor.output import progress, version_ref
 from trajectory.records import API_STYLES, AgentConfig
 
 

@@ -7,9 +7,9 @@ import argparse
 import sys
 
 from react_editor.command_run import CliError, JobStopped, add_common, db_path
+from react_editor.episode_args import config_from_args, env_option_flags, env_options_from, model_flags
 from react_editor.lazy_parser import env_kinds
 from react_editor.output import emit, progress
-from react_editor.episode_args import config_from_args, env_option_flags, env_options_from, model_flags
 from react_editor.paging import add_page_flags, page_of, say_page
 
 

@@ -16,7 +16,6 @@ import threading
 import time
 from pathlib import Path
 
-from react_editor.command_run import CliError
 from agent.gate import (
     ALLOW_LIST,
     ENDPOINTS_ENV,
@@ -28,6 +27,7 @@ from agent.gate import (
     is_loopback,
     new_token,
 )
+from react_editor.command_run import CliError
 
 APP = Path(__file__).resolve().parent.parent / "app_server.py"
 

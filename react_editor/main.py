@@ -12,8 +12,21 @@ import argparse
 import gc
 import sys
 
-from react_editor import command_run, confirm, core, exchange, experiment, jobs, launch, lazy_parser, search, whatif
-from react_editor import judge, model, suggest
+from react_editor import (
+    command_run,
+    confirm,
+    core,
+    exchange,
+    experiment,
+    jobs,
+    judge,
+    launch,
+    lazy_parser,
+    model,
+    search,
+    suggest,
+    whatif,
+)
 from react_editor.args import Parser, argv_problem, fail
 from react_editor.command_run import run_command
 

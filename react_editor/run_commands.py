@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 
 from react_editor.command_run import CliError, JobStopped, add_common
-from react_editor.lazy_parser import env_kinds, later
-from react_editor.output import emit, progress
 from react_editor.episode_args import (
     check_model_flags,
     config_from_args,
@@ -23,6 +21,8 @@ from react_editor.episode_args import (
     version_number,
     version_of,
 )
+from react_editor.lazy_parser import env_kinds, later
+from react_editor.output import emit, progress
 from react_editor.show_commands import _step_json, _step_text
 from trajectory.signals import version_step_signals
 

@@ -7,9 +7,9 @@ import argparse
 from typing import Any
 
 from react_editor.command_run import CliError, add_common, db_path
+from react_editor.episode_args import episode_ref, one_line, open_engine, open_reader, version_of
 from react_editor.lazy_parser import env_kinds
 from react_editor.output import emit, write_exact
-from react_editor.episode_args import episode_ref, one_line, open_engine, open_reader, version_of
 from react_editor.paging import add_page_flags
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS, version_step_signals

@@ -8,8 +8,8 @@ import argparse
 import sys
 
 from react_editor.command_run import CliError, add_common, check_url, regular_file, run_job
-from react_editor.output import emit, progress, rollout_progress, version_ref
 from react_editor.episode_args import episode_ref, open_engine, version_of
+from react_editor.output import emit, progress, rollout_progress, version_ref
 from trajectory.records import API_STYLES
 
 

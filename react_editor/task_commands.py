@@ -7,9 +7,9 @@ import argparse
 from typing import Any
 
 from react_editor.command_run import add_common
+from react_editor.episode_args import families, one_line
 from react_editor.lazy_parser import env_kinds, later
 from react_editor.output import emit, progress
-from react_editor.episode_args import families, one_line
 
 
 def register_tasks(sub: argparse._SubParsersAction) -> None:

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from react_editor.command_run import CliError, JobStopped, add_common, run_job
-from react_editor.output import emit, progress, rollout_progress, version_ref, version_refs
 from react_editor.episode_args import check_model_flags, model_flags, open_engine, version_of
+from react_editor.output import emit, progress, rollout_progress, version_ref, version_refs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,8 +16,8 @@ from typing import Any, Iterable, Literal
 
 from pydantic import Field
 
-from trajectory.records import Record, now
 from sessions.store import Store, StoreError
+from trajectory.records import Record, now
 
 FAILURE_MODES: tuple[str, ...] = (
     "reasoning_error",

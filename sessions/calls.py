@@ -17,7 +17,6 @@ from sessions.database import Database, RowIds, insert_row
 from sessions.row_records import CallRow
 from trajectory.records import ModelCall, Usage
 
-
 _CALL_SQL = (
     "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "
     "c.prompt_chars, c.completion, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.latency_ms, "

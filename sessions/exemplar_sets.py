@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, cast
 
 from sessions import annotations as notes  # (not `annotations`: the __future__ import has that name)
+from sessions.store import Store, StoreError
 from trajectory import kinds
 from trajectory.prompt_files import Exemplar, ExemplarError, PromptFileError, RawEntry, exemplar_from
 from trajectory.records import now
-from sessions.store import Store, StoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 RESERVED = {"builtin"}

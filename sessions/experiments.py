@@ -15,7 +15,8 @@ from typing import Any, Literal, cast
 
 from pydantic import Field
 
-from sessions.connection import Fence, FenceLost, compact_json as _dumps
+from sessions.connection import Fence, FenceLost
+from sessions.connection import compact_json as _dumps
 from sessions.row_records import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
 from sessions.transactions import Transaction

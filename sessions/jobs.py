@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
 import socket
 import sqlite3
 import time
+from datetime import datetime, timezone
 from typing import Any, Iterable, Literal, Mapping, cast
 
 from pydantic import Field

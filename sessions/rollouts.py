@@ -15,8 +15,8 @@ from typing import Any, Literal, cast
 
 from pydantic import Field
 
-from trajectory.records import AgentConfig, EditKind, Record, now
 from sessions.store import Store, StoreError
+from trajectory.records import AgentConfig, EditKind, Record, now
 
 GroupKind = Literal["resample", "control", "treatment"]
 GROUP_KINDS: tuple[str, ...] = ("resample", "control", "treatment")

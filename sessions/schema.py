@@ -7,9 +7,8 @@ import json
 from types import SimpleNamespace
 from typing import Callable
 
-from sessions.connection import FROZEN_MARK, sqlite_utils  # (sqlite-utils without pandas: a light start-up)
-
 from sessions import judgments, search_index
+from sessions.connection import FROZEN_MARK, sqlite_utils  # (sqlite-utils without pandas: a light start-up)
 from trajectory.signals import PathState
 
 APP_ID = "react-editor"

@@ -7,11 +7,11 @@ pass the filters. The CLI (`react-editor search`, `episodes --signal`) and the a
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 

@@ -22,16 +22,21 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
-
 from sessions import schema, search_index
 from sessions.blobs import Blobs
 from sessions.calls import Calls
-from sessions.connection import LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, describe_db_error
-from sessions.connection import VersionFrozen
+from sessions.connection import (
+    LOCK_TIMEOUT_S,
+    DatabaseFailure,
+    StoreError,
+    VersionChanged,
+    VersionFrozen,
+    describe_db_error,
+    sqlite_utils,  # (without pandas: a light start-up)
+)
+from sessions.episode_tree import EpisodeTree
 from sessions.episodes import Episodes
 from sessions.judgments import Judgments
-from sessions.episode_tree import EpisodeTree
 from sessions.row_records import CallRow, StepRow, UsageRow
 from sessions.settings import Settings
 from sessions.transactions import Transaction, _Connection, connection_state

@@ -68,8 +68,8 @@ import weakref
 from typing import Any, Callable, Iterator
 
 from sessions import search_index
-from sessions.transactions import Transaction, connection_state
 from sessions.store import Store, StoreError
+from sessions.transactions import Transaction, connection_state
 
 LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark
 MAX_GROUP = 64  # writes per group at most (one transaction's size stays bounded)

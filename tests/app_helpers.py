@@ -9,8 +9,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from trajectory.records import AgentConfig
 from tests.toy_envs import ROOM_TASK
+from trajectory.records import AgentConfig
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 

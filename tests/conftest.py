@@ -9,7 +9,6 @@ import pytest
 import envs.registry  # noqa: F401  (publishes the kinds sessions/ reads: trajectory.kinds)
 from tests.scripted_server import ScriptedLLM
 
-
 # -- the test session's own speed --------------------------------------------------------
 # Four fixtures below replace internals of Streamlit (1.67) and httpx (0.27-0.29): each says why
 # no public option does it. tests/test_conftest_patches.py checks that each still hits (the
@@ -251,9 +250,9 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
 def toy(monkeypatch, tmp_path, scripted_llm):
     """An Engine over a fresh database whose alfworld/hotpotqa families are the toy envs,
     with tiny built-in exemplars, talking to the scripted model server."""
-    from envs import registry
     from agent import exemplars
     from agent.engine import Engine
+    from envs import registry
     from sessions.store import Store
     from tests import toy_envs
 

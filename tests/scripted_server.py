@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Union
 
-from tests.scripted_text import Responder, apply_stop, prompt_text, table_responder  # noqa: F401
 from tests.scripted_conversation import check_conversation, tool_call  # noqa: F401 - re-exported
+from tests.scripted_text import Responder, apply_stop, prompt_text, table_responder  # noqa: F401
 
 DEFAULT_MODEL = "scripted-model"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import threading
 
-from trajectory.records import AgentConfig
 from tests.toy_envs import ROOM_TASK
+from trajectory.records import AgentConfig
 
 CRITIC_MARK = "You review the trajectory"
 HINT = "The mug is in the cabinet."

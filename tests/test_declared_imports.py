@@ -6,13 +6,13 @@ was one - fails on a machine that resolved the declared ones differently)."""
 from __future__ import annotations
 
 import ast
-from importlib import metadata
 import json
 import os
 import re
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from envs.base import EnvFamily, EnvError, StepResult
+from envs.base import EnvError, EnvFamily, StepResult
 from trajectory.records import Task
 
 ROOM_TEXT = (

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sessions import annotations
-from sessions import experiments
+from sessions import annotations, experiments
 from sessions.rollouts import RolloutEdit
 from tests.engine_scripts import WIKI_SCRIPT
 from tests.export_support import ROOM_SCRIPT, cfg

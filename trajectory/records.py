@@ -6,12 +6,11 @@ the engine (`agent.engine`) creates them; prompt rendering (`trajectory.formats`
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Literal, get_args
-
 import re
 import time
 import unicodedata
+from datetime import datetime, timezone
+from typing import Any, Literal, get_args
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator

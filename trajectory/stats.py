@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 
 import numpy as np

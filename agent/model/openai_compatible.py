@@ -282,9 +282,8 @@ def _delta_extras(delta: Any, chunk: Any, thinking: list[str], calls: dict[int, 
 def _sdk(make: Callable[[Any], Any], data: Any) -> Any:
     """An answer's part as the `openai` SDK's public type (`openai.types.chat`); one that does
     not fit it is malformed."""
-    from pydantic import ValidationError
-
     import openai.types.chat as types
+    from pydantic import ValidationError
 
     try:
         return make(types)

@@ -12,7 +12,7 @@ import time
 from datetime import timezone
 from typing import Any, Callable
 
-from agent.model.api import Cancelled, CallWatch, Malformed
+from agent.model.api import CallWatch, Cancelled, Malformed
 from agent.ratelimit import PauseGate
 from trajectory.records import ModelCall
 

@@ -20,13 +20,13 @@ import types
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from envs.base import EnvError, StepResult
-from trajectory.records import Task
 from envs.alfworld.fastgame import FastGame, load_game_data
 from envs.alfworld.pool import GAME_LOCK, acquire_game, release_game
 from envs.alfworld.tasks import rebuild_path
 from envs.alfworld.text import opening_text, process_ob
 from envs.alfworld.wording import check_wording
+from envs.base import EnvError, StepResult
+from trajectory.records import Task
 
 
 def _planner_context():

@@ -14,8 +14,8 @@ import random
 from pathlib import Path
 
 from envs.alfworld.text import opening_text, process_ob
-from envs.base import EnvError
 from envs.alfworld.transcript import PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
+from envs.base import EnvError
 
 EXEMPLARS_FILE = Path(__file__).parent / "data" / "exemplars.json"
 

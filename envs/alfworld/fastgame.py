@@ -23,11 +23,11 @@ from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs.base import EnvError
 from envs.alfworld import twlite
 from envs.alfworld.grammar_cache import game_logic
 from envs.alfworld.translation import LOCK, sha, translate
 from envs.alfworld.wording import apply_wording
+from envs.base import EnvError
 
 
 class GameFileError(EnvError):
@@ -206,6 +206,7 @@ class FastGame:
     def __init__(self, data: GameData, wording: str = "paper"):
         twlite.load_engine()  # only the parts of textworld a game needs
         from alfworld.agents.utils.misc import Demangler
+
         from envs.alfworld.twlite import EntityInfo
 
         self.data = data

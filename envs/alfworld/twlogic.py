@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import copyreg
 import hashlib
-import io
-import pickle
 import importlib.abc
 import importlib.machinery
+import io
+import pickle
 import sys
 from typing import Any, Callable
 

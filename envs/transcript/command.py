@@ -16,11 +16,10 @@ from envs.transcript import critic
 from envs.transcript.critic import CriticPrompt
 from trajectory import formats
 from trajectory.kinds import ModelRequest, Reply, SignalRules
-from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
-from trajectory.tools import ToolSet, command_tools
+from trajectory.prompt_files import Exemplar, ExemplarError, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
 from trajectory.records import Step, Task
 from trajectory.signals import GENERIC
-
+from trajectory.tools import ToolSet, command_tools
 
 GENERIC_ACT = (
     "Send one command to the game, exactly as a player types it (e.g. 'look', 'inventory', "

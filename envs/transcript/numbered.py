@@ -16,10 +16,10 @@ from envs.transcript import critic
 from envs.transcript.critic import CriticPrompt
 from trajectory import formats
 from trajectory.kinds import ModelRequest, Reply, SignalRules
-from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
-from trajectory.tools import ToolSet, wikipedia_tools
+from trajectory.prompt_files import Exemplar, ExemplarError, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
 from trajectory.records import Step, Task
 from trajectory.signals import GENERIC
+from trajectory.tools import ToolSet, wikipedia_tools
 
 BLOCK_KEY = re.compile(r"^(webthink|webact)_")
 CHAT = {

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from envs.base import EnvError
 from envs.wikipedia.paths import PROMPTS_FILES
 from trajectory.formats import FEVER_HEADER, render_wiki
-from envs.base import EnvError
 from trajectory.records import Step
 
 FEVER_INSTRUCTION = FEVER_HEADER[1:]  # the header without its leading newline

@@ -16,7 +16,6 @@ from envs.base import EnvError
 from envs.wikipedia import text
 from envs.wikipedia.backend import SearchOutcome, outcome_from_html
 
-
 SEARCH_CACHE = 256  # searches a ZIM backend remembers
 
 

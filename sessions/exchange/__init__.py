@@ -5,8 +5,8 @@ steps: `training.export_records`). UI and CLI call these."""
 from sessions.exchange.export import FORMATS, ExportReport, export
 from sessions.exchange.import_report import ImportFailed, ImportReport
 from sessions.exchange.importer import IMPORT_FORMATS, import_file
-from sessions.exchange.sink import ExportError
 from sessions.exchange.selection import Filters, Ref, SelectionError, parse_ref, select
+from sessions.exchange.sink import ExportError
 from sessions.exchange.training import TRAINING_FORMATS, export_records
 from sessions.exchange.training_options import TrainingOptions
 

@@ -18,8 +18,7 @@ from typing import IO, Any, Iterable, Iterator, cast
 
 from sessions import annotations as anno
 from sessions import exemplar_sets
-from sessions.exchange import split
-from sessions.exchange import dataset_files
+from sessions.exchange import dataset_files, split
 from sessions.exchange.jsonl_encoder import EpisodeEncoder, Shared, _dumps  # noqa: F401 (_dumps: tests use it here)
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
 from sessions.exchange.sink import ExportError, _Sink  # noqa: F401 (re-exported: split_child, callers)

@@ -10,9 +10,9 @@ import math
 from json.encoder import encode_basestring as _esc  # the text encoder _ENCODER uses (ensure_ascii=False)
 from typing import Any, Iterable, Iterator, cast, get_args
 
+from sessions.annotations import StepAnnotation, VersionAnnotation
 from sessions.connection import _ids, from_json
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
-from sessions.annotations import StepAnnotation, VersionAnnotation
 from sessions.exchange.selection import EpisodeBatch
 from sessions.row_records import StepJson, stored_id
 from sessions.store import Store

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from trajectory import kinds
-from trajectory.tools import ToolCallError
-
 from trajectory.conversation import conversation
+from trajectory.tools import ToolCallError
 
 Message = dict[str, Any]
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from sessions.exchange.messages import Conversations, ends_on_assistant, style_of
+from sessions.exchange.selection import EpisodeBatch
 from sessions.exchange.training_options import Counts, TrainingOptions
 from sessions.exchange.tree_facts import Facts, Group
 from sessions.row_records import StepRow, stored_id
-from sessions.exchange.selection import EpisodeBatch
 from trajectory.exact2x2 import two_arm
 from trajectory.records import Version
 

@@ -9,10 +9,10 @@ from typing import Any, Iterable, Iterator
 
 from sessions import annotations as anno
 from sessions import numbering
-from trajectory import kinds
-from trajectory.records import Episode, Version
 from sessions.row_records import stored_id
 from sessions.store import StepRow, Store, StoreError
+from trajectory import kinds
+from trajectory.records import Episode, Version
 
 OUTCOMES = ("success", "failure", "unfinished")
 

@@ -8,8 +8,8 @@ import json
 import sys
 
 from sessions.exchange.export import ExportReport, _write_jsonl
-from sessions.exchange.sink import _Sink
 from sessions.exchange.selection import Filters, select
+from sessions.exchange.sink import _Sink
 from sessions.store import Store, StoreError
 
 

@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from agent.client import DEFAULT_CHAT_INSTRUCTION, ModelClient, ModelError, model_available, retry_after_s
-from trajectory.records import AgentConfig, ModelCall, Usage
 from tests.scripted_server import Reply, ScriptedLLM, table_responder
+from trajectory.records import AgentConfig, ModelCall, Usage
 
 STYLES = ["completions", "chat"]
 KEY = "sk-test-SECRET-4f9a2b"

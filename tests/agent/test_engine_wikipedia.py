@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from trajectory.records import AgentConfig
 from tests.mediawiki_server import SAMPLE_ARTICLES, MediaWikiServer
+from trajectory.records import AgentConfig
 
 
 @pytest.fixture
@@ -60,10 +60,10 @@ def test_step_limit_scores_empty_finish(setup):
 
 def test_each_wikipedia_task_family_gets_its_own_builtin_exemplars(tmp_path):
     from agent.engine import Engine
-    from trajectory.formats import FEVER_HEADER, HOTPOTQA_INSTRUCTION
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.formats import FEVER_HEADER, HOTPOTQA_INSTRUCTION
+    from trajectory.records import AgentConfig
 
     engine = Engine(Store(tmp_path / "p.db"))
     for kind in ("hotpotqa", "fever"):

@@ -250,8 +250,8 @@ def test_the_token_in_the_url_opens_the_page(app_test, monkeypatch):
 
 def test_one_loopback_check_and_one_token_name():
     """Issue 26 item 20: the launcher, the server gate and the page gate share one helper."""
-    from app_pages import access
     from agent import gate
+    from app_pages import access
     from react_editor import launch
 
     assert access.is_loopback is launch.is_loopback is gate.is_loopback

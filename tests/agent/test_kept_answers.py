@@ -9,8 +9,8 @@ from contextlib import closing
 
 import pytest
 
-from react_editor.main import main
 import sessions.store
+from react_editor.main import main
 from sessions.store import Store
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from agent.engine import ModelCallFailed
 from tests.cli_helpers import cli
-from tests.scripted_server import Reply
 from tests.engine_scripts import cfg
+from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from trajectory.records import MAX_TEXT
 

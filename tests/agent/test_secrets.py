@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tests.scripted_server import ScriptedLLM
 from tests.cli_helpers import cli
 from tests.engine_scripts import ROOM_SCRIPT
+from tests.scripted_server import ScriptedLLM
 
 KEY = "sk-user-secret-key-1234"
 

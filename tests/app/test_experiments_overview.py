@@ -8,9 +8,9 @@ import json
 
 from agent import experiment_scores
 from app_pages.experiment_views import chart_note, chart_spec, paper_row
+from tests.app_helpers import captions
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
-from tests.app_helpers import captions
 
 ANSWERS = {r["question"]: r["answer"] for r in HOTPOT}
 

@@ -10,9 +10,9 @@ import pytest
 
 from sessions import experiments
 from sessions.store import Store
+from tests.app_helpers import alerts, captions
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
-from tests.app_helpers import alerts, captions
 
 EVIL = "<b>bold</b> [x](http://evil)"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from app_pages.editor_steps import windows, window_label
+from app_pages.editor_steps import window_label, windows
 from tests.app_helpers import cfg, ok
 from tests.toy_envs import ROOM_TASK
 

@@ -10,8 +10,7 @@ import re
 import pytest
 
 from app_pages.overview import strip_html
-from sessions import annotations
-from sessions import numbering
+from sessions import annotations, numbering
 from tests.app_helpers import EVIL, WIN, _long, _open_edit, alerts, captions, cfg, click, ok, texts
 from tests.cli_helpers import cli, cli_json
 from tests.toy_envs import ROOM_TASK, WIKI_TASK

@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 
 from app_pages import stepjobs
-from sessions import annotations
-from sessions import jobs
-from tests.scripted_server import Reply
+from sessions import annotations, jobs
 from tests.app_helpers import WIN, cfg, click, ok, opened, texts
+from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 ROOT = Path(__file__).resolve().parents[2]

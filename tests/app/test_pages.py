@@ -8,7 +8,6 @@ from tests.app_helpers import EVIL, WIN, _open_edit, _won, box, cfg, click, mark
 from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
-
 # ---------------------------------------------------------------------- episodes / settings
 
 

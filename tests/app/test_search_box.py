@@ -4,9 +4,9 @@ the signals in the annotation form but saved only by the person."""
 
 from __future__ import annotations
 
-from sessions import annotations
 from app_pages.search_box import hit_html
 from app_pages.signal_badges import badge_text
+from sessions import annotations
 from tests.app_helpers import cfg, click, markdownish, ok, texts
 from tests.toy_envs import ROOM_TASK
 

@@ -5,16 +5,16 @@ resumes; Dismiss sets a card aside. AppTest, toy room, scripted agent and critic
 from __future__ import annotations
 
 import threading
-from contextlib import closing
 import time
+from contextlib import closing
 from pathlib import Path
 
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from sessions import suggestions
-from tests.suggest_agents import GOOD, HINT, IDLE, critic_json, fail_episode
 from tests.app_helpers import alerts, captions
+from tests.suggest_agents import GOOD, HINT, IDLE, critic_json, fail_episode
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -312,11 +312,11 @@ def test_experiments_page_starts_suggest_for_the_failures(scripted_llm, tmp_path
 
 
 def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scripted_llm, tmp_path, monkeypatch):
+    from dataclasses import replace
+
     from react_editor.main import main
     from sessions import jobs
     from sessions.store import Store
-    from dataclasses import replace
-
     from tests.scripted_server import as_reply
     from tests.suggest_agents import MAGIC, hotpot_fixer
 

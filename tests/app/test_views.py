@@ -9,7 +9,6 @@ import subprocess
 
 import pytest
 
-from app_pages.textdiff import diff_html, word_diff
 from app_pages.compare_table import compare_html
 from app_pages.costs import cost, money, usage_totals
 from app_pages.page_text import (
@@ -22,6 +21,7 @@ from app_pages.page_text import (
     replaced_text,
     step_lines,
 )
+from app_pages.textdiff import diff_html, word_diff
 from app_pages.version_tree_dot import dot_quote, version_tree_dot
 from trajectory.alignment import align_versions
 from trajectory.records import EditInfo, ModelCall, Step, Usage

@@ -9,9 +9,9 @@ from agent.rollouts import Request, resample
 from app_pages.version_tree_dot import version_tree_dot
 from app_pages.whatif_panel import chart_spec, rate_rows
 from sessions import rollouts
-from tests.scripted_server import Reply
 from tests.app_helpers import _open_edit, _won, click, ok, texts
 from tests.rollout_agents import Agent
+from tests.scripted_server import Reply
 
 
 def _wait(at, timeout_s: float = 60.0):

@@ -8,10 +8,9 @@ import json
 
 import pytest
 
+from envs.alfworld.generate import TASK_TYPES as TYPES
 from react_editor.main import main
 from tests.alfworld_helpers import first_task, walkthrough
-
-from envs.alfworld.generate import TASK_TYPES as TYPES
 
 
 def run_json(capsys, *argv) -> dict:

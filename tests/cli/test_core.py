@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.scripted_server import Reply
 from tests.cli_helpers import CHILD, ROOT, cli, cli_json
 from tests.engine_scripts import ROOM_SCRIPT
+from tests.scripted_server import Reply
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ import pytest
 from react_editor.main import main
 from sessions import experiments
 from sessions.store import Store
-from tests.experiment_agents import alfworld_agent, wiki_agent
 from tests.cli_helpers import run_args
+from tests.experiment_agents import alfworld_agent, wiki_agent
 from tests.experiment_cli import HOTPOT, ROOT, SUMMARY_KEYS, _cache, cli, half_right  # noqa: F401  (_cache: the autouse fixture)
 from tests.scripted_server import Reply
 
@@ -323,8 +323,8 @@ def test_processes_mode_runs_items_in_worker_processes(tmp_path, capsys, scripte
 
 
 def test_rate_limit_slows_the_batch_instead_of_failing_episodes(tmp_path, capsys, scripted_llm):
-    from agent.ratelimit import gate_for
     from agent.client import public_url
+    from agent.ratelimit import gate_for
 
     scripted_llm.push(Reply(status=429, retry_after=0.5, message="slow down"))
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
@@ -430,8 +430,8 @@ def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys,
     scripted_llm.set_responder(wiki_agent({HOTPOT[0]["question"]: gold}, react_steps=3))
     db = tmp_path / "x.db"
     with closing(Store(db)) as store:
-        from trajectory.records import AgentConfig
         from agent.task_selection import select_tasks
+        from trajectory.records import AgentConfig
 
         cfg = AgentConfig(model="m", base_url=scripted_llm.base_url)
         exp = experiment.create(

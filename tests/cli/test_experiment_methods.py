@@ -12,8 +12,8 @@ import pytest
 from react_editor.main import main
 from sessions import experiments
 from sessions.store import Store
-from tests.experiment_agents import wiki_agent
 from tests.cli_helpers import run_args
+from tests.experiment_agents import wiki_agent
 from tests.experiment_cli import FEVER, HOTPOT, _cache, cli, half_right  # noqa: F401  (_cache: the autouse fixture)
 
 

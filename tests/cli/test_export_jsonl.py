@@ -13,7 +13,7 @@ from sessions.exchange import Filters, export, import_file, parse_ref
 from sessions.exchange.export import ExportError
 from sessions.exchange.schema import SCHEMA_VERSION, TrajectoryRecord, json_schema_text
 from sessions.store import Store
-from tests.export_support import ROOT, ROOM_SCRIPT, WIKI_SCRIPT, cfg
+from tests.export_support import ROOM_SCRIPT, ROOT, WIKI_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 FIX = "The mug should be in cabinet 1; I open it first."

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from trajectory import formats
 from agent.engine import Engine
 from react_editor.main import main as cli
 from sessions import exemplar_sets
 from sessions.exchange import export, import_file, parse_ref
 from sessions.store import Store
 from tests.export_support import reference_prompts
+from trajectory import formats
 
 FILES = ("alfworld_3prompts.json", "fever.json", "prompts_naive.json")
 

@@ -13,8 +13,8 @@ import pytest
 from envs.alfworld import tasks
 from envs.base import EnvError
 from envs.registry import family
-from tests.cli_helpers import cli
 from sessions.store import Store
+from tests.cli_helpers import cli
 from trajectory.records import AgentConfig, Task
 
 

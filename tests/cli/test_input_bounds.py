@@ -261,8 +261,8 @@ def test_kept_answers_are_given_back_when_recording_them_fails(toy, monkeypatch)
     """A drainer that fails to record the kept answers gives them back to the pending file,
     even when another blocked writer started a new one meanwhile: no answer is stranded."""
     from sessions.store import StoreError
-    from tests.toy_envs import ROOM_TASK
     from tests.engine_scripts import cfg
+    from tests.toy_envs import ROOM_TASK
     from trajectory.records import ModelCall
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))

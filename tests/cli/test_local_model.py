@@ -237,9 +237,10 @@ def test_a_key_that_starts_with_a_dash_reaches_the_server_as_its_key(tmp_path):
     Parsed by llama-cpp-python's own argument parser, the key arrives whole."""
     import argparse
 
-    from agent import local_server
     from llama_cpp.server.cli import add_args_from_model
     from llama_cpp.server.settings import Settings
+
+    from agent import local_server
 
     argv = local_server.command(tmp_path / "m.gguf", 8123, "-Xy_key")[3:]  # (after `python -c WRAPPER`)
     parser = argparse.ArgumentParser()  # as `python -m llama_cpp.server` builds it

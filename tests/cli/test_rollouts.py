@@ -3,16 +3,15 @@ scripted model server: JSON contract, groups, continuation, cache bypass, bad in
 
 from __future__ import annotations
 
-
 import json
 
 import pytest
 
 from sessions import rollouts
-from tests.scripted_server import Reply
 from tests.cli_helpers import cli, cli_json
 from tests.engine_scripts import ROOM_SCRIPT, cfg
 from tests.rollout_agents import Agent
+from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK
 
 SUCCESS = [

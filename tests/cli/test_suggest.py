@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from react_editor.main import main
 from sessions import suggestions
 from sessions.store import Store
-from react_editor.main import main
+from tests.cli_helpers import cli, cli_json
 from tests.experiment_agents import wiki_agent
 from tests.scripted_server import Reply, prompt_text
 from tests.suggest_agents import CRITIC_MARK, GOOD, HINT, IDLE, IDLE2, cfg, critic_json, fail_episode
-from tests.cli_helpers import cli, cli_json
 from tests.toy_envs import WIKI_TASK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -501,10 +501,10 @@ def test_a_server_without_json_mode_is_asked_again_without_it(toy, capsys):
 
 
 def test_a_failure_held_by_a_live_job_is_left_to_it(tmp_path, scripted_llm, monkeypatch, capsys):
+    import sessions.jobs
     from agent.engine import Engine
     from agent.suggest import Critic, Verify
     from agent.suggest_experiment import experiment_rows, suggest_experiment
-    import sessions.jobs
     from tests.suggest_agents import MAGIC, hotpot_fixer
 
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))

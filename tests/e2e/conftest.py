@@ -6,8 +6,8 @@ test. Screenshots of failed tests go to test-artifacts/."""
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import socket
 import subprocess
 import time

@@ -15,7 +15,6 @@ import pytest
 
 from tests.e2e.browser_helpers import _expect, click, fill, key, rerun_by, see
 from tests.e2e.conftest import ARTIFACTS
-
 from tests.scripted_server import Reply, prompt_text
 
 pytestmark = pytest.mark.e2e
@@ -84,8 +83,8 @@ def _commands(prompt: str) -> list[str]:
 
 def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     task, walk = _alfworld_game()
     go_obj, take, go_recep, put = walk
@@ -193,8 +192,8 @@ def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, l
 def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     store = Store(tmp_path / "e2e.db")
     eng = Engine(store)
@@ -230,8 +229,8 @@ def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app,
 def test_stop_halts_a_run_mid_way(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     llm.set_responder(lambda body: Reply(text=" look", delay_s=0.4))
     store = Store(tmp_path / "e2e.db")

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.e2e.browser_helpers import IDLE, _expect, at_rest as _at_rest, still
-from tests.e2e.browser_helpers import HeldAnswer, _episode
+from tests.e2e.browser_helpers import IDLE, HeldAnswer, _episode, _expect, still
+from tests.e2e.browser_helpers import at_rest as _at_rest
 
 pytestmark = pytest.mark.e2e
 

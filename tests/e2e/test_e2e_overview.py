@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.browser_helpers import _expect, click, fill, key, rerun_by, see, until
+from tests.e2e.conftest import ARTIFACTS
 from tests.scripted_server import Reply
 
 pytestmark = pytest.mark.e2e

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from envs.base import EnvError
-from envs.registry import family
-from envs.alfworld import get_task, list_tasks, make_env, custom_task
+from envs.alfworld import custom_task, get_task, list_tasks, make_env
 from envs.alfworld.exemplars import TASK_TYPE_PREFIX, exemplar_prefix
 from envs.alfworld.generate import TASK_TYPES
 from envs.alfworld.wording import to_wording
+from envs.base import EnvError
+from envs.registry import family
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -397,8 +397,8 @@ def test_exemplars_file_observations(prefix):
     task type, so that the twelve game loads spread over the test workers). The react_ and act_
     exemplars of a number share their game: it is loaded once and reset for the second."""
     from envs.alfworld.exemplars import load_exemplars
-    from envs.alfworld.text import process_ob
     from envs.alfworld.fastgame import FastGame, load_game_data
+    from envs.alfworld.text import process_ob
 
     ex = {k: v for k, v in load_exemplars().items() if k.split("_")[1] == prefix}
     assert len(ex) == 4, sorted(ex)

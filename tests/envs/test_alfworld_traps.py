@@ -10,6 +10,7 @@ import pytest
 
 def test_expert_type_passed_positionally_is_ignored_but_ours_is_kept():
     from alfworld.agents.environment.alfred_tw_env import AlfredExpert
+
     from envs.alfworld.stock import expert_wrapper
 
     assert AlfredExpert("planner").expert_type == "handcoded"  # what AlfredTWEnv.init_env does
@@ -18,6 +19,7 @@ def test_expert_type_passed_positionally_is_ignored_but_ours_is_kept():
 
 def test_translation_keeps_sys_argv(monkeypatch, tmp_path):
     import fast_downward
+
     from envs.alfworld import get_task
     from envs.alfworld.fastgame import load_game_data
     from envs.alfworld.translation import translate
@@ -36,6 +38,7 @@ def test_translation_keeps_sys_argv(monkeypatch, tmp_path):
 
 def test_task_text_is_reproducible_and_leaves_global_random_alone():
     from alfworld.gen.goal_library import gdict
+
     from envs.alfworld.generate import seeded_task_grammar
 
     traj = {

@@ -8,12 +8,11 @@ import json
 
 import pytest
 
-from trajectory import formats
 from react_editor.main import main as cli
-from sessions import annotations
-from sessions import exemplar_sets
+from sessions import annotations, exemplar_sets
 from tests.export_support import ROOM_SCRIPT, WIKI_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
+from trajectory import formats
 
 FIX = "CORRECTED: the mug is in cabinet 1, which I must open first."
 

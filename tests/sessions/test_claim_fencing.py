@@ -12,12 +12,10 @@ from contextlib import closing
 
 import pytest
 
-from agent import experiment, experiment_runner
-from agent import jobs
-from agent.task_selection import select_tasks
-from sessions import connection
-from sessions import exemplar_sets, experiments
 import sessions.jobs
+from agent import experiment, experiment_runner, jobs
+from agent.task_selection import select_tasks
+from sessions import connection, exemplar_sets, experiments
 from sessions.store import Store, StoreError
 from tests.experiment_agents import HOTPOT, wiki_agent
 from trajectory.records import AgentConfig, Step

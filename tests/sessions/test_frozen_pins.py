@@ -9,7 +9,7 @@ from contextlib import closing
 import pytest
 
 from sessions import exemplar_sets
-from sessions.connection import DatabaseFailure, FROZEN_MARK, is_frozen_refusal
+from sessions.connection import FROZEN_MARK, DatabaseFailure, is_frozen_refusal
 from sessions.store import Store, VersionFrozen
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig

@@ -10,9 +10,9 @@ from contextlib import closing
 
 import pytest
 
+import sessions.rollouts
 from agent import rollouts
 from sessions import annotations
-import sessions.rollouts
 from sessions.store import Store, VersionFrozen
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig, Outcome, Step

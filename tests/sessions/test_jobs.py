@@ -18,11 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import experiment, experiment_runner
-from agent import jobs
-from sessions import experiments
 import sessions.jobs
-from sessions import rollouts
+from agent import experiment, experiment_runner, jobs
+from sessions import experiments, rollouts
 from sessions.store import Store, StoreError
 from tests.cli_helpers import cli
 from tests.experiment_agents import wiki_agent

@@ -14,12 +14,11 @@ from agent import experiment, experiment_runner, methods
 from agent.engine import Engine
 from envs.registry import family
 from envs.wikipedia.builtin import corpus_hash
-from sessions import experiments
-from sessions import schema, writer
+from sessions import experiments, schema, writer
 from sessions.search import search
 from sessions.store import Store
-from tests.experiment_agents import wiki_agent
 from tests.engine_scripts import cfg
+from tests.experiment_agents import wiki_agent
 from tests.toy_envs import WIKI_TASK
 from trajectory.records import AgentConfig
 

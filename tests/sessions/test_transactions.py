@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.transactions import ConnectionState, connection_state
 from sessions.store import Store
+from sessions.transactions import ConnectionState, connection_state
 from trajectory.records import AgentConfig, ModelCall, Task
 
 

@@ -14,12 +14,11 @@ import time
 import pytest
 
 from agent.engine import Engine
-from sessions import annotations
-from sessions import exemplar_sets
+from sessions import annotations, exemplar_sets
 from sessions.store import Store, StoreError, VersionChanged
-from tests.scripted_server import Reply
 from tests.cli_helpers import CHILD, ROOT, cli, cli_json
 from tests.engine_scripts import ROOM_SCRIPT, cfg
+from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_EXEMPLARS, ROOM_TASK
 from trajectory.records import ModelCall
 

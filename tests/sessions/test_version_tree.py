@@ -10,8 +10,8 @@ import pytest
 
 from agent.engine import Engine, EngineError
 from envs.base import ReplayMismatch
-from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from tests.engine_scripts import ROOM_SCRIPT, WIKI_SCRIPT, cfg
+from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 
 def dump_version(store, vid) -> str:

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from sessions.store import Store, StoreError
 from sessions import writer
+from sessions.store import Store, StoreError
 from sessions.writer import attached, write
 
 

@@ -3,8 +3,8 @@ made with each kind of edit (toy environments, scripted model)."""
 
 from __future__ import annotations
 
-from trajectory.alignment import align_versions, carried_map, person_edits
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
+from trajectory.alignment import align_versions, carried_map, person_edits
 from trajectory.records import AgentConfig
 
 WANDER = [

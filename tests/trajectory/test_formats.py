@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from trajectory import formats
 from tests.reference import require_reference
+from trajectory import formats
 
 TRAJECTORY_KEYS = ("webthink", "webact")
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from envs.base import CustomField, EnvFamily, Metric
 from envs.transcript.command import admissible_warning
-
 from react_editor_textworld import games
 from react_editor_textworld.transcript import KIND, TRANSCRIPT
 

@@ -7,6 +7,7 @@ import json
 
 from react_editor_textworld import EXEMPLARS_FILE, FAMILY
 from react_editor_textworld.transcript import INSTRUCTION
+
 from trajectory.formats import parse_alfworld
 from trajectory.records import Step, Task
 
