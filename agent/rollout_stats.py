@@ -10,7 +10,8 @@ from typing import Any, Sequence
 from agent.engine_errors import EngineError
 from sessions.rollouts import RolloutGroup
 from trajectory.exact2x2 import two_arm
-from trajectory.stats import Comparison, mn_stratified, wilson
+from trajectory.score_intervals import mn_stratified
+from trajectory.stats import Comparison, wilson
 
 
 class RolloutError(EngineError):

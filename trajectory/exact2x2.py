@@ -23,7 +23,8 @@ import numpy as np
 from scipy.special import gammaln, xlog1py, xlogy
 from scipy.stats import boschloo_exact, hypergeom
 
-from trajectory.stats import Comparison, mn_diff
+from trajectory.score_intervals import mn_diff
+from trajectory.stats import Comparison
 
 GRID = 129  # nuisance rates sampled on the line p1 - p2 = delta (then refined at the best)
 TIE = 1 + 1e-13  # scipy's tolerance for tables as extreme as the observed one

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trajectory import stats
+from trajectory import score_intervals, stats
 
 
 def test_mcnemar_exact_small_counts():
@@ -340,7 +340,7 @@ def test_exact_and_mid_p_binomial_intervals():
 
 def test_miettinen_nurminen_published_example_and_its_test():
     # Newcombe (1998b) example (a), 56/70 - 48/80: MN interval 0.0528 to 0.3382
-    r = stats.mn_diff(56, 70, 48, 80, correct=False)
+    r = score_intervals.mn_diff(56, 70, 48, 80, correct=False)
     assert tuple(round(x, 4) for x in r.ci95) == (0.0528, 0.3382)
     # its test at 0 is Pearson's chi-square times (N - 1) / N
     n, chi2 = 150, 150 * (56 * 32 - 14 * 48) ** 2 / (70 * 80 * 104 * 46)
@@ -350,14 +350,14 @@ def test_miettinen_nurminen_published_example_and_its_test():
 
 
 def test_stratified_score_test_at_zero_is_cmh_and_its_interval_inverts_it():
-    r = stats.mn_stratified(RABBITS)
+    r = score_intervals.mn_stratified(RABBITS)
     assert r.p_value == pytest.approx(stats.cmh(RABBITS).p_value)
     assert r.diff == pytest.approx(stats.cmh(RABBITS).effect)
     assert r.ci95[0] > 0  # p = 0.017: the interval excludes 0
-    assert stats.mn_stratified([]).p_value is None and stats.cmh([]).p_value is None
-    one = stats.mn_stratified([(1, 1, 0, 1)])  # Sato's interval was the point [1, 1]
+    assert score_intervals.mn_stratified([]).p_value is None and stats.cmh([]).p_value is None
+    one = score_intervals.mn_stratified([(1, 1, 0, 1)])  # Sato's interval was the point [1, 1]
     assert one.ci95[0] < 0 and one.ci95[1] == 1.0 and one.p_value > 0.05
-    flat = stats.mn_stratified([(5, 5, 5, 5)])  # and [0, 0] here
+    flat = score_intervals.mn_stratified([(5, 5, 5, 5)])  # and [0, 0] here
     assert flat.ci95[0] < 0 < flat.ci95[1]
 
 
@@ -457,6 +457,6 @@ def test_exact_tails_at_scale():
     assert r.ci95[0] > 0 and r.p_value < 0.05
     assert 0 < stats.fisher_exact(250_000, 250_000, 249_000, 251_000) < 1
     tables = [(i % 13, 13 + i % 997, (7 * i) % 11, 11 + i % 1009) for i in range(100_000)]  # ~10^5 distinct
-    s = stats.mn_stratified(tables)
+    s = score_intervals.mn_stratified(tables)
     assert s.ci95[0] < s.diff < s.ci95[1] and s.p_value is not None
-    assert stats.mn_stratified_p(tables) == pytest.approx(s.p_value)
+    assert score_intervals.mn_stratified_p(tables) == pytest.approx(s.p_value)
