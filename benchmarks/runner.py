@@ -74,7 +74,7 @@ levels 8,16,32): c=8 72-73 / 74-75 (0.96-0.98); c=16 130-142 / 136-145 (0.95-0.9
 (0.48-0.83, median 0.56); both still rise (1.25-4.31x, 2.1-4.6x): the runner falls behind when
 the CPU is contended. A py-spy sample of a run at c=32 then (159 calls/s) finds its workers
 ~65% in the HTTP request, ~20% waiting for their step's group commit (`Engine._record` ->
-`sessions/writer.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment_runner.py`
+`sessions/write_handoff.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment_runner.py`
 `_Starts.take`). At L = 200 ms (load 1-4.4): c=1 4.3-4.8 / 4.75-4.9 (0.91-0.99); c=8 37 / 38
 (0.98); c=16 73-74 / 74-76 (0.97-1.00); c=32 121-140 / 130-136 (0.93-1.03, median 1.02); rising
 3.2-3.7x / 3.4-3.6x; cpu_ratio 1.37-1.43, 1.16-1.22, 1.10-1.21, 0.96-1.19. With a latency the
