@@ -3,8 +3,9 @@ point; it is composed of parts that live beside it: `agent.prompting` (`engine.p
 model and the prompt), `agent.environments` (`engine.envs`: live environments, restoring a
 step's state), `agent.editing` (`engine.editor`: edits, branches, new settings),
 `agent.version_paths` (`engine.paths`: a version's episode and steps, cached) and
-`agent.engine_errors`, `agent.engine_reports` (errors; a step's and a run's reports) and
-`agent.episode_locks` (the per-episode locks).
+`agent.engine_errors`, `agent.engine_reports` (errors; a step's and a run's reports),
+`agent.step_parts` (a step's parts beside the model's reply) and `agent.episode_locks` (the
+per-episode locks).
 
 `Engine.step` builds the prompt (a pure function of config, exemplars, task and the
 version's steps), calls the model, parses, executes the action in the environment, and
@@ -17,7 +18,7 @@ stored snapshot, else by replaying the recorded actions and checking every obser
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ContextManager, Iterator, NamedTuple
+from typing import Any, Callable, ContextManager, Iterator
 
 from agent.client import CallWatch
 from agent.editing import Editor
@@ -37,6 +38,7 @@ from agent.environments import EnvironmentPool
 from agent.episode_locks import EpisodeLocks
 from agent.prompting import PromptBuilder
 from agent.run_settings import check_config
+from agent.step_parts import _give_up, _Turn, _typed_call, _with_message
 from agent.version_paths import PATH_CACHE, VersionPaths
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
@@ -44,8 +46,7 @@ from sessions.connection import Fence, FenceLost
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
 from sessions.writer import write
 from trajectory import signals
-from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, ToolCall, Version
-from trajectory.tools import ToolCallError
+from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Step, Task, ToolCall, Version
 
 __all__ = [
     "FROZEN",
@@ -460,47 +461,6 @@ class Engine:
             error=error,
             continued_from=continued_from,
         )
-
-
-class _Turn(NamedTuple):
-    """What a step's signals read of it, before the step is built."""
-
-    action: str | None
-    observation: str | None
-
-
-def _typed_call(tr: Any, action: str | None) -> tuple[str | None, tuple[str, dict] | None]:
-    """A person's action given as a JSON tool call (`{"name": ..., "arguments": {...}}`): its
-    text form and the call, checked against the family's tools (one line when it does not fit)."""
-    if action is None or not action.lstrip().startswith("{"):
-        return action, None
-    try:
-        name, args = tr.tools.parse_call_text(action)
-        return tr.tools.to_action(name, args), (name, args)
-    except ToolCallError as exc:
-        raise EngineError(f"not an action of this environment's tools: {exc}") from None
-
-
-def _with_message(step: Step, extra: dict[str, Any]) -> Step:
-    """The step with what a conversation style's reply gave beside its thought and action."""
-    update = {k: extra[k] for k in ("reasoning", "tool_call", "message") if k in extra}
-    if "parse_error" in extra:
-        update["info"] = {**step.info, "parse_error": extra["parse_error"]}
-    return step.model_copy(update=update)
-
-
-def _give_up(ep: Episode, env: Environment) -> Outcome:
-    """Out of steps. Wikipedia scores `finish[]` as the notebook does; the env's
-    state is put back so a branch from this step still sees the real state."""
-    give_up = getattr(env, "give_up", None)
-    if give_up is None:
-        return Outcome(done=True, success=False, reward=0.0, metrics={"limit": True})
-    token = env.state()
-    res = give_up()
-    env.set_state(token)
-    oc = _outcome(ep.task.env, res.reward, res.info, True)
-    oc.metrics["limit"] = True
-    return oc
 
 
 @contextlib.contextmanager
