@@ -8,15 +8,14 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from agent.client import CallWatch
+from agent.critic_dialogue import SuggestError, as_edit
 from agent.engine import Engine
 from agent.rollouts import Request, group_stats, whatif
 from agent.suggest import (
     Critic,
     Plan,
-    SuggestError,
     Verify,
     accept,
-    as_edit,
     ask,
     plan,
     sampling_temperature,

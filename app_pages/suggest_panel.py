@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 
 import streamlit as st
 
-from agent import jobs, suggest, suggest_experiment, suggest_verdict
+from agent import critic_dialogue, jobs, suggest, suggest_experiment, suggest_verdict
 from agent.engine import Engine, EngineError
 from app_pages import alerts
 from app_pages.api_styles import api_style_box
@@ -108,7 +108,9 @@ def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None])
         st.html(marks_css(steps_marked(suggest.report(latest))))
     with st.expander("Suggest fixes — a critic proposes edits, each proven by a what-if", expanded=mine):
         c = st.columns([1, 1, 2, 1])
-        k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}")
+        k = c[0].number_input(
+            "Candidates", min_value=1, max_value=critic_dialogue.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}"
+        )
         n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key=f"sg_n_{vid}")
         model = c[2].text_input("Critic model (empty: the version's own)", key=f"sg_model_{vid}")
         style = api_style_box(c[3], None, f"sg_api_{vid}", label="Critic API style", inherit="(the version's own)")
@@ -331,7 +333,7 @@ def experiment_start(eng: Engine, exp_id: int) -> bool:
             raise job.error
         alerts.alert(str(job.error).splitlines()[0])
     c = st.columns([1, 1, 1, 2, 1])
-    k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key="sg_x_k")
+    k = c[0].number_input("Candidates", min_value=1, max_value=critic_dialogue.MAX_CANDIDATES, value=3, key="sg_x_k")
     n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key="sg_x_n")
     m = c[2].number_input("Failures (0: all)", min_value=0, value=0, key="sg_x_limit")
     model = c[3].text_input("Critic model (empty: each version's own)", key="sg_x_model")

@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _critic(args: argparse.Namespace):
-    from agent.suggest import Critic, load_template
+    from agent.critic_dialogue import load_template
+    from agent.suggest import Critic
 
     if args.critic_base_url:
         check_url(args.critic_base_url, "--critic-base-url")

@@ -71,7 +71,7 @@ def test_a_harmful_edit_is_harmful_not_proven():
 
 
 def test_when_every_candidate_hurts_none_is_proven_or_counted_and_harm_ranks_last(toy):
-    from agent import suggest, suggest_experiment
+    from agent import critic_dialogue, suggest, suggest_experiment
 
     fail_episode(toy)
     s = _suggestion(toy, [_result((0, 10), (10, 10)), _result((3, 10), (10, 10)), _result((9, 10), (10, 10))])
@@ -86,7 +86,7 @@ def test_when_every_candidate_hurts_none_is_proven_or_counted_and_harm_ranks_las
     assert data["proven"] == 0 and data["cost_per_proven_fix"] == {"calls": None, "tokens": None, "usd": None}
     assert suggest_experiment.accept_all_proven(toy.engine, rows) == []  # nothing accepted in bulk
     # a harmful candidate ranked first by hand is still refused in bulk
-    with pytest.raises(suggest.SuggestError, match="not a proven fix"):
+    with pytest.raises(critic_dialogue.SuggestError, match="not a proven fix"):
         suggest.accept(toy.engine, 1, 1, bulk=True)
 
 

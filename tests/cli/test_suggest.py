@@ -343,7 +343,8 @@ def test_kill_9_during_suggest_experiment_then_the_same_command_finishes(tmp_pat
 
 
 def test_the_answer_is_read_leniently_and_the_verdict_needs_both_tests():
-    from agent.suggest import SuggestError, parse_answer, verdict
+    from agent.critic_dialogue import SuggestError, parse_answer
+    from agent.suggest import verdict
 
     one = {"step": 1, "kind": "rewrite_thought", "text": "x", "rationale": "y"}
     for text in (
@@ -364,7 +365,7 @@ def test_the_answer_is_read_leniently_and_the_verdict_needs_both_tests():
 
 
 def test_leaks_answer_uses_the_scorers_normalisation():
-    from agent.suggest import leaks_answer
+    from agent.critic_dialogue import leaks_answer
     from envs.registry import family
 
     norm = family("hotpotqa").qa.normalize
