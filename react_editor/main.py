@@ -17,6 +17,7 @@ from react_editor import (
     confirm,
     core,
     exchange,
+    exemplar_commands,
     experiment,
     jobs,
     judge,
@@ -30,7 +31,20 @@ from react_editor import (
 from react_editor.args import Parser, argv_problem, fail
 from react_editor.command_run import run_command
 
-COMMAND_GROUPS = (core, exchange, experiment, whatif, jobs, confirm, launch, search, suggest, model, judge)
+COMMAND_GROUPS = (
+    core,
+    exchange,
+    exemplar_commands,
+    experiment,
+    whatif,
+    jobs,
+    confirm,
+    launch,
+    search,
+    suggest,
+    model,
+    judge,
+)
 
 
 def register_family_groups(sub) -> None:
