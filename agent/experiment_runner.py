@@ -20,7 +20,7 @@ from agent.client import CallWatch
 from agent.engine import Engine
 from agent.experiment import ExperimentError
 from agent.experiment_scores import summary
-from sessions import experiments
+from sessions import experiments, item_claims
 from sessions.store import Store, StoreError
 from sessions.writer import attached, write, write_later
 from trajectory.records import Episode, Version
@@ -92,7 +92,7 @@ def run_item(
             on_error=lambda exc: print(f"experiment {exp.id}: {exc}", file=sys.stderr, flush=True),
         )
 
-    fenced = engine.fenced(ep_id, experiments.fence(item_id, token)) if token is not None else contextlib.nullcontext()
+    fenced = engine.fenced(ep_id, item_claims.fence(item_id, token)) if token is not None else contextlib.nullcontext()
     try:
         with fenced:  # every step of the item checks its claim as it is recorded
             out = methods.run_item(
@@ -108,7 +108,7 @@ def run_item(
                 watch=watch,
                 known=known,
             )
-    except experiments.ClaimLost:
+    except item_claims.ClaimLost:
         raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
         msg = " ".join(str(exc).split()) or type(exc).__name__
@@ -167,11 +167,11 @@ def _claimed_item(
             token=token,
             known=made[1] if made else None,
         )
-    except experiments.ClaimLost as exc:
+    except item_claims.ClaimLost as exc:
         print(f"experiment {exp.id}, job {job_id}: {exc}", file=sys.stderr, flush=True)
         return {"item": item_id, "lost": True, "done": False, "success": None}
     except BaseException:  # (recording the item's result releases it too)
-        write(store, lambda: experiments.release(store, item_id, job_id, token), durable=False)
+        write(store, lambda: item_claims.release(store, item_id, job_id, token), durable=False)
         raise
     finally:
         claims.drop(item_id)
@@ -311,7 +311,7 @@ class _Starts:
             rest, self._ready = self._ready, {}
         for item_id in rest:
             self.claims.drop(item_id)
-        experiments.release_unstarted(
+        item_claims.release_unstarted(
             self.store, self.job_id, [(item_id, token, status) for item_id, (token, _, _, status) in rest.items()]
         )
 
@@ -341,14 +341,14 @@ class _Claims:
         """The heartbeat's part: renew the job's claims and note those taken over (a claim
         taken after the renewal began is not in it, and not lost)."""
         began = time.monotonic()
-        kept = experiments.renew_claims(store, exp_id, job_id, lease_s)
+        kept = item_claims.renew_claims(store, exp_id, job_id, lease_s)
         with self._lock:
             self.gone.update(i for i, (t, at) in self.held.items() if at < began and kept.get(i) != t)
 
     def lost(self, item_id: int) -> bool:
         if self.store is not None:
             held = self.held.get(item_id)
-            return held is not None and not experiments.holds(self.store, item_id, held[0])
+            return held is not None and not item_claims.holds(self.store, item_id, held[0])
         return item_id in self.gone
 
 
@@ -469,7 +469,7 @@ def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options)
     h.sync_stop()  # a Stop the workers read in the database before the next beat brought it here
     if status == "done" and sum(n for s, n in left.items() if s != "done"):
         status = "stopped" if h.stop.is_set() else "incomplete"
-        if not h.stop.is_set() and experiments.holders(store, exp.id, h.id):
+        if not h.stop.is_set() and item_claims.holders(store, exp.id, h.id):
             status = "running"  # another runner still works on it
     experiments.set_status(store, exp.id, status, add_wall_s=time.monotonic() - t0)
     if error:
@@ -497,10 +497,10 @@ def _rounds(
         report(res)
 
     while not h.stop.is_set():
-        todo = [i for i in experiments.claimable(store, exp.id) if i not in tried]
+        todo = [i for i in item_claims.claimable(store, exp.id) if i not in tried]
         if not todo and _free_dead_claims(store, exp.id, h.id):
             continue
-        if not todo and experiments.holders(store, exp.id, h.id):  # another runner's items: done by it, or
+        if not todo and item_claims.holders(store, exp.id, h.id):  # another runner's items: done by it, or
             h.stop.wait(min(1.0, h.lease_s / 4))  # taken over here once its lease runs out
             continue
         if not todo:
@@ -546,7 +546,7 @@ def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:
     """Items held by a runner known to be dead (a killed process of this machine, or a
     job already ended) are freed at once; True when some were."""
     freed = False
-    for other in experiments.holders(store, exp_id, job_id):
+    for other in item_claims.holders(store, exp_id, job_id):
         try:
             job = sessions.jobs.get(store, other)
         except StoreError:
@@ -554,6 +554,6 @@ def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:
         if job is None or sessions.jobs.owner_gone(job):
             if job is not None and job.active:
                 sessions.jobs.finish(store, job.id, "stopped", error="its process ended")
-            experiments.release_job(store, exp_id, other)
+            item_claims.release_job(store, exp_id, other)
             freed = True
     return freed

@@ -73,7 +73,7 @@ def _lease_overhead(db: Path, rounds: int = 3) -> float:
     statement inside the transaction that links the item's episode (timed here as that
     transaction with and without it); the release rides on the item's result; the
     heartbeat's renewal is one transaction per second per runner, not per item."""
-    from sessions import experiments, jobs
+    from sessions import experiments, item_claims, jobs
     from trajectory.records import now
 
     store = Store(db)
@@ -86,7 +86,7 @@ def _lease_overhead(db: Path, rounds: int = 3) -> float:
             for item in ids:
                 with store.transaction(durable=False):  # as the runner's claim transaction
                     if claim:
-                        experiments.claim(store, item, job.id, 15.0)
+                        item_claims.claim(store, item, job.id, 15.0)
                     store.db.execute("update experiment_items set updated_at = ? where id = ?", [now(), item])
             return time.perf_counter() - t0
 

@@ -11,7 +11,7 @@ import pytest
 
 from agent import experiment, experiment_runner
 from envs.registry import family
-from sessions import experiments
+from sessions import experiments, item_claims
 from sessions.store import Store
 from tests.experiment_agents import HOTPOT, wiki_agent
 from trajectory.records import AgentConfig
@@ -69,7 +69,7 @@ def test_a_batch_claim_never_gives_one_item_to_two_runners(tmp_path):
     assert len(store.episodes.ids()) == len(ids) and len({it.episode_id for it in items}) == len(ids)
     for job, claimed in got.items():
         for item_id, (token, it, made) in claimed.items():
-            assert experiments.holds(store, item_id, token) and made is not None and made[0].id == it.episode_id
+            assert item_claims.holds(store, item_id, token) and made is not None and made[0].id == it.episode_id
             assert it.phases == {"react": made[1].id} and store.versions.get(made[1].id).name == "react"
     assert start(store, exp, ids, 99) == {}  # every one held under a live lease
     store.close()
@@ -91,8 +91,8 @@ def test_a_claimed_but_unstarted_batch_goes_to_the_next_runner_after_the_lease(t
     assert sorted(taken) == ids
     for item_id, (token, it, made) in taken.items():
         assert made is None and it.episode_id == dead[item_id][1].episode_id  # in place: no second episode
-        assert token > dead[item_id][0] and not experiments.holds(store, item_id, dead[item_id][0])
-        with pytest.raises(experiments.ClaimLost):
+        assert token > dead[item_id][0] and not item_claims.holds(store, item_id, dead[item_id][0])
+        with pytest.raises(item_claims.ClaimLost):
             experiments.record_item(store, item_id, status="done", success=True, token=dead[item_id][0])
     assert len(store.episodes.ids()) == 4
     store.close()
@@ -136,7 +136,7 @@ def test_the_heartbeat_renews_a_batch_in_one_statement_and_misses_a_claim_taken_
     assert list(start(store, exp, ids[:1], 2)) == [ids[0]]
     stmts: list[str] = []
     store.db.conn.set_trace_callback(stmts.append)
-    kept = experiments.renew_claims(store, exp.id, 1, 600.0)
+    kept = item_claims.renew_claims(store, exp.id, 1, 600.0)
     store.db.conn.set_trace_callback(None)
     assert kept == {i: mine[i][0] for i in ids[1:]}
     assert [s.split()[0].lower() for s in stmts if not s.startswith(("--", "pragma"))] == ["begin", "update", "commit"]
