@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from agent import experiment, experiment_runner
+from agent import experiment, experiment_runner, item_starts
 from envs.registry import family
 from sessions import experiments, item_claims
 from sessions.store import Store
@@ -114,7 +114,7 @@ def test_a_run_stopped_with_started_items_left_gives_them_back_and_a_resume_runs
     raw = store.db.execute("select count(*) from experiment_items where claimed_by is not null").fetchone()[0]
     assert raw == 0 and {it.status for it in left} == {"pending"}
     linked = {it.id: it.episode_id for it in left if it.episode_id is not None}
-    assert len(linked) == experiment_runner.BATCH - 1  # started with the first, never run
+    assert len(linked) == item_starts.BATCH - 1  # started with the first, never run
     out = experiment_runner.run(str(db), exp.id)
     assert out["done"] == 6 and len(scripted_llm.requests) == 2 * 6
     items = experiments.items(store, exp.id)

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from agent import experiment, experiment_runner, methods
+from agent import experiment, experiment_runner, item_starts, methods
 from agent.engine import Engine
 from envs.registry import family
 from envs.wikipedia.builtin import corpus_hash
@@ -164,7 +164,7 @@ def test_experiment_items_are_started_in_batches_and_commit_with_their_steps(tmp
     version is named after its phase and recorded in its metrics, committed, before the
     method runs. Within the writer's power-loss window (here longer than the run) every
     commit is light but the close's, which is the one durable point."""
-    n = experiment_runner.BATCH
+    n = item_starts.BATCH
     monkeypatch.setattr(writer, "DURABLE_S", 3600.0)
     stmts: list[tuple[str, str]] = []
     seen: list[tuple[dict, str | None, bool]] = []
