@@ -12,7 +12,6 @@ from typing import Any, Iterable, Iterator, cast
 
 from sessions.connection import StoreError, from_json, to_json
 from sessions.database import Database, RowIds, insert_row
-from sessions.episode_tree import EpisodeTree
 from sessions.row_records import (
     SCOLS,
     SJSON,
@@ -25,18 +24,11 @@ from sessions.row_records import (
     version_row,
 )
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
-from trajectory.signals import STEP_LIMIT
 
 EP_SQL = (
     "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at "
     "from episodes e join tasks t on t.id = e.task_id join configs c on c.id = e.config_id "
 )
-
-_OWNERS = {
-    "step": "select id, episode_id from steps where id in ({})",
-    "version": "select id, episode_id from versions where id in ({})",
-    "task": "select task_id, id from episodes where task_id in ({}) order by id desc",
-}
 
 _OUTCOME_SQL = {  # a version's automatic outcome, as search filters it
     "success": "coalesce(json_extract(outcome, '$.success'), 0) = 1",
@@ -426,97 +418,6 @@ class Episodes:
             where.append("e.id in (select value from json_each(?))")
             params.append(to_json(sorted(set(among))))
         return where, params
-
-    # ------------------------------------------------------------------ trees (search, signals)
-    def trees(self, episode_ids: Iterable[int]) -> dict[int, EpisodeTree]:
-        """The version trees of many episodes in three queries: what maps a step hit to the
-        versions holding it and a version to the signals it carries."""
-        db = self._database.db
-        out: dict[int, EpisodeTree] = {}
-        ids = sorted(set(episode_ids))
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            q = ",".join("?" * len(chunk))
-            for eid, env, typ, cur in db.execute(
-                f"select e.id, t.env, t.type, e.current_version from episodes e join tasks t on t.id = e.task_id "
-                f"where e.id in ({q})",
-                chunk,
-            ):
-                out[eid] = EpisodeTree(eid, env, typ, cur)
-            for vid, eid, leaf, oc in db.execute(
-                f"select id, episode_id, leaf_step_id, outcome from versions where episode_id in ({q})", chunk
-            ):
-                out[eid].versions[vid] = (leaf, Outcome.model_validate_json(oc) if oc else Outcome())
-            for sid, eid, parent, idx, sig in db.execute(
-                f"select id, episode_id, parent_id, idx, signals from steps where episode_id in ({q})", chunk
-            ):
-                out[eid].steps[sid] = (parent, idx, from_json(sig, []))
-        return out
-
-    def of(self, kind: str, ids: Iterable[int]) -> dict[int, builtins.list[int]]:
-        """The episode(s) each step / version / task id belongs to (a task: newest first)."""
-        out: dict[int, builtins.list[int]] = {}
-        ids = [*ids]
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            for key, eid in self._database.db.execute(_OWNERS[kind].format(",".join("?" * len(chunk))), chunk):
-                out.setdefault(key, []).append(eid)
-        return out
-
-    def with_outcome(self, outcome: str) -> set[int]:
-        """Episodes with at least one version of this outcome (success, failure, unfinished)."""
-        return {
-            r[0] for r in self._database.db.execute(f"select episode_id from versions where {_OUTCOME_SQL[outcome]}")
-        }
-
-    def passing(
-        self,
-        episode_ids: Iterable[int],
-        *,
-        env: str | None = None,
-        outcome: str | None = None,
-        signal: str | None = None,
-    ) -> set[int]:
-        """Which of `episode_ids` are of `env`, have a version of `outcome` and may carry
-        `signal` (a superset, as `flagged`): search's filters, asked of its hits' episodes."""
-        db, out = self._database.db, set()
-        wanted = sorted(set(episode_ids))
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            ids = ",".join(str(int(e)) for e in chunk)
-            kept = set(chunk)
-            if env:
-                kept &= {
-                    r[0]
-                    for r in db.execute(
-                        f"select e.id from episodes e join tasks t on t.id = e.task_id where e.id in ({ids}) and t.env = ?",
-                        [env],
-                    )
-                }
-            if outcome:
-                kept &= {
-                    r[0]
-                    for r in db.execute(
-                        f"select distinct episode_id from versions where episode_id in ({ids}) and {_OUTCOME_SQL[outcome]}"
-                    )
-                }
-            if signal:
-                sql, params = self._flagged_sql(signal)
-                kept &= {r[0] for r in db.execute(f"{sql} and episode_id in ({ids})", params)}
-            out |= kept
-        return out
-
-    @staticmethod
-    def _flagged_sql(signal: str) -> tuple[str, builtins.list[Any]]:
-        if signal == STEP_LIMIT:
-            return "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
-        return "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
-
-    def flagged(self, signal: str) -> set[int]:
-        """Episodes that may carry `signal` (a superset: a flagged step, or a version ended
-        at its limit); `EpisodeTree.signals` decides per version."""
-        sql, params = self._flagged_sql(signal)
-        return {r[0] for r in self._database.db.execute(sql, params)}
 
     # ------------------------------------------------------------------ bulk reads (export)
     # A pydantic record per row costs more than the whole read; bulk reads of our own rows

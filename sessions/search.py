@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from sessions import annotations as notes  # (not `annotations`: the __future__ import has that name)
-from sessions import search_index
+from sessions import search_index, search_reads
 from sessions.store import EpisodeTree, Store, StoreError
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.search_text import QueryError, check_query, literal
@@ -116,7 +116,7 @@ class _Resolver:
             return episodes
         new = episodes - set(self.passed)
         if new:
-            kept = self.store.episodes.passing(new, env=self.f.env, outcome=self.f.outcome, signal=self.f.signal)
+            kept = search_reads.passing(self.store, new, env=self.f.env, outcome=self.f.outcome, signal=self.f.signal)
             self.passed.update({e: e in kept for e in new})
         return {e for e in episodes if self.passed[e]}
 
@@ -127,9 +127,9 @@ class _Resolver:
         step_notes = notes.current_note_targets(self.store, "step", rows.get("step_annotations", []))
         version_notes = notes.current_note_targets(self.store, "version", rows.get("version_annotations", []))
         owner = {
-            "step": self.store.episodes.of("step", [*rows.get("steps", []), *step_notes.values()]),
-            "version": self.store.episodes.of("version", [*rows.get("versions", []), *version_notes.values()]),
-            "task": self.store.episodes.of("task", rows.get("tasks", [])),
+            "step": search_reads.of(self.store, "step", [*rows.get("steps", []), *step_notes.values()]),
+            "version": search_reads.of(self.store, "version", [*rows.get("versions", []), *version_notes.values()]),
+            "task": search_reads.of(self.store, "task", rows.get("tasks", [])),
         }
         allowed = self._allowed({e for found in owner.values() for eids in found.values() for e in eids})
         owner = {
@@ -137,7 +137,7 @@ class _Resolver:
             for k, found in owner.items()
         }
         wanted = {e for found in owner.values() for eids in found.values() for e in eids} - set(self.trees)
-        self.trees.update(self.store.episodes.trees(wanted))
+        self.trees.update(search_reads.trees(self.store, wanted))
         placed = []  # (table, rowid, places) of the rows the filters keep, in rank order
         for _, table, rowid in batch:
             if table in ("steps", "step_annotations"):
@@ -283,7 +283,7 @@ def episodes_with_signal(store: Store, signal: str, *, all_versions: bool = Fals
     """Episodes whose current version (or any version) carries `signal`."""
     check_signal(signal)
     out = []
-    for eid, tree in store.episodes.trees(store.episodes.flagged(signal)).items():
+    for eid, tree in search_reads.trees(store, search_reads.flagged(store, signal)).items():
         versions = tree.versions if all_versions else [tree.current] if tree.current in tree.versions else []
         if any(signal in tree.signals(v) for v in versions):
             out.append(eid)
@@ -294,7 +294,7 @@ def signal_counts(store: Store, episode_ids: Iterable[int]) -> SignalCounts:
     """Per task type and signal, the episodes (of `episode_ids`) whose current version
     carries it - for the experiment page: a count per (type, signal) that opens its episodes."""
     ids = list(episode_ids)
-    trees = store.episodes.trees(ids)
+    trees = search_reads.trees(store, ids)
     counts = SignalCounts()
     for eid in ids:
         tree = trees.get(eid)

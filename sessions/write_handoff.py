@@ -6,13 +6,9 @@ of its failure."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from sessions.store import StoreError
-
-if TYPE_CHECKING:
-    from sessions.writer import Writer
-
 
 WATCH_S = 1.0  # a caller waiting for its group checks this often that the writer thread lives (no added syscall)
 
@@ -35,7 +31,7 @@ class _Write:
         durable: bool,
         blobs: dict[str, bytes],
         on_error: Callable[[BaseException], Any] | None = None,
-        writer: "Writer | None" = None,
+        writer: Any = None,  # the `sessions.writer.Writer` (not imported: it imports this module)
     ):
         self.fn, self.durable = fn, durable
         self.blobs = blobs  # the caller's deferred pages (they commit with it)

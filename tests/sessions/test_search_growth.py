@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from sessions import search_index
+from sessions import search_index, search_reads
 from sessions.episode_tree import EpisodeTree
 from sessions.store import Store
 from trajectory.records import AgentConfig, Outcome, Step, Task
@@ -70,9 +70,9 @@ def test_filters_asked_of_the_hits_episodes_keep_what_the_whole_sets_keep(store)
             if env:
                 whole &= set(store.episodes.ids(env=env))
             if outcome:
-                whole &= store.episodes.with_outcome(outcome)
-            assert store.episodes.passing(some, env=env, outcome=outcome) == whole, (env, outcome)
-    assert store.episodes.passing(some, signal="no_effect") == set(some) & store.episodes.flagged("no_effect")
+                whole &= search_reads.with_outcome(store, outcome)
+            assert search_reads.passing(store, some, env=env, outcome=outcome) == whole, (env, outcome)
+    assert search_reads.passing(store, some, signal="no_effect") == set(some) & search_reads.flagged(store, "no_effect")
 
 
 def test_the_versions_holding_a_step_are_those_whose_path_holds_it():
