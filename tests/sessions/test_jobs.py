@@ -19,74 +19,20 @@ from pathlib import Path
 import pytest
 
 import sessions.jobs
-from agent import experiment, experiment_runner, jobs
-from sessions import experiments, rollouts
+from agent import experiment_runner, jobs
+from sessions import experiments
 from sessions.store import Store, StoreError
 from tests.cli_helpers import cli
 from tests.experiment_agents import wiki_agent
-from tests.scripted_server import Reply, ScriptedLLM
+from tests.job_processes import HOTPOT, _env, _episode, _experiment, _per_task, _spawn, _wait
+from tests.scripted_server import Reply
 from trajectory.records import AgentConfig
-
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "envs" / "wikipedia" / "corpus"
-HOTPOT = [json.loads(line) for line in (CORPUS / "hotpotqa.jsonl").read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-def _env(tmp_path, **extra) -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache"), **extra}
-
-
-def _spawn(args: list, env: dict) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "react_editor.main", *map(str, args)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _cli(args: list, env: dict, timeout: float = 120) -> tuple[int, str, str]:
-    p = _spawn(args, env)
-    out, err = p.communicate(timeout=timeout)
-    return p.returncode, out, err
-
-
-def _wait(cond, timeout: float = 60.0, every: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
-
-
-def _experiment(db: Path, llm: ScriptedLLM, n: int, *, method: str = "react", **params) -> int:
-    from envs.registry import family
-
-    fam = family("hotpotqa")
-    tasks = [fam.get_task(r["id"]) for r in HOTPOT[:n]]
-    with closing(Store(db)) as store:
-        cfg = AgentConfig(model="m", base_url=llm.base_url, cache=False)
-        return experiment.create(
-            store, env="hotpotqa", method=method, config=cfg, tasks=tasks, name="x", params=params
-        ).id
-
-
-def _per_task(llm: ScriptedLLM) -> dict[str, int]:
-    """Model calls per task (the question in the prompt's last Question line)."""
-    out: dict[str, int] = {}
-    for r in llm.completion_requests:
-        q = [ln for ln in r.prompt.splitlines() if ln.startswith("Question: ")][-1]
-        out[q] = out.get(q, 0) + 1
-    return out
 
 
 # ---------------------------------------------------------------------- 1: connections
@@ -312,97 +258,6 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
         scripted_llm.completion_requests
     )
     store.close()
-
-
-# ---------------------------------------------------------------------- 4 and 19.9: rollouts
-
-
-def _episode(tmp_path, llm, capsys=None) -> tuple[Path, int, int]:
-    """A two-step episode made by `react-editor run`: in another process, or in this one (`capsys`)."""
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2))
-    db = tmp_path / "r.db"
-    args = [
-        "run",
-        "--env",
-        "hotpotqa",
-        "--task",
-        HOTPOT[0]["id"],
-        "--model",
-        "m",
-        "--base-url",
-        llm.base_url,
-        "--db",
-        str(db),
-        "--json",
-    ]
-    code, out, err = cli(capsys, *args) if capsys is not None else _cli(args, _env(tmp_path))
-    assert code == 0, err
-    data = json.loads(out.strip().splitlines()[-1])
-    return db, data["episode"], data["version"]
-
-
-def test_kill_9_during_resample_never_moves_the_current_version_and_again_continues(tmp_path, scripted_llm, capsys):
-    db, ep, vid = _episode(tmp_path, scripted_llm, capsys)
-    agent = wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2)
-    scripted_llm.set_responder(lambda body: Reply(text=agent(body).text, delay_s=0.4))
-    args = [
-        "resample",
-        ep,
-        "--step",
-        "2",
-        "--n",
-        "6",
-        "--concurrency",
-        "1",
-        "--temperature",
-        "0.7",
-        "--db",
-        db,
-        "--json",
-    ]
-    proc = _spawn(args, _env(tmp_path))
-
-    def one_member() -> bool:
-        with closing(Store(db)) as store:
-            return any(g.members for g in rollouts.groups(store, ep))
-
-    _wait(one_member)
-    time.sleep(0.2)  # mid-rollout
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    scripted_llm.set_responder(agent)  # the delay was for the kill only
-    with closing(Store(db)) as store:
-        assert store.episodes.get(ep).current_version == vid
-        (g,) = rollouts.groups(store, ep)
-        killed = dict(g.members)
-    code, out, err = cli(capsys, *map(str, args))  # again, here
-    assert code == 0, err
-    with closing(Store(db)) as store:
-        (g2,) = rollouts.groups(store, ep)  # the same group, continued
-        assert g2.id == g.id and all(g2.members[p] == m for p, m in killed.items()) and len(g2.members) == 6
-        assert all(store.versions.get(m).outcome.done for m in g2.members.values())
-        assert store.episodes.get(ep).current_version == vid
-    assert json.loads(out.strip().splitlines()[-1])["n"] == 6
-
-
-def test_a_rollout_version_and_its_membership_are_one_transaction(toy, monkeypatch):
-    from agent.rollouts import Request, resample
-    from tests.engine_scripts import cfg
-    from tests.toy_envs import ROOM_TASK
-
-    toy.llm.set_default(" go to shelf 1")
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=3))
-    toy.engine.run(v.id)
-    before = len(toy.store.versions.of_episode(ep.id))
-
-    def killed(*a, **k):
-        raise RuntimeError("killed")  # a kill between the version and its membership
-
-    monkeypatch.setattr(rollouts, "add_member", killed)
-    run = resample(toy.engine, Request(v.id, 2, 2, 0.5), concurrency=1)
-    assert run.errors and all("killed" in e for e in run.errors)
-    assert len(toy.store.versions.of_episode(ep.id)) == before  # no orphan branch
-    assert toy.store.episodes.get(ep.id).current_version == v.id
 
 
 # ---------------------------------------------------------------------- 2 and 6: tabs, one status
