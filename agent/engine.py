@@ -29,7 +29,6 @@ from agent.engine_reports import (
     RunReport,
     StepReport,
     _clean_text,
-    _outcome,
     _outcome_text,
     qa_method_of,
     version_name,
@@ -38,7 +37,7 @@ from agent.environments import EnvironmentPool
 from agent.episode_locks import EpisodeLocks
 from agent.prompting import PromptBuilder
 from agent.run_settings import check_config
-from agent.step_parts import _give_up, _Turn, _typed_call, _with_message
+from agent.step_parts import _blocked, _ending, _run_report, _Turn, _typed_call, _with_message
 from agent.version_paths import PATH_CACHE, VersionPaths
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
@@ -341,15 +340,7 @@ class Engine:
         gets a new child at that leaf instead (same transaction). Only after the commit does
         the live environment name the new leaf again."""
         live = self.envs.live(ep.id)
-        total = len(steps) + len(new)
-        outcome = None
-        status = "open"  # a resumed "stopped" version is running again
-        last = new[-1]
-        if last.done:
-            outcome = _outcome(ep.task.env, last.reward, last.info, True)
-            status = "done"
-        elif total >= self.max_steps(ep):
-            outcome, status = _give_up(ep, live.env), "done"
+        outcome, status = _ending(ep, new[-1], len(steps) + len(new), lambda: self.max_steps(ep), live.env)
         leaf = steps[-1] if steps else None
 
         fence = self._fences.get(ep.id)  # (an experiment item's claim: checked as the leaf moves)
@@ -391,10 +382,7 @@ class Engine:
             live.at = None  # the env moved past the recorded leaf
             if not calls:
                 raise
-            kept = self.store.calls.keep_pending(ep.id, calls)
-            raise WriteBlocked(
-                f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
-            ) from None
+            raise _blocked(exc, self.store.calls.keep_pending(ep.id, calls)) from None
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
         live.at = rows[-1].id
         self.paths.remember(target.id, v2.leaf_step_id, steps + rows)
@@ -449,18 +437,7 @@ class Engine:
             pass
         except StoreError as exc:  # the report still says how far the run got
             error = error or str(exc)
-        return RunReport(
-            row=v,
-            episode=v.episode_id,
-            version=v.id,
-            done=v.outcome.done,
-            success=v.outcome.success,
-            steps=len(self.steps(v)),
-            added=added,
-            stopped=stopped,
-            error=error,
-            continued_from=continued_from,
-        )
+        return _run_report(v, len(self.steps(v)), added, stopped, error, continued_from)
 
 
 @contextlib.contextmanager

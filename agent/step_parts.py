@@ -4,14 +4,13 @@ running out of steps (`_give_up`) and what a step's signals read of it (`_Turn`)
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from agent.engine_errors import EngineError
-from agent.engine_reports import (
-    _outcome,
-)
+from agent.engine_errors import EngineError, WriteBlocked
+from agent.engine_reports import RunReport, _outcome
 from envs.base import Environment
-from trajectory.records import Episode, Outcome, Step
+from sessions.store import StoreError
+from trajectory.records import Episode, Outcome, Step, Version
 from trajectory.tools import ToolCallError
 
 
@@ -54,3 +53,39 @@ def _give_up(ep: Episode, env: Environment) -> Outcome:
     oc = _outcome(ep.task.env, res.reward, res.info, True)
     oc.metrics["limit"] = True
     return oc
+
+
+def _ending(
+    ep: Episode, last: Step, total: int, max_steps: Callable[[], int], env: Environment
+) -> tuple[Outcome | None, str]:
+    """(outcome, status) of a version whose last new step is `last`, `total` steps long: done when
+    the step ends the episode or reaches the step limit (`max_steps`, read only then), else open
+    (a resumed "stopped" version is running again)."""
+    if last.done:
+        return _outcome(ep.task.env, last.reward, last.info, True), "done"
+    if total >= max_steps():
+        return _give_up(ep, env), "done"
+    return None, "open"
+
+
+def _blocked(exc: StoreError, kept: bool) -> WriteBlocked:
+    """A step's write blocked (a write lock held too long, disk full), the model's answer kept or not."""
+    return WriteBlocked(f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}")
+
+
+def _run_report(
+    v: Version, steps: int, added: int, stopped: bool, error: str | None, continued_from: int | None
+) -> RunReport:
+    """A run's report from the version as the run left it (`steps`: its path's length)."""
+    return RunReport(
+        row=v,
+        episode=v.episode_id,
+        version=v.id,
+        done=v.outcome.done,
+        success=v.outcome.success,
+        steps=steps,
+        added=added,
+        stopped=stopped,
+        error=error,
+        continued_from=continued_from,
+    )
