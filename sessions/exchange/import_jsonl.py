@@ -359,7 +359,6 @@ def _edit(e: EditRecord | None, ep: _Ep) -> EditInfo | None:
 
 
 def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int], new: list[StepRecord]) -> int:
-    v = rec.version
     at = ep.step_ids[known[-1]] if known else None
     if ep.first_version is not None:
         vid = ep.first_version
@@ -375,54 +374,16 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
     record_calls = {c.ref: c for c in rec.calls}
     steps: list[Step] = []
     for s in new:
-        ids = []
+        ids: list[int] = []
         for cref in s.calls:
             if cref in ep.call_ids:
                 ids.append(ep.call_ids[cref])
                 continue
             if cref not in placeholder:
-                c = record_calls[cref]
-                new_calls.append(
-                    ModelCall(
-                        created_at=c.created_at,
-                        model=c.model,
-                        api_style=c.api_style,
-                        params=safe_call_params(c.params),
-                        purpose=c.purpose,
-                        prompt_hash=c.prompt_hash,
-                        prompt_chars=c.prompt_chars,
-                        completion=c.completion,
-                        usage=c.usage,
-                        latency_ms=c.latency_ms,
-                        attempts=c.attempts,
-                        cached=c.cached,
-                        error=c.error,
-                        cut_from=c.cut_from,
-                    )
-                )
+                new_calls.append(_model_call(record_calls[cref]))
                 placeholder[cref] = -len(new_calls)
             ids.append(placeholder[cref])
-        info = dict(s.info)
-        if info.get("carried_from") is not None:
-            info["carried_from"] = ep.step_ids[info["carried_from"]]
-        steps.append(
-            Step(
-                index=s.index,
-                thought=s.thought,
-                action=s.action,
-                observation=s.observation,
-                done=s.done,
-                reward=s.reward,
-                info=info,
-                source=s.source,
-                edit=_edit(s.edit, ep),
-                call_ids=ids,
-                created_at=s.created_at,
-                reasoning=s.reasoning,
-                tool_call=s.tool_call,
-                message=s.message,
-            )
-        )
+        steps.append(_step(s, ep, ids))
     if steps:
         rows, _ = store.versions.append(vid, steps, new_calls)
         for s, row in zip(new, rows):
@@ -440,6 +401,56 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
                         note=a.note,
                     ),
                 )
+    _finish_version(store, vid, rec, ep)
+    return vid
+
+
+def _model_call(c: Any) -> ModelCall:
+    """A file's call record (a `CallRecord`) as the ModelCall to store."""
+    return ModelCall(
+        created_at=c.created_at,
+        model=c.model,
+        api_style=c.api_style,
+        params=safe_call_params(c.params),
+        purpose=c.purpose,
+        prompt_hash=c.prompt_hash,
+        prompt_chars=c.prompt_chars,
+        completion=c.completion,
+        usage=c.usage,
+        latency_ms=c.latency_ms,
+        attempts=c.attempts,
+        cached=c.cached,
+        error=c.error,
+        cut_from=c.cut_from,
+    )
+
+
+def _step(s: StepRecord, ep: _Ep, call_ids: list[int]) -> Step:
+    """A file's step record as the Step to store (its refs as this database's ids)."""
+    info = dict(s.info)
+    if info.get("carried_from") is not None:
+        info["carried_from"] = ep.step_ids[info["carried_from"]]
+    return Step(
+        index=s.index,
+        thought=s.thought,
+        action=s.action,
+        observation=s.observation,
+        done=s.done,
+        reward=s.reward,
+        info=info,
+        source=s.source,
+        edit=_edit(s.edit, ep),
+        call_ids=call_ids,
+        created_at=s.created_at,
+        reasoning=s.reasoning,
+        tool_call=s.tool_call,
+        message=s.message,
+    )
+
+
+def _finish_version(store: Store, vid: int, rec: TrajectoryRecord, ep: _Ep) -> None:
+    """The version's own fields and its label history, as the file gives them."""
+    v = rec.version
     store.versions.update(
         vid,
         name=v.name,
@@ -466,7 +477,6 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
                 exemplar_ready=a.exemplar_ready,
             ),
         )
-    return vid
 
 
 def _finish_episode(store: Store | None, ep: _Ep) -> None:
