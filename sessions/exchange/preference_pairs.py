@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from sessions.exchange.messages import Conversations, ends_on_assistant, style_of
+from sessions.exchange.messages import Conversations, Message, ends_on_assistant, style_of
 from sessions.exchange.selection import EpisodeBatch
 from sessions.exchange.training_options import Counts, TrainingOptions
 from sessions.exchange.tree_facts import Facts, Group
@@ -227,33 +227,53 @@ def pair_records(
         prompt = list(head) + [m for part in parts_a[:k] for m in part]
         cont_a, cont_b = _continuation(parts_a[k:], opts.continuation), _continuation(parts_b[k:], opts.continuation)
         (cw, cv), (rw, rv) = ((cont_a, a), (cont_b, b)) if side == "a" else ((cont_b, b), (cont_a, a))
-        rec: dict[str, Any] = {}
-        if opts.implicit_prompt:
-            rec["chosen"], rec["rejected"] = prompt + cw, prompt + rw
-        else:
-            rec["prompt"], rec["chosen"], rec["rejected"] = prompt, cw, rw
+        rec = _sides(prompt, cw, rw, opts.implicit_prompt)
         rec["tools"] = conv.tools(ep.task.env) if style == "tools" else None
-        rec["metadata"] = {
-            "episode": ep.id,
-            "task": f"{ep.task.env}:{ep.task.id}",
-            "api_style": style,
-            "chosen_version": facts.label(stored_id(cv.id)),
-            "rejected_version": facts.label(stored_id(rv.id)),
-            "chosen_version_id": cv.id,
-            "rejected_version_id": rv.id,
-            "step": k + 1,
-            "pair": how,
-            "edit_kind": edit.kind if edit else None,
-            "edited_by": (("suggestion" if edit.origin else "person") if edit else None),
-            "critic_model": (edit.origin or {}).get("critic_model") if edit else None,
-            "chosen_success": _success(cv),
-            "rejected_success": _success(rv),
-            "evidence": evidence,
-            "judgments": judged,
-            "whatif": whatif.as_json() if whatif else None,
-        }
+        rec["metadata"] = _metadata(ep, style, facts, (cv, rv), k, how, edit, evidence, judged, whatif)
         counts.wrote()
         yield rec
+
+
+def _metadata(
+    ep: Any,
+    style: str,
+    facts: Facts,
+    chosen_rejected: tuple[Version, Version],
+    k: int,
+    how: str,
+    edit: Any,
+    evidence: str,
+    judged: Any,
+    whatif: WhatIf | None,
+) -> dict[str, Any]:
+    """A dpo record's metadata: where the pair comes from and why one side is chosen."""
+    cv, rv = chosen_rejected
+    return {
+        "episode": ep.id,
+        "task": f"{ep.task.env}:{ep.task.id}",
+        "api_style": style,
+        "chosen_version": facts.label(stored_id(cv.id)),
+        "rejected_version": facts.label(stored_id(rv.id)),
+        "chosen_version_id": cv.id,
+        "rejected_version_id": rv.id,
+        "step": k + 1,
+        "pair": how,
+        "edit_kind": edit.kind if edit else None,
+        "edited_by": (("suggestion" if edit.origin else "person") if edit else None),
+        "critic_model": (edit.origin or {}).get("critic_model") if edit else None,
+        "chosen_success": _success(cv),
+        "rejected_success": _success(rv),
+        "evidence": evidence,
+        "judgments": judged,
+        "whatif": whatif.as_json() if whatif else None,
+    }
+
+
+def _sides(prompt: list[Message], chosen: list[Message], rejected: list[Message], implicit: bool) -> dict[str, Any]:
+    """The record's prompt, chosen and rejected; with an implicit prompt, inside both sides."""
+    if implicit:
+        return {"chosen": prompt + chosen, "rejected": prompt + rejected}
+    return {"prompt": prompt, "chosen": chosen, "rejected": rejected}
 
 
 def _continuation(parts: list[list[dict[str, Any]]], how: str) -> list[dict[str, Any]]:

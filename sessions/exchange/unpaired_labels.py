@@ -47,21 +47,7 @@ def label_records(
     for v in batch.versions:
         labels[stored_id(v.id)] = trajectory_label(v, facts.verdicts.get(stored_id(v.id)))
     if opts.unit == "trajectory":
-        for v in batch.versions:
-            label, source = labels[stored_id(v.id)]
-            steps = batch.paths[stored_id(v.id)]
-            if label is None or not steps:
-                counts.leave_out(f"trajectory: {source if label is None else 'no steps'}")
-                continue
-            head, parts = conv.cut(ep.task.env, ep.task.text, steps, style)
-            counts.wrote()
-            yield {
-                "prompt": head,
-                "completion": ends_on_assistant([m for p in parts for m in p]),
-                "label": label,
-                "tools": tools,
-                "metadata": _meta(ep, facts, v, None, source),
-            }
+        yield from _trajectory_records(batch, facts, conv, labels, style, counts)
         return
     # per step: the labels of the trajectories through each step, then one record per step
     through: dict[int, set[bool]] = {}
@@ -106,6 +92,34 @@ def label_records(
             "label": label,
             "tools": tools,
             "metadata": _meta(ep, facts, v, i + 1, source, sorted(tags)),
+        }
+
+
+def _trajectory_records(
+    batch: EpisodeBatch,
+    facts: Facts,
+    conv: Conversations,
+    labels: dict[int, tuple[bool | None, str]],
+    style: str,
+    counts: Counts,
+) -> Iterator[dict[str, Any]]:
+    """One record per labelled version with steps (`--unit trajectory`)."""
+    ep = batch.episode
+    tools = conv.tools(ep.task.env) if style == "tools" else None
+    for v in batch.versions:
+        label, source = labels[stored_id(v.id)]
+        steps = batch.paths[stored_id(v.id)]
+        if label is None or not steps:
+            counts.leave_out(f"trajectory: {source if label is None else 'no steps'}")
+            continue
+        head, parts = conv.cut(ep.task.env, ep.task.text, steps, style)
+        counts.wrote()
+        yield {
+            "prompt": head,
+            "completion": ends_on_assistant([m for p in parts for m in p]),
+            "label": label,
+            "tools": tools,
+            "metadata": _meta(ep, facts, v, None, source),
         }
 
 
