@@ -18,10 +18,10 @@ from sessions.row_records import (
     VCOLS,
     StepJson,
     StepRow,
+    insert_versions,
     maker,
     step_fields,
     version_from_row,
-    version_row,
 )
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
 
@@ -215,23 +215,7 @@ class Episodes:
                 )
                 for (v_id, ep_id), (task, name) in zip(rows, specs)
             ]
-            first = version_row(made[0][1], config_id, exemplar_rev)  # (the versions differ only in these:)
-            values = [
-                {
-                    **first,
-                    "id": v.id,
-                    "episode_id": v.episode_id,
-                    "created_at": v.created_at,
-                    "updated_at": v.updated_at,
-                }
-                for _, v in made
-            ]
-            cols = ", ".join(f'"{c}"' for c in values[0])
-            db.execute(
-                f"insert into versions ({cols}) values "
-                + ",".join(["(" + ",".join("?" * len(values[0])) + ")"] * len(values)),
-                [x for r in values for x in r.values()],
-            )
+            insert_versions(db, [v for _, v in made], config_id, exemplar_rev)
         return made
 
     def _task_rows(self, tasks: list[Task]) -> list[int]:

@@ -232,3 +232,18 @@ def stored_id(row_id: int | None) -> int:
     if row_id is None:
         raise LookupError("the record has no id: it was never stored")
     return row_id
+
+
+def insert_versions(db: Any, versions: list[Version], config_id: int, exemplar_rev: int | None) -> None:
+    """Insert new versions of one config and exemplar revision in one statement (`Episodes.create_many`'s
+    first versions): their rows differ only in id, episode and times."""
+    first = version_row(versions[0], config_id, exemplar_rev)
+    values = [
+        {**first, "id": v.id, "episode_id": v.episode_id, "created_at": v.created_at, "updated_at": v.updated_at}
+        for v in versions
+    ]
+    cols = ", ".join(f'"{c}"' for c in values[0])
+    db.execute(
+        f"insert into versions ({cols}) values " + ",".join(["(" + ",".join("?" * len(values[0])) + ")"] * len(values)),
+        [x for r in values for x in r.values()],
+    )

@@ -309,13 +309,7 @@ class Versions:
         so a claim taken over while the step was computed lands nothing (`fence.lost()`)."""
         out: list[Step] = []
         with self._database.transaction():
-            usable = (
-                known is not None
-                and known.id == version_id
-                and expected_leaf is not ...
-                and known.leaf_step_id == expected_leaf
-            )
-            v = known if usable and known is not None else self.get(version_id)
+            v = known if known is not None and _still(known, version_id, expected_leaf) else self.get(version_id)
             parent = v.leaf_step_id
             if expected_leaf is not ... and parent != expected_leaf:
                 raise _changed(self.ref(v))
@@ -435,3 +429,8 @@ def _leaf_update(
     if clear_draft:
         sets.append("draft_thought = null, draft_edit = null")
     return sets, params
+
+
+def _still(known: Version, version_id: int, expected_leaf: int | None | EllipsisType) -> bool:
+    """Whether the caller's copy of the version serves `append`: that version, at the leaf expected."""
+    return known.id == version_id and expected_leaf is not ... and known.leaf_step_id == expected_leaf
