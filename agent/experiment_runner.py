@@ -331,28 +331,7 @@ def _rounds(
             continue
         if not todo:
             break
-        starts = None
-        if o.mode == "processes":
-            work: Callable[[int], Any] = functools.partial(
-                _process_item, store.file, exp.id, o.api_key, h.id, h.lease_s
-            )
-        else:
-            starts = _Starts(store, exp, h.id, h.lease_s, todo, claims)
-
-            def work(item_id: int) -> dict:
-                return _claimed_item(
-                    workers.engine(),
-                    exp,
-                    h.id,
-                    h.lease_s,
-                    item_id,
-                    h.should_stop,
-                    o.concurrency,
-                    h.watch(),
-                    claims,
-                    starts,
-                )
-
+        work, starts = _work(store, exp, h, o, workers, claims, todo)
         try:
             run_batch(
                 todo,
@@ -366,6 +345,40 @@ def _rounds(
         finally:
             if starts is not None:
                 starts.release_rest()
+
+
+def _work(
+    store: Store,
+    exp: experiments.Experiment,
+    h: jobs.Handle,
+    o: _Options,
+    workers: _Workers,
+    claims: _Claims,
+    todo: list[int],
+) -> tuple[Callable[[int], Any], _Starts | None]:
+    """What a round's batch runs per item (in a worker process, or in a thread with this run's
+    engines), and the round's claims in batches (threads only)."""
+    starts = None
+    if o.mode == "processes":
+        work: Callable[[int], Any] = functools.partial(_process_item, store.file, exp.id, o.api_key, h.id, h.lease_s)
+    else:
+        starts = _Starts(store, exp, h.id, h.lease_s, todo, claims)
+
+        def work(item_id: int) -> dict:
+            return _claimed_item(
+                workers.engine(),
+                exp,
+                h.id,
+                h.lease_s,
+                item_id,
+                h.should_stop,
+                o.concurrency,
+                h.watch(),
+                claims,
+                starts,
+            )
+
+    return work, starts
 
 
 def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:
