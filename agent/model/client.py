@@ -112,30 +112,12 @@ class ModelClient:
         fixed = fixed if fixed and prompt.startswith(fixed) else None
         call = self._new_call(prompt, stop, purpose, chat_instruction, fixed)
         started = time.perf_counter()
-        key = None
-        if response_cache.cacheable(self.cache, self.config):
-            key = response_cache.cache_key(self.config, self.public_url, prompt, chat_instruction, stop)
-        call.cache_key = key
-        if key is not None:
-            hit = self.cache.get(key)  # type: ignore[union-attr]
-            if hit is not None:
-                text, usage = hit
-                call.completion, call.usage, call.cached = text, usage, True
-                call.latency_ms = (time.perf_counter() - started) * 1000
-                return text, call
+        if self._from_cache(call, prompt, chat_instruction, stop, started):
+            return call.completion, call
         cfg = self.config
-        conv = is_conversation(cfg.api_style, prompt)  # (else a one-shot prompt: one user message in a chat style)
-        sent = prompt if conv or cfg.api_style == "completions" else chat_message(prompt, chat_instruction)
-        request = Request(
-            config=cfg,
-            text=sent,
-            stop=stop[:MAX_STOP_SEQUENCES],
-            chat_extra=self.chat_extra,
-            stream=streams(self.stream, watch),
-            conversation=conv,
-        )
-        cancel = watch.cancel if watch is not None else None
-        on_text = watch.on_text if watch is not None else None
+        request = self._request(prompt, stop, chat_instruction, watch)
+        conv = request.conversation
+        cancel, on_text = (watch.cancel, watch.on_text) if watch is not None else (None, None)
 
         def attempt() -> tuple[str, Any]:
             with self.local.turn(cancel) if self.local else contextlib.nullcontext():  # one request at a time there
@@ -172,6 +154,38 @@ class ModelClient:
         call.completion, call.usage = text, usage
         call.latency_ms = (time.perf_counter() - started) * 1000
         return text, call
+
+    def _from_cache(
+        self, call: ModelCall, prompt: str, chat_instruction: str | None, stop: list[str], started: float
+    ) -> bool:
+        """Whether the response cache answered the call (then `call` holds the answer); sets its cache key."""
+        key = None
+        if response_cache.cacheable(self.cache, self.config):
+            key = response_cache.cache_key(self.config, self.public_url, prompt, chat_instruction, stop)
+        call.cache_key = key
+        if key is None:
+            return False
+        hit = self.cache.get(key)  # type: ignore[union-attr]
+        if hit is None:
+            return False
+        call.completion, call.usage, call.cached = hit[0], hit[1], True
+        call.latency_ms = (time.perf_counter() - started) * 1000
+        return True
+
+    def _request(self, prompt: str, stop: list[str], chat_instruction: str | None, watch: CallWatch | None) -> Request:
+        """The request for a prompt: a conversation as it is, else a one-shot prompt (one user message
+        in a chat style)."""
+        cfg = self.config
+        conv = is_conversation(cfg.api_style, prompt)
+        sent = prompt if conv or cfg.api_style == "completions" else chat_message(prompt, chat_instruction)
+        return Request(
+            config=cfg,
+            text=sent,
+            stop=stop[:MAX_STOP_SEQUENCES],
+            chat_extra=self.chat_extra,
+            stream=streams(self.stream, watch),
+            conversation=conv,
+        )
 
     def converse(
         self,
