@@ -113,15 +113,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
     versions = engine.store.versions.of_episode(args.episode)
     # the page: with --json every version is an entry; in text a closed rollout group is one line
     # (--expand lists its versions under it). Only the page's versions are read in full.
-    entries: list = []
-    headed: set[int] = set()  # the groups whose line is in `entries` already
-    for v in versions:
-        g = member.get(v.id)
-        if g is not None and not args.json and g not in headed:
-            headed.add(g)
-            entries.append(("g", g))
-        if args.json or args.expand or g is None:
-            entries.append(v)
+    entries = _version_entries(versions, member, grouped=not args.json, expand=args.json or args.expand)
     shown, page = page_of(entries[args.offset :], args.limit, args.offset, len(entries))
     rows = [version_summary(engine, v) for v in shown if not isinstance(v, tuple)]
     for r in rows:
@@ -157,6 +149,21 @@ def cmd_versions(args: argparse.Namespace) -> int:
         say_page(True, page, "versions")
     emit(args, rows, text)
     return 0
+
+
+def _version_entries(versions: list, member: dict, *, grouped: bool, expand: bool) -> list:
+    """The versions listed: each version, and (`grouped`) a ("g", group) line before a rollout
+    group's first version, its versions under it only with `expand`."""
+    entries: list = []
+    headed: set[int] = set()  # the groups whose line is in `entries` already
+    for v in versions:
+        g = member.get(v.id)
+        if g is not None and grouped and g not in headed:
+            headed.add(g)
+            entries.append(("g", g))
+        if expand or g is None:
+            entries.append(v)
+    return entries
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
