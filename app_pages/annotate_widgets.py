@@ -4,6 +4,8 @@ annotation row (history kept). Only UI code here; the library is sessions.annota
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from agent import exemplars
@@ -28,22 +30,7 @@ def version_annotation_panel(
     auto = "unfinished" if not outcome.done else ("success" if outcome.success else "failure")
     st.caption(f"Environment outcome: {auto}")
     # before any annotation, the signals pre-fill a suggestion; it is saved only if the person saves it
-    suggested = (
-        []
-        if cur
-        else suggest_failure_modes(
-            version_signals(
-                [s.signals for s in (store.versions.steps(version_id) if steps is None else steps)], outcome
-            ),
-            outcome,
-        )
-    )
-    if suggested:
-        st.caption(
-            "Failure modes suggested by the signals: "
-            + ", ".join(m.replace("_", " ") for m in suggested)
-            + ". Review them, then save to confirm, or clear them."
-        )
+    suggested = [] if cur else _suggested_modes(store, version_id, steps, outcome)
     with st.form(key=f"{key_prefix}-va-{version_id}"):
         verdict = st.selectbox(
             "Your verdict",
@@ -78,6 +65,26 @@ def version_annotation_panel(
             except (StoreError, ValueError) as exc:
                 alert(str(exc).splitlines()[0])
     exemplar_set_adder(store, version_id, key_prefix, env=env or store.episodes.get(version.episode_id).task.env)
+    _history(store, version_id)
+
+
+def _suggested_modes(store: Store, version_id: int, steps: list | None, outcome: Any) -> list[str]:
+    """Before any annotation, the failure modes the signals suggest (shown; saved only if the person saves them)."""
+    suggested = suggest_failure_modes(
+        version_signals([s.signals for s in (store.versions.steps(version_id) if steps is None else steps)], outcome),
+        outcome,
+    )
+    if suggested:
+        st.caption(
+            "Failure modes suggested by the signals: "
+            + ", ".join(m.replace("_", " ") for m in suggested)
+            + ". Review them, then save to confirm, or clear them."
+        )
+    return suggested
+
+
+def _history(store: Store, version_id: int) -> None:
+    """The version's annotation history, newest first."""
     hist = annotations.version_history(store, version_id)
     if hist:
         with st.expander(f"Annotation history ({len(hist)})"):
