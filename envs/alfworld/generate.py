@@ -247,6 +247,28 @@ def _choose_task(task_type: str, scene: Scene, rng: random.Random):
     appliance = APPLIANCE.get(task_type)
     if appliance and appliance[0] not in rtypes:
         return None
+    pairs = _placements(task_type, scene, by_type, appliance)
+    if not pairs:
+        return None
+    otype, rtype = rng.choice(pairs)
+    params.update(object_target=otype, parent_target=rtype)
+    dest = rng.choice(sorted(r for r, t in scene.receptacles.items() if t == rtype))
+    objs = rng.sample(sorted(by_type[otype]), 2 if task_type == "pick_two_obj_and_place" else 1)
+    plan = []
+    for obj in objs:
+        plan.append(("take", obj, scene.obj_in[obj]))
+        if appliance:
+            app = sorted(r for r, t in scene.receptacles.items() if t == appliance[0])[0]
+            plan.append((appliance[1], obj, app))
+        plan.append(("put", obj, dest))
+    return params, plan
+
+
+def _placements(task_type: str, scene: Scene, by_type: dict[str, list[str]], appliance: tuple | None) -> list:
+    """The (object type, receptacle type) pairs a placing task can ask for in this scene: valid
+    for the task's appliance, not solved at the start."""
+    c = _constants()
+    rtypes = set(scene.receptacles.values())
     pairs = []
     for otype in sorted(by_type):
         if otype == "DeskLamp":
@@ -266,20 +288,7 @@ def _choose_task(task_type: str, scene: Scene, rng: random.Random):
             if any(scene.receptacles[scene.obj_in[o]] == rt for o in by_type[otype]):
                 continue  # already solved (partly) at the start
             pairs.append((otype, rt))
-    if not pairs:
-        return None
-    otype, rtype = rng.choice(pairs)
-    params.update(object_target=otype, parent_target=rtype)
-    dest = rng.choice(sorted(r for r, t in scene.receptacles.items() if t == rtype))
-    objs = rng.sample(sorted(by_type[otype]), 2 if task_type == "pick_two_obj_and_place" else 1)
-    plan = []
-    for obj in objs:
-        plan.append(("take", obj, scene.obj_in[obj]))
-        if appliance:
-            app = sorted(r for r, t in scene.receptacles.items() if t == appliance[0])[0]
-            plan.append((appliance[1], obj, app))
-        plan.append(("put", obj, dest))
-    return params, plan
+    return pairs
 
 
 def _folder_name(task_type: str, params: dict, floor_plan: int) -> str:
@@ -346,6 +355,18 @@ def _winning_walkthrough(data: dict, scene, plan, c) -> list[str] | None:
     return walk if won else None
 
 
+def _traj_data(task_type: str, params: dict, trial: str, floor_plan: int, seed: int) -> dict:
+    """A game's traj_data.json, as ALFWorld's own games have it (no annotations)."""
+    return {
+        "task_type": task_type,
+        "pddl_params": params,
+        "task_id": trial,
+        "scene": {"floor_plan": f"FloorPlan{floor_plan}", "scene_num": floor_plan, "random_seed": seed},
+        "turk_annotations": {"anns": []},
+        "generator": "react-editor builtin (alfworld layouts + goal_library)",
+    }
+
+
 def generate_games(
     out: Path,
     seed: int,
@@ -382,14 +403,7 @@ def generate_games(
                 continue
             params, plan = chosen
             trial = f"trial_G{seed}_{t_index}{attempt:03d}"
-            traj = {
-                "task_type": task_type,
-                "pddl_params": params,
-                "task_id": trial,
-                "scene": {"floor_plan": f"FloorPlan{floor_plan}", "scene_num": floor_plan, "random_seed": seed},
-                "turk_annotations": {"anns": []},
-                "generator": "react-editor builtin (alfworld layouts + goal_library)",
-            }
+            traj = _traj_data(task_type, params, trial, floor_plan, seed)
             game_dir = out / layout / split / _folder_name(task_type, params, floor_plan) / trial
             data = {
                 "pddl_domain": domain,
