@@ -123,9 +123,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from _root import HERE, ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 from _runner_clocks import clock_client, clock_env, clock_store, profiled  # (before _root: this folder leaves sys.path)
 from _runner_figures import cpu_parts, rising, table
+
+# isort: split
+from _root import HERE, ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
 REACT_DATA = ROOT.parent / "shared" / "reference" / "react-repo" / "data"
 
