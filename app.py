@@ -50,8 +50,9 @@ pages = {  # url path -> page (read from here, not from the Page: its url_path e
 
 # The menu is ours: Streamlit's links are bare page addresses, so a page opened from one in a
 # new tab (middle click) said "No episode selected". Ours carry the episode (and version) shown.
-nav = st.navigation([st.Page(_home, title="Episodes", url_path="home", default=True), *pages.values()],
-                    position="hidden")
+nav = st.navigation(
+    [st.Page(_home, title="Episodes", url_path="home", default=True), *pages.values()], position="hidden"
+)
 with st.sidebar.container(key="page_menu"):
     selected = link_params()
     for name, p in pages.items():

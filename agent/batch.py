@@ -51,8 +51,9 @@ def _one_line(exc: BaseException) -> str:
 def _process_pool(concurrency: int) -> ProcessPoolExecutor:
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    return ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx, initializer=exit_with_parent,
-                               initargs=(os.getpid(),))
+    return ProcessPoolExecutor(
+        max_workers=concurrency, mp_context=ctx, initializer=exit_with_parent, initargs=(os.getpid(),)
+    )
 
 
 def exit_with_parent(parent_pid: int, every_s: float = 0.5) -> None:
@@ -134,8 +135,13 @@ class _Batch:
     """A batch's shared state: the keys left, the results, the failure streak. Results are
     recorded under `_lock` and reported under `_report` (one callback at a time)."""
 
-    def __init__(self, keys: Sequence[Any], stop: threading.Event | None,
-                 on_result: Callable[[JobResult], None] | None, max_failures: int):
+    def __init__(
+        self,
+        keys: Sequence[Any],
+        stop: threading.Event | None,
+        on_result: Callable[[JobResult], None] | None,
+        max_failures: int,
+    ):
         self.pending = list(enumerate(keys))
         self.pending.reverse()
         self.stop, self.on_result, self.max_failures = stop, on_result, max_failures
@@ -218,7 +224,11 @@ class _Batch:
                 for fut in _finished(ended, running, self.stop):
                     n, key = running.pop(fut)
                     exc = fut.exception()
-                    self._finish(n, JobResult(key, True, fut.result()) if exc is None
-                                 else JobResult(key, False, error=_one_line(exc)))
+                    self._finish(
+                        n,
+                        JobResult(key, True, fut.result())
+                        if exc is None
+                        else JobResult(key, False, error=_one_line(exc)),
+                    )
                     if self.failure is not None:
                         raise self.failure

@@ -10,19 +10,52 @@ import types
 from typing import Any
 
 from agent.model import api
-
-from agent.model.api import (DEFAULT_BASE_URL, DEFAULT_CHAT_INSTRUCTION, MAX_STOP_SEQUENCES, NO_KEY_PLACEHOLDER,
-                             UNREACHABLE, CallWatch, ModelError, Provider, Request, chat_message, model_available,
-                             public_url, resolve_base_url, sha256, stop_cut)
+from agent.model.api import (
+    DEFAULT_BASE_URL,
+    DEFAULT_CHAT_INSTRUCTION,
+    MAX_STOP_SEQUENCES,
+    NO_KEY_PLACEHOLDER,
+    UNREACHABLE,
+    CallWatch,
+    ModelError,
+    Provider,
+    Request,
+    chat_message,
+    model_available,
+    public_url,
+    resolve_base_url,
+    sha256,
+    stop_cut,
+)
 from agent.model.client import ModelClient, set_streaming
 from agent.model.response_cache import ResponseCache
 from agent.model.retries import retry_after_s
 from agent.model.wire import MAX_BODY_BYTES, shared_openai
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_CHAT_INSTRUCTION", "ENDPOINT_KEYS", "MAX_BODY_BYTES", "MAX_STOP_SEQUENCES",
-           "NO_KEY_PLACEHOLDER", "UNREACHABLE", "CallWatch", "ModelClient", "ModelError", "Provider", "Request",
-           "ResponseCache", "chat_message", "model_available", "public_url", "resolve_base_url", "retry_after_s",
-           "set_streaming", "sha256", "shared_openai", "stop_cut"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_CHAT_INSTRUCTION",
+    "ENDPOINT_KEYS",
+    "MAX_BODY_BYTES",
+    "MAX_STOP_SEQUENCES",
+    "NO_KEY_PLACEHOLDER",
+    "UNREACHABLE",
+    "CallWatch",
+    "ModelClient",
+    "ModelError",
+    "Provider",
+    "Request",
+    "ResponseCache",
+    "chat_message",
+    "model_available",
+    "public_url",
+    "resolve_base_url",
+    "retry_after_s",
+    "set_streaming",
+    "sha256",
+    "shared_openai",
+    "stop_cut",
+]
 
 
 class _Face(types.ModuleType):

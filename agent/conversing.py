@@ -41,8 +41,10 @@ def strip_echo(text: str, prompt: str) -> str:
     return text
 
 
-TOOLS_NOTE = ("In this conversation every action is a tool call: write your reasoning as the message text "
-              "and call exactly one tool per turn.")
+TOOLS_NOTE = (
+    "In this conversation every action is a tool call: write your reasoning as the message text "
+    "and call exactly one tool per turn."
+)
 TOOLS_ACTION = "Now call one tool: the action of step {i}."
 
 
@@ -89,13 +91,13 @@ def fixed_messages(transcript: Any, prompts: dict[str, str], task: Task, style: 
     for n, text in enumerate(texts):
         for entry in transcript.parse_prompt_text(text, f"exemplar {n + 1}"):
             for ex in entry.trajectories:
-                out += conversation(transcript, ex.task_text, ex.steps, api_style, with_reasoning=False,
-                                    answered=True)
+                out += conversation(transcript, ex.task_text, ex.steps, api_style, with_reasoning=False, answered=True)
     return Fixed(out)
 
 
-def request(transcript: Any, fixed: Fixed, task: Task, steps: Sequence[Step], api_style: str,
-            text: ModelRequest) -> ConvRequest:
+def request(
+    transcript: Any, fixed: Fixed, task: Task, steps: Sequence[Step], api_style: str, text: ModelRequest
+) -> ConvRequest:
     """The request of a version's next step (or of the action its thought waits for: `text`
     is then the text styles' action request)."""
     msgs = fixed.messages + conversation(transcript, task.text, steps, api_style, with_reasoning=False)
@@ -104,22 +106,24 @@ def request(transcript: Any, fixed: Fixed, task: Task, steps: Sequence[Step], ap
     tools = transcript.tools.schemas() if api_style == "tools" else None
     body = request_text(request_body(msgs, tools))
     stop = list(text.stop) if api_style == "messages" else []  # (the paper's stops; a tool call is never cut)
-    model = ModelRequest(body, stop, "", purpose=text.purpose, index=text.index, style=text.style,
-                         prefix=body, thought=text.thought)
+    model = ModelRequest(
+        body, stop, "", purpose=text.purpose, index=text.index, style=text.style, prefix=body, thought=text.thought
+    )
     return ConvRequest(model, text, api_style)
 
 
 def _action_turns(transcript: Any, text: ModelRequest, api_style: str) -> list[dict[str, Any]]:
     """The thought awaiting its action, and the ask for the action alone."""
     if api_style == "tools":
-        return [{"role": "assistant", "content": text.thought or ""},
-                {"role": "user", "content": TOOLS_ACTION.format(i=text.index)}]
-    cue = text.prompt[len(text.prefix):]  # "Thought i: ...\nAction i:"
+        return [
+            {"role": "assistant", "content": text.thought or ""},
+            {"role": "user", "content": TOOLS_ACTION.format(i=text.index)},
+        ]
+    cue = text.prompt[len(text.prefix) :]  # "Thought i: ...\nAction i:"
     return [{"role": "assistant", "content": cue.rsplit("\n", 1)[0]}, {"role": "user", "content": text.chat}]
 
 
-def parse(transcript: Any, req: ConvRequest, answer: str, fixed: Fixed, task: Task,
-          steps: Sequence[Step]) -> Turn:
+def parse(transcript: Any, req: ConvRequest, answer: str, fixed: Fixed, task: Task, steps: Sequence[Step]) -> Turn:
     """The step's turn from the assistant message's JSON (the call's completion)."""
     msg = json.loads(answer)
     content = msg.get("content") or ""
@@ -151,8 +155,15 @@ def parse(transcript: Any, req: ConvRequest, answer: str, fixed: Fixed, task: Ta
         return Turn(thought, action, None, extra)
     if len(calls) > 1:
         extra["parse_error"] = f"{len(calls)} tool calls in one step (one per step)"
-        return Turn(thought, "; ".join(_written((c.get("function") or {}).get("name") or "",
-                                                (c.get("function") or {}).get("arguments")) for c in calls), None, extra)
+        return Turn(
+            thought,
+            "; ".join(
+                _written((c.get("function") or {}).get("name") or "", (c.get("function") or {}).get("arguments"))
+                for c in calls
+            ),
+            None,
+            extra,
+        )
     # no tool call
     if transcript.thoughts_are_turns:  # a thought-only turn (ALFWorld's think:)
         return Turn(content.strip()[:MAX_TEXT], None, None, extra)

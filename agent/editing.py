@@ -12,14 +12,12 @@ from pydantic import ValidationError
 
 from agent.engine_errors import EngineError
 from agent.engine_reports import _clean_text, _outcome, version_name
-from agent.episode_locks import EpisodeLocks
 from agent.environments import EnvironmentPool
+from agent.episode_locks import EpisodeLocks
 from agent.version_paths import VersionPaths
 from envs.registry import family
+from sessions import annotations, exemplar_sets, rollouts
 from sessions.store import Store
-from sessions import annotations
-from sessions import exemplar_sets
-from sessions import rollouts
 from trajectory.records import MAX_TEXT, AgentConfig, EditInfo, Episode, Step, ToolCall, Version
 from trajectory.tools import ToolCallError
 
@@ -52,9 +50,12 @@ class _Edit:
         """Later steps carried over unchanged (thought edits with keep_rest), renumbered."""
         if not self.keep_rest:
             return []
-        return [s.model_copy(update={"id": None, "parent_id": None, "index": start + j,
-                                     "info": {**s.info, "carried_from": s.id}})
-                for j, s in enumerate(rest)]
+        return [
+            s.model_copy(
+                update={"id": None, "parent_id": None, "index": start + j, "info": {**s.info, "carried_from": s.id}}
+            )
+            for j, s in enumerate(rest)
+        ]
 
 
 def _clean_reasoning(text: str | None) -> str:
@@ -71,9 +72,17 @@ class Editor:
     `execute` runs one turn in it and `max_steps` is an episode's step limit (both the
     Engine's); `revision_of` names an exemplar set's current revision (the prompt builder's)."""
 
-    def __init__(self, store: Store, locks: EpisodeLocks, paths: VersionPaths, envs: EnvironmentPool, *,
-                 execute: Callable[..., Step], max_steps: Callable[[Episode], int],
-                 revision_of: Callable[[str | None, str | None], int | None]):
+    def __init__(
+        self,
+        store: Store,
+        locks: EpisodeLocks,
+        paths: VersionPaths,
+        envs: EnvironmentPool,
+        *,
+        execute: Callable[..., Step],
+        max_steps: Callable[[Episode], int],
+        revision_of: Callable[[str | None, str | None], int | None],
+    ):
         self.store = store
         self._locks = locks
         self._paths = paths
@@ -102,8 +111,9 @@ class Editor:
         """The child a frozen version goes on in (inside the caller's transaction). It
         becomes the episode's current version, unless the frozen one was a rollout: then it
         takes the rollout's place in its group and the current version stays as it is."""
-        target, _ = self.store.versions.branch(v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought,
-                                      draft_edit=v.draft_edit, make_current=False)
+        target, _ = self.store.versions.branch(
+            v, at_step=leaf, edits=v.edits, draft_thought=v.draft_thought, draft_edit=v.draft_edit, make_current=False
+        )
         if not rollouts.follow_member(self.store, v.id, target.id):
             self.store.versions.set_current(v.episode_id, target.id)
         return target
@@ -137,8 +147,15 @@ class Editor:
             steps = self._paths.steps(v)
             status = "open" if v.status == "stopped" else v.status
             child, _ = self.store.versions.branch(
-                v, at_step=steps[-1] if steps else None, config=new, exemplar_rev=rev, edits=v.edits,
-                draft_thought=v.draft_thought, draft_edit=v.draft_edit, status=status, outcome=v.outcome,
+                v,
+                at_step=steps[-1] if steps else None,
+                config=new,
+                exemplar_rev=rev,
+                edits=v.edits,
+                draft_thought=v.draft_thought,
+                draft_edit=v.draft_edit,
+                status=status,
+                outcome=v.outcome,
             )
             return child
 
@@ -175,7 +192,9 @@ class Editor:
                 raise EngineError(f"edit {kind!r} does not apply to {fam.label} steps")
             new, fields = apply(self, e)
             if config is not None:  # the branch alone runs with it; the episode's default stays
-                fields.update(config=config, exemplar_rev=self.store.versions.exemplar_revision(e.v.id), set_default=False)
+                fields.update(
+                    config=config, exemplar_rev=self.store.versions.exemplar_revision(e.v.id), set_default=False
+                )
             if not make_current:
                 fields["make_current"] = False
             return self._commit_edit(e, new, fields)
@@ -188,19 +207,30 @@ class Editor:
         n = len(steps)
         if kind == "insert_thought":
             if not 1 <= k <= n + 1:
-                raise EngineError(f"version {version_name(self.store, v)} has {n} steps; a thought can be inserted at 1..{n + 1}")
+                raise EngineError(
+                    f"version {version_name(self.store, v)} has {n} steps; a thought can be inserted at 1..{n + 1}"
+                )
             if k == n + 1 and v.outcome.done:
-                raise EngineError(f"version {version_name(self.store, v)} is finished; insert the thought before a step instead")
+                raise EngineError(
+                    f"version {version_name(self.store, v)} is finished; insert the thought before a step instead"
+                )
         elif not 1 <= k <= n:
-            raise EngineError(f"version {version_name(self.store, v)} has no step {k} (it has {n} step{'s' if n != 1 else ''})")
+            raise EngineError(
+                f"version {version_name(self.store, v)} has no step {k} (it has {n} step{'s' if n != 1 else ''})"
+            )
         if kind == "rewrite_reasoning":  # (reasoning runs over lines: only its size and emptiness are checked)
             text = _clean_reasoning(text)
         elif kind != "delete_thought":
             text = _clean_text(text, "action" if kind == "rewrite_action" else "thought")
         old = steps[k - 1] if k <= n else None
-        info = EditInfo(kind=kind, index=k, replaced_step=old.id if old else None,
-                        old_thought=old.thought if old else None, old_action=old.action if old else None,
-                        old_reasoning=old.reasoning if old is not None and kind == "rewrite_reasoning" else None)
+        info = EditInfo(
+            kind=kind,
+            index=k,
+            replaced_step=old.id if old else None,
+            old_thought=old.thought if old else None,
+            old_action=old.action if old else None,
+            old_reasoning=old.reasoning if old is not None and kind == "rewrite_reasoning" else None,
+        )
         tr = family(ep.task.env).transcript
         return _Edit(v, ep, steps, k, text, keep_rest, old, info, tr)
 
@@ -211,14 +241,26 @@ class Editor:
             raise EngineError(f"step {e.k} has no thought to {verb}")
         text = e.text if verb == "rewrite" else None
         if e.alf:  # a thought is its own turn: replace it, or drop it
-            new = [Step(index=e.k, thought=text, observation=e.tr.thought_observation, source="human",
-                        edit=e.info)] if text is not None else []
-            return new + e.carry(e.steps[e.k:], e.k + len(new)), {}
+            new = (
+                [Step(index=e.k, thought=text, observation=e.tr.thought_observation, source="human", edit=e.info)]
+                if text is not None
+                else []
+            )
+            return new + e.carry(e.steps[e.k :], e.k + len(new)), {}
         if text is not None and not e.keep_rest:  # the model writes the action for the new thought
             return [], {"draft_thought": text, "draft_edit": e.info}
-        same = e.old.model_copy(update={"id": None, "parent_id": None, "thought": text, "source": "human",
-                                        "edit": e.info, "call_ids": [], "message": None})
-        return [same] + e.carry(e.steps[e.k:], e.k + 1), {}
+        same = e.old.model_copy(
+            update={
+                "id": None,
+                "parent_id": None,
+                "thought": text,
+                "source": "human",
+                "edit": e.info,
+                "call_ids": [],
+                "message": None,
+            }
+        )
+        return [same] + e.carry(e.steps[e.k :], e.k + 1), {}
 
     def _edit_reasoning(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
         """rewrite_reasoning: the step's reasoning channel replaced (its thought, action and
@@ -226,9 +268,18 @@ class Editor:
         edits do (dropped, or carried with keep_rest)."""
         if e.old is None or e.old.reasoning is None:
             raise EngineError(f"step {e.k} has no reasoning to rewrite")
-        same = e.old.model_copy(update={"id": None, "parent_id": None, "reasoning": e.text, "source": "human",
-                                        "edit": e.info, "call_ids": [], "message": None})
-        return [same] + e.carry(e.steps[e.k:], e.k + 1), {}
+        same = e.old.model_copy(
+            update={
+                "id": None,
+                "parent_id": None,
+                "reasoning": e.text,
+                "source": "human",
+                "edit": e.info,
+                "call_ids": [],
+                "message": None,
+            }
+        )
+        return [same] + e.carry(e.steps[e.k :], e.k + 1), {}
 
     def _edit_insert_thought(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
         if not e.alf:
@@ -239,7 +290,7 @@ class Editor:
                 )
             return [], {"draft_thought": e.text, "draft_edit": e.info}
         new = [Step(index=e.k, thought=e.text, observation=e.tr.thought_observation, source="human", edit=e.info)]
-        return new + e.carry(e.steps[e.k - 1:], e.k + 1), {}
+        return new + e.carry(e.steps[e.k - 1 :], e.k + 1), {}
 
     def _edit_action(self, e: _Edit) -> tuple[list[Step], dict[str, Any]]:
         """rewrite_action: executed again from the restored state of step k-1."""
@@ -286,8 +337,9 @@ class Editor:
         edits = [x for x in e.v.edits if (x.index or 0) < e.k or e.keep_rest]
         if e.keep_rest and e.alf:
             shift = {"insert_thought": 1, "delete_thought": -1}.get(e.info.kind, 0)
-            edits = [x if (x.index or 0) < e.k else x.model_copy(update={"index": (x.index or 0) + shift})
-                     for x in edits]
+            edits = [
+                x if (x.index or 0) < e.k else x.model_copy(update={"index": (x.index or 0) + shift}) for x in edits
+            ]
         fields = {"edits": [*edits, e.info], **fields}
         if new and new[-1].done:
             fields["status"] = "done"
@@ -302,9 +354,10 @@ class Editor:
             live.at = rows[-1].id
         return version
 
-    def branch(self, version_id: int, k: int, *, config: AgentConfig | None = None,
-               make_current: bool = True) -> Version:
-        """"Resume from here": a new version that keeps steps 1..k and goes on from there
+    def branch(
+        self, version_id: int, k: int, *, config: AgentConfig | None = None, make_current: bool = True
+    ) -> Version:
+        """ "Resume from here": a new version that keeps steps 1..k and goes on from there
         (with `config`: running with it; rollouts pin their sampling settings this way).
         Raises EngineError when the version has no step k."""
         v = self.store.versions.get(version_id)
@@ -322,6 +375,10 @@ class Editor:
         version, _ = self.store.versions.branch(v, at_step=at, steps=[], make_current=make_current, **fields)
         return version
 
-    _EDITS = {"rewrite_thought": _edit_thought, "delete_thought": _edit_thought,
-              "insert_thought": _edit_insert_thought, "rewrite_action": _edit_action,
-              "rewrite_reasoning": _edit_reasoning}
+    _EDITS = {
+        "rewrite_thought": _edit_thought,
+        "delete_thought": _edit_thought,
+        "insert_thought": _edit_insert_thought,
+        "rewrite_action": _edit_action,
+        "rewrite_reasoning": _edit_reasoning,
+    }

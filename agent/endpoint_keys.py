@@ -24,8 +24,13 @@ def endpoint_id(url: str) -> str:
 class EndpointKeys:
     """The guard `agent.client.ModelClient` asks for the key of an endpoint."""
 
-    def __init__(self, launch_key: str | None, launch_endpoint: str, allowed: Iterable[str] = (),
-                 confirmed: Callable[[], Iterable[str]] = lambda: ()):
+    def __init__(
+        self,
+        launch_key: str | None,
+        launch_endpoint: str,
+        allowed: Iterable[str] = (),
+        confirmed: Callable[[], Iterable[str]] = lambda: (),
+    ):
         self.launch_key = launch_key or ""
         self._allowed = {endpoint_id(u) for u in (launch_endpoint, *allowed) if u}
         self._confirmed = confirmed

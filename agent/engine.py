@@ -3,8 +3,9 @@ point; it is composed of parts that live beside it: `agent.prompting` (`engine.p
 model and the prompt), `agent.environments` (`engine.envs`: live environments, restoring a
 step's state), `agent.editing` (`engine.editor`: edits, branches, new settings),
 `agent.version_paths` (`engine.paths`: a version's episode and steps, cached) and
-`agent.engine_errors`, `agent.engine_reports` (errors; a step's and a run's reports) and
-`agent.episode_locks` (the per-episode locks).
+`agent.engine_errors`, `agent.engine_reports` (errors; a step's and a run's reports),
+`agent.step_parts` (a step's parts beside the model's reply) and `agent.episode_locks` (the
+per-episode locks).
 
 `Engine.step` builds the prompt (a pure function of config, exemplars, task and the
 version's steps), calls the model, parses, executes the action in the environment, and
@@ -17,29 +18,48 @@ stored snapshot, else by replaying the recorded actions and checking every obser
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ContextManager, Iterator, NamedTuple
+from typing import Any, Callable, ContextManager, Iterator
 
 from agent.client import CallWatch
 from agent.editing import Editor
 from agent.engine_errors import EngineError, ModelCallFailed, StepCancelled, WriteBlocked
-from agent.engine_reports import (FROZEN, QA_METHODS, RunReport, StepReport, _clean_text, _outcome, _outcome_text,
-                                  qa_method_of, version_name)
+from agent.engine_reports import (
+    FROZEN,
+    QA_METHODS,
+    RunReport,
+    StepReport,
+    _clean_text,
+    _outcome_text,
+    qa_method_of,
+    version_name,
+)
 from agent.environments import EnvironmentPool
 from agent.episode_locks import EpisodeLocks
 from agent.prompting import PromptBuilder
 from agent.run_settings import check_config
+from agent.step_parts import _blocked, _ending, _run_report, _Turn, _typed_call, _with_message
 from agent.version_paths import PATH_CACHE, VersionPaths
 from envs.base import EnvError, Environment, StepResult
 from envs.registry import family
-from sessions.writer import write
 from sessions.connection import Fence, FenceLost
 from sessions.store import Store, StoreError, VersionChanged, VersionFrozen
+from sessions.writer import write
 from trajectory import signals
-from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Outcome, Step, Task, ToolCall, Version
-from trajectory.tools import ToolCallError
+from trajectory.records import AgentConfig, EditInfo, Episode, ModelCall, Step, Task, ToolCall, Version
 
-__all__ = ["FROZEN", "PATH_CACHE", "QA_METHODS", "Engine", "EngineError", "ModelCallFailed", "RunReport",
-           "StepCancelled", "StepReport", "WriteBlocked", "qa_method_of"]
+__all__ = [
+    "FROZEN",
+    "PATH_CACHE",
+    "QA_METHODS",
+    "Engine",
+    "EngineError",
+    "ModelCallFailed",
+    "RunReport",
+    "StepCancelled",
+    "StepReport",
+    "WriteBlocked",
+    "qa_method_of",
+]
 
 
 class Engine:
@@ -70,10 +90,18 @@ class Engine:
         self._fences: dict[int, Fence] = {}  # episode id: what its writes must still hold (`fenced`)
         self.paths = VersionPaths(store)
         self.envs = EnvironmentPool(store, self._locks, self.paths, max_live=max_live_envs)
-        self.prompts = PromptBuilder(store, self.paths, self.envs.model_config, api_key=api_key,
-                                     client_factory=client_factory, on_retry=on_retry)
-        self.editor = Editor(store, self._locks, self.paths, self.envs, execute=self._execute,
-                             max_steps=self.max_steps, revision_of=self.prompts.revision_of)
+        self.prompts = PromptBuilder(
+            store, self.paths, self.envs.model_config, api_key=api_key, client_factory=client_factory, on_retry=on_retry
+        )
+        self.editor = Editor(
+            store,
+            self._locks,
+            self.paths,
+            self.envs,
+            execute=self._execute,
+            max_steps=self.max_steps,
+            revision_of=self.prompts.revision_of,
+        )
 
     @contextlib.contextmanager
     def fenced(self, episode_id: int, fence: Fence) -> Iterator[None]:
@@ -149,10 +177,14 @@ class Engine:
             return None
         ep = self.paths.episode(v, options)
         if v.outcome.done:
-            raise EngineError(f"version {version_name(self.store, v)} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on")
+            raise EngineError(
+                f"version {version_name(self.store, v)} is finished ({_outcome_text(v.outcome)}); edit or branch it to go on"
+            )
         steps = self.steps(v)
         if len(steps) >= self.max_steps(ep):
-            raise EngineError(f"version {version_name(self.store, v)} has reached its step limit ({self.max_steps(ep)})")
+            raise EngineError(
+                f"version {version_name(self.store, v)} has reached its step limit ({self.max_steps(ep)})"
+            )
         return v, ep, steps, self.envs.restore(ep, steps)
 
     def step(self, version_id: int, *, watch: CallWatch | None = None, known: Version | None = None) -> StepReport:
@@ -190,8 +222,16 @@ class Engine:
                 self.record_calls(ep.id, calls)
                 raise StepCancelled("step cancelled; the model's answer was not used", calls[-1] if calls else None)
             env = self.envs.restore(ep, steps)
-            new = self._execute(ep, env, steps, thought, action, source=source, edit=edit,
-                                call_ids=[-(n + 1) for n in range(len(calls))])
+            new = self._execute(
+                ep,
+                env,
+                steps,
+                thought,
+                action,
+                source=source,
+                edit=edit,
+                call_ids=[-(n + 1) for n in range(len(calls))],
+            )
             if extra:  # a conversation style's reasoning, tool call, raw message, parse error
                 new = _with_message(new, extra)
             return self._record(v, ep, steps, [new], calls, clear_draft=v.draft_thought is not None)
@@ -250,8 +290,9 @@ class Engine:
                 thought = None
             new.append(self._execute(ep, env, steps, thought, action, source="human", edit=v.draft_edit))
         if call is not None and ep.config.api_style == "tools" and new and new[-1].action is not None:
-            new[-1] = new[-1].model_copy(update={"tool_call": ToolCall(id=f"call_{new[-1].index}", name=call[0],
-                                                                       arguments=call[1])})
+            new[-1] = new[-1].model_copy(
+                update={"tool_call": ToolCall(id=f"call_{new[-1].index}", name=call[0], arguments=call[1])}
+            )
         return self._record(v, ep, steps, new, [], clear_draft=v.draft_thought is not None)
 
     def _execute(
@@ -299,23 +340,24 @@ class Engine:
         gets a new child at that leaf instead (same transaction). Only after the commit does
         the live environment name the new leaf again."""
         live = self.envs.live(ep.id)
-        total = len(steps) + len(new)
-        outcome = None
-        status = "open"  # a resumed "stopped" version is running again
-        last = new[-1]
-        if last.done:
-            outcome = _outcome(ep.task.env, last.reward, last.info, True)
-            status = "done"
-        elif total >= self.max_steps(ep):
-            outcome, status = _give_up(ep, live.env), "done"
+        outcome, status = _ending(ep, new[-1], len(steps) + len(new), lambda: self.max_steps(ep), live.env)
         leaf = steps[-1] if steps else None
 
         fence = self._fences.get(ep.id)  # (an experiment item's claim: checked as the leaf moves)
 
         def append(target: Version) -> tuple[list[Step], Version]:
-            return self.store.versions.append(target.id, new, calls, status=status, outcome=outcome, error=None,
-                                           clear_draft=clear_draft, expected_leaf=leaf.id if leaf else None, known=target,
-                                           fence=fence)
+            return self.store.versions.append(
+                target.id,
+                new,
+                calls,
+                status=status,
+                outcome=outcome,
+                error=None,
+                clear_draft=clear_draft,
+                expected_leaf=leaf.id if leaf else None,
+                known=target,
+                fence=fence,
+            )
 
         def record() -> tuple[Version, str | None, list[Step], Version]:
             try:  # the store's trigger refuses a frozen version: then it goes on in a child (one transaction)
@@ -327,6 +369,7 @@ class Engine:
                         raise
                     target = self.editor.continuation(v, leaf)
                     return (target, frozen, *append(target))
+
         try:  # on the store's writer when the runner has one: reported once its group committed
             target, frozen, rows, v2 = write(self.store, record)
         except VersionChanged:
@@ -339,21 +382,20 @@ class Engine:
             live.at = None  # the env moved past the recorded leaf
             if not calls:
                 raise
-            kept = self.store.calls.keep_pending(ep.id, calls)
-            raise WriteBlocked(f"{exc}; the model's answer was {'kept: the next attempt uses it' if kept else 'lost'}"
-                               ) from None
+            raise _blocked(exc, self.store.calls.keep_pending(ep.id, calls)) from None
         live.tokens[rows[-1].id] = live.env.state()  # the env is after the last new step
         live.at = rows[-1].id
         self.paths.remember(target.id, v2.leaf_step_id, steps + rows)
-        return StepReport(version=v2, steps=rows, calls=calls, frozen=frozen,
-                          continued_from=v.id if frozen else None)
+        return StepReport(version=v2, steps=rows, calls=calls, frozen=frozen, continued_from=v.id if frozen else None)
 
     def run(
         self,
         version_id: int,
         *,
-        max_steps: int | None = None, should_stop: Callable[[], bool] | None = None,
-        on_step: Callable[[StepReport], None] | None = None, watch: CallWatch | None = None,
+        max_steps: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        on_step: Callable[[StepReport], None] | None = None,
+        watch: CallWatch | None = None,
         known: Version | None = None,
     ) -> RunReport:
         """Step until done, the step limit, `max_steps` new steps, an error, or Stop. A
@@ -395,60 +437,7 @@ class Engine:
             pass
         except StoreError as exc:  # the report still says how far the run got
             error = error or str(exc)
-        return RunReport(
-            row=v,
-            episode=v.episode_id,
-            version=v.id,
-            done=v.outcome.done,
-            success=v.outcome.success,
-            steps=len(self.steps(v)),
-            added=added,
-            stopped=stopped,
-            error=error,
-            continued_from=continued_from,
-        )
-
-
-class _Turn(NamedTuple):
-    """What a step's signals read of it, before the step is built."""
-
-    action: str | None
-    observation: str | None
-
-
-def _typed_call(tr: Any, action: str | None) -> tuple[str | None, tuple[str, dict] | None]:
-    """A person's action given as a JSON tool call (`{"name": ..., "arguments": {...}}`): its
-    text form and the call, checked against the family's tools (one line when it does not fit)."""
-    if action is None or not action.lstrip().startswith("{"):
-        return action, None
-    try:
-        name, args = tr.tools.parse_call_text(action)
-        return tr.tools.to_action(name, args), (name, args)
-    except ToolCallError as exc:
-        raise EngineError(f"not an action of this environment's tools: {exc}") from None
-
-
-def _with_message(step: Step, extra: dict[str, Any]) -> Step:
-    """The step with what a conversation style's reply gave beside its thought and action."""
-    update = {k: extra[k] for k in ("reasoning", "tool_call", "message") if k in extra}
-    if "parse_error" in extra:
-        update["info"] = {**step.info, "parse_error": extra["parse_error"]}
-    return step.model_copy(update=update)
-
-
-def _give_up(ep: Episode, env: Environment) -> Outcome:
-    """Out of steps. Wikipedia scores `finish[]` as the notebook does; the env's
-    state is put back so a branch from this step still sees the real state."""
-    give_up = getattr(env, "give_up", None)
-    if give_up is None:
-        return Outcome(done=True, success=False, reward=0.0, metrics={"limit": True})
-    token = env.state()
-    res = give_up()
-    env.set_state(token)
-    oc = _outcome(ep.task.env, res.reward, res.info, True)
-    oc.metrics["limit"] = True
-    return oc
-
+        return _run_report(v, len(self.steps(v)), added, stopped, error, continued_from)
 
 
 @contextlib.contextmanager

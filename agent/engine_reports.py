@@ -11,8 +11,12 @@ from agent.engine_errors import EngineError
 from envs.registry import family
 from trajectory.records import MAX_TEXT, ModelCall, Outcome, Step, Version
 
-FROZEN = {"annotated": "annotated", "exemplar": "used by an exemplar set", "child": "it has a child version",
-          "judged": "judged against another version"}
+FROZEN = {
+    "annotated": "annotated",
+    "exemplar": "used by an exemplar set",
+    "child": "it has a child version",
+    "judged": "judged against another version",
+}
 QA_METHODS = ("standard", "cot", "cot-sc")
 
 
@@ -70,7 +74,13 @@ class RunReport:
     row: Version | None = field(default=None, repr=False, compare=False)  # the version as the run left it
 
     def as_json(self) -> dict[str, Any]:
-        out = {"episode": self.episode, "version": self.version, "done": self.done, "success": self.success, "steps": self.steps}
+        out = {
+            "episode": self.episode,
+            "version": self.version,
+            "done": self.done,
+            "success": self.success,
+            "steps": self.steps,
+        }
         if self.continued_from is not None:
             out["continued_from"] = self.continued_from
         if self.error:

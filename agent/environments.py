@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, ContextManager
 
 from agent.client import public_url
+from agent.endpoint_keys import CONFIRMED_SETTING
 from agent.engine_errors import EngineError
 from agent.engine_reports import version_name
 from agent.episode_locks import EpisodeLocks
 from agent.version_paths import VersionPaths
 from envs.base import EnvError, Environment, ReplayMismatch
 from envs.registry import family
-from agent.endpoint_keys import CONFIRMED_SETTING
 from sessions.store import Store
 from trajectory.records import UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, AgentConfig, Episode, Step, Task, env_only
 
@@ -65,8 +65,9 @@ class EnvironmentPool:
         except Exception as exc:
             if env is not None:
                 env.close()
-            raise EnvError(f"cannot start task {task.id!r} with these settings "
-                           f"({type(exc).__name__}: {str(exc)[:120]})") from None
+            raise EnvError(
+                f"cannot start task {task.id!r} with these settings ({type(exc).__name__}: {str(exc)[:120]})"
+            ) from None
 
     def adopt(self, episode_id: int, env: Environment) -> None:
         """A new episode's first step uses the environment `start` made for it."""
@@ -180,9 +181,11 @@ class EnvironmentPool:
             return config
         if own:
             return config.model_copy(update={"base_url": None})
-        raise EngineError(f"episode {episode.id} was imported with the model endpoint {public_url(imported)}, which "
-                          f"gets no request until you confirm it: `react-editor confirm {episode.id}` (or Confirm in "
-                          "the Editor); or use your own with --base-url or OPENAI_BASE_URL")
+        raise EngineError(
+            f"episode {episode.id} was imported with the model endpoint {public_url(imported)}, which "
+            f"gets no request until you confirm it: `react-editor confirm {episode.id}` (or Confirm in "
+            "the Editor); or use your own with --base-url or OPENAI_BASE_URL"
+        )
 
     def check_endpoint(self, version_id: int, config: AgentConfig | None = None) -> None:
         """Raise the one-line EngineError `model_config` would, before anything runs (with
@@ -193,8 +196,10 @@ class EnvironmentPool:
         refs = self._env_references(episode)
         if refs:
             more = f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""
-            raise EngineError(f"episode {episode.id} was imported and points at {refs[0]}{more}: check it, then "
-                              f"run `react-editor confirm {episode.id}` (or press Confirm in the Editor)")
+            raise EngineError(
+                f"episode {episode.id} was imported and points at {refs[0]}{more}: check it, then "
+                f"run `react-editor confirm {episode.id}` (or press Confirm in the Editor)"
+            )
 
     def confirm_references(self, episode_id: int, **repoint: Any) -> list[str]:
         """A person's OK for what an imported episode opens, optionally re-pointed first

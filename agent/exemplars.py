@@ -21,6 +21,7 @@ from sessions import exemplar_sets
 from trajectory.answer_formats import QA_KEY_HEADS
 from trajectory.prompt_files import ExemplarError
 
+
 @lru_cache(maxsize=None)
 def builtin_prompt_dict(env: str) -> dict[str, str]:
     """The family's built-in exemplars; empty for a family that ships none (its prompts are
@@ -93,8 +94,9 @@ def prompt_dict(env: str, set_name: str | None, store=None, revision: int | None
 BUILTIN = "builtin"
 
 
-def create_set(store, name: str, env: str, base: str | None = None, *, description: str | None = None,
-               by: str | None = None) -> exemplar_sets.ExemplarSet:
+def create_set(
+    store, name: str, env: str, base: str | None = None, *, description: str | None = None, by: str | None = None
+) -> exemplar_sets.ExemplarSet:
     """A new exemplar set, empty or built on `base`: "builtin" (the family's built-in
     exemplars) or another set of the same environment, whose entries are copied in (the
     set and its revisions name the base and which content of it was copied)."""
@@ -111,9 +113,13 @@ def create_set(store, name: str, env: str, base: str | None = None, *, descripti
         if src.env != env:
             raise exemplar_sets.ExemplarSetError(f"exemplar set {base!r} is for {src.env}, not {env}")
         rev = exemplar_sets.current_revision(store, base)  # the base's content as copied, kept for good
-        note, inherit = f"{base} r{exemplar_sets.revision_number(store, base, rev)}", exemplar_sets.copied_entries(store, base)
-    return exemplar_sets.create_set(store, name, env, description=description, by=by, base=base, base_note=note,
-                                    inherit=inherit)
+        note, inherit = (
+            f"{base} r{exemplar_sets.revision_number(store, base, rev)}",
+            exemplar_sets.copied_entries(store, base),
+        )
+    return exemplar_sets.create_set(
+        store, name, env, description=description, by=by, base=base, base_note=note, inherit=inherit
+    )
 
 
 def with_advice(exc: Exception, env: str, set_name: str | None) -> str:
@@ -122,9 +128,11 @@ def with_advice(exc: Exception, env: str, set_name: str | None) -> str:
     msg = str(exc)
     if not set_name or set_name == BUILTIN or not msg.startswith("no '"):
         return msg
-    return (f"{msg} ({set_name!r}): build a set on the built-in exemplars so it has every task type "
-            f"(`react-editor exemplars create NAME --env {env} --from builtin`, or \"Start from: built-in\" "
-            "when the app makes a new set), then add the fixed version to it")
+    return (
+        f"{msg} ({set_name!r}): build a set on the built-in exemplars so it has every task type "
+        f'(`react-editor exemplars create NAME --env {env} --from builtin`, or "Start from: built-in" '
+        "when the app makes a new set), then add the fixed version to it"
+    )
 
 
 def qa_exemplars(prompts: dict[str, str], env: str, method: str) -> str:

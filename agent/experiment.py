@@ -45,8 +45,13 @@ def type_label(env: str, task_type: str) -> str:
 # USD per million (prompt, completion) tokens, unless Settings stores a price for the model
 # (setting "model_prices": {model: {"prompt": $, "completion": $}}); other models cost 0.
 PRICES_SETTING = "model_prices"
-PRICES = {"gpt-3.5-turbo-instruct": (1.5, 2.0), "gpt-4o-mini": (0.15, 0.6), "gpt-4o": (2.5, 10.0),
-          "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0)}
+PRICES = {
+    "gpt-3.5-turbo-instruct": (1.5, 2.0),
+    "gpt-4o-mini": (0.15, 0.6),
+    "gpt-4o": (2.5, 10.0),
+    "gpt-4.1-mini": (0.4, 1.6),
+    "gpt-4.1": (2.0, 8.0),
+}
 
 
 class ExperimentError(EngineError):
@@ -55,8 +60,18 @@ class ExperimentError(EngineError):
 
 # ---------------------------------------------------------------------------- create
 
-def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: list[Task],
-           name: str | None = None, env_options: dict | None = None, params: dict | None = None) -> experiments.Experiment:
+
+def create(
+    store: Store,
+    *,
+    env: str,
+    method: str,
+    config: AgentConfig,
+    tasks: list[Task],
+    name: str | None = None,
+    env_options: dict | None = None,
+    params: dict | None = None,
+) -> experiments.Experiment:
     """A new experiment; the method's prompt style is fixed into the config."""
     family(env)
     methods.check_method(env, method)
@@ -73,8 +88,16 @@ def create(store: Store, *, env: str, method: str, config: AgentConfig, tasks: l
             raise ExperimentError("--samples must be at least 1")
     # recorded as it is at launch: the set may change later, the run saw this one
     params[LEAKED_KEY] = [t.key for t in leakage.leaked_tasks(store, config.exemplar_set, tasks)]
-    return experiments.create(store, name=name or _default_name(store, env, method), env=env, method=method,
-                              config=config, tasks=tasks, env_options=env_options, params=params)
+    return experiments.create(
+        store,
+        name=name or _default_name(store, env, method),
+        env=env,
+        method=method,
+        config=config,
+        tasks=tasks,
+        env_options=env_options,
+        params=params,
+    )
 
 
 LEAKED_KEY = "leaked"  # params: task keys whose own trajectory was an exemplar of the run
@@ -86,11 +109,23 @@ def leaked_keys(store: Store, exp: experiments.Experiment) -> list[str]:
     set as it is now."""
     if LEAKED_KEY in exp.params:
         return list(exp.params[LEAKED_KEY])
-    return [t.key for t in leakage.leaked_tasks(store, exp.config.exemplar_set, [it.task for it in experiments.items(store, exp.id)])]
+    return [
+        t.key
+        for t in leakage.leaked_tasks(
+            store, exp.config.exemplar_set, [it.task for it in experiments.items(store, exp.id)]
+        )
+    ]
 
 
-def rerun(store: Store, ref: int | str, *, config: dict[str, Any] | None = None, method: str | None = None,
-          name: str | None = None, leave_out_leaked: bool = False) -> experiments.Experiment:
+def rerun(
+    store: Store,
+    ref: int | str,
+    *,
+    config: dict[str, Any] | None = None,
+    method: str | None = None,
+    name: str | None = None,
+    leave_out_leaked: bool = False,
+) -> experiments.Experiment:
     """A new experiment on the source's tasks with the same settings but the changes
     given (`config`: AgentConfig fields, e.g. {"exemplar_set": "fixed"}); it names its
     source so its paired comparison can open by itself."""
@@ -103,8 +138,16 @@ def rerun(store: Store, ref: int | str, *, config: dict[str, Any] | None = None,
     if not tasks:
         raise ExperimentError("no task left to run")
     keep = {k: v for k, v in src.params.items() if k not in (LEAKED_KEY, RERUN_KEY)}
-    return create(store, env=src.env, method=method or src.method, config=cfg, tasks=tasks, name=name,
-                  env_options=src.env_options, params={**keep, RERUN_KEY: src.id})
+    return create(
+        store,
+        env=src.env,
+        method=method or src.method,
+        config=cfg,
+        tasks=tasks,
+        name=name,
+        env_options=src.env_options,
+        params={**keep, RERUN_KEY: src.id},
+    )
 
 
 def _default_name(store: Store, env: str, method: str) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import sessions.jobs
 from agent import jobs
 from agent.experiment_runner import Progress, run
 from sessions import experiments
-import sessions.jobs
 from sessions.store import Store
 
 
@@ -31,8 +31,9 @@ class Background:
             self._store = Store(self.db_path)
         return self._store
 
-    def start(self, exp_id: int, *, concurrency: int = 1, api_key: str | None = None,
-              session: str | None = None) -> bool:
+    def start(
+        self, exp_id: int, *, concurrency: int = 1, api_key: str | None = None, session: str | None = None
+    ) -> bool:
         """Launch (or resume) the experiment; False when a runner already works on it here."""
         with self._lock:
             if any(jobs.handle(self.store, j.id) for j in sessions.jobs.active(self.store, experiment_id=exp_id)):
@@ -42,14 +43,27 @@ class Background:
 
             def work(h: jobs.Handle) -> dict[str, Any]:
                 try:
-                    return run(self.db_path, exp_id, concurrency=concurrency, api_key=api_key, handle=h,
-                               on_progress=lambda p: self._progress.__setitem__(exp_id, p))
+                    return run(
+                        self.db_path,
+                        exp_id,
+                        concurrency=concurrency,
+                        api_key=api_key,
+                        handle=h,
+                        on_progress=lambda p: self._progress.__setitem__(exp_id, p),
+                    )
                 except Exception as exc:  # shown on the page; the items keep their own errors
                     self._errors[exp_id] = " ".join(str(exc).split()) or type(exc).__name__
                     raise
 
-            jobs.start(self.store, "experiment", work, experiment_id=exp_id, target=f"experiment {exp.name}",
-                       session=session, total=sum(experiments.counts(self.store, exp_id).values()))
+            jobs.start(
+                self.store,
+                "experiment",
+                work,
+                experiment_id=exp_id,
+                target=f"experiment {exp.name}",
+                session=session,
+                total=sum(experiments.counts(self.store, exp_id).values()),
+            )
             return True
 
     def job(self, exp_id: int) -> sessions.jobs.Job | None:

@@ -13,17 +13,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from agent import exemplars, jobs, methods
+import sessions.jobs
+from agent import jobs, methods
 from agent.batch import BatchAborted, JobResult, run_batch
 from agent.client import CallWatch
 from agent.engine import Engine
 from agent.experiment import ExperimentError
 from agent.experiment_scores import summary
-from sessions import experiments
-import sessions.jobs
+from agent.item_starts import _Claims, _start_item, _Starts, first_revision
+from sessions import experiments, item_claims
 from sessions.store import Store, StoreError
 from sessions.writer import attached, write, write_later
-from trajectory.records import Episode, Version
+from trajectory.records import Version
 
 
 @dataclass
@@ -64,9 +65,17 @@ class _Workers:
         return eng
 
 
-def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, should_stop: Callable[[], bool], *,
-             concurrency: int = 1, watch: CallWatch | None = None, token: int | None = None,
-             known: Version | None = None) -> dict:
+def run_item(
+    engine: Engine,
+    exp: experiments.Experiment,
+    it: experiments.Item,
+    should_stop: Callable[[], bool],
+    *,
+    concurrency: int = 1,
+    watch: CallWatch | None = None,
+    token: int | None = None,
+    known: Version | None = None,
+) -> dict:
     """Run or continue one task of the experiment in its (single) episode, already linked.
     `token`: the runner's claim of the item; every write of the item checks it (ClaimLost
     when another runner took the item over: nothing of its record is overwritten)."""
@@ -75,19 +84,32 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
     def on_phase(phase: str, version_id: int) -> None:
         write(store, lambda: experiments.record_phase(store, item_id, phase, version_id, token=token))
 
-    def record(**outcome: Any) -> None:  # light (re-derived by a resume): with the run's next group when it has a writer
-        write_later(store, lambda: experiments.record_item(store, item_id, token=token, **outcome),
-                    on_error=lambda exc: print(f"experiment {exp.id}: {exc}", file=sys.stderr, flush=True))
+    def record(
+        **outcome: Any,
+    ) -> None:  # light (re-derived by a resume): with the run's next group when it has a writer
+        write_later(
+            store,
+            lambda: experiments.record_item(store, item_id, token=token, **outcome),
+            on_error=lambda exc: print(f"experiment {exp.id}: {exc}", file=sys.stderr, flush=True),
+        )
 
-    fenced = engine.fenced(ep_id, experiments.fence(item_id, token)) if token is not None else contextlib.nullcontext()
+    fenced = engine.fenced(ep_id, item_claims.fence(item_id, token)) if token is not None else contextlib.nullcontext()
     try:
         with fenced:  # every step of the item checks its claim as it is recorded
-            out = methods.run_item(engine, ep_id, exp.method,
-                                   samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
-                                   sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
-                                   should_stop=should_stop, phases=it.phases, on_phase=on_phase,
-                                   concurrency=concurrency, watch=watch, known=known)
-    except experiments.ClaimLost:
+            out = methods.run_item(
+                engine,
+                ep_id,
+                exp.method,
+                samples=int(exp.params.get("samples", methods.DEFAULT_SAMPLES)),
+                sc_temperature=float(exp.params.get("sc_temperature", methods.SC_TEMPERATURE)),
+                should_stop=should_stop,
+                phases=it.phases,
+                on_phase=on_phase,
+                concurrency=concurrency,
+                watch=watch,
+                known=known,
+            )
+    except item_claims.ClaimLost:
         raise
     except Exception as exc:  # an environment or store bug: record it on the item, fail the job
         msg = " ".join(str(exc).split()) or type(exc).__name__
@@ -102,9 +124,18 @@ def run_item(engine: Engine, exp: experiments.Experiment, it: experiments.Item, 
     return {"item": item_id, "episode": ep_id, "done": out.done, "success": out.success}
 
 
-def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, lease_s: float, item_id: int,
-                  should_stop: Callable[[], bool], concurrency: int, watch: CallWatch | None = None,
-                  claims: "_Claims | None" = None, starts: "_Starts | None" = None) -> dict:
+def _claimed_item(
+    engine: Engine,
+    exp: experiments.Experiment,
+    job_id: int,
+    lease_s: float,
+    item_id: int,
+    should_stop: Callable[[], bool],
+    concurrency: int,
+    watch: CallWatch | None = None,
+    claims: "_Claims | None" = None,
+    starts: "_Starts | None" = None,
+) -> dict:
     """`run_item` once the item is ours: another runner holding it (or having finished it)
     makes this a skip, so two runners of one experiment never run the same item. The claim,
     the item's episode and its first phase's version commit together. A claim taken over
@@ -127,159 +158,24 @@ def _claimed_item(engine: Engine, exp: experiments.Experiment, job_id: int, leas
     if starts is None:
         claims.hold(item_id, token)
     try:
-        return run_item(engine, exp, it, lambda: should_stop() or claims.lost(item_id), concurrency=concurrency,
-                        watch=watch, token=token, known=made[1] if made else None)
-    except experiments.ClaimLost as exc:
+        return run_item(
+            engine,
+            exp,
+            it,
+            lambda: should_stop() or claims.lost(item_id),
+            concurrency=concurrency,
+            watch=watch,
+            token=token,
+            known=made[1] if made else None,
+        )
+    except item_claims.ClaimLost as exc:
         print(f"experiment {exp.id}, job {job_id}: {exc}", file=sys.stderr, flush=True)
         return {"item": item_id, "lost": True, "done": False, "success": None}
     except BaseException:  # (recording the item's result releases it too)
-        write(store, lambda: experiments.release(store, item_id, job_id, token), durable=False)
+        write(store, lambda: item_claims.release(store, item_id, job_id, token), durable=False)
         raise
     finally:
         claims.drop(item_id)
-
-
-def _start_item(store: Store, exp: experiments.Experiment, job_id: int, lease_s: float, item_id: int,
-                rev: int | None) -> tuple[int | None, experiments.Item | None, tuple[Episode, Version] | None]:
-    """Claim the item and create its episode, one light transaction (a power cut that loses
-    it leaves the item to a resume): (token, item), or (None, None) when another runner
-    holds it or it is done. `rev`: `first_revision`, read before the transaction."""
-    started = experiments.claim_and_start(store, item_id, job_id, lease_s, exp.config, exp.env_options,
-                                          exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}",
-                                          methods.PHASES[exp.method][0], rev)
-    return started if started is not None else (None, None, None)
-
-
-def first_revision(store: Store, exp: experiments.Experiment) -> int | None:
-    """The exemplar revision an item's new first version is created with (`exemplars.at_start`)."""
-    return exemplars.at_start(store, exp.env, exp.config.exemplar_set)
-
-
-BATCH = 4  # items a worker claims and starts at once (one claim statement and one commit for them)
-
-
-class _Starts:
-    """A run's items claimed and started BATCH at a time, in the order its workers take
-    them: the worker that takes an item nobody claimed yet claims it with the next few
-    (one light transaction), and the workers taking those find them here. Held in
-    `claims` from their claim on (the heartbeat renews them); those never run (the run
-    stopped first) are given back by `release_rest`."""
-
-    def __init__(self, store: Store, exp: experiments.Experiment, job_id: int, lease_s: float, order: list[int],
-                 claims: "_Claims"):
-        self.store, self.exp, self.job_id, self.lease_s, self.claims = store, exp, job_id, lease_s, claims
-        self.order, self._next = order, 0
-        self._at = {item_id: n for n, item_id in enumerate(order)}
-        self._ready: dict[int, tuple] = {}  # item id: (token, item, new rows or None, status before)
-        self._claiming: dict[int, threading.Event] = {}  # item id: its batch's claim, under way
-        self._refused: set[int] = set()  # done, or another runner's
-        self._lock = threading.Lock()
-
-    def take(self, item_id: int) -> tuple:
-        """(token, item, new rows or None) of the item, claimed for this run, or (None,)*3."""
-        with self._lock:
-            if item_id not in self._ready and item_id not in self._refused:
-                busy = self._claiming.get(item_id)
-                if busy is None:
-                    ids = self._batch(item_id)
-                    busy = threading.Event()
-                    self._claiming.update(dict.fromkeys(ids, busy))
-                    ids_mine = ids
-                else:
-                    ids_mine = None
-            else:
-                busy = ids_mine = None
-        if ids_mine is not None:
-            self._claim(ids_mine, busy)
-        elif busy is not None:
-            busy.wait()
-        with self._lock:
-            got = self._ready.pop(item_id, None)
-            if got is not None:
-                return got[:3]
-            if item_id in self._refused:
-                return None, None, None
-        return self._one(item_id)  # (its batch's claim failed: claimed on its own)
-
-    def _batch(self, item_id: int) -> list[int]:
-        """The item and the next ones no worker took yet (under the lock)."""
-        start = max(self._at.get(item_id, len(self.order)) + 1, self._next)
-        more = [i for i in self.order[start:start + BATCH - 1] if i not in self._claiming]
-        self._next = start + len(more)
-        return [item_id] + more
-
-    def _claim(self, ids: list[int], busy: threading.Event) -> None:
-        store, exp = self.store, self.exp
-        name = exp.name.replace("{", "{{").replace("}", "}}") + " #{pos}"
-        got: dict | None = None
-        try:
-            rev = first_revision(store, exp)
-            got = write(store, lambda: experiments.claim_and_start_many(
-                store, ids, self.job_id, self.lease_s, exp.config, exp.env_options, name,
-                methods.PHASES[exp.method][0], rev), durable=False)
-        finally:
-            with self._lock:
-                for item_id, (token, it, made) in (got or {}).items():
-                    self.claims.hold(item_id, token)
-                    self._ready[item_id] = (token, it, made, "pending" if made is not None else None)
-                if got is not None:  # (a failed claim: each claimed on its own)
-                    self._refused.update(i for i in ids if i not in got)
-                for i in ids:
-                    self._claiming.pop(i, None)
-                busy.set()
-
-    def _one(self, item_id: int) -> tuple:
-        rev = first_revision(self.store, self.exp)
-        token, it, made = write(self.store, lambda: _start_item(self.store, self.exp, self.job_id, self.lease_s,
-                                                                 item_id, rev), durable=False)
-        if token is not None:
-            self.claims.hold(item_id, token)
-        return token, it, made
-
-    def release_rest(self) -> None:
-        """Give back the items claimed here that no worker took (the run stopped first)."""
-        with self._lock:
-            rest, self._ready = self._ready, {}
-        for item_id in rest:
-            self.claims.drop(item_id)
-        experiments.release_unstarted(self.store, self.job_id,
-                                      [(item_id, token, status) for item_id, (token, _, _, status) in rest.items()])
-
-
-class _Claims:
-    """The claims a runner holds, {item id: token}. With a heartbeat (`renew` at each
-    renewal), a claim missing from the renewed ones is lost and its item stops at its next
-    stop check; without one (a worker process), each stop check reads the claim."""
-
-    def __init__(self, store: Store | None = None):
-        self.store = store
-        self.held: dict[int, tuple[int, float]] = {}  # item id: (token, when it was taken)
-        self.gone: set[int] = set()
-        self._lock = threading.Lock()
-
-    def hold(self, item_id: int, token: int) -> None:
-        with self._lock:
-            self.held[item_id] = (token, time.monotonic())
-            self.gone.discard(item_id)
-
-    def drop(self, item_id: int) -> None:
-        with self._lock:
-            self.held.pop(item_id, None)
-            self.gone.discard(item_id)
-
-    def renew(self, store: Store, exp_id: int, job_id: int, lease_s: float) -> None:
-        """The heartbeat's part: renew the job's claims and note those taken over (a claim
-        taken after the renewal began is not in it, and not lost)."""
-        began = time.monotonic()
-        kept = experiments.renew_claims(store, exp_id, job_id, lease_s)
-        with self._lock:
-            self.gone.update(i for i, (t, at) in self.held.items() if at < began and kept.get(i) != t)
-
-    def lost(self, item_id: int) -> bool:
-        if self.store is not None:
-            held = self.held.get(item_id)
-            return held is not None and not experiments.holds(self.store, item_id, held[0])
-        return item_id in self.gone
 
 
 def _process_item(db_path: str, exp_id: int, api_key: str | None, job_id: int, lease_s: float, item_id: int) -> dict:
@@ -288,18 +184,33 @@ def _process_item(db_path: str, exp_id: int, api_key: str | None, job_id: int, l
     eng = _PROCESS_ENGINES.get(db_path)
     if eng is None:
         eng = _PROCESS_ENGINES[db_path] = Engine(Store(db_path, create=False), api_key=api_key)
-    return _claimed_item(eng, experiments.get(eng.store, exp_id), job_id, lease_s, item_id,
-                         lambda: sessions.jobs.stop_requested(eng.store, job_id), 1)
+    return _claimed_item(
+        eng,
+        experiments.get(eng.store, exp_id),
+        job_id,
+        lease_s,
+        item_id,
+        lambda: sessions.jobs.stop_requested(eng.store, job_id),
+        1,
+    )
 
 
 _PROCESS_ENGINES: dict[str, Engine] = {}
 
 
 def run(
-    db_path: str, ref: int | str, *, concurrency: int = 1, stop: threading.Event | None = None,
-    on_progress: Callable[[Progress], None] | None = None, api_key: str | None = None,
-    max_consecutive_failures: int = 5, mode: str = "threads", handle: jobs.Handle | None = None,
-    lease_s: float | None = None, tracer: Callable[[str, Any], None] | None = None,
+    db_path: str,
+    ref: int | str,
+    *,
+    concurrency: int = 1,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    api_key: str | None = None,
+    max_consecutive_failures: int = 5,
+    mode: str = "threads",
+    handle: jobs.Handle | None = None,
+    lease_s: float | None = None,
+    tracer: Callable[[str, Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run every unfinished item of the experiment (first run and resume alike) as a job,
     and return its summary. Items are claimed a few at a time (BATCH) under the job's lease, so
@@ -313,9 +224,16 @@ def run(
         opts = _Options(concurrency, stop, on_progress, api_key, max_consecutive_failures, mode)
         if handle is not None:
             return _run(store, exp, handle, opts)
-        return jobs.run_here(store, "experiment", lambda h: _run(store, exp, h, opts), lease_s=lease_s, stop=stop,
-                             experiment_id=exp.id, target=f"experiment {exp.name}",
-                             total=sum(experiments.counts(store, exp.id).values()))
+        return jobs.run_here(
+            store,
+            "experiment",
+            lambda h: _run(store, exp, h, opts),
+            lease_s=lease_s,
+            stop=stop,
+            experiment_id=exp.id,
+            target=f"experiment {exp.name}",
+            total=sum(experiments.counts(store, exp.id).values()),
+        )
     finally:
         store.close()
 
@@ -332,8 +250,11 @@ class _Options:
 
 def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options) -> dict[str, Any]:
     items = experiments.items(store, exp.id)
-    counts = {"done": sum(it.status == "done" for it in items),
-              "success": sum(bool(it.success) for it in items if it.status == "done"), "failed": 0}
+    counts = {
+        "done": sum(it.status == "done" for it in items),
+        "success": sum(bool(it.success) for it in items if it.status == "done"),
+        "failed": 0,
+    }
     start_done, t0 = counts["done"], time.monotonic()
 
     def report(res: JobResult) -> None:
@@ -346,8 +267,11 @@ def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options)
             counts["failed"] += 1
         h.progress(done=counts["done"], total=len(items), detail=f"{counts['success']} successes")
         if o.on_progress:
-            o.on_progress(Progress(len(items), counts["done"], counts["success"], counts["failed"],
-                                   time.monotonic() - t0, start_done))
+            o.on_progress(
+                Progress(
+                    len(items), counts["done"], counts["success"], counts["failed"], time.monotonic() - t0, start_done
+                )
+            )
 
     claims = _Claims()
     h.on_beat.append(lambda: claims.renew(store, exp.id, h.id, h.lease_s))
@@ -371,7 +295,7 @@ def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options)
     h.sync_stop()  # a Stop the workers read in the database before the next beat brought it here
     if status == "done" and sum(n for s, n in left.items() if s != "done"):
         status = "stopped" if h.stop.is_set() else "incomplete"
-        if not h.stop.is_set() and experiments.holders(store, exp.id, h.id):
+        if not h.stop.is_set() and item_claims.holders(store, exp.id, h.id):
             status = "running"  # another runner still works on it
     experiments.set_status(store, exp.id, status, add_wall_s=time.monotonic() - t0)
     if error:
@@ -379,8 +303,14 @@ def _run(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options)
     return summary(store, exp.id)
 
 
-def _rounds(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Options, report: Callable[[JobResult], None],
-            claims: _Claims) -> None:
+def _rounds(
+    store: Store,
+    exp: experiments.Experiment,
+    h: jobs.Handle,
+    o: _Options,
+    report: Callable[[JobResult], None],
+    claims: _Claims,
+) -> None:
     """Batches over the claimable items until none is left that this run has not tried;
     items another runner holds are waited for (it finishes them, or dies and its lease
     runs out: then they are taken over here), so nothing is lost and nothing runs twice."""
@@ -393,37 +323,69 @@ def _rounds(store: Store, exp: experiments.Experiment, h: jobs.Handle, o: _Optio
         report(res)
 
     while not h.stop.is_set():
-        todo = [i for i in experiments.claimable(store, exp.id) if i not in tried]
+        todo = [i for i in item_claims.claimable(store, exp.id) if i not in tried]
         if not todo and _free_dead_claims(store, exp.id, h.id):
             continue
-        if not todo and experiments.holders(store, exp.id, h.id):  # another runner's items: done by it, or
+        if not todo and item_claims.holders(store, exp.id, h.id):  # another runner's items: done by it, or
             h.stop.wait(min(1.0, h.lease_s / 4))  # taken over here once its lease runs out
             continue
         if not todo:
             break
-        starts = None
-        if o.mode == "processes":
-            work: Callable[[int], Any] = functools.partial(_process_item, store.file, exp.id, o.api_key, h.id,
-                                                           h.lease_s)
-        else:
-            starts = _Starts(store, exp, h.id, h.lease_s, todo, claims)
-
-            def work(item_id: int) -> dict:
-                return _claimed_item(workers.engine(), exp, h.id, h.lease_s, item_id, h.should_stop,
-                                     o.concurrency, h.watch(), claims, starts)
+        work, starts = _work(store, exp, h, o, workers, claims, todo)
         try:
-            run_batch(todo, work, concurrency=o.concurrency, stop=h.stop, on_result=ran,
-                      max_consecutive_failures=o.max_failures, mode=o.mode)
+            run_batch(
+                todo,
+                work,
+                concurrency=o.concurrency,
+                stop=h.stop,
+                on_result=ran,
+                max_consecutive_failures=o.max_failures,
+                mode=o.mode,
+            )
         finally:
             if starts is not None:
                 starts.release_rest()
+
+
+def _work(
+    store: Store,
+    exp: experiments.Experiment,
+    h: jobs.Handle,
+    o: _Options,
+    workers: _Workers,
+    claims: _Claims,
+    todo: list[int],
+) -> tuple[Callable[[int], Any], _Starts | None]:
+    """What a round's batch runs per item (in a worker process, or in a thread with this run's
+    engines), and the round's claims in batches (threads only)."""
+    starts = None
+    if o.mode == "processes":
+        work: Callable[[int], Any] = functools.partial(_process_item, store.file, exp.id, o.api_key, h.id, h.lease_s)
+    else:
+        starts = _Starts(store, exp, h.id, h.lease_s, todo, claims)
+
+        def work(item_id: int) -> dict:
+            return _claimed_item(
+                workers.engine(),
+                exp,
+                h.id,
+                h.lease_s,
+                item_id,
+                h.should_stop,
+                o.concurrency,
+                h.watch(),
+                claims,
+                starts,
+            )
+
+    return work, starts
 
 
 def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:
     """Items held by a runner known to be dead (a killed process of this machine, or a
     job already ended) are freed at once; True when some were."""
     freed = False
-    for other in experiments.holders(store, exp_id, job_id):
+    for other in item_claims.holders(store, exp_id, job_id):
         try:
             job = sessions.jobs.get(store, other)
         except StoreError:
@@ -431,6 +393,6 @@ def _free_dead_claims(store: Store, exp_id: int, job_id: int) -> bool:
         if job is None or sessions.jobs.owner_gone(job):
             if job is not None and job.active:
                 sessions.jobs.finish(store, job.id, "stopped", error="its process ended")
-            experiments.release_job(store, exp_id, other)
+            item_claims.release_job(store, exp_id, other)
             freed = True
     return freed

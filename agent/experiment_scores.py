@@ -19,7 +19,7 @@ def _rate(k: int, n: int) -> float | None:
 def _metrics(env: str, done: list, wins: int, n: int) -> dict[str, float | None]:
     """The kind's extra scores (HotpotQA's EM and F1, FEVER's accuracy, ...) over n tasks."""
     out: dict[str, float | None] = {}
-    for m in (fam.metrics if (fam := family_or_none(env)) else ()):
+    for m in fam.metrics if (fam := family_or_none(env)) else ():
         if m.of is None:
             out[m.name] = _rate(wins, n)
         else:
@@ -55,17 +55,37 @@ def summary(store: Store, ref: int | str, *, with_items: bool = False) -> dict[s
         by_type.setdefault(t, {"n": len(of_type), "done": len(fin), "success": k, "rate": _rate(k, len(fin))})
     tokens, cost = _usage(store, [it.episode_id for it in items if it.episode_id], exp.config.model)
     out: dict[str, Any] = {
-        "experiment": exp.id, "name": exp.name, "env": exp.env, "method": exp.method, "model": exp.config.model,
-        "status": exp.status, "episodes": n, "done": len(done), "partial": len(done) < n,
-        "success": wins, "success_rate": _rate(wins, len(done)), "rates_over": "finished items",
-        "by_type": by_type, "task_set": task_set_label(exp),
+        "experiment": exp.id,
+        "name": exp.name,
+        "env": exp.env,
+        "method": exp.method,
+        "model": exp.config.model,
+        "status": exp.status,
+        "episodes": n,
+        "done": len(done),
+        "partial": len(done) < n,
+        "success": wins,
+        "success_rate": _rate(wins, len(done)),
+        "rates_over": "finished items",
+        "by_type": by_type,
+        "task_set": task_set_label(exp),
     }
     out.update(_metrics(exp.env, done, wins, len(done)))  # over the finished tasks, as success_rate
     out.update(tokens=tokens, cost=cost, wall_s=round(exp.wall_s, 3))
     if with_items:
-        out["items"] = [{"task": it.task.id, "type": it.task.type, "episode": it.episode_id, "version": it.version_id,
-                         "done": it.finished, "success": it.success if it.finished else None,
-                         "status": it.status, "error": it.error} for it in items]
+        out["items"] = [
+            {
+                "task": it.task.id,
+                "type": it.task.type,
+                "episode": it.episode_id,
+                "version": it.version_id,
+                "done": it.finished,
+                "success": it.success if it.finished else None,
+                "status": it.status,
+                "error": it.error,
+            }
+            for it in items
+        ]
     return out
 
 
@@ -100,13 +120,23 @@ def _pair_counts(xa: list[bool], xb: list[bool]) -> dict[str, Any]:
     neither = n - both - a_only - b_only
     r = paired_test(a_only, b_only, n)
     ci = [None, None] if r.ci95 is None else list(r.ci95)
-    return {"n": n, "both": both, "a_only": a_only, "b_only": b_only, "neither": neither,
-            "a_rate": _rate(sum(xa), n), "b_rate": _rate(sum(xb), n), "rates_over": "the paired tasks",
-            "diff": (a_only - b_only) / n if n else None,
-            "mcnemar_p": mcnemar_exact(a_only, b_only) if n else None,
-            "p_value": r.p_value, "p_method": r.method, "diff_ci": ci,
-            "tango_ci": list(tango_diff(a_only, b_only, n)) if n else [None, None],
-            "tango_method": "Tango's score interval (Stat Med 1998;17:891), for comparison: not the reported test"}
+    return {
+        "n": n,
+        "both": both,
+        "a_only": a_only,
+        "b_only": b_only,
+        "neither": neither,
+        "a_rate": _rate(sum(xa), n),
+        "b_rate": _rate(sum(xb), n),
+        "rates_over": "the paired tasks",
+        "diff": (a_only - b_only) / n if n else None,
+        "mcnemar_p": mcnemar_exact(a_only, b_only) if n else None,
+        "p_value": r.p_value,
+        "p_method": r.method,
+        "diff_ci": ci,
+        "tango_ci": list(tango_diff(a_only, b_only, n)) if n else [None, None],
+        "tango_method": "Tango's score interval (Stat Med 1998;17:891), for comparison: not the reported test",
+    }
 
 
 def _side(it: experiments.Item) -> str:
@@ -131,13 +161,15 @@ def _exclusions(a_items: dict, b_items: dict, listed: list[str], errors: str) ->
         why[f"{reason}_in_{where}"] += 1
     ea = sum(_side(a_items[k]) == "error" for k in listed)
     eb = sum(_side(b_items[k]) == "error" for k in listed)
-    why["warning"] = (f"errors differ between the sides (A {ea}, B {eb}): the comparison may be biased"
-                      if ea != eb else None)
+    why["warning"] = (
+        f"errors differ between the sides (A {ea}, B {eb}): the comparison may be biased" if ea != eb else None
+    )
     return common, why
 
 
-def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "failure",
-            include_leaked: bool = False) -> dict[str, Any]:
+def compare(
+    store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "failure", include_leaked: bool = False
+) -> dict[str, Any]:
     """Both summaries and the paired comparison over the tasks both sides ended. A task
     unfinished on either side is `excluded`, with the reason counted; a task that ended on
     an error counts as a failure (`errors="exclude"`: left out, the old rule). A task whose
@@ -147,7 +179,9 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "
         raise ExperimentError(f"--errors takes failure or exclude (got {errors!r})")
     a, b = experiments.get(store, a_ref), experiments.get(store, b_ref)
     if a.env != b.env:
-        raise ExperimentError(f"experiments {a.name!r} ({a.env}) and {b.name!r} ({b.env}) are on different environments")
+        raise ExperimentError(
+            f"experiments {a.name!r} ({a.env}) and {b.name!r} ({b.env}) are on different environments"
+        )
     a_items = {it.task.key: it for it in experiments.items(store, a.id)}
     b_items = {it.task.key: it for it in experiments.items(store, b.id)}
     leaked_set = set(leaked_keys(store, a)) | set(leaked_keys(store, b))
@@ -163,17 +197,34 @@ def compare(store: Store, a_ref: int | str, b_ref: int | str, *, errors: str = "
     for t, p_holm in zip(by_type, holm([v["p_value"] for v in by_type.values()])):  # issue 40: per-type p, Holm
         by_type[t]["p_holm"] = p_holm
     sa, sb = summary(store, a.id), summary(store, b.id)
-    err = {"a": sum(_side(a_items[k]) == "error" for k in listed),
-           "b": sum(_side(b_items[k]) == "error" for k in listed), "counted_as": errors}
-    return {"a": sa, "b": sb, "common": len(common), "listed_in_both": len(listed),
-            "excluded": len(listed) - len(common), "excluded_why": why, "errors": err,
-            "partial": bool(sa["partial"] or sb["partial"]), **paired(common),
-            "leaked": [a_items[k].task.id for k in leaked], "leaked_included": include_leaked,
-            "diff_ci_method": DIFF_CI_METHOD, "by_type": by_type,
-            "by_type_adjustment": f"Holm over the {sum(v['p_value'] is not None for v in by_type.values())} task types"}
+    err = {
+        "a": sum(_side(a_items[k]) == "error" for k in listed),
+        "b": sum(_side(b_items[k]) == "error" for k in listed),
+        "counted_as": errors,
+    }
+    return {
+        "a": sa,
+        "b": sb,
+        "common": len(common),
+        "listed_in_both": len(listed),
+        "excluded": len(listed) - len(common),
+        "excluded_why": why,
+        "errors": err,
+        "partial": bool(sa["partial"] or sb["partial"]),
+        **paired(common),
+        "leaked": [a_items[k].task.id for k in leaked],
+        "leaked_included": include_leaked,
+        "diff_ci_method": DIFF_CI_METHOD,
+        "by_type": by_type,
+        "by_type_adjustment": f"Holm over the {sum(v['p_value'] is not None for v in by_type.values())} task types",
+    }
 
 
 def failures(store: Store, ref: int | str) -> list[experiments.Item]:
     """Items that finished without success or stopped on an error (to open in the Editor)."""
     exp = experiments.get(store, ref)
-    return [it for it in experiments.items(store, exp.id) if it.status == "error" or (it.status == "done" and not it.success)]
+    return [
+        it
+        for it in experiments.items(store, exp.id)
+        if it.status == "error" or (it.status == "done" and not it.success)
+    ]

@@ -83,7 +83,7 @@ def _host_name(host: str) -> str | None:
     host = host.strip().lower()
     if host.startswith("["):
         end = host.find("]")
-        if end < 0 or (host[end + 1:] and not host[end + 1:].startswith(":")):
+        if end < 0 or (host[end + 1 :] and not host[end + 1 :].startswith(":")):
             return None
         return host[1:end]
     name, _, port = host.partition(":")
@@ -151,7 +151,8 @@ class Gate:
         origin = headers.get("origin")
         # an Origin of `null` (a sandboxed iframe, a file: or data: page) is no page of the app's
         if not host_allowed(headers.get("host"), self.address()) or (
-                origin is not None and not host_allowed(urlsplit(origin).netloc, self.address())):
+            origin is not None and not host_allowed(urlsplit(origin).netloc, self.address())
+        ):
             return await _refuse(scope, send, "unknown host: open the app at 127.0.0.1")
         if not self.token or scope["path"] in OPEN_PATHS:
             return await self.app(scope, receive, send)
@@ -198,6 +199,11 @@ async def _refuse(scope, send, why: str) -> None:
         await send({"type": "websocket.close", "code": 1008})
         return
     body = f"Forbidden: {why}\n".encode("utf-8")
-    await send({"type": "http.response.start", "status": 403,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -18,9 +18,9 @@ import threading
 import time
 from typing import Any, Callable
 
+import sessions.jobs
 from agent import local_server
 from agent.client import UNREACHABLE, CallWatch
-import sessions.jobs
 from sessions.store import Store, StoreError
 
 _handles: dict[tuple[str, int], "Handle"] = {}
@@ -49,8 +49,13 @@ class Handle:
         self._beater = threading.Thread(target=self._beat_loop, daemon=True, name=f"job-{job.id}-heartbeat")
 
     # -- what the work calls
-    def progress(self, done: int | None = None, total: int | None = None, detail: str | None = None,
-                 version_id: int | None = None) -> None:
+    def progress(
+        self,
+        done: int | None = None,
+        total: int | None = None,
+        detail: str | None = None,
+        version_id: int | None = None,
+    ) -> None:
         """Progress, written with the next heartbeat (never a transaction per step)."""
         if done is not None:
             self.done_n = done
@@ -123,8 +128,15 @@ class Handle:
                 if time.monotonic() < next_beat:
                     continue
                 next_beat = time.monotonic() + self._interval()
-                if sessions.jobs.beat(self.store, self.id, lease_s=self.lease_s, done=self.done_n, total=self.total,
-                             detail=self.detail, version_id=self.version_id):
+                if sessions.jobs.beat(
+                    self.store,
+                    self.id,
+                    lease_s=self.lease_s,
+                    done=self.done_n,
+                    total=self.total,
+                    detail=self.detail,
+                    version_id=self.version_id,
+                ):
                     self.stop.set()
                 for fn in self.on_beat:
                     fn()
@@ -139,8 +151,12 @@ class Handle:
         job's lease, and its items' claims, run out unless a beat gets through."""
         msg = " ".join(str(exc).split()) or type(exc).__name__
         if self.beat_error is None:
-            print(f"job {self.id}: heartbeat failed ({msg}); its lease runs out in {self.lease_s:g} s "
-                  "unless a beat gets through", file=sys.stderr, flush=True)
+            print(
+                f"job {self.id}: heartbeat failed ({msg}); its lease runs out in {self.lease_s:g} s "
+                "unless a beat gets through",
+                file=sys.stderr,
+                flush=True,
+            )
         self.beat_error = msg
 
     def end(self, state: str, error: str | None = None, result: Any = None) -> None:
@@ -151,8 +167,9 @@ class Handle:
         # stands for it.)
         reached = self.version_id if state == "stopped" else None
         try:
-            sessions.jobs.finish(self.store, self.id, state, error=error, result=result, done=self.done_n,
-                                 version_id=reached)
+            sessions.jobs.finish(
+                self.store, self.id, state, error=error, result=result, done=self.done_n, version_id=reached
+            )
         finally:  # an ended job's handle is its starter's alone: this process's table lets it go
             forget(self)
             self.finished.set()
@@ -160,8 +177,9 @@ class Handle:
                 self._beater.join(5)  # its last beat is done before the caller closes the store
 
 
-def open_job(store: Store, kind: str, *, lease_s: float | None = None, stop: threading.Event | None = None,
-             **row: Any) -> Handle:
+def open_job(
+    store: Store, kind: str, *, lease_s: float | None = None, stop: threading.Event | None = None, **row: Any
+) -> Handle:
     """A job row held by this process, with its heartbeat running (`stop`: the caller's
     own Stop event becomes the job's)."""
     lease = lease_s if lease_s is not None else sessions.jobs.LEASE_S
@@ -186,8 +204,15 @@ def _outcome(h: Handle, exc: BaseException | None) -> tuple[str, str | None]:
     return "failed", msg
 
 
-def run_here(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: float | None = None,
-             stop: threading.Event | None = None, **row: Any) -> Any:
+def run_here(
+    store: Store,
+    kind: str,
+    work: Callable[[Handle], Any],
+    *,
+    lease_s: float | None = None,
+    stop: threading.Event | None = None,
+    **row: Any,
+) -> Any:
     """Run `work(handle)` in this thread as a job (the CLI): Ctrl-C ends it "stopped"."""
     h = open_job(store, kind, lease_s=lease_s, stop=stop, **row)
     try:
@@ -203,8 +228,9 @@ def run_here(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s:
     return h.result
 
 
-def start(store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: float | None = None,
-          **row: Any) -> Handle:
+def start(
+    store: Store, kind: str, work: Callable[[Handle], Any], *, lease_s: float | None = None, **row: Any
+) -> Handle:
     """Run `work(handle)` in a thread of its own as a job (the app); returns at once. The
     face that started it keeps the handle; `handle()` finds it only while it runs (so a
     long-running app keeps no handle of an ended job)."""

@@ -70,8 +70,10 @@ def model_path() -> Path:
         return path.resolve()
     found = builtin_gguf()
     if found is None:
-        raise LocalModelError(f"the built-in model is not installed: {INSTALL} "
-                              "(or set OPENAI_API_KEY / OPENAI_BASE_URL, or --local-model PATH.gguf)")
+        raise LocalModelError(
+            f"the built-in model is not installed: {INSTALL} "
+            "(or set OPENAI_API_KEY / OPENAI_BASE_URL, or --local-model PATH.gguf)"
+        )
     return found
 
 
@@ -193,6 +195,8 @@ def for_config(config: Any) -> Local | None:
 def queue_note(config: Any, concurrency: int) -> str | None:
     """What a batch of `concurrency` requests at once on the built-in model should be told."""
     if concurrency > 1 and wanted(config):
-        return (f"the built-in model answers one request at a time: the {concurrency} runs at once "
-                "queue for it (each waits its turn)")
+        return (
+            f"the built-in model answers one request at a time: the {concurrency} runs at once "
+            "queue for it (each waits its turn)"
+        )
     return None

@@ -82,8 +82,9 @@ def check_file(path: Path) -> None:
     except OSError as exc:
         raise LocalModelError(f"cannot read the model file {path}: {exc.strerror}") from None
     if head != GGUF_MAGIC:
-        raise LocalModelError(f"{path} is not a GGUF file (it does not start with 'GGUF'): "
-                              "give --local-model a .gguf model file")
+        raise LocalModelError(
+            f"{path} is not a GGUF file (it does not start with 'GGUF'): give --local-model a .gguf model file"
+        )
 
 
 @dataclass
@@ -106,8 +107,16 @@ class Served:
         return _pid_alive(self.pid)
 
     def record(self) -> dict:
-        return {"url": self.url, "key": self.key, "pid": self.pid, "port": self.port, "path": self.path,
-                "sha256": self.sha256, "owner": self.owner, "log": self.log}
+        return {
+            "url": self.url,
+            "key": self.key,
+            "pid": self.pid,
+            "port": self.port,
+            "path": self.path,
+            "sha256": self.sha256,
+            "owner": self.owner,
+            "log": self.log,
+        }
 
 
 _SERVED: dict[str, Served] = {}  # sha256 -> the server this process uses
@@ -154,8 +163,10 @@ def find_running(sha256: str) -> Served | None:
     path = state_file(sha256)
     try:
         data = json.loads(path.read_text())
-        served = Served(**{k: data[k] for k in ("url", "key", "pid", "port", "path", "sha256", "owner")},
-                        log=str(data.get("log", "")))
+        served = Served(
+            **{k: data[k] for k in ("url", "key", "pid", "port", "path", "sha256", "owner")},
+            log=str(data.get("log", "")),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if served.sha256 == sha256 and _pid_alive(served.pid) and _probe(served.url, served.key):
@@ -179,8 +190,10 @@ def ensure(path: Path, sha256: str) -> Served:
             code = served.proc.poll() if served.proc is not None else None
             raise LocalModelError(
                 f"the built-in model's server stopped (pid {served.pid}"
-                + (f", exit code {code}" if code is not None else "") + "); the next call starts it again"
-                + (f" - its log: {served.log}" if served.log else ""))
+                + (f", exit code {code}" if code is not None else "")
+                + "); the next call starts it again"
+                + (f" - its log: {served.log}" if served.log else "")
+            )
         _LOADING.append(sha256)
         try:
             with start_lock(sha256):
@@ -213,11 +226,26 @@ def free_port() -> int:
 
 def command(path: Path, port: int, key: str, n_ctx: int = N_CTX) -> list[str]:
     """The child's command line: `python -m llama_cpp.server ...` behind the parent watch."""
-    return [sys.executable, "-c", WRAPPER, "--model", str(path), "--host", LOOPBACK, "--port", str(port),
-            f"--api_key={key}",  # (one word: a random key may start with "-", which argparse reads as a flag)
-            "--n_ctx", str(n_ctx), "--seed", str(SEED),
-            "--logits_all", "False",  # (the server's default keeps every prompt token's logits: ~0.7 GB more)
-            "--interrupt_requests", "False"]  # (a queued request must not cut a streamed answer short)
+    return [
+        sys.executable,
+        "-c",
+        WRAPPER,
+        "--model",
+        str(path),
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        f"--api_key={key}",  # (one word: a random key may start with "-", which argparse reads as a flag)
+        "--n_ctx",
+        str(n_ctx),
+        "--seed",
+        str(SEED),
+        "--logits_all",
+        "False",  # (the server's default keeps every prompt token's logits: ~0.7 GB more)
+        "--interrupt_requests",
+        "False",
+    ]  # (a queued request must not cut a streamed answer short)
 
 
 def start(path: Path, sha256: str, port: int | None = None, *, share: bool = True) -> Served:
@@ -253,17 +281,32 @@ def _spawn(path: Path, sha256: str, port: int) -> Served:
     env = {**os.environ, PARENT_FD: str(read_end), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")}
     try:
         with open(log, "wb") as out:
-            proc = subprocess.Popen(command(path, port, key), stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, env=env, pass_fds=(read_end,),
-                                    start_new_session=True)  # (a Ctrl-C in the terminal is the parent's)
+            proc = subprocess.Popen(
+                command(path, port, key),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(read_end,),
+                start_new_session=True,
+            )  # (a Ctrl-C in the terminal is the parent's)
     except OSError as exc:
         os.close(write_end)
         raise LocalModelError(f"cannot start the built-in model's server: {exc}") from None
     finally:
         os.close(read_end)
     _PIPES.append(write_end)
-    return Served(url=f"http://{LOOPBACK}:{port}/v1", key=key, pid=proc.pid, port=port, path=str(path),
-                  sha256=sha256, owner=os.getpid(), proc=proc, log=str(log))
+    return Served(
+        url=f"http://{LOOPBACK}:{port}/v1",
+        key=key,
+        pid=proc.pid,
+        port=port,
+        path=str(path),
+        sha256=sha256,
+        owner=os.getpid(),
+        proc=proc,
+        log=str(log),
+    )
 
 
 def log_tail(served: Served) -> str:
@@ -282,13 +325,17 @@ def _wait_ready(served: Served) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if served.proc is not None and served.proc.poll() is not None:
-            raise LocalModelError(f"the built-in model's server could not load {served.path} "
-                                  f"(exit code {served.proc.returncode}): {log_tail(served) or 'see ' + served.log}")
+            raise LocalModelError(
+                f"the built-in model's server could not load {served.path} "
+                f"(exit code {served.proc.returncode}): {log_tail(served) or 'see ' + served.log}"
+            )
         if _probe(served.url, served.key, timeout=1.0):
             return
         time.sleep(0.1)
     stop(served)
-    raise LocalModelError(f"the built-in model's server did not answer within {READY_TIMEOUT_S:g} s (log: {served.log})")
+    raise LocalModelError(
+        f"the built-in model's server did not answer within {READY_TIMEOUT_S:g} s (log: {served.log})"
+    )
 
 
 def _write_state(served: Served) -> None:

@@ -33,8 +33,13 @@ from trajectory.answer_formats import majority, parse_qa
 from trajectory.records import ModelCall, Version
 
 PHASES: dict[str, tuple[str, ...]] = {
-    "react": ("react",), "act": ("act",), "standard": ("standard",), "cot": ("cot",), "cot-sc": ("cot-sc",),
-    "react-cot-sc": ("react", "cot-sc"), "cot-sc-react": ("cot-sc", "react"),
+    "react": ("react",),
+    "act": ("act",),
+    "standard": ("standard",),
+    "cot": ("cot",),
+    "cot-sc": ("cot-sc",),
+    "react-cot-sc": ("react", "cot-sc"),
+    "cot-sc-react": ("cot-sc", "react"),
 }
 DEFAULT_SAMPLES = 21
 SC_TEMPERATURE = 0.7
@@ -100,10 +105,18 @@ class ItemOutcome:
 
 
 def run_item(
-    engine: Engine, episode_id: int, method: str, *, samples: int = DEFAULT_SAMPLES,
-    sc_temperature: float = SC_TEMPERATURE, should_stop: Callable[[], bool] | None = None,
-    phases: dict[str, int] | None = None, on_phase: Callable[[str, int], None] | None = None,
-    concurrency: int = 1, watch: CallWatch | None = None, known: Version | None = None,
+    engine: Engine,
+    episode_id: int,
+    method: str,
+    *,
+    samples: int = DEFAULT_SAMPLES,
+    sc_temperature: float = SC_TEMPERATURE,
+    should_stop: Callable[[], bool] | None = None,
+    phases: dict[str, int] | None = None,
+    on_phase: Callable[[str, int], None] | None = None,
+    concurrency: int = 1,
+    watch: CallWatch | None = None,
+    known: Version | None = None,
 ) -> ItemOutcome:
     """Run (or continue) `method` on the episode; return where its final version stands.
     `phases` ({phase: version id}, the experiment item's record) says which version ran
@@ -150,8 +163,9 @@ def _phase_of(known: dict[str, int], version_id: int) -> str:
     return next((p for p, vid in known.items() if vid == version_id), "")
 
 
-def _phase_version(store, episode_id: int, phase: str, recorded: int | None, prev: Version | None,
-                   row: Version | None = None) -> Version:
+def _phase_version(
+    store, episode_id: int, phase: str, recorded: int | None, prev: Version | None, row: Version | None = None
+) -> Version:
     """The version that runs `phase`: the recorded one (`row` when it is that one, as just
     written), else the episode's first version (first phase), else a fresh path from the
     task's start named after the phase."""
@@ -179,12 +193,14 @@ class _Stopped(Exception):
     """Stop came between two samples: the phase stays unanswered (resumable)."""
 
 
-def _run_phase(engine: Engine, v: Version, phase: str, b: _Budget,
-               moved: Callable[[int], None] | None = None) -> tuple[str | None, bool, int, Version | None]:
+def _run_phase(
+    engine: Engine, v: Version, phase: str, b: _Budget, moved: Callable[[int], None] | None = None
+) -> tuple[str | None, bool, int, Version | None]:
     """(error, stopped, id of the version that ran, its row when known) after running one phase on version v:
     a ReAct run on a version frozen meanwhile goes on in a child version, and `moved` hears
     of it at once (a crash right after must not leave the item on the frozen version)."""
     if phase in ("react", "act"):
+
         def on_step(rep) -> None:
             if rep.frozen and moved:
                 moved(rep.version.id)
@@ -213,8 +229,9 @@ def _qa_prompt(engine: Engine, v: Version, method: str) -> tuple[str, list[str]]
         raise MethodError(str(exc)) from None
 
 
-def _sample(engine: Engine, v: Version, config, method: str, n: int,
-            b: _Budget | None = None) -> tuple[list[str], list[str | None], list[ModelCall]]:
+def _sample(
+    engine: Engine, v: Version, config, method: str, n: int, b: _Budget | None = None
+) -> tuple[list[str], list[str | None], list[ModelCall]]:
     """n completions of one Standard / CoT prompt: (answers, thoughts, calls), up to
     `b.concurrency` at once. Stop ends it within one call (no new call starts once the job's Stop
     is set); a failed call fails the phase. Every call made is recorded."""
@@ -251,8 +268,9 @@ class _Failed(Exception):
         self.call, self.reason = call, reason
 
 
-def _gather(one: Callable[[int], ModelCall], n: int, width: int, cancel: threading.Event,
-            b: _Budget) -> tuple[list[ModelCall], Exception | None]:
+def _gather(
+    one: Callable[[int], ModelCall], n: int, width: int, cancel: threading.Event, b: _Budget
+) -> tuple[list[ModelCall], Exception | None]:
     """Run `one(i)` for i < n, `width` at a time, in order; (calls made, first problem)."""
     calls: list[ModelCall | None] = [None] * n
     problem: Exception | None = None
@@ -291,8 +309,10 @@ def _answer_sc(engine: Engine, v: Version, b: _Budget) -> None:
     answers, thoughts, calls = _sample(engine, v, config, "cot", samples, b)
     normalize = _normalizer(engine, v)
     best, votes = majority(answers, normalize)
-    thought = next((t for a, t in zip(answers, thoughts) if best and normalize(a) == normalize(best)),
-                   thoughts[0] if thoughts else None)
+    thought = next(
+        (t for a, t in zip(answers, thoughts) if best and normalize(a) == normalize(best)),
+        thoughts[0] if thoughts else None,
+    )
     info = {"method": "cot-sc", "votes": votes, "samples": samples, "answers": answers}
     engine.answer(v.id, thought, best, calls, info=info)
 

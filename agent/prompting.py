@@ -10,8 +10,8 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from agent import conversing, exemplars
-from agent.conversing import strip_echo
 from agent.client import CallWatch, ModelClient, ModelError
+from agent.conversing import strip_echo
 from agent.engine_errors import EngineError, ModelCallFailed, StepCancelled
 from agent.engine_reports import qa_method_of
 from agent.version_paths import PATH_CACHE, VersionPaths
@@ -25,16 +25,22 @@ from trajectory.kinds import ModelRequest
 from trajectory.records import AgentConfig, Episode, ModelCall, Step, Version
 
 
-
 class PromptBuilder:
     """The Engine's model side (`engine.prompts`): the prompt of a version's next call, the
     call itself, and the exemplar revision a version pins. `model_config` is the config a
     call of an episode runs with (the environment pool's endpoint check); `paths` reads
     versions; `client_factory` (tests, benchmarks) replaces the ModelClient per config."""
 
-    def __init__(self, store: Store, paths: VersionPaths, model_config: Callable[[Episode], AgentConfig], *,
-                 api_key: str | None = None, client_factory: Callable[[AgentConfig], Any] | None = None,
-                 on_retry: Callable[[int, str], None] | None = None):
+    def __init__(
+        self,
+        store: Store,
+        paths: VersionPaths,
+        model_config: Callable[[Episode], AgentConfig],
+        *,
+        api_key: str | None = None,
+        client_factory: Callable[[AgentConfig], Any] | None = None,
+        on_retry: Callable[[int, str], None] | None = None,
+    ):
         self.store = store
         self.paths = paths
         self.model_config = model_config
@@ -60,8 +66,12 @@ class PromptBuilder:
                 self._clients[key] = self._client_factory(config)
             else:
                 cache = self.store.calls if config.cache else None
-                self._clients[key] = ModelClient(config, api_key=self.api_key, cache=cache,
-                                                 on_retry=lambda n, why: self.on_retry and self.on_retry(n, why))
+                self._clients[key] = ModelClient(
+                    config,
+                    api_key=self.api_key,
+                    cache=cache,
+                    on_retry=lambda n, why: self.on_retry and self.on_retry(n, why),
+                )
         self._last = (config, self._clients[key])
         return self._clients[key]
 
@@ -78,8 +88,18 @@ class PromptBuilder:
                 if call.error is None and call.completion is not None:
                     self._kept.setdefault(episode_id, []).append(call)
 
-    def _complete(self, episode: Episode, prompt: str, stop: list[str], calls: list[ModelCall], *, purpose: str,
-                  chat: str, watch: CallWatch | None = None, fixed: str | None = None):
+    def _complete(
+        self,
+        episode: Episode,
+        prompt: str,
+        stop: list[str],
+        calls: list[ModelCall],
+        *,
+        purpose: str,
+        chat: str,
+        watch: CallWatch | None = None,
+        fixed: str | None = None,
+    ):
         extra: dict[str, Any] = {"watch": watch} if watch is not None else {}
         client = self.client(self.model_config(episode))
         if fixed and isinstance(client, ModelClient):  # (the part every call of the task starts with)
@@ -108,8 +128,15 @@ class PromptBuilder:
             text = strip_echo(text, prompt)
         return text
 
-    def ask(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None, calls: list[ModelCall],
-            watch: CallWatch | None) -> tuple[str | None, str | None, dict[str, Any]]:
+    def ask(
+        self,
+        ep: Episode,
+        steps: list[Step],
+        rev: int | None,
+        draft: str | None,
+        calls: list[ModelCall],
+        watch: CallWatch | None,
+    ) -> tuple[str | None, str | None, dict[str, Any]]:
         """(thought, action, the step's other fields) from the model: the transcript's request,
         and any follow-up it asks for (the paper's action-only fallback). The conversation
         styles give the step's reasoning, tool call, raw message and parse error too."""
@@ -118,14 +145,22 @@ class PromptBuilder:
             return self._converse(ep, steps, rev, draft, calls, watch)
         req, fixed = self._request_fixed(ep, steps, rev, draft)
         while req is not None:
-            text = self._complete(ep, req.prompt, req.stop, calls, purpose=req.purpose, chat=req.chat, watch=watch,
-                                  fixed=fixed)
+            text = self._complete(
+                ep, req.prompt, req.stop, calls, purpose=req.purpose, chat=req.chat, watch=watch, fixed=fixed
+            )
             reply = transcript.parse(req, text)
             req = reply.then
         return reply.thought, reply.action, {}
 
-    def _converse(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None, calls: list[ModelCall],
-                  watch: CallWatch | None) -> tuple[str | None, str | None, dict[str, Any]]:
+    def _converse(
+        self,
+        ep: Episode,
+        steps: list[Step],
+        rev: int | None,
+        draft: str | None,
+        calls: list[ModelCall],
+        watch: CallWatch | None,
+    ) -> tuple[str | None, str | None, dict[str, Any]]:
         """A step of the messages / tools style: the request, its answer's parse, and the
         fallback's when the answer asks for one (its raw message kept as the first's `fallback`)."""
         transcript = family(ep.task.env).transcript
@@ -133,8 +168,9 @@ class PromptBuilder:
         extra: dict[str, Any] = {}
         thought = action = None
         while conv is not None:
-            text = self._complete(ep, conv.model.prompt, conv.model.stop, calls, purpose=conv.model.purpose, chat="",
-                                  watch=watch)
+            text = self._complete(
+                ep, conv.model.prompt, conv.model.stop, calls, purpose=conv.model.purpose, chat="", watch=watch
+            )
             turn = conversing.parse(transcript, conv, text, fixed, ep.task, steps)
             if extra:  # the fallback's answer: the first message keeps it; the reasonings are joined
                 reasoning = "\n\n".join(r for r in (extra.get("reasoning"), turn.extra.get("reasoning")) if r)
@@ -146,16 +182,21 @@ class PromptBuilder:
             thought, action, conv = turn.thought, turn.action, turn.then
         return thought, action, extra
 
-    def _conversation(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None
-                      ) -> tuple[conversing.ConvRequest, conversing.Fixed]:
+    def _conversation(
+        self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None
+    ) -> tuple[conversing.ConvRequest, conversing.Fixed]:
         """The conversation-style request of a version's next call (with its text-style twin,
         whose cue, stop and fallback it shares) and the part no step changes."""
         text, _ = self._request_fixed(ep, steps, rev, draft)
         tr = family(ep.task.env).transcript
         style, api = ep.config.style, ep.config.api_style
         try:
-            _, fixed = self._fixed(ep, rev, ("conversation", style, api),
-                                   lambda prompts: conversing.fixed_messages(tr, prompts, ep.task, style, api))
+            _, fixed = self._fixed(
+                ep,
+                rev,
+                ("conversation", style, api),
+                lambda prompts: conversing.fixed_messages(tr, prompts, ep.task, style, api),
+            )
         except exemplars.ExemplarError as exc:
             raise EngineError(exemplars.with_advice(exc, ep.task.env, ep.config.exemplar_set)) from None
         except StoreError as exc:
@@ -199,8 +240,12 @@ class PromptBuilder:
     def _qa_prompt(self, ep: Episode, rev: int | None, method: str) -> tuple[str, list[str]]:
         kind = "standard" if method == "standard" else "cot"
         try:
-            prompt, stop = self._fixed(ep, rev, ("qa", kind), lambda prompts: qa_prompt(
-                exemplars.qa_exemplars(prompts, ep.task.env, kind), ep.task.text, kind))[1]
+            prompt, stop = self._fixed(
+                ep,
+                rev,
+                ("qa", kind),
+                lambda prompts: qa_prompt(exemplars.qa_exemplars(prompts, ep.task.env, kind), ep.task.text, kind),
+            )[1]
         except (exemplars.ExemplarError, StoreError) as exc:
             raise EngineError(str(exc)) from None
         return prompt, list(stop)
@@ -213,8 +258,9 @@ class PromptBuilder:
             return self._conversation(ep, steps, rev, draft)[0].model
         return self._request_fixed(ep, steps, rev, draft)[0]
 
-    def _request_fixed(self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None
-                       ) -> tuple[ModelRequest, str | None]:
+    def _request_fixed(
+        self, ep: Episode, steps: list[Step], rev: int | None, draft: str | None
+    ) -> tuple[ModelRequest, str | None]:
         """(`_request`, the fixed part its prompt starts with when the transcript builds one)."""
         tr = family(ep.task.env).transcript
         build = getattr(tr, "fixed_prefix", None)  # (a plugin's own transcript may not offer it)
@@ -222,16 +268,18 @@ class PromptBuilder:
             if build is None:
                 prompts = exemplars.prompt_dict(ep.task.env, ep.config.exemplar_set, self.store, rev)
                 return tr.request(prompts, ep.task, steps, ep.config.style, draft), None
-            prompts, fixed = self._fixed(ep, rev, ("request", ep.config.style),
-                                         lambda prompts: build(prompts, ep.task, ep.config.style))
+            prompts, fixed = self._fixed(
+                ep, rev, ("request", ep.config.style), lambda prompts: build(prompts, ep.task, ep.config.style)
+            )
             return tr.request(prompts, ep.task, steps, ep.config.style, draft, fixed=fixed), fixed
         except exemplars.ExemplarError as exc:
             raise EngineError(exemplars.with_advice(exc, ep.task.env, ep.config.exemplar_set)) from None
         except StoreError as exc:
             raise EngineError(str(exc)) from None
 
-    def _fixed(self, ep: Episode, rev: int | None, what: tuple, build: Callable[[dict[str, str]], Any]
-               ) -> tuple[dict[str, str], Any]:
+    def _fixed(
+        self, ep: Episode, rev: int | None, what: tuple, build: Callable[[dict[str, str]], Any]
+    ) -> tuple[dict[str, str], Any]:
         """(exemplars, `build(exemplars)`) for the part of an episode's prompts that no step
         changes, made once per task, `what` and exemplar revision (a revision never changes;
         so the exemplars are neither re-read nor re-encoded on every call). A named set not

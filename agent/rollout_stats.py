@@ -10,7 +10,8 @@ from typing import Any, Sequence
 from agent.engine_errors import EngineError
 from sessions.rollouts import RolloutGroup
 from trajectory.exact2x2 import two_arm
-from trajectory.stats import Comparison, mn_stratified, wilson
+from trajectory.score_intervals import mn_stratified
+from trajectory.stats import Comparison, wilson
 
 
 class RolloutError(EngineError):
@@ -40,8 +41,13 @@ class GroupStats:
         return wilson(self.success, self.n)
 
     def as_json(self, *, first: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {"n": self.n, "success": self.success, "success_rate": self.rate,
-                               "ci95": list(self.ci95), "versions": self.versions}
+        out: dict[str, Any] = {
+            "n": self.n,
+            "success": self.success,
+            "success_rate": self.rate,
+            "ci95": list(self.ci95),
+            "versions": self.versions,
+        }
         if first:
             out["first"] = self.first
         return out
@@ -83,9 +89,16 @@ class Effect:
 
     def as_json(self) -> dict[str, Any]:
         r = self.comparison
-        return {"control": self.control.as_json(), "treatment": self.treatment.as_json(),
-                "effect": self.effect, "effect_ci95": None if r.ci95 is None else list(r.ci95),
-                "p_value": r.p_value, "p_better": r.p_better, "p_worse": r.p_worse, "method": r.method}
+        return {
+            "control": self.control.as_json(),
+            "treatment": self.treatment.as_json(),
+            "effect": self.effect,
+            "effect_ci95": None if r.ci95 is None else list(r.ci95),
+            "p_value": r.p_value,
+            "p_better": r.p_better,
+            "p_worse": r.p_worse,
+            "method": r.method,
+        }
 
 
 POOLED_CORRECT = False  # the uncorrected stratified score test (CMH) keeps its size pooled
@@ -124,9 +137,15 @@ class Pooled:
         def arm(g: GroupStats) -> dict[str, Any]:
             return {"n": g.n, "success": g.success, "summed_over_episodes": True}
 
-        return {"control": arm(self.control), "treatment": arm(self.treatment),
-                "effect": self.effect, "effect_ci95": None if self.ci95 is None else list(self.ci95),
-                "p_value": self.p_value, "method": self.method, "episodes": self.episodes}
+        return {
+            "control": arm(self.control),
+            "treatment": arm(self.treatment),
+            "effect": self.effect,
+            "effect_ci95": None if self.ci95 is None else list(self.ci95),
+            "p_value": self.p_value,
+            "method": self.method,
+            "episodes": self.episodes,
+        }
 
 
 def pooled(effects: Sequence[Effect]) -> Pooled:

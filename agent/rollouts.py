@@ -22,13 +22,12 @@ from agent.client import CallWatch, ModelClient
 from agent.engine import Engine, EngineError
 from agent.engine_reports import version_name
 from agent.rollout_stats import Effect, GroupStats, RolloutError
-from sessions import experiments
-from sessions import rollouts
-from sessions.rollouts import RolloutEdit, RolloutGroup
-from sessions.writer import attached
-from sessions.store import Store
 from envs.base import EDIT_KINDS
 from envs.registry import family
+from sessions import experiments, rollouts
+from sessions.rollouts import RolloutEdit, RolloutGroup
+from sessions.store import Store
+from sessions.writer import attached
 from trajectory.records import EDIT_WORDS, AgentConfig, Episode, Step, Version
 from trajectory.user_regex import PatternError, compile_pattern
 
@@ -58,7 +57,8 @@ class RolloutRun:
             kept = sum(s.n for s in self.stats)
             raise RolloutError(
                 f"{len(self.errors)} rollout(s) failed ({self.errors[0]}); {kept} finished rollout(s) are kept "
-                "- run the same command again to continue")
+                "- run the same command again to continue"
+            )
 
 
 # ---------------------------------------------------------------------- the request
@@ -83,8 +83,9 @@ def check_n(n: int) -> int:
     return n
 
 
-def rollout_config(config: AgentConfig, temperature: float | None, max_steps: int | None,
-                   settings: dict[str, Any] | None = None) -> AgentConfig:
+def rollout_config(
+    config: AgentConfig, temperature: float | None, max_steps: int | None, settings: dict[str, Any] | None = None
+) -> AgentConfig:
     """The source version's config with the rollouts' own settings; each rollout version
     pins it, so it records what its steps were sampled with."""
     update: dict[str, Any] = dict(settings or {})
@@ -101,8 +102,10 @@ def rollout_config(config: AgentConfig, temperature: float | None, max_steps: in
 
 def sampling_warning(config: AgentConfig, n: int) -> str | None:
     if config.temperature == 0 and n > 1:
-        return ("temperature is 0: the rollouts will be identical unless the model server is "
-                "nondeterministic (give --temperature > 0 to sample)")
+        return (
+            "temperature is 0: the rollouts will be identical unless the model server is "
+            "nondeterministic (give --temperature > 0 to sample)"
+        )
     return None
 
 
@@ -129,9 +132,15 @@ class _WorkerEngine(Engine):
 
     def __init__(self, store: Store, config: AgentConfig, api_key: str | None, use_cache: bool):
         # the endpoint follows the engine's choice (`model_config`: an unconfirmed import's is not used)
-        super().__init__(store, api_key=api_key, client_factory=lambda cfg: ModelClient(
-            config.model_copy(update={"base_url": cfg.base_url}), api_key=api_key,
-            cache=store.calls if use_cache and config.cache else None))
+        super().__init__(
+            store,
+            api_key=api_key,
+            client_factory=lambda cfg: ModelClient(
+                config.model_copy(update={"base_url": cfg.base_url}),
+                api_key=api_key,
+                cache=store.calls if use_cache and config.cache else None,
+            ),
+        )
         self.config = config
 
     def max_steps(self, episode: Episode) -> int:
@@ -151,9 +160,17 @@ class Rollouts:
     rollout and each step (`should_stop`: the job's own check, e.g. `Handle.sync_stop`), and the
     cancel of every model call in flight (`on_retry` hears their retries), as a run's."""
 
-    def __init__(self, engine: Engine, *, concurrency: int = 4, stop: threading.Event | None = None,
-                 on_progress: Callable[[int, int], None] | None = None, max_consecutive_failures: int = 5,
-                 should_stop: Callable[[], bool] | None = None, on_retry: Callable[[int, str], None] | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        concurrency: int = 4,
+        stop: threading.Event | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+        max_consecutive_failures: int = 5,
+        should_stop: Callable[[], bool] | None = None,
+        on_retry: Callable[[int, str], None] | None = None,
+    ):
         if engine.store.file == ":memory:":
             raise RolloutError("rollouts need a database file (they run on several connections)")
         if concurrency < 1:
@@ -176,8 +193,10 @@ class Rollouts:
         can_go_on = not v.outcome.done and n < self.engine.max_steps(ep)
         last = n + 1 if can_go_on else n
         if not 1 <= req.k <= last:
-            raise RolloutError(f"step {req.k} is out of range: version {version_name(self.store, v)} has {n} step(s), "
-                               f"so K must be between 1 and {last}")
+            raise RolloutError(
+                f"step {req.k} is out of range: version {version_name(self.store, v)} has {n} step(s), "
+                f"so K must be between 1 and {last}"
+            )
         return v, ep
 
     def groups_for(self, req: Request) -> tuple[list[RolloutGroup], list[str]]:
@@ -244,7 +263,8 @@ class Rollouts:
                 eng = engines.get(threading.get_ident())
                 if eng is None:
                     eng = engines[threading.get_ident()] = _WorkerEngine(
-                        self.store, job.group.config, self.engine.api_key, use_cache)
+                        self.store, job.group.config, self.engine.api_key, use_cache
+                    )
             vid = job.version_id
             if vid is None:
                 vid = self._member(eng, job.group, job.pos)
@@ -262,8 +282,14 @@ class Rollouts:
 
         try:
             with attached(self.store):  # one writer for the workers' steps: group commits
-                run_batch(jobs, work, concurrency=self.concurrency, stop=self.stop, on_result=on_result,
-                          max_consecutive_failures=self.max_failures)
+                run_batch(
+                    jobs,
+                    work,
+                    concurrency=self.concurrency,
+                    stop=self.stop,
+                    on_result=on_result,
+                    max_consecutive_failures=self.max_failures,
+                )
         except BatchAborted:
             pass  # the failures are in `errors`; finished rollouts are kept
         finally:
@@ -325,8 +351,9 @@ def version_groups(engine: Engine, episode_id: int) -> tuple[dict[int, int], dic
 def resample(engine: Engine, req: Request, **kw: Any) -> RolloutRun:
     """N rollouts that keep steps 1..K-1 and let the model write step K onwards."""
     runner = Rollouts(engine, **kw)
-    gs, warnings = runner.groups_for(Request(req.version_id, req.k, req.n, req.temperature, req.max_steps,
-                                             settings=req.settings))
+    gs, warnings = runner.groups_for(
+        Request(req.version_id, req.k, req.n, req.temperature, req.max_steps, settings=req.settings)
+    )
     out = runner.run(gs)
     out.warnings = warnings
     return out
@@ -367,7 +394,7 @@ def resolve_at(engine: Engine, version_id: int, at: str) -> int | None:
     """`--at`: a step number K, or `first:REGEX` - the first step whose action or
     observation matches (None when no step does)."""
     if at.startswith("first:"):
-        return first_match(engine.steps(engine.store.versions.get(version_id)), at[len("first:"):])
+        return first_match(engine.steps(engine.store.versions.get(version_id)), at[len("first:") :])
     if at.strip().isascii() and at.strip().isdigit() and len(at.strip()) <= 18:  # not `²`, not 5,000 digits
         return int(at)
     raise RolloutError(f"--at takes a step number K or first:REGEX (got {at[:40]!r})")
@@ -385,9 +412,19 @@ def experiment_versions(store: Store, ref: int | str, *, failed_only: bool = Fal
     return out
 
 
-def whatif_many(engine: Engine, items: Sequence[tuple[int, int]], at: str, edit: RolloutEdit, n: int, *,
-                temperature: float | None = None, max_steps: int | None = None,
-                settings: dict[str, Any] | None = None, on_episode: Callable[[EpisodeWhatIf], None] | None = None, **kw: Any) -> list[EpisodeWhatIf]:
+def whatif_many(
+    engine: Engine,
+    items: Sequence[tuple[int, int]],
+    at: str,
+    edit: RolloutEdit,
+    n: int,
+    *,
+    temperature: float | None = None,
+    max_steps: int | None = None,
+    settings: dict[str, Any] | None = None,
+    on_episode: Callable[[EpisodeWhatIf], None] | None = None,
+    **kw: Any,
+) -> list[EpisodeWhatIf]:
     """The same edit on many (episode, version) pairs, each at step K or before the first
     step matching a pattern. A pair where the edit cannot apply is skipped with the reason;
     failing rollouts stop the batch (one line; what finished is kept)."""
@@ -396,11 +433,12 @@ def whatif_many(engine: Engine, items: Sequence[tuple[int, int]], at: str, edit:
     for episode_id, version_id in items:
         item = EpisodeWhatIf(episode_id, version_id, resolve_at(engine, version_id, at))
         if item.k is None:
-            item.skipped = f"no step matches {at[len('first:'):]!r}"
+            item.skipped = f"no step matches {at[len('first:') :]!r}"
         else:
             try:
-                item.effect, run = whatif(engine, Request(version_id, item.k, n, temperature, max_steps, edit,
-                                                          settings or {}), **kw)
+                item.effect, run = whatif(
+                    engine, Request(version_id, item.k, n, temperature, max_steps, edit, settings or {}), **kw
+                )
             except EngineError as exc:  # K out of range, or the edit does not apply there
                 item.skipped = str(exc)
             else:

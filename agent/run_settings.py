@@ -11,7 +11,6 @@ from sessions.store import StoreError
 from trajectory.prompt_files import ExemplarError
 from trajectory.records import AgentConfig, url_credentials, without_credentials
 
-
 MAX_TIMEOUT_S = 3600.0  # one model answer (react_editor.args bounds --timeout the same)
 MAX_RETRIES = 100
 
@@ -32,8 +31,10 @@ def check_base_url(url: str | None, what: str = "the endpoint (base URL)") -> No
     except ValueError:
         raise ConfigError(f"{what} is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url.strip()):
-        raise ConfigError(f"{what.replace(' (base URL)', '')} must start with http:// or https:// and name a host "
-                          f"(got {(parts.scheme[:10] + ':...') if parts.scheme else 'no scheme'})")
+        raise ConfigError(
+            f"{what.replace(' (base URL)', '')} must start with http:// or https:// and name a host "
+            f"(got {(parts.scheme[:10] + ':...') if parts.scheme else 'no scheme'})"
+        )
     try:
         without_credentials(url)
     except ValueError:
@@ -58,8 +59,9 @@ def check_config(config: AgentConfig, env: str, store=None) -> None:
     if config.max_tokens < 1:
         raise ConfigError(f"max tokens must be at least 1 (got {config.max_tokens})")
     if not math.isfinite(config.timeout_s) or not 0 < config.timeout_s <= MAX_TIMEOUT_S:
-        raise ConfigError(f"the timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds "
-                          f"(got {config.timeout_s:g})")
+        raise ConfigError(
+            f"the timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds (got {config.timeout_s:g})"
+        )
     if not 0 <= config.max_retries <= MAX_RETRIES:
         raise ConfigError(f"max retries must be 0 to {MAX_RETRIES} (got {config.max_retries})")
     try:

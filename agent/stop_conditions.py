@@ -100,8 +100,9 @@ def parse_all(specs: Iterable[str]) -> list[StopCondition]:
     return [parse(s) for s in specs]
 
 
-def first_hit(conditions: Sequence[StopCondition], steps: Sequence[Any],
-              signals: Sequence[Sequence[str]]) -> tuple[StopCondition, Any] | None:
+def first_hit(
+    conditions: Sequence[StopCondition], steps: Sequence[Any], signals: Sequence[Sequence[str]]
+) -> tuple[StopCondition, Any] | None:
     """The first (condition, step) among newly taken `steps` (with their `signals`) that
     matches any condition, or None."""
     for step, sig in zip(steps, signals):

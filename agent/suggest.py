@@ -15,182 +15,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from agent import local_model
 from agent.client import CallWatch, ModelClient, ModelError, chat_message
+from agent.critic_dialogue import (
+    MAX_CANDIDATES,
+    SuggestError,
+    as_edit,
+    critic_view,
+    parse_answer,
+    review,
+    template_of,
+)
 from agent.engine import Engine, EngineError, StepCancelled
 from agent.engine_reports import version_name
 from agent.rollout_stats import Effect
 from agent.rollouts import Request, whatif
 from agent.suggest_verdict import assess, comparison_of, verdict
 from agent.suggest_verdict import report as report  # (re-exported: the app reads `suggest.report`)
-from envs.registry import family
-from envs.transcript.critic import COMMAND, CriticPrompt
+from envs.transcript.critic import CriticPrompt
 from sessions import suggestions
 from sessions.rollouts import RolloutEdit
-from trajectory.records import AgentConfig, ModelCall, Step, Version
-from trajectory.signals import version_step_signals
+from trajectory.records import AgentConfig, ModelCall, Version
 
-CRITIC_KINDS = ("rewrite_thought", "insert_thought_before", "insert_thought_after", "rewrite_action")
 CRITIC_INSTRUCTION = "Answer with the JSON object only."
 CRITIC_MAX_TOKENS = 1024
 JSON_MODE = {"response_format": {"type": "json_object"}}
-MAX_CANDIDATES = 20
-
-
-class SuggestError(EngineError):
-    """A bad request or an unusable critic answer (one line; nothing is written)."""
-
-
-# ---------------------------------------------------------------------- the critic's view
-
-
-def first_failure_step(steps: Sequence[Step], outcome: Any) -> int | None:
-    """The first step that raises a failure signal (the hint the critic gets), or None."""
-    for s, sigs in zip(steps, version_step_signals(steps, outcome)):
-        if sigs:
-            return s.index
-    return None
-
-
-def template_of(env: str) -> CriticPrompt:
-    """The family's critic prompt, else its transcript layout's, else the command layout's."""
-    fam = family(env)
-    return fam.critic_prompt or getattr(fam.transcript, "critic_prompt", None) or COMMAND
-
-
-def load_template(path: str) -> CriticPrompt:
-    """`--critic-prompt FILE`: a template of one's own, named by its file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuggestError(f"cannot read the critic prompt {path!r}: {exc}") from None
-    if "{transcript}" not in text:
-        raise SuggestError(f"the critic prompt {path!r} has no {{transcript}} placeholder")
-    return CriticPrompt(f"file:{path.rsplit('/', 1)[-1]}", 0, text)
-
-
-def _outcome_words(v: Version) -> str:
-    if not v.outcome.done:
-        return "unfinished (the agent had not ended the task)"
-    if v.outcome.success:
-        return "success"
-    return "failure (stopped at the step limit)" if v.outcome.metrics.get("limit") else "failure"
-
-
-def critic_view(engine: Engine, version_id: int, template: CriticPrompt, k: int) -> tuple[str, int | None]:
-    """(the critic prompt, the first failure step): only what the agent saw, the outcome
-    and the signals - the task's gold answer and the environment's state never enter."""
-    v = engine.store.versions.get(version_id)
-    ep = engine.store.episodes.get(v.episode_id)
-    steps = engine.steps(v)
-    tr = family(ep.task.env).transcript
-    sigs = version_step_signals(steps, v.outcome)
-    lines = []
-    for s, found in zip(steps, sigs):
-        lines.append(f"Step {s.index}: {tr.step_text(s)}")
-        if s.observation is not None:
-            lines.append(f"  Observation: {s.observation}")
-        if found:
-            lines.append(f"  Signals: {', '.join(found)}")
-    first = first_failure_step(steps, v.outcome)
-    every = sorted({x for f in sigs for x in f})
-    kinds = [c for c in CRITIC_KINDS if _base_kind(c) in family(ep.task.env).edit_kinds]
-    text = template.fill({
-        "task": ep.task.text, "transcript": "\n".join(lines) or "(no steps)", "outcome": _outcome_words(v),
-        "signals": ", ".join(every) or "none", "first_failure": f"step {first}" if first else "not marked (no signal)",
-        "k": str(k), "kinds": ", ".join(kinds)})
-    return text, first
-
-
-# ---------------------------------------------------------------------- the critic's answer
-
-
-def parse_answer(text: str) -> list[dict[str, Any]]:
-    """The candidates of a critic answer, read leniently (code fences, text around the
-    object); SuggestError when no JSON object with a `candidates` list is in it."""
-    body = re.sub(r"```(?:json)?", "", text or "")
-    dec = json.JSONDecoder()
-    for i, ch in enumerate(body):
-        if ch != "{":
-            continue
-        try:
-            obj, _ = dec.raw_decode(body[i:])
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and isinstance(obj.get("candidates"), list):
-            return [c for c in obj["candidates"] if isinstance(c, dict)][:MAX_CANDIDATES]
-    raise SuggestError("the critic's answer has no JSON object with a \"candidates\" list "
-                       f"(it began {' '.join((text or '').split())[:80]!r}); nothing was written")
-
-
-def _base_kind(kind: str) -> str:
-    return "insert_thought" if kind.startswith("insert_thought") else kind
-
-
-def as_edit(kind: str, step: int) -> tuple[int, str]:
-    """(the what-if's step K, the engine's edit kind) of a critic candidate."""
-    if kind == "insert_thought_after":
-        return step + 1, "insert_thought"
-    return step, _base_kind(kind)
-
-
-def applies(c: dict[str, Any], steps: Sequence[Step], v: Version, allowed: Sequence[str]) -> str | None:
-    """Why a candidate does not apply to its step (as the what-if panel offers edits), or None."""
-    kind, step, text = c.get("kind"), c.get("step"), c.get("text")
-    if kind not in CRITIC_KINDS:
-        return f"unknown kind {kind!r}"
-    if not isinstance(step, int) or isinstance(step, bool) or not 1 <= step <= len(steps):
-        return f"step {step!r} is not a step of this version (1..{len(steps)})"
-    if not isinstance(text, str) or not text.strip():
-        return "no text"
-    if _base_kind(kind) not in allowed:
-        return f"{kind} does not apply to this environment's steps"
-    s = steps[step - 1]
-    if kind == "rewrite_thought" and s.thought is None:
-        return f"step {step} has no thought to rewrite"
-    if kind == "rewrite_action" and s.action is None:
-        return f"step {step} has no action to rewrite"
-    if kind == "insert_thought_after" and step == len(steps) and v.outcome.done:
-        return f"step {step} ends the episode: nothing follows it"
-    return None
-
-
-def leaks_answer(text: str, gold: str | None, normalize: Callable[[str], str] | None) -> bool:
-    """Whether the text states the gold answer, both normalised as the scorer normalises
-    (whole words; a family without text answers has none to leak)."""
-    if not gold or not text:
-        return False
-    norm = normalize or (lambda s: " ".join(re.sub(r"[^\w\s]", " ", s.lower()).split()))
-    g, t = norm(gold).strip(), norm(text)
-    return bool(g) and f" {g} " in f" {t} "
-
-
-def review(engine: Engine, version_id: int, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Number the candidates and mark the ones not to verify (and why)."""
-    v = engine.store.versions.get(version_id)
-    ep = engine.store.episodes.get(v.episode_id)
-    fam = family(ep.task.env)
-    steps = engine.steps(v)
-    out = []
-    for i, c in enumerate(raw, 1):
-        d = {"number": i, "step": c.get("step") if isinstance(c.get("step"), int) else None,
-             "kind": c.get("kind") if isinstance(c.get("kind"), str) else None,
-             "text": c.get("text") if isinstance(c.get("text"), str) else None,
-             "rationale": str(c.get("rationale") or "")[:2000]}
-        why = applies(c, steps, v, fam.edit_kinds)
-        d["leaks_answer"] = leaks_answer(d["text"] or "", ep.task.gold, fam.qa.normalize if fam.qa else None)
-        if why is not None:
-            d.update(skip=f"does not apply: {why}", state="skipped")
-        elif d["leaks_answer"]:
-            d.update(skip="leaks the answer: its text states the gold answer", state="flagged")
-        out.append(d)
-    return out
 
 
 # ---------------------------------------------------------------------- asking
@@ -238,8 +91,10 @@ class Plan:
     @property
     def key(self) -> str:
         """Same version, critic, template, K and N: the same request (a rerun continues it)."""
-        blob = json.dumps([self.config.model, self.config.base_url, self.config.api_style, self.template.hash,
-                           self.k, self.n], sort_keys=True)
+        blob = json.dumps(
+            [self.config.model, self.config.base_url, self.config.api_style, self.template.hash, self.k, self.n],
+            sort_keys=True,
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -259,26 +114,47 @@ def plan(engine: Engine, version_id: int, critic: Critic, k: int, n: int) -> Pla
     return Plan(version_id, ep.id, template, prompt, sent, first, cfg, k, n)
 
 
-def ask(engine: Engine, p: Plan, *, experiment_id: int | None = None,
-        row: suggestions.Suggestion | None = None, watch: CallWatch | None = None) -> suggestions.Suggestion:
+def ask(
+    engine: Engine,
+    p: Plan,
+    *,
+    experiment_id: int | None = None,
+    row: suggestions.Suggestion | None = None,
+    watch: CallWatch | None = None,
+) -> suggestions.Suggestion:
     """Call the critic and record its answer with the reviewed candidates; an answer
     without candidates raises SuggestError and nothing is written (`watch`: the job's Stop
     cancels the call in flight: StepCancelled, nothing is written)."""
     text, call = _critic_call(engine, p, watch)
-    cands = review(engine, p.version_id, parse_answer(text)[:p.k])
+    cands = review(engine, p.version_id, parse_answer(text)[: p.k])
     call_id = engine.store.calls.record(p.episode_id, [call])[0]
     if row is None:
-        row = suggestions.create(engine.store, episode_id=p.episode_id, version_id=p.version_id, request_key=p.key,
-                                 critic=Critic().public(p.config), verify_n=p.n, experiment_id=experiment_id,
-                                 first_failure_step=p.first_failure)
-    return suggestions.record_answer(engine.store, row.id, prompt_label=p.template.label, prompt_hash=p.template.hash,
-                                     prompt_text=p.sent, response=text, call_id=call_id, candidates=cands)
+        row = suggestions.create(
+            engine.store,
+            episode_id=p.episode_id,
+            version_id=p.version_id,
+            request_key=p.key,
+            critic=Critic().public(p.config),
+            verify_n=p.n,
+            experiment_id=experiment_id,
+            first_failure_step=p.first_failure,
+        )
+    return suggestions.record_answer(
+        engine.store,
+        row.id,
+        prompt_label=p.template.label,
+        prompt_hash=p.template.hash,
+        prompt_text=p.sent,
+        response=text,
+        call_id=call_id,
+        candidates=cands,
+    )
 
 
 def _critic_call(engine: Engine, p: Plan, watch: CallWatch | None = None) -> tuple[str, ModelCall]:
     """The critic's answer: a chat endpoint is asked for a JSON object (JSON mode), and
     asked again without it when it refuses the field (a server without JSON mode)."""
-    for extra in ((JSON_MODE, None) if p.config.api_style != "completions" else (None,)):
+    for extra in (JSON_MODE, None) if p.config.api_style != "completions" else (None,):
         client = ModelClient(p.config, api_key=engine.api_key, chat_extra=extra)
         try:
             return client.complete(p.prompt, [], chat_instruction=CRITIC_INSTRUCTION, purpose="critic", watch=watch)
@@ -296,8 +172,13 @@ def _critic_call(engine: Engine, p: Plan, watch: CallWatch | None = None) -> tup
 
 def calls_cost(engine: Engine, version_ids: Sequence[int], from_step: int) -> dict[str, Any]:
     """Model calls, billed tokens and USD of the steps these versions sampled from `from_step`."""
-    ids = [cid for vid in version_ids for s in engine.store.versions.steps(vid) if s.index >= from_step
-           for cid in s.call_ids]
+    ids = [
+        cid
+        for vid in version_ids
+        for s in engine.store.versions.steps(vid)
+        if s.index >= from_step
+        for cid in s.call_ids
+    ]
     return cost_of(engine, engine.store.calls.read(sorted(set(ids))) if ids else [])
 
 
@@ -309,8 +190,11 @@ def cost_of(engine: Engine, calls: Sequence[ModelCall]) -> dict[str, Any]:
     billed = [c for c in calls if not c.cached]
     for c in billed:
         prices = saved.get(c.model)
-        pp, cp = (float(prices.get("prompt", 0)), float(prices.get("completion", 0))) if prices else \
-            PRICES.get(c.model, (0.0, 0.0))
+        pp, cp = (
+            (float(prices.get("prompt", 0)), float(prices.get("completion", 0)))
+            if prices
+            else PRICES.get(c.model, (0.0, 0.0))
+        )
         p, q = c.usage.prompt_tokens or 0, c.usage.completion_tokens or 0
         p_tok, c_tok, usd = p_tok + p, c_tok + q, usd + (p * pp + q * cp) / 1e6
     return {"calls": len(calls), "tokens": int(p_tok + c_tok), "usd": round(usd, 6)}
@@ -321,9 +205,13 @@ def result_of(engine: Engine, effect: Effect, k: int) -> dict[str, Any]:
     data = effect.as_json()
     cmp = comparison_of(data)
     state, words = verdict(cmp.diff, cmp.ci95, cmp.p_better, cmp.p_worse) if cmp else ("not shown", "not shown")
-    data.update(proven=state == "proven", verdict=words + " (unadjusted)", step=k,
-                groups={"control": effect.control.group.id, "treatment": effect.treatment.group.id},
-                cost=calls_cost(engine, effect.treatment.versions, k))
+    data.update(
+        proven=state == "proven",
+        verdict=words + " (unadjusted)",
+        step=k,
+        groups={"control": effect.control.group.id, "treatment": effect.treatment.group.id},
+        cost=calls_cost(engine, effect.treatment.versions, k),
+    )
     data["control_cost"] = calls_cost(engine, effect.control.versions, k)
     return data
 
@@ -363,11 +251,18 @@ def verify(engine: Engine, s: suggestions.Suggestion, how: Verify) -> suggestion
         k, kind = as_edit(c.kind or "", c.step or 0)
         req = Request(s.version_id, k, s.verify_n, temp, None, RolloutEdit(kind=kind, text=c.text))
         try:
-            effect, run = whatif(engine, req, concurrency=how.concurrency, stop=how.stop,
-                                 should_stop=how.should_stop, on_progress=how.on_progress)
+            effect, run = whatif(
+                engine,
+                req,
+                concurrency=how.concurrency,
+                stop=how.stop,
+                should_stop=how.should_stop,
+                on_progress=how.on_progress,
+            )
         except EngineError as exc:  # the edit could not be made from the restored state
-            suggestions.record_result(engine.store, c.id, {"proven": False, "verdict": f"does not apply: {exc}"},
-                                      state="skipped")
+            suggestions.record_result(
+                engine.store, c.id, {"proven": False, "verdict": f"does not apply: {exc}"}, state="skipped"
+            )
             continue
         if run.stopped:
             break
@@ -386,7 +281,9 @@ def verify(engine: Engine, s: suggestions.Suggestion, how: Verify) -> suggestion
 
 def total_cost(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
     """The critic call and every rollout (each step's shared control arm counted once)."""
-    parts = [cost_of(engine, engine.store.calls.read([s.call_id])) if s.call_id else {"calls": 0, "tokens": 0, "usd": 0}]
+    parts = [
+        cost_of(engine, engine.store.calls.read([s.call_id])) if s.call_id else {"calls": 0, "tokens": 0, "usd": 0}
+    ]
     seen: set[int] = set()
     for c in s.candidates:
         r = c.result or {}
@@ -395,8 +292,10 @@ def total_cost(engine: Engine, s: suggestions.Suggestion) -> dict[str, Any]:
         if control is not None and control not in seen:
             seen.add(control)
             parts.append(r.get("control_cost") or {})
-    return {k: round(sum(p.get(k, 0) for p in parts), 6) if k == "usd" else sum(p.get(k, 0) for p in parts)
-            for k in ("calls", "tokens", "usd")}
+    return {
+        k: round(sum(p.get(k, 0) for p in parts), 6) if k == "usd" else sum(p.get(k, 0) for p in parts)
+        for k in ("calls", "tokens", "usd")
+    }
 
 
 # ---------------------------------------------------------------------- accept
@@ -409,22 +308,33 @@ def accept(engine: Engine, version_id: int, number: int, *, bulk: bool = False) 
     rollouts (its recorded confirmation, `agent.suggest_experiment.confirm`) is accepted."""
     s = suggestions.latest(engine.store, version_id)
     if s is None:
-        raise SuggestError(f"version {version_name(engine.store, engine.store.versions.get(version_id))} has no "
-                           "suggestions yet: run `react-editor suggest` first")
+        raise SuggestError(
+            f"version {version_name(engine.store, engine.store.versions.get(version_id))} has no "
+            "suggestions yet: run `react-editor suggest` first"
+        )
     c = next((x for x in s.candidates if x.number == number), None)
     if c is None:
         raise SuggestError(f"suggestion {s.id} has no candidate {number} (it has {len(s.candidates)})")
     if c.state == "skipped":
         raise SuggestError(f"candidate {number} cannot be accepted: {c.skip or (c.result or {}).get('verdict')}")
-    if bulk and (c.leaks_answer or assess(s)[c.number].state == "harmful"
-                 or not ((c.result or {}).get("confirmation") or {}).get("proven")):
+    if bulk and (
+        c.leaks_answer
+        or assess(s)[c.number].state == "harmful"
+        or not ((c.result or {}).get("confirmation") or {}).get("proven")
+    ):
         raise SuggestError(f"candidate {number} is not a proven fix confirmed on fresh rollouts")
     k, kind = as_edit(c.kind or "", c.step or 0)
     r = c.result or {}
-    origin = {"suggestion": s.id, "candidate": c.number, "critic_model": s.critic.get("model"),
-              "critic_prompt": s.prompt_label, "critic_prompt_hash": s.prompt_hash,
-              "whatif_groups": [g for g in ((r.get("groups") or {}).get(a) for a in ("control", "treatment")) if g],
-              "verdict": assess(s)[c.number].words if r else c.skip, "leaks_answer": c.leaks_answer}
+    origin = {
+        "suggestion": s.id,
+        "candidate": c.number,
+        "critic_model": s.critic.get("model"),
+        "critic_prompt": s.prompt_label,
+        "critic_prompt_hash": s.prompt_hash,
+        "whatif_groups": [g for g in ((r.get("groups") or {}).get(a) for a in ("control", "treatment")) if g],
+        "verdict": assess(s)[c.number].words if r else c.skip,
+        "leaks_answer": c.leaks_answer,
+    }
     if r.get("confirmation"):
         origin["confirmation"] = r["confirmation"]["verdict"]
     new = engine.editor.edit(version_id, k, kind, c.text, origin=origin)

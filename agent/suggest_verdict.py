@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sessions import suggestions
+from trajectory.exact2x2 import two_arm
 from trajectory.multiplicity import BH, HOLM, benjamini_hochberg, holm
 from trajectory.numbers import effect_text, p_text
-from trajectory.exact2x2 import two_arm
 from trajectory.stats import Comparison
 
 ALPHA = 0.05
@@ -39,8 +39,15 @@ def comparison_of(result: dict[str, Any] | None) -> Comparison | None:
     return two_arm(int(t["success"]), int(t["n"]), int(c["success"]), int(c["n"]))
 
 
-def verdict(effect: float | None, ci: Sequence[float] | None, p_better: float | None, p_worse: float | None = None,
-            *, p_used: float | None = None, adjustment: str | None = None) -> tuple[str, str]:
+def verdict(
+    effect: float | None,
+    ci: Sequence[float] | None,
+    p_better: float | None,
+    p_worse: float | None = None,
+    *,
+    p_used: float | None = None,
+    adjustment: str | None = None,
+) -> tuple[str, str]:
     """(state, words), state 'proven', 'harmful' or 'not shown'. Proven: lower bound above 0
     and the one-sided p that it is better (`p_used`, the adjusted one, when given) below
     0.025. Harmful: upper bound below 0 and the one-sided p that it is worse below 0.025."""
@@ -98,7 +105,9 @@ def assess(s: suggestions.Suggestion, adjusted: dict[int, tuple[float, str]] | N
         cmp = comparison_of(c.result) if c.state in TESTED else None
         p_adj, label = adjusted.get(c.id, (None, None))
         if cmp is None or cmp.ci95 is None:
-            words = (c.result or {}).get("verdict") or c.skip or "not verified yet (run the same command again to continue)"
+            words = (
+                (c.result or {}).get("verdict") or c.skip or "not verified yet (run the same command again to continue)"
+            )
             out[c.number] = Assessment(cmp, p_adj, label, "not shown", words)
             continue
         state, words = verdict(cmp.diff, cmp.ci95, cmp.p_better, cmp.p_worse, p_used=p_adj, adjustment=label)
@@ -133,33 +142,56 @@ def ranked(s: suggestions.Suggestion, a: dict[int, Assessment] | None = None) ->
 def candidate_json(c: suggestions.Candidate, rank: int, a: Assessment) -> dict[str, Any]:
     r = c.result or {}
     cmp = a.comparison
-    return {"number": c.number, "rank": rank, "step": c.step, "kind": c.kind, "text": c.text,
-            "rationale": c.rationale, "leaks_answer": c.leaks_answer, "proven": a.state == "proven",
-            "harmful": a.state == "harmful", "verdict": a.words,
-            "effect": cmp.diff if cmp else r.get("effect"), "effect_ci95": list(cmp.ci95) if cmp and cmp.ci95 else None,
-            "p_value": cmp.p_value if cmp else None, "p_better": cmp.p_better if cmp else None,
-            "p_worse": cmp.p_worse if cmp else None, "p_adjusted": a.p_adjusted, "adjustment": a.adjustment,
-            "proven_uses": "p_adjusted" if a.p_adjusted is not None else "p_better",
-            "method": cmp.method if cmp else r.get("method"), "control": r.get("control"),
-            "treatment": r.get("treatment"), "cost": r.get("cost"), "state": c.state,
-            "accepted_version": c.accepted_version, "confirmation": r.get("confirmation")}
+    return {
+        "number": c.number,
+        "rank": rank,
+        "step": c.step,
+        "kind": c.kind,
+        "text": c.text,
+        "rationale": c.rationale,
+        "leaks_answer": c.leaks_answer,
+        "proven": a.state == "proven",
+        "harmful": a.state == "harmful",
+        "verdict": a.words,
+        "effect": cmp.diff if cmp else r.get("effect"),
+        "effect_ci95": list(cmp.ci95) if cmp and cmp.ci95 else None,
+        "p_value": cmp.p_value if cmp else None,
+        "p_better": cmp.p_better if cmp else None,
+        "p_worse": cmp.p_worse if cmp else None,
+        "p_adjusted": a.p_adjusted,
+        "adjustment": a.adjustment,
+        "proven_uses": "p_adjusted" if a.p_adjusted is not None else "p_better",
+        "method": cmp.method if cmp else r.get("method"),
+        "control": r.get("control"),
+        "treatment": r.get("treatment"),
+        "cost": r.get("cost"),
+        "state": c.state,
+        "accepted_version": c.accepted_version,
+        "confirmation": r.get("confirmation"),
+    }
 
 
 def report(s: suggestions.Suggestion, adjusted: dict[int, tuple[float, str]] | None = None) -> dict[str, Any]:
     """`suggest --json`: the contract of issue 29 with issue 40's one-sided, adjusted verdicts."""
     a = assess(s, adjusted)
-    return {"episode": s.episode_id, "version": s.version_id, "first_failure_step": s.first_failure_step,
-            "suggestion": s.id, "critic": s.critic, "prompt": {"label": s.prompt_label, "hash": s.prompt_hash},
-            "alpha_one_sided": ALPHA_ONE, "min_detectable_effect": detectable(s),
-            "candidates": [candidate_json(c, i, a[c.number]) for i, c in enumerate(ranked(s, a), 1)]}
+    return {
+        "episode": s.episode_id,
+        "version": s.version_id,
+        "first_failure_step": s.first_failure_step,
+        "suggestion": s.id,
+        "critic": s.critic,
+        "prompt": {"label": s.prompt_label, "hash": s.prompt_hash},
+        "alpha_one_sided": ALPHA_ONE,
+        "min_detectable_effect": detectable(s),
+        "candidates": [candidate_json(c, i, a[c.number]) for i, c in enumerate(ranked(s, a), 1)],
+    }
 
 
 def detectable(s: suggestions.Suggestion) -> list[dict[str, Any]]:
     """For each control arm the candidates were verified against: the smallest rise over its
     observed rate that `--verify N` rollouts per arm prove with 80% power, one candidate at
     0.025 one-sided and the best of the K at Holm's first step (0.025 / K)."""
-    from trajectory.exact2x2 import min_detectable_effect
-    from trajectory.exact2x2 import EXACT_MAX_ARM
+    from trajectory.exact2x2 import EXACT_MAX_ARM, min_detectable_effect
 
     k = max(1, len(_family(s.candidates)))
     seen: dict[Any, dict[str, Any]] = {}
@@ -169,23 +201,34 @@ def detectable(s: suggestions.Suggestion) -> list[dict[str, Any]]:
         if not ctl or not ctl.get("n") or gid in seen:
             continue
         rate, n = ctl["success"] / ctl["n"], s.verify_n
-        seen[gid] = {"step": r.get("step"), "control": f"{ctl['success']}/{ctl['n']}", "control_rate": rate,
-                     "rollouts_per_arm": n, "power": 0.8, "alpha_one_sided": ALPHA_ONE,
-                     "effect": min_detectable_effect(rate, n, n, alpha_one=ALPHA_ONE, exact_max=EXACT_MAX_ARM),
-                     "candidates": k, "effect_best_of_k": min_detectable_effect(
-                         rate, n, n, alpha_one=ALPHA_ONE / k, exact_max=EXACT_MAX_ARM)}
+        seen[gid] = {
+            "step": r.get("step"),
+            "control": f"{ctl['success']}/{ctl['n']}",
+            "control_rate": rate,
+            "rollouts_per_arm": n,
+            "power": 0.8,
+            "alpha_one_sided": ALPHA_ONE,
+            "effect": min_detectable_effect(rate, n, n, alpha_one=ALPHA_ONE, exact_max=EXACT_MAX_ARM),
+            "candidates": k,
+            "effect_best_of_k": min_detectable_effect(rate, n, n, alpha_one=ALPHA_ONE / k, exact_max=EXACT_MAX_ARM),
+        }
     return list(seen.values())
 
 
 def detectable_text(d: dict[str, Any]) -> str:
     """One line of `detectable`: what --verify N can prove at this control's rate."""
+
     def pts(x: float | None) -> str:
         return "no rise (not even to 100%)" if x is None else f"a rise of +{math.ceil(x * 100 - 1e-9)} points or more"
 
-    line = (f"with --verify {d['rollouts_per_arm']} at step {d['step']}'s control rate {d['control_rate']:.0%} "
-            f"({d['control']}): 80% power to prove {pts(d['effect'])} (one-sided 0.025)")
+    line = (
+        f"with --verify {d['rollouts_per_arm']} at step {d['step']}'s control rate {d['control_rate']:.0%} "
+        f"({d['control']}): 80% power to prove {pts(d['effect'])} (one-sided 0.025)"
+    )
     if d["candidates"] > 1:
-        line += f"; the best of {d['candidates']} candidates (Holm, 0.025/{d['candidates']}): {pts(d['effect_best_of_k'])}"
+        line += (
+            f"; the best of {d['candidates']} candidates (Holm, 0.025/{d['candidates']}): {pts(d['effect_best_of_k'])}"
+        )
     return line
 
 

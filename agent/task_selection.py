@@ -41,8 +41,14 @@ def _read_ids(spec: str) -> list[str]:
 
 
 def select_tasks(
-    env: str, tasks: str = "builtin", *, source: str | None = None, limit: int | None = None,
-    sample: str | int | None = None, seed: int = 0, split: str | None = None,
+    env: str,
+    tasks: str = "builtin",
+    *,
+    source: str | None = None,
+    limit: int | None = None,
+    sample: str | int | None = None,
+    seed: int = 0,
+    split: str | None = None,
 ) -> list[Task]:
     """The experiment's task list, in a stable order. Raises EnvError (one line) for an
     unknown source or id, an empty selection, or a sample larger than the pool."""
@@ -72,7 +78,9 @@ def select_tasks(
                 if not spec.startswith("@"):
                     raise
                 # never echo a file's content: `--tasks @/etc/shadow` must not print its lines
-                raise EnvError(f"entry {i} of task list {spec[1:]} is not a {env} task id in the {source} set") from None
+                raise EnvError(
+                    f"entry {i} of task list {spec[1:]} is not a {env} task id in the {source} set"
+                ) from None
     if sample is not None and str(sample) != "":
         pool = _sample(env, pool, sample, seed, source)
     if limit is not None:

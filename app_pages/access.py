@@ -12,8 +12,17 @@ import os
 
 import streamlit as st
 
-from agent.gate import (ALLOW_LIST, TOKEN_ENV, TOKEN_PARAM, allow_list, behind_gate, cookie_name,
-                               email_allowed, is_loopback, same_token)
+from agent.gate import (
+    ALLOW_LIST,
+    TOKEN_ENV,
+    TOKEN_PARAM,
+    allow_list,
+    behind_gate,
+    cookie_name,
+    email_allowed,
+    is_loopback,
+    same_token,
+)
 
 _PASSED = "_access_token_ok"
 
@@ -59,8 +68,10 @@ def gate() -> None:
         st.error("Start the app with `react-editor app`: it checks the access token and the Host name.")
         st.stop()
     if not token and not is_loopback(address):
-        st.error("Refusing to serve on this address: anyone on the network could read and change your episodes. "
-                 "Start the app with `react-editor app` (it listens on 127.0.0.1 and makes an access token).")
+        st.error(
+            "Refusing to serve on this address: anyone on the network could read and change your episodes. "
+            "Start the app with `react-editor app` (it listens on 127.0.0.1 and makes an access token)."
+        )
         st.text(f"address: {address or 'all interfaces'}")
         st.stop()
     if token:
@@ -72,8 +83,11 @@ def gate() -> None:
 def _oidc() -> None:
     emails, domains = _allowed()
     if not emails and not domains:
-        _refuse("Sign-in is not set up", "OIDC sign-in needs an allow-list: add [access] allowed_emails = [...] "
-                "and/or allowed_domains = [...] to .streamlit/secrets.toml.")
+        _refuse(
+            "Sign-in is not set up",
+            "OIDC sign-in needs an allow-list: add [access] allowed_emails = [...] "
+            "and/or allowed_domains = [...] to .streamlit/secrets.toml.",
+        )
     if not st.user.is_logged_in:
         st.title("Sign in")
         if st.button("Log in", key="access_login"):
@@ -93,13 +107,15 @@ def _token_prompt(token: str) -> None:
         return
     port = st.get_option("server.port")
     if same_token(st.context.cookies.get(cookie_name(port)), token) or same_token(
-            st.query_params.get(TOKEN_PARAM), token):
+        st.query_params.get(TOKEN_PARAM), token
+    ):
         st.session_state[_PASSED] = True
         return
     st.title("Access token")
     with st.form("access_form"):
-        given = st.text_input("Token (in the URL `react-editor app` printed, after ?token=)", type="password",
-                              key="access_token")
+        given = st.text_input(
+            "Token (in the URL `react-editor app` printed, after ?token=)", type="password", key="access_token"
+        )
         sent = st.form_submit_button("Open")
     if sent:
         if same_token(given, token):
@@ -116,14 +132,16 @@ def key_guard():
 
     if behind_gate() and client.ENDPOINT_KEYS is None:
         from agent.endpoint_keys import CONFIRMED_SETTING, EndpointKeys
-        from app_pages import app_engine
         from agent.gate import ENDPOINTS_ENV
+        from app_pages import app_engine
 
         store = app_engine.store()
         client.ENDPOINT_KEYS = EndpointKeys(
-            os.environ.get("OPENAI_API_KEY"), os.environ.get("OPENAI_BASE_URL") or client.DEFAULT_BASE_URL,
+            os.environ.get("OPENAI_API_KEY"),
+            os.environ.get("OPENAI_BASE_URL") or client.DEFAULT_BASE_URL,
             [u for u in os.environ.get(ENDPOINTS_ENV, "").splitlines() if u.strip()],
-            confirmed=lambda: store.settings.get(CONFIRMED_SETTING, []) or [])
+            confirmed=lambda: store.settings.get(CONFIRMED_SETTING, []) or [],
+        )
     return client.ENDPOINT_KEYS
 
 
@@ -135,10 +153,15 @@ def endpoint_keys() -> None:
         return
     for i, endpoint in enumerate(guard.waiting()[-3:]):
         with st.sidebar.form(f"endpoint_key_{i}"):
-            st.text(f"{endpoint} got no key: OPENAI_API_KEY goes only to the launch endpoint and to those "
-                    "`react-editor app --allow-endpoint` or `react-editor confirm` allowed.")
-            key = st.text_input("A key for this endpoint alone (kept until the app stops, never stored)",
-                                type="password", key=f"endpoint_key_value_{i}")
+            st.text(
+                f"{endpoint} got no key: OPENAI_API_KEY goes only to the launch endpoint and to those "
+                "`react-editor app --allow-endpoint` or `react-editor confirm` allowed."
+            )
+            key = st.text_input(
+                "A key for this endpoint alone (kept until the app stops, never stored)",
+                type="password",
+                key=f"endpoint_key_value_{i}",
+            )
             if st.form_submit_button("Use this key") and key.strip():
                 guard.give(endpoint, key.strip())
                 st.rerun()

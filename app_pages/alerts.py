@@ -7,10 +7,13 @@ import html
 
 import streamlit as st
 
-
 _ALERT_HEADLINES = {"error": "That did not work:", "success": "Done:", "info": "Note:", "warning": "Check this:"}
-_ALERT_COLOURS = {"error": ("#ffebe9", "#cf222e"), "success": ("#dafbe1", "#1a7f37"),
-                  "info": ("#ddf4ff", "#0969da"), "warning": ("#fff8c5", "#9a6700")}
+_ALERT_COLOURS = {
+    "error": ("#ffebe9", "#cf222e"),
+    "success": ("#dafbe1", "#1a7f37"),
+    "info": ("#ddf4ff", "#0969da"),
+    "warning": ("#fff8c5", "#9a6700"),
+}
 
 
 def alert_html(text: str, kind: str = "error", headline: str | None = None) -> str:
@@ -18,9 +21,11 @@ def alert_html(text: str, kind: str = "error", headline: str | None = None) -> s
     render markdown, and messages carry imported names, model output and server text."""
     bg, fg = _ALERT_COLOURS[kind]
     head = html.escape(headline if headline is not None else _ALERT_HEADLINES[kind])
-    return (f'<div class="re-alert re-alert-{kind}" role="alert" style="background:{bg};border-left:4px solid {fg};'
-            f'border-radius:6px;padding:0.6rem 0.9rem;"><div style="color:{fg};font-weight:600">{head}</div>'
-            f'<div style="white-space:pre-wrap;word-break:break-word">{html.escape(text)}</div></div>')
+    return (
+        f'<div class="re-alert re-alert-{kind}" role="alert" style="background:{bg};border-left:4px solid {fg};'
+        f'border-radius:6px;padding:0.6rem 0.9rem;"><div style="color:{fg};font-weight:600">{head}</div>'
+        f'<div style="white-space:pre-wrap;word-break:break-word">{html.escape(text)}</div></div>'
+    )
 
 
 def alert(text: str, kind: str = "error", headline: str | None = None) -> None:
@@ -31,8 +36,10 @@ def plain_caption(text: str) -> None:
     """A caption shown exactly as written: st.caption renders markdown (links, images,
     emphasis), and captions carry names people and imported files chose (experiments, exemplar
     sets, models, a signed-in person's e-mail). Escaped, as alert() does."""
-    st.html(f'<div class="re-caption" style="font-size:0.875rem;opacity:0.6;white-space:pre-wrap;'
-            f'word-break:break-word">{html.escape(text)}</div>')
+    st.html(
+        f'<div class="re-caption" style="font-size:0.875rem;opacity:0.6;white-space:pre-wrap;'
+        f'word-break:break-word">{html.escape(text)}</div>'
+    )
 
 
 def set_error(where: str, exc: BaseException | str) -> None:

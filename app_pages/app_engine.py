@@ -12,8 +12,8 @@ import streamlit as st
 from agent import local_model
 from agent.engine import Engine, EngineError
 from envs.base import EnvError
-from trajectory.records import AgentConfig, without_credentials
 from sessions.store import Store, StoreError, default_db_path
+from trajectory.records import AgentConfig, without_credentials
 
 DEFAULTS_SETTING = "model_defaults"
 # A person is waiting on the page: give up on a hung server sooner than the CLI does.

@@ -12,10 +12,10 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import app_engine, selection, version_names
-from app_pages.judge_panel import judgment_panel
-from sessions import numbering
 from app_pages.compare_table import COMPARE_CSS, compare_html
+from app_pages.judge_panel import judgment_panel
 from app_pages.page_text import outcome_text, plural
+from sessions import numbering
 from trajectory.alignment import align_versions, carried_map, person_edits
 
 eng = app_engine.engine()
@@ -49,10 +49,20 @@ c = st.columns(2)
 nums = numbering.labels(store, ep_id)  # people read per-episode numbers
 statuses = version_names.version_statuses(versions)  # one jobs query for both selectors
 labels = {i: version_names.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
-new_left = c[0].selectbox("Left", ids, index=ids.index(left), format_func=labels.get,
-                          key=version_names.widget_key(f"cmp_l_{ep_id}_{left}", labels.values()))
-new_right = c[1].selectbox("Right", ids, index=ids.index(right), format_func=labels.get,
-                           key=version_names.widget_key(f"cmp_r_{ep_id}_{right}", labels.values()))
+new_left = c[0].selectbox(
+    "Left",
+    ids,
+    index=ids.index(left),
+    format_func=labels.get,
+    key=version_names.widget_key(f"cmp_l_{ep_id}_{left}", labels.values()),
+)
+new_right = c[1].selectbox(
+    "Right",
+    ids,
+    index=ids.index(right),
+    format_func=labels.get,
+    key=version_names.widget_key(f"cmp_r_{ep_id}_{right}", labels.values()),
+)
 st.session_state["cmp_left"], st.session_state["cmp_right"] = new_left, new_right
 params = {"episode": str(ep_id), "version": str(new_right), "left": str(new_left), "right": str(new_right)}
 if dict(st.query_params) != params:

@@ -20,8 +20,15 @@ def _side_pairs(env: str, a: Any | None, b: Any | None) -> list[tuple[str, str |
     return [(k, da.get(k), db.get(k)) for k in kinds]
 
 
-ROW_CLASS = {"same": "rd-same", "carried": "rd-same", "edited": "rd-edited", "deleted": "rd-edited rd-deleted",
-             "inserted": "rd-edited rd-inserted", "regenerated": "rd-regen", "only": "rd-only"}
+ROW_CLASS = {
+    "same": "rd-same",
+    "carried": "rd-same",
+    "edited": "rd-edited",
+    "deleted": "rd-edited rd-deleted",
+    "inserted": "rd-edited rd-inserted",
+    "regenerated": "rd-regen",
+    "only": "rd-only",
+}
 
 
 def row_marker(row: AlignedRow, left_title: str, right_title: str) -> str | None:
@@ -31,7 +38,11 @@ def row_marker(row: AlignedRow, left_title: str, right_title: str) -> str | None
     if row.kind == "inserted":
         return "thought inserted by a person"
     if row.kind in ("regenerated", "only"):
-        lead = "regenerated" if row.kind == "regenerated" else f"only in {left_title if row.right is None else right_title}"
+        lead = (
+            "regenerated"
+            if row.kind == "regenerated"
+            else f"only in {left_title if row.right is None else right_title}"
+        )
         return f"{lead} after the edit at step {row.after_edit}" if row.after_edit else lead
     return None
 
@@ -69,22 +80,25 @@ def _cell(env: str, row: AlignedRow, side: str) -> str:
     return "".join(out)
 
 
-def compare_html(env: str, rows: Sequence[AlignedRow], left_title: str, right_title: str,
-                 left_outcome: str, right_outcome: str) -> str:
+def compare_html(
+    env: str, rows: Sequence[AlignedRow], left_title: str, right_title: str, left_outcome: str, right_outcome: str
+) -> str:
     """The Compare table as one block of HTML. Every text piece goes through html.escape
     (in `diff_html`/`esc`) before any markup is added."""
     out = [
         '<table class="rd-cmp"><colgroup><col style="width: 2.5em"><col style="width: 50%"><col style="width: 50%">'
-        '</colgroup><thead><tr><th>#</th>',  # fixed layout: the two sides keep equal widths whatever the text
-        f"<th>{esc(left_title)} — <span class=\"rd-oc rd-{esc(left_outcome)}\">{esc(left_outcome)}</span></th>",
-        f"<th>{esc(right_title)} — <span class=\"rd-oc rd-{esc(right_outcome)}\">{esc(right_outcome)}</span></th>",
+        "</colgroup><thead><tr><th>#</th>",  # fixed layout: the two sides keep equal widths whatever the text
+        f'<th>{esc(left_title)} — <span class="rd-oc rd-{esc(left_outcome)}">{esc(left_outcome)}</span></th>',
+        f'<th>{esc(right_title)} — <span class="rd-oc rd-{esc(right_outcome)}">{esc(right_outcome)}</span></th>',
         "</tr></thead><tbody>",
     ]
     for r in rows:
         marker = row_marker(r, left_title, right_title)
         note = f'<div class="rd-mark">{esc(marker)}</div>' if marker and r.kind != "deleted" else ""
-        out.append(f'<tr class="{ROW_CLASS[r.kind]}"><td>{esc(row_index(r))}</td>'
-                   f'<td>{_cell(env, r, "left")}</td><td>{_cell(env, r, "right")}{note}</td></tr>')
+        out.append(
+            f'<tr class="{ROW_CLASS[r.kind]}"><td>{esc(row_index(r))}</td>'
+            f"<td>{_cell(env, r, 'left')}</td><td>{_cell(env, r, 'right')}{note}</td></tr>"
+        )
     out.append("</tbody></table>")
     return "".join(out)
 

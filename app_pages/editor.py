@@ -48,8 +48,9 @@ st.html(EDITOR_CSS)
 st.sidebar.html(UNSAVED_GUARD, unsafe_allow_javascript=True)  # our one script, kept out of the page body
 
 versions = store.versions.of_episode(ep_id)
-page = EditorPage(eng=eng, tab=tab, ep_id=ep_id, vid=vid, ep=ep, fam=family(ep.task.env),
-                  nums=numbering.labels(store, ep_id))  # people read per-episode numbers (v1, v2, ...)
+page = EditorPage(
+    eng=eng, tab=tab, ep_id=ep_id, vid=vid, ep=ep, fam=family(ep.task.env), nums=numbering.labels(store, ep_id)
+)  # people read per-episode numbers (v1, v2, ...)
 run = st.session_state.get("run")
 if run and (run.get("version") != vid):
     close_run(store, "stopped")  # the run belonged to a version no longer shown

@@ -18,8 +18,14 @@ def branch_row(page: EditorPage, v, steps, limit: int) -> None:
     why = "it is finished" if v.outcome.done else f"it has reached its step limit ({limit})"
     st.caption(f"Step and Run are off for {page.vname(v.id)}: {why}. Branch from an earlier step to try another way.")
     b = st.columns([1, 2, 5])
-    k = b[0].number_input("Branch from step", min_value=0, max_value=len(steps), value=max(len(steps) - 1, 0),
-                          key=f"branch_k_{page.vid}", label_visibility="collapsed")
+    k = b[0].number_input(
+        "Branch from step",
+        min_value=0,
+        max_value=len(steps),
+        value=max(len(steps) - 1, 0),
+        key=f"branch_k_{page.vid}",
+        label_visibility="collapsed",
+    )
     if b[1].button(f"Branch from step {int(k)}", key="btn_branch"):
         new = page.eng.editor.branch(page.vid, int(k))
         switch_to(page, new.id)
@@ -48,12 +54,14 @@ def controls(page: EditorPage, v, steps, busy: bool):
         no_model = app_engine.no_model_reason(page.ep.config)  # the built-in model is not installed: say so
         off = running or busy or finished or bool(no_model)
         c[0].button("Step", key="btn_step", disabled=off, on_click=start_step, args=(page,))
-        n = c[1].number_input("N", min_value=1, max_value=500, value=5, step=1, key="run_n",
-                              label_visibility="collapsed", disabled=off)
+        n = c[1].number_input(
+            "N", min_value=1, max_value=500, value=5, step=1, key="run_n", label_visibility="collapsed", disabled=off
+        )
         run_n = c[2].button(f"Run {int(n)}", key="btn_run_n", disabled=off)
         run_end = c[3].button("Run to end", key="btn_run_end", disabled=off)
-        stop = c[4].button("Stop", key="btn_stop", type="primary" if running or busy else "secondary",
-                           disabled=not (running or busy))
+        stop = c[4].button(
+            "Stop", key="btn_stop", type="primary" if running or busy else "secondary", disabled=not (running or busy)
+        )
         c[5].toggle("Human agent mode", key="human_mode", disabled=finished)
     if finished:
         branch_row(page, v, steps, limit)
@@ -71,7 +79,7 @@ def controls(page: EditorPage, v, steps, busy: bool):
 
 
 def status_line(v, steps, name: str, r: dict | None, status: str, stop_at: dict | None) -> str:
-    """"v3: 14 steps · stopped at step 14: repeated action": the version's one status word,
+    """ "v3: 14 steps · stopped at step 14: repeated action": the version's one status word,
     with where and why a stop condition ended its run."""
     word = "running" if r else outcome_text(v.outcome, status)
     if word == "stopped" and stop_at and stop_at.get("version") == v.id and stop_at["index"] <= len(steps):
@@ -85,8 +93,14 @@ def status_line(v, steps, name: str, r: dict | None, status: str, stop_at: dict 
 
 
 def line_of(page: EditorPage, v, steps) -> str:
-    return status_line(v, steps, page.vname(v.id), st.session_state.get("run"), version_names.version_status(v),
-                       st.session_state.get("stop_at"))
+    return status_line(
+        v,
+        steps,
+        page.vname(v.id),
+        st.session_state.get("run"),
+        version_names.version_status(v),
+        st.session_state.get("stop_at"),
+    )
 
 
 def others_panel(page: EditorPage) -> bool:

@@ -42,12 +42,15 @@ def keep_later(page: EditorPage, k: int, kind: str | None) -> bool:
         return False
     can_keep = page.alf or kind not in INSERTS
     options = ["Regenerate from here", "Keep the later steps"] if can_keep else ["Regenerate from here"]
-    return st.radio("Later steps (they followed the old text)", options, key=f"ed_keep_{page.vid}_{k}",
-                    horizontal=True) == "Keep the later steps"
+    return (
+        st.radio("Later steps (they followed the old text)", options, key=f"ed_keep_{page.vid}_{k}", horizontal=True)
+        == "Keep the later steps"
+    )
 
 
-def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, keep: bool, resume: bool,
-               steps_n: int) -> None:
+def apply_edit(
+    page: EditorPage, k: int, kind: str | None, text: str | None, keep: bool, resume: bool, steps_n: int
+) -> None:
     """Make the new version (an edit, or a plain branch) and show it, resuming if asked."""
     alerts.clear_error("edit")
     text = None if text is None else text.strip() if kind == "rewrite_reasoning" else one_line(text)
@@ -56,7 +59,9 @@ def apply_edit(page: EditorPage, k: int, kind: str | None, text: str | None, kee
             new = page.eng.editor.branch(page.vid, k)
         else:
             at = k + 1 if kind == "insert_after" else k
-            new = page.eng.editor.edit(page.vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep)
+            new = page.eng.editor.edit(
+                page.vid, at, "insert_thought" if kind in INSERTS else kind, text, keep_rest=keep
+            )
     except STEP_ERRORS as exc:
         alerts.set_error("edit", exc)
         st.rerun()
@@ -71,8 +76,12 @@ def close_edit() -> None:
 
 def edit_panel(page: EditorPage, v, steps, s) -> None:
     vid, k, n = page.vid, s.index, len(steps)
-    kinds = applicable_edits(s, can_insert_after=k < n or not v.outcome.done,  # after the last step only while it can go on
-                             allowed=page.fam.edit_kinds, reasoning=True)
+    kinds = applicable_edits(
+        s,
+        can_insert_after=k < n or not v.outcome.done,  # after the last step only while it can go on
+        allowed=page.fam.edit_kinds,
+        reasoning=True,
+    )
     labels = {EDIT_CHOICES[x]: x for x in kinds}
     with st.container(border=True, key=f"edit_panel_{vid}_{k}"):
         st.caption(f"Edit step {k} — every change makes a new version; {page.vname(vid)} stays as it is.")
@@ -82,10 +91,12 @@ def edit_panel(page: EditorPage, v, steps, s) -> None:
         alerts.show_error("edit")
         c = st.columns([1.3, 1.6, 1.4, 1, 3])
         apply = c[0].button("Edit only" if kind else "Branch only", key=f"ed_apply_{vid}_{k}")
-        resume = c[1].button("Edit and resume" if kind else "Branch and resume",
-                             key=f"ed_resume_{vid}_{k}", type="primary")
-        steps_n = c[2].number_input("then run N steps (0 = to the end)", min_value=0, max_value=500, value=0,
-                                    key=f"ed_resume_n_{vid}_{k}")
+        resume = c[1].button(
+            "Edit and resume" if kind else "Branch and resume", key=f"ed_resume_{vid}_{k}", type="primary"
+        )
+        steps_n = c[2].number_input(
+            "then run N steps (0 = to the end)", min_value=0, max_value=500, value=0, key=f"ed_resume_n_{vid}_{k}"
+        )
         if apply or resume:
             apply_edit(page, k, kind, text, keep, resume, steps_n)
         c[3].button("Cancel", key=f"ed_cancel_{vid}_{k}", on_click=close_edit)

@@ -33,8 +33,15 @@ def fill(target: str, source: str) -> None:
 def suggestion_box(sugg: list[str], key: str, target: str) -> None:
     """The admissible commands as a pick list that fills the action box `target`."""
     if sugg:
-        st.selectbox("Suggestions (admissible commands)", sugg, index=None, key=key,
-                     on_change=fill, args=(target, key), placeholder="pick a command")
+        st.selectbox(
+            "Suggestions (admissible commands)",
+            sugg,
+            index=None,
+            key=key,
+            on_change=fill,
+            args=(target, key),
+            placeholder="pick a command",
+        )
 
 
 def hint_controls(page: EditorPage, prefix: str, target: str, before: int | None) -> None:
@@ -49,5 +56,6 @@ def hint_controls(page: EditorPage, prefix: str, target: str, before: int | None
         st.caption("Expert hint:")
         st.text(hinted)
         if not hinted.startswith("("):
-            st.button("Use the hint as the action", key=f"{prefix}_use_hint", on_click=fill,
-                      args=(target, f"{prefix}_hinted"))
+            st.button(
+                "Use the hint as the action", key=f"{prefix}_use_hint", on_click=fill, args=(target, f"{prefix}_hinted")
+            )

@@ -23,8 +23,13 @@ def human_turn(page: EditorPage, sfx: str, n: int) -> tuple[str, str, list[str]]
         hint_controls(page, f"h_{sfx}", akey, None)
     fam = page.fam
     # a turn of a family whose thoughts are turns is a thought, an action, or both
-    label = (f"Action ({fam.action_hint})" if fam.action_hint
-             else "Action (a command; leave it empty to write a thought alone)" if page.alf else "Action")
+    label = (
+        f"Action ({fam.action_hint})"
+        if fam.action_hint
+        else "Action (a command; leave it empty to write a thought alone)"
+        if page.alf
+        else "Action"
+    )
     action = one_line(st.text_area(label, key=akey, height=68) or "")
     return thought, action, sugg
 
@@ -65,7 +70,7 @@ def human_panel(page: EditorPage, v, n: int) -> None:
 
 
 def take_buttons(sfx: str, action: str, warning: str | None) -> bool:
-    """"Take this step", and once it was pressed on an action the family warns about, the
+    """ "Take this step", and once it was pressed on an action the family warns about, the
     warning ABOVE the buttons with "Take it anyway" beside it (drawn under the button, it fell
     below the window's edge); each warning's box is a new key the page script brings into view.
     True when the step is to be taken."""

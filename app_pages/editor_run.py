@@ -10,8 +10,7 @@ from agent.engine import FROZEN
 from agent.stop_conditions import first_hit, parse_all
 from app_pages import alerts, selection, stepjobs
 from app_pages.editor_context import RUN_LEASE_S, STEP_ERRORS, EditorPage
-from sessions import jobs
-from sessions import numbering
+from sessions import jobs, numbering
 from trajectory.signals import version_step_signals
 
 
@@ -20,8 +19,15 @@ def open_run(page: EditorPage, version_id: int, n: int | None, kind: str = "run"
     tick of this tab."""
     store = page.store
     ep_of = store.versions.get(version_id).episode_id
-    job = jobs.create(store, kind, episode_id=ep_of, version_id=version_id, session=page.tab, lease_s=RUN_LEASE_S,
-                      target=f"episode {ep_of} {numbering.label_of(store, version_id)}")  # as people read it
+    job = jobs.create(
+        store,
+        kind,
+        episode_id=ep_of,
+        version_id=version_id,
+        session=page.tab,
+        lease_s=RUN_LEASE_S,
+        target=f"episode {ep_of} {numbering.label_of(store, version_id)}",
+    )  # as people read it
     return {"version": version_id, "n": n, "added": 0, "job": job.id}
 
 
@@ -116,8 +122,10 @@ def frozen_notice(page: EditorPage, rep) -> str:
     """The engine's notice in the numbers people read (the new child is not numbered yet here)."""
     new = numbering.labels(page.store, page.ep_id)
     why = FROZEN.get(rep.frozen or "", "relied on")
-    return (f"{new.get(rep.continued_from, rep.continued_from)} is frozen ({why}); continuing in new version "
-            f"{new.get(rep.version.id, rep.version.id)}")
+    return (
+        f"{new.get(rep.continued_from, rep.continued_from)} is frozen ({why}); continuing in new version "
+        f"{new.get(rep.version.id, rep.version.id)}"
+    )
 
 
 def finished_job(page: EditorPage) -> stepjobs.StepJob | None:
@@ -132,8 +140,11 @@ def finished_job(page: EditorPage) -> stepjobs.StepJob | None:
 def renew_run(page: EditorPage) -> None:
     """Each tick renews the run's job; Stop from another tab or process ends the run here."""
     r = st.session_state.get("run")
-    if r and r.get("job") is not None and jobs.beat(page.store, r["job"], lease_s=RUN_LEASE_S, done=r["added"],
-                                                    version_id=r["version"]):
+    if (
+        r
+        and r.get("job") is not None
+        and jobs.beat(page.store, r["job"], lease_s=RUN_LEASE_S, done=r["added"], version_id=r["version"])
+    ):
         stepjobs.cancel(page.store, page.tab, page.vid)
         close_run(page.store, "stopped")
         st.rerun()

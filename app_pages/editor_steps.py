@@ -13,8 +13,8 @@ from app_pages.annotate_widgets import step_tag_panel
 from app_pages.editor_context import LIVE_STEPS, EditorPage
 from app_pages.editor_edit import edit_panel
 from app_pages.editor_run import switcher
-from app_pages.textdiff import inline_diff_html
 from app_pages.page_text import deleted_here, origin_text, provenance, replaced_text, step_lines, tool_call_text
+from app_pages.textdiff import inline_diff_html
 from sessions import annotations
 from trajectory.records import MAX_TEXT
 from trajectory.signals import version_step_signals
@@ -49,8 +49,13 @@ def render_step(page: EditorPage, s, v, extras: StepExtras, markers: bool = True
         head[0].caption(f"Step {s.index} · {provenance(s)}")
         sig = extras.signals.get(s.id)
         slot(sig, lambda: st.caption(signal_badges.badge_text(sig), help=signal_badges.HELP))
-        head[1].button("Edit", key=f"editbtn_{vid}_{s.index}", disabled=bool(st.session_state.get("run")),
-                       on_click=open_edit, args=(vid, s.index))
+        head[1].button(
+            "Edit",
+            key=f"editbtn_{vid}_{s.index}",
+            disabled=bool(st.session_state.get("run")),
+            on_click=open_edit,
+            args=(vid, s.index),
+        )
         reasoning = getattr(s, "reasoning", None)  # the model's reasoning channel: its own part, folded
         slot(reasoning is not None, lambda: reasoning_part(vid, s.index, reasoning))
         lines = step_lines(env, s)
@@ -63,14 +68,23 @@ def render_step(page: EditorPage, s, v, extras: StepExtras, markers: bool = True
         origin = s.edit is not None and s.edit.origin  # a suggested fix: where it came from (plain text)
         slot(origin, lambda: st.text(origin_text(s.edit.origin)))
         calls = [c for c in (extras.calls.get(i) for i in s.call_ids) if c]
-        cuts = [f"(the model's completion was cut to {MAX_TEXT:,} of its {c.cut_from:,} characters)"
-                for c in calls if c.cut_from] if s.source == "model" else []
+        cuts = (
+            [
+                f"(the model's completion was cut to {MAX_TEXT:,} of its {c.cut_from:,} characters)"
+                for c in calls
+                if c.cut_from
+            ]
+            if s.source == "model"
+            else []
+        )
         slot(cuts, lambda: st.text("\n".join(cuts)))
         timing = extras.timing and s.source == "model" and not s.info.get("carried_from")
         slot(timing, lambda: st.caption(overview.call_line(calls)))
         a = extras.tags.get(s.id)
-        slot(a is not None and (a.tags or a.note),
-             lambda: st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else "")))
+        slot(
+            a is not None and (a.tags or a.note),
+            lambda: st.text("Tags: " + (", ".join(a.tags) or "-") + (f" · Note: {a.note}" if a.note else "")),
+        )
 
 
 def reasoning_part(vid: int, index: int, text: str) -> None:
@@ -120,8 +134,10 @@ def overview_strip(v, steps, extras: StepExtras) -> None:
     if not steps:
         return
     edited = [s.index for s in steps if s.edit is not None]  # a person's edit (not every hand-written step)
-    st.html(overview.strip_html(steps, [extras.signals.get(s.id, []) for s in steps], v.outcome)
-            + overview.edited_css(edited))
+    st.html(
+        overview.strip_html(steps, [extras.signals.get(s.id, []) for s in steps], v.outcome)
+        + overview.edited_css(edited)
+    )
     t = st.columns([2, 5])
     t[0].toggle("Timing and tokens per step", key="show_timing")
     if extras.timing:
@@ -150,7 +166,7 @@ def earlier_steps(page: EditorPage, v, steps, extras: StepExtras, edit_at: tuple
         st.session_state["older_for"] = focus
     pick = st.segmented_control("Earlier steps in full (Edit, timing)", [window_label(w) for w in wins], key=key)
     for w in wins:
-        part = older[w[0] - 1: w[1]]
+        part = older[w[0] - 1 : w[1]]
         if window_label(w) != pick:  # its deletion markers here; a window in full draws them at their step
             for i in range(w[0], w[1] + 1):
                 for pos, e in deleted_at(env, v, i):

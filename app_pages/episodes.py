@@ -6,14 +6,13 @@ from __future__ import annotations
 import streamlit as st
 
 from agent.run_settings import check_base_url
-from app_pages.api_styles import api_style_box
 from app_pages import alerts, app_engine, search_box, selection
+from app_pages.api_styles import api_style_box
 from app_pages.page_text import EPISODE_COLUMNS, episode_row, episode_title
-from sessions import annotations
 from envs.base import EnvError
-from sessions import exemplar_sets
-from sessions.edit_counts import edit_counts
 from envs.registry import family, kinds
+from sessions import annotations, exemplar_sets
+from sessions.edit_counts import edit_counts
 from trajectory.records import AgentConfig
 
 eng = app_engine.engine()
@@ -27,7 +26,6 @@ if st.query_params.get("episode"):
 
 st.title("Episodes")
 app_engine.model_banner()
-
 
 
 def load_tasks(env: str, source: str):
@@ -59,8 +57,9 @@ def option_inputs(env: str) -> dict:
     values = {}
     for o in family(env).options:
         if o.choices:
-            values[o.key] = st.selectbox(o.help, o.choices, index=o.choices.index(o.default) if o.default else 0,
-                                         key=f"new_opt_{o.key}_{env}")
+            values[o.key] = st.selectbox(
+                o.help, o.choices, index=o.choices.index(o.default) if o.default else 0, key=f"new_opt_{o.key}_{env}"
+            )
         elif o.switch:
             values[o.key] = st.checkbox(o.help, key=f"new_opt_{o.key}_{env}") or None
         else:
@@ -97,8 +96,9 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
     options = option_inputs(env)
     st.caption("Agent")
     a = st.columns(3)
-    base_url = a[0].text_input("Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=d.get("base_url") or "",
-                               key="new_base_url")
+    base_url = a[0].text_input(
+        "Endpoint (base URL; blank = OPENAI_BASE_URL or OpenAI)", value=d.get("base_url") or "", key="new_base_url"
+    )
     model = a[1].text_input("Model", value=d["model"], key="new_model")
     api_style = api_style_box(a[2], d["api_style"], "new_api_style")
     b = st.columns(3)
@@ -107,8 +107,13 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
     set_names = [builtin, *exemplar_set_names(store, env)]
     exemplars = b[1].selectbox("Exemplar set", set_names, key=f"new_exemplars_{env}")
     exemplars = "" if exemplars == builtin else exemplars
-    max_steps = b[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
-                                  value=int(d.get("max_steps") or 0), key="new_max_steps")
+    max_steps = b[2].number_input(
+        "Max steps (0 = environment default)",
+        min_value=0,
+        max_value=500,
+        value=int(d.get("max_steps") or 0),
+        key="new_max_steps",
+    )
     name = st.text_input("Episode name (optional)", key="new_name")
     alerts.show_error("new")
     if st.button("Start episode", key="new_start", type="primary"):
@@ -122,11 +127,17 @@ with st.expander("Start a new episode", expanded=store.episodes.empty()):
             if task is None:
                 raise EnvError("choose a task first")
             check_base_url(base_url.strip() or None)  # refused, not silently stripped
-            cfg = AgentConfig.model_validate({
-                **d, "base_url": base_url.strip() or None, "model": model.strip() or d["model"],
-                "api_style": api_style, "style": style, "exemplar_set": exemplars.strip() or None,
-                "max_steps": int(max_steps) or None,
-            })
+            cfg = AgentConfig.model_validate(
+                {
+                    **d,
+                    "base_url": base_url.strip() or None,
+                    "model": model.strip() or d["model"],
+                    "api_style": api_style,
+                    "style": style,
+                    "exemplar_set": exemplars.strip() or None,
+                    "max_steps": int(max_steps) or None,
+                }
+            )
             ep, v = eng.start_episode(task, cfg, options, name=name.strip() or None)
         except app_engine.USER_ERRORS as exc:
             alerts.set_error("new", exc)
@@ -141,8 +152,12 @@ f_env = f[0].selectbox("Environment", ["all", *kinds()], key="f_env")
 f_type = f[1].text_input("Task type", key="f_type")
 f_outcome = f[2].selectbox("Outcome", ["all", "success", "failure", "unfinished"], key="f_outcome")
 f_edited = f[3].selectbox("Edited", ["all", "edited", "not edited"], key="f_edited")
-f_label = f[4].selectbox("Label (current version)", ["all", *annotations.VERDICTS, *annotations.FAILURE_MODES], key="f_label",
-                         format_func=lambda m: m.replace("_", " "))
+f_label = f[4].selectbox(
+    "Label (current version)",
+    ["all", *annotations.VERDICTS, *annotations.FAILURE_MODES],
+    key="f_label",
+    format_func=lambda m: m.replace("_", " "),
+)
 shown_max = int(st.session_state.get("episodes_shown", PAGE_ROWS))
 rows = store.episodes.list(
     env=None if f_env == "all" else f_env,
@@ -160,10 +175,18 @@ if not rows:
 else:
     edits = edit_counts(store, [r["episode"] for r in rows])
     table = [episode_row(r, edits.get(r["episode"], 0)) for r in rows]
-    st.caption("Click a row to open the episode in the Editor."
-               + (f" The newest {len(rows):,} are shown: narrow the filters or show more." if more else ""))
-    picked = st.dataframe(table, hide_index=True, key="episodes_table", on_select="rerun",
-                          selection_mode="single-row", column_config=EPISODE_COLUMNS)
+    st.caption(
+        "Click a row to open the episode in the Editor."
+        + (f" The newest {len(rows):,} are shown: narrow the filters or show more." if more else "")
+    )
+    picked = st.dataframe(
+        table,
+        hide_index=True,
+        key="episodes_table",
+        on_select="rerun",
+        selection_mode="single-row",
+        column_config=EPISODE_COLUMNS,
+    )
     chosen_rows = picked.selection.rows if picked is not None else []
     if chosen_rows:
         selection.open_in("editor", rows[chosen_rows[0]]["episode"], None)

@@ -5,28 +5,33 @@ paired, and open failed episodes in the Editor. Same library calls as `react-edi
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
 from agent import experiment, experiment_background, experiment_scores
-from agent import leakage
-from agent.methods import DEFAULT_SAMPLES, methods_of
-from agent.run_settings import check_base_url, check_config
-from agent.task_selection import SOURCES, select_tasks
+from agent.methods import methods_of
+from agent.run_settings import check_config
+from app_pages import alerts, app_engine, selection, suggest_panel, version_names
 from app_pages.api_styles import api_style_box
-from app_pages import alerts, app_engine, selection, version_names
-from app_pages import suggest_panel
-from app_pages.experiment_views import (PARTIAL_NOTE, TABLE_NOTE, chart_note, chart_spec, compare_rows, is_partial,
-                                        paper_row, results_columns, signal_rows, split_row,
-                                        table_caption)
-from sessions import exemplar_sets
+from app_pages.experiment_form import exemplar_choice, launch, leak_offer, new_experiment_form
+from app_pages.experiment_views import (
+    PARTIAL_NOTE,
+    TABLE_NOTE,
+    chart_note,
+    chart_spec,
+    compare_rows,
+    is_partial,
+    paper_row,
+    results_columns,
+    signal_rows,
+    split_row,
+    table_caption,
+)
+from envs.registry import kinds
 from sessions import experiments
 from sessions.search import signal_counts
-from envs.registry import kinds
-from trajectory.records import AgentConfig
 
 
 @st.cache_resource(show_spinner=False)
@@ -51,103 +56,6 @@ bg = _background(app_engine.db_path())
 store = app_engine.store()
 
 
-def launch(bg: experiment_background.Background, exp_id: int, concurrency: int) -> None:
-    # the key comes from the environment only and is handed to the clients, never stored
-    bg.start(exp_id, concurrency=concurrency, api_key=os.environ.get("OPENAI_API_KEY") or None)
-
-
-BUILTIN_SET = "(built-in)"
-
-
-def exemplar_choice(store, where: Any, env: str, key: str, current: str | None = None) -> str | None:
-    """The exemplar set to run with (None: the built-in exemplars), from this env's sets."""
-    names = [BUILTIN_SET, *(x.name for x in exemplar_sets.list_sets(store, env))]
-    pick = where.selectbox("Exemplar set", names, index=names.index(current) if current in names else 0, key=key)
-    return None if pick == BUILTIN_SET else pick
-
-
-def leak_offer(store, exemplar_set: str | None, tasks: list, key: str) -> bool:
-    """Name the evaluated tasks the set holds a trajectory of and offer to leave them out
-    (checked by default); True when they are to be left out."""
-    leaked = leakage.leaked_tasks(store, exemplar_set, tasks)
-    if not leaked:
-        return False
-    alerts.alert(f"Leakage: exemplar set {exemplar_set!r} holds the trajectory of {len(leaked)} task(s) this "
-                "experiment evaluates; their scores would measure a copied answer:", "warning")  # the name: plain
-    st.text(leakage.describe(leaked))  # task ids come from data: plain text
-    return st.checkbox(f"Leave out the {len(leaked)} leaked task(s)", value=True, key=key)
-
-
-def form_tasks(env: str, spec: str, limit: int, sample: str, seed: int) -> list:
-    """The tasks the form selects, or [] while the spec cannot be read (the error shows on launch)."""
-    try:
-        return select_tasks(env, spec.strip() or "builtin", source=None, limit=limit or None,
-                            sample=sample.strip() or None, seed=seed)
-    except app_engine.USER_ERRORS:
-        return []
-
-
-def new_experiment_form(store, bg: experiment_background.Background) -> None:
-    """Every run setting the CLI has; the leakage check before the launch."""
-    d = app_engine.defaults()
-    c = st.columns(4)
-    env = c[0].selectbox("Environment", list(kinds()), key="x_env")
-    method = c[1].selectbox("Method", methods_of(env), index=methods_of(env).index("react"), key=f"x_method_{env}")
-    spec = c[2].text_input("Tasks (builtin, official, react, or ids a,b,c)", value="builtin", key="x_tasks")
-    concurrency = int(c[3].number_input("Concurrency", min_value=1, max_value=64, value=4, key="x_conc"))
-    s = st.columns(4)
-    limit = int(s[0].number_input("Limit (0 = all)", min_value=0, value=0, key="x_limit"))
-    sample = s[1].text_input("Sample (N or 'paper'; blank = all)", key="x_sample")
-    seed = int(s[2].number_input("Seed", min_value=0, value=0, key="x_seed"))
-    samples = int(s[3].number_input("CoT-SC samples", min_value=1, max_value=64, value=DEFAULT_SAMPLES, key="x_n"))
-    a = st.columns(4)
-    base_url = a[0].text_input("Endpoint (base URL)", value=d.get("base_url") or "", key="x_base_url")
-    model = a[1].text_input("Model", value=d["model"], key="x_model")
-    api_style = api_style_box(a[2], d.get("api_style", "completions"), "x_api_style")
-    max_steps = int(a[3].number_input("Max steps (0 = default)", min_value=0, max_value=500, value=0, key="x_steps"))
-    e = st.columns(4)
-    ex_set = exemplar_choice(store, e[0], env, f"x_exemplars_{env}")
-    temperature = float(e[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(d.get("temperature") or 0.0),
-                                          step=0.1, key="x_temp"))
-    name = e[2].text_input("Name (optional)", key="x_name")
-    app_engine.queue_caption(model.strip() or d["model"], base_url.strip() or None, concurrency)
-    leave_out = leak_offer(store, ex_set, form_tasks(env, spec, limit, sample, seed) if ex_set else [], "x_leave_out")
-    alerts.show_error("x_new")
-    if st.button("Create and launch", key="x_create", type="primary"):
-        settings = {"base_url": base_url.strip() or None, "model": model.strip() or d["model"], "api_style": api_style,
-                    "max_steps": max_steps or None, "exemplar_set": ex_set, "temperature": temperature}
-        params = {"tasks": spec.strip() or "builtin", "limit": limit or None, "sample": sample.strip() or None,
-                  "samples": samples, "seed": seed}
-        create_and_launch(store, bg, env, method, settings, params, name, leave_out, concurrency)
-    st.caption(f"Task sources: {', '.join(SOURCES)}. 'paper' reproduces the notebooks' subsets.")
-
-
-def create_and_launch(store, bg: experiment_background.Background, env: str, method: str, settings: dict, params: dict,
-                      name: str, leave_out: bool, concurrency: int) -> None:
-    alerts.clear_error("x_new")
-    d = app_engine.defaults()
-    try:
-        tasks = select_tasks(env, params["tasks"], source=None, limit=params["limit"], sample=params["sample"],
-                             seed=params.pop("seed"))
-        check_base_url(settings["base_url"])  # credentials are refused, not silently stripped
-        cfg = AgentConfig.model_validate({**d, **settings})
-        check_config(cfg, env, store)
-        if leave_out:
-            out = {t.key for t in leakage.leaked_tasks(store, cfg.exemplar_set, tasks)}
-            tasks = [t for t in tasks if t.key not in out]
-            if not tasks:
-                raise ValueError("every task leaks: nothing left to run")
-        exp = experiment.create(store, env=env, method=method, config=cfg, tasks=tasks, name=name.strip() or None,
-                                params={k: v for k, v in params.items() if v is not None})
-    except app_engine.USER_ERRORS as exc:
-        alerts.set_error("x_new", exc)
-        st.rerun()
-    launch(bg, exp.id, concurrency)
-    st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id  # the selector shows the new run
-    st.rerun()
-
-
-st.title("Experiments")
 app_engine.model_banner()
 
 with st.expander("New experiment", expanded=not experiments.list_all(store)):
@@ -198,7 +106,12 @@ def live(bg: experiment_background.Background, s: dict) -> dict:
     """The summary with what the page knows now: running (this process runs it) and partial."""
     running = bg.running(s["experiment"])
     partial = is_partial(s)
-    return {**s, "running": running, "partial": partial, "status": status_label(s["status"], running, partial, s["done"])}
+    return {
+        **s,
+        "running": running,
+        "partial": partial,
+        "status": status_label(s["status"], running, partial, s["done"]),
+    }
 
 
 def status_label(status: str, running: bool, partial: bool, done: int) -> str:
@@ -244,7 +157,9 @@ def progress_panel(x: Listing, exp_id: int, s: dict) -> None:
     running = s["running"]
     p = bg.progress(exp_id)
     eta = f", ETA {int(p.eta_s)} s" if running and p and p.eta_s is not None else ""
-    st.progress(done / total if total else 1.0, text=progress_text(s, experiments.counts(store, exp_id).get("error", 0)) + eta)
+    st.progress(
+        done / total if total else 1.0, text=progress_text(s, experiments.counts(store, exp_id).get("error", 0)) + eta
+    )
     slot = st.columns([1, 7])[0]  # Stop, or Resume once stopped: the same place, no gap before it
     if running and slot.button("Stop", key="x_stop"):
         bg.stop(exp_id)
@@ -261,8 +176,10 @@ def progress_panel(x: Listing, exp_id: int, s: dict) -> None:
 def progress_text(s: dict, errors: int) -> str:
     """done/total with successes, failures (finished, not solved) and errors (the run broke)
     each by its own word, then the status."""
-    return (f"{s['done']}/{s['episodes']} done: {plural(s['success'], 'success', 'successes')}, "
-            f"{plural(s['done'] - s['success'], 'failure')}, {plural(errors, 'error')} · {s['status']}")
+    return (
+        f"{s['done']}/{s['episodes']} done: {plural(s['success'], 'success', 'successes')}, "
+        f"{plural(s['done'] - s['success'], 'failure')}, {plural(errors, 'error')} · {s['status']}"
+    )
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
@@ -274,8 +191,11 @@ def results_tables(sums: dict[int, dict], env: str) -> None:
     it (a HotpotQA experiment opened under ALFWorld's table and caption)."""
     st.subheader("Results")
     results_table(sums, env)
-    others = [k for k in dict.fromkeys([*kinds(), *(s["env"] for s in sums.values())])  # plugins' too
-              if k != env and any(s["env"] == k for s in sums.values())]
+    others = [
+        k
+        for k in dict.fromkeys([*kinds(), *(s["env"] for s in sums.values())])  # plugins' too
+        if k != env and any(s["env"] == k for s in sums.values())
+    ]
     if others:
         with st.expander(f"Results on other environments ({', '.join(others)})"):
             for k in others:
@@ -285,8 +205,11 @@ def results_tables(sums: dict[int, dict], env: str) -> None:
 def results_table(sums: dict[int, dict], env_kind: str) -> None:
     rows = [paper_row(s) for s in sums.values() if s["env"] == env_kind]
     if rows:
-        st.caption(table_caption(env_kind) + TABLE_NOTE + PARTIAL_NOTE * any(s["partial"] for s in sums.values()
-                                                                                if s["env"] == env_kind))
+        st.caption(
+            table_caption(env_kind)
+            + TABLE_NOTE
+            + PARTIAL_NOTE * any(s["partial"] for s in sums.values() if s["env"] == env_kind)
+        )
         rates, runs = map(list, zip(*(split_row(r) for r in rows)))
         st.dataframe(rates, hide_index=True, key=f"x_results_{env_kind}", column_config=results_columns(rates[0]))
         st.dataframe(runs, hide_index=True, key=f"x_runs_{env_kind}", column_config=results_columns(runs[0]))
@@ -296,8 +219,9 @@ def chart_panel(x: Listing, sums: dict[int, dict]) -> None:
     sel, ids, labels, env_of = x.sel, x.ids, x.labels, x.env_of
     st.subheader("By task type")
     same_env = [i for i in ids if env_of[i] == env_of[sel]]
-    chosen = st.multiselect("Experiments to chart", same_env, default=[sel], format_func=labels.get,
-                            key=f"x_chart_{sel}")  # follows the selected experiment
+    chosen = st.multiselect(
+        "Experiments to chart", same_env, default=[sel], format_func=labels.get, key=f"x_chart_{sel}"
+    )  # follows the selected experiment
     scored = [sums[i] for i in chosen if sums[i]["done"]]
     if not scored:
         st.caption("Nothing to chart yet: no task of these experiments has finished.")
@@ -325,22 +249,31 @@ def compare_panel(x: Listing, sums: dict[int, dict], keys: dict[int, tuple] | No
         alerts.plain_caption(f"{labels[sel]} re-ran {labels[b]} on the same tasks with a change.")  # names: plain
     unfinished = [x for x in (sel, b) if sums[x]["running"] or sums[x]["partial"]]
     if unfinished:
-        alerts.plain_caption("Partial: " + " and ".join(f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done"
-                                                      f"{', running' if sums[x]['running'] else ''})" for x in unfinished)
-                            + ". A comparison now pairs only the tasks finished on both sides.")
+        alerts.plain_caption(
+            "Partial: "
+            + " and ".join(
+                f"{labels[x]} ({sums[x]['done']}/{sums[x]['episodes']} done{', running' if sums[x]['running'] else ''})"
+                for x in unfinished
+            )
+            + ". A comparison now pairs only the tasks finished on both sides."
+        )
         if not st.toggle("Compare anyway", key="x_compare_partial"):
             return
     keys = experiments.changes(store) if keys is None else keys
     include = bool(st.session_state.get("x_include_leaked"))
     c = _compare(app_engine.db_path(), sel, b, (keys.get(sel), keys.get(b)), include)
     excluded = c.get("excluded")
-    st.text(f"A = {labels[sel]}; B = {labels[b]}; {c['common']} tasks in common"
-            + (f", {excluded} excluded (not finished on both sides)" if excluded else ""))
+    st.text(
+        f"A = {labels[sel]}; B = {labels[b]}; {c['common']} tasks in common"
+        + (f", {excluded} excluded (not finished on both sides)" if excluded else "")
+    )
     leaked_note(c)
     st.dataframe(compare_rows(c, env_of[sel]), hide_index=True, key="x_compare_table")
     e = c.get("errors") or {}
-    st.caption(f"Interval and p: {c.get('p_method')}. Errors: A {e.get('a', 0)}, B {e.get('b', 0)}, "
-               "counted as failures in the paired test (CLI `--errors exclude` leaves them out).")
+    st.caption(
+        f"Interval and p: {c.get('p_method')}. Errors: A {e.get('a', 0)}, B {e.get('b', 0)}, "
+        "counted as failures in the paired test (CLI `--errors exclude` leaves them out)."
+    )
     if (c.get("excluded_why") or {}).get("warning"):
         st.warning(c["excluded_why"]["warning"])
 
@@ -349,8 +282,10 @@ def leaked_note(c: dict) -> None:
     """The leaked tasks of a comparison, and whether the paired test counts them."""
     if not c.get("leaked"):
         return
-    st.warning(f"Leaked: {len(c['leaked'])} task(s) whose own trajectory was an exemplar are "
-               f"{'kept in' if c['leaked_included'] else 'left out of'} the paired test:")
+    st.warning(
+        f"Leaked: {len(c['leaked'])} task(s) whose own trajectory was an exemplar are "
+        f"{'kept in' if c['leaked_included'] else 'left out of'} the paired test:"
+    )
     st.text(", ".join(c["leaked"]))  # task ids come from data: plain text
     st.toggle("Include leaked tasks", key="x_include_leaked")
 
@@ -365,16 +300,34 @@ def rerun_panel(x: Listing, exp_id: int) -> None:
         c = st.columns(4)
         ex_set = exemplar_choice(store, c[0], src.env, f"x_rr_set_{exp_id}", src.config.exemplar_set)
         model = c[1].text_input("Model", value=src.config.model, key=f"x_rr_model_{exp_id}")
-        temp = float(c[2].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(src.config.temperature),
-                                       step=0.1, key=f"x_rr_temp_{exp_id}"))
-        method = c[3].selectbox("Method", names, index=names.index(src.method) if src.method in names else 0,
-                                key=f"x_rr_method_{exp_id}")
+        temp = float(
+            c[2].number_input(
+                "Temperature",
+                min_value=0.0,
+                max_value=2.0,
+                value=float(src.config.temperature),
+                step=0.1,
+                key=f"x_rr_temp_{exp_id}",
+            )
+        )
+        method = c[3].selectbox(
+            "Method", names, index=names.index(src.method) if src.method in names else 0, key=f"x_rr_method_{exp_id}"
+        )
         api = api_style_box(st.columns(4)[0], src.config.api_style, f"x_rr_api_{exp_id}")
-        new = {"exemplar_set": ex_set, "model": model.strip() or src.config.model, "temperature": temp, "api_style": api}
+        new = {
+            "exemplar_set": ex_set,
+            "model": model.strip() or src.config.model,
+            "temperature": temp,
+            "api_style": api,
+        }
         changes = {k: v for k, v in new.items() if v != getattr(src.config, k)}
-        leave_out = leak_offer(store, ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}")
-        what = [f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
-                for k, v in changes.items()] + ([f"method {src.method} -> {method}"] if method != src.method else [])
+        leave_out = leak_offer(
+            store, ex_set, [it.task for it in experiments.items(store, exp_id)], f"x_rr_leave_{exp_id}"
+        )
+        what = [
+            f"{k.replace('_', ' ')} {getattr(src.config, k) or 'built-in'} -> {v or 'built-in'}"
+            for k, v in changes.items()
+        ] + ([f"method {src.method} -> {method}"] if method != src.method else [])
         alerts.plain_caption("Changes: " + ("; ".join(what) if what else "none yet (pick one above)"))
         alerts.show_error("x_rerun")
         if st.button("Re-run", key="x_rerun", type="primary", disabled=not what):
@@ -406,8 +359,9 @@ def failures_by_signal(counts, versions: dict[int, int | None]) -> None:
     cells = [(t, name) for t, by in table.items() for name in by]
     label = {c: f"{c[0] or '(no type)'} · {c[1]} ({table[c[0]][c[1]]})" for c in cells}
     # the key carries the counts: a keyed selector would keep drawing a stale "(2)" next to a table saying 3
-    cell = st.selectbox("Episodes with", cells, key=version_names.widget_key("x_signal_cell", label.values()),
-                        format_func=label.get)
+    cell = st.selectbox(
+        "Episodes with", cells, key=version_names.widget_key("x_signal_cell", label.values()), format_func=label.get
+    )
     ids = counts.episodes[cell[0]][cell[1]]
     g = st.columns([3, 1])
     pick = g[0].selectbox("Episode", ids, format_func=lambda i: f"#{i}", key="x_signal_pick")
@@ -423,14 +377,27 @@ def failures_panel(x: Listing, keys: dict[int, tuple] | None = None) -> None:
     if not failed:
         st.caption("No failures.")
         return
-    st.dataframe([{"task": it.task.id, "type": it.task.type or "", "episode": it.episode_id, "status": it.status,
-                   "answer": str(it.metrics.get("answer", "")), "error": it.error or ""} for it in failed],
-                 hide_index=True, key="x_failed_table")
+    st.dataframe(
+        [
+            {
+                "task": it.task.id,
+                "type": it.task.type or "",
+                "episode": it.episode_id,
+                "status": it.status,
+                "answer": str(it.metrics.get("answer", "")),
+                "error": it.error or "",
+            }
+            for it in failed
+        ],
+        hide_index=True,
+        key="x_failed_table",
+    )
     by_ep = {it.episode_id: it for it in failed if it.episode_id}
     if by_ep:
         f = st.columns([3, 1])
-        pick = f[0].selectbox("Failed episode", list(by_ep), format_func=lambda i: f"#{i} · {by_ep[i].task.id}",
-                              key="x_fail_pick")
+        pick = f[0].selectbox(
+            "Failed episode", list(by_ep), format_func=lambda i: f"#{i} · {by_ep[i].task.id}", key="x_fail_pick"
+        )
         if f[1].button("Open in Editor", key="x_open", type="primary"):
             selection.open_in("editor", pick, by_ep[pick].version_id)
     st.subheader("Failure signals")

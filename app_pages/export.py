@@ -17,15 +17,23 @@ from agent import exemplars
 from app_pages import alerts, app_engine, export_training
 from app_pages.annotate_widgets import BUILTIN_BASE, EMPTY_BASE
 from app_pages.page_text import plural
-from sessions import exemplar_sets
-from sessions import numbering
-from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from envs.registry import kinds
+from sessions import exemplar_sets, numbering
+from sessions.exchange import FORMATS, Filters, export, import_file, parse_ref, select
 from sessions.store import Store, StoreError
 
-MIME = {"prompt": "text/plain", "react-json": "application/json", "jsonl": "application/jsonl",
-        **{f: "application/jsonl" for f in export_training.TRAINING_FORMATS}}
-EXT = {"prompt": "txt", "react-json": "json", "jsonl": "jsonl", **{f: "jsonl" for f in export_training.TRAINING_FORMATS}}
+MIME = {
+    "prompt": "text/plain",
+    "react-json": "application/json",
+    "jsonl": "application/jsonl",
+    **{f: "application/jsonl" for f in export_training.TRAINING_FORMATS},
+}
+EXT = {
+    "prompt": "txt",
+    "react-json": "json",
+    "jsonl": "jsonl",
+    **{f: "jsonl" for f in export_training.TRAINING_FORMATS},
+}
 # The page opens on a format any selection can be written in: a prompt or react-json file holds
 # one environment, so with "(any)" environment and episodes of two it could only fail.
 DEFAULT_FORMAT = "jsonl"
@@ -47,9 +55,16 @@ def _filters() -> tuple[list, Filters]:
     ready = c8.checkbox("Exemplar-ready only", key="exp-ready")
     all_versions = c9.checkbox("All versions (not only current)", key="exp-all")
     refs = [parse_ref(s) for s in refs_text.replace(",", " ").split()]
-    f = Filters(env=None if env == "(any)" else env, task_type=task_type.strip() or None,
-                outcome=None if outcome == "(any)" else outcome, verdict=None if verdict == "(any)" else verdict,
-                edited=edited, exemplar_ready=ready, annotator=annotator.strip() or None, all_versions=all_versions)
+    f = Filters(
+        env=None if env == "(any)" else env,
+        task_type=task_type.strip() or None,
+        outcome=None if outcome == "(any)" else outcome,
+        verdict=None if verdict == "(any)" else verdict,
+        edited=edited,
+        exemplar_ready=ready,
+        annotator=annotator.strip() or None,
+        all_versions=all_versions,
+    )
     return refs, f.check()
 
 
@@ -63,8 +78,13 @@ def _run_export(store: Store, fmt: str, **kw) -> tuple[bytes, dict]:
         os.unlink(tmp)
 
 
-def download_name(fmt: str, *, exemplar_set: str | None = None, rows: list[tuple[int, int]] | None = None,
-                  labels: dict[int, str] | None = None) -> str:
+def download_name(
+    fmt: str,
+    *,
+    exemplar_set: str | None = None,
+    rows: list[tuple[int, int]] | None = None,
+    labels: dict[int, str] | None = None,
+) -> str:
     """A file name that says what is inside: `episode-3-v2.prompt.txt`, `exemplars-my-fixes.react-json.json`,
     `4-versions-2-episodes.jsonl` (names cleaned to letters, digits, dot, dash, underscore)."""
     if exemplar_set is not None:
@@ -112,8 +132,10 @@ def _export_section(store: Store) -> None:
         st.caption(f"{plural(len(rows), 'version')} match{'es' if len(rows) == 1 else ''}.")
         envs = sorted({b.episode.task.env for b in batches})
         if fmt in ONE_ENV_FORMATS and len(envs) > 1:  # said before the button, not after it fails
-            st.caption(f"A {fmt} file holds one environment and these versions are of {len(envs)}: "
-                       "pick one in Environment above, or choose jsonl.")
+            st.caption(
+                f"A {fmt} file holds one environment and these versions are of {len(envs)}: "
+                "pick one in Environment above, or choose jsonl."
+            )
         if training and fmt != "chat-sft" and not refs:
             st.caption(f"{fmt} reads every version of the matching episodes (pairs and values live across versions).")
     name = kw.pop("_name", None) or download_name(fmt, exemplar_set=kw.get("exemplar_set"))
@@ -136,8 +158,10 @@ def _export_section(store: Store) -> None:
         if f_ in export_training.TRAINING_FORMATS:
             export_training.show(data, rep, f_, fname)
             return
-        st.text(f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
-                f"{plural(rep['episodes'], 'episode')}, {plural(rep['steps'], 'step')}, {rep['bytes']:,} bytes")
+        st.text(
+            f"{plural(rep['records'], 'record')} - {plural(rep['versions'], 'version')}, "
+            f"{plural(rep['episodes'], 'episode')}, {plural(rep['steps'], 'step')}, {rep['bytes']:,} bytes"
+        )
         head, more = preview(data)
         st.caption(f"The first {PREVIEW_LINES} lines of {fname}:" if more else f"All of {fname}:")
         st.code(head, language=None, wrap_lines=True)
@@ -146,8 +170,11 @@ def _export_section(store: Store) -> None:
 
 def _import_section(store: Store) -> None:
     st.subheader("Import")
-    up = st.file_uploader("ReAct prompt file (.json), transcript (.txt) or jsonl export (.jsonl)",
-                          type=["json", "jsonl", "txt"], key="imp-file")
+    up = st.file_uploader(
+        "ReAct prompt file (.json), transcript (.txt) or jsonl export (.jsonl)",
+        type=["json", "jsonl", "txt"],
+        key="imp-file",
+    )
     env = st.selectbox("Environment (transcripts)", ["(detect)", *kinds()], key="imp-env")
     if up is not None and st.button("Import", key="imp-go"):
         with tempfile.TemporaryDirectory() as d:
@@ -167,13 +194,28 @@ def _sets_section(store: Store) -> None:
     st.subheader("Exemplar sets")
     all_sets = exemplar_sets.list_sets(store)
     if all_sets:
-        st.dataframe([{"name": s.name, "env": s.env, "entries": s.entries, "from": s.base_note or "",
-                       "description": s.description or ""} for s in all_sets], hide_index=True)
+        st.dataframe(
+            [
+                {
+                    "name": s.name,
+                    "env": s.env,
+                    "entries": s.entries,
+                    "from": s.base_note or "",
+                    "description": s.description or "",
+                }
+                for s in all_sets
+            ],
+            hide_index=True,
+        )
     with st.form("set-add"):
         name = st.text_input("Set name", key="set-name")
         env = st.selectbox("Environment (new set)", list(kinds()), key="set-env")
-        start = st.selectbox("Start from (new set)", [BUILTIN_BASE, EMPTY_BASE, *(s.name for s in all_sets)],
-                             key="set-base", help="the built-in exemplars of its environment, nothing, or a copy of a set")
+        start = st.selectbox(
+            "Start from (new set)",
+            [BUILTIN_BASE, EMPTY_BASE, *(s.name for s in all_sets)],
+            key="set-base",
+            help="the built-in exemplars of its environment, nothing, or a copy of a set",
+        )
         refs_text = st.text_input("Versions to add (EPISODE[:VERSION] ...)", key="set-refs")
         if st.form_submit_button("Add to set"):
             try:

@@ -26,7 +26,7 @@ PREVIEW_RECORDS = 3
 ABOUT = {
     "chat-sft": "one conversation per version (TRL's conversational form, with tools), negative step tags masked",
     "dpo": "preference pairs: the shared prefix as prompt, the two branches as chosen / rejected, chosen by a "
-           "person's judgment, then a proven what-if, then the outcomes",
+    "person's judgment, then a proven what-if, then the outcomes",
     "kto": "unpaired labels: a prompt, a completion and a true/false label from verdicts, outcomes and step tags",
     "steps": "step values: each step's measured success rate from its rollouts (TRL's stepwise supervision)",
 }
@@ -39,21 +39,38 @@ def options_form(store: Store, fmt: str) -> TrainingOptions:
     kw: dict[str, Any] = {}
     if fmt == "dpo":
         c = st.columns(4)
-        kw["continuation"] = c[0].radio("Chosen / rejected hold", CONTINUATIONS, index=CONTINUATIONS.index("rest"),
-                                        format_func=CONTINUATION_WORDS.get, key="exp-continuation")
-        kw["implicit_prompt"] = c[1].checkbox("Implicit prompt", key="exp-implicit",
-                                              help="the prompt inside chosen and rejected (TRL's implicit-prompt form)")
-        kw["proven_only"] = c[2].checkbox("Proven pairs only", key="exp-proven",
-                                          help="only pairs whose edit a what-if proved")
-        effect = c[3].number_input("Minimum what-if effect (0 = any)", min_value=0.0, max_value=1.0, value=0.0,
-                                   step=0.05, key="exp-min-effect", help="a difference of success rates, 0 to 1")
+        kw["continuation"] = c[0].radio(
+            "Chosen / rejected hold",
+            CONTINUATIONS,
+            index=CONTINUATIONS.index("rest"),
+            format_func=CONTINUATION_WORDS.get,
+            key="exp-continuation",
+        )
+        kw["implicit_prompt"] = c[1].checkbox(
+            "Implicit prompt",
+            key="exp-implicit",
+            help="the prompt inside chosen and rejected (TRL's implicit-prompt form)",
+        )
+        kw["proven_only"] = c[2].checkbox(
+            "Proven pairs only", key="exp-proven", help="only pairs whose edit a what-if proved"
+        )
+        effect = c[3].number_input(
+            "Minimum what-if effect (0 = any)",
+            min_value=0.0,
+            max_value=1.0,
+            value=0.0,
+            step=0.05,
+            key="exp-min-effect",
+            help="a difference of success rates, 0 to 1",
+        )
         kw["min_effect"] = float(effect) or None
     elif fmt == "kto":
         kw["unit"] = st.radio("A label per", UNITS, index=UNITS.index("trajectory"), horizontal=True, key="exp-unit")
     names = [x.name for x in experiments.list_all(store)]
     if names:
-        kw["exclude_experiments"] = tuple(st.multiselect(
-            "Leave out every task of these experiments (their test sets)", names, key="exp-exclude"))
+        kw["exclude_experiments"] = tuple(
+            st.multiselect("Leave out every task of these experiments (their test sets)", names, key="exp-exclude")
+        )
     return TrainingOptions(**kw).check()
 
 
@@ -101,11 +118,16 @@ def show(data: bytes, rep: dict, fmt: str, name: str) -> None:
     """Counts (written, left out by reason), the first records, and the download."""
     kind = rep.get("output", "jsonl")
     left = rep.get("left_out") or {}
-    st.text(f"{fmt}: wrote {rep['records']:,} record{'s' if rep['records'] != 1 else ''}, left out "
-            f"{sum(left.values()):,}; {rep['bytes']:,} bytes ({kind})")
+    st.text(
+        f"{fmt}: wrote {rep['records']:,} record{'s' if rep['records'] != 1 else ''}, left out "
+        f"{sum(left.values()):,}; {rep['bytes']:,} bytes ({kind})"
+    )
     if left:
-        st.dataframe([{"left out": n, "why": why} for why, n in sorted(left.items(), key=lambda x: (-x[1], x[0]))],
-                     hide_index=True, key="exp-left-out")
+        st.dataframe(
+            [{"left out": n, "why": why} for why, n in sorted(left.items(), key=lambda x: (-x[1], x[0]))],
+            hide_index=True,
+            key="exp-left-out",
+        )
     first = preview_records(data, kind)
     if first:
         st.caption(f"The first {len(first)} of {rep['records']:,} records of {name}:")

@@ -48,22 +48,36 @@ def judgment_panel(store: Store, lv: Version, rv: Version, nums: dict[int, str])
         choice = st.radio("Your judgment", list(CHOICES), index=None, horizontal=True, key=f"{key}-better")
         reason = st.text_area("Reason (optional)", key=f"{key}-reason")
         by = _annotator(f"{key}-by")
-        st.caption("A judged version is frozen, as an annotated one is: stepping it goes on in a new version. "
-                   "Judging the pair again replaces your own judgment of it.")
+        st.caption(
+            "A judged version is frozen, as an annotated one is: stepping it goes on in a new version. "
+            "Judging the pair again replaces your own judgment of it."
+        )
         if st.form_submit_button("Save judgment"):
             if choice is None:
                 alert("Choose left is better, right is better or tie.")
             else:
                 try:
                     j = store.judgments.add(a, b, CHOICES[choice], by, reason=reason or None)
-                    st.session_state[f"{key}-saved"] = f"Judgment saved: {_said(j.better, left, right)} ({j.annotator})."
+                    st.session_state[f"{key}-saved"] = (
+                        f"Judgment saved: {_said(j.better, left, right)} ({j.annotator})."
+                    )
                     st.rerun()
                 except (StoreError, ValueError) as exc:
                     alert(str(exc).splitlines()[0])
     pair = store.judgments.of_pair(a, b)
     if pair:
-        st.dataframe([{"by": j.annotator, "judgment": _said(j.better, left, right), "reason": j.reason or "",
-                       "when": j.created_at} for j in pair], hide_index=True)
+        st.dataframe(
+            [
+                {
+                    "by": j.annotator,
+                    "judgment": _said(j.better, left, right),
+                    "reason": j.reason or "",
+                    "when": j.created_at,
+                }
+                for j in pair
+            ],
+            hide_index=True,
+        )
     else:
         st.caption("Nobody has judged this pair yet.")
     with st.expander("Agreement between annotators (every judgment)"):

@@ -11,12 +11,17 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable, Sequence
 
-from app_pages.textdiff import diff_html
 from app_pages.page_text import provenance, replaced_text, step_lines
+from app_pages.textdiff import diff_html
 from trajectory.signals import SIGNALS
 
-SOURCE_WORDS = {"model": "model", "carried": "carried over", "person": "written by a person",
-                "edited": "edited by a person", "imported": "imported"}
+SOURCE_WORDS = {
+    "model": "model",
+    "carried": "carried over",
+    "person": "written by a person",
+    "edited": "edited by a person",
+    "imported": "imported",
+}
 
 
 def step_kind(step: Any) -> str:
@@ -47,8 +52,9 @@ def _mark(step: Any, signals: Sequence[str], last: bool, outcome: Any) -> str:
         words.append("success" if outcome.success else "failure")
     flag = "!" if sig else ""
     label = html.escape(" · ".join(words), quote=True)
-    return (f'<a class="{" ".join(classes)}" href="#{anchor(step.index)}" title="{label}" '
-            f'aria-label="{label}">{flag}</a>')
+    return (
+        f'<a class="{" ".join(classes)}" href="#{anchor(step.index)}" title="{label}" aria-label="{label}">{flag}</a>'
+    )
 
 
 def strip_html(steps: Sequence[Any], signals: Sequence[Sequence[str]], outcome: Any) -> str:
@@ -59,19 +65,23 @@ def strip_html(steps: Sequence[Any], signals: Sequence[Sequence[str]], outcome: 
     marks = "".join(_mark(s, sig, i == n - 1, outcome) for i, (s, sig) in enumerate(zip(steps, signals)))
     edits = [int(s.index) for s in steps if step_kind(s) in ("edited", "person")]
     flagged = [int(s.index) for s, sig in zip(steps, signals) if sig]
-    summary = [f"{n} step{'' if n == 1 else 's'}",
-               f"person: {_where(edits)}" if edits else "no edits",
-               f"signals: {_where(flagged)}" if flagged else "no signals"]
+    summary = [
+        f"{n} step{'' if n == 1 else 's'}",
+        f"person: {_where(edits)}" if edits else "no edits",
+        f"signals: {_where(flagged)}" if flagged else "no signals",
+    ]
     if outcome.done:
         summary.append("success" if outcome.success else "failure")
     legend = "".join(f'<span class="ov-key ov-{k}"></span>{html.escape(w)} ' for k, w in SOURCE_WORDS.items())
-    return (f'{STRIP_CSS}<div class="ov-strip" role="navigation" aria-label="Steps of this version">{marks}</div>'
-            f'<div class="ov-summary">{html.escape(" · ".join(summary))}'
-            f'<span class="ov-legend">{legend}<span class="ov-key ov-model ov-signal">!</span>signal</span></div>')
+    return (
+        f'{STRIP_CSS}<div class="ov-strip" role="navigation" aria-label="Steps of this version">{marks}</div>'
+        f'<div class="ov-summary">{html.escape(" · ".join(summary))}'
+        f'<span class="ov-legend">{legend}<span class="ov-key ov-model ov-signal">!</span>signal</span></div>'
+    )
 
 
 def _where(indices: list[int]) -> str:
-    """"steps 3, 7, 12" (at most 12 listed)."""
+    """ "steps 3, 7, 12" (at most 12 listed)."""
     head = ", ".join(str(i) for i in indices[:12])
     more = f" (+{len(indices) - 12})" if len(indices) > 12 else ""
     return f"step{'' if len(indices) == 1 else 's'} {head}{more}"
@@ -102,8 +112,10 @@ def edited_css(indices: Iterable[int]) -> str:
     sel = ", ".join(f".st-key-step_{int(i)}" for i in indices)
     if not sel:
         return ""
-    return (f"<style>{sel} {{ background: #fff8c5; border: 2px solid #bf8700 !important; "
-            "border-left: 8px solid #bf8700 !important; }</style>")
+    return (
+        f"<style>{sel} {{ background: #fff8c5; border: 2px solid #bf8700 !important; "
+        "border-left: 8px solid #bf8700 !important; }</style>"
+    )
 
 
 # ---------------------------------------------------------------------- earlier steps in one block
@@ -123,8 +135,9 @@ def steps_html(env: str, steps: Sequence[Any], signals: dict[int, Sequence[str]]
             lines.append(f'<div class="ov-sig">⚑ {html.escape(" · ".join(sig))}</div>')
         lines += [f'<div class="ov-line">{html.escape(f"{label}: {text}")}</div>' for label, text in step_lines(env, s)]
         if replaced_text(s):
-            was, now = ((s.edit.old_action, s.action) if s.edit.kind == "rewrite_action"
-                        else (s.edit.old_thought, s.thought))
+            was, now = (
+                (s.edit.old_action, s.action) if s.edit.kind == "rewrite_action" else (s.edit.old_thought, s.thought)
+            )
             left, right = diff_html(was, now)
             lines.append(f'<div class="rd-was"><b>before:</b> {left}<br><b>after:</b> {right}</div>')
         a = tags.get(s.id)
@@ -156,8 +169,10 @@ def call_line(calls: Sequence[Any]) -> str:
     c_ = sum(c.usage.completion_tokens or 0 for c in calls)
     retries = sum(max(c.attempts - 1, 0) for c in calls)
     cached = " · from cache" if all(c.cached for c in calls) else ""
-    return (f"{lat:.2f} s · {p:,} prompt + {c_:,} completion tokens · "
-            f"{retries} retr{'y' if retries == 1 else 'ies'} · {len(calls)} call{'' if len(calls) == 1 else 's'}{cached}")
+    return (
+        f"{lat:.2f} s · {p:,} prompt + {c_:,} completion tokens · "
+        f"{retries} retr{'y' if retries == 1 else 'ies'} · {len(calls)} call{'' if len(calls) == 1 else 's'}{cached}"
+    )
 
 
 def version_timing(calls: Iterable[Any]) -> str:

@@ -9,7 +9,6 @@ st.code) or as escaped HTML (the Compare table)."""
 from __future__ import annotations
 
 import json
-
 from typing import Any, Sequence
 
 from agent.run_settings import ConfigError, check_base_url
@@ -28,8 +27,9 @@ EDIT_CHOICES = {
 }
 
 
-def applicable_edits(step: Any, *, can_insert_after: bool = True, allowed: Any = None,
-                     reasoning: bool = False) -> list[str]:
+def applicable_edits(
+    step: Any, *, can_insert_after: bool = True, allowed: Any = None, reasoning: bool = False
+) -> list[str]:
     """The edit kinds that apply to this step: a step without a thought has none to rewrite
     or delete; a step without an action has none to rewrite; `allowed` (the family's
     edit kinds) drops the rest. `reasoning`: a step with a reasoning channel offers its
@@ -130,9 +130,11 @@ def origin_text(origin: dict | None) -> str | None:
     if not origin:
         return None
     groups = ", ".join(str(g) for g in origin.get("whatif_groups") or []) or "none"
-    return (f"suggested by critic {origin.get('critic_model')} (prompt {origin.get('critic_prompt')}, "
-            f"sha256 {str(origin.get('critic_prompt_hash') or '')[:12]}); what-if groups {groups}: "
-            f"{origin.get('verdict')}")
+    return (
+        f"suggested by critic {origin.get('critic_model')} (prompt {origin.get('critic_prompt')}, "
+        f"sha256 {str(origin.get('critic_prompt_hash') or '')[:12]}); what-if groups {groups}: "
+        f"{origin.get('verdict')}"
+    )
 
 
 def thoughts_are_turns(env: str) -> bool:
@@ -175,7 +177,7 @@ def endpoint_problem(url: str) -> str | None:
 
 
 def plural(n: int, word: str) -> str:
-    """"1 step", "2 steps"."""
+    """ "1 step", "2 steps"."""
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
@@ -237,6 +239,14 @@ def episode_row(r: dict, edits: int) -> dict:
     }
 
 
-EPISODE_COLUMNS = {"episode": {"width": 70}, "name": {"width": "medium"}, "task": {"width": "large"},
-                   "type": {"width": "medium"}, "outcome": {"width": 80}, "versions": {"width": 75},
-                   "edits": {"width": 60}, "env": {"width": 80}, "model": {"width": "small"}}
+EPISODE_COLUMNS = {
+    "episode": {"width": 70},
+    "name": {"width": "medium"},
+    "task": {"width": "large"},
+    "type": {"width": "medium"},
+    "outcome": {"width": 80},
+    "versions": {"width": 75},
+    "edits": {"width": 60},
+    "env": {"width": 80},
+    "model": {"width": "small"},
+}

@@ -11,9 +11,9 @@ from typing import Any
 import streamlit as st
 
 from app_pages import selection
+from envs.registry import kinds
 from sessions import numbering
 from sessions.search import OUTCOMES, SearchError, search
-from envs.registry import kinds
 from trajectory.signals import SIGNALS
 
 
@@ -45,8 +45,9 @@ def render(store: Any) -> None:
     """Search box, filters and hits."""
     with st.container(border=True, key="search_box"):
         c = st.columns([4, 1.3, 1.3, 1.6, 0.8])
-        query = c[0].text_input("Search every trajectory", key="search_q",
-                                placeholder='words, "a phrase", prefix*, observation: word')
+        query = c[0].text_input(
+            "Search every trajectory", key="search_q", placeholder='words, "a phrase", prefix*, observation: word'
+        )
         env = c[1].selectbox("Environment", ["all", *kinds()], key="search_env")
         outcome = c[2].selectbox("Outcome", ["all", *OUTCOMES], key="search_outcome")
         signal = c[3].selectbox("Signal", ["any", *SIGNALS], key="search_signal")
@@ -54,8 +55,14 @@ def render(store: Any) -> None:
         if not query.strip():
             return
         try:
-            hits = search(store, query, env=None if env == "all" else env, outcome=None if outcome == "all" else outcome,
-                          signal=None if signal == "any" else signal, limit=int(limit))
+            hits = search(
+                store,
+                query,
+                env=None if env == "all" else env,
+                outcome=None if outcome == "all" else outcome,
+                signal=None if signal == "any" else signal,
+                limit=int(limit),
+            )
         except SearchError as exc:
             st.text(str(exc))
             return

@@ -9,8 +9,8 @@ import streamlit as st
 
 from agent import local_model
 from agent.client import model_available, public_url
-from app_pages.api_styles import api_style_box
 from app_pages import alerts, app_engine
+from app_pages.api_styles import api_style_box
 from app_pages.page_text import endpoint_problem
 
 store = app_engine.store()
@@ -36,10 +36,16 @@ model = c[1].text_input("Model", value=d["model"], key="set_model")
 api_style = api_style_box(c[2], d["api_style"], "set_api_style")
 c2 = st.columns(3)
 style = c2[0].selectbox("Prompt style", ["react", "act"], index=["react", "act"].index(d["style"]), key="set_style")
-temperature = c2[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=float(d["temperature"]), step=0.1,
-                                 key="set_temperature")
-max_steps = c2[2].number_input("Max steps (0 = environment default)", min_value=0, max_value=500,
-                               value=int(d.get("max_steps") or 0), key="set_max_steps")
+temperature = c2[1].number_input(
+    "Temperature", min_value=0.0, max_value=2.0, value=float(d["temperature"]), step=0.1, key="set_temperature"
+)
+max_steps = c2[2].number_input(
+    "Max steps (0 = environment default)",
+    min_value=0,
+    max_value=500,
+    value=int(d.get("max_steps") or 0),
+    key="set_max_steps",
+)
 alerts.show_error("settings")
 if st.button("Save defaults", key="set_save", type="primary"):
     url = base_url.strip()
@@ -48,10 +54,17 @@ if st.button("Save defaults", key="set_save", type="primary"):
         alerts.set_error("settings", problem)
     else:
         alerts.clear_error("settings")
-        store.settings.set(app_engine.DEFAULTS_SETTING, {
-            "base_url": url or None, "model": local_model.resolved_name(model.strip() or d["model"]), "api_style": api_style,
-            "style": style, "temperature": float(temperature), "max_steps": int(max_steps) or None,
-        })
+        store.settings.set(
+            app_engine.DEFAULTS_SETTING,
+            {
+                "base_url": url or None,
+                "model": local_model.resolved_name(model.strip() or d["model"]),
+                "api_style": api_style,
+                "style": style,
+                "temperature": float(temperature),
+                "max_steps": int(max_steps) or None,
+            },
+        )
         st.toast("Saved.")
     st.rerun()
 
@@ -60,9 +73,12 @@ prices = store.settings.get(app_engine.PRICES_SETTING, {}) or {}
 p = st.columns(3)
 p_model = p[0].text_input("Model", value=d["model"], key="price_model")
 cur = prices.get(p_model.strip(), {})
-p_in = p[1].number_input("$ per 1M prompt tokens", min_value=0.0, value=float(cur.get("prompt", 0.0)), key=f"price_in_{p_model}")
-p_out = p[2].number_input("$ per 1M completion tokens", min_value=0.0, value=float(cur.get("completion", 0.0)),
-                          key=f"price_out_{p_model}")
+p_in = p[1].number_input(
+    "$ per 1M prompt tokens", min_value=0.0, value=float(cur.get("prompt", 0.0)), key=f"price_in_{p_model}"
+)
+p_out = p[2].number_input(
+    "$ per 1M completion tokens", min_value=0.0, value=float(cur.get("completion", 0.0)), key=f"price_out_{p_model}"
+)
 if st.button("Save price", key="price_save"):
     prices[p_model.strip()] = {"prompt": p_in, "completion": p_out}
     store.settings.set(app_engine.PRICES_SETTING, prices)

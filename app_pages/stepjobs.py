@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any
 
-from agent import jobs
 import sessions.jobs
+from agent import jobs
 from sessions.numbering import label_of
 
 StepJob = jobs.Handle
@@ -61,8 +61,15 @@ def start(engine: Any, session: str, version_id: int, *, in_run: bool = False) -
             return rep
 
         # a step of a run names no version: the run's own job stands for it (one status per version)
-        h = _mine[key] = jobs.start(store, "step", work, episode_id=ep, version_id=None if in_run else version_id,
-                                    session=session, target=f"episode {ep} {label_of(store, version_id)}")
+        h = _mine[key] = jobs.start(
+            store,
+            "step",
+            work,
+            episode_id=ep,
+            version_id=None if in_run else version_id,
+            session=session,
+            target=f"episode {ep} {label_of(store, version_id)}",
+        )
     return h
 
 

@@ -30,13 +30,20 @@ def form(disabled: bool) -> tuple[list[StopCondition], str | None]:
     # the label changes with the first condition (a new expander to Streamlit): it stays open then
     with st.expander(label + ": Run stops at the first step where one holds", expanded=on):
         c = st.columns([3, 2, 2, 1])
-        sigs = c[0].multiselect("A step raises", list(SIGNALS), key="until_signals",
-                                format_func=lambda s: s.replace("_", " "), disabled=disabled)
-        obs = c[1].text_input("Observation matches (regex)", key="until_obs", disabled=disabled,
-                              placeholder="Nothing happens")
+        sigs = c[0].multiselect(
+            "A step raises",
+            list(SIGNALS),
+            key="until_signals",
+            format_func=lambda s: s.replace("_", " "),
+            disabled=disabled,
+        )
+        obs = c[1].text_input(
+            "Observation matches (regex)", key="until_obs", disabled=disabled, placeholder="Nothing happens"
+        )
         act = c[2].text_input("Action matches (regex)", key="until_action", disabled=disabled, placeholder="^put ")
-        k = c[3].number_input("At step (0 = off)", min_value=0, max_value=500, value=0, key="until_step",
-                              disabled=disabled)
+        k = c[3].number_input(
+            "At step (0 = off)", min_value=0, max_value=500, value=0, key="until_step", disabled=disabled
+        )
         specs = specs_from(sigs or [], obs or "", act or "", int(k or 0))
         try:
             conds = parse_all(specs)

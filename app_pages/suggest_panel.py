@@ -14,11 +14,10 @@ from typing import Any, Callable, Iterable
 
 import streamlit as st
 
-from agent import jobs
-from agent import suggest, suggest_experiment, suggest_verdict
+from agent import critic_dialogue, jobs, suggest, suggest_experiment, suggest_verdict
 from agent.engine import Engine, EngineError
-from app_pages.api_styles import api_style_box
 from app_pages import alerts
+from app_pages.api_styles import api_style_box
 from app_pages.whatif_panel import chart_spec
 from envs.base import EnvError
 from sessions import numbering, suggestions
@@ -40,8 +39,16 @@ def arm_rows(c: dict[str, Any]) -> list[dict[str, Any]]:
         arm = c.get(name)
         if arm and arm.get("n"):
             lo, hi = arm["ci95"]
-            rows.append({"arm": f"{name} ({arm['success']}/{arm['n']})", "rate": round(100 * arm["success_rate"], 1),
-                         "lo": round(100 * lo, 1), "hi": round(100 * hi, 1), "n": arm["n"], "success": arm["success"]})
+            rows.append(
+                {
+                    "arm": f"{name} ({arm['success']}/{arm['n']})",
+                    "rate": round(100 * arm["success_rate"], 1),
+                    "lo": round(100 * lo, 1),
+                    "hi": round(100 * hi, 1),
+                    "n": arm["n"],
+                    "success": arm["success"],
+                }
+            )
     return rows
 
 
@@ -62,15 +69,20 @@ def marks_css(steps: Iterable[int]) -> str:
     return f"<style>{sel} {{ outline: 3px dashed #8250df; outline-offset: 1px; }}</style>" if sel else ""
 
 
-def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None, critic_style: str | None = None
-           ) -> jobs.Handle:
+def _start(
+    eng: Engine, vid: int, k: int, n: int, critic_model: str | None, critic_style: str | None = None
+) -> jobs.Handle:
     """The critic call and the what-ifs as one job with its own Engine and connections."""
     path, api_key = eng.store.file, eng.api_key
 
     def work(h: jobs.Handle) -> dict[str, Any]:
         w = Engine(Store(path, create=False), api_key=api_key)
-        how = suggest.Verify(n=n, stop=h.stop, should_stop=h.sync_stop,
-                             on_progress=lambda done, total: h.progress(done=done, total=total))
+        how = suggest.Verify(
+            n=n,
+            stop=h.stop,
+            should_stop=h.sync_stop,
+            on_progress=lambda done, total: h.progress(done=done, total=total),
+        )
         try:
             critic = suggest.Critic(model=critic_model or None, api_style=critic_style)
             return suggest.report(suggest.suggest_version(w, vid, critic, k, how))
@@ -79,8 +91,9 @@ def _start(eng: Engine, vid: int, k: int, n: int, critic_model: str | None, crit
 
     ep = eng.store.versions.get(vid).episode_id
     tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
-    return jobs.start(eng.store, "suggest", work, episode_id=ep, version_id=vid, session=tab,
-                      target=f"suggest for {_label(eng, vid)}")
+    return jobs.start(
+        eng.store, "suggest", work, episode_id=ep, version_id=vid, session=tab, target=f"suggest for {_label(eng, vid)}"
+    )
 
 
 def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None]) -> None:
@@ -95,7 +108,9 @@ def render(eng: Engine, vid: int, v: Any, switch_to: Callable[[int, Any], None])
         st.html(marks_css(steps_marked(suggest.report(latest))))
     with st.expander("Suggest fixes — a critic proposes edits, each proven by a what-if", expanded=mine):
         c = st.columns([1, 1, 2, 1])
-        k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}")
+        k = c[0].number_input(
+            "Candidates", min_value=1, max_value=critic_dialogue.MAX_CANDIDATES, value=3, key=f"sg_k_{vid}"
+        )
         n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key=f"sg_n_{vid}")
         model = c[2].text_input("Critic model (empty: the version's own)", key=f"sg_model_{vid}")
         style = api_style_box(c[3], None, f"sg_api_{vid}", label="Critic API style", inherit="(the version's own)")
@@ -119,8 +134,10 @@ def _progress(eng: Engine, job: jobs.Handle) -> None:
     if job.finished.is_set():
         st.rerun()
     total = job.total or 0
-    st.progress(job.done_n / total if total else 0.0,
-                text=f"Asking the critic, then verifying: {job.done_n}/{total} rollouts. Press Stop to halt.")
+    st.progress(
+        job.done_n / total if total else 0.0,
+        text=f"Asking the critic, then verifying: {job.done_n}/{total} rollouts. Press Stop to halt.",
+    )
     if st.button("Stop", key="sg_stop"):
         jobs.stop(eng.store, job.id)
 
@@ -131,8 +148,11 @@ def _cards(eng: Engine, vid: int, report: dict[str, Any], switch_to: Callable[[i
     marked = steps_marked(report)
     st.caption(f"First failure signal at step {first}." if first else "No step raised a failure signal.")
     if marked:
-        st.caption("Candidates at steps " + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items()))
-                   + " — each card is under its step above (marked on the overview strip).")
+        st.caption(
+            "Candidates at steps "
+            + ", ".join(f"{s} ({n})" for s, n in sorted(marked.items()))
+            + " — each card is under its step above (marked on the overview strip)."
+        )
     for line in suggest_verdict.method_lines(report):
         st.caption(line)
     if not report["candidates"]:
@@ -156,8 +176,13 @@ def by_step(eng: Engine, vid: int, v: Any) -> dict[int, tuple[int, list[dict[str
     return out
 
 
-def at_step(eng: Engine, vid: int, cards: dict[int, tuple[int, list[dict[str, Any]]]], step: int,
-            switch_to: Callable[[int, Any], None]) -> None:
+def at_step(
+    eng: Engine,
+    vid: int,
+    cards: dict[int, tuple[int, list[dict[str, Any]]]],
+    step: int,
+    switch_to: Callable[[int, Any], None],
+) -> None:
     """The candidate cards of one step, drawn under it in the Editor's step list."""
     if step not in cards:
         return
@@ -178,9 +203,11 @@ def _label(eng: Engine, version_id: int) -> str:
 def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callable[[int, Any], None]) -> None:
     """One candidate: where, what, why (plain text: it comes from a model), the evidence."""
     with st.container(border=True, key=f"sg_card_{sid}_{c['number']}"):
-        st.text(f"#{c['rank']} · step {c['step']} · {(c['kind'] or '').replace('_', ' ')} · candidate {c['number']}"
-                + (" · dismissed" if c["state"] == "dismissed" else "")
-                + (f" · accepted as {_label(eng, c['accepted_version'])}" if c["accepted_version"] else ""))
+        st.text(
+            f"#{c['rank']} · step {c['step']} · {(c['kind'] or '').replace('_', ' ')} · candidate {c['number']}"
+            + (" · dismissed" if c["state"] == "dismissed" else "")
+            + (f" · accepted as {_label(eng, c['accepted_version'])}" if c["accepted_version"] else "")
+        )
         st.text(c["text"] or "")
         if c["rationale"]:
             st.text(f"Why: {c['rationale']}")
@@ -190,7 +217,9 @@ def _card(eng: Engine, vid: int, sid: int, c: dict[str, Any], switch_to: Callabl
             st.vega_lite_chart(chart_spec(rows), width="stretch")
         if c["state"] in ("verified", "pending", "flagged"):
             b = st.columns(2)
-            if b[0].button("Accept", key=f"sg_accept_{sid}_{c['number']}", type="primary" if c["proven"] else "secondary"):
+            if b[0].button(
+                "Accept", key=f"sg_accept_{sid}_{c['number']}", type="primary" if c["proven"] else "secondary"
+            ):
                 try:
                     new = suggest.accept(eng, vid, c["number"])
                 except ERRORS as exc:
@@ -215,20 +244,33 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         b = r["best"] or {}
         c = r["cost"]
-        out.append({"episode": r["episode"], "version": r["version"], "first signal":
-                    f"{r['first_signal']} @{r['first_failure_step']}" if r["first_signal"] else "",
-                    "best candidate": f"step {b.get('step')} {b.get('kind')}: {b.get('text')}" if b else "",
-                    "effect": None if r["effect"] is None else round(100 * r["effect"]),
-                    "raw p (one-sided)": p_text(b["p_better"])[4:] if b.get("p_better") is not None else "",
-                    "adjusted p": (f"{p_text(b['p_adjusted'])[4:]} ({b['adjustment']})"
-                                   if b.get("p_adjusted") is not None else ""),
-                    "verdict": r["verdict"],
-                    "cost": f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}"})
+        out.append(
+            {
+                "episode": r["episode"],
+                "version": r["version"],
+                "first signal": f"{r['first_signal']} @{r['first_failure_step']}" if r["first_signal"] else "",
+                "best candidate": f"step {b.get('step')} {b.get('kind')}: {b.get('text')}" if b else "",
+                "effect": None if r["effect"] is None else round(100 * r["effect"]),
+                "raw p (one-sided)": p_text(b["p_better"])[4:] if b.get("p_better") is not None else "",
+                "adjusted p": (
+                    f"{p_text(b['p_adjusted'])[4:]} ({b['adjustment']})" if b.get("p_adjusted") is not None else ""
+                ),
+                "verdict": r["verdict"],
+                "cost": f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}",
+            }
+        )
     return out
 
 
-def _start_experiment(eng: Engine, exp_id: int, k: int, n: int, limit: int | None,
-                      critic_model: str | None, critic_style: str | None = None) -> jobs.Handle:
+def _start_experiment(
+    eng: Engine,
+    exp_id: int,
+    k: int,
+    n: int,
+    limit: int | None,
+    critic_model: str | None,
+    critic_style: str | None = None,
+) -> jobs.Handle:
     """`suggest --experiment ID --where failed [--limit M]` as one background job: each
     failure claimed once, a finished one never redone (a rerun continues), Stop halts it."""
     path, api_key = eng.store.file, eng.api_key
@@ -239,26 +281,40 @@ def _start_experiment(eng: Engine, exp_id: int, k: int, n: int, limit: int | Non
         try:
             _, rows = suggest_experiment.experiment_rows(w, exp_id, critic, k, n, limit)
             h.progress(done=0, total=len(rows))
-            how = suggest.Verify(n=n, stop=h.stop, should_stop=h.sync_stop,
-                                 on_progress=lambda done, total: h.progress(detail=f"{done}/{total} rollouts"))
-            done = suggest_experiment.suggest_experiment(w, rows, critic, how, h.id,
-                                              lambda s: h.progress(done=h.done_n + 1, total=len(rows)))
+            how = suggest.Verify(
+                n=n,
+                stop=h.stop,
+                should_stop=h.sync_stop,
+                on_progress=lambda done, total: h.progress(detail=f"{done}/{total} rollouts"),
+            )
+            done = suggest_experiment.suggest_experiment(
+                w, rows, critic, how, h.id, lambda s: h.progress(done=h.done_n + 1, total=len(rows))
+            )
             return suggest_experiment.experiment_report(w, exp_id, suggest_experiment.failure_rows(w, done))
         finally:
             w.store.close()
 
     tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
-    return jobs.start(eng.store, "suggest", work, experiment_id=exp_id, session=tab,
-                      target=f"suggest for the failures of experiment {exp_id}")
+    return jobs.start(
+        eng.store,
+        "suggest",
+        work,
+        experiment_id=exp_id,
+        session=tab,
+        target=f"suggest for the failures of experiment {exp_id}",
+    )
 
 
 def _experiment_progress(eng: Engine, job: jobs.Handle) -> None:
     if job.finished.is_set():
         st.rerun()
     total = job.total or 0
-    st.progress(job.done_n / total if total else 0.0,
-                text=f"Suggesting and verifying fixes: {job.done_n}/{total} failures"
-                + (f" ({job.detail})" if job.detail else "") + ". Press Stop to halt; starting again continues.")
+    st.progress(
+        job.done_n / total if total else 0.0,
+        text=f"Suggesting and verifying fixes: {job.done_n}/{total} failures"
+        + (f" ({job.detail})" if job.detail else "")
+        + ". Press Stop to halt; starting again continues.",
+    )
     if st.button("Stop", key="sg_x_stop"):
         jobs.stop(eng.store, job.id)
 
@@ -277,15 +333,16 @@ def experiment_start(eng: Engine, exp_id: int) -> bool:
             raise job.error
         alerts.alert(str(job.error).splitlines()[0])
     c = st.columns([1, 1, 1, 2, 1])
-    k = c[0].number_input("Candidates", min_value=1, max_value=suggest.MAX_CANDIDATES, value=3, key="sg_x_k")
+    k = c[0].number_input("Candidates", min_value=1, max_value=critic_dialogue.MAX_CANDIDATES, value=3, key="sg_x_k")
     n = c[1].number_input("Rollouts per arm", min_value=1, max_value=1000, value=10, key="sg_x_n")
     m = c[2].number_input("Failures (0: all)", min_value=0, value=0, key="sg_x_limit")
     model = c[3].text_input("Critic model (empty: each version's own)", key="sg_x_model")
     style = api_style_box(c[4], None, "sg_x_api", label="Critic API style", inherit="(each version's own)")
     if st.button("Suggest fixes for the failures", key="sg_x_run_btn", type="primary"):
         try:
-            st.session_state["sg_x_run"] = _start_experiment(eng, exp_id, int(k), int(n), int(m) or None, model.strip(),
-                                                              style)
+            st.session_state["sg_x_run"] = _start_experiment(
+                eng, exp_id, int(k), int(n), int(m) or None, model.strip(), style
+            )
         except ERRORS as exc:
             alerts.alert(str(exc).splitlines()[0])
             return False
@@ -303,12 +360,20 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
         return
     rows = experiment_rows(eng, exp_id)
     if not rows:
-        st.caption("None yet: the button above (or `react-editor suggest --experiment NAME --where failed`) "
-                   "proposes and proves fixes.")
+        st.caption(
+            "None yet: the button above (or `react-editor suggest --experiment NAME --where failed`) "
+            "proposes and proves fixes."
+        )
         return
     st.dataframe(table(rows), hide_index=True, key="sg_x_table")
-    proven = [r for r in rows if r["proven"] and not r["best"]["leaks_answer"] and not r["best"].get("harmful")
-              and r["best"]["state"] != "accepted"]
+    proven = [
+        r
+        for r in rows
+        if r["proven"]
+        and not r["best"]["leaks_answer"]
+        and not r["best"].get("harmful")
+        and r["best"]["state"] != "accepted"
+    ]
     cols = st.columns([2, 2, 1], vertical_alignment="bottom")
     target = cols[0].text_input("Add them to exemplar set (optional)", key="sg_x_set")
     start = _new_set_base(eng, exp_id, cols[1], target.strip())
@@ -329,13 +394,17 @@ def experiment_panel(eng: Engine, exp_id: int) -> None:
             alerts.alert(str(exc).splitlines()[0])
             return
         st.session_state["sg_x_job"] = _resume_all(eng, made, name)
-        alerts.alert(f"Accepted {len(made)} of {len(proven)} proven fix(es) as new versions, each confirmed on fresh "
-                    "rollouts; they are resuming" + (f" and join exemplar set {name} when they finish." if name else "."),
-                    "success")
+        alerts.alert(
+            f"Accepted {len(made)} of {len(proven)} proven fix(es) as new versions, each confirmed on fresh "
+            "rollouts; they are resuming" + (f" and join exemplar set {name} when they finish." if name else "."),
+            "success",
+        )
         for r in proven:
             if r.get("confirmation"):
-                st.text(f"{numbering.label_of(eng.store, r['version'])} #{r['best']['number']}: confirmation "
-                        f"{r['confirmation']['verdict']}; effect from {r['confirmation']['rollouts']}")
+                st.text(
+                    f"{numbering.label_of(eng.store, r['version'])} #{r['best']['number']}: confirmation "
+                    f"{r['confirmation']['verdict']}; effect from {r['confirmation']['rollouts']}"
+                )
         if name is not None and made:
             _leak_caption(eng, exp_id, name, made)
 
@@ -357,8 +426,12 @@ def _new_set_base(eng: Engine, exp_id: int, where: Any, name: str) -> tuple[str,
         where.caption("A new set name starts a set built on a base (the experiment's set by default).")
         return None
     bases = base_options(x.env, [s.name for s in exemplar_sets.list_sets(eng.store, x.env)])
-    pick = where.selectbox("Start from (the new set)", list(bases),
-                           index=list(bases.values()).index(default_base(bases, x.config.exemplar_set)), key="sg_x_base")
+    pick = where.selectbox(
+        "Start from (the new set)",
+        list(bases),
+        index=list(bases.values()).index(default_base(bases, x.config.exemplar_set)),
+        key="sg_x_base",
+    )
     return pick, bases[pick]
 
 
@@ -369,7 +442,11 @@ def _leak_caption(eng: Engine, exp_id: int, name: str, made: list[int]) -> None:
 
     leaked = suggest_experiment.leaked_for_set(eng, exp_id, name, made)
     if leaked:
-        alerts.plain_caption("Leakage: " + suggest_experiment.leak_line(name, experiments.get(eng.store, exp_id).name or str(exp_id), leaked) + ".")
+        alerts.plain_caption(
+            "Leakage: "
+            + suggest_experiment.leak_line(name, experiments.get(eng.store, exp_id).name or str(exp_id), leaked)
+            + "."
+        )
 
 
 def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -> jobs.Handle | None:
@@ -394,5 +471,6 @@ def _resume_all(eng: Engine, version_ids: list[int], exemplar_set: str | None) -
 
     if not version_ids:
         return None
-    return jobs.start(eng.store, "edit-and-resume", work, total=len(version_ids),
-                      target=f"resume {len(version_ids)} accepted fix(es)")
+    return jobs.start(
+        eng.store, "edit-and-resume", work, total=len(version_ids), target=f"resume {len(version_ids)} accepted fix(es)"
+    )

@@ -26,17 +26,18 @@ def version_statuses(versions: Any) -> dict[int, str]:
     states = jobs.version_states(store(), [v.id for v in versions], {v.id: v.updated_at for v in versions})
     run = st.session_state.get("run")
     mine = run.get("version") if run else None
-    return {v.id: "running" if v.id == mine and not v.outcome.done else states.get(v.id, v.status)
-            for v in versions}
+    return {v.id: "running" if v.id == mine and not v.outcome.done else states.get(v.id, v.status) for v in versions}
 
 
 def version_label(v: Any, label: str | None = None, status: str | None = None) -> str:
-    """"v3 my-fix (success)": the per-episode label people read (v3, r2; the global id if none given).
+    """ "v3 my-fix (success)": the per-episode label people read (v3, r2; the global id if none given).
     status: the version's version_status when already known (see version_statuses)."""
     from app_pages.page_text import outcome_text
 
     name = f" {v.name}" if v.name else ""
-    return f"{label or f'v{v.id}'}{name} ({outcome_text(v.outcome, status if status is not None else version_status(v))})"
+    return (
+        f"{label or f'v{v.id}'}{name} ({outcome_text(v.outcome, status if status is not None else version_status(v))})"
+    )
 
 
 def widget_key(prefix: str, labels: Any) -> str:

@@ -15,8 +15,13 @@ def dot_quote(text: str) -> str:
     return f'"{t}"'
 
 
-def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | None = None,
-                     groups: dict[int, str] | None = None, expand: bool = False) -> str:
+def version_tree_dot(
+    rows: Sequence[dict],
+    current: int | None,
+    selected: int | None = None,
+    groups: dict[int, str] | None = None,
+    expand: bool = False,
+) -> str:
     """The version tree (parent -> child) as DOT. `rows` are `agent.summary.version_summary` dicts
     with `edit` (the version's own edit, as `edit_label` says it) and `edits` (a person's edits
     on its path); a row with a `group` (a rollout group id, labelled in `groups`) is drawn inside one node
@@ -32,18 +37,7 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         if r.get("group") in groups and not expand:
             continue
         state = status_word(r["done"], r["success"], r.get("status"))
-        label = r.get("label") or f"v{r['version']}"
-        if r.get("name"):
-            name = r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "…"
-            label += f" {name}"
-        label += f"\n{plural(r['steps'], 'step')}, {state}"
-        if r.get("edit"):
-            label += f"\n{r['edit']}"
-        if r.get("edits"):
-            label += f" ({plural(r['edits'], 'edit')} in all)" if r.get("edit") else f"\n{plural(r['edits'], 'edit')}"
-        if r["version"] == current:
-            label += "\n(current)"
-        fill = {"success": "#d4f4dd", "failure": "#fde2e1", "open": "#eef0f4", "stopped": "#fff1c2", "running": "#dbeafe"}[state]
+        label, fill = _node_label(r, state, current), _FILLS[state]
         attrs = [f"label={dot_quote(label)}", f'fillcolor="{fill}"']
         if r["version"] == current:
             attrs.append("penwidth=3")
@@ -52,8 +46,11 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         lines.append(f"  v{int(r['version'])} [{', '.join(attrs)}];")
     for g, rs in members.items():
         if expand:
-            lines.append(f"  subgraph cluster_g{int(g)} {{ label={dot_quote(groups[g])}; style=dashed; "
-                         + " ".join(f"v{int(r['version'])};" for r in rs) + " }")
+            lines.append(
+                f"  subgraph cluster_g{int(g)} {{ label={dot_quote(groups[g])}; style=dashed; "
+                + " ".join(f"v{int(r['version'])};" for r in rs)
+                + " }"
+            )
         else:
             lines.append(f'  g{int(g)} [label={dot_quote(groups[g])}, shape=box3d, fillcolor="#fff4d6"];')
     for r in rows:
@@ -70,3 +67,28 @@ def version_tree_dot(rows: Sequence[dict], current: int | None, selected: int | 
         lines.append(f"  {src} -> v{int(r['version'])};")
     lines.append("}")
     return "\n".join(lines)
+
+
+_FILLS = {
+    "success": "#d4f4dd",
+    "failure": "#fde2e1",
+    "open": "#eef0f4",
+    "stopped": "#fff1c2",
+    "running": "#dbeafe",
+}  # a node's colour by its version's state
+
+
+def _node_label(r: dict, state: str, current: int | None) -> str:
+    """A version's node text: its label and name, steps and state, its edit(s), (current)."""
+    label = r.get("label") or f"v{r['version']}"
+    if r.get("name"):
+        name = r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "…"
+        label += f" {name}"
+    label += f"\n{plural(r['steps'], 'step')}, {state}"
+    if r.get("edit"):
+        label += f"\n{r['edit']}"
+    if r.get("edits"):
+        label += f" ({plural(r['edits'], 'edit')} in all)" if r.get("edit") else f"\n{plural(r['edits'], 'edit')}"
+    if r["version"] == current:
+        label += "\n(current)"
+    return label

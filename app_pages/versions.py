@@ -7,14 +7,14 @@ from collections import Counter
 
 import streamlit as st
 
+from agent.rollouts import version_groups
+from agent.summary import version_summary
 from app_pages import alerts, app_engine, selection, version_names
-from sessions import numbering
 from app_pages.annotate_widgets import version_annotation_panel
 from app_pages.costs import calls_cost, money, usage_totals
 from app_pages.page_text import edit_label, own_edit, status_word
 from app_pages.version_tree_dot import version_tree_dot
-from agent.rollouts import version_groups
-from agent.summary import version_summary
+from sessions import numbering
 
 eng = app_engine.engine()
 store = eng.store
@@ -50,8 +50,16 @@ for v in shown:
     e = own_edit(v.edits, parent.edits if parent else [])
     edit = edit_label(e) if e else (f"branched from {nums[parent.id]}" if parent else "")
     by_hand = sum(1 for s in steps if s.source == "human" and s.edit is None)
-    r.update(label=nums[v.id], current=v.id == ep.current_version, prompt_tokens=p, completion_tokens=c, cost=dollars, edit=edit,
-             edits=len(v.edits), by_hand=by_hand)
+    r.update(
+        label=nums[v.id],
+        current=v.id == ep.current_version,
+        prompt_tokens=p,
+        completion_tokens=c,
+        cost=dollars,
+        edit=edit,
+        edits=len(v.edits),
+        by_hand=by_hand,
+    )
     rows.append(r)
 closed: dict[int, dict] = {}  # a closed group's node: drawn from the first of its members
 if not expand:
@@ -60,8 +68,17 @@ if not expand:
         if g is not None and g not in closed:
             closed[g] = {"version": v.id, "parent_version": v.parent_version, "group": g}
 
-st.graphviz_chart(version_tree_dot(rows + [r for r in closed.values() if r["version"] not in steps_of],
-                                   ep.current_version, vid, group_labels, expand), width="content")
+st.graphviz_chart(
+    version_tree_dot(
+        rows + [r for r in closed.values() if r["version"] not in steps_of],
+        ep.current_version,
+        vid,
+        group_labels,
+        expand,
+    ),
+    width="content",
+)
+
 
 def version_row(r: dict, nums: dict[int, str], group_labels: dict[int, str]) -> dict:
     return {
@@ -69,7 +86,7 @@ def version_row(r: dict, nums: dict[int, str], group_labels: dict[int, str]) -> 
         "id": r["version"],
         "current": "★" if r["current"] else "",
         "name": r["name"] or "",
-        "from": nums[r['parent_version']] if r["parent_version"] in nums else "",
+        "from": nums[r["parent_version"]] if r["parent_version"] in nums else "",
         "rollout group": group_labels.get(r["group"], ""),
         "outcome": status_word(r["done"], r["success"], r["status"]),
         "edit": r["edit"],
@@ -84,24 +101,45 @@ def version_row(r: dict, nums: dict[int, str], group_labels: dict[int, str]) -> 
 
 def group_row(size: int, first: dict, nums: dict[int, str], label: str) -> dict:
     """A closed rollout group's one row (`first`: its first member's node)."""
-    return {"version": f"{size:,} rollouts", "id": None, "current": "", "name": "",
-            "from": nums.get(first["parent_version"], ""), "rollout group": label, "outcome": "",
-            "edit": "expand rollout groups to list them", "steps": None, "edits": None, "steps by hand": None,
-            "prompt tokens": None, "completion tokens": None, "cost": ""}
+    return {
+        "version": f"{size:,} rollouts",
+        "id": None,
+        "current": "",
+        "name": "",
+        "from": nums.get(first["parent_version"], ""),
+        "rollout group": label,
+        "outcome": "",
+        "edit": "expand rollout groups to list them",
+        "steps": None,
+        "edits": None,
+        "steps by hand": None,
+        "prompt tokens": None,
+        "completion tokens": None,
+        "cost": "",
+    }
 
 
 row_of = {r["version"]: r for r in rows}
 firsts = {r["version"]: g for g, r in closed.items()}
 sizes = Counter(member.values())  # group -> its rollouts
-table = [version_row(row_of[v.id], nums, group_labels) if v.id in row_of
-         else group_row(sizes[firsts[v.id]], closed[firsts[v.id]], nums, group_labels[firsts[v.id]])
-         for v in versions if v.id in row_of or v.id in firsts]  # in the tree's order: a group where it starts
+table = [
+    version_row(row_of[v.id], nums, group_labels)
+    if v.id in row_of
+    else group_row(sizes[firsts[v.id]], closed[firsts[v.id]], nums, group_labels[firsts[v.id]])
+    for v in versions
+    if v.id in row_of or v.id in firsts
+]  # in the tree's order: a group where it starts
 st.dataframe(table, hide_index=True, key="versions_table")
 
 ids = [v.id for v in shown]
 labels = {i: version_names.version_label(by_id[i], nums.get(i), statuses[i]) for i in ids}
-pick = st.selectbox("Version", ids, index=ids.index(vid) if vid in ids else 0, format_func=labels.get,
-                    key=version_names.widget_key(f"ver_pick_{ep_id}", labels.values()))
+pick = st.selectbox(
+    "Version",
+    ids,
+    index=ids.index(vid) if vid in ids else 0,
+    format_func=labels.get,
+    key=version_names.widget_key(f"ver_pick_{ep_id}", labels.values()),
+)
 if pick != vid:  # picking a version selects it (as the Editor's selector does)
     selection.select(ep_id, pick)
     st.rerun()

@@ -8,7 +8,6 @@ steps) is only shown in a dataframe or with st.text."""
 from __future__ import annotations
 
 import hashlib
-
 import threading
 import uuid
 from dataclasses import dataclass
@@ -25,8 +24,8 @@ from app_pages.page_text import EDIT_CHOICES, applicable_edits
 from envs.base import EnvError
 from envs.registry import family
 from sessions import rollouts
-from sessions.rollouts import RolloutEdit
 from sessions.numbering import label_of
+from sessions.rollouts import RolloutEdit
 from sessions.store import Store, StoreError
 
 TICK_S = 0.5
@@ -39,6 +38,8 @@ def edit_options(step: Any, allowed: Any = None) -> dict[str, str | None]:
     family's edit kinds)."""
     kinds = applicable_edits(step, can_insert_after=False, allowed=allowed)
     return {NO_EDIT: None, **{EDIT_CHOICES[k]: k for k in kinds}}
+
+
 ARM_NAMES = {"resample": "resample", "control": "control (as it was)", "treatment": "treatment (edited)"}
 
 
@@ -89,8 +90,13 @@ def _start(eng: Engine, req: Request, concurrency: int, tab: str) -> jobs.Handle
 
     def work(h: jobs.Handle) -> dict[str, Any]:
         w = Engine(Store(path, create=False), api_key=api_key)
-        kw: dict[str, Any] = dict(concurrency=concurrency, stop=h.stop, should_stop=h.sync_stop, on_retry=h.on_retry,
-                                  on_progress=lambda done, total: h.progress(done=done, total=total))
+        kw: dict[str, Any] = dict(
+            concurrency=concurrency,
+            stop=h.stop,
+            should_stop=h.sync_stop,
+            on_retry=h.on_retry,
+            on_progress=lambda done, total: h.progress(done=done, total=total),
+        )
         try:
             run = whatif(w, req, **kw)[1] if req.edit else resample(w, req, **kw)
         finally:
@@ -99,8 +105,15 @@ def _start(eng: Engine, req: Request, concurrency: int, tab: str) -> jobs.Handle
 
     ep = eng.store.versions.get(req.version_id).episode_id
     kind = "whatif" if req.edit else "resample"
-    return jobs.start(eng.store, kind, work, episode_id=ep, version_id=req.version_id, session=tab,
-                      target=f"{kind} @{req.k} of episode {ep} {label_of(eng.store, req.version_id)}")
+    return jobs.start(
+        eng.store,
+        kind,
+        work,
+        episode_id=ep,
+        version_id=req.version_id,
+        session=tab,
+        target=f"{kind} @{req.k} of episode {ep} {label_of(eng.store, req.version_id)}",
+    )
 
 
 # ---------------------------------------------------------------------- pure views
@@ -111,8 +124,16 @@ def rate_rows(stats: list[GroupStats]) -> list[dict[str, Any]]:
     rows = []
     for s in stats:
         lo, hi = s.ci95
-        rows.append({"arm": ARM_NAMES[s.group.kind], "rate": round(100 * (s.rate or 0.0), 1),
-                     "lo": round(100 * lo, 1), "hi": round(100 * hi, 1), "n": s.n, "success": s.success})
+        rows.append(
+            {
+                "arm": ARM_NAMES[s.group.kind],
+                "rate": round(100 * (s.rate or 0.0), 1),
+                "lo": round(100 * lo, 1),
+                "hi": round(100 * hi, 1),
+                "n": s.n,
+                "success": s.success,
+            }
+        )
     return rows
 
 
@@ -124,16 +145,29 @@ def chart_spec(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "data": {"values": values},
         "layer": [
-            {"mark": {"type": "bar", "opacity": 0.6}, "encoding": {"x": x, "y": {
-                "field": "rate", "type": "quantitative", "title": "success %", "scale": {"domain": [0, 100]}}}},
-            {"mark": {"type": "rule", "strokeWidth": 2, "color": "#222"},
-             "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"}, "y2": {"field": "hi"}}},
-            {"mark": {"type": "tick", "thickness": 2, "size": 14, "color": "#222"},
-             "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"}}},
-            {"mark": {"type": "tick", "thickness": 2, "size": 14, "color": "#222"},
-             "encoding": {"x": x, "y": {"field": "hi", "type": "quantitative"}}},
-            {"mark": {"type": "text", "dy": -8, "fontSize": 11},
-             "encoding": {"x": x, "y": {"field": "hi", "type": "quantitative"}, "text": {"field": "interval"}}},
+            {
+                "mark": {"type": "bar", "opacity": 0.6},
+                "encoding": {
+                    "x": x,
+                    "y": {"field": "rate", "type": "quantitative", "title": "success %", "scale": {"domain": [0, 100]}},
+                },
+            },
+            {
+                "mark": {"type": "rule", "strokeWidth": 2, "color": "#222"},
+                "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"}, "y2": {"field": "hi"}},
+            },
+            {
+                "mark": {"type": "tick", "thickness": 2, "size": 14, "color": "#222"},
+                "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"}},
+            },
+            {
+                "mark": {"type": "tick", "thickness": 2, "size": 14, "color": "#222"},
+                "encoding": {"x": x, "y": {"field": "hi", "type": "quantitative"}},
+            },
+            {
+                "mark": {"type": "text", "dy": -8, "fontSize": 11},
+                "encoding": {"x": x, "y": {"field": "hi", "type": "quantitative"}, "text": {"field": "interval"}},
+            },
         ],
     }
 
@@ -146,8 +180,11 @@ def effect_text(effect: Effect) -> str:
 
 
 def first_rows(stats: list[GroupStats]) -> list[dict[str, Any]]:
-    return [{"arm": ARM_NAMES[s.group.kind], "first regenerated step": f["text"], "rollouts": f["count"]}
-            for s in stats for f in s.first]
+    return [
+        {"arm": ARM_NAMES[s.group.kind], "first regenerated step": f["text"], "rollouts": f["count"]}
+        for s in stats
+        for f in s.first
+    ]
 
 
 # ---------------------------------------------------------------------- the panel
@@ -157,23 +194,33 @@ def render(eng: Engine, ep: Any, vid: int, step: Any) -> None:
     """The panel for `step` of version `vid` (the Editor shows it under the step being edited)."""
     k = step.index
     job: Job | None = st.session_state.get("whatif_job")
-    with st.expander(f"What if… — N rollouts from step {k}, without and with an edit", expanded=job is not None
-                     and job.key == (vid, k)):
+    with st.expander(
+        f"What if… — N rollouts from step {k}, without and with an edit",
+        expanded=job is not None and job.key == (vid, k),
+    ):
         c = st.columns([1, 1, 1, 3])
         n = c[0].number_input("N rollouts", min_value=1, max_value=MAX_N, value=10, key=f"wi_n_{vid}_{k}")
-        temp = c[1].number_input("Temperature", min_value=0.0, max_value=2.0, value=0.7, step=0.1,
-                                 key=f"wi_temp_{vid}_{k}")
+        temp = c[1].number_input(
+            "Temperature", min_value=0.0, max_value=2.0, value=0.7, step=0.1, key=f"wi_temp_{vid}_{k}"
+        )
         conc = c[2].number_input("At once", min_value=1, max_value=32, value=4, key=f"wi_conc_{vid}_{k}")
         app_engine.queue_caption(ep.config.model, ep.config.base_url, int(conc))  # the built-in model: one at a time
         edits = edit_options(step, family(ep.task.env).edit_kinds)
         kind, text = treatment(c[3], edits, vid, step)
-        same = text is not None and kind != "insert_thought" and text.strip() == (
-            step.thought if kind == "rewrite_thought" else step.action or "").strip()
+        same = (
+            text is not None
+            and kind != "insert_thought"
+            and text.strip() == (step.thought if kind == "rewrite_thought" else step.action or "").strip()
+        )
         if same:
             st.warning("The treatment equals the control: change the text (or type it in the edit form above).")
         busy = job is not None and job.running  # one what-if per tab at a time: Stop it first
-        if st.button(f"Run {int(n)} rollouts" + (" per arm" if kind else ""), key=f"wi_run_{vid}_{k}",
-                     type="primary", disabled=busy or same):
+        if st.button(
+            f"Run {int(n)} rollouts" + (" per arm" if kind else ""),
+            key=f"wi_run_{vid}_{k}",
+            type="primary",
+            disabled=busy or same,
+        ):
             edit = RolloutEdit(kind=kind, text=text) if kind else None
             req = Request(vid, k, int(n), float(temp), None, edit)
             tab = st.session_state.setdefault("tab_id", uuid.uuid4().hex)
@@ -204,13 +251,17 @@ def treatment(where: Any, edits: dict[str, str | None], vid: int, step: Any) -> 
     fix_kind, fix_text = typed_fix(vid, step)
     fix_label = next((lab for lab, x in edits.items() if x == fix_kind and x), None)
     tag = f"_{hashlib.sha1(fix_text.encode()).hexdigest()[:8]}" if fix_label else ""  # follows the typed fix
-    choice = where.selectbox("Edit (treatment)", labels, key=f"wi_edit_{vid}_{k}{tag}",
-                             index=labels.index(fix_label) if fix_label else 0)
+    choice = where.selectbox(
+        "Edit (treatment)", labels, key=f"wi_edit_{vid}_{k}{tag}", index=labels.index(fix_label) if fix_label else 0
+    )
     kind = edits.get(choice)
     if kind not in EDIT_FORM_KEYS:
         return kind, None
-    default = fix_text if kind == fix_kind and fix_text else (
-        {"rewrite_thought": step.thought, "rewrite_action": step.action}.get(kind) or "")
+    default = (
+        fix_text
+        if kind == fix_kind and fix_text
+        else ({"rewrite_thought": step.thought, "rewrite_action": step.action}.get(kind) or "")
+    )
     return kind, st.text_input("New text", value=default, key=f"wi_text_{vid}_{k}_{kind}{tag}")
 
 
@@ -240,5 +291,8 @@ def _status(eng: Engine, job: Job) -> None:
     st.dataframe(first_rows(stats), hide_index=True, key="wi_first")
     # a link, not a button: a page switch from inside this ticking fragment could leave a blank page
     g = stats[0].group
-    st.page_link(selection.page_path("versions"), label="Open the rollouts in Versions",
-                 query_params={"episode": str(g.episode_id), "version": str(g.source_version)})
+    st.page_link(
+        selection.page_path("versions"),
+        label="Open the rollouts in Versions",
+        query_params={"episode": str(g.episode_id), "version": str(g.source_version)},
+    )

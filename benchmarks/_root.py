@@ -17,8 +17,13 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != 
 def served_by(script: str):
     """The URL a benchmark's own server prints when `script --serve` runs in a child process
     (so the server's CPU is not counted as ours); the server ends with the block."""
-    server = subprocess.Popen([sys.executable, script, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    server = subprocess.Popen(
+        [sys.executable, script, "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         yield server.stdout.readline().strip()
     finally:

@@ -31,12 +31,16 @@ def round_summary(level: dict) -> dict:
     def mean(xs: list[dict], key: str) -> float:
         return round(total(xs, key) / len(xs), 3)
 
-    return {"runner_cpu": mean(runs, "cpu_ms_per_call"), "bare_cpu": mean(bares, "cpu_ms_per_call"),
-            "cpu_ratio": round(total(runs, "cpu_ms_per_call") / total(around, "cpu_ms_per_call"), 2),
-            "pair_ratios": [round(r["cpu_ms_per_call"] / a["cpu_ms_per_call"], 2) for r, a in zip(runs, around)],
-            "runner_rate": mean(runs, "calls_per_s"), "bare_rate": mean(bares, "calls_per_s"),
-            "rate_ratio": round(total(runs, "calls_per_s") / total(around, "calls_per_s"), 2),
-            "env": mean(runs, "env_ms_per_call")}
+    return {
+        "runner_cpu": mean(runs, "cpu_ms_per_call"),
+        "bare_cpu": mean(bares, "cpu_ms_per_call"),
+        "cpu_ratio": round(total(runs, "cpu_ms_per_call") / total(around, "cpu_ms_per_call"), 2),
+        "pair_ratios": [round(r["cpu_ms_per_call"] / a["cpu_ms_per_call"], 2) for r, a in zip(runs, around)],
+        "runner_rate": mean(runs, "calls_per_s"),
+        "bare_rate": mean(bares, "calls_per_s"),
+        "rate_ratio": round(total(runs, "calls_per_s") / total(around, "calls_per_s"), 2),
+        "env": mean(runs, "env_ms_per_call"),
+    }
 
 
 def table(rounds: list[dict], levels: list[int]) -> dict:
@@ -69,10 +73,15 @@ def rising(rounds: list[dict], levels: list[int]) -> dict:
     least 1.25x that at 8 in every round: four times the threads, a rise well above the noise)
     with `growth_8_to_32` (those factors' range)."""
     ss = [{c: round_summary(r[str(c)]) for c in levels} for r in rounds]
-    out: dict[str, Any] = {"rising": all(min(s[b]["runner_rate"] / s[a]["runner_rate"] for s in ss) >= 0.95
-                                         for a, b in zip(levels, levels[1:]))}
+    out: dict[str, Any] = {
+        "rising": all(
+            min(s[b]["runner_rate"] / s[a]["runner_rate"] for s in ss) >= 0.95 for a, b in zip(levels, levels[1:])
+        )
+    }
     if 8 in levels and 32 in levels:
-        growth = {side: [round(s[32][f"{side}_rate"] / s[8][f"{side}_rate"], 2) for s in ss] for side in ("runner", "bare")}
+        growth = {
+            side: [round(s[32][f"{side}_rate"] / s[8][f"{side}_rate"], 2) for s in ss] for side in ("runner", "bare")
+        }
         out["rising_8_to_32"] = {side: min(g) >= 1.25 for side, g in growth.items()}
         out["growth_8_to_32"] = {side: span(g) for side, g in growth.items()}
     return out
@@ -83,6 +92,12 @@ def cpu_parts(rounds: list[dict], level: int, store_run: dict) -> dict:
     ss = [round_summary(r[str(level)]) for r in rounds]
     total, env = [x["runner_cpu"] for x in ss], [x["env"] for x in ss]
     store, ours = store_run["store_ms_per_call"], store_run["client_ms_per_call"]
-    return {"level": level, "total": span(total), "bare_client": span([x["bare_cpu"] for x in ss]),
-            "client": ours, "environment": span(env), "store": store,
-            "engine": span([round(t - ours - e - store, 3) for t, e in zip(total, env)])}
+    return {
+        "level": level,
+        "total": span(total),
+        "bare_client": span([x["bare_cpu"] for x in ss]),
+        "client": ours,
+        "environment": span(env),
+        "store": store,
+        "engine": span([round(t - ours - e - store, 3) for t, e in zip(total, env)]),
+    }

@@ -113,55 +113,76 @@ def main() -> None:
                 sg.step(a)
         stock_resume_ms = (time.perf_counter() - t0) * 1000
         sg.close()
-    code = ("import json,sys,time; t0=time.perf_counter(); c0=time.process_time()\n"
-            "from envs.alfworld import get_task, make_env\n"
-            "t=get_task(sys.argv[1]); e=make_env(t,{}); e.reset(t)\n"
-            "[e.step(a) for a in json.loads(sys.argv[2])]\n"
-            "print(time.perf_counter()-t0); print(time.process_time()-c0)")
+    code = (
+        "import json,sys,time; t0=time.perf_counter(); c0=time.process_time()\n"
+        "from envs.alfworld import get_task, make_env\n"
+        "t=get_task(sys.argv[1]); e=make_env(t,{}); e.reset(t)\n"
+        "[e.step(a) for a in json.loads(sys.argv[2])]\n"
+        "print(time.perf_counter()-t0); print(time.process_time()-c0)"
+    )
     runs = [_child_seconds(code, task.id, json.dumps(actions), lines=2) for _ in range(restarts)]
     restart_s, restart_cpu_s = (statistics.median(r[i] for r in runs) for i in (0, 1))
     # a game never loaded, in a new process, where ALFWorld ran before (textworld's parsed
     # knowledge base is in the cache folder; the game's translation is not)
-    code = ("import sys,time\nfrom envs.alfworld import get_task, make_env\nt=get_task(sys.argv[1])\n"
-            "t0=time.perf_counter(); c0=time.process_time(); e=make_env(t,{}); e.reset(t)\n"
-            "print(time.perf_counter()-t0); print(time.process_time()-c0)")
+    code = (
+        "import sys,time\nfrom envs.alfworld import get_task, make_env\nt=get_task(sys.argv[1])\n"
+        "t0=time.perf_counter(); c0=time.process_time(); e=make_env(t,{}); e.reset(t)\n"
+        "print(time.perf_counter()-t0); print(time.process_time()-c0)"
+    )
     fresh_games = kitchens_all[args.games : args.games + restarts]
     new_runs = [_child_seconds(code, t.id, lines=2) for t in fresh_games]
     new_game_s, new_game_cpu_s = (max(r[i] for r in new_runs) if new_runs else None for i in (0, 1))
     db = _stored_version(task, actions)
-    code = ("import sys,time; t0=time.perf_counter(); c0=time.process_time()\n"
-            "from agent.engine import Engine\nfrom sessions.store import Store\n"
-            "t1=time.perf_counter()\n"
-            "eng=Engine(Store(sys.argv[1])); v=eng.store.versions.get(1); ep=eng.store.episodes.get(v.episode_id)\n"
-            "eng.envs.env_at(ep, eng.steps(v))\n"
-            "t2=time.perf_counter(); print(t2-t0); print(t2-t1); print(time.process_time()-c0)")
+    code = (
+        "import sys,time; t0=time.perf_counter(); c0=time.process_time()\n"
+        "from agent.engine import Engine\nfrom sessions.store import Store\n"
+        "t1=time.perf_counter()\n"
+        "eng=Engine(Store(sys.argv[1])); v=eng.store.versions.get(1); ep=eng.store.episodes.get(v.episode_id)\n"
+        "eng.envs.env_at(ep, eng.steps(v))\n"
+        "t2=time.perf_counter(); print(t2-t0); print(t2-t1); print(time.process_time()-c0)"
+    )
     runs = [_child_seconds(code, db, lines=3) for _ in range(restarts)]  # restarts are noisy: the median of 3
     first_use_process_s, first_use_s, first_use_cpu_s = (statistics.median(r[i] for r in runs) for i in (0, 1, 2))
 
     p50 = statistics.median(ours) * 1000
     sp50 = statistics.median(stock) * 1000 if stock else None
-    result = {"step_p50_ms": round(p50, 2), "stock_step_p50_ms": None if sp50 is None else round(sp50, 2),
-              "speedup": None if sp50 is None else round(sp50 / p50, 2), "first_load_s": round(max(first_loads), 3),
-              "stock_first_load_s": round(max(stock_loads), 3) if stock_loads else None,
-              "new_game_first_load_s": None if new_game_s is None else round(new_game_s, 3),
-              "second_load_s": round(max(second_loads), 3),
-              "resume_in_process_ms": round(resume_ms, 3),
-              "stock_resume_ms": None if stock_resume_ms is None else round(stock_resume_ms, 1),
-              "resume_after_restart_s": round(restart_s, 3), "version_first_use_s": round(first_use_s, 3),
-              "version_first_use_with_imports_s": round(first_use_process_s, 3),
-              "cpu_s": {"first_load": round(max(first_load_cpu), 3),
-                        "new_game_first_load": None if new_game_cpu_s is None else round(new_game_cpu_s, 3),
-                        "resume_after_restart": round(restart_cpu_s, 3),
-                        "version_first_use_with_imports": round(first_use_cpu_s, 3)},
-              "games": len(kitchens), "steps_per_game": args.steps, "resume_steps": resume_steps}
+    result = {
+        "step_p50_ms": round(p50, 2),
+        "stock_step_p50_ms": None if sp50 is None else round(sp50, 2),
+        "speedup": None if sp50 is None else round(sp50 / p50, 2),
+        "first_load_s": round(max(first_loads), 3),
+        "stock_first_load_s": round(max(stock_loads), 3) if stock_loads else None,
+        "new_game_first_load_s": None if new_game_s is None else round(new_game_s, 3),
+        "second_load_s": round(max(second_loads), 3),
+        "resume_in_process_ms": round(resume_ms, 3),
+        "stock_resume_ms": None if stock_resume_ms is None else round(stock_resume_ms, 1),
+        "resume_after_restart_s": round(restart_s, 3),
+        "version_first_use_s": round(first_use_s, 3),
+        "version_first_use_with_imports_s": round(first_use_process_s, 3),
+        "cpu_s": {
+            "first_load": round(max(first_load_cpu), 3),
+            "new_game_first_load": None if new_game_cpu_s is None else round(new_game_cpu_s, 3),
+            "resume_after_restart": round(restart_cpu_s, 3),
+            "version_first_use_with_imports": round(first_use_cpu_s, 3),
+        },
+        "games": len(kitchens),
+        "steps_per_game": args.steps,
+        "resume_steps": resume_steps,
+    }
     print(json.dumps(result))
 
 
 def _child_seconds(code: str, *argv: str, lines: int = 1):
     """Run `code` in a new Python process (a restart); it prints its own elapsed seconds
     (the last `lines` lines)."""
-    out = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, text=True, capture_output=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
     got = [float(x) for x in out.stdout.strip().splitlines()[-lines:]]
     return got[0] if lines == 1 else got
 

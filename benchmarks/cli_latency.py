@@ -45,13 +45,25 @@ def _env(cache: Path) -> dict:
     """As an installed `react-editor` runs: with compiled bytecode (kept under the work folder,
     never beside the sources), whatever PYTHONDONTWRITEBYTECODE this shell has."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, "PYTHONPATH": str(CODE[0]), "PYTHONPYCACHEPREFIX": str(cache.parent / "pycache"),
-            "REACT_EDITOR_CACHE": str(cache), "OPENAI_API_KEY": "sk-bench"}
+    return {
+        **env,
+        "PYTHONPATH": str(CODE[0]),
+        "PYTHONPYCACHEPREFIX": str(cache.parent / "pycache"),
+        "REACT_EDITOR_CACHE": str(cache),
+        "OPENAI_API_KEY": "sk-bench",
+    }
 
 
 def _cli(args: list[str], env: dict, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "react_editor", *args], env=env, cwd=CODE[0],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "react_editor", *args],
+        env=env,
+        cwd=CODE[0],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def _wall(argv: list[str], env: dict) -> tuple[float, float]:
@@ -76,14 +88,18 @@ def _timed(argv: list[str], env: dict, runs: int) -> dict:
 
 def _seed(db: Path, env: dict) -> None:
     """One HotpotQA episode with one human step, and one finished job (for `jobs stop 1`)."""
-    for args in (["run", "--env", "hotpotqa", "--task", "hp-002", "--human"],
-                 ["step", "1", "--action", "Search[Colorado orogeny]"]):
+    for args in (
+        ["run", "--env", "hotpotqa", "--task", "hp-002", "--human"],
+        ["step", "1", "--action", "Search[Colorado orogeny]"],
+    ):
         p = _cli([*args, "--db", str(db)], env)
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     with sqlite3.connect(db) as c:
-        c.execute("insert into jobs (kind, episode_id, owner, state, created_at, updated_at) "
-                  "values ('run', 1, 'bench:0', 'done', '', '')")
+        c.execute(
+            "insert into jobs (kind, episode_id, owner, state, created_at, updated_at) "
+            "values ('run', 1, 'bench:0', 'done', '', '')"
+        )
 
 
 def reads(work: Path, env: dict, runs: int, which: tuple[list[str], ...] = READS) -> dict:
@@ -91,8 +107,10 @@ def reads(work: Path, env: dict, runs: int, which: tuple[list[str], ...] = READS
     _seed(db, env)
     out = {}
     _wall([sys.executable, "-c", "import openai"], env)  # its bytecode, as for the commands below
-    for label, argv in (("python -c pass", [sys.executable, "-c", "pass"]),
-                        ("python -c 'import openai'", [sys.executable, "-c", "import openai"])):
+    for label, argv in (
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+        ("python -c 'import openai'", [sys.executable, "-c", "import openai"]),
+    ):
         out[label] = _timed(argv, env, runs)
     for args in which:
         argv = [sys.executable, "-m", "react_editor", *args, "--db", str(db)]
@@ -121,11 +139,34 @@ def _until(cond, timeout: float = 120.0, every: float = 0.02):
 
 def one_stop(work: Path, env: dict, url: str, tag: str) -> dict:
     db = work / f"stop-{tag}.db"
-    run = _cli(["run", "--env", "hotpotqa", "--task", "hp-002", "--base-url", url, "--model", "bench",
-                "--max-steps", "200", "--no-cache", "--db", str(db)], env)
+    run = _cli(
+        [
+            "run",
+            "--env",
+            "hotpotqa",
+            "--task",
+            "hp-002",
+            "--base-url",
+            url,
+            "--model",
+            "bench",
+            "--max-steps",
+            "200",
+            "--no-cache",
+            "--db",
+            str(db),
+        ],
+        env,
+    )
     try:
-        job = _until(lambda: db.exists() and _safe(lambda: _row(
-            db, "select id from jobs where kind = 'run' and state = 'running' and done >= 3")))[0]
+        job = _until(
+            lambda: (
+                db.exists()
+                and _safe(
+                    lambda: _row(db, "select id from jobs where kind = 'run' and state = 'running' and done >= 3")
+                )
+            )
+        )[0]
         t0 = time.perf_counter()
         stop = _cli(["jobs", "stop", str(job), "--db", str(db)], env)
         _until(lambda: _safe(lambda: _row(db, "select stop from jobs where id = ?", [job])[0]))
@@ -144,9 +185,15 @@ def one_stop(work: Path, env: dict, url: str, tag: str) -> dict:
             run.kill()
         run.communicate()
     ms = lambda t: round((t - t0) * 1000)  # noqa: E731
-    return {"flag_landed_ms": ms(flag), "returned_ms": ms(returned), "job_final_ms": ms(final),
-            "run_ended_ms": ms(ended),
-            "steps_after_flag": steps_after, "stop_exit": stop.returncode, "job_state": state}
+    return {
+        "flag_landed_ms": ms(flag),
+        "returned_ms": ms(returned),
+        "job_final_ms": ms(final),
+        "run_ended_ms": ms(ended),
+        "steps_after_flag": steps_after,
+        "stop_exit": stop.returncode,
+        "job_state": state,
+    }
 
 
 def _safe(fn):
@@ -182,9 +229,12 @@ def main() -> None:
     ap.add_argument("--stops", type=int, default=3)
     ap.add_argument("--latency", type=float, default=0.3, help="seconds the scripted model takes per call")
     ap.add_argument("--code", default=None, help="measure this checkout's command line instead (e.g. ../main)")
-    ap.add_argument("--reads", default=None, metavar="WORDS",
-                    help="only these read commands, comma-separated (default all: "
-                         + ",".join(" ".join(r) for r in READS) + ")")
+    ap.add_argument(
+        "--reads",
+        default=None,
+        metavar="WORDS",
+        help="only these read commands, comma-separated (default all: " + ",".join(" ".join(r) for r in READS) + ")",
+    )
     a = ap.parse_args()
     which = READS if a.reads is None else tuple(r for r in READS if " ".join(r) in a.reads.split(","))
     if not which:
@@ -194,8 +244,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         env = _env(work / "cache")
-        out = {"code": str(CODE[0]), "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-               "reads": reads(work, env, a.runs, which), "stop_during_run": stops(work, env, a.stops, a.latency)}
+        out = {
+            "code": str(CODE[0]),
+            "cpus": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "reads": reads(work, env, a.runs, which),
+            "stop_during_run": stops(work, env, a.stops, a.latency),
+        }
     print(json.dumps(out, indent=2))
 
 

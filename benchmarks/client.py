@@ -35,8 +35,10 @@ import time
 
 from _root import served_by
 
-PROMPT = ("Question: which magazine was started first, Arthur's Magazine or First for Women?\n"
-          "Thought 1: I need to search both magazines and find which was started first.\n" * 30)[:5000]
+PROMPT = (
+    "Question: which magazine was started first, Arthur's Magazine or First for Women?\n"
+    "Thought 1: I need to search both magazines and find which was started first.\n" * 30
+)[:5000]
 STOP = ["\nObservation 1:"]
 
 
@@ -68,8 +70,11 @@ def _paths(url: str) -> dict:
     config = AgentConfig(model="bench", base_url=url, cache=False, timeout_s=20)
 
     def bare_create():
-        return lambda: shared.completions.create(model="bench", prompt=PROMPT, temperature=0, max_tokens=100,
-                                                 stop=STOP).choices[0].text
+        return lambda: (
+            shared.completions.create(model="bench", prompt=PROMPT, temperature=0, max_tokens=100, stop=STOP)
+            .choices[0]
+            .text
+        )
 
     def bare_post():
         return lambda: shared.post("/completions", body=body, cast_to=object)
@@ -79,10 +84,16 @@ def _paths(url: str) -> dict:
             client = agent.client.ModelClient(config, api_key="x", stream=stream)
             watch = agent.client.CallWatch(threading.Event())
             return lambda: client.complete(PROMPT, STOP, watch=watch)
+
         return make
 
-    return {"bare_create": bare_create, "bare_post": bare_post, "ours": model_client(True),
-            "ours_no_stream": model_client(False), "async_tasks": _AsyncTasks(url, body)}
+    return {
+        "bare_create": bare_create,
+        "bare_post": bare_post,
+        "ours": model_client(True),
+        "ours_no_stream": model_client(False),
+        "async_tasks": _AsyncTasks(url, body),
+    }
 
 
 class _AsyncTasks:
@@ -174,8 +185,9 @@ def main() -> None:
                     got[name][str(c)].append(_run(make, c, args.calls))
     result = {"calls_per_run": args.calls, "rounds": args.rounds, "load": os.getloadavg()[0], "paths": {}}
     for name, by_level in got.items():
-        result["paths"][name] = {c: _summary(runs, got["bare_create"][c], got["bare_post"][c])
-                                 for c, runs in by_level.items()}
+        result["paths"][name] = {
+            c: _summary(runs, got["bare_create"][c], got["bare_post"][c]) for c, runs in by_level.items()
+        }
     print(json.dumps(result))
 
 
@@ -187,10 +199,17 @@ def _summary(runs: list[tuple[float, float]], bare: list[tuple[float, float]], p
     def ratio(to: list, i: int) -> float:
         return round(statistics.median(a[i] / b[i] for a, b in zip(runs, to)), 2)
 
-    return {"cpu_ms_per_call": round(statistics.median(cpu), 3), "cpu_range": [round(min(cpu), 3), round(max(cpu), 3)],
-            "calls_per_s": round(statistics.median(rate), 1), "rate_range": [round(min(rate), 1), round(max(rate), 1)],
-            "cpu_x_bare": ratio(bare, 0), "rate_x_bare": ratio(bare, 1),
-            "cpu_x_post": ratio(post, 0), "rate_x_post": ratio(post, 1)}
+    return {
+        "cpu_ms_per_call": round(statistics.median(cpu), 3),
+        "cpu_range": [round(min(cpu), 3), round(max(cpu), 3)],
+        "calls_per_s": round(statistics.median(rate), 1),
+        "rate_range": [round(min(rate), 1), round(max(rate), 1)],
+        "cpu_x_bare": ratio(bare, 0),
+        "rate_x_bare": ratio(bare, 1),
+        "cpu_x_post": ratio(post, 0),
+        "rate_x_post": ratio(post, 1),
+    }
+
 
 if __name__ == "__main__":
     main()

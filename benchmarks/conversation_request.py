@@ -26,10 +26,17 @@ from trajectory.records import Step  # noqa: E402
 
 
 def steps_of(n: int) -> list[Step]:
-    return [Step(index=i, thought="I should look around the room again." if i % 2 else None,
-                 action=None if i % 2 else "look", observation="OK." if i % 2 else
-                 "You are in the middle of a room. Looking quickly around you, you see a desk 1 and a shelf 1.")
-            for i in range(1, n + 1)]
+    return [
+        Step(
+            index=i,
+            thought="I should look around the room again." if i % 2 else None,
+            action=None if i % 2 else "look",
+            observation="OK."
+            if i % 2
+            else "You are in the middle of a room. Looking quickly around you, you see a desk 1 and a shelf 1.",
+        )
+        for i in range(1, n + 1)
+    ]
 
 
 def main() -> None:
@@ -44,17 +51,24 @@ def main() -> None:
     out: dict = {"task": task.id, "repeat": args.repeat, "styles": {}}
     for style in ("completions", "messages", "tools"):
         rows = {}
-        fixed = tr.fixed_prefix(prompts, task, "react") if style == "completions" else \
-            conversing.fixed_messages(tr, prompts, task, "react", style)
+        fixed = (
+            tr.fixed_prefix(prompts, task, "react")
+            if style == "completions"
+            else conversing.fixed_messages(tr, prompts, task, "react", style)
+        )
         for n in (int(x) for x in args.steps.split(",")):
             steps = steps_of(n)
             times = []
             for _ in range(args.repeat):
                 t = time.perf_counter()
-                text_req = tr.request(prompts, task, steps, "react", None,
-                                      fixed=fixed if style == "completions" else None)
-                prompt = text_req.prompt if style == "completions" else conversing.request(
-                    tr, fixed, task, steps, style, text_req).model.prompt
+                text_req = tr.request(
+                    prompts, task, steps, "react", None, fixed=fixed if style == "completions" else None
+                )
+                prompt = (
+                    text_req.prompt
+                    if style == "completions"
+                    else conversing.request(tr, fixed, task, steps, style, text_req).model.prompt
+                )
                 hashlib.sha256(prompt.encode()).hexdigest()
                 times.append(time.perf_counter() - t)
             rows[n] = {"ms_p50": round(statistics.median(times) * 1000, 3), "chars": len(prompt)}

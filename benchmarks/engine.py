@@ -27,14 +27,14 @@ from pathlib import Path
 
 from _root import ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
-from envs import registry  # noqa: E402
 from agent import exemplars  # noqa: E402
 from agent.client import ModelClient  # noqa: E402
 from agent.engine import Engine  # noqa: E402
-from trajectory.records import AgentConfig  # noqa: E402
+from envs import registry  # noqa: E402
 from sessions.store import Store  # noqa: E402
 from tests import toy_envs  # noqa: E402
 from tests.scripted_server import ScriptedLLM  # noqa: E402
+from trajectory.records import AgentConfig  # noqa: E402
 
 STEPS = 50
 
@@ -160,13 +160,17 @@ def main() -> None:
                 engine.step(v2.id)
             new_steps = engine.steps(store.versions.get(v2.id))[24:]
             n_new += len(new_steps)
-            text_bytes += sum(len((s.thought or "").encode()) + len((s.action or "").encode())
-                              + len((s.observation or "").encode()) for s in new_steps)
+            text_bytes += sum(
+                len((s.thought or "").encode()) + len((s.action or "").encode()) + len((s.observation or "").encode())
+                for s in new_steps
+            )
         store.db.execute("pragma wal_checkpoint(truncate)")
         after = db_bytes(db)
         budget = 2 * text_bytes + 400 * n_new
         result = {
-            "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}[store.db.execute("pragma synchronous").fetchone()[0]],
+            "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}[
+                store.db.execute("pragma synchronous").fetchone()[0]
+            ],
             "journal_mode": store.db.execute("pragma journal_mode").fetchone()[0],
             "step_overhead_p50_ms": round(p50, 3),
             "disk_fsync_p50_ms": round(fsync_p50_ms(tmp), 3),

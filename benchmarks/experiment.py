@@ -42,13 +42,23 @@ from trajectory.records import AgentConfig  # noqa: E402
 N_TASKS = 12
 
 
-def _timed_run(workdir: Path, tag: str, llm: ScriptedLLM, env: str, method: str, concurrency: int,
-               max_steps: int | None, mode: str = "threads", n_tasks: int = N_TASKS) -> tuple[float, int, dict]:
+def _timed_run(
+    workdir: Path,
+    tag: str,
+    llm: ScriptedLLM,
+    env: str,
+    method: str,
+    concurrency: int,
+    max_steps: int | None,
+    mode: str = "threads",
+    n_tasks: int = N_TASKS,
+) -> tuple[float, int, dict]:
     db = workdir / f"{tag}.db"
     store = Store(db)
     config = AgentConfig(model="bench", base_url=llm.base_url, max_steps=max_steps)
-    exp = experiment.create(store, env=env, method=method, config=config, tasks=select_tasks(env, "builtin", limit=n_tasks),
-                            name=tag)
+    exp = experiment.create(
+        store, env=env, method=method, config=config, tasks=select_tasks(env, "builtin", limit=n_tasks), name=tag
+    )
     store.close()
     before = len(llm.completion_requests)
     t0 = time.perf_counter()
@@ -63,8 +73,7 @@ def _lease_overhead(db: Path, rounds: int = 3) -> float:
     statement inside the transaction that links the item's episode (timed here as that
     transaction with and without it); the release rides on the item's result; the
     heartbeat's renewal is one transaction per second per runner, not per item."""
-    from sessions import experiments
-    from sessions import jobs
+    from sessions import experiments, item_claims, jobs
     from trajectory.records import now
 
     store = Store(db)
@@ -77,7 +86,7 @@ def _lease_overhead(db: Path, rounds: int = 3) -> float:
             for item in ids:
                 with store.transaction(durable=False):  # as the runner's claim transaction
                     if claim:
-                        experiments.claim(store, item, job.id, 15.0)
+                        item_claims.claim(store, item, job.id, 15.0)
                     store.db.execute("update experiment_items set updated_at = ? where id = ?", [now(), item])
             return time.perf_counter() - t0
 
@@ -108,8 +117,13 @@ def main() -> None:
         w1, calls1, s1 = _timed_run(work, "hp-c1", llm, "hotpotqa", "react", 1, None, n_tasks=n)
         wc, _, _ = _timed_run(work, f"hp-c{c}", llm, "hotpotqa", "react", c, None, n_tasks=n)
         result = {
-            "tasks": n, "latency_s": args.latency, "concurrency": c, "model_calls": calls1,
-            "wall_s_c1": round(w1, 3), f"wall_s_c{c}": round(wc, 3), "speedup": round(w1 / wc, 2),
+            "tasks": n,
+            "latency_s": args.latency,
+            "concurrency": c,
+            "model_calls": calls1,
+            "wall_s_c1": round(w1, 3),
+            f"wall_s_c{c}": round(wc, 3),
+            "speedup": round(w1 / wc, 2),
             "overhead_ms_per_episode": round((w1 - calls1 * args.latency) / n * 1000, 1),
             "success": s1["success"],
             "lease_overhead_ms_per_item": _lease_overhead(work / "hp-c1.db"),
@@ -121,12 +135,18 @@ def main() -> None:
             a1, acalls, _ = _timed_run(work, "alf-c1", llm, "alfworld", "act", 1, steps, n_tasks=n)
             ac, _, _ = _timed_run(work, f"alf-c{c}", llm, "alfworld", "act", c, steps, n_tasks=n)
             ap_, _, _ = _timed_run(work, f"alf-p{c}", llm, "alfworld", "act", c, steps, mode="processes", n_tasks=n)
-            result.update({
-                "alfworld_games": n, "alfworld_steps": steps, "alfworld_wall_s_c1": round(a1, 3),
-                f"alfworld_wall_s_c{c}": round(ac, 3), "alfworld_speedup": round(a1 / ac, 2),
-                f"alfworld_process_wall_s_c{c}": round(ap_, 3), "alfworld_process_speedup": round(a1 / ap_, 2),
-                "alfworld_overhead_ms_per_step": round((a1 - acalls * args.latency) / acalls * 1000, 1),
-            })
+            result.update(
+                {
+                    "alfworld_games": n,
+                    "alfworld_steps": steps,
+                    "alfworld_wall_s_c1": round(a1, 3),
+                    f"alfworld_wall_s_c{c}": round(ac, 3),
+                    "alfworld_speedup": round(a1 / ac, 2),
+                    f"alfworld_process_wall_s_c{c}": round(ap_, 3),
+                    "alfworld_process_speedup": round(a1 / ap_, 2),
+                    "alfworld_overhead_ms_per_step": round((a1 - acalls * args.latency) / acalls * 1000, 1),
+                }
+            )
     print(json.dumps(result))
 
 

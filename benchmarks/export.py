@@ -70,19 +70,35 @@ def enrich(db: Path) -> None:
     config = AgentConfig(model="bench-model", temperature=0.7).model_dump_json()
     with store.transaction():
         # a branched version is frozen (the store's trigger): lifted while the bulk rows are rewritten
-        frozen = store.db.execute("select name, sql from sqlite_master where type = 'trigger' and name like "
-                                  "'%frozen%'").fetchall()
+        frozen = store.db.execute(
+            "select name, sql from sqlite_master where type = 'trigger' and name like '%frozen%'"
+        ).fetchall()
         for name, _ in frozen:
             store.db.execute(f"drop trigger [{name}]")
         rows = store.db.execute("select episode_id, min(id), max(id) from versions group by episode_id").fetchall()
         for ep, v1, v2 in rows:
             store.db.execute("update versions set outcome = ? where id = ?", [bad, v1])
-            store.db.execute("update versions set outcome = ?, edits = ?, parent_version = ? where id = ?",
-                             [ok, edit, v1, v2])
-            store.db.execute("insert into rollout_groups (key, episode_id, source_version, step, kind, edit, n, config, "
-                             "created_at, updated_at, finished, successes) values (?,?,?,?,?,?,?,?,?,?,?,?)",
-                             [f"bench-{ep}", ep, v1, 16, "resample", None, 8, config, "2026-01-01T00:00:00Z",
-                              "2026-01-01T00:00:00Z", 8, ep % 9])
+            store.db.execute(
+                "update versions set outcome = ?, edits = ?, parent_version = ? where id = ?", [ok, edit, v1, v2]
+            )
+            store.db.execute(
+                "insert into rollout_groups (key, episode_id, source_version, step, kind, edit, n, config, "
+                "created_at, updated_at, finished, successes) values (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    f"bench-{ep}",
+                    ep,
+                    v1,
+                    16,
+                    "resample",
+                    None,
+                    8,
+                    config,
+                    "2026-01-01T00:00:00Z",
+                    "2026-01-01T00:00:00Z",
+                    8,
+                    ep % 9,
+                ],
+            )
         for _, sql in frozen:
             store.db.execute(sql)
     store.close()
@@ -104,9 +120,22 @@ def child(db: str, out: str, split_mode: str, fmt: str = "jsonl") -> None:
     dt, cpu, kids = time.perf_counter() - t0, time.process_time() - c0, _children_cpu() - k0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     kid_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 if kids else 0.0
-    print(json.dumps({"seconds": dt, "cpu_seconds": cpu + kids, "peak_mb": peak, "delta_mb": max(0.0, peak - base),
-                      "second_process_peak_mb": kid_peak, "split": kids > 0, "versions": rep.versions,
-                      "records": rep.records, "steps": rep.steps, "bytes": rep.bytes}))
+    print(
+        json.dumps(
+            {
+                "seconds": dt,
+                "cpu_seconds": cpu + kids,
+                "peak_mb": peak,
+                "delta_mb": max(0.0, peak - base),
+                "second_process_peak_mb": kid_peak,
+                "split": kids > 0,
+                "versions": rep.versions,
+                "records": rep.records,
+                "steps": rep.steps,
+                "bytes": rep.bytes,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -114,10 +143,17 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=5000)
     ap.add_argument("--keep", default=None, help="keep the database and output here")
     ap.add_argument("--reuse", action="store_true", help="with --keep: export the database an earlier run kept there")
-    ap.add_argument("--split", choices=("auto", "on", "off"), default="auto",
-                    help="the export in two processes: auto (large, two cores or more), on or off")
-    ap.add_argument("--formats", default="jsonl",
-                    help="comma list of jsonl, chat-sft, dpo, kto, steps (or all); each beside the jsonl export")
+    ap.add_argument(
+        "--split",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the export in two processes: auto (large, two cores or more), on or off",
+    )
+    ap.add_argument(
+        "--formats",
+        default="jsonl",
+        help="comma list of jsonl, chat-sft, dpo, kto, steps (or all); each beside the jsonl export",
+    )
     ap.add_argument("--child", nargs=2, metavar=("DB", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--child-format", default="jsonl", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -138,24 +174,52 @@ def main() -> None:
         print(f"built {args.episodes * 2} versions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if formats:
         enrich(db)  # before the jsonl export too: every format reads the same database
-    res = subprocess.run([sys.executable, __file__, "--child", str(db), str(out), "--split", args.split],
-                         capture_output=True, text=True,
-                         check=True, cwd=ROOT)
+    res = subprocess.run(
+        [sys.executable, __file__, "--child", str(db), str(out), "--split", args.split],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     child_out = json.loads(res.stdout.strip().splitlines()[-1])
     per: dict[str, dict] = {}
     for fmt in formats:
-        r = subprocess.run([sys.executable, __file__, "--child", str(db), str(work / f"out.{fmt}.jsonl"), "--split",
-                            args.split, "--child-format", fmt], capture_output=True, text=True, check=True, cwd=ROOT)
+        r = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                str(db),
+                str(work / f"out.{fmt}.jsonl"),
+                "--split",
+                args.split,
+                "--child-format",
+                fmt,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         got = json.loads(r.stdout.strip().splitlines()[-1])
-        per[fmt] = {"s": round(got["seconds"], 2), "cpu_s": round(got["cpu_seconds"], 2),
-                    "peak_mb": round(got["peak_mb"], 1), "peak_delta_mb": round(got["delta_mb"], 1),
-                    "records": got["records"], "mb": round(got["bytes"] / 2**20, 1),
-                    "x_jsonl": round(got["seconds"] / child_out["seconds"], 2) if child_out["seconds"] else None,
-                    # CPU: what a loaded machine's wall time does not show (the jsonl export's second process counted)
-                    "x_jsonl_cpu": round(got["cpu_seconds"] / child_out["cpu_seconds"], 2) if child_out["cpu_seconds"] else None}
+        per[fmt] = {
+            "s": round(got["seconds"], 2),
+            "cpu_s": round(got["cpu_seconds"], 2),
+            "peak_mb": round(got["peak_mb"], 1),
+            "peak_delta_mb": round(got["delta_mb"], 1),
+            "records": got["records"],
+            "mb": round(got["bytes"] / 2**20, 1),
+            "x_jsonl": round(got["seconds"] / child_out["seconds"], 2) if child_out["seconds"] else None,
+            # CPU: what a loaded machine's wall time does not show (the jsonl export's second process counted)
+            "x_jsonl_cpu": round(got["cpu_seconds"] / child_out["cpu_seconds"], 2)
+            if child_out["cpu_seconds"]
+            else None,
+        }
         print(f"{fmt}: {got['records']} records in {got['seconds']:.2f} s", file=sys.stderr)
-    print(f"exported {child_out['versions']} versions, {child_out['steps']} steps, "
-          f"{child_out['bytes'] / 2**20:.0f} MB", file=sys.stderr)
+    print(
+        f"exported {child_out['versions']} versions, {child_out['steps']} steps, {child_out['bytes'] / 2**20:.0f} MB",
+        file=sys.stderr,
+    )
     if not args.keep:
         for p in work.iterdir():
             p.unlink()
@@ -163,12 +227,20 @@ def main() -> None:
     # peak: the exporting process's whole peak RSS (interpreter and libraries included);
     # delta: what the export itself added on top of the process before it started
     # cpu: the export's own CPU time (its second process's included) - what a loaded machine's wall time does not show
-    print(json.dumps({"export_10k_s": round(child_out["seconds"], 2), "export_cpu_s": round(child_out["cpu_seconds"], 2),
-                      "export_peak_mb": round(child_out["peak_mb"], 1),
-                      "export_peak_delta_mb": round(child_out["delta_mb"], 1),
-                      "export_second_process_peak_mb": round(child_out["second_process_peak_mb"], 1),
-                      "split": child_out["split"], "versions": child_out["versions"],
-                      **({"formats": per} if per else {})}))
+    print(
+        json.dumps(
+            {
+                "export_10k_s": round(child_out["seconds"], 2),
+                "export_cpu_s": round(child_out["cpu_seconds"], 2),
+                "export_peak_mb": round(child_out["peak_mb"], 1),
+                "export_peak_delta_mb": round(child_out["delta_mb"], 1),
+                "export_second_process_peak_mb": round(child_out["second_process_peak_mb"], 1),
+                "split": child_out["split"],
+                "versions": child_out["versions"],
+                **({"formats": per} if per else {}),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -42,16 +42,25 @@ QUESTION = "hp-001"
 
 
 def _clean_env(cache: Path, db: Path) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OPENAI_") and k not in ("REACT_EDITOR_MODEL", "REACT_EDITOR_LOCAL_MODEL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OPENAI_") and k not in ("REACT_EDITOR_MODEL", "REACT_EDITOR_LOCAL_MODEL")
+    }
     return {**env, "REACT_EDITOR_CACHE": str(cache), "REACT_EDITOR_DB": str(db), "PYTHONPATH": str(ROOT)}
 
 
 def app_up(work: Path, port: int = 8765) -> float:
     env = _clean_env(work / "cache", work / "app.db")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--no-browser", "--port", str(port)],
-                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "react_editor", "app", "--no-browser", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         url = None
         while url is None:
@@ -77,10 +86,10 @@ def _episode_steps(kind: str, task: str, steps: int, work: Path) -> dict:
     """Run in this process: an Engine on the built-in model, `steps` steps one at a time."""
     from agent import local_server
     from agent.engine import Engine
+    from agent.local_model import config_name
     from envs.registry import family
     from sessions.store import Store
     from trajectory.records import AgentConfig
-    from agent.local_model import config_name
 
     engine = Engine(Store(str(work / f"{kind}.db")))
     cfg = AgentConfig(model=config_name(), cache=False, max_steps=steps + 1, timeout_s=600)
@@ -94,8 +103,13 @@ def _episode_steps(kind: str, task: str, steps: int, work: Path) -> dict:
             break
     calls = [c for c in engine.store.calls.of_episode(v.episode_id) if c.error is None]
     (served,) = local_server._SERVED.values()
-    return {"first_s": first, "latencies_s": [c.latency_ms / 1000 for c in calls],
-            "prompt_tokens": [c.usage.prompt_tokens for c in calls], "log": served.log, "pid": served.pid}
+    return {
+        "first_s": first,
+        "latencies_s": [c.latency_ms / 1000 for c in calls],
+        "prompt_tokens": [c.usage.prompt_tokens for c in calls],
+        "log": served.log,
+        "pid": served.pid,
+    }
 
 
 def _evaluated(log: str, offset: int) -> list[int]:
@@ -152,7 +166,7 @@ def _server_log() -> str:
     return next(iter(local_server._SERVED.values())).log
 
 
-THREADS_CODE = r'''
+THREADS_CODE = r"""
 import sys, time
 from llama_cpp import Llama
 nt, ntb = int(sys.argv[1]), int(sys.argv[2])
@@ -163,25 +177,40 @@ t = time.perf_counter()
 for i in range(20):
     m.eval([toks[i]])
 print(pe, time.perf_counter() - t)
-'''
+"""
 
 
 def threads_figures(rounds: int) -> dict:
     from agent.local_model import builtin_gguf
 
     path = str(builtin_gguf())
-    variants = {"1/2 (llama-cpp-python's default on 2 cores)": ("1", "2", "active"), "1/1": ("1", "1", "active"),
-                "1/2 OMP_WAIT_POLICY=passive (the server's)": ("1", "2", "passive")}
+    variants = {
+        "1/2 (llama-cpp-python's default on 2 cores)": ("1", "2", "active"),
+        "1/1": ("1", "1", "active"),
+        "1/2 OMP_WAIT_POLICY=passive (the server's)": ("1", "2", "passive"),
+    }
     got: dict = {k: [] for k in variants}
     for _ in range(rounds):
         for name, (nt, ntb, wait) in variants.items():
-            out = subprocess.run([sys.executable, "-c", THREADS_CODE, nt, ntb, path], capture_output=True,
-                                 env={**os.environ, "OMP_WAIT_POLICY": wait}, text=True, check=True).stdout.split()
+            out = subprocess.run(
+                [sys.executable, "-c", THREADS_CODE, nt, ntb, path],
+                capture_output=True,
+                env={**os.environ, "OMP_WAIT_POLICY": wait},
+                text=True,
+                check=True,
+            ).stdout.split()
             got[name].append([float(x) for x in out])
     load = open("/proc/loadavg").read().split()[0]
-    return {"load_average_1min": float(load), **{
-        name: {"prompt_400_tokens_s": round(statistics.median(r[0] for r in rs), 2),
-               "generate_20_tokens_s": round(statistics.median(r[1] for r in rs), 2)} for name, rs in got.items()}}
+    return {
+        "load_average_1min": float(load),
+        **{
+            name: {
+                "prompt_400_tokens_s": round(statistics.median(r[0] for r in rs), 2),
+                "generate_20_tokens_s": round(statistics.median(r[1] for r in rs), 2),
+            }
+            for name, rs in got.items()
+        },
+    }
 
 
 def main() -> None:
@@ -191,7 +220,10 @@ def main() -> None:
     ap.add_argument("--threads", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    result: dict = {"cpus": os.cpu_count(), "load_average_1min_at_start": float(open("/proc/loadavg").read().split()[0])}
+    result: dict = {
+        "cpus": os.cpu_count(),
+        "load_average_1min_at_start": float(open("/proc/loadavg").read().split()[0]),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.threads:

@@ -58,9 +58,15 @@ def agreement(n: int) -> dict[str, dict[str, float | int]]:
                 counts[name]["interval_only"] += 1
             else:
                 counts[name]["test_only"] += 1
-    return {name: {"agreement": round(k["agree"] / total, 4), "tables": total,
-                   "interval_only": k["interval_only"], "test_only": k["test_only"]}
-            for name, k in counts.items()}
+    return {
+        name: {
+            "agreement": round(k["agree"] / total, 4),
+            "tables": total,
+            "interval_only": k["interval_only"],
+            "test_only": k["test_only"],
+        }
+        for name, k in counts.items()
+    }
 
 
 def main() -> None:

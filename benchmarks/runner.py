@@ -74,7 +74,7 @@ levels 8,16,32): c=8 72-73 / 74-75 (0.96-0.98); c=16 130-142 / 136-145 (0.95-0.9
 (0.48-0.83, median 0.56); both still rise (1.25-4.31x, 2.1-4.6x): the runner falls behind when
 the CPU is contended. A py-spy sample of a run at c=32 then (159 calls/s) finds its workers
 ~65% in the HTTP request, ~20% waiting for their step's group commit (`Engine._record` ->
-`sessions/writer.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment_runner.py`
+`sessions/write_handoff.py` `_Write.answer`) and ~10% waiting for an item claim (`agent/experiment_runner.py`
 `_Starts.take`). At L = 200 ms (load 1-4.4): c=1 4.3-4.8 / 4.75-4.9 (0.91-0.99); c=8 37 / 38
 (0.98); c=16 73-74 / 74-76 (0.97-1.00); c=32 121-140 / 130-136 (0.93-1.03, median 1.02); rising
 3.2-3.7x / 3.4-3.6x; cpu_ratio 1.37-1.43, 1.16-1.22, 1.10-1.21, 0.96-1.19. With a latency the
@@ -125,6 +125,8 @@ from typing import Any, Callable
 
 from _runner_clocks import clock_client, clock_env, clock_store, profiled  # (before _root: this folder leaves sys.path)
 from _runner_figures import cpu_parts, rising, table
+
+# isort: split
 from _root import HERE, ROOT  # noqa: E402,F401  (repo root on sys.path; see _root.py)
 
 REACT_DATA = ROOT.parent / "shared" / "reference" / "react-repo" / "data"
@@ -149,9 +151,17 @@ def serve(latency_s: float = 0.0) -> None:
     llm.stop()
 
 
-def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: list[float],
-           store_clock: list[float] | None = None, tracer: Callable[[str, Any], None] | None = None,
-           client_clock: list[float] | None = None) -> dict:
+def _timed(
+    work: Path,
+    tag: str,
+    url: str,
+    tasks,
+    concurrency: int,
+    env_clock: list[float],
+    store_clock: list[float] | None = None,
+    tracer: Callable[[str, Any], None] | None = None,
+    client_clock: list[float] | None = None,
+) -> dict:
     """One run of the experiment at `concurrency`, timed from its start (its creation is
     not); `tracer`: the run's `Store(tracer=...)` (`experiment_runner.run(tracer=...)`)."""
     from agent import experiment, experiment_runner
@@ -160,8 +170,14 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
 
     db = work / f"{tag}.db"
     store = Store(db)
-    exp = experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="bench", base_url=url, cache=False),
-                            tasks=tasks, name=tag)
+    exp = experiment.create(
+        store,
+        env="hotpotqa",
+        method="react",
+        config=AgentConfig(model="bench", base_url=url, cache=False),
+        tasks=tasks,
+        name=tag,
+    )
     store.close()
     env0, store0, client0 = env_clock[0], (store_clock or [0.0])[0], (client_clock or [0.0])[0]
     gc.collect()  # (untimed, before each run of either side: neither pays for the other's garbage)
@@ -174,9 +190,14 @@ def _timed(work: Path, tag: str, url: str, tasks, concurrency: int, env_clock: l
     calls = store.db.execute("select count(*) from model_calls").fetchone()[0]
     store.close()
     assert out["done"] == len(tasks), out
-    out = {"calls": calls, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-           "cpu_ms_per_call": round(cpu / calls * 1000, 3), "calls_per_s": round(calls / wall, 1),
-           "env_ms_per_call": round((env_clock[0] - env0) / calls * 1000, 3)}
+    out = {
+        "calls": calls,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
+        "cpu_ms_per_call": round(cpu / calls * 1000, 3),
+        "calls_per_s": round(calls / wall, 1),
+        "env_ms_per_call": round((env_clock[0] - env0) / calls * 1000, 3),
+    }
     if store_clock is not None:
         out["store_ms_per_call"] = round((store_clock[0] - store0) / calls * 1000, 3)
     if client_clock is not None:
@@ -208,8 +229,9 @@ def bare_client(url: str, prompt: str, stop: list[str], calls: int, concurrency:
     # TCP_NODELAY: the sync transport writes a request's head and body apart, and Nagle's
     # algorithm would hold the body for the server's delayed ACK (40 ms a call at concurrency 1)
     transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-    client = openai.OpenAI(api_key="x", base_url=url, max_retries=0, timeout=20,
-                           http_client=httpx.Client(transport=transport, timeout=20))
+    client = openai.OpenAI(
+        api_key="x", base_url=url, max_retries=0, timeout=20, http_client=httpx.Client(transport=transport, timeout=20)
+    )
     left = iter(range(calls))
     lock = threading.Lock()
     failed: list[BaseException] = []
@@ -268,14 +290,20 @@ def db_work(work: Path, url: str, tasks, concurrency: int, tag: str) -> dict:
         mine = conns.get(threading.get_ident())
         if mine is None:  # sqlite's default: synchronous = full
             with lock:
-                mine = conns[threading.get_ident()] = {"thread": threading.current_thread().name, "commits": 0,
-                                                       "light": 0, "light_now": False, "last": None}
+                mine = conns[threading.get_ident()] = {
+                    "thread": threading.current_thread().name,
+                    "commits": 0,
+                    "light": 0,
+                    "light_now": False,
+                    "last": None,
+                }
         if sql.startswith("--"):  # statements SQLite runs for a trigger or the FTS index
             return
         with lock:
             counts["reports"] += 1
             if not sql.startswith(("PRAGMA 'main'.", "SELECT k, v FROM 'main'.")) and not (
-                    sql == mine["last"] and sql.split(None, 1)[0].lower() in ("insert", "update", "delete", "replace")):
+                sql == mine["last"] and sql.split(None, 1)[0].lower() in ("insert", "update", "delete", "replace")
+            ):
                 counts["statements"] += 1  # (not FTS5's own reads, not a write reported again per trigger program)
                 mine["last"] = sql
         low = sql.lower()
@@ -293,20 +321,30 @@ def db_work(work: Path, url: str, tasks, concurrency: int, tag: str) -> dict:
     per_conn = list(conns.values())
     commits = sum(c["commits"] for c in per_conn)
     light = sum(c["light"] for c in per_conn)
-    return {"concurrency": concurrency, "statements_per_call": round(counts["statements"] / calls, 2),
-            "trace_reports_per_call": round(counts["reports"] / calls, 2),
-            "commits_per_call": round(commits / calls, 3), "durable_commits_per_call": round((commits - light) / calls, 3),
-            "log_syncs_per_call": round(syncs / calls, 3), "fsyncs_per_call": round((commits - light + syncs) / calls, 3),
-            "commits_by_connection": {f"{c['thread']}#{i}": [c["commits"], c["commits"] - c["light"]]
-                                      for i, c in enumerate(per_conn) if c["commits"]}}
+    return {
+        "concurrency": concurrency,
+        "statements_per_call": round(counts["statements"] / calls, 2),
+        "trace_reports_per_call": round(counts["reports"] / calls, 2),
+        "commits_per_call": round(commits / calls, 3),
+        "durable_commits_per_call": round((commits - light) / calls, 3),
+        "log_syncs_per_call": round(syncs / calls, 3),
+        "fsyncs_per_call": round((commits - light + syncs) / calls, 3),
+        "commits_by_connection": {
+            f"{c['thread']}#{i}": [c["commits"], c["commits"] - c["light"]]
+            for i, c in enumerate(per_conn)
+            if c["commits"]
+        },
+    }
 
 
-def _round(work: Path, url: str, tasks, levels: list[int], env_clock: list[float], prompt, n: int,
-           pairs: int, warm: int) -> dict:
+def _round(
+    work: Path, url: str, tasks, levels: list[int], env_clock: list[float], prompt, n: int, pairs: int, warm: int
+) -> dict:
     """One round: at each level, bare, runner, bare, ... (`pairs` runner runs, each between two
     bare runs), so a change of the machine's load hits both alike."""
     out = {}
     for c in levels:
+
         def bare() -> dict:
             return bare_client(url, prompt[0], prompt[1], 2 * len(tasks), c, warm)
 
@@ -325,8 +363,14 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (runner and bare client); ranges printed")
     ap.add_argument("--pairs", type=int, default=2, help="runner runs per level and round, each between two bare runs")
     ap.add_argument("--latency-ms", type=float, default=0.0, help="the server holds each answer this long (no CPU)")
-    ap.add_argument("--profile", default=None, help="write a cProfile of an extra, unreported run of the last level here")
-    ap.add_argument("--raw", default=None, help="write every run's figures here (JSON: rounds, levels, bare and runner runs in order)")
+    ap.add_argument(
+        "--profile", default=None, help="write a cProfile of an extra, unreported run of the last level here"
+    )
+    ap.add_argument(
+        "--raw",
+        default=None,
+        help="write every run's figures here (JSON: rounds, levels, bare and runner runs in order)",
+    )
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.pairs < 1 or args.rounds < 1 or args.latency_ms < 0:
@@ -364,9 +408,13 @@ def main() -> None:
         print(json.dumps({"skipped": f"no ReAct release data at {data}"}))
         return
     os.environ["REACT_DATA_DIR"] = str(data)
-    server = subprocess.Popen([sys.executable, __file__, "--serve", "--latency-ms", str(args.latency_ms)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", "--latency-ms", str(args.latency_ms)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         url = server.stdout.readline().strip()
         from agent.task_selection import select_tasks
@@ -378,13 +426,22 @@ def main() -> None:
         server.stdin.close()
         server.wait(10)
     held = f"holds each answer {args.latency_ms:g} ms (no CPU)" if args.latency_ms else "answers at once"
-    result = {"tasks": len(tasks), "method": "react", "rounds": args.rounds, "pairs": args.pairs,
-              "latency_ms": args.latency_ms, "server": f"scripted, separate process, {held}",
-              "bare_client": "openai.OpenAI (sync), same prompt size and stops, from as many threads as the level",
-              "env": "built-in Wikipedia corpus, in process", "levels": table(rounds, levels), "sql": sql,
-              "parts_ms_per_call": cpu_parts(rounds, levels[-1], store_run), **rising(rounds, levels),
-              "bare_retries": sum(len(b.get("retries", ())) for r in rounds for lv in r.values() for b in lv["bare"]),
-              "load": os.getloadavg()}
+    result = {
+        "tasks": len(tasks),
+        "method": "react",
+        "rounds": args.rounds,
+        "pairs": args.pairs,
+        "latency_ms": args.latency_ms,
+        "server": f"scripted, separate process, {held}",
+        "bare_client": "openai.OpenAI (sync), same prompt size and stops, from as many threads as the level",
+        "env": "built-in Wikipedia corpus, in process",
+        "levels": table(rounds, levels),
+        "sql": sql,
+        "parts_ms_per_call": cpu_parts(rounds, levels[-1], store_run),
+        **rising(rounds, levels),
+        "bare_retries": sum(len(b.get("retries", ())) for r in rounds for lv in r.values() for b in lv["bare"]),
+        "load": os.getloadavg(),
+    }
     if args.raw:
         Path(args.raw).write_text(json.dumps(rounds))
     print(json.dumps(result))

@@ -37,9 +37,20 @@ from _app_timing import ScriptCPU, share_script_cache  # noqa: E402,I001  (befor
 from _bulk import build  # noqa: E402,I001  (before _root, which takes this folder off sys.path)
 from _root import ROOT  # noqa: E402  (repo root on sys.path; see _root.py)
 
-QUERIES = [("mug", {}), ("cabinet", {}), ('"cabinet 3"', {}), ('"put a mug 4321"', {}), ("spoon AND plate", {}),
-           ("cup 17", {}), ("fridg*", {}), ("observation: spoon", {}), ("countertop OR drawer", {}), ("zebra", {}),
-           ("mug", {"outcome": "unfinished"}), ("cabinet 5", {"env": "alfworld"})]
+QUERIES = [
+    ("mug", {}),
+    ("cabinet", {}),
+    ('"cabinet 3"', {}),
+    ('"put a mug 4321"', {}),
+    ("spoon AND plate", {}),
+    ("cup 17", {}),
+    ("fridg*", {}),
+    ("observation: spoon", {}),
+    ("countertop OR drawer", {}),
+    ("zebra", {}),
+    ("mug", {"outcome": "unfinished"}),
+    ("cabinet 5", {"env": "alfworld"}),
+]
 
 
 def add_rollouts(db: Path, n: int) -> int:
@@ -51,18 +62,26 @@ def add_rollouts(db: Path, n: int) -> int:
 
     store = Store(db)
     config = AgentConfig(model="bench-model", base_url="http://127.0.0.1:1/v1", temperature=0.7)
-    task = Task(env="alfworld", id="bench/rollouts", type="pick_and_place_simple", text="Your task is to: put a mug in fridge.")
+    task = Task(
+        env="alfworld", id="bench/rollouts", type="pick_and_place_simple", text="Your task is to: put a mug in fridge."
+    )
     with store.transaction():
         ep, v = store.episodes.create(task, config, {"wording": "paper"})
         rows, v = store.versions.append(v.id, [Step(index=1, action="go to cabinet 1", observation="Nothing.")], [])
-    group = rollouts.open_group(store, episode_id=ep.id, source_version=v.id, step=2, kind="resample", n=n, config=config)
+    group = rollouts.open_group(
+        store, episode_id=ep.id, source_version=v.id, step=2, kind="resample", n=n, config=config
+    )
     for pos in range(n):
         with store.transaction():
             child, _ = store.versions.branch(v, at_step=rows[0], steps=[])
-            steps = [Step(index=i, action=f"go to cabinet {pos % 6 + 1}", observation=f"Cabinet {i} ({pos}).")
-                     for i in range(2, 5)]
+            steps = [
+                Step(index=i, action=f"go to cabinet {pos % 6 + 1}", observation=f"Cabinet {i} ({pos}).")
+                for i in range(2, 5)
+            ]
             store.versions.append(child.id, steps, [])
-            store.versions.update(child.id, outcome=Outcome(done=True, success=pos % 2 == 0, reward=float(pos % 2 == 0)))
+            store.versions.update(
+                child.id, outcome=Outcome(done=True, success=pos % 2 == 0, reward=float(pos % 2 == 0))
+            )
             rollouts.add_member(store, group.id, pos, child.id)
     store.close()
     return ep.id
@@ -71,20 +90,29 @@ def add_rollouts(db: Path, n: int) -> int:
 def timed_cli(db: Path, argv: list[str], runs: int) -> dict:
     """The command's wall time (median of `runs`, ms) and peak RSS (MB), each in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(db)}
-    code = ("import resource, sys; from react_editor.main import main; rc = main(sys.argv[1:]); "
-            "u = resource.getrusage(resource.RUSAGE_SELF); "
-            "sys.stderr.write('\\nRSS %d CPU %f\\n' % (u.ru_maxrss, u.ru_utime + u.ru_stime)); sys.exit(rc)")
+    code = (
+        "import resource, sys; from react_editor.main import main; rc = main(sys.argv[1:]); "
+        "u = resource.getrusage(resource.RUSAGE_SELF); "
+        "sys.stderr.write('\\nRSS %d CPU %f\\n' % (u.ru_maxrss, u.ru_utime + u.ru_stime)); sys.exit(rc)"
+    )
     walls, cpus, rss, out_bytes = [], [], 0, 0
     for _ in range(runs):
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, cwd=tempfile.gettempdir())
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *argv], env=env, capture_output=True, cwd=tempfile.gettempdir()
+        )
         walls.append((time.perf_counter() - t0) * 1000)
         if proc.returncode != 0:
             raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-300:]}")
         tail = proc.stderr.decode().rsplit("RSS ", 1)[1].split()
         rss, cpus = max(rss, int(tail[0]) // 1024), cpus + [float(tail[2]) * 1000]
         out_bytes = len(proc.stdout)
-    return {"ms": round(statistics.median(walls), 1), "cpu_ms": round(statistics.median(cpus), 1), "mb": rss, "stdout_kb": round(out_bytes / 1024, 1)}
+    return {
+        "ms": round(statistics.median(walls), 1),
+        "cpu_ms": round(statistics.median(cpus), 1),
+        "mb": rss,
+        "stdout_kb": round(out_bytes / 1024, 1),
+    }
 
 
 def search_times(db: Path, runs: int) -> dict:
@@ -100,8 +128,11 @@ def search_times(db: Path, runs: int) -> dict:
             times.append((time.perf_counter() - t0) * 1000)
     store.close()
     times.sort()
-    return {"p50_ms": round(statistics.median(times), 1), "p90_ms": round(times[int(0.9 * (len(times) - 1))], 1),
-            "max_ms": round(times[-1], 1)}
+    return {
+        "p50_ms": round(statistics.median(times), 1),
+        "p90_ms": round(times[int(0.9 * (len(times) - 1))], 1),
+        "max_ms": round(times[-1], 1),
+    }
 
 
 def app_times(db: Path, rollout_ep: int, runs: int) -> dict:
@@ -112,8 +143,12 @@ def app_times(db: Path, rollout_ep: int, runs: int) -> dict:
 
     share_script_cache()
     cpu = ScriptCPU()
-    pages = {"episodes": ("episodes", {}), "versions (bulk episode)": ("versions", {"episode": 1}),
-             "versions (1,000 rollouts)": ("versions", {"episode": rollout_ep}), "experiments": ("experiments", {})}
+    pages = {
+        "episodes": ("episodes", {}),
+        "versions (bulk episode)": ("versions", {"episode": 1}),
+        "versions (1,000 rollouts)": ("versions", {"episode": rollout_ep}),
+        "experiments": ("experiments", {}),
+    }
     out = {}
     for name, (page, query) in pages.items():
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
@@ -135,8 +170,9 @@ def app_times(db: Path, rollout_ep: int, runs: int) -> dict:
 def _child(*argv: str) -> str:
     """This script in a child process (its last stdout line): the parent stays small, since a
     child's peak memory counts the memory of the process it was started from."""
-    proc = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, __file__, *argv], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{argv}: {proc.stderr[-500:]}")
     return proc.stdout.strip().splitlines()[-1]
@@ -154,9 +190,11 @@ def measure(db: Path, rollout_ep: int, runs: int) -> dict:
         "experiment list": ["experiment", "list"],
         "search": ["search", "mug"],
     }
-    return {"cli": {name: timed_cli(db, argv, runs) for name, argv in commands.items()},
-            "search": json.loads(_child("--search", str(db), "--runs", str(runs))),
-            "app": json.loads(_child("--app", str(db), "--rollout-episode", str(rollout_ep), "--runs", str(runs)))}
+    return {
+        "cli": {name: timed_cli(db, argv, runs) for name, argv in commands.items()},
+        "search": json.loads(_child("--search", str(db), "--runs", str(runs))),
+        "app": json.loads(_child("--app", str(db), "--rollout-episode", str(rollout_ep), "--runs", str(runs))),
+    }
 
 
 def main() -> None:
@@ -194,18 +232,28 @@ def main() -> None:
             ep = int(_child("--build", str(db), "--sizes", str(size), "--rollouts", str(args.rollouts)))
             meta.write_text(json.dumps({"rollout_episode": ep, "build_s": round(time.perf_counter() - t0, 1)}))
         info = json.loads(meta.read_text())
-        out = {"build_s": info["build_s"], "db_mb": round(db.stat().st_size / 2**20, 1),
-               **measure(db, info["rollout_episode"], args.runs)}
+        out = {
+            "build_s": info["build_s"],
+            "db_mb": round(db.stat().st_size / 2**20, 1),
+            **measure(db, info["rollout_episode"], args.runs),
+        }
         results[str(size)] = out
         print(f"\n{size:,} versions: built in {out['build_s']} s, {out['db_mb']} MB", file=sys.stderr)
         for name, r in out["cli"].items():
-            print(f"  {name:30s} {r['ms']:8.1f} ms  cpu {r['cpu_ms']:7.1f} ms  {r['mb']:5d} MB  {r['stdout_kb']:8.1f} kB out", file=sys.stderr)
+            print(
+                f"  {name:30s} {r['ms']:8.1f} ms  cpu {r['cpu_ms']:7.1f} ms  {r['mb']:5d} MB  {r['stdout_kb']:8.1f} kB out",
+                file=sys.stderr,
+            )
         s = out["search"]
-        print(f"  search in-process              p50 {s['p50_ms']} ms  p90 {s['p90_ms']} ms  max {s['max_ms']} ms",
-              file=sys.stderr)
+        print(
+            f"  search in-process              p50 {s['p50_ms']} ms  p90 {s['p90_ms']} ms  max {s['max_ms']} ms",
+            file=sys.stderr,
+        )
         for name, r in out["app"].items():
-            print(f"  app: {name:25s} rerun cpu {r['rerun_cpu_ms']:7.1f} ms  first open {r['first_open_ms']:8.1f} ms",
-                  file=sys.stderr)
+            print(
+                f"  app: {name:25s} rerun cpu {r['rerun_cpu_ms']:7.1f} ms  first open {r['first_open_ms']:8.1f} ms",
+                file=sys.stderr,
+            )
     sizes = list(results)
     if len(sizes) > 1:
         lo, hi = results[sizes[0]], results[sizes[-1]]
@@ -213,8 +261,10 @@ def main() -> None:
             **{name: round(hi["cli"][name]["ms"] / lo["cli"][name]["ms"], 2) for name in lo["cli"]},
             "search_p50": round(hi["search"]["p50_ms"] / lo["search"]["p50_ms"], 2),
             "search_p90": round(hi["search"]["p90_ms"] / lo["search"]["p90_ms"], 2),
-            **{f"app {name}": round(hi["app"][name]["rerun_cpu_ms"] / lo["app"][name]["rerun_cpu_ms"], 2)
-               for name in lo["app"]},
+            **{
+                f"app {name}": round(hi["app"][name]["rerun_cpu_ms"] / lo["app"][name]["rerun_cpu_ms"], 2)
+                for name in lo["app"]
+            },
         }
     print(json.dumps(results))
 

@@ -147,11 +147,19 @@ def main() -> None:
     print(f"p50 ms per query: {each}", file=sys.stderr)
     if not args.keep:
         shutil.rmtree(work)
-    print(json.dumps({"search_p50_ms": round(statistics.median(times), 1),
-                      "search_p90_ms": round(statistics.quantiles(times, n=10)[-1], 1),
-                      "search_p50_cpu_ms": round(statistics.median(cpu), 1),
-                      "search_max_ms": round(max(times), 1), "index_build_s": round(build_s, 2),
-                      "size_increase": round(increase, 3), "versions": args.episodes * 2}))
+    print(
+        json.dumps(
+            {
+                "search_p50_ms": round(statistics.median(times), 1),
+                "search_p90_ms": round(statistics.quantiles(times, n=10)[-1], 1),
+                "search_p50_cpu_ms": round(statistics.median(cpu), 1),
+                "search_max_ms": round(max(times), 1),
+                "index_build_s": round(build_s, 2),
+                "size_increase": round(increase, 3),
+                "versions": args.episodes * 2,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ import time
 
 from _root import ROOT  # noqa: F401  (repo root on sys.path; see _root.py)
 
-from trajectory.stats import mcnemar_exact, mcnemar_midp, mn_stratified, mn_stratified_p, paired_test
+from trajectory.score_intervals import mn_stratified, mn_stratified_p
+from trajectory.stats import mcnemar_exact, mcnemar_midp, paired_test
 
 ALPHA = 0.05
 
@@ -58,8 +59,9 @@ ALPHA = 0.05
 def _pmf(k: int, n: int, p: float) -> float:
     if p <= 0 or p >= 1:
         return float(k == (0 if p <= 0 else n))
-    return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-                    + k * math.log(p) + (n - k) * math.log1p(-p))
+    return math.exp(
+        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p)
+    )
 
 
 def _support(n: int, p: float, cut: float = 1e-9) -> list[tuple[int, float]]:
@@ -110,17 +112,25 @@ def errors_size(n: int, reps: int, rng: random.Random, rule: str) -> float:
 
 
 def _tables(n: int, correct: bool) -> dict[tuple[int, int], tuple[float, tuple[float, float]]]:
-    return {(x, y): ((r := mn_stratified([(x, n, y, n)], correct=correct)).p_value, r.ci95)
-            for x in range(n + 1) for y in range(n + 1)}
+    return {
+        (x, y): ((r := mn_stratified([(x, n, y, n)], correct=correct)).p_value, r.ci95)
+        for x in range(n + 1)
+        for y in range(n + 1)
+    }
 
 
 def rollout_rows(n: int, correct: bool) -> tuple[float, float]:
     res = _tables(n, correct)
-    size = max(sum(_pmf(x, n, p) * _pmf(y, n, p) for (x, y), (pv, _) in res.items() if pv < ALPHA)
-               for p in (i / 100 for i in range(1, 100)))
+    size = max(
+        sum(_pmf(x, n, p) * _pmf(y, n, p) for (x, y), (pv, _) in res.items() if pv < ALPHA)
+        for p in (i / 100 for i in range(1, 100))
+    )
     grid = [i / 20 for i in range(1, 20)]
-    cov = min(sum(_pmf(x, n, p1) * _pmf(y, n, p2) for (x, y), (_, ci) in res.items() if ci[0] <= p1 - p2 <= ci[1])
-              for p1 in grid for p2 in grid)
+    cov = min(
+        sum(_pmf(x, n, p1) * _pmf(y, n, p2) for (x, y), (_, ci) in res.items() if ci[0] <= p1 - p2 <= ci[1])
+        for p1 in grid
+        for p2 in grid
+    )
     return size, cov
 
 
@@ -177,8 +187,13 @@ def whatif_row(n1: int, n2: int, step: float) -> dict:
                 covered[d] = exact2x2.tables_two_sided(n1, n2, d) >= ALPHA
             cov = min(cov, prob(p1, p2, covered[d]))
     proven = better < ALPHA / 2  # one-sided, the lower end of the 95% interval
-    return {"n": f"{n1} vs {n2}" if n1 != n2 else f"{n1} per arm", "size": size, "coverage": cov,
-            "power_10_60": prob(0.6, 0.1, proven), "power_20_50": prob(0.5, 0.2, proven)}
+    return {
+        "n": f"{n1} vs {n2}" if n1 != n2 else f"{n1} per arm",
+        "size": size,
+        "coverage": cov,
+        "power_10_60": prob(0.6, 0.1, proven),
+        "power_20_50": prob(0.5, 0.2, proven),
+    }
 
 
 def _two_arm_tables(n: int) -> dict:
@@ -202,8 +217,9 @@ def fwer_row(k: int, n: int, tables: dict) -> float:
     return worst
 
 
-def fdr_row(real: int, n: int, tables: dict, reps: int, rng: random.Random, failures: int = 20,
-            k: int = 3) -> tuple[float, float]:
+def fdr_row(
+    real: int, n: int, tables: dict, reps: int, rng: random.Random, failures: int = 20, k: int = 3
+) -> tuple[float, float]:
     """(FDR, share of real fixes proven): `failures` failures of K candidates, `real` of them
     with one real fix (60% vs 10%); BH over every candidate; a failure is proven when its
     best candidate (highest lower bound) is, falsely when that one is not a real fix."""
@@ -232,11 +248,13 @@ def fdr_row(real: int, n: int, tables: dict, reps: int, rng: random.Random, fail
 
 
 def timings() -> list[tuple[str, float]]:
-    from trajectory import stats
+    from trajectory import score_intervals, stats
 
     rng = random.Random(5)
-    strata = [(rng.randint(0, a), a, rng.randint(0, b), b)
-              for a, b in ((rng.randint(1, 1000), rng.randint(1, 1000)) for _ in range(100_000))]
+    strata = [
+        (rng.randint(0, a), a, rng.randint(0, b), b)
+        for a, b in ((rng.randint(1, 1000), rng.randint(1, 1000)) for _ in range(100_000))
+    ]
     cases = [
         ("mcnemar_exact, 10^6 discordant pairs", lambda: stats.mcnemar_exact(501_000, 499_000)),
         ("mcnemar_midp, 10^6 discordant pairs", lambda: stats.mcnemar_midp(501_000, 499_000)),
@@ -245,9 +263,9 @@ def timings() -> list[tuple[str, float]]:
         ("binomial_ci mid-p, n = 10^6", lambda: stats.binomial_ci(400_000, 1_000_000, True)),
         ("fisher_exact, n = 10^6", lambda: stats.fisher_exact(250_000, 250_000, 249_000, 251_000)),
         ("tango_diff, n = 2x10^6", lambda: stats.tango_diff(501_000, 499_000, 2_000_000)),
-        ("mn_diff, 10^6 per arm", lambda: stats.mn_diff(500_500, 1_000_000, 499_500, 1_000_000)),
-        ("mn_stratified, 10^5 distinct strata", lambda: stats.mn_stratified(strata)),
-        ("mn_stratified_p, 10^5 distinct strata", lambda: stats.mn_stratified_p(strata)),
+        ("mn_diff, 10^6 per arm", lambda: score_intervals.mn_diff(500_500, 1_000_000, 499_500, 1_000_000)),
+        ("mn_stratified, 10^5 distinct strata", lambda: score_intervals.mn_stratified(strata)),
+        ("mn_stratified_p, 10^5 distinct strata", lambda: score_intervals.mn_stratified_p(strata)),
         ("cmh, 10^5 strata", lambda: stats.cmh(strata)),
         ("two_arm (exact), 50 per arm", lambda: exact2x2.two_arm(25, 50, 15, 50)),
         ("two_arm (exact), 10 per arm", lambda: exact2x2.two_arm(6, 10, 1, 10)),
@@ -277,8 +295,10 @@ def issue40(args, rng: random.Random) -> dict:
         tables = _two_arm_tables(10)
         out["fwer"] = [{"K": k, "fwer": fwer_row(k, 10, tables)} for k in (1, 3, 5)]
         fdr_rng = random.Random(args.seed + 2)
-        out["fdr"] = [dict(zip(("real_fixes", "fdr", "power"), (r, *fdr_row(r, 10, tables, args.reps // 5, fdr_rng))))
-                      for r in range(6)]
+        out["fdr"] = [
+            dict(zip(("real_fixes", "fdr", "power"), (r, *fdr_row(r, 10, tables, args.reps // 5, fdr_rng))))
+            for r in range(6)
+        ]
     if "timings" in args.parts:
         out["timings"] = [{"function": n, "seconds": s} for n, s in timings()]
     return out
@@ -286,10 +306,14 @@ def issue40(args, rng: random.Random) -> dict:
 
 def print_issue40(out: dict) -> None:
     if "whatif" in out:
-        print("\n| what-if (Boschloo + inverted interval) | size at 0.05 | coverage of 95% CI | power 10%->60% | power 20%->50% |")
+        print(
+            "\n| what-if (Boschloo + inverted interval) | size at 0.05 | coverage of 95% CI | power 10%->60% | power 20%->50% |"
+        )
         print("|---|---|---|---|---|")
         for r in out["whatif"]:
-            print(f"| {r['n']} | {r['size']:.4f} | {r['coverage']:.4f} | {r['power_10_60']:.3f} | {r['power_20_50']:.3f} |")
+            print(
+                f"| {r['n']} | {r['size']:.4f} | {r['coverage']:.4f} | {r['power_10_60']:.3f} | {r['power_20_50']:.3f} |"
+            )
     if "fwer" in out:
         print("\n| suggest, 10 per arm, none better | family-wise error per failure (Holm) |")
         print("|---|---|")
@@ -308,40 +332,89 @@ def print_issue40(out: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--parts", nargs="+", choices=("paired", "rollouts", "pooled", "whatif", "suggest", "timings"),
-                    default=["paired", "rollouts", "pooled", "whatif", "suggest", "timings"])
-    ap.add_argument("--reps", type=int, default=None,
-                    help="Monte Carlo draws per pooled scenario for the coverage (4x that for the size; the FDR "
-                         "uses reps / 5 per row); default 1000, 3000 with --full")
+    ap.add_argument(
+        "--parts",
+        nargs="+",
+        choices=("paired", "rollouts", "pooled", "whatif", "suggest", "timings"),
+        default=["paired", "rollouts", "pooled", "whatif", "suggest", "timings"],
+    )
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="Monte Carlo draws per pooled scenario for the coverage (4x that for the size; the FDR "
+        "uses reps / 5 per row); default 1000, 3000 with --full",
+    )
     ap.add_argument("--full", action="store_true", help="3000 draws and the 0.05 coverage grid (slower)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--paired-n", type=int, nargs="+", default=[20, 50, 200, 500],
-                    help="pairs of the exact paired scenarios (a smoke run: 20)")
+    ap.add_argument(
+        "--paired-n",
+        type=int,
+        nargs="+",
+        default=[20, 50, 200, 500],
+        help="pairs of the exact paired scenarios (a smoke run: 20)",
+    )
     args = ap.parse_args()
     if args.reps is None:
         args.reps = 3000 if args.full else 1000
     rng, t0, rows = random.Random(args.seed), time.time(), []
     for n in args.paired_n if "paired" in args.parts else ():
-        rows.append(("paired", f"n = {n}", "exact McNemar + inverted interval (reported)",
-                     paired_size(n, mcnemar_exact), paired_coverage(n, False)))
-        rows.append(("paired", f"n = {n}", "mid-p McNemar + inverted interval (not used)",
-                     paired_size(n, mcnemar_midp), paired_coverage(n, True)))
+        rows.append(
+            (
+                "paired",
+                f"n = {n}",
+                "exact McNemar + inverted interval (reported)",
+                paired_size(n, mcnemar_exact),
+                paired_coverage(n, False),
+            )
+        )
+        rows.append(
+            (
+                "paired",
+                f"n = {n}",
+                "mid-p McNemar + inverted interval (not used)",
+                paired_size(n, mcnemar_midp),
+                paired_coverage(n, True),
+            )
+        )
     err_rng = random.Random(args.seed + 1)  # its own stream: the pooled draws stay as they were
     for n in (50, 200) if "paired" in args.parts else ():
         for rule in ("failure", "exclude"):
-            label = "errors counted as failures (default)" if rule == "failure" else "errors left out (--errors exclude)"
-            rows.append(("paired, 20% of B's failures are errors", f"n = {n}", label,
-                         errors_size(n, args.reps, err_rng, rule), None))
+            label = (
+                "errors counted as failures (default)" if rule == "failure" else "errors left out (--errors exclude)"
+            )
+            rows.append(
+                (
+                    "paired, 20% of B's failures are errors",
+                    f"n = {n}",
+                    label,
+                    errors_size(n, args.reps, err_rng, rule),
+                    None,
+                )
+            )
     for n in (3, 5, 10) if "rollouts" in args.parts else ():
-        rows.append(("rollouts", f"{n} per arm", "MN score, continuity-corrected (reported beyond 50 per arm)", *rollout_rows(n, True)))
+        rows.append(
+            (
+                "rollouts",
+                f"{n} per arm",
+                "MN score, continuity-corrected (reported beyond 50 per arm)",
+                *rollout_rows(n, True),
+            )
+        )
         rows.append(("rollouts", f"{n} per arm", "MN score, uncorrected (not used)", *rollout_rows(n, False)))
     for k, r in POOLED if "pooled" in args.parts else ():
         for shape, label in ((1.0, "uniform"), (0.5, "U-shaped")):
             if k < 2:
                 rows.append(("pooled", f"{k}x{r} {label}", "refused: fewer than 2 episodes", None, None))
                 continue
-            rows.append(("pooled", f"{k}x{r} {label}", "stratified MN + CMH test (reported)",
-                         *pooled_row(k, r, shape, args.reps, rng)))
+            rows.append(
+                (
+                    "pooled",
+                    f"{k}x{r} {label}",
+                    "stratified MN + CMH test (reported)",
+                    *pooled_row(k, r, shape, args.reps, rng),
+                )
+            )
     print("| comparison | scenario | procedure | size at 0.05 | coverage of 95% CI |")
     print("|---|---|---|---|---|")
     for kind, scen, proc, size, cov in rows:
@@ -350,8 +423,16 @@ def main() -> None:
         print(f"| {kind} | {scen} | {proc} | {s} | {c} |")
     extra = issue40(args, random.Random(args.seed + 3))
     print_issue40(extra)
-    print(json.dumps({"rows": [dict(zip(("kind", "scenario", "procedure", "size", "coverage"), row)) for row in rows],
-                      **extra, "reps": args.reps, "seconds": round(time.time() - t0, 1)}))
+    print(
+        json.dumps(
+            {
+                "rows": [dict(zip(("kind", "scenario", "procedure", "size", "coverage"), row)) for row in rows],
+                **extra,
+                "reps": args.reps,
+                "seconds": round(time.time() - t0, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -57,28 +57,101 @@ def _critic(body: dict):
     from tests.scripted_server import Reply, prompt_text
 
     if CRITIC in prompt_text(body):
-        return Reply(text=json.dumps({"candidates": [{"step": 2, "kind": "rewrite_thought",
-                                                      "text": "Look up the founding year instead.",
-                                                      "rationale": "x"}]}))
+        return Reply(
+            text=json.dumps(
+                {
+                    "candidates": [
+                        {
+                            "step": 2,
+                            "kind": "rewrite_thought",
+                            "text": "Look up the founding year instead.",
+                            "rationale": "x",
+                        }
+                    ]
+                }
+            )
+        )
     return Reply(hang=True)
 
 
 # kind -> (job kind, needs the seed episode, command, requests in flight once it runs, the server)
 KINDS = {
-    "run": ("run", False, ["run", "--env", "hotpotqa", "--task", "{task}", "--model", "bench", "--base-url", "{url}"],
-            1, None),
+    "run": (
+        "run",
+        False,
+        ["run", "--env", "hotpotqa", "--task", "{task}", "--model", "bench", "--base-url", "{url}"],
+        1,
+        None,
+    ),
     "resume": ("run", True, ["resume", "1"], 1, None),
-    "experiment": ("experiment", False, ["experiment", "run", "--env", "hotpotqa", "--limit", str(CONCURRENCY),
-                                         "--concurrency", str(CONCURRENCY), "--name", "b", "--model", "bench",
-                                         "--base-url", "{url}"], CONCURRENCY, None),
-    "resample": ("resample", True, ["resample", "1", "--step", "2", "--n", str(CONCURRENCY), "--temperature", "0.7",
-                                    "--concurrency", str(CONCURRENCY)], CONCURRENCY, None),
-    "whatif": ("whatif", True, ["whatif", "1", "--step", "2", "--thought", "Look up the founding year instead.",
-                                "--n", str(CONCURRENCY // 2), "--temperature", "0.7", "--concurrency", str(CONCURRENCY)],
-               CONCURRENCY, None),
+    "experiment": (
+        "experiment",
+        False,
+        [
+            "experiment",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--limit",
+            str(CONCURRENCY),
+            "--concurrency",
+            str(CONCURRENCY),
+            "--name",
+            "b",
+            "--model",
+            "bench",
+            "--base-url",
+            "{url}",
+        ],
+        CONCURRENCY,
+        None,
+    ),
+    "resample": (
+        "resample",
+        True,
+        [
+            "resample",
+            "1",
+            "--step",
+            "2",
+            "--n",
+            str(CONCURRENCY),
+            "--temperature",
+            "0.7",
+            "--concurrency",
+            str(CONCURRENCY),
+        ],
+        CONCURRENCY,
+        None,
+    ),
+    "whatif": (
+        "whatif",
+        True,
+        [
+            "whatif",
+            "1",
+            "--step",
+            "2",
+            "--thought",
+            "Look up the founding year instead.",
+            "--n",
+            str(CONCURRENCY // 2),
+            "--temperature",
+            "0.7",
+            "--concurrency",
+            str(CONCURRENCY),
+        ],
+        CONCURRENCY,
+        None,
+    ),
     "suggest-critic": ("suggest", True, ["suggest", "1", "--candidates", "1", "--verify", "2"], 1, None),
-    "suggest-verify": ("suggest", True, ["suggest", "1", "--candidates", "1", "--verify", str(CONCURRENCY // 2),
-                                         "--concurrency", str(CONCURRENCY)], 1 + CONCURRENCY, _critic),
+    "suggest-verify": (
+        "suggest",
+        True,
+        ["suggest", "1", "--candidates", "1", "--verify", str(CONCURRENCY // 2), "--concurrency", str(CONCURRENCY)],
+        1 + CONCURRENCY,
+        _critic,
+    ),
 }
 
 
@@ -89,15 +162,20 @@ class Bench:
         self.tmp = tmp
         self.llm = ScriptedLLM().start()
         self.task = _tasks(1)[0]
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp / "cache"),
-                    "OPENAI_API_KEY": "x"}
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "REACT_EDITOR_CACHE": str(tmp / "cache"),
+            "OPENAI_API_KEY": "x",
+        }
         self.rounds = 0
 
     def config(self):
         from trajectory.records import AgentConfig
 
-        return AgentConfig(model="bench", base_url=self.llm.base_url, cache=False, timeout_s=60, max_retries=2,
-                           max_steps=8)
+        return AgentConfig(
+            model="bench", base_url=self.llm.base_url, cache=False, timeout_s=60, max_retries=2, max_steps=8
+        )
 
     def database(self, seeded: bool):
         """A fresh database (and its Store, Engine): with episode 1, v1 of three steps, open."""
@@ -138,8 +216,14 @@ class Bench:
         db, store, _ = self.database(seeded)
         self.hang(responder)
         args = [a.replace("{url}", self.llm.base_url).replace("{task}", self.task.id) for a in argv]
-        proc = subprocess.Popen([sys.executable, "-m", "react_editor", *args, "--db", str(db)], env=self.env,
-                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "react_editor", *args, "--db", str(db)],
+            env=self.env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             self.wait_in_flight(in_flight)
             (job,) = [j for j in sessions.jobs.listing(store) if j.kind == kind and j.active]
@@ -173,12 +257,17 @@ class Bench:
         db, store, engine = self.database(True)
         self.hang()
         v = store.versions.get(1)
-        h = jobs.start(store, "step", lambda job: engine.step(v.id, watch=job.watch()), episode_id=v.episode_id,
-                       version_id=v.id)
+        h = jobs.start(
+            store, "step", lambda job: engine.step(v.id, watch=job.watch()), episode_id=v.episode_id, version_id=v.id
+        )
         self.wait_in_flight(1)
         t0 = time.monotonic()
-        subprocess.run([sys.executable, "-m", "react_editor", "jobs", "stop", str(h.id), "--db", str(db)],
-                       env=self.env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "react_editor", "jobs", "stop", str(h.id), "--db", str(db)],
+            env=self.env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         spent = time.monotonic() - t0
         h.finished.wait(GUARD_S)
         store.close()
@@ -186,10 +275,10 @@ class Bench:
 
     # -- the app: the job in this process, the app's Stop
     def app(self, name: str) -> dict:
+        import sessions.jobs
         from agent import experiment, experiment_background, jobs, suggest
         from agent.rollouts import Request, resample, whatif
         from sessions.rollouts import RolloutEdit
-        import sessions.jobs
 
         kind, seeded, _, in_flight, responder = KINDS.get(name, ("step", True, None, 1, None))
         db, store, engine = self.database(seeded)
@@ -198,8 +287,11 @@ class Bench:
         if name == "step":
             h = jobs.start(store, "step", lambda job: engine.step(1, watch=job.watch()), episode_id=1, version_id=1)
         elif name in ("resample", "whatif"):
-            edit = RolloutEdit(kind="rewrite_thought", text="Look up the founding year instead.") \
-                if name == "whatif" else None
+            edit = (
+                RolloutEdit(kind="rewrite_thought", text="Look up the founding year instead.")
+                if name == "whatif"
+                else None
+            )
             req = Request(1, 2, CONCURRENCY // 2 if edit else CONCURRENCY, 0.7, None, edit)
 
             def work(h):  # as app_pages/whatif_panel.py
@@ -216,8 +308,9 @@ class Bench:
 
             h = jobs.start(store, "suggest", work, episode_id=1, version_id=1)
         elif name == "experiment":  # as app_pages/experiments.py
-            exp = experiment.create(store, env="hotpotqa", method="react", config=self.config(),
-                                    tasks=_tasks(CONCURRENCY))
+            exp = experiment.create(
+                store, env="hotpotqa", method="react", config=self.config(), tasks=_tasks(CONCURRENCY)
+            )
             bg = experiment_background.Background(str(db))
             bg.start(exp.id, concurrency=CONCURRENCY, api_key="x")
             h = None
@@ -273,15 +366,19 @@ def main() -> None:
         try:
             for name in filter(None, args.kinds.split(",")):
                 got = [bench.cli(name) for _ in range(args.n)]
-                out["cli"][name] = {"job_end_s": _stats([g["job_end"] for g in got]),
-                                    "exit_s": _stats([g["exit"] for g in got]),
-                                    "late_requests": sum(g["late_requests"] for g in got)}
+                out["cli"][name] = {
+                    "job_end_s": _stats([g["job_end"] for g in got]),
+                    "exit_s": _stats([g["exit"] for g in got]),
+                    "late_requests": sum(g["late_requests"] for g in got),
+                }
                 rows.append(("cli", name, out["cli"][name]))
             if not args.no_app:
                 for name in APP_KINDS:
                     got = [bench.app(name) for _ in range(args.n)]
-                    out["app"][name] = {"job_end_s": _stats([g["job_end"] for g in got]),
-                                        "late_requests": sum(g["late_requests"] for g in got)}
+                    out["app"][name] = {
+                        "job_end_s": _stats([g["job_end"] for g in got]),
+                        "late_requests": sum(g["late_requests"] for g in got),
+                    }
                     rows.append(("app", name, out["app"][name]))
             out["jobs_stop_command_s"] = _stats([bench.jobs_stop_command() for _ in range(args.n)])
         finally:
@@ -291,8 +388,10 @@ def main() -> None:
     print(f"{'face':5} {'kind':15} {'Stop->job end (median/max s)':>30} {'->exit':>14} {'late requests':>14}")
     for face, name, r in rows:
         ex = r.get("exit_s")
-        print(f"{face:5} {name:15} {r['job_end_s']['median']:>20.3f} / {r['job_end_s']['max']:.3f} "
-              f"{'' if ex is None else format(ex['median'], '.3f'):>14} {r['late_requests']:>14}")
+        print(
+            f"{face:5} {name:15} {r['job_end_s']['median']:>20.3f} / {r['job_end_s']['max']:.3f} "
+            f"{'' if ex is None else format(ex['median'], '.3f'):>14} {r['late_requests']:>14}"
+        )
     print(json.dumps(out))
 
 

@@ -39,8 +39,11 @@ def hotpot_agent():
     from tests.experiment_agents import wiki_agent
     from tests.scripted_server import prompt_text
 
-    gold = {json.loads(line)["question"]: json.loads(line)["answer"]
-            for line in (CORPUS / "hotpotqa.jsonl").read_text().splitlines() if line.strip()}
+    gold = {
+        json.loads(line)["question"]: json.loads(line)["answer"]
+        for line in (CORPUS / "hotpotqa.jsonl").read_text().splitlines()
+        if line.strip()
+    }
     plain = wiki_agent({}, react_steps=2, search="Search[Qwxyz Vbnm]")  # a miss: the first signal
     fixed = wiki_agent(gold, react_steps=1)
 
@@ -48,12 +51,27 @@ def hotpot_agent():
         text = prompt_text(body)
         if CRITIC_MARK in text:
             q = re.search(r"^Question: (.*)$", text, re.MULTILINE).group(1)
-            return json.dumps({"candidates": [
-                {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"},
-                {"step": 1, "kind": "insert_thought_after", "text": "Maybe search again.", "rationale": "retry"},
-                {"step": 1, "kind": "rewrite_thought", "text": f"The answer is {gold.get(q, 'x')}.",
-                 "rationale": "leaks"}]})
+            return json.dumps(
+                {
+                    "candidates": [
+                        {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"},
+                        {
+                            "step": 1,
+                            "kind": "insert_thought_after",
+                            "text": "Maybe search again.",
+                            "rationale": "retry",
+                        },
+                        {
+                            "step": 1,
+                            "kind": "rewrite_thought",
+                            "text": f"The answer is {gold.get(q, 'x')}.",
+                            "rationale": "leaks",
+                        },
+                    ]
+                }
+            )
         return fixed(body) if MAGIC in text.rpartition("Question:")[2] else plain(body)
+
     return respond
 
 
@@ -68,10 +86,20 @@ def alfworld_agent():
         if CRITIC_MARK in text:
             first = re.search(r"first step that raised a failure signal is step (\d+)", text)
             step = min(int(first.group(1)) if first else 3, 3)  # (the step limit's signal leaves no room)
-            return json.dumps({"candidates": [
-                {"step": step, "kind": "insert_thought_before", "text": "I should check the places I have not seen.",
-                 "rationale": "it loops"}]})
+            return json.dumps(
+                {
+                    "candidates": [
+                        {
+                            "step": step,
+                            "kind": "insert_thought_before",
+                            "text": "I should check the places I have not seen.",
+                            "rationale": "it loops",
+                        }
+                    ]
+                }
+            )
         return walk(body)
+
     return respond
 
 
@@ -89,12 +117,40 @@ def cli(*argv) -> dict:
 def measure(llm, env: str, responder, failures: int, verify: int, work: Path) -> dict:
     db = work / f"{env}.db"
     llm.set_responder(responder)
-    cli("experiment", "run", "--env", env, "--limit", failures, "--name", env, "--model", "m",
-        "--base-url", llm.base_url, "--db", db, *(["--max-steps", "8"] if env == "alfworld" else []))
+    cli(
+        "experiment",
+        "run",
+        "--env",
+        env,
+        "--limit",
+        failures,
+        "--name",
+        env,
+        "--model",
+        "m",
+        "--base-url",
+        llm.base_url,
+        "--db",
+        db,
+        *(["--max-steps", "8"] if env == "alfworld" else []),
+    )
     llm.requests.clear()
     t0 = time.perf_counter()
-    out = cli("suggest", "--experiment", env, "--where", "failed", "--verify", verify, "--concurrency", 4,
-              "--temperature", "0.7", "--db", db)
+    out = cli(
+        "suggest",
+        "--experiment",
+        env,
+        "--where",
+        "failed",
+        "--verify",
+        verify,
+        "--concurrency",
+        4,
+        "--temperature",
+        "0.7",
+        "--db",
+        db,
+    )
     wall = time.perf_counter() - t0
     calls = len(llm.completion_requests)
     proven = out["proven"]
@@ -104,13 +160,23 @@ def measure(llm, env: str, responder, failures: int, verify: int, work: Path) ->
         if r["proven"]:
             where[r["where"] or "no signal"] = where.get(r["where"] or "no signal", 0) + 1
     verdicts = [r["verdict"] for r in out["failures"]]
+
     def per(x: float) -> float | None:
         return round(x / proven, 2) if proven else None
 
-    return {"env": env, "failures": len(out["failures"]), "proven": proven, "wall_s": round(wall, 2),
-            "model_calls": calls, "tokens": tokens, "calls_per_proven_fix": per(calls),
-            "tokens_per_proven_fix": per(tokens), "wall_s_per_proven_fix": per(wall), "best_fix_where": where,
-            "verdicts": verdicts[:3]}
+    return {
+        "env": env,
+        "failures": len(out["failures"]),
+        "proven": proven,
+        "wall_s": round(wall, 2),
+        "model_calls": calls,
+        "tokens": tokens,
+        "calls_per_proven_fix": per(calls),
+        "tokens_per_proven_fix": per(tokens),
+        "wall_s_per_proven_fix": per(wall),
+        "best_fix_where": where,
+        "verdicts": verdicts[:3],
+    }
 
 
 def main() -> None:

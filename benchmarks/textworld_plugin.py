@@ -62,17 +62,25 @@ def main() -> None:
         env.set_state(deep)
         restores.append((time.perf_counter() - t) * 1000)
     env.close()
-    print(json.dumps({"step_p50_ms": round(statistics.median(steps), 2),
-                      "restore_in_process_ms": round(statistics.median(restores), 1),
-                      "restore_via_engine_ms": round(_engine_restore(task, commands, args.repeat), 1),
-                      "depth": args.depth, "first_load_s": round(first_load, 2)}))
+    print(
+        json.dumps(
+            {
+                "step_p50_ms": round(statistics.median(steps), 2),
+                "restore_in_process_ms": round(statistics.median(restores), 1),
+                "restore_via_engine_ms": round(_engine_restore(task, commands, args.repeat), 1),
+                "depth": args.depth,
+                "first_load_s": round(first_load, 2),
+            }
+        )
+    )
 
 
 def _engine_restore(task, commands: list[str], repeat: int) -> float:
     """p50 of the Engine putting a fresh environment after a stored version's last step."""
+    from react_editor_textworld import FAMILY
+
     from agent.engine import Engine
     from envs.registry import register
-    from react_editor_textworld import FAMILY
     from sessions.store import Store
     from trajectory.records import AgentConfig
 

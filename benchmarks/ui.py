@@ -42,8 +42,8 @@ def build(db: Path, steps: int = STEPS, versions: int = VERSIONS) -> tuple[int, 
     `steps` (half of it a thought step) and `versions` (>= 2) size it otherwise."""
     from agent.engine import Engine
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     eng = Engine(Store(db))
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
@@ -57,7 +57,9 @@ def build(db: Path, steps: int = STEPS, versions: int = VERSIONS) -> tuple[int, 
     last = v
     for j in range(versions - 2):
         k = 1 + 2 * (j * 2 + 1)  # thought steps (odd indices)
-        last = eng.editor.edit(last.id, k, "rewrite_thought", f"Edited thought {j}: search more carefully.", keep_rest=True)
+        last = eng.editor.edit(
+            last.id, k, "rewrite_thought", f"Edited thought {j}: search more carefully.", keep_rest=True
+        )
     gone = eng.editor.edit(v.id, steps // 2, "delete_thought", keep_rest=True)  # step 25: a thought
     eng.human_step(gone.id, thought="One more thought after the deletion.")
     assert len(eng.store.versions.of_episode(ep.id)) == versions
@@ -70,13 +72,14 @@ def build_long(db: Path, steps: int) -> tuple[int, int]:
     """One episode with one version of `steps` person steps (thought + action) on the game."""
     from agent.engine import Engine
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     eng = Engine(Store(db))
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
-    ep, v = eng.start_episode(task, AgentConfig(model="gpt-3.5-turbo-instruct", max_steps=steps + 10),
-                              {"wording": "paper"})
+    ep, v = eng.start_episode(
+        task, AgentConfig(model="gpt-3.5-turbo-instruct", max_steps=steps + 10), {"wording": "paper"}
+    )
     acts = [a for a in eng.envs.admissible_actions(v.id) or [] if a.startswith("go to ")] or ["look"]
     for i in range(steps):
         eng.human_step(v.id, action=acts[i % len(acts)])
@@ -86,8 +89,9 @@ def build_long(db: Path, steps: int) -> tuple[int, int]:
 
 def shown_obs(at) -> int:
     """Observations on the page: the live steps' text elements and the earlier steps' block."""
-    return (sum(1 for t in at.text if t.value.startswith("Obs "))
-            + sum(h.proto.body.count('<div class="ov-line">Obs ') for h in at.get("html")))
+    return sum(1 for t in at.text if t.value.startswith("Obs ")) + sum(
+        h.proto.body.count('<div class="ov-line">Obs ') for h in at.get("html")
+    )
 
 
 def timed(fn) -> float:
@@ -115,12 +119,18 @@ def editor_small(page, db: Path, runs: int) -> dict:
         assert not ed.exception and ed.radio(key=f"ed_kind_{last}_{k}"), ed.exception
         clicks.append(timed(lambda: ed.button(key=f"ed_cancel_{last}_{k}").click().run()))
         assert not ed.exception and not [r for r in ed.radio if r.key == f"ed_kind_{last}_{k}"]
-    print(f"editor, {SMALL_STEPS}-step version of {SMALL_VERSIONS}: rerun median {statistics.median(walls):.0f} ms "
-          f"(script CPU {statistics.median(reruns):.0f} ms); Edit or Cancel click median "
-          f"{statistics.median(clicks):.0f} ms (script CPU {statistics.median(cpu.runs):.0f} ms)", file=sys.stderr)
-    return {"editor_22_rerun_ms": round(statistics.median(walls), 1),
-            "editor_22_rerun_cpu_ms": round(statistics.median(reruns), 1),
-            "edit_click_ms": round(statistics.median(clicks), 1), "edit_click_cpu_ms": round(statistics.median(cpu.runs), 1)}
+    print(
+        f"editor, {SMALL_STEPS}-step version of {SMALL_VERSIONS}: rerun median {statistics.median(walls):.0f} ms "
+        f"(script CPU {statistics.median(reruns):.0f} ms); Edit or Cancel click median "
+        f"{statistics.median(clicks):.0f} ms (script CPU {statistics.median(cpu.runs):.0f} ms)",
+        file=sys.stderr,
+    )
+    return {
+        "editor_22_rerun_ms": round(statistics.median(walls), 1),
+        "editor_22_rerun_cpu_ms": round(statistics.median(reruns), 1),
+        "edit_click_ms": round(statistics.median(clicks), 1),
+        "edit_click_cpu_ms": round(statistics.median(cpu.runs), 1),
+    }
 
 
 def main() -> None:
@@ -136,8 +146,11 @@ def main() -> None:
     os.environ["REACT_EDITOR_DB"] = str(db)
     t0 = time.perf_counter()
     ep, first, last, gone = build(db)
-    print(f"built episode {ep}: {VERSIONS} versions, v{first}, v{last} and v{gone} (a deletion) have {STEPS} steps "
-          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    print(
+        f"built episode {ep}: {VERSIONS} versions, v{first}, v{last} and v{gone} (a deletion) have {STEPS} steps "
+        f"({time.perf_counter() - t0:.1f} s)",
+        file=sys.stderr,
+    )
 
     from streamlit.testing.v1 import AppTest
 
@@ -164,8 +177,11 @@ def main() -> None:
     shared.append(ed._bidi_component_manager)
     assert shown_obs(ed) == STEPS
     editor = [timed(ed.run) for _ in range(args.runs)]
-    print(f"editor: first open {first_ms:.0f} ms; rerun median {statistics.median(editor):.0f} ms, "
-          f"max {max(editor):.0f} ms", file=sys.stderr)
+    print(
+        f"editor: first open {first_ms:.0f} ms; rerun median {statistics.median(editor):.0f} ms, "
+        f"max {max(editor):.0f} ms",
+        file=sys.stderr,
+    )
     small = editor_small(page, db, args.runs)
     if args.editor_only:
         print(json.dumps({"editor_rerun_ms": round(statistics.median(editor), 1), **small}))
@@ -185,43 +201,62 @@ def main() -> None:
     compare = [timed(lambda: open_compare(last, STEPS)) for _ in range(args.runs)]
     print(f"compare: open median {statistics.median(compare):.0f} ms, max {max(compare):.0f} ms", file=sys.stderr)
     deletion = [timed(lambda: open_compare(gone, STEPS + 1)) for _ in range(args.runs)]
-    print(f"compare with a deletion: open median {statistics.median(deletion):.0f} ms, "
-          f"max {max(deletion):.0f} ms", file=sys.stderr)
+    print(
+        f"compare with a deletion: open median {statistics.median(deletion):.0f} ms, max {max(deletion):.0f} ms",
+        file=sys.stderr,
+    )
     long_ep, long_v = build_long(db, args.long)
     ed2 = page("editor", episode=long_ep, version=long_v)
     timed(ed2.run)
     assert not ed2.exception, ed2.exception
     assert shown_obs(ed2) == args.long
     editor_200 = [timed(ed2.run) for _ in range(args.runs)]
-    print(f"editor, {args.long}-step version: rerun median {statistics.median(editor_200):.0f} ms, "
-          f"max {max(editor_200):.0f} ms", file=sys.stderr)
+    print(
+        f"editor, {args.long}-step version: rerun median {statistics.median(editor_200):.0f} ms, "
+        f"max {max(editor_200):.0f} ms",
+        file=sys.stderr,
+    )
 
     xdb = Path(tmp) / "experiments.db"
     t0 = time.perf_counter()
     _experiments_db.build(xdb, args.experiments, args.tasks)
-    print(f"built {args.experiments} experiments x {args.tasks} tasks ({time.perf_counter() - t0:.1f} s)",
-          file=sys.stderr)
+    print(
+        f"built {args.experiments} experiments x {args.tasks} tasks ({time.perf_counter() - t0:.1f} s)", file=sys.stderr
+    )
     os.environ["REACT_EDITOR_DB"] = str(xdb)
     eps = page("episodes")
     timed(eps.run)
     assert not eps.exception, eps.exception
     episodes = [timed(eps.run) for _ in range(args.runs)]
-    print(f"episodes page ({args.experiments * args.tasks:,} episodes): rerun median "
-          f"{statistics.median(episodes):.0f} ms, max {max(episodes):.0f} ms", file=sys.stderr)
+    print(
+        f"episodes page ({args.experiments * args.tasks:,} episodes): rerun median "
+        f"{statistics.median(episodes):.0f} ms, max {max(episodes):.0f} ms",
+        file=sys.stderr,
+    )
     xp = page("experiments")
     cold = timed(xp.run)
     assert not xp.exception, xp.exception
     assert len(xp.dataframe[0].value) == args.experiments
     experiments = [timed(xp.run) for _ in range(args.runs)]
-    print(f"experiments page: first open {cold:.0f} ms (computes and caches every summary); rerun median "
-          f"{statistics.median(experiments):.0f} ms, max {max(experiments):.0f} ms", file=sys.stderr)
-    print(json.dumps({"editor_rerun_ms": round(statistics.median(editor), 1), **small,
-                      "editor_200_rerun_ms": round(statistics.median(editor_200), 1),
-                      "compare_ms": round(statistics.median(compare), 1),
-                      "compare_deletion_ms": round(statistics.median(deletion), 1),
-                      "episodes_page_ms": round(statistics.median(episodes), 1),
-                      "experiments_page_ms": round(statistics.median(experiments), 1),  # reruns (summaries cached)
-                      "experiments_page_cold_ms": round(cold, 1)}))  # first open: computes every summary
+    print(
+        f"experiments page: first open {cold:.0f} ms (computes and caches every summary); rerun median "
+        f"{statistics.median(experiments):.0f} ms, max {max(experiments):.0f} ms",
+        file=sys.stderr,
+    )
+    print(
+        json.dumps(
+            {
+                "editor_rerun_ms": round(statistics.median(editor), 1),
+                **small,
+                "editor_200_rerun_ms": round(statistics.median(editor_200), 1),
+                "compare_ms": round(statistics.median(compare), 1),
+                "compare_deletion_ms": round(statistics.median(deletion), 1),
+                "episodes_page_ms": round(statistics.median(episodes), 1),
+                "experiments_page_ms": round(statistics.median(experiments), 1),  # reruns (summaries cached)
+                "experiments_page_cold_ms": round(cold, 1),
+            }
+        )
+    )  # first open: computes every summary
 
 
 if __name__ == "__main__":

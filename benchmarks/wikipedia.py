@@ -1,11 +1,11 @@
 """Wikipedia environment speed (issue 5). Prints one JSON object last:
 
-  search_p50_ms                 search[...] on the built-in ZIM (hits, misses, disambiguations)
-  lookup_p50_us                 lookup[...] on an open page (new keywords and repeats)
-  live_requests_per_search_max  HTTP requests per search, live backend vs the local MediaWiki server
-  requests_on_resume            HTTP requests while restoring a snapshot and looking up again
+search_p50_ms                 search[...] on the built-in ZIM (hits, misses, disambiguations)
+lookup_p50_us                 lookup[...] on an open page (new keywords and repeats)
+live_requests_per_search_max  HTTP requests per search, live backend vs the local MediaWiki server
+requests_on_resume            HTTP requests while restoring a snapshot and looking up again
 
-    python benchmarks/wikipedia.py [--rounds N]
+  python benchmarks/wikipedia.py [--rounds N]
 """
 
 from __future__ import annotations

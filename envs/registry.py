@@ -17,8 +17,8 @@ from functools import lru_cache
 from importlib import import_module
 from importlib.metadata import entry_points
 
-from envs.base import EnvError, EnvFamily
 import trajectory.kinds
+from envs.base import EnvError, EnvFamily
 
 BUILTIN = {"alfworld": "envs.alfworld", "hotpotqa": "envs.wikipedia", "fever": "envs.wikipedia"}
 ENTRY_POINT_GROUP = "react_editor.envs"

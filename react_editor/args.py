@@ -35,8 +35,7 @@ def whole_number(text: str, what: str = "number") -> int:
     s = str(text).strip()
     if not _INTEGER.fullmatch(s):
         too_long = s.lstrip("+-").isascii() and s.lstrip("+-").isdigit()
-        raise ArgError(f"{what} {_shown(s)} is too large" if too_long
-                       else f"{what} {_shown(s)} is not a whole number")
+        raise ArgError(f"{what} {_shown(s)} is too large" if too_long else f"{what} {_shown(s)} is not a whole number")
     return int(s)
 
 

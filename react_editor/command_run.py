@@ -72,18 +72,22 @@ def add_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def db_path(args: argparse.Namespace) -> str:
-    from sessions.store import default_db_path  # (imported by the command: a light start-up)
-
     from react_editor.args import database_file  # a FIFO named --db would block the command
+    from sessions.store import default_db_path  # (imported by the command: a light start-up)
 
     return str(database_file(args.db or default_db_path()))
 
 
 # the one-line errors of each layer, looked up only among modules already imported (an
 # error can only come from a module that was): `react-editor` starts without loading them
-_USER_ERRORS = (("react_editor.command_run", "CliError"), ("agent.run_settings", "ConfigError"),
-                ("envs.base", "EnvError"), ("sessions.store", "StoreError"), ("agent.engine", "EngineError"),
-                ("react_editor.args", "ArgError"))
+_USER_ERRORS = (
+    ("react_editor.command_run", "CliError"),
+    ("agent.run_settings", "ConfigError"),
+    ("envs.base", "EnvError"),
+    ("sessions.store", "StoreError"),
+    ("agent.engine", "EngineError"),
+    ("react_editor.args", "ArgError"),
+)
 
 
 def _user_error(exc: BaseException) -> bool:

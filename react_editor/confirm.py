@@ -19,13 +19,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_confirm(args: argparse.Namespace) -> int:
     from agent.engine import Engine
-    from sessions.store import Store
-
     from agent.run_settings import check_base_url
+    from sessions.store import Store
 
     check_base_url(args.wiki_url, "the MediaWiki API URL")
     refs = Engine(Store(db_path(args))).envs.confirm_references(args.episode, wiki=args.wiki, wiki_url=args.wiki_url)
-    emit(args, {"episode": args.episode, "confirmed": refs},
-         f"episode {args.episode} may open: {', '.join(refs)}" if refs else
-         f"episode {args.episode} opens nothing outside the data folders")
+    emit(
+        args,
+        {"episode": args.episode, "confirmed": refs},
+        f"episode {args.episode} may open: {', '.join(refs)}"
+        if refs
+        else f"episode {args.episode} opens nothing outside the data folders",
+    )
     return 0

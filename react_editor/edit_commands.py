@@ -5,14 +5,8 @@ from __future__ import annotations
 import argparse
 
 from react_editor.command_run import CliError, add_common, db_path
+from react_editor.episode_args import episode_ref, open_engine, ref_text, version_number, version_of
 from react_editor.output import emit, version_ref
-from react_editor.episode_args import (
-    episode_ref,
-    open_engine,
-    ref_text,
-    version_number,
-    version_of,
-)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--thought", help="rewrite the thought of step K")
     g.add_argument("--delete-thought", action="store_true", help="delete the thought of step K")
     g.add_argument("--insert-thought", metavar="TEXT", help="insert a thought (a hint) at step K")
-    g.add_argument("--action", help="rewrite the action of step K (the environment runs it): the environment's "
-                   "text form (Search[X], go to desk 1) or a tool call as JSON {\"name\": ..., \"arguments\": {...}}")
+    g.add_argument(
+        "--action",
+        help="rewrite the action of step K (the environment runs it): the environment's "
+        'text form (Search[X], go to desk 1) or a tool call as JSON {"name": ..., "arguments": {...}}',
+    )
     g.add_argument("--reasoning", help="rewrite the reasoning (reasoning_content) of step K")
     g.add_argument("--observation", help=argparse.SUPPRESS)
     p.add_argument("--keep-rest", action="store_true", help="thought edits: carry the later steps over unchanged")
@@ -89,6 +86,9 @@ def cmd_current(args: argparse.Namespace) -> int:
     from sessions.numbering import number_of
 
     ref = version_ref(store, args.version)
-    emit(args, {"episode": args.episode, "version": args.version, "number": number_of(store, args.version)},
-         f"episode {args.episode}: current version {ref}")
+    emit(
+        args,
+        {"episode": args.episode, "version": args.version, "number": number_of(store, args.version)},
+        f"episode {args.episode}: current version {ref}",
+    )
     return 0

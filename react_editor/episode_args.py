@@ -9,33 +9,39 @@ from typing import Any
 from react_editor.args import retry_count, seconds
 from react_editor.command_run import CliError, db_path
 from react_editor.lazy_parser import later
+from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
 from react_editor.output import progress, version_ref
-from react_editor.model import (
-    local_changes,
-    local_model_flag,
-    local_timeout,
-    use_local_model,
-)
 from trajectory.records import API_STYLES, AgentConfig
 
 
 def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
-    p.add_argument("--model", default=None,
-                   help="model name; `local`: the built-in model on this machine (the default with no endpoint "
-                        "configured: no OPENAI_API_KEY, OPENAI_BASE_URL or --base-url)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="model name; `local`: the built-in model on this machine (the default with no endpoint "
+        "configured: no OPENAI_API_KEY, OPENAI_BASE_URL or --base-url)",
+    )
     local_model_flag(p)
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, ...)")
     p.add_argument("--api-style", choices=API_STYLES, default=None)
     p.add_argument("--style", choices=("react", "act"), default=None)
     p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--exemplars", default=None,
-                   help="exemplar set name (default: the environment's built-in set; `react-editor exemplars "
-                        "list` names the others)")
+    p.add_argument(
+        "--exemplars",
+        default=None,
+        help="exemplar set name (default: the environment's built-in set; `react-editor exemplars "
+        "list` names the others)",
+    )
     p.add_argument("--no-cache", action="store_true", help="do not answer from the response cache")
-    p.add_argument("--timeout", type=seconds, default=None,
-                   help="seconds to wait for one model answer (default 60, at most 3600)")
-    p.add_argument("--max-retries", type=retry_count, default=None,
-                   help="retries of a failed model call, rate limits (429) included (default 4, at most 100)")
+    p.add_argument(
+        "--timeout", type=seconds, default=None, help="seconds to wait for one model answer (default 60, at most 3600)"
+    )
+    p.add_argument(
+        "--max-retries",
+        type=retry_count,
+        default=None,
+        help="retries of a failed model call, rate limits (429) included (default 4, at most 100)",
+    )
     if steps:
         p.add_argument("--max-steps", type=int, default=None)
 
@@ -75,8 +81,9 @@ def config_from_args(args: argparse.Namespace, base: AgentConfig | None = None) 
 
         use_local_model(args)
         base = AgentConfig(model=default_model(getattr(args, "base_url", None), AgentConfig().model))
-    return local_timeout(AgentConfig.model_validate({**base.model_dump(), **model_changes(args)}),
-                         getattr(args, "timeout", None))
+    return local_timeout(
+        AgentConfig.model_validate({**base.model_dump(), **model_changes(args)}), getattr(args, "timeout", None)
+    )
 
 
 def open_engine(args: argparse.Namespace, *, readonly: bool = False):
@@ -84,8 +91,10 @@ def open_engine(args: argparse.Namespace, *, readonly: bool = False):
     from agent.engine import Engine
     from sessions.store import Store
 
-    return Engine(Store(db_path(args), readonly=readonly),
-                  on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"))
+    return Engine(
+        Store(db_path(args), readonly=readonly),
+        on_retry=lambda n, why: progress(f"  model call failed ({why}); retry {n}"),
+    )
 
 
 class _Reader:
@@ -125,8 +134,9 @@ def episode_ref(text: str) -> EpisodeRef:
         if sep:
             ref.number = parse(num)
     except (ArgError, ValueError):
-        raise argparse.ArgumentTypeError(f"bad episode reference {text!r}: use EP, EP:N or EP:rN (e.g. 3, 3:2 "
-                                         "or 3:r1)") from None
+        raise argparse.ArgumentTypeError(
+            f"bad episode reference {text!r}: use EP, EP:N or EP:rN (e.g. 3, 3:2 or 3:r1)"
+        ) from None
     return ref
 
 
@@ -206,9 +216,12 @@ def custom_task_flags(p: argparse.ArgumentParser, group) -> None:
 
 def _custom_task_flags(p: argparse.ArgumentParser, group) -> None:
     for key, (f, owners) in _by_flag(lambda fam: fam.custom_fields).items():
-        (group if f.required else p).add_argument(f"--{key.replace('_', '-')}", dest=key, default=None,
-                                                  help=_shared_help("a custom task", key, owners,
-                                                                    lambda fam: fam.custom_fields))
+        (group if f.required else p).add_argument(
+            f"--{key.replace('_', '-')}",
+            dest=key,
+            default=None,
+            help=_shared_help("a custom task", key, owners, lambda fam: fam.custom_fields),
+        )
 
 
 def env_options_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -242,7 +255,7 @@ def version_number(engine, version_id: int) -> int:
 
 
 def version_label(engine, version_id: int) -> str:
-    """"v3" or "r2", as people read it (sessions.numbering)."""
+    """ "v3" or "r2", as people read it (sessions.numbering)."""
     from sessions.numbering import label_of
 
     return label_of(engine.store, version_id)
@@ -260,6 +273,9 @@ def check_model_flags(args: argparse.Namespace, engine, vid: int) -> dict[str, A
 
     changes = model_changes(args)
     if changes:
-        check_config(config_from_args(args, engine.store.versions.config(vid)),
-                     engine.store.episodes.get(engine.store.versions.get(vid).episode_id).task.env, engine.store)
+        check_config(
+            config_from_args(args, engine.store.versions.config(vid)),
+            engine.store.episodes.get(engine.store.versions.get(vid).episode_id).task.env,
+            engine.store,
+        )
     return changes

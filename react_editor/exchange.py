@@ -1,5 +1,5 @@
-"""Annotate, export, import and exemplar sets: `export`, `import`, `annotate`, `tag`,
-`exemplars`."""
+"""Export, import and labels: `export`, `import`, `annotate`, `tag` (exemplar sets:
+`react_editor.exemplar_commands`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from react_editor.command_run import CliError, add_common, db_path, regular_file
 from react_editor.lazy_parser import env_kinds
-from react_editor.output import VisibleStream, emit, progress, version_ref, version_refs
+from react_editor.output import VisibleStream, emit, progress, version_ref
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,11 +21,19 @@ def _register_files(sub: argparse._SubParsersAction) -> None:
     """export, import."""
     p = add_common(sub.add_parser("export", help="export versions (or an exemplar set) to a file"))
     p.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]", help="versions: 12 (current), 12:34, 12:all")
-    p.add_argument("--format", "-f", required=True,
-                   choices=("prompt", "react-json", "jsonl", "chat-sft", "dpo", "kto", "steps"),
-                   help="chat-sft, dpo, kto, steps: training data in TRL's formats (docs/training-data.md)")
-    p.add_argument("--out", "-o", required=True,
-                   help="output file ('-' for stdout); X.parquet writes Parquet; with --hf a new folder")
+    p.add_argument(
+        "--format",
+        "-f",
+        required=True,
+        choices=("prompt", "react-json", "jsonl", "chat-sft", "dpo", "kto", "steps"),
+        help="chat-sft, dpo, kto, steps: training data in TRL's formats (docs/training-data.md)",
+    )
+    p.add_argument(
+        "--out",
+        "-o",
+        required=True,
+        help="output file ('-' for stdout); X.parquet writes Parquet; with --hf a new folder",
+    )
     p.add_argument("--set", dest="exemplar_set", default=None, help="export this exemplar set (prompt / react-json)")
     p.add_argument("--key", action="append", default=None, help="only this prompt-file key (repeatable)")
     _filter_flags(p)
@@ -35,25 +43,40 @@ def _register_files(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("import", help="import a ReAct prompt file, transcript or jsonl export"))
     p.add_argument("path")
     p.add_argument("--format", "-f", default="auto", choices=("auto", "react-json", "jsonl", "prompt", "chat-sft"))
-    p.add_argument("--env", choices=env_kinds(), default=None, help="environment of a prompt file / transcript / chat-sft file")
+    p.add_argument(
+        "--env", choices=env_kinds(), default=None, help="environment of a prompt file / transcript / chat-sft file"
+    )
     p.add_argument("--set", dest="set_name", default=None, help="name of the exemplar set a prompt file becomes")
-    p.add_argument("--source", default=None, choices=("builtin", "react", "official"),
-                   help="the dataset the transcripts' questions come from: their gold answers are taken from it "
-                        "(without it, imported tasks have no gold answer)")
+    p.add_argument(
+        "--source",
+        default=None,
+        choices=("builtin", "react", "official"),
+        help="the dataset the transcripts' questions come from: their gold answers are taken from it "
+        "(without it, imported tasks have no gold answer)",
+    )
     p.add_argument("--by", default=None, help="who imports (default $REACT_EDITOR_USER or the OS user)")
-    p.add_argument("--as-new", action="store_true",
-                   help="copy episodes even when the same records were imported before (default: not again)")
+    p.add_argument(
+        "--as-new",
+        action="store_true",
+        help="copy episodes even when the same records were imported before (default: not again)",
+    )
     p.set_defaults(func=cmd_import)
 
 
 def _register_labels(sub: argparse._SubParsersAction) -> None:
-    """annotate, tag, exemplars."""
+    """annotate, tag."""
     p = add_common(sub.add_parser("annotate", help="label a version: verdict, failure modes, notes, exemplar-ready"))
     p.add_argument("ref", metavar="EPISODE[:VERSION]")
     p.add_argument("--verdict", choices=("success", "failure", "unsure", "none"), default=None)
-    p.add_argument("--failure-mode", "--mode", action="append", default=[], dest="add_modes",
-                   help="add a failure mode: reasoning_error, search_result_error, hallucination, label_ambiguity, "
-                   "repetitive_loop, invalid_action (repeatable)")
+    p.add_argument(
+        "--failure-mode",
+        "--mode",
+        action="append",
+        default=[],
+        dest="add_modes",
+        help="add a failure mode: reasoning_error, search_result_error, hallucination, label_ambiguity, "
+        "repetitive_loop, invalid_action (repeatable)",
+    )
     p.add_argument("--remove-mode", action="append", default=[], dest="remove_modes")
     p.add_argument("--clear-modes", action="store_true")
     p.add_argument("--note", "--notes", dest="notes", default=None, help="free notes (replaces the notes)")
@@ -74,46 +97,15 @@ def _register_labels(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--history", action="store_true")
     p.set_defaults(func=cmd_tag)
 
-    p = add_common(sub.add_parser("exemplars", help="named exemplar sets (few-shot examples for new runs)"))
-    ex = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    q = add_common(ex.add_parser("list", help="all exemplar sets"))
-    q.add_argument("--env", choices=env_kinds(), default=None)
-    q.set_defaults(func=cmd_ex_list)
-    q = add_common(ex.add_parser("create", help="a new set: empty, or built on the built-in exemplars or another set"))
-    q.add_argument("name")
-    q.add_argument("--env", choices=env_kinds(), required=True)
-    _from_flag(q, "start from the built-in exemplars or a copy of another set (docs/jsonl-schema.md)")
-    q.add_argument("--description", default=None)
-    q.add_argument("--by", default=None)
-    q.set_defaults(func=cmd_ex_create)
-    q = add_common(ex.add_parser("add", help="add versions (a newer version of an episode replaces its entry)"))
-    q.add_argument("name")
-    q.add_argument("refs", nargs="*", metavar="EPISODE[:VERSION]")
-    q.add_argument("--key", default=None, help="prompt-file key for a single ALFWorld version (react_put_0, ...)")
-    q.add_argument("--create", action="store_true", help="create the set if needed (env from the first version)")
-    _from_flag(q, "with --create: build the new set on the built-in exemplars or a copy of another set")
-    q.add_argument("--by", default=None)
-    _filter_flags(q)
-    q.set_defaults(func=cmd_ex_add)
-    q = add_common(ex.add_parser("remove", help="remove entries by key or episode"))
-    q.add_argument("name")
-    q.add_argument("--key", default=None)
-    q.add_argument("--episode", type=int, default=None)
-    q.set_defaults(func=cmd_ex_remove)
-    q = add_common(ex.add_parser("show", help="a set's entries (or its prompt dict with --prompts)"))
-    q.add_argument("name")
-    q.add_argument("--prompts", action="store_true", help="print the prompt dict the agent would use")
-    q.set_defaults(func=cmd_ex_show)
-
-
-def _from_flag(p: argparse.ArgumentParser, help_text: str) -> None:
-    """A new exemplar set's base (`agent.exemplars.create_set`)."""
-    p.add_argument("--from", dest="base", default=None, metavar="builtin|SET", help=help_text)
-
 
 def _filter_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
-                   help="env=, type=, outcome=, verdict=, annotator=, edited, exemplar_ready, versions=all")
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env=, type=, outcome=, verdict=, annotator=, edited, exemplar_ready, versions=all",
+    )
     p.add_argument("--env", choices=env_kinds(), default=None)
     p.add_argument("--type", dest="task_type", default=None, help="task type (prefix match)")
     p.add_argument("--outcome", choices=("success", "failure", "unfinished"), default=None)
@@ -121,30 +113,51 @@ def _filter_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--edited", action="store_true", help="only versions with a person's edits")
     p.add_argument("--exemplar-ready", action="store_true")
     p.add_argument("--annotator", default=None)
-    p.add_argument("--all-versions", action="store_true", help="every version of matched episodes, not only the current")
+    p.add_argument(
+        "--all-versions", action="store_true", help="every version of matched episodes, not only the current"
+    )
 
 
 def _training_flags(p: argparse.ArgumentParser) -> None:
     """The training formats' options (sessions.exchange.training_options)."""
     g = p.add_argument_group("training formats (chat-sft, dpo, kto, steps)")
     g.add_argument("--hf", action="store_true", help="save a `datasets` dataset with its card to the folder --out")
-    g.add_argument("--continuation", choices=("step", "rest"), default="rest",
-                   help="dpo: the one differing step, or the rest of each branch (default)")
+    g.add_argument(
+        "--continuation",
+        choices=("step", "rest"),
+        default="rest",
+        help="dpo: the one differing step, or the rest of each branch (default)",
+    )
     g.add_argument("--implicit-prompt", action="store_true", help="dpo: the prompt inside chosen and rejected")
     g.add_argument("--unit", choices=("trajectory", "step"), default="trajectory", help="kto: a label per ...")
-    g.add_argument("--exclude-experiment", action="append", default=[], metavar="NAME",
-                   help="leave out every task this experiment evaluates (repeatable)")
+    g.add_argument(
+        "--exclude-experiment",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave out every task this experiment evaluates (repeatable)",
+    )
     g.add_argument("--proven-only", action="store_true", help="dpo: only pairs a what-if proved")
-    g.add_argument("--min-effect", type=float, default=None, metavar="X",
-                   help="dpo: only pairs a what-if proved with an effect of at least X (a difference of success rates)")
+    g.add_argument(
+        "--min-effect",
+        type=float,
+        default=None,
+        metavar="X",
+        help="dpo: only pairs a what-if proved with an effect of at least X (a difference of success rates)",
+    )
 
 
 def _training_options(args: argparse.Namespace):
     from sessions.exchange.training_options import TrainingOptions
 
-    return TrainingOptions(continuation=args.continuation, implicit_prompt=args.implicit_prompt, unit=args.unit,
-                           exclude_experiments=tuple(args.exclude_experiment), proven_only=args.proven_only,
-                           min_effect=args.min_effect).check()
+    return TrainingOptions(
+        continuation=args.continuation,
+        implicit_prompt=args.implicit_prompt,
+        unit=args.unit,
+        exclude_experiments=tuple(args.exclude_experiment),
+        proven_only=args.proven_only,
+        min_effect=args.min_effect,
+    ).check()
 
 
 def _store(args: argparse.Namespace, *, readonly: bool = False):
@@ -158,15 +171,30 @@ def _filters(args: argparse.Namespace):
     from sessions.exchange import Filters
 
     return Filters.parse(
-        args.filter, env=args.env, task_type=args.task_type, outcome=args.outcome, verdict=args.verdict,
-        edited=args.edited, exemplar_ready=args.exemplar_ready, annotator=args.annotator,
+        args.filter,
+        env=args.env,
+        task_type=args.task_type,
+        outcome=args.outcome,
+        verdict=args.verdict,
+        edited=args.edited,
+        exemplar_ready=args.exemplar_ready,
+        annotator=args.annotator,
         all_versions=args.all_versions,
     )
 
 
 def _has_filters(args: argparse.Namespace) -> bool:
-    return bool(args.filter or args.env or args.task_type or args.outcome or args.verdict or args.edited
-                or args.exemplar_ready or args.annotator or args.all_versions)
+    return bool(
+        args.filter
+        or args.env
+        or args.task_type
+        or args.outcome
+        or args.verdict
+        or args.edited
+        or args.exemplar_ready
+        or args.annotator
+        or args.all_versions
+    )
 
 
 def _version(store, spec: str) -> int:
@@ -197,15 +225,25 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CliError("choose what to export: EPISODE[:VERSION] ..., filters (e.g. --env alfworld), or --set NAME")
     filters = _filters(args) if (refs or _has_filters(args)) else None
     out = VisibleStream(sys.stdout) if args.out == "-" and sys.stdout.isatty() else args.out
-    report = export(store, args.format, out, refs=refs or None, filters=filters,
-                    exemplar_set=args.exemplar_set, keys=args.key, options=_training_options(args), hf=args.hf,
-                    source=db_path(args))
+    report = export(
+        store,
+        args.format,
+        out,
+        refs=refs or None,
+        filters=filters,
+        exemplar_set=args.exemplar_set,
+        keys=args.key,
+        options=_training_options(args),
+        hf=args.hf,
+        source=db_path(args),
+    )
     for s in report.skipped:
         progress(f"skipped {s}")
     if report.format in TRAINING_FORMATS:
         left = sum(report.left_out.values())
-        lines = [f"{report.path}: wrote {report.records} record{'s' if report.records != 1 else ''} ({report.output}, {report.bytes:,} bytes); "
-                 f"left out {left}"]
+        lines = [
+            f"{report.path}: wrote {report.records} record{'s' if report.records != 1 else ''} ({report.output}, {report.bytes:,} bytes); left out {left}"
+        ]
         lines += [f"  left out {n}: {why}" for why, n in sorted(report.left_out.items(), key=lambda x: (-x[1], x[0]))]
         if args.out == "-":
             for line in lines:
@@ -216,8 +254,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out == "-":
         progress(f"{report.records} records, {report.versions} versions")
         return 0
-    emit(args, report.as_json(), f"{report.path}: {report.records} records ({report.versions} versions, "
-         f"{report.episodes} episodes, {report.steps} steps, {report.bytes:,} bytes)")
+    emit(
+        args,
+        report.as_json(),
+        f"{report.path}: {report.records} records ({report.versions} versions, "
+        f"{report.episodes} episodes, {report.steps} steps, {report.bytes:,} bytes)",
+    )
     return 0
 
 
@@ -230,11 +272,21 @@ def cmd_import(args: argparse.Namespace) -> int:
 
         find = task_finder(args.source)
     regular_file(args.path, "import file")  # a FIFO would block the command
-    report = import_file(_store(args), args.path, fmt=args.format, env=args.env, set_name=args.set_name, by=args.by,
-                         find_task=find, as_new=args.as_new)
+    report = import_file(
+        _store(args),
+        args.path,
+        fmt=args.format,
+        env=args.env,
+        set_name=args.set_name,
+        by=args.by,
+        find_task=find,
+        as_new=args.as_new,
+    )
     if report.already_present:
-        progress(f"{len(report.already_present)} episode(s) already here with the same records, not imported again: "
-                 f"{' '.join(map(str, report.already_present))} (--as-new to copy them)")
+        progress(
+            f"{len(report.already_present)} episode(s) already here with the same records, not imported again: "
+            f"{' '.join(map(str, report.already_present))} (--as-new to copy them)"
+        )
 
     def text() -> str:
         out = f"{report.path}: {len(report.episodes)} episodes ({report.versions} versions, {report.steps} steps)"
@@ -272,26 +324,34 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if args.ready is not None:
         change["exemplar_ready"] = args.ready
     if change or args.add_modes or args.remove_modes:
-        a = annotations.annotate_version(store, vid, by=args.by, add_failure_modes=args.add_modes,
-                                         remove_failure_modes=args.remove_modes, **change)
+        a = annotations.annotate_version(
+            store, vid, by=args.by, add_failure_modes=args.add_modes, remove_failure_modes=args.remove_modes, **change
+        )
     else:
         a = annotations.version_annotation(store, vid)
     ref = version_ref(store, vid)
     if args.history:
         rows = [_va_json(x, ref) for x in annotations.version_history(store, vid)]
-        emit(args, rows, lambda: "\n".join(_va_text(x, ref) for x in annotations.version_history(store, vid))
-             or "(no annotations)")
+        emit(
+            args,
+            rows,
+            lambda: "\n".join(_va_text(x, ref) for x in annotations.version_history(store, vid)) or "(no annotations)",
+        )
         return 0
-    emit(args, _va_json(a, ref) if a else {"version_id": vid, "ref": ref},
-         lambda: _va_text(a, ref) if a else f"{ref}: no annotations")
+    emit(
+        args,
+        _va_json(a, ref) if a else {"version_id": vid, "ref": ref},
+        lambda: _va_text(a, ref) if a else f"{ref}: no annotations",
+    )
     return 0
 
 
 def _va_text(a, ref: str) -> str:
     modes = ", ".join(a.failure_modes) or "-"
     ready = "exemplar-ready" if a.exemplar_ready else "not exemplar-ready"
-    return (f"{ref}: verdict {a.verdict or '-'}; failure modes {modes}; {ready}; "
-            f"by {a.annotator} at {a.created_at}" + (f"\n  notes: {a.notes}" if a.notes else ""))
+    return f"{ref}: verdict {a.verdict or '-'}; failure modes {modes}; {ready}; by {a.annotator} at {a.created_at}" + (
+        f"\n  notes: {a.notes}" if a.notes else ""
+    )
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
@@ -312,100 +372,26 @@ def cmd_tag(args: argparse.Namespace) -> int:
         a = annotations.step_annotation(store, sid)
     if args.history:
         hist = annotations.step_history(store, sid)
-        emit(args, [x.model_dump(mode="json") for x in hist],
-             lambda: "\n".join(f"{x.created_at} {x.annotator}: {', '.join(x.tags) or '-'}" + (f" ({x.note})" if x.note else "")
-                               for x in hist) or "(no tags)")
+        emit(
+            args,
+            [x.model_dump(mode="json") for x in hist],
+            lambda: (
+                "\n".join(
+                    f"{x.created_at} {x.annotator}: {', '.join(x.tags) or '-'}" + (f" ({x.note})" if x.note else "")
+                    for x in hist
+                )
+                or "(no tags)"
+            ),
+        )
         return 0
     data = a.model_dump(mode="json") if a else {"step_id": sid, "tags": []}
-    emit(args, data, lambda: f"step {args.step}: {', '.join(a.tags) or '-'}" + (f"; note: {a.note}" if a and a.note else "")
-         if a else f"step {args.step}: no tags")
-    return 0
-
-
-# ---------------------------------------------------------------------- exemplar sets
-
-
-def cmd_ex_list(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from sessions import exemplar_sets
-
-    rows = [asdict(s) for s in exemplar_sets.list_sets(_store(args, readonly=True), env=args.env)]
-    emit(args, rows, lambda: "\n".join(f"{r['name']}\t{r['env']}\t{r['entries']} entries\t{r['description'] or ''}"
-                                       + (f"\tfrom {r['base_note']}" if r["base"] else "")
-                                       for r in rows) or "(no exemplar sets)")
-    return 0
-
-
-def cmd_ex_create(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from agent import exemplars
-
-    s = exemplars.create_set(_store(args), args.name, args.env, args.base, description=args.description, by=args.by)
-    base = f", {s.entries} entries from {s.base_note}" if s.base else ""
-    emit(args, asdict(s), f"exemplar set {s.name!r} ({s.env}{base})")
-    return 0
-
-
-def cmd_ex_add(args: argparse.Namespace) -> int:
-    from agent import exemplars
-    from sessions import exemplar_sets
-    from sessions.exchange import parse_ref, select
-
-    store = _store(args)
-    refs = [parse_ref(s) for s in args.refs]
-    if not refs and not _has_filters(args):
-        raise CliError("give versions (EPISODE[:VERSION]) or filters such as --exemplar-ready --env alfworld")
-    if args.key and (len(refs) != 1 or refs[0].all or _has_filters(args)):
-        raise CliError("--key is for a single version")
-    vids = [v.id for b in select(store, refs or None, _filters(args)) for v in b.versions]
-    if not vids:
-        raise CliError("no version matches")
-    with store.transaction():
-        try:
-            exemplar_sets.get_set(store, args.name)
-        except exemplar_sets.ExemplarSetError:
-            if not args.create:
-                raise
-            env = store.episodes.get(store.versions.get(vids[0]).episode_id).task.env
-            exemplars.create_set(store, args.name, env, args.base, by=args.by)
-        added = [exemplar_sets.add_version(store, args.name, vid, key=args.key, by=args.by) for vid in vids]
-    ref = version_refs(store)
-    rows = [{"version": e.version_id, "ref": ref(e.version_id), "key": e.key, "pos": e.pos} for e in added]
-    emit(args, rows, lambda: "\n".join(f"{r['ref']} -> {r['key'] or '(block)'}" for r in rows))
-    return 0
-
-
-def cmd_ex_remove(args: argparse.Namespace) -> int:
-    from sessions import exemplar_sets
-
-    if args.key is None and args.episode is None:
-        raise CliError("give --key or --episode")
-    n = exemplar_sets.remove(_store(args), args.name, key=args.key, episode_id=args.episode)
-    emit(args, {"removed": n}, f"removed {n} entr{'y' if n == 1 else 'ies'}")
-    return 0
-
-
-def cmd_ex_show(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from sessions import exemplar_sets
-
-    store = _store(args, readonly=True)
-    if args.prompts:
-        env, d = exemplar_sets.prompt_dict(store, args.name)
-        emit(args, {"env": env, "prompts": d}, lambda: "\n".join(f"== {k} ==\n{v}" for k, v in d.items()))
-        return 0
-    rows, ref = [], version_refs(store)
-    for e in exemplar_sets.entries(store, args.name):
-        row = asdict(e)
-        row.pop("text")
-        if e.version_id is not None:
-            v = store.versions.get(e.version_id)
-            row["episode"], row["ref"] = v.episode_id, ref(v.id, v.episode_id)
-        rows.append(row)
-    emit(args, rows, lambda: "\n".join(
-        f"{r['pos']}\t{r['key'] or '(auto)'}\t" + (r["ref"] if r["version_id"] else "text")
-        + ("\t(from the base)" if r["inherited"] else "") for r in rows) or "(empty)")
+    emit(
+        args,
+        data,
+        lambda: (
+            f"step {args.step}: {', '.join(a.tags) or '-'}" + (f"; note: {a.note}" if a and a.note else "")
+            if a
+            else f"step {args.step}: no tags"
+        ),
+    )
     return 0

@@ -7,9 +7,9 @@ import argparse
 import sys
 
 from react_editor.command_run import CliError, JobStopped, add_common, db_path
+from react_editor.episode_args import config_from_args, env_option_flags, env_options_from, model_flags
 from react_editor.lazy_parser import env_kinds
 from react_editor.output import emit, progress
-from react_editor.episode_args import config_from_args, env_option_flags, env_options_from, model_flags
 from react_editor.paging import add_page_flags, page_of, say_page
 
 
@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     model_flags(r)
     r.set_defaults(func=cmd_run)
 
-    r = add_common(xsub.add_parser("rerun", help="a new experiment on another's tasks with a change (e.g. --exemplars)"))
+    r = add_common(
+        xsub.add_parser("rerun", help="a new experiment on another's tasks with a change (e.g. --exemplars)")
+    )
     r.add_argument("experiment", help="id or name of the source experiment")
     r.add_argument("--name", default=None)
     r.add_argument("--method", default=None, help="another method (default: the source's)")
@@ -59,22 +61,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_common(xsub.add_parser("compare", help="two experiments, paired over their common tasks"))
     s.add_argument("a", help="id or name")
     s.add_argument("b", help="id or name")
-    s.add_argument("--errors", choices=("failure", "exclude"), default="failure",
-                   help="a task that ended on an error: a failure in the paired test (default) or left out")
-    s.add_argument("--include-leaked", action="store_true",
-                   help="keep in the paired test the tasks whose own trajectory was an exemplar (default: left out)")
+    s.add_argument(
+        "--errors",
+        choices=("failure", "exclude"),
+        default="failure",
+        help="a task that ended on an error: a failure in the paired test (default) or left out",
+    )
+    s.add_argument(
+        "--include-leaked",
+        action="store_true",
+        help="keep in the paired test the tasks whose own trajectory was an exemplar (default: left out)",
+    )
     s.set_defaults(func=cmd_compare)
 
 
 def _leak_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--leave-out-leaked", action="store_true",
-                   help="leave out the tasks whose own trajectory is in the exemplar set (default: run them, warn)")
+    p.add_argument(
+        "--leave-out-leaked",
+        action="store_true",
+        help="leave out the tasks whose own trajectory is in the exemplar set (default: run them, warn)",
+    )
 
 
 def _batch_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, default=1, help="episodes at once (model calls dominate)")
-    p.add_argument("--processes", action="store_true",
-                   help="run episodes in worker processes instead of threads (CPU-heavy environments, many cores)")
+    p.add_argument(
+        "--processes",
+        action="store_true",
+        help="run episodes in worker processes instead of threads (CPU-heavy environments, many cores)",
+    )
 
 
 class Bar:
@@ -90,8 +105,10 @@ class Bar:
     def __call__(self, p) -> None:
         filled = int(self.width * p.done / p.total) if p.total else self.width
         eta = "--" if p.eta_s is None else _clock(p.eta_s)
-        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {p.done}/{p.total} done, {p.success} ok"
-                f"{f', {p.failed} failed' if p.failed else ''}, ETA {eta}{self.note}")
+        line = (
+            f"[{'#' * filled}{'.' * (self.width - filled)}] {p.done}/{p.total} done, {p.success} ok"
+            f"{f', {p.failed} failed' if p.failed else ''}, ETA {eta}{self.note}"
+        )
         if line == self._last:
             return
         self._last = line
@@ -138,14 +155,21 @@ def _run(args: argparse.Namespace, ref) -> int:
         progress(note)
         bar.note = " · one request at a time (built-in model)"
     try:
-        out = experiment_runner.run(db_path(args), ref, concurrency=_concurrency(args.concurrency), on_progress=bar,
-                             mode="processes" if args.processes else "threads")
+        out = experiment_runner.run(
+            db_path(args),
+            ref,
+            concurrency=_concurrency(args.concurrency),
+            on_progress=bar,
+            mode="processes" if args.processes else "threads",
+        )
     finally:
         bar.close()
     emit(args, out, lambda: _text(out))
     if out.get("status") == "stopped":  # Stop / `jobs stop N`: one exit code everywhere
-        raise JobStopped(f"{out['done']}/{out['episodes']} episodes done; `react-editor experiment resume "
-                         f"{out.get('experiment', ref)}` continues it")
+        raise JobStopped(
+            f"{out['done']}/{out['episodes']} episodes done; `react-editor experiment resume "
+            f"{out.get('experiment', ref)}` continues it"
+        )
     return 0 if out["done"] == out["episodes"] else 1
 
 
@@ -158,19 +182,34 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     check_method(args.env, args.method)
     _concurrency(args.concurrency)
-    tasks = select_tasks(args.env, args.tasks, source=args.source, limit=args.limit, sample=args.sample,
-                         seed=args.seed, split=args.split)
+    tasks = select_tasks(
+        args.env, args.tasks, source=args.source, limit=args.limit, sample=args.sample, seed=args.seed, split=args.split
+    )
     config = config_from_args(args)  # checked in full below, before the experiment is written
-    params = {"tasks": args.tasks, "source": args.source, "split": args.split, "limit": args.limit,
-              "sample": args.sample, "seed": args.seed if args.sample not in (None, "paper") else None}
+    params = {
+        "tasks": args.tasks,
+        "source": args.source,
+        "split": args.split,
+        "limit": args.limit,
+        "sample": args.sample,
+        "seed": args.seed if args.sample not in (None, "paper") else None,
+    }
     if args.samples is not None:
         params["samples"] = args.samples
     store = Store(db_path(args))
     try:
         check_config(config, args.env, store)
         tasks = _leak_check(store, config.exemplar_set, tasks, args.leave_out_leaked)
-        exp = experiment.create(store, env=args.env, method=args.method, config=config, tasks=tasks, name=args.name,
-                                env_options=env_options_from(args), params={k: v for k, v in params.items() if v is not None})
+        exp = experiment.create(
+            store,
+            env=args.env,
+            method=args.method,
+            config=config,
+            tasks=tasks,
+            name=args.name,
+            env_options=env_options_from(args),
+            params={k: v for k, v in params.items() if v is not None},
+        )
     finally:
         store.close()
     sys.stderr.write(f"experiment {exp.id} {exp.name!r}: {len(tasks)} tasks, {exp.method} on {exp.env}\n")
@@ -186,8 +225,10 @@ def _leak_check(store, exemplar_set: str | None, tasks: list, leave_out: bool) -
     if not leaked:
         return tasks
     what = "left out" if leave_out else "run anyway; `experiment compare` leaves them out of the paired test"
-    sys.stderr.write(f"warning: exemplar set {exemplar_set!r} holds a trajectory of {len(leaked)} evaluated "
-                     f"task(s): {leakage.describe(leaked)} ({what})\n")
+    sys.stderr.write(
+        f"warning: exemplar set {exemplar_set!r} holds a trajectory of {len(leaked)} evaluated "
+        f"task(s): {leakage.describe(leaked)} ({what})\n"
+    )
     if not leave_out:
         return tasks
     out = {t.key for t in leaked}
@@ -213,8 +254,9 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         check_config(cfg, src.env, store)
         tasks = [it.task for it in experiments.items(store, src.id)]
         kept = _leak_check(store, cfg.exemplar_set, tasks, args.leave_out_leaked)
-        exp = experiment.rerun(store, src.id, config=changes, method=args.method, name=args.name,
-                               leave_out_leaked=args.leave_out_leaked)
+        exp = experiment.rerun(
+            store, src.id, config=changes, method=args.method, name=args.name, leave_out_leaked=args.leave_out_leaked
+        )
     finally:
         store.close()
     sys.stderr.write(f"experiment {exp.id} {exp.name!r}: re-run of {src.id} {src.name!r} on {len(kept)} tasks\n")
@@ -239,9 +281,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     from agent import experiment_scores
 
     out = _with_store(args, lambda st: experiment_scores.summary(st, args.experiment, with_items=True))
-    emit(args, out, lambda: _text(out) + "\n" + "\n".join(
-        f"  {it['task']}\t{it['type'] or '-'}\tepisode {it['episode'] or '-'}\t"
-        f"{'success' if it['success'] else ('failure' if it['done'] else it['status'])}" for it in out["items"]))
+    emit(
+        args,
+        out,
+        lambda: (
+            _text(out)
+            + "\n"
+            + "\n".join(
+                f"  {it['task']}\t{it['type'] or '-'}\tepisode {it['episode'] or '-'}\t"
+                f"{'success' if it['success'] else ('failure' if it['done'] else it['status'])}"
+                for it in out["items"]
+            )
+        ),
+    )
     return 0
 
 
@@ -251,7 +303,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     def page(st):
         found = experiments.list_all(st)
-        shown, pg = page_of(found[args.offset:], args.limit, args.offset, len(found))
+        shown, pg = page_of(found[args.offset :], args.limit, args.offset, len(found))
         return [experiment_scores.summary(st, e.id) for e in shown], pg  # (a summary reads items: the page's only)
 
     rows, pg = _with_store(args, page)
@@ -263,8 +315,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from agent import experiment_scores
 
-    out = _with_store(args, lambda st: experiment_scores.compare(st, args.a, args.b, errors=args.errors,
-                                                          include_leaked=args.include_leaked))
+    out = _with_store(
+        args,
+        lambda st: experiment_scores.compare(
+            st, args.a, args.b, errors=args.errors, include_leaked=args.include_leaked
+        ),
+    )
     emit(args, out, lambda: _compare_text(out))
     return 0
 
@@ -276,11 +332,16 @@ def _pct(x) -> str:
 def _text(s: dict) -> str:
     rate = "-" if s["success_rate"] is None else f"{100 * s['success_rate']:.1f}%"
     extra = f", EM {_pct(s['em'])}, F1 {_pct(s['f1'])}" if "em" in s else ""
-    scope = (f"PARTIAL: {s['done']} of {s['episodes']} tasks finished; rates over the finished"
-             if s.get("partial") else f"{s['done']}/{s['episodes']} done")
-    return (f"experiment {s['experiment']} {s['name']!r} ({s['method']} on {s['env']}, {s['status']}): "
-            f"{s['success']}/{s['done']} success ({rate}){extra}, {scope}, "
-            f"{s['tokens']} tokens, ${s['cost']:.4f}, {s['wall_s']:.1f} s")
+    scope = (
+        f"PARTIAL: {s['done']} of {s['episodes']} tasks finished; rates over the finished"
+        if s.get("partial")
+        else f"{s['done']}/{s['episodes']} done"
+    )
+    return (
+        f"experiment {s['experiment']} {s['name']!r} ({s['method']} on {s['env']}, {s['status']}): "
+        f"{s['success']}/{s['done']} success ({rate}){extra}, {scope}, "
+        f"{s['tokens']} tokens, ${s['cost']:.4f}, {s['wall_s']:.1f} s"
+    )
 
 
 def _p(x) -> str:
@@ -304,7 +365,8 @@ def _compare_text(c: dict) -> str:
     e = c["errors"]
     rule = "counted as failures" if e["counted_as"] == "failure" else "left out (--errors exclude)"
     lines = [
-        "A: " + _text(c["a"]), "B: " + _text(c["b"]),
+        "A: " + _text(c["a"]),
+        "B: " + _text(c["b"]),
         f"paired over {c['common']} tasks: A {_pct(c['a_rate'])}%, B {_pct(c['b_rate'])}% of these tasks; "
         f"both {c['both']}, A only {c['a_only']}, B only {c['b_only']}, neither {c['neither']}",
         f"difference A - B: {_effect(c)} ({c['p_method']})",
@@ -320,7 +382,12 @@ def _compare_text(c: dict) -> str:
     if c["excluded_why"].get("warning"):
         lines.append("warning: " + c["excluded_why"]["warning"])
     if c.get("leaked"):
-        lines.append(f"leaked {len(c['leaked'])} task(s) (own trajectory an exemplar): {', '.join(c['leaked'])}; "
-                     + ("kept in the test (--include-leaked)" if c["leaked_included"] else
-                        "left out of the paired test (--include-leaked keeps them)"))
+        lines.append(
+            f"leaked {len(c['leaked'])} task(s) (own trajectory an exemplar): {', '.join(c['leaked'])}; "
+            + (
+                "kept in the test (--include-leaked)"
+                if c["leaked_included"]
+                else "left out of the paired test (--include-leaked keeps them)"
+            )
+        )
     return "\n".join(lines)

@@ -11,8 +11,11 @@ from react_editor.paging import add_page_flags, page_of, say_page
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_common(sub.add_parser("jobs", help="running and recent jobs (steps, runs, rollouts, experiments); "
-                                               "`jobs stop N` stops one"))
+    p = add_common(
+        sub.add_parser(
+            "jobs", help="running and recent jobs (steps, runs, rollouts, experiments); `jobs stop N` stops one"
+        )
+    )
     add_page_flags(p, 20, "jobs")
     jsub = p.add_subparsers(dest="jobs_command", required=False, metavar="SUBCOMMAND")
     s = add_common(jsub.add_parser("stop", help="stop job N (its model calls in flight are cancelled)"))
@@ -49,15 +52,24 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     store = _store(args, readonly=False)
     try:
         listed = sessions.jobs.listing(store, recent=args.offset + args.limit)  # active ones first, then the newest
-        found, page = page_of(listed[args.offset:], args.limit, args.offset, sessions.jobs.count(store))
+        found, page = page_of(listed[args.offset :], args.limit, args.offset, sessions.jobs.count(store))
         refs = _refs(store, found)
     finally:
         store.close()
     note = say_page(args.json, page, "jobs")
-    emit(args, [{**j.as_json(), "ref": refs.get(j.id)} for j in found],
-         lambda: "\n".join(["id\tkind\tstate\tprogress\ttarget\towner\tupdated"]
-                           + [_line(j, refs.get(j.id)) for j in found] + ([note] if note else []))
-         if found else (note or "(no jobs)"))
+    emit(
+        args,
+        [{**j.as_json(), "ref": refs.get(j.id)} for j in found],
+        lambda: (
+            "\n".join(
+                ["id\tkind\tstate\tprogress\ttarget\towner\tupdated"]
+                + [_line(j, refs.get(j.id)) for j in found]
+                + ([note] if note else [])
+            )
+            if found
+            else (note or "(no jobs)")
+        ),
+    )
     return 0
 
 

@@ -14,21 +14,35 @@ _REF_HELP = "a version: EP (its current version), EP:N or EP:rN"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_common(sub.add_parser(
-        "judge", help="judge which of two versions of an episode is better (or list judgments, or agreement)",
-        description="react-editor judge EP:A EP:B --better A|B|tie [--reason TEXT] [--annotator NAME]; "
-                    "react-editor judge --list; react-editor judge --agreement"))
+    p = add_common(
+        sub.add_parser(
+            "judge",
+            help="judge which of two versions of an episode is better (or list judgments, or agreement)",
+            description="react-editor judge EP:A EP:B --better A|B|tie [--reason TEXT] [--annotator NAME]; "
+            "react-editor judge --list; react-editor judge --agreement",
+        )
+    )
     p.add_argument("refs", nargs="*", metavar="EP:N", help=_REF_HELP + " (two of them: A, then B)")
-    p.add_argument("--better", choices=("A", "B", "tie"), default=None,
-                   help="A (the first version is better), B (the second) or tie")
+    p.add_argument(
+        "--better",
+        choices=("A", "B", "tie"),
+        default=None,
+        help="A (the first version is better), B (the second) or tie",
+    )
     p.add_argument("--reason", default=None, help="why (free text)")
-    p.add_argument("--annotator", "--by", dest="annotator", default=None,
-                   help="who judges (default $REACT_EDITOR_USER or the OS user); judging a pair again replaces "
-                        "your judgment of it")
+    p.add_argument(
+        "--annotator",
+        "--by",
+        dest="annotator",
+        default=None,
+        help="who judges (default $REACT_EDITOR_USER or the OS user); judging a pair again replaces "
+        "your judgment of it",
+    )
     what = p.add_mutually_exclusive_group()
     what.add_argument("--list", action="store_true", help="the judgments recorded")
-    what.add_argument("--agreement", action="store_true",
-                      help="how often annotators agree on the pairs two or more of them judged")
+    what.add_argument(
+        "--agreement", action="store_true", help="how often annotators agree on the pairs two or more of them judged"
+    )
     p.add_argument("--episode", type=int, default=None, metavar="EP", help="with --list/--agreement: one episode")
     p.set_defaults(func=cmd_judge)
 
@@ -60,7 +74,11 @@ def _version(store, text: str) -> tuple[int, int]:
 
 def judgment_json(j, ref) -> dict[str, Any]:
     """A judgment with the versions as people type them (`ref_a`, `ref_b`); ids stay global."""
-    return {**j.model_dump(mode="json"), "ref_a": ref(j.version_a, j.episode_id), "ref_b": ref(j.version_b, j.episode_id)}
+    return {
+        **j.model_dump(mode="json"),
+        "ref_a": ref(j.version_a, j.episode_id),
+        "ref_b": ref(j.version_b, j.episode_id),
+    }
 
 
 def judgment_text(j, ref) -> str:
@@ -90,8 +108,10 @@ def cmd_judge(args: argparse.Namespace) -> int:
     try:
         (ep_a, va), (ep_b, vb) = (_version(store, r) for r in args.refs)
         if ep_a != ep_b:
-            raise CliError(f"{args.refs[0]} and {args.refs[1]} are versions of different episodes ({ep_a} and "
-                           f"{ep_b}): a judgment compares two versions of one episode")
+            raise CliError(
+                f"{args.refs[0]} and {args.refs[1]} are versions of different episodes ({ep_a} and "
+                f"{ep_b}): a judgment compares two versions of one episode"
+            )
         if va == vb:
             raise CliError(f"{args.refs[0]} and {args.refs[1]} are the same version: give two different ones")
         j = store.judgments.add(va, vb, args.better, annotator, reason=args.reason)
@@ -101,9 +121,15 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
         def text() -> str:
             lines = [judgment_text(j, ref)]
-            lines += [f"  also: {o.annotator}: " + ("tie" if o.better == "tie" else
-                      f"{ref(o.version_a if o.better == 'A' else o.version_b, o.episode_id)} is better")
-                      for o in others]
+            lines += [
+                f"  also: {o.annotator}: "
+                + (
+                    "tie"
+                    if o.better == "tie"
+                    else f"{ref(o.version_a if o.better == 'A' else o.version_b, o.episode_id)} is better"
+                )
+                for o in others
+            ]
             return "\n".join(lines)
 
         emit(args, data, text)
@@ -122,8 +148,11 @@ def _report(args: argparse.Namespace) -> int:
         judgments = store.judgments.list(args.episode)
         if args.list:
             ref = version_refs(store)
-            emit(args, [judgment_json(j, ref) for j in judgments],
-                 lambda: "\n".join(judgment_text(j, ref) for j in judgments) or "(no judgments)")
+            emit(
+                args,
+                [judgment_json(j, ref) for j in judgments],
+                lambda: "\n".join(judgment_text(j, ref) for j in judgments) or "(no judgments)",
+            )
         else:
             a = agreement(judgments)
             emit(args, a.model_dump(mode="json"), lambda: "\n".join(agreement_lines(a)))

@@ -16,29 +16,56 @@ import threading
 import time
 from pathlib import Path
 
+from agent.gate import (
+    ALLOW_LIST,
+    ENDPOINTS_ENV,
+    LOOPBACK,
+    TOKEN_ENV,
+    TOKEN_PARAM,
+    WILDCARDS,
+    allow_list,
+    is_loopback,
+    new_token,
+)
 from react_editor.command_run import CliError
-from agent.gate import (ALLOW_LIST, ENDPOINTS_ENV, LOOPBACK, TOKEN_ENV, TOKEN_PARAM, WILDCARDS, allow_list, is_loopback,
-                        new_token)
 
 APP = Path(__file__).resolve().parent.parent / "app_server.py"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("app", help="launch the app in the browser (on 127.0.0.1 unless --address says otherwise)")
-    p.add_argument("--address", default=None, help=f"address to listen on (default {LOOPBACK}; 0.0.0.0 exposes "
-                   "your episodes to the network)")
+    p.add_argument(
+        "--address",
+        default=None,
+        help=f"address to listen on (default {LOOPBACK}; 0.0.0.0 exposes your episodes to the network)",
+    )
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--db", default=None, help="SQLite file (default: $REACT_EDITOR_DB or ./react_editor.db)")
-    p.add_argument("--no-token", action="store_true", help="no access token (loopback only): anyone who reaches "
-                   "127.0.0.1 on this machine gets the app")
+    p.add_argument(
+        "--no-token",
+        action="store_true",
+        help="no access token (loopback only): anyone who reaches 127.0.0.1 on this machine gets the app",
+    )
     p.add_argument("--no-browser", action="store_true", help="print the URL, do not open it")
-    p.add_argument("--no-stream", action="store_true", help="the Editor's steps ask for each answer in one piece "
-                   "instead of streamed token by token (for a server whose streaming misbehaves)")
-    p.add_argument("--base-url", default=None, help="the launch endpoint (sets OPENAI_BASE_URL for the app): it gets "
-                   "OPENAI_API_KEY")
-    p.add_argument("--allow-endpoint", action="append", default=[], metavar="URL",
-                   help="a base URL typed in the page that may get OPENAI_API_KEY (repeatable; default: only "
-                   "OPENAI_BASE_URL and confirmed endpoints)")
+    p.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="the Editor's steps ask for each answer in one piece "
+        "instead of streamed token by token (for a server whose streaming misbehaves)",
+    )
+    p.add_argument(
+        "--base-url",
+        default=None,
+        help="the launch endpoint (sets OPENAI_BASE_URL for the app): it gets OPENAI_API_KEY",
+    )
+    p.add_argument(
+        "--allow-endpoint",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a base URL typed in the page that may get OPENAI_API_KEY (repeatable; default: only "
+        "OPENAI_BASE_URL and confirmed endpoints)",
+    )
     from react_editor.model import local_model_flag
 
     local_model_flag(p)
@@ -46,11 +73,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def streamlit_argv(address: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(APP),
-            "--server.address", address, "--server.port", str(port), "--server.headless", "true",
-            "--server.enableXsrfProtection", "true", "--browser.gatherUsageStats", "false",
-            "--logger.hideWelcomeMessage", "true",  # its URL would lack the token: ours is printed
-            "--runner.postScriptGC", "false"]  # no full collection after each run and tick (Python's GC still runs)
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        address,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--server.enableXsrfProtection",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--logger.hideWelcomeMessage",
+        "true",  # its URL would lack the token: ours is printed
+        "--runner.postScriptGC",
+        "false",
+    ]  # no full collection after each run and tick (Python's GC still runs)
 
 
 def _secrets() -> dict:
@@ -71,11 +114,15 @@ def _secrets() -> dict:
 def _check_gate(args: argparse.Namespace, secrets: dict) -> None:
     """One line when the app would let in people it should not."""
     if "auth" in secrets and not any(allow_list(secrets.get(ALLOW_LIST))):
-        raise CliError("OIDC sign-in ([auth] in .streamlit/secrets.toml) lets in anyone with an account: add "
-                       f"[{ALLOW_LIST}] allowed_emails = [...] and/or allowed_domains = [...] first")
+        raise CliError(
+            "OIDC sign-in ([auth] in .streamlit/secrets.toml) lets in anyone with an account: add "
+            f"[{ALLOW_LIST}] allowed_emails = [...] and/or allowed_domains = [...] first"
+        )
     if args.no_token and args.address is not None and not is_loopback(args.address):
-        raise CliError(f"--no-token is for loopback only: serving on {args.address} without the token would expose "
-                       "your episodes to the network")
+        raise CliError(
+            f"--no-token is for loopback only: serving on {args.address} without the token would expose "
+            "your episodes to the network"
+        )
     from agent.run_settings import ConfigError, check_base_url
 
     for flag, url in [*(("--allow-endpoint", u) for u in args.allow_endpoint), ("--base-url", args.base_url)]:
@@ -95,14 +142,17 @@ def _check_address(address: str) -> None:
     import socket
 
     try:
-        family, kind, proto, _, where = socket.getaddrinfo(address or None, 0, type=socket.SOCK_STREAM,
-                                                           flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _, where = socket.getaddrinfo(
+            address or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
         with socket.socket(family, kind, proto) as s:
             s.bind(where)
     except (OSError, UnicodeError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise CliError(f"--address {address[:100]!r}: the app cannot listen there ({why}); give an address of "
-                       f"this machine (default {LOOPBACK}, 0.0.0.0 for every interface)") from None
+        raise CliError(
+            f"--address {address[:100]!r}: the app cannot listen there ({why}); give an address of "
+            f"this machine (default {LOOPBACK}, 0.0.0.0 for every interface)"
+        ) from None
 
 
 def cmd_app(args: argparse.Namespace) -> int:

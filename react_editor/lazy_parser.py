@@ -9,7 +9,6 @@ from typing import Any, Callable
 from react_editor.args import Parser
 
 
-
 class _EnvKinds:
     """`--env` choices: every environment kind installed here (built-in, then plugins),
     asked of the registry only when an `--env` is checked or a help lists them."""

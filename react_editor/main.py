@@ -12,12 +12,39 @@ import argparse
 import gc
 import sys
 
-from react_editor import command_run, confirm, core, exchange, experiment, jobs, launch, lazy_parser, search, whatif
-from react_editor import judge, model, suggest
+from react_editor import (
+    command_run,
+    confirm,
+    core,
+    exchange,
+    exemplar_commands,
+    experiment,
+    jobs,
+    judge,
+    launch,
+    lazy_parser,
+    model,
+    search,
+    suggest,
+    whatif,
+)
 from react_editor.args import Parser, argv_problem, fail
 from react_editor.command_run import run_command
 
-COMMAND_GROUPS = (core, exchange, experiment, whatif, jobs, confirm, launch, search, suggest, model, judge)
+COMMAND_GROUPS = (
+    core,
+    exchange,
+    exemplar_commands,
+    experiment,
+    whatif,
+    jobs,
+    confirm,
+    launch,
+    search,
+    suggest,
+    model,
+    judge,
+)
 
 
 def register_family_groups(sub) -> None:
@@ -37,10 +64,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     the families' own groups are loaded unless `argv` names one of ours (so `--help`, and
     `react-editor alfworld ...`, still find them), and a command's family-dependent flags
     wait until that command is parsed (`lazy_parser.LazyParser`)."""
-    parser = Parser(
-        prog="react-editor",
-        description="Step, edit and branch ReAct agent trajectories.",
-    )
+    parser = Parser(prog="react-editor", description="Step, edit and branch ReAct agent trajectories.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=lazy_parser.LazyParser)
     for group in COMMAND_GROUPS:
         group.register(sub)

@@ -29,9 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def local_model_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--local-model", default=None, metavar="PATH.gguf",
-                   help="the GGUF file `--model local` serves (default: $REACT_EDITOR_LOCAL_MODEL, else the built-in "
-                        "SmolLM2-135M-Instruct)")
+    p.add_argument(
+        "--local-model",
+        default=None,
+        metavar="PATH.gguf",
+        help="the GGUF file `--model local` serves (default: $REACT_EDITOR_LOCAL_MODEL, else the built-in "
+        "SmolLM2-135M-Instruct)",
+    )
 
 
 def use_local_model(args: argparse.Namespace) -> None:
@@ -80,6 +84,7 @@ def _port_free(port: int) -> bool:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from agent import local_model, local_server
+
     use_local_model(args)
     if args.port is not None and not 1 <= args.port <= 65535:
         raise CliError(f"--port must be between 1 and 65535 (got {args.port})")
@@ -91,21 +96,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with local_server.start_lock(sha):
             running = local_server.find_running(sha)
             if running is not None:
-                emit(args, {**running.record(), "key": None, "already": True},
-                     f"{path.name} is already served at {running.url} (pid {running.pid}); "
-                     "`react-editor` commands on this machine use it")
+                emit(
+                    args,
+                    {**running.record(), "key": None, "already": True},
+                    f"{path.name} is already served at {running.url} (pid {running.pid}); "
+                    "`react-editor` commands on this machine use it",
+                )
                 return 0
             served = local_server.start(path, sha, args.port)
     except local_server.LocalModelError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
     name = f"{local_model.NAME}:{path.stem}"
-    emit(args, {**served.record(), "model": name}, "\n".join([
-        f"Serving {name} at {served.url} (pid {served.pid}; {path}, sha256 {sha[:12]}...). Ctrl-C stops it.",
-        "On this machine, react-editor commands with --model local (the default with no endpoint configured) and "
-        "the app use it, e.g.: react-editor run --env ENV --task TASK --model local",
-        f"Any OpenAI client: OPENAI_BASE_URL={served.url} OPENAI_API_KEY={served.key}",
-    ]))
+    emit(
+        args,
+        {**served.record(), "model": name},
+        "\n".join(
+            [
+                f"Serving {name} at {served.url} (pid {served.pid}; {path}, sha256 {sha[:12]}...). Ctrl-C stops it.",
+                "On this machine, react-editor commands with --model local (the default with no endpoint configured) and "
+                "the app use it, e.g.: react-editor run --env ENV --task TASK --model local",
+                f"Any OpenAI client: OPENAI_BASE_URL={served.url} OPENAI_API_KEY={served.key}",
+            ]
+        ),
+    )
     sys.stdout.flush()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
@@ -120,6 +134,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from agent import local_model, local_server
+
     use_local_model(args)
     served = local_server.status()
     try:

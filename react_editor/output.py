@@ -34,8 +34,10 @@ def version_ref(store: Any, version_id: int) -> str:
 # C0 controls but newline and tab, DEL and the C1 controls: what a terminal would act on;
 # and the bidi controls, which reorder what a person reads (a right-to-left override)
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-_CONTROLS = {**{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"},
-             **{c: f"\\u{c:04x}" for c in _BIDI}}
+_CONTROLS = {
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"},
+    **{c: f"\\u{c:04x}" for c in _BIDI},
+}
 _JSON_C1 = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *_BIDI)}  # json.dumps escapes C0 itself
 
 

@@ -38,16 +38,22 @@ def _checked(parse):
             return parse(text)
         except ArgError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+
     typed.__name__ = parse.__name__
     return typed
 
 
 def add_page_flags(p: argparse.ArgumentParser, default: int, what: str) -> None:
     """`--limit N` (default `default`) and `--offset K` on a listing command of `what`."""
-    p.add_argument("--limit", type=_checked(_limit), default=default,
-                   help=f"at most this many {what} (default {default}; the output says how many more there are)")
-    p.add_argument("--offset", type=_checked(_offset), default=0,
-                   help=f"skip the first K {what} (the next page: --offset K+limit)")
+    p.add_argument(
+        "--limit",
+        type=_checked(_limit),
+        default=default,
+        help=f"at most this many {what} (default {default}; the output says how many more there are)",
+    )
+    p.add_argument(
+        "--offset", type=_checked(_offset), default=0, help=f"skip the first K {what} (the next page: --offset K+limit)"
+    )
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 
 from react_editor.command_run import CliError, JobStopped, add_common
-from react_editor.lazy_parser import env_kinds, later
-from react_editor.output import emit, progress
 from react_editor.episode_args import (
     check_model_flags,
     config_from_args,
@@ -23,6 +21,8 @@ from react_editor.episode_args import (
     version_number,
     version_of,
 )
+from react_editor.lazy_parser import env_kinds, later
+from react_editor.output import emit, progress
 from react_editor.show_commands import _step_json, _step_text
 from trajectory.signals import version_step_signals
 
@@ -35,9 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_common(sub.add_parser("resume", help="continue a version"))
     p.add_argument("episode", type=episode_ref, help="EP or EP:N (version N of the episode: v1, v2, ...)")
     p.add_argument("--version", type=int, default=None, help="a version's global id (its `id` in --json)")
-    p.add_argument("--until", action="append", default=[], metavar="COND",
-                   help="stop at the first step where COND holds: signal:NAME, 'obs:/REGEX/', 'action:/REGEX/', "
-                        "step:K (may be repeated: the first that holds stops the run)")
+    p.add_argument(
+        "--until",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="stop at the first step where COND holds: signal:NAME, 'obs:/REGEX/', 'action:/REGEX/', "
+        "step:K (may be repeated: the first that holds stops the run)",
+    )
     model_flags(p)
     p.set_defaults(func=cmd_resume)
 
@@ -74,9 +79,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     episode, version = engine.start_episode(task, config, env_options_from(args), name=args.name)
     progress(f"episode {episode.id}, v1: {one_line(task.text, 80)}")
     if args.human:
-        emit(args, {"episode": episode.id, "version": version.id, "number": 1, "done": False, "success": None,
-                    "steps": 0},
-             f"episode {episode.id} v1: 0 steps, open (take a step: react-editor step {episode.id}:1 --action ...)")
+        emit(
+            args,
+            {"episode": episode.id, "version": version.id, "number": 1, "done": False, "success": None, "steps": 0},
+            f"episode {episode.id} v1: 0 steps, open (take a step: react-editor step {episode.id}:1 --action ...)",
+        )
         return 0
     return _run(args, engine, version.id, None)
 
@@ -91,12 +98,18 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
             progress(_notice(engine, rep))
         for call in rep.calls:
             if call.cut_from:
-                progress(f"  the model's completion was cut to {len(call.completion or ''):,} characters "
-                         f"(it had {call.cut_from:,})")
+                progress(
+                    f"  the model's completion was cut to {len(call.completion or ''):,} characters "
+                    f"(it had {call.cut_from:,})"
+                )
         for s in rep.steps:
             what = f"think: {s.thought}" if s.action is None else s.action
             progress(f"  step {s.index}: {one_line(what, 70)} -> {one_line(s.observation or '', 60)}")
-        if until and not hit and (found := first_hit(until, rep.steps, version_step_signals(rep.steps, rep.version.outcome))):
+        if (
+            until
+            and not hit
+            and (found := first_hit(until, rep.steps, version_step_signals(rep.steps, rep.version.outcome)))
+        ):
             hit.append(found)
             progress(f"stopped at step {found[1].index}: {found[0].describe()} ({found[0].spec})")
 
@@ -108,8 +121,10 @@ def _run(args: argparse.Namespace, engine, version_id: int, max_new: int | None,
         out["until"] = {"condition": hit[0][0].spec, "step": hit[0][1].index}
     emit(args, out, lambda: _run_text(engine, report, hit))
     if report.stopped and not hit and not report.error:  # Stop / `jobs stop N`: one exit code everywhere
-        raise JobStopped(f"episode {report.episode}: {report.added} new step(s) kept; "
-                         f"`react-editor resume {report.episode}` continues it")
+        raise JobStopped(
+            f"episode {report.episode}: {report.added} new step(s) kept; "
+            f"`react-editor resume {report.episode}` continues it"
+        )
     return 1 if report.error else 0
 
 
@@ -127,11 +142,18 @@ def _run_job(engine, version_id: int, max_new: int | None, on_step, until=lambda
 
         # the stop flag as the database holds it, before each step (one read): `jobs stop N` ends the
         # run within the model call in flight, not at the next heartbeat
-        return engine.run(version_id, max_steps=max_new, on_step=step, should_stop=lambda: h.sync_stop() or until(),
-                          watch=h.watch())
+        return engine.run(
+            version_id, max_steps=max_new, on_step=step, should_stop=lambda: h.sync_stop() or until(), watch=h.watch()
+        )
 
-    return jobs.run_here(engine.store, "run", work, episode_id=ep, version_id=version_id,
-                         target=f"episode {ep} {version_label(engine, version_id)}")
+    return jobs.run_here(
+        engine.store,
+        "run",
+        work,
+        episode_id=ep,
+        version_id=version_id,
+        target=f"episode {ep} {version_label(engine, version_id)}",
+    )
 
 
 def _notice(engine, rep) -> str:
@@ -139,8 +161,10 @@ def _notice(engine, rep) -> str:
     continuing in new version 3:2`."""
     from agent.engine_reports import FROZEN
 
-    return (f"version {ref_text(engine, rep.continued_from)} is frozen ({FROZEN[rep.frozen]}); "
-            f"continuing in new version {ref_text(engine, rep.version.id)}")
+    return (
+        f"version {ref_text(engine, rep.continued_from)} is frozen ({FROZEN[rep.frozen]}); "
+        f"continuing in new version {ref_text(engine, rep.version.id)}"
+    )
 
 
 def _run_text(engine, report, hit: list | None = None) -> str:
@@ -172,8 +196,10 @@ def _check_max_steps(engine, vid: int, max_steps: int | None) -> None:
         return
     have = len(engine.steps(engine.store.versions.get(vid)))
     if max_steps <= have:
-        raise CliError(f"{ref_text(engine, vid)} already has {have} steps: --max-steps counts every step, "
-                       f"so give more than {have} (e.g. --max-steps {have + 10})")
+        raise CliError(
+            f"{ref_text(engine, vid)} already has {have} steps: --max-steps counts every step, "
+            f"so give more than {have} (e.g. --max-steps {have + 10})"
+        )
 
 
 def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
@@ -186,8 +212,10 @@ def _apply_model_flags(engine, vid: int, args: argparse.Namespace) -> int:
     new = engine.editor.reconfigure(vid, changes) if changes else None
     if new is None or new.id == vid:
         return vid
-    progress(f"version {ref_text(engine, vid)} keeps the settings it ran with; continuing in new version "
-             f"{ref_text(engine, new.id)}")
+    progress(
+        f"version {ref_text(engine, vid)} keeps the settings it ran with; continuing in new version "
+        f"{ref_text(engine, new.id)}"
+    )
     return new.id
 
 
@@ -201,8 +229,12 @@ def cmd_step(args: argparse.Namespace) -> int:
     if rep.notice:
         progress(_notice(engine, rep))
     signals = version_step_signals(rep.steps, rep.version.outcome)
-    data = {"episode": int(args.episode), "version": rep.version.id, "number": version_number(engine, rep.version.id),
-            "done": rep.done,
-            "steps": [_step_json(s, sigs) for s, sigs in zip(rep.steps, signals)]}
+    data = {
+        "episode": int(args.episode),
+        "version": rep.version.id,
+        "number": version_number(engine, rep.version.id),
+        "done": rep.done,
+        "steps": [_step_json(s, sigs) for s, sigs in zip(rep.steps, signals)],
+    }
     emit(args, data, lambda: "\n".join(_step_text(s) for s in rep.steps))
     return 0

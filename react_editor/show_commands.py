@@ -7,15 +7,9 @@ import argparse
 from typing import Any
 
 from react_editor.command_run import CliError, add_common, db_path
+from react_editor.episode_args import episode_ref, one_line, open_engine, open_reader, version_of
 from react_editor.lazy_parser import env_kinds
 from react_editor.output import emit, write_exact
-from react_editor.episode_args import (
-    episode_ref,
-    one_line,
-    open_engine,
-    open_reader,
-    version_of,
-)
 from react_editor.paging import add_page_flags
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.signals import SIGNALS, version_step_signals
@@ -73,7 +67,11 @@ def _step_json(s, signals: list[str] | None = None) -> dict[str, Any]:
 
 def _step_text(s) -> str:
     head = f"[{s.index}] ({s.source}{', edited' if s.edit else ''})"
-    body = f"think: {s.thought}" if s.action is None else (f"Thought: {s.thought}\n    Action: {s.action}" if s.thought else s.action)
+    body = (
+        f"think: {s.thought}"
+        if s.action is None
+        else (f"Thought: {s.thought}\n    Action: {s.action}" if s.thought else s.action)
+    )
     return f"{head} {body}\n    -> {s.observation}"
 
 
@@ -115,16 +113,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
     versions = engine.store.versions.of_episode(args.episode)
     # the page: with --json every version is an entry; in text a closed rollout group is one line
     # (--expand lists its versions under it). Only the page's versions are read in full.
-    entries: list = []
-    headed: set[int] = set()  # the groups whose line is in `entries` already
-    for v in versions:
-        g = member.get(v.id)
-        if g is not None and not args.json and g not in headed:
-            headed.add(g)
-            entries.append(("g", g))
-        if args.json or args.expand or g is None:
-            entries.append(v)
-    shown, page = page_of(entries[args.offset:], args.limit, args.offset, len(entries))
+    entries = _version_entries(versions, member, grouped=not args.json, expand=args.json or args.expand)
+    shown, page = page_of(entries[args.offset :], args.limit, args.offset, len(entries))
     rows = [version_summary(engine, v) for v in shown if not isinstance(v, tuple)]
     for r in rows:
         r["current"] = r["version"] == ep.current_version
@@ -146,8 +136,12 @@ def cmd_versions(args: argparse.Namespace) -> int:
         return f"{indent}{mark} {r['label']}\t{parent}\t{r['steps']} steps\t{state}\t{r['human_edits']} edits\t{r['name'] or ''}"
 
     def text() -> str:
-        out = [f"  g{e[1]}\t{labels[e[1]]}" if isinstance(e, tuple)
-               else line(by_id[e.id], "    " if e.id in member else "") for e in shown]
+        out = [
+            f"  g{e[1]}\t{labels[e[1]]}"
+            if isinstance(e, tuple)
+            else line(by_id[e.id], "    " if e.id in member else "")
+            for e in shown
+        ]
         note = say_page(False, page, "lines")
         return "\n".join(out + ([note] if note else []))
 
@@ -155,6 +149,21 @@ def cmd_versions(args: argparse.Namespace) -> int:
         say_page(True, page, "versions")
     emit(args, rows, text)
     return 0
+
+
+def _version_entries(versions: list, member: dict, *, grouped: bool, expand: bool) -> list:
+    """The versions listed: each version, and (`grouped`) a ("g", group) line before a rollout
+    group's first version, its versions under it only with `expand`."""
+    entries: list = []
+    headed: set[int] = set()  # the groups whose line is in `entries` already
+    for v in versions:
+        g = member.get(v.id)
+        if g is not None and grouped and g not in headed:
+            headed.add(g)
+            entries.append(("g", g))
+        if expand or g is None:
+            entries.append(v)
+    return entries
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
@@ -170,15 +179,30 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     elif args.all_versions:
         raise CliError("--all-versions goes with --signal")
     filters = dict(env=args.env, task_type=args.task_type, outcome=args.outcome, edited=args.edited, among=among)
-    rows, page = page_of(store.episodes.list(**filters, limit=args.limit, offset=args.offset),
-                         args.limit, args.offset, store.episodes.count(**filters))
+    rows, page = page_of(
+        store.episodes.list(**filters, limit=args.limit, offset=args.offset),
+        args.limit,
+        args.offset,
+        store.episodes.count(**filters),
+    )
     from sessions.jobs import version_words
 
     words = version_words(store, rows, key="current_version")  # the current version's, as the app says
     for r in rows:
         r["state"] = words.get(r["current_version"], "open")
     note = say_page(args.json, page, "episodes")
-    emit(args, rows, lambda: "\n".join(
-        [f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{one_line(r['text'], 60)}"
-         for r in rows] + ([note] if note else [])) or "(no episodes)")
+    emit(
+        args,
+        rows,
+        lambda: (
+            "\n".join(
+                [
+                    f"{r['episode']}\t{r['env']}\t{r['type'] or '-'}\t{r['state']}\t{r['versions']} versions\t{one_line(r['text'], 60)}"
+                    for r in rows
+                ]
+                + ([note] if note else [])
+            )
+            or "(no episodes)"
+        ),
+    )
     return 0

@@ -8,8 +8,8 @@ import argparse
 import sys
 
 from react_editor.command_run import CliError, add_common, check_url, regular_file, run_job
-from react_editor.output import emit, progress, rollout_progress, version_ref
 from react_editor.episode_args import episode_ref, open_engine, version_of
+from react_editor.output import emit, progress, rollout_progress, version_ref
 from trajectory.records import API_STYLES
 
 
@@ -19,32 +19,54 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", type=int, default=None)
     p.add_argument("--candidates", type=int, default=3, metavar="K", help="edits the critic may propose (default 3)")
     p.add_argument("--verify", type=int, default=10, metavar="N", help="rollouts per what-if arm (default 10)")
-    p.add_argument("--temperature", type=float, default=None,
-                   help="the rollouts' temperature (default: the version's; 1 when it ran at 0)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="the rollouts' temperature (default: the version's; 1 when it ran at 0)",
+    )
     p.add_argument("--concurrency", type=int, default=4, metavar="C", help="rollouts at once (default 4)")
     p.add_argument("--critic-model", default=None, help="default: the version's own model")
     p.add_argument("--critic-base-url", default=None, help="default: the version's own endpoint")
     p.add_argument("--critic-api-style", choices=API_STYLES, default=None)
     p.add_argument("--critic-prompt", default=None, metavar="FILE", help="a critic prompt template of your own")
     p.add_argument("--show-prompt", action="store_true", help="print the exact critic prompt and ask nothing")
-    p.add_argument("--accept", type=int, default=None, metavar="NUMBER",
-                   help="apply candidate NUMBER of the version's latest suggestions, then resume")
+    p.add_argument(
+        "--accept",
+        type=int,
+        default=None,
+        metavar="NUMBER",
+        help="apply candidate NUMBER of the version's latest suggestions, then resume",
+    )
     p.add_argument("--dismiss", type=int, default=None, metavar="NUMBER", help="dismiss candidate NUMBER")
     p.add_argument("--experiment", default=None, metavar="NAME", help="every failure of an experiment, as one job")
     p.add_argument("--where", choices=("failed",), default=None, help="with --experiment: its failed episodes")
     p.add_argument("--limit", type=int, default=None, metavar="M", help="with --experiment: its first M failures")
-    p.add_argument("--accept-all-proven", action="store_true",
-                   help="with --experiment: accept each failure's best proven fix and resume it")
-    p.add_argument("--confirm", type=int, default=None, metavar="N",
-                   help="with --accept-all-proven: fresh rollouts per arm each winner is proven on again before "
-                        "it is accepted (default: as many as --verify)")
-    p.add_argument("--exemplar-set", default=None, metavar="NAME",
-                   help="with --accept-all-proven: add the new versions to this exemplar set")
+    p.add_argument(
+        "--accept-all-proven",
+        action="store_true",
+        help="with --experiment: accept each failure's best proven fix and resume it",
+    )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --accept-all-proven: fresh rollouts per arm each winner is proven on again before "
+        "it is accepted (default: as many as --verify)",
+    )
+    p.add_argument(
+        "--exemplar-set",
+        default=None,
+        metavar="NAME",
+        help="with --accept-all-proven: add the new versions to this exemplar set",
+    )
     p.set_defaults(func=cmd_suggest)
 
 
 def _critic(args: argparse.Namespace):
-    from agent.suggest import Critic, load_template
+    from agent.critic_dialogue import load_template
+    from agent.suggest import Critic
 
     if args.critic_base_url:
         check_url(args.critic_base_url, "--critic-base-url")
@@ -87,8 +109,9 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     if args.show_prompt:
         return _show_prompt(args, engine, vid)
     if engine.store.versions.get(vid).outcome.success:
-        raise CliError(f"version {version_ref(engine.store, vid)} succeeded: suggestions are for failed or unfinished "
-                       "versions")
+        raise CliError(
+            f"version {version_ref(engine.store, vid)} succeeded: suggestions are for failed or unfinished versions"
+        )
     return _suggest(args, engine, vid)
 
 
@@ -117,8 +140,15 @@ def _suggest(args: argparse.Namespace, engine, vid: int) -> int:
     def work(h):
         return suggest_version(engine, vid, critic, args.candidates, _how(args, h))
 
-    s = run_job(engine.store, "suggest", lambda h: report(work(h)), _stopped, episode_id=ep, version_id=vid,
-                target=f"suggest for {version_ref(engine.store, vid)}")
+    s = run_job(
+        engine.store,
+        "suggest",
+        lambda h: report(work(h)),
+        _stopped,
+        episode_id=ep,
+        version_id=vid,
+        target=f"suggest for {version_ref(engine.store, vid)}",
+    )
     s["ref"] = version_ref(engine.store, vid)  # EP:N, as people type it (`version` stays the global id)
     emit(args, s, lambda: _text(s))
     return 0
@@ -131,8 +161,10 @@ def _stopped(result) -> str:
 
 def _text(data: dict) -> str:
     first = data["first_failure_step"]
-    lines = [f"{data['ref']}: first failure signal at "
-             f"{'step ' + str(first) if first else 'no step'}; critic {data['critic'].get('model')}"]
+    lines = [
+        f"{data['ref']}: first failure signal at "
+        f"{'step ' + str(first) if first else 'no step'}; critic {data['critic'].get('model')}"
+    ]
     for c in data["candidates"]:
         lines.append(f"{c['rank']}. [#{c['number']}] step {c['step']} {c['kind']}: {c['text']!r}")
         lines.append(f"     {c['verdict']}" + (" (leaks the answer)" if c["leaks_answer"] else ""))
@@ -200,8 +232,14 @@ def _experiment(args: argparse.Namespace) -> int:
         done = suggest_experiment(engine, rows, critic, _how(args, h), h.id, on_failure)
         return experiment_report(engine, exp_id, failure_rows(engine, done))
 
-    data = run_job(engine.store, "suggest", work, _stopped, experiment_id=exp_id,
-                   target=f"suggest for the failures of {args.experiment}")
+    data = run_job(
+        engine.store,
+        "suggest",
+        work,
+        _stopped,
+        experiment_id=exp_id,
+        target=f"suggest for the failures of {args.experiment}",
+    )
     if len(data["failures"]) < len(rows) or any(r["state"] != "done" for r in data["failures"]):
         progress("warning: some failures are unfinished or held by another job - run the same command again")
     if args.accept_all_proven:
@@ -216,8 +254,14 @@ def _accept_all(args: argparse.Namespace, engine, failures: list) -> list[int]:
     from agent.suggest_experiment import accept_all_proven
     from react_editor.run_commands import _run_job
 
-    return accept_all_proven(engine, failures, exemplar_set=args.exemplar_set, confirm_n=args.confirm, how=_how(args),
-                             resume=lambda vid: _run_job(engine, vid, None, lambda rep: None))
+    return accept_all_proven(
+        engine,
+        failures,
+        exemplar_set=args.exemplar_set,
+        confirm_n=args.confirm,
+        how=_how(args),
+        resume=lambda vid: _run_job(engine, vid, None, lambda rep: None),
+    )
 
 
 def _leak_warning(args: argparse.Namespace, engine, exp_id: int, data: dict) -> None:
@@ -243,20 +287,31 @@ def _table(data: dict) -> str:
         adj = f"{p_text(b['p_adjusted'])[4:]} ({b['adjustment']})" if b and b.get("p_adjusted") is not None else "-"
         first = f"{r['first_signal']} @{r['first_failure_step']}" if r["first_signal"] else "-"
         c = r["cost"]
-        lines.append(f"{r['episode']}\tv{r['version']}\t{first}\t{best}\t{eff}\t{raw}\t{adj}\t{r['verdict']}\t"
-                     f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}")
-    lines.append("proven = lower bound > 0 and the adjusted one-sided p < 0.025 (Benjamini-Hochberg over every "
-                 "tested candidate of these failures); harmful ones are never accepted")
+        lines.append(
+            f"{r['episode']}\tv{r['version']}\t{first}\t{best}\t{eff}\t{raw}\t{adj}\t{r['verdict']}\t"
+            f"{c['calls']} calls, {c['tokens']} tokens, ${c['usd']:.4f}"
+        )
+    lines.append(
+        "proven = lower bound > 0 and the adjusted one-sided p < 0.025 (Benjamini-Hochberg over every "
+        "tested candidate of these failures); harmful ones are never accepted"
+    )
     per = data["cost_per_proven_fix"]
-    lines.append(f"{data['proven']} proven fix(es) of {len(data['failures'])} failure(s); per proven fix: "
-                 + ("n/a" if per["calls"] is None else f"{per['calls']:.1f} calls, {per['tokens']:.0f} tokens, "
-                    f"${per['usd']:.4f}"))
+    lines.append(
+        f"{data['proven']} proven fix(es) of {len(data['failures'])} failure(s); per proven fix: "
+        + (
+            "n/a"
+            if per["calls"] is None
+            else f"{per['calls']:.1f} calls, {per['tokens']:.0f} tokens, ${per['usd']:.4f}"
+        )
+    )
     for r in data["failures"]:
         conf = r.get("confirmation")
         if conf:
             made = f"accepted as v{r['accepted_version']}" if r.get("accepted_version") else "not accepted"
-            lines.append(f"v{r['version']} #{r['best']['number']}: confirmation {conf['verdict']} - {made}; "
-                         f"effect from {conf['rollouts']}")
+            lines.append(
+                f"v{r['version']} #{r['best']['number']}: confirmation {conf['verdict']} - {made}; "
+                f"effect from {conf['rollouts']}"
+            )
     if data.get("accepted"):
         lines.append(f"accepted as versions {', '.join(map(str, data['accepted']))}")
     return "\n".join(lines)

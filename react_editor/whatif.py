@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from react_editor.command_run import CliError, JobStopped, add_common, run_job
-from react_editor.output import emit, progress, rollout_progress, version_ref, version_refs
 from react_editor.episode_args import check_model_flags, model_flags, open_engine, version_of
+from react_editor.output import emit, progress, rollout_progress, version_ref, version_refs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step", type=int, default=None, metavar="K")
     p.add_argument("--experiment", default=None, metavar="EXP", help="apply the edit to the episodes of an experiment")
     p.add_argument("--where", choices=("failed",), default=None, help="with --experiment: only its failed episodes")
-    p.add_argument("--at", default=None, metavar="K|first:REGEX",
-                   help="step K, or the first step whose action/observation matches REGEX")
+    p.add_argument(
+        "--at",
+        default=None,
+        metavar="K|first:REGEX",
+        help="step K, or the first step whose action/observation matches REGEX",
+    )
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--thought", help="rewrite the thought of step K")
     g.add_argument("--delete-thought", action="store_true", help="delete the thought of step K")
@@ -110,15 +114,22 @@ def _stopped(result) -> str:
     if not hasattr(run, "stats"):
         return "the finished rollouts are kept - run the same command again to continue"
     failed = f" ({len(run.errors)} failed)" if run.errors else ""
-    return f"{sum(s.n for s in run.stats)} finished rollout(s) are kept{failed} - run the same command again to continue"
+    return (
+        f"{sum(s.n for s in run.stats)} finished rollout(s) are kept{failed} - run the same command again to continue"
+    )
 
 
 def _kw(args: argparse.Namespace, stop: threading.Event, h) -> dict[str, Any]:
     """Runner options: the job's Stop (checked in the database before each step, as a run's;
     the cancel of every call in flight); progress only on a terminal (when not watched,
     stderr stays one line: the error, if any)."""
-    return {"concurrency": args.concurrency, "on_progress": rollout_progress(h), "stop": stop,
-            "should_stop": h.sync_stop, "on_retry": h.on_retry}
+    return {
+        "concurrency": args.concurrency,
+        "on_progress": rollout_progress(h),
+        "stop": stop,
+        "should_stop": h.sync_stop,
+        "on_retry": h.on_retry,
+    }
 
 
 def _check(run) -> None:
@@ -154,8 +165,10 @@ def _pooled_text(pool) -> str:
     """A pooled what-if: summed arms as counts only (an interval over them would read as one
     sample and can contradict the stratified effect: Simpson's paradox)."""
     c, t = pool.control, pool.treatment
-    return (f"pooled over {pool.episodes} episodes, stratified by episode (summed counts, no interval: "
-            f"control {c.success}/{c.n}, treatment {t.success}/{t.n}):\n" + _effect_line(pool))
+    return (
+        f"pooled over {pool.episodes} episodes, stratified by episode (summed counts, no interval: "
+        f"control {c.success}/{c.n}, treatment {t.success}/{t.n}):\n" + _effect_line(pool)
+    )
 
 
 # ---------------------------------------------------------------------- commands
@@ -169,8 +182,11 @@ def cmd_resample(args: argparse.Namespace) -> int:
 
     def work(h):
         with _ctrl_c_stops(h.stop) as stop:
-            return resample(engine, Request(vid, args.step, args.n, args.temperature, args.max_steps,
-                                            settings=settings), **_kw(args, stop, h))
+            return resample(
+                engine,
+                Request(vid, args.step, args.n, args.temperature, args.max_steps, settings=settings),
+                **_kw(args, stop, h),
+            )
 
     ref = version_ref(engine.store, vid)  # (EP:N, as people type it)
     run = _as_job(engine, "resample", work, version_id=vid, target=f"resample @{args.step} of {ref}")
@@ -201,10 +217,15 @@ def cmd_whatif(args: argparse.Namespace) -> int:
 
     def work(h):
         with _ctrl_c_stops(h.stop) as stop:
-            return whatif(engine, Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args), settings),
-                          **_kw(args, stop, h))
+            return whatif(
+                engine,
+                Request(vid, k, args.n, args.temperature, args.max_steps, _edit(args), settings),
+                **_kw(args, stop, h),
+            )
 
-    effect, run = _as_job(engine, "whatif", work, version_id=vid, target=f"what-if @{k} of {version_ref(engine.store, vid)}")
+    effect, run = _as_job(
+        engine, "whatif", work, version_id=vid, target=f"what-if @{k} of {version_ref(engine.store, vid)}"
+    )
     _check(run)
     emit(args, effect.as_json(), lambda: _effect_text(effect))
     return 0
@@ -219,7 +240,7 @@ def _step(args: argparse.Namespace, engine, vid: int) -> int:
         return args.step
     k = resolve_at(engine, vid, args.at)
     if k is None:
-        raise CliError(f"no step of version {version_ref(engine.store, vid)} matches {args.at[len('first:'):][:60]!r}")
+        raise CliError(f"no step of version {version_ref(engine.store, vid)} matches {args.at[len('first:') :][:60]!r}")
     return k
 
 
@@ -243,11 +264,25 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
 
     def work(h):
         with _ctrl_c_stops(h.stop) as stop:
-            return whatif_many(engine, items, args.at, _edit(args), args.n, temperature=args.temperature,
-                               max_steps=args.max_steps, settings=settings, on_episode=report, **_kw(args, stop, h))
+            return whatif_many(
+                engine,
+                items,
+                args.at,
+                _edit(args),
+                args.n,
+                temperature=args.temperature,
+                max_steps=args.max_steps,
+                settings=settings,
+                on_episode=report,
+                **_kw(args, stop, h),
+            )
 
-    results = _as_job(engine, "whatif", work,
-                      target=f"what-if over the {'failures' if args.where else 'episodes'} of {args.experiment}")
+    results = _as_job(
+        engine,
+        "whatif",
+        work,
+        target=f"what-if over the {'failures' if args.where else 'episodes'} of {args.experiment}",
+    )
     ran = [r.effect for r in results if r.effect is not None]
     try:
         pool, why = pooled(ran), None
@@ -260,8 +295,10 @@ def _whatif_experiment(args: argparse.Namespace) -> int:
     ref = version_refs(engine.store)
 
     def text() -> str:
-        lines = [f"{ref(r.version, r.episode)} @{r.k}: "
-                 + (r.skipped or _effect_text(r.effect).replace("\n", "; ")) for r in results]
+        lines = [
+            f"{ref(r.version, r.episode)} @{r.k}: " + (r.skipped or _effect_text(r.effect).replace("\n", "; "))
+            for r in results
+        ]
         return "\n".join(lines + [_pooled_text(pool) if pool else f"not pooled: {why}"])
 
     emit(args, data, text)

@@ -16,8 +16,8 @@ from typing import Any, Iterable, Literal
 
 from pydantic import Field
 
-from trajectory.records import Record, now
 from sessions.store import Store, StoreError
+from trajectory.records import Record, now
 
 FAILURE_MODES: tuple[str, ...] = (
     "reasoning_error",
@@ -56,11 +56,13 @@ class VersionAnnotation(Record):
     id: int | None = Field(None, description="Row id in this database; None until stored.")
     version_id: int = Field(description="The version labelled.")
     annotator: str = Field(description="Who labelled it (--by, REACT_EDITOR_USER or the OS user).")
-    created_at: str = Field(default_factory=now,
-        description="When (UTC, ISO 8601); the latest row is the current state.")
+    created_at: str = Field(
+        default_factory=now, description="When (UTC, ISO 8601); the latest row is the current state."
+    )
     verdict: Verdict | None = Field(None, description="A person's judgement: success, failure or unsure.")
-    failure_modes: list[str] = Field(default_factory=list,
-        description="Failure modes seen (reasoning_error, search_result_error, ...).")
+    failure_modes: list[str] = Field(
+        default_factory=list, description="Failure modes seen (reasoning_error, search_result_error, ...)."
+    )
     notes: str | None = Field(None, description="Free text.")
     exemplar_ready: bool = Field(False, description="True when a person marks it fit to serve as an exemplar.")
 
@@ -69,10 +71,13 @@ class StepAnnotation(Record):
     id: int | None = Field(None, description="Row id in this database; None until stored.")
     step_id: int = Field(description="The step labelled.")
     annotator: str = Field(description="Who labelled it (--by, REACT_EDITOR_USER or the OS user).")
-    created_at: str = Field(default_factory=now,
-        description="When (UTC, ISO 8601); the latest row is the current state.")
-    tags: list[str] = Field(default_factory=list,
-        description="Short tags (approved, rejected, ...); negative ones give the step weight 0 in chat-sft.")
+    created_at: str = Field(
+        default_factory=now, description="When (UTC, ISO 8601); the latest row is the current state."
+    )
+    tags: list[str] = Field(
+        default_factory=list,
+        description="Short tags (approved, rejected, ...); negative ones give the step weight 0 in chat-sft.",
+    )
     note: str | None = Field(None, description="Free text.")
 
 
@@ -130,8 +135,14 @@ def _modes(modes: Iterable[str]) -> list[str]:
 
 def _va_from_row(r: Any) -> VersionAnnotation:
     return VersionAnnotation(
-        id=r[0], version_id=r[1], annotator=r[2], created_at=r[3], verdict=r[4],
-        failure_modes=json.loads(r[5]) if r[5] else [], notes=r[6], exemplar_ready=bool(r[7]),
+        id=r[0],
+        version_id=r[1],
+        annotator=r[2],
+        created_at=r[3],
+        verdict=r[4],
+        failure_modes=json.loads(r[5]) if r[5] else [],
+        notes=r[6],
+        exemplar_ready=bool(r[7]),
     )
 
 
@@ -149,7 +160,9 @@ def version_annotation(store: Store, version_id: int) -> VersionAnnotation | Non
 
 def version_history(store: Store, version_id: int) -> list[VersionAnnotation]:
     """Every annotation of the version, oldest first (the last is the current one); [] when none."""
-    rows = store.db.execute(f"select {_VA_COLS} from version_annotations where version_id = ? order by id", [version_id])
+    rows = store.db.execute(
+        f"select {_VA_COLS} from version_annotations where version_id = ? order by id", [version_id]
+    )
     return [_va_from_row(r) for r in rows]
 
 
@@ -220,8 +233,15 @@ def insert_version_annotation(store: Store, a: VersionAnnotation) -> VersionAnno
         rid = store.db.execute(
             "insert into version_annotations (version_id, annotator, created_at, verdict, failure_modes, notes, "
             "exemplar_ready) values (?,?,?,?,?,?,?)",
-            [a.version_id, a.annotator, a.created_at, a.verdict,
-             json.dumps(a.failure_modes) if a.failure_modes else None, a.notes, int(a.exemplar_ready)],
+            [
+                a.version_id,
+                a.annotator,
+                a.created_at,
+                a.verdict,
+                json.dumps(a.failure_modes) if a.failure_modes else None,
+                a.notes,
+                int(a.exemplar_ready),
+            ],
         ).lastrowid
     return a.model_copy(update={"id": rid})
 
@@ -251,7 +271,9 @@ def step_annotations(store: Store, step_ids: Iterable[int]) -> dict[int, StepAnn
     marks = ",".join("?" * len(ids))
     rows = store.db.execute(
         f"select {_SA_COLS} from step_annotations where id in (select max(id) from step_annotations "
-        f"where step_id in ({marks}) group by step_id)", ids).fetchall()
+        f"where step_id in ({marks}) group by step_id)",
+        ids,
+    ).fetchall()
     return {a.step_id: a for a in (_sa_from_row(r) for r in rows)}
 
 
@@ -335,8 +357,10 @@ def insert_step_annotation(store: Store, a: StepAnnotation) -> StepAnnotation:
 
 def is_annotated(store: Store, version_id: int) -> bool:
     """Whether a person has labelled the version (then it must never change again)."""
-    return store.db.execute("select 1 from version_annotations where version_id = ? limit 1",
-                            [version_id]).fetchone() is not None
+    return (
+        store.db.execute("select 1 from version_annotations where version_id = ? limit 1", [version_id]).fetchone()
+        is not None
+    )
 
 
 def exemplar_ready_versions(store: Store) -> set[int]:

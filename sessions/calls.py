@@ -17,7 +17,6 @@ from sessions.database import Database, RowIds, insert_row
 from sessions.row_records import CallRow
 from trajectory.records import ModelCall, Usage
 
-
 _CALL_SQL = (
     "select c.id, c.episode_id, c.created_at, p.model, p.api_style, c.purpose, p.params, c.prompt_hash, "
     "c.prompt_chars, c.completion, c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.latency_ms, "
@@ -46,8 +45,11 @@ _PARAMS_KEYS: dict[tuple[Any, ...], str] = {}
 
 def _params_key(model: str, api_style: str, params: dict[str, Any]) -> str:
     try:
-        values = (model, api_style, tuple((k, v.__class__, tuple(v) if v.__class__ is list else v)
-                                          for k, v in params.items()))
+        values = (
+            model,
+            api_style,
+            tuple((k, v.__class__, tuple(v) if v.__class__ is list else v) for k, v in params.items()),
+        )
         found = _PARAMS_KEYS.get(values)
     except TypeError:  # (a value that cannot be hashed, a list of lists: not remembered)
         values, found = None, None
@@ -77,37 +79,48 @@ class Calls:
         cached = self.params.get(key)
         if cached is None:
             row = self._database.db.execute("select id from call_params where key = ?", [key]).fetchone()
-            cached = self.params.learn(key, row[0] if row else insert_row(
-                self._database.db, "call_params",
-                {"key": key, "model": c.model, "api_style": c.api_style, "params": to_json(c.params)}))
+            cached = self.params.learn(
+                key,
+                row[0]
+                if row
+                else insert_row(
+                    self._database.db,
+                    "call_params",
+                    {"key": key, "model": c.model, "api_style": c.api_style, "params": to_json(c.params)},
+                ),
+            )
         return cached
 
     def insert(self, c: ModelCall, episode_id: int, conn: Any = None) -> int:
         """The call's row id. `conn`: this thread's connection when the caller has it at hand."""
         u = c.usage or _NO_USAGE
-        row_id = (conn or self._database.db.conn).execute(
-            "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
-            "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
-            "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                c.episode_id or episode_id,
-                c.created_at,
-                self._params_row(c),
-                c.purpose,
-                _hex_blob(c.prompt_hash),
-                c.prompt_chars,
-                c.completion,
-                u.prompt_tokens,
-                u.completion_tokens,
-                u.cached_prompt_tokens,
-                round(c.latency_ms, 3) if c.latency_ms is not None else None,
-                c.attempts,
-                int(c.cached),
-                c.error,
-                _hex_blob(c.cache_key[:32]) if c.cache_key and c.error is None else None,
-                c.cut_from,
-            ],
-        ).lastrowid
+        row_id = (
+            (conn or self._database.db.conn)
+            .execute(
+                "insert into model_calls (episode_id, created_at, params_id, purpose, prompt_hash, prompt_chars, "
+                "completion, prompt_tokens, completion_tokens, cached_tokens, latency_ms, attempts, cached, error, "
+                "cache_key, cut_from) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    c.episode_id or episode_id,
+                    c.created_at,
+                    self._params_row(c),
+                    c.purpose,
+                    _hex_blob(c.prompt_hash),
+                    c.prompt_chars,
+                    c.completion,
+                    u.prompt_tokens,
+                    u.completion_tokens,
+                    u.cached_prompt_tokens,
+                    round(c.latency_ms, 3) if c.latency_ms is not None else None,
+                    c.attempts,
+                    int(c.cached),
+                    c.error,
+                    _hex_blob(c.cache_key[:32]) if c.cache_key and c.error is None else None,
+                    c.cut_from,
+                ],
+            )
+            .lastrowid
+        )
         return cast(int, row_id)  # (an insert: always set)
 
     def record(self, episode_id: int, calls: Iterable[ModelCall]) -> list[int]:
@@ -211,7 +224,9 @@ class Calls:
             part = keys[i : i + 500]
             rows = self._database.db.execute(
                 "select id, coalesce(model, ''), coalesce(nullif(api_style, ''), 'completions'), params from call_params "
-                f"where id in ({','.join('?' * len(part))})", part)
+                f"where id in ({','.join('?' * len(part))})",
+                part,
+            )
             out.update({r[0]: r[1:] for r in rows.fetchall()})
         return out
 
@@ -234,10 +249,12 @@ class Calls:
         p_tok = c_tok = 0
         ids = list(episode_ids)
         for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
+            chunk = ids[i : i + 500]
             r = self._database.db.execute(
                 "select coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) from model_calls "
-                f"where episode_id in ({','.join('?' * len(chunk))}) and not coalesce(cached, 0)", chunk).fetchone()
+                f"where episode_id in ({','.join('?' * len(chunk))}) and not coalesce(cached, 0)",
+                chunk,
+            ).fetchone()
             p_tok += int(r[0])
             c_tok += int(r[1])
         return p_tok, c_tok
@@ -245,17 +262,34 @@ class Calls:
     def clear_cache(self) -> int:
         """Turn every recorded response back into history only (nothing is deleted)."""
         with self._database.transaction():
-            return self._database.db.execute("update model_calls set cache_key = null where cache_key is not null").rowcount
+            return self._database.db.execute(
+                "update model_calls set cache_key = null where cache_key is not null"
+            ).rowcount
 
     get = cached  # the ResponseCache protocol of agent.client (recording a call fills it)
 
 
 def _call_fields(r: Any, params: dict[str, Any], usage: type) -> tuple[Any, ...]:
     """A `_CALL_SQL` row as the values of `CallRow`'s fields, in order."""
-    return (r[0], r[1], r[2], r[3] or "", r[4] or "completions", r[5], params,
-            r[7].hex() if r[7] is not None else "", r[8] or 0, r[9],
-            usage(prompt_tokens=r[10], completion_tokens=r[11], cached_prompt_tokens=r[12]),
-            r[13], r[14], bool(r[15]), r[16], r[17].hex() if r[17] is not None else None, r[18])
+    return (
+        r[0],
+        r[1],
+        r[2],
+        r[3] or "",
+        r[4] or "completions",
+        r[5],
+        params,
+        r[7].hex() if r[7] is not None else "",
+        r[8] or 0,
+        r[9],
+        usage(prompt_tokens=r[10], completion_tokens=r[11], cached_prompt_tokens=r[12]),
+        r[13],
+        r[14],
+        bool(r[15]),
+        r[16],
+        r[17].hex() if r[17] is not None else None,
+        r[18],
+    )
 
 
 def _call(r: Any) -> ModelCall:

@@ -156,8 +156,10 @@ def describe_db_error(path: str, exc: BaseException) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     writable = os.access(path, os.W_OK) and os.access(folder, os.W_OK)
     if "readonly" in low or "read-only" in low or ("unable to open" in low and not writable):
-        return (f"{path} is read-only ({msg}): reading commands (show, versions, episodes, export) work; "
-                "writing needs write access to the file and its folder")
+        return (
+            f"{path} is read-only ({msg}): reading commands (show, versions, episodes, export) work; "
+            "writing needs write access to the file and its folder"
+        )
     short = _truncated(path)
     if short:
         return f"{path} is truncated ({short[0]:,} of {short[1]:,} bytes; {msg}); restore it from a backup"
@@ -235,8 +237,10 @@ def _frozen(version: int | str, exc: BaseException) -> BaseException:
     failure is itself). `version`: as people read it (`EP:N`)."""
     if not is_frozen_refusal(exc):
         return exc
-    return VersionFrozen(f"version {version} is frozen (branched from, annotated, judged or used as an exemplar): "
-                         "it never changes again; continue it in a new version")
+    return VersionFrozen(
+        f"version {version} is frozen (branched from, annotated, judged or used as an exemplar): "
+        "it never changes again; continue it in a new version"
+    )
 
 
 def _changed(version: int | str) -> VersionChanged:

@@ -13,5 +13,7 @@ def edit_counts(store: Store, episode_ids: Iterable[int]) -> dict[int, int]:
     seen: dict[int, set[Any]] = {}
     for ep, edits in store.versions.recorded_edits(episode_ids):
         for e in edits:
-            seen.setdefault(ep, set()).add((e.get("kind"), e.get("replaced_step"), e.get("old_thought"), e.get("old_action")))
+            seen.setdefault(ep, set()).add(
+                (e.get("kind"), e.get("replaced_step"), e.get("old_thought"), e.get("old_action"))
+            )
     return {ep: len(s) for ep, s in seen.items()}

@@ -12,22 +12,23 @@ from typing import Any, Iterable, Iterator, cast
 
 from sessions.connection import StoreError, from_json, to_json
 from sessions.database import Database, RowIds, insert_row
-from sessions.episode_tree import EpisodeTree
-from sessions.row_records import (SCOLS, SJSON, VCOLS, StepJson, StepRow, maker, step_fields, version_from_row,
-                                  version_row)
+from sessions.row_records import (
+    SCOLS,
+    SJSON,
+    VCOLS,
+    StepJson,
+    StepRow,
+    insert_versions,
+    maker,
+    step_fields,
+    version_from_row,
+)
 from trajectory.records import AgentConfig, Episode, Outcome, Task, Version, now
-from trajectory.signals import STEP_LIMIT
 
 EP_SQL = (
     "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at "
     "from episodes e join tasks t on t.id = e.task_id join configs c on c.id = e.config_id "
 )
-
-_OWNERS = {
-    "step": "select id, episode_id from steps where id in ({})",
-    "version": "select id, episode_id from versions where id in ({})",
-    "task": "select task_id, id from episodes where task_id in ({}) order by id desc",
-}
 
 _OUTCOME_SQL = {  # a version's automatic outcome, as search filters it
     "success": "coalesce(json_extract(outcome, '$.success'), 0) = 1",
@@ -35,8 +36,10 @@ _OUTCOME_SQL = {  # a version's automatic outcome, as search filters it
     "unfinished": "coalesce(json_extract(outcome, '$.done'), 0) = 0",
 }
 # an episode a person changed: a step they wrote, or a version made by an edit
-_EDITED_SQL = ("(exists (select 1 from steps s where s.episode_id = e.id and s.source = 'human') "
-               "or exists (select 1 from versions v3 where v3.episode_id = e.id and v3.edits is not null))")
+_EDITED_SQL = (
+    "(exists (select 1 from steps s where s.episode_id = e.id and s.source = 'human') "
+    "or exists (select 1 from versions v3 where v3.episode_id = e.id and v3.edits is not null))"
+)
 
 
 # a config's (JSON, key) by its fields' values (scalars: the values say the JSON), so the
@@ -69,9 +72,22 @@ def _first_version(version_id: int, episode_id: int, name: str | None) -> Versio
     field given (pydantic's model_construct costs a millisecond filling defaults itself;
     validating, a tenth of that)."""
     stamp = now()
-    return Version.model_construct(set(_NEW_VERSION), id=version_id, episode_id=episode_id, parent_version=None,
-                                   leaf_step_id=None, draft_thought=None, draft_edit=None, edits=[], name=name,
-                                   status="open", error=None, outcome=Outcome(), created_at=stamp, updated_at=stamp)
+    return Version.model_construct(
+        set(_NEW_VERSION),
+        id=version_id,
+        episode_id=episode_id,
+        parent_version=None,
+        leaf_step_id=None,
+        draft_thought=None,
+        draft_edit=None,
+        edits=[],
+        name=name,
+        status="open",
+        error=None,
+        outcome=Outcome(),
+        created_at=stamp,
+        updated_at=stamp,
+    )
 
 
 class Episodes:
@@ -91,8 +107,10 @@ class Episodes:
         cached = ids.get((key, data))
         if cached is not None:
             return cached
-        row = db.execute("insert into tasks (key, env, type, json) values (?,?,?,?) on conflict (key) do nothing "
-                         "returning id", [key, task.env, task.type, data]).fetchall()  # (all: the statement ends)
+        row = db.execute(
+            "insert into tasks (key, env, type, json) values (?,?,?,?) on conflict (key) do nothing returning id",
+            [key, task.env, task.type, data],
+        ).fetchall()  # (all: the statement ends)
         if row:
             return ids.learn((task.key, data), row[0][0])
         return self._stored_task(task, data)
@@ -128,18 +146,39 @@ class Episodes:
         return config_id
 
     # ------------------------------------------------------------------ episodes
-    def create(self, task: Task, config: AgentConfig, env_options: dict[str, Any] | None = None, name: str | None = None, *,
-               created_at: str | None = None, version_name: str | None = None,
-               exemplar_rev: int | None = None) -> tuple[Episode, Version]:
+    def create(
+        self,
+        task: Task,
+        config: AgentConfig,
+        env_options: dict[str, Any] | None = None,
+        name: str | None = None,
+        *,
+        created_at: str | None = None,
+        version_name: str | None = None,
+        exemplar_rev: int | None = None,
+    ) -> tuple[Episode, Version]:
         """A new episode with its first (empty) version, which becomes current.
         `created_at`: an import keeps the original time. `exemplar_rev`: the exemplar revision
         the first version's prompts pin (None: pinned at its first step)."""
-        return self.create_many([(task, name)], config, env_options, version_name=version_name,
-                                created_at=created_at, exemplar_rev=exemplar_rev)[0]
+        return self.create_many(
+            [(task, name)],
+            config,
+            env_options,
+            version_name=version_name,
+            created_at=created_at,
+            exemplar_rev=exemplar_rev,
+        )[0]
 
-    def create_many(self, specs: list[tuple[Task, str | None]], config: AgentConfig, env_options: dict[str, Any] | None = None,
-                    *, version_name: str | None = None, created_at: str | None = None,
-                    exemplar_rev: int | None = None) -> list[tuple[Episode, Version]]:
+    def create_many(
+        self,
+        specs: list[tuple[Task, str | None]],
+        config: AgentConfig,
+        env_options: dict[str, Any] | None = None,
+        *,
+        version_name: str | None = None,
+        created_at: str | None = None,
+        exemplar_rev: int | None = None,
+    ) -> list[tuple[Episode, Version]]:
         """`create` for several (task, episode name) at once, in a few statements for all
         (a runner starting its next items): the new tasks in one insert, the episodes in
         one, their first versions in one. Each episode names its first version as current
@@ -154,19 +193,29 @@ class Episodes:
                 "insert into episodes (task_id, config_id, env_options, name, created_at, current_version) values "
                 + ",".join(["(?,?,?,?,?, (select coalesce(max(id), 0) from versions) + ?)"] * len(specs))
                 + " returning current_version, id",
-                [x for n, ((_, name), tid) in enumerate(zip(specs, task_ids), 1)
-                 for x in (tid, config_id, options, name, stamp, n)]).fetchall()
+                [
+                    x
+                    for n, ((_, name), tid) in enumerate(zip(specs, task_ids), 1)
+                    for x in (tid, config_id, options, name, stamp, n)
+                ],
+            ).fetchall()
             rows.sort()  # (RETURNING promises no order: the first versions' ids follow the specs' order)
-            made = [(Episode(id=ep_id, task=task, config=config, current_version=v_id, name=name,
-                             env_options=from_json(options, {}), created_at=stamp),
-                     _first_version(v_id, ep_id, version_name)) for (v_id, ep_id), (task, name) in zip(rows, specs)]
-            first = version_row(made[0][1], config_id, exemplar_rev)  # (the versions differ only in these:)
-            values = [{**first, "id": v.id, "episode_id": v.episode_id, "created_at": v.created_at,
-                       "updated_at": v.updated_at} for _, v in made]
-            cols = ", ".join(f'"{c}"' for c in values[0])
-            db.execute(f"insert into versions ({cols}) values " + ",".join(["(" + ",".join("?" * len(values[0])) + ")"]
-                                                                          * len(values)),
-                       [x for r in values for x in r.values()])
+            made = [
+                (
+                    Episode(
+                        id=ep_id,
+                        task=task,
+                        config=config,
+                        current_version=v_id,
+                        name=name,
+                        env_options=from_json(options, {}),
+                        created_at=stamp,
+                    ),
+                    _first_version(v_id, ep_id, version_name),
+                )
+                for (v_id, ep_id), (task, name) in zip(rows, specs)
+            ]
+            insert_versions(db, [v for _, v in made], config_id, exemplar_rev)
         return made
 
     def _task_rows(self, tasks: list[Task]) -> list[int]:
@@ -177,9 +226,11 @@ class Episodes:
         new = {t.key: (t, d) for t, d in zip(tasks, datas) if ids.get((t.key, d)) is None}
         if new:
             rows = self._database.db.execute(
-                "insert into tasks (key, env, type, json) values " + ",".join(["(?,?,?,?)"] * len(new)) +
-                " on conflict (key) do nothing returning id, key",
-                [x for t, d in new.values() for x in (t.key, t.env, t.type, d)]).fetchall()
+                "insert into tasks (key, env, type, json) values "
+                + ",".join(["(?,?,?,?)"] * len(new))
+                + " on conflict (key) do nothing returning id, key",
+                [x for t, d in new.values() for x in (t.key, t.env, t.type, d)],
+            ).fetchall()
             for row_id, key in rows:
                 ids.learn((key, new[key][1]), row_id)
         return [ids.get((t.key, d)) or self._stored_task(t, d) for t, d in zip(tasks, datas)]
@@ -207,7 +258,8 @@ class Episodes:
             "select e.id, t.json, c.json, e.env_options, e.current_version, e.name, e.created_at, v.exemplar_rev "
             "from episodes e "
             "join tasks t on t.id = e.task_id join versions v on v.id = ? and v.episode_id = e.id "
-            "join configs c on c.id = coalesce(v.config_id, e.config_id) where e.id = ?", [version_id, episode_id]
+            "join configs c on c.id = coalesce(v.config_id, e.config_id) where e.id = ?",
+            [version_id, episode_id],
         ).fetchone()
         if row is None:
             raise StoreError(f"unknown version {version_id} of episode {episode_id}")
@@ -234,7 +286,9 @@ class Episodes:
         """Re-point or confirm what the episode's environment opens (wiki backend, ...)."""
         self.get(episode_id)
         with self._database.transaction():
-            self._database.db.execute("update episodes set env_options = ? where id = ?", [to_json(options), episode_id])
+            self._database.db.execute(
+                "update episodes set env_options = ? where id = ?", [to_json(options), episode_id]
+            )
 
     def rename(self, episode_id: int, name: str | None) -> None:
         """Set (or with None clear) the episode's name. Raises StoreError for an unknown id."""
@@ -249,7 +303,9 @@ class Episodes:
             chunk = values[i : i + 500]
             rows = self._database.db.execute(
                 f"select json_extract(env_options, ?), id from episodes where json_extract(env_options, ?) "
-                f"in ({','.join('?' * len(chunk))})", [f"$.{key}", f"$.{key}", *chunk])
+                f"in ({','.join('?' * len(chunk))})",
+                [f"$.{key}", f"$.{key}", *chunk],
+            )
             out.update({v: eid for v, eid in rows})
         return out
 
@@ -268,9 +324,17 @@ class Episodes:
             sql += " where " + " and ".join(where)
         return [r[0] for r in self._database.db.execute(sql + " order by e.id", params)]
 
-    def list(self, *, env: str | None = None, task_type: str | None = None, outcome: str | None = None,
-             edited: bool | None = None, limit: int | None = None, offset: int = 0,
-             among: Iterable[int] | None = None) -> list[dict[str, Any]]:
+    def list(
+        self,
+        *,
+        env: str | None = None,
+        task_type: str | None = None,
+        outcome: str | None = None,
+        edited: bool | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        among: Iterable[int] | None = None,
+    ) -> list[dict[str, Any]]:
         """Summaries for the Episodes page / `react-editor episodes`, newest first: one dict per
         episode with its current version's outcome and the episode's edit count. `outcome`:
         "success" | "failure" | "unfinished"; `among`: only these episode ids. Every filter and
@@ -298,8 +362,15 @@ class Episodes:
         """True when the store holds no episode (one row read, whatever its size)."""
         return self._database.db.execute("select 1 from episodes limit 1").fetchone() is None
 
-    def count(self, *, env: str | None = None, task_type: str | None = None, outcome: str | None = None,
-              edited: bool | None = None, among: Iterable[int] | None = None) -> int:
+    def count(
+        self,
+        *,
+        env: str | None = None,
+        task_type: str | None = None,
+        outcome: str | None = None,
+        edited: bool | None = None,
+        among: Iterable[int] | None = None,
+    ) -> int:
         """How many episodes `list` would give with these filters and no page."""
         where, params = self._list_filters(env, task_type, outcome, edited, among)
         sql = "select count(*) from episodes e join tasks t on t.id = e.task_id left join versions v on v.id = e.current_version"
@@ -309,8 +380,9 @@ class Episodes:
         return n
 
     @staticmethod
-    def _list_filters(env: str | None, task_type: str | None, outcome: str | None, edited: bool | None,
-                      among: Iterable[int] | None) -> tuple[builtins.list[str], builtins.list[Any]]:
+    def _list_filters(
+        env: str | None, task_type: str | None, outcome: str | None, edited: bool | None, among: Iterable[int] | None
+    ) -> tuple[builtins.list[str], builtins.list[Any]]:
         """`list`'s filters as SQL conditions on e (episodes), t (tasks), v (current version)."""
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
@@ -331,88 +403,21 @@ class Episodes:
             params.append(to_json(sorted(set(among))))
         return where, params
 
-    # ------------------------------------------------------------------ trees (search, signals)
-    def trees(self, episode_ids: Iterable[int]) -> dict[int, EpisodeTree]:
-        """The version trees of many episodes in three queries: what maps a step hit to the
-        versions holding it and a version to the signals it carries."""
-        db = self._database.db
-        out: dict[int, EpisodeTree] = {}
-        ids = sorted(set(episode_ids))
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            q = ",".join("?" * len(chunk))
-            for eid, env, typ, cur in db.execute(
-                f"select e.id, t.env, t.type, e.current_version from episodes e join tasks t on t.id = e.task_id "
-                f"where e.id in ({q})", chunk):
-                out[eid] = EpisodeTree(eid, env, typ, cur)
-            for vid, eid, leaf, oc in db.execute(
-                f"select id, episode_id, leaf_step_id, outcome from versions where episode_id in ({q})", chunk):
-                out[eid].versions[vid] = (leaf, Outcome.model_validate_json(oc) if oc else Outcome())
-            for sid, eid, parent, idx, sig in db.execute(
-                f"select id, episode_id, parent_id, idx, signals from steps where episode_id in ({q})", chunk):
-                out[eid].steps[sid] = (parent, idx, from_json(sig, []))
-        return out
-
-    def of(self, kind: str, ids: Iterable[int]) -> dict[int, builtins.list[int]]:
-        """The episode(s) each step / version / task id belongs to (a task: newest first)."""
-        out: dict[int, builtins.list[int]] = {}
-        ids = [*ids]
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            for key, eid in self._database.db.execute(_OWNERS[kind].format(",".join("?" * len(chunk))), chunk):
-                out.setdefault(key, []).append(eid)
-        return out
-
-    def with_outcome(self, outcome: str) -> set[int]:
-        """Episodes with at least one version of this outcome (success, failure, unfinished)."""
-        return {r[0] for r in self._database.db.execute(f"select episode_id from versions where {_OUTCOME_SQL[outcome]}")}
-
-    def passing(self, episode_ids: Iterable[int], *, env: str | None = None, outcome: str | None = None,
-                signal: str | None = None) -> set[int]:
-        """Which of `episode_ids` are of `env`, have a version of `outcome` and may carry
-        `signal` (a superset, as `flagged`): search's filters, asked of its hits' episodes."""
-        db, out = self._database.db, set()
-        wanted = sorted(set(episode_ids))
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            ids = ",".join(str(int(e)) for e in chunk)
-            kept = set(chunk)
-            if env:
-                kept &= {r[0] for r in db.execute(
-                    f"select e.id from episodes e join tasks t on t.id = e.task_id where e.id in ({ids}) and t.env = ?", [env])}
-            if outcome:
-                kept &= {r[0] for r in db.execute(
-                    f"select distinct episode_id from versions where episode_id in ({ids}) and {_OUTCOME_SQL[outcome]}")}
-            if signal:
-                sql, params = self._flagged_sql(signal)
-                kept &= {r[0] for r in db.execute(f"{sql} and episode_id in ({ids})", params)}
-            out |= kept
-        return out
-
-    @staticmethod
-    def _flagged_sql(signal: str) -> tuple[str, builtins.list[Any]]:
-        if signal == STEP_LIMIT:
-            return "select episode_id from versions where json_extract(outcome, '$.metrics.limit')", []
-        return "select episode_id from steps where signals is not null and signals like ?", [f'%"{signal}"%']
-
-    def flagged(self, signal: str) -> set[int]:
-        """Episodes that may carry `signal` (a superset: a flagged step, or a version ended
-        at its limit); `EpisodeTree.signals` decides per version."""
-        sql, params = self._flagged_sql(signal)
-        return {r[0] for r in self._database.db.execute(sql, params)}
-
     # ------------------------------------------------------------------ bulk reads (export)
     # A pydantic record per row costs more than the whole read; bulk reads of our own rows
     # give plain rows with the records' field names (StepRow) instead.
-    def read(self, episode_ids: Iterable[int], chunk: int = 200, *, raw: bool = False) -> Iterator[
-            tuple[Episode, builtins.list[Version], dict[int, StepRow]]]:
+    def read(
+        self, episode_ids: Iterable[int], chunk: int = 200, *, raw: bool = False
+    ) -> Iterator[tuple[Episode, builtins.list[Version], dict[int, StepRow]]]:
         """Episodes (in the given order) with all their versions and steps, a chunk of
         episodes at a time: three set-based queries per chunk, never one per version. Rows
         come by `fetchall` (the cursor checks every fetch call; one call per query, not per row).
         `raw`: steps as `StepJson` (what the jsonl export encodes, nothing converted per row)."""
         db = self._database.db
         ids = [*episode_ids]
-        infos: dict[str, dict[str, Any]] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
+        infos: dict[
+            str, dict[str, Any]
+        ] = {}  # the same info text (e.g. {"won":false}) is parsed once, shared read-only
         configs: dict[str, AgentConfig] = {}  # likewise a config (most episodes share a few): one record each
         for i in range(0, len(ids), chunk):
             part = ids[i : i + chunk]

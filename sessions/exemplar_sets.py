@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, cast
 
 from sessions import annotations as notes  # (not `annotations`: the __future__ import has that name)
+from sessions.store import Store, StoreError
 from trajectory import kinds
 from trajectory.prompt_files import Exemplar, ExemplarError, PromptFileError, RawEntry, exemplar_from
 from trajectory.records import now
-from sessions.store import Store, StoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 RESERVED = {"builtin"}
@@ -81,8 +81,15 @@ def _check_name(name: str) -> str:
 
 
 def create_set(
-    store: Store, name: str, env: str, *, description: str | None = None, source: str | None = None,
-    by: str | None = None, base: str | None = None, base_note: str | None = None,
+    store: Store,
+    name: str,
+    env: str,
+    *,
+    description: str | None = None,
+    source: str | None = None,
+    by: str | None = None,
+    base: str | None = None,
+    base_note: str | None = None,
     inherit: Iterable[tuple[str | None, int | None, str | None]] = (),
 ) -> ExemplarSet:
     """A new set; with `base`, its entries start as `inherit` - (key, version id, text) of
@@ -103,7 +110,9 @@ def create_set(
         for pos, (key, version_id, text) in enumerate(inherit):
             store.db.execute(
                 "insert into exemplar_set_entries (set_id, pos, key, version_id, text, added_by, added_at, inherited) "
-                "values (?,?,?,?,?,?,?,1)", [sid, pos, key, version_id, text, by, now()])
+                "values (?,?,?,?,?,?,?,1)",
+                [sid, pos, key, version_id, text, by, now()],
+            )
     return get_set(store, name)
 
 
@@ -128,9 +137,11 @@ def free_name(store: Store, base: str) -> str:
     return name
 
 
-_SET_COLS = ("s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
-             "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null), "
-             "s.base, s.base_note")
+_SET_COLS = (
+    "s.id, s.name, s.env, s.description, s.source, s.created_by, s.created_at, "
+    "(select count(*) from exemplar_set_entries e where e.set_id = s.id and e.removed_at is null), "
+    "s.base, s.base_note"
+)
 _ENTRY_COLS = "id, pos, key, version_id, text, added_by, added_at, inherited"
 
 
@@ -138,10 +149,7 @@ def get_set(store: Store, name: str) -> ExemplarSet:
     """The set named `name`. Raises ExemplarSetError for an unknown name (or a built-in holder's)."""
     if name.startswith("builtin:"):  # (a holder of built-in revisions is not a set a person names)
         raise ExemplarSetError(f"unknown exemplar set {name!r}")
-    r = store.db.execute(
-        f"select {_SET_COLS} from exemplar_sets s where s.name = ?",
-        [name],
-    ).fetchone()
+    r = store.db.execute(f"select {_SET_COLS} from exemplar_sets s where s.name = ?", [name]).fetchone()
     if r is None:
         raise ExemplarSetError(f"unknown exemplar set {name!r}")
     return ExemplarSet(*r)
@@ -251,7 +259,9 @@ def base_slot(transcript: Any, ex: Exemplar, inherited: list[SetEntry]) -> SetEn
         for k in (pre + "0", pre + "1"):
             if k in named:
                 return named[k]
-        rest = sorted((k for k in named if k.startswith(pre) and k[len(pre):].isdigit()), key=lambda k: int(k[len(pre):]))
+        rest = sorted(
+            (k for k in named if k.startswith(pre) and k[len(pre) :].isdigit()), key=lambda k: int(k[len(pre) :])
+        )
         return named[rest[0]] if rest else None
     pick = getattr(transcript, "block_key", None)
     if pick is None:
@@ -277,8 +287,9 @@ def add_raw(store: Store, name: str, key: str, text: str, *, by: str | None = No
     return _entry(store, cast(int, rid))  # (an insert's row id)
 
 
-def remove(store: Store, name: str, *, key: str | None = None, version_id: int | None = None,
-           episode_id: int | None = None) -> int:
+def remove(
+    store: Store, name: str, *, key: str | None = None, version_id: int | None = None, episode_id: int | None = None
+) -> int:
     """Mark entries removed (by key, version or episode); returns how many.
     Raises ExemplarSetError when nothing matches."""
     hits = []
@@ -287,7 +298,11 @@ def remove(store: Store, name: str, *, key: str | None = None, version_id: int |
             hits.append(e)
         elif version_id is not None and e.version_id == version_id:
             hits.append(e)
-        elif episode_id is not None and e.version_id is not None and store.versions.get(e.version_id).episode_id == episode_id:
+        elif (
+            episode_id is not None
+            and e.version_id is not None
+            and store.versions.get(e.version_id).episode_id == episode_id
+        ):
             hits.append(e)
     if not hits:
         raise ExemplarSetError(f"nothing to remove from exemplar set {name!r}")
@@ -303,9 +318,7 @@ def _next_pos(store: Store, set_id: int) -> int:
 
 
 def _entry(store: Store, rid: int) -> SetEntry:
-    r = store.db.execute(
-        f"select {_ENTRY_COLS} from exemplar_set_entries where id = ?", [rid]
-    ).fetchone()
+    r = store.db.execute(f"select {_ENTRY_COLS} from exemplar_set_entries where id = ?", [rid]).fetchone()
     return SetEntry(*r)
 
 
@@ -320,8 +333,10 @@ def items(store: Store, name: str) -> Iterator[Exemplar | RawEntry]:
 
 def uses_version(store: Store, version_id: int) -> bool:
     """Whether any set holds (or held) the version: its steps were relied on as an exemplar."""
-    return store.db.execute("select 1 from exemplar_set_entries where version_id = ? limit 1",
-                            [version_id]).fetchone() is not None
+    return (
+        store.db.execute("select 1 from exemplar_set_entries where version_id = ? limit 1", [version_id]).fetchone()
+        is not None
+    )
 
 
 def current_revision(store: Store, name: str) -> int:
@@ -339,10 +354,20 @@ def current_revision(store: Store, name: str) -> int:
         if last is not None and last[2] == text:
             same: int = last[0]
             return same
-        return cast(int, store.db.table("exemplar_set_revisions").insert(
-            {"set_id": s.id, "revision": (last[1] if last else 0) + 1, "prompts": text, "created_at": now(),
-             "base": s.base_note}
-        ).last_pk)
+        return cast(
+            int,
+            store.db.table("exemplar_set_revisions")
+            .insert(
+                {
+                    "set_id": s.id,
+                    "revision": (last[1] if last else 0) + 1,
+                    "prompts": text,
+                    "created_at": now(),
+                    "base": s.base_note,
+                }
+            )
+            .last_pk,
+        )
 
 
 def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
@@ -355,17 +380,29 @@ def builtin_revision(store: Store, env: str, prompts: dict[str, str]) -> int:
     name = BUILTIN_HOLDER.format(env=env)
     with store.transaction():
         row = store.db.execute("select id from exemplar_sets where name = ?", [name]).fetchone()
-        set_id = row[0] if row is not None else store.db.execute(
-            "insert into exemplar_sets (name, env, description, source, created_by, created_at) values (?,?,?,?,?,?)",
-            [name, env, "the built-in exemplars, each content as it was sent", "builtin", None, now()]).lastrowid
-        found = store.db.execute("select id from exemplar_set_revisions where set_id = ? and prompts = ?",
-                                 [set_id, text]).fetchone()
+        set_id = (
+            row[0]
+            if row is not None
+            else store.db.execute(
+                "insert into exemplar_sets (name, env, description, source, created_by, created_at) values (?,?,?,?,?,?)",
+                [name, env, "the built-in exemplars, each content as it was sent", "builtin", None, now()],
+            ).lastrowid
+        )
+        found = store.db.execute(
+            "select id from exemplar_set_revisions where set_id = ? and prompts = ?", [set_id, text]
+        ).fetchone()
         if found is not None:
             known: int = found[0]
             return known
-        last = store.db.execute("select max(revision) from exemplar_set_revisions where set_id = ?", [set_id]).fetchone()
-        return cast(int, store.db.table("exemplar_set_revisions").insert(
-            {"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()}).last_pk)
+        last = store.db.execute(
+            "select max(revision) from exemplar_set_revisions where set_id = ?", [set_id]
+        ).fetchone()
+        return cast(
+            int,
+            store.db.table("exemplar_set_revisions")
+            .insert({"set_id": set_id, "revision": (last[0] or 0) + 1, "prompts": text, "created_at": now()})
+            .last_pk,
+        )
 
 
 def revision_base(store: Store, revision_id: int) -> str | None:

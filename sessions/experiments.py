@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from typing import Any, Literal, cast
 
 from pydantic import Field
 
-from sessions.connection import Fence, FenceLost, compact_json as _dumps
+from sessions.connection import compact_json as _dumps
+from sessions.item_claims import _CLAIM_SQL, _RETURNING, _claim_params, _fenced, claim
 from sessions.row_records import replaced
 from sessions.store import DatabaseFailure, Store, StoreError
 from sessions.transactions import Transaction
@@ -26,11 +26,6 @@ ItemStatus = Literal["pending", "running", "done", "error"]
 MAX_NAME = 200
 
 
-class ClaimLost(FenceLost):
-    """The writer no longer holds the item's claim: its lease ran out and another runner
-    took the item (or finished it). Nothing was written."""
-
-
 class Experiment(Record):
     id: int = Field(description="Row id in this database.")
     name: str = Field(description="Its unique name.")
@@ -38,8 +33,9 @@ class Experiment(Record):
     method: str = Field(description="How each task is run (agent.methods).")
     config: AgentConfig = Field(description="The agent config every item runs with.")
     env_options: dict[str, Any] = Field(default_factory=dict, description="The environment's options for every item.")
-    params: dict[str, Any] = Field(default_factory=dict,
-        description="Task selection, samples and the method's other settings.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Task selection, samples and the method's other settings."
+    )
     status: ExperimentStatus = Field("created", description="created, running, stopped, aborted, incomplete or done.")
     wall_s: float = Field(0.0, description="Seconds spent running, summed over runs.")
     created_at: str = Field(description="When it was made (UTC, ISO 8601).")
@@ -55,8 +51,9 @@ class Item(Record):
     version_id: int | None = Field(None, description="The version that scores it.")
     status: ItemStatus = Field("pending", description="pending, running, done or error.")
     success: bool | None = Field(None, description="Whether it succeeded; None until scored.")
-    metrics: dict[str, Any] = Field(default_factory=dict,
-        description="The environment's scores and the method's details (phases, ...).")
+    metrics: dict[str, Any] = Field(
+        default_factory=dict, description="The environment's scores and the method's details (phases, ...)."
+    )
     error: str | None = Field(None, description="Why it failed, in one line.")
 
     @property
@@ -71,32 +68,51 @@ class Item(Record):
 
 
 PHASES_KEY = "phases"
-_RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # `update ... returning` (older SQLite: a second select)
 _ECOLS = "id, name, env, method, config, env_options, params, status, wall_s, created_at, updated_at"
 _ICOLS = "id, experiment_id, pos, task, episode_id, version_id, status, success, metrics, error"
 
 
-
-
 def _experiment(r: Any) -> Experiment:
     return Experiment(
-        id=r[0], name=r[1], env=r[2], method=r[3], config=AgentConfig.model_validate_json(r[4]),
-        env_options=json.loads(r[5] or "{}"), params=json.loads(r[6] or "{}"), status=r[7],
-        wall_s=r[8] or 0.0, created_at=r[9], updated_at=r[10],
+        id=r[0],
+        name=r[1],
+        env=r[2],
+        method=r[3],
+        config=AgentConfig.model_validate_json(r[4]),
+        env_options=json.loads(r[5] or "{}"),
+        params=json.loads(r[6] or "{}"),
+        status=r[7],
+        wall_s=r[8] or 0.0,
+        created_at=r[9],
+        updated_at=r[10],
     )
 
 
 def _item(r: Any) -> Item:
     return Item(
-        id=r[0], experiment_id=r[1], pos=r[2], task=Task.model_validate_json(r[3]), episode_id=r[4],
-        version_id=r[5], status=r[6], success=None if r[7] is None else bool(r[7]),
-        metrics=json.loads(r[8] or "{}"), error=r[9],
+        id=r[0],
+        experiment_id=r[1],
+        pos=r[2],
+        task=Task.model_validate_json(r[3]),
+        episode_id=r[4],
+        version_id=r[5],
+        status=r[6],
+        success=None if r[7] is None else bool(r[7]),
+        metrics=json.loads(r[8] or "{}"),
+        error=r[9],
     )
 
 
 def create(
-    store: Store, *, name: str, env: str, method: str, config: AgentConfig, tasks: list[Task],
-    env_options: dict[str, Any] | None = None, params: dict[str, Any] | None = None,
+    store: Store,
+    *,
+    name: str,
+    env: str,
+    method: str,
+    config: AgentConfig,
+    tasks: list[Task],
+    env_options: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
 ) -> Experiment:
     """A new experiment with its task list fixed (one pending item per task).
     Raises StoreError for a name that is empty, too long, a number or taken, an empty
@@ -123,8 +139,17 @@ def create(
             eid = store.db.execute(
                 "insert into experiments (name, env, method, config, env_options, params, status, created_at, updated_at) "
                 "values (?,?,?,?,?,?,?,?,?)",
-                [name, env, method, config.model_dump_json(), _dumps(env_options or {}),
-                 _dumps(params or {}), "created", stamp, stamp],
+                [
+                    name,
+                    env,
+                    method,
+                    config.model_dump_json(),
+                    _dumps(env_options or {}),
+                    _dumps(params or {}),
+                    "created",
+                    stamp,
+                    stamp,
+                ],
             ).lastrowid
             store.db.conn.executemany(
                 "insert into experiment_items (experiment_id, pos, task_key, task) values (?,?,?,?)",
@@ -157,8 +182,9 @@ def list_all(store: Store) -> list[Experiment]:
 
 def items(store: Store, experiment_id: int) -> list[Item]:
     """The experiment's items in their order; [] for an unknown id."""
-    rows = store.db.execute(f"select {_ICOLS} from experiment_items where experiment_id = ? order by pos",
-                            [experiment_id])
+    rows = store.db.execute(
+        f"select {_ICOLS} from experiment_items where experiment_id = ? order by pos", [experiment_id]
+    )
     return [_item(r) for r in rows]
 
 
@@ -175,19 +201,27 @@ def changes(store: Store) -> dict[int, tuple[Any, ...]]:
     query: pages cache an experiment's summary under it."""
     rows = store.db.execute(
         "select e.id, e.updated_at, e.status, count(i.id), max(i.updated_at), sum(i.status = 'done') "
-        "from experiments e left join experiment_items i on i.experiment_id = e.id group by e.id").fetchall()
+        "from experiments e left join experiment_items i on i.experiment_id = e.id group by e.id"
+    ).fetchall()
     return {int(r[0]): tuple(r[1:]) for r in rows}
 
 
 def counts(store: Store, experiment_id: int) -> dict[str, int]:
     """{status: n} of the items, for progress bars."""
-    rows = store.db.execute("select status, count(*) from experiment_items where experiment_id = ? group by status",
-                            [experiment_id])
+    rows = store.db.execute(
+        "select status, count(*) from experiment_items where experiment_id = ? group by status", [experiment_id]
+    )
     return {r[0]: r[1] for r in rows}
 
 
-def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options: dict[str, Any],
-                   name: str | None, first_phase: str | None = None) -> tuple[int, bool]:
+def ensure_episode(
+    store: Store,
+    item_id: int,
+    config: AgentConfig,
+    env_options: dict[str, Any],
+    name: str | None,
+    first_phase: str | None = None,
+) -> tuple[int, bool]:
     """(episode id, created?) of an item: the linked one, or a new episode created and
     linked in the same transaction (so a crash can never leave an unlinked duplicate).
     `first_phase` names the new episode's first version after the method's first phase and
@@ -197,20 +231,37 @@ def ensure_episode(store: Store, item_id: int, config: AgentConfig, env_options:
     if linked is not None and linked[0] is not None:  # once linked, never changed: no write transaction needed
         return linked[0], False
     with store.transaction():
-        r = store.db.execute("select episode_id, task, metrics from experiment_items where id = ?", [item_id]).fetchone()
+        r = store.db.execute(
+            "select episode_id, task, metrics from experiment_items where id = ?", [item_id]
+        ).fetchone()
         if r is None:
             raise StoreError(f"unknown experiment item {item_id}")
         if r[0] is not None:
             return r[0], False
-        ep_id, _, _, _ = _link_episode(store, item_id, Task.model_validate_json(r[1]), json.loads(r[2] or "{}"), config,
-                                    env_options, name, first_phase)
+        ep_id, _, _, _ = _link_episode(
+            store,
+            item_id,
+            Task.model_validate_json(r[1]),
+            json.loads(r[2] or "{}"),
+            config,
+            env_options,
+            name,
+            first_phase,
+        )
     return ep_id, True
 
 
-def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any], config: AgentConfig,
-                  env_options: dict[str, Any], name: str | None,
-                  first_phase: str | None, exemplar_rev: int | None = None
-                  ) -> tuple[int, int, dict[str, Any], tuple[Episode, Version]]:
+def _link_episode(
+    store: Store,
+    item_id: int,
+    task: Task,
+    metrics: dict[str, Any],
+    config: AgentConfig,
+    env_options: dict[str, Any],
+    name: str | None,
+    first_phase: str | None,
+    exemplar_rev: int | None = None,
+) -> tuple[int, int, dict[str, Any], tuple[Episode, Version]]:
     """Inside the caller's transaction: the item's new episode, linked; (episode id, its
     first version's id, the item's metrics, the episode and version rows as written)."""
     ep, v = store.episodes.create(task, config, env_options, name, version_name=first_phase, exemplar_rev=exemplar_rev)
@@ -220,14 +271,23 @@ def _link_episode(store: Store, item_id: int, task: Task, metrics: dict[str, Any
         _with_phase(metrics, first_phase, v.id)
     store.db.execute(
         "update experiment_items set episode_id = ?, version_id = ?, status = 'running', metrics = ?, "
-        "updated_at = ? where id = ?", [ep.id, v.id, _dumps(metrics), now(), item_id],
+        "updated_at = ? where id = ?",
+        [ep.id, v.id, _dumps(metrics), now(), item_id],
     )
     return ep.id, v.id, metrics, (ep, v)
 
 
-def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, config: AgentConfig,
-                    env_options: dict[str, Any], name: str, first_phase: str | None, exemplar_rev: int | None = None
-                    ) -> tuple[int, Item, tuple[Episode, Version] | None] | None:
+def claim_and_start(
+    store: Store,
+    item_id: int,
+    job_id: int,
+    lease_s: float,
+    config: AgentConfig,
+    env_options: dict[str, Any],
+    name: str,
+    first_phase: str | None,
+    exemplar_rev: int | None = None,
+) -> tuple[int, Item, tuple[Episode, Version] | None] | None:
     """`claim`, then the item (its episode created and linked when it has none), in one
     light transaction (a power cut that loses it leaves the item to a resume): (token,
     item, the new episode and version rows as written or None), or None when the item is
@@ -236,8 +296,9 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
     token: int | None
     with Transaction(store, durable=False, without_savepoints=True):  # (nothing in it catches an error: no savepoints)
         if _RETURNING:  # the claim returns the item's row: one statement
-            row = store.db.execute(_CLAIM_SQL + f" returning claim_token, {_ICOLS}",
-                                   _claim_params(item_id, job_id, lease_s)).fetchone()
+            row = store.db.execute(
+                _CLAIM_SQL + f" returning claim_token, {_ICOLS}", _claim_params(item_id, job_id, lease_s)
+            ).fetchone()
             if row is None:
                 return None
             token, it = int(row[0]), _item(row[1:])
@@ -248,16 +309,34 @@ def claim_and_start(store: Store, item_id: int, job_id: int, lease_s: float, con
             it = item(store, item_id)
         made = None
         if it.episode_id is None:
-            ep_id, v_id, metrics, made = _link_episode(store, item_id, it.task, it.metrics, config, env_options,
-                                                       name.format(pos=it.pos + 1), first_phase, exemplar_rev)
-            it = it.model_copy(update={"episode_id": ep_id, "version_id": v_id, "status": "running",
-                                       "metrics": metrics})
+            ep_id, v_id, metrics, made = _link_episode(
+                store,
+                item_id,
+                it.task,
+                it.metrics,
+                config,
+                env_options,
+                name.format(pos=it.pos + 1),
+                first_phase,
+                exemplar_rev,
+            )
+            it = it.model_copy(
+                update={"episode_id": ep_id, "version_id": v_id, "status": "running", "metrics": metrics}
+            )
     return token, it, made
 
 
-def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s: float, config: AgentConfig,
-                         env_options: dict[str, Any], name: str, first_phase: str | None,
-                         exemplar_rev: int | None = None) -> dict[int, tuple[int, Item, tuple[Episode, Version] | None]]:
+def claim_and_start_many(
+    store: Store,
+    item_ids: list[int],
+    job_id: int,
+    lease_s: float,
+    config: AgentConfig,
+    env_options: dict[str, Any],
+    name: str,
+    first_phase: str | None,
+    exemplar_rev: int | None = None,
+) -> dict[int, tuple[int, Item, tuple[Episode, Version] | None]]:
     """`claim_and_start` for several items in one light transaction and one claim
     statement (a runner takes its next few items at once: a commit and a claim for a few
     items, not for each): {item id: (token, item, new rows or None)} of the items claimed;
@@ -277,11 +356,16 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
     with Transaction(store, durable=False, without_savepoints=True):  # (nothing in it catches an error: no savepoints)
         rows = store.db.execute(
             _CLAIM_SQL.replace("where id = ?", f"where id in ({marks})") + f" returning claim_token, {_ICOLS}",
-            params[:2] + list(item_ids) + params[3:]).fetchall()
+            params[:2] + list(item_ids) + params[3:],
+        ).fetchall()
         claimed = [(int(row[0]), _item(row[1:])) for row in sorted(rows, key=lambda r: r[3])]  # (by position)
         fresh = [it for _, it in claimed if it.episode_id is None]
-        made = dict(zip((it.id for it in fresh),
-                        _link_episodes(store, fresh, config, env_options, name, first_phase, exemplar_rev)))
+        made = dict(
+            zip(
+                (it.id for it in fresh),
+                _link_episodes(store, fresh, config, env_options, name, first_phase, exemplar_rev),
+            )
+        )
     started = {}
     for token, it in claimed:
         new = made.get(it.id)
@@ -292,15 +376,26 @@ def claim_and_start_many(store: Store, item_ids: list[int], job_id: int, lease_s
     return started
 
 
-def _link_episodes(store: Store, fresh: list[Item], config: AgentConfig, env_options: dict[str, Any], name: str,
-                   first_phase: str | None, exemplar_rev: int | None = None
-                   ) -> list[tuple[tuple[Episode, Version], dict[str, Any]]]:
+def _link_episodes(
+    store: Store,
+    fresh: list[Item],
+    config: AgentConfig,
+    env_options: dict[str, Any],
+    name: str,
+    first_phase: str | None,
+    exemplar_rev: int | None = None,
+) -> list[tuple[tuple[Episode, Version], dict[str, Any]]]:
     """Inside the caller's transaction: `_link_episode` for several items, in one statement
     for their links: [((episode, version) as written, the item's metrics)]."""
     if not fresh:
         return []
-    made = store.episodes.create_many([(it.task, name.format(pos=it.pos + 1)) for it in fresh], config, env_options,
-                                      version_name=first_phase, exemplar_rev=exemplar_rev)
+    made = store.episodes.create_many(
+        [(it.task, name.format(pos=it.pos + 1)) for it in fresh],
+        config,
+        env_options,
+        version_name=first_phase,
+        exemplar_rev=exemplar_rev,
+    )
     out = []
     for it, (ep, v) in zip(fresh, made):
         metrics = dict(it.metrics)
@@ -311,118 +406,9 @@ def _link_episodes(store: Store, fresh: list[Item], config: AgentConfig, env_opt
         "update experiment_items set episode_id = l.column2, version_id = l.column3, status = 'running', "
         "metrics = l.column4, updated_at = ? from (values " + ",".join(["(?,?,?,?)"] * len(out)) + ") as l "
         "where experiment_items.id = l.column1",
-        [now()] + [x for it, ((ep, v), metrics) in zip(fresh, out) for x in (it.id, ep.id, v.id, _dumps(metrics))])
+        [now()] + [x for it, ((ep, v), metrics) in zip(fresh, out) for x in (it.id, ep.id, v.id, _dumps(metrics))],
+    )
     return out
-
-
-def release_unstarted(store: Store, job_id: int, held: list[tuple[int, int, str | None]]) -> None:
-    """Give back items claimed (and started) in a batch that this runner will not run
-    (it stops first): [(item id, token, the status to put back or None to keep it)]. An
-    item whose episode the batch made reads as before it (pending); its episode stays
-    linked, and whoever runs it continues it in place."""
-    if not held:
-        return
-    with store.transaction(durable=False):
-        store.db.conn.executemany(
-            "update experiment_items set claimed_by = null, lease_until = null, status = coalesce(?, status) "
-            "where id = ? and claimed_by = ? and claim_token = ?",
-            [(status, item_id, job_id, token) for item_id, token, status in held])
-
-
-def claimable(store: Store, experiment_id: int) -> list[int]:
-    """Unfinished items no live runner holds (never claimed, released, or a lease run out)."""
-    rows = store.db.execute(
-        "select id from experiment_items where experiment_id = ? and status != 'done' and "
-        "(claimed_by is null or lease_until < ?) order by pos", [experiment_id, time.time()])
-    return [r[0] for r in rows]
-
-
-def holders(store: Store, experiment_id: int, job_id: int) -> set[int]:
-    """The other jobs holding unfinished items of the experiment under a live lease."""
-    rows = store.db.execute(
-        "select distinct claimed_by from experiment_items where experiment_id = ? and status != 'done' and "
-        "claimed_by is not null and claimed_by != ? and lease_until >= ?", [experiment_id, job_id, time.time()])
-    return {r[0] for r in rows}
-
-
-def release_job(store: Store, experiment_id: int, job_id: int) -> None:
-    """Free every item a job holds (its runner is known to be gone)."""
-    with store.transaction(durable=False):
-        store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
-                         "where experiment_id = ? and claimed_by = ?", [experiment_id, job_id])
-
-
-def claim(store: Store, item_id: int, job_id: int, lease_s: float) -> int | None:
-    """Take the item for job `job_id` (compare-and-set): its fencing token (a number that
-    grows with every claim of the item), or None when it is done or another runner holds it
-    under a live lease. A dead runner's lease runs out and the item is free. Every write of
-    the claimed item passes the token: a runner whose claim was taken over writes nothing."""
-    sql, params = _CLAIM_SQL, _claim_params(item_id, job_id, lease_s)
-    with store.transaction(durable=False):
-        if _RETURNING:  # one statement
-            row = store.db.execute(sql + " returning claim_token", params).fetchone()
-            return None if row is None else int(row[0])
-        if store.db.execute(sql, params).rowcount != 1:
-            return None
-        return int(store.db.execute("select claim_token from experiment_items where id = ?", [item_id]).fetchone()[0])
-
-
-_CLAIM_SQL = ("update experiment_items set claimed_by = ?, lease_until = ?, claim_token = claim_token + 1 "
-              "where id = ? and status != 'done' and (claimed_by is null or claimed_by = ? or lease_until < ?)")
-
-
-def _claim_params(item_id: int, job_id: int, lease_s: float) -> list[Any]:
-    clock = time.time()
-    return [job_id, clock + lease_s, item_id, job_id, clock]
-
-
-def holds(store: Store, item_id: int, token: int) -> bool:
-    """Whether the claim that got `token` is still the item's (no runner took it over)."""
-    return store.db.execute("select 1 from experiment_items where id = ? and claim_token = ?",
-                            [item_id, token]).fetchone() is not None
-
-
-def _lost(item_id: int) -> ClaimLost:
-    return ClaimLost(f"experiment item {item_id}: this runner's claim was taken over (its lease ran out); "
-                     "it stops the item and writes nothing")
-
-
-def _fenced(store: Store, item_id: int, token: int | None) -> None:
-    """Inside the write's transaction: refuse it when the claim with `token` was taken over."""
-    if token is not None and not holds(store, item_id, token):
-        raise _lost(item_id)
-
-
-def fence(item_id: int, token: int) -> Fence:
-    """The claim with `token` as a fence for the item's other writes (its steps: the engine
-    checks it in the statement that records each, `Versions.append`)."""
-    return Fence("exists (select 1 from experiment_items where id = ? and claim_token = ?)", [item_id, token],
-                 lambda: _lost(item_id))
-
-
-def renew_claims(store: Store, experiment_id: int, job_id: int, lease_s: float) -> dict[int, int]:
-    """The heartbeat: every item the job holds stays held (its experiment's items only: the
-    (experiment_id, pos) index, not a scan of every experiment's items). Returns {item id:
-    token} of the claims renewed: a claim of the job missing there was taken over."""
-    params = [time.time() + lease_s, experiment_id, job_id]
-    with store.transaction(durable=False):
-        if _RETURNING:  # one statement
-            rows = store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and "
-                                    "claimed_by = ? returning id, claim_token", params).fetchall()
-        else:
-            store.db.execute("update experiment_items set lease_until = ? where experiment_id = ? and claimed_by = ?",
-                             params)
-            rows = store.db.execute("select id, claim_token from experiment_items where experiment_id = ? and "
-                                    "claimed_by = ?", params[1:]).fetchall()
-    return {int(r[0]): int(r[1]) for r in rows}
-
-
-def release(store: Store, item_id: int, job_id: int, token: int | None = None) -> None:
-    """Give the item back (only the claim that got `token`, when given)."""
-    with store.transaction(durable=False):
-        store.db.execute("update experiment_items set claimed_by = null, lease_until = null "
-                         "where id = ? and claimed_by = ? and (? is null or claim_token = ?)",
-                         [item_id, job_id, token, token])
 
 
 def _metrics(store: Store, item_id: int) -> dict[str, Any]:
@@ -433,9 +419,17 @@ def _metrics(store: Store, item_id: int) -> dict[str, Any]:
     return metrics
 
 
-def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: int | None = None,
-                success: bool | None = None, metrics: dict[str, Any] | None = None, error: str | None = None,
-                token: int | None = None) -> None:
+def record_item(
+    store: Store,
+    item_id: int,
+    *,
+    status: ItemStatus,
+    version_id: int | None = None,
+    success: bool | None = None,
+    metrics: dict[str, Any] | None = None,
+    error: str | None = None,
+    token: int | None = None,
+) -> None:
     """The item's outcome; its phase record is kept (the new metrics replace the rest) and
     its claim is released in the same transaction. Not a durable commit of its own: the
     outcome is read off the item's versions, whose steps were (a power cut that loses it
@@ -449,8 +443,18 @@ def record_item(store: Store, item_id: int, *, status: ItemStatus, version_id: i
             "else json_set(?, '$.phases', json(json_extract(metrics, '$.phases'))) end, "
             "error = ?, updated_at = ?, claimed_by = null, lease_until = null "
             "where id = ? and (? is null or claim_token = ?)",
-            [status, version_id, None if success is None else int(success), new, new, error, now(), item_id,
-             token, token],
+            [
+                status,
+                version_id,
+                None if success is None else int(success),
+                new,
+                new,
+                error,
+                now(),
+                item_id,
+                token,
+                token,
+            ],
         )
         if cur.rowcount != 1:
             _metrics(store, item_id)  # an unknown item says so
@@ -469,15 +473,19 @@ def record_phase(store: Store, item_id: int, phase: str, version_id: int, *, tok
         _fenced(store, item_id, token)
         metrics = _metrics(store, item_id)
         _with_phase(metrics, phase, version_id)
-        store.db.execute("update experiment_items set metrics = ?, version_id = ?, updated_at = ? where id = ?",
-                         [_dumps(metrics), version_id, now(), item_id])
+        store.db.execute(
+            "update experiment_items set metrics = ?, version_id = ?, updated_at = ? where id = ?",
+            [_dumps(metrics), version_id, now(), item_id],
+        )
 
 
 def set_status(store: Store, experiment_id: int, status: ExperimentStatus, *, add_wall_s: float = 0.0) -> None:
     """Set the experiment's status and add `add_wall_s` to its wall time (one durable write)."""
     with store.transaction():
-        store.db.execute("update experiments set status = ?, wall_s = wall_s + ?, updated_at = ? where id = ?",
-                         [status, add_wall_s, now(), experiment_id])
+        store.db.execute(
+            "update experiments set status = ?, wall_s = wall_s + ?, updated_at = ? where id = ?",
+            [status, add_wall_s, now(), experiment_id],
+        )
 
 
 def of_episode(store: Store, episode_id: int) -> Experiment | None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
 import socket
 import sqlite3
 import time
+from datetime import datetime, timezone
 from typing import Any, Iterable, Literal, Mapping, cast
 
 from pydantic import Field
@@ -38,21 +38,24 @@ class Job(Record):
     episode_id: int | None = Field(None, description="The episode it works on, if any.")
     version_id: int | None = Field(None, description="The version it works on, if any.")
     experiment_id: int | None = Field(None, description="The experiment it runs, if any.")
-    target: str | None = Field(None,
-        description="What it works on, as people read it (`episode 3 v2`, `experiment NAME`).")
+    target: str | None = Field(
+        None, description="What it works on, as people read it (`episode 3 v2`, `experiment NAME`)."
+    )
     owner: str = Field(description="host:pid of the process that runs it.")
     pid: int | None = Field(None, description="Process id of its runner.")
     session: str | None = Field(None, description="The app session that started it; None for a CLI process.")
     state: str = Field(
-        description="queued, running, stopping, done, failed or stopped (a lapsed lease reads as stopped).")
+        description="queued, running, stopping, done, failed or stopped (a lapsed lease reads as stopped)."
+    )
     stop: bool = Field(False, description="True once a stop was asked; runners read it between model calls.")
     done: int = Field(0, description="Units of work finished (steps, rollouts, items).")
     total: int | None = Field(None, description="Units of work planned; None when not known.")
     detail: str | None = Field(None, description="One line of progress.")
     error: str | None = Field(None, description="Why it failed, in one line.")
     result: Any = Field(None, description="What it produced (JSON), once finished.")
-    lease_until: float | None = Field(None,
-        description="Unix time its runner's lease runs out; renewed by the heartbeat.")
+    lease_until: float | None = Field(
+        None, description="Unix time its runner's lease runs out; renewed by the heartbeat."
+    )
     created_at: str = Field(description="When it started (UTC, ISO 8601).")
     updated_at: str = Field(description="When its row last changed (UTC, ISO 8601).")
 
@@ -62,16 +65,29 @@ class Job(Record):
 
     def as_json(self) -> dict[str, Any]:
         """The job as the CLI's `--json` prints it (plain values)."""
-        return {"id": self.id, "kind": self.kind, "state": self.state, "target": self.target,
-                "episode": self.episode_id, "version": self.version_id, "experiment": self.experiment_id,
-                "owner": self.owner, "pid": self.pid, "session": self.session,
-                "progress": {"done": self.done, "total": self.total, "detail": self.detail},
-                "error": self.error, "stop_requested": self.stop, "started": self.created_at,
-                "updated": self.updated_at}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "state": self.state,
+            "target": self.target,
+            "episode": self.episode_id,
+            "version": self.version_id,
+            "experiment": self.experiment_id,
+            "owner": self.owner,
+            "pid": self.pid,
+            "session": self.session,
+            "progress": {"done": self.done, "total": self.total, "detail": self.detail},
+            "error": self.error,
+            "stop_requested": self.stop,
+            "started": self.created_at,
+            "updated": self.updated_at,
+        }
 
 
-_COLS = ("id, kind, episode_id, version_id, experiment_id, target, owner, pid, session, state, stop, done, total, "
-         "detail, error, result, lease_until, created_at, updated_at")
+_COLS = (
+    "id, kind, episode_id, version_id, experiment_id, target, owner, pid, session, state, stop, done, total, "
+    "detail, error, result, lease_until, created_at, updated_at"
+)
 
 
 def _owner() -> str:  # per call: a forked worker has its own pid
@@ -82,15 +98,41 @@ def _job(r: Any, clock: float) -> Job:
     state = r[9]
     if state in ACTIVE and r[16] is not None and r[16] < clock:
         state = "stopped"  # the runner's lease ran out: its process is gone
-    return Job(id=r[0], kind=r[1], episode_id=r[2], version_id=r[3], experiment_id=r[4], target=r[5], owner=r[6],
-               pid=r[7], session=r[8], state=state, stop=bool(r[10]), done=r[11] or 0, total=r[12], detail=r[13],
-               error=r[14], result=json.loads(r[15]) if r[15] else None, lease_until=r[16], created_at=r[17],
-               updated_at=r[18])
+    return Job(
+        id=r[0],
+        kind=r[1],
+        episode_id=r[2],
+        version_id=r[3],
+        experiment_id=r[4],
+        target=r[5],
+        owner=r[6],
+        pid=r[7],
+        session=r[8],
+        state=state,
+        stop=bool(r[10]),
+        done=r[11] or 0,
+        total=r[12],
+        detail=r[13],
+        error=r[14],
+        result=json.loads(r[15]) if r[15] else None,
+        lease_until=r[16],
+        created_at=r[17],
+        updated_at=r[18],
+    )
 
 
-def create(store: Store, kind: str, *, episode_id: int | None = None, version_id: int | None = None,
-           experiment_id: int | None = None, target: str | None = None, session: str | None = None,
-           total: int | None = None, lease_s: float = LEASE_S) -> Job:
+def create(
+    store: Store,
+    kind: str,
+    *,
+    episode_id: int | None = None,
+    version_id: int | None = None,
+    experiment_id: int | None = None,
+    target: str | None = None,
+    session: str | None = None,
+    total: int | None = None,
+    lease_s: float = LEASE_S,
+) -> Job:
     """A running job held by this process (the caller then heartbeats it).
     Raises StoreError for an unknown kind."""
     if kind not in KINDS:
@@ -100,8 +142,21 @@ def create(store: Store, kind: str, *, episode_id: int | None = None, version_id
         jid = store.db.execute(
             "insert into jobs (kind, episode_id, version_id, experiment_id, target, owner, pid, session, state, "
             "total, lease_until, created_at, updated_at) values (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [kind, episode_id, version_id, experiment_id, target, _owner(), os.getpid(), session, "running", total,
-             time.time() + lease_s, stamp, stamp],
+            [
+                kind,
+                episode_id,
+                version_id,
+                experiment_id,
+                target,
+                _owner(),
+                os.getpid(),
+                session,
+                "running",
+                total,
+                time.time() + lease_s,
+                stamp,
+                stamp,
+            ],
         ).lastrowid
     return get(store, cast(int, jid))  # (an insert's row id)
 
@@ -118,13 +173,16 @@ def get(store: Store, job_id: int) -> Job:
 def listing(store: Store, *, recent: int = RECENT) -> list[Job]:
     """Active jobs (newest first), then the `recent` newest finished ones."""
     clock = time.time()
-    rows = store.db.execute(f"select {_COLS} from jobs where state in ('queued', 'running', 'stopping') "
-                            "order by id desc").fetchall()
+    rows = store.db.execute(
+        f"select {_COLS} from jobs where state in ('queued', 'running', 'stopping') order by id desc"
+    ).fetchall()
     live = [_job(r, clock) for r in rows]
     ended = [j for j in live if not j.active]
     live = [j for j in live if j.active]
-    rows = store.db.execute(f"select {_COLS} from jobs where state not in ('queued', 'running', 'stopping') "
-                            "order by id desc limit ?", [recent]).fetchall()
+    rows = store.db.execute(
+        f"select {_COLS} from jobs where state not in ('queued', 'running', 'stopping') order by id desc limit ?",
+        [recent],
+    ).fetchall()
     return live + sorted(ended + [_job(r, clock) for r in rows], key=lambda j: -j.id)[:recent]
 
 
@@ -134,8 +192,16 @@ def count(store: Store) -> int:
     return n
 
 
-def beat(store: Store, job_id: int, *, lease_s: float = LEASE_S, done: int | None = None,
-         total: int | None = None, detail: str | None = None, version_id: int | None = None) -> bool:
+def beat(
+    store: Store,
+    job_id: int,
+    *,
+    lease_s: float = LEASE_S,
+    done: int | None = None,
+    total: int | None = None,
+    detail: str | None = None,
+    version_id: int | None = None,
+) -> bool:
     """Renew the lease and write progress; True when Stop was asked for."""
     sets, params = ["lease_until = ?", "updated_at = ?"], [time.time() + lease_s, now()]
     for col, value in (("done", done), ("total", total), ("detail", detail), ("version_id", version_id)):
@@ -164,13 +230,24 @@ def request_stop(store: Store, job_id: int) -> Job:
     job = get(store, job_id)
     if job.active:
         with store.transaction():
-            store.db.execute("update jobs set stop = 1, state = case when state = 'running' then 'stopping' "
-                             "else state end, updated_at = ? where id = ?", [now(), job_id])
+            store.db.execute(
+                "update jobs set stop = 1, state = case when state = 'running' then 'stopping' "
+                "else state end, updated_at = ? where id = ?",
+                [now(), job_id],
+            )
     return get(store, job_id)
 
 
-def finish(store: Store, job_id: int, state: str, *, error: str | None = None, result: Any = None,
-           done: int | None = None, version_id: int | None = None) -> None:
+def finish(
+    store: Store,
+    job_id: int,
+    state: str,
+    *,
+    error: str | None = None,
+    result: Any = None,
+    done: int | None = None,
+    version_id: int | None = None,
+) -> None:
     """End the job (`done`, `version_id`: its last progress, which no beat may have written).
     Raises StoreError for a state other than done, failed or stopped."""
     if state not in ("done", "failed", "stopped"):
@@ -179,7 +256,8 @@ def finish(store: Store, job_id: int, state: str, *, error: str | None = None, r
         store.db.execute(
             "update jobs set state = ?, error = ?, result = ?, done = coalesce(?, done), "
             "version_id = coalesce(?, version_id), lease_until = null, updated_at = ? where id = ?",
-            [state, error, json.dumps(result) if result is not None else None, done, version_id, now(), job_id])
+            [state, error, json.dumps(result) if result is not None else None, done, version_id, now(), job_id],
+        )
 
 
 def owner_gone(job: Job) -> bool:
@@ -203,8 +281,10 @@ def active(store: Store, *, episode_id: int | None = None, experiment_id: int | 
     """Live jobs touching an episode (or an experiment), newest first."""
     col, value = ("episode_id", episode_id) if episode_id is not None else ("experiment_id", experiment_id)
     clock = time.time()
-    rows = store.db.execute(f"select {_COLS} from jobs where {col} = ? and state in ('queued', 'running', 'stopping') "
-                            "order by id desc", [value]).fetchall()
+    rows = store.db.execute(
+        f"select {_COLS} from jobs where {col} = ? and state in ('queued', 'running', 'stopping') order by id desc",
+        [value],
+    ).fetchall()
     return [j for j in (_job(r, clock) for r in rows) if j.active]
 
 
@@ -233,7 +313,7 @@ def _ended(job: Job) -> str:
 
 
 def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int, str] | None = None) -> dict[int, str]:
-    """"running" (a live job works on it) or "stopped" (its last job was stopped, asked to
+    """ "running" (a live job works on it) or "stopped" (its last job was stopped, asked to
     stop - its answer will not be used - or its runner died) per version; versions with neither are left out (their own status holds).
     `since` (version id -> its updated_at): a stop older than the version's last change (a
     step taken by hand since) no longer counts."""
@@ -241,12 +321,13 @@ def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int,
     out: dict[int, str] = {}
     clock = time.time()
     for i in range(0, len(ids), 500):
-        chunk = ids[i: i + 500]
+        chunk = ids[i : i + 500]
         q = ",".join("?" * len(chunk))
         rows = store.db.execute(
             f"select {_COLS} from jobs where version_id in ({q}) and (state in ('queued', 'running', 'stopping') "
             f"or id in (select max(id) from jobs where version_id in ({q}) group by version_id)) order by id",
-            chunk + chunk).fetchall()
+            chunk + chunk,
+        ).fetchall()
         busy: set[int] = set()
         latest: dict[int, Job] = {}
         for job in (_job(r, clock) for r in rows):  # by id: the last one per version is its latest job
@@ -257,6 +338,8 @@ def version_states(store: Store, version_ids: Iterable[int], since: Mapping[int,
         for vid, job in latest.items():
             if vid in busy:
                 out[vid] = "running"
-            elif (job.state == "stopped" or (job.active and job.stop)) and not (since and since.get(vid, "") > _ended(job)):
+            elif (job.state == "stopped" or (job.active and job.stop)) and not (
+                since and since.get(vid, "") > _ended(job)
+            ):
                 out[vid] = "stopped"
     return out

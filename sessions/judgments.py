@@ -28,26 +28,38 @@ def install(db: sqlite_utils.Database) -> None:
     and a judged version is frozen as an annotated one is (what a judgment compared never
     changes: the versions_frozen trigger also looks here)."""
     for sql in (
-        ("create table judgments (id integer primary key, episode_id integer not null references episodes(id), "
-        "version_a integer not null references versions(id), version_b integer not null references versions(id), "
-        "better text not null check (better in ('A', 'B', 'tie')), reason text, annotator text not null, "
-        "created_at text not null, check (version_a < version_b), unique (version_a, version_b, annotator))"),
+        (
+            "create table judgments (id integer primary key, episode_id integer not null references episodes(id), "
+            "version_a integer not null references versions(id), version_b integer not null references versions(id), "
+            "better text not null check (better in ('A', 'B', 'tie')), reason text, annotator text not null, "
+            "created_at text not null, check (version_a < version_b), unique (version_a, version_b, annotator))"
+        ),
         "create index judgments_episode on judgments(episode_id)",
         "create index judgments_version_b on judgments(version_b)",
         "drop trigger if exists versions_frozen",
-        ("create trigger versions_frozen before update of leaf_step_id, status, outcome, error, edits, parent_version, "
-        "exemplar_rev on versions when exists (select 1 from versions c where c.parent_version = old.id) "
-        "or exists (select 1 from version_annotations a where a.version_id = old.id) "
-        "or exists (select 1 from exemplar_set_entries e where e.version_id = old.id) "
-        "or exists (select 1 from judgments j where j.version_a = old.id or j.version_b = old.id) "
-        f"begin select raise(abort, '{FROZEN_MARK}'); end"),
+        (
+            "create trigger versions_frozen before update of leaf_step_id, status, outcome, error, edits, parent_version, "
+            "exemplar_rev on versions when exists (select 1 from versions c where c.parent_version = old.id) "
+            "or exists (select 1 from version_annotations a where a.version_id = old.id) "
+            "or exists (select 1 from exemplar_set_entries e where e.version_id = old.id) "
+            "or exists (select 1 from judgments j where j.version_a = old.id or j.version_b = old.id) "
+            f"begin select raise(abort, '{FROZEN_MARK}'); end"
+        ),
     ):  # one at a time: executescript would commit the migration's transaction
         db.execute(sql)
 
 
-def _from_row(r: Any) -> Judgment:
-    return Judgment(id=r[0], episode_id=r[1], version_a=r[2], version_b=r[3], better=r[4], reason=r[5],
-                    annotator=r[6], created_at=r[7])
+def _from_row(r: Any) -> Judgment:  # a judgments row (SQL values)
+    return Judgment(
+        id=r[0],
+        episode_id=r[1],
+        version_a=r[2],
+        version_b=r[3],
+        better=r[4],
+        reason=r[5],
+        annotator=r[6],
+        created_at=r[7],
+    )
 
 
 def oriented(j: Judgment, first: int) -> Judgment:
@@ -99,8 +111,10 @@ class Judgments:
         if va == vb:
             raise JudgmentError(f"version {va} cannot be judged against itself: give two versions")
         if ea != eb:
-            raise JudgmentError(f"versions {va} and {vb} belong to different episodes ({ea} and {eb}): "
-                                "a judgment compares two versions of one episode")
+            raise JudgmentError(
+                f"versions {va} and {vb} belong to different episodes ({ea} and {eb}): "
+                "a judgment compares two versions of one episode"
+            )
         return ea
 
     def add(self, version_a: int, version_b: int, better: str, annotator: str, reason: str | None = None) -> Judgment:
@@ -119,17 +133,19 @@ class Judgments:
                 "insert into judgments (episode_id, version_a, version_b, better, reason, annotator, created_at) "
                 "values (?,?,?,?,?,?,?) on conflict (version_a, version_b, annotator) do update set "
                 "better = excluded.better, reason = excluded.reason, created_at = excluded.created_at",
-                [episode, lo, hi, stored, why, name, now()])
-            r = db.execute(f"select {_COLS} from judgments where version_a = ? and version_b = ? and annotator = ?",
-                           [lo, hi, name]).fetchone()
+                [episode, lo, hi, stored, why, name, now()],
+            )
+            r = db.execute(
+                f"select {_COLS} from judgments where version_a = ? and version_b = ? and annotator = ?", [lo, hi, name]
+            ).fetchone()
         return oriented(_from_row(r), version_a)
 
     def of_pair(self, version_a: int, version_b: int) -> list[Judgment]:
         """Every annotator's judgment of the pair, oriented as asked (A = `version_a`), oldest first."""
         lo, hi = sorted((int(version_a), int(version_b)))
         rows = self._database.db.execute(
-            f"select {_COLS} from judgments where version_a = ? and version_b = ? order by created_at, id",
-            [lo, hi]).fetchall()
+            f"select {_COLS} from judgments where version_a = ? and version_b = ? order by created_at, id", [lo, hi]
+        ).fetchall()
         return [oriented(_from_row(r), int(version_a)) for r in rows]
 
     def of_versions(self, version_ids: Iterable[int]) -> list[Judgment]:
@@ -137,25 +153,29 @@ class Judgments:
         ids = [int(i) for i in version_ids]
         out: dict[int, Judgment] = {}
         for i in range(0, len(ids), 400):
-            chunk = ids[i:i + 400]
+            chunk = ids[i : i + 400]
             marks = ",".join("?" * len(chunk))
             rows = self._database.db.execute(
-                f"select {_COLS} from judgments where version_a in ({marks}) or version_b in ({marks})",
-                chunk + chunk).fetchall()
+                f"select {_COLS} from judgments where version_a in ({marks}) or version_b in ({marks})", chunk + chunk
+            ).fetchall()
             out.update((r[0], _from_row(r)) for r in rows)
         return [out[k] for k in sorted(out)]
 
     def judged(self, version_id: int) -> bool:
         """Whether a person has judged the version against another (then it never changes again)."""
-        return self._database.db.execute(
-            "select 1 from judgments where version_a = ? or version_b = ? limit 1",
-            [int(version_id), int(version_id)]).fetchone() is not None
+        return (
+            self._database.db.execute(
+                "select 1 from judgments where version_a = ? or version_b = ? limit 1",
+                [int(version_id), int(version_id)],
+            ).fetchone()
+            is not None
+        )
 
     def list(self, episode_id: int | None = None) -> builtins.list[Judgment]:
         """Every judgment (of one episode), as stored (A = the lower version id), by episode, pair
         and time."""
         where, params = ("where episode_id = ?", [int(episode_id)]) if episode_id is not None else ("", [])
         rows = self._database.db.execute(
-            f"select {_COLS} from judgments {where} order by episode_id, version_a, version_b, created_at, id",
-            params).fetchall()
+            f"select {_COLS} from judgments {where} order by episode_id, version_a, version_b, created_at, id", params
+        ).fetchall()
         return [_from_row(r) for r in rows]

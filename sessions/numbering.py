@@ -24,7 +24,9 @@ def _rollouts(store: Store, episode_id: int, parents: dict[int, int | None]) -> 
     from (a rollout frozen while it ran went on in a child, which took its place)."""
     rows = store.db.execute(
         "select m.version_id, g.source_version from rollout_members m join rollout_groups g on g.id = m.group_id "
-        "where g.episode_id = ?", [episode_id]).fetchall()
+        "where g.episode_id = ?",
+        [episode_id],
+    ).fetchall()
     out: set[int] = set()
     for vid, source in rows:
         chain: list[int] = []
@@ -38,8 +40,9 @@ def _rollouts(store: Store, episode_id: int, parents: dict[int, int | None]) -> 
 
 def labels(store: Store, episode_id: int) -> dict[int, str]:
     """{global version id: "v3" or "r2"} for one episode."""
-    rows = store.db.execute("select id, parent_version from versions where episode_id = ? order by id",
-                            [episode_id]).fetchall()
+    rows = store.db.execute(
+        "select id, parent_version from versions where episode_id = ? order by id", [episode_id]
+    ).fetchall()
     parents = {int(r[0]): r[1] for r in rows}
     grouped = _rollouts(store, episode_id, parents)
     out, counts = {}, {"v": 0, ROLLOUT: 0}

@@ -15,8 +15,8 @@ from typing import Any, Literal, cast
 
 from pydantic import Field
 
-from trajectory.records import AgentConfig, EditKind, Record, now
 from sessions.store import Store, StoreError
+from trajectory.records import AgentConfig, EditKind, Record, now
 
 GroupKind = Literal["resample", "control", "treatment"]
 GROUP_KINDS: tuple[str, ...] = ("resample", "control", "treatment")
@@ -47,10 +47,14 @@ class RolloutGroup(Record):
         return f"{self.kind} @{self.step}"
 
 
-def _key(episode_id: int, source_version: int, step: int, kind: str, edit: RolloutEdit | None,
-         config: AgentConfig) -> str:
-    blob = json.dumps([episode_id, source_version, step, kind, edit.model_dump() if edit else None,
-                       config.model_dump()], sort_keys=True, separators=(",", ":"))
+def _key(
+    episode_id: int, source_version: int, step: int, kind: str, edit: RolloutEdit | None, config: AgentConfig
+) -> str:
+    blob = json.dumps(
+        [episode_id, source_version, step, kind, edit.model_dump() if edit else None, config.model_dump()],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -59,10 +63,17 @@ _COLS = "id, episode_id, source_version, step, kind, edit, n, config, created_at
 
 def _from_row(store: Store, r: Any) -> RolloutGroup:
     return RolloutGroup(
-        id=r[0], episode_id=r[1], source_version=r[2], step=r[3], kind=r[4],
-        edit=RolloutEdit.model_validate_json(r[5]) if r[5] else None, n=r[6],
-        config=AgentConfig.model_validate_json(r[7]), members=members(store, r[0]),
-        created_at=r[8], updated_at=r[9],
+        id=r[0],
+        episode_id=r[1],
+        source_version=r[2],
+        step=r[3],
+        kind=r[4],
+        edit=RolloutEdit.model_validate_json(r[5]) if r[5] else None,
+        n=r[6],
+        config=AgentConfig.model_validate_json(r[7]),
+        members=members(store, r[0]),
+        created_at=r[8],
+        updated_at=r[9],
     )
 
 
@@ -110,8 +121,18 @@ def open_group(
             gid = store.db.execute(
                 "insert into rollout_groups (key, episode_id, source_version, step, kind, edit, n, config, "
                 "created_at, updated_at) values (?,?,?,?,?,?,?,?,?,?)",
-                [key, episode_id, source_version, step, kind, edit.model_dump_json() if edit else None, n,
-                 config.model_dump_json(), stamp, stamp],
+                [
+                    key,
+                    episode_id,
+                    source_version,
+                    step,
+                    kind,
+                    edit.model_dump_json() if edit else None,
+                    n,
+                    config.model_dump_json(),
+                    stamp,
+                    stamp,
+                ],
             ).lastrowid
         else:
             gid = row[0]
@@ -144,8 +165,9 @@ def add_member(store: Store, group_id: int, pos: int, version_id: int) -> None:
     """Record that `version_id` is the group's rollout number `pos` (one transaction with
     the caller's, when it holds one: the version and its membership appear together)."""
     with store.transaction():
-        store.db.execute("insert into rollout_members (group_id, pos, version_id) values (?,?,?)",
-                         [group_id, pos, version_id])
+        store.db.execute(
+            "insert into rollout_members (group_id, pos, version_id) values (?,?,?)", [group_id, pos, version_id]
+        )
         store.db.execute("update rollout_groups set updated_at = ? where id = ?", [now(), group_id])
 
 
@@ -153,11 +175,15 @@ def follow_member(store: Store, version_id: int, continuation: int) -> bool:
     """A rollout frozen while it ran goes on in `continuation`, which takes its place in
     its group (same position): True when `version_id` was a rollout."""
     with store.transaction():
-        moved = store.db.execute("update rollout_members set version_id = ? where version_id = ?",
-                                 [continuation, version_id]).rowcount
+        moved = store.db.execute(
+            "update rollout_members set version_id = ? where version_id = ?", [continuation, version_id]
+        ).rowcount
         if moved:
-            store.db.execute("update rollout_groups set updated_at = ? where id in (select group_id from "
-                             "rollout_members where version_id = ?)", [now(), continuation])
+            store.db.execute(
+                "update rollout_groups set updated_at = ? where id in (select group_id from "
+                "rollout_members where version_id = ?)",
+                [now(), continuation],
+            )
     return bool(moved)
 
 
@@ -165,7 +191,9 @@ def group_of_versions(store: Store, episode_id: int) -> dict[int, int]:
     """version id -> group id, for every grouped version of the episode."""
     rows = store.db.execute(
         "select m.version_id, m.group_id from rollout_members m join rollout_groups g on g.id = m.group_id "
-        "where g.episode_id = ?", [episode_id])
+        "where g.episode_id = ?",
+        [episode_id],
+    )
     return {r[0]: r[1] for r in rows}
 
 

@@ -25,8 +25,10 @@ SCOLS = (
 # the columns of a steps row for `StepJson`: its texts JSON-quoted by SQLite (json_quote writes
 # what json.dumps(ensure_ascii=False) writes for a text, and null for NULL: tested for every
 # character), thought, action and observation in one text; the JSON columns as stored
-SJSON = ("id, episode_id, parent_id, idx, json_quote(thought) || ',\"action\":' || json_quote(action) || "
-         "',\"observation\":' || json_quote(observation), done, reward, info, source, edit, call_ids, json_quote(created_at)")
+SJSON = (
+    "id, episode_id, parent_id, idx, json_quote(thought) || ',\"action\":' || json_quote(action) || "
+    "',\"observation\":' || json_quote(observation), done, reward, info, source, edit, call_ids, json_quote(created_at)"
+)
 
 
 class StepRow(NamedTuple):
@@ -171,18 +173,77 @@ def version_from_row(r: Any) -> Version:
 
 def step_fields(r: Any, infos: dict[str, dict[str, Any]] | None = None) -> tuple[Any, ...]:
     """A steps row (`SCOLS`) as the values of `StepRow`'s fields, in order."""
-    (sid, eid, parent, idx, thought, action, obs, done, reward, info, source, edit, calls, snap, at, sig,
-     reasoning, call, message) = r
+    (
+        sid,
+        eid,
+        parent,
+        idx,
+        thought,
+        action,
+        obs,
+        done,
+        reward,
+        info,
+        source,
+        edit,
+        calls,
+        snap,
+        at,
+        sig,
+        reasoning,
+        call,
+        message,
+    ) = r
     if infos is None or info is None:
         info = from_json(info, {})
     else:
         info = infos[info] if info in infos else infos.setdefault(info, json.loads(info))
-    return (sid, eid, parent, idx, thought, action, obs, bool(done), reward or 0.0, info, source,
-            EditInfo.model_validate_json(edit) if edit else None, _ids(calls),
-            json.loads(snap) if snap else None, at, json.loads(sig) if sig else [], reasoning,
-            ToolCall.model_validate_json(call) if call else None, json.loads(message) if message else None)
+    return (
+        sid,
+        eid,
+        parent,
+        idx,
+        thought,
+        action,
+        obs,
+        bool(done),
+        reward or 0.0,
+        info,
+        source,
+        EditInfo.model_validate_json(edit) if edit else None,
+        _ids(calls),
+        json.loads(snap) if snap else None,
+        at,
+        json.loads(sig) if sig else [],
+        reasoning,
+        ToolCall.model_validate_json(call) if call else None,
+        json.loads(message) if message else None,
+    )
 
 
 def step_from_row(r: Any) -> Step:
     """A `SCOLS` row as its record."""
     return Step(**dict(zip(StepRow._fields, step_fields(r))))
+
+
+def stored_id(row_id: int | None) -> int:
+    """The id of a record read from the store, where it is never None; an unsaved record's
+    None raises LookupError (a programming error, not bad input)."""
+    if row_id is None:
+        raise LookupError("the record has no id: it was never stored")
+    return row_id
+
+
+def insert_versions(db: Any, versions: list[Version], config_id: int, exemplar_rev: int | None) -> None:
+    """Insert new versions of one config and exemplar revision in one statement (`Episodes.create_many`'s
+    first versions): their rows differ only in id, episode and times."""
+    first = version_row(versions[0], config_id, exemplar_rev)
+    values = [
+        {**first, "id": v.id, "episode_id": v.episode_id, "created_at": v.created_at, "updated_at": v.updated_at}
+        for v in versions
+    ]
+    cols = ", ".join(f'"{c}"' for c in values[0])
+    db.execute(
+        f"insert into versions ({cols}) values " + ",".join(["(" + ",".join("?" * len(values[0])) + ")"] * len(values)),
+        [x for r in values for x in r.values()],
+    )

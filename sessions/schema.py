@@ -7,9 +7,8 @@ import json
 from types import SimpleNamespace
 from typing import Callable
 
-from sessions.connection import FROZEN_MARK, sqlite_utils  # (sqlite-utils without pandas: a light start-up)
-
 from sessions import judgments, search_index
+from sessions.connection import FROZEN_MARK, sqlite_utils  # (sqlite-utils without pandas: a light start-up)
 from trajectory.signals import PathState
 
 APP_ID = "react-editor"
@@ -83,7 +82,8 @@ def _v4_pinned_prompts(db: sqlite_utils.Database) -> None:
     its prompt never changes. Existing versions pin their episode's config of today."""
     db.table("exemplar_set_revisions").create(
         {"id": int, "set_id": int, "revision": int, "prompts": str, "created_at": str},
-        pk="id", not_null={"set_id", "revision", "prompts", "created_at"},
+        pk="id",
+        not_null={"set_id", "revision", "prompts", "created_at"},
         foreign_keys=[("set_id", "exemplar_sets", "id")],
     )
     db.execute("create unique index exemplar_set_revisions_set on exemplar_set_revisions(set_id, revision)")
@@ -203,17 +203,18 @@ def _v12_fences(db: sqlite_utils.Database) -> None:
         "on versions when exists (select 1 from versions c where c.parent_version = old.id) "
         "or exists (select 1 from version_annotations a where a.version_id = old.id) "
         "or exists (select 1 from exemplar_set_entries e where e.version_id = old.id) "
-        "begin select raise(abort, 'frozen version'); end")
+        "begin select raise(abort, 'frozen version'); end"
+    )
 
 
 def _v13_suggestions(db: sqlite_utils.Database) -> None:
     """suggested fixes (issue 29): a critic's answer for a version (the exact prompt sent,
     the template's hash) and its candidate edits with their verification."""
     for sql in (
-        'create table suggestions (id integer primary key, episode_id integer not null, version_id integer not null, experiment_id integer, request_key text not null, critic text not null, prompt_label text, prompt_hash text, prompt_text text, response text, call_id integer, first_failure_step integer, verify_n integer not null, state text not null, claimed_by integer, lease_until real, created_at text not null, updated_at text not null)',
-        'create index suggestions_version on suggestions(version_id)',
-        'create index suggestions_experiment on suggestions(experiment_id, request_key)',
-        'create table candidates (id integer primary key, suggestion_id integer not null references suggestions(id), number integer not null, step integer, kind text, text text, rationale text, leaks_answer integer not null, skip text, result text, state text not null, accepted_version integer, updated_at text not null, unique (suggestion_id, number))',
+        "create table suggestions (id integer primary key, episode_id integer not null, version_id integer not null, experiment_id integer, request_key text not null, critic text not null, prompt_label text, prompt_hash text, prompt_text text, response text, call_id integer, first_failure_step integer, verify_n integer not null, state text not null, claimed_by integer, lease_until real, created_at text not null, updated_at text not null)",
+        "create index suggestions_version on suggestions(version_id)",
+        "create index suggestions_experiment on suggestions(experiment_id, request_key)",
+        "create table candidates (id integer primary key, suggestion_id integer not null references suggestions(id), number integer not null, step integer, kind text, text text, rationale text, leaks_answer integer not null, skip text, result text, state text not null, accepted_version integer, updated_at text not null, unique (suggestion_id, number))",
     ):  # one at a time: executescript would commit the migration's transaction
         db.execute(sql)
 
@@ -239,7 +240,8 @@ def _v16_frozen_pins(db: sqlite_utils.Database) -> None:
         "exemplar_rev on versions when exists (select 1 from versions c where c.parent_version = old.id) "
         "or exists (select 1 from version_annotations a where a.version_id = old.id) "
         "or exists (select 1 from exemplar_set_entries e where e.version_id = old.id) "
-        f"begin select raise(abort, '{FROZEN_MARK}'); end")
+        f"begin select raise(abort, '{FROZEN_MARK}'); end"
+    )
 
 
 def _v17_exemplar_set_bases(db: sqlite_utils.Database) -> None:
@@ -253,7 +255,6 @@ def _v17_exemplar_set_bases(db: sqlite_utils.Database) -> None:
         "alter table exemplar_set_revisions add column base text",
     ):  # one at a time: executescript would commit the migration's transaction
         db.execute(sql)
-
 
 
 # a group's finished rollouts among its first N, and its successes: what its node and row show
@@ -281,11 +282,15 @@ def _v18_rollout_group_counts(db: sqlite_utils.Database) -> None:
         ("rollout_counts_member_moved", "after update of version_id, pos on rollout_members", "= new.group_id"),
         ("rollout_counts_member_gone", "after delete on rollout_members", "= old.group_id"),
         ("rollout_counts_n", "after update of n on rollout_groups", "= new.id"),
-        ("rollout_counts_outcome", "after update of outcome on versions when old.outcome is not new.outcome "
-         "and exists (select 1 from rollout_members where version_id = new.id)",
-         "= (select group_id from rollout_members where version_id = new.id)"),
+        (
+            "rollout_counts_outcome",
+            "after update of outcome on versions when old.outcome is not new.outcome "
+            "and exists (select 1 from rollout_members where version_id = new.id)",
+            "= (select group_id from rollout_members where version_id = new.id)",
+        ),
     ):  # (one statement at a time: executescript would commit the migration's transaction)
         db.execute(f"create trigger {name} {event} begin {_GROUP_COUNTS.format(target)}; end")
+
 
 def _v19_step_messages(db: sqlite_utils.Database) -> None:
     """Issue 42: a step keeps its reasoning channel (`reasoning_content`), its native tool call
@@ -297,10 +302,24 @@ def _v19_step_messages(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
-    _v1, _v2_annotations_exemplar_sets, _v3_calls_by_episode, _v4_pinned_prompts, _v5_call_cut_from,
-    _v6_experiments, _v7_rollout_groups, _v8_step_signals, _v9_search_index, _v10_jobs, _v11_index_on_change,
-    _v12_fences, _v13_suggestions, _v14_task_ids_searched,
-    _v15_index_deferred, _v16_frozen_pins, _v17_exemplar_set_bases, _v18_rollout_group_counts,
+    _v1,
+    _v2_annotations_exemplar_sets,
+    _v3_calls_by_episode,
+    _v4_pinned_prompts,
+    _v5_call_cut_from,
+    _v6_experiments,
+    _v7_rollout_groups,
+    _v8_step_signals,
+    _v9_search_index,
+    _v10_jobs,
+    _v11_index_on_change,
+    _v12_fences,
+    _v13_suggestions,
+    _v14_task_ids_searched,
+    _v15_index_deferred,
+    _v16_frozen_pins,
+    _v17_exemplar_set_bases,
+    _v18_rollout_group_counts,
     _v19_step_messages,
 ]
 
@@ -341,8 +360,10 @@ def open_or_migrate(db: sqlite_utils.Database, *, readonly: bool = False) -> int
             f"({len(MIGRATIONS)}); upgrade react-editor"
         )
     if readonly and version < len(MIGRATIONS):
-        raise SchemaError(f"database schema version {version} is older than this ReAct Editor's "
-                          f"({len(MIGRATIONS)}); run a writing command once with write access to upgrade it")
+        raise SchemaError(
+            f"database schema version {version} is older than this ReAct Editor's "
+            f"({len(MIGRATIONS)}); run a writing command once with write access to upgrade it"
+        )
     while version < len(MIGRATIONS):
         conn.execute("begin immediate")
         # re-read under the write lock: another process may have migrated meanwhile

@@ -7,16 +7,16 @@ pass the filters. The CLI (`react-editor search`, `episodes --signal`) and the a
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from sessions import annotations as notes  # (not `annotations`: the __future__ import has that name)
-from sessions import search_index
+from sessions import search_index, search_reads
 from sessions.store import EpisodeTree, Store, StoreError
 from trajectory.records import OUTCOME_FILTERS
 from trajectory.search_text import QueryError, check_query, literal
@@ -45,8 +45,13 @@ class Hit:
 
     def as_json(self) -> dict[str, Any]:
         """The hit as the CLI's `--json` prints it (plain values; the marks left out)."""
-        return {"episode": self.episode, "version": self.version, "step": self.step, "field": self.field,
-                "snippet": self.snippet}
+        return {
+            "episode": self.episode,
+            "version": self.version,
+            "step": self.step,
+            "field": self.field,
+            "snippet": self.snippet,
+        }
 
 
 def outcome_matches(outcome: Any, want: str | None) -> bool:
@@ -89,7 +94,9 @@ class _Filters:
         if self.env and tree.env != self.env:
             return None
         for v in versions:
-            if outcome_matches(tree.versions[v][1], self.outcome) and (not self.signal or self.signal in tree.signals(v)):
+            if outcome_matches(tree.versions[v][1], self.outcome) and (
+                not self.signal or self.signal in tree.signals(v)
+            ):
                 return v
         return None
 
@@ -109,7 +116,7 @@ class _Resolver:
             return episodes
         new = episodes - set(self.passed)
         if new:
-            kept = self.store.episodes.passing(new, env=self.f.env, outcome=self.f.outcome, signal=self.f.signal)
+            kept = search_reads.passing(self.store, new, env=self.f.env, outcome=self.f.outcome, signal=self.f.signal)
             self.passed.update({e: e in kept for e in new})
         return {e for e in episodes if self.passed[e]}
 
@@ -120,15 +127,17 @@ class _Resolver:
         step_notes = notes.current_note_targets(self.store, "step", rows.get("step_annotations", []))
         version_notes = notes.current_note_targets(self.store, "version", rows.get("version_annotations", []))
         owner = {
-            "step": self.store.episodes.of("step", [*rows.get("steps", []), *step_notes.values()]),
-            "version": self.store.episodes.of("version", [*rows.get("versions", []), *version_notes.values()]),
-            "task": self.store.episodes.of("task", rows.get("tasks", [])),
+            "step": search_reads.of(self.store, "step", [*rows.get("steps", []), *step_notes.values()]),
+            "version": search_reads.of(self.store, "version", [*rows.get("versions", []), *version_notes.values()]),
+            "task": search_reads.of(self.store, "task", rows.get("tasks", [])),
         }
         allowed = self._allowed({e for found in owner.values() for eids in found.values() for e in eids})
-        owner = {k: {key: [e for e in eids if e in allowed] for key, eids in found.items()}  # the others are never read
-                 for k, found in owner.items()}
+        owner = {
+            k: {key: [e for e in eids if e in allowed] for key, eids in found.items()}  # the others are never read
+            for k, found in owner.items()
+        }
         wanted = {e for found in owner.values() for eids in found.values() for e in eids} - set(self.trees)
-        self.trees.update(self.store.episodes.trees(wanted))
+        self.trees.update(search_reads.trees(self.store, wanted))
         placed = []  # (table, rowid, places) of the rows the filters keep, in rank order
         for _, table, rowid in batch:
             if table in ("steps", "step_annotations"):
@@ -143,10 +152,12 @@ class _Resolver:
                 placed.append((table, rowid, places))
         out: list[Hit] = []
         while placed and len(out) < need:  # snippets for as many rows as hits are still needed, a table at a time
-            take, placed = placed[: need - len(out)], placed[need - len(out):]
+            take, placed = placed[: need - len(out)], placed[need - len(out) :]
             marked: dict[str, dict[int, list[tuple[str, str]]]] = {}
             for table in {t for t, _, _ in take}:
-                marked[table] = search_index.snippets(self.store.db, table, self.query, [r for t, r, _ in take if t == table])
+                marked[table] = search_index.snippets(
+                    self.store.db, table, self.query, [r for t, r, _ in take if t == table]
+                )
             for table, rowid, places in take:
                 for fld, text in marked[table].get(rowid, []):
                     plain, marks = search_index.split_marks(text)
@@ -213,8 +224,9 @@ def search(
     except (sqlite3.DatabaseError, StoreError, ValueError):
         if time.monotonic() <= deadline:  # not stopped by the budget (interrupted SQL fails in several ways)
             raise
-        raise SearchError(f"the search ran past its {TIME_BUDGET_S:g} s budget and was stopped; "
-                          "use fewer or rarer words, or a filter") from None
+        raise SearchError(
+            f"the search ran past its {TIME_BUDGET_S:g} s budget and was stopped; use fewer or rarer words, or a filter"
+        ) from None
 
 
 @contextmanager
@@ -245,8 +257,11 @@ def _ranked(store: Store, query: str) -> tuple[str, list[tuple[float, str, int]]
         phrase = literal(query)
     except QueryError as exc:
         raise SearchError(str(exc)) from None
-    return phrase, [(rank, table, rowid) for table in search_index.SOURCES
-                    for rank, rowid in search_index.matches(store.db, table, phrase, CANDIDATES)]
+    return phrase, [
+        (rank, table, rowid)
+        for table in search_index.SOURCES
+        for rank, rowid in search_index.matches(store.db, table, phrase, CANDIDATES)
+    ]
 
 
 def _search(store: Store, query: str, filters: _Filters, limit: int) -> list[Hit]:
@@ -268,7 +283,7 @@ def episodes_with_signal(store: Store, signal: str, *, all_versions: bool = Fals
     """Episodes whose current version (or any version) carries `signal`."""
     check_signal(signal)
     out = []
-    for eid, tree in store.episodes.trees(store.episodes.flagged(signal)).items():
+    for eid, tree in search_reads.trees(store, search_reads.flagged(store, signal)).items():
         versions = tree.versions if all_versions else [tree.current] if tree.current in tree.versions else []
         if any(signal in tree.signals(v) for v in versions):
             out.append(eid)
@@ -279,7 +294,7 @@ def signal_counts(store: Store, episode_ids: Iterable[int]) -> SignalCounts:
     """Per task type and signal, the episodes (of `episode_ids`) whose current version
     carries it - for the experiment page: a count per (type, signal) that opens its episodes."""
     ids = list(episode_ids)
-    trees = store.episodes.trees(ids)
+    trees = search_reads.trees(store, ids)
     counts = SignalCounts()
     for eid in ids:
         tree = trees.get(eid)

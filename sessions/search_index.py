@@ -92,32 +92,37 @@ def _update_trigger(db: sqlite_utils.Database, table: str, columns: list[str], w
         f'create trigger "{table}_au" after update of {cols} on "{table}"{f" when {when}" if when else ""} begin\n'
         f'  insert into "{table}_fts" ("{table}_fts", rowid, {names}) values (\'delete\', old.rowid, {old});\n'
         f'  insert into "{table}_fts" (rowid, {names}) values (new.rowid, {new});\n'
-        f'end'
+        f"end"
     )
 
 
 def _noted(table: str, name: str) -> str:
-    return f'exists (select 1 from search_pending where tbl = \'{table}\' and row = {name}.rowid)'
+    return f"exists (select 1 from search_pending where tbl = '{table}' and row = {name}.rowid)"
 
 
 def defer(db: sqlite_utils.Database) -> None:
     """Index new rows of DEFERRED in groups (a migration): `search_pending`, and the triggers
     that note an insert instead of indexing it, and leave a noted row's index alone on an
     update or a delete (it is not in the index yet)."""
-    db.execute("create table search_pending (tbl text not null, row integer not null, primary key (tbl, row)) "
-               "without rowid")
+    db.execute(
+        "create table search_pending (tbl text not null, row integer not null, primary key (tbl, row)) without rowid"
+    )
     for table in DEFERRED:
         columns = [c.name for c in db[f"{table}_fts"].columns]
         names = ", ".join(f'"{c}"' for c in columns)
         old = ", ".join(f'old."{c}"' for c in columns)
         for kind in ("ai", "ad"):
             db.execute(f'drop trigger if exists "{table}_{kind}"')
-        db.execute(f'create trigger "{table}_ai" after insert on "{table}" begin\n'
-                   f"  insert or ignore into search_pending (tbl, row) values ('{table}', new.rowid);\nend")
-        db.execute(f'create trigger "{table}_ad" after delete on "{table}" begin\n'
-                   f'  insert into "{table}_fts" ("{table}_fts", rowid, {names}) select \'delete\', old.rowid, {old} '
-                   f'where not {_noted(table, "old")};\n'
-                   f"  delete from search_pending where tbl = '{table}' and row = old.rowid;\nend")
+        db.execute(
+            f'create trigger "{table}_ai" after insert on "{table}" begin\n'
+            f"  insert or ignore into search_pending (tbl, row) values ('{table}', new.rowid);\nend"
+        )
+        db.execute(
+            f'create trigger "{table}_ad" after delete on "{table}" begin\n'
+            f'  insert into "{table}_fts" ("{table}_fts", rowid, {names}) select \'delete\', old.rowid, {old} '
+            f"where not {_noted(table, 'old')};\n"
+            f"  delete from search_pending where tbl = '{table}' and row = old.rowid;\nend"
+        )
         _update_trigger(db, table, columns, f"not {_noted(table, 'old')}")
 
 
@@ -125,8 +130,9 @@ def _noting(db: sqlite_utils.Database) -> bool:
     """Does the database note rows (schema 15 on)? Asked once per connection."""
     state = connection_state(db.conn)
     if state.search_noting is None:
-        state.search_noting = db.execute(
-            "select 1 from sqlite_master where name = 'search_pending'").fetchone() is not None
+        state.search_noting = (
+            db.execute("select 1 from sqlite_master where name = 'search_pending'").fetchone() is not None
+        )
     return state.search_noting
 
 
@@ -140,8 +146,11 @@ def flush(db: sqlite_utils.Database) -> None:
         columns = SOURCES[table][0]
         names = ", ".join(f'"{c}"' for c in columns)
         values = ", ".join(f't."{c}"' for c in columns)
-        db.execute(f'insert into "{table}_fts" (rowid, {names}) select t.rowid, {values} from search_pending p '
-                   f'join "{table}" t on t.rowid = p.row where p.tbl = ? order by p.row', [table])
+        db.execute(
+            f'insert into "{table}_fts" (rowid, {names}) select t.rowid, {values} from search_pending p '
+            f'join "{table}" t on t.rowid = p.row where p.tbl = ? order by p.row',
+            [table],
+        )
     if tables:
         db.execute("delete from search_pending")
 
@@ -164,8 +173,10 @@ def _tail(db: sqlite_utils.Database, table: str) -> str | None:
     db.execute(f'create virtual table if not exists temp."{name}" using fts5({names})')
     db.execute(f'delete from temp."{name}"')
     marks = ", ".join("?" * len(rows))
-    db.execute(f'insert into temp."{name}" (rowid, {names}) select rowid, {names} from "{table}" where rowid in ({marks})',
-               rows)
+    db.execute(
+        f'insert into temp."{name}" (rowid, {names}) select rowid, {names} from "{table}" where rowid in ({marks})',
+        rows,
+    )
     tails[table] = set(rows)
     return name
 
@@ -189,19 +200,33 @@ def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list
     Raises SearchSyntaxError (one line) for a query FTS5 cannot parse."""
     tail = _tail(db, table)
     try:
-        ids = [r for (r,) in db.execute(
-            f"select rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?", [query, cap])]
+        ids = [
+            r
+            for (r,) in db.execute(
+                f"select rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?", [query, cap]
+            )
+        ]
         if len(ids) < cap:
-            rows = db.execute(
-                f"select rank, rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?",
-                [query, cap]).fetchall() if ids else []
+            rows = (
+                db.execute(
+                    f"select rank, rowid from [{table}_fts] where [{table}_fts] match ? order by rowid desc limit ?",
+                    [query, cap],
+                ).fetchall()
+                if ids
+                else []
+            )
         else:
             rows = [(-RECENT_STEP * (cap - i), r) for i, r in enumerate(ids)]
         if tail is not None:
             seen = {r for _, r in rows}
-            rows += [(rank, r) for rank, r in db.execute(
-                f'select rank, rowid from temp."{tail}" where "{tail}" match ? order by rowid desc limit ?',
-                [query, cap]).fetchall() if r not in seen]
+            rows += [
+                (rank, r)
+                for rank, r in db.execute(
+                    f'select rank, rowid from temp."{tail}" where "{tail}" match ? order by rowid desc limit ?',
+                    [query, cap],
+                ).fetchall()
+                if r not in seen
+            ]
     except sqlite3.DatabaseError as exc:  # the store's connection words SQLite's errors as "database error: ..."
         if "interrupted" in str(exc):  # the caller's time budget, not the query
             raise
@@ -210,7 +235,9 @@ def matches(db: sqlite_utils.Database, table: str, query: str, cap: int) -> list
     return sorted(rows)
 
 
-def snippets(db: sqlite_utils.Database, table: str, query: str, rowids: Iterable[int]) -> dict[int, list[tuple[str, str]]]:
+def snippets(
+    db: sqlite_utils.Database, table: str, query: str, rowids: Iterable[int]
+) -> dict[int, list[tuple[str, str]]]:
     """rowid -> (field, snippet) for each column of the row that holds a match; a snippet's
     matches are wrapped in MARK_START / MARK_END. One query for all `rowids` of the index
     (and one for those noted, not yet indexed): a query's match is set up once, not once per
@@ -226,11 +253,14 @@ def snippets(db: sqlite_utils.Database, table: str, query: str, rowids: Iterable
             continue
         index = f'"{table}_tail"' if noted else f"[{table}_fts]"  # noted rows: the search's own index of them
         source = f"temp.{index}" if noted else index
-        parts = ", ".join(f"snippet({index}, {i}, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS})"
-                          for i in range(len(columns)))
+        parts = ", ".join(
+            f"snippet({index}, {i}, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS})" for i in range(len(columns))
+        )
         rows = db.execute(  # (`rowid + 0`: a filter, so the index is asked for the range, walked once)
             f"select rowid, {parts} from {source} where {index} match ? and rowid between ? and ? "
-            f"and rowid + 0 in ({','.join(str(int(r)) for r in ids)})", [query, ids[0], ids[-1]]).fetchall()
+            f"and rowid + 0 in ({','.join(str(int(r)) for r in ids)})",
+            [query, ids[0], ids[-1]],
+        ).fetchall()
         for r in rows:
             out[r[0]] = [(f, text) for f, text in zip(fields, r[1:]) if text and MARK_START in text]
     return out

@@ -22,23 +22,40 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from sessions.connection import sqlite_utils  # (without pandas: a light start-up)
-
 from sessions import schema, search_index
 from sessions.blobs import Blobs
 from sessions.calls import Calls
-from sessions.connection import LOCK_TIMEOUT_S, DatabaseFailure, StoreError, VersionChanged, describe_db_error
-from sessions.connection import VersionFrozen
+from sessions.connection import (
+    LOCK_TIMEOUT_S,
+    DatabaseFailure,
+    StoreError,
+    VersionChanged,
+    VersionFrozen,
+    describe_db_error,
+    sqlite_utils,  # (without pandas: a light start-up)
+)
+from sessions.episode_tree import EpisodeTree
 from sessions.episodes import Episodes
 from sessions.judgments import Judgments
-from sessions.episode_tree import EpisodeTree
 from sessions.row_records import CallRow, StepRow, UsageRow
 from sessions.settings import Settings
 from sessions.transactions import Transaction, _Connection, connection_state
 from sessions.versions import Versions
 
-__all__ = ["LOCK_TIMEOUT_S", "CallRow", "DatabaseFailure", "EpisodeTree", "StepRow", "Store", "StoreError", "UsageRow",
-           "VersionChanged", "VersionFrozen", "default_db_path", "describe_db_error"]
+__all__ = [
+    "LOCK_TIMEOUT_S",
+    "CallRow",
+    "DatabaseFailure",
+    "EpisodeTree",
+    "StepRow",
+    "Store",
+    "StoreError",
+    "UsageRow",
+    "VersionChanged",
+    "VersionFrozen",
+    "default_db_path",
+    "describe_db_error",
+]
 
 
 def default_db_path() -> str:
@@ -52,8 +69,14 @@ class Store:
     reads and writes through its own connection (never shared), so a read sees only
     committed rows, never another thread's open transaction. (":memory:" is one connection.)"""
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False,
-                 tracer: Callable[[str, Any], None] | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        tracer: Callable[[str, Any], None] | None = None,
+    ):
         """`readonly`: for reading commands - nothing is created, migrated or written, so a
         database in a read-only folder (or on read-only media) can still be read.
         `tracer`: `fn(sql, params)`, as sqlite-utils' `Database(tracer=...)`, called for
@@ -107,8 +130,9 @@ class Store:
             target, uri = f"{Path(self.file).resolve().as_uri()}?{flags}", True
         # check_same_thread=False only so close() may close every thread's connection
         timeout = self._busy_s if self._busy_s is not None else LOCK_TIMEOUT_S
-        conn = sqlite3.connect(target, timeout=timeout, check_same_thread=False, isolation_level=None, uri=uri,
-                               factory=_Connection)
+        conn = sqlite3.connect(
+            target, timeout=timeout, check_same_thread=False, isolation_level=None, uri=uri, factory=_Connection
+        )
         if self._tracer is not None:
             tracer = self._tracer
             conn.set_trace_callback(lambda sql: tracer(sql, None))

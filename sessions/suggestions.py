@@ -33,8 +33,9 @@ class Candidate(Record):
     text: str | None = Field(None, description="The edit's new text.")
     rationale: str | None = Field(None, description="Why the critic proposes it.")
     leaks_answer: bool = Field(False, description="True when the text gives away the gold answer.")
-    skip: str | None = Field(None,
-        description="Why it is not verified (does not apply, leaks the answer); None when it is.")
+    skip: str | None = Field(
+        None, description="Why it is not verified (does not apply, leaks the answer); None when it is."
+    )
     result: dict[str, Any] | None = Field(None, description="The what-if: arms, effect, interval, p, verdict, cost.")
     state: str = Field("pending", description="pending, verified, flagged, skipped, accepted or dismissed.")
     accepted_version: int | None = Field(None, description="The version made when a person accepted it.")
@@ -46,8 +47,9 @@ class Suggestion(Record):
     version_id: int = Field(description="The version criticised.")
     experiment_id: int | None = Field(None, description="The experiment it was made for, if any.")
     request_key: str = Field(description="What identifies the request, so asking again finds this suggestion.")
-    critic: dict[str, Any] = Field(default_factory=dict,
-        description="The critic model: model, base_url, api_style (never a key).")
+    critic: dict[str, Any] = Field(
+        default_factory=dict, description="The critic model: model, base_url, api_style (never a key)."
+    )
     prompt_label: str | None = Field(None, description="The prompt template's label.")
     prompt_hash: str | None = Field(None, description="Hash of the prompt template.")
     prompt_text: str | None = Field(None, description="The exact text sent to the critic.")
@@ -56,15 +58,18 @@ class Suggestion(Record):
     first_failure_step: int | None = Field(None, description="The step the critic says things first went wrong.")
     verify_n: int = Field(description="Rollouts per arm when a candidate is verified.")
     state: str = Field(
-        description="asking (no answer yet), asked (candidates recorded) or done (every candidate verified).")
+        description="asking (no answer yet), asked (candidates recorded) or done (every candidate verified)."
+    )
     claimed_by: int | None = Field(None, description="The job that holds it (experiments: one job at a time).")
     lease_until: float | None = Field(None, description="Unix time the claim runs out.")
     created_at: str = Field(description="When it was made (UTC, ISO 8601).")
     candidates: list[Candidate] = Field(default_factory=list, description="The candidate edits, in the critic's order.")
 
 
-_S_COLS = ("id, episode_id, version_id, experiment_id, request_key, critic, prompt_label, prompt_hash, prompt_text, "
-           "response, call_id, first_failure_step, verify_n, state, claimed_by, lease_until, created_at")
+_S_COLS = (
+    "id, episode_id, version_id, experiment_id, request_key, critic, prompt_label, prompt_hash, prompt_text, "
+    "response, call_id, first_failure_step, verify_n, state, claimed_by, lease_until, created_at"
+)
 _C_COLS = "id, suggestion_id, number, step, kind, text, rationale, leaks_answer, skip, result, state, accepted_version"
 
 
@@ -84,16 +89,36 @@ def _suggestion(store: Store, r: Any) -> Suggestion:
     return Suggestion(**d, candidates=[_candidate(c) for c in rows])
 
 
-def create(store: Store, *, episode_id: int, version_id: int, request_key: str, critic: dict[str, Any],
-           verify_n: int, experiment_id: int | None = None, first_failure_step: int | None = None) -> Suggestion:
+def create(
+    store: Store,
+    *,
+    episode_id: int,
+    version_id: int,
+    request_key: str,
+    critic: dict[str, Any],
+    verify_n: int,
+    experiment_id: int | None = None,
+    first_failure_step: int | None = None,
+) -> Suggestion:
     """A suggestion waiting for its critic answer."""
     stamp = now()
     with store.transaction(durable=False):
         sid = store.db.execute(
             "insert into suggestions (episode_id, version_id, experiment_id, request_key, critic, first_failure_step, "
             "verify_n, state, created_at, updated_at) values (?,?,?,?,?,?,?,?,?,?)",
-            [episode_id, version_id, experiment_id, request_key, json.dumps(critic, sort_keys=True),
-             first_failure_step, verify_n, "asking", stamp, stamp]).lastrowid
+            [
+                episode_id,
+                version_id,
+                experiment_id,
+                request_key,
+                json.dumps(critic, sort_keys=True),
+                first_failure_step,
+                verify_n,
+                "asking",
+                stamp,
+                stamp,
+            ],
+        ).lastrowid
     return get(store, cast(int, sid))  # (an insert's row id)
 
 
@@ -110,21 +135,26 @@ def find(store: Store, version_id: int, request_key: str, experiment_id: int | N
     r = store.db.execute(
         f"select {_S_COLS} from suggestions where version_id = ? and request_key = ? and "
         "coalesce(experiment_id, 0) = ? order by id desc limit 1",
-        [version_id, request_key, experiment_id or 0]).fetchone()
+        [version_id, request_key, experiment_id or 0],
+    ).fetchone()
     return None if r is None else _suggestion(store, r)
 
 
 def latest(store: Store, version_id: int) -> Suggestion | None:
     """The version's latest suggestion with candidates (what `suggest --accept` applies)."""
-    r = store.db.execute(f"select {_S_COLS} from suggestions where version_id = ? and state != 'asking' "
-                         "order by id desc limit 1", [version_id]).fetchone()
+    r = store.db.execute(
+        f"select {_S_COLS} from suggestions where version_id = ? and state != 'asking' order by id desc limit 1",
+        [version_id],
+    ).fetchone()
     return None if r is None else _suggestion(store, r)
 
 
 def of_experiment(store: Store, experiment_id: int, request_key: str) -> list[Suggestion]:
     """The experiment's suggestions made for one request (`request_key`), oldest first."""
-    rows = store.db.execute(f"select {_S_COLS} from suggestions where experiment_id = ? and request_key = ? "
-                            "order by id", [experiment_id, request_key]).fetchall()
+    rows = store.db.execute(
+        f"select {_S_COLS} from suggestions where experiment_id = ? and request_key = ? order by id",
+        [experiment_id, request_key],
+    ).fetchall()
     return [_suggestion(store, r) for r in rows]
 
 
@@ -132,33 +162,58 @@ def for_experiment(store: Store, experiment_id: int) -> list[Suggestion]:
     """The latest suggestion of each failure of an experiment (whatever request made it)."""
     rows = store.db.execute(
         f"select {_S_COLS} from suggestions where id in (select max(id) from suggestions where experiment_id = ? "
-        "and state != 'asking' group by version_id) order by id", [experiment_id]).fetchall()
+        "and state != 'asking' group by version_id) order by id",
+        [experiment_id],
+    ).fetchall()
     return [_suggestion(store, r) for r in rows]
 
 
-def record_answer(store: Store, suggestion_id: int, *, prompt_label: str, prompt_hash: str, prompt_text: str,
-                  response: str, call_id: int | None, candidates: Iterable[dict[str, Any]]) -> Suggestion:
+def record_answer(
+    store: Store,
+    suggestion_id: int,
+    *,
+    prompt_label: str,
+    prompt_hash: str,
+    prompt_text: str,
+    response: str,
+    call_id: int | None,
+    candidates: Iterable[dict[str, Any]],
+) -> Suggestion:
     """The critic's answer and its candidates, in one transaction (all or nothing)."""
     stamp = now()
     with store.transaction():
         store.db.execute(
             "update suggestions set prompt_label = ?, prompt_hash = ?, prompt_text = ?, response = ?, call_id = ?, "
             "state = 'asked', updated_at = ? where id = ?",
-            [prompt_label, prompt_hash, prompt_text, response, call_id, stamp, suggestion_id])
+            [prompt_label, prompt_hash, prompt_text, response, call_id, stamp, suggestion_id],
+        )
         for c in candidates:
             store.db.execute(
                 "insert into candidates (suggestion_id, number, step, kind, text, rationale, leaks_answer, skip, "
                 "state, updated_at) values (?,?,?,?,?,?,?,?,?,?)",
-                [suggestion_id, c["number"], c.get("step"), c.get("kind"), c.get("text"), c.get("rationale"),
-                 int(bool(c.get("leaks_answer"))), c.get("skip"), c.get("state", "pending"), stamp])
+                [
+                    suggestion_id,
+                    c["number"],
+                    c.get("step"),
+                    c.get("kind"),
+                    c.get("text"),
+                    c.get("rationale"),
+                    int(bool(c.get("leaks_answer"))),
+                    c.get("skip"),
+                    c.get("state", "pending"),
+                    stamp,
+                ],
+            )
     return get(store, suggestion_id)
 
 
 def record_result(store: Store, candidate_id: int, result: dict[str, Any], *, state: str = "verified") -> None:
     """A candidate's verification, written once it finished (a rerun skips it)."""
     with store.transaction():
-        store.db.execute("update candidates set result = ?, state = ?, updated_at = ? where id = ?",
-                         [json.dumps(result, sort_keys=True), state, now(), candidate_id])
+        store.db.execute(
+            "update candidates set result = ?, state = ?, updated_at = ? where id = ?",
+            [json.dumps(result, sort_keys=True), state, now(), candidate_id],
+        )
 
 
 def set_state(store: Store, candidate_id: int, state: str, *, accepted_version: int | None = None) -> None:
@@ -167,28 +222,40 @@ def set_state(store: Store, candidate_id: int, state: str, *, accepted_version: 
     if state not in CANDIDATE_STATES:
         raise StoreError(f"unknown candidate state {state!r}")
     with store.transaction():
-        store.db.execute("update candidates set state = ?, accepted_version = coalesce(?, accepted_version), "
-                         "updated_at = ? where id = ?", [state, accepted_version, now(), candidate_id])
+        store.db.execute(
+            "update candidates set state = ?, accepted_version = coalesce(?, accepted_version), "
+            "updated_at = ? where id = ?",
+            [state, accepted_version, now(), candidate_id],
+        )
 
 
 def finish(store: Store, suggestion_id: int) -> None:
     """Mark the suggestion done and drop its claim (a light write)."""
     with store.transaction(durable=False):
-        store.db.execute("update suggestions set state = 'done', claimed_by = null, lease_until = null, "
-                         "updated_at = ? where id = ?", [now(), suggestion_id])
+        store.db.execute(
+            "update suggestions set state = 'done', claimed_by = null, lease_until = null, updated_at = ? where id = ?",
+            [now(), suggestion_id],
+        )
 
 
 def claim(store: Store, suggestion_id: int, job_id: int, lease_s: float, *, holder: int | None) -> bool:
     """Take the suggestion for `job_id` (compare-and-set on the holder seen): False when it
     is done or another job took it meanwhile. The caller decides a holder is gone."""
     with store.transaction(durable=False):
-        return store.db.execute(
-            "update suggestions set claimed_by = ?, lease_until = ? where id = ? and state != 'done' and "
-            "coalesce(claimed_by, 0) = ?", [job_id, time.time() + lease_s, suggestion_id, holder or 0]).rowcount == 1
+        return (
+            store.db.execute(
+                "update suggestions set claimed_by = ?, lease_until = ? where id = ? and state != 'done' and "
+                "coalesce(claimed_by, 0) = ?",
+                [job_id, time.time() + lease_s, suggestion_id, holder or 0],
+            ).rowcount
+            == 1
+        )
 
 
 def release(store: Store, suggestion_id: int, job_id: int) -> None:
     """Drop the claim of job `job_id` on the suggestion (nothing when another holds it; a light write)."""
     with store.transaction(durable=False):
-        store.db.execute("update suggestions set claimed_by = null, lease_until = null where id = ? and claimed_by = ?",
-                         [suggestion_id, job_id])
+        store.db.execute(
+            "update suggestions set claimed_by = null, lease_until = null where id = ? and claimed_by = ?",
+            [suggestion_id, job_id],
+        )

@@ -14,12 +14,16 @@ from sessions.row_records import SCOLS, VCOLS, replaced, step_from_row, version_
 from trajectory.records import AgentConfig, ModelCall, Outcome, Step, Version, now
 from trajectory.signals import PathState
 
-_WITH_OPTIONS_SQL = (f"select {', '.join('v.' + c.strip() for c in VCOLS.split(','))}, e.env_options from versions v "
-                     "join episodes e on e.id = v.episode_id where v.id = ?")
-_PATH_SQL = ("with recursive p(id, depth) as (select ?, 0 union all "
-             "select s.parent_id, p.depth + 1 from steps s join p on s.id = p.id where s.parent_id is not null) "
-             f"select {', '.join('s.' + c.strip() for c in SCOLS.split(','))} "
-             "from p join steps s on s.id = p.id order by p.depth desc")
+_WITH_OPTIONS_SQL = (
+    f"select {', '.join('v.' + c.strip() for c in VCOLS.split(','))}, e.env_options from versions v "
+    "join episodes e on e.id = v.episode_id where v.id = ?"
+)
+_PATH_SQL = (
+    "with recursive p(id, depth) as (select ?, 0 union all "
+    "select s.parent_id, p.depth + 1 from steps s join p on s.id = p.id where s.parent_id is not null) "
+    f"select {', '.join('s.' + c.strip() for c in SCOLS.split(','))} "
+    "from p join steps s on s.id = p.id order by p.depth desc"
+)
 
 if TYPE_CHECKING:
     from sessions.calls import Calls
@@ -34,12 +38,15 @@ class Versions:
         self._database, self._episodes, self._calls = database, episodes, calls
 
     # ------------------------------------------------------------------ versions
-    def insert(self, v: Version, *, config_id: int | None = None, exemplar_rev: int | None = None,
-               pin_from: int | None = None) -> Version:
+    def insert(
+        self, v: Version, *, config_id: int | None = None, exemplar_rev: int | None = None, pin_from: int | None = None
+    ) -> Version:
         """A version pins the config (and exemplar-set revision) it runs with: given ones,
         else those of `pin_from` (the version it continues), else the episode's config."""
         if config_id is None and pin_from is not None:
-            row = self._database.db.execute("select config_id, exemplar_rev from versions where id = ?", [pin_from]).fetchone()
+            row = self._database.db.execute(
+                "select config_id, exemplar_rev from versions where id = ?", [pin_from]
+            ).fetchone()
             config_id, exemplar_rev = row or (None, None)
         if config_id is None:
             config_id = self._episodes.config_id(v.episode_id)
@@ -85,7 +92,8 @@ class Versions:
                 cur = self._database.db.execute(
                     "update versions set exemplar_rev = ? where id = ? and exemplar_rev is null"
                     + (f" and {fence.sql}" if fence is not None else ""),
-                    [revision_id, version_id] + (fence.params if fence is not None else []))
+                    [revision_id, version_id] + (fence.params if fence is not None else []),
+                )
                 if fence is not None and cur.rowcount != 1:
                     fence.check(self._database.db)
         except DatabaseFailure as exc:  # frozen (the store's trigger): its prompt never changes
@@ -98,24 +106,33 @@ class Versions:
 
     def ids(self, episode_id: int) -> list[int]:
         """An episode's version ids in the order they were made (per-episode numbering)."""
-        return [int(r[0]) for r in self._database.db.execute("select id from versions where episode_id = ? order by id",
-                                                   [episode_id])]
+        return [
+            int(r[0])
+            for r in self._database.db.execute("select id from versions where episode_id = ? order by id", [episode_id])
+        ]
 
     def recorded_edits(self, episode_ids: Iterable[int]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         """(episode id, a version's edit records) for every version with edits, of many
         episodes in few queries."""
         ids = [int(i) for i in episode_ids]
         for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
+            chunk = ids[i : i + 900]
             rows = self._database.db.execute(
                 "select episode_id, edits from versions where edits is not null and edits not in ('', '[]') "
-                f"and episode_id in ({','.join('?' * len(chunk))})", chunk).fetchall()
+                f"and episode_id in ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
             for ep, edits in rows:
                 yield int(ep), json.loads(edits) or []
 
     def has_child(self, version_id: int) -> bool:
         """Has any version been branched from this one?"""
-        return self._database.db.execute("select 1 from versions where parent_version = ? limit 1", [version_id]).fetchone() is not None
+        return (
+            self._database.db.execute(
+                "select 1 from versions where parent_version = ? limit 1", [version_id]
+            ).fetchone()
+            is not None
+        )
 
     def get(self, version_id: int, episode_id: int | None = None) -> Version:
         """The version. Raises StoreError for an unknown id (or one of another episode than `episode_id`)."""
@@ -139,7 +156,9 @@ class Versions:
         self._episodes.get(episode_id)
         return [
             version_from_row(r)
-            for r in self._database.db.execute(f"select {VCOLS} from versions where episode_id = ? order by id", [episode_id])
+            for r in self._database.db.execute(
+                f"select {VCOLS} from versions where episode_id = ? order by id", [episode_id]
+            )
         ]
 
     def update(self, version_id: int, **fields: Any) -> Version:
@@ -148,8 +167,19 @@ class Versions:
         and timestamps; otherwise `updated_at` becomes now.
         Raises ValueError for a field it does not set, VersionFrozen when a frozen version's
         path or outcome would change."""
-        allowed = {"leaf_step_id", "draft_thought", "draft_edit", "name", "status", "error", "outcome",
-                   "parent_version", "edits", "created_at", "updated_at"}
+        allowed = {
+            "leaf_step_id",
+            "draft_thought",
+            "draft_edit",
+            "name",
+            "status",
+            "error",
+            "outcome",
+            "parent_version",
+            "edits",
+            "created_at",
+            "updated_at",
+        }
         bad = set(fields) - allowed
         if bad:
             raise ValueError(f"cannot update {sorted(bad)}")
@@ -178,8 +208,9 @@ class Versions:
             self._episodes.point_current(episode_id, version_id)
 
     # ------------------------------------------------------------------ steps
-    def _insert_step(self, s: Step, episode_id: int, parent_id: int | None, call_ids: list[int] | None = None,
-                     conn: Any = None) -> Step:
+    def _insert_step(
+        self, s: Step, episode_id: int, parent_id: int | None, call_ids: list[int] | None = None, conn: Any = None
+    ) -> Step:
         """Insert the step as a row of `episode_id` after `parent_id` (None: a first step) with
         these `call_ids` (None: the step's own); the stored step (one copy of `s`). `conn`:
         this thread's connection when the caller has it at hand."""
@@ -187,31 +218,35 @@ class Versions:
         # insert costs ~50 us a row) with their values taken from the step as it is (a
         # validated record: no dump of its own); the rarer rows go through its table API
         call_ids = s.call_ids if call_ids is None else call_ids
-        sid = (conn or self._database.db.conn).execute(
-            "insert into steps (episode_id, parent_id, idx, thought, action, observation, done, reward, info, "
-            "source, edit, call_ids, snapshot, created_at, signals, reasoning, tool_call, message) "
-            "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                episode_id,
-                parent_id,
-                s.index,
-                s.thought,
-                s.action,
-                s.observation,
-                int(s.done),
-                s.reward or None,
-                compact_json(s.info) if s.info else None,
-                s.source,
-                to_json(s.edit) if s.edit is not None else None,
-                compact_json(call_ids) if call_ids else None,
-                compact_json(s.snapshot) if s.snapshot is not None else None,
-                s.created_at,
-                compact_json(s.signals) if s.signals else None,
-                s.reasoning,
-                to_json(s.tool_call) if s.tool_call is not None else None,
-                compact_json(s.message) if s.message is not None else None,
-            ),
-        ).lastrowid
+        sid = (
+            (conn or self._database.db.conn)
+            .execute(
+                "insert into steps (episode_id, parent_id, idx, thought, action, observation, done, reward, info, "
+                "source, edit, call_ids, snapshot, created_at, signals, reasoning, tool_call, message) "
+                "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    episode_id,
+                    parent_id,
+                    s.index,
+                    s.thought,
+                    s.action,
+                    s.observation,
+                    int(s.done),
+                    s.reward or None,
+                    compact_json(s.info) if s.info else None,
+                    s.source,
+                    to_json(s.edit) if s.edit is not None else None,
+                    compact_json(call_ids) if call_ids else None,
+                    compact_json(s.snapshot) if s.snapshot is not None else None,
+                    s.created_at,
+                    compact_json(s.signals) if s.signals else None,
+                    s.reasoning,
+                    to_json(s.tool_call) if s.tool_call is not None else None,
+                    compact_json(s.message) if s.message is not None else None,
+                ),
+            )
+            .lastrowid
+        )
         upd = {"id": sid, "episode_id": episode_id, "parent_id": parent_id}
         if call_ids is not s.call_ids:
             upd["call_ids"] = call_ids
@@ -274,9 +309,7 @@ class Versions:
         so a claim taken over while the step was computed lands nothing (`fence.lost()`)."""
         out: list[Step] = []
         with self._database.transaction():
-            usable = known is not None and known.id == version_id and expected_leaf is not ... \
-                and known.leaf_step_id == expected_leaf
-            v = known if usable and known is not None else self.get(version_id)
+            v = known if known is not None and _still(known, version_id, expected_leaf) else self.get(version_id)
             parent = v.leaf_step_id
             if expected_leaf is not ... and parent != expected_leaf:
                 raise _changed(self.ref(v))
@@ -291,8 +324,10 @@ class Versions:
             sets, params = _leaf_update(parent, status, outcome, error, clear_draft)
             where = "where id = ? and leaf_step_id is ?" + (f" and {fence.sql}" if fence is not None else "")
             try:
-                cur = conn.execute(f"update versions set {', '.join(sets)} {where}",
-                                   params + [version_id, v.leaf_step_id] + (fence.params if fence is not None else []))
+                cur = conn.execute(
+                    f"update versions set {', '.join(sets)} {where}",
+                    params + [version_id, v.leaf_step_id] + (fence.params if fence is not None else []),
+                )
             except DatabaseFailure as exc:  # frozen: nothing of this is written
                 raise _frozen(self.ref(v), exc) from None
             if cur.rowcount != 1:
@@ -301,9 +336,18 @@ class Versions:
                 raise _changed(self.ref(v))
         return out, _written(v, parent, params, status, outcome, error, clear_draft)
 
-    def branch(self, parent: Version, *, at_step: Step | None, steps: Iterable[Step] = (),
-               config: AgentConfig | None = None, exemplar_rev: int | None = None, set_default: bool = True,
-               make_current: bool = True, **fields: Any) -> tuple[Version, list[Step]]:
+    def branch(
+        self,
+        parent: Version,
+        *,
+        at_step: Step | None,
+        steps: Iterable[Step] = (),
+        config: AgentConfig | None = None,
+        exemplar_rev: int | None = None,
+        set_default: bool = True,
+        make_current: bool = True,
+        **fields: Any,
+    ) -> tuple[Version, list[Step]]:
         """A new version whose path is root..`at_step` (shared, not copied) followed by
         `steps` (new rows). It becomes the episode's current version (unless
         `make_current` is False: rollouts never move the current version). It runs with the
@@ -349,8 +393,9 @@ class Versions:
         return out
 
 
-def _written(v: Version, leaf: int | None, params: list[Any], status: str | None, outcome: Any, error: Any,
-             clear_draft: bool) -> Version:
+def _written(
+    v: Version, leaf: int | None, params: list[Any], status: str | None, outcome: Any, error: Any, clear_draft: bool
+) -> Version:
     """The version row `append_steps` just wrote, without reading it back: the same fields
     the update set (`params`: `_leaf_update`'s, the outcome's JSON among them)."""
     upd: dict[str, Any] = {"leaf_step_id": leaf, "updated_at": params[1]}
@@ -365,8 +410,9 @@ def _written(v: Version, leaf: int | None, params: list[Any], status: str | None
     return replaced(v, upd)
 
 
-def _leaf_update(leaf: int | None, status: str | None, outcome: Outcome | None, error: Any,
-                 clear_draft: bool) -> tuple[list[str], list[Any]]:
+def _leaf_update(
+    leaf: int | None, status: str | None, outcome: Outcome | None, error: Any, clear_draft: bool
+) -> tuple[list[str], list[Any]]:
     """The SET clauses and parameters that move a version's leaf with the fields a step
     writes beside it (`error` is `...` when untouched)."""
     sets = ["leaf_step_id = ?", "updated_at = ?"]
@@ -383,3 +429,8 @@ def _leaf_update(leaf: int | None, status: str | None, outcome: Outcome | None, 
     if clear_draft:
         sets.append("draft_thought = null, draft_edit = null")
     return sets, params
+
+
+def _still(known: Version, version_id: int, expected_leaf: int | None | EllipsisType) -> bool:
+    """Whether the caller's copy of the version serves `append`: that version, at the leaf expected."""
+    return known.id == version_id and expected_leaf is not ... and known.leaf_step_id == expected_leaf

@@ -61,64 +61,20 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import sys
 import threading
 import time
 import weakref
 from typing import Any, Callable, Iterator
 
 from sessions import search_index
+from sessions.store import Store
 from sessions.transactions import Transaction, connection_state
-from sessions.store import Store, StoreError
+from sessions.write_handoff import WriterFailed, _Redo, _tell_on_error, _Write
 
 LOG_SYNCS = [0]  # the log synced without a commit (`Writer._sync`), all writers of the process: for the benchmark
 MAX_GROUP = 64  # writes per group at most (one transaction's size stays bounded)
 DURABLE_S = 0.2  # the power-loss window: a write asked durable is on disk at most this long after it was answered
 INDEX_WRITES = 64  # a group writes the search index for the rows noted since, once this many writes ran
-WATCH_S = 1.0  # a caller waiting for its group checks this often that the writer thread lives (no added syscall)
-
-
-class WriterFailed(StoreError):
-    """The store's writer thread stopped on an error: the writes it had not committed were
-    not written (one line; a resume takes them again)."""
-
-
-class _Write:
-    """One write and, once its group ran, its outcome. A queued write's caller waits on
-    `done` (a lock held until then: the cheapest wait there is); a write run in its
-    caller's thread needs none (no Future, no Condition per write)."""
-
-    __slots__ = ("fn", "durable", "blobs", "outcome", "done", "on_error", "writer")
-
-    def __init__(self, fn: Callable[[], Any], durable: bool, blobs: dict[str, bytes],
-                 on_error: Callable[[BaseException], Any] | None = None, writer: "Writer | None" = None):
-        self.fn, self.durable = fn, durable
-        self.blobs = blobs  # the caller's deferred pages (they commit with it)
-        self.outcome: tuple[bool, Any] | None = None  # (ok, result or error)
-        self.done: Any = None
-        self.on_error = on_error  # a write nobody waits for: who hears of its failure
-        self.writer = writer  # the writer whose thread answers a queued write
-
-    def answer(self) -> Any:
-        """The write's result once its group committed (its error raised). A queued write
-        whose writer thread ended without answering it (it cannot: `Writer._failed` answers
-        every queued write; this is the last guard) raises WriterFailed within WATCH_S."""
-        if self.done is not None:
-            while not self.done.acquire(timeout=WATCH_S):  # (the same one wait as without a timeout)
-                w = self.writer
-                if w is not None and not w._thread.is_alive():
-                    if self.done.acquire(timeout=WATCH_S):  # (answered as the thread ended)
-                        break
-                    raise w.failure or WriterFailed("the store's writer stopped without answering a write; "
-                                                    "it was not written")
-        ok, value = self.outcome  # type: ignore[misc]
-        if ok:
-            return value
-        raise value
-
-
-class _Redo(Exception):
-    """A member of a group run without savepoints failed in a way only undoing the whole group undoes."""
 
 
 class Writer:
@@ -126,8 +82,7 @@ class Writer:
     the benchmark and tests: `groups`, `writes`, `durable_commits` (groups committed with an
     fsync) and `syncs` (the log synced by an idle or closing writer)."""
 
-    def __init__(self, store: Store, durable_s: float | None = None,
-                 fsync: Callable[[int], None] = os.fsync):
+    def __init__(self, store: Store, durable_s: float | None = None, fsync: Callable[[int], None] = os.fsync):
         """`fsync`: how the log is synced (`os.fsync`; a test hands one that fails as a
         failing disk does)."""
         self.store, self.durable_s = store, DURABLE_S if durable_s is None else durable_s
@@ -154,8 +109,9 @@ class Writer:
         reuses the ident of a thread that ended for the next one started.)"""
         return threading.current_thread() is self._thread
 
-    def submit(self, fn: Callable[[], Any], *, durable: bool = True,
-               blobs: dict[str, bytes] | None = None) -> _Write | None:
+    def submit(
+        self, fn: Callable[[], Any], *, durable: bool = True, blobs: dict[str, bytes] | None = None
+    ) -> _Write | None:
         """The write (`answer()`: its result once its group committed); None when the writer
         has closed (the caller writes itself). A write that finds the writer idle (nothing
         queued, no group running) and comes from the thread that handed in the last one too
@@ -191,13 +147,18 @@ class Writer:
             finally:
                 with self._mutex:
                     self._busy -= 1
-                    if (pending or not self._queue.empty() or self._unawaited
-                            or (self._unsynced and not self._deadline())):
+                    if (
+                        pending
+                        or not self._queue.empty()
+                        or self._unawaited
+                        or (self._unsynced and not self._deadline())
+                    ):
                         self._state.notify()  # the writer thread has work (writes, a deadline to keep)
         return w
 
-    def submit_unawaited(self, fn: Callable[[], Any], *,
-                         on_error: Callable[[BaseException], Any] | None = None) -> bool:
+    def submit_unawaited(
+        self, fn: Callable[[], Any], *, on_error: Callable[[BaseException], Any] | None = None
+    ) -> bool:
         """A light write nobody waits for: it goes first in the next group (whoever runs
         it), or the writer's thread commits it once it waited DURABLE_S. False when the
         writer has closed (the caller writes itself)."""
@@ -422,15 +383,6 @@ class Writer:
             return False, exc
 
 
-def _tell_on_error(w: _Write, exc: BaseException) -> None:
-    """A write nobody waited for failed: its `on_error` hears of it (its own failure to say
-    so is said on stderr, never the group's)."""
-    try:
-        w.on_error(exc)  # type: ignore[misc]
-    except Exception as again:
-        print(f"a deferred write failed: {exc}; and so did saying so: {again}", file=sys.stderr, flush=True)
-
-
 _writers: "weakref.WeakKeyDictionary[Store, Writer]" = weakref.WeakKeyDictionary()
 _guard = threading.Lock()
 
@@ -496,4 +448,3 @@ def write_later(store: Store, fn: Callable[[], Any], *, on_error: Callable[[Base
     w = _writers.get(store)
     if w is None or w.on_writer or store.in_transaction() or not w.submit_unawaited(fn, on_error=on_error):
         fn()
-

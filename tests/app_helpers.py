@@ -9,15 +9,21 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from trajectory.records import AgentConfig
 from tests.toy_envs import ROOM_TASK
+from trajectory.records import AgentConfig
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
-EVIL = '<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evil)'
+EVIL = "<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evil)"
 
-WIN = [" think: I need a mug; it may be in the cabinet.", " go to cabinet 1", " open cabinet 1",
-       " take mug 1 from cabinet 1", " go to table 1", " put mug 1 in/on table 1"]
+WIN = [
+    " think: I need a mug; it may be in the cabinet.",
+    " go to cabinet 1",
+    " open cabinet 1",
+    " take mug 1 from cabinet 1",
+    " go to table 1",
+    " put mug 1 in/on table 1",
+]
 
 
 def cfg(llm, **kw) -> AgentConfig:

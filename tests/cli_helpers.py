@@ -23,6 +23,7 @@ def cli_json(capsys, *argv: str):
     assert code == 0, err
     return json.loads(out)
 
+
 CHILD = textwrap.dedent(
     """
     import sys

@@ -9,7 +9,6 @@ import pytest
 import envs.registry  # noqa: F401  (publishes the kinds sessions/ reads: trajectory.kinds)
 from tests.scripted_server import ScriptedLLM
 
-
 # -- the test session's own speed --------------------------------------------------------
 # Four fixtures below replace internals of Streamlit (1.67) and httpx (0.27-0.29): each says why
 # no public option does it. tests/test_conftest_patches.py checks that each still hits (the
@@ -17,6 +16,7 @@ from tests.scripted_server import ScriptedLLM
 # and a real AppTest run or client calls it), so an upgrade that moves one fails there instead
 # of silently changing what the other tests exercise. Each replacement carries the function or
 # class it replaces as `_conftest_replaces`.
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _streamlit_components_scanned_once() -> Iterator[None]:
@@ -88,13 +88,24 @@ def _app_scripts_compiled_once() -> Iterator[None]:
 # each other past their waits (a browser click landing mid-redraw, a model server taking a minute
 # to load), so they form one xdist group (`--dist loadgroup`): they run one after another, each
 # beside the ordinary tests.
-_ONE_AT_A_TIME = ("tests/e2e/", "tests/cli/test_local_model.py", "tests/app/test_local_model_app.py",
-                  "tests/benchmarks/")
+_ONE_AT_A_TIME = (
+    "tests/e2e/",
+    "tests/cli/test_local_model.py",
+    "tests/app/test_local_model_app.py",
+    "tests/benchmarks/",
+)
 # ... but for the benchmark scripts that run in one process (no child process, no server process,
 # no thread pool): they load one core, as any test, so they run beside the group instead of lengthening
 # it (tests/benchmarks/test_smoke.py checks that they start nothing).
-ONE_PROCESS_SCRIPTS = ("engine.py", "paired_ci_agreement.py", "search.py", "stats_simulation.py",
-                       "textworld_plugin.py", "ui.py", "wikipedia.py")
+ONE_PROCESS_SCRIPTS = (
+    "engine.py",
+    "paired_ci_agreement.py",
+    "search.py",
+    "stats_simulation.py",
+    "textworld_plugin.py",
+    "ui.py",
+    "wikipedia.py",
+)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -216,6 +227,7 @@ def _databases_migrated_once(tmp_path_factory) -> Iterator[None]:
 
 # -- scripted model server (tests/scripted_server.py) --------------------------------------
 
+
 @pytest.fixture(scope="session")
 def scripted_llm_session() -> Iterator[ScriptedLLM]:
     """One scripted server for the whole session; call `.reset()` before scripting it."""
@@ -233,13 +245,14 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
 
 # -- engine with the in-test environments (tests/toy_envs.py) --------------------------------
 
+
 @pytest.fixture
 def toy(monkeypatch, tmp_path, scripted_llm):
     """An Engine over a fresh database whose alfworld/hotpotqa families are the toy envs,
     with tiny built-in exemplars, talking to the scripted model server."""
-    from envs import registry
     from agent import exemplars
     from agent.engine import Engine
+    from envs import registry
     from sessions.store import Store
     from tests import toy_envs
 
@@ -262,6 +275,7 @@ def toy(monkeypatch, tmp_path, scripted_llm):
 
 
 # -- the Streamlit app through AppTest (helpers: tests/app_helpers.py) -----------------------
+
 
 @pytest.fixture
 def app(toy, monkeypatch):
@@ -318,6 +332,7 @@ def page(tmp_path, monkeypatch, scripted_llm):
 
 
 # -- a local static file server for the dataset downloads ----------------------------------
+
 
 @pytest.fixture
 def file_server(tmp_path):

@@ -8,6 +8,7 @@ from trajectory.records import AgentConfig
 def cfg(llm, **kw) -> AgentConfig:
     return AgentConfig(model="scripted-model", base_url=llm.base_url, max_retries=2, timeout_s=5, **kw)
 
+
 ROOM_SCRIPT = [
     " think: To solve the task, I need to find a mug, then put it in table 1. ",
     " go to cabinet 1",

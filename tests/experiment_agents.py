@@ -25,8 +25,9 @@ _CORPUS = Path(__file__).resolve().parents[1] / "envs" / "wikipedia" / "corpus" 
 HOTPOT = [json.loads(line) for line in _CORPUS.read_text().splitlines() if line.strip()]
 
 
-def wiki_agent(answers: dict[str, Any], *, latency_s: float = 0.0, react_steps: int = 1,
-               search: str = "Search[Ostwick]") -> Callable[[dict], Reply]:
+def wiki_agent(
+    answers: dict[str, Any], *, latency_s: float = 0.0, react_steps: int = 1, search: str = "Search[Ostwick]"
+) -> Callable[[dict], Reply]:
     """A HotpotQA/FEVER agent. ReAct/Act take `react_steps - 1` searches, then finish."""
     cycles: dict[str, Any] = {}
     lock = threading.Lock()

@@ -15,8 +15,19 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "envs" / "wikipedia" / "corpus"
 HOTPOT = [json.loads(line) for line in (CORPUS / "hotpotqa.jsonl").read_text().splitlines() if line.strip()]
 FEVER = [json.loads(line) for line in (CORPUS / "fever.jsonl").read_text().splitlines() if line.strip()]
-SUMMARY_KEYS = {"experiment", "name", "episodes", "done", "partial", "success", "success_rate", "by_type", "tokens", "cost",
-                "wall_s"}
+SUMMARY_KEYS = {
+    "experiment",
+    "name",
+    "episodes",
+    "done",
+    "partial",
+    "success",
+    "success_rate",
+    "by_type",
+    "tokens",
+    "cost",
+    "wall_s",
+}
 
 
 @pytest.fixture(autouse=True)  # (autouse in each test module that imports it)

@@ -15,8 +15,11 @@ from sessions.store import Store
 ROOT = Path(__file__).resolve().parents[1]
 
 
-HOTPOT = [json.loads(line) for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
-          if line.strip()]
+HOTPOT = [
+    json.loads(line)
+    for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
+    if line.strip()
+]
 
 
 def _wait_done(db: Path, exp_id: int, timeout: float = 60, *, every_task: bool = False) -> None:

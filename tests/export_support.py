@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trajectory.records import AgentConfig
 from tests.engine_scripts import ROOM_SCRIPT  # noqa: F401  (re-exported: the toy room's winning script)
 from tests.reference import reference_prompts  # noqa: F401  (re-exported for the import tests)
+from trajectory.records import AgentConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -36,90 +36,169 @@ _ILLEGAL = re.compile(r"[#<>\[\]|{}\x00-\x1f\x7f]")
 # A handful of small articles in the corpus format, used by tests until (and besides) the
 # built-in corpus. Written for these tests; they describe nothing real.
 SAMPLE_ARTICLES: list[dict] = [
-    {"title": "Colorado orogeny", "redirects": ["Colorado Orogeny", "Orogeny of Colorado"], "body": [
-        "The Colorado orogeny was an episode of mountain building in Colorado and nearby areas. "
-        "It took place during the Paleoproterozoic era. The orogeny built a chain of mountains "
-        "along the southern edge of a craton.",
-        "The eastern sector extends into the High Plains and is called the Central Plains orogeny. "
-        "The western sector reaches the Uinta range. Rocks of the eastern sector are buried. "
-        "Geologists study the eastern sector with drill cores.",
-        ["Paleoproterozoic mountain building events", "Geology of the state of Colorado", "Short"],
-    ]},
-    {"title": "High Plains", "disambiguation": True, "redirects": [], "body": [
-        "High Plains may refer to:",
-        ["High Plains (United States), a part of the Great Plains",
-         "High Plains (Australia), a plateau in Victoria"],
-    ]},
-    {"title": "High Plains (United States)", "redirects": ["High plains of America"], "body": [
-        "The High Plains are a subregion of the Great Plains. From east to west, the High Plains "
-        "rise in elevation from around 1,800 to 7,000 ft (550 to 2,130 m).",
-        "Winters on the High Plains are cold and dry. Wheat is the main crop on the High Plains.",
-    ]},
-    {"title": "High Plains (Australia)", "redirects": [], "body": [
-        "The High Plains are a plateau in the Australian state of Victoria. Snow covers them in winter."
-    ]},
-    {"title": "Zürich Opera House", "redirects": ["Opernhaus Zürich"], "body": [
-        "The Zürich Opera House is an opera house in the Swiss city of Zürich. It opened in 1891. "
-        "Its ensemble stages about 250 performances a year.",
-        "The building was designed by Fellner & Helmer. Its façade faces the lake.",
-    ]},
-    {"title": "AT&T Tower", "redirects": ["A&T Tower"], "body": [
-        "AT&T Tower is a fictional office tower used in these tests. It has 42 floors.",
-    ]},
-    {"title": "C++ (language)", "redirects": [], "body": [
-        "C++ (language) is an example article whose title holds plus signs. It is short.",
-    ]},
-    {"title": "東京タワー", "redirects": ["Tokyo Tower"], "body": [
-        "東京タワー is the name of a tower in Tokyo written in Japanese. The tower is 333 metres tall.",
-    ]},
-    {"title": "Milhouse Example", "redirects": [], "body": [
-        "Milhouse Example is a character in a cartoon invented for these tests. He is ten years old.",
-        "Milhouse Example was named after a teacher of the cartoonist. The teacher taught history.",
-        "Literal backslash sequences like a\\nb should be cleaned from observations.",
-    ]},
+    {
+        "title": "Colorado orogeny",
+        "redirects": ["Colorado Orogeny", "Orogeny of Colorado"],
+        "body": [
+            "The Colorado orogeny was an episode of mountain building in Colorado and nearby areas. "
+            "It took place during the Paleoproterozoic era. The orogeny built a chain of mountains "
+            "along the southern edge of a craton.",
+            "The eastern sector extends into the High Plains and is called the Central Plains orogeny. "
+            "The western sector reaches the Uinta range. Rocks of the eastern sector are buried. "
+            "Geologists study the eastern sector with drill cores.",
+            ["Paleoproterozoic mountain building events", "Geology of the state of Colorado", "Short"],
+        ],
+    },
+    {
+        "title": "High Plains",
+        "disambiguation": True,
+        "redirects": [],
+        "body": [
+            "High Plains may refer to:",
+            [
+                "High Plains (United States), a part of the Great Plains",
+                "High Plains (Australia), a plateau in Victoria",
+            ],
+        ],
+    },
+    {
+        "title": "High Plains (United States)",
+        "redirects": ["High plains of America"],
+        "body": [
+            "The High Plains are a subregion of the Great Plains. From east to west, the High Plains "
+            "rise in elevation from around 1,800 to 7,000 ft (550 to 2,130 m).",
+            "Winters on the High Plains are cold and dry. Wheat is the main crop on the High Plains.",
+        ],
+    },
+    {
+        "title": "High Plains (Australia)",
+        "redirects": [],
+        "body": ["The High Plains are a plateau in the Australian state of Victoria. Snow covers them in winter."],
+    },
+    {
+        "title": "Zürich Opera House",
+        "redirects": ["Opernhaus Zürich"],
+        "body": [
+            "The Zürich Opera House is an opera house in the Swiss city of Zürich. It opened in 1891. "
+            "Its ensemble stages about 250 performances a year.",
+            "The building was designed by Fellner & Helmer. Its façade faces the lake.",
+        ],
+    },
+    {
+        "title": "AT&T Tower",
+        "redirects": ["A&T Tower"],
+        "body": ["AT&T Tower is a fictional office tower used in these tests. It has 42 floors."],
+    },
+    {
+        "title": "C++ (language)",
+        "redirects": [],
+        "body": ["C++ (language) is an example article whose title holds plus signs. It is short."],
+    },
+    {
+        "title": "東京タワー",
+        "redirects": ["Tokyo Tower"],
+        "body": ["東京タワー is the name of a tower in Tokyo written in Japanese. The tower is 333 metres tall."],
+    },
+    {
+        "title": "Milhouse Example",
+        "redirects": [],
+        "body": [
+            "Milhouse Example is a character in a cartoon invented for these tests. He is ten years old.",
+            "Milhouse Example was named after a teacher of the cartoonist. The teacher taught history.",
+            "Literal backslash sequences like a\\nb should be cleaned from observations.",
+        ],
+    },
 ]
 
 SAMPLE_HOTPOT: list[dict] = [
-    {"id": "t-001", "question": "What is the elevation range of the area the eastern sector of the Colorado orogeny extends into?",
-     "answer": "1,800 to 7,000 ft", "type": "bridge", "supporting": ["Colorado orogeny", "High Plains (United States)"], "level": "medium"},
-    {"id": "t-002", "question": "Which is taller, Tokyo Tower or AT&T Tower?", "answer": "Tokyo Tower",
-     "type": "comparison", "supporting": ["東京タワー", "AT&T Tower"], "level": "easy"},
+    {
+        "id": "t-001",
+        "question": "What is the elevation range of the area the eastern sector of the Colorado orogeny extends into?",
+        "answer": "1,800 to 7,000 ft",
+        "type": "bridge",
+        "supporting": ["Colorado orogeny", "High Plains (United States)"],
+        "level": "medium",
+    },
+    {
+        "id": "t-002",
+        "question": "Which is taller, Tokyo Tower or AT&T Tower?",
+        "answer": "Tokyo Tower",
+        "type": "comparison",
+        "supporting": ["東京タワー", "AT&T Tower"],
+        "level": "easy",
+    },
 ]
 SAMPLE_FEVER: list[dict] = [
-    {"id": "f-001", "claim": "The Zürich Opera House opened in 1891.", "label": "SUPPORTS", "supporting": ["Zürich Opera House"]},
+    {
+        "id": "f-001",
+        "claim": "The Zürich Opera House opened in 1891.",
+        "label": "SUPPORTS",
+        "supporting": ["Zürich Opera House"],
+    },
     {"id": "f-002", "claim": "AT&T Tower has 12 floors.", "label": "REFUTES", "supporting": ["AT&T Tower"]},
-    {"id": "f-003", "claim": "Milhouse Example likes pizza.", "label": "NOT ENOUGH INFO", "supporting": ["Milhouse Example"]},
+    {
+        "id": "f-003",
+        "claim": "Milhouse Example likes pizza.",
+        "label": "NOT ENOUGH INFO",
+        "supporting": ["Milhouse Example"],
+    },
 ]
 SAMPLE_PLANS: dict = {
     "hotpotqa": [
-        {"question": SAMPLE_HOTPOT[0]["question"], "answer": "1,800 to 7,000 ft", "steps": [
-            {"thought": "I need to search Colorado orogeny.", "action": "Search[Colorado orogeny]"},
-            {"thought": "I need to look up eastern sector.", "action": "Lookup[eastern sector]"},
-            {"thought": "I need to search High Plains.", "action": "Search[High Plains]", "miss": True},
-            {"thought": "I need to search High Plains (United States).", "action": "Search[High Plains (United States)]"},
-            {"thought": "So the answer is 1,800 to 7,000 ft.", "action": "Finish[1,800 to 7,000 ft]"},
-        ]},
-        {"question": SAMPLE_HOTPOT[1]["question"], "answer": "Tokyo Tower", "steps": [
-            {"thought": "I need to search Tokyo Tower.", "action": "Search[Tokyo Tower]"},
-            {"thought": "Tokyo Tower is 333 metres tall. Next AT&T Tower.", "action": "Search[AT&T Tower]"},
-            {"thought": "42 floors is less than 333 metres.", "action": "Finish[Tokyo Tower]"},
-        ]},
-        {"question": "Who was Milhouse Example named after?", "answer": "a teacher of the cartoonist", "steps": [
-            {"thought": "I need to search Milhouse.", "action": "Search[Milhouse]", "miss": True},
-            {"thought": "I should search Milhouse Example.", "action": "Search[Milhouse Example]"},
-            {"thought": "The answer is a teacher of the cartoonist.", "action": "Finish[a teacher of the cartoonist]"},
-        ]},
+        {
+            "question": SAMPLE_HOTPOT[0]["question"],
+            "answer": "1,800 to 7,000 ft",
+            "steps": [
+                {"thought": "I need to search Colorado orogeny.", "action": "Search[Colorado orogeny]"},
+                {"thought": "I need to look up eastern sector.", "action": "Lookup[eastern sector]"},
+                {"thought": "I need to search High Plains.", "action": "Search[High Plains]", "miss": True},
+                {
+                    "thought": "I need to search High Plains (United States).",
+                    "action": "Search[High Plains (United States)]",
+                },
+                {"thought": "So the answer is 1,800 to 7,000 ft.", "action": "Finish[1,800 to 7,000 ft]"},
+            ],
+        },
+        {
+            "question": SAMPLE_HOTPOT[1]["question"],
+            "answer": "Tokyo Tower",
+            "steps": [
+                {"thought": "I need to search Tokyo Tower.", "action": "Search[Tokyo Tower]"},
+                {"thought": "Tokyo Tower is 333 metres tall. Next AT&T Tower.", "action": "Search[AT&T Tower]"},
+                {"thought": "42 floors is less than 333 metres.", "action": "Finish[Tokyo Tower]"},
+            ],
+        },
+        {
+            "question": "Who was Milhouse Example named after?",
+            "answer": "a teacher of the cartoonist",
+            "steps": [
+                {"thought": "I need to search Milhouse.", "action": "Search[Milhouse]", "miss": True},
+                {"thought": "I should search Milhouse Example.", "action": "Search[Milhouse Example]"},
+                {
+                    "thought": "The answer is a teacher of the cartoonist.",
+                    "action": "Finish[a teacher of the cartoonist]",
+                },
+            ],
+        },
     ],
     "fever": [
-        {"claim": SAMPLE_FEVER[0]["claim"], "label": "SUPPORTS", "steps": [
-            {"thought": "I should search Zürich Opera House.", "action": "Search[Zürich Opera House]"},
-            {"thought": "It opened in 1891.", "action": "Finish[SUPPORTS]"},
-        ]},
-        {"claim": SAMPLE_FEVER[2]["claim"], "label": "NOT ENOUGH INFO", "steps": [
-            {"thought": "I should search Milhouse Example.", "action": "Search[Milhouse Example]"},
-            {"thought": "Maybe look up pizza.", "action": "Lookup[pizza]"},
-            {"thought": "Nothing about pizza.", "action": "Finish[NOT ENOUGH INFO]"},
-        ]},
+        {
+            "claim": SAMPLE_FEVER[0]["claim"],
+            "label": "SUPPORTS",
+            "steps": [
+                {"thought": "I should search Zürich Opera House.", "action": "Search[Zürich Opera House]"},
+                {"thought": "It opened in 1891.", "action": "Finish[SUPPORTS]"},
+            ],
+        },
+        {
+            "claim": SAMPLE_FEVER[2]["claim"],
+            "label": "NOT ENOUGH INFO",
+            "steps": [
+                {"thought": "I should search Milhouse Example.", "action": "Search[Milhouse Example]"},
+                {"thought": "Maybe look up pizza.", "action": "Lookup[pizza]"},
+                {"thought": "Nothing about pizza.", "action": "Finish[NOT ENOUGH INFO]"},
+            ],
+        },
     ],
 }
 
@@ -128,10 +207,15 @@ def write_corpus(folder: Path) -> Path:
     """A corpus directory in the built-in format, from the samples above."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("articles.jsonl", SAMPLE_ARTICLES), ("hotpotqa.jsonl", SAMPLE_HOTPOT),
-                       ("fever.jsonl", SAMPLE_FEVER)):
+    for name, rows in (
+        ("articles.jsonl", SAMPLE_ARTICLES),
+        ("hotpotqa.jsonl", SAMPLE_HOTPOT),
+        ("fever.jsonl", SAMPLE_FEVER),
+    ):
         (folder / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    (folder / "exemplar_plans.json").write_text(json.dumps(SAMPLE_PLANS, ensure_ascii=False, indent=1), encoding="utf-8")
+    (folder / "exemplar_plans.json").write_text(
+        json.dumps(SAMPLE_PLANS, ensure_ascii=False, indent=1), encoding="utf-8"
+    )
     return folder
 
 
@@ -159,12 +243,14 @@ def mw_normalize(title: str) -> str:
 def mw_html(article: dict) -> str:
     """Roughly what `action=parse&prop=text` returns for an article."""
     esc = html.escape
-    parts = ['<div class="mw-content-ltr mw-parser-output" lang="en" dir="ltr">',
-             '<style data-mw-deduplicate="TemplateStyles:r1">.mw-parser-output .hatnote{font-style:italic}</style>',
-             f'<div class="shortdescription nomobile noexcerpt noprint searchaux" style="display:none">{esc(article["title"])}</div>',
-             '<table class="infobox"><tbody><tr><th>Name</th><td>'
-             f'{esc(article["title"])} infobox cell text</td></tr></tbody></table>',
-             '<p class="mw-empty-elt">\n</p>']
+    parts = [
+        '<div class="mw-content-ltr mw-parser-output" lang="en" dir="ltr">',
+        '<style data-mw-deduplicate="TemplateStyles:r1">.mw-parser-output .hatnote{font-style:italic}</style>',
+        f'<div class="shortdescription nomobile noexcerpt noprint searchaux" style="display:none">{esc(article["title"])}</div>',
+        '<table class="infobox"><tbody><tr><th>Name</th><td>'
+        f"{esc(article['title'])} infobox cell text</td></tr></tbody></table>",
+        '<p class="mw-empty-elt">\n</p>',
+    ]
     for block in article["body"]:
         if isinstance(block, str):
             parts.append(f"<p>{esc(block)}\n</p>")
@@ -302,7 +388,13 @@ class MediaWikiServer:
         normalized, redirects, pages, seen = [], [], [], set()
         for t in titles:
             if not t.strip() or _ILLEGAL.search(t):
-                pages.append({"title": t, "invalidreason": "The requested page title contains invalid characters", "invalid": True})
+                pages.append(
+                    {
+                        "title": t,
+                        "invalidreason": "The requested page title contains invalid characters",
+                        "invalid": True,
+                    }
+                )
                 continue
             n = mw_normalize(t)
             if n != t:
@@ -345,7 +437,12 @@ class MediaWikiServer:
     def _search(self, p: dict[str, str]) -> dict[str, Any]:
         q = p.get("srsearch", "")
         if len(q) > 300:
-            return {"error": {"code": "search-too-long", "info": "Search request is longer than the maximum allowed length. (300)"}}
+            return {
+                "error": {
+                    "code": "search-too-long",
+                    "info": "Search request is longer than the maximum allowed length. (300)",
+                }
+            }
         limit = int(p.get("srlimit") or 10)
         titles = similar_titles(self.archive, q, limit) if q.strip() else []
         hits = [{"ns": 0, "title": t, "pageid": self.pages[t]["pageid"]} for t in titles if t in self.pages]

@@ -21,17 +21,19 @@ class Agent:
         prompt = body["prompt"]
         with self.lock:
             self.calls += 1
-        tail = prompt[prompt.rfind("Here is the task."):]
+        tail = prompt[prompt.rfind("Here is the task.") :]
         if tail.endswith("think: The mug is in the cabinet.\nOK.\n>"):
             return " go to cabinet 1"
         if tail.endswith("OK.\n>"):
             with self.lock:
                 return self.choose()
-        for obs, action in (("The cabinet 1 is closed.\n>", " open cabinet 1"),
-                            ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
-                            ("from the cabinet 1.\n>", " go to table 1"),
-                            ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1"),
-                            ("On the shelf 1, you see nothing.\n>", " go to shelf 1")):
+        for obs, action in (
+            ("The cabinet 1 is closed.\n>", " open cabinet 1"),
+            ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
+            ("from the cabinet 1.\n>", " go to table 1"),
+            ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1"),
+            ("On the shelf 1, you see nothing.\n>", " go to shelf 1"),
+        ):
             if tail.endswith(obs):
                 return action
         return " think: To solve the task, I need to find a mug, then put it in table 1."

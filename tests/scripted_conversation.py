@@ -11,8 +11,11 @@ from typing import Any
 def tool_call(name: str, arguments: Any, id: str | None = None) -> dict[str, Any]:  # noqa: A002 - the API's name
     """One scripted tool call (`Reply(tool_calls=[...])`): arguments a dict (sent as its JSON) or
     a string sent as it is (malformed JSON)."""
-    return {"id": id or f"call_{uuid.uuid4().hex[:8]}", "type": "function",
-            "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}
+    return {
+        "id": id or f"call_{uuid.uuid4().hex[:8]}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
+    }
 
 
 def check_conversation(body: dict[str, Any], *, require_tools: bool = False) -> str | None:
@@ -27,8 +30,13 @@ def check_conversation(body: dict[str, Any], *, require_tools: bool = False) -> 
             return "tools must be a non-empty list"
         for t in tools:
             fn = t.get("function") if isinstance(t, dict) else None
-            if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(fn, dict) or \
-                    not isinstance(fn.get("name"), str) or not isinstance(fn.get("parameters"), dict):
+            if (
+                not isinstance(t, dict)
+                or t.get("type") != "function"
+                or not isinstance(fn, dict)
+                or not isinstance(fn.get("name"), str)
+                or not isinstance(fn.get("parameters"), dict)
+            ):
                 return f"a tool must be {{'type': 'function', 'function': {{name, parameters}}}}: {t!r}"
             names.add(fn["name"])
         if body.get("parallel_tool_calls") is not False:

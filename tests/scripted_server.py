@@ -16,99 +16,15 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Union
+from typing import Any
 
-from tests.scripted_text import Responder, apply_stop, prompt_text, table_responder  # noqa: F401
 from tests.scripted_conversation import check_conversation, tool_call  # noqa: F401 - re-exported
+from tests.scripted_replies import Reply, ScriptItem, as_reply  # noqa: F401 - re-exported (tests import them here)
+from tests.scripted_text import Responder, apply_stop, prompt_text, table_responder  # noqa: F401
 
 DEFAULT_MODEL = "scripted-model"
-
-
-@dataclass
-class Reply:
-    """One scripted answer. With only `text` set it is a normal completion.
-
-    status      HTTP status to answer with instead (429, 500, ...), OpenAI error JSON body.
-    retry_after value of the Retry-After header (seconds) sent with an error status.
-    message     error message for an error status.
-    delay_s     sleep this long before answering (longer than the client timeout = timeout).
-    body        raw response body (str/bytes) sent as-is with `content_type` (garbage).
-    json        raw JSON object sent as the body (e.g. a completion missing `choices`).
-    ignore_stop do not apply the request's stop sequences (a server that ignores `stop`).
-    prompt_tokens / completion_tokens / cached_tokens override the usage numbers;
-    usage=False omits `usage`; cached_tokens=None omits `prompt_tokens_details`.
-    hang_up     close the connection without answering (a server that hangs up).
-    hang        never answer: hold the request until the server stops or is reset (a server
-                that never answers, whatever the client's timeout).
-    chunk_delay_s  (streamed answers) sleep this long before each chunk after the first.
-    endless     send body bytes forever (a hostile server): streamed or not.
-    huge_bytes  send a body of this many bytes (no Content-Length) instead of a completion.
-    location    answer `status` (a 307/308) with this Location header (a redirect).
-    tool_calls  (chat) the assistant's tool calls: `tool_call(name, arguments)` items (arguments
-                a dict, or a string sent as it is: malformed JSON); several = parallel calls.
-    reasoning   (chat) the message's `reasoning_content` (streamed first, as reasoning servers do).
-
-    A request with `stream: true` gets server-sent events (one chunk per word, then a usage
-    chunk when `stream_options.include_usage` asks for it, then `[DONE]`) unless the server
-    was made with `streams=False` (it answers in one piece, as servers that do not stream do);
-    made with `stream_options=False`, it refuses a request that has `stream_options` (HTTP 400).
-
-    Chat requests are checked as a real server would (`check_conversation`): roles in order,
-    every `role: "tool"` message naming the preceding assistant's next unanswered call, every
-    call answered, calls only to declared `tools`, arguments as JSON strings, and one call per
-    step (`parallel_tool_calls: false`) when tools are sent; a request that breaks a rule gets
-    HTTP 400 saying which. `require_tools=True` also refuses a chat request without `tools`.
-    """
-
-    text: str = ""
-    status: int = 200
-    retry_after: float | str | None = None
-    message: str | None = None
-    delay_s: float = 0.0
-    body: str | bytes | None = None
-    content_type: str = "application/json"
-    json: Any = None
-    ignore_stop: bool = False
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = 0
-    usage: bool = True
-    headers: dict[str, str] = field(default_factory=dict)
-    hang_up: bool = False
-    hang: bool = False
-    chunk_delay_s: float = 0.0
-    endless: bool = False
-    huge_bytes: int = 0
-    location: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    reasoning: str | None = None
-
-    def __post_init__(self) -> None:
-        # a responder that wraps a Reply in a Reply made the server hang up in silence, and the
-        # client retry after a backoff: a test waited for seconds and still passed
-        if not isinstance(self.text, str):
-            raise TypeError(f"Reply.text must be a string, not {type(self.text).__name__}")
-
-
-ScriptItem = Union[str, dict, Reply, Callable[[dict[str, Any]], Any]]
-
-
-def as_reply(item: Any) -> Reply:
-    """Normalise a script item (string, dict of Reply fields, or Reply) to a Reply."""
-    if isinstance(item, Reply):
-        return item
-    if isinstance(item, str):
-        return Reply(text=item)
-    if isinstance(item, dict):
-        known = {f.name for f in fields(Reply)}
-        unknown = set(item) - known
-        if unknown:
-            raise ValueError(f"unknown reply fields: {sorted(unknown)}")
-        return Reply(**item)
-    raise TypeError(f"cannot script a reply from {type(item).__name__}")
 
 
 @dataclass
@@ -134,8 +50,15 @@ class ScriptedLLM:
 
     EXHAUSTED = "script exhausted: no scripted reply left for this request"
 
-    def __init__(self, *, default: ScriptItem | None = None, models: list[str] | None = None,
-                 streams: bool = True, stream_options: bool = True, require_tools: bool = False):
+    def __init__(
+        self,
+        *,
+        default: ScriptItem | None = None,
+        models: list[str] | None = None,
+        streams: bool = True,
+        stream_options: bool = True,
+        require_tools: bool = False,
+    ):
         self.streams, self.stream_options = streams, stream_options
         self.require_tools = require_tools
         self._lock = threading.Lock()
@@ -207,7 +130,9 @@ class ScriptedLLM:
         # stop() waits for the serve loop's next poll: a short interval keeps each test's
         # teardown short (an idle poll is one select call)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True,
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.005},
+            daemon=True,
             name=f"scripted-llm-{self.port}",
         )
         self._thread.start()
@@ -270,16 +195,30 @@ class _Handler(BaseHTTPRequestHandler):
             return raw, None
 
     def _record(self, raw: bytes, body: Any) -> None:
-        self.llm._record(RecordedRequest(
-            method=self.command, path=self.path.split("?")[0],
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body, raw=raw, received_at=time.monotonic(),
-        ))
+        self.llm._record(
+            RecordedRequest(
+                method=self.command,
+                path=self.path.split("?")[0],
+                headers={k.lower(): v for k, v in self.headers.items()},
+                body=body,
+                raw=raw,
+                received_at=time.monotonic(),
+            )
+        )
 
-    def _send(self, status: int, payload: Any, *, content_type: str = "application/json",
-              headers: dict[str, str] | None = None) -> None:
-        data = payload if isinstance(payload, bytes) else (
-            payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+    def _send(
+        self,
+        status: int,
+        payload: Any,
+        *,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        data = (
+            payload
+            if isinstance(payload, bytes)
+            else (payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+        )
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -293,16 +232,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         kind = {429: "rate_limit_exceeded", 404: "not_found"}.get(status, "server_error")
-        self._send(status, {"error": {"message": message, "type": kind, "param": None,
-                                      "code": kind}}, headers=headers)
+        self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": kind}}, headers=headers)
 
     def do_GET(self) -> None:
         self._record(b"", None)
         path = self.path.split("?")[0].rstrip("/")
         if path == "/v1/models":
-            self._send(200, {"object": "list", "data": [
-                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
-                for m in self.llm.models]})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in self.llm.models
+                    ],
+                },
+            )
         else:
             self._error(404, f"no route GET {path}")
 
@@ -341,13 +285,11 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.retry_after is not None:
             headers["Retry-After"] = str(reply.retry_after)
         if reply.body is not None:
-            return self._send(reply.status, reply.body, content_type=reply.content_type,
-                              headers=headers)
+            return self._send(reply.status, reply.body, content_type=reply.content_type, headers=headers)
         if reply.json is not None:
             return self._send(reply.status, reply.json, headers=headers)
         if reply.status != 200:
-            return self._error(reply.status, reply.message or f"scripted HTTP {reply.status}",
-                               headers)
+            return self._error(reply.status, reply.message or f"scripted HTTP {reply.status}", headers)
         if body.get("stream") and self.llm.streams:
             if body.get("stream_options") is not None and not self.llm.stream_options:
                 return self._error(400, "Unrecognized request argument supplied: stream_options")
@@ -382,10 +324,22 @@ class _Handler(BaseHTTPRequestHandler):
             deltas[:0] = [{"reasoning_content": p} for p in reply.reasoning.replace(" ", "\x00 ").split("\x00") if p]
         for i, c in enumerate(choice["message"].get("tool_calls") or [] if chat else []):
             args = c["function"]["arguments"]
-            deltas.append({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
-                                           "function": {"name": c["function"]["name"], "arguments": ""}}]})
-            deltas += [{"tool_calls": [{"index": i, "function": {"arguments": args[j:j + 7]}}]}
-                       for j in range(0, len(args), 7)]
+            deltas.append(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+            deltas += [
+                {"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 7]}}]}
+                for j in range(0, len(args), 7)
+            ]
         self._chunked = self.protocol_version == "HTTP/1.1"  # (keep-alive: chunked, as vLLM/SGLang stream)
         try:
             self.send_response(200)
@@ -400,16 +354,37 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 delta = {"index": 0, "finish_reason": None, "logprobs": None}
                 delta.update({"delta": piece} if chat else {"text": piece["content"]})
-                self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
-                             "created": whole["created"], "model": whole["model"], "choices": [delta]})
+                self._event(
+                    {
+                        "id": whole["id"],
+                        "object": "chat.completion.chunk" if chat else "text_completion",
+                        "created": whole["created"],
+                        "model": whole["model"],
+                        "choices": [delta],
+                    }
+                )
             last = {"index": 0, "finish_reason": choice["finish_reason"], "logprobs": None}
             last.update({"delta": {}} if chat else {"text": ""})
-            self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
-                         "created": whole["created"], "model": whole["model"], "choices": [last]})
+            self._event(
+                {
+                    "id": whole["id"],
+                    "object": "chat.completion.chunk" if chat else "text_completion",
+                    "created": whole["created"],
+                    "model": whole["model"],
+                    "choices": [last],
+                }
+            )
             if (body.get("stream_options") or {}).get("include_usage") and "usage" in whole:
-                self._event({"id": whole["id"], "object": "chat.completion.chunk" if chat else "text_completion",
-                             "created": whole["created"], "model": whole["model"], "choices": [],
-                             "usage": whole["usage"]})
+                self._event(
+                    {
+                        "id": whole["id"],
+                        "object": "chat.completion.chunk" if chat else "text_completion",
+                        "created": whole["created"],
+                        "model": whole["model"],
+                        "choices": [],
+                        "usage": whole["usage"],
+                    }
+                )
             self._write(b"data: [DONE]\n\n")
             if self._chunked:
                 self.wfile.write(b"0\r\n\r\n")
@@ -435,16 +410,26 @@ def _completion_json(path: str, body: dict[str, Any], reply: Reply) -> dict[str,
     created = int(time.time())
     if path == "/v1/completions":
         out: dict[str, Any] = {
-            "id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion",
-            "created": created, "model": model,
+            "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+            "object": "text_completion",
+            "created": created,
+            "model": model,
             "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
         }
     else:
         out = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
-            "created": created, "model": model,
-            "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
-                         "message": {"role": "assistant", "content": text}}],
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": finish,
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
         }
         message = out["choices"][0]["message"]
         if reply.reasoning is not None:
@@ -453,11 +438,9 @@ def _completion_json(path: str, body: dict[str, Any], reply: Reply) -> dict[str,
             message["tool_calls"] = reply.tool_calls
             message["content"] = text or None
     if reply.usage:
-        pt = reply.prompt_tokens if reply.prompt_tokens is not None else len(
-            prompt_text(body).split())
+        pt = reply.prompt_tokens if reply.prompt_tokens is not None else len(prompt_text(body).split())
         ct = reply.completion_tokens if reply.completion_tokens is not None else len(text.split())
-        usage: dict[str, Any] = {"prompt_tokens": pt, "completion_tokens": ct,
-                                 "total_tokens": pt + ct}
+        usage: dict[str, Any] = {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
         if reply.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
         out["usage"] = usage

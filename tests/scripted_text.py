@@ -53,6 +53,9 @@ def table_responder(table: dict[str, Any], default: Any = None) -> Responder:
             return table[best]
         if default is not None:
             return default
-        return {"status": 500, "message": f"no scripted reply for prompt ending {prompt[-120:]!r}"}  # (a Reply's fields)
+        return {
+            "status": 500,
+            "message": f"no scripted reply for prompt ending {prompt[-120:]!r}",
+        }  # (a Reply's fields)
 
     return respond

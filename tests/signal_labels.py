@@ -38,8 +38,10 @@ THINGS = ["cd", "mug", "pen", "book", "apple", "keychain", "pencil", "cellphone"
 
 
 def _room(a: str, b: str, c: str) -> str:
-    return (f"-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
-            f"you see a {a} 1, a {a} 2, a {b} 1, and a {c} 1.\n\nYour task is to: put some thing on {c}.")
+    return (
+        f"-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
+        f"you see a {a} 1, a {a} 2, a {b} 1, and a {c} 1.\n\nYour task is to: put some thing on {c}."
+    )
 
 
 def _alfworld(n: int) -> list[Labelled]:
@@ -86,8 +88,12 @@ def _wiki(n: int) -> list[Labelled]:
         page_x = f"{x} is a town in the north. It was founded in 1650."
         steps = [
             (f"Search[{x} town]", f"Could not find [{x} town]. Similar: ['{x}', '{x} (band)'].", {"search_miss"}, None),
-            (f"Search[{x} town]", f"Could not find [{x} town]. Similar: ['{x}', '{x} (band)'].",
-             {"search_miss", "repeated_action"}, None),
+            (
+                f"Search[{x} town]",
+                f"Could not find [{x} town]. Similar: ['{x}', '{x} (band)'].",
+                {"search_miss", "repeated_action"},
+                None,
+            ),
             (f"Search[{x}]", page_x, set(), None),
             ("Lookup[founded]", "(Result 1 / 2) It was founded in 1650.", set(), None),
             ("Lookup[founded]", "(Result 2 / 2) The mill was founded in 1702.", set(), None),  # advances: legit
@@ -108,12 +114,16 @@ def _wiki(n: int) -> list[Labelled]:
 def _limits(n: int) -> list[Labelled]:
     """Versions labelled for `step_limit`: at the limit without an answer (yes), at the
     limit with a success (no: an answer), finished early (no), unfinished (no)."""
-    kinds = [(Outcome(done=True, success=False, metrics={"limit": True}), True),
-             (Outcome(done=True, success=True, metrics={"limit": True}), False),
-             (Outcome(done=True, success=False), False),
-             (Outcome(), False)]
-    return [Labelled("hotpotqa", "Question: q?", [("Search[q]", "q is a letter.", set(), None)], *kinds[k % 4])
-            for k in range(n)]
+    kinds = [
+        (Outcome(done=True, success=False, metrics={"limit": True}), True),
+        (Outcome(done=True, success=True, metrics={"limit": True}), False),
+        (Outcome(done=True, success=False), False),
+        (Outcome(), False),
+    ]
+    return [
+        Labelled("hotpotqa", "Question: q?", [("Search[q]", "q is a letter.", set(), None)], *kinds[k % 4])
+        for k in range(n)
+    ]
 
 
 def labelled_set() -> list[Labelled]:

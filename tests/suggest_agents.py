@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import threading
 
-from trajectory.records import AgentConfig
 from tests.toy_envs import ROOM_TASK
+from trajectory.records import AgentConfig
 
 CRITIC_MARK = "You review the trajectory"
 HINT = "The mug is in the cabinet."
@@ -39,13 +39,15 @@ class RoomAgent:
             return self.critic or "{}"
         with self.lock:
             self.agent_calls += 1
-        tail = prompt[prompt.rfind("Here is the task."):]
+        tail = prompt[prompt.rfind("Here is the task.") :]
         if tail.endswith(f"think: {HINT}\nOK.\n>"):
             return " go to cabinet 1"
-        for obs, action in (("The cabinet 1 is closed.\n>", " open cabinet 1"),
-                            ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
-                            ("from the cabinet 1.\n>", " go to table 1"),
-                            ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1")):
+        for obs, action in (
+            ("The cabinet 1 is closed.\n>", " open cabinet 1"),
+            ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
+            ("from the cabinet 1.\n>", " go to table 1"),
+            ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1"),
+        ):
             if tail.endswith(obs):
                 return action
         if tail.endswith("OK.\n>") or tail.endswith("you see nothing.\n>"):
@@ -87,4 +89,5 @@ def hotpot_fixer(critic_candidates: list[dict]):
         if CRITIC_MARK in text:
             return json.dumps({"candidates": critic_candidates})
         return fixed(body) if MAGIC in text.rpartition("Question:")[2] else plain(body)
+
     return respond

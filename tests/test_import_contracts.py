@@ -34,18 +34,26 @@ def copy(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("contracts")
     shutil.copy(ROOT / "pyproject.toml", root)
     for pkg in PACKAGES:
-        shutil.copytree(ROOT / pkg, root / pkg, ignore=lambda d, names: [n for n in names if not (
-            n.endswith(".py") or (Path(d) / n).is_dir()) or n == "__pycache__"])
+        shutil.copytree(
+            ROOT / pkg,
+            root / pkg,
+            ignore=lambda d, names: [
+                n for n in names if not (n.endswith(".py") or (Path(d) / n).is_dir()) or n == "__pycache__"
+            ],
+        )
     return root
 
 
-@pytest.mark.parametrize("module, line, broken", [
-    ("sessions/blobs.py", "import agent.summary", "Layers"),
-    ("react_editor/confirm.py", "import app_pages.page_text", "Layers"),
-    ("agent/summary.py", "import streamlit", "No Streamlit below the app"),
-    ("envs/wikipedia/__init__.py", "import envs.alfworld", "Environment families are independent"),
-    ("sessions/blobs.py", "import sessions.store", "No import cycles"),
-])
+@pytest.mark.parametrize(
+    "module, line, broken",
+    [
+        ("sessions/blobs.py", "import agent.summary", "Layers"),
+        ("react_editor/confirm.py", "import app_pages.page_text", "Layers"),
+        ("agent/summary.py", "import streamlit", "No Streamlit below the app"),
+        ("envs/wikipedia/__init__.py", "import envs.alfworld", "Environment families are independent"),
+        ("sessions/blobs.py", "import sessions.store", "No import cycles"),
+    ],
+)
 def test_each_contract_fails_on_the_import_it_forbids(copy, module, line, broken):
     path = copy / module
     before = path.read_text()
@@ -61,6 +69,6 @@ def test_each_contract_fails_on_the_import_it_forbids(copy, module, line, broken
 
 def _verdict(text: str, contract: str) -> str:
     """KEPT or BROKEN: the word that follows the contract's name in lint-imports' summary."""
-    rest = text[text.index(contract):]
+    rest = text[text.index(contract) :]
     kept, broken = rest.find(" KEPT"), rest.find(" BROKEN")
     return "BROKEN" if broken != -1 and (kept == -1 or broken < kept) else "KEPT"

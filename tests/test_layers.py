@@ -18,8 +18,9 @@ LAYERS_TOOL = ROOT.parent / "shared" / "tools" / "layers.py"
 def _run(code: str, extra_path: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(extra_path or ""), str(ROOT)) if p)
-    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd or ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd or ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_layers_tool_reports_no_cycles_and_no_ui_in_library():
@@ -31,14 +32,18 @@ def test_layers_tool_reports_no_cycles_and_no_ui_in_library():
 
 def test_a_foreign_cli_module_on_the_path_does_not_break_the_command(tmp_path):
     (tmp_path / "cli.py").write_text("raise SystemExit('the wrong cli module was imported')\n")
-    out = _run("import sys; from react_editor.main import main; sys.argv=['react-editor','--help']; main()",
-               extra_path=tmp_path, cwd=tmp_path)
+    out = _run(
+        "import sys; from react_editor.main import main; sys.argv=['react-editor','--help']; main()",
+        extra_path=tmp_path,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert "Step, edit and branch" in out.stdout
 
 
 def test_an_installed_package_adds_an_environment_through_an_entry_point(tmp_path):
-    (tmp_path / "coinflip.py").write_text(textwrap.dedent("""
+    (tmp_path / "coinflip.py").write_text(
+        textwrap.dedent("""
         from envs.base import EnvFamily, StepResult
         from trajectory.records import Task
 
@@ -50,17 +55,21 @@ def test_an_installed_package_adds_an_environment_through_an_entry_point(tmp_pat
             def step(self, action): return StepResult("It lands heads.", done=True, reward=1.0, info={"won": True})
 
         FAMILY = EnvFamily("coinflip", lambda **_: [TASK], lambda tid, **_: TASK, lambda *a, **k: Coin(), 3)
-    """))
+    """)
+    )
     dist = tmp_path / "coinflip-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: coinflip\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[react_editor.envs]\ncoinflip = coinflip:FAMILY\n")
-    out = _run(textwrap.dedent("""
+    out = _run(
+        textwrap.dedent("""
         from envs.registry import family, kinds
         fam = family("coinflip")
         env = fam.make_env(fam.get_task("c1"), {})
         print(sorted(kinds()), fam.list_tasks()[0].text, env.step("flip").observation)
-    """), extra_path=tmp_path)
+    """),
+        extra_path=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert "'coinflip'" in out.stdout and "'alfworld'" in out.stdout
     assert "Flip the coin. It lands heads." in out.stdout
@@ -111,8 +120,9 @@ def test_no_code_above_envs_names_a_built_in_environment():
 
 def test_the_name_check_finds_a_name_branch(tmp_path):
     (tmp_path / "agent").mkdir()
-    (tmp_path / "agent" / "x.py").write_text('"""alfworld in a docstring is fine"""\n# "fever" in a comment too\n'
-                                             'if env == "hotpotqa":\n    pass\n')
+    (tmp_path / "agent" / "x.py").write_text(
+        '"""alfworld in a docstring is fine"""\n# "fever" in a comment too\nif env == "hotpotqa":\n    pass\n'
+    )
     assert env_name_literals(tmp_path, {"alfworld", "hotpotqa", "fever"}) == ["agent/x.py:3"]
 
 
@@ -122,13 +132,20 @@ def test_no_module_is_imported_under_the_name_of_another():
     import ast
 
     skip = {"tests", "benchmarks", "build", "docs"}
-    files = [p for p in ROOT.rglob("*.py") if not (set(p.relative_to(ROOT).parts) & skip)
-             and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
+    files = [
+        p
+        for p in ROOT.rglob("*.py")
+        if not (set(p.relative_to(ROOT).parts) & skip)
+        and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
+    ]
     names = {p.stem for p in files if p.stem != "__init__"} | {p.parent.name for p in files if p.stem == "__init__"}
     wrong = []
     for p in files:
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in names:
-                wrong += [f"{p.relative_to(ROOT)}: {a.name} as {a.asname}" for a in node.names
-                          if a.asname and a.asname != a.name and a.asname in names]
+                wrong += [
+                    f"{p.relative_to(ROOT)}: {a.name} as {a.asname}"
+                    for a in node.names
+                    if a.asname and a.asname != a.name and a.asname in names
+                ]
     assert wrong == []

@@ -1,5 +1,6 @@
-"""The tree passes `ruff check` with the project's configuration (pyproject.toml, `[tool.ruff]`),
-and that check can fail: a file with an unused import in a copy of the configuration is reported."""
+"""The tree passes `ruff check` and `ruff format --check` with the project's configuration
+(pyproject.toml, `[tool.ruff]`), and those checks can fail: a file with an unused import in a copy
+of the configuration is reported, and so is a file the formatter would change."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ def _ruff(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_tree_passes_ruff() -> None:
     out = _ruff("check", "--no-cache", "--output-format", "concise", ".", cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+def test_the_tree_is_formatted() -> None:
+    out = _ruff("format", "--no-cache", "--check", ".", cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
 
 

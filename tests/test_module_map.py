@@ -8,8 +8,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAP = ROOT / "docs" / "architecture.md"
-PACKAGES = ("trajectory", "envs", "envs/transcript", "envs/alfworld", "envs/wikipedia", "sessions",
-            "sessions/exchange", "agent", "agent/model", "react_editor", "app_pages")
+PACKAGES = (
+    "trajectory",
+    "envs",
+    "envs/transcript",
+    "envs/alfworld",
+    "envs/wikipedia",
+    "sessions",
+    "sessions/exchange",
+    "agent",
+    "agent/model",
+    "react_editor",
+    "app_pages",
+)
 HEADING = re.compile(r"^### `([\w/]+)/`")
 ROW = re.compile(r"^\| `([\w.]+\.py)` \| (.+) \|$")
 
@@ -31,8 +42,7 @@ def mapped(text: str) -> dict[str, dict[str, str]]:
 
 def modules(package: str) -> set[str]:
     """The package's modules, but an `__init__.py` with nothing in it."""
-    return {p.name for p in (ROOT / package).glob("*.py")
-            if p.name != "__init__.py" or p.read_text("utf-8").strip()}
+    return {p.name for p in (ROOT / package).glob("*.py") if p.name != "__init__.py" or p.read_text("utf-8").strip()}
 
 
 def test_every_module_has_its_row_and_every_row_its_module():
@@ -45,6 +55,8 @@ def test_every_module_has_its_row_and_every_row_its_module():
 
 
 def test_the_parse_reads_rows_under_their_heading_only():
-    text = ("### `sessions/`: the store\n\n| module | holds |\n| --- | --- |\n| `store.py` | the Store |\n\n"
-            "## Elsewhere\n\n| `calls.py` | not a row of sessions/ |\n")
+    text = (
+        "### `sessions/`: the store\n\n| module | holds |\n| --- | --- |\n| `store.py` | the Store |\n\n"
+        "## Elsewhere\n\n| `calls.py` | not a row of sessions/ |\n"
+    )
     assert mapped(text) == {"sessions": {"store.py": "the Store"}}

@@ -19,9 +19,12 @@ OVER_LIMIT: dict[str, str] = {}  # module -> why it is still over the limit (non
 def project_modules() -> list[Path]:
     """Every Python file of the project (packages, app, benchmarks, tests, plugins), none of a
     build, cache or virtual environment."""
-    return sorted(p for p in ROOT.rglob("*.py")
-                  if not SKIPPED_DIRS.intersection(p.relative_to(ROOT).parts[:-1])
-                  and not any(part.endswith(".egg-info") for part in p.relative_to(ROOT).parts))
+    return sorted(
+        p
+        for p in ROOT.rglob("*.py")
+        if not SKIPPED_DIRS.intersection(p.relative_to(ROOT).parts[:-1])
+        and not any(part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)
+    )
 
 
 def line_count(text: str) -> int:
@@ -42,8 +45,13 @@ def _name(p: Path) -> str:
 
 def test_the_walk_finds_the_project():
     names = {_name(p) for p in project_modules()}
-    assert {"app.py", "agent/engine.py", "sessions/store.py", "tests/test_module_sizes.py",
-            "benchmarks/runner.py"} <= names
+    assert {
+        "app.py",
+        "agent/engine.py",
+        "sessions/store.py",
+        "tests/test_module_sizes.py",
+        "benchmarks/runner.py",
+    } <= names
     assert not any("__pycache__" in n for n in names)
 
 
@@ -55,15 +63,19 @@ def test_no_module_is_over_500_lines():
 
 def test_the_exceptions_are_still_needed():
     """An entry whose module was split (or is gone) is taken off OVER_LIMIT, so the list only shrinks."""
-    stale = [k for k in OVER_LIMIT
-             if not (ROOT / k).is_file() or line_count((ROOT / k).read_text("utf-8")) <= MAX_LINES]
+    stale = [
+        k for k in OVER_LIMIT if not (ROOT / k).is_file() or line_count((ROOT / k).read_text("utf-8")) <= MAX_LINES
+    ]
     assert stale == [], f"no longer over {MAX_LINES} lines: remove from OVER_LIMIT: {stale}"
 
 
 def test_every_module_opens_with_a_line_saying_what_it_holds():
     """Empty files (package markers: `__init__.py` with nothing in it) hold nothing to say."""
-    silent = [_name(p) for p in project_modules()
-              if (text := p.read_text("utf-8")).strip() and first_docstring_line(text) is None]
+    silent = [
+        _name(p)
+        for p in project_modules()
+        if (text := p.read_text("utf-8")).strip() and first_docstring_line(text) is None
+    ]
     assert silent == [], f"give these a module docstring whose first line says what the module holds: {silent}"
 
 

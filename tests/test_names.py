@@ -35,12 +35,19 @@ def renamed_modules(tree: ast.AST) -> list[str]:
     wrong = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            wrong += [f"{node.module}.{a.name} as {a.asname}" for a in node.names
-                      if a.asname and a.asname != a.name and _is_module(f"{node.module}.{a.name}")]
+            wrong += [
+                f"{node.module}.{a.name} as {a.asname}"
+                for a in node.names
+                if a.asname and a.asname != a.name and _is_module(f"{node.module}.{a.name}")
+            ]
         elif isinstance(node, ast.Import):
-            wrong += [f"{a.name} as {a.asname}" for a in node.names
-                      if a.asname and a.asname != a.name.rpartition(".")[2]
-                      and (a.name.split(".")[0] in PACKAGES or a.name.split(".")[0] in sys.stdlib_module_names)]
+            wrong += [
+                f"{a.name} as {a.asname}"
+                for a in node.names
+                if a.asname
+                and a.asname != a.name.rpartition(".")[2]
+                and (a.name.split(".")[0] in PACKAGES or a.name.split(".")[0] in sys.stdlib_module_names)
+            ]
     return wrong
 
 
@@ -50,8 +57,10 @@ def test_modules_are_imported_under_their_own_names():
 
 
 def test_the_check_catches_an_alias():
-    tree = ast.parse("from sessions import jobs as rows\nimport datetime as _dt\nfrom sessions import jobs\n"
-                     "from sessions.jobs import finish as done\nimport streamlit as st\n")
+    tree = ast.parse(
+        "from sessions import jobs as rows\nimport datetime as _dt\nfrom sessions import jobs\n"
+        "from sessions.jobs import finish as done\nimport streamlit as st\n"
+    )
     assert renamed_modules(tree) == ["sessions.jobs as rows", "datetime as _dt"]
 
 

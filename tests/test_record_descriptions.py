@@ -32,8 +32,9 @@ def _models(base: type[BaseModel] = BaseModel) -> set[type[BaseModel]]:
 
 def undescribed(model: type[BaseModel]) -> list[str]:
     """`Model.field` for each field without a description (or with a blank one)."""
-    return [f"{model.__name__}.{name}" for name, info in model.model_fields.items()
-            if not (info.description or "").strip()]
+    return [
+        f"{model.__name__}.{name}" for name, info in model.model_fields.items() if not (info.description or "").strip()
+    ]
 
 
 def test_every_record_field_has_a_description():
@@ -41,14 +42,27 @@ def test_every_record_field_has_a_description():
     models = _models()
     names = {m.__name__ for m in models}
     # the walk finds the records the store keeps and the export writes
-    assert {"Task", "AgentConfig", "Step", "Version", "Episode", "ModelCall", "Job", "Experiment",
-            "TrajectoryRecord", "StepRecord", "CallRecord"} <= names, sorted(names)
+    assert {
+        "Task",
+        "AgentConfig",
+        "Step",
+        "Version",
+        "Episode",
+        "ModelCall",
+        "Job",
+        "Experiment",
+        "TrajectoryRecord",
+        "StepRecord",
+        "CallRecord",
+    } <= names, sorted(names)
     missing = sorted(f for m in models for f in undescribed(m))
     assert not missing, f"fields without Field(description=...): {missing}"
 
 
-@pytest.mark.parametrize("field, caught", [(Field(description="What it is."), False), (Field(None), True),
-                                          (Field(None, description="  "), True)])
+@pytest.mark.parametrize(
+    "field, caught",
+    [(Field(description="What it is."), False), (Field(None), True), (Field(None, description="  "), True)],
+)
 def test_a_field_without_a_description_is_caught(field, caught):
     class Probe(BaseModel):
         x: int | None = field

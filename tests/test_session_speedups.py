@@ -14,8 +14,10 @@ from tests import fast_tmp
 def _contents(store: Store) -> tuple[list, dict]:
     db = store.db
     ddl = sorted(db.execute("select type, name, tbl_name, sql from sqlite_master").fetchall(), key=repr)
-    rows = {name: sorted(db.execute(f'select * from "{name}"').fetchall(), key=repr)
-            for (name,) in db.execute("select name from sqlite_master where type = 'table'")}
+    rows = {
+        name: sorted(db.execute(f'select * from "{name}"').fetchall(), key=repr)
+        for (name,) in db.execute("select name from sqlite_master where type = 'table'")
+    }
     return ddl, rows
 
 
@@ -27,7 +29,9 @@ def test_a_copied_new_database_is_the_one_the_migrations_make(tmp_path):
             assert _contents(copied) == _contents(migrated)
             assert copied.db.execute("pragma journal_mode").fetchone()[0] == "wal"
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
-        "copied.db", "migrated.db"]  # no seed file left behind
+        "copied.db",
+        "migrated.db",
+    ]  # no seed file left behind
 
 
 def test_a_test_that_replaces_the_migrations_gets_their_database(tmp_path, monkeypatch):

@@ -10,8 +10,9 @@ from agent.client import CallWatch, ModelClient, ModelError
 from trajectory.records import AgentConfig
 
 
-def call_in_thread(config: AgentConfig, *, stream: bool | None = None, on_text: Callable[[str], None] | None = None,
-                   api_key: str = "k") -> tuple[threading.Thread, CallWatch, dict]:
+def call_in_thread(
+    config: AgentConfig, *, stream: bool | None = None, on_text: Callable[[str], None] | None = None, api_key: str = "k"
+) -> tuple[threading.Thread, CallWatch, dict]:
     """(the thread, its watch, {"call": the call record} once it ended in an error)."""
     client = ModelClient(config, api_key=api_key, stream=stream)
     watch = CallWatch(threading.Event(), on_text=on_text)

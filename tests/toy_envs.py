@@ -11,7 +11,7 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from envs.base import EnvFamily, EnvError, StepResult
+from envs.base import EnvError, EnvFamily, StepResult
 from trajectory.records import Task
 
 ROOM_TEXT = (
@@ -49,7 +49,9 @@ class ToyRoom:
             if s["at"] == "cabinet 1":
                 obs = "The cabinet 1 is open. In it, you see a mug 1." if s["open"] else "The cabinet 1 is closed."
             elif s["at"] == "table 1":
-                obs = "On the table 1, you see a mug 1." if s["mug"] == "table 1" else "On the table 1, you see nothing."
+                obs = (
+                    "On the table 1, you see a mug 1." if s["mug"] == "table 1" else "On the table 1, you see nothing."
+                )
             else:
                 obs = f"On the {s['at']}, you see nothing."
         elif action == "open cabinet 1" and s["at"] == "cabinet 1":
@@ -76,7 +78,13 @@ class ToyRoom:
         raise EnvError("ToyRoom has no snapshots")
 
     def admissible_actions(self) -> list[str]:
-        return ["go to cabinet 1", "go to table 1", "open cabinet 1", "take mug 1 from cabinet 1", "put mug 1 in/on table 1"]
+        return [
+            "go to cabinet 1",
+            "go to table 1",
+            "open cabinet 1",
+            "take mug 1 from cabinet 1",
+            "put mug 1 in/on table 1",
+        ]
 
     def close(self) -> None:
         pass
@@ -131,8 +139,12 @@ class ToyWiki:
     def _finish(self, answer: str) -> StepResult:
         self.s["answer"] = answer
         em = float(answer.strip().lower() == (self.task.gold or "").lower())
-        return StepResult(f"Episode finished, reward = {int(em)}\n", done=True, reward=em,
-                          info={"answer": answer, "gold": self.task.gold, "em": em, "f1": em})
+        return StepResult(
+            f"Episode finished, reward = {int(em)}\n",
+            done=True,
+            reward=em,
+            info={"answer": answer, "gold": self.task.gold, "em": em, "f1": em},
+        )
 
     def give_up(self) -> StepResult:
         return self._finish("")
@@ -157,7 +169,9 @@ class ToyWiki:
 
 
 ROOM_TASK = Task(env="alfworld", id="toy/room-1", type="pick_and_place_simple", text=ROOM_TEXT)
-WIKI_TASK = Task(env="hotpotqa", id="toy-1", type="bridge", text="Question: When was the capital of Velmora founded?", gold="1650")
+WIKI_TASK = Task(
+    env="hotpotqa", id="toy-1", type="bridge", text="Question: When was the capital of Velmora founded?", gold="1650"
+)
 
 ROOM_EXEMPLARS = {
     "react_put_0": "You are in a room.\nYour task is to: put a cup in shelf.\n> think: I need a cup.\nOK.\n> go to shelf 1\nOn the shelf 1, you see a cup 1.\n",
@@ -193,10 +207,24 @@ def families(room_options: dict | None = None) -> dict[str, EnvFamily]:
 
     # the toys stand in for the environments; each family keeps its transcript, scoring, ...
     fams = {
-        "alfworld": replace(_real("alfworld"), list_tasks=lambda **_: [ROOM_TASK], get_task=lambda tid, **_: ROOM_TASK,
-                            make_env=make_room, default_max_steps=50, custom_task=None, references=None),
-        "hotpotqa": replace(_real("hotpotqa"), list_tasks=lambda **_: [WIKI_TASK], get_task=lambda tid, **_: WIKI_TASK,
-                            make_env=make_wiki, default_max_steps=7, custom_task=None, references=None),
+        "alfworld": replace(
+            _real("alfworld"),
+            list_tasks=lambda **_: [ROOM_TASK],
+            get_task=lambda tid, **_: ROOM_TASK,
+            make_env=make_room,
+            default_max_steps=50,
+            custom_task=None,
+            references=None,
+        ),
+        "hotpotqa": replace(
+            _real("hotpotqa"),
+            list_tasks=lambda **_: [WIKI_TASK],
+            get_task=lambda tid, **_: WIKI_TASK,
+            make_env=make_wiki,
+            default_max_steps=7,
+            custom_task=None,
+            references=None,
+        ),
     }
     fams["made"] = made  # type: ignore[assignment]
     return fams

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from sessions import annotations
-from sessions import experiments
+from sessions import annotations, experiments
 from sessions.rollouts import RolloutEdit
 from tests.engine_scripts import WIKI_SCRIPT
 from tests.export_support import ROOM_SCRIPT, cfg
@@ -57,9 +56,13 @@ def build(toy) -> Made:
     toy.llm.push(" go to table 1")
     ra = eng.editor.edit(v1.id, 2, "rewrite_action", "go to shelf 1")
     eng.run(ra.id, max_steps=1)
-    m.room.update(v1=store.versions.get(v1.id), rewrite_thought=store.versions.get(rt.id),
-                  insert_thought=store.versions.get(it.id), delete_thought=store.versions.get(dt.id),
-                  rewrite_action=store.versions.get(ra.id))
+    m.room.update(
+        v1=store.versions.get(v1.id),
+        rewrite_thought=store.versions.get(rt.id),
+        insert_thought=store.versions.get(it.id),
+        delete_thought=store.versions.get(dt.id),
+        rewrite_action=store.versions.get(ra.id),
+    )
     annotations.annotate_version(store, rt.id, by="alice", verdict="failure")  # kto: the verdict beats the outcome
     steps = store.versions.steps(v1.id)
     annotations.tag_step(store, steps[1].id, by="bob", add=["hallucinated"])
@@ -70,31 +73,55 @@ def build(toy) -> Made:
     assert eng.run(vw.id).success
     m.episodes["wiki"] = ew.id
     toy.llm.set_responder(wiki_responder)
-    effect, _ = whatif(eng, Request(vw.id, 2, 4, 0.5, None, edit=RolloutEdit(kind="rewrite_thought", text=HINT)),
-                       concurrency=1)
+    effect, _ = whatif(
+        eng, Request(vw.id, 2, 4, 0.5, None, edit=RolloutEdit(kind="rewrite_thought", text=HINT)), concurrency=1
+    )
     m.groups["thought"] = (effect.control.group.id, effect.treatment.group.id)
     fixed = eng.editor.edit(vw.id, 2, "rewrite_thought", HINT)
     eng.run(fixed.id)
-    effect2, _ = whatif(eng, Request(vw.id, 4, 2, 0.5, None, edit=RolloutEdit(kind="rewrite_action", text="Finish[1712]")),
-                        concurrency=1)
+    effect2, _ = whatif(
+        eng,
+        Request(vw.id, 4, 2, 0.5, None, edit=RolloutEdit(kind="rewrite_action", text="Finish[1712]")),
+        concurrency=1,
+    )
     m.groups["action"] = (effect2.control.group.id, effect2.treatment.group.id)
-    origin = {"suggestion": 1, "candidate": 1, "critic_model": "critic-x", "critic_prompt": "default",
-              "critic_prompt_hash": "0" * 16, "whatif_groups": list(m.groups["action"]), "verdict": "not shown",
-              "leaks_answer": False}  # as agent.suggest.accept records an accepted candidate
+    origin = {
+        "suggestion": 1,
+        "candidate": 1,
+        "critic_model": "critic-x",
+        "critic_prompt": "default",
+        "critic_prompt_hash": "0" * 16,
+        "whatif_groups": list(m.groups["action"]),
+        "verdict": "not shown",
+        "leaks_answer": False,
+    }  # as agent.suggest.accept records an accepted candidate
     sug = eng.editor.edit(vw.id, 4, "rewrite_action", "Finish[1712]", origin=origin)
-    m.wiki.update(v1=store.versions.get(vw.id), fixed=store.versions.get(fixed.id), suggested=store.versions.get(sug.id))
+    m.wiki.update(
+        v1=store.versions.get(vw.id), fixed=store.versions.get(fixed.id), suggested=store.versions.get(sug.id)
+    )
     # ---- a tools-style episode (stored tool calls and reasoning), two branches judged
     cfg_tools = AgentConfig(model="scripted-model", api_style="tools")
     et, t1 = store.episodes.create(TOOLS_TASK, cfg_tools, {})
     m.episodes["tools"] = et.id
 
     def call_step(i, cmd, obs, reasoning=None):
-        return Step(index=i, thought=f"I go: {cmd}.", action=cmd, observation=obs, reasoning=reasoning,
-                    tool_call=ToolCall(id=f"call_t{i}{cmd[-1]}", name="act", arguments={"command": cmd}))
+        return Step(
+            index=i,
+            thought=f"I go: {cmd}.",
+            action=cmd,
+            observation=obs,
+            reasoning=reasoning,
+            tool_call=ToolCall(id=f"call_t{i}{cmd[-1]}", name="act", arguments={"command": cmd}),
+        )
 
-    rows, t1 = store.versions.append(t1.id, [call_step(1, "go to cabinet 1", "The cabinet 1 is closed.", "Mugs hide."),
-                                             call_step(2, "open cabinet 1", "You see a mug 1.")],
-                                     outcome=Outcome(done=True, success=True, reward=1.0))
+    rows, t1 = store.versions.append(
+        t1.id,
+        [
+            call_step(1, "go to cabinet 1", "The cabinet 1 is closed.", "Mugs hide."),
+            call_step(2, "open cabinet 1", "You see a mug 1."),
+        ],
+        outcome=Outcome(done=True, success=True, reward=1.0),
+    )
     t2, _ = store.versions.branch(t1, at_step=rows[0], steps=[call_step(2, "go to table 1", "Nothing.")])
     store.versions.update(t2.id, outcome=Outcome(done=True, success=False))
     m.tools.update(v1=store.versions.get(t1.id), v2=store.versions.get(t2.id))

@@ -34,22 +34,30 @@ class Agreement(Record):
     judgments: int = Field(description="Judgments read (one per annotator and pair).")
     pairs: int = Field(description="Version pairs judged at all.")
     pairs_multi: int = Field(description="Version pairs judged by two or more annotators: the units measured.")
-    annotators: list[str] = Field(default_factory=list,
-        description="The annotators who judged a pair someone else judged too, in name order.")
-    agreement: float | None = Field(None,
+    annotators: list[str] = Field(
+        default_factory=list, description="The annotators who judged a pair someone else judged too, in name order."
+    )
+    agreement: float | None = Field(
+        None,
         description="Raw agreement: of every two annotators' judgments of one pair, the share that are alike; "
-                    "None when no pair was judged twice.")
+        "None when no pair was judged twice.",
+    )
     all_agree: int = Field(0, description="Pairs on which every annotator who judged them agrees.")
-    kappa: float | None = Field(None,
+    kappa: float | None = Field(
+        None,
         description="Cohen's kappa when exactly two annotators judged pairs in common; None otherwise or when "
-                    "undefined (kappa_note).")
+        "undefined (kappa_note).",
+    )
     kappa_note: str | None = Field(None, description="Why kappa is not given; None when it is.")
-    alpha: float | None = Field(None,
+    alpha: float | None = Field(
+        None,
         description="Krippendorff's alpha (nominal) over every multiply judged pair and annotator; None when "
-                    "undefined (alpha_note).")
+        "undefined (alpha_note).",
+    )
     alpha_note: str | None = Field(None, description="Why alpha is not given; None when it is.")
-    by_annotators: list[TwoAnnotators] = Field(default_factory=list,
-        description="Each two annotators' agreement and Cohen's kappa over the pairs both judged.")
+    by_annotators: list[TwoAnnotators] = Field(
+        default_factory=list, description="Each two annotators' agreement and Cohen's kappa over the pairs both judged."
+    )
 
 
 def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> tuple[float | None, str | None]:
@@ -90,8 +98,9 @@ def krippendorff_alpha(units: Sequence[Mapping[str, Hashable]]) -> tuple[float |
     for j, u in enumerate(paired):
         for c, v in u.items():
             data[coders.index(c), j] = code[str(v)]
-    value = float(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal",
-                                     value_domain=list(range(len(labels)))))
+    value = float(
+        krippendorff.alpha(reliability_data=data, level_of_measurement="nominal", value_domain=list(range(len(labels))))
+    )
     return value, None
 
 
@@ -123,14 +132,18 @@ def agreement(judgments: Iterable[Judgment]) -> Agreement:
             continue
         k, note = cohen_kappa([u[a] for u in both], [u[b] for u in both])
         same = sum(u[a] == u[b] for u in both)
-        out.by_annotators.append(TwoAnnotators(annotators=[a, b], pairs=len(both), agreed=same,
-                                               agreement=same / len(both), kappa=k, kappa_note=note))
+        out.by_annotators.append(
+            TwoAnnotators(
+                annotators=[a, b], pairs=len(both), agreed=same, agreement=same / len(both), kappa=k, kappa_note=note
+            )
+        )
     if len(out.annotators) == 2:
         (two,) = out.by_annotators
         out.kappa, out.kappa_note = two.kappa, two.kappa_note
     else:
-        out.kappa_note = (f"{len(out.annotators)} annotators: Cohen's kappa is for two "
-                          "(see alpha, and each two annotators' kappa)")
+        out.kappa_note = (
+            f"{len(out.annotators)} annotators: Cohen's kappa is for two (see alpha, and each two annotators' kappa)"
+        )
     out.alpha, out.alpha_note = krippendorff_alpha(multi)
     return out
 
@@ -141,21 +154,30 @@ def _stat(value: float | None, note: str | None) -> str:
 
 def agreement_lines(a: Agreement) -> list[str]:
     """The agreement as people read it (the CLI prints these lines; the app shows them)."""
-    lines = [(f"{a.judgments} judgment{'s' if a.judgments != 1 else ''} of {a.pairs} version "
-             f"pair{'s' if a.pairs != 1 else ''}; {a.pairs_multi} judged by two or more annotators")]
+    lines = [
+        (
+            f"{a.judgments} judgment{'s' if a.judgments != 1 else ''} of {a.pairs} version "
+            f"pair{'s' if a.pairs != 1 else ''}; {a.pairs_multi} judged by two or more annotators"
+        )
+    ]
     if not a.pairs_multi:
         lines.append("agreement: n/a (no pair judged by two or more annotators)")
         return lines
     lines.append(f"annotators: {', '.join(a.annotators)}")
-    lines.append(f"raw agreement: {a.agreement:.1%} of judgments two annotators made of one pair are alike; "
-                 f"every annotator agrees on {a.all_agree} of {a.pairs_multi} pairs")
+    lines.append(
+        f"raw agreement: {a.agreement:.1%} of judgments two annotators made of one pair are alike; "
+        f"every annotator agrees on {a.all_agree} of {a.pairs_multi} pairs"
+    )
     lines.append(f"Cohen's kappa: {_stat(a.kappa, a.kappa_note)}")
     lines.append(f"Krippendorff's alpha (nominal): {_stat(a.alpha, a.alpha_note)}")
     if len(a.by_annotators) > 1:
         for t in a.by_annotators:
-            lines.append(f"  {t.annotators[0]} and {t.annotators[1]}: {t.pairs} pairs, {t.agreed} alike, "
-                         f"kappa {_stat(t.kappa, t.kappa_note)}")
+            lines.append(
+                f"  {t.annotators[0]} and {t.annotators[1]}: {t.pairs} pairs, {t.agreed} alike, "
+                f"kappa {_stat(t.kappa, t.kappa_note)}"
+            )
     if a.pairs_multi < 10:
-        lines.append(f"(only {a.pairs_multi} pair{'s' if a.pairs_multi != 1 else ''} judged twice: "
-                     "these figures are rough)")
+        lines.append(
+            f"(only {a.pairs_multi} pair{'s' if a.pairs_multi != 1 else ''} judged twice: these figures are rough)"
+        )
     return lines

@@ -75,8 +75,9 @@ def _step_of(row: AlignedRow) -> Step:
 
 def _deleted(edits: Sequence[EditInfo], carried: dict[int, int]) -> dict[int | None, EditInfo]:
     """Steps a person removed outright (ALFWorld thoughts), by their original id."""
-    return {origin(e.replaced_step, carried): e for e in edits
-            if e.kind == "delete_thought" and e.replaced_step is not None}
+    return {
+        origin(e.replaced_step, carried): e for e in edits if e.kind == "delete_thought" and e.replaced_step is not None
+    }
 
 
 def align_versions(
@@ -111,8 +112,13 @@ def align_versions(
     return rows
 
 
-def _unmatched(a: Sequence[Step], b: Sequence[Step], gone: dict[str, dict[int | None, EditInfo]], carried: dict[int, int],
-               after: int | None) -> list[AlignedRow]:
+def _unmatched(
+    a: Sequence[Step],
+    b: Sequence[Step],
+    gone: dict[str, dict[int | None, EditInfo]],
+    carried: dict[int, int],
+    after: int | None,
+) -> list[AlignedRow]:
     """A stretch where the two sides share no step, walked in order: a person's deletions
     and insertions become one-sided rows; the other steps pair up by position as steps
     regenerated after the latest edit (or stand alone where one side is longer)."""

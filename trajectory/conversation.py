@@ -56,13 +56,23 @@ def tool_call_of(transcript: Any, step: Step) -> ToolCall | None:
 
 def tool_calls_entry(call: ToolCall) -> dict[str, Any]:
     """One `tool_calls` item of an assistant message."""
-    return {"id": call.id, "type": "function",
-            "function": {"name": call.name, "arguments": arguments_json(call.arguments)}}
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments_json(call.arguments)},
+    }
 
 
-def conversation(transcript: Any, task_text: str, steps: Sequence[Step], style: str, *,
-                 system: str | None = None, with_reasoning: bool = True,
-                 answered: bool = False) -> list[dict[str, Any]]:
+def conversation(
+    transcript: Any,
+    task_text: str,
+    steps: Sequence[Step],
+    style: str,
+    *,
+    system: str | None = None,
+    with_reasoning: bool = True,
+    answered: bool = False,
+) -> list[dict[str, Any]]:
     """The chat messages of a task and its steps in `style` ("messages" or "tools"):
     `[system?, user(task), assistant(step 1), user/tool(observation 1), ...]`. `answered`:
     every tool call gets its tool result, the last step's too (an exemplar whose closing

@@ -23,7 +23,8 @@ import numpy as np
 from scipy.special import gammaln, xlog1py, xlogy
 from scipy.stats import boschloo_exact, hypergeom
 
-from trajectory.stats import Comparison, mn_diff
+from trajectory.score_intervals import mn_diff
+from trajectory.stats import Comparison
 
 GRID = 129  # nuisance rates sampled on the line p1 - p2 = delta (then refined at the best)
 TIE = 1 + 1e-13  # scipy's tolerance for tables as extreme as the observed one
@@ -139,8 +140,9 @@ def boschloo(x1: int, n1: int, x2: int, n2: int, alpha: float = 0.05) -> tuple[f
 
 
 EXACT_MAX_ARM = 50  # what-if arms up to this size use the exact unconditional procedure
-METHOD_EXACT = ("Boschloo's exact unconditional test and the interval that inverts it (Chan-Zhang tail method, "
-                "Boschloo ordering)")
+METHOD_EXACT = (
+    "Boschloo's exact unconditional test and the interval that inverts it (Chan-Zhang tail method, Boschloo ordering)"
+)
 
 
 @lru_cache(maxsize=4096)
@@ -206,8 +208,15 @@ def _score_power(n1: int, n2: int, p1: float, p2: float, alpha_one: float) -> fl
     return nd.cdf((p1 - p2 - cc - nd.inv_cdf(1 - alpha_one) * null_sd) / alt_sd)
 
 
-def min_detectable_effect(p_control: float, n_treatment: int, n_control: int, *, alpha_one: float = 0.025,
-                          target: float = 0.8, exact_max: int = 50) -> float | None:
+def min_detectable_effect(
+    p_control: float,
+    n_treatment: int,
+    n_control: int,
+    *,
+    alpha_one: float = 0.025,
+    target: float = 0.8,
+    exact_max: int = 50,
+) -> float | None:
     """The smallest rise over the control's rate that the what-if's one-sided test at
     alpha_one proves with probability `target` (exact power of Boschloo's test for arms up to
     `exact_max`, the score test's normal approximation beyond); None when even a treatment

@@ -35,8 +35,7 @@ HOTPOTQA_INSTRUCTION = (
 )
 # FEVER's notebook has no separate instruction: it is the head of the prompt file's value.
 FEVER_HEADER = (
-    "\nDetermine if there is Observation that SUPPORTS or REFUTES a Claim, "
-    "or if there is NOT ENOUGH INFORMATION. \n"
+    "\nDetermine if there is Observation that SUPPORTS or REFUTES a Claim, or if there is NOT ENOUGH INFORMATION. \n"
 )
 
 WIKI_TASK_PREFIXES = ("Question: ", "Claim: ")
@@ -71,16 +70,28 @@ def _obs_line(s: Turn) -> str:
     return "" if s.observation is None else s.observation + "\n"
 
 
-def alfworld_prompt(exemplars: Sequence[str], task_text: str, steps: Sequence[Turn], *,
-                    instruction: str = ALFWORLD_INSTRUCTION, task_cue: str = ALFWORLD_TASK_CUE) -> str:
+def alfworld_prompt(
+    exemplars: Sequence[str],
+    task_text: str,
+    steps: Sequence[Turn],
+    *,
+    instruction: str = ALFWORLD_INSTRUCTION,
+    task_cue: str = ALFWORLD_TASK_CUE,
+) -> str:
     """The exact text the notebook sends: `init_prompt + prompt`, ending with the cue `>`
     (another command-line game passes its own instruction and task cue)."""
-    return (alfworld_prompt_prefix(exemplars, task_text, instruction=instruction, task_cue=task_cue)
-            + alfworld_prompt_steps(steps))
+    return alfworld_prompt_prefix(
+        exemplars, task_text, instruction=instruction, task_cue=task_cue
+    ) + alfworld_prompt_steps(steps)
 
 
-def alfworld_prompt_prefix(exemplars: Sequence[str], task_text: str, *, instruction: str = ALFWORLD_INSTRUCTION,
-                           task_cue: str = ALFWORLD_TASK_CUE) -> str:
+def alfworld_prompt_prefix(
+    exemplars: Sequence[str],
+    task_text: str,
+    *,
+    instruction: str = ALFWORLD_INSTRUCTION,
+    task_cue: str = ALFWORLD_TASK_CUE,
+) -> str:
     """The part of `alfworld_prompt` no step changes (the engine builds it once per episode)."""
     return "".join([instruction, *exemplars, task_cue, task_text, "\n>"])
 
@@ -94,7 +105,7 @@ def split_think(command: str) -> str | None:
     """`think: X` -> `X` (one separating space removed); anything else -> None."""
     if not command.startswith(THINK_PREFIX):
         return None
-    rest = command[len(THINK_PREFIX):]
+    rest = command[len(THINK_PREFIX) :]
     return rest[1:] if rest.startswith(" ") else rest
 
 
@@ -325,4 +336,3 @@ def _wiki_step(cur: dict[str, Any]) -> Step:
         observation=cur.get("Observation"),
         source="imported",
     )
-

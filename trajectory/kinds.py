@@ -80,8 +80,9 @@ class Transcript(Protocol):
     def render(self, task_text: str, steps: Sequence[Any]) -> str:
         """The trajectory as text (what `react-editor show` prints)."""
 
-    def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
-                draft: str | None) -> ModelRequest:
+    def request(
+        self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str, draft: str | None
+    ) -> ModelRequest:
         """The next model call of a version (`draft`: a person's thought awaiting its action).
         A transcript may also offer `fixed_prefix(prompts, task, style) -> str`, the text
         every request of the task starts with; the engine then builds it once per episode

@@ -26,7 +26,7 @@ def p_text(p: float | None) -> str:
 
 
 def _outward(x: float, decimals: int, up: bool) -> float:
-    f: int = 10 ** decimals
+    f: int = 10**decimals
     return (math.ceil(x * f - 1e-9) if up else math.floor(x * f + 1e-9)) / f
 
 
@@ -45,9 +45,17 @@ def bound_texts(lo: float, hi: float, *, scale: float = 100.0, decimals: int = 0
     return f"{ra:+.{d}f}", f"{rb:+.{d}f}", d
 
 
-def effect_text(effect: float | None, ci: tuple[float, float] | list[float] | None, p: float | None, *,
-                unit: str = "points", scale: float = 100.0, decimals: int = 0, sep: str = ", ",
-                ci_label: str = "") -> str:
+def effect_text(
+    effect: float | None,
+    ci: tuple[float, float] | list[float] | None,
+    p: float | None,
+    *,
+    unit: str = "points",
+    scale: float = 100.0,
+    decimals: int = 0,
+    sep: str = ", ",
+    ci_label: str = "",
+) -> str:
     """The one format of an effect, its 95% interval and its p-value:
     '+42 points [+0.4, +75], p = 0.0499' (with `ci_label` '95% CI': '+42 points, 95% CI [+0.4,
     +75], p = 0.0499'; p None: no p part). Bounds are rounded outward; the estimate gets the

@@ -64,8 +64,6 @@ def exemplar_from(transcript: Any, episode: Episode, steps: Sequence[Step], key:
     )
 
 
-
-
 # ---------------------------------------------------------------------- parsing prompt files
 
 

@@ -33,6 +33,7 @@ SUGGESTS: dict[str, str] = {
     "hallucinated_object": "hallucination",
 }
 
+
 class NoRules:
     """The generic signals only (a kind without rules of its own, or none loaded)."""
 
@@ -117,8 +118,14 @@ class PathState:
         return _ordered(out)
 
 
-def step_signals(step: Any, earlier: Iterable[Any], *, env: "SignalRules | str", task_text: str = "",
-                 admissible: Sequence[str] | None = None) -> list[str]:
+def step_signals(
+    step: Any,
+    earlier: Iterable[Any],
+    *,
+    env: "SignalRules | str",
+    task_text: str = "",
+    admissible: Sequence[str] | None = None,
+) -> list[str]:
     """Signals of `step` after the `earlier` steps of its version (root first); `env` is
     a kind (its family's rules) or the rules themselves."""
     state = PathState.start(env, task_text)

@@ -49,12 +49,19 @@ class Tool:
             prop["description"] = self.argument_description
         if self.enum:
             prop["enum"] = list(self.enum)
-        return {"type": "function", "function": {
-            "name": self.name,
-            "description": self.description,
-            "parameters": {"type": "object", "properties": {self.argument: prop},
-                           "required": [self.argument], "additionalProperties": False},
-        }}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": {self.argument: prop},
+                    "required": [self.argument],
+                    "additionalProperties": False,
+                },
+            },
+        }
 
 
 _BRACKET = re.compile(r"^\s*([A-Za-z_]\w*)\[(.*)\]\s*$", re.DOTALL)
@@ -73,8 +80,16 @@ class ToolSet:
         object.__setattr__(self, "_by_name", {t.name: t for t in self.tools})
         # one checked validator per tool (jsonschema.validate checks the schema and builds one at
         # every call: a tools-style request maps every earlier step's action, ~0.5 ms each)
-        object.__setattr__(self, "_validators", {t.name: jsonschema.validators.validator_for(
-            t.schema()["function"]["parameters"])(t.schema()["function"]["parameters"]) for t in self.tools})
+        object.__setattr__(
+            self,
+            "_validators",
+            {
+                t.name: jsonschema.validators.validator_for(t.schema()["function"]["parameters"])(
+                    t.schema()["function"]["parameters"]
+                )
+                for t in self.tools
+            },
+        )
         if self.form == "command" and len(self.tools) != 1:
             raise ValueError("a command tool set has exactly one tool")
 
@@ -138,23 +153,41 @@ class ToolSet:
 
 def wikipedia_tools(fever: bool = False) -> ToolSet:
     """The paper's Wikipedia API (section 3.1) as tools: search, lookup, finish."""
-    finish = (Tool("finish", "Finish the task with the claim's label.", "answer",
-                   "SUPPORTS, REFUTES or NOT ENOUGH INFO.", "Finish",
-                   ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO"))
-              if fever else
-              Tool("finish", "Finish the task with the answer.", "answer", "The answer, as short as possible.",
-                   "Finish"))
-    return ToolSet((
-        Tool("search", "Search Wikipedia for an exact entity: returns the first paragraph of its page if it "
-             "exists, else some similar entities to search.", "entity", "The exact page title to look up.",
-             "Search"),
-        Tool("lookup", "Return the next sentence containing the keyword in the current page.", "keyword",
-             "The keyword to find.", "Lookup"),
-        finish,
-    ), "bracket")
+    finish = (
+        Tool(
+            "finish",
+            "Finish the task with the claim's label.",
+            "answer",
+            "SUPPORTS, REFUTES or NOT ENOUGH INFO.",
+            "Finish",
+            ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO"),
+        )
+        if fever
+        else Tool("finish", "Finish the task with the answer.", "answer", "The answer, as short as possible.", "Finish")
+    )
+    return ToolSet(
+        (
+            Tool(
+                "search",
+                "Search Wikipedia for an exact entity: returns the first paragraph of its page if it "
+                "exists, else some similar entities to search.",
+                "entity",
+                "The exact page title to look up.",
+                "Search",
+            ),
+            Tool(
+                "lookup",
+                "Return the next sentence containing the keyword in the current page.",
+                "keyword",
+                "The keyword to find.",
+                "Lookup",
+            ),
+            finish,
+        ),
+        "bracket",
+    )
 
 
 def command_tools(description: str) -> ToolSet:
     """A text game's one tool: `act(command)`, whose description lists the verbs."""
-    return ToolSet((Tool("act", description, "command", "One command, exactly as the game reads it."),),
-                   "command")
+    return ToolSet((Tool("act", description, "command", "One command, exactly as the game reads it."),), "command")

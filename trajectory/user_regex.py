@@ -48,5 +48,6 @@ def compile_pattern(pattern: str, ignore_case: bool = False) -> UserPattern:
     except re2.error as exc:
         why = exc.args[0] if exc.args else exc
         why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
-        raise PatternError(f"pattern not accepted ({' '.join(why.split())}; "
-                           "look-around and backreferences are not supported)") from None
+        raise PatternError(
+            f"pattern not accepted ({' '.join(why.split())}; look-around and backreferences are not supported)"
+        ) from None

@@ -12,9 +12,7 @@ from typing import Any, Callable, Protocol
 from trajectory.records import AgentConfig, ModelCall, Usage, without_credentials
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_CHAT_INSTRUCTION = (
-    "Continue the transcript above. Reply with exactly the next step and nothing else."
-)
+DEFAULT_CHAT_INSTRUCTION = "Continue the transcript above. Reply with exactly the next step and nothing else."
 NO_KEY_PLACEHOLDER = "not-needed"  # vLLM / Ollama / llama.cpp accept any key
 MAX_STOP_SEQUENCES = 4  # OpenAI rejects more; the rest are applied client-side
 CONVERSATION_STYLES = ("messages", "tools")  # whose prompt is the request's JSON and whose answer a message
@@ -25,6 +23,8 @@ def is_conversation(style: str, prompt: str) -> bool:
     """Whether a prompt is a conversation style's request JSON; a one-shot prompt of such a style
     (a Standard/CoT answer, the critic's) is sent as one user message, as the chat style sends it."""
     return style in CONVERSATION_STYLES and prompt.startswith(REQUEST_HEAD)
+
+
 UNREACHABLE = "cannot reach the model server"  # how an unreachable endpoint's error begins
 ENDPOINT_KEYS: Any = None  # the app's key guard (agent.endpoint_keys.EndpointKeys), set as agent.client.ENDPOINT_KEYS
 
@@ -67,8 +67,9 @@ class Provider(Protocol):
     """What a model provider does: send one request (one attempt) and return (text, usage);
     raise `Cancelled` when `cancel` was set while it was in flight, and classify its errors."""
 
-    def send(self, request: Request, cancel: threading.Event | None,
-             on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
+    def send(
+        self, request: Request, cancel: threading.Event | None, on_text: Callable[[str], None] | None
+    ) -> tuple[str, Usage]:
         """(text, usage) of one attempt. Raises Cancelled when `cancel` was set meanwhile; any other
         error is the provider's own, for `classify`."""
 

@@ -15,9 +15,21 @@ from typing import Any, Callable
 
 from agent import local_model
 from agent.model import api, response_cache, retries
-from agent.model.api import (CONVERSATION_STYLES, MAX_STOP_SEQUENCES, NO_KEY_PLACEHOLDER, CallWatch, Cancelled, Malformed,
-                             ModelError, Request, chat_message, is_conversation, public_url, resolve_base_url,
-                             stop_cut)
+from agent.model.api import (
+    CONVERSATION_STYLES,
+    MAX_STOP_SEQUENCES,
+    NO_KEY_PLACEHOLDER,
+    CallWatch,
+    Cancelled,
+    Malformed,
+    ModelError,
+    Request,
+    chat_message,
+    is_conversation,
+    public_url,
+    resolve_base_url,
+    stop_cut,
+)
 from agent.model.openai_compatible import OpenAICompatible
 from agent.model.response_cache import ResponseCache
 from agent.model.wire import shared_openai
@@ -75,11 +87,23 @@ class ModelClient:
         self._openai: Any = None
         self._sent_key: str | None = None
         self.provider = OpenAICompatible(
-            self.sdk_client, self.public_url, lambda: self.config.timeout_s, self._scrub,
-            retries.RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s)
+            self.sdk_client,
+            self.public_url,
+            lambda: self.config.timeout_s,
+            self._scrub,
+            retries.RETRY_AFTER_MAX_S if retry_after_max_s is None else retry_after_max_s,
+        )
 
-    def complete(self, prompt: str, stop: list[str], *, purpose: str = "step", chat_instruction: str | None = None,
-                 watch: CallWatch | None = None, fixed: str | None = None) -> tuple[str, ModelCall]:
+    def complete(
+        self,
+        prompt: str,
+        stop: list[str],
+        *,
+        purpose: str = "step",
+        chat_instruction: str | None = None,
+        watch: CallWatch | None = None,
+        fixed: str | None = None,
+    ) -> tuple[str, ModelCall]:
         """Return the completion (cut at `stop`) and its record; raise ModelError when
         the call fails for good or is cancelled through `watch` (the error is in `.call.error`).
         `fixed`: the part the prompt starts with that repeats from call to call (the examples
@@ -88,24 +112,12 @@ class ModelClient:
         fixed = fixed if fixed and prompt.startswith(fixed) else None
         call = self._new_call(prompt, stop, purpose, chat_instruction, fixed)
         started = time.perf_counter()
-        key = None
-        if response_cache.cacheable(self.cache, self.config):
-            key = response_cache.cache_key(self.config, self.public_url, prompt, chat_instruction, stop)
-        call.cache_key = key
-        if key is not None:
-            hit = self.cache.get(key)  # type: ignore[union-attr]
-            if hit is not None:
-                text, usage = hit
-                call.completion, call.usage, call.cached = text, usage, True
-                call.latency_ms = (time.perf_counter() - started) * 1000
-                return text, call
+        if self._from_cache(call, prompt, chat_instruction, stop, started):
+            return call.completion, call
         cfg = self.config
-        conv = is_conversation(cfg.api_style, prompt)  # (else a one-shot prompt: one user message in a chat style)
-        sent = prompt if conv or cfg.api_style == "completions" else chat_message(prompt, chat_instruction)
-        request = Request(config=cfg, text=sent, stop=stop[:MAX_STOP_SEQUENCES], chat_extra=self.chat_extra,
-                          stream=streams(self.stream, watch), conversation=conv)
-        cancel = watch.cancel if watch is not None else None
-        on_text = watch.on_text if watch is not None else None
+        request = self._request(prompt, stop, chat_instruction, watch)
+        conv = request.conversation
+        cancel, on_text = (watch.cancel, watch.on_text) if watch is not None else (None, None)
 
         def attempt() -> tuple[str, Any]:
             with self.local.turn(cancel) if self.local else contextlib.nullcontext():  # one request at a time there
@@ -122,8 +134,16 @@ class ModelClient:
         hooks = [f for f in ((watch.on_retry if watch else None), self.on_retry) if f is not None]
         base = retries.BACKOFF_BASE_S if self.backoff_base_s is None else self.backoff_base_s
         try:
-            text, usage = retries.run(call, attempt, self._classify, max_retries=cfg.max_retries,
-                                      gate=self.gate, watch=watch, hooks=hooks, backoff_base_s=base)
+            text, usage = retries.run(
+                call,
+                attempt,
+                self._classify,
+                max_retries=cfg.max_retries,
+                gate=self.gate,
+                watch=watch,
+                hooks=hooks,
+                backoff_base_s=base,
+            )
         except (Cancelled, retries.GaveUp) as exc:
             n = call.attempts
             call.error = f"{exc} (after {n} attempt{'s' if n != 1 else ''})"
@@ -135,8 +155,46 @@ class ModelClient:
         call.latency_ms = (time.perf_counter() - started) * 1000
         return text, call
 
-    def converse(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
-                 purpose: str = "step", watch: CallWatch | None = None) -> tuple[dict[str, Any], ModelCall]:
+    def _from_cache(
+        self, call: ModelCall, prompt: str, chat_instruction: str | None, stop: list[str], started: float
+    ) -> bool:
+        """Whether the response cache answered the call (then `call` holds the answer); sets its cache key."""
+        key = None
+        if response_cache.cacheable(self.cache, self.config):
+            key = response_cache.cache_key(self.config, self.public_url, prompt, chat_instruction, stop)
+        call.cache_key = key
+        if key is None:
+            return False
+        hit = self.cache.get(key)  # type: ignore[union-attr]
+        if hit is None:
+            return False
+        call.completion, call.usage, call.cached = hit[0], hit[1], True
+        call.latency_ms = (time.perf_counter() - started) * 1000
+        return True
+
+    def _request(self, prompt: str, stop: list[str], chat_instruction: str | None, watch: CallWatch | None) -> Request:
+        """The request for a prompt: a conversation as it is, else a one-shot prompt (one user message
+        in a chat style)."""
+        cfg = self.config
+        conv = is_conversation(cfg.api_style, prompt)
+        sent = prompt if conv or cfg.api_style == "completions" else chat_message(prompt, chat_instruction)
+        return Request(
+            config=cfg,
+            text=sent,
+            stop=stop[:MAX_STOP_SEQUENCES],
+            chat_extra=self.chat_extra,
+            stream=streams(self.stream, watch),
+            conversation=conv,
+        )
+
+    def converse(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        purpose: str = "step",
+        watch: CallWatch | None = None,
+    ) -> tuple[dict[str, Any], ModelCall]:
         """One request of the `messages` / `tools` style: the assistant message (role, content,
         `reasoning_content` when the server sent one, `tool_calls` with their arguments as sent)
         and its record. The request's JSON is the call's prompt (hashed, and the cache key)."""
@@ -145,8 +203,15 @@ class ModelClient:
         text, call = self.complete(request_text(request_body(messages, tools)), [], purpose=purpose, watch=watch)
         return json.loads(text), call
 
-    def kept_answer(self, kept: list[ModelCall], prompt: str, stop: list[str], *, purpose: str = "step",
-                    chat_instruction: str | None = None) -> tuple[str, ModelCall] | None:
+    def kept_answer(
+        self,
+        kept: list[ModelCall],
+        prompt: str,
+        stop: list[str],
+        *,
+        purpose: str = "step",
+        chat_instruction: str | None = None,
+    ) -> tuple[str, ModelCall] | None:
         """The answer a blocked write kept for exactly this request (same prompt, model and
         parameters), taken out of `kept` and returned as a cached call; None if there is none.
         Used whatever the cache setting: it is this request's own paid answer."""
@@ -158,18 +223,29 @@ class ModelClient:
         want.cache_key, want.cut_from = old.cache_key, old.cut_from
         return old.completion, want
 
-    def _new_call(self, prompt: str, stop: list[str], purpose: str, chat_instruction: str | None,
-                  fixed: str | None = None) -> ModelCall:
+    def _new_call(
+        self, prompt: str, stop: list[str], purpose: str, chat_instruction: str | None, fixed: str | None = None
+    ) -> ModelCall:
         """The call's record before it is made: what was asked, hashed (the prompt is not kept)."""
         cfg = self.config
         chat = cfg.api_style != "completions" and not is_conversation(cfg.api_style, prompt)
         hashed = chat_message(prompt, chat_instruction) if chat else prompt
         params: dict[str, Any] = {
-            "temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens, "stop": stop,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_tokens": cfg.max_tokens,
+            "stop": stop,
             "base_url": self._scrub(self.public_url) if self._secrets else self.public_url,
         }
-        return ModelCall(model=cfg.model, api_style=cfg.api_style, params=params, purpose=purpose,
-                         prompt_hash=response_cache.digest(hashed, fixed), prompt_chars=len(hashed), attempts=0)
+        return ModelCall(
+            model=cfg.model,
+            api_style=cfg.api_style,
+            params=params,
+            purpose=purpose,
+            prompt_hash=response_cache.digest(hashed, fixed),
+            prompt_chars=len(hashed),
+            attempts=0,
+        )
 
     def sdk_client(self) -> Any:
         """The shared `openai.OpenAI` of this endpoint, key and timeout (built on first use: a
@@ -200,7 +276,6 @@ class ModelClient:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
-
 
 
 def _said(text: str) -> bool:

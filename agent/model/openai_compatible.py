@@ -33,13 +33,20 @@ class OpenAICompatible:
     """The provider of one endpoint: `client()` gives the shared `openai.OpenAI` (built on first
     use), `scrub` takes the key out of any text that could echo it."""
 
-    def __init__(self, client: Callable[[], Any], public_url: str, timeout_s: Callable[[], float],
-                 scrub: Callable[[str], str], retry_after_max_s: float):
+    def __init__(
+        self,
+        client: Callable[[], Any],
+        public_url: str,
+        timeout_s: Callable[[], float],
+        scrub: Callable[[str], str],
+        retry_after_max_s: float,
+    ):
         self.client, self.public_url, self.timeout_s, self.scrub = client, public_url, timeout_s, scrub
         self.retry_after_max_s = retry_after_max_s  # a server's Retry-After is honoured up to this
 
-    def send(self, request: Request, cancel: threading.Event | None,
-             on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
+    def send(
+        self, request: Request, cancel: threading.Event | None, on_text: Callable[[str], None] | None
+    ) -> tuple[str, Usage]:
         """(text, usage) of one attempt through the official SDK. Raises Cancelled when `cancel` was
         set while it was in flight, Refused or Malformed for an answer the wire refuses, and the
         SDK's own errors (for `classify`)."""
@@ -55,19 +62,25 @@ class OpenAICompatible:
                 raise Cancelled("cancelled while the request was in flight") from None
             raise
 
-    def _send(self, request: Request, cancel: threading.Event | None,
-              on_text: Callable[[str], None] | None) -> tuple[str, Usage]:
+    def _send(
+        self, request: Request, cancel: threading.Event | None, on_text: Callable[[str], None] | None
+    ) -> tuple[str, Usage]:
         cfg = request.config
         conv = request.conversation
         chat = cfg.api_style != "completions"  # (a one-shot prompt of the conversation styles: one user message)
-        args: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature, "top_p": cfg.top_p,
-                                "max_tokens": cfg.max_tokens}
+        args: dict[str, Any] = {
+            "model": cfg.model,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_tokens": cfg.max_tokens,
+        }
         if request.stop:
             args["stop"] = request.stop
         if conv:  # the pinned request: messages (and tools, tool_choice, parallel_tool_calls)
             body = json.loads(request.text)
-            args.update({k: v for k, v in body.items() if k in ("messages", "tools", "tool_choice",
-                                                                  "parallel_tool_calls")})
+            args.update(
+                {k: v for k, v in body.items() if k in ("messages", "tools", "tool_choice", "parallel_tool_calls")}
+            )
             if request.chat_extra:
                 args["extra_body"] = request.chat_extra
         elif chat:
@@ -92,8 +105,14 @@ class OpenAICompatible:
         return self._read(api.create(**args), request, chat, cancel, on_text, conv)
 
     @staticmethod
-    def _read(response: Any, request: Request, chat: bool, cancel: threading.Event | None,
-              on_text: Callable[[str], None] | None, conv: bool = False) -> tuple[str, Usage]:
+    def _read(
+        response: Any,
+        request: Request,
+        chat: bool,
+        cancel: threading.Event | None,
+        on_text: Callable[[str], None] | None,
+        conv: bool = False,
+    ) -> tuple[str, Usage]:
         """Open the response (the request is sent here) and read it: streamed, or in one piece."""
         with response as resp:
             if request.stream and resp.headers.get("content-type", "").startswith("text/event-stream"):
@@ -121,17 +140,26 @@ class OpenAICompatible:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             retry = status in RETRYABLE_STATUS or status >= 500
-            what = {401: "authentication failed (check OPENAI_API_KEY)",
-                    403: "permission denied", 404: "not found (check the model name and base URL)",
-                    429: "rate limited"}.get(status, "model server error")
-            delay = retry_after_s(getattr(exc.response, "headers", None) or {}, self.retry_after_max_s) if retry else None
+            what = {
+                401: "authentication failed (check OPENAI_API_KEY)",
+                403: "permission denied",
+                404: "not found (check the model name and base URL)",
+                429: "rate limited",
+            }.get(status, "model server error")
+            delay = (
+                retry_after_s(getattr(exc.response, "headers", None) or {}, self.retry_after_max_s) if retry else None
+            )
             return self.scrub(f"{what} (HTTP {status}): {_error_message(exc)}"), retry, delay, status == 429
         hx = http_modules()[0]  # (an error while the answer's body is read comes from httpx itself)
         if isinstance(exc, hx.TimeoutException):
             return f"request timed out after {self.timeout_s():g}s", True, None, False
         if isinstance(exc, (hx.TransportError, ConnectionError, OSError)):
-            return self.scrub(f"{UNREACHABLE} at {self.public_url}: {one_line(f'{type(exc).__name__}: {exc}')}"), \
-                True, None, False
+            return (
+                self.scrub(f"{UNREACHABLE} at {self.public_url}: {one_line(f'{type(exc).__name__}: {exc}')}"),
+                True,
+                None,
+                False,
+            )
         return self.scrub(f"model call failed: {type(exc).__name__}: {exc}"), False, None, False
 
 
@@ -177,8 +205,9 @@ def _read_json(resp: Any, chat: bool, conv: bool = False) -> tuple[str, Usage]:
     return text or "", usage_of(data.get("usage"))
 
 
-def _read_events(resp: Any, chat: bool, cancel: threading.Event | None,
-                 on_text: Callable[[str], None] | None, conv: bool = False) -> tuple[str, Usage]:
+def _read_events(
+    resp: Any, chat: bool, cancel: threading.Event | None, on_text: Callable[[str], None] | None, conv: bool = False
+) -> tuple[str, Usage]:
     """A streamed answer (server-sent events): the text of its chunks, told to `on_text` as it
     grows, and the usage of its last chunk that has one. Stop closes the response. `conv`: the
     deltas' reasoning and tool calls are assembled too, and the answer is the message's JSON."""
@@ -253,14 +282,15 @@ def _delta_extras(delta: Any, chunk: Any, thinking: list[str], calls: dict[int, 
 def _sdk(make: Callable[[Any], Any], data: Any) -> Any:
     """An answer's part as the `openai` SDK's public type (`openai.types.chat`); one that does
     not fit it is malformed."""
-    from pydantic import ValidationError
-
     import openai.types.chat as types
+    from pydantic import ValidationError
 
     try:
         return make(types)
     except ValidationError as exc:
-        raise Malformed(f"not a chat message the SDK reads ({one_line(str(exc), 160)}): {one_line(repr(data))}") from None
+        raise Malformed(
+            f"not a chat message the SDK reads ({one_line(str(exc), 160)}): {one_line(repr(data))}"
+        ) from None
 
 
 def _reasoning(obj: Any, data: Any) -> str | None:
@@ -282,10 +312,17 @@ def message_text(content: str | None, reasoning: str | None, calls: list[tuple[A
     if reasoning:
         msg["reasoning_content"] = reasoning
     if calls:
-        msg["tool_calls"] = [{"id": cid if isinstance(cid, str) else "", "type": "function",
-                              "function": {"name": name if isinstance(name, str) else "",
-                                           "arguments": args if isinstance(args, str) else json.dumps(args)}}
-                             for cid, name, args in calls]
+        msg["tool_calls"] = [
+            {
+                "id": cid if isinstance(cid, str) else "",
+                "type": "function",
+                "function": {
+                    "name": name if isinstance(name, str) else "",
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+            for cid, name, args in calls
+        ]
     return json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -316,8 +353,11 @@ def usage_of(u: Any) -> Usage:
     if not isinstance(u, dict):
         return Usage()
     details = u.get("prompt_tokens_details")
-    return Usage(prompt_tokens=_count(u.get("prompt_tokens")), completion_tokens=_count(u.get("completion_tokens")),
-                 cached_prompt_tokens=_count(_field(details, "cached_tokens")))
+    return Usage(
+        prompt_tokens=_count(u.get("prompt_tokens")),
+        completion_tokens=_count(u.get("completion_tokens")),
+        cached_prompt_tokens=_count(_field(details, "cached_tokens")),
+    )
 
 
 def _error_message(exc: Any) -> str:

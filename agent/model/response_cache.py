@@ -43,7 +43,9 @@ def cache_key(config: AgentConfig, public_url: str, prompt: str, instruction: st
             "max_tokens": config.max_tokens,
             "top_p": config.top_p,
         },
-        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
     )
     return sha256(blob)
 
@@ -53,7 +55,11 @@ def kept_match(kept: list[ModelCall], want: ModelCall) -> ModelCall | None:
     of `kept`; None if there is none."""
     for i, old in enumerate(kept):
         if (old.prompt_hash, old.model, old.api_style, old.params) == (
-                want.prompt_hash, want.model, want.api_style, want.params) and old.completion is not None:
+            want.prompt_hash,
+            want.model,
+            want.api_style,
+            want.params,
+        ) and old.completion is not None:
             return kept.pop(i)
     return None
 
@@ -69,5 +75,5 @@ def digest(text: str, fixed: str | None) -> str:
             _FIXED.clear()
         state = _FIXED[fixed] = hashlib.sha256(fixed.encode("utf-8"))
     h = state.copy()
-    h.update(text[len(fixed):].encode("utf-8"))
+    h.update(text[len(fixed) :].encode("utf-8"))
     return h.hexdigest()

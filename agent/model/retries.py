@@ -12,7 +12,7 @@ import time
 from datetime import timezone
 from typing import Any, Callable
 
-from agent.model.api import Cancelled, CallWatch, Malformed
+from agent.model.api import CallWatch, Cancelled, Malformed
 from agent.ratelimit import PauseGate
 from trajectory.records import ModelCall
 
@@ -29,9 +29,17 @@ def backoff_s(attempt: int, base_s: float) -> float:
     return base * (0.75 + random.random() * 0.5)
 
 
-def run(call: ModelCall, attempt: Callable[[], Any], classify: Callable[[Exception], tuple[str, bool, float | None, bool]],
-        *, max_retries: int, gate: PauseGate, watch: CallWatch | None, hooks: list[Callable[[int, str], None]],
-        backoff_base_s: float) -> Any:
+def run(
+    call: ModelCall,
+    attempt: Callable[[], Any],
+    classify: Callable[[Exception], tuple[str, bool, float | None, bool]],
+    *,
+    max_retries: int,
+    gate: PauseGate,
+    watch: CallWatch | None,
+    hooks: list[Callable[[int, str], None]],
+    backoff_base_s: float,
+) -> Any:
     """Call `attempt()` until it returns; each try counts in `call.attempts`. A failure is
     retried while retryable and `max_retries` allows (429s included); a 429 pauses every
     request to the endpoint (`gate`). Raises `Cancelled` (Stop) or `GaveUp` (its reason)."""

@@ -60,8 +60,9 @@ def shared_openai(api_key: str | None, base_url: str, timeout_s: float) -> Any:
             _CLIENTS_PID[:] = [os.getpid()]
         client = _CLIENTS.get(key)
         if client is None:
-            client = sdk().OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
-                                  http_client=http_client(base_url))
+            client = sdk().OpenAI(
+                api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0, http_client=http_client(base_url)
+            )
             _CLIENTS[key] = client
             while len(_CLIENTS) > MAX_SHARED_CLIENTS:  # (an old one is left to the GC: it may be in use)
                 _CLIENTS.popitem(last=False)
@@ -75,8 +76,12 @@ def http_client(base_url: str) -> Any:
     (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, with `NO_PROXY`, as httpx reads them)."""
     hx, hc = http_modules()
     transport = kind(hx.BaseTransport, Transport)(hx, hc, proxy_for(base_url))
-    return hx.Client(transport=transport, follow_redirects=False, event_hooks={"response": [_refuse_redirect]},
-                     timeout=hx.Timeout(60.0))
+    return hx.Client(
+        transport=transport,
+        follow_redirects=False,
+        event_hooks={"response": [_refuse_redirect]},
+        timeout=hx.Timeout(60.0),
+    )
 
 
 def proxy_for(url: str) -> str | None:
@@ -119,15 +124,28 @@ def _refuse_redirect(response: Any) -> None:
             where = "an unreadable location"
         here = response.request.url
         same = where.startswith(f"{here.scheme}://{here.netloc.decode('ascii', 'replace')}/")
-        raise Refused(f"the model server redirected (HTTP {response.status_code}) to {where}"
-                      + ("" if same else ", off the configured endpoint's origin")
-                      + ": refused, nothing sent there (set the base URL to the address that answers)")
+        raise Refused(
+            f"the model server redirected (HTTP {response.status_code}) to {where}"
+            + ("" if same else ", off the configured endpoint's origin")
+            + ": refused, nothing sent there (set the base URL to the address that answers)"
+        )
 
 
-TELEMETRY = frozenset({b"x-stainless-lang", b"x-stainless-package-version", b"x-stainless-os", b"x-stainless-arch",
-                       b"x-stainless-runtime", b"x-stainless-runtime-version", b"x-stainless-async",
-                       b"x-stainless-retry-count", b"x-stainless-read-timeout", b"x-stainless-timeout",
-                       b"x-stainless-raw-response"})
+TELEMETRY = frozenset(
+    {
+        b"x-stainless-lang",
+        b"x-stainless-package-version",
+        b"x-stainless-os",
+        b"x-stainless-arch",
+        b"x-stainless-runtime",
+        b"x-stainless-runtime-version",
+        b"x-stainless-async",
+        b"x-stainless-retry-count",
+        b"x-stainless-read-timeout",
+        b"x-stainless-timeout",
+        b"x-stainless-raw-response",
+    }
+)
 
 
 class Transport:
@@ -137,8 +155,13 @@ class Transport:
 
     def __init__(self, hx: Any, hc: Any, proxy: str | None = None):
         self.hx, self.hc = hx, hc
-        pool = dict(ssl_context=hx.create_ssl_context(), max_connections=1000, max_keepalive_connections=100,
-                    keepalive_expiry=5.0, network_backend=WatchedBackend(hc.SyncBackend()))
+        pool = dict(
+            ssl_context=hx.create_ssl_context(),
+            max_connections=1000,
+            max_keepalive_connections=100,
+            keepalive_expiry=5.0,
+            network_backend=WatchedBackend(hc.SyncBackend()),
+        )
         self.pool = hc.HTTPProxy(proxy_url=proxy, **pool) if proxy else hc.ConnectionPool(**pool)
 
     def handle_request(self, request: Any) -> Any:
@@ -146,16 +169,20 @@ class Transport:
         (`mapped`) for what httpcore raised."""
         hc = self.hc
         url = request.url
-        req = hc.Request(method=request.method,
-                         url=hc.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-                         headers=[(k, v) for k, v in request.headers.raw if k.lower() not in TELEMETRY],
-                         content=request.stream, extensions=request.extensions)
+        req = hc.Request(
+            method=request.method,
+            url=hc.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            headers=[(k, v) for k, v in request.headers.raw if k.lower() not in TELEMETRY],
+            content=request.stream,
+            extensions=request.extensions,
+        )
         try:
             resp = self.pool.handle_request(req)
         except Exception as exc:
             raise self.mapped(exc) from exc
-        return _response(self.hx, resp.status, resp.headers, kind(self.hx.SyncByteStream, Body)(self, resp.stream),
-                         resp.extensions)
+        return _response(
+            self.hx, resp.status, resp.headers, kind(self.hx.SyncByteStream, Body)(self, resp.stream), resp.extensions
+        )
 
     def mapped(self, exc: BaseException) -> BaseException:
         """An httpcore error as the httpx error of its name (what the SDK classifies)."""

@@ -21,8 +21,10 @@ def make_env(task, options: dict | None = None, blobs=None):
 def paper_sample(pool: list, source: str | None) -> list:
     """alfworld.ipynb runs all 134 official `valid_unseen` games (`eval_out_of_distribution`)."""
     if source != "official" or any((t.data or {}).get("split") != "valid_unseen" for t in pool):
-        raise EnvError("--sample paper for ALFWorld runs the 134 official valid_unseen games: use --tasks official "
-                       "(split valid_unseen)")
+        raise EnvError(
+            "--sample paper for ALFWorld runs the 134 official valid_unseen games: use --tasks official "
+            "(split valid_unseen)"
+        )
     return pool
 
 
@@ -53,13 +55,27 @@ def action_warning(action: str, admissible) -> str | None:
 
 
 FAMILY = EnvFamily(
-    kind="alfworld", list_tasks=list_tasks, get_task=get_task, make_env=make_env, default_max_steps=49,
-    custom_task=custom_task, exemplars_file=EXEMPLARS_FILE, references=external_references,
-    transcript=TRANSCRIPT, label="ALFWorld", task_types=TASK_TYPES,
+    kind="alfworld",
+    list_tasks=list_tasks,
+    get_task=get_task,
+    make_env=make_env,
+    default_max_steps=49,
+    custom_task=custom_task,
+    exemplars_file=EXEMPLARS_FILE,
+    references=external_references,
+    transcript=TRANSCRIPT,
+    label="ALFWorld",
+    task_types=TASK_TYPES,
     results_caption="ALFWorld: success rate % per task type (paper layout, as Table 3)",
-    builtin_label="built-in sample (generated)", exemplars_label="(built-in: played by a scripted policy, not the paper's)",
-    sources=("builtin", "official"), ids_by_listing=False, paper_sample=paper_sample,
+    builtin_label="built-in sample (generated)",
+    exemplars_label="(built-in: played by a scripted policy, not the paper's)",
+    sources=("builtin", "official"),
+    ids_by_listing=False,
+    paper_sample=paper_sample,
     options=(Option("wording", "--wording", "ALFWorld command wording", ("paper", "alfworld-0.4"), "paper"),),
     custom_fields=(CustomField("game", "Path to an ALFWorld game (game.tw-pddl)"),),
-    summary=summary, action_warning=action_warning, cli=register_cli, downloads={"alfworld": download},
+    summary=summary,
+    action_warning=action_warning,
+    cli=register_cli,
+    downloads={"alfworld": download},
 )

@@ -7,7 +7,6 @@ import argparse
 from envs.cli_helpers import cli
 
 
-
 def _generate(args) -> int:
     from envs.alfworld.generate import TASK_TYPES, generate_games
     from envs.alfworld.tasks import GAMES_DIR, write_builtin_index
@@ -23,8 +22,15 @@ def _generate(args) -> int:
     if args.index and not builtin:
         raise cli.CliError("--index is for the built-in set (no --out)")
     split = args.split or ("sample" if builtin else "valid_unseen")
-    paths = generate_games(out, seed=args.seed, per_type=args.per_type, split=split, task_types=types,
-                           progress=cli.progress, layout="builtin" if builtin else "json_2.1.1")
+    paths = generate_games(
+        out,
+        seed=args.seed,
+        per_type=args.per_type,
+        split=split,
+        task_types=types,
+        progress=cli.progress,
+        layout="builtin" if builtin else "json_2.1.1",
+    )
     if args.index:
         write_builtin_index(out)
     cli.emit(args, {"games": [str(p) for p in paths], "out": str(out)}, f"wrote {len(paths)} games under {out}")
@@ -47,8 +53,15 @@ def _check(args) -> int:
         transcript.append({"action": cmd, "observation": process_ob(out.feedback)})
         won = out.won
     result = {"game": args.game, "text": text, "walkthrough_steps": len(walk), "won": won, "transcript": transcript}
-    cli.emit(args, result, lambda: f"{text}\n" + "".join(f"> {t['action']}\n{t['observation']}\n" for t in transcript)
-         + f"walkthrough: {len(walk)} steps, won={won}")
+    cli.emit(
+        args,
+        result,
+        lambda: (
+            f"{text}\n"
+            + "".join(f"> {t['action']}\n{t['observation']}\n" for t in transcript)
+            + f"walkthrough: {len(walk)} steps, won={won}"
+        ),
+    )
     return 0 if won else 1
 
 
@@ -56,8 +69,9 @@ def _tasks(args) -> int:
     from envs import alfworld
 
     tasks = alfworld.list_tasks(source=args.source, split=args.split)
-    cli.emit(args, [t.model_dump() for t in tasks],
-         lambda: "\n".join(f"{t.id}\t{t.type}" for t in tasks) or "(no tasks)")
+    cli.emit(
+        args, [t.model_dump() for t in tasks], lambda: "\n".join(f"{t.id}\t{t.type}" for t in tasks) or "(no tasks)"
+    )
     return 0
 
 
@@ -92,8 +106,10 @@ def register(sub, helpers) -> None:
     s = p.add_subparsers(dest="alfworld_command", required=True, metavar="ACTION")
 
     g = cli.add_common(s.add_parser("generate", help="generate solvable games from alfworld's layouts"))
-    g.add_argument("--out", help="output root (json_2.1.1/<split>/... is created); default: the built-in sample "
-                                 "(games/builtin/<split>/)")
+    g.add_argument(
+        "--out",
+        help="output root (json_2.1.1/<split>/... is created); default: the built-in sample (games/builtin/<split>/)",
+    )
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--per-type", type=int, default=4)
     g.add_argument("--split", default=None, help="sample / exemplars (built-in) or a split name (default valid_unseen)")

@@ -32,7 +32,9 @@ def _fetch(url: str, dest: Path, progress) -> None:
             for chunk in r.iter_bytes(1 << 20):
                 fh.write(chunk)
                 done += len(chunk)
-        progress(f"downloaded {url.rsplit('/', 1)[-1]} ({done // 1024} KiB{'' if not total else f' of {total // 1024}'})")
+        progress(
+            f"downloaded {url.rsplit('/', 1)[-1]} ({done // 1024} KiB{'' if not total else f' of {total // 1024}'})"
+        )
     os.replace(tmp, dest)
 
 

@@ -20,13 +20,14 @@ import types
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from envs.base import EnvError, StepResult
-from trajectory.records import Task
 from envs.alfworld.fastgame import FastGame, load_game_data
 from envs.alfworld.pool import GAME_LOCK, acquire_game, release_game
 from envs.alfworld.tasks import rebuild_path
 from envs.alfworld.text import opening_text, process_ob
 from envs.alfworld.wording import check_wording
+from envs.base import EnvError, StepResult
+from trajectory.records import Task
+
 
 def _planner_context():
     """Workers forked from a single-threaded server that has the game engine loaded."""
@@ -107,8 +108,9 @@ class AlfworldEnv:
             out = game.step(action)
         self.won = self.won or out.won
         self.done = self.won
-        return StepResult(process_ob(out.feedback), self.done, 1.0 if out.won else 0.0,
-                          {"won": out.won, "valid": out.valid})
+        return StepResult(
+            process_ob(out.feedback), self.done, 1.0 if out.won else 0.0, {"won": out.won, "valid": out.valid}
+        )
 
     # -- state
 
@@ -148,8 +150,9 @@ class AlfworldEnv:
             return None
         ctx = _planner_context()
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_plan_first_action, args=(game.data.path, game.wording, list(game.ops), send),
-                           daemon=True)
+        proc = ctx.Process(
+            target=_plan_first_action, args=(game.data.path, game.wording, list(game.ops), send), daemon=True
+        )
         with _no_main_script():
             proc.start()
         send.close()

@@ -14,8 +14,8 @@ import random
 from pathlib import Path
 
 from envs.alfworld.text import opening_text, process_ob
-from envs.base import EnvError
 from envs.alfworld.transcript import PREFIXES as TASK_TYPE_PREFIX  # the notebook's `prefixes`
+from envs.base import EnvError
 
 EXEMPLARS_FILE = Path(__file__).parent / "data" / "exemplars.json"
 
@@ -36,6 +36,7 @@ def load_exemplars() -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- building them
+
 
 def _ranges(names: list[str]) -> str:
     """'cabinet 1', 'cabinet 2', 'countertop 1' -> 'cabinet (1-2), countertop (1)'."""
@@ -69,8 +70,10 @@ class _Player:
         return [f for f in self.game.facts() if f.name == pred]
 
     def receptacles(self) -> list[str]:
-        return sorted({self.name(f.arguments[0]) for f in self.facts("receptacleatlocation")},
-                      key=lambda n: (n.rpartition(" ")[0], int(n.rpartition(" ")[2])))
+        return sorted(
+            {self.name(f.arguments[0]) for f in self.facts("receptacleatlocation")},
+            key=lambda n: (n.rpartition(" ")[0], int(n.rpartition(" ")[2])),
+        )
 
     def where(self, obj: str) -> str | None:
         for f in self.facts("inreceptacle"):
@@ -79,8 +82,13 @@ class _Player:
         return None
 
     def objects_of(self, base: str) -> list[str]:
-        return sorted({self.name(f.arguments[0]) for f in self.facts("inreceptacle")
-                       if self.name(f.arguments[0]).rpartition(" ")[0] == base})
+        return sorted(
+            {
+                self.name(f.arguments[0])
+                for f in self.facts("inreceptacle")
+                if self.name(f.arguments[0]).rpartition(" ")[0] == base
+            }
+        )
 
     def think(self, text: str):
         self.lines.append((f"think: {text}", "OK."))
@@ -98,7 +106,10 @@ class _Player:
         if self.here != recep:
             self.act(f"go to {recep}")
             self.here = recep
-            if recep.rpartition(" ")[0] in ("cabinet", "drawer", "fridge", "microwave", "safe") and recep not in self.opened:
+            if (
+                recep.rpartition(" ")[0] in ("cabinet", "drawer", "fridge", "microwave", "safe")
+                and recep not in self.opened
+            ):
                 self.act(f"open {recep}")
                 self.opened.add(recep)
 
@@ -116,8 +127,10 @@ class _Player:
         objs = [o for o in self.objects_of(base) if o not in exclude]
         target_recep = self.where(objs[0])
         order = self.search_order(target_recep, candidates)
-        self.think(f"First I need to find a {base}. A {base} is more likely to appear in {_ranges(order)}. "
-                   f"I can check one by one, starting with {order[0]}.")
+        self.think(
+            f"First I need to find a {base}. A {base} is more likely to appear in {_ranges(order)}. "
+            f"I can check one by one, starting with {order[0]}."
+        )
         for recep in order:
             self.goto(recep)
             here = [o for o in objs if self.where(o) == recep]
@@ -132,8 +145,11 @@ class _Player:
 
 def _candidates(p: _Player, base: str) -> list[str]:
     """Receptacles whose type can hold `base` (the game's canContain facts)."""
-    rtypes = {f.arguments[0].name.lower().replace("type", "") for f in p.facts("cancontain")
-              if f.arguments[1].name.lower() == f"{base}type"}
+    rtypes = {
+        f.arguments[0].name.lower().replace("type", "")
+        for f in p.facts("cancontain")
+        if f.arguments[1].name.lower() == f"{base}type"
+    }
     return [r for r in p.receptacles() if r.rpartition(" ")[0] in rtypes]
 
 
@@ -146,8 +162,10 @@ def _play_examine(p: _Player, obj: str, lamp: str) -> _Player:
     lamps = [r for r in p.receptacles() if r.rpartition(" ")[0] in ("desk", "sidetable", "dresser")]
     lamp_at = p.where(p.objects_of(lamp)[0])
     order = p.search_order(lamp_at, lamps)
-    p.think(f"Now I take a {obj} ({found.split()[-1]}). Next, I need to find a {lamp}. A {lamp} is more "
-            f"likely to appear in {_ranges(order)}. I can check one by one, starting with {order[0]}.")
+    p.think(
+        f"Now I take a {obj} ({found.split()[-1]}). Next, I need to find a {lamp}. A {lamp} is more "
+        f"likely to appear in {_ranges(order)}. I can check one by one, starting with {order[0]}."
+    )
     for r in order:
         p.goto(r)
         if r == lamp_at:
@@ -171,11 +189,15 @@ def play_exemplar(game_path: Path, seed: int = 0) -> _Player:
     dest = [r for r in p.receptacles() if r.rpartition(" ")[0] == dest_type][0]
     appliance = {"clean": ("sinkbasin", "clean"), "heat": ("microwave", "heat"), "cool": ("fridge", "cool")}.get(v)
     if v == "puttwo":
-        p.think(f"To solve the task, I need to find and take the first {obj}, then put it in/on {dest_type}, "
-                f"then find and take the second {obj}, then put it in/on {dest_type}.")
+        p.think(
+            f"To solve the task, I need to find and take the first {obj}, then put it in/on {dest_type}, "
+            f"then find and take the second {obj}, then put it in/on {dest_type}."
+        )
     elif appliance:
-        p.think(f"To solve the task, I need to find and take a {obj}, then {appliance[1]} it with "
-                f"{appliance[0]}, then put it in/on {dest_type}.")
+        p.think(
+            f"To solve the task, I need to find and take a {obj}, then {appliance[1]} it with "
+            f"{appliance[0]}, then put it in/on {dest_type}."
+        )
     else:
         p.think(f"To solve the task, I need to find and take a {obj}, then put it in/on {dest_type}.")
     done: list[str] = []
@@ -183,12 +205,18 @@ def play_exemplar(game_path: Path, seed: int = 0) -> _Player:
         cands = [c for c in _candidates(p, obj) if c != dest]
         found = p.find(obj, cands, exclude=done)
         num = found.split()[-1]
-        p.think(f"Now I find {'the second ' if round_ else ''}{'a ' if not round_ else ''}{obj} ({num}). Next, I need to take it.".replace("the second a ", "the second "))
+        p.think(
+            f"Now I find {'the second ' if round_ else ''}{'a ' if not round_ else ''}{obj} ({num}). Next, I need to take it.".replace(
+                "the second a ", "the second "
+            )
+        )
         p.act(f"take {found} from {p.here}")
         if appliance:
             app = [r for r in p.receptacles() if r.rpartition(" ")[0] == appliance[0]][0]
-            p.think(f"Now I take a {obj} ({num}). Next, I need to go to {appliance[0]} ({app.split()[-1]}) "
-                    f"and {appliance[1]} it.")
+            p.think(
+                f"Now I take a {obj} ({num}). Next, I need to go to {appliance[0]} ({app.split()[-1]}) "
+                f"and {appliance[1]} it."
+            )
             p.here = None if p.here != app else p.here
             p.act(f"go to {app}") if p.here != app else None
             p.here = app
@@ -200,8 +228,10 @@ def play_exemplar(game_path: Path, seed: int = 0) -> _Player:
         p.act(f"put {found} in/on {dest}")
         done.append(found)
         if v == "puttwo" and not round_:
-            p.think(f"Now I put the first {obj} in {dest}. Next, I need to find the second {obj}. "
-                    f"I should look where I have not found one yet.")
+            p.think(
+                f"Now I put the first {obj} in {dest}. Next, I need to find the second {obj}. "
+                f"I should look where I have not found one yet."
+            )
     return p
 
 
@@ -228,8 +258,9 @@ def build_exemplars(games_root: Path, out: Path = EXEMPLARS_FILE, seed: int = 0)
         for i, p in enumerate(played[:2]):
             result[f"react_{v}_{i}"] = p.text(True)
             result[f"act_{v}_{i}"] = p.text(False)
-    ordered = {k: result[k] for style in ("react", "act") for v in VARIANTS for k in (f"{style}_{v}_0", f"{style}_{v}_1")}
+    ordered = {
+        k: result[k] for style in ("react", "act") for v in VARIANTS for k in (f"{style}_{v}_0", f"{style}_{v}_1")
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(ordered, indent=4))
     return ordered
-

@@ -23,11 +23,11 @@ from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs.base import EnvError
 from envs.alfworld import twlite
 from envs.alfworld.grammar_cache import game_logic
 from envs.alfworld.translation import LOCK, sha, translate
 from envs.alfworld.wording import apply_wording
+from envs.base import EnvError
 
 
 class GameFileError(EnvError):
@@ -66,16 +66,25 @@ def load_game_data(src: str | os.PathLike | dict) -> GameData:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise GameFileError(f"corrupt ALFWorld game file {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+            raise GameFileError(
+                f"corrupt ALFWorld game file {path}: not JSON ({exc.msg} at line {exc.lineno})"
+            ) from None
     missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data.get(k), str)]
     if missing:
         raise GameFileError(f"corrupt ALFWorld game file {path or '<data>'}: missing {', '.join(missing)}")
     walk = data.get("walkthrough")
-    return GameData(path, data["pddl_domain"], data["grammar"], data["pddl_problem"],
-                    tuple(walk) if walk else None, data.get("solvable"))
+    return GameData(
+        path,
+        data["pddl_domain"],
+        data["grammar"],
+        data["pddl_problem"],
+        tuple(walk) if walk else None,
+        data.get("solvable"),
+    )
 
 
 # ---------------------------------------------------------------- state
+
 
 def _make_state(lib, domain: str, problem: str, logic):
     """A textworld PddlState built like PddlState.__init__, from the cached translation."""
@@ -197,6 +206,7 @@ class FastGame:
     def __init__(self, data: GameData, wording: str = "paper"):
         twlite.load_engine()  # only the parts of textworld a game needs
         from alfworld.agents.utils.misc import Demangler
+
         from envs.alfworld.twlite import EntityInfo
 
         self.data = data
@@ -205,12 +215,16 @@ class FastGame:
         try:
             self.logic = game_logic(self.domain, self.grammar)
         except Exception as exc:
-            raise GameFileError(f"corrupt ALFWorld game file {data.path or '<data>'}: grammar does not parse ({type(exc).__name__})") from None
+            raise GameFileError(
+                f"corrupt ALFWorld game file {data.path or '<data>'}: grammar does not parse ({type(exc).__name__})"
+            ) from None
         self.lib = _take_lib()
         try:
             state = _make_state(self.lib, self.domain, data.problem, self.logic)
         except Exception as exc:
-            raise GameFileError(f"corrupt ALFWorld game file {data.path or '<data>'}: PDDL problem does not load ({type(exc).__name__}: {str(exc)[:80]})") from None
+            raise GameFileError(
+                f"corrupt ALFWorld game file {data.path or '<data>'}: PDDL problem does not load ({type(exc).__name__}: {str(exc)[:80]})"
+            ) from None
         infos = {v.name: EntityInfo(v.name, v.type) for fact in state.facts for v in fact.arguments}
         for info in infos.values():
             info.name = info.id
@@ -236,8 +250,13 @@ class FastGame:
     # -- textworld semantics
 
     def _context(self, variables, mapping, facts):
-        return {"state": self.state, "facts": facts, "variables": variables, "mapping": mapping,
-                "entity_infos": self.entity_infos}
+        return {
+            "state": self.state,
+            "facts": facts,
+            "variables": variables,
+            "mapping": mapping,
+            "entity_infos": self.entity_infos,
+        }
 
     def _gather(self):
         """PddlEnv._gather_infos' admissible commands."""
@@ -246,8 +265,9 @@ class FastGame:
         facts = list(self.state.facts)
         commands = []
         for action in actions:
-            ctx = self._context({ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()},
-                                action.mapping, facts)
+            ctx = self._context(
+                {ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()}, action.mapping, facts
+            )
             action.command_template = self.logic.grammar.derive(action.command_template, ctx)
             commands.append(action.format_command(mapping))
         self._valid, self._commands = actions, commands
@@ -274,8 +294,11 @@ class FastGame:
         op = self.state._operators[action.id]
         self.state.apply(action)
         self.ops.append((op.id, op.nb_effect_atoms))
-        ctx = self._context({ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()},
-                            action.mapping, list(self.state.facts))
+        ctx = self._context(
+            {ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()},
+            action.mapping,
+            list(self.state.facts),
+        )
         feedback = self.logic.grammar.derive(action.feedback_rule, ctx)
         self.moves += 1
         self._gather()
@@ -350,7 +373,12 @@ class FastGame:
     def _load_frame(self, f: _Frame) -> None:
         self.lib.set_state_id(f.sid)
         st = self.state  # textworld's State bookkeeping, rebuilt from the facts by its own code
-        st._facts, st._vars_by_name, st._vars_by_type, st._var_counts = defaultdict(set), {}, defaultdict(set), Counter()
+        st._facts, st._vars_by_name, st._vars_by_type, st._var_counts = (
+            defaultdict(set),
+            {},
+            defaultdict(set),
+            Counter(),
+        )
         st.add_facts(f.facts)
         # the actions again (one C call; same order as when the commands were derived)
         self._valid, self._commands, self.won = list(st.all_applicable_actions()), f.commands, f.won

@@ -28,12 +28,13 @@ TASK_TYPES = (
 KITCHENS = tuple(range(1, 31))
 BEDROOMS = tuple(range(301, 331))
 # Appliances the layouts do not list as receptacle instances, added with made-up positions.
-EXTRA_KITCHEN_RECEPTACLES = {"StoveBurner": (2, 4), "Toaster": (1, 1), "CoffeeMachine": (1, 1),
-                             "GarbageCan": (1, 1)}
+EXTRA_KITCHEN_RECEPTACLES = {"StoveBurner": (2, 4), "Toaster": (1, 1), "CoffeeMachine": (1, 1), "GarbageCan": (1, 1)}
 EXTRA_ROOM_RECEPTACLES = {"GarbageCan": (1, 1)}
-APPLIANCE = {"pick_clean_then_place_in_recep": ("SinkBasin", "clean", "Cleanable"),
-             "pick_heat_then_place_in_recep": ("Microwave", "heat", "Heatable"),
-             "pick_cool_then_place_in_recep": ("Fridge", "cool", "Coolable")}
+APPLIANCE = {
+    "pick_clean_then_place_in_recep": ("SinkBasin", "clean", "Cleanable"),
+    "pick_heat_then_place_in_recep": ("Microwave", "heat", "Heatable"),
+    "pick_cool_then_place_in_recep": ("Fridge", "cool", "Coolable"),
+}
 LAMP_HOLDERS = ("Desk", "SideTable", "Dresser")
 
 
@@ -189,8 +190,12 @@ def _problem(scene: Scene, goal: str, name: str) -> str:
         lines.append(f"(pickupable {m(o)})")
         if t in c.MOVABLE_RECEPTACLES_SET:
             lines.append(f"(isReceptacleObject {m(o)})")
-        for pred, key in (("cleanable", "Cleanable"), ("heatable", "Heatable"), ("coolable", "Coolable"),
-                          ("sliceable", "Sliceable")):
+        for pred, key in (
+            ("cleanable", "Cleanable"),
+            ("heatable", "Heatable"),
+            ("coolable", "Coolable"),
+            ("sliceable", "Sliceable"),
+        ):
             if t in c.VAL_ACTION_OBJECTS[key]:
                 lines.append(f"({pred} {m(o)})")
     lines.append(")")
@@ -201,8 +206,11 @@ def _goal(task_type: str, params: dict) -> str:
     import alfworld.gen.goal_library as glib
 
     text = glib.gdict[task_type]["pddl"].format(
-        obj=params["object_target"], recep=params["parent_target"], toggle=params["toggle_target"],
-        mrecep=params["mrecep_target"])
+        obj=params["object_target"],
+        recep=params["parent_target"],
+        toggle=params["toggle_target"],
+        mrecep=params["mrecep_target"],
+    )
     return text.replace("#", "-")
 
 
@@ -214,15 +222,21 @@ def _choose_task(task_type: str, scene: Scene, rng: random.Random):
     by_type: dict[str, list[str]] = {}
     for o, t in scene.objects.items():
         by_type.setdefault(t, []).append(o)
-    params = {"object_target": "", "parent_target": "", "toggle_target": "", "mrecep_target": "",
-              "object_sliced": False}
+    params = {
+        "object_target": "",
+        "parent_target": "",
+        "toggle_target": "",
+        "mrecep_target": "",
+        "object_sliced": False,
+    }
     if task_type == "look_at_obj_in_light":
         lamps = sorted(by_type.get("DeskLamp", []))
         if not lamps:
             return None
         lamp = lamps[0]
-        cands = sorted(t for t in by_type if t != "DeskLamp" and t in _pickupable_types()
-                       and t not in c.MOVABLE_RECEPTACLES_SET)
+        cands = sorted(
+            t for t in by_type if t != "DeskLamp" and t in _pickupable_types() and t not in c.MOVABLE_RECEPTACLES_SET
+        )
         if not cands:
             return None
         otype = rng.choice(cands)
@@ -233,6 +247,28 @@ def _choose_task(task_type: str, scene: Scene, rng: random.Random):
     appliance = APPLIANCE.get(task_type)
     if appliance and appliance[0] not in rtypes:
         return None
+    pairs = _placements(task_type, scene, by_type, appliance)
+    if not pairs:
+        return None
+    otype, rtype = rng.choice(pairs)
+    params.update(object_target=otype, parent_target=rtype)
+    dest = rng.choice(sorted(r for r, t in scene.receptacles.items() if t == rtype))
+    objs = rng.sample(sorted(by_type[otype]), 2 if task_type == "pick_two_obj_and_place" else 1)
+    plan = []
+    for obj in objs:
+        plan.append(("take", obj, scene.obj_in[obj]))
+        if appliance:
+            app = sorted(r for r, t in scene.receptacles.items() if t == appliance[0])[0]
+            plan.append((appliance[1], obj, app))
+        plan.append(("put", obj, dest))
+    return params, plan
+
+
+def _placements(task_type: str, scene: Scene, by_type: dict[str, list[str]], appliance: tuple | None) -> list:
+    """The (object type, receptacle type) pairs a placing task can ask for in this scene: valid
+    for the task's appliance, not solved at the start."""
+    c = _constants()
+    rtypes = set(scene.receptacles.values())
     pairs = []
     for otype in sorted(by_type):
         if otype == "DeskLamp":
@@ -252,20 +288,7 @@ def _choose_task(task_type: str, scene: Scene, rng: random.Random):
             if any(scene.receptacles[scene.obj_in[o]] == rt for o in by_type[otype]):
                 continue  # already solved (partly) at the start
             pairs.append((otype, rt))
-    if not pairs:
-        return None
-    otype, rtype = rng.choice(pairs)
-    params.update(object_target=otype, parent_target=rtype)
-    dest = rng.choice(sorted(r for r, t in scene.receptacles.items() if t == rtype))
-    objs = rng.sample(sorted(by_type[otype]), 2 if task_type == "pick_two_obj_and_place" else 1)
-    plan = []
-    for obj in objs:
-        plan.append(("take", obj, scene.obj_in[obj]))
-        if appliance:
-            app = sorted(r for r, t in scene.receptacles.items() if t == appliance[0])[0]
-            plan.append((appliance[1], obj, app))
-        plan.append(("put", obj, dest))
-    return params, plan
+    return pairs
 
 
 def _folder_name(task_type: str, params: dict, floor_plan: int) -> str:
@@ -332,8 +355,27 @@ def _winning_walkthrough(data: dict, scene, plan, c) -> list[str] | None:
     return walk if won else None
 
 
-def generate_games(out: Path, seed: int, per_type: int = 4, split: str = "valid_unseen",
-                   task_types=TASK_TYPES, progress=None, layout: str = "json_2.1.1") -> list[Path]:
+def _traj_data(task_type: str, params: dict, trial: str, floor_plan: int, seed: int) -> dict:
+    """A game's traj_data.json, as ALFWorld's own games have it (no annotations)."""
+    return {
+        "task_type": task_type,
+        "pddl_params": params,
+        "task_id": trial,
+        "scene": {"floor_plan": f"FloorPlan{floor_plan}", "scene_num": floor_plan, "random_seed": seed},
+        "turk_annotations": {"anns": []},
+        "generator": "react-editor builtin (alfworld layouts + goal_library)",
+    }
+
+
+def generate_games(
+    out: Path,
+    seed: int,
+    per_type: int = 4,
+    split: str = "valid_unseen",
+    task_types=TASK_TYPES,
+    progress=None,
+    layout: str = "json_2.1.1",
+) -> list[Path]:
     """Write `per_type` solvable games of each task type under `out/<layout>/<split>/`
     (the built-in set: layout "builtin", split "sample" or "exemplars").
     Deterministic in `seed`. Returns the game.tw-pddl paths."""
@@ -361,16 +403,15 @@ def generate_games(out: Path, seed: int, per_type: int = 4, split: str = "valid_
                 continue
             params, plan = chosen
             trial = f"trial_G{seed}_{t_index}{attempt:03d}"
-            traj = {"task_type": task_type, "pddl_params": params, "task_id": trial,
-                    "scene": {"floor_plan": f"FloorPlan{floor_plan}", "scene_num": floor_plan,
-                              "random_seed": seed},
-                    "turk_annotations": {"anns": []},
-                    "generator": "react-editor builtin (alfworld layouts + goal_library)"}
+            traj = _traj_data(task_type, params, trial, floor_plan, seed)
             game_dir = out / layout / split / _folder_name(task_type, params, floor_plan) / trial
-            data = {"pddl_domain": domain,
-                    "grammar": seeded_task_grammar(grammar, traj, rng),
-                    "pddl_problem": _problem(scene, _goal(task_type, params), trial),
-                    "solvable": None, "walkthrough": None}
+            data = {
+                "pddl_domain": domain,
+                "grammar": seeded_task_grammar(grammar, traj, rng),
+                "pddl_problem": _problem(scene, _goal(task_type, params), trial),
+                "solvable": None,
+                "walkthrough": None,
+            }
             walk = _winning_walkthrough(data, scene, plan, c)
             if walk is None:
                 continue

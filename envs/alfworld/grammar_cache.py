@@ -16,8 +16,13 @@ def _copy_context(context: dict) -> dict:
     """textgen.copy_context without the deep copies: derivations only read the entity
     infos and variables, and each context gets its own `variables`/`mapping` dicts (the
     only parts a derivation updates). The deep copies were most of a step's time."""
-    return {"state": context["state"], "facts": context["facts"], "variables": dict(context["variables"]),
-            "mapping": dict(context["mapping"]), "entity_infos": context["entity_infos"]}
+    return {
+        "state": context["state"],
+        "facts": context["facts"],
+        "variables": dict(context["variables"]),
+        "mapping": dict(context["mapping"]),
+        "entity_infos": context["entity_infos"],
+    }
 
 
 def _cached_grammar_class():
@@ -128,8 +133,12 @@ def _grammar_class(textgen, parse_rule, _retype, parse_cache):
             for rule in rules:
                 if not rule.condition:
                     break
-                if any(True for _ in start.context["state"].all_assignments(parse_rule(rule.condition),
-                                                                             start.context["mapping"])):
+                if any(
+                    True
+                    for _ in start.context["state"].all_assignments(
+                        parse_rule(rule.condition), start.context["mapping"]
+                    )
+                ):
                     break
             else:  # no applicable rule: same failure as textgen
                 rule = None
@@ -176,8 +185,10 @@ def game_logic(domain: str, grammar: str):
         if key not in _LOGICS:
             if _GRAMMAR_CLASS is None:
                 _GRAMMAR_CLASS = _cached_grammar_class()
-            lg = disk_memo(sha(CACHE_VERSION, "logic", domain, grammar),
-                            lambda: pddl_logic.GameLogic(domain=domain, grammar=grammar))
+            lg = disk_memo(
+                sha(CACHE_VERSION, "logic", domain, grammar),
+                lambda: pddl_logic.GameLogic(domain=domain, grammar=grammar),
+            )
             cg = _GRAMMAR_CLASS()
             cg.update(lg.grammar)
             cg.retype_all()

@@ -28,8 +28,13 @@ def expert_wrapper(expert_type: str):
 
 def stock_game_dict(data: GameData, wording: str) -> dict:
     domain, grammar = apply_wording(data.domain, data.grammar, wording)
-    return {"pddl_domain": domain, "grammar": grammar, "pddl_problem": data.problem,
-            "solvable": data.solvable, "walkthrough": list(data.walkthrough or [])}
+    return {
+        "pddl_domain": domain,
+        "grammar": grammar,
+        "pddl_problem": data.problem,
+        "solvable": data.solvable,
+        "walkthrough": list(data.walkthrough or []),
+    }
 
 
 class StockGame:
@@ -48,9 +53,14 @@ class StockGame:
         infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
         self.via_gym = via_gym
         if via_gym:
-            env_id = textworld.gym.register_games([self.path], infos, batch_size=1, asynchronous=False,
-                                                  max_episode_steps=10_000,
-                                                  wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+            env_id = textworld.gym.register_games(
+                [self.path],
+                infos,
+                batch_size=1,
+                asynchronous=False,
+                max_episode_steps=10_000,
+                wrappers=[AlfredDemangler(shuffle=False), AlfredInfos],
+            )
             self.env = textworld.gym.make(env_id)
         else:
             from textworld.envs.pddl import PddlEnv

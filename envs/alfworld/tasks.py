@@ -67,8 +67,7 @@ def compute_text(game_path: str | Path) -> str:
         release_game(game)
 
 
-def _make_task(game_path: Path, task_id: str, source: str, split: str | None, text: str,
-               ttype: str | None) -> Task:
+def _make_task(game_path: Path, task_id: str, source: str, split: str | None, text: str, ttype: str | None) -> Task:
     data = {"game": str(game_path)}
     if split:
         data["split"] = split
@@ -76,6 +75,7 @@ def _make_task(game_path: Path, task_id: str, source: str, split: str | None, te
 
 
 # ---------------------------------------------------------------- built-in
+
 
 def builtin_index() -> dict:
     f = GAMES_DIR / "index.json"
@@ -90,8 +90,7 @@ def write_builtin_index(root: Path = GAMES_DIR, progress=None) -> dict:
     for split_dir in sorted((root / "builtin").iterdir()):
         for game in sorted(split_dir.glob("*/trial_*/game.tw-pddl")):
             tid = f"{game.parent.parent.name}/{game.parent.name}"
-            index.setdefault(split_dir.name, {})[tid] = {"type": task_type_of(game.parent),
-                                                         "text": compute_text(game)}
+            index.setdefault(split_dir.name, {})[tid] = {"type": task_type_of(game.parent), "text": compute_text(game)}
             if progress:
                 progress(f"indexed {split_dir.name}/{tid}")
     (root / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True))
@@ -103,11 +102,14 @@ def _builtin_tasks(split: str) -> list[Task]:
     index = builtin_index()
     if split not in index:
         raise EnvError(f"no built-in ALFWorld split {split!r}; known: {', '.join(sorted(index))}")
-    return [_make_task(BUILTIN_ROOT / split / tid / "game.tw-pddl", tid, "builtin", split, e["text"], e["type"])
-            for tid, e in sorted(index[split].items())]
+    return [
+        _make_task(BUILTIN_ROOT / split / tid / "game.tw-pddl", tid, "builtin", split, e["text"], e["type"])
+        for tid, e in sorted(index[split].items())
+    ]
 
 
 # ---------------------------------------------------------------- official
+
 
 def _text_cache() -> Path | None:
     from envs.alfworld.translation import cache_dir
@@ -142,8 +144,9 @@ def _official_text(game: Path) -> str:
 def _official_games(split: str) -> list[Path]:
     root = official_root(split)
     if not root.is_dir():
-        raise EnvError(f"official ALFWorld games not found in {root}; run `react-editor data alfworld` "
-                       "(or set ALFWORLD_DATA)")
+        raise EnvError(
+            f"official ALFWorld games not found in {root}; run `react-editor data alfworld` (or set ALFWORLD_DATA)"
+        )
     games = []
     for game in sorted(root.glob("*/trial_*/game.tw-pddl")):
         folder = game.parent.parent.name
@@ -162,9 +165,17 @@ def list_tasks(source: str = "builtin", split: str | None = None, **_) -> list[T
     if _check_source(source) == "builtin":
         return _builtin_tasks(split or "sample")
     split = split or "valid_unseen"
-    return [_make_task(g, f"{split}/{g.parent.parent.name}/{g.parent.name}", "official", split,
-                       _official_text(g), task_type_of(g.parent))
-            for g in _official_games(split)]
+    return [
+        _make_task(
+            g,
+            f"{split}/{g.parent.parent.name}/{g.parent.name}",
+            "official",
+            split,
+            _official_text(g),
+            task_type_of(g.parent),
+        )
+        for g in _official_games(split)
+    ]
 
 
 def get_task(task_id: str, source: str = "builtin", **_) -> Task:
@@ -173,8 +184,9 @@ def get_task(task_id: str, source: str = "builtin", **_) -> Task:
         for split in BUILTIN_SPLITS:
             e = index.get(split, {}).get(task_id)
             if e:
-                return _make_task(BUILTIN_ROOT / split / task_id / "game.tw-pddl", task_id, "builtin", split,
-                                  e["text"], e["type"])
+                return _make_task(
+                    BUILTIN_ROOT / split / task_id / "game.tw-pddl", task_id, "builtin", split, e["text"], e["type"]
+                )
         raise EnvError(f"unknown built-in ALFWorld task {task_id!r}")
     split, _, rest = task_id.partition("/")
     if split not in OFFICIAL_SPLITS or not rest:

@@ -9,5 +9,5 @@ def opening_text(intro: str) -> str:
 def process_ob(ob: str) -> str:
     """The notebook's `process_ob`."""
     if ob.startswith("You arrive at loc "):
-        ob = ob[ob.find(". ") + 2:]
+        ob = ob[ob.find(". ") + 2 :]
     return ob

@@ -91,5 +91,6 @@ TRANSCRIPT = CommandTranscript(
         "'open {recep}', 'close {recep}', 'take {obj} from {recep}', 'put {obj} in/on {recep}', "
         "'toggle {obj_or_recep}', 'clean {obj} with {recep}', 'heat {obj} with {recep}', "
         "'cool {obj} with {recep}', 'use {lamp}', 'examine {obj_or_recep}', 'inventory', 'look'. "
-        "To reason without acting, reply with your thought and no tool call."),
+        "To reason without acting, reply with your thought and no tool call."
+    ),
 )

@@ -98,8 +98,11 @@ def disk_memo(key: str, build):
                 return _Unpickler(fh).load()
         except twlogic.UNREADABLE as exc:
             why = (str(exc).splitlines() or [""])[0] or type(exc).__name__
-            print(f"ALFWorld cache entry {f} is unreadable ({type(exc).__name__}: {why}); making it again",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ALFWorld cache entry {f} is unreadable ({type(exc).__name__}: {why}); making it again",
+                file=sys.stderr,
+                flush=True,
+            )
     result = build()
     if f is not None:
         try:

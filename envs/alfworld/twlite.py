@@ -30,8 +30,7 @@ import threading
 from typing import Any
 
 PACKAGES = ("textworld", "textworld.envs", "textworld.envs.pddl")  # parents first
-MODULES = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic",
-           "alfworld.agents.utils.misc")
+MODULES = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic", "alfworld.agents.utils.misc")
 PARSERS = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic")  # each has a `_PARSER`
 _LOCK = threading.Lock()
 _LOADING: list[int] = []  # the thread whose stand-ins are in sys.modules (while load_engine runs)
@@ -131,8 +130,8 @@ def adopt_loaded(module) -> None:
     again, so the import system would not)."""
     prefix = module.__name__ + "."
     for name, sub in list(sys.modules.items()):
-        if name.startswith(prefix) and "." not in name[len(prefix):] and sub is not None:
-            setattr(module, name[len(prefix):], sub)
+        if name.startswith(prefix) and "." not in name[len(prefix) :] and sub is not None:
+            setattr(module, name[len(prefix) :], sub)
 
 
 class _Adopt(importlib.abc.MetaPathFinder):

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import copyreg
 import hashlib
-import io
-import pickle
 import importlib.abc
 import importlib.machinery
+import io
+import pickle
 import sys
 from typing import Any, Callable
 
@@ -29,8 +29,17 @@ _MODULE = "textworld.logic"
 # What reading a cache entry raises when it is cut short, damaged or written by another
 # version of Python, textworld or this program (a class moved or changed): the entry is made
 # again (translation.disk_memo) or parsed (below). Anything else is a bug and is raised.
-UNREADABLE = (pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError, IndexError, TypeError,
-              KeyError, OSError)
+UNREADABLE = (
+    pickle.UnpicklingError,
+    EOFError,
+    ValueError,
+    AttributeError,
+    ImportError,
+    IndexError,
+    TypeError,
+    KeyError,
+    OSError,
+)
 
 
 def cached_load(load: Callable, disk_memo: Callable[[str, Callable], Any]) -> Callable:

@@ -16,14 +16,15 @@ from envs.transcript import critic
 from envs.transcript.critic import CriticPrompt
 from trajectory import formats
 from trajectory.kinds import ModelRequest, Reply, SignalRules
-from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
-from trajectory.tools import ToolSet, command_tools
+from trajectory.prompt_files import Exemplar, ExemplarError, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
 from trajectory.records import Step, Task
 from trajectory.signals import GENERIC
+from trajectory.tools import ToolSet, command_tools
 
-
-GENERIC_ACT = ("Send one command to the game, exactly as a player types it (e.g. 'look', 'inventory', "
-               "'go to ...', 'take ... from ...'); the game answers with what happens.")
+GENERIC_ACT = (
+    "Send one command to the game, exactly as a player types it (e.g. 'look', 'inventory', "
+    "'go to ...', 'take ... from ...'); the game answers with what happens."
+)
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,11 @@ class CommandTranscript:
         return formats.alfworld_command(step)
 
     def chat_turn(self, step: Any, i: int) -> tuple[str, str | None]:
-        obs = step.observation if step.observation is not None else (
-            formats.THINK_OBSERVATION if step.action is None else None)
+        obs = (
+            step.observation
+            if step.observation is not None
+            else (formats.THINK_OBSERVATION if step.action is None else None)
+        )
         return formats.alfworld_command(step), obs
 
     def render(self, task_text: str, steps: Sequence[Any]) -> str:
@@ -121,8 +125,15 @@ class CommandTranscript:
         engine builds it once per episode and exemplar revision and passes it as `fixed`."""
         return self._prefix(self.exemplars(prompts, task.type, style), task.text)
 
-    def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
-                draft: str | None, fixed: str | None = None) -> ModelRequest:
+    def request(
+        self,
+        prompts: dict[str, str],
+        task: Task,
+        steps: Sequence[Any],
+        style: str,
+        draft: str | None,
+        fixed: str | None = None,
+    ) -> ModelRequest:
         if fixed is None:
             fixed = self.fixed_prefix(prompts, task, style)
         text = fixed + formats.alfworld_prompt_steps(steps)
@@ -184,10 +195,23 @@ class CommandTranscript:
             if not m:
                 out.append(ParsedEntry(key, [], value))
                 continue
-            out.append(ParsedEntry(key, [ParsedTrajectory(
-                env=self.kind, name=key, task_id=key, task_type=self.keys.types[m.group(2)], task_text=task_text,
-                style=m.group(1), steps=steps, data={"prompt_file": source, "prompt_key": key},
-            )]))
+            out.append(
+                ParsedEntry(
+                    key,
+                    [
+                        ParsedTrajectory(
+                            env=self.kind,
+                            name=key,
+                            task_id=key,
+                            task_type=self.keys.types[m.group(2)],
+                            task_text=task_text,
+                            style=m.group(1),
+                            steps=steps,
+                            data={"prompt_file": source, "prompt_key": key},
+                        )
+                    ],
+                )
+            )
         return out
 
     def parse_prompt_text(self, text: str, source: str) -> list[ParsedEntry]:
@@ -199,10 +223,23 @@ class CommandTranscript:
         guess = self.keys.type_from_text or (lambda _t: next(iter(self.keys.types.values())))
         ttype = guess(task_text)
         key = f"{style}_{self.keys.variant(ttype)}_0"
-        return [ParsedEntry(key, [ParsedTrajectory(
-            env=self.kind, name=key, task_id=f"{source}:{key}", task_type=ttype, task_text=task_text, style=style,
-            steps=steps, data={"prompt_file": source, "prompt_key": key},
-        )])]
+        return [
+            ParsedEntry(
+                key,
+                [
+                    ParsedTrajectory(
+                        env=self.kind,
+                        name=key,
+                        task_id=f"{source}:{key}",
+                        task_type=ttype,
+                        task_text=task_text,
+                        style=style,
+                        steps=steps,
+                        data={"prompt_file": source, "prompt_key": key},
+                    )
+                ],
+            )
+        ]
 
 
 def admissible_warning(action: str, admissible, consequence: str = "") -> str | None:

@@ -54,7 +54,10 @@ Answer with one JSON object and nothing else:
 {"candidates": [{"step": <step number>, "kind": "<kind>", "text": "<the new text>", "rationale": "<why>"}]}
 """
 
-COMMAND = CriticPrompt("command", 1, """You review the trajectory of an agent that acts in a text environment one command per
+COMMAND = CriticPrompt(
+    "command",
+    1,
+    """You review the trajectory of an agent that acts in a text environment one command per
 turn. A turn "think: ..." is a thought (the environment answers "OK."); other turns are actions
 followed by the environment's observation. The steps are numbered.
 
@@ -63,9 +66,14 @@ Task:
 
 Trajectory:
 {transcript}
-""" + _COMMON_TAIL)
+"""
+    + _COMMON_TAIL,
+)
 
-NUMBERED = CriticPrompt("numbered", 1, """You review the trajectory of an agent that answers a question or checks a claim with
+NUMBERED = CriticPrompt(
+    "numbered",
+    1,
+    """You review the trajectory of an agent that answers a question or checks a claim with
 tools. Each step has a thought, an action and the observation the action returned. The steps
 are numbered.
 
@@ -74,4 +82,6 @@ Task:
 
 Trajectory:
 {transcript}
-""" + _COMMON_TAIL)
+"""
+    + _COMMON_TAIL,
+)

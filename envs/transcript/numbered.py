@@ -16,10 +16,10 @@ from envs.transcript import critic
 from envs.transcript.critic import CriticPrompt
 from trajectory import formats
 from trajectory.kinds import ModelRequest, Reply, SignalRules
-from trajectory.prompt_files import ExemplarError, Exemplar, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
-from trajectory.tools import ToolSet, wikipedia_tools
+from trajectory.prompt_files import Exemplar, ExemplarError, ParsedEntry, ParsedTrajectory, PromptFileError, RawEntry
 from trajectory.records import Step, Task
 from trajectory.signals import GENERIC
+from trajectory.tools import ToolSet, wikipedia_tools
 
 BLOCK_KEY = re.compile(r"^(webthink|webact)_")
 CHAT = {
@@ -87,8 +87,15 @@ class NumberedTranscript:
         the engine builds it once per episode and exemplar revision and passes it as `fixed`."""
         return formats.wiki_prompt_fixed(self.instruction, self.block(prompts, style), task.text)
 
-    def request(self, prompts: dict[str, str], task: Task, steps: Sequence[Any], style: str,
-                draft: str | None, fixed: str | None = None) -> ModelRequest:
+    def request(
+        self,
+        prompts: dict[str, str],
+        task: Task,
+        steps: Sequence[Any],
+        style: str,
+        draft: str | None,
+        fixed: str | None = None,
+    ) -> ModelRequest:
         if fixed is None:
             fixed = self.fixed_prefix(prompts, task, style)
         prefix = fixed + formats.render_wiki_steps(steps)
@@ -100,8 +107,15 @@ class NumberedTranscript:
 
     def _action_request(self, prefix: str, i: int, thought: str) -> ModelRequest:
         cue, stop = formats.wiki_action_cue(i, thought)
-        return ModelRequest(prefix + cue, stop, CHAT["action"].format(i=i), purpose="action_fallback",
-                            index=i, prefix=prefix, thought=thought)
+        return ModelRequest(
+            prefix + cue,
+            stop,
+            CHAT["action"].format(i=i),
+            purpose="action_fallback",
+            index=i,
+            prefix=prefix,
+            thought=thought,
+        )
 
     def parse(self, request: ModelRequest, completion: str) -> Reply:
         i = request.index
@@ -203,13 +217,31 @@ class NumberedTranscript:
             if parsed is None:
                 out.append(ParsedEntry(key, [], value))
                 continue
-            out.append(ParsedEntry(key, [ParsedTrajectory(
-                env=self.kind, name=f"{key}#{n}", task_id=f"{key}#{n}", task_type=None, task_text=ex.task_text,
-                style="react" if key.startswith("webthink") else "act", steps=ex.steps,
-                data={"prompt_file": source, "prompt_key": key, "position": n, "header": parsed.header,
-                      "trailer": ex.trailer},
-                gold=None,  # the model's own Finish is no gold answer; the dataset's may be (import --source)
-            ) for n, ex in enumerate(parsed.examples, 1)]))
+            out.append(
+                ParsedEntry(
+                    key,
+                    [
+                        ParsedTrajectory(
+                            env=self.kind,
+                            name=f"{key}#{n}",
+                            task_id=f"{key}#{n}",
+                            task_type=None,
+                            task_text=ex.task_text,
+                            style="react" if key.startswith("webthink") else "act",
+                            steps=ex.steps,
+                            data={
+                                "prompt_file": source,
+                                "prompt_key": key,
+                                "position": n,
+                                "header": parsed.header,
+                                "trailer": ex.trailer,
+                            },
+                            gold=None,  # the model's own Finish is no gold answer; the dataset's may be (import --source)
+                        )
+                        for n, ex in enumerate(parsed.examples, 1)
+                    ],
+                )
+            )
         return out
 
     def parse_prompt_text(self, text: str, source: str) -> list[ParsedEntry]:

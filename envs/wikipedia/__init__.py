@@ -44,8 +44,7 @@ def open_backend(options: dict | None = None):
     options = options or {}
     wiki = options.get("wiki") or "builtin"
     if wiki == "live":
-        return LiveBackend(options.get("wiki_url") or DEFAULT_API,
-                           timeout=float(options.get("wiki_timeout") or 10.0))
+        return LiveBackend(options.get("wiki_url") or DEFAULT_API, timeout=float(options.get("wiki_timeout") or 10.0))
     if wiki == "builtin":
         from envs.wikipedia.builtin import builtin_zim
 
@@ -105,13 +104,19 @@ class _Shared:
         pass
 
 
-def make_env(kind: str, task: Task | None = None, options: dict | None = None,
-             blobs: BlobStore | None = None) -> "WikiEnv":
+def make_env(
+    kind: str, task: Task | None = None, options: dict | None = None, blobs: BlobStore | None = None
+) -> "WikiEnv":
     from envs.wikipedia.env import WikiEnv  # on use: the command line's start-up stays light
 
     options = options or {}
-    env = WikiEnv(kind, open_backend(options), blobs, default_max_steps=DEFAULT_MAX_STEPS[kind],
-                  friendly_lookup=bool(options.get("friendly_lookup")))
+    env = WikiEnv(
+        kind,
+        open_backend(options),
+        blobs,
+        default_max_steps=DEFAULT_MAX_STEPS[kind],
+        friendly_lookup=bool(options.get("friendly_lookup")),
+    )
     if task is not None:
         env.reset(task)
     return env
@@ -129,8 +134,10 @@ def _success(reward: float, info: dict) -> bool:
 def _sample_paper(kind: str, pool: list[Task], source: str | None) -> list[Task]:
     """The notebooks shuffle the dev indices 0..7404 with `random.Random(233)` and take 500."""
     if len(pool) < PAPER_POOL:
-        raise EnvError(f"--sample paper draws from the {PAPER_POOL} {kind} dev tasks; this selection has "
-                       f"{len(pool)} (use --tasks react or official)")
+        raise EnvError(
+            f"--sample paper draws from the {PAPER_POOL} {kind} dev tasks; this selection has "
+            f"{len(pool)} (use --tasks react or official)"
+        )
     idxs = list(range(PAPER_POOL))
     random.Random(PAPER_SEED).shuffle(idxs)
     return [pool[i] for i in idxs[:PAPER_N]]
@@ -158,21 +165,39 @@ def _action_warning(action: str, admissible=None) -> str | None:
     return f"'{a}' does not parse: a Wikipedia action is Search[entity], Lookup[keyword] or Finish[answer]."
 
 
-_OPTIONS = (Option("wiki", "--wiki", "Wikipedia backend: builtin (default), live, zim:PATH"),
-            Option("wiki_url", "--wiki-url", "MediaWiki API URL for --wiki live", url_name="the MediaWiki API URL"),
-            Option("friendly_lookup", "--friendly-lookup",
-                   "lookup before any search explains itself (the original says 'No more results.')", switch=True))
+_OPTIONS = (
+    Option("wiki", "--wiki", "Wikipedia backend: builtin (default), live, zim:PATH"),
+    Option("wiki_url", "--wiki-url", "MediaWiki API URL for --wiki live", url_name="the MediaWiki API URL"),
+    Option(
+        "friendly_lookup",
+        "--friendly-lookup",
+        "lookup before any search explains itself (the original says 'No more results.')",
+        switch=True,
+    ),
+)
 _DISPLAY = {
-    "hotpotqa": dict(label="HotpotQA", task_types=(("bridge", "bridge"), ("comparison", "comparison")),
-                     metrics=(Metric("em", "EM", "em"), Metric("f1", "F1", "f1")),
-                     results_caption="HotpotQA: exact match and F1 % (paper layout, as Table 1)", qa=QA(normalize_answer, 6, backoff_steps=7),
-                     custom_fields=(CustomField("question", "Question"),
-                                    CustomField("answer", "Gold answer / label (optional)", False))),
-    "fever": dict(label="FEVER", task_types=tuple((x, x) for x in FEVER_LABELS),
-                  metrics=(Metric("accuracy", "Acc"),), results_caption="FEVER: accuracy % (paper layout, as Table 1)",
-                  qa=QA(normalize_answer, 3, backoff_steps=5),
-                  custom_fields=(CustomField("question", "Claim"),
-                                 CustomField("answer", "Gold answer / label (optional)", False))),
+    "hotpotqa": dict(
+        label="HotpotQA",
+        task_types=(("bridge", "bridge"), ("comparison", "comparison")),
+        metrics=(Metric("em", "EM", "em"), Metric("f1", "F1", "f1")),
+        results_caption="HotpotQA: exact match and F1 % (paper layout, as Table 1)",
+        qa=QA(normalize_answer, 6, backoff_steps=7),
+        custom_fields=(
+            CustomField("question", "Question"),
+            CustomField("answer", "Gold answer / label (optional)", False),
+        ),
+    ),
+    "fever": dict(
+        label="FEVER",
+        task_types=tuple((x, x) for x in FEVER_LABELS),
+        metrics=(Metric("accuracy", "Acc"),),
+        results_caption="FEVER: accuracy % (paper layout, as Table 1)",
+        qa=QA(normalize_answer, 3, backoff_steps=5),
+        custom_fields=(
+            CustomField("question", "Claim"),
+            CustomField("answer", "Gold answer / label (optional)", False),
+        ),
+    ),
 }
 FAMILIES = {
     kind: EnvFamily(

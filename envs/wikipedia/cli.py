@@ -14,7 +14,6 @@ import argparse
 from envs.cli_helpers import cli
 
 
-
 def _options(args) -> dict:
     opts = {"wiki": args.wiki}
     if args.wiki_url:
@@ -80,13 +79,18 @@ def cmd_prompts(args) -> int:
         return 0
     built = build_builtin_prompts()
     if args.check:
-        stale = [str(path) for kind, path in PROMPTS_FILES.items()
-                 if not path.is_file() or path.read_text(encoding="utf-8") != dump(built[kind])]
+        stale = [
+            str(path)
+            for kind, path in PROMPTS_FILES.items()
+            if not path.is_file() or path.read_text(encoding="utf-8") != dump(built[kind])
+        ]
         if stale:
             raise cli.CliError(f"stale: {', '.join(stale)}; run `react-editor wiki prompts --write`")
         cli.emit(args, {"ok": True}, "built-in prompts are up to date")
         return 0
-    cli.emit(args, built, lambda: "\n\n".join(f"== {kind} {k} ==\n{v}" for kind, d in built.items() for k, v in d.items()))
+    cli.emit(
+        args, built, lambda: "\n\n".join(f"== {kind} {k} ==\n{v}" for kind, d in built.items() for k, v in d.items())
+    )
     return 0
 
 

@@ -21,10 +21,7 @@ import httpx
 
 from envs.base import EnvError
 
-BASE_URLS = {
-    "hotpotqa": "http://curtis.ml.cmu.edu/datasets/hotpot/",
-    "fever": "https://fever.ai/download/fever/",
-}
+BASE_URLS = {"hotpotqa": "http://curtis.ml.cmu.edu/datasets/hotpot/", "fever": "https://fever.ai/download/fever/"}
 FILES = {
     "hotpotqa": {"distractor": "hotpot_dev_distractor_v1.json", "fullwiki": "hotpot_dev_fullwiki_v1.json"},
     "fever": {"paper_dev": "paper_dev.jsonl", "shared_task_dev": "shared_task_dev.jsonl"},
@@ -63,13 +60,20 @@ def _check(name: str, path: Path) -> int:
                     n += 1
         return n
     except (ValueError, UnicodeDecodeError) as exc:
-        raise EnvError(f"downloaded {name} file {path.name.removesuffix('.part')} is not valid ({exc}); "
-                       "nothing was saved") from None
+        raise EnvError(
+            f"downloaded {name} file {path.name.removesuffix('.part')} is not valid ({exc}); nothing was saved"
+        ) from None
 
 
-def download(name: str, dest: Path | None = None, progress: Callable[[str], None] = print,
-             base_url: str | None = None, variant: str | None = None, force: bool = False,
-             timeout: float = 60.0) -> Path:
+def download(
+    name: str,
+    dest: Path | None = None,
+    progress: Callable[[str], None] = print,
+    base_url: str | None = None,
+    variant: str | None = None,
+    force: bool = False,
+    timeout: float = 60.0,
+) -> Path:
     """Fetch the official `name` dev set into `dest` (a directory); return the file path."""
     from envs.wikipedia.tasks import data_dir
 
@@ -84,8 +88,13 @@ def download(name: str, dest: Path | None = None, progress: Callable[[str], None
     return _fetch(url, folder / filename, name, progress, timeout, force)
 
 
-def download_react(dest: Path | None = None, progress: Callable[[str], None] = print,
-                   base_url: str | None = None, force: bool = False, timeout: float = 60.0) -> Path:
+def download_react(
+    dest: Path | None = None,
+    progress: Callable[[str], None] = print,
+    base_url: str | None = None,
+    force: bool = False,
+    timeout: float = 60.0,
+) -> Path:
     """Fetch the ReAct release's data and prompt files into `dest` (default <data dir>/react),
     in the repository's layout; return that folder."""
     from envs.wikipedia.tasks import data_dir
@@ -97,8 +106,7 @@ def download_react(dest: Path | None = None, progress: Callable[[str], None] = p
     return root
 
 
-def _fetch(url: str, target: Path, kind: str, progress: Callable[[str], None], timeout: float,
-           force: bool) -> Path:
+def _fetch(url: str, target: Path, kind: str, progress: Callable[[str], None], timeout: float, force: bool) -> Path:
     """Download `url` to `target` through a .part file that must parse as `kind` first
     (nothing to do when `target` is there already, unless `force`)."""
     if target.is_file() and not force:
@@ -108,8 +116,13 @@ def _fetch(url: str, target: Path, kind: str, progress: Callable[[str], None], t
     part = target.with_name(target.name + ".part")
     progress(f"downloading {url}")
     try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=True,
-                          headers={"User-Agent": "react-editor/0.1 (dataset download)"}) as r:
+        with httpx.stream(
+            "GET",
+            url,
+            timeout=timeout,
+            follow_redirects=True,
+            headers={"User-Agent": "react-editor/0.1 (dataset download)"},
+        ) as r:
             if r.status_code != 200:
                 raise EnvError(f"download of {url} failed: HTTP {r.status_code}")
             total = int(r.headers.get("Content-Length") or 0)

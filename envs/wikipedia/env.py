@@ -42,8 +42,14 @@ def _action_arg(action: str, verb: str) -> str | None:
 
 
 class WikiEnv:
-    def __init__(self, kind: str, backend: Backend, blobs: BlobStore | None = None,
-                 default_max_steps: int | None = None, friendly_lookup: bool = False):
+    def __init__(
+        self,
+        kind: str,
+        backend: Backend,
+        blobs: BlobStore | None = None,
+        default_max_steps: int | None = None,
+        friendly_lookup: bool = False,
+    ):
         if kind not in ("hotpotqa", "fever"):
             raise EnvError(f"WikiEnv is for hotpotqa or fever, not {kind!r}")
         self.kind = kind

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from envs.base import EnvError
 from envs.wikipedia.paths import PROMPTS_FILES
 from trajectory.formats import FEVER_HEADER, render_wiki
-from envs.base import EnvError
 from trajectory.records import Step
 
 FEVER_INSTRUCTION = FEVER_HEADER[1:]  # the header without its leading newline
@@ -41,8 +41,10 @@ def _run_example(env, task, plan: list[dict], think: bool) -> str:
         plain_miss = obs.startswith("Could not find") and not obs.startswith("Could not find [")
         missed = obs.startswith("Could not find")
         if action[:1].lower() == "s" and (missed if step.get("miss") else not plain_miss) is False:
-            raise EnvError(f"exemplar {task.text[:60]!r} step {i} {action!r}: expected "
-                           f"{'a miss' if step.get('miss') else 'a page'}, got {obs[:80]!r}")
+            raise EnvError(
+                f"exemplar {task.text[:60]!r} step {i} {action!r}: expected "
+                f"{'a miss' if step.get('miss') else 'a page'}, got {obs[:80]!r}"
+            )
         steps.append(Step(index=i, thought=step["thought"] if think else None, action=action, observation=obs))
     raise EnvError(f"exemplar {task.text[:60]!r} does not end with Finish[...]")
 
@@ -90,7 +92,10 @@ def _qa_blocks(kind: str, key: str, examples: list[dict]) -> dict[str, str]:
     n = len(examples)
     if kind == "hotpotqa":
         return {f"cotqa_simple{n}": "".join(cot), f"webqa_simple{n}": "".join(qa)}
-    return {f"cotqa_simple{n}": FEVER_INSTRUCTION + "\n".join(cot), f"webqa_simple{n}": FEVER_INSTRUCTION + "\n".join(qa)}
+    return {
+        f"cotqa_simple{n}": FEVER_INSTRUCTION + "\n".join(cot),
+        f"webqa_simple{n}": FEVER_INSTRUCTION + "\n".join(qa),
+    }
 
 
 def build_builtin_prompts(corpus_dir: Path | None = None) -> dict[str, dict[str, str]]:
@@ -145,6 +150,8 @@ def reference_prompt(kind: str, style: str = "react", prompts_dir: Path | None =
     if not f.is_file():
         raise EnvError(f"ReAct prompt file not found: {f}")
     prompts = json.loads(f.read_text(encoding="utf-8"))
-    want = {"hotpotqa": {"react": "webthink_simple6", "act": "webact_simple6"},
-            "fever": {"react": "webthink_simple3", "act": "webact_simple3"}}[kind][style]
+    want = {
+        "hotpotqa": {"react": "webthink_simple6", "act": "webact_simple6"},
+        "fever": {"react": "webthink_simple3", "act": "webact_simple3"},
+    }[kind][style]
     return prompts[want]

@@ -29,9 +29,15 @@ class ApiFailure(Exception):
 
 
 class LiveBackend:
-    def __init__(self, api_url: str = DEFAULT_API, timeout: float = 10.0, retries: int = 2,
-                 max_retry_after: float = 10.0, user_agent: str | None = None,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        api_url: str = DEFAULT_API,
+        timeout: float = 10.0,
+        retries: int = 2,
+        max_retry_after: float = 10.0,
+        user_agent: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.api_url = api_url
         self.name = f"live:{api_url}"
         self.retries = retries
@@ -97,13 +103,15 @@ class LiveBackend:
     # -- API calls ------------------------------------------------------------------------
     def _resolve(self, variants: list[str]) -> tuple[dict | None, bool]:
         """(page record, is_disambiguation) for the first variant that exists."""
-        data = self._get({
-            "action": "query",
-            "titles": "\x1f" + "\x1f".join(variants),  # \x1f separator: titles may hold '|'
-            "redirects": "1",
-            "prop": "pageprops",
-            "ppprop": "disambiguation",
-        })
+        data = self._get(
+            {
+                "action": "query",
+                "titles": "\x1f" + "\x1f".join(variants),  # \x1f separator: titles may hold '|'
+                "redirects": "1",
+                "prop": "pageprops",
+                "ppprop": "disambiguation",
+            }
+        )
         q = data.get("query") or {}
         norm = {n.get("from"): n.get("to") for n in q.get("normalized") or []}
         redir = {r.get("from"): r.get("to") for r in q.get("redirects") or []}
@@ -119,8 +127,13 @@ class LiveBackend:
         return None, False
 
     def _html(self, page: dict) -> tuple[str, str]:
-        params = {"action": "parse", "prop": "text", "disablelimitreport": "1",
-                  "disableeditsection": "1", "disabletoc": "1"}
+        params = {
+            "action": "parse",
+            "prop": "text",
+            "disablelimitreport": "1",
+            "disableeditsection": "1",
+            "disabletoc": "1",
+        }
         if page.get("pageid"):
             params["pageid"] = str(page["pageid"])
         else:
@@ -137,8 +150,17 @@ class LiveBackend:
         q = envs.wikipedia.text.search_query(entity)
         if not q:
             return []
-        data = self._get({"action": "query", "list": "search", "srsearch": q, "srlimit": "5",
-                          "srnamespace": "0", "srprop": "", "srinfo": ""})
+        data = self._get(
+            {
+                "action": "query",
+                "list": "search",
+                "srsearch": q,
+                "srlimit": "5",
+                "srnamespace": "0",
+                "srprop": "",
+                "srinfo": "",
+            }
+        )
         hits = (data.get("query") or {}).get("search") or []
         return [h["title"] for h in hits if isinstance(h, dict) and "title" in h][:5]
 

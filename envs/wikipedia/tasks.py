@@ -26,24 +26,49 @@ def data_dir() -> Path:
 
 
 def hotpot_task(tid: str, question: str, answer: str | None, type_: str | None, source: str, **data) -> Task:
-    return Task(env="hotpotqa", id=str(tid), type=type_, text=f"Question: {question}",
-                gold=answer, source=source, data={"question": question, **data})
+    return Task(
+        env="hotpotqa",
+        id=str(tid),
+        type=type_,
+        text=f"Question: {question}",
+        gold=answer,
+        source=source,
+        data={"question": question, **data},
+    )
 
 
 def fever_task(tid: str, claim: str, label: str | None, source: str, **data) -> Task:
-    return Task(env="fever", id=str(tid), type=label, text=f"Claim: {claim}",
-                gold=label, source=source, data={"claim": claim, **data})
+    return Task(
+        env="fever",
+        id=str(tid),
+        type=label,
+        text=f"Claim: {claim}",
+        gold=label,
+        source=source,
+        data={"claim": claim, **data},
+    )
 
 
 # -- built-in ---------------------------------------------------------------------------
 def _builtin(kind: str, corpus_dir: Path | None) -> list[Task]:
     d = Path(corpus_dir or CORPUS_DIR)
     if kind == "hotpotqa":
-        return [hotpot_task(r["id"], r["question"], r["answer"], r.get("type"), "builtin",
-                            supporting=r.get("supporting", []), level=r.get("level"))
-                for r in read_jsonl(d / "hotpotqa.jsonl")]
-    return [fever_task(r["id"], r["claim"], r["label"], "builtin", supporting=r.get("supporting", []))
-            for r in read_jsonl(d / "fever.jsonl")]
+        return [
+            hotpot_task(
+                r["id"],
+                r["question"],
+                r["answer"],
+                r.get("type"),
+                "builtin",
+                supporting=r.get("supporting", []),
+                level=r.get("level"),
+            )
+            for r in read_jsonl(d / "hotpotqa.jsonl")
+        ]
+    return [
+        fever_task(r["id"], r["claim"], r["label"], "builtin", supporting=r.get("supporting", []))
+        for r in read_jsonl(d / "fever.jsonl")
+    ]
 
 
 # -- ReAct release ---------------------------------------------------------------------
@@ -63,8 +88,10 @@ def _react_file(kind: str, path: str | Path | None) -> Path:
         return p
     f = (p if p is not None else react_dir()) / REACT_FILES[kind]
     if not f.is_file():
-        raise EnvError(f"ReAct data file not found: {f} (fetch it with `react-editor data react`, "
-                       f"or set REACT_DATA_DIR to a checkout of github.com/ysymyth/ReAct/data)")
+        raise EnvError(
+            f"ReAct data file not found: {f} (fetch it with `react-editor data react`, "
+            f"or set REACT_DATA_DIR to a checkout of github.com/ysymyth/ReAct/data)"
+        )
     return f
 
 
@@ -72,8 +99,9 @@ def _load_react(kind: str, f: Path) -> tuple[Task, ...]:
     try:
         if kind == "hotpotqa":
             rows = json.loads(f.read_text(encoding="utf-8"))
-            return tuple(hotpot_task(str(i), r["question"], r["answer"], r.get("type"), "react")
-                         for i, r in enumerate(rows))
+            return tuple(
+                hotpot_task(str(i), r["question"], r["answer"], r.get("type"), "react") for i, r in enumerate(rows)
+            )
         return tuple(fever_task(str(r["id"]), r["claim"], r["label"], "react") for r in read_jsonl(f))
     except (ValueError, KeyError, TypeError) as exc:
         raise EnvError(f"{f}: not a ReAct {kind} file ({type(exc).__name__}: {exc})") from None
@@ -98,10 +126,18 @@ def _load_official(kind: str, f: Path) -> tuple[Task, ...]:
     try:
         if kind == "hotpotqa":
             rows = json.loads(f.read_text(encoding="utf-8"))
-            return tuple(hotpot_task(r["_id"], r["question"], r.get("answer"), r.get("type"), "official",
-                                     level=r.get("level"),
-                                     supporting=sorted({t for t, _ in r.get("supporting_facts", [])}))
-                         for r in rows)
+            return tuple(
+                hotpot_task(
+                    r["_id"],
+                    r["question"],
+                    r.get("answer"),
+                    r.get("type"),
+                    "official",
+                    level=r.get("level"),
+                    supporting=sorted({t for t, _ in r.get("supporting_facts", [])}),
+                )
+                for r in rows
+            )
         return tuple(fever_task(str(r["id"]), r["claim"], r.get("label"), "official") for r in read_jsonl(f))
     except (ValueError, KeyError, TypeError) as exc:
         raise EnvError(f"{f}: not an official {kind} dev file ({type(exc).__name__}: {exc})") from None
@@ -123,8 +159,14 @@ def _cached(kind: str, f: Path, load) -> tuple[Task, ...]:
 
 
 # -- family entry points -------------------------------------------------------------------
-def list_tasks(kind: str, source: str = "builtin", path: str | Path | None = None,
-               corpus_dir: Path | None = None, limit: int | None = None, **_opts) -> list[Task]:
+def list_tasks(
+    kind: str,
+    source: str = "builtin",
+    path: str | Path | None = None,
+    corpus_dir: Path | None = None,
+    limit: int | None = None,
+    **_opts,
+) -> list[Task]:
     if source == "builtin":
         tasks = _builtin(kind, corpus_dir)
     elif source == "react":
@@ -145,8 +187,14 @@ def get_task(kind: str, task_id: str, source: str = "builtin", **opts) -> Task:
     raise EnvError(f"no {kind} task {task_id!r} in the {source} set")
 
 
-def custom_task(kind: str, question: str | None = None, answer: str | None = None,
-                claim: str | None = None, label: str | None = None, **_ignored) -> Task:
+def custom_task(
+    kind: str,
+    question: str | None = None,
+    answer: str | None = None,
+    claim: str | None = None,
+    label: str | None = None,
+    **_ignored,
+) -> Task:
     """A task from user input. The CLI passes question=/answer= for both kinds."""
     import hashlib
 
@@ -154,7 +202,7 @@ def custom_task(kind: str, question: str | None = None, answer: str | None = Non
     text = " ".join(text.split())
     for prefix in ("Question:", "Claim:"):
         if text.startswith(prefix):
-            text = text[len(prefix):].strip()
+            text = text[len(prefix) :].strip()
     if not text:
         raise EnvError(f"a custom {kind} task needs {'a claim' if kind == 'fever' else 'a question'}")
     gold = label if kind == "fever" and label else answer

@@ -39,16 +39,24 @@ def _has_claim(text: str) -> bool:
 
 
 HOTPOTQA = NumberedTranscript(
-    kind="hotpotqa", instruction=formats.HOTPOTQA_INSTRUCTION, header="\n", trailer="",
-    preferred={"react": ("webthink_simple6", "webthink_simple", "webthink_simple_3"),
-               "act": ("webact_simple6", "webact_simple")},
+    kind="hotpotqa",
+    instruction=formats.HOTPOTQA_INSTRUCTION,
+    header="\n",
+    trailer="",
+    preferred={
+        "react": ("webthink_simple6", "webthink_simple", "webthink_simple_3"),
+        "act": ("webact_simple6", "webact_simple"),
+    },
     owns=lambda text: not _has_claim(text),
     sft_system=formats.HOTPOTQA_INSTRUCTION.replace("Here are some examples.\n", "").strip(),
     signals=Signals(),
 )
 # FEVER's notebook has no separate instruction: it is the head of the prompt file's value.
 FEVER = NumberedTranscript(
-    kind="fever", instruction="", header=formats.FEVER_HEADER, trailer="\n",
+    kind="fever",
+    instruction="",
+    header=formats.FEVER_HEADER,
+    trailer="\n",
     preferred={"react": ("webthink_simple3",), "act": ("webact_simple3",)},
     owns=_has_claim,
     tools=wikipedia_tools(fever=True),

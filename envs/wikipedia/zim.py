@@ -16,7 +16,6 @@ from envs.base import EnvError
 from envs.wikipedia import text
 from envs.wikipedia.backend import SearchOutcome, outcome_from_html
 
-
 SEARCH_CACHE = 256  # searches a ZIM backend remembers
 
 
@@ -28,9 +27,9 @@ def article_html(article: dict) -> str:
     """Kiwix-like HTML for one corpus article (title as <h1>, blocks as <p> / <ul>)."""
     title = html.escape(article["title"])
     parts = [
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">",
-        f"<title>{title}</title></head>\n<body class=\"mediawiki\">",
-        f"<h1 class=\"firstHeading\">{title}</h1>\n<div id=\"mw-content-text\">",
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">',
+        f'<title>{title}</title></head>\n<body class="mediawiki">',
+        f'<h1 class="firstHeading">{title}</h1>\n<div id="mw-content-text">',
     ]
     for block in article["body"]:
         if isinstance(block, str):
@@ -107,9 +106,14 @@ def build_zim(articles: Iterable[dict], out: Path, name: str = "react_editor_sam
                             continue
                         paths.add(rp)
                         c.add_redirection(rp, r, article_path(a["title"]), {Hint.FRONT_ARTICLE: True})
-                for key, value in (("Name", name), ("Title", "ReAct Editor sample wiki"),
-                                   ("Language", "eng"), ("Creator", "react-editor"),
-                                   ("Publisher", "react-editor"), ("Description", "Built-in sample articles")):
+                for key, value in (
+                    ("Name", name),
+                    ("Title", "ReAct Editor sample wiki"),
+                    ("Language", "eng"),
+                    ("Creator", "react-editor"),
+                    ("Publisher", "react-editor"),
+                    ("Description", "Built-in sample articles"),
+                ):
                     c.add_metadata(key, value)
         os.replace(tmp, out)
     finally:
@@ -127,7 +131,9 @@ def open_archive(path: str | Path):
         archive = Archive(p)
         _ = archive.entry_count
     except Exception as exc:  # libzim raises RuntimeError on corrupt files
-        raise EnvError(f"cannot open ZIM file {p}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise EnvError(
+            f"cannot open ZIM file {p}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
     return archive
 
 

@@ -22,10 +22,11 @@ from typing import Any, Sequence
 
 from sessions.annotations import NEGATIVE_TAGS, POSITIVE_TAGS
 from sessions.exchange.messages import Conversations, ends_on_assistant
+from sessions.row_records import StepRow
 from trajectory.records import Step
 
 
-def step_weight(step: Step, tags: set[str], version_ok: bool) -> int:
+def step_weight(step: Step | StepRow, tags: set[str], version_ok: bool) -> int:
     if tags & NEGATIVE_TAGS:
         return 0
     if step.source in ("human", "imported") or tags & POSITIVE_TAGS:
@@ -39,8 +40,9 @@ def version_ok(outcome_success: bool | None, verdict: str | None) -> bool:
     return outcome_success is True
 
 
-def chat_record(conv: Conversations, env: str, task_text: str, steps: Sequence[Step], tags: dict[int, set[str]],
-                ok: bool) -> dict[str, Any]:
+def chat_record(
+    conv: Conversations, env: str, task_text: str, steps: Sequence[Step | StepRow], tags: dict[int, set[str]], ok: bool
+) -> dict[str, Any]:
     """The version's record."""
     head, parts = conv.cut(env, task_text, steps, "tools")
     msgs: list[dict[str, Any]] = list(head)

@@ -18,7 +18,7 @@ from sessions.exchange.training_options import Counts
 OUTPUTS = ("jsonl", "parquet", "hf")
 
 
-def output_kind(out: str | os.PathLike | IO[str], hf: bool) -> str:
+def output_kind(out: str | os.PathLike[str] | IO[str], hf: bool) -> str:
     """jsonl, parquet (a path ending in .parquet) or hf (`hf`: a folder)."""
     if hf:
         if not isinstance(out, (str, os.PathLike)) or str(out) == "-":
@@ -40,12 +40,13 @@ def write_jsonl(records: Iterable[dict[str, Any]], sink: _Sink) -> int:
 BATCH = 1000  # records turned into an Arrow table at a time (columnar: far smaller than the dicts)
 
 
-def _table(records: Iterable[dict[str, Any]]):
+def _table(records: Iterable[dict[str, Any]]) -> Any:  # a pyarrow.Table (pyarrow ships no types)
     """The records as one Arrow table, made a batch at a time; the batches' schemas are unified
     (a message key or a tool property that appears only in a later batch becomes a column)."""
     import pyarrow as pa
 
-    tables, rows = [], []
+    tables: list[Any] = []
+    rows: list[dict[str, Any]] = []
     try:
         for rec in records:
             rows.append(rec)
@@ -59,7 +60,7 @@ def _table(records: Iterable[dict[str, Any]]):
         raise ExportError(f"cannot make a table of the records: {str(exc).splitlines()[0]}") from None
 
 
-def write_parquet(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> tuple[int, int]:
+def write_parquet(records: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> tuple[int, int]:
     """(records, bytes) written to `path` (a temp file renamed over it)."""
     import pyarrow.parquet as pq
 
@@ -81,7 +82,9 @@ def write_parquet(records: Iterable[dict[str, Any]], path: str | os.PathLike) ->
     return table.num_rows, target.stat().st_size
 
 
-def write_hf(records: Iterable[dict[str, Any]], folder: str | os.PathLike, card: dict[str, Any]) -> tuple[int, int]:
+def write_hf(
+    records: Iterable[dict[str, Any]], folder: str | os.PathLike[str], card: dict[str, Any]
+) -> tuple[int, int]:
     """(records, bytes) of a `datasets.Dataset` saved to `folder` (new, or an empty folder)
     with README.md, its dataset card."""
     import datasets
@@ -111,18 +114,31 @@ def write_hf(records: Iterable[dict[str, Any]], folder: str | os.PathLike, card:
 def card_text(card: dict[str, Any], ds: Any) -> str:
     """The dataset card: where the records come from, how they were chosen, how many and the schema."""
     counts: Counts = card["counts"]
-    lines = ["---", "tags:", "- trl", f"- {card['format']}", "- react-editor", "---", "",
-             f"# {card['format']} records exported by ReAct Editor", "",
-             f"- format: `{card['format']}` (TRL: {card['trl_type']}; docs/training-data.md)",
-             f"- source database: `{card['db']}`",
-             f"- selection: {card['selection']}",
-             f"- options: `{_dumps(card['options'])}`",
-             f"- records: {counts.written}", f"- left out: {counts.total_left_out}"]
+    lines = [
+        "---",
+        "tags:",
+        "- trl",
+        f"- {card['format']}",
+        "- react-editor",
+        "---",
+        "",
+        f"# {card['format']} records exported by ReAct Editor",
+        "",
+        f"- format: `{card['format']}` (TRL: {card['trl_type']}; docs/training-data.md)",
+        f"- source database: `{card['db']}`",
+        f"- selection: {card['selection']}",
+        f"- options: `{_dumps(card['options'])}`",
+        f"- records: {counts.written}",
+        f"- left out: {counts.total_left_out}",
+    ]
     lines += [f"  - {n}: {why}" for why, n in sorted(counts.left_out.items(), key=lambda x: (-x[1], x[0]))]
     lines += ["", "## Schema", "", "```", str(ds.features), "```", ""]
     return "\n".join(lines)
 
 
-TRL_TYPES = {"chat-sft": "conversational language modeling (with tools)",
-             "dpo": "conversational preference", "kto": "conversational unpaired preference",
-             "steps": "stepwise supervision"}
+TRL_TYPES = {
+    "chat-sft": "conversational language modeling (with tools)",
+    "dpo": "conversational preference",
+    "kto": "conversational unpaired preference",
+    "steps": "stepwise supervision",
+}

@@ -14,20 +14,21 @@ import gc
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator, cast
 
-from sessions import annotations
+from sessions import annotations as anno
 from sessions import exemplar_sets
-from sessions.exchange import split
-from sessions.exchange import dataset_files
+from sessions.exchange import dataset_files, split
 from sessions.exchange.jsonl_encoder import EpisodeEncoder, Shared, _dumps  # noqa: F401 (_dumps: tests use it here)
 from sessions.exchange.selection import EpisodeBatch, Filters, Ref, select
 from sessions.exchange.sink import ExportError, _Sink  # noqa: F401 (re-exported: split_child, callers)
 from sessions.exchange.training import TRAINING_FORMATS, export_records
 from sessions.exchange.training_options import Counts, TrainingOptions
+from sessions.row_records import stored_id
 from sessions.store import Store, StoreError  # noqa: F401 (StoreError: callers catch it here)
 from trajectory import kinds
-from trajectory.prompt_files import PromptFileError, exemplar_from
+from trajectory.prompt_files import Exemplar, PromptFileError, exemplar_from
+from trajectory.records import Step
 
 FORMATS = ("prompt", "react-json", "jsonl", "chat-sft", "dpo", "kto", "steps")
 
@@ -52,7 +53,7 @@ class ExportReport:
 def export(
     store: Store,
     fmt: str,
-    out: str | os.PathLike | IO[str],
+    out: str | os.PathLike[str] | IO[str],
     *,
     refs: list[Ref] | None = None,
     filters: Filters | None = None,
@@ -73,8 +74,10 @@ def export(
     if hf or dataset_files.output_kind(out, False) != "jsonl":
         raise ExportError(f"{fmt} writes its own file format; Parquet and --hf are for chat-sft, dpo, kto and steps")
     if options is not None and options != TrainingOptions():
-        raise ExportError(f"training options (--exclude-experiment, --proven-only, ...) are for chat-sft, dpo, kto "
-                          f"and steps, not {fmt}")
+        raise ExportError(
+            f"training options (--exclude-experiment, --proven-only, ...) are for chat-sft, dpo, kto "
+            f"and steps, not {fmt}"
+        )
     if exemplar_set is not None and fmt not in ("prompt", "react-json"):
         raise ExportError("an exemplar set exports as 'prompt' or 'react-json'; select its versions for jsonl/chat-sft")
     if exemplar_set is not None and (refs or (filters and filters != Filters())):
@@ -126,19 +129,22 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _write_jsonl(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
+def _write_jsonl(store: Store, batches: Iterable[EpisodeBatch], sink: _Sink, report: ExportReport) -> None:
     with _no_gc():
         _jsonl_lines(store, batches, sink, report)
 
 
-def _jsonl_lines(store: Store, batches, sink: _Sink, report: ExportReport) -> None:
+def _jsonl_lines(store: Store, batches: Iterable[EpisodeBatch], sink: _Sink, report: ExportReport) -> None:
     n, shared = 0, Shared(store)
     for chunk in _chunked(batches, CHUNK):  # the calls and annotations of a chunk of episodes in one query each
-        calls = store.calls.rows(b.episode.id for b in chunk)
+        episode_ids = [stored_id(b.episode.id) for b in chunk]
+        calls = store.calls.rows(episode_ids)
         shared.learn(calls.values())
-        shared.learn_extras([b.episode.id for b in chunk])
-        histories = (annotations.version_histories(store, [v.id for b in chunk for v in b.versions]),
-                     annotations.step_histories(store, [b.episode.id for b in chunk]))
+        shared.learn_extras(episode_ids)
+        histories = (
+            anno.version_histories(store, [stored_id(v.id) for b in chunk for v in b.versions]),
+            anno.step_histories(store, episode_ids),
+        )
         for batch in chunk:
             n += 1
             enc = EpisodeEncoder(store, batch, n, calls, histories, shared)
@@ -150,7 +156,9 @@ def _jsonl_lines(store: Store, batches, sink: _Sink, report: ExportReport) -> No
                 report.steps += nsteps
 
 
-def _write_jsonl_parts(store: Store, refs, filters: Filters | None, sink: _Sink, report: ExportReport) -> None:
+def _write_jsonl_parts(
+    store: Store, refs: list[Ref] | None, filters: Filters | None, sink: _Sink, report: ExportReport
+) -> None:
     """A large selection by filters in two processes (`split.py`), else in this one."""
     f = (filters or Filters()).check()
     ids = None if refs else store.episodes.ids(env=f.env, task_type=f.task_type)
@@ -167,8 +175,16 @@ def _write_jsonl_parts(store: Store, refs, filters: Filters | None, sink: _Sink,
     report.skipped += got["skipped"]
 
 
-def _export_training(store: Store, fmt: str, out, refs, filters, options: TrainingOptions, hf: bool,
-                     source: str | None) -> ExportReport:
+def _export_training(
+    store: Store,
+    fmt: str,
+    out: str | os.PathLike[str] | IO[str],
+    refs: list[Ref] | None,
+    filters: Filters | None,
+    options: TrainingOptions,
+    hf: bool,
+    source: str | None,
+) -> ExportReport:
     kind = dataset_files.output_kind(out, hf)
     records, counts = export_records(store, fmt, refs=refs, filters=filters, opts=options)
     if kind == "jsonl":
@@ -183,13 +199,19 @@ def _export_training(store: Store, fmt: str, out, refs, filters, options: Traini
             sink.close(ok)
         report.bytes = sink.bytes
     else:
+        assert isinstance(out, (str, os.PathLike))  # output_kind: parquet and hf are paths
         report = ExportReport(format=fmt, path=str(out), output=kind)
         if kind == "parquet":
             _, report.bytes = dataset_files.write_parquet(records, out)
         else:
-            card = {"format": fmt, "db": source or store.file, "counts": counts,
-                    "trl_type": _trl_type(fmt, options), "options": options.as_json(),
-                    "selection": _selection_text(refs, filters)}
+            card = {
+                "format": fmt,
+                "db": source or store.file,
+                "counts": counts,
+                "trl_type": _trl_type(fmt, options),
+                "options": options.as_json(),
+                "selection": _selection_text(refs, filters),
+            }
             _, report.bytes = dataset_files.write_hf(records, out, card)
     _fill(report, counts)
     return report
@@ -206,27 +228,30 @@ def _trl_type(fmt: str, options: TrainingOptions) -> str:
     return dataset_files.TRL_TYPES[fmt]
 
 
-def _selection_text(refs, filters: Filters | None) -> str:
+def _selection_text(refs: list[Ref] | None, filters: Filters | None) -> str:
     parts = [f"{r.episode}:{'all' if r.all else (r.version or 'current')}" for r in refs or []]
     f = filters or Filters()
     parts += [f"{k}={v}" for k, v in vars(f).items() if v not in (None, False)]
     return ", ".join(parts) or "everything"
 
 
-def _exemplars(batches, report: ExportReport):
+def _exemplars(batches: Iterable[EpisodeBatch], report: ExportReport) -> Iterator[Exemplar]:
     for batch in batches:
         report.episodes += 1
         for v in batch.versions:
-            steps = batch.paths[v.id]
+            steps = batch.paths[stored_id(v.id)]
             if not steps:
                 report.skipped.append(f"{batch.episode.id}:{v.id} has no steps")
                 continue
             report.versions += 1
             report.steps += len(steps)
-            yield exemplar_from(kinds.transcript(batch.episode.task.env), batch.episode, steps)
+            # a StepRow has the fields of a Step that an exemplar reads
+            yield exemplar_from(kinds.transcript(batch.episode.task.env), batch.episode, cast("list[Step]", steps))
 
 
-def _write_prompts(store: Store, batches, fmt: str, keys, sink: _Sink, report: ExportReport) -> None:
+def _write_prompts(
+    store: Store, batches: Iterable[EpisodeBatch], fmt: str, keys: list[str] | None, sink: _Sink, report: ExportReport
+) -> None:
     if fmt == "prompt":
         env = None
         for ex in _exemplars(batches, report):
@@ -251,7 +276,7 @@ def _write_prompts(store: Store, batches, fmt: str, keys, sink: _Sink, report: E
     _write_dict(d, keys, sink, report)
 
 
-def _write_dict(d: dict[str, str], keys, sink: _Sink, report: ExportReport) -> None:
+def _write_dict(d: dict[str, str], keys: list[str] | None, sink: _Sink, report: ExportReport) -> None:
     if keys:
         missing = [k for k in keys if k not in d]
         if missing:
@@ -262,7 +287,7 @@ def _write_dict(d: dict[str, str], keys, sink: _Sink, report: ExportReport) -> N
     report.records = len(d)
 
 
-def _write_set(store: Store, name: str, fmt: str, keys, sink: _Sink, report: ExportReport) -> None:
+def _write_set(store: Store, name: str, fmt: str, keys: list[str] | None, sink: _Sink, report: ExportReport) -> None:
     env, d = exemplar_sets.prompt_dict(store, name)
     for e in exemplar_sets.entries(store, name):
         if e.version_id is not None:

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessions import annotations
+from sessions import annotations as anno
 from sessions.exchange.import_jsonl import _check_text, _lines
 from sessions.exchange.import_report import MAX_LINE_BYTES, TOO_DEEP, ImportFailed, ImportReport, _fail
 from sessions.exchange.json_text import lone_surrogate
+from sessions.row_records import stored_id
 from sessions.store import Store
 from trajectory import kinds
 from trajectory.records import AgentConfig, Step, Task, ToolCall
@@ -41,8 +42,9 @@ def _family_of(n: int, tools: Any, env: str | None) -> str:
     if env is not None:
         return env
     if not isinstance(tools, list) or not tools:
-        raise _fail(n, f"{WHAT} needs its `tools` list (the environment's tools) to name its environment; "
-                       "or pass --env")
+        raise _fail(
+            n, f"{WHAT} needs its `tools` list (the environment's tools) to name its environment; or pass --env"
+        )
     for kind in kinds.known():
         try:
             if kinds.transcript(kind).tools.schemas() == tools:
@@ -97,7 +99,12 @@ def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
         if m["role"] != "assistant":
             raise _fail(n, f"{WHAT}: message {i + 1} is {m['role']!r} where a step's assistant message belongs")
         content, reasoning = m.get("content"), m.get("reasoning_content")
-        if content is not None and not isinstance(content, str) or reasoning is not None and not isinstance(reasoning, str):
+        if (
+            content is not None
+            and not isinstance(content, str)
+            or reasoning is not None
+            and not isinstance(reasoning, str)
+        ):
             raise _fail(n, f"{WHAT}: message {i + 1}'s content is not text")
         got = _call(n, fam, m)
         obs = None
@@ -112,8 +119,17 @@ def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
         if content == "" and call is not None:  # (a call with no thought: its content is "", not null)
             content = None
         _check_text(n, f"step {len(steps) + 1}", content, action)
-        steps.append(Step(index=len(steps) + 1, thought=content, action=action, observation=obs, source="imported",
-                          reasoning=reasoning, tool_call=call))
+        steps.append(
+            Step(
+                index=len(steps) + 1,
+                thought=content,
+                action=action,
+                observation=obs,
+                source="imported",
+                reasoning=reasoning,
+                tool_call=call,
+            )
+        )
         if m.get("weight") == 0:
             masked.append(len(steps) - 1)
     if not steps:
@@ -133,9 +149,11 @@ def write_chat(store: Store, parsed: list[ChatEpisode], report: ImportReport, by
     for c in parsed:
         task = Task(env=c.env, id=f"chat-sft/{c.digest[:16]}", text=c.task_text, source="imported")
         ep, v = store.episodes.create(task, AgentConfig(api_style="tools"), {})
-        rows, _ = store.versions.append(v.id, c.steps)
+        rows, _ = store.versions.append(stored_id(v.id), c.steps)
         for pos in c.masked:
-            annotations.tag_step(store, rows[pos].id, by=by, add=["rejected"], note="weight 0 in the imported chat-sft file")
-        report.episodes.append(ep.id)
+            anno.tag_step(
+                store, stored_id(rows[pos].id), by=by, add=["rejected"], note="weight 0 in the imported chat-sft file"
+            )
+        report.episodes.append(stored_id(ep.id))
         report.versions += 1
         report.steps += len(c.steps)

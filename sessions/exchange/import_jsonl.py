@@ -14,13 +14,32 @@ from typing import Any, Iterator
 
 from pydantic import ValidationError
 
-from sessions import annotations
+from sessions import annotations as anno
 from sessions.exchange.import_report import MAX_DEPTH, TOO_DEEP, ImportFailed, ImportReport, _fail
 from sessions.exchange.json_text import lone_surrogate
-from sessions.exchange.schema import READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION, EditRecord, TrajectoryRecord
+from sessions.exchange.schema import (
+    READABLE_VERSIONS,
+    SCHEMA_NAME,
+    SCHEMA_VERSION,
+    EditRecord,
+    StepRecord,
+    TrajectoryRecord,
+)
+from sessions.row_records import stored_id
 from sessions.store import Store
-from trajectory.records import (IMPORT_DIGEST, MAX_TEXT, UNCONFIRMED_ENDPOINT, UNCONFIRMED_REFS, EditInfo, ModelCall,
-                                Step, Version, safe_call_params, without_credentials)
+from trajectory.records import (
+    IMPORT_DIGEST,
+    MAX_TEXT,
+    UNCONFIRMED_ENDPOINT,
+    UNCONFIRMED_REFS,
+    EditInfo,
+    ModelCall,
+    Step,
+    Version,
+    safe_call_params,
+    without_credentials,
+)
+
 
 def _lines(p: Path, cap: int) -> Iterator[tuple[int, bytes]]:
     with open(p, "rb") as f:
@@ -36,9 +55,10 @@ def _lines(p: Path, cap: int) -> Iterator[tuple[int, bytes]]:
                 yield n, line
 
 
-def _free_form(rec: dict) -> Iterator[Any]:
+def _free_form(rec: dict[str, Any]) -> Iterator[Any]:
     """The record's untyped values (options, task data, step info, call params, metrics):
     every other field has a fixed shape that validation checks without going deep."""
+
     def part(o: Any, key: str) -> Any:
         return o.get(key) if isinstance(o, dict) else None
 
@@ -117,7 +137,14 @@ def _version_problem(obj: dict[str, Any]) -> str | None:
 
 
 def _json_type(value: Any) -> str:
-    names = {bool: "true/false", str: "text", float: "a decimal number", type(None): "null", list: "a list", dict: "an object"}
+    names = {
+        bool: "true/false",
+        str: "text",
+        float: "a decimal number",
+        type(None): "null",
+        list: "a list",
+        dict: "an object",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -139,7 +166,9 @@ def parse_record(n: int, line: bytes) -> TrajectoryRecord:
         raise _fail(n, TOO_DEEP)
     if "schema" not in obj:
         if "messages" in obj:
-            raise _fail(n, "a chat-sft record; chat-sft drops provenance and cannot be imported (import the jsonl export)")
+            raise _fail(
+                n, "a chat-sft record; chat-sft drops provenance and cannot be imported (import the jsonl export)"
+            )
         raise _fail(n, "missing field 'schema' (not a react-editor jsonl record)")
     if obj["schema"] != SCHEMA_NAME:
         raise _fail(n, f"unknown schema {str(obj['schema'])[:60]!r} (expected {SCHEMA_NAME!r})")
@@ -185,12 +214,18 @@ def _episode_digests(records: list[tuple[int, TrajectoryRecord]]) -> dict[int, s
     parts: dict[int, Any] = {}
     for _, rec in records:
         parts.setdefault(rec.episode.ref, hashlib.sha256()).update(
-            json.dumps(rec.model_dump(mode="json", by_alias=True), sort_keys=True, ensure_ascii=False).encode())
+            json.dumps(rec.model_dump(mode="json", by_alias=True), sort_keys=True, ensure_ascii=False).encode()
+        )
     return {ref: h.hexdigest() for ref, h in parts.items()}
 
 
-def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store | None, report: ImportReport,
-           digests: dict[int, str] | None = None) -> None:
+def _jsonl(
+    name: str,
+    records: list[tuple[int, TrajectoryRecord]],
+    store: Store | None,
+    report: ImportReport,
+    digests: dict[int, str] | None = None,
+) -> None:
     """One pass over the parsed records: validates; with a store, also writes (caller's transaction)."""
     ep: _Ep | None = None
     done_refs: set[int] = set()
@@ -210,10 +245,11 @@ def _jsonl(name: str, records: list[tuple[int, TrajectoryRecord]], store: Store 
                 options[IMPORT_DIGEST] = (digests or {}).get(rec.episode.ref)
                 if rec.episode.config.base_url:  # so does the model endpoint the file names
                     options[UNCONFIRMED_ENDPOINT] = rec.episode.config.base_url
-                e, v0 = store.episodes.create(task, rec.episode.config, options, rec.episode.name,
-                                             created_at=rec.episode.created_at)
+                e, v0 = store.episodes.create(
+                    task, rec.episode.config, options, rec.episode.name, created_at=rec.episode.created_at
+                )
                 ep.id, ep.first_version = e.id, v0.id
-                report.episodes.append(e.id)
+                report.episodes.append(stored_id(e.id))
         elif _digest(e_dump) != ep.digest:
             raise _fail(n, f"episode ref {ep.ref} differs from its earlier record")
         _record(n, rec, ep, store, report)
@@ -236,11 +272,11 @@ def _no_url_credentials(n: int, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _split_steps(n: int, rec: TrajectoryRecord, ep: _Ep) -> tuple[list[int], list]:
+def _split_steps(n: int, rec: TrajectoryRecord, ep: _Ep) -> tuple[list[int], list[StepRecord]]:
     """A record's steps: a known prefix (shared with earlier records, checked unchanged),
     then its new steps (refs, edits and calls checked)."""
     known_prefix: list[int] = []
-    new_steps = []
+    new_steps: list[StepRecord] = []
     prev: int | None = None
     record_calls = {c.ref: c for c in rec.calls}
     if len(record_calls) != len(rec.calls):
@@ -312,12 +348,17 @@ def _record(n: int, rec: TrajectoryRecord, ep: _Ep, store: Store | None, report:
 def _edit(e: EditRecord | None, ep: _Ep) -> EditInfo | None:
     if e is None:
         return None
-    return EditInfo(kind=e.kind, index=e.index, replaced_step=ep.step_ids.get(e.replaced_step) if e.replaced_step else None,
-                    old_thought=e.old_thought, old_action=e.old_action, origin=e.origin)
+    return EditInfo(
+        kind=e.kind,
+        index=e.index,
+        replaced_step=ep.step_ids.get(e.replaced_step) if e.replaced_step else None,
+        old_thought=e.old_thought,
+        old_action=e.old_action,
+        origin=e.origin,
+    )
 
 
-def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int], new) -> int:
-    v = rec.version
+def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int], new: list[StepRecord]) -> int:
     at = ep.step_ids[known[-1]] if known else None
     if ep.first_version is not None:
         vid = ep.first_version
@@ -325,52 +366,117 @@ def _write_version(store: Store, rec: TrajectoryRecord, ep: _Ep, known: list[int
         if known:  # pragma: no cover - the first record of an episode has no earlier steps
             raise ImportFailed("internal: first record with shared steps")
     else:
-        vid = store.versions.create(Version(episode_id=ep.id, leaf_step_id=at), make_current=False).id
+        vid = stored_id(
+            store.versions.create(Version(episode_id=stored_id(ep.id), leaf_step_id=at), make_current=False).id
+        )
     new_calls: list[ModelCall] = []
     placeholder: dict[int, int] = {}
     record_calls = {c.ref: c for c in rec.calls}
     steps: list[Step] = []
     for s in new:
-        ids = []
+        ids: list[int] = []
         for cref in s.calls:
             if cref in ep.call_ids:
                 ids.append(ep.call_ids[cref])
                 continue
             if cref not in placeholder:
-                c = record_calls[cref]
-                new_calls.append(ModelCall(
-                    created_at=c.created_at, model=c.model, api_style=c.api_style, params=safe_call_params(c.params),
-                    purpose=c.purpose,
-                    prompt_hash=c.prompt_hash, prompt_chars=c.prompt_chars, completion=c.completion, usage=c.usage,
-                    latency_ms=c.latency_ms, attempts=c.attempts, cached=c.cached, error=c.error,
-                    cut_from=c.cut_from,
-                ))
+                new_calls.append(_model_call(record_calls[cref]))
                 placeholder[cref] = -len(new_calls)
             ids.append(placeholder[cref])
-        info = dict(s.info)
-        if info.get("carried_from") is not None:
-            info["carried_from"] = ep.step_ids[info["carried_from"]]
-        steps.append(Step(index=s.index, thought=s.thought, action=s.action, observation=s.observation, done=s.done,
-                          reward=s.reward, info=info, source=s.source, edit=_edit(s.edit, ep), call_ids=ids,
-                          created_at=s.created_at, reasoning=s.reasoning, tool_call=s.tool_call, message=s.message))
+        steps.append(_step(s, ep, ids))
     if steps:
         rows, _ = store.versions.append(vid, steps, new_calls)
         for s, row in zip(new, rows):
-            ep.step_ids[s.ref] = row.id
+            ep.step_ids[s.ref] = stored_id(row.id)
             for cref, cid in zip(s.calls, row.call_ids):
                 ep.call_ids.setdefault(cref, cid)
             for a in s.annotations:
-                annotations.insert_step_annotation(store, annotations.StepAnnotation(
-                    step_id=row.id, annotator=a.annotator, created_at=a.created_at, tags=a.tags, note=a.note))
-    store.versions.update(vid, name=v.name, status=v.status, error=v.error, outcome=v.outcome,
-                         draft_thought=v.draft_thought, draft_edit=_edit(v.draft_edit, ep),
-                         parent_version=ep.versions.get(v.parent) if v.parent else None,
-                         edits=[_edit(e, ep) for e in v.edits], created_at=v.created_at, updated_at=v.updated_at)
-    for a in v.annotations:
-        annotations.insert_version_annotation(store, annotations.VersionAnnotation(
-            version_id=vid, annotator=a.annotator, created_at=a.created_at, verdict=a.verdict,
-            failure_modes=a.failure_modes, notes=a.notes, exemplar_ready=a.exemplar_ready))
+                anno.insert_step_annotation(
+                    store,
+                    anno.StepAnnotation(
+                        step_id=stored_id(row.id),
+                        annotator=a.annotator,
+                        created_at=a.created_at,
+                        tags=a.tags,
+                        note=a.note,
+                    ),
+                )
+    _finish_version(store, vid, rec, ep)
     return vid
+
+
+def _model_call(c: Any) -> ModelCall:
+    """A file's call record (a `CallRecord`) as the ModelCall to store."""
+    return ModelCall(
+        created_at=c.created_at,
+        model=c.model,
+        api_style=c.api_style,
+        params=safe_call_params(c.params),
+        purpose=c.purpose,
+        prompt_hash=c.prompt_hash,
+        prompt_chars=c.prompt_chars,
+        completion=c.completion,
+        usage=c.usage,
+        latency_ms=c.latency_ms,
+        attempts=c.attempts,
+        cached=c.cached,
+        error=c.error,
+        cut_from=c.cut_from,
+    )
+
+
+def _step(s: StepRecord, ep: _Ep, call_ids: list[int]) -> Step:
+    """A file's step record as the Step to store (its refs as this database's ids)."""
+    info = dict(s.info)
+    if info.get("carried_from") is not None:
+        info["carried_from"] = ep.step_ids[info["carried_from"]]
+    return Step(
+        index=s.index,
+        thought=s.thought,
+        action=s.action,
+        observation=s.observation,
+        done=s.done,
+        reward=s.reward,
+        info=info,
+        source=s.source,
+        edit=_edit(s.edit, ep),
+        call_ids=call_ids,
+        created_at=s.created_at,
+        reasoning=s.reasoning,
+        tool_call=s.tool_call,
+        message=s.message,
+    )
+
+
+def _finish_version(store: Store, vid: int, rec: TrajectoryRecord, ep: _Ep) -> None:
+    """The version's own fields and its label history, as the file gives them."""
+    v = rec.version
+    store.versions.update(
+        vid,
+        name=v.name,
+        status=v.status,
+        error=v.error,
+        outcome=v.outcome,
+        draft_thought=v.draft_thought,
+        draft_edit=_edit(v.draft_edit, ep),
+        parent_version=ep.versions.get(v.parent) if v.parent else None,
+        edits=[_edit(e, ep) for e in v.edits],
+        created_at=v.created_at,
+        updated_at=v.updated_at,
+    )
+    for a in v.annotations:
+        anno.insert_version_annotation(
+            store,
+            anno.VersionAnnotation(
+                version_id=vid,
+                annotator=a.annotator,
+                created_at=a.created_at,
+                verdict=a.verdict,
+                failure_modes=a.failure_modes,
+                notes=a.notes,
+                exemplar_ready=a.exemplar_ready,
+            ),
+        )
 
 
 def _finish_episode(store: Store | None, ep: _Ep) -> None:
@@ -378,4 +484,4 @@ def _finish_episode(store: Store | None, ep: _Ep) -> None:
         return
     target = ep.current if ep.current is not None else ep.last
     if target is not None:
-        store.versions.set_current(ep.id, target)
+        store.versions.set_current(stored_id(ep.id), target)

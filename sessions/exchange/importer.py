@@ -9,20 +9,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from sessions import exemplar_sets
 from sessions.exchange import import_chat
 from sessions.exchange.import_jsonl import _check_text, _episode_digests, _jsonl, _lines, parse_record
 from sessions.exchange.import_report import MAX_FILE_BYTES, MAX_LINE_BYTES, TOO_DEEP, ImportFailed, ImportReport, _fail
 from sessions.exchange.json_text import lone_surrogate
+from sessions.row_records import stored_id
 from sessions.store import Store
 from trajectory import kinds
 from trajectory.prompt_files import ParsedEntry, PromptFileError
-from trajectory.records import IMPORT_DIGEST, AgentConfig, Outcome, Task
+from trajectory.records import IMPORT_DIGEST, AgentConfig, Outcome, PromptStyle, Step, Task
 
 IMPORT_FORMATS = ("auto", "react-json", "jsonl", "prompt", "chat-sft")
-
 
 
 # ---------------------------------------------------------------------- format detection
@@ -68,7 +68,7 @@ def _first_line_is_record(head: bytes) -> bool:
 
 def import_file(
     store: Store,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     fmt: str = "auto",
     env: str | None = None,
@@ -213,8 +213,9 @@ def _claims(kind: str, data: dict[str, str] | str) -> bool:
         return False
 
 
-def _dataset_golds(env: str, parsed: list[ParsedEntry],
-                   find_task: Callable[[str, str], Task | None] | None) -> dict[str, Task]:
+def _dataset_golds(
+    env: str, parsed: list[ParsedEntry], find_task: Callable[[str, str], Task | None] | None
+) -> dict[str, Task]:
     """{task text: dataset task} for the transcripts whose question or claim is known."""
     if find_task is None:
         return {}
@@ -226,7 +227,7 @@ def _dataset_golds(env: str, parsed: list[ParsedEntry],
     return out
 
 
-def _imported_outcome(steps: list) -> Outcome | None:
+def _imported_outcome(steps: list[Step]) -> Outcome | None:
     """A transcript that ends in an accepted Finish is finished, scored by its observation."""
     if not steps or not steps[-1].done:
         return None
@@ -235,8 +236,16 @@ def _imported_outcome(steps: list) -> Outcome | None:
     return Outcome(done=True, reward=last.reward, success=(last.reward > 0) if scored else None)
 
 
-def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEntry], set_name: str | None,
-                          by: str | None, report: ImportReport, golds: dict[str, Task] | None = None) -> None:
+def _write_prompt_entries(
+    store: Store,
+    p: Path,
+    env: str,
+    parsed: list[ParsedEntry],
+    set_name: str | None,
+    by: str | None,
+    report: ImportReport,
+    golds: dict[str, Task] | None = None,
+) -> None:
     name = set_name or exemplar_sets.free_name(store, p.stem)
     exemplar_sets.create_set(store, name, env, description=f"imported from {p.name}", source=p.name, by=by)
     report.exemplar_set = name
@@ -248,13 +257,22 @@ def _write_prompt_entries(store: Store, p: Path, env: str, parsed: list[ParsedEn
         for t in entry.trajectories:
             known = (golds or {}).get(t.task_text)
             data = {**t.data, "dataset_task": known.key} if known else t.data
-            task = Task(env=t.env, id=t.task_id, type=t.task_type or (known.type if known else None),
-                        text=t.task_text, gold=known.gold if known else t.gold, source="imported", data=data)
-            ep, v = store.episodes.create(task, AgentConfig(style=t.style), {}, name=t.name)
+            task = Task(
+                env=t.env,
+                id=t.task_id,
+                type=t.task_type or (known.type if known else None),
+                text=t.task_text,
+                gold=known.gold if known else t.gold,
+                source="imported",
+                data=data,
+            )
+            # (the parser gives react or act; AgentConfig checks it)
+            ep, v = store.episodes.create(task, AgentConfig(style=cast(PromptStyle, t.style)), {}, name=t.name)
+            vid = stored_id(v.id)
             if t.steps:
-                store.versions.append(v.id, t.steps, outcome=_imported_outcome(t.steps))
-            exemplar_sets.add_version(store, name, v.id, by=by)
-            report.episodes.append(ep.id)
+                store.versions.append(vid, t.steps, outcome=_imported_outcome(t.steps))
+            exemplar_sets.add_version(store, name, vid, by=by)
+            report.episodes.append(stored_id(ep.id))
             report.versions += 1
             report.steps += len(t.steps)
 

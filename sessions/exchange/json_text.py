@@ -29,6 +29,8 @@ def lone_surrogate(raw: bytes, parsed: Any) -> str | None:
             try:
                 o.encode("utf-8")
             except UnicodeEncodeError as exc:
-                return (f"the text holds a lone surrogate \\u{ord(o[exc.start]):04x} (an escape of "
-                        "\\ud800-\\udfff not in a pair), which is not Unicode")
+                return (
+                    f"the text holds a lone surrogate \\u{ord(o[exc.start]):04x} (an escape of "
+                    "\\ud800-\\udfff not in a pair), which is not Unicode"
+                )
     return None

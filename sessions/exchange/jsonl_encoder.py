@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import math
 from json.encoder import encode_basestring as _esc  # the text encoder _ENCODER uses (ensure_ascii=False)
-from typing import Any, Iterable, Iterator, get_args
+from typing import Any, Iterable, Iterator, cast, get_args
 
+from sessions.annotations import StepAnnotation, VersionAnnotation
 from sessions.connection import _ids, from_json
 from sessions.exchange.schema import SCHEMA_NAME, SCHEMA_VERSION
 from sessions.exchange.selection import EpisodeBatch
+from sessions.row_records import StepJson, stored_id
 from sessions.store import Store
 from trajectory.records import EditInfo, Source, Version, env_only, safe_call_params
 
@@ -32,7 +34,7 @@ def _str(v: str | None) -> str:
 
 def _num(v: int | float | None) -> str:
     t = type(v)
-    if t is int or (t is float and math.isfinite(v)):
+    if t is int or (isinstance(v, float) and t is float and math.isfinite(v)):
         return repr(v)
     return "null" if v is None else _dumps(v)
 
@@ -65,7 +67,7 @@ class Shared:
     def __init__(self, store: Store):
         self.store = store
         self.params: dict[int | None, tuple[str, str, str | None]] = {}  # call_params rows by id
-        self.heads: dict[tuple, str] = {}
+        self.heads: dict[tuple[int | None, str | None], str] = {}
         self.infos: dict[str | None, str | None] = {}
         self.extras: dict[int, str] = {}  # step id -> its `,"reasoning":...` tail (the steps that have one)
 
@@ -78,7 +80,9 @@ class Shared:
         marks = ",".join("?" * len(episode_ids))
         rows = self.store.db.execute(
             f"select id, reasoning, tool_call, message from steps where episode_id in ({marks}) and "
-            "(reasoning is not null or tool_call is not null or message is not null)", episode_ids).fetchall()
+            "(reasoning is not null or tool_call is not null or message is not null)",
+            episode_ids,
+        ).fetchall()
         for sid, reasoning, call, message in rows:
             tail = ""
             if reasoning is not None:
@@ -89,7 +93,7 @@ class Shared:
                 tail += f',"message":{_dumps(from_json(message, None))}'
             self.extras[sid] = tail
 
-    def learn(self, calls: Iterable[tuple]) -> None:
+    def learn(self, calls: Iterable[tuple[Any, ...]]) -> None:
         """Read the call_params rows of these calls (`Calls.rows` tuples) not known yet."""
         need = {c[2] for c in calls if c[2] not in self.params}
         if need:
@@ -106,8 +110,10 @@ class Shared:
             if pid not in self.params:  # (cleared by `learn` since its chunk was read)
                 self.params.update(self.store.calls.params_rows([pid]))
             model, style, params = self.params[pid]
-            h = self.heads[key] = (f'"model":{_esc(model)},"api_style":{_esc(style)},"purpose":{_str(purpose)},'
-                                   f'"params":{_dumps(safe_call_params(from_json(params, {})))}')
+            h = self.heads[key] = (
+                f'"model":{_esc(model)},"api_style":{_esc(style)},"purpose":{_str(purpose)},'
+                f'"params":{_dumps(safe_call_params(from_json(params, {})))}'
+            )
         return h
 
     def info(self, text: str | None) -> str | None:
@@ -127,9 +133,17 @@ class EpisodeEncoder:
     in every record. References (edits, carried_from) resolve only to steps of earlier
     records - what an importer has already created when it reads them."""
 
-    def __init__(self, store: Store, batch: EpisodeBatch, ep_ref: int, calls: dict[int, tuple],
-                 histories: tuple[dict, dict], shared: Shared):
+    def __init__(
+        self,
+        store: Store,
+        batch: EpisodeBatch,
+        ep_ref: int,
+        calls: dict[int, tuple[Any, ...]],
+        histories: tuple[dict[int, list[VersionAnnotation]], dict[int, list[StepAnnotation]]],
+        shared: Shared,
+    ):
         self.batch, self.ep_ref, self.shared = batch, ep_ref, shared
+        self.paths = cast("dict[int, list[StepJson]]", batch.paths)  # read with select(raw=True)
         ep = batch.episode
         self.store, self.calls, self.fetched = store, calls, False
         self.step_ids: dict[int, Any] = {}  # an encoded step's recorded call ids
@@ -142,21 +156,23 @@ class EpisodeEncoder:
         self.version_ref: dict[int, int] = {}
         vids = [v.id for v in batch.versions]
         self.current = ep.current_version if ep.current_version in vids else vids[-1]
-        self.episode_json = _dumps({
-            "ref": ep_ref,
-            "name": ep.name,
-            "created_at": ep.created_at,
-            "task": ep.task.model_dump(mode="json"),
-            "config": ep.config.model_dump(mode="json"),
-            # the import marks (confirmation, digest) are this database's state, not the episode's
-            "env_options": env_only(ep.env_options),
-        })
+        self.episode_json = _dumps(
+            {
+                "ref": ep_ref,
+                "name": ep.name,
+                "created_at": ep.created_at,
+                "task": ep.task.model_dump(mode="json"),
+                "config": ep.config.model_dump(mode="json"),
+                # the import marks (confirmation, digest) are this database's state, not the episode's
+                "env_options": env_only(ep.env_options),
+            }
+        )
 
-    def _edit(self, e: EditInfo | None, limit: int) -> dict | None:
+    def _edit(self, e: EditInfo | None, limit: int) -> dict[str, Any] | None:
         if e is None:
             return None
         ref = self.step_ref.get(e.replaced_step) if e.replaced_step is not None else None
-        out = {
+        out: dict[str, Any] = {
             "kind": e.kind,
             "index": e.index,
             "replaced_step": ref if ref is not None and ref <= limit else None,
@@ -185,7 +201,8 @@ class EpisodeEncoder:
             f'"cached_prompt_tokens":{kt if kt.__class__ is int else "null" if kt is None else _num(kt)}}},'
             f'"latency_ms":{_num(lat) if lat.__class__ is not float or lat - lat else repr(lat)},'
             f'"attempts":{att if att.__class__ is int else _num(att)},"cached":{"true" if cached else "false"},'
-            f'"error":{err}{f",{_CUT}{_dumps(cut)}}}" if cut else "}"}')
+            f'"error":{err}{f",{_CUT}{_dumps(cut)}}}" if cut else "}"}'
+        )
         return ref
 
     def _recorded(self, ids: list[int]) -> list[int]:
@@ -194,7 +211,7 @@ class EpisodeEncoder:
         calls = self.calls
         if not self.fetched and any(c not in calls for c in ids):
             self.fetched = True
-            missing = {c for path in self.batch.paths.values() for s in path for c in _ids(s.call_ids) if c not in calls}
+            missing = {c for path in self.paths.values() for s in path for c in _ids(s.call_ids) if c not in calls}
             found = self.store.calls.rows(ids=sorted(missing))
             self.shared.learn(found.values())
             calls.update(found)
@@ -208,7 +225,7 @@ class EpisodeEncoder:
             out = _dumps({**info, "carried_from": src if src is not None and src <= limit else None})
         return out
 
-    def _step(self, s: tuple, limit: int) -> str:
+    def _step(self, s: StepJson, limit: int) -> str:
         sid, _, _, idx, texts, done, r, info, source, edit, cids, at = s
         refs = self.step_ref
         ref = refs[sid] = len(refs) + 1
@@ -222,8 +239,13 @@ class EpisodeEncoder:
             call_refs = ",".join([str(self._call(c)) for c in ids])
             self.step_ids[sid] = ids
         ann = self.sann.get(sid)
-        notes = _dumps([{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
-                        for a in ann]) if ann else "[]"
+        notes = (
+            _dumps(
+                [{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note} for a in ann]
+            )
+            if ann
+            else "[]"
+        )
         r = r or 0.0  # (as StepRow reads a stored NULL, and -0.0)
         # byte for byte _dumps({"ref": ..., "index": ..., ..., "annotations": ...}), written directly
         # (the usual types inline; anything else through _num/_str, which _dumps agrees with)
@@ -232,32 +254,41 @@ class EpisodeEncoder:
             f'"reward":{"0.0" if not r else _num(r) if r.__class__ is not float or r - r else repr(r)},'
             f'"info":{self.infos.get(info) or self._info(info, limit)},"source":{self.texts.get(source) or _esc(source)},'
             f'"edit":{"null" if edit is None else _dumps(self._edit(EditInfo.model_validate_json(edit), limit))},'
-            f'"calls":[{call_refs}],"created_at":{at},"annotations":{notes}}}')
+            f'"calls":[{call_refs}],"created_at":{at},"annotations":{notes}}}'
+        )
         extra = self.shared.extras.get(sid)
         if extra:  # a `messages` / `tools` step: its reasoning, call and raw message after the rest
             d = self.step_cache[sid] = f"{d[:-1]}{extra}}}"
         return d
 
     def _version(self, n: int, v: Version, limit: int) -> str:
-        return _dumps({
-            "ref": n,
-            "parent": self.version_ref.get(v.parent_version) if v.parent_version else None,
-            "current": v.id == self.current,
-            "name": v.name,
-            "status": v.status,
-            "error": v.error,
-            "outcome": v.outcome.model_dump(mode="json"),
-            "draft_thought": v.draft_thought,
-            "draft_edit": self._edit(v.draft_edit, limit),
-            "edits": [self._edit(e, limit) for e in v.edits],
-            "created_at": v.created_at,
-            "updated_at": v.updated_at,
-            "annotations": [
-                {"annotator": a.annotator, "created_at": a.created_at, "verdict": a.verdict,
-                 "failure_modes": a.failure_modes, "notes": a.notes, "exemplar_ready": a.exemplar_ready}
-                for a in self.vann.get(v.id, [])
-            ],
-        })
+        return _dumps(
+            {
+                "ref": n,
+                "parent": self.version_ref.get(v.parent_version) if v.parent_version else None,
+                "current": v.id == self.current,
+                "name": v.name,
+                "status": v.status,
+                "error": v.error,
+                "outcome": v.outcome.model_dump(mode="json"),
+                "draft_thought": v.draft_thought,
+                "draft_edit": self._edit(v.draft_edit, limit),
+                "edits": [self._edit(e, limit) for e in v.edits],
+                "created_at": v.created_at,
+                "updated_at": v.updated_at,
+                "annotations": [
+                    {
+                        "annotator": a.annotator,
+                        "created_at": a.created_at,
+                        "verdict": a.verdict,
+                        "failure_modes": a.failure_modes,
+                        "notes": a.notes,
+                        "exemplar_ready": a.exemplar_ready,
+                    }
+                    for a in self.vann.get(stored_id(v.id), [])
+                ],
+            }
+        )
 
     def lines(self) -> Iterator[tuple[str, int]]:
         """One JSON line per version (newline included: no copy to add it), byte for byte
@@ -266,9 +297,9 @@ class EpisodeEncoder:
         cache, step, step_ids, call_cache = self.step_cache, self._step, self.step_ids, self.call_cache
         head = f'{_LINE_HEAD}{self.episode_json},"version":'
         for n, v in enumerate(self.batch.versions, 1):
-            self.version_ref[v.id] = n
+            self.version_ref[stored_id(v.id)] = n
             limit = len(self.step_ref)
-            path = self.batch.paths[v.id]
+            path = self.paths[stored_id(v.id)]
             steps = ",".join([cache.get(s[0]) or step(s, limit) for s in path])
             # a call is listed once per record, where its first step holds it
             calls = ",".join([call_cache[cid] for cid in dict.fromkeys([c for s in path for c in step_ids[s[0]]])])

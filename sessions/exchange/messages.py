@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from trajectory import kinds
-from trajectory.tools import ToolCallError
-
 from trajectory.conversation import conversation
+from trajectory.tools import ToolCallError
 
 Message = dict[str, Any]
 
@@ -69,7 +68,8 @@ class _Family:
     def chat_turn(self, step: Any, i: int) -> tuple[str, str | None]:
         """The turn numbered by the step's own index (its position on its path), so a step's
         messages made alone (`Conversations.cut`) read as they do in the whole path."""
-        return self._transcript.chat_turn(step, step.index)
+        turn: tuple[str, str | None] = self._transcript.chat_turn(step, step.index)
+        return turn
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transcript, name)
@@ -82,7 +82,7 @@ class Conversations:
         self._families: dict[str, _Family] = {}
         self._episode: int | None = None  # the episode whose steps' messages `_steps` holds
         self._task: str | None = None
-        self._steps: dict[tuple, list[Message]] = {}
+        self._steps: dict[tuple[str, int, int], list[Message]] = {}
         self._head: tuple[tuple[str, str], list[Message]] | None = None
 
     def family(self, env: str) -> _Family:
@@ -95,7 +95,9 @@ class Conversations:
         """The family's tool schemas: the `tools` column."""
         return self.family(env).tools.schemas()
 
-    def cut(self, env: str, task_text: str, steps: Sequence[Any], style: str) -> tuple[list[Message], list[list[Message]]]:
+    def cut(
+        self, env: str, task_text: str, steps: Sequence[Any], style: str
+    ) -> tuple[list[Message], list[list[Message]]]:
         """(the messages before the first step, each step's messages: its assistant message
         and what answers it). An action with no tool form is the step's text (`conversation`).
         A step's messages are made once per episode and shared by every path through it (the
@@ -134,5 +136,3 @@ def ends_on_assistant(msgs: list[Message]) -> list[Message]:
     while end and msgs[end - 1].get("role") != "assistant":
         end -= 1
     return msgs[:end]
-
-

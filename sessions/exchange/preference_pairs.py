@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from sessions.exchange.messages import Conversations, ends_on_assistant, style_of
+from sessions.exchange.messages import Conversations, Message, ends_on_assistant, style_of
+from sessions.exchange.selection import EpisodeBatch
 from sessions.exchange.training_options import Counts, TrainingOptions
 from sessions.exchange.tree_facts import Facts, Group
-from sessions.exchange.selection import EpisodeBatch
+from sessions.row_records import StepRow, stored_id
 from trajectory.exact2x2 import two_arm
 from trajectory.records import Version
 
@@ -50,20 +51,26 @@ class WhatIf:
         return "not shown"
 
     def as_json(self) -> dict[str, Any]:
-        return {"effect": self.effect, "ci95": list(self.ci95), "state": self.state,
-                "treatment": {"successes": self.treatment[0], "n": self.treatment[1]},
-                "control": {"successes": self.control[0], "n": self.control[1]},
-                "groups": list(self.groups)}
+        return {
+            "effect": self.effect,
+            "ci95": list(self.ci95),
+            "state": self.state,
+            "treatment": {"successes": self.treatment[0], "n": self.treatment[1]},
+            "control": {"successes": self.control[0], "n": self.control[1]},
+            "groups": list(self.groups),
+        }
 
 
 def _edit_text(kind: str, step: Any) -> str | None:
     if kind == "delete_thought":
         return None
-    return step.action if kind == "rewrite_action" else step.thought
+    text: str | None = step.action if kind == "rewrite_action" else step.thought
+    return text
 
 
-def whatif_of(facts: Facts, original: int, k: int, kind: str, text: str | None,
-              origin: dict[str, Any] | None) -> WhatIf | None:
+def whatif_of(
+    facts: Facts, original: int, k: int, kind: str, text: str | None, origin: dict[str, Any] | None
+) -> WhatIf | None:
     """The what-if that measured this edit: a suggestion's own groups (its origin) first, else
     the latest treatment of the same edit at step k of `original` with its control."""
     by_id = {g.id: g for g in facts.groups}
@@ -74,10 +81,22 @@ def whatif_of(facts: Facts, original: int, k: int, kind: str, text: str | None,
     if c is not None and t is not None:
         pairs.append((c, t))
     for t in reversed(facts.groups):
-        if (t.kind == "treatment" and t.source_version == original and t.step == k and t.edit is not None
-                and t.edit.kind == kind and (t.edit.text or None) == (text or None)):
-            c = next((g for g in facts.groups if g.kind == "control" and g.source_version == original
-                      and g.step == k and g.config == t.config), None)
+        if (
+            t.kind == "treatment"
+            and t.source_version == original
+            and t.step == k
+            and t.edit is not None
+            and t.edit.kind == kind
+            and (t.edit.text or None) == (text or None)
+        ):
+            c = next(
+                (
+                    g
+                    for g in facts.groups
+                    if g.kind == "control" and g.source_version == original and g.step == k and g.config == t.config
+                ),
+                None,
+            )
             if c is not None:
                 pairs.append((c, t))
     for c, t in pairs:
@@ -85,8 +104,15 @@ def whatif_of(facts: Facts, original: int, k: int, kind: str, text: str | None,
             r = two_arm(t.successes, t.finished, c.successes, c.finished)
             if r.ci95 is None or r.diff is None:
                 continue
-            return WhatIf(r.diff, tuple(r.ci95), r.p_better, r.p_worse, (t.successes, t.finished),
-                          (c.successes, c.finished), (c.id, t.id))
+            return WhatIf(
+                r.diff,
+                (r.ci95[0], r.ci95[1]),
+                r.p_better,
+                r.p_worse,
+                (t.successes, t.finished),
+                (c.successes, c.finished),
+                (c.id, t.id),
+            )
     return None
 
 
@@ -95,7 +121,7 @@ def _success(v: Version) -> bool | None:
     return (v.outcome.success is True) if v.outcome.done else None
 
 
-def _first_difference(a: list, b: list) -> int:
+def _first_difference(a: list[StepRow], b: list[StepRow]) -> int:
     """How many leading steps the two paths share (by step identity)."""
     n = 0
     for x, y in zip(a, b):
@@ -116,8 +142,13 @@ def _judged(facts: Facts, a: int, b: int) -> tuple[str | None, str | None, list[
         side = {"A": j.version_a, "B": j.version_b}.get(j.better)
         if side is not None:
             votes["a" if side == a else "b"] += 1
-        shown.append({"annotator": j.annotator, "better": "tie" if side is None else ("a" if side == a else "b"),
-                      "reason": j.reason})
+        shown.append(
+            {
+                "annotator": j.annotator,
+                "better": "tie" if side is None else ("a" if side == a else "b"),
+                "reason": j.reason,
+            }
+        )
     if votes["a"] == votes["b"]:
         return None, ("judged a tie" if votes["a"] == 0 else "people's judgments disagree"), shown
     return ("a" if votes["a"] > votes["b"] else "b"), None, shown
@@ -132,8 +163,9 @@ def candidates(batch: EpisodeBatch, facts: Facts, versions: dict[int, Version]) 
         p = versions.get(v.parent_version) if v.parent_version else None
         if p is None or v.id in facts.rollouts or len(v.edits) <= len(p.edits) or v.edits[-1].kind not in EDIT_KINDS:
             continue
-        seen.add(frozenset((p.id, v.id)))
-        yield p.id, v.id, "edit"
+        pid, vid = stored_id(p.id), stored_id(v.id)
+        seen.add(frozenset((pid, vid)))
+        yield pid, vid, "edit"
     chosen = {v.id for v in batch.versions}
     for j in facts.judgments:
         key = frozenset((j.version_a, j.version_b))
@@ -143,8 +175,15 @@ def candidates(batch: EpisodeBatch, facts: Facts, versions: dict[int, Version]) 
         yield j.version_a, j.version_b, "judged"
 
 
-def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], versions: dict[int, Version],
-                 conv: Conversations, opts: TrainingOptions, counts: Counts) -> Iterator[dict[str, Any]]:
+def pair_records(
+    batch: EpisodeBatch,
+    facts: Facts,
+    paths: dict[int, list[StepRow]],
+    versions: dict[int, Version],
+    conv: Conversations,
+    opts: TrainingOptions,
+    counts: Counts,
+) -> Iterator[dict[str, Any]]:
     """The episode's dpo records; what is left out is counted in `counts`."""
     ep = batch.episode
     style = style_of(ep.config.api_style)
@@ -156,8 +195,11 @@ def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], vers
             counts.leave_out("one version has no step where the two differ")
             continue
         edit = b.edits[-1] if how == "edit" else None
-        whatif = (whatif_of(facts, a_id, edit.index or k + 1, edit.kind, _edit_text(edit.kind, pb[k]), edit.origin)
-                  if edit is not None else None)
+        whatif = (
+            whatif_of(facts, a_id, edit.index or k + 1, edit.kind, _edit_text(edit.kind, pb[k]), edit.origin)
+            if edit is not None
+            else None
+        )
         side, why, judged = _judged(facts, a_id, b_id)
         sa, sb = _success(a), _success(b)
         if side is not None:
@@ -175,8 +217,9 @@ def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], vers
         if opts.proven_only and (whatif is None or whatif.state == "not shown"):
             counts.leave_out("no what-if proved it (--proven-only)")
             continue
-        if opts.min_effect is not None and (whatif is None or whatif.state == "not shown"
-                                            or abs(whatif.effect) < opts.min_effect):
+        if opts.min_effect is not None and (
+            whatif is None or whatif.state == "not shown" or abs(whatif.effect) < opts.min_effect
+        ):
             counts.leave_out(f"no proven what-if effect of at least {opts.min_effect:g} (--min-effect)")
             continue
         head, parts_a = conv.cut(ep.task.env, ep.task.text, pa, style)
@@ -184,25 +227,53 @@ def pair_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], vers
         prompt = list(head) + [m for part in parts_a[:k] for m in part]
         cont_a, cont_b = _continuation(parts_a[k:], opts.continuation), _continuation(parts_b[k:], opts.continuation)
         (cw, cv), (rw, rv) = ((cont_a, a), (cont_b, b)) if side == "a" else ((cont_b, b), (cont_a, a))
-        rec: dict[str, Any] = {}
-        if opts.implicit_prompt:
-            rec["chosen"], rec["rejected"] = prompt + cw, prompt + rw
-        else:
-            rec["prompt"], rec["chosen"], rec["rejected"] = prompt, cw, rw
+        rec = _sides(prompt, cw, rw, opts.implicit_prompt)
         rec["tools"] = conv.tools(ep.task.env) if style == "tools" else None
-        rec["metadata"] = {
-            "episode": ep.id, "task": f"{ep.task.env}:{ep.task.id}", "api_style": style,
-            "chosen_version": facts.label(cv.id), "rejected_version": facts.label(rv.id),
-            "chosen_version_id": cv.id, "rejected_version_id": rv.id, "step": k + 1, "pair": how,
-            "edit_kind": edit.kind if edit else None,
-            "edited_by": (("suggestion" if edit.origin else "person") if edit else None),
-            "critic_model": (edit.origin or {}).get("critic_model") if edit else None,
-            "chosen_success": _success(cv), "rejected_success": _success(rv),
-            "evidence": evidence, "judgments": judged,
-            "whatif": whatif.as_json() if whatif else None,
-        }
+        rec["metadata"] = _metadata(ep, style, facts, (cv, rv), k, how, edit, evidence, judged, whatif)
         counts.wrote()
         yield rec
+
+
+def _metadata(
+    ep: Any,
+    style: str,
+    facts: Facts,
+    chosen_rejected: tuple[Version, Version],
+    k: int,
+    how: str,
+    edit: Any,
+    evidence: str,
+    judged: Any,
+    whatif: WhatIf | None,
+) -> dict[str, Any]:
+    """A dpo record's metadata: where the pair comes from and why one side is chosen."""
+    cv, rv = chosen_rejected
+    return {
+        "episode": ep.id,
+        "task": f"{ep.task.env}:{ep.task.id}",
+        "api_style": style,
+        "chosen_version": facts.label(stored_id(cv.id)),
+        "rejected_version": facts.label(stored_id(rv.id)),
+        "chosen_version_id": cv.id,
+        "rejected_version_id": rv.id,
+        "step": k + 1,
+        "pair": how,
+        "edit_kind": edit.kind if edit else None,
+        "edited_by": (("suggestion" if edit.origin else "person") if edit else None),
+        "critic_model": (edit.origin or {}).get("critic_model") if edit else None,
+        "chosen_success": _success(cv),
+        "rejected_success": _success(rv),
+        "evidence": evidence,
+        "judgments": judged,
+        "whatif": whatif.as_json() if whatif else None,
+    }
+
+
+def _sides(prompt: list[Message], chosen: list[Message], rejected: list[Message], implicit: bool) -> dict[str, Any]:
+    """The record's prompt, chosen and rejected; with an implicit prompt, inside both sides."""
+    if implicit:
+        return {"chosen": prompt + chosen, "rejected": prompt + rejected}
+    return {"prompt": prompt, "chosen": chosen, "rejected": rejected}
 
 
 def _continuation(parts: list[list[dict[str, Any]]], how: str) -> list[dict[str, Any]]:

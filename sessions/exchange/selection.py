@@ -5,13 +5,14 @@ many versions match."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
-from sessions import annotations
+from sessions import annotations as anno
 from sessions import numbering
+from sessions.row_records import stored_id
+from sessions.store import StepRow, Store, StoreError
 from trajectory import kinds
 from trajectory.records import Episode, Version
-from sessions.store import StepRow, Store, StoreError
 
 OUTCOMES = ("success", "failure", "unfinished")
 
@@ -36,12 +37,12 @@ class Filters:
             raise SelectionError(f"unknown environment {self.env!r} (one of: {', '.join(kinds.known())})")
         if self.outcome is not None and self.outcome not in OUTCOMES:
             raise SelectionError(f"unknown outcome {self.outcome!r} (one of: {', '.join(OUTCOMES)})")
-        if self.verdict is not None and self.verdict not in annotations.VERDICTS:
-            raise SelectionError(f"unknown verdict {self.verdict!r} (one of: {', '.join(annotations.VERDICTS)})")
+        if self.verdict is not None and self.verdict not in anno.VERDICTS:
+            raise SelectionError(f"unknown verdict {self.verdict!r} (one of: {', '.join(anno.VERDICTS)})")
         return self
 
     @classmethod
-    def parse(cls, specs: list[str], **base) -> "Filters":
+    def parse(cls, specs: list[str], **base: Any) -> "Filters":
         """`--filter key=value` pairs (env, type, outcome, verdict, edited, exemplar_ready,
         annotator, versions=all)."""
         f = cls(**base)
@@ -129,8 +130,14 @@ def _path(steps: dict[int, StepRow], leaf: int | None) -> list[StepRow]:
     return out[::-1]
 
 
-def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
-          va: dict[int, list], sa: dict[int, list] | None) -> bool:
+def _keep(
+    f: Filters,
+    v: Version,
+    steps: list[StepRow],
+    ready: set[int] | None,
+    va: dict[int, list[anno.VersionAnnotation]],
+    sa: dict[int, list[anno.StepAnnotation]] | None,
+) -> bool:
     o = v.outcome
     if f.outcome == "success" and o.success is not True:
         return False
@@ -142,7 +149,7 @@ def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
         return False
     if ready is not None and v.id not in ready:
         return False
-    hist = va.get(v.id, [])
+    hist = va.get(stored_id(v.id), [])
     if f.verdict and not (hist and hist[-1].verdict == f.verdict):
         return False
     if f.annotator:
@@ -155,14 +162,20 @@ def _keep(f: Filters, v: Version, steps: list[StepRow], ready: set[int] | None,
     return True
 
 
-def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None = None, *,
-           raw: bool = False, episodes: Iterable[int] | None = None) -> Iterator[EpisodeBatch]:
+def select(
+    store: Store,
+    refs: list[Ref] | None = None,
+    filters: Filters | None = None,
+    *,
+    raw: bool = False,
+    episodes: Iterable[int] | None = None,
+) -> Iterator[EpisodeBatch]:
     """Episode batches in episode order (explicit refs: in the given order, grouped by
     episode). Filters apply to explicit refs too. `raw`: the paths hold `StepJson` (the
     rows as the jsonl export encodes them), not StepRow. `episodes`: only these of the
     episodes the refs or filters name (a part of an export made by two processes)."""
     f = (filters or Filters()).check()
-    ready = annotations.exemplar_ready_versions(store) if f.exemplar_ready else None
+    ready = anno.exemplar_ready_versions(store) if f.exemplar_ready else None
     if refs:
         order: list[int] = []
         wanted: dict[int, list[Ref]] = {}
@@ -180,26 +193,28 @@ def select(store: Store, refs: list[Ref] | None = None, filters: Filters | None 
         plan = [p for p in plan if p[0] in only]
     refs_of = dict(plan)
     for ep, versions, steps in store.episodes.read((e for e, _ in plan), raw=raw):
-        ep_id, ep_refs = ep.id, refs_of[ep.id]
-        all_versions = {v.id: v for v in versions}
+        ep_id = stored_id(ep.id)
+        ep_refs = refs_of[ep_id]
+        all_versions = {stored_id(v.id): v for v in versions}
         chosen: list[int] = []
         for r in ep_refs:
             if r.all:
                 ids = list(all_versions)
             elif r.version is not None:
+                assert isinstance(r.version, int)  # resolved above: the version's id
                 ids = [r.version]
             else:
                 ids = [ep.current_version] if ep.current_version else []
             chosen += [i for i in ids if i not in chosen]
         chosen.sort()
-        va = annotations.version_histories(store, chosen) if (f.verdict or f.annotator) else {}
-        sa = annotations.episode_step_histories(store, ep_id) if f.annotator else None
+        va = anno.version_histories(store, chosen) if (f.verdict or f.annotator) else {}
+        sa = anno.episode_step_histories(store, ep_id) if f.annotator else None
         batch = EpisodeBatch(ep, [])
         for vid in chosen:
             v = all_versions[vid]
             path = _path(steps, v.leaf_step_id)
             if _keep(f, v, path, ready, va, sa):
                 batch.versions.append(v)
-                batch.paths[v.id] = path
+                batch.paths[vid] = path
         if batch.versions:
             yield batch

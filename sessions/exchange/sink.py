@@ -25,7 +25,7 @@ class _Sink:
     there is refused, never swapped for our file. The new file gets the mode a plain
     `open()` would (0666 minus the umask), not mkstemp's 0600."""
 
-    def __init__(self, out: str | os.PathLike | IO[str]):
+    def __init__(self, out: str | os.PathLike[str] | IO[str]):
         self.tmp: str | None = None
         self.path = "-"
         if isinstance(out, (str, os.PathLike)) and str(out) != "-":
@@ -43,7 +43,7 @@ class _Sink:
 
             self.f = sys.stdout
         else:
-            self.f = out  # type: ignore[assignment]
+            self.f = out
         self.bytes = 0
 
     def write(self, text: str) -> None:
@@ -93,8 +93,10 @@ def _check_target(target: Path) -> None:
     if stat.S_ISDIR(st.st_mode):
         raise ExportError(f"{_shown(target)} is a directory; give a file path")
     if not stat.S_ISREG(st.st_mode):
-        raise ExportError(f"{_shown(target)} is not a regular file (a symlink, FIFO or device); "
-                          "refusing to replace it - give another path, or '-' for stdout")
+        raise ExportError(
+            f"{_shown(target)} is not a regular file (a symlink, FIFO or device); "
+            "refusing to replace it - give another path, or '-' for stdout"
+        )
 
 
 def _check_folder(target: Path) -> None:

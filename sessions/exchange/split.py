@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sessions.exchange.selection import Filters
+from sessions.exchange.sink import _Sink
 from sessions.store import Store, StoreError
 
 SPLIT_MIN = 1000  # episodes below which one process is quicker than starting a second
@@ -64,9 +65,16 @@ class Part:
         root = str(Path(__file__).resolve().parents[2])  # this code, not another installed copy
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sessions.exchange.split_child"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                         pass_fds=(self.fd,))
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sessions.exchange.split_child"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                pass_fds=(self.fd,),
+            )
+            assert self.proc.stdin is not None  # stdin=PIPE
             self.proc.stdin.write(json.dumps(request))
             self.proc.stdin.close()
             self.proc.stdin = None  # (communicate would flush it)
@@ -80,7 +88,7 @@ class Part:
     def __enter__(self) -> "Part":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -95,9 +103,10 @@ class Part:
         if self.proc.returncode != 0:
             last = (err.strip().splitlines() or [f"exit status {self.proc.returncode}"])[-1]
             raise PartFailed(f"export failed in its second process: {last}")
-        return json.loads(out.strip().splitlines()[-1])
+        report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        return report
 
-    def copy_into(self, sink, offset: int, block: int = 1 << 22) -> None:
+    def copy_into(self, sink: _Sink, offset: int, block: int = 1 << 22) -> None:
         """Append the child's lines to `sink` (an export `_Sink`), each episode ref moved on
         by `offset`; as bytes, a few MB at a time."""
         out: list[bytes] = []

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import sys
 
-from sessions.exchange.export import ExportReport, _Sink, _write_jsonl
+from sessions.exchange.export import ExportReport, _write_jsonl
 from sessions.exchange.selection import Filters, select
+from sessions.exchange.sink import _Sink
 from sessions.store import Store, StoreError
 
 

@@ -21,11 +21,12 @@ from typing import Any, Iterator
 from sessions.exchange.selection import EpisodeBatch
 from sessions.exchange.training_options import Counts
 from sessions.exchange.tree_facts import Facts, wilson_of
+from sessions.row_records import StepRow, stored_id
 from trajectory import kinds
 from trajectory.records import Version
 
 
-def prefix_values(facts: Facts, paths: dict[int, list], versions: dict[int, Version]) -> dict[int, list[int]]:
+def prefix_values(facts: Facts, paths: dict[int, list[StepRow]], versions: dict[int, Version]) -> dict[int, list[int]]:
     """{step id: [successes, finished]} of every prefix the episode's groups measure."""
     out: dict[int, list[int]] = {}
 
@@ -44,27 +45,35 @@ def prefix_values(facts: Facts, paths: dict[int, list], versions: dict[int, Vers
             continue
         for v in versions.values():  # a treatment: the person's version that made the same edit
             e = v.edits[-1] if v.edits else None
-            if (e is None or v.parent_version != g.source_version or e.index != g.step or g.edit is None
-                    or e.kind != g.edit.kind or v.id in facts.rollouts):
+            if (
+                e is None
+                or v.parent_version != g.source_version
+                or e.index != g.step
+                or g.edit is None
+                or e.kind != g.edit.kind
+                or v.id in facts.rollouts
+            ):
                 continue
-            path = paths.get(v.id, [])
+            path = paths.get(stored_id(v.id), [])
             if len(path) >= g.step:
                 s = path[g.step - 1]
-                if (g.edit.text or None) == ((s.action if e.kind == "rewrite_action" else s.thought)
-                                             if e.kind != "delete_thought" else None):
+                if (g.edit.text or None) == (
+                    (s.action if e.kind == "rewrite_action" else s.thought) if e.kind != "delete_thought" else None
+                ):
                     add(s.id, g)
                     break
     return out
 
 
-def value_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], versions: dict[int, Version],
-                  counts: Counts) -> Iterator[dict[str, Any]]:
+def value_records(
+    batch: EpisodeBatch, facts: Facts, paths: dict[int, list[StepRow]], versions: dict[int, Version], counts: Counts
+) -> Iterator[dict[str, Any]]:
     ep = batch.episode
     values = prefix_values(facts, paths, versions)
     transcript = kinds.transcript(ep.task.env)
-    todo: dict[tuple[int, ...], tuple[Version, list, list[int]]] = {}
+    todo: dict[tuple[int, ...], tuple[Version, list[StepRow], list[int]]] = {}
     for v in batch.versions:
-        path = batch.paths[v.id]
+        path = batch.paths[stored_id(v.id)]
         measured = [i for i, s in enumerate(path) if s.id in values]
         if not measured:
             counts.leave_out("version: no rollouts from any of its prefixes")
@@ -94,11 +103,24 @@ def value_records(batch: EpisodeBatch, facts: Facts, paths: dict[int, list], ver
         labels: list[bool] = [False] * end
         nxt = False
         for i in range(end - 1, -1, -1):
-            if ns[i]:
-                nxt = rates[i] > 0
+            rate = rates[i]
+            if rate is not None:  # measured: ns[i] > 0
+                nxt = rate > 0
             labels[i] = nxt
         counts.wrote()
-        yield {"prompt": ep.task.text, "completions": [transcript.step_text(s) for s in path[:end]],
-               "labels": labels, "rates": rates, "n": ns, "ci95_low": lows, "ci95_high": highs,
-               "metadata": {"episode": ep.id, "task": f"{ep.task.env}:{ep.task.id}", "version": facts.label(v.id),
-                            "version_id": v.id, "measured_steps": [i + 1 for i in measured]}}
+        yield {
+            "prompt": ep.task.text,
+            "completions": [transcript.step_text(s) for s in path[:end]],
+            "labels": labels,
+            "rates": rates,
+            "n": ns,
+            "ci95_low": lows,
+            "ci95_high": highs,
+            "metadata": {
+                "episode": ep.id,
+                "task": f"{ep.task.env}:{ep.task.id}",
+                "version": facts.label(stored_id(v.id)),
+                "version_id": v.id,
+                "measured_steps": [i + 1 for i in measured],
+            },
+        }

@@ -29,6 +29,7 @@ from sessions.exchange.step_values import value_records
 from sessions.exchange.training_options import Counts, TrainingOptions, excluded_episodes
 from sessions.exchange.tree_facts import Facts, load
 from sessions.exchange.unpaired_labels import label_records
+from sessions.row_records import StepRow, stored_id
 from sessions.store import Store
 from trajectory.records import Version
 
@@ -36,8 +37,9 @@ TRAINING_FORMATS = ("chat-sft", "dpo", "kto", "steps")
 CHUNK = 200  # episodes whose facts are read together
 
 
-def export_records(store: Store, fmt: str, *, refs: list[Ref] | None = None, filters: Filters | None = None,
-                   **options: Any) -> tuple[Iterator[dict[str, Any]], Counts]:
+def export_records(
+    store: Store, fmt: str, *, refs: list[Ref] | None = None, filters: Filters | None = None, **options: Any
+) -> tuple[Iterator[dict[str, Any]], Counts]:
     """The records of training format `fmt` for the selection, and their counts (filled as the
     records are read). `options`: TrainingOptions fields (continuation, implicit_prompt, unit,
     exclude_experiments, proven_only, min_effect). Bad options raise before any record."""
@@ -54,14 +56,22 @@ def export_records(store: Store, fmt: str, *, refs: list[Ref] | None = None, fil
     return _records(store, fmt, batches, f, opts, excluded, counts), counts
 
 
-def _records(store: Store, fmt: str, batches: Iterator[EpisodeBatch], f: Filters, opts: TrainingOptions,
-             excluded: dict[int, str], counts: Counts) -> Iterator[dict[str, Any]]:
+def _records(
+    store: Store,
+    fmt: str,
+    batches: Iterator[EpisodeBatch],
+    f: Filters,
+    opts: TrainingOptions,
+    excluded: dict[int, str],
+    counts: Counts,
+) -> Iterator[dict[str, Any]]:
     conv = Conversations()
     chunk: list[EpisodeBatch] = []
     for b in batches:
         if b.episode.id in excluded:
-            counts.leave_out(f"episode of a task experiment {excluded[b.episode.id]!r} evaluates "
-                             "(--exclude-experiment)", 1)
+            counts.leave_out(
+                f"episode of a task experiment {excluded[b.episode.id]!r} evaluates (--exclude-experiment)", 1
+            )
             continue
         chunk.append(b)
         if len(chunk) == CHUNK:
@@ -71,11 +81,12 @@ def _records(store: Store, fmt: str, batches: Iterator[EpisodeBatch], f: Filters
         yield from _chunk(store, fmt, chunk, conv, opts, counts)
 
 
-def _chunk(store: Store, fmt: str, chunk: list[EpisodeBatch], conv: Conversations, opts: TrainingOptions,
-           counts: Counts) -> Iterator[dict[str, Any]]:
-    facts = load(store, [b.episode.id for b in chunk])
+def _chunk(
+    store: Store, fmt: str, chunk: list[EpisodeBatch], conv: Conversations, opts: TrainingOptions, counts: Counts
+) -> Iterator[dict[str, Any]]:
+    facts = load(store, [stored_id(b.episode.id) for b in chunk])
     for batch in chunk:
-        ff = facts[batch.episode.id]
+        ff = facts[stored_id(batch.episode.id)]
         if fmt == "chat-sft":
             yield from _chat(batch, ff, conv, counts)
             continue
@@ -88,23 +99,23 @@ def _chunk(store: Store, fmt: str, chunk: list[EpisodeBatch], conv: Conversation
             yield from value_records(batch, ff, paths, versions, counts)
 
 
-def _whole_tree(store: Store, batch: EpisodeBatch, facts: Facts) -> tuple[dict[int, Version], dict[int, list]]:
+def _whole_tree(store: Store, batch: EpisodeBatch, facts: Facts) -> tuple[dict[int, Version], dict[int, list[StepRow]]]:
     """Every version of the episode with its path: the batch itself when it holds them all (no
     filter left one out), else read again."""
     if len(batch.versions) == len(facts.labels):
-        return {v.id: v for v in batch.versions}, batch.paths
-    for _, versions, steps in store.episodes.read([batch.episode.id]):
-        return {v.id: v for v in versions}, {v.id: _path(steps, v.leaf_step_id) for v in versions}
+        return {stored_id(v.id): v for v in batch.versions}, batch.paths
+    for _, versions, steps in store.episodes.read([stored_id(batch.episode.id)]):
+        return {stored_id(v.id): v for v in versions}, {stored_id(v.id): _path(steps, v.leaf_step_id) for v in versions}
     return {}, {}  # pragma: no cover - the episode was just read
 
 
 def _chat(batch: EpisodeBatch, facts: Facts, conv: Conversations, counts: Counts) -> Iterator[dict[str, Any]]:
     ep = batch.episode
     for v in batch.versions:
-        steps = batch.paths[v.id]
+        steps = batch.paths[stored_id(v.id)]
         if not steps:
             counts.leave_out("version with no steps")
             continue
-        ok = version_ok(v.outcome.success, facts.verdicts.get(v.id))
+        ok = version_ok(v.outcome.success, facts.verdicts.get(stored_id(v.id)))
         counts.wrote()
         yield chat_record(conv, ep.task.env, ep.task.text, steps, facts.tags, ok)

@@ -32,7 +32,9 @@ class TrainingOptions:
         if self.unit not in UNITS:
             raise OptionError(f"unknown unit {self.unit!r} (one of: {', '.join(UNITS)})")
         if self.min_effect is not None and not 0 <= self.min_effect <= 1:
-            raise OptionError(f"--min-effect is a difference of success rates, between 0 and 1 (got {self.min_effect:g})")
+            raise OptionError(
+                f"--min-effect is a difference of success rates, between 0 and 1 (got {self.min_effect:g})"
+            )
         return self
 
     def as_json(self) -> dict[str, Any]:
@@ -46,7 +48,7 @@ class Counts:
     """Records written and left out (reason -> how many), filled while the records are read."""
 
     written: int = 0
-    left_out: Counter = field(default_factory=Counter)
+    left_out: Counter[str] = field(default_factory=Counter)
 
     def wrote(self, n: int = 1) -> None:
         self.written += n
@@ -82,7 +84,9 @@ def excluded_episodes(store: Store, names: tuple[str, ...] | list[str]) -> dict[
             raise OptionError(f"unknown experiment {name!r} (--exclude-experiment)") from None
         rows = store.db.execute(
             "select e.id from episodes e join tasks t on t.id = e.task_id where t.key in "
-            "(select task_key from experiment_items where experiment_id = ?)", [exp.id]).fetchall()
+            "(select task_key from experiment_items where experiment_id = ?)",
+            [exp.id],
+        ).fetchall()
         for (eid,) in rows:
             out.setdefault(int(eid), exp.name)
     return out

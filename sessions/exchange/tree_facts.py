@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from sessions import annotations
+from sessions import annotations as anno
 from sessions import numbering
 from sessions.rollouts import RolloutEdit
 from sessions.store import Store
@@ -56,28 +56,44 @@ def load(store: Store, episode_ids: Iterable[int]) -> dict[int, Facts]:
     if not ids:
         return out
     db, q = store.db, _marks(ids)
-    vrows = db.execute(f"select id, episode_id, parent_version from versions where episode_id in ({q}) order by id",
-                       ids).fetchall()
+    vrows = db.execute(
+        f"select id, episode_id, parent_version from versions where episode_id in ({q}) order by id", ids
+    ).fetchall()
     parents: dict[int, dict[int, int | None]] = {}
     episode_of: dict[int, int] = {}
     for vid, ep, parent in vrows:
         parents.setdefault(ep, {})[vid] = parent
         episode_of[vid] = ep
-    for vid, hist in annotations.version_histories(store, list(episode_of)).items():
+    for vid, hist in anno.version_histories(store, list(episode_of)).items():
         if hist:
             out[episode_of[vid]].verdicts[vid] = hist[-1].verdict
     # step ids are unique across episodes: the chunk's tags are one dict every episode reads
-    tags = {sid: set(hist[-1].tags) for sid, hist in annotations.step_histories(store, ids).items()
-            if hist and hist[-1].tags}
+    tags = {sid: set(hist[-1].tags) for sid, hist in anno.step_histories(store, ids).items() if hist and hist[-1].tags}
     for f in out.values():
         f.tags = tags
-    grows = db.execute(f"select id, episode_id, source_version, step, kind, edit, config, finished, successes "
-                       f"from rollout_groups where episode_id in ({q}) order by id", ids).fetchall()
+    grows = db.execute(
+        f"select id, episode_id, source_version, step, kind, edit, config, finished, successes "
+        f"from rollout_groups where episode_id in ({q}) order by id",
+        ids,
+    ).fetchall()
     for gid, ep, src, k, kind, edit, config, fin, succ in grows:
-        out[ep].groups.append(Group(gid, src, k, kind, RolloutEdit.model_validate_json(edit) if edit else None,
-                                    _canonical(config), int(fin or 0), int(succ or 0)))
-    mrows = db.execute(f"select g.episode_id, m.version_id from rollout_members m join rollout_groups g "
-                       f"on g.id = m.group_id where g.episode_id in ({q})", ids).fetchall()
+        out[ep].groups.append(
+            Group(
+                gid,
+                src,
+                k,
+                kind,
+                RolloutEdit.model_validate_json(edit) if edit else None,
+                _canonical(config),
+                int(fin or 0),
+                int(succ or 0),
+            )
+        )
+    mrows = db.execute(
+        f"select g.episode_id, m.version_id from rollout_members m join rollout_groups g "
+        f"on g.id = m.group_id where g.episode_id in ({q})",
+        ids,
+    ).fetchall()
     for ep, vid in mrows:
         out[ep].rollouts.add(vid)
     judgments = getattr(store, "judgments", None)
@@ -109,5 +125,4 @@ def wilson_of(successes: int, n: int) -> tuple[float, float] | None:
 
 def value_json(successes: int, n: int) -> dict[str, Any]:
     ci = wilson_of(successes, n)
-    return {"rate": successes / n if n else None, "n": n, "successes": successes,
-            "ci95": list(ci) if ci else None}
+    return {"rate": successes / n if n else None, "n": n, "successes": successes, "ci95": list(ci) if ci else None}

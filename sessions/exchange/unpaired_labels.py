@@ -16,10 +16,11 @@ from typing import Any, Iterator
 
 from sessions.annotations import NEGATIVE_TAGS, POSITIVE_TAGS
 from sessions.exchange.jsonl_encoder import _dumps
-from sessions.exchange.messages import Conversations, ends_on_assistant, style_of
+from sessions.exchange.messages import Conversations, Message, ends_on_assistant, style_of
 from sessions.exchange.selection import EpisodeBatch
 from sessions.exchange.training_options import Counts, TrainingOptions
 from sessions.exchange.tree_facts import Facts
+from sessions.row_records import stored_id
 from trajectory.records import Version
 
 
@@ -36,36 +37,28 @@ def trajectory_label(v: Version, verdict: str | None) -> tuple[bool | None, str]
     return None, "not finished and no verdict"
 
 
-def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: TrainingOptions,
-                  counts: Counts) -> Iterator[dict[str, Any]]:
+def label_records(
+    batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: TrainingOptions, counts: Counts
+) -> Iterator[dict[str, Any]]:
     ep = batch.episode
     style = style_of(ep.config.api_style)
     tools = conv.tools(ep.task.env) if style == "tools" else None
     labels: dict[int, tuple[bool | None, str]] = {}
     for v in batch.versions:
-        labels[v.id] = trajectory_label(v, facts.verdicts.get(v.id))
+        labels[stored_id(v.id)] = trajectory_label(v, facts.verdicts.get(stored_id(v.id)))
     if opts.unit == "trajectory":
-        for v in batch.versions:
-            label, source = labels[v.id]
-            steps = batch.paths[v.id]
-            if label is None or not steps:
-                counts.leave_out(f"trajectory: {source if label is None else 'no steps'}")
-                continue
-            head, parts = conv.cut(ep.task.env, ep.task.text, steps, style)
-            counts.wrote()
-            yield {"prompt": head, "completion": ends_on_assistant([m for p in parts for m in p]), "label": label,
-                   "tools": tools, "metadata": _meta(ep, facts, v, None, source)}
+        yield from _trajectory_records(batch, facts, conv, labels, style, counts)
         return
     # per step: the labels of the trajectories through each step, then one record per step
     through: dict[int, set[bool]] = {}
     first: dict[int, tuple[Version, int]] = {}
     for v in batch.versions:
-        label = labels[v.id][0]
-        for i, s in enumerate(batch.paths[v.id]):
+        label = labels[stored_id(v.id)][0]
+        for i, s in enumerate(batch.paths[stored_id(v.id)]):
             first.setdefault(s.id, (v, i))
             if label is not None:
                 through.setdefault(s.id, set()).add(label)
-    cuts: dict[int, tuple[list, list]] = {}
+    cuts: dict[int, tuple[list[Message], list[list[Message]]]] = {}
     written: set[str] = set()
     for sid, (v, i) in first.items():
         tags = facts.tags.get(sid, set())
@@ -76,12 +69,16 @@ def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: 
         elif len(through.get(sid, ())) == 1:
             (label,), source = through[sid], "trajectory"
         else:
-            counts.leave_out("step: on both a successful and a failed path" if through.get(sid)
-                             else "step: no tag and no labelled trajectory through it")
+            counts.leave_out(
+                "step: on both a successful and a failed path"
+                if through.get(sid)
+                else "step: no tag and no labelled trajectory through it"
+            )
             continue
-        if v.id not in cuts:  # a version's messages are made once, whichever of its steps need them
-            cuts[v.id] = conv.cut(ep.task.env, ep.task.text, batch.paths[v.id], style)
-        head, parts = cuts[v.id]
+        vid = stored_id(v.id)
+        if vid not in cuts:  # a version's messages are made once, whichever of its steps need them
+            cuts[vid] = conv.cut(ep.task.env, ep.task.text, batch.paths[vid], style)
+        head, parts = cuts[vid]
         prompt, completion = head + [m for p in parts[:i] for m in p], [parts[i][0]]
         same = _dumps([prompt, completion, label])
         if same in written:  # rollouts that wrote the same step in the same context: one record
@@ -89,11 +86,53 @@ def label_records(batch: EpisodeBatch, facts: Facts, conv: Conversations, opts: 
             continue
         written.add(same)
         counts.wrote()
-        yield {"prompt": prompt, "completion": completion, "label": label,
-               "tools": tools, "metadata": _meta(ep, facts, v, i + 1, source, sorted(tags))}
+        yield {
+            "prompt": prompt,
+            "completion": completion,
+            "label": label,
+            "tools": tools,
+            "metadata": _meta(ep, facts, v, i + 1, source, sorted(tags)),
+        }
 
 
-def _meta(ep: Any, facts: Facts, v: Version, step: int | None, source: str, tags: list[str] | None = None) -> dict:
-    return {"episode": ep.id, "task": f"{ep.task.env}:{ep.task.id}", "version": facts.label(v.id),
-            "version_id": v.id, "step": step, "label_from": source, "tags": tags or [],
-            "success": (v.outcome.success is True) if v.outcome.done else None}
+def _trajectory_records(
+    batch: EpisodeBatch,
+    facts: Facts,
+    conv: Conversations,
+    labels: dict[int, tuple[bool | None, str]],
+    style: str,
+    counts: Counts,
+) -> Iterator[dict[str, Any]]:
+    """One record per labelled version with steps (`--unit trajectory`)."""
+    ep = batch.episode
+    tools = conv.tools(ep.task.env) if style == "tools" else None
+    for v in batch.versions:
+        label, source = labels[stored_id(v.id)]
+        steps = batch.paths[stored_id(v.id)]
+        if label is None or not steps:
+            counts.leave_out(f"trajectory: {source if label is None else 'no steps'}")
+            continue
+        head, parts = conv.cut(ep.task.env, ep.task.text, steps, style)
+        counts.wrote()
+        yield {
+            "prompt": head,
+            "completion": ends_on_assistant([m for p in parts for m in p]),
+            "label": label,
+            "tools": tools,
+            "metadata": _meta(ep, facts, v, None, source),
+        }
+
+
+def _meta(
+    ep: Any, facts: Facts, v: Version, step: int | None, source: str, tags: list[str] | None = None
+) -> dict[str, Any]:
+    return {
+        "episode": ep.id,
+        "task": f"{ep.task.env}:{ep.task.id}",
+        "version": facts.label(stored_id(v.id)),
+        "version_id": v.id,
+        "step": step,
+        "label_from": source,
+        "tags": tags or [],
+        "success": (v.outcome.success is True) if v.outcome.done else None,
+    }

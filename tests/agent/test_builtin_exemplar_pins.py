@@ -40,8 +40,9 @@ def _show_prompt(capsys, db, ref: str) -> str:
     return capsys.readouterr().out
 
 
-def test_show_prompt_of_a_builtin_version_does_not_change_with_the_shipped_file(tmp_path, shipped, capsys,
-                                                                                 scripted_llm):
+def test_show_prompt_of_a_builtin_version_does_not_change_with_the_shipped_file(
+    tmp_path, shipped, capsys, scripted_llm
+):
     db = tmp_path / "p.db"
     scripted_llm.set_responder(wiki_agent({HOTPOT[0]["question"]: HOTPOT[0]["answer"]}, react_steps=3))
     task = select_tasks("hotpotqa", "hp-001")[0]
@@ -55,8 +56,9 @@ def test_show_prompt_of_a_builtin_version_does_not_change_with_the_shipped_file(
     assert "Question:" in before
 
     prompts = json.loads(shipped.read_text(encoding="utf-8"))  # an upgrade rewords the built-in exemplars
-    shipped.write_text(json.dumps({k: t.replace("Question:", "Question (reworded):") for k, t in prompts.items()}),
-                       encoding="utf-8")
+    shipped.write_text(
+        json.dumps({k: t.replace("Question:", "Question (reworded):") for k, t in prompts.items()}), encoding="utf-8"
+    )
     exemplars.builtin_prompt_dict.cache_clear()  # (as a new process of the new install reads it)
 
     after = _show_prompt(capsys, db, ref)

@@ -6,21 +6,12 @@ import hashlib
 import socket
 import threading
 
-import openai
 import pytest
 
-from agent.client import (
-    DEFAULT_CHAT_INSTRUCTION,
-    ModelClient,
-    ModelError,
-    model_available,
-    retry_after_s,
-)
+from agent.client import DEFAULT_CHAT_INSTRUCTION, ModelClient, ModelError, model_available, retry_after_s
+from tests.client_helpers import KEY, STYLES, DictCache, make, sent_text
+from tests.scripted_server import Reply, ScriptedLLM
 from trajectory.records import AgentConfig, ModelCall, Usage
-from tests.scripted_server import Reply, ScriptedLLM, table_responder
-
-STYLES = ["completions", "chat"]
-KEY = "sk-test-SECRET-4f9a2b"
 
 
 @pytest.fixture(autouse=True)
@@ -29,55 +20,13 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-class DictCache:
-    """The store's role in memory: a recorded, successful call answers its cache key."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, tuple[str, Usage]] = {}
-
-    def get(self, key: str) -> tuple[str, Usage] | None:
-        return self.data.get(key)
-
-    def record(self, call) -> None:
-        if call.cache_key and call.error is None and not call.cached:
-            self.data[call.cache_key] = (call.completion, call.usage)
-
-
-def make(llm: ScriptedLLM, style: str = "completions", *, cache=None, on_retry=None,
-         api_key: str | None = KEY, retry_after_max_s: float | None = None,
-         **cfg) -> ModelClient:
-    config = AgentConfig(model=cfg.pop("model", "test-model"), base_url=llm.base_url,
-                         api_style=style, **cfg)
-    client = ModelClient(config, api_key=api_key, cache=cache, on_retry=on_retry,
-                         backoff_base_s=0.001, retry_after_max_s=retry_after_max_s)
-    if isinstance(cache, DictCache):  # record each call, as the engine does through the store
-        complete = client.complete
-
-        def recorded(*a, **kw):
-            text, call = complete(*a, **kw)
-            cache.record(call)
-            return text, call
-
-        client.complete = recorded
-    return client
-
-
-def sent_text(req) -> str:
-    """What the client put in the request: the prompt, or the single chat message."""
-    if "prompt" in req.body:
-        return req.body["prompt"]
-    (msg,) = req.body["messages"]
-    assert msg["role"] == "user"
-    return msg["content"]
-
-
 # -- request shape ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("style", STYLES)
 def test_request_carries_prompt_stop_model_and_params(scripted_llm: ScriptedLLM, style: str):
     scripted_llm.push("Thought: find the key.\nObservation 1: nothing")
-    client = make(scripted_llm, style, model="my-model", temperature=0.25, top_p=0.9,
-                  max_tokens=77)
+    client = make(scripted_llm, style, model="my-model", temperature=0.25, top_p=0.9, max_tokens=77)
     prompt = "Question: where?\nThought 1:"
     text, call = client.complete(prompt, ["\nObservation 1:"])
 
@@ -117,6 +66,7 @@ def test_chat_instruction_is_appended_and_hashed(scripted_llm: ScriptedLLM):
 
 # -- stop sequences -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("style", STYLES)
 def test_client_cuts_at_stop_when_server_ignores_it(scripted_llm: ScriptedLLM, style: str):
     scripted_llm.push(Reply(text="go to desk 1\n> open drawer", ignore_stop=True))
@@ -136,27 +86,30 @@ def test_at_most_four_stops_sent_rest_applied_locally(scripted_llm: ScriptedLLM,
 
 # -- usage -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("style", STYLES)
 def test_usage_with_cached_tokens_is_recorded(scripted_llm: ScriptedLLM, style: str):
-    scripted_llm.push(Reply(text="x", prompt_tokens=1200, completion_tokens=9, cached_tokens=1024),
-                      Reply(text="y", cached_tokens=None, prompt_tokens=5, completion_tokens=1),
-                      Reply(text="z", usage=False))
+    scripted_llm.push(
+        Reply(text="x", prompt_tokens=1200, completion_tokens=9, cached_tokens=1024),
+        Reply(text="y", cached_tokens=None, prompt_tokens=5, completion_tokens=1),
+        Reply(text="z", usage=False),
+    )
     client = make(scripted_llm, style)
     assert client.complete("a", [])[1].usage == Usage(
-        prompt_tokens=1200, completion_tokens=9, cached_prompt_tokens=1024)
-    assert client.complete("b", [])[1].usage == Usage(
-        prompt_tokens=5, completion_tokens=1, cached_prompt_tokens=None)
+        prompt_tokens=1200, completion_tokens=9, cached_prompt_tokens=1024
+    )
+    assert client.complete("b", [])[1].usage == Usage(prompt_tokens=5, completion_tokens=1, cached_prompt_tokens=None)
     assert client.complete("c", [])[1].usage == Usage()
 
 
 # -- retries -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("style", STYLES)
 def test_429_then_success_retries_once(scripted_llm: ScriptedLLM, style: str):
     scripted_llm.push(Reply(status=429, message="slow down"), "ok")
     seen: list[tuple[int, str]] = []
-    text, call = make(scripted_llm, style, on_retry=lambda n, r: seen.append((n, r))).complete(
-        "p", [])
+    text, call = make(scripted_llm, style, on_retry=lambda n, r: seen.append((n, r))).complete("p", [])
     assert text == "ok"
     assert call.attempts == 2 and call.error is None
     assert len(scripted_llm.requests) == 2
@@ -174,7 +127,9 @@ def test_retry_after_is_honoured(scripted_llm: ScriptedLLM):
 def test_retry_after_is_bounded(scripted_llm: ScriptedLLM):
     scripted_llm.push(Reply(status=503, retry_after=3600), "ok")
     got = {}
-    caller = threading.Thread(target=lambda: got.update(out=make(scripted_llm, retry_after_max_s=0.2).complete("p", [])))
+    caller = threading.Thread(
+        target=lambda: got.update(out=make(scripted_llm, retry_after_max_s=0.2).complete("p", []))
+    )
     caller.start()
     caller.join(120)  # a deadline, not a measurement: uncapped, the call would wait an hour
     assert not caller.is_alive()
@@ -184,13 +139,29 @@ def test_retry_after_is_bounded(scripted_llm: ScriptedLLM):
     assert 0.18 <= second.received_at - first.received_at
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("soon", None), ("nan", None), ("NaN", None), ("-5", None), ("-inf", None), ("", None), ("1e", None),
-    ("inf", 60.0), ("1e308", 60.0), ("99999999999999999999", 60.0), ("2.5", 2.5), ("0", 0.0),
-    ("Wed, 21 Oct 2015 07:28:00 GMT", None),  # a date already past: our own backoff
-    ("Thu, 26 Nov 2026 12:00:30 GMT", 30.0), ("Thu, 26 Nov 2026 12:00:30", 30.0),  # a date without a zone is UTC
-    ("Thu, 26 Nov 9999 12:00:30 GMT", 60.0), ("Mon, 99 Foo 2026 99:99:99 GMT", None), ("\udcff", None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("soon", None),
+        ("nan", None),
+        ("NaN", None),
+        ("-5", None),
+        ("-inf", None),
+        ("", None),
+        ("1e", None),
+        ("inf", 60.0),
+        ("1e308", 60.0),
+        ("99999999999999999999", 60.0),
+        ("2.5", 2.5),
+        ("0", 0.0),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None),  # a date already past: our own backoff
+        ("Thu, 26 Nov 2026 12:00:30 GMT", 30.0),
+        ("Thu, 26 Nov 2026 12:00:30", 30.0),  # a date without a zone is UTC
+        ("Thu, 26 Nov 9999 12:00:30 GMT", 60.0),
+        ("Mon, 99 Foo 2026 99:99:99 GMT", None),
+        ("\udcff", None),
+    ],
+)
 def test_any_retry_after_value_gives_a_bounded_sane_wait(value: str, expected):
     """Issue 26 item 12: `soon` raised out of the client (a traceback, the call unrecorded) and
     `nan` turned off the backoff; every value is now a wait in [0, 60] s, or None (backoff)."""
@@ -209,7 +180,9 @@ def test_retry_after_ms_is_read_the_same_way(ms: str, expected):
 def test_a_429_with_any_retry_after_is_retried_and_recorded(scripted_llm: ScriptedLLM, value: str):
     scripted_llm.push(Reply(status=429, retry_after=value, message="slow down"), "ok")
     got = {}
-    caller = threading.Thread(target=lambda: got.update(out=make(scripted_llm, retry_after_max_s=0.2).complete("p", [])))
+    caller = threading.Thread(
+        target=lambda: got.update(out=make(scripted_llm, retry_after_max_s=0.2).complete("p", []))
+    )
     caller.start()
     caller.join(60)  # a deadline, not a measurement
     assert not caller.is_alive() and "out" in got  # no traceback, no endless wait
@@ -274,13 +247,18 @@ def test_unreachable_server_is_retried_then_fails():
 
 # -- malformed and empty -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("style", STYLES)
-@pytest.mark.parametrize("garbage", [
-    Reply(body="<html>upstream proxy error</html>", content_type="text/html"),
-    Reply(body="{not json at all"),
-    Reply(json={"id": "x", "object": "text_completion", "created": 0, "model": "m"}),
-    Reply(json={"id": "x", "object": "x", "created": 0, "model": "m", "choices": []}),
-], ids=["html", "bad-json", "no-choices", "empty-choices"])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        Reply(body="<html>upstream proxy error</html>", content_type="text/html"),
+        Reply(body="{not json at all"),
+        Reply(json={"id": "x", "object": "text_completion", "created": 0, "model": "m"}),
+        Reply(json={"id": "x", "object": "x", "created": 0, "model": "m", "choices": []}),
+    ],
+    ids=["html", "bad-json", "no-choices", "empty-choices"],
+)
 def test_garbage_response_is_a_clear_error(scripted_llm: ScriptedLLM, style: str, garbage):
     scripted_llm.push(garbage, garbage, "never reached")
     with pytest.raises(ModelError) as info:
@@ -305,7 +283,7 @@ def test_empty_completion_is_a_failed_call_retried_once(scripted_llm: ScriptedLL
 
 @pytest.mark.parametrize("style", STYLES)
 def test_unicode_round_trips(scripted_llm: ScriptedLLM, style: str):
-    prompt = "Claim: Café Zürich — 東京 🚀 \"quoted\" \\ back\nThought 1:"
+    prompt = 'Claim: Café Zürich — 東京 🚀 "quoted" \\ back\nThought 1:'
     reply = " Ünïcödé → 北京 🐍\nObservation 1: x"
     scripted_llm.push(reply)
     text, call = make(scripted_llm, style).complete(prompt, ["\nObservation 1:"])
@@ -316,11 +294,13 @@ def test_unicode_round_trips(scripted_llm: ScriptedLLM, style: str):
 
 # -- the key never leaks -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("style", STYLES)
 def test_api_key_is_sent_but_never_recorded(scripted_llm: ScriptedLLM, style: str):
     echo = f"Incorrect API key provided: {KEY}"
-    scripted_llm.push(Reply(status=500, message=echo), "fine",
-                      Reply(status=500, message=echo), Reply(status=500, message=echo))
+    scripted_llm.push(
+        Reply(status=500, message=echo), "fine", Reply(status=500, message=echo), Reply(status=500, message=echo)
+    )
     reasons: list[str] = []
     client = make(scripted_llm, style, max_retries=1, on_retry=lambda n, r: reasons.append(r))
     text, ok_call = client.complete("p", [])
@@ -330,14 +310,18 @@ def test_api_key_is_sent_but_never_recorded(scripted_llm: ScriptedLLM, style: st
     assert text == "fine"
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in scripted_llm.requests)
     assert "Incorrect API key provided: ***" in info.value.call.error
-    for blob in [ok_call.model_dump_json(), info.value.call.model_dump_json(),
-                 str(info.value), repr(info.value), *reasons]:
+    for blob in [
+        ok_call.model_dump_json(),
+        info.value.call.model_dump_json(),
+        str(info.value),
+        repr(info.value),
+        *reasons,
+    ]:
         assert KEY not in blob
     assert len(reasons) == 2
 
 
-def test_key_and_endpoint_from_environment(scripted_llm: ScriptedLLM,
-                                           monkeypatch: pytest.MonkeyPatch):
+def test_key_and_endpoint_from_environment(scripted_llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("OPENAI_BASE_URL", scripted_llm.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "env-key-123")
     scripted_llm.push("from env")
@@ -366,10 +350,12 @@ def test_model_available(monkeypatch: pytest.MonkeyPatch):
 
 # -- response cache ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("style", STYLES)
 def test_cache_hit_makes_no_request(scripted_llm: ScriptedLLM, style: str):
-    scripted_llm.push(Reply(text="once", prompt_tokens=10, completion_tokens=1, cached_tokens=3),
-                      "second prompt", "different stop")
+    scripted_llm.push(
+        Reply(text="once", prompt_tokens=10, completion_tokens=1, cached_tokens=3), "second prompt", "different stop"
+    )
     cache = DictCache()
     client = make(scripted_llm, style, cache=cache)
     t1, c1 = client.complete("same", ["\n"])
@@ -419,77 +405,3 @@ def test_failures_are_not_cached(scripted_llm: ScriptedLLM):
         client.complete("p", [])
     assert cache.data == {}
     assert client.complete("p", [])[0] == "ok" and len(scripted_llm.requests) == 2
-
-
-# -- the scripted server itself --------------------------------------------------------------
-
-def test_exhausted_script_is_a_clear_500(scripted_llm: ScriptedLLM):
-    raw = openai.OpenAI(base_url=scripted_llm.base_url, api_key="k", max_retries=0)
-    with pytest.raises(openai.InternalServerError, match="script exhausted"):
-        raw.completions.create(model="m", prompt="p")
-    scripted_llm.set_default("default reply")
-    assert raw.completions.create(model="m", prompt="p").choices[0].text == "default reply"
-    assert [m.id for m in raw.models.list()] == ["scripted-model"]
-
-
-def test_table_responder_plays_by_prompt_tail(scripted_llm: ScriptedLLM):
-    scripted_llm.set_responder(table_responder({
-        "Thought 1:": " search it\nAction 1: Search[X]\nObservation 1: junk",
-        "Observation 1: X is Y.\nThought 2:": " done\nAction 2: Finish[Y]\n",
-    }))
-    client = make(scripted_llm)
-    stop = ["\nObservation 1:", "\nObservation 2:"]
-    assert client.complete("Q\nThought 1:", stop)[0] == " search it\nAction 1: Search[X]"
-    p2 = "Q\nThought 1: s\nAction 1: Search[X]\nObservation 1: X is Y.\nThought 2:"
-    assert client.complete(p2, stop)[0] == " done\nAction 2: Finish[Y]\n"
-    with pytest.raises(ModelError, match="no scripted reply"):
-        make(scripted_llm, max_retries=0).complete("unknown", [])
-
-
-def test_callable_in_queue_and_reset(scripted_llm: ScriptedLLM):
-    scripted_llm.push(lambda body: body["prompt"].upper())
-    assert make(scripted_llm).complete("shout", [])[0] == "SHOUT"
-    scripted_llm.push("left over")
-    scripted_llm.reset()
-    assert scripted_llm.pending == 0 and scripted_llm.requests == []
-    with pytest.raises(ValueError, match="unknown reply fields"):
-        scripted_llm.push({"txt": "typo"})
-
-
-def test_session_server_is_shared(scripted_llm_session: ScriptedLLM):
-    scripted_llm_session.reset()
-    scripted_llm_session.push({"text": "dict reply", "cached_tokens": 2})
-    text, call = make(scripted_llm_session).complete("p", [])
-    assert text == "dict reply" and call.usage.cached_prompt_tokens == 2
-
-
-def test_each_request_goes_to_its_own_endpoint_and_path(scripted_llm: ScriptedLLM,
-                                                         scripted_llm_session: ScriptedLLM):
-    """A request's URL is made once per client and path: clients of two endpoints in one
-    process, and one client whose config turns to chat, each send every request to their
-    own server and path."""
-    scripted_llm_session.reset()
-    for llm in (scripted_llm, scripted_llm_session):
-        llm.set_responder(lambda body: " ok")
-    a, b = make(scripted_llm), make(scripted_llm_session)
-    for _ in range(2):
-        a.complete("to a", [])
-        b.complete("to b", [])
-    a.config = a.config.model_copy(update={"api_style": "chat"})
-    a.complete("chat to a", [])
-    assert [(r.path, sent_text(r)) for r in scripted_llm.requests] == [
-        ("/v1/completions", "to a"), ("/v1/completions", "to a"),
-        ("/v1/chat/completions", f"chat to a\n\n{DEFAULT_CHAT_INSTRUCTION}")]
-    assert [(r.path, sent_text(r)) for r in scripted_llm_session.requests] == [("/v1/completions", "to b")] * 2
-
-
-def test_a_json_answer_is_read_whatever_its_content_type(scripted_llm: ScriptedLLM):
-    """The answer's JSON is read from its body (no `APIResponse` around it): a server that
-    labels it text/plain is still understood; a body that is not JSON is malformed."""
-    body = '{"id": "x", "object": "text_completion", "created": 0, "model": "m", "choices": [{"text": " ok", "index": 0}]}'
-    scripted_llm.push(Reply(body=body, content_type="text/plain"), Reply(body="<html>", content_type="application/json"))
-    client = make(scripted_llm, max_retries=0)
-    assert client.complete("p", [])[0] == " ok"
-    with pytest.raises(ModelError) as info:
-        client.complete("p", [])
-    assert "malformed response from the model server: body is not valid JSON" in info.value.call.error

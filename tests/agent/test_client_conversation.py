@@ -12,9 +12,21 @@ from agent.client import ModelClient, ModelError
 from tests.scripted_server import Reply, ScriptedLLM, check_conversation, tool_call
 from trajectory.records import AgentConfig, Usage
 
-TOOLS = [{"type": "function", "function": {"name": "search", "description": "d", "parameters": {
-    "type": "object", "properties": {"entity": {"type": "string"}}, "required": ["entity"],
-    "additionalProperties": False}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "d",
+            "parameters": {
+                "type": "object",
+                "properties": {"entity": {"type": "string"}},
+                "required": ["entity"],
+                "additionalProperties": False,
+            },
+        },
+    }
+]
 MSGS = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "Question: Who?"}]
 
 
@@ -52,16 +64,26 @@ def client(llm: ScriptedLLM, style: str, *, stream: bool, cache: DictCache | Non
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_tools_request_carries_tools_one_call_per_step_and_the_answer_is_assembled(scripted_llm, stream):
-    scripted_llm.push(Reply(text="I search Rell.", reasoning="The question names Rell.",
-                            tool_calls=[tool_call("search", {"entity": "Rell"}, id="call_abc")]))
+    scripted_llm.push(
+        Reply(
+            text="I search Rell.",
+            reasoning="The question names Rell.",
+            tool_calls=[tool_call("search", {"entity": "Rell"}, id="call_abc")],
+        )
+    )
     msg, call = client(scripted_llm, "tools", stream=stream).converse(MSGS, TOOLS)
     body = scripted_llm.last_request.body
     assert body["messages"] == MSGS and body["tools"] == TOOLS
     assert body["parallel_tool_calls"] is False and body["tool_choice"] == "auto"
     assert "stop" not in body and bool(body.get("stream")) is stream
-    assert msg == {"role": "assistant", "content": "I search Rell.", "reasoning_content": "The question names Rell.",
-                   "tool_calls": [{"id": "call_abc", "type": "function",
-                                   "function": {"name": "search", "arguments": '{"entity": "Rell"}'}}]}
+    assert msg == {
+        "role": "assistant",
+        "content": "I search Rell.",
+        "reasoning_content": "The question names Rell.",
+        "tool_calls": [
+            {"id": "call_abc", "type": "function", "function": {"name": "search", "arguments": '{"entity": "Rell"}'}}
+        ],
+    }
     assert json.loads(call.completion) == msg and call.api_style == "tools"
 
 
@@ -75,8 +97,9 @@ def test_messages_style_sends_the_conversation_without_tools_and_gets_plain_text
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_two_calls_and_malformed_arguments_come_back_as_sent(scripted_llm, stream):
-    scripted_llm.push(Reply(tool_calls=[tool_call("search", {"entity": "A"}, id="c1"),
-                                        tool_call("lookup", '{"keyword": ', id="c2")]))
+    scripted_llm.push(
+        Reply(tool_calls=[tool_call("search", {"entity": "A"}, id="c1"), tool_call("lookup", '{"keyword": ', id="c2")])
+    )
     msg, _ = client(scripted_llm, "tools", stream=stream).converse(MSGS, TOOLS)
     assert msg["content"] is None
     assert [c["function"]["arguments"] for c in msg["tool_calls"]] == ['{"entity": "A"}', '{"keyword": ']
@@ -90,32 +113,40 @@ def test_an_empty_message_is_malformed_and_retried(scripted_llm):
 
 
 def test_the_server_refuses_a_tool_result_naming_another_call(scripted_llm):
-    bad = MSGS + [{"role": "assistant", "content": None, "tool_calls": [tool_call("search", {"entity": "A"}, id="c1")]},
-                  {"role": "tool", "tool_call_id": "c9", "content": "obs"}]
+    bad = MSGS + [
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("search", {"entity": "A"}, id="c1")]},
+        {"role": "tool", "tool_call_id": "c9", "content": "obs"},
+    ]
     with pytest.raises(ModelError, match="tool_call_id 'c9' does not match"):
         client(scripted_llm, "tools", stream=False).converse(bad, TOOLS)
 
 
 def test_conversation_rules():
     call = tool_call("search", {"entity": "A"}, id="c1")
-    ok = MSGS + [{"role": "assistant", "content": None, "tool_calls": [call]},
-                 {"role": "tool", "tool_call_id": "c1", "content": "o"}]
+    ok = MSGS + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "o"},
+    ]
     assert check_conversation({"messages": ok, "tools": TOOLS, "parallel_tool_calls": False}) is None
     assert "parallel_tool_calls" in check_conversation({"messages": ok, "tools": TOOLS})
     assert "without tools" in check_conversation({"messages": ok})
     assert "before the tool results" in check_conversation(
-        {"messages": ok[:-1] + [{"role": "user", "content": "x"}], "tools": TOOLS, "parallel_tool_calls": False})
+        {"messages": ok[:-1] + [{"role": "user", "content": "x"}], "tools": TOOLS, "parallel_tool_calls": False}
+    )
     unknown = [dict(ok[2], tool_calls=[tool_call("jump", {}, id="c1")])]
     assert "not among the tools" in check_conversation(
-        {"messages": MSGS + unknown, "tools": TOOLS, "parallel_tool_calls": False})
+        {"messages": MSGS + unknown, "tools": TOOLS, "parallel_tool_calls": False}
+    )
     assert "expects `tools`" in check_conversation({"messages": MSGS}, require_tools=True)
 
 
 def test_the_cache_keys_on_the_exact_request_messages_and_tools(scripted_llm):
     cache = DictCache()
     c = client(scripted_llm, "tools", stream=False, cache=cache)
-    scripted_llm.push(Reply(tool_calls=[tool_call("search", {"entity": "A"}, id="c1")]),
-                      Reply(tool_calls=[tool_call("search", {"entity": "B"}, id="c2")]))
+    scripted_llm.push(
+        Reply(tool_calls=[tool_call("search", {"entity": "A"}, id="c1")]),
+        Reply(tool_calls=[tool_call("search", {"entity": "B"}, id="c2")]),
+    )
     first, call1 = c.converse(MSGS, TOOLS)
     again, call2 = c.converse(MSGS, TOOLS)
     assert again == first and call2.cached and len(scripted_llm.completion_requests) == 1
@@ -130,17 +161,28 @@ def test_converse_is_only_for_the_conversation_styles(scripted_llm):
 
 
 def _chat_json(message: dict) -> dict:
-    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+    }
 
 
 def test_reasoning_named_reasoning_is_read_and_a_message_the_sdk_cannot_read_is_malformed(scripted_llm):
     scripted_llm.push(Reply(json=_chat_json({"role": "assistant", "content": "hi", "reasoning": "vLLM's name"})))
     msg, _ = client(scripted_llm, "messages", stream=False).converse(MSGS)
     assert msg == {"role": "assistant", "content": "hi", "reasoning_content": "vLLM's name"}
-    bad = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
-                                                                   "function": {"name": "search", "arguments": 5}}]}
+    bad = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "search", "arguments": 5}}],
+    }
     scripted_llm.push(Reply(json=_chat_json(bad)), Reply(json=_chat_json(bad)))
     with pytest.raises(ModelError, match="malformed response"):
-        ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, api_style="tools", max_retries=1),
-                    backoff_base_s=0.001, stream=False).converse(MSGS, TOOLS)
+        ModelClient(
+            AgentConfig(model="m", base_url=scripted_llm.base_url, api_style="tools", max_retries=1),
+            backoff_base_s=0.001,
+            stream=False,
+        ).converse(MSGS, TOOLS)

@@ -40,7 +40,6 @@ def test_openai_is_imported_on_first_use_once_across_threads():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         env.pop(name, None)
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"before": [], "got": ["ok"] * 8, "module": True}

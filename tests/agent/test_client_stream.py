@@ -29,8 +29,9 @@ class DictCache:
 
 def _record(llm: ScriptedLLM, style: str, *, stream: bool | None = None, cache=None):
     llm.set_default(Reply(text=ANSWER, prompt_tokens=40, completion_tokens=12, cached_tokens=8))
-    client = ModelClient(AgentConfig(model="m", base_url=llm.base_url, api_style=style), api_key="sk-stream",
-                         stream=stream, cache=cache)
+    client = ModelClient(
+        AgentConfig(model="m", base_url=llm.base_url, api_style=style), api_key="sk-stream", stream=stream, cache=cache
+    )
     seen: list[str] = []
     text, call = client.complete("Task: find the key.\n", STOP, watch=CallWatch(threading.Event(), on_text=seen.append))
     return text, call, seen
@@ -40,8 +41,11 @@ def _record(llm: ScriptedLLM, style: str, *, stream: bool | None = None, cache=N
 def test_a_call_is_recorded_the_same_streamed_in_one_piece_or_with_no_stream(style):
     got = {}
     with ScriptedLLM() as llm:
-        for name, streams, stream in (("streamed", True, None), ("no-stream", True, False),
-                                      ("server does not stream", False, None)):
+        for name, streams, stream in (
+            ("streamed", True, None),
+            ("no-stream", True, False),
+            ("server does not stream", False, None),
+        ):
             llm.streams = streams
             text, call, seen = _record(llm, style, stream=stream, cache=DictCache())
             body = llm.last_request.body
@@ -85,8 +89,9 @@ def test_a_server_that_refuses_stream_options_streams_without_usage_as_now():
 def test_the_text_grows_on_the_watch_and_stop_closes_the_stream_at_once(scripted_llm, style):
     scripted_llm.push(Reply(text="Thought: first words then a very long wait", chunk_delay_s=30))
     seen: list[str] = []
-    t, watch, got = call_in_thread(AgentConfig(model="m", base_url=scripted_llm.base_url, api_style=style),
-                                   on_text=seen.append, api_key="sk-s")
+    t, watch, got = call_in_thread(
+        AgentConfig(model="m", base_url=scripted_llm.base_url, api_style=style), on_text=seen.append, api_key="sk-s"
+    )
     deadline = time.monotonic() + 20
     while not seen and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -102,7 +107,11 @@ def test_a_stream_that_stalls_past_the_timeout_is_retried_as_a_timeout(scripted_
     """Tokens stop coming for longer than --timeout: the attempt times out (retried), it is not
     a failure for good."""
     scripted_llm.push(Reply(text="Thought: a stalled stream", chunk_delay_s=5), Reply(text="Thought: fine"))
-    client = ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url, timeout_s=0.5, max_retries=1),
-                         api_key="sk-s", stream=True, backoff_base_s=0.001)
+    client = ModelClient(
+        AgentConfig(model="m", base_url=scripted_llm.base_url, timeout_s=0.5, max_retries=1),
+        api_key="sk-s",
+        stream=True,
+        backoff_base_s=0.001,
+    )
     text, call = client.complete("p", [])
     assert text == "Thought: fine" and call.attempts == 2

@@ -19,8 +19,13 @@ DEADLINE_S = 60.0  # a deadline, not a measurement: the old client read 3 GB, th
 
 def _client(llm: ScriptedLLM, stream: bool | None = None, **config) -> ModelClient:
     config.setdefault("max_retries", 3)
-    return ModelClient(AgentConfig(model="m", base_url=llm.base_url, **config), api_key="sk-test-wire",
-                       backoff_base_s=0.001, retry_after_max_s=0.2, stream=stream)
+    return ModelClient(
+        AgentConfig(model="m", base_url=llm.base_url, **config),
+        api_key="sk-test-wire",
+        backoff_base_s=0.001,
+        retry_after_max_s=0.2,
+        stream=stream,
+    )
 
 
 def _fails(fn) -> ModelError:
@@ -57,13 +62,18 @@ def test_a_body_past_the_bound_is_abandoned_with_one_line_and_not_retried(stream
 def test_a_redirect_off_the_origin_is_refused_and_nothing_goes_there(scripted_llm, status, stream):
     with ScriptedLLM(default=" the other server's answer") as other:
         scripted_llm.push(Reply(status=status, location=f"{other.base_url}/completions"), " never")
-        err = _fails(lambda: ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url), api_key="sk-x",
-                                         stream=stream).complete("p", []))
+        err = _fails(
+            lambda: ModelClient(
+                AgentConfig(model="m", base_url=scripted_llm.base_url), api_key="sk-x", stream=stream
+            ).complete("p", [])
+        )
         assert other.requests == []  # the prompt never left for the other origin
         there = other.base_url
     assert err.call.attempts == 1 and err.call.completion is None
-    assert err.call.error.startswith(f"the model server redirected (HTTP {status}) to {there}/completions, "
-                                     "off the configured endpoint's origin: refused"), err.call.error
+    assert err.call.error.startswith(
+        f"the model server redirected (HTTP {status}) to {there}/completions, "
+        "off the configured endpoint's origin: refused"
+    ), err.call.error
     assert len(scripted_llm.completion_requests) == 1
 
 
@@ -82,8 +92,21 @@ def test_every_retry_of_a_429_counts_against_max_retries_and_says_its_wait(scrip
 
 def test_a_timeout_past_the_bound_is_refused_before_anything_is_written(tmp_path, capsys):
     db = tmp_path / "runs.db"
-    code = main(["run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", "http://127.0.0.1:9/v1",
-                 "--timeout", "99999999999999999999", "--db", str(db)])
+    code = main(
+        [
+            "run",
+            "--env",
+            "alfworld",
+            "--task",
+            "toy/room-1",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--timeout",
+            "99999999999999999999",
+            "--db",
+            str(db),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "--timeout" in err and "at most 3600" in err, err
@@ -106,6 +129,7 @@ def test_a_proxy_from_the_environment_carries_the_requests_and_no_proxy_is_honou
         closed = s.getsockname()[1]  # nothing listens there once we leave
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     with pytest.raises(ModelError) as info:  # not through the proxy (which would answer 500: script exhausted)
-        ModelClient(AgentConfig(model="m", base_url=f"http://127.0.0.1:{closed}/v1", max_retries=0),
-                    api_key="sk-p").complete("p", [])
+        ModelClient(
+            AgentConfig(model="m", base_url=f"http://127.0.0.1:{closed}/v1", max_retries=0), api_key="sk-p"
+        ).complete("p", [])
     assert info.value.call.error.startswith("cannot reach the model server")

@@ -57,7 +57,9 @@ def test_allowed_and_confirmed_endpoints_get_the_launch_key(servers, monkeypatch
     _call(typed.base_url)
     assert _auth(typed) == f"Bearer {KEY}"
     confirmed: list[str] = []
-    monkeypatch.setattr(client, "ENDPOINT_KEYS", EndpointKeys(KEY, "http://127.0.0.1:1/v1", confirmed=lambda: confirmed))
+    monkeypatch.setattr(
+        client, "ENDPOINT_KEYS", EndpointKeys(KEY, "http://127.0.0.1:1/v1", confirmed=lambda: confirmed)
+    )
     _call(own.base_url)
     assert KEY not in _auth(own)
     confirmed.append(own.base_url)
@@ -89,8 +91,19 @@ def test_react_editor_app_passes_allowed_endpoints(monkeypatch, tmp_path, capsys
     monkeypatch.setattr(launch, "serve", lambda argv, env: started.append(env) or 0)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert main(["app", "--no-browser", "--allow-endpoint", "http://gpu-box:8000/v1", "--base-url",
-                 "http://127.0.0.1:8000/v1"]) == 0
+    assert (
+        main(
+            [
+                "app",
+                "--no-browser",
+                "--allow-endpoint",
+                "http://gpu-box:8000/v1",
+                "--base-url",
+                "http://127.0.0.1:8000/v1",
+            ]
+        )
+        == 0
+    )
     assert started[0]["REACT_EDITOR_ALLOWED_ENDPOINTS"] == "http://gpu-box:8000/v1"
     assert started[0]["OPENAI_BASE_URL"] == "http://127.0.0.1:8000/v1"
     capsys.readouterr()

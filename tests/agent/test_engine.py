@@ -23,7 +23,12 @@ def notebook_alfworld(completions: list[str], d: dict, v: str, ob: str) -> list[
     """alfworld.ipynb's `alfworld_run`, verbatim in its logic; returns the prompts it sends."""
     env = ToyRoom()
     env.reset(ROOM_TASK)
-    prompt = "Interact with a household to solve a task. Here are two examples.\n" + d[f"react_{v}_1"] + d[f"react_{v}_0"] + "\nHere is the task.\n"
+    prompt = (
+        "Interact with a household to solve a task. Here are two examples.\n"
+        + d[f"react_{v}_1"]
+        + d[f"react_{v}_0"]
+        + "\nHere is the task.\n"
+    )
     init_prompt = prompt + ob + "\n>"
     prompt = ""
     sent = []
@@ -49,7 +54,10 @@ def test_alfworld_run_sends_the_notebook_prompts_and_wins(toy):
     assert sent == notebook_alfworld(ROOM_SCRIPT, ROOM_EXEMPLARS, "put", ROOM_TASK.text)
     assert all(r.body["stop"] == ["\n"] for r in toy.llm.completion_requests)
     steps = toy.store.versions.steps(v.id)
-    assert steps[0].thought == "To solve the task, I need to find a mug, then put it in table 1." and steps[0].action is None
+    assert (
+        steps[0].thought == "To solve the task, I need to find a mug, then put it in table 1."
+        and steps[0].action is None
+    )
     assert steps[0].observation == "OK."
     assert [s.action for s in steps[1:]] == [c.strip() for c in ROOM_SCRIPT[1:]]
     calls = toy.store.calls.read(steps[1].call_ids)
@@ -109,8 +117,16 @@ def test_wiki_act_style_cues_action(toy):
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm, style="act"))
     toy.engine.run(v.id)
     reqs = toy.llm.completion_requests
-    assert reqs[0].body["prompt"] == HOTPOT_INSTRUCTION + WIKI_EXEMPLARS["webact_simple6"] + WIKI_TASK.text + "\nAction 1:"
-    assert reqs[1].body["prompt"].endswith("Observation 1: Velmora is a province. Its capital is Marrowgate. Velmora was founded in 1712.\nAction 2:")
+    assert (
+        reqs[0].body["prompt"] == HOTPOT_INSTRUCTION + WIKI_EXEMPLARS["webact_simple6"] + WIKI_TASK.text + "\nAction 1:"
+    )
+    assert (
+        reqs[1]
+        .body["prompt"]
+        .endswith(
+            "Observation 1: Velmora is a province. Its capital is Marrowgate. Velmora was founded in 1712.\nAction 2:"
+        )
+    )
     assert [s.thought for s in toy.store.versions.steps(v.id)] == [None, None]
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from trajectory.records import AgentConfig
 from tests.mediawiki_server import SAMPLE_ARTICLES, MediaWikiServer
+from trajectory.records import AgentConfig
 
 
 @pytest.fixture
@@ -30,9 +30,11 @@ def cfg(llm, **kw):
 
 def test_engine_run_resume_without_refetch(setup):
     engine, store, wiki, llm, task = setup
-    llm.push(" I search it.\nAction 1: Search[Colorado orogeny]",
-             " Look up.\nAction 2: Lookup[eastern sector]",
-             " Again.\nAction 3: Lookup[eastern sector]")
+    llm.push(
+        " I search it.\nAction 1: Search[Colorado orogeny]",
+        " Look up.\nAction 2: Lookup[eastern sector]",
+        " Again.\nAction 3: Lookup[eastern sector]",
+    )
     ep, v = engine.start_episode(task, cfg(llm), {"wiki": "live", "wiki_url": wiki.api_url})
     engine.run(v.id, max_steps=2)
     steps = engine.steps(store.versions.get(v.id))
@@ -58,10 +60,10 @@ def test_step_limit_scores_empty_finish(setup):
 
 def test_each_wikipedia_task_family_gets_its_own_builtin_exemplars(tmp_path):
     from agent.engine import Engine
-    from trajectory.formats import FEVER_HEADER, HOTPOTQA_INSTRUCTION
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.formats import FEVER_HEADER, HOTPOTQA_INSTRUCTION
+    from trajectory.records import AgentConfig
 
     engine = Engine(Store(tmp_path / "p.db"))
     for kind in ("hotpotqa", "fever"):

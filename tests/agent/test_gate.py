@@ -23,8 +23,12 @@ from agent.gate import email_allowed, host_allowed
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
-WS = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
-      "Sec-WebSocket-Version": "13"}
+WS = {
+    "Upgrade": "websocket",
+    "Connection": "Upgrade",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version": "13",
+}
 REBIND = "rebind.attacker.example"
 
 
@@ -54,9 +58,16 @@ def launched(tmp_path):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(tmp_path / "g.db")}
         env.pop("REACT_EDITOR_TOKEN", None)
         log = open(tmp_path / f"{port}.log", "wb")
-        procs.append(subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--port", str(port),
-                                       "--no-browser", *flags], cwd=tmp_path, env=env, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "react_editor", "app", "--port", str(port), "--no-browser", *flags],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
@@ -79,8 +90,13 @@ def test_a_rebinding_host_gets_nothing_and_the_page_needs_the_token(launched):
     token = url.split("?token=")[1]
     assert url == f"http://127.0.0.1:{port}/?token={token}"
     for host in (f"{REBIND}:{port}", REBIND, f"127.0.0.1.{REBIND}:{port}", f"localhost:{port}@{REBIND}"):
-        for path, headers in (("/", {}), (f"/?token={token}", {}), ("/_stcore/health", {}),
-                              ("/_stcore/stream", WS), ("/_stcore/stream", {**WS, "Cookie": f"react_editor_token_{port}={token}"})):
+        for path, headers in (
+            ("/", {}),
+            (f"/?token={token}", {}),
+            ("/_stcore/health", {}),
+            ("/_stcore/stream", WS),
+            ("/_stcore/stream", {**WS, "Cookie": f"react_editor_token_{port}={token}"}),
+        ):
             assert _get(port, path, host, headers)[0] == 403, (host, path)
     ok = f"127.0.0.1:{port}"
     assert _get(port, "/_stcore/health", ok)[:3:2] == (200, b"ok")
@@ -95,10 +111,16 @@ def test_a_rebinding_host_gets_nothing_and_the_page_needs_the_token(launched):
     assert _get(port, "/_stcore/stream", ok, {**WS, **jar, "Origin": f"http://{REBIND}:{port}"})[0] == 403
     # issue 39 item 16: /healthz is Streamlit's index page, not a health check: it needs the token
     status, _, body = _get(port, "/healthz", ok)
-    assert (status, body) == (403, b"Forbidden: open the address `react-editor app` printed: it carries the access token\n")
+    assert (status, body) == (
+        403,
+        b"Forbidden: open the address `react-editor app` printed: it carries the access token\n",
+    )
     # a malformed cookie of another app's on 127.0.0.1 (or a second one of our name) does not lock the user out
-    for cookie in (f'a="; react_editor_token_{port}={token}', f'react_editor_token_{port}={token}; a="',
-                   f"react_editor_token_{port}=planted; react_editor_token_{port}={token}"):
+    for cookie in (
+        f'a="; react_editor_token_{port}={token}',
+        f'react_editor_token_{port}={token}; a="',
+        f"react_editor_token_{port}=planted; react_editor_token_{port}={token}",
+    ):
         assert _get(port, "/", ok, {"Cookie": cookie})[0] == 200, cookie
         assert _get(port, "/_stcore/stream", ok, {**WS, "Cookie": cookie})[0] == 101, cookie
     assert _get(port, "/", ok, {"Cookie": f'a="; react_editor_token_{port}=wrong'})[0] == 403
@@ -117,23 +139,45 @@ def test_no_token_on_loopback_still_checks_the_host(launched):
     assert _get(port, "/_stcore/stream", f"127.0.0.1:{port}", {**WS, "Origin": f"http://127.0.0.1:{port}"})[0] == 101
 
 
-@pytest.mark.parametrize("host,address,ok", [
-    ("127.0.0.1:8501", "127.0.0.1", True), ("localhost:8501", "127.0.0.1", True), ("[::1]:8501", "127.0.0.1", True),
-    ("127.5.6.7", "127.0.0.1", True), ("LOCALHOST.", "127.0.0.1", True),
-    ("rebind.attacker.example:8501", "127.0.0.1", False), ("127.0.0.1.nip.io", "127.0.0.1", False),
-    ("", "127.0.0.1", False), ("127.0.0.1:x", "127.0.0.1", False), ("[::1", "127.0.0.1", False),
-    ("10.0.0.5:8501", "127.0.0.1", False), ("10.0.0.5:8501", "10.0.0.5", True), ("gpu-box:8501", "gpu-box", True),
-    ("10.0.0.5:8501", "0.0.0.0", True), ("rebind.attacker.example", "0.0.0.0", False),
-])
+@pytest.mark.parametrize(
+    "host,address,ok",
+    [
+        ("127.0.0.1:8501", "127.0.0.1", True),
+        ("localhost:8501", "127.0.0.1", True),
+        ("[::1]:8501", "127.0.0.1", True),
+        ("127.5.6.7", "127.0.0.1", True),
+        ("LOCALHOST.", "127.0.0.1", True),
+        ("rebind.attacker.example:8501", "127.0.0.1", False),
+        ("127.0.0.1.nip.io", "127.0.0.1", False),
+        ("", "127.0.0.1", False),
+        ("127.0.0.1:x", "127.0.0.1", False),
+        ("[::1", "127.0.0.1", False),
+        ("10.0.0.5:8501", "127.0.0.1", False),
+        ("10.0.0.5:8501", "10.0.0.5", True),
+        ("gpu-box:8501", "gpu-box", True),
+        ("10.0.0.5:8501", "0.0.0.0", True),
+        ("rebind.attacker.example", "0.0.0.0", False),
+    ],
+)
 def test_host_names_a_request_may_carry(host, address, ok):
     assert host_allowed(host, address) is ok
 
 
-@pytest.mark.parametrize("email,verified,ok", [
-    ("ann@lab.example", True, True), ("ANN@Lab.Example", None, True), ("bob@corp.example", True, True),
-    ("eve@gmail.com", True, False), ("ann@lab.example", False, False), ("ann@lab.example", "false", False),
-    ("lab.example", True, False), ("@corp.example", True, False), ("x@sub.corp.example", True, False), (None, True, False),
-])
+@pytest.mark.parametrize(
+    "email,verified,ok",
+    [
+        ("ann@lab.example", True, True),
+        ("ANN@Lab.Example", None, True),
+        ("bob@corp.example", True, True),
+        ("eve@gmail.com", True, False),
+        ("ann@lab.example", False, False),
+        ("ann@lab.example", "false", False),
+        ("lab.example", True, False),
+        ("@corp.example", True, False),
+        ("x@sub.corp.example", True, False),
+        (None, True, False),
+    ],
+)
 def test_the_allow_list(email, verified, ok):
     assert email_allowed(email, {"ann@lab.example"}, {"corp.example"}, verified) is ok
 
@@ -152,7 +196,9 @@ def test_react_editor_app_refuses_oidc_without_an_allow_list(monkeypatch, tmp_pa
     assert main(["app", "--no-browser"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "allowed_emails" in err and started == []
-    secrets.write_text('[auth]\nredirect_uri = "http://h/oauth2callback"\n[access]\nallowed_domains = ["lab.example"]\n')
+    secrets.write_text(
+        '[auth]\nredirect_uri = "http://h/oauth2callback"\n[access]\nallowed_domains = ["lab.example"]\n'
+    )
     assert main(["app", "--no-browser"]) == 0 and started
 
 
@@ -170,8 +216,13 @@ def _titles(at) -> list[str]:
 
 
 def test_oidc_lets_in_only_the_allow_list(app_test, tmp_path):
-    auth = {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "x" * 32,
-            "client_id": "id", "client_secret": "secret", "server_metadata_url": "http://127.0.0.1:1/.well-known"}
+    auth = {
+        "redirect_uri": "http://127.0.0.1:8501/oauth2callback",
+        "cookie_secret": "x" * 32,
+        "client_id": "id",
+        "client_secret": "secret",
+        "server_metadata_url": "http://127.0.0.1:1/.well-known",
+    }
     at = app_test()
     at.secrets = {"auth": auth}
     at.user = {"is_logged_in": True, "email": "eve@gmail.com", "email_verified": True}
@@ -199,8 +250,8 @@ def test_the_token_in_the_url_opens_the_page(app_test, monkeypatch):
 
 def test_one_loopback_check_and_one_token_name():
     """Issue 26 item 20: the launcher, the server gate and the page gate share one helper."""
-    from app_pages import access
     from agent import gate
+    from app_pages import access
     from react_editor import launch
 
     assert access.is_loopback is launch.is_loopback is gate.is_loopback
@@ -223,22 +274,33 @@ def _through_gate(path: str, headers: dict[str, str], token: str = "T0K") -> int
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "path": path, "query_string": b"", "server": ("127.0.0.1", 8501),
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    scope = {
+        "type": "http",
+        "path": path,
+        "query_string": b"",
+        "server": ("127.0.0.1", 8501),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
     asyncio.run(Gate(app, address="127.0.0.1", token=token)(scope, None, send))
     return sent[0]["status"]
 
 
-@pytest.mark.parametrize("cookie, ok", [
-    ("react_editor_token_8501=T0K", True),
-    ('a="; react_editor_token_8501=T0K', True),  # before: the malformed pair made the whole header unreadable
-    ('react_editor_token_8501=T0K; a="', True),
-    ("react_editor_token_8501=planted; react_editor_token_8501=T0K", True),  # a pair another app set: both tried
-    ('react_editor_token_8501="T0K"', True),
-    ("x=1;react_editor_token_8501=T0K;y", True),
-    ('a="; react_editor_token_8501=T0KX', False), ("react_editor_token_8502=T0K", False),
-    ("xreact_editor_token_8501=T0K", False), ("react_editor_token_8501", False), ("", False),
-])
+@pytest.mark.parametrize(
+    "cookie, ok",
+    [
+        ("react_editor_token_8501=T0K", True),
+        ('a="; react_editor_token_8501=T0K', True),  # before: the malformed pair made the whole header unreadable
+        ('react_editor_token_8501=T0K; a="', True),
+        ("react_editor_token_8501=planted; react_editor_token_8501=T0K", True),  # a pair another app set: both tried
+        ('react_editor_token_8501="T0K"', True),
+        ("x=1;react_editor_token_8501=T0K;y", True),
+        ('a="; react_editor_token_8501=T0KX', False),
+        ("react_editor_token_8502=T0K", False),
+        ("xreact_editor_token_8501=T0K", False),
+        ("react_editor_token_8501", False),
+        ("", False),
+    ],
+)
 def test_the_token_cookie_is_read_on_its_own(cookie, ok):
     """Issue 39 item 16: any other app on 127.0.0.1 can set a malformed cookie; it must not
     hide the token's own pair."""

@@ -9,8 +9,8 @@ from contextlib import closing
 
 import pytest
 
-from react_editor.main import main
 import sessions.store
+from react_editor.main import main
 from sessions.store import Store
 
 
@@ -23,8 +23,25 @@ def _cli(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("temperature", ["0", "0.7"])
 def test_no_cache_still_uses_the_kept_answer(toy, capsys, monkeypatch, temperature):
     db = str(toy.db)
-    assert _cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
-                "--temperature", temperature, "--no-cache", "--human", "--db", db)[0] == 0
+    assert (
+        _cli(
+            capsys,
+            "run",
+            "--env",
+            "alfworld",
+            "--task",
+            "toy/room-1",
+            "--base-url",
+            toy.llm.base_url,
+            "--temperature",
+            temperature,
+            "--no-cache",
+            "--human",
+            "--db",
+            db,
+        )[0]
+        == 0
+    )
     toy.llm.push(" go to cabinet 1")
     monkeypatch.setattr(sessions.store, "LOCK_TIMEOUT_S", 0.2)
     other = sqlite3.connect(db, isolation_level=None)

@@ -15,8 +15,11 @@ from sessions.store import Store
 from tests.experiment_agents import wiki_agent
 
 ROOT = Path(__file__).resolve().parents[2]
-HOTPOT = [json.loads(line) for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
-          if line.strip()]
+HOTPOT = [
+    json.loads(line)
+    for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
+    if line.strip()
+]
 
 
 def cli(capsys, *argv):
@@ -30,8 +33,24 @@ def _base_and_set(tmp_path, capsys, llm):
     """Experiment A over 4 tasks, and set `fixed` holding A's episode of the first task."""
     monkey_db = tmp_path / "x.db"
     llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:1]}))
-    code, a, err = cli(capsys, "experiment", "run", "--env", "hotpotqa", "--limit", "4", "--name", "A", "--model", "m",
-                       "--base-url", llm.base_url, "--db", monkey_db, "--json")
+    code, a, err = cli(
+        capsys,
+        "experiment",
+        "run",
+        "--env",
+        "hotpotqa",
+        "--limit",
+        "4",
+        "--name",
+        "A",
+        "--model",
+        "m",
+        "--base-url",
+        llm.base_url,
+        "--db",
+        monkey_db,
+        "--json",
+    )
     assert code in (0, 1), err
     with closing(Store(monkey_db)) as store:
         first = experiments.items(store, a["experiment"])[0]
@@ -45,14 +64,34 @@ def test_run_warns_records_and_compare_leaves_leaked_tasks_out(tmp_path, capsys,
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
     db, a = _base_and_set(tmp_path, capsys, scripted_llm)
     scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:4]}))
-    code, b, err = cli(capsys, "experiment", "run", "--env", "hotpotqa", "--limit", "4", "--name", "B", "--model", "m",
-                       "--base-url", scripted_llm.base_url, "--exemplars", "fixed", "--db", db, "--json")
+    code, b, err = cli(
+        capsys,
+        "experiment",
+        "run",
+        "--env",
+        "hotpotqa",
+        "--limit",
+        "4",
+        "--name",
+        "B",
+        "--model",
+        "m",
+        "--base-url",
+        scripted_llm.base_url,
+        "--exemplars",
+        "fixed",
+        "--db",
+        db,
+        "--json",
+    )
     assert code == 0, err
     assert "warning" in err and HOTPOT[0]["id"] in err and HOTPOT[1]["id"] not in err.split("warning")[1].split("\n")[0]
     with closing(Store(db)) as store:
         assert experiments.get(store, b["experiment"]).params["leaked"] == [f"hotpotqa:{HOTPOT[0]['id']}"]
-        assert [t.id for t in leakage.leaked_tasks(store, "fixed", [it.task for it in experiments.items(store, a["experiment"])])] \
-            == [HOTPOT[0]["id"]]
+        assert [
+            t.id
+            for t in leakage.leaked_tasks(store, "fixed", [it.task for it in experiments.items(store, a["experiment"])])
+        ] == [HOTPOT[0]["id"]]
     code, c, _ = cli(capsys, "experiment", "compare", "A", "B", "--db", db, "--json")
     assert code == 0 and c["leaked"] == [HOTPOT[0]["id"]] and c["common"] == 3 and not c["leaked_included"]
     code, c, _ = cli(capsys, "experiment", "compare", "A", "B", "--db", db, "--json", "--include-leaked")
@@ -72,8 +111,9 @@ def test_compare_text_names_leaked_tasks(tmp_path, capsys, scripted_llm, monkeyp
 def test_rerun_leaving_out_leaked_tasks_runs_the_rest_and_names_its_source(tmp_path, capsys, scripted_llm, monkeypatch):
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
     db, a = _base_and_set(tmp_path, capsys, scripted_llm)
-    code, b, err = cli(capsys, "experiment", "rerun", "A", "--exemplars", "fixed", "--leave-out-leaked", "--db", db,
-                       "--json")
+    code, b, err = cli(
+        capsys, "experiment", "rerun", "A", "--exemplars", "fixed", "--leave-out-leaked", "--db", db, "--json"
+    )
     assert code == 0, err
     assert "left out" in err and b["episodes"] == 3
     with closing(Store(db)) as store:

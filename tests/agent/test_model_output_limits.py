@@ -9,8 +9,8 @@ import pytest
 
 from agent.engine import ModelCallFailed
 from tests.cli_helpers import cli
-from tests.scripted_server import Reply
 from tests.engine_scripts import cfg
+from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from trajectory.records import MAX_TEXT
 
@@ -18,8 +18,22 @@ from trajectory.records import MAX_TEXT
 def test_a_huge_completion_is_cut_recorded_and_reported(toy, capsys):
     db = str(toy.db)
     toy.llm.push(" go to " + "x" * 50_000)
-    code, out, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db,
-                         "--base-url", toy.llm.base_url, "--model", "m", "--max-steps", "1")
+    code, out, err = cli(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--db",
+        db,
+        "--base-url",
+        toy.llm.base_url,
+        "--model",
+        "m",
+        "--max-steps",
+        "1",
+    )
     assert "cut" in err and f"{MAX_TEXT:,}" in err, err
     (call,) = toy.store.calls.of_episode(1)
     assert len(call.completion) == MAX_TEXT and call.cut_from == 50_007
@@ -54,8 +68,25 @@ def test_an_empty_wiki_action_fallback_is_a_failed_call(toy):
 def test_a_hung_server_prints_each_retry_and_honours_timeout_and_max_retries(toy, capsys):
     db = str(toy.db)
     toy.llm.push(*[Reply(text=" look", delay_s=3) for _ in range(3)])
-    code, out, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--json",
-                         "--base-url", toy.llm.base_url, "--model", "m", "--timeout", "0.3", "--max-retries", "1")
+    code, out, err = cli(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--db",
+        db,
+        "--json",
+        "--base-url",
+        toy.llm.base_url,
+        "--model",
+        "m",
+        "--timeout",
+        "0.3",
+        "--max-retries",
+        "1",
+    )
     assert code == 1, err
     retries = [line for line in err.splitlines() if "retry" in line]
     assert len(retries) == 1 and "timed out after 0.3s" in retries[0], err

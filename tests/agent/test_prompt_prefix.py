@@ -46,7 +46,8 @@ def test_the_prefix_is_built_once_per_episode_and_revision(toy, monkeypatch):
     whole = tr.prompt(tr.exemplars(ROOM_EXEMPLARS, ROOM_TASK.type, "react"), ROOM_TASK.text, steps[:4])
     assert toy.llm.completion_requests[-1].prompt == whole
     assert toy.engine.prompts.prompt(v.id) == tr.prompt(
-        tr.exemplars(ROOM_EXEMPLARS, ROOM_TASK.type, "react"), ROOM_TASK.text, steps)
+        tr.exemplars(ROOM_EXEMPLARS, ROOM_TASK.type, "react"), ROOM_TASK.text, steps
+    )
 
     # the set changes: a version that pins its new revision gets the new exemplars
     exemplar_sets.remove(toy.store, "mine", key="react_put_1")

@@ -11,8 +11,20 @@ from pathlib import Path
 import openai
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTANCE = {"_client", "_custom_headers", "_custom_query", "_strict_response_validation", "_platform",
-            "_limits", "_transport", "_mounts", "_pool", "_network_backend", "_base_url", "_options"}
+INSTANCE = {
+    "_client",
+    "_custom_headers",
+    "_custom_query",
+    "_strict_response_validation",
+    "_platform",
+    "_limits",
+    "_transport",
+    "_mounts",
+    "_pool",
+    "_network_backend",
+    "_base_url",
+    "_options",
+}
 SKIP = {".git", "__pycache__", ".venv", "venv", "node_modules", "build"}
 
 

@@ -51,12 +51,29 @@ def test_bad_run_settings_are_one_line_errors_and_write_nothing(toy, capsys, fla
 
 def test_bad_settings_on_resume_change_nothing(toy, capsys):
     db = str(toy.db)
-    code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--human",
-                       "--base-url", toy.llm.base_url, "--model", "m")
+    code, _, err = cli(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--db",
+        db,
+        "--human",
+        "--base-url",
+        toy.llm.base_url,
+        "--model",
+        "m",
+    )
     assert code == 0, err
     before = toy.store.episodes.get(1).config
-    for flags in (["--max-steps", "0"], ["--temperature", "nan"], ["--exemplars", "nope"],
-                  ["--base-url", f"https://u:{SECRET}@example.org/v1"]):
+    for flags in (
+        ["--max-steps", "0"],
+        ["--temperature", "nan"],
+        ["--exemplars", "nope"],
+        ["--base-url", f"https://u:{SECRET}@example.org/v1"],
+    ):
         code, _, err = cli(capsys, "resume", "1", "--db", db, *flags)
         assert code == 2 and err.count("\n") == 1 and "error: " in err, err
     assert toy.store.episodes.get(1).config == before
@@ -73,8 +90,22 @@ def test_credentials_are_stripped_from_stored_configs():
 def test_imported_config_credentials_never_reach_db_or_export(toy, capsys, tmp_path):
     """A jsonl file whose agent config carries user:password@ in its base URL."""
     db = str(toy.db)
-    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--human",
-               "--base-url", toy.llm.base_url)[0] == 0
+    assert (
+        cli(
+            capsys,
+            "run",
+            "--env",
+            "alfworld",
+            "--task",
+            "toy/room-1",
+            "--db",
+            db,
+            "--human",
+            "--base-url",
+            toy.llm.base_url,
+        )[0]
+        == 0
+    )
     assert cli(capsys, "step", "1", "--action", "go to cabinet 1", "--db", db)[0] == 0
     exported = tmp_path / "a.jsonl"
     assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(exported), "--db", db)[0] == 0

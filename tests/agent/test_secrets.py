@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tests.scripted_server import ScriptedLLM
 from tests.cli_helpers import cli
 from tests.engine_scripts import ROOM_SCRIPT
+from tests.scripted_server import ScriptedLLM
 
 KEY = "sk-user-secret-key-1234"
 
@@ -27,8 +27,21 @@ def _exported_pointing_at(capsys, toy, tmp_path, target: str, call_url: str | No
     (and, with `call_url`, its call records) name `target`."""
     db = str(toy.db)
     toy.llm.push(*ROOM_SCRIPT[:2])
-    code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
-                       "--model", "m", "--human", "--db", db)
+    code, _, err = cli(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--base-url",
+        toy.llm.base_url,
+        "--model",
+        "m",
+        "--human",
+        "--db",
+        db,
+    )
     assert code == 0, err
     for _ in range(2):
         assert cli(capsys, "step", "1", "--db", db)[0] == 0
@@ -145,15 +158,33 @@ def test_credentials_anywhere_in_a_base_url_are_refused(toy, capsys, url):
 
 @pytest.mark.parametrize("url", CREDENTIAL_URLS[1:4])
 def test_credentials_in_a_mediawiki_url_are_refused(tmp_path, capsys, url):
-    code, out, err = cli(capsys, "run", "--env", "hotpotqa", "--question", "q?", "--wiki", "live", "--wiki-url", url,
-                         "--db", str(tmp_path / "w.db"), "--human")
+    code, out, err = cli(
+        capsys,
+        "run",
+        "--env",
+        "hotpotqa",
+        "--question",
+        "q?",
+        "--wiki",
+        "live",
+        "--wiki-url",
+        url,
+        "--db",
+        str(tmp_path / "w.db"),
+        "--human",
+    )
     assert code == 2 and err.count("\n") == 1 and "credentials" in err and "abcdef" not in err, err
 
 
 def test_imported_configs_and_call_records_lose_their_credentials(toy, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    path = _exported_pointing_at(capsys, toy, tmp_path, "http://127.0.0.1:9/v1?api_key=sk-leak1#frag-leak2",
-                                 call_url="http://bob:pw-leak3@127.0.0.1:9/v1?token=leak4&model=x")
+    path = _exported_pointing_at(
+        capsys,
+        toy,
+        tmp_path,
+        "http://127.0.0.1:9/v1?api_key=sk-leak1#frag-leak2",
+        call_url="http://bob:pw-leak3@127.0.0.1:9/v1?token=leak4&model=x",
+    )
     db2 = tmp_path / "second.db"
     assert cli(capsys, "import", path, "--db", str(db2))[0] == 0
     again = tmp_path / "again.jsonl"
@@ -181,8 +212,13 @@ HIDDEN = [
     "http://127.0.0.1:9/v1%23SEKRIT1",
     "http://127.0.0.1:9/v1%253Ftoken=SEKRIT1",  # encoded twice
 ]
-UNPARSEABLE = ["http://[::1/v1?k=SEKRIT1", "http://127.0.0.1:99999999/SEKRIT1", "ftp://127.0.0.1/SEKRIT1",
-               "http://127.0.0.1:9/v1\\SEKRIT1", "SEKRIT1"]
+UNPARSEABLE = [
+    "http://[::1/v1?k=SEKRIT1",
+    "http://127.0.0.1:99999999/SEKRIT1",
+    "ftp://127.0.0.1/SEKRIT1",
+    "http://127.0.0.1:9/v1\\SEKRIT1",
+    "SEKRIT1",
+]
 
 
 @pytest.mark.parametrize("url", HIDDEN + UNPARSEABLE + ["http://127.0.0.1:9/v1?x=1"])
@@ -195,8 +231,21 @@ def test_a_base_url_with_a_hidden_credential_or_a_query_is_refused(toy, capsys, 
 
 @pytest.mark.parametrize("url", HIDDEN + UNPARSEABLE)
 def test_a_mediawiki_url_with_a_hidden_credential_is_refused(tmp_path, capsys, url):
-    code, out, err = cli(capsys, "run", "--env", "hotpotqa", "--question", "q?", "--wiki", "live", "--wiki-url", url,
-                         "--db", str(tmp_path / "w.db"), "--human")
+    code, out, err = cli(
+        capsys,
+        "run",
+        "--env",
+        "hotpotqa",
+        "--question",
+        "q?",
+        "--wiki",
+        "live",
+        "--wiki-url",
+        url,
+        "--db",
+        str(tmp_path / "w.db"),
+        "--human",
+    )
     assert code == 2 and err.count("\n") == 1 and "SEKRIT1" not in err, err
 
 
@@ -225,8 +274,13 @@ def test_an_import_stores_no_hidden_credential(toy, tmp_path, capsys, monkeypatc
 def test_an_import_refuses_a_url_that_cannot_be_parsed(toy, tmp_path, capsys, monkeypatch, where):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     bad = "http://[::1/v1?k=SEKRIT1"
-    path = _exported_pointing_at(capsys, toy, tmp_path, bad if where == "base_url" else toy.llm.base_url,
-                                 call_url=bad if where == "call" else None)
+    path = _exported_pointing_at(
+        capsys,
+        toy,
+        tmp_path,
+        bad if where == "base_url" else toy.llm.base_url,
+        call_url=bad if where == "call" else None,
+    )
     if where == "wiki_url":
         lines = [json.loads(line) for line in open(path)]
         for rec in lines:
@@ -254,9 +308,11 @@ def test_a_refused_imported_endpoint_writes_nothing(toy, other_llm, tmp_path, ca
     def state():
         s = Store(db2)
         try:
-            return ([tuple(r) for r in s.db.execute("select * from versions order by id")],
-                    [tuple(r) for r in s.db.execute("select * from episodes")],
-                    s.db.execute("select count(*) from steps").fetchone()[0])
+            return (
+                [tuple(r) for r in s.db.execute("select * from versions order by id")],
+                [tuple(r) for r in s.db.execute("select * from episodes")],
+                s.db.execute("select count(*) from steps").fetchone()[0],
+            )
         finally:
             s.close()
 
@@ -303,8 +359,10 @@ def test_a_refused_accept_of_an_imported_episode_writes_nothing(toy, other_llm, 
     def state():
         s = Store(db2)
         try:
-            return ([tuple(r) for r in s.db.execute("select * from versions order by id")],
-                    [tuple(r) for r in s.db.execute("select * from episodes")])
+            return (
+                [tuple(r) for r in s.db.execute("select * from versions order by id")],
+                [tuple(r) for r in s.db.execute("select * from episodes")],
+            )
         finally:
             s.close()
 

@@ -44,10 +44,10 @@ def _config(llm) -> AgentConfig:
     return AgentConfig(model="scripted-model", base_url=llm.base_url, max_retries=2, timeout_s=60)
 
 
-
 def _call_in_thread(url: str, stream: bool | None = None) -> tuple[threading.Thread, CallWatch, dict]:
     """One model call to `url` (60 s timeout) in a thread of its own, with a Stop to set."""
     return call_in_thread(AgentConfig(model="m", base_url=url, timeout_s=60), stream=stream)
+
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_cancel_ends_the_request_in_flight_and_closes_its_connection(stream):
@@ -86,8 +86,14 @@ def test_cancel_ends_the_request_in_flight_and_closes_its_connection(stream):
 def test_stop_in_the_app_cancels_the_call_in_flight(toy):
     toy.llm.push(Reply(text=" go to cabinet 1", delay_s=ANSWER_AFTER_S))
     ep, v = toy.engine.start_episode(ROOM_TASK, _config(toy.llm))
-    h = jobs.start(toy.store, "step", lambda job: toy.engine.step(v.id, watch=job.watch()), episode_id=ep.id,
-                   version_id=v.id, target=f"episode {ep.id} v{v.id}")
+    h = jobs.start(
+        toy.store,
+        "step",
+        lambda job: toy.engine.step(v.id, watch=job.watch()),
+        episode_id=ep.id,
+        version_id=v.id,
+        target=f"episode {ep.id} v{v.id}",
+    )
     _wait(lambda: toy.llm.completion_requests)
     jobs.stop(toy.store, h.id)
     assert h.finished.wait(WELL_BEFORE_S), "Stop waited for the model's answer"
@@ -102,14 +108,23 @@ def test_jobs_stop_from_another_process_cancels_the_call_in_flight(toy, capsys):
     toy.llm.push(Reply(text=" go to cabinet 1", delay_s=ANSWER_AFTER_S))
     db = str(toy.db)
     got: dict = {}
-    runner = threading.Thread(target=lambda: got.update(code=main([
-        "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url, "--db", db])), daemon=True)
+    runner = threading.Thread(
+        target=lambda: got.update(
+            code=main(["run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url, "--db", db])
+        ),
+        daemon=True,
+    )
     runner.start()
     _wait(lambda: toy.llm.completion_requests)
     (job,) = [j for j in sessions.jobs.listing(toy.store) if j.kind == "run"]  # (listing: tests/sessions/test_jobs.py)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    stop = subprocess.run([sys.executable, "-m", "react_editor", "jobs", "stop", str(job.id), "--db", db], env=env,
-                          capture_output=True, text=True, timeout=60)
+    stop = subprocess.run(
+        [sys.executable, "-m", "react_editor", "jobs", "stop", str(job.id), "--db", db],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert stop.returncode == 0, stop.stderr
     runner.join(WELL_BEFORE_S)
     assert not runner.is_alive(), "`jobs stop` waited for the model's answer"
@@ -128,11 +143,15 @@ def test_stop_ends_only_its_own_request_and_the_client_goes_on(scripted_llm):
     and the next request on that endpoint is answered."""
     from tests.scripted_server import table_responder
 
-    scripted_llm.set_responder(table_responder({
-        "stopped": Reply(text=" never", delay_s=ANSWER_AFTER_S),
-        "kept": Reply(text=" late answer", delay_s=2.0),
-        "next": Reply(text=" next answer"),
-    }))
+    scripted_llm.set_responder(
+        table_responder(
+            {
+                "stopped": Reply(text=" never", delay_s=ANSWER_AFTER_S),
+                "kept": Reply(text=" late answer", delay_s=2.0),
+                "next": Reply(text=" next answer"),
+            }
+        )
+    )
     config = _config(scripted_llm)
     stopped, kept = CallWatch(threading.Event()), CallWatch(threading.Event())
     got: dict = {}
@@ -143,8 +162,9 @@ def test_stop_ends_only_its_own_request_and_the_client_goes_on(scripted_llm):
         except ModelError as exc:
             got[name] = exc.call
 
-    threads = [threading.Thread(target=call, args=(name, w), daemon=True) for name, w in (("stopped", stopped),
-                                                                                         ("kept", kept))]
+    threads = [
+        threading.Thread(target=call, args=(name, w), daemon=True) for name, w in (("stopped", stopped), ("kept", kept))
+    ]
     for t in threads:
         t.start()
     _wait(lambda: len(scripted_llm.completion_requests) == 2)
@@ -183,7 +203,8 @@ def test_the_stop_watcher_sleeps_with_nothing_in_flight_and_the_next_request_wak
 
     scripted_llm.push(Reply(text=" done"))
     ModelClient(AgentConfig(model="m", base_url=scripted_llm.base_url), api_key="k").complete(
-        "p", [], watch=CallWatch(threading.Event()))
+        "p", [], watch=CallWatch(threading.Event())
+    )
     _wait(lambda: cancel.IDLE[0])  # asleep: nothing watched since its last look
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))

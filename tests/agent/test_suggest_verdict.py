@@ -15,18 +15,35 @@ def _arm(k: int, n: int) -> dict:
 
 
 def _result(t: tuple[int, int], c: tuple[int, int], step: int = 1, control_group: int = 1) -> dict:
-    return {"treatment": _arm(*t), "control": _arm(*c), "step": step, "groups": {"control": control_group},
-            "cost": {"calls": 1, "tokens": 10, "usd": 0.0}, "control_cost": {"calls": 1, "tokens": 10, "usd": 0.0}}
+    return {
+        "treatment": _arm(*t),
+        "control": _arm(*c),
+        "step": step,
+        "groups": {"control": control_group},
+        "cost": {"calls": 1, "tokens": 10, "usd": 0.0},
+        "control_cost": {"calls": 1, "tokens": 10, "usd": 0.0},
+    }
 
 
 def _suggestion(toy, results: list[dict | None], version: int = 1) -> suggestions.Suggestion:
     """A recorded suggestion whose candidates were verified with these arms (None: pending)."""
-    s = suggestions.create(toy.store, episode_id=1, version_id=version, request_key="k", critic={"model": "m"},
-                           verify_n=10)
-    cands = [{"number": i, "step": 1, "kind": "rewrite_thought", "text": f"t{i}", "rationale": ""}
-             for i in range(1, len(results) + 1)]
-    s = suggestions.record_answer(toy.store, s.id, prompt_label="l", prompt_hash="h", prompt_text="p", response="r",
-                                  call_id=None, candidates=cands)
+    s = suggestions.create(
+        toy.store, episode_id=1, version_id=version, request_key="k", critic={"model": "m"}, verify_n=10
+    )
+    cands = [
+        {"number": i, "step": 1, "kind": "rewrite_thought", "text": f"t{i}", "rationale": ""}
+        for i in range(1, len(results) + 1)
+    ]
+    s = suggestions.record_answer(
+        toy.store,
+        s.id,
+        prompt_label="l",
+        prompt_hash="h",
+        prompt_text="p",
+        response="r",
+        call_id=None,
+        candidates=cands,
+    )
     for c, r in zip(s.candidates, results):
         if r is not None:
             suggestions.record_result(toy.store, c.id, r)
@@ -54,7 +71,7 @@ def test_a_harmful_edit_is_harmful_not_proven():
 
 
 def test_when_every_candidate_hurts_none_is_proven_or_counted_and_harm_ranks_last(toy):
-    from agent import suggest, suggest_experiment
+    from agent import critic_dialogue, suggest, suggest_experiment
 
     fail_episode(toy)
     s = _suggestion(toy, [_result((0, 10), (10, 10)), _result((3, 10), (10, 10)), _result((9, 10), (10, 10))])
@@ -69,7 +86,7 @@ def test_when_every_candidate_hurts_none_is_proven_or_counted_and_harm_ranks_las
     assert data["proven"] == 0 and data["cost_per_proven_fix"] == {"calls": None, "tokens": None, "usd": None}
     assert suggest_experiment.accept_all_proven(toy.engine, rows) == []  # nothing accepted in bulk
     # a harmful candidate ranked first by hand is still refused in bulk
-    with pytest.raises(suggest.SuggestError, match="not a proven fix"):
+    with pytest.raises(critic_dialogue.SuggestError, match="not a proven fix"):
         suggest.accept(toy.engine, 1, 1, bulk=True)
 
 
@@ -78,12 +95,15 @@ def test_holm_within_a_failure_shows_raw_and_adjusted_p_and_uses_the_adjusted():
     sharing the control, Holm multiplies it by 3: not proven, and the words say so."""
     from agent.suggest_verdict import assess
 
-    cands = [suggestions.Candidate(id=i, suggestion_id=1, number=i, step=1, kind="rewrite_thought", text="t",
-                                   state="verified", result=r)
-             for i, r in enumerate([_result((4, 10), (0, 10)), _result((0, 10), (0, 10)),
-                                    _result((1, 10), (0, 10))], 1)]
-    s = suggestions.Suggestion(id=1, episode_id=1, version_id=1, request_key="k", verify_n=10, state="done",
-                               created_at="x", candidates=cands)
+    cands = [
+        suggestions.Candidate(
+            id=i, suggestion_id=1, number=i, step=1, kind="rewrite_thought", text="t", state="verified", result=r
+        )
+        for i, r in enumerate([_result((4, 10), (0, 10)), _result((0, 10), (0, 10)), _result((1, 10), (0, 10))], 1)
+    ]
+    s = suggestions.Suggestion(
+        id=1, episode_id=1, version_id=1, request_key="k", verify_n=10, state="done", created_at="x", candidates=cands
+    )
     a = assess(s)
     raw = a[1].comparison.p_better
     assert raw == pytest.approx(0.0211, abs=1e-4) and a[1].comparison.ci95[0] > 0

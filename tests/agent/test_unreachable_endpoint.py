@@ -38,7 +38,9 @@ def test_connection_refused_is_retried_as_announced_then_the_run_fails(toy, caps
     lines = err.strip().splitlines()
     assert [n for n in (1, 2) if any(line.endswith(f"; retry {n}") for line in lines)] == [1, 2], err
     assert code not in (0, 130), err
-    said = [line for line in lines if not line.endswith(("; retry 1", "; retry 2")) and not line.startswith("episode 1,")]
+    said = [
+        line for line in lines if not line.endswith(("; retry 1", "; retry 2")) and not line.startswith("episode 1,")
+    ]
     assert len(said) == 1 and "cannot reach the model server" in said[0] and "after 3 attempts" in said[0], err
     (job,) = jobs.listing(toy.store)
     assert job.state == "failed" and "cannot reach" in (job.error or "")

@@ -50,8 +50,9 @@ def test_experiments_new_rerun_and_critic_offer_every_style(page):
 
     with closing(Store(db)) as store:
         tasks = select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0)
-        exp = experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="m"), tasks=tasks,
-                                name="base")
+        exp = experiment.create(
+            store, env="hotpotqa", method="react", config=AgentConfig(model="m"), tasks=tasks, name="base"
+        )
         store.db.execute("update experiment_items set status = 'done', success = 0 where experiment_id = ?", [exp.id])
     at = make()
     assert _offers(at, "x_api_style") == FOUR

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_app_script_runs_bare_as_a_worker_would_import_it(tmp_path):
     code = f"import runpy; runpy.run_path({str(ROOT / 'app.py')!r}, run_name='__mp_main__'); print('ok')"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(tmp_path / "bare.db")}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

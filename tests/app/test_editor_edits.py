@@ -13,8 +13,13 @@ def test_edit_thought_keep_later_steps(app):
     ep, v = _won(toy)
     at = make("editor", episode=ep.id)
     _open_edit(at, v.id, 1)
-    assert at.radio(key=f"ed_kind_{v.id}_1").options == ["Rewrite thought", "Delete thought", "Insert a thought before this step",
-                                                         "Insert a thought after this step", "Resume from here"]
+    assert at.radio(key=f"ed_kind_{v.id}_1").options == [
+        "Rewrite thought",
+        "Delete thought",
+        "Insert a thought before this step",
+        "Insert a thought after this step",
+        "Resume from here",
+    ]
     at.text_area(key=f"ed_thought_{v.id}_1").set_value("The mug is in the cabinet.")
     at.radio(key=f"ed_keep_{v.id}_1").set_value("Keep the later steps")
     click(at, f"ed_apply_{v.id}_1")
@@ -23,7 +28,7 @@ def test_edit_thought_keep_later_steps(app):
     new = toy.store.versions.steps(cur)
     assert new[0].thought == "The mug is in the cabinet." and new[0].source == "human" and len(new) == 6
     assert toy.store.versions.get(cur).outcome.success is True
-    assert toy.store.versions.steps(v.id)[0].thought == WIN[0].strip()[len("think: "):]  # old version as it was
+    assert toy.store.versions.steps(v.id)[0].thought == WIN[0].strip()[len("think: ") :]  # old version as it was
     assert "Step 1 · edited by a person (thought rewritten)" in [c.value for c in at.caption]
     (diff,) = [h.proto.body for h in at.get("html") if 'class="rd-was"' in h.proto.body]
     assert diff.count("it may be") == 1 and diff.count("cabinet") == 1 and "thought edited:" in diff  # old text once
@@ -110,7 +115,9 @@ def test_human_mode_with_suggestions(app):
     click(at, "h_submit")
     steps = toy.store.versions.steps(v.id)
     assert [(s.thought, s.action, s.source) for s in steps] == [
-        ("First the cabinet.", None, "human"), (None, "go to cabinet 1", "human")]
+        ("First the cabinet.", None, "human"),
+        (None, "go to cabinet 1", "human"),
+    ]
     assert "Obs 2: The cabinet 1 is closed." in texts(at)
     # fresh, empty boxes for the next turn (keyed by version and step count)
     assert at.text_area(key=f"h_thought_{v.id}_2").value == "" and at.text_area(key=f"h_action_{v.id}_2").value == ""

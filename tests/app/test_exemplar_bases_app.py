@@ -100,7 +100,7 @@ def test_alfworld_loop_add_to_a_set_from_builtin_then_rerun_runs_every_type(page
         assert sorted(it.task.type for it in items) == sorted(TYPES)  # every type ran
         assert all(len(store.versions.steps(it.version_id)) == 3 for it in items)
     prompts = [r.prompt for r in llm.completion_requests[before:]]
-    task_line = [p[p.rfind("Your task is to:"):].split("\n")[0] for p in prompts]
+    task_line = [p[p.rfind("Your task is to:") :].split("\n")[0] for p in prompts]
     pick = [p for p, t in zip(prompts, task_line) if "put" in t and "clean" not in t]
     assert pick and all(HINT in p for p in pick)  # the fix is an exemplar of its own type
     assert all(HINT not in p for p in prompts if p not in pick)  # the other types: the built-in ones

@@ -8,9 +8,9 @@ import json
 
 from agent import experiment_scores
 from app_pages.experiment_views import chart_note, chart_spec, paper_row
+from tests.app_helpers import captions
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
-from tests.app_helpers import captions
 
 ANSWERS = {r["question"]: r["answer"] for r in HOTPOT}
 
@@ -73,7 +73,9 @@ def test_summaries_are_recomputed_only_when_an_experiment_changes(page, monkeypa
     at.run()
     calls = []
     real = experiment_scores.summary
-    monkeypatch.setattr(experiment_scores, "summary", lambda store, ref, **kw: calls.append(ref) or real(store, ref, **kw))
+    monkeypatch.setattr(
+        experiment_scores, "summary", lambda store, ref, **kw: calls.append(ref) or real(store, ref, **kw)
+    )
     at.run()
     at.run()
     assert calls == []  # nothing changed: the cached summary is used
@@ -89,9 +91,23 @@ def test_summaries_are_recomputed_only_when_an_experiment_changes(page, monkeypa
 
 
 def test_partial_summary_rows_and_chart_without_the_new_keys():
-    s = {"experiment": 1, "name": "n", "env": "fever", "method": "react", "model": "m", "status": "stopped",
-         "episodes": 10, "done": 4, "success": 2, "success_rate": 0.2, "by_type": {}, "accuracy": 0.2,
-         "tokens": 0, "cost": 0.0, "wall_s": 1.0}
+    s = {
+        "experiment": 1,
+        "name": "n",
+        "env": "fever",
+        "method": "react",
+        "model": "m",
+        "status": "stopped",
+        "episodes": 10,
+        "done": 4,
+        "success": 2,
+        "success_rate": 0.2,
+        "by_type": {},
+        "accuracy": 0.2,
+        "tokens": 0,
+        "cost": 0.0,
+        "wall_s": 1.0,
+    }
     assert paper_row(s)["scored over"] == "partial: 4 finished"
     assert paper_row({**s, "partial": False})["scored over"] == "all"
     spec = chart_spec([s])
@@ -100,8 +116,20 @@ def test_partial_summary_rows_and_chart_without_the_new_keys():
 
 def test_a_chart_of_zero_rates_shows_its_bars_and_says_so():
     """Issue 28 #20: a chart where every rate is 0% looked blank (bars of no height)."""
-    s = {"experiment": 1, "name": "n", "env": "fever", "method": "react", "model": "m", "status": "done",
-         "episodes": 4, "done": 4, "success": 0, "success_rate": 0.0, "by_type": {}, "partial": False}
+    s = {
+        "experiment": 1,
+        "name": "n",
+        "env": "fever",
+        "method": "react",
+        "model": "m",
+        "status": "done",
+        "episodes": 4,
+        "done": 4,
+        "success": 0,
+        "success_rate": 0.0,
+        "by_type": {},
+        "partial": False,
+    }
     spec = chart_spec([s])
     assert [layer["mark"]["type"] for layer in spec["layer"]] == ["bar", "text"]
     assert [r["label"] for r in spec["data"]["values"]] == ["0%"]

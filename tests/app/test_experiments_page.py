@@ -10,9 +10,9 @@ import pytest
 
 from sessions import experiments
 from sessions.store import Store
+from tests.app_helpers import alerts, captions
 from tests.experiment_agents import wiki_agent
 from tests.experiments_page_helpers import HOTPOT, _create, _frame, _wait_done
-from tests.app_helpers import alerts, captions
 
 EVIL = "<b>bold</b> [x](http://evil)"
 
@@ -62,10 +62,13 @@ def test_a_running_batch_does_not_block_the_page_and_stop_then_resume(page):
         assert experiments.counts(store, 1) == {"done": 8} and len(store.episodes.ids()) == 8
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("x_tasks", "hp-001,hp-404", "hp-404"),  # a task that does not exist
-    ("x_base_url", "http://user:secret@127.0.0.1:9/v1", "credentials"),  # refused, not silently stripped
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        ("x_tasks", "hp-001,hp-404", "hp-404"),  # a task that does not exist
+        ("x_base_url", "http://user:secret@127.0.0.1:9/v1", "credentials"),  # refused, not silently stripped
+    ],
+)
 def test_bad_input_is_shown_inline_and_nothing_is_created(page, field, value, needle):
     make, db, _ = page
     at = make()
@@ -155,9 +158,14 @@ def test_the_launch_form_names_leaked_tasks_and_compare_leaves_them_out(page):
     _wait_done(db, 2)
     at.run()
     with closing(Store(db)) as store:
-        assert experiments.get(store, 2).params["leaked"] == [f"hotpotqa:{leaked}"] and len(experiments.items(store, 2)) == 4
+        assert (
+            experiments.get(store, 2).params["leaked"] == [f"hotpotqa:{leaked}"]
+            and len(experiments.items(store, 2)) == 4
+        )
     at.selectbox(key="x_compare").set_value(1).run()
-    assert any("Leaked" in w.value and "left out of" in w.value for w in at.warning) and leaked in [t.value for t in at.text]
+    assert any("Leaked" in w.value and "left out of" in w.value for w in at.warning) and leaked in [
+        t.value for t in at.text
+    ]
     assert _frame(at, "exact McNemar p")["n"][0] == 3
     at.toggle(key="x_include_leaked").set_value(True).run()
     assert _frame(at, "exact McNemar p")["n"][0] == 4

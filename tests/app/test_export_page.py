@@ -7,8 +7,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from sessions import annotations
-from sessions import exemplar_sets
+from sessions import annotations, exemplar_sets
 from tests.export_support import ROOM_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 

@@ -21,15 +21,19 @@ from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig
 
 OPENING = " think: To solve the task, I need to find a mug, then put it in table 1. "
-WINNING = (("OK.\n>", " go to cabinet 1"), ("The cabinet 1 is closed.\n>", " open cabinet 1"),
-           ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"), ("from the cabinet 1.\n>", " go to table 1"),
-           ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1"))
+WINNING = (
+    ("OK.\n>", " go to cabinet 1"),
+    ("The cabinet 1 is closed.\n>", " open cabinet 1"),
+    ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
+    ("from the cabinet 1.\n>", " go to table 1"),
+    ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1"),
+)
 
 
 def _winner(body: dict) -> str:
     """The toy room's winning path, whatever step the prompt is at."""
     prompt = body["prompt"]
-    tail = prompt[prompt.rfind("Here is the task."):]
+    tail = prompt[prompt.rfind("Here is the task.") :]
     return next((action for obs, action in WINNING if tail.endswith(obs)), OPENING)
 
 
@@ -102,8 +106,10 @@ def test_dpo_options_counts_preview_and_download(tree):
     assert rep["records"] == len(lines) >= 1 and sum(rep["left_out"].values()) >= 1  # v3: no evidence either way
     assert EVIL in json.dumps(lines[:3], ensure_ascii=False)  # the hostile thought is in the preview's records
     shown = [t.value for t in at.text]
-    assert any(t.startswith(f"dpo: wrote {rep['records']} record") and f"left out {sum(rep['left_out'].values())}"
-               in t for t in shown), shown
+    assert any(
+        t.startswith(f"dpo: wrote {rep['records']} record") and f"left out {sum(rep['left_out'].values())}" in t
+        for t in shown
+    ), shown
     (left,) = [d.value for d in at.dataframe if "why" in d.value.columns]
     assert left["left out"].sum() == sum(rep["left_out"].values())
     (preview,) = [d.value for d in at.dataframe if "chosen" in d.value.columns]
@@ -147,8 +153,9 @@ def test_an_experiments_tasks_can_be_left_out(tree):
     toy, ep, *_ = tree
     from sessions import experiments
 
-    experiments.create(toy.store, env=ep.task.env, method="react", config=AgentConfig(model="m"), tasks=[ep.task],
-                      name="heldout")
+    experiments.create(
+        toy.store, env=ep.task.env, method="react", config=AgentConfig(model="m"), tasks=[ep.task], name="heldout"
+    )
     at = _open("kto", **{"exp-exclude": ["heldout"]})
     _data, rep, *_ = at.session_state["exp-data"]
     assert rep["records"] == 0 and any("heldout" in why for why in rep["left_out"])

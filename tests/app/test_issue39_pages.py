@@ -92,10 +92,16 @@ def _oidc_app(monkeypatch, toy_db, user: dict, allowed: list[str]):
     monkeypatch.setenv("REACT_EDITOR_DB", str(toy_db))
     st.cache_resource.clear()
     at = AppTest.from_file(APP, default_timeout=30)
-    at.secrets = {"auth": {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "x" * 32,
-                           "client_id": "id", "client_secret": "secret",
-                           "server_metadata_url": "http://127.0.0.1:1/.well-known"},
-                  "access": {"allowed_emails": allowed}}
+    at.secrets = {
+        "auth": {
+            "redirect_uri": "http://127.0.0.1:8501/oauth2callback",
+            "cookie_secret": "x" * 32,
+            "client_id": "id",
+            "client_secret": "secret",
+            "server_metadata_url": "http://127.0.0.1:1/.well-known",
+        },
+        "access": {"allowed_emails": allowed},
+    }
     at.user = {"is_logged_in": True, "email_verified": True, **user}
     return at
 

@@ -52,8 +52,10 @@ def test_judging_a_pair_on_an_alfworld_episode_records_who_and_shows_everyones(a
     assert any("Judgment saved: v2 (right) is better (alice)." in a for a in alerts(at, "success"))
     at = _save(at, "tie", by=EVIL, key=key)  # a second person: both kept
     rows = _rows(at)
-    assert [(r["by"], r["judgment"], r["reason"]) for r in rows] == [("alice", "v2 (right) is better", EVIL),
-                                                                      (EVIL, "tie", "")]
+    assert [(r["by"], r["judgment"], r["reason"]) for r in rows] == [
+        ("alice", "v2 (right) is better", EVIL),
+        (EVIL, "tie", ""),
+    ]
     # the reason and the name are plain text: in a dataframe cell, never markdown
     assert not any("<script>" in m or "evil" in m for m in markdownish(at))
     # the same pair seen the other way round: the judgments are read oriented as shown
@@ -67,10 +69,16 @@ def _signed_in(monkeypatch, db, email: str, name: str) -> AppTest:
     monkeypatch.setenv("REACT_EDITOR_DB", str(db))
     st.cache_resource.clear()
     at = AppTest.from_file(APP, default_timeout=30)
-    at.secrets = {"auth": {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "x" * 32,
-                           "client_id": "id", "client_secret": "secret",
-                           "server_metadata_url": "http://127.0.0.1:1/.well-known"},
-                  "access": {"allowed_emails": [email]}}
+    at.secrets = {
+        "auth": {
+            "redirect_uri": "http://127.0.0.1:8501/oauth2callback",
+            "cookie_secret": "x" * 32,
+            "client_id": "id",
+            "client_secret": "secret",
+            "server_metadata_url": "http://127.0.0.1:1/.well-known",
+        },
+        "access": {"allowed_emails": [email]},
+    }
     at.user = {"is_logged_in": True, "email_verified": True, "email": email, "name": name}
     return at
 

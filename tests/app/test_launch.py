@@ -25,8 +25,14 @@ APP = str(ROOT / "app.py")
 def test_react_editor_app_listens_on_loopback_from_any_folder(tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(tmp_path / "a.db")}
-    proc = subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--port", str(port), "--no-browser"], cwd=tmp_path,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "react_editor", "app", "--port", str(port), "--no-browser"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
@@ -51,9 +57,15 @@ def test_launcher_options():
     argv = streamlit_argv("127.0.0.1", 8600)
     opts = dict(zip(argv[5::2], argv[6::2]))
     assert argv[:5] == [sys.executable, "-m", "streamlit", "run", str(ROOT / "app_server.py")]  # behind the gate
-    assert opts == {"--server.address": "127.0.0.1", "--server.port": "8600", "--server.headless": "true",
-                    "--server.enableXsrfProtection": "true", "--browser.gatherUsageStats": "false",
-                    "--logger.hideWelcomeMessage": "true", "--runner.postScriptGC": "false"}
+    assert opts == {
+        "--server.address": "127.0.0.1",
+        "--server.port": "8600",
+        "--server.headless": "true",
+        "--server.enableXsrfProtection": "true",
+        "--browser.gatherUsageStats": "false",
+        "--logger.hideWelcomeMessage": "true",
+        "--runner.postScriptGC": "false",
+    }
 
 
 @pytest.fixture
@@ -131,18 +143,34 @@ def test_streamlit_run_in_the_project_binds_loopback():
     assert conf["server"]["address"] == "127.0.0.1"
 
 
-@pytest.mark.parametrize("flags, says", [
-    (("--address", "evil.example"), "--address 'evil.example': the app cannot listen there (Name or service not known)"),
-    (("--address", "192.0.2.1"), "--address '192.0.2.1': the app cannot listen there (Cannot assign requested address)"),
-    (("--address", "a" * 300), "the app cannot listen there"),
-    (("--port", "70000"), "--port 70000: a port is 1 to 65535"),
-])
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (
+            ("--address", "evil.example"),
+            "--address 'evil.example': the app cannot listen there (Name or service not known)",
+        ),
+        (
+            ("--address", "192.0.2.1"),
+            "--address '192.0.2.1': the app cannot listen there (Cannot assign requested address)",
+        ),
+        (("--address", "a" * 300), "the app cannot listen there"),
+        (("--port", "70000"), "--port 70000: a port is 1 to 65535"),
+    ],
+)
 def test_an_address_the_app_cannot_listen_on_is_one_line(tmp_path, flags, says):
     """Issue 39 item 14: the real `react-editor app` (before: Streamlit's 36-line gaierror
     traceback, exit 1, after printing a token for a URL that never served)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(tmp_path / "a.db")}
-    proc = subprocess.run([sys.executable, "-m", "react_editor", "app", "--no-browser", "--port", str(free_port()), *flags],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, start_new_session=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "react_editor", "app", "--no-browser", "--port", str(free_port()), *flags],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
     assert not (tmp_path / "a.db").exists()

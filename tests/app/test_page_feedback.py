@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 
 from app_pages import stepjobs
-from sessions import annotations
-from sessions import jobs
-from tests.scripted_server import Reply
+from sessions import annotations, jobs
 from tests.app_helpers import WIN, cfg, click, ok, opened, texts
+from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +143,7 @@ def test_edit_boxes_are_text_areas_and_keep_is_off_by_default(app):
     ep, v = _won(toy)
     at = make("editor", episode=ep.id)
     click(at, f"editbtn_{v.id}_1")
-    assert at.text_area(key=f"ed_thought_{v.id}_1").value == WIN[0].strip()[len("think: "):]
+    assert at.text_area(key=f"ed_thought_{v.id}_1").value == WIN[0].strip()[len("think: ") :]
     assert at.radio(key=f"ed_keep_{v.id}_1").value == "Regenerate from here"
     at.radio(key=f"ed_kind_{v.id}_1").set_value("Delete thought").run()
     assert at.radio(key=f"ed_keep_{v.id}_1").value == "Regenerate from here"
@@ -166,7 +165,9 @@ def test_edit_and_resume_applies_then_runs_n_steps(app):
         ok(at.run())
     steps = toy.store.versions.steps(cur)
     assert steps[0].thought == "The mug is in the cabinet." and [s.action for s in steps[1:]] == [
-        "go to cabinet 1", "open cabinet 1"]
+        "go to cabinet 1",
+        "open cabinet 1",
+    ]
     assert toy.store.versions.get(cur).status == "open"
 
 
@@ -176,7 +177,10 @@ def test_finished_version_disables_step_and_run_and_offers_a_branch(app):
     at = make("editor", episode=ep.id)
     for k in ("btn_step", "btn_run_n", "btn_run_end"):
         assert at.button(key=k).disabled
-    assert f"Step and Run are off for v{v.id}: it is finished. Branch from an earlier step to try another way." in _captions(at)
+    assert (
+        f"Step and Run are off for v{v.id}: it is finished. Branch from an earlier step to try another way."
+        in _captions(at)
+    )
     at.number_input(key=f"branch_k_{v.id}").set_value(3)
     click(at, "btn_branch")
     cur = toy.store.episodes.get(ep.id).current_version
@@ -280,8 +284,10 @@ def test_episodes_list_names_first_and_a_label_filter(app):
     at = make()
     df = at.dataframe[0].value
     assert list(df.columns)[:7] == ["name", "task", "type", "outcome", "versions", "edits", "model"]
-    assert at.selectbox(key="open_pick").options == [f"#{ep2.id} Question: When was the capital of Velmora founded?",
-                                                      f"#{ep1.id} won it"]
+    assert at.selectbox(key="open_pick").options == [
+        f"#{ep2.id} Question: When was the capital of Velmora founded?",
+        f"#{ep1.id} won it",
+    ]
     at.selectbox(key="f_label").set_value("hallucination")
     ok(at.run())
     assert list(at.dataframe[0].value["episode"]) == [ep2.id]

@@ -30,7 +30,7 @@ def _bound_in(fn: ast.AST) -> set[str]:
 
 
 def page_globals_read(source: str) -> list[str]:
-    """"function: name" for each module-level variable a function of `source` reads."""
+    """ "function: name" for each module-level variable a function of `source` reads."""
     tree = ast.parse(source)
     module_vars = _assigned(tree)
     found = []

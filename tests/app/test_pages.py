@@ -4,11 +4,9 @@ toy environments (tests/toy_envs.py) with the scripted model server as the model
 from __future__ import annotations
 
 from sessions import jobs
-from tests.app_helpers import (EVIL, WIN, _open_edit, _won, box, cfg, click, markdownish, ok, opened, texts,
-                               version_box)
+from tests.app_helpers import EVIL, WIN, _open_edit, _won, box, cfg, click, markdownish, ok, opened, texts, version_box
 from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
-
 
 # ---------------------------------------------------------------------- episodes / settings
 
@@ -16,8 +14,10 @@ from tests.toy_envs import ROOM_TASK, WIKI_TASK
 def test_no_model_banner_and_pages_open_without_a_model(app):
     toy, make = app
     at = make()
-    assert any("No model configured" in i.value and "OPENAI_API_KEY" in i.value and "OPENAI_BASE_URL" in i.value
-               for i in at.info)
+    assert any(
+        "No model configured" in i.value and "OPENAI_API_KEY" in i.value and "OPENAI_BASE_URL" in i.value
+        for i in at.info
+    )
     for page in ("editor", "versions", "compare", "settings"):
         make(page)
 
@@ -244,7 +244,10 @@ def test_versions_page_tree_tokens_name_and_current(app):
     toy.store.settings.set("model_prices", {"scripted-model": {"prompt": 1000.0, "completion": 2000.0}})
     at = make("versions", episode=ep.id)
     (g,) = at.get("graphviz_chart")
-    assert "v1 -> v2" in g.proto.spec.replace(str(v.id), "1").replace(str(e.id), "2") or f"v{v.id} -> v{e.id}" in g.proto.spec
+    assert (
+        "v1 -> v2" in g.proto.spec.replace(str(v.id), "1").replace(str(e.id), "2")
+        or f"v{v.id} -> v{e.id}" in g.proto.spec
+    )
     df = at.dataframe[0].value
     row = df[df["id"] == v.id].iloc[0]
     calls = toy.store.calls.of_episode(ep.id)

@@ -14,8 +14,10 @@ REASONING = "**Plan**: <b>look</b> first\n[link](http://evil.example)"
 def test_reasoning_is_a_folded_plain_text_part_and_the_call_is_shown(app):
     toy, make = app
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, api_style="tools"))
-    toy.llm.push(Reply(text="I will look.", reasoning=REASONING),
-                 Reply(reasoning="now act", tool_calls=[tool_call("act", {"command": "look"})]))
+    toy.llm.push(
+        Reply(text="I will look.", reasoning=REASONING),
+        Reply(reasoning="now act", tool_calls=[tool_call("act", {"command": "look"})]),
+    )
     toy.engine.run(v.id, max_steps=2)
     at = make("editor", episode=ep.id)
     (part, other) = [e for e in at.expander if e.label == "Reasoning"]

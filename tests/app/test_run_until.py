@@ -26,8 +26,13 @@ def test_stop_conditions_parse_and_match():
     assert parse("action:/^go to/").matches(s) and parse("action:desk 1").matches(s)
     assert parse("step:3").matches(s) and not parse("step:4").matches(s)
     assert parse("obs:/a.b/").spec == "obs:/a.b/" and parse("step:12") == StopCondition("step", 12)
-    for bad, why in [("signal:nope", "unknown signal"), ("obs:/(/", "bad pattern"), ("step:0", "bad step"),
-                     ("when:3", "use signal:NAME"), ("obs:", "use signal:NAME")]:
+    for bad, why in [
+        ("signal:nope", "unknown signal"),
+        ("obs:/(/", "bad pattern"),
+        ("step:0", "bad step"),
+        ("when:3", "use signal:NAME"),
+        ("obs:", "use signal:NAME"),
+    ]:
         with pytest.raises(ConditionError, match=why):
             parse(bad)
     a, b = Step(index=1, action="look", observation="ok"), Step(index=2, action="look", observation="Nothing happens.")
@@ -36,18 +41,35 @@ def test_stop_conditions_parse_and_match():
 
 def test_cli_resume_until_stops_at_the_first_match(toy, capsys):
     db = str(toy.db)
-    r = cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
-                 "--model", "m", "--human", "--db", db)
+    r = cli_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--base-url",
+        toy.llm.base_url,
+        "--model",
+        "m",
+        "--human",
+        "--db",
+        db,
+    )
     ep = r["episode"]
     toy.llm.push(" go to cabinet 1", " go to shelf 1", " open cabinet 1", " go to cabinet 1")
-    code, out, err = cli(capsys, "resume", f"{ep}:1", "--until", "obs:/Nothing happens/", "--until", "step:9",
-                         "--db", db, "--json")
+    code, out, err = cli(
+        capsys, "resume", f"{ep}:1", "--until", "obs:/Nothing happens/", "--until", "step:9", "--db", db, "--json"
+    )
     assert code == 0, err
     res = json.loads(out)
     assert res["until"] == {"condition": "obs:/Nothing happens/", "step": 3} and not res["done"]
     assert "stopped at step 3: the observation matches /Nothing happens/" in err
-    assert [s.action for s in toy.store.versions.steps(res["version"])] == ["go to cabinet 1", "go to shelf 1",
-                                                                            "open cabinet 1"]
+    assert [s.action for s in toy.store.versions.steps(res["version"])] == [
+        "go to cabinet 1",
+        "go to shelf 1",
+        "open cabinet 1",
+    ]
     toy.llm.push(" go to cabinet 1", " go to table 1")
     res = cli_json(capsys, "resume", str(ep), "--until", "step:5", "--until", "signal:repeated_action", "--db", db)
     # step 4 goes back to the closed cabinet with nothing changed since step 1: a repeat, before step 5
@@ -90,8 +112,9 @@ def test_a_run_stopped_by_a_condition_says_where_and_why_and_shows_the_step(app)
     ok(at.run())
     steps = toy.store.versions.steps(v.id)
     assert len(steps) == 3
-    assert any(c.value == "v1: 3 steps · stopped at step 3: repeated action" for c in at.caption), \
-        [c.value for c in at.caption][:8]
+    assert any(c.value == "v1: 3 steps · stopped at step 3: repeated action" for c in at.caption), [
+        c.value for c in at.caption
+    ][:8]
     assert at.session_state["focus_step"][:2] == (v.id, 3)
 
 

@@ -4,9 +4,9 @@ the signals in the annotation form but saved only by the person."""
 
 from __future__ import annotations
 
-from sessions import annotations
 from app_pages.search_box import hit_html
 from app_pages.signal_badges import badge_text
+from sessions import annotations
 from tests.app_helpers import cfg, click, markdownish, ok, texts
 from tests.toy_envs import ROOM_TASK
 
@@ -34,7 +34,9 @@ def test_search_box_hits_open_the_editor_at_the_step(app):
     ok(at.run())
     assert f"episode {ep.id} · v{v.id} · step 3 · action" in texts(at)
     shown = [h.proto.body for h in at.get("html")]
-    assert any("go to &lt;<mark>script</mark>&gt;alert(1)&lt;/<mark>script</mark>&gt; 1" in body for body in shown), shown
+    assert any("go to &lt;<mark>script</mark>&gt;alert(1)&lt;/<mark>script</mark>&gt; 1" in body for body in shown), (
+        shown
+    )
     assert not any("<script>" in body for body in shown)
     at.text_input(key="search_q").set_value('"((')
     ok(at.run())
@@ -49,8 +51,9 @@ def test_search_box_hits_open_the_editor_at_the_step(app):
     at = click(at, f"search_open_{places.index(f'episode {ep.id} · v{v.id} · step 2 · action')}")
     assert [t.value for t in at.title] == ["Editor"]
     # the hit's step (2) is open in the Editor, no other
-    assert at.radio(key=f"ed_kind_{v.id}_2") and not [r for r in at.radio if r.key != f"ed_kind_{v.id}_2"
-                                                       and r.key.startswith("ed_kind_")]
+    assert at.radio(key=f"ed_kind_{v.id}_2") and not [
+        r for r in at.radio if r.key != f"ed_kind_{v.id}_2" and r.key.startswith("ed_kind_")
+    ]
 
 
 def test_editor_badges_and_suggested_failure_modes(app):

@@ -5,16 +5,16 @@ resumes; Dismiss sets a card aside. AppTest, toy room, scripted agent and critic
 from __future__ import annotations
 
 import threading
-from contextlib import closing
 import time
+from contextlib import closing
 from pathlib import Path
 
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from sessions import suggestions
-from tests.suggest_agents import GOOD, HINT, IDLE, critic_json, fail_episode
 from tests.app_helpers import alerts, captions
+from tests.suggest_agents import GOOD, HINT, IDLE, critic_json, fail_episode
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -84,8 +84,11 @@ def test_suggest_fixes_cards_accept_and_dismiss(toy, monkeypatch):
     at = open_editor(toy, monkeypatch, 1)
     assert any(e.label.startswith("Annotate v2:") for e in at.expander)
     assert any("Step 2 · proven suggested fix accepted by a person" in c.value for c in at.caption)
-    assert any(t.value.startswith("suggested by critic scripted-model (prompt command-v1, sha256 ")
-               and "proven: +100 points" in t.value for t in at.text)
+    assert any(
+        t.value.startswith("suggested by critic scripted-model (prompt command-v1, sha256 ")
+        and "proven: +100 points" in t.value
+        for t in at.text
+    )
 
 
 def test_no_panel_on_a_won_version(toy, monkeypatch):
@@ -108,8 +111,27 @@ def _experiment_with_failures(scripted_llm, tmp_path, monkeypatch) -> str:
     fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
     scripted_llm.set_responder(hotpot_fixer([fix]))
     db_ = str(tmp_path / "x.db")
-    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
-                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    assert (
+        main(
+            [
+                "experiment",
+                "run",
+                "--env",
+                "hotpotqa",
+                "--limit",
+                "2",
+                "--name",
+                "x",
+                "--model",
+                "m",
+                "--base-url",
+                scripted_llm.base_url,
+                "--db",
+                db_,
+            ]
+        )
+        == 0
+    )
     return db_
 
 
@@ -141,8 +163,13 @@ def test_experiments_page_shows_the_fixes_and_accepts_all_proven(scripted_llm, t
     assert at.session_state["sg_x_job"].finished.wait(60)
     assert any("the 5 fresh rollouts per arm at positions 6-10" in t.value for t in at.text)  # confirmed first
     tasks = [store.episodes.get(store.versions.get(r).episode_id).task.id for r in (1, 2)]
-    assert any(c.startswith(f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
-                            f"experiment x: {', '.join(tasks)} - leaked") for c in captions(at))
+    assert any(
+        c.startswith(
+            f"Leakage: exemplar set 'fixes' now holds a trajectory of 2 task(s) of "
+            f"experiment x: {', '.join(tasks)} - leaked"
+        )
+        for c in captions(at)
+    )
     entries = exemplar_sets.entries(store, "fixes")
     assert len(entries) == 2
     for e in entries:  # resumed to a success, then added to the set
@@ -285,11 +312,11 @@ def test_experiments_page_starts_suggest_for_the_failures(scripted_llm, tmp_path
 
 
 def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scripted_llm, tmp_path, monkeypatch):
+    from dataclasses import replace
+
     from react_editor.main import main
     from sessions import jobs
     from sessions.store import Store
-    from dataclasses import replace
-
     from tests.scripted_server import as_reply
     from tests.suggest_agents import MAGIC, hotpot_fixer
 
@@ -298,8 +325,27 @@ def test_stop_halts_the_experiments_suggest_job_and_starting_again_continues(scr
     agent = hotpot_fixer([fix])
     scripted_llm.set_responder(agent)
     db_ = str(tmp_path / "x.db")
-    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
-                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
+    assert (
+        main(
+            [
+                "experiment",
+                "run",
+                "--env",
+                "hotpotqa",
+                "--limit",
+                "2",
+                "--name",
+                "x",
+                "--model",
+                "m",
+                "--base-url",
+                scripted_llm.base_url,
+                "--db",
+                db_,
+            ]
+        )
+        == 0
+    )
     scripted_llm.set_responder(lambda body: replace(as_reply(agent(body)), delay_s=0.05))  # text or Reply
 
     class Toy:  # what open_editor needs
@@ -347,8 +393,9 @@ def test_a_card_at_an_earlier_step_drawn_as_a_block_is_still_shown(toy, monkeypa
     assert _drawn(at).count("#1 · step 1 · rewrite thought · candidate 1") == 1
 
 
-def test_accept_all_proven_into_a_new_set_built_on_the_experiments_exemplars(scripted_llm, tmp_path, monkeypatch,
-                                                                             capsys):
+def test_accept_all_proven_into_a_new_set_built_on_the_experiments_exemplars(
+    scripted_llm, tmp_path, monkeypatch, capsys
+):
     """Issue 39: a new set named here starts from a base (default: the set the experiment
     ran with, here the built-in exemplars), so it drives a re-run of every task type."""
     from agent.exemplars import builtin_prompt_dict

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 
-from tests.scripted_server import Reply
 from tests.app_helpers import click, markdownish, texts
+from tests.scripted_server import Reply
 
 INJECT = "![x](http://evil.example/x.png) [link](http://evil.example)"
 SECRET = "hunter2-pass"

@@ -9,11 +9,19 @@ import subprocess
 
 import pytest
 
-from app_pages.textdiff import diff_html, word_diff
 from app_pages.compare_table import compare_html
 from app_pages.costs import cost, money, usage_totals
-from app_pages.page_text import (action_warning, edit_label, endpoint_problem, one_line, own_edit, provenance,
-                                 replaced_text, step_lines)
+from app_pages.page_text import (
+    action_warning,
+    edit_label,
+    endpoint_problem,
+    one_line,
+    own_edit,
+    provenance,
+    replaced_text,
+    step_lines,
+)
+from app_pages.textdiff import diff_html, word_diff
 from app_pages.version_tree_dot import dot_quote, version_tree_dot
 from trajectory.alignment import align_versions
 from trajectory.records import EditInfo, ModelCall, Step, Usage
@@ -50,8 +58,9 @@ def test_diff_html_escapes_every_piece_before_marking():
 
 
 def _step(i, thought=None, action=None, obs=None, source="model", edit=None, sid=None, info=None):
-    return Step(id=sid, index=i, thought=thought, action=action, observation=obs, source=source, edit=edit,
-                info=info or {})
+    return Step(
+        id=sid, index=i, thought=thought, action=action, observation=obs, source=source, edit=edit, info=info or {}
+    )
 
 
 def test_step_lines_follow_the_paper_formats():
@@ -60,8 +69,15 @@ def test_step_lines_follow_the_paper_formats():
     assert step_lines("alfworld", t) == [("Act 1", "think: find a mug"), ("Obs 1", "OK.")]
     assert step_lines("alfworld", a) == [("Act 2", "go to cabinet 1"), ("Obs 2", "The cabinet 1 is closed.")]
     w = _step(3, thought="search it", action="Search[X]", obs="X is Y.")
-    assert step_lines("hotpotqa", w) == [("Thought 3", "search it"), ("Action 3", "Search[X]"), ("Observation 3", "X is Y.")]
-    assert step_lines("fever", _step(1, action="Search[X]", obs="o")) == [("Action 1", "Search[X]"), ("Observation 1", "o")]
+    assert step_lines("hotpotqa", w) == [
+        ("Thought 3", "search it"),
+        ("Action 3", "Search[X]"),
+        ("Observation 3", "X is Y."),
+    ]
+    assert step_lines("fever", _step(1, action="Search[X]", obs="o")) == [
+        ("Action 1", "Search[X]"),
+        ("Observation 1", "o"),
+    ]
 
 
 def test_provenance_and_replaced_text():
@@ -79,13 +95,25 @@ def test_provenance_and_replaced_text():
 
 
 def _row(v, parent=None, name=None, steps=3, done=False, success=None, edits=0):
-    return {"version": v, "parent_version": parent, "name": name, "steps": steps, "done": done,
-            "success": success, "edits": edits, "status": "open"}
+    return {
+        "version": v,
+        "parent_version": parent,
+        "name": name,
+        "steps": steps,
+        "done": done,
+        "success": success,
+        "edits": edits,
+        "status": "open",
+    }
 
 
 def test_version_tree_dot_escapes_labels_and_links_parents():
-    rows = [_row(1, done=True, success=False), _row(2, 1, name='fix "hallucination"\\ here\nnext', edits=2),
-            _row(3, 2, done=True, success=True, edits=1), _row(4, 1, steps=1, edits=0)]
+    rows = [
+        _row(1, done=True, success=False),
+        _row(2, 1, name='fix "hallucination"\\ here\nnext', edits=2),
+        _row(3, 2, done=True, success=True, edits=1),
+        _row(4, 1, steps=1, edits=0),
+    ]
     rows[1]["edit"], rows[2]["edit"] = "thought rewritten @2", "thought inserted @4"
     rows[3]["status"] = "stopped"
     dot = version_tree_dot(rows, current=3, selected=2)
@@ -120,8 +148,14 @@ def test_compare_rows_mark_edits_and_regenerated_steps_without_diffing_them():
 
 def test_compare_html_escapes_untrusted_text_everywhere():
     a = _step(1, action="go to x", obs=EVIL, sid=1)
-    b = _step(1, action="go to y", obs=EVIL + " more", sid=2, source="human",
-              edit=EditInfo(kind="rewrite_action", index=1, replaced_step=1, old_action="go to x"))
+    b = _step(
+        1,
+        action="go to y",
+        obs=EVIL + " more",
+        sid=2,
+        source="human",
+        edit=EditInfo(kind="rewrite_action", index=1, replaced_step=1, old_action="go to x"),
+    )
     html = compare_html("alfworld", align_versions([a], [b]), "v1 <i>", "v2", "failure", "success")
     assert "<script" not in html and "<img" not in html and "<a " not in html and "<i>" not in html
     assert "&lt;script&gt;" in html and "[link](http://evil)" in html  # shown literally, as text
@@ -133,7 +167,9 @@ def test_compare_html_escapes_untrusted_text_everywhere():
 
 def test_small_labels_and_checks():
     assert one_line("a\n  b \n\nc") == "a b c"
-    assert action_warning("alfworld", "go to drwer 2", ["go to drawer 2", "look"]).startswith("'go to drwer 2' is not among")
+    assert action_warning("alfworld", "go to drwer 2", ["go to drawer 2", "look"]).startswith(
+        "'go to drwer 2' is not among"
+    )
     assert action_warning("alfworld", "go to drawer 2", ["go to drawer 2"]) is None
     assert action_warning("alfworld", "think: hmm", ["look"]) is None
     assert "does not parse" in action_warning("hotpotqa", "Finish Marrowgate", None)
@@ -150,12 +186,31 @@ def test_small_labels_and_checks():
 
 def test_usage_totals_and_cost():
     calls = {
-        1: ModelCall(id=1, model="m", api_style="completions", prompt_hash="h", prompt_chars=1,
-                     usage=Usage(prompt_tokens=100, completion_tokens=7)),
-        2: ModelCall(id=2, model="m", api_style="completions", prompt_hash="h", prompt_chars=1,
-                     usage=Usage(prompt_tokens=120, completion_tokens=5)),
-        3: ModelCall(id=3, model="m", api_style="completions", prompt_hash="h", prompt_chars=1, cached=True,
-                     usage=Usage(prompt_tokens=999, completion_tokens=999)),
+        1: ModelCall(
+            id=1,
+            model="m",
+            api_style="completions",
+            prompt_hash="h",
+            prompt_chars=1,
+            usage=Usage(prompt_tokens=100, completion_tokens=7),
+        ),
+        2: ModelCall(
+            id=2,
+            model="m",
+            api_style="completions",
+            prompt_hash="h",
+            prompt_chars=1,
+            usage=Usage(prompt_tokens=120, completion_tokens=5),
+        ),
+        3: ModelCall(
+            id=3,
+            model="m",
+            api_style="completions",
+            prompt_hash="h",
+            prompt_chars=1,
+            cached=True,
+            usage=Usage(prompt_tokens=999, completion_tokens=999),
+        ),
     }
     assert usage_totals([1, 2, 3, 99], calls) == (220, 12)
     assert cost(220, 12, {"prompt": 1.5, "completion": 2.0}) == pytest.approx((220 * 1.5 + 12 * 2.0) / 1e6)

@@ -9,9 +9,9 @@ from agent.rollouts import Request, resample
 from app_pages.version_tree_dot import version_tree_dot
 from app_pages.whatif_panel import chart_spec, rate_rows
 from sessions import rollouts
-from tests.scripted_server import Reply
 from tests.app_helpers import _open_edit, _won, click, ok, texts
 from tests.rollout_agents import Agent
+from tests.scripted_server import Reply
 
 
 def _wait(at, timeout_s: float = 60.0):
@@ -88,8 +88,10 @@ def test_whatif_panel_stop_keeps_finished_and_run_again_continues(app):
     (g,) = rollouts.groups(toy.store, ep.id)
     finished = [m for m in g.members.values() if toy.store.versions.get(m).outcome.done]
     assert 1 <= len(finished) < 6 and any("Stopped" in c.value for c in at.caption)
-    assert not any(toy.store.versions.get(m).outcome.done is False and toy.store.versions.get(m).status == "open"
-                   for m in g.members.values())  # the one in flight was marked stopped
+    assert not any(
+        toy.store.versions.get(m).outcome.done is False and toy.store.versions.get(m).status == "open"
+        for m in g.members.values()
+    )  # the one in flight was marked stopped
     toy.llm.set_responder(agent)
     click(at, f"wi_run_{v.id}_2")
     at = _wait(at)
@@ -145,14 +147,15 @@ def test_rate_rows_chart_and_group_nodes(toy, tmp_path):
     assert spec["data"]["values"][0]["interval"] == "0-65.8%"
     g = run.stats[0].group
     summaries = [{"version": v.id, "parent_version": None, "steps": 3, "success": False, "done": True}]
-    summaries += [{"version": m, "parent_version": v.id, "steps": 3, "success": False, "done": True, "group": g.id}
-                  for m in g.members.values()]
+    summaries += [
+        {"version": m, "parent_version": v.id, "steps": 3, "success": False, "done": True, "group": g.id}
+        for m in g.members.values()
+    ]
     dot = version_tree_dot(summaries, v.id, None, {g.id: 'resample @2: 0/2 "x"'})
     assert f"v{v.id} -> g{g.id};" in dot and dot.count(f"-> g{g.id}") == 1
     assert 'label="resample @2: 0/2 \\"x\\""' in dot and f"v{g.members[0]} [" not in dot
     dot = version_tree_dot(summaries, v.id, None, {g.id: "resample @2"}, expand=True)
     assert f"v{v.id} -> v{g.members[0]};" in dot and f"subgraph cluster_g{g.id}" in dot
-
 
 
 def test_whatif_tests_the_fix_typed_in_the_edit_form_and_refuses_an_unchanged_treatment(app):

@@ -65,10 +65,20 @@ def test_every_script_has_a_smoke_run():
 @pytest.mark.timeout(600)  # the scripts start servers, processes and the real engines: slow on a busy machine
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_the_script_runs_at_a_tiny_size(script, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}  # the scripts' temp folders die with the test
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TMPDIR": str(tmp_path),
+    }  # the scripts' temp folders die with the test
     env.pop("REACT_EDITOR_DB", None)
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / script), *TINY[script]], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=540)
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *TINY[script]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
     result = last_json_object(proc.stdout)
     assert isinstance(result, dict) and result, proc.stdout[-500:]

@@ -16,9 +16,13 @@ HINT = "I should look up the eastern sector."
 def _after_task(msgs: list[dict]) -> list[dict]:
     """The messages after the task's own user message (the last user message that opens a task:
     the exemplars' tasks come before it)."""
-    starts = [i for i, m in enumerate(msgs) if m["role"] == "user" and
-              (m["content"] or "").startswith(("Question:", "Claim:", "-= Welcome", "You are in", "You are "))]
-    return msgs[starts[-1] + 1:] if starts else msgs
+    starts = [
+        i
+        for i, m in enumerate(msgs)
+        if m["role"] == "user"
+        and (m["content"] or "").startswith(("Question:", "Claim:", "-= Welcome", "You are in", "You are "))
+    ]
+    return msgs[starts[-1] + 1 :] if starts else msgs
 
 
 class WikiAgent:
@@ -29,14 +33,21 @@ class WikiAgent:
 
     def __call__(self, body: dict) -> object:
         if CRITIC_MARK in prompt_text(body):
-            return json.dumps({"candidates": [{"step": 1, "kind": "rewrite_thought", "rationale": "plan",
-                                               "text": HINT}]})
+            return json.dumps(
+                {"candidates": [{"step": 1, "kind": "rewrite_thought", "rationale": "plan", "text": HINT}]}
+            )
         msgs = body["messages"]
         last = msgs[-1]
         i = 1 + sum(1 for m in _after_task(msgs) if m["role"] == "assistant")
-        name, arg, text = ("search", "Colorado orogeny", "Search[Colorado orogeny]") if i == 1 else (
-            ("finish", self.answer, f"Finish[{self.answer}]") if i >= self.finish_at else
-            ("lookup", "eastern sector", "Lookup[eastern sector]"))
+        name, arg, text = (
+            ("search", "Colorado orogeny", "Search[Colorado orogeny]")
+            if i == 1
+            else (
+                ("finish", self.answer, f"Finish[{self.answer}]")
+                if i >= self.finish_at
+                else ("lookup", "eastern sector", "Lookup[eastern sector]")
+            )
+        )
         key = "entity" if name == "search" else "keyword" if name == "lookup" else "answer"
         if self.style == "tools":
             if last["role"] == "user" and last["content"].startswith("Now call one tool"):  # the fallback
@@ -55,11 +66,24 @@ class GameAgent:
 
     def __call__(self, body: dict) -> object:
         if CRITIC_MARK in prompt_text(body):
-            return json.dumps({"candidates": [{"step": 1, "kind": "rewrite_thought", "rationale": "plan",
-                                               "text": "I should examine the room first."}]})
+            return json.dumps(
+                {
+                    "candidates": [
+                        {
+                            "step": 1,
+                            "kind": "rewrite_thought",
+                            "rationale": "plan",
+                            "text": "I should examine the room first.",
+                        }
+                    ]
+                }
+            )
         last = body["messages"][-1]
         thinking = not (last["role"] == "user" and last["content"] == "OK.")
         if self.style == "tools":
-            return Reply(text="I will look around.", reasoning="maybe look") if thinking else Reply(
-                tool_calls=[tool_call("act", {"command": "look"})])
+            return (
+                Reply(text="I will look around.", reasoning="maybe look")
+                if thinking
+                else Reply(tool_calls=[tool_call("act", {"command": "look"})])
+            )
         return "think: I will look around." if thinking else "look"

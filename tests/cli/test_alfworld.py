@@ -8,10 +8,9 @@ import json
 
 import pytest
 
+from envs.alfworld.generate import TASK_TYPES as TYPES
 from react_editor.main import main
 from tests.alfworld_helpers import first_task, walkthrough
-
-from envs.alfworld.generate import TASK_TYPES as TYPES
 
 
 def run_json(capsys, *argv) -> dict:
@@ -26,8 +25,18 @@ def test_cli_plays_each_task_type_to_won(task_type, scripted_llm, tmp_path, caps
     task = first_task(task_type)
     walk = walkthrough(task)
     scripted_llm.push(" think: I will follow the plan for this task.", *[" " + c for c in walk])
-    res = run_json(capsys, "run", "--env", "alfworld", "--task", task.id, "--base-url", scripted_llm.base_url,
-                   "--db", str(tmp_path / "a.db"))
+    res = run_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        task.id,
+        "--base-url",
+        scripted_llm.base_url,
+        "--db",
+        str(tmp_path / "a.db"),
+    )
     assert res["done"] is True and res["success"] is True and res["steps"] == len(walk) + 1
     first_prompt = scripted_llm.completion_requests[0].body["prompt"]
     assert first_prompt.startswith("Interact with a household to solve a task. Here are two examples.\n")
@@ -42,8 +51,20 @@ def test_invalid_command_edit_and_resume_by_replay(scripted_llm, tmp_path, capsy
     walk = walkthrough(task)
     db = str(tmp_path / "b.db")
     scripted_llm.push(" " + walk[0], " fly to the moon", " " + walk[1])
-    res = run_json(capsys, "run", "--env", "alfworld", "--task", task.id, "--base-url", scripted_llm.base_url,
-                   "--max-steps", "3", "--db", db)
+    res = run_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        task.id,
+        "--base-url",
+        scripted_llm.base_url,
+        "--max-steps",
+        "3",
+        "--db",
+        db,
+    )
     shown = run_json(capsys, "show", str(res["episode"]), "--db", db)
     assert shown[1]["action"] == "fly to the moon" and shown[1]["observation"] == "Nothing happens."
     # rewrite the invalid action: the environment runs the new one in the state after step 1
@@ -60,14 +81,30 @@ def test_alfworld_0_4_wording_option(scripted_llm, tmp_path, capsys):
     task = first_task("pick_and_place_simple")
     walk = walkthrough(task, "alfworld-0.4")
     scripted_llm.push(*[" " + c for c in walk])
-    res = run_json(capsys, "run", "--env", "alfworld", "--task", task.id, "--wording", "alfworld-0.4",
-                   "--base-url", scripted_llm.base_url, "--style", "act", "--db", str(tmp_path / "c.db"))
+    res = run_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        task.id,
+        "--wording",
+        "alfworld-0.4",
+        "--base-url",
+        scripted_llm.base_url,
+        "--style",
+        "act",
+        "--db",
+        str(tmp_path / "c.db"),
+    )
     assert res["success"] is True
     assert any(c.startswith("move ") for c in walk)
     assert scripted_llm.completion_requests[0].body["prompt"].count("> think:") == 0  # act exemplars
 
 
 def test_missing_game_file_is_a_clear_error(tmp_path, capsys):
-    code = main(["run", "--env", "alfworld", "--game", str(tmp_path / "nope" / "game.tw-pddl"), "--db", str(tmp_path / "d.db")])
+    code = main(
+        ["run", "--env", "alfworld", "--game", str(tmp_path / "nope" / "game.tw-pddl"), "--db", str(tmp_path / "d.db")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "game.tw-pddl" in err and err.count("\n") == 1

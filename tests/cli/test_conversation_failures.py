@@ -30,20 +30,40 @@ def cj(capsys, *argv):
 
 
 def wiki_run(capsys, llm, zim, db, n, style="tools", *more):
-    return cj(capsys, "run", "--env", "hotpotqa", "--question", "What is the elevation range?", "--wiki", f"zim:{zim}",
-              "--api-style", style, "--model", "m", "--base-url", llm.base_url, "--max-steps", str(n), "--db", db,
-              *more)
+    return cj(
+        capsys,
+        "run",
+        "--env",
+        "hotpotqa",
+        "--question",
+        "What is the elevation range?",
+        "--wiki",
+        f"zim:{zim}",
+        "--api-style",
+        style,
+        "--model",
+        "m",
+        "--base-url",
+        llm.base_url,
+        "--max-steps",
+        str(n),
+        "--db",
+        db,
+        *more,
+    )
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_wikipedia_tools_replies_that_are_not_one_good_call(stream, zim, scripted_llm, tmp_path, capsys,
-                                                            monkeypatch):
+def test_wikipedia_tools_replies_that_are_not_one_good_call(stream, zim, scripted_llm, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
     monkeypatch.setattr("agent.model.client.streams", lambda choice, watch: stream)  # (as the Editor's steps)
     scripted_llm.push(
         Reply(text="I should search first.", reasoning="think"),  # no call: the paper's fallback asks again
         Reply(tool_calls=[tool_call("search", {"entity": "Colorado orogeny"})]),
-        Reply(text="Two at once.", tool_calls=[tool_call("search", {"entity": "A"}), tool_call("lookup", {"keyword": "b"})]),
+        Reply(
+            text="Two at once.",
+            tool_calls=[tool_call("search", {"entity": "A"}), tool_call("lookup", {"keyword": "b"})],
+        ),
         Reply(tool_calls=[tool_call("jump", {"to": "x"})]),
         Reply(text="bad", tool_calls=[tool_call("lookup", '{"keyword": ')]),
         Reply(tool_calls=[tool_call("search", {"entity": "A", "extra": 1})]),
@@ -71,8 +91,9 @@ def test_wikipedia_tools_replies_that_are_not_one_good_call(stream, zim, scripte
     assert tail[1]["content"].startswith("Invalid action")
 
 
-def test_wikipedia_messages_style_malformed_text_takes_the_papers_fallback(zim, scripted_llm, tmp_path, capsys,
-                                                                         monkeypatch):
+def test_wikipedia_messages_style_malformed_text_takes_the_papers_fallback(
+    zim, scripted_llm, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
     scripted_llm.push("Thought 1: I should search.", "Action 1: Search[Colorado orogeny]")
     db = str(tmp_path / "m.db")
@@ -84,15 +105,34 @@ def test_wikipedia_messages_style_malformed_text_takes_the_papers_fallback(zim, 
     assert "only the action for step 1" in follow[-1]["content"]
 
 
-def test_alfworld_tools_no_call_is_a_thought_turn_and_two_calls_a_parse_failure(scripted_llm, tmp_path, capsys,
-                                                                                monkeypatch):
+def test_alfworld_tools_no_call_is_a_thought_turn_and_two_calls_a_parse_failure(
+    scripted_llm, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
-    scripted_llm.push(Reply(text="First I look."),
-                      Reply(tool_calls=[tool_call("act", {"command": "look"}), tool_call("act", {"command": "inventory"})]),
-                      Reply(tool_calls=[tool_call("act", {"cmd": "look"})]))
+    scripted_llm.push(
+        Reply(text="First I look."),
+        Reply(tool_calls=[tool_call("act", {"command": "look"}), tool_call("act", {"command": "inventory"})]),
+        Reply(tool_calls=[tool_call("act", {"cmd": "look"})]),
+    )
     db = str(tmp_path / "a.db")
-    cj(capsys, "run", "--env", "alfworld", "--task", first_task("pick_and_place_simple").id, "--api-style", "tools",
-       "--model", "m", "--base-url", scripted_llm.base_url, "--max-steps", "3", "--db", db)
+    cj(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        first_task("pick_and_place_simple").id,
+        "--api-style",
+        "tools",
+        "--model",
+        "m",
+        "--base-url",
+        scripted_llm.base_url,
+        "--max-steps",
+        "3",
+        "--db",
+        db,
+    )
     s = cj(capsys, "show", "1", "--db", db)
     assert (s[0]["thought"], s[0]["action"], s[0]["observation"]) == ("First I look.", None, "OK.")
     assert "2 tool calls" in s[1]["parse_error"] and s[1]["observation"] == "Nothing happens."
@@ -113,8 +153,9 @@ def test_experiment_rerun_in_the_tools_style_then_compare(tmp_path, capsys, scri
     def agent(body):  # the text styles as wiki_agent answers; the tools style finishes at once
         if "tools" not in body:
             return text_agent(body)
-        task = [m["content"] for m in body["messages"] if m["role"] == "user" and
-                m["content"].startswith("Question: ")][-1][len("Question: "):]
+        task = [
+            m["content"] for m in body["messages"] if m["role"] == "user" and m["content"].startswith("Question: ")
+        ][-1][len("Question: ") :]
         good = {r["question"]: r["answer"] for r in rows[:3]}.get(task, "Nowhere")
         return Reply(text="I know it.", tool_calls=[tool_call("finish", {"answer": good})])
 
@@ -134,8 +175,9 @@ def test_experiment_rerun_in_the_tools_style_then_compare(tmp_path, capsys, scri
     assert c["common"] == 4 and (c["both"], c["a_only"], c["b_only"], c["neither"]) == (1, 0, 2, 1)
 
 
-def test_a_paper_style_version_resumed_in_the_tools_style_and_a_persons_json_call(zim, scripted_llm, tmp_path,
-                                                                                  capsys, monkeypatch):
+def test_a_paper_style_version_resumed_in_the_tools_style_and_a_persons_json_call(
+    zim, scripted_llm, tmp_path, capsys, monkeypatch
+):
     """A version of the paper's format goes on in the tools style (a new child version): its steps
     are sent as tool calls with ids `call_<index>`; a person's step may be a JSON call."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
@@ -143,8 +185,17 @@ def test_a_paper_style_version_resumed_in_the_tools_style_and_a_persons_json_cal
     db = str(tmp_path / "p.db")
     wiki_run(capsys, scripted_llm, zim, db, 4, "completions", "--human")
     cj(capsys, "step", "1", "--db", db)
-    cj(capsys, "step", "1", "--thought", "Look it up.", "--action", '{"name": "lookup", "arguments": {"keyword": '
-       '"eastern sector"}}', "--db", db)
+    cj(
+        capsys,
+        "step",
+        "1",
+        "--thought",
+        "Look it up.",
+        "--action",
+        '{"name": "lookup", "arguments": {"keyword": "eastern sector"}}',
+        "--db",
+        db,
+    )
     s = cj(capsys, "show", "1", "--db", db)
     assert s[1]["action"] == "Lookup[eastern sector]" and s[1]["observation"].startswith("(Result 1 / ")
     scripted_llm.push(Reply(text="Done.", tool_calls=[tool_call("finish", {"answer": "x"})]))
@@ -153,7 +204,9 @@ def test_a_paper_style_version_resumed_in_the_tools_style_and_a_persons_json_cal
     calls = [m for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls")][-2:]
     assert [c["tool_calls"][0]["id"] for c in calls] == ["call_1", "call_2"]
     assert calls[1]["content"] == "Look it up." and calls[1]["tool_calls"][0]["function"] == {
-        "name": "lookup", "arguments": '{"keyword": "eastern sector"}'}
+        "name": "lookup",
+        "arguments": '{"keyword": "eastern sector"}',
+    }
     assert body["messages"][-1] == {"role": "tool", "tool_call_id": "call_2", "content": s[1]["observation"]}
     assert res["done"] and cj(capsys, "show", f"1:{res['number']}", "--db", db)[2]["tool_call"]["name"] == "finish"
     err = main(["step", "1", "--action", '{"name": "jump", "arguments": {}}', "--db", db])
@@ -161,18 +214,36 @@ def test_a_paper_style_version_resumed_in_the_tools_style_and_a_persons_json_cal
 
 
 @pytest.mark.parametrize("style", ["messages", "tools"])
-def test_a_persons_fixed_version_in_an_exemplar_set_drives_the_conversation_styles(style, zim, scripted_llm, tmp_path,
-                                                                                   capsys, monkeypatch):
+def test_a_persons_fixed_version_in_an_exemplar_set_drives_the_conversation_styles(
+    style, zim, scripted_llm, tmp_path, capsys, monkeypatch
+):
     """A set built on the built-in exemplars plus a person's fixed version: the version's task and
     steps come before the new task as prior turns of the request's style."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
     db = str(tmp_path / "e.db")
     scripted_llm.push(" I search it.\nAction 1: Search[Colorado orogeny]", " So.\nAction 2: Finish[1,800 to 7,000 ft]")
-    cj(capsys, "run", "--env", "hotpotqa", "--question", "Where is the Colorado orogeny?", "--wiki", f"zim:{zim}",
-       "--model", "m", "--base-url", scripted_llm.base_url, "--db", db)
+    cj(
+        capsys,
+        "run",
+        "--env",
+        "hotpotqa",
+        "--question",
+        "Where is the Colorado orogeny?",
+        "--wiki",
+        f"zim:{zim}",
+        "--model",
+        "m",
+        "--base-url",
+        scripted_llm.base_url,
+        "--db",
+        db,
+    )
     cj(capsys, "exemplars", "add", "fixed", "1", "--create", "--from", "builtin", "--db", db)
-    scripted_llm.push(Reply(text="Search.", tool_calls=[tool_call("search", {"entity": "X"})]) if style == "tools"
-                      else "Thought 1: Search.\nAction 1: Search[X]")
+    scripted_llm.push(
+        Reply(text="Search.", tool_calls=[tool_call("search", {"entity": "X"})])
+        if style == "tools"
+        else "Thought 1: Search.\nAction 1: Search[X]"
+    )
     wiki_run(capsys, scripted_llm, zim, db, 1, style, "--exemplars", "fixed")
     msgs = scripted_llm.completion_requests[-1].body["messages"]
     users = [m["content"] for m in msgs if m["role"] == "user"]
@@ -181,15 +252,19 @@ def test_a_persons_fixed_version_in_an_exemplar_set_drives_the_conversation_styl
     assert 0 < mine < len(users) - 1 and "Question: " in users[0]  # after the built-in ones, before the task
     said = [m for m in msgs if m["role"] == "assistant"]
     if style == "tools":
-        assert any(m["content"] == "I search it." and m["tool_calls"][0]["function"]["arguments"] ==
-                   '{"entity": "Colorado orogeny"}' for m in said)
+        assert any(
+            m["content"] == "I search it."
+            and m["tool_calls"][0]["function"]["arguments"] == '{"entity": "Colorado orogeny"}'
+            for m in said
+        )
     else:
         assert any(m["content"] == "Thought 1: I search it.\nAction 1: Search[Colorado orogeny]" for m in said)
 
 
 @pytest.mark.parametrize("style", ["messages", "tools"])
-def test_one_shot_prompts_of_the_conversation_styles_go_as_one_user_message(style, tmp_path, capsys, scripted_llm,
-                                                                             monkeypatch):
+def test_one_shot_prompts_of_the_conversation_styles_go_as_one_user_message(
+    style, tmp_path, capsys, scripted_llm, monkeypatch
+):
     """A Standard/CoT answer (and the critic's prompt) has no turns: in these styles it is sent as the
     chat style sends it, one user message, and its text is the answer."""
     from tests.cli_helpers import run_args
@@ -201,12 +276,25 @@ def test_one_shot_prompts_of_the_conversation_styles_go_as_one_user_message(styl
 
     def cot(body):  # the one message: the CoT prompt, then the chat instruction
         (msg,) = body["messages"]
-        question = [ln for ln in msg["content"].split("\n") if ln.startswith("Question: ")][-1][len("Question: "):]
+        question = [ln for ln in msg["content"].split("\n") if ln.startswith("Question: ")][-1][len("Question: ") :]
         return f"Let's think step by step. So the answer is {answers[question]}.\nAnswer: {answers[question]}"
 
     scripted_llm.set_responder(cot)
-    out = cj(capsys, *run_args(scripted_llm, tmp_path / "q.db", "--env", "hotpotqa", "--limit", "2", "--method", "cot",
-                               "--api-style", style))
+    out = cj(
+        capsys,
+        *run_args(
+            scripted_llm,
+            tmp_path / "q.db",
+            "--env",
+            "hotpotqa",
+            "--limit",
+            "2",
+            "--method",
+            "cot",
+            "--api-style",
+            style,
+        ),
+    )
     assert out["success"] == 2
     for r in scripted_llm.completion_requests:
         assert len(r.body["messages"]) == 1 and r.body["messages"][0]["role"] == "user" and "tools" not in r.body

@@ -70,8 +70,13 @@ def check_pinned_is_sent(capsys, llm, db, ref) -> tuple[dict, str]:
 def other_process_prompt(db, ref) -> str:
     """`react-editor show REF --prompt` in its own process (what a restart reads back)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "react_editor", "show", ref, "--prompt", "--db", db], cwd=ROOT, env=env,
-                         capture_output=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "react_editor", "show", ref, "--prompt", "--db", db],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.decode("utf-8")
 
@@ -87,30 +92,49 @@ def new_version(capsys, db, *edit) -> str:
 
 @pytest.mark.parametrize("style", ["messages", "tools"])
 @pytest.mark.parametrize("kind", ["hotpotqa", "fever"])
-def test_wikipedia_families_run_edit_resume_whatif_suggest(kind, style, zim, scripted_llm, tmp_path, capsys,
-                                                           monkeypatch):
+def test_wikipedia_families_run_edit_resume_whatif_suggest(
+    kind, style, zim, scripted_llm, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
     scripted_llm.require_tools = style == "tools"
     answer = "SUPPORTS" if kind == "fever" else "1,800 to 7,000 ft"
     scripted_llm.set_responder(WikiAgent(style, finish_at=3, answer=answer))
     db = str(tmp_path / "w.db")
-    run = cj(capsys, "run", "--env", kind, "--question", "What is the elevation range?",
-             "--answer", "REFUTES" if kind == "fever" else "x",  # (the agent's answer is wrong: a suggestion applies)
-             "--wiki", f"zim:{zim}", "--api-style", style, "--model", "m", "--base-url", scripted_llm.base_url,
-             "--max-steps", "5", "--db", db)
+    run = cj(
+        capsys,
+        "run",
+        "--env",
+        kind,
+        "--question",
+        "What is the elevation range?",
+        "--answer",
+        "REFUTES" if kind == "fever" else "x",  # (the agent's answer is wrong: a suggestion applies)
+        "--wiki",
+        f"zim:{zim}",
+        "--api-style",
+        style,
+        "--model",
+        "m",
+        "--base-url",
+        scripted_llm.base_url,
+        "--max-steps",
+        "5",
+        "--db",
+        db,
+    )
     assert run["done"] and run["steps"] == 3
     first = scripted_llm.completion_requests[0].body
     assert ("tools" in first) == (style == "tools") and first["messages"][0]["role"] == "system"
     assert first.get("stop") == (["\nObservation 1:"] if style == "messages" else None)  # the paper's stop, text only
     assert sum(m["role"] == "assistant" for m in first["messages"]) > 2  # the exemplars, as prior turns
     shown = steps(capsys, db, "1:1")
-    assert [s["action"] for s in shown] == ["Search[Colorado orogeny]", "Lookup[eastern sector]",
-                                           f"Finish[{answer}]"]
+    assert [s["action"] for s in shown] == ["Search[Colorado orogeny]", "Lookup[eastern sector]", f"Finish[{answer}]"]
     assert shown[0]["thought"] == "Step 1: I act."
     if style == "tools":
         assert shown[0]["reasoning"] == "reasoning 1"
         assert shown[0]["tool_call"]["name"] == "search" and shown[0]["tool_call"]["arguments"] == {
-            "entity": "Colorado orogeny"}
+            "entity": "Colorado orogeny"
+        }
     # the pinned request of a branch at step 2 is what step 3 was sent
     branch = cj(capsys, "branch", "1:1", "--step", "2", "--db", db)
     text = prompt_of(capsys, db, f"1:{branch['number']}")
@@ -132,16 +156,29 @@ def test_wikipedia_families_run_edit_resume_whatif_suggest(kind, style, zim, scr
     _, resumed = check_pinned_is_sent(capsys, scripted_llm, db, ref)
     assert steps(capsys, db, resumed)[2]["thought"] == HINT
     # rewrite the action of step 2: run again from the restored environment
-    action = ('{"name": "search", "arguments": {"entity": "Colorado orogeny"}}' if style == "tools"
-              else "Search[Colorado orogeny]")
+    action = (
+        '{"name": "search", "arguments": {"entity": "Colorado orogeny"}}'
+        if style == "tools"
+        else "Search[Colorado orogeny]"
+    )
     ref = new_version(capsys, db, "--step", "2", "--action", action)
     edited = steps(capsys, db, ref)[1]
     assert edited["action"] == "Search[Colorado orogeny]" and edited["observation"] == shown[0]["observation"]
     check_pinned_is_sent(capsys, scripted_llm, db, ref)
     # a call that does not match the schema: one line, nothing written
     versions = len(cj(capsys, "versions", "1", "--db", db))
-    err = cli(capsys, "edit", "1:1", "--step", "2", "--action", '{"name": "search", "arguments": {"q": "x"}}',
-              "--db", db, code=2).err
+    err = cli(
+        capsys,
+        "edit",
+        "1:1",
+        "--step",
+        "2",
+        "--action",
+        '{"name": "search", "arguments": {"q": "x"}}',
+        "--db",
+        db,
+        code=2,
+    ).err
     assert err.count("\n") == 1 and "schema" in err and len(cj(capsys, "versions", "1", "--db", db)) == versions
     if style == "tools":  # a step's reasoning, rewritten apart from its thought
         ref = new_version(capsys, db, "--step", "1", "--reasoning", "Colorado first.\nThen the sector.")
@@ -149,8 +186,21 @@ def test_wikipedia_families_run_edit_resume_whatif_suggest(kind, style, zim, scr
         assert got["reasoning"] == "Colorado first.\nThen the sector." and got["thought"] == "Step 1: I act."
         check_pinned_is_sent(capsys, scripted_llm, db, ref)
     # a what-if and a suggestion, in the episode's style
-    out = cj(capsys, "whatif", "1", "--version", str(run["version"]), "--step", "2", "--thought", HINT, "--n", "1",
-             "--db", db)
+    out = cj(
+        capsys,
+        "whatif",
+        "1",
+        "--version",
+        str(run["version"]),
+        "--step",
+        "2",
+        "--thought",
+        HINT,
+        "--n",
+        "1",
+        "--db",
+        db,
+    )
     assert out
     scripted_llm.require_tools = False  # (the critic answers JSON: its request declares no tools)
     sug = cj(capsys, "suggest", "1:1", "--verify", "1", "--critic-api-style", style, "--db", db)
@@ -164,8 +214,24 @@ def test_alfworld_run_edit_resume_whatif_suggest(style, scripted_llm, tmp_path, 
     scripted_llm.set_responder(GameAgent(style))
     task = first_task("pick_and_place_simple")
     db = str(tmp_path / "a.db")
-    run = cj(capsys, "run", "--env", "alfworld", "--task", task.id, "--api-style", style, "--model", "m",
-             "--base-url", scripted_llm.base_url, "--max-steps", "4", "--db", db)
+    run = cj(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        task.id,
+        "--api-style",
+        style,
+        "--model",
+        "m",
+        "--base-url",
+        scripted_llm.base_url,
+        "--max-steps",
+        "4",
+        "--db",
+        db,
+    )
     assert run["steps"] == 4
     shown = steps(capsys, db, "1:1")
     assert [s["action"] for s in shown] == [None, "look", None, "look"]
@@ -194,8 +260,21 @@ def test_alfworld_run_edit_resume_whatif_suggest(style, scripted_llm, tmp_path, 
     if style == "tools":
         assert edited["tool_call"]["name"] == "act" and edited["tool_call"]["arguments"] == {"command": "inventory"}
     check_pinned_is_sent(capsys, scripted_llm, db, ref)
-    out = cj(capsys, "whatif", "1", "--version", str(run["version"]), "--step", "3", "--thought", "Go to the desk.",
-             "--n", "1", "--db", db)
+    out = cj(
+        capsys,
+        "whatif",
+        "1",
+        "--version",
+        str(run["version"]),
+        "--step",
+        "3",
+        "--thought",
+        "Go to the desk.",
+        "--n",
+        "1",
+        "--db",
+        db,
+    )
     assert out
     scripted_llm.require_tools = False  # (the critic answers JSON: its request declares no tools)
     sug = cj(capsys, "suggest", "1:1", "--verify", "1", "--critic-api-style", style, "--db", db)

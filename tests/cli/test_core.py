@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.scripted_server import Reply
 from tests.cli_helpers import CHILD, ROOT, cli, cli_json
 from tests.engine_scripts import ROOM_SCRIPT
+from tests.scripted_server import Reply
 
 
 @pytest.fixture
@@ -24,19 +24,39 @@ def db(toy):
 
 def test_run_show_versions_edit_resume(toy, db, capsys):
     toy.llm.push(*ROOM_SCRIPT[:3])
-    res = cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
-                   "--model", "m", "--max-steps", "3", "--db", db)
+    res = cli_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--base-url",
+        toy.llm.base_url,
+        "--model",
+        "m",
+        "--max-steps",
+        "3",
+        "--db",
+        db,
+    )
     assert res == {"episode": 1, "version": 1, "number": 1, "done": True, "success": False, "steps": 3}
     shown = cli_json(capsys, "show", "1", "--db", db)
     assert [s["index"] for s in shown] == [1, 2, 3]
     assert shown[0]["thought"] == "To solve the task, I need to find a mug, then put it in table 1."
     assert shown[0]["action"] is None and shown[1]["action"] == "go to cabinet 1" and shown[1]["source"] == "model"
     code, text, _ = cli(capsys, "show", "1", "--db", db)
-    assert text.startswith("You are in the middle of a room.") and "\n> go to cabinet 1\nThe cabinet 1 is closed.\n" in text
+    assert (
+        text.startswith("You are in the middle of a room.")
+        and "\n> go to cabinet 1\nThe cabinet 1 is closed.\n" in text
+    )
     new = cli_json(capsys, "edit", "1", "--step", "1", "--thought", "Cabinet 1 first.", "--db", db)
     assert new == {"version": 2, "number": 2}
     vs = cli_json(capsys, "versions", "1", "--db", db)
-    assert [(v["version"], v["parent_version"], v["steps"], v["human_edits"]) for v in vs] == [(1, None, 3, 0), (2, 1, 1, 1)]
+    assert [(v["version"], v["parent_version"], v["steps"], v["human_edits"]) for v in vs] == [
+        (1, None, 3, 0),
+        (2, 1, 1, 1),
+    ]
     toy.llm.push(*ROOM_SCRIPT[1:])
     res = cli_json(capsys, "resume", "1", "--db", db, "--max-steps", "10")  # new settings: a child of v2
     assert res["version"] == 3 and res["done"] and res["success"] is True and res["steps"] == 6
@@ -52,7 +72,9 @@ def test_keep_rest_delete_insert_and_human_step(toy, db, capsys):
     cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url, "--db", db)
     v = cli_json(capsys, "edit", "1", "--step", "1", "--delete-thought", "--keep-rest", "--db", db)["version"]
     assert len(cli_json(capsys, "show", "1", "--version", str(v), "--db", db)) == 5
-    v = cli_json(capsys, "edit", "1", "--version", "1", "--step", "3", "--insert-thought", "Open it.", "--keep-rest", "--db", db)["version"]
+    v = cli_json(
+        capsys, "edit", "1", "--version", "1", "--step", "3", "--insert-thought", "Open it.", "--keep-rest", "--db", db
+    )["version"]
     shown = cli_json(capsys, "show", "1", "--version", str(v), "--db", db)
     assert shown[2]["thought"] == "Open it." and len(shown) == 7
     out = cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--human", "--db", db)
@@ -74,11 +96,31 @@ def test_keep_rest_delete_insert_and_human_step(toy, db, capsys):
 )
 def test_bad_input_one_line_error_nothing_changes(toy, db, capsys, argv, message):
     toy.llm.push(*ROOM_SCRIPT[:2])
-    cli_json(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url, "--max-steps", "2", "--db", db)
-    before = Path(db).read_bytes(), toy.store.db.execute("select count(*) from steps").fetchone(), toy.store.db.execute("select count(*) from versions").fetchone()
+    cli_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--base-url",
+        toy.llm.base_url,
+        "--max-steps",
+        "2",
+        "--db",
+        db,
+    )
+    before = (
+        Path(db).read_bytes(),
+        toy.store.db.execute("select count(*) from steps").fetchone(),
+        toy.store.db.execute("select count(*) from versions").fetchone(),
+    )
     code, out, err = cli(capsys, *argv, "--db", db)
     assert code != 0 and message in err and err.count("\n") == 1
-    after = toy.store.db.execute("select count(*) from steps").fetchone(), toy.store.db.execute("select count(*) from versions").fetchone()
+    after = (
+        toy.store.db.execute("select count(*) from steps").fetchone(),
+        toy.store.db.execute("select count(*) from versions").fetchone(),
+    )
     assert before[1:] == after
 
 
@@ -102,9 +144,23 @@ def test_sigkill_mid_run_keeps_every_completed_step(tmp_path, scripted_llm):
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(root=str(ROOT)))
     proc = subprocess.Popen(
-        [sys.executable, str(script), "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", scripted_llm.base_url,
-         "--no-cache", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(script),
+            "run",
+            "--env",
+            "alfworld",
+            "--task",
+            "toy/room-1",
+            "--base-url",
+            scripted_llm.base_url,
+            "--no-cache",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 30
     while time.time() < deadline and len(scripted_llm.completion_requests) < 6:

@@ -39,8 +39,10 @@ def _story_start(tmp_path, capsys, llm):
     llm.set_responder(alfworld_agent())
     db = tmp_path / "x.db"
     ids = ",".join(first_task(t).id for t in TYPES)
-    code, out, err = cli(capsys, *run_args(llm, db, "--env", "alfworld", "--tasks", ids, "--method", "react",
-                                           "--max-steps", "3", "--name", "A"))
+    code, out, err = cli(
+        capsys,
+        *run_args(llm, db, "--env", "alfworld", "--tasks", ids, "--method", "react", "--max-steps", "3", "--name", "A"),
+    )
     assert code == 0, err
     a = json.loads(out.strip().splitlines()[-1])
     assert a["done"] == 3 and a["success"] == 0
@@ -56,7 +58,7 @@ def _story_start(tmp_path, capsys, llm):
 
 
 def _task_line(prompt: str) -> str:
-    return prompt[prompt.rfind("Your task is to:"):].split("\n")[0]
+    return prompt[prompt.rfind("Your task is to:") :].split("\n")[0]
 
 
 def test_a_set_built_on_the_builtin_exemplars_reruns_every_alfworld_type(tmp_path, capsys, scripted_llm):
@@ -66,7 +68,9 @@ def test_a_set_built_on_the_builtin_exemplars_reruns_every_alfworld_type(tmp_pat
     code, out, err = cli(capsys, "exemplars", "add", "fixes", fixed, "--db", db)
     assert code == 0 and out.startswith(f"{fixed} -> react_put_0"), (out, err)  # in place of the pick type's nearest
     before = len(scripted_llm.completion_requests)
-    code, out, err = cli(capsys, "experiment", "rerun", "A", "--exemplars", "fixes", "--name", "B", "--db", db, "--json")
+    code, out, err = cli(
+        capsys, "experiment", "rerun", "A", "--exemplars", "fixes", "--name", "B", "--db", db, "--json"
+    )
     assert code == 0, err
     b = json.loads(out.strip().splitlines()[-1])
     assert b["done"] == 3 and set(b["by_type"]) >= set(TYPES), b  # every type ran
@@ -79,7 +83,8 @@ def test_a_set_built_on_the_builtin_exemplars_reruns_every_alfworld_type(tmp_pat
     with closing(Store(db)) as store:
         rows = store.db.execute(  # (experiment A's versions pin the built-in exemplars' own revision)
             "select distinct v.exemplar_rev from versions v join exemplar_set_revisions r on r.id = v.exemplar_rev "
-            "join exemplar_sets s on s.id = r.set_id where s.name = 'fixes'").fetchall()
+            "join exemplar_sets s on s.id = r.set_id where s.name = 'fixes'"
+        ).fetchall()
         assert len(rows) == 1
         assert exemplar_sets.revision_base(store, rows[0][0]).startswith("builtin sha256:")
 
@@ -119,20 +124,40 @@ def test_hotpotqa_a_fix_joins_the_builtin_block_and_a_set_builds_on_a_set(tmp_pa
     builtin = builtin_prompt_dict("hotpotqa")
     assert list(prompts) == list(builtin)  # the same entries, the react block one example longer
     assert prompts["webthink_simple6"].startswith(builtin["webthink_simple6"])
-    assert f"Finish[{gold}]" in prompts["webthink_simple6"][len(builtin["webthink_simple6"]):]
-    assert {k: v for k, v in prompts.items() if k != "webthink_simple6"} == \
-        {k: v for k, v in builtin.items() if k != "webthink_simple6"}
+    assert f"Finish[{gold}]" in prompts["webthink_simple6"][len(builtin["webthink_simple6"]) :]
+    assert {k: v for k, v in prompts.items() if k != "webthink_simple6"} == {
+        k: v for k, v in builtin.items() if k != "webthink_simple6"
+    }
     # a set built on that set: a copy (its entries and the fix), the base's revision named
-    code, out, err = cli(capsys, "exemplars", "create", "hp-more", "--env", "hotpotqa", "--from", "hp-fixes", "--db", db)
+    code, out, err = cli(
+        capsys, "exemplars", "create", "hp-more", "--env", "hotpotqa", "--from", "hp-fixes", "--db", db
+    )
     assert code == 0 and "from hp-fixes r1" in out, (out, err)
-    assert json.loads(cli(capsys, "exemplars", "show", "hp-more", "--prompts", "--db", db, "--json")[1])["prompts"] == prompts
-    code, out, err = cli(capsys, "experiment", "rerun", "A", "--exemplars", "hp-more", "--name", "B", "--db", db,
-                         "--json", "--leave-out-leaked")
+    assert (
+        json.loads(cli(capsys, "exemplars", "show", "hp-more", "--prompts", "--db", db, "--json")[1])["prompts"]
+        == prompts
+    )
+    code, out, err = cli(
+        capsys,
+        "experiment",
+        "rerun",
+        "A",
+        "--exemplars",
+        "hp-more",
+        "--name",
+        "B",
+        "--db",
+        db,
+        "--json",
+        "--leave-out-leaked",
+    )
     assert code == 0 and "left out" in err, err  # the copied fix still leaks its own task
     b = json.loads(out.strip().splitlines()[-1])
     assert b["episodes"] == 2
-    for argv, said in ((["exemplars", "create", "x", "--env", "alfworld", "--from", "hp-fixes"], "is for hotpotqa"),
-                       (["exemplars", "create", "x", "--env", "hotpotqa", "--from", "nope"], "unknown exemplar set")):
+    for argv, said in (
+        (["exemplars", "create", "x", "--env", "alfworld", "--from", "hp-fixes"], "is for hotpotqa"),
+        (["exemplars", "create", "x", "--env", "hotpotqa", "--from", "nope"], "unknown exemplar set"),
+    ):
         code, out, err = cli(capsys, *argv, "--db", db)
         assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
 
@@ -141,6 +166,22 @@ def test_a_single_run_on_a_set_lacking_its_type_says_how_to_go_on(tmp_path, caps
     db, exp, fixed = _story_start(tmp_path, capsys, scripted_llm)
     assert cli(capsys, "exemplars", "add", "lonely", fixed, "--create", "--db", db)[0] == 0
     clean = first_task("pick_clean_then_place_in_recep")
-    code, out, err = cli(capsys, "run", "--env", "alfworld", "--task", clean.id, "--exemplars", "lonely",
-                         "--model", "m", "--base-url", scripted_llm.base_url, "--max-steps", "2", "--db", db)
+    code, out, err = cli(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        clean.id,
+        "--exemplars",
+        "lonely",
+        "--model",
+        "m",
+        "--base-url",
+        scripted_llm.base_url,
+        "--max-steps",
+        "2",
+        "--db",
+        db,
+    )
     assert code != 0 and "no 'react' exemplars of type 'clean'" in err and "--from builtin" in err, (out, err)

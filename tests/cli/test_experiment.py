@@ -16,8 +16,8 @@ import pytest
 from react_editor.main import main
 from sessions import experiments
 from sessions.store import Store
-from tests.experiment_agents import alfworld_agent, wiki_agent
 from tests.cli_helpers import run_args
+from tests.experiment_agents import alfworld_agent, wiki_agent
 from tests.experiment_cli import HOTPOT, ROOT, SUMMARY_KEYS, _cache, cli, half_right  # noqa: F401  (_cache: the autouse fixture)
 from tests.scripted_server import Reply
 
@@ -25,16 +25,19 @@ from tests.scripted_server import Reply
 def test_run_and_show_follow_the_json_contract(tmp_path, capsys, scripted_llm):
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT), react_steps=2))
     db = tmp_path / "x.db"
-    code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "4", "--concurrency", "2",
-                                           "--name", "first"))
+    code, out, err = cli(
+        capsys,
+        *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "4", "--concurrency", "2", "--name", "first"),
+    )
     assert code == 0, err
     assert SUMMARY_KEYS | {"em", "f1"} <= set(out) and "accuracy" not in out
     assert out["name"] == "first" and out["episodes"] == 4 and out["done"] == 4
     assert out["success"] == 2 and out["success_rate"] == 0.5 and out["em"] == 0.5
     types = {r["type"] for r in HOTPOT[:4]}
     assert set(out["by_type"]) >= {"bridge", "comparison"}
-    assert sum(v["n"] for v in out["by_type"].values()) == 4 and all(set(v) == {"n", "done", "success", "rate"}
-                                                                      for v in out["by_type"].values())
+    assert sum(v["n"] for v in out["by_type"].values()) == 4 and all(
+        set(v) == {"n", "done", "success", "rate"} for v in out["by_type"].values()
+    )
     assert types <= set(out["by_type"])
     assert out["tokens"] > 0 and out["cost"] == 0.0 and out["wall_s"] > 0
     assert "4/4 done" in err and "ETA" in err  # the progress bar, on stderr
@@ -71,8 +74,9 @@ def test_compare_is_paired_over_common_tasks(tmp_path, capsys, scripted_llm):
     scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:4]}))
     _, a, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "5", "--name", "A"))
     scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT[:2]}))
-    _, b, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "6", "--name", "B",
-                                    "--method", "act"))
+    _, b, _ = cli(
+        capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "6", "--name", "B", "--method", "act")
+    )
     code, c, _ = cli(capsys, "experiment", "compare", "A", "B", "--db", db, "--json")
     assert code == 0 and c["a"]["name"] == "A" and c["b"]["experiment"] == b["experiment"]
     assert c["common"] == 5
@@ -83,6 +87,7 @@ def test_compare_is_paired_over_common_tasks(tmp_path, capsys, scripted_llm):
     assert "bridge" in c["by_type"] and c["by_type"]["bridge"]["n"] >= 1
     # one procedure, overall and per type: the exact McNemar test and the interval inverting it
     from trajectory.stats import paired_test
+
     assert c["diff_ci"] == list(paired_test(2, 0, 5).ci95) and lo < 0  # unrounded in JSON (issue 40)
     assert c["p_value"] == c["mcnemar_p"] == pytest.approx(0.5)
     assert "exact McNemar" in c["p_method"] and c["diff_ci_method"] == c["p_method"]
@@ -105,6 +110,7 @@ def test_paired_interval_and_exact_test_tell_one_story():
     so the 95% interval of the difference must include 0, for every split of the other 16
     tasks into both/neither (method 10 excluded 0 at 8 both / 8 neither)."""
     from agent.experiment_scores import _pair_counts
+
     for both in range(17):
         r = _pair_counts(*_pairs(both, 4, 0, 16 - both))
         assert (r["n"], r["a_only"], r["b_only"], r["diff"]) == (20, 4, 0, 0.2)
@@ -115,6 +121,7 @@ def test_paired_interval_and_exact_test_tell_one_story():
 
 def test_paired_interval_is_not_zero_width_when_every_pair_agrees():
     from agent.experiment_scores import _pair_counts
+
     for both in range(21):
         r = _pair_counts(*_pairs(both, 0, 0, 20 - both))
         lo, hi = r["diff_ci"]
@@ -154,8 +161,23 @@ def test_sample_paper_is_the_notebooks_subset(tmp_path, capsys, monkeypatch, scr
 def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm):
     scripted_llm.set_responder(alfworld_agent())
     db = tmp_path / "x.db"
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "alfworld", "--limit", "2", "--method", "act",
-                                         "--max-steps", "3", "--concurrency", "2"))
+    code, out, _ = cli(
+        capsys,
+        *run_args(
+            scripted_llm,
+            db,
+            "--env",
+            "alfworld",
+            "--limit",
+            "2",
+            "--method",
+            "act",
+            "--max-steps",
+            "3",
+            "--concurrency",
+            "2",
+        ),
+    )
     assert code == 0 and out["done"] == 2 and out["success"] == 0
     assert len(out["by_type"]) == 6 and "pick_and_place_simple" in out["by_type"]
     assert out["task_set"] == "built-in sample (generated)"  # named as the project's own, not valid_unseen
@@ -166,20 +188,23 @@ def test_alfworld_experiment_scores_the_six_types(tmp_path, capsys, scripted_llm
             assert len(steps) == 3 and all(s.action.startswith("go to ") for s in steps)
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--env", "alfworld", "--method", "cot"], "does not apply to alfworld"),
-    (["--env", "hotpotqa", "--method", "tot"], "does not apply to hotpotqa"),
-    (["--env", "hotpotqa", "--tasks", " , "], "empty"),
-    (["--env", "hotpotqa", "--tasks", "hp-001,hp-999"], "hp-999"),
-    (["--env", "hotpotqa", "--tasks", "@/nonexistent/list.txt"], "cannot read task list"),
-    (["--env", "hotpotqa", "--tasks", "hp-001,hp-001"], "listed twice"),
-    (["--env", "hotpotqa", "--concurrency", "0"], "concurrency"),
-    (["--env", "hotpotqa", "--sample", "999"], "the selection has"),
-    (["--env", "alfworld", "--sample", "paper"], "--tasks official"),
-    (["--env", "hotpotqa", "--temperature", "-1"], "temperature must be between 0 and 2"),
-    (["--env", "hotpotqa", "--max-steps", "0"], "max steps must be at least 1"),
-    (["--env", "hotpotqa", "--exemplars", "no-such-set"], "no-such-set"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--env", "alfworld", "--method", "cot"], "does not apply to alfworld"),
+        (["--env", "hotpotqa", "--method", "tot"], "does not apply to hotpotqa"),
+        (["--env", "hotpotqa", "--tasks", " , "], "empty"),
+        (["--env", "hotpotqa", "--tasks", "hp-001,hp-999"], "hp-999"),
+        (["--env", "hotpotqa", "--tasks", "@/nonexistent/list.txt"], "cannot read task list"),
+        (["--env", "hotpotqa", "--tasks", "hp-001,hp-001"], "listed twice"),
+        (["--env", "hotpotqa", "--concurrency", "0"], "concurrency"),
+        (["--env", "hotpotqa", "--sample", "999"], "the selection has"),
+        (["--env", "alfworld", "--sample", "paper"], "--tasks official"),
+        (["--env", "hotpotqa", "--temperature", "-1"], "temperature must be between 0 and 2"),
+        (["--env", "hotpotqa", "--max-steps", "0"], "max steps must be at least 1"),
+        (["--env", "hotpotqa", "--exemplars", "no-such-set"], "no-such-set"),
+    ],
+)
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, scripted_llm, argv, needle):
     db = tmp_path / "x.db"
     code, _, err = cli(capsys, *run_args(scripted_llm, db, *argv))
@@ -220,16 +245,42 @@ def test_refusing_endpoint_stops_after_a_few_failures_then_resume_retries(tmp_pa
 
 
 def _spawn(args: list, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "react_editor.main", *map(str, args)], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "react_editor.main", *map(str, args)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm, capsys, monkeypatch):
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT), latency_s=0.3, react_steps=2))
     db = tmp_path / "x.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache")}
-    proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "12", "--concurrency", "3", "--name", "k",
-                   "--model", "m", "--base-url", scripted_llm.base_url, "--db", db, "--json"], env)
+    proc = _spawn(
+        [
+            "experiment",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--limit",
+            "12",
+            "--concurrency",
+            "3",
+            "--name",
+            "k",
+            "--model",
+            "m",
+            "--base-url",
+            scripted_llm.base_url,
+            "--db",
+            db,
+            "--json",
+        ],
+        env,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # kill once some, but not all, tasks are done
         time.sleep(0.05)
@@ -263,24 +314,27 @@ def test_kill_9_then_resume_finishes_without_duplicates(tmp_path, scripted_llm, 
 def test_processes_mode_runs_items_in_worker_processes(tmp_path, capsys, scripted_llm):
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
     db = tmp_path / "x.db"
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "2", "--concurrency", "2",
-                                         "--processes"))
+    code, out, _ = cli(
+        capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--limit", "2", "--concurrency", "2", "--processes")
+    )
     assert code == 0 and out["done"] == 2 and out["success"] == 1
     with closing(Store(db)) as store:
         assert len(store.episodes.ids()) == 2
 
 
 def test_rate_limit_slows_the_batch_instead_of_failing_episodes(tmp_path, capsys, scripted_llm):
-    from agent.ratelimit import gate_for
     from agent.client import public_url
+    from agent.ratelimit import gate_for
 
     scripted_llm.push(Reply(status=429, retry_after=0.5, message="slow down"))
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
     (tmp_path / "ids.txt").write_text("# three tasks\nhp-001\nhp-002\n\nhp-003\n")
     db = tmp_path / "x.db"
     pauses = gate_for(public_url(scripted_llm.base_url)).pauses
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", f"@{tmp_path / 'ids.txt'}",
-                                         "--concurrency", "3"))
+    code, out, _ = cli(
+        capsys,
+        *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", f"@{tmp_path / 'ids.txt'}", "--concurrency", "3"),
+    )
     assert code == 0 and out["done"] == 3 and out["success"] == 2
     assert gate_for(public_url(scripted_llm.base_url)).pauses == pauses + 1
     first, *rest = scripted_llm.completion_requests
@@ -332,9 +386,14 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
     assert code == 0 and b["partial"] is False and b["done"] == b["episodes"] == 6
     scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}))
     with closing(Store(db)) as store:
-        a = experiment.create(store, env="hotpotqa", method="react", name="A",
-                              config=experiments.get(store, "B").config.model_copy(update={"cache": False}),
-                              tasks=[it.task for it in experiments.items(store, b["experiment"])])
+        a = experiment.create(
+            store,
+            env="hotpotqa",
+            method="react",
+            name="A",
+            config=experiments.get(store, "B").config.model_copy(update={"cache": False}),
+            tasks=[it.task for it in experiments.items(store, b["experiment"])],
+        )
     stop, on_progress = _stop_after(2)
     out = experiment_runner.run(str(db), a.id, stop=stop, on_progress=on_progress)
     assert out["status"] == "stopped" and (out["done"], out["episodes"], out["partial"]) == (2, 6, True)
@@ -348,8 +407,15 @@ def test_a_stopped_run_is_partial_and_compare_pairs_finished_tasks_only(tmp_path
 
     code, c, _ = cli(capsys, "experiment", "compare", "A", "B", "--db", db, "--json")
     assert code == 0 and c["common"] == 2 and c["excluded"] == 4 and c["partial"] is True
-    assert c["excluded_why"] == {"unfinished_in_a": 4, "unfinished_in_b": 0, "unfinished_in_both": 0,
-                                 "error_in_a": 0, "error_in_b": 0, "error_in_both": 0, "warning": None}
+    assert c["excluded_why"] == {
+        "unfinished_in_a": 4,
+        "unfinished_in_b": 0,
+        "unfinished_in_both": 0,
+        "error_in_a": 0,
+        "error_in_b": 0,
+        "error_in_both": 0,
+        "warning": None,
+    }
     assert (c["both"], c["a_only"], c["b_only"], c["neither"]) == (1, 1, 0, 0)
     assert c["mcnemar_p"] == 1.0 and c["diff_ci"][0] < 0 < c["diff_ci"][1]
 
@@ -364,12 +430,13 @@ def test_an_item_follows_its_version_when_it_is_frozen_mid_run(tmp_path, capsys,
     scripted_llm.set_responder(wiki_agent({HOTPOT[0]["question"]: gold}, react_steps=3))
     db = tmp_path / "x.db"
     with closing(Store(db)) as store:
-        from trajectory.records import AgentConfig
         from agent.task_selection import select_tasks
+        from trajectory.records import AgentConfig
 
         cfg = AgentConfig(model="m", base_url=scripted_llm.base_url)
-        exp = experiment.create(store, env="hotpotqa", method="react", config=cfg, name="F",
-                                tasks=select_tasks("hotpotqa", "hp-001"))
+        exp = experiment.create(
+            store, env="hotpotqa", method="react", config=cfg, name="F", tasks=select_tasks("hotpotqa", "hp-001")
+        )
     stop, on_progress = _stop_after(99)
     sent = {"n": 0}
 

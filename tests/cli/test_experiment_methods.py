@@ -12,16 +12,17 @@ import pytest
 from react_editor.main import main
 from sessions import experiments
 from sessions.store import Store
-from tests.experiment_agents import wiki_agent
 from tests.cli_helpers import run_args
+from tests.experiment_agents import wiki_agent
 from tests.experiment_cli import FEVER, HOTPOT, _cache, cli, half_right  # noqa: F401  (_cache: the autouse fixture)
 
 
 def test_cot_is_stored_as_one_thought_and_the_answer(tmp_path, capsys, scripted_llm):
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
     db = tmp_path / "x.db"
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001,hp-002",
-                                         "--method", "cot"))
+    code, out, _ = cli(
+        capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001,hp-002", "--method", "cot")
+    )
     assert code == 0 and out["success"] == 1
     prompt = scripted_llm.completion_requests[0].prompt
     assert prompt.startswith("Question: ") and prompt.endswith(f"Question: {HOTPOT[0]['question']}\nThought:")
@@ -41,15 +42,18 @@ def test_standard_prompt_and_fever_accuracy(tmp_path, capsys, scripted_llm):
     assert {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"} <= set(out["by_type"])
     prompt = scripted_llm.completion_requests[0].prompt
     assert prompt.startswith("Determine if there is Observation") and prompt.endswith(
-        f"\n\nClaim: {FEVER[0]['claim']}\nAnswer:")
+        f"\n\nClaim: {FEVER[0]['claim']}\nAnswer:"
+    )
 
 
 def test_cot_sc_takes_the_majority_of_n_samples_at_temperature_07(tmp_path, capsys, scripted_llm):
     gold = HOTPOT[0]["answer"]
     scripted_llm.set_responder(wiki_agent({HOTPOT[0]["question"]: ["wrong", gold, gold, "other", gold]}))
     db = tmp_path / "x.db"
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
-                                         "--method", "cot-sc", "--samples", "5"))
+    code, out, _ = cli(
+        capsys,
+        *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001", "--method", "cot-sc", "--samples", "5"),
+    )
     assert code == 0 and out["success"] == 1
     reqs = scripted_llm.completion_requests
     assert len(reqs) == 5 and all(r.body["temperature"] == 0.7 for r in reqs)
@@ -65,8 +69,23 @@ def _backoff_run(tmp_path, capsys, scripted_llm):
     q = HOTPOT[0]["question"]
     scripted_llm.set_responder(wiki_agent({q: HOTPOT[0]["answer"]}, react_steps=99))
     db = tmp_path / "x.db"
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
-                                         "--method", "react-cot-sc", "--samples", "3", "--max-steps", "3"))
+    code, out, _ = cli(
+        capsys,
+        *run_args(
+            scripted_llm,
+            db,
+            "--env",
+            "hotpotqa",
+            "--tasks",
+            "hp-001",
+            "--method",
+            "react-cot-sc",
+            "--samples",
+            "3",
+            "--max-steps",
+            "3",
+        ),
+    )
     assert code == 0 and out["success"] == 1
     return db, out
 
@@ -85,21 +104,33 @@ def test_react_backs_off_to_cot_sc_when_it_gives_no_answer(tmp_path, capsys, scr
 def test_react_that_answers_does_not_back_off(tmp_path, capsys, scripted_llm):
     scripted_llm.set_responder(wiki_agent({HOTPOT[0]["question"]: "a wrong answer"}))
     db = tmp_path / "x.db"
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
-                                         "--method", "react-cot-sc", "--samples", "3"))
+    code, out, _ = cli(
+        capsys,
+        *run_args(
+            scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001", "--method", "react-cot-sc", "--samples", "3"
+        ),
+    )
     assert code == 0 and out["success"] == 0 and len(scripted_llm.completion_requests) == 1
     with closing(Store(db)) as store:
-        assert [v.name for v in store.versions.of_episode(experiments.items(store, out["experiment"])[0].episode_id)] == ["react"]
+        assert [
+            v.name for v in store.versions.of_episode(experiments.items(store, out["experiment"])[0].episode_id)
+        ] == ["react"]
 
 
-@pytest.mark.parametrize("votes,backs_off", [(["Ost", "Ost", "Sel", "Tarn"], True), (["Ost", "Ost", "Ost", "Sel"], False)])
+@pytest.mark.parametrize(
+    "votes,backs_off", [(["Ost", "Ost", "Sel", "Tarn"], True), (["Ost", "Ost", "Ost", "Sel"], False)]
+)
 def test_cot_sc_backs_off_to_react_below_n_over_2_votes(tmp_path, capsys, scripted_llm, votes, backs_off):
     # 5 samples: 2 votes for the majority is fewer than n/2 = 2.5; 3 votes is not
     q = HOTPOT[0]["question"]
     scripted_llm.set_responder(wiki_agent({q: votes + ["Brenn"]}))
     db = tmp_path / "x.db"
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
-                                         "--method", "cot-sc-react", "--samples", "5"))
+    code, out, _ = cli(
+        capsys,
+        *run_args(
+            scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001", "--method", "cot-sc-react", "--samples", "5"
+        ),
+    )
     assert code == 0 and out["done"] == 1
     with closing(Store(db)) as store:
         item = experiments.items(store, out["experiment"])[0]
@@ -116,8 +147,21 @@ def test_cot_with_the_papers_exemplar_set_sends_its_cotqa_prompt(tmp_path, capsy
     assert main(["import", str(prompts), "--db", str(db)]) == 0
     capsys.readouterr()
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
-    code, out, _ = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001", "--method", "cot",
-                                         "--exemplars", "prompts_naive"))
+    code, out, _ = cli(
+        capsys,
+        *run_args(
+            scripted_llm,
+            db,
+            "--env",
+            "hotpotqa",
+            "--tasks",
+            "hp-001",
+            "--method",
+            "cot",
+            "--exemplars",
+            "prompts_naive",
+        ),
+    )
     assert code == 0 and out["success"] == 1
     paper = json.loads(prompts.read_text())["cotqa_simple6"]
     assert scripted_llm.completion_requests[0].prompt == paper + f"Question: {HOTPOT[0]['question']}\nThought:"
@@ -127,7 +171,9 @@ def test_an_exemplar_set_without_the_methods_prompts_is_refused_up_front(tmp_pat
     db = tmp_path / "x.db"
     assert main(["exemplars", "create", "bare", "--env", "hotpotqa", "--db", str(db)]) == 0
     capsys.readouterr()
-    code, _, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--method", "cot", "--exemplars", "bare"))
+    code, _, err = cli(
+        capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--method", "cot", "--exemplars", "bare")
+    )
     assert code == 2 and "cotqa" in err and len(err.strip().splitlines()) == 1
     with closing(Store(db)) as store:
         assert experiments.list_all(store) == [] and scripted_llm.completion_requests == []
@@ -146,8 +192,12 @@ def test_fever_react_runs_the_notebooks_7_steps_and_backs_off_at_5(tmp_path, cap
         steps = store.versions.steps(it.version_id)
         assert len(steps) == 6 and steps[-1].action == "Finish[SUPPORTS]"
     scripted_llm.set_responder(wiki_agent({claim: "SUPPORTS"}, react_steps=99))
-    code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "fever", "--tasks", FEVER[0]["id"],
-                                           "--method", "react-cot-sc", "--samples", "3"))
+    code, out, err = cli(
+        capsys,
+        *run_args(
+            scripted_llm, db, "--env", "fever", "--tasks", FEVER[0]["id"], "--method", "react-cot-sc", "--samples", "3"
+        ),
+    )
     assert code == 0, err
     with closing(Store(db)) as store:
         it = experiments.items(store, out["experiment"])[0]
@@ -170,8 +220,22 @@ def test_every_method_pins_its_prompt_and_show_prompt_prints_what_was_sent(tmp_p
         exemplar_sets.add_raw(store, "mine", "cotqa_simple6", "Question: Q0\nThought: T0\nAnswer: A0\n\n")
     scripted_llm.set_responder(wiki_agent(half_right(HOTPOT)))
     extra = ["--samples", "3"] if method == "cot-sc" else []
-    code, out, err = cli(capsys, *run_args(scripted_llm, db, "--env", "hotpotqa", "--tasks", "hp-001",
-                                           "--method", method, "--exemplars", "mine", *extra))
+    code, out, err = cli(
+        capsys,
+        *run_args(
+            scripted_llm,
+            db,
+            "--env",
+            "hotpotqa",
+            "--tasks",
+            "hp-001",
+            "--method",
+            method,
+            "--exemplars",
+            "mine",
+            *extra,
+        ),
+    )
     assert code == 0, err
     sent = scripted_llm.completion_requests[-1].prompt
     assert "Q0" in sent

@@ -13,7 +13,7 @@ from sessions.exchange import Filters, export, import_file, parse_ref
 from sessions.exchange.export import ExportError
 from sessions.exchange.schema import SCHEMA_VERSION, TrajectoryRecord, json_schema_text
 from sessions.store import Store
-from tests.export_support import ROOT, ROOM_SCRIPT, WIKI_SCRIPT, cfg
+from tests.export_support import ROOM_SCRIPT, ROOT, WIKI_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 FIX = "The mug should be in cabinet 1; I open it first."
@@ -68,7 +68,9 @@ def test_jsonl_round_trip_is_byte_identical_and_rebuilds_the_tree(toy, tmp_path)
     assert room[2].steps[0].ref == room[0].steps[0].ref  # shared prefix: same step ref
     assert room[2].steps[2].annotations[0].tags == ["hallucinated"]
     wiki = [r for r in recs if r.episode.ref == 2][0]
-    assert [c.purpose for c in wiki.calls[:2]] == ["step", "step"] or any(c.purpose == "action_fallback" for c in wiki.calls)
+    assert [c.purpose for c in wiki.calls[:2]] == ["step", "step"] or any(
+        c.purpose == "action_fallback" for c in wiki.calls
+    )
     # import into a fresh database, export again: identical bytes, tree rebuilt
     other = Store(tmp_path / "b.db")
     got = import_file(other, a)
@@ -79,7 +81,8 @@ def test_jsonl_round_trip_is_byte_identical_and_rebuilds_the_tree(toy, tmp_path)
     n_steps = toy.store.db.execute("select count(*) from steps").fetchone()[0]
     assert other.db.execute("select count(*) from steps").fetchone()[0] == n_steps
     assert other.db.execute("select count(*) from model_calls").fetchone()[0] == sum(
-        len({c.ref for r in recs if r.episode.ref == e for c in r.calls}) for e in (1, 2, 3))
+        len({c.ref for r in recs if r.episode.ref == e for c in r.calls}) for e in (1, 2, 3)
+    )
     ep1 = other.episodes.get(got.episodes[0])
     assert other.versions.get(ep1.current_version).edits[0].old_thought.startswith("To solve the task")
     # the imported episode is editable
@@ -188,8 +191,23 @@ def test_cli_export_reports_counts(toy, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("REACT_EDITOR_DB", str(toy.db))
     _populate(toy)
     out = tmp_path / "e.jsonl"
-    assert cli(["export", "--filter", "env=alfworld", "--filter", "versions=all", "--format", "jsonl",
-                "--out", str(out), "--json"]) == 0
+    assert (
+        cli(
+            [
+                "export",
+                "--filter",
+                "env=alfworld",
+                "--filter",
+                "versions=all",
+                "--format",
+                "jsonl",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     rep = json.loads(capsys.readouterr().out)
     assert rep["versions"] == 4 and rep["episodes"] == 2 and rep["records"] == len(_lines(out))
     assert cli(["export", "--format", "jsonl", "--out", str(out)]) == 2

@@ -26,13 +26,23 @@ def react_editor(tmp_path, monkeypatch, capsys, *argv: str) -> tuple[int, str]:
     return code, err
 
 
-@pytest.mark.parametrize("argv", [
-    ("show", "1", "--db", "{fifo}"), ("episodes", "--db", "{fifo}"), ("versions", "1", "--db", "{fifo}"),
-    ("run", "--env", "alfworld", "--game", "{fifo}", "--human"), ("alfworld", "check", "{fifo}"),
-    ("import", "{fifo}"), ("import", "{dir}"), ("export", "1", "-f", "jsonl", "--out", "{fifo}"),
-    ("wiki", "build-zim", "--out", "{fifo}"), ("alfworld", "generate", "--out", "{fifo}", "--per-type", "1"),
-    ("data", "alfworld", "--dest", "{fifo}"), ("experiment", "run", "--env", "hotpotqa", "--tasks", "@{fifo}"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("show", "1", "--db", "{fifo}"),
+        ("episodes", "--db", "{fifo}"),
+        ("versions", "1", "--db", "{fifo}"),
+        ("run", "--env", "alfworld", "--game", "{fifo}", "--human"),
+        ("alfworld", "check", "{fifo}"),
+        ("import", "{fifo}"),
+        ("import", "{dir}"),
+        ("export", "1", "-f", "jsonl", "--out", "{fifo}"),
+        ("wiki", "build-zim", "--out", "{fifo}"),
+        ("alfworld", "generate", "--out", "{fifo}", "--per-type", "1"),
+        ("data", "alfworld", "--dest", "{fifo}"),
+        ("experiment", "run", "--env", "hotpotqa", "--tasks", "@{fifo}"),
+    ],
+)
 def test_a_fifo_is_refused_with_one_line(tmp_path, monkeypatch, capsys, fifo, argv):
     from sessions.store import Store
 

@@ -36,8 +36,12 @@ def takes_value(a: argparse.Action) -> bool:
 def numeric(a: argparse.Action) -> bool:
     """An id, count or reference: a value whose number the command reads."""
     name = getattr(a.type, "__name__", "")
-    return a.type is int or name in ("episode_ref", "integer") or "EPISODE" in str(a.metavar or "") \
+    return (
+        a.type is int
+        or name in ("episode_ref", "integer")
+        or "EPISODE" in str(a.metavar or "")
         or a.dest in ("experiment", "a", "b", "at")
+    )
 
 
 def base_argv(parser: argparse.ArgumentParser) -> dict[argparse.Action, str]:
@@ -91,11 +95,36 @@ CASES = cases()
 
 def test_the_walk_covers_every_command():
     commands = {" ".join(p) for p, _ in leaves(build_parser())}
-    assert {"show", "resume", "versions", "export", "annotate", "confirm", "jobs stop", "experiment show",
-            "exemplars add", "search", "step", "edit", "run", "whatif"} <= commands
+    assert {
+        "show",
+        "resume",
+        "versions",
+        "export",
+        "annotate",
+        "confirm",
+        "jobs stop",
+        "experiment show",
+        "exemplars add",
+        "search",
+        "step",
+        "edit",
+        "run",
+        "whatif",
+    } <= commands
     hit = {" ".join(p) for p, _, _ in CASES}
-    assert {"show", "resume", "annotate", "confirm", "jobs stop", "experiment show", "exemplars add",
-            "search", "run", "edit", "step"} <= hit
+    assert {
+        "show",
+        "resume",
+        "annotate",
+        "confirm",
+        "jobs stop",
+        "experiment show",
+        "exemplars add",
+        "search",
+        "run",
+        "edit",
+        "step",
+    } <= hit
 
 
 @pytest.fixture
@@ -135,30 +164,50 @@ def test_hostile_values_are_one_line(command, hostile_db, capsys):
             one_line(code, err, argv)
 
 
-@pytest.mark.parametrize("argv", [
-    ["show", "99999999999999999999"], ["show", "1", "--version", "99999999999999999999"],
-    ["versions", "1:99999999999999999999"], ["export", "99999999999999999999", "-f", "jsonl", "--out", "x.jsonl"],
-    ["annotate", "1:99999999999999999999", "--verdict", "success"], ["confirm", "99999999999999999999"],
-    ["jobs", "stop", "99999999999999999999"], ["experiment", "show", "99999999999999999999"],
-    ["exemplars", "add", "s", "99999999999999999999"], ["resume", "1", "--until", "step:²"],
-    ["resume", "1", "--until", "step:99999999999999999999"], ["whatif", "1", "--at", "9" * 5000, "--n", "2", "--thought", "t"],
-    ["whatif", "1", "--at", "²", "--n", "2", "--thought", "t"], ["run", "--env", "alfworld", "--task", "toy/room-1", "--temperature", "nan"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "99999999999999999999"],
+        ["show", "1", "--version", "99999999999999999999"],
+        ["versions", "1:99999999999999999999"],
+        ["export", "99999999999999999999", "-f", "jsonl", "--out", "x.jsonl"],
+        ["annotate", "1:99999999999999999999", "--verdict", "success"],
+        ["confirm", "99999999999999999999"],
+        ["jobs", "stop", "99999999999999999999"],
+        ["experiment", "show", "99999999999999999999"],
+        ["exemplars", "add", "s", "99999999999999999999"],
+        ["resume", "1", "--until", "step:²"],
+        ["resume", "1", "--until", "step:99999999999999999999"],
+        ["whatif", "1", "--at", "9" * 5000, "--n", "2", "--thought", "t"],
+        ["whatif", "1", "--at", "²", "--n", "2", "--thought", "t"],
+        ["run", "--env", "alfworld", "--task", "toy/room-1", "--temperature", "nan"],
+    ],
+)
 def test_named_repros_are_one_line(argv, hostile_db, capsys):
     code, err = run_in_process(argv, capsys)
     one_line(code, err, argv)
 
 
-@pytest.mark.parametrize("argv", [
-    [b"annotate", b"1", b"--notes", b"bad\xff"], [b"search", b"bad\xff"],
-    [b"step", b"1", b"--action", b"go\xfe"], [b"edit", b"1", b"--step", b"1", b"--action", b"\xc3("],
-    [b"run", b"--env", b"alfworld", b"--task", b"toy/room-1", b"--human", b"--name", b"n\xff"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [b"annotate", b"1", b"--notes", b"bad\xff"],
+        [b"search", b"bad\xff"],
+        [b"step", b"1", b"--action", b"go\xfe"],
+        [b"edit", b"1", b"--step", b"1", b"--action", b"\xc3("],
+        [b"run", b"--env", b"alfworld", b"--task", b"toy/room-1", b"--human", b"--name", b"n\xff"],
+    ],
+)
 def test_invalid_utf8_in_real_argv_is_one_line(argv, tmp_path):
     """Real argv bytes (a subprocess): Python hands them over as lone surrogates."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_DB": str(tmp_path / "none.db")}
-    p = subprocess.run([sys.executable.encode(), b"-m", b"react_editor", *argv], capture_output=True, env=env,
-                       cwd=tmp_path, timeout=120)
+    p = subprocess.run(
+        [sys.executable.encode(), b"-m", b"react_editor", *argv],
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     err = p.stderr.decode("utf-8", "replace")
     assert p.returncode != 0 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "not valid UTF-8" in err

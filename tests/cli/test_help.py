@@ -28,8 +28,9 @@ def test_a_shared_flag_has_each_familys_own_help(monkeypatch, capsys):
     fams.pop("made")
     room = fams["alfworld"]
     fams["alfworld"] = replace(room, custom_fields=(CustomField("game", "Path to a room game"),))
-    fams["textworld"] = replace(room, kind="textworld", cli=None,
-                                custom_fields=(CustomField("game", "Path to a TextWorld game (.z8 or .ulx)"),))
+    fams["textworld"] = replace(
+        room, kind="textworld", cli=None, custom_fields=(CustomField("game", "Path to a TextWorld game (.z8 or .ulx)"),)
+    )
     monkeypatch.setattr(registry, "_FAMILIES", fams)
     monkeypatch.setattr(registry, "BUILTIN", {})
     monkeypatch.setattr(registry, "_plugins", lambda: ())

@@ -13,12 +13,16 @@ from react_editor.main import main
 DEEP = 10_000
 
 
-@pytest.mark.parametrize("name, body", [
-    ("deep.jsonl", '{"schema": "react-editor/trajectory", "episode": ' + "[" * DEEP + "]" * DEEP + "}\n"),
-    ("deep.json", '{"react_put_0": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}"),
-    ("lists.jsonl", "[" * DEEP + "]" * DEEP + "\n"),
-    ("auto.txt", '{"schema": 1, "x": ' + "[" * DEEP + "]" * DEEP + "}\n{}\n"),
-], ids=["jsonl-record", "prompt-file", "jsonl-lists", "detect-format"])
+@pytest.mark.parametrize(
+    "name, body",
+    [
+        ("deep.jsonl", '{"schema": "react-editor/trajectory", "episode": ' + "[" * DEEP + "]" * DEEP + "}\n"),
+        ("deep.json", '{"react_put_0": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}"),
+        ("lists.jsonl", "[" * DEEP + "]" * DEEP + "\n"),
+        ("auto.txt", '{"schema": 1, "x": ' + "[" * DEEP + "]" * DEEP + "}\n{}\n"),
+    ],
+    ids=["jsonl-record", "prompt-file", "jsonl-lists", "detect-format"],
+)
 def test_deeply_nested_json_is_a_one_line_error(toy, capsys, tmp_path, name, body):
     f = tmp_path / name
     f.write_text(body)

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from trajectory import formats
 from agent.engine import Engine
 from react_editor.main import main as cli
 from sessions import exemplar_sets
 from sessions.exchange import export, import_file, parse_ref
 from sessions.store import Store
 from tests.export_support import reference_prompts
+from trajectory import formats
 
 FILES = ("alfworld_3prompts.json", "fever.json", "prompts_naive.json")
 
@@ -51,7 +51,9 @@ def test_alfworld_entries_become_named_episodes(store, tmp_path):
     ep = by_name["react_clean_0"]
     assert ep.task.env == "alfworld" and ep.task.id == "react_clean_0"
     assert ep.task.type == "pick_clean_then_place_in_recep" and ep.config.style == "react"
-    assert by_name["act_puttwo_2"].task.type == "pick_two_obj_and_place" and by_name["act_puttwo_2"].config.style == "act"
+    assert (
+        by_name["act_puttwo_2"].task.type == "pick_two_obj_and_place" and by_name["act_puttwo_2"].config.style == "act"
+    )
     steps = store.versions.steps(ep.current_version)
     assert all(s.source == "imported" for s in steps)
     assert ep.task.text.endswith("Your task is to: put a clean lettuce in diningtable.")

@@ -13,8 +13,8 @@ import pytest
 from envs.alfworld import tasks
 from envs.base import EnvError
 from envs.registry import family
-from tests.cli_helpers import cli
 from sessions.store import Store
+from tests.cli_helpers import cli
 from trajectory.records import AgentConfig, Task
 
 
@@ -31,8 +31,15 @@ def data_root(tmp_path, monkeypatch):
     return root
 
 
-@pytest.mark.parametrize("task_id", ["valid_unseen/../..", "valid_unseen/../../../elsewhere/trial_1",
-                                     "valid_unseen//etc/x", "valid_unseen/some-task/../../../../elsewhere"])
+@pytest.mark.parametrize(
+    "task_id",
+    [
+        "valid_unseen/../..",
+        "valid_unseen/../../../elsewhere/trial_1",
+        "valid_unseen//etc/x",
+        "valid_unseen/some-task/../../../../elsewhere",
+    ],
+)
 def test_an_official_task_id_cannot_leave_the_data_root(data_root, task_id):
     with pytest.raises(EnvError, match="outside"):
         tasks.get_task(task_id, source="official")
@@ -88,10 +95,13 @@ def test_an_imported_builtin_game_needs_no_confirmation(tmp_path, capsys):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("options, ref", [
-    ({"wiki": "live", "wiki_url": "http://127.0.0.1:9/w/api.php"}, "http://127.0.0.1:9/w/api.php"),
-    ({"wiki": "zim:/srv/other/wiki.zim"}, "/srv/other/wiki.zim"),
-])
+@pytest.mark.parametrize(
+    "options, ref",
+    [
+        ({"wiki": "live", "wiki_url": "http://127.0.0.1:9/w/api.php"}, "http://127.0.0.1:9/w/api.php"),
+        ({"wiki": "zim:/srv/other/wiki.zim"}, "/srv/other/wiki.zim"),
+    ],
+)
 def test_an_imported_wiki_backend_waits_for_confirmation_or_a_new_one(tmp_path, capsys, options, ref):
     db = str(tmp_path / "r.db")
     task = family("hotpotqa").list_tasks()[0]
@@ -100,7 +110,9 @@ def test_an_imported_wiki_backend_waits_for_confirmation_or_a_new_one(tmp_path, 
     assert code == 2 and ref in err and f"react-editor confirm {ep}" in err, err
     code, out, err = cli(capsys, "confirm", str(ep), "--wiki", "builtin", "--db", db)
     assert code == 0, err
-    assert {k: v for k, v in Store(db).episodes.get(ep).env_options.items() if k != "import_digest"} == {"wiki": "builtin"}
+    assert {k: v for k, v in Store(db).episodes.get(ep).env_options.items() if k != "import_digest"} == {
+        "wiki": "builtin"
+    }
     code, _, err = cli(capsys, "step", str(ep), "--action", "Search[Velmora]", "--db", db)
     assert code == 0, err
 

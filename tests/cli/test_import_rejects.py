@@ -51,41 +51,85 @@ CASES = {
     "wrong_schema": (lambda g: [g[0], _mutate(g[1], lambda o: o.update(schema="other/thing"))], 2, "unknown schema"),
     "newer_version": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version=99))], 1, "newer"),
     # the format version is a whole number that every export writes: "2" or 2.0 is no version 1 or 2
-    "version_missing": (lambda g: [g[0], _mutate(g[1], lambda o: o.pop("schema_version"))], 2,
-                        "missing field 'schema_version'"),
-    "version_as_text": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version="2"))], 1,
-                        "schema_version is text; a format version is a whole number"),
-    "version_decimal": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version=2.0))], 1,
-                        "schema_version is a decimal number"),
-    "version_bool": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version=True))], 1,
-                     "schema_version is true/false"),
+    "version_missing": (
+        lambda g: [g[0], _mutate(g[1], lambda o: o.pop("schema_version"))],
+        2,
+        "missing field 'schema_version'",
+    ),
+    "version_as_text": (
+        lambda g: [_mutate(g[0], lambda o: o.update(schema_version="2"))],
+        1,
+        "schema_version is text; a format version is a whole number",
+    ),
+    "version_decimal": (
+        lambda g: [_mutate(g[0], lambda o: o.update(schema_version=2.0))],
+        1,
+        "schema_version is a decimal number",
+    ),
+    "version_bool": (
+        lambda g: [_mutate(g[0], lambda o: o.update(schema_version=True))],
+        1,
+        "schema_version is true/false",
+    ),
     "version_zero": (lambda g: [_mutate(g[0], lambda o: o.update(schema_version=0))], 1, "unknown schema version 0"),
     "missing_field": (lambda g: [g[0], _mutate(g[1], lambda o: o.pop("steps"))], 2, "missing field 'steps'"),
-    "missing_nested": (lambda g: [_mutate(g[0], lambda o: o["episode"]["task"].pop("text"))], 1,
-                       "missing field 'episode.task.text'"),
-    "api_key_field": (lambda g: [_mutate(g[0], lambda o: o["episode"]["config"].update(api_key="sk-x"))], 1,
-                      "unknown field 'episode.config.api_key'"),
-    "bad_env": (lambda g: [_mutate(g[0], lambda o: o["episode"]["task"].update(env="atari"))], 1, "unknown environment 'atari'"),
-    "step_changed": (lambda g: [g[0], g[1], _mutate(g[2], lambda o: o["steps"][1].update(action="jump"))], 3,
-                     "differs from its earlier record"),
+    "missing_nested": (
+        lambda g: [_mutate(g[0], lambda o: o["episode"]["task"].pop("text"))],
+        1,
+        "missing field 'episode.task.text'",
+    ),
+    "api_key_field": (
+        lambda g: [_mutate(g[0], lambda o: o["episode"]["config"].update(api_key="sk-x"))],
+        1,
+        "unknown field 'episode.config.api_key'",
+    ),
+    "bad_env": (
+        lambda g: [_mutate(g[0], lambda o: o["episode"]["task"].update(env="atari"))],
+        1,
+        "unknown environment 'atari'",
+    ),
+    "step_changed": (
+        lambda g: [g[0], g[1], _mutate(g[2], lambda o: o["steps"][1].update(action="jump"))],
+        3,
+        "differs from its earlier record",
+    ),
     "orphan_record": (lambda g: [g[1]], 1, "parent version ref 1 is not an earlier record"),
     "valid_control": (lambda g: [g[0]], 1, None),  # control: a valid file does import
     "chat_sft": (lambda g: [json.dumps({"messages": [{"role": "user", "content": "hi"}]})], 1, "chat-sft"),
-    "not_contiguous": (lambda g: [g[0], _mutate(g[0], lambda o: o["episode"].update(ref=2)), g[1]], 3,
-                       "not contiguous"),
+    "not_contiguous": (
+        lambda g: [g[0], _mutate(g[0], lambda o: o["episode"].update(ref=2)), g[1]],
+        3,
+        "not contiguous",
+    ),
     # issue 26: NaN/Infinity are not JSON (the export would write invalid JSON); a 5,000-digit ref
-    "nan_temperature": (lambda g: [_mutate(g[0], lambda o: o["episode"]["config"].update(temperature=float("nan")))],
-                        1, "NaN is not a JSON number"),
-    "inf_temperature": (lambda g: [g[0], _mutate(g[1], lambda o: o["episode"]["config"].update(temperature=float("inf")))],
-                        2, "Infinity is not a JSON number"),
-    "huge_float": (lambda g: [g[0].replace('"temperature":0.0', '"temperature":1e999', 1)], 1, "1e999 is not a JSON number"),
+    "nan_temperature": (
+        lambda g: [_mutate(g[0], lambda o: o["episode"]["config"].update(temperature=float("nan")))],
+        1,
+        "NaN is not a JSON number",
+    ),
+    "inf_temperature": (
+        lambda g: [g[0], _mutate(g[1], lambda o: o["episode"]["config"].update(temperature=float("inf")))],
+        2,
+        "Infinity is not a JSON number",
+    ),
+    "huge_float": (
+        lambda g: [g[0].replace('"temperature":0.0', '"temperature":1e999', 1)],
+        1,
+        "1e999 is not a JSON number",
+    ),
     "huge_ref": (lambda g: [g[0].replace('"ref":1', '"ref":' + "9" * 5000, 1)], 1, "(5,000 digits) is too large"),
     # issue 39: JSON escapes a lone surrogate ("a\ud800b"), which is no text: refused, not a traceback in a digest
-    "lone_surrogate": (lambda g: [g[0], _mutate(g[1], lambda o: o["steps"][0].update(thought="a\ud800b"))], 2,
-                       "lone surrogate \\ud800"),
-    "lone_surrogate_key": (lambda g: [_mutate(g[0], lambda o: o["episode"]["task"]["data"].update({"k\udfff": 1}))],
-                           1, "lone surrogate \\udfff"),
-    "escaped_pair": (lambda g: [_mutate(g[0], lambda o: o["steps"][0].update(thought="a\U0001F600b"))], 1, None),
+    "lone_surrogate": (
+        lambda g: [g[0], _mutate(g[1], lambda o: o["steps"][0].update(thought="a\ud800b"))],
+        2,
+        "lone surrogate \\ud800",
+    ),
+    "lone_surrogate_key": (
+        lambda g: [_mutate(g[0], lambda o: o["episode"]["task"]["data"].update({"k\udfff": 1}))],
+        1,
+        "lone surrogate \\udfff",
+    ),
+    "escaped_pair": (lambda g: [_mutate(g[0], lambda o: o["steps"][0].update(thought="a\U0001f600b"))], 1, None),
 }
 
 
@@ -167,15 +211,14 @@ def test_cli_refuses_a_newer_format_version_in_one_line(good, tmp_path, capsys, 
     p = _bad([_mutate(good[0], lambda o: o.update(schema_version=SCHEMA_VERSION + 1))], tmp_path)
     assert cli(["import", str(p)]) == 2
     err = capsys.readouterr().err
-    assert err == (f"error: line 1: schema version {SCHEMA_VERSION + 1} is newer than this ReAct Editor "
-                   f"understands ({SCHEMA_VERSION})\n")
+    assert err == (
+        f"error: line 1: schema version {SCHEMA_VERSION + 1} is newer than this ReAct Editor "
+        f"understands ({SCHEMA_VERSION})\n"
+    )
     assert not Store(tmp_path / "c.db").db["episodes"].count
 
 
-@pytest.mark.parametrize("name, text", [
-    ("s.json", '{"react_put_0": "a\\ud800b"}'),
-    ("s.jsonl", None),
-])
+@pytest.mark.parametrize("name, text", [("s.json", '{"react_put_0": "a\\ud800b"}'), ("s.jsonl", None)])
 def test_cli_refuses_a_lone_surrogate_in_one_line(good, tmp_path, capsys, monkeypatch, name, text):
     """Issue 39 item 12: a JSON-escaped lone surrogate in a prompt file or a jsonl export is
     one line, exit 2, and the database keeps what it held (before: a traceback in `_digest`)."""

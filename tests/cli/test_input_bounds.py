@@ -24,14 +24,39 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path, capsys, what):
     if what == "import":
         code, _, err = cli(capsys, "import", str(fifo), "--db", db)
     else:
-        code, _, err = cli(capsys, "experiment", "run", "--env", "hotpotqa", "--tasks", f"@{fifo}", "--model", "m",
-                           "--base-url", "http://127.0.0.1:9/v1", "--db", db)
+        code, _, err = cli(
+            capsys,
+            "experiment",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--tasks",
+            f"@{fifo}",
+            "--model",
+            "m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--db",
+            db,
+        )
     assert code == 2 and err.count("\n") == 1 and "not a regular file" in err, err
 
 
 def _experiment(capsys, db, *extra: str) -> tuple[int, str]:
-    code, _, err = cli(capsys, "experiment", "run", "--env", "hotpotqa", "--model", "m", "--base-url",
-                       "http://127.0.0.1:9/v1", "--db", db, *extra)
+    code, _, err = cli(
+        capsys,
+        "experiment",
+        "run",
+        "--env",
+        "hotpotqa",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--db",
+        db,
+        *extra,
+    )
     return code, err
 
 
@@ -50,8 +75,9 @@ def test_a_task_list_that_is_not_utf8_is_one_line(tmp_path, capsys):
     _nothing_written(db)
 
 
-@pytest.mark.parametrize("content", ["hp-001\ndaemon:$6$Qz9hashQz9:19000:0:99999:7:::\n",
-                                     '["hp-001", "PASSWORD=hunter2"]'])
+@pytest.mark.parametrize(
+    "content", ["hp-001\ndaemon:$6$Qz9hashQz9:19000:0:99999:7:::\n", '["hp-001", "PASSWORD=hunter2"]']
+)
 def test_a_task_list_error_never_echoes_the_file(tmp_path, capsys, content):
     """Issue 26 item 18: `--tasks @/etc/shadow` printed the file's lines in its error."""
     bad = tmp_path / "ids.txt"
@@ -106,8 +132,20 @@ def test_settings_a_game_cannot_start_with_write_nothing(toy, capsys, monkeypatc
 
     monkeypatch.setattr(ToyRoom, "reset", reset)
     db = str(toy.db)
-    code, _, err = cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--wording", "alfworld-0.4",
-                       "--base-url", toy.llm.base_url, "--db", db)
+    code, _, err = cli(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        "toy/room-1",
+        "--wording",
+        "alfworld-0.4",
+        "--base-url",
+        toy.llm.base_url,
+        "--db",
+        db,
+    )
     assert code == 2 and err.count("\n") == 1 and "KeyError" in err and "help" in err, err
     assert toy.store.episodes.ids() == [] and toy.llm.requests == []
 
@@ -117,8 +155,23 @@ def _exported(toy, capsys, tmp_path):
 
     db = str(toy.db)
     toy.llm.push(*ROOM_SCRIPT[:2])
-    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
-               "--max-steps", "2", "--db", db)[0] == 0
+    assert (
+        cli(
+            capsys,
+            "run",
+            "--env",
+            "alfworld",
+            "--task",
+            "toy/room-1",
+            "--base-url",
+            toy.llm.base_url,
+            "--max-steps",
+            "2",
+            "--db",
+            db,
+        )[0]
+        == 0
+    )
     out = tmp_path / "ep.jsonl"
     assert cli(capsys, "export", "1", "--format", "jsonl", "--out", str(out), "--db", db)[0] == 0
     return out
@@ -168,8 +221,22 @@ def test_a_write_lock_held_past_the_timeout_keeps_the_paid_answer(toy, capsys, m
     from tests.engine_scripts import ROOM_SCRIPT
 
     db = str(toy.db)
-    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url,
-               "--human", "--db", db)[0] == 0
+    assert (
+        cli(
+            capsys,
+            "run",
+            "--env",
+            "alfworld",
+            "--task",
+            "toy/room-1",
+            "--base-url",
+            toy.llm.base_url,
+            "--human",
+            "--db",
+            db,
+        )[0]
+        == 0
+    )
     toy.llm.push(ROOM_SCRIPT[1])
     monkeypatch.setattr(sessions.store, "LOCK_TIMEOUT_S", 0.2)
     other = sqlite3.connect(db, isolation_level=None)
@@ -194,8 +261,8 @@ def test_kept_answers_are_given_back_when_recording_them_fails(toy, monkeypatch)
     """A drainer that fails to record the kept answers gives them back to the pending file,
     even when another blocked writer started a new one meanwhile: no answer is stranded."""
     from sessions.store import StoreError
-    from tests.toy_envs import ROOM_TASK
     from tests.engine_scripts import cfg
+    from tests.toy_envs import ROOM_TASK
     from trajectory.records import ModelCall
 
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
@@ -221,8 +288,10 @@ def test_kept_answers_are_given_back_when_recording_them_fails(toy, monkeypatch)
 
 def _rows(db) -> dict[str, int]:
     with closing(Store(db)) as store:
-        return {t: store.db.execute(f"select count(*) from {t}").fetchone()[0]
-                for t in ("episodes", "versions", "steps", "model_calls", "experiments", "rollout_groups", "suggestions")}
+        return {
+            t: store.db.execute(f"select count(*) from {t}").fetchone()[0]
+            for t in ("episodes", "versions", "steps", "model_calls", "experiments", "rollout_groups", "suggestions")
+        }
 
 
 @pytest.mark.parametrize("value", ["1e308", "2.5", "-0.5"])
@@ -235,9 +304,15 @@ def test_a_temperature_outside_0_to_2_is_refused_and_never_sent(toy, capsys, val
     fail_episode(toy)  # episode 1: a failed version to resume, resample and suggest fixes for
     before, sent = _rows(db), len(toy.llm.requests)
     run = ("run", "--env", "alfworld", "--task", "toy/room-1", "--base-url", toy.llm.base_url)
-    for argv in (run, ("experiment", "run", "--env", "hotpotqa", "--tasks", "toy-1", "--base-url", toy.llm.base_url),
-                 ("resume", "1"), ("step", "1"), ("resample", "1", "--step", "2", "--n", "2"),
-                 ("whatif", "1", "--step", "2", "--insert-thought", "x", "--n", "2"), ("suggest", "1", "--verify", "1")):
+    for argv in (
+        run,
+        ("experiment", "run", "--env", "hotpotqa", "--tasks", "toy-1", "--base-url", toy.llm.base_url),
+        ("resume", "1"),
+        ("step", "1"),
+        ("resample", "1", "--step", "2", "--n", "2"),
+        ("whatif", "1", "--step", "2", "--insert-thought", "x", "--n", "2"),
+        ("suggest", "1", "--verify", "1"),
+    ):
         code, out, err = cli(capsys, *argv, "--temperature", value, "--db", db)
         assert code == 2 and err.count("\n") == 1 and out == "", (argv, err)
         assert "temperature" in err and "between 0 and 2" in err, (argv, err)
@@ -246,10 +321,16 @@ def test_a_temperature_outside_0_to_2_is_refused_and_never_sent(toy, capsys, val
     assert cli(capsys, *run, "--temperature", "2", "--max-steps", "1", "--db", db)[0] == 0  # 2 is the API's maximum
 
 
-@pytest.mark.parametrize("argv", [
-    ("run", "--env", "alfworld", "--task", "toy/room-1", "--human"), ("episodes",), ("import", "{file}"),
-    ("exemplars", "create", "mine", "--env", "alfworld"), ("jobs",),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("run", "--env", "alfworld", "--task", "toy/room-1", "--human"),
+        ("episodes",),
+        ("import", "{file}"),
+        ("exemplars", "create", "mine", "--env", "alfworld"),
+        ("jobs",),
+    ],
+)
 def test_a_database_in_a_missing_folder_is_refused_as_export_refuses_it(toy, capsys, tmp_path, argv):
     """Issue 39 item 17: `--db typo/x.db` made the folders silently (export's --out refuses
     the same path): one line, exit 2, no folder made."""

@@ -17,10 +17,17 @@ CONFIG = AgentConfig(model="m", base_url="http://127.0.0.1:1/v1")
 
 
 def _episode(store: Store, n: int, *, success: bool | None, human: bool) -> int:
-    task = Task(env="hotpotqa", id=f"q{n}", type="bridge" if n % 2 else "comparison", text=f"Question {n}: who wrote it?")
+    task = Task(
+        env="hotpotqa", id=f"q{n}", type="bridge" if n % 2 else "comparison", text=f"Question {n}: who wrote it?"
+    )
     ep, v = store.episodes.create(task, CONFIG, {})
-    step = Step(index=1, thought=f"I need to search {n}.", action=f"Search[Topic {n}]",
-                observation=f"Topic {n} is a word.", source="human" if human else "model")
+    step = Step(
+        index=1,
+        thought=f"I need to search {n}.",
+        action=f"Search[Topic {n}]",
+        observation=f"Topic {n} is a word.",
+        source="human" if human else "model",
+    )
     _, v = store.versions.append(v.id, [step], [])
     if success is not None:
         store.versions.update(v.id, outcome=Outcome(done=True, success=success, reward=float(success)))
@@ -34,8 +41,10 @@ def many(tmp_path) -> tuple[str, list[int]]:
     db = tmp_path / "pages.db"
     store = Store(db)
     with store.transaction():
-        ids = [_episode(store, n, success=True if n % 3 == 0 else (False if n % 5 == 0 else None), human=n % 4 == 0)
-               for n in range(63)]
+        ids = [
+            _episode(store, n, success=True if n % 3 == 0 else (False if n % 5 == 0 else None), human=n % 4 == 0)
+            for n in range(63)
+        ]
     store.close()
     return str(db), ids
 
@@ -54,14 +63,25 @@ def test_episodes_default_page_is_bounded_and_says_how_many_more(many, capsys):
     assert [int(line.split("\t")[0]) for line in lines[:-1]] == sorted(ids, reverse=True)[50:]
 
 
-@pytest.mark.parametrize("flags", [["--outcome", "success"], ["--outcome", "failure"], ["--outcome", "unfinished"],
-                                   ["--edited"], ["--type", "bridge"], ["--outcome", "success", "--edited"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--outcome", "success"],
+        ["--outcome", "failure"],
+        ["--outcome", "unfinished"],
+        ["--edited"],
+        ["--type", "bridge"],
+        ["--outcome", "success", "--edited"],
+    ],
+)
 def test_a_filtered_page_is_the_filtered_whole_cut(many, capsys, flags):
     db, _ = many
     whole = cli_json(capsys, "episodes", *flags, "--limit", "1000", "--db", db)
     assert whole, flags
-    pages = [cli_json(capsys, "episodes", *flags, "--limit", "4", "--offset", str(k), "--db", db)
-             for k in range(0, len(whole) + 4, 4)]
+    pages = [
+        cli_json(capsys, "episodes", *flags, "--limit", "4", "--offset", str(k), "--db", db)
+        for k in range(0, len(whole) + 4, 4)
+    ]
     assert [r["episode"] for p in pages for r in p] == [r["episode"] for r in whole]
     for r in whole:  # and the filter means what the rows say
         if "success" in flags:
@@ -108,15 +128,22 @@ def test_search_is_paged(many, capsys):
     assert code == 0 and text.splitlines()[-1] == "(hits 11-20; the next page: --offset 20)"
     page = cli_json(capsys, "search", "search", "--limit", "10", "--offset", "10", "--db", db)
     assert [(h["version"], h["step"], h["field"]) for h in page] == [
-        (h["version"], h["step"], h["field"]) for h in whole[10:20]]
+        (h["version"], h["step"], h["field"]) for h in whole[10:20]
+    ]
 
 
 def test_experiment_list_is_paged(tmp_path, capsys):
     db = tmp_path / "x.db"
     store = Store(db)
     for n in range(7):
-        experiments.create(store, name=f"exp {n}", env="hotpotqa", method="react", config=CONFIG,
-                           tasks=[Task(env="hotpotqa", id=f"q{n}", text="Question?")])
+        experiments.create(
+            store,
+            name=f"exp {n}",
+            env="hotpotqa",
+            method="react",
+            config=CONFIG,
+            tasks=[Task(env="hotpotqa", id=f"q{n}", text="Question?")],
+        )
     store.close()
     rows = cli_json(capsys, "experiment", "list", "--limit", "3", "--offset", "3", "--db", str(db))
     assert [r["name"] for r in rows] == ["exp 3", "exp 4", "exp 5"]

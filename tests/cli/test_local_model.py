@@ -37,15 +37,24 @@ slow = pytest.mark.timeout(600)
 
 
 def _env(cache: Path, db: Path, **more: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OPENAI_") and k not in ("REACT_EDITOR_MODEL", "REACT_EDITOR_LOCAL_MODEL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OPENAI_") and k not in ("REACT_EDITOR_MODEL", "REACT_EDITOR_LOCAL_MODEL")
+    }
     env.update(REACT_EDITOR_CACHE=str(cache), REACT_EDITOR_DB=str(db), PYTHONPATH=str(ROOT), **more)
     return env
 
 
 def _cli(env: dict[str, str], *argv: str, ok: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "react_editor.main", *argv], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "react_editor.main", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -57,8 +66,22 @@ def _steps(env: dict[str, str], ref: str) -> list[tuple]:
 
 
 def _run(env: dict[str, str], kind: str, task: str, steps: int = STEPS) -> tuple[int, list[tuple]]:
-    out = json.loads(_cli(env, "run", "--env", kind, "--task", task, "--max-steps", str(steps), "--temperature", "0",
-                          "--no-cache", "--json").stdout)
+    out = json.loads(
+        _cli(
+            env,
+            "run",
+            "--env",
+            kind,
+            "--task",
+            task,
+            "--max-steps",
+            str(steps),
+            "--temperature",
+            "0",
+            "--no-cache",
+            "--json",
+        ).stdout
+    )
     return out["episode"], _steps(env, str(out["episode"]))
 
 
@@ -79,8 +102,11 @@ def _gone(pids: list[int], within: float = 15.0) -> list[int]:
     deadline = time.monotonic() + within
     alive = pids
     while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if Path(f"/proc/{p}").exists()
-                 and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[-1].split()[0]]
+        alive = [
+            p
+            for p in alive
+            if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[-1].split()[0]
+        ]
         time.sleep(0.1)
     return alive
 
@@ -90,8 +116,14 @@ def served(tmp_path_factory):
     """`react-editor model serve` in the background: the module's runs find and share it."""
     root = tmp_path_factory.mktemp("local")
     env = _env(root / "cache", root / "r.db")
-    proc = subprocess.Popen([sys.executable, "-m", "react_editor.main", "model", "serve"], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "react_editor.main", "model", "serve"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()
     assert line.startswith("Serving local:SmolLM2-135M-Instruct"), line + proc.stderr.read() if proc.poll() else line
     yield env, line
@@ -109,7 +141,15 @@ def test_alfworld_steps_parse_repeat_and_an_edit_changes_what_follows(served):
     assert all((a or t) and o is not None and src == "model" for t, a, o, src in steps), steps
     assert _run(env, "alfworld", ROOM)[1] == steps  # temperature 0, fixed seed, no cache: the same steps
     assert json.loads(_cli(env, "versions", str(ep), "--json").stdout)  # (the config: test_calls_carry...)
-    _cli(env, "edit", str(ep), "--step", "2", "--insert-thought", "There is no cd on desk 1. Next, I need to open drawer 1.")
+    _cli(
+        env,
+        "edit",
+        str(ep),
+        "--step",
+        "2",
+        "--insert-thought",
+        "There is no cd on desk 1. Next, I need to open drawer 1.",
+    )
     _cli(env, "resume", str(ep), "--max-steps", str(STEPS + 1), "--no-cache")
     edited = _steps(env, str(ep))
     assert edited[1][0] == "There is no cd on desk 1. Next, I need to open drawer 1." and edited[1][3] != "model"
@@ -124,7 +164,9 @@ def test_hotpotqa_steps_parse_and_repeat(served):
     env, _ = served
     ep, steps = _run(env, "hotpotqa", QUESTION)
     assert 1 <= len(steps) <= STEPS
-    assert all((a or t) and o is not None and src == "model" for t, a, o, src in steps), steps  # each a Search/Lookup/Finish the env ran
+    assert all((a or t) and o is not None and src == "model" for t, a, o, src in steps), (
+        steps
+    )  # each a Search/Lookup/Finish the env ran
     assert _run(env, "hotpotqa", QUESTION)[1] == steps
 
 
@@ -138,8 +180,9 @@ def test_calls_carry_the_model_files_sha256(served):
     ep, _ = _run(env, "alfworld", ROOM, steps=1)
     store = Store(env["REACT_EDITOR_DB"], readonly=True)
     calls = store.calls.of_episode(ep)
-    assert calls and all(c.params["base_url"] == f"local://{local_model.builtin_gguf().name}?sha256={digest}"
-                         for c in calls)
+    assert calls and all(
+        c.params["base_url"] == f"local://{local_model.builtin_gguf().name}?sha256={digest}" for c in calls
+    )
     assert store.episodes.get(ep).config.model == "local:SmolLM2-135M-Instruct.Q4_1"  # the version's config names it
 
 
@@ -156,9 +199,25 @@ def test_the_child_server_is_gone_after_the_command_and_after_kill_9(tmp_path):
 
     err = tmp_path / "second-run.err"
     with open(err, "wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "react_editor.main", "run", "--env", "alfworld", "--task", ROOM,
-                                 "--max-steps", "40", "--no-cache"], env=env, cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "react_editor.main",
+                "run",
+                "--env",
+                "alfworld",
+                "--task",
+                ROOM,
+                "--max-steps",
+                "40",
+                "--no-cache",
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     states = tmp_path / "cache" / "local-model"
     deadline = time.monotonic() + 240  # a hang guard: the model loads in seconds, slower on a busy machine
     while time.monotonic() < deadline and not list(states.glob("????????????????.json")) and proc.poll() is None:
@@ -178,9 +237,10 @@ def test_a_key_that_starts_with_a_dash_reaches_the_server_as_its_key(tmp_path):
     Parsed by llama-cpp-python's own argument parser, the key arrives whole."""
     import argparse
 
-    from agent import local_server
     from llama_cpp.server.cli import add_args_from_model
     from llama_cpp.server.settings import Settings
+
+    from agent import local_server
 
     argv = local_server.command(tmp_path / "m.gguf", 8123, "-Xy_key")[3:]  # (after `python -c WRAPPER`)
     parser = argparse.ArgumentParser()  # as `python -m llama_cpp.server` builds it
@@ -193,8 +253,21 @@ def test_a_file_that_is_not_gguf_is_a_failed_call_in_one_line(tmp_path):
     fake = tmp_path / "model.gguf"
     fake.write_bytes(b"not a model\n" * 100)
     env = _env(tmp_path / "cache", tmp_path / "f.db")
-    proc = _cli(env, "run", "--env", "alfworld", "--task", ROOM, "--max-steps", "2", "--model", "local",
-                "--local-model", str(fake), ok=False)
+    proc = _cli(
+        env,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        ROOM,
+        "--max-steps",
+        "2",
+        "--model",
+        "local",
+        "--local-model",
+        str(fake),
+        ok=False,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "is not a GGUF file" in proc.stderr and "Traceback" not in proc.stderr
     store = Store(env["REACT_EDITOR_DB"], readonly=True)  # the episode is kept, with its failed call
@@ -204,8 +277,19 @@ def test_a_file_that_is_not_gguf_is_a_failed_call_in_one_line(tmp_path):
 
 def test_no_model_file_at_local_model_is_one_line(tmp_path):
     env = _env(tmp_path / "cache", tmp_path / "f.db")
-    proc = _cli(env, "run", "--env", "alfworld", "--task", ROOM, "--model", "local", "--local-model",
-                str(tmp_path / "missing.gguf"), ok=False)
+    proc = _cli(
+        env,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        ROOM,
+        "--model",
+        "local",
+        "--local-model",
+        str(tmp_path / "missing.gguf"),
+        ok=False,
+    )
     assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -226,13 +310,16 @@ def test_without_the_package_the_run_fails_saying_what_to_install(tmp_path, monk
     assert err.value.call.attempts == 1  # nothing retried: retrying cannot install it
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({}, "local:"),
-    ({"OPENAI_API_KEY": "sk-x"}, "gpt-3.5-turbo-instruct"),
-    ({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "gpt-3.5-turbo-instruct"),
-    ({"REACT_EDITOR_MODEL": "m"}, "m"),
-    ({"REACT_EDITOR_LOCAL_MODEL": "off"}, "gpt-3.5-turbo-instruct"),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, "local:"),
+        ({"OPENAI_API_KEY": "sk-x"}, "gpt-3.5-turbo-instruct"),
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "gpt-3.5-turbo-instruct"),
+        ({"REACT_EDITOR_MODEL": "m"}, "m"),
+        ({"REACT_EDITOR_LOCAL_MODEL": "off"}, "gpt-3.5-turbo-instruct"),
+    ],
+)
 def test_local_is_the_default_only_with_no_endpoint_configured(monkeypatch, env, expected):
     from agent import local_model
 
@@ -241,8 +328,9 @@ def test_local_is_the_default_only_with_no_endpoint_configured(monkeypatch, env,
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert local_model.default_model().startswith(expected)
-    assert local_model.default_model(base_url="http://127.0.0.1:9/v1") == env.get("REACT_EDITOR_MODEL",
-                                                                                  "gpt-3.5-turbo-instruct")
+    assert local_model.default_model(base_url="http://127.0.0.1:9/v1") == env.get(
+        "REACT_EDITOR_MODEL", "gpt-3.5-turbo-instruct"
+    )
 
 
 def test_a_server_that_died_is_a_failed_call_and_the_next_call_starts_another(tmp_path, monkeypatch):
@@ -257,17 +345,41 @@ def test_a_server_that_died_is_a_failed_call_and_the_next_call_starts_another(tm
     sha = local_model.file_sha256(fake)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    monkeypatch.setitem(local_server._SERVED, sha, local_server.Served(
-        url="http://127.0.0.1:9/v1", key="k", pid=dead.pid, port=9, path=str(fake), sha256=sha, owner=os.getpid(),
-        proc=dead))
+    monkeypatch.setitem(
+        local_server._SERVED,
+        sha,
+        local_server.Served(
+            url="http://127.0.0.1:9/v1",
+            key="k",
+            pid=dead.pid,
+            port=9,
+            path=str(fake),
+            sha256=sha,
+            owner=os.getpid(),
+            proc=dead,
+        ),
+    )
     with pytest.raises(ModelError) as err:
         ModelClient(AgentConfig(model="local:m", max_retries=3)).complete("Q: hi\nA:", ["\n"])
     assert err.value.call.error.startswith(f"the built-in model's server stopped (pid {dead.pid}, exit code 0)")
     assert err.value.call.attempts == 1 and sha not in local_server._SERVED  # said once, not retried
     started = []
-    monkeypatch.setattr(local_server, "start", lambda path, sha256: started.append(path) or local_server.Served(
-        url="http://127.0.0.1:9/v1", key="k2", pid=os.getpid(), port=9, path=str(path), sha256=sha256,
-        owner=os.getpid()))
+    monkeypatch.setattr(
+        local_server,
+        "start",
+        lambda path, sha256: (
+            started.append(path)
+            or local_server.Served(
+                url="http://127.0.0.1:9/v1",
+                key="k2",
+                pid=os.getpid(),
+                port=9,
+                path=str(path),
+                sha256=sha256,
+                owner=os.getpid(),
+            )
+        ),
+    )
     assert local_server.ensure(fake, sha).key == "k2" and started == [fake]  # the next call: a new server
     local_server._SERVED.pop(sha)
 

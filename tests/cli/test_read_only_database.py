@@ -104,7 +104,7 @@ def test_a_corrupted_database_is_named_damaged(tmp_path, capsys):
     data = bytearray(db.read_bytes())
     page = int.from_bytes(data[16:18], "big")
     for at in range(2 * page, len(data), page):  # every page but the first: garbage
-        data[at:at + 64] = b"\xff" * 64
+        data[at : at + 64] = b"\xff" * 64
     db.write_bytes(bytes(data))
     for argv in (["show", "1"], ["episodes"], ["versions", "1"]):
         err = one_line_error(in_process(capsys, *argv, "--db", str(db)))

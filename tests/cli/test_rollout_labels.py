@@ -35,11 +35,21 @@ def test_a_persons_version_after_rollouts_is_v2_and_rollouts_are_r1_to_rn(toy, s
     assert code == 0 and out.strip() == "1:2", (out, err)  # not 1:5: the three rollouts took no v-number
     edited = json.loads(cli(capsys, "edit", "1:1", "--step", "1", "--thought", "Another.", "--db", db, "--json")[1])
     assert edited["number"] == 3
-    assert numbering.labels(toy.store, 1) == {v.id: "v1", **{r: f"r{i}" for i, r in enumerate(sorted(rolled), 1)},
-                                              edited["version"] - 1: "v2", edited["version"]: "v3"}
+    assert numbering.labels(toy.store, 1) == {
+        v.id: "v1",
+        **{r: f"r{i}" for i, r in enumerate(sorted(rolled), 1)},
+        edited["version"] - 1: "v2",
+        edited["version"]: "v3",
+    }
     code, text, _ = cli(capsys, "versions", "1", "--expand", "--db", db)
-    assert [ln.split("\t")[0].strip(" *") for ln in text.splitlines() if not ln.strip().startswith("g")] == \
-        ["v1", "r1", "r2", "r3", "v2", "v3"], text
+    assert [ln.split("\t")[0].strip(" *") for ln in text.splitlines() if not ln.strip().startswith("g")] == [
+        "v1",
+        "r1",
+        "r2",
+        "r3",
+        "v2",
+        "v3",
+    ], text
     rows = cli_json(capsys, "versions", "1", "--db", db)
     assert [r["label"] for r in rows] == ["v1", "r1", "r2", "r3", "v2", "v3"]
     # refs: EP:N and EP:vN as before, EP:rN for a rollout; the app's and the CLI's errors name both kinds
@@ -64,8 +74,9 @@ def test_the_app_reads_the_same_labels(app, capsys):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=8))
     assert toy.engine.run(v.id).success
     toy.llm.set_responder(Agent())
-    rolled = cli_json(capsys, "resample", "1", "--step", "2", "--n", "3", "--temperature", "0.7",
-                      "--db", str(toy.db))["versions"]
+    rolled = cli_json(capsys, "resample", "1", "--step", "2", "--n", "3", "--temperature", "0.7", "--db", str(toy.db))[
+        "versions"
+    ]
     fixed = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "Find the mug first.", keep_rest=True)
     at = make("editor", episode=ep.id, version=fixed.id)
     assert any(e.label.startswith("Annotate v2:") for e in at.expander)  # was "Annotate v5"

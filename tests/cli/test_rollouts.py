@@ -3,19 +3,24 @@ scripted model server: JSON contract, groups, continuation, cache bypass, bad in
 
 from __future__ import annotations
 
-
 import json
 
 import pytest
 
 from sessions import rollouts
-from tests.scripted_server import Reply
 from tests.cli_helpers import cli, cli_json
 from tests.engine_scripts import ROOM_SCRIPT, cfg
 from tests.rollout_agents import Agent
+from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_TASK
 
-SUCCESS = [" go to cabinet 1", " open cabinet 1", " take mug 1 from cabinet 1", " go to table 1", " put mug 1 in/on table 1"]
+SUCCESS = [
+    " go to cabinet 1",
+    " open cabinet 1",
+    " take mug 1 from cabinet 1",
+    " go to table 1",
+    " put mug 1 in/on table 1",
+]
 
 
 @pytest.fixture
@@ -36,12 +41,16 @@ def test_resample_contract_groups_and_rerun_continues(toy, episode, capsys):
     toy.llm.set_responder(agent)
     toy.llm.requests.clear()
     db = str(toy.db)
-    out = cli_json(capsys, "resample", "1", "--step", "2", "--n", "4", "--temperature", "0.7", "--concurrency", "2", "--db", db)
+    out = cli_json(
+        capsys, "resample", "1", "--step", "2", "--n", "4", "--temperature", "0.7", "--concurrency", "2", "--db", db
+    )
     assert set(out) == {"n", "success", "success_rate", "ci95", "versions", "first"}
     assert out["n"] == 4 and out["success"] == 2 and out["success_rate"] == 0.5
     assert out["ci95"] == pytest.approx([0.15003898915214947, 0.8499610108478506])  # Wilson 2/4
-    assert sorted(out["first"], key=lambda f: f["text"]) == [{"text": "go to cabinet 1", "count": 2},
-                                                           {"text": "go to shelf 1", "count": 2}]
+    assert sorted(out["first"], key=lambda f: f["text"]) == [
+        {"text": "go to cabinet 1", "count": 2},
+        {"text": "go to shelf 1", "count": 2},
+    ]
     assert len(set(out["versions"])) == 4 and 1 not in out["versions"]
     for vid in out["versions"]:
         steps = toy.store.versions.steps(vid)
@@ -84,8 +93,9 @@ def test_rollouts_pin_what_they_ran_with_and_the_source_keeps_its_settings(toy, 
     toy.llm.requests.clear()
     db = str(toy.db)
     prompt_before = toy.engine.prompts.prompt(1)
-    out = cli_json(capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9",
-                   "--model", "other-model", "--db", db)
+    out = cli_json(
+        capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9", "--model", "other-model", "--db", db
+    )
     assert {r.body["model"] for r in toy.llm.completion_requests} == {"other-model"}  # the flags reached the model
     for vid in out["versions"]:  # each rollout records the settings its steps were sampled with
         pinned = toy.store.versions.config(vid)
@@ -93,16 +103,30 @@ def test_rollouts_pin_what_they_ran_with_and_the_source_keeps_its_settings(toy, 
     assert (toy.store.versions.config(1).model, toy.store.versions.config(1).temperature) == ("scripted-model", 0)
     assert toy.store.episodes.get(1).config.model == "scripted-model"  # nor does the episode's default change
     assert toy.engine.prompts.prompt(1) == prompt_before
-    again = cli_json(capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9",
-                     "--model", "other-model", "--db", db)
+    again = cli_json(
+        capsys, "resample", "1", "--step", "2", "--n", "2", "--temperature", "0.9", "--model", "other-model", "--db", db
+    )
     assert again["versions"] == out["versions"]  # the same settings find the same group
 
 
 def test_whatif_effect_of_a_hint(toy, episode, capsys):
     agent = Agent(choose=lambda: " go to shelf 1")  # unaided, the agent always fails
     toy.llm.set_responder(agent)
-    out = cli_json(capsys, "whatif", "1", "--step", "2", "--insert-thought", "The mug is in the cabinet.", "--n", "5",
-                   "--temperature", "1", "--db", str(toy.db))
+    out = cli_json(
+        capsys,
+        "whatif",
+        "1",
+        "--step",
+        "2",
+        "--insert-thought",
+        "The mug is in the cabinet.",
+        "--n",
+        "5",
+        "--temperature",
+        "1",
+        "--db",
+        str(toy.db),
+    )
     assert set(out) == {"control", "treatment", "effect", "effect_ci95", "p_value", "p_better", "p_worse", "method"}
     for arm in ("control", "treatment"):
         assert set(out[arm]) == {"n", "success", "success_rate", "ci95", "versions"}
@@ -144,8 +168,22 @@ def test_endpoint_failing_midway_keeps_finished_and_rerun_continues(toy, episode
 
     toy.llm.set_responder(flaky)
     db = str(toy.db)
-    code, out, err = cli(capsys, "resample", "1", "--step", "2", "--n", "5", "--temperature", "0.5",
-                         "--concurrency", "1", "--db", db, "--json")
+    code, out, err = cli(
+        capsys,
+        "resample",
+        "1",
+        "--step",
+        "2",
+        "--n",
+        "5",
+        "--temperature",
+        "0.5",
+        "--concurrency",
+        "1",
+        "--db",
+        db,
+        "--json",
+    )
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: ") and "model overloaded" in err and "2 finished rollout(s) are kept" in err
     (g,) = rollouts.groups(toy.store, 1)
@@ -186,8 +224,10 @@ def _labels_from_counts_agree(toy, episode: int, says: str) -> None:
         (["whatif", "1", "--step", "1", "--action", "go to table 1", "--n", "2"], "is a thought, not an action"),
         (["whatif", "1", "--step", "2", "--thought", "x", "--n", "2"], "no thought to rewrite"),
         (["whatif", "1", "--step", "7", "--insert-thought", "x", "--n", "2"], "step 7 is out of range"),
-        (["whatif", "--at", "first:nothing-like-this", "--experiment", "nope", "--thought", "x", "--n", "2"],
-         "unknown experiment"),
+        (
+            ["whatif", "--at", "first:nothing-like-this", "--experiment", "nope", "--thought", "x", "--n", "2"],
+            "unknown experiment",
+        ),
     ],
 )
 def test_bad_input_one_line_error_nothing_made(toy, episode, capsys, argv, message):
@@ -202,8 +242,14 @@ def test_bad_input_one_line_error_nothing_made(toy, episode, capsys, argv, messa
 def test_whatif_batch_over_an_experiments_failed_episodes(toy, capsys):
     from sessions import experiments
 
-    exp = experiments.create(toy.store, name="exp1", env="alfworld", method="react", config=cfg(toy.llm),
-                             tasks=[ROOM_TASK, ROOM_TASK.model_copy(update={"id": "toy/room-2"})])
+    exp = experiments.create(
+        toy.store,
+        name="exp1",
+        env="alfworld",
+        method="react",
+        config=cfg(toy.llm),
+        tasks=[ROOM_TASK, ROOM_TASK.model_copy(update={"id": "toy/room-2"})],
+    )
     items = experiments.items(toy.store, exp.id)
     toy.llm.push(" think: Where is the mug?", *[" go to shelf 1"] * 3, *ROOM_SCRIPT)
     for item, config in zip(items, (cfg(toy.llm, max_steps=4, cache=False), cfg(toy.llm, cache=False))):
@@ -213,17 +259,49 @@ def test_whatif_batch_over_an_experiments_failed_episodes(toy, capsys):
         experiments.record_item(toy.store, item.id, status="done", version_id=rep.version, success=rep.success)
     failed_ep = experiments.items(toy.store, exp.id)[0].episode_id
     toy.llm.set_responder(Agent(choose=lambda: " go to shelf 1"))
-    out = cli_json(capsys, "whatif", "--experiment", "exp1", "--where", "failed", "--at", "first:shelf",
-                   "--insert-thought", "The mug is in the cabinet.", "--n", "2", "--temperature", "0.9",
-                   "--max-steps", "8", "--db", str(toy.db))
+    out = cli_json(
+        capsys,
+        "whatif",
+        "--experiment",
+        "exp1",
+        "--where",
+        "failed",
+        "--at",
+        "first:shelf",
+        "--insert-thought",
+        "The mug is in the cabinet.",
+        "--n",
+        "2",
+        "--temperature",
+        "0.9",
+        "--max-steps",
+        "8",
+        "--db",
+        str(toy.db),
+    )
     (one,) = out["episodes"]
     assert (one["episode"], one["step"]) == (failed_ep, 2)  # step 2 is the first to go to the shelf
     assert one["control"]["success"] == 0 and one["treatment"]["success"] == 2 and one["effect"] == 1.0
     assert out["pooled"] is None and "at least 2 episodes" in out["not_pooled"]  # one episode: no pool
     # without --where: the successful episode is included too; a pattern it lacks skips it
-    out = cli_json(capsys, "whatif", "--experiment", str(exp.id), "--at", "first:shelf", "--insert-thought",
-                   "The mug is in the cabinet.", "--n", "2", "--temperature", "0.9", "--max-steps", "8",
-                   "--db", str(toy.db))
+    out = cli_json(
+        capsys,
+        "whatif",
+        "--experiment",
+        str(exp.id),
+        "--at",
+        "first:shelf",
+        "--insert-thought",
+        "The mug is in the cabinet.",
+        "--n",
+        "2",
+        "--temperature",
+        "0.9",
+        "--max-steps",
+        "8",
+        "--db",
+        str(toy.db),
+    )
     assert [e.get("skipped") for e in out["episodes"]] == [None, "no step matches 'shelf'"]
     assert out["episodes"][0] == one  # the same request again: the finished rollouts are reused
 
@@ -239,8 +317,20 @@ def test_real_alfworld_rollouts_replay_faithfully(scripted_llm, tmp_path, capsys
     walk = walkthrough(task)
     db = str(tmp_path / "r.db")
     scripted_llm.push(" think: I will look around.", " " + walk[0], " look", " look")
-    res = cli_json(capsys, "run", "--env", "alfworld", "--task", task.id, "--base-url", scripted_llm.base_url,
-                   "--max-steps", "4", "--db", db)
+    res = cli_json(
+        capsys,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        task.id,
+        "--base-url",
+        scripted_llm.base_url,
+        "--max-steps",
+        "4",
+        "--db",
+        db,
+    )
     assert res["done"] and res["success"] is False
 
     def responder(body):  # follows the walkthrough, except that after its first step it looks around
@@ -250,8 +340,25 @@ def test_real_alfworld_rollouts_replay_faithfully(scripted_llm, tmp_path, capsys
         return " look"
 
     scripted_llm.set_responder(responder)
-    out = cli_json(capsys, "whatif", str(res["episode"]), "--step", "3", "--action", walk[1], "--n", "3",
-                   "--temperature", "0.8", "--concurrency", "3", "--max-steps", str(len(walk) + 2), "--db", db)
+    out = cli_json(
+        capsys,
+        "whatif",
+        str(res["episode"]),
+        "--step",
+        "3",
+        "--action",
+        walk[1],
+        "--n",
+        "3",
+        "--temperature",
+        "0.8",
+        "--concurrency",
+        "3",
+        "--max-steps",
+        str(len(walk) + 2),
+        "--db",
+        db,
+    )
     assert out["control"]["success"] == 0 and out["treatment"]["success"] == 3
     eng = Engine(Store(db))  # as after a restart: no live environments
     ep = eng.store.episodes.get(res["episode"])
@@ -274,9 +381,28 @@ def test_ctrl_c_stops_after_the_current_step_and_a_rerun_continues(toy, episode,
     toy.llm.set_responder(lambda body: Reply(text=agent(body), delay_s=0.1))
     script = toy.db.parent / "child.py"
     script.write_text(CHILD.format(root=str(ROOT)))
-    proc = subprocess.Popen([sys.executable, str(script), "resample", "1", "--step", "2", "--n", "8", "--temperature",
-                             "0.5", "--concurrency", "2", "--db", str(toy.db), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            "resample",
+            "1",
+            "--step",
+            "2",
+            "--n",
+            "8",
+            "--temperature",
+            "0.5",
+            "--concurrency",
+            "2",
+            "--db",
+            str(toy.db),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while agent.calls < 12 and time.time() < deadline:  # two rollouts finished, two in flight
         time.sleep(0.05)
@@ -312,12 +438,28 @@ def test_wikipedia_resample_and_thought_whatif(toy, capsys):
         return f" So the answer is 1712.\nAction {i}: Finish[1712]"  # the province's year: wrong
 
     toy.llm.set_responder(respond)
-    out = cli_json(capsys, "resample", str(ep.id), "--step", "2", "--n", "2", "--temperature", "0.5", "--db", str(toy.db))
-    assert out["success"] == 0 and out["first"] == [{"text": "Thought 2: So the answer is 1712.\nAction 2: Finish[1712]",
-                                                     "count": 2}]
+    out = cli_json(
+        capsys, "resample", str(ep.id), "--step", "2", "--n", "2", "--temperature", "0.5", "--db", str(toy.db)
+    )
+    assert out["success"] == 0 and out["first"] == [
+        {"text": "Thought 2: So the answer is 1712.\nAction 2: Finish[1712]", "count": 2}
+    ]
     hint = "The capital Marrowgate was founded in 1650."
-    out = cli_json(capsys, "whatif", str(ep.id), "--step", "2", "--thought", hint, "--n", "2",
-                   "--temperature", "0.5", "--db", str(toy.db))
+    out = cli_json(
+        capsys,
+        "whatif",
+        str(ep.id),
+        "--step",
+        "2",
+        "--thought",
+        hint,
+        "--n",
+        "2",
+        "--temperature",
+        "0.5",
+        "--db",
+        str(toy.db),
+    )
     assert out["control"]["success"] == 0 and out["treatment"]["success"] == 2
     for vid in out["treatment"]["versions"]:
         s2 = toy.store.versions.steps(vid)[1]

@@ -19,27 +19,40 @@ from tests.experiment_agents import wiki_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("openai", "httpx", "streamlit", "pandas", "numpy", "envs.alfworld", "agent.engine", "agent.client")
-PROBE = ("import json, sys\nfrom react_editor.main import main\nran = []\ntry:\n"
-         "    for args in json.loads(sys.argv[1]):\n        try:\n            ran.append(main(args))\n"
-         "        except SystemExit as exc:\n            ran.append(exc.code)\nfinally:\n"
-         "    sys.stderr.write('\\nMODULES ' + json.dumps([ran, sorted(sys.modules)]) + '\\n')\n")
+PROBE = (
+    "import json, sys\nfrom react_editor.main import main\nran = []\ntry:\n"
+    "    for args in json.loads(sys.argv[1]):\n        try:\n            ran.append(main(args))\n"
+    "        except SystemExit as exc:\n            ran.append(exc.code)\nfinally:\n"
+    "    sys.stderr.write('\\nMODULES ' + json.dumps([ran, sorted(sys.modules)]) + '\\n')\n"
+)
 
 
 def _env(tmp_path: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache"),
-            "OPENAI_API_KEY": "sk-test-not-real"}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "REACT_EDITOR_CACHE": str(tmp_path / "cache"),
+        "OPENAI_API_KEY": "sk-test-not-real",
+    }
 
 
 def _cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "react_editor", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "react_editor", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def _modules(commands: list[list[str]], env: dict) -> set[str]:
     """What a fresh process has imported after running `commands` one after the other (what none
     of them imports, no one of them imports: one process per group, not per command)."""
-    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(commands)], env=env, cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(commands)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     ran, modules = json.loads(p.stderr.rsplit("MODULES ", 1)[1])
     assert len(ran) == len(commands), (commands, p.stderr)
     return set(modules)
@@ -84,10 +97,32 @@ def test_jobs_stop_ends_a_run_within_the_model_call_in_flight(tmp_path, scripted
     """The run read the flag only at its heartbeat (1 s): a fast model took several more steps."""
     scripted_llm.set_responder(wiki_agent({}, latency_s=0.05, react_steps=10_000))
     env, db = _env(tmp_path), tmp_path / "s.db"
-    run = subprocess.Popen([sys.executable, "-m", "react_editor", "run", "--env", "hotpotqa", "--task", "hp-002",
-                            "--base-url", scripted_llm.base_url, "--model", "m", "--max-steps", "400", "--no-cache",
-                            "--db", str(db)], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "react_editor",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--task",
+            "hp-002",
+            "--base-url",
+            scripted_llm.base_url,
+            "--model",
+            "m",
+            "--max-steps",
+            "400",
+            "--no-cache",
+            "--db",
+            str(db),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (db.exists() and (r := _row(db, "select id from jobs where state = 'running' and done >= 2"))):

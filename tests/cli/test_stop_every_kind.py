@@ -57,8 +57,9 @@ def _experiment_done(toy) -> None:
     """Experiment "exp1": one toy-room task, done (its episode won in six steps)."""
     from sessions import experiments
 
-    exp = experiments.create(toy.store, name="exp1", env="alfworld", method="react", config=cfg(toy.llm),
-                             tasks=[ROOM_TASK])
+    exp = experiments.create(
+        toy.store, name="exp1", env="alfworld", method="react", config=cfg(toy.llm), tasks=[ROOM_TASK]
+    )
     (item,) = experiments.items(toy.store, exp.id)
     ep_id, _ = experiments.ensure_episode(toy.store, item.id, cfg(toy.llm, max_steps=8), {}, None)
     toy.llm.push(*ROOM_SCRIPT)
@@ -73,21 +74,92 @@ def _critic_then_hang(body: dict) -> Reply:
 
 # kind -> (the job's kind, setup(toy), the command after the program, requests in flight, server's answer)
 KINDS = {
-    "run": ("run", None, ["run", "--env", "alfworld", "--task", "toy/room-1", "--model", "scripted-model",
-                          "--base-url", "{url}"], 1, HANG),
+    "run": (
+        "run",
+        None,
+        ["run", "--env", "alfworld", "--task", "toy/room-1", "--model", "scripted-model", "--base-url", "{url}"],
+        1,
+        HANG,
+    ),
     "resume": ("run", _half_run, ["resume", "1"], 1, HANG),
-    "experiment": ("experiment", None, ["experiment", "run", "--env", "hotpotqa", "--limit", "3", "--concurrency", "3",
-                                        "--name", "k", "--model", "m", "--base-url", "{url}"], 3, HANG),
-    "resample": ("resample", _episode, ["resample", "1", "--step", "2", "--n", "4", "--temperature", "0.7",
-                                        "--concurrency", "2"], 2, HANG),
-    "whatif": ("whatif", _episode, ["whatif", "1", "--step", "2", "--insert-thought", "The mug is in the cabinet.",
-                                    "--n", "2", "--temperature", "0.7", "--concurrency", "2"], 2, HANG),
-    "whatif-experiment": ("whatif", _experiment_done, ["whatif", "--experiment", "exp1", "--at", "2", "--insert-thought",
-                                                       "The mug is in the cabinet.", "--n", "2", "--temperature", "0.7",
-                                                       "--concurrency", "2"], 2, HANG),
+    "experiment": (
+        "experiment",
+        None,
+        [
+            "experiment",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--limit",
+            "3",
+            "--concurrency",
+            "3",
+            "--name",
+            "k",
+            "--model",
+            "m",
+            "--base-url",
+            "{url}",
+        ],
+        3,
+        HANG,
+    ),
+    "resample": (
+        "resample",
+        _episode,
+        ["resample", "1", "--step", "2", "--n", "4", "--temperature", "0.7", "--concurrency", "2"],
+        2,
+        HANG,
+    ),
+    "whatif": (
+        "whatif",
+        _episode,
+        [
+            "whatif",
+            "1",
+            "--step",
+            "2",
+            "--insert-thought",
+            "The mug is in the cabinet.",
+            "--n",
+            "2",
+            "--temperature",
+            "0.7",
+            "--concurrency",
+            "2",
+        ],
+        2,
+        HANG,
+    ),
+    "whatif-experiment": (
+        "whatif",
+        _experiment_done,
+        [
+            "whatif",
+            "--experiment",
+            "exp1",
+            "--at",
+            "2",
+            "--insert-thought",
+            "The mug is in the cabinet.",
+            "--n",
+            "2",
+            "--temperature",
+            "0.7",
+            "--concurrency",
+            "2",
+        ],
+        2,
+        HANG,
+    ),
     "suggest-critic": ("suggest", fail_episode, ["suggest", "1", "--candidates", "1", "--verify", "2"], 1, HANG),
-    "suggest-verify": ("suggest", fail_episode, ["suggest", "1", "--candidates", "1", "--verify", "2",
-                                                 "--concurrency", "2"], 3, _critic_then_hang),
+    "suggest-verify": (
+        "suggest",
+        fail_episode,
+        ["suggest", "1", "--candidates", "1", "--verify", "2", "--concurrency", "2"],
+        3,
+        _critic_then_hang,
+    ),
 }
 
 
@@ -119,8 +191,14 @@ def test_jobs_stop_ends_every_kind_while_its_calls_hang(name, toy, tmp_path):
     script.write_text(CHILD.format(root=str(ROOT)))
     head = [sys.executable, "-m", "react_editor.main"] if name == "experiment" else [sys.executable, str(script)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.Popen(head + [a.replace("{url}", toy.llm.base_url) for a in argv] + ["--db", db],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        head + [a.replace("{url}", toy.llm.base_url) for a in argv] + ["--db", db],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait(lambda: len(toy.llm.completion_requests) >= in_flight, "the requests in flight")
         (job,) = [j for j in sessions.jobs.listing(toy.store) if j.kind == kind and j.active]

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from sessions import suggestions
-from sessions.store import Store
-from react_editor.main import main
-from tests.experiment_agents import wiki_agent
-from tests.scripted_server import Reply, prompt_text
-from tests.suggest_agents import CRITIC_MARK, GOOD, HINT, IDLE, IDLE2, cfg, critic_json, fail_episode
 from tests.cli_helpers import cli, cli_json
+from tests.scripted_server import Reply
+from tests.suggest_agents import CRITIC_MARK, GOOD, HINT, IDLE, IDLE2, cfg, critic_json, fail_episode
 from tests.toy_envs import WIKI_TASK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +22,10 @@ BAD_STEP = {"step": 40, "kind": "rewrite_action", "text": "go to cabinet 1", "ra
 
 
 def counts(toy) -> dict[str, int]:
-    return {t: toy.store.db.execute(f"select count(*) from {t}").fetchone()[0]
-            for t in ("versions", "steps", "suggestions", "candidates", "model_calls", "rollout_groups")}
+    return {
+        t: toy.store.db.execute(f"select count(*) from {t}").fetchone()[0]
+        for t in ("versions", "steps", "suggestions", "candidates", "model_calls", "rollout_groups")
+    }
 
 
 def test_the_good_candidate_ranks_first_and_is_proven(toy, capsys):
@@ -38,8 +35,23 @@ def test_the_good_candidate_ranks_first_and_is_proven(toy, capsys):
     assert set(out) >= {"episode", "version", "first_failure_step", "candidates"}
     assert (out["episode"], out["version"]) == (1, 1)
     assert out["first_failure_step"] == 3  # the second visit to the shelf repeats the action
-    fields = {"number", "rank", "step", "kind", "text", "rationale", "leaks_answer", "proven", "verdict",
-              "effect", "effect_ci95", "p_value", "control", "treatment", "cost"}
+    fields = {
+        "number",
+        "rank",
+        "step",
+        "kind",
+        "text",
+        "rationale",
+        "leaks_answer",
+        "proven",
+        "verdict",
+        "effect",
+        "effect_ci95",
+        "p_value",
+        "control",
+        "treatment",
+        "cost",
+    }
     assert all(fields <= set(c) for c in out["candidates"])
     assert [c["rank"] for c in out["candidates"]] == [1, 2, 3, 4]
     best, *rest = out["candidates"]
@@ -49,14 +61,22 @@ def test_the_good_candidate_ranks_first_and_is_proven(toy, capsys):
     # the what-if's own statistics (its interval and exact test), said in words
     lo, hi = best["effect_ci95"]
     assert 0 < lo < hi and best["p_value"] < 0.05
-    assert best["verdict"] == (f"proven: +100 points [{math.floor(lo * 100):+d}, +100]; one-sided p < 0.001, "
-                               f"Holm over 3: p = {best['p_adjusted']:.2g} (used)")
+    assert best["verdict"] == (
+        f"proven: +100 points [{math.floor(lo * 100):+d}, +100]; one-sided p < 0.001, "
+        f"Holm over 3: p = {best['p_adjusted']:.2g} (used)"
+    )
     assert best["p_adjusted"] == pytest.approx(3 * best["p_better"]) and best["proven_uses"] == "p_adjusted"
     assert best["cost"]["calls"] > 0
     assert all(not c["proven"] for c in rest)
     idle = [c for c in rest if c["number"] in (1, 3)]
-    assert all(re.fullmatch(r"not shown: \+0 points \[-\d+, \+\d+\]; one-sided p = [\d.]+, Holm over 3: p = [\d.]+ "
-                            r"\(used\)", c["verdict"]) for c in idle)
+    assert all(
+        re.fullmatch(
+            r"not shown: \+0 points \[-\d+, \+\d+\]; one-sided p = [\d.]+, Holm over 3: p = [\d.]+ "
+            r"\(used\)",
+            c["verdict"],
+        )
+        for c in idle
+    )
     assert rest[-1]["number"] == 4 and "does not apply: step 40" in rest[-1]["verdict"]
     assert rest[-1]["treatment"] is None  # an inapplicable candidate is never verified
     # one control group per step K, shared by the candidates there (IDLE2 after step 3 is K = 4)
@@ -110,8 +130,10 @@ def test_accept_makes_the_edit_as_edit_does_records_origin_and_resumes(toy, caps
     assert steps[1].thought == HINT and steps[1].source == "human"
     origin = steps[1].edit.origin
     assert origin["critic_model"] == "scripted-model" and len(origin["critic_prompt_hash"]) == 64
-    kinds = [toy.store.db.execute("select kind from rollout_groups where id = ?", [g]).fetchone()[0]
-             for g in origin["whatif_groups"]]
+    kinds = [
+        toy.store.db.execute("select kind from rollout_groups where id = ?", [g]).fetchone()[0]
+        for g in origin["whatif_groups"]
+    ]
     assert kinds == ["control", "treatment"] and origin["verdict"].startswith("proven")
     shown = cli_json(capsys, "show", "1", "--version", str(new), "--db", str(toy.db))
     assert shown[1]["edit"]["origin"] == origin
@@ -128,9 +150,19 @@ def test_a_candidate_stating_the_gold_answer_is_flagged_and_not_verified(toy, ca
         prompt = body.get("prompt") or ""
         if CRITIC_MARK in prompt:
             assert "1650" not in prompt.split("Trajectory:")[0]  # the gold answer never reaches the critic
-            return json.dumps({"candidates": [
-                {"step": 1, "kind": "rewrite_thought", "text": "The answer is 1,650.", "rationale": "leak"},
-                {"step": 1, "kind": "rewrite_thought", "text": "I should search Marrowgate.", "rationale": "ok"}]})
+            return json.dumps(
+                {
+                    "candidates": [
+                        {"step": 1, "kind": "rewrite_thought", "text": "The answer is 1,650.", "rationale": "leak"},
+                        {
+                            "step": 1,
+                            "kind": "rewrite_thought",
+                            "text": "I should search Marrowgate.",
+                            "rationale": "ok",
+                        },
+                    ]
+                }
+            )
         return " I guess.\nAction 1: Finish[1712]" if prompt.endswith("Thought 1:") else " Finish[1712]"
 
     toy.llm.set_responder(agent)
@@ -146,20 +178,26 @@ def test_a_candidate_stating_the_gold_answer_is_flagged_and_not_verified(toy, ca
     assert groups == 1  # only the clean candidate was verified
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["suggest"], "give an episode"),
-    (["suggest", "1", "--candidates", "0"], "--candidates must be between 1"),
-    (["suggest", "1", "--verify", "0"], "--verify must be between 1"),
-    (["suggest", "1", "--accept", "1"], "has no suggestions yet"),
-    (["suggest", "1", "--limit", "3"], "--limit is for --experiment"),
-    (["suggest", "--experiment", "nope", "--where", "failed"], "nope"),
-    (["suggest", "--experiment", "x"], "--where failed"),
-    (["suggest", "--experiment", "x", "--where", "failed", "--accept", "1"], "are for one episode"),
-    (["suggest", "1", "--accept-all-proven"], "--accept-all-proven is for --experiment"),
-    (["suggest", "1", "--confirm", "3"], "--confirm is for --experiment"),
-    (["suggest", "--experiment", "x", "--where", "failed", "--confirm", "3"], "--confirm is for --accept-all-proven"),
-    (["suggest", "1", "--critic-prompt", "/nonexistent/t.txt"], "cannot read the critic prompt"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["suggest"], "give an episode"),
+        (["suggest", "1", "--candidates", "0"], "--candidates must be between 1"),
+        (["suggest", "1", "--verify", "0"], "--verify must be between 1"),
+        (["suggest", "1", "--accept", "1"], "has no suggestions yet"),
+        (["suggest", "1", "--limit", "3"], "--limit is for --experiment"),
+        (["suggest", "--experiment", "nope", "--where", "failed"], "nope"),
+        (["suggest", "--experiment", "x"], "--where failed"),
+        (["suggest", "--experiment", "x", "--where", "failed", "--accept", "1"], "are for one episode"),
+        (["suggest", "1", "--accept-all-proven"], "--accept-all-proven is for --experiment"),
+        (["suggest", "1", "--confirm", "3"], "--confirm is for --experiment"),
+        (
+            ["suggest", "--experiment", "x", "--where", "failed", "--confirm", "3"],
+            "--confirm is for --accept-all-proven",
+        ),
+        (["suggest", "1", "--critic-prompt", "/nonexistent/t.txt"], "cannot read the critic prompt"),
+    ],
+)
 def test_bad_input_is_one_line(toy, capsys, argv, message):
     fail_episode(toy)
     code, out, err = cli(capsys, *argv, "--db", str(toy.db))
@@ -174,102 +212,30 @@ def test_a_critic_prompt_file_replaces_the_template(toy, capsys, tmp_path):
     assert code == 0 and text.startswith(f"{CRITIC_MARK} (mine).\nStep 1: think:") and "{nope}" in text
 
 
-# ---------------------------------------------------------------------- over an experiment
-
-
-def _spawn(args: list, env: dict):
-    import subprocess
-    import sys
-
-    return subprocess.Popen([sys.executable, "-m", "react_editor.main", *map(str, args)], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wiki_with_critic(latency_s: float):
-    """Every task answered wrongly (a failure); the critic proposes two thought edits."""
-    agent = wiki_agent({}, latency_s=latency_s)
-    answer = json.dumps({"candidates": [
-        {"step": 1, "kind": "rewrite_thought", "text": "I should search first.", "rationale": "a"},
-        {"step": 1, "kind": "insert_thought_before", "text": "Read the question twice.", "rationale": "b"}]})
-
-    def respond(body):
-        if CRITIC_MARK in prompt_text(body):
-            return Reply(text=answer, delay_s=latency_s)
-        return agent(body)
-    return respond
-
-
-def _verified(store) -> dict[int, tuple]:
-    return {r[0]: (r[1], r[2]) for r in store.db.execute(
-        "select id, result, updated_at from candidates where state = 'verified'")}
-
-
-def test_kill_9_during_suggest_experiment_then_the_same_command_finishes(tmp_path, scripted_llm, monkeypatch, capsys):
-    import signal
-    import time
-    from contextlib import closing
-
-    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
-    scripted_llm.set_responder(_wiki_with_critic(0.0))
-    db_file = tmp_path / "x.db"
-    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "3", "--name", "e", "--model", "m",
-                 "--base-url", scripted_llm.base_url, "--db", str(db_file), "--json"]) == 0
-    scripted_llm.set_responder(_wiki_with_critic(0.15))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache")}
-    argv = ["suggest", "--experiment", "e", "--where", "failed", "--verify", "2", "--concurrency", "2",
-            "--db", db_file, "--json"]
-    proc = _spawn(argv, env)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:  # kill once some, but not all, candidates are verified
-        time.sleep(0.05)
-        with closing(Store(db_file)) as store:
-            if len(_verified(store)) >= 2:
-                break
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    with closing(Store(db_file)) as store:
-        finished = _verified(store)
-        assert 2 <= len(finished) < 6
-        rollouts_before = store.db.execute("select count(*) from rollout_members").fetchone()[0]
-    scripted_llm.set_responder(_wiki_with_critic(0.0))  # the latency was for the kill only
-    code = main([str(a) for a in argv])  # the same command again, here
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    data = json.loads(out.strip().splitlines()[-1])
-    assert len(data["failures"]) == 3 and all(r["state"] == "done" for r in data["failures"])
-    assert all(r["best"] is not None and r["cost"]["calls"] > 0 for r in data["failures"])
-    with closing(Store(db_file)) as store:
-        after = _verified(store)
-        assert len(after) == 6 and all(after[c] == finished[c] for c in finished)  # never redone
-        # each failure: one shared control arm and two treatments of 2 rollouts, none made twice
-        groups = store.db.execute("select id, kind, n from rollout_groups").fetchall()
-        assert sorted(k for _, k, _ in groups) == ["control"] * 3 + ["treatment"] * 6
-        members = store.db.execute("select group_id, count(*) from rollout_members group by group_id").fetchall()
-        assert all(n == 2 for _, n in members) and len(members) == 9
-        assert store.db.execute("select count(*) from rollout_members").fetchone()[0] >= rollouts_before
-        jobs = store.db.execute("select state from jobs where kind = 'suggest' order by id").fetchall()
-        assert [j[0] for j in jobs][-1] == "done" and len(jobs) == 2
-    critic_calls = [r for r in scripted_llm.completion_requests if CRITIC_MARK in prompt_text(r.body)]
-    assert len(critic_calls) <= 4  # one per failure (a kill between an answer and its record may ask again)
-
-
 def test_the_answer_is_read_leniently_and_the_verdict_needs_both_tests():
-    from agent.suggest import SuggestError, parse_answer, verdict
+    from agent.critic_dialogue import SuggestError, parse_answer
+    from agent.suggest import verdict
 
     one = {"step": 1, "kind": "rewrite_thought", "text": "x", "rationale": "y"}
-    for text in (json.dumps({"candidates": [one]}), "```json\n" + json.dumps({"candidates": [one]}) + "\n```",
-                 "Sure! {not json} then " + json.dumps({"note": 1, "candidates": [one, "junk"]}) + " bye"):
+    for text in (
+        json.dumps({"candidates": [one]}),
+        "```json\n" + json.dumps({"candidates": [one]}) + "\n```",
+        "Sure! {not json} then " + json.dumps({"note": 1, "candidates": [one, "junk"]}) + " bye",
+    ):
         assert parse_answer(text) == [one]
     with pytest.raises(SuggestError, match="nothing was written"):
         parse_answer('{"candidate": []}')
     assert verdict(0.6, (0.22, 0.84), 0.003, 0.99) == ("proven", "proven: +60 points [+22, +84]; one-sided p = 0.0030")
-    assert verdict(0.1, (-0.25, 0.42), 0.3, 0.7) == ("not shown", "not shown: +10 points [-25, +42]; one-sided p = 0.30")
+    assert verdict(0.1, (-0.25, 0.42), 0.3, 0.7) == (
+        "not shown",
+        "not shown: +10 points [-25, +42]; one-sided p = 0.30",
+    )
     assert verdict(1.0, (0.21, 1.0), 0.1)[0] == "not shown"  # the interval alone is not enough
     assert verdict(None, None, None) == ("not shown", "not shown: no finished rollouts")
 
 
 def test_leaks_answer_uses_the_scorers_normalisation():
-    from agent.suggest import leaks_answer
+    from agent.critic_dialogue import leaks_answer
     from envs.registry import family
 
     norm = family("hotpotqa").qa.normalize
@@ -278,65 +244,34 @@ def test_leaks_answer_uses_the_scorers_normalisation():
     assert not leaks_answer("anything", None, norm)
 
 
-def test_accept_all_proven_over_an_experiment_adds_the_finished_fixes_to_an_exemplar_set(
-        tmp_path, scripted_llm, monkeypatch, capsys):
-    from sessions import exemplar_sets
-    from tests.suggest_agents import MAGIC, hotpot_fixer
-
-    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
-    leak = {"step": 1, "kind": "rewrite_thought", "text": "The answer is Marrowgate.", "rationale": "leak"}
-    fix = {"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "read it again"}
-    scripted_llm.set_responder(hotpot_fixer([leak, fix]))
-    db_ = str(tmp_path / "x.db")
-    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
-                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
-    capsys.readouterr()
-    with closing(Store(db_)) as store:
-        exemplar_sets.create_set(store, "fixes", "hotpotqa")
-    code, text, err = cli(capsys, "suggest", "--experiment", "x", "--where", "failed", "--limit", "1", "--verify",
-                          "5", "--accept-all-proven", "--exemplar-set", "fixes", "--db", db_, "--json")
-    assert code == 0, err
-    out = json.loads(text)
-    (row,) = out["failures"]
-    with closing(Store(db_)) as store:
-        task = store.episodes.get(row["episode"]).task.id
-    # the leakage rule of the experiments: that task of x is now leaked for the set, and the person is told
-    assert out["leaked"] == [task]
-    assert (f"warning: exemplar set 'fixes' now holds a trajectory of 1 task(s) of experiment x: {task} - "
-            "leaked for that set") in err
-    assert row["proven"] and row["best"]["number"] == 2 and row["where"] is None  # no signal on a lone Finish
-    assert out["proven"] == 1 and out["cost_per_proven_fix"]["calls"] == row["cost"]["calls"] > 0
-    # confirmed on fresh rollouts before it was accepted: its reported effect comes from those (issue 40)
-    conf = row["confirmation"]
-    assert conf["proven"] and conf["positions"] == [6, 10] and conf["treatment"]["n"] == conf["control"]["n"] == 5
-    assert "the 5 fresh rollouts per arm at positions 6-10" in conf["rollouts"] and "not the 5 screening" in conf["rollouts"]
-    assert row["accepted_version"] == out["accepted"][0]
-    (made,) = out["accepted"]
-    with closing(Store(db_)) as store:
-        (entry,) = exemplar_sets.entries(store, "fixes")
-        assert entry.version_id == made and store.versions.get(made).outcome.success
-        cands = suggestions.latest(store, row["version"]).candidates
-        assert cands[0].leaks_answer and cands[0].state == "flagged" and cands[1].state == "accepted"
-    code, text, err = cli(capsys, "suggest", str(row["episode"]), "--version", str(made), "--db", db_)
-    assert code == 2 and "succeeded: suggestions are for failed" in err
-
-
 def test_a_chat_critic_is_asked_for_json_and_show_prompt_is_the_message_sent(toy, capsys):
     failed = fail_episode(toy)
     failed.critic = critic_json(IDLE)
     db_ = str(toy.db)
-    out = cli_json(capsys, "suggest", "1", "--verify", "1", "--critic-api-style", "chat", "--critic-model", "judge",
-                   "--db", db_)
+    out = cli_json(
+        capsys, "suggest", "1", "--verify", "1", "--critic-api-style", "chat", "--critic-model", "judge", "--db", db_
+    )
     assert out["critic"]["model"] == "judge" and out["critic"]["api_style"] == "chat"
     (req,) = [r for r in toy.llm.requests if "messages" in (r.body or {})]
     assert req.body["response_format"] == {"type": "json_object"} and req.body["model"] == "judge"
-    code, shown, _ = cli(capsys, "suggest", "1", "--critic-api-style", "chat", "--critic-model", "judge",
-                         "--show-prompt", "--verify", "1", "--db", db_)
+    code, shown, _ = cli(
+        capsys,
+        "suggest",
+        "1",
+        "--critic-api-style",
+        "chat",
+        "--critic-model",
+        "judge",
+        "--show-prompt",
+        "--verify",
+        "1",
+        "--db",
+        db_,
+    )
     assert shown == req.body["messages"][0]["content"] and shown.endswith("Answer with the JSON object only.")
 
 
 def test_a_server_without_json_mode_is_asked_again_without_it(toy, capsys):
-    from tests.scripted_server import Reply
 
     failed = fail_episode(toy)
     inner = failed.critic = critic_json(IDLE)
@@ -351,35 +286,6 @@ def test_a_server_without_json_mode_is_asked_again_without_it(toy, capsys):
     assert [c["text"] for c in out["candidates"]] == [IDLE["text"]] and inner
 
 
-def test_a_failure_held_by_a_live_job_is_left_to_it(tmp_path, scripted_llm, monkeypatch, capsys):
-    from agent.engine import Engine
-    from agent.suggest import Critic, Verify
-    from agent.suggest_experiment import experiment_rows, suggest_experiment
-    import sessions.jobs
-    from tests.suggest_agents import MAGIC, hotpot_fixer
-
-    monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
-    scripted_llm.set_responder(hotpot_fixer([{"step": 1, "kind": "rewrite_thought", "text": MAGIC, "rationale": "r"}]))
-    db_ = str(tmp_path / "x.db")
-    assert main(["experiment", "run", "--env", "hotpotqa", "--limit", "2", "--name", "x", "--model", "m",
-                 "--base-url", scripted_llm.base_url, "--db", db_]) == 0
-    eng = Engine(Store(db_), api_key="sk-test-key-not-real")
-    try:
-        _, rows = experiment_rows(eng, "x", Critic(), 3, 2, None)
-        holder, me = (sessions.jobs.create(eng.store, "suggest") for _ in range(2))
-        assert suggestions.claim(eng.store, rows[0][1].id, holder.id, 60, holder=None)
-        done = suggest_experiment(eng, rows, Critic(), Verify(n=2), me.id)
-        assert [s.id for s in done] == [rows[1][1].id]  # the held one is left to its live job
-        assert suggestions.get(eng.store, rows[0][1].id).state == "asking"
-        sessions.jobs.finish(eng.store, holder.id, "stopped")  # its job ended: the failure is free
-        done = suggest_experiment(eng, rows, Critic(), Verify(n=2), me.id)
-        assert [s.state for s in done] == ["done", "done"]
-        critic_calls = [r for r in scripted_llm.completion_requests if CRITIC_MARK in prompt_text(r.body)]
-        assert len(critic_calls) == 2  # each failure asked once
-    finally:
-        eng.store.close()
-
-
 def test_verify_n_prints_the_smallest_effect_it_detects_and_the_test_it_uses(toy, capsys):
     """Issue 40, item 3: the output names the procedure and what --verify N can detect with
     80% power at the control's rate."""
@@ -392,6 +298,8 @@ def test_verify_n_prints_the_smallest_effect_it_detects_and_the_test_it_uses(toy
     assert "test: Boschloo's exact unconditional test and the interval that inverts it" in text
     one = math.ceil(min_detectable_effect(0.0, 5, 5) * 100 - 1e-9)
     two = math.ceil(min_detectable_effect(0.0, 5, 5, alpha_one=0.0125) * 100 - 1e-9)
-    assert (f"with --verify 5 at step 1's control rate 0% (0/5): 80% power to prove a rise of +{one} points or "
-            f"more (one-sided 0.025); the best of 2 candidates (Holm, 0.025/2): a rise of +{two} points") in text
+    assert (
+        f"with --verify 5 at step 1's control rate 0% (0/5): 80% power to prove a rise of +{one} points or "
+        f"more (one-sided 0.025); the best of 2 candidates (Holm, 0.025/2): a rise of +{two} points"
+    ) in text
     assert "proven = lower bound > 0 and the one-sided p adjusted by Holm over 2 < 0.025" in text

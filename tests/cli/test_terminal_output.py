@@ -14,13 +14,17 @@ CSI = "\x9b2J"  # C1 control: clear screen on some terminals
 
 
 def controls(text: str) -> list[str]:
-    return [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f]
+    return [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
 
 
 def test_show_and_other_text_output_make_control_characters_visible(toy, capsys):
     db = str(toy.db)
-    assert cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--human",
-               "--name", f"ep {TITLE}")[0] == 0
+    assert (
+        cli(capsys, "run", "--env", "alfworld", "--task", "toy/room-1", "--db", db, "--human", "--name", f"ep {TITLE}")[
+            0
+        ]
+        == 0
+    )
     code, out, err = cli(capsys, "step", "1", "--action", f"go to {TITLE}{RED}{CSI} cabinet", "--db", db)
     assert code == 0 and not controls(out + err), (out, err)
     for argv in (["show", "1"], ["versions", "1"], ["episodes"]):  # (`show --prompt` is exact into a pipe)
@@ -96,8 +100,20 @@ def test_export_to_a_terminal_escapes_controls_a_pipe_stays_exact(tmp_path):
     store = Store(db)
     task = Task(env="hotpotqa", id="q1", text="Question: who?", gold="x", source="custom")
     _, v = store.episodes.create(task, AgentConfig(), {})
-    store.versions.append(v.id, [Step(index=1, thought=f"copy {OSC52} then {RLO}gnp.exe", action="Finish[x]",
-                                   observation="Episode finished, reward = 1", done=True, reward=1.0, source="human")])
+    store.versions.append(
+        v.id,
+        [
+            Step(
+                index=1,
+                thought=f"copy {OSC52} then {RLO}gnp.exe",
+                action="Finish[x]",
+                observation="Episode finished, reward = 1",
+                done=True,
+                reward=1.0,
+                source="human",
+            )
+        ],
+    )
     store.close()
     piped = _export_to(db, tty=False)
     assert OSC52.encode() in piped and RLO.encode() in piped  # a pipe or file is byte-exact
@@ -118,8 +134,9 @@ def _wiki_episode(db: str, thought: str, *, prompts: Path | None = None) -> str:
         import_file(store, prompts, set_name="paper")
     task = Task(env="hotpotqa", id="q1", text="Question: who?", gold="x", source="custom")
     ep, v = store.episodes.create(task, AgentConfig(exemplar_set="paper" if prompts else None), {})
-    store.versions.append(v.id, [Step(index=1, thought=thought, action="Search[x]", observation="x is y.",
-                                   source="human")])
+    store.versions.append(
+        v.id, [Step(index=1, thought=thought, action="Search[x]", observation="x is y.", source="human")]
+    )
     store.close()
     return str(ep.id)
 
@@ -143,7 +160,7 @@ def test_show_prompt_of_the_papers_prompt_file_keeps_its_c1_characters(tmp_path,
 
     src = reference_prompts() / "prompts_naive.json"
     block = json.loads(src.read_text(encoding="utf-8"))["webthink_simple6"]
-    assert any(0x80 <= ord(c) <= 0x9f for c in block)
+    assert any(0x80 <= ord(c) <= 0x9F for c in block)
     db = str(tmp_path / "p.db")
     ep = _wiki_episode(db, "I need to search x.", prompts=src)
     sent = cli_json(capsys, "show", ep, "--prompt", "--db", db)["prompt"]  # (in process: the JSON is not the point)

@@ -10,6 +10,7 @@ import pytest
 
 from react_editor.main import main
 
+
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out = capsys.readouterr()
@@ -27,8 +28,9 @@ def test_resume_with_max_steps_below_the_versions_steps_is_refused(toy, capsys):
         assert code == 2 and err.count("\n") == 1 and "1:1 already has 3 steps" in err, err
     assert toy.store.db.execute("select count(*) from versions").fetchone()[0] == versions  # no empty child
     toy.llm.push(" go to table 1", " put mug 1 in/on table 1")
-    code, out, err = cli(capsys, "resume", "1", "--max-steps", "10", "--base-url", toy.llm.base_url, "--db", db,
-                         "--json")
+    code, out, err = cli(
+        capsys, "resume", "1", "--max-steps", "10", "--base-url", toy.llm.base_url, "--db", db, "--json"
+    )
     assert code == 0 and json.loads(out)["steps"] == 5 and json.loads(out)["success"] is True, (out, err)
 
 
@@ -56,8 +58,10 @@ def test_every_version_a_person_reads_is_ep_n(toy, capsys):
     assert code == 0 and out.startswith("2:2 -> "), out
     code, out, err = cli(capsys, "exemplars", "show", "mine", "--db", db)
     assert code == 0 and out.rstrip().endswith("\t2:2"), out
-    for argv, said in ((["edit", "2:2", "--step", "9", "--thought", "x"], "version 2:2 has no step 9"),
-                       (["tag", "2:2", "--step", "9", "--add", "x"], "2:2 has no step 9")):
+    for argv, said in (
+        (["edit", "2:2", "--step", "9", "--thought", "x"], "version 2:2 has no step 9"),
+        (["tag", "2:2", "--step", "9", "--add", "x"], "2:2 has no step 9"),
+    ):
         code, out, err = cli(capsys, *argv, "--db", db)
         assert code == 2 and said in err, (argv, err)
     toy.llm.push(" go to table 1")
@@ -71,7 +75,7 @@ def test_every_version_a_person_reads_is_ep_n(toy, capsys):
 
 
 def test_a_lost_race_names_the_version_as_ep_n(toy):
-    """"version 2 changed meanwhile" named the global id of episode 2's v1."""
+    """ "version 2 changed meanwhile" named the global id of episode 2's v1."""
     from envs.registry import family
     from sessions.store import VersionChanged
     from trajectory.records import AgentConfig, Step
@@ -83,4 +87,3 @@ def test_a_lost_race_names_the_version_as_ep_n(toy):
     toy.store.versions.append(v.id, [step])
     with pytest.raises(VersionChanged, match=r"^version 2:1 changed meanwhile"):
         toy.store.versions.append(v.id, [step.model_copy(update={"index": 2})], expected_leaf=None)
-

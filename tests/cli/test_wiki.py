@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from react_editor.main import main
 from envs.wikipedia.zim import build_zim
+from react_editor.main import main
 from tests.mediawiki_server import SAMPLE_ARTICLES, MediaWikiServer
 
 
@@ -54,8 +54,8 @@ def test_prompts_check_detects_stale_files(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
     files = {"hotpotqa": tmp_path / "prompts.json", "fever": tmp_path / "fever_prompts.json"}
     monkeypatch.setattr(exemplars, "PROMPTS_FILES", files)
-    from tests.mediawiki_server import write_corpus
     import envs.wikipedia.builtin as builtin
+    from tests.mediawiki_server import write_corpus
 
     monkeypatch.setattr(builtin, "CORPUS_DIR", write_corpus(tmp_path / "corpus"))
     assert main(["wiki", "prompts", "--check"]) == 2

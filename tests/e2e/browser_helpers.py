@@ -15,8 +15,11 @@ def _expect():
 IDLE = """() => { const app = document.querySelector('[data-testid="stApp"]');
   return !!app && app.getAttribute('data-test-script-state') === 'notRunning'; }"""
 # IDLE once the page has drawn two frames (what it received before is on the page)
-IDLE_DRAWN = """() => new Promise((done) => requestAnimationFrame(
-  () => requestAnimationFrame(() => done((%s)()))))""" % IDLE
+IDLE_DRAWN = (
+    """() => new Promise((done) => requestAnimationFrame(
+  () => requestAnimationFrame(() => done((%s)()))))"""
+    % IDLE
+)
 
 
 class RunWatch:
@@ -105,8 +108,11 @@ def still(page, locator, moved_from: float | None = None, timeout_s: float = 20.
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:
-        y = page.evaluate("""(el) => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(
-            () => done(el.getBoundingClientRect().top))))""", locator.element_handle())
+        y = page.evaluate(
+            """(el) => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(
+            () => done(el.getBoundingClientRect().top))))""",
+            locator.element_handle(),
+        )
         if y == last and (moved_from is None or y != moved_from):
             return True
         last = y
@@ -152,8 +158,11 @@ def _episode(db, llm, *, env="alfworld", **config):
     store = Store(db)
     eng = Engine(store)
     task = family(env).list_tasks()[0]
-    ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, **config),
-                              {"wording": "paper"} if env == "alfworld" else {})
+    ep, v = eng.start_episode(
+        task,
+        AgentConfig(model="scripted-model", base_url=llm.base_url, **config),
+        {"wording": "paper"} if env == "alfworld" else {},
+    )
     return store, eng, ep, v
 
 

@@ -6,8 +6,8 @@ test. Screenshots of failed tests go to test-artifacts/."""
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import socket
 import subprocess
 import time
@@ -22,8 +22,15 @@ from tests.scripted_server import ScriptedLLM
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _free_port() -> int:
@@ -48,14 +55,16 @@ class App:
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = new_token()
         e = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-        e.update({"REACT_EDITOR_DB": str(db), "PYTHONPATH": str(ROOT), "REACT_EDITOR_TOKEN": self.token,
-                  **(env or {})})
+        e.update({"REACT_EDITOR_DB": str(db), "PYTHONPATH": str(ROOT), "REACT_EDITOR_TOKEN": self.token, **(env or {})})
         self.log = db.with_suffix(".streamlit.log")
         self._log = open(self.log, "wb")
         self.proc = subprocess.Popen(
             [str(script or APP) if a == str(APP) else a for a in streamlit_argv("127.0.0.1", self.port)]
             + ["--server.fileWatcherType", "none"],
-            cwd=str(ROOT), env=e, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=str(ROOT),
+            env=e,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         if wait:
             self.ready()
@@ -88,9 +97,12 @@ class App:
         as a server started afresh for them would (see served_app.point_at)."""
         if self.proc.poll() is not None:
             raise RuntimeError(f"streamlit stopped:\n{self.log.read_text(errors='replace')[-3000:]}")
-        req = urllib.request.Request(self.link("/api/e2e/env"), method="POST",
-                                     data=json.dumps({"REACT_EDITOR_DB": str(db), **(env or {})}).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.link("/api/e2e/env"),
+            method="POST",
+            data=json.dumps({"REACT_EDITOR_DB": str(db), **(env or {})}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             assert r.status == 200
 

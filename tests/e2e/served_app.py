@@ -37,5 +37,6 @@ async def point_at(request):
     return PlainTextResponse("ok")
 
 
-app = st.App(ROOT / "app.py", middleware=served._user_middleware,
-             routes=[Route("/api/e2e/env", point_at, methods=["POST"])])
+app = st.App(
+    ROOT / "app.py", middleware=served._user_middleware, routes=[Route("/api/e2e/env", point_at, methods=["POST"])]
+)

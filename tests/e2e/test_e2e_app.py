@@ -15,12 +15,11 @@ import pytest
 
 from tests.e2e.browser_helpers import _expect, click, fill, key, rerun_by, see
 from tests.e2e.conftest import ARTIFACTS
-
 from tests.scripted_server import Reply, prompt_text
 
 pytestmark = pytest.mark.e2e
 
-EVIL = '<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evil)'
+EVIL = "<script>alert(1)</script> <img src=x onerror=alert(1)> [link](http://evil)"
 
 
 def choose(page, k: str, option: str) -> None:
@@ -60,8 +59,12 @@ def _alfworld_game():
         if task.type != "pick_and_place_simple":
             continue
         walk = [to_wording(c, "paper") for c in (load_game_data(rebuild_path(task)).walkthrough or [])]
-        if not (len(walk) == 4 and walk[0].startswith("go to ") and walk[1].startswith("take ")
-                and walk[3].startswith("put ")):
+        if not (
+            len(walk) == 4
+            and walk[0].startswith("go to ")
+            and walk[1].startswith("take ")
+            and walk[3].startswith("put ")
+        ):
             continue
         env = fam.make_env(task, {"wording": "paper"})
         env.reset(task)
@@ -74,20 +77,22 @@ def _alfworld_game():
 
 def _commands(prompt: str) -> list[str]:
     """The commands of the trajectory being continued (after the last task cue)."""
-    tail = prompt[prompt.rfind("\nHere is the task.\n"):]
+    tail = prompt[prompt.rfind("\nHere is the task.\n") :]
     return [seg.split("\n", 1)[0].strip() for seg in tail.split("\n>")[1:] if seg.strip()]
 
 
 def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     task, walk = _alfworld_game()
     go_obj, take, go_recep, put = walk
-    obj = take[len("take "):take.index(" from ")]
-    recep = put[put.index(" in/on ") + len(" in/on "):]
-    think1 = f"think: To solve the task, I need to find and take {obj}, then put it in {recep}. First I go to {go_obj[6:]}."
+    obj = take[len("take ") : take.index(" from ")]
+    recep = put[put.index(" in/on ") + len(" in/on ") :]
+    think1 = (
+        f"think: To solve the task, I need to find and take {obj}, then put it in {recep}. First I go to {go_obj[6:]}."
+    )
     good = f"Now I find {obj}. Next, I need to take it."
     bad_sentence = " I also see that the task is already done, so I only need to look around."
     bad = f"think: {good}{bad_sentence}"
@@ -99,16 +104,28 @@ def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, l
         last = cmds[-1] if cmds else None
         if last is None:
             return " " + think1
-        nxt = {think1: go_obj, go_obj: bad, bad: "look", "look": "look", f"think: {good}": take, take: go_recep,
-               go_recep: dawdle, dawdle: "look", f"think: {hint}": put}.get(last, "look")
+        nxt = {
+            think1: go_obj,
+            go_obj: bad,
+            bad: "look",
+            "look": "look",
+            f"think: {good}": take,
+            take: go_recep,
+            go_recep: dawdle,
+            dawdle: "look",
+            f"think: {hint}": put,
+        }.get(last, "look")
         return " " + nxt
 
     llm.set_responder(policy)
     db = tmp_path / "e2e.db"
     store = Store(db)
-    ep, v1 = Engine(store).start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url,
-                                                          max_steps=10, max_retries=1, timeout_s=10),
-                                         {"wording": "paper"}, name="figure 5")
+    ep, v1 = Engine(store).start_episode(
+        task,
+        AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=10, max_retries=1, timeout_s=10),
+        {"wording": "paper"},
+        name="figure 5",
+    )
     store.close()
     app = start_app()
 
@@ -122,7 +139,7 @@ def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, l
     # 2. edit step 3: delete the bad sentence, regenerate from there (a new version)
     click(page, f"editbtn_{v1.id}_3")
     box = key(page, f"ed_thought_{v1.id}_3").locator("textarea")
-    _expect()(box).to_have_value(bad[len("think: "):])
+    _expect()(box).to_have_value(bad[len("think: ") :])
     fill(page, f"ed_thought_{v1.id}_3", box.input_value().replace(bad_sentence, ""))
     _expect()(key(page, f"ed_keep_{v1.id}_3").locator("input[type=radio]").first).to_be_checked()  # the default
     click(page, f"ed_apply_{v1.id}_3")
@@ -175,8 +192,8 @@ def test_figure5_edit_a_hallucinated_thought_add_a_hint_and_win(browser, page, l
 def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     store = Store(tmp_path / "e2e.db")
     eng = Engine(store)
@@ -212,14 +229,15 @@ def test_untrusted_text_stays_text_in_the_browser(browser, page, llm, start_app,
 def test_stop_halts_a_run_mid_way(browser, page, llm, start_app, tmp_path):
     from agent.engine import Engine
     from envs.registry import family
-    from trajectory.records import AgentConfig
     from sessions.store import Store
+    from trajectory.records import AgentConfig
 
     llm.set_responder(lambda body: Reply(text=" look", delay_s=0.4))
     store = Store(tmp_path / "e2e.db")
     task = family("alfworld").list_tasks()[0]
-    ep, v = Engine(store).start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url,
-                                                         cache=False, timeout_s=10))
+    ep, v = Engine(store).start_episode(
+        task, AgentConfig(model="scripted-model", base_url=llm.base_url, cache=False, timeout_s=10)
+    )
     store.close()
     app = start_app()
     page.goto(f"{app.url}/editor?episode={ep.id}")

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.e2e.browser_helpers import IDLE, _expect, at_rest as _at_rest, still
-from tests.e2e.browser_helpers import HeldAnswer, _episode
+from tests.e2e.browser_helpers import IDLE, HeldAnswer, _episode, _expect, still
+from tests.e2e.browser_helpers import at_rest as _at_rest
 
 pytestmark = pytest.mark.e2e
 
@@ -29,10 +29,13 @@ def test_episodes_has_its_own_address(browser, page, llm, start_app, tmp_path):
 
 def _covered(page, k: str) -> bool:
     """Is the middle of element `k` hidden under another element (the sticky bar)?"""
-    return page.evaluate("""(k) => {
+    return page.evaluate(
+        """(k) => {
         const el = document.querySelector('.st-key-' + k); const r = el.getBoundingClientRect();
         const top = document.elementFromPoint(r.left + 40, r.top + r.height / 2);
-        return !(top && el.contains(top)); }""", k)
+        return !(top && el.contains(top)); }""",
+        k,
+    )
 
 
 def test_the_sticky_bar_stays_one_row_and_shows_the_status_line(browser, page, llm, start_app, tmp_path):
@@ -96,9 +99,14 @@ def test_the_results_table_fits_the_page(browser, page, llm, start_app, tmp_path
     hotpot = [json.loads(x) for x in (root / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines() if x]
     llm.set_responder(wiki_agent({r["question"]: "no" for r in hotpot}, react_steps=1))
     store = Store(tmp_path / "e2e.db")
-    experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model", base_url=llm.base_url),
-                      tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0),
-                      name="a run with a long name")
+    experiment.create(
+        store,
+        env="hotpotqa",
+        method="react",
+        config=AgentConfig(model="scripted-model", base_url=llm.base_url),
+        tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0),
+        name="a run with a long name",
+    )
     store.close()
     experiment_runner.run(str(tmp_path / "e2e.db"), 1)
     app = start_app()
@@ -107,6 +115,9 @@ def test_the_results_table_fits_the_page(browser, page, llm, start_app, tmp_path
     grid = page.locator('[data-testid="stDataFrame"]').first
     _expect()(grid).to_be_visible(timeout=30_000)
     page.wait_for_function(IDLE)  # the run has ended; then the grid's own layout comes to rest
-    sizes = _at_rest(page, lambda: grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
-        return s && document.fonts.status === 'loaded' ? [s.scrollWidth, s.clientWidth] : null; }"""))
+    sizes = _at_rest(
+        page,
+        lambda: grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
+        return s && document.fonts.status === 'loaded' ? [s.scrollWidth, s.clientWidth] : null; }"""),
+    )
     assert sizes and sizes[0] <= sizes[1], sizes

@@ -19,8 +19,9 @@ def _in_view(page, locator) -> bool:
 
 
 @pytest.mark.parametrize("env, wrong", [("alfworld", "go to drwer 2"), ("hotpotqa", "Finish Marrowgate")])
-def test_the_human_mode_warning_is_drawn_in_view_with_take_it_anyway(browser, page, llm, start_app, tmp_path,
-                                                                       env, wrong):
+def test_the_human_mode_warning_is_drawn_in_view_with_take_it_anyway(
+    browser, page, llm, start_app, tmp_path, env, wrong
+):
     """The warning and "Take it anyway" were drawn under the button: at 1280 x 800 with the
     button at the window's bottom edge, below the edge."""
     store, eng, ep, v = _episode(tmp_path / "e2e.db", llm, env=env)
@@ -42,9 +43,11 @@ def test_the_human_mode_warning_is_drawn_in_view_with_take_it_anyway(browser, pa
     warning = page.locator(".re-alert-warning").first
     _expect()(warning).to_be_visible()
     anyway = key(page, "h_confirm").locator("button")
-    page.wait_for_function("""() => { const b = document.querySelector('.st-key-h_confirm button');
+    page.wait_for_function(
+        """() => { const b = document.querySelector('.st-key-h_confirm button');
         if (!b) return false; const r = b.getBoundingClientRect(); return r.bottom <= window.innerHeight + 1; }""",
-                           timeout=30_000)  # (the page brings it into view; a fixed wait would guess how fast)
+        timeout=30_000,
+    )  # (the page brings it into view; a fixed wait would guess how fast)
     assert _in_view(page, warning) and _in_view(page, anyway), (warning.bounding_box(), anyway.bounding_box())
     assert warning.bounding_box()["y"] + warning.bounding_box()["height"] <= anyway.bounding_box()["y"]  # above it
     assert abs(anyway.bounding_box()["y"] - take.bounding_box()["y"]) < 2  # beside "Take this step"
@@ -61,8 +64,11 @@ def test_the_human_mode_warning_is_drawn_in_view_with_take_it_anyway(browser, pa
 
 def _grid_fits(page, grid) -> list:
     """[scrollWidth, clientWidth] of a data grid once its layout has come to rest."""
-    return at_rest(page, lambda: grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
-        return s && document.fonts.status === 'loaded' ? [s.scrollWidth, s.clientWidth] : null; }"""))
+    return at_rest(
+        page,
+        lambda: grid.evaluate("""(g) => { const s = g.querySelector('.dvn-scroller');
+        return s && document.fonts.status === 'loaded' ? [s.scrollWidth, s.clientWidth] : null; }"""),
+    )
 
 
 def test_every_results_table_shows_all_its_columns_at_1280(browser, page, llm, start_app, tmp_path):
@@ -82,10 +88,22 @@ def test_every_results_table_shows_all_its_columns_at_1280(browser, page, llm, s
     llm.set_responder(wiki_agent({r["question"]: "no" for r in hotpot}, react_steps=1))
     store = Store(tmp_path / "e2e.db")
     cfg = AgentConfig(model="gpt-3.5-turbo-instruct", base_url=llm.base_url)
-    experiment.create(store, env="alfworld", method="react", config=cfg, name="alfworld games, a long name",
-                      tasks=select_tasks("alfworld", "builtin", source=None, limit=6, sample=None, seed=0))
-    experiment.create(store, env="hotpotqa", method="react", config=cfg, name="hotpotqa questions, a long name",
-                      tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0))
+    experiment.create(
+        store,
+        env="alfworld",
+        method="react",
+        config=cfg,
+        name="alfworld games, a long name",
+        tasks=select_tasks("alfworld", "builtin", source=None, limit=6, sample=None, seed=0),
+    )
+    experiment.create(
+        store,
+        env="hotpotqa",
+        method="react",
+        config=cfg,
+        name="hotpotqa questions, a long name",
+        tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0),
+    )
     store.close()
     experiment_runner.run(str(tmp_path / "e2e.db"), 2)
     app = start_app()

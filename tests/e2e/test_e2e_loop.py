@@ -18,8 +18,11 @@ from tests.scripted_server import Reply, prompt_text
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-HOTPOT = [json.loads(line) for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
-          if line.strip()]
+HOTPOT = [
+    json.loads(line)
+    for line in (ROOT / "envs/wikipedia/corpus/hotpotqa.jsonl").read_text().splitlines()
+    if line.strip()
+]
 GOLD = {r["question"]: r["answer"] for r in HOTPOT}
 FIX = "The answer is on the page of the band, not of the physicist."
 _TASK = re.compile(r"^Question: (.*)$", re.MULTILINE)
@@ -97,8 +100,13 @@ def _see(page, text: str, timeout: float = 60_000) -> None:
 
 def test_the_whole_loop_in_the_browser(browser, page, llm, start_app, tmp_path):
     llm.set_responder(agent)
-    app = start_app({"OPENAI_BASE_URL": llm.base_url, "REACT_EDITOR_MODEL": "scripted-model",
-                     "REACT_EDITOR_CACHE": str(tmp_path / "cache")})
+    app = start_app(
+        {
+            "OPENAI_BASE_URL": llm.base_url,
+            "REACT_EDITOR_MODEL": "scripted-model",
+            "REACT_EDITOR_CACHE": str(tmp_path / "cache"),
+        }
+    )
     me = Person(page)
     page.goto(f"{app.url}/experiments")
     _see(page, "No experiments yet")
@@ -164,8 +172,9 @@ def test_edit_panels_open_at_their_step_on_short_and_long_alfworld_episodes(brow
     store = Store(tmp_path / "e2e.db")
     eng = Engine(store)
     task = family("alfworld").list_tasks()[0]
-    ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=60),
-                              {"wording": "paper"})
+    ep, v = eng.start_episode(
+        task, AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=60), {"wording": "paper"}
+    )
     for i in range(n):
         eng.human_step(v.id, action="look" if i % 2 else "inventory")
     store.close()

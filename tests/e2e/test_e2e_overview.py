@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.browser_helpers import _expect, click, fill, key, rerun_by, see, until
+from tests.e2e.conftest import ARTIFACTS
 from tests.scripted_server import Reply
 
 pytestmark = pytest.mark.e2e
@@ -58,19 +58,20 @@ def _long_episode(db: Path, llm, steps: int = 40):
     store = Store(db)
     eng = Engine(store)
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
-    ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=80),
-                              {"wording": "paper"})
+    ep, v = eng.start_episode(
+        task, AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=80), {"wording": "paper"}
+    )
     acts = [a for a in eng.envs.admissible_actions(v.id) or [] if a.startswith("go to ")]
     for i in range(steps):
         eng.human_step(v.id, action=acts[i % len(acts)])
-    hinted = eng.editor.edit(v.id, 20, "insert_thought", "Hint: I have looked at most places; try the drawers.",
-                      keep_rest=True)
+    hinted = eng.editor.edit(
+        v.id, 20, "insert_thought", "Hint: I have looked at most places; try the drawers.", keep_rest=True
+    )
     store.close()
     return ep, v, hinted
 
 
-def test_the_trajectory_flows_in_the_page_with_a_strip_that_scrolls_to_steps(browser, screen, llm, start_app,
-                                                                               tmp_path):
+def test_the_trajectory_flows_in_the_page_with_a_strip_that_scrolls_to_steps(browser, screen, llm, start_app, tmp_path):
     page = screen
     ep, v, hinted = _long_episode(tmp_path / "e2e.db", llm)
     app = start_app()
@@ -97,7 +98,8 @@ def test_the_trajectory_flows_in_the_page_with_a_strip_that_scrolls_to_steps(bro
     shot(page, tmp_path, "editor-after-strip-click")
     # 3. the person's step stands out (colour and a thick border)
     style = page.locator(".st-key-step_20").evaluate(
-        "e => [getComputedStyle(e).backgroundColor, getComputedStyle(e).borderLeftWidth]")
+        "e => [getComputedStyle(e).backgroundColor, getComputedStyle(e).borderLeftWidth]"
+    )
     assert style[0] == "rgb(255, 248, 197)" and float(style[1].rstrip("px")) >= 6
     assert page.locator(".st-key-step_21").evaluate("e => getComputedStyle(e).backgroundColor") != style[0]
     page.locator('.ov-strip a[href="#step-20"]').click()
@@ -144,8 +146,11 @@ def test_rollouts_open_in_versions_every_time(browser, screen, llm, start_app, t
     store = Store(tmp_path / "e2e.db")
     eng = Engine(store)
     task = next(t for t in family("alfworld").list_tasks() if t.type == "pick_and_place_simple")
-    ep, v = eng.start_episode(task, AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=4,
-                                                max_retries=1, timeout_s=10), {"wording": "paper"})
+    ep, v = eng.start_episode(
+        task,
+        AgentConfig(model="scripted-model", base_url=llm.base_url, max_steps=4, max_retries=1, timeout_s=10),
+        {"wording": "paper"},
+    )
     eng.human_step(v.id, action="look")
     eng.human_step(v.id, action="inventory")
     store.close()
@@ -167,8 +172,7 @@ def test_rollouts_open_in_versions_every_time(browser, screen, llm, start_app, t
         _expect()(page.get_by_text("Open the rollouts in Versions", exact=True)).to_be_visible(timeout=20_000)
 
 
-def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(browser, screen, llm, start_app,
-                                                                              tmp_path):
+def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(browser, screen, llm, start_app, tmp_path):
     import json
 
     from tests.experiment_agents import wiki_agent
@@ -193,8 +197,14 @@ def test_create_and_launch_selects_the_new_experiment_with_progress_and_stop(bro
     from trajectory.records import AgentConfig
 
     store = Store(tmp_path / "e2e.db")  # an earlier experiment, so the selector has one to stay on
-    experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="scripted-model"),
-                      tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0), name="earlier run")
+    experiment.create(
+        store,
+        env="hotpotqa",
+        method="react",
+        config=AgentConfig(model="scripted-model"),
+        tasks=select_tasks("hotpotqa", "builtin", source=None, limit=2, sample=None, seed=0),
+        name="earlier run",
+    )
     store.close()
     app = start_app({"OPENAI_BASE_URL": llm.base_url, "REACT_EDITOR_CACHE": str(tmp_path / "cache")})
     page.goto(f"{app.url}/experiments")

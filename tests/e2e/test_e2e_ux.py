@@ -121,9 +121,15 @@ def test_no_page_makes_a_request_off_the_machine(browser, page, llm, start_app, 
         page.wait_for_load_state("networkidle")
         _expect()(page.locator("h1").first).to_be_visible()
     see(page, "Act 1: think: a thought")
-    for title, url in (("Versions", "versions"), ("Compare", "compare"), ("Experiments", "experiments"),
-                       ("Export", "export"), ("Settings", "settings"), ("Episodes", "episodes")):
-        rerun_by(page, page.locator('.st-key-page_menu a', has_text=title).first.click)
+    for title, url in (
+        ("Versions", "versions"),
+        ("Compare", "compare"),
+        ("Experiments", "experiments"),
+        ("Export", "export"),
+        ("Settings", "settings"),
+        ("Episodes", "episodes"),
+    ):
+        rerun_by(page, page.locator(".st-key-page_menu a", has_text=title).first.click)
         _expect()(page).to_have_url(re.compile(rf"/{url}(\?|$)"))
         _expect()(page.locator("h1").first).to_contain_text(title)  # (drawn: what it asks for is asked)
         if url == "versions":  # the episode's version tree: the page drew the episode, not "none selected"

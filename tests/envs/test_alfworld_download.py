@@ -16,14 +16,19 @@ from envs.base import EnvError
 @pytest.fixture
 def release(tmp_path):
     root = tmp_path / "www"
-    names = {"0.2.2/json_2.1.1_json.zip": "traj_data.json", "0.2.2/json_2.1.1_pddl.zip": "initial_state.pddl",
-             "0.4.0/json_2.1.2_tw-pddl.zip": "game.tw-pddl"}
+    names = {
+        "0.2.2/json_2.1.1_json.zip": "traj_data.json",
+        "0.2.2/json_2.1.1_pddl.zip": "initial_state.pddl",
+        "0.4.0/json_2.1.2_tw-pddl.zip": "game.tw-pddl",
+    }
     for rel, fname in names.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(p, "w") as zf:
-            zf.writestr(f"json_2.1.1/valid_unseen/pick_and_place_simple-Apple-None-Fridge-1/trial_T1/{fname}",
-                        json.dumps({"file": fname}))
+            zf.writestr(
+                f"json_2.1.1/valid_unseen/pick_and_place_simple-Apple-None-Fridge-1/trial_T1/{fname}",
+                json.dumps({"file": fname}),
+            )
     handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(root), **k)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=server.serve_forever, daemon=True)

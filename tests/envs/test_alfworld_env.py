@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from envs.base import EnvError
-from envs.registry import family
-from envs.alfworld import get_task, list_tasks, make_env, custom_task
+from envs.alfworld import custom_task, get_task, list_tasks, make_env
 from envs.alfworld.exemplars import TASK_TYPE_PREFIX, exemplar_prefix
 from envs.alfworld.generate import TASK_TYPES
 from envs.alfworld.wording import to_wording
+from envs.base import EnvError
+from envs.registry import family
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -186,11 +186,19 @@ def test_replay_in_another_process_matches():
     env.reset(task)
     here = [env.step(a).observation for a in acts]
     env.close()
-    code = ("import json,sys; from envs.alfworld import get_task, make_env\n"
-            "t=get_task(sys.argv[1]); e=make_env(t,{}); e.reset(t)\n"
-            "print(json.dumps([e.step(a).observation for a in json.loads(sys.argv[2])]))")
-    out = subprocess.run([sys.executable, "-c", code, task.id, json.dumps(acts)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": "123", "PYTHONPATH": str(ROOT)})
+    code = (
+        "import json,sys; from envs.alfworld import get_task, make_env\n"
+        "t=get_task(sys.argv[1]); e=make_env(t,{}); e.reset(t)\n"
+        "print(json.dumps([e.step(a).observation for a in json.loads(sys.argv[2])]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, task.id, json.dumps(acts)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONHASHSEED": "123", "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr[-500:]
     assert json.loads(out.stdout) == here
 
@@ -214,14 +222,21 @@ def _varied_command(rng: random.Random, admissible: list[str], used: Counter) ->
 # The verbs each game's 20 varied commands must have compared with the stock stack.
 # (A verb a state must offer first - `cool` while holding something at a fridge - is reached or
 # not by the seeded draw; the seed is the task's id, so these hold in any checkout.)
-TRANSCRIPT_VERBS = {"pick_heat_then_place_in_recep": {"heat # with #", "open #", "close #"},
-                    "look_at_obj_in_light": {"use #", "open #", "close #"},
-                    "pick_two_obj_and_place": {"move # to #", "help"}}
+TRANSCRIPT_VERBS = {
+    "pick_heat_then_place_in_recep": {"heat # with #", "open #", "close #"},
+    "look_at_obj_in_light": {"use #", "open #", "close #"},
+    "pick_two_obj_and_place": {"move # to #", "help"},
+}
 
 
-@pytest.mark.parametrize("task_type,wording", [("pick_heat_then_place_in_recep", "paper"),
-                                               ("look_at_obj_in_light", "paper"),
-                                               ("pick_two_obj_and_place", "alfworld-0.4")])
+@pytest.mark.parametrize(
+    "task_type,wording",
+    [
+        ("pick_heat_then_place_in_recep", "paper"),
+        ("look_at_obj_in_light", "paper"),
+        ("pick_two_obj_and_place", "alfworld-0.4"),
+    ],
+)
 def test_caches_do_not_change_transcripts(task_type, wording):
     """FastGame (cached) vs the stock PddlEnv + AlfredDemangler + AlfredInfos, byte for byte:
     the expert walkthrough played to the win, then 20 commands spread over every verb the game
@@ -361,11 +376,17 @@ def test_official_loader(tmp_path, monkeypatch):
 def test_exemplars_file_keys_and_prefixes():
     from envs.alfworld.exemplars import load_exemplars
 
-    assert set(load_exemplars()) == {f"{s}_{v}_{i}" for s in ("react", "act")
-                                     for v in TASK_TYPE_PREFIX.values() for i in (0, 1)}
-    assert TASK_TYPE_PREFIX == {"pick_and_place": "put", "pick_clean_then_place": "clean",
-                                "pick_heat_then_place": "heat", "pick_cool_then_place": "cool",
-                                "look_at_obj": "examine", "pick_two_obj": "puttwo"}
+    assert set(load_exemplars()) == {
+        f"{s}_{v}_{i}" for s in ("react", "act") for v in TASK_TYPE_PREFIX.values() for i in (0, 1)
+    }
+    assert TASK_TYPE_PREFIX == {
+        "pick_and_place": "put",
+        "pick_clean_then_place": "clean",
+        "pick_heat_then_place": "heat",
+        "pick_cool_then_place": "cool",
+        "look_at_obj": "examine",
+        "pick_two_obj": "puttwo",
+    }
     assert exemplar_prefix("pick_two_obj_and_place") == "puttwo"
     assert exemplar_prefix("valid_unseen/look_at_obj_in_light-CD-None-DeskLamp-309/trial_1") == "examine"
 
@@ -376,8 +397,8 @@ def test_exemplars_file_observations(prefix):
     task type, so that the twelve game loads spread over the test workers). The react_ and act_
     exemplars of a number share their game: it is loaded once and reset for the second."""
     from envs.alfworld.exemplars import load_exemplars
-    from envs.alfworld.text import process_ob
     from envs.alfworld.fastgame import FastGame, load_game_data
+    from envs.alfworld.text import process_ob
 
     ex = {k: v for k, v in load_exemplars().items() if k.split("_")[1] == prefix}
     assert len(ex) == 4, sorted(ex)

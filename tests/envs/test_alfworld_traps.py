@@ -10,6 +10,7 @@ import pytest
 
 def test_expert_type_passed_positionally_is_ignored_but_ours_is_kept():
     from alfworld.agents.environment.alfred_tw_env import AlfredExpert
+
     from envs.alfworld.stock import expert_wrapper
 
     assert AlfredExpert("planner").expert_type == "handcoded"  # what AlfredTWEnv.init_env does
@@ -18,11 +19,14 @@ def test_expert_type_passed_positionally_is_ignored_but_ours_is_kept():
 
 def test_translation_keeps_sys_argv(monkeypatch, tmp_path):
     import fast_downward
+
     from envs.alfworld import get_task
     from envs.alfworld.fastgame import load_game_data
     from envs.alfworld.translation import translate
 
-    data = load_game_data(get_task(__import__("envs.alfworld", fromlist=["list_tasks"]).list_tasks()[0].id).data["game"])
+    data = load_game_data(
+        get_task(__import__("envs.alfworld", fromlist=["list_tasks"]).list_tasks()[0].id).data["game"]
+    )
     monkeypatch.setattr(sys, "argv", ["react-editor", "run", "--x"])
     fast_downward.pddl2sas(data.domain, data.problem)
     assert sys.argv == ["translate.py", "domain", "task"]  # the trap
@@ -34,11 +38,19 @@ def test_translation_keeps_sys_argv(monkeypatch, tmp_path):
 
 def test_task_text_is_reproducible_and_leaves_global_random_alone():
     from alfworld.gen.goal_library import gdict
+
     from envs.alfworld.generate import seeded_task_grammar
 
-    traj = {"task_type": "pick_and_place_simple", "pddl_params": {
-        "object_target": "Apple", "parent_target": "Fridge", "toggle_target": "", "mrecep_target": "",
-        "object_sliced": False}}
+    traj = {
+        "task_type": "pick_and_place_simple",
+        "pddl_params": {
+            "object_target": "Apple",
+            "parent_target": "Fridge",
+            "toggle_target": "",
+            "mrecep_target": "",
+            "object_sliced": False,
+        },
+    }
     grammar = "Your task is to: UNKNOWN GOAL."
     texts = set()
     for seed in range(12):
@@ -50,7 +62,7 @@ def test_task_text_is_reproducible_and_leaves_global_random_alone():
         texts.add(a)
     assert len(texts) == 1  # ... and the text only depends on our rng
     options = {t.format(obj="apple", recep="fridge") for t in gdict["pick_and_place_simple"]["templates"]}
-    got = {seeded_task_grammar(grammar, traj, random.Random(s))[len("Your task is to: "):-1] for s in range(30)}
+    got = {seeded_task_grammar(grammar, traj, random.Random(s))[len("Your task is to: ") : -1] for s in range(30)}
     assert got == options
 
 

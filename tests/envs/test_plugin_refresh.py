@@ -20,7 +20,7 @@ FINDER = f"__editable___{STEM.replace('-', '_').replace('.', '_')}_finder"
 
 # What setuptools' editable install puts in site-packages when it cannot add a plain path:
 # a .pth whose import line installs a finder that maps the package to its source folder.
-FINDER_SOURCE = '''
+FINDER_SOURCE = """
 import importlib.abc, importlib.util, sys
 MAPPING = {"react_editor_textworld": %r}
 
@@ -34,7 +34,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 def install():
     if not any(type(f).__name__ == "_Finder" and f.__module__ == __name__ for f in sys.meta_path):
         sys.meta_path.append(_Finder())
-'''
+"""
 
 
 @pytest.fixture
@@ -68,8 +68,9 @@ def install_editable(d, how: str) -> None:
     dist = d / f"{STEM}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {META['name']}\nVersion: {META['version']}\n")
-    (dist / "entry_points.txt").write_text("".join(
-        f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for g, eps in META["entry-points"].items()))
+    (dist / "entry_points.txt").write_text(
+        "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for g, eps in META["entry-points"].items())
+    )
     pth = d / f"__editable__.{STEM}.pth"
     if how == "path":
         pth.write_text(f"{PLUGIN}\n")

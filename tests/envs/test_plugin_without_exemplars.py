@@ -12,7 +12,9 @@ from envs.base import EnvFamily, StepResult
 from sessions.store import Store
 from trajectory.records import AgentConfig, Task
 
-TASK = Task(env="counter", id="count-2", type="count", text="You see a counter showing 0.\nYour task is to: make it show 2.")
+TASK = Task(
+    env="counter", id="count-2", type="count", text="You see a counter showing 0.\nYour task is to: make it show 2."
+)
 
 
 class Counter:
@@ -55,8 +57,13 @@ class Counter:
 
 @pytest.fixture
 def counter(monkeypatch, tmp_path):
-    fam = EnvFamily(kind="counter", list_tasks=lambda **_: [TASK], get_task=lambda tid, **_: TASK,
-                    make_env=lambda task, options, blobs=None: Counter(), default_max_steps=5)
+    fam = EnvFamily(
+        kind="counter",
+        list_tasks=lambda **_: [TASK],
+        get_task=lambda tid, **_: TASK,
+        make_env=lambda task, options, blobs=None: Counter(),
+        default_max_steps=5,
+    )
     monkeypatch.setitem(registry._FAMILIES, "counter", fam)
     exemplars.builtin_prompt_dict.cache_clear()
     store = Store(tmp_path / "c.db")
@@ -74,8 +81,9 @@ def test_human_mode_works_for_a_family_without_exemplars(counter):
 
 def test_a_model_run_without_exemplars_sends_a_zero_shot_prompt(counter, scripted_llm):
     scripted_llm.push(" add", " add")
-    ep, v = counter.start_episode(TASK, AgentConfig(model="scripted", base_url=scripted_llm.base_url,
-                                                   max_retries=0, timeout_s=5))
+    ep, v = counter.start_episode(
+        TASK, AgentConfig(model="scripted", base_url=scripted_llm.base_url, max_retries=0, timeout_s=5)
+    )
     report = counter.run(v.id)
     first = scripted_llm.requests[0].prompt
     assert first == ("Interact with the environment to solve a task.\n\nHere is the task.\n" + TASK.text + "\n>")

@@ -23,8 +23,9 @@ PROMPTS = {
 def _serve_release(root):
     (root / "data").mkdir()
     (root / "prompts").mkdir()
-    (root / "data" / "hotpot_dev_v1_simplified.json").write_text(json.dumps(
-        [{"question": q["question"], "answer": q["answer"], "type": q["type"]} for q in HOTPOT_OFFICIAL]))
+    (root / "data" / "hotpot_dev_v1_simplified.json").write_text(
+        json.dumps([{"question": q["question"], "answer": q["answer"], "type": q["type"]} for q in HOTPOT_OFFICIAL])
+    )
     (root / "data" / "paper_dev.jsonl").write_text("".join(json.dumps(r) + "\n" for r in FEVER_ROWS))
     for name, content in PROMPTS.items():
         (root / "prompts" / name).write_text(json.dumps(content))

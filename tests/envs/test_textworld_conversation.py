@@ -39,17 +39,38 @@ def test_textworld_plugin_in_the_conversation_styles(style, scripted_llm, tmp_pa
     scripted_llm.require_tools = style == "tools"
     scripted_llm.set_responder(GameAgent(style))
     with plugin_loaded(site):
-        run = cj(capsys, "run", "--env", "textworld", "--task", "cooking-1", "--model", "m", "--api-style", style,
-                 "--base-url", scripted_llm.base_url, "--max-steps", "4")
+        run = cj(
+            capsys,
+            "run",
+            "--env",
+            "textworld",
+            "--task",
+            "cooking-1",
+            "--model",
+            "m",
+            "--api-style",
+            style,
+            "--base-url",
+            scripted_llm.base_url,
+            "--max-steps",
+            "4",
+        )
         first = scripted_llm.completion_requests[0].body
         if style == "tools":
             assert [t["function"]["name"] for t in first["tools"]] == ["act"]
         shown = cj(capsys, "show", "1:1")
         assert [s["action"] for s in shown] == [None, "look", None, "look"] and run["steps"] == 4
-        edits = [("--step", "1", "--thought", "I should read the cookbook."), ("--step", "3", "--delete-thought"),
-                 ("--step", "2", "--insert-thought", "Look first."),
-                 ("--step", "2", "--action", '{"name": "act", "arguments": {"command": "inventory"}}'
-                  if style == "tools" else "inventory")]
+        edits = [
+            ("--step", "1", "--thought", "I should read the cookbook."),
+            ("--step", "3", "--delete-thought"),
+            ("--step", "2", "--insert-thought", "Look first."),
+            (
+                "--step",
+                "2",
+                "--action",
+                '{"name": "act", "arguments": {"command": "inventory"}}' if style == "tools" else "inventory",
+            ),
+        ]
         for edit in edits:
             ref = f"1:{cj(capsys, 'edit', '1:1', *edit)['number']}"
             text = prompt(capsys, ref)
@@ -61,8 +82,9 @@ def test_textworld_plugin_in_the_conversation_styles(style, scripted_llm, tmp_pa
             assert res["steps"] == 4
         edited = cj(capsys, "show", ref)[1]
         assert edited["action"] == "inventory" and edited["observation"] != shown[1]["observation"]
-        assert cj(capsys, "whatif", "1", "--version", str(run["version"]), "--step", "3", "--thought", "Go east.",
-                  "--n", "1")
+        assert cj(
+            capsys, "whatif", "1", "--version", str(run["version"]), "--step", "3", "--thought", "Go east.", "--n", "1"
+        )
         scripted_llm.require_tools = False
         sug = cj(capsys, "suggest", "1:1", "--verify", "1", "--critic-api-style", style)
         assert sug["candidates"][0]["kind"] == "rewrite_thought"

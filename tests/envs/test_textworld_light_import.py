@@ -52,8 +52,14 @@ print(json.dumps(report))
 
 def _probe(cache: Path, game: str, stock: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(cache)}
-    out = subprocess.run([sys.executable, "-c", PROBE, game, "stock" if stock else "ours"], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, game, "stock" if stock else "ours"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -144,11 +150,20 @@ def test_a_thread_importing_textworld_meanwhile_gets_the_real_package(alfworld_s
     """The game's translation comes from the session's cache when another test made it: the
     stand-ins are put up either way (only the translation is read instead of made)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(alfworld_session_cache)}
-    out = subprocess.run([sys.executable, "-c", RACE, list_tasks()[0].data["game"]], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", RACE, list_tasks()[0].data["game"]],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"stand_in": True, "EnvInfos": "EnvInfos",
-                                                               "intro": "-= Welcom"}
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "stand_in": True,
+        "EnvInfos": "EnvInfos",
+        "intro": "-= Welcom",
+    }
 
 
 # A new process: four threads parse with textworld's TatSu parsers at once (a game's grammar in a
@@ -192,7 +207,8 @@ def test_textworld_parsers_used_by_several_threads_at_once_each_parse_right():
     thread while another's `import textworld` parsed the knowledge base): a TatSu parser keeps its
     parse on the parser object, so two at once failed ("pop from empty list") or misparsed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": "off"}
-    out = subprocess.run([sys.executable, "-c", PARSERS_AT_ONCE], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", PARSERS_AT_ONCE], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -52,8 +52,9 @@ def _twl_paths() -> list[str]:
 
 def _probe(cache: str, paths: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": cache}
-    out = subprocess.run([sys.executable, "-c", PROBE, *paths], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *paths], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -54,6 +54,7 @@ def walkthroughs(site):
 def player(walkthroughs: dict[str, list[str]], detour: str | None = None):
     """A scripted agent: a thought first, then the game's walkthrough; `detour` is tried once
     before it (a wrong command a person will edit)."""
+
     def respond(body):
         task, _, turns = prompt_text(body).rpartition(CUE)[2].partition("\n>")
         walk = walkthroughs[task]
@@ -64,14 +65,25 @@ def player(walkthroughs: dict[str, list[str]], detour: str | None = None):
         if detour and detour not in commands:
             return " " + detour
         return " " + walk[min(sum(c in walk for c in commands), len(walk) - 1)]
+
     return respond
 
 
 def cli(site: Path, db: Path, *argv) -> dict | list:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "REACT_EDITOR_DB": str(db),
-           "OPENAI_API_KEY": "sk-test-key-not-real"}
-    out = subprocess.run([sys.executable, "-m", "react_editor.main", *map(str, argv), "--json"], env=env,
-                         capture_output=True, text=True, timeout=600, cwd=db.parent)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+        "REACT_EDITOR_DB": str(db),
+        "OPENAI_API_KEY": "sk-test-key-not-real",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "react_editor.main", *map(str, argv), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=db.parent,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -124,7 +136,18 @@ def _run_edit_resume_experiment_whatif(model, walkthroughs, scripted_llm, capsys
     assert exp["score"] == 1.0 and exp["by_type"]["cooking"]["n"] == 3
 
     # what if the first thought were a hint: 3 control and 3 treatment rollouts
-    whatif = here("whatif", str(run["episode"]), "--step", "1", "--thought", "Read the cookbook first.",
-                 "--n", "3", "--temperature", "0.7", *model)
+    whatif = here(
+        "whatif",
+        str(run["episode"]),
+        "--step",
+        "1",
+        "--thought",
+        "Read the cookbook first.",
+        "--n",
+        "3",
+        "--temperature",
+        "0.7",
+        *model,
+    )
     assert whatif["control"]["n"] == 3 and whatif["treatment"]["n"] == 3
     assert whatif["treatment"]["success"] == 3

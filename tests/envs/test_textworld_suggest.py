@@ -32,8 +32,13 @@ def wanderer(body) -> str:
     """A textworld agent that never gets anywhere; the critic proposes one hint."""
     text = prompt_text(body)
     if CRITIC_MARK in text:
-        return json.dumps({"candidates": [{"step": 1, "kind": "rewrite_thought", "rationale": "plan",
-                                           "text": "I should read the cookbook."}]})
+        return json.dumps(
+            {
+                "candidates": [
+                    {"step": 1, "kind": "rewrite_thought", "rationale": "plan", "text": "I should read the cookbook."}
+                ]
+            }
+        )
     if "> think:" not in text.rpartition("Here is the task.")[2]:
         return " think: I will look around."
     return " look"
@@ -50,8 +55,20 @@ def test_textworld_plugin_gets_suggestions(scripted_llm, tmp_path, monkeypatch, 
 
 
 def _run_then_suggest(scripted_llm, capsys) -> None:
-    run = cli(capsys, "run", "--env", "textworld", "--task", "cooking-1", "--model", "m",
-              "--base-url", scripted_llm.base_url, "--max-steps", "3")
+    run = cli(
+        capsys,
+        "run",
+        "--env",
+        "textworld",
+        "--task",
+        "cooking-1",
+        "--model",
+        "m",
+        "--base-url",
+        scripted_llm.base_url,
+        "--max-steps",
+        "3",
+    )
     assert run["done"] and run["success"] is False
     prompt = cli(capsys, "suggest", str(run["episode"]), "--show-prompt", json_out=False)
     assert prompt.startswith("You review the trajectory of an agent that acts in a text environment")

@@ -108,9 +108,7 @@ def test_article_fields_and_block_shapes():
 
 
 def test_titles_and_redirects_are_unique_case_insensitively():
-    names = [a["title"] for a in ARTICLES] + list(
-        r for a in ARTICLES for r in a.get("redirects", [])
-    )
+    names = [a["title"] for a in ARTICLES] + list(r for a in ARTICLES for r in a.get("redirects", []))
     folded = [n.casefold() for n in names]
     dupes = {n for n in folded if folded.count(n) > 1}
     assert not dupes, dupes
@@ -129,8 +127,7 @@ def test_title_characters_exercise_url_encoding():
     assert any("#" in t or "+" in t for t in titles)
     assert sum(any(ord(c) > 127 for c in _full_text(a)) for a in CONTENT) >= 5
     # an ASCII redirect for a non-ASCII title, so both spellings resolve
-    assert any(any(ord(c) > 127 for c in t) and t.isascii() is False and r.isascii()
-               for r, t in REDIRECTS.items())
+    assert any(any(ord(c) > 127 for c in t) and t.isascii() is False and r.isascii() for r, t in REDIRECTS.items())
 
 
 def test_disambiguation_pages_point_at_real_articles():
@@ -170,7 +167,7 @@ def test_no_period_abbreviations():
     for a in ARTICLES:
         text = _full_text(a) + "\n" + " ".join(a.get("redirects", [])) + " " + a["title"]
         m = ABBREV_RE.search(text)
-        assert m is None, (a["title"], text[max(0, m.start() - 30): m.end() + 30])
+        assert m is None, (a["title"], text[max(0, m.start() - 30) : m.end() + 30])
     for row in QUESTIONS + CLAIMS:
         text = row.get("question", row.get("claim")) + " "
         assert ABBREV_RE.search(text) is None, row["id"]

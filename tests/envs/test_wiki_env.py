@@ -66,7 +66,8 @@ def test_search_hit_gives_first_five_sentences(env):
         "The Colorado orogeny was an episode of mountain building in Colorado and nearby areas. "
         "It took place during the Paleoproterozoic era. The orogeny built a chain of mountains along "
         "the southern edge of a craton.. The eastern sector extends into the High Plains and is called "
-        "the Central Plains orogeny. The western sector reaches the Uinta range.")
+        "the Central Plains orogeny. The western sector reaches the Uinta range."
+    )
     assert r.info == {"title": "Colorado orogeny"}
 
 
@@ -92,8 +93,10 @@ def test_lookup_walks_matches_then_no_more_results(env):
 
 def test_list_items_are_searchable_lines(env):
     env.step("Search[Colorado orogeny]")
-    assert env.step("Lookup[Paleoproterozoic mountain]").observation == \
-        "(Result 1 / 1) Paleoproterozoic mountain building events."
+    assert (
+        env.step("Lookup[Paleoproterozoic mountain]").observation
+        == "(Result 1 / 1) Paleoproterozoic mountain building events."
+    )
     # the >2-words rule applies to a whole list block (as the original), so a one-word item stays
     assert env.step("Lookup[Short]").observation == "(Result 1 / 1) Short."
 
@@ -108,11 +111,14 @@ def test_lookup_before_search_answers_as_the_original(env, zim_path):
     assert friendly.step("Lookup[anything]").observation == NO_PAGE
 
 
-@pytest.mark.parametrize("raw,obs", [
-    ("\n\nFinish[yes]", "Invalid action: Finish[yes]"),
-    ("\n\nLookup[x]", "Invalid action: Lookup[x]"),
-    (" Search[x]", "Invalid action: Search[x]"),
-])
+@pytest.mark.parametrize(
+    "raw,obs",
+    [
+        ("\n\nFinish[yes]", "Invalid action: Finish[yes]"),
+        ("\n\nLookup[x]", "Invalid action: Lookup[x]"),
+        (" Search[x]", "Invalid action: Search[x]"),
+    ],
+)
 def test_action_is_lower_cased_then_stripped_as_the_notebooks(env, raw, obs):
     """The notebooks call `env.step(action[0].lower() + action[1:])` and WikiEnv.step strips:
     a completion whose action starts with a newline or space keeps its capital letter and
@@ -143,8 +149,10 @@ def test_think_invalid_and_literal_backslash_cleanup(env):
     assert env.step("Go north").observation == "Invalid action: go north"
     assert env.step("SEARCH[x]").observation == "Invalid action: sEARCH[x]"
     env.step("Search[Milhouse Example]")
-    assert env.step("Lookup[backslash]").observation == \
-        "(Result 1 / 1) Literal backslash sequences like ab should be cleaned from observations.."
+    assert (
+        env.step("Lookup[backslash]").observation
+        == "(Result 1 / 1) Literal backslash sequences like ab should be cleaned from observations.."
+    )
 
 
 @pytest.mark.parametrize("entity", ["AT&T Tower", "C++ (language)", "東京タワー", "Tokyo Tower", "Opernhaus Zürich"])

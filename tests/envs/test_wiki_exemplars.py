@@ -35,7 +35,9 @@ def test_fixture_plans_build_with_real_observations(tmp_path):
     corpus = write_corpus(tmp_path / "c")
     built = exemplars.build_builtin_prompts(corpus)
     assert {k: set(v) for k, v in built.items()} == {
-        "hotpotqa": {"webthink_simple3", "webact_simple3"}, "fever": {"webthink_simple2", "webact_simple2"}}
+        "hotpotqa": {"webthink_simple3", "webact_simple3"},
+        "fever": {"webthink_simple2", "webact_simple2"},
+    }
     p = {**built["hotpotqa"], **built["fever"]}
     think = p["webthink_simple3"]
     assert think.startswith("\nQuestion: What is the elevation range")
@@ -70,8 +72,9 @@ def test_plan_errors_are_caught(tmp_path):
 def test_committed_prompts_equal_a_fresh_build():
     built = exemplars.build_builtin_prompts()
     for kind, path in exemplars.PROMPTS_FILES.items():
-        assert path.read_text(encoding="utf-8") == exemplars.dump(built[kind]), \
+        assert path.read_text(encoding="utf-8") == exemplars.dump(built[kind]), (
             f"{path.name} is stale: run `react-editor wiki prompts --write`"
+        )
     assert set(built["hotpotqa"]) == {"webthink_simple6", "webact_simple6", "cotqa_simple6", "webqa_simple6"}
     assert set(built["fever"]) == {"webthink_simple3", "webact_simple3", "cotqa_simple3", "webqa_simple3"}
     assert exemplars.builtin_prompt("hotpotqa", "react").startswith("\nQuestion: ")
@@ -84,13 +87,17 @@ def test_layout_matches_the_original_prompt_files(tmp_path):
     ours = {**built["hotpotqa"], **built["fever"]}
     ref_hp = json.loads((REF_PROMPTS / "prompts_naive.json").read_text())
     ref_fv = json.loads((REF_PROMPTS / "fever.json").read_text())
-    pairs = [(ours["webthink_simple3"], ref_hp["webthink_simple6"]), (ours["webact_simple3"], ref_hp["webact_simple6"]),
-             (ours["webthink_simple2"], ref_fv["webthink_simple3"]), (ours["webact_simple2"], ref_fv["webact_simple3"])]
+    pairs = [
+        (ours["webthink_simple3"], ref_hp["webthink_simple6"]),
+        (ours["webact_simple3"], ref_hp["webact_simple6"]),
+        (ours["webthink_simple2"], ref_fv["webthink_simple3"]),
+        (ours["webact_simple2"], ref_fv["webact_simple3"]),
+    ]
     for mine, ref in pairs:
         a, b = _layout(mine), _layout(ref)
         # same opening and closing, same separators between examples
         assert a[:2] == b[:2] and a[-3:] == b[-3:]
-        sep_a = {tuple(a[i - 1:i + 1]) for i, x in enumerate(a) if x in ("Question", "Claim") and i}
-        sep_b = {tuple(b[i - 1:i + 1]) for i, x in enumerate(b) if x in ("Question", "Claim") and i}
+        sep_a = {tuple(a[i - 1 : i + 1]) for i, x in enumerate(a) if x in ("Question", "Claim") and i}
+        sep_b = {tuple(b[i - 1 : i + 1]) for i, x in enumerate(b) if x in ("Question", "Claim") and i}
         assert sep_a == sep_b
     assert exemplars.reference_prompt("fever", "react", REF_PROMPTS) == ref_fv["webthink_simple3"]

@@ -15,15 +15,43 @@ from envs.wikipedia.zim import ZimBackend, build_zim
 from tests.mediawiki_server import SAMPLE_ARTICLES, Fault, MediaWikiServer
 
 PARITY_ACTIONS = [
-    "Lookup[eastern]", "Search[Colorado orogeny]", "Lookup[eastern sector]", "Lookup[eastern sector]",
-    "Lookup[eastern sector]", "Lookup[eastern sector]", "Lookup[geology]", "search[colorado orogeny]",
-    "Search[Colorado_Orogeny]", "Search[Orogeny of Colorado]", "Search[High Plains]",
-    "Search[High Plains (United States)]", "Lookup[wheat]", "Search[high plains (australia)]",
-    "Search[Opernhaus Zürich]", "Search[Zürich Opera House]", "Lookup[façade]", "Search[AT&T Tower]",
-    "Search[A&T Tower]", "Search[C++ (language)]", "Search[Tokyo Tower]", "Search[東京タワー]",
-    "Lookup[333]", "Search[Milhouse]", "Search[Milhouse Example]", "Lookup[named after]", "Lookup[backslash]",
-    "Search[Foo#bar]", "Search[a|b]", "Search[x+y]", "Search[High Plains [region]]", "Search[]",
-    "Search[nothing matches this]", "Search[" + "long " * 2000 + "]", "think[hmm]", "jump", "Finish[Tokyo Tower]",
+    "Lookup[eastern]",
+    "Search[Colorado orogeny]",
+    "Lookup[eastern sector]",
+    "Lookup[eastern sector]",
+    "Lookup[eastern sector]",
+    "Lookup[eastern sector]",
+    "Lookup[geology]",
+    "search[colorado orogeny]",
+    "Search[Colorado_Orogeny]",
+    "Search[Orogeny of Colorado]",
+    "Search[High Plains]",
+    "Search[High Plains (United States)]",
+    "Lookup[wheat]",
+    "Search[high plains (australia)]",
+    "Search[Opernhaus Zürich]",
+    "Search[Zürich Opera House]",
+    "Lookup[façade]",
+    "Search[AT&T Tower]",
+    "Search[A&T Tower]",
+    "Search[C++ (language)]",
+    "Search[Tokyo Tower]",
+    "Search[東京タワー]",
+    "Lookup[333]",
+    "Search[Milhouse]",
+    "Search[Milhouse Example]",
+    "Lookup[named after]",
+    "Lookup[backslash]",
+    "Search[Foo#bar]",
+    "Search[a|b]",
+    "Search[x+y]",
+    "Search[High Plains [region]]",
+    "Search[]",
+    "Search[nothing matches this]",
+    "Search[" + "long " * 2000 + "]",
+    "think[hmm]",
+    "jump",
+    "Finish[Tokyo Tower]",
     "Search[after the end]",
 ]
 
@@ -104,13 +132,16 @@ def test_retry_after_is_honoured(server):
     assert second.at - first.at >= 0.28
 
 
-@pytest.mark.parametrize("fault,expected", [
-    (Fault(status=500), "HTTP 500"),
-    (Fault(status=429, retry_after=0), "HTTP 429"),
-    (Fault(status=200, body=b"{not json"), "broken JSON"),
-    (Fault(status=200, body=b"<html>maintenance</html>"), "broken JSON"),
-    (Fault(delay_s=0.6), "timed out"),
-])
+@pytest.mark.parametrize(
+    "fault,expected",
+    [
+        (Fault(status=500), "HTTP 500"),
+        (Fault(status=429, retry_after=0), "HTTP 429"),
+        (Fault(status=200, body=b"{not json"), "broken JSON"),
+        (Fault(status=200, body=b"<html>maintenance</html>"), "broken JSON"),
+        (Fault(delay_s=0.6), "timed out"),
+    ],
+)
 def test_failures_keep_the_episode_alive_and_can_be_retried(server, fault, expected):
     env = live_env(server, retries=1, timeout=0.3)
     env.step("Search[Colorado orogeny]")
@@ -127,7 +158,9 @@ def test_failures_keep_the_episode_alive_and_can_be_retried(server, fault, expec
 
 def test_api_error_payload_is_a_failed_search(server):
     env = live_env(server, retries=0)
-    server.push_fault(Fault(status=200, body=json.dumps({"error": {"code": "internal_api_error", "info": "boom"}}).encode()))
+    server.push_fault(
+        Fault(status=200, body=json.dumps({"error": {"code": "internal_api_error", "info": "boom"}}).encode())
+    )
     r = env.step("Search[Colorado orogeny]")
     assert "internal_api_error" in r.info["error"] and r.observation.startswith("Search failed:")
 

@@ -47,8 +47,9 @@ def test_builtin_tasks_from_corpus(corpus):
 
 
 def test_react_files_from_a_path(tmp_path):
-    (tmp_path / "hotpot_dev_v1_simplified.json").write_text(json.dumps(
-        [{"question": q["question"], "answer": q["answer"], "type": q["type"]} for q in HOTPOT_OFFICIAL]))
+    (tmp_path / "hotpot_dev_v1_simplified.json").write_text(
+        json.dumps([{"question": q["question"], "answer": q["answer"], "type": q["type"]} for q in HOTPOT_OFFICIAL])
+    )
     (tmp_path / "paper_dev.jsonl").write_text("".join(json.dumps(r) + "\n" for r in FEVER_ROWS))
     hp = family("hotpotqa").list_tasks("react", path=tmp_path)
     assert [(t.id, t.type, t.gold) for t in hp] == [("0", "comparison", "yes"), ("1", "bridge", "Chief of Protocol")]
@@ -167,8 +168,10 @@ def test_download_failures_leave_nothing(file_server, tmp_path):
         datasets.download("squad")
 
 
-@pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "envs/wikipedia/corpus/articles.jsonl").is_file(),
-                    reason="built-in corpus not written yet")
+@pytest.mark.skipif(
+    not (Path(__file__).resolve().parents[2] / "envs/wikipedia/corpus/articles.jsonl").is_file(),
+    reason="built-in corpus not written yet",
+)
 def test_builtin_corpus_tasks_are_reachable_on_the_builtin_wiki(cache):
     """Every supporting title of every built-in task opens a page on the default backend."""
     for kind in ("hotpotqa", "fever"):

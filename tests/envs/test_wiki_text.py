@@ -4,8 +4,10 @@ from envs.wikipedia import text
 
 
 def test_blocks_are_paragraphs_then_lists_like_the_original():
-    html = ("<html><body><p>First para here.</p><ul><li>list item one</li><li>list item two</li></ul>"
-            "<p>Second para here.</p><script>var x = 'no';</script></body></html>")
+    html = (
+        "<html><body><p>First para here.</p><ul><li>list item one</li><li>list item two</li></ul>"
+        "<p>Second para here.</p><script>var x = 'no';</script></body></html>"
+    )
     assert text.html_blocks(html) == ["First para here.", "Second para here.", "list item one\nlist item two"]
 
 
@@ -46,8 +48,10 @@ def test_title_variants_reject_impossible_titles():
 
 def test_miss_observation_formats_and_truncates():
     assert text.miss_observation("X", ["A", "B's"]) == "Could not find X. Similar: ['A', \"B's\"]."
-    assert text.miss_observation("X", list("abcdefg"), disambiguation=True) == \
-        "Could not find [X]. Similar: ['a', 'b', 'c', 'd', 'e']."
+    assert (
+        text.miss_observation("X", list("abcdefg"), disambiguation=True)
+        == "Could not find [X]. Similar: ['a', 'b', 'c', 'd', 'e']."
+    )
     long = text.miss_observation("y" * 10_000, [])
     assert len(long) < 400 and long.startswith("Could not find yyy") and "..." in long
 

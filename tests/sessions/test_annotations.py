@@ -8,12 +8,11 @@ import json
 
 import pytest
 
-from trajectory import formats
 from react_editor.main import main as cli
-from sessions import annotations
-from sessions import exemplar_sets
+from sessions import annotations, exemplar_sets
 from tests.export_support import ROOM_SCRIPT, WIKI_SCRIPT, cfg
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
+from trajectory import formats
 
 FIX = "CORRECTED: the mug is in cabinet 1, which I must open first."
 
@@ -21,8 +20,12 @@ FIX = "CORRECTED: the mug is in cabinet 1, which I must open first."
 def test_version_annotations_are_versioned_latest_wins(toy, monkeypatch):
     ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     monkeypatch.setenv("REACT_EDITOR_USER", "alice")
-    a1 = annotations.annotate_version(toy.store, v.id, verdict="failure", add_failure_modes=["Hallucination"], notes="n1")
-    a2 = annotations.annotate_version(toy.store, v.id, by="bob", add_failure_modes=["repetitive loop"], exemplar_ready=True)
+    a1 = annotations.annotate_version(
+        toy.store, v.id, verdict="failure", add_failure_modes=["Hallucination"], notes="n1"
+    )
+    a2 = annotations.annotate_version(
+        toy.store, v.id, by="bob", add_failure_modes=["repetitive loop"], exemplar_ready=True
+    )
     assert (a1.annotator, a2.annotator) == ("alice", "bob")
     latest = annotations.version_annotation(toy.store, v.id)
     assert latest.verdict == "failure" and latest.notes == "n1" and latest.exemplar_ready
@@ -51,7 +54,10 @@ def test_step_tags_history(toy):
     annotations.tag_step(toy.store, s1.id, by="bob", remove=["hallucinated"])
     cur = annotations.step_annotation(toy.store, s1.id)
     assert cur.tags == ["good_subgoal"] and cur.note == "plan is fine" and cur.annotator == "bob"
-    assert [h.tags for h in annotations.step_history(toy.store, s1.id)] == [["good_subgoal", "hallucinated"], ["good_subgoal"]]
+    assert [h.tags for h in annotations.step_history(toy.store, s1.id)] == [
+        ["good_subgoal", "hallucinated"],
+        ["good_subgoal"],
+    ]
     with pytest.raises(annotations.AnnotationError, match="too long"):
         annotations.tag_step(toy.store, s1.id, add=["x" * 65])
     with pytest.raises(annotations.AnnotationError, match="empty"):
@@ -123,7 +129,10 @@ def test_set_rules_and_replacement(toy):
     assert exemplar_sets.remove(toy.store, "s1", key="react_put_0") == 1
     assert exemplar_sets.prompt_dict(toy.store, "s1") == ("alfworld", {})
     # removal is recorded, not deleted
-    assert toy.store.db.execute("select count(*) from exemplar_set_entries where removed_at is not null").fetchone()[0] == 2
+    assert (
+        toy.store.db.execute("select count(*) from exemplar_set_entries where removed_at is not null").fetchone()[0]
+        == 2
+    )
 
 
 def test_cli_annotate_tag_exemplars(toy, capsys, monkeypatch):
@@ -133,8 +142,25 @@ def test_cli_annotate_tag_exemplars(toy, capsys, monkeypatch):
     toy.engine.run(v.id)
     fixed = toy.engine.editor.edit(v.id, 1, "rewrite_thought", FIX, keep_rest=True)
     capsys.readouterr()
-    assert cli(["annotate", str(ep.id), "--verdict", "success", "--mode", "reasoning_error", "--exemplar-ready",
-                "--note", "fixed plan", "--by", "dana", "--json"]) == 0
+    assert (
+        cli(
+            [
+                "annotate",
+                str(ep.id),
+                "--verdict",
+                "success",
+                "--mode",
+                "reasoning_error",
+                "--exemplar-ready",
+                "--note",
+                "fixed plan",
+                "--by",
+                "dana",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["version_id"] == fixed.id and out["annotator"] == "dana" and out["exemplar_ready"] is True
     assert cli(["tag", f"{ep.id}:{v.id}", "--step", "1", "--add", "hallucinated", "--json"]) == 0
@@ -144,8 +170,9 @@ def test_cli_annotate_tag_exemplars(toy, capsys, monkeypatch):
     assert cli(["annotate", str(ep.id), "--mode", "nonsense"]) == 2
     assert "unknown failure mode" in capsys.readouterr().err
     assert cli(["exemplars", "add", "mine", "--exemplar-ready", "--all-versions", "--create", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"version": fixed.id, "ref": f"{ep.id}:2", "key": "react_put_0",
-                                                    "pos": 0}]
+    assert json.loads(capsys.readouterr().out) == [
+        {"version": fixed.id, "ref": f"{ep.id}:2", "key": "react_put_0", "pos": 0}
+    ]
     assert cli(["exemplars", "show", "mine", "--prompts", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["env"] == "alfworld" and FIX in shown["prompts"]["react_put_0"]

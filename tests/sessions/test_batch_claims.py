@@ -9,13 +9,12 @@ import threading
 
 import pytest
 
-from agent import experiment, experiment_runner
+from agent import experiment, experiment_runner, item_starts
 from envs.registry import family
-from sessions import experiments
+from sessions import experiments, item_claims
 from sessions.store import Store
 from tests.experiment_agents import HOTPOT, wiki_agent
 from trajectory.records import AgentConfig
-
 
 
 @pytest.fixture(autouse=True)
@@ -25,8 +24,14 @@ def _cache(tmp_path, monkeypatch):
 
 
 def make(store: Store, base_url: str, n: int = 8) -> experiments.Experiment:
-    return experiment.create(store, env="hotpotqa", method="react", config=AgentConfig(model="m", base_url=base_url),
-                             name="B", tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
+    return experiment.create(
+        store,
+        env="hotpotqa",
+        method="react",
+        config=AgentConfig(model="m", base_url=base_url),
+        name="B",
+        tasks=family("hotpotqa").list_tasks(source="builtin")[:n],
+    )
 
 
 def start(store: Store, exp: experiments.Experiment, ids: list[int], job: int, lease_s: float = 60.0) -> dict:
@@ -49,7 +54,7 @@ def test_a_batch_claim_never_gives_one_item_to_two_runners(tmp_path):
         try:
             go.wait(10)
             lo = job % 4
-            got[job] = start(mine, exp, ids[lo:lo + 5], job)
+            got[job] = start(mine, exp, ids[lo : lo + 5], job)
         finally:
             mine.close()
 
@@ -64,7 +69,7 @@ def test_a_batch_claim_never_gives_one_item_to_two_runners(tmp_path):
     assert len(store.episodes.ids()) == len(ids) and len({it.episode_id for it in items}) == len(ids)
     for job, claimed in got.items():
         for item_id, (token, it, made) in claimed.items():
-            assert experiments.holds(store, item_id, token) and made is not None and made[0].id == it.episode_id
+            assert item_claims.holds(store, item_id, token) and made is not None and made[0].id == it.episode_id
             assert it.phases == {"react": made[1].id} and store.versions.get(made[1].id).name == "react"
     assert start(store, exp, ids, 99) == {}  # every one held under a live lease
     store.close()
@@ -86,8 +91,8 @@ def test_a_claimed_but_unstarted_batch_goes_to_the_next_runner_after_the_lease(t
     assert sorted(taken) == ids
     for item_id, (token, it, made) in taken.items():
         assert made is None and it.episode_id == dead[item_id][1].episode_id  # in place: no second episode
-        assert token > dead[item_id][0] and not experiments.holds(store, item_id, dead[item_id][0])
-        with pytest.raises(experiments.ClaimLost):
+        assert token > dead[item_id][0] and not item_claims.holds(store, item_id, dead[item_id][0])
+        with pytest.raises(item_claims.ClaimLost):
             experiments.record_item(store, item_id, status="done", success=True, token=dead[item_id][0])
     assert len(store.episodes.ids()) == 4
     store.close()
@@ -109,7 +114,7 @@ def test_a_run_stopped_with_started_items_left_gives_them_back_and_a_resume_runs
     raw = store.db.execute("select count(*) from experiment_items where claimed_by is not null").fetchone()[0]
     assert raw == 0 and {it.status for it in left} == {"pending"}
     linked = {it.id: it.episode_id for it in left if it.episode_id is not None}
-    assert len(linked) == experiment_runner.BATCH - 1  # started with the first, never run
+    assert len(linked) == item_starts.BATCH - 1  # started with the first, never run
     out = experiment_runner.run(str(db), exp.id)
     assert out["done"] == 6 and len(scripted_llm.requests) == 2 * 6
     items = experiments.items(store, exp.id)
@@ -131,7 +136,7 @@ def test_the_heartbeat_renews_a_batch_in_one_statement_and_misses_a_claim_taken_
     assert list(start(store, exp, ids[:1], 2)) == [ids[0]]
     stmts: list[str] = []
     store.db.conn.set_trace_callback(stmts.append)
-    kept = experiments.renew_claims(store, exp.id, 1, 600.0)
+    kept = item_claims.renew_claims(store, exp.id, 1, 600.0)
     store.db.conn.set_trace_callback(None)
     assert kept == {i: mine[i][0] for i in ids[1:]}
     assert [s.split()[0].lower() for s in stmts if not s.startswith(("--", "pragma"))] == ["begin", "update", "commit"]

@@ -7,7 +7,9 @@ from trajectory.records import ModelCall
 
 
 def _call(**params) -> ModelCall:
-    return ModelCall(model="m", api_style="completions", params=params, prompt_hash="ab", prompt_chars=2, completion="x")
+    return ModelCall(
+        model="m", api_style="completions", params=params, prompt_hash="ab", prompt_chars=2, completion="x"
+    )
 
 
 def _params_ids(store: Store, calls: list[ModelCall]) -> list[int]:
@@ -17,9 +19,19 @@ def _params_ids(store: Store, calls: list[ModelCall]) -> list[int]:
 
 def test_equal_parameters_share_a_row_and_alike_ones_do_not(tmp_path):
     store = Store(tmp_path / "c.db")
-    ids = _params_ids(store, [_call(temperature=0.0, stop=["\n"]), _call(stop=["\n"], temperature=0.0),
-                              _call(temperature=0, stop=["\n"]), _call(temperature=0.0, stop=["\n"]),
-                              _call(flag=True), _call(flag=1), _call(flag=True), _call(temperature=0.0, stop=["\nX"])])
+    ids = _params_ids(
+        store,
+        [
+            _call(temperature=0.0, stop=["\n"]),
+            _call(stop=["\n"], temperature=0.0),
+            _call(temperature=0, stop=["\n"]),
+            _call(temperature=0.0, stop=["\n"]),
+            _call(flag=True),
+            _call(flag=1),
+            _call(flag=True),
+            _call(temperature=0.0, stop=["\nX"]),
+        ],
+    )
     assert ids[0] == ids[1] == ids[3] and ids[4] == ids[6]
     assert len({ids[0], ids[2], ids[4], ids[5], ids[7]}) == 5
     rows = dict(store.db.execute("select id, params from call_params").fetchall())

@@ -12,16 +12,13 @@ from contextlib import closing
 
 import pytest
 
-from agent import experiment, experiment_runner
-from agent import jobs
-from agent.task_selection import select_tasks
-from sessions import connection
-from sessions import exemplar_sets, experiments
 import sessions.jobs
+from agent import experiment, experiment_runner, jobs
+from agent.task_selection import select_tasks
+from sessions import connection, exemplar_sets, experiments, item_claims
 from sessions.store import Store, StoreError
 from tests.experiment_agents import HOTPOT, wiki_agent
 from trajectory.records import AgentConfig, Step
-
 
 
 @pytest.fixture(autouse=True)
@@ -32,15 +29,15 @@ def _cache(tmp_path, monkeypatch):
 
 def make(store: Store, base_url: str) -> experiments.Experiment:
     cfg = AgentConfig(model="m", base_url=base_url)
-    return experiment.create(store, env="hotpotqa", method="react", config=cfg, name="F",
-                             tasks=select_tasks("hotpotqa", "hp-001"))
+    return experiment.create(
+        store, env="hotpotqa", method="react", config=cfg, name="F", tasks=select_tasks("hotpotqa", "hp-001")
+    )
 
 
 def lapse(store: Store, item_id: int) -> None:
     """The holder's lease runs out while it lives (a stalled runner): the test's stand-in for time."""
     with store.transaction():
         store.db.execute("update experiment_items set lease_until = 0 where id = ?", [item_id])
-
 
 
 def _run_and_lose_the_claim_once(scripted_llm, responder, db, exp, capfd) -> None:
@@ -52,24 +49,27 @@ def _run_and_lose_the_claim_once(scripted_llm, responder, db, exp, capfd) -> Non
     lost = [ln for ln in err.splitlines() if "taken over" in ln]
     assert len(lost) == 1 and "experiment item" in lost[0] and "Traceback" not in err
 
+
 def test_a_writer_whose_claim_was_taken_over_writes_nothing(tmp_path, scripted_llm):
     with closing(Store(tmp_path / "x.db")) as store:
         exp = make(store, scripted_llm.base_url)
         item = experiments.items(store, exp.id)[0].id
-        mine = experiments.claim(store, item, 1, 60.0)
-        assert mine and experiments.claim(store, item, 2, 60.0) is None  # a live lease keeps it
+        mine = item_claims.claim(store, item, 1, 60.0)
+        assert mine and item_claims.claim(store, item, 2, 60.0) is None  # a live lease keeps it
         lapse(store, item)
-        theirs = experiments.claim(store, item, 2, 60.0)
+        theirs = item_claims.claim(store, item, 2, 60.0)
         assert theirs and theirs != mine
         experiments.record_item(store, item, status="done", success=False, metrics={"by": 2}, token=theirs)
-        for write in (lambda: experiments.record_item(store, item, status="error", error="late", token=mine),
-                      lambda: experiments.record_phase(store, item, "react", 1, token=mine)):
-            with pytest.raises(experiments.ClaimLost):
+        for write in (
+            lambda: experiments.record_item(store, item, status="error", error="late", token=mine),
+            lambda: experiments.record_phase(store, item, "react", 1, token=mine),
+        ):
+            with pytest.raises(item_claims.ClaimLost):
                 write()
-        experiments.release(store, item, 1, mine)
+        item_claims.release(store, item, 1, mine)
         it = experiments.item(store, item)
         assert (it.status, it.success, it.error, it.metrics) == ("done", False, None, {"by": 2})
-        assert experiments.claim(store, item, 1, 60.0) is None  # done: nobody claims it again
+        assert item_claims.claim(store, item, 1, 60.0) is None  # done: nobody claims it again
 
 
 def test_a_runner_that_lost_its_claim_stops_the_item_with_one_line(tmp_path, capfd, scripted_llm):
@@ -89,9 +89,10 @@ def test_a_runner_that_lost_its_claim_stops_the_item_with_one_line(tmp_path, cap
             with closing(Store(db)) as s:
                 item = experiments.items(s, exp.id)[0].id
                 lapse(s, item)
-                token = experiments.claim(s, item, 999, 60.0)
-                experiments.record_item(s, item, status="done", success=False, metrics={"by": "the other runner"},
-                                        token=token)
+                token = item_claims.claim(s, item, 999, 60.0)
+                experiments.record_item(
+                    s, item, status="done", success=False, metrics={"by": "the other runner"}, token=token
+                )
         return agent(body)
 
     _run_and_lose_the_claim_once(scripted_llm, taken_over, db, exp, capfd)
@@ -172,7 +173,7 @@ def test_a_step_in_flight_when_the_claim_is_taken_over_does_not_land(tmp_path, c
             with closing(Store(db)) as s:
                 item = experiments.items(s, exp.id)[0].id
                 lapse(s, item)
-                assert experiments.claim(s, item, 999, 60.0)
+                assert item_claims.claim(s, item, 999, 60.0)
         return agent(body)
 
     _run_and_lose_the_claim_once(scripted_llm, taken_over, db, exp, capfd)
@@ -187,18 +188,18 @@ def test_a_fenced_append_whose_claim_was_taken_over_writes_nothing(tmp_path, scr
     with closing(Store(tmp_path / "x.db")) as store:
         exp = make(store, scripted_llm.base_url)
         item = experiments.items(store, exp.id)[0]
-        mine = experiments.claim(store, item.id, 1, 60.0)
+        mine = item_claims.claim(store, item.id, 1, 60.0)
         ep, v = store.episodes.create(item.task, exp.config, {})
         step = Step(index=1, thought="t", action="search[x]", observation="o", source="model")
-        store.versions.append(v.id, [step], fence=experiments.fence(item.id, mine))  # held: it lands
+        store.versions.append(v.id, [step], fence=item_claims.fence(item.id, mine))  # held: it lands
         lapse(store, item.id)
-        assert experiments.claim(store, item.id, 2, 60.0)
+        assert item_claims.claim(store, item.id, 2, 60.0)
         steps_before = store.db.execute("select count(*) from steps").fetchone()[0]
-        with pytest.raises(experiments.ClaimLost, match="taken over"):
-            store.versions.append(v.id, [step.model_copy(update={"index": 2})], fence=experiments.fence(item.id, mine))
+        with pytest.raises(item_claims.ClaimLost, match="taken over"):
+            store.versions.append(v.id, [step.model_copy(update={"index": 2})], fence=item_claims.fence(item.id, mine))
         assert store.db.execute("select count(*) from steps").fetchone()[0] == steps_before
         assert len(store.versions.steps(v.id)) == 1
         rev = exemplar_sets.builtin_revision(store, "hotpotqa", {"webthink_simple6": "Question: x\n"})
-        with pytest.raises(experiments.ClaimLost):  # an item's first step pins its exemplars: fenced too
-            store.versions.pin_exemplar_revision(v.id, rev, fence=experiments.fence(item.id, mine))
+        with pytest.raises(item_claims.ClaimLost):  # an item's first step pins its exemplars: fenced too
+            store.versions.pin_exemplar_revision(v.id, rev, fence=item_claims.fence(item.id, mine))
         assert store.versions.exemplar_revision(v.id) is None

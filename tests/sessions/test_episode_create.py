@@ -29,8 +29,9 @@ def test_episodes_made_together_each_name_their_own_first_version(tmp_path):
     _, v1 = store.episodes.create(WIKI_TASK, AgentConfig(model="m"), {}, "one")
     store.versions.branch(v1, at_step=None, steps=[], name="more")
     other = WIKI_TASK.model_copy(update={"id": "other", "text": "Question: another?"})
-    made = store.episodes.create_many([(WIKI_TASK, "a"), (other, "b"), (WIKI_TASK, "c")], AgentConfig(model="m"),
-                                      {"k": 1}, version_name="react")
+    made = store.episodes.create_many(
+        [(WIKI_TASK, "a"), (other, "b"), (WIKI_TASK, "c")], AgentConfig(model="m"), {"k": 1}, version_name="react"
+    )
     assert [ep.name for ep, _ in made] == ["a", "b", "c"]
     for ep, v in made:
         stored = store.episodes.get(ep.id)

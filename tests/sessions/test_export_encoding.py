@@ -18,20 +18,38 @@ FLOATS = [0.1 + 0.2, 1e16, 1e-7, -0.0, 2.5, 123456789.125, 5e-324, 1.79769313486
 
 def _call(i: int) -> ModelCall:
     tokens = [None, 0, 10**12][i % 3]
-    return ModelCall(model="m \"x\" ☃", api_style="chat", purpose=["step", "critic"][i % 2],
-                     params={"temperature": FLOATS[i % len(FLOATS)], "stop": ["\n", "é"], "n": None},
-                     prompt_hash=f"{i:064x}", prompt_chars=i, completion=[None, *TEXTS][i % 4],
-                     usage=Usage(prompt_tokens=tokens, completion_tokens=tokens, cached_prompt_tokens=None),
-                     latency_ms=[None, *FLOATS][i % (len(FLOATS) + 1)], attempts=1 + i,
-                     cached=bool(i % 2), error=[None, *TEXTS][(i + 1) % 4], cut_from=[None, 50_007][i % 2])
+    return ModelCall(
+        model='m "x" ☃',
+        api_style="chat",
+        purpose=["step", "critic"][i % 2],
+        params={"temperature": FLOATS[i % len(FLOATS)], "stop": ["\n", "é"], "n": None},
+        prompt_hash=f"{i:064x}",
+        prompt_chars=i,
+        completion=[None, *TEXTS][i % 4],
+        usage=Usage(prompt_tokens=tokens, completion_tokens=tokens, cached_prompt_tokens=None),
+        latency_ms=[None, *FLOATS][i % (len(FLOATS) + 1)],
+        attempts=1 + i,
+        cached=bool(i % 2),
+        error=[None, *TEXTS][(i + 1) % 4],
+        cut_from=[None, 50_007][i % 2],
+    )
 
 
 def test_tricky_values_come_out_as_json_writes_them(toy, tmp_path):
     ep, v = toy.store.episodes.create(ROOM_TASK, cfg(toy.llm), {})
-    steps = [Step(index=i + 1, thought=[None, *TEXTS][i % 4], action=TEXTS[i % 3], observation=[None, *TEXTS][(i + 2) % 4],
-                  done=i == len(FLOATS) - 1, reward=FLOATS[i], info=[{}, {"won": False, "score": FLOATS[i]}][i % 2],
-                  call_ids=[-(i + 1)] if i % 3 else [-(i + 1), -(i + 2)] if i + 2 <= len(FLOATS) else [])
-             for i in range(len(FLOATS))]
+    steps = [
+        Step(
+            index=i + 1,
+            thought=[None, *TEXTS][i % 4],
+            action=TEXTS[i % 3],
+            observation=[None, *TEXTS][(i + 2) % 4],
+            done=i == len(FLOATS) - 1,
+            reward=FLOATS[i],
+            info=[{}, {"won": False, "score": FLOATS[i]}][i % 2],
+            call_ids=[-(i + 1)] if i % 3 else [-(i + 1), -(i + 2)] if i + 2 <= len(FLOATS) else [],
+        )
+        for i in range(len(FLOATS))
+    ]
     toy.store.versions.append(v.id, steps, [_call(i) for i in range(len(FLOATS))])
     out = tmp_path / "x.jsonl"
     export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
@@ -43,7 +61,9 @@ def test_tricky_values_come_out_as_json_writes_them(toy, tmp_path):
     assert [s["thought"] for s in rec["steps"]] == [s.thought for s in steps]
     stored = [None if c.latency_ms is None else round(c.latency_ms, 3) for c in map(_call, range(len(FLOATS)))]
     assert [c["latency_ms"] for c in rec["calls"]] == stored  # (kept to the microsecond)
-    assert [c["usage"]["prompt_tokens"] for c in rec["calls"]] == [_call(i).usage.prompt_tokens for i in range(len(FLOATS))]
+    assert [c["usage"]["prompt_tokens"] for c in rec["calls"]] == [
+        _call(i).usage.prompt_tokens for i in range(len(FLOATS))
+    ]
     assert [c.get("cut_from") for c in rec["calls"]] == [_call(i).cut_from for i in range(len(FLOATS))]
 
 
@@ -62,8 +82,14 @@ def test_a_call_of_another_episode_and_a_call_held_twice(toy, tmp_path):
     rows, _ = toy.store.versions.append(v.id, [Step(index=1, action="look", call_ids=[-1])], [_call(1)])
     ep2, v2 = toy.store.episodes.create(ROOM_TASK, cfg(toy.llm), {})
     cid = rows[0].call_ids[0]
-    toy.store.versions.append(v2.id, [Step(index=1, action="look", observation="x", call_ids=[cid, cid]),
-                                      Step(index=2, action="look", observation="y", call_ids=[cid, 10**9])], [])
+    toy.store.versions.append(
+        v2.id,
+        [
+            Step(index=1, action="look", observation="x", call_ids=[cid, cid]),
+            Step(index=2, action="look", observation="y", call_ids=[cid, 10**9]),
+        ],
+        [],
+    )
     out = tmp_path / "x.jsonl"
     export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
     lines = out.read_text(encoding="utf-8").split("\n")[:-1]  # (splitlines would cut at \u2028)

@@ -25,8 +25,13 @@ from trajectory.records import ModelCall, Step, Usage, env_only, safe_call_param
 
 EXPORT = importlib.import_module("sessions.exchange.export")  # the module (the package's `export` is the function)
 SPLIT = importlib.import_module("sessions.exchange.split")
-TEXTS = ["Naïve café ☃ 𝄞 \u2028\u2029 «ok»", "<script>alert('x')</script> &amp; <b>", 'q "x" \\ \t\n\x00\x1f\x7f',
-         "Ω" * 70_000 + "end", ""]
+TEXTS = [
+    "Naïve café ☃ 𝄞 \u2028\u2029 «ok»",
+    "<script>alert('x')</script> &amp; <b>",
+    'q "x" \\ \t\n\x00\x1f\x7f',
+    "Ω" * 70_000 + "end",
+    "",
+]
 
 
 def _dumps(obj) -> str:  # the documented encoding, independent of the export module's
@@ -50,13 +55,33 @@ def _populate(toy) -> None:
     annotations.tag_step(toy.store, steps3[2].id, by="bob", add=["hallucinated"])
     for k in range(5):
         e, ver = toy.store.episodes.create(ROOM_TASK, cfg(toy.llm), {"wording": TEXTS[k]})
-        steps = [Step(index=i + 1, thought=TEXTS[(k + i) % 5], action=TEXTS[(k + i + 1) % 5],
-                      observation=TEXTS[(k + i + 3) % 5], reward=[0.5, 1e-7, 0.0][i % 3], info={"note": TEXTS[i % 5]},
-                      call_ids=[-(i + 1)]) for i in range(3)]
-        calls = [ModelCall(model="m ☃", api_style="chat", params={"stop": ["\n"], "base_url": "http://u:p@h/v1"},
-                           prompt_hash=f"{k}{i:063x}", prompt_chars=10 + i, completion=TEXTS[(k + i) % 5],
-                           usage=Usage(prompt_tokens=3, completion_tokens=None), latency_ms=[1.25, None, 1e16][i],
-                           error=[None, TEXTS[k]][i % 2], cut_from=[None, 20_001][i % 2]) for i in range(3)]
+        steps = [
+            Step(
+                index=i + 1,
+                thought=TEXTS[(k + i) % 5],
+                action=TEXTS[(k + i + 1) % 5],
+                observation=TEXTS[(k + i + 3) % 5],
+                reward=[0.5, 1e-7, 0.0][i % 3],
+                info={"note": TEXTS[i % 5]},
+                call_ids=[-(i + 1)],
+            )
+            for i in range(3)
+        ]
+        calls = [
+            ModelCall(
+                model="m ☃",
+                api_style="chat",
+                params={"stop": ["\n"], "base_url": "http://u:p@h/v1"},
+                prompt_hash=f"{k}{i:063x}",
+                prompt_chars=10 + i,
+                completion=TEXTS[(k + i) % 5],
+                usage=Usage(prompt_tokens=3, completion_tokens=None),
+                latency_ms=[1.25, None, 1e16][i],
+                error=[None, TEXTS[k]][i % 2],
+                cut_from=[None, 20_001][i % 2],
+            )
+            for i in range(3)
+        ]
         toy.store.versions.append(ver.id, steps, calls)
 
 
@@ -64,18 +89,35 @@ def _edit(e, refs: dict[int, int], limit: int):
     if e is None:
         return None
     ref = refs.get(e.replaced_step) if e.replaced_step is not None else None
-    out = {"kind": e.kind, "index": e.index, "replaced_step": ref if ref is not None and ref <= limit else None,
-           "old_thought": e.old_thought, "old_action": e.old_action}
+    out = {
+        "kind": e.kind,
+        "index": e.index,
+        "replaced_step": ref if ref is not None and ref <= limit else None,
+        "old_thought": e.old_thought,
+        "old_action": e.old_action,
+    }
     if e.origin is not None:
         out["origin"] = e.origin
     return out
 
 
 def _call(c: ModelCall, ref: int) -> dict:
-    d = {"ref": ref, "created_at": c.created_at, "model": c.model, "api_style": c.api_style, "purpose": c.purpose,
-         "params": safe_call_params(c.params), "prompt_hash": c.prompt_hash, "prompt_chars": c.prompt_chars,
-         "completion": c.completion, "usage": c.usage.model_dump(mode="json"), "latency_ms": c.latency_ms,
-         "attempts": c.attempts, "cached": c.cached, "error": c.error}
+    d = {
+        "ref": ref,
+        "created_at": c.created_at,
+        "model": c.model,
+        "api_style": c.api_style,
+        "purpose": c.purpose,
+        "params": safe_call_params(c.params),
+        "prompt_hash": c.prompt_hash,
+        "prompt_chars": c.prompt_chars,
+        "completion": c.completion,
+        "usage": c.usage.model_dump(mode="json"),
+        "latency_ms": c.latency_ms,
+        "attempts": c.attempts,
+        "cached": c.cached,
+        "error": c.error,
+    }
     if c.cut_from:
         d["cut_from"] = c.cut_from
     return d
@@ -86,23 +128,44 @@ def _step(s, ref: int, refs: dict[int, int], limit: int, call_refs: list[int], s
     if "carried_from" in info:
         src = refs.get(info["carried_from"])
         info = {**info, "carried_from": src if src is not None and src <= limit else None}
-    return {"ref": ref, "index": s.index, "thought": s.thought, "action": s.action, "observation": s.observation,
-            "done": s.done, "reward": s.reward, "info": info, "source": s.source, "edit": _edit(s.edit, refs, limit),
-            "calls": call_refs, "created_at": s.created_at,
-            "annotations": [{"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
-                            for a in sann.get(s.id, [])]}
+    return {
+        "ref": ref,
+        "index": s.index,
+        "thought": s.thought,
+        "action": s.action,
+        "observation": s.observation,
+        "done": s.done,
+        "reward": s.reward,
+        "info": info,
+        "source": s.source,
+        "edit": _edit(s.edit, refs, limit),
+        "calls": call_refs,
+        "created_at": s.created_at,
+        "annotations": [
+            {"annotator": a.annotator, "created_at": a.created_at, "tags": a.tags, "note": a.note}
+            for a in sann.get(s.id, [])
+        ],
+    }
 
 
 def _episode_lines(store: Store, batch, ep_ref: int):
     """One episode's records, built the plain way (the format's rules, no shortcuts)."""
     ep = batch.episode
-    calls = {c.id: c for c in store.calls.read(sorted({i for p in batch.paths.values() for s in p for i in s.call_ids}))}
+    calls = {
+        c.id: c for c in store.calls.read(sorted({i for p in batch.paths.values() for s in p for i in s.call_ids}))
+    }
     vann = annotations.version_histories(store, [v.id for v in batch.versions])
     sann = annotations.episode_step_histories(store, ep.id)
     vids = [v.id for v in batch.versions]
     current = ep.current_version if ep.current_version in vids else vids[-1]
-    episode = {"ref": ep_ref, "name": ep.name, "created_at": ep.created_at, "task": ep.task.model_dump(mode="json"),
-               "config": ep.config.model_dump(mode="json"), "env_options": env_only(ep.env_options)}
+    episode = {
+        "ref": ep_ref,
+        "name": ep.name,
+        "created_at": ep.created_at,
+        "task": ep.task.model_dump(mode="json"),
+        "config": ep.config.model_dump(mode="json"),
+        "env_options": env_only(ep.env_options),
+    }
     step_refs: dict[int, int] = {}
     call_refs: dict[int, int] = {}
     made: dict[int, dict] = {}
@@ -118,17 +181,44 @@ def _episode_lines(store: Store, batch, ep_ref: int):
                 made[s.id] = _step(s, ref, step_refs, limit, held, sann)
             steps.append(made[s.id])
         held = dict.fromkeys(c for s in batch.paths[v.id] for c in s.call_ids if c in calls)
-        version = {"ref": n, "parent": version_refs.get(v.parent_version) if v.parent_version else None,
-                   "current": v.id == current, "name": v.name, "status": v.status, "error": v.error,
-                   "outcome": v.outcome.model_dump(mode="json"), "draft_thought": v.draft_thought,
-                   "draft_edit": _edit(v.draft_edit, step_refs, limit),
-                   "edits": [_edit(e, step_refs, limit) for e in v.edits], "created_at": v.created_at,
-                   "updated_at": v.updated_at,
-                   "annotations": [{"annotator": a.annotator, "created_at": a.created_at, "verdict": a.verdict,
-                                    "failure_modes": a.failure_modes, "notes": a.notes,
-                                    "exemplar_ready": a.exemplar_ready} for a in vann.get(v.id, [])]}
-        yield _dumps({"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "episode": episode, "version": version,
-                      "steps": steps, "calls": [_call(calls[c], call_refs[c]) for c in held]}) + "\n"
+        version = {
+            "ref": n,
+            "parent": version_refs.get(v.parent_version) if v.parent_version else None,
+            "current": v.id == current,
+            "name": v.name,
+            "status": v.status,
+            "error": v.error,
+            "outcome": v.outcome.model_dump(mode="json"),
+            "draft_thought": v.draft_thought,
+            "draft_edit": _edit(v.draft_edit, step_refs, limit),
+            "edits": [_edit(e, step_refs, limit) for e in v.edits],
+            "created_at": v.created_at,
+            "updated_at": v.updated_at,
+            "annotations": [
+                {
+                    "annotator": a.annotator,
+                    "created_at": a.created_at,
+                    "verdict": a.verdict,
+                    "failure_modes": a.failure_modes,
+                    "notes": a.notes,
+                    "exemplar_ready": a.exemplar_ready,
+                }
+                for a in vann.get(v.id, [])
+            ],
+        }
+        yield (
+            _dumps(
+                {
+                    "schema": SCHEMA_NAME,
+                    "schema_version": SCHEMA_VERSION,
+                    "episode": episode,
+                    "version": version,
+                    "steps": steps,
+                    "calls": [_call(calls[c], call_refs[c]) for c in held],
+                }
+            )
+            + "\n"
+        )
 
 
 def _expected(store: Store) -> str:
@@ -144,7 +234,11 @@ def test_the_fast_path_writes_what_the_plain_records_give(toy, tmp_path, monkeyp
     out = tmp_path / "x.jsonl"
     rep = export(toy.store, "jsonl", out, filters=Filters(all_versions=True))
     got = out.read_bytes().decode("utf-8")
-    assert (rep.episodes, rep.versions, rep.steps) == (6, 8, sum(len(json.loads(x)["steps"]) for x in got.split("\n")[:-1]))
+    assert (rep.episodes, rep.versions, rep.steps) == (
+        6,
+        8,
+        sum(len(json.loads(x)["steps"]) for x in got.split("\n")[:-1]),
+    )
     assert "Ω" * 70_000 in got and "</script>" in got and "http://u:p@" not in got
     assert got == _expected(toy.store)
     assert rep.bytes == len(got.encode("utf-8"))

@@ -9,7 +9,7 @@ from contextlib import closing
 import pytest
 
 from sessions import exemplar_sets
-from sessions.connection import DatabaseFailure, FROZEN_MARK, is_frozen_refusal
+from sessions.connection import FROZEN_MARK, DatabaseFailure, is_frozen_refusal
 from sessions.store import Store, VersionFrozen
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig
@@ -36,8 +36,10 @@ def test_a_refusal_that_only_reads_like_the_trigger_is_not_frozen(tmp_path):
     with closing(Store(tmp_path / "f.db")) as store:
         ep, v = store.episodes.create(ROOM_TASK, AgentConfig(model="m"), {})
         with store.transaction():
-            store.db.execute("create trigger other_rule before update of status on versions "
-                             "begin select raise(abort, 'no frozen version may be stopped here'); end")
+            store.db.execute(
+                "create trigger other_rule before update of status on versions "
+                "begin select raise(abort, 'no frozen version may be stopped here'); end"
+            )
         with pytest.raises(DatabaseFailure) as got:
             store.versions.update(v.id, status="stopped")
         assert not isinstance(got.value, VersionFrozen) and not is_frozen_refusal(got.value)

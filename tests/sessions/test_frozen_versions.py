@@ -10,23 +10,27 @@ from contextlib import closing
 
 import pytest
 
+import sessions.rollouts
 from agent import rollouts
 from sessions import annotations
-import sessions.rollouts
 from sessions.store import Store, VersionFrozen
 from tests.toy_envs import ROOM_TASK
 from trajectory.records import AgentConfig, Outcome, Step
 
 OPENING = " think: To solve the task, I need to find a mug, then put it in table 1. "
-WINNING = (("OK.\n>", " go to cabinet 1"), ("The cabinet 1 is closed.\n>", " open cabinet 1"),
-           ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"), ("from the cabinet 1.\n>", " go to table 1"),
-           ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1"))
+WINNING = (
+    ("OK.\n>", " go to cabinet 1"),
+    ("The cabinet 1 is closed.\n>", " open cabinet 1"),
+    ("In it, you see a mug 1.\n>", " take mug 1 from cabinet 1"),
+    ("from the cabinet 1.\n>", " go to table 1"),
+    ("On the table 1, you see nothing.\n>", " put mug 1 in/on table 1"),
+)
 
 
 def winner(body: dict) -> str:
     """The toy room's winning path, whatever step the prompt is at."""
     prompt = body["prompt"]
-    tail = prompt[prompt.rfind("Here is the task."):]
+    tail = prompt[prompt.rfind("Here is the task.") :]
     return next((action for obs, action in WINNING if tail.endswith(obs)), OPENING)
 
 
@@ -53,8 +57,12 @@ def test_the_store_refuses_to_change_a_frozen_version(toy, episode):
         with pytest.raises(VersionFrozen):
             toy.store.versions.update(frozen, status="stopped")
     annotations.annotate_version(toy.store, child.id, by="ann", notes="looked")  # annotated
-    for change in ({"status": "stopped"}, {"outcome": Outcome(done=True, success=True, reward=1.0)},
-                   {"error": "late"}, {"leaf_step_id": None}):
+    for change in (
+        {"status": "stopped"},
+        {"outcome": Outcome(done=True, success=True, reward=1.0)},
+        {"error": "late"},
+        {"leaf_step_id": None},
+    ):
         with pytest.raises(VersionFrozen):
             toy.store.versions.update(child.id, **change)
     with pytest.raises(VersionFrozen):

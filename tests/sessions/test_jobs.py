@@ -18,69 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from agent import experiment, experiment_runner
-from agent import jobs
-from sessions import experiments
 import sessions.jobs
-from sessions import rollouts
+from agent import experiment_runner, jobs
+from sessions import experiments
 from sessions.store import Store, StoreError
 from tests.cli_helpers import cli
 from tests.experiment_agents import wiki_agent
-from tests.scripted_server import Reply, ScriptedLLM
+from tests.job_processes import HOTPOT, _env, _episode, _experiment, _per_task, _spawn, _wait
+from tests.scripted_server import Reply
 from trajectory.records import AgentConfig
-
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "envs" / "wikipedia" / "corpus"
-HOTPOT = [json.loads(line) for line in (CORPUS / "hotpotqa.jsonl").read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("REACT_EDITOR_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-def _env(tmp_path, **extra) -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "REACT_EDITOR_CACHE": str(tmp_path / "cache"), **extra}
-
-
-def _spawn(args: list, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "react_editor.main", *map(str, args)], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _cli(args: list, env: dict, timeout: float = 120) -> tuple[int, str, str]:
-    p = _spawn(args, env)
-    out, err = p.communicate(timeout=timeout)
-    return p.returncode, out, err
-
-
-def _wait(cond, timeout: float = 60.0, every: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
-
-
-def _experiment(db: Path, llm: ScriptedLLM, n: int, *, method: str = "react", **params) -> int:
-    from envs.registry import family
-
-    fam = family("hotpotqa")
-    tasks = [fam.get_task(r["id"]) for r in HOTPOT[:n]]
-    with closing(Store(db)) as store:
-        cfg = AgentConfig(model="m", base_url=llm.base_url, cache=False)
-        return experiment.create(store, env="hotpotqa", method=method, config=cfg, tasks=tasks, name="x", params=params).id
-
-
-def _per_task(llm: ScriptedLLM) -> dict[str, int]:
-    """Model calls per task (the question in the prompt's last Question line)."""
-    out: dict[str, int] = {}
-    for r in llm.completion_requests:
-        q = [ln for ln in r.prompt.splitlines() if ln.startswith("Question: ")][-1]
-        out[q] = out.get(q, 0) + 1
-    return out
 
 
 # ---------------------------------------------------------------------- 1: connections
@@ -122,8 +74,7 @@ def _claimed(db: Path) -> int:
 def test_two_processes_resuming_one_experiment_share_its_items(tmp_path, scripted_llm, capsys):
     """Two runners in two processes: a child, and this test's own process once the child holds
     items (a runner here costs no interpreter start and no imports: they are loaded)."""
-    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.15,
-                                          react_steps=2))
+    scripted_llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, latency_s=0.15, react_steps=2))
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 10)
     args = ["experiment", "resume", "x", "--db", db, "--json", "--concurrency", "2"]
@@ -151,7 +102,9 @@ def test_a_runner_killed_with_9_leaves_its_items_to_the_next_after_the_lease(tmp
     scripted_llm.set_responder(wiki_agent(answers, latency_s=0.3, react_steps=2))
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 8)
-    first = _spawn(["experiment", "resume", "x", "--db", db, "--concurrency", "2"], _env(tmp_path, REACT_EDITOR_LEASE_S="3"))
+    first = _spawn(
+        ["experiment", "resume", "x", "--db", db, "--concurrency", "2"], _env(tmp_path, REACT_EDITOR_LEASE_S="3")
+    )
 
     def some_done() -> bool:
         with closing(Store(db)) as store:
@@ -198,9 +151,29 @@ def _tagged(tag: str) -> list[int]:
 def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted_llm, capsys):
     scripted_llm.set_responder(wiki_agent({}, latency_s=0.4, react_steps=6))
     db = tmp_path / "x.db"
-    proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "30", "--concurrency", "2", "--processes",
-                   "--name", "p", "--model", "m", "--base-url", scripted_llm.base_url, "--db", db, "--json"],
-                  _env(tmp_path))
+    proc = _spawn(
+        [
+            "experiment",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--limit",
+            "30",
+            "--concurrency",
+            "2",
+            "--processes",
+            "--name",
+            "p",
+            "--model",
+            "m",
+            "--base-url",
+            scripted_llm.base_url,
+            "--db",
+            db,
+            "--json",
+        ],
+        _env(tmp_path),
+    )
     _wait(lambda: len(scripted_llm.completion_requests) >= 4, timeout=120)
     code, out, err = cli(capsys, "jobs", "--db", str(db), "--json")  # another process than the runner
     (job,) = [j for j in json.loads(out) if j["kind"] == "experiment"]
@@ -213,7 +186,9 @@ def test_jobs_stop_ends_a_processes_run_within_one_model_call(tmp_path, scripted
     assert proc.returncode == 130 and run_err.strip().splitlines()[-1].startswith("stopped: "), run_err
     assert len(scripted_llm.completion_requests) - at_stop <= 2  # the calls in flight, one per worker
     with closing(Store(db)) as store:
-        assert sessions.jobs.get(store, job["id"]).state == "stopped" and experiments.get(store, "p").status == "stopped"
+        assert (
+            sessions.jobs.get(store, job["id"]).state == "stopped" and experiments.get(store, "p").status == "stopped"
+        )
         assert experiments.counts(store, 1).get("done", 0) < 30
     code, _, err = cli(capsys, "jobs", "stop", str(job["id"]), "--db", str(db))
     assert code != 0 and err.strip().count("\n") == 0 and "not running" in err
@@ -224,8 +199,26 @@ def test_processes_workers_exit_when_their_runner_is_killed(tmp_path, scripted_l
     tag = f"REACT_EDITOR_TEST_TAG={os.getpid()}-{time.monotonic_ns()}"
     key, value = tag.split("=")
     db = tmp_path / "x.db"
-    proc = _spawn(["experiment", "run", "--env", "hotpotqa", "--limit", "6", "--concurrency", "2", "--processes",
-                   "--model", "m", "--base-url", scripted_llm.base_url, "--db", db], _env(tmp_path, **{key: value}))
+    proc = _spawn(
+        [
+            "experiment",
+            "run",
+            "--env",
+            "hotpotqa",
+            "--limit",
+            "6",
+            "--concurrency",
+            "2",
+            "--processes",
+            "--model",
+            "m",
+            "--base-url",
+            scripted_llm.base_url,
+            "--db",
+            db,
+        ],
+        _env(tmp_path, **{key: value}),
+    )
     _wait(lambda: len(scripted_llm.completion_requests) >= 2, timeout=120)
     assert len(_tagged(tag)) >= 3  # the runner, the fork server, its workers (and the resource tracker)
     proc.send_signal(signal.SIGKILL)
@@ -250,8 +243,9 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
     db = tmp_path / "x.db"
     _experiment(db, scripted_llm, 1, method="cot-sc", samples=21)
     store = Store(db)
-    h = jobs.start(store, "experiment", lambda h: experiment_runner.run(str(db), 1, concurrency=3, handle=h),
-                   experiment_id=1)
+    h = jobs.start(
+        store, "experiment", lambda h: experiment_runner.run(str(db), 1, concurrency=3, handle=h), experiment_id=1
+    )
     _wait(lambda: len(scripted_llm.completion_requests) >= 6)
     jobs.stop(store, h.id)
     at_stop = len(scripted_llm.completion_requests)
@@ -260,74 +254,10 @@ def test_cot_sc_samples_run_at_once_and_stop_within_one_call(tmp_path, scripted_
     assert len(scripted_llm.completion_requests) - at_stop <= 3 and at_stop < 21
     assert sessions.jobs.get(store, h.id).state == "stopped"
     item = experiments.items(store, 1)[0]
-    assert item.status != "done" and len(store.calls.of_episode(item.episode_id)) == len(scripted_llm.completion_requests)
+    assert item.status != "done" and len(store.calls.of_episode(item.episode_id)) == len(
+        scripted_llm.completion_requests
+    )
     store.close()
-
-
-# ---------------------------------------------------------------------- 4 and 19.9: rollouts
-
-
-def _episode(tmp_path, llm, capsys=None) -> tuple[Path, int, int]:
-    """A two-step episode made by `react-editor run`: in another process, or in this one (`capsys`)."""
-    llm.set_responder(wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2))
-    db = tmp_path / "r.db"
-    args = ["run", "--env", "hotpotqa", "--task", HOTPOT[0]["id"], "--model", "m", "--base-url", llm.base_url,
-            "--db", str(db), "--json"]
-    code, out, err = cli(capsys, *args) if capsys is not None else _cli(args, _env(tmp_path))
-    assert code == 0, err
-    data = json.loads(out.strip().splitlines()[-1])
-    return db, data["episode"], data["version"]
-
-
-def test_kill_9_during_resample_never_moves_the_current_version_and_again_continues(tmp_path, scripted_llm, capsys):
-    db, ep, vid = _episode(tmp_path, scripted_llm, capsys)
-    agent = wiki_agent({r["question"]: r["answer"] for r in HOTPOT}, react_steps=2)
-    scripted_llm.set_responder(lambda body: Reply(text=agent(body).text, delay_s=0.4))
-    args = ["resample", ep, "--step", "2", "--n", "6", "--concurrency", "1", "--temperature", "0.7", "--db", db,
-            "--json"]
-    proc = _spawn(args, _env(tmp_path))
-
-    def one_member() -> bool:
-        with closing(Store(db)) as store:
-            return any(g.members for g in rollouts.groups(store, ep))
-
-    _wait(one_member)
-    time.sleep(0.2)  # mid-rollout
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    scripted_llm.set_responder(agent)  # the delay was for the kill only
-    with closing(Store(db)) as store:
-        assert store.episodes.get(ep).current_version == vid
-        (g,) = rollouts.groups(store, ep)
-        killed = dict(g.members)
-    code, out, err = cli(capsys, *map(str, args))  # again, here
-    assert code == 0, err
-    with closing(Store(db)) as store:
-        (g2,) = rollouts.groups(store, ep)  # the same group, continued
-        assert g2.id == g.id and all(g2.members[p] == m for p, m in killed.items()) and len(g2.members) == 6
-        assert all(store.versions.get(m).outcome.done for m in g2.members.values())
-        assert store.episodes.get(ep).current_version == vid
-    assert json.loads(out.strip().splitlines()[-1])["n"] == 6
-
-
-def test_a_rollout_version_and_its_membership_are_one_transaction(toy, monkeypatch):
-    from agent.rollouts import Request, resample
-    from tests.engine_scripts import cfg
-    from tests.toy_envs import ROOM_TASK
-
-    toy.llm.set_default(" go to shelf 1")
-    ep, v = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm, max_steps=3))
-    toy.engine.run(v.id)
-    before = len(toy.store.versions.of_episode(ep.id))
-
-    def killed(*a, **k):
-        raise RuntimeError("killed")  # a kill between the version and its membership
-
-    monkeypatch.setattr(rollouts, "add_member", killed)
-    run = resample(toy.engine, Request(v.id, 2, 2, 0.5), concurrency=1)
-    assert run.errors and all("killed" in e for e in run.errors)
-    assert len(toy.store.versions.of_episode(ep.id)) == before  # no orphan branch
-    assert toy.store.episodes.get(ep.id).current_version == v.id
 
 
 # ---------------------------------------------------------------------- 2 and 6: tabs, one status
@@ -396,8 +326,13 @@ def test_react_editor_app_killed_with_sigterm_leaves_no_listener(tmp_path):
 
     port = free_port()
     env = _env(tmp_path, REACT_EDITOR_DB=str(tmp_path / "a.db"))
-    proc = subprocess.Popen([sys.executable, "-m", "react_editor", "app", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "react_editor", "app", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait(lambda: listening(port), timeout=90, every=0.3)
         proc.send_signal(signal.SIGTERM)  # to the launcher only, as `kill PID` does

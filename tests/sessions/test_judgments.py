@@ -35,23 +35,36 @@ def test_a_judgment_is_stored_once_per_annotator_and_pair_and_read_oriented_as_a
     a = toy.store.judgments.add(v2.id, v1.id, "A", "alice", reason="  v2 reaches the mug  ")
     # asked as (v2, v1): returned that way round; stored with the lower id as A, so flipped
     assert (a.version_a, a.version_b, a.better, a.reason, a.annotator, a.episode_id) == (
-        v2.id, v1.id, "A", "v2 reaches the mug", "alice", ep.id)
+        v2.id,
+        v1.id,
+        "A",
+        "v2 reaches the mug",
+        "alice",
+        ep.id,
+    )
     (stored,) = toy.store.judgments.list()
     assert (stored.version_a, stored.version_b, stored.better) == (v1.id, v2.id, "B")
     assert toy.store.db.execute("select version_a, version_b, better from judgments").fetchall() == [
-        (v1.id, v2.id, "B")]
+        (v1.id, v2.id, "B")
+    ]
     # a second person's judgment of the same pair is kept beside it
     b = toy.store.judgments.add(v1.id, v2.id, "tie", "bob")
     assert b.reason is None
-    assert [(j.annotator, j.better) for j in toy.store.judgments.of_pair(v1.id, v2.id)] == [("alice", "B"),
-                                                                                           ("bob", "tie")]
+    assert [(j.annotator, j.better) for j in toy.store.judgments.of_pair(v1.id, v2.id)] == [
+        ("alice", "B"),
+        ("bob", "tie"),
+    ]
     assert [(j.annotator, j.better, j.version_a) for j in toy.store.judgments.of_pair(v2.id, v1.id)] == [
-        ("alice", "A", v2.id), ("bob", "tie", v2.id)]
+        ("alice", "A", v2.id),
+        ("bob", "tie", v2.id),
+    ]
     # alice judges the pair again, the other way round: hers is replaced, not added
     again = toy.store.judgments.add(v1.id, v2.id, "A", "alice")
     assert again.id == a.id and again.reason is None and again.created_at >= a.created_at
-    assert [(j.annotator, j.better) for j in toy.store.judgments.of_pair(v1.id, v2.id)] == [("bob", "tie"),
-                                                                                           ("alice", "A")]
+    assert [(j.annotator, j.better) for j in toy.store.judgments.of_pair(v1.id, v2.id)] == [
+        ("bob", "tie"),
+        ("alice", "A"),
+    ]
     assert len(toy.store.judgments.list(ep.id)) == 2 and toy.store.judgments.list(ep.id + 1000) == []
     assert {j.id for j in toy.store.judgments.of_versions([v2.id])} == {a.id, b.id}
 
@@ -59,13 +72,15 @@ def test_a_judgment_is_stored_once_per_annotator_and_pair_and_read_oriented_as_a
 def test_bad_pairs_are_refused_in_one_line_and_nothing_is_written(toy, pair):
     _ep, v1, v2 = pair
     _, other = toy.engine.start_episode(WIKI_TASK, _cfg(toy))
-    cases = [((v1.id, v1.id, "A", "alice"), "against itself"),
-             ((v1.id, 99_999, "A", "alice"), "unknown version 99999"),
-             ((v1.id, other.id, "B", "alice"), "different episodes"),
-             ((v1.id, v2.id, "better", "alice"), "unknown judgment 'better'"),
-             ((v1.id, v2.id, "A", "  "), "annotator is empty"),
-             ((v1.id, v2.id, "A", "a\nb"), "one line"),
-             ((v1.id, v2.id, "A", "alice", "x" * 20_001), "reason is too long")]
+    cases = [
+        ((v1.id, v1.id, "A", "alice"), "against itself"),
+        ((v1.id, 99_999, "A", "alice"), "unknown version 99999"),
+        ((v1.id, other.id, "B", "alice"), "different episodes"),
+        ((v1.id, v2.id, "better", "alice"), "unknown judgment 'better'"),
+        ((v1.id, v2.id, "A", "  "), "annotator is empty"),
+        ((v1.id, v2.id, "A", "a\nb"), "one line"),
+        ((v1.id, v2.id, "A", "alice", "x" * 20_001), "reason is too long"),
+    ]
     for args, message in cases:
         with pytest.raises(JudgmentError, match=message) as caught:
             toy.store.judgments.add(*args)
@@ -104,5 +119,5 @@ def test_migration_20_adds_the_table_to_a_database_made_before_it(tmp_path):
     with closing(Store(path)) as store:
         assert "judgments" in store.db.table_names()
         assert store.db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(
-            len(schema.MIGRATIONS))
-
+            len(schema.MIGRATIONS)
+        )

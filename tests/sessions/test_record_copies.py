@@ -27,8 +27,12 @@ def test_a_step_copied_with_its_row_ids_is_what_model_copy_makes():
 
 def test_a_version_copied_with_its_new_leaf_is_what_model_copy_makes():
     v = Version.model_construct(id=4, episode_id=1, leaf_step_id=None, status="open", outcome=Outcome())
-    upd = {"leaf_step_id": 9, "updated_at": "2026-01-01T00:00:00.000000+00:00", "status": "done",
-           "outcome": Outcome(done=True, success=True, reward=1.0)}
+    upd = {
+        "leaf_step_id": 9,
+        "updated_at": "2026-01-01T00:00:00.000000+00:00",
+        "status": "done",
+        "outcome": Outcome(done=True, success=True, reward=1.0),
+    }
     _same(replaced(v, upd), v.model_copy(update=upd))
     assert v.leaf_step_id is None and v.status == "open"
 

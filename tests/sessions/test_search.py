@@ -31,7 +31,12 @@ def test_signals_recorded_with_each_step_and_shown(room, capsys):
     toy, ep, v = room
     shown = cli_json(capsys, "show", str(ep.id), "--db", str(toy.db))
     assert [s["signals"] for s in shown] == [
-        [], [], ["repeated_action"], ["hallucinated_object"], ["no_effect", "step_limit"]]
+        [],
+        [],
+        ["repeated_action"],
+        ["hallucinated_object"],
+        ["no_effect", "step_limit"],
+    ]
     # stored with the step: the same steps read back carry them (step_limit is the version's)
     assert [s.signals for s in toy.store.versions.steps(v.id)][2:4] == [["repeated_action"], ["hallucinated_object"]]
 
@@ -45,9 +50,12 @@ def test_episodes_by_signal_current_or_any_version(room, capsys):
     assert cli_json(capsys, "episodes", "--signal", "search_miss", "--db", db) == []
     assert [r["episode"] for r in cli_json(capsys, "episodes", "--signal", "step_limit", "--db", db)] == [ep.id]
     counts = signal_counts(toy.store, [ep.id, other.id])
-    assert counts.counts() == {"pick_and_place_simple": {
-        "hallucinated_object": 1, "no_effect": 1, "repeated_action": 1, "step_limit": 1}}
-    assert counts.totals == {"pick_and_place_simple": 2} and counts.episodes["pick_and_place_simple"]["no_effect"] == [ep.id]
+    assert counts.counts() == {
+        "pick_and_place_simple": {"hallucinated_object": 1, "no_effect": 1, "repeated_action": 1, "step_limit": 1}
+    }
+    assert counts.totals == {"pick_and_place_simple": 2} and counts.episodes["pick_and_place_simple"]["no_effect"] == [
+        ep.id
+    ]
     # a new current version without the loop: only --all-versions still finds the episode
     toy.engine.editor.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     assert cli_json(capsys, "episodes", "--signal", "repeated_action", "--db", db) == []
@@ -65,17 +73,23 @@ def test_search_maps_step_hits_to_versions_and_filters(room, capsys):
     v2 = toy.engine.editor.edit(v.id, 3, "rewrite_action", "go to cabinet 1")
     hits = cli_json(capsys, "search", "drawer", "--db", db)
     one = {"episode": ep.id, "version": v.id, "ref": f"{ep.id}:1", "number": 1}  # (v1 of the episode)
-    assert hits == [{**one, "step": 4, "field": "action", "snippet": "go to drawer 3"},
-                    {**one, "step": 4, "field": "observation", "snippet": "On the drawer 3, you see nothing."}]
+    assert hits == [
+        {**one, "step": 4, "field": "action", "snippet": "go to drawer 3"},
+        {**one, "step": 4, "field": "observation", "snippet": "On the drawer 3, you see nothing."},
+    ]
     # step 2 is shared by both versions: the current one (v2) is reported ...
     table = cli_json(capsys, "search", "action: table", "--db", db)
     assert [(h["version"], h["step"], h["field"]) for h in table] == [(v2.id, 2, "action")]
     # ... unless the filters want the other one
-    assert [h["version"] for h in cli_json(capsys, "search", "action: table", "--outcome", "failure", "--db", db)] == [v.id]
+    assert [h["version"] for h in cli_json(capsys, "search", "action: table", "--outcome", "failure", "--db", db)] == [
+        v.id
+    ]
     # a signal filter finds the steps carrying the signal (step 3 repeats step 1), not every step of such a version
     assert cli_json(capsys, "search", "action: table", "--signal", "repeated_action", "--db", db) == []
-    assert [(h["version"], h["step"]) for h in cli_json(capsys, "search", "action: shelf", "--signal",
-                                                        "repeated_action", "--db", db)] == [(v.id, 3)]
+    assert [
+        (h["version"], h["step"])
+        for h in cli_json(capsys, "search", "action: shelf", "--signal", "repeated_action", "--db", db)
+    ] == [(v.id, 3)]
     assert cli_json(capsys, "search", "action: table", "--signal", "search_miss", "--db", db) == []
     assert cli_json(capsys, "search", "drawer", "--outcome", "unfinished", "--db", db) == []
     assert cli_json(capsys, "search", "drawer", "--env", "hotpotqa", "--db", db) == []
@@ -94,9 +108,11 @@ def test_search_names_and_notes_latest_only(room, capsys):
     cli_json(capsys, "tag", f"{ep.id}:{v.id}", "--step", "4", "--note", "no drawer here", "--db", db)
     one = {"episode": ep.id, "version": v.id, "ref": f"{ep.id}:1", "number": 1}  # (v1 of the episode)
     assert cli_json(capsys, "search", "looping", "--db", db) == [
-        {**one, "step": None, "field": "name", "snippet": "looping try"}]
+        {**one, "step": None, "field": "name", "snippet": "looping try"}
+    ]
     assert cli_json(capsys, "search", "pacing", "--db", db) == [
-        {**one, "step": None, "field": "notes", "snippet": "keeps pacing between furniture"}]
+        {**one, "step": None, "field": "notes", "snippet": "keeps pacing between furniture"}
+    ]
     assert [(h["step"], h["field"]) for h in cli_json(capsys, "search", "note: drawer", "--db", db)] == [(4, "note")]
     cli_json(capsys, "annotate", f"{ep.id}:{v.id}", "--notes", "walks in circles", "--db", db)
     assert cli_json(capsys, "search", "pacing", "--db", db) == []  # replaced notes are history
@@ -132,7 +148,11 @@ def test_wikipedia_misses_and_imported_steps_get_signals(toy, tmp_path, capsys):
     cli_json(capsys, "export", str(ep.id), "--format", "jsonl", "--out", str(out), "--db", str(toy.db))
     other = str(tmp_path / "other.db")
     cli_json(capsys, "import", str(out), "--db", other)
-    assert [s["signals"] for s in cli_json(capsys, "show", "1", "--db", other)] == [["search_miss"], [], ["lookup_miss"]]
+    assert [s["signals"] for s in cli_json(capsys, "show", "1", "--db", other)] == [
+        ["search_miss"],
+        [],
+        ["lookup_miss"],
+    ]
 
 
 def test_upgrade_backfills_signals_and_builds_the_index(tmp_path, monkeypatch):
@@ -159,10 +179,14 @@ def test_upgrade_backfills_signals_and_builds_the_index(tmp_path, monkeypatch):
     conn.commit()
     conn.close()
     store = Store(path)
-    assert store.db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(len(schema.MIGRATIONS))
+    assert store.db.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(
+        len(schema.MIGRATIONS)
+    )
     assert [s.signals for s in store.versions.steps(1)] == [[], ["repeated_action"]]
     assert [s.signals for s in store.versions.steps(2)] == [[], ["no_effect", "hallucinated_object"]]
-    assert episodes_with_signal(store, "step_limit") == [] and episodes_with_signal(store, "step_limit", all_versions=True) == [1]
+    assert episodes_with_signal(store, "step_limit") == [] and episodes_with_signal(
+        store, "step_limit", all_versions=True
+    ) == [1]
     assert [(h.version, h.step, h.field) for h in search(store, "sofa")] == [(2, 2, "action")]
     # a signal filter points at the step carrying it (step_limit: the version's last step)
     assert {(h.version, h.step) for h in search(store, "shelf", signal="step_limit")} == {(1, 2)}
@@ -174,14 +198,22 @@ def test_text_copied_from_a_trajectory_is_searched_literally(toy, capsys):
     """Queries that are not FTS5 syntax (copied from a transcript) find the text they name."""
     db = str(toy.db)
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
-    for thought, action in (("Tomas Rell can't be in C# Quartet; see hp-001.", "Search[Tomas Rell]"),
-                            ("Hale & Morrow wrote it.", "Lookup[born]")):
+    for thought, action in (
+        ("Tomas Rell can't be in C# Quartet; see hp-001.", "Search[Tomas Rell]"),
+        ("Hale & Morrow wrote it.", "Lookup[born]"),
+    ):
         toy.engine.human_step(v.id, thought=thought, action=action)
     room, rv = toy.engine.start_episode(ROOM_TASK, cfg(toy.llm))
     toy.engine.human_step(rv.id, action="put mug 1 in/on table 1")
-    expected = {"Search[Tomas Rell]": (ep.id, 1, "action"), "Lookup[born]": (ep.id, 2, "action"),
-                "in/on": (room.id, 1, "action"), "hp-001": (ep.id, 1, "thought"), "can't": (ep.id, 1, "thought"),
-                "C# Quartet": (ep.id, 1, "thought"), "Hale & Morrow": (ep.id, 2, "thought")}
+    expected = {
+        "Search[Tomas Rell]": (ep.id, 1, "action"),
+        "Lookup[born]": (ep.id, 2, "action"),
+        "in/on": (room.id, 1, "action"),
+        "hp-001": (ep.id, 1, "thought"),
+        "can't": (ep.id, 1, "thought"),
+        "C# Quartet": (ep.id, 1, "thought"),
+        "Hale & Morrow": (ep.id, 2, "thought"),
+    }
     for query, place in expected.items():
         code, out, err = cli(capsys, "search", query, "--db", db, "--json")
         assert code == 0, (query, err)
@@ -222,8 +254,13 @@ def test_the_search_benchmark_runs(tmp_path):
     from pathlib import Path as _Path
 
     root = _Path(__file__).resolve().parents[2]
-    p = subprocess.run([sys.executable, str(root / "benchmarks" / "search.py"), "--episodes", "5", "--keep", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
+    p = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "search.py"), "--episodes", "5", "--keep", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout.splitlines()[-1])["versions"] == 10
 

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from sessions import search_index
+from sessions import search_index, search_reads
 from sessions.episode_tree import EpisodeTree
 from sessions.store import Store
 from trajectory.records import AgentConfig, Outcome, Step, Task
@@ -53,9 +53,16 @@ def test_a_query_too_common_to_rank_lists_the_newest_rows_first(store):
 def test_filters_asked_of_the_hits_episodes_keep_what_the_whole_sets_keep(store):
     rnd = random.Random(7)
     with store.transaction():
-        ids = [_episode(store, n, "Nothing happens." if n % 3 else "You see a mug.",
-                        env=rnd.choice(["alfworld", "hotpotqa"]), success=rnd.choice([True, False, None]))
-               for n in range(40)]
+        ids = [
+            _episode(
+                store,
+                n,
+                "Nothing happens." if n % 3 else "You see a mug.",
+                env=rnd.choice(["alfworld", "hotpotqa"]),
+                success=rnd.choice([True, False, None]),
+            )
+            for n in range(40)
+        ]
     some = rnd.sample(ids, 25)
     for env in (None, "alfworld", "hotpotqa"):
         for outcome in (None, "success", "failure", "unfinished"):
@@ -63,9 +70,9 @@ def test_filters_asked_of_the_hits_episodes_keep_what_the_whole_sets_keep(store)
             if env:
                 whole &= set(store.episodes.ids(env=env))
             if outcome:
-                whole &= store.episodes.with_outcome(outcome)
-            assert store.episodes.passing(some, env=env, outcome=outcome) == whole, (env, outcome)
-    assert store.episodes.passing(some, signal="no_effect") == set(some) & store.episodes.flagged("no_effect")
+                whole &= search_reads.with_outcome(store, outcome)
+            assert search_reads.passing(store, some, env=env, outcome=outcome) == whole, (env, outcome)
+    assert search_reads.passing(store, some, signal="no_effect") == set(some) & search_reads.flagged(store, "no_effect")
 
 
 def test_the_versions_holding_a_step_are_those_whose_path_holds_it():

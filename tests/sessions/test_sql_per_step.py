@@ -10,16 +10,15 @@ import threading
 
 import pytest
 
-from agent import experiment, experiment_runner, methods
+from agent import experiment, experiment_runner, item_starts, methods
 from agent.engine import Engine
 from envs.registry import family
 from envs.wikipedia.builtin import corpus_hash
-from sessions import experiments
-from sessions import schema, writer
+from sessions import experiments, schema, writer
 from sessions.search import search
 from sessions.store import Store
-from tests.experiment_agents import wiki_agent
 from tests.engine_scripts import cfg
+from tests.experiment_agents import wiki_agent
 from tests.toy_envs import WIKI_TASK
 from trajectory.records import AgentConfig
 
@@ -67,6 +66,7 @@ def hotpot_task():
 
 # ---------------------------------------------------------------- 1. the full-text index
 
+
 def test_a_step_leaves_the_version_index_alone_and_a_rename_still_reindexes(toy):
     """A step moves its version's leaf and status without any statement on `versions_fts`;
     renaming the version still makes the new name searchable and the old one not."""
@@ -108,6 +108,7 @@ def test_a_schema_10_database_is_migrated_to_the_narrow_triggers(tmp_path):
 
 
 # ---------------------------------------------------------------- 2. a step's pages commit with it
+
 
 def test_a_wikipedia_step_commits_once_with_its_page(tmp_path, scripted_llm):
     """One model step that searches commits once, the page it fetched is in the blob table
@@ -153,6 +154,7 @@ def test_deferred_blobs_survive_a_rollback_and_the_scope_end(tmp_path):
 
 # ---------------------------------------------------------------- 3. an experiment item's commits
 
+
 def test_experiment_items_are_started_in_batches_and_commit_with_their_steps(tmp_path, scripted_llm, monkeypatch):
     """ReAct on HotpotQA (a search, then finish: 2 model calls) at concurrency 1: the worker
     claims and starts its next items together (claims, episodes, first phases' versions:
@@ -162,7 +164,7 @@ def test_experiment_items_are_started_in_batches_and_commit_with_their_steps(tmp
     version is named after its phase and recorded in its metrics, committed, before the
     method runs. Within the writer's power-loss window (here longer than the run) every
     commit is light but the close's, which is the one durable point."""
-    n = experiment_runner.BATCH
+    n = item_starts.BATCH
     monkeypatch.setattr(writer, "DURABLE_S", 3600.0)
     stmts: list[tuple[str, str]] = []
     seen: list[tuple[dict, str | None, bool]] = []
@@ -181,11 +183,17 @@ def test_experiment_items_are_started_in_batches_and_commit_with_their_steps(tmp
     monkeypatch.setattr(methods, "run_item", spy)
     scripted_llm.set_responder(wiki_agent({}, react_steps=2))
     store = Store(path)
-    exp = experiment.create(store, env="hotpotqa", method="react", config=cfg(scripted_llm),
-                            tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
+    exp = experiment.create(
+        store,
+        env="hotpotqa",
+        method="react",
+        config=cfg(scripted_llm),
+        tasks=family("hotpotqa").list_tasks(source="builtin")[:n],
+    )
     # the Store the run opens traces every thread's statements
-    out = experiment_runner.run(str(path), exp.id, concurrency=1,
-                                tracer=lambda sql, _: stmts.append((threading.current_thread().name, sql)))
+    out = experiment_runner.run(
+        str(path), exp.id, concurrency=1, tracer=lambda sql, _: stmts.append((threading.current_thread().name, sql))
+    )
     assert out["done"] == n and len(scripted_llm.requests) == 2 * n
     worker = [(t, s) for t, s in stmts if t.startswith("batch") or t == "store-writer"]  # (the writer commits for it)
     claims = [s for _, s in worker if s.startswith("update experiment_items set claimed_by")]
@@ -199,6 +207,7 @@ def test_experiment_items_are_started_in_batches_and_commit_with_their_steps(tmp
 
 
 # ---------------------------------------------------------------- 4. the built-in corpus hash
+
 
 def test_the_corpus_hash_follows_the_corpus_file(tmp_path):
     """The built-in ZIM's hash is stable while the corpus is unchanged and changes when the
@@ -218,6 +227,7 @@ def test_the_corpus_hash_follows_the_corpus_file(tmp_path):
 
 
 # ---------------------------------------------------------------- 5. durable and light commits
+
 
 def test_a_light_transaction_skips_the_fsync_and_puts_the_safety_level_back(tmp_path):
     """`transaction(durable=False)` commits at `synchronous = normal` (no fsync) and the
@@ -245,6 +255,7 @@ def test_a_light_transaction_skips_the_fsync_and_puts_the_safety_level_back(tmp_
 
 
 # ---------------------------------------------------------------- 6. statements per model call
+
 
 def issued(reports: list[tuple[str, str]]) -> int:
     """The statements the runner issued (each execute, begin and commit), from what SQLite's
@@ -279,8 +290,13 @@ def test_an_experiment_issues_few_statements_per_model_call(tmp_path, scripted_l
     scripted_llm.set_responder(wiki_agent({}, react_steps=2))
     path = tmp_path / "s.db"
     store = Store(path)
-    exp = experiment.create(store, env="hotpotqa", method="react", config=cfg(scripted_llm),
-                            tasks=family("hotpotqa").list_tasks(source="builtin")[:n])
+    exp = experiment.create(
+        store,
+        env="hotpotqa",
+        method="react",
+        config=cfg(scripted_llm),
+        tasks=family("hotpotqa").list_tasks(source="builtin")[:n],
+    )
     out = experiment_runner.run(str(path), exp.id, concurrency=1, tracer=trace)
     assert out["done"] == n and len(scripted_llm.requests) == 2 * n
     assert issued(reports) / (2 * n) <= STATEMENTS_PER_CALL, issued(reports) / (2 * n)

@@ -12,12 +12,23 @@ TASK = Task(env="hotpotqa", id="q1", text="Question: Who?")
 def test_a_step_round_trips_its_reasoning_tool_call_and_raw_message(tmp_path):
     store = Store(tmp_path / "s.db")
     _, v = store.episodes.create(TASK, AgentConfig(model="m", api_style="tools"), {}, "e")
-    raw = {"role": "assistant", "content": "I search.", "reasoning_content": "think hard",
-           "tool_calls": [{"id": "call_9", "type": "function",
-                           "function": {"name": "search", "arguments": "{\"entity\": \"Rell\"}"}}]}
-    step = Step(index=1, thought="I search.", action="Search[Rell]", observation="Rell is ...",
-                reasoning="think hard", tool_call=ToolCall(id="call_9", name="search", arguments={"entity": "Rell"}),
-                message=raw)
+    raw = {
+        "role": "assistant",
+        "content": "I search.",
+        "reasoning_content": "think hard",
+        "tool_calls": [
+            {"id": "call_9", "type": "function", "function": {"name": "search", "arguments": '{"entity": "Rell"}'}}
+        ],
+    }
+    step = Step(
+        index=1,
+        thought="I search.",
+        action="Search[Rell]",
+        observation="Rell is ...",
+        reasoning="think hard",
+        tool_call=ToolCall(id="call_9", name="search", arguments={"entity": "Rell"}),
+        message=raw,
+    )
     store.versions.append(v.id, [step])
     store.close()
     again = Store(tmp_path / "s.db")  # a restart reads them back from the rows
@@ -38,8 +49,11 @@ def test_a_database_of_schema_18_gains_the_columns_and_keeps_its_steps(tmp_path)
         m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:18])
         old = Store(path)
         _, v = old.episodes.create(TASK, AgentConfig(model="m"), {}, "old")
-        old.db.execute("insert into steps (episode_id, idx, thought, action, source, created_at) "
-                       "values (?, 1, 't', 'Search[x]', 'model', '2026-01-01')", [v.episode_id])
+        old.db.execute(
+            "insert into steps (episode_id, idx, thought, action, source, created_at) "
+            "values (?, 1, 't', 'Search[x]', 'model', '2026-01-01')",
+            [v.episode_id],
+        )
         old.db.conn.commit()
         old.close()
     store = Store(path)

@@ -10,7 +10,9 @@ from sessions.store import Store
 
 def test_a_tracer_sees_every_statement_of_every_thread(tmp_path):
     seen: list[tuple[str, str, object]] = []
-    store = Store(tmp_path / "t.db", tracer=lambda sql, params: seen.append((threading.current_thread().name, sql, params)))
+    store = Store(
+        tmp_path / "t.db", tracer=lambda sql, params: seen.append((threading.current_thread().name, sql, params))
+    )
     assert any("schema_version" in sql for _, sql, _ in seen)  # the first connection's migration
     writer = threading.Thread(target=lambda: store.settings.set("pace", 2), name="writer")
     writer.start()

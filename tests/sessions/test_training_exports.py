@@ -100,8 +100,13 @@ def test_dpo_pairs_follow_the_evidence(toy, made):
     assert [t["function"]["name"] for t in r["tools"]] == ["act"]
     step1, result = r["prompt"][2], r["prompt"][3]
     assert step1["reasoning_content"] == "Mugs hide." and step1["content"] == "I go: go to cabinet 1."
-    assert step1["tool_calls"] == [{"id": "call_t11", "type": "function",
-                                    "function": {"name": "act", "arguments": '{"command": "go to cabinet 1"}'}}]
+    assert step1["tool_calls"] == [
+        {
+            "id": "call_t11",
+            "type": "function",
+            "function": {"name": "act", "arguments": '{"command": "go to cabinet 1"}'},
+        }
+    ]
     assert result == {"role": "tool", "tool_call_id": "call_t11", "content": "The cabinet 1 is closed."}
     assert json.loads(r["chosen"][0]["tool_calls"][0]["function"]["arguments"]) == {"command": "open cabinet 1"}
     # no evidence either way: left out and counted (delete_thought: the same outcome; rewrite_action: unfinished)
@@ -209,8 +214,17 @@ def test_chat_sft_mixes_styles_and_imports_back(toy, made, tmp_path):
 
 
 def test_chat_sft_import_rejects_with_the_line(toy, tmp_path):
-    good = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "fly", "arguments": "{}"}}]}], "tools": []}
+    good = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "fly", "arguments": "{}"}}],
+            },
+        ],
+        "tools": [],
+    }
     p = tmp_path / "x.jsonl"
     p.write_text(json.dumps(good) + "\n")
     with pytest.raises(ValueError, match=r"^line 1: a chat-sft record needs its `tools` list"):
@@ -253,8 +267,10 @@ def test_files_load_with_datasets(toy, made, tmp_path, monkeypatch):
 def test_cli_prints_what_it_wrote_and_left_out(toy, made, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("REACT_EDITOR_DB", str(toy.db))
     out = tmp_path / "p.jsonl"
-    assert cli(["export", "--format", "dpo", "--env", "alfworld", "--out", str(out),
-                "--exclude-experiment", "heldout"]) == 0
+    assert (
+        cli(["export", "--format", "dpo", "--env", "alfworld", "--out", str(out), "--exclude-experiment", "heldout"])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "wrote 3 records" in text and "left out 2" in text
     assert "  left out 2: no evidence either way" in text
@@ -298,7 +314,10 @@ def test_jsonl_keeps_a_tools_step_call_and_reasoning(toy, made, tmp_path):
     tools = [json.loads(x) for x in lines if json.loads(x)["episode"]["task"]["id"] == "toy/tools-1"]
     step1 = tools[0]["steps"][0]
     assert step1["reasoning"] == "Mugs hide." and step1["tool_call"] == {
-        "id": "call_t11", "name": "act", "arguments": {"command": "go to cabinet 1"}}
+        "id": "call_t11",
+        "name": "act",
+        "arguments": {"command": "go to cabinet 1"},
+    }
     assert all("tool_call" not in s for x in lines if '"toy/room-1"' in x for s in json.loads(x)["steps"])
     other = Store(tmp_path / "b.db")
     import_file(other, a)
@@ -307,7 +326,11 @@ def test_jsonl_keeps_a_tools_step_call_and_reasoning(toy, made, tmp_path):
     assert b.read_bytes() == a.read_bytes()
     ep = other.episodes.get(max(other.episodes.ids()))
     s1 = other.versions.steps(ep.current_version)[0]
-    assert (s1.reasoning, s1.tool_call.id, s1.tool_call.arguments) == ("Mugs hide.", "call_t11", {"command": "go to cabinet 1"})
+    assert (s1.reasoning, s1.tool_call.id, s1.tool_call.arguments) == (
+        "Mugs hide.",
+        "call_t11",
+        {"command": "go to cabinet 1"},
+    )
 
 
 def test_an_accepted_suggestion_is_a_pair_its_what_if_proved(toy, capsys):
@@ -338,8 +361,12 @@ def test_a_tools_style_run_exports_its_own_calls(toy, tmp_path):
     from tests.export_support import cfg
     from tests.scripted_server import Reply, tool_call
 
-    plan = [("search", {"entity": "Velmora"}), ("search", {"entity": "Marrowgate"}),
-            ("lookup", {"keyword": "founded"}), ("finish", {"answer": "1650"})]
+    plan = [
+        ("search", {"entity": "Velmora"}),
+        ("search", {"entity": "Marrowgate"}),
+        ("lookup", {"keyword": "founded"}),
+        ("finish", {"answer": "1650"}),
+    ]
 
     def agent(body):
         i = sum(1 for m in _after_task(body["messages"]) if m["role"] == "assistant")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.transactions import ConnectionState, connection_state
 from sessions.store import Store
+from sessions.transactions import ConnectionState, connection_state
 from trajectory.records import AgentConfig, ModelCall, Task
 
 
@@ -16,8 +16,14 @@ class Boom(Exception):
 
 
 def call(model: str) -> ModelCall:
-    return ModelCall(model=model, api_style="completions", params={"temperature": 0.0}, prompt_hash="h",
-                     prompt_chars=1, completion="ok")
+    return ModelCall(
+        model=model,
+        api_style="completions",
+        params={"temperature": 0.0},
+        prompt_hash="h",
+        prompt_chars=1,
+        completion="ok",
+    )
 
 
 @pytest.fixture

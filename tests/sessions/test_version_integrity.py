@@ -14,12 +14,11 @@ import time
 import pytest
 
 from agent.engine import Engine
-from sessions import annotations
-from sessions import exemplar_sets
+from sessions import annotations, exemplar_sets
 from sessions.store import Store, StoreError, VersionChanged
-from tests.scripted_server import Reply
 from tests.cli_helpers import CHILD, ROOT, cli, cli_json
 from tests.engine_scripts import ROOM_SCRIPT, cfg
+from tests.scripted_server import Reply
 from tests.toy_envs import ROOM_EXEMPLARS, ROOM_TASK
 from trajectory.records import ModelCall
 
@@ -28,8 +27,9 @@ def _child(tmp_path, scripted_llm, *argv: str) -> subprocess.Popen:
     script = tmp_path / "child.py"
     if not script.exists():
         script.write_text(CHILD.format(root=str(ROOT)))
-    return subprocess.Popen([sys.executable, str(script), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _indices(store: Store, vid: int) -> list[int]:
@@ -165,8 +165,9 @@ def test_show_prompt_is_byte_identical_across_config_and_set_changes(toy, capsys
     assert cli(capsys, "show", "1", "--version", "1", "--prompt", "--db", db)[1] == shown
     # new model flags on an existing version: a new child version, version 1 keeps its config
     toy.llm.push(" go to shelf 1")
-    code, _, err = cli(capsys, "step", "1", "--version", "1", "--model", "other-model", "--exemplars", "mine",
-                       "--db", db)
+    code, _, err = cli(
+        capsys, "step", "1", "--version", "1", "--model", "other-model", "--exemplars", "mine", "--db", db
+    )
     assert code == 0, err
     assert "continuing in new version 1:2" in err
     assert toy.llm.last_request.body["model"] == "other-model"
@@ -207,6 +208,7 @@ def test_database_errors_are_one_line_store_errors(toy, capsys):
         toy.store.settings.set("x", 1)
     assert "\n" not in str(info.value)
     from agent.engine import WriteBlocked
+
     with pytest.raises(WriteBlocked, match="locked") as info:  # the paid answer is kept, the run stops
         toy.engine.run(v.id)
     assert "\n" not in str(info.value) and "kept" in str(info.value)
@@ -358,7 +360,10 @@ def test_cost_uses_the_price_of_each_calls_model(app):
     toy.engine.step(v.id)
     new = toy.engine.editor.reconfigure(v.id, {"model": "dear-model"})
     toy.engine.step(new.id)
-    prices = {"scripted-model": {"prompt": 1000.0, "completion": 0.0}, "dear-model": {"prompt": 9000.0, "completion": 0.0}}
+    prices = {
+        "scripted-model": {"prompt": 1000.0, "completion": 0.0},
+        "dear-model": {"prompt": 9000.0, "completion": 0.0},
+    }
     toy.store.settings.set("model_prices", prices)
     calls = toy.store.calls.of_episode(ep.id)
     assert {c.model for c in calls} == {"scripted-model", "dear-model"}

@@ -10,14 +10,16 @@ import pytest
 
 from agent.engine import Engine, EngineError
 from envs.base import ReplayMismatch
-from tests.toy_envs import ROOM_TASK, WIKI_TASK
 from tests.engine_scripts import ROOM_SCRIPT, WIKI_SCRIPT, cfg
+from tests.toy_envs import ROOM_TASK, WIKI_TASK
 
 
 def dump_version(store, vid) -> str:
     v = store.versions.get(vid)
     steps = store.versions.steps(vid)
-    return json.dumps([v.leaf_step_id, v.edits and [e.model_dump() for e in v.edits], [s.model_dump() for s in steps]], sort_keys=True)
+    return json.dumps(
+        [v.leaf_step_id, v.edits and [e.model_dump() for e in v.edits], [s.model_dump() for s in steps]], sort_keys=True
+    )
 
 
 def room_version(toy, n=6):
@@ -97,9 +99,15 @@ def test_wiki_thought_edit_makes_model_write_the_action(toy):
     toy.llm.push(" Search[Marrowgate]")
     rep = toy.engine.step(v2.id)
     req = toy.llm.completion_requests[-1]
-    assert req.body["prompt"].endswith("Thought 2: Marrowgate is the capital; search it.\nAction 2:") and req.body["stop"] == ["\n"]
+    assert req.body["prompt"].endswith("Thought 2: Marrowgate is the capital; search it.\nAction 2:") and req.body[
+        "stop"
+    ] == ["\n"]
     st = rep.steps[0]
-    assert (st.thought, st.action, st.source) == ("Marrowgate is the capital; search it.", "Search[Marrowgate]", "human")
+    assert (st.thought, st.action, st.source) == (
+        "Marrowgate is the capital; search it.",
+        "Search[Marrowgate]",
+        "human",
+    )
     assert st.edit.kind == "rewrite_thought" and toy.store.versions.get(v2.id).draft_thought is None
     # insert in Wikipedia format: a hint at step 3 without keeping the rest
     v3 = toy.engine.editor.edit(v.id, 3, "insert_thought", "Look up founded.")
@@ -113,12 +121,24 @@ def test_wiki_thought_edit_makes_model_write_the_action(toy):
 
 def test_bad_edits_change_nothing(toy):
     ep, v = room_version(toy, 3)
-    rows = toy.store.db.execute("select count(*) from steps").fetchone()[0] + toy.store.db.execute("select count(*) from versions").fetchone()[0]
-    for args in [(9, "rewrite_thought", "x"), (1, "rewrite_thought", ""), (1, "rewrite_thought", "x" * 1_000_000),
-                 (2, "rewrite_thought", "x"), (1, "bogus", "x"), (0, "delete_thought", None)]:
+    rows = (
+        toy.store.db.execute("select count(*) from steps").fetchone()[0]
+        + toy.store.db.execute("select count(*) from versions").fetchone()[0]
+    )
+    for args in [
+        (9, "rewrite_thought", "x"),
+        (1, "rewrite_thought", ""),
+        (1, "rewrite_thought", "x" * 1_000_000),
+        (2, "rewrite_thought", "x"),
+        (1, "bogus", "x"),
+        (0, "delete_thought", None),
+    ]:
         with pytest.raises(EngineError):
             toy.engine.editor.edit(v.id, *args)
-    after = toy.store.db.execute("select count(*) from steps").fetchone()[0] + toy.store.db.execute("select count(*) from versions").fetchone()[0]
+    after = (
+        toy.store.db.execute("select count(*) from steps").fetchone()[0]
+        + toy.store.db.execute("select count(*) from versions").fetchone()[0]
+    )
     assert rows == after
 
 
@@ -148,9 +168,12 @@ def test_replay_mismatch_is_reported(toy, monkeypatch):
     toy.engine.envs.forget_env(ep.id)
     drifting = Engine(toy.store)
     from envs import registry
+
     fam = registry._FAMILIES["alfworld"]
     orig = fam.make_env
-    monkeypatch.setattr(fam, "make_env", lambda task, options, blobs=None: orig(task, {**options, "drift": True}, blobs))
+    monkeypatch.setattr(
+        fam, "make_env", lambda task, options, blobs=None: orig(task, {**options, "drift": True}, blobs)
+    )
     with pytest.raises(ReplayMismatch, match="step 2"):
         drifting.step(v.id)
     assert len(toy.store.versions.steps(v.id)) == 3
@@ -211,7 +234,9 @@ def test_migrations_apply_forward_on_old_database(tmp_path, monkeypatch):
     Store(path).close()
     monkeypatch.undo()
     s = Store(path)
-    assert int(s.db.execute("select value from meta where key='schema_version'").fetchone()[0]) == len(schema.MIGRATIONS)
+    assert int(s.db.execute("select value from meta where key='schema_version'").fetchone()[0]) == len(
+        schema.MIGRATIONS
+    )
 
 
 def test_suggestions_before_a_step_come_from_that_state(toy):
@@ -233,7 +258,9 @@ def test_insert_thought_after_last_step(toy):
     ep, v = toy.engine.start_episode(WIKI_TASK, cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
     v2 = toy.engine.editor.edit(v.id, 3, "insert_thought", "Look up founded.")
-    assert toy.store.versions.get(v2.id).draft_thought == "Look up founded." and len(toy.store.versions.steps(v2.id)) == 2
+    assert (
+        toy.store.versions.get(v2.id).draft_thought == "Look up founded." and len(toy.store.versions.steps(v2.id)) == 2
+    )
     toy.llm.push(" Lookup[founded]")
     rep = toy.engine.step(v2.id)
     assert rep.steps[0].action == "Lookup[founded]" and rep.steps[0].thought == "Look up founded."

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from sessions.store import Store, StoreError
 from sessions import writer
+from sessions.store import Store, StoreError
 from sessions.writer import attached, write
 
 
@@ -107,8 +107,11 @@ def test_a_failing_write_undoes_only_its_own_part_of_the_group(traced, tmp_path)
         store.settings.set("bad", 1)
         raise Boom("no")
 
-    w, errors = grouped(store, lambda: store.settings.set("0", 0),
-                        {1: lambda: store.settings.set("a", 1), 2: bad, 3: lambda: store.settings.set("b", 2)})
+    w, errors = grouped(
+        store,
+        lambda: store.settings.set("0", 0),
+        {1: lambda: store.settings.set("a", 1), 2: bad, 3: lambda: store.settings.set("b", 2)},
+    )
     assert list(errors) == [2] and isinstance(errors[2], Boom)
     assert (store.settings.get("a"), store.settings.get("bad"), store.settings.get("b")) == (1, None, 2)
     assert w.groups == 2 and commits(stmts) == 2
@@ -152,8 +155,11 @@ def test_a_failed_commit_is_every_members_error(traced):
             store.db.execute("pragma defer_foreign_keys = on")  # checked when the group commits
             store.db.execute("insert into episodes (task_id, config_id, created_at) values (999, 999, 'x')")
 
-    _, errors = grouped(store, lambda: None, {"g0": lambda: store.settings.set("g0", 0), "orphan": orphan,
-                                              "g1": lambda: store.settings.set("g1", 1)})
+    _, errors = grouped(
+        store,
+        lambda: None,
+        {"g0": lambda: store.settings.set("g0", 0), "orphan": orphan, "g1": lambda: store.settings.set("g1", 1)},
+    )
     assert sorted(errors) == ["g0", "g1", "orphan"] and all(isinstance(e, StoreError) for e in errors.values())
     assert store.settings.get("g0") is None and store.settings.get("g1") is None
     assert store.db.execute("select count(*) from episodes").fetchone()[0] == 0
@@ -238,11 +244,14 @@ def test_a_write_that_fails_before_writing_leaves_its_group_flat(traced, tmp_pat
         store.settings.get("x")
         raise Boom("refused before writing")
 
-    w, errors = grouped(store, lambda: None, {1: lambda: store.settings.set("a", 1), 2: refused,
-                                              3: lambda: store.settings.set("b", 2)})
+    w, errors = grouped(
+        store, lambda: None, {1: lambda: store.settings.set("a", 1), 2: refused, 3: lambda: store.settings.set("b", 2)}
+    )
     assert list(errors) == [2] and (store.settings.get("a"), store.settings.get("b")) == (1, 2)
     assert w.groups == 2 and commits(stmts) == 2
-    assert not [s for t, s in stmts if t == "store-writer" and s.lower().startswith(("savepoint tx_", "rollback"))]  # (not sqlite-utils' own)
+    assert not [
+        s for t, s in stmts if t == "store-writer" and s.lower().startswith(("savepoint tx_", "rollback"))
+    ]  # (not sqlite-utils' own)
 
 
 # ---------------------------------------------------------------- writes nobody waits for
@@ -348,7 +357,9 @@ def test_a_worker_whose_writes_go_to_the_writer_opens_no_connection(traced):
         done.append(key)
 
     with attached(store):
-        write(store, lambda: store.settings.set("a", 1))  # (the lone worker so far: the next thread's write is handed over)
+        write(
+            store, lambda: store.settings.set("a", 1)
+        )  # (the lone worker so far: the next thread's write is handed over)
         t = threading.Thread(target=worker, name="worker-2")
         t.start()
         t.join(10)

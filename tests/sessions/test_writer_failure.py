@@ -13,7 +13,8 @@ import threading
 import pytest
 
 from sessions.store import Store
-from sessions.writer import Writer, WriterFailed, attached, write
+from sessions.write_handoff import WriterFailed
+from sessions.writer import Writer, attached, write
 
 
 def _eio(fd: int) -> None:

@@ -9,12 +9,7 @@ import math
 
 import pytest
 
-from trajectory.agreement import (
-    agreement,
-    agreement_lines,
-    cohen_kappa,
-    krippendorff_alpha,
-)
+from trajectory.agreement import agreement, agreement_lines, cohen_kappa, krippendorff_alpha
 from trajectory.records import Judgment
 
 
@@ -25,11 +20,14 @@ def _two_by_two(yy: int, yn: int, ny: int, nn: int) -> tuple[list[str], list[str
     return a, b
 
 
-@pytest.mark.parametrize("table, kappa", [
-    ((20, 5, 10, 15), 0.4),  # Wikipedia, "Cohen's kappa", simple example: p_o = 0.7, p_e = 0.5
-    ((45, 15, 25, 15), 0.06 / 0.46),  # same p_o = 0.6, p_e = 0.54: kappa 0.1304
-    ((25, 35, 5, 35), 0.14 / 0.54),  # same p_o = 0.6, p_e = 0.46: kappa 0.2593
-])
+@pytest.mark.parametrize(
+    "table, kappa",
+    [
+        ((20, 5, 10, 15), 0.4),  # Wikipedia, "Cohen's kappa", simple example: p_o = 0.7, p_e = 0.5
+        ((45, 15, 25, 15), 0.06 / 0.46),  # same p_o = 0.6, p_e = 0.54: kappa 0.1304
+        ((25, 35, 5, 35), 0.14 / 0.54),  # same p_o = 0.6, p_e = 0.46: kappa 0.2593
+    ],
+)
 def test_cohen_kappa_matches_textbook_examples(table, kappa):
     value, note = cohen_kappa(*_two_by_two(*table))
     assert note is None and value == pytest.approx(kappa, abs=1e-12)
@@ -45,10 +43,12 @@ def test_cohen_kappa_is_undefined_when_both_raters_give_one_label_only():
 def test_krippendorff_alpha_matches_krippendorffs_worked_example():
     """Krippendorff (2011), "Computing Krippendorff's alpha-reliability", section C: four
     observers, twelve units, missing values; nominal alpha = 0.743."""
-    rows = {"A": [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
-            "B": [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
-            "C": [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
-            "D": [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None]}
+    rows = {
+        "A": [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
+        "B": [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
+        "C": [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
+        "D": [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None],
+    }
     units = [{c: v[j] for c, v in rows.items() if v[j] is not None} for j in range(12)]
     value, note = krippendorff_alpha(units)
     assert note is None and round(value, 3) == 0.743
@@ -61,10 +61,15 @@ def _j(a: int, b: int, better: str, who: str) -> Judgment:
 
 
 def test_agreement_of_two_annotators_counts_a_flipped_pair_as_the_same_pair():
-    js = [_j(1, 2, "A", "ann"), _j(2, 1, "B", "bob"),  # pair (1,2): alike (bob asked the other way round)
-          _j(1, 3, "A", "ann"), _j(1, 3, "tie", "bob"),  # unlike
-          _j(1, 4, "B", "ann"), _j(4, 1, "A", "bob"),  # alike
-          _j(1, 5, "B", "ann")]  # judged once: not a unit
+    js = [
+        _j(1, 2, "A", "ann"),
+        _j(2, 1, "B", "bob"),  # pair (1,2): alike (bob asked the other way round)
+        _j(1, 3, "A", "ann"),
+        _j(1, 3, "tie", "bob"),  # unlike
+        _j(1, 4, "B", "ann"),
+        _j(4, 1, "A", "bob"),  # alike
+        _j(1, 5, "B", "ann"),
+    ]  # judged once: not a unit
     a = agreement(js)
     assert (a.judgments, a.pairs, a.pairs_multi, a.annotators) == (7, 4, 3, ["ann", "bob"])
     assert a.agreement == pytest.approx(2 / 3) and a.all_agree == 2
@@ -76,13 +81,22 @@ def test_agreement_of_two_annotators_counts_a_flipped_pair_as_the_same_pair():
 
 
 def test_agreement_beyond_two_annotators_gives_alpha_and_each_twos_kappa():
-    js = [_j(1, 2, "A", "ann"), _j(1, 2, "A", "bob"), _j(1, 2, "B", "cy"),
-          _j(1, 3, "B", "ann"), _j(1, 3, "B", "cy"),
-          _j(1, 4, "tie", "bob"), _j(1, 4, "tie", "cy")]
+    js = [
+        _j(1, 2, "A", "ann"),
+        _j(1, 2, "A", "bob"),
+        _j(1, 2, "B", "cy"),
+        _j(1, 3, "B", "ann"),
+        _j(1, 3, "B", "cy"),
+        _j(1, 4, "tie", "bob"),
+        _j(1, 4, "tie", "cy"),
+    ]
     a = agreement(js)
     assert a.annotators == ["ann", "bob", "cy"] and a.kappa is None and "3 annotators" in a.kappa_note
-    assert a.alpha is not None and [t.annotators for t in a.by_annotators] == [["ann", "bob"], ["ann", "cy"],
-                                                                              ["bob", "cy"]]
+    assert a.alpha is not None and [t.annotators for t in a.by_annotators] == [
+        ["ann", "bob"],
+        ["ann", "cy"],
+        ["bob", "cy"],
+    ]
     assert a.agreement == pytest.approx(3 / 5)  # (ann,bob) alike, (ann,cy) and (bob,cy) not; two pairs alike
 
 

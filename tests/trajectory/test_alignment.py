@@ -3,13 +3,20 @@ made with each kind of edit (toy environments, scripted model)."""
 
 from __future__ import annotations
 
-from trajectory.alignment import align_versions, carried_map, person_edits
 from tests.toy_envs import ROOM_TASK, WIKI_TASK
+from trajectory.alignment import align_versions, carried_map, person_edits
 from trajectory.records import AgentConfig
 
-WANDER = [" think: I need a mug; it may be in the cabinet.", " go to shelf 1", " go to table 1",
-          " think: Nothing here. I should look elsewhere.", " go to cabinet 1", " open cabinet 1",
-          " take mug 1 from cabinet 1", " go to table 1"]
+WANDER = [
+    " think: I need a mug; it may be in the cabinet.",
+    " go to shelf 1",
+    " go to table 1",
+    " think: Nothing here. I should look elsewhere.",
+    " go to cabinet 1",
+    " open cabinet 1",
+    " take mug 1 from cabinet 1",
+    " go to table 1",
+]
 
 
 def _cfg(llm):
@@ -63,7 +70,9 @@ def test_regenerated_steps_after_an_edit_are_marked_not_diffed(toy):
     toy.engine.run(new.id, max_steps=2)
     rows = _rows(toy, v.id, new.id)
     assert kinds(rows) == ["edited", "regenerated", "regenerated"] + ["only"] * 5
-    assert rows[1].after_edit == 1 and rows[1].left.action == "go to shelf 1" and rows[1].right.action == "go to cabinet 1"
+    assert (
+        rows[1].after_edit == 1 and rows[1].left.action == "go to shelf 1" and rows[1].right.action == "go to cabinet 1"
+    )
     assert rows[-1].right is None and rows[-1].left.index == 8
     assert person_edits(rows) == 1
 
@@ -78,8 +87,13 @@ def test_delete_then_regenerate_and_chains_of_kept_edits(toy):
     # two kept edits in a row: carried copies of carried copies still match the first version
     a = toy.engine.editor.edit(v.id, 1, "rewrite_thought", "A mug. Cabinet?", keep_rest=True)
     b = toy.engine.editor.edit(a.id, 4, "rewrite_thought", "Still no mug.", keep_rest=True)
-    rows = align_versions(toy.store.versions.steps(v.id), toy.store.versions.steps(b.id), v.edits,
-                          toy.store.versions.get(b.id).edits, carried_map(toy.store.versions.steps(a.id)))
+    rows = align_versions(
+        toy.store.versions.steps(v.id),
+        toy.store.versions.steps(b.id),
+        v.edits,
+        toy.store.versions.get(b.id).edits,
+        carried_map(toy.store.versions.steps(a.id)),
+    )
     assert kinds(rows) == ["edited", "carried", "carried", "edited", "carried", "carried", "carried", "carried"]
     assert person_edits(rows) == 2
 
@@ -96,7 +110,9 @@ def test_an_insertion_among_regenerated_steps_stays_in_place(toy):
 
 
 def test_wikipedia_deleted_thought_keeps_its_step_as_an_edit(toy):
-    toy.llm.push(" I should search Velmora.\nAction 1: Search[Velmora]", " Look up the capital.\nAction 2: Lookup[capital]")
+    toy.llm.push(
+        " I should search Velmora.\nAction 1: Search[Velmora]", " Look up the capital.\nAction 2: Lookup[capital]"
+    )
     ep, v = toy.engine.start_episode(WIKI_TASK, _cfg(toy.llm))
     toy.engine.run(v.id, max_steps=2)
     new = toy.engine.editor.edit(v.id, 1, "delete_thought", keep_rest=True)

@@ -112,7 +112,9 @@ def _two_runs(db, a_outcomes: list[str], b_outcomes: list[str]) -> None:
     tasks = [ROOM_TASK.model_copy(update={"id": f"toy/room-{i}"}) for i in range(len(a_outcomes))]
     with closing(Store(db)) as store:
         for name, outcomes in (("A", a_outcomes), ("B", b_outcomes)):
-            exp = experiments.create(store, name=name, env="alfworld", method="react", config=AgentConfig(model="m"), tasks=tasks)
+            exp = experiments.create(
+                store, name=name, env="alfworld", method="react", config=AgentConfig(model="m"), tasks=tasks
+            )
             for item, out in zip(experiments.items(store, exp.id), outcomes):
                 if out == "error":
                     experiments.record_item(store, item.id, status="error", error="timed out")

@@ -8,10 +8,14 @@ from envs.registry import family
 from trajectory.conversation import conversation, tool_call_of
 from trajectory.records import Step, ToolCall
 
-WIKI = [Step(index=1, thought="I need to search Rell.", action="Search[Rell]", observation="Rell is a ..."),
-        Step(index=2, thought="So the answer is x.", action="Finish[x]", observation="Episode finished, reward = 1")]
-ALF = [Step(index=1, thought="First I go to the desk.", action=None, observation="OK."),
-       Step(index=2, action="go to desk 1", observation="On the desk 1, you see a pen 1.")]
+WIKI = [
+    Step(index=1, thought="I need to search Rell.", action="Search[Rell]", observation="Rell is a ..."),
+    Step(index=2, thought="So the answer is x.", action="Finish[x]", observation="Episode finished, reward = 1"),
+]
+ALF = [
+    Step(index=1, thought="First I go to the desk.", action=None, observation="OK."),
+    Step(index=2, action="go to desk 1", observation="On the desk 1, you see a pen 1."),
+]
 
 
 def test_messages_style_is_one_assistant_message_per_step_in_the_familys_text_form():
@@ -36,16 +40,27 @@ def test_messages_style_alfworld_thought_turn_is_think_answered_ok():
 def test_tools_style_calls_with_json_string_arguments_and_tool_results_naming_the_call():
     msgs = conversation(family("hotpotqa").transcript, "Question: Who?", WIKI, "tools")
     a1, t1 = msgs[1], msgs[2]
-    assert a1 == {"role": "assistant", "content": "I need to search Rell.", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"entity": "Rell"}'}}]}
+    assert a1 == {
+        "role": "assistant",
+        "content": "I need to search Rell.",
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"entity": "Rell"}'}}
+        ],
+    }
     assert t1 == {"role": "tool", "tool_call_id": "call_1", "content": "Rell is a ..."}
     assert json.loads(msgs[3]["tool_calls"][0]["function"]["arguments"]) == {"answer": "x"}
     assert msgs[4]["tool_call_id"] == "call_2"
 
 
 def test_tools_style_uses_the_stored_call_and_keeps_reasoning_apart():
-    step = Step(index=1, thought=None, action="Search[Rell]", observation="obs", reasoning="hmm",
-                tool_call=ToolCall(id="call_xyz", name="search", arguments={"entity": "Rell"}))
+    step = Step(
+        index=1,
+        thought=None,
+        action="Search[Rell]",
+        observation="obs",
+        reasoning="hmm",
+        tool_call=ToolCall(id="call_xyz", name="search", arguments={"entity": "Rell"}),
+    )
     tr = family("hotpotqa").transcript
     msgs = conversation(tr, "Q", [step], "tools")
     assert msgs[1]["content"] == "" and msgs[1]["reasoning_content"] == "hmm"  # (no `content: null` beside a call)
@@ -61,8 +76,9 @@ def test_tools_style_thought_turn_has_no_call_and_the_ok_follows_as_user():
     assert msgs[3]["tool_calls"][0]["function"] == {"name": "act", "arguments": '{"command": "go to desk 1"}'}
     assert msgs[4] == {"role": "tool", "tool_call_id": "call_2", "content": "On the desk 1, you see a pen 1."}
     # a thought turn an exemplar wrote without its OK. line still gets the family's answer
-    bare = conversation(family("alfworld").transcript, "room", [ALF[0].model_copy(update={"observation": None}),
-                                                                  ALF[1]], "tools")
+    bare = conversation(
+        family("alfworld").transcript, "room", [ALF[0].model_copy(update={"observation": None}), ALF[1]], "tools"
+    )
     assert bare[2] == {"role": "user", "content": "OK."}
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from trajectory import formats
 from tests.reference import require_reference
+from trajectory import formats
 
 TRAJECTORY_KEYS = ("webthink", "webact")
 
@@ -56,8 +56,21 @@ def test_rendering_prompt_from_parsed_exemplar_equals_notebook_concatenation():
     d = json.loads((require_reference() / "prompts" / "alfworld_3prompts.json").read_text())
     ob, steps = formats.parse_alfworld(d["react_clean_0"])
     # the notebook sends prefix + ob + '\n>' then ' action\nobs\n>' per turn
-    prefix = "Interact with a household to solve a task. Here are two examples.\n" + d["react_clean_1"] + d["react_clean_0"] + "\nHere is the task.\n"
-    expected = prefix + ob + "\n>" + "".join(f" {formats.alfworld_command(s)}\n" + ("" if s.observation is None else s.observation + "\n") + ">" for s in steps)
+    prefix = (
+        "Interact with a household to solve a task. Here are two examples.\n"
+        + d["react_clean_1"]
+        + d["react_clean_0"]
+        + "\nHere is the task.\n"
+    )
+    expected = (
+        prefix
+        + ob
+        + "\n>"
+        + "".join(
+            f" {formats.alfworld_command(s)}\n" + ("" if s.observation is None else s.observation + "\n") + ">"
+            for s in steps
+        )
+    )
     assert formats.alfworld_prompt([d["react_clean_1"], d["react_clean_0"]], ob, steps) == expected
 
 

@@ -12,8 +12,14 @@ def test_now_stamps_the_clock_as_isoformat_writes_it(monkeypatch):
     the microseconds, even when they are 0), and a new second is written anew."""
     clock = {"ns": 1_700_000_000_000_000_000}
     monkeypatch.setattr(records.time, "time_ns", lambda: clock["ns"])
-    for ns in (1_700_000_000_000_000_000, 1_700_000_000_999_999_000, 1_700_000_001_000_001_999,
-               1_700_000_001_500_000_000, 1_699_999_999_000_000_000, 951_782_400_123_456_789):
+    for ns in (
+        1_700_000_000_000_000_000,
+        1_700_000_000_999_999_000,
+        1_700_000_001_000_001_999,
+        1_700_000_001_500_000_000,
+        1_699_999_999_000_000_000,
+        951_782_400_123_456_789,
+    ):
         clock["ns"] = ns
         want = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc).replace(microsecond=ns // 1000 % 1_000_000)
         assert records.now() == want.isoformat(timespec="microseconds")

@@ -35,18 +35,26 @@ def test_no_effect_invalid_action_and_hallucinated_object():
     assert step_signals(alf("open cabinet 1", "Nothing happens."), [], env="alfworld", task_text=ROOM) == ["no_effect"]
     # not the command grammar: the environment cannot parse it
     assert step_signals(alf("pick up the mug", "Nothing happens."), [], env="alfworld", task_text=ROOM) == [
-        "no_effect", "invalid_action"]
+        "no_effect",
+        "invalid_action",
+    ]
     # drawer 3 was never seen and is not admissible
     assert step_signals(alf("go to drawer 3", "Nothing happens."), [], env="alfworld", task_text=ROOM) == [
-        "no_effect", "hallucinated_object"]
+        "no_effect",
+        "hallucinated_object",
+    ]
     seen = alf("go to cabinet 1", "The cabinet 1 is open. In it, you see a mug 1.")
     take = alf("take mug 1 from cabinet 1", "You pick up the mug 1 from the cabinet 1.", 2)
     assert step_signals(take, [seen], env="alfworld", task_text=ROOM) == []
     unseen = alf("go to cabinet 1", "The cabinet 1 is closed.")
     assert step_signals(take, [unseen], env="alfworld", task_text=ROOM) == ["hallucinated_object"]
     # what the environment knew: an admissible command names the object
-    assert step_signals(take, [unseen], env="alfworld", task_text=ROOM,
-                        admissible=["take mug 1 from cabinet 1", "go to table 1"]) == []
+    assert (
+        step_signals(
+            take, [unseen], env="alfworld", task_text=ROOM, admissible=["take mug 1 from cabinet 1", "go to table 1"]
+        )
+        == []
+    )
 
 
 def test_wikipedia_misses_and_invalid_actions():
@@ -56,14 +64,18 @@ def test_wikipedia_misses_and_invalid_actions():
     assert wiki("Search[Velmorra]", "Could not find Velmorra. Similar: ['Velmora'].") == ["search_miss"]
     assert wiki("Lookup[river]", "No more results.\n") == ["lookup_miss"]
     assert wiki("Jump[x]", "Invalid action: jump[x]") == ["invalid_action"]
-    assert wiki("Lookup[x]", "No page is open yet: use search[entity] first, then lookup[keyword].") == ["invalid_action"]
+    assert wiki("Lookup[x]", "No page is open yet: use search[entity] first, then lookup[keyword].") == [
+        "invalid_action"
+    ]
     # no ALFWorld grammar or objects in the Wikipedia format
     assert wiki("Search[Apollo 11]", "Apollo 11 was a spaceflight.") == []
 
 
 def test_step_limit_is_the_versions_last_step_and_only_without_an_answer():
-    steps = [Step(index=1, action="go to shelf 1", observation="x", signals=[]),
-             Step(index=2, action="go to shelf 1", observation="x", signals=["repeated_action"])]
+    steps = [
+        Step(index=1, action="go to shelf 1", observation="x", signals=[]),
+        Step(index=2, action="go to shelf 1", observation="x", signals=["repeated_action"]),
+    ]
     limit = Outcome(done=True, success=False, metrics={"limit": True})
     assert version_step_signals(steps, limit) == [[], ["repeated_action", "step_limit"]]
     assert version_signals([s.signals for s in steps], limit) == {"repeated_action", "step_limit"}
@@ -96,9 +108,17 @@ def test_signal_counts_by_type():
 def test_path_states_reuse_the_previous_state_and_agree_with_step_signals():
     from trajectory.signals import PathStates
 
-    steps = [Step(id=i + 1, index=i + 1, action=a, observation=o) for i, (a, o) in enumerate([
-        ("go to shelf 1", "On the shelf 1, you see a mug 2."), ("go to drawer 9", "Nothing happens."),
-        ("go to shelf 1", "On the shelf 1, you see a mug 2."), ("take mug 2 from shelf 1", "You pick up the mug 2.")])]
+    steps = [
+        Step(id=i + 1, index=i + 1, action=a, observation=o)
+        for i, (a, o) in enumerate(
+            [
+                ("go to shelf 1", "On the shelf 1, you see a mug 2."),
+                ("go to drawer 9", "Nothing happens."),
+                ("go to shelf 1", "On the shelf 1, you see a mug 2."),
+                ("take mug 2 from shelf 1", "You pick up the mug 2."),
+            ]
+        )
+    ]
     states = PathStates()
     for k, s in enumerate(steps):
         got = states.after(steps[:k], "alfworld", ROOM).signals(s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trajectory import stats
+from trajectory import score_intervals, stats
 
 
 def test_mcnemar_exact_small_counts():
@@ -155,9 +155,24 @@ def test_wilson_cc_solves_its_defining_equation(n):
 # paper for method 10 by JoshSandhu/proofpack (fixtures/newcombe1998_paired.json) and by the
 # R package propint's tests (ci.two.dep.props): (e, f, g, h) = (a, b, c, d) here.
 NEWCOMBE_PAIRED_EXAMPLES = [
-    (36, 12, 2, 0), (20, 12, 2, 16), (18, 12, 2, 18), (36, 14, 0, 0), (35, 14, 0, 1), (18, 14, 0, 18),
-    (2, 97, 1, 0), (1, 97, 1, 1), (0, 29, 1, 0), (2, 98, 0, 0), (1, 98, 0, 1), (0, 30, 0, 0),
-    (54, 0, 0, 0), (53, 0, 0, 1), (30, 0, 0, 24), (29, 0, 0, 25), (28, 0, 0, 26), (27, 0, 0, 27),
+    (36, 12, 2, 0),
+    (20, 12, 2, 16),
+    (18, 12, 2, 18),
+    (36, 14, 0, 0),
+    (35, 14, 0, 1),
+    (18, 14, 0, 18),
+    (2, 97, 1, 0),
+    (1, 97, 1, 1),
+    (0, 29, 1, 0),
+    (2, 98, 0, 0),
+    (1, 98, 0, 1),
+    (0, 30, 0, 0),
+    (54, 0, 0, 0),
+    (53, 0, 0, 1),
+    (30, 0, 0, 24),
+    (29, 0, 0, 25),
+    (28, 0, 0, 26),
+    (27, 0, 0, 27),
 ]
 
 
@@ -261,7 +276,7 @@ def test_mantel_haenszel_risk_difference_and_sato_variance():
     assert one.effect == pytest.approx(0.25)
     # W = 20, Q = (30*20 + 20*10)/160 = 5, P = (1600*20 - 1600*30)/6400 = -2.5:
     # (0.25 * -2.5 + 5) / 400 = 0.0109375 = 0.75*0.25/40 + 0.5*0.5/40
-    half = stats.Z95 * 0.0109375 ** 0.5
+    half = stats.Z95 * 0.0109375**0.5
     assert one.ci95 == pytest.approx((0.25 - half, 0.25 + half))
 
 
@@ -325,23 +340,24 @@ def test_exact_and_mid_p_binomial_intervals():
 
 def test_miettinen_nurminen_published_example_and_its_test():
     # Newcombe (1998b) example (a), 56/70 - 48/80: MN interval 0.0528 to 0.3382
-    r = stats.mn_diff(56, 70, 48, 80, correct=False)
+    r = score_intervals.mn_diff(56, 70, 48, 80, correct=False)
     assert tuple(round(x, 4) for x in r.ci95) == (0.0528, 0.3382)
     # its test at 0 is Pearson's chi-square times (N - 1) / N
     n, chi2 = 150, 150 * (56 * 32 - 14 * 48) ** 2 / (70 * 80 * 104 * 46)
     import math
+
     assert r.p_value == pytest.approx(math.erfc(math.sqrt(chi2 * (n - 1) / n / 2)))
 
 
 def test_stratified_score_test_at_zero_is_cmh_and_its_interval_inverts_it():
-    r = stats.mn_stratified(RABBITS)
+    r = score_intervals.mn_stratified(RABBITS)
     assert r.p_value == pytest.approx(stats.cmh(RABBITS).p_value)
     assert r.diff == pytest.approx(stats.cmh(RABBITS).effect)
     assert r.ci95[0] > 0  # p = 0.017: the interval excludes 0
-    assert stats.mn_stratified([]).p_value is None and stats.cmh([]).p_value is None
-    one = stats.mn_stratified([(1, 1, 0, 1)])  # Sato's interval was the point [1, 1]
+    assert score_intervals.mn_stratified([]).p_value is None and stats.cmh([]).p_value is None
+    one = score_intervals.mn_stratified([(1, 1, 0, 1)])  # Sato's interval was the point [1, 1]
     assert one.ci95[0] < 0 and one.ci95[1] == 1.0 and one.p_value > 0.05
-    flat = stats.mn_stratified([(5, 5, 5, 5)])  # and [0, 0] here
+    flat = score_intervals.mn_stratified([(5, 5, 5, 5)])  # and [0, 0] here
     assert flat.ci95[0] < 0 < flat.ci95[1]
 
 
@@ -441,6 +457,6 @@ def test_exact_tails_at_scale():
     assert r.ci95[0] > 0 and r.p_value < 0.05
     assert 0 < stats.fisher_exact(250_000, 250_000, 249_000, 251_000) < 1
     tables = [(i % 13, 13 + i % 997, (7 * i) % 11, 11 + i % 1009) for i in range(100_000)]  # ~10^5 distinct
-    s = stats.mn_stratified(tables)
+    s = score_intervals.mn_stratified(tables)
     assert s.ci95[0] < s.diff < s.ci95[1] and s.p_value is not None
-    assert stats.mn_stratified_p(tables) == pytest.approx(s.p_value)
+    assert score_intervals.mn_stratified_p(tables) == pytest.approx(s.p_value)

@@ -23,15 +23,22 @@ EVIL = "a" * 40 + "!"
 
 def test_catastrophic_patterns_end_at_once():
     """In a child process with a deadline: before RE2 this never returned."""
-    code = ("from agent.stop_conditions import parse; from agent.rollouts import first_match\n"
-            "from types import SimpleNamespace as S\n"
-            f"step = S(index=1, action={EVIL!r}, observation={EVIL!r})\n"
-            "assert not parse('obs:/(a+)+$/').matches(step)\n"
-            "assert not parse('action:/(a|aa)+$/i').matches(step)\n"
-            "assert first_match([step], '(a+)+$') is None\n"
-            "print('ok')\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "from agent.stop_conditions import parse; from agent.rollouts import first_match\n"
+        "from types import SimpleNamespace as S\n"
+        f"step = S(index=1, action={EVIL!r}, observation={EVIL!r})\n"
+        "assert not parse('obs:/(a+)+$/').matches(step)\n"
+        "assert not parse('action:/(a|aa)+$/i').matches(step)\n"
+        "assert first_match([step], '(a+)+$') is None\n"
+        "print('ok')\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert p.stdout.strip() == "ok", p.stderr
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from envs.base import CustomField, EnvFamily, Metric
 from envs.transcript.command import admissible_warning
-
 from react_editor_textworld import games
 from react_editor_textworld.transcript import KIND, TRANSCRIPT
 
@@ -33,11 +32,20 @@ def action_warning(action: str, admissible) -> str | None:
 
 
 FAMILY = EnvFamily(
-    kind=KIND, list_tasks=games.list_tasks, get_task=games.get_task, make_env=make_env, default_max_steps=MAX_STEPS,
-    custom_task=games.custom_task, exemplars_file=EXEMPLARS_FILE, references=games.references,
-    transcript=TRANSCRIPT, label="TextWorld", task_types=(("cooking", "Cooking"), ("game", "Game")),
+    kind=KIND,
+    list_tasks=games.list_tasks,
+    get_task=games.get_task,
+    make_env=make_env,
+    default_max_steps=MAX_STEPS,
+    custom_task=games.custom_task,
+    exemplars_file=EXEMPLARS_FILE,
+    references=games.references,
+    transcript=TRANSCRIPT,
+    label="TextWorld",
+    task_types=(("cooking", "Cooking"), ("game", "Game")),
     metrics=(Metric("score", "Score %", "score_rate"),),
     results_caption="TextWorld: success rate % per task type and mean score %",
     custom_fields=(CustomField("game", "Path to a TextWorld game (.z8 or .ulx)"),),
-    summary=summary, action_warning=action_warning,
+    summary=summary,
+    action_warning=action_warning,
 )

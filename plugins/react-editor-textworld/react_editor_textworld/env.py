@@ -54,8 +54,9 @@ def _opening_text(feedback: str, objective: str | None) -> str:
 def _start(game: Path):
     import textworld
 
-    infos = textworld.EnvInfos(admissible_commands=True, objective=True, won=True, lost=True, score=True,
-                               max_score=True)
+    infos = textworld.EnvInfos(
+        admissible_commands=True, objective=True, won=True, lost=True, score=True, max_score=True
+    )
     try:
         with _START, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # jericho: "not fully supported" (textworld tracks the score itself)
@@ -109,8 +110,13 @@ class TextWorldEnv:
         if gs is None:
             return {"won": False}
         score, top = int(gs.score or 0), int(gs.max_score or 0)
-        return {"won": bool(gs.won), "lost": bool(gs.lost), "score": score, "max_score": top,
-                "score_rate": round(score / top, 4) if top else 0.0}
+        return {
+            "won": bool(gs.won),
+            "lost": bool(gs.lost),
+            "score": score,
+            "max_score": top,
+            "score_rate": round(score / top, 4) if top else 0.0,
+        }
 
     def admissible_actions(self) -> list[str] | None:
         return list(self._gs.admissible_commands or []) if self._gs is not None else None

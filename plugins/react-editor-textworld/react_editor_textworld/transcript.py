@@ -12,12 +12,20 @@ from trajectory.tools import command_tools
 KIND = "textworld"
 INSTRUCTION = "Interact with a text game to solve a task. Here are two examples.\n"
 # what the game answers a command it cannot parse or carry out
-INVALID = ("That's not a verb I recognise", "You can't see any such thing", "I didn't understand that sentence",
-           "I only understood you as far as", "You can't go that way")
+INVALID = (
+    "That's not a verb I recognise",
+    "You can't see any such thing",
+    "I didn't understand that sentence",
+    "I only understood you as far as",
+    "You can't go that way",
+)
 
 
-_CHANGES = re.compile(r"(take|put|drop|insert|open|close|unlock|lock|cook|chop|dice|slice|prepare|eat|go|"
-                      r"north|south|east|west)\b", re.I)
+_CHANGES = re.compile(
+    r"(take|put|drop|insert|open|close|unlock|lock|cook|chop|dice|slice|prepare|eat|go|"
+    r"north|south|east|west)\b",
+    re.I,
+)
 
 
 class Signals:
@@ -47,5 +55,6 @@ TRANSCRIPT = CommandTranscript(
         "Send one command to the text game, exactly as a player types it: 'look', 'inventory', "
         "'go north/south/east/west', 'open {thing}', 'take {item}', 'take {item} from {container}', "
         "'put {item} on/in {container}', 'cook {item} with {appliance}', 'slice/dice/chop {item} with knife', "
-        "'prepare meal', 'eat meal'. To reason without acting, reply with your thought and no tool call."),
+        "'prepare meal', 'eat meal'. To reason without acting, reply with your thought and no tool call."
+    ),
 )

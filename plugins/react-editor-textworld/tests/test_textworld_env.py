@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 import textworld
-
-from envs.base import EnvError, ReplayMismatch
 from react_editor_textworld import FAMILY, games
 from react_editor_textworld.env import clean
+
+from envs.base import EnvError, ReplayMismatch
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import json
 
 from react_editor_textworld import EXEMPLARS_FILE, FAMILY
 from react_editor_textworld.transcript import INSTRUCTION
+
 from trajectory.formats import parse_alfworld
 from trajectory.records import Step, Task
 
@@ -27,8 +28,14 @@ def test_prompt_is_the_alfworld_layout_with_its_own_instruction():
     prompts = json.loads(EXEMPLARS_FILE.read_text(encoding="utf-8"))
     steps = [Step(index=1, thought="Read it.", observation="OK."), Step(index=2, action="look", observation="A room.")]
     req = FAMILY.transcript.request(prompts, TASK, steps, "react", None)
-    assert req.prompt == (INSTRUCTION + prompts["react_cook_1"] + prompts["react_cook_0"] + "\nHere is the task.\n"
-                          + TASK.text + "\n> think: Read it.\nOK.\n> look\nA room.\n>")
+    assert req.prompt == (
+        INSTRUCTION
+        + prompts["react_cook_1"]
+        + prompts["react_cook_0"]
+        + "\nHere is the task.\n"
+        + TASK.text
+        + "\n> think: Read it.\nOK.\n> look\nA room.\n>"
+    )
     assert req.stop == ["\n"]
     reply = FAMILY.transcript.parse(req, " think: now the fridge")
     assert (reply.thought, reply.action) == ("now the fridge", None)
