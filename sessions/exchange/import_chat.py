@@ -74,6 +74,8 @@ def _call(n: int, env: str, m: dict[str, Any]) -> tuple[str, ToolCall] | None:
 
 
 def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
+    """One line of a chat-sft file as an episode to import; raises ImportFailed (one line,
+    naming the line number) when it is not such a record."""
     try:
         obj = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -91,7 +93,15 @@ def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
     i = 1 if msgs and msgs[0]["role"] == "system" else 0
     if i >= len(msgs) or msgs[i]["role"] != "user" or not isinstance(msgs[i].get("content"), str):
         raise _fail(n, f"{WHAT} starts with the task as a user message (after an optional system message)")
-    task_text, i = msgs[i]["content"], i + 1
+    steps, masked = _steps(n, fam, msgs, i + 1)
+    if not steps:
+        raise _fail(n, f"{WHAT} with no assistant message has no step to import")
+    return ChatEpisode(n, fam, msgs[i]["content"], steps, masked, hashlib.sha256(raw.strip()).hexdigest())
+
+
+def _steps(n: int, fam: Any, msgs: list[dict[str, Any]], i: int) -> tuple[list[Step], list[int]]:
+    """(the steps, the positions of those masked by weight 0) of the messages from `i` on: each
+    assistant message a step, the tool or user message after it its observation."""
     steps: list[Step] = []
     masked: list[int] = []
     while i < len(msgs):
@@ -99,11 +109,8 @@ def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
         if m["role"] != "assistant":
             raise _fail(n, f"{WHAT}: message {i + 1} is {m['role']!r} where a step's assistant message belongs")
         content, reasoning = m.get("content"), m.get("reasoning_content")
-        if (
-            content is not None
-            and not isinstance(content, str)
-            or reasoning is not None
-            and not isinstance(reasoning, str)
+        if (content is not None and not isinstance(content, str)) or (
+            reasoning is not None and not isinstance(reasoning, str)
         ):
             raise _fail(n, f"{WHAT}: message {i + 1}'s content is not text")
         got = _call(n, fam, m)
@@ -132,9 +139,7 @@ def parse_chat_line(n: int, raw: bytes, env: str | None) -> ChatEpisode:
         )
         if m.get("weight") == 0:
             masked.append(len(steps) - 1)
-    if not steps:
-        raise _fail(n, f"{WHAT} with no assistant message has no step to import")
-    return ChatEpisode(n, fam, task_text, steps, masked, hashlib.sha256(raw.strip()).hexdigest())
+    return steps, masked
 
 
 def read_chat(p: Path, env: str | None) -> list[ChatEpisode]:
