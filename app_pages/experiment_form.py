@@ -153,6 +153,3 @@ def create_and_launch(
     launch(bg, exp.id, concurrency)
     st.session_state["x_sel"] = st.session_state["x_pick"] = exp.id  # the selector shows the new run
     st.rerun()
-
-
-st.title("Experiments")

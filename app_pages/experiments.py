@@ -56,6 +56,7 @@ bg = _background(app_engine.db_path())
 store = app_engine.store()
 
 
+st.title("Experiments")
 app_engine.model_banner()
 
 with st.expander("New experiment", expanded=not experiments.list_all(store)):

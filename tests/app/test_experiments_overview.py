@@ -135,3 +135,13 @@ def test_a_chart_of_zero_rates_shows_its_bars_and_says_so():
     assert [r["label"] for r in spec["data"]["values"]] == ["0%"]
     assert chart_note([s]).startswith("Every rate in this chart is 0%")
     assert chart_note([{**s, "success": 1, "success_rate": 0.25}]) is None
+
+
+def test_the_page_keeps_its_title_on_every_run(page):
+    """The title is the page's own, drawn on every run: written at the top level of a helper
+    module (the form's, after a split) it showed on the process's first run only."""
+    make, _, _ = page
+    at = make()
+    for _ in range(2):
+        at.run()
+        assert [t.value for t in at.title] == ["Experiments"]
