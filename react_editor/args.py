@@ -60,6 +60,7 @@ def finite(text: str) -> float:
 
 MAX_TIMEOUT_S = 3600.0  # one model answer may take up to an hour (agent.run_settings checks configs the same)
 MAX_RETRIES = 100  # retries of one model call
+MAX_TOKENS = 131_072  # the most tokens one answer may be asked for (a reasoning model's answer spends many)
 
 
 def seconds(text: str, most: float = MAX_TIMEOUT_S) -> float:
@@ -76,6 +77,14 @@ def retry_count(text: str) -> int:
     value = integer(text)
     if not 0 <= value <= MAX_RETRIES:
         raise argparse.ArgumentTypeError(f"max retries {_shown(str(text))} is out of range: give 0 to {MAX_RETRIES}")
+    return value
+
+
+def token_count(text: str) -> int:
+    """argparse type of `--max-tokens`: a whole number from 1 to MAX_TOKENS."""
+    value = integer(text)
+    if not 1 <= value <= MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"max tokens {_shown(str(text))} is out of range: give 1 to {MAX_TOKENS:,}")
     return value
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from react_editor.args import retry_count, seconds
+from react_editor.args import retry_count, seconds, token_count
 from react_editor.command_run import CliError, db_path
 from react_editor.lazy_parser import later
 from react_editor.model import local_changes, local_model_flag, local_timeout, use_local_model
@@ -26,6 +26,13 @@ def model_flags(p: argparse.ArgumentParser, steps: bool = True) -> None:
     p.add_argument("--api-style", choices=API_STYLES, default=None)
     p.add_argument("--style", choices=("react", "act"), default=None)
     p.add_argument("--temperature", type=float, default=None)
+    p.add_argument(
+        "--max-tokens",
+        type=token_count,
+        default=None,
+        help="the most tokens one answer may have (default 100: a paper step; a reasoning model's "
+        "reasoning counts too, give it more)",
+    )
     p.add_argument(
         "--exemplars",
         default=None,
@@ -56,6 +63,7 @@ def model_changes(args: argparse.Namespace) -> dict[str, Any]:
         ("api_style", "api_style"),
         ("style", "style"),
         ("temperature", "temperature"),
+        ("max_tokens", "max_tokens"),
         ("exemplars", "exemplar_set"),
         ("timeout", "timeout_s"),
         ("max_retries", "max_retries"),
