@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,11 @@ from sessions.store import Store
 
 __all__ = ["TRAINING_FORMATS", "options_form", "output_choice", "prepare", "preview_records", "show"]
 
-OUTPUTS = {"JSONL": ("jsonl", "application/jsonl"), "Parquet": ("parquet", "application/vnd.apache.parquet")}
+OUTPUTS = {
+    "JSONL": ("jsonl", "application/jsonl"),
+    "Parquet": ("parquet", "application/vnd.apache.parquet"),
+    "datasets folder (zip)": ("hf", "application/zip"),  # `export --hf`: load_from_disk after unzipping
+}
 PREVIEW_RECORDS = 3
 ABOUT = {
     "chat-sft": "one conversation per version (TRL's conversational form, with tools), negative step tags masked",
@@ -75,26 +80,47 @@ def options_form(store: Store, fmt: str) -> TrainingOptions:
 
 
 def output_choice() -> str:
-    """jsonl or parquet."""
+    """jsonl, parquet or hf (a `datasets` folder with its card, downloaded as a zip)."""
     label = st.radio("File", list(OUTPUTS), horizontal=True, key="exp-output")
     return OUTPUTS[label][0]
 
 
 def file_name(stem_name: str, kind: str) -> str:
-    """`4-versions-2-episodes.dpo.jsonl` -> `.dpo.parquet` for a Parquet file."""
-    return stem_name[: -len(".jsonl")] + ".parquet" if kind == "parquet" and stem_name.endswith(".jsonl") else stem_name
+    """`4-versions-2-episodes.dpo.jsonl` -> `.dpo.parquet` for a Parquet file, `.dpo.zip` for a
+    zipped `datasets` folder."""
+    ext = {"parquet": ".parquet", "hf": ".zip"}.get(kind)
+    return stem_name[: -len(".jsonl")] + ext if ext and stem_name.endswith(".jsonl") else stem_name
 
 
 def prepare(store: Store, fmt: str, kind: str, options: TrainingOptions, **selection: Any) -> tuple[bytes, dict]:
     """The export written to a temporary file (JSONL or Parquet): its bytes and its report."""
     with tempfile.TemporaryDirectory(prefix="react-editor-export-") as folder:  # this process's own folder
+        if kind == "hf":
+            return _dataset_zip(store, fmt, Path(folder), options, **selection)
         target = Path(folder) / f"export.{kind}"
         rep = export(store, fmt, str(target), options=options, **selection)
         return target.read_bytes(), rep.as_json()
 
 
+def _dataset_zip(
+    store: Store, fmt: str, folder: Path, options: TrainingOptions, **selection: Any
+) -> tuple[bytes, dict]:
+    """`export --hf` into `folder/dataset` (the dataset and its card), zipped; the report carries
+    the first records as `datasets.load_from_disk` reads them (the zip itself is not previewed)."""
+    import datasets
+
+    target = folder / "dataset"
+    rep = export(store, fmt, str(target), options=options, hf=True, source=str(store.file), **selection).as_json()
+    loaded = datasets.load_from_disk(str(target))
+    rep["preview"] = loaded.select(range(min(PREVIEW_RECORDS, len(loaded)))).to_list()
+    archive = shutil.make_archive(str(folder / "dataset"), "zip", root_dir=folder, base_dir="dataset")
+    return Path(archive).read_bytes(), rep
+
+
 def preview_records(data: bytes, kind: str, n: int = PREVIEW_RECORDS) -> list[dict[str, Any]]:
     """The first `n` records of a written file, read back as a reader of the file would."""
+    if kind == "hf":  # a zip: `prepare` read its first records back
+        return []
     if kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -128,7 +154,7 @@ def show(data: bytes, rep: dict, fmt: str, name: str) -> None:
             hide_index=True,
             key="exp-left-out",
         )
-    first = preview_records(data, kind)
+    first = rep.get("preview") or preview_records(data, kind)
     if first:
         st.caption(f"The first {len(first)} of {rep['records']:,} records of {name}:")
         st.dataframe([{k: _cell(v) for k, v in r.items()} for r in first], hide_index=True, key="exp-preview")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 
+import datasets
 import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -129,6 +131,29 @@ def test_dpo_as_parquet_previews_the_file_it_wrote(tree):
     assert len(rows) == rep["records"] and [json.loads(j.proto.body) for j in at.json] == rows[:3]
     jsonl = [json.loads(x) for x in _library(toy, "dpo", continuation="step").decode().splitlines()]
     assert [r["chosen"] for r in rows] == [r["chosen"] for r in jsonl]
+
+
+def test_dpo_as_a_zipped_datasets_folder_loads_with_its_card(tree, tmp_path, monkeypatch):
+    """`export --hf` from the page: a zip of the `datasets` folder and its card, whose records
+    `load_from_disk` reads back as the preview shows them."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    toy, *_ = tree
+    at = _open("dpo", **{"exp-output": "datasets folder (zip)"})
+    data, rep, _fmt, name = at.session_state["exp-data"]
+    assert name.endswith(".dpo.zip") and rep["output"] == "hf" and data[:2] == b"PK"
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        z.extractall(tmp_path / "unzipped")
+    folder = tmp_path / "unzipped" / "dataset"
+    assert "dpo" in (folder / "README.md").read_text("utf-8")  # the dataset card
+    rows = datasets.load_from_disk(str(folder)).to_list()
+    assert len(rows) == rep["records"] >= 1
+    assert [json.loads(j.proto.body) for j in at.json] == json.loads(json.dumps(rows[:3], default=str))
+    jsonl = [json.loads(x) for x in _library(toy, "dpo").decode().splitlines()]
+    assert [r["chosen"] for r in rows] == [r["chosen"] for r in jsonl]
+    (dl,) = at.get("download_button")
+    assert dl.proto.label == "Download"
+    _no_markup(at)
 
 
 def test_kto_per_step_steps_and_chat_sft(tree):
