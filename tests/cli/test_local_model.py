@@ -172,6 +172,40 @@ def test_hotpotqa_steps_parse_and_repeat(served):
 
 @needs_model
 @slow
+@pytest.mark.parametrize("style", ["messages", "tools"])
+def test_the_conversation_styles_requests_are_ones_the_real_server_takes(served, style):
+    """Issue 42 on the built-in model: llama-cpp-python's server validates every message and
+    renders it through the GGUF's chat template (`content: null` beside a call was an HTTP 500).
+    Its template declares no tools, so SmolLM2 answers in text: a thought turn, or an empty
+    answer that ends the run as a failed call - never a refused request."""
+    env, _ = served
+    proc = _cli(
+        env,
+        "run",
+        "--env",
+        "alfworld",
+        "--task",
+        ROOM,
+        "--api-style",
+        style,
+        "--max-steps",
+        "3",
+        "--temperature",
+        "0",
+        "--no-cache",
+        "--json",
+        ok=False,
+    )
+    assert "HTTP" not in proc.stderr and "model server error" not in proc.stderr, proc.stderr
+    if style == "messages":
+        assert proc.returncode == 0, proc.stderr
+    ep = max(e["episode"] for e in json.loads(_cli(env, "episodes", "--json").stdout))  # (this run's)
+    steps = _steps(env, str(ep))
+    assert steps and all((a or t) and src == "model" for t, a, o, src in steps), steps
+
+
+@needs_model
+@slow
 def test_calls_carry_the_model_files_sha256(served):
     env, _ = served
     from agent import local_model
