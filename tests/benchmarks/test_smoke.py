@@ -32,7 +32,8 @@ TINY: dict[str, list[str]] = {
     "scale.py": ["--sizes", "60", "--rollouts", "3", "--runs", "1"],
     "search.py": ["--episodes", "2"],
     "stats_simulation.py": ["--reps", "10", "--paired-n", "20"],
-    "stop_latency.py": ["--n", "1"],
+    # the CLI path of one kind (every kind's Stop through the CLI: tests/cli/test_stop_every_kind.py), the app's all
+    "stop_latency.py": ["--n", "1", "--kinds", "run"],
     "suggest.py": ["--failures", "1", "--verify", "1"],
     "textworld_plugin.py": ["--depth", "2", "--repeat", "1"],
     "ui.py": ["--runs", "1", "--experiments", "1", "--tasks", "2", "--long", "4"],
