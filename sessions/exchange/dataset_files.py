@@ -97,7 +97,13 @@ def write_hf(
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=str(target.parent)))
     try:
         ds = datasets.Dataset(table)
-        ds.save_to_disk(str(tmp))
+        shown = not datasets.are_progress_bars_disabled()
+        datasets.disable_progress_bars()  # (its bar on stderr would break the command's one-line output)
+        try:
+            ds.save_to_disk(str(tmp))
+        finally:
+            if shown:
+                datasets.enable_progress_bars()
         (tmp / "README.md").write_text(card_text(card, ds), encoding="utf-8")
         if target.exists():
             target.rmdir()

@@ -276,8 +276,10 @@ def test_cli_prints_what_it_wrote_and_left_out(toy, made, tmp_path, capsys, monk
     assert "  left out 2: no evidence either way" in text
     folder = tmp_path / "kto-hf"
     assert cli(["export", "--format", "kto", "--env", "alfworld", "--out", str(folder), "--hf", "--json"]) == 0
-    rep = json.loads(capsys.readouterr().out)
+    got = capsys.readouterr()
+    rep = json.loads(got.out)
     assert rep["output"] == "hf" and rep["records"] > 0 and (folder / "README.md").is_file()
+    assert got.err == ""  # (no `datasets` progress bar beside the command's own lines)
     assert cli(["export", "--format", "kto", "--env", "alfworld", "--out", str(folder), "--hf"]) == 2
     assert "not an empty folder" in capsys.readouterr().err  # never written over
     assert cli(["export", "--format", "jsonl", "--env", "alfworld", "--out", str(tmp_path / "x.parquet")]) == 2
