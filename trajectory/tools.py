@@ -23,8 +23,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import jsonschema
-
 
 class ToolCallError(ValueError):
     """A call (or a text action) that does not fit the family's tools: unknown tool,
@@ -78,20 +76,22 @@ class ToolSet:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {t.name: t for t in self.tools})
-        # one checked validator per tool (jsonschema.validate checks the schema and builds one at
-        # every call: a tools-style request maps every earlier step's action, ~0.5 ms each)
-        object.__setattr__(
-            self,
-            "_validators",
-            {
-                t.name: jsonschema.validators.validator_for(t.schema()["function"]["parameters"])(
-                    t.schema()["function"]["parameters"]
-                )
-                for t in self.tools
-            },
-        )
+        object.__setattr__(self, "_validators", {})
         if self.form == "command" and len(self.tools) != 1:
             raise ValueError("a command tool set has exactly one tool")
+
+    def _validator(self, name: str) -> Any:
+        """The tool's checked validator, made at its first call and kept (jsonschema.validate
+        checks the schema and builds one at every call: a tools-style request maps every
+        earlier step's action, ~0.5 ms each). jsonschema is imported here, not with the module:
+        every command loads the families' transcripts, and it costs ~30 ms of start-up."""
+        made = self._validators.get(name)
+        if made is None:
+            import jsonschema
+
+            params = self._by_name[name].schema()["function"]["parameters"]
+            made = self._validators[name] = jsonschema.validators.validator_for(params)(params)
+        return made
 
     def schemas(self) -> list[dict[str, Any]]:
         """Every tool's `tools` entry, in declaration order (part of the pinned request)."""
@@ -109,7 +109,9 @@ class ToolSet:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
                 raise ToolCallError(f"the arguments of {name} are not JSON: {exc.msg}") from None
-        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(arguments))
+        from jsonschema.exceptions import best_match
+
+        error = best_match(self._validator(name).iter_errors(arguments))
         if error is not None:
             raise ToolCallError(f"the arguments of {name} do not match its schema: {error.message}") from None
         return dict(arguments)

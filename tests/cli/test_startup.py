@@ -18,7 +18,17 @@ from react_editor.main import main
 from tests.experiment_agents import wiki_agent
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("openai", "httpx", "streamlit", "pandas", "numpy", "envs.alfworld", "agent.engine", "agent.client")
+HEAVY = (
+    "openai",
+    "httpx",
+    "streamlit",
+    "pandas",
+    "numpy",
+    "jsonschema",
+    "envs.alfworld",
+    "agent.engine",
+    "agent.client",
+)
 PROBE = (
     "import json, sys\nfrom react_editor.main import main\nran = []\ntry:\n"
     "    for args in json.loads(sys.argv[1]):\n        try:\n            ran.append(main(args))\n"
