@@ -201,7 +201,8 @@ def test_wikipedia_families_run_edit_resume_whatif_suggest(
         "--db",
         db,
     )
-    assert out
+    assert out["control"]["n"] == out["treatment"]["n"] == 1  # one rollout per arm, each run to its end
+    assert len(out["control"]["versions"]) == len(out["treatment"]["versions"]) == 1
     scripted_llm.require_tools = False  # (the critic answers JSON: its request declares no tools)
     sug = cj(capsys, "suggest", "1:1", "--verify", "1", "--critic-api-style", style, "--db", db)
     assert sug["candidates"][0]["kind"] == "rewrite_thought"
@@ -275,7 +276,8 @@ def test_alfworld_run_edit_resume_whatif_suggest(style, scripted_llm, tmp_path, 
         "--db",
         db,
     )
-    assert out
+    assert out["control"]["n"] == out["treatment"]["n"] == 1  # one rollout per arm, each run to its end
+    assert len(out["control"]["versions"]) == len(out["treatment"]["versions"]) == 1
     scripted_llm.require_tools = False  # (the critic answers JSON: its request declares no tools)
     sug = cj(capsys, "suggest", "1:1", "--verify", "1", "--critic-api-style", style, "--db", db)
     assert sug["candidates"][0]["kind"] == "rewrite_thought"

@@ -82,9 +82,10 @@ def test_textworld_plugin_in_the_conversation_styles(style, scripted_llm, tmp_pa
             assert res["steps"] == 4
         edited = cj(capsys, "show", ref)[1]
         assert edited["action"] == "inventory" and edited["observation"] != shown[1]["observation"]
-        assert cj(
+        out = cj(
             capsys, "whatif", "1", "--version", str(run["version"]), "--step", "3", "--thought", "Go east.", "--n", "1"
         )
+        assert out["control"]["n"] == out["treatment"]["n"] == 1  # one rollout per arm, each run to its end
         scripted_llm.require_tools = False
         sug = cj(capsys, "suggest", "1:1", "--verify", "1", "--critic-api-style", style)
         assert sug["candidates"][0]["kind"] == "rewrite_thought"
