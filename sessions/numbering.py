@@ -12,6 +12,7 @@ version's label never changes."""
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 from sessions.store import Store, StoreError
 
@@ -44,10 +45,15 @@ def labels(store: Store, episode_id: int) -> dict[int, str]:
         "select id, parent_version from versions where episode_id = ? order by id", [episode_id]
     ).fetchall()
     parents = {int(r[0]): r[1] for r in rows}
-    grouped = _rollouts(store, episode_id, parents)
+    return label_map(parents, _rollouts(store, episode_id, parents))
+
+
+def label_map(version_ids: Iterable[int], rollouts: set[int]) -> dict[int, str]:
+    """{version id: label} of an episode's versions in id order, `rollouts` among them (pure:
+    a caller that read both already, or knows there is no rollout, asks no query)."""
     out, counts = {}, {"v": 0, ROLLOUT: 0}
-    for vid in parents:
-        kind = ROLLOUT if vid in grouped else "v"
+    for vid in version_ids:
+        kind = ROLLOUT if vid in rollouts else "v"
         counts[kind] += 1
         out[vid] = f"{kind}{counts[kind]}"
     return out

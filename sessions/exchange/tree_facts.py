@@ -96,16 +96,12 @@ def load(store: Store, episode_ids: Iterable[int]) -> dict[int, Facts]:
     ).fetchall()
     for ep, vid in mrows:
         out[ep].rollouts.add(vid)
-    judgments = getattr(store, "judgments", None)
-    if judgments is not None:
-        for j in judgments.of_versions(list(episode_of)):
-            if j.episode_id in out:
-                out[j.episode_id].judgments.append(j)
-    for ep in ids:
-        if out[ep].rollouts or out[ep].judgments or out[ep].groups:
-            out[ep].labels = numbering.labels(store, ep)
-        else:  # no rollouts: the labels are v1, v2, ... in id order (what numbering gives), no query
-            out[ep].labels = {vid: f"v{n}" for n, vid in enumerate(parents.get(ep, {}), 1)}
+    for j in store.judgments.of_versions(list(episode_of)):
+        if j.episode_id in out:
+            out[j.episode_id].judgments.append(j)
+    for ep in ids:  # (an episode without rollouts asks numbering no query: its versions are v1, v2, ...)
+        rollouts = out[ep].rollouts
+        out[ep].labels = numbering.labels(store, ep) if rollouts else numbering.label_map(parents.get(ep, {}), set())
     return out
 
 
