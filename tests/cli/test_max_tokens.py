@@ -7,22 +7,33 @@ import json
 
 import pytest
 
+from envs.wikipedia.zim import build_zim
 from react_editor.main import main
 from tests.alfworld_helpers import first_task
-from tests.cli.conversation_agents import GameAgent
+from tests.cli.conversation_agents import GameAgent, WikiAgent
+from tests.mediawiki_server import SAMPLE_ARTICLES
 
 
-def test_the_flag_reaches_every_request_and_the_pinned_config(scripted_llm, tmp_path, capsys, monkeypatch):
+@pytest.fixture(scope="module")
+def zim(tmp_path_factory):
+    return build_zim(SAMPLE_ARTICLES, tmp_path_factory.mktemp("z") / "react_editor.zim")
+
+
+@pytest.mark.parametrize("kind", ["alfworld", "hotpotqa"])
+def test_the_flag_reaches_every_request_and_the_pinned_config(kind, zim, scripted_llm, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real")
-    scripted_llm.set_responder(GameAgent("tools"))
+    if kind == "alfworld":
+        scripted_llm.set_responder(GameAgent("tools"))
+        where = ["--task", first_task("pick_and_place_simple").id]
+    else:
+        scripted_llm.set_responder(WikiAgent("tools"))
+        where = ["--question", "What is the elevation range?", "--answer", "x", "--wiki", f"zim:{zim}"]
     db = str(tmp_path / "t.db")
-    task = first_task("pick_and_place_simple")
     argv = [
         "run",
         "--env",
-        "alfworld",
-        "--task",
-        task.id,
+        kind,
+        *where,
         "--api-style",
         "tools",
         "--model",
